@@ -1,0 +1,11 @@
+//! Pure routing policy: no clocks, no I/O, no actors. Each file owns one rule of behaviour.md.
+
+pub mod breaker;
+pub mod buckets;
+pub mod classify;
+pub mod cooldown;
+pub mod drr;
+pub mod lockout;
+pub mod quota_share;
+pub mod rate_limit_headers;
+pub mod reset_hint;

@@ -1,0 +1,1 @@
+//! (to be written) policy: rate_limit_headers

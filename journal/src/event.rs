@@ -1,0 +1,531 @@
+//! The event schema: every fact the router journals, and the envelope around it.
+//!
+//! This file owns the *shape* of what is stored; it never encodes (see `codec`) and never
+//! decides (policy lives in `quotaroute-actors`). Rules that keep old journals readable:
+//! - new event kinds are appended at the **end** of [`Event`] (bincode stores the variant index);
+//! - a field is never added to, removed from or reordered in an existing struct without bumping
+//!   [`SCHEMA_VERSION`] and teaching `codec` to upgrade the old shape;
+//! - no `#[serde(tag)]`, `untagged`, `flatten` or `skip_serializing_if`: bincode cannot read them.
+//!
+//! No type here may hold a secret: events carry connection *ids*, never credentials, and upstream
+//! messages only after the node has masked them.
+
+use serde::{Deserialize, Serialize};
+
+/// The version written into every envelope by this build.
+pub const SCHEMA_VERSION: u16 = 1;
+
+/// One journaled event: its position, when it happened (Unix milliseconds, the policy's `now`)
+/// and what happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub schema_version: u16,
+    pub seq: u64,
+    pub at_ms: u64,
+    pub event: Event,
+}
+
+/// Every kind of event. Append new kinds at the end only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    NodeStarted(NodeStarted),
+    ConfigLoaded(ConfigLoaded),
+    RequestSucceeded(RequestSucceeded),
+    RequestFailed(RequestFailed),
+    ConnectionCooldown(ConnectionCooldown),
+    ConnectionDisabled(ConnectionDisabled),
+    ConnectionCleared(ConnectionCleared),
+    ModelLocked(ModelLocked),
+    ModelUnlocked(ModelUnlocked),
+    BreakerTransition(BreakerTransition),
+    UsageObserved(UsageObserved),
+    AdminAction(AdminAction),
+    NodeStopped(NodeStopped),
+    RouteDecided(RouteDecided),
+    BreakerCounted(BreakerCounted),
+}
+
+impl Event {
+    /// The contract's name of this kind (`request_failed`, `model_locked`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::NodeStarted(_) => "node_started",
+            Event::ConfigLoaded(_) => "config_loaded",
+            Event::RequestSucceeded(_) => "request_succeeded",
+            Event::RequestFailed(_) => "request_failed",
+            Event::ConnectionCooldown(_) => "connection_cooldown",
+            Event::ConnectionDisabled(_) => "connection_disabled",
+            Event::ConnectionCleared(_) => "connection_cleared",
+            Event::ModelLocked(_) => "model_locked",
+            Event::ModelUnlocked(_) => "model_unlocked",
+            Event::BreakerTransition(_) => "breaker_transition",
+            Event::UsageObserved(_) => "usage_observed",
+            Event::AdminAction(_) => "admin_action",
+            Event::NodeStopped(_) => "node_stopped",
+            Event::RouteDecided(_) => "route_decided",
+            Event::BreakerCounted(_) => "breaker_counted",
+        }
+    }
+
+    /// Every kind name, in variant order.
+    pub const KINDS: [&'static str; 15] = [
+        "node_started",
+        "config_loaded",
+        "request_succeeded",
+        "request_failed",
+        "connection_cooldown",
+        "connection_disabled",
+        "connection_cleared",
+        "model_locked",
+        "model_unlocked",
+        "breaker_transition",
+        "usage_observed",
+        "admin_action",
+        "node_stopped",
+        "route_decided",
+        "breaker_counted",
+    ];
+
+    /// Request events may be dropped when the journal queue is full; state events never are.
+    pub fn is_request_event(&self) -> bool {
+        matches!(
+            self,
+            Event::RequestSucceeded(_) | Event::RequestFailed(_) | Event::RouteDecided(_)
+        )
+    }
+
+    /// The provider this event is about, if any (for filters).
+    pub fn provider(&self) -> Option<&str> {
+        match self {
+            Event::RequestSucceeded(e) => Some(&e.provider),
+            Event::RequestFailed(e) => Some(&e.provider),
+            Event::ConnectionCooldown(e) => Some(&e.provider),
+            Event::ConnectionDisabled(e) => Some(&e.provider),
+            Event::ConnectionCleared(e) => Some(&e.provider),
+            Event::ModelLocked(e) => Some(&e.provider),
+            Event::ModelUnlocked(e) => Some(&e.provider),
+            Event::BreakerTransition(e) => Some(&e.provider),
+            Event::UsageObserved(e) => Some(&e.provider),
+            Event::BreakerCounted(e) => Some(&e.provider),
+            _ => None,
+        }
+    }
+
+    /// The connection this event is about, if any (for filters).
+    pub fn connection(&self) -> Option<&str> {
+        match self {
+            Event::RequestSucceeded(e) => Some(&e.connection),
+            Event::RequestFailed(e) => Some(&e.connection),
+            Event::ConnectionCooldown(e) => Some(&e.connection),
+            Event::ConnectionDisabled(e) => Some(&e.connection),
+            Event::ConnectionCleared(e) => Some(&e.connection),
+            Event::ModelLocked(e) => Some(&e.connection),
+            Event::ModelUnlocked(e) => Some(&e.connection),
+            Event::UsageObserved(e) => Some(&e.connection),
+            Event::BreakerCounted(e) => Some(&e.connection),
+            _ => None,
+        }
+    }
+
+    /// The upstream model this event is about, if any (for filters).
+    pub fn model(&self) -> Option<&str> {
+        match self {
+            Event::RequestSucceeded(e) => Some(&e.model),
+            Event::RequestFailed(e) => Some(&e.model),
+            Event::ModelLocked(e) => Some(&e.model),
+            Event::ModelUnlocked(e) => Some(&e.model),
+            Event::RouteDecided(e) => Some(&e.model),
+            _ => None,
+        }
+    }
+}
+
+/// How a connection authenticates; decides breaker and cooldown profiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthKind {
+    ApiKey,
+    Oauth,
+}
+
+/// Wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiFormat {
+    Openai,
+    Anthropic,
+}
+
+/// The class of one upstream result (behaviour §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeClass {
+    Success,
+    ModelUnavailable,
+    ClientError,
+    AuthFailed,
+    Billing,
+    QuotaExhausted,
+    Forbidden,
+    RateLimited,
+    Timeout,
+    ServerError,
+    Network,
+}
+
+impl OutcomeClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeClass::Success => "success",
+            OutcomeClass::ModelUnavailable => "model_unavailable",
+            OutcomeClass::ClientError => "client_error",
+            OutcomeClass::AuthFailed => "auth_failed",
+            OutcomeClass::Billing => "billing",
+            OutcomeClass::QuotaExhausted => "quota_exhausted",
+            OutcomeClass::Forbidden => "forbidden",
+            OutcomeClass::RateLimited => "rate_limited",
+            OutcomeClass::Timeout => "timeout",
+            OutcomeClass::ServerError => "server_error",
+            OutcomeClass::Network => "network",
+        }
+    }
+}
+
+/// Why a target could not be used (behaviour §7), also the `reason` of a `skipped` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockReason {
+    BreakerOpen,
+    ProbeInFlight,
+    Cooldown,
+    DisabledAuth,
+    DisabledBilling,
+    RateLimited,
+    NotFound,
+    QuotaExhausted,
+}
+
+impl BlockReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockReason::BreakerOpen => "breaker_open",
+            BlockReason::ProbeInFlight => "probe_in_flight",
+            BlockReason::Cooldown => "cooldown",
+            BlockReason::DisabledAuth => "disabled_auth",
+            BlockReason::DisabledBilling => "disabled_billing",
+            BlockReason::RateLimited => "rate_limited",
+            BlockReason::NotFound => "not_found",
+            BlockReason::QuotaExhausted => "quota_exhausted",
+        }
+    }
+}
+
+/// Why a (connection, model) is locked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockReason {
+    RateLimited,
+    NotFound,
+    QuotaExhausted,
+}
+
+/// Why a whole connection is disabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DisableReason {
+    /// 401 or a plain 403: until an operator clears it or the config reloads.
+    Auth,
+    /// 402 or `insufficient_quota`: for `billing_ms`, then probed.
+    Billing,
+}
+
+/// Where a lock's duration came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetSource {
+    /// An upstream header or body hint, used exactly (capped).
+    Upstream,
+    /// Exponential backoff from the failure count.
+    Backoff,
+    /// `lockout.quota_ms` doubling per failed probe.
+    Quota,
+}
+
+/// Who caused a change that was not an upstream result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionBy {
+    /// The router's own policy (an outcome, a timer seen lazily).
+    Router,
+    /// An operator through the admin API.
+    Admin,
+    /// A config reload.
+    Reload,
+    /// Dropped to keep `lockout.max_per_connection`.
+    Eviction,
+}
+
+/// Circuit breaker phase (behaviour §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BreakerPhase {
+    #[serde(rename = "CLOSED")]
+    Closed,
+    #[serde(rename = "DEGRADED")]
+    Degraded,
+    #[serde(rename = "OPEN")]
+    Open,
+    #[serde(rename = "HALF_OPEN")]
+    HalfOpen,
+}
+
+impl BreakerPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerPhase::Closed => "CLOSED",
+            BreakerPhase::Degraded => "DEGRADED",
+            BreakerPhase::Open => "OPEN",
+            BreakerPhase::HalfOpen => "HALF_OPEN",
+        }
+    }
+}
+
+/// Where a usage reading came from (behaviour §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageSource {
+    /// Rate-limit headers on an upstream response.
+    Header,
+    /// Pushed through `POST /admin/connections/{id}/usage`.
+    Push,
+}
+
+/// A target a request did not use, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub connection: String,
+    pub model: String,
+    pub reason: BlockReason,
+    /// `None` when the block does not end by itself.
+    pub remaining_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStarted {
+    pub version: String,
+    pub pid: u32,
+    /// Last seq recovered from the journal before this start.
+    pub recovered_seq: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStopped {
+    pub reason: String,
+    pub uptime_ms: u64,
+}
+
+/// The routing shape of a loaded config, without secrets, so a journal replays on its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigLoaded {
+    /// Where it came from (a path, `embedded`, `admin reload`).
+    pub source: String,
+    /// Hex digest of the file's bytes, to tell configs apart.
+    pub digest: String,
+    pub providers: Vec<ProviderInfo>,
+    pub connections: Vec<ConnectionInfo>,
+    pub combos: Vec<ComboInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderInfo {
+    pub name: String,
+    pub format: ApiFormat,
+    /// `oauth` when all its connections are oauth, else `api_key`.
+    pub profile: AuthKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionInfo {
+    pub id: String,
+    pub provider: String,
+    pub auth: AuthKind,
+    pub weight: u32,
+    pub max_concurrent: Option<u32>,
+    /// `None`: serves any model.
+    pub models: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComboInfo {
+    pub name: String,
+    pub strategy: String,
+    pub targets: Vec<TargetInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    pub connection: String,
+    pub model: String,
+    pub weight: u32,
+}
+
+/// A combo chose an order of targets for one request (its DRR step is rebuilt from this).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteDecided {
+    pub request_id: String,
+    pub combo: String,
+    /// The model the client asked for.
+    pub model: String,
+    /// Indices (into the combo's targets) that had room and so took part in DRR this turn.
+    pub room: Vec<u16>,
+    /// Index of the target that paid for this turn; `None` when nothing could serve.
+    pub chosen: Option<u16>,
+    /// The ordered candidates handed to the request, as target indices.
+    pub order: Vec<u16>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// One upstream attempt that succeeded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestSucceeded {
+    pub request_id: String,
+    pub combo: String,
+    pub provider: String,
+    pub connection: String,
+    pub model: String,
+    pub status: u16,
+    /// 1-based number of this upstream request within the client request.
+    pub attempt: u32,
+    pub latency_ms: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub stream: bool,
+    /// Targets passed over before this attempt, with why.
+    pub skipped: Vec<Skipped>,
+}
+
+/// One upstream attempt that failed, with what the classifier saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestFailed {
+    pub request_id: String,
+    pub combo: String,
+    pub provider: String,
+    pub connection: String,
+    pub model: String,
+    /// `None` for network errors and timeouts before headers.
+    pub status: Option<u16>,
+    pub class: OutcomeClass,
+    /// Upstream `error.code` / `error.type` when it had one.
+    pub error_code: Option<String>,
+    /// Upstream message, masked and truncated.
+    pub message: Option<String>,
+    pub attempt: u32,
+    pub latency_ms: u64,
+    /// The upstream's own reset hint, as a duration from `at_ms`, if it gave one.
+    pub reset_hint_ms: Option<u64>,
+    pub stream: bool,
+    /// True when the stream had already sent content to the client (no failover possible).
+    pub after_first_content: bool,
+    pub skipped: Vec<Skipped>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionCooldown {
+    pub provider: String,
+    pub connection: String,
+    pub class: OutcomeClass,
+    pub status: Option<u16>,
+    /// Backoff level that produced this cooldown (0 = base).
+    pub level: u32,
+    pub until_ms: u64,
+    /// True when the upstream's `Retry-After` set the duration.
+    pub from_retry_after: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionDisabled {
+    pub provider: String,
+    pub connection: String,
+    pub reason: DisableReason,
+    pub status: Option<u16>,
+    pub error_code: Option<String>,
+    /// `None`: until an operator clears it or the config reloads.
+    pub until_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionCleared {
+    pub provider: String,
+    pub connection: String,
+    pub by: ActionBy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelLocked {
+    pub provider: String,
+    pub connection: String,
+    pub model: String,
+    pub reason: LockReason,
+    pub status: Option<u16>,
+    pub error_code: Option<String>,
+    pub until_ms: u64,
+    /// Failures counted for this (connection, model) including this one.
+    pub failure_count: u32,
+    pub source: ResetSource,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelUnlocked {
+    pub provider: String,
+    pub connection: String,
+    pub model: String,
+    pub by: ActionBy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerTransition {
+    pub provider: String,
+    pub from: BreakerPhase,
+    pub to: BreakerPhase,
+    /// Failures counted in the window at the transition.
+    pub failures: u32,
+    /// Open cycles so far (drives the escalating reset).
+    pub cycles: u32,
+    /// For `OPEN`: when it may go HALF_OPEN.
+    pub until_ms: Option<u64>,
+    pub by: ActionBy,
+}
+
+/// A breaker counted one outcome (a failure after dedup, or a success that removed one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerCounted {
+    pub provider: String,
+    pub connection: String,
+    /// True: a failure was added; false: a success removed one.
+    pub failure: bool,
+    /// Failures in the window after this change.
+    pub failures: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageObserved {
+    pub provider: String,
+    pub connection: String,
+    /// `5h`, `7d`, `7d:<model>`, or a short window such as `requests:<model>`, `tokens:<model>`.
+    pub window: String,
+    /// Used amount, in the limit's unit (for percentage readings: basis points of 10 000).
+    pub used: u64,
+    pub limit: u64,
+    pub resets_at_ms: Option<u64>,
+    pub source: UsageSource,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminAction {
+    /// e.g. `clear_lockout`, `reset_breaker`, `clear_connection`, `push_usage`, `reload`.
+    pub action: String,
+    /// What it acted on (`conn/model`, a provider, a connection id).
+    pub target: String,
+    /// Always `admin` for the admin API.
+    pub by: String,
+}

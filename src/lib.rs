@@ -1,0 +1,4 @@
+//! quotaroute: the node (config, HTTP, upstream client, CLI, replay) and the embedding facade.
+
+pub use quotaroute_actors as actors;
+pub use quotaroute_journal as journal;
