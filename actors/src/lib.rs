@@ -1,7 +1,40 @@
 //! quotaroute-actors: the routing policy (pure) and the actors that own its state.
 //!
-//! Layout
-//! - `policy/` — every rule of `behaviour.md` as pure code: state + input + now → events, and
+//! # Layout
+//! - [`policy`] — every rule of `behaviour.md` as pure code: state + input + now → events, and
 //!   `apply(at_ms, &Event)` as the only way state changes, so replay runs the same code as live.
+//!   [`policy::router_state::RouterState`] is the fold of the whole journal.
+//! - [`actor`] — one `ComboActor` per combo (DRR deficits, views of its targets), one
+//!   `ConnectionActor` per connection (cooldown, lockouts, buckets), one `BreakerActor` per
+//!   provider, the `RecorderActor` (sole journal appender, snapshots) and the `RouterSupervisor`.
+//! - [`router::Router`] — the front door: start from a topology and a journal, `route`,
+//!   `Decision::report`, `state`, admin operations, reload.
+//! - [`topology`] — what the node hands in (providers, connections, combos, settings).
+//! - [`permit`], [`registry`], [`view`], [`decision`], [`outcome`], [`clock`] — the plumbing
+//!   between them.
+//!
+//! See `docs/runtime-semantics.md` for ordering, call vs cast and what happens on panic.
 
+pub mod actor;
+pub mod admin_state;
+pub mod clock;
+pub mod decision;
+mod error;
+pub mod outcome;
+pub mod permit;
 pub mod policy;
+pub mod registry;
+pub mod router;
+pub mod snapshot;
+pub mod topology;
+pub mod view;
+
+pub use actor::combo::{RouteRequest, RoutedTarget, Unroutable};
+pub use admin_state::AdminState;
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock, TokioClock};
+pub use decision::Decision;
+pub use error::RouterError;
+pub use outcome::{AttemptResult, Outcome};
+pub use permit::Permit;
+pub use router::{recover_state, RecoveryReport, RouteError, Router, RouterOptions};
+pub use topology::{ComboSpec, ConnectionSpec, ProviderSpec, TargetSpec, Topology};

@@ -327,6 +327,8 @@ pub struct NodeStopped {
 /// The routing shape of a loaded config, without secrets, so a journal replays on its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfigLoaded {
+    /// Counts config loads over the journal's life; `RouteDecided` names the one it used.
+    pub generation: u64,
     /// Where it came from (a path, `embedded`, `admin reload`).
     pub source: String,
     /// Hex digest of the file's bytes, to tell configs apart.
@@ -373,6 +375,8 @@ pub struct TargetInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteDecided {
     pub request_id: String,
+    /// The config generation whose target list `room`, `chosen` and `order` index into.
+    pub generation: u64,
     pub combo: String,
     /// The model the client asked for.
     pub model: String,

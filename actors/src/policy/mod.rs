@@ -3,9 +3,11 @@
 pub mod breaker;
 pub mod buckets;
 pub mod classify;
+pub mod connection_state;
 pub mod cooldown;
 pub mod drr;
 pub mod lockout;
 pub mod quota_share;
 pub mod rate_limit_headers;
 pub mod reset_hint;
+pub mod router_state;

@@ -1,0 +1,159 @@
+//! BreakerActor: owns one provider's circuit breaker (behaviour §5).
+//!
+//! Receives failure/success signals by `cast`, runs the pure `BreakerState` policy, hands the
+//! events to the recorder and pushes the new state to the combos that route to the provider.
+//! Probe tokens live in a shared `ProbeGate` (taken by combos, given back by permits).
+
+use std::sync::Arc;
+
+use quotaroute_journal::Event;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use crate::actor::combo::ComboMsg;
+use crate::actor::recorder::RecorderMsg;
+use crate::clock::SharedClock;
+use crate::policy::breaker::{BreakerSettings, BreakerState};
+
+/// One outcome as the breaker sees it.
+#[derive(Debug, Clone)]
+pub struct BreakerSignal {
+    pub connection: String,
+    /// True for timeout/server/network failures; false for successes.
+    pub failure: bool,
+    pub started_at_ms: u64,
+    pub was_probe: bool,
+}
+
+/// Messages to a breaker actor.
+pub enum BreakerMsg {
+    Signal(BreakerSignal),
+    /// A combo admitted a probe: record OPEN → HALF_OPEN if the reset has passed.
+    ProbeAdmitted,
+    /// Admin: close the breaker; replies whether it was not already closed.
+    Reset(RpcReplyPort<bool>),
+    SetSubscribers(Vec<ActorRef<ComboMsg>>),
+    Subscribe(ActorRef<ComboMsg>),
+    Reconfigure(BreakerSettings),
+    #[doc(hidden)]
+    Crash,
+}
+
+pub struct BreakerActor;
+
+pub struct BreakerArgs {
+    pub provider: String,
+    pub settings: BreakerSettings,
+    pub state: BreakerState,
+    pub subscribers: Vec<ActorRef<ComboMsg>>,
+    pub recorder: ActorRef<RecorderMsg>,
+    pub clock: SharedClock,
+}
+
+pub struct BreakerActorState {
+    provider: String,
+    settings: BreakerSettings,
+    state: Arc<BreakerState>,
+    subscribers: Vec<ActorRef<ComboMsg>>,
+    recorder: ActorRef<RecorderMsg>,
+    clock: SharedClock,
+}
+
+impl BreakerActorState {
+    fn commit(&mut self, now_ms: u64, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let mut next = BreakerState::clone(&self.state);
+        for event in &events {
+            if let Event::BreakerTransition(t) = event {
+                tracing::info!(
+                    provider = %t.provider, from = t.from.as_str(), to = t.to.as_str(),
+                    failures = t.failures, cycles = t.cycles, "breaker transition"
+                );
+            }
+            next.apply(now_ms, event);
+        }
+        self.state = Arc::new(next);
+        let _ = self.recorder.cast(RecorderMsg::Record(
+            events.into_iter().map(|e| (now_ms, e)).collect(),
+        ));
+        self.push();
+    }
+
+    fn push(&self) {
+        for combo in &self.subscribers {
+            let _ = combo.cast(ComboMsg::BreakerChanged(
+                self.provider.clone(),
+                self.state.clone(),
+            ));
+        }
+    }
+}
+
+impl Actor for BreakerActor {
+    type Msg = BreakerMsg;
+    type State = BreakerActorState;
+    type Arguments = BreakerArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: BreakerArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(BreakerActorState {
+            provider: args.provider,
+            settings: args.settings,
+            state: Arc::new(args.state),
+            subscribers: args.subscribers,
+            recorder: args.recorder,
+            clock: args.clock,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: BreakerMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let now_ms = state.clock.now_ms();
+        match message {
+            BreakerMsg::Signal(signal) => {
+                let events = state.state.on_outcome(
+                    &state.provider,
+                    &signal.connection,
+                    signal.failure,
+                    signal.started_at_ms,
+                    signal.was_probe,
+                    now_ms,
+                    &state.settings,
+                );
+                state.commit(now_ms, events);
+            }
+            BreakerMsg::ProbeAdmitted => {
+                let events = state.state.on_probe_admitted(&state.provider, now_ms);
+                state.commit(now_ms, events);
+            }
+            BreakerMsg::Reset(reply) => {
+                let events = state.state.reset(&state.provider, now_ms);
+                let changed = !events.is_empty();
+                state.commit(now_ms, events);
+                let _ = reply.send(changed);
+            }
+            BreakerMsg::SetSubscribers(subscribers) => {
+                state.subscribers = subscribers;
+                state.push();
+            }
+            BreakerMsg::Subscribe(combo) => {
+                let _ = combo.cast(ComboMsg::BreakerChanged(
+                    state.provider.clone(),
+                    state.state.clone(),
+                ));
+                state.subscribers.push(combo);
+            }
+            BreakerMsg::Reconfigure(settings) => state.settings = settings,
+            BreakerMsg::Crash => return Err(ActorProcessingErr::from("crash requested by a test")),
+        }
+        Ok(())
+    }
+}

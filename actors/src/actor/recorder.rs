@@ -1,0 +1,99 @@
+//! RecorderActor: the single appender to the journal. Folds every event it is given into the
+//! `RouterState` (the same `apply` the owning actors ran), appends it, and snapshots that fold
+//! every `snapshot_every_events`, so a snapshot is exactly the state at its seq.
+//!
+//! Other actors only `cast` to it; the supervisor and admin `call` it for the folded state. It
+//! never calls anyone.
+
+use quotaroute_journal::{Event, JournalHandle};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use crate::policy::router_state::RouterState;
+use crate::snapshot;
+
+/// Messages to the recorder.
+pub enum RecorderMsg {
+    /// Events one actor produced in one step, in order, each with its `now`.
+    Record(Vec<(u64, Event)>),
+    /// The folded state (for admin, restarts, and tests).
+    State(RpcReplyPort<RouterState>),
+    /// Wait until everything recorded so far is durable; replies with the durable seq.
+    Flush(RpcReplyPort<Result<u64, String>>),
+}
+
+pub struct RecorderActor;
+
+pub struct RecorderArgs {
+    pub journal: JournalHandle,
+    pub state: RouterState,
+    pub snapshot_every_events: u64,
+}
+
+pub struct RecorderState {
+    journal: JournalHandle,
+    state: RouterState,
+    snapshot_every_events: u64,
+    since_snapshot: u64,
+}
+
+impl RecorderState {
+    fn record(&mut self, at_ms: u64, event: Event) {
+        self.state.apply(at_ms, &event);
+        if let Some(seq) = self.journal.append(at_ms, event) {
+            self.state.last_seq = seq;
+        }
+        self.since_snapshot += 1;
+        if self.snapshot_every_events > 0 && self.since_snapshot >= self.snapshot_every_events {
+            self.since_snapshot = 0;
+            match snapshot::encode(&self.state) {
+                Ok(bytes) => {
+                    self.journal
+                        .snapshot(self.state.last_seq, self.state.last_at_ms, bytes)
+                }
+                Err(error) => tracing::warn!(%error, "snapshot not written"),
+            }
+        }
+    }
+}
+
+impl Actor for RecorderActor {
+    type Msg = RecorderMsg;
+    type State = RecorderState;
+    type Arguments = RecorderArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: RecorderArgs,
+    ) -> Result<RecorderState, ActorProcessingErr> {
+        Ok(RecorderState {
+            journal: args.journal,
+            state: args.state,
+            snapshot_every_events: args.snapshot_every_events,
+            since_snapshot: 0,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: RecorderMsg,
+        state: &mut RecorderState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            RecorderMsg::Record(events) => {
+                for (at_ms, event) in events {
+                    state.record(at_ms, event);
+                }
+            }
+            RecorderMsg::State(reply) => {
+                let _ = reply.send(state.state.clone());
+            }
+            RecorderMsg::Flush(reply) => {
+                let result = state.journal.flush().await.map_err(|e| e.to_string());
+                let _ = reply.send(result);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,220 @@
+//! The admin view of everything learned (contract `GET /admin/state` and `/admin/lockouts`),
+//! computed from the journal's fold at a given `now`. Holds ids and numbers, never a secret.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use quotaroute_journal::{AuthKind, DisableReason, LockReason};
+use serde::Serialize;
+
+use crate::permit::InFlight;
+use crate::policy::router_state::RouterState;
+use crate::topology::Topology;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdminState {
+    pub providers: Vec<ProviderState>,
+    pub connections: Vec<ConnectionAdminState>,
+    pub combos: Vec<ComboState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderState {
+    pub name: String,
+    pub profile: &'static str,
+    pub breaker: &'static str,
+    pub failures: u32,
+    pub cycles: u32,
+    pub retry_after_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DisabledState {
+    pub reason: &'static str,
+    pub remaining_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BucketState {
+    pub window: String,
+    pub used: u64,
+    pub limit: u64,
+    pub saturated: bool,
+    pub resets_at_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LockoutState {
+    pub provider: String,
+    pub connection: String,
+    pub model: String,
+    pub reason: &'static str,
+    pub error_code: Option<String>,
+    pub remaining_ms: u64,
+    pub failure_count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConnectionAdminState {
+    pub id: String,
+    pub provider: String,
+    pub auth: &'static str,
+    pub cooldown_remaining_ms: u64,
+    pub cooldown_level: u32,
+    pub disabled: Option<DisabledState>,
+    pub in_flight: u32,
+    pub buckets: Vec<BucketState>,
+    pub lockouts: Vec<LockoutState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComboState {
+    pub name: String,
+    pub strategy: &'static str,
+    pub targets: Vec<ComboTargetState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComboTargetState {
+    pub connection: String,
+    pub model: String,
+    pub weight: u32,
+    pub deficit: i64,
+}
+
+fn auth_name(auth: AuthKind) -> &'static str {
+    match auth {
+        AuthKind::ApiKey => "api_key",
+        AuthKind::Oauth => "oauth",
+    }
+}
+
+pub fn lock_reason_name(reason: LockReason) -> &'static str {
+    match reason {
+        LockReason::RateLimited => "rate_limited",
+        LockReason::NotFound => "not_found",
+        LockReason::QuotaExhausted => "quota_exhausted",
+    }
+}
+
+impl AdminState {
+    pub fn build(
+        topology: &Topology,
+        state: &RouterState,
+        in_flight: &HashMap<String, Arc<InFlight>>,
+        now_ms: u64,
+    ) -> Self {
+        let providers = topology
+            .providers
+            .iter()
+            .map(|p| {
+                let breaker = state.breakers.get(&p.name).cloned().unwrap_or_default();
+                let phase = breaker.phase_at(now_ms);
+                ProviderState {
+                    name: p.name.clone(),
+                    profile: auth_name(p.profile),
+                    breaker: phase.as_str(),
+                    failures: breaker.failures_at(now_ms),
+                    cycles: breaker.cycles(),
+                    retry_after_ms: breaker
+                        .open_until_ms()
+                        .filter(|&until| until > now_ms)
+                        .map(|until| until - now_ms),
+                }
+            })
+            .collect();
+        let connections = topology
+            .connections
+            .iter()
+            .map(|c| {
+                let learned = state.connections.get(&c.id).cloned().unwrap_or_default();
+                let health = &learned.health;
+                ConnectionAdminState {
+                    id: c.id.clone(),
+                    provider: c.provider.clone(),
+                    auth: auth_name(c.auth),
+                    cooldown_remaining_ms: health.cooldown_remaining_ms(now_ms),
+                    cooldown_level: health.level(),
+                    disabled: health.disabled_at(now_ms).map(|(reason, remaining_ms)| {
+                        DisabledState {
+                            reason: match reason {
+                                DisableReason::Auth => "auth",
+                                DisableReason::Billing => "billing",
+                            },
+                            remaining_ms,
+                        }
+                    }),
+                    in_flight: in_flight.get(&c.id).map_or(0, |f| f.get()),
+                    buckets: learned
+                        .buckets
+                        .views(now_ms, &c.limits, &c.buckets)
+                        .into_iter()
+                        .map(|v| BucketState {
+                            window: v.window,
+                            used: v.used,
+                            limit: v.limit,
+                            saturated: v.saturated,
+                            resets_at_ms: v.resets_at_ms,
+                        })
+                        .collect(),
+                    lockouts: lockouts_of(&c.provider, &c.id, &learned.lockouts, now_ms),
+                }
+            })
+            .collect();
+        let combos = topology
+            .combos
+            .iter()
+            .map(|combo| {
+                let deficits = state.deficits.get(&combo.name).cloned().unwrap_or_default();
+                ComboState {
+                    name: combo.name.clone(),
+                    strategy: combo.strategy.as_str(),
+                    targets: combo
+                        .targets
+                        .iter()
+                        .map(|t| ComboTargetState {
+                            connection: t.connection.clone(),
+                            model: t.model.clone(),
+                            weight: t.weight,
+                            deficit: deficits.deficit(&t.exec_key()),
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        AdminState {
+            providers,
+            connections,
+            combos,
+        }
+    }
+
+    /// Every active lockout (contract `GET /admin/lockouts`).
+    pub fn lockouts(&self) -> Vec<LockoutState> {
+        self.connections
+            .iter()
+            .flat_map(|c| c.lockouts.iter().cloned())
+            .collect()
+    }
+}
+
+fn lockouts_of(
+    provider: &str,
+    connection: &str,
+    lockouts: &crate::policy::lockout::ModelLockouts,
+    now_ms: u64,
+) -> Vec<LockoutState> {
+    lockouts
+        .list_at(now_ms)
+        .into_iter()
+        .map(|(model, lock)| LockoutState {
+            provider: provider.to_string(),
+            connection: connection.to_string(),
+            model: model.to_string(),
+            reason: lock_reason_name(lock.reason),
+            error_code: lock.error_code.clone(),
+            remaining_ms: lock.until_ms.saturating_sub(now_ms),
+            failure_count: lock.failure_count,
+        })
+        .collect()
+}

@@ -1,0 +1,193 @@
+//! A routing decision as a request holds it: the ordered targets, the permit of the attempt in
+//! progress, and the means to report each attempt and fail over to the next target.
+//!
+//! Reports are fire-and-forget `cast`s to the connection's and the provider's actors. Dropping
+//! the decision (client abort, panic) releases the held permit without reporting anything.
+
+use std::sync::Arc;
+
+use quotaroute_journal::Skipped;
+use ractor::ActorRef;
+
+use crate::actor::breaker::{BreakerMsg, BreakerSignal};
+use crate::actor::combo::{AcquireRequest, ComboMsg, RoutedTarget};
+use crate::actor::connection::ConnectionMsg;
+use crate::clock::SharedClock;
+use crate::outcome::{AttemptResult, Outcome};
+use crate::permit::Permit;
+use crate::policy::classify::rules;
+use crate::registry::Registry;
+use crate::RouterError;
+
+/// The attempt in progress.
+#[derive(Debug)]
+struct CurrentAttempt {
+    position: usize,
+    permit: Permit,
+    started_at_ms: u64,
+}
+
+/// One client request's route through a combo.
+#[derive(Debug)]
+pub struct Decision {
+    pub request_id: String,
+    pub combo: String,
+    order: Vec<Arc<RoutedTarget>>,
+    current: Option<CurrentAttempt>,
+    /// Positions already tried (each target at most once per request).
+    next_position: usize,
+    attempts: u32,
+    skipped: Vec<Skipped>,
+    pub max_attempts: u32,
+    pub max_upstream_requests: u32,
+    combo_ref: ActorRef<ComboMsg>,
+    registry: Arc<Registry>,
+    clock: SharedClock,
+}
+
+impl Decision {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        request_id: String,
+        combo: String,
+        order: Vec<Arc<RoutedTarget>>,
+        position: usize,
+        permit: Permit,
+        skipped: Vec<Skipped>,
+        limits: (u32, u32),
+        combo_ref: ActorRef<ComboMsg>,
+        registry: Arc<Registry>,
+        clock: SharedClock,
+    ) -> Self {
+        let started_at_ms = clock.now_ms();
+        Decision {
+            request_id,
+            combo,
+            order,
+            current: Some(CurrentAttempt {
+                position,
+                permit,
+                started_at_ms,
+            }),
+            next_position: position + 1,
+            attempts: 1,
+            skipped,
+            max_attempts: limits.0,
+            max_upstream_requests: limits.1,
+            combo_ref,
+            registry,
+            clock,
+        }
+    }
+
+    /// The ordered targets: winner → rest with room → at cap → saturated.
+    pub fn targets(&self) -> &[Arc<RoutedTarget>] {
+        &self.order
+    }
+
+    /// The target of the attempt in progress.
+    pub fn current(&self) -> Option<&RoutedTarget> {
+        self.current
+            .as_ref()
+            .and_then(|c| self.order.get(c.position))
+            .map(|t| t.as_ref())
+    }
+
+    /// The 1-based number of the attempt in progress (= upstream requests so far).
+    pub fn attempt(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Whether the attempt in progress holds its provider's HALF_OPEN probe token.
+    pub fn is_probe(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.permit.is_probe())
+    }
+
+    /// Targets passed over so far, with why.
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+
+    /// Reports the attempt in progress and releases its permit. Returns false when no attempt
+    /// was in progress.
+    pub fn report(&mut self, result: AttemptResult) -> bool {
+        let Some(current) = self.current.take() else {
+            return false;
+        };
+        let Some(target) = self.order.get(current.position).cloned() else {
+            return false;
+        };
+        let now_ms = self.clock.now_ms();
+        let was_probe = current.permit.is_probe();
+        let class_rules = rules(result.class);
+        let outcome = Outcome {
+            request_id: self.request_id.clone(),
+            combo: self.combo.clone(),
+            provider: target.provider.to_string(),
+            connection: target.connection.to_string(),
+            model: target.model.to_string(),
+            attempt: self.attempts,
+            started_at_ms: current.started_at_ms,
+            latency_ms: now_ms.saturating_sub(current.started_at_ms),
+            was_probe,
+            skipped: self.skipped.clone(),
+            result,
+        };
+        let tables = self.registry.load();
+        let signal = if class_rules.trips_breaker {
+            Some(true)
+        } else if class_rules.counts_as_breaker_success {
+            Some(false)
+        } else {
+            None
+        };
+        if let (Some(failure), Some(breaker)) = (signal, tables.breakers.get(&*target.provider)) {
+            let _ = breaker.cast(BreakerMsg::Signal(BreakerSignal {
+                connection: outcome.connection.clone(),
+                failure,
+                started_at_ms: current.started_at_ms,
+                was_probe,
+            }));
+        }
+        if let Some(connection) = tables.connections.get(&*target.connection) {
+            let _ = connection.cast(ConnectionMsg::Outcome(Box::new(outcome)));
+        }
+        drop(current.permit);
+        true
+    }
+
+    /// Fails over: takes the next target in order that is still unblocked (re-checked now),
+    /// skipping the blocked ones. `Ok(None)` when none is left.
+    pub async fn failover(&mut self) -> Result<Option<&RoutedTarget>, RouterError> {
+        self.current = None;
+        if self.next_position >= self.order.len() {
+            return Ok(None);
+        }
+        let candidates: Vec<Arc<RoutedTarget>> = self.order[self.next_position..].to_vec();
+        let base = self.next_position;
+        let acquired = ractor::call!(
+            self.combo_ref,
+            ComboMsg::Acquire,
+            AcquireRequest { candidates }
+        )
+        .map_err(|e| RouterError::Actor(e.to_string()))?;
+        self.skipped.extend(acquired.skipped);
+        match acquired.taken {
+            Some((offset, permit)) => {
+                let position = base + offset;
+                self.next_position = position + 1;
+                self.attempts += 1;
+                self.current = Some(CurrentAttempt {
+                    position,
+                    permit,
+                    started_at_ms: self.clock.now_ms(),
+                });
+                Ok(self.order.get(position).map(|t| t.as_ref()))
+            }
+            None => {
+                self.next_position = self.order.len();
+                Ok(None)
+            }
+        }
+    }
+}

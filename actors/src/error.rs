@@ -1,0 +1,17 @@
+//! Errors of the router's embedding API.
+
+use quotaroute_journal::JournalError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RouterError {
+    #[error("journal: {0}")]
+    Journal(#[from] JournalError),
+    #[error("journal flush failed: {0}")]
+    Flush(String),
+    #[error("actor system: {0}")]
+    Actor(String),
+    #[error("unknown connection `{0}`")]
+    UnknownConnection(String),
+    #[error("unknown provider `{0}`")]
+    UnknownProvider(String),
+}

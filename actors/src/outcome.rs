@@ -1,0 +1,131 @@
+//! What the node reports after one upstream attempt: the classified result and what was measured.
+//!
+//! Built by the HTTP layer (or an embedding program) from a `Classification`; consumed by the
+//! connection and breaker actors. Holds no secret: messages are masked before they get here.
+
+use quotaroute_journal::{OutcomeClass, RequestFailed, RequestSucceeded, Skipped};
+
+use crate::policy::rate_limit_headers::UsageReading;
+
+/// The result of one upstream attempt, as the caller saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptResult {
+    pub class: OutcomeClass,
+    /// `None` for network errors and timeouts before headers.
+    pub status: Option<u16>,
+    pub error_code: Option<String>,
+    /// Already masked (see `policy::classify::mask_secrets`).
+    pub message: Option<String>,
+    /// The upstream's reset hint as a duration from now.
+    pub reset_hint_ms: Option<u64>,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// Rate-limit readings from the response headers.
+    pub usage: Vec<UsageReading>,
+    pub stream: bool,
+    /// The stream had already sent content to the client.
+    pub after_first_content: bool,
+}
+
+impl AttemptResult {
+    /// A plain success with token counts.
+    pub fn success(status: u16, tokens_in: u64, tokens_out: u64) -> Self {
+        AttemptResult {
+            class: OutcomeClass::Success,
+            status: Some(status),
+            error_code: None,
+            message: None,
+            reset_hint_ms: None,
+            tokens_in,
+            tokens_out,
+            usage: Vec::new(),
+            stream: false,
+            after_first_content: false,
+        }
+    }
+
+    /// A failure of the given class.
+    pub fn failure(class: OutcomeClass, status: Option<u16>) -> Self {
+        AttemptResult {
+            class,
+            status,
+            error_code: None,
+            message: None,
+            reset_hint_ms: None,
+            tokens_in: 0,
+            tokens_out: 0,
+            usage: Vec::new(),
+            stream: false,
+            after_first_content: false,
+        }
+    }
+
+    pub fn with_reset_hint_ms(mut self, reset_hint_ms: Option<u64>) -> Self {
+        self.reset_hint_ms = reset_hint_ms;
+        self
+    }
+
+    pub fn with_error_code(mut self, code: impl Into<String>) -> Self {
+        self.error_code = Some(code.into());
+        self
+    }
+}
+
+/// One attempt's result together with where it went, as the actors receive it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub request_id: String,
+    pub combo: String,
+    pub provider: String,
+    pub connection: String,
+    pub model: String,
+    /// 1-based number of this upstream request within the client request.
+    pub attempt: u32,
+    pub started_at_ms: u64,
+    pub latency_ms: u64,
+    /// This attempt held the provider breaker's HALF_OPEN probe token.
+    pub was_probe: bool,
+    pub skipped: Vec<Skipped>,
+    pub result: AttemptResult,
+}
+
+impl Outcome {
+    /// The journal's request event for this attempt.
+    pub fn request_event(&self) -> quotaroute_journal::Event {
+        let r = &self.result;
+        if r.class == OutcomeClass::Success {
+            quotaroute_journal::Event::RequestSucceeded(RequestSucceeded {
+                request_id: self.request_id.clone(),
+                combo: self.combo.clone(),
+                provider: self.provider.clone(),
+                connection: self.connection.clone(),
+                model: self.model.clone(),
+                status: r.status.unwrap_or(200),
+                attempt: self.attempt,
+                latency_ms: self.latency_ms,
+                tokens_in: r.tokens_in,
+                tokens_out: r.tokens_out,
+                stream: r.stream,
+                skipped: self.skipped.clone(),
+            })
+        } else {
+            quotaroute_journal::Event::RequestFailed(RequestFailed {
+                request_id: self.request_id.clone(),
+                combo: self.combo.clone(),
+                provider: self.provider.clone(),
+                connection: self.connection.clone(),
+                model: self.model.clone(),
+                status: r.status,
+                class: r.class,
+                error_code: r.error_code.clone(),
+                message: r.message.clone(),
+                attempt: self.attempt,
+                latency_ms: self.latency_ms,
+                reset_hint_ms: r.reset_hint_ms,
+                stream: r.stream,
+                after_first_content: r.after_first_content,
+                skipped: self.skipped.clone(),
+            })
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Everything one connection has learned — cooldown/disabled health, model lockouts, usage
+//! buckets — and the rule that turns one attempt's outcome into that connection's events.
+//!
+//! Pure: `on_outcome` returns events, `apply` is the only mutator. Breaker effects are not here
+//! (the provider's breaker owns them).
+
+use std::collections::BTreeMap;
+
+use quotaroute_journal::{BlockReason, Event, UsageObserved, UsageSource};
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::Outcome;
+use crate::policy::buckets::UsageBuckets;
+use crate::policy::classify::rules;
+use crate::policy::cooldown::ConnectionHealth;
+use crate::policy::lockout::ModelLockouts;
+use crate::topology::ConnectionSpec;
+
+/// The learned state of one connection.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionState {
+    pub health: ConnectionHealth,
+    pub lockouts: ModelLockouts,
+    pub buckets: UsageBuckets,
+}
+
+impl ConnectionState {
+    /// The events one attempt's outcome causes on this connection, the request event first.
+    pub fn on_outcome(&self, outcome: &Outcome, now_ms: u64, spec: &ConnectionSpec) -> Vec<Event> {
+        let mut events = vec![outcome.request_event()];
+        let result = &outcome.result;
+        let class_rules = rules(result.class);
+        if class_rules.cools_connection || class_rules.disables_connection.is_some() {
+            events.extend(self.health.on_failure(
+                &outcome.provider,
+                &outcome.connection,
+                result.class,
+                result.status,
+                result.reset_hint_ms,
+                outcome.started_at_ms,
+                now_ms,
+                &spec.cooldown,
+                spec.lockout.billing_ms,
+            ));
+        }
+        if let Some(reason) = class_rules.locks_model {
+            events.extend(self.lockouts.on_failure(
+                &outcome.provider,
+                &outcome.connection,
+                &outcome.model,
+                reason,
+                result.status,
+                result.error_code.clone(),
+                result.reset_hint_ms,
+                now_ms,
+                &spec.lockout,
+            ));
+        }
+        events.extend(self.usage_changes(outcome, now_ms, spec));
+        events
+    }
+
+    /// Header readings worth journaling: a window seen for the first time, or one whose
+    /// saturation flips. Unchanged readings are not journaled (every response carries them).
+    fn usage_changes(&self, outcome: &Outcome, now_ms: u64, spec: &ConnectionSpec) -> Vec<Event> {
+        if outcome.result.usage.is_empty() {
+            return Vec::new();
+        }
+        let known: BTreeMap<String, bool> = self
+            .buckets
+            .views(now_ms, &spec.limits, &spec.buckets)
+            .into_iter()
+            .map(|v| (v.window, v.saturated))
+            .collect();
+        outcome
+            .result
+            .usage
+            .iter()
+            .filter(|reading| {
+                let saturated = reading_saturates(reading.used, reading.limit, &spec.buckets);
+                known.get(&reading.window) != Some(&saturated)
+            })
+            .map(|reading| {
+                Event::UsageObserved(UsageObserved {
+                    provider: outcome.provider.clone(),
+                    connection: outcome.connection.clone(),
+                    window: reading.window.clone(),
+                    used: reading.used,
+                    limit: reading.limit,
+                    resets_at_ms: reading.resets_at_ms,
+                    source: UsageSource::Header,
+                })
+            })
+            .collect()
+    }
+
+    /// Applies one event about this connection.
+    pub fn apply(&mut self, at_ms: u64, event: &Event) {
+        self.health.apply(at_ms, event);
+        self.lockouts.apply(at_ms, event);
+        self.buckets.apply(at_ms, event);
+    }
+
+    /// The hard block on `model` at `now`, connection first, then the model lockout.
+    pub fn block_for(&self, model: &str, now_ms: u64) -> Option<(BlockReason, Option<u64>)> {
+        if let Some(block) = self.health.block_at(now_ms) {
+            return Some(block);
+        }
+        self.lockouts
+            .block_at(model, now_ms)
+            .map(|(reason, remaining)| (reason, Some(remaining)))
+    }
+}
+
+/// Whether a reading of `used` of `limit` leaves no more than `saturate_below_pct` % room.
+pub fn reading_saturates(
+    used: u64,
+    limit: u64,
+    settings: &crate::policy::buckets::BucketSettings,
+) -> bool {
+    if limit == 0 {
+        return false;
+    }
+    let remaining = limit.saturating_sub(used) as f64;
+    remaining <= limit as f64 * settings.saturate_below_pct / 100.0
+}

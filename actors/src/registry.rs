@@ -1,0 +1,88 @@
+//! Who is who right now: the live actor refs, in-flight counters and probe gates by name.
+//!
+//! Read on the hot path without locks (an `ArcSwap` of immutable tables); only the supervisor
+//! writes it, when actors are spawned, restarted or reloaded. In-flight counters and probe gates
+//! outlive actor restarts and reloads: they count real requests.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use ractor::ActorRef;
+
+use crate::actor::breaker::BreakerMsg;
+use crate::actor::combo::ComboMsg;
+use crate::actor::connection::ConnectionMsg;
+use crate::permit::{InFlight, SharedProbeGate};
+use crate::policy::breaker::ProbeGate;
+use crate::topology::Topology;
+
+/// One immutable generation of the tables.
+#[derive(Clone, Default)]
+pub struct Tables {
+    pub topology: Arc<Option<Topology>>,
+    pub combos: HashMap<String, ActorRef<ComboMsg>>,
+    pub connections: HashMap<String, ActorRef<ConnectionMsg>>,
+    pub breakers: HashMap<String, ActorRef<BreakerMsg>>,
+    pub in_flight: HashMap<String, Arc<InFlight>>,
+    pub gates: HashMap<String, SharedProbeGate>,
+}
+
+/// The shared registry.
+#[derive(Default)]
+pub struct Registry {
+    tables: ArcSwap<Tables>,
+}
+
+impl Registry {
+    pub fn load(&self) -> arc_swap::Guard<Arc<Tables>> {
+        self.tables.load()
+    }
+
+    /// Replaces the tables with `change` applied to a copy (supervisor only).
+    pub fn update(&self, change: impl Fn(&mut Tables)) {
+        self.tables.rcu(|current| {
+            let mut next = Tables::clone(current);
+            change(&mut next);
+            next
+        });
+    }
+
+    /// The in-flight counter of a connection, created on first use and kept forever after.
+    pub fn in_flight(&self, connection: &str) -> Arc<InFlight> {
+        if let Some(counter) = self.load().in_flight.get(connection) {
+            return counter.clone();
+        }
+        let counter = Arc::new(InFlight::default());
+        let mut chosen = counter.clone();
+        self.tables.rcu(|current| {
+            let mut next = Tables::clone(current);
+            chosen = next
+                .in_flight
+                .entry(connection.to_string())
+                .or_insert_with(|| counter.clone())
+                .clone();
+            next
+        });
+        chosen
+    }
+
+    /// The probe gate of a provider, created on first use and kept forever after.
+    pub fn gate(&self, provider: &str) -> SharedProbeGate {
+        if let Some(gate) = self.load().gates.get(provider) {
+            return gate.clone();
+        }
+        let gate: SharedProbeGate = Arc::new(Mutex::new(ProbeGate::default()));
+        let mut chosen = gate.clone();
+        self.tables.rcu(|current| {
+            let mut next = Tables::clone(current);
+            chosen = next
+                .gates
+                .entry(provider.to_string())
+                .or_insert_with(|| gate.clone())
+                .clone();
+            next
+        });
+        chosen
+    }
+}

@@ -1,0 +1,392 @@
+//! `Router`: the crate's front door. Starts the actor system from a topology and a journal
+//! (replaying it first), routes requests, exposes the learned state and the admin operations.
+//!
+//! Everything here is a thin `call`/`cast` onto the actors; no policy lives in this file.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use quotaroute_journal::{
+    recover, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
+    NodeStarted, NodeStopped, UsageObserved, UsageSource, WriterConfig,
+};
+use ractor::{Actor, ActorRef};
+
+use crate::actor::breaker::BreakerMsg;
+use crate::actor::combo::{ComboMsg, RouteReply, RouteRequest, Unroutable};
+use crate::actor::connection::ConnectionMsg;
+use crate::actor::recorder::{RecorderActor, RecorderArgs, RecorderMsg};
+use crate::actor::supervisor::{RouterSupervisor, SupervisorArgs, SupervisorMsg};
+use crate::admin_state::AdminState;
+use crate::clock::SharedClock;
+use crate::decision::Decision;
+use crate::policy::router_state::RouterState;
+use crate::registry::Registry;
+use crate::snapshot;
+use crate::topology::Topology;
+use crate::RouterError;
+
+/// How to run the router.
+pub struct RouterOptions {
+    pub writer: WriterConfig,
+    /// Snapshot the folded state every this many events (0: never).
+    pub snapshot_every_events: u64,
+    pub clock: SharedClock,
+}
+
+/// Why a request could not be routed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// No combo and no `provider/model` of that name (or none of the endpoint's format).
+    #[error("model `{0}` not found")]
+    UnknownModel(String),
+    /// Every target is blocked (behaviour §7).
+    #[error("no target can serve now")]
+    NoTarget(Unroutable),
+    #[error("router unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// What a restart recovered from the journal.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    pub snapshot_seq: Option<u64>,
+    pub events_replayed: u64,
+    pub last_seq: u64,
+    pub damaged: Vec<Damage>,
+}
+
+/// Rebuilds the folded state from a journal: newest readable snapshot plus the events after it.
+pub fn recover_state(journal: &dyn Journal) -> (RouterState, RecoveryReport) {
+    let recovery = recover(journal, snapshot::decode);
+    let mut report = RecoveryReport {
+        snapshot_seq: recovery.snapshot.as_ref().map(|(seq, _)| *seq),
+        ..RecoveryReport::default()
+    };
+    let (from_seq, mut state) = match recovery.snapshot {
+        Some((seq, state)) => (seq + 1, state),
+        None => (0, RouterState::default()),
+    };
+    report.damaged.extend(recovery.damaged);
+    for item in journal.read_from(from_seq) {
+        match item {
+            Ok(envelope) => {
+                state.apply_envelope(&envelope);
+                report.events_replayed += 1;
+            }
+            Err(damage) => report.damaged.push(damage),
+        }
+    }
+    report.last_seq = state.last_seq;
+    (state, report)
+}
+
+struct RouterInner {
+    registry: Arc<Registry>,
+    supervisor: ActorRef<SupervisorMsg>,
+    recorder: ActorRef<RecorderMsg>,
+    journal: JournalHandle,
+    clock: SharedClock,
+    started_at_ms: u64,
+    recovery: RecoveryReport,
+}
+
+/// A running router. Cheap to clone.
+#[derive(Clone)]
+pub struct Router {
+    inner: Arc<RouterInner>,
+}
+
+impl Router {
+    /// Replays `journal`, then starts the actors on `topology`. Nothing is served before the
+    /// replay is complete.
+    pub async fn start(
+        topology: Topology,
+        journal: Box<dyn Journal>,
+        options: RouterOptions,
+    ) -> Result<Router, RouterError> {
+        let (state, recovery) = recover_state(journal.as_ref());
+        let handle =
+            JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
+        let clock = options.clock;
+        let now_ms = clock.now_ms();
+        let generation = state.next_generation();
+        let (recorder, _) = Actor::spawn(
+            None,
+            RecorderActor,
+            RecorderArgs {
+                journal: handle.clone(),
+                state: state.clone(),
+                snapshot_every_events: options.snapshot_every_events,
+            },
+        )
+        .await
+        .map_err(|e| RouterError::Actor(e.to_string()))?;
+        let _ = recorder.cast(RecorderMsg::Record(vec![
+            (
+                now_ms,
+                Event::NodeStarted(NodeStarted {
+                    version: env!("CARGO_PKG_VERSION").to_string(),
+                    pid: std::process::id(),
+                    recovered_seq: recovery.last_seq,
+                }),
+            ),
+            (
+                now_ms,
+                Event::ConfigLoaded(topology.config_loaded(generation)),
+            ),
+        ]));
+        let registry = Arc::new(Registry::default());
+        let (supervisor, _) = Actor::spawn(
+            None,
+            RouterSupervisor,
+            SupervisorArgs {
+                topology,
+                generation,
+                state,
+                registry: registry.clone(),
+                recorder: recorder.clone(),
+                clock: clock.clone(),
+            },
+        )
+        .await
+        .map_err(|e| RouterError::Actor(e.to_string()))?;
+        Ok(Router {
+            inner: Arc::new(RouterInner {
+                registry,
+                supervisor,
+                recorder,
+                journal: handle,
+                clock,
+                started_at_ms: now_ms,
+                recovery,
+            }),
+        })
+    }
+
+    /// What the start recovered from the journal.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
+    /// The running topology.
+    pub fn topology(&self) -> Option<Topology> {
+        self.inner.registry.load().topology.as_ref().clone()
+    }
+
+    async fn combo_for(&self, model: &str) -> Result<ActorRef<ComboMsg>, RouteError> {
+        if let Some(combo) = self.inner.registry.load().combos.get(model) {
+            return Ok(combo.clone());
+        }
+        let ensured = ractor::call!(
+            self.inner.supervisor,
+            SupervisorMsg::EnsureCombo,
+            model.to_string()
+        )
+        .map_err(|e| RouteError::Unavailable(e.to_string()))?;
+        ensured.ok_or_else(|| RouteError::UnknownModel(model.to_string()))
+    }
+
+    /// One routing decision: one `call` to the combo actor. With `hold_ms` on the combo, waits
+    /// for the earliest unblock when it is that close instead of failing.
+    pub async fn route(&self, request: RouteRequest) -> Result<Decision, RouteError> {
+        let combo = self.combo_for(&request.model).await?;
+        let deadline = self.inner.clock.now_ms();
+        loop {
+            let reply = ractor::call!(combo, ComboMsg::Route, request.clone())
+                .map_err(|e| RouteError::Unavailable(e.to_string()))?;
+            match reply {
+                RouteReply::Routed(routed) => {
+                    return Ok(Decision::new(
+                        request.request_id,
+                        request.model,
+                        routed.order,
+                        routed.position,
+                        routed.permit,
+                        routed.skipped,
+                        (routed.max_attempts, routed.max_upstream_requests),
+                        combo,
+                        self.inner.registry.clone(),
+                        self.inner.clock.clone(),
+                    ))
+                }
+                RouteReply::NoTargetForFormat => {
+                    return Err(RouteError::UnknownModel(request.model))
+                }
+                RouteReply::Unroutable(unroutable) => {
+                    let waited = self.inner.clock.now_ms().saturating_sub(deadline);
+                    match unroutable.retry_after_ms {
+                        Some(wait_ms)
+                            if unroutable.hold_ms > 0
+                                && waited + wait_ms <= unroutable.hold_ms =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(wait_ms.max(1))).await;
+                        }
+                        _ => return Err(RouteError::NoTarget(unroutable)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The journal's fold: everything learned, as replay would rebuild it.
+    pub async fn folded_state(&self) -> Result<RouterState, RouterError> {
+        ractor::call!(self.inner.recorder, RecorderMsg::State)
+            .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// The admin view of the state (contract `GET /admin/state`).
+    pub async fn state(&self) -> Result<AdminState, RouterError> {
+        let folded = self.folded_state().await?;
+        let tables = self.inner.registry.load();
+        let topology = tables.topology.as_ref().clone().unwrap_or_else(empty_topology);
+        Ok(AdminState::build(
+            &topology,
+            &folded,
+            &tables.in_flight,
+            self.inner.clock.now_ms(),
+        ))
+    }
+
+    fn record_admin(&self, action: &str, target: &str) {
+        let _ = self.inner.recorder.cast(RecorderMsg::Record(vec![(
+            self.inner.clock.now_ms(),
+            Event::AdminAction(AdminAction {
+                action: action.to_string(),
+                target: target.to_string(),
+                by: "admin".to_string(),
+            }),
+        )]));
+    }
+
+    /// Clears one model lockout; `Ok(false)` when there was none.
+    pub async fn clear_lockout(&self, connection: &str, model: &str) -> Result<bool, RouterError> {
+        let actor = self.connection_actor(connection)?;
+        self.record_admin("clear_lockout", &format!("{connection}/{model}"));
+        ractor::call!(actor, ConnectionMsg::ClearLockout, model.to_string())
+            .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// Clears a connection's cooldown and disabled state.
+    pub async fn clear_connection(&self, connection: &str) -> Result<bool, RouterError> {
+        let actor = self.connection_actor(connection)?;
+        self.record_admin("clear_connection", connection);
+        ractor::call!(actor, |reply| ConnectionMsg::Clear(ActionBy::Admin, Some(reply)))
+            .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// Closes a provider's breaker.
+    pub async fn reset_breaker(&self, provider: &str) -> Result<bool, RouterError> {
+        let actor = self
+            .inner
+            .registry
+            .load()
+            .breakers
+            .get(provider)
+            .cloned()
+            .ok_or_else(|| RouterError::UnknownProvider(provider.to_string()))?;
+        self.record_admin("reset_breaker", provider);
+        ractor::call!(actor, BreakerMsg::Reset).map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// A pushed usage reading (`used_pct` 0–100) for a window `5h`, `7d` or `7d:<model>`.
+    pub async fn push_usage(
+        &self,
+        connection: &str,
+        window: &str,
+        used_pct: f64,
+        resets_at_ms: Option<u64>,
+    ) -> Result<(), RouterError> {
+        let actor = self.connection_actor(connection)?;
+        let provider = self
+            .topology()
+            .and_then(|t| t.connection(connection).map(|c| c.provider.clone()))
+            .unwrap_or_default();
+        self.record_admin("push_usage", connection);
+        let reading = UsageObserved {
+            provider,
+            connection: connection.to_string(),
+            window: window.to_string(),
+            used: (used_pct.clamp(0.0, 100.0) * 100.0).round() as u64,
+            limit: 10_000,
+            resets_at_ms,
+            source: UsageSource::Push,
+        };
+        ractor::call!(actor, ConnectionMsg::PushUsage, reading)
+            .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// Applies a new topology, keeping what was learned about connections that remain.
+    pub async fn reload(&self, topology: Topology) -> Result<(), RouterError> {
+        self.record_admin("reload", &topology.source);
+        ractor::call!(self.inner.supervisor, SupervisorMsg::Reload, Box::new(topology))
+            .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    fn connection_actor(&self, connection: &str) -> Result<ActorRef<ConnectionMsg>, RouterError> {
+        self.inner
+            .registry
+            .load()
+            .connections
+            .get(connection)
+            .cloned()
+            .ok_or_else(|| RouterError::UnknownConnection(connection.to_string()))
+    }
+
+    /// Waits until everything recorded so far is on disk; returns the durable seq.
+    pub async fn flush(&self) -> Result<u64, RouterError> {
+        ractor::call!(self.inner.recorder, RecorderMsg::Flush)
+            .map_err(|e| RouterError::Actor(e.to_string()))?
+            .map_err(RouterError::Flush)
+    }
+
+    pub fn journal_stats(&self) -> JournalStats {
+        self.inner.journal.stats()
+    }
+
+    /// Test hook: makes one connection actor fail, to exercise supervision.
+    #[doc(hidden)]
+    pub fn crash_connection(&self, connection: &str) -> Result<(), RouterError> {
+        let actor = self.connection_actor(connection)?;
+        actor
+            .cast(ConnectionMsg::Crash)
+            .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// Records `node_stopped`, stops the actors and closes the journal (flushing everything).
+    pub async fn shutdown(self, reason: &str) -> Result<(), RouterError> {
+        let now_ms = self.inner.clock.now_ms();
+        let _ = self.inner.recorder.cast(RecorderMsg::Record(vec![(
+            now_ms,
+            Event::NodeStopped(NodeStopped {
+                reason: reason.to_string(),
+                uptime_ms: now_ms.saturating_sub(self.inner.started_at_ms),
+            }),
+        )]));
+        self.flush().await?;
+        self.inner.supervisor.stop(None);
+        self.inner.recorder.stop(None);
+        self.inner
+            .journal
+            .flush()
+            .await
+            .map_err(|e| RouterError::Flush(e.to_string()))?;
+        Ok(())
+    }
+}
+
+fn empty_topology() -> Topology {
+    Topology {
+        providers: Vec::new(),
+        connections: Vec::new(),
+        combos: Vec::new(),
+        max_attempts: 3,
+        max_upstream_requests: 8,
+        source: String::new(),
+        digest: String::new(),
+    }
+}

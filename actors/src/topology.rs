@@ -1,0 +1,246 @@
+//! The routing topology the actors run: providers, connections, combos and every resilience
+//! number, already validated and resolved by the node (this crate never reads TOML).
+//!
+//! Owns the mapping from a topology to the journal's secret-free `ConfigLoaded` event, and the
+//! rule for implicit `provider/model` combos (contract: "Client API").
+
+use std::collections::BTreeMap;
+
+use quotaroute_journal::{
+    ApiFormat, AuthKind, ComboInfo, ConfigLoaded, ConnectionInfo, ProviderInfo, TargetInfo,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::policy::breaker::BreakerSettings;
+use crate::policy::buckets::{BucketLimits, BucketSettings};
+use crate::policy::cooldown::CooldownSettings;
+use crate::policy::lockout::LockoutSettings;
+use crate::policy::quota_share::Strategy;
+
+/// One upstream API with its breaker settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderSpec {
+    pub name: String,
+    pub format: ApiFormat,
+    /// `oauth` when every connection of the provider is oauth, else `api_key`.
+    pub profile: AuthKind,
+    pub breaker: BreakerSettings,
+}
+
+/// One credential (account) of a provider, with its own quota and resilience numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionSpec {
+    pub id: String,
+    pub provider: String,
+    pub auth: AuthKind,
+    pub weight: u32,
+    pub max_concurrent: Option<u32>,
+    /// `None`: serves any model.
+    pub models: Option<Vec<String>>,
+    pub limits: BucketLimits,
+    pub cooldown: CooldownSettings,
+    pub lockout: LockoutSettings,
+    pub buckets: BucketSettings,
+}
+
+impl ConnectionSpec {
+    pub fn serves(&self, model: &str) -> bool {
+        self.models
+            .as_ref()
+            .is_none_or(|models| models.iter().any(|m| m == model))
+    }
+}
+
+/// One target of a combo: a connection, the upstream model to ask it for, and a weight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetSpec {
+    pub connection: String,
+    pub model: String,
+    pub weight: u32,
+}
+
+impl TargetSpec {
+    /// The execution key `connection/model` that DRR deficits are kept under.
+    pub fn exec_key(&self) -> String {
+        format!("{}/{}", self.connection, self.model)
+    }
+}
+
+/// A named routing group that clients use as a model name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComboSpec {
+    pub name: String,
+    pub strategy: Strategy,
+    pub targets: Vec<TargetSpec>,
+    /// Upstream requests that may fail with timeout/server/network before giving up.
+    pub max_attempts: u32,
+    /// Upstream requests of any kind per client request.
+    pub max_upstream_requests: u32,
+    /// Wait up to this long for the earliest unblock instead of failing (behaviour §7).
+    pub hold_ms: u64,
+}
+
+/// Everything the actor system needs to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Topology {
+    pub providers: Vec<ProviderSpec>,
+    pub connections: Vec<ConnectionSpec>,
+    pub combos: Vec<ComboSpec>,
+    /// Defaults for implicit combos.
+    pub max_attempts: u32,
+    pub max_upstream_requests: u32,
+    /// Where it came from (a path, `embedded`).
+    pub source: String,
+    /// Hex digest of the config's bytes.
+    pub digest: String,
+}
+
+impl Topology {
+    pub fn provider(&self, name: &str) -> Option<&ProviderSpec> {
+        self.providers.iter().find(|p| p.name == name)
+    }
+
+    pub fn connection(&self, id: &str) -> Option<&ConnectionSpec> {
+        self.connections.iter().find(|c| c.id == id)
+    }
+
+    pub fn combo(&self, name: &str) -> Option<&ComboSpec> {
+        self.combos.iter().find(|c| c.name == name)
+    }
+
+    /// The implicit combo for `provider/model`: every connection of that provider that serves
+    /// the model, with equal weights. `None` when the name is not of that form, the provider is
+    /// unknown, or no connection serves the model.
+    pub fn implicit_combo(&self, name: &str) -> Option<ComboSpec> {
+        let (provider, model) = name.split_once('/')?;
+        self.provider(provider)?;
+        implicit_combo_of(
+            name,
+            self.connections
+                .iter()
+                .filter(|c| c.provider == provider && c.serves(model))
+                .map(|c| c.id.as_str()),
+            model,
+            Strategy::QuotaShare,
+            self.max_attempts,
+            self.max_upstream_requests,
+        )
+    }
+
+    /// The secret-free shape of this topology, for the journal.
+    pub fn config_loaded(&self, generation: u64) -> ConfigLoaded {
+        ConfigLoaded {
+            generation,
+            source: self.source.clone(),
+            digest: self.digest.clone(),
+            providers: self
+                .providers
+                .iter()
+                .map(|p| ProviderInfo {
+                    name: p.name.clone(),
+                    format: p.format,
+                    profile: p.profile,
+                })
+                .collect(),
+            connections: self
+                .connections
+                .iter()
+                .map(|c| ConnectionInfo {
+                    id: c.id.clone(),
+                    provider: c.provider.clone(),
+                    auth: c.auth,
+                    weight: c.weight,
+                    max_concurrent: c.max_concurrent,
+                    models: c.models.clone(),
+                })
+                .collect(),
+            combos: self
+                .combos
+                .iter()
+                .map(|c| ComboInfo {
+                    name: c.name.clone(),
+                    strategy: c.strategy.as_str().to_string(),
+                    targets: c
+                        .targets
+                        .iter()
+                        .map(|t| TargetInfo {
+                            connection: t.connection.clone(),
+                            model: t.model.clone(),
+                            weight: t.weight,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Connection id → provider format, for filtering targets by the endpoint's format.
+    pub fn connection_formats(&self) -> BTreeMap<String, ApiFormat> {
+        self.connections
+            .iter()
+            .filter_map(|c| Some((c.id.clone(), self.provider(&c.provider)?.format)))
+            .collect()
+    }
+}
+
+/// The targets of a combo as the journal recorded them, for replay: explicit combos from the
+/// `ConfigLoaded`, implicit ones derived by the same rule as live.
+pub fn recorded_targets(config: &ConfigLoaded, combo: &str) -> Option<Vec<TargetSpec>> {
+    if let Some(c) = config.combos.iter().find(|c| c.name == combo) {
+        return Some(
+            c.targets
+                .iter()
+                .map(|t| TargetSpec {
+                    connection: t.connection.clone(),
+                    model: t.model.clone(),
+                    weight: t.weight,
+                })
+                .collect(),
+        );
+    }
+    let (provider, model) = combo.split_once('/')?;
+    config.providers.iter().find(|p| p.name == provider)?;
+    let ids = config.connections.iter().filter(|c| {
+        c.provider == provider
+            && c.models
+                .as_ref()
+                .is_none_or(|models| models.iter().any(|m| m == model))
+    });
+    implicit_combo_of(
+        combo,
+        ids.map(|c| c.id.as_str()),
+        model,
+        Strategy::QuotaShare,
+        0,
+        0,
+    )
+    .map(|c| c.targets)
+}
+
+fn implicit_combo_of<'a>(
+    name: &str,
+    connection_ids: impl Iterator<Item = &'a str>,
+    model: &str,
+    strategy: Strategy,
+    max_attempts: u32,
+    max_upstream_requests: u32,
+) -> Option<ComboSpec> {
+    let targets: Vec<TargetSpec> = connection_ids
+        .map(|id| TargetSpec {
+            connection: id.to_string(),
+            model: model.to_string(),
+            weight: 1,
+        })
+        .collect();
+    if targets.is_empty() {
+        return None;
+    }
+    Some(ComboSpec {
+        name: name.to_string(),
+        strategy,
+        targets,
+        max_attempts,
+        max_upstream_requests,
+        hold_ms: 0,
+    })
+}

@@ -1,0 +1,146 @@
+//! What a combo knows about the connections and breakers it routes to: copies pushed by their
+//! owning actors whenever they change, holding absolute times so they stay right as time passes.
+//!
+//! Owns the hard-block evaluation of behaviour §2 step 0, in the order breaker → connection →
+//! model lockout. Never mutates learned state; only the probe gate is shared and taken here.
+
+use std::sync::Arc;
+
+use quotaroute_journal::{BlockReason, BreakerPhase};
+
+use crate::permit::SharedProbeGate;
+use crate::policy::breaker::{BreakerSettings, BreakerState};
+use crate::policy::buckets::BucketView;
+use crate::policy::connection_state::ConnectionState;
+use crate::policy::cooldown::ConnectionHealth;
+use crate::policy::lockout::ModelLockouts;
+use crate::topology::ConnectionSpec;
+
+/// A saturated usage window and when it clears.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaturatedWindow {
+    /// `None`: every model (`5h`, `7d`); otherwise the model the window is about.
+    pub model: Option<String>,
+    pub until_ms: u64,
+}
+
+/// How long a counted-usage saturation is assumed to last when the window has no reset time:
+/// the view is re-pushed on the next outcome anyway.
+const SATURATION_RECHECK_MS: u64 = 60_000;
+
+/// A combo's copy of one connection's routing-relevant state.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConnectionView {
+    pub health: ConnectionHealth,
+    pub lockouts: ModelLockouts,
+    pub saturated: Vec<SaturatedWindow>,
+}
+
+impl ConnectionView {
+    /// The view of `state` as of `now_ms`.
+    pub fn of(state: &ConnectionState, spec: &ConnectionSpec, now_ms: u64) -> Self {
+        let saturated = state
+            .buckets
+            .views(now_ms, &spec.limits, &spec.buckets)
+            .into_iter()
+            .filter(|v| v.saturated)
+            .map(|v| saturated_window(&v, now_ms))
+            .collect();
+        ConnectionView {
+            health: state.health.clone(),
+            lockouts: state.lockouts.clone(),
+            saturated,
+        }
+    }
+
+    /// Connection block first, then the model's lockout.
+    pub fn block_for(&self, model: &str, now_ms: u64) -> Option<(BlockReason, Option<u64>)> {
+        if let Some(block) = self.health.block_at(now_ms) {
+            return Some(block);
+        }
+        self.lockouts
+            .block_at(model, now_ms)
+            .map(|(reason, remaining)| (reason, Some(remaining)))
+    }
+
+    pub fn is_saturated(&self, model: &str, now_ms: u64) -> bool {
+        self.saturated.iter().any(|w| {
+            now_ms < w.until_ms && w.model.as_deref().is_none_or(|m| m == model)
+        })
+    }
+}
+
+fn saturated_window(view: &BucketView, now_ms: u64) -> SaturatedWindow {
+    let model = view
+        .window
+        .split_once(':')
+        .map(|(_, model)| model.to_string());
+    SaturatedWindow {
+        model,
+        until_ms: view
+            .resets_at_ms
+            .unwrap_or(now_ms + SATURATION_RECHECK_MS),
+    }
+}
+
+/// A combo's copy of one provider's breaker, plus the shared probe tokens.
+#[derive(Debug, Clone)]
+pub struct BreakerView {
+    pub state: Arc<BreakerState>,
+    pub settings: BreakerSettings,
+    pub gate: SharedProbeGate,
+}
+
+/// The breaker's verdict on routing to its provider now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerAdmission {
+    /// CLOSED: route normally.
+    Healthy,
+    /// DEGRADED: route, but after healthy targets.
+    Degraded,
+    /// HALF_OPEN with a free probe token: route, taking the token.
+    Probe,
+    /// OPEN, or HALF_OPEN with every token taken.
+    Blocked(BlockReason, Option<u64>),
+}
+
+impl BreakerView {
+    pub fn admission(&self, now_ms: u64) -> BreakerAdmission {
+        match self.state.phase_at(now_ms) {
+            BreakerPhase::Closed => BreakerAdmission::Healthy,
+            BreakerPhase::Degraded => BreakerAdmission::Degraded,
+            BreakerPhase::Open => BreakerAdmission::Blocked(
+                BlockReason::BreakerOpen,
+                self.state
+                    .open_until_ms()
+                    .map(|until| until.saturating_sub(now_ms)),
+            ),
+            BreakerPhase::HalfOpen => {
+                let free = self
+                    .gate
+                    .lock()
+                    .map(|gate| {
+                        let mut peek = gate.clone();
+                        peek.try_take(now_ms, &self.settings)
+                    })
+                    .unwrap_or(false);
+                if free {
+                    BreakerAdmission::Probe
+                } else {
+                    BreakerAdmission::Blocked(
+                        BlockReason::ProbeInFlight,
+                        Some(self.settings.probe_timeout_ms),
+                    )
+                }
+            }
+        }
+    }
+
+    /// Takes a probe token now; false when another request took the last one first.
+    pub fn take_probe(&self, now_ms: u64) -> bool {
+        self.gate
+            .lock()
+            .map(|mut gate| gate.try_take(now_ms, &self.settings))
+            .unwrap_or(false)
+    }
+}
