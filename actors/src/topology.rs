@@ -80,6 +80,20 @@ pub struct ComboSpec {
     pub hold_ms: u64,
 }
 
+impl ComboSpec {
+    /// The targets as the journal names them.
+    pub fn target_infos(&self) -> Vec<TargetInfo> {
+        self.targets
+            .iter()
+            .map(|t| TargetInfo {
+                connection: t.connection.clone(),
+                model: t.model.clone(),
+                weight: t.weight,
+            })
+            .collect()
+    }
+}
+
 /// Everything the actor system needs to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Topology {
@@ -160,15 +174,7 @@ impl Topology {
                 .map(|c| ComboInfo {
                     name: c.name.clone(),
                     strategy: c.strategy.as_str().to_string(),
-                    targets: c
-                        .targets
-                        .iter()
-                        .map(|t| TargetInfo {
-                            connection: t.connection.clone(),
-                            model: t.model.clone(),
-                            weight: t.weight,
-                        })
-                        .collect(),
+                    targets: c.target_infos(),
                 })
                 .collect(),
         }
@@ -183,20 +189,12 @@ impl Topology {
     }
 }
 
-/// The targets of a combo as the journal recorded them, for replay: explicit combos from the
-/// `ConfigLoaded`, implicit ones derived by the same rule as live.
-pub fn recorded_targets(config: &ConfigLoaded, combo: &str) -> Option<Vec<TargetSpec>> {
+/// The strategy and targets of a combo as the journal recorded them, for replay: explicit
+/// combos from the `ConfigLoaded`, implicit ones derived by the same rule as live.
+pub fn recorded_targets(config: &ConfigLoaded, combo: &str) -> Option<(Strategy, Vec<TargetInfo>)> {
     if let Some(c) = config.combos.iter().find(|c| c.name == combo) {
-        return Some(
-            c.targets
-                .iter()
-                .map(|t| TargetSpec {
-                    connection: t.connection.clone(),
-                    model: t.model.clone(),
-                    weight: t.weight,
-                })
-                .collect(),
-        );
+        let strategy = c.strategy.parse().unwrap_or(Strategy::QuotaShare);
+        return Some((strategy, c.targets.clone()));
     }
     let (provider, model) = combo.split_once('/')?;
     config.providers.iter().find(|p| p.name == provider)?;
@@ -206,15 +204,15 @@ pub fn recorded_targets(config: &ConfigLoaded, combo: &str) -> Option<Vec<Target
                 .as_ref()
                 .is_none_or(|models| models.iter().any(|m| m == model))
     });
-    implicit_combo_of(
+    let spec = implicit_combo_of(
         combo,
         ids.map(|c| c.id.as_str()),
         model,
         Strategy::QuotaShare,
         0,
         0,
-    )
-    .map(|c| c.targets)
+    )?;
+    Some((spec.strategy, spec.target_infos()))
 }
 
 fn implicit_combo_of<'a>(

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{ApiFormat, BlockReason, Event, RouteDecided, Skipped};
+use quotaroute_journal::{ApiFormat, BlockReason, Event, RouteDecided, Skipped, TargetInfo};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::actor::breaker::BreakerMsg;
@@ -17,7 +17,7 @@ use crate::clock::SharedClock;
 use crate::permit::{InFlight, Permit, SharedProbeGate};
 use crate::policy::breaker::{BreakerSettings, BreakerState};
 use crate::policy::drr::DrrDeficits;
-use crate::policy::quota_share::{select, TargetView};
+use crate::policy::quota_share::{apply_route_decided, select, TargetView};
 use crate::registry::Registry;
 use crate::topology::ComboSpec;
 use crate::view::{BreakerAdmission, BreakerView, ConnectionView};
@@ -48,6 +48,8 @@ pub struct TargetRuntime {
 #[derive(Debug, Clone)]
 pub struct ComboSetup {
     pub spec: ComboSpec,
+    /// The spec's targets as the journal names them (config order), for the DRR turn.
+    pub infos: Vec<TargetInfo>,
     pub generation: u64,
     pub targets: Vec<TargetRuntime>,
     pub breaker_settings: HashMap<String, BreakerSettings>,
@@ -259,14 +261,6 @@ impl ComboState {
 
         let index_of = |i: usize| runtimes[i].target.index;
         let chosen = selection.chosen.filter(|_| taken.is_some());
-        if let Some(chosen) = chosen {
-            let room: Vec<(String, u32)> = selection
-                .room
-                .iter()
-                .map(|&i| (runtimes[i].exec_key.clone(), runtimes[i].target.weight))
-                .collect();
-            self.deficits.apply_turn(&room, &runtimes[chosen].exec_key);
-        }
         let decided = RouteDecided {
             request_id: request.request_id,
             generation: self.setup.generation,
@@ -277,6 +271,13 @@ impl ComboState {
             order: selection.order.iter().map(|&i| index_of(i)).collect(),
             skipped: skipped.clone(),
         };
+        // The same function replay uses, so live deficits equal the journal's fold.
+        apply_route_decided(
+            &mut self.deficits,
+            self.setup.spec.strategy,
+            &self.setup.infos,
+            &decided,
+        );
         let _ = self
             .recorder
             .cast(RecorderMsg::Record(vec![(now_ms, Event::RouteDecided(decided))]));

@@ -89,6 +89,7 @@ impl SupervisorState {
             })
             .collect();
         ComboSetup {
+            infos: spec.target_infos(),
             spec: spec.clone(),
             generation: self.generation,
             targets,

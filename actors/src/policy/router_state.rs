@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::policy::breaker::BreakerState;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
-use crate::topology::{recorded_targets, TargetSpec};
+use crate::policy::quota_share::apply_route_decided;
+use crate::topology::recorded_targets;
 
 /// How many config generations are kept to resolve `RouteDecided` indices (a decision can only
 /// name the current generation or, around a reload, the one before).
@@ -90,31 +91,18 @@ impl RouterState {
         self.connections.entry(connection.to_string()).or_default()
     }
 
-    /// The targets a combo had in a given generation.
-    pub fn targets_of(&self, combo: &str, generation: u64) -> Option<Vec<TargetSpec>> {
-        let config = self.configs.iter().find(|c| c.generation == generation)?;
-        recorded_targets(config, combo)
-    }
-
     fn apply_route(&mut self, decided: &RouteDecided) {
-        let Some(chosen) = decided.chosen else {
+        let Some(config) = self.configs.iter().find(|c| c.generation == decided.generation) else {
             return;
         };
-        let Some(targets) = self.targets_of(&decided.combo, decided.generation) else {
+        let Some((strategy, targets)) = recorded_targets(config, &decided.combo) else {
             return;
         };
-        let room: Vec<(String, u32)> = decided
-            .room
-            .iter()
-            .filter_map(|&i| targets.get(usize::from(i)))
-            .map(|t| (t.exec_key(), t.weight))
-            .collect();
-        let Some(chosen) = targets.get(usize::from(chosen)) else {
-            return;
-        };
-        self.deficits
-            .entry(decided.combo.clone())
-            .or_default()
-            .apply_turn(&room, &chosen.exec_key());
+        apply_route_decided(
+            self.deficits.entry(decided.combo.clone()).or_default(),
+            strategy,
+            &targets,
+            decided,
+        );
     }
 }
