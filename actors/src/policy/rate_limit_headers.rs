@@ -1,1 +1,308 @@
-//! (to be written) policy: rate_limit_headers
+//! Usage readings from upstream rate-limit headers (behaviour §6, source 2): what the upstream says
+//! is used, of what limit, until when, per window.
+//!
+//! Pure parsing of one response's headers, `now_ms` given. It must not decide saturation or keep
+//! buckets (that is `buckets`); unparseable, negative and sentinel values (Azure's `-1`, a limit of
+//! `0`) are ignored, never fatal.
+
+use crate::policy::reset_hint;
+use http::HeaderMap;
+
+/// Basis points in a whole: utilisation readings use this as their limit.
+pub const BASIS_POINTS: u64 = 10_000;
+
+/// One window's state as an upstream reported it; becomes a `usage_observed` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageReading {
+    /// `requests:<model>`, `tokens:<model>`, `input-tokens:<model>`, `output-tokens:<model>`,
+    /// `5h` or `7d`.
+    pub window: String,
+    pub used: u64,
+    pub limit: u64,
+    /// Absolute Unix ms; `None` when the upstream gave no parseable reset.
+    pub resets_at_ms: Option<u64>,
+}
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name)?.to_str().ok()
+}
+
+/// Any reset dialect (Go duration, RFC 3339, Unix time, seconds) as an absolute Unix ms.
+fn reset_at(headers: &HeaderMap, name: &str, now_ms: u64) -> Option<u64> {
+    let delta_ms = reset_hint::any_reset_ms(header(headers, name)?, now_ms)?;
+    Some(now_ms.saturating_add(delta_ms))
+}
+
+/// A count window from its `limit`, `remaining` and `reset` headers; `None` unless both counts
+/// parse and the limit is a real one (not the `0` sentinel).
+fn count_window(
+    headers: &HeaderMap,
+    [limit_name, remaining_name, reset_name]: [String; 3],
+    window: String,
+    now_ms: u64,
+) -> Option<UsageReading> {
+    let limit = header(headers, &limit_name)
+        .and_then(reset_hint::count)
+        .filter(|limit| *limit > 0)?;
+    let remaining = header(headers, &remaining_name).and_then(reset_hint::count)?;
+    Some(UsageReading {
+        window,
+        used: limit.saturating_sub(remaining),
+        limit,
+        resets_at_ms: reset_at(headers, &reset_name, now_ms),
+    })
+}
+
+/// A utilisation as basis points: a fraction when ≤ 1 (`0.25`), else a percentage (`25`, `25.5`).
+/// Signs, exponents, `NaN` and `inf` are rejected by the character check.
+fn utilization_basis_points(value: &str) -> Option<u64> {
+    let value = value.trim();
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let number: f64 = value.parse().ok()?;
+    let per_whole = if number <= 1.0 { 10_000.0 } else { 100.0 };
+    let basis_points = (number * per_whole).round();
+    // Far beyond any real utilisation (and beyond exact f64 → u64) is garbage.
+    (basis_points.is_finite() && basis_points < 1e15).then_some(basis_points as u64)
+}
+
+/// Names of the Anthropic per-model windows, as in `anthropic-ratelimit-<name>-limit`.
+const ANTHROPIC_WINDOWS: [&str; 4] = ["requests", "tokens", "input-tokens", "output-tokens"];
+/// Subscription windows reported as `anthropic-ratelimit-unified-<window>-utilization`.
+const UNIFIED_WINDOWS: [&str; 2] = ["5h", "7d"];
+
+/// Every window reading these response headers carry, for `model` on this connection:
+/// `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (OpenAI and compatibles),
+/// `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`,
+/// and subscription utilisation `anthropic-ratelimit-unified-{5h,7d}-utilization` (+ `-reset`)
+/// as basis points of [`BASIS_POINTS`].
+pub fn readings_from_headers(headers: &HeaderMap, model: &str, now_ms: u64) -> Vec<UsageReading> {
+    let openai = ["requests", "tokens"].into_iter().filter_map(|name| {
+        let names =
+            ["limit", "remaining", "reset"].map(|part| format!("x-ratelimit-{part}-{name}"));
+        count_window(headers, names, format!("{name}:{model}"), now_ms)
+    });
+    let anthropic = ANTHROPIC_WINDOWS.into_iter().filter_map(|name| {
+        let names = ["limit", "remaining", "reset"]
+            .map(|part| format!("anthropic-ratelimit-{name}-{part}"));
+        count_window(headers, names, format!("{name}:{model}"), now_ms)
+    });
+    let unified = UNIFIED_WINDOWS.into_iter().filter_map(|window| {
+        let prefix = format!("anthropic-ratelimit-unified-{window}");
+        let used =
+            header(headers, &format!("{prefix}-utilization")).and_then(utilization_basis_points)?;
+        Some(UsageReading {
+            window: window.to_owned(),
+            used,
+            limit: BASIS_POINTS,
+            resets_at_ms: reset_at(headers, &format!("{prefix}-reset"), now_ms),
+        })
+    });
+    openai.chain(anthropic).chain(unified).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+    use proptest::prelude::*;
+
+    /// 2024-06-01T12:00:00Z.
+    const NOW: u64 = 1_717_243_200_000;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    fn reading(window: &str, used: u64, limit: u64, resets_at_ms: Option<u64>) -> UsageReading {
+        UsageReading {
+            window: window.to_owned(),
+            used,
+            limit,
+            resets_at_ms,
+        }
+    }
+
+    #[test]
+    fn s6_openai_request_and_token_windows() {
+        let map = headers(&[
+            ("x-ratelimit-limit-requests", "5000"),
+            ("x-ratelimit-remaining-requests", "4999"),
+            ("x-ratelimit-reset-requests", "12ms"),
+            ("x-ratelimit-limit-tokens", "30000"),
+            ("x-ratelimit-remaining-tokens", "1500"),
+            ("x-ratelimit-reset-tokens", "6m0s"),
+        ]);
+        assert_eq!(
+            readings_from_headers(&map, "gpt-4o", NOW),
+            vec![
+                reading("requests:gpt-4o", 1, 5000, Some(NOW + 12)),
+                reading("tokens:gpt-4o", 28_500, 30_000, Some(NOW + 360_000)),
+            ]
+        );
+    }
+
+    #[test]
+    fn s6_anthropic_windows_with_rfc3339_resets() {
+        let map = headers(&[
+            ("anthropic-ratelimit-requests-limit", "50"),
+            ("anthropic-ratelimit-requests-remaining", "0"),
+            ("anthropic-ratelimit-requests-reset", "2024-06-01T12:00:30Z"),
+            ("anthropic-ratelimit-input-tokens-limit", "40000"),
+            ("anthropic-ratelimit-input-tokens-remaining", "39000"),
+            (
+                "anthropic-ratelimit-input-tokens-reset",
+                "2024-06-01T12:01:00Z",
+            ),
+            ("anthropic-ratelimit-output-tokens-limit", "8000"),
+            ("anthropic-ratelimit-output-tokens-remaining", "8000"),
+            ("anthropic-ratelimit-tokens-limit", "48000"),
+            ("anthropic-ratelimit-tokens-remaining", "47000"),
+            ("anthropic-ratelimit-tokens-reset", "2024-06-01T11:59:00Z"),
+        ]);
+        assert_eq!(
+            readings_from_headers(&map, "claude-sonnet-4", NOW),
+            vec![
+                reading("requests:claude-sonnet-4", 50, 50, Some(NOW + 30_000)),
+                reading("tokens:claude-sonnet-4", 1_000, 48_000, Some(NOW)),
+                reading(
+                    "input-tokens:claude-sonnet-4",
+                    1_000,
+                    40_000,
+                    Some(NOW + 60_000)
+                ),
+                reading("output-tokens:claude-sonnet-4", 0, 8_000, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn s6_subscription_utilisation_feeds_5h_and_7d() {
+        let cases: &[(&str, Option<u64>)] = &[
+            ("0.25", Some(2_500)),
+            ("0", Some(0)),
+            ("1", Some(10_000)),
+            ("1.0", Some(10_000)),
+            ("0.98764", Some(9_876)),
+            ("25", Some(2_500)),
+            ("99.5", Some(9_950)),
+            ("100", Some(10_000)),
+            ("-1", None),
+            ("-0.5", None),
+            ("1e2", None),
+            ("NaN", None),
+            ("inf", None),
+            ("", None),
+            ("..", None),
+            ("high", None),
+        ];
+        for (value, want) in cases {
+            let map = headers(&[
+                ("anthropic-ratelimit-unified-5h-utilization", value),
+                ("anthropic-ratelimit-unified-5h-reset", "1717246800"),
+            ]);
+            let want: Vec<_> = want
+                .map(|bp| reading("5h", bp, BASIS_POINTS, Some(NOW + 3_600_000)))
+                .into_iter()
+                .collect();
+            assert_eq!(readings_from_headers(&map, "m", NOW), want, "{value:?}");
+        }
+        let weekly = headers(&[("anthropic-ratelimit-unified-7d-utilization", "0.5")]);
+        assert_eq!(
+            readings_from_headers(&weekly, "m", NOW),
+            vec![reading("7d", 5_000, BASIS_POINTS, None)]
+        );
+    }
+
+    #[test]
+    fn s6_sentinels_and_garbage_are_ignored() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("-1", "-1", "-1"),
+            ("0", "0", "1s"),
+            ("100", "-1", "1s"),
+            ("100", "", "1s"),
+            ("abc", "10", "1s"),
+            ("1.5", "1", "1s"),
+            ("99999999999999999999999", "1", "1s"),
+        ];
+        for (limit, remaining, reset) in cases {
+            let map = headers(&[
+                ("x-ratelimit-limit-requests", limit),
+                ("x-ratelimit-remaining-requests", remaining),
+                ("x-ratelimit-reset-requests", reset),
+            ]);
+            assert_eq!(
+                readings_from_headers(&map, "m", NOW),
+                vec![],
+                "{limit} {remaining}"
+            );
+        }
+        let bad_reset = headers(&[
+            ("x-ratelimit-limit-requests", "10"),
+            ("x-ratelimit-remaining-requests", "12"),
+            ("x-ratelimit-reset-requests", "-1"),
+        ]);
+        assert_eq!(
+            readings_from_headers(&bad_reset, "m", NOW),
+            vec![reading("requests:m", 0, 10, None)]
+        );
+        let mut opaque = HeaderMap::new();
+        opaque.insert(
+            "x-ratelimit-limit-tokens",
+            HeaderValue::from_bytes(b"\xff\xfe").unwrap(),
+        );
+        opaque.insert(
+            "x-ratelimit-remaining-tokens",
+            HeaderValue::from_static("1"),
+        );
+        assert_eq!(readings_from_headers(&opaque, "m", NOW), vec![]);
+        assert_eq!(readings_from_headers(&HeaderMap::new(), "m", NOW), vec![]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn readings_never_panic_and_respect_limits(
+            values in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 9),
+            now in any::<u64>(),
+        ) {
+            let names = [
+                "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",
+                "x-ratelimit-reset-requests", "anthropic-ratelimit-tokens-limit",
+                "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset",
+                "anthropic-ratelimit-unified-5h-utilization", "anthropic-ratelimit-unified-5h-reset",
+                "anthropic-ratelimit-unified-7d-utilization",
+            ];
+            let mut map = HeaderMap::new();
+            for (name, bytes) in names.iter().zip(&values) {
+                if let Ok(value) = HeaderValue::from_bytes(bytes) {
+                    map.insert(*name, value);
+                }
+            }
+            for reading in readings_from_headers(&map, "m", now) {
+                prop_assert!(reading.limit > 0);
+                if reading.window.contains(':') {
+                    prop_assert!(reading.used <= reading.limit);
+                }
+            }
+        }
+
+        #[test]
+        fn numeric_readings_round_trip(limit in 1u64..1_000_000_000, remaining in 0u64..1_000_000_000) {
+            let limit_text = limit.to_string();
+            let remaining_text = remaining.to_string();
+            let map = headers(&[
+                ("x-ratelimit-limit-tokens", &limit_text),
+                ("x-ratelimit-remaining-tokens", &remaining_text),
+            ]);
+            let got = readings_from_headers(&map, "m", NOW);
+            prop_assert_eq!(got, vec![reading("tokens:m", limit.saturating_sub(remaining), limit, None)]);
+        }
+    }
+}
