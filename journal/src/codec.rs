@@ -1,0 +1,226 @@
+//! The byte formats of stored records and snapshots: the ONLY module that touches bincode.
+//!
+//! It turns envelopes and snapshot state into sled values and back, checking a CRC and
+//! reporting damage as a typed [`DamageReason`]. It never talks to sled and never panics on
+//! input, whatever the bytes (see the property test and `journal/fuzz`).
+//!
+//! # Record layout (record format 1)
+//! `[u8 format = 1][u32 LE crc32 of payload][payload]` where the payload is
+//! `bincode(Vec<Envelope>)` under [`bincode::config::standard`] with a byte limit.
+//!
+//! # Schema evolution
+//! bincode is not self-describing, so an old shape can only be read by code that knows it.
+//! The payload is therefore decoded piece by piece — the batch length, then for each envelope
+//! its header `(schema_version, seq, at_ms)`, then its event with the shape of *that*
+//! `schema_version` (see [`decode_event`]). When a field is added to an event struct:
+//! bump [`SCHEMA_VERSION`], freeze the previous shape in a `legacy_v<N>` module, and add an
+//! arm to [`decode_event`] that decodes the frozen shape and upgrades it (the codec test
+//! `schema_field_added_later_is_read_through_a_frozen_shape` shows the pattern). New event
+//! kinds appended at the end of [`Event`] need nothing: bincode stores the variant index, so
+//! old records keep decoding (tested with a shorter, test-local enum).
+
+use crate::event::{Envelope, Event, SCHEMA_VERSION};
+
+/// The record format this build writes (the first byte of every event record).
+pub const RECORD_FORMAT: u8 = 1;
+/// The snapshot format this build writes (the first byte of every snapshot value).
+pub const SNAPSHOT_FORMAT: u8 = 1;
+/// Bytes before the payload: format byte + crc32.
+const HEADER_LEN: usize = 5;
+/// Upper bound on what one decode may claim, so a corrupt length can never ask for gigabytes
+/// (bincode allocates a string's bytes before reading them).
+const DECODE_LIMIT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Why a stored record or snapshot could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DamageReason {
+    #[error("record is {len} bytes, shorter than its header")]
+    TooShort { len: usize },
+    #[error("unknown record format {0}")]
+    UnknownFormat(u8),
+    #[error("checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    ChecksumMismatch { stored: u32, computed: u32 },
+    #[error("undecodable payload: {0}")]
+    Undecodable(String),
+    #[error("unknown schema version {0}")]
+    UnknownSchemaVersion(u16),
+    #[error("{0} trailing bytes after the payload")]
+    TrailingBytes(usize),
+    #[error("record holds no events")]
+    EmptyBatch,
+    #[error("envelope seq {found} where {expected} was expected")]
+    SeqMismatch { expected: u64, found: u64 },
+    #[error("key is {len} bytes, not 8")]
+    BadKey { len: usize },
+    #[error("snapshot state rejected by its decoder")]
+    SnapshotRejected,
+    #[error("storage error while reading: {0}")]
+    Storage(String),
+}
+
+/// Encoding can only fail if serde refuses a value (it does not for our types).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("could not encode: {0}")]
+pub struct EncodeError(String);
+
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<DECODE_LIMIT_BYTES>()
+}
+
+/// The sled key of a record or snapshot: big-endian so byte order is seq order.
+pub fn seq_key(seq: u64) -> [u8; 8] {
+    seq.to_be_bytes()
+}
+
+/// Reads a key written by [`seq_key`].
+pub fn key_seq(key: &[u8]) -> Result<u64, DamageReason> {
+    let bytes: [u8; 8] = key
+        .try_into()
+        .map_err(|_| DamageReason::BadKey { len: key.len() })?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+fn frame(format: u8, payload: &[u8]) -> Vec<u8> {
+    let mut value = Vec::with_capacity(HEADER_LEN + payload.len());
+    value.push(format);
+    value.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    value.extend_from_slice(payload);
+    value
+}
+
+/// Checks format byte and checksum; returns the payload.
+fn unframe(value: &[u8], expected_format: u8) -> Result<&[u8], DamageReason> {
+    if value.len() < HEADER_LEN {
+        return Err(DamageReason::TooShort { len: value.len() });
+    }
+    if value[0] != expected_format {
+        return Err(DamageReason::UnknownFormat(value[0]));
+    }
+    let stored = u32::from_le_bytes([value[1], value[2], value[3], value[4]]);
+    let payload = &value[HEADER_LEN..];
+    let computed = crc32fast::hash(payload);
+    if stored != computed {
+        return Err(DamageReason::ChecksumMismatch { stored, computed });
+    }
+    Ok(payload)
+}
+
+/// Encodes one batch of consecutive envelopes as a record value.
+pub fn encode_batch(batch: &[Envelope]) -> Result<Vec<u8>, EncodeError> {
+    let payload = bincode::serde::encode_to_vec(batch, config())
+        .map_err(|error| EncodeError(error.to_string()))?;
+    Ok(frame(RECORD_FORMAT, &payload))
+}
+
+/// Decodes a record value. The envelopes must be consecutive; when `first_seq` is given (the
+/// record's key) the first one must carry it.
+pub fn decode_batch(value: &[u8], first_seq: Option<u64>) -> Result<Vec<Envelope>, DamageReason> {
+    let payload = unframe(value, RECORD_FORMAT)?;
+    let envelopes = decode_payload(payload)?;
+    let Some(first) = envelopes.first() else {
+        return Err(DamageReason::EmptyBatch);
+    };
+    let mut expected = first_seq.unwrap_or(first.seq);
+    for envelope in &envelopes {
+        if envelope.seq != expected {
+            return Err(DamageReason::SeqMismatch {
+                expected,
+                found: envelope.seq,
+            });
+        }
+        expected = expected.wrapping_add(1);
+    }
+    Ok(envelopes)
+}
+
+/// Decodes `bincode(Vec<Envelope>)` piece by piece (see the module docs), without the frame.
+/// Public so the fuzz target and property test can reach past the checksum.
+pub fn decode_payload(payload: &[u8]) -> Result<Vec<Envelope>, DamageReason> {
+    Ok(decode_payload_with(payload, decode_event)?
+        .into_iter()
+        .map(|decoded| Envelope {
+            schema_version: decoded.schema_version,
+            seq: decoded.seq,
+            at_ms: decoded.at_ms,
+            event: decoded.event,
+        })
+        .collect())
+}
+
+/// One envelope as read, with whatever event type the reader produces.
+struct Decoded<E> {
+    schema_version: u16,
+    seq: u64,
+    at_ms: u64,
+    event: E,
+}
+
+/// The piecewise batch decoder, generic over how one event of a given schema version is read
+/// (so a test can stand in a future schema).
+fn decode_payload_with<E>(
+    payload: &[u8],
+    decode_one: impl Fn(u16, &mut &[u8]) -> Result<E, DamageReason>,
+) -> Result<Vec<Decoded<E>>, DamageReason> {
+    let mut rest = payload;
+    let count: u64 = take(&mut rest)?;
+    // Each envelope takes at least 4 bytes, so a larger count is damage, not a reason to
+    // reserve memory.
+    if count > (payload.len() as u64) / 4 {
+        return Err(DamageReason::Undecodable(format!(
+            "batch claims {count} envelopes in {} bytes",
+            payload.len()
+        )));
+    }
+    let mut envelopes = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let (schema_version, seq, at_ms): (u16, u64, u64) = take(&mut rest)?;
+        let event = decode_one(schema_version, &mut rest)?;
+        envelopes.push(Decoded {
+            schema_version,
+            seq,
+            at_ms,
+            event,
+        });
+    }
+    if !rest.is_empty() {
+        return Err(DamageReason::TrailingBytes(rest.len()));
+    }
+    Ok(envelopes)
+}
+
+/// Decodes one event written with `schema_version`'s shape and upgrades it to today's
+/// [`Event`]. The one place to teach the codec an old shape: add `N => legacy_vN::…` arms here.
+fn decode_event(schema_version: u16, rest: &mut &[u8]) -> Result<Event, DamageReason> {
+    match schema_version {
+        SCHEMA_VERSION => take(rest),
+        other => Err(DamageReason::UnknownSchemaVersion(other)),
+    }
+}
+
+/// Decodes one value from the front of `rest` and advances past it.
+fn take<T: serde::de::DeserializeOwned>(rest: &mut &[u8]) -> Result<T, DamageReason> {
+    let (value, used) = bincode::serde::decode_from_slice::<T, _>(rest, config())
+        .map_err(|error| DamageReason::Undecodable(error.to_string()))?;
+    *rest = rest.get(used..).unwrap_or_default();
+    Ok(value)
+}
+
+/// Encodes a snapshot value: `[u8 format][u32 LE crc32][u64 LE at_ms][state]`.
+pub fn encode_snapshot(at_ms: u64, state: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(8 + state.len());
+    payload.extend_from_slice(&at_ms.to_le_bytes());
+    payload.extend_from_slice(state);
+    frame(SNAPSHOT_FORMAT, &payload)
+}
+
+/// Decodes a snapshot value into `(at_ms, state)`.
+pub fn decode_snapshot(value: &[u8]) -> Result<(u64, Vec<u8>), DamageReason> {
+    let payload = unframe(value, SNAPSHOT_FORMAT)?;
+    let (at_bytes, state) = payload
+        .split_first_chunk::<8>()
+        .ok_or(DamageReason::TooShort { len: value.len() })?;
+    Ok((u64::from_le_bytes(*at_bytes), state.to_vec()))
+}
+
+#[cfg(test)]
+mod tests;

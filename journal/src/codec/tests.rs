@@ -1,0 +1,301 @@
+//! Codec tests: round trips, every damage reason, schema evolution, and no panics on any bytes.
+
+use super::*;
+use crate::event::*;
+use crate::testkit::{sample_envelopes, sample_event, KIND_COUNT};
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[test]
+fn sample_kinds_cover_every_event_kind_in_variant_order() {
+    let kinds: Vec<&str> = (0..KIND_COUNT).map(|i| sample_event(i, 0).kind()).collect();
+    assert_eq!(kinds, Event::KINDS.to_vec());
+}
+
+#[test]
+fn batch_of_every_kind_round_trips() {
+    let batch = sample_envelopes(7, 1_700_000_000_000, 3 * KIND_COUNT as u64);
+    let value = encode_batch(&batch).unwrap();
+    assert_eq!(value[0], RECORD_FORMAT);
+    assert_eq!(decode_batch(&value, Some(7)).unwrap(), batch);
+}
+
+#[test]
+fn damage_reasons_are_typed() {
+    let batch = sample_envelopes(1, 0, 4);
+    let good = encode_batch(&batch).unwrap();
+
+    let mut flipped = good.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0xff;
+    let mut bad_format = good.clone();
+    bad_format[0] = 9;
+    let mut with_trailing = bincode::serde::encode_to_vec(&batch, config()).unwrap();
+    with_trailing.push(0);
+    let mut future = batch.clone();
+    future[1].schema_version = SCHEMA_VERSION + 1;
+    let mut gap = batch.clone();
+    gap[2].seq = 10;
+    let empty: Vec<Envelope> = Vec::new();
+
+    let cases: Vec<(&str, Vec<u8>, Option<u64>, fn(&DamageReason) -> bool)> = vec![
+        ("short", vec![1, 2], None, |r| {
+            matches!(r, DamageReason::TooShort { len: 2 })
+        }),
+        ("format", bad_format, None, |r| {
+            matches!(r, DamageReason::UnknownFormat(9))
+        }),
+        ("crc", flipped, None, |r| {
+            matches!(r, DamageReason::ChecksumMismatch { .. })
+        }),
+        ("trailing", frame(RECORD_FORMAT, &with_trailing), None, |r| {
+            matches!(r, DamageReason::TrailingBytes(1))
+        }),
+        ("future schema", encode_batch(&future).unwrap(), None, |r| {
+            matches!(r, DamageReason::UnknownSchemaVersion(v) if *v == SCHEMA_VERSION + 1)
+        }),
+        ("gap", encode_batch(&gap).unwrap(), None, |r| {
+            matches!(r, DamageReason::SeqMismatch { expected: 3, found: 10 })
+        }),
+        ("key", good.clone(), Some(2), |r| {
+            matches!(r, DamageReason::SeqMismatch { expected: 2, found: 1 })
+        }),
+        ("empty", encode_batch(&empty).unwrap(), None, |r| {
+            matches!(r, DamageReason::EmptyBatch)
+        }),
+        ("garbage", frame(RECORD_FORMAT, &[3, 1, 0xff, 0xff]), None, |r| {
+            matches!(r, DamageReason::Undecodable(_))
+        }),
+    ];
+    for (name, value, key, check) in cases {
+        let error = decode_batch(&value, key).unwrap_err();
+        assert!(check(&error), "{name}: unexpected {error:?}");
+    }
+}
+
+#[test]
+fn keys_are_big_endian_so_byte_order_is_seq_order() {
+    assert!(seq_key(255) < seq_key(256));
+    assert_eq!(key_seq(&seq_key(u64::MAX - 1)).unwrap(), u64::MAX - 1);
+    assert_eq!(key_seq(&[1, 2]).unwrap_err(), DamageReason::BadKey { len: 2 });
+}
+
+#[test]
+fn snapshot_round_trips_and_detects_corruption() {
+    let value = encode_snapshot(42, b"state bytes");
+    assert_eq!(decode_snapshot(&value).unwrap(), (42, b"state bytes".to_vec()));
+    let mut corrupt = value.clone();
+    corrupt[10] ^= 1;
+    assert!(matches!(
+        decode_snapshot(&corrupt),
+        Err(DamageReason::ChecksumMismatch { .. })
+    ));
+    assert!(matches!(
+        decode_snapshot(&frame(SNAPSHOT_FORMAT, &[1, 2, 3])),
+        Err(DamageReason::TooShort { .. })
+    ));
+}
+
+/// The event enum as an older build had it: the first 13 kinds, before `route_decided` and
+/// `breaker_counted` were appended.
+#[derive(Serialize, Deserialize)]
+enum EventBeforeRouteDecided {
+    NodeStarted(NodeStarted),
+    ConfigLoaded(ConfigLoaded),
+    RequestSucceeded(RequestSucceeded),
+    RequestFailed(RequestFailed),
+    ConnectionCooldown(ConnectionCooldown),
+    ConnectionDisabled(ConnectionDisabled),
+    ConnectionCleared(ConnectionCleared),
+    ModelLocked(ModelLocked),
+    ModelUnlocked(ModelUnlocked),
+    BreakerTransition(BreakerTransition),
+    UsageObserved(UsageObserved),
+    AdminAction(AdminAction),
+    NodeStopped(NodeStopped),
+}
+
+#[derive(Serialize)]
+struct OldEnvelope {
+    schema_version: u16,
+    seq: u64,
+    at_ms: u64,
+    event: EventBeforeRouteDecided,
+}
+
+#[test]
+fn schema_kind_appended_at_end_still_reads_old_records() {
+    let old = vec![
+        OldEnvelope {
+            schema_version: SCHEMA_VERSION,
+            seq: 1,
+            at_ms: 10,
+            event: EventBeforeRouteDecided::ModelLocked(match sample_event(7, 1) {
+                Event::ModelLocked(e) => e,
+                other => panic!("{other:?}"),
+            }),
+        },
+        OldEnvelope {
+            schema_version: SCHEMA_VERSION,
+            seq: 2,
+            at_ms: 11,
+            event: EventBeforeRouteDecided::NodeStopped(NodeStopped {
+                reason: "old build".into(),
+                uptime_ms: 5,
+            }),
+        },
+    ];
+    let payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
+    let decoded = decode_batch(&frame(RECORD_FORMAT, &payload), Some(1)).unwrap();
+    assert_eq!(decoded[0].event, sample_event(7, 1));
+    assert_eq!(
+        decoded[1].event,
+        Event::NodeStopped(NodeStopped {
+            reason: "old build".into(),
+            uptime_ms: 5
+        })
+    );
+}
+
+/// A pretend future: schema 2 adds `exit_code` to `NodeStopped`. Schema 1's shape is kept
+/// frozen and upgraded, exactly as a `legacy_v1` arm in `decode_event` would do.
+mod future {
+    use serde::{Deserialize, Serialize};
+
+    pub mod v1 {
+        use super::*;
+        #[derive(Debug, Serialize, Deserialize)]
+        pub struct NodeStopped {
+            pub reason: String,
+            pub uptime_ms: u64,
+        }
+        #[derive(Debug, Serialize, Deserialize)]
+        pub enum Event {
+            NodeStopped(NodeStopped),
+        }
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    pub struct NodeStopped {
+        pub reason: String,
+        pub uptime_ms: u64,
+        pub exit_code: Option<i32>,
+    }
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    pub enum Event {
+        NodeStopped(NodeStopped),
+    }
+
+    impl From<v1::Event> for Event {
+        fn from(old: v1::Event) -> Self {
+            match old {
+                v1::Event::NodeStopped(e) => Event::NodeStopped(NodeStopped {
+                    reason: e.reason,
+                    uptime_ms: e.uptime_ms,
+                    exit_code: None,
+                }),
+            }
+        }
+    }
+}
+
+#[test]
+fn schema_field_added_later_is_read_through_a_frozen_shape() {
+    #[derive(Serialize)]
+    struct V1Envelope {
+        schema_version: u16,
+        seq: u64,
+        at_ms: u64,
+        event: future::v1::Event,
+    }
+    #[derive(Serialize)]
+    struct V2Envelope {
+        schema_version: u16,
+        seq: u64,
+        at_ms: u64,
+        event: future::Event,
+    }
+    let stopped = |reason: &str| future::v1::NodeStopped {
+        reason: reason.into(),
+        uptime_ms: 9,
+    };
+    // Two records from the old build, and one from the new.
+    let old = vec![
+        V1Envelope {
+            schema_version: 1,
+            seq: 1,
+            at_ms: 1,
+            event: future::v1::Event::NodeStopped(stopped("a")),
+        },
+        V1Envelope {
+            schema_version: 1,
+            seq: 2,
+            at_ms: 2,
+            event: future::v1::Event::NodeStopped(stopped("b")),
+        },
+    ];
+    let new = vec![V2Envelope {
+        schema_version: 2,
+        seq: 3,
+        at_ms: 3,
+        event: future::Event::NodeStopped(future::NodeStopped {
+            reason: "c".into(),
+            uptime_ms: 9,
+            exit_code: Some(0),
+        }),
+    }];
+    let old_payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
+    let new_payload = bincode::serde::encode_to_vec(&new, config()).unwrap();
+
+    // Reading old bytes with the new shape alone misreads them: that is why the version is
+    // consulted before the event is decoded.
+    let naive = decode_payload_with(&old_payload, |_, rest| take::<future::Event>(rest));
+    assert!(naive.is_err());
+
+    let upgrade = |version: u16, rest: &mut &[u8]| match version {
+        2 => take::<future::Event>(rest),
+        1 => take::<future::v1::Event>(rest).map(future::Event::from),
+        other => Err(DamageReason::UnknownSchemaVersion(other)),
+    };
+    let old_read = decode_payload_with(&old_payload, upgrade).unwrap();
+    let new_read = decode_payload_with(&new_payload, upgrade).unwrap();
+    let reasons: Vec<(u16, Option<i32>, String)> = old_read
+        .into_iter()
+        .chain(new_read)
+        .map(|d| match d.event {
+            future::Event::NodeStopped(e) => (d.schema_version, e.exit_code, e.reason),
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            (1, None, "a".to_string()),
+            (1, None, "b".to_string()),
+            (2, Some(0), "c".to_string())
+        ]
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_record_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = decode_batch(&bytes, None);
+        let _ = decode_snapshot(&bytes);
+        // Past the checksum, straight into bincode.
+        let _ = decode_payload(&bytes);
+        let _ = decode_batch(&frame(RECORD_FORMAT, &bytes), Some(1));
+    }
+
+    #[test]
+    fn mutated_valid_records_never_panic(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+        let batch = sample_envelopes(1, 0, KIND_COUNT as u64);
+        let mut payload = bincode::serde::encode_to_vec(&batch, config()).unwrap();
+        for (at, byte) in flips {
+            let len = payload.len();
+            payload[at % len] = byte;
+        }
+        let _ = decode_payload(&payload);
+    }
+}

@@ -1,0 +1,154 @@
+//! One envelope as one flat JSON object, `{"seq","at_ms","schema_version","kind",…fields}`:
+//! the line format of `GET /admin/journal` and `replay --format json`, and its parser so such
+//! output can be replayed (`replay --from`). Never used for storage (see `codec`).
+
+use crate::event::{Envelope, Event};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// A line that is not a flat envelope object.
+#[derive(Debug, thiserror::Error)]
+pub enum NdjsonError {
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("missing or invalid field `{0}`")]
+    Field(&'static str),
+    #[error("unknown event kind `{0}`")]
+    UnknownKind(String),
+}
+
+/// The flat line: envelope fields first, then the event's own fields in declaration order.
+/// (`flatten` is fine here: this type is JSON output, never stored.)
+#[derive(Serialize)]
+struct FlatLine<'a, T: Serialize> {
+    seq: u64,
+    at_ms: u64,
+    schema_version: u16,
+    kind: &'static str,
+    #[serde(flatten)]
+    fields: &'a T,
+}
+
+/// Renders `envelope` as one line of JSON (no trailing newline).
+pub fn envelope_to_json(envelope: &Envelope) -> Result<String, NdjsonError> {
+    macro_rules! flat {
+        ($inner:expr) => {
+            serde_json::to_string(&FlatLine {
+                seq: envelope.seq,
+                at_ms: envelope.at_ms,
+                schema_version: envelope.schema_version,
+                kind: envelope.event.kind(),
+                fields: $inner,
+            })
+        };
+    }
+    let line = match &envelope.event {
+        Event::NodeStarted(e) => flat!(e),
+        Event::ConfigLoaded(e) => flat!(e),
+        Event::RequestSucceeded(e) => flat!(e),
+        Event::RequestFailed(e) => flat!(e),
+        Event::ConnectionCooldown(e) => flat!(e),
+        Event::ConnectionDisabled(e) => flat!(e),
+        Event::ConnectionCleared(e) => flat!(e),
+        Event::ModelLocked(e) => flat!(e),
+        Event::ModelUnlocked(e) => flat!(e),
+        Event::BreakerTransition(e) => flat!(e),
+        Event::UsageObserved(e) => flat!(e),
+        Event::AdminAction(e) => flat!(e),
+        Event::NodeStopped(e) => flat!(e),
+        Event::RouteDecided(e) => flat!(e),
+        Event::BreakerCounted(e) => flat!(e),
+    }?;
+    Ok(line)
+}
+
+fn take_u64(object: &mut Map<String, Value>, field: &'static str) -> Result<u64, NdjsonError> {
+    object
+        .remove(field)
+        .and_then(|value| value.as_u64())
+        .ok_or(NdjsonError::Field(field))
+}
+
+/// Parses one line made by [`envelope_to_json`] back into the envelope. Unknown extra fields
+/// are ignored, so lines from a newer build with added fields still parse.
+pub fn envelope_from_json(line: &str) -> Result<Envelope, NdjsonError> {
+    let Value::Object(mut object) = serde_json::from_str::<Value>(line)? else {
+        return Err(NdjsonError::NotAnObject);
+    };
+    let seq = take_u64(&mut object, "seq")?;
+    let at_ms = take_u64(&mut object, "at_ms")?;
+    let schema_version = u16::try_from(take_u64(&mut object, "schema_version")?)
+        .map_err(|_| NdjsonError::Field("schema_version"))?;
+    let Some(Value::String(kind)) = object.remove("kind") else {
+        return Err(NdjsonError::Field("kind"));
+    };
+    if !Event::KINDS.contains(&kind.as_str()) {
+        return Err(NdjsonError::UnknownKind(kind));
+    }
+    // The event enum is externally tagged by kind in JSON: `{"<kind>": {fields}}`.
+    let mut tagged = Map::new();
+    tagged.insert(kind, Value::Object(object));
+    let event = serde_json::from_value(Value::Object(tagged))?;
+    Ok(Envelope {
+        schema_version,
+        seq,
+        at_ms,
+        event,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{sample_envelopes, KIND_COUNT};
+
+    #[test]
+    fn every_kind_round_trips_through_a_flat_line() {
+        for envelope in sample_envelopes(1, 1_700_000_000_000, 2 * KIND_COUNT as u64) {
+            let line = envelope_to_json(&envelope).unwrap();
+            assert!(!line.contains('\n'));
+            let object: Map<String, Value> = serde_json::from_str(&line).unwrap();
+            assert_eq!(object["kind"], envelope.event.kind());
+            assert!(
+                object.values().all(|v| !v.is_object()),
+                "flat: {line}"
+            );
+            assert_eq!(envelope_from_json(&line).unwrap(), envelope);
+        }
+    }
+
+    #[test]
+    fn line_starts_with_the_envelope_fields_in_contract_order() {
+        let envelope = &sample_envelopes(5, 99, 1)[0];
+        let line = envelope_to_json(envelope).unwrap();
+        assert!(
+            line.starts_with(r#"{"seq":5,"at_ms":99,"schema_version":1,"kind":"connection_disabled","provider":"anthropic","connection":"conn-2","reason":"billing"#),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn bad_lines_are_typed_errors() {
+        let cases = [
+            ("[1]", "not an object"),
+            ("{", "json"),
+            (r#"{"at_ms":1,"schema_version":1,"kind":"node_stopped"}"#, "seq"),
+            (r#"{"seq":1,"at_ms":1,"schema_version":1,"kind":"nope"}"#, "kind"),
+            (r#"{"seq":1,"at_ms":1,"schema_version":1}"#, "kind field"),
+            (r#"{"seq":1,"at_ms":1,"schema_version":1,"kind":"node_stopped"}"#, "fields"),
+        ];
+        for (line, what) in cases {
+            let error = envelope_from_json(line).unwrap_err();
+            let ok = match what {
+                "not an object" => matches!(error, NdjsonError::NotAnObject),
+                "json" | "fields" => matches!(error, NdjsonError::Json(_)),
+                "seq" => matches!(error, NdjsonError::Field("seq")),
+                "kind" => matches!(error, NdjsonError::UnknownKind(_)),
+                _ => matches!(error, NdjsonError::Field("kind")),
+            };
+            assert!(ok, "{what}: {error:?}");
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! Deterministic sample events of every kind, for tests, benchmarks, the golden journal and
+//! demos. Pure functions of their arguments: no clock, no randomness.
+
+use crate::event::*;
+
+/// How many event kinds exist (the length of [`Event::KINDS`]).
+pub const KIND_COUNT: usize = Event::KINDS.len();
+
+fn skipped(n: u64) -> Vec<Skipped> {
+    vec![Skipped {
+        connection: format!("conn-{}", n % 3),
+        model: "gpt-4o-mini".to_string(),
+        reason: BlockReason::Cooldown,
+        remaining_ms: Some(1_000 + n),
+    }]
+}
+
+/// The `n`-th sample of the event kind at `kind_index` (modulo [`KIND_COUNT`]), in variant
+/// order of [`Event`]. Contents vary with `n` so samples are distinguishable.
+pub fn sample_event(kind_index: usize, n: u64) -> Event {
+    let connection = format!("conn-{}", n % 3);
+    let provider = if n % 2 == 0 { "openai" } else { "anthropic" }.to_string();
+    let model = "gpt-4o-mini".to_string();
+    match kind_index % KIND_COUNT {
+        0 => Event::NodeStarted(NodeStarted {
+            version: "0.1.0".to_string(),
+            pid: 4_000 + n as u32,
+            recovered_seq: n,
+        }),
+        1 => Event::ConfigLoaded(ConfigLoaded {
+            source: "./quotaroute.toml".to_string(),
+            digest: format!("{n:016x}"),
+            providers: vec![ProviderInfo {
+                name: provider.clone(),
+                format: ApiFormat::Openai,
+                profile: AuthKind::ApiKey,
+            }],
+            connections: vec![ConnectionInfo {
+                id: connection.clone(),
+                provider: provider.clone(),
+                auth: AuthKind::Oauth,
+                weight: 2,
+                max_concurrent: Some(8),
+                models: Some(vec![model.clone()]),
+            }],
+            combos: vec![ComboInfo {
+                name: "team".to_string(),
+                strategy: "quota-share".to_string(),
+                targets: vec![TargetInfo {
+                    connection,
+                    model,
+                    weight: 1,
+                }],
+            }],
+        }),
+        2 => Event::RequestSucceeded(RequestSucceeded {
+            request_id: format!("req-{n}"),
+            combo: "team".to_string(),
+            provider,
+            connection,
+            model,
+            status: 200,
+            attempt: 1 + (n % 3) as u32,
+            latency_ms: 100 + n,
+            tokens_in: 10 * n,
+            tokens_out: 20 * n,
+            stream: n % 2 == 0,
+            skipped: skipped(n),
+        }),
+        3 => Event::RequestFailed(RequestFailed {
+            request_id: format!("req-{n}"),
+            combo: "team".to_string(),
+            provider,
+            connection,
+            model,
+            status: Some(429),
+            class: OutcomeClass::RateLimited,
+            error_code: Some("rate_limit_exceeded".to_string()),
+            message: Some("Rate limit reached for sk-***".to_string()),
+            attempt: 2,
+            latency_ms: 50 + n,
+            reset_hint_ms: Some(30_000),
+            stream: false,
+            after_first_content: false,
+            skipped: skipped(n),
+        }),
+        4 => Event::ConnectionCooldown(ConnectionCooldown {
+            provider,
+            connection,
+            class: OutcomeClass::ServerError,
+            status: Some(503),
+            level: (n % 5) as u32,
+            until_ms: 1_000_000 + n,
+            from_retry_after: n % 2 == 1,
+        }),
+        5 => Event::ConnectionDisabled(ConnectionDisabled {
+            provider,
+            connection,
+            reason: DisableReason::Billing,
+            status: Some(402),
+            error_code: Some("insufficient_quota".to_string()),
+            until_ms: Some(2_000_000 + n),
+        }),
+        6 => Event::ConnectionCleared(ConnectionCleared {
+            provider,
+            connection,
+            by: ActionBy::Admin,
+        }),
+        7 => Event::ModelLocked(ModelLocked {
+            provider,
+            connection,
+            model,
+            reason: LockReason::QuotaExhausted,
+            status: Some(429),
+            error_code: None,
+            until_ms: 3_000_000 + n,
+            failure_count: 1 + (n % 4) as u32,
+            source: ResetSource::Backoff,
+        }),
+        8 => Event::ModelUnlocked(ModelUnlocked {
+            provider,
+            connection,
+            model,
+            by: ActionBy::Router,
+        }),
+        9 => Event::BreakerTransition(BreakerTransition {
+            provider,
+            from: BreakerPhase::Closed,
+            to: BreakerPhase::Open,
+            failures: 12,
+            cycles: (n % 3) as u32,
+            until_ms: Some(4_000_000 + n),
+            by: ActionBy::Router,
+        }),
+        10 => Event::UsageObserved(UsageObserved {
+            provider,
+            connection,
+            window: "5h".to_string(),
+            used: 1_234 + n,
+            limit: 10_000,
+            resets_at_ms: Some(5_000_000 + n),
+            source: UsageSource::Header,
+        }),
+        11 => Event::AdminAction(AdminAction {
+            action: "clear_lockout".to_string(),
+            target: format!("{connection}/{model}"),
+            by: "admin".to_string(),
+        }),
+        12 => Event::NodeStopped(NodeStopped {
+            reason: "SIGTERM".to_string(),
+            uptime_ms: 60_000 + n,
+        }),
+        13 => Event::RouteDecided(RouteDecided {
+            request_id: format!("req-{n}"),
+            combo: "team".to_string(),
+            model,
+            room: vec![0, 1, 2],
+            chosen: Some((n % 3) as u16),
+            order: vec![1, 0, 2],
+            skipped: skipped(n),
+        }),
+        _ => Event::BreakerCounted(BreakerCounted {
+            provider,
+            connection,
+            failure: n % 2 == 0,
+            failures: (n % 12) as u32,
+        }),
+    }
+}
+
+/// `count` envelopes with seqs from `first_seq`, one millisecond apart from `first_at_ms`,
+/// cycling through every kind.
+pub fn sample_envelopes(first_seq: u64, first_at_ms: u64, count: u64) -> Vec<Envelope> {
+    (0..count)
+        .map(|i| Envelope {
+            schema_version: SCHEMA_VERSION,
+            seq: first_seq + i,
+            at_ms: first_at_ms + i,
+            event: sample_event((first_seq + i) as usize, first_seq + i),
+        })
+        .collect()
+}

@@ -1,0 +1,404 @@
+//! [`JournalHandle`]: group commit. One dedicated thread owns the [`Journal`]; callers hand it
+//! events without ever waiting for the disk, and it writes them in batches, flushing every
+//! `flush_every_ms` or sooner when asked. It never decides *what* is journaled.
+//!
+//! Seqs are assigned at [`JournalHandle::append`] (an atomic counter), so a caller learns its
+//! event's seq at once — e.g. to snapshot "state after seq N". Two threads may send their
+//! events in the opposite order of their seqs; the writer puts them back in order before
+//! writing (a short reorder buffer), so records always hold consecutive seqs.
+
+use crate::error::JournalError;
+use crate::event::{Envelope, Event, SCHEMA_VERSION};
+use crate::store::Journal;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// The writer's knobs (contract: `[journal]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriterConfig {
+    /// Bound on what a crash can lose: the writer flushes at least this often.
+    pub flush_every_ms: u64,
+    /// Write a record as soon as this many events wait (flush still follows the timer).
+    pub flush_every_events: usize,
+    /// Queue length at which request events are dropped (state events are always kept).
+    pub max_queue_events: u64,
+    /// Events older than this and covered by a snapshot are pruned; 0 keeps everything.
+    pub retention_hours: u64,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            flush_every_ms: 50,
+            flush_every_events: 4096,
+            max_queue_events: 100_000,
+            retention_hours: 168,
+        }
+    }
+}
+
+/// Counters read without a message hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalStats {
+    pub appended: u64,
+    pub written: u64,
+    pub dropped: u64,
+    pub durable_seq: u64,
+    pub queue_len: u64,
+    pub write_errors: u64,
+    pub healthy: bool,
+}
+
+/// Events per stored record: keeps sled values well under its 128 KiB blob threshold.
+const RECORD_MAX_EVENTS: usize = 512;
+/// Prune at most once per this much event time.
+const PRUNE_EVERY_MS: u64 = 60_000;
+
+type Reply = oneshot::Sender<Result<u64, JournalError>>;
+
+enum Command {
+    Append(Envelope),
+    Flush { target: u64, reply: Reply },
+    Snapshot { seq: u64, at_ms: u64, state: Vec<u8> },
+    Close { reply: Reply },
+}
+
+#[derive(Debug)]
+struct Shared {
+    next_seq: AtomicU64,
+    appended: AtomicU64,
+    written: AtomicU64,
+    dropped: AtomicU64,
+    durable_seq: AtomicU64,
+    queue_len: AtomicU64,
+    write_errors: AtomicU64,
+    healthy: AtomicBool,
+}
+
+/// A cheap, cloneable handle to the journal writer thread.
+#[derive(Debug, Clone)]
+pub struct JournalHandle {
+    sender: mpsc::Sender<Command>,
+    shared: Arc<Shared>,
+    max_queue_events: u64,
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl JournalHandle {
+    /// Starts the writer thread; new seqs continue after the journal's last one.
+    pub fn spawn(journal: Box<dyn Journal>, config: WriterConfig) -> Result<Self, JournalError> {
+        let last_seq = journal.last_seq()?.unwrap_or(0);
+        let shared = Arc::new(Shared {
+            next_seq: AtomicU64::new(last_seq + 1),
+            appended: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            durable_seq: AtomicU64::new(last_seq),
+            queue_len: AtomicU64::new(0),
+            write_errors: AtomicU64::new(0),
+            healthy: AtomicBool::new(true),
+        });
+        let (sender, receiver) = mpsc::channel();
+        let writer = Writer {
+            journal,
+            receiver,
+            shared: shared.clone(),
+            flush_every: Duration::from_millis(config.flush_every_ms.max(1)),
+            flush_every_events: config.flush_every_events.max(1),
+            retention_ms: config.retention_hours.saturating_mul(3_600_000),
+            ready: Vec::new(),
+            out_of_order: BTreeMap::new(),
+            next_expected: last_seq + 1,
+            written_unflushed: None,
+            waiters: Vec::new(),
+            snapshots: Vec::new(),
+            newest_at_ms: 0,
+            last_prune_at_ms: None,
+            failing: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name("journal-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|error| JournalError::Storage(format!("cannot start writer: {error}")))?;
+        Ok(JournalHandle {
+            sender,
+            shared,
+            max_queue_events: config.max_queue_events,
+            thread: Arc::new(Mutex::new(Some(thread))),
+        })
+    }
+
+    /// Queues an event; never blocks. Returns its seq, or `None` when it was dropped (a
+    /// request event while the queue is full, or any event after close).
+    pub fn append(&self, at_ms: u64, event: Event) -> Option<u64> {
+        let shared = &self.shared;
+        if event.is_request_event()
+            && shared.queue_len.load(Ordering::Relaxed) >= self.max_queue_events
+        {
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        shared.queue_len.fetch_add(1, Ordering::Relaxed);
+        let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
+        let envelope = Envelope {
+            schema_version: SCHEMA_VERSION,
+            seq,
+            at_ms,
+            event,
+        };
+        if self.sender.send(Command::Append(envelope)).is_err() {
+            shared.queue_len.fetch_sub(1, Ordering::Relaxed);
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        shared.appended.fetch_add(1, Ordering::Relaxed);
+        Some(seq)
+    }
+
+    /// Waits until everything appended before this call is durable; returns the durable seq.
+    pub async fn flush(&self) -> Result<u64, JournalError> {
+        let target = self.shared.next_seq.load(Ordering::SeqCst).saturating_sub(1);
+        let (reply, answer) = oneshot::channel();
+        self.sender
+            .send(Command::Flush { target, reply })
+            .map_err(|_| JournalError::Closed)?;
+        answer.await.map_err(|_| JournalError::Closed)?
+    }
+
+    /// Queues a snapshot of the state after `seq`; written once events up to `seq` are durable.
+    pub fn snapshot(&self, seq: u64, at_ms: u64, state: Vec<u8>) {
+        if self
+            .sender
+            .send(Command::Snapshot { seq, at_ms, state })
+            .is_err()
+        {
+            tracing::warn!(seq, "journal closed: snapshot not written");
+        }
+    }
+
+    /// Writes and flushes everything queued before this call, then stops the writer thread.
+    /// Other clones' later appends are dropped. Returns the final durable seq.
+    pub async fn close(self) -> Result<u64, JournalError> {
+        let (reply, answer) = oneshot::channel();
+        self.sender
+            .send(Command::Close { reply })
+            .map_err(|_| JournalError::Closed)?;
+        let result = answer.await.map_err(|_| JournalError::Closed)?;
+        // The writer replied as its last act, so this join is immediate.
+        let thread = self.thread.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(thread) = thread {
+            if thread.join().is_err() {
+                tracing::error!("journal writer thread panicked");
+            }
+        }
+        result
+    }
+
+    /// The writer's counters, read directly.
+    pub fn stats(&self) -> JournalStats {
+        let s = &self.shared;
+        JournalStats {
+            appended: s.appended.load(Ordering::Relaxed),
+            written: s.written.load(Ordering::Relaxed),
+            dropped: s.dropped.load(Ordering::Relaxed),
+            durable_seq: s.durable_seq.load(Ordering::SeqCst),
+            queue_len: s.queue_len.load(Ordering::Relaxed),
+            write_errors: s.write_errors.load(Ordering::Relaxed),
+            healthy: s.healthy.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The writer thread's state.
+struct Writer {
+    journal: Box<dyn Journal>,
+    receiver: mpsc::Receiver<Command>,
+    shared: Arc<Shared>,
+    flush_every: Duration,
+    flush_every_events: usize,
+    retention_ms: u64,
+    /// Consecutive envelopes not yet written.
+    ready: Vec<Envelope>,
+    /// Envelopes that arrived before a smaller seq (see the module docs).
+    out_of_order: BTreeMap<u64, Envelope>,
+    next_expected: u64,
+    /// Last seq written but not yet flushed.
+    written_unflushed: Option<u64>,
+    waiters: Vec<(u64, Reply)>,
+    snapshots: Vec<(u64, u64, Vec<u8>)>,
+    newest_at_ms: u64,
+    last_prune_at_ms: Option<u64>,
+    /// The last write failed: retry on the timer only, not on every event.
+    failing: bool,
+}
+
+impl Writer {
+    fn run(mut self) {
+        let mut next_tick = Instant::now() + self.flush_every;
+        loop {
+            let timeout = next_tick.saturating_duration_since(Instant::now());
+            let command = match self.receiver.recv_timeout(timeout) {
+                Ok(command) => Some(command),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    // Every handle is gone without close: still write what we have.
+                    let _ = self.commit();
+                    return;
+                }
+            };
+            match command {
+                Some(Command::Close { reply }) => {
+                    let _ = reply.send(self.commit());
+                    return;
+                }
+                Some(Command::Flush { target, reply }) => {
+                    self.waiters.push((target, reply));
+                    let _ = self.commit();
+                }
+                Some(Command::Append(envelope)) => self.accept(envelope),
+                Some(Command::Snapshot { seq, at_ms, state }) => {
+                    self.snapshots.push((seq, at_ms, state))
+                }
+                None => {}
+            }
+            if !self.failing && self.ready.len() >= self.flush_every_events {
+                let _ = self.write_ready();
+            }
+            if Instant::now() >= next_tick {
+                let _ = self.commit();
+                next_tick = Instant::now() + self.flush_every;
+            }
+        }
+    }
+
+    /// Puts an envelope in seq order.
+    fn accept(&mut self, envelope: Envelope) {
+        self.newest_at_ms = self.newest_at_ms.max(envelope.at_ms);
+        if envelope.seq != self.next_expected {
+            self.out_of_order.insert(envelope.seq, envelope);
+            return;
+        }
+        self.ready.push(envelope);
+        self.next_expected += 1;
+        while let Some(next) = self.out_of_order.remove(&self.next_expected) {
+            self.ready.push(next);
+            self.next_expected += 1;
+        }
+    }
+
+    /// Writes ready envelopes as records (no flush).
+    fn write_ready(&mut self) -> Result<(), JournalError> {
+        while !self.ready.is_empty() {
+            let take = self.ready.len().min(RECORD_MAX_EVENTS);
+            if let Err(error) = self.journal.write_batch(&self.ready[..take]) {
+                return Err(self.failed(error));
+            }
+            let last = self.ready[take - 1].seq;
+            self.ready.drain(..take);
+            self.written_unflushed = Some(last);
+            self.shared
+                .written
+                .fetch_add(take as u64, Ordering::Relaxed);
+            self.shared
+                .queue_len
+                .fetch_sub(take as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Writes, flushes, stores due snapshots, answers waiters, prunes when due.
+    fn commit(&mut self) -> Result<u64, JournalError> {
+        let result = self.try_commit();
+        let durable = self.shared.durable_seq.load(Ordering::SeqCst);
+        let waiters = std::mem::take(&mut self.waiters);
+        for (target, reply) in waiters {
+            match &result {
+                Err(error) => {
+                    let _ = reply.send(Err(error.clone()));
+                }
+                Ok(_) if target <= durable => {
+                    let _ = reply.send(Ok(durable));
+                }
+                // Waits for a seq still in flight from another thread.
+                Ok(_) => self.waiters.push((target, reply)),
+            }
+        }
+        result
+    }
+
+    fn try_commit(&mut self) -> Result<u64, JournalError> {
+        self.write_ready()?;
+        if let Some(last) = self.written_unflushed {
+            if let Err(error) = self.journal.flush() {
+                return Err(self.failed(error));
+            }
+            self.written_unflushed = None;
+            self.shared.durable_seq.store(last, Ordering::SeqCst);
+        }
+        let durable = self.shared.durable_seq.load(Ordering::SeqCst);
+        self.write_snapshots(durable)?;
+        if self.failing {
+            self.failing = false;
+            self.shared.healthy.store(true, Ordering::Relaxed);
+            tracing::info!(durable, "journal writes recovered");
+        }
+        self.prune_when_due();
+        Ok(durable)
+    }
+
+    /// Stores queued snapshots whose events are all durable.
+    fn write_snapshots(&mut self, durable: u64) -> Result<(), JournalError> {
+        if !self.snapshots.iter().any(|(seq, _, _)| *seq <= durable) {
+            return Ok(());
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.snapshots)
+            .into_iter()
+            .partition(|(seq, _, _)| *seq <= durable);
+        self.snapshots = later;
+        for (index, (seq, at_ms, state)) in due.iter().enumerate() {
+            if let Err(error) = self.journal.put_snapshot(*seq, *at_ms, state) {
+                // Keep this one and the rest for the next tick.
+                self.snapshots.extend(due.into_iter().skip(index));
+                return Err(self.failed(error));
+            }
+        }
+        self.journal.flush().map_err(|error| self.failed(error))
+    }
+
+    fn prune_when_due(&mut self) {
+        if self.retention_ms == 0
+            || self
+                .last_prune_at_ms
+                .is_some_and(|last| self.newest_at_ms < last.saturating_add(PRUNE_EVERY_MS))
+        {
+            return;
+        }
+        self.last_prune_at_ms = Some(self.newest_at_ms);
+        let cutoff = self.newest_at_ms.saturating_sub(self.retention_ms);
+        match self.journal.prune(cutoff) {
+            Ok(report) if report.records_removed > 0 => {
+                tracing::info!(?report, cutoff, "journal pruned")
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "journal prune failed"),
+        }
+    }
+
+    fn failed(&mut self, error: JournalError) -> JournalError {
+        self.shared.write_errors.fetch_add(1, Ordering::Relaxed);
+        self.shared.healthy.store(false, Ordering::Relaxed);
+        if !self.failing {
+            tracing::error!(%error, "journal write failed; keeping events and retrying");
+        }
+        self.failing = true;
+        error
+    }
+}
+
+#[cfg(test)]
+mod tests;
