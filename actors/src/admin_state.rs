@@ -108,13 +108,13 @@ impl AdminState {
             .providers
             .iter()
             .map(|p| {
-                let breaker = state.breakers.get(&p.name).cloned().unwrap_or_default();
-                let phase = breaker.phase_at(now_ms);
+                let breaker = state.breaker(&p.name);
+                let phase = breaker.phase_at(now_ms, &p.breaker);
                 ProviderState {
                     name: p.name.clone(),
                     profile: auth_name(p.profile),
                     breaker: phase.as_str(),
-                    failures: breaker.failures_at(now_ms),
+                    failures: breaker.failures_at(now_ms, &p.breaker),
                     cycles: breaker.cycles(),
                     retry_after_ms: breaker
                         .open_until_ms()
@@ -127,23 +127,24 @@ impl AdminState {
             .connections
             .iter()
             .map(|c| {
-                let learned = state.connections.get(&c.id).cloned().unwrap_or_default();
+                let learned = state.connection(&c.provider, &c.id);
                 let health = &learned.health;
                 ConnectionAdminState {
                     id: c.id.clone(),
                     provider: c.provider.clone(),
                     auth: auth_name(c.auth),
-                    cooldown_remaining_ms: health.cooldown_remaining_ms(now_ms),
+                    cooldown_remaining_ms: health.cooldown_remaining_at(now_ms).unwrap_or(0),
                     cooldown_level: health.level(),
-                    disabled: health.disabled_at(now_ms).map(|(reason, remaining_ms)| {
-                        DisabledState {
-                            reason: match reason {
+                    disabled: health
+                        .disabled()
+                        .filter(|d| d.until_ms.is_none_or(|until| until > now_ms))
+                        .map(|d| DisabledState {
+                            reason: match d.reason {
                                 DisableReason::Auth => "auth",
                                 DisableReason::Billing => "billing",
                             },
-                            remaining_ms,
-                        }
-                    }),
+                            remaining_ms: d.until_ms.map(|until| until - now_ms),
+                        }),
                     in_flight: in_flight.get(&c.id).map_or(0, |f| f.get()),
                     buckets: learned
                         .buckets
@@ -207,13 +208,13 @@ fn lockouts_of(
     lockouts
         .list_at(now_ms)
         .into_iter()
-        .map(|(model, lock)| LockoutState {
+        .map(|lock| LockoutState {
             provider: provider.to_string(),
             connection: connection.to_string(),
-            model: model.to_string(),
+            model: lock.model,
             reason: lock_reason_name(lock.reason),
-            error_code: lock.error_code.clone(),
-            remaining_ms: lock.until_ms.saturating_sub(now_ms),
+            error_code: lock.error_code,
+            remaining_ms: lock.remaining_ms,
             failure_count: lock.failure_count,
         })
         .collect()

@@ -28,7 +28,6 @@ struct CurrentAttempt {
 }
 
 /// One client request's route through a combo.
-#[derive(Debug)]
 pub struct Decision {
     pub request_id: String,
     pub combo: String,
@@ -43,6 +42,18 @@ pub struct Decision {
     combo_ref: ActorRef<ComboMsg>,
     registry: Arc<Registry>,
     clock: SharedClock,
+}
+
+impl std::fmt::Debug for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decision")
+            .field("request_id", &self.request_id)
+            .field("combo", &self.combo)
+            .field("order", &self.order)
+            .field("current", &self.current)
+            .field("attempts", &self.attempts)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Decision {

@@ -60,15 +60,13 @@ pub struct RecoveryReport {
 pub fn recover_state(journal: &dyn Journal) -> (RouterState, RecoveryReport) {
     let recovery = recover(journal, snapshot::decode);
     let mut report = RecoveryReport {
-        snapshot_seq: recovery.snapshot.as_ref().map(|(seq, _)| *seq),
+        snapshot_seq: recovery.snapshot_seq,
+        damaged: recovery.damages.clone(),
         ..RecoveryReport::default()
     };
-    let (from_seq, mut state) = match recovery.snapshot {
-        Some((seq, state)) => (seq + 1, state),
-        None => (0, RouterState::default()),
-    };
-    report.damaged.extend(recovery.damaged);
-    for item in journal.read_from(from_seq) {
+    let tail = recovery.tail(journal);
+    let mut state = recovery.state.unwrap_or_default();
+    for item in tail {
         match item {
             Ok(envelope) => {
                 state.apply_envelope(&envelope);

@@ -5,7 +5,7 @@ use quotaroute_journal::codec;
 use crate::policy::router_state::RouterState;
 
 /// Bytes for `JournalHandle::snapshot`.
-pub fn encode(state: &RouterState) -> Result<Vec<u8>, codec::CodecError> {
+pub fn encode(state: &RouterState) -> Result<Vec<u8>, codec::EncodeError> {
     codec::encode_state(state)
 }
 

@@ -29,7 +29,7 @@ pub struct SaturatedWindow {
 const SATURATION_RECHECK_MS: u64 = 60_000;
 
 /// A combo's copy of one connection's routing-relevant state.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionView {
     pub health: ConnectionHealth,
     pub lockouts: ModelLockouts,
@@ -106,7 +106,7 @@ pub enum BreakerAdmission {
 
 impl BreakerView {
     pub fn admission(&self, now_ms: u64) -> BreakerAdmission {
-        match self.state.phase_at(now_ms) {
+        match self.state.phase_at(now_ms, &self.settings) {
             BreakerPhase::Closed => BreakerAdmission::Healthy,
             BreakerPhase::Degraded => BreakerAdmission::Degraded,
             BreakerPhase::Open => BreakerAdmission::Blocked(
@@ -116,21 +116,20 @@ impl BreakerView {
                     .map(|until| until.saturating_sub(now_ms)),
             ),
             BreakerPhase::HalfOpen => {
-                let free = self
+                let (free, next_free_in) = self
                     .gate
                     .lock()
                     .map(|gate| {
-                        let mut peek = gate.clone();
-                        peek.try_take(now_ms, &self.settings)
+                        (
+                            gate.available_at(now_ms, &self.settings),
+                            gate.next_free_in(now_ms, &self.settings),
+                        )
                     })
-                    .unwrap_or(false);
+                    .unwrap_or((false, None));
                 if free {
                     BreakerAdmission::Probe
                 } else {
-                    BreakerAdmission::Blocked(
-                        BlockReason::ProbeInFlight,
-                        Some(self.settings.probe_timeout_ms),
-                    )
+                    BreakerAdmission::Blocked(BlockReason::ProbeInFlight, next_free_in)
                 }
             }
         }

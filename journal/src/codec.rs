@@ -224,3 +224,18 @@ pub fn decode_snapshot(value: &[u8]) -> Result<(u64, Vec<u8>), DamageReason> {
 
 #[cfg(test)]
 mod tests;
+
+/// Encodes any serde state (a snapshot's payload) with the same codec as records, so bincode
+/// stays inside this module.
+pub fn encode_state<T: serde::Serialize>(state: &T) -> Result<Vec<u8>, EncodeError> {
+    bincode::serde::encode_to_vec(state, config()).map_err(|e| EncodeError(e.to_string()))
+}
+
+/// Decodes what [`encode_state`] wrote; any error (truncation, another shape) is `Err`.
+pub fn decode_state<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DamageReason> {
+    match bincode::serde::decode_from_slice(bytes, config()) {
+        Ok((state, used)) if used == bytes.len() => Ok(state),
+        Ok((_, used)) => Err(DamageReason::TrailingBytes(bytes.len() - used)),
+        Err(e) => Err(DamageReason::Undecodable(e.to_string())),
+    }
+}

@@ -28,6 +28,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             recovered_seq: n,
         }),
         1 => Event::ConfigLoaded(ConfigLoaded {
+            generation: 1 + n / 15,
             source: "./quotaroute.toml".to_string(),
             digest: format!("{n:016x}"),
             providers: vec![ProviderInfo {
@@ -152,6 +153,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
         }),
         13 => Event::RouteDecided(RouteDecided {
             request_id: format!("req-{n}"),
+            generation: 1 + n / 15,
             combo: "team".to_string(),
             model,
             room: vec![0, 1, 2],

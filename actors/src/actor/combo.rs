@@ -155,7 +155,11 @@ struct TargetNow {
 
 impl ComboState {
     fn breaker_view(&mut self, provider: &str) -> BreakerView {
-        let state = self.breakers.get(provider).cloned().unwrap_or_default();
+        let state = self
+            .breakers
+            .get(provider)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(BreakerState::new(provider)));
         let settings = self
             .setup
             .breaker_settings

@@ -136,7 +136,7 @@ impl SupervisorState {
             return Ok(());
         };
         let args = ConnectionArgs {
-            state: state.connections.get(id).cloned().unwrap_or_default(),
+            state: state.connection(&spec.provider, id),
             subscribers: self.subscribers_of_connection(id),
             spec,
             recorder: self.recorder.clone(),
@@ -164,7 +164,7 @@ impl SupervisorState {
         let args = BreakerArgs {
             provider: spec.name.clone(),
             settings: spec.breaker.clone(),
-            state: state.breakers.get(provider).cloned().unwrap_or_default(),
+            state: state.breaker(provider),
             subscribers: self.subscribers_of_provider(provider),
             recorder: self.recorder.clone(),
             clock: self.clock.clone(),
@@ -193,14 +193,14 @@ impl SupervisorState {
         for runtime in &setup.targets {
             let id = runtime.target.connection.to_string();
             if let Some(conn_spec) = self.topology.connection(&id) {
-                let learned = state.connections.get(&id).cloned().unwrap_or_default();
+                let learned = state.connection(&conn_spec.provider, &id);
                 connections.insert(
                     id.clone(),
                     Arc::new(ConnectionView::of(&learned, conn_spec, now_ms)),
                 );
             }
             let provider = runtime.target.provider.to_string();
-            let breaker = state.breakers.get(&provider).cloned().unwrap_or_default();
+            let breaker = state.breaker(&provider);
             breakers.insert(provider, Arc::new(breaker));
         }
         let args = ComboArgs {
@@ -265,7 +265,7 @@ impl SupervisorState {
         tracing::info!(generation = self.generation, "config reloaded");
 
         // Providers: stop removed, reconfigure kept, spawn new.
-        let tables = self.registry.load_full();
+        let tables = arc_swap::Guard::into_inner(self.registry.load());
         for provider in &old.providers {
             let actor = tables.breakers.get(&provider.name);
             match self.topology.provider(&provider.name) {
@@ -305,8 +305,7 @@ impl SupervisorState {
                         let _ = actor.cast(ConnectionMsg::Reconfigure(Box::new(spec.clone())));
                         let auth_disabled = state.connections.get(&spec.id).is_some_and(|c| {
                             c.health
-                                .disabled
-                                .as_ref()
+                                .disabled()
                                 .is_some_and(|d| d.reason == DisableReason::Auth)
                         });
                         if auth_disabled {

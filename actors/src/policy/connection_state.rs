@@ -17,7 +17,7 @@ use crate::policy::lockout::ModelLockouts;
 use crate::topology::ConnectionSpec;
 
 /// The learned state of one connection.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConnectionState {
     pub health: ConnectionHealth,
     pub lockouts: ModelLockouts,
@@ -25,6 +25,14 @@ pub struct ConnectionState {
 }
 
 impl ConnectionState {
+    pub fn new(provider: &str, connection: &str) -> Self {
+        ConnectionState {
+            health: ConnectionHealth::new(provider, connection),
+            lockouts: ModelLockouts::new(provider, connection),
+            buckets: UsageBuckets::new(),
+        }
+    }
+
     /// The events one attempt's outcome causes on this connection, the request event first.
     pub fn on_outcome(&self, outcome: &Outcome, now_ms: u64, spec: &ConnectionSpec) -> Vec<Event> {
         let mut events = vec![outcome.request_event()];

@@ -203,6 +203,7 @@ fn drr_order(
 pub fn route_decided(
     selection: &Selection,
     request_id: &str,
+    generation: u64,
     combo: &str,
     model: &str,
     targets: &[TargetInfo],
@@ -211,6 +212,7 @@ pub fn route_decided(
     let index = |i: usize| u16::try_from(i).unwrap_or(u16::MAX);
     RouteDecided {
         request_id: request_id.to_owned(),
+        generation,
         combo: combo.to_owned(),
         model: model.to_owned(),
         room: selection.room.iter().map(|i| index(*i)).collect(),
@@ -291,7 +293,7 @@ mod tests {
     /// One full turn as the combo actor does it: select, journal, apply.
     fn turn(strategy: Strategy, targets: &[TargetView], deficits: &mut DrrDeficits) -> Selection {
         let selection = select(strategy, targets, deficits);
-        let decided = route_decided(&selection, "r", "combo", "m", &infos(targets));
+        let decided = route_decided(&selection, "r", 1, "combo", "m", &infos(targets));
         apply_route_decided(deficits, strategy, &infos(targets), &decided);
         selection
     }
@@ -497,7 +499,7 @@ mod tests {
             targets[2].saturated = step % 3 == 0;
             targets[0].in_flight = step % 2;
             let selection = select(Strategy::QuotaShare, &targets, &live);
-            let decided = route_decided(&selection, "r", "combo", "m", &infos(&targets));
+            let decided = route_decided(&selection, "r", 1, "combo", "m", &infos(&targets));
             apply_route_decided(&mut live, Strategy::QuotaShare, &infos(&targets), &decided);
             journal.push(decided);
         }
@@ -519,7 +521,7 @@ mod tests {
         let mut targets = views(2);
         targets[1].hard_block = Some((BlockReason::NotFound, Some(120_000)));
         let selection = select(Strategy::QuotaShare, &targets, &DrrDeficits::new());
-        let decided = route_decided(&selection, "r1", "team", "m", &infos(&targets));
+        let decided = route_decided(&selection, "r1", 1, "team", "m", &infos(&targets));
         assert_eq!(decided.order, vec![0]);
         assert_eq!(decided.chosen, Some(0));
         assert_eq!(

@@ -75,8 +75,9 @@ impl RouterState {
             | Event::ModelLocked(_)
             | Event::ModelUnlocked(_)
             | Event::UsageObserved(_) => {
-                if let Some(connection) = event.connection() {
-                    self.connection_mut(connection).apply(at_ms, event);
+                if let (Some(provider), Some(connection)) = (event.provider(), event.connection())
+                {
+                    self.connection_mut(provider, connection).apply(at_ms, event);
                 }
             }
             Event::NodeStarted(_) | Event::NodeStopped(_) | Event::AdminAction(_) => {}
@@ -84,11 +85,31 @@ impl RouterState {
     }
 
     pub fn breaker_mut(&mut self, provider: &str) -> &mut BreakerState {
-        self.breakers.entry(provider.to_string()).or_default()
+        self.breakers
+            .entry(provider.to_string())
+            .or_insert_with(|| BreakerState::new(provider))
     }
 
-    pub fn connection_mut(&mut self, connection: &str) -> &mut ConnectionState {
-        self.connections.entry(connection.to_string()).or_default()
+    pub fn connection_mut(&mut self, provider: &str, connection: &str) -> &mut ConnectionState {
+        self.connections
+            .entry(connection.to_string())
+            .or_insert_with(|| ConnectionState::new(provider, connection))
+    }
+
+    /// A breaker's state, or a fresh one.
+    pub fn breaker(&self, provider: &str) -> BreakerState {
+        self.breakers
+            .get(provider)
+            .cloned()
+            .unwrap_or_else(|| BreakerState::new(provider))
+    }
+
+    /// A connection's state, or a fresh one.
+    pub fn connection(&self, provider: &str, connection: &str) -> ConnectionState {
+        self.connections
+            .get(connection)
+            .cloned()
+            .unwrap_or_else(|| ConnectionState::new(provider, connection))
     }
 
     fn apply_route(&mut self, decided: &RouteDecided) {
