@@ -39,6 +39,11 @@ impl Registry {
         self.tables.load()
     }
 
+    /// An owned snapshot of the tables (for work that awaits while holding it).
+    pub fn load_full(&self) -> Arc<Tables> {
+        self.tables.load_full()
+    }
+
     /// Replaces the tables with `change` applied to a copy (supervisor only).
     pub fn update(&self, change: impl Fn(&mut Tables)) {
         self.tables.rcu(|current| {

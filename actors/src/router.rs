@@ -346,6 +346,65 @@ impl Router {
         self.inner.journal.stats()
     }
 
+    /// Waits until every report sent before this call has been applied by its connection and
+    /// breaker actors and their changes have reached the combos. Reports stay fire-and-forget;
+    /// this is for tests, the demo and orderly shutdown.
+    pub async fn settle(&self) -> Result<(), RouterError> {
+        let tables = self.inner.registry.load_full();
+        for actor in tables.breakers.values() {
+            ractor::call!(actor, BreakerMsg::Ping).map_err(|e| RouterError::Actor(e.to_string()))?;
+        }
+        for actor in tables.connections.values() {
+            ractor::call!(actor, ConnectionMsg::Ping)
+                .map_err(|e| RouterError::Actor(e.to_string()))?;
+        }
+        for actor in tables.combos.values() {
+            ractor::call!(actor, ComboMsg::Deficits).map_err(|e| RouterError::Actor(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The live DRR deficits of a combo (from its actor, not the journal's fold).
+    pub async fn combo_deficits(
+        &self,
+        combo: &str,
+    ) -> Result<crate::policy::drr::DrrDeficits, RouterError> {
+        let actor = self
+            .inner
+            .registry
+            .load()
+            .combos
+            .get(combo)
+            .cloned()
+            .ok_or_else(|| RouterError::Actor(format!("no combo `{combo}`")))?;
+        ractor::call!(actor, ComboMsg::Deficits).map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// A connection actor's own live state.
+    pub async fn live_connection_state(
+        &self,
+        connection: &str,
+    ) -> Result<crate::policy::connection_state::ConnectionState, RouterError> {
+        let actor = self.connection_actor(connection)?;
+        ractor::call!(actor, ConnectionMsg::State).map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// A breaker actor's own live state.
+    pub async fn live_breaker_state(
+        &self,
+        provider: &str,
+    ) -> Result<crate::policy::breaker::BreakerState, RouterError> {
+        let actor = self
+            .inner
+            .registry
+            .load()
+            .breakers
+            .get(provider)
+            .cloned()
+            .ok_or_else(|| RouterError::UnknownProvider(provider.to_string()))?;
+        ractor::call!(actor, BreakerMsg::State).map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
     /// Test hook: makes one connection actor fail, to exercise supervision.
     #[doc(hidden)]
     pub fn crash_connection(&self, connection: &str) -> Result<(), RouterError> {

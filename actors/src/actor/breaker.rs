@@ -34,6 +34,10 @@ pub enum BreakerMsg {
     SetSubscribers(Vec<ActorRef<ComboMsg>>),
     Subscribe(ActorRef<ComboMsg>),
     Reconfigure(BreakerSettings),
+    /// The actor's own live state.
+    State(RpcReplyPort<BreakerState>),
+    /// Replies once everything queued before it has been handled (see `Router::settle`).
+    Ping(RpcReplyPort<()>),
     #[doc(hidden)]
     Crash,
 }
@@ -152,6 +156,12 @@ impl Actor for BreakerActor {
                 state.subscribers.push(combo);
             }
             BreakerMsg::Reconfigure(settings) => state.settings = settings,
+            BreakerMsg::State(reply) => {
+                let _ = reply.send(BreakerState::clone(&state.state));
+            }
+            BreakerMsg::Ping(reply) => {
+                let _ = reply.send(());
+            }
             BreakerMsg::Crash => return Err(ActorProcessingErr::from("crash requested by a test")),
         }
         Ok(())

@@ -33,6 +33,10 @@ pub enum ConnectionMsg {
     Subscribe(ActorRef<ComboMsg>),
     /// New settings after a reload (learned state is kept).
     Reconfigure(Box<ConnectionSpec>),
+    /// The actor's own live state (for admin views and the replay-equals-live tests).
+    State(RpcReplyPort<ConnectionState>),
+    /// Replies once everything queued before it has been handled (see `Router::settle`).
+    Ping(RpcReplyPort<()>),
     /// Test hook: make the actor fail, to exercise supervision.
     #[doc(hidden)]
     Crash,
@@ -163,6 +167,12 @@ impl Actor for ConnectionActor {
             ConnectionMsg::Reconfigure(spec) => {
                 state.spec = *spec;
                 state.push_view(now_ms, false);
+            }
+            ConnectionMsg::State(reply) => {
+                let _ = reply.send(state.state.clone());
+            }
+            ConnectionMsg::Ping(reply) => {
+                let _ = reply.send(());
             }
             ConnectionMsg::Crash => {
                 return Err(ActorProcessingErr::from("crash requested by a test"));

@@ -265,7 +265,7 @@ impl SupervisorState {
         tracing::info!(generation = self.generation, "config reloaded");
 
         // Providers: stop removed, reconfigure kept, spawn new.
-        let tables = arc_swap::Guard::into_inner(self.registry.load());
+        let tables = self.registry.load_full();
         for provider in &old.providers {
             let actor = tables.breakers.get(&provider.name);
             match self.topology.provider(&provider.name) {

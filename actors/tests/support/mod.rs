@@ -1,0 +1,115 @@
+//! Shared test fixtures: small topologies and a router on an in-memory journal.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use quotaroute_actors::policy::breaker::BreakerSettings;
+use quotaroute_actors::policy::buckets::{BucketLimits, BucketSettings};
+use quotaroute_actors::policy::cooldown::CooldownSettings;
+use quotaroute_actors::policy::lockout::LockoutSettings;
+use quotaroute_actors::policy::quota_share::Strategy;
+use quotaroute_actors::{
+    ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RouteRequest, Router, RouterOptions,
+    TargetSpec, Topology,
+};
+use quotaroute_journal::{ApiFormat, AuthKind, MemoryJournal, WriterConfig};
+
+pub const T0: u64 = 1_764_000_000_000;
+
+pub fn provider(name: &str) -> ProviderSpec {
+    ProviderSpec {
+        name: name.to_string(),
+        format: ApiFormat::Openai,
+        profile: AuthKind::ApiKey,
+        breaker: BreakerSettings::for_profile(AuthKind::ApiKey),
+    }
+}
+
+pub fn connection(id: &str, provider: &str, weight: u32) -> ConnectionSpec {
+    ConnectionSpec {
+        id: id.to_string(),
+        provider: provider.to_string(),
+        auth: AuthKind::ApiKey,
+        weight,
+        max_concurrent: None,
+        models: None,
+        limits: BucketLimits::default(),
+        cooldown: CooldownSettings::for_auth(AuthKind::ApiKey),
+        lockout: LockoutSettings::default(),
+        buckets: BucketSettings::default(),
+    }
+}
+
+pub fn combo(name: &str, targets: &[(&str, &str, u32)]) -> ComboSpec {
+    ComboSpec {
+        name: name.to_string(),
+        strategy: Strategy::QuotaShare,
+        targets: targets
+            .iter()
+            .map(|(connection, model, weight)| TargetSpec {
+                connection: connection.to_string(),
+                model: model.to_string(),
+                weight: *weight,
+            })
+            .collect(),
+        max_attempts: 3,
+        max_upstream_requests: 8,
+        hold_ms: 0,
+    }
+}
+
+pub fn topology(
+    providers: Vec<ProviderSpec>,
+    connections: Vec<ConnectionSpec>,
+    combos: Vec<ComboSpec>,
+) -> Topology {
+    Topology {
+        providers,
+        connections,
+        combos,
+        max_attempts: 3,
+        max_upstream_requests: 8,
+        source: "test".to_string(),
+        digest: "0".to_string(),
+    }
+}
+
+/// Three keys of one provider weighted 2:1:1 in combo `team` (model `m`).
+pub fn pool_211() -> Topology {
+    topology(
+        vec![provider("p")],
+        vec![
+            connection("k1", "p", 2),
+            connection("k2", "p", 1),
+            connection("k3", "p", 1),
+        ],
+        vec![combo("team", &[("k1", "m", 2), ("k2", "m", 1), ("k3", "m", 1)])],
+    )
+}
+
+pub async fn start(
+    topology: Topology,
+    journal: MemoryJournal,
+    clock: Arc<ManualClock>,
+) -> Router {
+    Router::start(
+        topology,
+        Box::new(journal),
+        RouterOptions {
+            writer: WriterConfig::default(),
+            snapshot_every_events: 0,
+            clock,
+        },
+    )
+    .await
+    .expect("router starts")
+}
+
+pub fn request(model: &str) -> RouteRequest {
+    RouteRequest {
+        request_id: format!("req-{model}"),
+        model: model.to_string(),
+        format: ApiFormat::Openai,
+    }
+}
