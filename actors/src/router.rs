@@ -104,8 +104,7 @@ impl Router {
         options: RouterOptions,
     ) -> Result<Router, RouterError> {
         let (state, recovery) = recover_state(journal.as_ref());
-        let handle =
-            JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
+        let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
         let clock = options.clock;
         let now_ms = clock.now_ms();
         let generation = state.next_generation();
@@ -219,8 +218,7 @@ impl Router {
                     let waited = self.inner.clock.now_ms().saturating_sub(deadline);
                     match unroutable.retry_after_ms {
                         Some(wait_ms)
-                            if unroutable.hold_ms > 0
-                                && waited + wait_ms <= unroutable.hold_ms =>
+                            if unroutable.hold_ms > 0 && waited + wait_ms <= unroutable.hold_ms =>
                         {
                             tokio::time::sleep(Duration::from_millis(wait_ms.max(1))).await;
                         }
@@ -241,7 +239,11 @@ impl Router {
     pub async fn state(&self) -> Result<AdminState, RouterError> {
         let folded = self.folded_state().await?;
         let tables = self.inner.registry.load();
-        let topology = tables.topology.as_ref().clone().unwrap_or_else(empty_topology);
+        let topology = tables
+            .topology
+            .as_ref()
+            .clone()
+            .unwrap_or_else(empty_topology);
         Ok(AdminState::build(
             &topology,
             &folded,
@@ -273,8 +275,11 @@ impl Router {
     pub async fn clear_connection(&self, connection: &str) -> Result<bool, RouterError> {
         let actor = self.connection_actor(connection)?;
         self.record_admin("clear_connection", connection);
-        ractor::call!(actor, |reply| ConnectionMsg::Clear(ActionBy::Admin, Some(reply)))
-            .map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call!(actor, |reply| ConnectionMsg::Clear(
+            ActionBy::Admin,
+            Some(reply)
+        ))
+        .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     /// Closes a provider's breaker.
@@ -321,8 +326,12 @@ impl Router {
     /// Applies a new topology, keeping what was learned about connections that remain.
     pub async fn reload(&self, topology: Topology) -> Result<(), RouterError> {
         self.record_admin("reload", &topology.source);
-        ractor::call!(self.inner.supervisor, SupervisorMsg::Reload, Box::new(topology))
-            .map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call!(
+            self.inner.supervisor,
+            SupervisorMsg::Reload,
+            Box::new(topology)
+        )
+        .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     fn connection_actor(&self, connection: &str) -> Result<ActorRef<ConnectionMsg>, RouterError> {
@@ -352,14 +361,16 @@ impl Router {
     pub async fn settle(&self) -> Result<(), RouterError> {
         let tables = self.inner.registry.load_full();
         for actor in tables.breakers.values() {
-            ractor::call!(actor, BreakerMsg::Ping).map_err(|e| RouterError::Actor(e.to_string()))?;
+            ractor::call!(actor, BreakerMsg::Ping)
+                .map_err(|e| RouterError::Actor(e.to_string()))?;
         }
         for actor in tables.connections.values() {
             ractor::call!(actor, ConnectionMsg::Ping)
                 .map_err(|e| RouterError::Actor(e.to_string()))?;
         }
         for actor in tables.combos.values() {
-            ractor::call!(actor, ComboMsg::Deficits).map_err(|e| RouterError::Actor(e.to_string()))?;
+            ractor::call!(actor, ComboMsg::Deficits)
+                .map_err(|e| RouterError::Actor(e.to_string()))?;
         }
         Ok(())
     }

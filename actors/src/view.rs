@@ -64,9 +64,9 @@ impl ConnectionView {
     }
 
     pub fn is_saturated(&self, model: &str, now_ms: u64) -> bool {
-        self.saturated.iter().any(|w| {
-            now_ms < w.until_ms && w.model.as_deref().is_none_or(|m| m == model)
-        })
+        self.saturated
+            .iter()
+            .any(|w| now_ms < w.until_ms && w.model.as_deref().is_none_or(|m| m == model))
     }
 }
 
@@ -77,9 +77,7 @@ fn saturated_window(view: &BucketView, now_ms: u64) -> SaturatedWindow {
         .map(|(_, model)| model.to_string());
     SaturatedWindow {
         model,
-        until_ms: view
-            .resets_at_ms
-            .unwrap_or(now_ms + SATURATION_RECHECK_MS),
+        until_ms: view.resets_at_ms.unwrap_or(now_ms + SATURATION_RECHECK_MS),
     }
 }
 

@@ -64,7 +64,8 @@ async fn s4_429_locks_only_that_model_on_that_connection() {
     let mut decision = router.route(request("a")).await.unwrap();
     assert_eq!(&*decision.current().unwrap().connection, "k1");
     decision.report(
-        AttemptResult::failure(OutcomeClass::RateLimited, Some(429)).with_reset_hint_ms(Some(30_000)),
+        AttemptResult::failure(OutcomeClass::RateLimited, Some(429))
+            .with_reset_hint_ms(Some(30_000)),
     );
     router.settle().await.unwrap();
 
@@ -170,7 +171,10 @@ async fn s5_breaker_opens_on_failures_from_three_connections_and_a_probe_closes_
         Err(RouteError::NoTarget(unroutable)) => {
             assert_eq!(unroutable.status, 503);
             assert_eq!(unroutable.retry_after_ms, Some(30_000));
-            assert!(unroutable.blocked.iter().all(|b| b.reason == BlockReason::BreakerOpen));
+            assert!(unroutable
+                .blocked
+                .iter()
+                .all(|b| b.reason == BlockReason::BreakerOpen));
         }
         other => panic!("expected 503 breaker_open, got {other:?}"),
     }
@@ -180,7 +184,10 @@ async fn s5_breaker_opens_on_failures_from_three_connections_and_a_probe_closes_
     assert!(probe.is_probe());
     match router.route(request("team")).await {
         Err(RouteError::NoTarget(unroutable)) => {
-            assert!(unroutable.blocked.iter().all(|b| b.reason == BlockReason::ProbeInFlight));
+            assert!(unroutable
+                .blocked
+                .iter()
+                .all(|b| b.reason == BlockReason::ProbeInFlight));
         }
         other => panic!("expected probe_in_flight, got {other:?}"),
     }
@@ -229,7 +236,10 @@ async fn admin_clear_lockout_and_reset_breaker() {
     let router = start(pool_211(), MemoryJournal::new(), clock.clone()).await;
     let mut decision = router.route(request("team")).await.unwrap();
     let locked = decision.current().unwrap().connection.to_string();
-    decision.report(AttemptResult::failure(OutcomeClass::ModelUnavailable, Some(404)));
+    decision.report(AttemptResult::failure(
+        OutcomeClass::ModelUnavailable,
+        Some(404),
+    ));
     router.settle().await.unwrap();
     let lockouts = router.state().await.unwrap().lockouts();
     assert_eq!(lockouts.len(), 1);

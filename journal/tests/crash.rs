@@ -68,6 +68,9 @@ fn killed_writer_keeps_everything_flushed_in_order() {
         assert_eq!(envelope.event, sample_event(count as usize, count));
         count += 1;
     }
-    assert!(count >= durable, "only {count} of {durable} flushed events survived");
+    assert!(
+        count >= durable,
+        "only {count} of {durable} flushed events survived"
+    );
     assert_eq!(journal.last_seq().unwrap(), Some(count));
 }

@@ -83,9 +83,12 @@ fn golden_journal_replays_to_the_checked_in_events() {
 
     let replayed: Vec<Envelope> = journal.read_from(0).map(|r| r.unwrap()).collect();
     assert_eq!(replayed, expected);
-    let kinds: std::collections::BTreeSet<&str> =
-        replayed.iter().map(|e| e.event.kind()).collect();
-    assert_eq!(kinds.len(), Event::KINDS.len(), "every kind is in the golden journal");
+    let kinds: std::collections::BTreeSet<&str> = replayed.iter().map(|e| e.event.kind()).collect();
+    assert_eq!(
+        kinds.len(),
+        Event::KINDS.len(),
+        "every kind is in the golden journal"
+    );
     // Rendering is stable too: the same NDJSON, byte for byte.
     let rendered: String = replayed
         .iter()
@@ -93,7 +96,11 @@ fn golden_journal_replays_to_the_checked_in_events() {
         .collect();
     assert_eq!(rendered, expected_lines);
 
-    let snapshots: Vec<Snapshot> = journal.snapshots().into_iter().map(|s| s.unwrap()).collect();
+    let snapshots: Vec<Snapshot> = journal
+        .snapshots()
+        .into_iter()
+        .map(|s| s.unwrap())
+        .collect();
     assert_eq!(
         snapshots,
         vec![Snapshot {

@@ -194,7 +194,12 @@ impl ComboState {
 
     /// Takes the in-flight slot (and the probe token when HALF_OPEN); `None` when the last probe
     /// token went to another combo first.
-    fn take(&mut self, runtime: &TargetRuntime, admission: BreakerAdmission, now_ms: u64) -> Option<Permit> {
+    fn take(
+        &mut self,
+        runtime: &TargetRuntime,
+        admission: BreakerAdmission,
+        now_ms: u64,
+    ) -> Option<Permit> {
         let permit = Permit::acquire(runtime.in_flight.clone());
         if admission != BreakerAdmission::Probe {
             return Some(permit);
@@ -245,7 +250,9 @@ impl ComboState {
         let mut skipped: Vec<Skipped> = selection
             .skipped
             .iter()
-            .map(|&(i, reason, remaining_ms)| skipped_entry(&runtimes[i].target, reason, remaining_ms))
+            .map(|&(i, reason, remaining_ms)| {
+                skipped_entry(&runtimes[i].target, reason, remaining_ms)
+            })
             .collect();
 
         let mut taken = None;
@@ -258,7 +265,11 @@ impl ComboState {
                 None => skipped.push(skipped_entry(
                     &runtimes[i].target,
                     BlockReason::ProbeInFlight,
-                    Some(self.breaker_view(&runtimes[i].target.provider).settings.probe_timeout_ms),
+                    Some(
+                        self.breaker_view(&runtimes[i].target.provider)
+                            .settings
+                            .probe_timeout_ms,
+                    ),
                 )),
             }
         }
@@ -282,9 +293,10 @@ impl ComboState {
             &self.setup.infos,
             &decided,
         );
-        let _ = self
-            .recorder
-            .cast(RecorderMsg::Record(vec![(now_ms, Event::RouteDecided(decided))]));
+        let _ = self.recorder.cast(RecorderMsg::Record(vec![(
+            now_ms,
+            Event::RouteDecided(decided),
+        )]));
 
         match taken {
             Some((position, permit)) => RouteReply::Routed(Routed {
@@ -316,7 +328,9 @@ impl ComboState {
                 .setup
                 .targets
                 .iter()
-                .find(|t| t.target.index == target.index && t.target.connection == target.connection)
+                .find(|t| {
+                    t.target.index == target.index && t.target.connection == target.connection
+                })
                 .cloned()
             else {
                 continue;
@@ -331,7 +345,11 @@ impl ComboState {
                 None => skipped.push(skipped_entry(
                     target,
                     BlockReason::ProbeInFlight,
-                    Some(self.breaker_view(&target.provider).settings.probe_timeout_ms),
+                    Some(
+                        self.breaker_view(&target.provider)
+                            .settings
+                            .probe_timeout_ms,
+                    ),
                 )),
             }
         }

@@ -129,11 +129,10 @@ impl Actor for ConnectionActor {
                 state.commit(now_ms, events);
             }
             ConnectionMsg::Clear(by, reply) => {
-                let events =
-                    state
-                        .state
-                        .health
-                        .clear(&state.spec.provider, &state.spec.id, by);
+                let events = state
+                    .state
+                    .health
+                    .clear(&state.spec.provider, &state.spec.id, by);
                 let cleared = !events.is_empty();
                 state.commit(now_ms, events);
                 if let Some(reply) = reply {
@@ -141,10 +140,11 @@ impl Actor for ConnectionActor {
                 }
             }
             ConnectionMsg::ClearLockout(model, reply) => {
-                let event = state
-                    .state
-                    .lockouts
-                    .clear(&state.spec.provider, &state.spec.id, &model);
+                let event =
+                    state
+                        .state
+                        .lockouts
+                        .clear(&state.spec.provider, &state.spec.id, &model);
                 let cleared = event.is_some();
                 state.commit(now_ms, event.into_iter().collect());
                 let _ = reply.send(cleared);

@@ -14,7 +14,9 @@ use ractor::{
 };
 
 use crate::actor::breaker::{BreakerActor, BreakerArgs, BreakerMsg};
-use crate::actor::combo::{ComboActor, ComboArgs, ComboMsg, ComboSetup, RoutedTarget, TargetRuntime};
+use crate::actor::combo::{
+    ComboActor, ComboArgs, ComboMsg, ComboSetup, RoutedTarget, TargetRuntime,
+};
 use crate::actor::connection::{ConnectionActor, ConnectionArgs, ConnectionMsg};
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
@@ -259,9 +261,10 @@ impl SupervisorState {
         self.generation = state.next_generation().max(self.generation + 1);
         let loaded = self.topology.config_loaded(self.generation);
         let now_ms = self.clock.now_ms();
-        let _ = self
-            .recorder
-            .cast(RecorderMsg::Record(vec![(now_ms, Event::ConfigLoaded(loaded))]));
+        let _ = self.recorder.cast(RecorderMsg::Record(vec![(
+            now_ms,
+            Event::ConfigLoaded(loaded),
+        )]));
         tracing::info!(generation = self.generation, "config reloaded");
 
         // Providers: stop removed, reconfigure kept, spawn new.
@@ -435,11 +438,14 @@ impl Actor for RouterSupervisor {
                     return Ok(());
                 }
                 let implicit = state.topology.implicit_combo(&name);
-                let within_cap = state.combos.len() < state.topology.combos.len() + MAX_IMPLICIT_COMBOS;
+                let within_cap =
+                    state.combos.len() < state.topology.combos.len() + MAX_IMPLICIT_COMBOS;
                 let spawned = match implicit {
                     Some(spec) if within_cap => {
                         let learned = state.folded_state().await;
-                        let actor = state.spawn_combo(myself.get_cell(), spec.clone(), &learned).await?;
+                        let actor = state
+                            .spawn_combo(myself.get_cell(), spec.clone(), &learned)
+                            .await?;
                         let tables = state.registry.load();
                         for target in &spec.targets {
                             if let Some(conn) = tables.connections.get(&target.connection) {

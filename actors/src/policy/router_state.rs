@@ -75,9 +75,9 @@ impl RouterState {
             | Event::ModelLocked(_)
             | Event::ModelUnlocked(_)
             | Event::UsageObserved(_) => {
-                if let (Some(provider), Some(connection)) = (event.provider(), event.connection())
-                {
-                    self.connection_mut(provider, connection).apply(at_ms, event);
+                if let (Some(provider), Some(connection)) = (event.provider(), event.connection()) {
+                    self.connection_mut(provider, connection)
+                        .apply(at_ms, event);
                 }
             }
             Event::NodeStarted(_) | Event::NodeStopped(_) | Event::AdminAction(_) => {}
@@ -113,7 +113,11 @@ impl RouterState {
     }
 
     fn apply_route(&mut self, decided: &RouteDecided) {
-        let Some(config) = self.configs.iter().find(|c| c.generation == decided.generation) else {
+        let Some(config) = self
+            .configs
+            .iter()
+            .find(|c| c.generation == decided.generation)
+        else {
             return;
         };
         let Some((strategy, targets)) = recorded_targets(config, &decided.combo) else {

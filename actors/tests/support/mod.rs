@@ -84,15 +84,14 @@ pub fn pool_211() -> Topology {
             connection("k2", "p", 1),
             connection("k3", "p", 1),
         ],
-        vec![combo("team", &[("k1", "m", 2), ("k2", "m", 1), ("k3", "m", 1)])],
+        vec![combo(
+            "team",
+            &[("k1", "m", 2), ("k2", "m", 1), ("k3", "m", 1)],
+        )],
     )
 }
 
-pub async fn start(
-    topology: Topology,
-    journal: MemoryJournal,
-    clock: Arc<ManualClock>,
-) -> Router {
+pub async fn start(topology: Topology, journal: MemoryJournal, clock: Arc<ManualClock>) -> Router {
     Router::start(
         topology,
         Box::new(journal),
