@@ -33,7 +33,9 @@ impl MemoryJournal {
 
     fn lock(&self) -> MutexGuard<'_, Stored> {
         // A panic elsewhere while holding the lock leaves the maps intact: keep using them.
-        self.stored.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.stored
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// An independent journal holding only what was flushed: what a crash now would leave.

@@ -111,10 +111,7 @@ mod tests {
             assert!(!line.contains('\n'));
             let object: Map<String, Value> = serde_json::from_str(&line).unwrap();
             assert_eq!(object["kind"], envelope.event.kind());
-            assert!(
-                object.values().all(|v| !v.is_object()),
-                "flat: {line}"
-            );
+            assert!(object.values().all(|v| !v.is_object()), "flat: {line}");
             assert_eq!(envelope_from_json(&line).unwrap(), envelope);
         }
     }
@@ -134,10 +131,19 @@ mod tests {
         let cases = [
             ("[1]", "not an object"),
             ("{", "json"),
-            (r#"{"at_ms":1,"schema_version":1,"kind":"node_stopped"}"#, "seq"),
-            (r#"{"seq":1,"at_ms":1,"schema_version":1,"kind":"nope"}"#, "kind"),
+            (
+                r#"{"at_ms":1,"schema_version":1,"kind":"node_stopped"}"#,
+                "seq",
+            ),
+            (
+                r#"{"seq":1,"at_ms":1,"schema_version":1,"kind":"nope"}"#,
+                "kind",
+            ),
             (r#"{"seq":1,"at_ms":1,"schema_version":1}"#, "kind field"),
-            (r#"{"seq":1,"at_ms":1,"schema_version":1,"kind":"node_stopped"}"#, "fields"),
+            (
+                r#"{"seq":1,"at_ms":1,"schema_version":1,"kind":"node_stopped"}"#,
+                "fields",
+            ),
         ];
         for (line, what) in cases {
             let error = envelope_from_json(line).unwrap_err();

@@ -190,10 +190,8 @@ impl Journal for SledJournal {
     }
 
     fn put_snapshot(&mut self, seq: u64, at_ms: u64, state: &[u8]) -> Result<(), JournalError> {
-        self.snapshots.insert(
-            codec::seq_key(seq),
-            codec::encode_snapshot(at_ms, state),
-        )?;
+        self.snapshots
+            .insert(codec::seq_key(seq), codec::encode_snapshot(at_ms, state))?;
         let old_keys: Vec<sled::IVec> = self
             .snapshots
             .iter()

@@ -56,12 +56,14 @@ pub(crate) fn envelopes_from(
     from: u64,
     records: impl Iterator<Item = Result<Vec<Envelope>, Damage>>,
 ) -> impl Iterator<Item = Result<Envelope, Damage>> {
-    records.flat_map(move |record| -> Box<dyn Iterator<Item = Result<Envelope, Damage>>> {
-        match record {
-            Ok(batch) => Box::new(batch.into_iter().filter(move |e| e.seq >= from).map(Ok)),
-            Err(damage) => Box::new(std::iter::once(Err(damage))),
-        }
-    })
+    records.flat_map(
+        move |record| -> Box<dyn Iterator<Item = Result<Envelope, Damage>>> {
+            match record {
+                Ok(batch) => Box::new(batch.into_iter().filter(move |e| e.seq >= from).map(Ok)),
+                Err(damage) => Box::new(std::iter::once(Err(damage))),
+            }
+        },
+    )
 }
 
 /// The prune decision over records in key order, shared by the backends: returns the keys to

@@ -61,11 +61,23 @@ const PRUNE_EVERY_MS: u64 = 60_000;
 
 type Reply = oneshot::Sender<Result<u64, JournalError>>;
 
+// `Append` is the hot path and the large variant; boxing it would cost an allocation per
+// event to save memory in a queue of mostly appends.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     Append(Envelope),
-    Flush { target: u64, reply: Reply },
-    Snapshot { seq: u64, at_ms: u64, state: Vec<u8> },
-    Close { reply: Reply },
+    Flush {
+        target: u64,
+        reply: Reply,
+    },
+    Snapshot {
+        seq: u64,
+        at_ms: u64,
+        state: Vec<u8>,
+    },
+    Close {
+        reply: Reply,
+    },
 }
 
 #[derive(Debug)]
@@ -162,7 +174,11 @@ impl JournalHandle {
 
     /// Waits until everything appended before this call is durable; returns the durable seq.
     pub async fn flush(&self) -> Result<u64, JournalError> {
-        let target = self.shared.next_seq.load(Ordering::SeqCst).saturating_sub(1);
+        let target = self
+            .shared
+            .next_seq
+            .load(Ordering::SeqCst)
+            .saturating_sub(1);
         let (reply, answer) = oneshot::channel();
         self.sender
             .send(Command::Flush { target, reply })

@@ -2,10 +2,14 @@
 //! must replay to the checked-in events in every later version.
 //!
 //! `fixtures/golden/records.hex` holds the raw sled entries (`<tree> <key hex> <value hex>`,
-//! one per line; a sled directory itself is megabytes of preallocated segments), and
+//! one per line — our format, diffable, rather than sled's own binary files, which belong to
+//! the sled version and not to this crate), and
 //! `events.ndjson` the events they must decode to. The test loads the records into a fresh
 //! sled and replays. Regenerate (only when deliberately changing what "golden" means — never to
 //! make a failing test pass): `QR_REGEN_GOLDEN=1 cargo test -p quotaroute-journal --test golden`.
+
+// A test crate: its helpers may unwrap like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use quotaroute_journal::testkit::{sample_envelopes, KIND_COUNT};
 use quotaroute_journal::*;
@@ -83,9 +87,12 @@ fn golden_journal_replays_to_the_checked_in_events() {
 
     let replayed: Vec<Envelope> = journal.read_from(0).map(|r| r.unwrap()).collect();
     assert_eq!(replayed, expected);
-    let kinds: std::collections::BTreeSet<&str> =
-        replayed.iter().map(|e| e.event.kind()).collect();
-    assert_eq!(kinds.len(), Event::KINDS.len(), "every kind is in the golden journal");
+    let kinds: std::collections::BTreeSet<&str> = replayed.iter().map(|e| e.event.kind()).collect();
+    assert_eq!(
+        kinds.len(),
+        Event::KINDS.len(),
+        "every kind is in the golden journal"
+    );
     // Rendering is stable too: the same NDJSON, byte for byte.
     let rendered: String = replayed
         .iter()
@@ -93,7 +100,11 @@ fn golden_journal_replays_to_the_checked_in_events() {
         .collect();
     assert_eq!(rendered, expected_lines);
 
-    let snapshots: Vec<Snapshot> = journal.snapshots().into_iter().map(|s| s.unwrap()).collect();
+    let snapshots: Vec<Snapshot> = journal
+        .snapshots()
+        .into_iter()
+        .map(|s| s.unwrap())
+        .collect();
     assert_eq!(
         snapshots,
         vec![Snapshot {

@@ -38,7 +38,13 @@ fn damage_reasons_are_typed() {
     gap[2].seq = 10;
     let empty: Vec<Envelope> = Vec::new();
 
-    let cases: Vec<(&str, Vec<u8>, Option<u64>, fn(&DamageReason) -> bool)> = vec![
+    type Case = (
+        &'static str,
+        Vec<u8>,
+        Option<u64>,
+        fn(&DamageReason) -> bool,
+    );
+    let cases: Vec<Case> = vec![
         ("short", vec![1, 2], None, |r| {
             matches!(r, DamageReason::TooShort { len: 2 })
         }),
@@ -48,24 +54,45 @@ fn damage_reasons_are_typed() {
         ("crc", flipped, None, |r| {
             matches!(r, DamageReason::ChecksumMismatch { .. })
         }),
-        ("trailing", frame(RECORD_FORMAT, &with_trailing), None, |r| {
-            matches!(r, DamageReason::TrailingBytes(1))
-        }),
-        ("future schema", encode_batch(&future).unwrap(), None, |r| {
-            matches!(r, DamageReason::UnknownSchemaVersion(v) if *v == SCHEMA_VERSION + 1)
-        }),
+        (
+            "trailing",
+            frame(RECORD_FORMAT, &with_trailing),
+            None,
+            |r| matches!(r, DamageReason::TrailingBytes(1)),
+        ),
+        (
+            "future schema",
+            encode_batch(&future).unwrap(),
+            None,
+            |r| matches!(r, DamageReason::UnknownSchemaVersion(v) if *v == SCHEMA_VERSION + 1),
+        ),
         ("gap", encode_batch(&gap).unwrap(), None, |r| {
-            matches!(r, DamageReason::SeqMismatch { expected: 3, found: 10 })
+            matches!(
+                r,
+                DamageReason::SeqMismatch {
+                    expected: 3,
+                    found: 10
+                }
+            )
         }),
         ("key", good.clone(), Some(2), |r| {
-            matches!(r, DamageReason::SeqMismatch { expected: 2, found: 1 })
+            matches!(
+                r,
+                DamageReason::SeqMismatch {
+                    expected: 2,
+                    found: 1
+                }
+            )
         }),
         ("empty", encode_batch(&empty).unwrap(), None, |r| {
             matches!(r, DamageReason::EmptyBatch)
         }),
-        ("garbage", frame(RECORD_FORMAT, &[3, 1, 0xff, 0xff]), None, |r| {
-            matches!(r, DamageReason::Undecodable(_))
-        }),
+        (
+            "garbage",
+            frame(RECORD_FORMAT, &[3, 1, 0xff, 0xff]),
+            None,
+            |r| matches!(r, DamageReason::Undecodable(_)),
+        ),
     ];
     for (name, value, key, check) in cases {
         let error = decode_batch(&value, key).unwrap_err();
@@ -77,13 +104,19 @@ fn damage_reasons_are_typed() {
 fn keys_are_big_endian_so_byte_order_is_seq_order() {
     assert!(seq_key(255) < seq_key(256));
     assert_eq!(key_seq(&seq_key(u64::MAX - 1)).unwrap(), u64::MAX - 1);
-    assert_eq!(key_seq(&[1, 2]).unwrap_err(), DamageReason::BadKey { len: 2 });
+    assert_eq!(
+        key_seq(&[1, 2]).unwrap_err(),
+        DamageReason::BadKey { len: 2 }
+    );
 }
 
 #[test]
 fn snapshot_round_trips_and_detects_corruption() {
     let value = encode_snapshot(42, b"state bytes");
-    assert_eq!(decode_snapshot(&value).unwrap(), (42, b"state bytes".to_vec()));
+    assert_eq!(
+        decode_snapshot(&value).unwrap(),
+        (42, b"state bytes".to_vec())
+    );
     let mut corrupt = value.clone();
     corrupt[10] ^= 1;
     assert!(matches!(

@@ -44,7 +44,12 @@ fn corrupt_record_is_reported_with_its_seq_and_skipped() {
     let mut journal = open(&dir);
     fill(&mut journal, 30, 10);
     // Overwrite bytes of the middle record (seqs 11..=20) directly in sled.
-    let mut value = journal.events.get(codec::seq_key(11)).unwrap().unwrap().to_vec();
+    let mut value = journal
+        .events
+        .get(codec::seq_key(11))
+        .unwrap()
+        .unwrap()
+        .to_vec();
     let middle = value.len() / 2;
     value[middle] ^= 0x5a;
     journal.events.insert(codec::seq_key(11), value).unwrap();
@@ -53,7 +58,10 @@ fn corrupt_record_is_reported_with_its_seq_and_skipped() {
     assert_eq!(read.len(), 21);
     let damage = read[10].clone().unwrap_err();
     assert_eq!(damage.seq, 11);
-    assert!(matches!(damage.reason, DamageReason::ChecksumMismatch { .. }));
+    assert!(matches!(
+        damage.reason,
+        DamageReason::ChecksumMismatch { .. }
+    ));
     let seqs: Vec<u64> = read.into_iter().flatten().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=10).chain(21..=30).collect::<Vec<_>>());
 }
@@ -63,7 +71,9 @@ fn damaged_last_record_still_gives_a_last_seq_from_its_key() {
     let dir = tempfile::tempdir().unwrap();
     let mut journal = open(&dir);
     fill(&mut journal, 30, 10);
-    journal.put_raw("events", &codec::seq_key(21), b"torn").unwrap();
+    journal
+        .put_raw("events", &codec::seq_key(21), b"torn")
+        .unwrap();
     assert_eq!(journal.last_seq().unwrap(), Some(21));
 }
 
@@ -87,7 +97,10 @@ fn unopenable_path_names_the_path() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, b"not a directory").unwrap();
     let error = SledJournal::open(&file, SledOptions::default()).unwrap_err();
-    assert!(matches!(&error, JournalError::Open { path, .. } if *path == file), "{error:?}");
+    assert!(
+        matches!(&error, JournalError::Open { path, .. } if *path == file),
+        "{error:?}"
+    );
 }
 
 #[test]
@@ -95,7 +108,9 @@ fn snapshots_keep_the_newest_three_newest_first() {
     let dir = tempfile::tempdir().unwrap();
     let mut journal = open(&dir);
     for seq in [10, 20, 30, 40] {
-        journal.put_snapshot(seq, seq * 2, &seq.to_le_bytes()).unwrap();
+        journal
+            .put_snapshot(seq, seq * 2, &seq.to_le_bytes())
+            .unwrap();
     }
     let seqs: Vec<(u64, u64)> = journal
         .snapshots()
@@ -110,7 +125,7 @@ fn prune_removes_only_old_records_covered_by_the_newest_readable_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let mut journal = open(&dir);
     fill(&mut journal, 100, 10); // at_ms = seq
-    // No snapshot: nothing goes, however old.
+                                 // No snapshot: nothing goes, however old.
     assert_eq!(journal.prune(u64::MAX).unwrap().records_removed, 0);
 
     journal.put_snapshot(45, 45, b"s").unwrap();
@@ -125,7 +140,9 @@ fn prune_removes_only_old_records_covered_by_the_newest_readable_snapshot() {
     assert_eq!(first.seq, 41);
 
     // A newer snapshot that is corrupt does not count: the readable one (45) still bounds.
-    journal.put_raw("snapshots", &codec::seq_key(90), b"bad").unwrap();
+    journal
+        .put_raw("snapshots", &codec::seq_key(90), b"bad")
+        .unwrap();
     assert_eq!(journal.prune(u64::MAX).unwrap().records_removed, 0);
     assert_eq!(journal.read_from(0).count(), 60);
 }

@@ -40,7 +40,11 @@ async fn appends_from_many_threads_are_stored_in_seq_order() {
             let handle = handle.clone();
             std::thread::spawn(move || {
                 (0..2_500u64)
-                    .map(|i| handle.append(t * 10_000 + i, state_event(t * 10_000 + i)).unwrap())
+                    .map(|i| {
+                        handle
+                            .append(t * 10_000 + i, state_event(t * 10_000 + i))
+                            .unwrap()
+                    })
                     .collect::<Vec<u64>>()
             })
         })
@@ -57,11 +61,17 @@ async fn appends_from_many_threads_are_stored_in_seq_order() {
     for (t, thread_seqs) in seqs.iter().enumerate() {
         assert!(thread_seqs.windows(2).all(|w| w[0] < w[1]));
         for (i, seq) in thread_seqs.iter().enumerate() {
-            assert_eq!(stored[*seq as usize - 1].at_ms, t as u64 * 10_000 + i as u64);
+            assert_eq!(
+                stored[*seq as usize - 1].at_ms,
+                t as u64 * 10_000 + i as u64
+            );
         }
     }
     let stats = handle.stats();
-    assert_eq!((stats.appended, stats.written, stats.queue_len), (10_000, 10_000, 0));
+    assert_eq!(
+        (stats.appended, stats.written, stats.queue_len),
+        (10_000, 10_000, 0)
+    );
     handle.close().await.unwrap();
 }
 
@@ -103,7 +113,10 @@ async fn full_queue_drops_request_events_and_keeps_state_events() {
     assert_eq!(handle.append(10, request_event(10)), None);
     assert_eq!(handle.append(11, state_event(11)), Some(11));
     let stats = handle.stats();
-    assert_eq!((stats.dropped, stats.queue_len, stats.appended), (1, 11, 11));
+    assert_eq!(
+        (stats.dropped, stats.queue_len, stats.appended),
+        (1, 11, 11)
+    );
 }
 
 #[tokio::test]
@@ -126,7 +139,10 @@ async fn write_error_keeps_events_marks_unhealthy_and_recovers() {
     assert_eq!(handle.flush().await, Ok(5));
     let stats = handle.stats();
     assert!(stats.healthy);
-    assert_eq!((stats.written, stats.queue_len, stats.durable_seq), (5, 0, 5));
+    assert_eq!(
+        (stats.written, stats.queue_len, stats.durable_seq),
+        (5, 0, 5)
+    );
     assert_eq!(read_all(&memory).len(), 5);
 }
 
@@ -140,9 +156,16 @@ async fn snapshot_is_written_only_once_its_events_are_durable() {
     assert!(journal.snapshots().is_empty(), "seq 2 is not written yet");
     handle.append(2, state_event(2));
     handle.flush().await.unwrap();
-    let snapshots: Vec<_> = journal.snapshots().into_iter().map(|s| s.unwrap()).collect();
+    let snapshots: Vec<_> = journal
+        .snapshots()
+        .into_iter()
+        .map(|s| s.unwrap())
+        .collect();
     assert_eq!(snapshots.len(), 1);
-    assert_eq!((snapshots[0].seq, snapshots[0].state.as_slice()), (2, &b"after two"[..]));
+    assert_eq!(
+        (snapshots[0].seq, snapshots[0].state.as_slice()),
+        (2, &b"after two"[..])
+    );
     handle.close().await.unwrap();
 }
 
