@@ -12,9 +12,9 @@
 //! bincode is not self-describing, so an old shape can only be read by code that knows it.
 //! The payload is therefore decoded piece by piece — the batch length, then for each envelope
 //! its header `(schema_version, seq, at_ms)`, then its event with the shape of *that*
-//! `schema_version` (see [`decode_event`]). When a field is added to an event struct:
+//! `schema_version` (see `decode_event`). When a field is added to an event struct:
 //! bump [`SCHEMA_VERSION`], freeze the previous shape in a `legacy_v<N>` module, and add an
-//! arm to [`decode_event`] that decodes the frozen shape and upgrades it (the codec test
+//! arm to `decode_event` that decodes the frozen shape and upgrades it (the codec test
 //! `schema_field_added_later_is_read_through_a_frozen_shape` shows the pattern). New event
 //! kinds appended at the end of [`Event`] need nothing: bincode stores the variant index, so
 //! old records keep decoding (tested with a shorter, test-local enum).

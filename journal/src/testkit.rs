@@ -19,7 +19,7 @@ fn skipped(n: u64) -> Vec<Skipped> {
 /// order of [`Event`]. Contents vary with `n` so samples are distinguishable.
 pub fn sample_event(kind_index: usize, n: u64) -> Event {
     let connection = format!("conn-{}", n % 3);
-    let provider = if n % 2 == 0 { "openai" } else { "anthropic" }.to_string();
+    let provider = if n & 1 == 0 { "openai" } else { "anthropic" }.to_string();
     let model = "gpt-4o-mini".to_string();
     match kind_index % KIND_COUNT {
         0 => Event::NodeStarted(NodeStarted {
@@ -65,7 +65,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             latency_ms: 100 + n,
             tokens_in: 10 * n,
             tokens_out: 20 * n,
-            stream: n % 2 == 0,
+            stream: n & 1 == 0,
             skipped: skipped(n),
         }),
         3 => Event::RequestFailed(RequestFailed {
@@ -92,7 +92,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             status: Some(503),
             level: (n % 5) as u32,
             until_ms: 1_000_000 + n,
-            from_retry_after: n % 2 == 1,
+            from_retry_after: n & 1 == 1,
         }),
         5 => Event::ConnectionDisabled(ConnectionDisabled {
             provider,
@@ -164,7 +164,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
         _ => Event::BreakerCounted(BreakerCounted {
             provider,
             connection,
-            failure: n % 2 == 0,
+            failure: n & 1 == 0,
             failures: (n % 12) as u32,
         }),
     }

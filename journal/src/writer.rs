@@ -28,6 +28,8 @@ pub struct WriterConfig {
     /// Queue length at which request events are dropped (state events are always kept).
     pub max_queue_events: u64,
     /// Events older than this and covered by a snapshot are pruned; 0 keeps everything.
+    /// "Older" is measured against the newest event's `at_ms`, not a clock, and pruning runs
+    /// at most once per minute of event time.
     pub retention_hours: u64,
 }
 
@@ -45,7 +47,9 @@ impl Default for WriterConfig {
 /// Counters read without a message hop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JournalStats {
+    /// Events accepted by `append` (not dropped).
     pub appended: u64,
+    /// Events handed to the journal; durable once `durable_seq` passes them.
     pub written: u64,
     pub dropped: u64,
     pub durable_seq: u64,
@@ -61,6 +65,9 @@ const PRUNE_EVERY_MS: u64 = 60_000;
 
 type Reply = oneshot::Sender<Result<u64, JournalError>>;
 
+// `Append` is the hot path and the large variant; boxing it would cost an allocation per
+// event to save memory in a queue of mostly appends.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     Append(Envelope),
     Flush {

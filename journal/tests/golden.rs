@@ -2,10 +2,14 @@
 //! must replay to the checked-in events in every later version.
 //!
 //! `fixtures/golden/records.hex` holds the raw sled entries (`<tree> <key hex> <value hex>`,
-//! one per line; a sled directory itself is megabytes of preallocated segments), and
+//! one per line — our format, diffable, rather than sled's own binary files, which belong to
+//! the sled version and not to this crate), and
 //! `events.ndjson` the events they must decode to. The test loads the records into a fresh
 //! sled and replays. Regenerate (only when deliberately changing what "golden" means — never to
 //! make a failing test pass): `QR_REGEN_GOLDEN=1 cargo test -p quotaroute-journal --test golden`.
+
+// A test crate: its helpers may unwrap like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use quotaroute_journal::testkit::{sample_envelopes, KIND_COUNT};
 use quotaroute_journal::*;

@@ -38,7 +38,13 @@ fn damage_reasons_are_typed() {
     gap[2].seq = 10;
     let empty: Vec<Envelope> = Vec::new();
 
-    let cases: Vec<(&str, Vec<u8>, Option<u64>, fn(&DamageReason) -> bool)> = vec![
+    type Case = (
+        &'static str,
+        Vec<u8>,
+        Option<u64>,
+        fn(&DamageReason) -> bool,
+    );
+    let cases: Vec<Case> = vec![
         ("short", vec![1, 2], None, |r| {
             matches!(r, DamageReason::TooShort { len: 2 })
         }),
