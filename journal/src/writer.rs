@@ -12,7 +12,7 @@ use crate::event::{Envelope, Event, SCHEMA_VERSION};
 use crate::store::Journal;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -102,6 +102,10 @@ pub struct JournalHandle {
     sender: mpsc::Sender<Command>,
     shared: Arc<Shared>,
     max_queue_events: u64,
+    /// Appends do not wake the writer (it drains on its timer); this many queued events, a
+    /// flush, a snapshot or a close do. Saves a futex wake per event on the hot path.
+    wake_every_events: u64,
+    waker: std::thread::Thread,
     thread: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -145,6 +149,8 @@ impl JournalHandle {
             sender,
             shared,
             max_queue_events: config.max_queue_events,
+            wake_every_events: config.flush_every_events.max(1) as u64,
+            waker: thread.thread().clone(),
             thread: Arc::new(Mutex::new(Some(thread))),
         })
     }
@@ -159,7 +165,7 @@ impl JournalHandle {
             shared.dropped.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        shared.queue_len.fetch_add(1, Ordering::Relaxed);
+        let queued = shared.queue_len.fetch_add(1, Ordering::Relaxed) + 1;
         let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
         let envelope = Envelope {
             schema_version: SCHEMA_VERSION,
@@ -173,6 +179,9 @@ impl JournalHandle {
             return None;
         }
         shared.appended.fetch_add(1, Ordering::Relaxed);
+        if queued.is_multiple_of(self.wake_every_events) {
+            self.waker.unpark();
+        }
         Some(seq)
     }
 
@@ -187,6 +196,7 @@ impl JournalHandle {
         self.sender
             .send(Command::Flush { target, reply })
             .map_err(|_| JournalError::Closed)?;
+        self.waker.unpark();
         answer.await.map_err(|_| JournalError::Closed)?
     }
 
@@ -199,6 +209,7 @@ impl JournalHandle {
         {
             tracing::warn!(seq, "journal closed: snapshot not written");
         }
+        self.waker.unpark();
     }
 
     /// Writes and flushes everything queued before this call, then stops the writer thread.
@@ -208,6 +219,7 @@ impl JournalHandle {
         self.sender
             .send(Command::Close { reply })
             .map_err(|_| JournalError::Closed)?;
+        self.waker.unpark();
         let result = answer.await.map_err(|_| JournalError::Closed)?;
         // The writer replied as its last act, so this join is immediate.
         let thread = self.thread.lock().ok().and_then(|mut slot| slot.take());
@@ -231,6 +243,16 @@ impl JournalHandle {
             write_errors: s.write_errors.load(Ordering::Relaxed),
             healthy: s.healthy.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl Drop for JournalHandle {
+    /// Lets the writer notice the last handle going away now rather than at its next tick: drop
+    /// this handle's sender first (swapping in an unconnected one), then wake the writer.
+    fn drop(&mut self) {
+        let (unconnected, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.sender, unconnected));
+        self.waker.unpark();
     }
 }
 
@@ -261,30 +283,36 @@ impl Writer {
     fn run(mut self) {
         let mut next_tick = Instant::now() + self.flush_every;
         loop {
+            // Sleep until the tick unless a handle wakes us (flush, snapshot, close, or a full
+            // batch); then drain everything queued without blocking.
             let timeout = next_tick.saturating_duration_since(Instant::now());
-            let command = match self.receiver.recv_timeout(timeout) {
-                Ok(command) => Some(command),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    // Every handle is gone without close: still write what we have.
-                    let _ = self.commit();
-                    return;
+            if !timeout.is_zero() {
+                std::thread::park_timeout(timeout);
+            }
+            loop {
+                match self.receiver.try_recv() {
+                    Ok(Command::Close { reply }) => {
+                        let _ = reply.send(self.commit());
+                        return;
+                    }
+                    Ok(Command::Flush { target, reply }) => {
+                        self.waiters.push((target, reply));
+                        let _ = self.commit();
+                    }
+                    Ok(Command::Append(envelope)) => self.accept(envelope),
+                    Ok(Command::Snapshot { seq, at_ms, state }) => {
+                        self.snapshots.push((seq, at_ms, state))
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        // Every handle is gone without close: still write what we have.
+                        let _ = self.commit();
+                        return;
+                    }
                 }
-            };
-            match command {
-                Some(Command::Close { reply }) => {
-                    let _ = reply.send(self.commit());
-                    return;
+                if !self.failing && self.ready.len() >= self.flush_every_events {
+                    let _ = self.write_ready();
                 }
-                Some(Command::Flush { target, reply }) => {
-                    self.waiters.push((target, reply));
-                    let _ = self.commit();
-                }
-                Some(Command::Append(envelope)) => self.accept(envelope),
-                Some(Command::Snapshot { seq, at_ms, state }) => {
-                    self.snapshots.push((seq, at_ms, state))
-                }
-                None => {}
             }
             if !self.failing && self.ready.len() >= self.flush_every_events {
                 let _ = self.write_ready();
