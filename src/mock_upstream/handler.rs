@@ -9,6 +9,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::error_bodies::{self, ErrorReply};
@@ -17,6 +18,9 @@ use super::fault::{Fault, ResetForm};
 use super::rate_headers::{self, budget_headers, insert, Dialect};
 use super::state::{MockUpstream, RateSnapshot};
 use super::{anthropic, openai};
+
+/// How long a stream that fails after content waits before it is cut.
+const STREAM_CUT_PAUSE_MS: u64 = 5;
 
 /// Marks a response the connection must answer with a TCP reset instead (see `server`).
 #[derive(Debug, Clone, Copy)]
@@ -231,16 +235,23 @@ fn success(
         "text/event-stream",
     );
     insert(&mut headers, header::CACHE_CONTROL.as_str(), "no-cache");
-    let mut items: Vec<Result<Bytes, std::io::Error>> = frames
-        .into_iter()
-        .map(|frame| Ok(Bytes::from(frame)))
-        .collect();
-    if abort {
-        items.push(Err(std::io::Error::new(
+    let events = futures_util::stream::iter(
+        frames
+            .into_iter()
+            .map(|frame| Ok::<_, std::io::Error>(Bytes::from(frame))),
+    );
+    if !abort {
+        return (StatusCode::OK, headers, Body::from_stream(events)).into_response();
+    }
+    // The pause lets hyper flush what was sent before the error aborts the connection;
+    // otherwise the client would see a reset before the headers, not a broken stream.
+    let cut = futures_util::stream::once(async {
+        tokio::time::sleep(Duration::from_millis(STREAM_CUT_PAUSE_MS)).await;
+        Err(std::io::Error::new(
             std::io::ErrorKind::ConnectionAborted,
             "mock upstream: stream cut after content",
-        )));
-    }
-    let body = Body::from_stream(futures_util::stream::iter(items));
+        ))
+    });
+    let body = Body::from_stream(events.chain(cut));
     (StatusCode::OK, headers, body).into_response()
 }
