@@ -1,0 +1,56 @@
+//! The node's configuration: the TOML file of contract.md "Config (TOML)", validated.
+//!
+//! Layout:
+//! - `raw` — the file's shape: every key optional, unknown keys denied;
+//! - `deserialize` — TOML → raw structs, collecting every unknown or mistyped key;
+//! - `validate` — raw → [`Config`]: defaults, value checks, references, all errors in one run;
+//! - `model` — the validated types the node runs on, and `check`'s summary;
+//! - `secret` — [`Secret`], the only holder of keys: never printed, never serialized;
+//! - `error` — [`ConfigError`] (`file: key: reason`) and [`ConfigErrors`];
+//! - `starter.toml` — what `quotaroute init` writes: every key with its default.
+//!
+//! Nothing here reads the process environment except [`load`] (for `api_key_env`), and nothing
+//! here knows the resilience defaults: those belong to the policy settings.
+
+mod deserialize;
+mod error;
+mod model;
+pub mod raw;
+mod secret;
+mod validate;
+
+use std::path::Path;
+
+pub use error::{ConfigError, ConfigErrors};
+pub use model::{
+    ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, DefaultsConfig,
+    JournalConfig, ProviderConfig, RequestEvents, ServerConfig, Strategy, TargetConfig,
+};
+pub use raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
+pub use secret::Secret;
+pub use validate::parse;
+pub use validate::{
+    DEFAULT_FIRST_TOKEN_TIMEOUT_MS, DEFAULT_FLUSH_EVERY_MS, DEFAULT_JOURNAL_PATH, DEFAULT_LISTEN,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_QUEUE_EVENTS,
+    DEFAULT_MAX_UPSTREAM_REQUESTS, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_RETENTION_HOURS,
+    DEFAULT_SHUTDOWN_GRACE_MS, DEFAULT_SNAPSHOT_EVERY_EVENTS,
+};
+
+/// The commented starter config `quotaroute init` writes: every key, with its default.
+pub const STARTER_CONFIG: &str = include_str!("starter.toml");
+
+/// Reads and validates a config file; `api_key_env` variables come from the process
+/// environment. Errors name the file as given.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let label = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigErrors {
+        errors: vec![ConfigError {
+            file: label.clone(),
+            key: String::new(),
+            reason: format!("cannot read the file: {error}"),
+        }],
+    })?;
+    let mut config = parse(&text, &label, &|variable| std::env::var(variable).ok())?;
+    config.source_path = Some(path.to_path_buf());
+    Ok(config)
+}

@@ -1,0 +1,274 @@
+//! The validated config: what the node runs on, with every default filled in and every
+//! reference checked.
+//!
+//! These types only hold values; building them is `validate`'s job. Resilience overrides stay as
+//! the raw optional structs: the policy crate's settings own those defaults and map them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use super::raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
+use super::secret::Secret;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub journal: JournalConfig,
+    pub defaults: DefaultsConfig,
+    pub providers: Vec<ProviderConfig>,
+    pub connections: Vec<ConnectionConfig>,
+    pub combos: Vec<ComboConfig>,
+    /// The file this came from; `None` when parsed from text (tests, the embedded demo).
+    pub source_path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// Keys clients send as `Authorization: Bearer`; empty = every client request rejected.
+    pub api_keys: Vec<Secret>,
+    /// `None` = the admin API is off (every `/admin/*` path is 404).
+    pub admin_key: Option<Secret>,
+    pub max_body_bytes: u64,
+    pub request_timeout_ms: u64,
+    pub first_token_timeout_ms: u64,
+    pub shutdown_grace_ms: u64,
+    pub metrics_public: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalConfig {
+    pub path: PathBuf,
+    pub flush_every_ms: u64,
+    pub snapshot_every_events: u64,
+    pub retention_hours: u64,
+    pub max_queue_events: u64,
+    pub request_events: RequestEvents,
+}
+
+/// Which request outcomes become journal events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestEvents {
+    All,
+    /// Successes only update counters and buckets.
+    Failures,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefaultsConfig {
+    pub max_attempts: u32,
+    pub max_upstream_requests: u32,
+    pub breaker: BreakerOverrides,
+    pub cooldown: CooldownOverrides,
+    pub lockout: LockoutOverrides,
+    pub buckets: BucketOverrides,
+}
+
+/// The wire format of a provider: which client endpoints its targets can serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiFormat {
+    #[serde(rename = "openai")]
+    OpenAi,
+    Anthropic,
+}
+
+impl ApiFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub format: ApiFormat,
+    /// Carries the version prefix: `/v1/<path>` goes to `<base_url>/<path>`.
+    pub base_url: Url,
+    /// Header that carries the raw key instead of the format's default (e.g. Azure `api-key`).
+    pub auth_header: Option<String>,
+    /// Added to every upstream request.
+    pub headers: BTreeMap<String, String>,
+    /// Per-provider overrides; `None` fields fall back to `defaults`.
+    pub breaker: BreakerOverrides,
+    pub cooldown: CooldownOverrides,
+    pub lockout: LockoutOverrides,
+    pub buckets: BucketOverrides,
+}
+
+/// How a connection authenticates; picks the breaker profile and cooldown defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthKind {
+    ApiKey,
+    #[serde(rename = "oauth")]
+    OAuth,
+}
+
+impl AuthKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ApiKey => "api_key",
+            Self::OAuth => "oauth",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionConfig {
+    pub id: String,
+    pub provider: String,
+    pub api_key: Secret,
+    /// The variable the key was read from, if any (for `check`'s summary; never the value).
+    pub api_key_env: Option<String>,
+    pub auth: AuthKind,
+    pub weight: u32,
+    /// `None` = no cap.
+    pub max_concurrent: Option<u32>,
+    /// `None` = any model.
+    pub models: Option<Vec<String>>,
+    pub limits: ConnectionLimits,
+}
+
+/// Configured usage limits (behaviour.md §6, source 1); `None` = no limit.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ConnectionLimits {
+    pub requests_5h: Option<u64>,
+    pub tokens_5h: Option<u64>,
+    pub requests_7d: Option<u64>,
+    pub tokens_7d: Option<u64>,
+    pub model_requests_7d: BTreeMap<String, u64>,
+    pub model_tokens_7d: BTreeMap<String, u64>,
+}
+
+/// A combo's selection strategy (behaviour.md §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    QuotaShare,
+    Priority,
+    RoundRobin,
+    Weighted,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::QuotaShare => "quota-share",
+            Self::Priority => "priority",
+            Self::RoundRobin => "round-robin",
+            Self::Weighted => "weighted",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComboConfig {
+    pub name: String,
+    pub strategy: Strategy,
+    /// `None` = `defaults.max_attempts`.
+    pub max_attempts: Option<u32>,
+    pub hold_ms: u64,
+    pub targets: Vec<TargetConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetConfig {
+    pub connection: String,
+    pub model: String,
+    pub weight: u32,
+}
+
+impl Config {
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|provider| provider.name == name)
+    }
+
+    pub fn connection(&self, id: &str) -> Option<&ConnectionConfig> {
+        self.connections
+            .iter()
+            .find(|connection| connection.id == id)
+    }
+
+    pub fn combo(&self, name: &str) -> Option<&ComboConfig> {
+        self.combos.iter().find(|combo| combo.name == name)
+    }
+
+    /// What `quotaroute check` prints: providers, connections, combos. Never a key's value.
+    pub fn summary(&self) -> String {
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "listen {}; {} client key(s); admin API {}; journal {}",
+            self.server.listen,
+            self.server.api_keys.len(),
+            if self.server.admin_key.is_some() {
+                "on"
+            } else {
+                "off"
+            },
+            self.journal.path.display()
+        );
+        let _ = writeln!(text, "providers ({}):", self.providers.len());
+        for provider in &self.providers {
+            let _ = writeln!(
+                text,
+                "  {}  format={}  base_url={}",
+                provider.name,
+                provider.format.as_str(),
+                provider.base_url
+            );
+        }
+        let _ = writeln!(text, "connections ({}):", self.connections.len());
+        for connection in &self.connections {
+            let key_source = match &connection.api_key_env {
+                Some(variable) => format!("key from ${variable}"),
+                None => "key inline".to_owned(),
+            };
+            let cap = connection
+                .max_concurrent
+                .map_or_else(|| "none".to_owned(), |cap| cap.to_string());
+            let models = connection
+                .models
+                .as_ref()
+                .map_or_else(|| "any".to_owned(), |models| models.join(","));
+            let _ = writeln!(
+                text,
+                "  {}  provider={}  auth={}  weight={}  max_concurrent={}  models={}  {}",
+                connection.id,
+                connection.provider,
+                connection.auth.as_str(),
+                connection.weight,
+                cap,
+                models,
+                key_source
+            );
+        }
+        let _ = writeln!(text, "combos ({}):", self.combos.len());
+        for combo in &self.combos {
+            let targets = combo
+                .targets
+                .iter()
+                .map(|target| format!("{}/{}×{}", target.connection, target.model, target.weight))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                text,
+                "  {}  strategy={}  targets: {}",
+                combo.name,
+                combo.strategy.as_str(),
+                targets
+            );
+        }
+        text
+    }
+}

@@ -1,0 +1,774 @@
+//! From TOML text to a validated [`Config`]: defaults filled in, every value and reference
+//! checked, and *all* errors of the file reported in one run.
+//!
+//! Owns the rules of contract.md "Config (TOML)" (what is required, what may reference what) and
+//! the defaults of behaviour.md for the server, journal and attempt counts. It does not own the
+//! resilience numbers' defaults (the policy settings do) and never puts a secret in a message.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use axum::http::{HeaderName, HeaderValue};
+use url::Url;
+
+use super::deserialize::deserialize_collecting;
+use super::error::{ConfigErrors, ErrorSink};
+use super::model::{
+    ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, DefaultsConfig,
+    JournalConfig, ProviderConfig, RequestEvents, ServerConfig, Strategy, TargetConfig,
+};
+use super::raw::{
+    field_names, BreakerOverrides, RawCombo, RawConfig, RawConnection, RawDefaults, RawJournal,
+    RawLimits, RawProvider, RawServer, RawTarget,
+};
+use super::secret::Secret;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:4100";
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 10_485_760;
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 600_000;
+pub const DEFAULT_FIRST_TOKEN_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 30_000;
+pub const DEFAULT_JOURNAL_PATH: &str = "./data/journal";
+pub const DEFAULT_FLUSH_EVERY_MS: u64 = 50;
+pub const DEFAULT_SNAPSHOT_EVERY_EVENTS: u64 = 100_000;
+pub const DEFAULT_RETENTION_HOURS: u64 = 168;
+pub const DEFAULT_MAX_QUEUE_EVENTS: u64 = 100_000;
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+pub const DEFAULT_MAX_UPSTREAM_REQUESTS: u32 = 8;
+
+/// Parses and validates config text. `file_label` names the file in errors; `env` looks up
+/// `api_key_env` variables (injectable so tests never touch the process environment).
+pub fn parse(
+    text: &str,
+    file_label: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigErrors> {
+    let mut sink = ErrorSink::new(file_label);
+    let table: toml::Table = match toml::from_str(text) {
+        Ok(table) => table,
+        Err(error) => {
+            sink.push(syntax_error_position(text, &error), error.message().trim());
+            return Err(sink.into_errors());
+        }
+    };
+    let raw = split_sections(table, &mut sink);
+    let config = build(raw, &mut sink, env);
+    sink.finish()?;
+    Ok(config)
+}
+
+/// `line L, column C` of a syntax error (never the source line itself: it may hold a key).
+fn syntax_error_position(text: &str, error: &toml::de::Error) -> String {
+    let Some(offset) = error.span().map(|span| span.start) else {
+        return String::new();
+    };
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map_or(1, |line_text| line_text.chars().count() + 1);
+    format!("line {line}, column {column}")
+}
+
+/// The raw file with array elements kept in place (`None` where an element was not a table) so
+/// error keys keep their indexes.
+struct RawSections {
+    server: RawServer,
+    journal: RawJournal,
+    defaults: RawDefaults,
+    providers: Vec<Option<RawProvider>>,
+    connections: Vec<Option<RawConnection>>,
+    combos: Vec<Option<RawCombo>>,
+}
+
+fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
+    let mut sections = RawSections {
+        server: RawServer::default(),
+        journal: RawJournal::default(),
+        defaults: RawDefaults::default(),
+        providers: Vec::new(),
+        connections: Vec::new(),
+        combos: Vec::new(),
+    };
+    for (key, value) in table {
+        match key.as_str() {
+            "server" => {
+                sections.server = deserialize_collecting(value, "server", sink).unwrap_or_default();
+            }
+            "journal" => {
+                sections.journal =
+                    deserialize_collecting(value, "journal", sink).unwrap_or_default();
+            }
+            "defaults" => {
+                sections.defaults =
+                    deserialize_collecting(value, "defaults", sink).unwrap_or_default();
+            }
+            "providers" => sections.providers = elements(value, "providers", sink, |_| None),
+            "connections" => sections.connections = elements(value, "connections", sink, |_| None),
+            "combos" => {
+                sections.combos = elements(value, "combos", sink, |element| {
+                    element
+                        .get("name")
+                        .and_then(toml::Value::as_str)
+                        .filter(|name| usable_in_key(name))
+                        .map(|name| format!("combos.{name}"))
+                });
+            }
+            _ => sink.push(key, unknown_key_reason(field_names::<RawConfig>())),
+        }
+    }
+    sections
+}
+
+/// Deserializes each element of an array of tables on its own, so one bad element does not hide
+/// the others' errors. `label` may name an element (`combos.team`) instead of `combos[1]`.
+fn elements<T: serde::de::DeserializeOwned>(
+    value: toml::Value,
+    section: &str,
+    sink: &mut ErrorSink,
+    label: impl Fn(&toml::Value) -> Option<String>,
+) -> Vec<Option<T>> {
+    let toml::Value::Array(items) = value else {
+        sink.push(
+            section,
+            "must be an array of tables ([[".to_owned() + section + "]])",
+        );
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let prefix = label(&item).unwrap_or_else(|| format!("{section}[{index}]"));
+            deserialize_collecting(item, &prefix, sink)
+        })
+        .collect()
+}
+
+fn unknown_key_reason(expected: &[&str]) -> String {
+    let names = expected
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("unknown key; expected one of {names}")
+}
+
+/// A name that can appear in an error key as-is.
+fn usable_in_key(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['/', '.', '[', ']', ' '])
+}
+
+fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<String>) -> Config {
+    let server = build_server(raw.server, sink);
+    let journal = build_journal(raw.journal, sink);
+    let defaults = build_defaults(raw.defaults, sink);
+    let providers = build_providers(raw.providers, sink);
+    let connections = build_connections(raw.connections, &providers, sink, env);
+    let combos = build_combos(raw.combos, &connections, sink);
+    Config {
+        server,
+        journal,
+        defaults,
+        providers: providers.into_iter().flatten().collect(),
+        connections: connections.into_iter().flatten().collect(),
+        combos,
+        source_path: None,
+    }
+}
+
+fn at_least_one(value: Option<u64>, default: u64, key: &str, sink: &mut ErrorSink) -> u64 {
+    match value {
+        Some(0) => {
+            sink.push(key, "must be at least 1");
+            default
+        }
+        Some(value) => value,
+        None => default,
+    }
+}
+
+fn at_least_one_u32(value: Option<u32>, default: u32, key: &str, sink: &mut ErrorSink) -> u32 {
+    match value {
+        Some(0) => {
+            sink.push(key, "must be at least 1");
+            default
+        }
+        Some(value) => value,
+        None => default,
+    }
+}
+
+/// Looks a string up in a fixed table of allowed spellings.
+fn one_of<T: Copy>(
+    value: &str,
+    allowed: &[(&str, T)],
+    key: &str,
+    sink: &mut ErrorSink,
+) -> Option<T> {
+    if let Some((_, parsed)) = allowed.iter().find(|(name, _)| *name == value) {
+        return Some(*parsed);
+    }
+    let names = allowed
+        .iter()
+        .map(|(name, _)| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    sink.push(key, format!("`{value}` is not one of {names}"));
+    None
+}
+
+fn build_server(raw: RawServer, sink: &mut ErrorSink) -> ServerConfig {
+    let listen_text = raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let listen = listen_text.parse::<SocketAddr>().unwrap_or_else(|_| {
+        sink.push(
+            "server.listen",
+            format!(
+                "invalid listen address `{listen_text}`: expected IP:PORT such as {DEFAULT_LISTEN}"
+            ),
+        );
+        SocketAddr::from(([127, 0, 0, 1], 4100))
+    });
+    let mut api_keys = Vec::new();
+    for (index, key) in raw.api_keys.unwrap_or_default().into_iter().enumerate() {
+        if key.is_empty() {
+            sink.push(format!("server.api_keys[{index}]"), "must not be empty");
+        } else {
+            api_keys.push(Secret::new(key));
+        }
+    }
+    let admin_key = match raw.admin_key {
+        Some(key) if key.is_empty() => {
+            sink.push(
+                "server.admin_key",
+                "must not be empty (omit it to turn the admin API off)",
+            );
+            None
+        }
+        other => other.map(Secret::new),
+    };
+    ServerConfig {
+        listen,
+        api_keys,
+        admin_key,
+        max_body_bytes: at_least_one(
+            raw.max_body_bytes,
+            DEFAULT_MAX_BODY_BYTES,
+            "server.max_body_bytes",
+            sink,
+        ),
+        request_timeout_ms: at_least_one(
+            raw.request_timeout_ms,
+            DEFAULT_REQUEST_TIMEOUT_MS,
+            "server.request_timeout_ms",
+            sink,
+        ),
+        first_token_timeout_ms: at_least_one(
+            raw.first_token_timeout_ms,
+            DEFAULT_FIRST_TOKEN_TIMEOUT_MS,
+            "server.first_token_timeout_ms",
+            sink,
+        ),
+        shutdown_grace_ms: raw.shutdown_grace_ms.unwrap_or(DEFAULT_SHUTDOWN_GRACE_MS),
+        metrics_public: raw.metrics_public.unwrap_or(false),
+    }
+}
+
+fn build_journal(raw: RawJournal, sink: &mut ErrorSink) -> JournalConfig {
+    let path = raw.path.unwrap_or_else(|| DEFAULT_JOURNAL_PATH.to_owned());
+    if path.is_empty() {
+        sink.push("journal.path", "must not be empty");
+    }
+    let request_events = raw
+        .request_events
+        .and_then(|value| {
+            one_of(
+                &value,
+                &[
+                    ("all", RequestEvents::All),
+                    ("failures", RequestEvents::Failures),
+                ],
+                "journal.request_events",
+                sink,
+            )
+        })
+        .unwrap_or(RequestEvents::All);
+    JournalConfig {
+        path: PathBuf::from(path),
+        flush_every_ms: at_least_one(
+            raw.flush_every_ms,
+            DEFAULT_FLUSH_EVERY_MS,
+            "journal.flush_every_ms",
+            sink,
+        ),
+        snapshot_every_events: at_least_one(
+            raw.snapshot_every_events,
+            DEFAULT_SNAPSHOT_EVERY_EVENTS,
+            "journal.snapshot_every_events",
+            sink,
+        ),
+        retention_hours: at_least_one(
+            raw.retention_hours,
+            DEFAULT_RETENTION_HOURS,
+            "journal.retention_hours",
+            sink,
+        ),
+        max_queue_events: at_least_one(
+            raw.max_queue_events,
+            DEFAULT_MAX_QUEUE_EVENTS,
+            "journal.max_queue_events",
+            sink,
+        ),
+        request_events,
+    }
+}
+
+fn check_breaker(breaker: &BreakerOverrides, prefix: &str, sink: &mut ErrorSink) {
+    if let Some(profile) = &breaker.profile {
+        one_of(
+            profile,
+            &[("api_key", ()), ("oauth", ())],
+            &format!("{prefix}.breaker.profile"),
+            sink,
+        );
+    }
+}
+
+fn build_defaults(raw: RawDefaults, sink: &mut ErrorSink) -> DefaultsConfig {
+    let breaker = raw.breaker.unwrap_or_default();
+    check_breaker(&breaker, "defaults", sink);
+    DefaultsConfig {
+        max_attempts: at_least_one_u32(
+            raw.max_attempts,
+            DEFAULT_MAX_ATTEMPTS,
+            "defaults.max_attempts",
+            sink,
+        ),
+        max_upstream_requests: at_least_one_u32(
+            raw.max_upstream_requests,
+            DEFAULT_MAX_UPSTREAM_REQUESTS,
+            "defaults.max_upstream_requests",
+            sink,
+        ),
+        breaker,
+        cooldown: raw.cooldown.unwrap_or_default(),
+        lockout: raw.lockout.unwrap_or_default(),
+        buckets: raw.buckets.unwrap_or_default(),
+    }
+}
+
+/// A required name (`name`, `id`) that also appears in URLs and `provider/model` strings.
+fn required_name(value: Option<String>, key: &str, sink: &mut ErrorSink) -> Option<String> {
+    match value {
+        None => {
+            sink.push(key, "missing (required)");
+            None
+        }
+        Some(name) if name.is_empty() => {
+            sink.push(key, "must not be empty");
+            None
+        }
+        Some(name) if name.contains('/') => {
+            sink.push(key, format!("`{name}` must not contain `/`"));
+            None
+        }
+        Some(name) => Some(name),
+    }
+}
+
+/// Reports a name already seen; remembers the first place each name was used.
+fn check_unique(
+    name: &str,
+    key: &str,
+    what: &str,
+    seen: &mut HashMap<String, String>,
+    sink: &mut ErrorSink,
+) -> bool {
+    if let Some(first) = seen.get(name) {
+        sink.push(key, format!("duplicate {what} `{name}` (first at {first})"));
+        false
+    } else {
+        seen.insert(name.to_owned(), key.to_owned());
+        true
+    }
+}
+
+fn build_providers(
+    raw: Vec<Option<RawProvider>>,
+    sink: &mut ErrorSink,
+) -> Vec<Option<ProviderConfig>> {
+    let mut seen = HashMap::new();
+    raw.into_iter()
+        .enumerate()
+        .map(|(index, provider)| {
+            let provider = provider?;
+            let prefix = format!("providers[{index}]");
+            let name_key = format!("{prefix}.name");
+            let name = required_name(provider.name, &name_key, sink);
+            let unique = name.as_deref().is_some_and(|name| {
+                check_unique(name, &name_key, "provider name", &mut seen, sink)
+            });
+            let format = match provider.format {
+                Some(format) => one_of(
+                    &format,
+                    &[
+                        ("openai", ApiFormat::OpenAi),
+                        ("anthropic", ApiFormat::Anthropic),
+                    ],
+                    &format!("{prefix}.format"),
+                    sink,
+                ),
+                None => {
+                    sink.push(
+                        format!("{prefix}.format"),
+                        "missing: `openai` or `anthropic`",
+                    );
+                    None
+                }
+            };
+            let base_url = parse_base_url(provider.base_url, &format!("{prefix}.base_url"), sink);
+            if let Some(header) = &provider.auth_header {
+                if HeaderName::from_bytes(header.as_bytes()).is_err() {
+                    sink.push(
+                        format!("{prefix}.auth_header"),
+                        format!("`{header}` is not a valid HTTP header name"),
+                    );
+                }
+            }
+            let headers = provider.headers.unwrap_or_default();
+            for (header, value) in &headers {
+                let key = format!("{prefix}.headers.{header}");
+                if HeaderName::from_bytes(header.as_bytes()).is_err() {
+                    sink.push(key, "not a valid HTTP header name");
+                } else if HeaderValue::from_str(value).is_err() {
+                    sink.push(key, "value is not a valid HTTP header value");
+                }
+            }
+            let breaker = provider.breaker.unwrap_or_default();
+            check_breaker(&breaker, &prefix, sink);
+            let (name, format, base_url) = (name?, format?, base_url?);
+            unique.then_some(ProviderConfig {
+                name,
+                format,
+                base_url,
+                auth_header: provider.auth_header,
+                headers,
+                breaker,
+                cooldown: provider.cooldown.unwrap_or_default(),
+                lockout: provider.lockout.unwrap_or_default(),
+                buckets: provider.buckets.unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+fn parse_base_url(value: Option<String>, key: &str, sink: &mut ErrorSink) -> Option<Url> {
+    let Some(text) = value else {
+        sink.push(key, "missing (required), e.g. `https://api.openai.com/v1`");
+        return None;
+    };
+    match Url::parse(&text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Some(url),
+        Ok(url) => {
+            sink.push(
+                key,
+                format!(
+                    "`{text}` must be an http or https URL with a host (scheme is `{}`)",
+                    url.scheme()
+                ),
+            );
+            None
+        }
+        Err(error) => {
+            sink.push(key, format!("`{text}` is not a valid URL: {error}"));
+            None
+        }
+    }
+}
+
+fn build_connections(
+    raw: Vec<Option<RawConnection>>,
+    providers: &[Option<ProviderConfig>],
+    sink: &mut ErrorSink,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Option<ConnectionConfig>> {
+    let provider_names: HashSet<&str> = providers
+        .iter()
+        .flatten()
+        .map(|provider| provider.name.as_str())
+        .collect();
+    let mut seen = HashMap::new();
+    raw.into_iter()
+        .enumerate()
+        .map(|(index, connection)| {
+            let connection = connection?;
+            let prefix = format!("connections[{index}]");
+            let id_key = format!("{prefix}.id");
+            let id = required_name(connection.id, &id_key, sink);
+            let unique = id
+                .as_deref()
+                .is_some_and(|id| check_unique(id, &id_key, "connection id", &mut seen, sink));
+            let provider = match connection.provider {
+                None => {
+                    sink.push(format!("{prefix}.provider"), "missing (required)");
+                    None
+                }
+                Some(name) if !provider_names.contains(name.as_str()) => {
+                    sink.push(
+                        format!("{prefix}.provider"),
+                        format!("unknown provider `{name}` (no [[providers]] entry has this name)"),
+                    );
+                    None
+                }
+                Some(name) => Some(name),
+            };
+            let api_key = resolve_key(
+                connection.api_key,
+                connection.api_key_env.as_deref(),
+                &prefix,
+                sink,
+                env,
+            );
+            let auth = connection
+                .auth
+                .map(|auth| {
+                    one_of(
+                        &auth,
+                        &[("api_key", AuthKind::ApiKey), ("oauth", AuthKind::OAuth)],
+                        &format!("{prefix}.auth"),
+                        sink,
+                    )
+                })
+                .unwrap_or(Some(AuthKind::ApiKey));
+            let weight = at_least_one_u32(connection.weight, 1, &format!("{prefix}.weight"), sink);
+            if connection.max_concurrent == Some(0) {
+                sink.push(
+                    format!("{prefix}.max_concurrent"),
+                    "must be at least 1 (omit it for no cap)",
+                );
+            }
+            if let Some(models) = &connection.models {
+                if models.is_empty() {
+                    sink.push(
+                        format!("{prefix}.models"),
+                        "must not be empty (omit it to serve any model)",
+                    );
+                }
+                for (model_index, model) in models.iter().enumerate() {
+                    if model.is_empty() {
+                        sink.push(
+                            format!("{prefix}.models[{model_index}]"),
+                            "must not be empty",
+                        );
+                    }
+                }
+            }
+            let limits = build_limits(connection.limits.unwrap_or_default());
+            let (id, provider, api_key, auth) = (id?, provider?, api_key?, auth?);
+            unique.then_some(ConnectionConfig {
+                id,
+                provider,
+                api_key,
+                api_key_env: connection.api_key_env,
+                auth,
+                weight,
+                max_concurrent: connection.max_concurrent.filter(|cap| *cap > 0),
+                models: connection.models,
+                limits,
+            })
+        })
+        .collect()
+}
+
+/// Exactly one of `api_key` / `api_key_env`; an env variable must be set. Errors name the
+/// variable, never a value.
+fn resolve_key(
+    inline: Option<String>,
+    variable: Option<&str>,
+    prefix: &str,
+    sink: &mut ErrorSink,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<Secret> {
+    match (inline, variable) {
+        (Some(_), Some(_)) => {
+            sink.push(
+                format!("{prefix}.api_key"),
+                "set exactly one of `api_key` and `api_key_env`, not both",
+            );
+            None
+        }
+        (None, None) => {
+            sink.push(
+                format!("{prefix}.api_key_env"),
+                "missing: set `api_key_env` (or `api_key`)",
+            );
+            None
+        }
+        (Some(key), None) if key.is_empty() => {
+            sink.push(format!("{prefix}.api_key"), "must not be empty");
+            None
+        }
+        (Some(key), None) => Some(Secret::new(key)),
+        (None, Some(variable)) => match env(variable).filter(|value| !value.is_empty()) {
+            Some(value) => Some(Secret::new(value)),
+            None => {
+                sink.push(
+                    format!("{prefix}.api_key_env"),
+                    format!("environment variable `{variable}` is not set"),
+                );
+                None
+            }
+        },
+    }
+}
+
+fn build_limits(raw: RawLimits) -> ConnectionLimits {
+    ConnectionLimits {
+        requests_5h: raw.requests_5h,
+        tokens_5h: raw.tokens_5h,
+        requests_7d: raw.requests_7d,
+        tokens_7d: raw.tokens_7d,
+        model_requests_7d: raw.model_requests_7d.unwrap_or_default(),
+        model_tokens_7d: raw.model_tokens_7d.unwrap_or_default(),
+    }
+}
+
+fn build_combos(
+    raw: Vec<Option<RawCombo>>,
+    connections: &[Option<ConnectionConfig>],
+    sink: &mut ErrorSink,
+) -> Vec<ComboConfig> {
+    let connections_by_id: BTreeMap<&str, &ConnectionConfig> = connections
+        .iter()
+        .flatten()
+        .map(|connection| (connection.id.as_str(), connection))
+        .collect();
+    let mut seen = HashMap::new();
+    let mut combos = Vec::new();
+    for (index, combo) in raw.into_iter().enumerate() {
+        let Some(combo) = combo else { continue };
+        let prefix = match combo.name.as_deref() {
+            Some(name) if usable_in_key(name) => format!("combos.{name}"),
+            _ => format!("combos[{index}]"),
+        };
+        let name_key = format!("combos[{index}].name");
+        let name = required_name(combo.name, &name_key, sink);
+        let unique = name
+            .as_deref()
+            .is_some_and(|name| check_unique(name, &name_key, "combo name", &mut seen, sink));
+        let strategy = combo
+            .strategy
+            .map(|strategy| {
+                one_of(
+                    &strategy,
+                    &[
+                        ("quota-share", Strategy::QuotaShare),
+                        ("priority", Strategy::Priority),
+                        ("round-robin", Strategy::RoundRobin),
+                        ("weighted", Strategy::Weighted),
+                    ],
+                    &format!("{prefix}.strategy"),
+                    sink,
+                )
+            })
+            .unwrap_or(Some(Strategy::QuotaShare));
+        if combo.max_attempts == Some(0) {
+            sink.push(format!("{prefix}.max_attempts"), "must be at least 1");
+        }
+        let targets = build_targets(combo.targets, &prefix, &connections_by_id, sink);
+        let (Some(name), Some(strategy), Some(targets)) = (name, strategy, targets) else {
+            continue;
+        };
+        if unique {
+            combos.push(ComboConfig {
+                name,
+                strategy,
+                max_attempts: combo.max_attempts.filter(|attempts| *attempts > 0),
+                hold_ms: combo.hold_ms.unwrap_or(0),
+                targets,
+            });
+        }
+    }
+    combos
+}
+
+fn build_targets(
+    raw: Option<Vec<RawTarget>>,
+    prefix: &str,
+    connections_by_id: &BTreeMap<&str, &ConnectionConfig>,
+    sink: &mut ErrorSink,
+) -> Option<Vec<TargetConfig>> {
+    let Some(raw) = raw else {
+        sink.push(
+            format!("{prefix}.targets"),
+            "missing (required): at least one target",
+        );
+        return None;
+    };
+    if raw.is_empty() {
+        sink.push(format!("{prefix}.targets"), "must list at least one target");
+        return None;
+    }
+    let mut targets = Vec::new();
+    let mut seen = HashMap::new();
+    let errors_before = sink.len();
+    for (index, target) in raw.into_iter().enumerate() {
+        let key = format!("{prefix}.targets[{index}]");
+        let connection = match target.connection {
+            None => {
+                sink.push(format!("{key}.connection"), "missing (required)");
+                None
+            }
+            Some(id) => match connections_by_id.get(id.as_str()) {
+                Some(connection) => Some(*connection),
+                None => {
+                    sink.push(
+                        format!("{key}.connection"),
+                        format!("unknown connection `{id}` (no valid [[connections]] entry has this id)"),
+                    );
+                    None
+                }
+            },
+        };
+        let model = match target.model {
+            None => {
+                sink.push(format!("{key}.model"), "missing (required)");
+                None
+            }
+            Some(model) if model.is_empty() => {
+                sink.push(format!("{key}.model"), "must not be empty");
+                None
+            }
+            Some(model) => Some(model),
+        };
+        let weight = at_least_one_u32(target.weight, 1, &format!("{key}.weight"), sink);
+        let (Some(connection), Some(model)) = (connection, model) else {
+            continue;
+        };
+        if let Some(models) = &connection.models {
+            if !models.contains(&model) {
+                sink.push(
+                    format!("{key}.model"),
+                    format!(
+                        "connection `{}` does not serve `{model}` (its models: {})",
+                        connection.id,
+                        models.join(", ")
+                    ),
+                );
+                continue;
+            }
+        }
+        let execution_key = format!("{}/{model}", connection.id);
+        if !check_unique(&execution_key, &key, "target", &mut seen, sink) {
+            continue;
+        }
+        targets.push(TargetConfig {
+            connection: connection.id.clone(),
+            model,
+            weight,
+        });
+    }
+    (sink.len() == errors_before).then_some(targets)
+}

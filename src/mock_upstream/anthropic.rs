@@ -1,0 +1,70 @@
+//! Anthropic Messages API shapes: the JSON message and the SSE event sequence
+//! (`message_start`, `content_block_start`, `ping`, `content_block_delta`…, `content_block_stop`,
+//! `message_delta` with `usage.output_tokens`, `message_stop`).
+//!
+//! Owns the shapes; the words, tokens and where a stream breaks come from [`Turn`].
+
+use serde_json::{json, Value};
+
+use super::error_bodies::stream_error_payload;
+use super::exchange::{sse, StreamEnding, Turn};
+use super::rate_headers::Dialect;
+
+fn message(turn: &Turn, complete: bool) -> Value {
+    json!({
+        "id": format!("msg_mock_{}", turn.sequence),
+        "type": "message",
+        "role": "assistant",
+        "model": turn.model,
+        "content": if complete { json!([{"type": "text", "text": turn.text()}]) } else { json!([]) },
+        "stop_reason": if complete { json!("end_turn") } else { Value::Null },
+        "stop_sequence": null,
+        "usage": {
+            "input_tokens": turn.prompt_tokens,
+            "output_tokens": if complete { turn.completion_tokens() } else { 1 },
+        },
+    })
+}
+
+pub fn json_body(turn: &Turn) -> Value {
+    message(turn, true)
+}
+
+pub fn stream_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
+    let event = |kind: &str, data: Value| sse(Some(kind), &data.to_string());
+    let mut frames = vec![
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": message(turn, false)}),
+        ),
+        event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        event("ping", json!({"type": "ping"})),
+    ];
+    for text in turn.chunks.iter().take(ending.content_chunks(turn)) {
+        frames.push(event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        ));
+    }
+    if ending != StreamEnding::Complete {
+        frames.push(event("error", stream_error_payload(Dialect::Anthropic)));
+        return frames;
+    }
+    frames.push(event(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    frames.push(event(
+        "message_delta",
+        json!({
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+            "usage": {"output_tokens": turn.completion_tokens()},
+        }),
+    ));
+    frames.push(event("message_stop", json!({"type": "message_stop"})));
+    frames
+}

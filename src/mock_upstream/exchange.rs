@@ -1,0 +1,179 @@
+//! What one mock request asks for: the endpoint (by path suffix) and the deterministic reply it
+//! will get (text chunks, token counts).
+//!
+//! Owns reading the request body; never renders a response.
+
+use serde_json::Value;
+
+use super::rate_headers::Dialect;
+
+/// The reply's words; a request's `max_tokens` (or `max_completion_tokens` /
+/// `max_output_tokens`) picks how many chunks it gets (cycling through these), default 6.
+const REPLY_WORDS: [&str; 6] = ["This", " is", " a", " mock", " reply", "."];
+const MAX_REPLY_CHUNKS: u64 = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    ChatCompletions,
+    Completions,
+    Embeddings,
+    Responses,
+    Messages,
+}
+
+impl Endpoint {
+    /// Matches on the path's end, so `/v1/chat/completions` and `/openai/v1/chat/completions`
+    /// both work.
+    pub fn from_path(path: &str) -> Option<Self> {
+        let path = path.trim_end_matches('/');
+        [
+            ("/chat/completions", Self::ChatCompletions),
+            ("/completions", Self::Completions),
+            ("/embeddings", Self::Embeddings),
+            ("/responses", Self::Responses),
+            ("/messages", Self::Messages),
+        ]
+        .into_iter()
+        .find(|(suffix, _)| path.ends_with(suffix))
+        .map(|(_, endpoint)| endpoint)
+    }
+
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Self::Messages => Dialect::Anthropic,
+            _ => Dialect::OpenAi,
+        }
+    }
+}
+
+/// One request's deterministic reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    pub endpoint: Endpoint,
+    pub model: String,
+    pub sequence: u64,
+    pub streaming: bool,
+    /// OpenAI `stream_options.include_usage`.
+    pub include_usage: bool,
+    pub prompt_tokens: u64,
+    pub chunks: Vec<&'static str>,
+    /// Embeddings: one vector per input string.
+    pub embedding_inputs: Vec<String>,
+}
+
+impl Turn {
+    /// Reads what the reply depends on from the request body; `sequence` is set at admission.
+    pub fn from_request(endpoint: Endpoint, body: &Value, body_len: usize) -> Option<Self> {
+        let model = body.get("model")?.as_str()?.to_owned();
+        let streaming = endpoint != Endpoint::Embeddings
+            && body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let include_usage = body
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let requested = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+            .iter()
+            .find_map(|field| body.get(*field).and_then(Value::as_u64))
+            .unwrap_or(REPLY_WORDS.len() as u64)
+            .clamp(1, MAX_REPLY_CHUNKS);
+        let chunks = REPLY_WORDS
+            .iter()
+            .copied()
+            .cycle()
+            .take(usize::try_from(requested).unwrap_or(REPLY_WORDS.len()))
+            .collect();
+        let embedding_inputs = match body.get("input") {
+            Some(Value::String(text)) => vec![text.clone()],
+            Some(Value::Array(items)) => items.iter().map(ToString::to_string).collect(),
+            _ => Vec::new(),
+        };
+        Some(Self {
+            endpoint,
+            model,
+            sequence: 0,
+            streaming,
+            include_usage,
+            prompt_tokens: (body_len as u64).div_ceil(4).max(1),
+            chunks,
+            embedding_inputs,
+        })
+    }
+
+    pub fn completion_tokens(&self) -> u64 {
+        if self.endpoint == Endpoint::Embeddings {
+            0
+        } else {
+            self.chunks.len() as u64
+        }
+    }
+
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens()
+    }
+
+    pub fn text(&self) -> String {
+        self.chunks.concat()
+    }
+}
+
+/// How a stream ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnding {
+    Complete,
+    /// An error event before any content event.
+    FailBeforeContent,
+    /// Some content events, then an error event.
+    FailAfterContent,
+}
+
+impl StreamEnding {
+    /// How many content chunks a stream with this ending sends.
+    pub fn content_chunks(self, turn: &Turn) -> usize {
+        match self {
+            Self::Complete => turn.chunks.len(),
+            Self::FailBeforeContent => 0,
+            Self::FailAfterContent => turn.chunks.len().clamp(1, 2),
+        }
+    }
+}
+
+/// One SSE event, `event:` line optional.
+pub fn sse(event: Option<&str>, data: &str) -> String {
+    match event {
+        Some(event) => format!("event: {event}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn endpoint_is_matched_by_suffix() {
+        assert_eq!(
+            Endpoint::from_path("/v1/chat/completions"),
+            Some(Endpoint::ChatCompletions)
+        );
+        assert_eq!(
+            Endpoint::from_path("/v1/completions"),
+            Some(Endpoint::Completions)
+        );
+        assert_eq!(
+            Endpoint::from_path("/anthropic/v1/messages"),
+            Some(Endpoint::Messages)
+        );
+        assert_eq!(Endpoint::from_path("/v1/models"), None);
+    }
+
+    #[test]
+    fn max_tokens_sets_the_reply_length() {
+        let body = json!({"model": "m", "max_tokens": 9, "stream": true});
+        let turn = Turn::from_request(Endpoint::ChatCompletions, &body, 40).unwrap();
+        assert_eq!(turn.chunks.len(), 9);
+        assert_eq!(turn.prompt_tokens, 10);
+        assert!(turn.streaming);
+        assert!(Turn::from_request(Endpoint::Messages, &json!({}), 2).is_none());
+    }
+}

@@ -1,0 +1,230 @@
+//! OpenAI response shapes: chat completions, completions, embeddings and the Responses API, as
+//! JSON and as SSE (chat/completions: `data:` chunks and `[DONE]`; Responses: typed events).
+//!
+//! Owns the shapes; the words, tokens and where a stream breaks come from [`Turn`].
+
+use serde_json::{json, Value};
+
+use super::error_bodies::stream_error_payload;
+use super::exchange::{sse, Endpoint, StreamEnding, Turn};
+use super::rate_headers::Dialect;
+
+/// A fixed `created` time so bodies are byte-for-byte deterministic.
+const CREATED: u64 = 1_700_000_000;
+
+fn usage(turn: &Turn) -> Value {
+    json!({
+        "prompt_tokens": turn.prompt_tokens,
+        "completion_tokens": turn.completion_tokens(),
+        "total_tokens": turn.total_tokens(),
+    })
+}
+
+fn responses_usage(turn: &Turn) -> Value {
+    json!({
+        "input_tokens": turn.prompt_tokens,
+        "output_tokens": turn.completion_tokens(),
+        "total_tokens": turn.total_tokens(),
+    })
+}
+
+/// The non-streaming body for an OpenAI-format endpoint.
+pub fn json_body(turn: &Turn) -> Value {
+    let sequence = turn.sequence;
+    match turn.endpoint {
+        Endpoint::Completions => json!({
+            "id": format!("cmpl-mock-{sequence}"),
+            "object": "text_completion",
+            "created": CREATED,
+            "model": turn.model,
+            "choices": [{"text": turn.text(), "index": 0, "logprobs": null, "finish_reason": "stop"}],
+            "usage": usage(turn),
+        }),
+        Endpoint::Embeddings => json!({
+            "object": "list",
+            "data": turn.embedding_inputs.iter().enumerate().map(|(index, input)| json!({
+                "object": "embedding",
+                "index": index,
+                "embedding": embedding(input),
+            })).collect::<Vec<_>>(),
+            "model": turn.model,
+            "usage": {"prompt_tokens": turn.prompt_tokens, "total_tokens": turn.prompt_tokens},
+        }),
+        Endpoint::Responses => response_object(turn, "completed", true),
+        Endpoint::ChatCompletions | Endpoint::Messages => json!({
+            "id": format!("chatcmpl-mock-{sequence}"),
+            "object": "chat.completion",
+            "created": CREATED,
+            "model": turn.model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": turn.text(), "refusal": null},
+                "logprobs": null,
+                "finish_reason": "stop",
+            }],
+            "usage": usage(turn),
+            "system_fingerprint": "fp_mock",
+        }),
+    }
+}
+
+/// A small vector that depends only on the input text.
+fn embedding(input: &str) -> Vec<f64> {
+    let seed: u64 = input.bytes().map(u64::from).sum();
+    (1..=8u64)
+        .map(|index| ((seed * index * 7919) % 2000) as f64 / 1000.0 - 1.0)
+        .collect()
+}
+
+fn response_object(turn: &Turn, status: &str, with_output: bool) -> Value {
+    let output = if with_output {
+        json!([{
+            "type": "message",
+            "id": format!("msg_mock_{}", turn.sequence),
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": turn.text(), "annotations": []}],
+        }])
+    } else {
+        json!([])
+    };
+    json!({
+        "id": format!("resp_mock_{}", turn.sequence),
+        "object": "response",
+        "created_at": CREATED,
+        "status": status,
+        "model": turn.model,
+        "output": output,
+        "usage": if with_output { responses_usage(turn) } else { Value::Null },
+    })
+}
+
+/// The SSE events of a streamed reply, ending as `ending` says.
+pub fn stream_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
+    match turn.endpoint {
+        Endpoint::Responses => responses_frames(turn, ending),
+        _ => chunk_frames(turn, ending),
+    }
+}
+
+/// Chat completions and legacy completions: `data: {chunk}` lines and `data: [DONE]`.
+fn chunk_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
+    let chat = turn.endpoint != Endpoint::Completions;
+    let (id, object) = if chat {
+        (
+            format!("chatcmpl-mock-{}", turn.sequence),
+            "chat.completion.chunk",
+        )
+    } else {
+        (format!("cmpl-mock-{}", turn.sequence), "text_completion")
+    };
+    let usage_field = if turn.include_usage {
+        Value::Null
+    } else {
+        Value::Bool(false)
+    };
+    let chunk = |choice: Value| {
+        let mut chunk = json!({
+            "id": id, "object": object, "created": CREATED, "model": turn.model,
+            "system_fingerprint": "fp_mock", "choices": [choice],
+        });
+        // OpenAI sends `"usage": null` on every chunk when usage was asked for.
+        if usage_field.is_null() {
+            chunk["usage"] = Value::Null;
+        }
+        sse(None, &chunk.to_string())
+    };
+    let choice = |delta_text: Option<&str>, finish: Option<&str>, role: bool| {
+        if chat {
+            let mut delta = json!({});
+            if role {
+                delta["role"] = json!("assistant");
+                delta["content"] = json!("");
+            }
+            if let Some(text) = delta_text {
+                delta["content"] = json!(text);
+            }
+            json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+        } else {
+            json!({"text": delta_text.unwrap_or(""), "index": 0, "logprobs": null, "finish_reason": finish})
+        }
+    };
+    let mut frames = Vec::new();
+    if chat {
+        frames.push(chunk(choice(None, None, true)));
+    }
+    for text in turn.chunks.iter().take(ending.content_chunks(turn)) {
+        frames.push(chunk(choice(Some(text), None, false)));
+    }
+    if ending != StreamEnding::Complete {
+        frames.push(sse(
+            None,
+            &stream_error_payload(Dialect::OpenAi).to_string(),
+        ));
+        return frames;
+    }
+    frames.push(chunk(choice(None, Some("stop"), false)));
+    if turn.include_usage {
+        let last = json!({
+            "id": id, "object": object, "created": CREATED, "model": turn.model,
+            "system_fingerprint": "fp_mock", "choices": [], "usage": usage(turn),
+        });
+        frames.push(sse(None, &last.to_string()));
+    }
+    frames.push(sse(None, "[DONE]"));
+    frames
+}
+
+/// The Responses API: typed `event:` lines, usage in `response.completed`.
+fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
+    let item_id = format!("msg_mock_{}", turn.sequence);
+    let mut sequence_number = 0u64;
+    let mut frames = Vec::new();
+    let mut push = |frames: &mut Vec<String>, kind: &str, mut data: Value| {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(sequence_number);
+        sequence_number += 1;
+        frames.push(sse(Some(kind), &data.to_string()));
+    };
+    push(
+        &mut frames,
+        "response.created",
+        json!({"response": response_object(turn, "in_progress", false)}),
+    );
+    push(
+        &mut frames,
+        "response.output_item.added",
+        json!({"output_index": 0, "item": {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant", "content": []}}),
+    );
+    push(
+        &mut frames,
+        "response.content_part.added",
+        json!({"item_id": item_id, "output_index": 0, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+    );
+    for text in turn.chunks.iter().take(ending.content_chunks(turn)) {
+        push(
+            &mut frames,
+            "response.output_text.delta",
+            json!({"item_id": item_id, "output_index": 0, "content_index": 0, "delta": text}),
+        );
+    }
+    if ending != StreamEnding::Complete {
+        push(
+            &mut frames,
+            "error",
+            json!({"code": "server_error", "message": "The server had an error while processing your request. Sorry about that!", "param": null}),
+        );
+        return frames;
+    }
+    push(
+        &mut frames,
+        "response.output_text.done",
+        json!({"item_id": item_id, "output_index": 0, "content_index": 0, "text": turn.text()}),
+    );
+    push(
+        &mut frames,
+        "response.completed",
+        json!({"response": response_object(turn, "completed", true)}),
+    );
+    frames
+}

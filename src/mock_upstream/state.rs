@@ -1,0 +1,252 @@
+//! `MockUpstream`: the cloneable handle holding the mock's rules, per-key budgets and counters.
+//!
+//! Owns which fault (if any) a request gets and what each key has used; it never builds an HTTP
+//! response. All state sits behind one short-held mutex: the mock is a test tool, not the router.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use super::fault::{Fault, Rule};
+
+/// A key's rate-limit budget, reported in every response's rate-limit headers. Usage counts
+/// from the mock's start (or the last `set_budget` for the key); once the requests are spent,
+/// the key gets a real 429 with a reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateBudget {
+    pub requests_limit: u64,
+    pub tokens_limit: u64,
+    /// What the reset headers say, from now.
+    pub reset_ms: u64,
+}
+
+impl Default for RateBudget {
+    fn default() -> Self {
+        Self {
+            requests_limit: 1_000_000,
+            tokens_limit: 100_000_000,
+            reset_ms: 60_000,
+        }
+    }
+}
+
+/// What a key has left, as reported by one response's headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateSnapshot {
+    pub budget: RateBudget,
+    pub requests_remaining: u64,
+    pub tokens_remaining: u64,
+}
+
+/// Requests seen, for `GET /mock/stats`: every request counts, faulted or not.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MockStats {
+    pub total: u64,
+    pub per_key: BTreeMap<String, u64>,
+    /// key → model → requests.
+    pub per_key_model: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl MockStats {
+    pub fn for_key(&self, key: &str) -> u64 {
+        self.per_key.get(key).copied().unwrap_or(0)
+    }
+
+    pub fn for_key_model(&self, key: &str, model: &str) -> u64 {
+        self.per_key_model
+            .get(key)
+            .and_then(|models| models.get(model))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// The decision for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// 1, 2, 3… in arrival order: makes response ids unique yet deterministic.
+    pub sequence: u64,
+    pub fault: Option<Fault>,
+    /// The key's budget was already spent before this request.
+    pub budget_exhausted: bool,
+    /// Headers to report, after this request's usage.
+    pub rate: RateSnapshot,
+}
+
+#[derive(Debug, Default)]
+struct Usage {
+    requests: u64,
+    tokens: u64,
+}
+
+#[derive(Debug, Default)]
+struct MockState {
+    rules: Vec<(Rule, u32)>,
+    stats: MockStats,
+    budgets: HashMap<String, RateBudget>,
+    usage: HashMap<String, Usage>,
+}
+
+/// A handle on one mock upstream; clones share the same state.
+#[derive(Debug, Clone, Default)]
+pub struct MockUpstream {
+    state: Arc<Mutex<MockState>>,
+}
+
+impl MockUpstream {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MockState> {
+        // A panicking test thread must not wedge the mock for the others.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Replaces every rule (and their spent counts).
+    pub fn set_rules(&self, rules: Vec<Rule>) {
+        self.lock().rules = rules.into_iter().map(|rule| (rule, 0)).collect();
+    }
+
+    /// Appends one rule after the existing ones.
+    pub fn add_rule(&self, rule: Rule) {
+        self.lock().rules.push((rule, 0));
+    }
+
+    pub fn clear_rules(&self) {
+        self.lock().rules.clear();
+    }
+
+    /// The rules with how many times each has fired.
+    pub fn rules(&self) -> Vec<(Rule, u32)> {
+        self.lock().rules.clone()
+    }
+
+    pub fn stats(&self) -> MockStats {
+        self.lock().stats.clone()
+    }
+
+    pub fn reset_stats(&self) {
+        self.lock().stats = MockStats::default();
+    }
+
+    /// Sets a key's budget and starts its usage from zero.
+    pub fn set_budget(&self, key: &str, budget: RateBudget) {
+        let mut state = self.lock();
+        state.budgets.insert(key.to_owned(), budget);
+        state.usage.remove(key);
+    }
+
+    /// Counts the request, picks its fault and charges the key's budget (`tokens` only when the
+    /// request will succeed).
+    pub fn admit(&self, key: &str, model: &str, streaming: bool, tokens: u64) -> Admission {
+        let mut state = self.lock();
+        state.stats.total += 1;
+        let sequence = state.stats.total;
+        *state.stats.per_key.entry(key.to_owned()).or_default() += 1;
+        *state
+            .stats
+            .per_key_model
+            .entry(key.to_owned())
+            .or_default()
+            .entry(model.to_owned())
+            .or_default() += 1;
+
+        let fault = state
+            .rules
+            .iter_mut()
+            .find(|(rule, fired)| {
+                rule.key.as_deref().is_none_or(|wanted| wanted == key)
+                    && rule.model.as_deref().is_none_or(|wanted| wanted == model)
+                    && rule.times.is_none_or(|times| *fired < times)
+                    && (streaming || !rule.fault.streaming_only())
+            })
+            .map(|(rule, fired)| {
+                *fired += 1;
+                rule.fault.clone()
+            });
+
+        let budget = state.budgets.get(key).copied().unwrap_or_default();
+        let usage = state.usage.entry(key.to_owned()).or_default();
+        let budget_exhausted = usage.requests >= budget.requests_limit;
+        usage.requests += 1;
+        if fault.is_none() && !budget_exhausted {
+            usage.tokens += tokens;
+        }
+        let rate = RateSnapshot {
+            budget,
+            requests_remaining: budget.requests_limit.saturating_sub(usage.requests),
+            tokens_remaining: budget.tokens_limit.saturating_sub(usage.tokens),
+        };
+        Admission {
+            sequence,
+            fault,
+            budget_exhausted,
+            rate,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_matching_rule_wins_and_times_run_out() {
+        let mock = MockUpstream::new();
+        mock.set_rules(vec![
+            Rule::always(Fault::Status(503)).for_key("k1").times(2),
+            Rule::always(Fault::Status(500)).for_model("m2"),
+        ]);
+        let faults: Vec<_> = (0..3)
+            .map(|_| mock.admit("k1", "m1", false, 0).fault)
+            .collect();
+        assert_eq!(
+            faults,
+            vec![Some(Fault::Status(503)), Some(Fault::Status(503)), None]
+        );
+        assert_eq!(
+            mock.admit("k2", "m2", false, 0).fault,
+            Some(Fault::Status(500))
+        );
+        assert_eq!(mock.admit("k2", "m1", false, 0).fault, None);
+        let stats = mock.stats();
+        assert_eq!(stats.total, 5);
+        assert_eq!(stats.for_key("k1"), 3);
+        assert_eq!(stats.for_key_model("k2", "m2"), 1);
+    }
+
+    #[test]
+    fn stream_faults_skip_non_streaming_requests() {
+        let mock = MockUpstream::new();
+        mock.set_rules(vec![Rule::always(Fault::StreamFailAfterContent)]);
+        assert_eq!(mock.admit("k", "m", false, 0).fault, None);
+        assert_eq!(
+            mock.admit("k", "m", true, 0).fault,
+            Some(Fault::StreamFailAfterContent)
+        );
+    }
+
+    #[test]
+    fn budget_counts_down_then_is_exhausted() {
+        let mock = MockUpstream::new();
+        mock.set_budget(
+            "k",
+            RateBudget {
+                requests_limit: 2,
+                tokens_limit: 100,
+                reset_ms: 1000,
+            },
+        );
+        let first = mock.admit("k", "m", false, 30);
+        assert_eq!(first.rate.requests_remaining, 1);
+        assert_eq!(first.rate.tokens_remaining, 70);
+        assert!(!first.budget_exhausted);
+        assert!(!mock.admit("k", "m", false, 30).budget_exhausted);
+        let third = mock.admit("k", "m", false, 30);
+        assert!(third.budget_exhausted);
+        assert_eq!(third.rate.requests_remaining, 0);
+        assert_eq!(third.rate.tokens_remaining, 40);
+    }
+}

@@ -1,0 +1,363 @@
+//! Config validation: each error kind names file, key and reason, and one run reports them all.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use quotaroute::config::{self, ConfigErrors};
+
+const VALID: &str = r#"
+[server]
+listen = "127.0.0.1:4100"
+api_keys = ["sk-qr-client"]
+
+[[providers]]
+name = "openai"
+format = "openai"
+base_url = "http://127.0.0.1:9/v1"
+
+[[connections]]
+id = "oa-1"
+provider = "openai"
+api_key = "sk-inline-1"
+weight = 2
+models = ["gpt-4o-mini"]
+
+[[connections]]
+id = "oa-2"
+provider = "openai"
+api_key_env = "KEY_TWO"
+
+[[combos]]
+name = "team"
+targets = [
+  { connection = "oa-1", model = "gpt-4o-mini", weight = 2 },
+  { connection = "oa-2", model = "gpt-4o-mini" },
+]
+"#;
+
+fn env(variable: &str) -> Option<String> {
+    (variable == "KEY_TWO").then(|| "sk-from-env-2".to_owned())
+}
+
+fn errors_of(text: &str) -> ConfigErrors {
+    config::parse(text, "q.toml", &env).expect_err("config should be rejected")
+}
+
+/// (key, reason fragment) pairs, so a test can assert what was found.
+fn pairs(errors: &ConfigErrors) -> Vec<(String, String)> {
+    errors
+        .errors
+        .iter()
+        .map(|error| (error.key.clone(), error.reason.clone()))
+        .collect()
+}
+
+fn assert_error(text: &str, key: &str, reason_fragment: &str) {
+    let errors = errors_of(text);
+    assert!(
+        errors
+            .errors
+            .iter()
+            .any(|error| error.key == key && error.reason.contains(reason_fragment)),
+        "expected `{key}: …{reason_fragment}…` in:\n{errors}"
+    );
+    assert!(errors.errors.iter().all(|error| error.file == "q.toml"));
+}
+
+#[test]
+fn valid_config_parses_with_defaults() {
+    let config = config::parse(VALID, "q.toml", &env).unwrap();
+    assert_eq!(config.server.listen.to_string(), "127.0.0.1:4100");
+    assert_eq!(config.server.max_body_bytes, 10_485_760);
+    assert_eq!(config.server.request_timeout_ms, 600_000);
+    assert_eq!(config.server.first_token_timeout_ms, 30_000);
+    assert_eq!(config.server.shutdown_grace_ms, 30_000);
+    assert!(!config.server.metrics_public);
+    assert!(config.server.admin_key.is_none());
+    assert_eq!(config.journal.flush_every_ms, 50);
+    assert_eq!(config.journal.request_events, config::RequestEvents::All);
+    assert_eq!(config.defaults.max_attempts, 3);
+    assert_eq!(config.defaults.max_upstream_requests, 8);
+    assert_eq!(config.connections.len(), 2);
+    assert_eq!(config.connections[1].api_key.expose(), "sk-from-env-2");
+    assert_eq!(config.connections[1].weight, 1);
+    assert_eq!(config.connections[1].auth, config::AuthKind::ApiKey);
+    let combo = config.combo("team").unwrap();
+    assert_eq!(combo.strategy, config::Strategy::QuotaShare);
+    assert_eq!(combo.hold_ms, 0);
+    assert_eq!(combo.targets[1].weight, 1);
+    assert!(config.source_path.is_none());
+}
+
+#[test]
+fn unknown_keys_are_named_with_their_path() {
+    let text = VALID
+        .replace("weight = 2\nmodels", "wieght = 2\nmodels")
+        .replace("listen =", "lisen = \"x\"\nlisten =");
+    let errors = errors_of(&text);
+    let found = pairs(&errors);
+    assert!(found
+        .iter()
+        .any(|(key, reason)| key == "connections[0].wieght" && reason.starts_with("unknown key")));
+    assert!(found
+        .iter()
+        .any(|(key, reason)| key == "server.lisen" && reason.contains("`listen`")));
+}
+
+#[test]
+fn unknown_keys_in_nested_tables_and_top_level() {
+    let text = format!(
+        "{VALID}\n[connections.limits]\ntokens_5hh = 1\n\n[defaults.breaker]\nopen_att = 3\n\n[extra]\nx = 1\n"
+    );
+    let errors = errors_of(&text);
+    let keys: Vec<String> = pairs(&errors).into_iter().map(|(key, _)| key).collect();
+    assert!(
+        keys.contains(&"connections[1].limits.tokens_5hh".to_owned()),
+        "{errors}"
+    );
+    assert!(
+        keys.contains(&"defaults.breaker.open_att".to_owned()),
+        "{errors}"
+    );
+    assert!(keys.contains(&"extra".to_owned()), "{errors}");
+}
+
+#[test]
+fn two_unknown_keys_in_one_element_are_both_reported() {
+    let text = VALID.replace("id = \"oa-2\"", "id = \"oa-2\"\nfoo = 1\nbar = 2");
+    let keys: Vec<String> = pairs(&errors_of(&text))
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    assert!(keys.contains(&"connections[1].foo".to_owned()));
+    assert!(keys.contains(&"connections[1].bar".to_owned()));
+}
+
+#[test]
+fn wrong_type_is_reported_once_and_not_again_as_missing() {
+    let text = VALID.replace(
+        "provider = \"openai\"\napi_key_env",
+        "provider = 5\napi_key_env",
+    );
+    let errors = errors_of(&text);
+    let at_key: Vec<_> = errors
+        .errors
+        .iter()
+        .filter(|error| error.key == "connections[1].provider")
+        .collect();
+    assert_eq!(at_key.len(), 1, "{errors}");
+    assert!(at_key[0].reason.contains("invalid type"));
+}
+
+#[test]
+fn duplicate_names_and_ids() {
+    let text = format!(
+        "{VALID}\n[[providers]]\nname = \"openai\"\nformat = \"openai\"\nbase_url = \"https://x.test/v1\"\n\n[[connections]]\nid = \"oa-1\"\nprovider = \"openai\"\napi_key = \"k\"\n\n[[combos]]\nname = \"team\"\ntargets = [{{ connection = \"oa-2\", model = \"m\" }}]\n"
+    );
+    let errors = errors_of(&text);
+    let found = pairs(&errors);
+    assert!(found
+        .iter()
+        .any(|(key, reason)| key == "providers[1].name" && reason.contains("duplicate")));
+    assert!(found.iter().any(|(key, reason)| key == "connections[2].id"
+        && reason.contains("duplicate connection id `oa-1`")));
+    assert!(found
+        .iter()
+        .any(|(key, reason)| key == "combos[1].name" && reason.contains("duplicate combo name")));
+}
+
+#[test]
+fn dangling_references() {
+    assert_error(
+        &VALID.replace(
+            "provider = \"openai\"\napi_key_env",
+            "provider = \"opena1\"\napi_key_env",
+        ),
+        "connections[1].provider",
+        "unknown provider `opena1`",
+    );
+    assert_error(
+        &VALID.replace("connection = \"oa-2\"", "connection = \"oa-9\""),
+        "combos.team.targets[1].connection",
+        "unknown connection `oa-9`",
+    );
+}
+
+#[test]
+fn zero_weights_are_rejected() {
+    assert_error(
+        &VALID.replace("weight = 2\nmodels", "weight = 0\nmodels"),
+        "connections[0].weight",
+        "at least 1",
+    );
+    assert_error(
+        &VALID.replace(
+            "model = \"gpt-4o-mini\", weight = 2",
+            "model = \"gpt-4o-mini\", weight = 0",
+        ),
+        "combos.team.targets[0].weight",
+        "at least 1",
+    );
+}
+
+#[test]
+fn bad_urls_are_rejected() {
+    for bad in ["not a url", "ftp://example.com/v1", "file:///tmp/x"] {
+        assert_error(
+            &VALID.replace("http://127.0.0.1:9/v1", bad),
+            "providers[0].base_url",
+            bad,
+        );
+    }
+}
+
+#[test]
+fn names_with_slashes_are_rejected() {
+    assert_error(
+        &VALID.replace("name = \"team\"", "name = \"te/am\""),
+        "combos[0].name",
+        "must not contain `/`",
+    );
+}
+
+#[test]
+fn enumerated_values_are_checked() {
+    assert_error(
+        &VALID.replace("format = \"openai\"", "format = \"gemini\""),
+        "providers[0].format",
+        "`gemini` is not one of `openai`, `anthropic`",
+    );
+    assert_error(
+        &VALID.replace("name = \"team\"", "name = \"team\"\nstrategy = \"random\""),
+        "combos.team.strategy",
+        "`random` is not one of",
+    );
+    assert_error(
+        &VALID.replace("weight = 2\nmodels", "auth = \"token\"\nmodels"),
+        "connections[0].auth",
+        "`token` is not one of `api_key`, `oauth`",
+    );
+    assert_error(
+        &format!("{VALID}\n[journal]\nrequest_events = \"some\"\n"),
+        "journal.request_events",
+        "`some` is not one of `all`, `failures`",
+    );
+    assert_error(
+        &format!("{VALID}\n[defaults.breaker]\nprofile = \"cookie\"\n"),
+        "defaults.breaker.profile",
+        "`cookie`",
+    );
+}
+
+#[test]
+fn connection_needs_exactly_one_key_source() {
+    assert_error(
+        &VALID.replace("api_key_env = \"KEY_TWO\"", ""),
+        "connections[1].api_key_env",
+        "missing",
+    );
+    assert_error(
+        &VALID.replace(
+            "api_key_env = \"KEY_TWO\"",
+            "api_key_env = \"KEY_TWO\"\napi_key = \"k\"",
+        ),
+        "connections[1].api_key",
+        "exactly one",
+    );
+}
+
+#[test]
+fn unset_env_var_is_named() {
+    assert_error(
+        &VALID.replace("KEY_TWO", "KEY_NOT_SET"),
+        "connections[1].api_key_env",
+        "environment variable `KEY_NOT_SET` is not set",
+    );
+}
+
+#[test]
+fn invalid_listen_address() {
+    assert_error(
+        &VALID.replace("127.0.0.1:4100", "localhost"),
+        "server.listen",
+        "invalid listen address `localhost`",
+    );
+}
+
+#[test]
+fn target_model_outside_the_connections_models() {
+    assert_error(
+        &VALID.replace(
+            "model = \"gpt-4o-mini\", weight = 2",
+            "model = \"gpt-4o\", weight = 2",
+        ),
+        "combos.team.targets[0].model",
+        "does not serve `gpt-4o`",
+    );
+}
+
+#[test]
+fn syntax_errors_give_line_and_column_without_the_source_line() {
+    let text = "[server]\napi_keys = [\"sk-secret-value\n";
+    let errors = errors_of(text);
+    assert_eq!(errors.errors.len(), 1);
+    assert!(errors.errors[0].key.starts_with("line 2"), "{errors}");
+    assert!(!errors.to_string().contains("sk-secret-value"));
+}
+
+#[test]
+fn many_errors_in_one_run() {
+    let text = VALID
+        .replace("127.0.0.1:4100", "nowhere")
+        .replace("http://127.0.0.1:9/v1", "nope")
+        .replace("weight = 2\nmodels", "weight = 0\ncolour = \"red\"\nmodels")
+        .replace("KEY_TWO", "KEY_MISSING")
+        .replace("connection = \"oa-2\"", "connection = \"ghost\"");
+    let errors = errors_of(&text);
+    let keys: Vec<String> = pairs(&errors).into_iter().map(|(key, _)| key).collect();
+    for expected in [
+        "server.listen",
+        "providers[0].base_url",
+        "connections[0].weight",
+        "connections[0].colour",
+        "connections[1].api_key_env",
+        "combos.team.targets[1].connection",
+    ] {
+        assert!(
+            keys.contains(&expected.to_owned()),
+            "{expected} missing in:\n{errors}"
+        );
+    }
+    // Rendered one per line as `file: key: reason`.
+    let rendered = errors.to_string();
+    assert_eq!(rendered.lines().count(), errors.errors.len());
+    assert!(rendered.lines().all(|line| line.starts_with("q.toml: ")));
+}
+
+#[test]
+fn load_reads_a_file_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("quotaroute.toml");
+    std::fs::write(
+        &path,
+        VALID.replace("api_key_env = \"KEY_TWO\"", "api_key = \"k2\""),
+    )
+    .unwrap();
+    let config = config::load(&path).unwrap();
+    assert_eq!(config.source_path.as_deref(), Some(path.as_path()));
+
+    let missing = dir.path().join("absent.toml");
+    let errors = config::load(&missing).unwrap_err();
+    assert!(errors
+        .to_string()
+        .starts_with(&missing.display().to_string()));
+}
+
+#[test]
+fn summary_lists_providers_connections_combos() {
+    let config = config::parse(VALID, "q.toml", &env).unwrap();
+    let summary = config.summary();
+    assert!(summary.contains("providers (1)"));
+    assert!(summary.contains("oa-1"));
+    assert!(summary.contains("key from $KEY_TWO"));
+    assert!(summary.contains("team  strategy=quota-share"));
+}

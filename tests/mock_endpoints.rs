@@ -1,0 +1,455 @@
+//! The mock upstream over real loopback HTTP: every endpoint's JSON and stream shape, usage,
+//! rate-limit headers, key echo and the control API.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use quotaroute::mock_upstream::{self, Fault, MockUpstream, Rule};
+use serde_json::{json, Value};
+
+async fn start() -> (String, MockUpstream) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let mock = MockUpstream::new();
+    tokio::spawn(mock_upstream::serve(listener, mock.clone()));
+    (base, mock)
+}
+
+async fn post(base: &str, path: &str, key: &str, body: Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// `(event name, data)` pairs of an SSE body.
+fn sse_events(text: &str) -> Vec<(Option<String>, String)> {
+    text.split("\n\n")
+        .filter(|block| !block.trim().is_empty())
+        .map(|block| {
+            let mut event = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event: ") {
+                    event = Some(name.to_owned());
+                } else if let Some(payload) = line.strip_prefix("data: ") {
+                    data.push_str(payload);
+                }
+            }
+            (event, data)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn chat_completion_json_has_usage_and_key_echo() {
+    let (base, _mock) = start().await;
+    let response = post(
+        &base,
+        "/v1/chat/completions",
+        "sk-one",
+        json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-mock-key"], "sk-one");
+    for header in [
+        "x-ratelimit-limit-requests",
+        "x-ratelimit-limit-tokens",
+        "x-ratelimit-remaining-requests",
+        "x-ratelimit-remaining-tokens",
+        "x-ratelimit-reset-requests",
+        "x-ratelimit-reset-tokens",
+    ] {
+        assert!(response.headers().contains_key(header), "{header}");
+    }
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["model"], "gpt-4o-mini");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "This is a mock reply."
+    );
+    assert_eq!(body["usage"]["completion_tokens"], 6);
+    let usage = &body["usage"];
+    assert_eq!(
+        usage["total_tokens"].as_u64().unwrap(),
+        usage["prompt_tokens"].as_u64().unwrap() + 6
+    );
+}
+
+#[tokio::test]
+async fn responses_are_deterministic() {
+    let (base, _mock) = start().await;
+    let request = json!({"model": "m", "messages": []});
+    let first: Value = post(&base, "/v1/chat/completions", "k", request.clone())
+        .await
+        .json()
+        .await
+        .unwrap();
+    let second: Value = post(&base, "/v1/chat/completions", "k", request)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["choices"], second["choices"]);
+    assert_eq!(first["usage"], second["usage"]);
+}
+
+#[tokio::test]
+async fn chat_stream_has_role_content_usage_and_done() {
+    let (base, _mock) = start().await;
+    let response = post(
+        &base,
+        "/v1/chat/completions",
+        "k",
+        json!({"model": "m", "stream": true, "stream_options": {"include_usage": true}, "max_tokens": 3}),
+    )
+    .await;
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let events = sse_events(&response.text().await.unwrap());
+    let datas: Vec<&str> = events.iter().map(|(_, data)| data.as_str()).collect();
+    assert_eq!(*datas.last().unwrap(), "[DONE]");
+    let chunks: Vec<Value> = datas[..datas.len() - 1]
+        .iter()
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let content: String = chunks
+        .iter()
+        .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(content, "This is a");
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"], json!([]));
+    assert_eq!(last["usage"]["completion_tokens"], 3);
+}
+
+#[tokio::test]
+async fn chat_stream_without_include_usage_has_no_usage_chunk() {
+    let (base, _mock) = start().await;
+    let text = post(
+        &base,
+        "/v1/chat/completions",
+        "k",
+        json!({"model": "m", "stream": true}),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert!(!text.contains("\"usage\""));
+    assert!(text.ends_with("data: [DONE]\n\n"));
+}
+
+#[tokio::test]
+async fn legacy_completions_json_and_stream() {
+    let (base, _mock) = start().await;
+    let body: Value = post(
+        &base,
+        "/v1/completions",
+        "k",
+        json!({"model": "m", "prompt": "x"}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(body["object"], "text_completion");
+    assert_eq!(body["choices"][0]["text"], "This is a mock reply.");
+    assert!(body["usage"]["total_tokens"].as_u64().unwrap() > 0);
+
+    let text = post(
+        &base,
+        "/v1/completions",
+        "k",
+        json!({"model": "m", "prompt": "x", "stream": true, "stream_options": {"include_usage": true}}),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let events = sse_events(&text);
+    assert_eq!(events.last().unwrap().1, "[DONE]");
+    let usage_chunk: Value = serde_json::from_str(&events[events.len() - 2].1).unwrap();
+    assert_eq!(usage_chunk["usage"]["completion_tokens"], 6);
+}
+
+#[tokio::test]
+async fn embeddings_one_vector_per_input() {
+    let (base, _mock) = start().await;
+    let body: Value = post(
+        &base,
+        "/v1/embeddings",
+        "k",
+        json!({"model": "text-embedding-3-small", "input": ["a", "b"]}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(body["object"], "list");
+    assert_eq!(body["data"].as_array().unwrap().len(), 2);
+    assert_eq!(body["data"][1]["index"], 1);
+    assert_eq!(body["data"][0]["embedding"].as_array().unwrap().len(), 8);
+    assert!(body["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn responses_api_json_and_typed_stream() {
+    let (base, _mock) = start().await;
+    let body: Value = post(
+        &base,
+        "/v1/responses",
+        "k",
+        json!({"model": "m", "input": "hi"}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(body["object"], "response");
+    assert_eq!(body["status"], "completed");
+    assert_eq!(
+        body["output"][0]["content"][0]["text"],
+        "This is a mock reply."
+    );
+    assert_eq!(body["usage"]["output_tokens"], 6);
+
+    let text = post(
+        &base,
+        "/v1/responses",
+        "k",
+        json!({"model": "m", "input": "hi", "stream": true}),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let events = sse_events(&text);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|(name, _)| name.as_deref().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"response.created"));
+    assert_eq!(names.last(), Some(&"response.completed"));
+    assert_eq!(
+        names
+            .iter()
+            .filter(|name| **name == "response.output_text.delta")
+            .count(),
+        6
+    );
+    let completed: Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(completed["response"]["usage"]["output_tokens"], 6);
+}
+
+#[tokio::test]
+async fn anthropic_messages_json_with_x_api_key() {
+    let (base, _mock) = start().await;
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/messages"))
+        .header("x-api-key", "sk-ant-1")
+        .header("anthropic-version", "2023-06-01")
+        .json(&json!({"model": "claude-sonnet-4-5", "max_tokens": 4, "messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-mock-key"], "sk-ant-1");
+    for kind in ["requests", "tokens", "input-tokens", "output-tokens"] {
+        for part in ["limit", "remaining", "reset"] {
+            let header = format!("anthropic-ratelimit-{kind}-{part}");
+            assert!(response.headers().contains_key(&header), "{header}");
+        }
+    }
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["type"], "message");
+    assert_eq!(body["content"][0]["text"], "This is a mock");
+    assert_eq!(body["usage"]["output_tokens"], 4);
+    assert!(body["usage"]["input_tokens"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn anthropic_stream_event_sequence() {
+    let (base, _mock) = start().await;
+    let text = post(
+        &base,
+        "/v1/messages",
+        "k",
+        json!({"model": "claude", "max_tokens": 2, "stream": true, "messages": []}),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let events = sse_events(&text);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|(name, _)| name.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "content_block_start",
+            "ping",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    let delta: Value = serde_json::from_str(&events[6].1).unwrap();
+    assert_eq!(delta["usage"]["output_tokens"], 2);
+}
+
+#[tokio::test]
+async fn rate_limit_headers_count_down_per_key() {
+    let (base, mock) = start().await;
+    mock.set_budget(
+        "k",
+        mock_upstream::RateBudget {
+            requests_limit: 10,
+            tokens_limit: 1000,
+            reset_ms: 6 * 60_000,
+        },
+    );
+    let remaining = |response: &reqwest::Response| {
+        response.headers()["x-ratelimit-remaining-requests"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = post(&base, "/v1/chat/completions", "k", json!({"model": "m"})).await;
+    assert_eq!(remaining(&first), "9");
+    assert_eq!(first.headers()["x-ratelimit-limit-requests"], "10");
+    assert_eq!(first.headers()["x-ratelimit-reset-requests"], "6m0s");
+    let second = post(&base, "/v1/chat/completions", "k", json!({"model": "m"})).await;
+    assert_eq!(remaining(&second), "8");
+    // Another key has its own (large default) budget.
+    let other = post(&base, "/v1/chat/completions", "k2", json!({"model": "m"})).await;
+    assert_eq!(remaining(&other), "999999");
+}
+
+#[tokio::test]
+async fn spent_budget_gives_a_real_429() {
+    let (base, mock) = start().await;
+    mock.set_budget(
+        "k",
+        mock_upstream::RateBudget {
+            requests_limit: 1,
+            tokens_limit: 1000,
+            reset_ms: 2_500,
+        },
+    );
+    assert_eq!(
+        post(&base, "/v1/chat/completions", "k", json!({"model": "m"}))
+            .await
+            .status(),
+        200
+    );
+    let limited = post(&base, "/v1/chat/completions", "k", json!({"model": "m"})).await;
+    assert_eq!(limited.status(), 429);
+    assert_eq!(limited.headers()["retry-after"], "3");
+    assert_eq!(limited.headers()["x-ratelimit-remaining-requests"], "0");
+}
+
+#[tokio::test]
+async fn missing_key_is_401() {
+    let (base, _mock) = start().await;
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&json!({"model": "m"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+}
+
+#[tokio::test]
+async fn control_api_rules_and_stats() {
+    let (base, mock) = start().await;
+    let client = reqwest::Client::new();
+    let rules = json!([{"key": "k1", "model": "m", "fault": {"status": 503}, "times": 1}]);
+    let posted = client
+        .post(format!("{base}/mock/rules"))
+        .json(&rules)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 204);
+    assert_eq!(mock.rules().len(), 1);
+    let statuses = [
+        post(&base, "/v1/chat/completions", "k1", json!({"model": "m"}))
+            .await
+            .status(),
+        post(&base, "/v1/chat/completions", "k1", json!({"model": "m"}))
+            .await
+            .status(),
+        post(
+            &base,
+            "/v1/chat/completions",
+            "k1",
+            json!({"model": "other"}),
+        )
+        .await
+        .status(),
+    ];
+    assert_eq!(statuses.map(|status| status.as_u16()), [503, 200, 200]);
+
+    let stats: Value = client
+        .get(format!("{base}/mock/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["total"], 3);
+    assert_eq!(stats["per_key"]["k1"], 3);
+    assert_eq!(stats["per_key_model"]["k1"]["m"], 2);
+    assert_eq!(stats["per_key_model"]["k1"]["other"], 1);
+
+    client
+        .delete(format!("{base}/mock/rules"))
+        .send()
+        .await
+        .unwrap();
+    assert!(mock.rules().is_empty());
+    mock.set_rules(vec![Rule::always(Fault::Status(500))]);
+    client
+        .delete(format!("{base}/mock/stats"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mock.stats().total, 0);
+    let budget = client
+        .post(format!("{base}/mock/budgets"))
+        .json(&json!({"key": "k9", "requests_limit": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(budget.status(), 204);
+    let response = post(&base, "/v1/chat/completions", "k9", json!({"model": "m"})).await;
+    assert_eq!(response.status(), 500);
+    assert_eq!(response.headers()["x-ratelimit-remaining-requests"], "4");
+}
+
+#[tokio::test]
+async fn request_id_is_echoed_and_any_prefix_works() {
+    let (base, _mock) = start().await;
+    let response = reqwest::Client::new()
+        .post(format!("{base}/openai/v1/chat/completions"))
+        .bearer_auth("k")
+        .header("x-request-id", "req-42")
+        .json(&json!({"model": "m"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-request-id"], "req-42");
+}
