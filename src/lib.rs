@@ -2,3 +2,6 @@
 
 pub use quotaroute_actors as actors;
 pub use quotaroute_journal as journal;
+
+pub mod api_error;
+pub mod proxy;
