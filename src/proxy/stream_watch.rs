@@ -6,15 +6,14 @@
 //! error events are parsed into a `Value` for the classifier.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use quotaroute_actors::policy::classify::{classify_stream_error, mask_secrets};
 use quotaroute_journal::OutcomeClass;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::openai_chunk::OpenAiChunk;
 use super::sse::SseEvent;
 use super::usage::{usage_counts, TokenCounts, UsageFields};
 
@@ -150,17 +149,6 @@ fn error_from_value(value: &Value, fallback: &str) -> EventMeaning {
     }
 }
 
-/// An OpenAI chat or completions chunk.
-#[derive(Deserialize)]
-struct OpenAiChunk<'a> {
-    #[serde(default)]
-    choices: Option<ChoicesSummary>,
-    #[serde(default)]
-    usage: Option<UsageFields>,
-    #[serde(default, borrow)]
-    error: Option<&'a RawValue>,
-}
-
 fn openai_chunk(data: &str) -> (EventMeaning, Option<TokenCounts>) {
     let Ok(chunk) = serde_json::from_str::<OpenAiChunk<'_>>(data) else {
         return (EventMeaning::Garbage, None);
@@ -268,153 +256,6 @@ fn anthropic_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<Toke
         "message_stop" => (EventMeaning::Done, None),
         "error" => (error_meaning(data), None),
         _ => (EventMeaning::Other, None),
-    }
-}
-
-/// What the `choices` array of a chunk holds, read without building it.
-#[derive(Debug, Default, Clone, Copy)]
-struct ChoicesSummary {
-    count: usize,
-    /// Some choice has a non-empty delta field other than `role`, or non-empty `text`.
-    has_content: bool,
-    has_finish_reason: bool,
-}
-
-impl<'de> Deserialize<'de> for ChoicesSummary {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ChoicesVisitor;
-        impl<'de> Visitor<'de> for ChoicesVisitor {
-            type Value = ChoicesSummary;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an array of choices")
-            }
-            fn visit_unit<E>(self) -> Result<ChoicesSummary, E> {
-                Ok(ChoicesSummary::default())
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ChoicesSummary, A::Error> {
-                let mut summary = ChoicesSummary::default();
-                while let Some(choice) = seq.next_element::<Choice>()? {
-                    summary.count += 1;
-                    summary.has_content |= choice.delta.is_some_and(|d| d.0) || choice.text.0;
-                    summary.has_finish_reason |= choice.finish_reason.0;
-                }
-                Ok(summary)
-            }
-        }
-        deserializer.deserialize_any(ChoicesVisitor)
-    }
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    /// Chat: whether the delta has content.
-    #[serde(default)]
-    delta: Option<DeltaHasContent>,
-    /// Completions: whether `text` is non-empty.
-    #[serde(default)]
-    text: NonEmpty,
-    #[serde(default)]
-    finish_reason: NonEmpty,
-}
-
-/// Whether a delta object has a non-empty field other than `role` (behaviour §3).
-struct DeltaHasContent(bool);
-
-impl<'de> Deserialize<'de> for DeltaHasContent {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct DeltaVisitor;
-        impl<'de> Visitor<'de> for DeltaVisitor {
-            type Value = DeltaHasContent;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a delta object")
-            }
-            fn visit_unit<E>(self) -> Result<DeltaHasContent, E> {
-                Ok(DeltaHasContent(false))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DeltaHasContent, A::Error> {
-                let mut has_content = false;
-                while let Some(IsRole(is_role)) = map.next_key::<IsRole>()? {
-                    if is_role {
-                        map.next_value::<IgnoredAny>()?;
-                    } else {
-                        has_content |= map.next_value::<NonEmpty>()?.0;
-                    }
-                }
-                Ok(DeltaHasContent(has_content))
-            }
-        }
-        deserializer.deserialize_any(DeltaVisitor)
-    }
-}
-
-/// Whether a map key is `role`.
-struct IsRole(bool);
-
-impl<'de> Deserialize<'de> for IsRole {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = IsRole;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a key")
-            }
-            fn visit_str<E>(self, key: &str) -> Result<IsRole, E> {
-                Ok(IsRole(key == "role"))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
-
-/// Whether a JSON value carries something: `null`, `""`, `[]` and `{}` do not.
-#[derive(Default)]
-struct NonEmpty(bool);
-
-impl<'de> Deserialize<'de> for NonEmpty {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct NonEmptyVisitor;
-        impl<'de> Visitor<'de> for NonEmptyVisitor {
-            type Value = NonEmpty;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_unit<E>(self) -> Result<NonEmpty, E> {
-                Ok(NonEmpty(false))
-            }
-            fn visit_none<E>(self) -> Result<NonEmpty, E> {
-                Ok(NonEmpty(false))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<NonEmpty, E> {
-                Ok(NonEmpty(true))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<NonEmpty, E> {
-                Ok(NonEmpty(true))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<NonEmpty, E> {
-                Ok(NonEmpty(true))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<NonEmpty, E> {
-                Ok(NonEmpty(true))
-            }
-            fn visit_str<E>(self, text: &str) -> Result<NonEmpty, E> {
-                Ok(NonEmpty(!text.is_empty()))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NonEmpty, A::Error> {
-                let mut any = false;
-                while seq.next_element::<IgnoredAny>()?.is_some() {
-                    any = true;
-                }
-                Ok(NonEmpty(any))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NonEmpty, A::Error> {
-                let mut any = false;
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
-                    any = true;
-                }
-                Ok(NonEmpty(any))
-            }
-        }
-        deserializer.deserialize_any(NonEmptyVisitor)
     }
 }
 
