@@ -396,4 +396,41 @@ mod tests {
         expected["stream_options"] = json!({"include_usage": true});
         assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), expected);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn contract_any_model_names_round_trip_and_nothing_else_changes(
+            client_model in "\\PC{1,16}",
+            upstream_model in "\\PC{0,16}",
+            content in "\\PC{0,24}",
+            pretty in proptest::prelude::any::<bool>(),
+            force in proptest::prelude::any::<bool>(),
+        ) {
+            let original = json!({
+                "messages": [{"role": "user", "content": content, "model": client_model}],
+                "model": client_model,
+                "stream": true,
+            });
+            let body = if pretty {
+                serde_json::to_vec_pretty(&original).unwrap()
+            } else {
+                serde_json::to_vec(&original).unwrap()
+            };
+            let info = parse_request(&body).unwrap();
+            proptest::prop_assert_eq!(&info.model, &client_model);
+            let out = rewrite(&body, &info, &upstream_model, force);
+            let mut expected = original.clone();
+            expected["model"] = json!(upstream_model);
+            if force {
+                expected["stream_options"] = json!({"include_usage": true});
+            }
+            let parsed: Value = serde_json::from_slice(&out).unwrap();
+            proptest::prop_assert_eq!(parsed, expected);
+            let (start, end) = info.model_span();
+            proptest::prop_assert_eq!(&out[..start.min(info.object_open)], &body[..start.min(info.object_open)]);
+            proptest::prop_assert!(out.ends_with(&body[end..]));
+        }
+    }
 }
