@@ -3,5 +3,7 @@
 pub use quotaroute_actors as actors;
 pub use quotaroute_journal as journal;
 
+pub mod api_error;
 pub mod config;
 pub mod mock_upstream;
+pub mod proxy;

@@ -1,0 +1,389 @@
+//! The router's own errors at the HTTP edge (contract "Client API"): each kind knows its status,
+//! `type` and `code`, and renders the OpenAI or Anthropic error body. Passed-through upstream
+//! errors are masked by [`mask_upstream_body`] (re-exported from `proxy::upstream_mask`). It
+//! must not decide WHEN an error happens (the proxy and the actors do) nor read the clock.
+
+use http::StatusCode;
+use quotaroute_journal::Skipped;
+use serde::Serialize;
+
+use crate::proxy::body_rewrite::BodyError;
+pub use crate::proxy::upstream_mask::mask_upstream_body;
+
+/// Every error the router itself answers with (one row of the contract's table each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApiErrorKind {
+    InvalidJson,
+    MissingModel,
+    InvalidApiKey,
+    ModelNotFound,
+    RequestTooLarge,
+    AllTargetsLocked,
+    UpstreamError,
+    NoAvailableTarget,
+    UpstreamTimeout,
+}
+
+impl ApiErrorKind {
+    pub const ALL: [ApiErrorKind; 9] = [
+        ApiErrorKind::InvalidJson,
+        ApiErrorKind::MissingModel,
+        ApiErrorKind::InvalidApiKey,
+        ApiErrorKind::ModelNotFound,
+        ApiErrorKind::RequestTooLarge,
+        ApiErrorKind::AllTargetsLocked,
+        ApiErrorKind::UpstreamError,
+        ApiErrorKind::NoAvailableTarget,
+        ApiErrorKind::UpstreamTimeout,
+    ];
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ApiErrorKind::InvalidJson | ApiErrorKind::MissingModel => StatusCode::BAD_REQUEST,
+            ApiErrorKind::InvalidApiKey => StatusCode::UNAUTHORIZED,
+            ApiErrorKind::ModelNotFound => StatusCode::NOT_FOUND,
+            ApiErrorKind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiErrorKind::AllTargetsLocked => StatusCode::TOO_MANY_REQUESTS,
+            ApiErrorKind::UpstreamError => StatusCode::BAD_GATEWAY,
+            ApiErrorKind::NoAvailableTarget => StatusCode::SERVICE_UNAVAILABLE,
+            ApiErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// `error.type` in the body.
+    pub fn error_type(self) -> &'static str {
+        match self {
+            ApiErrorKind::InvalidJson
+            | ApiErrorKind::MissingModel
+            | ApiErrorKind::ModelNotFound
+            | ApiErrorKind::RequestTooLarge => "invalid_request_error",
+            ApiErrorKind::InvalidApiKey => "authentication_error",
+            ApiErrorKind::AllTargetsLocked => "rate_limit_error",
+            ApiErrorKind::UpstreamError | ApiErrorKind::UpstreamTimeout => "api_error",
+            ApiErrorKind::NoAvailableTarget => "service_unavailable",
+        }
+    }
+
+    /// `error.code` in the body.
+    pub fn code(self) -> &'static str {
+        match self {
+            ApiErrorKind::InvalidJson => "invalid_json",
+            ApiErrorKind::MissingModel => "missing_model",
+            ApiErrorKind::InvalidApiKey => "invalid_api_key",
+            ApiErrorKind::ModelNotFound => "model_not_found",
+            ApiErrorKind::RequestTooLarge => "request_too_large",
+            ApiErrorKind::AllTargetsLocked => "all_targets_locked",
+            ApiErrorKind::UpstreamError => "upstream_error",
+            ApiErrorKind::NoAvailableTarget => "no_available_target",
+            ApiErrorKind::UpstreamTimeout => "upstream_timeout",
+        }
+    }
+
+    /// 429 and 503 say which targets were blocked and why (behaviour §7).
+    pub fn lists_blocked(self) -> bool {
+        matches!(
+            self,
+            ApiErrorKind::AllTargetsLocked | ApiErrorKind::NoAvailableTarget
+        )
+    }
+}
+
+/// One error answer of the router.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub kind: ApiErrorKind,
+    pub message: String,
+    /// Until the earliest finite unblock (429/503); `None` omits `Retry-After`.
+    pub retry_after_ms: Option<u64>,
+    /// Each blocked target (429/503); never holds a secret.
+    pub blocked: Vec<Skipped>,
+}
+
+#[derive(Serialize)]
+struct ErrorFields<'a> {
+    message: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    code: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blocked: Option<&'a [Skipped]>,
+}
+
+/// Anthropic's order: `type` first.
+#[derive(Serialize)]
+struct AnthropicErrorFields<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    message: &'a str,
+    code: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blocked: Option<&'a [Skipped]>,
+}
+
+#[derive(Serialize)]
+struct OpenAiBody<'a> {
+    error: ErrorFields<'a>,
+}
+
+#[derive(Serialize)]
+struct AnthropicBody<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    error: AnthropicErrorFields<'a>,
+}
+
+impl ApiError {
+    pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
+        ApiError {
+            kind,
+            message: message.into(),
+            retry_after_ms: None,
+            blocked: Vec::new(),
+        }
+    }
+
+    /// A 429 / 503 for hard-blocked candidates, with their blocks and `Retry-After`.
+    pub fn blocked(
+        kind: ApiErrorKind,
+        message: impl Into<String>,
+        blocked: Vec<Skipped>,
+        retry_after_ms: Option<u64>,
+    ) -> Self {
+        ApiError {
+            retry_after_ms,
+            blocked,
+            ..ApiError::new(kind, message)
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.kind.status()
+    }
+
+    /// The JSON body: `{"error":{"message","type","code"}}`, or on `/v1/messages`
+    /// (`anthropic`) `{"type":"error","error":{"type","message","code"}}`; 429 and 503 add
+    /// `error.blocked: [{connection, model, reason, remaining_ms}]`.
+    pub fn body(&self, anthropic: bool) -> Vec<u8> {
+        let blocked = self.kind.lists_blocked().then_some(self.blocked.as_slice());
+        let written = if anthropic {
+            serde_json::to_vec(&AnthropicBody {
+                kind: "error",
+                error: AnthropicErrorFields {
+                    kind: self.kind.error_type(),
+                    message: &self.message,
+                    code: self.kind.code(),
+                    blocked,
+                },
+            })
+        } else {
+            serde_json::to_vec(&OpenAiBody {
+                error: ErrorFields {
+                    message: &self.message,
+                    kind: self.kind.error_type(),
+                    code: self.kind.code(),
+                    blocked,
+                },
+            })
+        };
+        // Plain strings and numbers always serialise; the fallback keeps this total.
+        written.unwrap_or_else(|_| b"{\"error\":{\"message\":\"internal error\"}}".to_vec())
+    }
+
+    /// `Retry-After` in whole seconds, rounded up (behaviour §7).
+    pub fn retry_after_header(&self) -> Option<String> {
+        self.retry_after_ms
+            .map(|remaining_ms| remaining_ms.div_ceil(1000).to_string())
+    }
+}
+
+impl From<BodyError> for ApiError {
+    fn from(error: BodyError) -> Self {
+        let kind = match error {
+            BodyError::InvalidJson(_) | BodyError::NotAnObject => ApiErrorKind::InvalidJson,
+            BodyError::MissingModel | BodyError::ModelNotString => ApiErrorKind::MissingModel,
+        };
+        ApiError::new(kind, error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quotaroute_journal::BlockReason;
+    use serde_json::{json, Value};
+
+    #[test]
+    fn contract_every_row_of_the_client_error_table() {
+        let table = [
+            (
+                ApiErrorKind::InvalidJson,
+                400,
+                "invalid_request_error",
+                "invalid_json",
+            ),
+            (
+                ApiErrorKind::MissingModel,
+                400,
+                "invalid_request_error",
+                "missing_model",
+            ),
+            (
+                ApiErrorKind::InvalidApiKey,
+                401,
+                "authentication_error",
+                "invalid_api_key",
+            ),
+            (
+                ApiErrorKind::ModelNotFound,
+                404,
+                "invalid_request_error",
+                "model_not_found",
+            ),
+            (
+                ApiErrorKind::RequestTooLarge,
+                413,
+                "invalid_request_error",
+                "request_too_large",
+            ),
+            (
+                ApiErrorKind::AllTargetsLocked,
+                429,
+                "rate_limit_error",
+                "all_targets_locked",
+            ),
+            (
+                ApiErrorKind::UpstreamError,
+                502,
+                "api_error",
+                "upstream_error",
+            ),
+            (
+                ApiErrorKind::NoAvailableTarget,
+                503,
+                "service_unavailable",
+                "no_available_target",
+            ),
+            (
+                ApiErrorKind::UpstreamTimeout,
+                504,
+                "api_error",
+                "upstream_timeout",
+            ),
+        ];
+        assert_eq!(table.len(), ApiErrorKind::ALL.len());
+        for (kind, status, error_type, code) in table {
+            assert_eq!(kind.status().as_u16(), status, "{kind:?}");
+            assert_eq!(kind.error_type(), error_type, "{kind:?}");
+            assert_eq!(kind.code(), code, "{kind:?}");
+
+            let error = ApiError::new(kind, "what happened");
+            let mut fields = json!({"message": "what happened", "type": error_type, "code": code});
+            if matches!(status, 429 | 503) {
+                fields["blocked"] = json!([]);
+            }
+            let openai: Value = serde_json::from_slice(&error.body(false)).unwrap();
+            assert_eq!(openai, json!({ "error": fields }), "{kind:?}");
+            let anthropic: Value = serde_json::from_slice(&error.body(true)).unwrap();
+            assert_eq!(
+                anthropic,
+                json!({"type": "error", "error": fields}),
+                "{kind:?}"
+            );
+        }
+    }
+
+    fn blocked_targets() -> Vec<Skipped> {
+        vec![
+            Skipped {
+                connection: "openai-1".to_owned(),
+                model: "gpt-4o".to_owned(),
+                reason: BlockReason::RateLimited,
+                remaining_ms: Some(1_500),
+            },
+            Skipped {
+                connection: "openai-2".to_owned(),
+                model: "gpt-4o".to_owned(),
+                reason: BlockReason::DisabledAuth,
+                remaining_ms: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn s7_429_and_503_list_blocked_targets_in_both_shapes() {
+        for kind in [
+            ApiErrorKind::AllTargetsLocked,
+            ApiErrorKind::NoAvailableTarget,
+        ] {
+            let error = ApiError::blocked(kind, "no target", blocked_targets(), Some(1_500));
+            let expected = json!([
+                {"connection": "openai-1", "model": "gpt-4o", "reason": "rate_limited", "remaining_ms": 1500},
+                {"connection": "openai-2", "model": "gpt-4o", "reason": "disabled_auth", "remaining_ms": null},
+            ]);
+            let openai: Value = serde_json::from_slice(&error.body(false)).unwrap();
+            assert_eq!(openai["error"]["blocked"], expected);
+            let anthropic: Value = serde_json::from_slice(&error.body(true)).unwrap();
+            assert_eq!(anthropic["type"], "error");
+            assert_eq!(anthropic["error"]["blocked"], expected);
+        }
+        // An empty list is still a list on 429/503, and never appears elsewhere.
+        let none = ApiError::blocked(ApiErrorKind::NoAvailableTarget, "x", vec![], None);
+        let body: Value = serde_json::from_slice(&none.body(false)).unwrap();
+        assert_eq!(body["error"]["blocked"], json!([]));
+        let other = ApiError::blocked(ApiErrorKind::UpstreamError, "x", blocked_targets(), None);
+        let body: Value = serde_json::from_slice(&other.body(false)).unwrap();
+        assert!(body["error"].get("blocked").is_none());
+    }
+
+    #[test]
+    fn s7_openai_body_keys_come_in_contract_order() {
+        let body = ApiError::new(ApiErrorKind::ModelNotFound, "no such model").body(false);
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            r#"{"error":{"message":"no such model","type":"invalid_request_error","code":"model_not_found"}}"#
+        );
+        let body = ApiError::new(ApiErrorKind::ModelNotFound, "m").body(true);
+        assert!(body.starts_with(br#"{"type":"error","error":{"type":"invalid_request_error""#));
+    }
+
+    #[test]
+    fn s7_retry_after_is_whole_seconds_rounded_up() {
+        let table = [
+            (None, None),
+            (Some(0), Some("0")),
+            (Some(1), Some("1")),
+            (Some(1_000), Some("1")),
+            (Some(1_001), Some("2")),
+            (Some(59_999), Some("60")),
+        ];
+        for (remaining_ms, header) in table {
+            let error =
+                ApiError::blocked(ApiErrorKind::AllTargetsLocked, "x", vec![], remaining_ms);
+            assert_eq!(
+                error.retry_after_header().as_deref(),
+                header,
+                "{remaining_ms:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn contract_body_errors_map_to_400_codes() {
+        let table = [
+            (
+                BodyError::InvalidJson("EOF at line 1 column 1".to_owned()),
+                "invalid_json",
+            ),
+            (BodyError::NotAnObject, "invalid_json"),
+            (BodyError::MissingModel, "missing_model"),
+            (BodyError::ModelNotString, "missing_model"),
+        ];
+        for (body_error, code) in table {
+            let error = ApiError::from(body_error.clone());
+            assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+            assert_eq!(error.kind.code(), code);
+            assert_eq!(error.message, body_error.to_string());
+        }
+    }
+}

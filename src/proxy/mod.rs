@@ -1,0 +1,29 @@
+//! The proxy path's pure building blocks (contract "Client API", behaviour §3): reading and
+//! rewriting request bodies, parsing upstream SSE, telling what each event means, counting
+//! usage and rendering the stream-break event. Nothing here does I/O or reads a clock; the
+//! HTTP server drives these.
+//!
+//! Layout:
+//! - `body_rewrite` — find `model` / `stream` / `stream_options` once; splice the upstream model
+//!   (and `include_usage`) into the original bytes.
+//! - `sse` — incremental SSE parser that keeps each event's original bytes.
+//! - `stream_watch` — per protocol, what an event means (preamble, content, usage, done, error);
+//!   `openai_chunk` reads OpenAI chunks for it without building them.
+//! - `usage` — token counts from whole JSON responses.
+//! - `stream_error` — the final SSE error event of a committed stream that broke.
+//! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
+
+pub mod body_rewrite;
+mod openai_chunk;
+pub mod sse;
+pub mod stream_error;
+pub mod stream_watch;
+pub mod upstream_mask;
+pub mod usage;
+
+pub use body_rewrite::{parse_request, rewrite, BodyError, RequestInfo};
+pub use sse::{SseError, SseEvent, SseParser};
+pub use stream_error::{anthropic_stream_error, openai_stream_error};
+pub use stream_watch::{classify_event, EventMeaning, StreamFormat, StreamUsage};
+pub use upstream_mask::mask_upstream_body;
+pub use usage::{is_valid_json, usage_from_json, TokenCounts};

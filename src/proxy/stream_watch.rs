@@ -1,0 +1,637 @@
+//! What each upstream SSE event means for the router (behaviour §3): preamble, first content,
+//! usage, end, error or garbage, per protocol, plus the usage tally of a stream. It reads events
+//! only; it must not decide failover or write to the client (the proxy does both).
+//!
+//! Events are decoded into small borrowed shapes (no `serde_json::Value` on the hot path); only
+//! error events are parsed into a `Value` for the classifier.
+
+use std::borrow::Cow;
+
+use quotaroute_actors::policy::classify::{classify_stream_error, mask_secrets};
+use quotaroute_journal::OutcomeClass;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::openai_chunk::OpenAiChunk;
+use super::sse::SseEvent;
+use super::usage::{usage_counts, TokenCounts, UsageFields};
+
+/// The wire protocol of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StreamFormat {
+    /// `/v1/chat/completions`.
+    OpenAiChat,
+    /// `/v1/completions`.
+    OpenAiCompletions,
+    /// `/v1/responses`.
+    OpenAiResponses,
+    /// `/v1/messages`.
+    Anthropic,
+}
+
+/// What one event means for the router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventMeaning {
+    /// Before any content: a role-only chunk, `message_start` without usage,
+    /// `content_block_start`, `ping`, `response.created`, `response.in_progress`, ….
+    Preamble,
+    /// The first of these commits the stream (behaviour §3).
+    Content,
+    /// OpenAI's last chunk with `usage` and empty `choices`: withheld from a client that did
+    /// not ask for usage.
+    UsageOnly { tokens_in: u64, tokens_out: u64 },
+    /// Usage carried by an event the client must see: Anthropic `message_start` /
+    /// `message_delta`, Responses `response.completed` / `response.incomplete` (which also end
+    /// a Responses stream: there is no `[DONE]` there), an OpenAI chunk with a finish reason.
+    /// Counts are cumulative: keep the largest of each (see [`StreamUsage::record`]).
+    Usage { tokens_in: u64, tokens_out: u64 },
+    /// `[DONE]`, `message_stop`.
+    Done,
+    /// An error event, classified by its error type; `message` is masked.
+    Error {
+        class: OutcomeClass,
+        message: String,
+    },
+    /// Data that is not JSON: a 2xx stream the router cannot read is a `server_error`.
+    Garbage,
+    /// Anything else (`content_block_stop`, `*.done` events, comment-only blocks, …).
+    Other,
+}
+
+/// The tokens a stream has used so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamUsage {
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+}
+
+impl StreamUsage {
+    /// Takes in the usage an event carried. Streams report running totals (Anthropic sends
+    /// input tokens in `message_start` and output tokens in `message_delta`), so each count
+    /// keeps its largest value.
+    pub fn record(&mut self, meaning: &EventMeaning) {
+        if let EventMeaning::UsageOnly {
+            tokens_in,
+            tokens_out,
+        }
+        | EventMeaning::Usage {
+            tokens_in,
+            tokens_out,
+        } = meaning
+        {
+            self.add(TokenCounts {
+                tokens_in: *tokens_in,
+                tokens_out: *tokens_out,
+            });
+        }
+    }
+
+    /// [`classify_event`] and [`record`](Self::record) in one parse; it also counts usage
+    /// that rides on a content chunk (some OpenAI-compatible hosts put it on the last one).
+    pub fn observe(&mut self, format: StreamFormat, event: &SseEvent) -> EventMeaning {
+        let (meaning, usage) = inspect(format, event);
+        if let Some(usage) = usage {
+            self.add(usage);
+        }
+        meaning
+    }
+
+    fn add(&mut self, usage: TokenCounts) {
+        self.tokens_in = self.tokens_in.max(usage.tokens_in);
+        self.tokens_out = self.tokens_out.max(usage.tokens_out);
+    }
+}
+
+/// What `event` means for the router in `format`.
+pub fn classify_event(format: StreamFormat, event: &SseEvent) -> EventMeaning {
+    inspect(format, event).0
+}
+
+/// The meaning, and any usage the event carried (even when the meaning is `Content`).
+fn inspect(format: StreamFormat, event: &SseEvent) -> (EventMeaning, Option<TokenCounts>) {
+    let data = event.data.trim();
+    if data == "[DONE]" {
+        return (EventMeaning::Done, None);
+    }
+    if event.event.as_deref() == Some("error") {
+        return (error_meaning(data), None);
+    }
+    if data.is_empty() {
+        return (EventMeaning::Other, None);
+    }
+    if !data.starts_with('{') {
+        return (EventMeaning::Garbage, None);
+    }
+    match format {
+        StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => openai_chunk(data),
+        StreamFormat::OpenAiResponses => responses_event(data, event.event.as_deref()),
+        StreamFormat::Anthropic => anthropic_event(data, event.event.as_deref()),
+    }
+}
+
+/// An error event's class (via the one classification table) and masked message.
+fn error_meaning(data: &str) -> EventMeaning {
+    let value: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+    error_from_value(&value, data)
+}
+
+fn error_from_value(value: &Value, fallback: &str) -> EventMeaning {
+    let message = value
+        .get("error")
+        .and_then(|error| error.get("message").or(Some(error)))
+        .or_else(|| value.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or(fallback);
+    EventMeaning::Error {
+        class: classify_stream_error(value),
+        message: mask_secrets(message),
+    }
+}
+
+fn openai_chunk(data: &str) -> (EventMeaning, Option<TokenCounts>) {
+    let Ok(chunk) = serde_json::from_str::<OpenAiChunk<'_>>(data) else {
+        return (EventMeaning::Garbage, None);
+    };
+    if chunk.error.is_some() {
+        return (error_meaning(data), None);
+    }
+    let choices = chunk.choices.unwrap_or_default();
+    let usage = usage_counts(chunk.usage);
+    let meaning = match usage {
+        _ if choices.has_content => EventMeaning::Content,
+        Some(usage) if choices.count == 0 => EventMeaning::UsageOnly {
+            tokens_in: usage.tokens_in,
+            tokens_out: usage.tokens_out,
+        },
+        Some(usage) => EventMeaning::Usage {
+            tokens_in: usage.tokens_in,
+            tokens_out: usage.tokens_out,
+        },
+        None if choices.has_finish_reason => EventMeaning::Other,
+        None => EventMeaning::Preamble,
+    };
+    (meaning, usage)
+}
+
+/// A Responses API or Anthropic event: a `type` and the members that may carry usage.
+#[derive(Deserialize)]
+struct TypedEvent<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Cow<'a, str>>,
+    /// Anthropic `message_delta`.
+    #[serde(default)]
+    usage: Option<UsageFields>,
+    /// Anthropic `message_start` (an object), Responses `error` (a string).
+    #[serde(default, borrow)]
+    message: Option<&'a RawValue>,
+    /// Responses `response.*` events.
+    #[serde(default, borrow)]
+    response: Option<&'a RawValue>,
+}
+
+/// The part of a `message` / `response` object we read.
+#[derive(Deserialize)]
+struct UsageHolder {
+    #[serde(default)]
+    usage: Option<UsageFields>,
+}
+
+fn nested_usage(raw: Option<&RawValue>) -> Option<TokenCounts> {
+    let holder: UsageHolder = serde_json::from_str(raw?.get()).ok()?;
+    usage_counts(holder.usage)
+}
+
+fn usage_meaning(usage: Option<TokenCounts>, otherwise: EventMeaning) -> EventMeaning {
+    match usage {
+        Some(usage) => EventMeaning::Usage {
+            tokens_in: usage.tokens_in,
+            tokens_out: usage.tokens_out,
+        },
+        None => otherwise,
+    }
+}
+
+fn responses_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<TokenCounts>) {
+    let Ok(event) = serde_json::from_str::<TypedEvent<'_>>(data) else {
+        return (EventMeaning::Garbage, None);
+    };
+    let kind = event.kind.as_deref().or(name).unwrap_or("");
+    match kind {
+        _ if kind.ends_with(".delta") => (EventMeaning::Content, None),
+        "response.completed" | "response.incomplete" => {
+            let usage = nested_usage(event.response);
+            (usage_meaning(usage, EventMeaning::Other), usage)
+        }
+        "response.failed" => {
+            let value: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+            let failed = value.get("response").unwrap_or(&Value::Null);
+            (error_from_value(failed, "response failed"), None)
+        }
+        "error" => (error_meaning(data), None),
+        "response.created" | "response.in_progress" | "response.queued" => {
+            (EventMeaning::Preamble, None)
+        }
+        _ if kind.ends_with(".added") => (EventMeaning::Preamble, None),
+        _ => (EventMeaning::Other, None),
+    }
+}
+
+fn anthropic_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<TokenCounts>) {
+    let Ok(event) = serde_json::from_str::<TypedEvent<'_>>(data) else {
+        return (EventMeaning::Garbage, None);
+    };
+    let kind = event.kind.as_deref().or(name).unwrap_or("");
+    match kind {
+        "content_block_delta" => (EventMeaning::Content, None),
+        "message_start" => {
+            let usage = nested_usage(event.message);
+            (usage_meaning(usage, EventMeaning::Preamble), usage)
+        }
+        "message_delta" => {
+            let usage = usage_counts(event.usage);
+            (usage_meaning(usage, EventMeaning::Other), usage)
+        }
+        "content_block_start" | "ping" => (EventMeaning::Preamble, None),
+        "message_stop" => (EventMeaning::Done, None),
+        "error" => (error_meaning(data), None),
+        _ => (EventMeaning::Other, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn event(name: Option<&str>, data: &str) -> SseEvent {
+        SseEvent {
+            event: name.map(str::to_owned),
+            data: data.to_owned(),
+            raw: Bytes::new(),
+        }
+    }
+
+    fn usage(tokens_in: u64, tokens_out: u64) -> EventMeaning {
+        EventMeaning::Usage {
+            tokens_in,
+            tokens_out,
+        }
+    }
+
+    fn check(format: StreamFormat, table: &[(Option<&str>, &str, EventMeaning)]) {
+        for (name, data, expected) in table {
+            assert_eq!(
+                &classify_event(format, &event(*name, data)),
+                expected,
+                "{format:?} {name:?} {data}"
+            );
+        }
+    }
+
+    #[test]
+    fn s3_openai_chat_chunks() {
+        use EventMeaning::*;
+        let table = [
+            (
+                None,
+                r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+                Preamble,
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":null}}]}"#,
+                Preamble,
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#,
+                Content,
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}}]}"#,
+                Content,
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[]}}]}"#,
+                Preamble,
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{"refusal":"no"}}]}"#,
+                Content,
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}"#,
+                Content,
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{"reasoning":"think"}}]}"#,
+                Content,
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{"function_call":{"name":"f"}}}]}"#,
+                Content,
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+                Other,
+            ),
+            (
+                None,
+                r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}}}"#,
+                UsageOnly {
+                    tokens_in: 12,
+                    tokens_out: 7,
+                },
+            ),
+            (
+                None,
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+                usage(3, 4),
+            ),
+            (
+                None,
+                r#"{"choices":[{"delta":{"content":"x"}}],"usage":null}"#,
+                Content,
+            ),
+            (None, "[DONE]", Done),
+            (None, "", Other),
+            (None, "{not json", Garbage),
+            (None, "[1,2]", Garbage),
+        ];
+        check(StreamFormat::OpenAiChat, &table);
+    }
+
+    #[test]
+    fn s3_openai_completions_chunks() {
+        use EventMeaning::*;
+        let table = [
+            (
+                None,
+                r#"{"object":"text_completion","choices":[{"text":"Hello","index":0,"logprobs":null,"finish_reason":null}]}"#,
+                Content,
+            ),
+            (
+                None,
+                r#"{"choices":[{"text":"","index":0,"finish_reason":null}]}"#,
+                Preamble,
+            ),
+            (
+                None,
+                r#"{"choices":[{"text":"","index":0,"finish_reason":"length"}]}"#,
+                Other,
+            ),
+            (
+                None,
+                r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":16}}"#,
+                UsageOnly {
+                    tokens_in: 5,
+                    tokens_out: 16,
+                },
+            ),
+            (None, "[DONE]", Done),
+        ];
+        check(StreamFormat::OpenAiCompletions, &table);
+    }
+
+    #[test]
+    fn s3_openai_error_events_use_the_classification_table() {
+        let cases = [
+            (
+                None,
+                r#"{"error":{"message":"The server had an error","type":"server_error","code":null}}"#,
+                OutcomeClass::ServerError,
+            ),
+            (
+                None,
+                r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#,
+                OutcomeClass::RateLimited,
+            ),
+            (
+                Some("error"),
+                r#"{"error":{"message":"over","type":"overloaded_error"}}"#,
+                OutcomeClass::ServerError,
+            ),
+        ];
+        for (name, data, class) in cases {
+            let meaning = classify_event(StreamFormat::OpenAiChat, &event(name, data));
+            let EventMeaning::Error { class: got, .. } = meaning else {
+                panic!("{data} gave {meaning:?}");
+            };
+            assert_eq!(got, class, "{data}");
+        }
+    }
+
+    #[test]
+    fn s3_error_messages_are_masked() {
+        let data = r#"{"error":{"message":"Incorrect API key provided: sk-proj-abcdefghijklmnop1234","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+        let EventMeaning::Error { class, message } =
+            classify_event(StreamFormat::OpenAiChat, &event(None, data))
+        else {
+            panic!("not an error");
+        };
+        assert_eq!(class, OutcomeClass::AuthFailed);
+        assert!(!message.contains("abcdefghijklmnop"), "{message}");
+        assert!(message.starts_with("Incorrect API key provided"));
+    }
+
+    #[test]
+    fn s3_responses_api_events() {
+        use EventMeaning::*;
+        let table = [
+            (
+                Some("response.created"),
+                r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","status":"in_progress","usage":null}}"#,
+                Preamble,
+            ),
+            (
+                Some("response.in_progress"),
+                r#"{"type":"response.in_progress","response":{}}"#,
+                Preamble,
+            ),
+            (
+                Some("response.output_item.added"),
+                r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message"}}"#,
+                Preamble,
+            ),
+            (
+                Some("response.content_part.added"),
+                r#"{"type":"response.content_part.added","part":{"type":"output_text","text":""}}"#,
+                Preamble,
+            ),
+            (
+                Some("response.output_text.delta"),
+                r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi"}"#,
+                Content,
+            ),
+            (
+                Some("response.function_call_arguments.delta"),
+                r#"{"type":"response.function_call_arguments.delta","delta":"{\""}"#,
+                Content,
+            ),
+            (
+                Some("response.reasoning_summary_text.delta"),
+                r#"{"type":"response.reasoning_summary_text.delta","delta":"x"}"#,
+                Content,
+            ),
+            (
+                Some("response.output_text.done"),
+                r#"{"type":"response.output_text.done","text":"Hi"}"#,
+                Other,
+            ),
+            (
+                Some("response.completed"),
+                r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":{"input_tokens":36,"input_tokens_details":{"cached_tokens":0},"output_tokens":87,"total_tokens":123}}}"#,
+                usage(36, 87),
+            ),
+            (
+                Some("response.incomplete"),
+                r#"{"type":"response.incomplete","response":{"usage":{"input_tokens":1,"output_tokens":2}}}"#,
+                usage(1, 2),
+            ),
+            (
+                None,
+                r#"{"type":"response.output_text.delta","delta":"no event line"}"#,
+                Content,
+            ),
+            (Some("response.output_text.delta"), "garbage", Garbage),
+        ];
+        check(StreamFormat::OpenAiResponses, &table);
+
+        let failed = r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}}"#;
+        assert_eq!(
+            classify_event(
+                StreamFormat::OpenAiResponses,
+                &event(Some("response.failed"), failed)
+            ),
+            EventMeaning::Error {
+                class: OutcomeClass::ServerError,
+                message: "boom".to_owned()
+            }
+        );
+        let error =
+            r#"{"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null}"#;
+        assert_eq!(
+            classify_event(StreamFormat::OpenAiResponses, &event(Some("error"), error)),
+            EventMeaning::Error {
+                class: OutcomeClass::RateLimited,
+                message: "slow down".to_owned()
+            }
+        );
+    }
+
+    #[test]
+    fn s3_anthropic_events() {
+        use EventMeaning::*;
+        let table = [
+            (
+                Some("message_start"),
+                r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":10,"cache_read_input_tokens":5,"output_tokens":1}}}"#,
+                usage(40, 1),
+            ),
+            (
+                Some("message_start"),
+                r#"{"type":"message_start","message":{"id":"msg_1"}}"#,
+                Preamble,
+            ),
+            (
+                Some("content_block_start"),
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+                Preamble,
+            ),
+            (Some("ping"), r#"{"type": "ping"}"#, Preamble),
+            (
+                Some("content_block_delta"),
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}"#,
+                Content,
+            ),
+            (
+                Some("content_block_delta"),
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+                Content,
+            ),
+            (
+                Some("content_block_stop"),
+                r#"{"type":"content_block_stop","index":0}"#,
+                Other,
+            ),
+            (
+                Some("message_delta"),
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}"#,
+                usage(0, 15),
+            ),
+            (Some("message_stop"), r#"{"type":"message_stop"}"#, Done),
+            (Some("content_block_delta"), "{\"type\":", Garbage),
+        ];
+        check(StreamFormat::Anthropic, &table);
+
+        let overloaded =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(
+            classify_event(StreamFormat::Anthropic, &event(Some("error"), overloaded)),
+            EventMeaning::Error {
+                class: OutcomeClass::ServerError,
+                message: "Overloaded".to_owned()
+            }
+        );
+        let limited = r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#;
+        let EventMeaning::Error { class, .. } =
+            classify_event(StreamFormat::Anthropic, &event(Some("error"), limited))
+        else {
+            panic!("not an error");
+        };
+        assert_eq!(class, OutcomeClass::RateLimited);
+    }
+
+    #[test]
+    fn s3_usage_tally_keeps_the_largest_running_totals() {
+        let mut tally = StreamUsage::default();
+        let stream = [
+            (
+                Some("message_start"),
+                r#"{"type":"message_start","message":{"usage":{"input_tokens":25,"output_tokens":1}}}"#,
+            ),
+            (
+                Some("content_block_delta"),
+                r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"x"}}"#,
+            ),
+            (
+                Some("message_delta"),
+                r#"{"type":"message_delta","usage":{"output_tokens":15}}"#,
+            ),
+        ];
+        for (name, data) in stream {
+            let meaning = classify_event(StreamFormat::Anthropic, &event(name, data));
+            tally.record(&meaning);
+        }
+        assert_eq!(
+            tally,
+            StreamUsage {
+                tokens_in: 25,
+                tokens_out: 15
+            }
+        );
+    }
+
+    #[test]
+    fn s3_observe_counts_usage_riding_on_a_content_chunk() {
+        let mut tally = StreamUsage::default();
+        let data = r#"{"choices":[{"delta":{"content":"end"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3}}"#;
+        let meaning = tally.observe(StreamFormat::OpenAiChat, &event(None, data));
+        assert_eq!(meaning, EventMeaning::Content);
+        assert_eq!(
+            tally,
+            StreamUsage {
+                tokens_in: 9,
+                tokens_out: 3
+            }
+        );
+    }
+}

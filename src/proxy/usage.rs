@@ -1,0 +1,177 @@
+//! Token usage in upstream answers (behaviour §6: successes are counted in tokens): the `usage`
+//! object in every shape upstreams send, for whole JSON responses here and for stream events in
+//! `stream_watch`. It must not decide what a count is for.
+
+use quotaroute_journal::ApiFormat;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+/// Tokens one upstream answer used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenCounts {
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+}
+
+/// A `usage` object: OpenAI chat / completions / embeddings (`prompt_tokens`,
+/// `completion_tokens`), Responses and Anthropic (`input_tokens`, `output_tokens`).
+#[derive(Debug, Deserialize, Default)]
+pub(super) struct UsageFields {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl UsageFields {
+    /// OpenAI names first, then Responses / Anthropic names. Anthropic's `input_tokens`
+    /// excludes cache reads and writes, so they are added (OpenAI's `prompt_tokens` already
+    /// includes its cached tokens, and OpenAI never sends the `cache_*` fields).
+    pub(super) fn counts(&self) -> TokenCounts {
+        let cached = self
+            .cache_creation_input_tokens
+            .unwrap_or(0)
+            .saturating_add(self.cache_read_input_tokens.unwrap_or(0));
+        TokenCounts {
+            tokens_in: self
+                .prompt_tokens
+                .or(self.input_tokens)
+                .unwrap_or(0)
+                .saturating_add(cached),
+            tokens_out: self.completion_tokens.or(self.output_tokens).unwrap_or(0),
+        }
+    }
+}
+
+/// Counts of a present `usage` object with at least one token count (`usage: null` and
+/// `usage: {}` are none).
+pub(super) fn usage_counts(usage: Option<UsageFields>) -> Option<TokenCounts> {
+    usage
+        .filter(|usage| {
+            [
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.input_tokens,
+                usage.output_tokens,
+            ]
+            .iter()
+            .any(Option::is_some)
+        })
+        .map(|usage| usage.counts())
+}
+
+#[derive(Deserialize)]
+struct ResponseBody {
+    #[serde(default)]
+    usage: Option<UsageFields>,
+}
+
+/// The body of a 2xx answer is not JSON (behaviour §3/§4: that is a `server_error`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("upstream response body is not valid JSON: {0}")]
+pub struct InvalidBody(pub String);
+
+/// One parse of a whole (non-streaming) response: `Err` when the body is not JSON, else the
+/// top-level `usage` if it has one. Every format uses the top-level `usage` object; the field
+/// names tell the formats apart, so `_format` only documents the caller's intent.
+pub fn response_usage(_format: ApiFormat, body: &[u8]) -> Result<Option<TokenCounts>, InvalidBody> {
+    let is_object = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
+    // serde would read an array positionally as the struct: only objects go that way.
+    let parsed = if is_object {
+        serde_json::from_slice::<ResponseBody>(body)
+    } else {
+        serde_json::from_slice::<IgnoredAny>(body).map(|_| ResponseBody { usage: None })
+    };
+    match parsed {
+        Ok(parsed) => Ok(usage_counts(parsed.usage)),
+        // Valid JSON of another shape (an array, a `usage` that is not an object, a duplicate
+        // key) has no usage we can read, but is not a broken answer.
+        Err(error) => match serde_json::from_slice::<IgnoredAny>(body) {
+            Ok(_) => Ok(None),
+            Err(_) => Err(InvalidBody(error.to_string())),
+        },
+    }
+}
+
+/// `(tokens_in, tokens_out)` of a whole response, `None` when it has no readable usage.
+pub fn usage_from_json(format: ApiFormat, body: &[u8]) -> Option<(u64, u64)> {
+    response_usage(format, body)
+        .ok()
+        .flatten()
+        .map(|counts| (counts.tokens_in, counts.tokens_out))
+}
+
+/// Whether `body` is one valid JSON value (a 2xx whose body is not is a `server_error`).
+pub fn is_valid_json(body: &[u8]) -> bool {
+    serde_json::from_slice::<IgnoredAny>(body).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s6_usage_of_each_response_shape() {
+        let table = [
+            (
+                ApiFormat::Openai,
+                r#"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0}}}"#,
+                Some((19, 10)),
+            ),
+            (
+                ApiFormat::Openai,
+                r#"{"object":"list","data":[{"object":"embedding","embedding":[0.1],"index":0}],"model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}"#,
+                Some((8, 0)),
+            ),
+            (
+                ApiFormat::Openai,
+                r#"{"id":"resp_1","object":"response","output":[],"usage":{"input_tokens":36,"input_tokens_details":{"cached_tokens":0},"output_tokens":87,"total_tokens":123}}"#,
+                Some((36, 87)),
+            ),
+            (
+                ApiFormat::Anthropic,
+                r#"{"id":"msg_1","type":"message","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":2095,"output_tokens":503}}"#,
+                Some((2095, 503)),
+            ),
+            (
+                ApiFormat::Anthropic,
+                r#"{"type":"message","usage":{"input_tokens":10,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":5}}"#,
+                Some((1110, 5)),
+            ),
+            (ApiFormat::Openai, r#"{"choices":[],"usage":null}"#, None),
+            (ApiFormat::Openai, r#"{"choices":[]}"#, None),
+            (ApiFormat::Openai, r#"{"usage":{"total_tokens":3}}"#, None),
+            (
+                ApiFormat::Openai,
+                r#"[{"usage":{"prompt_tokens":1}}]"#,
+                None,
+            ),
+        ];
+        for (format, body, expected) in table {
+            assert_eq!(usage_from_json(format, body.as_bytes()), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn s3_unparseable_2xx_body_is_told_apart_from_json_without_usage() {
+        assert!(response_usage(ApiFormat::Openai, b"<html>502</html>").is_err());
+        assert!(response_usage(ApiFormat::Openai, b"").is_err());
+        assert!(response_usage(ApiFormat::Openai, b"{\"usage\":{}").is_err());
+        assert_eq!(
+            response_usage(ApiFormat::Openai, b"{\"usage\":\"n/a\"}"),
+            Ok(None)
+        );
+        assert!(is_valid_json(b" {\"a\":[1,2,{}]} "));
+        assert!(is_valid_json(b"null"));
+        assert!(!is_valid_json(b"{\"a\":1} trailing"));
+        assert!(!is_valid_json(b"data: {}\n\n"));
+    }
+}
