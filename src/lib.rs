@@ -4,6 +4,9 @@ pub use quotaroute_actors as actors;
 pub use quotaroute_journal as journal;
 
 pub mod api_error;
+pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod mock_upstream;
+pub mod node;
 pub mod proxy;

@@ -1,6 +1,29 @@
-//! The `quotaroute` binary.
+//! The `quotaroute` binary: parses the command line and runs one command.
+//! Exit codes: 0 ok, 1 runtime or validation failure, 2 usage error.
 
-fn main() -> anyhow::Result<()> {
-    eprintln!("quotaroute: the node is not built yet; see README.md");
-    std::process::exit(2)
+use std::process::ExitCode;
+
+use clap::Parser;
+use quotaroute::cli::{Cli, Command};
+use quotaroute::commands;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("quotaroute: cannot start the runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Serve { config } => commands::serve(&config).await,
+            Command::Demo { listen, seconds } => commands::demo(listen, seconds).await,
+            Command::Init { path, force } => commands::init(&path, force),
+            Command::Check { config } => commands::check(&config),
+            Command::MockUpstream { listen } => commands::mock_upstream(listen).await,
+        }
+    });
+    ExitCode::from(code)
 }

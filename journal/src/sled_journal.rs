@@ -64,6 +64,17 @@ impl SledJournal {
         })
     }
 
+    /// A second handle on the same open database, for reading while the writer thread owns
+    /// the first (sled is safe to share between threads; the lock stays with this process).
+    pub fn reader(&self) -> SledJournal {
+        SledJournal {
+            path: self.path.clone(),
+            db: self.db.clone(),
+            events: self.events.clone(),
+            snapshots: self.snapshots.clone(),
+        }
+    }
+
     /// The directory this journal lives in.
     pub fn path(&self) -> &Path {
         &self.path

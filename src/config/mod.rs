@@ -17,6 +17,7 @@ mod error;
 mod model;
 pub mod raw;
 mod secret;
+pub mod topology;
 mod validate;
 
 use std::path::Path;

@@ -1,0 +1,54 @@
+//! The command line (contract "Binary and commands"): parsing only; each command's work lives
+//! in its own module.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// quotaroute — an LLM API router for pooled keys and accounts.
+#[derive(Debug, Parser)]
+#[command(name = "quotaroute", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the node.
+    Serve {
+        /// The config file.
+        #[arg(long, default_value = "quotaroute.toml")]
+        config: PathBuf,
+    },
+    /// Run a self-contained demo: simulated upstream accounts, live traffic, a live table.
+    Demo {
+        /// Where the demo node listens.
+        #[arg(long, default_value = "127.0.0.1:4100")]
+        listen: SocketAddr,
+        /// How long to drive traffic.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+    },
+    /// Write a commented starter config.
+    Init {
+        /// Where to write it.
+        #[arg(default_value = "quotaroute.toml")]
+        path: PathBuf,
+        /// Overwrite an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Validate a config; prints providers, connections and combos, or every error found.
+    Check {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run the mock upstream used by tests and benchmarks.
+    #[command(hide = true)]
+    MockUpstream {
+        #[arg(long, default_value = "127.0.0.1:4200")]
+        listen: SocketAddr,
+    },
+}

@@ -1,0 +1,156 @@
+//! What each command does, returning its exit code (0 ok, 1 failure, 2 usage). Output to the
+//! terminal is here and in the demo; libraries below only return values.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use crate::config;
+use crate::node::{NodeOptions, RunningNode};
+
+/// JSON logs on stderr; `RUST_LOG` filters (default `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_current_span(false)
+        .try_init();
+}
+
+/// `quotaroute serve --config PATH`.
+pub async fn serve(path: &Path) -> u8 {
+    if !path.exists() {
+        eprintln!(
+            "quotaroute: no config at {}. Try `quotaroute demo` to see it work without keys, or \
+             `quotaroute init {}` to write a starter config.",
+            path.display(),
+            path.display()
+        );
+        return 2;
+    }
+    init_logging();
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) => {
+            eprintln!("quotaroute: cannot read {}: {error}", path.display());
+            return 1;
+        }
+    };
+    let config = match config::load(path) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return 1;
+        }
+    };
+    let node = match RunningNode::start(config, NodeOptions::from_file(path.to_path_buf(), text)).await {
+        Ok(node) => node,
+        Err(error) => {
+            eprintln!("quotaroute: {error}");
+            return 1;
+        }
+    };
+    tracing::info!(addr = %node.addr, "quotaroute serving");
+    let reason = wait_for_stop(&node).await;
+    match node.stop(&reason).await {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("quotaroute: {error}");
+            1
+        }
+    }
+}
+
+/// Waits for SIGTERM or SIGINT, reloading the config on each SIGHUP meanwhile.
+#[cfg(unix)]
+async fn wait_for_stop(node: &RunningNode) -> String {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "SIGINT".to_string();
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => return "SIGTERM".to_string(),
+            _ = int.recv() => return "SIGINT".to_string(),
+            _ = hup.recv() => match crate::node::reload::reload(&node.app).await {
+                Ok(_) => tracing::info!("SIGHUP: config reloaded"),
+                Err(errors) => tracing::error!(%errors, "SIGHUP: config not reloaded"),
+            },
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_stop(_node: &RunningNode) -> String {
+    let _ = tokio::signal::ctrl_c().await;
+    "SIGINT".to_string()
+}
+
+/// `quotaroute init [PATH]`.
+pub fn init(path: &Path, force: bool) -> u8 {
+    if path.exists() && !force {
+        eprintln!(
+            "quotaroute: {} exists; pass --force to overwrite it",
+            path.display()
+        );
+        return 1;
+    }
+    match std::fs::write(path, config::STARTER_CONFIG) {
+        Ok(()) => {
+            println!(
+                "wrote {}: set your keys' environment variables, then `quotaroute check --config {}` and `quotaroute serve --config {}`",
+                path.display(),
+                path.display(),
+                path.display()
+            );
+            0
+        }
+        Err(error) => {
+            eprintln!("quotaroute: cannot write {}: {error}", path.display());
+            1
+        }
+    }
+}
+
+/// `quotaroute check --config PATH`.
+pub fn check(path: &Path) -> u8 {
+    match config::load(path) {
+        Ok(config) => {
+            print!("{}", config.summary());
+            println!("{}: ok", path.display());
+            0
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("{} error(s) in {}", errors.errors.len(), path.display());
+            1
+        }
+    }
+}
+
+/// `quotaroute demo` (see `demo`).
+pub async fn demo(listen: SocketAddr, seconds: u64) -> u8 {
+    eprintln!("quotaroute demo: not available in this build yet (listen {listen}, {seconds}s)");
+    1
+}
+
+/// `quotaroute mock-upstream --listen ADDR` (hidden: tests and benchmarks).
+pub async fn mock_upstream(listen: SocketAddr) -> u8 {
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("quotaroute: cannot listen on {listen}: {error}");
+            return 1;
+        }
+    };
+    eprintln!("mock upstream on {listen}");
+    crate::mock_upstream::serve(listener, crate::mock_upstream::MockUpstream::new()).await;
+    0
+}

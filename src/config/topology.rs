@@ -1,0 +1,219 @@
+//! Config → the actor system's `Topology`: resolves every resilience number (policy default by
+//! profile or auth kind, then `[defaults.*]`, then the provider's own overrides) and the
+//! implicit defaults of combos. The one place config keys meet policy settings.
+
+use quotaroute_actors::policy::breaker::BreakerSettings;
+use quotaroute_actors::policy::buckets::{BucketLimits, BucketSettings};
+use quotaroute_actors::policy::cooldown::CooldownSettings;
+use quotaroute_actors::policy::lockout::LockoutSettings;
+use quotaroute_actors::policy::quota_share::Strategy as PolicyStrategy;
+use quotaroute_actors::{ComboSpec, ConnectionSpec, ProviderSpec, TargetSpec, Topology};
+use quotaroute_journal::{ApiFormat as JournalFormat, AuthKind as JournalAuth};
+
+use super::model::{ApiFormat, AuthKind, Config, ProviderConfig, Strategy};
+use super::raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
+
+fn set<T: TryFrom<u64>>(target: &mut T, value: Option<u64>) {
+    if let Some(value) = value.and_then(|v| T::try_from(v).ok()) {
+        *target = value;
+    }
+}
+
+fn journal_auth(auth: AuthKind) -> JournalAuth {
+    match auth {
+        AuthKind::ApiKey => JournalAuth::ApiKey,
+        AuthKind::OAuth => JournalAuth::Oauth,
+    }
+}
+
+fn journal_format(format: ApiFormat) -> JournalFormat {
+    match format {
+        ApiFormat::OpenAi => JournalFormat::Openai,
+        ApiFormat::Anthropic => JournalFormat::Anthropic,
+    }
+}
+
+fn policy_strategy(strategy: Strategy) -> PolicyStrategy {
+    match strategy {
+        Strategy::QuotaShare => PolicyStrategy::QuotaShare,
+        Strategy::Priority => PolicyStrategy::Priority,
+        Strategy::RoundRobin => PolicyStrategy::RoundRobin,
+        Strategy::Weighted => PolicyStrategy::Weighted,
+    }
+}
+
+fn apply_breaker(settings: &mut BreakerSettings, o: &BreakerOverrides) {
+    set(&mut settings.window_ms, o.window_ms);
+    set(&mut settings.dedup_ms, o.dedup_ms);
+    set(&mut settings.degrade_at, o.degrade_at);
+    set(&mut settings.open_at, o.open_at);
+    set(&mut settings.reset_ms, o.reset_ms);
+    set(&mut settings.escalate_after, o.escalate_after);
+    set(&mut settings.max_multiplier, o.max_multiplier);
+    set(&mut settings.half_open_probes, o.half_open_probes);
+    set(&mut settings.probe_timeout_ms, o.probe_timeout_ms);
+}
+
+fn apply_cooldown(settings: &mut CooldownSettings, o: &CooldownOverrides) {
+    set(&mut settings.base_ms, o.base_ms);
+    set(&mut settings.max_level, o.max_level);
+    set(&mut settings.max_ms, o.max_ms);
+}
+
+fn apply_lockout(settings: &mut LockoutSettings, o: &LockoutOverrides) {
+    set(&mut settings.rate_limited_base_ms, o.rate_limited_base_ms);
+    set(&mut settings.not_found_base_ms, o.not_found_base_ms);
+    set(&mut settings.max_ms, o.max_ms);
+    set(&mut settings.max_upstream_ms, o.max_upstream_ms);
+    set(&mut settings.quota_ms, o.quota_ms);
+    set(&mut settings.quota_max_ms, o.quota_max_ms);
+    set(&mut settings.reset_window_ms, o.reset_window_ms);
+    set(&mut settings.billing_ms, o.billing_ms);
+    set(&mut settings.max_per_connection, o.max_per_connection);
+}
+
+fn apply_buckets(settings: &mut BucketSettings, o: &BucketOverrides) {
+    if let Some(pct) = o.saturate_below_pct {
+        settings.saturate_below_pct = pct as f64;
+    }
+}
+
+/// A provider's breaker profile: its `breaker.profile` override, else `oauth` when every one
+/// of its connections is oauth, else `api_key` (behaviour §5).
+pub fn provider_profile(config: &Config, provider: &ProviderConfig) -> JournalAuth {
+    let named = provider
+        .breaker
+        .profile
+        .as_deref()
+        .or(config.defaults.breaker.profile.as_deref());
+    match named {
+        Some("oauth") => return JournalAuth::Oauth,
+        Some("api_key") => return JournalAuth::ApiKey,
+        _ => {}
+    }
+    let mut connections = config
+        .connections
+        .iter()
+        .filter(|c| c.provider == provider.name)
+        .peekable();
+    if connections.peek().is_some() && connections.all(|c| c.auth == AuthKind::OAuth) {
+        JournalAuth::Oauth
+    } else {
+        JournalAuth::ApiKey
+    }
+}
+
+/// The breaker settings of a provider: profile defaults, then `[defaults.breaker]`, then the
+/// provider's `[providers.breaker]`.
+pub fn breaker_settings(config: &Config, provider: &ProviderConfig) -> BreakerSettings {
+    let mut settings = BreakerSettings::for_profile(provider_profile(config, provider));
+    apply_breaker(&mut settings, &config.defaults.breaker);
+    apply_breaker(&mut settings, &provider.breaker);
+    settings
+}
+
+/// The cooldown settings of a connection of `auth` kind on `provider`.
+pub fn cooldown_settings(
+    config: &Config,
+    provider: Option<&ProviderConfig>,
+    auth: AuthKind,
+) -> CooldownSettings {
+    let mut settings = CooldownSettings::for_auth(journal_auth(auth));
+    apply_cooldown(&mut settings, &config.defaults.cooldown);
+    if let Some(provider) = provider {
+        apply_cooldown(&mut settings, &provider.cooldown);
+    }
+    settings
+}
+
+/// The lockout settings on `provider`.
+pub fn lockout_settings(config: &Config, provider: Option<&ProviderConfig>) -> LockoutSettings {
+    let mut settings = LockoutSettings::default();
+    apply_lockout(&mut settings, &config.defaults.lockout);
+    if let Some(provider) = provider {
+        apply_lockout(&mut settings, &provider.lockout);
+    }
+    settings
+}
+
+/// The bucket settings on `provider`.
+pub fn bucket_settings(config: &Config, provider: Option<&ProviderConfig>) -> BucketSettings {
+    let mut settings = BucketSettings::default();
+    apply_buckets(&mut settings, &config.defaults.buckets);
+    if let Some(provider) = provider {
+        apply_buckets(&mut settings, &provider.buckets);
+    }
+    settings
+}
+
+/// The topology the actors run for this config. `digest` tells configs apart in the journal.
+pub fn topology(config: &Config, digest: &str) -> Topology {
+    let providers = config
+        .providers
+        .iter()
+        .map(|p| ProviderSpec {
+            name: p.name.clone(),
+            format: journal_format(p.format),
+            profile: provider_profile(config, p),
+            breaker: breaker_settings(config, p),
+        })
+        .collect();
+    let connections = config
+        .connections
+        .iter()
+        .map(|c| {
+            let provider = config.provider(&c.provider);
+            ConnectionSpec {
+                id: c.id.clone(),
+                provider: c.provider.clone(),
+                auth: journal_auth(c.auth),
+                weight: c.weight,
+                max_concurrent: c.max_concurrent,
+                models: c.models.clone(),
+                limits: BucketLimits {
+                    requests_5h: c.limits.requests_5h,
+                    tokens_5h: c.limits.tokens_5h,
+                    requests_7d: c.limits.requests_7d,
+                    tokens_7d: c.limits.tokens_7d,
+                    model_requests_7d: c.limits.model_requests_7d.clone(),
+                    model_tokens_7d: c.limits.model_tokens_7d.clone(),
+                },
+                cooldown: cooldown_settings(config, provider, c.auth),
+                lockout: lockout_settings(config, provider),
+                buckets: bucket_settings(config, provider),
+            }
+        })
+        .collect();
+    let combos = config
+        .combos
+        .iter()
+        .map(|c| ComboSpec {
+            name: c.name.clone(),
+            strategy: policy_strategy(c.strategy),
+            targets: c
+                .targets
+                .iter()
+                .map(|t| TargetSpec {
+                    connection: t.connection.clone(),
+                    model: t.model.clone(),
+                    weight: t.weight,
+                })
+                .collect(),
+            max_attempts: c.max_attempts.unwrap_or(config.defaults.max_attempts),
+            max_upstream_requests: config.defaults.max_upstream_requests,
+            hold_ms: c.hold_ms,
+        })
+        .collect();
+    Topology {
+        providers,
+        connections,
+        combos,
+        max_attempts: config.defaults.max_attempts,
+        max_upstream_requests: config.defaults.max_upstream_requests,
+        source: config
+            .source_path
+            .as_ref()
+            .map_or_else(|| "embedded".to_string(), |p| p.display().to_string()),
+        digest: digest.to_string(),
+    }
+}

@@ -1,0 +1,249 @@
+//! The admin API (`/admin/*`, contract "Admin API"): state, lockouts, clearing, breaker reset,
+//! pushed usage, reload and the journal as NDJSON. Off (404) without `admin_key`; 401 without a
+//! key; 403 with any other key. Every change is journaled by the router with `by: "admin"`.
+
+use std::collections::HashMap;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use http::{HeaderMap, StatusCode};
+use quotaroute_journal::{envelope_to_json, Journal};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::node::app::AppState;
+use crate::node::reload;
+
+/// Why an admin request is refused, if it is.
+pub fn admin_refusal(app: &AppState, headers: &HeaderMap) -> Option<Response> {
+    let live = app.live();
+    let Some(admin_key) = &live.admin_key else {
+        return Some(admin_error(StatusCode::NOT_FOUND, "not_found", "the admin API is off (no server.admin_key)"));
+    };
+    let presented = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match presented {
+        None => Some(admin_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "missing admin key (Authorization: Bearer <admin_key>)",
+        )),
+        Some(key) if admin_key.matches(key.trim()) => None,
+        Some(_) => Some(admin_error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this key is not the admin key",
+        )),
+    }
+}
+
+pub fn admin_error(status: StatusCode, code: &str, message: &str) -> Response {
+    json_response(
+        status,
+        &json!({"error": {"message": message, "type": "admin_error", "code": code}}),
+    )
+}
+
+pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response {
+    let mut response = Response::new(Body::from(value.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+macro_rules! guard {
+    ($app:expr, $headers:expr) => {{
+        if let Some(refusal) = admin_refusal(&$app, &$headers) {
+            return refusal;
+        }
+        match $app.router() {
+            Some(router) => router.clone(),
+            None => {
+                return admin_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "starting",
+                    "the router is replaying its journal",
+                )
+            }
+        }
+    }};
+}
+
+fn internal(error: impl std::fmt::Display) -> Response {
+    admin_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &error.to_string())
+}
+
+fn unknown(what: &str, name: &str) -> Response {
+    admin_error(StatusCode::NOT_FOUND, "not_found", &format!("unknown {what} `{name}`"))
+}
+
+pub async fn state(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let router = guard!(app, headers);
+    match router.state().await {
+        Ok(state) => match serde_json::to_value(&state) {
+            Ok(value) => json_response(StatusCode::OK, &value),
+            Err(error) => internal(error),
+        },
+        Err(error) => internal(error),
+    }
+}
+
+pub async fn lockouts(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let router = guard!(app, headers);
+    match router.state().await {
+        Ok(state) => json_response(StatusCode::OK, &json!({ "lockouts": state.lockouts() })),
+        Err(error) => internal(error),
+    }
+}
+
+pub async fn clear_lockout(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path((connection, model)): Path<(String, String)>,
+) -> Response {
+    let router = guard!(app, headers);
+    match router.clear_lockout(&connection, &model).await {
+        Ok(true) => json_response(StatusCode::OK, &json!({"cleared": true, "connection": connection, "model": model})),
+        Ok(false) => admin_error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            &format!("no lockout for `{connection}` / `{model}`"),
+        ),
+        Err(quotaroute_actors::RouterError::UnknownConnection(id)) => unknown("connection", &id),
+        Err(error) => internal(error),
+    }
+}
+
+pub async fn clear_connection(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let router = guard!(app, headers);
+    match router.clear_connection(&id).await {
+        Ok(cleared) => json_response(StatusCode::OK, &json!({"cleared": cleared, "connection": id})),
+        Err(quotaroute_actors::RouterError::UnknownConnection(id)) => unknown("connection", &id),
+        Err(error) => internal(error),
+    }
+}
+
+pub async fn reset_breaker(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    let router = guard!(app, headers);
+    match router.reset_breaker(&name).await {
+        Ok(_) => json_response(StatusCode::OK, &json!({"provider": name, "breaker": "CLOSED"})),
+        Err(quotaroute_actors::RouterError::UnknownProvider(name)) => unknown("provider", &name),
+        Err(error) => internal(error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsagePush {
+    window: String,
+    used_pct: f64,
+    resets_at: Option<String>,
+}
+
+pub async fn push_usage(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let router = guard!(app, headers);
+    let push: UsagePush = match serde_json::from_slice(&body) {
+        Ok(push) => push,
+        Err(error) => {
+            return admin_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                &format!("expected {{\"window\",\"used_pct\",\"resets_at\"}}: {error}"),
+            )
+        }
+    };
+    let window_ok = push.window == "5h"
+        || push.window == "7d"
+        || push.window.strip_prefix("7d:").is_some_and(|m| !m.is_empty());
+    if !window_ok {
+        return admin_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_window",
+            "window must be \"5h\", \"7d\" or \"7d:<model>\"",
+        );
+    }
+    if !(0.0..=100.0).contains(&push.used_pct) || push.used_pct.is_nan() {
+        return admin_error(StatusCode::BAD_REQUEST, "invalid_used_pct", "used_pct must be within 0..=100");
+    }
+    let resets_at_ms = match push.resets_at.as_deref().map(humantime::parse_rfc3339_weak) {
+        None => None,
+        Some(Ok(time)) => time
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_millis() as u64),
+        Some(Err(_)) => {
+            return admin_error(StatusCode::BAD_REQUEST, "invalid_resets_at", "resets_at must be an RFC 3339 time")
+        }
+    };
+    match router
+        .push_usage(&id, &push.window, push.used_pct, resets_at_ms)
+        .await
+    {
+        Ok(()) => json_response(StatusCode::OK, &json!({"connection": id, "window": push.window})),
+        Err(quotaroute_actors::RouterError::UnknownConnection(id)) => unknown("connection", &id),
+        Err(error) => internal(error),
+    }
+}
+
+pub async fn reload_config(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let _router = guard!(app, headers);
+    match reload::reload(&app).await {
+        Ok(summary) => json_response(StatusCode::OK, &json!({"reloaded": true, "summary": summary})),
+        Err(errors) => admin_error(StatusCode::BAD_REQUEST, "invalid_config", &errors),
+    }
+}
+
+/// Most events one `GET /admin/journal` returns.
+const JOURNAL_PAGE_MAX: usize = 100_000;
+
+pub async fn journal(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let router = guard!(app, headers);
+    let since_seq = query.get("since_seq").and_then(|v| v.parse().ok()).unwrap_or(0u64);
+    let limit = query
+        .get("limit")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000usize)
+        .min(JOURNAL_PAGE_MAX);
+    let _ = router.flush().await;
+    let Some(reader) = app.inner.journal_reader.get() else {
+        return admin_error(StatusCode::NOT_FOUND, "not_found", "this node has no readable journal");
+    };
+    let mut out = String::new();
+    for item in reader.read_from(since_seq).take(limit) {
+        if let Ok(envelope) = item {
+            if let Ok(line) = envelope_to_json(&envelope) {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
+    }
+    let mut response = Response::new(Body::from(out));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    response
+}

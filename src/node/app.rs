@@ -1,0 +1,83 @@
+//! The node's shared state, handed to every HTTP handler: the router (set once the journal is
+//! replayed), the live config (swapped on reload), the upstream client, metrics and the
+//! journal reader for the admin API.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use metrics_exporter_prometheus::PrometheusHandle;
+use quotaroute_actors::Router;
+use quotaroute_journal::SledJournal;
+
+use crate::node::live::LiveConfig;
+use crate::node::upstream::UpstreamClient;
+
+pub struct AppInner {
+    router: OnceLock<Router>,
+    pub live: ArcSwap<LiveConfig>,
+    pub client: UpstreamClient,
+    pub metrics: Option<PrometheusHandle>,
+    pub journal_reader: OnceLock<SledJournal>,
+    /// The config file, for SIGHUP and `POST /admin/reload`.
+    pub config_path: Option<PathBuf>,
+    pub started: Instant,
+    request_counter: AtomicU64,
+    /// Distinguishes request ids of this process from another's.
+    id_prefix: String,
+}
+
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub inner: Arc<AppInner>,
+}
+
+impl AppState {
+    pub fn new(
+        live: LiveConfig,
+        metrics: Option<PrometheusHandle>,
+        config_path: Option<PathBuf>,
+    ) -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ u64::from(std::process::id()).rotate_left(32);
+        AppState {
+            inner: Arc::new(AppInner {
+                router: OnceLock::new(),
+                live: ArcSwap::from_pointee(live),
+                client: UpstreamClient::new(),
+                metrics,
+                journal_reader: OnceLock::new(),
+                config_path,
+                started: Instant::now(),
+                request_counter: AtomicU64::new(0),
+                id_prefix: format!("qr-{:012x}", seed & 0xffff_ffff_ffff),
+            }),
+        }
+    }
+
+    /// The router, once the journal has been replayed.
+    pub fn router(&self) -> Option<&Router> {
+        self.inner.router.get()
+    }
+
+    /// Marks the node ready: from now on requests are routed and `/healthz` says ready.
+    pub fn set_router(&self, router: Router) {
+        let _ = self.inner.router.set(router);
+    }
+
+    pub fn live(&self) -> arc_swap::Guard<Arc<LiveConfig>> {
+        self.inner.live.load()
+    }
+
+    /// A new request id, unique within and across processes.
+    pub fn next_request_id(&self) -> String {
+        let n = self.inner.request_counter.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{n:x}", self.inner.id_prefix)
+    }
+}

@@ -1,0 +1,93 @@
+//! What the request path needs from the config, resolved once per load and swapped whole on
+//! reload: client and admin keys, each provider's base URL and headers, each connection's
+//! credential, and the timeouts. The only place upstream secrets live after startup.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+
+use crate::config::{ApiFormat, AuthKind, Config, Secret};
+
+/// One provider's upstream coordinates.
+#[derive(Debug, Clone)]
+pub struct ProviderRoute {
+    /// `base_url` without a trailing `/`.
+    pub base_url: String,
+    pub format: ApiFormat,
+    /// Header that carries the key raw (e.g. Azure `api-key`); `None`: the format's default.
+    pub auth_header: Option<HeaderName>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// The config as the request path uses it.
+#[derive(Debug)]
+pub struct LiveConfig {
+    pub client_keys: Vec<Secret>,
+    pub admin_key: Option<Secret>,
+    pub metrics_public: bool,
+    pub max_body_bytes: usize,
+    pub request_timeout: Duration,
+    pub first_token_timeout: Duration,
+    pub providers: HashMap<String, ProviderRoute>,
+    /// Connection id → its key and how it authenticates.
+    pub credentials: HashMap<String, (Secret, AuthKind)>,
+    /// Every upstream key, for masking echoes out of passed-through bodies.
+    pub upstream_secrets: Vec<Secret>,
+}
+
+impl LiveConfig {
+    pub fn from_config(config: &Config) -> Self {
+        let providers = config
+            .providers
+            .iter()
+            .map(|p| {
+                let headers = p
+                    .headers
+                    .iter()
+                    .filter_map(|(name, value)| {
+                        Some((
+                            HeaderName::from_bytes(name.as_bytes()).ok()?,
+                            HeaderValue::from_str(value).ok()?,
+                        ))
+                    })
+                    .collect();
+                let route = ProviderRoute {
+                    base_url: p.base_url.as_str().trim_end_matches('/').to_string(),
+                    format: p.format,
+                    auth_header: p
+                        .auth_header
+                        .as_deref()
+                        .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok()),
+                    headers,
+                };
+                (p.name.clone(), route)
+            })
+            .collect();
+        let credentials: HashMap<String, (Secret, AuthKind)> = config
+            .connections
+            .iter()
+            .map(|c| (c.id.clone(), (c.api_key.clone(), c.auth)))
+            .collect();
+        LiveConfig {
+            client_keys: config.server.api_keys.clone(),
+            admin_key: config.server.admin_key.clone(),
+            metrics_public: config.server.metrics_public,
+            max_body_bytes: usize::try_from(config.server.max_body_bytes).unwrap_or(usize::MAX),
+            request_timeout: Duration::from_millis(config.server.request_timeout_ms),
+            first_token_timeout: Duration::from_millis(config.server.first_token_timeout_ms),
+            providers,
+            upstream_secrets: credentials.values().map(|(key, _)| key.clone()).collect(),
+            credentials,
+        }
+    }
+
+    /// Whether `key` is one of the client keys (constant time per key).
+    pub fn is_client_key(&self, key: &str) -> bool {
+        let mut found = false;
+        for candidate in &self.client_keys {
+            found |= candidate.matches(key);
+        }
+        found
+    }
+}

@@ -1,0 +1,96 @@
+//! Prometheus metrics through the `metrics` facade: counters and histograms recorded on the
+//! request path, gauges (breaker state, cooldowns, lockouts, in-flight, journal lag) computed
+//! from the router's state when `/metrics` is scraped, so they cost nothing per request.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use quotaroute_actors::{AdminState, Router};
+use quotaroute_journal::OutcomeClass;
+
+use crate::node::proxy::Endpoint;
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process-wide recorder once (tests start many nodes in one process).
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets(&[
+                    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25,
+                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                ])
+                .ok()?;
+            builder.install_recorder().ok()
+        })
+        .clone()
+}
+
+pub fn request_finished(endpoint: Endpoint, status: u16) {
+    counter!(
+        "quotaroute_requests_total",
+        "endpoint" => endpoint.label(),
+        "status" => status.to_string()
+    )
+    .increment(1);
+}
+
+pub fn attempt(provider: &str, connection: &str, class: OutcomeClass, latency: Duration) {
+    counter!(
+        "quotaroute_attempts_total",
+        "provider" => provider.to_string(),
+        "connection" => connection.to_string(),
+        "class" => class.as_str()
+    )
+    .increment(1);
+    histogram!("quotaroute_upstream_latency_seconds", "provider" => provider.to_string())
+        .record(latency.as_secs_f64());
+}
+
+pub fn overhead(overhead_us: u64) {
+    histogram!("quotaroute_router_overhead_seconds").record(overhead_us as f64 / 1e6);
+}
+
+/// Sets the state gauges from the router, then renders everything.
+pub async fn render(handle: &PrometheusHandle, router: Option<&Router>) -> String {
+    if let Some(router) = router {
+        if let Ok(state) = router.state().await {
+            publish_state(&state);
+        }
+        let stats = router.journal_stats();
+        gauge!("quotaroute_journal_lag_events").set(stats.queue_len as f64);
+        gauge!("quotaroute_journal_dropped_events").set(stats.dropped as f64);
+        gauge!("quotaroute_journal_write_errors").set(stats.write_errors as f64);
+        gauge!("quotaroute_journal_healthy").set(if stats.healthy { 1.0 } else { 0.0 });
+        gauge!("quotaroute_journal_durable_seq").set(stats.durable_seq as f64);
+    }
+    handle.render()
+}
+
+fn publish_state(state: &AdminState) {
+    for provider in &state.providers {
+        let code = match provider.breaker {
+            "CLOSED" => 0.0,
+            "DEGRADED" => 1.0,
+            "HALF_OPEN" => 2.0,
+            _ => 3.0,
+        };
+        gauge!("quotaroute_breaker_state", "provider" => provider.name.clone()).set(code);
+        gauge!("quotaroute_breaker_failures", "provider" => provider.name.clone())
+            .set(f64::from(provider.failures));
+    }
+    for connection in &state.connections {
+        let id = connection.id.clone();
+        gauge!("quotaroute_in_flight", "connection" => id.clone())
+            .set(f64::from(connection.in_flight));
+        gauge!("quotaroute_cooldown_remaining_seconds", "connection" => id.clone())
+            .set(connection.cooldown_remaining_ms as f64 / 1000.0);
+        gauge!("quotaroute_connection_disabled", "connection" => id.clone())
+            .set(if connection.disabled.is_some() { 1.0 } else { 0.0 });
+        gauge!("quotaroute_lockouts", "connection" => id)
+            .set(connection.lockouts.len() as f64);
+    }
+}

@@ -1,0 +1,26 @@
+//! The node: quotaroute as an OpenAI- and Anthropic-compatible HTTP gateway in front of the
+//! actor system.
+//!
+//! - [`serve`] — start (bind, replay, route) and stop (drain, `node_stopped`, flush).
+//! - [`http`] — which path is served by which handler; health, metrics, model list.
+//! - [`proxy`] — the routing endpoints: parse once, route, try targets, classify, report.
+//! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte.
+//! - [`upstream`] / [`upstream_request`] — the pooled client and building one upstream request.
+//! - [`admin`] / [`reload`] — the admin API and config reloads.
+//! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers.
+//! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
+
+pub mod admin;
+pub mod app;
+pub mod http;
+pub mod live;
+pub mod metrics;
+pub mod proxy;
+pub mod reload;
+pub mod reply;
+pub mod serve;
+pub mod stream_relay;
+pub mod upstream;
+pub mod upstream_request;
+
+pub use serve::{NodeError, NodeOptions, RunningNode};

@@ -1,0 +1,571 @@
+//! The routing endpoints (`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
+//! `/v1/responses`, `/v1/messages`): authenticate, read and parse the body once, ask the router
+//! for a decision, then try targets in order (behaviour §3), classifying each result (§4) and
+//! reporting it fire-and-forget, until one serves or the tries run out (§7).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant as StdInstant};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
+use http::StatusCode;
+use http_body_util::{BodyExt, Limited};
+use quotaroute_actors::policy::classify::{classify, rules, TransportFailure, UpstreamReply};
+use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
+use quotaroute_actors::{AttemptResult, Clock, Decision, RouteError, RouteRequest, SystemClock};
+use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::api_error::{ApiError, ApiErrorKind};
+use crate::node::app::AppState;
+use crate::node::live::LiveConfig;
+use crate::node::metrics;
+use crate::node::reply::{self, RouteHeaders};
+use crate::node::stream_relay::{self, StreamStart};
+use crate::node::upstream_request;
+use crate::proxy::body_rewrite::{parse_request, rewrite};
+use crate::proxy::stream_watch::StreamFormat;
+use crate::proxy::usage::response_usage;
+
+/// Largest upstream body the router reads whole (errors and non-streaming answers).
+const MAX_UPSTREAM_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// One routing endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    ChatCompletions,
+    Completions,
+    Embeddings,
+    Responses,
+    Messages,
+}
+
+impl Endpoint {
+    pub fn format(self) -> JournalFormat {
+        match self {
+            Endpoint::Messages => JournalFormat::Anthropic,
+            _ => JournalFormat::Openai,
+        }
+    }
+
+    fn stream_format(self) -> StreamFormat {
+        match self {
+            Endpoint::ChatCompletions | Endpoint::Embeddings => StreamFormat::OpenAiChat,
+            Endpoint::Completions => StreamFormat::OpenAiCompletions,
+            Endpoint::Responses => StreamFormat::OpenAiResponses,
+            Endpoint::Messages => StreamFormat::Anthropic,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "chat_completions",
+            Endpoint::Completions => "completions",
+            Endpoint::Embeddings => "embeddings",
+            Endpoint::Responses => "responses",
+            Endpoint::Messages => "messages",
+        }
+    }
+}
+
+/// The last real upstream failure, which decides the answer when the tries run out (§7).
+enum LastFailure {
+    Upstream {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+    },
+    Class(OutcomeClass, String),
+}
+
+/// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
+pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key: bool) -> bool {
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let x_api_key = allow_x_api_key
+        .then(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .flatten();
+    match bearer.or(x_api_key) {
+        Some(key) => live.is_client_key(key.trim()),
+        None => false,
+    }
+}
+
+fn client_request_id(headers: &HeaderMap) -> Option<String> {
+    let id = headers.get("x-request-id")?.to_str().ok()?;
+    let valid = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    valid.then(|| id.to_string())
+}
+
+fn is_json_content_type(headers: &HeaderMap) -> bool {
+    match headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
+        None => true,
+        Some(value) => {
+            let value = value.to_ascii_lowercase();
+            value.starts_with("application/json") || value.contains("+json")
+        }
+    }
+}
+
+async fn read_client_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) => {
+            if error.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                Err(ApiError::new(
+                    ApiErrorKind::RequestTooLarge,
+                    format!("request body is larger than max_body_bytes ({limit} bytes)"),
+                ))
+            } else {
+                Err(ApiError::new(
+                    ApiErrorKind::InvalidJson,
+                    "could not read the request body",
+                ))
+            }
+        }
+    }
+}
+
+/// Handles one client request on a routing endpoint.
+pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Response {
+    let started = StdInstant::now();
+    let anthropic = endpoint == Endpoint::Messages;
+    let (parts, body) = request.into_parts();
+    let request_id = client_request_id(&parts.headers).unwrap_or_else(|| app.next_request_id());
+    let mut route = RouteHeaders {
+        request_id: request_id.clone(),
+        ..RouteHeaders::default()
+    };
+    let live = app.inner.live.load_full();
+    let fail = |error: ApiError, route: &RouteHeaders| {
+        metrics::request_finished(endpoint, error.status().as_u16());
+        reply::api_error(&error, anthropic, route)
+    };
+    if !client_authorized(&live, &parts.headers, anthropic) {
+        return fail(
+            ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
+            &route,
+        );
+    }
+    let Some(router) = app.router().cloned() else {
+        return fail(
+            ApiError::new(
+                ApiErrorKind::NoAvailableTarget,
+                "the router is starting: replaying its journal",
+            ),
+            &route,
+        );
+    };
+    if !is_json_content_type(&parts.headers) {
+        return fail(
+            ApiError::new(
+                ApiErrorKind::InvalidJson,
+                "the body must be JSON (Content-Type: application/json)",
+            ),
+            &route,
+        );
+    }
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > live.max_body_bytes as u64) {
+        return fail(
+            ApiError::new(
+                ApiErrorKind::RequestTooLarge,
+                format!(
+                    "request body is larger than max_body_bytes ({} bytes)",
+                    live.max_body_bytes
+                ),
+            ),
+            &route,
+        );
+    }
+    let client_body = match read_client_body(body, live.max_body_bytes).await {
+        Ok(body) => body,
+        Err(error) => return fail(error, &route),
+    };
+    let info = match parse_request(&client_body) {
+        Ok(info) => info,
+        Err(error) => return fail(ApiError::from(error), &route),
+    };
+    let route_request = RouteRequest {
+        request_id: request_id.clone(),
+        model: info.model.clone(),
+        format: endpoint.format(),
+    };
+    let mut decision = match router.route(route_request).await {
+        Ok(decision) => decision,
+        Err(RouteError::UnknownModel(model)) => {
+            return fail(
+                ApiError::new(
+                    ApiErrorKind::ModelNotFound,
+                    format!("model `{model}` not found: no combo and no provider/model of that name"),
+                ),
+                &route,
+            )
+        }
+        Err(RouteError::NoTarget(unroutable)) => {
+            let kind = if unroutable.status == 429 {
+                ApiErrorKind::AllTargetsLocked
+            } else {
+                ApiErrorKind::NoAvailableTarget
+            };
+            let message = if unroutable.status == 429 {
+                "every target of this model is rate limited or cooling down"
+            } else {
+                "no target of this model can serve now"
+            };
+            return fail(
+                ApiError::blocked(kind, message, unroutable.blocked, unroutable.retry_after_ms),
+                &route,
+            );
+        }
+        Err(RouteError::Unavailable(reason)) => {
+            return fail(
+                ApiError::new(ApiErrorKind::NoAvailableTarget, format!("router unavailable: {reason}")),
+                &route,
+            )
+        }
+    };
+
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map(|pq| pq.as_str())
+        .unwrap_or("/")
+        .strip_prefix("/v1")
+        .unwrap_or("/")
+        .to_string();
+    let deadline = Instant::now() + live.request_timeout;
+    let force_include_usage =
+        info.stream && !anthropic && !info.include_usage_requested && endpoint != Endpoint::Responses;
+    let mut upstream_time = Duration::ZERO;
+    let mut counted_failures = 0u32;
+    let mut last_failure: Option<LastFailure> = None;
+
+    loop {
+        let Some(target) = decision.current().cloned() else {
+            break;
+        };
+        route.connection = Some(target.connection.to_string());
+        route.model = Some(target.model.to_string());
+        route.attempts = decision.attempt();
+        let (Some(provider), Some((credential, auth))) = (
+            live.providers.get(&*target.provider),
+            live.credentials.get(&*target.connection),
+        ) else {
+            // The config changed under this request: treat as a network failure of the target.
+            decision.report(AttemptResult::failure(OutcomeClass::Network, None));
+            last_failure = Some(LastFailure::Class(OutcomeClass::Network, "target left the config".into()));
+            if !failover(&mut decision, &mut counted_failures, OutcomeClass::Network).await {
+                break;
+            }
+            continue;
+        };
+        let upstream_body = rewrite(&client_body, &info, &target.model, force_include_usage);
+        let upstream_request = match upstream_request::build(
+            provider,
+            credential,
+            *auth,
+            &path_and_query,
+            &parts.headers,
+            &request_id,
+            upstream_body,
+        ) {
+            Ok(request) => request,
+            Err(_) => {
+                decision.report(AttemptResult::failure(OutcomeClass::Network, None));
+                last_failure = Some(LastFailure::Class(OutcomeClass::Network, "bad upstream URL".into()));
+                if !failover(&mut decision, &mut counted_failures, OutcomeClass::Network).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        let sent_at = StdInstant::now();
+        let timeout = stream_relay::remaining(deadline);
+        let now_ms = SystemClock.now_ms();
+        let response = match app.inner.client.send(upstream_request, timeout).await {
+            Ok(response) => response,
+            Err(transport) => {
+                upstream_time += sent_at.elapsed();
+                let class = transport_class(transport);
+                metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+                decision.report(AttemptResult::failure(class, None));
+                last_failure = Some(LastFailure::Class(class, format!("{transport:?}")));
+                if !failover(&mut decision, &mut counted_failures, class).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        let status = response.status();
+        let upstream_headers = response.headers().clone();
+        let usage_readings = readings_from_headers(&upstream_headers, &target.model, now_ms);
+
+        if status.is_success() && info.stream {
+            let first_token_deadline = deadline.min(Instant::now() + live.first_token_timeout);
+            let is_event_stream = upstream_headers
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("text/event-stream"));
+            let start = if is_event_stream {
+                stream_relay::open(
+                    response.into_body(),
+                    endpoint.stream_format(),
+                    force_include_usage,
+                    first_token_deadline,
+                )
+                .await
+            } else {
+                StreamStart::Failed {
+                    class: OutcomeClass::ServerError,
+                    message: "asked for a stream, got no event stream".to_string(),
+                }
+            };
+            upstream_time += sent_at.elapsed();
+            match start {
+                StreamStart::Committed(stream) => {
+                    metrics::attempt(&target.provider, &target.connection, OutcomeClass::Success, sent_at.elapsed());
+                    route.overhead_us = overhead_us(started, upstream_time);
+                    let (sender, receiver) = mpsc::channel(64);
+                    let mut result = AttemptResult::success(status.as_u16(), 0, 0);
+                    result.stream = true;
+                    result.usage = usage_readings;
+                    tokio::spawn(stream_relay::relay(stream, sender, decision, result, deadline));
+                    let body = Body::from_stream(futures_util::stream::unfold(receiver, |mut rx| async move {
+                        rx.recv().await.map(|item| (item, rx))
+                    }));
+                    let mut response = Response::new(body);
+                    let headers = response.headers_mut();
+                    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+                    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                    route.apply(headers);
+                    metrics::request_finished(endpoint, 200);
+                    metrics::overhead(route.overhead_us);
+                    return response;
+                }
+                StreamStart::Failed { class, message } => {
+                    metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+                    let mut result = AttemptResult::failure(class, Some(status.as_u16()));
+                    result.stream = true;
+                    result.message = Some(message.clone());
+                    result.usage = usage_readings;
+                    decision.report(result);
+                    last_failure = Some(LastFailure::Class(class, message));
+                    if !failover(&mut decision, &mut counted_failures, class).await {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
+
+        // Not a stream (or an error before one): read the whole body.
+        let body = match tokio::time::timeout_at(
+            deadline,
+            Limited::new(response.into_body(), MAX_UPSTREAM_BODY_BYTES).collect(),
+        )
+        .await
+        {
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(_)) => Err(TransportFailure::Reset),
+            Err(_) => Err(TransportFailure::Timeout),
+        };
+        upstream_time += sent_at.elapsed();
+        let body = match body {
+            Ok(body) => body,
+            Err(transport) => {
+                let class = transport_class(transport);
+                metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+                decision.report(AttemptResult::failure(class, Some(status.as_u16())));
+                last_failure = Some(LastFailure::Class(class, "upstream body did not arrive".into()));
+                if !failover(&mut decision, &mut counted_failures, class).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        if status.is_success() {
+            match response_usage(endpoint.format(), &body) {
+                Ok(counts) => {
+                    metrics::attempt(&target.provider, &target.connection, OutcomeClass::Success, sent_at.elapsed());
+                    let (tokens_in, tokens_out) =
+                        counts.map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
+                    let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
+                    result.usage = usage_readings;
+                    decision.report(result);
+                    route.overhead_us = overhead_us(started, upstream_time);
+                    let mut response = Response::new(Body::from(body));
+                    *response.status_mut() = status;
+                    let content_type = upstream_headers
+                        .get(CONTENT_TYPE)
+                        .cloned()
+                        .unwrap_or(HeaderValue::from_static("application/json"));
+                    response.headers_mut().insert(CONTENT_TYPE, content_type);
+                    route.apply(response.headers_mut());
+                    metrics::request_finished(endpoint, status.as_u16());
+                    metrics::overhead(route.overhead_us);
+                    return response;
+                }
+                Err(_) => {
+                    // A 2xx whose body cannot be parsed is a server error (behaviour §3).
+                    let class = OutcomeClass::ServerError;
+                    metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+                    let mut result = AttemptResult::failure(class, Some(status.as_u16()));
+                    result.message = Some("2xx answer that is not JSON".to_string());
+                    decision.report(result);
+                    last_failure = Some(LastFailure::Class(class, "upstream answered 2xx with a body that is not JSON".into()));
+                    if !failover(&mut decision, &mut counted_failures, class).await {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
+
+        let classification = classify(
+            &UpstreamReply {
+                status: Some(status.as_u16()),
+                headers: &upstream_headers,
+                body: &body,
+                transport: None,
+                format: endpoint.format(),
+            },
+            now_ms,
+        );
+        let class = classification.class;
+        metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+        let mut result = AttemptResult::failure(class, Some(status.as_u16()));
+        result.error_code = classification.error_code;
+        result.message = classification.message;
+        result.reset_hint_ms = classification.reset_hint_ms;
+        result.usage = usage_readings;
+        decision.report(result);
+        if class == OutcomeClass::ClientError {
+            // A client error is returned as is and never fails over (behaviour §3).
+            route.overhead_us = overhead_us(started, upstream_time);
+            metrics::request_finished(endpoint, status.as_u16());
+            return reply::passthrough(status, &upstream_headers, &body, &live, &route);
+        }
+        last_failure = Some(LastFailure::Upstream {
+            status,
+            headers: upstream_headers,
+            body,
+        });
+        if !failover(&mut decision, &mut counted_failures, class).await {
+            break;
+        }
+    }
+
+    route.attempts = decision.attempt();
+    route.overhead_us = overhead_us(started, upstream_time);
+    let response = final_failure(last_failure, anthropic, &live, &route, &decision);
+    metrics::request_finished(endpoint, response.status().as_u16());
+    response
+}
+
+/// Moves to the next target when the class fails over and the budgets allow (behaviour §3).
+async fn failover(decision: &mut Decision, counted_failures: &mut u32, class: OutcomeClass) -> bool {
+    let class_rules = rules(class);
+    if !class_rules.fails_over {
+        return false;
+    }
+    if class_rules.counts_as_attempt {
+        *counted_failures += 1;
+    }
+    if *counted_failures >= decision.max_attempts
+        || decision.attempt() >= decision.max_upstream_requests
+    {
+        return false;
+    }
+    matches!(decision.failover().await, Ok(Some(_)))
+}
+
+fn transport_class(transport: TransportFailure) -> OutcomeClass {
+    match transport {
+        TransportFailure::Timeout => OutcomeClass::Timeout,
+        _ => OutcomeClass::Network,
+    }
+}
+
+fn overhead_us(started: StdInstant, upstream_time: Duration) -> u64 {
+    started
+        .elapsed()
+        .saturating_sub(upstream_time)
+        .as_micros()
+        .min(u128::from(u64::MAX)) as u64
+}
+
+/// The answer when the tries ran out after real upstream failures (behaviour §7).
+fn final_failure(
+    last: Option<LastFailure>,
+    anthropic: bool,
+    live: &Arc<LiveConfig>,
+    route: &RouteHeaders,
+    decision: &Decision,
+) -> Response {
+    match last {
+        Some(LastFailure::Upstream {
+            status,
+            headers,
+            body,
+        }) => match status.as_u16() {
+            429 | 500 | 502 | 503 | 504 => reply::passthrough(status, &headers, &body, live, route),
+            529 => reply::passthrough(StatusCode::SERVICE_UNAVAILABLE, &headers, &body, live, route),
+            400 | 404 => reply::api_error(
+                &ApiError::new(
+                    ApiErrorKind::ModelNotFound,
+                    "the model is not available on any target",
+                ),
+                anthropic,
+                route,
+            ),
+            408 => upstream_timeout(anthropic, route),
+            code => reply::api_error(
+                &ApiError::new(
+                    ApiErrorKind::UpstreamError,
+                    format!("upstream answered {code} on every target tried"),
+                ),
+                anthropic,
+                route,
+            ),
+        },
+        Some(LastFailure::Class(OutcomeClass::Timeout, _)) => upstream_timeout(anthropic, route),
+        Some(LastFailure::Class(_, message)) => reply::api_error(
+            &ApiError::new(ApiErrorKind::UpstreamError, format!("upstream failed: {message}")),
+            anthropic,
+            route,
+        ),
+        None => reply::api_error(
+            &ApiError::blocked(
+                ApiErrorKind::NoAvailableTarget,
+                "no target could be tried",
+                decision.skipped().to_vec(),
+                None,
+            ),
+            anthropic,
+            route,
+        ),
+    }
+}
+
+fn upstream_timeout(anthropic: bool, route: &RouteHeaders) -> Response {
+    reply::api_error(
+        &ApiError::new(ApiErrorKind::UpstreamTimeout, "the upstream did not answer in time"),
+        anthropic,
+        route,
+    )
+}

@@ -1,0 +1,33 @@
+//! Reloading the config file (SIGHUP or `POST /admin/reload`): validate it whole, then swap the
+//! live config and hand the new topology to the router, which keeps everything learned about
+//! connections that remain. `listen` and `journal.*` take effect only after a restart.
+
+use crate::config;
+use crate::node::app::AppState;
+use crate::node::live::LiveConfig;
+
+/// A short digest of a config text, to tell configs apart in the journal.
+pub fn digest(text: &str) -> String {
+    format!("{:08x}", crc32fast::hash(text.as_bytes()))
+}
+
+/// Reloads from the node's config path; `Err` holds every validation error, one per line.
+pub async fn reload(app: &AppState) -> Result<String, String> {
+    let Some(path) = app.inner.config_path.clone() else {
+        return Err("this node was started without a config file (demo): nothing to reload".into());
+    };
+    let Some(router) = app.router() else {
+        return Err("the router is still replaying its journal".into());
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|error| format!("{}: cannot read the file: {error}", path.display()))?;
+    let config = config::load(&path).map_err(|errors| errors.to_string())?;
+    let topology = config::topology::topology(&config, &digest(&text));
+    app.inner.live.store(std::sync::Arc::new(LiveConfig::from_config(&config)));
+    router
+        .reload(topology)
+        .await
+        .map_err(|error| format!("reload failed: {error}"))?;
+    tracing::info!(path = %path.display(), "config reloaded");
+    Ok(config.summary())
+}

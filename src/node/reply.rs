@@ -1,0 +1,95 @@
+//! Building the client's responses: the router's own errors (contract table, both body shapes,
+//! `Retry-After`), upstream errors passed through with echoed keys masked, and the
+//! `x-quotaroute-*` headers every routed response carries.
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::StatusCode;
+
+use crate::api_error::{mask_upstream_body, ApiError};
+use crate::node::live::LiveConfig;
+
+/// Where a routed response went, for the `x-quotaroute-*` headers.
+#[derive(Debug, Clone, Default)]
+pub struct RouteHeaders {
+    pub connection: Option<String>,
+    pub model: Option<String>,
+    pub attempts: u32,
+    pub overhead_us: u64,
+    pub request_id: String,
+}
+
+impl RouteHeaders {
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        let mut put = |name: &'static str, value: &str| {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        };
+        if let Some(connection) = &self.connection {
+            put("x-quotaroute-connection", connection);
+        }
+        if let Some(model) = &self.model {
+            put("x-quotaroute-model", model);
+        }
+        put("x-quotaroute-attempts", &self.attempts.to_string());
+        put("x-quotaroute-overhead-us", &self.overhead_us.to_string());
+        put("x-request-id", &self.request_id);
+    }
+}
+
+/// A JSON response with the route headers.
+pub fn json(status: StatusCode, body: impl Into<Body>, route: &RouteHeaders) -> Response {
+    let mut response = Response::new(body.into());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    route.apply(response.headers_mut());
+    response
+}
+
+/// One of the router's own errors, in the endpoint's shape.
+pub fn api_error(error: &ApiError, anthropic: bool, route: &RouteHeaders) -> Response {
+    let mut response = json(error.status(), error.body(anthropic), route);
+    if let Some(seconds) = error.retry_after_header() {
+        if let Ok(value) = HeaderValue::from_str(&seconds) {
+            response.headers_mut().insert(RETRY_AFTER, value);
+        }
+    }
+    response
+}
+
+/// One of the router's own errors on a path that routes nothing (no `x-quotaroute-*`).
+pub fn error_only(error: &ApiError, anthropic: bool) -> Response {
+    let mut response = Response::new(Body::from(error.body(anthropic)));
+    *response.status_mut() = error.status();
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// An upstream error passed through: its status (or `status_override`), its body with any
+/// echoed key masked, its content type and `Retry-After`.
+pub fn passthrough(
+    status: StatusCode,
+    upstream_headers: &HeaderMap,
+    body: &Bytes,
+    live: &LiveConfig,
+    route: &RouteHeaders,
+) -> Response {
+    let secrets: Vec<&str> = live.upstream_secrets.iter().map(|s| s.expose()).collect();
+    let masked = mask_upstream_body(body, &secrets);
+    let mut response = Response::new(Body::from(masked));
+    *response.status_mut() = status;
+    for name in [CONTENT_TYPE, RETRY_AFTER] {
+        if let Some(value) = upstream_headers.get(&name) {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    route.apply(response.headers_mut());
+    response
+}

@@ -1,0 +1,158 @@
+//! Starting and stopping a node: bind, serve `/healthz` (503) while the journal replays, then
+//! route; on stop, refuse new connections, let in-flight requests finish within
+//! `shutdown_grace_ms`, record `node_stopped` and flush the journal.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::serve::ListenerExt;
+use quotaroute_actors::{Router, RouterOptions, SharedClock, SystemClock};
+use quotaroute_journal::{JournalError, SledJournal, SledOptions, WriterConfig};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{self, Config};
+use crate::node::app::AppState;
+use crate::node::http::routes;
+use crate::node::live::LiveConfig;
+use crate::node::metrics;
+use crate::node::reload::digest;
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("cannot listen on {addr}: {reason}")]
+    Bind { addr: SocketAddr, reason: String },
+    #[error("cannot open the journal: {0}")]
+    Journal(#[from] JournalError),
+    #[error("cannot start the router: {0}")]
+    Router(String),
+}
+
+/// How to run the node beyond what the config says.
+pub struct NodeOptions {
+    /// The config file (for reloads); `None` for an embedded config.
+    pub config_path: Option<PathBuf>,
+    /// The config's text, for the digest journaled with `config_loaded`.
+    pub config_text: String,
+    pub clock: SharedClock,
+    /// Overrides `server.listen` (e.g. `demo --listen`, or port 0 in tests).
+    pub listen: Option<SocketAddr>,
+}
+
+impl NodeOptions {
+    pub fn from_file(path: PathBuf, config_text: String) -> Self {
+        NodeOptions {
+            config_path: Some(path),
+            config_text,
+            clock: Arc::new(SystemClock),
+            listen: None,
+        }
+    }
+}
+
+/// A running node.
+pub struct RunningNode {
+    pub addr: SocketAddr,
+    pub app: AppState,
+    stop: watch::Sender<bool>,
+    server: JoinHandle<()>,
+    grace: Duration,
+}
+
+impl RunningNode {
+    /// Starts a node: binds first (so `/healthz` answers 503 during replay), then replays the
+    /// journal and starts routing.
+    pub async fn start(config: Config, options: NodeOptions) -> Result<RunningNode, NodeError> {
+        let addr = options.listen.unwrap_or(config.server.listen);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|error| NodeError::Bind {
+                addr,
+                reason: error.to_string(),
+            })?;
+        let addr = listener.local_addr().map_err(|error| NodeError::Bind {
+            addr,
+            reason: error.to_string(),
+        })?;
+        let app = AppState::new(
+            LiveConfig::from_config(&config),
+            metrics::install(),
+            options.config_path.clone(),
+        );
+        let (stop, mut stopped) = watch::channel(false);
+        let service = routes(app.clone());
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let server = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            };
+            if let Err(error) = axum::serve(listener, service)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::error!(%error, "server stopped");
+            }
+        });
+
+        let journal = SledJournal::open(&config.journal.path, SledOptions::default())?;
+        let _ = app.inner.journal_reader.set(journal.reader());
+        let topology = config::topology::topology(&config, &digest(&options.config_text));
+        let router = Router::start(
+            topology,
+            Box::new(journal),
+            RouterOptions {
+                writer: WriterConfig {
+                    flush_every_ms: config.journal.flush_every_ms,
+                    max_queue_events: config.journal.max_queue_events,
+                    retention_hours: config.journal.retention_hours,
+                    ..WriterConfig::default()
+                },
+                snapshot_every_events: config.journal.snapshot_every_events,
+                clock: options.clock.clone(),
+            },
+        )
+        .await
+        .map_err(|error| NodeError::Router(error.to_string()))?;
+        let recovery = router.recovery();
+        tracing::info!(
+            %addr,
+            replayed = recovery.events_replayed,
+            snapshot_seq = ?recovery.snapshot_seq,
+            damaged = recovery.damaged.len(),
+            "journal replayed; routing"
+        );
+        for damage in &recovery.damaged {
+            tracing::warn!(seq = damage.seq, reason = %damage.reason, "damaged journal record skipped");
+        }
+        app.set_router(router);
+        Ok(RunningNode {
+            addr,
+            app,
+            stop,
+            server,
+            grace: Duration::from_millis(config.server.shutdown_grace_ms),
+        })
+    }
+
+    /// Stops accepting, lets in-flight requests finish (bounded by `shutdown_grace_ms`),
+    /// records `node_stopped` and flushes the journal.
+    pub async fn stop(self, reason: &str) -> Result<(), NodeError> {
+        let _ = self.stop.send(true);
+        if tokio::time::timeout(self.grace, self.server).await.is_err() {
+            tracing::warn!("shutdown grace passed with requests still in flight");
+        }
+        if let Some(router) = self.app.router() {
+            router
+                .clone()
+                .shutdown(reason)
+                .await
+                .map_err(|error| NodeError::Router(error.to_string()))?;
+        }
+        Ok(())
+    }
+}
