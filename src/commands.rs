@@ -45,13 +45,14 @@ pub async fn serve(path: &Path) -> u8 {
             return 1;
         }
     };
-    let node = match RunningNode::start(config, NodeOptions::from_file(path.to_path_buf(), text)).await {
-        Ok(node) => node,
-        Err(error) => {
-            eprintln!("quotaroute: {error}");
-            return 1;
-        }
-    };
+    let node =
+        match RunningNode::start(config, NodeOptions::from_file(path.to_path_buf(), text)).await {
+            Ok(node) => node,
+            Err(error) => {
+                eprintln!("quotaroute: {error}");
+                return 1;
+            }
+        };
     tracing::info!(addr = %node.addr, "quotaroute serving");
     let reason = wait_for_stop(&node).await;
     match node.stop(&reason).await {

@@ -19,7 +19,11 @@ use crate::node::reload;
 pub fn admin_refusal(app: &AppState, headers: &HeaderMap) -> Option<Response> {
     let live = app.live();
     let Some(admin_key) = &live.admin_key else {
-        return Some(admin_error(StatusCode::NOT_FOUND, "not_found", "the admin API is off (no server.admin_key)"));
+        return Some(admin_error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "the admin API is off (no server.admin_key)",
+        ));
     };
     let presented = headers
         .get(http::header::AUTHORIZATION)
@@ -76,11 +80,19 @@ macro_rules! guard {
 }
 
 fn internal(error: impl std::fmt::Display) -> Response {
-    admin_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &error.to_string())
+    admin_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        &error.to_string(),
+    )
 }
 
 fn unknown(what: &str, name: &str) -> Response {
-    admin_error(StatusCode::NOT_FOUND, "not_found", &format!("unknown {what} `{name}`"))
+    admin_error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        &format!("unknown {what} `{name}`"),
+    )
 }
 
 pub async fn state(State(app): State<AppState>, headers: HeaderMap) -> Response {
@@ -109,7 +121,10 @@ pub async fn clear_lockout(
 ) -> Response {
     let router = guard!(app, headers);
     match router.clear_lockout(&connection, &model).await {
-        Ok(true) => json_response(StatusCode::OK, &json!({"cleared": true, "connection": connection, "model": model})),
+        Ok(true) => json_response(
+            StatusCode::OK,
+            &json!({"cleared": true, "connection": connection, "model": model}),
+        ),
         Ok(false) => admin_error(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -127,7 +142,10 @@ pub async fn clear_connection(
 ) -> Response {
     let router = guard!(app, headers);
     match router.clear_connection(&id).await {
-        Ok(cleared) => json_response(StatusCode::OK, &json!({"cleared": cleared, "connection": id})),
+        Ok(cleared) => json_response(
+            StatusCode::OK,
+            &json!({"cleared": cleared, "connection": id}),
+        ),
         Err(quotaroute_actors::RouterError::UnknownConnection(id)) => unknown("connection", &id),
         Err(error) => internal(error),
     }
@@ -140,7 +158,10 @@ pub async fn reset_breaker(
 ) -> Response {
     let router = guard!(app, headers);
     match router.reset_breaker(&name).await {
-        Ok(_) => json_response(StatusCode::OK, &json!({"provider": name, "breaker": "CLOSED"})),
+        Ok(_) => json_response(
+            StatusCode::OK,
+            &json!({"provider": name, "breaker": "CLOSED"}),
+        ),
         Err(quotaroute_actors::RouterError::UnknownProvider(name)) => unknown("provider", &name),
         Err(error) => internal(error),
     }
@@ -173,7 +194,10 @@ pub async fn push_usage(
     };
     let window_ok = push.window == "5h"
         || push.window == "7d"
-        || push.window.strip_prefix("7d:").is_some_and(|m| !m.is_empty());
+        || push
+            .window
+            .strip_prefix("7d:")
+            .is_some_and(|m| !m.is_empty());
     if !window_ok {
         return admin_error(
             StatusCode::BAD_REQUEST,
@@ -182,7 +206,11 @@ pub async fn push_usage(
         );
     }
     if !(0.0..=100.0).contains(&push.used_pct) || push.used_pct.is_nan() {
-        return admin_error(StatusCode::BAD_REQUEST, "invalid_used_pct", "used_pct must be within 0..=100");
+        return admin_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_used_pct",
+            "used_pct must be within 0..=100",
+        );
     }
     let resets_at_ms = match push.resets_at.as_deref().map(humantime::parse_rfc3339_weak) {
         None => None,
@@ -191,14 +219,21 @@ pub async fn push_usage(
             .ok()
             .map(|d| d.as_millis() as u64),
         Some(Err(_)) => {
-            return admin_error(StatusCode::BAD_REQUEST, "invalid_resets_at", "resets_at must be an RFC 3339 time")
+            return admin_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_resets_at",
+                "resets_at must be an RFC 3339 time",
+            )
         }
     };
     match router
         .push_usage(&id, &push.window, push.used_pct, resets_at_ms)
         .await
     {
-        Ok(()) => json_response(StatusCode::OK, &json!({"connection": id, "window": push.window})),
+        Ok(()) => json_response(
+            StatusCode::OK,
+            &json!({"connection": id, "window": push.window}),
+        ),
         Err(quotaroute_actors::RouterError::UnknownConnection(id)) => unknown("connection", &id),
         Err(error) => internal(error),
     }
@@ -207,7 +242,10 @@ pub async fn push_usage(
 pub async fn reload_config(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let _router = guard!(app, headers);
     match reload::reload(&app).await {
-        Ok(summary) => json_response(StatusCode::OK, &json!({"reloaded": true, "summary": summary})),
+        Ok(summary) => json_response(
+            StatusCode::OK,
+            &json!({"reloaded": true, "summary": summary}),
+        ),
         Err(errors) => admin_error(StatusCode::BAD_REQUEST, "invalid_config", &errors),
     }
 }
@@ -221,7 +259,10 @@ pub async fn journal(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let router = guard!(app, headers);
-    let since_seq = query.get("since_seq").and_then(|v| v.parse().ok()).unwrap_or(0u64);
+    let since_seq = query
+        .get("since_seq")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0u64);
     let limit = query
         .get("limit")
         .and_then(|v| v.parse().ok())
@@ -229,7 +270,11 @@ pub async fn journal(
         .min(JOURNAL_PAGE_MAX);
     let _ = router.flush().await;
     let Some(reader) = app.inner.journal_reader.get() else {
-        return admin_error(StatusCode::NOT_FOUND, "not_found", "this node has no readable journal");
+        return admin_error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "this node has no readable journal",
+        );
     };
     let mut out = String::new();
     for item in reader.read_from(since_seq).take(limit) {

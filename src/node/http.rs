@@ -18,7 +18,9 @@ use crate::node::reply;
 /// The node's routes.
 pub fn routes(app: AppState) -> axum::Router {
     let endpoint = |endpoint: Endpoint| {
-        post(move |State(app): State<AppState>, request: Request| proxy::handle(app, endpoint, request))
+        post(move |State(app): State<AppState>, request: Request| {
+            proxy::handle(app, endpoint, request)
+        })
     };
     axum::Router::new()
         .route("/v1/chat/completions", endpoint(Endpoint::ChatCompletions))
@@ -31,10 +33,19 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/metrics", get(metrics_text))
         .route("/admin/state", get(admin::state))
         .route("/admin/lockouts", get(admin::lockouts))
-        .route("/admin/lockouts/{connection}/{*model}", delete(admin::clear_lockout))
-        .route("/admin/connections/{id}/clear", post(admin::clear_connection))
+        .route(
+            "/admin/lockouts/{connection}/{*model}",
+            delete(admin::clear_lockout),
+        )
+        .route(
+            "/admin/connections/{id}/clear",
+            post(admin::clear_connection),
+        )
         .route("/admin/connections/{id}/usage", post(admin::push_usage))
-        .route("/admin/providers/{name}/breaker/reset", post(admin::reset_breaker))
+        .route(
+            "/admin/providers/{name}/breaker/reset",
+            post(admin::reset_breaker),
+        )
         .route("/admin/reload", post(admin::reload_config))
         .route("/admin/journal", get(admin::journal))
         .fallback(not_found)
@@ -44,10 +55,17 @@ pub fn routes(app: AppState) -> axum::Router {
 async fn not_found(request: Request) -> Response {
     let path = request.uri().path().to_string();
     if path.starts_with("/admin/") {
-        return admin::admin_error(StatusCode::NOT_FOUND, "not_found", &format!("no admin path {path}"));
+        return admin::admin_error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            &format!("no admin path {path}"),
+        );
     }
     reply::error_only(
-        &ApiError::new(ApiErrorKind::ModelNotFound, format!("no such endpoint: {path}")),
+        &ApiError::new(
+            ApiErrorKind::ModelNotFound,
+            format!("no such endpoint: {path}"),
+        ),
         false,
     )
 }

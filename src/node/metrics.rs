@@ -20,8 +20,8 @@ pub fn install() -> Option<PrometheusHandle> {
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()
                 .set_buckets(&[
-                    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25,
-                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5,
+                    1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                 ])
                 .ok()?;
             builder.install_recorder().ok()
@@ -88,9 +88,13 @@ fn publish_state(state: &AdminState) {
             .set(f64::from(connection.in_flight));
         gauge!("quotaroute_cooldown_remaining_seconds", "connection" => id.clone())
             .set(connection.cooldown_remaining_ms as f64 / 1000.0);
-        gauge!("quotaroute_connection_disabled", "connection" => id.clone())
-            .set(if connection.disabled.is_some() { 1.0 } else { 0.0 });
-        gauge!("quotaroute_lockouts", "connection" => id)
-            .set(connection.lockouts.len() as f64);
+        gauge!("quotaroute_connection_disabled", "connection" => id.clone()).set(
+            if connection.disabled.is_some() {
+                1.0
+            } else {
+                0.0
+            },
+        );
+        gauge!("quotaroute_lockouts", "connection" => id).set(connection.lockouts.len() as f64);
     }
 }

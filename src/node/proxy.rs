@@ -121,7 +121,10 @@ async fn read_client_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) => {
-            if error.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+            if error
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
                 Err(ApiError::new(
                     ApiErrorKind::RequestTooLarge,
                     format!("request body is larger than max_body_bytes ({limit} bytes)"),
@@ -205,40 +208,44 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         model: info.model.clone(),
         format: endpoint.format(),
     };
-    let mut decision = match router.route(route_request).await {
-        Ok(decision) => decision,
-        Err(RouteError::UnknownModel(model)) => {
-            return fail(
+    let mut decision =
+        match router.route(route_request).await {
+            Ok(decision) => decision,
+            Err(RouteError::UnknownModel(model)) => return fail(
                 ApiError::new(
                     ApiErrorKind::ModelNotFound,
-                    format!("model `{model}` not found: no combo and no provider/model of that name"),
+                    format!(
+                        "model `{model}` not found: no combo and no provider/model of that name"
+                    ),
                 ),
                 &route,
-            )
-        }
-        Err(RouteError::NoTarget(unroutable)) => {
-            let kind = if unroutable.status == 429 {
-                ApiErrorKind::AllTargetsLocked
-            } else {
-                ApiErrorKind::NoAvailableTarget
-            };
-            let message = if unroutable.status == 429 {
-                "every target of this model is rate limited or cooling down"
-            } else {
-                "no target of this model can serve now"
-            };
-            return fail(
-                ApiError::blocked(kind, message, unroutable.blocked, unroutable.retry_after_ms),
-                &route,
-            );
-        }
-        Err(RouteError::Unavailable(reason)) => {
-            return fail(
-                ApiError::new(ApiErrorKind::NoAvailableTarget, format!("router unavailable: {reason}")),
-                &route,
-            )
-        }
-    };
+            ),
+            Err(RouteError::NoTarget(unroutable)) => {
+                let kind = if unroutable.status == 429 {
+                    ApiErrorKind::AllTargetsLocked
+                } else {
+                    ApiErrorKind::NoAvailableTarget
+                };
+                let message = if unroutable.status == 429 {
+                    "every target of this model is rate limited or cooling down"
+                } else {
+                    "no target of this model can serve now"
+                };
+                return fail(
+                    ApiError::blocked(kind, message, unroutable.blocked, unroutable.retry_after_ms),
+                    &route,
+                );
+            }
+            Err(RouteError::Unavailable(reason)) => {
+                return fail(
+                    ApiError::new(
+                        ApiErrorKind::NoAvailableTarget,
+                        format!("router unavailable: {reason}"),
+                    ),
+                    &route,
+                )
+            }
+        };
 
     let path_and_query = parts
         .uri
@@ -249,8 +256,10 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         .unwrap_or("/")
         .to_string();
     let deadline = Instant::now() + live.request_timeout;
-    let force_include_usage =
-        info.stream && !anthropic && !info.include_usage_requested && endpoint != Endpoint::Responses;
+    let force_include_usage = info.stream
+        && !anthropic
+        && !info.include_usage_requested
+        && endpoint != Endpoint::Responses;
     let mut upstream_time = Duration::ZERO;
     let mut counted_failures = 0u32;
     let mut last_failure: Option<LastFailure> = None;
@@ -268,7 +277,10 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         ) else {
             // The config changed under this request: treat as a network failure of the target.
             decision.report(AttemptResult::failure(OutcomeClass::Network, None));
-            last_failure = Some(LastFailure::Class(OutcomeClass::Network, "target left the config".into()));
+            last_failure = Some(LastFailure::Class(
+                OutcomeClass::Network,
+                "target left the config".into(),
+            ));
             if !failover(&mut decision, &mut counted_failures, OutcomeClass::Network).await {
                 break;
             }
@@ -287,7 +299,10 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             Ok(request) => request,
             Err(_) => {
                 decision.report(AttemptResult::failure(OutcomeClass::Network, None));
-                last_failure = Some(LastFailure::Class(OutcomeClass::Network, "bad upstream URL".into()));
+                last_failure = Some(LastFailure::Class(
+                    OutcomeClass::Network,
+                    "bad upstream URL".into(),
+                ));
                 if !failover(&mut decision, &mut counted_failures, OutcomeClass::Network).await {
                     break;
                 }
@@ -302,7 +317,12 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             Err(transport) => {
                 upstream_time += sent_at.elapsed();
                 let class = transport_class(transport);
-                metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+                metrics::attempt(
+                    &target.provider,
+                    &target.connection,
+                    class,
+                    sent_at.elapsed(),
+                );
                 decision.report(AttemptResult::failure(class, None));
                 last_failure = Some(LastFailure::Class(class, format!("{transport:?}")));
                 if !failover(&mut decision, &mut counted_failures, class).await {
@@ -338,27 +358,43 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             upstream_time += sent_at.elapsed();
             match start {
                 StreamStart::Committed(stream) => {
-                    metrics::attempt(&target.provider, &target.connection, OutcomeClass::Success, sent_at.elapsed());
+                    metrics::attempt(
+                        &target.provider,
+                        &target.connection,
+                        OutcomeClass::Success,
+                        sent_at.elapsed(),
+                    );
                     route.overhead_us = overhead_us(started, upstream_time);
                     let (sender, receiver) = mpsc::channel(64);
                     let mut result = AttemptResult::success(status.as_u16(), 0, 0);
                     result.stream = true;
                     result.usage = usage_readings;
-                    tokio::spawn(stream_relay::relay(stream, sender, decision, result, deadline));
-                    let body = Body::from_stream(futures_util::stream::unfold(receiver, |mut rx| async move {
-                        rx.recv().await.map(|item| (item, rx))
-                    }));
+                    tokio::spawn(stream_relay::relay(
+                        stream, sender, decision, result, deadline,
+                    ));
+                    let body = Body::from_stream(futures_util::stream::unfold(
+                        receiver,
+                        |mut rx| async move { rx.recv().await.map(|item| (item, rx)) },
+                    ));
                     let mut response = Response::new(body);
                     let headers = response.headers_mut();
                     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-                    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                    headers.insert(
+                        http::header::CACHE_CONTROL,
+                        HeaderValue::from_static("no-cache"),
+                    );
                     route.apply(headers);
                     metrics::request_finished(endpoint, 200);
                     metrics::overhead(route.overhead_us);
                     return response;
                 }
                 StreamStart::Failed { class, message } => {
-                    metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+                    metrics::attempt(
+                        &target.provider,
+                        &target.connection,
+                        class,
+                        sent_at.elapsed(),
+                    );
                     let mut result = AttemptResult::failure(class, Some(status.as_u16()));
                     result.stream = true;
                     result.message = Some(message.clone());
@@ -389,9 +425,17 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             Ok(body) => body,
             Err(transport) => {
                 let class = transport_class(transport);
-                metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+                metrics::attempt(
+                    &target.provider,
+                    &target.connection,
+                    class,
+                    sent_at.elapsed(),
+                );
                 decision.report(AttemptResult::failure(class, Some(status.as_u16())));
-                last_failure = Some(LastFailure::Class(class, "upstream body did not arrive".into()));
+                last_failure = Some(LastFailure::Class(
+                    class,
+                    "upstream body did not arrive".into(),
+                ));
                 if !failover(&mut decision, &mut counted_failures, class).await {
                     break;
                 }
@@ -401,7 +445,12 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         if status.is_success() {
             match response_usage(endpoint.format(), &body) {
                 Ok(counts) => {
-                    metrics::attempt(&target.provider, &target.connection, OutcomeClass::Success, sent_at.elapsed());
+                    metrics::attempt(
+                        &target.provider,
+                        &target.connection,
+                        OutcomeClass::Success,
+                        sent_at.elapsed(),
+                    );
                     let (tokens_in, tokens_out) =
                         counts.map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
                     let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
@@ -423,11 +472,19 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 Err(_) => {
                     // A 2xx whose body cannot be parsed is a server error (behaviour §3).
                     let class = OutcomeClass::ServerError;
-                    metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+                    metrics::attempt(
+                        &target.provider,
+                        &target.connection,
+                        class,
+                        sent_at.elapsed(),
+                    );
                     let mut result = AttemptResult::failure(class, Some(status.as_u16()));
                     result.message = Some("2xx answer that is not JSON".to_string());
                     decision.report(result);
-                    last_failure = Some(LastFailure::Class(class, "upstream answered 2xx with a body that is not JSON".into()));
+                    last_failure = Some(LastFailure::Class(
+                        class,
+                        "upstream answered 2xx with a body that is not JSON".into(),
+                    ));
                     if !failover(&mut decision, &mut counted_failures, class).await {
                         break;
                     }
@@ -447,7 +504,12 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             now_ms,
         );
         let class = classification.class;
-        metrics::attempt(&target.provider, &target.connection, class, sent_at.elapsed());
+        metrics::attempt(
+            &target.provider,
+            &target.connection,
+            class,
+            sent_at.elapsed(),
+        );
         let mut result = AttemptResult::failure(class, Some(status.as_u16()));
         result.error_code = classification.error_code;
         result.message = classification.message;
@@ -478,7 +540,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
 }
 
 /// Moves to the next target when the class fails over and the budgets allow (behaviour §3).
-async fn failover(decision: &mut Decision, counted_failures: &mut u32, class: OutcomeClass) -> bool {
+async fn failover(
+    decision: &mut Decision,
+    counted_failures: &mut u32,
+    class: OutcomeClass,
+) -> bool {
     let class_rules = rules(class);
     if !class_rules.fails_over {
         return false;
@@ -524,7 +590,13 @@ fn final_failure(
             body,
         }) => match status.as_u16() {
             429 | 500 | 502 | 503 | 504 => reply::passthrough(status, &headers, &body, live, route),
-            529 => reply::passthrough(StatusCode::SERVICE_UNAVAILABLE, &headers, &body, live, route),
+            529 => reply::passthrough(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &headers,
+                &body,
+                live,
+                route,
+            ),
             400 | 404 => reply::api_error(
                 &ApiError::new(
                     ApiErrorKind::ModelNotFound,
@@ -545,7 +617,10 @@ fn final_failure(
         },
         Some(LastFailure::Class(OutcomeClass::Timeout, _)) => upstream_timeout(anthropic, route),
         Some(LastFailure::Class(_, message)) => reply::api_error(
-            &ApiError::new(ApiErrorKind::UpstreamError, format!("upstream failed: {message}")),
+            &ApiError::new(
+                ApiErrorKind::UpstreamError,
+                format!("upstream failed: {message}"),
+            ),
             anthropic,
             route,
         ),
@@ -564,7 +639,10 @@ fn final_failure(
 
 fn upstream_timeout(anthropic: bool, route: &RouteHeaders) -> Response {
     reply::api_error(
-        &ApiError::new(ApiErrorKind::UpstreamTimeout, "the upstream did not answer in time"),
+        &ApiError::new(
+            ApiErrorKind::UpstreamTimeout,
+            "the upstream did not answer in time",
+        ),
         anthropic,
         route,
     )

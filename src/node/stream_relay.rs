@@ -166,7 +166,10 @@ pub async fn relay(
     while !stream.finished {
         let frame = match tokio::time::timeout_at(deadline, stream.body.frame()).await {
             Err(_) => {
-                failure = Some((OutcomeClass::Timeout, "request_timeout_ms passed".to_string()));
+                failure = Some((
+                    OutcomeClass::Timeout,
+                    "request_timeout_ms passed".to_string(),
+                ));
                 break;
             }
             Ok(None) => {
@@ -177,14 +180,20 @@ pub async fn relay(
                 None
             }
             Ok(Some(Err(error))) => {
-                failure = Some((OutcomeClass::Network, format!("upstream stream broke: {error}")));
+                failure = Some((
+                    OutcomeClass::Network,
+                    format!("upstream stream broke: {error}"),
+                ));
                 break;
             }
             Ok(Some(Ok(frame))) => frame.into_data().ok(),
         };
         if let Some(data) = frame {
             if stream.parser.feed(&data, &mut events).is_err() {
-                failure = Some((OutcomeClass::ServerError, "unreadable event stream".to_string()));
+                failure = Some((
+                    OutcomeClass::ServerError,
+                    "unreadable event stream".to_string(),
+                ));
                 break;
             }
         }
@@ -220,7 +229,12 @@ pub async fn relay(
         result.message = Some(message.clone());
         result.after_first_content = true;
     }
-    finish(&mut decision, result, &stream.usage, failure.map(|(class, _)| class));
+    finish(
+        &mut decision,
+        result,
+        &stream.usage,
+        failure.map(|(class, _)| class),
+    );
 }
 
 fn finish(

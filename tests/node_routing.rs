@@ -1,0 +1,333 @@
+//! The node end to end on loopback against the mock upstream: routing, failover, lockouts,
+//! the breaker, the error bodies and headers of the contract.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use serde_json::{json, Value};
+use support::*;
+
+#[tokio::test]
+async fn s2_requests_spread_2_1_1_and_carry_route_headers() {
+    let harness = Harness::start().await;
+    let mut served: BTreeMap<String, u32> = BTreeMap::new();
+    for _ in 0..40 {
+        let response = harness.chat("team").await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(header(&response, "x-quotaroute-model"), "gpt-4o-mini");
+        assert_eq!(header(&response, "x-quotaroute-attempts"), "1");
+        assert!(header(&response, "x-quotaroute-overhead-us")
+            .parse::<u64>()
+            .is_ok());
+        let connection = header(&response, "x-quotaroute-connection");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["object"], "chat.completion");
+        *served.entry(connection).or_default() += 1;
+    }
+    assert_eq!(served["oa-1"], 20);
+    assert_eq!(served["oa-2"], 10);
+    assert_eq!(served["oa-3"], 10);
+    // The mock saw the connections' own keys, never the client's.
+    let stats = harness.mock.stats();
+    assert_eq!(stats.for_key(&upstream_key("oa-1")), 20);
+    assert_eq!(stats.for_key(CLIENT_KEY), 0);
+}
+
+#[tokio::test]
+async fn s4_a_429_locks_one_model_on_one_key_and_the_client_still_succeeds() {
+    let harness = Harness::start().await;
+    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
+        reset: ResetForm::RetryAfterSeconds(120),
+    })
+    .for_key(upstream_key("oa-1"))
+    .for_model("gpt-4o-mini")]);
+    for _ in 0..12 {
+        let response = harness.chat("team").await;
+        assert_eq!(response.status(), 200, "failover hides the 429");
+        assert_ne!(header(&response, "x-quotaroute-connection"), "oa-1");
+    }
+    harness.settle().await;
+    let lockouts = harness.admin_get("/admin/lockouts").await;
+    let lockouts = lockouts["lockouts"].as_array().unwrap();
+    assert_eq!(lockouts.len(), 1);
+    assert_eq!(lockouts[0]["connection"], "oa-1");
+    assert_eq!(lockouts[0]["model"], "gpt-4o-mini");
+    assert_eq!(lockouts[0]["reason"], "rate_limited");
+    let remaining = lockouts[0]["remaining_ms"].as_u64().unwrap();
+    assert!(remaining > 110_000 && remaining <= 120_000, "{remaining}");
+    // The same key still serves another model (implicit provider/model combo).
+    let response = harness.chat("openai/gpt-4o").await;
+    assert_eq!(response.status(), 200);
+    // oa-1 got exactly one upstream request for the locked model.
+    assert_eq!(
+        harness
+            .mock
+            .stats()
+            .for_key_model(&upstream_key("oa-1"), "gpt-4o-mini"),
+        1
+    );
+}
+
+#[tokio::test]
+async fn s7_all_keys_locked_answers_429_with_retry_after_and_blocked_list() {
+    let harness = Harness::start().await;
+    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
+        reset: ResetForm::RetryAfterSeconds(30),
+    })
+    .for_model("gpt-4o-mini")]);
+    let first = harness.chat("team").await;
+    // Three keys tried, three 429s: the upstream 429 is passed through.
+    assert_eq!(first.status(), 429);
+    assert_eq!(header(&first, "x-quotaroute-attempts"), "3");
+    harness.settle().await;
+    let response = harness.chat("team").await;
+    assert_eq!(response.status(), 429);
+    let retry_after: u64 = header(&response, "retry-after").parse().unwrap();
+    assert!((28..=30).contains(&retry_after), "{retry_after}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "rate_limit_error");
+    assert_eq!(body["error"]["code"], "all_targets_locked");
+    let blocked = body["error"]["blocked"].as_array().unwrap();
+    assert_eq!(blocked.len(), 3);
+    assert!(blocked.iter().all(|b| b["reason"] == "rate_limited"));
+    assert!(!body.to_string().contains("sk-mock"));
+}
+
+#[tokio::test]
+async fn s5_a_503_storm_opens_the_breaker_and_a_probe_closes_it() {
+    let harness = Harness::start_with(
+        "\n[defaults.breaker]\ndedup_ms = 1\nreset_ms = 300\n[defaults.cooldown]\nbase_ms = 1\nmax_ms = 1\n",
+    )
+    .await;
+    harness.mock.set_rules(vec![
+        Rule::always(Fault::Status(503)).for_model("claude-3-5-haiku")
+    ]);
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        let response = harness
+            .post_json(
+                "/v1/messages",
+                json!({"model": "claude", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}),
+            )
+            .await;
+        statuses.push(response.status().as_u16());
+        harness.settle().await;
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let state = harness.admin_get("/admin/state").await;
+    let anthropic = state["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "anthropic")
+        .unwrap()
+        .clone();
+    assert_eq!(anthropic["breaker"], "OPEN", "{statuses:?} {anthropic}");
+    let openai = state["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "openai")
+        .unwrap()
+        .clone();
+    assert_eq!(openai["breaker"], "CLOSED");
+    // While open: 503 with breaker_open, no upstream request.
+    let before = harness.mock.stats().total;
+    let response = harness
+        .post_json(
+            "/v1/messages",
+            json!({"model": "claude", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["code"], "no_available_target");
+    assert_eq!(harness.mock.stats().total, before);
+    // The upstream recovers; after the reset a probe closes the breaker.
+    harness.mock.clear_rules();
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let response = harness
+        .post_json(
+            "/v1/messages",
+            json!({"model": "claude", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    harness.settle().await;
+    let state = harness.admin_get("/admin/state").await;
+    let anthropic = state["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "anthropic")
+        .unwrap()
+        .clone();
+    assert_eq!(anthropic["breaker"], "CLOSED");
+}
+
+#[tokio::test]
+async fn contract_errors_for_bad_requests() {
+    let harness = Harness::start().await;
+    // No key.
+    let response = harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .json(&json!({"model": "team"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_api_key");
+    // Malformed JSON.
+    let response = harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_KEY)
+        .header("content-type", "application/json")
+        .body("{\"model\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_json");
+    // Missing model.
+    let response = harness
+        .post_json("/v1/chat/completions", json!({"messages": []}))
+        .await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "missing_model");
+    // Unknown model.
+    let response = harness.chat("no-such-model").await;
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "model_not_found");
+    // Oversize body.
+    let huge = "x".repeat(11 * 1024 * 1024);
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "team", "pad": huge}),
+        )
+        .await;
+    assert_eq!(response.status(), 413);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "request_too_large");
+    // A client error from upstream is returned as is and does not fail over.
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::Custom {
+            status: 400,
+            body: r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#.to_string(),
+        })
+        .times(1)]);
+    let response = harness.chat("team").await;
+    assert_eq!(response.status(), 400);
+    assert_eq!(header(&response, "x-quotaroute-attempts"), "1");
+}
+
+#[tokio::test]
+async fn admin_api_access_rules_and_models_list() {
+    let harness = Harness::start().await;
+    let no_key = harness
+        .client
+        .get(harness.url("/admin/state"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_key.status(), 401);
+    let client_key = harness
+        .client
+        .get(harness.url("/admin/state"))
+        .bearer_auth(CLIENT_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(client_key.status(), 403);
+    let state = harness.admin_get("/admin/state").await;
+    assert_eq!(state["connections"].as_array().unwrap().len(), 6);
+    assert!(!state.to_string().contains("sk-mock"));
+    let models: Value = harness
+        .client
+        .get(harness.url("/v1/models"))
+        .bearer_auth(CLIENT_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["object"], "list");
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"team"));
+    assert!(ids.contains(&"openai/gpt-4o-mini"));
+    let health: Value = harness
+        .client
+        .get(harness.url("/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ready");
+    let metrics = harness
+        .client
+        .get(harness.url("/metrics"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("quotaroute_breaker_state"));
+}
+
+#[tokio::test]
+async fn streaming_relays_chunks_and_withholds_the_usage_chunk_nobody_asked_for() {
+    let harness = Harness::start().await;
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "team", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert!(header(&response, "content-type").starts_with("text/event-stream"));
+    let text = response.text().await.unwrap();
+    assert!(text.contains("data: [DONE]"));
+    assert!(text.contains("\"delta\""));
+    assert!(
+        !text.contains("\"usage\":{"),
+        "usage chunk withheld: {text}"
+    );
+    // A stream that fails before content fails over cleanly: the client sees one stream.
+    harness.mock.set_rules(vec![
+        Rule::always(Fault::StreamFailBeforeContent).for_key(upstream_key("oa-1"))
+    ]);
+    for _ in 0..4 {
+        let response = harness
+            .post_json(
+                "/v1/chat/completions",
+                json!({"model": "team", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+            )
+            .await;
+        assert_eq!(response.status(), 200);
+        let text = response.text().await.unwrap();
+        assert!(text.contains("data: [DONE]"), "{text}");
+        assert!(!text.contains("\"error\""), "{text}");
+    }
+}
