@@ -4,6 +4,8 @@
 //! `cargo bench -p quotaroute-actors --bench router`. Prints one line per case; bounded to a
 //! few seconds per case. Targets (2 cores): ≥ 300k decisions/s; p99 ≤ 20 µs at 8 callers.
 
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // tests and benches fail loudly
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

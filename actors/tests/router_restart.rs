@@ -1,6 +1,8 @@
 //! Behaviour §8 through the actors: everything learned survives a restart, and the state rebuilt
 //! from the journal equals the live actors' own state at the same `now`.
 
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // tests and benches fail loudly
+
 mod support;
 
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! The router end to end through its actors: selection, lockouts, breaker, §7, admin.
 //! Time is a `ManualClock`; `settle()` waits for fire-and-forget reports to land.
 
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // tests and benches fail loudly
+
 mod support;
 
 use std::collections::BTreeMap;

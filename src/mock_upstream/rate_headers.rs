@@ -34,7 +34,7 @@ pub fn openai_duration(ms: u64) -> String {
     let hours = ms / 3_600_000;
     let minutes = ms / 60_000 % 60;
     let seconds_ms = ms % 60_000;
-    let seconds = if seconds_ms % 1000 == 0 {
+    let seconds = if seconds_ms.is_multiple_of(1000) {
         format!("{}s", seconds_ms / 1000)
     } else {
         let text = format!("{:.3}", seconds_ms as f64 / 1000.0);

@@ -277,12 +277,10 @@ pub async fn journal(
         );
     };
     let mut out = String::new();
-    for item in reader.read_from(since_seq).take(limit) {
-        if let Ok(envelope) = item {
-            if let Ok(line) = envelope_to_json(&envelope) {
-                out.push_str(&line);
-                out.push('\n');
-            }
+    for envelope in reader.read_from(since_seq).take(limit).flatten() {
+        if let Ok(line) = envelope_to_json(&envelope) {
+            out.push_str(&line);
+            out.push('\n');
         }
     }
     let mut response = Response::new(Body::from(out));

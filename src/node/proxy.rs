@@ -208,10 +208,10 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         model: info.model.clone(),
         format: endpoint.format(),
     };
-    let mut decision =
-        match router.route(route_request).await {
-            Ok(decision) => decision,
-            Err(RouteError::UnknownModel(model)) => return fail(
+    let mut decision = match router.route(route_request).await {
+        Ok(decision) => decision,
+        Err(RouteError::UnknownModel(model)) => {
+            return fail(
                 ApiError::new(
                     ApiErrorKind::ModelNotFound,
                     format!(
@@ -219,33 +219,34 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                     ),
                 ),
                 &route,
-            ),
-            Err(RouteError::NoTarget(unroutable)) => {
-                let kind = if unroutable.status == 429 {
-                    ApiErrorKind::AllTargetsLocked
-                } else {
-                    ApiErrorKind::NoAvailableTarget
-                };
-                let message = if unroutable.status == 429 {
-                    "every target of this model is rate limited or cooling down"
-                } else {
-                    "no target of this model can serve now"
-                };
-                return fail(
-                    ApiError::blocked(kind, message, unroutable.blocked, unroutable.retry_after_ms),
-                    &route,
-                );
-            }
-            Err(RouteError::Unavailable(reason)) => {
-                return fail(
-                    ApiError::new(
-                        ApiErrorKind::NoAvailableTarget,
-                        format!("router unavailable: {reason}"),
-                    ),
-                    &route,
-                )
-            }
-        };
+            )
+        }
+        Err(RouteError::NoTarget(unroutable)) => {
+            let kind = if unroutable.status == 429 {
+                ApiErrorKind::AllTargetsLocked
+            } else {
+                ApiErrorKind::NoAvailableTarget
+            };
+            let message = if unroutable.status == 429 {
+                "every target of this model is rate limited or cooling down"
+            } else {
+                "no target of this model can serve now"
+            };
+            return fail(
+                ApiError::blocked(kind, message, unroutable.blocked, unroutable.retry_after_ms),
+                &route,
+            );
+        }
+        Err(RouteError::Unavailable(reason)) => {
+            return fail(
+                ApiError::new(
+                    ApiErrorKind::NoAvailableTarget,
+                    format!("router unavailable: {reason}"),
+                ),
+                &route,
+            )
+        }
+    };
 
     let path_and_query = parts
         .uri
@@ -264,10 +265,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     let mut counted_failures = 0u32;
     let mut last_failure: Option<LastFailure> = None;
 
-    loop {
-        let Some(target) = decision.current().cloned() else {
-            break;
-        };
+    while let Some(target) = decision.current().cloned() {
         route.connection = Some(target.connection.to_string());
         route.model = Some(target.model.to_string());
         route.attempts = decision.attempt();

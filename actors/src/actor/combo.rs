@@ -120,7 +120,7 @@ pub enum ComboMsg {
     Reconfigure(Box<ComboSetup>),
     /// The combo's deficits (for admin state and tests).
     Deficits(RpcReplyPort<DrrDeficits>),
-    #[doc(hidden)]
+    /// Test hook: make the actor fail, to exercise supervision.
     Crash,
 }
 

@@ -38,7 +38,6 @@ pub enum ConnectionMsg {
     /// Replies once everything queued before it has been handled (see `Router::settle`).
     Ping(RpcReplyPort<()>),
     /// Test hook: make the actor fail, to exercise supervision.
-    #[doc(hidden)]
     Crash,
 }
 
