@@ -1,0 +1,159 @@
+//! Behaviour §8 with real process restarts: the node binary is killed with SIGKILL and started
+//! again on the same journal, and finds the same lockouts, disabled keys and breaker states.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use serde_json::{json, Value};
+use support::*;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn_node(config: &std::path::Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_quotaroute"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+async fn wait_ready(client: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(response) = client.get(format!("{base}/healthz")).send().await {
+            if response.status() == 200 {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "node did not become ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn admin_state(client: &reqwest::Client, base: &str) -> Value {
+    client
+        .get(format!("{base}/admin/state"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn provider<'a>(state: &'a Value, name: &str) -> &'a Value {
+    state["providers"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap()
+}
+
+fn connection<'a>(state: &'a Value, id: &str) -> &'a Value {
+    state["connections"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
+    let (mock_base, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let text = standard_config(
+        &mock_base,
+        &dir.path().join("journal"),
+        "\n[defaults.breaker]\ndedup_ms = 1\nreset_ms = 600000\n[defaults.cooldown]\nbase_ms = 1\nmax_ms = 1\n",
+    )
+    .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""));
+    let config = dir.path().join("quotaroute.toml");
+    std::fs::write(&config, text).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+
+    let mut node = spawn_node(&config);
+    wait_ready(&client, &base).await;
+    // A 429 locks gpt-4o-mini on oa-1 for 10 minutes; a 401 disables oa-2.
+    mock.set_rules(vec![
+        Rule::always(Fault::Status429 { reset: ResetForm::RetryAfterSeconds(600) })
+            .for_key(upstream_key("oa-1")),
+        Rule::always(Fault::Status(401)).for_key(upstream_key("oa-2")),
+        Rule::always(Fault::Status(503)).for_model("claude-3-5-haiku"),
+    ]);
+    for _ in 0..4 {
+        let response = client
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(CLIENT_KEY)
+            .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // A 503 storm over the three anthropic keys opens that provider's breaker.
+    for _ in 0..8 {
+        let _ = client
+            .post(format!("{base}/v1/messages"))
+            .bearer_auth(CLIENT_KEY)
+            .json(&json!({"model": "claude", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let before = admin_state(&client, &base).await;
+    assert_eq!(provider(&before, "anthropic")["breaker"], "OPEN");
+    assert_eq!(connection(&before, "oa-1")["lockouts"][0]["model"], "gpt-4o-mini");
+    assert_eq!(connection(&before, "oa-2")["disabled"]["reason"], "auth");
+
+    // Give the writer a few flush intervals (flush_every_ms = 10), then SIGKILL.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    node.kill().unwrap();
+    node.wait().unwrap();
+
+    let mut node = spawn_node(&config);
+    wait_ready(&client, &base).await;
+    let after = admin_state(&client, &base).await;
+    assert_eq!(provider(&after, "anthropic")["breaker"], "OPEN");
+    assert_eq!(provider(&after, "openai")["breaker"], "CLOSED");
+    let lock = &connection(&after, "oa-1")["lockouts"][0];
+    assert_eq!(lock["model"], "gpt-4o-mini");
+    assert_eq!(lock["reason"], "rate_limited");
+    assert!(lock["remaining_ms"].as_u64().unwrap() > 590_000);
+    assert_eq!(connection(&after, "oa-2")["disabled"]["reason"], "auth");
+    assert!(connection(&after, "oa-3")["disabled"].is_null());
+    // And it routes accordingly: only oa-3 serves the combo now.
+    mock.clear_rules();
+    for _ in 0..3 {
+        let response = client
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(CLIENT_KEY)
+            .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(header(&response, "x-quotaroute-connection"), "oa-3");
+    }
+    // A graceful stop records node_stopped.
+    sigterm(&node);
+    let status = node.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// SIGTERM through the `kill` command (no libc dependency in tests).
+fn sigterm(node: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &node.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
