@@ -57,11 +57,21 @@ async fn admin_state(client: &reqwest::Client, base: &str) -> Value {
 }
 
 fn provider<'a>(state: &'a Value, name: &str) -> &'a Value {
-    state["providers"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap()
+    state["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap()
 }
 
 fn connection<'a>(state: &'a Value, id: &str) -> &'a Value {
-    state["connections"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap()
+    state["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,8 +94,10 @@ async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
     wait_ready(&client, &base).await;
     // A 429 locks gpt-4o-mini on oa-1 for 10 minutes; a 401 disables oa-2.
     mock.set_rules(vec![
-        Rule::always(Fault::Status429 { reset: ResetForm::RetryAfterSeconds(600) })
-            .for_key(upstream_key("oa-1")),
+        Rule::always(Fault::Status429 {
+            reset: ResetForm::RetryAfterSeconds(600),
+        })
+        .for_key(upstream_key("oa-1")),
         Rule::always(Fault::Status(401)).for_key(upstream_key("oa-2")),
         Rule::always(Fault::Status(503)).for_model("claude-3-5-haiku"),
     ]);
@@ -112,7 +124,10 @@ async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
     }
     let before = admin_state(&client, &base).await;
     assert_eq!(provider(&before, "anthropic")["breaker"], "OPEN");
-    assert_eq!(connection(&before, "oa-1")["lockouts"][0]["model"], "gpt-4o-mini");
+    assert_eq!(
+        connection(&before, "oa-1")["lockouts"][0]["model"],
+        "gpt-4o-mini"
+    );
     assert_eq!(connection(&before, "oa-2")["disabled"]["reason"], "auth");
 
     // Give the writer a few flush intervals (flush_every_ms = 10), then SIGKILL.
