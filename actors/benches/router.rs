@@ -4,6 +4,9 @@
 //! `cargo bench -p quotaroute-actors --bench router`. Prints one line per case; bounded to a
 //! few seconds per case. Targets (2 cores): ≥ 300k decisions/s; p99 ≤ 20 µs at 8 callers.
 
+// A bench aborts on a broken setup, like a test.
+#![allow(clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -114,7 +117,7 @@ fn selector_alone() {
     let views: Vec<TargetView> = (0..TARGETS)
         .map(|i| TargetView {
             weight: 1 + (i as u32 % 3),
-            exec_key: format!("key-{i}/gpt-4o-mini"),
+            exec_key: format!("key-{i}/gpt-4o-mini").into(),
             hard_block: None,
             saturated: false,
             in_flight: (i % 4) as u32,

@@ -1,6 +1,9 @@
 //! The router end to end through its actors: selection, lockouts, breaker, §7, admin.
 //! Time is a `ManualClock`; `settle()` waits for fire-and-forget reports to land.
 
+// Integration tests (and the proptest bodies clippy does not see as tests) may unwrap.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -38,7 +38,7 @@ pub enum BreakerMsg {
     State(RpcReplyPort<BreakerState>),
     /// Replies once everything queued before it has been handled (see `Router::settle`).
     Ping(RpcReplyPort<()>),
-    #[doc(hidden)]
+    /// Test hook: make the actor fail, to exercise supervision.
     Crash,
 }
 

@@ -78,20 +78,36 @@ impl DrrDeficits {
     /// all of them are clamped to [−Σw, +Σw]. `chosen: None` (nothing served) or a chosen key
     /// outside the room (a strategy without DRR) changes nothing: no turn was taken.
     pub fn apply_turn(&mut self, room: &[(&str, u32)], chosen: Option<&str>) {
+        self.apply_turn_iter(room.iter().copied(), chosen);
+    }
+
+    /// [`DrrDeficits::apply_turn`] over any re-iterable room, so callers holding the keys
+    /// elsewhere (a combo's key table) need not collect them first. Updates stored deficits in
+    /// place; a key is allocated only the first time it takes part.
+    pub fn apply_turn_iter<'k, I>(&mut self, room: I, chosen: Option<&str>)
+    where
+        I: Iterator<Item = (&'k str, u32)> + Clone,
+    {
         let Some(chosen) = chosen else {
             return;
         };
-        if !room.iter().any(|(key, _)| *key == chosen) {
+        if !room.clone().any(|(key, _)| key == chosen) {
             return;
         }
-        let total = total_weight(room.iter().map(|(_, weight)| *weight));
+        let total = total_weight(room.clone().map(|(_, weight)| weight));
         for (key, weight) in room {
-            let mut deficit = self.entering(key, total) + i64::from(*weight);
-            if *key == chosen {
+            // Entries are applied in order, so a key listed twice sees its first update.
+            let mut deficit = self.entering(key, total) + i64::from(weight);
+            if key == chosen {
                 deficit -= total;
             }
-            self.by_key
-                .insert((*key).to_owned(), deficit.clamp(-total, total));
+            let deficit = deficit.clamp(-total, total);
+            match self.by_key.get_mut(key) {
+                Some(stored) => *stored = deficit,
+                None => {
+                    self.by_key.insert(key.to_owned(), deficit);
+                }
+            }
         }
     }
 }

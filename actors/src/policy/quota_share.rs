@@ -4,6 +4,7 @@
 //! and applies it through [`apply_route_decided`], the one path live and replay share.
 
 use std::str::FromStr;
+use std::sync::Arc;
 
 use quotaroute_journal::event::{BlockReason, RouteDecided, Skipped, TargetInfo};
 use serde::{Deserialize, Serialize};
@@ -68,8 +69,8 @@ impl FromStr for Strategy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetView {
     pub weight: u32,
-    /// `connection/model`.
-    pub exec_key: String,
+    /// `connection/model`, shared with the combo's key table (no copy per decision).
+    pub exec_key: Arc<str>,
     /// The first hard block found (breaker → connection → model lockout) and its remaining ms
     /// (`None` when it does not end by itself).
     pub hard_block: Option<(BlockReason, Option<u64>)>,
@@ -233,26 +234,53 @@ pub fn route_decided(
     }
 }
 
+/// A combo's targets as its DRR turn needs them — execution key and DRR weight by config
+/// index — resolved once per config generation (live: per combo setup; replay: cached per
+/// generation and combo), so applying a decision neither formats nor allocates.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DrrKeys {
+    keys: Arc<[(Arc<str>, u32)]>,
+}
+
+impl DrrKeys {
+    /// The key table of `targets` (the combo's config, in order) under `strategy`.
+    pub fn new(strategy: Strategy, targets: &[TargetInfo]) -> Self {
+        DrrKeys {
+            keys: targets
+                .iter()
+                .map(|target| {
+                    (
+                        Arc::from(exec_key(&target.connection, &target.model)),
+                        strategy.drr_weight(target.weight),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The execution key of config index `index`.
+    pub fn key(&self, index: usize) -> Option<&Arc<str>> {
+        self.keys.get(index).map(|(key, _)| key)
+    }
+
+    /// Key and DRR weight of a journaled index; `None` outside the table.
+    fn entry(&self, index: u16) -> Option<(&str, u32)> {
+        self.keys
+            .get(usize::from(index))
+            .map(|(key, weight)| (&**key, *weight))
+    }
+}
+
 /// Applies one journaled decision to the combo's deficits — live right after journaling it,
-/// and in replay. Indices outside `targets` are ignored.
-pub fn apply_route_decided(
-    deficits: &mut DrrDeficits,
-    strategy: Strategy,
-    targets: &[TargetInfo],
-    decided: &RouteDecided,
-) {
-    let key_of = |i: u16| {
-        targets
-            .get(usize::from(i))
-            .map(|target| (exec_key(&target.connection, &target.model), target.weight))
-    };
-    let room: Vec<(String, u32)> = decided.room.iter().filter_map(|i| key_of(*i)).collect();
-    let room: Vec<(&str, u32)> = room
-        .iter()
-        .map(|(key, weight)| (key.as_str(), strategy.drr_weight(*weight)))
-        .collect();
-    let chosen = decided.chosen.and_then(key_of).map(|(key, _)| key);
-    deficits.apply_turn(&room, chosen.as_deref());
+/// and in replay: the one function both run, so replay equals live by construction. Indices
+/// outside `keys` are ignored.
+pub fn apply_route_decided(deficits: &mut DrrDeficits, keys: &DrrKeys, decided: &RouteDecided) {
+    let room = decided.room.iter().filter_map(|i| keys.entry(*i));
+    let chosen = decided
+        .chosen
+        .and_then(|i| keys.entry(i))
+        .map(|(key, _)| key);
+    deficits.apply_turn_iter(room, chosen);
 }
 
 #[cfg(test)]
@@ -263,7 +291,7 @@ mod tests {
     fn view(i: usize) -> TargetView {
         TargetView {
             weight: 1,
-            exec_key: format!("c{i}/m"),
+            exec_key: format!("c{i}/m").into(),
             hard_block: None,
             saturated: false,
             in_flight: 0,
@@ -294,7 +322,7 @@ mod tests {
     fn turn(strategy: Strategy, targets: &[TargetView], deficits: &mut DrrDeficits) -> Selection {
         let selection = select(strategy, targets, deficits);
         let decided = route_decided(&selection, "r", 1, "combo", "m", &infos(targets));
-        apply_route_decided(deficits, strategy, &infos(targets), &decided);
+        apply_route_decided(deficits, &DrrKeys::new(strategy, &infos(targets)), &decided);
         selection
     }
 
@@ -500,17 +528,14 @@ mod tests {
             targets[0].in_flight = step % 2;
             let selection = select(Strategy::QuotaShare, &targets, &live);
             let decided = route_decided(&selection, "r", 1, "combo", "m", &infos(&targets));
-            apply_route_decided(&mut live, Strategy::QuotaShare, &infos(&targets), &decided);
+            let keys = DrrKeys::new(Strategy::QuotaShare, &infos(&targets));
+            apply_route_decided(&mut live, &keys, &decided);
             journal.push(decided);
         }
         let mut replayed = DrrDeficits::new();
         for decided in &journal {
-            apply_route_decided(
-                &mut replayed,
-                Strategy::QuotaShare,
-                &infos(&targets),
-                decided,
-            );
+            let keys = DrrKeys::new(Strategy::QuotaShare, &infos(&targets));
+            apply_route_decided(&mut replayed, &keys, decided);
         }
         assert_eq!(replayed, live);
         assert_ne!(live, DrrDeficits::new());

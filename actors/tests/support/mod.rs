@@ -1,6 +1,6 @@
 //! Shared test fixtures: small topologies and a router on an in-memory journal.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::sync::Arc;
 
