@@ -153,12 +153,24 @@ impl Decision {
             None
         };
         if let (Some(failure), Some(breaker)) = (signal, tables.breakers.get(&*target.provider)) {
-            let _ = breaker.cast(BreakerMsg::Signal(BreakerSignal {
-                connection: outcome.connection.clone(),
-                failure,
-                started_at_ms: current.started_at_ms,
-                was_probe,
-            }));
+            let hint = tables.breaker_hints.get(&*target.provider);
+            // A success on a CLOSED breaker with nothing counted changes nothing; the hint says
+            // so without a message (see `breaker_hint` for why this never loses a signal).
+            let skip = !failure && hint.is_some_and(|hint| hint.success_is_noop());
+            if !skip {
+                if let (true, Some(hint)) = (failure, hint) {
+                    hint.failure_sent();
+                }
+                let sent = breaker.cast(BreakerMsg::Signal(BreakerSignal {
+                    connection: outcome.connection.clone(),
+                    failure,
+                    started_at_ms: current.started_at_ms,
+                    was_probe,
+                }));
+                if let (true, Err(_), Some(hint)) = (failure, sent, hint) {
+                    hint.failure_done();
+                }
+            }
         }
         if let Some(connection) = tables.connections.get(&*target.connection) {
             let _ = connection.cast(ConnectionMsg::Outcome(Box::new(outcome)));

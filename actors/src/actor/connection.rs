@@ -77,11 +77,10 @@ impl ConnectionActorState {
     }
 
     fn push_view(&mut self, now_ms: u64, always: bool) {
-        let view = ConnectionView::of(&self.state, &self.spec, now_ms);
-        if !always && view == *self.last_view {
+        if !always && self.last_view.matches(&self.state, &self.spec, now_ms) {
             return;
         }
-        self.last_view = Arc::new(view);
+        self.last_view = Arc::new(ConnectionView::of(&self.state, &self.spec, now_ms));
         for combo in &self.subscribers {
             let _ = combo.cast(ComboMsg::ConnectionChanged(
                 self.spec.id.clone(),
@@ -122,7 +121,7 @@ impl Actor for ConnectionActor {
         let now_ms = state.clock.now_ms();
         match message {
             ConnectionMsg::Outcome(outcome) => {
-                let events = state.state.on_outcome(&outcome, now_ms, &state.spec);
+                let events = state.state.on_outcome_owned(*outcome, now_ms, &state.spec);
                 for event in &events {
                     log_state_change(event);
                 }

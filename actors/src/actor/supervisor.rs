@@ -172,6 +172,7 @@ impl SupervisorState {
             subscribers: self.subscribers_of_provider(provider),
             recorder: self.recorder.clone(),
             clock: self.clock.clone(),
+            hint: self.registry.breaker_hint(provider),
         };
         let (actor, _) = Actor::spawn_linked(None, BreakerActor, args, supervisor).await?;
         self.children
