@@ -88,9 +88,7 @@ impl BreakerActorState {
             next.apply(now_ms, event);
         }
         self.state = Arc::new(next);
-        let _ = self.recorder.cast(RecorderMsg::Record(
-            events.into_iter().map(|e| (now_ms, e)).collect(),
-        ));
+        let _ = self.recorder.cast(RecorderMsg::RecordAll(now_ms, events));
         self.push();
     }
 

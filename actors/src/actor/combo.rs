@@ -70,7 +70,11 @@ pub struct RouteRequest {
 /// A routing decision: ordered targets, the first one's permit already held.
 #[derive(Debug)]
 pub struct Routed {
-    pub order: Vec<Arc<RoutedTarget>>,
+    /// Every target of the combo (shared, one reference per decision rather than one per
+    /// target: those counts would bounce between the combo's and the caller's cores).
+    pub targets: Arc<[Arc<RoutedTarget>]>,
+    /// The decided order, as positions in `targets`.
+    pub order: Vec<usize>,
     /// Position in `order` of the target whose permit is held.
     pub position: usize,
     pub permit: Permit,
@@ -147,6 +151,8 @@ pub struct ComboState {
     /// Per target of `setup.targets` (same order): what `route` reads, resolved when the setup
     /// or a pushed copy changes rather than looked up by name per decision.
     slots: Vec<TargetSlot>,
+    /// `setup.targets`' routed targets, handed whole to every decision.
+    routed: Arc<[Arc<RoutedTarget>]>,
     /// Reused per decision so routing does not allocate its working lists.
     scratch: Scratch,
     registry: Arc<Registry>,
@@ -213,6 +219,7 @@ impl ComboState {
                 breaker: self.breaker_view(&runtime.target.provider),
             })
             .collect();
+        self.routed = targets.iter().map(|t| t.target.clone()).collect();
         self.setup.targets = targets;
     }
 
@@ -361,11 +368,15 @@ impl ComboState {
         apply_route_decided(&mut self.deficits, &self.setup.keys, &decided);
         let reply = match taken {
             Some((position, permit)) => RouteReply::Routed(Routed {
-                order: selection
-                    .order
-                    .iter()
-                    .map(|&i| runtime_at(i).target.clone())
-                    .collect(),
+                targets: self.routed.clone(),
+                order: {
+                    // The selection's list, re-pointed at `targets` in place.
+                    let mut order = selection.order;
+                    for i in &mut order {
+                        *i = positions[*i];
+                    }
+                    order
+                },
                 position,
                 permit,
                 skipped,
@@ -374,10 +385,9 @@ impl ComboState {
             }),
             None => RouteReply::Unroutable(unroutable(skipped, self.setup.spec.hold_ms)),
         };
-        let _ = self.recorder.cast(RecorderMsg::Record(vec![(
-            now_ms,
-            Event::RouteDecided(decided),
-        )]));
+        let _ = self
+            .recorder
+            .cast(RecorderMsg::RecordOne(now_ms, Event::RouteDecided(decided)));
         reply
     }
 
@@ -474,6 +484,7 @@ impl Actor for ComboActor {
             breakers: args.breakers,
             gates: HashMap::new(),
             slots: Vec::new(),
+            routed: Arc::new([]),
             scratch: Scratch::default(),
             registry: args.registry,
             recorder: args.recorder,

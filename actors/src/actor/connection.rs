@@ -70,9 +70,7 @@ impl ConnectionActorState {
         for event in &events {
             self.state.apply(now_ms, event);
         }
-        let _ = self.recorder.cast(RecorderMsg::Record(
-            events.into_iter().map(|e| (now_ms, e)).collect(),
-        ));
+        let _ = self.recorder.cast(RecorderMsg::RecordAll(now_ms, events));
         self.push_view(now_ms, false);
     }
 

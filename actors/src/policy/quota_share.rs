@@ -116,7 +116,7 @@ pub fn sum_weights(strategy: Strategy, targets: &[TargetView], indices: &[usize]
 pub fn select(strategy: Strategy, targets: &[TargetView], deficits: &DrrDeficits) -> Selection {
     // Step 0: hard blocks leave the list.
     let mut skipped = Vec::new();
-    let mut eligible = Vec::new();
+    let mut eligible = Vec::with_capacity(targets.len());
     for (index, target) in targets.iter().enumerate() {
         match target.hard_block {
             Some((reason, remaining_ms)) => skipped.push((index, reason, remaining_ms)),
@@ -130,11 +130,12 @@ pub fn select(strategy: Strategy, targets: &[TargetView], deficits: &DrrDeficits
             (eligible, Vec::new(), chosen)
         }
         Strategy::RoundRobin | Strategy::Weighted => {
-            let order = drr_order(strategy, targets, deficits, &eligible);
+            let mut order = Vec::with_capacity(eligible.len());
+            drr_order_into(strategy, targets, deficits, &eligible, &mut order);
             let chosen = order.first().copied();
             (order, eligible, chosen)
         }
-        Strategy::QuotaShare => quota_share(targets, deficits, eligible),
+        Strategy::QuotaShare => quota_share(targets, deficits, &eligible),
     };
     Selection {
         order,
@@ -144,29 +145,28 @@ pub fn select(strategy: Strategy, targets: &[TargetView], deficits: &DrrDeficits
     }
 }
 
-/// Steps 1–4 over the eligible targets: `(order, room, chosen)`.
+/// Steps 1–4 over the eligible targets: `(order, room, chosen)`. Groups are kept as predicates
+/// over `eligible` (config order) rather than partitioned into lists of their own.
 fn quota_share(
     targets: &[TargetView],
     deficits: &DrrDeficits,
-    eligible: Vec<usize>,
+    eligible: &[usize],
 ) -> (Vec<usize>, Vec<usize>, Option<usize>) {
     // Step 1: saturated targets go to the tail; all saturated → all eligible (fail-open).
-    let (mut unsaturated, mut saturated): (Vec<usize>, Vec<usize>) =
-        eligible.into_iter().partition(|i| !targets[*i].saturated);
-    if unsaturated.is_empty() {
-        std::mem::swap(&mut unsaturated, &mut saturated);
-    }
+    let all_saturated = eligible.iter().all(|i| targets[*i].saturated);
+    let unsaturated = |i: usize| all_saturated || !targets[i].saturated;
 
     // Step 2: at cap or degraded go behind those with room; none with room → all have room.
-    let (mut room, mut at_cap): (Vec<usize>, Vec<usize>) = unsaturated
-        .into_iter()
-        .partition(|i| !targets[*i].lacks_room());
-    if room.is_empty() {
-        std::mem::swap(&mut room, &mut at_cap);
-    }
+    let none_with_room = !eligible
+        .iter()
+        .any(|&i| unsaturated(i) && !targets[i].lacks_room());
+    let with_room = |i: usize| unsaturated(i) && (none_with_room || !targets[i].lacks_room());
+    let mut room = Vec::with_capacity(eligible.len());
+    room.extend(eligible.iter().copied().filter(|&i| with_room(i)));
 
     // Step 3: DRR over the targets with room.
-    let mut order = drr_order(Strategy::QuotaShare, targets, deficits, &room);
+    let mut order = Vec::with_capacity(eligible.len());
+    drr_order_into(Strategy::QuotaShare, targets, deficits, &room, &mut order);
 
     // Step 4: power of two choices — the runner-up wins only on strictly fewer in-flight.
     if let [first, second, ..] = order[..] {
@@ -176,27 +176,40 @@ fn quota_share(
     }
 
     let chosen = order.first().copied();
-    order.extend(at_cap);
-    order.extend(saturated);
+    // Then those at cap, then the saturated, each in config order.
+    let at_cap = |i: usize| unsaturated(i) && !with_room(i);
+    order.extend(eligible.iter().copied().filter(|&i| at_cap(i)));
+    order.extend(eligible.iter().copied().filter(|&i| !unsaturated(i)));
     (order, room, chosen)
 }
 
 /// The DRR ranking of `indices` (config indices, in config order).
+#[cfg(test)]
 fn drr_order(
     strategy: Strategy,
     targets: &[TargetView],
     deficits: &DrrDeficits,
     indices: &[usize],
 ) -> Vec<usize> {
-    let entries: Vec<RoomEntry<'_>> = indices
-        .iter()
-        .map(|index| RoomEntry {
-            key: &targets[*index].exec_key,
-            weight: strategy.drr_weight(targets[*index].weight),
-            config_index: *index,
-        })
-        .collect();
-    deficits.rank(&entries)
+    let mut order = Vec::with_capacity(indices.len());
+    drr_order_into(strategy, targets, deficits, indices, &mut order);
+    order
+}
+
+/// Appends the DRR ranking of `indices` (config indices, in config order) to `order`.
+fn drr_order_into(
+    strategy: Strategy,
+    targets: &[TargetView],
+    deficits: &DrrDeficits,
+    indices: &[usize],
+    order: &mut Vec<usize>,
+) {
+    let entries = indices.iter().map(|index| RoomEntry {
+        key: &targets[*index].exec_key,
+        weight: strategy.drr_weight(targets[*index].weight),
+        config_index: *index,
+    });
+    deficits.rank_into(entries, order);
 }
 
 /// Builds the journal record of a selection; `targets` is the combo's config, same order as
