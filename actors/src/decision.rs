@@ -4,7 +4,7 @@
 //! Reports are fire-and-forget `cast`s to the connection's and the provider's actors. Dropping
 //! the decision (client abort, panic) releases the held permit without reporting anything.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use quotaroute_journal::Skipped;
 use ractor::ActorRef;
@@ -31,7 +31,12 @@ struct CurrentAttempt {
 pub struct Decision {
     pub request_id: String,
     pub combo: String,
-    order: Vec<Arc<RoutedTarget>>,
+    /// Every target of the combo, shared with it.
+    all: Arc<[Arc<RoutedTarget>]>,
+    /// The decided order, as positions in `all`.
+    order: Vec<usize>,
+    /// `order` as targets, built on the first `targets()` call only.
+    ordered: OnceLock<Vec<Arc<RoutedTarget>>>,
     current: Option<CurrentAttempt>,
     /// Positions already tried (each target at most once per request).
     next_position: usize,
@@ -49,7 +54,7 @@ impl std::fmt::Debug for Decision {
         f.debug_struct("Decision")
             .field("request_id", &self.request_id)
             .field("combo", &self.combo)
-            .field("order", &self.order)
+            .field("order", &self.targets())
             .field("current", &self.current)
             .field("attempts", &self.attempts)
             .finish_non_exhaustive()
@@ -61,7 +66,8 @@ impl Decision {
     pub(crate) fn new(
         request_id: String,
         combo: String,
-        order: Vec<Arc<RoutedTarget>>,
+        all: Arc<[Arc<RoutedTarget>]>,
+        order: Vec<usize>,
         position: usize,
         permit: Permit,
         skipped: Vec<Skipped>,
@@ -74,7 +80,9 @@ impl Decision {
         Decision {
             request_id,
             combo,
+            all,
             order,
+            ordered: OnceLock::new(),
             current: Some(CurrentAttempt {
                 position,
                 permit,
@@ -93,14 +101,24 @@ impl Decision {
 
     /// The ordered targets: winner → rest with room → at cap → saturated.
     pub fn targets(&self) -> &[Arc<RoutedTarget>] {
-        &self.order
+        self.ordered.get_or_init(|| {
+            self.order
+                .iter()
+                .filter_map(|&i| self.all.get(i).cloned())
+                .collect()
+        })
+    }
+
+    /// The target at `position` in the decided order.
+    fn at(&self, position: usize) -> Option<&Arc<RoutedTarget>> {
+        self.order.get(position).and_then(|&i| self.all.get(i))
     }
 
     /// The target of the attempt in progress.
     pub fn current(&self) -> Option<&RoutedTarget> {
         self.current
             .as_ref()
-            .and_then(|c| self.order.get(c.position))
+            .and_then(|c| self.at(c.position))
             .map(|t| t.as_ref())
     }
 
@@ -125,7 +143,7 @@ impl Decision {
         let Some(current) = self.current.take() else {
             return false;
         };
-        let Some(target) = self.order.get(current.position).cloned() else {
+        let Some(target) = self.at(current.position) else {
             return false;
         };
         let now_ms = self.clock.now_ms();
@@ -153,12 +171,24 @@ impl Decision {
             None
         };
         if let (Some(failure), Some(breaker)) = (signal, tables.breakers.get(&*target.provider)) {
-            let _ = breaker.cast(BreakerMsg::Signal(BreakerSignal {
-                connection: outcome.connection.clone(),
-                failure,
-                started_at_ms: current.started_at_ms,
-                was_probe,
-            }));
+            let hint = tables.breaker_hints.get(&*target.provider);
+            // A success on a CLOSED breaker with nothing counted changes nothing; the hint says
+            // so without a message (see `breaker_hint` for why this never loses a signal).
+            let skip = !failure && hint.is_some_and(|hint| hint.success_is_noop());
+            if !skip {
+                if let (true, Some(hint)) = (failure, hint) {
+                    hint.failure_sent();
+                }
+                let sent = breaker.cast(BreakerMsg::Signal(BreakerSignal {
+                    connection: outcome.connection.clone(),
+                    failure,
+                    started_at_ms: current.started_at_ms,
+                    was_probe,
+                }));
+                if let (true, Err(_), Some(hint)) = (failure, sent, hint) {
+                    hint.failure_done();
+                }
+            }
         }
         if let Some(connection) = tables.connections.get(&*target.connection) {
             let _ = connection.cast(ConnectionMsg::Outcome(Box::new(outcome)));
@@ -174,7 +204,10 @@ impl Decision {
         if self.next_position >= self.order.len() {
             return Ok(None);
         }
-        let candidates: Vec<Arc<RoutedTarget>> = self.order[self.next_position..].to_vec();
+        let candidates: Vec<Arc<RoutedTarget>> = self.order[self.next_position..]
+            .iter()
+            .filter_map(|&i| self.all.get(i).cloned())
+            .collect();
         let base = self.next_position;
         let acquired = ractor::call!(
             self.combo_ref,
@@ -193,7 +226,7 @@ impl Decision {
                     permit,
                     started_at_ms: self.clock.now_ms(),
                 });
-                Ok(self.order.get(position).map(|t| t.as_ref()))
+                Ok(self.at(position).map(|t| t.as_ref()))
             }
             None => {
                 self.next_position = self.order.len();

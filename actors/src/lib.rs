@@ -10,13 +10,14 @@
 //! - [`router::Router`] — the front door: start from a topology and a journal, `route`,
 //!   `Decision::report`, `state`, admin operations, reload.
 //! - [`topology`] — what the node hands in (providers, connections, combos, settings).
-//! - [`permit`], [`registry`], [`view`], [`decision`], [`outcome`], [`clock`] — the plumbing
+//! - [`permit`], [`breaker_hint`], [`registry`], [`view`], [`decision`], [`outcome`], [`clock`] — the plumbing
 //!   between them.
 //!
 //! See `docs/runtime-semantics.md` for ordering, call vs cast and what happens on panic.
 
 pub mod actor;
 pub mod admin_state;
+pub mod breaker_hint;
 pub mod clock;
 pub mod decision;
 mod error;

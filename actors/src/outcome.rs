@@ -92,39 +92,44 @@ pub struct Outcome {
 impl Outcome {
     /// The journal's request event for this attempt.
     pub fn request_event(&self) -> quotaroute_journal::Event {
-        let r = &self.result;
+        self.clone().into_request_event()
+    }
+
+    /// [`Outcome::request_event`], moving the strings instead of copying them.
+    pub fn into_request_event(self) -> quotaroute_journal::Event {
+        let r = self.result;
         if r.class == OutcomeClass::Success {
             quotaroute_journal::Event::RequestSucceeded(RequestSucceeded {
-                request_id: self.request_id.clone(),
-                combo: self.combo.clone(),
-                provider: self.provider.clone(),
-                connection: self.connection.clone(),
-                model: self.model.clone(),
+                request_id: self.request_id,
+                combo: self.combo,
+                provider: self.provider,
+                connection: self.connection,
+                model: self.model,
                 status: r.status.unwrap_or(200),
                 attempt: self.attempt,
                 latency_ms: self.latency_ms,
                 tokens_in: r.tokens_in,
                 tokens_out: r.tokens_out,
                 stream: r.stream,
-                skipped: self.skipped.clone(),
+                skipped: self.skipped,
             })
         } else {
             quotaroute_journal::Event::RequestFailed(RequestFailed {
-                request_id: self.request_id.clone(),
-                combo: self.combo.clone(),
-                provider: self.provider.clone(),
-                connection: self.connection.clone(),
-                model: self.model.clone(),
+                request_id: self.request_id,
+                combo: self.combo,
+                provider: self.provider,
+                connection: self.connection,
+                model: self.model,
                 status: r.status,
                 class: r.class,
-                error_code: r.error_code.clone(),
-                message: r.message.clone(),
+                error_code: r.error_code,
+                message: r.message,
                 attempt: self.attempt,
                 latency_ms: self.latency_ms,
                 reset_hint_ms: r.reset_hint_ms,
                 stream: r.stream,
                 after_first_content: r.after_first_content,
-                skipped: self.skipped.clone(),
+                skipped: self.skipped,
             })
         }
     }

@@ -13,6 +13,7 @@ use ractor::ActorRef;
 use crate::actor::breaker::BreakerMsg;
 use crate::actor::combo::ComboMsg;
 use crate::actor::connection::ConnectionMsg;
+use crate::breaker_hint::BreakerHint;
 use crate::permit::{InFlight, SharedProbeGate};
 use crate::policy::breaker::ProbeGate;
 use crate::topology::Topology;
@@ -26,6 +27,8 @@ pub struct Tables {
     pub breakers: HashMap<String, ActorRef<BreakerMsg>>,
     pub in_flight: HashMap<String, Arc<InFlight>>,
     pub gates: HashMap<String, SharedProbeGate>,
+    /// Per provider: whether a success could change its breaker (see `breaker_hint`).
+    pub breaker_hints: HashMap<String, Arc<BreakerHint>>,
 }
 
 /// The shared registry.
@@ -85,6 +88,26 @@ impl Registry {
                 .gates
                 .entry(provider.to_string())
                 .or_insert_with(|| gate.clone())
+                .clone();
+            next
+        });
+        chosen
+    }
+
+    /// The breaker hint of a provider, created on first use and kept forever after (it must
+    /// outlive breaker restarts: reporters' pending failures are counted in it).
+    pub fn breaker_hint(&self, provider: &str) -> Arc<BreakerHint> {
+        if let Some(hint) = self.load().breaker_hints.get(provider) {
+            return hint.clone();
+        }
+        let hint = Arc::new(BreakerHint::default());
+        let mut chosen = hint.clone();
+        self.tables.rcu(|current| {
+            let mut next = Tables::clone(current);
+            chosen = next
+                .breaker_hints
+                .entry(provider.to_string())
+                .or_insert_with(|| hint.clone())
                 .clone();
             next
         });

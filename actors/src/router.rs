@@ -201,6 +201,7 @@ impl Router {
                     return Ok(Decision::new(
                         request.request_id,
                         request.model,
+                        routed.targets,
                         routed.order,
                         routed.position,
                         routed.permit,

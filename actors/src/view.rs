@@ -39,18 +39,18 @@ pub struct ConnectionView {
 impl ConnectionView {
     /// The view of `state` as of `now_ms`.
     pub fn of(state: &ConnectionState, spec: &ConnectionSpec, now_ms: u64) -> Self {
-        let saturated = state
-            .buckets
-            .views(now_ms, &spec.limits, &spec.buckets)
-            .into_iter()
-            .filter(|v| v.saturated)
-            .map(|v| saturated_window(&v, now_ms))
-            .collect();
         ConnectionView {
             health: state.health.clone(),
             lockouts: state.lockouts.clone(),
-            saturated,
+            saturated: saturated_windows(state, spec, now_ms),
         }
+    }
+
+    /// Whether [`ConnectionView::of`] would equal `self`, without copying the state.
+    pub fn matches(&self, state: &ConnectionState, spec: &ConnectionSpec, now_ms: u64) -> bool {
+        self.health == state.health
+            && self.lockouts == state.lockouts
+            && self.saturated == saturated_windows(state, spec, now_ms)
     }
 
     /// Connection block first, then the model's lockout.
@@ -68,6 +68,20 @@ impl ConnectionView {
             .iter()
             .any(|w| now_ms < w.until_ms && w.model.as_deref().is_none_or(|m| m == model))
     }
+}
+
+fn saturated_windows(
+    state: &ConnectionState,
+    spec: &ConnectionSpec,
+    now_ms: u64,
+) -> Vec<SaturatedWindow> {
+    state
+        .buckets
+        .views(now_ms, &spec.limits, &spec.buckets)
+        .into_iter()
+        .filter(|v| v.saturated)
+        .map(|v| saturated_window(&v, now_ms))
+        .collect()
 }
 
 fn saturated_window(view: &BucketView, now_ms: u64) -> SaturatedWindow {

@@ -1,7 +1,8 @@
 //! Behaviour §8 through the actors: everything learned survives a restart, and the state rebuilt
 //! from the journal equals the live actors' own state at the same `now`.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // tests and benches fail loudly
+// Integration tests (and the proptest bodies clippy does not see as tests) may unwrap.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 

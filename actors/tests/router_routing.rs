@@ -1,13 +1,14 @@
 //! The router end to end through its actors: selection, lockouts, breaker, §7, admin.
 //! Time is a `ManualClock`; `settle()` waits for fire-and-forget reports to land.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // tests and benches fail loudly
+// Integration tests (and the proptest bodies clippy does not see as tests) may unwrap.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
 use std::collections::BTreeMap;
 
-use quotaroute_actors::{AttemptResult, ManualClock, RouteError};
+use quotaroute_actors::{AttemptResult, Clock, ManualClock, RouteError};
 use quotaroute_journal::{BlockReason, MemoryJournal, OutcomeClass};
 use support::*;
 
@@ -252,4 +253,40 @@ async fn admin_clear_lockout_and_reset_breaker() {
     assert!(router.reset_breaker("p").await.is_ok());
     let folded = router.folded_state().await.unwrap();
     assert!(folded.last_seq > 0);
+}
+
+/// §5: a success counts against the breaker's failures even when it follows the same request's
+/// failure at once (failover) — the breaker hint must not let it be skipped.
+#[tokio::test]
+async fn s5_failover_success_right_after_a_server_error_uncounts_it() {
+    let clock = ManualClock::new(T0);
+    let router = start(pool_211(), MemoryJournal::new(), clock.clone()).await;
+    let settings = quotaroute_actors::policy::breaker::BreakerSettings::default();
+    for round in 0..20 {
+        let mut decision = router.route(request("team")).await.unwrap();
+        decision.report(AttemptResult::failure(OutcomeClass::ServerError, Some(500)));
+        assert!(decision.failover().await.unwrap().is_some());
+        decision.report(AttemptResult::success(200, 1, 1));
+        router.settle().await.unwrap();
+        let breaker = router.live_breaker_state("p").await.unwrap();
+        assert_eq!(
+            breaker.failures_at(clock.now_ms(), &settings),
+            0,
+            "round {round}"
+        );
+        // Past the dedup window, so the next failure counts again.
+        clock.advance(settings.dedup_ms);
+    }
+    // Successes on a quiet breaker still leave it CLOSED with nothing counted.
+    for _ in 0..10 {
+        let mut decision = router.route(request("team")).await.unwrap();
+        decision.report(AttemptResult::success(200, 1, 1));
+    }
+    router.settle().await.unwrap();
+    let folded = router.folded_state().await.unwrap();
+    assert_eq!(
+        folded.breaker("p"),
+        router.live_breaker_state("p").await.unwrap()
+    );
+    assert_eq!(router.state().await.unwrap().providers[0].breaker, "CLOSED");
 }

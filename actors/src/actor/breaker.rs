@@ -11,6 +11,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::actor::combo::ComboMsg;
 use crate::actor::recorder::RecorderMsg;
+use crate::breaker_hint::BreakerHint;
 use crate::clock::SharedClock;
 use crate::policy::breaker::{BreakerSettings, BreakerState};
 
@@ -51,6 +52,8 @@ pub struct BreakerArgs {
     pub subscribers: Vec<ActorRef<ComboMsg>>,
     pub recorder: ActorRef<RecorderMsg>,
     pub clock: SharedClock,
+    /// Published after every message so reporters can skip no-op successes.
+    pub hint: Arc<BreakerHint>,
 }
 
 pub struct BreakerActorState {
@@ -60,9 +63,16 @@ pub struct BreakerActorState {
     subscribers: Vec<ActorRef<ComboMsg>>,
     recorder: ActorRef<RecorderMsg>,
     clock: SharedClock,
+    hint: Arc<BreakerHint>,
 }
 
 impl BreakerActorState {
+    /// Tells reporters whether a success on the current state would change anything.
+    fn publish_hint(&self) {
+        self.hint
+            .publish(self.state.success_is_noop(&self.settings));
+    }
+
     fn commit(&mut self, now_ms: u64, events: Vec<Event>) {
         if events.is_empty() {
             return;
@@ -78,9 +88,7 @@ impl BreakerActorState {
             next.apply(now_ms, event);
         }
         self.state = Arc::new(next);
-        let _ = self.recorder.cast(RecorderMsg::Record(
-            events.into_iter().map(|e| (now_ms, e)).collect(),
-        ));
+        let _ = self.recorder.cast(RecorderMsg::RecordAll(now_ms, events));
         self.push();
     }
 
@@ -104,14 +112,17 @@ impl Actor for BreakerActor {
         _myself: ActorRef<Self::Msg>,
         args: BreakerArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(BreakerActorState {
+        let state = BreakerActorState {
             provider: args.provider,
             settings: args.settings,
             state: Arc::new(args.state),
             subscribers: args.subscribers,
             recorder: args.recorder,
             clock: args.clock,
-        })
+            hint: args.hint,
+        };
+        state.publish_hint();
+        Ok(state)
     }
 
     async fn handle(
@@ -133,6 +144,12 @@ impl Actor for BreakerActor {
                     &state.settings,
                 );
                 state.commit(now_ms, events);
+                // Publish the state this signal produced before counting it done (the order
+                // `breaker_hint` relies on).
+                state.publish_hint();
+                if signal.failure {
+                    state.hint.failure_done();
+                }
             }
             BreakerMsg::ProbeAdmitted => {
                 let events = state.state.on_probe_admitted(&state.provider, now_ms);
@@ -164,6 +181,7 @@ impl Actor for BreakerActor {
             }
             BreakerMsg::Crash => return Err(ActorProcessingErr::from("crash requested by a test")),
         }
+        state.publish_hint();
         Ok(())
     }
 }

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{ApiFormat, BlockReason, Event, RouteDecided, Skipped, TargetInfo};
+use quotaroute_journal::{ApiFormat, BlockReason, Event, RouteDecided, Skipped};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::actor::breaker::BreakerMsg;
@@ -17,7 +17,7 @@ use crate::clock::SharedClock;
 use crate::permit::{InFlight, Permit, SharedProbeGate};
 use crate::policy::breaker::{BreakerSettings, BreakerState};
 use crate::policy::drr::DrrDeficits;
-use crate::policy::quota_share::{apply_route_decided, select, TargetView};
+use crate::policy::quota_share::{apply_route_decided, select, DrrKeys, TargetView};
 use crate::registry::Registry;
 use crate::topology::ComboSpec;
 use crate::view::{BreakerAdmission, BreakerView, ConnectionView};
@@ -39,7 +39,8 @@ pub struct RoutedTarget {
 #[derive(Debug, Clone)]
 pub struct TargetRuntime {
     pub target: Arc<RoutedTarget>,
-    pub exec_key: String,
+    /// `connection/model`, shared with the setup's key table.
+    pub exec_key: Arc<str>,
     pub max_concurrent: Option<u32>,
     pub in_flight: Arc<InFlight>,
 }
@@ -48,8 +49,9 @@ pub struct TargetRuntime {
 #[derive(Debug, Clone)]
 pub struct ComboSetup {
     pub spec: ComboSpec,
-    /// The spec's targets as the journal names them (config order), for the DRR turn.
-    pub infos: Vec<TargetInfo>,
+    /// The spec's targets as the DRR turn keys them (config order), resolved once; replay
+    /// resolves the same table from the journal's `config_loaded`.
+    pub keys: DrrKeys,
     pub generation: u64,
     pub targets: Vec<TargetRuntime>,
     pub breaker_settings: HashMap<String, BreakerSettings>,
@@ -68,7 +70,11 @@ pub struct RouteRequest {
 /// A routing decision: ordered targets, the first one's permit already held.
 #[derive(Debug)]
 pub struct Routed {
-    pub order: Vec<Arc<RoutedTarget>>,
+    /// Every target of the combo (shared, one reference per decision rather than one per
+    /// target: those counts would bounce between the combo's and the caller's cores).
+    pub targets: Arc<[Arc<RoutedTarget>]>,
+    /// The decided order, as positions in `targets`.
+    pub order: Vec<usize>,
     /// Position in `order` of the target whose permit is held.
     pub position: usize,
     pub permit: Permit,
@@ -142,9 +148,31 @@ pub struct ComboState {
     connections: HashMap<String, Arc<ConnectionView>>,
     breakers: HashMap<String, Arc<BreakerState>>,
     gates: HashMap<String, SharedProbeGate>,
+    /// Per target of `setup.targets` (same order): what `route` reads, resolved when the setup
+    /// or a pushed copy changes rather than looked up by name per decision.
+    slots: Vec<TargetSlot>,
+    /// `setup.targets`' routed targets, handed whole to every decision.
+    routed: Arc<[Arc<RoutedTarget>]>,
+    /// Reused per decision so routing does not allocate its working lists.
+    scratch: Scratch,
     registry: Arc<Registry>,
     recorder: ActorRef<RecorderMsg>,
     clock: SharedClock,
+}
+
+/// One target's resolved copies: its connection's view and its provider's breaker.
+struct TargetSlot {
+    connection: Option<Arc<ConnectionView>>,
+    breaker: BreakerView,
+}
+
+/// Working lists of one decision.
+#[derive(Default)]
+struct Scratch {
+    /// Positions in `setup.targets` of the targets of the request's format.
+    positions: Vec<usize>,
+    views: Vec<TargetView>,
+    admissions: Vec<BreakerAdmission>,
 }
 
 /// How one target looks right now.
@@ -166,17 +194,51 @@ impl ComboState {
             .get(provider)
             .cloned()
             .unwrap_or_default();
-        let registry = &self.registry;
-        let gate = self
-            .gates
-            .entry(provider.to_string())
-            .or_insert_with(|| registry.gate(provider))
-            .clone();
+        let gate = match self.gates.get(provider) {
+            Some(gate) => gate.clone(),
+            None => {
+                let gate = self.registry.gate(provider);
+                self.gates.insert(provider.to_string(), gate.clone());
+                gate
+            }
+        };
         BreakerView {
             state,
             settings,
             gate,
         }
+    }
+
+    /// Re-resolves every target's slot (after the setup changed).
+    fn resolve_slots(&mut self) {
+        let targets = std::mem::take(&mut self.setup.targets);
+        self.slots = targets
+            .iter()
+            .map(|runtime| TargetSlot {
+                connection: self.connections.get(&*runtime.target.connection).cloned(),
+                breaker: self.breaker_view(&runtime.target.provider),
+            })
+            .collect();
+        self.routed = targets.iter().map(|t| t.target.clone()).collect();
+        self.setup.targets = targets;
+    }
+
+    fn connection_changed(&mut self, id: String, view: Arc<ConnectionView>) {
+        for (slot, runtime) in self.slots.iter_mut().zip(&self.setup.targets) {
+            if *runtime.target.connection == *id {
+                slot.connection = Some(view.clone());
+            }
+        }
+        self.connections.insert(id, view);
+    }
+
+    fn breaker_changed(&mut self, provider: String, breaker: Arc<BreakerState>) {
+        for (slot, runtime) in self.slots.iter_mut().zip(&self.setup.targets) {
+            if *runtime.target.provider == *provider {
+                slot.breaker.state = breaker.clone();
+            }
+        }
+        self.breakers.insert(provider, breaker);
     }
 
     /// Behaviour §2 step 0 for one target: breaker → connection → model lockout.
@@ -195,8 +257,9 @@ impl ComboState {
     /// Takes the in-flight slot (and the probe token when HALF_OPEN); `None` when the last probe
     /// token went to another combo first.
     fn take(
-        &mut self,
+        &self,
         runtime: &TargetRuntime,
+        breaker: &BreakerView,
         admission: BreakerAdmission,
         now_ms: u64,
     ) -> Option<Permit> {
@@ -204,77 +267,92 @@ impl ComboState {
         if admission != BreakerAdmission::Probe {
             return Some(permit);
         }
-        let view = self.breaker_view(&runtime.target.provider);
-        if !view.take_probe(now_ms) {
+        if !breaker.take_probe(now_ms) {
             return None;
         }
         if let Some(breaker) = self.registry.load().breakers.get(&*runtime.target.provider) {
             let _ = breaker.cast(BreakerMsg::ProbeAdmitted);
         }
-        Some(permit.with_probe(view.gate.clone(), now_ms))
+        Some(permit.with_probe(breaker.gate.clone(), now_ms))
     }
 
     fn route(&mut self, request: RouteRequest) -> RouteReply {
         let now_ms = self.clock.now_ms();
-        let runtimes: Vec<TargetRuntime> = self
-            .setup
-            .targets
-            .iter()
-            .filter(|t| t.target.format == request.format)
-            .cloned()
-            .collect();
-        if runtimes.is_empty() {
-            return RouteReply::NoTargetForFormat;
-        }
-        let mut admissions = Vec::with_capacity(runtimes.len());
-        let mut views = Vec::with_capacity(runtimes.len());
-        for runtime in &runtimes {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let reply = self.route_with(request, now_ms, &mut scratch);
+        self.scratch = scratch;
+        reply
+    }
+
+    fn route_with(
+        &mut self,
+        request: RouteRequest,
+        now_ms: u64,
+        scratch: &mut Scratch,
+    ) -> RouteReply {
+        let Scratch {
+            positions,
+            views,
+            admissions,
+        } = scratch;
+        positions.clear();
+        views.clear();
+        admissions.clear();
+        for (position, (runtime, slot)) in self.setup.targets.iter().zip(&self.slots).enumerate() {
             let target = &runtime.target;
-            let now = self.evaluate(target, now_ms);
-            let saturated = self
-                .connections
-                .get(&*target.connection)
-                .is_some_and(|view| view.is_saturated(&target.model, now_ms));
+            if target.format != request.format {
+                continue;
+            }
+            // Step 0, breaker → connection → model lockout, on the resolved copies.
+            let admission = slot.breaker.admission(now_ms);
+            let connection = slot.connection.as_deref();
+            let hard_block = match admission {
+                BreakerAdmission::Blocked(reason, remaining) => Some((reason, remaining)),
+                _ => connection.and_then(|view| view.block_for(&target.model, now_ms)),
+            };
+            let saturated = connection.is_some_and(|view| view.is_saturated(&target.model, now_ms));
+            positions.push(position);
             views.push(TargetView {
                 weight: target.weight,
                 exec_key: runtime.exec_key.clone(),
-                hard_block: now.block,
+                hard_block,
                 saturated,
                 in_flight: runtime.in_flight.get(),
                 max_concurrent: runtime.max_concurrent,
-                degraded: now.admission == BreakerAdmission::Degraded,
+                degraded: admission == BreakerAdmission::Degraded,
             });
-            admissions.push(now.admission);
+            admissions.push(admission);
         }
-        let selection = select(self.setup.spec.strategy, &views, &self.deficits);
+        if positions.is_empty() {
+            return RouteReply::NoTargetForFormat;
+        }
+        let runtime_at = |i: usize| &self.setup.targets[positions[i]];
+        let selection = select(self.setup.spec.strategy, views, &self.deficits);
         let mut skipped: Vec<Skipped> = selection
             .skipped
             .iter()
             .map(|&(i, reason, remaining_ms)| {
-                skipped_entry(&runtimes[i].target, reason, remaining_ms)
+                skipped_entry(&runtime_at(i).target, reason, remaining_ms)
             })
             .collect();
 
         let mut taken = None;
         for (position, &i) in selection.order.iter().enumerate() {
-            match self.take(&runtimes[i], admissions[i], now_ms) {
+            let breaker = &self.slots[positions[i]].breaker;
+            match self.take(runtime_at(i), breaker, admissions[i], now_ms) {
                 Some(permit) => {
                     taken = Some((position, permit));
                     break;
                 }
                 None => skipped.push(skipped_entry(
-                    &runtimes[i].target,
+                    &runtime_at(i).target,
                     BlockReason::ProbeInFlight,
-                    Some(
-                        self.breaker_view(&runtimes[i].target.provider)
-                            .settings
-                            .probe_timeout_ms,
-                    ),
+                    Some(breaker.settings.probe_timeout_ms),
                 )),
             }
         }
 
-        let index_of = |i: usize| runtimes[i].target.index;
+        let index_of = |i: usize| runtime_at(i).target.index;
         let chosen = selection.chosen.filter(|_| taken.is_some());
         let decided = RouteDecided {
             request_id: request.request_id,
@@ -287,24 +365,18 @@ impl ComboState {
             skipped: skipped.clone(),
         };
         // The same function replay uses, so live deficits equal the journal's fold.
-        apply_route_decided(
-            &mut self.deficits,
-            self.setup.spec.strategy,
-            &self.setup.infos,
-            &decided,
-        );
-        let _ = self.recorder.cast(RecorderMsg::Record(vec![(
-            now_ms,
-            Event::RouteDecided(decided),
-        )]));
-
-        match taken {
+        apply_route_decided(&mut self.deficits, &self.setup.keys, &decided);
+        let reply = match taken {
             Some((position, permit)) => RouteReply::Routed(Routed {
-                order: selection
-                    .order
-                    .iter()
-                    .map(|&i| runtimes[i].target.clone())
-                    .collect(),
+                targets: self.routed.clone(),
+                order: {
+                    // The selection's list, re-pointed at `targets` in place.
+                    let mut order = selection.order;
+                    for i in &mut order {
+                        *i = positions[*i];
+                    }
+                    order
+                },
                 position,
                 permit,
                 skipped,
@@ -312,7 +384,11 @@ impl ComboState {
                 max_upstream_requests: self.setup.spec.max_upstream_requests,
             }),
             None => RouteReply::Unroutable(unroutable(skipped, self.setup.spec.hold_ms)),
-        }
+        };
+        let _ = self
+            .recorder
+            .cast(RecorderMsg::RecordOne(now_ms, Event::RouteDecided(decided)));
+        reply
     }
 
     fn acquire(&mut self, request: AcquireRequest) -> Acquired {
@@ -335,7 +411,8 @@ impl ComboState {
             else {
                 continue;
             };
-            match self.take(&runtime, now.admission, now_ms) {
+            let breaker = self.breaker_view(&target.provider);
+            match self.take(&runtime, &breaker, now.admission, now_ms) {
                 Some(permit) => {
                     return Acquired {
                         taken: Some((position, permit)),
@@ -345,11 +422,7 @@ impl ComboState {
                 None => skipped.push(skipped_entry(
                     target,
                     BlockReason::ProbeInFlight,
-                    Some(
-                        self.breaker_view(&target.provider)
-                            .settings
-                            .probe_timeout_ms,
-                    ),
+                    Some(breaker.settings.probe_timeout_ms),
                 )),
             }
         }
@@ -404,16 +477,21 @@ impl Actor for ComboActor {
         _myself: ActorRef<Self::Msg>,
         args: ComboArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(ComboState {
+        let mut state = ComboState {
             setup: args.setup,
             deficits: args.deficits,
             connections: args.connections,
             breakers: args.breakers,
             gates: HashMap::new(),
+            slots: Vec::new(),
+            routed: Arc::new([]),
+            scratch: Scratch::default(),
             registry: args.registry,
             recorder: args.recorder,
             clock: args.clock,
-        })
+        };
+        state.resolve_slots();
+        Ok(state)
     }
 
     async fn handle(
@@ -429,13 +507,12 @@ impl Actor for ComboActor {
             ComboMsg::Acquire(request, reply) => {
                 let _ = reply.send(state.acquire(request));
             }
-            ComboMsg::ConnectionChanged(id, view) => {
-                state.connections.insert(id, view);
+            ComboMsg::ConnectionChanged(id, view) => state.connection_changed(id, view),
+            ComboMsg::BreakerChanged(provider, breaker) => state.breaker_changed(provider, breaker),
+            ComboMsg::Reconfigure(setup) => {
+                state.setup = *setup;
+                state.resolve_slots();
             }
-            ComboMsg::BreakerChanged(provider, breaker) => {
-                state.breakers.insert(provider, breaker);
-            }
-            ComboMsg::Reconfigure(setup) => state.setup = *setup,
             ComboMsg::Deficits(reply) => {
                 let _ = reply.send(state.deficits.clone());
             }

@@ -69,18 +69,15 @@ impl ConnectionActorState {
         for event in &events {
             self.state.apply(now_ms, event);
         }
-        let _ = self.recorder.cast(RecorderMsg::Record(
-            events.into_iter().map(|e| (now_ms, e)).collect(),
-        ));
+        let _ = self.recorder.cast(RecorderMsg::RecordAll(now_ms, events));
         self.push_view(now_ms, false);
     }
 
     fn push_view(&mut self, now_ms: u64, always: bool) {
-        let view = ConnectionView::of(&self.state, &self.spec, now_ms);
-        if !always && view == *self.last_view {
+        if !always && self.last_view.matches(&self.state, &self.spec, now_ms) {
             return;
         }
-        self.last_view = Arc::new(view);
+        self.last_view = Arc::new(ConnectionView::of(&self.state, &self.spec, now_ms));
         for combo in &self.subscribers {
             let _ = combo.cast(ComboMsg::ConnectionChanged(
                 self.spec.id.clone(),
@@ -121,7 +118,7 @@ impl Actor for ConnectionActor {
         let now_ms = state.clock.now_ms();
         match message {
             ConnectionMsg::Outcome(outcome) => {
-                let events = state.state.on_outcome(&outcome, now_ms, &state.spec);
+                let events = state.state.on_outcome_owned(*outcome, now_ms, &state.spec);
                 for event in &events {
                     log_state_change(event);
                 }

@@ -12,9 +12,15 @@ use crate::policy::router_state::RouterState;
 use crate::snapshot;
 
 /// Messages to the recorder.
+// ractor boxes every message, so a large variant costs no more than the box it already takes.
+#[allow(clippy::large_enum_variant)]
 pub enum RecorderMsg {
     /// Events one actor produced in one step, in order, each with its `now`.
     Record(Vec<(u64, Event)>),
+    /// One event (a combo's decision): no list to allocate.
+    RecordOne(u64, Event),
+    /// Events one actor produced in one step at the same `now`, in order.
+    RecordAll(u64, Vec<Event>),
     /// The folded state (for admin, restarts, and tests).
     State(RpcReplyPort<RouterState>),
     /// Wait until everything recorded so far is durable; replies with the durable seq.
@@ -83,6 +89,12 @@ impl Actor for RecorderActor {
         match message {
             RecorderMsg::Record(events) => {
                 for (at_ms, event) in events {
+                    state.record(at_ms, event);
+                }
+            }
+            RecorderMsg::RecordOne(at_ms, event) => state.record(at_ms, event),
+            RecorderMsg::RecordAll(at_ms, events) => {
+                for event in events {
                     state.record(at_ms, event);
                 }
             }

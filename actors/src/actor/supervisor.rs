@@ -20,6 +20,7 @@ use crate::actor::combo::{
 use crate::actor::connection::{ConnectionActor, ConnectionArgs, ConnectionMsg};
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
+use crate::policy::quota_share::DrrKeys;
 use crate::policy::router_state::RouterState;
 use crate::registry::Registry;
 use crate::topology::{ComboSpec, Topology};
@@ -68,6 +69,7 @@ pub struct SupervisorState {
 
 impl SupervisorState {
     fn combo_setup(&self, spec: &ComboSpec) -> ComboSetup {
+        let keys = DrrKeys::new(spec.strategy, &spec.target_infos());
         let targets = spec
             .targets
             .iter()
@@ -84,14 +86,14 @@ impl SupervisorState {
                         format: provider.format,
                         weight: target.weight,
                     }),
-                    exec_key: target.exec_key(),
+                    exec_key: keys.key(index)?.clone(),
                     max_concurrent: connection.max_concurrent,
                     in_flight: self.registry.in_flight(&connection.id),
                 })
             })
             .collect();
         ComboSetup {
-            infos: spec.target_infos(),
+            keys,
             spec: spec.clone(),
             generation: self.generation,
             targets,
@@ -170,6 +172,7 @@ impl SupervisorState {
             subscribers: self.subscribers_of_provider(provider),
             recorder: self.recorder.clone(),
             clock: self.clock.clone(),
+            hint: self.registry.breaker_hint(provider),
         };
         let (actor, _) = Actor::spawn_linked(None, BreakerActor, args, supervisor).await?;
         self.children

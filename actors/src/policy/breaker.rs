@@ -148,6 +148,16 @@ impl BreakerState {
         }
     }
 
+    /// Whether a success signal, whenever it arrives and whatever it carries, produces no
+    /// event: CLOSED with nothing counted (and thresholds above zero, so a count of 0 stays
+    /// CLOSED). Lets reporters skip signals that cannot matter (see `breaker_hint`).
+    pub fn success_is_noop(&self, s: &BreakerSettings) -> bool {
+        self.phase == BreakerPhase::Closed
+            && self.failures.is_empty()
+            && s.degrade_at > 0
+            && s.open_at > 0
+    }
+
     /// Counted failures still inside the window at `now`.
     pub fn failures_at(&self, now_ms: u64, s: &BreakerSettings) -> u32 {
         let in_window = self
@@ -1216,6 +1226,16 @@ mod tests {
                 let phase = live.phase(now);
                 if matches!(phase, BreakerPhase::Closed | BreakerPhase::Degraded) {
                     prop_assert!(live.state.failures_at(now, &live.s) < live.s.open_at);
+                }
+                // A success the hint lets reporters skip would indeed have changed nothing.
+                if live.state.success_is_noop(&live.s) {
+                    for (later, sent_ago, probe) in [(0, 0, false), (1, 1, true), (90_000, 5, true)] {
+                        let at = now + later;
+                        let events = live.state.on_outcome(
+                            P, "c0", false, at.saturating_sub(sent_ago), probe, at, &live.s,
+                        );
+                        prop_assert!(events.is_empty());
+                    }
                 }
             }
             live.assert_replay_equals_live();

@@ -107,7 +107,13 @@ impl Bins {
         bin.tokens = bin.tokens.saturating_add(tally.tokens);
         if let Some(newest) = self.by_bin.keys().next_back().copied() {
             let oldest_kept = (newest + 1).saturating_sub(shape.bins);
-            self.by_bin = self.by_bin.split_off(&oldest_kept);
+            // Drops the bins before `oldest_kept` in place (no new tree per success).
+            while let Some(oldest) = self.by_bin.first_entry() {
+                if *oldest.key() >= oldest_kept {
+                    break;
+                }
+                oldest.remove();
+            }
         }
     }
 
@@ -262,10 +268,15 @@ impl UsageBuckets {
     fn count(&mut self, at_ms: u64, model: &str, tally: Tally) {
         self.five_hours.add(at_ms, FIVE_HOURS, tally);
         self.seven_days.add(at_ms, SEVEN_DAYS, tally);
-        self.seven_days_by_model
-            .entry(model.to_owned())
-            .or_default()
-            .add(at_ms, SEVEN_DAYS, tally);
+        // Looked up first so a success on a known model does not allocate its name.
+        match self.seven_days_by_model.get_mut(model) {
+            Some(bins) => bins.add(at_ms, SEVEN_DAYS, tally),
+            None => self
+                .seven_days_by_model
+                .entry(model.to_owned())
+                .or_default()
+                .add(at_ms, SEVEN_DAYS, tally),
+        }
         // Forget models with nothing left in the window, then the least recently used ones.
         let first_live = Bins::first_live_bin(at_ms, SEVEN_DAYS);
         self.seven_days_by_model

@@ -35,7 +35,27 @@ impl ConnectionState {
 
     /// The events one attempt's outcome causes on this connection, the request event first.
     pub fn on_outcome(&self, outcome: &Outcome, now_ms: u64, spec: &ConnectionSpec) -> Vec<Event> {
-        let mut events = vec![outcome.request_event()];
+        self.on_outcome_owned(outcome.clone(), now_ms, spec)
+    }
+
+    /// [`ConnectionState::on_outcome`] taking the outcome, so its strings move into the request
+    /// event instead of being copied (the connection actor's path).
+    pub fn on_outcome_owned(
+        &self,
+        outcome: Outcome,
+        now_ms: u64,
+        spec: &ConnectionSpec,
+    ) -> Vec<Event> {
+        let derived = self.derived_events(&outcome, now_ms, spec);
+        let mut events = Vec::with_capacity(1 + derived.len());
+        events.push(outcome.into_request_event());
+        events.extend(derived);
+        events
+    }
+
+    /// The events after the request event: health, lockout and usage changes.
+    fn derived_events(&self, outcome: &Outcome, now_ms: u64, spec: &ConnectionSpec) -> Vec<Event> {
+        let mut events = Vec::new();
         let result = &outcome.result;
         let class_rules = rules(result.class);
         if class_rules.cools_connection || class_rules.disables_connection.is_some() {

@@ -6,8 +6,9 @@
 //! the live combo and the journal replay (from `RouteDecided { room, chosen }`) both call it, so
 //! the rebuilt deficits equal the live ones exactly.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 
 /// The execution key of a target: `connection/model`.
@@ -25,9 +26,36 @@ pub struct RoomEntry<'a> {
 }
 
 /// The DRR deficits of one combo, by execution key. A key never seen has deficit 0.
+///
+/// Held in a hash map because every decision looks up each target's key (twice live, once more
+/// in the recorder's fold); stored and serialized as the sorted map [`StoredDeficits`], so
+/// snapshots keep their layout and order.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(from = "StoredDeficits", into = "StoredDeficits")]
 pub struct DrrDeficits {
+    by_key: HashMap<String, i64, FxBuildHasher>,
+}
+
+/// The serialized form of [`DrrDeficits`] (the layout snapshots have always used).
+#[derive(Serialize, Deserialize)]
+struct StoredDeficits {
     by_key: BTreeMap<String, i64>,
+}
+
+impl From<StoredDeficits> for DrrDeficits {
+    fn from(stored: StoredDeficits) -> Self {
+        DrrDeficits {
+            by_key: stored.by_key.into_iter().collect(),
+        }
+    }
+}
+
+impl From<DrrDeficits> for StoredDeficits {
+    fn from(deficits: DrrDeficits) -> Self {
+        StoredDeficits {
+            by_key: deficits.by_key.into_iter().collect(),
+        }
+    }
 }
 
 /// Σw over the targets with room, as a signed deficit bound.
@@ -45,11 +73,15 @@ impl DrrDeficits {
         self.by_key.get(key).copied().unwrap_or(0)
     }
 
-    /// Every stored deficit, by execution key (for the admin state).
+    /// Every stored deficit, by execution key in key order (for the admin state).
     pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
-        self.by_key
+        let mut sorted: Vec<(&str, i64)> = self
+            .by_key
             .iter()
             .map(|(key, deficit)| (key.as_str(), *deficit))
+            .collect();
+        sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        sorted.into_iter()
     }
 
     /// The deficit a target brings into a turn whose Σw is `total`: clamped so a target that
@@ -61,37 +93,68 @@ impl DrrDeficits {
     /// Ranks the targets with room: largest `deficit + w` first, ties by earlier config index.
     /// Returns their `config_index` values in rank order. Does not change anything.
     pub fn rank(&self, room: &[RoomEntry<'_>]) -> Vec<usize> {
-        let total = total_weight(room.iter().map(|entry| entry.weight));
+        let mut ranked = Vec::with_capacity(room.len());
+        self.rank_into(room.iter().copied(), &mut ranked);
+        ranked
+    }
+
+    /// [`DrrDeficits::rank`] over any re-iterable room, appending to `out` (no list of entries
+    /// to build first).
+    pub fn rank_into<'k, I>(&self, room: I, out: &mut Vec<usize>)
+    where
+        I: Iterator<Item = RoomEntry<'k>> + Clone,
+    {
+        let total = total_weight(room.clone().map(|entry| entry.weight));
         let mut ranked: Vec<(i64, usize)> = room
-            .iter()
             .map(|entry| {
                 let credit = self.entering(entry.key, total) + i64::from(entry.weight);
                 (credit, entry.config_index)
             })
             .collect();
-        // Largest credit first; on equal credit the earlier config index first.
-        ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        ranked.into_iter().map(|(_, index)| index).collect()
+        // Largest credit first; on equal credit the earlier config index first. Config
+        // indices are distinct, so no two entries compare equal and an unstable sort is exact.
+        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        out.extend(ranked.into_iter().map(|(_, index)| index));
     }
 
     /// Applies one turn: every target in `room` adds its weight, the `chosen` one pays Σw, and
     /// all of them are clamped to [−Σw, +Σw]. `chosen: None` (nothing served) or a chosen key
     /// outside the room (a strategy without DRR) changes nothing: no turn was taken.
     pub fn apply_turn(&mut self, room: &[(&str, u32)], chosen: Option<&str>) {
+        self.apply_turn_iter(room.iter().copied(), chosen);
+    }
+
+    /// [`DrrDeficits::apply_turn`] over any re-iterable room, so callers holding the keys
+    /// elsewhere (a combo's key table) need not collect them first. Updates stored deficits in
+    /// place; a key is allocated only the first time it takes part.
+    pub fn apply_turn_iter<'k, I>(&mut self, room: I, chosen: Option<&str>)
+    where
+        I: Iterator<Item = (&'k str, u32)> + Clone,
+    {
         let Some(chosen) = chosen else {
             return;
         };
-        if !room.iter().any(|(key, _)| *key == chosen) {
+        if !room.clone().any(|(key, _)| key == chosen) {
             return;
         }
-        let total = total_weight(room.iter().map(|(_, weight)| *weight));
-        for (key, weight) in room {
-            let mut deficit = self.entering(key, total) + i64::from(*weight);
-            if *key == chosen {
+        let total = total_weight(room.clone().map(|(_, weight)| weight));
+        // One step of the turn for a key entering with `stored`.
+        let step = |key: &str, stored: i64, weight: u32| {
+            let mut deficit = stored.clamp(-total, total) + i64::from(weight);
+            if key == chosen {
                 deficit -= total;
             }
-            self.by_key
-                .insert((*key).to_owned(), deficit.clamp(-total, total));
+            deficit.clamp(-total, total)
+        };
+        for (key, weight) in room {
+            // Entries are applied in order, so a key listed twice sees its first update. One
+            // lookup per key; the key is allocated only the first time it takes part.
+            match self.by_key.get_mut(key) {
+                Some(stored) => *stored = step(key, *stored, weight),
+                None => {
+                    self.by_key.insert(key.to_owned(), step(key, 0, weight));
+                }
+            }
         }
     }
 }

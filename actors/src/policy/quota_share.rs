@@ -4,6 +4,7 @@
 //! and applies it through [`apply_route_decided`], the one path live and replay share.
 
 use std::str::FromStr;
+use std::sync::Arc;
 
 use quotaroute_journal::event::{BlockReason, RouteDecided, Skipped, TargetInfo};
 use serde::{Deserialize, Serialize};
@@ -68,8 +69,8 @@ impl FromStr for Strategy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetView {
     pub weight: u32,
-    /// `connection/model`.
-    pub exec_key: String,
+    /// `connection/model`, shared with the combo's key table (no copy per decision).
+    pub exec_key: Arc<str>,
     /// The first hard block found (breaker → connection → model lockout) and its remaining ms
     /// (`None` when it does not end by itself).
     pub hard_block: Option<(BlockReason, Option<u64>)>,
@@ -115,7 +116,7 @@ pub fn sum_weights(strategy: Strategy, targets: &[TargetView], indices: &[usize]
 pub fn select(strategy: Strategy, targets: &[TargetView], deficits: &DrrDeficits) -> Selection {
     // Step 0: hard blocks leave the list.
     let mut skipped = Vec::new();
-    let mut eligible = Vec::new();
+    let mut eligible = Vec::with_capacity(targets.len());
     for (index, target) in targets.iter().enumerate() {
         match target.hard_block {
             Some((reason, remaining_ms)) => skipped.push((index, reason, remaining_ms)),
@@ -129,11 +130,12 @@ pub fn select(strategy: Strategy, targets: &[TargetView], deficits: &DrrDeficits
             (eligible, Vec::new(), chosen)
         }
         Strategy::RoundRobin | Strategy::Weighted => {
-            let order = drr_order(strategy, targets, deficits, &eligible);
+            let mut order = Vec::with_capacity(eligible.len());
+            drr_order_into(strategy, targets, deficits, &eligible, &mut order);
             let chosen = order.first().copied();
             (order, eligible, chosen)
         }
-        Strategy::QuotaShare => quota_share(targets, deficits, eligible),
+        Strategy::QuotaShare => quota_share(targets, deficits, &eligible),
     };
     Selection {
         order,
@@ -143,29 +145,28 @@ pub fn select(strategy: Strategy, targets: &[TargetView], deficits: &DrrDeficits
     }
 }
 
-/// Steps 1–4 over the eligible targets: `(order, room, chosen)`.
+/// Steps 1–4 over the eligible targets: `(order, room, chosen)`. Groups are kept as predicates
+/// over `eligible` (config order) rather than partitioned into lists of their own.
 fn quota_share(
     targets: &[TargetView],
     deficits: &DrrDeficits,
-    eligible: Vec<usize>,
+    eligible: &[usize],
 ) -> (Vec<usize>, Vec<usize>, Option<usize>) {
     // Step 1: saturated targets go to the tail; all saturated → all eligible (fail-open).
-    let (mut unsaturated, mut saturated): (Vec<usize>, Vec<usize>) =
-        eligible.into_iter().partition(|i| !targets[*i].saturated);
-    if unsaturated.is_empty() {
-        std::mem::swap(&mut unsaturated, &mut saturated);
-    }
+    let all_saturated = eligible.iter().all(|i| targets[*i].saturated);
+    let unsaturated = |i: usize| all_saturated || !targets[i].saturated;
 
     // Step 2: at cap or degraded go behind those with room; none with room → all have room.
-    let (mut room, mut at_cap): (Vec<usize>, Vec<usize>) = unsaturated
-        .into_iter()
-        .partition(|i| !targets[*i].lacks_room());
-    if room.is_empty() {
-        std::mem::swap(&mut room, &mut at_cap);
-    }
+    let none_with_room = !eligible
+        .iter()
+        .any(|&i| unsaturated(i) && !targets[i].lacks_room());
+    let with_room = |i: usize| unsaturated(i) && (none_with_room || !targets[i].lacks_room());
+    let mut room = Vec::with_capacity(eligible.len());
+    room.extend(eligible.iter().copied().filter(|&i| with_room(i)));
 
     // Step 3: DRR over the targets with room.
-    let mut order = drr_order(Strategy::QuotaShare, targets, deficits, &room);
+    let mut order = Vec::with_capacity(eligible.len());
+    drr_order_into(Strategy::QuotaShare, targets, deficits, &room, &mut order);
 
     // Step 4: power of two choices — the runner-up wins only on strictly fewer in-flight.
     if let [first, second, ..] = order[..] {
@@ -175,27 +176,40 @@ fn quota_share(
     }
 
     let chosen = order.first().copied();
-    order.extend(at_cap);
-    order.extend(saturated);
+    // Then those at cap, then the saturated, each in config order.
+    let at_cap = |i: usize| unsaturated(i) && !with_room(i);
+    order.extend(eligible.iter().copied().filter(|&i| at_cap(i)));
+    order.extend(eligible.iter().copied().filter(|&i| !unsaturated(i)));
     (order, room, chosen)
 }
 
 /// The DRR ranking of `indices` (config indices, in config order).
+#[cfg(test)]
 fn drr_order(
     strategy: Strategy,
     targets: &[TargetView],
     deficits: &DrrDeficits,
     indices: &[usize],
 ) -> Vec<usize> {
-    let entries: Vec<RoomEntry<'_>> = indices
-        .iter()
-        .map(|index| RoomEntry {
-            key: &targets[*index].exec_key,
-            weight: strategy.drr_weight(targets[*index].weight),
-            config_index: *index,
-        })
-        .collect();
-    deficits.rank(&entries)
+    let mut order = Vec::with_capacity(indices.len());
+    drr_order_into(strategy, targets, deficits, indices, &mut order);
+    order
+}
+
+/// Appends the DRR ranking of `indices` (config indices, in config order) to `order`.
+fn drr_order_into(
+    strategy: Strategy,
+    targets: &[TargetView],
+    deficits: &DrrDeficits,
+    indices: &[usize],
+    order: &mut Vec<usize>,
+) {
+    let entries = indices.iter().map(|index| RoomEntry {
+        key: &targets[*index].exec_key,
+        weight: strategy.drr_weight(targets[*index].weight),
+        config_index: *index,
+    });
+    deficits.rank_into(entries, order);
 }
 
 /// Builds the journal record of a selection; `targets` is the combo's config, same order as
@@ -233,26 +247,53 @@ pub fn route_decided(
     }
 }
 
+/// A combo's targets as its DRR turn needs them — execution key and DRR weight by config
+/// index — resolved once per config generation (live: per combo setup; replay: cached per
+/// generation and combo), so applying a decision neither formats nor allocates.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DrrKeys {
+    keys: Arc<[(Arc<str>, u32)]>,
+}
+
+impl DrrKeys {
+    /// The key table of `targets` (the combo's config, in order) under `strategy`.
+    pub fn new(strategy: Strategy, targets: &[TargetInfo]) -> Self {
+        DrrKeys {
+            keys: targets
+                .iter()
+                .map(|target| {
+                    (
+                        Arc::from(exec_key(&target.connection, &target.model)),
+                        strategy.drr_weight(target.weight),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The execution key of config index `index`.
+    pub fn key(&self, index: usize) -> Option<&Arc<str>> {
+        self.keys.get(index).map(|(key, _)| key)
+    }
+
+    /// Key and DRR weight of a journaled index; `None` outside the table.
+    fn entry(&self, index: u16) -> Option<(&str, u32)> {
+        self.keys
+            .get(usize::from(index))
+            .map(|(key, weight)| (&**key, *weight))
+    }
+}
+
 /// Applies one journaled decision to the combo's deficits — live right after journaling it,
-/// and in replay. Indices outside `targets` are ignored.
-pub fn apply_route_decided(
-    deficits: &mut DrrDeficits,
-    strategy: Strategy,
-    targets: &[TargetInfo],
-    decided: &RouteDecided,
-) {
-    let key_of = |i: u16| {
-        targets
-            .get(usize::from(i))
-            .map(|target| (exec_key(&target.connection, &target.model), target.weight))
-    };
-    let room: Vec<(String, u32)> = decided.room.iter().filter_map(|i| key_of(*i)).collect();
-    let room: Vec<(&str, u32)> = room
-        .iter()
-        .map(|(key, weight)| (key.as_str(), strategy.drr_weight(*weight)))
-        .collect();
-    let chosen = decided.chosen.and_then(key_of).map(|(key, _)| key);
-    deficits.apply_turn(&room, chosen.as_deref());
+/// and in replay: the one function both run, so replay equals live by construction. Indices
+/// outside `keys` are ignored.
+pub fn apply_route_decided(deficits: &mut DrrDeficits, keys: &DrrKeys, decided: &RouteDecided) {
+    let room = decided.room.iter().filter_map(|i| keys.entry(*i));
+    let chosen = decided
+        .chosen
+        .and_then(|i| keys.entry(i))
+        .map(|(key, _)| key);
+    deficits.apply_turn_iter(room, chosen);
 }
 
 #[cfg(test)]
@@ -263,7 +304,7 @@ mod tests {
     fn view(i: usize) -> TargetView {
         TargetView {
             weight: 1,
-            exec_key: format!("c{i}/m"),
+            exec_key: format!("c{i}/m").into(),
             hard_block: None,
             saturated: false,
             in_flight: 0,
@@ -294,7 +335,7 @@ mod tests {
     fn turn(strategy: Strategy, targets: &[TargetView], deficits: &mut DrrDeficits) -> Selection {
         let selection = select(strategy, targets, deficits);
         let decided = route_decided(&selection, "r", 1, "combo", "m", &infos(targets));
-        apply_route_decided(deficits, strategy, &infos(targets), &decided);
+        apply_route_decided(deficits, &DrrKeys::new(strategy, &infos(targets)), &decided);
         selection
     }
 
@@ -500,17 +541,14 @@ mod tests {
             targets[0].in_flight = step % 2;
             let selection = select(Strategy::QuotaShare, &targets, &live);
             let decided = route_decided(&selection, "r", 1, "combo", "m", &infos(&targets));
-            apply_route_decided(&mut live, Strategy::QuotaShare, &infos(&targets), &decided);
+            let keys = DrrKeys::new(Strategy::QuotaShare, &infos(&targets));
+            apply_route_decided(&mut live, &keys, &decided);
             journal.push(decided);
         }
         let mut replayed = DrrDeficits::new();
         for decided in &journal {
-            apply_route_decided(
-                &mut replayed,
-                Strategy::QuotaShare,
-                &infos(&targets),
-                decided,
-            );
+            let keys = DrrKeys::new(Strategy::QuotaShare, &infos(&targets));
+            apply_route_decided(&mut replayed, &keys, decided);
         }
         assert_eq!(replayed, live);
         assert_ne!(live, DrrDeficits::new());

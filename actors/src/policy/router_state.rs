@@ -4,15 +4,17 @@
 //! This is what snapshots hold, what replay and `--state-at` rebuild, and what a restarted actor
 //! is given. It applies events only — the same `apply` functions the live actors call.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use quotaroute_journal::{ConfigLoaded, Envelope, Event, RouteDecided};
+use quotaroute_journal::{
+    BreakerCounted, BreakerTransition, ConfigLoaded, Envelope, Event, RouteDecided,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::policy::breaker::BreakerState;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
-use crate::policy::quota_share::apply_route_decided;
+use crate::policy::quota_share::{apply_route_decided, DrrKeys};
 use crate::topology::recorded_targets;
 
 /// How many config generations are kept to resolve `RouteDecided` indices (a decision can only
@@ -31,6 +33,42 @@ pub struct RouterState {
     pub breakers: BTreeMap<String, BreakerState>,
     pub connections: BTreeMap<String, ConnectionState>,
     pub deficits: BTreeMap<String, DrrDeficits>,
+    /// DRR key tables resolved from `configs`, by generation and combo. Derived, never stored:
+    /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
+    #[serde(skip)]
+    route_keys: RouteKeyCache,
+}
+
+/// Memo of [`recorded_targets`] as key tables (`None`: the combo is not in that generation).
+/// Equal to any other: it is a pure function of `configs`, which the state compares itself.
+#[derive(Debug, Clone, Default)]
+struct RouteKeyCache {
+    by_generation: HashMap<u64, HashMap<String, Option<DrrKeys>>>,
+}
+
+impl PartialEq for RouteKeyCache {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl RouteKeyCache {
+    /// The key table of `combo` in `config`, resolved on first use.
+    fn keys(&mut self, config: &ConfigLoaded, combo: &str) -> Option<&DrrKeys> {
+        let by_combo = self.by_generation.entry(config.generation).or_default();
+        if !by_combo.contains_key(combo) {
+            let keys = recorded_targets(config, combo)
+                .map(|(strategy, targets)| DrrKeys::new(strategy, &targets));
+            by_combo.insert(combo.to_owned(), keys);
+        }
+        by_combo.get(combo).and_then(Option::as_ref)
+    }
+
+    /// Forgets generations no longer kept.
+    fn retain(&mut self, configs: &[ConfigLoaded]) {
+        self.by_generation
+            .retain(|generation, _| configs.iter().any(|c| c.generation == *generation));
+    }
 }
 
 impl RouterState {
@@ -63,10 +101,19 @@ impl RouterState {
                 if self.configs.len() > GENERATIONS_KEPT {
                     self.configs.remove(0);
                 }
+                // A generation number journaled again must not keep its old tables.
+                self.route_keys.by_generation.remove(&config.generation);
+                self.route_keys.retain(&self.configs);
             }
             Event::RouteDecided(decided) => self.apply_route(decided),
-            Event::BreakerCounted(e) => self.breaker_mut(&e.provider).apply(at_ms, event),
-            Event::BreakerTransition(e) => self.breaker_mut(&e.provider).apply(at_ms, event),
+            Event::BreakerCounted(BreakerCounted { provider, .. })
+            | Event::BreakerTransition(BreakerTransition { provider, .. }) => {
+                // Looked up first so the per-event path does not allocate the key.
+                match self.breakers.get_mut(provider) {
+                    Some(breaker) => breaker.apply(at_ms, event),
+                    None => self.breaker_mut(provider).apply(at_ms, event),
+                }
+            }
             Event::RequestSucceeded(_)
             | Event::RequestFailed(_)
             | Event::ConnectionCooldown(_)
@@ -76,8 +123,12 @@ impl RouterState {
             | Event::ModelUnlocked(_)
             | Event::UsageObserved(_) => {
                 if let (Some(provider), Some(connection)) = (event.provider(), event.connection()) {
-                    self.connection_mut(provider, connection)
-                        .apply(at_ms, event);
+                    match self.connections.get_mut(connection) {
+                        Some(state) => state.apply(at_ms, event),
+                        None => self
+                            .connection_mut(provider, connection)
+                            .apply(at_ms, event),
+                    }
                 }
             }
             Event::NodeStarted(_) | Event::NodeStopped(_) | Event::AdminAction(_) => {}
@@ -120,14 +171,13 @@ impl RouterState {
         else {
             return;
         };
-        let Some((strategy, targets)) = recorded_targets(config, &decided.combo) else {
+        let Some(keys) = self.route_keys.keys(config, &decided.combo) else {
             return;
         };
-        apply_route_decided(
-            self.deficits.entry(decided.combo.clone()).or_default(),
-            strategy,
-            &targets,
-            decided,
-        );
+        let deficits = match self.deficits.get_mut(&decided.combo) {
+            Some(deficits) => deficits,
+            None => self.deficits.entry(decided.combo.clone()).or_default(),
+        };
+        apply_route_decided(deficits, keys, decided);
     }
 }
