@@ -5,10 +5,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// mimalloc: the request path allocates many small, short-lived buffers; glibc's allocator
-/// showed up at ~15% of the router's CPU under load.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use quotaroute::cli::{Cli, Command};
 use quotaroute::commands;
 
