@@ -7,3 +7,4 @@ pub mod api_error;
 pub mod config;
 pub mod mock_upstream;
 pub mod proxy;
+pub mod replay;
