@@ -15,7 +15,7 @@ use crate::replay::time_parse::{format_clock, format_duration, format_utc_ms};
 
 const WIDTH: f64 = 1400.0;
 const LEFT: f64 = 190.0;
-const RIGHT: f64 = 24.0;
+const RIGHT: f64 = 48.0;
 const TOP: f64 = 78.0;
 const PROVIDER_ROW: f64 = 24.0;
 const LANE_BASE: f64 = 34.0;
