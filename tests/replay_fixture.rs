@@ -8,6 +8,8 @@
 //! - provider `anthropic`: keys an1..an3 serve combo `claude`; from 14:08 to 14:15 they mostly
 //!   answer 503, so its breaker opens, probes, reopens (escalating) and finally closes.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
 mod replay_support;
 
 use quotaroute::actors::policy::breaker::BreakerSettings;
@@ -113,7 +115,7 @@ fn upstream(step: u64, attempt: u32, connection: &str, model: &str) -> AttemptRe
     if connection == "ok2" && model == "gpt-4o" && (3..9).contains(&minute) {
         let result = AttemptResult::failure(OutcomeClass::RateLimited, Some(429))
             .with_error_code("rate_limit_exceeded");
-        return if step % 2 == 0 {
+        return if step.is_multiple_of(2) {
             result.with_reset_hint_ms(Some(30_000))
         } else {
             result
@@ -123,9 +125,9 @@ fn upstream(step: u64, attempt: u32, connection: &str, model: &str) -> AttemptRe
         let lane = u64::from(connection.as_bytes()[2] - b'0');
         // Mostly down; recovering a little in the last minutes, so probes sometimes pass.
         let up = if minute >= 12 {
-            (step + lane) % 3 == 0
+            (step + lane).is_multiple_of(3)
         } else {
-            (step + lane + u64::from(attempt)) % 7 == 0
+            (step + lane + u64::from(attempt)).is_multiple_of(7)
         };
         if !up {
             return AttemptResult::failure(OutcomeClass::ServerError, Some(503))
@@ -152,10 +154,7 @@ async fn serve(
         router.settle().await.unwrap();
         return;
     };
-    loop {
-        let Some(target) = decision.current() else {
-            break;
-        };
+    while let Some(target) = decision.current() {
         let (connection, model) = (target.connection.to_string(), target.model.to_string());
         clock.advance(180 + (step * 37 + u64::from(n) * 11) % 400);
         let result = upstream(step, decision.attempt(), &connection, &model);
@@ -198,10 +197,10 @@ async fn generate_incident_fixture() {
     for step in 0..120_u64 {
         clock.set(T0 + 1_000 + step * 10_000);
         serve(&router, &clock, step, "team", ApiFormat::Openai, 0).await;
-        if step % 2 == 0 {
+        if step.is_multiple_of(2) {
             serve(&router, &clock, step, "team", ApiFormat::Openai, 1).await;
         }
-        if step % 3 == 0 {
+        if step.is_multiple_of(3) {
             serve(&router, &clock, step, "mini", ApiFormat::Openai, 0).await;
         }
         serve(&router, &clock, step, "claude", ApiFormat::Anthropic, 0).await;

@@ -4,7 +4,7 @@
 
 mod replay_support;
 
-use quotaroute::journal::{envelope_from_json, Journal, SledJournal, SledOptions};
+use quotaroute::journal::{envelope_from_json, Journal};
 use quotaroute::replay::{Format, ReplayArgs};
 use replay_support::*;
 
@@ -262,7 +262,7 @@ fn item8_a_garbage_tail_replays_what_is_readable_and_reports_the_rest() {
     let dir = incident_journal();
     let path = dir.path().join("journal");
     {
-        let mut journal = SledJournal::open(&path, SledOptions::default()).unwrap();
+        let mut journal = quotaroute::replay::source::open_sled(&path).unwrap();
         let last = journal.last_seq().unwrap().unwrap();
         journal
             .put_raw(
@@ -292,7 +292,7 @@ fn item8_a_garbage_tail_replays_what_is_readable_and_reports_the_rest() {
 fn item7_a_journal_held_by_a_running_node_is_a_clear_error() {
     let dir = incident_journal();
     let path = dir.path().join("journal");
-    let _held = SledJournal::open(&path, SledOptions::default()).unwrap();
+    let _held = quotaroute::replay::source::open_sled(&path).unwrap();
     let (code, out, err) = run(&args(&path));
     assert_eq!(code, 1);
     assert!(out.is_empty());

@@ -2,6 +2,8 @@
 //! pages are followed, the admin key is sent as a Bearer token, chunked bodies are decoded, and
 //! the timeline equals the one read from the journal directory.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
 mod replay_support;
 
 use std::io::{BufRead, BufReader, Write};

@@ -89,7 +89,7 @@ impl Source {
         if path.is_file() {
             return read_ndjson_file(path).map(Source::Loaded);
         }
-        match SledJournal::open(path, SledOptions::default()) {
+        match open_sled(path) {
             Ok(journal) => Ok(Source::Sled(journal)),
             Err(JournalError::Locked { path }) => Err(SourceError::Locked { path }),
             Err(error) => Err(SourceError::Open {
@@ -109,6 +109,24 @@ impl Source {
                 })
             })),
             Source::Loaded(items) => Box::new(items.iter().cloned()),
+        }
+    }
+}
+
+/// How long a held lock is waited for: sled releases its file lock from a background thread a
+/// moment after a process (or handle) closes the journal, so a lock seen right after a node
+/// stopped is retried briefly before it is reported as held.
+const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Opens a sled journal, retrying a held lock for [`LOCK_GRACE`].
+pub fn open_sled(path: &Path) -> Result<SledJournal, JournalError> {
+    let deadline = std::time::Instant::now() + LOCK_GRACE;
+    loop {
+        match SledJournal::open(path, SledOptions::default()) {
+            Err(JournalError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => return result,
         }
     }
 }
