@@ -10,3 +10,4 @@ pub mod config;
 pub mod mock_upstream;
 pub mod node;
 pub mod proxy;
+pub mod replay;
