@@ -9,7 +9,7 @@
 //! - [`timeline`] — one line per event (default) or NDJSON; [`paint`] — ANSI colour.
 //! - [`periods`] — cooling/locked/disabled/breaker-open bands, shared by the views below.
 //! - [`summary`] — `--summary`; [`state_at`] — `--state-at`; [`svg`] — `--svg`.
-//! - [`what_if`] — `--what-if CONFIG`; [`settings_map`] — config → policy settings.
+//! - [`what_if`] — `--what-if CONFIG`.
 //! - [`time_parse`] — RFC 3339 / relative times in, UTC out.
 //!
 //! Everything is one pass over the journal: each view observes every envelope in order.
@@ -19,7 +19,6 @@ pub mod filter;
 pub mod paint;
 pub mod periods;
 pub mod remote;
-pub mod settings_map;
 pub mod source;
 pub mod state_at;
 pub mod summary;

@@ -2,7 +2,7 @@
 //! through the same pure policy — `BreakerState::on_outcome`, `ConnectionState::on_outcome`
 //! (cooldown + lockout), each followed by `apply` of what they return, exactly as the actors
 //! compose them — with CONFIG's resilience settings, then compared with what the journal says
-//! happened. Owns the simulation and its table; the settings come from `settings_map`.
+//! happened. Owns the simulation and its table; the settings come from `config::topology`.
 //!
 //! What a replay cannot know: where an attempt would have gone had its target been blocked under
 //! the new settings. Such attempts are counted as "not sent" and their outcome is not applied
@@ -20,11 +20,11 @@ use quotaroute_actors::{AttemptResult, ConnectionSpec, Outcome};
 use quotaroute_journal::{ActionBy, AuthKind, BreakerPhase, ConfigLoaded, Envelope, Event};
 use serde::Serialize;
 
-use crate::config::Config;
-use crate::replay::periods::{PeriodTracker, Periods};
-use crate::replay::settings_map::{
+use crate::config::topology::{
     breaker_settings, bucket_settings, cooldown_settings, lockout_settings,
 };
+use crate::config::Config;
+use crate::replay::periods::{PeriodTracker, Periods};
 use crate::replay::time_parse::format_duration;
 
 /// One compared figure.
