@@ -47,7 +47,7 @@ pub enum Command {
     },
     /// Read a journal offline (or a live node's with --from): timeline, summary, state at a
     /// time, an SVG of the incident, or what another config would have done.
-    Replay(crate::replay::ReplayArgs),
+    Replay(Box<crate::replay::ReplayArgs>),
     /// Run the mock upstream used by tests and benchmarks.
     #[command(hide = true)]
     MockUpstream {
