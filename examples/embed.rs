@@ -91,10 +91,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             format: ApiFormat::Openai,
         };
         let mut decision = router.route(request).await?;
-        loop {
-            let Some(target) = decision.current() else {
-                break;
-            };
+        while let Some(target) = decision.current() {
             let connection = target.connection.to_string();
             // key-b answers every 50th request it gets with a 429 and a 10 s Retry-After.
             let count = served.get(&connection).copied().unwrap_or(0);
