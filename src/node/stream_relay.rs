@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use quotaroute_actors::{AttemptResult, Decision};
@@ -141,6 +142,9 @@ pub async fn open(
     }
 }
 
+/// Most upstream bytes gathered into one client write.
+const COALESCE_BYTES: usize = 64 * 1024;
+
 /// A committed stream being relayed: polled by the client's response body itself (no task, no
 /// channel), one chunk per upstream frame. Reports the attempt when the stream ends — or, if the
 /// client goes away first, when it is dropped.
@@ -151,6 +155,8 @@ struct Relay {
     deadline: Instant,
     failure: Option<(OutcomeClass, String)>,
     ended: bool,
+    /// The end or an error, seen while gathering a burst; handled on the next call.
+    pending: Option<Option<Result<http_body::Frame<Bytes>, hyper::Error>>>,
 }
 
 impl Relay {
@@ -169,7 +175,10 @@ impl Relay {
                 self.report();
                 return None;
             }
-            let frame = tokio::time::timeout_at(self.deadline, self.stream.body.frame()).await;
+            let frame = match self.pending.take() {
+                Some(frame) => Ok(frame),
+                None => tokio::time::timeout_at(self.deadline, self.stream.body.frame()).await,
+            };
             let mut out = BytesMut::new();
             match frame {
                 Err(_) => return self.fail(OutcomeClass::Timeout, "request_timeout_ms passed"),
@@ -186,11 +195,26 @@ impl Relay {
                     self.ended = true;
                 }
                 Ok(Some(Ok(frame))) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
-                    if self.stream.parser.feed(&data, &mut events).is_err() {
-                        return self.fail(OutcomeClass::ServerError, "unreadable event stream");
+                    let mut fed = 0;
+                    let mut next = Some(frame);
+                    // Take whatever else has already arrived: one client write per burst
+                    // rather than one per upstream frame.
+                    while let Some(frame) = next.take() {
+                        if let Ok(data) = frame.into_data() {
+                            fed += data.len();
+                            if self.stream.parser.feed(&data, &mut events).is_err() {
+                                return self
+                                    .fail(OutcomeClass::ServerError, "unreadable event stream");
+                            }
+                        }
+                        if fed >= COALESCE_BYTES {
+                            break;
+                        }
+                        match self.stream.body.frame().now_or_never() {
+                            None => break,
+                            Some(Some(Ok(frame))) => next = Some(frame),
+                            Some(other) => self.pending = Some(other),
+                        }
                     }
                 }
             }
@@ -266,6 +290,7 @@ pub fn relay_body(
         result,
         deadline,
         failure: None,
+        pending: None,
     };
     axum::body::Body::from_stream(futures_util::stream::unfold(
         relay,
