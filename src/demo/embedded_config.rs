@@ -146,7 +146,10 @@ mod tests {
 
     #[test]
     fn embedded_config_is_valid_and_names_every_connection() {
-        let text = config_text("http://127.0.0.1:9", Path::new("/tmp/qr demo \"x\"/journal"));
+        let text = config_text(
+            "http://127.0.0.1:9",
+            Path::new("/tmp/qr demo \"x\"/journal"),
+        );
         let config = crate::config::parse(&text, "embedded", &|_| None)
             .unwrap_or_else(|errors| panic!("{errors}\n{text}"));
         assert_eq!(config.connections.len(), 6);

@@ -69,10 +69,7 @@ fn fresh_journal_dir() -> Result<PathBuf, DemoError> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    let dir = std::env::temp_dir().join(format!(
-        "quotaroute-demo-{}-{stamp}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("quotaroute-demo-{}-{stamp}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|error| DemoError::JournalDir {
         path: dir.clone(),
         reason: error.to_string(),

@@ -70,7 +70,11 @@ pub fn render(frame: &Frame<'_>) -> String {
         frame.run.as_secs()
     );
     let _ = writeln!(out, "upstreams: {}", frame.scenario);
-    let _ = writeln!(out, "{:<12} {:<10} {:>8}  NEXT PROBE", "PROVIDER", "BREAKER", "FAILURES");
+    let _ = writeln!(
+        out,
+        "{:<12} {:<10} {:>8}  NEXT PROBE",
+        "PROVIDER", "BREAKER", "FAILURES"
+    );
     for provider in &frame.state.providers {
         let probe = provider
             .retry_after_ms

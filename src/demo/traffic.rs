@@ -90,8 +90,7 @@ async fn pace(node: SocketAddr, totals: Arc<ClientTotals>, mut stopped: watch::R
     let client = UpstreamClient::new();
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
     let mut in_flight = JoinSet::new();
-    let mut tick =
-        tokio::time::interval(Duration::from_secs(1) / REQUESTS_PER_SECOND.max(1));
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / REQUESTS_PER_SECOND.max(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for call in MIX.iter().copied().cycle() {
         tokio::select! {

@@ -44,7 +44,10 @@ impl SimulatedUpstreams {
 
     /// Plays `scenario` on the mock, its clock starting at `started`.
     pub fn play(&mut self, scenario: Scenario, started: Instant) {
-        if let Some(old) = self.script.replace(tokio::spawn(play(scenario, started, self.mock.clone()))) {
+        if let Some(old) =
+            self.script
+                .replace(tokio::spawn(play(scenario, started, self.mock.clone())))
+        {
             old.abort();
         }
     }
