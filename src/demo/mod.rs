@@ -116,6 +116,7 @@ async fn run_demo(listen: SocketAddr, seconds: u64) -> Result<(), DemoError> {
         tally: JournalTally::default(),
         redraw: std::io::stdout().is_terminal(),
         lines_drawn: 0,
+        drawn_at: None,
         run,
         started,
         scenario,
@@ -137,7 +138,10 @@ async fn run_demo(listen: SocketAddr, seconds: u64) -> Result<(), DemoError> {
             _ = tick.tick() => live.draw(&node, &traffic).await,
         }
     };
-    live.draw(&node, &traffic).await;
+    // The end state, unless the last frame already shows it.
+    if live.drawn_at.is_none_or(|at| at.elapsed() > REFRESH / 2) {
+        live.draw(&node, &traffic).await;
+    }
 
     traffic.stop().await;
     let stopped = node.stop(reason).await;
@@ -190,6 +194,7 @@ struct LiveTable {
     /// Redraw in place (a terminal) rather than print frame after frame.
     redraw: bool,
     lines_drawn: usize,
+    drawn_at: Option<Instant>,
     run: Duration,
     started: Instant,
     scenario: Scenario,
@@ -227,6 +232,7 @@ impl LiveTable {
             out.push('\n');
         }
         self.lines_drawn = frame.lines().count();
+        self.drawn_at = Some(Instant::now());
         emit(&out);
     }
 }

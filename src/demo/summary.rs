@@ -13,6 +13,8 @@ use super::tally::JournalTally;
 
 /// Lockouts listed one by one before the rest are only counted.
 const LOCKOUTS_LISTED: usize = 6;
+/// Breaker transitions per line of the summary.
+const TRANSITIONS_PER_LINE: usize = 4;
 /// The node releases sled's lock when its last handle drops; wait this long for that.
 const LOCK_WAIT: Duration = Duration::from_secs(3);
 
@@ -98,7 +100,8 @@ pub fn render_summary(tally: &JournalTally) -> String {
         let _ = writeln!(out, "  every breaker stayed CLOSED");
     }
     for (name, provider) in &tally.providers {
-        let steps = provider
+        let _ = writeln!(out, "  {name}: opened {}×", provider.openings());
+        let steps: Vec<String> = provider
             .transitions
             .iter()
             .map(|t| {
@@ -109,9 +112,10 @@ pub fn render_summary(tally: &JournalTally) -> String {
                     t.to.as_str()
                 )
             })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let _ = writeln!(out, "  {name}: opened {}×: {steps}", provider.openings());
+            .collect();
+        for line in steps.chunks(TRANSITIONS_PER_LINE) {
+            let _ = writeln!(out, "    {}", line.join(", "));
+        }
     }
     if tally.damaged > 0 {
         let _ = writeln!(out, "damaged records skipped: {}", tally.damaged);
