@@ -45,6 +45,9 @@ pub enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Read a journal offline (or a live node's with --from): timeline, summary, state at a
+    /// time, an SVG of the incident, or what another config would have done.
+    Replay(Box<crate::replay::ReplayArgs>),
     /// Run the mock upstream used by tests and benchmarks.
     #[command(hide = true)]
     MockUpstream {

@@ -141,6 +141,15 @@ pub async fn demo(listen: SocketAddr, seconds: u64) -> u8 {
     crate::demo::run(listen, seconds).await
 }
 
+/// `quotaroute replay …`.
+pub fn replay(args: &crate::replay::ReplayArgs) -> u8 {
+    use quotaroute_actors::Clock;
+    let now_ms = quotaroute_actors::SystemClock.now_ms();
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    crate::replay::run(args, &mut stdout.lock(), &mut stderr.lock(), now_ms)
+}
+
 /// `quotaroute mock-upstream --listen ADDR` (hidden: tests and benchmarks).
 pub async fn mock_upstream(listen: SocketAddr) -> u8 {
     let listener = match tokio::net::TcpListener::bind(listen).await {

@@ -11,3 +11,4 @@ pub mod demo;
 pub mod mock_upstream;
 pub mod node;
 pub mod proxy;
+pub mod replay;

@@ -26,6 +26,7 @@ fn main() -> ExitCode {
             Command::Demo { listen, seconds } => commands::demo(listen, seconds).await,
             Command::Init { path, force } => commands::init(&path, force),
             Command::Check { config } => commands::check(&config),
+            Command::Replay(args) => commands::replay(&args),
             Command::MockUpstream { listen } => commands::mock_upstream(listen).await,
         }
     });

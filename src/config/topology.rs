@@ -78,23 +78,25 @@ fn apply_buckets(settings: &mut BucketSettings, o: &BucketOverrides) {
     }
 }
 
-/// A provider's breaker profile: its `breaker.profile` override, else `oauth` when every one
-/// of its connections is oauth, else `api_key` (behaviour §5).
-pub fn provider_profile(config: &Config, provider: &ProviderConfig) -> JournalAuth {
-    let named = provider
-        .breaker
-        .profile
-        .as_deref()
-        .or(config.defaults.breaker.profile.as_deref());
-    match named {
-        Some("oauth") => return JournalAuth::Oauth,
-        Some("api_key") => return JournalAuth::ApiKey,
-        _ => {}
+fn provider_config<'a>(config: &'a Config, provider_name: &str) -> Option<&'a ProviderConfig> {
+    config.provider(provider_name)
+}
+
+fn profile_named(name: &str) -> Option<JournalAuth> {
+    match name {
+        "oauth" => Some(JournalAuth::Oauth),
+        "api_key" => Some(JournalAuth::ApiKey),
+        _ => None,
     }
+}
+
+/// The profile a provider gets from its connections: `oauth` when every one of them is oauth,
+/// else `api_key` (behaviour §5).
+pub fn derived_profile(config: &Config, provider_name: &str) -> JournalAuth {
     let mut connections = config
         .connections
         .iter()
-        .filter(|c| c.provider == provider.name)
+        .filter(|c| c.provider == provider_name)
         .peekable();
     if connections.peek().is_some() && connections.all(|c| c.auth == AuthKind::OAuth) {
         JournalAuth::Oauth
@@ -103,44 +105,61 @@ pub fn provider_profile(config: &Config, provider: &ProviderConfig) -> JournalAu
     }
 }
 
+/// A provider's breaker profile: its `breaker.profile`, else `[defaults.breaker].profile`,
+/// else `derived` (see [`derived_profile`]; replay passes the journal's).
+pub fn breaker_profile(config: &Config, provider_name: &str, derived: JournalAuth) -> JournalAuth {
+    provider_config(config, provider_name)
+        .and_then(|p| p.breaker.profile.as_deref())
+        .or(config.defaults.breaker.profile.as_deref())
+        .and_then(profile_named)
+        .unwrap_or(derived)
+}
+
 /// The breaker settings of a provider: profile defaults, then `[defaults.breaker]`, then the
 /// provider's `[providers.breaker]`.
-pub fn breaker_settings(config: &Config, provider: &ProviderConfig) -> BreakerSettings {
-    let mut settings = BreakerSettings::for_profile(provider_profile(config, provider));
+pub fn breaker_settings(
+    config: &Config,
+    provider_name: &str,
+    derived: JournalAuth,
+) -> BreakerSettings {
+    let mut settings =
+        BreakerSettings::for_profile(breaker_profile(config, provider_name, derived));
     apply_breaker(&mut settings, &config.defaults.breaker);
-    apply_breaker(&mut settings, &provider.breaker);
+    if let Some(provider) = provider_config(config, provider_name) {
+        apply_breaker(&mut settings, &provider.breaker);
+    }
     settings
 }
 
-/// The cooldown settings of a connection of `auth` kind on `provider`.
+/// The cooldown settings of a connection authenticating with `auth` on a provider.
 pub fn cooldown_settings(
     config: &Config,
-    provider: Option<&ProviderConfig>,
-    auth: AuthKind,
+    provider_name: &str,
+    auth: JournalAuth,
 ) -> CooldownSettings {
-    let mut settings = CooldownSettings::for_auth(journal_auth(auth));
+    let mut settings = CooldownSettings::for_auth(auth);
     apply_cooldown(&mut settings, &config.defaults.cooldown);
-    if let Some(provider) = provider {
+    if let Some(provider) = provider_config(config, provider_name) {
         apply_cooldown(&mut settings, &provider.cooldown);
     }
     settings
 }
 
-/// The lockout settings on `provider`.
-pub fn lockout_settings(config: &Config, provider: Option<&ProviderConfig>) -> LockoutSettings {
+/// The lockout settings on a provider.
+pub fn lockout_settings(config: &Config, provider_name: &str) -> LockoutSettings {
     let mut settings = LockoutSettings::default();
     apply_lockout(&mut settings, &config.defaults.lockout);
-    if let Some(provider) = provider {
+    if let Some(provider) = provider_config(config, provider_name) {
         apply_lockout(&mut settings, &provider.lockout);
     }
     settings
 }
 
-/// The bucket settings on `provider`.
-pub fn bucket_settings(config: &Config, provider: Option<&ProviderConfig>) -> BucketSettings {
+/// The bucket settings on a provider.
+pub fn bucket_settings(config: &Config, provider_name: &str) -> BucketSettings {
     let mut settings = BucketSettings::default();
     apply_buckets(&mut settings, &config.defaults.buckets);
-    if let Some(provider) = provider {
+    if let Some(provider) = provider_config(config, provider_name) {
         apply_buckets(&mut settings, &provider.buckets);
     }
     settings
@@ -151,18 +170,21 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
     let providers = config
         .providers
         .iter()
-        .map(|p| ProviderSpec {
-            name: p.name.clone(),
-            format: journal_format(p.format),
-            profile: provider_profile(config, p),
-            breaker: breaker_settings(config, p),
+        .map(|p| {
+            let derived = derived_profile(config, &p.name);
+            ProviderSpec {
+                name: p.name.clone(),
+                format: journal_format(p.format),
+                profile: breaker_profile(config, &p.name, derived),
+                breaker: breaker_settings(config, &p.name, derived),
+            }
         })
         .collect();
     let connections = config
         .connections
         .iter()
         .map(|c| {
-            let provider = config.provider(&c.provider);
+            let provider = c.provider.as_str();
             ConnectionSpec {
                 id: c.id.clone(),
                 provider: c.provider.clone(),
@@ -178,7 +200,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
                     model_requests_7d: c.limits.model_requests_7d.clone(),
                     model_tokens_7d: c.limits.model_tokens_7d.clone(),
                 },
-                cooldown: cooldown_settings(config, provider, c.auth),
+                cooldown: cooldown_settings(config, provider, journal_auth(c.auth)),
                 lockout: lockout_settings(config, provider),
                 buckets: bucket_settings(config, provider),
             }

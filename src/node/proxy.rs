@@ -17,7 +17,6 @@ use quotaroute_actors::policy::classify::{classify, rules, TransportFailure, Ups
 use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
 use quotaroute_actors::{AttemptResult, Clock, Decision, RouteError, RouteRequest, SystemClock};
 use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
@@ -363,17 +362,10 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                         sent_at.elapsed(),
                     );
                     route.overhead_us = overhead_us(started, upstream_time);
-                    let (sender, receiver) = mpsc::channel(64);
                     let mut result = AttemptResult::success(status.as_u16(), 0, 0);
                     result.stream = true;
                     result.usage = usage_readings;
-                    tokio::spawn(stream_relay::relay(
-                        stream, sender, decision, result, deadline,
-                    ));
-                    let body = Body::from_stream(futures_util::stream::unfold(
-                        receiver,
-                        |mut rx| async move { rx.recv().await.map(|item| (item, rx)) },
-                    ));
+                    let body = stream_relay::relay_body(stream, decision, result, deadline);
                     let mut response = Response::new(body);
                     let headers = response.headers_mut();
                     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));

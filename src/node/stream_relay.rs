@@ -5,17 +5,16 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use quotaroute_actors::{AttemptResult, Decision};
 use quotaroute_journal::OutcomeClass;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::proxy::sse::{SseEvent, SseParser};
 use crate::proxy::stream_error::{anthropic_stream_error, openai_stream_error};
-use crate::proxy::stream_watch::{EventMeaning, StreamFormat, StreamUsage};
+use crate::proxy::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
 
 /// How a stream began.
 pub enum StreamStart {
@@ -142,113 +141,141 @@ pub async fn open(
     }
 }
 
-/// The chunks sent to the client.
-pub type ClientChunks = mpsc::Sender<Result<Bytes, std::io::Error>>;
-
-/// Relays the rest of a committed stream to `client`, then reports the attempt.
-pub async fn relay(
-    mut stream: CommittedStream,
-    client: ClientChunks,
-    mut decision: Decision,
-    mut result: AttemptResult,
+/// A committed stream being relayed: polled by the client's response body itself (no task, no
+/// channel), one chunk per upstream frame. Reports the attempt when the stream ends — or, if the
+/// client goes away first, when it is dropped.
+struct Relay {
+    stream: CommittedStream,
+    decision: Option<Decision>,
+    result: AttemptResult,
     deadline: Instant,
-) {
-    for chunk in std::mem::take(&mut stream.buffered) {
-        if client.send(Ok(chunk)).await.is_err() {
-            finish(&mut decision, result, &stream.usage, None);
-            return;
-        }
-    }
-    let mut events: Vec<SseEvent> = Vec::new();
-    let mut failure: Option<(OutcomeClass, String)> = None;
-    // An upstream error event is forwarded as is; only a break gets our own error event.
-    let mut error_forwarded = false;
-    while !stream.finished {
-        let frame = match tokio::time::timeout_at(deadline, stream.body.frame()).await {
-            Err(_) => {
-                failure = Some((
-                    OutcomeClass::Timeout,
-                    "request_timeout_ms passed".to_string(),
-                ));
-                break;
-            }
-            Ok(None) => {
-                if let Ok(Some(last)) = stream.parser.finish() {
-                    events.push(last);
-                }
-                stream.finished = true;
-                None
-            }
-            Ok(Some(Err(error))) => {
-                failure = Some((
-                    OutcomeClass::Network,
-                    format!("upstream stream broke: {error}"),
-                ));
-                break;
-            }
-            Ok(Some(Ok(frame))) => frame.into_data().ok(),
-        };
-        if let Some(data) = frame {
-            if stream.parser.feed(&data, &mut events).is_err() {
-                failure = Some((
-                    OutcomeClass::ServerError,
-                    "unreadable event stream".to_string(),
-                ));
-                break;
-            }
-        }
-        for event in events.drain(..) {
-            let meaning = stream.usage.observe(stream.format, &event);
-            let forward = match &meaning {
-                EventMeaning::UsageOnly { .. } => !stream.withhold_usage_only,
-                EventMeaning::Error { class, message } => {
-                    failure = Some((*class, message.clone()));
-                    error_forwarded = true;
-                    true
-                }
-                _ => true,
-            };
-            if forward && client.send(Ok(event.raw)).await.is_err() {
-                finish(&mut decision, result, &stream.usage, None);
-                return;
-            }
-        }
-        if failure.is_some() {
-            break;
-        }
-    }
-    if let Some((class, message)) = &failure {
-        if !error_forwarded {
-            let event = match stream.format {
-                StreamFormat::Anthropic => anthropic_stream_error(message, "api_error"),
-                _ => openai_stream_error(message, "upstream_error"),
-            };
-            let _ = client.send(Ok(event)).await;
-        }
-        result.class = *class;
-        result.message = Some(message.clone());
-        result.after_first_content = true;
-    }
-    finish(
-        &mut decision,
-        result,
-        &stream.usage,
-        failure.map(|(class, _)| class),
-    );
+    failure: Option<(OutcomeClass, String)>,
+    ended: bool,
 }
 
-fn finish(
-    decision: &mut Decision,
-    mut result: AttemptResult,
-    usage: &StreamUsage,
-    failure: Option<OutcomeClass>,
-) {
-    result.tokens_in = usage.tokens_in;
-    result.tokens_out = usage.tokens_out;
-    if failure.is_none() {
-        result.class = OutcomeClass::Success;
+impl Relay {
+    /// The next bytes for the client; `None` once the stream is over (and reported).
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        if !self.stream.buffered.is_empty() {
+            let mut first = BytesMut::new();
+            for chunk in std::mem::take(&mut self.stream.buffered) {
+                first.extend_from_slice(&chunk);
+            }
+            return Some(first.freeze());
+        }
+        let mut events: Vec<SseEvent> = Vec::new();
+        loop {
+            if self.ended {
+                self.report();
+                return None;
+            }
+            let frame = tokio::time::timeout_at(self.deadline, self.stream.body.frame()).await;
+            let mut out = BytesMut::new();
+            match frame {
+                Err(_) => return self.fail(OutcomeClass::Timeout, "request_timeout_ms passed"),
+                Ok(Some(Err(error))) => {
+                    return self.fail(
+                        OutcomeClass::Network,
+                        &format!("upstream stream broke: {error}"),
+                    )
+                }
+                Ok(None) => {
+                    if let Ok(Some(last)) = self.stream.parser.finish() {
+                        events.push(last);
+                    }
+                    self.ended = true;
+                }
+                Ok(Some(Ok(frame))) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    if self.stream.parser.feed(&data, &mut events).is_err() {
+                        return self.fail(OutcomeClass::ServerError, "unreadable event stream");
+                    }
+                }
+            }
+            for event in events.drain(..) {
+                if !matters_after_commit(self.stream.format, &event) {
+                    out.extend_from_slice(&event.raw);
+                    continue;
+                }
+                match self.stream.usage.observe(self.stream.format, &event) {
+                    EventMeaning::UsageOnly { .. } if self.stream.withhold_usage_only => {}
+                    EventMeaning::Error { class, message } => {
+                        // The upstream's own error event reaches the client as is.
+                        out.extend_from_slice(&event.raw);
+                        self.failure = Some((class, message));
+                        self.ended = true;
+                    }
+                    _ => out.extend_from_slice(&event.raw),
+                }
+            }
+            if !out.is_empty() {
+                return Some(out.freeze());
+            }
+        }
     }
-    decision.report(result);
+
+    /// A break after commit: one final error event in the client's protocol.
+    fn fail(&mut self, class: OutcomeClass, message: &str) -> Option<Bytes> {
+        self.failure = Some((class, message.to_string()));
+        self.ended = true;
+        Some(match self.stream.format {
+            StreamFormat::Anthropic => anthropic_stream_error(message, "api_error"),
+            _ => openai_stream_error(message, "upstream_error"),
+        })
+    }
+
+    fn report(&mut self) {
+        let Some(mut decision) = self.decision.take() else {
+            return;
+        };
+        let mut result = self.result.clone();
+        result.tokens_in = self.stream.usage.tokens_in;
+        result.tokens_out = self.stream.usage.tokens_out;
+        match self.failure.take() {
+            Some((class, message)) => {
+                result.class = class;
+                result.message = Some(message);
+                result.after_first_content = true;
+            }
+            None => result.class = OutcomeClass::Success,
+        }
+        decision.report(result);
+    }
+}
+
+impl Drop for Relay {
+    /// The client went away mid-stream: the upstream served, so the attempt counts as served.
+    fn drop(&mut self) {
+        self.report();
+    }
+}
+
+/// The client's body for a committed stream.
+pub fn relay_body(
+    stream: CommittedStream,
+    decision: Decision,
+    result: AttemptResult,
+    deadline: Instant,
+) -> axum::body::Body {
+    let relay = Relay {
+        ended: stream.finished,
+        stream,
+        decision: Some(decision),
+        result,
+        deadline,
+        failure: None,
+    };
+    axum::body::Body::from_stream(futures_util::stream::unfold(
+        relay,
+        |mut relay| async move {
+            relay
+                .next_chunk()
+                .await
+                .map(|chunk| (Ok::<Bytes, std::io::Error>(chunk), relay))
+        },
+    ))
 }
 
 /// How long until `deadline`, for timeouts expressed as durations.

@@ -635,3 +635,28 @@ mod tests {
         );
     }
 }
+
+/// Whether an event after the first content can mean anything but more content (usage, an
+/// error, the end) — a byte check, so the relay parses only those and forwards the rest as is.
+pub fn matters_after_commit(format: StreamFormat, event: &SseEvent) -> bool {
+    let data = event.data.as_bytes();
+    let has = |needle: &[u8]| memchr::memmem::find(data, needle).is_some();
+    match format {
+        StreamFormat::Anthropic => !matches!(
+            event.event.as_deref(),
+            Some("content_block_delta" | "ping" | "content_block_start" | "content_block_stop")
+        ),
+        StreamFormat::OpenAiResponses => !event
+            .event
+            .as_deref()
+            .is_some_and(|name| name.ends_with(".delta")),
+        StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => {
+            data == b"[DONE]"
+                || has(b"\"error\"")
+                || (has(b"\"usage\"") && !has(b"\"usage\":null") && !has(b"\"usage\": null"))
+                || has(b"\"finish_reason\":\"")
+                || has(b"\"finish_reason\": \"")
+                || !data.starts_with(b"{")
+        }
+    }
+}

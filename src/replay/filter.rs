@@ -1,0 +1,160 @@
+//! The timeline filters (`--since`, `--until`, `--provider`, `--connection`, `--model`,
+//! `--kind`) as one predicate over envelopes. Owns matching only, never output.
+
+use quotaroute_journal::{Envelope, Event};
+
+use crate::replay::time_parse::{parse_time, TimeError};
+
+/// A usage error in the filter flags.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error(transparent)]
+    Time(#[from] TimeError),
+    #[error("unknown event kind `{0}` (kinds: {kinds})", kinds = Event::KINDS.join(", "))]
+    Kind(String),
+}
+
+/// Which envelopes the user asked for. Empty fields match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Inclusive lower bound on `at_ms`.
+    pub since_ms: Option<u64>,
+    /// Exclusive upper bound on `at_ms`.
+    pub until_ms: Option<u64>,
+    pub provider: Option<String>,
+    pub connection: Option<String>,
+    pub model: Option<String>,
+    /// Contract kind names; empty = every kind.
+    pub kinds: Vec<&'static str>,
+}
+
+impl Filter {
+    /// Builds the filter from the flags' text; relative times count back from `now_ms`.
+    pub fn from_flags(
+        since: Option<&str>,
+        until: Option<&str>,
+        provider: Option<&str>,
+        connection: Option<&str>,
+        model: Option<&str>,
+        kind: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Filter, FilterError> {
+        let kinds = match kind {
+            None => Vec::new(),
+            Some(list) => list
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(|k| {
+                    Event::KINDS
+                        .iter()
+                        .find(|known| **known == k)
+                        .copied()
+                        .ok_or_else(|| FilterError::Kind(k.to_string()))
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(Filter {
+            since_ms: since.map(|t| parse_time(t, now_ms)).transpose()?,
+            until_ms: until.map(|t| parse_time(t, now_ms)).transpose()?,
+            provider: provider.map(str::to_string),
+            connection: connection.map(str::to_string),
+            model: model.map(str::to_string),
+            kinds,
+        })
+    }
+
+    /// Whether `at_ms` lies in the time window.
+    pub fn in_window(&self, at_ms: u64) -> bool {
+        self.since_ms.is_none_or(|since| at_ms >= since)
+            && self.until_ms.is_none_or(|until| at_ms < until)
+    }
+
+    /// Whether the event is about the provider/connection/model asked for. Events that name
+    /// none of them (node start, config) only match when no such filter is set; a
+    /// `route_decided` matches a connection filter when it skipped that connection.
+    pub fn matches_subject(&self, event: &Event) -> bool {
+        let provider_ok = self.provider.as_deref().is_none_or(|wanted| {
+            event.provider() == Some(wanted) || mentions_provider(event, wanted)
+        });
+        let connection_ok = self.connection.as_deref().is_none_or(|wanted| {
+            event.connection() == Some(wanted) || skipped_mentions(event, wanted)
+        });
+        let model_ok = self
+            .model
+            .as_deref()
+            .is_none_or(|wanted| event.model() == Some(wanted));
+        provider_ok && connection_ok && model_ok
+    }
+
+    /// The whole predicate.
+    pub fn matches(&self, envelope: &Envelope) -> bool {
+        self.in_window(envelope.at_ms)
+            && (self.kinds.is_empty() || self.kinds.contains(&envelope.event.kind()))
+            && self.matches_subject(&envelope.event)
+    }
+}
+
+/// `route_decided` has no provider field; its combo may be `provider/model`.
+fn mentions_provider(event: &Event, provider: &str) -> bool {
+    match event {
+        Event::RouteDecided(decided) => decided
+            .combo
+            .split_once('/')
+            .is_some_and(|(p, _)| p == provider),
+        _ => false,
+    }
+}
+
+fn skipped_mentions(event: &Event, connection: &str) -> bool {
+    match event {
+        Event::RouteDecided(decided) => decided.skipped.iter().any(|s| s.connection == connection),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quotaroute_journal::testkit::sample_envelopes;
+
+    #[test]
+    fn unknown_kind_is_a_usage_error_naming_the_kinds() {
+        let error = Filter::from_flags(None, None, None, None, None, Some("nope"), 0).unwrap_err();
+        assert!(error.to_string().contains("request_failed"));
+    }
+
+    #[test]
+    fn filters_combine_with_and() {
+        let envelopes = sample_envelopes(1, 1_000, 60);
+        let filter = Filter::from_flags(
+            None,
+            None,
+            Some("openai"),
+            None,
+            None,
+            Some("request_failed, model_locked"),
+            0,
+        )
+        .unwrap();
+        let kept: Vec<_> = envelopes.iter().filter(|e| filter.matches(e)).collect();
+        assert!(!kept.is_empty());
+        for envelope in kept {
+            assert!(["request_failed", "model_locked"].contains(&envelope.event.kind()));
+            assert_eq!(envelope.event.provider(), Some("openai"));
+        }
+    }
+
+    #[test]
+    fn window_is_since_inclusive_until_exclusive() {
+        let filter = Filter {
+            since_ms: Some(10),
+            until_ms: Some(20),
+            ..Filter::default()
+        };
+        assert!(!filter.in_window(9));
+        assert!(filter.in_window(10));
+        assert!(filter.in_window(19));
+        assert!(!filter.in_window(20));
+    }
+}

@@ -1,0 +1,271 @@
+//! `quotaroute replay`: the incident debugger. Reads a journal offline (or a live node's through
+//! the admin API) and shows what happened, why each request went where it went, and what would
+//! have happened with other settings — using the very policy code the live router runs.
+//!
+//! # Layout
+//! - [`args`] — the command line (`ReplayArgs`, a `clap::Args`).
+//! - [`source`] — opening a sled journal / NDJSON export; [`remote`] — `--from URL`.
+//! - [`filter`] — `--since/--until/--provider/--connection/--model/--kind`.
+//! - [`timeline`] — one line per event (default) or NDJSON; [`paint`] — ANSI colour.
+//! - [`periods`] — cooling/locked/disabled/breaker-open bands, shared by the views below.
+//! - [`summary`] — `--summary`; [`state_at`] — `--state-at`; [`svg`] — `--svg`.
+//! - [`what_if`] — `--what-if CONFIG`.
+//! - [`time_parse`] — RFC 3339 / relative times in, UTC out.
+//!
+//! Everything is one pass over the journal: each view observes every envelope in order.
+
+pub mod args;
+pub mod filter;
+pub mod paint;
+pub mod periods;
+pub mod remote;
+pub mod source;
+pub mod state_at;
+pub mod summary;
+pub mod svg;
+pub mod time_parse;
+pub mod timeline;
+pub mod what_if;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+pub use args::{ColorChoice, Format, ReplayArgs};
+
+use crate::replay::filter::{Filter, FilterError};
+use crate::replay::paint::Paint;
+use crate::replay::source::{Damaged, Source, SourceError};
+use crate::replay::state_at::StateFold;
+use crate::replay::summary::SummaryBuilder;
+use crate::replay::svg::SvgBuilder;
+use crate::replay::time_parse::{parse_time, TimeError};
+use crate::replay::timeline::TimelineWriter;
+use crate::replay::what_if::WhatIf;
+
+/// Exit code: everything shown (damaged records, if any, reported on `err`).
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the journal or a file could not be read or written.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code: the flags do not make sense.
+pub const EXIT_USAGE: u8 = 2;
+
+/// How many damaged locations the report names before eliding.
+const DAMAGE_LISTED: usize = 10;
+
+/// Why replay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+    #[error("--state-at: {0}")]
+    StateAt(TimeError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("--what-if {path}: {errors}")]
+    WhatIfConfig { path: PathBuf, errors: String },
+    #[error("cannot write {path}: {source}")]
+    WriteFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+    #[error("cannot render JSON: {0}")]
+    Json(String),
+}
+
+impl ReplayError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ReplayError::Filter(_) | ReplayError::StateAt(_) => EXIT_USAGE,
+            _ => EXIT_FAILURE,
+        }
+    }
+}
+
+/// Runs `replay`: writes the views to `out`, damage reports and notes to `err`. `now_ms` anchors
+/// relative times. Returns the process exit code (0 ok, 1 failure, 2 usage).
+pub fn run(args: &ReplayArgs, out: &mut dyn Write, err: &mut dyn Write, now_ms: u64) -> u8 {
+    match run_inner(args, out, err, now_ms) {
+        Ok(()) => EXIT_OK,
+        Err(ReplayError::Output(error)) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+            EXIT_OK
+        }
+        Err(error) => {
+            let _ = writeln!(err, "quotaroute replay: {error}");
+            error.exit_code()
+        }
+    }
+}
+
+fn run_inner(
+    args: &ReplayArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    now_ms: u64,
+) -> Result<(), ReplayError> {
+    let filter = Filter::from_flags(
+        args.since.as_deref(),
+        args.until.as_deref(),
+        args.provider.as_deref(),
+        args.connection.as_deref(),
+        args.model.as_deref(),
+        args.kind.as_deref(),
+        now_ms,
+    )?;
+    let state_at_ms = args
+        .state_at
+        .as_deref()
+        .map(|t| parse_time(t, now_ms))
+        .transpose()
+        .map_err(ReplayError::StateAt)?;
+    let what_if = match &args.what_if {
+        Some(path) => {
+            let config = crate::config::load(path).map_err(|errors| ReplayError::WhatIfConfig {
+                path: path.clone(),
+                errors: errors.to_string(),
+            })?;
+            Some(WhatIf::new(config, path.display().to_string()))
+        }
+        None => None,
+    };
+    let source = Source::open(args.journal.as_deref(), args.from.as_deref())?;
+
+    let json = args.format == Format::Json;
+    let show_timeline =
+        !args.summary && state_at_ms.is_none() && args.what_if.is_none() && args.svg.is_none();
+    let mut views = Views {
+        timeline: show_timeline.then(|| TimelineWriter::new(Paint::new(args.color.enabled()))),
+        summary: args.summary.then(|| SummaryBuilder::new(filter.clone())),
+        state: state_at_ms.map(StateFold::new),
+        svg: args.svg.as_ref().map(|_| SvgBuilder::new(filter.clone())),
+        what_if,
+    };
+
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut damaged: Vec<Damaged> = Vec::new();
+    let mut line = String::new();
+    let mut bytes: Vec<u8> = Vec::with_capacity(1 << 16);
+    for item in source.items() {
+        let envelope = match item {
+            Ok(envelope) => envelope,
+            Err(damage) => {
+                damaged.push(damage);
+                continue;
+            }
+        };
+        if let Some(timeline) = &mut views.timeline {
+            timeline.observe(&envelope);
+            if filter.matches(&envelope) {
+                if json {
+                    timeline::json_line(&envelope, &mut bytes)
+                        .map_err(|e| ReplayError::Json(e.to_string()))?;
+                } else {
+                    line.clear();
+                    timeline.text_line(&envelope, &mut line);
+                    bytes.extend_from_slice(line.as_bytes());
+                    bytes.push(b'\n');
+                }
+                if bytes.len() >= 1 << 15 {
+                    out.write_all(&bytes)?;
+                    bytes.clear();
+                }
+            }
+        }
+        views.observe(&envelope);
+    }
+    out.write_all(&bytes)?;
+    report_damage(err, &damaged)?;
+
+    if let Some(summary) = views.summary {
+        let summary = summary.finish();
+        if json {
+            write_json(&mut out, &summary)?;
+        } else {
+            out.write_all(summary::render_text(&summary).as_bytes())?;
+        }
+    }
+    if let Some(state) = views.state {
+        let at = state.finish();
+        if json {
+            write_json(&mut out, &at)?;
+        } else {
+            out.write_all(state_at::render_text(&at).as_bytes())?;
+        }
+    }
+    if let Some(what_if) = views.what_if {
+        let report = what_if.finish();
+        if json {
+            write_json(&mut out, &report)?;
+        } else {
+            out.write_all(what_if::render_text(&report).as_bytes())?;
+        }
+    }
+    if let (Some(svg), Some(path)) = (views.svg, &args.svg) {
+        let document = svg.finish();
+        std::fs::write(path, document).map_err(|source| ReplayError::WriteFile {
+            path: path.clone(),
+            source,
+        })?;
+        writeln!(err, "wrote {}", path.display())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The views asked for, each fed every readable envelope.
+struct Views {
+    timeline: Option<TimelineWriter>,
+    summary: Option<SummaryBuilder>,
+    state: Option<StateFold>,
+    svg: Option<SvgBuilder>,
+    what_if: Option<WhatIf>,
+}
+
+impl Views {
+    fn observe(&mut self, envelope: &quotaroute_journal::Envelope) {
+        if let Some(summary) = &mut self.summary {
+            summary.observe(envelope);
+        }
+        if let Some(state) = &mut self.state {
+            state.observe(envelope);
+        }
+        if let Some(svg) = &mut self.svg {
+            svg.observe(envelope);
+        }
+        if let Some(what_if) = &mut self.what_if {
+            what_if.observe(envelope);
+        }
+    }
+}
+
+fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<(), ReplayError> {
+    serde_json::to_writer(&mut *out, value).map_err(|e| ReplayError::Json(e.to_string()))?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// `N damaged records skipped (seq 41, seq 57)` plus one line per record with its reason.
+fn report_damage(err: &mut dyn Write, damaged: &[Damaged]) -> Result<(), ReplayError> {
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    let mut locations: Vec<&str> = damaged
+        .iter()
+        .take(DAMAGE_LISTED)
+        .map(|d| d.location.as_str())
+        .collect();
+    if damaged.len() > DAMAGE_LISTED {
+        locations.push("…");
+    }
+    writeln!(
+        err,
+        "{} damaged records skipped ({})",
+        damaged.len(),
+        locations.join(", ")
+    )?;
+    for damage in damaged.iter().take(DAMAGE_LISTED) {
+        writeln!(err, "  {}: {}", damage.location, damage.reason)?;
+    }
+    Ok(())
+}

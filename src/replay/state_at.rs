@@ -1,0 +1,317 @@
+//! `--state-at TIME`: the router state at an instant — breakers, cooldowns, disables, lockouts
+//! with remaining time, buckets, DRR deficits — folded by `RouterState::apply_envelope` (the
+//! node's own reducers) and read through the reducers' own `*_at(now)` methods. The journal's
+//! latest `config_loaded` stands in for the topology (replay has no config file); breaker
+//! settings are the profile's defaults, since overrides are not journaled.
+
+use std::fmt::Write as _;
+
+use quotaroute_actors::admin_state::{
+    lock_reason_name, BucketState, ComboState, ComboTargetState, ConnectionAdminState,
+    DisabledState, LockoutState, ProviderState,
+};
+use quotaroute_actors::policy::breaker::BreakerSettings;
+use quotaroute_actors::policy::buckets::{BucketLimits, BucketSettings};
+use quotaroute_actors::policy::drr::exec_key;
+use quotaroute_actors::policy::quota_share::Strategy;
+use quotaroute_actors::policy::router_state::RouterState;
+use quotaroute_actors::topology::recorded_targets;
+use quotaroute_actors::AdminState;
+use quotaroute_journal::{AuthKind, DisableReason, Envelope};
+use serde::Serialize;
+
+use crate::replay::time_parse::{format_duration, format_utc_ms};
+
+/// The fold of every envelope at or before `at_ms`.
+#[derive(Debug, Default)]
+pub struct StateFold {
+    at_ms: u64,
+    state: RouterState,
+    applied: u64,
+}
+
+impl StateFold {
+    pub fn new(at_ms: u64) -> Self {
+        StateFold {
+            at_ms,
+            state: RouterState::default(),
+            applied: 0,
+        }
+    }
+
+    /// Applies `envelope` if it happened at or before the instant.
+    pub fn observe(&mut self, envelope: &Envelope) {
+        if envelope.at_ms <= self.at_ms {
+            self.state.apply_envelope(envelope);
+            self.applied += 1;
+        }
+    }
+
+    pub fn state(&self) -> &RouterState {
+        &self.state
+    }
+
+    pub fn finish(self) -> StateAt {
+        StateAt {
+            at_ms: self.at_ms,
+            last_seq: self.state.last_seq,
+            events_applied: self.applied,
+            config_generation: self.state.config().map(|c| c.generation),
+            state: view(&self.state, self.at_ms),
+        }
+    }
+}
+
+/// The state at an instant, shaped like `GET /admin/state` plus where in the journal it is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateAt {
+    pub at_ms: u64,
+    pub last_seq: u64,
+    pub events_applied: u64,
+    pub config_generation: Option<u64>,
+    #[serde(flatten)]
+    pub state: AdminState,
+}
+
+fn auth_name(auth: AuthKind) -> &'static str {
+    match auth {
+        AuthKind::ApiKey => "api_key",
+        AuthKind::Oauth => "oauth",
+    }
+}
+
+/// `AdminState::build` for replay: the journaled config instead of a `Topology`, no in-flight.
+pub fn view(state: &RouterState, now_ms: u64) -> AdminState {
+    let Some(config) = state.config() else {
+        return AdminState {
+            providers: Vec::new(),
+            connections: Vec::new(),
+            combos: Vec::new(),
+        };
+    };
+    let providers = config
+        .providers
+        .iter()
+        .map(|p| {
+            let settings = BreakerSettings::for_profile(p.profile);
+            let breaker = state.breaker(&p.name);
+            ProviderState {
+                name: p.name.clone(),
+                profile: auth_name(p.profile),
+                breaker: breaker.phase_at(now_ms, &settings).as_str(),
+                failures: breaker.failures_at(now_ms, &settings),
+                cycles: breaker.cycles(),
+                retry_after_ms: breaker
+                    .open_until_ms()
+                    .filter(|&until| until > now_ms)
+                    .map(|until| until - now_ms),
+            }
+        })
+        .collect();
+    let connections = config
+        .connections
+        .iter()
+        .map(|c| {
+            let learned = state.connection(&c.provider, &c.id);
+            let health = &learned.health;
+            ConnectionAdminState {
+                id: c.id.clone(),
+                provider: c.provider.clone(),
+                auth: auth_name(c.auth),
+                cooldown_remaining_ms: health.cooldown_remaining_at(now_ms).unwrap_or(0),
+                cooldown_level: health.level(),
+                disabled: health
+                    .disabled()
+                    .filter(|d| d.until_ms.is_none_or(|until| until > now_ms))
+                    .map(|d| DisabledState {
+                        reason: match d.reason {
+                            DisableReason::Auth => "auth",
+                            DisableReason::Billing => "billing",
+                        },
+                        remaining_ms: d.until_ms.map(|until| until - now_ms),
+                    }),
+                in_flight: 0,
+                buckets: learned
+                    .buckets
+                    .views(now_ms, &BucketLimits::default(), &BucketSettings::default())
+                    .into_iter()
+                    .map(|v| BucketState {
+                        window: v.window,
+                        used: v.used,
+                        limit: v.limit,
+                        saturated: v.saturated,
+                        resets_at_ms: v.resets_at_ms,
+                    })
+                    .collect(),
+                lockouts: learned
+                    .lockouts
+                    .list_at(now_ms)
+                    .into_iter()
+                    .map(|lock| LockoutState {
+                        provider: c.provider.clone(),
+                        connection: c.id.clone(),
+                        model: lock.model,
+                        reason: lock_reason_name(lock.reason),
+                        error_code: lock.error_code,
+                        remaining_ms: lock.remaining_ms,
+                        failure_count: lock.failure_count,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let combos = config
+        .combos
+        .iter()
+        .filter_map(|combo| {
+            let (strategy, targets) = recorded_targets(config, &combo.name)?;
+            let deficits = state.deficits.get(&combo.name).cloned().unwrap_or_default();
+            Some(ComboState {
+                name: combo.name.clone(),
+                strategy: strategy_name(strategy),
+                targets: targets
+                    .iter()
+                    .map(|t| ComboTargetState {
+                        connection: t.connection.clone(),
+                        model: t.model.clone(),
+                        weight: t.weight,
+                        deficit: deficits.deficit(&exec_key(&t.connection, &t.model)),
+                    })
+                    .collect(),
+            })
+        })
+        .collect();
+    AdminState {
+        providers,
+        connections,
+        combos,
+    }
+}
+
+fn strategy_name(strategy: Strategy) -> &'static str {
+    strategy.as_str()
+}
+
+fn remaining(ms: Option<u64>) -> String {
+    ms.map_or("-".to_string(), format_duration)
+}
+
+/// The text rendering: providers, connections (with lockouts and buckets), combos.
+pub fn render_text(at: &StateAt) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "state at {} (after seq {}, {} events applied, config generation {})",
+        format_utc_ms(at.at_ms),
+        at.last_seq,
+        at.events_applied,
+        at.config_generation
+            .map_or("none".to_string(), |g| g.to_string())
+    );
+    let s = &at.state;
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<12} {:<8} {:<10} {:>8} {:>6}  {:>10}",
+        "PROVIDER", "PROFILE", "BREAKER", "FAILURES", "CYCLES", "RETRY IN"
+    );
+    for p in &s.providers {
+        let _ = writeln!(
+            out,
+            "{:<12} {:<8} {:<10} {:>8} {:>6}  {:>10}",
+            p.name,
+            p.profile,
+            p.breaker,
+            p.failures,
+            p.cycles,
+            remaining(p.retry_after_ms)
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<12} {:<12} {:<8} {:>10} {:>6}  {:<20}",
+        "CONNECTION", "PROVIDER", "AUTH", "COOLING", "LEVEL", "DISABLED"
+    );
+    for c in &s.connections {
+        let disabled = c.disabled.as_ref().map_or("-".to_string(), |d| {
+            format!(
+                "{} {}",
+                d.reason,
+                d.remaining_ms
+                    .map_or("until cleared".to_string(), format_duration)
+            )
+        });
+        let cooling = if c.cooldown_remaining_ms > 0 {
+            format_duration(c.cooldown_remaining_ms)
+        } else {
+            "-".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "{:<12} {:<12} {:<8} {:>10} {:>6}  {:<20}",
+            c.id, c.provider, c.auth, cooling, c.cooldown_level, disabled
+        );
+        for lock in &c.lockouts {
+            let _ = writeln!(
+                out,
+                "  lockout {}: {} {} left, failures={}{}",
+                lock.model,
+                lock.reason,
+                format_duration(lock.remaining_ms),
+                lock.failure_count,
+                lock.error_code
+                    .as_ref()
+                    .map(|c| format!(" code={c}"))
+                    .unwrap_or_default()
+            );
+        }
+        for bucket in &c.buckets {
+            let _ = writeln!(
+                out,
+                "  bucket {}: {}/{}{}{}",
+                bucket.window,
+                bucket.used,
+                bucket.limit,
+                if bucket.saturated { " SATURATED" } else { "" },
+                bucket
+                    .resets_at_ms
+                    .map(|r| format!(" resets {}", format_utc_ms(r)))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    for combo in &s.combos {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "combo {} ({})", combo.name, combo.strategy);
+        for t in &combo.targets {
+            let _ = writeln!(
+                out,
+                "  {:<28} weight={:<3} deficit={}",
+                format!("{}/{}", t.connection, t.model),
+                t.weight,
+                t.deficit
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quotaroute_journal::testkit::sample_envelopes;
+
+    #[test]
+    fn item3_only_events_up_to_the_instant_are_folded() {
+        let envelopes = sample_envelopes(1, 1_000, 30);
+        let mut fold = StateFold::new(1_009);
+        for envelope in &envelopes {
+            fold.observe(envelope);
+        }
+        let at = fold.finish();
+        assert_eq!(at.last_seq, 10);
+        assert_eq!(at.events_applied, 10);
+        assert!(render_text(&at).contains("state at 1970-01-01T00:00:01.009Z"));
+    }
+}

@@ -1,0 +1,137 @@
+//! Times on the command line and in the output: RFC 3339 or relative (`30m` = 30 minutes before
+//! now) in, UTC with milliseconds out, and short human durations. No clock: `now_ms` is passed.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+/// A `--since`/`--until`/`--state-at` value that is neither RFC 3339 nor a relative duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot read time `{value}`: expected RFC 3339 (2026-11-29T14:03:12Z) or a duration ago (30m, 2h, 1d)")]
+pub struct TimeError {
+    pub value: String,
+}
+
+/// Parses `value` as Unix milliseconds: RFC 3339 (with `Z` or a `±HH:MM` offset, optional
+/// fraction), a bare integer of Unix milliseconds, or a duration before `now_ms`.
+pub fn parse_time(value: &str, now_ms: u64) -> Result<u64, TimeError> {
+    let error = || TimeError {
+        value: value.to_string(),
+    };
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Err(error());
+    }
+    if trimmed.len() >= 13 && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return trimmed.parse().map_err(|_| error());
+    }
+    if trimmed.contains('T') || trimmed.contains(':') {
+        return parse_rfc3339(trimmed).ok_or_else(error);
+    }
+    let ago = humantime::parse_duration(trimmed).map_err(|_| error())?;
+    let ago_ms = u64::try_from(ago.as_millis()).map_err(|_| error())?;
+    Ok(now_ms.saturating_sub(ago_ms))
+}
+
+/// RFC 3339 with `Z` or a numeric offset.
+fn parse_rfc3339(value: &str) -> Option<u64> {
+    let (local, offset_ms) = split_offset(value)?;
+    let time = humantime::parse_rfc3339_weak(local).ok()?;
+    let ms = u64::try_from(time.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?;
+    let shifted = i128::from(ms) - i128::from(offset_ms);
+    u64::try_from(shifted).ok()
+}
+
+/// Splits a trailing `Z` or `±HH:MM` off; returns the local part and the offset east of UTC.
+fn split_offset(value: &str) -> Option<(&str, i64)> {
+    if let Some(local) = value.strip_suffix('Z').or_else(|| value.strip_suffix('z')) {
+        return Some((local, 0));
+    }
+    let bytes = value.as_bytes();
+    if bytes.len() > 6 && bytes[bytes.len() - 3] == b':' {
+        let sign = match bytes[bytes.len() - 6] {
+            b'+' => 1,
+            b'-' => -1,
+            _ => return Some((value, 0)),
+        };
+        let hours: i64 = value.get(bytes.len() - 5..bytes.len() - 3)?.parse().ok()?;
+        let minutes: i64 = value.get(bytes.len() - 2..)?.parse().ok()?;
+        let local = value.get(..bytes.len() - 6)?;
+        return Some((local, sign * (hours * 3_600_000 + minutes * 60_000)));
+    }
+    Some((value, 0))
+}
+
+/// `2026-11-29T14:03:12.345Z`.
+pub fn format_utc_ms(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// `14:03:12` (UTC), for axis labels.
+pub fn format_clock(ms: u64) -> String {
+    let full = format_utc_ms(ms);
+    full.get(11..19).unwrap_or(&full).to_string()
+}
+
+/// A short duration: `850ms`, `12s`, `2m05s`, `1h02m`.
+pub fn format_duration(ms: u64) -> String {
+    if ms < 1_000 {
+        return format!("{ms}ms");
+    }
+    let seconds = (ms + 500) / 1_000;
+    if seconds < 60 {
+        return format!("{seconds}s");
+    }
+    if seconds < 3_600 {
+        return format!("{}m{:02}s", seconds / 60, seconds % 60);
+    }
+    format!("{}h{:02}m", seconds / 3_600, (seconds % 3_600) / 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_764_424_992_345; // 2025-11-29T14:03:12.345Z
+
+    #[test]
+    fn times_parse_from_every_accepted_form() {
+        let cases: [(&str, u64); 8] = [
+            ("2025-11-29T14:03:12.345Z", NOW),
+            ("2025-11-29T14:03:12Z", NOW - 345),
+            ("2025-11-29T15:03:12.345+01:00", NOW),
+            ("2025-11-29T13:33:12.345-00:30", NOW),
+            ("30m", NOW - 1_800_000),
+            ("2h", NOW - 7_200_000),
+            ("1d", NOW - 86_400_000),
+            ("1764424992345", NOW),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_time(text, NOW), Ok(expected), "{text}");
+        }
+    }
+
+    #[test]
+    fn unreadable_times_are_errors() {
+        for text in ["", "yesterday", "2025-13-40T00:00:00Z", "12"] {
+            assert!(parse_time(text, NOW).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn output_times_are_utc_with_milliseconds() {
+        assert_eq!(format_utc_ms(NOW), "2025-11-29T14:03:12.345Z");
+        assert_eq!(format_clock(NOW), "14:03:12");
+    }
+
+    #[test]
+    fn durations_read_short() {
+        let cases = [
+            (850, "850ms"),
+            (12_000, "12s"),
+            (125_000, "2m05s"),
+            (3_720_000, "1h02m"),
+        ];
+        for (ms, text) in cases {
+            assert_eq!(format_duration(ms), text);
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The default view: one aligned, readable line per event (UTC time, seq, kind, subject, the
+//! fields a person debugging needs, then the skipped targets and why), or NDJSON with the
+//! contract's kinds. Owns line formatting only; filtering and reading are elsewhere.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use quotaroute_actors::topology::recorded_targets;
+use quotaroute_journal::{envelope_to_json, ConfigLoaded, Envelope, Event, NdjsonError, Skipped};
+
+use crate::replay::paint::{Paint, Tone};
+use crate::replay::time_parse::{format_duration, format_utc_ms};
+
+/// Width of the kind column (the longest kind, `connection_cooldown`).
+const KIND_WIDTH: usize = 19;
+/// Width of the subject column (`provider/connection/model`); longer subjects push the rest.
+const SUBJECT_WIDTH: usize = 34;
+
+/// Renders envelopes as timeline lines; remembers config generations so `route_decided`
+/// indices can be shown as `connection/model`.
+#[derive(Debug, Default)]
+pub struct TimelineWriter {
+    paint: Paint,
+    configs: BTreeMap<u64, ConfigLoaded>,
+}
+
+impl TimelineWriter {
+    pub fn new(paint: Paint) -> Self {
+        TimelineWriter {
+            paint,
+            configs: BTreeMap::new(),
+        }
+    }
+
+    /// Remembers a config generation; call for every envelope, filtered or not.
+    pub fn observe(&mut self, envelope: &Envelope) {
+        if let Event::ConfigLoaded(config) = &envelope.event {
+            self.configs.insert(config.generation, config.clone());
+        }
+    }
+
+    /// The text line for `envelope` (no trailing newline), appended to `line`.
+    pub fn text_line(&self, envelope: &Envelope, line: &mut String) {
+        let event = &envelope.event;
+        let kind = event.kind();
+        let _ = write!(
+            line,
+            "{}  #{:<7} ",
+            format_utc_ms(envelope.at_ms),
+            envelope.seq
+        );
+        line.push_str(
+            &self
+                .paint
+                .paint(tone_of(event), &format!("{kind:<KIND_WIDTH$}")),
+        );
+        line.push_str("  ");
+        let subject = subject_of(event);
+        let _ = write!(line, "{subject:<SUBJECT_WIDTH$}");
+        let details = self.details(envelope);
+        if !details.is_empty() {
+            line.push_str("  ");
+            line.push_str(&details);
+        }
+        let skipped = skipped_of(event);
+        if !skipped.is_empty() {
+            line.push_str("  ");
+            line.push_str(&self.paint.paint(Tone::Dim, "skipped: "));
+            line.push_str(&render_skipped(skipped));
+        }
+        let trimmed = line.trim_end().len();
+        line.truncate(trimmed);
+    }
+
+    fn details(&self, envelope: &Envelope) -> String {
+        let at = envelope.at_ms;
+        let until = |until_ms: u64| {
+            format!(
+                "until {} (+{})",
+                format_utc_ms(until_ms),
+                format_duration(until_ms.saturating_sub(at))
+            )
+        };
+        let status = |status: Option<u16>| status.map_or("---".to_string(), |s| s.to_string());
+        let code = |code: &Option<String>| {
+            code.as_ref()
+                .map(|c| format!(" code={c}"))
+                .unwrap_or_default()
+        };
+        match &envelope.event {
+            Event::NodeStarted(e) => format!(
+                "version={} pid={} recovered_seq={}",
+                e.version, e.pid, e.recovered_seq
+            ),
+            Event::NodeStopped(e) => {
+                format!(
+                    "reason={} uptime={}",
+                    e.reason,
+                    format_duration(e.uptime_ms)
+                )
+            }
+            Event::ConfigLoaded(e) => format!(
+                "generation={} source={} providers={} connections={} combos={}",
+                e.generation,
+                e.source,
+                e.providers.len(),
+                e.connections.len(),
+                e.combos.len()
+            ),
+            Event::RequestSucceeded(e) => format!(
+                "{} combo={} attempt={} latency={} tokens={}/{}{} req={}",
+                e.status,
+                e.combo,
+                e.attempt,
+                format_duration(e.latency_ms),
+                e.tokens_in,
+                e.tokens_out,
+                if e.stream { " stream" } else { "" },
+                e.request_id
+            ),
+            Event::RequestFailed(e) => {
+                let mut text = format!(
+                    "{} {}{} combo={} attempt={} latency={}",
+                    status(e.status),
+                    self.paint.paint(Tone::Bad, e.class.as_str()),
+                    code(&e.error_code),
+                    e.combo,
+                    e.attempt,
+                    format_duration(e.latency_ms)
+                );
+                if let Some(hint) = e.reset_hint_ms {
+                    let _ = write!(text, " reset_hint={}", format_duration(hint));
+                }
+                if e.after_first_content {
+                    text.push_str(" after_first_content");
+                }
+                let _ = write!(text, " req={}", e.request_id);
+                if let Some(message) = &e.message {
+                    let _ = write!(text, " msg={message:?}");
+                }
+                text
+            }
+            Event::ConnectionCooldown(e) => format!(
+                "{} {} level={} {}{}",
+                status(e.status),
+                e.class.as_str(),
+                e.level,
+                until(e.until_ms),
+                if e.from_retry_after {
+                    " from Retry-After"
+                } else {
+                    ""
+                }
+            ),
+            Event::ConnectionDisabled(e) => format!(
+                "{} {}{} {}",
+                reason_str(e.reason),
+                status(e.status),
+                code(&e.error_code),
+                e.until_ms.map_or("until cleared".to_string(), until)
+            ),
+            Event::ConnectionCleared(e) => format!("by={}", by_str(e.by)),
+            Event::ModelLocked(e) => format!(
+                "{} {}{} {} failures={} source={}",
+                lock_str(e.reason),
+                status(e.status),
+                code(&e.error_code),
+                until(e.until_ms),
+                e.failure_count,
+                source_str(e.source)
+            ),
+            Event::ModelUnlocked(e) => format!("by={}", by_str(e.by)),
+            Event::BreakerTransition(e) => {
+                let mut text = format!(
+                    "{} -> {} failures={} cycles={} by={}",
+                    e.from.as_str(),
+                    self.paint.paint(phase_tone(e.to), e.to.as_str()),
+                    e.failures,
+                    e.cycles,
+                    by_str(e.by)
+                );
+                if let Some(until_ms) = e.until_ms {
+                    let _ = write!(text, " {}", until(until_ms));
+                }
+                text
+            }
+            Event::BreakerCounted(e) => format!(
+                "{} failures_in_window={}",
+                if e.failure {
+                    "+1 failure"
+                } else {
+                    "-1 (success)"
+                },
+                e.failures
+            ),
+            Event::UsageObserved(e) => format!(
+                "window={} used={}/{}{} source={}",
+                e.window,
+                e.used,
+                e.limit,
+                e.resets_at_ms
+                    .map(|r| format!(" resets {}", format_utc_ms(r)))
+                    .unwrap_or_default(),
+                match e.source {
+                    quotaroute_journal::UsageSource::Header => "header",
+                    quotaroute_journal::UsageSource::Push => "push",
+                }
+            ),
+            Event::AdminAction(e) => format!("{} {} by={}", e.action, e.target, e.by),
+            Event::RouteDecided(e) => self.route_details(e),
+        }
+    }
+
+    /// `chosen=k1/m order=[k1/m k3/m]`, or `NOTHING TO SERVE` when every target was blocked.
+    fn route_details(&self, decided: &quotaroute_journal::RouteDecided) -> String {
+        let targets = self
+            .configs
+            .get(&decided.generation)
+            .and_then(|config| recorded_targets(config, &decided.combo))
+            .map(|(_, targets)| targets);
+        let name = |index: u16| match targets.as_ref().and_then(|t| t.get(usize::from(index))) {
+            Some(target) => format!("{}/{}", target.connection, target.model),
+            None => format!("#{index}"),
+        };
+        let order: Vec<String> = decided.order.iter().map(|&i| name(i)).collect();
+        let chosen = match decided.chosen {
+            Some(index) => format!("chosen={}", name(index)),
+            None if decided.order.is_empty() => self.paint.paint(Tone::Bad, "NOTHING TO SERVE"),
+            None => "chosen=none".to_string(),
+        };
+        format!(
+            "{chosen} order=[{}] room={} req={}",
+            order.join(" "),
+            decided.room.len(),
+            decided.request_id
+        )
+    }
+}
+
+/// Writes `envelope` as one NDJSON line (with newline).
+pub fn json_line(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), NdjsonError> {
+    out.extend_from_slice(envelope_to_json(envelope)?.as_bytes());
+    out.push(b'\n');
+    Ok(())
+}
+
+/// `provider/connection/model`, as much as the event names; `combo:<name>` for decisions.
+pub fn subject_of(event: &Event) -> String {
+    if let Event::RouteDecided(decided) = event {
+        return format!("combo:{}", decided.combo);
+    }
+    let parts: Vec<&str> = [event.provider(), event.connection(), event.model()]
+        .into_iter()
+        .flatten()
+        .collect();
+    parts.join("/")
+}
+
+fn skipped_of(event: &Event) -> &[Skipped] {
+    match event {
+        Event::RequestSucceeded(e) => &e.skipped,
+        Event::RequestFailed(e) => &e.skipped,
+        Event::RouteDecided(e) => &e.skipped,
+        _ => &[],
+    }
+}
+
+/// `k2/m rate_limited 12s, k3/m disabled_auth (no end)`.
+pub fn render_skipped(skipped: &[Skipped]) -> String {
+    skipped
+        .iter()
+        .map(|s| {
+            let remaining = s
+                .remaining_ms
+                .map_or("(no end)".to_string(), format_duration);
+            format!(
+                "{}/{} {} {remaining}",
+                s.connection,
+                s.model,
+                s.reason.as_str()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn tone_of(event: &Event) -> Tone {
+    match event {
+        Event::RequestSucceeded(_) => Tone::Good,
+        Event::RequestFailed(_) | Event::ConnectionDisabled(_) => Tone::Bad,
+        Event::ConnectionCooldown(_) | Event::ModelLocked(_) => Tone::Warn,
+        Event::BreakerTransition(e) => phase_tone(e.to),
+        Event::RouteDecided(e) if e.chosen.is_none() => Tone::Bad,
+        Event::RouteDecided(_) | Event::BreakerCounted(_) | Event::UsageObserved(_) => Tone::Dim,
+        _ => Tone::Info,
+    }
+}
+
+fn phase_tone(phase: quotaroute_journal::BreakerPhase) -> Tone {
+    match phase {
+        quotaroute_journal::BreakerPhase::Open => Tone::Bad,
+        quotaroute_journal::BreakerPhase::Closed => Tone::Good,
+        _ => Tone::Warn,
+    }
+}
+
+pub fn reason_str(reason: quotaroute_journal::DisableReason) -> &'static str {
+    match reason {
+        quotaroute_journal::DisableReason::Auth => "auth",
+        quotaroute_journal::DisableReason::Billing => "billing",
+    }
+}
+
+pub fn lock_str(reason: quotaroute_journal::LockReason) -> &'static str {
+    match reason {
+        quotaroute_journal::LockReason::RateLimited => "rate_limited",
+        quotaroute_journal::LockReason::NotFound => "not_found",
+        quotaroute_journal::LockReason::QuotaExhausted => "quota_exhausted",
+    }
+}
+
+fn by_str(by: quotaroute_journal::ActionBy) -> &'static str {
+    match by {
+        quotaroute_journal::ActionBy::Router => "router",
+        quotaroute_journal::ActionBy::Admin => "admin",
+        quotaroute_journal::ActionBy::Reload => "reload",
+        quotaroute_journal::ActionBy::Eviction => "eviction",
+    }
+}
+
+fn source_str(source: quotaroute_journal::ResetSource) -> &'static str {
+    match source {
+        quotaroute_journal::ResetSource::Upstream => "upstream",
+        quotaroute_journal::ResetSource::Backoff => "backoff",
+        quotaroute_journal::ResetSource::Quota => "quota",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quotaroute_journal::testkit::sample_envelopes;
+
+    #[test]
+    fn item4_request_lines_show_skipped_targets_and_why() {
+        let writer = TimelineWriter::default();
+        for envelope in sample_envelopes(1, 1_764_424_992_345, 15) {
+            let mut line = String::new();
+            writer.text_line(&envelope, &mut line);
+            assert!(line.starts_with("2025-11-29T14:03:1"), "{line}");
+            assert!(!line.contains('\x1b'), "no colour by default: {line}");
+            if matches!(
+                envelope.event.kind(),
+                "request_failed" | "request_succeeded" | "route_decided"
+            ) {
+                assert!(line.contains("skipped: conn-"), "{line}");
+                assert!(line.contains("cooldown 1s"), "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn columns_line_up_for_every_kind() {
+        let writer = TimelineWriter::default();
+        let starts: Vec<usize> = sample_envelopes(100, 1_764_424_992_345, 15)
+            .iter()
+            .map(|envelope| {
+                let mut line = String::new();
+                writer.text_line(envelope, &mut line);
+                line.find(envelope.event.kind()).unwrap()
+            })
+            .collect();
+        assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let writer = TimelineWriter::new(Paint::new(true));
+        let envelope = &sample_envelopes(4, 1_000, 1)[0];
+        let mut line = String::new();
+        writer.text_line(envelope, &mut line);
+        assert!(line.contains("\x1b["), "{line}");
+    }
+}
