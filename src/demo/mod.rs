@@ -9,12 +9,15 @@
 //! - `upstreams` — the mock upstream on an ephemeral port, playing the script;
 //! - `traffic` — paced clients through the node's HTTP endpoints;
 //! - `tally` — counting journal events (live, by tailing; and at the end);
-//! - `table` — one frame of the live table; `summary` — the end-of-run summary;
+//! - `table` — one frame of the live table;
+//! - `summary` — the end-of-run summary: `quotaroute replay --summary` of the journal, the
+//!   incident SVG (`replay --svg`), and who served which model;
 //! - `error` — [`DemoError`].
 //!
 //! Output goes to stdout: with a terminal each frame redraws the previous one (ANSI cursor up
 //! and clear); otherwise frames are printed one after another, so they can be read by a pipe.
-//! The journal directory is kept after the run, so the incident can be replayed.
+//! The run's directory (journal and incident SVG) is kept after the run, so the incident can be
+//! replayed.
 
 mod embedded_config;
 mod error;
@@ -40,7 +43,7 @@ use crate::node::{NodeError, NodeOptions, RunningNode};
 pub use embedded_config::{config_text, upstream_key, CONNECTIONS};
 pub use error::DemoError;
 pub use scenario::Scenario;
-pub use summary::{render_summary, summarize_journal};
+pub use summary::summarize_journal;
 pub use tally::JournalTally;
 
 /// How often the table is redrawn.
@@ -64,8 +67,8 @@ fn emit(text: &str) {
     let _ = stdout.flush();
 }
 
-/// A fresh directory for this run's journal under the system temp dir, kept after exit.
-fn fresh_journal_dir() -> Result<PathBuf, DemoError> {
+/// A fresh directory for this run (journal and SVG) under the system temp dir, kept after exit.
+fn fresh_run_dir() -> Result<PathBuf, DemoError> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
@@ -81,7 +84,9 @@ async fn run_demo(listen: SocketAddr, seconds: u64) -> Result<(), DemoError> {
     let run = Duration::from_secs(seconds);
     let scenario = Scenario::for_run(seconds);
     let mut upstreams = upstreams::SimulatedUpstreams::start(&scenario).await?;
-    let journal_dir = fresh_journal_dir()?;
+    let run_dir = fresh_run_dir()?;
+    let journal_dir = run_dir.join("journal");
+    let svg = run_dir.join("incident.svg");
     let text = config_text(&upstreams.base_url(), &journal_dir);
     let config = config::parse(&text, "embedded demo config", &|_| None)
         .map_err(|errors| DemoError::Config(errors.to_string()))?;
@@ -100,7 +105,7 @@ async fn run_demo(listen: SocketAddr, seconds: u64) -> Result<(), DemoError> {
         Err(error) => {
             upstreams.stop();
             // Nothing was journaled: leave no empty directory behind.
-            let _ = std::fs::remove_dir(&journal_dir);
+            let _ = std::fs::remove_dir(&run_dir);
             return Err(match error {
                 NodeError::Bind { addr, reason } => DemoError::ListenBusy { addr, reason },
                 other => DemoError::Node(other.to_string()),
@@ -152,15 +157,15 @@ async fn run_demo(listen: SocketAddr, seconds: u64) -> Result<(), DemoError> {
     if reason == "SIGINT" {
         emit("\ninterrupted: traffic stopped, node stopped cleanly\n");
     }
-    let dir = journal_dir.clone();
-    let summary = tokio::task::spawn_blocking(move || summarize_journal(&dir))
+    let (dir, picture) = (journal_dir.clone(), svg.clone());
+    let summary = tokio::task::spawn_blocking(move || summarize_journal(&dir, &picture))
         .await
         .map_err(|error| DemoError::Journal {
             path: journal_dir.clone(),
             reason: error.to_string(),
         })??;
     emit(&format!("\n{summary}"));
-    emit(&closing(&journal_dir));
+    emit(&closing(&journal_dir, &svg));
     Ok(())
 }
 
@@ -178,13 +183,15 @@ fn banner(node: SocketAddr, mock: SocketAddr, journal: &Path, run: Duration) -> 
     )
 }
 
-/// Where the journal is and how to look at the incident again.
-fn closing(journal: &Path) -> String {
+/// Where the journal and the picture are, and how to look at the incident again.
+fn closing(journal: &Path, svg: &Path) -> String {
     format!(
         "\njournal kept at: {dir}\n\
-         replay it:      quotaroute replay --journal {dir} --summary\n\
-         incident SVG:   quotaroute replay --journal {dir} --svg incident.svg\n",
-        dir = journal.display()
+         incident SVG:    {svg}\n\
+         replay it:       quotaroute replay --journal {dir}\n\
+         summary again:   quotaroute replay --journal {dir} --summary\n",
+        dir = journal.display(),
+        svg = svg.display()
     )
 }
 

@@ -1,6 +1,6 @@
-//! The end-of-run summary, counted from the journal the node left on disk: per connection what
-//! was served and failed, every lockout, every breaker transition. Kept behind one function,
-//! [`summarize_journal`], so the replay tool's summary can take its place.
+//! The end-of-run summary: the replay tool's `--summary` of the journal the node left on disk,
+//! the incident SVG beside it, and what the demo is about in one block — who served which model
+//! (the 2:1:1 weights). Runs after the node has stopped; never touches a live journal.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -8,25 +8,46 @@ use std::time::Duration;
 
 use quotaroute_journal::{JournalError, SledJournal, SledOptions};
 
+use crate::replay::{self, ColorChoice, ReplayArgs};
+
 use super::error::DemoError;
 use super::tally::JournalTally;
 
-/// Lockouts listed one by one before the rest are only counted.
-const LOCKOUTS_LISTED: usize = 6;
-/// Breaker transitions per line of the summary.
-const TRANSITIONS_PER_LINE: usize = 4;
-/// The node releases sled's lock when its last handle drops; wait this long for that.
+/// The node releases sled's lock a moment after its last handle drops; wait this long for it.
 const LOCK_WAIT: Duration = Duration::from_secs(3);
 
-/// Reads the journal at `path` (the node must be stopped) and summarizes it.
-pub fn summarize_journal(path: &Path) -> Result<String, DemoError> {
-    let journal = open_when_released(path)?;
+/// Summarizes the stopped node's journal at `journal` (replay `--summary`, then served by
+/// model) and writes the incident picture to `svg`.
+pub fn summarize_journal(journal: &Path, svg: &Path) -> Result<String, DemoError> {
+    let args = ReplayArgs {
+        journal: Some(journal.to_path_buf()),
+        summary: true,
+        svg: Some(svg.to_path_buf()),
+        color: ColorChoice::Never,
+        ..ReplayArgs::default()
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let code = replay::run(&args, &mut out, &mut err, now_ms);
+    if code != replay::EXIT_OK {
+        return Err(DemoError::Journal {
+            path: journal.to_path_buf(),
+            reason: String::from_utf8_lossy(&err).trim().to_string(),
+        });
+    }
+    let mut text = String::from("SUMMARY (quotaroute replay --summary)\n");
+    text.push_str(&String::from_utf8_lossy(&out));
     let mut tally = JournalTally::default();
-    tally.read_new(&journal);
-    Ok(render_summary(&tally))
+    tally.read_new(&open_when_released(journal)?);
+    text.push('\n');
+    text.push_str(&served_by_model(&tally));
+    Ok(text)
 }
 
-/// Opens the journal, retrying briefly while the stopping node still holds its lock.
+/// Opens the journal, retrying briefly while the stopped node's lock is still held.
 fn open_when_released(path: &Path) -> Result<SledJournal, DemoError> {
     let started = std::time::Instant::now();
     loop {
@@ -45,80 +66,35 @@ fn open_when_released(path: &Path) -> Result<SledJournal, DemoError> {
     }
 }
 
-/// The summary text of a counted journal.
-pub fn render_summary(tally: &JournalTally) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "summary (counted from the journal):");
-    let _ = writeln!(
-        out,
-        "  {:<12} {:>7} {:>7} {:>9}  SERVED BY MODEL / FAILED BY STATUS",
-        "CONNECTION", "SERVED", "FAILED", "LOCKOUTS"
-    );
+/// Per connection, successful upstream requests by model: the weights at work.
+pub fn served_by_model(tally: &JournalTally) -> String {
+    let mut out = String::from("SERVED BY MODEL (weights oa-1:oa-2:oa-3 = 2:1:1)\n");
     for (id, connection) in &tally.connections {
         let models = connection
             .served_by_model
             .iter()
             .map(|(model, n)| format!("{model}={n}"))
-            .chain(
-                connection
-                    .failed_by_status
-                    .iter()
-                    .map(|(status, n)| format!("failed:{status}={n}")),
-            )
             .collect::<Vec<_>>()
             .join(" ");
-        let _ = writeln!(
-            out,
-            "  {id:<12} {:>7} {:>7} {:>9}  {models}",
-            connection.served,
-            connection.failed,
-            connection.lockouts.len()
-        );
-    }
-    let mut locks: Vec<_> = tally
-        .connections
-        .iter()
-        .flat_map(|(id, c)| c.lockouts.iter().map(move |lock| (id, lock)))
-        .collect();
-    locks.sort_by_key(|(_, lock)| lock.at_ms);
-    let _ = writeln!(out, "lockouts: {}", locks.len());
-    for (id, lock) in locks.iter().take(LOCKOUTS_LISTED) {
-        let _ = writeln!(
-            out,
-            "  {} {id} locked {} for {:.1}s ({})",
-            tally.relative(lock.at_ms),
-            lock.model,
-            lock.until_ms.saturating_sub(lock.at_ms) as f64 / 1000.0,
-            lock.reason
-        );
-    }
-    if locks.len() > LOCKOUTS_LISTED {
-        let _ = writeln!(out, "  … and {} more", locks.len() - LOCKOUTS_LISTED);
-    }
-    let _ = writeln!(out, "breakers:");
-    if tally.providers.is_empty() {
-        let _ = writeln!(out, "  every breaker stayed CLOSED");
-    }
-    for (name, provider) in &tally.providers {
-        let _ = writeln!(out, "  {name}: opened {}×", provider.openings());
-        let steps: Vec<String> = provider
-            .transitions
-            .iter()
-            .map(|t| {
-                format!(
-                    "{} {}→{}",
-                    tally.relative(t.at_ms),
-                    t.from.as_str(),
-                    t.to.as_str()
-                )
-            })
-            .collect();
-        for line in steps.chunks(TRANSITIONS_PER_LINE) {
-            let _ = writeln!(out, "    {}", line.join(", "));
-        }
-    }
-    if tally.damaged > 0 {
-        let _ = writeln!(out, "damaged records skipped: {}", tally.damaged);
+        let _ = writeln!(out, "{id:<12} {models}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn served_by_model_lists_each_connection_and_model() {
+        let mut tally = JournalTally::default();
+        let oa1 = tally.connections.entry("oa-1".into()).or_default();
+        oa1.served_by_model.insert("gpt-4o-mini".into(), 20);
+        oa1.served_by_model.insert("gpt-4o".into(), 3);
+        let text = served_by_model(&tally);
+        assert!(
+            text.contains("oa-1         gpt-4o=3 gpt-4o-mini=20"),
+            "{text}"
+        );
+    }
 }
