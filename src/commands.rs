@@ -138,8 +138,7 @@ pub fn check(path: &Path) -> u8 {
 
 /// `quotaroute demo` (see `demo`).
 pub async fn demo(listen: SocketAddr, seconds: u64) -> u8 {
-    eprintln!("quotaroute demo: not available in this build yet (listen {listen}, {seconds}s)");
-    1
+    crate::demo::run(listen, seconds).await
 }
 
 /// `quotaroute replay …`.

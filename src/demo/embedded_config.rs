@@ -1,0 +1,162 @@
+//! The demo's embedded config: two simulated providers in front of the mock upstream, with
+//! breaker and cooldown numbers small enough that the whole story fits in a short run.
+//! Owns only the text and the names in it; starts nothing and reads no environment.
+
+use std::path::Path;
+
+/// The key the demo's own clients present to the node.
+pub const CLIENT_KEY: &str = "sk-qr-demo-client";
+/// The node's admin key while the demo runs (printed, so `/admin/state` can be tried by hand).
+pub const ADMIN_KEY: &str = "qr-demo-admin";
+
+/// The OpenAI-format provider: three keys weighted 2:1:1, two models.
+pub const OPENAI: &str = "openai";
+/// The Anthropic-format provider: three keys, one model, the one that flaps.
+pub const ANTHROPIC: &str = "anthropic";
+
+/// Combo of `gpt-4o-mini` over the three OpenAI keys (2:1:1).
+pub const COMBO_MINI: &str = "team";
+/// Combo of `gpt-4o` over the same three keys (2:1:1).
+pub const COMBO_4O: &str = "team-4o";
+/// Combo of `claude-3-5-haiku` over the three Anthropic keys.
+pub const COMBO_CLAUDE: &str = "claude";
+
+pub const MODEL_MINI: &str = "gpt-4o-mini";
+pub const MODEL_4O: &str = "gpt-4o";
+pub const MODEL_CLAUDE: &str = "claude-3-5-haiku";
+
+/// One simulated upstream account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DemoConnection {
+    pub id: &'static str,
+    pub provider: &'static str,
+    pub weight: u32,
+}
+
+/// Every connection of the demo, in table order.
+pub const CONNECTIONS: [DemoConnection; 6] = [
+    DemoConnection {
+        id: "oa-1",
+        provider: OPENAI,
+        weight: 2,
+    },
+    DemoConnection {
+        id: "oa-2",
+        provider: OPENAI,
+        weight: 1,
+    },
+    DemoConnection {
+        id: "oa-3",
+        provider: OPENAI,
+        weight: 1,
+    },
+    DemoConnection {
+        id: "an-1",
+        provider: ANTHROPIC,
+        weight: 1,
+    },
+    DemoConnection {
+        id: "an-2",
+        provider: ANTHROPIC,
+        weight: 1,
+    },
+    DemoConnection {
+        id: "an-3",
+        provider: ANTHROPIC,
+        weight: 1,
+    },
+];
+
+/// The fake upstream key of a connection; the mock tells keys apart by it.
+pub fn upstream_key(connection: &str) -> String {
+    format!("sk-mock-{connection}-demo-0000000000")
+}
+
+/// The config text for a mock upstream at `mock_base` (`http://127.0.0.1:PORT`) and a journal
+/// at `journal`.
+///
+/// The Anthropic provider's breaker opens after 5 counted failures (dedup 10 ms, so a burst on
+/// three keys trips it within a second) and allows a probe after 2 s; its connections cool for
+/// 0.25–1 s, short enough that they keep failing (and counting) while the burst lasts. The OpenAI provider keeps the spec's defaults: its story is the 429 lockout.
+pub fn config_text(mock_base: &str, journal: &Path) -> String {
+    let journal = toml::Value::String(journal.display().to_string());
+    let mut text = format!(
+        r#"# quotaroute demo: simulated upstream accounts (the built-in mock), no keys, no network.
+[server]
+api_keys = ["{CLIENT_KEY}"]
+admin_key = "{ADMIN_KEY}"
+request_timeout_ms = 10000
+first_token_timeout_ms = 5000
+shutdown_grace_ms = 2000
+
+[journal]
+path = {journal}
+flush_every_ms = 20
+
+[[providers]]
+name = "{OPENAI}"
+format = "openai"
+base_url = "{mock_base}/v1"
+
+[[providers]]
+name = "{ANTHROPIC}"
+format = "anthropic"
+base_url = "{mock_base}/v1"
+
+[providers.breaker]
+dedup_ms = 10
+degrade_at = 3
+open_at = 5
+reset_ms = 2000
+
+[providers.cooldown]
+base_ms = 250
+max_ms = 1000
+"#
+    );
+    for connection in CONNECTIONS {
+        text.push_str(&format!(
+            "\n[[connections]]\nid = \"{}\"\nprovider = \"{}\"\napi_key = \"{}\"\nweight = {}\n",
+            connection.id,
+            connection.provider,
+            upstream_key(connection.id),
+            connection.weight
+        ));
+    }
+    for (combo, provider, model) in [
+        (COMBO_MINI, OPENAI, MODEL_MINI),
+        (COMBO_4O, OPENAI, MODEL_4O),
+        (COMBO_CLAUDE, ANTHROPIC, MODEL_CLAUDE),
+    ] {
+        text.push_str(&format!("\n[[combos]]\nname = \"{combo}\"\ntargets = [\n"));
+        for connection in CONNECTIONS.iter().filter(|c| c.provider == provider) {
+            text.push_str(&format!(
+                "  {{ connection = \"{}\", model = \"{model}\", weight = {} }},\n",
+                connection.id, connection.weight
+            ));
+        }
+        text.push_str("]\n");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_config_is_valid_and_names_every_connection() {
+        let text = config_text(
+            "http://127.0.0.1:9",
+            Path::new("/tmp/qr demo \"x\"/journal"),
+        );
+        let config = crate::config::parse(&text, "embedded", &|_| None)
+            .unwrap_or_else(|errors| panic!("{errors}\n{text}"));
+        assert_eq!(config.connections.len(), 6);
+        assert_eq!(config.combos.len(), 3);
+        assert_eq!(
+            config.journal.path,
+            Path::new("/tmp/qr demo \"x\"/journal").to_path_buf()
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! The demo's script: which faults the simulated upstream accounts show at which moment of the
+//! run. Pure (elapsed time in, mock rules out); applying them to the mock is `upstreams`' job.
+//!
+//! The story, scaled to the run's length:
+//! - from the start the Anthropic keys answer after a short latency (so in-flight is visible);
+//!   the OpenAI keys answer at once, so their in-flight counts rarely differ and the
+//!   power-of-two-choices step (behaviour §2.4) leaves the 2:1:1 deficit order alone;
+//! - at `lock_at` the key `oa-1` starts answering 429 with `Retry-After` for `gpt-4o` only, for
+//!   the rest of the run: the router locks that one model on that one key (and re-locks it each
+//!   time the lock runs out), while `oa-1` keeps serving `gpt-4o-mini`;
+//! - during each flap window every Anthropic key answers 503: connections cool down, the
+//!   provider's breaker opens, and once the window is over a probe closes it again.
+
+use std::time::Duration;
+
+use crate::mock_upstream::{Fault, ResetForm, Rule};
+
+use super::embedded_config::{upstream_key, MODEL_4O, MODEL_CLAUDE};
+
+/// The key that 429s, and the one model it 429s on.
+pub const LOCKED_CONNECTION: &str = "oa-1";
+pub const LOCKED_MODEL: &str = MODEL_4O;
+/// The `Retry-After` of those 429s.
+pub const RETRY_AFTER_SECONDS: u64 = 8;
+/// Every successful Anthropic answer takes this long (so requests are visibly in flight).
+pub const ANTHROPIC_LATENCY_MS: u64 = 120;
+
+/// Runs at least this long get the long script (flaps every 12 s).
+const LONG_RUN_SECONDS: u64 = 12;
+
+/// When each fault is active, relative to the start of traffic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario {
+    /// From when `oa-1` answers 429 on `gpt-4o`.
+    pub lock_at: Duration,
+    /// Windows `[start, end)` in which every Anthropic key answers 503.
+    pub flaps: Vec<(Duration, Duration)>,
+}
+
+impl Scenario {
+    /// The script for a run of `seconds`: long runs lock at 3 s and flap for 3 s every 12 s
+    /// from 6 s on; short runs (tests) squeeze one lock and one flap into the run.
+    pub fn for_run(seconds: u64) -> Self {
+        let run = Duration::from_secs(seconds);
+        if seconds >= LONG_RUN_SECONDS {
+            let flaps = (0..)
+                .map(|n| Duration::from_secs(6 + 12 * n))
+                .take_while(|start| *start + Duration::from_secs(1) < run)
+                .map(|start| (start, start + Duration::from_secs(3)))
+                .collect();
+            Scenario {
+                lock_at: Duration::from_secs(3),
+                flaps,
+            }
+        } else {
+            Scenario {
+                lock_at: run.mul_f64(0.25).max(Duration::from_millis(500)),
+                flaps: vec![(run.mul_f64(0.3), run.mul_f64(0.6))],
+            }
+        }
+    }
+
+    /// Whether the Anthropic keys are failing at `elapsed`.
+    pub fn flapping_at(&self, elapsed: Duration) -> bool {
+        self.flaps
+            .iter()
+            .any(|(start, end)| *start <= elapsed && elapsed < *end)
+    }
+
+    /// Whether `oa-1` is 429ing on `gpt-4o` at `elapsed`.
+    pub fn locking_at(&self, elapsed: Duration) -> bool {
+        elapsed >= self.lock_at
+    }
+
+    /// The mock's rules at `elapsed`, first match wins: faults first, latency last.
+    pub fn rules_at(&self, elapsed: Duration) -> Vec<Rule> {
+        let mut rules = Vec::new();
+        if self.locking_at(elapsed) {
+            rules.push(
+                Rule::always(Fault::Status429 {
+                    reset: ResetForm::RetryAfterSeconds(RETRY_AFTER_SECONDS),
+                })
+                .for_key(upstream_key(LOCKED_CONNECTION))
+                .for_model(LOCKED_MODEL),
+            );
+        }
+        if self.flapping_at(elapsed) {
+            rules.push(Rule::always(Fault::Status(503)).for_model(MODEL_CLAUDE));
+        }
+        rules.push(
+            Rule::always(Fault::Latency {
+                ms: ANTHROPIC_LATENCY_MS,
+            })
+            .for_model(MODEL_CLAUDE),
+        );
+        rules
+    }
+
+    /// One line saying what the upstreams are doing at `elapsed`.
+    pub fn describe_at(&self, elapsed: Duration) -> String {
+        let mut parts = Vec::new();
+        if self.locking_at(elapsed) {
+            parts.push(format!(
+                "{LOCKED_CONNECTION} answers 429 (Retry-After {RETRY_AFTER_SECONDS}s) for {LOCKED_MODEL}"
+            ));
+        }
+        if self.flapping_at(elapsed) {
+            parts.push("every anthropic key answers 503".to_string());
+        }
+        if parts.is_empty() {
+            "all upstreams healthy".to_string()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn long_run_locks_at_3s_and_flaps_every_12s_inside_the_run() {
+        let scenario = Scenario::for_run(30);
+        assert_eq!(scenario.lock_at, secs(3.0));
+        assert_eq!(
+            scenario.flaps,
+            vec![(secs(6.0), secs(9.0)), (secs(18.0), secs(21.0))]
+        );
+    }
+
+    #[test]
+    fn short_run_fits_one_lock_and_one_flap() {
+        let scenario = Scenario::for_run(4);
+        assert_eq!(scenario.lock_at, secs(1.0));
+        assert_eq!(scenario.flaps, vec![(secs(1.2), secs(2.4))]);
+    }
+
+    #[test]
+    fn rules_put_faults_before_latency_and_429_only_one_model_on_one_key() {
+        let scenario = Scenario::for_run(30);
+        // (elapsed, expected number of rules, 429 rule present, 503 rule present)
+        let table = [
+            (0.0, 1, false, false),
+            (3.0, 2, true, false),
+            (7.0, 3, true, true),
+            (9.0, 2, true, false),
+        ];
+        for (elapsed, count, has_429, has_503) in table {
+            let rules = scenario.rules_at(secs(elapsed));
+            assert_eq!(rules.len(), count, "at {elapsed}s");
+            assert!(matches!(
+                rules.last().map(|r| &r.fault),
+                Some(Fault::Latency { .. })
+            ));
+            let rule_429 = rules
+                .iter()
+                .find(|r| matches!(r.fault, Fault::Status429 { .. }));
+            assert_eq!(rule_429.is_some(), has_429, "at {elapsed}s");
+            if let Some(rule) = rule_429 {
+                assert_eq!(rule.key, Some(upstream_key(LOCKED_CONNECTION)));
+                assert_eq!(rule.model.as_deref(), Some(LOCKED_MODEL));
+            }
+            let has = rules.iter().any(|r| r.fault == Fault::Status(503));
+            assert_eq!(has, has_503, "at {elapsed}s");
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The end-of-run summary: the replay tool's `--summary` of the journal the node left on disk,
+//! the incident SVG beside it, and what the demo is about in one block — who served which model
+//! (the 2:1:1 weights). Runs after the node has stopped; never touches a live journal.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use quotaroute_journal::{JournalError, SledJournal, SledOptions};
+
+use crate::replay::{self, ColorChoice, ReplayArgs};
+
+use super::error::DemoError;
+use super::tally::JournalTally;
+
+/// The node releases sled's lock a moment after its last handle drops; wait this long for it.
+const LOCK_WAIT: Duration = Duration::from_secs(3);
+
+/// Summarizes the stopped node's journal at `journal` (replay `--summary`, then served by
+/// model) and writes the incident picture to `svg`.
+pub fn summarize_journal(journal: &Path, svg: &Path) -> Result<String, DemoError> {
+    let args = ReplayArgs {
+        journal: Some(journal.to_path_buf()),
+        summary: true,
+        svg: Some(svg.to_path_buf()),
+        color: ColorChoice::Never,
+        ..ReplayArgs::default()
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let code = replay::run(&args, &mut out, &mut err, now_ms);
+    if code != replay::EXIT_OK {
+        return Err(DemoError::Journal {
+            path: journal.to_path_buf(),
+            reason: String::from_utf8_lossy(&err).trim().to_string(),
+        });
+    }
+    let mut text = String::from("SUMMARY (quotaroute replay --summary)\n");
+    text.push_str(&String::from_utf8_lossy(&out));
+    let mut tally = JournalTally::default();
+    tally.read_new(&open_when_released(journal)?);
+    text.push('\n');
+    text.push_str(&served_by_model(&tally));
+    Ok(text)
+}
+
+/// Opens the journal, retrying briefly while the stopped node's lock is still held.
+fn open_when_released(path: &Path) -> Result<SledJournal, DemoError> {
+    let started = std::time::Instant::now();
+    loop {
+        match SledJournal::open(path, SledOptions::default()) {
+            Ok(journal) => return Ok(journal),
+            Err(JournalError::Locked { .. }) if started.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(error) => {
+                return Err(DemoError::Journal {
+                    path: path.to_path_buf(),
+                    reason: error.to_string(),
+                })
+            }
+        }
+    }
+}
+
+/// Per connection, successful upstream requests by model: the weights at work.
+pub fn served_by_model(tally: &JournalTally) -> String {
+    let mut out = String::from("SERVED BY MODEL (weights oa-1:oa-2:oa-3 = 2:1:1)\n");
+    for (id, connection) in &tally.connections {
+        let models = connection
+            .served_by_model
+            .iter()
+            .map(|(model, n)| format!("{model}={n}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = writeln!(out, "{id:<12} {models}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn served_by_model_lists_each_connection_and_model() {
+        let mut tally = JournalTally::default();
+        let oa1 = tally.connections.entry("oa-1".into()).or_default();
+        oa1.served_by_model.insert("gpt-4o-mini".into(), 20);
+        oa1.served_by_model.insert("gpt-4o".into(), 3);
+        let text = served_by_model(&tally);
+        assert!(
+            text.contains("oa-1         gpt-4o=3 gpt-4o-mini=20"),
+            "{text}"
+        );
+    }
+}

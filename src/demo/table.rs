@@ -1,0 +1,186 @@
+//! The live table: one frame of text from the router's admin state (in-flight, cooldowns,
+//! lockouts, breakers) and the journal's counts (served, failed). Pure: no I/O, no clock.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use quotaroute_actors::admin_state::ConnectionAdminState;
+use quotaroute_actors::AdminState;
+
+use super::tally::JournalTally;
+
+/// Everything one frame shows.
+pub struct Frame<'a> {
+    pub elapsed: Duration,
+    pub run: Duration,
+    pub scenario: &'a str,
+    pub state: &'a AdminState,
+    pub tally: &'a JournalTally,
+    /// What the clients saw: (2xx, otherwise).
+    pub clients: (u64, u64),
+}
+
+/// Milliseconds as `6.2s`.
+fn seconds(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+/// `ok`, `cooling 1.2s`, `disabled (auth)` or `disabled (billing) 3.0s`.
+fn connection_state(connection: &ConnectionAdminState) -> String {
+    if let Some(disabled) = &connection.disabled {
+        return match disabled.remaining_ms {
+            Some(ms) => format!("disabled ({}) {}", disabled.reason, seconds(ms)),
+            None => format!("disabled ({})", disabled.reason),
+        };
+    }
+    if connection.cooldown_remaining_ms > 0 {
+        return format!("cooling {}", seconds(connection.cooldown_remaining_ms));
+    }
+    "ok".to_string()
+}
+
+/// `gpt-4o locked 6.2s (rate_limited)`, comma-separated, or `-`.
+fn lockouts(connection: &ConnectionAdminState) -> String {
+    if connection.lockouts.is_empty() {
+        return "-".to_string();
+    }
+    connection
+        .lockouts
+        .iter()
+        .map(|lock| {
+            format!(
+                "{} locked {} ({})",
+                lock.model,
+                seconds(lock.remaining_ms),
+                lock.reason
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The frame as lines of text (each ending in `\n`).
+pub fn render(frame: &Frame<'_>) -> String {
+    let mut out = String::new();
+    let (ok, failed) = frame.clients;
+    let _ = writeln!(
+        out,
+        "quotaroute demo  t={:>3}s/{}s  clients: {ok} ok, {failed} failed",
+        frame.elapsed.as_secs(),
+        frame.run.as_secs()
+    );
+    let _ = writeln!(out, "upstreams: {}", frame.scenario);
+    let _ = writeln!(
+        out,
+        "{:<12} {:<10} {:>8}  NEXT PROBE",
+        "PROVIDER", "BREAKER", "FAILURES"
+    );
+    for provider in &frame.state.providers {
+        let probe = provider
+            .retry_after_ms
+            .map_or_else(|| "-".to_string(), |ms| format!("in {}", seconds(ms)));
+        let _ = writeln!(
+            out,
+            "{:<12} {:<10} {:>8}  {probe}",
+            provider.name, provider.breaker, provider.failures
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<12} {:<10} {:>7} {:>7} {:>9}  {:<14} LOCKOUTS",
+        "CONNECTION", "PROVIDER", "SERVED", "FAILED", "IN-FLIGHT", "STATE"
+    );
+    for connection in &frame.state.connections {
+        let counted = frame.tally.connections.get(&connection.id);
+        let _ = writeln!(
+            out,
+            "{:<12} {:<10} {:>7} {:>7} {:>9}  {:<14} {}",
+            connection.id,
+            connection.provider,
+            counted.map_or(0, |c| c.served),
+            counted.map_or(0, |c| c.failed),
+            connection.in_flight,
+            connection_state(connection),
+            lockouts(connection)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quotaroute_actors::admin_state::{DisabledState, LockoutState, ProviderState};
+
+    fn connection(id: &str) -> ConnectionAdminState {
+        ConnectionAdminState {
+            id: id.into(),
+            provider: "openai".into(),
+            auth: "api_key",
+            cooldown_remaining_ms: 0,
+            cooldown_level: 0,
+            disabled: None,
+            in_flight: 0,
+            buckets: vec![],
+            lockouts: vec![],
+        }
+    }
+
+    #[test]
+    fn a_frame_shows_breakers_states_lockouts_and_counts() {
+        let mut locked = connection("oa-1");
+        locked.in_flight = 2;
+        locked.lockouts.push(LockoutState {
+            provider: "openai".into(),
+            connection: "oa-1".into(),
+            model: "gpt-4o".into(),
+            reason: "rate_limited",
+            error_code: None,
+            remaining_ms: 6_200,
+            failure_count: 1,
+        });
+        let mut cooling = connection("an-1");
+        cooling.cooldown_remaining_ms = 1_200;
+        let mut disabled = connection("an-2");
+        disabled.disabled = Some(DisabledState {
+            reason: "auth",
+            remaining_ms: None,
+        });
+        let state = AdminState {
+            providers: vec![ProviderState {
+                name: "anthropic".into(),
+                profile: "api_key",
+                breaker: "OPEN",
+                failures: 0,
+                cycles: 1,
+                retry_after_ms: Some(1_500),
+            }],
+            connections: vec![locked, cooling, disabled],
+            combos: vec![],
+        };
+        let mut tally = JournalTally::default();
+        tally.connections.entry("oa-1".into()).or_default().served = 42;
+        let text = render(&Frame {
+            elapsed: Duration::from_secs(3),
+            run: Duration::from_secs(30),
+            scenario: "all upstreams healthy",
+            state: &state,
+            tally: &tally,
+            clients: (40, 2),
+        });
+        let line = |prefix: &str| {
+            text.lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no {prefix} line in\n{text}"))
+                .to_string()
+        };
+        assert!(line("anthropic").contains("OPEN"));
+        assert!(line("anthropic").contains("in 1.5s"));
+        let oa1: Vec<_> = line("oa-1").split_whitespace().map(String::from).collect();
+        assert_eq!(oa1[2..5], ["42", "0", "2"]);
+        assert!(line("oa-1").contains("gpt-4o locked 6.2s (rate_limited)"));
+        assert!(line("an-1").contains("cooling 1.2s"));
+        assert!(line("an-2").contains("disabled (auth)"));
+        assert!(text.contains("clients: 40 ok, 2 failed"));
+    }
+}

@@ -1,0 +1,145 @@
+//! Counting the journal: per connection what was served (by model) and what failed. Fed
+//! envelope by envelope, so the live table can tail the journal while the node runs and the
+//! summary can read it whole afterwards. Decides nothing.
+
+use std::collections::BTreeMap;
+
+use quotaroute_journal::{Envelope, Event, Journal};
+
+/// What happened on one connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectionTally {
+    pub served: u64,
+    pub failed: u64,
+    pub served_by_model: BTreeMap<String, u64>,
+}
+
+/// The journal, counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JournalTally {
+    /// The next seq to read when tailing.
+    pub next_seq: u64,
+    pub connections: BTreeMap<String, ConnectionTally>,
+    /// Unreadable records skipped (the replay summary reports them in detail).
+    pub damaged: u64,
+}
+
+impl JournalTally {
+    /// Counts one envelope; envelopes before `next_seq` were counted already and are ignored.
+    pub fn add(&mut self, envelope: &Envelope) {
+        if envelope.seq < self.next_seq {
+            return;
+        }
+        self.next_seq = envelope.seq + 1;
+        match &envelope.event {
+            Event::RequestSucceeded(event) => {
+                let connection = self.connection(&event.connection);
+                connection.served += 1;
+                *connection
+                    .served_by_model
+                    .entry(event.model.clone())
+                    .or_default() += 1;
+            }
+            Event::RequestFailed(event) => self.connection(&event.connection).failed += 1,
+            _ => {}
+        }
+    }
+
+    /// Counts every envelope from `next_seq` on; damaged records are counted and skipped.
+    pub fn read_new(&mut self, journal: &dyn Journal) {
+        let envelopes: Vec<_> = journal.read_from(self.next_seq).collect();
+        for envelope in envelopes {
+            match envelope {
+                Ok(envelope) => self.add(&envelope),
+                Err(_) => self.damaged += 1,
+            }
+        }
+    }
+
+    fn connection(&mut self, id: &str) -> &mut ConnectionTally {
+        self.connections.entry(id.to_string()).or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quotaroute_journal::{OutcomeClass, RequestFailed, RequestSucceeded, SCHEMA_VERSION};
+
+    fn envelope(seq: u64, at_ms: u64, event: Event) -> Envelope {
+        Envelope {
+            schema_version: SCHEMA_VERSION,
+            seq,
+            at_ms,
+            event,
+        }
+    }
+
+    fn succeeded(connection: &str, model: &str) -> Event {
+        Event::RequestSucceeded(RequestSucceeded {
+            request_id: "r".into(),
+            combo: "team".into(),
+            provider: "openai".into(),
+            connection: connection.into(),
+            model: model.into(),
+            status: 200,
+            attempt: 1,
+            latency_ms: 1,
+            tokens_in: 1,
+            tokens_out: 1,
+            stream: false,
+            skipped: vec![],
+        })
+    }
+
+    fn failed(connection: &str, status: Option<u16>, class: OutcomeClass) -> Event {
+        Event::RequestFailed(RequestFailed {
+            request_id: "r".into(),
+            combo: "claude".into(),
+            provider: "anthropic".into(),
+            connection: connection.into(),
+            model: "claude-3-5-haiku".into(),
+            status,
+            class,
+            error_code: None,
+            message: None,
+            attempt: 1,
+            latency_ms: 1,
+            reset_hint_ms: None,
+            stream: false,
+            after_first_content: false,
+            skipped: vec![],
+        })
+    }
+
+    #[test]
+    fn counts_served_by_model_and_failures_per_connection() {
+        let events = vec![
+            succeeded("oa-1", "gpt-4o-mini"),
+            succeeded("oa-1", "gpt-4o"),
+            succeeded("oa-1", "gpt-4o-mini"),
+            failed("an-1", Some(503), OutcomeClass::ServerError),
+            failed("an-1", None, OutcomeClass::Network),
+        ];
+        let mut tally = JournalTally::default();
+        for (seq, event) in events.into_iter().enumerate() {
+            tally.add(&envelope(seq as u64 + 1, 1_000, event));
+        }
+        let oa1 = &tally.connections["oa-1"];
+        assert_eq!(oa1.served, 3);
+        assert_eq!(oa1.served_by_model["gpt-4o-mini"], 2);
+        assert_eq!(oa1.served_by_model["gpt-4o"], 1);
+        assert_eq!(tally.connections["an-1"].failed, 2);
+        assert_eq!(tally.connections["an-1"].served, 0);
+        assert_eq!(tally.next_seq, 6);
+    }
+
+    #[test]
+    fn an_envelope_already_counted_is_not_counted_twice() {
+        let mut tally = JournalTally::default();
+        tally.add(&envelope(5, 0, succeeded("oa-2", "gpt-4o-mini")));
+        tally.add(&envelope(5, 0, succeeded("oa-2", "gpt-4o-mini")));
+        tally.add(&envelope(4, 0, succeeded("oa-2", "gpt-4o-mini")));
+        assert_eq!(tally.connections["oa-2"].served, 1);
+    }
+}

@@ -1,0 +1,155 @@
+//! The demo's clients: paced requests through the node's real HTTP path (OpenAI chat
+//! completions for the two OpenAI combos, Anthropic messages for `claude`), counting what the
+//! clients saw. Knows nothing of the mock or the router's state.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::node::upstream::UpstreamClient;
+
+use super::embedded_config::{CLIENT_KEY, COMBO_4O, COMBO_CLAUDE, COMBO_MINI};
+
+/// Client requests per second, all combos together: modest, so the table stays readable.
+pub const REQUESTS_PER_SECOND: u32 = 40;
+/// At most this many client requests at once.
+const MAX_CONCURRENT: usize = 32;
+/// A client gives up on one request after this long.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long stopping waits for requests still in flight.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What the clients saw, shared with the table.
+#[derive(Debug, Default)]
+pub struct ClientTotals {
+    ok: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl ClientTotals {
+    /// (answered 2xx, answered otherwise or not at all).
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// One kind of client request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientCall {
+    /// `POST /v1/chat/completions` with this combo as the model.
+    Chat(&'static str),
+    /// `POST /v1/messages` with this combo as the model.
+    Messages(&'static str),
+}
+
+/// The mix, repeated: half `gpt-4o-mini`, a quarter each `gpt-4o` and `claude`.
+const MIX: [ClientCall; 4] = [
+    ClientCall::Chat(COMBO_MINI),
+    ClientCall::Messages(COMBO_CLAUDE),
+    ClientCall::Chat(COMBO_MINI),
+    ClientCall::Chat(COMBO_4O),
+];
+
+/// Running clients.
+pub struct Traffic {
+    pub totals: Arc<ClientTotals>,
+    stop: watch::Sender<bool>,
+    pacer: JoinHandle<()>,
+}
+
+impl Traffic {
+    /// Starts sending to the node at `node`.
+    pub fn start(node: SocketAddr) -> Traffic {
+        let totals = Arc::new(ClientTotals::default());
+        let (stop, stopped) = watch::channel(false);
+        let pacer = tokio::spawn(pace(node, totals.clone(), stopped));
+        Traffic {
+            totals,
+            stop,
+            pacer,
+        }
+    }
+
+    /// Sends nothing new and waits (briefly) for the requests in flight.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.pacer.await;
+    }
+}
+
+async fn pace(node: SocketAddr, totals: Arc<ClientTotals>, mut stopped: watch::Receiver<bool>) {
+    let client = UpstreamClient::new();
+    let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
+    let mut in_flight = JoinSet::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / REQUESTS_PER_SECOND.max(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for call in MIX.iter().copied().cycle() {
+        tokio::select! {
+            _ = stopped.wait_for(|stop| *stop) => break,
+            _ = tick.tick() => {}
+        }
+        // Finished requests need no joining one by one; drop their results as we go.
+        while in_flight.try_join_next().is_some() {}
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            continue;
+        };
+        let client = client.clone();
+        let totals = totals.clone();
+        in_flight.spawn(async move {
+            let ok = send(&client, node, call).await;
+            let counter = if ok { &totals.ok } else { &totals.failed };
+            counter.fetch_add(1, Ordering::Relaxed);
+            drop(permit);
+        });
+    }
+    let drain = async { while in_flight.join_next().await.is_some() {} };
+    if tokio::time::timeout(DRAIN_TIMEOUT, drain).await.is_err() {
+        in_flight.abort_all();
+    }
+}
+
+/// Sends one request and reads its whole body; true when the node answered 2xx.
+async fn send(client: &UpstreamClient, node: SocketAddr, call: ClientCall) -> bool {
+    let (path, body) = match call {
+        ClientCall::Chat(combo) => (
+            "/v1/chat/completions",
+            serde_json::json!({
+                "model": combo,
+                "max_tokens": 16,
+                "messages": [{"role": "user", "content": "Say hello from the quotaroute demo."}],
+            }),
+        ),
+        ClientCall::Messages(combo) => (
+            "/v1/messages",
+            serde_json::json!({
+                "model": combo,
+                "max_tokens": 16,
+                "messages": [{"role": "user", "content": "Say hello from the quotaroute demo."}],
+            }),
+        ),
+    };
+    let request = http::Request::post(format!("http://{node}{path}"))
+        .header(http::header::AUTHORIZATION, format!("Bearer {CLIENT_KEY}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())));
+    let Ok(request) = request else {
+        return false;
+    };
+    match client.send(request, CLIENT_TIMEOUT).await {
+        Ok(response) => {
+            let ok = response.status().is_success();
+            let body = tokio::time::timeout(CLIENT_TIMEOUT, response.into_body().collect()).await;
+            ok && matches!(body, Ok(Ok(_)))
+        }
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,210 @@
+//! `quotaroute demo` end to end: the real binary, stdout piped (so the table is printed frame
+//! after frame), checked for what the contract's `demo` line promises.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_quotaroute");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Every stdout line with when it arrived, the exit code and stderr.
+struct Run {
+    lines: Vec<(Duration, String)>,
+    code: Option<i32>,
+    stderr: String,
+}
+
+fn run_demo(args: &[&str], limit: Duration) -> Run {
+    let started = Instant::now();
+    let mut child = Command::new(BIN)
+        .arg("demo")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (sender, receiver) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = sender.send((started.elapsed(), line.unwrap()));
+        }
+    });
+    let stderr_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("demo still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    reader.join().unwrap();
+    Run {
+        lines: receiver.try_iter().collect(),
+        code,
+        stderr: stderr_reader.join().unwrap(),
+    }
+}
+
+/// `gpt-4o-mini=N` from a summary line, 0 when absent.
+fn served_mini(line: &str) -> f64 {
+    line.split_whitespace()
+        .find_map(|token| token.strip_prefix("gpt-4o-mini="))
+        .map_or(0.0, |n| n.parse().unwrap())
+}
+
+#[test]
+fn demo_runs_offline_shows_the_live_table_and_exits_0() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let run = run_demo(
+        &["--seconds", "4", "--listen", &listen],
+        Duration::from_secs(20),
+    );
+    let text: String = run
+        .lines
+        .iter()
+        .map(|(_, line)| format!("{line}\n"))
+        .collect();
+    assert_eq!(
+        run.code,
+        Some(0),
+        "stdout:\n{text}\nstderr:\n{}",
+        run.stderr
+    );
+
+    // First output within 2 s of start.
+    let (first_at, _) = run.lines.first().expect("no output at all");
+    assert!(
+        *first_at < Duration::from_secs(2),
+        "first output after {first_at:?}"
+    );
+    assert!(text.contains(&format!("http://{listen}")), "{text}");
+
+    // The table names all six connections and both providers, once per frame.
+    let frames = text.matches("CONNECTION   PROVIDER").count();
+    assert!(frames >= 4, "{frames} frames in\n{text}");
+    for name in [
+        "oa-1",
+        "oa-2",
+        "oa-3",
+        "an-1",
+        "an-2",
+        "an-3",
+        "openai",
+        "anthropic",
+    ] {
+        let rows = run
+            .lines
+            .iter()
+            .filter(|(_, line)| line.starts_with(&format!("{name} ")))
+            .count();
+        assert!(
+            rows >= frames,
+            "{name}: {rows} rows for {frames} frames\n{text}"
+        );
+    }
+
+    // oa-1 shows a lockout for gpt-4o at some point, and never one for gpt-4o-mini.
+    let oa1_rows: Vec<&str> = run
+        .lines
+        .iter()
+        .map(|(_, line)| line.as_str())
+        .filter(|line| line.starts_with("oa-1 "))
+        .collect();
+    assert!(
+        oa1_rows
+            .iter()
+            .any(|row| row.contains("gpt-4o locked") && row.contains("rate_limited")),
+        "{text}"
+    );
+    assert!(!oa1_rows
+        .iter()
+        .any(|row| row.contains("gpt-4o-mini locked")));
+
+    // The anthropic breaker opened at some point of the run.
+    assert!(
+        run.lines
+            .iter()
+            .any(|(_, line)| line.starts_with("anthropic ") && line.contains("OPEN")),
+        "{text}"
+    );
+
+    // The replayed summary is there; gpt-4o-mini (never locked) is served 2:1:1 by oa-1..oa-3.
+    assert!(
+        text.contains("SUMMARY (quotaroute replay --summary)"),
+        "{text}"
+    );
+    let summary = text
+        .split("SERVED BY MODEL")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no served-by-model block in\n{text}"));
+    let mini: BTreeMap<&str, f64> = ["oa-1", "oa-2", "oa-3"]
+        .into_iter()
+        .map(|id| {
+            let line = summary
+                .lines()
+                .find(|line| line.trim_start().starts_with(&format!("{id} ")))
+                .unwrap_or_else(|| panic!("no {id} in summary\n{summary}"));
+            (id, served_mini(line))
+        })
+        .collect();
+    assert!(mini["oa-2"] >= 10.0 && mini["oa-3"] >= 10.0, "{mini:?}");
+    let high = mini["oa-1"] / mini["oa-2"];
+    let low = mini["oa-2"] / mini["oa-3"];
+    assert!((1.5..=2.6).contains(&high), "oa-1/oa-2 = {high}: {mini:?}");
+    assert!((0.7..=1.4).contains(&low), "oa-2/oa-3 = {low}: {mini:?}");
+
+    // The journal directory printed at the end exists (and is kept).
+    let journal = text
+        .lines()
+        .find_map(|line| line.strip_prefix("journal kept at: "))
+        .unwrap_or_else(|| panic!("no journal path in\n{text}"));
+    let journal = std::path::Path::new(journal.trim());
+    assert!(journal.is_dir(), "{}", journal.display());
+    // And so does the incident picture.
+    let svg = text
+        .lines()
+        .find_map(|line| line.strip_prefix("incident SVG:"))
+        .unwrap_or_else(|| panic!("no SVG path in\n{text}"));
+    let svg = std::fs::read_to_string(svg.trim()).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("oa-1"), "{svg}");
+    let _ = std::fs::remove_dir_all(journal.parent().unwrap());
+}
+
+#[test]
+fn demo_on_a_busy_port_exits_1_naming_the_way_out() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = busy.local_addr().unwrap().to_string();
+    let run = run_demo(
+        &["--seconds", "2", "--listen", &listen],
+        Duration::from_secs(10),
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains(&listen), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--listen 127.0.0.1:0"),
+        "{}",
+        run.stderr
+    );
+}
