@@ -15,7 +15,9 @@ use http::StatusCode;
 use http_body_util::{BodyExt, Limited};
 use quotaroute_actors::policy::classify::{classify, rules, TransportFailure, UpstreamReply};
 use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
-use quotaroute_actors::{AttemptResult, Clock, Decision, RouteError, RouteRequest, SystemClock};
+use quotaroute_actors::{
+    AttemptResult, Clock, Decision, RouteError, RouteRequest, RoutedTarget, SystemClock,
+};
 use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass};
 use tokio::time::Instant;
 
@@ -314,9 +316,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             Err(transport) => {
                 upstream_time += sent_at.elapsed();
                 let class = transport_class(transport);
-                metrics::attempt(
-                    &target.provider,
-                    &target.connection,
+                attempt_done(
+                    &request_id,
+                    &info.model,
+                    &target,
+                    decision.attempt(),
                     class,
                     sent_at.elapsed(),
                 );
@@ -355,9 +359,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             upstream_time += sent_at.elapsed();
             match start {
                 StreamStart::Committed(stream) => {
-                    metrics::attempt(
-                        &target.provider,
-                        &target.connection,
+                    attempt_done(
+                        &request_id,
+                        &info.model,
+                        &target,
+                        decision.attempt(),
                         OutcomeClass::Success,
                         sent_at.elapsed(),
                     );
@@ -379,9 +385,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                     return response;
                 }
                 StreamStart::Failed { class, message } => {
-                    metrics::attempt(
-                        &target.provider,
-                        &target.connection,
+                    attempt_done(
+                        &request_id,
+                        &info.model,
+                        &target,
+                        decision.attempt(),
                         class,
                         sent_at.elapsed(),
                     );
@@ -415,9 +423,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             Ok(body) => body,
             Err(transport) => {
                 let class = transport_class(transport);
-                metrics::attempt(
-                    &target.provider,
-                    &target.connection,
+                attempt_done(
+                    &request_id,
+                    &info.model,
+                    &target,
+                    decision.attempt(),
                     class,
                     sent_at.elapsed(),
                 );
@@ -435,9 +445,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         if status.is_success() {
             match response_usage(endpoint.format(), &body) {
                 Ok(counts) => {
-                    metrics::attempt(
-                        &target.provider,
-                        &target.connection,
+                    attempt_done(
+                        &request_id,
+                        &info.model,
+                        &target,
+                        decision.attempt(),
                         OutcomeClass::Success,
                         sent_at.elapsed(),
                     );
@@ -462,9 +474,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 Err(_) => {
                     // A 2xx whose body cannot be parsed is a server error (behaviour §3).
                     let class = OutcomeClass::ServerError;
-                    metrics::attempt(
-                        &target.provider,
-                        &target.connection,
+                    attempt_done(
+                        &request_id,
+                        &info.model,
+                        &target,
+                        decision.attempt(),
                         class,
                         sent_at.elapsed(),
                     );
@@ -494,9 +508,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             now_ms,
         );
         let class = classification.class;
-        metrics::attempt(
-            &target.provider,
-            &target.connection,
+        attempt_done(
+            &request_id,
+            &info.model,
+            &target,
+            decision.attempt(),
             class,
             sent_at.elapsed(),
         );
@@ -548,6 +564,29 @@ async fn failover(
         return false;
     }
     matches!(decision.failover().await, Ok(Some(_)))
+}
+
+/// Metrics and the per-attempt log line (`debug`: per-request logging never costs throughput
+/// at `info`). Ids and classes only — never a key or a body.
+fn attempt_done(
+    request_id: &str,
+    combo: &str,
+    target: &RoutedTarget,
+    attempt: u32,
+    class: OutcomeClass,
+    latency: Duration,
+) {
+    metrics::attempt(&target.provider, &target.connection, class, latency);
+    tracing::debug!(
+        request_id,
+        combo,
+        connection = &*target.connection,
+        model = &*target.model,
+        attempt,
+        class = class.as_str(),
+        latency_ms = latency.as_millis() as u64,
+        "upstream attempt"
+    );
 }
 
 fn transport_class(transport: TransportFailure) -> OutcomeClass {
