@@ -280,7 +280,14 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 OutcomeClass::Network,
                 "target left the config".into(),
             ));
-            if !failover(&mut decision, &mut counted_failures, OutcomeClass::Network).await {
+            if !failover(
+                &mut decision,
+                &mut counted_failures,
+                OutcomeClass::Network,
+                deadline,
+            )
+            .await
+            {
                 break;
             }
             continue;
@@ -302,14 +309,28 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                     OutcomeClass::Network,
                     "bad upstream URL".into(),
                 ));
-                if !failover(&mut decision, &mut counted_failures, OutcomeClass::Network).await {
+                if !failover(
+                    &mut decision,
+                    &mut counted_failures,
+                    OutcomeClass::Network,
+                    deadline,
+                )
+                .await
+                {
                     break;
                 }
                 continue;
             }
         };
         let sent_at = StdInstant::now();
-        let timeout = stream_relay::remaining(deadline);
+        // A streaming try must show content within `first_token_timeout_ms` of being sent,
+        // headers included (§3): a stall before the headers fails over like one after them.
+        let first_token_deadline = deadline.min(Instant::now() + live.first_token_timeout);
+        let timeout = stream_relay::remaining(if info.stream {
+            first_token_deadline
+        } else {
+            deadline
+        });
         let now_ms = SystemClock.now_ms();
         let response = match app.inner.client.send(upstream_request, timeout).await {
             Ok(response) => response,
@@ -326,7 +347,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 );
                 decision.report(AttemptResult::failure(class, None));
                 last_failure = Some(LastFailure::Class(class, format!("{transport:?}")));
-                if !failover(&mut decision, &mut counted_failures, class).await {
+                if !failover(&mut decision, &mut counted_failures, class, deadline).await {
                     break;
                 }
                 continue;
@@ -337,7 +358,6 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         let usage_readings = readings_from_headers(&upstream_headers, &target.model, now_ms);
 
         if status.is_success() && info.stream {
-            let first_token_deadline = deadline.min(Instant::now() + live.first_token_timeout);
             let is_event_stream = upstream_headers
                 .get(CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
@@ -399,7 +419,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                     result.usage = usage_readings;
                     decision.report(result);
                     last_failure = Some(LastFailure::Class(class, message));
-                    if !failover(&mut decision, &mut counted_failures, class).await {
+                    if !failover(&mut decision, &mut counted_failures, class, deadline).await {
                         break;
                     }
                     continue;
@@ -436,7 +456,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                     class,
                     "upstream body did not arrive".into(),
                 ));
-                if !failover(&mut decision, &mut counted_failures, class).await {
+                if !failover(&mut decision, &mut counted_failures, class, deadline).await {
                     break;
                 }
                 continue;
@@ -489,7 +509,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                         class,
                         "upstream answered 2xx with a body that is not JSON".into(),
                     ));
-                    if !failover(&mut decision, &mut counted_failures, class).await {
+                    if !failover(&mut decision, &mut counted_failures, class, deadline).await {
                         break;
                     }
                     continue;
@@ -533,7 +553,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             headers: upstream_headers,
             body,
         });
-        if !failover(&mut decision, &mut counted_failures, class).await {
+        if !failover(&mut decision, &mut counted_failures, class, deadline).await {
             break;
         }
     }
@@ -550,7 +570,12 @@ async fn failover(
     decision: &mut Decision,
     counted_failures: &mut u32,
     class: OutcomeClass,
+    deadline: Instant,
 ) -> bool {
+    // No time left: a try now would time out at once and charge an innocent connection.
+    if Instant::now() >= deadline {
+        return false;
+    }
     let class_rules = rules(class);
     if !class_rules.fails_over {
         return false;

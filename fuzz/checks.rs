@@ -1,0 +1,144 @@
+//! The invariants fuzzed by `fuzz/` (cargo-fuzz, `bench/fuzz.sh`) and checked by the
+//! proptest-over-bytes tests in `tests/reliability_parsers.rs`: one copy, included by both with
+//! `#[path]`. Each function takes arbitrary bytes and panics only when an invariant breaks.
+//! Owns no parser: it only drives the crate's own.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use quotaroute::proxy::body_rewrite::{parse_request, rewrite};
+use quotaroute::proxy::sse::SseParser;
+use quotaroute_actors::policy::classify::{classify, classify_stream_error, UpstreamReply};
+use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
+use quotaroute_actors::policy::reset_hint;
+use quotaroute_journal::ApiFormat;
+
+/// A fixed "now" (2025-11-24): the parsers take time as a parameter.
+pub const NOW_MS: u64 = 1_764_000_000_000;
+
+/// Config text: never a panic, whatever the TOML.
+pub fn config(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = quotaroute::config::parse(text, "fuzz.toml", &|_| Some("sk-env-value".into()));
+    }
+}
+
+/// SSE: fed in chunks whose sizes come from the input itself, every byte of a stream that
+/// parses lands in exactly one event's `raw`, in order.
+pub fn sse(data: &[u8]) {
+    let Some((&split, stream)) = data.split_first() else {
+        return;
+    };
+    let chunk = usize::from(split % 17) + 1;
+    let mut parser = SseParser::with_max_event_bytes(4096);
+    let mut events = Vec::new();
+    let mut ok = true;
+    for piece in stream.chunks(chunk) {
+        if parser.feed(piece, &mut events).is_err() {
+            ok = false;
+            break;
+        }
+    }
+    if ok {
+        match parser.finish() {
+            Ok(last) => events.extend(last),
+            Err(_) => ok = false,
+        }
+    }
+    if ok {
+        let joined: Vec<u8> = events.iter().flat_map(|e| e.raw.iter().copied()).collect();
+        assert_eq!(
+            joined, stream,
+            "raw bytes of the events differ from the stream"
+        );
+    }
+}
+
+/// Body rewrite: a body that parses is rewritten into JSON whose top-level `model` is the
+/// upstream model, the rest unchanged; `stream_options.include_usage` is true when forced.
+pub fn body_rewrite(data: &[u8]) {
+    let Ok(info) = parse_request(data) else {
+        return;
+    };
+    let upstream_model = "up\"stream/\u{e9}\\model";
+    for force in [false, true] {
+        let out = rewrite(data, &info, upstream_model, force);
+        let value: serde_json::Value = serde_json::from_slice(&out).unwrap_or_else(|error| {
+            panic!(
+                "rewrite produced invalid JSON ({error}): {}",
+                String::from_utf8_lossy(&out)
+            )
+        });
+        assert_eq!(value["model"], upstream_model);
+        let original: serde_json::Value = serde_json::from_slice(data).unwrap();
+        if force && info.stream {
+            assert_eq!(value["stream_options"]["include_usage"], true);
+        }
+        let (mut a, mut b) = (original.clone(), value.clone());
+        for v in [&mut a, &mut b] {
+            if let Some(object) = v.as_object_mut() {
+                object.remove("model");
+                object.remove("stream_options");
+            }
+        }
+        assert_eq!(a, b, "rewrite changed more than model/stream_options");
+    }
+}
+
+/// The headers in `data` (one `name: value` per line; invalid ones skipped).
+pub fn header_map(data: &[u8]) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for line in data.split(|&b| b == b'\n') {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name),
+            HeaderValue::from_bytes(value.trim_ascii()),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    headers
+}
+
+/// Every header parser, the reset hints and the classifier: never a panic, and every reset
+/// found is a real time (not before now, not absurdly far away on overflow).
+pub fn headers_and_classify(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let now = NOW_MS;
+    let _ = reset_hint::retry_after(&text, now);
+    let _ = reset_hint::retry_after_ms(&text);
+    let _ = reset_hint::go_duration_ms(&text);
+    let _ = reset_hint::rfc3339_ms(&text);
+    let _ = reset_hint::unix_time_ms(&text);
+    let _ = reset_hint::reset_epoch_or_delta(&text, now);
+    let _ = reset_hint::any_reset_ms(&text, now);
+    let _ = reset_hint::message_wait_ms(&text);
+    let body: Option<serde_json::Value> = serde_json::from_slice(data).ok();
+    if let Some(body) = &body {
+        let _ = reset_hint::body_reset_ms(body, now);
+        let _ = classify_stream_error(body);
+    }
+    let headers = header_map(data);
+    let _ = reset_hint::retry_after_headers_ms(&headers, now);
+    let _ = reset_hint::upstream_reset_ms(&headers, body.as_ref(), now);
+    let _ = readings_from_headers(&headers, "gpt-4o-mini", now);
+    let status = data
+        .first_chunk::<2>()
+        .map(|b| 100 + u16::from_be_bytes(*b) % 500);
+    for format in [ApiFormat::Openai, ApiFormat::Anthropic] {
+        let classification = classify(
+            &UpstreamReply {
+                status,
+                headers: &headers,
+                body: data,
+                transport: None,
+                format,
+            },
+            now,
+        );
+        assert_eq!(classification.status, status);
+    }
+}
