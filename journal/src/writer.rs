@@ -59,7 +59,7 @@ pub struct JournalStats {
 }
 
 /// Events per stored record: keeps sled values well under its 128 KiB blob threshold.
-const RECORD_MAX_EVENTS: usize = 512;
+const RECORD_MAX_EVENTS: usize = 24;
 /// Prune at most once per this much event time.
 const PRUNE_EVERY_MS: u64 = 60_000;
 
