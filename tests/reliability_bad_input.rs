@@ -337,3 +337,33 @@ async fn s4_slow_clients_that_never_finish_their_headers_do_not_block_others() {
     drop(slow_body);
     assert_eq!(harness.chat("team").await.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_a_client_that_never_finishes_its_headers_is_disconnected_after_the_header_timeout() {
+    let harness = Harness::start().await;
+    let addr = harness.base.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(
+        &mut stream,
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\n",
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 1024];
+    // The server closes (EOF or reset) once its header-read timeout passes.
+    let read = tokio::time::timeout(
+        quotaroute::node::accept::HEADER_READ_TIMEOUT + Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut stream, &mut buf),
+    )
+    .await
+    .expect("the server closes a connection whose headers never finish");
+    // EOF (Ok(0)), a 408 or a reset: anything but waiting forever.
+    if let Ok(n) = read {
+        let head = String::from_utf8_lossy(&buf[..n]);
+        assert!(n == 0 || head.starts_with("HTTP/1.1 4"), "{head}");
+    }
+    assert!(
+        started.elapsed() >= quotaroute::node::accept::HEADER_READ_TIMEOUT - Duration::from_secs(1)
+    );
+}

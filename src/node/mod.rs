@@ -1,7 +1,8 @@
 //! The node: quotaroute as an OpenAI- and Anthropic-compatible HTTP gateway in front of the
 //! actor system.
 //!
-//! - [`serve`] — start (bind, replay, route) and stop (drain, `node_stopped`, flush).
+//! - [`serve`] — start (bind, replay, route) and stop (drain, `node_stopped`, flush);
+//!   [`accept`] — the accept loop (header-read timeout, graceful shutdown).
 //! - [`http`] — which path is served by which handler; health, metrics, model list.
 //! - [`proxy`] — the routing endpoints: parse once, route, try targets, classify, report.
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte.
@@ -10,6 +11,7 @@
 //! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
 
+pub mod accept;
 pub mod admin;
 pub mod app;
 pub mod http;

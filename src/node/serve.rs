@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use quotaroute_actors::{Router, RouterOptions, SharedClock, SystemClock};
 use quotaroute_journal::{JournalError, SledJournal, SledOptions, WriterConfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::{self, Config};
+use crate::node::accept;
 use crate::node::app::AppState;
 use crate::node::http::routes;
 use crate::node::live::LiveConfig;
@@ -83,22 +83,8 @@ impl RunningNode {
             metrics::install(),
             options.config_path.clone(),
         );
-        let (stop, mut stopped) = watch::channel(false);
-        let service = routes(app.clone());
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
-            };
-            if let Err(error) = axum::serve(listener, service)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::error!(%error, "server stopped");
-            }
-        });
+        let (stop, stopped) = watch::channel(false);
+        let server = tokio::spawn(accept::serve(listener, routes(app.clone()), stopped));
 
         let journal = SledJournal::open(&config.journal.path, SledOptions::default())?;
         let _ = app.inner.journal_reader.set(journal.reader());
