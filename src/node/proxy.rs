@@ -26,9 +26,9 @@ use crate::node::app::AppState;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
-use crate::node::stream_relay::{self, StreamStart};
+use crate::node::stream_relay::{self, CommittedStream, StreamStart};
 use crate::node::upstream_request;
-use crate::proxy::body_rewrite::{parse_request, rewrite};
+use crate::proxy::body_rewrite::{parse_request, rewrite, RequestInfo};
 use crate::proxy::stream_watch::StreamFormat;
 use crate::proxy::usage::response_usage;
 
@@ -266,295 +266,71 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     let mut counted_failures = 0u32;
     let mut last_failure: Option<LastFailure> = None;
 
+    let context = TryContext {
+        app: &app,
+        live: &live,
+        endpoint,
+        info: &info,
+        client_body: &client_body,
+        client_headers: &parts.headers,
+        path_and_query: &path_and_query,
+        request_id: &request_id,
+        force_include_usage,
+        deadline,
+    };
     while let Some(target) = decision.current().cloned() {
         route.connection = Some(target.connection.to_string());
         route.model = Some(target.model.to_string());
         route.attempts = decision.attempt();
-        let (Some(provider), Some((credential, auth))) = (
-            live.providers.get(&*target.provider),
-            live.credentials.get(&*target.connection),
-        ) else {
-            // The config changed under this request: treat as a network failure of the target.
-            decision.report(AttemptResult::failure(OutcomeClass::Network, None));
-            last_failure = Some(LastFailure::Class(
-                OutcomeClass::Network,
-                "target left the config".into(),
-            ));
-            if !failover(
-                &mut decision,
-                &mut counted_failures,
-                OutcomeClass::Network,
-                deadline,
-            )
-            .await
-            {
-                break;
-            }
-            continue;
-        };
-        let upstream_body = rewrite(&client_body, &info, &target.model, force_include_usage);
-        let upstream_request = match upstream_request::build(
-            provider,
-            credential,
-            *auth,
-            &path_and_query,
-            &parts.headers,
-            &request_id,
-            upstream_body,
-        ) {
-            Ok(request) => request,
-            Err(_) => {
-                decision.report(AttemptResult::failure(OutcomeClass::Network, None));
-                last_failure = Some(LastFailure::Class(
-                    OutcomeClass::Network,
-                    "bad upstream URL".into(),
-                ));
-                if !failover(
-                    &mut decision,
-                    &mut counted_failures,
-                    OutcomeClass::Network,
-                    deadline,
-                )
-                .await
-                {
-                    break;
-                }
-                continue;
-            }
-        };
-        let sent_at = StdInstant::now();
-        // A streaming try must show content within `first_token_timeout_ms` of being sent,
-        // headers included (§3): a stall before the headers fails over like one after them.
-        let first_token_deadline = deadline.min(Instant::now() + live.first_token_timeout);
-        let timeout = stream_relay::remaining(if info.stream {
-            first_token_deadline
-        } else {
-            deadline
-        });
-        let now_ms = SystemClock.now_ms();
-        let response = match app.inner.client.send(upstream_request, timeout).await {
-            Ok(response) => response,
-            Err(transport) => {
-                upstream_time += sent_at.elapsed();
-                let class = transport_class(transport);
-                attempt_done(
-                    &request_id,
-                    &info.model,
-                    &target,
-                    decision.attempt(),
-                    class,
-                    sent_at.elapsed(),
+        match try_target(&context, &target, decision.attempt(), &mut upstream_time).await {
+            Tried::Streaming { stream, result } => {
+                route.overhead_us = overhead_us(started, upstream_time);
+                let body = stream_relay::relay_body(stream, decision, result, deadline);
+                let mut response = Response::new(body);
+                let headers = response.headers_mut();
+                headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+                headers.insert(
+                    http::header::CACHE_CONTROL,
+                    HeaderValue::from_static("no-cache"),
                 );
-                decision.report(AttemptResult::failure(class, None));
-                last_failure = Some(LastFailure::Class(class, format!("{transport:?}")));
+                route.apply(headers);
+                metrics::request_finished(endpoint, 200);
+                metrics::overhead(route.overhead_us);
+                return response;
+            }
+            Tried::Answered {
+                result,
+                status,
+                headers,
+                body,
+            } => {
+                let client_error = result.class == OutcomeClass::ClientError;
+                decision.report(result);
+                route.overhead_us = overhead_us(started, upstream_time);
+                metrics::request_finished(endpoint, status.as_u16());
+                if client_error {
+                    // A client error is returned as is and never fails over (behaviour §3).
+                    return reply::passthrough(status, &headers, &body, &live, &route);
+                }
+                metrics::overhead(route.overhead_us);
+                let mut response = Response::new(Body::from(body));
+                *response.status_mut() = status;
+                let content_type = headers
+                    .get(CONTENT_TYPE)
+                    .cloned()
+                    .unwrap_or(HeaderValue::from_static("application/json"));
+                response.headers_mut().insert(CONTENT_TYPE, content_type);
+                route.apply(response.headers_mut());
+                return response;
+            }
+            Tried::Failed { result, last } => {
+                let class = result.class;
+                decision.report(result);
+                last_failure = Some(last);
                 if !failover(&mut decision, &mut counted_failures, class, deadline).await {
                     break;
                 }
-                continue;
             }
-        };
-        let status = response.status();
-        let upstream_headers = response.headers().clone();
-        let usage_readings = readings_from_headers(&upstream_headers, &target.model, now_ms);
-
-        if status.is_success() && info.stream {
-            let is_event_stream = upstream_headers
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.starts_with("text/event-stream"));
-            let start = if is_event_stream {
-                stream_relay::open(
-                    response.into_body(),
-                    endpoint.stream_format(),
-                    force_include_usage,
-                    first_token_deadline,
-                )
-                .await
-            } else {
-                StreamStart::Failed {
-                    class: OutcomeClass::ServerError,
-                    message: "asked for a stream, got no event stream".to_string(),
-                }
-            };
-            upstream_time += sent_at.elapsed();
-            match start {
-                StreamStart::Committed(stream) => {
-                    attempt_done(
-                        &request_id,
-                        &info.model,
-                        &target,
-                        decision.attempt(),
-                        OutcomeClass::Success,
-                        sent_at.elapsed(),
-                    );
-                    route.overhead_us = overhead_us(started, upstream_time);
-                    let mut result = AttemptResult::success(status.as_u16(), 0, 0);
-                    result.stream = true;
-                    result.usage = usage_readings;
-                    let body = stream_relay::relay_body(stream, decision, result, deadline);
-                    let mut response = Response::new(body);
-                    let headers = response.headers_mut();
-                    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-                    headers.insert(
-                        http::header::CACHE_CONTROL,
-                        HeaderValue::from_static("no-cache"),
-                    );
-                    route.apply(headers);
-                    metrics::request_finished(endpoint, 200);
-                    metrics::overhead(route.overhead_us);
-                    return response;
-                }
-                StreamStart::Failed { class, message } => {
-                    attempt_done(
-                        &request_id,
-                        &info.model,
-                        &target,
-                        decision.attempt(),
-                        class,
-                        sent_at.elapsed(),
-                    );
-                    let mut result = AttemptResult::failure(class, Some(status.as_u16()));
-                    result.stream = true;
-                    result.message = Some(message.clone());
-                    result.usage = usage_readings;
-                    decision.report(result);
-                    last_failure = Some(LastFailure::Class(class, message));
-                    if !failover(&mut decision, &mut counted_failures, class, deadline).await {
-                        break;
-                    }
-                    continue;
-                }
-            }
-        }
-
-        // Not a stream (or an error before one): read the whole body.
-        let body = match tokio::time::timeout_at(
-            deadline,
-            Limited::new(response.into_body(), MAX_UPSTREAM_BODY_BYTES).collect(),
-        )
-        .await
-        {
-            Ok(Ok(collected)) => Ok(collected.to_bytes()),
-            Ok(Err(_)) => Err(TransportFailure::Reset),
-            Err(_) => Err(TransportFailure::Timeout),
-        };
-        upstream_time += sent_at.elapsed();
-        let body = match body {
-            Ok(body) => body,
-            Err(transport) => {
-                let class = transport_class(transport);
-                attempt_done(
-                    &request_id,
-                    &info.model,
-                    &target,
-                    decision.attempt(),
-                    class,
-                    sent_at.elapsed(),
-                );
-                decision.report(AttemptResult::failure(class, Some(status.as_u16())));
-                last_failure = Some(LastFailure::Class(
-                    class,
-                    "upstream body did not arrive".into(),
-                ));
-                if !failover(&mut decision, &mut counted_failures, class, deadline).await {
-                    break;
-                }
-                continue;
-            }
-        };
-        if status.is_success() {
-            match response_usage(endpoint.format(), &body) {
-                Ok(counts) => {
-                    attempt_done(
-                        &request_id,
-                        &info.model,
-                        &target,
-                        decision.attempt(),
-                        OutcomeClass::Success,
-                        sent_at.elapsed(),
-                    );
-                    let (tokens_in, tokens_out) =
-                        counts.map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
-                    let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
-                    result.usage = usage_readings;
-                    decision.report(result);
-                    route.overhead_us = overhead_us(started, upstream_time);
-                    let mut response = Response::new(Body::from(body));
-                    *response.status_mut() = status;
-                    let content_type = upstream_headers
-                        .get(CONTENT_TYPE)
-                        .cloned()
-                        .unwrap_or(HeaderValue::from_static("application/json"));
-                    response.headers_mut().insert(CONTENT_TYPE, content_type);
-                    route.apply(response.headers_mut());
-                    metrics::request_finished(endpoint, status.as_u16());
-                    metrics::overhead(route.overhead_us);
-                    return response;
-                }
-                Err(_) => {
-                    // A 2xx whose body cannot be parsed is a server error (behaviour §3).
-                    let class = OutcomeClass::ServerError;
-                    attempt_done(
-                        &request_id,
-                        &info.model,
-                        &target,
-                        decision.attempt(),
-                        class,
-                        sent_at.elapsed(),
-                    );
-                    let mut result = AttemptResult::failure(class, Some(status.as_u16()));
-                    result.message = Some("2xx answer that is not JSON".to_string());
-                    decision.report(result);
-                    last_failure = Some(LastFailure::Class(
-                        class,
-                        "upstream answered 2xx with a body that is not JSON".into(),
-                    ));
-                    if !failover(&mut decision, &mut counted_failures, class, deadline).await {
-                        break;
-                    }
-                    continue;
-                }
-            }
-        }
-
-        let classification = classify(
-            &UpstreamReply {
-                status: Some(status.as_u16()),
-                headers: &upstream_headers,
-                body: &body,
-                transport: None,
-                format: endpoint.format(),
-            },
-            now_ms,
-        );
-        let class = classification.class;
-        attempt_done(
-            &request_id,
-            &info.model,
-            &target,
-            decision.attempt(),
-            class,
-            sent_at.elapsed(),
-        );
-        let mut result = AttemptResult::failure(class, Some(status.as_u16()));
-        result.error_code = classification.error_code;
-        result.message = classification.message;
-        result.reset_hint_ms = classification.reset_hint_ms;
-        result.usage = usage_readings;
-        decision.report(result);
-        if class == OutcomeClass::ClientError {
-            // A client error is returned as is and never fails over (behaviour §3).
-            route.overhead_us = overhead_us(started, upstream_time);
-            metrics::request_finished(endpoint, status.as_u16());
-            return reply::passthrough(status, &upstream_headers, &body, &live, &route);
-        }
-        last_failure = Some(LastFailure::Upstream {
-            status,
-            headers: upstream_headers,
-            body,
-        });
-        if !failover(&mut decision, &mut counted_failures, class, deadline).await {
-            break;
         }
     }
 
@@ -563,6 +339,246 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     let response = final_failure(last_failure, anthropic, &live, &route, &decision);
     metrics::request_finished(endpoint, response.status().as_u16());
     response
+}
+
+/// What one try needs from its request.
+struct TryContext<'a> {
+    app: &'a AppState,
+    live: &'a LiveConfig,
+    endpoint: Endpoint,
+    info: &'a RequestInfo,
+    client_body: &'a Bytes,
+    client_headers: &'a HeaderMap,
+    path_and_query: &'a str,
+    request_id: &'a str,
+    force_include_usage: bool,
+    deadline: Instant,
+}
+
+/// How one try against one target ended.
+enum Tried {
+    /// A stream past its first content: relay it (the attempt is reported when it ends).
+    Streaming {
+        stream: CommittedStream,
+        result: AttemptResult,
+    },
+    /// A whole answer for the client (a success, or a client error returned as is).
+    Answered {
+        result: AttemptResult,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+    },
+    /// A failure: report `result`, remember `last`, maybe fail over.
+    Failed {
+        result: AttemptResult,
+        last: LastFailure,
+    },
+}
+
+fn failed(class: OutcomeClass, status: Option<u16>, message: &str) -> Tried {
+    let mut result = AttemptResult::failure(class, status);
+    result.message = Some(message.to_string());
+    Tried::Failed {
+        result,
+        last: LastFailure::Class(class, message.to_string()),
+    }
+}
+
+/// One upstream request to `target`, classified (behaviour §3, §4).
+async fn try_target(
+    ctx: &TryContext<'_>,
+    target: &RoutedTarget,
+    attempt: u32,
+    upstream_time: &mut Duration,
+) -> Tried {
+    let (Some(provider), Some((credential, auth))) = (
+        ctx.live.providers.get(&*target.provider),
+        ctx.live.credentials.get(&*target.connection),
+    ) else {
+        // The config changed under this request: a network failure of the target.
+        return failed(OutcomeClass::Network, None, "target left the config");
+    };
+    let upstream_body = rewrite(
+        ctx.client_body,
+        ctx.info,
+        &target.model,
+        ctx.force_include_usage,
+    );
+    let Ok(upstream_request) = upstream_request::build(
+        provider,
+        credential,
+        *auth,
+        ctx.path_and_query,
+        ctx.client_headers,
+        ctx.request_id,
+        upstream_body,
+    ) else {
+        return failed(OutcomeClass::Network, None, "bad upstream URL");
+    };
+    let done = |class: OutcomeClass, latency: Duration| {
+        attempt_done(
+            ctx.request_id,
+            &ctx.info.model,
+            target,
+            attempt,
+            class,
+            latency,
+        );
+    };
+    let sent_at = StdInstant::now();
+    // A streaming try must show content within `first_token_timeout_ms` of being sent,
+    // headers included (§3): a stall before the headers fails over like one after them.
+    let first_token_deadline = ctx
+        .deadline
+        .min(Instant::now() + ctx.live.first_token_timeout);
+    let timeout = stream_relay::remaining(if ctx.info.stream {
+        first_token_deadline
+    } else {
+        ctx.deadline
+    });
+    let now_ms = SystemClock.now_ms();
+    let response = match ctx.app.inner.client.send(upstream_request, timeout).await {
+        Ok(response) => response,
+        Err(transport) => {
+            *upstream_time += sent_at.elapsed();
+            let class = transport_class(transport);
+            done(class, sent_at.elapsed());
+            return Tried::Failed {
+                result: AttemptResult::failure(class, None),
+                last: LastFailure::Class(class, format!("{transport:?}")),
+            };
+        }
+    };
+    let status = response.status();
+    let headers = response.headers().clone();
+    let usage = readings_from_headers(&headers, &target.model, now_ms);
+
+    if status.is_success() && ctx.info.stream {
+        let is_event_stream = headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let start = if is_event_stream {
+            stream_relay::open(
+                response.into_body(),
+                ctx.endpoint.stream_format(),
+                ctx.force_include_usage,
+                first_token_deadline,
+            )
+            .await
+        } else {
+            StreamStart::Failed {
+                class: OutcomeClass::ServerError,
+                message: "asked for a stream, got no event stream".to_string(),
+            }
+        };
+        *upstream_time += sent_at.elapsed();
+        return match start {
+            StreamStart::Committed(stream) => {
+                done(OutcomeClass::Success, sent_at.elapsed());
+                let mut result = AttemptResult::success(status.as_u16(), 0, 0);
+                result.stream = true;
+                result.usage = usage;
+                Tried::Streaming { stream, result }
+            }
+            StreamStart::Failed { class, message } => {
+                done(class, sent_at.elapsed());
+                let mut result = AttemptResult::failure(class, Some(status.as_u16()));
+                result.stream = true;
+                result.message = Some(message.clone());
+                result.usage = usage;
+                Tried::Failed {
+                    result,
+                    last: LastFailure::Class(class, message),
+                }
+            }
+        };
+    }
+
+    // Not a stream (or an error before one): read the whole body.
+    let body = match tokio::time::timeout_at(
+        ctx.deadline,
+        Limited::new(response.into_body(), MAX_UPSTREAM_BODY_BYTES).collect(),
+    )
+    .await
+    {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(_)) => Err(TransportFailure::Reset),
+        Err(_) => Err(TransportFailure::Timeout),
+    };
+    *upstream_time += sent_at.elapsed();
+    let body = match body {
+        Ok(body) => body,
+        Err(transport) => {
+            let class = transport_class(transport);
+            done(class, sent_at.elapsed());
+            return Tried::Failed {
+                result: AttemptResult::failure(class, Some(status.as_u16())),
+                last: LastFailure::Class(class, "upstream body did not arrive".into()),
+            };
+        }
+    };
+    if status.is_success() {
+        return match response_usage(ctx.endpoint.format(), &body) {
+            Ok(counts) => {
+                done(OutcomeClass::Success, sent_at.elapsed());
+                let (tokens_in, tokens_out) =
+                    counts.map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
+                let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
+                result.usage = usage;
+                Tried::Answered {
+                    result,
+                    status,
+                    headers,
+                    body,
+                }
+            }
+            Err(_) => {
+                // A 2xx whose body cannot be parsed is a server error (behaviour §3).
+                done(OutcomeClass::ServerError, sent_at.elapsed());
+                failed(
+                    OutcomeClass::ServerError,
+                    Some(status.as_u16()),
+                    "upstream answered 2xx with a body that is not JSON",
+                )
+            }
+        };
+    }
+
+    let classification = classify(
+        &UpstreamReply {
+            status: Some(status.as_u16()),
+            headers: &headers,
+            body: &body,
+            transport: None,
+            format: ctx.endpoint.format(),
+        },
+        now_ms,
+    );
+    let class = classification.class;
+    done(class, sent_at.elapsed());
+    let mut result = AttemptResult::failure(class, Some(status.as_u16()));
+    result.error_code = classification.error_code;
+    result.message = classification.message;
+    result.reset_hint_ms = classification.reset_hint_ms;
+    result.usage = usage;
+    if class == OutcomeClass::ClientError {
+        return Tried::Answered {
+            result,
+            status,
+            headers,
+            body,
+        };
+    }
+    Tried::Failed {
+        result,
+        last: LastFailure::Upstream {
+            status,
+            headers,
+            body,
+        },
+    }
 }
 
 /// Moves to the next target when the class fails over and the budgets allow (behaviour §3).
