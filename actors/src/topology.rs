@@ -180,6 +180,66 @@ impl Topology {
         }
     }
 
+    /// The topology a journal recorded, for replay (which has no config file): the journaled
+    /// providers, connections and combos with the default settings of each profile and auth
+    /// kind (overrides are not journaled) and no configured usage limits.
+    pub fn from_recorded(config: &ConfigLoaded) -> Topology {
+        Topology {
+            providers: config
+                .providers
+                .iter()
+                .map(|p| ProviderSpec {
+                    name: p.name.clone(),
+                    format: p.format,
+                    profile: p.profile,
+                    breaker: BreakerSettings::for_profile(p.profile),
+                })
+                .collect(),
+            connections: config
+                .connections
+                .iter()
+                .map(|c| ConnectionSpec {
+                    id: c.id.clone(),
+                    provider: c.provider.clone(),
+                    auth: c.auth,
+                    weight: c.weight,
+                    max_concurrent: c.max_concurrent,
+                    models: c.models.clone(),
+                    limits: BucketLimits::default(),
+                    cooldown: CooldownSettings::for_auth(c.auth),
+                    lockout: LockoutSettings::default(),
+                    buckets: BucketSettings::default(),
+                })
+                .collect(),
+            combos: config
+                .combos
+                .iter()
+                .filter_map(|combo| {
+                    let (strategy, targets) = recorded_targets(config, &combo.name)?;
+                    Some(ComboSpec {
+                        name: combo.name.clone(),
+                        strategy,
+                        targets: targets
+                            .into_iter()
+                            .map(|t| TargetSpec {
+                                connection: t.connection,
+                                model: t.model,
+                                weight: t.weight,
+                            })
+                            .collect(),
+                        max_attempts: 0,
+                        max_upstream_requests: 0,
+                        hold_ms: 0,
+                    })
+                })
+                .collect(),
+            max_attempts: 0,
+            max_upstream_requests: 0,
+            source: config.source.clone(),
+            digest: config.digest.clone(),
+        }
+    }
+
     /// Connection id → provider format, for filtering targets by the endpoint's format.
     pub fn connection_formats(&self) -> BTreeMap<String, ApiFormat> {
         self.connections

@@ -6,18 +6,11 @@
 
 use std::fmt::Write as _;
 
-use quotaroute_actors::admin_state::{
-    lock_reason_name, BucketState, ComboState, ComboTargetState, ConnectionAdminState,
-    DisabledState, LockoutState, ProviderState,
-};
-use quotaroute_actors::policy::breaker::BreakerSettings;
-use quotaroute_actors::policy::buckets::{BucketLimits, BucketSettings};
-use quotaroute_actors::policy::drr::exec_key;
-use quotaroute_actors::policy::quota_share::Strategy;
+use std::collections::HashMap;
+
 use quotaroute_actors::policy::router_state::RouterState;
-use quotaroute_actors::topology::recorded_targets;
-use quotaroute_actors::AdminState;
-use quotaroute_journal::{AuthKind, DisableReason, Envelope};
+use quotaroute_actors::{AdminState, Topology};
+use quotaroute_journal::Envelope;
 use serde::Serialize;
 
 use crate::replay::time_parse::{format_duration, format_utc_ms};
@@ -73,123 +66,22 @@ pub struct StateAt {
     pub state: AdminState,
 }
 
-fn auth_name(auth: AuthKind) -> &'static str {
-    match auth {
-        AuthKind::ApiKey => "api_key",
-        AuthKind::Oauth => "oauth",
-    }
-}
-
-/// `AdminState::build` for replay: the journaled config instead of a `Topology`, no in-flight.
+/// `AdminState::build` for replay: the journaled config stands in for the `Topology`; nothing
+/// is in flight.
 pub fn view(state: &RouterState, now_ms: u64) -> AdminState {
-    let Some(config) = state.config() else {
-        return AdminState {
+    match state.config() {
+        Some(config) => AdminState::build(
+            &Topology::from_recorded(config),
+            state,
+            &HashMap::new(),
+            now_ms,
+        ),
+        None => AdminState {
             providers: Vec::new(),
             connections: Vec::new(),
             combos: Vec::new(),
-        };
-    };
-    let providers = config
-        .providers
-        .iter()
-        .map(|p| {
-            let settings = BreakerSettings::for_profile(p.profile);
-            let breaker = state.breaker(&p.name);
-            ProviderState {
-                name: p.name.clone(),
-                profile: auth_name(p.profile),
-                breaker: breaker.phase_at(now_ms, &settings).as_str(),
-                failures: breaker.failures_at(now_ms, &settings),
-                cycles: breaker.cycles(),
-                retry_after_ms: breaker
-                    .open_until_ms()
-                    .filter(|&until| until > now_ms)
-                    .map(|until| until - now_ms),
-            }
-        })
-        .collect();
-    let connections = config
-        .connections
-        .iter()
-        .map(|c| {
-            let learned = state.connection(&c.provider, &c.id);
-            let health = &learned.health;
-            ConnectionAdminState {
-                id: c.id.clone(),
-                provider: c.provider.clone(),
-                auth: auth_name(c.auth),
-                cooldown_remaining_ms: health.cooldown_remaining_at(now_ms).unwrap_or(0),
-                cooldown_level: health.level(),
-                disabled: health
-                    .disabled()
-                    .filter(|d| d.until_ms.is_none_or(|until| until > now_ms))
-                    .map(|d| DisabledState {
-                        reason: match d.reason {
-                            DisableReason::Auth => "auth",
-                            DisableReason::Billing => "billing",
-                        },
-                        remaining_ms: d.until_ms.map(|until| until - now_ms),
-                    }),
-                in_flight: 0,
-                buckets: learned
-                    .buckets
-                    .views(now_ms, &BucketLimits::default(), &BucketSettings::default())
-                    .into_iter()
-                    .map(|v| BucketState {
-                        window: v.window,
-                        used: v.used,
-                        limit: v.limit,
-                        saturated: v.saturated,
-                        resets_at_ms: v.resets_at_ms,
-                    })
-                    .collect(),
-                lockouts: learned
-                    .lockouts
-                    .list_at(now_ms)
-                    .into_iter()
-                    .map(|lock| LockoutState {
-                        provider: c.provider.clone(),
-                        connection: c.id.clone(),
-                        model: lock.model,
-                        reason: lock_reason_name(lock.reason),
-                        error_code: lock.error_code,
-                        remaining_ms: lock.remaining_ms,
-                        failure_count: lock.failure_count,
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
-    let combos = config
-        .combos
-        .iter()
-        .filter_map(|combo| {
-            let (strategy, targets) = recorded_targets(config, &combo.name)?;
-            let deficits = state.deficits.get(&combo.name).cloned().unwrap_or_default();
-            Some(ComboState {
-                name: combo.name.clone(),
-                strategy: strategy_name(strategy),
-                targets: targets
-                    .iter()
-                    .map(|t| ComboTargetState {
-                        connection: t.connection.clone(),
-                        model: t.model.clone(),
-                        weight: t.weight,
-                        deficit: deficits.deficit(&exec_key(&t.connection, &t.model)),
-                    })
-                    .collect(),
-            })
-        })
-        .collect();
-    AdminState {
-        providers,
-        connections,
-        combos,
+        },
     }
-}
-
-fn strategy_name(strategy: Strategy) -> &'static str {
-    strategy.as_str()
 }
 
 fn remaining(ms: Option<u64>) -> String {
