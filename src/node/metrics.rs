@@ -14,7 +14,12 @@ use crate::node::proxy::Endpoint;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
-/// Installs the process-wide recorder once (tests start many nodes in one process).
+/// How often histogram samples are folded into their buckets when nobody scrapes.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Installs the process-wide recorder once (tests start many nodes in one process), with a
+/// thread that runs the exporter's upkeep: histogram samples queue until a render or an upkeep
+/// folds them, so without it a node nobody scrapes grows with every observation.
 pub fn install() -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
@@ -24,7 +29,16 @@ pub fn install() -> Option<PrometheusHandle> {
                     1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                 ])
                 .ok()?;
-            builder.install_recorder().ok()
+            let handle = builder.install_recorder().ok()?;
+            let upkeep = handle.clone();
+            std::thread::Builder::new()
+                .name("metrics-upkeep".into())
+                .spawn(move || loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    upkeep.run_upkeep();
+                })
+                .ok()?;
+            Some(handle)
         })
         .clone()
 }
