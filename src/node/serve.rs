@@ -20,6 +20,9 @@ use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reload::digest;
 
+/// sled page cache of the node's journal.
+const JOURNAL_CACHE_BYTES: u64 = 8 * 1024 * 1024;
+
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -86,7 +89,13 @@ impl RunningNode {
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(accept::serve(listener, routes(app.clone()), stopped));
 
-        let journal = SledJournal::open(&config.journal.path, SledOptions::default())?;
+        // A small page cache: the journal is written sequentially and read back only on restart.
+        let journal = SledJournal::open(
+            &config.journal.path,
+            SledOptions {
+                cache_bytes: JOURNAL_CACHE_BYTES,
+            },
+        )?;
         let _ = app.inner.journal_reader.set(journal.reader());
         let topology = config::topology::topology(&config, &digest(&options.config_text));
         let router = Router::start(
