@@ -492,29 +492,17 @@ mod tests {
 
     const P: &str = "openai";
 
-    /// The live side of the replay pattern: decide, apply each event at once (as the actor does),
-    /// and keep the journal so a fresh state can replay it.
-    struct Live {
-        state: BreakerState,
-        s: BreakerSettings,
-        journal: Vec<(u64, Event)>,
+    type Live = crate::policy::journaled::Live<BreakerState, BreakerSettings>;
+
+    impl crate::policy::journaled::Reducer for BreakerState {
+        fn apply_event(&mut self, at_ms: u64, event: &Event) {
+            self.apply(at_ms, event);
+        }
     }
 
     impl Live {
         fn new(s: BreakerSettings) -> Self {
-            Live {
-                state: BreakerState::new(P),
-                s,
-                journal: Vec::new(),
-            }
-        }
-
-        fn commit(&mut self, now: u64, events: Vec<Event>) -> Vec<Event> {
-            for event in &events {
-                self.state.apply(now, event);
-                self.journal.push((now, event.clone()));
-            }
-            events
+            Live::with(BreakerState::new(P), s)
         }
 
         fn outcome(
@@ -548,23 +536,6 @@ mod tests {
 
         fn phase(&self, now: u64) -> BreakerPhase {
             self.state.phase_at(now, &self.s)
-        }
-
-        /// Replay the journal through `apply` only, into a fresh state.
-        fn replayed(&self) -> BreakerState {
-            let mut fresh = BreakerState::new(P);
-            for (at, event) in &self.journal {
-                fresh.apply(*at, event);
-            }
-            fresh
-        }
-
-        fn assert_replay_equals_live(&self) {
-            assert_eq!(
-                self.replayed(),
-                self.state,
-                "replay must rebuild the live state"
-            );
         }
     }
 

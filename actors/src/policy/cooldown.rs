@@ -315,28 +315,17 @@ mod tests {
     const C: &str = "key-1";
     const BILLING_MS: u64 = 3_600_000;
 
-    /// The live side of the replay pattern: decide, apply at once, keep the journal.
-    struct Live {
-        state: ConnectionHealth,
-        s: CooldownSettings,
-        journal: Vec<(u64, Event)>,
+    type Live = crate::policy::journaled::Live<ConnectionHealth, CooldownSettings>;
+
+    impl crate::policy::journaled::Reducer for ConnectionHealth {
+        fn apply_event(&mut self, at_ms: u64, event: &Event) {
+            self.apply(at_ms, event);
+        }
     }
 
     impl Live {
         fn new(s: CooldownSettings) -> Self {
-            Live {
-                state: ConnectionHealth::new(P, C),
-                s,
-                journal: Vec::new(),
-            }
-        }
-
-        fn commit(&mut self, now: u64, events: Vec<Event>) -> Vec<Event> {
-            for event in &events {
-                self.state.apply(now, event);
-                self.journal.push((now, event.clone()));
-            }
-            events
+            Live::with(ConnectionHealth::new(P, C), s)
         }
 
         fn fail_sent(
@@ -366,22 +355,6 @@ mod tests {
 
         fn succeed(&mut self, now: u64) {
             self.commit(now, vec![success(C)]);
-        }
-
-        fn replayed(&self) -> ConnectionHealth {
-            let mut fresh = ConnectionHealth::new(P, C);
-            for (at, event) in &self.journal {
-                fresh.apply(*at, event);
-            }
-            fresh
-        }
-
-        fn assert_replay_equals_live(&self) {
-            assert_eq!(
-                self.replayed(),
-                self.state,
-                "replay must rebuild the live state"
-            );
         }
     }
 

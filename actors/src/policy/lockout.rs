@@ -362,28 +362,17 @@ mod tests {
     const MIN: u64 = 60 * SEC;
     const HOUR: u64 = 60 * MIN;
 
-    /// The live side of the replay pattern: decide, apply at once, keep the journal.
-    struct Live {
-        state: ModelLockouts,
-        s: LockoutSettings,
-        journal: Vec<(u64, Event)>,
+    type Live = crate::policy::journaled::Live<ModelLockouts, LockoutSettings>;
+
+    impl crate::policy::journaled::Reducer for ModelLockouts {
+        fn apply_event(&mut self, at_ms: u64, event: &Event) {
+            self.apply(at_ms, event);
+        }
     }
 
     impl Live {
         fn new(s: LockoutSettings) -> Self {
-            Live {
-                state: ModelLockouts::new(P, C),
-                s,
-                journal: Vec::new(),
-            }
-        }
-
-        fn commit(&mut self, now: u64, events: Vec<Event>) -> Vec<Event> {
-            for event in &events {
-                self.state.apply(now, event);
-                self.journal.push((now, event.clone()));
-            }
-            events
+            Live::with(ModelLockouts::new(P, C), s)
         }
 
         fn fail(
@@ -409,22 +398,6 @@ mod tests {
 
         fn succeed(&mut self, model: &str, now: u64) {
             self.commit(now, vec![success(model)]);
-        }
-
-        fn replayed(&self) -> ModelLockouts {
-            let mut fresh = ModelLockouts::new(P, C);
-            for (at, event) in &self.journal {
-                fresh.apply(*at, event);
-            }
-            fresh
-        }
-
-        fn assert_replay_equals_live(&self) {
-            assert_eq!(
-                self.replayed(),
-                self.state,
-                "replay must rebuild the live state"
-            );
         }
     }
 

@@ -6,6 +6,8 @@ pub mod classify;
 pub mod connection_state;
 pub mod cooldown;
 pub mod drr;
+#[cfg(test)]
+mod journaled;
 pub mod lockout;
 pub mod quota_share;
 pub mod rate_limit_headers;
