@@ -182,3 +182,54 @@ pub fn sample_envelopes(first_seq: u64, first_at_ms: u64, count: u64) -> Vec<Env
         })
         .collect()
 }
+
+/// A `request_succeeded` for tests: the given ids and token counts, everything else fixed.
+pub fn succeeded(
+    provider: &str,
+    connection: &str,
+    model: &str,
+    tokens_in: u64,
+    tokens_out: u64,
+) -> Event {
+    Event::RequestSucceeded(RequestSucceeded {
+        request_id: "r".into(),
+        combo: "c".into(),
+        provider: provider.into(),
+        connection: connection.into(),
+        model: model.into(),
+        status: 200,
+        attempt: 1,
+        latency_ms: 1,
+        tokens_in,
+        tokens_out,
+        stream: false,
+        skipped: Vec::new(),
+    })
+}
+
+/// A `request_failed` for tests: the given ids, status and class, everything else fixed.
+pub fn failed(
+    provider: &str,
+    connection: &str,
+    model: &str,
+    status: Option<u16>,
+    class: OutcomeClass,
+) -> Event {
+    Event::RequestFailed(RequestFailed {
+        request_id: "r".into(),
+        combo: "c".into(),
+        provider: provider.into(),
+        connection: connection.into(),
+        model: model.into(),
+        status,
+        class,
+        error_code: None,
+        message: None,
+        attempt: 1,
+        latency_ms: 1,
+        reset_hint_ms: None,
+        stream: false,
+        after_first_content: false,
+        skipped: Vec::new(),
+    })
+}

@@ -64,7 +64,7 @@ impl JournalTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quotaroute_journal::{OutcomeClass, RequestFailed, RequestSucceeded, SCHEMA_VERSION};
+    use quotaroute_journal::{OutcomeClass, SCHEMA_VERSION};
 
     fn envelope(seq: u64, at_ms: u64, event: Event) -> Envelope {
         Envelope {
@@ -76,40 +76,17 @@ mod tests {
     }
 
     fn succeeded(connection: &str, model: &str) -> Event {
-        Event::RequestSucceeded(RequestSucceeded {
-            request_id: "r".into(),
-            combo: "team".into(),
-            provider: "openai".into(),
-            connection: connection.into(),
-            model: model.into(),
-            status: 200,
-            attempt: 1,
-            latency_ms: 1,
-            tokens_in: 1,
-            tokens_out: 1,
-            stream: false,
-            skipped: vec![],
-        })
+        quotaroute_journal::testkit::succeeded("openai", connection, model, 1, 1)
     }
 
     fn failed(connection: &str, status: Option<u16>, class: OutcomeClass) -> Event {
-        Event::RequestFailed(RequestFailed {
-            request_id: "r".into(),
-            combo: "claude".into(),
-            provider: "anthropic".into(),
-            connection: connection.into(),
-            model: "claude-3-5-haiku".into(),
+        quotaroute_journal::testkit::failed(
+            "anthropic",
+            connection,
+            "claude-3-5-haiku",
             status,
             class,
-            error_code: None,
-            message: None,
-            attempt: 1,
-            latency_ms: 1,
-            reset_hint_ms: None,
-            stream: false,
-            after_first_content: false,
-            skipped: vec![],
-        })
+        )
     }
 
     #[test]

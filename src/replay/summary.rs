@@ -355,7 +355,7 @@ pub fn render_text(summary: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quotaroute_journal::{OutcomeClass, RequestFailed, RequestSucceeded, SCHEMA_VERSION};
+    use quotaroute_journal::{OutcomeClass, SCHEMA_VERSION};
 
     fn envelope(seq: u64, at_ms: u64, event: Event) -> Envelope {
         Envelope {
@@ -367,23 +367,7 @@ mod tests {
     }
 
     fn failed(connection: &str, status: u16, class: OutcomeClass) -> Event {
-        Event::RequestFailed(RequestFailed {
-            request_id: "r".into(),
-            combo: "c".into(),
-            provider: "p".into(),
-            connection: connection.into(),
-            model: "m".into(),
-            status: Some(status),
-            class,
-            error_code: None,
-            message: None,
-            attempt: 1,
-            latency_ms: 1,
-            reset_hint_ms: None,
-            stream: false,
-            after_first_content: false,
-            skipped: vec![],
-        })
+        quotaroute_journal::testkit::failed("p", connection, "m", Some(status), class)
     }
 
     #[test]
@@ -407,20 +391,7 @@ mod tests {
         builder.observe(&envelope(
             4,
             40,
-            Event::RequestSucceeded(RequestSucceeded {
-                request_id: "r".into(),
-                combo: "c".into(),
-                provider: "p".into(),
-                connection: "k2".into(),
-                model: "m".into(),
-                status: 200,
-                attempt: 1,
-                latency_ms: 1,
-                tokens_in: 1,
-                tokens_out: 1,
-                stream: false,
-                skipped: vec![],
-            }),
+            quotaroute_journal::testkit::succeeded("p", "k2", "m", 1, 1),
         ));
         let summary = builder.finish();
         let p = &summary.providers[0];

@@ -452,7 +452,6 @@ impl UsageBuckets {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use quotaroute_journal::event::RequestSucceeded;
 
     const MINUTE: u64 = 60_000;
     const HOUR: u64 = 60 * MINUTE;
@@ -460,20 +459,7 @@ mod tests {
     const T0: u64 = 1_735_689_600_000;
 
     fn success(model: &str, tokens_in: u64, tokens_out: u64) -> Event {
-        Event::RequestSucceeded(RequestSucceeded {
-            request_id: "r".into(),
-            combo: "team".into(),
-            provider: "openai".into(),
-            connection: "c1".into(),
-            model: model.into(),
-            status: 200,
-            attempt: 1,
-            latency_ms: 10,
-            tokens_in,
-            tokens_out,
-            stream: false,
-            skipped: Vec::new(),
-        })
+        quotaroute_journal::testkit::succeeded("openai", "c1", model, tokens_in, tokens_out)
     }
 
     fn observed(

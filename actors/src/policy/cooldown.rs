@@ -309,7 +309,6 @@ impl ConnectionHealth {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use quotaroute_journal::RequestSucceeded;
 
     const P: &str = "openai";
     const C: &str = "key-1";
@@ -359,20 +358,7 @@ mod tests {
     }
 
     fn success(connection: &str) -> Event {
-        Event::RequestSucceeded(RequestSucceeded {
-            request_id: "r".into(),
-            combo: "c".into(),
-            provider: P.into(),
-            connection: connection.into(),
-            model: "m".into(),
-            status: 200,
-            attempt: 1,
-            latency_ms: 1,
-            tokens_in: 1,
-            tokens_out: 1,
-            stream: false,
-            skipped: Vec::new(),
-        })
+        quotaroute_journal::testkit::succeeded(P, connection, "m", 1, 1)
     }
 
     fn cooldown_of(events: &[Event]) -> ConnectionCooldown {

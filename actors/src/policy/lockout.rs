@@ -354,7 +354,6 @@ fn block_reason(reason: LockReason) -> BlockReason {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use quotaroute_journal::RequestSucceeded;
 
     const P: &str = "openai";
     const C: &str = "key-1";
@@ -402,20 +401,7 @@ mod tests {
     }
 
     fn success(model: &str) -> Event {
-        Event::RequestSucceeded(RequestSucceeded {
-            request_id: "r".into(),
-            combo: "c".into(),
-            provider: P.into(),
-            connection: C.into(),
-            model: model.into(),
-            status: 200,
-            attempt: 1,
-            latency_ms: 1,
-            tokens_in: 1,
-            tokens_out: 1,
-            stream: false,
-            skipped: Vec::new(),
-        })
+        quotaroute_journal::testkit::succeeded(P, C, model, 1, 1)
     }
 
     fn locked(events: &[Event]) -> ModelLocked {
