@@ -6,10 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use quotaroute::actors::policy::breaker::BreakerSettings;
-use quotaroute::actors::policy::buckets::{BucketLimits, BucketSettings};
-use quotaroute::actors::policy::cooldown::CooldownSettings;
-use quotaroute::actors::policy::lockout::LockoutSettings;
 use quotaroute::actors::policy::quota_share::Strategy;
 use quotaroute::actors::{
     AttemptResult, ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RouteRequest, Router,
@@ -18,18 +14,7 @@ use quotaroute::actors::{
 use quotaroute::journal::{ApiFormat, AuthKind, MemoryJournal, OutcomeClass, WriterConfig};
 
 fn connection(id: &str, weight: u32) -> ConnectionSpec {
-    ConnectionSpec {
-        id: id.to_string(),
-        provider: "openai".to_string(),
-        auth: AuthKind::ApiKey,
-        weight,
-        max_concurrent: None,
-        models: None,
-        limits: BucketLimits::default(),
-        cooldown: CooldownSettings::for_auth(AuthKind::ApiKey),
-        lockout: LockoutSettings::default(),
-        buckets: BucketSettings::default(),
-    }
+    ConnectionSpec::new(id, "openai", AuthKind::ApiKey, weight)
 }
 
 #[tokio::main]
@@ -48,12 +33,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     let topology = Topology {
-        providers: vec![ProviderSpec {
-            name: "openai".to_string(),
-            format: ApiFormat::Openai,
-            profile: AuthKind::ApiKey,
-            breaker: BreakerSettings::default(),
-        }],
+        providers: vec![ProviderSpec::new(
+            "openai",
+            ApiFormat::Openai,
+            AuthKind::ApiKey,
+        )],
         connections,
         combos: vec![ComboSpec {
             name: "team".to_string(),

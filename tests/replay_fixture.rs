@@ -12,10 +12,6 @@
 
 mod replay_support;
 
-use quotaroute::actors::policy::breaker::BreakerSettings;
-use quotaroute::actors::policy::buckets::{BucketLimits, BucketSettings};
-use quotaroute::actors::policy::cooldown::CooldownSettings;
-use quotaroute::actors::policy::lockout::LockoutSettings;
 use quotaroute::actors::policy::quota_share::Strategy;
 use quotaroute::actors::{
     AttemptResult, ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RouteRequest, Router,
@@ -28,27 +24,11 @@ use quotaroute::journal::{
 use replay_support::*;
 
 fn provider(name: &str, format: ApiFormat) -> ProviderSpec {
-    ProviderSpec {
-        name: name.into(),
-        format,
-        profile: AuthKind::ApiKey,
-        breaker: BreakerSettings::for_profile(AuthKind::ApiKey),
-    }
+    ProviderSpec::new(name, format, AuthKind::ApiKey)
 }
 
 fn connection(id: &str, provider: &str, weight: u32) -> ConnectionSpec {
-    ConnectionSpec {
-        id: id.into(),
-        provider: provider.into(),
-        auth: AuthKind::ApiKey,
-        weight,
-        max_concurrent: None,
-        models: None,
-        limits: BucketLimits::default(),
-        cooldown: CooldownSettings::for_auth(AuthKind::ApiKey),
-        lockout: LockoutSettings::default(),
-        buckets: BucketSettings::default(),
-    }
+    ConnectionSpec::new(id, provider, AuthKind::ApiKey, weight)
 }
 
 fn combo(name: &str, targets: &[(&str, &str, u32)]) -> ComboSpec {

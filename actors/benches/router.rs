@@ -10,11 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quotaroute_actors::policy::breaker::BreakerSettings;
-use quotaroute_actors::policy::buckets::{BucketLimits, BucketSettings};
-use quotaroute_actors::policy::cooldown::CooldownSettings;
 use quotaroute_actors::policy::drr::DrrDeficits;
-use quotaroute_actors::policy::lockout::LockoutSettings;
 use quotaroute_actors::policy::quota_share::{select, Strategy, TargetView};
 use quotaroute_actors::{
     AttemptResult, ComboSpec, ConnectionSpec, ProviderSpec, RouteRequest, Router, RouterOptions,
@@ -27,16 +23,13 @@ const TARGETS: usize = 16;
 fn topology() -> Topology {
     let connections: Vec<ConnectionSpec> = (0..TARGETS)
         .map(|i| ConnectionSpec {
-            id: format!("key-{i}"),
-            provider: "openai".to_string(),
-            auth: AuthKind::ApiKey,
-            weight: 1 + (i as u32 % 3),
             max_concurrent: Some(64),
-            models: None,
-            limits: BucketLimits::default(),
-            cooldown: CooldownSettings::for_auth(AuthKind::ApiKey),
-            lockout: LockoutSettings::default(),
-            buckets: BucketSettings::default(),
+            ..ConnectionSpec::new(
+                &format!("key-{i}"),
+                "openai",
+                AuthKind::ApiKey,
+                1 + (i as u32 % 3),
+            )
         })
         .collect();
     let targets = connections
@@ -48,12 +41,11 @@ fn topology() -> Topology {
         })
         .collect();
     Topology {
-        providers: vec![ProviderSpec {
-            name: "openai".to_string(),
-            format: ApiFormat::Openai,
-            profile: AuthKind::ApiKey,
-            breaker: BreakerSettings::default(),
-        }],
+        providers: vec![ProviderSpec::new(
+            "openai",
+            ApiFormat::Openai,
+            AuthKind::ApiKey,
+        )],
         connections,
         combos: vec![ComboSpec {
             name: "team".to_string(),

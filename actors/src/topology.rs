@@ -43,7 +43,36 @@ pub struct ConnectionSpec {
     pub buckets: BucketSettings,
 }
 
+impl ProviderSpec {
+    /// A provider with the breaker defaults of its profile.
+    pub fn new(name: &str, format: ApiFormat, profile: AuthKind) -> Self {
+        ProviderSpec {
+            name: name.to_string(),
+            format,
+            profile,
+            breaker: BreakerSettings::for_profile(profile),
+        }
+    }
+}
+
 impl ConnectionSpec {
+    /// A connection with every other field at its default: no concurrency cap, any model, no
+    /// configured usage limits, the spec's resilience numbers for its auth kind.
+    pub fn new(id: &str, provider: &str, auth: AuthKind, weight: u32) -> Self {
+        ConnectionSpec {
+            id: id.to_string(),
+            provider: provider.to_string(),
+            auth,
+            weight,
+            max_concurrent: None,
+            models: None,
+            limits: BucketLimits::default(),
+            cooldown: CooldownSettings::for_auth(auth),
+            lockout: LockoutSettings::default(),
+            buckets: BucketSettings::default(),
+        }
+    }
+
     pub fn serves(&self, model: &str) -> bool {
         self.models
             .as_ref()
@@ -188,27 +217,15 @@ impl Topology {
             providers: config
                 .providers
                 .iter()
-                .map(|p| ProviderSpec {
-                    name: p.name.clone(),
-                    format: p.format,
-                    profile: p.profile,
-                    breaker: BreakerSettings::for_profile(p.profile),
-                })
+                .map(|p| ProviderSpec::new(&p.name, p.format, p.profile))
                 .collect(),
             connections: config
                 .connections
                 .iter()
                 .map(|c| ConnectionSpec {
-                    id: c.id.clone(),
-                    provider: c.provider.clone(),
-                    auth: c.auth,
-                    weight: c.weight,
                     max_concurrent: c.max_concurrent,
                     models: c.models.clone(),
-                    limits: BucketLimits::default(),
-                    cooldown: CooldownSettings::for_auth(c.auth),
-                    lockout: LockoutSettings::default(),
-                    buckets: BucketSettings::default(),
+                    ..ConnectionSpec::new(&c.id, &c.provider, c.auth, c.weight)
                 })
                 .collect(),
             combos: config

@@ -4,10 +4,6 @@
 
 use std::sync::Arc;
 
-use quotaroute_actors::policy::breaker::BreakerSettings;
-use quotaroute_actors::policy::buckets::{BucketLimits, BucketSettings};
-use quotaroute_actors::policy::cooldown::CooldownSettings;
-use quotaroute_actors::policy::lockout::LockoutSettings;
 use quotaroute_actors::policy::quota_share::Strategy;
 use quotaroute_actors::{
     ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RouteRequest, Router, RouterOptions,
@@ -18,27 +14,11 @@ use quotaroute_journal::{ApiFormat, AuthKind, MemoryJournal, WriterConfig};
 pub const T0: u64 = 1_764_000_000_000;
 
 pub fn provider(name: &str) -> ProviderSpec {
-    ProviderSpec {
-        name: name.to_string(),
-        format: ApiFormat::Openai,
-        profile: AuthKind::ApiKey,
-        breaker: BreakerSettings::for_profile(AuthKind::ApiKey),
-    }
+    ProviderSpec::new(name, ApiFormat::Openai, AuthKind::ApiKey)
 }
 
 pub fn connection(id: &str, provider: &str, weight: u32) -> ConnectionSpec {
-    ConnectionSpec {
-        id: id.to_string(),
-        provider: provider.to_string(),
-        auth: AuthKind::ApiKey,
-        weight,
-        max_concurrent: None,
-        models: None,
-        limits: BucketLimits::default(),
-        cooldown: CooldownSettings::for_auth(AuthKind::ApiKey),
-        lockout: LockoutSettings::default(),
-        buckets: BucketSettings::default(),
-    }
+    ConnectionSpec::new(id, provider, AuthKind::ApiKey, weight)
 }
 
 pub fn combo(name: &str, targets: &[(&str, &str, u32)]) -> ComboSpec {
