@@ -56,24 +56,6 @@ async fn admin_state(client: &reqwest::Client, base: &str) -> Value {
         .unwrap()
 }
 
-fn provider<'a>(state: &'a Value, name: &str) -> &'a Value {
-    state["providers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap()
-}
-
-fn connection<'a>(state: &'a Value, id: &str) -> &'a Value {
-    state["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
     let (mock_base, mock) = start_mock().await;

@@ -108,41 +108,19 @@ async fn s5_a_503_storm_opens_the_breaker_and_a_probe_closes_it() {
     ]);
     let mut statuses = Vec::new();
     for _ in 0..8 {
-        let response = harness
-            .post_json(
-                "/v1/messages",
-                json!({"model": "claude", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}),
-            )
-            .await;
+        let response = harness.message("claude").await;
         statuses.push(response.status().as_u16());
         harness.settle().await;
         tokio::time::sleep(std::time::Duration::from_millis(3)).await;
     }
     let state = harness.admin_get("/admin/state").await;
-    let anthropic = state["providers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "anthropic")
-        .unwrap()
-        .clone();
+    let anthropic = provider(&state, "anthropic").clone();
     assert_eq!(anthropic["breaker"], "OPEN", "{statuses:?} {anthropic}");
-    let openai = state["providers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "openai")
-        .unwrap()
-        .clone();
+    let openai = provider(&state, "openai").clone();
     assert_eq!(openai["breaker"], "CLOSED");
     // While open: 503 with breaker_open, no upstream request.
     let before = harness.mock.stats().total;
-    let response = harness
-        .post_json(
-            "/v1/messages",
-            json!({"model": "claude", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}),
-        )
-        .await;
+    let response = harness.message("claude").await;
     assert_eq!(response.status(), 503);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["type"], "error");
@@ -151,22 +129,11 @@ async fn s5_a_503_storm_opens_the_breaker_and_a_probe_closes_it() {
     // The upstream recovers; after the reset a probe closes the breaker.
     harness.mock.clear_rules();
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    let response = harness
-        .post_json(
-            "/v1/messages",
-            json!({"model": "claude", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}),
-        )
-        .await;
+    let response = harness.message("claude").await;
     assert_eq!(response.status(), 200);
     harness.settle().await;
     let state = harness.admin_get("/admin/state").await;
-    let anthropic = state["providers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "anthropic")
-        .unwrap()
-        .clone();
+    let anthropic = provider(&state, "anthropic").clone();
     assert_eq!(anthropic["breaker"], "CLOSED");
 }
 

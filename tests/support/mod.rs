@@ -152,6 +152,15 @@ impl Harness {
             .unwrap()
     }
 
+    /// `POST /v1/messages` for `model` with a one-line conversation.
+    pub async fn message(&self, model: &str) -> reqwest::Response {
+        self.post_json(
+            "/v1/messages",
+            serde_json::json!({"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await
+    }
+
     pub async fn post_json(&self, path: &str, body: Value) -> reqwest::Response {
         self.client
             .post(self.url(path))
@@ -202,4 +211,24 @@ pub fn header(response: &reqwest::Response, name: &str) -> String {
         .get(name)
         .map(|v| v.to_str().unwrap().to_string())
         .unwrap_or_default()
+}
+
+/// A provider's entry in `GET /admin/state`.
+pub fn provider<'a>(state: &'a Value, name: &str) -> &'a Value {
+    state["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap()
+}
+
+/// A connection's entry in `GET /admin/state`.
+pub fn connection<'a>(state: &'a Value, id: &str) -> &'a Value {
+    state["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap()
 }
