@@ -60,6 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         RouterOptions {
             writer: WriterConfig::default(),
             snapshot_every_events: 0,
+            request_events: Default::default(),
             clock: clock.clone(),
         },
     )

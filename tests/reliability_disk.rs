@@ -47,6 +47,7 @@ async fn failing_router(mock_base: &str) -> (Router, MemoryJournal, FailSwitch, 
                 ..WriterConfig::default()
             },
             snapshot_every_events: 0,
+            request_events: Default::default(),
             clock: Arc::new(SystemClock),
         },
     )

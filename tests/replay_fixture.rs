@@ -168,6 +168,7 @@ async fn generate_incident_fixture() {
         RouterOptions {
             writer: WriterConfig::default(),
             snapshot_every_events: 0,
+            request_events: Default::default(),
             clock: clock.clone(),
         },
     )

@@ -150,6 +150,7 @@ fn main() {
                     ..WriterConfig::default()
                 },
                 snapshot_every_events: 0,
+                request_events: Default::default(),
                 clock: Arc::new(SystemClock),
             },
         )

@@ -37,5 +37,6 @@ pub use decision::Decision;
 pub use error::RouterError;
 pub use outcome::{AttemptResult, Outcome};
 pub use permit::Permit;
+pub use policy::request_events::RequestEvents;
 pub use router::{recover_state, RecoveryReport, RouteError, Router, RouterOptions};
 pub use topology::{ComboSpec, ConnectionSpec, ProviderSpec, TargetSpec, Topology};

@@ -20,6 +20,7 @@ use crate::actor::supervisor::{RouterSupervisor, SupervisorArgs, SupervisorMsg};
 use crate::admin_state::AdminState;
 use crate::clock::SharedClock;
 use crate::decision::Decision;
+use crate::policy::request_events::RequestEvents;
 use crate::policy::router_state::RouterState;
 use crate::registry::Registry;
 use crate::snapshot;
@@ -31,6 +32,8 @@ pub struct RouterOptions {
     pub writer: WriterConfig,
     /// Snapshot the folded state every this many events (0: never).
     pub snapshot_every_events: u64,
+    /// Which events reach the journal (`journal.request_events`).
+    pub request_events: RequestEvents,
     pub clock: SharedClock,
 }
 
@@ -115,6 +118,7 @@ impl Router {
                 journal: handle.clone(),
                 state: state.clone(),
                 snapshot_every_events: options.snapshot_every_events,
+                request_events: options.request_events,
             },
         )
         .await

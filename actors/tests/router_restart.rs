@@ -225,6 +225,7 @@ async fn s7_hold_ms_waits_for_the_earliest_unblock_instead_of_failing() {
         quotaroute_actors::RouterOptions {
             writer: quotaroute_journal::WriterConfig::default(),
             snapshot_every_events: 0,
+            request_events: Default::default(),
             clock: clock.clone(),
         },
     )

@@ -51,14 +51,8 @@ pub struct JournalConfig {
     pub request_events: RequestEvents,
 }
 
-/// Which request outcomes become journal events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RequestEvents {
-    All,
-    /// Successes only update counters and buckets.
-    Failures,
-}
+/// Which request outcomes become journal events (the policy owns the rule).
+pub use quotaroute_actors::RequestEvents;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DefaultsConfig {

@@ -109,6 +109,7 @@ impl RunningNode {
                     ..WriterConfig::default()
                 },
                 snapshot_every_events: config.journal.snapshot_every_events,
+                request_events: config.journal.request_events,
                 clock: options.clock.clone(),
             },
         )

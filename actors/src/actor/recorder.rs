@@ -2,12 +2,16 @@
 //! `RouterState` (the same `apply` the owning actors ran), appends it, and snapshots that fold
 //! every `snapshot_every_events`, so a snapshot is exactly the state at its seq.
 //!
+//! Under `request_events = "failures"` it still folds every event but appends only those the
+//! policy keeps, and snapshots at a graceful stop so the unjournaled counts survive it.
+//!
 //! Other actors only `cast` to it; the supervisor and admin `call` it for the folded state. It
 //! never calls anyone.
 
 use quotaroute_journal::{Event, JournalHandle};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+use crate::policy::request_events::RequestEvents;
 use crate::policy::router_state::RouterState;
 use crate::snapshot;
 
@@ -33,23 +37,33 @@ pub struct RecorderArgs {
     pub journal: JournalHandle,
     pub state: RouterState,
     pub snapshot_every_events: u64,
+    pub request_events: RequestEvents,
 }
 
 pub struct RecorderState {
     journal: JournalHandle,
     state: RouterState,
     snapshot_every_events: u64,
+    request_events: RequestEvents,
     since_snapshot: u64,
 }
 
 impl RecorderState {
     fn record(&mut self, at_ms: u64, event: Event) {
+        let journaled = self.request_events.journals(&self.state, at_ms, &event);
+        let stopping = matches!(event, Event::NodeStopped(_));
         self.state.apply(at_ms, &event);
-        if let Some(seq) = self.journal.append(at_ms, event) {
-            self.state.last_seq = seq;
+        if journaled {
+            if let Some(seq) = self.journal.append(at_ms, event) {
+                self.state.last_seq = seq;
+            }
         }
         self.since_snapshot += 1;
-        if self.snapshot_every_events > 0 && self.since_snapshot >= self.snapshot_every_events {
+        let due =
+            self.snapshot_every_events > 0 && self.since_snapshot >= self.snapshot_every_events;
+        // Folded-only counts exist only in memory: a graceful stop keeps them in a snapshot.
+        let stop_with_unjournaled = stopping && self.request_events == RequestEvents::Failures;
+        if due || stop_with_unjournaled {
             self.since_snapshot = 0;
             match snapshot::encode(&self.state) {
                 Ok(bytes) => {
@@ -76,6 +90,7 @@ impl Actor for RecorderActor {
             journal: args.journal,
             state: args.state,
             snapshot_every_events: args.snapshot_every_events,
+            request_events: args.request_events,
             since_snapshot: 0,
         })
     }

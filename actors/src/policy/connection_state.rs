@@ -129,6 +129,12 @@ impl ConnectionState {
         self.buckets.apply(at_ms, event);
     }
 
+    /// Whether a success on `model` at `at_ms` changes more than the bucket counts: the
+    /// backoff, a billing disable or a lockout's history.
+    pub fn success_changes_state(&self, model: &str, at_ms: u64) -> bool {
+        self.health.success_changes_state(at_ms) || self.lockouts.success_changes_state(model)
+    }
+
     /// The hard block on `model` at `now`, connection first, then the model lockout.
     pub fn block_for(&self, model: &str, now_ms: u64) -> Option<(BlockReason, Option<u64>)> {
         if let Some(block) = self.health.block_at(now_ms) {

@@ -202,6 +202,20 @@ impl ConnectionHealth {
         })]
     }
 
+    /// Whether a success at `at_ms` changes this state (a backoff level to reset, an expired
+    /// billing disable to lift), per the `RequestSucceeded` arm of `apply`.
+    pub fn success_changes_state(&self, at_ms: u64) -> bool {
+        self.level > 0 || self.billing_disable_expired(at_ms)
+    }
+
+    fn billing_disable_expired(&self, at_ms: u64) -> bool {
+        matches!(
+            &self.disabled,
+            Some(Disabled { reason: DisableReason::Billing, until_ms: Some(until), .. })
+                if *until <= at_ms
+        )
+    }
+
     /// Fold one journaled event into the state. Reacts to `ConnectionCooldown`,
     /// `ConnectionDisabled`, `ConnectionCleared` and `RequestSucceeded` for this connection;
     /// ignores everything else.
@@ -234,12 +248,7 @@ impl ConnectionHealth {
                 // §4: a success clears the backoff; the current cooldown (if any) runs out as set.
                 self.level = 0;
                 // The probe after a billing disable succeeded: the account has credit again.
-                let billing_expired = matches!(
-                    &self.disabled,
-                    Some(Disabled { reason: DisableReason::Billing, until_ms: Some(until), .. })
-                        if *until <= at_ms
-                );
-                if billing_expired {
+                if self.billing_disable_expired(at_ms) {
                     self.disabled = None;
                 }
             }

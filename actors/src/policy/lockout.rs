@@ -247,6 +247,12 @@ impl ModelLockouts {
             .then(|| self.unlocked(model, ActionBy::Admin))
     }
 
+    /// Whether a success on `model` may change this state (it has a lock or history to relax),
+    /// per the `RequestSucceeded` arm of `apply`.
+    pub fn success_changes_state(&self, model: &str) -> bool {
+        self.locks.contains_key(model)
+    }
+
     /// Fold one journaled event into the state. Reacts to `ModelLocked`, `ModelUnlocked` and
     /// `RequestSucceeded` for this connection; ignores everything else.
     pub fn apply(&mut self, at_ms: u64, event: &Event) {

@@ -11,5 +11,6 @@ mod journaled;
 pub mod lockout;
 pub mod quota_share;
 pub mod rate_limit_headers;
+pub mod request_events;
 pub mod reset_hint;
 pub mod router_state;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use quotaroute_actors::policy::quota_share::Strategy;
 use quotaroute_actors::{
-    ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RouteRequest, Router, RouterOptions,
-    TargetSpec, Topology,
+    ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RequestEvents, RouteRequest, Router,
+    RouterOptions, TargetSpec, Topology,
 };
 use quotaroute_journal::{ApiFormat, AuthKind, MemoryJournal, WriterConfig};
 
@@ -72,12 +72,23 @@ pub fn pool_211() -> Topology {
 }
 
 pub async fn start(topology: Topology, journal: MemoryJournal, clock: Arc<ManualClock>) -> Router {
+    start_journaling(topology, journal, clock, RequestEvents::All).await
+}
+
+/// `start` with a `journal.request_events` setting.
+pub async fn start_journaling(
+    topology: Topology,
+    journal: MemoryJournal,
+    clock: Arc<ManualClock>,
+    request_events: RequestEvents,
+) -> Router {
     Router::start(
         topology,
         Box::new(journal),
         RouterOptions {
             writer: WriterConfig::default(),
             snapshot_every_events: 0,
+            request_events,
             clock,
         },
     )
