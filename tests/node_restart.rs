@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute_journal::{Event, Journal, RouteDecided, SledJournal, SledOptions};
 use serde_json::{json, Value};
 use support::*;
 
@@ -153,4 +154,58 @@ fn sigterm(node: &Child) {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+/// `journal.request_events = "failures"`: the 429 and the decisions that passed over its key
+/// are journaled, the routine successes are not, and the graceful stop leaves a snapshot that
+/// holds their counts.
+#[tokio::test]
+async fn request_events_failures_journals_the_429_but_not_the_routine_successes() {
+    let mut harness = Harness::start_editing(|text| {
+        text.replace(
+            "flush_every_ms = 10",
+            "flush_every_ms = 10\nrequest_events = \"failures\"",
+        )
+    })
+    .await;
+    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
+        reset: ResetForm::RetryAfterSeconds(120),
+    })
+    .for_key(upstream_key("oa-1"))
+    .for_model("gpt-4o-mini")]);
+    for _ in 0..12 {
+        assert_eq!(harness.chat("team").await.status(), 200);
+    }
+    harness.settle().await;
+    harness.stop().await;
+
+    let journal = SledJournal::open(&harness.dir.path().join("journal"), SledOptions::default())
+        .expect("the stopped node released its journal");
+    let events: Vec<Event> = journal
+        .read_from(0)
+        .map(|envelope| envelope.expect("readable").event)
+        .collect();
+    let count = |kind: &str| events.iter().filter(|e| e.kind() == kind).count();
+    assert_eq!(count("request_succeeded"), 0, "routine successes stay out");
+    assert_eq!(count("request_failed"), 1);
+    assert_eq!(count("model_locked"), 1);
+    assert_eq!(count("node_stopped"), 1);
+    let decisions: Vec<&RouteDecided> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::RouteDecided(decided) => Some(decided),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !decisions.is_empty(),
+        "decisions that skipped oa-1 explain the routing"
+    );
+    assert!(decisions
+        .iter()
+        .all(|d| d.skipped.iter().any(|s| s.connection == "oa-1")));
+    assert!(
+        journal.snapshots().iter().any(|s| s.is_ok()),
+        "the graceful stop snapshots the counts the journal does not hold"
+    );
 }

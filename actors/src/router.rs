@@ -443,9 +443,11 @@ impl Router {
         self.flush().await?;
         self.inner.supervisor.stop(None);
         self.inner.recorder.stop(None);
+        // Close, not just flush: the writer thread ends and lets go of the journal's storage.
         self.inner
             .journal
-            .flush()
+            .clone()
+            .close()
             .await
             .map_err(|e| RouterError::Flush(e.to_string()))?;
         Ok(())

@@ -34,8 +34,13 @@ async fn serve(router: &Router, result: AttemptResult) -> String {
 async fn failures_mode_journals_failures_and_state_changes_but_not_routine_successes() {
     let journal = MemoryJournal::new();
     let clock = ManualClock::new(T0);
-    let router =
-        start_journaling(pool_211(), journal.clone(), clock.clone(), RequestEvents::Failures).await;
+    let router = start_journaling(
+        pool_211(),
+        journal.clone(),
+        clock.clone(),
+        RequestEvents::Failures,
+    )
+    .await;
     for _ in 0..12 {
         serve(&router, AttemptResult::success(200, 10, 20)).await;
     }
@@ -56,7 +61,11 @@ async fn failures_mode_journals_failures_and_state_changes_but_not_routine_succe
     assert_eq!(count(&events, "request_succeeded"), 0, "{events:?}");
     assert_eq!(count(&events, "request_failed"), 1);
     assert_eq!(count(&events, "model_locked"), 1);
-    assert_eq!(count(&events, "route_decided"), 4, "only the decisions that skipped `locked`");
+    assert_eq!(
+        count(&events, "route_decided"),
+        4,
+        "only the decisions that skipped `locked`"
+    );
 
     // The lock runs out; the first success on `locked` relaxes its history and is journaled.
     clock.advance(61_000);
@@ -68,7 +77,10 @@ async fn failures_mode_journals_failures_and_state_changes_but_not_routine_succe
     }
     router.settle().await.unwrap();
     router.flush().await.unwrap();
-    assert!(served_by_locked > 0, "the weights give `locked` a turn within 8");
+    assert!(
+        served_by_locked > 0,
+        "the weights give `locked` a turn within 8"
+    );
     let events = journaled(&journal);
     let successes: Vec<&Event> = events
         .iter()
@@ -80,9 +92,13 @@ async fn failures_mode_journals_failures_and_state_changes_but_not_routine_succe
     // The fold counted all 25 successes; a graceful stop keeps them in a snapshot.
     let live = router.folded_state().await.unwrap();
     router.shutdown("test").await.unwrap();
-    let restarted =
-        start_journaling(pool_211(), journal.after_crash(), clock.clone(), RequestEvents::Failures)
-            .await;
+    let restarted = start_journaling(
+        pool_211(),
+        journal.after_crash(),
+        clock.clone(),
+        RequestEvents::Failures,
+    )
+    .await;
     let recovered = restarted.folded_state().await.unwrap();
     assert_eq!(recovered.connections, live.connections);
     assert_eq!(recovered.breakers, live.breakers);
@@ -92,8 +108,13 @@ async fn failures_mode_journals_failures_and_state_changes_but_not_routine_succe
 async fn failures_mode_keeps_every_lockout_across_a_crash() {
     let journal = MemoryJournal::new();
     let clock = ManualClock::new(T0);
-    let router =
-        start_journaling(pool_211(), journal.clone(), clock.clone(), RequestEvents::Failures).await;
+    let router = start_journaling(
+        pool_211(),
+        journal.clone(),
+        clock.clone(),
+        RequestEvents::Failures,
+    )
+    .await;
     for _ in 0..5 {
         serve(&router, AttemptResult::success(200, 10, 20)).await;
     }
@@ -108,9 +129,13 @@ async fn failures_mode_keeps_every_lockout_across_a_crash() {
     let before = router.state().await.unwrap();
 
     // No graceful stop: the routine counts since the last snapshot are gone, the lock is not.
-    let restarted =
-        start_journaling(pool_211(), journal.after_crash(), clock.clone(), RequestEvents::Failures)
-            .await;
+    let restarted = start_journaling(
+        pool_211(),
+        journal.after_crash(),
+        clock.clone(),
+        RequestEvents::Failures,
+    )
+    .await;
     let after = restarted.state().await.unwrap();
     assert_eq!(after.lockouts(), before.lockouts());
     assert_eq!(after.lockouts().len(), 1);

@@ -210,8 +210,8 @@ struct LiveTable {
 impl LiveTable {
     /// Tails the journal, asks the router for its state and prints one frame.
     async fn draw(&mut self, node: &RunningNode, traffic: &traffic::Traffic) {
-        if let Some(journal) = node.app.inner.journal_reader.get() {
-            self.tally.read_new(journal);
+        if let Some(journal) = node.app.journal_reader() {
+            self.tally.read_new(&journal);
         }
         let Some(router) = node.app.router() else {
             return;

@@ -269,7 +269,7 @@ pub async fn journal(
         .unwrap_or(10_000usize)
         .min(JOURNAL_PAGE_MAX);
     let _ = router.flush().await;
-    let Some(reader) = app.inner.journal_reader.get() else {
+    let Some(reader) = app.journal_reader() else {
         return admin_error(
             StatusCode::NOT_FOUND,
             "not_found",

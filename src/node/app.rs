@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
@@ -20,7 +20,9 @@ pub struct AppInner {
     pub live: ArcSwap<LiveConfig>,
     pub client: UpstreamClient,
     pub metrics: Option<PrometheusHandle>,
-    pub journal_reader: OnceLock<SledJournal>,
+    /// A read handle on the journal, set once it is open and taken at stop so the journal's
+    /// directory is released.
+    journal_reader: RwLock<Option<SledJournal>>,
     /// The config file, for SIGHUP and `POST /admin/reload`.
     pub config_path: Option<PathBuf>,
     pub started: Instant,
@@ -52,7 +54,7 @@ impl AppState {
                 live: ArcSwap::from_pointee(live),
                 client: UpstreamClient::new(),
                 metrics,
-                journal_reader: OnceLock::new(),
+                journal_reader: RwLock::new(None),
                 config_path,
                 started: Instant::now(),
                 request_counter: AtomicU64::new(0),
@@ -69,6 +71,18 @@ impl AppState {
     /// Marks the node ready: from now on requests are routed and `/healthz` says ready.
     pub fn set_router(&self, router: Router) {
         let _ = self.inner.router.set(router);
+    }
+
+    /// A read handle on the journal while the node holds it open.
+    pub fn journal_reader(&self) -> Option<SledJournal> {
+        let slot = self.inner.journal_reader.read().ok()?;
+        slot.as_ref().map(SledJournal::reader)
+    }
+
+    pub fn set_journal_reader(&self, reader: Option<SledJournal>) {
+        if let Ok(mut slot) = self.inner.journal_reader.write() {
+            *slot = reader;
+        }
     }
 
     pub fn live(&self) -> arc_swap::Guard<Arc<LiveConfig>> {

@@ -96,7 +96,7 @@ impl RunningNode {
                 cache_bytes: JOURNAL_CACHE_BYTES,
             },
         )?;
-        let _ = app.inner.journal_reader.set(journal.reader());
+        app.set_journal_reader(Some(journal.reader()));
         let topology = config::topology::topology(&config, &digest(&options.config_text));
         let router = Router::start(
             topology,
@@ -137,12 +137,14 @@ impl RunningNode {
     }
 
     /// Stops accepting, lets in-flight requests finish (bounded by `shutdown_grace_ms`),
-    /// records `node_stopped` and flushes the journal.
+    /// records `node_stopped`, flushes and closes the journal (its directory can be opened
+    /// again as soon as this returns).
     pub async fn stop(self, reason: &str) -> Result<(), NodeError> {
         let _ = self.stop.send(true);
         if tokio::time::timeout(self.grace, self.server).await.is_err() {
             tracing::warn!("shutdown grace passed with requests still in flight");
         }
+        self.app.set_journal_reader(None);
         if let Some(router) = self.app.router() {
             router
                 .clone()

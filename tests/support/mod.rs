@@ -109,9 +109,14 @@ impl Harness {
     }
 
     pub async fn start_with(extra: &str) -> Harness {
+        Self::start_editing(|text| text + extra).await
+    }
+
+    /// A node on `standard_config` as `edit` rewrites it (for keys inside its tables).
+    pub async fn start_editing(edit: impl FnOnce(String) -> String) -> Harness {
         let (mock_base, mock) = start_mock().await;
         let dir = tempfile::tempdir().unwrap();
-        let text = standard_config(&mock_base, &dir.path().join("journal"), extra);
+        let text = edit(standard_config(&mock_base, &dir.path().join("journal"), ""));
         let config_path = dir.path().join("quotaroute.toml");
         std::fs::write(&config_path, &text).unwrap();
         let config = config::load(&config_path).unwrap();

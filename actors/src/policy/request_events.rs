@@ -84,7 +84,13 @@ mod tests {
     #[test]
     fn failures_keeps_failures_and_decisions_that_explain_them() {
         let state = RouterState::default();
-        let failure = failed("openai", "k1", "gpt-4o-mini", Some(429), OutcomeClass::RateLimited);
+        let failure = failed(
+            "openai",
+            "k1",
+            "gpt-4o-mini",
+            Some(429),
+            OutcomeClass::RateLimited,
+        );
         assert!(RequestEvents::Failures.journals(&state, T0, &failure));
         let skipped = vec![Skipped {
             connection: "k2".into(),
