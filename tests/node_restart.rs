@@ -179,7 +179,7 @@ async fn request_events_failures_journals_the_429_but_not_the_routine_successes(
     harness.settle().await;
     harness.stop().await;
 
-    let journal = SledJournal::open(&harness.dir.path().join("journal"), SledOptions::default())
+    let journal = SledJournal::open(harness.dir.path().join("journal"), SledOptions::default())
         .expect("the stopped node released its journal");
     let events: Vec<Event> = journal
         .read_from(0)
