@@ -3,9 +3,11 @@
 # nginx (when installed: `apt-get install -y nginx`) as the bare-proxy reference; non-streaming
 # and streaming; 1 and 64 connections. Prints a markdown table: RPS, p50, p99, time to first
 # byte, router CPU µs per request and peak RSS. Bounded: SECONDS per case (default 5).
+# REQUEST_EVENTS=failures runs the router with `journal.request_events = "failures"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_CASE="${SECONDS_PER_CASE:-5}"
+REQUEST_EVENTS="${REQUEST_EVENTS:-all}"
 MOCK_PORT=4201; ROUTER_PORT=4203; NGINX_PORT=4202
 work="$(mktemp -d)"
 pids=()
@@ -17,6 +19,13 @@ bin=target/release/quotaroute
 load=target/release/examples/loadgen
 
 "$bin" mock-upstream --listen "127.0.0.1:$MOCK_PORT" 2>/dev/null & pids+=($!)
+# The mock's keys have a budget of 1M requests from its start, then answer 429 like a real
+# provider. This run measures the router in steady state, so the keys get budgets it cannot spend.
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$MOCK_PORT/mock/stats" >/dev/null && break; sleep 0.1; done
+for n in 1 2 3; do
+  curl -sf -X POST "http://127.0.0.1:$MOCK_PORT/mock/budgets" -H 'content-type: application/json' \
+    -d "{\"key\":\"sk-mock-bench-key-$n-0123456789\",\"requests_limit\":1000000000000,\"tokens_limit\":1000000000000000}"
+done
 
 cat > "$work/quotaroute.toml" <<TOML
 [server]
@@ -24,6 +33,7 @@ listen = "127.0.0.1:$ROUTER_PORT"
 api_keys = ["sk-bench"]
 [journal]
 path = "$work/journal"
+request_events = "$REQUEST_EVENTS"
 [[providers]]
 name = "openai"
 format = "openai"

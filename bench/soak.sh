@@ -9,8 +9,8 @@
 #   bench/soak.sh                                                   # full: 1,000 streams × 60 s, then 120 s non-streaming
 #   STREAMS=200 STREAM_SECONDS=15 NONSTREAM_SECONDS=15 bench/soak.sh # short validation run
 #
-# Exit status 1 when in-flight is not 0 at the end, the fd count grew by more than FD_SLACK
-# (default 50) between the end of the warm-up and the end, or the node died.
+# Exit status 1 when any request failed, in-flight is not 0 at the end, the fd count grew by
+# more than FD_SLACK (default 50) between the end of the warm-up and the end, or the node died.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STREAMS="${STREAMS:-1000}"
@@ -35,6 +35,13 @@ bin="$TARGET/release/quotaroute"
 load="$TARGET/release/examples/loadgen"
 
 "$bin" mock-upstream --listen "127.0.0.1:$MOCK_PORT" 2>/dev/null & pids+=($!)
+# The mock's keys have a budget of 1M requests from its start, then answer 429 like a real
+# provider. This run measures the router in steady state, so the keys get budgets it cannot spend.
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$MOCK_PORT/mock/stats" >/dev/null && break; sleep 0.1; done
+for n in 1 2 3; do
+  curl -sf -X POST "http://127.0.0.1:$MOCK_PORT/mock/budgets" -H 'content-type: application/json' \
+    -d "{\"key\":\"sk-mock-soak-key-$n-0123456789\",\"requests_limit\":1000000000000,\"tokens_limit\":1000000000000000}"
+done
 cat > "$work/quotaroute.toml" <<TOML
 [server]
 listen = "127.0.0.1:$ROUTER_PORT"
@@ -91,6 +98,10 @@ echo idle > "$work/phase"; sleep 3
 
 status=0
 kill -0 "$node" 2>/dev/null || { echo "FAIL: the node died"; status=1; }
+for phase in streams plain; do
+    errors="$(sed -n 's/.*"errors":\([0-9]*\).*/\1/p' "$work/$phase.json")"
+    [ "${errors:-1}" = "0" ] || { echo "FAIL: $phase phase saw ${errors:-?} failed requests"; status=1; }
+done
 in_flight="$(curl -sf -H 'authorization: Bearer qr-admin-soak' "http://127.0.0.1:$ROUTER_PORT/admin/state" \
     | grep -o '"in_flight":[0-9]*' | cut -d: -f2 | paste -sd+ | bc)"
 echo "in-flight at the end: ${in_flight:-?}"
