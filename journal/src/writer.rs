@@ -339,15 +339,21 @@ impl Writer {
         }
     }
 
-    /// Writes ready envelopes as records (no flush).
+    /// Writes ready envelopes as records (no flush). The written ones leave `ready` in one
+    /// drain at the end: draining each record's worth from the front would shift the rest of a
+    /// long queue once per record.
     fn write_ready(&mut self) -> Result<(), JournalError> {
-        while !self.ready.is_empty() {
-            let take = self.ready.len().min(RECORD_MAX_EVENTS);
-            if let Err(error) = self.journal.write_batch(&self.ready[..take]) {
-                return Err(self.failed(error));
+        let mut written = 0;
+        let mut outcome = Ok(());
+        while written < self.ready.len() {
+            let take = (self.ready.len() - written).min(RECORD_MAX_EVENTS);
+            let batch = &self.ready[written..written + take];
+            let last = batch[take - 1].seq;
+            if let Err(error) = self.journal.write_batch(batch) {
+                outcome = Err(self.failed(error));
+                break;
             }
-            let last = self.ready[take - 1].seq;
-            self.ready.drain(..take);
+            written += take;
             self.written_unflushed = Some(last);
             self.shared
                 .written
@@ -356,7 +362,8 @@ impl Writer {
                 .queue_len
                 .fetch_sub(take as u64, Ordering::Relaxed);
         }
-        Ok(())
+        self.ready.drain(..written);
+        outcome
     }
 
     /// Writes, flushes, stores due snapshots, answers waiters, prunes when due.
