@@ -6,7 +6,9 @@
 //! error events are parsed into a `Value` for the classifier.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
+use memchr::memmem::Finder;
 use quotaroute_actors::policy::classify::{classify_stream_error, mask_secrets};
 use quotaroute_journal::OutcomeClass;
 use serde::Deserialize;
@@ -259,11 +261,31 @@ fn anthropic_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<Toke
     }
 }
 
+/// The byte patterns `matters_after_commit` looks for in OpenAI chunks, each searcher built
+/// once (building one costs more than searching a chunk with it).
+struct ChunkNeedles {
+    error: Finder<'static>,
+    usage: Finder<'static>,
+    usage_null: Finder<'static>,
+    usage_null_spaced: Finder<'static>,
+    finish_reason: Finder<'static>,
+    finish_reason_spaced: Finder<'static>,
+}
+
+static CHUNK_NEEDLES: LazyLock<ChunkNeedles> = LazyLock::new(|| ChunkNeedles {
+    error: Finder::new(b"\"error\""),
+    usage: Finder::new(b"\"usage\""),
+    usage_null: Finder::new(b"\"usage\":null"),
+    usage_null_spaced: Finder::new(b"\"usage\": null"),
+    finish_reason: Finder::new(b"\"finish_reason\":\""),
+    finish_reason_spaced: Finder::new(b"\"finish_reason\": \""),
+});
+
 /// Whether an event after the first content can mean anything but more content (usage, an
 /// error, the end) — a byte check, so the relay parses only those and forwards the rest as is.
 pub fn matters_after_commit(format: StreamFormat, event: &SseEvent) -> bool {
     let data = event.data.as_bytes();
-    let has = |needle: &[u8]| memchr::memmem::find(data, needle).is_some();
+    let has = |needle: &Finder<'static>| needle.find(data).is_some();
     match format {
         StreamFormat::Anthropic => !matches!(
             event.event.as_deref(),
@@ -274,11 +296,14 @@ pub fn matters_after_commit(format: StreamFormat, event: &SseEvent) -> bool {
             .as_deref()
             .is_some_and(|name| name.ends_with(".delta")),
         StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => {
+            let needles = &*CHUNK_NEEDLES;
             data == b"[DONE]"
-                || has(b"\"error\"")
-                || (has(b"\"usage\"") && !has(b"\"usage\":null") && !has(b"\"usage\": null"))
-                || has(b"\"finish_reason\":\"")
-                || has(b"\"finish_reason\": \"")
+                || has(&needles.error)
+                || (has(&needles.usage)
+                    && !has(&needles.usage_null)
+                    && !has(&needles.usage_null_spaced))
+                || has(&needles.finish_reason)
+                || has(&needles.finish_reason_spaced)
                 || !data.starts_with(b"{")
         }
     }
