@@ -7,6 +7,8 @@
 
 mod support;
 
+use std::sync::Arc;
+
 use quotaroute_actors::{AttemptResult, ManualClock, RequestEvents, Router};
 use quotaroute_journal::{Event, Journal, MemoryJournal, OutcomeClass};
 use support::*;
@@ -30,30 +32,39 @@ async fn serve(router: &Router, result: AttemptResult) -> String {
     connection
 }
 
-#[tokio::test]
-async fn failures_mode_journals_failures_and_state_changes_but_not_routine_successes() {
-    let journal = MemoryJournal::new();
-    let clock = ManualClock::new(T0);
-    let router = start_journaling(
+/// A router on `journal` with `request_events = "failures"`.
+async fn failures_router(journal: &MemoryJournal, clock: &Arc<ManualClock>) -> Router {
+    start_journaling(
         pool_211(),
         journal.clone(),
         clock.clone(),
         RequestEvents::Failures,
     )
-    .await;
+    .await
+}
+
+fn success() -> AttemptResult {
+    AttemptResult::success(200, 10, 20)
+}
+
+/// A 429 that locks the model for a minute.
+fn rate_limited() -> AttemptResult {
+    AttemptResult::failure(OutcomeClass::RateLimited, Some(429)).with_reset_hint_ms(Some(60_000))
+}
+
+#[tokio::test]
+async fn failures_mode_journals_failures_and_state_changes_but_not_routine_successes() {
+    let journal = MemoryJournal::new();
+    let clock = ManualClock::new(T0);
+    let router = failures_router(&journal, &clock).await;
     for _ in 0..12 {
-        serve(&router, AttemptResult::success(200, 10, 20)).await;
+        serve(&router, success()).await;
     }
-    let locked = serve(
-        &router,
-        AttemptResult::failure(OutcomeClass::RateLimited, Some(429))
-            .with_reset_hint_ms(Some(60_000)),
-    )
-    .await;
+    let locked = serve(&router, rate_limited()).await;
     router.settle().await.unwrap();
     // While `locked` is locked, every decision passes over it: those decisions explain why.
     for _ in 0..4 {
-        serve(&router, AttemptResult::success(200, 10, 20)).await;
+        serve(&router, success()).await;
     }
     router.settle().await.unwrap();
     router.flush().await.unwrap();
@@ -71,7 +82,7 @@ async fn failures_mode_journals_failures_and_state_changes_but_not_routine_succe
     clock.advance(61_000);
     let mut served_by_locked = 0;
     for _ in 0..8 {
-        if serve(&router, AttemptResult::success(200, 10, 20)).await == locked {
+        if serve(&router, success()).await == locked {
             served_by_locked += 1;
         }
     }
@@ -92,13 +103,7 @@ async fn failures_mode_journals_failures_and_state_changes_but_not_routine_succe
     // The fold counted all 25 successes; a graceful stop keeps them in a snapshot.
     let live = router.folded_state().await.unwrap();
     router.shutdown("test").await.unwrap();
-    let restarted = start_journaling(
-        pool_211(),
-        journal.after_crash(),
-        clock.clone(),
-        RequestEvents::Failures,
-    )
-    .await;
+    let restarted = failures_router(&journal.after_crash(), &clock).await;
     let recovered = restarted.folded_state().await.unwrap();
     assert_eq!(recovered.connections, live.connections);
     assert_eq!(recovered.breakers, live.breakers);
@@ -108,34 +113,17 @@ async fn failures_mode_journals_failures_and_state_changes_but_not_routine_succe
 async fn failures_mode_keeps_every_lockout_across_a_crash() {
     let journal = MemoryJournal::new();
     let clock = ManualClock::new(T0);
-    let router = start_journaling(
-        pool_211(),
-        journal.clone(),
-        clock.clone(),
-        RequestEvents::Failures,
-    )
-    .await;
+    let router = failures_router(&journal, &clock).await;
     for _ in 0..5 {
-        serve(&router, AttemptResult::success(200, 10, 20)).await;
+        serve(&router, success()).await;
     }
-    serve(
-        &router,
-        AttemptResult::failure(OutcomeClass::RateLimited, Some(429))
-            .with_reset_hint_ms(Some(60_000)),
-    )
-    .await;
+    serve(&router, rate_limited()).await;
     router.settle().await.unwrap();
     router.flush().await.unwrap();
     let before = router.state().await.unwrap();
 
     // No graceful stop: the routine counts since the last snapshot are gone, the lock is not.
-    let restarted = start_journaling(
-        pool_211(),
-        journal.after_crash(),
-        clock.clone(),
-        RequestEvents::Failures,
-    )
-    .await;
+    let restarted = failures_router(&journal.after_crash(), &clock).await;
     let after = restarted.state().await.unwrap();
     assert_eq!(after.lockouts(), before.lockouts());
     assert_eq!(after.lockouts().len(), 1);
