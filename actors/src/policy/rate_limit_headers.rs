@@ -5,8 +5,10 @@
 //! buckets (that is `buckets`); unparseable, negative and sentinel values (Azure's `-1`, a limit of
 //! `0`) are ignored, never fatal.
 
+use std::sync::LazyLock;
+
 use crate::policy::reset_hint;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 /// Basis points in a whole: utilisation readings use this as their limit.
 pub const BASIS_POINTS: u64 = 10_000;
@@ -23,33 +25,89 @@ pub struct UsageReading {
     pub resets_at_ms: Option<u64>,
 }
 
-fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+fn header<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     headers.get(name)?.to_str().ok()
 }
 
 /// Any reset dialect (Go duration, RFC 3339, Unix time, seconds) as an absolute Unix ms.
-fn reset_at(headers: &HeaderMap, name: &str, now_ms: u64) -> Option<u64> {
+fn reset_at(headers: &HeaderMap, name: &HeaderName, now_ms: u64) -> Option<u64> {
     let delta_ms = reset_hint::any_reset_ms(header(headers, name)?, now_ms)?;
     Some(now_ms.saturating_add(delta_ms))
 }
+
+/// A count window's header names (`limit`, `remaining`, `reset`) and the name of its window.
+struct CountWindow {
+    name: &'static str,
+    limit: HeaderName,
+    remaining: HeaderName,
+    reset: HeaderName,
+}
+
+/// A subscription window's header names.
+struct UnifiedWindow {
+    name: &'static str,
+    utilization: HeaderName,
+    reset: HeaderName,
+}
+
+/// Every header name this module reads, parsed once: looking headers up by `&str` parses the
+/// name on every call, and this runs on every upstream response.
+struct HeaderNames {
+    counts: Vec<CountWindow>,
+    unified: Vec<UnifiedWindow>,
+}
+
+fn header_name(name: String) -> Option<HeaderName> {
+    HeaderName::try_from(name).ok()
+}
+
+static HEADER_NAMES: LazyLock<HeaderNames> = LazyLock::new(|| {
+    let openai = OPENAI_WINDOWS.into_iter().filter_map(|name| {
+        Some(CountWindow {
+            name,
+            limit: header_name(format!("x-ratelimit-limit-{name}"))?,
+            remaining: header_name(format!("x-ratelimit-remaining-{name}"))?,
+            reset: header_name(format!("x-ratelimit-reset-{name}"))?,
+        })
+    });
+    let anthropic = ANTHROPIC_WINDOWS.into_iter().filter_map(|name| {
+        Some(CountWindow {
+            name,
+            limit: header_name(format!("anthropic-ratelimit-{name}-limit"))?,
+            remaining: header_name(format!("anthropic-ratelimit-{name}-remaining"))?,
+            reset: header_name(format!("anthropic-ratelimit-{name}-reset"))?,
+        })
+    });
+    let unified = UNIFIED_WINDOWS.into_iter().filter_map(|name| {
+        Some(UnifiedWindow {
+            name,
+            utilization: header_name(format!("anthropic-ratelimit-unified-{name}-utilization"))?,
+            reset: header_name(format!("anthropic-ratelimit-unified-{name}-reset"))?,
+        })
+    });
+    HeaderNames {
+        counts: openai.chain(anthropic).collect(),
+        unified: unified.collect(),
+    }
+});
 
 /// A count window from its `limit`, `remaining` and `reset` headers; `None` unless both counts
 /// parse and the limit is a real one (not the `0` sentinel).
 fn count_window(
     headers: &HeaderMap,
-    [limit_name, remaining_name, reset_name]: [String; 3],
-    window: String,
+    window: &CountWindow,
+    model: &str,
     now_ms: u64,
 ) -> Option<UsageReading> {
-    let limit = header(headers, &limit_name)
+    let limit = header(headers, &window.limit)
         .and_then(reset_hint::count)
         .filter(|limit| *limit > 0)?;
-    let remaining = header(headers, &remaining_name).and_then(reset_hint::count)?;
+    let remaining = header(headers, &window.remaining).and_then(reset_hint::count)?;
     Some(UsageReading {
-        window,
+        window: format!("{}:{model}", window.name),
         used: limit.saturating_sub(remaining),
         limit,
-        resets_at_ms: reset_at(headers, &reset_name, now_ms),
+        resets_at_ms: reset_at(headers, &window.reset, now_ms),
     })
 }
 
@@ -67,6 +125,8 @@ fn utilization_basis_points(value: &str) -> Option<u64> {
     (basis_points.is_finite() && basis_points < 1e15).then_some(basis_points as u64)
 }
 
+/// Names of the OpenAI windows, as in `x-ratelimit-limit-<name>`.
+const OPENAI_WINDOWS: [&str; 2] = ["requests", "tokens"];
 /// Names of the Anthropic per-model windows, as in `anthropic-ratelimit-<name>-limit`.
 const ANTHROPIC_WINDOWS: [&str; 4] = ["requests", "tokens", "input-tokens", "output-tokens"];
 /// Subscription windows reported as `anthropic-ratelimit-unified-<window>-utilization`.
@@ -78,28 +138,21 @@ const UNIFIED_WINDOWS: [&str; 2] = ["5h", "7d"];
 /// and subscription utilisation `anthropic-ratelimit-unified-{5h,7d}-utilization` (+ `-reset`)
 /// as basis points of [`BASIS_POINTS`].
 pub fn readings_from_headers(headers: &HeaderMap, model: &str, now_ms: u64) -> Vec<UsageReading> {
-    let openai = ["requests", "tokens"].into_iter().filter_map(|name| {
-        let names =
-            ["limit", "remaining", "reset"].map(|part| format!("x-ratelimit-{part}-{name}"));
-        count_window(headers, names, format!("{name}:{model}"), now_ms)
-    });
-    let anthropic = ANTHROPIC_WINDOWS.into_iter().filter_map(|name| {
-        let names = ["limit", "remaining", "reset"]
-            .map(|part| format!("anthropic-ratelimit-{name}-{part}"));
-        count_window(headers, names, format!("{name}:{model}"), now_ms)
-    });
-    let unified = UNIFIED_WINDOWS.into_iter().filter_map(|window| {
-        let prefix = format!("anthropic-ratelimit-unified-{window}");
-        let used =
-            header(headers, &format!("{prefix}-utilization")).and_then(utilization_basis_points)?;
+    let names = &*HEADER_NAMES;
+    let counts = names
+        .counts
+        .iter()
+        .filter_map(|window| count_window(headers, window, model, now_ms));
+    let unified = names.unified.iter().filter_map(|window| {
+        let used = header(headers, &window.utilization).and_then(utilization_basis_points)?;
         Some(UsageReading {
-            window: window.to_owned(),
+            window: window.name.to_owned(),
             used,
             limit: BASIS_POINTS,
-            resets_at_ms: reset_at(headers, &format!("{prefix}-reset"), now_ms),
+            resets_at_ms: reset_at(headers, &window.reset, now_ms),
         })
     });
-    openai.chain(anthropic).chain(unified).collect()
+    counts.chain(unified).collect()
 }
 
 #[cfg(test)]
