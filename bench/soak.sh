@@ -8,6 +8,7 @@
 #
 #   bench/soak.sh                                                   # full: 1,000 streams × 60 s, then 120 s non-streaming
 #   STREAMS=200 STREAM_SECONDS=15 NONSTREAM_SECONDS=15 bench/soak.sh # short validation run
+#   REQUEST_EVENTS=failures bench/soak.sh                           # routine successes not journaled
 #
 # Exit status 1 when any request failed, in-flight is not 0 at the end, the fd count grew by
 # more than FD_SLACK (default 50) between the end of the warm-up and the end, or the node died.
@@ -49,6 +50,7 @@ api_keys = ["sk-soak"]
 admin_key = "qr-admin-soak"
 [journal]
 path = "$work/journal"
+request_events = "${REQUEST_EVENTS:-all}"
 [[providers]]
 name = "openai"
 format = "openai"
