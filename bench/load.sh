@@ -7,7 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_CASE="${SECONDS_PER_CASE:-5}"
-REQUEST_EVENTS="${REQUEST_EVENTS:-all}"
 MOCK_PORT=4201; ROUTER_PORT=4203; NGINX_PORT=4202
 work="$(mktemp -d)"
 pids=()
@@ -18,49 +17,9 @@ cargo build --release --quiet --bin quotaroute --example loadgen
 bin=target/release/quotaroute
 load=target/release/examples/loadgen
 
-"$bin" mock-upstream --listen "127.0.0.1:$MOCK_PORT" 2>/dev/null & pids+=($!)
-# The mock's keys have a budget of 1M requests from its start, then answer 429 like a real
-# provider. This run measures the router in steady state, so the keys get budgets it cannot spend.
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$MOCK_PORT/mock/stats" >/dev/null && break; sleep 0.1; done
-for n in 1 2 3; do
-  curl -sf -X POST "http://127.0.0.1:$MOCK_PORT/mock/budgets" -H 'content-type: application/json' \
-    -d "{\"key\":\"sk-mock-bench-key-$n-0123456789\",\"requests_limit\":1000000000000,\"tokens_limit\":1000000000000000}"
-done
-
-cat > "$work/quotaroute.toml" <<TOML
-[server]
-listen = "127.0.0.1:$ROUTER_PORT"
-api_keys = ["sk-bench"]
-[journal]
-path = "$work/journal"
-request_events = "$REQUEST_EVENTS"
-[[providers]]
-name = "openai"
-format = "openai"
-base_url = "http://127.0.0.1:$MOCK_PORT/v1"
-[[connections]]
-id = "k1"
-provider = "openai"
-api_key = "sk-mock-bench-key-1-0123456789"
-weight = 2
-[[connections]]
-id = "k2"
-provider = "openai"
-api_key = "sk-mock-bench-key-2-0123456789"
-[[connections]]
-id = "k3"
-provider = "openai"
-api_key = "sk-mock-bench-key-3-0123456789"
-[[combos]]
-name = "team"
-targets = [
-  { connection = "k1", model = "gpt-4o-mini", weight = 2 },
-  { connection = "k2", model = "gpt-4o-mini" },
-  { connection = "k3", model = "gpt-4o-mini" },
-]
-TOML
-RUST_LOG=warn "$bin" serve --config "$work/quotaroute.toml" 2>"$work/router.log" & router=$!; pids+=($router)
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$ROUTER_PORT/healthz" >/dev/null && break; sleep 0.1; done
+source bench/pool.sh
+start_mock
+start_router sk-bench
 
 have_nginx=0
 if command -v nginx >/dev/null; then
@@ -100,10 +59,10 @@ for mode in json stream; do
   for conns in 1 64; do
     for target in direct quotaroute nginx; do
       case $target in
-        direct) url="http://127.0.0.1:$MOCK_PORT/v1/chat/completions"; model=gpt-4o-mini; key=sk-mock-bench-key-1-0123456789 ;;
+        direct) url="http://127.0.0.1:$MOCK_PORT/v1/chat/completions"; model=gpt-4o-mini; key="$(pool_key 1)" ;;
         quotaroute) url="http://127.0.0.1:$ROUTER_PORT/v1/chat/completions"; model=team; key=sk-bench ;;
         nginx) [ "$have_nginx" = 1 ] || continue
-               url="http://127.0.0.1:$NGINX_PORT/v1/chat/completions"; model=gpt-4o-mini; key=sk-mock-bench-key-1-0123456789 ;;
+               url="http://127.0.0.1:$NGINX_PORT/v1/chat/completions"; model=gpt-4o-mini; key="$(pool_key 1)" ;;
       esac
       stream_arg=""; [ "$mode" = stream ] && stream_arg=stream || stream_arg=json
       before=$(cpu_ticks "$router")

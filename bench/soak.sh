@@ -35,49 +35,10 @@ cargo build --release --quiet --bin quotaroute --example loadgen
 bin="$TARGET/release/quotaroute"
 load="$TARGET/release/examples/loadgen"
 
-"$bin" mock-upstream --listen "127.0.0.1:$MOCK_PORT" 2>/dev/null & pids+=($!)
-# The mock's keys have a budget of 1M requests from its start, then answer 429 like a real
-# provider. This run measures the router in steady state, so the keys get budgets it cannot spend.
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$MOCK_PORT/mock/stats" >/dev/null && break; sleep 0.1; done
-for n in 1 2 3; do
-  curl -sf -X POST "http://127.0.0.1:$MOCK_PORT/mock/budgets" -H 'content-type: application/json' \
-    -d "{\"key\":\"sk-mock-soak-key-$n-0123456789\",\"requests_limit\":1000000000000,\"tokens_limit\":1000000000000000}"
-done
-cat > "$work/quotaroute.toml" <<TOML
-[server]
-listen = "127.0.0.1:$ROUTER_PORT"
-api_keys = ["sk-soak"]
-admin_key = "qr-admin-soak"
-[journal]
-path = "$work/journal"
-request_events = "${REQUEST_EVENTS:-all}"
-[[providers]]
-name = "openai"
-format = "openai"
-base_url = "http://127.0.0.1:$MOCK_PORT/v1"
-[[connections]]
-id = "k1"
-provider = "openai"
-api_key = "sk-mock-soak-key-1-0123456789"
-weight = 2
-[[connections]]
-id = "k2"
-provider = "openai"
-api_key = "sk-mock-soak-key-2-0123456789"
-[[connections]]
-id = "k3"
-provider = "openai"
-api_key = "sk-mock-soak-key-3-0123456789"
-[[combos]]
-name = "team"
-targets = [
-  { connection = "k1", model = "gpt-4o-mini", weight = 2 },
-  { connection = "k2", model = "gpt-4o-mini" },
-  { connection = "k3", model = "gpt-4o-mini" },
-]
-TOML
-RUST_LOG=warn "$bin" serve --config "$work/quotaroute.toml" 2>"$work/node.log" & node=$!; pids+=($node)
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$ROUTER_PORT/healthz" >/dev/null && break; sleep 0.1; done
+source bench/pool.sh
+start_mock
+start_router sk-soak 'admin_key = "qr-admin-soak"'
+node=$router
 
 sample() { # phase → "t phase rss_kb fds"
     local rss fds
