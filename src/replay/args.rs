@@ -19,10 +19,12 @@ pub struct ReplayArgs {
     /// `QUOTAROUTE_ADMIN_KEY`).
     #[arg(long, value_name = "URL")]
     pub from: Option<String>,
-    /// Only events at or after TIME (RFC 3339, or relative like `30m`, `2h`, `1d` ago).
+    /// Only events at or after TIME (RFC 3339, a UTC time of day like `14:00`, or relative like
+    /// `30m`, `2h`, `1d` ago).
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
-    /// Only events before TIME (RFC 3339, or relative like `30m` ago).
+    /// Only events before TIME (RFC 3339, a UTC time of day like `14:00`, or relative like `30m`
+    /// ago).
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
     /// Only events about this provider.
@@ -43,10 +45,12 @@ pub struct ReplayArgs {
     /// Per provider and connection totals instead of the timeline.
     #[arg(long)]
     pub summary: bool,
-    /// The router state at TIME (RFC 3339 or relative), rebuilt by the node's own reducers.
+    /// The router state at TIME (RFC 3339, a UTC time of day or relative), rebuilt by the node's
+    /// own reducers.
     #[arg(long, value_name = "TIME")]
     pub state_at: Option<String>,
-    /// Also write a picture of the incident (lanes per connection) to FILE.
+    /// Write a picture of the incident (lanes per connection) to FILE instead of printing the
+    /// timeline.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
     /// Re-run the recorded outcomes with CONFIG's resilience settings and compare.
