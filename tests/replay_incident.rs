@@ -238,10 +238,17 @@ fn item6_what_if_with_a_higher_breaker_threshold_reports_fewer_openings() {
 }
 
 #[test]
-fn item6_what_if_with_the_default_settings_reproduces_the_recorded_breaker() {
+fn item6_what_if_with_the_default_settings_reproduces_the_recorded_breaker_without_its_keys() {
     let dir = incident_journal();
     let config = dir.path().join("same.toml");
-    let same = WHAT_IF_CONFIG.replace("open_at = 40\ndegrade_at = 30\n", "");
+    // An operator's config keeps its keys in the environment; replay never needs them.
+    let same = WHAT_IF_CONFIG
+        .replace("open_at = 40\ndegrade_at = 30\n", "")
+        .replace(
+            "api_key = \"sk-1\"",
+            "api_key_env = \"QUOTAROUTE_TEST_KEY_NEVER_SET\"",
+        );
+    assert!(same.contains("api_key_env"));
     std::fs::write(&config, same).unwrap();
     let (code, out, err) = run(&ReplayArgs {
         what_if: Some(config),

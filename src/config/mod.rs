@@ -43,6 +43,20 @@ pub const STARTER_CONFIG: &str = include_str!("starter.toml");
 /// Reads and validates a config file; `api_key_env` variables come from the process
 /// environment. Errors name the file as given.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    load_with_env(path, &|variable| std::env::var(variable).ok())
+}
+
+/// Reads and validates a config file for its settings only, never its keys (replay's
+/// `--what-if`): every `api_key_env` reads as a placeholder, so an operator's production
+/// config works offline without its key variables set.
+pub fn load_settings(path: &Path) -> Result<Config, ConfigErrors> {
+    load_with_env(path, &|_| Some("unused-outside-the-node".to_string()))
+}
+
+fn load_with_env(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigErrors> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|error| ConfigErrors {
         errors: vec![ConfigError {
@@ -51,7 +65,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             reason: format!("cannot read the file: {error}"),
         }],
     })?;
-    let mut config = parse(&text, &label, &|variable| std::env::var(variable).ok())?;
+    let mut config = parse(&text, &label, env)?;
     config.source_path = Some(path.to_path_buf());
     Ok(config)
 }

@@ -121,10 +121,11 @@ fn run_inner(
         .map_err(ReplayError::StateAt)?;
     let what_if = match &args.what_if {
         Some(path) => {
-            let config = crate::config::load(path).map_err(|errors| ReplayError::WhatIfConfig {
-                path: path.clone(),
-                errors: errors.to_string(),
-            })?;
+            let config =
+                crate::config::load_settings(path).map_err(|errors| ReplayError::WhatIfConfig {
+                    path: path.clone(),
+                    errors: errors.to_string(),
+                })?;
             Some(WhatIf::new(config, path.display().to_string()))
         }
         None => None,
