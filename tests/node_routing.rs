@@ -298,3 +298,98 @@ async fn streaming_relays_chunks_and_withholds_the_usage_chunk_nobody_asked_for(
         assert!(!text.contains("\"error\""), "{text}");
     }
 }
+
+/// The admin API's effects, not just its answers: a cleared lockout lets the key serve the
+/// model again and a second clear is a 404; a pushed usage reading near its limit steers
+/// traffic away; every change is journaled with `by: "admin"`.
+#[tokio::test]
+async fn admin_clears_a_lockout_and_pushed_usage_steers_traffic_all_journaled_by_admin() {
+    let harness = Harness::start().await;
+    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
+        reset: ResetForm::RetryAfterSeconds(600),
+    })
+    .for_key(upstream_key("oa-1"))
+    .for_model("gpt-4o-mini")]);
+    for _ in 0..8 {
+        assert_eq!(harness.chat("team").await.status(), 200);
+    }
+    harness.settle().await;
+    assert_eq!(
+        harness.admin_get("/admin/lockouts").await["lockouts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    harness.mock.set_rules(vec![]);
+    let delete = |path: &'static str| {
+        harness
+            .client
+            .delete(harness.url(path))
+            .bearer_auth(ADMIN_KEY)
+            .send()
+    };
+    let cleared = delete("/admin/lockouts/oa-1/gpt-4o-mini").await.unwrap();
+    assert_eq!(cleared.status(), 200);
+    let again = delete("/admin/lockouts/oa-1/gpt-4o-mini").await.unwrap();
+    assert_eq!(again.status(), 404, "nothing left to clear");
+    assert!(harness.admin_get("/admin/lockouts").await["lockouts"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let mut oa1_served = false;
+    for _ in 0..8 {
+        let response = harness.chat("team").await;
+        oa1_served |= header(&response, "x-quotaroute-connection") == "oa-1";
+    }
+    assert!(oa1_served, "oa-1 serves gpt-4o-mini again after the clear");
+
+    // oa-1's 5-hour window is used up (§6: saturated at used ≥ limit): with room elsewhere, it
+    // is not chosen.
+    let in_an_hour = humantime::format_rfc3339(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(3_600),
+    );
+    let pushed = harness
+        .client
+        .post(harness.url("/admin/connections/oa-1/usage"))
+        .bearer_auth(ADMIN_KEY)
+        .json(&json!({"window": "5h", "used_pct": 100, "resets_at": in_an_hour.to_string()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pushed.status(), 200);
+    harness.settle().await;
+    for _ in 0..12 {
+        let response = harness.chat("team").await;
+        assert_eq!(response.status(), 200);
+        assert_ne!(header(&response, "x-quotaroute-connection"), "oa-1");
+    }
+
+    let journal = harness
+        .client
+        .get(harness.url("/admin/journal?since_seq=0"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<Value> = journal
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let unlocked: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "model_unlocked")
+        .collect();
+    assert_eq!(unlocked.len(), 1, "{unlocked:?}");
+    assert_eq!(unlocked[0]["by"], "admin", "{}", unlocked[0]);
+    assert!(
+        events.iter().any(|e| e["kind"] == "usage_observed"
+            && e["connection"] == "oa-1"
+            && e["window"] == "5h"),
+        "the pushed reading is journaled"
+    );
+}
