@@ -209,3 +209,71 @@ async fn request_events_failures_journals_the_429_but_not_the_routine_successes(
         "the graceful stop snapshots the counts the journal does not hold"
     );
 }
+
+/// SIGHUP reloads the config file in the running binary (contract): a combo added to the file
+/// starts routing, and the lockout learned before the reload is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_file_and_keeps_what_was_learned() {
+    let (mock_base, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let text = standard_config(&mock_base, &dir.path().join("journal"), "").replace(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    );
+    let config = dir.path().join("quotaroute.toml");
+    std::fs::write(&config, &text).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut node = spawn_node(&config);
+    wait_ready(&client, &base).await;
+    let chat = |model: &'static str| {
+        client
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(CLIENT_KEY)
+            .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+    };
+    mock.set_rules(vec![Rule::always(Fault::Status429 {
+        reset: ResetForm::RetryAfterSeconds(600),
+    })
+    .for_key(upstream_key("oa-1"))]);
+    for _ in 0..4 {
+        assert_eq!(chat("team").await.unwrap().status(), 200);
+    }
+    assert_eq!(
+        chat("solo").await.unwrap().status(),
+        404,
+        "no combo `solo` yet"
+    );
+
+    let added = "\n[[combos]]\nname = \"solo\"\ntargets = [{ connection = \"oa-3\", model = \"gpt-4o-mini\", weight = 1 }]\n";
+    std::fs::write(&config, format!("{text}{added}")).unwrap();
+    let status = Command::new("kill")
+        .args(["-HUP", &node.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let response = chat("solo").await.unwrap();
+        if response.status() == 200 {
+            assert_eq!(header(&response, "x-quotaroute-connection"), "oa-3");
+            break;
+        }
+        assert!(Instant::now() < deadline, "SIGHUP did not load `solo`");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lockouts = client
+        .get(format!("{base}/admin/lockouts"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(lockouts["lockouts"][0]["connection"], "oa-1", "{lockouts}");
+    node.kill().unwrap();
+    node.wait().unwrap();
+}
