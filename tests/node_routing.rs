@@ -393,3 +393,62 @@ async fn admin_clears_a_lockout_and_pushed_usage_steers_traffic_all_journaled_by
         "the pushed reading is journaled"
     );
 }
+
+/// Behaviour §7, when the tries run out after real upstream failures on every key: 401, 402 and
+/// 403 → 502 `upstream_error`; 529 → 503; 500 passed through; always with the attempts header.
+/// The next request finds every key disabled: 503 `no_available_target`, with no `Retry-After`
+/// after an auth failure (it never ends by itself) and one at the billing retry after a 402.
+#[tokio::test]
+async fn s7_out_of_tries_maps_every_key_failing_to_the_contract_status() {
+    // (upstream status, client status, error code, Retry-After on the next request)
+    let cases: [(u16, u16, Option<&str>, Option<u64>); 5] = [
+        (401, 502, Some("upstream_error"), None),
+        (402, 502, Some("upstream_error"), Some(3_600)),
+        (403, 502, Some("upstream_error"), None),
+        (529, 503, None, None),
+        (500, 500, None, None),
+    ];
+    for (fault, status, code, retry_after) in cases {
+        let harness = Harness::start().await;
+        harness.mock.set_rules(vec![
+            Rule::always(Fault::Status(fault)).for_model("gpt-4o-mini")
+        ]);
+        let response = harness.chat("team").await;
+        assert_eq!(response.status(), status, "upstream {fault}");
+        assert_eq!(
+            header(&response, "x-quotaroute-attempts"),
+            "3",
+            "upstream {fault}"
+        );
+        let body: Value = response.json().await.unwrap();
+        if let Some(code) = code {
+            assert_eq!(body["error"]["code"], code, "upstream {fault}: {body}");
+            assert_eq!(
+                body["error"]["type"], "api_error",
+                "upstream {fault}: {body}"
+            );
+        }
+        let text = body.to_string();
+        assert!(
+            !text.contains(&upstream_key("oa-1")[8..]),
+            "no key in the body: {text}"
+        );
+        if fault < 500 {
+            harness.settle().await;
+            let next = harness.chat("team").await;
+            assert_eq!(next.status(), 503, "every key disabled after {fault}");
+            let header: Option<u64> = next
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().parse().unwrap());
+            let body: Value = next.json().await.unwrap();
+            match (header, retry_after) {
+                (None, None) => {}
+                // The billing retry (1 h) less the moments this test took.
+                (Some(got), Some(want)) => assert!(got <= want && got + 10 >= want, "{got}"),
+                other => panic!("after {fault}: Retry-After {other:?}: {body}"),
+            }
+            assert_eq!(body["error"]["code"], "no_available_target");
+        }
+    }
+}
