@@ -26,7 +26,9 @@ struct Run {
     stderr: String,
 }
 
-fn run_demo(args: &[&str], limit: Duration) -> Run {
+/// Runs the demo with `args`; with `interrupt_after`, sends it SIGINT (Ctrl-C) that long after
+/// its start.
+fn run_demo(args: &[&str], limit: Duration, interrupt_after: Option<Duration>) -> Run {
     let started = Instant::now();
     let mut child = Command::new(BIN)
         .arg("demo")
@@ -49,9 +51,18 @@ fn run_demo(args: &[&str], limit: Duration) -> Run {
         let _ = stderr.read_to_string(&mut text);
         text
     });
+    let mut interrupt_after = interrupt_after;
     let code = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status.code();
+        }
+        if interrupt_after.is_some_and(|after| started.elapsed() >= after) {
+            interrupt_after = None;
+            let sent = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(sent.success());
         }
         if started.elapsed() > limit {
             let _ = child.kill();
@@ -80,6 +91,7 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
     let run = run_demo(
         &["--seconds", "4", "--listen", &listen],
         Duration::from_secs(20),
+        None,
     );
     let text: String = run
         .lines
@@ -199,6 +211,7 @@ fn demo_on_a_busy_port_exits_1_naming_the_way_out() {
     let run = run_demo(
         &["--seconds", "2", "--listen", &listen],
         Duration::from_secs(10),
+        None,
     );
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert!(run.stderr.contains(&listen), "{}", run.stderr);
@@ -207,4 +220,38 @@ fn demo_on_a_busy_port_exits_1_naming_the_way_out() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn demo_ctrl_c_stops_early_with_the_summary_and_exits_0() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let run = run_demo(
+        &["--seconds", "120", "--listen", &listen],
+        Duration::from_secs(30),
+        Some(Duration::from_secs(2)),
+    );
+    let text: String = run
+        .lines
+        .iter()
+        .map(|(_, line)| format!("{line}\n"))
+        .collect();
+    assert_eq!(
+        run.code,
+        Some(0),
+        "stdout:\n{text}\nstderr:\n{}",
+        run.stderr
+    );
+    let (last_at, _) = run.lines.last().expect("no output at all");
+    assert!(*last_at < Duration::from_secs(30), "stopped at {last_at:?}");
+    assert!(
+        text.contains("SUMMARY (quotaroute replay --summary)"),
+        "{text}"
+    );
+    let journal = text
+        .lines()
+        .find_map(|line| line.strip_prefix("journal kept at: "))
+        .unwrap_or_else(|| panic!("no journal path in\n{text}"));
+    let journal = std::path::Path::new(journal.trim());
+    assert!(journal.is_dir(), "{}", journal.display());
+    let _ = std::fs::remove_dir_all(journal.parent().unwrap());
 }
