@@ -277,3 +277,55 @@ async fn sighup_reloads_the_file_and_keeps_what_was_learned() {
     node.kill().unwrap();
     node.wait().unwrap();
 }
+
+/// SIGTERM drains: a request in flight when the signal comes still gets its answer, the
+/// process exits 0, and the journal ends with `node_stopped`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_request_in_flight_finish_and_records_node_stopped() {
+    let (mock_base, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let text = standard_config(&mock_base, &dir.path().join("journal"), "").replace(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    );
+    let config = dir.path().join("quotaroute.toml");
+    std::fs::write(&config, &text).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut node = spawn_node(&config);
+    wait_ready(&client, &base).await;
+    mock.set_rules(vec![Rule::always(Fault::Latency { ms: 800 })]);
+    let in_flight = tokio::spawn({
+        let client = client.clone();
+        let url = format!("{base}/v1/chat/completions");
+        async move {
+            client
+                .post(url)
+                .bearer_auth(CLIENT_KEY)
+                .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent = Command::new("kill")
+        .args(["-TERM", &node.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let response = in_flight.await.unwrap().expect("answered during the drain");
+    assert_eq!(response.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = node.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "still running after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(0));
+    let journal = SledJournal::open(dir.path().join("journal"), SledOptions::default()).unwrap();
+    let last = journal.read_from(0).last().unwrap().unwrap();
+    assert_eq!(last.event.kind(), "node_stopped", "{:?}", last.event);
+}
