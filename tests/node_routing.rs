@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute::mock_upstream::{Fault, RateBudget, ResetForm, Rule};
 use serde_json::{json, Value};
 use support::*;
 
@@ -451,4 +451,52 @@ async fn s7_out_of_tries_maps_every_key_failing_to_the_contract_status() {
             assert_eq!(body["error"]["code"], "no_available_target");
         }
     }
+}
+
+/// Behaviour §6, source 2: the upstream's own rate-limit headers. oa-1 has 50 requests in its
+/// window; once its headers say ≤ 2 % is left, traffic moves to oa-2 and oa-3 before the 429
+/// ever comes, and the bucket shows saturated.
+#[tokio::test]
+async fn s6_rate_limit_headers_move_traffic_before_the_429() {
+    let harness = Harness::start().await;
+    harness.mock.set_budget(
+        &upstream_key("oa-1"),
+        RateBudget {
+            requests_limit: 50,
+            tokens_limit: 100_000_000,
+            reset_ms: 600_000,
+        },
+    );
+    for _ in 0..140 {
+        let response = harness.chat("team").await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            header(&response, "x-quotaroute-attempts"),
+            "1",
+            "never a 429 to fail over from"
+        );
+    }
+    harness.settle().await;
+    let oa1 = harness
+        .mock
+        .stats()
+        .for_key_model(&upstream_key("oa-1"), "gpt-4o-mini");
+    // 2:1:1 would give oa-1 70 of 140; it stops at 49 (1 left = 2 % of 50), or 50 when the
+    // next decision was made before the 49th report (reports are fire-and-forget).
+    assert!((49..=50).contains(&oa1), "oa-1 served {oa1}");
+    let state = harness.admin_get("/admin/state").await;
+    let buckets = connection(&state, "oa-1")["buckets"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        buckets
+            .iter()
+            .any(|b| b["window"] == "requests:gpt-4o-mini" && b["saturated"] == true),
+        "{buckets:?}"
+    );
+    assert!(harness.admin_get("/admin/lockouts").await["lockouts"]
+        .as_array()
+        .unwrap()
+        .is_empty());
 }
