@@ -500,3 +500,45 @@ async fn s6_rate_limit_headers_move_traffic_before_the_429() {
         .unwrap()
         .is_empty());
 }
+
+/// The client's `x-request-id` is kept: echoed to the client and the id of the journaled
+/// request events; token usage is captured from JSON bodies and from streams.
+#[tokio::test]
+async fn request_ids_and_token_usage_reach_the_journal_for_json_and_streams() {
+    let harness = Harness::start().await;
+    for (id, stream) in [("client-req-json-1", false), ("client-req-stream-1", true)] {
+        let response = harness
+            .client
+            .post(harness.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_KEY)
+            .header("x-request-id", id)
+            .json(&json!({"model": "team", "stream": stream, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(header(&response, "x-request-id"), id);
+        let _ = response.bytes().await.unwrap();
+    }
+    harness.settle().await;
+    let journal = harness
+        .client
+        .get(harness.url("/admin/journal?since_seq=0"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for id in ["client-req-json-1", "client-req-stream-1"] {
+        let succeeded: Value = journal
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .find(|e| e["kind"] == "request_succeeded" && e["request_id"] == id)
+            .unwrap_or_else(|| panic!("no request_succeeded for {id}:\n{journal}"));
+        assert!(succeeded["tokens_in"].as_u64().unwrap() > 0, "{succeeded}");
+        assert!(succeeded["tokens_out"].as_u64().unwrap() > 0, "{succeeded}");
+        assert_eq!(succeeded["stream"], id.contains("stream"), "{succeeded}");
+    }
+}
