@@ -542,3 +542,29 @@ async fn request_ids_and_token_usage_reach_the_journal_for_json_and_streams() {
         assert_eq!(succeeded["stream"], id.contains("stream"), "{succeeded}");
     }
 }
+
+/// Behaviour §7 with `hold_ms`: when every key of the combo is locked for less than `hold_ms`,
+/// the request waits for the earliest unblock and is served, instead of a 429.
+#[tokio::test]
+async fn s7_hold_ms_waits_for_the_earliest_unblock_over_http() {
+    let harness = Harness::start_editing(|text| {
+        text.replace("name = \"team\"\n", "name = \"team\"\nhold_ms = 3000\n")
+    })
+    .await;
+    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
+        reset: ResetForm::RetryAfterSeconds(1),
+    })
+    .for_model("gpt-4o-mini")
+    .times(3)]);
+    // Every key answers 429 once: the first request runs out of targets.
+    assert_eq!(harness.chat("team").await.status(), 429);
+    harness.settle().await;
+    let started = std::time::Instant::now();
+    let response = harness.chat("team").await;
+    let waited = started.elapsed();
+    assert_eq!(response.status(), 200, "held, then served");
+    assert!(
+        waited >= std::time::Duration::from_millis(800),
+        "answered after {waited:?}: it should have waited for the 1 s lock"
+    );
+}
