@@ -432,6 +432,9 @@ impl Router {
 
     /// Records `node_stopped`, stops the actors and closes the journal (flushing everything).
     pub async fn shutdown(self, reason: &str) -> Result<(), RouterError> {
+        // Reports already sent (fire-and-forget) reach the journal before `node_stopped`, so
+        // the journal of a clean stop ends with it.
+        let _ = self.settle().await;
         let now_ms = self.inner.clock.now_ms();
         let _ = self.inner.recorder.cast(RecorderMsg::Record(vec![(
             now_ms,
