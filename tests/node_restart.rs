@@ -9,7 +9,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
-use quotaroute_journal::{Event, Journal, RouteDecided, SledJournal, SledOptions};
+use quotaroute_journal::testkit::succeeded;
+use quotaroute_journal::{
+    Envelope, Event, Journal, RouteDecided, SledJournal, SledOptions, SCHEMA_VERSION,
+};
 use serde_json::{json, Value};
 use support::*;
 
@@ -328,4 +331,84 @@ async fn sigterm_lets_the_request_in_flight_finish_and_records_node_stopped() {
     let journal = SledJournal::open(dir.path().join("journal"), SledOptions::default()).unwrap();
     let last = journal.read_from(0).last().unwrap().unwrap();
     assert_eq!(last.event.kind(), "node_stopped", "{:?}", last.event);
+}
+
+/// `/healthz` is 503 `{"status":"replaying"}` while the binary replays a long journal, and
+/// requests get a clear 503 meanwhile; then it is 200 and routes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_is_503_replaying_until_the_journal_is_replayed() {
+    let (mock_base, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let journal_path = dir.path().join("journal");
+    {
+        let mut journal = SledJournal::open(&journal_path, SledOptions::default()).unwrap();
+        let envelopes: Vec<Envelope> = (1..=200_000u64)
+            .map(|seq| Envelope {
+                schema_version: SCHEMA_VERSION,
+                seq,
+                at_ms: 1_764_000_000_000 + seq,
+                event: succeeded("openai", "oa-1", "gpt-4o-mini", 10, 20),
+            })
+            .collect();
+        for record in envelopes.chunks(24) {
+            journal.write_batch(record).unwrap();
+        }
+        journal.flush().unwrap();
+    }
+    let port = free_port();
+    let text = standard_config(&mock_base, &journal_path, "").replace(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    );
+    let config = dir.path().join("quotaroute.toml");
+    std::fs::write(&config, &text).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut node = spawn_node(&config);
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut saw_replaying = false;
+    let mut chat_while_replaying = None;
+    loop {
+        assert!(Instant::now() < deadline, "never ready");
+        let Ok(response) = client.get(format!("{base}/healthz")).send().await else {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            continue; // not listening yet
+        };
+        if response.status() == 200 {
+            break;
+        }
+        assert_eq!(response.status(), 503);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["status"], "replaying", "{body}");
+        saw_replaying = true;
+        if chat_while_replaying.is_none() {
+            let chat = client
+                .post(format!("{base}/v1/chat/completions"))
+                .bearer_auth(CLIENT_KEY)
+                .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+                .unwrap();
+            chat_while_replaying = Some((chat.status(), chat.text().await.unwrap()));
+        }
+    }
+    assert!(saw_replaying, "the 200k-event replay was never observed");
+    if let Some((status, body)) = chat_while_replaying {
+        // Unless the replay ended in between, the request was refused clearly.
+        assert!(status == 503 || status == 200, "{status} {body}");
+        if status == 503 {
+            assert!(body.contains("replaying its journal"), "{body}");
+        }
+    }
+    let ready = client
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(CLIENT_KEY)
+        .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    node.kill().unwrap();
+    node.wait().unwrap();
 }
