@@ -79,3 +79,106 @@ fn sensitive(mut value: HeaderValue) -> HeaderValue {
     value.set_sensitive(true);
     value
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider(format: ApiFormat, auth_header: Option<&'static str>) -> ProviderRoute {
+        ProviderRoute {
+            base_url: "http://upstream.test/v1".to_string(),
+            format,
+            auth_header: auth_header.map(HeaderName::from_static),
+            headers: vec![(
+                HeaderName::from_static("openai-organization"),
+                HeaderValue::from_static("org-team"),
+            )],
+        }
+    }
+
+    fn client_headers() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("authorization", "Bearer sk-qr-client-key"),
+            ("x-api-key", "sk-qr-client-key"),
+            ("host", "router.test"),
+            ("content-length", "999"),
+            ("openai-beta", "assistants=v2"),
+            ("anthropic-version", "2023-06-01"),
+        ] {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    fn built(provider: &ProviderRoute, auth: AuthKind) -> http::Request<Full<Bytes>> {
+        build(
+            provider,
+            &Secret::new("sk-upstream-secret"),
+            auth,
+            "/chat/completions",
+            &client_headers(),
+            "req-7",
+            Bytes::from_static(b"{}"),
+        )
+        .unwrap()
+    }
+
+    fn get<'r>(request: &'r http::Request<Full<Bytes>>, name: &str) -> Option<&'r str> {
+        request.headers().get(name).map(|v| v.to_str().unwrap())
+    }
+
+    #[test]
+    fn openai_format_sends_the_connection_key_as_bearer_never_the_clients() {
+        let request = built(&provider(ApiFormat::OpenAi, None), AuthKind::ApiKey);
+        assert_eq!(request.uri(), "http://upstream.test/v1/chat/completions");
+        assert_eq!(
+            get(&request, "authorization"),
+            Some("Bearer sk-upstream-secret")
+        );
+        assert!(request.headers()["authorization"].is_sensitive());
+        assert_eq!(
+            get(&request, "x-api-key"),
+            None,
+            "the client's x-api-key is dropped"
+        );
+        assert_eq!(get(&request, "host"), None);
+        assert_eq!(get(&request, "content-length"), None);
+        // The client's other headers and the provider's extra ones go through.
+        assert_eq!(get(&request, "openai-beta"), Some("assistants=v2"));
+        assert_eq!(get(&request, "openai-organization"), Some("org-team"));
+        assert_eq!(get(&request, "x-request-id"), Some("req-7"));
+        assert_eq!(get(&request, "content-type"), Some("application/json"));
+    }
+
+    #[test]
+    fn anthropic_api_keys_go_in_x_api_key_and_oauth_tokens_as_bearer() {
+        let request = built(&provider(ApiFormat::Anthropic, None), AuthKind::ApiKey);
+        assert_eq!(get(&request, "x-api-key"), Some("sk-upstream-secret"));
+        assert_eq!(
+            get(&request, "authorization"),
+            None,
+            "the client's bearer is dropped"
+        );
+        assert_eq!(get(&request, "anthropic-version"), Some("2023-06-01"));
+
+        let request = built(&provider(ApiFormat::Anthropic, None), AuthKind::OAuth);
+        assert_eq!(
+            get(&request, "authorization"),
+            Some("Bearer sk-upstream-secret")
+        );
+        assert_eq!(get(&request, "x-api-key"), None);
+    }
+
+    #[test]
+    fn auth_header_carries_the_raw_key_instead() {
+        let request = built(
+            &provider(ApiFormat::OpenAi, Some("api-key")),
+            AuthKind::ApiKey,
+        );
+        assert_eq!(get(&request, "api-key"), Some("sk-upstream-secret"));
+        assert!(request.headers()["api-key"].is_sensitive());
+        assert_eq!(get(&request, "authorization"), None);
+        assert_eq!(get(&request, "x-api-key"), None);
+    }
+}
