@@ -412,3 +412,49 @@ async fn healthz_is_503_replaying_until_the_journal_is_replayed() {
     node.kill().unwrap();
     node.wait().unwrap();
 }
+
+/// A second node on a journal another node holds exits 1 at once and names the journal,
+/// instead of waiting or corrupting it; the first node keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_node_on_a_held_journal_exits_1_naming_it() {
+    let (mock_base, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    let write_config = |name: &str, port: u16| {
+        let text = standard_config(&mock_base, &journal, "").replace(
+            "listen = \"127.0.0.1:0\"",
+            &format!("listen = \"127.0.0.1:{port}\""),
+        );
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let port = free_port();
+    let first_config = write_config("first.toml", port);
+    let second_config = write_config("second.toml", free_port());
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut first = spawn_node(&first_config);
+    wait_ready(&client, &base).await;
+
+    let second = Command::new(env!("CARGO_BIN_EXE_quotaroute"))
+        .args(["serve", "--config"])
+        .arg(&second_config)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&journal.display().to_string()), "{stderr}");
+
+    let response = client
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(CLIENT_KEY)
+        .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "the first node still serves");
+    first.kill().unwrap();
+    first.wait().unwrap();
+}
