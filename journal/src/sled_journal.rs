@@ -7,6 +7,7 @@ use crate::error::{Damage, JournalError};
 use crate::event::Envelope;
 use crate::store::{envelopes_from, plan_prune, Journal, PruneReport, Snapshot, SNAPSHOTS_KEPT};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// How to open sled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,17 +40,34 @@ impl std::fmt::Debug for SledJournal {
     }
 }
 
+/// How long `open` waits for a lock a just-dropped handle is still releasing.
+const LOCK_WAIT: Duration = Duration::from_secs(1);
+const LOCK_RETRY_EVERY: Duration = Duration::from_millis(10);
+
 impl SledJournal {
     /// Opens (creating if absent) the journal at `path`. sled flushes only when the writer
     /// asks (no background flusher), so durability follows `flush_every_ms`.
+    ///
+    /// A journal locked by another handle is retried for up to `LOCK_WAIT`: sled lets go of
+    /// its lock from its IO threads shortly after the last handle drops, so a journal closed a
+    /// moment ago in this process opens; one held by a running node still fails, as `Locked`.
     pub fn open(path: impl AsRef<Path>, options: SledOptions) -> Result<Self, JournalError> {
         let path = path.as_ref().to_path_buf();
-        let db = sled::Config::new()
-            .path(&path)
-            .cache_capacity(options.cache_bytes)
-            .flush_every_ms(None)
-            .open()
-            .map_err(|error| open_error(&path, error))?;
+        let started = Instant::now();
+        let db = loop {
+            let opened = sled::Config::new()
+                .path(&path)
+                .cache_capacity(options.cache_bytes)
+                .flush_every_ms(None)
+                .open()
+                .map_err(|error| open_error(&path, error));
+            match opened {
+                Err(JournalError::Locked { .. }) if started.elapsed() < LOCK_WAIT => {
+                    std::thread::sleep(LOCK_RETRY_EVERY);
+                }
+                other => break other?,
+            }
+        };
         let events = db
             .open_tree("events")
             .map_err(|error| open_error(&path, error))?;
