@@ -65,12 +65,12 @@ async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
     let (mock_base, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let text = standard_config(
+    let text = config_on_port(
         &mock_base,
         &dir.path().join("journal"),
+        port,
         "\n[defaults.breaker]\ndedup_ms = 1\nreset_ms = 600000\n[defaults.cooldown]\nbase_ms = 1\nmax_ms = 1\n",
-    )
-    .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""));
+    );
     let config = dir.path().join("quotaroute.toml");
     std::fs::write(&config, text).unwrap();
     let base = format!("http://127.0.0.1:{port}");
@@ -88,13 +88,7 @@ async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
         Rule::always(Fault::Status(503)).for_model("claude-3-5-haiku"),
     ]);
     for _ in 0..4 {
-        let response = client
-            .post(format!("{base}/v1/chat/completions"))
-            .bearer_auth(CLIENT_KEY)
-            .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-            .unwrap();
+        let response = chat(&client, &base, "team").await;
         assert_eq!(response.status(), 200);
     }
     // A 503 storm over the three anthropic keys opens that provider's breaker.
@@ -135,13 +129,7 @@ async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
     // And it routes accordingly: only oa-3 serves the combo now.
     mock.clear_rules();
     for _ in 0..3 {
-        let response = client
-            .post(format!("{base}/v1/chat/completions"))
-            .bearer_auth(CLIENT_KEY)
-            .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-            .unwrap();
+        let response = chat(&client, &base, "team").await;
         assert_eq!(header(&response, "x-quotaroute-connection"), "oa-3");
     }
     // A graceful stop records node_stopped.
@@ -151,12 +139,36 @@ async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
 }
 
 /// SIGTERM through the `kill` command (no libc dependency in tests).
-fn sigterm(node: &Child) {
+/// Sends `signal` (`TERM`, `HUP`, …) to the node.
+fn signal(node: &Child, signal: &str) {
     let status = Command::new("kill")
-        .args(["-TERM", &node.id().to_string()])
+        .args([format!("-{signal}"), node.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+fn sigterm(node: &Child) {
+    signal(node, "TERM");
+}
+
+/// `standard_config` listening on `port`, its journal at `journal`.
+fn config_on_port(mock_base: &str, journal: &std::path::Path, port: u16, extra: &str) -> String {
+    standard_config(mock_base, journal, extra).replace(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    )
+}
+
+/// `POST /v1/chat/completions` for `model` with a one-line conversation.
+async fn chat(client: &reqwest::Client, base: &str, model: &str) -> reqwest::Response {
+    client
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(CLIENT_KEY)
+        .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap()
 }
 
 /// `journal.request_events = "failures"`: the 429 and the decisions that passed over its key
@@ -220,46 +232,32 @@ async fn sighup_reloads_the_file_and_keeps_what_was_learned() {
     let (mock_base, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let text = standard_config(&mock_base, &dir.path().join("journal"), "").replace(
-        "listen = \"127.0.0.1:0\"",
-        &format!("listen = \"127.0.0.1:{port}\""),
-    );
+    let text = config_on_port(&mock_base, &dir.path().join("journal"), port, "");
     let config = dir.path().join("quotaroute.toml");
     std::fs::write(&config, &text).unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     let mut node = spawn_node(&config);
     wait_ready(&client, &base).await;
-    let chat = |model: &'static str| {
-        client
-            .post(format!("{base}/v1/chat/completions"))
-            .bearer_auth(CLIENT_KEY)
-            .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-    };
     mock.set_rules(vec![Rule::always(Fault::Status429 {
         reset: ResetForm::RetryAfterSeconds(600),
     })
     .for_key(upstream_key("oa-1"))]);
     for _ in 0..4 {
-        assert_eq!(chat("team").await.unwrap().status(), 200);
+        assert_eq!(chat(&client, &base, "team").await.status(), 200);
     }
     assert_eq!(
-        chat("solo").await.unwrap().status(),
+        chat(&client, &base, "solo").await.status(),
         404,
         "no combo `solo` yet"
     );
 
     let added = "\n[[combos]]\nname = \"solo\"\ntargets = [{ connection = \"oa-3\", model = \"gpt-4o-mini\", weight = 1 }]\n";
     std::fs::write(&config, format!("{text}{added}")).unwrap();
-    let status = Command::new("kill")
-        .args(["-HUP", &node.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    signal(&node, "HUP");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let response = chat("solo").await.unwrap();
+        let response = chat(&client, &base, "solo").await;
         if response.status() == 200 {
             assert_eq!(header(&response, "x-quotaroute-connection"), "oa-3");
             break;
@@ -288,10 +286,7 @@ async fn sigterm_lets_the_request_in_flight_finish_and_records_node_stopped() {
     let (mock_base, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let text = standard_config(&mock_base, &dir.path().join("journal"), "").replace(
-        "listen = \"127.0.0.1:0\"",
-        &format!("listen = \"127.0.0.1:{port}\""),
-    );
+    let text = config_on_port(&mock_base, &dir.path().join("journal"), port, "");
     let config = dir.path().join("quotaroute.toml");
     std::fs::write(&config, &text).unwrap();
     let base = format!("http://127.0.0.1:{port}");
@@ -300,24 +295,12 @@ async fn sigterm_lets_the_request_in_flight_finish_and_records_node_stopped() {
     wait_ready(&client, &base).await;
     mock.set_rules(vec![Rule::always(Fault::Latency { ms: 800 })]);
     let in_flight = tokio::spawn({
-        let client = client.clone();
-        let url = format!("{base}/v1/chat/completions");
-        async move {
-            client
-                .post(url)
-                .bearer_auth(CLIENT_KEY)
-                .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
-                .send()
-                .await
-        }
+        let (client, base) = (client.clone(), base.clone());
+        async move { chat(&client, &base, "team").await }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let sent = Command::new("kill")
-        .args(["-TERM", &node.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let response = in_flight.await.unwrap().expect("answered during the drain");
+    sigterm(&node);
+    let response = in_flight.await.expect("answered during the drain");
     assert_eq!(response.status(), 200);
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
@@ -356,10 +339,7 @@ async fn healthz_is_503_replaying_until_the_journal_is_replayed() {
         journal.flush().unwrap();
     }
     let port = free_port();
-    let text = standard_config(&mock_base, &journal_path, "").replace(
-        "listen = \"127.0.0.1:0\"",
-        &format!("listen = \"127.0.0.1:{port}\""),
-    );
+    let text = config_on_port(&mock_base, &journal_path, port, "");
     let config = dir.path().join("quotaroute.toml");
     std::fs::write(&config, &text).unwrap();
     let base = format!("http://127.0.0.1:{port}");
@@ -383,14 +363,8 @@ async fn healthz_is_503_replaying_until_the_journal_is_replayed() {
         assert_eq!(body["status"], "replaying", "{body}");
         saw_replaying = true;
         if chat_while_replaying.is_none() {
-            let chat = client
-                .post(format!("{base}/v1/chat/completions"))
-                .bearer_auth(CLIENT_KEY)
-                .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
-                .send()
-                .await
-                .unwrap();
-            chat_while_replaying = Some((chat.status(), chat.text().await.unwrap()));
+            let refused = chat(&client, &base, "team").await;
+            chat_while_replaying = Some((refused.status(), refused.text().await.unwrap()));
         }
     }
     assert!(saw_replaying, "the 200k-event replay was never observed");
@@ -401,13 +375,7 @@ async fn healthz_is_503_replaying_until_the_journal_is_replayed() {
             assert!(body.contains("replaying its journal"), "{body}");
         }
     }
-    let ready = client
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(CLIENT_KEY)
-        .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
+    let ready = chat(&client, &base, "team").await;
     assert_eq!(ready.status(), 200);
     node.kill().unwrap();
     node.wait().unwrap();
@@ -421,10 +389,7 @@ async fn a_second_node_on_a_held_journal_exits_1_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal");
     let write_config = |name: &str, port: u16| {
-        let text = standard_config(&mock_base, &journal, "").replace(
-            "listen = \"127.0.0.1:0\"",
-            &format!("listen = \"127.0.0.1:{port}\""),
-        );
+        let text = config_on_port(&mock_base, &journal, port, "");
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
         path
@@ -447,13 +412,7 @@ async fn a_second_node_on_a_held_journal_exits_1_naming_it() {
     assert_eq!(second.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(&journal.display().to_string()), "{stderr}");
 
-    let response = client
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(CLIENT_KEY)
-        .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
+    let response = chat(&client, &base, "team").await;
     assert_eq!(response.status(), 200, "the first node still serves");
     first.kill().unwrap();
     first.wait().unwrap();

@@ -366,20 +366,7 @@ async fn admin_clears_a_lockout_and_pushed_usage_steers_traffic_all_journaled_by
         assert_ne!(header(&response, "x-quotaroute-connection"), "oa-1");
     }
 
-    let journal = harness
-        .client
-        .get(harness.url("/admin/journal?since_seq=0"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let events: Vec<Value> = journal
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let events = harness.journal_events().await;
     let unlocked: Vec<&Value> = events
         .iter()
         .filter(|e| e["kind"] == "model_unlocked")
@@ -521,22 +508,12 @@ async fn request_ids_and_token_usage_reach_the_journal_for_json_and_streams() {
         let _ = response.bytes().await.unwrap();
     }
     harness.settle().await;
-    let journal = harness
-        .client
-        .get(harness.url("/admin/journal?since_seq=0"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let events = harness.journal_events().await;
     for id in ["client-req-json-1", "client-req-stream-1"] {
-        let succeeded: Value = journal
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        let succeeded = events
+            .iter()
             .find(|e| e["kind"] == "request_succeeded" && e["request_id"] == id)
-            .unwrap_or_else(|| panic!("no request_succeeded for {id}:\n{journal}"));
+            .unwrap_or_else(|| panic!("no request_succeeded for {id}: {events:?}"));
         assert!(succeeded["tokens_in"].as_u64().unwrap() > 0, "{succeeded}");
         assert!(succeeded["tokens_out"].as_u64().unwrap() > 0, "{succeeded}");
         assert_eq!(succeeded["stream"], id.contains("stream"), "{succeeded}");

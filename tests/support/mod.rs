@@ -188,6 +188,23 @@ impl Harness {
             .unwrap()
     }
 
+    /// Every journaled event so far, through `GET /admin/journal`, as JSON.
+    pub async fn journal_events(&self) -> Vec<Value> {
+        let text = self
+            .client
+            .get(self.url("/admin/journal?since_seq=0"))
+            .bearer_auth(ADMIN_KEY)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
     pub async fn admin_post(&self, path: &str) -> reqwest::Response {
         self.client
             .post(self.url(path))
