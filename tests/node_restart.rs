@@ -8,7 +8,7 @@ mod support;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute::mock_upstream::{Fault, MockUpstream, ResetForm, Rule};
 use quotaroute_journal::testkit::succeeded;
 use quotaroute_journal::{
     Envelope, Event, Journal, RouteDecided, SledJournal, SledOptions, SCHEMA_VERSION,
@@ -62,22 +62,18 @@ async fn admin_state(client: &reqwest::Client, base: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
-    let (mock_base, mock) = start_mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let text = config_on_port(
-        &mock_base,
-        &dir.path().join("journal"),
-        port,
+    let BinaryNode {
+        mock,
+        dir: _dir, // keeps the journal's temp dir alive
+        config,
+        text: _,
+        base,
+        client,
+        child: mut node,
+    } = start_binary(
         "\n[defaults.breaker]\ndedup_ms = 1\nreset_ms = 600000\n[defaults.cooldown]\nbase_ms = 1\nmax_ms = 1\n",
-    );
-    let config = dir.path().join("quotaroute.toml");
-    std::fs::write(&config, text).unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
-
-    let mut node = spawn_node(&config);
-    wait_ready(&client, &base).await;
+    )
+    .await;
     // A 429 locks gpt-4o-mini on oa-1 for 10 minutes; a 401 disables oa-2.
     mock.set_rules(vec![
         Rule::always(Fault::Status429 {
@@ -160,6 +156,39 @@ fn config_on_port(mock_base: &str, journal: &std::path::Path, port: u16, extra: 
     )
 }
 
+/// The real binary on `standard_config` plus `extra`, on a free port, ready to serve.
+struct BinaryNode {
+    mock: MockUpstream,
+    dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    text: String,
+    base: String,
+    client: reqwest::Client,
+    child: Child,
+}
+
+async fn start_binary(extra: &str) -> BinaryNode {
+    let (mock_base, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let text = config_on_port(&mock_base, &dir.path().join("journal"), port, extra);
+    let config = dir.path().join("quotaroute.toml");
+    std::fs::write(&config, &text).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let child = spawn_node(&config);
+    wait_ready(&client, &base).await;
+    BinaryNode {
+        mock,
+        dir,
+        config,
+        text,
+        base,
+        client,
+        child,
+    }
+}
+
 /// `POST /v1/chat/completions` for `model` with a one-line conversation.
 async fn chat(client: &reqwest::Client, base: &str, model: &str) -> reqwest::Response {
     client
@@ -229,16 +258,15 @@ async fn request_events_failures_journals_the_429_but_not_the_routine_successes(
 /// starts routing, and the lockout learned before the reload is still there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_file_and_keeps_what_was_learned() {
-    let (mock_base, mock) = start_mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let text = config_on_port(&mock_base, &dir.path().join("journal"), port, "");
-    let config = dir.path().join("quotaroute.toml");
-    std::fs::write(&config, &text).unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
-    let mut node = spawn_node(&config);
-    wait_ready(&client, &base).await;
+    let BinaryNode {
+        mock,
+        dir: _dir, // keeps the journal's temp dir alive
+        config,
+        text,
+        base,
+        client,
+        child: mut node,
+    } = start_binary("").await;
     mock.set_rules(vec![Rule::always(Fault::Status429 {
         reset: ResetForm::RetryAfterSeconds(600),
     })
@@ -283,16 +311,15 @@ async fn sighup_reloads_the_file_and_keeps_what_was_learned() {
 /// process exits 0, and the journal ends with `node_stopped`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_the_request_in_flight_finish_and_records_node_stopped() {
-    let (mock_base, mock) = start_mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let text = config_on_port(&mock_base, &dir.path().join("journal"), port, "");
-    let config = dir.path().join("quotaroute.toml");
-    std::fs::write(&config, &text).unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
-    let mut node = spawn_node(&config);
-    wait_ready(&client, &base).await;
+    let BinaryNode {
+        mock,
+        dir,
+        config: _,
+        text: _,
+        base,
+        client,
+        child: mut node,
+    } = start_binary("").await;
     mock.set_rules(vec![Rule::always(Fault::Latency { ms: 800 })]);
     let in_flight = tokio::spawn({
         let (client, base) = (client.clone(), base.clone());

@@ -250,16 +250,7 @@ async fn admin_api_access_rules_and_models_list() {
         .await
         .unwrap();
     assert_eq!(health["status"], "ready");
-    let metrics = harness
-        .client
-        .get(harness.url("/metrics"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = harness.admin_text("/metrics").await;
     assert!(metrics.contains("quotaroute_breaker_state"));
 }
 

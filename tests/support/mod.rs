@@ -188,18 +188,22 @@ impl Harness {
             .unwrap()
     }
 
-    /// Every journaled event so far, through `GET /admin/journal`, as JSON.
-    pub async fn journal_events(&self) -> Vec<Value> {
-        let text = self
-            .client
-            .get(self.url("/admin/journal?since_seq=0"))
+    /// `GET path` with the admin key, as text.
+    pub async fn admin_text(&self, path: &str) -> String {
+        self.client
+            .get(self.url(path))
             .bearer_auth(ADMIN_KEY)
             .send()
             .await
             .unwrap()
             .text()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Every journaled event so far, through `GET /admin/journal`, as JSON.
+    pub async fn journal_events(&self) -> Vec<Value> {
+        let text = self.admin_text("/admin/journal?since_seq=0").await;
         text.lines()
             .map(|line| serde_json::from_str(line).unwrap())
             .collect()
