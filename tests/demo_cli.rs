@@ -78,6 +78,27 @@ fn run_demo(args: &[&str], limit: Duration, interrupt_after: Option<Duration>) -
     }
 }
 
+impl Run {
+    /// All of stdout, one line per line.
+    fn text(&self) -> String {
+        self.lines
+            .iter()
+            .map(|(_, line)| format!("{line}\n"))
+            .collect()
+    }
+}
+
+/// The journal directory the demo says it kept; it exists.
+fn kept_journal(text: &str) -> std::path::PathBuf {
+    let journal = text
+        .lines()
+        .find_map(|line| line.strip_prefix("journal kept at: "))
+        .unwrap_or_else(|| panic!("no journal path in\n{text}"));
+    let journal = std::path::PathBuf::from(journal.trim());
+    assert!(journal.is_dir(), "{}", journal.display());
+    journal
+}
+
 /// `gpt-4o-mini=N` from a summary line, 0 when absent.
 fn served_mini(line: &str) -> f64 {
     line.split_whitespace()
@@ -93,11 +114,7 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
         Duration::from_secs(20),
         None,
     );
-    let text: String = run
-        .lines
-        .iter()
-        .map(|(_, line)| format!("{line}\n"))
-        .collect();
+    let text = run.text();
     assert_eq!(
         run.code,
         Some(0),
@@ -188,12 +205,7 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
     assert!((0.7..=1.4).contains(&low), "oa-2/oa-3 = {low}: {mini:?}");
 
     // The journal directory printed at the end exists (and is kept).
-    let journal = text
-        .lines()
-        .find_map(|line| line.strip_prefix("journal kept at: "))
-        .unwrap_or_else(|| panic!("no journal path in\n{text}"));
-    let journal = std::path::Path::new(journal.trim());
-    assert!(journal.is_dir(), "{}", journal.display());
+    let journal = kept_journal(&text);
     // And so does the incident picture.
     let svg = text
         .lines()
@@ -230,11 +242,7 @@ fn demo_ctrl_c_stops_early_with_the_summary_and_exits_0() {
         Duration::from_secs(30),
         Some(Duration::from_secs(2)),
     );
-    let text: String = run
-        .lines
-        .iter()
-        .map(|(_, line)| format!("{line}\n"))
-        .collect();
+    let text = run.text();
     assert_eq!(
         run.code,
         Some(0),
@@ -247,11 +255,6 @@ fn demo_ctrl_c_stops_early_with_the_summary_and_exits_0() {
         text.contains("SUMMARY (quotaroute replay --summary)"),
         "{text}"
     );
-    let journal = text
-        .lines()
-        .find_map(|line| line.strip_prefix("journal kept at: "))
-        .unwrap_or_else(|| panic!("no journal path in\n{text}"));
-    let journal = std::path::Path::new(journal.trim());
-    assert!(journal.is_dir(), "{}", journal.display());
+    let journal = kept_journal(&text);
     let _ = std::fs::remove_dir_all(journal.parent().unwrap());
 }

@@ -177,15 +177,7 @@ impl Harness {
     }
 
     pub async fn admin_get(&self, path: &str) -> Value {
-        self.client
-            .get(self.url(path))
-            .bearer_auth(ADMIN_KEY)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        serde_json::from_str(&self.admin_text(path).await).unwrap()
     }
 
     /// `GET path` with the admin key, as text.
