@@ -189,17 +189,6 @@ async fn start_binary(extra: &str) -> BinaryNode {
     }
 }
 
-/// `POST /v1/chat/completions` for `model` with a one-line conversation.
-async fn chat(client: &reqwest::Client, base: &str, model: &str) -> reqwest::Response {
-    client
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(CLIENT_KEY)
-        .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap()
-}
-
 /// `journal.request_events = "failures"`: the 429 and the decisions that passed over its key
 /// are journaled, the routine successes are not, and the graceful stop leaves a snapshot that
 /// holds their counts.

@@ -25,8 +25,8 @@ use quotaroute_actors::{
 use quotaroute_journal::{
     ApiFormat, FailSwitch, FailingJournal, Journal, MemoryJournal, OutcomeClass, WriterConfig,
 };
-use serde_json::{json, Value};
-use support::{standard_config, start_mock, upstream_key, ADMIN_KEY, CLIENT_KEY};
+use serde_json::Value;
+use support::{chat, standard_config, start_mock, upstream_key, ADMIN_KEY};
 
 /// A router on a failing in-memory journal, with the node's topology from the standard config.
 async fn failing_router(mock_base: &str) -> (Router, MemoryJournal, FailSwitch, config::Config) {
@@ -166,19 +166,6 @@ async fn s8_node_reports_a_failing_journal_in_healthz_and_metrics_and_keeps_serv
             .await
             .unwrap()
     };
-    let chat = |model: &'static str| {
-        let client = client.clone();
-        let base = base.clone();
-        async move {
-            client
-                .post(format!("{base}/v1/chat/completions"))
-                .bearer_auth(CLIENT_KEY)
-                .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
-                .send()
-                .await
-                .unwrap()
-        }
-    };
     assert_eq!(health().await["journal"], "ok");
     assert!(metrics_text()
         .await
@@ -190,7 +177,11 @@ async fn s8_node_reports_a_failing_journal_in_healthz_and_metrics_and_keeps_serv
     })
     .for_key(upstream_key("oa-1"))]);
     for _ in 0..20 {
-        assert_eq!(chat("team").await.status(), 200, "routing goes on");
+        assert_eq!(
+            chat(&client, &base, "team").await.status(),
+            200,
+            "routing goes on"
+        );
     }
     router.settle().await.unwrap();
     eventually("a failed write", || !router.journal_stats().healthy).await;

@@ -223,6 +223,18 @@ impl Harness {
     }
 }
 
+/// `POST {base}/v1/chat/completions` for `model` with a one-line conversation (for nodes
+/// outside a `Harness`, such as the real binary).
+pub async fn chat(client: &reqwest::Client, base: &str, model: &str) -> reqwest::Response {
+    client
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(CLIENT_KEY)
+        .json(&serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap()
+}
+
 pub fn header(response: &reqwest::Response, name: &str) -> String {
     response
         .headers()
