@@ -24,6 +24,16 @@ async fn post(base: &str, path: &str, key: &str, body: Value) -> reqwest::Respon
         .unwrap()
 }
 
+/// `post`, then the answer's body as JSON.
+async fn post_for_json(base: &str, path: &str, key: &str, body: Value) -> Value {
+    post(base, path, key, body).await.json().await.unwrap()
+}
+
+/// `post`, then the answer's body as text.
+async fn post_for_text(base: &str, path: &str, key: &str, body: Value) -> String {
+    post(base, path, key, body).await.text().await.unwrap()
+}
+
 /// `(event name, data)` pairs of an SSE body.
 fn sse_events(text: &str) -> Vec<(Option<String>, String)> {
     text.split("\n\n")
@@ -84,16 +94,8 @@ async fn chat_completion_json_has_usage_and_key_echo() {
 async fn responses_are_deterministic() {
     let (base, _mock) = start().await;
     let request = json!({"model": "m", "messages": []});
-    let first: Value = post(&base, "/v1/chat/completions", "k", request.clone())
-        .await
-        .json()
-        .await
-        .unwrap();
-    let second: Value = post(&base, "/v1/chat/completions", "k", request)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let first: Value = post_for_json(&base, "/v1/chat/completions", "k", request.clone()).await;
+    let second: Value = post_for_json(&base, "/v1/chat/completions", "k", request).await;
     assert_eq!(first["choices"], second["choices"]);
     assert_eq!(first["usage"], second["usage"]);
 }
@@ -130,16 +132,13 @@ async fn chat_stream_has_role_content_usage_and_done() {
 #[tokio::test]
 async fn chat_stream_without_include_usage_has_no_usage_chunk() {
     let (base, _mock) = start().await;
-    let text = post(
+    let text = post_for_text(
         &base,
         "/v1/chat/completions",
         "k",
         json!({"model": "m", "stream": true}),
     )
-    .await
-    .text()
-    .await
-    .unwrap();
+    .await;
     assert!(!text.contains("\"usage\""));
     assert!(text.ends_with("data: [DONE]\n\n"));
 }
@@ -147,30 +146,23 @@ async fn chat_stream_without_include_usage_has_no_usage_chunk() {
 #[tokio::test]
 async fn legacy_completions_json_and_stream() {
     let (base, _mock) = start().await;
-    let body: Value = post(
+    let body: Value = post_for_json(
         &base,
         "/v1/completions",
         "k",
         json!({"model": "m", "prompt": "x"}),
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(body["object"], "text_completion");
     assert_eq!(body["choices"][0]["text"], "This is a mock reply.");
     assert!(body["usage"]["total_tokens"].as_u64().unwrap() > 0);
 
-    let text = post(
+    let text = post_for_text(
         &base,
         "/v1/completions",
         "k",
         json!({"model": "m", "prompt": "x", "stream": true, "stream_options": {"include_usage": true}}),
-    )
-    .await
-    .text()
-    .await
-    .unwrap();
+    ).await;
     let events = sse_events(&text);
     assert_eq!(events.last().unwrap().1, "[DONE]");
     let usage_chunk: Value = serde_json::from_str(&events[events.len() - 2].1).unwrap();
@@ -180,16 +172,13 @@ async fn legacy_completions_json_and_stream() {
 #[tokio::test]
 async fn embeddings_one_vector_per_input() {
     let (base, _mock) = start().await;
-    let body: Value = post(
+    let body: Value = post_for_json(
         &base,
         "/v1/embeddings",
         "k",
         json!({"model": "text-embedding-3-small", "input": ["a", "b"]}),
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(body["object"], "list");
     assert_eq!(body["data"].as_array().unwrap().len(), 2);
     assert_eq!(body["data"][1]["index"], 1);
@@ -200,16 +189,13 @@ async fn embeddings_one_vector_per_input() {
 #[tokio::test]
 async fn responses_api_json_and_typed_stream() {
     let (base, _mock) = start().await;
-    let body: Value = post(
+    let body: Value = post_for_json(
         &base,
         "/v1/responses",
         "k",
         json!({"model": "m", "input": "hi"}),
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(body["object"], "response");
     assert_eq!(body["status"], "completed");
     assert_eq!(
@@ -218,16 +204,13 @@ async fn responses_api_json_and_typed_stream() {
     );
     assert_eq!(body["usage"]["output_tokens"], 6);
 
-    let text = post(
+    let text = post_for_text(
         &base,
         "/v1/responses",
         "k",
         json!({"model": "m", "input": "hi", "stream": true}),
     )
-    .await
-    .text()
-    .await
-    .unwrap();
+    .await;
     let events = sse_events(&text);
     let names: Vec<&str> = events
         .iter()
@@ -275,16 +258,13 @@ async fn anthropic_messages_json_with_x_api_key() {
 #[tokio::test]
 async fn anthropic_stream_event_sequence() {
     let (base, _mock) = start().await;
-    let text = post(
+    let text = post_for_text(
         &base,
         "/v1/messages",
         "k",
         json!({"model": "claude", "max_tokens": 2, "stream": true, "messages": []}),
     )
-    .await
-    .text()
-    .await
-    .unwrap();
+    .await;
     let events = sse_events(&text);
     let names: Vec<&str> = events
         .iter()
