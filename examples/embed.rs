@@ -6,10 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use quotaroute::actors::policy::quota_share::Strategy;
 use quotaroute::actors::{
     AttemptResult, ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RouteRequest, Router,
-    RouterOptions, TargetSpec, Topology,
+    RouterOptions, Topology,
 };
 use quotaroute::journal::{ApiFormat, AuthKind, MemoryJournal, OutcomeClass, WriterConfig};
 
@@ -24,34 +23,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         connection("key-b", 1),
         connection("key-c", 1),
     ];
-    let targets = connections
+    let targets: Vec<(&str, &str, u32)> = connections
         .iter()
-        .map(|c| TargetSpec {
-            connection: c.id.clone(),
-            model: "gpt-4o-mini".to_string(),
-            weight: c.weight,
-        })
+        .map(|c| (c.id.as_str(), "gpt-4o-mini", c.weight))
         .collect();
-    let topology = Topology {
-        providers: vec![ProviderSpec::new(
-            "openai",
-            ApiFormat::Openai,
-            AuthKind::ApiKey,
-        )],
+    let combo = ComboSpec::quota_share("team", &targets);
+    let provider = ProviderSpec::new("openai", ApiFormat::Openai, AuthKind::ApiKey);
+    let topology = Topology::new(
+        vec![provider],
         connections,
-        combos: vec![ComboSpec {
-            name: "team".to_string(),
-            strategy: Strategy::QuotaShare,
-            targets,
-            max_attempts: 3,
-            max_upstream_requests: 8,
-            hold_ms: 0,
-        }],
-        max_attempts: 3,
-        max_upstream_requests: 8,
-        source: "examples/embed.rs".to_string(),
-        digest: "example".to_string(),
-    };
+        vec![combo],
+        "examples/embed.rs",
+        "example",
+    );
     // Simulated time: one decision every 100 ms.
     let clock = ManualClock::new(1_764_000_000_000);
     let router = Router::start(

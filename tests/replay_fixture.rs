@@ -12,10 +12,9 @@
 
 mod replay_support;
 
-use quotaroute::actors::policy::quota_share::Strategy;
 use quotaroute::actors::{
     AttemptResult, ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RouteRequest, Router,
-    RouterOptions, TargetSpec, Topology,
+    RouterOptions, Topology,
 };
 use quotaroute::journal::{
     envelope_to_json, ApiFormat, AuthKind, Journal, OutcomeClass, SledJournal, SledOptions,
@@ -32,30 +31,16 @@ fn connection(id: &str, provider: &str, weight: u32) -> ConnectionSpec {
 }
 
 fn combo(name: &str, targets: &[(&str, &str, u32)]) -> ComboSpec {
-    ComboSpec {
-        name: name.into(),
-        strategy: Strategy::QuotaShare,
-        targets: targets
-            .iter()
-            .map(|(connection, model, weight)| TargetSpec {
-                connection: (*connection).into(),
-                model: (*model).into(),
-                weight: *weight,
-            })
-            .collect(),
-        max_attempts: 3,
-        max_upstream_requests: 8,
-        hold_ms: 0,
-    }
+    ComboSpec::quota_share(name, targets)
 }
 
 fn topology() -> Topology {
-    Topology {
-        providers: vec![
+    Topology::new(
+        vec![
             provider("openai", ApiFormat::Openai),
             provider("anthropic", ApiFormat::Anthropic),
         ],
-        connections: vec![
+        vec![
             connection("ok1", "openai", 2),
             connection("ok2", "openai", 1),
             connection("ok3", "openai", 1),
@@ -63,7 +48,7 @@ fn topology() -> Topology {
             connection("an2", "anthropic", 1),
             connection("an3", "anthropic", 1),
         ],
-        combos: vec![
+        vec![
             combo(
                 "team",
                 &[
@@ -82,11 +67,9 @@ fn topology() -> Topology {
                 ],
             ),
         ],
-        max_attempts: 3,
-        max_upstream_requests: 8,
-        source: "fixture://incident.toml".into(),
-        digest: "1nc1d3nt".into(),
-    }
+        "fixture://incident.toml",
+        "1nc1d3nt",
+    )
 }
 
 /// What the simulated upstream answers `connection`/`model` at `step` (10 s each).

@@ -14,7 +14,7 @@ use quotaroute_actors::policy::drr::DrrDeficits;
 use quotaroute_actors::policy::quota_share::{select, Strategy, TargetView};
 use quotaroute_actors::{
     AttemptResult, ComboSpec, ConnectionSpec, ProviderSpec, RouteRequest, Router, RouterOptions,
-    SystemClock, TargetSpec, Topology,
+    SystemClock, Topology,
 };
 use quotaroute_journal::{ApiFormat, AuthKind, MemoryJournal, WriterConfig};
 
@@ -32,34 +32,13 @@ fn topology() -> Topology {
             )
         })
         .collect();
-    let targets = connections
+    let targets: Vec<(&str, &str, u32)> = connections
         .iter()
-        .map(|c| TargetSpec {
-            connection: c.id.clone(),
-            model: "gpt-4o-mini".to_string(),
-            weight: c.weight,
-        })
+        .map(|c| (c.id.as_str(), "gpt-4o-mini", c.weight))
         .collect();
-    Topology {
-        providers: vec![ProviderSpec::new(
-            "openai",
-            ApiFormat::Openai,
-            AuthKind::ApiKey,
-        )],
-        connections,
-        combos: vec![ComboSpec {
-            name: "team".to_string(),
-            strategy: Strategy::QuotaShare,
-            targets,
-            max_attempts: 3,
-            max_upstream_requests: 8,
-            hold_ms: 0,
-        }],
-        max_attempts: 3,
-        max_upstream_requests: 8,
-        source: "bench".to_string(),
-        digest: "0".to_string(),
-    }
+    let combo = ComboSpec::quota_share("team", &targets);
+    let provider = ProviderSpec::new("openai", ApiFormat::Openai, AuthKind::ApiKey);
+    Topology::new(vec![provider], connections, vec![combo], "bench", "0")
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {

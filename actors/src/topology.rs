@@ -109,7 +109,32 @@ pub struct ComboSpec {
     pub hold_ms: u64,
 }
 
+/// Behaviour §3's defaults: upstream requests that may fail with timeout/server/network, and
+/// upstream requests of any kind, per client request.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+pub const DEFAULT_MAX_UPSTREAM_REQUESTS: u32 = 8;
+
 impl ComboSpec {
+    /// A quota-share combo `name` over `(connection, model, weight)` targets with the spec's
+    /// defaults (no `hold_ms`).
+    pub fn quota_share(name: &str, targets: &[(&str, &str, u32)]) -> ComboSpec {
+        ComboSpec {
+            name: name.to_string(),
+            strategy: Strategy::QuotaShare,
+            targets: targets
+                .iter()
+                .map(|&(connection, model, weight)| TargetSpec {
+                    connection: connection.to_string(),
+                    model: model.to_string(),
+                    weight,
+                })
+                .collect(),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_upstream_requests: DEFAULT_MAX_UPSTREAM_REQUESTS,
+            hold_ms: 0,
+        }
+    }
+
     /// The targets as the journal names them.
     pub fn target_infos(&self) -> Vec<TargetInfo> {
         self.targets
@@ -139,6 +164,26 @@ pub struct Topology {
 }
 
 impl Topology {
+    /// A topology of these parts, with the spec's defaults for implicit combos; `source` and
+    /// `digest` say where it came from.
+    pub fn new(
+        providers: Vec<ProviderSpec>,
+        connections: Vec<ConnectionSpec>,
+        combos: Vec<ComboSpec>,
+        source: &str,
+        digest: &str,
+    ) -> Topology {
+        Topology {
+            providers,
+            connections,
+            combos,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_upstream_requests: DEFAULT_MAX_UPSTREAM_REQUESTS,
+            source: source.to_string(),
+            digest: digest.to_string(),
+        }
+    }
+
     pub fn provider(&self, name: &str) -> Option<&ProviderSpec> {
         self.providers.iter().find(|p| p.name == name)
     }

@@ -4,10 +4,9 @@
 
 use std::sync::Arc;
 
-use quotaroute_actors::policy::quota_share::Strategy;
 use quotaroute_actors::{
     ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RequestEvents, RouteRequest, Router,
-    RouterOptions, TargetSpec, Topology,
+    RouterOptions, Topology,
 };
 use quotaroute_journal::{ApiFormat, AuthKind, MemoryJournal, WriterConfig};
 
@@ -22,21 +21,7 @@ pub fn connection(id: &str, provider: &str, weight: u32) -> ConnectionSpec {
 }
 
 pub fn combo(name: &str, targets: &[(&str, &str, u32)]) -> ComboSpec {
-    ComboSpec {
-        name: name.to_string(),
-        strategy: Strategy::QuotaShare,
-        targets: targets
-            .iter()
-            .map(|(connection, model, weight)| TargetSpec {
-                connection: connection.to_string(),
-                model: model.to_string(),
-                weight: *weight,
-            })
-            .collect(),
-        max_attempts: 3,
-        max_upstream_requests: 8,
-        hold_ms: 0,
-    }
+    ComboSpec::quota_share(name, targets)
 }
 
 pub fn topology(
@@ -44,15 +29,7 @@ pub fn topology(
     connections: Vec<ConnectionSpec>,
     combos: Vec<ComboSpec>,
 ) -> Topology {
-    Topology {
-        providers,
-        connections,
-        combos,
-        max_attempts: 3,
-        max_upstream_requests: 8,
-        source: "test".to_string(),
-        digest: "0".to_string(),
-    }
+    Topology::new(providers, connections, combos, "test", "0")
 }
 
 /// Three keys of one provider weighted 2:1:1 in combo `team` (model `m`).
