@@ -3,7 +3,7 @@
 //! Built by the HTTP layer (or an embedding program) from a `Classification`; consumed by the
 //! connection and breaker actors. Holds no secret: messages are masked before they get here.
 
-use quotaroute_journal::{OutcomeClass, RequestFailed, RequestSucceeded, Skipped};
+use quotaroute_journal::{Event, OutcomeClass, RequestFailed, RequestSucceeded, Skipped};
 
 use crate::policy::rate_limit_headers::UsageReading;
 
@@ -95,6 +95,65 @@ impl Outcome {
         self.clone().into_request_event()
     }
 
+    /// The attempt a journaled request event recorded at `at_ms`, for running a journal
+    /// through the policy again (replay's what-if); `None` for other events. The inverse of
+    /// [`Outcome::into_request_event`] except `was_probe`, which the journal does not keep.
+    pub fn from_request_event(event: &Event, at_ms: u64) -> Option<Outcome> {
+        let (ids, latency_ms, skipped, result) = match event {
+            Event::RequestSucceeded(e) => (
+                (
+                    &e.request_id,
+                    &e.combo,
+                    &e.provider,
+                    &e.connection,
+                    &e.model,
+                    e.attempt,
+                ),
+                e.latency_ms,
+                &e.skipped,
+                AttemptResult {
+                    stream: e.stream,
+                    ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
+                },
+            ),
+            Event::RequestFailed(e) => (
+                (
+                    &e.request_id,
+                    &e.combo,
+                    &e.provider,
+                    &e.connection,
+                    &e.model,
+                    e.attempt,
+                ),
+                e.latency_ms,
+                &e.skipped,
+                AttemptResult {
+                    error_code: e.error_code.clone(),
+                    message: e.message.clone(),
+                    reset_hint_ms: e.reset_hint_ms,
+                    stream: e.stream,
+                    after_first_content: e.after_first_content,
+                    ..AttemptResult::failure(e.class, e.status)
+                },
+            ),
+            _ => return None,
+        };
+        let (request_id, combo, provider, connection, model, attempt) = ids;
+        Some(Outcome {
+            request_id: request_id.clone(),
+            combo: combo.clone(),
+            provider: provider.clone(),
+            connection: connection.clone(),
+            model: model.clone(),
+            attempt,
+            started_at_ms: at_ms.saturating_sub(latency_ms),
+            latency_ms,
+            was_probe: false,
+            skipped: skipped.clone(),
+            result,
+        })
+    }
+
     /// [`Outcome::request_event`], moving the strings instead of copying them.
     pub fn into_request_event(self) -> quotaroute_journal::Event {
         let r = self.result;
@@ -132,5 +191,35 @@ impl Outcome {
                 skipped: self.skipped,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quotaroute_journal::testkit::{failed, succeeded};
+
+    use super::*;
+
+    #[test]
+    fn a_request_event_turns_back_into_the_outcome_it_came_from() {
+        let mut failure = failed("p", "k1", "m", Some(429), OutcomeClass::RateLimited);
+        if let Event::RequestFailed(e) = &mut failure {
+            e.error_code = Some("rate_limit_exceeded".into());
+            e.reset_hint_ms = Some(6_000);
+            e.after_first_content = true;
+        }
+        for event in [succeeded("p", "k1", "m", 10, 20), failure] {
+            let outcome = Outcome::from_request_event(&event, 5_000).unwrap();
+            assert_eq!(outcome.started_at_ms, 5_000 - outcome.latency_ms);
+            assert_eq!(outcome.into_request_event(), event);
+        }
+        assert!(Outcome::from_request_event(
+            &Event::NodeStopped(quotaroute_journal::NodeStopped {
+                reason: "test".into(),
+                uptime_ms: 1,
+            }),
+            0
+        )
+        .is_none());
     }
 }

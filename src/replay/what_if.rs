@@ -16,7 +16,7 @@ use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState};
 use quotaroute_actors::policy::classify::rules;
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::topology::recorded_targets;
-use quotaroute_actors::{AttemptResult, ConnectionSpec, Outcome};
+use quotaroute_actors::{ConnectionSpec, Outcome};
 use quotaroute_journal::{ActionBy, AuthKind, BreakerPhase, ConfigLoaded, Envelope, Event};
 use serde::Serialize;
 
@@ -102,45 +102,10 @@ impl WhatIf {
                     self.simulated_unservable.insert(decided.request_id.clone());
                 }
             }
-            Event::RequestSucceeded(e) => {
-                let result = AttemptResult::success(e.status, e.tokens_in, e.tokens_out);
-                self.replay_outcome(
-                    at_ms,
-                    Outcome {
-                        request_id: e.request_id.clone(),
-                        combo: e.combo.clone(),
-                        provider: e.provider.clone(),
-                        connection: e.connection.clone(),
-                        model: e.model.clone(),
-                        attempt: e.attempt,
-                        started_at_ms: at_ms.saturating_sub(e.latency_ms),
-                        latency_ms: e.latency_ms,
-                        was_probe: false,
-                        skipped: Vec::new(),
-                        result,
-                    },
-                );
-            }
-            Event::RequestFailed(e) => {
-                let mut result =
-                    AttemptResult::failure(e.class, e.status).with_reset_hint_ms(e.reset_hint_ms);
-                result.error_code = e.error_code.clone();
-                self.replay_outcome(
-                    at_ms,
-                    Outcome {
-                        request_id: e.request_id.clone(),
-                        combo: e.combo.clone(),
-                        provider: e.provider.clone(),
-                        connection: e.connection.clone(),
-                        model: e.model.clone(),
-                        attempt: e.attempt,
-                        started_at_ms: at_ms.saturating_sub(e.latency_ms),
-                        latency_ms: e.latency_ms,
-                        was_probe: false,
-                        skipped: Vec::new(),
-                        result,
-                    },
-                );
+            Event::RequestSucceeded(_) | Event::RequestFailed(_) => {
+                if let Some(outcome) = Outcome::from_request_event(&envelope.event, at_ms) {
+                    self.replay_outcome(at_ms, outcome);
+                }
             }
             // Operators acted at the same instants in the what-if world.
             Event::ConnectionCleared(e) if e.by != ActionBy::Router => {
