@@ -289,14 +289,7 @@ impl Router {
 
     /// Closes a provider's breaker.
     pub async fn reset_breaker(&self, provider: &str) -> Result<bool, RouterError> {
-        let actor = self
-            .inner
-            .registry
-            .load()
-            .breakers
-            .get(provider)
-            .cloned()
-            .ok_or_else(|| RouterError::UnknownProvider(provider.to_string()))?;
+        let actor = self.breaker_actor(provider)?;
         self.record_admin("reset_breaker", provider);
         ractor::call!(actor, BreakerMsg::Reset).map_err(|e| RouterError::Actor(e.to_string()))
     }
@@ -337,6 +330,16 @@ impl Router {
             Box::new(topology)
         )
         .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    fn breaker_actor(&self, provider: &str) -> Result<ActorRef<BreakerMsg>, RouterError> {
+        self.inner
+            .registry
+            .load()
+            .breakers
+            .get(provider)
+            .cloned()
+            .ok_or_else(|| RouterError::UnknownProvider(provider.to_string()))
     }
 
     fn connection_actor(&self, connection: &str) -> Result<ActorRef<ConnectionMsg>, RouterError> {
@@ -410,14 +413,7 @@ impl Router {
         &self,
         provider: &str,
     ) -> Result<crate::policy::breaker::BreakerState, RouterError> {
-        let actor = self
-            .inner
-            .registry
-            .load()
-            .breakers
-            .get(provider)
-            .cloned()
-            .ok_or_else(|| RouterError::UnknownProvider(provider.to_string()))?;
+        let actor = self.breaker_actor(provider)?;
         ractor::call!(actor, BreakerMsg::State).map_err(|e| RouterError::Actor(e.to_string()))
     }
 
@@ -458,13 +454,5 @@ impl Router {
 }
 
 fn empty_topology() -> Topology {
-    Topology {
-        providers: Vec::new(),
-        connections: Vec::new(),
-        combos: Vec::new(),
-        max_attempts: 3,
-        max_upstream_requests: 8,
-        source: String::new(),
-        digest: String::new(),
-    }
+    Topology::new(Vec::new(), Vec::new(), Vec::new(), "", "")
 }
