@@ -8,7 +8,7 @@ mod support;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{Fault, MockUpstream, ResetForm, Rule};
+use quotaroute::mock_upstream::{Fault, MockUpstream, Rule};
 use quotaroute_journal::testkit::succeeded;
 use quotaroute_journal::{
     Envelope, Event, Journal, RouteDecided, SledJournal, SledOptions, SCHEMA_VERSION,
@@ -76,10 +76,7 @@ async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
     .await;
     // A 429 locks gpt-4o-mini on oa-1 for 10 minutes; a 401 disables oa-2.
     mock.set_rules(vec![
-        Rule::always(Fault::Status429 {
-            reset: ResetForm::RetryAfterSeconds(600),
-        })
-        .for_key(upstream_key("oa-1")),
+        Rule::rate_limited(600).for_key(upstream_key("oa-1")),
         Rule::always(Fault::Status(401)).for_key(upstream_key("oa-2")),
         Rule::always(Fault::Status(503)).for_model("claude-3-5-haiku"),
     ]);
@@ -201,11 +198,9 @@ async fn request_events_failures_journals_the_429_but_not_the_routine_successes(
         )
     })
     .await;
-    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
-        reset: ResetForm::RetryAfterSeconds(120),
-    })
-    .for_key(upstream_key("oa-1"))
-    .for_model("gpt-4o-mini")]);
+    harness.mock.set_rules(vec![Rule::rate_limited(120)
+        .for_key(upstream_key("oa-1"))
+        .for_model("gpt-4o-mini")]);
     for _ in 0..12 {
         assert_eq!(harness.chat("team").await.status(), 200);
     }
@@ -256,10 +251,7 @@ async fn sighup_reloads_the_file_and_keeps_what_was_learned() {
         client,
         child: mut node,
     } = start_binary("").await;
-    mock.set_rules(vec![Rule::always(Fault::Status429 {
-        reset: ResetForm::RetryAfterSeconds(600),
-    })
-    .for_key(upstream_key("oa-1"))]);
+    mock.set_rules(vec![Rule::rate_limited(600).for_key(upstream_key("oa-1"))]);
     for _ in 0..4 {
         assert_eq!(chat(&client, &base, "team").await.status(), 200);
     }

@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use quotaroute::mock_upstream::{Fault, RateBudget, ResetForm, Rule};
+use quotaroute::mock_upstream::{Fault, RateBudget, Rule};
 use serde_json::{json, Value};
 use support::*;
 
@@ -40,11 +40,9 @@ async fn s2_requests_spread_2_1_1_and_carry_route_headers() {
 #[tokio::test]
 async fn s4_a_429_locks_one_model_on_one_key_and_the_client_still_succeeds() {
     let harness = Harness::start().await;
-    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
-        reset: ResetForm::RetryAfterSeconds(120),
-    })
-    .for_key(upstream_key("oa-1"))
-    .for_model("gpt-4o-mini")]);
+    harness.mock.set_rules(vec![Rule::rate_limited(120)
+        .for_key(upstream_key("oa-1"))
+        .for_model("gpt-4o-mini")]);
     for _ in 0..12 {
         let response = harness.chat("team").await;
         assert_eq!(response.status(), 200, "failover hides the 429");
@@ -75,10 +73,9 @@ async fn s4_a_429_locks_one_model_on_one_key_and_the_client_still_succeeds() {
 #[tokio::test]
 async fn s7_all_keys_locked_answers_429_with_retry_after_and_blocked_list() {
     let harness = Harness::start().await;
-    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
-        reset: ResetForm::RetryAfterSeconds(30),
-    })
-    .for_model("gpt-4o-mini")]);
+    harness
+        .mock
+        .set_rules(vec![Rule::rate_limited(30).for_model("gpt-4o-mini")]);
     let first = harness.chat("team").await;
     // Three keys tried, three 429s: the upstream 429 is passed through.
     assert_eq!(first.status(), 429);
@@ -291,16 +288,14 @@ async fn streaming_relays_chunks_and_withholds_the_usage_chunk_nobody_asked_for(
 }
 
 /// The admin API's effects, not just its answers: a cleared lockout lets the key serve the
-/// model again and a second clear is a 404; a pushed usage reading near its limit steers
+/// model again and a second clear is a 404; a pushed usage reading of a used-up window steers
 /// traffic away; every change is journaled with `by: "admin"`.
 #[tokio::test]
 async fn admin_clears_a_lockout_and_pushed_usage_steers_traffic_all_journaled_by_admin() {
     let harness = Harness::start().await;
-    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
-        reset: ResetForm::RetryAfterSeconds(600),
-    })
-    .for_key(upstream_key("oa-1"))
-    .for_model("gpt-4o-mini")]);
+    harness.mock.set_rules(vec![Rule::rate_limited(600)
+        .for_key(upstream_key("oa-1"))
+        .for_model("gpt-4o-mini")]);
     for _ in 0..8 {
         assert_eq!(harness.chat("team").await.status(), 200);
     }
@@ -519,11 +514,9 @@ async fn s7_hold_ms_waits_for_the_earliest_unblock_over_http() {
         text.replace("name = \"team\"\n", "name = \"team\"\nhold_ms = 3000\n")
     })
     .await;
-    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
-        reset: ResetForm::RetryAfterSeconds(1),
-    })
-    .for_model("gpt-4o-mini")
-    .times(3)]);
+    harness.mock.set_rules(vec![Rule::rate_limited(1)
+        .for_model("gpt-4o-mini")
+        .times(3)]);
     // Every key answers 429 once: the first request runs out of targets.
     assert_eq!(harness.chat("team").await.status(), 429);
     harness.settle().await;

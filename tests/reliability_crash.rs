@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quotaroute::config;
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute::mock_upstream::{Fault, Rule};
 use quotaroute::node::reload::digest;
 use quotaroute_journal::envelope_to_json;
 use reliability_support::*;
@@ -125,11 +125,9 @@ async fn s8_twenty_kill_9_under_load_lose_nothing_flushed_and_replay_equals_live
             .unwrap();
         // This life's faults: one key rate-limits this life's model for 10 min; from life 5 the
         // anthropic models fail (opening that breaker); in life 12 one key's auth fails.
-        let mut rules = vec![Rule::always(Fault::Status429 {
-            reset: ResetForm::RetryAfterSeconds(600),
-        })
-        .for_key(upstream_key(&format!("oa-{}", life % 3 + 1)))
-        .for_model(format!("m-{life}"))];
+        let mut rules = vec![Rule::rate_limited(600)
+            .for_key(upstream_key(&format!("oa-{}", life % 3 + 1)))
+            .for_model(format!("m-{life}"))];
         if life >= 5 {
             rules.push(Rule::always(Fault::Status(503)).for_model("claude-3-5-haiku"));
         }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quotaroute::config;
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute::mock_upstream::Rule;
 use quotaroute::node::app::AppState;
 use quotaroute::node::http::routes;
 use quotaroute::node::live::LiveConfig;
@@ -172,10 +172,7 @@ async fn s8_node_reports_a_failing_journal_in_healthz_and_metrics_and_keeps_serv
         .contains("quotaroute_journal_healthy 1"));
 
     switch.set_failing(true);
-    mock.set_rules(vec![Rule::always(Fault::Status429 {
-        reset: ResetForm::RetryAfterSeconds(600),
-    })
-    .for_key(upstream_key("oa-1"))]);
+    mock.set_rules(vec![Rule::rate_limited(600).for_key(upstream_key("oa-1"))]);
     for _ in 0..20 {
         assert_eq!(
             chat(&client, &base, "team").await.status(),

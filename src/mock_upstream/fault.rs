@@ -92,6 +92,13 @@ impl Rule {
         }
     }
 
+    /// A 429 with `Retry-After: seconds`, for every key and model, forever.
+    pub fn rate_limited(seconds: u64) -> Self {
+        Self::always(Fault::Status429 {
+            reset: ResetForm::RetryAfterSeconds(seconds),
+        })
+    }
+
     pub fn for_key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
         self
