@@ -10,7 +10,7 @@ mod support;
 use std::sync::Arc;
 
 use quotaroute_actors::{AttemptResult, ManualClock, RequestEvents, Router};
-use quotaroute_journal::{Event, Journal, MemoryJournal, OutcomeClass};
+use quotaroute_journal::{Event, Journal, MemoryJournal};
 use support::*;
 
 fn journaled(journal: &MemoryJournal) -> Vec<Event> {
@@ -22,14 +22,6 @@ fn journaled(journal: &MemoryJournal) -> Vec<Event> {
 
 fn count(events: &[Event], kind: &str) -> usize {
     events.iter().filter(|e| e.kind() == kind).count()
-}
-
-/// Routes one request and reports `result` for it; returns the connection that served.
-async fn serve(router: &Router, result: AttemptResult) -> String {
-    let mut decision = router.route(request("team")).await.expect("routes");
-    let connection = decision.current().expect("a target").connection.to_string();
-    decision.report(result);
-    connection
 }
 
 /// A router on `journal` with `request_events = "failures"`.
@@ -45,11 +37,6 @@ async fn failures_router(journal: &MemoryJournal, clock: &Arc<ManualClock>) -> R
 
 fn success() -> AttemptResult {
     AttemptResult::success(200, 10, 20)
-}
-
-/// A 429 that locks the model for a minute.
-fn rate_limited() -> AttemptResult {
-    AttemptResult::failure(OutcomeClass::RateLimited, Some(429)).with_reset_hint_ms(Some(60_000))
 }
 
 #[tokio::test]

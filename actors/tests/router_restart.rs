@@ -163,12 +163,7 @@ async fn s8_lockouts_cooldowns_and_breaker_survive_a_restart_and_expire_while_do
     let journal = MemoryJournal::new();
     let clock = ManualClock::new(T0);
     let router = start(pool_211(), journal.clone(), clock.clone()).await;
-    let mut decision = router.route(request("team")).await.unwrap();
-    let locked = decision.current().unwrap().connection.to_string();
-    decision.report(
-        AttemptResult::failure(OutcomeClass::RateLimited, Some(429))
-            .with_reset_hint_ms(Some(60_000)),
-    );
+    let locked = serve(&router, rate_limited()).await;
     router.settle().await.unwrap();
     router.flush().await.unwrap();
     let before = router.state().await.unwrap();
@@ -189,12 +184,7 @@ async fn s8_lockouts_cooldowns_and_breaker_survive_a_restart_and_expire_while_do
 async fn supervisor_restarts_a_failed_connection_actor_with_its_learned_state() {
     let clock = ManualClock::new(T0);
     let router = start(pool_211(), MemoryJournal::new(), clock.clone()).await;
-    let mut decision = router.route(request("team")).await.unwrap();
-    let locked = decision.current().unwrap().connection.to_string();
-    decision.report(
-        AttemptResult::failure(OutcomeClass::RateLimited, Some(429))
-            .with_reset_hint_ms(Some(60_000)),
-    );
+    let locked = serve(&router, rate_limited()).await;
     router.settle().await.unwrap();
     let before = router.live_connection_state(&locked).await.unwrap();
     router.crash_connection(&locked).unwrap();
@@ -251,12 +241,7 @@ async fn reload_keeps_learned_state_and_reenables_auth_disabled_connections() {
     let clock = ManualClock::new(T0);
     let router = start(pool_211(), MemoryJournal::new(), clock.clone()).await;
     // Lock one key's model and disable another by 401.
-    let mut decision = router.route(request("team")).await.unwrap();
-    let locked = decision.current().unwrap().connection.to_string();
-    decision.report(
-        AttemptResult::failure(OutcomeClass::RateLimited, Some(429))
-            .with_reset_hint_ms(Some(60_000)),
-    );
+    let locked = serve(&router, rate_limited()).await;
     router.settle().await.unwrap();
     let mut decision = router.route(request("team")).await.unwrap();
     let disabled = decision.current().unwrap().connection.to_string();

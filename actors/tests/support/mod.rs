@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use quotaroute_actors::{
-    ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RequestEvents, RouteRequest, Router,
-    RouterOptions, Topology,
+    AttemptResult, ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RequestEvents,
+    RouteRequest, Router, RouterOptions, Topology,
 };
-use quotaroute_journal::{ApiFormat, AuthKind, MemoryJournal, WriterConfig};
+use quotaroute_journal::{ApiFormat, AuthKind, MemoryJournal, OutcomeClass, WriterConfig};
 
 pub const T0: u64 = 1_764_000_000_000;
 
@@ -79,4 +79,17 @@ pub fn request(model: &str) -> RouteRequest {
         model: model.to_string(),
         format: ApiFormat::Openai,
     }
+}
+
+/// Routes one request and reports `result` for it; returns the connection that served.
+pub async fn serve(router: &Router, result: AttemptResult) -> String {
+    let mut decision = router.route(request("team")).await.expect("routes");
+    let connection = decision.current().expect("a target").connection.to_string();
+    decision.report(result);
+    connection
+}
+
+/// A 429 that locks the model for a minute.
+pub fn rate_limited() -> AttemptResult {
+    AttemptResult::failure(OutcomeClass::RateLimited, Some(429)).with_reset_hint_ms(Some(60_000))
 }
