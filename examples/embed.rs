@@ -58,6 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             request_id: format!("req-{i}"),
             model: "team".to_string(),
             format: ApiFormat::Openai,
+            only_connection: None,
         };
         let mut decision = router.route(request).await?;
         while let Some(target) = decision.current() {

@@ -22,10 +22,18 @@ pub enum ApiErrorKind {
     UpstreamError,
     NoAvailableTarget,
     UpstreamTimeout,
+    /// No such endpoint (or no stored response of that id).
+    NotFound,
+    /// The model's targets speak the other format than the endpoint.
+    UnsupportedEndpoint,
+    /// A client body in a `Content-Encoding` the router cannot read.
+    UnsupportedContentEncoding,
+    /// A client body that does not decode in its `Content-Encoding`.
+    InvalidContentEncoding,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 9] = [
+    pub const ALL: [ApiErrorKind; 13] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -35,11 +43,20 @@ impl ApiErrorKind {
         ApiErrorKind::UpstreamError,
         ApiErrorKind::NoAvailableTarget,
         ApiErrorKind::UpstreamTimeout,
+        ApiErrorKind::NotFound,
+        ApiErrorKind::UnsupportedEndpoint,
+        ApiErrorKind::UnsupportedContentEncoding,
+        ApiErrorKind::InvalidContentEncoding,
     ];
 
     pub fn status(self) -> StatusCode {
         match self {
-            ApiErrorKind::InvalidJson | ApiErrorKind::MissingModel => StatusCode::BAD_REQUEST,
+            ApiErrorKind::InvalidJson
+            | ApiErrorKind::MissingModel
+            | ApiErrorKind::UnsupportedEndpoint
+            | ApiErrorKind::InvalidContentEncoding => StatusCode::BAD_REQUEST,
+            ApiErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ApiErrorKind::UnsupportedContentEncoding => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiErrorKind::InvalidApiKey => StatusCode::UNAUTHORIZED,
             ApiErrorKind::ModelNotFound => StatusCode::NOT_FOUND,
             ApiErrorKind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -56,7 +73,11 @@ impl ApiErrorKind {
             ApiErrorKind::InvalidJson
             | ApiErrorKind::MissingModel
             | ApiErrorKind::ModelNotFound
-            | ApiErrorKind::RequestTooLarge => "invalid_request_error",
+            | ApiErrorKind::RequestTooLarge
+            | ApiErrorKind::NotFound
+            | ApiErrorKind::UnsupportedEndpoint
+            | ApiErrorKind::UnsupportedContentEncoding
+            | ApiErrorKind::InvalidContentEncoding => "invalid_request_error",
             ApiErrorKind::InvalidApiKey => "authentication_error",
             ApiErrorKind::AllTargetsLocked => "rate_limit_error",
             ApiErrorKind::UpstreamError | ApiErrorKind::UpstreamTimeout => "api_error",
@@ -76,6 +97,10 @@ impl ApiErrorKind {
             ApiErrorKind::UpstreamError => "upstream_error",
             ApiErrorKind::NoAvailableTarget => "no_available_target",
             ApiErrorKind::UpstreamTimeout => "upstream_timeout",
+            ApiErrorKind::NotFound => "not_found",
+            ApiErrorKind::UnsupportedEndpoint => "unsupported_endpoint",
+            ApiErrorKind::UnsupportedContentEncoding => "unsupported_content_encoding",
+            ApiErrorKind::InvalidContentEncoding => "invalid_content_encoding",
         }
     }
 
@@ -216,6 +241,30 @@ mod tests {
     #[test]
     fn contract_every_row_of_the_client_error_table() {
         let table = [
+            (
+                ApiErrorKind::NotFound,
+                404,
+                "invalid_request_error",
+                "not_found",
+            ),
+            (
+                ApiErrorKind::UnsupportedEndpoint,
+                400,
+                "invalid_request_error",
+                "unsupported_endpoint",
+            ),
+            (
+                ApiErrorKind::UnsupportedContentEncoding,
+                415,
+                "invalid_request_error",
+                "unsupported_content_encoding",
+            ),
+            (
+                ApiErrorKind::InvalidContentEncoding,
+                400,
+                "invalid_request_error",
+                "invalid_content_encoding",
+            ),
             (
                 ApiErrorKind::InvalidJson,
                 400,

@@ -97,10 +97,14 @@ async fn anthropic_messages_with_x_api_key_json_and_stream() {
             json!({"model": "team", "max_tokens": 8, "messages": []}),
         )
         .await;
-    assert_eq!(response.status(), 404);
+    assert_eq!(response.status(), 400);
     let value: Value = response.json().await.unwrap();
     assert_eq!(value["type"], "error");
-    assert_eq!(value["error"]["code"], "model_not_found");
+    assert_eq!(value["error"]["code"], "unsupported_endpoint");
+    assert!(value["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("/v1/chat/completions"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

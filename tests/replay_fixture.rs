@@ -112,6 +112,7 @@ async fn serve(
         request_id: format!("{combo}-{step:03}-{n}"),
         model: combo.into(),
         format,
+        only_connection: None,
     };
     let Ok(mut decision) = router.route(request).await else {
         router.settle().await.unwrap();

@@ -43,6 +43,12 @@ pub enum RouteError {
     /// No combo and no `provider/model` of that name (or none of the endpoint's format).
     #[error("model `{0}` not found")]
     UnknownModel(String),
+    /// The model exists, but none of its targets speaks the endpoint's format.
+    #[error("model `{0}` has no target of this endpoint's format")]
+    WrongFormat(String),
+    /// The model has no target on the connection the request must use.
+    #[error("model `{model}` has no target on connection `{connection}`")]
+    NotOnConnection { model: String, connection: String },
     /// Every target is blocked (behaviour §7).
     #[error("no target can serve now")]
     NoTarget(Unroutable),
@@ -217,7 +223,13 @@ impl Router {
                     ))
                 }
                 RouteReply::NoTargetForFormat => {
-                    return Err(RouteError::UnknownModel(request.model))
+                    return Err(RouteError::WrongFormat(request.model))
+                }
+                RouteReply::NoTargetOnConnection => {
+                    return Err(RouteError::NotOnConnection {
+                        model: request.model,
+                        connection: request.only_connection.unwrap_or_default(),
+                    })
                 }
                 RouteReply::Unroutable(unroutable) => {
                     let waited = self.inner.clock.now_ms().saturating_sub(deadline);

@@ -37,6 +37,9 @@ pub struct ServerConfig {
     pub max_body_bytes: u64,
     pub request_timeout_ms: u64,
     pub first_token_timeout_ms: u64,
+    pub stream_idle_timeout_ms: u64,
+    /// Browser origins allowed to call the client API (`"*"` = any); empty = no CORS.
+    pub cors_allow_origins: Vec<String>,
     pub shutdown_grace_ms: u64,
     pub metrics_public: bool,
 }
@@ -92,6 +95,9 @@ pub struct ProviderConfig {
     pub auth_header: Option<String>,
     /// Added to every upstream request.
     pub headers: BTreeMap<String, String>,
+    /// The `Accept-Encoding` the router sends upstream (default `identity`; whatever comes
+    /// back is decoded either way).
+    pub accept_encoding: String,
     /// Per-provider overrides; `None` fields fall back to `defaults`.
     pub breaker: BreakerOverrides,
     pub cooldown: CooldownOverrides,

@@ -31,6 +31,8 @@ pub struct RawServer {
     pub max_body_bytes: Option<u64>,
     pub request_timeout_ms: Option<u64>,
     pub first_token_timeout_ms: Option<u64>,
+    pub stream_idle_timeout_ms: Option<u64>,
+    pub cors_allow_origins: Option<Vec<String>>,
     pub shutdown_grace_ms: Option<u64>,
     pub metrics_public: Option<bool>,
 }
@@ -114,6 +116,7 @@ pub struct RawProvider {
     pub base_url: Option<String>,
     pub auth_header: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
+    pub accept_encoding: Option<String>,
     pub breaker: Option<BreakerOverrides>,
     pub cooldown: Option<CooldownOverrides>,
     pub lockout: Option<LockoutOverrides>,

@@ -28,6 +28,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:4100";
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10_485_760;
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 600_000;
 pub const DEFAULT_FIRST_TOKEN_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_STREAM_IDLE_TIMEOUT_MS: u64 = 120_000;
+pub const DEFAULT_UPSTREAM_ACCEPT_ENCODING: &str = "identity";
 pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 30_000;
 pub const DEFAULT_JOURNAL_PATH: &str = "./data/journal";
 pub const DEFAULT_FLUSH_EVERY_MS: u64 = 50;
@@ -271,9 +273,45 @@ fn build_server(raw: RawServer, sink: &mut ErrorSink) -> ServerConfig {
             "server.first_token_timeout_ms",
             sink,
         ),
+        stream_idle_timeout_ms: at_least_one(
+            raw.stream_idle_timeout_ms,
+            DEFAULT_STREAM_IDLE_TIMEOUT_MS,
+            "server.stream_idle_timeout_ms",
+            sink,
+        ),
+        cors_allow_origins: cors_origins(raw.cors_allow_origins.unwrap_or_default(), sink),
         shutdown_grace_ms: raw.shutdown_grace_ms.unwrap_or(DEFAULT_SHUTDOWN_GRACE_MS),
         metrics_public: raw.metrics_public.unwrap_or(false),
     }
+}
+
+/// `server.cors_allow_origins`: `"*"`, or origins as browsers send them
+/// (`scheme://host[:port]`, no path), kept lower-case for comparison.
+fn cors_origins(origins: Vec<String>, sink: &mut ErrorSink) -> Vec<String> {
+    let mut valid = Vec::new();
+    for (index, origin) in origins.into_iter().enumerate() {
+        let key = format!("server.cors_allow_origins[{index}]");
+        if origin == "*" {
+            valid.push(origin);
+            continue;
+        }
+        match Url::parse(&origin) {
+            Ok(url)
+                if matches!(url.scheme(), "http" | "https")
+                    && url.host_str().is_some()
+                    && url.path() == "/"
+                    && !origin.ends_with('/')
+                    && url.query().is_none() =>
+            {
+                valid.push(origin.to_ascii_lowercase());
+            }
+            _ => sink.push(
+                key,
+                format!("`{origin}` is not an origin: expected \"*\" or scheme://host[:port] such as https://app.example.com"),
+            ),
+        }
+    }
+    valid
 }
 
 fn build_journal(raw: RawJournal, sink: &mut ErrorSink) -> JournalConfig {
@@ -446,6 +484,15 @@ fn build_providers(
                     sink.push(key, "value is not a valid HTTP header value");
                 }
             }
+            let accept_encoding = provider
+                .accept_encoding
+                .unwrap_or_else(|| DEFAULT_UPSTREAM_ACCEPT_ENCODING.to_owned());
+            if accept_encoding.is_empty() || HeaderValue::from_str(&accept_encoding).is_err() {
+                sink.push(
+                    format!("{prefix}.accept_encoding"),
+                    "must be an Accept-Encoding value such as \"identity\" or \"gzip, br\"",
+                );
+            }
             let breaker = provider.breaker.unwrap_or_default();
             check_breaker(&breaker, &prefix, sink);
             let (name, format, base_url) = (name?, format?, base_url?);
@@ -455,6 +502,7 @@ fn build_providers(
                 base_url,
                 auth_header: provider.auth_header,
                 headers,
+                accept_encoding,
                 breaker,
                 cooldown: provider.cooldown.unwrap_or_default(),
                 lockout: provider.lockout.unwrap_or_default(),

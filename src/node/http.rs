@@ -2,7 +2,7 @@
 //! metrics and the model list. Every path not listed is a 404 in the OpenAI error shape.
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 use http::{HeaderMap, StatusCode};
@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::admin::{self, json_response};
 use crate::node::app::AppState;
+use crate::node::cors;
 use crate::node::metrics;
 use crate::node::proxy::{self, client_authorized, Endpoint};
 use crate::node::reply;
@@ -22,13 +23,23 @@ pub fn routes(app: AppState) -> axum::Router {
             proxy::handle(app, endpoint, request)
         })
     };
-    axum::Router::new()
+    let client_api = axum::Router::new()
+        .route("/", get(root))
         .route("/v1/chat/completions", endpoint(Endpoint::ChatCompletions))
         .route("/v1/completions", endpoint(Endpoint::Completions))
         .route("/v1/embeddings", endpoint(Endpoint::Embeddings))
         .route("/v1/responses", endpoint(Endpoint::Responses))
         .route("/v1/messages", endpoint(Endpoint::Messages))
+        .route("/v1/messages/count_tokens", endpoint(Endpoint::CountTokens))
         .route("/v1/models", get(models))
+        .route("/v1/models/{*id}", get(model_by_id))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            cors::layer,
+        ));
+    axum::Router::new()
+        .merge(client_api)
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .route("/admin/state", get(admin::state))
@@ -48,7 +59,6 @@ pub fn routes(app: AppState) -> axum::Router {
         )
         .route("/admin/reload", post(admin::reload_config))
         .route("/admin/journal", get(admin::journal))
-        .fallback(not_found)
         .with_state(app)
 }
 
@@ -61,12 +71,21 @@ async fn not_found(request: Request) -> Response {
             &format!("no admin path {path}"),
         );
     }
+    let anthropic = request.headers().contains_key("anthropic-version");
     reply::error_only(
         &ApiError::new(
-            ApiErrorKind::ModelNotFound,
-            format!("no such endpoint: {path}"),
+            ApiErrorKind::NotFound,
+            format!("no such endpoint: {} {path}", request.method()),
         ),
-        false,
+        anthropic,
+    )
+}
+
+/// `GET /` and `HEAD /`: clients' connectivity checks.
+async fn root() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({"name": "quotaroute", "version": env!("CARGO_PKG_VERSION")}),
     )
 }
 
@@ -109,21 +128,25 @@ async fn metrics_text(State(app): State<AppState>, headers: HeaderMap) -> Respon
     response
 }
 
-async fn models(State(app): State<AppState>, headers: HeaderMap) -> Response {
-    let live = app.live();
-    if !client_authorized(&live, &headers, true) {
-        return reply::error_only(
-            &ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
-            false,
-        );
-    }
+/// One entry of the model list: a combo, or a `provider/model` name.
+struct ListedModel {
+    id: String,
+    owned_by: String,
+}
+
+/// Every model name clients may send: combos first, then `provider/model` names.
+fn listed_models(app: &AppState) -> Vec<ListedModel> {
     let Some(topology) = app.router().and_then(|r| r.topology()) else {
-        return json_response(StatusCode::OK, &json!({"object": "list", "data": []}));
+        return Vec::new();
     };
-    let mut data = Vec::new();
-    for combo in &topology.combos {
-        data.push(json!({"id": combo.name, "object": "model", "owned_by": "quotaroute"}));
-    }
+    let mut data: Vec<ListedModel> = topology
+        .combos
+        .iter()
+        .map(|combo| ListedModel {
+            id: combo.name.clone(),
+            owned_by: "quotaroute".to_string(),
+        })
+        .collect();
     let mut seen = std::collections::BTreeSet::new();
     let listed = topology.connections.iter().flat_map(|c| {
         c.models
@@ -139,8 +162,78 @@ async fn models(State(app): State<AppState>, headers: HeaderMap) -> Response {
     });
     for (provider, model) in listed.chain(targeted) {
         if seen.insert((provider.clone(), model.clone())) {
-            data.push(json!({"id": format!("{provider}/{model}"), "object": "model", "owned_by": provider}));
+            data.push(ListedModel {
+                id: format!("{provider}/{model}"),
+                owned_by: provider,
+            });
         }
     }
+    data
+}
+
+/// One model in OpenAI's shape, or in Anthropic's when the client sent `anthropic-version`.
+fn model_json(app: &AppState, model: &ListedModel, anthropic: bool) -> serde_json::Value {
+    if anthropic {
+        let created = std::time::SystemTime::now() - app.inner.started.elapsed();
+        json!({
+            "type": "model",
+            "id": model.id,
+            "display_name": model.id,
+            "created_at": humantime::format_rfc3339_seconds(created).to_string(),
+        })
+    } else {
+        json!({"id": model.id, "object": "model", "owned_by": model.owned_by})
+    }
+}
+
+async fn models(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let anthropic = headers.contains_key("anthropic-version");
+    if !client_authorized(&app.live(), &headers, true) {
+        return reply::error_only(
+            &ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
+            anthropic,
+        );
+    }
+    let listed = listed_models(&app);
+    let data: Vec<serde_json::Value> = listed
+        .iter()
+        .map(|model| model_json(&app, model, anthropic))
+        .collect();
+    if anthropic {
+        return json_response(
+            StatusCode::OK,
+            &json!({
+                "data": data,
+                "has_more": false,
+                "first_id": listed.first().map(|m| m.id.clone()),
+                "last_id": listed.last().map(|m| m.id.clone()),
+            }),
+        );
+    }
     json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
+}
+
+/// `GET /v1/models/{id}`: one model of the list (the id may hold a `/`).
+async fn model_by_id(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let anthropic = headers.contains_key("anthropic-version");
+    if !client_authorized(&app.live(), &headers, true) {
+        return reply::error_only(
+            &ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
+            anthropic,
+        );
+    }
+    match listed_models(&app).iter().find(|model| model.id == id) {
+        Some(model) => json_response(StatusCode::OK, &model_json(&app, model, anthropic)),
+        None => reply::error_only(
+            &ApiError::new(
+                ApiErrorKind::ModelNotFound,
+                format!("model `{id}` not found: no combo and no provider/model of that name"),
+            ),
+            anthropic,
+        ),
+    }
 }

@@ -18,6 +18,8 @@ pub struct ProviderRoute {
     /// Header that carries the key raw (e.g. Azure `api-key`); `None`: the format's default.
     pub auth_header: Option<HeaderName>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// What the router asks the upstream for (`providers.accept_encoding`).
+    pub accept_encoding: HeaderValue,
 }
 
 /// The config as the request path uses it.
@@ -29,6 +31,9 @@ pub struct LiveConfig {
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
     pub first_token_timeout: Duration,
+    pub stream_idle_timeout: Duration,
+    /// Browser origins allowed to call the client API (`"*"`: any).
+    pub cors_allow_origins: Vec<String>,
     pub providers: HashMap<String, ProviderRoute>,
     /// Connection id → its key and how it authenticates.
     pub credentials: HashMap<String, (Secret, AuthKind)>,
@@ -60,6 +65,8 @@ impl LiveConfig {
                         .as_deref()
                         .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok()),
                     headers,
+                    accept_encoding: HeaderValue::from_str(&p.accept_encoding)
+                        .unwrap_or(HeaderValue::from_static("identity")),
                 };
                 (p.name.clone(), route)
             })
@@ -76,6 +83,8 @@ impl LiveConfig {
             max_body_bytes: usize::try_from(config.server.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: Duration::from_millis(config.server.request_timeout_ms),
             first_token_timeout: Duration::from_millis(config.server.first_token_timeout_ms),
+            stream_idle_timeout: Duration::from_millis(config.server.stream_idle_timeout_ms),
+            cors_allow_origins: config.server.cors_allow_origins.clone(),
             providers,
             upstream_secrets: credentials.values().map(|(key, _)| key.clone()).collect(),
             credentials,

@@ -6,7 +6,9 @@
 //! - [`http`] — which path is served by which handler; health, metrics, model list.
 //! - [`proxy`] — the routing endpoints: parse once, route, try targets, classify, report.
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte.
-//! - [`upstream`] / [`upstream_request`] — the pooled client and building one upstream request.
+//! - [`upstream`] / [`upstream_request`] — the pooled client and building one upstream request;
+//!   [`upstream_body`] — an upstream body, decoded as it arrives when it is compressed.
+//! - [`header_rules`] — which headers cross the router either way; [`cors`] — browser origins.
 //! - [`admin`] / [`reload`] — the admin API and config reloads.
 //! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
@@ -14,6 +16,8 @@
 pub mod accept;
 pub mod admin;
 pub mod app;
+pub mod cors;
+pub mod header_rules;
 pub mod http;
 pub mod live;
 pub mod metrics;
@@ -23,6 +27,7 @@ pub mod reply;
 pub mod serve;
 pub mod stream_relay;
 pub mod upstream;
+pub mod upstream_body;
 pub mod upstream_request;
 
 pub use serve::{NodeError, NodeOptions, RunningNode};

@@ -23,12 +23,15 @@ use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
+use crate::node::header_rules;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
-use crate::node::stream_relay::{self, CommittedStream, StreamStart};
+use crate::node::stream_relay::{self, CommittedStream, StreamStart, StreamTiming};
+use crate::node::upstream_body::UpstreamBody;
 use crate::node::upstream_request;
 use crate::proxy::body_rewrite::{parse_request, rewrite, RequestInfo};
+use crate::proxy::content_coding::{content_codings, decode_body, CodingError};
 use crate::proxy::stream_watch::StreamFormat;
 use crate::proxy::usage::response_usage;
 
@@ -43,12 +46,14 @@ pub enum Endpoint {
     Embeddings,
     Responses,
     Messages,
+    /// `/v1/messages/count_tokens`: routed like `/v1/messages`, no tokens counted.
+    CountTokens,
 }
 
 impl Endpoint {
     pub fn format(self) -> JournalFormat {
         match self {
-            Endpoint::Messages => JournalFormat::Anthropic,
+            Endpoint::Messages | Endpoint::CountTokens => JournalFormat::Anthropic,
             _ => JournalFormat::Openai,
         }
     }
@@ -58,7 +63,7 @@ impl Endpoint {
             Endpoint::ChatCompletions | Endpoint::Embeddings => StreamFormat::OpenAiChat,
             Endpoint::Completions => StreamFormat::OpenAiCompletions,
             Endpoint::Responses => StreamFormat::OpenAiResponses,
-            Endpoint::Messages => StreamFormat::Anthropic,
+            Endpoint::Messages | Endpoint::CountTokens => StreamFormat::Anthropic,
         }
     }
 
@@ -69,6 +74,7 @@ impl Endpoint {
             Endpoint::Embeddings => "embeddings",
             Endpoint::Responses => "responses",
             Endpoint::Messages => "messages",
+            Endpoint::CountTokens => "count_tokens",
         }
     }
 }
@@ -143,7 +149,7 @@ async fn read_client_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
 /// Handles one client request on a routing endpoint.
 pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Response {
     let started = StdInstant::now();
-    let anthropic = endpoint == Endpoint::Messages;
+    let anthropic = endpoint.format() == JournalFormat::Anthropic;
     let (parts, body) = request.into_parts();
     let request_id = client_request_id(&parts.headers).unwrap_or_else(|| app.next_request_id());
     let mut route = RouteHeaders {
@@ -200,6 +206,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         Ok(body) => body,
         Err(error) => return fail(error, &route),
     };
+    let client_body =
+        match decode_client_body(client_body, &parts.headers, live.max_body_bytes).await {
+            Ok(body) => body,
+            Err(error) => return fail(error, &route),
+        };
     let info = match parse_request(&client_body) {
         Ok(info) => info,
         Err(error) => return fail(ApiError::from(error), &route),
@@ -208,6 +219,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         request_id: request_id.clone(),
         model: info.model.clone(),
         format: endpoint.format(),
+        only_connection: None,
     };
     let mut decision = match router.route(route_request).await {
         Ok(decision) => decision,
@@ -221,6 +233,33 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 ),
                 &route,
             )
+        }
+        Err(RouteError::WrongFormat(model)) => {
+            let (endpoint_format, other) = if anthropic {
+                ("Anthropic", "/v1/chat/completions or /v1/responses")
+            } else {
+                ("OpenAI", "/v1/messages")
+            };
+            return fail(
+                ApiError::new(
+                    ApiErrorKind::UnsupportedEndpoint,
+                    format!(
+                        "model `{model}` has no target of the {endpoint_format} format; its targets are served on {other}"
+                    ),
+                ),
+                &route,
+            );
+        }
+        Err(RouteError::NotOnConnection { model, connection }) => {
+            return fail(
+                ApiError::new(
+                    ApiErrorKind::NotFound,
+                    format!(
+                        "the stored response lives on connection `{connection}`, which is not a target of model `{model}`"
+                    ),
+                ),
+                &route,
+            );
         }
         Err(RouteError::NoTarget(unroutable)) => {
             let kind = if unroutable.status == 429 {
@@ -283,17 +322,26 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         route.model = Some(target.model.to_string());
         route.attempts = decision.attempt();
         match try_target(&context, &target, decision.attempt(), &mut upstream_time).await {
-            Tried::Streaming { stream, result } => {
+            Tried::Streaming {
+                stream,
+                result,
+                headers: upstream_headers,
+            } => {
                 route.overhead_us = overhead_us(started, upstream_time);
                 let body = stream_relay::relay_body(stream, decision, result, deadline);
                 let mut response = Response::new(body);
                 let headers = response.headers_mut();
+                header_rules::copy_upstream(
+                    &upstream_headers,
+                    &[target_secret(&live, &target)],
+                    headers,
+                );
                 headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
                 headers.insert(
                     http::header::CACHE_CONTROL,
                     HeaderValue::from_static("no-cache"),
                 );
-                route.apply(headers);
+                route.apply_with_upstream(&upstream_headers, headers);
                 metrics::request_finished(endpoint, 200);
                 metrics::overhead(route.overhead_us);
                 return response;
@@ -315,12 +363,12 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 metrics::overhead(route.overhead_us);
                 let mut response = Response::new(Body::from(body));
                 *response.status_mut() = status;
-                let content_type = headers
-                    .get(CONTENT_TYPE)
-                    .cloned()
-                    .unwrap_or(HeaderValue::from_static("application/json"));
-                response.headers_mut().insert(CONTENT_TYPE, content_type);
-                route.apply(response.headers_mut());
+                let out = response.headers_mut();
+                header_rules::copy_upstream(&headers, &[target_secret(&live, &target)], out);
+                if !out.contains_key(CONTENT_TYPE) {
+                    out.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                }
+                route.apply_with_upstream(&headers, out);
                 return response;
             }
             Tried::Failed { result, last } => {
@@ -339,6 +387,39 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     let response = final_failure(last_failure, anthropic, &live, &route, &decision);
     metrics::request_finished(endpoint, response.status().as_u16());
     response
+}
+
+/// The key `target`'s connection sends upstream, so an upstream echoing it is caught.
+fn target_secret<'l>(live: &'l LiveConfig, target: &RoutedTarget) -> &'l str {
+    live.credentials
+        .get(&*target.connection)
+        .map_or("", |(secret, _)| secret.expose())
+}
+
+/// The client's body with its `Content-Encoding` undone (415 when the router cannot read it).
+async fn decode_client_body(
+    body: Bytes,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let codings = content_codings(headers).map_err(|error| {
+        ApiError::new(ApiErrorKind::UnsupportedContentEncoding, error.to_string())
+    })?;
+    if codings.is_empty() {
+        return Ok(body);
+    }
+    decode_body(body, &codings, limit)
+        .await
+        .map_err(|error| match error {
+            CodingError::TooLarge { limit } => ApiError::new(
+                ApiErrorKind::RequestTooLarge,
+                format!("request body decodes to more than max_body_bytes ({limit} bytes)"),
+            ),
+            other => ApiError::new(
+                ApiErrorKind::InvalidContentEncoding,
+                format!("request body: {other}"),
+            ),
+        })
 }
 
 /// What one try needs from its request.
@@ -361,6 +442,7 @@ enum Tried {
     Streaming {
         stream: CommittedStream,
         result: AttemptResult,
+        headers: HeaderMap,
     },
     /// A whole answer for the client (a success, or a client error returned as is).
     Answered {
@@ -453,6 +535,18 @@ async fn try_target(
     let status = response.status();
     let headers = response.headers().clone();
     let usage = readings_from_headers(&headers, &target.model, now_ms);
+    let codings = match content_codings(&headers) {
+        Ok(codings) => codings,
+        Err(error) => {
+            *upstream_time += sent_at.elapsed();
+            done(OutcomeClass::ServerError, sent_at.elapsed());
+            return failed(
+                OutcomeClass::ServerError,
+                Some(status.as_u16()),
+                &format!("upstream answered {status}: {error}"),
+            );
+        }
+    };
 
     if status.is_success() && ctx.info.stream {
         let is_event_stream = headers
@@ -460,11 +554,16 @@ async fn try_target(
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let start = if is_event_stream {
+            let timing = StreamTiming {
+                first_event_by: first_token_deadline,
+                idle: ctx.live.stream_idle_timeout,
+                deadline: ctx.deadline,
+            };
             stream_relay::open(
-                response.into_body(),
+                UpstreamBody::new(response.into_body(), &codings),
                 ctx.endpoint.stream_format(),
                 ctx.force_include_usage,
-                first_token_deadline,
+                timing,
             )
             .await
         } else {
@@ -480,7 +579,11 @@ async fn try_target(
                 let mut result = AttemptResult::success(status.as_u16(), 0, 0);
                 result.stream = true;
                 result.usage = usage;
-                Tried::Streaming { stream, result }
+                Tried::Streaming {
+                    stream,
+                    result,
+                    headers,
+                }
             }
             StreamStart::Failed { class, message } => {
                 done(class, sent_at.elapsed());
@@ -517,6 +620,18 @@ async fn try_target(
                 result: AttemptResult::failure(class, Some(status.as_u16())),
                 last: LastFailure::Class(class, "upstream body did not arrive".into()),
             };
+        }
+    };
+    let body = match decode_body(body, &codings, MAX_UPSTREAM_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(error) => {
+            // A body that does not decode is the upstream's fault, whatever its status.
+            done(OutcomeClass::ServerError, sent_at.elapsed());
+            return failed(
+                OutcomeClass::ServerError,
+                Some(status.as_u16()),
+                &format!("upstream answered {status} with a body that does not decode: {error}"),
+            );
         }
     };
     if status.is_success() {

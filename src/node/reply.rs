@@ -9,6 +9,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER
 use http::StatusCode;
 
 use crate::api_error::{mask_upstream_body, ApiError};
+use crate::node::header_rules;
 use crate::node::live::LiveConfig;
 
 /// Where a routed response went, for the `x-quotaroute-*` headers.
@@ -37,6 +38,20 @@ impl RouteHeaders {
         put("x-quotaroute-attempts", &self.attempts.to_string());
         put("x-quotaroute-overhead-us", &self.overhead_us.to_string());
         put("x-request-id", &self.request_id);
+    }
+
+    /// [`apply`](Self::apply), keeping the upstream's own request id (OpenAI's `x-request-id`)
+    /// as `x-quotaroute-upstream-request-id` when it differs from the router's.
+    pub fn apply_with_upstream(&self, upstream: &HeaderMap, headers: &mut HeaderMap) {
+        if let Some(id) = upstream.get("x-request-id") {
+            if id.as_bytes() != self.request_id.as_bytes() {
+                headers.insert(
+                    HeaderName::from_static("x-quotaroute-upstream-request-id"),
+                    id.clone(),
+                );
+            }
+        }
+        self.apply(headers);
     }
 }
 
@@ -85,11 +100,7 @@ pub fn passthrough(
     let masked = mask_upstream_body(body, &secrets);
     let mut response = Response::new(Body::from(masked));
     *response.status_mut() = status;
-    for name in [CONTENT_TYPE, RETRY_AFTER] {
-        if let Some(value) = upstream_headers.get(&name) {
-            response.headers_mut().insert(name, value.clone());
-        }
-    }
-    route.apply(response.headers_mut());
+    header_rules::copy_upstream(upstream_headers, &secrets, response.headers_mut());
+    route.apply_with_upstream(upstream_headers, response.headers_mut());
     response
 }

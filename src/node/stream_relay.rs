@@ -6,13 +6,11 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::FutureExt;
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use quotaroute_actors::{AttemptResult, Decision};
 use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
+use crate::node::upstream_body::{BodyError, UpstreamBody};
 use crate::proxy::sse::{SseEvent, SseParser};
 use crate::proxy::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::proxy::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
@@ -31,32 +29,71 @@ pub enum StreamStart {
 /// A stream past its first content.
 pub struct CommittedStream {
     pub buffered: Vec<Bytes>,
-    body: Incoming,
+    body: UpstreamBody,
     parser: SseParser,
     pub usage: StreamUsage,
     /// The upstream already ended (a short stream that finished before we committed).
     finished: bool,
     format: StreamFormat,
     withhold_usage_only: bool,
+    /// `stream_idle_timeout_ms`: the longest silence after commit too.
+    idle: Duration,
 }
 
-/// Reads events until the first content, an error, or `first_token_deadline`.
+/// The clocks of one streaming try (behaviour §3).
+#[derive(Debug, Clone, Copy)]
+pub struct StreamTiming {
+    /// The upstream's first response event must arrive by then (`first_token_timeout_ms`
+    /// from when the try was sent).
+    pub first_event_by: Instant,
+    /// The longest silence between upstream bytes (`stream_idle_timeout_ms`).
+    pub idle: Duration,
+    /// `request_timeout_ms` of the client's request.
+    pub deadline: Instant,
+}
+
+impl StreamTiming {
+    /// How long the next read may wait, and what it means when it does not come.
+    fn next_wait(&self, begun: bool, last_activity: Instant) -> (Instant, &'static str) {
+        let silence = last_activity + self.idle;
+        let (by, why) = if begun || silence < self.first_event_by {
+            (silence, "the upstream was silent for stream_idle_timeout_ms")
+        } else {
+            (
+                self.first_event_by,
+                "no response event within first_token_timeout_ms",
+            )
+        };
+        if self.deadline <= by {
+            (self.deadline, "request_timeout_ms passed")
+        } else {
+            (by, why)
+        }
+    }
+}
+
+/// Reads events until the first content, an error, or a timeout of `timing`. Once the
+/// upstream's answer has begun (any event), only silence and the request's deadline end the
+/// wait: a reasoning model may think for minutes before its first delta.
 pub async fn open(
-    mut body: Incoming,
+    mut body: UpstreamBody,
     format: StreamFormat,
     withhold_usage_only: bool,
-    first_token_deadline: Instant,
+    timing: StreamTiming,
 ) -> StreamStart {
     let mut parser = SseParser::new();
     let mut usage = StreamUsage::default();
     let mut buffered = Vec::new();
     let mut events = Vec::new();
+    let mut begun = false;
+    let mut last_activity = Instant::now();
     loop {
-        let frame = match tokio::time::timeout_at(first_token_deadline, body.frame()).await {
+        let (wait_until, why) = timing.next_wait(begun, last_activity);
+        let data = match tokio::time::timeout_at(wait_until, body.next_data()).await {
             Err(_) => {
                 return StreamStart::Failed {
                     class: OutcomeClass::Timeout,
-                    message: "no content before first_token_timeout_ms".to_string(),
+                    message: why.to_string(),
                 }
             }
             Ok(None) => {
@@ -84,6 +121,7 @@ pub async fn open(
                         finished: true,
                         format,
                         withhold_usage_only,
+                        idle: timing.idle,
                     });
                 }
                 return StreamStart::Failed {
@@ -91,17 +129,21 @@ pub async fn open(
                     message: "stream ended before any content".to_string(),
                 };
             }
-            Ok(Some(Err(error))) => {
+            Ok(Some(Err(BodyError::Decode(error)))) => {
+                return StreamStart::Failed {
+                    class: OutcomeClass::ServerError,
+                    message: format!("unreadable event stream: {error}"),
+                }
+            }
+            Ok(Some(Err(BodyError::Transport(error)))) => {
                 return StreamStart::Failed {
                     class: OutcomeClass::Network,
                     message: format!("stream broke before content: {error}"),
                 }
             }
-            Ok(Some(Ok(frame))) => frame,
+            Ok(Some(Ok(data))) => data,
         };
-        let Ok(data) = frame.into_data() else {
-            continue; // trailers
-        };
+        last_activity = Instant::now();
         if parser.feed(&data, &mut events).is_err() {
             return StreamStart::Failed {
                 class: OutcomeClass::ServerError,
@@ -110,6 +152,7 @@ pub async fn open(
         }
         let mut committed = false;
         for event in events.drain(..) {
+            begun |= event.event.is_some() || !event.data.is_empty();
             match usage.observe(format, &event) {
                 EventMeaning::Content => {
                     committed = true;
@@ -137,6 +180,7 @@ pub async fn open(
                 finished: false,
                 format,
                 withhold_usage_only,
+                idle: timing.idle,
             });
         }
     }
@@ -146,7 +190,7 @@ pub async fn open(
 const COALESCE_BYTES: usize = 64 * 1024;
 
 /// How many times the relay lets other tasks run while waiting for a frame hyper has already
-/// read (see `ready_frame`).
+/// read (see `ready_data`).
 const READY_FRAME_YIELDS: usize = 2;
 
 /// A committed stream being relayed: polled by the client's response body itself (no task, no
@@ -160,7 +204,7 @@ struct Relay {
     failure: Option<(OutcomeClass, String)>,
     ended: bool,
     /// The end or an error, seen while gathering a burst; handled on the next call.
-    pending: Option<Option<Result<http_body::Frame<Bytes>, hyper::Error>>>,
+    pending: Option<Option<Result<Bytes, BodyError>>>,
 }
 
 impl Relay {
@@ -179,14 +223,34 @@ impl Relay {
                 self.report();
                 return None;
             }
-            let frame = match self.pending.take() {
-                Some(frame) => Ok(frame),
-                None => tokio::time::timeout_at(self.deadline, self.stream.body.frame()).await,
+            let next = match self.pending.take() {
+                Some(next) => Ok(next),
+                None => {
+                    let silence = Instant::now() + self.stream.idle;
+                    let by = self.deadline.min(silence);
+                    match tokio::time::timeout_at(by, self.stream.body.next_data()).await {
+                        Err(_) if by == self.deadline => {
+                            return self.fail(OutcomeClass::Timeout, "request_timeout_ms passed")
+                        }
+                        other => other,
+                    }
+                }
             };
             let mut out = BytesMut::new();
-            match frame {
-                Err(_) => return self.fail(OutcomeClass::Timeout, "request_timeout_ms passed"),
-                Ok(Some(Err(error))) => {
+            match next {
+                Err(_) => {
+                    return self.fail(
+                        OutcomeClass::Timeout,
+                        "the upstream was silent for stream_idle_timeout_ms",
+                    )
+                }
+                Ok(Some(Err(BodyError::Decode(error)))) => {
+                    return self.fail(
+                        OutcomeClass::ServerError,
+                        &format!("unreadable event stream: {error}"),
+                    )
+                }
+                Ok(Some(Err(BodyError::Transport(error)))) => {
                     return self.fail(
                         OutcomeClass::Network,
                         &format!("upstream stream broke: {error}"),
@@ -198,25 +262,22 @@ impl Relay {
                     }
                     self.ended = true;
                 }
-                Ok(Some(Ok(frame))) => {
+                Ok(Some(Ok(data))) => {
                     let mut fed = 0;
-                    let mut next = Some(frame);
+                    let mut next = Some(data);
                     // Take whatever else has already arrived: one client write per burst
                     // rather than one per upstream frame.
-                    while let Some(frame) = next.take() {
-                        if let Ok(data) = frame.into_data() {
-                            fed += data.len();
-                            if self.stream.parser.feed(&data, &mut events).is_err() {
-                                return self
-                                    .fail(OutcomeClass::ServerError, "unreadable event stream");
-                            }
+                    while let Some(data) = next.take() {
+                        fed += data.len();
+                        if self.stream.parser.feed(&data, &mut events).is_err() {
+                            return self.fail(OutcomeClass::ServerError, "unreadable event stream");
                         }
                         if fed >= COALESCE_BYTES {
                             break;
                         }
-                        match ready_frame(&mut self.stream.body).await {
+                        match ready_data(&mut self.stream.body).await {
                             None => break,
-                            Some(Some(Ok(frame))) => next = Some(frame),
+                            Some(Some(Ok(data))) => next = Some(data),
                             Some(other) => self.pending = Some(other),
                         }
                     }
@@ -307,21 +368,19 @@ pub fn relay_body(
     ))
 }
 
-/// The upstream's next frame if it is already there, or arrives once the tasks that are ready
-/// have run; `None` otherwise. hyper's client hands a body over one frame at a time from its
-/// connection task, so a frame already read from the socket is a few task switches away
+/// The upstream's next bytes if they are already there, or arrive once the tasks that are
+/// ready have run; `None` otherwise. hyper's client hands a body over one frame at a time from
+/// its connection task, so a frame already read from the socket is a few task switches away
 /// (measured: two yields). Waiting that long lets a burst of events leave in one client write
 /// instead of one write per event; it costs two task polls when nothing more has arrived.
-async fn ready_frame(
-    body: &mut Incoming,
-) -> Option<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+async fn ready_data(body: &mut UpstreamBody) -> Option<Option<Result<Bytes, BodyError>>> {
     for _ in 0..READY_FRAME_YIELDS {
-        if let Some(frame) = body.frame().now_or_never() {
-            return Some(frame);
+        if let Some(next) = body.ready_data() {
+            return Some(next);
         }
         YieldOnce(false).await;
     }
-    body.frame().now_or_never()
+    body.ready_data()
 }
 
 /// Lets the other ready tasks run once: wakes itself and returns `Pending` a single time.

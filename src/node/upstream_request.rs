@@ -7,21 +7,8 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http_body_util::Full;
 
 use crate::config::{ApiFormat, AuthKind, Secret};
+use crate::node::header_rules;
 use crate::node::live::ProviderRoute;
-
-/// Headers never forwarded: the client's own credentials, and hop-by-hop or recomputed ones.
-const DROPPED: [&str; 10] = [
-    "authorization",
-    "x-api-key",
-    "host",
-    "content-length",
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "te",
-    "upgrade",
-    "proxy-authorization",
-];
 
 /// The upstream request for `path_and_query` (the part after `/v1`).
 pub fn build(
@@ -36,11 +23,8 @@ pub fn build(
     let uri = format!("{}{}", provider.base_url, path_and_query);
     let mut builder = http::Request::post(uri);
     if let Some(headers) = builder.headers_mut() {
-        for (name, value) in client_headers {
-            if !DROPPED.contains(&name.as_str()) {
-                headers.append(name.clone(), value.clone());
-            }
-        }
+        header_rules::copy_client(client_headers, headers);
+        headers.insert(header::ACCEPT_ENCODING, provider.accept_encoding.clone());
         for (name, value) in &provider.headers {
             headers.insert(name.clone(), value.clone());
         }
@@ -93,6 +77,7 @@ mod tests {
                 HeaderName::from_static("openai-organization"),
                 HeaderValue::from_static("org-team"),
             )],
+            accept_encoding: HeaderValue::from_static("identity"),
         }
     }
 
@@ -105,6 +90,8 @@ mod tests {
             ("content-length", "999"),
             ("openai-beta", "assistants=v2"),
             ("anthropic-version", "2023-06-01"),
+            ("accept-encoding", "gzip, deflate, br, zstd"),
+            ("expect", "100-continue"),
         ] {
             headers.insert(name, HeaderValue::from_static(value));
         }
@@ -149,6 +136,9 @@ mod tests {
         assert_eq!(get(&request, "openai-organization"), Some("org-team"));
         assert_eq!(get(&request, "x-request-id"), Some("req-7"));
         assert_eq!(get(&request, "content-type"), Some("application/json"));
+        // The router asks for its own coding and drops hop-by-hop headers.
+        assert_eq!(get(&request, "accept-encoding"), Some("identity"));
+        assert_eq!(get(&request, "expect"), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! Layout:
 //! - `body_rewrite` — find `model` / `stream` / `stream_options` once; splice the upstream model
 //!   (and `include_usage`) into the original bytes.
+//! - `content_coding` — `Content-Encoding` lists and decoding whole bodies in them.
 //! - `sse` — incremental SSE parser that keeps each event's original bytes.
 //! - `stream_watch` — per protocol, what an event means (preamble, content, usage, done, error);
 //!   `openai_chunk` reads OpenAI chunks for it without building them.
@@ -14,6 +15,7 @@
 //! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
 
 pub mod body_rewrite;
+pub mod content_coding;
 mod openai_chunk;
 pub mod sse;
 pub mod stream_error;

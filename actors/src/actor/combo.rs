@@ -65,6 +65,9 @@ pub struct RouteRequest {
     pub model: String,
     /// The endpoint's format: targets of the other format are never used.
     pub format: ApiFormat,
+    /// Only this connection's targets (response affinity: a stored response lives in the
+    /// account that created it).
+    pub only_connection: Option<String>,
 }
 
 /// A routing decision: ordered targets, the first one's permit already held.
@@ -101,6 +104,8 @@ pub enum RouteReply {
     Unroutable(Unroutable),
     /// The combo has no target of the endpoint's format.
     NoTargetForFormat,
+    /// The combo has no target on `only_connection`.
+    NoTargetOnConnection,
 }
 
 /// A failover: take the first target of `candidates` (positions in the order) that is still
@@ -303,6 +308,13 @@ impl ComboState {
             if target.format != request.format {
                 continue;
             }
+            if request
+                .only_connection
+                .as_deref()
+                .is_some_and(|only| only != &*target.connection)
+            {
+                continue;
+            }
             // Step 0, breaker → connection → model lockout, on the resolved copies.
             let admission = slot.breaker.admission(now_ms);
             let connection = slot.connection.as_deref();
@@ -324,7 +336,10 @@ impl ComboState {
             admissions.push(admission);
         }
         if positions.is_empty() {
-            return RouteReply::NoTargetForFormat;
+            return match request.only_connection {
+                Some(_) => RouteReply::NoTargetOnConnection,
+                None => RouteReply::NoTargetForFormat,
+            };
         }
         let runtime_at = |i: usize| &self.setup.targets[positions[i]];
         let selection = select(self.setup.spec.strategy, views, &self.deficits);

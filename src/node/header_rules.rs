@@ -1,0 +1,187 @@
+//! Which headers cross the router, either way (contract "Headers"): hop-by-hop and connection
+//! headers never do; the client's credentials, cookies and browser context stay with the
+//! router; the upstream's framing and coding headers are recomputed because the router decodes
+//! and re-frames bodies; every other upstream header reaches the client, unless it echoes the
+//! connection's key.
+
+use http::header::{HeaderMap, HeaderName, CONNECTION};
+
+/// Hop-by-hop and connection headers (RFC 9110 §7.6.1), in both directions.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "http2-settings",
+    "expect",
+    "proxy-connection",
+];
+
+/// Client headers that never go upstream besides the hop-by-hop ones: its credentials (the
+/// connection's replace them), what the router recomputes (`host`, framing, codings: the router
+/// decodes the body and asks the upstream for its own `accept-encoding`), and the browser's
+/// context, which would make an upstream treat a server-to-server call as a browser's.
+const CLIENT_ONLY: [&str; 11] = [
+    "authorization",
+    "x-api-key",
+    "host",
+    "content-length",
+    "content-encoding",
+    "accept-encoding",
+    "cookie",
+    "origin",
+    "referer",
+    "sec-fetch-mode",
+    "sec-fetch-site",
+];
+
+/// Upstream headers the client never gets: the router frames and codes the body itself, and
+/// the upstream's cookies and alternative services belong to the upstream's host.
+const UPSTREAM_ONLY: [&str; 5] = [
+    "content-length",
+    "content-encoding",
+    "set-cookie",
+    "alt-svc",
+    "strict-transport-security",
+];
+
+/// Headers the sender named in its `Connection` header (they are hop-by-hop too).
+fn named_in_connection(headers: &HeaderMap) -> Vec<HeaderName> {
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect()
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    HOP_BY_HOP.contains(&name) || name.starts_with("proxy-")
+}
+
+/// The client's headers that go upstream, appended to `out`.
+pub fn copy_client(client: &HeaderMap, out: &mut HeaderMap) {
+    let named = named_in_connection(client);
+    for (name, value) in client {
+        if is_hop_by_hop(name)
+            || CLIENT_ONLY.contains(&name.as_str())
+            || name.as_str().starts_with("sec-fetch-")
+            || named.contains(name)
+        {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+}
+
+/// The upstream's response headers that reach the client, appended to `out`. A header whose
+/// value contains one of `secrets` (an upstream echoing the key it was sent) is dropped.
+pub fn copy_upstream(upstream: &HeaderMap, secrets: &[&str], out: &mut HeaderMap) {
+    let named = named_in_connection(upstream);
+    for (name, value) in upstream {
+        if is_hop_by_hop(name) || UPSTREAM_ONLY.contains(&name.as_str()) || named.contains(name) {
+            continue;
+        }
+        let bytes = value.as_bytes();
+        let echoes_a_key = secrets.iter().any(|secret| {
+            !secret.is_empty() && memchr::memmem::find(bytes, secret.as_bytes()).is_some()
+        });
+        if !echoes_a_key {
+            out.append(name.clone(), value.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    fn names(headers: &HeaderMap) -> Vec<&str> {
+        let mut names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
+    #[test]
+    fn client_hop_by_hop_credentials_and_browser_context_stay_behind() {
+        let client = map(&[
+            ("authorization", "Bearer sk-qr-client"),
+            ("x-api-key", "sk-qr-client"),
+            ("connection", "keep-alive, x-trace-hop"),
+            ("x-trace-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("http2-settings", "AAMAAABkAARAAAAAAAIAAAAA"),
+            ("expect", "100-continue"),
+            ("upgrade", "h2c"),
+            ("te", "trailers"),
+            ("trailer", "x-checksum"),
+            ("proxy-authorization", "Basic dXNlcjpwYXNz"),
+            ("proxy-connection", "keep-alive"),
+            ("accept-encoding", "gzip, br"),
+            ("content-encoding", "gzip"),
+            ("cookie", "session=1"),
+            ("origin", "https://app.example"),
+            ("sec-fetch-dest", "empty"),
+            ("anthropic-version", "2023-06-01"),
+            ("anthropic-beta", "tools-2024-04-04"),
+            ("openai-beta", "assistants=v2"),
+            ("user-agent", "openai-node/5"),
+        ]);
+        let mut out = HeaderMap::new();
+        copy_client(&client, &mut out);
+        assert_eq!(
+            names(&out),
+            vec![
+                "anthropic-beta",
+                "anthropic-version",
+                "openai-beta",
+                "user-agent"
+            ]
+        );
+    }
+
+    #[test]
+    fn upstream_headers_reach_the_client_except_framing_and_key_echoes() {
+        let upstream = map(&[
+            ("x-request-id", "req_abc"),
+            ("openai-processing-ms", "321"),
+            ("x-ratelimit-remaining-requests", "99"),
+            ("anthropic-ratelimit-tokens-reset", "2026-12-01T10:00:00Z"),
+            ("retry-after", "3"),
+            ("content-type", "application/json"),
+            ("content-length", "1234"),
+            ("content-encoding", "gzip"),
+            ("transfer-encoding", "chunked"),
+            ("connection", "close"),
+            ("set-cookie", "__cf_bm=x"),
+            ("alt-svc", "h3=\":443\""),
+            ("x-mock-key", "sk-upstream-secret-1"),
+        ]);
+        let mut out = HeaderMap::new();
+        copy_upstream(&upstream, &["sk-upstream-secret-1"], &mut out);
+        assert_eq!(
+            names(&out),
+            vec![
+                "anthropic-ratelimit-tokens-reset",
+                "content-type",
+                "openai-processing-ms",
+                "retry-after",
+                "x-ratelimit-remaining-requests",
+                "x-request-id",
+            ]
+        );
+    }
+}
