@@ -3,12 +3,12 @@
 //!
 //! Everything here is a thin `call`/`cast` onto the actors; no policy lives in this file.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quotaroute_journal::{
     recover, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
-    NodeStarted, NodeStopped, UsageObserved, UsageSource, WriterConfig,
+    NodeStarted, NodeStopped, ResponseBound, UsageObserved, UsageSource, WriterConfig,
 };
 use ractor::{Actor, ActorRef};
 
@@ -21,6 +21,7 @@ use crate::admin_state::AdminState;
 use crate::clock::SharedClock;
 use crate::decision::Decision;
 use crate::policy::request_events::RequestEvents;
+use crate::policy::response_affinity::{ResponseBinding, ResponseBindings};
 use crate::policy::router_state::RouterState;
 use crate::registry::Registry;
 use crate::snapshot;
@@ -96,6 +97,9 @@ struct RouterInner {
     clock: SharedClock,
     started_at_ms: u64,
     recovery: RecoveryReport,
+    /// Response affinity as requests read it: written here before the response reaches its
+    /// client (so a follow-up finds it at once), journaled through the recorder.
+    responses: Mutex<ResponseBindings>,
 }
 
 /// A running router. Cheap to clone.
@@ -113,6 +117,7 @@ impl Router {
         options: RouterOptions,
     ) -> Result<Router, RouterError> {
         let (state, recovery) = recover_state(journal.as_ref());
+        let responses = Mutex::new(state.responses.clone());
         let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
         let clock = options.clock;
         let now_ms = clock.now_ms();
@@ -167,6 +172,7 @@ impl Router {
                 clock,
                 started_at_ms: now_ms,
                 recovery,
+                responses,
             }),
         })
     }
@@ -267,6 +273,25 @@ impl Router {
             &tables.in_flight,
             self.inner.clock.now_ms(),
         ))
+    }
+
+    /// Records that `bound.response_id` lives on `bound.connection` (journaled).
+    pub fn bind_response(&self, bound: ResponseBound) {
+        let now_ms = self.inner.clock.now_ms();
+        if let Ok(mut responses) = self.inner.responses.lock() {
+            responses.apply(now_ms, &bound);
+        }
+        let _ = self.inner.recorder.cast(RecorderMsg::Record(vec![(
+            now_ms,
+            Event::ResponseBound(bound),
+        )]));
+    }
+
+    /// Where the stored response `response_id` lives, if this router created it.
+    pub fn response_binding(&self, response_id: &str) -> Option<ResponseBinding> {
+        let now_ms = self.inner.clock.now_ms();
+        let responses = self.inner.responses.lock().ok()?;
+        responses.get(response_id, now_ms).cloned()
     }
 
     fn record_admin(&self, action: &str, target: &str) {

@@ -44,6 +44,7 @@ pub enum Event {
     NodeStopped(NodeStopped),
     RouteDecided(RouteDecided),
     BreakerCounted(BreakerCounted),
+    ResponseBound(ResponseBound),
 }
 
 impl Event {
@@ -65,11 +66,12 @@ impl Event {
             Event::NodeStopped(_) => "node_stopped",
             Event::RouteDecided(_) => "route_decided",
             Event::BreakerCounted(_) => "breaker_counted",
+            Event::ResponseBound(_) => "response_bound",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 15] = [
+    pub const KINDS: [&'static str; 16] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -85,6 +87,7 @@ impl Event {
         "node_stopped",
         "route_decided",
         "breaker_counted",
+        "response_bound",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -108,6 +111,7 @@ impl Event {
             Event::BreakerTransition(e) => Some(&e.provider),
             Event::UsageObserved(e) => Some(&e.provider),
             Event::BreakerCounted(e) => Some(&e.provider),
+            Event::ResponseBound(e) => Some(&e.provider),
             _ => None,
         }
     }
@@ -124,6 +128,7 @@ impl Event {
             Event::ModelUnlocked(e) => Some(&e.connection),
             Event::UsageObserved(e) => Some(&e.connection),
             Event::BreakerCounted(e) => Some(&e.connection),
+            Event::ResponseBound(e) => Some(&e.connection),
             _ => None,
         }
     }
@@ -136,6 +141,7 @@ impl Event {
             Event::ModelLocked(e) => Some(&e.model),
             Event::ModelUnlocked(e) => Some(&e.model),
             Event::RouteDecided(e) => Some(&e.model),
+            Event::ResponseBound(e) => Some(&e.model),
             _ => None,
         }
     }
@@ -387,6 +393,20 @@ pub struct RouteDecided {
     /// The ordered candidates handed to the request, as target indices.
     pub order: Vec<u16>,
     pub skipped: Vec<Skipped>,
+}
+
+/// A stored response (OpenAI's Responses API) was created on a connection: later requests
+/// naming it (`previous_response_id`, `GET /v1/responses/{id}`, …) must go to that account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseBound {
+    pub request_id: String,
+    pub response_id: String,
+    /// The combo (model name) the client asked for.
+    pub combo: String,
+    pub provider: String,
+    pub connection: String,
+    /// The upstream model.
+    pub model: String,
 }
 
 /// One upstream attempt that succeeded.

@@ -60,6 +60,7 @@ pub fn envelope_to_json(envelope: &Envelope) -> Result<String, NdjsonError> {
         Event::NodeStopped(e) => flat!(e),
         Event::RouteDecided(e) => flat!(e),
         Event::BreakerCounted(e) => flat!(e),
+        Event::ResponseBound(e) => flat!(e),
     }?;
     Ok(line)
 }

@@ -161,11 +161,19 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             order: vec![1, 0, 2],
             skipped: skipped(n),
         }),
-        _ => Event::BreakerCounted(BreakerCounted {
+        14 => Event::BreakerCounted(BreakerCounted {
             provider,
             connection,
             failure: n & 1 == 0,
             failures: (n % 12) as u32,
+        }),
+        _ => Event::ResponseBound(ResponseBound {
+            request_id: format!("req-{n}"),
+            response_id: format!("resp_{n}"),
+            combo: "team".to_string(),
+            provider,
+            connection,
+            model,
         }),
     }
 }

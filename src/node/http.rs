@@ -15,6 +15,7 @@ use crate::node::cors;
 use crate::node::metrics;
 use crate::node::proxy::{self, client_authorized, Endpoint};
 use crate::node::reply;
+use crate::node::stored_response;
 
 /// The node's routes.
 pub fn routes(app: AppState) -> axum::Router {
@@ -33,6 +34,9 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/v1/messages/count_tokens", endpoint(Endpoint::CountTokens))
         .route("/v1/models", get(models))
         .route("/v1/models/{*id}", get(model_by_id))
+        .route("/v1/responses/{id}", get(stored).delete(stored))
+        .route("/v1/responses/{id}/input_items", get(stored))
+        .route("/v1/responses/{id}/cancel", post(stored))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
@@ -79,6 +83,10 @@ async fn not_found(request: Request) -> Response {
         ),
         anthropic,
     )
+}
+
+async fn stored(State(app): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
+    stored_response::handle(app, id, request).await
 }
 
 /// `GET /` and `HEAD /`: clients' connectivity checks.

@@ -5,6 +5,7 @@
 //!   [`accept`] — the accept loop (header-read timeout, graceful shutdown).
 //! - [`http`] — which path is served by which handler; health, metrics, model list.
 //! - [`proxy`] — the routing endpoints: parse once, route, try targets, classify, report.
+//! - [`stored_response`] — the `/v1/responses/{id}` endpoints, sent to the account holding it.
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte.
 //! - [`upstream`] / [`upstream_request`] — the pooled client and building one upstream request;
 //!   [`upstream_body`] — an upstream body, decoded as it arrives when it is compressed.
@@ -25,6 +26,7 @@ pub mod proxy;
 pub mod reload;
 pub mod reply;
 pub mod serve;
+pub mod stored_response;
 pub mod stream_relay;
 pub mod upstream;
 pub mod upstream_body;

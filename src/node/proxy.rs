@@ -3,7 +3,6 @@
 //! for a decision, then try targets in order (behaviour §3), classifying each result (§4) and
 //! reporting it fire-and-forget, until one serves or the tries run out (§7).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
 use axum::body::Body;
@@ -11,14 +10,14 @@ use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
-use http::StatusCode;
+use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use quotaroute_actors::policy::classify::{classify, rules, TransportFailure, UpstreamReply};
 use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
 use quotaroute_actors::{
-    AttemptResult, Clock, Decision, RouteError, RouteRequest, RoutedTarget, SystemClock,
+    AttemptResult, Clock, Decision, RouteError, RouteRequest, RoutedTarget, Router, SystemClock,
 };
-use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass};
+use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass, ResponseBound};
 use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
@@ -152,7 +151,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     let anthropic = endpoint.format() == JournalFormat::Anthropic;
     let (parts, body) = request.into_parts();
     let request_id = client_request_id(&parts.headers).unwrap_or_else(|| app.next_request_id());
-    let mut route = RouteHeaders {
+    let route = RouteHeaders {
         request_id: request_id.clone(),
         ..RouteHeaders::default()
     };
@@ -215,77 +214,18 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         Ok(info) => info,
         Err(error) => return fail(ApiError::from(error), &route),
     };
-    let route_request = RouteRequest {
+    let mut route_request = RouteRequest {
         request_id: request_id.clone(),
         model: info.model.clone(),
         format: endpoint.format(),
         only_connection: None,
     };
-    let mut decision = match router.route(route_request).await {
+    if endpoint == Endpoint::Responses {
+        route_request.only_connection = previous_response_connection(&router, &client_body);
+    }
+    let decision = match router.route(route_request).await {
         Ok(decision) => decision,
-        Err(RouteError::UnknownModel(model)) => {
-            return fail(
-                ApiError::new(
-                    ApiErrorKind::ModelNotFound,
-                    format!(
-                        "model `{model}` not found: no combo and no provider/model of that name"
-                    ),
-                ),
-                &route,
-            )
-        }
-        Err(RouteError::WrongFormat(model)) => {
-            let (endpoint_format, other) = if anthropic {
-                ("Anthropic", "/v1/chat/completions or /v1/responses")
-            } else {
-                ("OpenAI", "/v1/messages")
-            };
-            return fail(
-                ApiError::new(
-                    ApiErrorKind::UnsupportedEndpoint,
-                    format!(
-                        "model `{model}` has no target of the {endpoint_format} format; its targets are served on {other}"
-                    ),
-                ),
-                &route,
-            );
-        }
-        Err(RouteError::NotOnConnection { model, connection }) => {
-            return fail(
-                ApiError::new(
-                    ApiErrorKind::NotFound,
-                    format!(
-                        "the stored response lives on connection `{connection}`, which is not a target of model `{model}`"
-                    ),
-                ),
-                &route,
-            );
-        }
-        Err(RouteError::NoTarget(unroutable)) => {
-            let kind = if unroutable.status == 429 {
-                ApiErrorKind::AllTargetsLocked
-            } else {
-                ApiErrorKind::NoAvailableTarget
-            };
-            let message = if unroutable.status == 429 {
-                "every target of this model is rate limited or cooling down"
-            } else {
-                "no target of this model can serve now"
-            };
-            return fail(
-                ApiError::blocked(kind, message, unroutable.blocked, unroutable.retry_after_ms),
-                &route,
-            );
-        }
-        Err(RouteError::Unavailable(reason)) => {
-            return fail(
-                ApiError::new(
-                    ApiErrorKind::NoAvailableTarget,
-                    format!("router unavailable: {reason}"),
-                ),
-                &route,
-            )
-        }
+        Err(error) => return fail(route_error(error, anthropic), &route),
     };
 
     let path_and_query = parts
@@ -296,44 +236,59 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         .strip_prefix("/v1")
         .unwrap_or("/")
         .to_string();
-    let deadline = Instant::now() + live.request_timeout;
     let force_include_usage = info.stream
         && !anthropic
         && !info.include_usage_requested
         && endpoint != Endpoint::Responses;
-    let mut upstream_time = Duration::ZERO;
-    let mut counted_failures = 0u32;
-    let mut last_failure: Option<LastFailure> = None;
-
     let context = TryContext {
         app: &app,
         live: &live,
         endpoint,
-        info: &info,
+        method: Method::POST,
+        combo: &info.model,
+        info: Some(&info),
         client_body: &client_body,
         client_headers: &parts.headers,
         path_and_query: &path_and_query,
         request_id: &request_id,
         force_include_usage,
-        deadline,
+        count_usage: endpoint != Endpoint::CountTokens,
+        deadline: Instant::now() + live.request_timeout,
     };
+    serve_tries(&context, decision, route, started).await
+}
+
+/// Tries the decision's targets in order until one serves or the tries run out (behaviour §3,
+/// §7), reporting every attempt.
+pub(crate) async fn serve_tries(
+    ctx: &TryContext<'_>,
+    mut decision: Decision,
+    mut route: RouteHeaders,
+    started: StdInstant,
+) -> Response {
+    let mut upstream_time = Duration::ZERO;
+    let mut counted_failures = 0u32;
+    let mut last_failure: Option<LastFailure> = None;
     while let Some(target) = decision.current().cloned() {
         route.connection = Some(target.connection.to_string());
         route.model = Some(target.model.to_string());
         route.attempts = decision.attempt();
-        match try_target(&context, &target, decision.attempt(), &mut upstream_time).await {
+        match try_target(ctx, &target, decision.attempt(), &mut upstream_time).await {
             Tried::Streaming {
                 stream,
                 result,
                 headers: upstream_headers,
             } => {
                 route.overhead_us = overhead_us(started, upstream_time);
-                let body = stream_relay::relay_body(stream, decision, result, deadline);
+                if let Some(response_id) = stream.response_id.clone() {
+                    bind_response(ctx, &target, response_id);
+                }
+                let body = stream_relay::relay_body(*stream, decision, result, ctx.deadline);
                 let mut response = Response::new(body);
                 let headers = response.headers_mut();
                 header_rules::copy_upstream(
                     &upstream_headers,
-                    &[target_secret(&live, &target)],
+                    &[target_secret(ctx.live, &target)],
                     headers,
                 );
                 headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -342,7 +297,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                     HeaderValue::from_static("no-cache"),
                 );
                 route.apply_with_upstream(&upstream_headers, headers);
-                metrics::request_finished(endpoint, 200);
+                metrics::request_finished(ctx.endpoint, 200);
                 metrics::overhead(route.overhead_us);
                 return response;
             }
@@ -355,16 +310,21 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 let client_error = result.class == OutcomeClass::ClientError;
                 decision.report(result);
                 route.overhead_us = overhead_us(started, upstream_time);
-                metrics::request_finished(endpoint, status.as_u16());
+                metrics::request_finished(ctx.endpoint, status.as_u16());
                 if client_error {
                     // A client error is returned as is and never fails over (behaviour §3).
-                    return reply::passthrough(status, &headers, &body, &live, &route);
+                    return reply::passthrough(status, &headers, &body, ctx.live, &route);
                 }
                 metrics::overhead(route.overhead_us);
+                if ctx.endpoint == Endpoint::Responses && ctx.method == Method::POST {
+                    if let Some(response_id) = stored_response_id(&body) {
+                        bind_response(ctx, &target, response_id);
+                    }
+                }
                 let mut response = Response::new(Body::from(body));
                 *response.status_mut() = status;
                 let out = response.headers_mut();
-                header_rules::copy_upstream(&headers, &[target_secret(&live, &target)], out);
+                header_rules::copy_upstream(&headers, &[target_secret(ctx.live, &target)], out);
                 if !out.contains_key(CONTENT_TYPE) {
                     out.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 }
@@ -375,7 +335,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 let class = result.class;
                 decision.report(result);
                 last_failure = Some(last);
-                if !failover(&mut decision, &mut counted_failures, class, deadline).await {
+                if !failover(&mut decision, &mut counted_failures, class, ctx.deadline).await {
                     break;
                 }
             }
@@ -384,9 +344,101 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
 
     route.attempts = decision.attempt();
     route.overhead_us = overhead_us(started, upstream_time);
-    let response = final_failure(last_failure, anthropic, &live, &route, &decision);
-    metrics::request_finished(endpoint, response.status().as_u16());
+    let response = final_failure(last_failure, ctx.anthropic(), ctx.live, &route, &decision);
+    metrics::request_finished(ctx.endpoint, response.status().as_u16());
     response
+}
+
+/// The connection holding the response a Responses request continues
+/// (`previous_response_id`), when this router created it.
+fn previous_response_connection(router: &Router, body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Continues {
+        previous_response_id: Option<String>,
+    }
+    memchr::memmem::find(body, b"\"previous_response_id\"")?;
+    let continues: Continues = serde_json::from_slice(body).ok()?;
+    let binding = router.response_binding(&continues.previous_response_id?)?;
+    Some(binding.connection)
+}
+
+/// The `id` of a stored response object (`{"id":"resp_…","object":"response",…}`).
+fn stored_response_id(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        id: Option<String>,
+        object: Option<String>,
+    }
+    let stored: Stored = serde_json::from_slice(body).ok()?;
+    (stored.object.as_deref() == Some("response"))
+        .then_some(stored.id)
+        .flatten()
+}
+
+/// Journals that `response_id` lives on `target`'s connection, before the client sees it.
+fn bind_response(ctx: &TryContext<'_>, target: &RoutedTarget, response_id: String) {
+    if let Some(router) = ctx.app.router() {
+        router.bind_response(ResponseBound {
+            request_id: ctx.request_id.to_string(),
+            response_id,
+            combo: ctx.combo.to_string(),
+            provider: target.provider.to_string(),
+            connection: target.connection.to_string(),
+            model: target.model.to_string(),
+        });
+    }
+}
+
+/// The client's answer when a request could not be routed at all.
+pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
+    match error {
+        RouteError::UnknownModel(model) => ApiError::new(
+            ApiErrorKind::ModelNotFound,
+            format!("model `{model}` not found: no combo and no provider/model of that name"),
+        ),
+        RouteError::WrongFormat(model) => {
+            let (endpoint_format, other) = if anthropic {
+                ("Anthropic", "/v1/chat/completions or /v1/responses")
+            } else {
+                ("OpenAI", "/v1/messages")
+            };
+            ApiError::new(
+                ApiErrorKind::UnsupportedEndpoint,
+                format!(
+                    "model `{model}` has no target of the {endpoint_format} format; its targets are served on {other}"
+                ),
+            )
+        }
+        RouteError::NotOnConnection { model, connection } => ApiError::new(
+            ApiErrorKind::NotFound,
+            format!(
+                "the stored response lives on connection `{connection}`, which is not a target of model `{model}`"
+            ),
+        ),
+        RouteError::NoTarget(unroutable) => {
+            let (kind, message) = if unroutable.status == 429 {
+                (
+                    ApiErrorKind::AllTargetsLocked,
+                    "every target of this model is rate limited or cooling down",
+                )
+            } else {
+                (
+                    ApiErrorKind::NoAvailableTarget,
+                    "no target of this model can serve now",
+                )
+            };
+            ApiError::blocked(
+                kind,
+                message,
+                unroutable.blocked,
+                unroutable.retry_after_ms,
+            )
+        }
+        RouteError::Unavailable(reason) => ApiError::new(
+            ApiErrorKind::NoAvailableTarget,
+            format!("router unavailable: {reason}"),
+        ),
+    }
 }
 
 /// The key `target`'s connection sends upstream, so an upstream echoing it is caught.
@@ -423,24 +475,41 @@ async fn decode_client_body(
 }
 
 /// What one try needs from its request.
-struct TryContext<'a> {
-    app: &'a AppState,
-    live: &'a LiveConfig,
-    endpoint: Endpoint,
-    info: &'a RequestInfo,
-    client_body: &'a Bytes,
-    client_headers: &'a HeaderMap,
-    path_and_query: &'a str,
-    request_id: &'a str,
-    force_include_usage: bool,
-    deadline: Instant,
+pub(crate) struct TryContext<'a> {
+    pub app: &'a AppState,
+    pub live: &'a LiveConfig,
+    pub endpoint: Endpoint,
+    pub method: Method,
+    /// The model name the client asked for (combo or `provider/model`), for logs.
+    pub combo: &'a str,
+    /// The parsed body of a routed POST, whose `model` is rewritten per target; `None`: the
+    /// body goes as it came (the stored-response endpoints).
+    pub info: Option<&'a RequestInfo>,
+    pub client_body: &'a Bytes,
+    pub client_headers: &'a HeaderMap,
+    pub path_and_query: &'a str,
+    pub request_id: &'a str,
+    pub force_include_usage: bool,
+    /// Whether a success's token usage counts (not for `count_tokens` or stored responses).
+    pub count_usage: bool,
+    pub deadline: Instant,
+}
+
+impl TryContext<'_> {
+    fn anthropic(&self) -> bool {
+        self.endpoint.format() == JournalFormat::Anthropic
+    }
+
+    fn streaming(&self) -> bool {
+        self.info.is_some_and(|info| info.stream)
+    }
 }
 
 /// How one try against one target ended.
 enum Tried {
     /// A stream past its first content: relay it (the attempt is reported when it ends).
     Streaming {
-        stream: CommittedStream,
+        stream: Box<CommittedStream>,
         result: AttemptResult,
         headers: HeaderMap,
     },
@@ -481,16 +550,19 @@ async fn try_target(
         // The config changed under this request: a network failure of the target.
         return failed(OutcomeClass::Network, None, "target left the config");
     };
-    let upstream_body = rewrite(
-        ctx.client_body,
-        ctx.info,
-        &target.model,
-        ctx.force_include_usage,
-    );
+    let upstream_body = match ctx.info {
+        Some(info) => rewrite(
+            ctx.client_body,
+            info,
+            &target.model,
+            ctx.force_include_usage,
+        ),
+        None => ctx.client_body.clone(),
+    };
     let Ok(upstream_request) = upstream_request::build(
+        ctx.method.clone(),
         provider,
-        credential,
-        *auth,
+        (credential, *auth),
         ctx.path_and_query,
         ctx.client_headers,
         ctx.request_id,
@@ -499,14 +571,7 @@ async fn try_target(
         return failed(OutcomeClass::Network, None, "bad upstream URL");
     };
     let done = |class: OutcomeClass, latency: Duration| {
-        attempt_done(
-            ctx.request_id,
-            &ctx.info.model,
-            target,
-            attempt,
-            class,
-            latency,
-        );
+        attempt_done(ctx.request_id, ctx.combo, target, attempt, class, latency);
     };
     let sent_at = StdInstant::now();
     // A streaming try must show content within `first_token_timeout_ms` of being sent,
@@ -514,7 +579,7 @@ async fn try_target(
     let first_token_deadline = ctx
         .deadline
         .min(Instant::now() + ctx.live.first_token_timeout);
-    let timeout = stream_relay::remaining(if ctx.info.stream {
+    let timeout = stream_relay::remaining(if ctx.streaming() {
         first_token_deadline
     } else {
         ctx.deadline
@@ -548,7 +613,7 @@ async fn try_target(
         }
     };
 
-    if status.is_success() && ctx.info.stream {
+    if status.is_success() && ctx.streaming() {
         let is_event_stream = headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -638,8 +703,9 @@ async fn try_target(
         return match response_usage(ctx.endpoint.format(), &body) {
             Ok(counts) => {
                 done(OutcomeClass::Success, sent_at.elapsed());
-                let (tokens_in, tokens_out) =
-                    counts.map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
+                let (tokens_in, tokens_out) = counts
+                    .filter(|_| ctx.count_usage)
+                    .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
                 let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
                 result.usage = usage;
                 Tried::Answered {
@@ -671,7 +737,11 @@ async fn try_target(
         },
         now_ms,
     );
-    let class = classification.class;
+    let mut class = classification.class;
+    if ctx.info.is_none() && class == OutcomeClass::ModelUnavailable {
+        // On a stored response a 404 says the response is gone, not the model: the answer.
+        class = OutcomeClass::ClientError;
+    }
     done(class, sent_at.elapsed());
     let mut result = AttemptResult::failure(class, Some(status.as_u16()));
     result.error_code = classification.error_code;
@@ -764,7 +834,7 @@ fn overhead_us(started: StdInstant, upstream_time: Duration) -> u64 {
 fn final_failure(
     last: Option<LastFailure>,
     anthropic: bool,
-    live: &Arc<LiveConfig>,
+    live: &LiveConfig,
     route: &RouteHeaders,
     decision: &Decision,
 ) -> Response {

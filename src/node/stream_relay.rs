@@ -18,7 +18,7 @@ use crate::proxy::stream_watch::{matters_after_commit, EventMeaning, StreamForma
 /// How a stream began.
 pub enum StreamStart {
     /// Content arrived (or the stream ended cleanly): forward `buffered`, then relay the rest.
-    Committed(CommittedStream),
+    Committed(Box<CommittedStream>),
     /// No content before a failure: the try failed over cleanly.
     Failed {
         class: OutcomeClass,
@@ -38,6 +38,8 @@ pub struct CommittedStream {
     withhold_usage_only: bool,
     /// `stream_idle_timeout_ms`: the longest silence after commit too.
     idle: Duration,
+    /// The id of the stored response a Responses stream announced (`response.created`).
+    pub response_id: Option<String>,
 }
 
 /// The clocks of one streaming try (behaviour §3).
@@ -57,7 +59,10 @@ impl StreamTiming {
     fn next_wait(&self, begun: bool, last_activity: Instant) -> (Instant, &'static str) {
         let silence = last_activity + self.idle;
         let (by, why) = if begun || silence < self.first_event_by {
-            (silence, "the upstream was silent for stream_idle_timeout_ms")
+            (
+                silence,
+                "the upstream was silent for stream_idle_timeout_ms",
+            )
         } else {
             (
                 self.first_event_by,
@@ -86,6 +91,7 @@ pub async fn open(
     let mut buffered = Vec::new();
     let mut events = Vec::new();
     let mut begun = false;
+    let mut response_id = None;
     let mut last_activity = Instant::now();
     loop {
         let (wait_until, why) = timing.next_wait(begun, last_activity);
@@ -113,7 +119,7 @@ pub async fn open(
                     buffered.push(event.raw);
                 }
                 if done {
-                    return StreamStart::Committed(CommittedStream {
+                    return StreamStart::Committed(Box::new(CommittedStream {
                         buffered,
                         body,
                         parser,
@@ -122,7 +128,8 @@ pub async fn open(
                         format,
                         withhold_usage_only,
                         idle: timing.idle,
-                    });
+                        response_id,
+                    }));
                 }
                 return StreamStart::Failed {
                     class: OutcomeClass::ServerError,
@@ -153,6 +160,9 @@ pub async fn open(
         let mut committed = false;
         for event in events.drain(..) {
             begun |= event.event.is_some() || !event.data.is_empty();
+            if format == StreamFormat::OpenAiResponses && response_id.is_none() {
+                response_id = created_response_id(&event);
+            }
             match usage.observe(format, &event) {
                 EventMeaning::Content => {
                     committed = true;
@@ -172,7 +182,7 @@ pub async fn open(
             }
         }
         if committed {
-            return StreamStart::Committed(CommittedStream {
+            return StreamStart::Committed(Box::new(CommittedStream {
                 buffered,
                 body,
                 parser,
@@ -181,9 +191,29 @@ pub async fn open(
                 format,
                 withhold_usage_only,
                 idle: timing.idle,
-            });
+                response_id,
+            }));
         }
     }
+}
+
+/// The response id a Responses stream's `response.created` event carries.
+fn created_response_id(event: &SseEvent) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Created {
+        response: Option<CreatedResponse>,
+    }
+    #[derive(serde::Deserialize)]
+    struct CreatedResponse {
+        id: Option<String>,
+    }
+    if event.event.as_deref() != Some("response.created")
+        && !event.data.contains("\"response.created\"")
+    {
+        return None;
+    }
+    let created: Created = serde_json::from_str(&event.data).ok()?;
+    created.response?.id
 }
 
 /// Most upstream bytes gathered into one client write.

@@ -12,16 +12,16 @@ use crate::node::live::ProviderRoute;
 
 /// The upstream request for `path_and_query` (the part after `/v1`).
 pub fn build(
+    method: http::Method,
     provider: &ProviderRoute,
-    credential: &Secret,
-    auth: AuthKind,
+    (credential, auth): (&Secret, AuthKind),
     path_and_query: &str,
     client_headers: &HeaderMap,
     request_id: &str,
     body: Bytes,
 ) -> Result<http::Request<Full<Bytes>>, http::Error> {
     let uri = format!("{}{}", provider.base_url, path_and_query);
-    let mut builder = http::Request::post(uri);
+    let mut builder = http::Request::builder().method(method).uri(uri);
     if let Some(headers) = builder.headers_mut() {
         header_rules::copy_client(client_headers, headers);
         headers.insert(header::ACCEPT_ENCODING, provider.accept_encoding.clone());
@@ -100,9 +100,9 @@ mod tests {
 
     fn built(provider: &ProviderRoute, auth: AuthKind) -> http::Request<Full<Bytes>> {
         build(
+            http::Method::POST,
             provider,
-            &Secret::new("sk-upstream-secret"),
-            auth,
+            (&Secret::new("sk-upstream-secret"), auth),
             "/chat/completions",
             &client_headers(),
             "req-7",

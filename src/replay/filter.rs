@@ -130,7 +130,7 @@ mod tests {
         let filter = Filter::from_flags(
             None,
             None,
-            Some("openai"),
+            Some("anthropic"),
             None,
             None,
             Some("request_failed, model_locked"),
@@ -141,7 +141,7 @@ mod tests {
         assert!(!kept.is_empty());
         for envelope in kept {
             assert!(["request_failed", "model_locked"].contains(&envelope.event.kind()));
-            assert_eq!(envelope.event.provider(), Some("openai"));
+            assert_eq!(envelope.event.provider(), Some("anthropic"));
         }
     }
 

@@ -184,6 +184,10 @@ impl TimelineWriter {
                 }
                 text
             }
+            Event::ResponseBound(e) => format!(
+                "response={} combo={} req={}",
+                e.response_id, e.combo, e.request_id
+            ),
             Event::BreakerCounted(e) => format!(
                 "{} failures_in_window={}",
                 if e.failure {

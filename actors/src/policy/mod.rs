@@ -13,4 +13,5 @@ pub mod quota_share;
 pub mod rate_limit_headers;
 pub mod request_events;
 pub mod reset_hint;
+pub mod response_affinity;
 pub mod router_state;

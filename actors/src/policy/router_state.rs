@@ -15,6 +15,7 @@ use crate::policy::breaker::BreakerState;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::quota_share::{apply_route_decided, DrrKeys};
+use crate::policy::response_affinity::ResponseBindings;
 use crate::topology::recorded_targets;
 
 /// How many config generations are kept to resolve `RouteDecided` indices (a decision can only
@@ -33,6 +34,8 @@ pub struct RouterState {
     pub breakers: BTreeMap<String, BreakerState>,
     pub connections: BTreeMap<String, ConnectionState>,
     pub deficits: BTreeMap<String, DrrDeficits>,
+    /// Which connection holds each stored response (response affinity).
+    pub responses: ResponseBindings,
     /// DRR key tables resolved from `configs`, by generation and combo. Derived, never stored:
     /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
     #[serde(skip)]
@@ -131,6 +134,7 @@ impl RouterState {
                     }
                 }
             }
+            Event::ResponseBound(bound) => self.responses.apply(at_ms, bound),
             Event::NodeStarted(_) | Event::NodeStopped(_) | Event::AdminAction(_) => {}
         }
     }

@@ -1,0 +1,118 @@
+//! The stored-response endpoints of OpenAI's Responses API — `GET`/`DELETE
+//! /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`, `POST /v1/responses/{id}/cancel`
+//! — sent to the connection that created the response (response affinity, contract "Client
+//! API"). The response lives in that account: another account would answer 404 for it.
+//!
+//! Owns finding the binding and routing to its one connection; the tries themselves are
+//! `proxy`'s.
+
+use std::time::Instant as StdInstant;
+
+use axum::extract::Request;
+use axum::response::Response;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use quotaroute_actors::{RouteError, RouteRequest};
+use quotaroute_journal::ApiFormat as JournalFormat;
+use tokio::time::Instant;
+
+use crate::api_error::{ApiError, ApiErrorKind};
+use crate::node::app::AppState;
+use crate::node::metrics;
+use crate::node::proxy::{client_authorized, route_error, serve_tries, Endpoint, TryContext};
+use crate::node::reply::{self, RouteHeaders};
+
+/// Largest client body on these endpoints (`cancel` takes none worth the name).
+const MAX_STORED_CALL_BODY_BYTES: usize = 64 * 1024;
+
+/// One call on a stored response `response_id`.
+pub async fn handle(app: AppState, response_id: String, request: Request) -> Response {
+    let started = StdInstant::now();
+    let (parts, body) = request.into_parts();
+    let route = RouteHeaders {
+        request_id: app.next_request_id(),
+        ..RouteHeaders::default()
+    };
+    let fail = |error: ApiError, route: &RouteHeaders| {
+        metrics::request_finished(Endpoint::Responses, error.status().as_u16());
+        reply::api_error(&error, false, route)
+    };
+    let live = app.inner.live.load_full();
+    if !client_authorized(&live, &parts.headers, false) {
+        return fail(
+            ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
+            &route,
+        );
+    }
+    let Some(router) = app.router().cloned() else {
+        return fail(
+            ApiError::new(
+                ApiErrorKind::NoAvailableTarget,
+                "the router is starting: replaying its journal",
+            ),
+            &route,
+        );
+    };
+    let Some(binding) = router.response_binding(&response_id) else {
+        return fail(
+            ApiError::new(
+                ApiErrorKind::NotFound,
+                format!(
+                    "no stored response `{response_id}` is known to this router: it was not created through it, or more than 30 days ago"
+                ),
+            ),
+            &route,
+        );
+    };
+    let client_body = match Limited::new(body, MAX_STORED_CALL_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let route_to = |model: String| RouteRequest {
+        request_id: route.request_id.clone(),
+        model,
+        format: JournalFormat::Openai,
+        only_connection: Some(binding.connection.clone()),
+    };
+    // The combo it was made through, or — when a reload removed that combo or the connection
+    // from it — the connection's own `provider/model`.
+    let decision = match router.route(route_to(binding.combo.clone())).await {
+        Err(RouteError::UnknownModel(_) | RouteError::NotOnConnection { .. }) => {
+            router
+                .route(route_to(format!("{}/{}", binding.provider, binding.model)))
+                .await
+        }
+        other => other,
+    };
+    let decision = match decision {
+        Ok(decision) => decision,
+        Err(error) => return fail(route_error(error, false), &route),
+    };
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map(|pq| pq.as_str())
+        .unwrap_or("/")
+        .strip_prefix("/v1")
+        .unwrap_or("/")
+        .to_string();
+    let context = TryContext {
+        app: &app,
+        live: &live,
+        endpoint: Endpoint::Responses,
+        method: parts.method.clone(),
+        combo: &binding.combo,
+        info: None,
+        client_body: &client_body,
+        client_headers: &parts.headers,
+        path_and_query: &path_and_query,
+        request_id: &route.request_id.clone(),
+        force_include_usage: false,
+        count_usage: false,
+        deadline: Instant::now() + live.request_timeout,
+    };
+    serve_tries(&context, decision, route, started).await
+}
