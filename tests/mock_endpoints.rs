@@ -198,8 +198,11 @@ async fn responses_api_json_and_typed_stream() {
     .await;
     assert_eq!(body["object"], "response");
     assert_eq!(body["status"], "completed");
+    // A reasoning item first, then the message, as reasoning models answer.
+    assert_eq!(body["output"][0]["type"], "reasoning");
+    assert_eq!(body["output"][1]["type"], "message");
     assert_eq!(
-        body["output"][0]["content"][0]["text"],
+        body["output"][1]["content"][0]["text"],
         "This is a mock reply."
     );
     assert_eq!(body["usage"]["output_tokens"], 6);
@@ -216,7 +219,16 @@ async fn responses_api_json_and_typed_stream() {
         .iter()
         .map(|(name, _)| name.as_deref().unwrap())
         .collect();
-    assert_eq!(names.first(), Some(&"response.created"));
+    assert_eq!(
+        names[..3],
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added"
+        ]
+    );
+    let added: Value = serde_json::from_str(&events[2].1).unwrap();
+    assert_eq!(added["item"]["type"], "reasoning");
     assert_eq!(names.last(), Some(&"response.completed"));
     assert_eq!(
         names
