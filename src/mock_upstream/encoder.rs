@@ -22,7 +22,8 @@ const BROTLI_QUALITY: i32 = 4;
 pub(crate) enum StreamEncoder {
     Gzip(GzipEncoder<Vec<u8>>),
     Deflate(ZlibEncoder<Vec<u8>>),
-    Br(BrotliEncoder<Vec<u8>>),
+    /// Boxed: brotli's state is kilobytes, the others' a few hundred bytes.
+    Br(Box<BrotliEncoder<Vec<u8>>>),
     Zstd(ZstdEncoder<Vec<u8>>),
 }
 
@@ -31,10 +32,10 @@ impl StreamEncoder {
         match encoding {
             Encoding::Gzip => Self::Gzip(GzipEncoder::new(Vec::new())),
             Encoding::Deflate => Self::Deflate(ZlibEncoder::new(Vec::new())),
-            Encoding::Br => Self::Br(BrotliEncoder::with_quality(
+            Encoding::Br => Self::Br(Box::new(BrotliEncoder::with_quality(
                 Vec::new(),
                 Level::Precise(BROTLI_QUALITY),
-            )),
+            ))),
             Encoding::Zstd => Self::Zstd(ZstdEncoder::new(Vec::new())),
         }
     }
@@ -43,7 +44,7 @@ impl StreamEncoder {
         match self {
             Self::Gzip(encoder) => encoder,
             Self::Deflate(encoder) => encoder,
-            Self::Br(encoder) => encoder,
+            Self::Br(encoder) => encoder.as_mut(),
             Self::Zstd(encoder) => encoder,
         }
     }
