@@ -68,7 +68,8 @@ pub struct UnknownCompression(pub String);
 impl FromStr for Compression {
     type Err = UnknownCompression;
 
-    /// `off`, `auto`, `gzip`, `deflate`, `br` or `zstd` (case-insensitive).
+    /// `off`, `auto`, `gzip`, `deflate`, `br` or `zstd` (case-insensitive; `none` and
+    /// `identity` also mean `off`).
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text.trim().to_ascii_lowercase().as_str() {
             "off" | "none" | "identity" => Ok(Self::Off),
