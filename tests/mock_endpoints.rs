@@ -198,8 +198,11 @@ async fn responses_api_json_and_typed_stream() {
     .await;
     assert_eq!(body["object"], "response");
     assert_eq!(body["status"], "completed");
+    // A reasoning item first, then the message, as reasoning models answer.
+    assert_eq!(body["output"][0]["type"], "reasoning");
+    assert_eq!(body["output"][1]["type"], "message");
     assert_eq!(
-        body["output"][0]["content"][0]["text"],
+        body["output"][1]["content"][0]["text"],
         "This is a mock reply."
     );
     assert_eq!(body["usage"]["output_tokens"], 6);
@@ -216,7 +219,16 @@ async fn responses_api_json_and_typed_stream() {
         .iter()
         .map(|(name, _)| name.as_deref().unwrap())
         .collect();
-    assert_eq!(names.first(), Some(&"response.created"));
+    assert_eq!(
+        names[..3],
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added"
+        ]
+    );
+    let added: Value = serde_json::from_str(&events[2].1).unwrap();
+    assert_eq!(added["item"]["type"], "reasoning");
     assert_eq!(names.last(), Some(&"response.completed"));
     assert_eq!(
         names
@@ -432,4 +444,270 @@ async fn request_id_is_echoed_and_any_prefix_works() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-request-id"], "req-42");
+}
+
+#[tokio::test]
+async fn anthropic_count_tokens_is_deterministic_and_free() {
+    let (base, mock) = start().await;
+    mock.set_budget(
+        "k",
+        mock_upstream::RateBudget {
+            requests_limit: 10,
+            tokens_limit: 1000,
+            reset_ms: 60_000,
+        },
+    );
+    let request = json!({"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hello there"}]});
+    let first = post(&base, "/v1/messages/count_tokens", "k", request.clone()).await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(first.headers()["x-mock-key"], "k");
+    assert_eq!(
+        first.headers()["anthropic-ratelimit-requests-remaining"],
+        "9"
+    );
+    assert_eq!(
+        first.headers()["anthropic-ratelimit-tokens-remaining"],
+        "1000"
+    );
+    let first: Value = first.json().await.unwrap();
+    let tokens = first["input_tokens"].as_u64().unwrap();
+    assert!(tokens > 0);
+    assert_eq!(first, json!({"input_tokens": tokens}));
+    let second = post_for_json(&base, "/v1/messages/count_tokens", "k", request).await;
+    assert_eq!(second, first);
+    let longer = post_for_json(
+        &base,
+        "/v1/messages/count_tokens",
+        "k",
+        json!({"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "a much longer question than before, with many more words in it"}]}),
+    )
+    .await;
+    assert!(longer["input_tokens"].as_u64().unwrap() > tokens);
+    // Faults apply as on messages.
+    mock.set_rules(vec![Rule::always(Fault::Status(529))]);
+    let overloaded = post(
+        &base,
+        "/v1/messages/count_tokens",
+        "k",
+        json!({"model": "claude-sonnet-4-5", "messages": []}),
+    )
+    .await;
+    assert_eq!(overloaded.status(), 529);
+    let body: Value = overloaded.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "overloaded_error");
+}
+
+async fn request(method: reqwest::Method, base: &str, path: &str, key: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .request(method, format!("{base}{path}"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+fn not_found(id: &str) -> Value {
+    json!({"error": {
+        "message": format!("Response with id '{id}' not found."),
+        "type": "invalid_request_error",
+        "param": null,
+        "code": null,
+    }})
+}
+
+#[tokio::test]
+async fn stored_responses_belong_to_the_key_that_made_them() {
+    use reqwest::Method;
+    let (base, mock) = start().await;
+    let created = post_for_json(
+        &base,
+        "/v1/responses",
+        "k1",
+        json!({"model": "gpt-5", "input": "hi"}),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    // Another key's response with the same body gets another id.
+    let other = post_for_json(
+        &base,
+        "/v1/responses",
+        "k2",
+        json!({"model": "gpt-5", "input": "hi"}),
+    )
+    .await;
+    assert_ne!(other["id"], created["id"]);
+
+    let path = format!("/v1/responses/{id}");
+    assert_eq!(
+        request(Method::GET, &base, &path, "k1").await,
+        (200, created.clone())
+    );
+    assert_eq!(
+        request(Method::GET, &base, &path, "k2").await,
+        (404, not_found(&id))
+    );
+
+    let (status, items) = request(Method::GET, &base, &format!("{path}/input_items"), "k1").await;
+    assert_eq!(status, 200);
+    assert_eq!(items["object"], "list");
+    assert_eq!(items["has_more"], false);
+    assert_eq!(items["data"][0]["role"], "user");
+    assert_eq!(items["data"][0]["content"][0]["text"], "hi");
+    assert_eq!(items["first_id"], items["data"][0]["id"]);
+    assert_eq!(items["last_id"], items["data"][0]["id"]);
+    assert_eq!(
+        request(Method::GET, &base, &format!("{path}/input_items"), "k2").await,
+        (404, not_found(&id))
+    );
+
+    let (status, cancelled) = request(Method::POST, &base, &format!("{path}/cancel"), "k1").await;
+    assert_eq!(status, 200);
+    assert_eq!(cancelled["id"], id.as_str());
+    assert_eq!(cancelled["status"], "cancelled");
+
+    assert_eq!(
+        request(Method::DELETE, &base, &path, "k2").await,
+        (404, not_found(&id))
+    );
+    assert_eq!(
+        request(Method::DELETE, &base, &path, "k1").await,
+        (
+            200,
+            json!({"id": id, "object": "response", "deleted": true})
+        )
+    );
+    assert_eq!(
+        request(Method::GET, &base, &path, "k1").await,
+        (404, not_found(&id))
+    );
+    assert_eq!(
+        request(Method::DELETE, &base, &path, "k1").await,
+        (404, not_found(&id))
+    );
+
+    // The stats say which key asked for what.
+    let lookups = mock.stats().stored_lookups;
+    let asked: Vec<(&str, &str, bool)> = lookups
+        .iter()
+        .map(|lookup| (lookup.key.as_str(), lookup.action.as_str(), lookup.found))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            ("k1", "get", true),
+            ("k2", "get", false),
+            ("k1", "input_items", true),
+            ("k2", "input_items", false),
+            ("k1", "cancel", true),
+            ("k2", "delete", false),
+            ("k1", "delete", true),
+            ("k1", "get", false),
+            ("k1", "delete", false),
+        ]
+    );
+    assert!(lookups.iter().all(|lookup| lookup.response_id == id));
+    assert_eq!(mock.stats().stored_lookups_for("k2"), 3);
+}
+
+#[tokio::test]
+async fn streamed_responses_are_stored_too() {
+    let (base, _mock) = start().await;
+    let text = post_for_text(
+        &base,
+        "/v1/responses",
+        "k1",
+        json!({"model": "gpt-5", "input": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "stream": true}),
+    )
+    .await;
+    let completed: Value = serde_json::from_str(&sse_events(&text).last().unwrap().1).unwrap();
+    let id = completed["response"]["id"].as_str().unwrap().to_owned();
+    let (status, stored) = request(
+        reqwest::Method::GET,
+        &base,
+        &format!("/v1/responses/{id}"),
+        "k1",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(stored, completed["response"]);
+    // Newest first by default, as OpenAI lists them; `order=asc` for oldest first.
+    let (_, items) = request(
+        reqwest::Method::GET,
+        &base,
+        &format!("/v1/responses/{id}/input_items"),
+        "k1",
+    )
+    .await;
+    assert_eq!(items["data"][0]["content"][0]["text"], "b");
+    let (_, items) = request(
+        reqwest::Method::GET,
+        &base,
+        &format!("/v1/responses/{id}/input_items?order=asc"),
+        "k1",
+    )
+    .await;
+    assert_eq!(items["data"][0]["content"][0]["text"], "a");
+    assert_eq!(items["data"][1]["content"][0]["text"], "b");
+
+    // `"store": false` keeps nothing.
+    let unstored = post_for_json(
+        &base,
+        "/v1/responses",
+        "k1",
+        json!({"model": "gpt-5", "input": "x", "store": false}),
+    )
+    .await;
+    let id = unstored["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        request(
+            reqwest::Method::GET,
+            &base,
+            &format!("/v1/responses/{id}"),
+            "k1"
+        )
+        .await,
+        (404, not_found(&id))
+    );
+}
+
+#[tokio::test]
+async fn previous_response_id_must_be_the_keys_own() {
+    let (base, _mock) = start().await;
+    let first = post_for_json(
+        &base,
+        "/v1/responses",
+        "k1",
+        json!({"model": "gpt-5", "input": "hi"}),
+    )
+    .await;
+    let id = first["id"].as_str().unwrap().to_owned();
+    let follow_up = json!({"model": "gpt-5", "input": "and then?", "previous_response_id": id});
+
+    let refused = post(&base, "/v1/responses", "k2", follow_up.clone()).await;
+    assert_eq!(refused.status(), 400);
+    assert_eq!(refused.headers()["x-mock-key"], "k2");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"error": {
+            "message": format!("Previous response with id '{id}' not found."),
+            "type": "invalid_request_error",
+            "param": "previous_response_id",
+            "code": "previous_response_not_found",
+        }})
+    );
+    let mut streaming = follow_up.clone();
+    streaming["stream"] = json!(true);
+    assert_eq!(
+        post(&base, "/v1/responses", "k2", streaming).await.status(),
+        400
+    );
+
+    let continued = post(&base, "/v1/responses", "k1", follow_up).await;
+    assert_eq!(continued.status(), 200);
+    let body: Value = continued.json().await.unwrap();
+    assert_eq!(body["previous_response_id"], id.as_str());
+    assert_ne!(body["id"], id.as_str());
 }

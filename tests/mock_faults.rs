@@ -333,3 +333,81 @@ async fn faults_are_scoped_by_key_and_model_and_times() {
     assert_eq!(chat(&base, false).await.status(), 503);
     assert_eq!(chat(&base, false).await.status(), 200);
 }
+
+#[tokio::test]
+async fn slow_start_sends_the_first_events_then_pauses() {
+    let base = start_with(vec![Rule::always(Fault::SlowStart {
+        events: 3,
+        pause_ms: 400,
+    })])
+    .await;
+    let started = Instant::now();
+    let mut response = send(
+        &base,
+        "/v1/responses",
+        json!({"model": "gpt-5", "input": "hi", "stream": true}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut text = String::new();
+    let mut preamble_at = None;
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+        if preamble_at.is_none() && text.matches("\n\n").count() >= 3 {
+            preamble_at = Some(started.elapsed());
+            assert_eq!(text.matches("\n\n").count(), 3, "{text}");
+        }
+    }
+    let preamble_at = preamble_at.unwrap();
+    assert!(preamble_at < Duration::from_millis(200), "{preamble_at:?}");
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        names[..3],
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added"
+        ]
+    );
+    assert_eq!(names.last(), Some(&"response.completed"));
+
+    // A JSON answer just waits, like latency.
+    let started = Instant::now();
+    let response = chat(&base, false).await;
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn compression_faults_posted_as_json() {
+    let base = start_with(vec![]).await;
+    let rules = json!([
+        {"fault": "mislabelled_compression", "times": 1},
+        {"fault": "corrupt_compressed", "times": 1},
+        {"fault": {"slow_start": {"events": 1, "pause_ms": 10}}, "times": 1},
+    ]);
+    let posted = reqwest::Client::new()
+        .post(format!("{base}/mock/rules"))
+        .json(&rules)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 204);
+    let encodings: Vec<Option<String>> = [
+        chat(&base, false).await,
+        chat(&base, false).await,
+        chat(&base, false).await,
+    ]
+    .iter()
+    .map(|response| header(response, "content-encoding"))
+    .collect();
+    assert_eq!(
+        encodings,
+        [Some("gzip".to_owned()), Some("gzip".to_owned()), None]
+    );
+}

@@ -1,4 +1,5 @@
-//! Anthropic Messages API shapes: the JSON message and the SSE event sequence
+//! Anthropic Messages API shapes: the JSON message (and `count_tokens`' `{"input_tokens": N}`)
+//! and the SSE event sequence
 //! (`message_start`, `content_block_start`, `ping`, `content_block_delta`…, `content_block_stop`,
 //! `message_delta` with `usage.output_tokens`, `message_stop`).
 //!
@@ -7,7 +8,7 @@
 use serde_json::{json, Value};
 
 use super::error_bodies::stream_error_payload;
-use super::exchange::{sse, StreamEnding, Turn};
+use super::exchange::{sse, Endpoint, StreamEnding, Turn};
 use super::rate_headers::Dialect;
 
 fn message(turn: &Turn, complete: bool) -> Value {
@@ -27,7 +28,10 @@ fn message(turn: &Turn, complete: bool) -> Value {
 }
 
 pub fn json_body(turn: &Turn) -> Value {
-    message(turn, true)
+    match turn.endpoint {
+        Endpoint::CountTokens => json!({"input_tokens": turn.prompt_tokens}),
+        _ => message(turn, true),
+    }
 }
 
 pub fn stream_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {

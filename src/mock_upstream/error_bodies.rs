@@ -210,6 +210,29 @@ pub fn bad_request(dialect: Dialect, message: &str) -> ErrorReply {
     }
 }
 
+/// OpenAI's 404 for a stored response that does not exist (or belongs to another key).
+pub fn response_not_found(id: &str) -> ErrorReply {
+    openai(
+        404,
+        &format!("Response with id '{id}' not found."),
+        "invalid_request_error",
+        None,
+    )
+}
+
+/// OpenAI's 400 for a `previous_response_id` the key has not stored.
+pub fn previous_response_not_found(id: &str) -> ErrorReply {
+    json_reply(
+        400,
+        &json!({"error": {
+            "message": format!("Previous response with id '{id}' not found."),
+            "type": "invalid_request_error",
+            "param": "previous_response_id",
+            "code": "previous_response_not_found",
+        }}),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,8 @@ pub enum Endpoint {
     Embeddings,
     Responses,
     Messages,
+    /// Anthropic's `…/messages/count_tokens`: `{"input_tokens": N}`, never streamed.
+    CountTokens,
 }
 
 impl Endpoint {
@@ -32,6 +34,7 @@ impl Endpoint {
             ("/embeddings", Self::Embeddings),
             ("/responses", Self::Responses),
             ("/messages", Self::Messages),
+            ("/messages/count_tokens", Self::CountTokens),
         ]
         .into_iter()
         .find(|(suffix, _)| path.ends_with(suffix))
@@ -40,7 +43,7 @@ impl Endpoint {
 
     pub fn dialect(self) -> Dialect {
         match self {
-            Self::Messages => Dialect::Anthropic,
+            Self::Messages | Self::CountTokens => Dialect::Anthropic,
             _ => Dialect::OpenAi,
         }
     }
@@ -59,13 +62,17 @@ pub struct Turn {
     pub chunks: Vec<&'static str>,
     /// Embeddings: one vector per input string.
     pub embedding_inputs: Vec<String>,
+    /// Responses API: the `previous_response_id` the request continues, if any.
+    pub previous_response_id: Option<String>,
+    /// Responses API: `"store": false` asks for the response not to be kept.
+    pub store: bool,
 }
 
 impl Turn {
     /// Reads what the reply depends on from the request body; `sequence` is set at admission.
     pub fn from_request(endpoint: Endpoint, body: &Value, body_len: usize) -> Option<Self> {
         let model = body.get("model")?.as_str()?.to_owned();
-        let streaming = endpoint != Endpoint::Embeddings
+        let streaming = !matches!(endpoint, Endpoint::Embeddings | Endpoint::CountTokens)
             && body.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let include_usage = body
             .pointer("/stream_options/include_usage")
@@ -96,11 +103,16 @@ impl Turn {
             prompt_tokens: (body_len as u64).div_ceil(4).max(1),
             chunks,
             embedding_inputs,
+            previous_response_id: body
+                .get("previous_response_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            store: body.get("store").and_then(Value::as_bool).unwrap_or(true),
         })
     }
 
     pub fn completion_tokens(&self) -> u64 {
-        if self.endpoint == Endpoint::Embeddings {
+        if matches!(self.endpoint, Endpoint::Embeddings | Endpoint::CountTokens) {
             0
         } else {
             self.chunks.len() as u64
@@ -164,7 +176,12 @@ mod tests {
             Endpoint::from_path("/anthropic/v1/messages"),
             Some(Endpoint::Messages)
         );
+        assert_eq!(
+            Endpoint::from_path("/v1/messages/count_tokens"),
+            Some(Endpoint::CountTokens)
+        );
         assert_eq!(Endpoint::from_path("/v1/models"), None);
+        assert_eq!(Endpoint::from_path("/v1/responses/resp_1"), None);
     }
 
     #[test]

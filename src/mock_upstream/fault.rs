@@ -1,7 +1,7 @@
 //! The scripted faults of the mock upstream and the rules that say when each one fires.
 //!
 //! Owns only the vocabulary (serde-friendly, so tests can post rules as JSON); rendering a
-//! fault as an HTTP response is `errors`/`responses`' job, choosing one is `state`'s.
+//! fault as an HTTP response is `handler`'s and `delivery`'s job, choosing one is `state`'s.
 
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +55,17 @@ pub enum Fault {
     GarbageSse,
     /// Adds latency before the headers, then succeeds (for load tests).
     Latency { ms: u64 },
+    /// A 200 with `Content-Encoding: gzip` whose gzip data is cut short: a valid gzip header,
+    /// then the body ends mid-stream (JSON: half the compressed bytes; a stream: the first half
+    /// of the events, then part of the next one), whatever the request accepts.
+    CorruptCompressed,
+    /// A 200 that says `Content-Encoding: gzip` but sends the plain body.
+    MislabelledCompression,
+    /// A stream sends its first `events` SSE events, pauses `pause_ms`, then sends the rest
+    /// (Responses API: `response.created`, `response.in_progress` and the reasoning item's
+    /// `response.output_item.added` are the first three). A JSON answer waits `pause_ms` before
+    /// its headers, like `Latency`.
+    SlowStart { events: u32, pause_ms: u64 },
 }
 
 impl Fault {
@@ -129,6 +140,11 @@ mod tests {
             .times(2),
             Rule::always(Fault::Status(503)).for_model("m"),
             Rule::always(Fault::ConnectionReset),
+            Rule::always(Fault::CorruptCompressed),
+            Rule::always(Fault::SlowStart {
+                events: 3,
+                pause_ms: 500,
+            }),
         ];
         let json = serde_json::to_string(&rules).unwrap();
         assert!(json.contains(r#""status429":{"reset":{"open_ai_reset_headers":"6m0s"}}"#));
@@ -136,5 +152,21 @@ mod tests {
         assert_eq!(back, rules);
         let terse: Rule = serde_json::from_str(r#"{"fault":{"status":401}}"#).unwrap();
         assert_eq!(terse, Rule::always(Fault::Status(401)));
+        let new_faults: Vec<Fault> = serde_json::from_str(
+            r#"["corrupt_compressed", "mislabelled_compression",
+                {"slow_start": {"events": 3, "pause_ms": 500}}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            new_faults,
+            vec![
+                Fault::CorruptCompressed,
+                Fault::MislabelledCompression,
+                Fault::SlowStart {
+                    events: 3,
+                    pause_ms: 500
+                }
+            ]
+        );
     }
 }

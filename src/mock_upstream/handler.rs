@@ -1,5 +1,6 @@
 //! One upstream request, start to finish: read the key and body, ask `state` for a fault, and
-//! answer the way the real provider would (success, error, broken stream, reset).
+//! answer the way the real provider would (success, error, broken stream, reset), then hand the
+//! answer to `delivery` for its `Content-Encoding`.
 //!
 //! Owns the mapping from [`Fault`] to a response; never decides which fault fires.
 
@@ -12,11 +13,14 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::Value;
 
+use super::delivery::{self, ForcedEncoding};
 use super::error_bodies::{self, ErrorReply};
 use super::exchange::{Endpoint, StreamEnding, Turn};
 use super::fault::{Fault, ResetForm};
 use super::rate_headers::{self, budget_headers, insert, Dialect};
 use super::state::{MockUpstream, RateSnapshot};
+use super::stored::{self, StoredResponse};
+use super::stored_api::{self, StoredRoute};
 use super::{anthropic, openai};
 
 /// How long a stream that fails after content waits before it is cut.
@@ -25,6 +29,32 @@ const STREAM_CUT_PAUSE_MS: u64 = 5;
 /// Marks a response the connection must answer with a TCP reset instead (see `server`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResetConnection;
+
+/// How a fault shapes an answer that still succeeds (a 200).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SuccessShape {
+    ending: StreamEnding,
+    /// Cut the connection after the last event instead of ending the body cleanly.
+    abort: bool,
+    /// A stream pauses this long after this many events.
+    pause: Option<(usize, Duration)>,
+    pub(crate) forced: Option<ForcedEncoding>,
+}
+
+impl SuccessShape {
+    const PLAIN: Self = Self {
+        ending: StreamEnding::Complete,
+        abort: false,
+        pause: None,
+        forced: None,
+    };
+}
+
+/// What a fault makes of a request: a finished answer, or a success shaped by it.
+pub(crate) enum Verdict {
+    Answer(Response),
+    Succeed(SuccessShape),
+}
 
 /// The key as clients send it: `Authorization: Bearer …` or `x-api-key`.
 fn read_key(headers: &HeaderMap) -> String {
@@ -45,30 +75,44 @@ pub(crate) async fn upstream(
     request_headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let mode = mock.compression();
+    let response = answer(&mock, &method, &uri, &request_headers, &body).await;
+    if response.extensions().get::<ResetConnection>().is_some() {
+        return response;
+    }
+    let accept_encoding = request_headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|value| value.to_str().ok());
+    delivery::deliver(response, mode, accept_encoding).await
+}
+
+async fn answer(
+    mock: &MockUpstream,
+    method: &Method,
+    uri: &Uri,
+    request_headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
     let mut headers = HeaderMap::new();
     if let Some(request_id) = request_headers.get("x-request-id") {
         headers.insert("x-request-id", request_id.clone());
+    }
+    let key = read_key(request_headers);
+    if let Ok(value) = HeaderValue::from_str(&key) {
+        headers.insert("x-mock-key", value);
+    }
+    if let Some(route) = StoredRoute::from_path(uri.path()) {
+        return stored_api::answer(mock, method, route, uri.query(), &key, headers).await;
     }
     let Some(endpoint) = Endpoint::from_path(uri.path()) else {
         let reply = error_bodies::for_status(Dialect::OpenAi, 404, "", "unknown");
         return error_response(reply, headers);
     };
     let dialect = endpoint.dialect();
-    if method != Method::POST {
-        let reply = error_bodies::bad_request(dialect, "Only POST is supported here.");
-        return error_response(
-            ErrorReply {
-                status: 405,
-                ..reply
-            },
-            headers,
-        );
+    if *method != Method::POST {
+        return method_not_allowed(dialect, headers);
     }
-    let key = read_key(&request_headers);
-    if let Ok(value) = HeaderValue::from_str(&key) {
-        headers.insert("x-mock-key", value);
-    }
-    let Ok(parsed) = serde_json::from_slice::<Value>(&body) else {
+    let Ok(parsed) = serde_json::from_slice::<Value>(body) else {
         let reply =
             error_bodies::bad_request(dialect, "We could not parse the JSON body of your request.");
         return error_response(reply, headers);
@@ -77,7 +121,17 @@ pub(crate) async fn upstream(
         let reply = error_bodies::bad_request(dialect, "you must provide a model parameter");
         return error_response(reply, headers);
     };
-    let admission = mock.admit(&key, &turn.model, turn.streaming, turn.total_tokens());
+    let missing_previous = turn
+        .previous_response_id
+        .clone()
+        .filter(|id| mock.stored_response(&key, id).is_none());
+    // count_tokens and refused requests use no tokens.
+    let tokens = if endpoint == Endpoint::CountTokens || missing_previous.is_some() {
+        0
+    } else {
+        turn.total_tokens()
+    };
+    let admission = mock.admit(&key, &turn.model, turn.streaming, tokens);
     turn.sequence = admission.sequence;
     if key.is_empty() {
         budget_headers(&mut headers, dialect, &admission.rate, true);
@@ -86,100 +140,165 @@ pub(crate) async fn upstream(
             headers,
         );
     }
-    match admission.fault {
+    let shape = match admission.fault {
         None if admission.budget_exhausted => {
-            exhausted_budget(dialect, &turn, &admission.rate, headers)
+            return exhausted_budget(dialect, &turn.model, &admission.rate, headers)
         }
-        None => success(
-            &turn,
-            &admission.rate,
-            headers,
-            StreamEnding::Complete,
-            false,
-        ),
-        Some(Fault::Latency { ms } | Fault::Stall { ms }) => {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            success(
-                &turn,
+        None if missing_previous.is_some() => {
+            budget_headers(&mut headers, dialect, &admission.rate, true);
+            let id = missing_previous.unwrap_or_default();
+            return error_response(error_bodies::previous_response_not_found(&id), headers);
+        }
+        fault => {
+            let verdict = fault_verdict(
+                fault,
+                dialect,
+                &key,
+                &turn.model,
+                turn.streaming,
                 &admission.rate,
-                headers,
-                StreamEnding::Complete,
-                false,
+                &mut headers,
             )
+            .await;
+            match verdict {
+                Verdict::Answer(response) => return response,
+                Verdict::Succeed(shape) => shape,
+            }
         }
-        Some(Fault::Status429 { reset }) => {
-            budget_headers(&mut headers, dialect, &admission.rate, false);
-            rate_headers::reset_headers(&mut headers, &reset);
-            error_response(
-                error_bodies::rate_limited(dialect, &turn.model, &reset),
-                headers,
-            )
+    };
+    if endpoint == Endpoint::Responses
+        && turn.store
+        && shape.ending == StreamEnding::Complete
+        && !shape.abort
+    {
+        mock.store_response(
+            openai::response_id(&turn),
+            StoredResponse {
+                key: key.clone(),
+                model: turn.model.clone(),
+                response: openai::response_object(&turn, "completed", true),
+                input_items: stored::input_items(&parsed, turn.sequence),
+            },
+        );
+    }
+    success(&turn, &admission.rate, headers, shape)
+}
+
+pub(crate) fn method_not_allowed(dialect: Dialect, headers: HeaderMap) -> Response {
+    let reply = error_bodies::bad_request(dialect, "Only POST is supported here.");
+    error_response(
+        ErrorReply {
+            status: 405,
+            ..reply
+        },
+        headers,
+    )
+}
+
+/// The answer `fault` gives (`None`: a plain success). Sleeps for the faults that delay the
+/// headers (`Latency`, `Stall`, and `SlowStart` on a JSON answer).
+pub(crate) async fn fault_verdict(
+    fault: Option<Fault>,
+    dialect: Dialect,
+    key: &str,
+    model: &str,
+    streaming: bool,
+    rate: &RateSnapshot,
+    headers: &mut HeaderMap,
+) -> Verdict {
+    let shape = |ending, abort| {
+        Verdict::Succeed(SuccessShape {
+            ending,
+            abort,
+            ..SuccessShape::PLAIN
+        })
+    };
+    let Some(fault) = fault else {
+        return Verdict::Succeed(SuccessShape::PLAIN);
+    };
+    match fault {
+        Fault::Latency { ms } | Fault::Stall { ms } => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Verdict::Succeed(SuccessShape::PLAIN)
         }
-        Some(Fault::InsufficientQuota429) => {
-            budget_headers(&mut headers, dialect, &admission.rate, true);
-            error_response(error_bodies::insufficient_quota(dialect), headers)
+        Fault::SlowStart { events, pause_ms } => {
+            let pause = Duration::from_millis(pause_ms);
+            if !streaming {
+                tokio::time::sleep(pause).await;
+                Verdict::Succeed(SuccessShape::PLAIN)
+            } else {
+                Verdict::Succeed(SuccessShape {
+                    pause: Some((usize::try_from(events).unwrap_or(usize::MAX), pause)),
+                    ..SuccessShape::PLAIN
+                })
+            }
         }
-        Some(Fault::Status(status)) => {
-            budget_headers(&mut headers, dialect, &admission.rate, true);
-            error_response(
-                error_bodies::for_status(dialect, status, &key, &turn.model),
-                headers,
-            )
+        Fault::CorruptCompressed => Verdict::Succeed(SuccessShape {
+            forced: Some(ForcedEncoding::CorruptGzip),
+            ..SuccessShape::PLAIN
+        }),
+        Fault::MislabelledCompression => Verdict::Succeed(SuccessShape {
+            forced: Some(ForcedEncoding::MislabelledGzip),
+            ..SuccessShape::PLAIN
+        }),
+        Fault::StreamFailBeforeContent => shape(StreamEnding::FailBeforeContent, false),
+        Fault::StreamFailAfterContent => shape(StreamEnding::FailAfterContent, true),
+        Fault::Status429 { reset } => {
+            budget_headers(headers, dialect, rate, false);
+            rate_headers::reset_headers(headers, &reset);
+            let reply = error_bodies::rate_limited(dialect, model, &reset);
+            Verdict::Answer(error_response(reply, std::mem::take(headers)))
         }
-        Some(Fault::Custom { status, body }) => {
-            budget_headers(&mut headers, dialect, &admission.rate, true);
+        Fault::InsufficientQuota429 => {
+            budget_headers(headers, dialect, rate, true);
+            let reply = error_bodies::insufficient_quota(dialect);
+            Verdict::Answer(error_response(reply, std::mem::take(headers)))
+        }
+        Fault::Status(status) => {
+            budget_headers(headers, dialect, rate, true);
+            let reply = error_bodies::for_status(dialect, status, key, model);
+            Verdict::Answer(error_response(reply, std::mem::take(headers)))
+        }
+        Fault::Custom { status, body } => {
+            budget_headers(headers, dialect, rate, true);
             let reply = ErrorReply {
                 status,
                 content_type: "application/json",
                 body,
             };
-            error_response(reply, headers)
+            Verdict::Answer(error_response(reply, std::mem::take(headers)))
         }
-        Some(Fault::ConnectionReset) => {
+        Fault::ConnectionReset => {
             let mut response = StatusCode::INTERNAL_SERVER_ERROR.into_response();
             response.extensions_mut().insert(ResetConnection);
-            response
+            Verdict::Answer(response)
         }
-        Some(Fault::StreamFailBeforeContent) => success(
-            &turn,
-            &admission.rate,
-            headers,
-            StreamEnding::FailBeforeContent,
-            false,
-        ),
-        Some(Fault::StreamFailAfterContent) => success(
-            &turn,
-            &admission.rate,
-            headers,
-            StreamEnding::FailAfterContent,
-            true,
-        ),
-        Some(Fault::BadJson200) => {
-            budget_headers(&mut headers, dialect, &admission.rate, true);
+        Fault::BadJson200 => {
+            budget_headers(headers, dialect, rate, true);
             let reply = ErrorReply {
                 status: 200,
                 content_type: "application/json",
                 body: "{\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,"
                     .to_owned(),
             };
-            error_response(reply, headers)
+            Verdict::Answer(error_response(reply, std::mem::take(headers)))
         }
-        Some(Fault::GarbageSse) => {
-            budget_headers(&mut headers, dialect, &admission.rate, true);
+        Fault::GarbageSse => {
+            budget_headers(headers, dialect, rate, true);
             let reply = ErrorReply {
                 status: 200,
                 content_type: "text/event-stream",
                 body: "data: {\"id\": garbage<<<\n\nthis is not server-sent events\n\n".to_owned(),
             };
-            error_response(reply, headers)
+            Verdict::Answer(error_response(reply, std::mem::take(headers)))
         }
     }
 }
 
 /// The key's own budget is spent: a real rate-limit 429 with every reset header.
-fn exhausted_budget(
+pub(crate) fn exhausted_budget(
     dialect: Dialect,
-    turn: &Turn,
+    model: &str,
     rate: &RateSnapshot,
     mut headers: HeaderMap,
 ) -> Response {
@@ -187,12 +306,12 @@ fn exhausted_budget(
     let seconds = rate.budget.reset_ms.div_ceil(1000);
     rate_headers::reset_headers(&mut headers, &ResetForm::RetryAfterSeconds(seconds));
     error_response(
-        error_bodies::rate_limited(dialect, &turn.model, &ResetForm::None),
+        error_bodies::rate_limited(dialect, model, &ResetForm::None),
         headers,
     )
 }
 
-fn error_response(reply: ErrorReply, mut headers: HeaderMap) -> Response {
+pub(crate) fn error_response(reply: ErrorReply, mut headers: HeaderMap) -> Response {
     insert(
         &mut headers,
         header::CONTENT_TYPE.as_str(),
@@ -202,14 +321,20 @@ fn error_response(reply: ErrorReply, mut headers: HeaderMap) -> Response {
     (status, headers, reply.body).into_response()
 }
 
-/// A 200: JSON, or SSE ending as `ending` says; `abort` cuts the connection after the last
-/// event instead of ending the body cleanly.
+/// Marks `response` with the fault's encoding, if it has one (see `delivery`).
+pub(crate) fn with_forced(mut response: Response, forced: Option<ForcedEncoding>) -> Response {
+    if let Some(forced) = forced {
+        response.extensions_mut().insert(forced);
+    }
+    response
+}
+
+/// A 200: JSON, or SSE shaped as `shape` says.
 fn success(
     turn: &Turn,
     rate: &RateSnapshot,
     mut headers: HeaderMap,
-    ending: StreamEnding,
-    abort: bool,
+    shape: SuccessShape,
 ) -> Response {
     let dialect = turn.endpoint.dialect();
     budget_headers(&mut headers, dialect, rate, true);
@@ -223,11 +348,12 @@ fn success(
             header::CONTENT_TYPE.as_str(),
             "application/json",
         );
-        return (StatusCode::OK, headers, body.to_string()).into_response();
+        let response = (StatusCode::OK, headers, body.to_string()).into_response();
+        return with_forced(response, shape.forced);
     }
     let frames = match dialect {
-        Dialect::OpenAi => openai::stream_frames(turn, ending),
-        Dialect::Anthropic => anthropic::stream_frames(turn, ending),
+        Dialect::OpenAi => openai::stream_frames(turn, shape.ending),
+        Dialect::Anthropic => anthropic::stream_frames(turn, shape.ending),
     };
     insert(
         &mut headers,
@@ -235,13 +361,20 @@ fn success(
         "text/event-stream",
     );
     insert(&mut headers, header::CACHE_CONTROL.as_str(), "no-cache");
-    let events = futures_util::stream::iter(
-        frames
-            .into_iter()
-            .map(|frame| Ok::<_, std::io::Error>(Bytes::from(frame))),
+    let pause = shape.pause;
+    let events = futures_util::stream::iter(frames.into_iter().enumerate()).then(
+        move |(index, frame)| async move {
+            if let Some((after, pause)) = pause {
+                if index == after {
+                    tokio::time::sleep(pause).await;
+                }
+            }
+            Ok::<_, std::io::Error>(Bytes::from(frame))
+        },
     );
-    if !abort {
-        return (StatusCode::OK, headers, Body::from_stream(events)).into_response();
+    if !shape.abort {
+        let response = (StatusCode::OK, headers, Body::from_stream(events)).into_response();
+        return with_forced(response, shape.forced);
     }
     // The pause lets hyper flush what was sent before the error aborts the connection;
     // otherwise the client would see a reset before the headers, not a broken stream.
@@ -253,5 +386,8 @@ fn success(
         ))
     });
     let body = Body::from_stream(events.chain(cut));
-    (StatusCode::OK, headers, body).into_response()
+    with_forced(
+        (StatusCode::OK, headers, body).into_response(),
+        shape.forced,
+    )
 }

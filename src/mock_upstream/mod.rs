@@ -1,22 +1,43 @@
 //! A faithful mock of the OpenAI and Anthropic APIs, for tests, the load bench and the demo.
 //!
 //! Layout:
-//! - `state` — [`MockUpstream`], the cloneable handle: rules, per-key budgets, request counts;
+//! - `state` — [`MockUpstream`], the cloneable handle: rules, per-key budgets, request counts,
+//!   the compression mode, stored responses;
 //! - `fault` — [`Fault`], [`ResetForm`], [`Rule`]: what can go wrong and when;
 //! - `exchange` — which endpoint a path is and the deterministic reply a request gets;
 //! - `openai`, `anthropic` — success shapes, JSON and SSE;
 //! - `error_bodies` — the providers' real error bodies (upstream-errors.md);
 //! - `rate_headers` — `x-ratelimit-*` / `anthropic-ratelimit-*` and reset formats;
+//! - `stored`, `stored_api` — the Responses API's stored responses and their endpoints;
+//! - `compression` — [`Compression`] and `Accept-Encoding` negotiation; `encoder` — the codecs
+//!   (async-compression), whole bodies and event by event; `delivery` — the last step of every
+//!   upstream answer, its `Content-Encoding`;
 //! - `handler` — one request: fault → response; `server` — accept loop, `TCP_NODELAY`, resets.
 //!
 //! Endpoints (matched by path suffix, so any prefix such as `/v1` works): `POST
 //! …/chat/completions`, `…/completions`, `…/embeddings`, `…/responses` (OpenAI) and
-//! `…/messages` (Anthropic). The key comes from `Authorization: Bearer` or `x-api-key` and is
-//! echoed in `x-mock-key`. Control API: `POST /mock/rules` (JSON list of [`Rule`], replaces),
-//! `GET`/`DELETE /mock/rules`, `GET`/`DELETE /mock/stats`, `POST /mock/budgets`
-//! (`{"key", "requests_limit", "tokens_limit", "reset_ms"}`).
+//! `…/messages`, `…/messages/count_tokens` (Anthropic: `{"input_tokens": N}`, N from the body's
+//! size; no tokens charged to the budget). Every `POST …/responses` that completes is stored under
+//! its key (the last 10 000; not with `"store": false`): `GET`/`DELETE …/responses/{id}`,
+//! `GET …/responses/{id}/input_items` (`order`, `limit`, `after`) and `POST
+//! …/responses/{id}/cancel` find it for that key only, any other key gets OpenAI's 404; a
+//! `previous_response_id` the key has not stored is OpenAI's 400 `previous_response_not_found`.
+//! The key comes from `Authorization: Bearer` or `x-api-key` and is echoed in `x-mock-key`.
+//!
+//! Compression, like a CDN in front of the provider: off by default; in another mode every
+//! upstream answer (success, error, event stream) gets `Vary: Accept-Encoding` and, when the
+//! request's `Accept-Encoding` allows it, `Content-Encoding` (streams are compressed and flushed
+//! event by event). In process: [`MockUpstream::set_compression`].
+//!
+//! Control API: `POST /mock/rules` (JSON list of [`Rule`], replaces), `GET`/`DELETE /mock/rules`,
+//! `GET`/`DELETE /mock/stats`, `POST /mock/budgets` (`{"key", "requests_limit",
+//! "tokens_limit", "reset_ms"}`), `POST /mock/compression` (`{"mode": "off" | "auto" | "gzip" |
+//! "deflate" | "br" | "zstd"}`) and `GET /mock/compression` (the same shape).
 
 mod anthropic;
+mod compression;
+mod delivery;
+mod encoder;
 mod error_bodies;
 mod exchange;
 mod fault;
@@ -25,17 +46,21 @@ mod openai;
 mod rate_headers;
 mod server;
 mod state;
+mod stored;
+mod stored_api;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
+pub use compression::{Compression, Encoding, UnknownCompression};
 pub use error_bodies::masked_key;
 pub use fault::{Fault, ResetForm, Rule};
 pub use rate_headers::openai_duration;
-pub use state::{Admission, MockStats, MockUpstream, RateBudget, RateSnapshot};
+pub use state::{Admission, MockStats, MockUpstream, RateBudget, RateSnapshot, StoredLookup};
+pub use stored::STORED_LIMIT;
 
 /// Serves the mock on `listener` until the task is aborted. Every accepted socket gets
 /// `TCP_NODELAY`.
@@ -52,6 +77,10 @@ pub fn router(state: MockUpstream) -> Router {
         )
         .route("/mock/stats", get(stats).delete(reset_stats))
         .route("/mock/budgets", post(set_budget))
+        .route(
+            "/mock/compression",
+            post(set_compression).get(get_compression),
+        )
         .fallback(handler::upstream)
         .layer(DefaultBodyLimit::disable())
         .with_state(state)
@@ -106,4 +135,24 @@ async fn set_budget(
         },
     );
     StatusCode::NO_CONTENT
+}
+
+/// `POST`/`GET /mock/compression`: `{"mode": "off" | "auto" | "gzip" | "deflate" | "br" | "zstd"}`.
+#[derive(Debug, Serialize, Deserialize)]
+struct CompressionSetting {
+    mode: Compression,
+}
+
+async fn set_compression(
+    State(mock): State<MockUpstream>,
+    Json(setting): Json<CompressionSetting>,
+) -> StatusCode {
+    mock.set_compression(setting.mode);
+    StatusCode::NO_CONTENT
+}
+
+async fn get_compression(State(mock): State<MockUpstream>) -> Json<CompressionSetting> {
+    Json(CompressionSetting {
+        mode: mock.compression(),
+    })
 }

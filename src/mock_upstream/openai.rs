@@ -51,7 +51,7 @@ pub fn json_body(turn: &Turn) -> Value {
             "usage": {"prompt_tokens": turn.prompt_tokens, "total_tokens": turn.prompt_tokens},
         }),
         Endpoint::Responses => response_object(turn, "completed", true),
-        Endpoint::ChatCompletions | Endpoint::Messages => json!({
+        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::CountTokens => json!({
             "id": format!("chatcmpl-mock-{sequence}"),
             "object": "chat.completion",
             "created": CREATED,
@@ -76,27 +76,51 @@ fn embedding(input: &str) -> Vec<f64> {
         .collect()
 }
 
-fn response_object(turn: &Turn, status: &str, with_output: bool) -> Value {
+/// The reasoning item a reasoning model's response starts with (an empty summary).
+fn reasoning_item(turn: &Turn) -> Value {
+    json!({"type": "reasoning", "id": format!("rs_mock_{}", turn.sequence), "summary": []})
+}
+
+fn message_item(turn: &Turn, status: &str, text: Option<&str>) -> Value {
+    let content = match text {
+        Some(text) => json!([{"type": "output_text", "text": text, "annotations": []}]),
+        None => json!([]),
+    };
+    json!({
+        "type": "message",
+        "id": format!("msg_mock_{}", turn.sequence),
+        "status": status,
+        "role": "assistant",
+        "content": content,
+    })
+}
+
+/// The Responses API's response object (`resp_mock_<sequence>`): with output (a reasoning item,
+/// then the message) and usage once complete. Also what `GET …/responses/{id}` returns.
+pub(crate) fn response_object(turn: &Turn, status: &str, with_output: bool) -> Value {
     let output = if with_output {
-        json!([{
-            "type": "message",
-            "id": format!("msg_mock_{}", turn.sequence),
-            "status": "completed",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": turn.text(), "annotations": []}],
-        }])
+        json!([
+            reasoning_item(turn),
+            message_item(turn, "completed", Some(&turn.text()))
+        ])
     } else {
         json!([])
     };
     json!({
-        "id": format!("resp_mock_{}", turn.sequence),
+        "id": response_id(turn),
         "object": "response",
         "created_at": CREATED,
         "status": status,
         "model": turn.model,
         "output": output,
+        "previous_response_id": turn.previous_response_id,
         "usage": if with_output { responses_usage(turn) } else { Value::Null },
     })
+}
+
+/// `resp_mock_<sequence>`: unique across keys because the sequence is global.
+pub(crate) fn response_id(turn: &Turn) -> String {
+    format!("resp_mock_{}", turn.sequence)
 }
 
 /// The SSE events of a streamed reply, ending as `ending` says.
@@ -175,7 +199,9 @@ fn chunk_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     frames
 }
 
-/// The Responses API: typed `event:` lines, usage in `response.completed`.
+/// The Responses API: typed `event:` lines, usage in `response.completed`. The reasoning item
+/// comes first (`response.created`, `response.in_progress`, its `response.output_item.added`
+/// are the preamble), then the message at output index 1.
 fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     let item_id = format!("msg_mock_{}", turn.sequence);
     let mut sequence_number = 0u64;
@@ -186,26 +212,42 @@ fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
         sequence_number += 1;
         frames.push(sse(Some(kind), &data.to_string()));
     };
+    let in_progress = response_object(turn, "in_progress", false);
     push(
         &mut frames,
         "response.created",
-        json!({"response": response_object(turn, "in_progress", false)}),
+        json!({"response": in_progress}),
+    );
+    push(
+        &mut frames,
+        "response.in_progress",
+        json!({"response": in_progress}),
     );
     push(
         &mut frames,
         "response.output_item.added",
-        json!({"output_index": 0, "item": {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant", "content": []}}),
+        json!({"output_index": 0, "item": reasoning_item(turn)}),
+    );
+    push(
+        &mut frames,
+        "response.output_item.done",
+        json!({"output_index": 0, "item": reasoning_item(turn)}),
+    );
+    push(
+        &mut frames,
+        "response.output_item.added",
+        json!({"output_index": 1, "item": message_item(turn, "in_progress", None)}),
     );
     push(
         &mut frames,
         "response.content_part.added",
-        json!({"item_id": item_id, "output_index": 0, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        json!({"item_id": item_id, "output_index": 1, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
     );
     for text in turn.chunks.iter().take(ending.content_chunks(turn)) {
         push(
             &mut frames,
             "response.output_text.delta",
-            json!({"item_id": item_id, "output_index": 0, "content_index": 0, "delta": text}),
+            json!({"item_id": item_id, "output_index": 1, "content_index": 0, "delta": text}),
         );
     }
     if ending != StreamEnding::Complete {
@@ -216,10 +258,21 @@ fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
         );
         return frames;
     }
+    let text = turn.text();
     push(
         &mut frames,
         "response.output_text.done",
-        json!({"item_id": item_id, "output_index": 0, "content_index": 0, "text": turn.text()}),
+        json!({"item_id": item_id, "output_index": 1, "content_index": 0, "text": text}),
+    );
+    push(
+        &mut frames,
+        "response.content_part.done",
+        json!({"item_id": item_id, "output_index": 1, "content_index": 0, "part": {"type": "output_text", "text": text, "annotations": []}}),
+    );
+    push(
+        &mut frames,
+        "response.output_item.done",
+        json!({"output_index": 1, "item": message_item(turn, "completed", Some(&text))}),
     );
     push(
         &mut frames,

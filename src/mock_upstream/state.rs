@@ -1,4 +1,5 @@
-//! `MockUpstream`: the cloneable handle holding the mock's rules, per-key budgets and counters.
+//! `MockUpstream`: the cloneable handle holding the mock's rules, per-key budgets, counters, the
+//! compression mode and the stored Responses-API responses.
 //!
 //! Owns which fault (if any) a request gets and what each key has used; it never builds an HTTP
 //! response. All state sits behind one short-held mutex: the mock is a test tool, not the router.
@@ -8,7 +9,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
+use super::compression::Compression;
 use super::fault::{Fault, Rule};
+use super::stored::{StoredResponse, StoredResponses};
 
 /// A key's rate-limit budget, reported in every response's rate-limit headers. Usage counts
 /// from the mock's start (or the last `set_budget` for the key); once the requests are spent,
@@ -46,6 +49,21 @@ pub struct MockStats {
     pub per_key: BTreeMap<String, u64>,
     /// key → model → requests.
     pub per_key_model: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Every request on a stored response (`GET`/`DELETE …/responses/{id}`, `…/input_items`,
+    /// `…/cancel`), in arrival order: which key asked, and whether it was that key's.
+    #[serde(default)]
+    pub stored_lookups: Vec<StoredLookup>,
+}
+
+/// One request on a stored response, as [`MockStats::stored_lookups`] records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredLookup {
+    pub key: String,
+    pub response_id: String,
+    /// `get`, `delete`, `input_items` or `cancel`.
+    pub action: String,
+    /// The response existed and belonged to `key`.
+    pub found: bool,
 }
 
 impl MockStats {
@@ -60,12 +78,21 @@ impl MockStats {
             .copied()
             .unwrap_or(0)
     }
+
+    /// How many stored-response requests `key` made.
+    pub fn stored_lookups_for(&self, key: &str) -> usize {
+        self.stored_lookups
+            .iter()
+            .filter(|lookup| lookup.key == key)
+            .count()
+    }
 }
 
 /// The decision for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
-    /// 1, 2, 3… in arrival order: makes response ids unique yet deterministic.
+    /// 1, 2, 3… in arrival order since the mock started (never reset): makes response ids
+    /// unique yet deterministic.
     pub sequence: u64,
     pub fault: Option<Fault>,
     /// The key's budget was already spent before this request.
@@ -86,6 +113,10 @@ struct MockState {
     stats: MockStats,
     budgets: HashMap<String, RateBudget>,
     usage: HashMap<String, Usage>,
+    /// The last sequence handed out; unlike `stats.total`, never reset.
+    sequence: u64,
+    compression: Compression,
+    stored: StoredResponses,
 }
 
 /// A handle on one mock upstream; clones share the same state.
@@ -138,20 +169,64 @@ impl MockUpstream {
         state.usage.remove(key);
     }
 
+    /// Compresses every upstream answer from now on as `mode` says (the default is
+    /// [`Compression::Off`]).
+    pub fn set_compression(&self, mode: Compression) {
+        self.lock().compression = mode;
+    }
+
+    pub fn compression(&self) -> Compression {
+        self.lock().compression
+    }
+
+    pub(crate) fn store_response(&self, id: String, stored: StoredResponse) {
+        self.lock().stored.insert(id, stored);
+    }
+
+    /// A copy of the response `id` if `key` stored it.
+    pub(crate) fn stored_response(&self, key: &str, id: &str) -> Option<StoredResponse> {
+        self.lock().stored.get(key, id).cloned()
+    }
+
+    /// Applies `change` to the response `id` if `key` stored it, and returns the result.
+    pub(crate) fn update_stored_response(
+        &self,
+        key: &str,
+        id: &str,
+        change: impl FnOnce(&mut StoredResponse),
+    ) -> Option<StoredResponse> {
+        let mut state = self.lock();
+        let stored = state.stored.get_mut(key, id)?;
+        change(stored);
+        Some(stored.clone())
+    }
+
+    pub(crate) fn delete_stored_response(&self, key: &str, id: &str) -> bool {
+        self.lock().stored.remove(key, id)
+    }
+
+    pub(crate) fn record_stored_lookup(&self, lookup: StoredLookup) {
+        self.lock().stats.stored_lookups.push(lookup);
+    }
+
     /// Counts the request, picks its fault and charges the key's budget (`tokens` only when the
     /// request will succeed).
     pub fn admit(&self, key: &str, model: &str, streaming: bool, tokens: u64) -> Admission {
         let mut state = self.lock();
         state.stats.total += 1;
-        let sequence = state.stats.total;
+        state.sequence += 1;
+        let sequence = state.sequence;
         *state.stats.per_key.entry(key.to_owned()).or_default() += 1;
-        *state
-            .stats
-            .per_key_model
-            .entry(key.to_owned())
-            .or_default()
-            .entry(model.to_owned())
-            .or_default() += 1;
+        // Requests on stored responses of unknown ids have no model.
+        if !model.is_empty() {
+            *state
+                .stats
+                .per_key_model
+                .entry(key.to_owned())
+                .or_default()
+                .entry(model.to_owned())
+                .or_default() += 1;
+        }
 
         let fault = state
             .rules
