@@ -29,7 +29,10 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/v1/chat/completions", endpoint(Endpoint::ChatCompletions))
         .route("/v1/completions", endpoint(Endpoint::Completions))
         .route("/v1/embeddings", endpoint(Endpoint::Embeddings))
-        .route("/v1/responses", endpoint(Endpoint::Responses))
+        .route(
+            "/v1/responses",
+            endpoint(Endpoint::Responses).get(responses_websocket),
+        )
         .route("/v1/messages", endpoint(Endpoint::Messages))
         .route("/v1/messages/count_tokens", endpoint(Endpoint::CountTokens))
         .route("/v1/models", get(models))
@@ -87,6 +90,33 @@ async fn not_found(request: Request) -> Response {
 
 async fn stored(State(app): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
     stored_response::handle(app, id, request).await
+}
+
+/// `GET /v1/responses` is how Codex opens the Responses API's WebSocket mode. quotaroute
+/// serves that API over HTTP: 426 makes Codex fall back to `POST` + SSE at once, where 404 or
+/// 405 cost it seven retries over about six seconds (measured with Codex 0.171).
+async fn responses_websocket(request: Request) -> Response {
+    let upgrade = request
+        .headers()
+        .get(http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if !upgrade {
+        return not_found(request).await;
+    }
+    let mut response = json_response(
+        StatusCode::UPGRADE_REQUIRED,
+        &json!({"error": {
+            "message": "quotaroute serves the Responses API over HTTP: POST /v1/responses (with \"stream\": true for events); its WebSocket mode is not supported",
+            "type": "invalid_request_error",
+            "code": "websocket_not_supported",
+        }}),
+    );
+    response.headers_mut().insert(
+        http::header::UPGRADE,
+        http::HeaderValue::from_static("HTTP/1.1"),
+    );
+    response
 }
 
 /// `GET /` and `HEAD /`: clients' connectivity checks.
