@@ -361,3 +361,73 @@ fn summary_lists_providers_connections_combos() {
     assert!(summary.contains("key from $KEY_TWO"));
     assert!(summary.contains("team  strategy=quota-share"));
 }
+
+/// `VALID` with `line` added to its `[server]` or its `[[providers]]` table.
+fn with_server(line: &str) -> String {
+    VALID.replacen("[server]\n", &format!("[server]\n{line}\n"), 1)
+}
+
+fn with_provider(line: &str) -> String {
+    VALID.replacen(
+        "base_url = \"http://127.0.0.1:9/v1\"\n",
+        &format!("base_url = \"http://127.0.0.1:9/v1\"\n{line}\n"),
+        1,
+    )
+}
+
+#[test]
+fn egress_and_tls_files_are_checked_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not pem at all").unwrap();
+    let missing = dir.path().join("missing.pem");
+    assert_error(
+        &with_provider(&format!("ca_file = \"{}\"", missing.display())),
+        "providers[0].ca_file",
+        "cannot read",
+    );
+    assert_error(
+        &with_provider(&format!("ca_file = \"{}\"", junk.display())),
+        "providers[0].ca_file",
+        "holds no PEM certificate",
+    );
+    let errors = errors_of(&with_provider(
+        "proxy = \"socks5://bob:hunter2@proxy.corp:1080\"",
+    ));
+    let (key, reason) = pairs(&errors).remove(0);
+    assert_eq!(key, "providers[0].proxy");
+    assert!(reason.contains("is not an http(s) proxy URL"), "{reason}");
+    assert!(
+        !reason.contains("hunter2"),
+        "the proxy password is never printed: {reason}"
+    );
+    assert_error(
+        &with_server(&format!("tls_cert = \"{}\"", junk.display())),
+        "server.tls_key",
+        "needs its private key",
+    );
+
+    let one = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let foreign_key = dir.path().join("foreign.key");
+    std::fs::write(&cert, one.cert.pem()).unwrap();
+    std::fs::write(&foreign_key, other.signing_key.serialize_pem()).unwrap();
+    assert_error(
+        &with_server(&format!(
+            "tls_cert = \"{}\"\ntls_key = \"{}\"",
+            cert.display(),
+            foreign_key.display()
+        )),
+        "server.tls_cert",
+        "does not belong to the certificate",
+    );
+    let key = dir.path().join("cert.key");
+    std::fs::write(&key, one.signing_key.serialize_pem()).unwrap();
+    let text = with_server(&format!(
+        "tls_cert = \"{}\"\ntls_key = \"{}\"",
+        cert.display(),
+        key.display()
+    ));
+    assert!(config::parse(&text, "q.toml", &env).is_ok());
+}

@@ -6,6 +6,7 @@
 //! - `validate` — raw → [`Config`]: defaults, value checks, references, all errors in one run;
 //! - `model` — the validated types the node runs on, and `check`'s summary;
 //! - `secret` — [`Secret`], the only holder of keys: never printed, never serialized;
+//! - `tls_files` — the PEM files a config names (CA roots, the server's certificate and key);
 //! - `error` — [`ConfigError`] (`file: key: reason`) and [`ConfigErrors`];
 //! - `starter.toml` — what `quotaroute init` writes: every key with its default.
 //!
@@ -17,6 +18,7 @@ mod error;
 mod model;
 pub mod raw;
 mod secret;
+pub mod tls_files;
 pub mod topology;
 mod validate;
 
@@ -25,7 +27,7 @@ use std::path::Path;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, DefaultsConfig,
-    JournalConfig, ProviderConfig, RequestEvents, ServerConfig, Strategy, TargetConfig,
+    JournalConfig, ProviderConfig, RequestEvents, ServerConfig, ServerTls, Strategy, TargetConfig,
 };
 pub use raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 pub use secret::Secret;

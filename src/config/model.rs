@@ -40,8 +40,17 @@ pub struct ServerConfig {
     pub stream_idle_timeout_ms: u64,
     /// Browser origins allowed to call the client API (`"*"` = any); empty = no CORS.
     pub cors_allow_origins: Vec<String>,
+    /// Serve HTTPS with this certificate chain and key (`server.tls_cert` / `tls_key`).
+    pub tls: Option<ServerTls>,
     pub shutdown_grace_ms: u64,
     pub metrics_public: bool,
+}
+
+/// The node's own certificate: checked when validated, loaded again when serving.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -98,6 +107,11 @@ pub struct ProviderConfig {
     /// The `Accept-Encoding` the router sends upstream (default `identity`; whatever comes
     /// back is decoded either way).
     pub accept_encoding: String,
+    /// Extra trusted roots for this provider's TLS (`ca_file`), read when validated.
+    pub ca_file: Option<PathBuf>,
+    pub ca_certs: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// The egress proxy (`proxy`); `None`: the environment's, as curl reads it.
+    pub proxy: Option<String>,
     /// Per-provider overrides; `None` fields fall back to `defaults`.
     pub breaker: BreakerOverrides,
     pub cooldown: CooldownOverrides,

@@ -33,6 +33,8 @@ pub struct RawServer {
     pub first_token_timeout_ms: Option<u64>,
     pub stream_idle_timeout_ms: Option<u64>,
     pub cors_allow_origins: Option<Vec<String>>,
+    pub tls_cert: Option<String>,
+    pub tls_key: Option<String>,
     pub shutdown_grace_ms: Option<u64>,
     pub metrics_public: Option<bool>,
 }
@@ -117,6 +119,8 @@ pub struct RawProvider {
     pub auth_header: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
     pub accept_encoding: Option<String>,
+    pub ca_file: Option<String>,
+    pub proxy: Option<String>,
     pub breaker: Option<BreakerOverrides>,
     pub cooldown: Option<CooldownOverrides>,
     pub lockout: Option<LockoutOverrides>,

@@ -16,13 +16,14 @@ use super::deserialize::deserialize_collecting;
 use super::error::{ConfigErrors, ErrorSink};
 use super::model::{
     ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, DefaultsConfig,
-    JournalConfig, ProviderConfig, RequestEvents, ServerConfig, Strategy, TargetConfig,
+    JournalConfig, ProviderConfig, RequestEvents, ServerConfig, ServerTls, Strategy, TargetConfig,
 };
 use super::raw::{
     field_names, BreakerOverrides, RawCombo, RawConfig, RawConnection, RawDefaults, RawJournal,
     RawLimits, RawProvider, RawServer, RawTarget,
 };
 use super::secret::Secret;
+use super::tls_files;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4100";
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10_485_760;
@@ -280,8 +281,77 @@ fn build_server(raw: RawServer, sink: &mut ErrorSink) -> ServerConfig {
             sink,
         ),
         cors_allow_origins: cors_origins(raw.cors_allow_origins.unwrap_or_default(), sink),
+        tls: server_tls(raw.tls_cert, raw.tls_key, sink),
         shutdown_grace_ms: raw.shutdown_grace_ms.unwrap_or(DEFAULT_SHUTDOWN_GRACE_MS),
         metrics_public: raw.metrics_public.unwrap_or(false),
+    }
+}
+
+/// `server.tls_cert` and `server.tls_key`: both or neither, readable, and one pair.
+fn server_tls(
+    cert: Option<String>,
+    key: Option<String>,
+    sink: &mut ErrorSink,
+) -> Option<ServerTls> {
+    match (cert, key) {
+        (None, None) => None,
+        (Some(_), None) => {
+            sink.push(
+                "server.tls_key",
+                "missing: server.tls_cert needs its private key",
+            );
+            None
+        }
+        (None, Some(_)) => {
+            sink.push(
+                "server.tls_cert",
+                "missing: server.tls_key needs its certificate",
+            );
+            None
+        }
+        (Some(cert), Some(key)) => {
+            let tls = ServerTls {
+                cert: PathBuf::from(cert),
+                key: PathBuf::from(key),
+            };
+            match tls_files::server_tls(&tls.cert, &tls.key) {
+                Ok(_) => Some(tls),
+                Err(reason) => {
+                    sink.push("server.tls_cert", reason);
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// A proxy URL as operators write it (`http://user:pass@proxy:3128`), with its credentials
+/// hidden for error messages.
+fn check_proxy(value: &str, key: &str, sink: &mut ErrorSink) -> bool {
+    let shown = |url: &Url| {
+        let mut url = url.clone();
+        if url.password().is_some() {
+            let _ = url.set_password(Some("***"));
+        }
+        url.to_string()
+    };
+    match Url::parse(value) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => true,
+        Ok(url) => {
+            sink.push(
+                key,
+                format!(
+                    "`{}` is not an http(s) proxy URL (scheme `{}`); use e.g. http://proxy.corp:3128",
+                    shown(&url),
+                    url.scheme()
+                ),
+            );
+            false
+        }
+        Err(error) => {
+            sink.push(key, format!("not a valid proxy URL: {error}"));
+            false
+        }
     }
 }
 
@@ -493,6 +563,17 @@ fn build_providers(
                     "must be an Accept-Encoding value such as \"identity\" or \"gzip, br\"",
                 );
             }
+            let ca_file = provider.ca_file.map(PathBuf::from);
+            let ca_certs = match &ca_file {
+                Some(path) => tls_files::read_certificates(path).unwrap_or_else(|reason| {
+                    sink.push(format!("{prefix}.ca_file"), reason);
+                    Vec::new()
+                }),
+                None => Vec::new(),
+            };
+            let proxy = provider
+                .proxy
+                .filter(|url| check_proxy(url, &format!("{prefix}.proxy"), sink));
             let breaker = provider.breaker.unwrap_or_default();
             check_breaker(&breaker, &prefix, sink);
             let (name, format, base_url) = (name?, format?, base_url?);
@@ -503,6 +584,9 @@ fn build_providers(
                 auth_header: provider.auth_header,
                 headers,
                 accept_encoding,
+                ca_file,
+                ca_certs,
+                proxy,
                 breaker,
                 cooldown: provider.cooldown.unwrap_or_default(),
                 lockout: provider.lockout.unwrap_or_default(),

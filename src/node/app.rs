@@ -1,5 +1,5 @@
 //! The node's shared state, handed to every HTTP handler: the router (set once the journal is
-//! replayed), the live config (swapped on reload), the upstream client, metrics and the
+//! replayed), the live config (swapped on reload), the metrics and the
 //! journal reader for the admin API.
 
 use std::path::PathBuf;
@@ -13,12 +13,10 @@ use quotaroute_actors::Router;
 use quotaroute_journal::SledJournal;
 
 use crate::node::live::LiveConfig;
-use crate::node::upstream::UpstreamClient;
 
 pub struct AppInner {
     router: OnceLock<Router>,
     pub live: ArcSwap<LiveConfig>,
-    pub client: UpstreamClient,
     pub metrics: Option<PrometheusHandle>,
     /// A read handle on the journal, set once it is open and taken at stop so the journal's
     /// directory is released.
@@ -52,7 +50,6 @@ impl AppState {
             inner: Arc::new(AppInner {
                 router: OnceLock::new(),
                 live: ArcSwap::from_pointee(live),
-                client: UpstreamClient::new(),
                 metrics,
                 journal_reader: RwLock::new(None),
                 config_path,

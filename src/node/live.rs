@@ -8,6 +8,8 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue};
 
 use crate::config::{ApiFormat, AuthKind, Config, Secret};
+use crate::node::egress;
+use crate::node::upstream::UpstreamClient;
 
 /// One provider's upstream coordinates.
 #[derive(Debug, Clone)]
@@ -20,6 +22,8 @@ pub struct ProviderRoute {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// What the router asks the upstream for (`providers.accept_encoding`).
     pub accept_encoding: HeaderValue,
+    /// Its pooled client: its trusted roots and egress proxy.
+    pub client: UpstreamClient,
 }
 
 /// The config as the request path uses it.
@@ -67,6 +71,10 @@ impl LiveConfig {
                     headers,
                     accept_encoding: HeaderValue::from_str(&p.accept_encoding)
                         .unwrap_or(HeaderValue::from_static("identity")),
+                    client: UpstreamClient::with_egress(
+                        &p.ca_certs,
+                        egress::proxy_matcher(p.proxy.as_deref(), |name| std::env::var(name).ok()),
+                    ),
                 };
                 (p.name.clone(), route)
             })

@@ -7,7 +7,8 @@
 //! - [`proxy`] — the routing endpoints: parse once, route, try targets, classify, report.
 //! - [`stored_response`] — the `/v1/responses/{id}` endpoints, sent to the account holding it.
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte.
-//! - [`upstream`] / [`upstream_request`] — the pooled client and building one upstream request;
+//! - [`upstream`] / [`upstream_request`] — a provider's pooled client and building one upstream
+//!   request; [`egress`] — trusted roots, egress proxies and naming their failures;
 //!   [`upstream_body`] — an upstream body, decoded as it arrives when it is compressed.
 //! - [`header_rules`] — which headers cross the router either way; [`cors`] — browser origins.
 //! - [`admin`] / [`reload`] — the admin API and config reloads.
@@ -18,6 +19,7 @@ pub mod accept;
 pub mod admin;
 pub mod app;
 pub mod cors;
+pub mod egress;
 pub mod header_rules;
 pub mod http;
 pub mod live;

@@ -585,15 +585,17 @@ async fn try_target(
         ctx.deadline
     });
     let now_ms = SystemClock.now_ms();
-    let response = match ctx.app.inner.client.send(upstream_request, timeout).await {
+    let response = match provider.client.send(upstream_request, timeout).await {
         Ok(response) => response,
-        Err(transport) => {
+        Err(failed_send) => {
             *upstream_time += sent_at.elapsed();
-            let class = transport_class(transport);
+            let class = transport_class(failed_send.failure);
             done(class, sent_at.elapsed());
+            let mut result = AttemptResult::failure(class, None);
+            result.message = Some(failed_send.message.clone());
             return Tried::Failed {
-                result: AttemptResult::failure(class, None),
-                last: LastFailure::Class(class, format!("{transport:?}")),
+                result,
+                last: LastFailure::Class(class, failed_send.message),
             };
         }
     };

@@ -32,6 +32,8 @@ pub enum NodeError {
     Journal(#[from] JournalError),
     #[error("cannot start the router: {0}")]
     Router(String),
+    #[error("cannot serve HTTPS: {0}")]
+    Tls(String),
 }
 
 /// How to run the node beyond what the config says.
@@ -86,8 +88,14 @@ impl RunningNode {
             metrics::install(),
             options.config_path.clone(),
         );
+        let tls = match &config.server.tls {
+            Some(tls) => Some(tokio_rustls::TlsAcceptor::from(
+                config::tls_files::server_tls(&tls.cert, &tls.key).map_err(NodeError::Tls)?,
+            )),
+            None => None,
+        };
         let (stop, stopped) = watch::channel(false);
-        let server = tokio::spawn(accept::serve(listener, routes(app.clone()), stopped));
+        let server = tokio::spawn(accept::serve(listener, routes(app.clone()), stopped, tls));
 
         // A small page cache: the journal is written sequentially and read back only on restart.
         let journal = SledJournal::open(
