@@ -1,13 +1,14 @@
 //! A routing decision as a request holds it: the ordered targets, the permit of the attempt in
 //! progress, and the means to report each attempt and fail over to the next target.
 //!
-//! Reports are fire-and-forget `cast`s to the connection's and the provider's actors. Dropping
-//! the decision (client abort, panic) releases the held permit without reporting anything.
+//! Reports are `cast`s to the connection's and the provider's actors; a failure's report also
+//! waits for both to have applied it (read-your-writes). Dropping the decision (client abort,
+//! panic) releases the held permit without reporting anything.
 
 use std::sync::{Arc, OnceLock};
 
-use quotaroute_journal::Skipped;
-use ractor::ActorRef;
+use quotaroute_journal::{OutcomeClass, Skipped};
+use ractor::{ActorRef, RpcReplyPort};
 
 use crate::actor::breaker::{BreakerMsg, BreakerSignal};
 use crate::actor::combo::{AcquireRequest, ComboMsg, RoutedTarget};
@@ -18,6 +19,14 @@ use crate::permit::Permit;
 use crate::policy::classify::rules;
 use crate::registry::Registry;
 use crate::RouterError;
+
+/// The longest a failure's report waits for the actors to apply it; past it the request goes
+/// on (a wedged actor must not hold a request beyond its deadline).
+pub const APPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The longest a request waits on one actor `call` (a route, a failover, an admin read): a
+/// wedged actor then gives the client a clear 503, not a hang.
+pub const ROUTE_CALL_TIMEOUT_MS: u64 = 5_000;
 
 /// The attempt in progress.
 #[derive(Debug)]
@@ -137,14 +146,55 @@ impl Decision {
         &self.skipped
     }
 
-    /// Reports the attempt in progress and releases its permit. Returns false when no attempt
-    /// was in progress.
+    /// Reports the attempt in progress and releases its permit, fire-and-forget. Returns
+    /// false when no attempt was in progress. For successes, and where nothing can wait (a
+    /// stream dropped by its client).
     pub fn report(&mut self, result: AttemptResult) -> bool {
-        let Some(current) = self.current.take() else {
+        self.send_report(result, false).is_some()
+    }
+
+    /// Reports the attempt in progress and, when it failed, waits (at most
+    /// [`APPLY_TIMEOUT`]) until its connection and breaker have applied it and pushed the
+    /// result to the combos: the request's next try, and the client's next request, route on
+    /// state that already knows this failure (behaviour §3, read-your-writes). Successes are
+    /// not waited for.
+    pub async fn report_applied(&mut self, result: AttemptResult) -> bool {
+        let failed = !matches!(
+            result.class,
+            OutcomeClass::Success | OutcomeClass::ClientError
+        );
+        let Some(waits) = self.send_report(result, failed) else {
             return false;
         };
-        let Some(target) = self.at(current.position) else {
-            return false;
+        let deadline = tokio::time::Instant::now() + APPLY_TIMEOUT;
+        for applied in waits {
+            if tokio::time::timeout_at(deadline, applied).await.is_err() {
+                tracing::warn!(
+                    request_id = %self.request_id,
+                    "an actor did not apply a failure within {APPLY_TIMEOUT:?}; routing on"
+                );
+                break;
+            }
+        }
+        true
+    }
+
+    /// Sends the attempt's outcome to its connection and its signal to its breaker; with
+    /// `acknowledged`, returns what to await for each to have applied it.
+    fn send_report(
+        &mut self,
+        result: AttemptResult,
+        acknowledged: bool,
+    ) -> Option<Vec<ractor::concurrency::OneshotReceiver<()>>> {
+        let current = self.current.take()?;
+        let target = self.at(current.position)?.clone();
+        let mut waits = Vec::new();
+        let mut ack = || {
+            acknowledged.then(|| {
+                let (port, applied) = ractor::concurrency::oneshot();
+                waits.push(applied);
+                RpcReplyPort::from(port)
+            })
         };
         let now_ms = self.clock.now_ms();
         let was_probe = current.permit.is_probe();
@@ -179,22 +229,25 @@ impl Decision {
                 if let (true, Some(hint)) = (failure, hint) {
                     hint.failure_sent();
                 }
-                let sent = breaker.cast(BreakerMsg::Signal(BreakerSignal {
-                    connection: outcome.connection.clone(),
-                    failure,
-                    started_at_ms: current.started_at_ms,
-                    was_probe,
-                }));
+                let sent = breaker.cast(BreakerMsg::Signal(
+                    BreakerSignal {
+                        connection: outcome.connection.clone(),
+                        failure,
+                        started_at_ms: current.started_at_ms,
+                        was_probe,
+                    },
+                    ack(),
+                ));
                 if let (true, Err(_), Some(hint)) = (failure, sent, hint) {
                     hint.failure_done();
                 }
             }
         }
         if let Some(connection) = tables.connections.get(&*target.connection) {
-            let _ = connection.cast(ConnectionMsg::Outcome(Box::new(outcome)));
+            let _ = connection.cast(ConnectionMsg::Outcome(Box::new(outcome), ack()));
         }
         drop(current.permit);
-        true
+        Some(waits)
     }
 
     /// Fails over: takes the next target in order that is still unblocked (re-checked now),
@@ -209,9 +262,10 @@ impl Decision {
             .filter_map(|&i| self.all.get(i).cloned())
             .collect();
         let base = self.next_position;
-        let acquired = ractor::call!(
+        let acquired = ractor::call_t!(
             self.combo_ref,
             ComboMsg::Acquire,
+            ROUTE_CALL_TIMEOUT_MS,
             AcquireRequest { candidates }
         )
         .map_err(|e| RouterError::Actor(e.to_string()))?;

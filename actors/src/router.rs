@@ -19,7 +19,7 @@ use crate::actor::recorder::{RecorderActor, RecorderArgs, RecorderMsg};
 use crate::actor::supervisor::{RouterSupervisor, SupervisorArgs, SupervisorMsg};
 use crate::admin_state::AdminState;
 use crate::clock::SharedClock;
-use crate::decision::Decision;
+use crate::decision::{Decision, ROUTE_CALL_TIMEOUT_MS};
 use crate::policy::request_events::RequestEvents;
 use crate::policy::response_affinity::{ResponseBinding, ResponseBindings};
 use crate::policy::router_state::RouterState;
@@ -195,9 +195,10 @@ impl Router {
         if let Some(combo) = self.inner.registry.load().combos.get(model) {
             return Ok(combo.clone());
         }
-        let ensured = ractor::call!(
+        let ensured = ractor::call_t!(
             self.inner.supervisor,
             SupervisorMsg::EnsureCombo,
+            ROUTE_CALL_TIMEOUT_MS,
             model.to_string()
         )
         .map_err(|e| RouteError::Unavailable(e.to_string()))?;
@@ -210,8 +211,13 @@ impl Router {
         let combo = self.combo_for(&request.model).await?;
         let deadline = self.inner.clock.now_ms();
         loop {
-            let reply = ractor::call!(combo, ComboMsg::Route, request.clone())
-                .map_err(|e| RouteError::Unavailable(e.to_string()))?;
+            let reply = ractor::call_t!(
+                combo,
+                ComboMsg::Route,
+                ROUTE_CALL_TIMEOUT_MS,
+                request.clone()
+            )
+            .map_err(|e| RouteError::Unavailable(e.to_string()))?;
             match reply {
                 RouteReply::Routed(routed) => {
                     return Ok(Decision::new(
@@ -254,8 +260,12 @@ impl Router {
 
     /// The journal's fold: everything learned, as replay would rebuild it.
     pub async fn folded_state(&self) -> Result<RouterState, RouterError> {
-        ractor::call!(self.inner.recorder, RecorderMsg::State)
-            .map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call_t!(
+            self.inner.recorder,
+            RecorderMsg::State,
+            ROUTE_CALL_TIMEOUT_MS
+        )
+        .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     /// The admin view of the state (contract `GET /admin/state`).

@@ -333,7 +333,8 @@ pub(crate) async fn serve_tries(
             }
             Tried::Failed { result, last } => {
                 let class = result.class;
-                decision.report(result);
+                // Applied before the next try and before the client's answer (behaviour §3).
+                decision.report_applied(result).await;
                 last_failure = Some(last);
                 if !failover(&mut decision, &mut counted_failures, class, ctx.deadline).await {
                     break;

@@ -250,7 +250,7 @@ impl Relay {
         let mut events: Vec<SseEvent> = Vec::new();
         loop {
             if self.ended {
-                self.report();
+                self.report_applied().await;
                 return None;
             }
             let next = match self.pending.take() {
@@ -345,10 +345,9 @@ impl Relay {
         })
     }
 
-    fn report(&mut self) {
-        let Some(mut decision) = self.decision.take() else {
-            return;
-        };
+    /// The attempt's final result, once: usage counted, the break (if any) as its class.
+    fn final_report(&mut self) -> Option<(Decision, AttemptResult)> {
+        let decision = self.decision.take()?;
         let mut result = self.result.clone();
         result.tokens_in = self.stream.usage.tokens_in;
         result.tokens_out = self.stream.usage.tokens_out;
@@ -360,7 +359,20 @@ impl Relay {
             }
             None => result.class = OutcomeClass::Success,
         }
-        decision.report(result);
+        Some((decision, result))
+    }
+
+    /// Reports the ended stream; a break is applied before the client sees the stream end.
+    async fn report_applied(&mut self) {
+        if let Some((mut decision, result)) = self.final_report() {
+            decision.report_applied(result).await;
+        }
+    }
+
+    fn report(&mut self) {
+        if let Some((mut decision, result)) = self.final_report() {
+            decision.report(result);
+        }
     }
 }
 

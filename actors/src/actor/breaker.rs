@@ -27,7 +27,9 @@ pub struct BreakerSignal {
 
 /// Messages to a breaker actor.
 pub enum BreakerMsg {
-    Signal(BreakerSignal),
+    /// An attempt's signal; the reply port (if any) is answered once its effect has been
+    /// pushed to the combos (read-your-writes, behaviour §3).
+    Signal(BreakerSignal, Option<RpcReplyPort<()>>),
     /// A combo admitted a probe: record OPEN → HALF_OPEN if the reset has passed.
     ProbeAdmitted,
     /// Admin: close the breaker; replies whether it was not already closed.
@@ -133,7 +135,7 @@ impl Actor for BreakerActor {
     ) -> Result<(), ActorProcessingErr> {
         let now_ms = state.clock.now_ms();
         match message {
-            BreakerMsg::Signal(signal) => {
+            BreakerMsg::Signal(signal, applied) => {
                 let events = state.state.on_outcome(
                     &state.provider,
                     &signal.connection,
@@ -149,6 +151,9 @@ impl Actor for BreakerActor {
                 state.publish_hint();
                 if signal.failure {
                     state.hint.failure_done();
+                }
+                if let Some(applied) = applied {
+                    let _ = applied.send(());
                 }
             }
             BreakerMsg::ProbeAdmitted => {

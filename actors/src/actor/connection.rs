@@ -20,7 +20,9 @@ use crate::view::ConnectionView;
 /// Messages to a connection actor.
 pub enum ConnectionMsg {
     /// One attempt's result (fire-and-forget).
-    Outcome(Box<Outcome>),
+    /// An attempt's outcome; the reply port (if any) is answered once its effect has been
+    /// journaled and pushed to the combos (read-your-writes, behaviour §3).
+    Outcome(Box<Outcome>, Option<RpcReplyPort<()>>),
     /// Admin: clear cooldown and disabled state; replies whether anything was cleared.
     Clear(ActionBy, Option<RpcReplyPort<bool>>),
     /// Admin: clear one model's lockout; replies whether there was one.
@@ -117,12 +119,15 @@ impl Actor for ConnectionActor {
     ) -> Result<(), ActorProcessingErr> {
         let now_ms = state.clock.now_ms();
         match message {
-            ConnectionMsg::Outcome(outcome) => {
+            ConnectionMsg::Outcome(outcome, applied) => {
                 let events = state.state.on_outcome_owned(*outcome, now_ms, &state.spec);
                 for event in &events {
                     log_state_change(event);
                 }
                 state.commit(now_ms, events);
+                if let Some(applied) = applied {
+                    let _ = applied.send(());
+                }
             }
             ConnectionMsg::Clear(by, reply) => {
                 let events = state
