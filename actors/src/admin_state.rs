@@ -49,7 +49,10 @@ pub struct LockoutState {
     pub connection: String,
     pub model: String,
     pub reason: &'static str,
-    pub error_code: Option<String>,
+    /// The HTTP status that triggered the lock (contract: `error_code`).
+    pub error_code: Option<u16>,
+    /// The upstream's own code string.
+    pub upstream_code: Option<String>,
     pub remaining_ms: u64,
     pub failure_count: u32,
 }
@@ -213,7 +216,8 @@ fn lockouts_of(
             connection: connection.to_string(),
             model: lock.model,
             reason: lock_reason_name(lock.reason),
-            error_code: lock.error_code,
+            error_code: lock.status,
+            upstream_code: lock.error_code,
             remaining_ms: lock.remaining_ms,
             failure_count: lock.failure_count,
         })

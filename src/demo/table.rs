@@ -136,6 +136,7 @@ mod tests {
             model: "gpt-4o".into(),
             reason: "rate_limited",
             error_code: None,
+            upstream_code: None,
             remaining_ms: 6_200,
             failure_count: 1,
         });

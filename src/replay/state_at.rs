@@ -153,9 +153,13 @@ pub fn render_text(at: &StateAt) -> String {
                 format_duration(lock.remaining_ms),
                 lock.failure_count,
                 lock.error_code
-                    .as_ref()
-                    .map(|c| format!(" code={c}"))
+                    .map(|status| format!(" status={status}"))
                     .unwrap_or_default()
+                    + &lock
+                        .upstream_code
+                        .as_ref()
+                        .map(|c| format!(" code={c}"))
+                        .unwrap_or_default()
             );
         }
         for bucket in &c.buckets {

@@ -85,6 +85,9 @@ pub struct ModelLock {
     pub until_ms: u64,
     /// `n` of the latest counted failure; halved by each success.
     pub failure_count: u32,
+    /// The HTTP status that triggered the lock (429, 404, 403…).
+    pub status: Option<u16>,
+    /// The upstream's own code string (`rate_limit_exceeded`, …).
     pub error_code: Option<String>,
     pub source: ResetSource,
     /// Length of the latest quota lock without a reset, which a failed probe doubles (0: none).
@@ -96,6 +99,7 @@ pub struct ModelLock {
 pub struct ActiveLock {
     pub model: String,
     pub reason: LockReason,
+    pub status: Option<u16>,
     pub error_code: Option<String>,
     pub remaining_ms: u64,
     pub failure_count: u32,
@@ -157,6 +161,7 @@ impl ModelLockouts {
             .map(|(model, lock)| ActiveLock {
                 model: model.clone(),
                 reason: lock.reason,
+                status: lock.status,
                 error_code: lock.error_code.clone(),
                 remaining_ms: lock.until_ms - now_ms,
                 failure_count: lock.failure_count,
@@ -271,6 +276,7 @@ impl ModelLockouts {
                         reason: locked.reason,
                         until_ms: locked.until_ms,
                         failure_count: locked.failure_count,
+                        status: locked.status,
                         error_code: locked.error_code.clone(),
                         source: locked.source,
                         quota_backoff_ms,
@@ -678,6 +684,7 @@ mod tests {
             vec![ActiveLock {
                 model: "b".into(),
                 reason: LockReason::NotFound,
+                status: Some(429),
                 error_code: Some("rate_limit_exceeded".into()),
                 remaining_ms: 118 * SEC,
                 failure_count: 1,
