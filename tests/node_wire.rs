@@ -146,6 +146,8 @@ async fn compressed_errors_are_classified_and_passed_through_readable() {
     );
     for lockout in lockouts["lockouts"].as_array().unwrap() {
         assert_eq!(lockout["reason"], "rate_limited");
+        assert_eq!(lockout["error_code"], 429, "{lockout}");
+        assert!(lockout["upstream_code"].is_string(), "{lockout}");
         assert!(
             lockout["remaining_ms"].as_u64().unwrap() > 25_000,
             "{lockout}"
