@@ -453,7 +453,7 @@ async fn codex_exec_works_through_the_node_without_websocket_retries() {
         let events = codex_events(&run);
         assert_eq!(
             agent_messages(&events),
-            [reply.clone()],
+            [reply.as_str()],
             "{label}: {}",
             run.describe()
         );
@@ -512,10 +512,24 @@ async fn codex_exec_works_through_the_node_without_websocket_retries() {
             );
             assert_eq!(
                 agent_messages(&events),
-                [reply.clone()],
+                [reply.as_str()],
                 "direct: {}",
                 direct.describe()
             );
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The guard every client run relies on.
+
+#[test]
+fn a_hung_client_is_killed_with_its_children_after_the_timeout() {
+    let mut command = clean_command("sh");
+    // A child in the background holds stdout open, as a launcher's native binary would.
+    command.args(["-c", "sleep 30 & sleep 30"]);
+    let run = run_bounded(command, Duration::from_millis(300));
+    assert!(run.timed_out, "{}", run.describe());
+    assert!(!run.success());
+    assert!(run.elapsed < Duration::from_secs(5), "{}", run.describe());
 }
