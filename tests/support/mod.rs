@@ -3,6 +3,8 @@
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+pub mod clients;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

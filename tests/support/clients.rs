@@ -1,0 +1,225 @@
+//! Running real client programs (SDK scripts, Claude Code, Codex CLI) against a node: the two
+//! upstreams they are tried on (a plain mock and one that compresses like a CDN), the mock's
+//! reply text, and a bounded child process (clean environment, null stdin, killed with its
+//! whole process group after a timeout, so a hang fails the test instead of hanging CI).
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use quotaroute::mock_upstream::Compression;
+
+use super::{upstream_key, Harness};
+
+/// How long any one client run may take before it is killed.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The upstream a client is tried against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upstream {
+    /// The mock as it is: identity bodies.
+    Plain,
+    /// The mock compresses every answer the request allows (`Compression::Auto`), and the
+    /// router asks it to (`accept_encoding` on each provider); the router decodes.
+    Compressing,
+}
+
+impl Upstream {
+    pub const BOTH: [Upstream; 2] = [Upstream::Plain, Upstream::Compressing];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Upstream::Plain => "plain mock",
+            Upstream::Compressing => "compressing mock",
+        }
+    }
+
+    /// A node on the standard config in front of a mock of this kind.
+    pub async fn harness(self) -> Harness {
+        match self {
+            Upstream::Plain => Harness::start().await,
+            Upstream::Compressing => {
+                let harness = Harness::start_editing(asks_for_compression).await;
+                let config = std::fs::read_to_string(&harness.config_path).unwrap();
+                assert_eq!(
+                    config.matches("accept_encoding = ").count(),
+                    2,
+                    "both providers ask for compression:\n{config}"
+                );
+                harness.mock.set_compression(Compression::Auto);
+                harness
+            }
+        }
+    }
+}
+
+/// The router asks every provider for compressed answers, as a client behind a CDN would.
+pub fn asks_for_compression(text: String) -> String {
+    text.replace(
+        "base_url = \"",
+        "accept_encoding = \"gzip, deflate, br, zstd\"\nbase_url = \"",
+    )
+}
+
+/// What the mock answers with `chunks` content chunks (its words cycle; 6 by default, else
+/// `max_tokens` / `max_output_tokens`).
+pub fn mock_text(chunks: usize) -> String {
+    ["This", " is", " a", " mock", " reply", "."]
+        .iter()
+        .cycle()
+        .take(chunks)
+        .copied()
+        .collect()
+}
+
+/// Which connections the mock saw requests from (by their upstream keys), with counts.
+pub fn mock_connections(harness: &Harness) -> Vec<(String, u64)> {
+    let stats = harness.mock.stats();
+    ["oa-1", "oa-2", "oa-3", "an-1", "an-2", "an-3"]
+        .iter()
+        .filter_map(|id| {
+            let count = stats.per_key.get(&upstream_key(id)).copied().unwrap_or(0);
+            (count > 0).then(|| (id.to_string(), count))
+        })
+        .collect()
+}
+
+/// `tests/clients`: the pinned npm packages (`npm ci --ignore-scripts --prefix tests/clients`)
+/// and the scripts that drive them.
+pub fn clients_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
+}
+
+/// A fresh directory for a client's HOME (Codex warns about its home under /tmp, so
+/// /var/tmp when it exists).
+pub fn client_home(prefix: &str) -> tempfile::TempDir {
+    let parent = Path::new("/var/tmp");
+    let builder = tempfile::Builder::new().prefix(prefix).clone();
+    if parent.is_dir() {
+        builder.tempdir_in(parent).unwrap()
+    } else {
+        builder.tempdir().unwrap()
+    }
+}
+
+/// A command with an empty environment except `PATH` (clients need `node`, and Codex runs
+/// shell tools); callers add only what the client needs.
+pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new(program);
+    command.env_clear();
+    command.env(
+        "PATH",
+        std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+    );
+    command
+}
+
+/// One finished (or killed) client run.
+#[derive(Debug)]
+pub struct ClientRun {
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    pub timed_out: bool,
+}
+
+impl ClientRun {
+    pub fn success(&self) -> bool {
+        !self.timed_out && self.status.is_some_and(|status| status.success())
+    }
+
+    /// Everything worth printing when an assertion fails.
+    pub fn describe(&self) -> String {
+        format!(
+            "status {:?}{} after {:.2?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.status,
+            if self.timed_out {
+                " (killed: timeout)"
+            } else {
+                ""
+            },
+            self.elapsed,
+            truncate(&self.stdout, 4000),
+            truncate(&self.stderr, 4000),
+        )
+    }
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+/// Runs `command` with stdin null and stdout/stderr captured, in its own process group; after
+/// `timeout` the whole group is killed (launchers such as `codex.js` on Node 20 keep a child).
+/// Blocking: call it from `spawn_blocking` when a node runs on the test's runtime.
+pub fn run_bounded(mut command: Command, timeout: Duration) -> ClientRun {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let started = Instant::now();
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|error| panic!("could not start {command:?}: {error}"));
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let stdout = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > timeout {
+            timed_out = true;
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let elapsed = started.elapsed();
+    ClientRun {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+        elapsed,
+        timed_out,
+    }
+}
+
+/// The note-and-return when a client is not installed; in CI (env `CI` set) a failure.
+pub fn not_installed(what: &str, how: &str) {
+    eprintln!("{what} not installed ({how}): nothing to run");
+    assert!(
+        std::env::var("CI").is_err(),
+        "CI must install {what} ({how})"
+    );
+}
