@@ -9,7 +9,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -342,7 +342,7 @@ fn free_port() -> u16 {
 }
 
 /// The real binary on `config`, with `env` added to a clean environment.
-fn spawn_node(config: &Path, env: &[(&str, &str)]) -> Child {
+fn spawn_node(config: &Path, env: &[(&str, &str)]) -> KillOnDrop {
     let mut command = Command::new(env!("CARGO_BIN_EXE_quotaroute"));
     command
         .args(["serve", "--config"])
@@ -354,7 +354,7 @@ fn spawn_node(config: &Path, env: &[(&str, &str)]) -> Child {
     for (name, value) in env {
         command.env(name, value);
     }
-    command.spawn().unwrap()
+    KillOnDrop(command.spawn().unwrap())
 }
 
 /// Sends `request` through a client trusting the test CA (HTTPS) or plain HTTP.
@@ -432,7 +432,7 @@ async fn the_real_binary_reads_https_proxy_and_no_proxy_from_its_environment() {
     let chat = json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]});
 
     // HTTPS_PROXY alone: the upstream is reached through the tunnel.
-    let mut node = spawn_node(&config, &[("HTTPS_PROXY", &proxy)]);
+    let node = spawn_node(&config, &[("HTTPS_PROXY", &proxy)]);
     wait_ready(&client, &node_base).await;
     let (status, body) = request(
         &client,
@@ -443,11 +443,10 @@ async fn the_real_binary_reads_https_proxy_and_no_proxy_from_its_environment() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(tunnels.lock().unwrap().len(), 1);
-    node.kill().unwrap();
-    node.wait().unwrap();
+    drop(node);
 
     // NO_PROXY naming the upstream's host: straight there, the proxy sees nothing more.
-    let mut node = spawn_node(
+    let _node = spawn_node(
         &config,
         &[("HTTPS_PROXY", &proxy), ("NO_PROXY", "localhost,127.0.0.1")],
     );
@@ -462,8 +461,6 @@ async fn the_real_binary_reads_https_proxy_and_no_proxy_from_its_environment() {
     assert_eq!(status, 200);
     assert_eq!(tunnels.lock().unwrap().len(), 1);
     assert_eq!(mock.stats().total, 2);
-    node.kill().unwrap();
-    node.wait().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,14 +83,16 @@ async fn a_sequential_client_never_revisits_the_key_its_last_request_failed_on()
         config(&mock_base, &dir.path().join("journal"), port),
     )
     .unwrap();
-    let mut node = Command::new(env!("CARGO_BIN_EXE_quotaroute"))
-        .args(["serve", "--config"])
-        .arg(&config_path)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let _node = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_quotaroute"))
+            .args(["serve", "--config"])
+            .arg(&config_path)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     let ready_by = Instant::now() + Duration::from_secs(20);
@@ -162,6 +164,4 @@ async fn a_sequential_client_never_revisits_the_key_its_last_request_failed_on()
             }
         }
     }
-    node.kill().unwrap();
-    node.wait().unwrap();
 }

@@ -264,3 +264,13 @@ pub fn connection<'a>(state: &'a Value, id: &str) -> &'a Value {
         .find(|c| c["id"] == id)
         .unwrap()
 }
+
+/// A child process killed when dropped, so a failing test leaves no node running.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
