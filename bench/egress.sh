@@ -57,8 +57,7 @@ http {
     location / { proxy_pass http://mock; }
   }
   server {
-    listen 127.0.0.1:18192 ssl;
-    http2 on;
+    listen 127.0.0.1:18192 ssl http2;
     ssl_certificate $work/edge.pem; ssl_certificate_key $work/edge.key;
     location / { proxy_pass http://mock; }
   }
@@ -66,6 +65,8 @@ http {
 NGINX
 nginx -p "$work/edge/" -c nginx.conf -e error.log &
 edge_pid=$!
+sleep 0.5
+kill -0 "$edge_pid" 2>/dev/null || { echo "the edge nginx did not start"; exit 1; }
 
 config() { # name base_url provider_lines
   sed -e "s|JOURNAL_DIR|$work/journal-$1|" -e "s|base_url = \"http://127.0.0.1:18180/v1\"|base_url = \"$2\"\n$3|" \

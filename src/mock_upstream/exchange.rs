@@ -62,6 +62,9 @@ pub struct Turn {
     pub chunks: Vec<&'static str>,
     /// Embeddings: one vector per input string.
     pub embedding_inputs: Vec<String>,
+    /// `encoding_format: "base64"` (openai-node's default): vectors as base64 of little-endian
+    /// float32s, as the real API sends them.
+    pub embedding_base64: bool,
     /// Responses API: the `previous_response_id` the request continues, if any.
     pub previous_response_id: Option<String>,
     /// Responses API: `"store": false` asks for the response not to be kept.
@@ -103,6 +106,7 @@ impl Turn {
             prompt_tokens: (body_len as u64).div_ceil(4).max(1),
             chunks,
             embedding_inputs,
+            embedding_base64: body.get("encoding_format").and_then(Value::as_str) == Some("base64"),
             previous_response_id: body
                 .get("previous_response_id")
                 .and_then(Value::as_str)

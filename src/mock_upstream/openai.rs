@@ -45,7 +45,11 @@ pub fn json_body(turn: &Turn) -> Value {
             "data": turn.embedding_inputs.iter().enumerate().map(|(index, input)| json!({
                 "object": "embedding",
                 "index": index,
-                "embedding": embedding(input),
+                "embedding": if turn.embedding_base64 {
+                    json!(embedding_base64(input))
+                } else {
+                    json!(embedding(input))
+                },
             })).collect::<Vec<_>>(),
             "model": turn.model,
             "usage": {"prompt_tokens": turn.prompt_tokens, "total_tokens": turn.prompt_tokens},
@@ -74,6 +78,16 @@ fn embedding(input: &str) -> Vec<f64> {
     (1..=8u64)
         .map(|index| ((seed * index * 7919) % 2000) as f64 / 1000.0 - 1.0)
         .collect()
+}
+
+/// [`embedding`] as the API's base64 form: little-endian float32s.
+fn embedding_base64(input: &str) -> String {
+    use base64::Engine;
+    let bytes: Vec<u8> = embedding(input)
+        .into_iter()
+        .flat_map(|value| (value as f32).to_le_bytes())
+        .collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// The reasoning item a reasoning model's response starts with (an empty summary).

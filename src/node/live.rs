@@ -9,6 +9,7 @@ use http::{HeaderName, HeaderValue};
 
 use crate::config::{ApiFormat, AuthKind, Config, Secret};
 use crate::node::egress;
+use crate::node::metrics::AttemptMetrics;
 use crate::node::upstream::UpstreamClient;
 
 /// One provider's upstream coordinates.
@@ -41,6 +42,8 @@ pub struct LiveConfig {
     pub providers: HashMap<String, ProviderRoute>,
     /// Connection id → its key and how it authenticates.
     pub credentials: HashMap<String, (Secret, AuthKind)>,
+    /// Connection id → its attempt metrics, registered once per load.
+    pub attempt_metrics: HashMap<String, AttemptMetrics>,
     /// Every upstream key, for masking echoes out of passed-through bodies.
     pub upstream_secrets: Vec<Secret>,
 }
@@ -84,7 +87,13 @@ impl LiveConfig {
             .iter()
             .map(|c| (c.id.clone(), (c.api_key.clone(), c.auth)))
             .collect();
+        let attempt_metrics = config
+            .connections
+            .iter()
+            .map(|c| (c.id.clone(), AttemptMetrics::register(&c.provider, &c.id)))
+            .collect();
         LiveConfig {
+            attempt_metrics,
             client_keys: config.server.api_keys.clone(),
             admin_key: config.server.admin_key.clone(),
             metrics_public: config.server.metrics_public,

@@ -2,10 +2,11 @@
 //! request path, gauges (breaker state, cooldowns, lockouts, in-flight, journal lag) computed
 //! from the router's state when `/metrics` is scraped, so they cost nothing per request.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram};
+use metrics::{counter, gauge, histogram, Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use quotaroute_actors::{AdminState, Router};
 use quotaroute_journal::OutcomeClass;
@@ -43,29 +44,91 @@ pub fn install() -> Option<PrometheusHandle> {
         .clone()
 }
 
+/// `quotaroute_requests_total` handles by (endpoint, status), registered on first use: a
+/// registration hashes and allocates its labels, a cached handle only increments.
+static REQUESTS: OnceLock<Mutex<HashMap<(&'static str, u16), Counter>>> = OnceLock::new();
+static OVERHEAD: OnceLock<Histogram> = OnceLock::new();
+
 pub fn request_finished(endpoint: Endpoint, status: u16) {
-    counter!(
-        "quotaroute_requests_total",
-        "endpoint" => endpoint.label(),
-        "status" => status.to_string()
-    )
-    .increment(1);
+    let key = (endpoint.label(), status);
+    let cache = REQUESTS.get_or_init(Mutex::default);
+    let Ok(mut cache) = cache.lock() else {
+        return;
+    };
+    cache
+        .entry(key)
+        .or_insert_with(|| {
+            counter!(
+                "quotaroute_requests_total",
+                "endpoint" => key.0,
+                "status" => key.1.to_string()
+            )
+        })
+        .increment(1);
 }
 
-pub fn attempt(provider: &str, connection: &str, class: OutcomeClass, latency: Duration) {
-    counter!(
-        "quotaroute_attempts_total",
-        "provider" => provider.to_string(),
-        "connection" => connection.to_string(),
-        "class" => class.as_str()
-    )
-    .increment(1);
-    histogram!("quotaroute_upstream_latency_seconds", "provider" => provider.to_string())
-        .record(latency.as_secs_f64());
+/// One connection's attempt counters (one per class) and its provider's latency histogram,
+/// registered when the config is loaded so an attempt only increments and records.
+#[derive(Clone)]
+pub struct AttemptMetrics {
+    by_class: Vec<Counter>,
+    latency: Histogram,
+}
+
+impl std::fmt::Debug for AttemptMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptMetrics").finish_non_exhaustive()
+    }
+}
+
+/// Every class, in the order of `AttemptMetrics::by_class`.
+const CLASSES: [OutcomeClass; 11] = [
+    OutcomeClass::Success,
+    OutcomeClass::ModelUnavailable,
+    OutcomeClass::ClientError,
+    OutcomeClass::AuthFailed,
+    OutcomeClass::Billing,
+    OutcomeClass::QuotaExhausted,
+    OutcomeClass::Forbidden,
+    OutcomeClass::RateLimited,
+    OutcomeClass::Timeout,
+    OutcomeClass::ServerError,
+    OutcomeClass::Network,
+];
+
+impl AttemptMetrics {
+    /// Registers `connection`'s handles (call after [`install`]).
+    pub fn register(provider: &str, connection: &str) -> Self {
+        let by_class = CLASSES
+            .iter()
+            .map(|class| {
+                counter!(
+                    "quotaroute_attempts_total",
+                    "provider" => provider.to_string(),
+                    "connection" => connection.to_string(),
+                    "class" => class.as_str()
+                )
+            })
+            .collect();
+        let latency =
+            histogram!("quotaroute_upstream_latency_seconds", "provider" => provider.to_string());
+        AttemptMetrics { by_class, latency }
+    }
+}
+
+pub fn attempt(metrics: &AttemptMetrics, class: OutcomeClass, latency: Duration) {
+    if let Some(index) = CLASSES.iter().position(|c| *c == class) {
+        if let Some(counter) = metrics.by_class.get(index) {
+            counter.increment(1);
+        }
+    }
+    metrics.latency.record(latency.as_secs_f64());
 }
 
 pub fn overhead(overhead_us: u64) {
-    histogram!("quotaroute_router_overhead_seconds").record(overhead_us as f64 / 1e6);
+    OVERHEAD
+        .get_or_init(|| histogram!("quotaroute_router_overhead_seconds"))
+        .record(overhead_us as f64 / 1e6);
 }
 
 /// Sets the state gauges from the router, then renders everything.

@@ -572,7 +572,15 @@ async fn try_target(
         return failed(OutcomeClass::Network, None, "bad upstream URL");
     };
     let done = |class: OutcomeClass, latency: Duration| {
-        attempt_done(ctx.request_id, ctx.combo, target, attempt, class, latency);
+        attempt_done(
+            ctx.live,
+            ctx.request_id,
+            ctx.combo,
+            target,
+            attempt,
+            class,
+            latency,
+        );
     };
     let sent_at = StdInstant::now();
     // A streaming try must show content within `first_token_timeout_ms` of being sent,
@@ -798,6 +806,7 @@ async fn failover(
 /// Metrics and the per-attempt log line (`debug`: per-request logging never costs throughput
 /// at `info`). Ids and classes only — never a key or a body.
 fn attempt_done(
+    live: &LiveConfig,
     request_id: &str,
     combo: &str,
     target: &RoutedTarget,
@@ -805,7 +814,9 @@ fn attempt_done(
     class: OutcomeClass,
     latency: Duration,
 ) {
-    metrics::attempt(&target.provider, &target.connection, class, latency);
+    if let Some(attempt_metrics) = live.attempt_metrics.get(&*target.connection) {
+        metrics::attempt(attempt_metrics, class, latency);
+    }
     tracing::debug!(
         request_id,
         combo,

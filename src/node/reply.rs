@@ -22,22 +22,29 @@ pub struct RouteHeaders {
     pub request_id: String,
 }
 
+const CONNECTION: HeaderName = HeaderName::from_static("x-quotaroute-connection");
+const MODEL: HeaderName = HeaderName::from_static("x-quotaroute-model");
+const ATTEMPTS: HeaderName = HeaderName::from_static("x-quotaroute-attempts");
+const OVERHEAD_US: HeaderName = HeaderName::from_static("x-quotaroute-overhead-us");
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const UPSTREAM_REQUEST_ID: HeaderName = HeaderName::from_static("x-quotaroute-upstream-request-id");
+
 impl RouteHeaders {
     pub fn apply(&self, headers: &mut HeaderMap) {
-        let mut put = |name: &'static str, value: &str| {
+        let mut put = |name: HeaderName, value: &str| {
             if let Ok(value) = HeaderValue::from_str(value) {
-                headers.insert(HeaderName::from_static(name), value);
+                headers.insert(name, value);
             }
         };
         if let Some(connection) = &self.connection {
-            put("x-quotaroute-connection", connection);
+            put(CONNECTION, connection);
         }
         if let Some(model) = &self.model {
-            put("x-quotaroute-model", model);
+            put(MODEL, model);
         }
-        put("x-quotaroute-attempts", &self.attempts.to_string());
-        put("x-quotaroute-overhead-us", &self.overhead_us.to_string());
-        put("x-request-id", &self.request_id);
+        put(REQUEST_ID, &self.request_id);
+        headers.insert(ATTEMPTS, HeaderValue::from(self.attempts));
+        headers.insert(OVERHEAD_US, HeaderValue::from(self.overhead_us));
     }
 
     /// [`apply`](Self::apply), keeping the upstream's own request id (OpenAI's `x-request-id`)
@@ -45,10 +52,7 @@ impl RouteHeaders {
     pub fn apply_with_upstream(&self, upstream: &HeaderMap, headers: &mut HeaderMap) {
         if let Some(id) = upstream.get("x-request-id") {
             if id.as_bytes() != self.request_id.as_bytes() {
-                headers.insert(
-                    HeaderName::from_static("x-quotaroute-upstream-request-id"),
-                    id.clone(),
-                );
+                headers.insert(UPSTREAM_REQUEST_ID, id.clone());
             }
         }
         self.apply(headers);

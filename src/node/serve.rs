@@ -83,9 +83,11 @@ impl RunningNode {
             addr,
             reason: error.to_string(),
         })?;
+        // The recorder first: the live config registers its metric handles with it.
+        let metrics = metrics::install();
         let app = AppState::new(
             LiveConfig::from_config(&config),
-            metrics::install(),
+            metrics,
             options.config_path.clone(),
         );
         let tls = match &config.server.tls {

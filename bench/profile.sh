@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Where the router's CPU per request goes, by layer: the release binary under callgrind
+# (instructions, steady across runs on a shared machine) serving a bounded wrk load against the
+# shared bench mock, with the shared bench config (journal on, request_events = "all").
+# Prints the instructions per request of each layer (inclusive, so layers nest) and the total.
+# Run from the project root:  bench/profile.sh      (knobs: SECONDS_OF_LOAD, CONNS, STREAM=1)
+# Needs valgrind and wrk; builds the shared mock like ../shared/bench does.
+set -euo pipefail
+root=$(pwd)
+bench=$(cd "$root/../shared/bench" && pwd)
+command -v valgrind >/dev/null && command -v wrk >/dev/null ||
+  { echo "needs valgrind and wrk: apt-get install -y valgrind wrk"; exit 2; }
+cargo build --release --bin quotaroute -q
+mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}
+(cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
+pids+=($!)
+sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
+valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
+  "$root/target/release/quotaroute" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &
+node=$!
+pids+=($node)
+key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
+body=$bench/bodies/chat-small.json
+[ "${STREAM:-0}" = 1 ] && body=$bench/bodies/chat-small-stream.json
+for _ in $(seq 1 300); do
+  curl -sf -o /dev/null -H "Authorization: Bearer $key" -H 'content-type: application/json' \
+    --data @"$body" http://127.0.0.1:18183/v1/chat/completions && break
+  sleep 0.2
+done
+BODY_FILE=$body API_KEY=$key wrk -t1 -c"${CONNS:-8}" -d"${SECONDS_OF_LOAD:-20}s" \
+  -s "$bench/wrk/post.lua" http://127.0.0.1:18183/v1/chat/completions >"$work/wrk.txt"
+requests=$(sed -n 's/^BENCH_JSON .*"requests":\([0-9]*\).*/\1/p' "$work/wrk.txt")
+kill -TERM "$node"
+wait "$node" 2>/dev/null || true
+echo "requests served under callgrind: $requests"
+cp "$work/callgrind.out" /tmp/quotaroute-callgrind.out
+callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$work/callgrind.out" 2>/dev/null >"$work/inclusive.txt"
+callgrind_annotate --auto=no --threshold=100 "$work/callgrind.out" 2>/dev/null >"$work/self.txt"
+python3 - "$work/inclusive.txt" "$work/self.txt" "$requests" <<'PY'
+import re, sys
+inclusive, exclusive, requests = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def read(path):
+    rows, total = [], None
+    for line in open(path):
+        m = re.match(r'\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(.*)', line)
+        if not m or not m.group(1).replace(',', '').isdigit():
+            continue
+        ir = int(m.group(1).replace(',', ''))
+        name = m.group(2).strip()
+        if 'PROGRAM TOTALS' in name:
+            total = ir
+        elif name:
+            rows.append((ir, name))
+    return rows, total
+rows, total = read(inclusive)
+self_rows, self_total = read(exclusive)
+total = total or self_total
+layers = [
+    ("accept + HTTP/1 server (hyper server dispatch)", r"hyper::proto::h1::dispatch::Dispatcher<.*Server"),
+    ("request handler (quotaroute::node::proxy::handle)", r"quotaroute::node::proxy::handle"),
+    ("  body scan + rewrite (proxy::body_rewrite)", r"quotaroute::proxy::body_rewrite::(parse_request|rewrite)"),
+    ("  routing decision (Router::route)", r"quotaroute_actors::router::Router::route"),
+    ("  upstream client (hyper-util Client::request)", r"hyper_util::client::legacy::client::Client<.*>::(send_request|connection_for|request)"),
+    ("  response usage (proxy::usage)", r"quotaroute::proxy::usage::response_usage"),
+    ("  rate-limit headers (readings_from_headers)", r"readings_from_headers"),
+    ("  header rules (header_rules)", r"quotaroute::node::header_rules::"),
+    ("  reporting (Decision::report)", r"quotaroute_actors::decision::Decision::(report|send_report)"),
+    ("  metrics (metrics::)", r"quotaroute::node::metrics::"),
+    ("combo actor (ComboActor::handle)", r"ComboActor.*handle"),
+    ("connection actor (ConnectionActor::handle)", r"ConnectionActor.*handle"),
+    ("recorder actor (RecorderActor::handle)", r"RecorderActor.*handle"),
+    ("journal writer (quotaroute_journal::writer)", r"quotaroute_journal::writer::Writer::run"),
+    ("journal codec (bincode encode)", r"quotaroute_journal::codec::"),
+]
+print(f"total {total:,} instructions = {total / requests:,.0f} per request")
+print("| layer | instructions per request (inclusive) | share |")
+print("|---|---:|---:|")
+for label, pattern in layers:
+    best = 0
+    regex = re.compile(pattern)
+    for ir, name in rows:
+        if regex.search(name):
+            best = max(best, ir)
+    print(f"| {label} | {best / requests:,.0f} | {100 * best / total:.1f}% |")
+alloc = sum(ir for ir, name in self_rows
+            if re.search(r"(^|[:\s])(malloc|free|realloc|calloc|_int_malloc|_int_free|malloc_consolidate|cfree|_int_realloc)\b", name))
+print(f"| malloc + free (self) | {alloc / requests:,.0f} | {100 * alloc / total:.1f}% |")
+print()
+print("top functions by their own instructions per request:")
+for ir, name in sorted(self_rows, reverse=True)[:20]:
+    print(f"  {ir / requests:8,.0f}  {name[:140]}")
+PY
