@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Load benchmark: the same mock upstream reached directly, through quotaroute, and through
-# nginx (when installed: `apt-get install -y nginx`) as the bare-proxy reference; non-streaming
-# and streaming; 1 and 64 connections. Prints a markdown table: RPS, p50, p99, time to first
-# byte, router CPU µs per request and peak RSS. Bounded: SECONDS per case (default 5).
+# nginx (when installed: `apt-get install -y nginx`) with a worker per core, as many threads as
+# the router's runtime uses, as the bare-proxy reference; non-streaming and streaming; 1 and 64
+# connections. Prints a markdown table: RPS, p50, p99, time to first byte, router CPU µs per
+# request and peak RSS; the ratios README reports come from ../shared/bench/vs-nginx.sh. Bounded: SECONDS per case (default 5).
 # REQUEST_EVENTS=failures runs the router with `journal.request_events = "failures"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ have_nginx=0
 if command -v nginx >/dev/null; then
   mkdir -p "$work/nginx/logs"
   cat > "$work/nginx/nginx.conf" <<NGINX
-worker_processes 1;
+worker_processes $(nproc);
 daemon off;
 error_log $work/nginx/logs/error.log warn;
 pid $work/nginx/nginx.pid;
