@@ -367,3 +367,46 @@ async fn s4_a_client_that_never_finishes_its_headers_is_disconnected_after_the_h
         started.elapsed() >= quotaroute::node::accept::HEADER_READ_TIMEOUT - Duration::from_secs(1)
     );
 }
+
+/// An answer given before the body was read (413 on a declared length, 401, a wrong content
+/// type) says `Connection: close`, so a client never sends its next request down a connection
+/// whose unread body the server would take for that request. Twenty oversize and twenty good
+/// requests, alternating on one pooled client, all get their own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_answers_close_their_connection_and_the_next_request_is_served() {
+    let harness = Harness::start_editing(|text| {
+        text.replace(
+            "shutdown_grace_ms = 2000",
+            "shutdown_grace_ms = 2000\nmax_body_bytes = 4096",
+        )
+    })
+    .await;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .build()
+        .unwrap();
+    let oversize = vec![b' '; 64 * 1024];
+    for round in 0..20 {
+        let response = client
+            .post(harness.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_KEY)
+            .header("content-type", "application/json")
+            .body(oversize.clone())
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("round {round}: oversize request: {error}"));
+        assert_eq!(response.status(), 413);
+        assert_eq!(header(&response, "connection"), "close");
+        let response = support::chat(&client, &harness.base, "team").await;
+        assert_eq!(response.status(), 200, "round {round}");
+    }
+    let response = client
+        .post(harness.url("/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(header(&response, "connection"), "close");
+}

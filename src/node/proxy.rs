@@ -160,14 +160,23 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         metrics::request_finished(endpoint, error.status().as_u16());
         reply::api_error(&error, anthropic, route)
     };
+    // An answer given before the client's body was read whole: the rest of that body would be
+    // read as the next request on this connection, so the connection closes after the answer.
+    let fail_unread = |error: ApiError, route: &RouteHeaders| {
+        let mut response = fail(error, route);
+        response
+            .headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        response
+    };
     if !client_authorized(&live, &parts.headers, anthropic) {
-        return fail(
+        return fail_unread(
             ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
             &route,
         );
     }
     let Some(router) = app.router().cloned() else {
-        return fail(
+        return fail_unread(
             ApiError::new(
                 ApiErrorKind::NoAvailableTarget,
                 "the router is starting: replaying its journal",
@@ -176,7 +185,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         );
     };
     if !is_json_content_type(&parts.headers) {
-        return fail(
+        return fail_unread(
             ApiError::new(
                 ApiErrorKind::InvalidJson,
                 "the body must be JSON (Content-Type: application/json)",
@@ -190,7 +199,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > live.max_body_bytes as u64) {
-        return fail(
+        return fail_unread(
             ApiError::new(
                 ApiErrorKind::RequestTooLarge,
                 format!(
@@ -203,7 +212,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     }
     let client_body = match read_client_body(body, live.max_body_bytes).await {
         Ok(body) => body,
-        Err(error) => return fail(error, &route),
+        Err(error) => return fail_unread(error, &route),
     };
     let client_body =
         match decode_client_body(client_body, &parts.headers, live.max_body_bytes).await {
