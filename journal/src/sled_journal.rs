@@ -7,6 +7,7 @@ use crate::error::{Damage, JournalError};
 use crate::event::Envelope;
 use crate::store::{envelopes_from, plan_prune, Journal, PruneReport, Snapshot, SNAPSHOTS_KEPT};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 /// How to open sled.
@@ -25,8 +26,19 @@ impl Default for SledOptions {
 }
 
 /// A journal in a sled directory. Holds sled's exclusive lock on it while open.
+///
+/// The open database sits in a slot shared with every [`reader`](SledJournal::reader), so
+/// [`Journal::reopen`] can swap in a fresh one: once a write fails (a full or read-only disk)
+/// sled stays failed for good, and only a new open — after every handle on the old one is gone
+/// — writes again.
 pub struct SledJournal {
     path: PathBuf,
+    options: SledOptions,
+    open: Arc<RwLock<Option<Arc<Trees>>>>,
+}
+
+/// One open database and its two trees.
+struct Trees {
     db: sled::Db,
     events: sled::Tree,
     snapshots: sled::Tree,
@@ -53,43 +65,63 @@ impl SledJournal {
     /// moment ago in this process opens; one held by a running node still fails, as `Locked`.
     pub fn open(path: impl AsRef<Path>, options: SledOptions) -> Result<Self, JournalError> {
         let path = path.as_ref().to_path_buf();
-        let started = Instant::now();
-        let db = loop {
-            let opened = sled::Config::new()
-                .path(&path)
-                .cache_capacity(options.cache_bytes)
-                .flush_every_ms(None)
-                .open()
-                .map_err(|error| open_error(&path, error));
-            match opened {
-                Err(JournalError::Locked { .. }) if started.elapsed() < LOCK_WAIT => {
-                    std::thread::sleep(LOCK_RETRY_EVERY);
-                }
-                other => break other?,
-            }
-        };
-        let events = db
-            .open_tree("events")
-            .map_err(|error| open_error(&path, error))?;
-        let snapshots = db
-            .open_tree("snapshots")
-            .map_err(|error| open_error(&path, error))?;
+        let trees = open_trees(&path, &options)?;
         Ok(SledJournal {
             path,
-            db,
-            events,
-            snapshots,
+            options,
+            open: Arc::new(RwLock::new(Some(Arc::new(trees)))),
         })
     }
 
+    /// The open trees, or `Closed` while a reopen is in progress or has failed.
+    fn trees(&self) -> Result<Arc<Trees>, JournalError> {
+        self.open
+            .read()
+            .ok()
+            .and_then(|slot| slot.clone())
+            .ok_or(JournalError::Closed)
+    }
+}
+
+fn open_trees(path: &Path, options: &SledOptions) -> Result<Trees, JournalError> {
+    let path = path.to_path_buf();
+    let started = Instant::now();
+    let db = loop {
+        let opened = sled::Config::new()
+            .path(&path)
+            .cache_capacity(options.cache_bytes)
+            .flush_every_ms(None)
+            .open()
+            .map_err(|error| open_error(&path, error));
+        match opened {
+            Err(JournalError::Locked { .. }) if started.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(LOCK_RETRY_EVERY);
+            }
+            other => break other?,
+        }
+    };
+    let events = db
+        .open_tree("events")
+        .map_err(|error| open_error(&path, error))?;
+    let snapshots = db
+        .open_tree("snapshots")
+        .map_err(|error| open_error(&path, error))?;
+    Ok(Trees {
+        db,
+        events,
+        snapshots,
+    })
+}
+
+impl SledJournal {
     /// A second handle on the same open database, for reading while the writer thread owns
     /// the first (sled is safe to share between threads; the lock stays with this process).
+    /// It follows the writer's reopens.
     pub fn reader(&self) -> SledJournal {
         SledJournal {
             path: self.path.clone(),
-            db: self.db.clone(),
-            events: self.events.clone(),
-            snapshots: self.snapshots.clone(),
+            options: self.options.clone(),
+            open: self.open.clone(),
         }
     }
 
@@ -100,12 +132,15 @@ impl SledJournal {
 
     /// Bytes sled reports on disk.
     pub fn size_on_disk(&self) -> Result<u64, JournalError> {
-        Ok(self.db.size_on_disk()?)
+        Ok(self.trees()?.db.size_on_disk()?)
     }
 
     /// The raw `(tree, key, value)` entries, for exporting a journal byte for byte.
     pub fn raw_entries(&self) -> Vec<(&'static str, Vec<u8>, Vec<u8>)> {
-        let trees = [("events", &self.events), ("snapshots", &self.snapshots)];
+        let Ok(open) = self.trees() else {
+            return Vec::new();
+        };
+        let trees = [("events", &open.events), ("snapshots", &open.snapshots)];
         trees
             .into_iter()
             .flat_map(|(name, tree)| {
@@ -119,9 +154,10 @@ impl SledJournal {
     /// Stores a raw entry made by [`SledJournal::raw_entries`] (importing an exported journal,
     /// or damaging one in a test). `tree` is `events` or `snapshots`.
     pub fn put_raw(&mut self, tree: &str, key: &[u8], value: &[u8]) -> Result<(), JournalError> {
+        let open = self.trees()?;
         let tree = match tree {
-            "events" => &self.events,
-            "snapshots" => &self.snapshots,
+            "events" => &open.events,
+            "snapshots" => &open.snapshots,
             other => return Err(JournalError::Storage(format!("no tree named {other}"))),
         };
         tree.insert(key, value)?;
@@ -165,17 +201,34 @@ impl Journal for SledJournal {
             return Ok(());
         };
         let value = codec::encode_batch(batch)?;
-        self.events.insert(codec::seq_key(first.seq), value)?;
+        self.trees()?
+            .events
+            .insert(codec::seq_key(first.seq), value)?;
         Ok(())
     }
 
     fn flush(&mut self) -> Result<(), JournalError> {
-        self.db.flush()?;
+        self.trees()?.db.flush()?;
+        Ok(())
+    }
+
+    /// Drops this process's handle on the database and opens it again (waiting up to
+    /// `LOCK_WAIT` for readers to let go). `Locked` when a reader still holds the old one.
+    fn reopen(&mut self) -> Result<(), JournalError> {
+        let mut slot = self.open.write().map_err(|_| JournalError::Closed)?;
+        if let Some(old) = slot.take() {
+            // Whatever the old database still buffers is lost with it; the writer rewrites
+            // what it had not seen flushed.
+            drop(old);
+        }
+        let trees = open_trees(&self.path, &self.options)?;
+        *slot = Some(Arc::new(trees));
         Ok(())
     }
 
     fn last_seq(&self) -> Result<Option<u64>, JournalError> {
-        let Some((key, value)) = self.events.last()? else {
+        let open = self.trees()?;
+        let Some((key, value)) = open.events.last()? else {
             return Ok(None);
         };
         let first = codec::key_seq(&key).map_err(|reason| {
@@ -188,15 +241,21 @@ impl Journal for SledJournal {
     }
 
     fn read_from(&self, from: u64) -> Box<dyn Iterator<Item = Result<Envelope, Damage>> + '_> {
+        let Ok(open) = self.trees() else {
+            return Box::new(std::iter::once(Err(Damage {
+                seq: from,
+                reason: codec::DamageReason::Storage("the journal is being reopened".into()),
+            })));
+        };
+        let events = open.events.clone();
         // Start at the record that may hold `from` (the last key at or before it).
-        let start = match self.events.range(..=codec::seq_key(from)).next_back() {
+        let start = match events.range(..=codec::seq_key(from)).next_back() {
             Some(Ok((key, _))) => codec::key_seq(&key).unwrap_or(from),
             _ => from,
         };
         let mut next_seq = start;
         let mut failed = false;
-        let records = self
-            .events
+        let records = events
             .range(codec::seq_key(start)..)
             .map_while(move |entry| {
                 // A storage error ends the scan (after reporting it): sled would repeat it.
@@ -219,9 +278,10 @@ impl Journal for SledJournal {
     }
 
     fn put_snapshot(&mut self, seq: u64, at_ms: u64, state: &[u8]) -> Result<(), JournalError> {
-        self.snapshots
+        let open = self.trees()?;
+        open.snapshots
             .insert(codec::seq_key(seq), codec::encode_snapshot(at_ms, state))?;
-        let old_keys: Vec<sled::IVec> = self
+        let old_keys: Vec<sled::IVec> = open
             .snapshots
             .iter()
             .keys()
@@ -229,13 +289,16 @@ impl Journal for SledJournal {
             .skip(SNAPSHOTS_KEPT)
             .collect::<Result<_, _>>()?;
         for key in old_keys {
-            self.snapshots.remove(key)?;
+            open.snapshots.remove(key)?;
         }
         Ok(())
     }
 
     fn snapshots(&self) -> Vec<Result<Snapshot, Damage>> {
-        self.snapshots
+        let Ok(open) = self.trees() else {
+            return Vec::new();
+        };
+        open.snapshots
             .iter()
             .rev()
             .map(|entry| {
@@ -258,7 +321,8 @@ impl Journal for SledJournal {
             return Ok(report);
         };
         report.covered_by = Some(snapshot_seq);
-        let records = self.events.iter().map_while(|entry| {
+        let open = self.trees()?;
+        let records = open.events.iter().map_while(|entry| {
             let (key, value) = entry.ok()?;
             let seq = codec::key_seq(&key).ok()?;
             let batch =
@@ -270,7 +334,7 @@ impl Journal for SledJournal {
         for seq in remove {
             batch.remove(codec::seq_key(seq).to_vec());
         }
-        self.events.apply_batch(batch)?;
+        open.events.apply_batch(batch)?;
         Ok(report)
     }
 }

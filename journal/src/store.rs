@@ -36,6 +36,11 @@ pub trait Journal: Send + 'static {
     fn write_batch(&mut self, batch: &[Envelope]) -> Result<(), JournalError>;
     /// Makes everything written so far durable.
     fn flush(&mut self) -> Result<(), JournalError>;
+    /// Opens the storage afresh after a failed write (a backend that stays failed once it has
+    /// failed, as sled does); what was written but not flushed may be gone. A no-op by default.
+    fn reopen(&mut self) -> Result<(), JournalError> {
+        Ok(())
+    }
     /// The last seq stored. If the last record is damaged its key (first seq) is returned:
     /// a lower bound, so new seqs never collide with a readable record.
     fn last_seq(&self) -> Result<Option<u64>, JournalError>;

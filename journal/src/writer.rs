@@ -60,6 +60,9 @@ pub struct JournalStats {
 
 /// Events per stored record: keeps sled values well under its 128 KiB blob threshold.
 const RECORD_MAX_EVENTS: usize = 24;
+/// The first wait after a failed write before the store is reopened, doubling up to the max.
+const REOPEN_BACKOFF_MIN: Duration = Duration::from_millis(250);
+const REOPEN_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Prune at most once per this much event time.
 const PRUNE_EVERY_MS: u64 = 60_000;
 
@@ -135,6 +138,9 @@ impl JournalHandle {
             out_of_order: BTreeMap::new(),
             next_expected: last_seq + 1,
             written_unflushed: None,
+            unflushed_records: Vec::new(),
+            next_reopen_at: Instant::now(),
+            reopen_backoff: REOPEN_BACKOFF_MIN,
             waiters: Vec::new(),
             snapshots: Vec::new(),
             newest_at_ms: 0,
@@ -271,6 +277,12 @@ struct Writer {
     next_expected: u64,
     /// Last seq written but not yet flushed.
     written_unflushed: Option<u64>,
+    /// The records written since the last flush, as written: after a reopen they are written
+    /// again (same keys, same contents), since the store may have lost them.
+    unflushed_records: Vec<Vec<Envelope>>,
+    /// While failing: when to reopen the store next, and the wait after that one.
+    next_reopen_at: Instant,
+    reopen_backoff: Duration,
     waiters: Vec<(u64, Reply)>,
     snapshots: Vec<(u64, u64, Vec<u8>)>,
     newest_at_ms: u64,
@@ -318,6 +330,7 @@ impl Writer {
                 let _ = self.write_ready();
             }
             if Instant::now() >= next_tick {
+                self.reopen_when_due();
                 let _ = self.commit();
                 next_tick = Instant::now() + self.flush_every;
             }
@@ -344,6 +357,7 @@ impl Writer {
     /// long queue once per record.
     fn write_ready(&mut self) -> Result<(), JournalError> {
         let mut written = 0;
+        let mut sizes = Vec::new();
         let mut outcome = Ok(());
         while written < self.ready.len() {
             let take = (self.ready.len() - written).min(RECORD_MAX_EVENTS);
@@ -353,6 +367,7 @@ impl Writer {
                 outcome = Err(self.failed(error));
                 break;
             }
+            sizes.push(take);
             written += take;
             self.written_unflushed = Some(last);
             self.shared
@@ -362,8 +377,39 @@ impl Writer {
                 .queue_len
                 .fetch_sub(take as u64, Ordering::Relaxed);
         }
-        self.ready.drain(..written);
+        let mut drained = self.ready.drain(..written);
+        for size in sizes {
+            self.unflushed_records
+                .push(drained.by_ref().take(size).collect());
+        }
+        drop(drained);
         outcome
+    }
+
+    /// While failing, once the backoff has passed: reopen the store and write again what it
+    /// may have lost (the records not yet flushed). A store that stays failed after a write
+    /// error (sled after a full or read-only disk) comes back this way when the disk does.
+    fn reopen_when_due(&mut self) {
+        if !self.failing || Instant::now() < self.next_reopen_at {
+            return;
+        }
+        self.next_reopen_at = Instant::now() + self.reopen_backoff;
+        self.reopen_backoff = (self.reopen_backoff * 2).min(REOPEN_BACKOFF_MAX);
+        if let Err(error) = self.journal.reopen() {
+            tracing::warn!(%error, "journal reopen failed; retrying");
+            return;
+        }
+        for record in &self.unflushed_records {
+            if let Err(error) = self.journal.write_batch(record) {
+                tracing::warn!(%error, "journal still failing after reopen; retrying");
+                return;
+            }
+        }
+        tracing::info!(
+            rewritten = self.unflushed_records.iter().map(Vec::len).sum::<usize>(),
+            queued = self.ready.len(),
+            "journal reopened"
+        );
     }
 
     /// Writes, flushes, stores due snapshots, answers waiters, prunes when due.
@@ -393,14 +439,20 @@ impl Writer {
                 return Err(self.failed(error));
             }
             self.written_unflushed = None;
+            self.unflushed_records.clear();
             self.shared.durable_seq.store(last, Ordering::SeqCst);
         }
         let durable = self.shared.durable_seq.load(Ordering::SeqCst);
         self.write_snapshots(durable)?;
         if self.failing {
             self.failing = false;
+            self.reopen_backoff = REOPEN_BACKOFF_MIN;
             self.shared.healthy.store(true, Ordering::Relaxed);
-            tracing::info!(durable, "journal writes recovered");
+            tracing::info!(
+                durable,
+                dropped_request_events = self.shared.dropped.load(Ordering::Relaxed),
+                "journal writes recovered"
+            );
         }
         self.prune_when_due();
         Ok(durable)
@@ -448,7 +500,8 @@ impl Writer {
         self.shared.write_errors.fetch_add(1, Ordering::Relaxed);
         self.shared.healthy.store(false, Ordering::Relaxed);
         if !self.failing {
-            tracing::error!(%error, "journal write failed; keeping events and retrying");
+            tracing::error!(%error, "journal write failed; keeping events, reopening the store");
+            self.next_reopen_at = Instant::now() + self.reopen_backoff;
         }
         self.failing = true;
         error

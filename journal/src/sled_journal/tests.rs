@@ -44,15 +44,11 @@ fn corrupt_record_is_reported_with_its_seq_and_skipped() {
     let mut journal = open(&dir);
     fill(&mut journal, 30, 10);
     // Overwrite bytes of the middle record (seqs 11..=20) directly in sled.
-    let mut value = journal
-        .events
-        .get(codec::seq_key(11))
-        .unwrap()
-        .unwrap()
-        .to_vec();
+    let events = journal.trees().unwrap().events.clone();
+    let mut value = events.get(codec::seq_key(11)).unwrap().unwrap().to_vec();
     let middle = value.len() / 2;
     value[middle] ^= 0x5a;
-    journal.events.insert(codec::seq_key(11), value).unwrap();
+    events.insert(codec::seq_key(11), value).unwrap();
 
     let read: Vec<_> = journal.read_from(0).collect();
     assert_eq!(read.len(), 21);
