@@ -333,14 +333,6 @@ async fn an_egress_proxy_carries_the_tunnel_and_a_refusal_names_the_proxy_not_it
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The real binary on `config`, with `env` added to a clean environment.
 fn spawn_node(config: &Path, env: &[(&str, &str)]) -> KillOnDrop {
     let mut command = Command::new(env!("CARGO_BIN_EXE_quotaroute"));

@@ -72,11 +72,7 @@ async fn a_sequential_client_never_revisits_the_key_its_last_request_failed_on()
     let (mock_base, mock) = start_mock().await;
     mock.add_rule(Rule::always(Fault::Status(503)));
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let config_path = dir.path().join("quotaroute.toml");
     std::fs::write(
         &config_path,

@@ -16,14 +16,6 @@ use quotaroute_journal::{
 use serde_json::{json, Value};
 use support::*;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn spawn_node(config: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_quotaroute"))
         .args(["serve", "--config"])

@@ -19,7 +19,7 @@ use quotaroute::node::reload::digest;
 use quotaroute_journal::envelope_to_json;
 use reliability_support::*;
 use serde_json::{json, Value};
-use support::{standard_config, start_mock, upstream_key, ADMIN_KEY, CLIENT_KEY};
+use support::{free_port, standard_config, start_mock, upstream_key, ADMIN_KEY, CLIENT_KEY};
 
 const LIVES: usize = 20;
 const FLUSH_EVERY_MS: u64 = 10;

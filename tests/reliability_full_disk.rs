@@ -8,40 +8,13 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use quotaroute::mock_upstream::Rule;
+use quotaroute_journal::test_disk::Tmpfs;
 use serde_json::Value;
 use support::*;
-
-/// A tmpfs mounted in a temp dir; unmounted when dropped.
-struct Tmpfs {
-    _dir: tempfile::TempDir,
-    mount: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let mount = dir.path().join("disk");
-        std::fs::create_dir_all(&mount).unwrap();
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&mount)
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        mounted.then_some(Tmpfs { _dir: dir, mount })
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mount).status();
-    }
-}
 
 fn spawn(config: &std::path::Path) -> KillOnDrop {
     KillOnDrop(
@@ -78,7 +51,8 @@ fn oa1_lock(lockouts: &Value) -> Option<&Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_degrades_the_journal_and_it_recovers_by_itself_keeping_what_it_learned() {
-    let Some(disk) = Tmpfs::mount("3m") else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&dir.path().join("disk"), "3m") else {
         eprintln!("cannot mount a tmpfs here (needs root): nothing to run");
         assert!(
             std::env::var("CI").is_err(),
@@ -87,12 +61,8 @@ async fn a_full_disk_degrades_the_journal_and_it_recovers_by_itself_keeping_what
         return;
     };
     let (mock_base, mock) = start_mock().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let text = standard_config(&mock_base, &disk.mount.join("journal"), "").replace(
+    let port = free_port();
+    let text = standard_config(&mock_base, &disk.path().join("journal"), "").replace(
         "listen = \"127.0.0.1:0\"",
         &format!("listen = \"127.0.0.1:{port}\""),
     );
@@ -143,12 +113,7 @@ async fn a_full_disk_degrades_the_journal_and_it_recovers_by_itself_keeping_what
     assert_eq!(state["journal"], "degraded", "{state}");
 
     // The disk grows: the journal says ok again by itself and writes what it kept.
-    let status = Command::new("mount")
-        .args(["-o", "remount,size=64m"])
-        .arg(&disk.mount)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    assert!(disk.resize("64m"));
     wait_for(
         "journal ok and caught up",
         Duration::from_secs(20),

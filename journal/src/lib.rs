@@ -11,7 +11,8 @@
 //!   wrapper whose writes can be made to fail.
 //! - [`writer`] — [`JournalHandle`]: one thread that owns the journal and group-commits.
 //! - [`recovery`] — newest readable snapshot + the events after it.
-//! - [`testkit`] — deterministic sample events of every kind.
+//! - [`testkit`] — deterministic sample events of every kind; [`test_disk`] — a tmpfs that
+//!   fills and grows, for the disk-trouble tests.
 
 pub mod codec;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod ndjson;
 pub mod recovery;
 pub mod sled_journal;
 pub mod store;
+pub mod test_disk;
 pub mod testkit;
 pub mod writer;
 

@@ -8,47 +8,12 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use quotaroute_journal::test_disk::Tmpfs;
 use quotaroute_journal::testkit::sample_event;
 use quotaroute_journal::{Event, Journal, JournalHandle, SledJournal, SledOptions, WriterConfig};
-
-/// A tmpfs of `size` mounted in a temp dir; unmounted when dropped.
-struct Tmpfs {
-    _dir: tempfile::TempDir,
-    mount: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let mount = dir.path().join("disk");
-        std::fs::create_dir_all(&mount).unwrap();
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&mount)
-            .status()
-            .is_ok_and(|s| s.success());
-        mounted.then_some(Tmpfs { _dir: dir, mount })
-    }
-
-    fn remount(&self, options: &str) {
-        let status = Command::new("mount")
-            .args(["-o", &format!("remount,{options}")])
-            .arg(&self.mount)
-            .status()
-            .unwrap();
-        assert!(status.success(), "remount {options}");
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mount).status();
-    }
-}
 
 /// A state event (never dropped when the queue is full): a model lockout.
 fn state_event(n: u64) -> Event {
@@ -77,7 +42,8 @@ fn assert_contiguous(path: &Path, last: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_then_grown_disk_recovers_without_a_restart() {
     assert!(matches!(sample_event(7, 1), Event::ModelLocked(_)));
-    let Some(disk) = Tmpfs::mount("2m") else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&dir.path().join("disk"), "2m") else {
         eprintln!("cannot mount a tmpfs here (needs root): nothing to run");
         assert!(
             std::env::var("CI").is_err(),
@@ -85,7 +51,7 @@ async fn a_full_then_grown_disk_recovers_without_a_restart() {
         );
         return;
     };
-    let path = disk.mount.join("journal");
+    let path = disk.path().join("journal");
     let journal = SledJournal::open(&path, SledOptions::default()).unwrap();
     let handle = JournalHandle::spawn(
         Box::new(journal),
@@ -114,7 +80,7 @@ async fn a_full_then_grown_disk_recovers_without_a_restart() {
         last = handle.append(2_000 + last, state_event(last + 1)).unwrap();
     }
     assert!(!handle.stats().healthy);
-    disk.remount("size=64m");
+    assert!(disk.resize("64m"));
     wait_until(
         "writes recover after the disk grew",
         Duration::from_secs(15),

@@ -145,6 +145,28 @@ async fn read_client_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     }
 }
 
+/// The router for a client with a valid key (`x-api-key` too on Anthropic endpoints), once
+/// the journal is replayed.
+pub(crate) fn admitted_router(
+    app: &AppState,
+    live: &LiveConfig,
+    headers: &HeaderMap,
+    allow_x_api_key: bool,
+) -> Result<Router, ApiError> {
+    if !client_authorized(live, headers, allow_x_api_key) {
+        return Err(ApiError::new(
+            ApiErrorKind::InvalidApiKey,
+            "missing or invalid API key",
+        ));
+    }
+    app.router().cloned().ok_or_else(|| {
+        ApiError::new(
+            ApiErrorKind::NoAvailableTarget,
+            "the router is starting: replaying its journal",
+        )
+    })
+}
+
 /// Handles one client request on a routing endpoint.
 pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Response {
     let started = StdInstant::now();
@@ -169,20 +191,9 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
         response
     };
-    if !client_authorized(&live, &parts.headers, anthropic) {
-        return fail_unread(
-            ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
-            &route,
-        );
-    }
-    let Some(router) = app.router().cloned() else {
-        return fail_unread(
-            ApiError::new(
-                ApiErrorKind::NoAvailableTarget,
-                "the router is starting: replaying its journal",
-            ),
-            &route,
-        );
+    let router = match admitted_router(&app, &live, &parts.headers, anthropic) {
+        Ok(router) => router,
+        Err(error) => return fail_unread(error, &route),
     };
     if !is_json_content_type(&parts.headers) {
         return fail_unread(

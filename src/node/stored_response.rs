@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
 use crate::node::metrics;
-use crate::node::proxy::{client_authorized, route_error, serve_tries, Endpoint, TryContext};
+use crate::node::proxy::{admitted_router, route_error, serve_tries, Endpoint, TryContext};
 use crate::node::reply::{self, RouteHeaders};
 
 /// Largest client body on these endpoints (`cancel` takes none worth the name).
@@ -38,20 +38,9 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         reply::api_error(&error, false, route)
     };
     let live = app.inner.live.load_full();
-    if !client_authorized(&live, &parts.headers, false) {
-        return fail(
-            ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
-            &route,
-        );
-    }
-    let Some(router) = app.router().cloned() else {
-        return fail(
-            ApiError::new(
-                ApiErrorKind::NoAvailableTarget,
-                "the router is starting: replaying its journal",
-            ),
-            &route,
-        );
+    let router = match admitted_router(&app, &live, &parts.headers, false) {
+        Ok(router) => router,
+        Err(error) => return fail(error, &route),
     };
     let Some(binding) = router.response_binding(&response_id) else {
         return fail(

@@ -14,14 +14,6 @@ use quotaroute_journal::{Envelope, Journal, SledJournal, SledOptions};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Starts `quotaroute serve` on `config`, stderr to `stderr_to` (or nowhere).
 pub fn spawn_node(config: &Path, rust_log: &str, stderr_to: Option<&Path>) -> Child {
     let stderr = match stderr_to {

@@ -274,3 +274,12 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// A loopback port free right now (for configs of the real binary).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
