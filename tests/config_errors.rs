@@ -431,3 +431,19 @@ fn egress_and_tls_files_are_checked_and_named() {
     ));
     assert!(config::parse(&text, "q.toml", &env).is_ok());
 }
+
+#[test]
+fn a_combo_naming_an_invalid_connection_is_not_told_it_is_unknown_too() {
+    // oa-2's key variable is unset: one error, about oa-2, not another about `team`'s target.
+    let errors = config::parse(VALID, "q.toml", &|_| None).expect_err("oa-2 has no key");
+    let found = pairs(&errors);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "connections[1].api_key_env");
+    // A connection that is not there at all is still named unknown.
+    let text = VALID.replace("{ connection = \"oa-2\"", "{ connection = \"oa-9\"");
+    assert_error(
+        &text,
+        "combos.team.targets[1].connection",
+        "unknown connection `oa-9`",
+    );
+}

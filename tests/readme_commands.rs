@@ -143,3 +143,27 @@ fn every_command_has_help_and_usage_errors_exit_2() {
     let out = quotaroute().arg("no-such-command").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// README's "use your own keys" exports every key variable the starter config names.
+#[test]
+fn readme_exports_every_key_variable_of_the_starter() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let starter = std::fs::read_to_string(root.join("src/config/starter.toml")).unwrap();
+    let export = readme
+        .lines()
+        .find(|line| line.starts_with("export "))
+        .expect("README exports the key variables");
+    let vars: Vec<&str> = starter
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("api_key_env"))
+        .filter_map(|rest| rest.split('"').nth(1))
+        .collect();
+    assert!(vars.len() >= 3, "{vars:?}");
+    for var in vars {
+        assert!(
+            export.contains(&format!("{var}=")),
+            "README does not export {var}: {export}"
+        );
+    }
+}

@@ -169,8 +169,16 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
     let journal = build_journal(raw.journal, sink);
     let defaults = build_defaults(raw.defaults, sink);
     let providers = build_providers(raw.providers, sink);
+    // Ids of connections written in the file, valid or not: a combo naming one that has errors
+    // of its own is not told the connection is unknown as well.
+    let declared: HashSet<String> = raw
+        .connections
+        .iter()
+        .flatten()
+        .filter_map(|connection| connection.id.clone())
+        .collect();
     let connections = build_connections(raw.connections, &providers, sink, env);
-    let combos = build_combos(raw.combos, &connections, sink);
+    let combos = build_combos(raw.combos, &connections, &declared, sink);
     Config {
         server,
         journal,
@@ -770,6 +778,7 @@ fn build_limits(raw: RawLimits) -> ConnectionLimits {
 fn build_combos(
     raw: Vec<Option<RawCombo>>,
     connections: &[Option<ConnectionConfig>],
+    declared: &HashSet<String>,
     sink: &mut ErrorSink,
 ) -> Vec<ComboConfig> {
     let connections_by_id: BTreeMap<&str, &ConnectionConfig> = connections
@@ -809,7 +818,7 @@ fn build_combos(
         if combo.max_attempts == Some(0) {
             sink.push(format!("{prefix}.max_attempts"), "must be at least 1");
         }
-        let targets = build_targets(combo.targets, &prefix, &connections_by_id, sink);
+        let targets = build_targets(combo.targets, &prefix, &connections_by_id, declared, sink);
         let (Some(name), Some(strategy), Some(targets)) = (name, strategy, targets) else {
             continue;
         };
@@ -830,6 +839,7 @@ fn build_targets(
     raw: Option<Vec<RawTarget>>,
     prefix: &str,
     connections_by_id: &BTreeMap<&str, &ConnectionConfig>,
+    declared: &HashSet<String>,
     sink: &mut ErrorSink,
 ) -> Option<Vec<TargetConfig>> {
     let Some(raw) = raw else {
@@ -846,6 +856,7 @@ fn build_targets(
     let mut targets = Vec::new();
     let mut seen = HashMap::new();
     let errors_before = sink.len();
+    let mut invalid_reference = false;
     for (index, target) in raw.into_iter().enumerate() {
         let key = format!("{prefix}.targets[{index}]");
         let connection = match target.connection {
@@ -855,6 +866,11 @@ fn build_targets(
             }
             Some(id) => match connections_by_id.get(id.as_str()) {
                 Some(connection) => Some(*connection),
+                // Declared but invalid: its own errors already say so.
+                None if declared.contains(&id) => {
+                    invalid_reference = true;
+                    None
+                }
                 None => {
                     sink.push(
                         format!("{key}.connection"),
@@ -902,5 +918,5 @@ fn build_targets(
             weight,
         });
     }
-    (sink.len() == errors_before).then_some(targets)
+    (sink.len() == errors_before && !invalid_reference).then_some(targets)
 }

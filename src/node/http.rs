@@ -12,8 +12,9 @@ use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::admin::{self, json_response};
 use crate::node::app::AppState;
 use crate::node::cors;
+use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
-use crate::node::proxy::{self, client_authorized, Endpoint};
+use crate::node::proxy::{self, client_authorized};
 use crate::node::reply;
 use crate::node::stored_response;
 

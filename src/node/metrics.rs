@@ -11,7 +11,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use quotaroute_actors::{AdminState, Router};
 use quotaroute_journal::OutcomeClass;
 
-use crate::node::proxy::Endpoint;
+use crate::node::endpoint::Endpoint;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 

@@ -4,7 +4,8 @@
 //! - [`serve`] — start (bind, replay, route) and stop (drain, `node_stopped`, flush);
 //!   [`accept`] — the accept loop (header-read timeout, graceful shutdown).
 //! - [`http`] — which path is served by which handler; health, metrics, model list.
-//! - [`proxy`] — the routing endpoints: parse once, route, try targets, classify, report.
+//! - [`endpoint`] — the routing endpoints and their formats; [`proxy`] — serving them: parse
+//!   once, route, try targets, classify, report.
 //! - [`stored_response`] — the `/v1/responses/{id}` endpoints, sent to the account holding it.
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte.
 //! - [`upstream`] / [`upstream_request`] — a provider's pooled client and building one upstream
@@ -20,6 +21,7 @@ pub mod admin;
 pub mod app;
 pub mod cors;
 pub mod egress;
+pub mod endpoint;
 pub mod header_rules;
 pub mod http;
 pub mod live;

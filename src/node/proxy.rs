@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
+use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
@@ -31,52 +32,10 @@ use crate::node::upstream_body::UpstreamBody;
 use crate::node::upstream_request;
 use crate::proxy::body_rewrite::{parse_request, rewrite, RequestInfo};
 use crate::proxy::content_coding::{content_codings, decode_body, CodingError};
-use crate::proxy::stream_watch::StreamFormat;
 use crate::proxy::usage::response_usage;
 
 /// Largest upstream body the router reads whole (errors and non-streaming answers).
 const MAX_UPSTREAM_BODY_BYTES: usize = 64 * 1024 * 1024;
-
-/// One routing endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    ChatCompletions,
-    Completions,
-    Embeddings,
-    Responses,
-    Messages,
-    /// `/v1/messages/count_tokens`: routed like `/v1/messages`, no tokens counted.
-    CountTokens,
-}
-
-impl Endpoint {
-    pub fn format(self) -> JournalFormat {
-        match self {
-            Endpoint::Messages | Endpoint::CountTokens => JournalFormat::Anthropic,
-            _ => JournalFormat::Openai,
-        }
-    }
-
-    fn stream_format(self) -> StreamFormat {
-        match self {
-            Endpoint::ChatCompletions | Endpoint::Embeddings => StreamFormat::OpenAiChat,
-            Endpoint::Completions => StreamFormat::OpenAiCompletions,
-            Endpoint::Responses => StreamFormat::OpenAiResponses,
-            Endpoint::Messages | Endpoint::CountTokens => StreamFormat::Anthropic,
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Endpoint::ChatCompletions => "chat_completions",
-            Endpoint::Completions => "completions",
-            Endpoint::Embeddings => "embeddings",
-            Endpoint::Responses => "responses",
-            Endpoint::Messages => "messages",
-            Endpoint::CountTokens => "count_tokens",
-        }
-    }
-}
 
 /// The last real upstream failure, which decides the answer when the tries run out (§7).
 enum LastFailure {
