@@ -1,5 +1,5 @@
 //! Generates the incident fixture (`tests/fixtures/incident/journal.ndjson`) through the REAL
-//! router embedding API on a manual clock. Off by default: runs only with QR_REGEN_INCIDENT=1.
+//! router embedding API on a manual clock. Ignored by default: `QR_REGEN_INCIDENT=1 cargo test --test replay_fixture -- --ignored`.
 //!
 //! The incident, over 20 simulated minutes (one step every 10 s):
 //! - provider `openai`: keys ok1:ok2:ok3 weighted 2:1:1 serve combo `team` (gpt-4o); from 14:03
@@ -137,11 +137,12 @@ async fn serve(
 }
 
 #[tokio::test]
+#[ignore = "writes tests/fixtures/incident: QR_REGEN_INCIDENT=1 cargo test --test replay_fixture -- --ignored"]
 async fn generate_incident_fixture() {
-    if !regenerating() {
-        eprintln!("skipped: set QR_REGEN_INCIDENT=1 to regenerate the incident fixture");
-        return;
-    }
+    assert!(
+        regenerating(),
+        "set QR_REGEN_INCIDENT=1 to regenerate the incident fixture"
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal");
     let journal = SledJournal::open(&path, SledOptions::default()).unwrap();
