@@ -661,3 +661,24 @@ async fn a_model_that_thinks_before_its_first_delta_is_waited_for_but_silence_fa
         .unwrap()
         .contains("stream_idle_timeout_ms"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_journal_reads_typed_query_parameters() {
+    let harness = Harness::start().await;
+    assert_eq!(harness.chat("team").await.status(), 200);
+    harness.settle().await;
+    let page = harness
+        .admin_text("/admin/journal?since_seq=1&limit=2")
+        .await;
+    assert_eq!(page.lines().count(), 2, "{page}");
+    let response = harness
+        .client
+        .get(harness.url("/admin/journal?since_seq=soon"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let value: Value = response.json().await.unwrap();
+    assert!(value.to_string().contains("whole numbers"), "{value}");
+}

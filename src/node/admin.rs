@@ -2,9 +2,8 @@
 //! pushed usage, reload and the journal as NDJSON. Off (404) without `admin_key`; 401 without a
 //! key; 403 with any other key. Every change is journaled by the router with `by: "admin"`.
 
-use std::collections::HashMap;
-
 use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
@@ -253,21 +252,31 @@ pub async fn reload_config(State(app): State<AppState>, headers: HeaderMap) -> R
 /// Most events one `GET /admin/journal` returns.
 const JOURNAL_PAGE_MAX: usize = 100_000;
 
+/// `GET /admin/journal?since_seq=N&limit=M`.
+#[derive(Debug, serde::Deserialize)]
+pub struct JournalPage {
+    since_seq: Option<u64>,
+    limit: Option<usize>,
+}
+
 pub async fn journal(
     State(app): State<AppState>,
     headers: HeaderMap,
-    Query(query): Query<HashMap<String, String>>,
+    page: Result<Query<JournalPage>, QueryRejection>,
 ) -> Response {
     let router = guard!(app, headers);
-    let since_seq = query
-        .get("since_seq")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0u64);
-    let limit = query
-        .get("limit")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000usize)
-        .min(JOURNAL_PAGE_MAX);
+    let Query(page) = match page {
+        Ok(page) => page,
+        Err(rejection) => {
+            return admin_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                &format!("since_seq and limit must be whole numbers: {rejection}"),
+            )
+        }
+    };
+    let since_seq = page.since_seq.unwrap_or(0);
+    let limit = page.limit.unwrap_or(10_000).min(JOURNAL_PAGE_MAX);
     let _ = router.flush().await;
     let Some(reader) = app.journal_reader() else {
         return admin_error(
