@@ -38,7 +38,11 @@ fn stub(key: &'static str, connections: usize) -> (String, std::thread::JoinHand
                 if header.trim().is_empty() {
                     break;
                 }
-                authorized |= header.trim() == format!("Authorization: Bearer {key}");
+                // Header names are case-insensitive (hyper sends them lower-case).
+                authorized |= header.trim().split_once(':').is_some_and(|(name, value)| {
+                    name.eq_ignore_ascii_case("authorization")
+                        && value.trim() == format!("Bearer {key}")
+                });
             }
             let target = request_line.split_whitespace().nth(1).unwrap().to_string();
             targets.push(target.clone());

@@ -1,10 +1,13 @@
 //! `replay --from URL`: pages through a live node's `GET /admin/journal?since_seq=N&limit=M`
-//! (NDJSON) with a tiny blocking HTTP/1.1 client over `TcpStream` — loopback/plain `http` only,
-//! so replay needs no async runtime and no TLS. Owns the wire; never interprets events.
+//! (NDJSON) with the node's own pooled HTTP client (http or https). Owns the paging; never
+//! interprets events.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+
+use crate::node::upstream::UpstreamClient;
 
 use crate::replay::source::{parse_ndjson_line, Item};
 
@@ -43,10 +46,7 @@ pub fn fetch_journal(
     let mut last_seq: Option<u64> = None;
     loop {
         let since = last_seq.map_or(0, |seq| seq + 1);
-        let target = format!(
-            "{}/admin/journal?since_seq={since}&limit={page_events}",
-            endpoint.path
-        );
+        let target = format!("/admin/journal?since_seq={since}&limit={page_events}");
         let body = endpoint.get(&target, admin_key)?;
         let text = String::from_utf8_lossy(&body);
         let mut lines = 0_u64;
@@ -76,13 +76,11 @@ pub fn fetch_journal(
     }
 }
 
-/// `http://host:port/prefix`, parsed once.
+/// `http(s)://host:port/prefix`, parsed once.
 struct Endpoint {
     url: String,
-    host_header: String,
-    address: String,
-    /// The URL's path without a trailing slash (`""` for the root).
-    path: String,
+    /// The URL without a trailing slash.
+    base: String,
 }
 
 impl Endpoint {
@@ -92,67 +90,64 @@ impl Endpoint {
             reason: reason.to_string(),
         };
         let url = url::Url::parse(base_url).map_err(|e| url_error(&e.to_string()))?;
-        if url.scheme() != "http" {
-            return Err(url_error(
-                "only http:// is supported (use a loopback or tunnel)",
-            ));
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(url_error("expected an http:// or https:// URL with a host"));
         }
-        let host = url.host_str().ok_or_else(|| url_error("no host"))?;
-        let port = url.port_or_known_default().unwrap_or(80);
-        let host_header = match url.port() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.to_string(),
-        };
         Ok(Endpoint {
             url: base_url.to_string(),
-            host_header,
-            address: format!("{host}:{port}"),
-            path: url.path().trim_end_matches('/').to_string(),
+            base: base_url.trim_end_matches('/').to_string(),
         })
     }
 
-    /// One `GET`, `Connection: close`; returns the body of a 200.
+    /// One `GET` through the node's own pooled client (HTTP/1.1 or h2, TLS with the system's
+    /// roots); returns the body of a 200. Replay is synchronous, so the request runs on a
+    /// thread of its own with a small runtime: this works inside the binary's runtime and in a
+    /// plain test alike.
     fn get(&self, target: &str, admin_key: Option<&str>) -> Result<Vec<u8>, RemoteError> {
-        let io_error = |source| RemoteError::Io {
+        let io_error = |reason: String| RemoteError::Io {
             url: self.url.clone(),
-            source,
+            source: std::io::Error::other(reason),
         };
-        let mut stream = TcpStream::connect(&self.address).map_err(io_error)?;
-        stream
-            .set_read_timeout(Some(IO_TIMEOUT))
-            .map_err(io_error)?;
-        stream
-            .set_write_timeout(Some(IO_TIMEOUT))
-            .map_err(io_error)?;
-        let authorization = admin_key
-            .map(|key| format!("Authorization: Bearer {key}\r\n"))
-            .unwrap_or_default();
-        let request = format!(
-            "GET {target} HTTP/1.1\r\nHost: {}\r\n{authorization}Accept: application/x-ndjson\r\n\
-             User-Agent: quotaroute-replay\r\nConnection: close\r\n\r\n",
-            self.host_header
-        );
-        stream.write_all(request.as_bytes()).map_err(io_error)?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).map_err(io_error)?;
-        self.body_of(&response)
+        let mut builder = http::Request::get(format!("{}{target}", self.base))
+            .header(http::header::ACCEPT, "application/x-ndjson")
+            .header(http::header::USER_AGENT, "quotaroute-replay");
+        if let Some(key) = admin_key {
+            let mut value = http::HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| io_error("the admin key is not a valid header value".into()))?;
+            value.set_sensitive(true);
+            builder = builder.header(http::header::AUTHORIZATION, value);
+        }
+        let request = builder
+            .body(Full::new(Bytes::new()))
+            .map_err(|error| io_error(error.to_string()))?;
+        let fetched = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|error| error.to_string())?;
+                    runtime.block_on(async {
+                        let response = UpstreamClient::new()
+                            .send(request, IO_TIMEOUT)
+                            .await
+                            .map_err(|failed| failed.message)?;
+                        let status = response.status().as_u16();
+                        let body = tokio::time::timeout(IO_TIMEOUT, response.into_body().collect())
+                            .await
+                            .map_err(|_| "the body did not arrive in time".to_string())?
+                            .map_err(|error| error.to_string())?;
+                        Ok::<_, String>((status, body.to_bytes().to_vec()))
+                    })
+                })
+                .join()
+                .unwrap_or_else(|_| Err("the fetch thread failed".to_string()))
+        });
+        let (status, body) = fetched.map_err(io_error)?;
+        self.body_of(status, body)
     }
 
-    fn body_of(&self, response: &[u8]) -> Result<Vec<u8>, RemoteError> {
-        let malformed = |reason: &str| RemoteError::Malformed {
-            url: self.url.clone(),
-            reason: reason.to_string(),
-        };
-        let split = find(response, b"\r\n\r\n").ok_or_else(|| malformed("no end of headers"))?;
-        let head = std::str::from_utf8(&response[..split]).map_err(|_| malformed("headers"))?;
-        let body = &response[split + 4..];
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap_or_default();
-        let status: u16 = status_line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .ok_or_else(|| malformed("status line"))?;
+    fn body_of(&self, status: u16, body: Vec<u8>) -> Result<Vec<u8>, RemoteError> {
         if status != 200 {
             let hint = match status {
                 401 | 403 => " (set QUOTAROUTE_ADMIN_KEY to the node's admin_key)",
@@ -165,49 +160,7 @@ impl Endpoint {
                 hint,
             });
         }
-        let mut chunked = false;
-        let mut length = None;
-        for line in lines {
-            let Some((name, value)) = line.split_once(':') else {
-                continue;
-            };
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("transfer-encoding") {
-                chunked = value.to_ascii_lowercase().contains("chunked");
-            } else if name.eq_ignore_ascii_case("content-length") {
-                length = value.parse::<usize>().ok();
-            }
-        }
-        if chunked {
-            return dechunk(body).ok_or_else(|| malformed("bad chunked encoding"));
-        }
-        Ok(match length {
-            Some(length) => body.get(..length).unwrap_or(body).to_vec(),
-            None => body.to_vec(),
-        })
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack
-        .windows(needle.len())
-        .position(|window| window == needle)
-}
-
-/// Decodes a `Transfer-Encoding: chunked` body (extensions and trailers ignored).
-fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = find(body, b"\r\n")?;
-        let size_text = std::str::from_utf8(&body[..line_end]).ok()?;
-        let size_text = size_text.split(';').next()?.trim();
-        let size = usize::from_str_radix(size_text, 16).ok()?;
-        body = &body[line_end + 2..];
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(body.get(..size)?);
-        body = body.get(size + 2..)?;
+        Ok(body)
     }
 }
 
@@ -216,27 +169,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn chunked_bodies_are_joined() {
-        let body = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n";
-        assert_eq!(dechunk(body).unwrap(), b"hello, world");
-        assert!(dechunk(b"5\r\nhel").is_none());
-    }
-
-    #[test]
-    fn only_plain_http_urls_are_accepted() {
-        assert!(Endpoint::parse("https://node:4100").is_err());
+    fn http_and_https_urls_with_a_host_are_accepted() {
+        assert!(Endpoint::parse("ftp://node:4100").is_err());
         assert!(Endpoint::parse("not a url").is_err());
         let endpoint = Endpoint::parse("http://127.0.0.1:4100/").unwrap();
-        assert_eq!(endpoint.address, "127.0.0.1:4100");
-        assert_eq!(endpoint.path, "");
+        assert_eq!(endpoint.base, "http://127.0.0.1:4100");
+        assert!(Endpoint::parse("https://node.corp:4100/").is_ok());
     }
 
     #[test]
     fn non_200_names_the_status_and_a_hint() {
         let endpoint = Endpoint::parse("http://127.0.0.1:1").unwrap();
-        let error = endpoint
-            .body_of(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n")
-            .unwrap_err();
+        let error = endpoint.body_of(401, Vec::new()).unwrap_err();
         assert!(
             error.to_string().contains("QUOTAROUTE_ADMIN_KEY"),
             "{error}"
