@@ -12,3 +12,4 @@ pub mod mock_upstream;
 pub mod node;
 pub mod proxy;
 pub mod replay;
+pub mod time_parse;

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::node::app::AppState;
 use crate::node::reload;
+use crate::time_parse::parse_rfc3339;
 
 /// Why an admin request is refused, if it is.
 pub fn admin_refusal(app: &AppState, headers: &HeaderMap) -> Option<Response> {
@@ -211,13 +212,10 @@ pub async fn push_usage(
             "used_pct must be within 0..=100",
         );
     }
-    let resets_at_ms = match push.resets_at.as_deref().map(humantime::parse_rfc3339_weak) {
+    let resets_at_ms = match push.resets_at.as_deref().map(parse_rfc3339) {
         None => None,
-        Some(Ok(time)) => time
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .map(|d| d.as_millis() as u64),
-        Some(Err(_)) => {
+        Some(Some(ms)) => Some(ms),
+        Some(None) => {
             return admin_error(
                 StatusCode::BAD_REQUEST,
                 "invalid_resets_at",

@@ -23,7 +23,7 @@ pub mod source;
 pub mod state_at;
 pub mod summary;
 pub mod svg;
-pub mod time_parse;
+pub use crate::time_parse;
 pub mod timeline;
 pub mod what_if;
 

@@ -1,6 +1,7 @@
-//! Times on the command line and in the output: RFC 3339, a UTC time of day (`14:00` = the
-//! latest 14:00 UTC not after now) or relative (`30m` = 30 minutes before now) in, UTC with
-//! milliseconds out, and short human durations. No clock: `now_ms` is passed.
+//! Times as people write them, for the replay tool and the admin API: RFC 3339 (one reader,
+//! jiff's), a UTC time of day (`14:00` = the latest 14:00 UTC not after now) or relative (`30m`
+//! = 30 minutes before now) in; UTC with milliseconds out, and short human durations. No clock:
+//! `now_ms` is passed.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -66,33 +67,17 @@ fn parse_time_of_day(value: &str, now_ms: u64) -> Option<u64> {
     })
 }
 
-/// RFC 3339 with `Z` or a numeric offset.
-fn parse_rfc3339(value: &str) -> Option<u64> {
-    let (local, offset_ms) = split_offset(value)?;
-    let time = humantime::parse_rfc3339_weak(local).ok()?;
-    let ms = u64::try_from(time.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?;
-    let shifted = i128::from(ms) - i128::from(offset_ms);
-    u64::try_from(shifted).ok()
-}
-
-/// Splits a trailing `Z` or `±HH:MM` off; returns the local part and the offset east of UTC.
-fn split_offset(value: &str) -> Option<(&str, i64)> {
-    if let Some(local) = value.strip_suffix('Z').or_else(|| value.strip_suffix('z')) {
-        return Some((local, 0));
-    }
-    let bytes = value.as_bytes();
-    if bytes.len() > 6 && bytes[bytes.len() - 3] == b':' {
-        let sign = match bytes[bytes.len() - 6] {
-            b'+' => 1,
-            b'-' => -1,
-            _ => return Some((value, 0)),
-        };
-        let hours: i64 = value.get(bytes.len() - 5..bytes.len() - 3)?.parse().ok()?;
-        let minutes: i64 = value.get(bytes.len() - 2..)?.parse().ok()?;
-        let local = value.get(..bytes.len() - 6)?;
-        return Some((local, sign * (hours * 3_600_000 + minutes * 60_000)));
-    }
-    Some((value, 0))
+/// RFC 3339 (`Z` or a numeric offset, optional fraction) as Unix milliseconds; a time with no
+/// offset is read as UTC. The one RFC 3339 reader of the node and the replay tool (jiff's).
+pub fn parse_rfc3339(value: &str) -> Option<u64> {
+    let timestamp = match value.parse::<jiff::Timestamp>() {
+        Ok(timestamp) => timestamp,
+        Err(_) => {
+            let civil = value.parse::<jiff::civil::DateTime>().ok()?;
+            jiff::tz::Offset::UTC.to_timestamp(civil).ok()?
+        }
+    };
+    u64::try_from(timestamp.as_millisecond()).ok()
 }
 
 /// `2026-11-29T14:03:12.345Z`.
@@ -147,7 +132,8 @@ mod tests {
 
     #[test]
     fn times_parse_from_every_accepted_form() {
-        let cases: [(&str, u64); 8] = [
+        let cases: [(&str, u64); 9] = [
+            ("2025-11-29T14:03:12.345", NOW),
             ("2025-11-29T14:03:12.345Z", NOW),
             ("2025-11-29T14:03:12Z", NOW - 345),
             ("2025-11-29T15:03:12.345+01:00", NOW),
