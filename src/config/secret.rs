@@ -1,4 +1,5 @@
-//! `Secret`: a credential held so that it cannot be printed, logged or serialized by accident.
+//! `Secret`: a credential held so that it cannot be printed, logged or serialized by accident
+//! (`secrecy`'s `SecretString`, zeroed when dropped), compared in constant time (`subtle`).
 //!
 //! It owns only the wrapping; it never decides where a secret may go. The one way out is
 //! [`Secret::expose`], to be called only where an upstream request's auth header is built or a
@@ -6,34 +7,39 @@
 
 use std::fmt;
 
+use secrecy::{ExposeSecret, SecretString};
+use subtle::ConstantTimeEq;
+
 /// An API key, admin key or OAuth token. `Debug` and `Display` print `***`; there is no
 /// `Serialize` impl, so a secret can never reach the journal, a log line or an API response.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+#[derive(Clone)]
+pub struct Secret(SecretString);
 
 impl Secret {
     pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
+        Self(SecretString::from(value.into()))
     }
 
     /// The raw value. Call only where the upstream request is built (or a client key checked).
     pub fn expose(&self) -> &str {
-        &self.0
+        self.0.expose_secret()
     }
 
     /// Compares with a candidate in time that does not depend on where they first differ, so a
-    /// client cannot learn a key byte by byte from response timings.
+    /// client cannot learn a key byte by byte from response timings (only its length shows).
     pub fn matches(&self, candidate: &str) -> bool {
-        let ours = self.0.as_bytes();
-        let theirs = candidate.as_bytes();
-        let mut difference = ours.len() ^ theirs.len();
-        for (index, byte) in theirs.iter().enumerate() {
-            let our_byte = ours.get(index % ours.len().max(1)).copied().unwrap_or(0);
-            difference |= usize::from(our_byte ^ byte);
-        }
-        difference == 0
+        self.expose().as_bytes().ct_eq(candidate.as_bytes()).into()
     }
 }
+
+/// Equal secrets, compared in constant time (configs compare on reload).
+impl PartialEq for Secret {
+    fn eq(&self, other: &Self) -> bool {
+        self.matches(other.expose())
+    }
+}
+
+impl Eq for Secret {}
 
 impl fmt::Debug for Secret {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
