@@ -1,0 +1,848 @@
+//! The deterministic simulator's engine: a seeded schedule of client requests, upstream
+//! outcomes, held (in-flight) decisions, clock jumps, admin actions and restarts, driven
+//! through a real `Router` on a `MemoryJournal` and a `ManualClock`, with invariants from
+//! `behaviour.md` checked after every step.
+//!
+//! It owns the schedule (a pure function of the seed and the step index, so any subset of
+//! steps replays the same way), the invariant checks and the shrinking of a failing run. It
+//! must not reach into the library's internals: it sees only what an embedding program sees
+//! (`Router`, `Decision`, `AdminState`). Shared by `tests/simulate.rs` (short runs) and
+//! `examples/simulate.rs` (long runs) through `#[path]`, so the library stays unchanged.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use quotaroute_actors::{
+    AdminState, AttemptResult, Clock, ComboSpec, ConnectionSpec, Decision, ManualClock,
+    ProviderSpec, RequestEvents, RouteError, RouteRequest, Router, RouterOptions, Topology,
+};
+use quotaroute_journal::{
+    ApiFormat, AuthKind, BlockReason, MemoryJournal, OutcomeClass, WriterConfig,
+};
+
+/// Where simulated time starts (any fixed Unix ms).
+pub const T0: u64 = 1_764_000_000_000;
+/// Behaviour §5 defaults the checks rely on.
+const HALF_OPEN_PROBES: usize = 1;
+const PROBE_TIMEOUT_MS: u64 = 30_000;
+/// At most this many decisions held open at once.
+const MAX_HELD: usize = 8;
+const MODELS: [&str; 2] = ["m1", "m2"];
+const PROVIDERS: [&str; 2] = ["pa", "pb"];
+
+/// SplitMix64: tiny, fast, and the same on every platform.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The generator for step `index` of run `seed`: independent of every other step, so a
+    /// step does the same thing whichever steps ran before it.
+    pub fn for_step(seed: u64, index: usize) -> Self {
+        let mut rng = Rng(seed ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+        rng.next_u64();
+        rng
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+
+    /// True with probability `pct`/100.
+    pub fn chance(&mut self, pct: u64) -> bool {
+        self.next_u64() % 100 < pct
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[(self.next_u64() % items.len() as u64) as usize]
+    }
+}
+
+/// An invariant that did not hold.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub seed: u64,
+    pub step: usize,
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} step {}: invariant {} failed: {}",
+            self.seed, self.step, self.invariant, self.detail
+        )
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub steps: u64,
+    pub requests: u64,
+    pub routed: u64,
+    pub no_target_429: u64,
+    pub no_target_503: u64,
+    pub upstream_requests: u64,
+    pub failovers: u64,
+    pub held: u64,
+    pub restarts: u64,
+    pub admin_actions: u64,
+    pub clock_jumps: u64,
+    pub by_class: BTreeMap<&'static str, u64>,
+}
+
+impl Stats {
+    pub fn add(&mut self, other: &Stats) {
+        self.steps += other.steps;
+        self.requests += other.requests;
+        self.routed += other.routed;
+        self.no_target_429 += other.no_target_429;
+        self.no_target_503 += other.no_target_503;
+        self.upstream_requests += other.upstream_requests;
+        self.failovers += other.failovers;
+        self.held += other.held;
+        self.restarts += other.restarts;
+        self.admin_actions += other.admin_actions;
+        self.clock_jumps += other.clock_jumps;
+        for (class, n) in &other.by_class {
+            *self.by_class.entry(class).or_default() += n;
+        }
+    }
+}
+
+/// The topology of run `seed`: 2 providers (`pa` api-key, `pb` oauth), 6–9 connections of
+/// weight 1–3, 3 quota-share combos; the connections of combo `capped` have `max_concurrent`.
+pub fn topology(seed: u64) -> Topology {
+    let mut rng = Rng::new(seed);
+    let providers = vec![
+        ProviderSpec::new(PROVIDERS[0], ApiFormat::Openai, AuthKind::ApiKey),
+        ProviderSpec::new(PROVIDERS[1], ApiFormat::Openai, AuthKind::Oauth),
+    ];
+    let n = rng.range(6, 9) as usize;
+    let mut connections = Vec::new();
+    for i in 0..n {
+        // Alternate so each provider has at least three connections (enough to open a breaker).
+        let provider = PROVIDERS[i % 2];
+        let auth = if i % 2 == 0 {
+            AuthKind::ApiKey
+        } else {
+            AuthKind::Oauth
+        };
+        let weight = rng.range(1, 3) as u32;
+        connections.push(ConnectionSpec::new(
+            &format!("c{i}"),
+            provider,
+            auth,
+            weight,
+        ));
+    }
+    let ids: Vec<(String, u32)> = connections
+        .iter()
+        .map(|c| (c.id.clone(), c.weight))
+        .collect();
+    let all: Vec<(&str, &str, u32)> = ids.iter().map(|(id, w)| (id.as_str(), "m1", *w)).collect();
+    let split: Vec<(&str, &str, u32)> = ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 3 != 2)
+        .map(|(_, (id, w))| (id.as_str(), "m2", *w))
+        .collect();
+    let capped_ids: Vec<usize> = (0..n).filter(|i| i % 2 == 0 || *i == 1).take(4).collect();
+    let capped: Vec<(&str, &str, u32)> = capped_ids
+        .iter()
+        .map(|&i| {
+            (
+                ids[i].0.as_str(),
+                *rng.pick(&MODELS),
+                rng.range(1, 3) as u32,
+            )
+        })
+        .collect();
+    for &i in &capped_ids {
+        connections[i].max_concurrent = Some(rng.range(1, 2) as u32);
+    }
+    let combos = vec![
+        ComboSpec::quota_share("all", &all),
+        ComboSpec::quota_share("split", &split),
+        ComboSpec::quota_share("capped", &capped),
+    ];
+    Topology::new(providers, connections, combos, "sim", "0")
+}
+
+/// One upstream answer as the simulated upstream gives it (behaviour §4's table).
+fn draw_result(rng: &mut Rng) -> AttemptResult {
+    let roll = rng.range(0, 99);
+    match roll {
+        0..=49 => AttemptResult::success(200, rng.range(1, 500), rng.range(1, 500)),
+        50..=61 => {
+            let hint = if rng.chance(70) {
+                Some(rng.range(100, 120_000))
+            } else {
+                None
+            };
+            AttemptResult::failure(OutcomeClass::RateLimited, Some(429)).with_reset_hint_ms(hint)
+        }
+        62..=64 => {
+            // 429 naming a usage limit, its reset ≥ 1 h away; or a 403 naming quota, no reset.
+            if rng.chance(50) {
+                AttemptResult::failure(OutcomeClass::QuotaExhausted, Some(429))
+                    .with_reset_hint_ms(Some(rng.range(3_600_000, 3 * 3_600_000)))
+            } else {
+                AttemptResult::failure(OutcomeClass::QuotaExhausted, Some(403))
+            }
+        }
+        65..=68 => AttemptResult::failure(OutcomeClass::ModelUnavailable, Some(404)),
+        69..=70 => AttemptResult::failure(OutcomeClass::AuthFailed, Some(401)),
+        71..=72 => {
+            if rng.chance(50) {
+                AttemptResult::failure(OutcomeClass::Billing, Some(402))
+            } else {
+                AttemptResult::failure(OutcomeClass::Billing, Some(429))
+                    .with_error_code("insufficient_quota")
+            }
+        }
+        73 => AttemptResult::failure(OutcomeClass::Forbidden, Some(403)),
+        74..=87 => {
+            let status = *rng.pick(&[500, 502, 503, 504, 529]);
+            let hint = if rng.chance(15) {
+                Some(rng.range(1_000, 60_000))
+            } else {
+                None
+            };
+            AttemptResult::failure(OutcomeClass::ServerError, Some(status)).with_reset_hint_ms(hint)
+        }
+        88..=92 => {
+            let status = if rng.chance(30) { Some(408) } else { None };
+            AttemptResult::failure(OutcomeClass::Timeout, status)
+        }
+        93..=97 => AttemptResult::failure(OutcomeClass::Network, None),
+        _ => AttemptResult::failure(OutcomeClass::ClientError, Some(400)),
+    }
+}
+
+/// §3: whether an attempt of this class is followed by a try of the next target.
+fn fails_over(class: OutcomeClass) -> bool {
+    !matches!(class, OutcomeClass::Success | OutcomeClass::ClientError)
+}
+
+/// §3: the classes `max_attempts` counts.
+fn counts_as_attempt(class: OutcomeClass) -> bool {
+    matches!(
+        class,
+        OutcomeClass::Timeout | OutcomeClass::ServerError | OutcomeClass::Network
+    )
+}
+
+/// A decision the simulator holds open across steps (a slow upstream).
+struct Held {
+    decision: Decision,
+    connection: String,
+    provider: String,
+    probe: bool,
+    started_ms: u64,
+    /// Failures so far that count against `max_attempts`.
+    counted: u32,
+}
+
+/// §7: reasons that make an all-blocked answer a 429.
+fn is_lockout_or_cooldown(reason: BlockReason) -> bool {
+    matches!(
+        reason,
+        BlockReason::RateLimited
+            | BlockReason::NotFound
+            | BlockReason::QuotaExhausted
+            | BlockReason::Cooldown
+    )
+}
+
+/// One running simulation.
+pub struct Sim {
+    seed: u64,
+    topology: Topology,
+    journal: MemoryJournal,
+    clock: Arc<ManualClock>,
+    router: Option<Router>,
+    held: Vec<Held>,
+    /// Lock ends (`connection/model` → until ms) as last read.
+    lock_ends: BTreeMap<(String, String), u64>,
+    /// Locks an admin cleared during the current step.
+    cleared: BTreeSet<(String, String)>,
+    step: usize,
+    pub stats: Stats,
+}
+
+impl Sim {
+    pub async fn new(seed: u64) -> Self {
+        let topology = topology(seed);
+        let journal = MemoryJournal::new();
+        let clock = ManualClock::new(T0);
+        let router = start(&topology, &journal, &clock).await;
+        Sim {
+            seed,
+            topology,
+            journal,
+            clock,
+            router: Some(router),
+            held: Vec::new(),
+            lock_ends: BTreeMap::new(),
+            cleared: BTreeSet::new(),
+            step: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    fn router(&self) -> &Router {
+        // Only `restart` takes it out, and puts a new one back before returning.
+        self.router.as_ref().unwrap_or_else(|| unreachable!())
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    fn fail(&self, invariant: &'static str, detail: String) -> Failure {
+        Failure {
+            seed: self.seed,
+            step: self.step,
+            invariant,
+            detail,
+        }
+    }
+
+    /// Settles the actors and reads the admin state at the current clock value.
+    async fn read(&self) -> Result<AdminState, Failure> {
+        self.router()
+            .settle()
+            .await
+            .map_err(|e| self.fail("router-responds", format!("settle: {e}")))?;
+        self.router()
+            .state()
+            .await
+            .map_err(|e| self.fail("router-responds", format!("state: {e}")))
+    }
+
+    /// Runs step `index` of the schedule, then checks the invariants.
+    pub async fn step(&mut self, index: usize) -> Result<(), Failure> {
+        self.step = index;
+        self.cleared.clear();
+        let mut rng = Rng::for_step(self.seed, index);
+        let roll = rng.range(0, 99);
+        match roll {
+            0..=54 => self.request(&mut rng).await?,
+            55..=69 => self.release(&mut rng).await?,
+            70..=84 => self.jump(&mut rng),
+            85..=96 => self.admin(&mut rng).await?,
+            _ => self.restart().await?,
+        }
+        self.stats.steps += 1;
+        self.check().await
+    }
+
+    async fn request(&mut self, rng: &mut Rng) -> Result<(), Failure> {
+        self.clock.advance(rng.range(0, 200));
+        let combo = rng.pick(&["all", "split", "capped"]).to_string();
+        let before = self.read().await?;
+        let now = self.now();
+        self.stats.requests += 1;
+        let request = RouteRequest {
+            request_id: format!("s{}-{}", self.seed, self.step),
+            model: combo.clone(),
+            format: ApiFormat::Openai,
+            only_connection: None,
+        };
+        match self.router().route(request).await {
+            Ok(decision) => {
+                self.stats.routed += 1;
+                self.stats.upstream_requests += 1;
+                let held = self.held_from(decision, now)?;
+                self.check_not_blocked(&before, &held, "route")?;
+                if self.held.len() < MAX_HELD && rng.chance(20) {
+                    self.stats.held += 1;
+                    self.held.push(held);
+                } else {
+                    self.attempts(held, rng).await?;
+                }
+            }
+            Err(RouteError::NoTarget(unroutable)) => {
+                let all_soft = unroutable
+                    .blocked
+                    .iter()
+                    .all(|b| is_lockout_or_cooldown(b.reason));
+                let expected = if all_soft { 429 } else { 503 };
+                if unroutable.status != expected {
+                    return Err(self.fail(
+                        "d:429-iff-lockout-or-cooldown",
+                        format!(
+                            "status {} but expected {expected}; blocked {:?}",
+                            unroutable.status, unroutable.blocked
+                        ),
+                    ));
+                }
+                if unroutable.status == 429 {
+                    self.stats.no_target_429 += 1;
+                } else {
+                    self.stats.no_target_503 += 1;
+                }
+                self.check_all_blocked(&before, &combo, &unroutable.blocked)?;
+            }
+            Err(other) => {
+                return Err(self.fail("route-succeeds-or-no-target", format!("{other}")));
+            }
+        }
+        Ok(())
+    }
+
+    fn held_from(&self, decision: Decision, now: u64) -> Result<Held, Failure> {
+        let Some(target) = decision.current() else {
+            return Err(self.fail(
+                "a-routed-has-target",
+                "a routed decision has no current target".into(),
+            ));
+        };
+        Ok(Held {
+            connection: target.connection.to_string(),
+            provider: target.provider.to_string(),
+            probe: decision.is_probe(),
+            started_ms: now,
+            counted: 0,
+            decision,
+        })
+    }
+
+    /// Drives a decision to its end: report each attempt (read-your-writes), fail over while
+    /// the class says so and the budgets allow.
+    async fn attempts(&mut self, mut held: Held, rng: &mut Rng) -> Result<(), Failure> {
+        loop {
+            let result = draw_result(rng);
+            let class = result.class;
+            *self.stats.by_class.entry(class.as_str()).or_default() += 1;
+            if !held.decision.report_applied(result).await {
+                return Err(self.fail(
+                    "report-has-attempt",
+                    "report_applied found no attempt in progress".into(),
+                ));
+            }
+            if counts_as_attempt(class) {
+                held.counted += 1;
+            }
+            if !fails_over(class)
+                || held.counted >= held.decision.max_attempts
+                || held.decision.attempt() >= held.decision.max_upstream_requests
+            {
+                return Ok(());
+            }
+            let before = self.read().await?;
+            let now = self.now();
+            let next = held
+                .decision
+                .failover()
+                .await
+                .map_err(|e| self.fail("router-responds", format!("failover: {e}")))?
+                .map(|t| (t.connection.to_string(), t.provider.to_string()));
+            let Some((connection, provider)) = next else {
+                return Ok(());
+            };
+            self.stats.failovers += 1;
+            self.stats.upstream_requests += 1;
+            held.connection = connection;
+            held.provider = provider;
+            held.probe = held.decision.is_probe();
+            held.started_ms = now;
+            self.check_not_blocked(&before, &held, "failover")?;
+        }
+    }
+
+    async fn release(&mut self, rng: &mut Rng) -> Result<(), Failure> {
+        if self.held.is_empty() {
+            self.clock.advance(rng.range(0, 1_000));
+            return Ok(());
+        }
+        self.clock.advance(rng.range(0, 5_000));
+        let i = (rng.next_u64() % self.held.len() as u64) as usize;
+        let held = self.held.swap_remove(i);
+        if rng.chance(15) {
+            // The client went away: the permit is released, nothing is reported.
+            drop(held);
+            return Ok(());
+        }
+        self.attempts(held, rng).await
+    }
+
+    fn jump(&mut self, rng: &mut Rng) {
+        self.stats.clock_jumps += 1;
+        let by = match rng.range(0, 99) {
+            0..=49 => rng.range(0, 5_000),
+            50..=84 => rng.range(5_000, 300_000),
+            _ => rng.range(300_000, 3 * 3_600_000),
+        };
+        self.clock.advance(by);
+    }
+
+    async fn admin(&mut self, rng: &mut Rng) -> Result<(), Failure> {
+        self.stats.admin_actions += 1;
+        let state = self.read().await?;
+        match rng.range(0, 2) {
+            0 => {
+                let locks = state.lockouts();
+                let (connection, model) = if !locks.is_empty() && rng.chance(80) {
+                    let lock = rng.pick(&locks);
+                    (lock.connection.clone(), lock.model.clone())
+                } else {
+                    let c = rng.pick(&self.topology.connections).id.clone();
+                    (c, rng.pick(&MODELS).to_string())
+                };
+                self.cleared.insert((connection.clone(), model.clone()));
+                self.router()
+                    .clear_lockout(&connection, &model)
+                    .await
+                    .map_err(|e| self.fail("router-responds", format!("clear_lockout: {e}")))?;
+            }
+            1 => {
+                let provider = rng.pick(&PROVIDERS);
+                self.router()
+                    .reset_breaker(provider)
+                    .await
+                    .map_err(|e| self.fail("router-responds", format!("reset_breaker: {e}")))?;
+            }
+            _ => {
+                let connection = rng.pick(&self.topology.connections).id.clone();
+                self.router()
+                    .clear_connection(&connection)
+                    .await
+                    .map_err(|e| self.fail("router-responds", format!("clear_connection: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// (e) A clean restart on the same journal and clock recovers exactly the live state.
+    async fn restart(&mut self) -> Result<(), Failure> {
+        self.stats.restarts += 1;
+        // The clients of held requests see the node go away.
+        self.held.clear();
+        let live = self.read().await?;
+        let Some(router) = self.router.take() else {
+            return Err(self.fail("router-responds", "no router".into()));
+        };
+        if let Err(e) = router.shutdown("simulated restart").await {
+            return Err(self.fail("e:restart-equals-live", format!("shutdown: {e}")));
+        }
+        self.router = Some(start(&self.topology, &self.journal, &self.clock).await);
+        let recovered = self.read().await?;
+        if recovered != live {
+            return Err(self.fail("e:restart-equals-live", diff(&live, &recovered)));
+        }
+        Ok(())
+    }
+
+    /// (a) The target just taken is not hard-blocked in the state read just before, at the
+    /// same clock value.
+    fn check_not_blocked(&self, before: &AdminState, held: &Held, at: &str) -> Result<(), Failure> {
+        let Some(target) = held.decision.current() else {
+            return Ok(());
+        };
+        let model = target.model.to_string();
+        if let Some(why) = self.block_of(before, &held.connection, &held.provider, &model, true) {
+            return Err(self.fail(
+                "a:routed-target-not-hard-blocked",
+                format!(
+                    "{at} chose {}/{model} (provider {}) which was {why}",
+                    held.connection, held.provider
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Why `connection/model` is hard-blocked in `state`, if it is. With `strict`, a HALF_OPEN
+    /// provider whose probe the simulator holds counts as blocked.
+    fn block_of(
+        &self,
+        state: &AdminState,
+        connection: &str,
+        provider: &str,
+        model: &str,
+        strict: bool,
+    ) -> Option<String> {
+        let now = self.now();
+        if let Some(p) = state.providers.iter().find(|p| p.name == provider) {
+            if p.breaker == "OPEN" {
+                return Some(format!(
+                    "behind an OPEN breaker ({:?} ms left)",
+                    p.retry_after_ms
+                ));
+            }
+            if p.breaker == "HALF_OPEN" && strict {
+                let probes = self
+                    .held
+                    .iter()
+                    .filter(|h| {
+                        h.provider == provider && h.probe && now < h.started_ms + PROBE_TIMEOUT_MS
+                    })
+                    .count();
+                if probes >= HALF_OPEN_PROBES {
+                    return Some("HALF_OPEN with its probe taken".into());
+                }
+            }
+        }
+        let c = state.connections.iter().find(|c| c.id == connection)?;
+        if c.cooldown_remaining_ms > 0 {
+            return Some(format!(
+                "cooling down ({} ms left)",
+                c.cooldown_remaining_ms
+            ));
+        }
+        if let Some(d) = &c.disabled {
+            return Some(format!(
+                "disabled ({}, {:?} ms left)",
+                d.reason, d.remaining_ms
+            ));
+        }
+        if let Some(lock) = c.lockouts.iter().find(|l| l.model == model) {
+            return Some(format!(
+                "locked ({}, {} ms left)",
+                lock.reason, lock.remaining_ms
+            ));
+        }
+        None
+    }
+
+    /// (f) NoTarget only when every target of the combo is hard-blocked in the state read
+    /// just before (a HALF_OPEN provider may have its probe out), and every blocked entry
+    /// names a target of the combo.
+    fn check_all_blocked(
+        &self,
+        before: &AdminState,
+        combo: &str,
+        blocked: &[quotaroute_journal::Skipped],
+    ) -> Result<(), Failure> {
+        let Some(spec) = self.topology.combo(combo) else {
+            return Ok(());
+        };
+        for target in &spec.targets {
+            let provider = self
+                .topology
+                .connection(&target.connection)
+                .map(|c| c.provider.clone())
+                .unwrap_or_default();
+            let half_open = before
+                .providers
+                .iter()
+                .any(|p| p.name == provider && p.breaker == "HALF_OPEN");
+            if !half_open
+                && self
+                    .block_of(before, &target.connection, &provider, &target.model, false)
+                    .is_none()
+            {
+                return Err(self.fail(
+                    "f:no-target-only-when-all-blocked",
+                    format!(
+                        "combo {combo} answered NoTarget but {}/{} was free; blocked {blocked:?}",
+                        target.connection, target.model
+                    ),
+                ));
+            }
+        }
+        for b in blocked {
+            if !spec
+                .targets
+                .iter()
+                .any(|t| t.connection == b.connection && t.model == b.model)
+            {
+                return Err(self.fail(
+                    "f:no-target-only-when-all-blocked",
+                    format!("blocked entry {b:?} is not a target of {combo}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The invariants checked after every step: (b), (c), (g).
+    async fn check(&mut self) -> Result<(), Failure> {
+        let state = self.read().await?;
+        let now = self.now();
+        // (c) In-flight counts equal the decisions held open, per connection.
+        let mut expected: BTreeMap<&str, u32> = BTreeMap::new();
+        for held in &self.held {
+            *expected.entry(held.connection.as_str()).or_default() += 1;
+        }
+        for c in &state.connections {
+            let want = expected.get(c.id.as_str()).copied().unwrap_or(0);
+            if c.in_flight != want {
+                return Err(self.fail(
+                    "c:in-flight-equals-held",
+                    format!(
+                        "connection {} has in_flight {} but the simulator holds {want} ({} held in all)",
+                        c.id,
+                        c.in_flight,
+                        self.held.len()
+                    ),
+                ));
+            }
+        }
+        // (b) A lock's end never moves earlier, and a lock never vanishes before its end,
+        // except by an admin clear.
+        let mut ends = BTreeMap::new();
+        for lock in state.lockouts() {
+            ends.insert(
+                (lock.connection.clone(), lock.model.clone()),
+                now + lock.remaining_ms,
+            );
+        }
+        for (key, &before) in &self.lock_ends {
+            if self.cleared.contains(key) {
+                continue;
+            }
+            match ends.get(key) {
+                Some(&after) if after < before => {
+                    return Err(self.fail(
+                        "b:lock-end-never-earlier",
+                        format!(
+                            "lock {}/{} ended at {before}, now ends at {after} (now {now})",
+                            key.0, key.1
+                        ),
+                    ))
+                }
+                None if before > now => {
+                    return Err(self.fail(
+                        "b:lock-end-never-earlier",
+                        format!(
+                            "lock {}/{} vanished {} ms before its end",
+                            key.0,
+                            key.1,
+                            before - now
+                        ),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        self.lock_ends = ends;
+        // (g) HALF_OPEN admits at most `half_open_probes` probes at a time.
+        for provider in PROVIDERS {
+            let probes = self
+                .held
+                .iter()
+                .filter(|h| {
+                    h.provider == provider && h.probe && now < h.started_ms + PROBE_TIMEOUT_MS
+                })
+                .count();
+            if probes > HALF_OPEN_PROBES {
+                return Err(self.fail(
+                    "g:half-open-probes-bounded",
+                    format!("provider {provider} has {probes} probes in flight"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the run: releases held decisions and stops the router.
+    pub async fn finish(mut self) -> Result<Stats, Failure> {
+        self.held.clear();
+        if let Some(router) = self.router.take() {
+            router
+                .shutdown("simulation done")
+                .await
+                .map_err(|e| self.fail("router-responds", format!("shutdown: {e}")))?;
+        }
+        Ok(self.stats)
+    }
+}
+
+async fn start(topology: &Topology, journal: &MemoryJournal, clock: &Arc<ManualClock>) -> Router {
+    Router::start(
+        topology.clone(),
+        Box::new(journal.clone()),
+        RouterOptions {
+            writer: WriterConfig::default(),
+            snapshot_every_events: 0,
+            request_events: RequestEvents::All,
+            clock: clock.clone(),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("router starts: {e}"))
+}
+
+/// The first difference between two admin states, for a failure message.
+fn diff(live: &AdminState, recovered: &AdminState) -> String {
+    for (a, b) in live.providers.iter().zip(&recovered.providers) {
+        if a != b {
+            return format!("provider live {a:?} recovered {b:?}");
+        }
+    }
+    for (a, b) in live.connections.iter().zip(&recovered.connections) {
+        if a != b {
+            return format!("connection live {a:?} recovered {b:?}");
+        }
+    }
+    for (a, b) in live.combos.iter().zip(&recovered.combos) {
+        if a != b {
+            return format!("combo live {a:?} recovered {b:?}");
+        }
+    }
+    "states differ in length".into()
+}
+
+/// Runs the given steps of run `seed` (in order) and checks every invariant after each.
+pub async fn run_steps(seed: u64, steps: &[usize]) -> Result<Stats, Failure> {
+    let mut sim = Sim::new(seed).await;
+    for &index in steps {
+        sim.step(index).await?;
+    }
+    sim.finish().await
+}
+
+/// Runs steps `0..steps` of run `seed`.
+pub async fn run(seed: u64, steps: usize) -> Result<Stats, Failure> {
+    let all: Vec<usize> = (0..steps).collect();
+    run_steps(seed, &all).await
+}
+
+/// The smallest set of steps found that still fails with the same invariant: the prefix up to
+/// the failing step, then chunks of it removed while the failure remains.
+pub async fn shrink(failure: &Failure) -> Vec<usize> {
+    let mut steps: Vec<usize> = (0..=failure.step).collect();
+    let still_fails = |result: &Result<Stats, Failure>| matches!(result, Err(f) if f.invariant == failure.invariant);
+    let mut chunk = steps.len().div_ceil(2).max(1);
+    loop {
+        let mut start = 0;
+        while start < steps.len() {
+            let end = (start + chunk).min(steps.len());
+            let candidate: Vec<usize> = steps[..start]
+                .iter()
+                .chain(&steps[end..])
+                .copied()
+                .collect();
+            if !candidate.is_empty() && still_fails(&run_steps(failure.seed, &candidate).await) {
+                steps = candidate;
+            } else {
+                start = end;
+            }
+        }
+        if chunk == 1 {
+            return steps;
+        }
+        chunk = chunk.div_ceil(2);
+    }
+}
