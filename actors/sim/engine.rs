@@ -106,6 +106,7 @@ pub struct Stats {
     pub restarts: u64,
     pub admin_actions: u64,
     pub clock_jumps: u64,
+    pub fair_windows: u64,
     pub by_class: BTreeMap<&'static str, u64>,
 }
 
@@ -122,6 +123,7 @@ impl Stats {
         self.restarts += other.restarts;
         self.admin_actions += other.admin_actions;
         self.clock_jumps += other.clock_jumps;
+        self.fair_windows += other.fair_windows;
         for (class, n) in &other.by_class {
             *self.by_class.entry(class).or_default() += n;
         }
@@ -349,7 +351,8 @@ impl Sim {
             0..=54 => self.request(&mut rng).await?,
             55..=69 => self.release(&mut rng).await?,
             70..=84 => self.jump(&mut rng),
-            85..=96 => self.admin(&mut rng).await?,
+            85..=93 => self.admin(&mut rng).await?,
+            94..=96 => self.fair_window().await?,
             _ => self.restart().await?,
         }
         self.stats.steps += 1;
@@ -402,6 +405,7 @@ impl Sim {
                     self.stats.no_target_503 += 1;
                 }
                 self.check_all_blocked(&before, &combo, &unroutable.blocked)?;
+                self.check_blocked_agrees(&before, &unroutable)?;
             }
             Err(other) => {
                 return Err(self.fail("route-succeeds-or-no-target", format!("{other}")));
@@ -673,6 +677,196 @@ impl Sim {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// (d') Each entry of a NoTarget's `blocked` list agrees with the admin state read just
+    /// before (same reason, same remaining time), and `retry_after_ms` is the earliest finite
+    /// unblock among them.
+    fn check_blocked_agrees(
+        &self,
+        before: &AdminState,
+        unroutable: &quotaroute_actors::Unroutable,
+    ) -> Result<(), Failure> {
+        for b in &unroutable.blocked {
+            let connection = before.connections.iter().find(|c| c.id == b.connection);
+            let provider =
+                connection.and_then(|c| before.providers.iter().find(|p| p.name == c.provider));
+            let agrees = match b.reason {
+                BlockReason::BreakerOpen => provider
+                    .is_some_and(|p| p.breaker == "OPEN" && p.retry_after_ms == b.remaining_ms),
+                BlockReason::ProbeInFlight => provider.is_some_and(|p| p.breaker == "HALF_OPEN"),
+                BlockReason::Cooldown => connection.is_some_and(|c| {
+                    c.cooldown_remaining_ms > 0 && Some(c.cooldown_remaining_ms) == b.remaining_ms
+                }),
+                BlockReason::DisabledAuth | BlockReason::DisabledBilling => {
+                    let reason = if b.reason == BlockReason::DisabledAuth {
+                        "auth"
+                    } else {
+                        "billing"
+                    };
+                    connection.is_some_and(|c| {
+                        c.disabled
+                            .as_ref()
+                            .is_some_and(|d| d.reason == reason && d.remaining_ms == b.remaining_ms)
+                    })
+                }
+                BlockReason::RateLimited | BlockReason::NotFound | BlockReason::QuotaExhausted => {
+                    connection.is_some_and(|c| {
+                        c.lockouts.iter().any(|l| {
+                            l.model == b.model
+                                && l.reason == b.reason.as_str()
+                                && Some(l.remaining_ms) == b.remaining_ms
+                        })
+                    })
+                }
+            };
+            if !agrees {
+                return Err(self.fail(
+                    "d':blocked-list-agrees-with-state",
+                    format!(
+                        "blocked entry {b:?} but the state showed provider {provider:?}, connection {connection:?}"
+                    ),
+                ));
+            }
+        }
+        let earliest = unroutable
+            .blocked
+            .iter()
+            .filter_map(|b| b.remaining_ms)
+            .min();
+        if unroutable.retry_after_ms != earliest {
+            return Err(self.fail(
+                "d':blocked-list-agrees-with-state",
+                format!(
+                    "retry_after_ms {:?} but the earliest finite unblock is {earliest:?}",
+                    unroutable.retry_after_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// (h) DRR fairness over a stable window (§2 step 3): when nothing is held, every target
+    /// of combo `all` is free and every breaker CLOSED, 2·Σw decisions all answered with a
+    /// success serve each target within 2 of N·w/Σw (deficits start anywhere in [−Σw, +Σw],
+    /// so the bound of a fresh start, 1, widens by one), and the deficits account exactly:
+    /// count·Σw = d(0) − d(N) + N·w for every target.
+    async fn fair_window(&mut self) -> Result<(), Failure> {
+        // An operator heals everything first: held requests are abandoned, breakers reset,
+        // connections and lockouts cleared.
+        self.held.clear();
+        let state = self.read().await?;
+        for provider in PROVIDERS {
+            self.router()
+                .reset_breaker(provider)
+                .await
+                .map_err(|e| self.fail("router-responds", format!("reset_breaker: {e}")))?;
+        }
+        for c in &state.connections {
+            self.router()
+                .clear_connection(&c.id)
+                .await
+                .map_err(|e| self.fail("router-responds", format!("clear_connection: {e}")))?;
+            for lock in &c.lockouts {
+                self.cleared
+                    .insert((lock.connection.clone(), lock.model.clone()));
+                self.router()
+                    .clear_lockout(&lock.connection, &lock.model)
+                    .await
+                    .map_err(|e| self.fail("router-responds", format!("clear_lockout: {e}")))?;
+            }
+        }
+        let before = self.read().await?;
+        if let Some(p) = before.providers.iter().find(|p| p.breaker != "CLOSED") {
+            return Err(self.fail(
+                "h:drr-fair-over-stable-window",
+                format!("after reset_breaker, provider {} is {}", p.name, p.breaker),
+            ));
+        }
+        let Some(spec) = self.topology.combo("all").cloned() else {
+            return Ok(());
+        };
+        for t in &spec.targets {
+            let provider = self
+                .topology
+                .connection(&t.connection)
+                .map(|c| c.provider.clone())
+                .unwrap_or_default();
+            if self
+                .block_of(&before, &t.connection, &provider, &t.model, true)
+                .is_some()
+            {
+                return Err(self.fail(
+                    "h:drr-fair-over-stable-window",
+                    format!(
+                        "after clearing everything, {}/{} is still blocked",
+                        t.connection, t.model
+                    ),
+                ));
+            }
+        }
+        let deficits = |state: &AdminState| -> Vec<i64> {
+            state
+                .combos
+                .iter()
+                .find(|c| c.name == "all")
+                .map(|c| c.targets.iter().map(|t| t.deficit).collect())
+                .unwrap_or_default()
+        };
+        let d0 = deficits(&before);
+        let total: i64 = spec.targets.iter().map(|t| i64::from(t.weight)).sum();
+        let n = 2 * total;
+        let mut counts = vec![0i64; spec.targets.len()];
+        for i in 0..n {
+            let request = RouteRequest {
+                request_id: format!("s{}-{}-fair{i}", self.seed, self.step),
+                model: "all".into(),
+                format: ApiFormat::Openai,
+                only_connection: None,
+            };
+            let mut decision =
+                self.router().route(request).await.map_err(|e| {
+                    self.fail("h:drr-fair-over-stable-window", format!("route: {e}"))
+                })?;
+            let index = decision.current().map(|t| usize::from(t.index));
+            if let Some(count) = index.and_then(|i| counts.get_mut(i)) {
+                *count += 1;
+            }
+            decision
+                .report_applied(AttemptResult::success(200, 1, 1))
+                .await;
+            self.stats.routed += 1;
+            self.stats.upstream_requests += 1;
+        }
+        let after = self.read().await?;
+        let d1 = deficits(&after);
+        for (i, t) in spec.targets.iter().enumerate() {
+            let w = i64::from(t.weight);
+            let count = counts[i];
+            if (count * total - n * w).abs() > 2 * total {
+                return Err(self.fail(
+                    "h:drr-fair-over-stable-window",
+                    format!(
+                        "{} (w {w}) served {count} of {n} (Σw {total}); counts {counts:?}",
+                        t.connection
+                    ),
+                ));
+            }
+            if let (Some(a), Some(b)) = (d0.get(i), d1.get(i)) {
+                if count * total != a - b + n * w {
+                    return Err(self.fail(
+                        "h:drr-fair-over-stable-window",
+                        format!(
+                            "{}: served {count}, deficit {a} → {b}, w {w}, Σw {total}, N {n}: \
+                             count·Σw ≠ d(0) − d(N) + N·w",
+                            t.connection
+                        ),
+                    ));
+                }
+            }
+        }
+        self.stats.fair_windows += 1;
         Ok(())
     }
 
