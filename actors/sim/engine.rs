@@ -107,6 +107,15 @@ pub struct Stats {
     pub admin_actions: u64,
     pub clock_jumps: u64,
     pub fair_windows: u64,
+    /// Coverage: steps that ended with a provider in this phase, or with any connection
+    /// cooling / disabled / holding a lockout; attempts that held a HALF_OPEN probe.
+    pub seen_degraded: u64,
+    pub seen_open: u64,
+    pub seen_half_open: u64,
+    pub seen_cooldown: u64,
+    pub seen_disabled: u64,
+    pub seen_lockout: u64,
+    pub probes: u64,
     pub by_class: BTreeMap<&'static str, u64>,
 }
 
@@ -124,6 +133,13 @@ impl Stats {
         self.admin_actions += other.admin_actions;
         self.clock_jumps += other.clock_jumps;
         self.fair_windows += other.fair_windows;
+        self.seen_degraded += other.seen_degraded;
+        self.seen_open += other.seen_open;
+        self.seen_half_open += other.seen_half_open;
+        self.seen_cooldown += other.seen_cooldown;
+        self.seen_disabled += other.seen_disabled;
+        self.seen_lockout += other.seen_lockout;
+        self.probes += other.probes;
         for (class, n) in &other.by_class {
             *self.by_class.entry(class).or_default() += n;
         }
@@ -240,6 +256,18 @@ fn draw_result(rng: &mut Rng) -> AttemptResult {
     }
 }
 
+/// A failing upstream's answer: server errors, timeouts, connection failures.
+fn draw_outage_result(rng: &mut Rng) -> AttemptResult {
+    match rng.range(0, 9) {
+        0..=5 => AttemptResult::failure(
+            OutcomeClass::ServerError,
+            Some(*rng.pick(&[500, 502, 503, 529])),
+        ),
+        6..=7 => AttemptResult::failure(OutcomeClass::Timeout, None),
+        _ => AttemptResult::failure(OutcomeClass::Network, None),
+    }
+}
+
 /// §3: whether an attempt of this class is followed by a try of the next target.
 fn fails_over(class: OutcomeClass) -> bool {
     !matches!(class, OutcomeClass::Success | OutcomeClass::ClientError)
@@ -288,7 +316,21 @@ pub struct Sim {
     /// Locks an admin cleared during the current step.
     cleared: BTreeSet<(String, String)>,
     step: usize,
+    /// The provider whose upstream is failing during this step, if any.
+    outage: Option<&'static str>,
     pub stats: Stats,
+}
+
+/// Steps come in blocks of 60; in some blocks one provider's upstream fails most requests for
+/// the first 50 steps while the clock crawls, so its breaker degrades, opens, half-opens and
+/// probes. A pure function of the seed and the step index, like the rest of the schedule.
+fn outage(seed: u64, index: usize) -> Option<&'static str> {
+    let mut rng = Rng::for_step(seed ^ 0x07a6e_5eed, index / 60);
+    if index % 60 < 50 && rng.chance(50) {
+        Some(*rng.pick(&PROVIDERS))
+    } else {
+        None
+    }
 }
 
 impl Sim {
@@ -307,6 +349,7 @@ impl Sim {
             lock_ends: BTreeMap::new(),
             cleared: BTreeSet::new(),
             step: 0,
+            outage: None,
             stats: Stats::default(),
         }
     }
@@ -346,10 +389,12 @@ impl Sim {
         self.step = index;
         self.cleared.clear();
         let mut rng = Rng::for_step(self.seed, index);
+        self.outage = outage(self.seed, index);
         let roll = rng.range(0, 99);
         match roll {
             0..=54 => self.request(&mut rng).await?,
             55..=69 => self.release(&mut rng).await?,
+            70..=84 if self.outage.is_some() => self.clock.advance(rng.range(0, 3_000)),
             70..=84 => self.jump(&mut rng),
             85..=93 => self.admin(&mut rng).await?,
             94..=96 => self.fair_window().await?,
@@ -376,8 +421,10 @@ impl Sim {
                 self.stats.routed += 1;
                 self.stats.upstream_requests += 1;
                 let held = self.held_from(decision, now)?;
+                self.stats.probes += u64::from(held.probe);
                 self.check_not_blocked(&before, &held, "route")?;
-                if self.held.len() < MAX_HELD && rng.chance(20) {
+                let hold_pct = if self.outage.is_some() { 40 } else { 20 };
+                if self.held.len() < MAX_HELD && rng.chance(hold_pct) {
                     self.stats.held += 1;
                     self.held.push(held);
                 } else {
@@ -435,7 +482,11 @@ impl Sim {
     /// the class says so and the budgets allow.
     async fn attempts(&mut self, mut held: Held, rng: &mut Rng) -> Result<(), Failure> {
         loop {
-            let result = draw_result(rng);
+            let result = if self.outage == Some(held.provider.as_str()) && rng.chance(90) {
+                draw_outage_result(rng)
+            } else {
+                draw_result(rng)
+            };
             let class = result.class;
             *self.stats.by_class.entry(class.as_str()).or_default() += 1;
             if !held.decision.report_applied(result).await {
@@ -469,6 +520,7 @@ impl Sim {
             held.connection = connection;
             held.provider = provider;
             held.probe = held.decision.is_probe();
+            self.stats.probes += u64::from(held.probe);
             held.started_ms = now;
             self.check_not_blocked(&before, &held, "failover")?;
         }
@@ -874,6 +926,16 @@ impl Sim {
     async fn check(&mut self) -> Result<(), Failure> {
         let state = self.read().await?;
         let now = self.now();
+        let phase = |name: &str| state.providers.iter().any(|p| p.breaker == name);
+        self.stats.seen_degraded += u64::from(phase("DEGRADED"));
+        self.stats.seen_open += u64::from(phase("OPEN"));
+        self.stats.seen_half_open += u64::from(phase("HALF_OPEN"));
+        let any = |f: &dyn Fn(&quotaroute_actors::admin_state::ConnectionAdminState) -> bool| {
+            u64::from(state.connections.iter().any(f))
+        };
+        self.stats.seen_cooldown += any(&|c| c.cooldown_remaining_ms > 0);
+        self.stats.seen_disabled += any(&|c| c.disabled.is_some());
+        self.stats.seen_lockout += any(&|c| !c.lockouts.is_empty());
         // (c) In-flight counts equal the decisions held open, per connection.
         let mut expected: BTreeMap<&str, u32> = BTreeMap::new();
         for held in &self.held {
