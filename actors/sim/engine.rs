@@ -315,6 +315,8 @@ pub struct Sim {
     lock_ends: BTreeMap<(String, String), u64>,
     /// Locks an admin cleared during the current step.
     cleared: BTreeSet<(String, String)>,
+    /// When each connection's latest cooldown was set, as the simulator saw it.
+    cooldown_set_at: BTreeMap<String, u64>,
     step: usize,
     /// The provider whose upstream is failing during this step, if any.
     outage: Option<&'static str>,
@@ -348,6 +350,7 @@ impl Sim {
             held: Vec::new(),
             lock_ends: BTreeMap::new(),
             cleared: BTreeSet::new(),
+            cooldown_set_at: BTreeMap::new(),
             step: 0,
             outage: None,
             stats: Stats::default(),
@@ -482,6 +485,12 @@ impl Sim {
     /// the class says so and the budgets allow.
     async fn attempts(&mut self, mut held: Held, rng: &mut Rng) -> Result<(), Failure> {
         loop {
+            let pre = self.read().await?;
+            let target = held
+                .decision
+                .current()
+                .map(|t| t.model.to_string())
+                .unwrap_or_default();
             let result = if self.outage == Some(held.provider.as_str()) && rng.chance(90) {
                 draw_outage_result(rng)
             } else {
@@ -489,12 +498,14 @@ impl Sim {
             };
             let class = result.class;
             *self.stats.by_class.entry(class.as_str()).or_default() += 1;
-            if !held.decision.report_applied(result).await {
+            if !held.decision.report_applied(result.clone()).await {
                 return Err(self.fail(
                     "report-has-attempt",
                     "report_applied found no attempt in progress".into(),
                 ));
             }
+            let post = self.read().await?;
+            self.check_report(&pre, &post, &held, &target, &result)?;
             if counts_as_attempt(class) {
                 held.counted += 1;
             }
@@ -504,7 +515,7 @@ impl Sim {
             {
                 return Ok(());
             }
-            let before = self.read().await?;
+            let before = post;
             let now = self.now();
             let next = held
                 .decision
@@ -580,6 +591,7 @@ impl Sim {
             }
             _ => {
                 let connection = rng.pick(&self.topology.connections).id.clone();
+                self.cooldown_set_at.remove(&connection);
                 self.router()
                     .clear_connection(&connection)
                     .await
@@ -605,6 +617,213 @@ impl Sim {
         let recovered = self.read().await?;
         if recovered != live {
             return Err(self.fail("e:restart-equals-live", diff(&live, &recovered)));
+        }
+        Ok(())
+    }
+
+    /// (i) One report applies behaviour §4/§5 exactly, as the admin state shows it before and
+    /// after (same clock value): the connection column (cooldown `base·2^level` or the
+    /// `Retry-After`, capped; not escalated while cooling or for a request sent before the
+    /// cooldown; a success resets the level; auth disables for good, billing for `billing_ms`),
+    /// the lockout column (the upstream reset exactly, else `base·2^(n−1)` capped, quota 1 h
+    /// doubling to 24 h; never shortened), and the breaker column (classes that do not trip it
+    /// leave it alone; a probe's failure re-opens it one cycle up; a late non-probe success
+    /// does not close an OPEN breaker).
+    fn check_report(
+        &mut self,
+        pre: &AdminState,
+        post: &AdminState,
+        held: &Held,
+        model: &str,
+        result: &AttemptResult,
+    ) -> Result<(), Failure> {
+        let now = self.now();
+        let class = result.class;
+        let conn = |state: &AdminState| {
+            state
+                .connections
+                .iter()
+                .find(|c| c.id == held.connection)
+                .cloned()
+        };
+        let (Some(before), Some(after)) = (conn(pre), conn(post)) else {
+            return Err(self.fail("i:report-applies-the-table", "connection missing".into()));
+        };
+        let spec = self.topology.connection(&held.connection).cloned();
+        let Some(spec) = spec else {
+            return Err(self.fail("i:report-applies-the-table", "connection missing".into()));
+        };
+        let bad = |what: String| {
+            Failure {
+            seed: self.seed,
+            step: self.step,
+            invariant: "i:report-applies-the-table",
+            detail: format!(
+                "{} on {}/{model} (sent at {}, now {now}): {what}; before {before:?}; after {after:?}",
+                class.as_str(),
+                held.connection,
+                held.started_ms
+            ),
+        }
+        };
+        // Connection column.
+        let cooling = before.cooldown_remaining_ms > 0;
+        match class {
+            OutcomeClass::Timeout | OutcomeClass::ServerError | OutcomeClass::Network => {
+                let sent_before = self
+                    .cooldown_set_at
+                    .get(&held.connection)
+                    .is_some_and(|&set| held.started_ms < set);
+                if cooling || sent_before {
+                    if after.cooldown_remaining_ms != before.cooldown_remaining_ms
+                        || after.cooldown_level != before.cooldown_level
+                    {
+                        return Err(bad(format!(
+                            "escalated a cooldown (cooling {cooling}, sent before it {sent_before})"
+                        )));
+                    }
+                } else {
+                    let level = before.cooldown_level.min(spec.cooldown.max_level);
+                    let want = match result.reset_hint_ms {
+                        Some(hint) => hint.min(spec.cooldown.max_ms),
+                        None => spec.cooldown.backoff_ms(level),
+                    };
+                    if after.cooldown_remaining_ms != want || after.cooldown_level != level + 1 {
+                        return Err(bad(format!(
+                            "expected a cooldown of {want} ms at level {}",
+                            level + 1
+                        )));
+                    }
+                    self.cooldown_set_at.insert(held.connection.clone(), now);
+                }
+            }
+            OutcomeClass::Success if after.cooldown_level != 0 => {
+                return Err(bad("a success did not reset the cooldown level".into()));
+            }
+            OutcomeClass::AuthFailed | OutcomeClass::Forbidden => {
+                let ok = after
+                    .disabled
+                    .as_ref()
+                    .is_some_and(|d| d.reason == "auth" && d.remaining_ms.is_none());
+                if !ok {
+                    return Err(bad("expected disabled for auth until cleared".into()));
+                }
+            }
+            OutcomeClass::Billing => {
+                let want = match &before.disabled {
+                    None => Some(spec.lockout.billing_ms),
+                    Some(d) => d.remaining_ms,
+                };
+                let reason = before.disabled.as_ref().map_or("billing", |d| d.reason);
+                let ok = after
+                    .disabled
+                    .as_ref()
+                    .is_some_and(|d| d.reason == reason && d.remaining_ms == want);
+                if !ok {
+                    return Err(bad(format!("expected disabled ({reason}) for {want:?} ms")));
+                }
+            }
+            _ => {}
+        }
+        if !matches!(
+            class,
+            OutcomeClass::AuthFailed | OutcomeClass::Forbidden | OutcomeClass::Billing
+        ) && after.disabled != before.disabled
+            && class != OutcomeClass::Success
+        {
+            return Err(bad("the disabled state changed".into()));
+        }
+        // Lockout column.
+        let lock = |c: &quotaroute_actors::admin_state::ConnectionAdminState| {
+            c.lockouts.iter().find(|l| l.model == model).cloned()
+        };
+        let (lock_before, lock_after) = (lock(&before), lock(&after));
+        let reason = match class {
+            OutcomeClass::RateLimited => Some("rate_limited"),
+            OutcomeClass::ModelUnavailable => Some("not_found"),
+            OutcomeClass::QuotaExhausted => Some("quota_exhausted"),
+            _ => None,
+        };
+        let remaining_before = lock_before.as_ref().map_or(0, |l| l.remaining_ms);
+        match (reason, &lock_after) {
+            (Some(_), None) => return Err(bad("expected a lockout".into())),
+            (Some(reason), Some(after_lock)) if after_lock.remaining_ms != remaining_before => {
+                let s = &spec.lockout;
+                let ok = after_lock.reason == reason
+                    && match (result.reset_hint_ms, reason) {
+                        (Some(hint), _) => after_lock.remaining_ms == hint.min(s.max_upstream_ms),
+                        (None, "quota_exhausted") => {
+                            let r = after_lock.remaining_ms;
+                            r >= s.quota_ms
+                                && r <= s.quota_max_ms
+                                && (r == s.quota_max_ms
+                                    || (r % s.quota_ms == 0 && (r / s.quota_ms).is_power_of_two()))
+                        }
+                        (None, _) => {
+                            let reason = if reason == "rate_limited" {
+                                quotaroute_journal::LockReason::RateLimited
+                            } else {
+                                quotaroute_journal::LockReason::NotFound
+                            };
+                            after_lock.remaining_ms
+                                == s.backoff_ms(reason, after_lock.failure_count)
+                        }
+                    };
+                if !ok || after_lock.remaining_ms < remaining_before {
+                    return Err(bad("the new lock's duration is not the table's".into()));
+                }
+            }
+            (None, _) if class != OutcomeClass::Success => {
+                let same = match (&lock_before, &lock_after) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => a.remaining_ms == b.remaining_ms,
+                    _ => false,
+                };
+                if !same {
+                    return Err(bad("a class that does not lock changed the lock".into()));
+                }
+            }
+            _ => {}
+        }
+        // Breaker column.
+        let breaker = |state: &AdminState| {
+            state
+                .providers
+                .iter()
+                .find(|p| p.name == held.provider)
+                .cloned()
+        };
+        let (Some(b0), Some(b1)) = (breaker(pre), breaker(post)) else {
+            return Err(bad("provider missing".into()));
+        };
+        let trips = counts_as_attempt(class);
+        let fresh_probe = held.probe && now < held.started_ms + PROBE_TIMEOUT_MS;
+        if !trips && class != OutcomeClass::Success && b0 != b1 {
+            return Err(bad(format!("the breaker changed: {b0:?} → {b1:?}")));
+        }
+        if trips && fresh_probe && b0.breaker == "HALF_OPEN" {
+            if b1.breaker != "OPEN" || b1.cycles != b0.cycles + 1 {
+                return Err(bad(format!(
+                    "a failed probe should re-open the breaker one cycle up: {b0:?} → {b1:?}"
+                )));
+            }
+        }
+        if class == OutcomeClass::Success && fresh_probe && b0.breaker == "HALF_OPEN" {
+            if b1.breaker != "CLOSED" || b1.cycles != 0 {
+                return Err(bad(format!(
+                    "a successful probe should close the breaker: {b0:?} → {b1:?}"
+                )));
+            }
+        }
+        if class == OutcomeClass::Success
+            && !held.probe
+            && matches!(b0.breaker, "OPEN" | "HALF_OPEN")
+            && b1.breaker != b0.breaker
+        {
+            return Err(bad(format!(
+                "a non-probe success moved an {} breaker: {b0:?} → {b1:?}",
+                b0.breaker
+            )));
         }
         Ok(())
     }
@@ -757,10 +976,14 @@ impl Sim {
                     } else {
                         "billing"
                     };
+                    // A billing disable reports when the connection is routable again, so a
+                    // cooldown outlasting it counts.
                     connection.is_some_and(|c| {
-                        c.disabled
-                            .as_ref()
-                            .is_some_and(|d| d.reason == reason && d.remaining_ms == b.remaining_ms)
+                        c.disabled.as_ref().is_some_and(|d| {
+                            d.reason == reason
+                                && d.remaining_ms.map(|r| r.max(c.cooldown_remaining_ms))
+                                    == b.remaining_ms
+                        })
                     })
                 }
                 BlockReason::RateLimited | BlockReason::NotFound | BlockReason::QuotaExhausted => {
@@ -815,6 +1038,7 @@ impl Sim {
                 .await
                 .map_err(|e| self.fail("router-responds", format!("reset_breaker: {e}")))?;
         }
+        self.cooldown_set_at.clear();
         for c in &state.connections {
             self.router()
                 .clear_connection(&c.id)
