@@ -107,6 +107,7 @@ pub struct Stats {
     pub admin_actions: u64,
     pub clock_jumps: u64,
     pub fair_windows: u64,
+    pub reloads: u64,
     /// Coverage: steps that ended with a provider in this phase, or with any connection
     /// cooling / disabled / holding a lockout; attempts that held a HALF_OPEN probe.
     pub seen_degraded: u64,
@@ -133,6 +134,7 @@ impl Stats {
         self.admin_actions += other.admin_actions;
         self.clock_jumps += other.clock_jumps;
         self.fair_windows += other.fair_windows;
+        self.reloads += other.reloads;
         self.seen_degraded += other.seen_degraded;
         self.seen_open += other.seen_open;
         self.seen_half_open += other.seen_half_open;
@@ -149,12 +151,18 @@ impl Stats {
 /// The topology of run `seed`: 2 providers (`pa` api-key, `pb` oauth), 6–9 connections of
 /// weight 1–3, 3 quota-share combos; the connections of combo `capped` have `max_concurrent`.
 pub fn topology(seed: u64) -> Topology {
-    let mut rng = Rng::new(seed);
+    topology_with(seed, &mut Rng::new(seed), "0")
+}
+
+/// The topology of run `seed` with weights and caps drawn from `rng` (a reload's new config:
+/// same providers, connections and combos, other weights, caps and `capped` models).
+fn topology_with(seed: u64, rng: &mut Rng, digest: &str) -> Topology {
     let providers = vec![
         ProviderSpec::new(PROVIDERS[0], ApiFormat::Openai, AuthKind::ApiKey),
         ProviderSpec::new(PROVIDERS[1], ApiFormat::Openai, AuthKind::Oauth),
     ];
-    let n = rng.range(6, 9) as usize;
+    let n = Rng::new(seed).range(6, 9) as usize;
+    rng.next_u64();
     let mut connections = Vec::new();
     for i in 0..n {
         // Alternate so each provider has at least three connections (enough to open a breaker).
@@ -202,7 +210,7 @@ pub fn topology(seed: u64) -> Topology {
         ComboSpec::quota_share("split", &split),
         ComboSpec::quota_share("capped", &capped),
     ];
-    Topology::new(providers, connections, combos, "sim", "0")
+    Topology::new(providers, connections, combos, "sim", digest)
 }
 
 /// One upstream answer as the simulated upstream gives it (behaviour §4's table).
@@ -400,7 +408,8 @@ impl Sim {
             70..=84 if self.outage.is_some() => self.clock.advance(rng.range(0, 3_000)),
             70..=84 => self.jump(&mut rng),
             85..=93 => self.admin(&mut rng).await?,
-            94..=96 => self.fair_window().await?,
+            94..=95 => self.fair_window().await?,
+            96 => self.reload(&mut rng).await?,
             _ => self.restart().await?,
         }
         self.stats.steps += 1;
@@ -596,6 +605,44 @@ impl Sim {
                     .clear_connection(&connection)
                     .await
                     .map_err(|e| self.fail("router-responds", format!("clear_connection: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// (j) A reload with new weights and caps keeps everything learned, except that
+    /// auth-disabled connections are cleared (behaviour §4), and keeps in-flight counts.
+    async fn reload(&mut self, rng: &mut Rng) -> Result<(), Failure> {
+        self.stats.reloads += 1;
+        let topology = topology_with(self.seed, rng, &format!("reload-{}", self.step));
+        let pre = self.read().await?;
+        self.router()
+            .reload(topology.clone())
+            .await
+            .map_err(|e| self.fail("router-responds", format!("reload: {e}")))?;
+        self.topology = topology;
+        let post = self.read().await?;
+        if pre.providers != post.providers {
+            return Err(self.fail("j:reload-keeps-learned-state", diff(&pre, &post)));
+        }
+        for (a, b) in pre.connections.iter().zip(&post.connections) {
+            let auth_disabled = a.disabled.as_ref().is_some_and(|d| d.reason == "auth");
+            let want = if auth_disabled {
+                self.cooldown_set_at.remove(&a.id);
+                quotaroute_actors::admin_state::ConnectionAdminState {
+                    cooldown_remaining_ms: 0,
+                    cooldown_level: 0,
+                    disabled: None,
+                    ..a.clone()
+                }
+            } else {
+                a.clone()
+            };
+            if &want != b {
+                return Err(self.fail(
+                    "j:reload-keeps-learned-state",
+                    format!("connection before {a:?} after {b:?}"),
+                ));
             }
         }
         Ok(())
@@ -1026,7 +1073,7 @@ impl Sim {
     /// of combo `all` is free and every breaker CLOSED, 2·Σw decisions all answered with a
     /// success serve each target within 2 of N·w/Σw (deficits start anywhere in [−Σw, +Σw],
     /// so the bound of a fresh start, 1, widens by one), and the deficits account exactly:
-    /// count·Σw = d(0) − d(N) + N·w for every target.
+    /// count·Σw = clamp(d(0), ±Σw) − d(N) + N·w for every target.
     async fn fair_window(&mut self) -> Result<(), Failure> {
         // An operator heals everything first: held requests are abandoned, breakers reset,
         // connections and lockouts cleared.
@@ -1130,6 +1177,9 @@ impl Sim {
                 ));
             }
             if let (Some(a), Some(b)) = (d0.get(i), d1.get(i)) {
+                // The admin view shows the stored deficit; a turn uses it clamped to the
+                // current Σw (after a reload that lowered Σw the two differ).
+                let a = (*a).clamp(-total, total);
                 if count * total != a - b + n * w {
                     return Err(self.fail(
                         "h:drr-fair-over-stable-window",
