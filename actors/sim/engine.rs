@@ -104,6 +104,7 @@ pub struct Stats {
     pub failovers: u64,
     pub held: u64,
     pub restarts: u64,
+    pub crashes: u64,
     pub admin_actions: u64,
     pub clock_jumps: u64,
     pub fair_windows: u64,
@@ -131,6 +132,7 @@ impl Stats {
         self.failovers += other.failovers;
         self.held += other.held;
         self.restarts += other.restarts;
+        self.crashes += other.crashes;
         self.admin_actions += other.admin_actions;
         self.clock_jumps += other.clock_jumps;
         self.fair_windows += other.fair_windows;
@@ -311,6 +313,14 @@ fn is_lockout_or_cooldown(reason: BlockReason) -> bool {
     )
 }
 
+/// One actor's own state, for comparing a live router with a restarted one.
+#[derive(Debug, PartialEq)]
+enum ActorState {
+    Connection(Box<quotaroute_actors::policy::connection_state::ConnectionState>),
+    Breaker(Box<quotaroute_actors::policy::breaker::BreakerState>),
+    Deficits(quotaroute_actors::policy::drr::DrrDeficits),
+}
+
 /// One running simulation.
 pub struct Sim {
     seed: u64,
@@ -348,7 +358,7 @@ impl Sim {
         let topology = topology(seed);
         let journal = MemoryJournal::new();
         let clock = ManualClock::new(T0);
-        let router = start(&topology, &journal, &clock).await;
+        let router = start(seed, &topology, &journal, &clock).await;
         Sim {
             seed,
             topology,
@@ -410,7 +420,7 @@ impl Sim {
             85..=93 => self.admin(&mut rng).await?,
             94..=95 => self.fair_window().await?,
             96 => self.reload(&mut rng).await?,
-            _ => self.restart().await?,
+            _ => self.restart(&mut rng).await?,
         }
         self.stats.steps += 1;
         self.check().await
@@ -648,24 +658,73 @@ impl Sim {
         Ok(())
     }
 
-    /// (e) A clean restart on the same journal and clock recovers exactly the live state.
-    async fn restart(&mut self) -> Result<(), Failure> {
+    /// (e) A restart on the same journal and clock recovers exactly the live state: either a
+    /// clean stop, or a crash right after a flush (a new node on what the crash leaves,
+    /// without `node_stopped`).
+    async fn restart(&mut self, rng: &mut Rng) -> Result<(), Failure> {
         self.stats.restarts += 1;
         // The clients of held requests see the node go away.
         self.held.clear();
         let live = self.read().await?;
+        let live_actors = self.actor_states().await?;
         let Some(router) = self.router.take() else {
             return Err(self.fail("router-responds", "no router".into()));
         };
-        if let Err(e) = router.shutdown("simulated restart").await {
-            return Err(self.fail("e:restart-equals-live", format!("shutdown: {e}")));
+        if rng.chance(50) {
+            if let Err(e) = router.shutdown("simulated restart").await {
+                return Err(self.fail("e:restart-equals-live", format!("shutdown: {e}")));
+            }
+        } else {
+            self.stats.crashes += 1;
+            if let Err(e) = router.flush().await {
+                return Err(self.fail("e:restart-equals-live", format!("flush: {e}")));
+            }
+            let survivor = self.journal.after_crash();
+            // The crashed node's actors are stopped; what it writes from here goes to the
+            // abandoned journal.
+            let _ = router.shutdown("crashed").await;
+            self.journal = survivor;
         }
-        self.router = Some(start(&self.topology, &self.journal, &self.clock).await);
+        self.router = Some(start(self.seed, &self.topology, &self.journal, &self.clock).await);
         let recovered = self.read().await?;
         if recovered != live {
             return Err(self.fail("e:restart-equals-live", diff(&live, &recovered)));
         }
+        let recovered_actors = self.actor_states().await?;
+        for (a, b) in live_actors.iter().zip(&recovered_actors) {
+            if a != b {
+                return Err(self.fail(
+                    "e:restart-equals-live",
+                    format!("actor state live {a:?} recovered {b:?}"),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Every actor's own state (connections, breakers, combo deficits), each with its name;
+    /// compared by value (deficits live in a hash map, so their `Debug` order is not stable).
+    async fn actor_states(&self) -> Result<Vec<(String, ActorState)>, Failure> {
+        let router = self.router();
+        let responds =
+            |e: quotaroute_actors::RouterError| self.fail("router-responds", format!("{e}"));
+        let mut out = Vec::new();
+        for c in &self.topology.connections {
+            let state = router
+                .live_connection_state(&c.id)
+                .await
+                .map_err(responds)?;
+            out.push((c.id.clone(), ActorState::Connection(Box::new(state))));
+        }
+        for p in PROVIDERS {
+            let state = router.live_breaker_state(p).await.map_err(responds)?;
+            out.push((p.to_string(), ActorState::Breaker(Box::new(state))));
+        }
+        for combo in &self.topology.combos {
+            let state = router.combo_deficits(&combo.name).await.map_err(responds)?;
+            out.push((combo.name.clone(), ActorState::Deficits(state)));
+        }
+        Ok(out)
     }
 
     /// (i) One report applies behaviour §4/§5 exactly, as the admin state shows it before and
@@ -1299,13 +1358,24 @@ impl Sim {
     }
 }
 
-async fn start(topology: &Topology, journal: &MemoryJournal, clock: &Arc<ManualClock>) -> Router {
+/// Snapshot every this many events in run `seed`: never, often, or now and then, so restarts
+/// recover from the journal alone, from a snapshot and a short tail, or a long one.
+fn snapshot_every(seed: u64) -> u64 {
+    [0, 7, 100][(seed % 3) as usize]
+}
+
+async fn start(
+    seed: u64,
+    topology: &Topology,
+    journal: &MemoryJournal,
+    clock: &Arc<ManualClock>,
+) -> Router {
     Router::start(
         topology.clone(),
         Box::new(journal.clone()),
         RouterOptions {
             writer: WriterConfig::default(),
-            snapshot_every_events: 0,
+            snapshot_every_events: snapshot_every(seed),
             request_events: RequestEvents::All,
             clock: clock.clone(),
         },
