@@ -345,7 +345,7 @@ pub struct Sim {
 /// the first 50 steps while the clock crawls, so its breaker degrades, opens, half-opens and
 /// probes. A pure function of the seed and the step index, like the rest of the schedule.
 fn outage(seed: u64, index: usize) -> Option<&'static str> {
-    let mut rng = Rng::for_step(seed ^ 0x07a6e_5eed, index / 60);
+    let mut rng = Rng::for_step(seed ^ 0x0000_7a6e_5eed, index / 60);
     if index % 60 < 50 && rng.chance(50) {
         Some(*rng.pick(&PROVIDERS))
     } else {
@@ -907,19 +907,23 @@ impl Sim {
         if !trips && class != OutcomeClass::Success && b0 != b1 {
             return Err(bad(format!("the breaker changed: {b0:?} → {b1:?}")));
         }
-        if trips && fresh_probe && b0.breaker == "HALF_OPEN" {
-            if b1.breaker != "OPEN" || b1.cycles != b0.cycles + 1 {
-                return Err(bad(format!(
-                    "a failed probe should re-open the breaker one cycle up: {b0:?} → {b1:?}"
-                )));
-            }
+        if trips
+            && fresh_probe
+            && b0.breaker == "HALF_OPEN"
+            && (b1.breaker != "OPEN" || b1.cycles != b0.cycles + 1)
+        {
+            return Err(bad(format!(
+                "a failed probe should re-open the breaker one cycle up: {b0:?} → {b1:?}"
+            )));
         }
-        if class == OutcomeClass::Success && fresh_probe && b0.breaker == "HALF_OPEN" {
-            if b1.breaker != "CLOSED" || b1.cycles != 0 {
-                return Err(bad(format!(
-                    "a successful probe should close the breaker: {b0:?} → {b1:?}"
-                )));
-            }
+        if class == OutcomeClass::Success
+            && fresh_probe
+            && b0.breaker == "HALF_OPEN"
+            && (b1.breaker != "CLOSED" || b1.cycles != 0)
+        {
+            return Err(bad(format!(
+                "a successful probe should close the breaker: {b0:?} → {b1:?}"
+            )));
         }
         if class == OutcomeClass::Success
             && !held.probe
