@@ -300,6 +300,8 @@ struct Held {
     started_ms: u64,
     /// Failures so far that count against `max_attempts`.
     counted: u32,
+    /// `connection/model` of every attempt so far.
+    tried: Vec<(String, String)>,
 }
 
 /// §7: reasons that make an all-blocked answer a 429.
@@ -445,6 +447,7 @@ impl Sim {
                 let held = self.held_from(decision, now)?;
                 self.stats.probes += u64::from(held.probe);
                 self.check_not_blocked(&before, &held, "route")?;
+                self.check_order(&before, &combo, &held)?;
                 let hold_pct = if self.outage.is_some() { 40 } else { 20 };
                 if self.held.len() < MAX_HELD && rng.chance(hold_pct) {
                     self.stats.held += 1;
@@ -491,6 +494,7 @@ impl Sim {
             ));
         };
         Ok(Held {
+            tried: vec![(target.connection.to_string(), target.model.to_string())],
             connection: target.connection.to_string(),
             provider: target.provider.to_string(),
             probe: decision.is_probe(),
@@ -541,10 +545,28 @@ impl Sim {
                 .failover()
                 .await
                 .map_err(|e| self.fail("router-responds", format!("failover: {e}")))?
-                .map(|t| (t.connection.to_string(), t.provider.to_string()));
-            let Some((connection, provider)) = next else {
+                .map(|t| {
+                    (
+                        t.connection.to_string(),
+                        t.provider.to_string(),
+                        t.model.to_string(),
+                    )
+                });
+            let Some((connection, provider, model)) = next else {
                 return Ok(());
             };
+            // (k) Each target at most once per client request (§3).
+            let key = (connection.clone(), model);
+            if held.tried.contains(&key) {
+                return Err(self.fail(
+                    "k:each-target-once-per-request",
+                    format!(
+                        "failover chose {}/{} again; tried {:?}",
+                        key.0, key.1, held.tried
+                    ),
+                ));
+            }
+            held.tried.push(key);
             self.stats.failovers += 1;
             self.stats.upstream_requests += 1;
             held.connection = connection;
@@ -934,6 +956,100 @@ impl Sim {
                 "a non-probe success moved an {} breaker: {b0:?} → {b1:?}",
                 b0.breaker
             )));
+        }
+        Ok(())
+    }
+
+    /// (l) The decided order (§2): only unblocked targets, every target free in the state read
+    /// before is in it (a HALF_OPEN provider's may be left out: its probe may be out), those
+    /// with room (in-flight under `max_concurrent`, breaker not DEGRADED) before those without
+    /// unless none has room, and the winner has no more in-flight than the runner-up (P2C).
+    fn check_order(&self, before: &AdminState, combo: &str, held: &Held) -> Result<(), Failure> {
+        let targets = held.decision.targets();
+        let provider_of = |connection: &str| {
+            self.topology
+                .connection(connection)
+                .map(|c| c.provider.clone())
+                .unwrap_or_default()
+        };
+        let in_flight = |connection: &str| {
+            before
+                .connections
+                .iter()
+                .find(|c| c.id == connection)
+                .map_or(0, |c| c.in_flight)
+        };
+        let has_room = |connection: &str| {
+            let capped = self
+                .topology
+                .connection(connection)
+                .and_then(|c| c.max_concurrent)
+                .is_some_and(|cap| in_flight(connection) >= cap);
+            let provider = provider_of(connection);
+            let degraded = before
+                .providers
+                .iter()
+                .any(|p| p.name == provider && p.breaker == "DEGRADED");
+            !capped && !degraded
+        };
+        let listed: Vec<(String, String)> = targets
+            .iter()
+            .map(|t| (t.connection.to_string(), t.model.to_string()))
+            .collect();
+        for (connection, model) in &listed {
+            if let Some(why) =
+                self.block_of(before, connection, &provider_of(connection), model, true)
+            {
+                return Err(self.fail(
+                    "l:order-is-the-spec-order",
+                    format!("order {listed:?} lists {connection}/{model}, which was {why}"),
+                ));
+            }
+        }
+        if let Some(spec) = self.topology.combo(combo) {
+            for t in &spec.targets {
+                let provider = provider_of(&t.connection);
+                let half_open = before
+                    .providers
+                    .iter()
+                    .any(|p| p.name == provider && p.breaker == "HALF_OPEN");
+                let free = self
+                    .block_of(before, &t.connection, &provider, &t.model, true)
+                    .is_none();
+                if free && !half_open && !listed.contains(&(t.connection.clone(), t.model.clone()))
+                {
+                    return Err(self.fail(
+                        "l:order-is-the-spec-order",
+                        format!(
+                            "order {listed:?} leaves out {}/{}, which was free",
+                            t.connection, t.model
+                        ),
+                    ));
+                }
+            }
+        }
+        let room: Vec<bool> = listed.iter().map(|(c, _)| has_room(c)).collect();
+        if room.iter().any(|&r| r) && room.windows(2).any(|w| !w[0] && w[1]) {
+            return Err(self.fail(
+                "l:order-is-the-spec-order",
+                format!(
+                    "order {listed:?} puts a target without room before one with room ({room:?})"
+                ),
+            ));
+        }
+        if let [(first, _), (second, _), ..] = &listed[..] {
+            let both_room = room.first() == Some(&true) && room.get(1) == Some(&true)
+                || room.iter().all(|&r| !r);
+            if both_room && in_flight(first) > in_flight(second) {
+                return Err(self.fail(
+                    "l:order-is-the-spec-order",
+                    format!(
+                        "P2C: winner {first} has {} in flight, runner-up {second} {}",
+                        in_flight(first),
+                        in_flight(second)
+                    ),
+                ));
+            }
         }
         Ok(())
     }
