@@ -417,7 +417,15 @@ impl Sim {
         match roll {
             0..=54 => self.request(&mut rng).await?,
             55..=69 => self.release(&mut rng).await?,
-            70..=84 if self.outage.is_some() => self.clock.advance(rng.range(0, 3_000)),
+            // Mostly a crawl; now and then past a breaker's reset, so it half-opens and probes.
+            70..=84 if self.outage.is_some() => {
+                let by = if rng.chance(25) {
+                    rng.range(25_000, 70_000)
+                } else {
+                    rng.range(0, 3_000)
+                };
+                self.clock.advance(by);
+            }
             70..=84 => self.jump(&mut rng),
             85..=93 => self.admin(&mut rng).await?,
             94..=95 => self.fair_window().await?,
