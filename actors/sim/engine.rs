@@ -337,6 +337,8 @@ pub struct Sim {
     cleared: BTreeSet<(String, String)>,
     /// When each connection's latest cooldown was set, as the simulator saw it.
     cooldown_set_at: BTreeMap<String, u64>,
+    /// When the latest HALF_OPEN probe of each provider was taken.
+    last_probe_ms: BTreeMap<String, u64>,
     step: usize,
     /// The provider whose upstream is failing during this step, if any.
     outage: Option<&'static str>,
@@ -371,6 +373,7 @@ impl Sim {
             lock_ends: BTreeMap::new(),
             cleared: BTreeSet::new(),
             cooldown_set_at: BTreeMap::new(),
+            last_probe_ms: BTreeMap::new(),
             step: 0,
             outage: None,
             stats: Stats::default(),
@@ -454,6 +457,12 @@ impl Sim {
                 self.stats.upstream_requests += 1;
                 let held = self.held_from(decision, now)?;
                 self.stats.probes += u64::from(held.probe);
+                if held.probe {
+                    self.last_probe_ms.insert(held.provider.clone(), now);
+                }
+                if held.probe {
+                    self.last_probe_ms.insert(held.provider.clone(), now);
+                }
                 self.check_not_blocked(&before, &held, "route")?;
                 self.check_order(&before, &combo, &held)?;
                 let hold_pct = if self.outage.is_some() { 40 } else { 20 };
@@ -581,6 +590,9 @@ impl Sim {
             held.provider = provider;
             held.probe = held.decision.is_probe();
             self.stats.probes += u64::from(held.probe);
+            if held.probe {
+                self.last_probe_ms.insert(held.provider.clone(), now);
+            }
             held.started_ms = now;
             self.check_not_blocked(&before, &held, "failover")?;
         }
@@ -1020,7 +1032,8 @@ impl Sim {
                 let half_open = before
                     .providers
                     .iter()
-                    .any(|p| p.name == provider && p.breaker == "HALF_OPEN");
+                    .any(|p| p.name == provider && p.breaker == "HALF_OPEN")
+                    && self.probe_out(&provider);
                 let free = self
                     .block_of(before, &t.connection, &provider, &t.model, true)
                     .is_none();
@@ -1060,6 +1073,14 @@ impl Sim {
             }
         }
         Ok(())
+    }
+
+    /// Whether a HALF_OPEN probe of `provider` may still hold its token: one was taken within
+    /// `probe_timeout_ms` (held, settled or abandoned).
+    fn probe_out(&self, provider: &str) -> bool {
+        self.last_probe_ms
+            .get(provider)
+            .is_some_and(|&at| self.now() < at + PROBE_TIMEOUT_MS)
     }
 
     /// (a) The target just taken is not hard-blocked in the state read just before, at the
@@ -1155,7 +1176,8 @@ impl Sim {
             let half_open = before
                 .providers
                 .iter()
-                .any(|p| p.name == provider && p.breaker == "HALF_OPEN");
+                .any(|p| p.name == provider && p.breaker == "HALF_OPEN")
+                && self.probe_out(&provider);
             if !half_open
                 && self
                     .block_of(before, &target.connection, &provider, &target.model, false)
@@ -1200,7 +1222,14 @@ impl Sim {
             let agrees = match b.reason {
                 BlockReason::BreakerOpen => provider
                     .is_some_and(|p| p.breaker == "OPEN" && p.retry_after_ms == b.remaining_ms),
-                BlockReason::ProbeInFlight => provider.is_some_and(|p| p.breaker == "HALF_OPEN"),
+                // And a probe was really taken within `probe_timeout_ms` (no stuck HALF_OPEN).
+                BlockReason::ProbeInFlight => provider.is_some_and(|p| {
+                    p.breaker == "HALF_OPEN"
+                        && self
+                            .last_probe_ms
+                            .get(&p.name)
+                            .is_some_and(|&at| self.now() < at + PROBE_TIMEOUT_MS)
+                }),
                 BlockReason::Cooldown => connection.is_some_and(|c| {
                     c.cooldown_remaining_ms > 0 && Some(c.cooldown_remaining_ms) == b.remaining_ms
                 }),
