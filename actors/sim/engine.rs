@@ -6,8 +6,27 @@
 //! It owns the schedule (a pure function of the seed and the step index, so any subset of
 //! steps replays the same way), the invariant checks and the shrinking of a failing run. It
 //! must not reach into the library's internals: it sees only what an embedding program sees
-//! (`Router`, `Decision`, `AdminState`). Shared by `tests/simulate.rs` (short runs) and
-//! `examples/simulate.rs` (long runs) through `#[path]`, so the library stays unchanged.
+//! (`Router`, `Decision`, `AdminState`, the actors' own state for restart checks). Shared by
+//! `tests/simulate.rs` (short runs) and `examples/simulate.rs` (long runs) through `#[path]`,
+//! so the library stays unchanged.
+//!
+//! # Invariants (the letter is the name a failure reports)
+//! - **a** a routed or failed-over target is not hard-blocked (breaker OPEN, HALF_OPEN with a
+//!   probe held, cooling, disabled, locked) in the admin state read just before, same `now`.
+//! - **b** a lock's end never moves earlier and a lock never vanishes before its end, except
+//!   by an admin clear.
+//! - **c** per connection, in-flight = decisions the simulator holds open (0 when none).
+//! - **d** NoTarget is 429 iff every block is a lockout or cooldown, else 503; **d'** each
+//!   blocked entry matches the state (reason, remaining) and `retry_after_ms` is the earliest.
+//! - **e** a restart (clean, or crash right after a flush; with or without snapshots) recovers
+//!   the live admin state and every actor's own state exactly.
+//! - **f** NoTarget only when every target of the combo is blocked.
+//! - **g** at most `half_open_probes` fresh probes per provider.
+//! - **h** DRR over a stable window: counts within 2 of N·w/Σw, deficits account exactly.
+//! - **i** each report applies the §4/§5 table exactly (cooldown, disable, lockout, breaker).
+//! - **j** a reload keeps what was learned, clears auth-disabled connections.
+//! - **k** each target at most once per client request.
+//! - **l** the decided order: only unblocked targets, all free ones, room before at-cap, P2C.
 
 #![allow(dead_code)]
 
@@ -616,6 +635,12 @@ impl Sim {
 
     fn jump(&mut self, rng: &mut Rng) {
         self.stats.clock_jumps += 1;
+        // Now and then the wall clock is stepped back (an NTP correction): nothing may break.
+        if rng.chance(10) {
+            let back = rng.range(1, 2_000);
+            self.clock.set(self.now().saturating_sub(back));
+            return;
+        }
         let by = match rng.range(0, 99) {
             0..=49 => rng.range(0, 5_000),
             50..=84 => rng.range(5_000, 300_000),
