@@ -1,0 +1,59 @@
+//! The deterministic simulator, long run:
+//! `cargo run --release -p quotaroute-actors --example simulate -- --seed N --steps M [--seeds K]`
+//! runs seeds N..N+K, M steps each, checks every invariant of `sim/engine.rs` after every step,
+//! and prints steps per second. On a failure it prints the seed, the step, the invariant and the
+//! smallest set of steps found that still fails, and exits 1.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+#[path = "../sim/engine.rs"]
+mod engine;
+
+use std::time::Instant;
+
+fn arg(args: &[String], name: &str, default: u64) -> u64 {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name} takes a number, got {v}"))
+        })
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let seed = arg(&args, "--seed", 0);
+    let steps = arg(&args, "--steps", 2_000) as usize;
+    let seeds = arg(&args, "--seeds", 1);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let started = Instant::now();
+        let mut total = engine::Stats::default();
+        for s in seed..seed + seeds {
+            match engine::run(s, steps).await {
+                Ok(stats) => total.add(&stats),
+                Err(failure) => {
+                    println!("FAILED {failure}");
+                    let shrunk = engine::shrink(&failure).await;
+                    println!(
+                        "smallest failing steps of seed {s} ({} steps): {shrunk:?}",
+                        shrunk.len()
+                    );
+                    std::process::exit(1);
+                }
+            }
+        }
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "{seeds} seeds x {steps} steps: {} steps in {secs:.2} s = {:.0} steps/s",
+            total.steps,
+            total.steps as f64 / secs
+        );
+        println!("{total:#?}");
+    });
+}
