@@ -124,8 +124,31 @@ async fn a_full_disk_degrades_the_journal_and_it_recovers_by_itself_keeping_what
         },
     )
     .await;
-    // Routing went on throughout.
+    // Routing went on throughout; the journal says what the outage cost.
     assert_eq!(chat(&client, &base, "team").await.status(), 200);
+    let journal = client
+        .get(format!("{base}/admin/journal?since_seq=0&limit=100000"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let recovered: Value = journal
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|event| event["kind"] == "journal_recovered")
+        .unwrap_or_else(|| panic!("no journal_recovered event"));
+    assert!(
+        recovered["failed_for_ms"].as_u64().unwrap() > 0,
+        "{recovered}"
+    );
+    assert!(
+        recovered["write_errors"].as_u64().unwrap() > 0,
+        "{recovered}"
+    );
+    assert!(recovered["dropped_request_events"].is_u64(), "{recovered}");
 
     // kill -9, start again: the lockout learned while full is still there.
     drop(node);

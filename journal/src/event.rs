@@ -45,6 +45,7 @@ pub enum Event {
     RouteDecided(RouteDecided),
     BreakerCounted(BreakerCounted),
     ResponseBound(ResponseBound),
+    JournalRecovered(JournalRecovered),
 }
 
 impl Event {
@@ -67,11 +68,12 @@ impl Event {
             Event::RouteDecided(_) => "route_decided",
             Event::BreakerCounted(_) => "breaker_counted",
             Event::ResponseBound(_) => "response_bound",
+            Event::JournalRecovered(_) => "journal_recovered",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 16] = [
+    pub const KINDS: [&'static str; 17] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -88,6 +90,7 @@ impl Event {
         "route_decided",
         "breaker_counted",
         "response_bound",
+        "journal_recovered",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -407,6 +410,16 @@ pub struct ResponseBound {
     pub connection: String,
     /// The upstream model.
     pub model: String,
+}
+
+/// The journal writes again after failing (a full disk that has room again): how long it
+/// failed, and what was lost meanwhile (request events past `max_queue_events`; state events
+/// are never dropped).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalRecovered {
+    pub failed_for_ms: u64,
+    pub write_errors: u64,
+    pub dropped_request_events: u64,
 }
 
 /// One upstream attempt that succeeded.

@@ -167,6 +167,11 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             failure: n & 1 == 0,
             failures: (n % 12) as u32,
         }),
+        16 => Event::JournalRecovered(JournalRecovered {
+            failed_for_ms: 1_000 + n,
+            write_errors: n % 7,
+            dropped_request_events: n % 5,
+        }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
             response_id: format!("resp_{n}"),

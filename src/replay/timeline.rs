@@ -184,6 +184,12 @@ impl TimelineWriter {
                 }
                 text
             }
+            Event::JournalRecovered(e) => format!(
+                "writes resumed after {} ({} write errors, {} request events dropped)",
+                format_duration(e.failed_for_ms),
+                e.write_errors,
+                e.dropped_request_events
+            ),
             Event::ResponseBound(e) => format!(
                 "response={} combo={} req={}",
                 e.response_id, e.combo, e.request_id

@@ -8,7 +8,7 @@
 //! Other actors only `cast` to it; the supervisor and admin `call` it for the folded state. It
 //! never calls anyone.
 
-use quotaroute_journal::{Event, JournalHandle};
+use quotaroute_journal::{Event, JournalHandle, JournalRecovered};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::policy::request_events::RequestEvents;
@@ -46,10 +46,51 @@ pub struct RecorderState {
     snapshot_every_events: u64,
     request_events: RequestEvents,
     since_snapshot: u64,
+    /// While the journal fails: since when, and its dropped and error counts then.
+    outage: Option<JournalOutage>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct JournalOutage {
+    since_ms: u64,
+    dropped: u64,
+    write_errors: u64,
 }
 
 impl RecorderState {
+    /// Notices the journal failing and, with the first event after it writes again, journals
+    /// `journal_recovered` with what the outage cost.
+    fn watch_journal(&mut self, at_ms: u64) {
+        let stats = self.journal.stats();
+        match (stats.healthy, self.outage) {
+            (false, None) => {
+                self.outage = Some(JournalOutage {
+                    since_ms: at_ms,
+                    dropped: stats.dropped,
+                    write_errors: stats.write_errors.saturating_sub(1),
+                })
+            }
+            (true, Some(outage)) => {
+                self.outage = None;
+                let recovered = JournalRecovered {
+                    failed_for_ms: at_ms.saturating_sub(outage.since_ms),
+                    write_errors: stats.write_errors.saturating_sub(outage.write_errors),
+                    dropped_request_events: stats.dropped.saturating_sub(outage.dropped),
+                };
+                tracing::info!(?recovered, "journal recovered");
+                if let Some(seq) = self
+                    .journal
+                    .append(at_ms, Event::JournalRecovered(recovered))
+                {
+                    self.state.last_seq = seq;
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn record(&mut self, at_ms: u64, event: Event) {
+        self.watch_journal(at_ms);
         let journaled = self.request_events.journals(&self.state, at_ms, &event);
         let stopping = matches!(event, Event::NodeStopped(_));
         self.state.apply(at_ms, &event);
@@ -92,6 +133,7 @@ impl Actor for RecorderActor {
             snapshot_every_events: args.snapshot_every_events,
             request_events: args.request_events,
             since_snapshot: 0,
+            outage: None,
         })
     }
 

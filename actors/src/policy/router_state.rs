@@ -135,7 +135,10 @@ impl RouterState {
                 }
             }
             Event::ResponseBound(bound) => self.responses.apply(at_ms, bound),
-            Event::NodeStarted(_) | Event::NodeStopped(_) | Event::AdminAction(_) => {}
+            Event::NodeStarted(_)
+            | Event::NodeStopped(_)
+            | Event::AdminAction(_)
+            | Event::JournalRecovered(_) => {}
         }
     }
 
