@@ -170,6 +170,9 @@ impl AdminState {
             .iter()
             .map(|combo| {
                 let deficits = state.deficits.get(&combo.name).cloned().unwrap_or_default();
+                // As routing reads them: clamped to [-Σw, +Σw] (a reload may have lowered Σw
+                // below a stored deficit; behaviour §2 step 3).
+                let total: i64 = combo.targets.iter().map(|t| i64::from(t.weight)).sum();
                 ComboState {
                     name: combo.name.clone(),
                     strategy: combo.strategy.as_str(),
@@ -180,7 +183,7 @@ impl AdminState {
                             connection: t.connection.clone(),
                             model: t.model.clone(),
                             weight: t.weight,
-                            deficit: deficits.deficit(&t.exec_key()),
+                            deficit: deficits.deficit(&t.exec_key()).clamp(-total, total),
                         })
                         .collect(),
                 }
