@@ -110,8 +110,9 @@ pub struct ProviderConfig {
     /// Extra trusted roots for this provider's TLS (`ca_file`), read when validated.
     pub ca_file: Option<PathBuf>,
     pub ca_certs: Vec<rustls::pki_types::CertificateDer<'static>>,
-    /// The egress proxy (`proxy`); `None`: the environment's, as curl reads it.
-    pub proxy: Option<String>,
+    /// The egress proxy (`proxy`); `None`: the environment's, as curl reads it. A `Secret`:
+    /// its URL may carry the proxy's password.
+    pub proxy: Option<Secret>,
     /// Per-provider overrides; `None` fields fall back to `defaults`.
     pub breaker: BreakerOverrides,
     pub cooldown: CooldownOverrides,

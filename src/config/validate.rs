@@ -581,7 +581,8 @@ fn build_providers(
             };
             let proxy = provider
                 .proxy
-                .filter(|url| check_proxy(url, &format!("{prefix}.proxy"), sink));
+                .filter(|url| check_proxy(url, &format!("{prefix}.proxy"), sink))
+                .map(Secret::new);
             let breaker = provider.breaker.unwrap_or_default();
             check_breaker(&breaker, &prefix, sink);
             let (name, format, base_url) = (name?, format?, base_url?);

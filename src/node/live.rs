@@ -76,7 +76,9 @@ impl LiveConfig {
                         .unwrap_or(HeaderValue::from_static("identity")),
                     client: UpstreamClient::with_egress(
                         &p.ca_certs,
-                        egress::proxy_matcher(p.proxy.as_deref(), |name| std::env::var(name).ok()),
+                        egress::proxy_matcher(p.proxy.as_ref().map(Secret::expose), |name| {
+                            std::env::var(name).ok()
+                        }),
                     ),
                 };
                 (p.name.clone(), route)
