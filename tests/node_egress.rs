@@ -482,6 +482,18 @@ async fn the_node_serves_https_over_h2_and_http1() {
     let (status, body) = request(&trusting, "GET", &format!("{base}/v1/models"), None).await;
     assert_eq!(status, 200);
     assert!(body.contains("\"team\""));
+    // An early answer (401 before the body is read) says `Connection: close` on HTTP/1.1;
+    // over h2 that header is not allowed and must not break the answer.
+    let unauthorized = http::Request::post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .unwrap();
+    let response = trusting
+        .send(unauthorized, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    assert_eq!(response.status(), 401);
     // A client without the CA is refused by its own TLS, and plain HTTP gets no answer.
     let distrusting = UpstreamClient::new();
     let request = http::Request::get(format!("{base}/healthz"))
