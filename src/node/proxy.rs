@@ -207,14 +207,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         Err(error) => return fail(route_error(error, anthropic), &route),
     };
 
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map(|pq| pq.as_str())
-        .unwrap_or("/")
-        .strip_prefix("/v1")
-        .unwrap_or("/")
-        .to_string();
+    let path_and_query = upstream_path(&parts.uri);
     let force_include_usage = info.stream
         && !anthropic
         && !info.include_usage_requested
@@ -367,6 +360,16 @@ fn bind_response(ctx: &TryContext<'_>, target: &RoutedTarget, response_id: Strin
             model: target.model.to_string(),
         });
     }
+}
+
+/// The part of the client's `/v1/…` path (and query) that follows the provider's `base_url`.
+pub(crate) fn upstream_path(uri: &http::Uri) -> String {
+    uri.path_and_query()
+        .map(|pq| pq.as_str())
+        .unwrap_or("/")
+        .strip_prefix("/v1")
+        .unwrap_or("/")
+        .to_string()
 }
 
 /// The client's answer when a request could not be routed at all.

@@ -20,7 +20,7 @@ use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
-use crate::node::proxy::{admitted_router, route_error, serve_tries, TryContext};
+use crate::node::proxy::{admitted_router, route_error, serve_tries, upstream_path, TryContext};
 use crate::node::reply::{self, RouteHeaders};
 
 /// Largest client body on these endpoints (`cancel` takes none worth the name).
@@ -81,14 +81,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         Ok(decision) => decision,
         Err(error) => return fail(route_error(error, false), &route),
     };
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map(|pq| pq.as_str())
-        .unwrap_or("/")
-        .strip_prefix("/v1")
-        .unwrap_or("/")
-        .to_string();
+    let path_and_query = upstream_path(&parts.uri);
     let context = TryContext {
         app: &app,
         live: &live,
