@@ -18,9 +18,10 @@ use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
+use crate::node::attempt::TryContext;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
-use crate::node::proxy::{admitted_router, route_error, serve_tries, upstream_path, TryContext};
+use crate::node::proxy::{admitted_router, route_error, serve_tries, upstream_path};
 use crate::node::reply::{self, RouteHeaders};
 
 /// Largest client body on these endpoints (`cancel` takes none worth the name).

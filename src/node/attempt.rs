@@ -1,0 +1,375 @@
+//! One upstream try against one target (behaviour §3, §4): build the request with the
+//! connection's credential, send it, read the answer (decoded when compressed) or open the
+//! stream until its first content, and classify what came back. Knows nothing of failover:
+//! `proxy` decides what follows a try.
+
+use std::time::{Duration, Instant as StdInstant};
+
+use bytes::Bytes;
+use http::header::{HeaderMap, CONTENT_TYPE};
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use quotaroute_actors::policy::classify::{classify, TransportFailure, UpstreamReply};
+use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
+use quotaroute_actors::{AttemptResult, Clock, RoutedTarget, SystemClock};
+use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass};
+use tokio::time::Instant;
+
+use crate::node::app::AppState;
+use crate::node::endpoint::Endpoint;
+use crate::node::live::LiveConfig;
+use crate::node::metrics;
+use crate::node::stream_relay::{self, CommittedStream, StreamStart, StreamTiming};
+use crate::node::upstream_body::UpstreamBody;
+use crate::node::upstream_request;
+use crate::proxy::body_rewrite::{rewrite, RequestInfo};
+use crate::proxy::content_coding::{content_codings, decode_body};
+use crate::proxy::usage::response_usage;
+
+/// Largest upstream body the router reads whole (errors and non-streaming answers).
+const MAX_UPSTREAM_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// The last real upstream failure, which decides the answer when the tries run out (§7).
+pub(crate) enum LastFailure {
+    Upstream {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+    },
+    Class(OutcomeClass, String),
+}
+
+/// What one try needs from its request.
+pub(crate) struct TryContext<'a> {
+    pub app: &'a AppState,
+    pub live: &'a LiveConfig,
+    pub endpoint: Endpoint,
+    pub method: Method,
+    /// The model name the client asked for (combo or `provider/model`), for logs.
+    pub combo: &'a str,
+    /// The parsed body of a routed POST, whose `model` is rewritten per target; `None`: the
+    /// body goes as it came (the stored-response endpoints).
+    pub info: Option<&'a RequestInfo>,
+    pub client_body: &'a Bytes,
+    pub client_headers: &'a HeaderMap,
+    pub path_and_query: &'a str,
+    pub request_id: &'a str,
+    pub force_include_usage: bool,
+    /// Whether a success's token usage counts (not for `count_tokens` or stored responses).
+    pub count_usage: bool,
+    pub deadline: Instant,
+}
+
+impl TryContext<'_> {
+    pub(crate) fn anthropic(&self) -> bool {
+        self.endpoint.format() == JournalFormat::Anthropic
+    }
+
+    fn streaming(&self) -> bool {
+        self.info.is_some_and(|info| info.stream)
+    }
+}
+
+/// How one try against one target ended.
+pub(crate) enum Tried {
+    /// A stream past its first content: relay it (the attempt is reported when it ends).
+    Streaming {
+        stream: Box<CommittedStream>,
+        result: AttemptResult,
+        headers: HeaderMap,
+    },
+    /// A whole answer for the client (a success, or a client error returned as is).
+    Answered {
+        result: AttemptResult,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+    },
+    /// A failure: report `result`, remember `last`, maybe fail over.
+    Failed {
+        result: AttemptResult,
+        last: LastFailure,
+    },
+}
+
+fn failed(class: OutcomeClass, status: Option<u16>, message: &str) -> Tried {
+    let mut result = AttemptResult::failure(class, status);
+    result.message = Some(message.to_string());
+    Tried::Failed {
+        result,
+        last: LastFailure::Class(class, message.to_string()),
+    }
+}
+
+/// One upstream request to `target`, classified (behaviour §3, §4).
+pub(crate) async fn try_target(
+    ctx: &TryContext<'_>,
+    target: &RoutedTarget,
+    attempt: u32,
+    upstream_time: &mut Duration,
+) -> Tried {
+    let (Some(provider), Some((credential, auth))) = (
+        ctx.live.providers.get(&*target.provider),
+        ctx.live.credentials.get(&*target.connection),
+    ) else {
+        // The config changed under this request: a network failure of the target.
+        return failed(OutcomeClass::Network, None, "target left the config");
+    };
+    let upstream_body = match ctx.info {
+        Some(info) => rewrite(
+            ctx.client_body,
+            info,
+            &target.model,
+            ctx.force_include_usage,
+        ),
+        None => ctx.client_body.clone(),
+    };
+    let Ok(upstream_request) = upstream_request::build(
+        ctx.method.clone(),
+        provider,
+        (credential, *auth),
+        ctx.path_and_query,
+        ctx.client_headers,
+        ctx.request_id,
+        upstream_body,
+    ) else {
+        return failed(OutcomeClass::Network, None, "bad upstream URL");
+    };
+    let done = |class: OutcomeClass, latency: Duration| {
+        attempt_done(
+            ctx.live,
+            ctx.request_id,
+            ctx.combo,
+            target,
+            attempt,
+            class,
+            latency,
+        );
+    };
+    let sent_at = StdInstant::now();
+    // A streaming try must show content within `first_token_timeout_ms` of being sent,
+    // headers included (§3): a stall before the headers fails over like one after them.
+    let first_token_deadline = ctx
+        .deadline
+        .min(Instant::now() + ctx.live.first_token_timeout);
+    let timeout = stream_relay::remaining(if ctx.streaming() {
+        first_token_deadline
+    } else {
+        ctx.deadline
+    });
+    let now_ms = SystemClock.now_ms();
+    let response = match provider.client.send(upstream_request, timeout).await {
+        Ok(response) => response,
+        Err(failed_send) => {
+            *upstream_time += sent_at.elapsed();
+            let class = transport_class(failed_send.failure);
+            done(class, sent_at.elapsed());
+            let mut result = AttemptResult::failure(class, None);
+            result.message = Some(failed_send.message.clone());
+            return Tried::Failed {
+                result,
+                last: LastFailure::Class(class, failed_send.message),
+            };
+        }
+    };
+    let status = response.status();
+    let headers = response.headers().clone();
+    let usage = readings_from_headers(&headers, &target.model, now_ms);
+    let codings = match content_codings(&headers) {
+        Ok(codings) => codings,
+        Err(error) => {
+            *upstream_time += sent_at.elapsed();
+            done(OutcomeClass::ServerError, sent_at.elapsed());
+            return failed(
+                OutcomeClass::ServerError,
+                Some(status.as_u16()),
+                &format!("upstream answered {status}: {error}"),
+            );
+        }
+    };
+
+    if status.is_success() && ctx.streaming() {
+        let is_event_stream = headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let start = if is_event_stream {
+            let timing = StreamTiming {
+                first_event_by: first_token_deadline,
+                idle: ctx.live.stream_idle_timeout,
+                deadline: ctx.deadline,
+            };
+            stream_relay::open(
+                UpstreamBody::new(response.into_body(), &codings),
+                ctx.endpoint.stream_format(),
+                ctx.force_include_usage,
+                timing,
+            )
+            .await
+        } else {
+            StreamStart::Failed {
+                class: OutcomeClass::ServerError,
+                message: "asked for a stream, got no event stream".to_string(),
+            }
+        };
+        *upstream_time += sent_at.elapsed();
+        return match start {
+            StreamStart::Committed(stream) => {
+                done(OutcomeClass::Success, sent_at.elapsed());
+                let mut result = AttemptResult::success(status.as_u16(), 0, 0);
+                result.stream = true;
+                result.usage = usage;
+                Tried::Streaming {
+                    stream,
+                    result,
+                    headers,
+                }
+            }
+            StreamStart::Failed { class, message } => {
+                done(class, sent_at.elapsed());
+                let mut result = AttemptResult::failure(class, Some(status.as_u16()));
+                result.stream = true;
+                result.message = Some(message.clone());
+                result.usage = usage;
+                Tried::Failed {
+                    result,
+                    last: LastFailure::Class(class, message),
+                }
+            }
+        };
+    }
+
+    // Not a stream (or an error before one): read the whole body.
+    let body = match tokio::time::timeout_at(
+        ctx.deadline,
+        Limited::new(response.into_body(), MAX_UPSTREAM_BODY_BYTES).collect(),
+    )
+    .await
+    {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(_)) => Err(TransportFailure::Reset),
+        Err(_) => Err(TransportFailure::Timeout),
+    };
+    *upstream_time += sent_at.elapsed();
+    let body = match body {
+        Ok(body) => body,
+        Err(transport) => {
+            let class = transport_class(transport);
+            done(class, sent_at.elapsed());
+            return Tried::Failed {
+                result: AttemptResult::failure(class, Some(status.as_u16())),
+                last: LastFailure::Class(class, "upstream body did not arrive".into()),
+            };
+        }
+    };
+    let body = match decode_body(body, &codings, MAX_UPSTREAM_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(error) => {
+            // A body that does not decode is the upstream's fault, whatever its status.
+            done(OutcomeClass::ServerError, sent_at.elapsed());
+            return failed(
+                OutcomeClass::ServerError,
+                Some(status.as_u16()),
+                &format!("upstream answered {status} with a body that does not decode: {error}"),
+            );
+        }
+    };
+    if status.is_success() {
+        return match response_usage(ctx.endpoint.format(), &body) {
+            Ok(counts) => {
+                done(OutcomeClass::Success, sent_at.elapsed());
+                let (tokens_in, tokens_out) = counts
+                    .filter(|_| ctx.count_usage)
+                    .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
+                let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
+                result.usage = usage;
+                Tried::Answered {
+                    result,
+                    status,
+                    headers,
+                    body,
+                }
+            }
+            Err(_) => {
+                // A 2xx whose body cannot be parsed is a server error (behaviour §3).
+                done(OutcomeClass::ServerError, sent_at.elapsed());
+                failed(
+                    OutcomeClass::ServerError,
+                    Some(status.as_u16()),
+                    "upstream answered 2xx with a body that is not JSON",
+                )
+            }
+        };
+    }
+
+    let classification = classify(
+        &UpstreamReply {
+            status: Some(status.as_u16()),
+            headers: &headers,
+            body: &body,
+            transport: None,
+            format: ctx.endpoint.format(),
+        },
+        now_ms,
+    );
+    let mut class = classification.class;
+    if ctx.info.is_none() && class == OutcomeClass::ModelUnavailable {
+        // On a stored response a 404 says the response is gone, not the model: the answer.
+        class = OutcomeClass::ClientError;
+    }
+    done(class, sent_at.elapsed());
+    let mut result = AttemptResult::failure(class, Some(status.as_u16()));
+    result.error_code = classification.error_code;
+    result.message = classification.message;
+    result.reset_hint_ms = classification.reset_hint_ms;
+    result.usage = usage;
+    if class == OutcomeClass::ClientError {
+        return Tried::Answered {
+            result,
+            status,
+            headers,
+            body,
+        };
+    }
+    Tried::Failed {
+        result,
+        last: LastFailure::Upstream {
+            status,
+            headers,
+            body,
+        },
+    }
+}
+
+/// Metrics and the per-attempt log line (`debug`: per-request logging never costs throughput
+/// at `info`). Ids and classes only — never a key or a body.
+fn attempt_done(
+    live: &LiveConfig,
+    request_id: &str,
+    combo: &str,
+    target: &RoutedTarget,
+    attempt: u32,
+    class: OutcomeClass,
+    latency: Duration,
+) {
+    if let Some(attempt_metrics) = live.attempt_metrics.get(&*target.connection) {
+        metrics::attempt(attempt_metrics, class, latency);
+    }
+    tracing::debug!(
+        request_id,
+        combo,
+        connection = &*target.connection,
+        model = &*target.model,
+        attempt,
+        class = class.as_str(),
+        latency_ms = latency.as_millis() as u64,
+        "upstream attempt"
+    );
+}
+
+fn transport_class(transport: TransportFailure) -> OutcomeClass {
+    match transport {
+        TransportFailure::Timeout => OutcomeClass::Timeout,
+        _ => OutcomeClass::Network,
+    }
+}
