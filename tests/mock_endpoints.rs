@@ -517,26 +517,25 @@ fn not_found(id: &str) -> Value {
     }})
 }
 
+/// A stored response made by `key` (`{"model": "gpt-5", "input": "hi"}`).
+async fn create_response(base: &str, key: &str) -> Value {
+    post_for_json(
+        base,
+        "/v1/responses",
+        key,
+        json!({"model": "gpt-5", "input": "hi"}),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn stored_responses_belong_to_the_key_that_made_them() {
     use reqwest::Method;
     let (base, mock) = start().await;
-    let created = post_for_json(
-        &base,
-        "/v1/responses",
-        "k1",
-        json!({"model": "gpt-5", "input": "hi"}),
-    )
-    .await;
+    let created = create_response(&base, "k1").await;
     let id = created["id"].as_str().unwrap().to_owned();
     // Another key's response with the same body gets another id.
-    let other = post_for_json(
-        &base,
-        "/v1/responses",
-        "k2",
-        json!({"model": "gpt-5", "input": "hi"}),
-    )
-    .await;
+    let other = create_response(&base, "k2").await;
     assert_ne!(other["id"], created["id"]);
 
     let path = format!("/v1/responses/{id}");
@@ -675,13 +674,7 @@ async fn streamed_responses_are_stored_too() {
 #[tokio::test]
 async fn previous_response_id_must_be_the_keys_own() {
     let (base, _mock) = start().await;
-    let first = post_for_json(
-        &base,
-        "/v1/responses",
-        "k1",
-        json!({"model": "gpt-5", "input": "hi"}),
-    )
-    .await;
+    let first = create_response(&base, "k1").await;
     let id = first["id"].as_str().unwrap().to_owned();
     let follow_up = json!({"model": "gpt-5", "input": "and then?", "previous_response_id": id});
 

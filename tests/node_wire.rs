@@ -459,6 +459,20 @@ async fn count_tokens_routes_like_messages_and_counts_no_tokens() {
     assert_eq!(response.status(), 400);
 }
 
+/// A client-key request without a body.
+async fn call(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: impl reqwest::IntoUrl,
+) -> reqwest::Response {
+    client
+        .request(method, url)
+        .bearer_auth(CLIENT_KEY)
+        .send()
+        .await
+        .unwrap()
+}
+
 fn responses_body(stream: bool, previous: Option<&str>) -> Value {
     let mut body = json!({"model": "team", "input": "hello", "stream": stream});
     if let Some(previous) = previous {
@@ -505,24 +519,17 @@ async fn stored_responses_go_to_the_account_that_holds_them_across_a_restart() {
             format!("/v1/responses/{id}"),
             format!("/v1/responses/{id}/input_items"),
         ] {
-            let response = harness
-                .client
-                .get(harness.url(&path))
-                .bearer_auth(CLIENT_KEY)
-                .send()
-                .await
-                .unwrap();
+            let response = call(&harness.client, reqwest::Method::GET, harness.url(&path)).await;
             assert_eq!(response.status(), 200, "{path}");
             assert_eq!(&header(&response, "x-quotaroute-connection"), connection);
         }
     }
-    let response = harness
-        .client
-        .get(harness.url("/v1/responses/resp_never_made"))
-        .bearer_auth(CLIENT_KEY)
-        .send()
-        .await
-        .unwrap();
+    let response = call(
+        &harness.client,
+        reqwest::Method::GET,
+        harness.url("/v1/responses/resp_never_made"),
+    )
+    .await;
     assert_eq!(response.status(), 404);
     let value: Value = response.json().await.unwrap();
     assert_eq!(value["error"]["code"], "not_found");
@@ -552,26 +559,24 @@ async fn stored_responses_go_to_the_account_that_holds_them_across_a_restart() {
     .await
     .unwrap();
     let base = format!("http://{}", node.addr);
-    let response = harness
-        .client
-        .delete(format!("{base}/v1/responses/{json_id}"))
-        .bearer_auth(CLIENT_KEY)
-        .send()
-        .await
-        .unwrap();
+    let response = call(
+        &harness.client,
+        reqwest::Method::DELETE,
+        format!("{base}/v1/responses/{json_id}"),
+    )
+    .await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         header(&response, "x-quotaroute-connection"),
         json_connection
     );
     // Deleted upstream: the account's own 404 is the answer, and it locks nothing.
-    let response = harness
-        .client
-        .get(format!("{base}/v1/responses/{json_id}"))
-        .bearer_auth(CLIENT_KEY)
-        .send()
-        .await
-        .unwrap();
+    let response = call(
+        &harness.client,
+        reqwest::Method::GET,
+        format!("{base}/v1/responses/{json_id}"),
+    )
+    .await;
     assert_eq!(response.status(), 404);
     assert_eq!(
         header(&response, "x-quotaroute-connection"),
