@@ -46,6 +46,8 @@ pub enum Event {
     BreakerCounted(BreakerCounted),
     ResponseBound(ResponseBound),
     JournalRecovered(JournalRecovered),
+    CredentialRefreshed(CredentialRefreshed),
+    CredentialFailed(CredentialFailed),
 }
 
 impl Event {
@@ -69,11 +71,13 @@ impl Event {
             Event::BreakerCounted(_) => "breaker_counted",
             Event::ResponseBound(_) => "response_bound",
             Event::JournalRecovered(_) => "journal_recovered",
+            Event::CredentialRefreshed(_) => "credential_refreshed",
+            Event::CredentialFailed(_) => "credential_failed",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 17] = [
+    pub const KINDS: [&'static str; 19] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -91,6 +95,8 @@ impl Event {
         "breaker_counted",
         "response_bound",
         "journal_recovered",
+        "credential_refreshed",
+        "credential_failed",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -115,6 +121,8 @@ impl Event {
             Event::UsageObserved(e) => Some(&e.provider),
             Event::BreakerCounted(e) => Some(&e.provider),
             Event::ResponseBound(e) => Some(&e.provider),
+            Event::CredentialRefreshed(e) => Some(&e.provider),
+            Event::CredentialFailed(e) => Some(&e.provider),
             _ => None,
         }
     }
@@ -420,6 +428,34 @@ pub struct JournalRecovered {
     pub failed_for_ms: u64,
     pub write_errors: u64,
     pub dropped_request_events: u64,
+}
+
+/// A connection's credential was (re)loaded from a source that changes: a key file, a key
+/// command or an OAuth refresh. Never carries the credential itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialRefreshed {
+    pub provider: String,
+    pub connection: String,
+    /// `file`, `command` or `oauth`.
+    pub source: String,
+    /// What caused it: `start`, `changed` (file), `ttl`, `expiring`, `unauthorized` (a 401).
+    pub trigger: String,
+    /// When the new credential expires (Unix ms), if its source says.
+    pub expires_at_ms: Option<u64>,
+}
+
+/// Loading a connection's credential failed; the last good one (if any) is kept until it
+/// expires. `error` is a precise, secret-free reason (never the command's output).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialFailed {
+    pub provider: String,
+    pub connection: String,
+    pub source: String,
+    pub trigger: String,
+    pub error: String,
+    /// Until when the last good credential is still used (Unix ms); `None` when there is none
+    /// or it never expires.
+    pub last_good_until_ms: Option<u64>,
 }
 
 /// One upstream attempt that succeeded.

@@ -172,6 +172,21 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             write_errors: n % 7,
             dropped_request_events: n % 5,
         }),
+        17 => Event::CredentialRefreshed(CredentialRefreshed {
+            provider,
+            connection,
+            source: "command".to_string(),
+            trigger: "ttl".to_string(),
+            expires_at_ms: Some(1_000_000 + n),
+        }),
+        18 => Event::CredentialFailed(CredentialFailed {
+            provider,
+            connection,
+            source: "oauth".to_string(),
+            trigger: "expiring".to_string(),
+            error: "token endpoint answered 500".to_string(),
+            last_good_until_ms: (n % 2 == 0).then_some(2_000_000 + n),
+        }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
             response_id: format!("resp_{n}"),

@@ -190,6 +190,26 @@ impl TimelineWriter {
                 e.write_errors,
                 e.dropped_request_events
             ),
+            Event::CredentialRefreshed(e) => {
+                let mut text = format!("{} credential reloaded ({})", e.source, e.trigger);
+                if let Some(expires_at_ms) = e.expires_at_ms {
+                    let _ = write!(text, " expires {}", until(expires_at_ms));
+                }
+                text
+            }
+            Event::CredentialFailed(e) => {
+                let mut text = format!(
+                    "{} credential failed ({}): {}",
+                    e.source, e.trigger, e.error
+                );
+                match e.last_good_until_ms {
+                    Some(until_ms) => {
+                        let _ = write!(text, "; last good kept {}", until(until_ms));
+                    }
+                    None => text.push_str("; no good credential"),
+                }
+                text
+            }
             Event::ResponseBound(e) => format!(
                 "response={} combo={} req={}",
                 e.response_id, e.combo, e.request_id

@@ -138,7 +138,9 @@ impl RouterState {
             Event::NodeStarted(_)
             | Event::NodeStopped(_)
             | Event::AdminAction(_)
-            | Event::JournalRecovered(_) => {}
+            | Event::JournalRecovered(_)
+            | Event::CredentialRefreshed(_)
+            | Event::CredentialFailed(_) => {}
         }
     }
 
