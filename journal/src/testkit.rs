@@ -185,7 +185,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             source: "oauth".to_string(),
             trigger: "expiring".to_string(),
             error: "token endpoint answered 500".to_string(),
-            last_good_until_ms: (n % 2 == 0).then_some(2_000_000 + n),
+            last_good_until_ms: n.is_multiple_of(2).then_some(2_000_000 + n),
         }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
