@@ -7,6 +7,7 @@ pub mod api_error;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod credentials;
 pub mod demo;
 pub mod mock_upstream;
 pub mod node;

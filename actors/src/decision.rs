@@ -136,6 +136,18 @@ impl Decision {
         self.attempts
     }
 
+    /// Counts one more upstream request to the target in progress (the same target again,
+    /// e.g. with a refreshed credential after a 401): not a new attempt, but it spends the
+    /// `max_upstream_requests` budget. False, and nothing counted, when that is spent or no
+    /// attempt is in progress.
+    pub fn retry_current(&mut self) -> bool {
+        if self.current.is_none() || self.attempts >= self.max_upstream_requests {
+            return false;
+        }
+        self.attempts += 1;
+        true
+    }
+
     /// Whether the attempt in progress holds its provider's HALF_OPEN probe token.
     pub fn is_probe(&self) -> bool {
         self.current.as_ref().is_some_and(|c| c.permit.is_probe())

@@ -304,6 +304,20 @@ impl Router {
         responses.get(response_id, now_ms).cloned()
     }
 
+    /// Journals a credential event of the node (`credential_refreshed`, `credential_failed`)
+    /// that happened at `at_ms`; other kinds are not the node's to record and are ignored.
+    pub fn record_credential(&self, at_ms: u64, event: Event) {
+        if matches!(
+            event,
+            Event::CredentialRefreshed(_) | Event::CredentialFailed(_)
+        ) {
+            let _ = self
+                .inner
+                .recorder
+                .cast(RecorderMsg::Record(vec![(at_ms, event)]));
+        }
+    }
+
     fn record_admin(&self, action: &str, target: &str) {
         let _ = self.inner.recorder.cast(RecorderMsg::Record(vec![(
             self.inner.clock.now_ms(),

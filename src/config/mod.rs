@@ -26,17 +26,19 @@ use std::path::Path;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
-    ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, DefaultsConfig,
-    JournalConfig, ProviderConfig, RequestEvents, ServerConfig, ServerTls, Strategy, TargetConfig,
+    ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, CredentialSource,
+    DefaultsConfig, JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ServerConfig,
+    ServerTls, Strategy, TargetConfig,
 };
 pub use raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 pub use secret::Secret;
 pub use validate::parse;
 pub use validate::{
-    DEFAULT_FIRST_TOKEN_TIMEOUT_MS, DEFAULT_FLUSH_EVERY_MS, DEFAULT_JOURNAL_PATH, DEFAULT_LISTEN,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_QUEUE_EVENTS,
-    DEFAULT_MAX_UPSTREAM_REQUESTS, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_RETENTION_HOURS,
-    DEFAULT_SHUTDOWN_GRACE_MS, DEFAULT_SNAPSHOT_EVERY_EVENTS, DEFAULT_STREAM_IDLE_TIMEOUT_MS,
+    DEFAULT_API_KEY_COMMAND_TIMEOUT_MS, DEFAULT_API_KEY_TTL_MS, DEFAULT_FIRST_TOKEN_TIMEOUT_MS,
+    DEFAULT_FLUSH_EVERY_MS, DEFAULT_JOURNAL_PATH, DEFAULT_LISTEN, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_QUEUE_EVENTS, DEFAULT_MAX_UPSTREAM_REQUESTS,
+    DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_RETENTION_HOURS, DEFAULT_SHUTDOWN_GRACE_MS,
+    DEFAULT_SNAPSHOT_EVERY_EVENTS, DEFAULT_STREAM_IDLE_TIMEOUT_MS,
     DEFAULT_UPSTREAM_ACCEPT_ENCODING,
 };
 

@@ -142,9 +142,8 @@ impl AuthKind {
 pub struct ConnectionConfig {
     pub id: String,
     pub provider: String,
-    pub api_key: Secret,
-    /// The variable the key was read from, if any (for `check`'s summary; never the value).
-    pub api_key_env: Option<String>,
+    /// Where its key or token comes from.
+    pub credential: CredentialSource,
     pub auth: AuthKind,
     pub weight: u32,
     /// `None` = no cap.
@@ -152,6 +151,72 @@ pub struct ConnectionConfig {
     /// `None` = any model.
     pub models: Option<Vec<String>>,
     pub limits: ConnectionLimits,
+}
+
+/// Where a connection's credential comes from: exactly one of `api_key` / `api_key_env`
+/// (read once per load), `api_key_file`, `api_key_command` or `[connections.oauth]` (which
+/// change while the node runs; `crate::credentials` keeps them fresh).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CredentialSource {
+    /// `api_key`, or `api_key_env` (`env` names the variable; never the value).
+    Static { key: Secret, env: Option<String> },
+    /// `api_key_file`: the file's trimmed content, re-read when it changes and on a 401.
+    File { path: PathBuf },
+    /// `api_key_command`: the argv's trimmed stdout, run again after `ttl_ms` and on a 401.
+    Command {
+        argv: Vec<String>,
+        ttl_ms: u64,
+        timeout_ms: u64,
+    },
+    /// `[connections.oauth]`: an access token from a refresh-token grant.
+    OAuth(OAuthSource),
+}
+
+/// `[connections.oauth]` (RFC 6749 §6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthSource {
+    pub token_url: Url,
+    pub client_id: String,
+    /// Holds the refresh token; a rotated one is written back here.
+    pub refresh_token_file: PathBuf,
+}
+
+impl CredentialSource {
+    /// `static`, `file`, `command` or `oauth`: the `source` of the credential journal events.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Static { .. } => "static",
+            Self::File { .. } => "file",
+            Self::Command { .. } => "command",
+            Self::OAuth(_) => "oauth",
+        }
+    }
+
+    /// The key when it is fixed for the life of a load (`api_key` / `api_key_env`).
+    pub fn static_key(&self) -> Option<&Secret> {
+        match self {
+            Self::Static { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
+    /// Where the key comes from, for `check`'s summary: never a value.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Static {
+                env: Some(variable),
+                ..
+            } => format!("key from ${variable}"),
+            Self::Static { env: None, .. } => "key inline".to_owned(),
+            Self::File { path } => format!("key from file {}", path.display()),
+            Self::Command { argv, ttl_ms, .. } => format!(
+                "key from command `{}` every {} ms",
+                argv.first().map_or("", String::as_str),
+                ttl_ms
+            ),
+            Self::OAuth(oauth) => format!("oauth via {}", oauth.token_url),
+        }
+    }
 }
 
 /// Configured usage limits (behaviour.md §6, source 1); `None` = no limit.
@@ -245,10 +310,7 @@ impl Config {
         }
         let _ = writeln!(text, "connections ({}):", self.connections.len());
         for connection in &self.connections {
-            let key_source = match &connection.api_key_env {
-                Some(variable) => format!("key from ${variable}"),
-                None => "key inline".to_owned(),
-            };
+            let key_source = connection.credential.describe();
             let cap = connection
                 .max_concurrent
                 .map_or_else(|| "none".to_owned(), |cap| cap.to_string());

@@ -134,11 +134,30 @@ pub struct RawConnection {
     pub provider: Option<String>,
     pub api_key: Option<String>,
     pub api_key_env: Option<String>,
+    /// A file holding the key, re-read when it changes.
+    pub api_key_file: Option<String>,
+    /// An argv (no shell) whose trimmed stdout is the key.
+    pub api_key_command: Option<Vec<String>>,
+    /// How long a command's key is used before the command runs again.
+    pub api_key_ttl_ms: Option<u64>,
+    /// How long the command may run before it is killed.
+    pub api_key_command_timeout_ms: Option<u64>,
+    /// `[connections.oauth]`: an OAuth 2 refresh-token grant.
+    pub oauth: Option<RawOAuth>,
     pub auth: Option<String>,
     pub weight: Option<u32>,
     pub max_concurrent: Option<u32>,
     pub models: Option<Vec<String>>,
     pub limits: Option<RawLimits>,
+}
+
+/// `[connections.oauth]`: the refresh-token grant of RFC 6749 §6.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOAuth {
+    pub token_url: Option<String>,
+    pub client_id: Option<String>,
+    pub refresh_token_file: Option<String>,
 }
 
 /// `[connections.limits]`: configured usage limits (behaviour.md §6, source 1).
@@ -175,7 +194,7 @@ pub struct RawTarget {
 /// (`server.listen`, `connections.limits.tokens_7d`, `combos.targets.weight`), derived from the
 /// structs themselves so the starter config and the docs can be checked against them.
 pub fn accepted_keys() -> Vec<String> {
-    let sections: [(&str, &'static [&'static str]); 17] = [
+    let sections: [(&str, &'static [&'static str]); 18] = [
         ("", field_names::<RawConfig>()),
         ("server", field_names::<RawServer>()),
         ("journal", field_names::<RawJournal>()),
@@ -191,6 +210,7 @@ pub fn accepted_keys() -> Vec<String> {
         ("providers.buckets", field_names::<BucketOverrides>()),
         ("connections", field_names::<RawConnection>()),
         ("connections.limits", field_names::<RawLimits>()),
+        ("connections.oauth", field_names::<RawOAuth>()),
         ("combos", field_names::<RawCombo>()),
         ("combos.targets", field_names::<RawTarget>()),
     ];
@@ -267,6 +287,7 @@ mod tests {
             "defaults.breaker.probe_timeout_ms",
             "providers.lockout.billing_ms",
             "connections.limits.model_tokens_7d",
+            "connections.oauth.refresh_token_file",
             "combos.targets.weight",
         ] {
             assert!(keys.iter().any(|key| key == expected), "{expected}");

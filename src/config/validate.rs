@@ -15,12 +15,13 @@ use url::Url;
 use super::deserialize::deserialize_collecting;
 use super::error::{ConfigErrors, ErrorSink};
 use super::model::{
-    ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, DefaultsConfig,
-    JournalConfig, ProviderConfig, RequestEvents, ServerConfig, ServerTls, Strategy, TargetConfig,
+    ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, CredentialSource,
+    DefaultsConfig, JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ServerConfig,
+    ServerTls, Strategy, TargetConfig,
 };
 use super::raw::{
     field_names, BreakerOverrides, RawCombo, RawConfig, RawConnection, RawDefaults, RawJournal,
-    RawLimits, RawProvider, RawServer, RawTarget,
+    RawLimits, RawOAuth, RawProvider, RawServer, RawTarget,
 };
 use super::secret::Secret;
 use super::tls_files;
@@ -39,6 +40,10 @@ pub const DEFAULT_RETENTION_HOURS: u64 = 168;
 pub const DEFAULT_MAX_QUEUE_EVENTS: u64 = 100_000;
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 pub const DEFAULT_MAX_UPSTREAM_REQUESTS: u32 = 8;
+/// `api_key_ttl_ms`: a command's key is used 5 minutes before the command runs again.
+pub const DEFAULT_API_KEY_TTL_MS: u64 = 300_000;
+/// `api_key_command_timeout_ms`: a command that has not exited by then is killed.
+pub const DEFAULT_API_KEY_COMMAND_TIMEOUT_MS: u64 = 10_000;
 
 /// Parses and validates config text. `file_label` names the file in errors; `env` looks up
 /// `api_key_env` variables (injectable so tests never touch the process environment).
@@ -647,6 +652,7 @@ fn build_connections(
             let connection = connection?;
             let prefix = format!("connections[{index}]");
             let id_key = format!("{prefix}.id");
+            let credential = resolve_credential(&connection, &prefix, sink, env);
             let id = required_name(connection.id, &id_key, sink);
             let unique = id
                 .as_deref()
@@ -665,24 +671,28 @@ fn build_connections(
                 }
                 Some(name) => Some(name),
             };
-            let api_key = resolve_key(
-                connection.api_key,
-                connection.api_key_env.as_deref(),
-                &prefix,
-                sink,
-                env,
-            );
+            let default_auth = match credential {
+                Some(CredentialSource::OAuth(_)) => AuthKind::OAuth,
+                _ => AuthKind::ApiKey,
+            };
             let auth = connection
                 .auth
+                .as_ref()
                 .map(|auth| {
                     one_of(
-                        &auth,
+                        auth,
                         &[("api_key", AuthKind::ApiKey), ("oauth", AuthKind::OAuth)],
                         &format!("{prefix}.auth"),
                         sink,
                     )
                 })
-                .unwrap_or(Some(AuthKind::ApiKey));
+                .unwrap_or(Some(default_auth));
+            if connection.oauth.is_some() && auth == Some(AuthKind::ApiKey) {
+                sink.push(
+                    format!("{prefix}.auth"),
+                    "`api_key` cannot go with [connections.oauth]: an OAuth access token is sent as a Bearer token (omit `auth` or set \"oauth\")",
+                );
+            }
             let weight = at_least_one_u32(connection.weight, 1, &format!("{prefix}.weight"), sink);
             if connection.max_concurrent == Some(0) {
                 sink.push(
@@ -707,12 +717,11 @@ fn build_connections(
                 }
             }
             let limits = build_limits(connection.limits.unwrap_or_default());
-            let (id, provider, api_key, auth) = (id?, provider?, api_key?, auth?);
+            let (id, provider, credential, auth) = (id?, provider?, credential?, auth?);
             unique.then_some(ConnectionConfig {
                 id,
                 provider,
-                api_key,
-                api_key_env: connection.api_key_env,
+                credential,
                 auth,
                 weight,
                 max_concurrent: connection.max_concurrent.filter(|cap| *cap > 0),
@@ -723,37 +732,83 @@ fn build_connections(
         .collect()
 }
 
-/// Exactly one of `api_key` / `api_key_env`; an env variable must be set. Errors name the
+/// Exactly one credential source per connection (`api_key`, `api_key_env`, `api_key_file`,
+/// `api_key_command`, `[connections.oauth]`), its own keys complete, and the command's
+/// `api_key_ttl_ms` / `api_key_command_timeout_ms` only beside a command. Nothing is read or
+/// run here (the node does that); an env variable must be set. Errors name the key or the
 /// variable, never a value.
-fn resolve_key(
-    inline: Option<String>,
-    variable: Option<&str>,
+fn resolve_credential(
+    connection: &RawConnection,
     prefix: &str,
     sink: &mut ErrorSink,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Option<Secret> {
-    match (inline, variable) {
-        (Some(_), Some(_)) => {
+) -> Option<CredentialSource> {
+    let set: Vec<&str> = [
+        ("api_key", connection.api_key.is_some()),
+        ("api_key_env", connection.api_key_env.is_some()),
+        ("api_key_file", connection.api_key_file.is_some()),
+        ("api_key_command", connection.api_key_command.is_some()),
+        ("oauth", connection.oauth.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(key, present)| present.then_some(key))
+    .collect();
+    let is_command = connection.api_key_command.is_some();
+    for (key, present) in [
+        ("api_key_ttl_ms", connection.api_key_ttl_ms.is_some()),
+        (
+            "api_key_command_timeout_ms",
+            connection.api_key_command_timeout_ms.is_some(),
+        ),
+    ] {
+        if present && !is_command {
             sink.push(
-                format!("{prefix}.api_key"),
-                "set exactly one of `api_key` and `api_key_env`, not both",
+                format!("{prefix}.{key}"),
+                "only applies to `api_key_command` (this connection has no key command)",
             );
-            None
         }
-        (None, None) => {
+    }
+    match set.as_slice() {
+        [] => {
             sink.push(
                 format!("{prefix}.api_key_env"),
-                "missing: set `api_key_env` (or `api_key`)",
+                "missing: set `api_key_env` (or `api_key`, `api_key_file`, `api_key_command`, [connections.oauth])",
             );
-            None
+            return None;
         }
-        (Some(key), None) if key.is_empty() => {
+        [_] => (),
+        [first, rest @ ..] => {
+            let named = |key: &&str| match *key {
+                "oauth" => "[connections.oauth]".to_owned(),
+                key => format!("`{key}`"),
+            };
+            sink.push(
+                format!("{prefix}.{first}"),
+                format!(
+                    "set exactly one of `api_key`, `api_key_env`, `api_key_file`, `api_key_command` and [connections.oauth], not {} with {}",
+                    named(first),
+                    rest.iter().map(named).collect::<Vec<_>>().join(" and ")
+                ),
+            );
+            return None;
+        }
+    }
+    if let Some(key) = &connection.api_key {
+        if key.is_empty() {
             sink.push(format!("{prefix}.api_key"), "must not be empty");
-            None
+            return None;
         }
-        (Some(key), None) => Some(Secret::new(key)),
-        (None, Some(variable)) => match env(variable).filter(|value| !value.is_empty()) {
-            Some(value) => Some(Secret::new(value)),
+        return Some(CredentialSource::Static {
+            key: Secret::new(key.clone()),
+            env: None,
+        });
+    }
+    if let Some(variable) = &connection.api_key_env {
+        return match env(variable).filter(|value| !value.is_empty()) {
+            Some(value) => Some(CredentialSource::Static {
+                key: Secret::new(value),
+                env: Some(variable.clone()),
+            }),
             None => {
                 sink.push(
                     format!("{prefix}.api_key_env"),
@@ -761,8 +816,108 @@ fn resolve_key(
                 );
                 None
             }
-        },
+        };
     }
+    if let Some(path) = &connection.api_key_file {
+        if path.is_empty() {
+            sink.push(format!("{prefix}.api_key_file"), "must not be empty");
+            return None;
+        }
+        return Some(CredentialSource::File {
+            path: PathBuf::from(path),
+        });
+    }
+    if let Some(argv) = &connection.api_key_command {
+        let ttl_ms = at_least_one(
+            connection.api_key_ttl_ms,
+            DEFAULT_API_KEY_TTL_MS,
+            &format!("{prefix}.api_key_ttl_ms"),
+            sink,
+        );
+        let timeout_ms = at_least_one(
+            connection.api_key_command_timeout_ms,
+            DEFAULT_API_KEY_COMMAND_TIMEOUT_MS,
+            &format!("{prefix}.api_key_command_timeout_ms"),
+            sink,
+        );
+        if argv.first().is_none_or(String::is_empty) {
+            sink.push(
+                format!("{prefix}.api_key_command"),
+                "must name a program: an argv such as [\"/usr/local/bin/get-key\", \"--team\", \"a\"] (no shell)",
+            );
+            return None;
+        }
+        return Some(CredentialSource::Command {
+            argv: argv.clone(),
+            ttl_ms,
+            timeout_ms,
+        });
+    }
+    connection
+        .oauth
+        .as_ref()
+        .and_then(|oauth| resolve_oauth(oauth, &format!("{prefix}.oauth"), sink))
+        .map(CredentialSource::OAuth)
+}
+
+/// `[connections.oauth]`: every key present, `token_url` an http(s) URL.
+fn resolve_oauth(raw: &RawOAuth, prefix: &str, sink: &mut ErrorSink) -> Option<OAuthSource> {
+    let token_url = match &raw.token_url {
+        None => {
+            sink.push(
+                format!("{prefix}.token_url"),
+                "missing (required): the token endpoint, e.g. `https://auth.example.com/oauth/token`",
+            );
+            None
+        }
+        Some(text) => match Url::parse(text) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+                Some(url)
+            }
+            Ok(url) => {
+                sink.push(
+                    format!("{prefix}.token_url"),
+                    format!(
+                        "`{text}` must be an http or https URL with a host (scheme is `{}`)",
+                        url.scheme()
+                    ),
+                );
+                None
+            }
+            Err(error) => {
+                sink.push(
+                    format!("{prefix}.token_url"),
+                    format!("`{text}` is not a valid URL: {error}"),
+                );
+                None
+            }
+        },
+    };
+    let mut required = |value: &Option<String>, key: &str, what: &str| match value {
+        None => {
+            sink.push(
+                format!("{prefix}.{key}"),
+                format!("missing (required): {what}"),
+            );
+            None
+        }
+        Some(value) if value.is_empty() => {
+            sink.push(format!("{prefix}.{key}"), "must not be empty");
+            None
+        }
+        Some(value) => Some(value.clone()),
+    };
+    let client_id = required(&raw.client_id, "client_id", "the OAuth client id");
+    let refresh_token_file = required(
+        &raw.refresh_token_file,
+        "refresh_token_file",
+        "the file holding the refresh token (a rotated one is written back to it)",
+    );
+    Some(OAuthSource {
+        token_url: token_url?,
+        client_id: client_id?,
+        refresh_token_file: PathBuf::from(refresh_token_file?),
+    })
 }
 
 fn build_limits(raw: RawLimits) -> ConnectionLimits {

@@ -67,6 +67,13 @@ impl AppState {
 
     /// Marks the node ready: from now on requests are routed and `/healthz` says ready.
     pub fn set_router(&self, router: Router) {
+        // Credential events recorded while the journal replayed go first.
+        self.inner
+            .live
+            .load()
+            .credentials
+            .journal()
+            .attach(router.clone());
         let _ = self.inner.router.set(router);
     }
 

@@ -15,6 +15,7 @@ use quotaroute_actors::{AttemptResult, Clock, RoutedTarget, SystemClock};
 use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass};
 use tokio::time::Instant;
 
+use crate::config::Secret;
 use crate::node::app::AppState;
 use crate::node::endpoint::Endpoint;
 use crate::node::live::LiveConfig;
@@ -92,7 +93,7 @@ pub(crate) enum Tried {
     },
 }
 
-fn failed(class: OutcomeClass, status: Option<u16>, message: &str) -> Tried {
+pub(crate) fn failed(class: OutcomeClass, status: Option<u16>, message: &str) -> Tried {
     let mut result = AttemptResult::failure(class, status);
     result.message = Some(message.to_string());
     Tried::Failed {
@@ -101,16 +102,17 @@ fn failed(class: OutcomeClass, status: Option<u16>, message: &str) -> Tried {
     }
 }
 
-/// One upstream request to `target`, classified (behaviour §3, §4).
+/// One upstream request to `target` with `credential`, classified (behaviour §3, §4).
 pub(crate) async fn try_target(
     ctx: &TryContext<'_>,
     target: &RoutedTarget,
     attempt: u32,
+    credential: &Secret,
     upstream_time: &mut Duration,
 ) -> Tried {
-    let (Some(provider), Some((credential, auth))) = (
+    let (Some(provider), Some(auth)) = (
         ctx.live.providers.get(&*target.provider),
-        ctx.live.credentials.get(&*target.connection),
+        ctx.live.connection_auth.get(&*target.connection),
     ) else {
         // The config changed under this request: a network failure of the target.
         return failed(OutcomeClass::Network, None, "target left the config");

@@ -1,6 +1,7 @@
 //! What the request path needs from the config, resolved once per load and swapped whole on
 //! reload: client and admin keys, each provider's base URL and headers, each connection's
-//! credential, and the timeouts. The only place upstream secrets live after startup.
+//! credentials (kept across reloads when their source is unchanged: `credentials`), and the
+//! timeouts. The only place upstream secrets live after startup.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue};
 
 use crate::config::{ApiFormat, AuthKind, Config, Secret};
+use crate::credentials::CredentialStore;
 use crate::node::egress;
 use crate::node::metrics::AttemptMetrics;
 use crate::node::upstream::UpstreamClient;
@@ -40,17 +42,27 @@ pub struct LiveConfig {
     /// Browser origins allowed to call the client API (`"*"`: any).
     pub cors_allow_origins: Vec<String>,
     pub providers: HashMap<String, ProviderRoute>,
-    /// Connection id → its key and how it authenticates.
-    pub credentials: HashMap<String, (Secret, AuthKind)>,
+    /// Connection id → its credential (current key or token, refreshed in place).
+    pub credentials: CredentialStore,
+    /// Connection id → how it authenticates (which header carries its credential).
+    pub connection_auth: HashMap<String, AuthKind>,
     /// Connection id → its attempt metrics, registered once per load.
     pub attempt_metrics: HashMap<String, AttemptMetrics>,
-    /// Every upstream key, for masking echoes out of passed-through bodies.
-    pub upstream_secrets: Vec<Secret>,
 }
 
 impl LiveConfig {
+    /// The live config of a first load: every credential new.
     pub fn from_config(config: &Config) -> Self {
-        let providers = config
+        Self::build(config, None)
+    }
+
+    /// The live config after a reload: credentials whose source did not change are kept.
+    pub fn reloaded(config: &Config, previous: &LiveConfig) -> Self {
+        Self::build(config, Some(&previous.credentials))
+    }
+
+    fn build(config: &Config, previous: Option<&CredentialStore>) -> Self {
+        let providers: HashMap<String, ProviderRoute> = config
             .providers
             .iter()
             .map(|p| {
@@ -84,10 +96,20 @@ impl LiveConfig {
                 (p.name.clone(), route)
             })
             .collect();
-        let credentials: HashMap<String, (Secret, AuthKind)> = config
+        let credentials = CredentialStore::build(
+            config,
+            |provider| {
+                providers
+                    .get(provider)
+                    .map(|route| route.client.clone())
+                    .unwrap_or_default()
+            },
+            previous,
+        );
+        let connection_auth = config
             .connections
             .iter()
-            .map(|c| (c.id.clone(), (c.api_key.clone(), c.auth)))
+            .map(|c| (c.id.clone(), c.auth))
             .collect();
         let attempt_metrics = config
             .connections
@@ -105,9 +127,15 @@ impl LiveConfig {
             stream_idle_timeout: Duration::from_millis(config.server.stream_idle_timeout_ms),
             cors_allow_origins: config.server.cors_allow_origins.clone(),
             providers,
-            upstream_secrets: credentials.values().map(|(key, _)| key.clone()).collect(),
             credentials,
+            connection_auth,
         }
+    }
+
+    /// Every upstream secret in use (and each one just replaced), for masking echoes out of
+    /// passed-through bodies and headers.
+    pub fn upstream_secrets(&self) -> Vec<Secret> {
+        self.credentials.secrets()
     }
 
     /// Whether `key` is one of the client keys (constant time per key).

@@ -5,7 +5,8 @@
 //!   [`accept`] — the accept loop (header-read timeout, graceful shutdown).
 //! - [`http`] — which path is served by which handler; health, metrics, model list.
 //! - [`endpoint`] — the routing endpoints and their formats; [`proxy`] — serving them: parse
-//!   once, route, try targets, fail over, answer; [`attempt`] — one try against one target.
+//!   once, route, try targets, fail over, answer; [`attempt`] — one try against one target;
+//!   [`credential_retry`] — its credential, and one refresh-and-retry after a 401.
 //! - [`stored_response`] — the `/v1/responses/{id}` endpoints, sent to the account holding it.
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte.
 //! - [`upstream`] / [`upstream_request`] — a provider's pooled client and building one upstream
@@ -21,6 +22,7 @@ pub mod admin;
 pub mod app;
 pub mod attempt;
 pub mod cors;
+pub mod credential_retry;
 pub mod egress;
 pub mod endpoint;
 pub mod header_rules;

@@ -18,8 +18,10 @@ use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass, ResponseBound
 use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
+use crate::config::Secret;
 use crate::node::app::AppState;
-use crate::node::attempt::{try_target, LastFailure, Tried, TryContext};
+use crate::node::attempt::{LastFailure, Tried, TryContext};
+use crate::node::credential_retry;
 use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
 use crate::node::live::LiveConfig;
@@ -227,7 +229,7 @@ pub(crate) async fn serve_tries(
         route.connection = Some(target.connection.to_string());
         route.model = Some(target.model.to_string());
         route.attempts = decision.attempt();
-        match try_target(ctx, &target, decision.attempt(), &mut upstream_time).await {
+        match credential_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await {
             Tried::Streaming {
                 stream,
                 result,
@@ -242,7 +244,7 @@ pub(crate) async fn serve_tries(
                 let headers = response.headers_mut();
                 header_rules::copy_upstream(
                     &upstream_headers,
-                    &[target_secret(ctx.live, &target)],
+                    &exposed(&target_secrets(ctx.live, &target)),
                     headers,
                 );
                 headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -278,7 +280,11 @@ pub(crate) async fn serve_tries(
                 let mut response = Response::new(Body::from(body));
                 *response.status_mut() = status;
                 let out = response.headers_mut();
-                header_rules::copy_upstream(&headers, &[target_secret(ctx.live, &target)], out);
+                header_rules::copy_upstream(
+                    &headers,
+                    &exposed(&target_secrets(ctx.live, &target)),
+                    out,
+                );
                 if !out.contains_key(CONTENT_TYPE) {
                     out.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 }
@@ -406,11 +412,17 @@ pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
     }
 }
 
-/// The key `target`'s connection sends upstream, so an upstream echoing it is caught.
-pub(crate) fn target_secret<'l>(live: &'l LiveConfig, target: &RoutedTarget) -> &'l str {
+/// The keys `target`'s connection sends (and just sent) upstream, so an upstream echoing one
+/// is caught.
+pub(crate) fn target_secrets(live: &LiveConfig, target: &RoutedTarget) -> Vec<Secret> {
     live.credentials
-        .get(&*target.connection)
-        .map_or("", |(secret, _)| secret.expose())
+        .get(&target.connection)
+        .map(|credential| credential.secrets())
+        .unwrap_or_default()
+}
+
+fn exposed(secrets: &[Secret]) -> Vec<&str> {
+    secrets.iter().map(Secret::expose).collect()
 }
 
 /// The client's body with its `Content-Encoding` undone (415 when the router cannot read it).

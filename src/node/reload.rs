@@ -23,9 +23,8 @@ pub async fn reload(app: &AppState) -> Result<String, String> {
         .map_err(|error| format!("{}: cannot read the file: {error}", path.display()))?;
     let config = config::load(&path).map_err(|errors| errors.to_string())?;
     let topology = config::topology::topology(&config, &digest(&text));
-    app.inner
-        .live
-        .store(std::sync::Arc::new(LiveConfig::from_config(&config)));
+    let live = LiveConfig::reloaded(&config, &app.inner.live.load());
+    app.inner.live.store(std::sync::Arc::new(live));
     router
         .reload(topology)
         .await

@@ -100,7 +100,8 @@ pub fn passthrough(
     live: &LiveConfig,
     route: &RouteHeaders,
 ) -> Response {
-    let secrets: Vec<&str> = live.upstream_secrets.iter().map(|s| s.expose()).collect();
+    let upstream_secrets = live.upstream_secrets();
+    let secrets: Vec<&str> = upstream_secrets.iter().map(|s| s.expose()).collect();
     let masked = mask_upstream_body(body, &secrets);
     let mut response = Response::new(Body::from(masked));
     *response.status_mut() = status;

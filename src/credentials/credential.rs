@@ -1,0 +1,453 @@
+//! `Credential`: one connection's current key or token, readable on the request path without
+//! awaiting anything (an `ArcSwap`), and refreshed in a single flight: however many requests
+//! ask at once (50 requests that all got a 401), one load runs and all of them get its
+//! outcome; requests on other connections never wait, each connection has its own flight.
+//!
+//! A failed load keeps the last good credential until it expires (OAuth) or for good (a file
+//! or a command, whose keys do not say), journals `credential_failed` with a precise reason
+//! (once per distinct reason, so a vanished file polled every second is one event), and logs
+//! it at `warn`. A load journals `credential_refreshed` (a key file only when its content
+//! changed). Neither ever carries the secret.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use quotaroute_actors::{Clock, SystemClock};
+use quotaroute_journal::{CredentialFailed, CredentialRefreshed, Event};
+
+use crate::config::{CredentialSource, Secret};
+use crate::credentials::error::CredentialError;
+use crate::credentials::journal::CredentialJournal;
+use crate::credentials::oauth::OAuthGrant;
+use crate::credentials::{command, file, schedule};
+use crate::node::upstream::UpstreamClient;
+
+/// What caused a load (the journal's `trigger`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The first load, when the node starts or the connection appears.
+    Start,
+    /// A key file's content may have changed (the poll).
+    Changed,
+    /// A key command's TTL ran out.
+    Ttl,
+    /// An OAuth token is about to expire.
+    Expiring,
+    /// A request found the credential expired (its refreshes failed until then).
+    Expired,
+    /// The upstream answered 401 to the credential.
+    Unauthorized,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Start => "start",
+            Self::Changed => "changed",
+            Self::Ttl => "ttl",
+            Self::Expiring => "expiring",
+            Self::Expired => "expired",
+            Self::Unauthorized => "unauthorized",
+        }
+    }
+}
+
+/// A credential as loaded.
+#[derive(Debug)]
+pub struct Loaded {
+    pub secret: Secret,
+    /// Counts loads that changed the secret (1 = the first); a request remembers the one it
+    /// sent, so a refresh it asks for after a 401 is not repeated when one already happened.
+    pub generation: u64,
+    pub loaded_at_ms: u64,
+    /// When it stops being used (OAuth's `expires_in`); `None`: never by itself.
+    pub expires_at_ms: Option<u64>,
+    /// When the source should be asked again (`None`: only when polled or on a 401).
+    pub refresh_at_ms: Option<u64>,
+}
+
+impl Loaded {
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expires_at_ms.is_some_and(|expires| now_ms >= expires)
+    }
+}
+
+/// How a source is loaded.
+enum Loader {
+    Static,
+    File(std::path::PathBuf),
+    Command {
+        argv: Vec<String>,
+        ttl_ms: u64,
+        timeout: Duration,
+    },
+    OAuth(OAuthGrant),
+}
+
+/// The single flight's memory: the last load's outcome (shared with whoever waited for it)
+/// and the last failure journaled (to journal each distinct failure once).
+#[derive(Default)]
+struct Flight {
+    last: Option<Result<Arc<Loaded>, CredentialError>>,
+    journaled_failure: Option<String>,
+    consecutive_failures: u32,
+}
+
+/// One connection's credential.
+pub struct Credential {
+    pub connection: String,
+    pub provider: String,
+    source: CredentialSource,
+    loader: Loader,
+    current: ArcSwapOption<Loaded>,
+    /// The secret before the current one, still masked out of upstream bodies that echo it.
+    previous: ArcSwapOption<Secret>,
+    flight: tokio::sync::Mutex<Flight>,
+    /// Completed loads, read before waiting for the flight: changed = someone loaded meanwhile.
+    loads: AtomicU64,
+    journal: Arc<CredentialJournal>,
+    /// The task keeping it fresh (`watch`), stopped when the credential is dropped.
+    watch: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for Credential {
+    fn drop(&mut self) {
+        if let Ok(mut watch) = self.watch.lock() {
+            if let Some(task) = watch.take() {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential")
+            .field("connection", &self.connection)
+            .field("source", &self.source.kind())
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemClock.now_ms()
+}
+
+impl Credential {
+    /// A connection's credential; a static key is loaded at once, the others on their first
+    /// [`Credential::refresh`] (the watch starts with one). `client` reaches an OAuth
+    /// connection's token endpoint (its provider's client: CA file, egress proxy).
+    pub fn new(
+        connection: &str,
+        provider: &str,
+        source: &CredentialSource,
+        client: &UpstreamClient,
+        journal: Arc<CredentialJournal>,
+    ) -> Self {
+        let loader = match source {
+            CredentialSource::Static { .. } => Loader::Static,
+            CredentialSource::File { path } => Loader::File(path.clone()),
+            CredentialSource::Command {
+                argv,
+                ttl_ms,
+                timeout_ms,
+            } => Loader::Command {
+                argv: argv.clone(),
+                ttl_ms: *ttl_ms,
+                timeout: Duration::from_millis(*timeout_ms),
+            },
+            CredentialSource::OAuth(oauth) => {
+                Loader::OAuth(OAuthGrant::new(oauth.clone(), client.clone()))
+            }
+        };
+        let current = source.static_key().map(|key| {
+            Arc::new(Loaded {
+                secret: key.clone(),
+                generation: 1,
+                loaded_at_ms: now_ms(),
+                expires_at_ms: None,
+                refresh_at_ms: None,
+            })
+        });
+        Self {
+            connection: connection.to_owned(),
+            provider: provider.to_owned(),
+            source: source.clone(),
+            loader,
+            current: ArcSwapOption::new(current),
+            previous: ArcSwapOption::empty(),
+            flight: tokio::sync::Mutex::new(Flight::default()),
+            loads: AtomicU64::new(0),
+            journal,
+            watch: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Where it comes from, as configured (a reload keeps a credential whose source is equal).
+    pub fn source(&self) -> &CredentialSource {
+        &self.source
+    }
+
+    /// The task that keeps it fresh; aborted when the credential is dropped.
+    pub(crate) fn set_watch(&self, task: tokio::task::AbortHandle) {
+        if let Ok(mut watch) = self.watch.lock() {
+            if let Some(old) = watch.replace(task) {
+                old.abort();
+            }
+        }
+    }
+
+    /// What the watch's timed loads are called: `changed` (a key file's poll), `ttl` (a
+    /// command), `expiring` (OAuth); `None` for a static key, which has no watch.
+    pub(crate) fn timed_trigger(&self) -> Option<Trigger> {
+        match self.loader {
+            Loader::Static => None,
+            Loader::File(_) => Some(Trigger::Changed),
+            Loader::Command { .. } => Some(Trigger::Ttl),
+            Loader::OAuth(_) => Some(Trigger::Expiring),
+        }
+    }
+
+    /// Whether a 401 can be answered by loading it again (every source but a static key).
+    pub fn refreshable(&self) -> bool {
+        !matches!(self.loader, Loader::Static)
+    }
+
+    /// The credential as it is now, without waiting (`None` before the first load worked).
+    pub fn current(&self) -> Option<Arc<Loaded>> {
+        self.current.load_full()
+    }
+
+    /// The secrets an upstream might echo back: the current one and the one before it.
+    pub fn secrets(&self) -> Vec<Secret> {
+        let mut secrets = Vec::with_capacity(2);
+        if let Some(current) = self.current.load().as_ref() {
+            secrets.push(current.secret.clone());
+        }
+        if let Some(previous) = self.previous.load().as_ref() {
+            secrets.push(Secret::clone(previous));
+        }
+        secrets
+    }
+
+    /// A credential a request can send now: the current one unless it is missing or expired,
+    /// in which case this request waits for (or joins) a load of this connection only.
+    pub async fn usable(&self) -> Result<Arc<Loaded>, CredentialError> {
+        let current = self.current();
+        match &current {
+            Some(loaded) if !loaded.expired(now_ms()) => return Ok(loaded.clone()),
+            _ => {}
+        }
+        let trigger = if current.is_some() {
+            Trigger::Expired
+        } else {
+            Trigger::Start
+        };
+        let loaded = self
+            .refresh(trigger, current.as_ref().map(|loaded| loaded.generation))
+            .await?;
+        match loaded.expires_at_ms {
+            Some(expired_at_ms) if now_ms() >= expired_at_ms => Err(CredentialError::Expired {
+                expired_at_ms,
+                last_error: "the new token was already expired".into(),
+            }),
+            _ => Ok(loaded),
+        }
+    }
+
+    /// Loads the credential again, in one flight with every concurrent caller. `seen` is the
+    /// generation the caller used: when a newer one is already current, that is the answer
+    /// and nothing is loaded. After a failed load the answer is the last good credential while
+    /// it has not expired, except for a caller that just got a 401 with it: that one gets the
+    /// error.
+    pub async fn refresh(
+        &self,
+        trigger: Trigger,
+        seen: Option<u64>,
+    ) -> Result<Arc<Loaded>, CredentialError> {
+        let loads_before = self.loads.load(Ordering::Acquire);
+        let mut flight = self.flight.lock().await;
+        if self.loads.load(Ordering::Acquire) != loads_before {
+            // A load finished while this caller waited for it: share its outcome.
+            if let Some(last) = flight.last.clone() {
+                drop(flight);
+                return self.answer(trigger, last);
+            }
+        }
+        if let (Some(seen), Some(current)) = (seen, self.current()) {
+            if current.generation != seen {
+                return Ok(current);
+            }
+        }
+        let outcome = self.load(trigger, &mut flight).await;
+        flight.last = Some(outcome.clone());
+        self.loads.fetch_add(1, Ordering::Release);
+        drop(flight);
+        self.answer(trigger, outcome)
+    }
+
+    /// A load's outcome as `trigger`'s caller sees it: after a failure, the last good
+    /// credential while it has not expired — except after a 401, which proved it bad.
+    fn answer(
+        &self,
+        trigger: Trigger,
+        outcome: Result<Arc<Loaded>, CredentialError>,
+    ) -> Result<Arc<Loaded>, CredentialError> {
+        match outcome {
+            Err(error) if trigger != Trigger::Unauthorized => match self.current() {
+                Some(current) if !current.expired(now_ms()) => Ok(current),
+                _ => Err(error),
+            },
+            other => other,
+        }
+    }
+
+    /// Consecutive failed loads so far (0 after a success), for the watch's backoff.
+    pub async fn consecutive_failures(&self) -> u32 {
+        self.flight.lock().await.consecutive_failures
+    }
+
+    async fn load(
+        &self,
+        trigger: Trigger,
+        flight: &mut Flight,
+    ) -> Result<Arc<Loaded>, CredentialError> {
+        let before = self.current();
+        let fresh = match &self.loader {
+            Loader::Static => {
+                return before.ok_or_else(|| CredentialError::NotLoaded("no key".into()))
+            }
+            Loader::File(path) => file::read_key(path).await.map(|key| (key, None, None)),
+            Loader::Command {
+                argv,
+                ttl_ms,
+                timeout,
+            } => command::run(argv, *timeout).await.map(|key| {
+                let refresh_at = schedule::command_refresh_at(now_ms(), *ttl_ms);
+                (key, None, Some(refresh_at))
+            }),
+            Loader::OAuth(grant) => match grant.refresh().await {
+                Ok(issued) => {
+                    let issued_at = now_ms();
+                    let lifetime_ms = issued
+                        .expires_in
+                        .map(|lifetime| u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
+                    let expires_at = lifetime_ms.map(|ms| issued_at.saturating_add(ms));
+                    let refresh_at = schedule::oauth_refresh_at(issued_at, lifetime_ms);
+                    if let Some(unsaved) = issued.unsaved {
+                        self.failed(trigger, &unsaved, expires_at, flight, true);
+                    }
+                    Ok((issued.access_token, expires_at, Some(refresh_at)))
+                }
+                Err(error) => Err(error),
+            },
+        };
+        let now = now_ms();
+        let (secret, expires_at_ms, refresh_at_ms) = match fresh {
+            Ok(fresh) => fresh,
+            Err(error) => {
+                flight.consecutive_failures = flight.consecutive_failures.saturating_add(1);
+                let last_good = before.as_ref().filter(|loaded| !loaded.expired(now));
+                self.failed(
+                    trigger,
+                    &error,
+                    last_good.and_then(|loaded| loaded.expires_at_ms),
+                    flight,
+                    false,
+                );
+                return Err(match (&before, last_good) {
+                    (Some(expired), None) => CredentialError::Expired {
+                        expired_at_ms: expired.expires_at_ms.unwrap_or(now),
+                        last_error: error.to_string(),
+                    },
+                    _ => error,
+                });
+            }
+        };
+        flight.consecutive_failures = 0;
+        flight.journaled_failure = None;
+        let unchanged = before
+            .as_ref()
+            .is_some_and(|loaded| loaded.secret == secret);
+        if unchanged && matches!(self.loader, Loader::File(_)) {
+            // The poll found the same key: nothing happened.
+            return before.ok_or_else(|| CredentialError::NotLoaded("no key".into()));
+        }
+        let generation = match &before {
+            Some(loaded) if unchanged => loaded.generation,
+            Some(loaded) => loaded.generation + 1,
+            None => 1,
+        };
+        let loaded = Arc::new(Loaded {
+            secret,
+            generation,
+            loaded_at_ms: now,
+            expires_at_ms,
+            refresh_at_ms,
+        });
+        if let (Some(before), false) = (&before, unchanged) {
+            self.previous.store(Some(Arc::new(before.secret.clone())));
+        }
+        self.current.store(Some(loaded.clone()));
+        tracing::info!(
+            connection = %self.connection,
+            source = self.source.kind(),
+            trigger = trigger.as_str(),
+            expires_at_ms,
+            changed = !unchanged,
+            "credential refreshed"
+        );
+        self.journal.record(
+            now,
+            Event::CredentialRefreshed(CredentialRefreshed {
+                provider: self.provider.clone(),
+                connection: self.connection.clone(),
+                source: self.source.kind().to_owned(),
+                trigger: trigger.as_str().to_owned(),
+                expires_at_ms,
+            }),
+        );
+        Ok(loaded)
+    }
+
+    /// Logs and journals a failed load (each distinct reason once in a row; `always` for a
+    /// one-off such as an unsaved rotated refresh token).
+    fn failed(
+        &self,
+        trigger: Trigger,
+        error: &CredentialError,
+        last_good_until_ms: Option<u64>,
+        flight: &mut Flight,
+        always: bool,
+    ) {
+        let reason = error.to_string();
+        if !always && flight.journaled_failure.as_deref() == Some(reason.as_str()) {
+            tracing::debug!(connection = %self.connection, error = %reason, "credential still failing");
+            return;
+        }
+        if !always {
+            flight.journaled_failure = Some(reason.clone());
+        }
+        tracing::warn!(
+            connection = %self.connection,
+            source = self.source.kind(),
+            trigger = trigger.as_str(),
+            error = %reason,
+            last_good_until_ms,
+            "credential refresh failed"
+        );
+        self.journal.record(
+            now_ms(),
+            Event::CredentialFailed(CredentialFailed {
+                provider: self.provider.clone(),
+                connection: self.connection.clone(),
+                source: self.source.kind().to_owned(),
+                trigger: trigger.as_str().to_owned(),
+                error: reason,
+                last_good_until_ms,
+            }),
+        );
+    }
+}
