@@ -78,7 +78,14 @@ fn valid_config_parses_with_defaults() {
     assert_eq!(config.defaults.max_attempts, 3);
     assert_eq!(config.defaults.max_upstream_requests, 8);
     assert_eq!(config.connections.len(), 2);
-    assert_eq!(config.connections[1].api_key.expose(), "sk-from-env-2");
+    assert_eq!(
+        config.connections[1]
+            .credential
+            .static_key()
+            .unwrap()
+            .expose(),
+        "sk-from-env-2"
+    );
     assert_eq!(config.connections[1].weight, 1);
     assert_eq!(config.connections[1].auth, config::AuthKind::ApiKey);
     let combo = config.combo("team").unwrap();

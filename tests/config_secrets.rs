@@ -47,7 +47,14 @@ fn debug_and_summary_never_print_a_key() {
     assert_no_secret(&format!("{config:?}"));
     assert_no_secret(&format!("{config:#?}"));
     assert_no_secret(&config.summary());
-    assert_eq!(config.connections[0].api_key.expose(), "sk-INLINESECRET");
+    assert_eq!(
+        config.connections[0]
+            .credential
+            .static_key()
+            .unwrap()
+            .expose(),
+        "sk-INLINESECRET"
+    );
     assert!(config.server.api_keys[0].matches("sk-qr-CLIENTSECRET"));
 }
 

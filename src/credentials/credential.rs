@@ -451,3 +451,175 @@ impl Credential {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// A key command that counts its runs in `dir/runs` and prints `tok-<run>`.
+    fn counting_command(dir: &Path) -> CredentialSource {
+        let runs = dir.join("runs");
+        CredentialSource::Command {
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                format!(
+                    "n=$(cat {runs} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {runs}; sleep 0.05; echo tok-$n",
+                    runs = runs.display()
+                ),
+            ],
+            ttl_ms: 300_000,
+            timeout_ms: 5_000,
+        }
+    }
+
+    fn runs(dir: &Path) -> u32 {
+        std::fs::read_to_string(dir.join("runs")).map_or(0, |text| text.trim().parse().unwrap())
+    }
+
+    fn credential(source: &CredentialSource) -> (Arc<Credential>, Arc<CredentialJournal>) {
+        let journal = Arc::new(CredentialJournal::new());
+        let credential = Credential::new(
+            "c1",
+            "openai",
+            source,
+            &UpstreamClient::new(),
+            journal.clone(),
+        );
+        (Arc::new(credential), journal)
+    }
+
+    fn kinds(journal: &CredentialJournal) -> Vec<String> {
+        journal
+            .waiting()
+            .iter()
+            .map(|event| match event {
+                Event::CredentialRefreshed(e) => format!("refreshed {} {}", e.source, e.trigger),
+                Event::CredentialFailed(e) => {
+                    format!("failed {} {}: {}", e.source, e.trigger, e.error)
+                }
+                other => other.kind().to_owned(),
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fifty_concurrent_401s_share_one_refresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let (credential, journal) = credential(&counting_command(dir.path()));
+        let first = credential.usable().await.unwrap();
+        assert_eq!((first.secret.expose(), first.generation), ("tok-1", 1));
+        let seen = first.generation;
+        let refreshes = (0..50).map(|_| {
+            let credential = credential.clone();
+            tokio::spawn(async move { credential.refresh(Trigger::Unauthorized, Some(seen)).await })
+        });
+        for refresh in futures_util::future::join_all(refreshes).await {
+            let loaded = refresh.unwrap().unwrap();
+            assert_eq!((loaded.secret.expose(), loaded.generation), ("tok-2", 2));
+        }
+        assert_eq!(runs(dir.path()), 2, "one start, one refresh for all 50");
+        // A 401 to the old key arriving after the refresh does not run it again.
+        let late = credential
+            .refresh(Trigger::Unauthorized, Some(1))
+            .await
+            .unwrap();
+        assert_eq!(late.generation, 2);
+        assert_eq!(runs(dir.path()), 2);
+        assert_eq!(
+            kinds(&journal),
+            ["refreshed command start", "refreshed command unauthorized"]
+        );
+        // The replaced key is still masked.
+        let secrets: Vec<String> = credential
+            .secrets()
+            .iter()
+            .map(|s| s.expose().to_owned())
+            .collect();
+        assert_eq!(secrets, ["tok-2", "tok-1"]);
+    }
+
+    #[tokio::test]
+    async fn a_vanished_file_keeps_the_last_good_key_and_is_journaled_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, "sk-file-1\n").unwrap();
+        let (credential, journal) = credential(&CredentialSource::File { path: path.clone() });
+        assert_eq!(
+            credential.usable().await.unwrap().secret.expose(),
+            "sk-file-1"
+        );
+        // Unchanged content: no new generation, no event.
+        let same = credential.refresh(Trigger::Changed, None).await.unwrap();
+        assert_eq!(same.generation, 1);
+        std::fs::remove_file(&path).unwrap();
+        for _ in 0..3 {
+            let kept = credential.refresh(Trigger::Changed, None).await.unwrap();
+            assert_eq!(kept.secret.expose(), "sk-file-1");
+        }
+        // After a 401 the last good key is no answer.
+        let error = credential
+            .refresh(Trigger::Unauthorized, Some(1))
+            .await
+            .unwrap_err();
+        assert!(
+            error.to_string().starts_with("cannot read the key file"),
+            "{error}"
+        );
+        assert_eq!(
+            credential.usable().await.unwrap().secret.expose(),
+            "sk-file-1"
+        );
+        std::fs::write(&path, "sk-file-2").unwrap();
+        let changed = credential.refresh(Trigger::Changed, None).await.unwrap();
+        assert_eq!(
+            (changed.secret.expose(), changed.generation),
+            ("sk-file-2", 2)
+        );
+        let events = kinds(&journal);
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(events[0], "refreshed file start");
+        assert!(
+            events[1].starts_with("failed file changed: cannot read the key file"),
+            "{events:?}"
+        );
+        assert_eq!(events[2], "refreshed file changed");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hanging_refresh_never_blocks_another_connection() {
+        let hanging = CredentialSource::Command {
+            argv: vec!["/bin/sh".into(), "-c".into(), "exec sleep 30".into()],
+            ttl_ms: 300_000,
+            timeout_ms: 1_500,
+        };
+        let (stuck, journal) = credential(&hanging);
+        let (other, _) = credential(&CredentialSource::Static {
+            key: Secret::new("sk-static"),
+            env: None,
+        });
+        let started = std::time::Instant::now();
+        let waiting = tokio::spawn({
+            let stuck = stuck.clone();
+            async move { stuck.usable().await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let loaded = tokio::time::timeout(Duration::from_millis(50), other.usable())
+            .await
+            .expect("the other connection does not wait")
+            .unwrap();
+        assert_eq!(loaded.secret.expose(), "sk-static");
+        let error = waiting.await.unwrap().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the key command `/bin/sh` did not exit within 1500 ms and was killed"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            kinds(&journal),
+            ["failed command start: the key command `/bin/sh` did not exit within 1500 ms and was killed"]
+        );
+    }
+}

@@ -51,7 +51,7 @@ pub enum CredentialError {
 }
 
 /// Checks a loaded value before it becomes a credential: not empty after trimming, one line,
-/// no control characters (it must fit in an HTTP header).
+/// no control characters, ASCII (it must fit in an HTTP header as every provider reads it).
 pub(crate) fn check_value(value: &str, what: &str) -> Result<(), CredentialError> {
     let bad = |reason: &str| CredentialError::BadValue {
         what: what.to_owned(),
@@ -62,6 +62,9 @@ pub(crate) fn check_value(value: &str, what: &str) -> Result<(), CredentialError
     }
     if value.chars().any(char::is_control) {
         return Err(bad("it has control characters"));
+    }
+    if !value.is_ascii() {
+        return Err(bad("it is not ASCII"));
     }
     if http::HeaderValue::from_str(value).is_err() {
         return Err(bad("it is not a valid HTTP header value"));

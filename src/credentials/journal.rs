@@ -52,6 +52,14 @@ impl CredentialJournal {
         *sink = Sink::Router(router);
     }
 
+    /// The events waiting for a router (tests read what a credential recorded).
+    pub fn waiting(&self) -> Vec<Event> {
+        match self.sink.lock().as_deref() {
+            Ok(Sink::Waiting(waiting)) => waiting.iter().map(|(_, event)| event.clone()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Journals `event` (a `credential_refreshed` or `credential_failed`) that happened at
     /// `at_ms`.
     pub fn record(&self, at_ms: u64, event: Event) {

@@ -183,6 +183,7 @@ impl OAuthGrant {
 }
 
 /// A token answer that parsed.
+#[derive(Debug)]
 struct Parsed {
     access_token: Secret,
     expires_in: Option<Duration>,

@@ -140,6 +140,13 @@ async fn answer(
             headers,
         );
     }
+    if !mock.key_admitted(&key) {
+        budget_headers(&mut headers, dialect, &admission.rate, true);
+        return error_response(
+            error_bodies::for_status(dialect, 401, &key, &turn.model),
+            headers,
+        );
+    }
     let shape = match admission.fault {
         None if admission.budget_exhausted => {
             return exhausted_budget(dialect, &turn.model, &admission.rate, headers)

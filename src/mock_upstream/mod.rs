@@ -12,6 +12,8 @@
 //! - `compression` — [`Compression`] and `Accept-Encoding` negotiation; `encoder` — the codecs
 //!   (async-compression), whole bodies and event by event; `delivery` — the last step of every
 //!   upstream answer, its `Content-Encoding`;
+//! - `auth` — [`KeyGate`] (only the newest key of a prefix passes) and the OAuth token
+//!   endpoint (short-lived access tokens, rotating refresh tokens);
 //! - `handler` — one request: fault → response; `server` — accept loop, `TCP_NODELAY`, resets.
 //!
 //! Endpoints (matched by path suffix, so any prefix such as `/v1` works): `POST
@@ -32,9 +34,13 @@
 //! Control API: `POST /mock/rules` (JSON list of [`Rule`], replaces), `GET`/`DELETE /mock/rules`,
 //! `GET`/`DELETE /mock/stats`, `POST /mock/budgets` (`{"key", "requests_limit",
 //! "tokens_limit", "reset_ms"}`), `POST /mock/compression` (`{"mode": "off" | "auto" | "gzip" |
-//! "deflate" | "br" | "zstd"}`) and `GET /mock/compression` (the same shape).
+//! "deflate" | "br" | "zstd"}`) and `GET /mock/compression` (the same shape). `POST
+//! /oauth/token` is the OAuth endpoint (configured in process: [`MockUpstream::set_oauth`]);
+//! a key the gate or the issued tokens refuse gets the provider's 401
+//! ([`MockUpstream::set_key_gate`]).
 
 mod anthropic;
+mod auth;
 mod compression;
 mod delivery;
 mod encoder;
@@ -55,6 +61,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
+pub use auth::{Accepted, KeyGate, OAuthSettings, OAuthStats, ACCESS_TOKEN_PREFIX};
 pub use compression::{Compression, Encoding, UnknownCompression};
 pub use error_bodies::masked_key;
 pub use fault::{Fault, ResetForm, Rule};
@@ -77,6 +84,7 @@ pub fn router(state: MockUpstream) -> Router {
         )
         .route("/mock/stats", get(stats).delete(reset_stats))
         .route("/mock/budgets", post(set_budget))
+        .route("/oauth/token", post(auth::token))
         .route(
             "/mock/compression",
             post(set_compression).get(get_compression),

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
+use super::auth::AuthState;
 use super::compression::Compression;
 use super::fault::{Fault, Rule};
 use super::stored::{StoredResponse, StoredResponses};
@@ -117,6 +118,7 @@ struct MockState {
     sequence: u64,
     compression: Compression,
     stored: StoredResponses,
+    auth: AuthState,
 }
 
 /// A handle on one mock upstream; clones share the same state.
@@ -133,6 +135,11 @@ impl MockUpstream {
     fn lock(&self) -> MutexGuard<'_, MockState> {
         // A panicking test thread must not wedge the mock for the others.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `change` on the credential checks' state (`auth`), under the mock's mutex.
+    pub(crate) fn with_auth<T>(&self, change: impl FnOnce(&mut AuthState) -> T) -> T {
+        change(&mut self.lock().auth)
     }
 
     /// Replaces every rule (and their spent counts).
