@@ -286,8 +286,8 @@ async fn read_refresh_token(path: &Path) -> Result<Secret, CredentialError> {
 }
 
 /// Replaces `path` with `value` so that a reader (or a crash) sees the old token or the new
-/// one, never a part: a temporary file beside it (mode 0600, or the old file's mode),
-/// written and fsynced, renamed over it, then the directory fsynced.
+/// one, never a part: a temporary file beside it (mode 0600 whatever the old file's was: it
+/// holds a secret), written and fsynced, renamed over it, then the directory fsynced.
 pub fn write_atomically(path: &Path, value: &str) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
@@ -296,7 +296,6 @@ pub fn write_atomically(path: &Path, value: &str) -> std::io::Result<()> {
     let name = path
         .file_name()
         .map_or_else(|| "refresh-token".into(), |name| name.to_string_lossy());
-    let mode = std::fs::metadata(path).map_or(0o600, |meta| meta.permissions().mode() & 0o7777);
     let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut file = std::fs::OpenOptions::new()
@@ -305,7 +304,7 @@ pub fn write_atomically(path: &Path, value: &str) -> std::io::Result<()> {
             .truncate(true)
             .mode(0o600)
             .open(&temporary)?;
-        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
         file.write_all(value.as_bytes())?;
         file.write_all(b"\n")?;
         file.sync_all()?;
@@ -388,6 +387,8 @@ mod tests {
     fn rotated_tokens_replace_the_file_whole_and_stay_private() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("refresh");
+        std::fs::write(&path, "rt-0").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         write_atomically(&path, "rt-1").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "rt-1\n");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
