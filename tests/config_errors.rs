@@ -454,3 +454,174 @@ fn a_combo_naming_an_invalid_connection_is_not_told_it_is_unknown_too() {
         "unknown connection `oa-9`",
     );
 }
+
+/// `VALID` with connection oa-2's `api_key_env` line replaced by `lines`.
+fn with_source(lines: &str) -> String {
+    VALID.replace("api_key_env = \"KEY_TWO\"", lines)
+}
+
+#[test]
+fn changing_credential_sources_parse_with_their_defaults() {
+    let parse = |lines: &str| {
+        config::parse(&with_source(lines), "q.toml", &env)
+            .unwrap_or_else(|errors| panic!("{errors}"))
+            .connections[1]
+            .clone()
+    };
+    let file = parse("api_key_file = \"/run/secrets/k2\"");
+    assert_eq!(
+        file.credential,
+        config::CredentialSource::File {
+            path: "/run/secrets/k2".into()
+        }
+    );
+    let command = parse("api_key_command = [\"/usr/bin/get-key\", \"--team\", \"a b\"]");
+    assert_eq!(
+        command.credential,
+        config::CredentialSource::Command {
+            argv: vec!["/usr/bin/get-key".into(), "--team".into(), "a b".into()],
+            ttl_ms: config::DEFAULT_API_KEY_TTL_MS,
+            timeout_ms: config::DEFAULT_API_KEY_COMMAND_TIMEOUT_MS,
+        }
+    );
+    assert_eq!(config::DEFAULT_API_KEY_TTL_MS, 300_000);
+    let tuned = parse(
+        "api_key_command = [\"get-key\"]\napi_key_ttl_ms = 60000\napi_key_command_timeout_ms = 2000",
+    );
+    assert!(matches!(
+        tuned.credential,
+        config::CredentialSource::Command {
+            ttl_ms: 60_000,
+            timeout_ms: 2_000,
+            ..
+        }
+    ));
+    let oauth = parse(
+        "[connections.oauth]\ntoken_url = \"https://auth.example.com/oauth/token\"\nclient_id = \"qr\"\nrefresh_token_file = \"/var/lib/qr/rt\"",
+    );
+    let config::CredentialSource::OAuth(source) = &oauth.credential else {
+        panic!("{:?}", oauth.credential)
+    };
+    assert_eq!(
+        source.token_url.as_str(),
+        "https://auth.example.com/oauth/token"
+    );
+    assert_eq!(source.client_id, "qr");
+    assert_eq!(
+        oauth.auth,
+        config::AuthKind::OAuth,
+        "an oauth table makes the connection oauth"
+    );
+    // `check` names the source, never a value.
+    let summary = config::parse(
+        &with_source("api_key_file = \"/run/secrets/k2\""),
+        "q.toml",
+        &env,
+    )
+    .unwrap()
+    .summary();
+    assert!(
+        summary.contains("key from file /run/secrets/k2"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn every_bad_combination_of_credential_sources_is_named() {
+    for (lines, key, reason) in [
+        (
+            "api_key_file = \"/k\"\napi_key_command = [\"get-key\"]",
+            "connections[1].api_key_file",
+            "exactly one of `api_key`, `api_key_env`, `api_key_file`, `api_key_command` and [connections.oauth], not `api_key_file` with `api_key_command`",
+        ),
+        (
+            "api_key = \"k\"\n[connections.oauth]\ntoken_url = \"https://a.test/t\"\nclient_id = \"c\"\nrefresh_token_file = \"/rt\"",
+            "connections[1].api_key",
+            "not `api_key` with [connections.oauth]",
+        ),
+        (
+            "api_key_env = \"KEY_TWO\"\napi_key_file = \"/k\"\napi_key_command = [\"x\"]",
+            "connections[1].api_key_env",
+            "not `api_key_env` with `api_key_file` and `api_key_command`",
+        ),
+        ("api_key_file = \"\"", "connections[1].api_key_file", "must not be empty"),
+        ("api_key_command = []", "connections[1].api_key_command", "must name a program"),
+        ("api_key_command = [\"\"]", "connections[1].api_key_command", "must name a program"),
+        ("api_key_command = \"get-key --team a\"", "connections[1].api_key_command", ""),
+        (
+            "api_key_file = \"/k\"\napi_key_ttl_ms = 1000",
+            "connections[1].api_key_ttl_ms",
+            "only applies to `api_key_command`",
+        ),
+        (
+            "api_key_env = \"KEY_TWO\"\napi_key_command_timeout_ms = 1000",
+            "connections[1].api_key_command_timeout_ms",
+            "only applies to `api_key_command`",
+        ),
+        (
+            "api_key_command = [\"get-key\"]\napi_key_ttl_ms = 0",
+            "connections[1].api_key_ttl_ms",
+            "at least 1",
+        ),
+        (
+            "[connections.oauth]\nclient_id = \"c\"\nrefresh_token_file = \"/rt\"",
+            "connections[1].oauth.token_url",
+            "missing (required)",
+        ),
+        (
+            "[connections.oauth]\ntoken_url = \"not a url\"\nclient_id = \"c\"\nrefresh_token_file = \"/rt\"",
+            "connections[1].oauth.token_url",
+            "is not a valid URL",
+        ),
+        (
+            "[connections.oauth]\ntoken_url = \"ftp://a.test/t\"\nclient_id = \"c\"\nrefresh_token_file = \"/rt\"",
+            "connections[1].oauth.token_url",
+            "must be an http or https URL",
+        ),
+        (
+            "[connections.oauth]\ntoken_url = \"https://a.test/t\"\nrefresh_token_file = \"/rt\"",
+            "connections[1].oauth.client_id",
+            "missing (required)",
+        ),
+        (
+            "[connections.oauth]\ntoken_url = \"https://a.test/t\"\nclient_id = \"\"\nrefresh_token_file = \"/rt\"",
+            "connections[1].oauth.client_id",
+            "must not be empty",
+        ),
+        (
+            "[connections.oauth]\ntoken_url = \"https://a.test/t\"\nclient_id = \"c\"",
+            "connections[1].oauth.refresh_token_file",
+            "missing (required)",
+        ),
+        (
+            "[connections.oauth]\ntoken_url = \"https://a.test/t\"\nclient_id = \"c\"\nrefresh_token_file = \"/rt\"\nclient_secret = \"s\"",
+            "connections[1].oauth.client_secret",
+            "unknown key",
+        ),
+        (
+            "auth = \"api_key\"\n[connections.oauth]\ntoken_url = \"https://a.test/t\"\nclient_id = \"c\"\nrefresh_token_file = \"/rt\"",
+            "connections[1].auth",
+            "`api_key` cannot go with [connections.oauth]",
+        ),
+    ] {
+        assert_error(&with_source(lines), key, reason);
+    }
+}
+
+#[test]
+fn all_credential_errors_of_a_file_come_in_one_run() {
+    let text = with_source(
+        "api_key_ttl_ms = 5\n[connections.oauth]\ntoken_url = \"nope\"\nclient_id = \"\"",
+    );
+    let found = pairs(&errors_of(&text));
+    for key in [
+        "connections[1].api_key_ttl_ms",
+        "connections[1].oauth.token_url",
+        "connections[1].oauth.client_id",
+        "connections[1].oauth.refresh_token_file",
+    ] {
+        assert!(found.iter().any(|(k, _)| k == key), "{key} in {found:?}");
+    }
+    // No value of any kind is echoed: the errors name keys.
+    assert!(!errors_of(&text).to_string().contains("sk-inline-1"));
+}

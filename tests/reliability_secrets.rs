@@ -10,11 +10,16 @@ mod reliability_support;
 mod support;
 
 use quotaroute::config::Secret;
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute::mock_upstream::{Fault, OAuthSettings, ResetForm, Rule};
 use quotaroute_journal::envelope_to_json;
 use reliability_support::*;
 use serde_json::json;
 use support::*;
+
+const FILE_KEY: &str = "sk-file-SWEEPFILE-0123456789";
+const COMMAND_KEY: &str = "sk-cmd-SWEEPCOMMAND";
+const STDERR_SECRET: &str = "SWEEPSTDERR";
+const REFRESH_TOKEN: &str = "mock-rt-SWEEPREFRESH";
 
 /// An OpenAI-style error body that echoes the whole key (worse than OpenAI, which masks most).
 fn echoing(status: u16, kind: &str, key: &str) -> Fault {
@@ -53,7 +58,52 @@ async fn s6_no_upstream_key_in_logs_journal_admin_metrics_or_error_bodies() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let journal_path = dir.path().join("journal");
-    let text = standard_config(&mock_base, &journal_path, "").replace(
+    // Issue 13's sources beside the static keys: a key file, a key command (that also writes
+    // a secret to stderr) and an OAuth grant on the mock's token endpoint.
+    std::fs::write(dir.path().join("file-key"), format!("{FILE_KEY}\n")).unwrap();
+    std::fs::write(dir.path().join("refresh"), format!("{REFRESH_TOKEN}\n")).unwrap();
+    mock.set_oauth(Some(OAuthSettings {
+        client_id: "sweep".into(),
+        refresh_token: REFRESH_TOKEN.into(),
+        lifetime_ms: 60_000,
+        rotate: true,
+        garbage: false,
+    }));
+    let rotating = format!(
+        r#"
+[[connections]]
+id = "file-s"
+provider = "openai"
+api_key_file = "{dir}/file-key"
+models = ["gpt-4o-mini"]
+
+[[connections]]
+id = "cmd-s"
+provider = "openai"
+api_key_command = ["/bin/sh", "-c", "echo stderr-{STDERR_SECRET} >&2; echo {COMMAND_KEY}-$$"]
+models = ["gpt-4o-mini"]
+
+[[connections]]
+id = "oauth-s"
+provider = "openai"
+models = ["gpt-4o-mini"]
+[connections.oauth]
+token_url = "{mock_base}/oauth/token"
+client_id = "sweep"
+refresh_token_file = "{dir}/refresh"
+
+[[combos]]
+name = "rot"
+strategy = "round-robin"
+targets = [
+  {{ connection = "file-s", model = "gpt-4o-mini" }},
+  {{ connection = "cmd-s", model = "gpt-4o-mini" }},
+  {{ connection = "oauth-s", model = "gpt-4o-mini" }},
+]
+"#,
+        dir = dir.path().display()
+    );
+    let text = standard_config(&mock_base, &journal_path, &rotating).replace(
         "listen = \"127.0.0.1:0\"",
         &format!("listen = \"127.0.0.1:{port}\""),
     );
@@ -107,6 +157,37 @@ async fn s6_no_upstream_key_in_logs_journal_admin_metrics_or_error_bodies() {
             200
         );
     }
+    // The changing sources serve; a 401 that echoes the command's key makes the node run it
+    // again and retry with the new one.
+    for _ in 0..6 {
+        assert_eq!(
+            seen.response("rot", chat("rot", false).await.unwrap())
+                .await,
+            200
+        );
+    }
+    let command_key = mock
+        .stats()
+        .per_key
+        .keys()
+        .find(|key| key.starts_with(COMMAND_KEY))
+        .cloned()
+        .expect("the command's key reached the mock");
+    mock.set_rules(vec![Rule::always(echoing(
+        401,
+        "invalid_request_error",
+        &command_key,
+    ))
+    .for_key(command_key.clone())]);
+    for _ in 0..3 {
+        assert_eq!(
+            seen.response("rot after a 401", chat("rot", true).await.unwrap())
+                .await,
+            200
+        );
+    }
+    mock.clear_rules();
+
     // Passed-through upstream errors: a 400 client error, a 500 and a 429 on every key, each
     // echoing the key; and every anthropic key refusing auth (→ 502 of our own).
     for (label, fault_for) in [
@@ -255,6 +336,26 @@ async fn s6_no_upstream_key_in_logs_journal_admin_metrics_or_error_bodies() {
         .collect();
     // The part of every key after its prefix, so a partial echo is caught too.
     secrets.push("0123456789abcdef".to_string());
+    // The changing sources: the file's key, every key the command printed and what it wrote
+    // to stderr, the refresh tokens (the first and every rotated one) and the access tokens.
+    secrets.extend(
+        [
+            FILE_KEY,
+            "SWEEPFILE",
+            COMMAND_KEY,
+            STDERR_SECRET,
+            "mock-rt-",
+            "mock-at-",
+        ]
+        .map(str::to_owned),
+    );
+    assert!(
+        journal
+            .iter()
+            .any(|l| l.contains("credential_refreshed")
+                && l.contains("\"trigger\":\"unauthorized\"")),
+        "the 401 made the command run again"
+    );
     let mut leaks = Vec::new();
     for (label, text) in &seen.texts {
         for secret in &secrets {
