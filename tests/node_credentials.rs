@@ -625,3 +625,40 @@ async fn garbage_from_the_token_endpoint_keeps_the_last_token_until_it_expires()
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_an_unchanged_credential_and_starts_a_changed_one_anew() {
+    let files = tempfile::tempdir().unwrap();
+    let (mock_base, mock) = start_mock().await;
+    let harness = start_node(
+        mock_base,
+        mock,
+        &rotating("cmd-r", &rotating_command(files.path())),
+    )
+    .await;
+    assert_eq!(harness.chat("rot").await.status(), 200);
+    assert_eq!(runs(files.path()), 1);
+    // Same source (another key changed): the command does not run again.
+    let text = std::fs::read_to_string(&harness.config_path).unwrap();
+    std::fs::write(
+        &harness.config_path,
+        text.replace("weight = 2\n", "weight = 3\n"),
+    )
+    .unwrap();
+    assert_eq!(harness.admin_post("/admin/reload").await.status(), 200);
+    assert_eq!(harness.chat("rot").await.status(), 200);
+    assert_eq!(
+        runs(files.path()),
+        1,
+        "an unchanged source keeps its credential"
+    );
+    // A changed source (one more argument) is a new credential: it loads from the start.
+    let changed = text.replace("echo tok-$n-secretpart']", "echo tok-$n-secretpart', 'sh']");
+    assert_ne!(changed, text);
+    std::fs::write(&harness.config_path, changed).unwrap();
+    assert_eq!(harness.admin_post("/admin/reload").await.status(), 200);
+    assert_eq!(harness.chat("rot").await.status(), 200);
+    assert_eq!(runs(files.path()), 2);
+    let refreshed = events(&harness, "credential_refreshed", "cmd-r").await;
+    assert_eq!(triggers(&refreshed), ["start", "start"]);
+}

@@ -83,7 +83,7 @@ enum Loader {
         ttl_ms: u64,
         timeout: Duration,
     },
-    OAuth(OAuthGrant),
+    OAuth(Box<OAuthGrant>),
 }
 
 /// The single flight's memory: the last load's outcome (shared with whoever waited for it)
@@ -159,7 +159,7 @@ impl Credential {
                 timeout: Duration::from_millis(*timeout_ms),
             },
             CredentialSource::OAuth(oauth) => {
-                Loader::OAuth(OAuthGrant::new(oauth.clone(), client.clone()))
+                Loader::OAuth(Box::new(OAuthGrant::new(oauth.clone(), client.clone())))
             }
         };
         let current = source.static_key().map(|key| {
