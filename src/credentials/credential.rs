@@ -74,6 +74,25 @@ impl Loaded {
     }
 }
 
+/// A connection's current and previous secret, held for one response's scan for echoes.
+#[derive(Default)]
+pub struct Echoes {
+    current: Option<Arc<Loaded>>,
+    previous: Option<Arc<Secret>>,
+}
+
+impl Echoes {
+    /// Both as text (`""` for one that is not there, which matches nothing).
+    pub fn exposed(&self) -> [&str; 2] {
+        [
+            self.current
+                .as_deref()
+                .map_or("", |loaded| loaded.secret.expose()),
+            self.previous.as_deref().map_or("", Secret::expose),
+        ]
+    }
+}
+
 /// How a source is loaded.
 enum Loader {
     Static,
@@ -108,6 +127,10 @@ pub struct Credential {
     /// Completed loads, read before waiting for the flight: changed = someone loaded meanwhile.
     loads: AtomicU64,
     journal: Arc<CredentialJournal>,
+    /// The last failed load (when, and why), cleared by a good one: a request finding no
+    /// usable credential within [`ON_DEMAND_RETRY_MS`] of it gets that error instead of
+    /// loading again (the watch retries on its own schedule).
+    last_failure: ArcSwapOption<(u64, CredentialError)>,
     /// The task keeping it fresh (`watch`), stopped when the credential is dropped.
     watch: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
 }
@@ -130,6 +153,10 @@ impl std::fmt::Debug for Credential {
             .finish_non_exhaustive()
     }
 }
+
+/// How long after a failed load a request that needs a credential waits for the next try
+/// instead of loading itself (so a broken source is not run at the request rate).
+pub const ON_DEMAND_RETRY_MS: u64 = 1_000;
 
 fn now_ms() -> u64 {
     SystemClock.now_ms()
@@ -181,6 +208,7 @@ impl Credential {
             flight: tokio::sync::Mutex::new(Flight::default()),
             loads: AtomicU64::new(0),
             journal,
+            last_failure: ArcSwapOption::empty(),
             watch: std::sync::Mutex::new(None),
         }
     }
@@ -195,6 +223,15 @@ impl Credential {
         if let Ok(mut watch) = self.watch.lock() {
             if let Some(old) = watch.replace(task) {
                 old.abort();
+            }
+        }
+    }
+
+    /// Stops the watch (the node stops; the credential itself stays readable).
+    pub fn stop_watch(&self) {
+        if let Ok(mut watch) = self.watch.lock() {
+            if let Some(task) = watch.take() {
+                task.abort();
             }
         }
     }
@@ -220,6 +257,15 @@ impl Credential {
         self.current.load_full()
     }
 
+    /// The secrets an upstream might echo back (the current one and the one before it),
+    /// without copying them: for the per-response header scan.
+    pub fn echoes(&self) -> Echoes {
+        Echoes {
+            current: self.current.load_full(),
+            previous: self.previous.load_full(),
+        }
+    }
+
     /// The secrets an upstream might echo back: the current one and the one before it.
     pub fn secrets(&self) -> Vec<Secret> {
         let mut secrets = Vec::with_capacity(2);
@@ -239,6 +285,18 @@ impl Credential {
         match &current {
             Some(loaded) if !loaded.expired(now_ms()) => return Ok(loaded.clone()),
             _ => {}
+        }
+        if let Some(failure) = self.last_failure.load().as_deref() {
+            let (failed_at_ms, error) = failure;
+            if now_ms().saturating_sub(*failed_at_ms) < ON_DEMAND_RETRY_MS {
+                return Err(match &current {
+                    Some(expired) => CredentialError::Expired {
+                        expired_at_ms: expired.expires_at_ms.unwrap_or(*failed_at_ms),
+                        last_error: error.to_string(),
+                    },
+                    None => error.clone(),
+                });
+            }
         }
         let trigger = if current.is_some() {
             Trigger::Expired
@@ -349,6 +407,8 @@ impl Credential {
             Ok(fresh) => fresh,
             Err(error) => {
                 flight.consecutive_failures = flight.consecutive_failures.saturating_add(1);
+                self.last_failure
+                    .store(Some(Arc::new((now, error.clone()))));
                 let last_good = before.as_ref().filter(|loaded| !loaded.expired(now));
                 self.failed(
                     trigger,
@@ -368,6 +428,7 @@ impl Credential {
         };
         flight.consecutive_failures = 0;
         flight.journaled_failure = None;
+        self.last_failure.store(None);
         let unchanged = before
             .as_ref()
             .is_some_and(|loaded| loaded.secret == secret);

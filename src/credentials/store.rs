@@ -71,6 +71,13 @@ impl CredentialStore {
         &self.journal
     }
 
+    /// Stops every credential's watch (the node stops).
+    pub fn stop_watches(&self) {
+        for credential in self.by_connection.values() {
+            credential.stop_watch();
+        }
+    }
+
     /// Every upstream secret now in use or just replaced, for masking echoes.
     pub fn secrets(&self) -> Vec<Secret> {
         self.by_connection

@@ -5,8 +5,8 @@
 //! spends `max_upstream_requests`. Only a 401 to a fresh credential goes on to the
 //! classification (behaviour §4: disabled). A refresh that fails after the 401 fails the try
 //! as `network` (the connection cools down and is tried again later, when its source may work
-//! again); a credential that cannot be had at all fails it the same way without sending
-//! anything.
+//! again), and so does a 401 whose retry the spent `max_upstream_requests` forbids; a
+//! credential that cannot be had at all fails it the same way without sending anything.
 //!
 //! Owns only that; the try itself is `attempt`'s, the loads are `credentials`'.
 
@@ -61,7 +61,12 @@ pub(crate) async fn try_target(
         }
     };
     if !decision.retry_current() {
-        return tried;
+        // The credential is fine now; only this request's budget is spent: no disable.
+        return failed(
+            OutcomeClass::Network,
+            Some(401),
+            "upstream answered 401 to a replaced credential and no upstream request is left to retry with the new one",
+        );
     }
     tracing::debug!(
         request_id = ctx.request_id,

@@ -18,7 +18,7 @@ use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass, ResponseBound
 use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
-use crate::config::Secret;
+use crate::credentials::Echoes;
 use crate::node::app::AppState;
 use crate::node::attempt::{LastFailure, Tried, TryContext};
 use crate::node::credential_retry;
@@ -244,7 +244,7 @@ pub(crate) async fn serve_tries(
                 let headers = response.headers_mut();
                 header_rules::copy_upstream(
                     &upstream_headers,
-                    &exposed(&target_secrets(ctx.live, &target)),
+                    &target_echoes(ctx.live, &target).exposed(),
                     headers,
                 );
                 headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -282,7 +282,7 @@ pub(crate) async fn serve_tries(
                 let out = response.headers_mut();
                 header_rules::copy_upstream(
                     &headers,
-                    &exposed(&target_secrets(ctx.live, &target)),
+                    &target_echoes(ctx.live, &target).exposed(),
                     out,
                 );
                 if !out.contains_key(CONTENT_TYPE) {
@@ -414,15 +414,11 @@ pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
 
 /// The keys `target`'s connection sends (and just sent) upstream, so an upstream echoing one
 /// is caught.
-pub(crate) fn target_secrets(live: &LiveConfig, target: &RoutedTarget) -> Vec<Secret> {
+pub(crate) fn target_echoes(live: &LiveConfig, target: &RoutedTarget) -> Echoes {
     live.credentials
         .get(&target.connection)
-        .map(|credential| credential.secrets())
+        .map(|credential| credential.echoes())
         .unwrap_or_default()
-}
-
-fn exposed(secrets: &[Secret]) -> Vec<&str> {
-    secrets.iter().map(Secret::expose).collect()
 }
 
 /// The client's body with its `Content-Encoding` undone (415 when the router cannot read it).

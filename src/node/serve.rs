@@ -155,6 +155,8 @@ impl RunningNode {
             tracing::warn!("shutdown grace passed with requests still in flight");
         }
         self.app.set_journal_reader(None);
+        // No key command runs and no token is refreshed once the node has stopped.
+        self.app.live().credentials.stop_watches();
         if let Some(router) = self.app.router() {
             router
                 .clone()
