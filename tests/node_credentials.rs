@@ -662,3 +662,34 @@ async fn a_reload_keeps_an_unchanged_credential_and_starts_a_changed_one_anew() 
     let refreshed = events(&harness, "credential_refreshed", "cmd-r").await;
     assert_eq!(triggers(&refreshed), ["start", "start"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_after_a_401_spends_the_upstream_budget_and_never_disables_without_it() {
+    let files = tempfile::tempdir().unwrap();
+    let current = files.path().join("current");
+    std::fs::write(&current, "storm-1-secretpart").unwrap();
+    let (mock_base, mock) = start_mock().await;
+    mock.set_key_gate(Some(KeyGate {
+        prefix: "storm-".into(),
+        accepted: Accepted::Keys(vec!["storm-2-secretpart".into()]),
+    }));
+    let source = format!("api_key_command = ['/bin/cat', '{}']", current.display());
+    let extra = format!(
+        "\n[defaults]\nmax_upstream_requests = 1\n{}",
+        rotating("cmd-budget", &source)
+    );
+    let harness = start_node(mock_base, mock.clone(), &extra).await;
+    // The first key is refused; the command now prints one the mock accepts, but the one
+    // upstream request this request may make is spent.
+    std::fs::write(&current, "storm-2-secretpart").unwrap();
+    let response = harness.chat("rot").await;
+    assert_eq!(response.status(), 502);
+    let body = response.text().await.unwrap();
+    assert!(body.contains("no upstream request is left"), "{body}");
+    assert_eq!(mock.stats().total, 1);
+    let state = harness.admin_get("/admin/state").await;
+    assert!(connection(&state, "cmd-budget")["disabled"].is_null());
+    let failed = events(&harness, "request_failed", "cmd-budget").await;
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["class"], "network");
+}
