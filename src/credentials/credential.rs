@@ -373,6 +373,9 @@ impl Credential {
         flight: &mut Flight,
     ) -> Result<Arc<Loaded>, CredentialError> {
         let before = self.current();
+        // An OAuth token's lifetime counts from when it was asked for: never later than the
+        // endpoint's own clock started it.
+        let asked_at = now_ms();
         let fresh = match &self.loader {
             Loader::Static => {
                 return before.ok_or_else(|| CredentialError::NotLoaded("no key".into()))
@@ -388,7 +391,7 @@ impl Credential {
             }),
             Loader::OAuth(grant) => match grant.refresh().await {
                 Ok(issued) => {
-                    let issued_at = now_ms();
+                    let issued_at = asked_at;
                     let lifetime_ms = issued
                         .expires_in
                         .map(|lifetime| u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
