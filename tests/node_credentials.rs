@@ -600,7 +600,30 @@ async fn garbage_from_the_token_endpoint_keeps_the_last_token_until_it_expires()
         "{error}"
     );
     assert_eq!(failed[0]["trigger"], "expiring");
-    assert!(failed[0]["last_good_until_ms"].as_u64().is_some());
+    let last_good_until = failed[0]["last_good_until_ms"].as_u64().unwrap();
+    // The admin API shows it too: the source, until when the token serves, the last error.
+    let state = harness.admin_get("/admin/state").await;
+    let view = state["credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|view| view["connection"] == "oauth-1")
+        .unwrap()
+        .clone();
+    assert_eq!(view["source"], "oauth");
+    assert_eq!(view["expires_at_ms"].as_u64(), Some(last_good_until));
+    assert!(
+        view["last_error"].as_str().unwrap().contains("garbage"),
+        "{view}"
+    );
+    let static_view = state["credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|view| view["connection"] == "oa-1")
+        .unwrap();
+    assert_eq!(static_view["source"], "static");
+    assert!(static_view["expires_at_ms"].is_null());
     // Past its expiry nothing is sent with it: a clear error of the router's.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let response = harness.chat("rot").await;

@@ -74,6 +74,23 @@ impl Loaded {
     }
 }
 
+/// What `GET /admin/state` shows of a credential (`credentials: [...]`): where it comes from
+/// and how fresh it is, never the secret.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CredentialView {
+    pub connection: String,
+    pub provider: String,
+    /// `static`, `file`, `command` or `oauth`.
+    pub source: &'static str,
+    /// 0 until the first load worked.
+    pub generation: u64,
+    pub loaded_at_ms: Option<u64>,
+    pub expires_at_ms: Option<u64>,
+    pub refresh_at_ms: Option<u64>,
+    /// Why the last load failed, while no load has worked since.
+    pub last_error: Option<String>,
+}
+
 /// A connection's current and previous secret, held for one response's scan for echoes.
 #[derive(Default)]
 pub struct Echoes {
@@ -255,6 +272,25 @@ impl Credential {
     /// The credential as it is now, without waiting (`None` before the first load worked).
     pub fn current(&self) -> Option<Arc<Loaded>> {
         self.current.load_full()
+    }
+
+    /// Its state for the admin API.
+    pub fn view(&self) -> CredentialView {
+        let current = self.current();
+        CredentialView {
+            connection: self.connection.clone(),
+            provider: self.provider.clone(),
+            source: self.source.kind(),
+            generation: current.as_ref().map_or(0, |loaded| loaded.generation),
+            loaded_at_ms: current.as_ref().map(|loaded| loaded.loaded_at_ms),
+            expires_at_ms: current.as_ref().and_then(|loaded| loaded.expires_at_ms),
+            refresh_at_ms: current.as_ref().and_then(|loaded| loaded.refresh_at_ms),
+            last_error: self
+                .last_failure
+                .load()
+                .as_deref()
+                .map(|(_, error)| error.to_string()),
+        }
     }
 
     /// The secrets an upstream might echo back (the current one and the one before it),

@@ -28,7 +28,7 @@ pub mod schedule;
 pub mod store;
 pub mod watch;
 
-pub use credential::{Credential, Echoes, Loaded, Trigger};
+pub use credential::{Credential, CredentialView, Echoes, Loaded, Trigger};
 pub use error::CredentialError;
 pub use journal::CredentialJournal;
 pub use store::CredentialStore;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::{Config, Secret};
-use crate::credentials::credential::Credential;
+use crate::credentials::credential::{Credential, CredentialView};
 use crate::credentials::journal::CredentialJournal;
 use crate::credentials::watch;
 use crate::node::upstream::UpstreamClient;
@@ -69,6 +69,17 @@ impl CredentialStore {
     /// Where the credential events go (attach the router once it runs).
     pub fn journal(&self) -> &Arc<CredentialJournal> {
         &self.journal
+    }
+
+    /// Every credential's admin view, by connection id.
+    pub fn views(&self) -> Vec<CredentialView> {
+        let mut views: Vec<CredentialView> = self
+            .by_connection
+            .values()
+            .map(|credential| credential.view())
+            .collect();
+        views.sort_by(|a, b| a.connection.cmp(&b.connection));
+        views
     }
 
     /// Stops every credential's watch (the node stops).

@@ -99,7 +99,11 @@ pub async fn state(State(app): State<AppState>, headers: HeaderMap) -> Response 
     let router = guard!(app, headers);
     match router.state().await {
         Ok(state) => match serde_json::to_value(&state) {
-            Ok(value) => json_response(StatusCode::OK, &value),
+            Ok(mut value) => {
+                // Where each connection's key comes from and how fresh it is (never the key).
+                value["credentials"] = json!(app.live().credentials.views());
+                json_response(StatusCode::OK, &value)
+            }
             Err(error) => internal(error),
         },
         Err(error) => internal(error),
