@@ -89,6 +89,26 @@ async fn events(harness: &Harness, kind: &str, connection: &str) -> Vec<Value> {
     }
 }
 
+/// Waits until `connection`'s credential has had its first load (the admin view).
+async fn wait_loaded(harness: &Harness, connection: &str) {
+    let started = Instant::now();
+    loop {
+        let state = harness.admin_get("/admin/state").await;
+        let loaded =
+            state["credentials"].as_array().unwrap().iter().any(|view| {
+                view["connection"] == connection && view["generation"].as_u64() >= Some(1)
+            });
+        if loaded {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{connection} never loaded"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn triggers(events: &[Value]) -> Vec<String> {
     events
         .iter()
@@ -715,6 +735,7 @@ async fn the_retry_after_a_401_spends_the_upstream_budget_and_never_disables_wit
         rotating("cmd-budget", &source)
     );
     let harness = start_node(mock_base, mock.clone(), &extra).await;
+    wait_loaded(&harness, "cmd-budget").await;
     // The first key is refused; the command now prints one the mock accepts, but the one
     // upstream request this request may make is spent.
     std::fs::write(&current, "storm-2-secretpart").unwrap();
