@@ -92,6 +92,13 @@ token_url = "{mock_base}/oauth/token"
 client_id = "sweep"
 refresh_token_file = "{dir}/refresh"
 
+[[connections]]
+id = "cmd-hang"
+provider = "openai"
+api_key_command = ["/bin/sh", "-c", "echo stderr-{STDERR_SECRET} >&2; exec sleep 30"]
+api_key_command_timeout_ms = 300
+models = ["gpt-4o-mini"]
+
 [[combos]]
 name = "rot"
 strategy = "round-robin"
@@ -315,10 +322,43 @@ targets = [
         seen.response(&format!("{path} after"), response).await;
     }
 
+    // The hanging key command has been killed by now (its 300 ms are long past, or soon).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let response = admin(reqwest::Method::GET, "/admin/state")
+            .send()
+            .await
+            .unwrap();
+        let text = response.text().await.unwrap();
+        let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+        seen.add("/admin/state (credentials)", text);
+        let killed = state["credentials"].as_array().unwrap().iter().any(|view| {
+            view["connection"] == "cmd-hang"
+                && view["last_error"]
+                    .as_str()
+                    .is_some_and(|error| error.contains("was killed"))
+        });
+        if killed {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hanging command was not killed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     sigterm(&node);
     assert!(node.wait().unwrap().success());
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert!(log.lines().count() > 20, "debug logs were captured: {log}");
+    // A hanging key command: killed at its timeout, one clear warning naming it.
+    assert!(
+        log.lines()
+            .any(|line| line.contains("credential refresh failed")
+                && line.contains("cmd-hang")
+                && line.contains("did not exit within 300 ms and was killed")),
+        "the hanging command's log line"
+    );
     seen.add("node stderr (RUST_LOG=debug)", log);
     let journal: Vec<String> = journal_envelopes(&journal_path)
         .iter()
