@@ -206,7 +206,7 @@ impl TimelineWriter {
                     Some(until_ms) => {
                         let _ = write!(text, "; last good kept {}", until(until_ms));
                     }
-                    None => text.push_str("; no good credential"),
+                    None => text.push_str("; the last good credential, if any, kept (no expiry)"),
                 }
                 text
             }
