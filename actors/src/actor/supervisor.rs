@@ -13,11 +13,12 @@ use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
 
-use crate::actor::breaker::{BreakerActor, BreakerArgs, BreakerMsg};
-use crate::actor::combo::{
-    ComboActor, ComboArgs, ComboMsg, ComboSetup, RoutedTarget, TargetRuntime,
+use crate::actor::breaker::{BreakerActor, BreakerArgs};
+use crate::actor::combo::{ComboActor, ComboArgs};
+use crate::actor::connection::{ConnectionActor, ConnectionArgs};
+use crate::actor::messages::{
+    BreakerMsg, ComboMsg, ComboSetup, ConnectionMsg, RoutedTarget, TargetRuntime,
 };
-use crate::actor::connection::{ConnectionActor, ConnectionArgs, ConnectionMsg};
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::policy::quota_share::DrrKeys;

@@ -11,6 +11,7 @@ mod journaled;
 pub mod lockout;
 pub mod quota_share;
 pub mod rate_limit_headers;
+pub mod request;
 pub mod request_events;
 pub mod reset_hint;
 pub mod response_affinity;
