@@ -11,7 +11,7 @@ use quotaroute_journal::{Envelope, Event};
 
 use crate::replay::filter::Filter;
 use crate::replay::periods::{Band, PeriodTracker, Periods};
-use crate::replay::time_parse::{format_clock, format_duration, format_utc_ms};
+use crate::time_parse::{format_clock, format_duration, format_utc_ms};
 
 const WIDTH: f64 = 1400.0;
 const LEFT: f64 = 190.0;

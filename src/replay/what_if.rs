@@ -25,7 +25,7 @@ use crate::config::topology::{
 };
 use crate::config::Config;
 use crate::replay::periods::{PeriodTracker, Periods};
-use crate::replay::time_parse::format_duration;
+use crate::time_parse::format_duration;
 
 /// One compared figure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
