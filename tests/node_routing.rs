@@ -7,6 +7,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
+use quotaroute::actors::ManualClock;
 use quotaroute::mock_upstream::{Fault, RateBudget, Rule};
 use serde_json::{json, Value};
 use support::*;
@@ -96,8 +97,11 @@ async fn s7_all_keys_locked_answers_429_with_retry_after_and_blocked_list() {
 
 #[tokio::test]
 async fn s5_a_503_storm_opens_the_breaker_and_a_probe_closes_it() {
-    let harness = Harness::start_with(
-        "\n[defaults.breaker]\ndedup_ms = 1\nreset_ms = 300\n[defaults.cooldown]\nbase_ms = 1\nmax_ms = 1\n",
+    // Policy time is the test's: dedup windows, cooldowns and the reset pass when it says.
+    let clock = ManualClock::new(1_800_000_000_000);
+    let harness = Harness::start_on_clock(
+        |text| text + "\n[defaults.breaker]\ndedup_ms = 1\nreset_ms = 300\n[defaults.cooldown]\nbase_ms = 1\nmax_ms = 1\n",
+        clock.clone(),
     )
     .await;
     harness.mock.set_rules(vec![
@@ -108,7 +112,7 @@ async fn s5_a_503_storm_opens_the_breaker_and_a_probe_closes_it() {
         let response = harness.message("claude").await;
         statuses.push(response.status().as_u16());
         harness.settle().await;
-        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        clock.advance(3);
     }
     let state = harness.admin_get("/admin/state").await;
     let anthropic = provider(&state, "anthropic").clone();
@@ -125,7 +129,7 @@ async fn s5_a_503_storm_opens_the_breaker_and_a_probe_closes_it() {
     assert_eq!(harness.mock.stats().total, before);
     // The upstream recovers; after the reset a probe closes the breaker.
     harness.mock.clear_rules();
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    clock.advance(700);
     let response = harness.message("claude").await;
     assert_eq!(response.status(), 200);
     harness.settle().await;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use quotaroute::config;
 use quotaroute::mock_upstream::{self, MockUpstream};
 use quotaroute::node::{NodeOptions, RunningNode};
-use quotaroute_actors::SystemClock;
+use quotaroute_actors::{SharedClock, SystemClock};
 use serde_json::Value;
 
 pub const CLIENT_KEY: &str = "sk-qr-test-client";
@@ -116,6 +116,15 @@ impl Harness {
 
     /// A node on `standard_config` as `edit` rewrites it (for keys inside its tables).
     pub async fn start_editing(edit: impl FnOnce(String) -> String) -> Harness {
+        Self::start_on_clock(edit, Arc::new(SystemClock)).await
+    }
+
+    /// A node whose router reads `clock` (a `ManualClock` lets a test move policy time —
+    /// cooldowns, breaker resets — without sleeping; I/O timeouts stay on real time).
+    pub async fn start_on_clock(
+        edit: impl FnOnce(String) -> String,
+        clock: SharedClock,
+    ) -> Harness {
         let (mock_base, mock) = start_mock().await;
         let dir = tempfile::tempdir().unwrap();
         let text = edit(standard_config(&mock_base, &dir.path().join("journal"), ""));
@@ -127,7 +136,7 @@ impl Harness {
             NodeOptions {
                 config_path: Some(config_path.clone()),
                 config_text: text,
-                clock: Arc::new(SystemClock),
+                clock,
                 listen: None,
             },
         )
