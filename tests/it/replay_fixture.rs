@@ -1,5 +1,5 @@
 //! Generates the incident fixture (`tests/fixtures/incident/journal.ndjson`) through the REAL
-//! router embedding API on a manual clock. Ignored by default: `QR_REGEN_INCIDENT=1 cargo test --test replay_fixture -- --ignored`.
+//! router embedding API on a manual clock. Ignored by default: `QR_REGEN_INCIDENT=1 cargo test --test it replay_fixture -- --ignored`.
 //!
 //! The incident, over 20 simulated minutes (one step every 10 s):
 //! - provider `openai`: keys ok1:ok2:ok3 weighted 2:1:1 serve combo `team` (gpt-4o); from 14:03
@@ -10,7 +10,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-mod replay_support;
+use crate::replay_support;
 
 use quotaroute::actors::{
     AttemptResult, ComboSpec, ConnectionSpec, ManualClock, ProviderSpec, RouteRequest, Router,
@@ -137,7 +137,7 @@ async fn serve(
 }
 
 #[tokio::test]
-#[ignore = "writes tests/fixtures/incident: QR_REGEN_INCIDENT=1 cargo test --test replay_fixture -- --ignored"]
+#[ignore = "writes tests/fixtures/incident: QR_REGEN_INCIDENT=1 cargo test --test it replay_fixture -- --ignored"]
 async fn generate_incident_fixture() {
     assert!(
         regenerating(),

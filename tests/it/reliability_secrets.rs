@@ -6,8 +6,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-mod reliability_support;
-mod support;
+use crate::reliability_support;
+use crate::support;
 
 use quotaroute::config::Secret;
 use quotaroute::mock_upstream::{Fault, ResetForm, Rule};

@@ -6,7 +6,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use quotaroute::mock_upstream::{Compression, Fault, Rule};
 use serde_json::{json, Value};

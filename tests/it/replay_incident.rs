@@ -2,7 +2,7 @@
 //! parses; filters; the SVG's lanes; what-if with a higher breaker threshold; damaged tails; a
 //! journal held by a running node. Regenerate goldens with QR_REGEN_INCIDENT=1.
 
-mod replay_support;
+use crate::replay_support;
 
 use quotaroute::journal::{envelope_from_json, Journal};
 use quotaroute::replay::{Format, ReplayArgs};

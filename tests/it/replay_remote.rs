@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-mod replay_support;
+use crate::replay_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-mod replay_support;
+use crate::replay_support;
 
 use std::time::Instant;
 
