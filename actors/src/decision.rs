@@ -14,8 +14,8 @@ use crate::actor::messages::{
     AcquireRequest, BreakerMsg, BreakerSignal, ComboMsg, ConnectionMsg, RoutedTarget,
 };
 use crate::clock::SharedClock;
-use crate::outcome::{AttemptResult, Outcome};
 use crate::permit::Permit;
+use crate::policy::outcome::{AttemptResult, Outcome};
 use crate::policy::request::{breaker_signal, RequestPlan, Step};
 use crate::registry::Registry;
 use crate::RouterError;

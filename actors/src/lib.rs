@@ -21,14 +21,14 @@ pub mod breaker_hint;
 pub mod clock;
 pub mod decision;
 mod error;
-pub mod outcome;
 pub mod permit;
 pub mod policy;
 pub mod registry;
 pub mod router;
 pub mod snapshot;
-pub mod topology;
 pub mod view;
+
+pub use policy::{outcome, topology};
 
 pub use actor::messages::{RouteRequest, RoutedTarget};
 pub use admin_state::AdminState;

@@ -16,7 +16,7 @@ use crate::actor::messages::ConnectionMsg;
 use crate::breaker_hint::BreakerHint;
 use crate::permit::{InFlight, SharedProbeGate};
 use crate::policy::breaker::ProbeGate;
-use crate::topology::Topology;
+use crate::policy::topology::Topology;
 
 /// One immutable generation of the tables.
 #[derive(Clone, Default)]

@@ -21,9 +21,9 @@ use crate::policy::request::{hold_wait_ms, Unroutable};
 use crate::policy::request_events::RequestEvents;
 use crate::policy::response_affinity::{ResponseBinding, ResponseBindings};
 use crate::policy::router_state::RouterState;
+use crate::policy::topology::Topology;
 use crate::registry::Registry;
 use crate::snapshot;
-use crate::topology::Topology;
 use crate::RouterError;
 
 /// How to run the router.

@@ -14,7 +14,7 @@ use crate::policy::cooldown::ConnectionHealth;
 use crate::policy::lockout::ModelLockouts;
 pub use crate::policy::request::BreakerAdmission;
 use crate::policy::request::{breaker_admission, connection_block, Block};
-use crate::topology::ConnectionSpec;
+use crate::policy::topology::ConnectionSpec;
 
 /// A saturated usage window and when it clears.
 #[derive(Debug, Clone, PartialEq, Eq)]

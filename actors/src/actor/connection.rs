@@ -13,7 +13,7 @@ use crate::actor::messages::{ComboMsg, ConnectionMsg};
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::policy::connection_state::ConnectionState;
-use crate::topology::ConnectionSpec;
+use crate::policy::topology::ConnectionSpec;
 use crate::view::ConnectionView;
 
 pub struct ConnectionActor;

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use quotaroute_journal::{ActionBy, ApiFormat, Skipped, UsageObserved};
 use ractor::{ActorRef, RpcReplyPort};
 
-use crate::outcome::Outcome;
 use crate::permit::{InFlight, Permit};
 use crate::policy::breaker::{BreakerSettings, BreakerState};
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
+use crate::policy::outcome::Outcome;
 use crate::policy::quota_share::DrrKeys;
 use crate::policy::request::Unroutable;
-use crate::topology::{ComboSpec, ConnectionSpec};
+use crate::policy::topology::{ComboSpec, ConnectionSpec};
 use crate::view::ConnectionView;
 
 /// One target as handed to a request: cheap to clone (shared strings).

@@ -23,8 +23,8 @@ use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::policy::quota_share::DrrKeys;
 use crate::policy::router_state::RouterState;
+use crate::policy::topology::{ComboSpec, Topology};
 use crate::registry::Registry;
-use crate::topology::{ComboSpec, Topology};
 use crate::view::ConnectionView;
 
 /// Upper bound on implicit `provider/model` combos, so junk model names cannot grow memory.

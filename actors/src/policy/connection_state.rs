@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use quotaroute_journal::{Event, UsageObserved, UsageSource};
 use serde::{Deserialize, Serialize};
 
-use crate::outcome::Outcome;
 use crate::policy::buckets::UsageBuckets;
 use crate::policy::classify::rules;
 use crate::policy::cooldown::ConnectionHealth;
 use crate::policy::lockout::ModelLockouts;
+use crate::policy::outcome::Outcome;
 use crate::policy::request::{connection_block, Block};
-use crate::topology::ConnectionSpec;
+use crate::policy::topology::ConnectionSpec;
 
 /// The learned state of one connection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
