@@ -63,7 +63,10 @@ pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response 
 
 /// The router for an admin request that may be served (the dashboard's handlers use this; the
 /// ones here use `guard!`, which returns early the same way).
-pub fn admin_router(app: &AppState, headers: &HeaderMap) -> Result<quotaroute_actors::Router, Response> {
+pub fn admin_router(
+    app: &AppState,
+    headers: &HeaderMap,
+) -> Result<quotaroute_actors::Router, Response> {
     if let Some(refusal) = admin_refusal(app, headers) {
         return Err(refusal);
     }

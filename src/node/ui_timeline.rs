@@ -43,7 +43,11 @@ pub async fn timeline(
     let since = match &query {
         Ok(Query(q)) => q.since.clone().unwrap_or_else(|| DEFAULT_SINCE.into()),
         Err(rejection) => {
-            return admin_error(StatusCode::BAD_REQUEST, "invalid_query", &rejection.to_string())
+            return admin_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                &rejection.to_string(),
+            )
         }
     };
     let now_ms = router.clock().now_ms();
@@ -70,8 +74,7 @@ pub async fn timeline(
         );
     };
     let config = router.topology().map(|t| t.config_loaded(0));
-    let drawn =
-        tokio::task::spawn_blocking(move || draw(&reader, config, since_ms, now_ms)).await;
+    let drawn = tokio::task::spawn_blocking(move || draw(&reader, config, since_ms, now_ms)).await;
     let Ok(svg) = drawn else {
         return admin_error(
             StatusCode::INTERNAL_SERVER_ERROR,
