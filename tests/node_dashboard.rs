@@ -312,7 +312,9 @@ async fn the_dashboard_in_a_real_browser() {
     let (mock_base, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let config = standard_config(&mock_base, &dir.path().join("journal"), "").replace(
+    // Cooldowns long enough to still be there when the driver clicks them away.
+    let cooldowns = "\n[defaults.cooldown]\nbase_ms = 20000\nmax_ms = 60000\n";
+    let config = standard_config(&mock_base, &dir.path().join("journal"), cooldowns).replace(
         "listen = \"127.0.0.1:0\"",
         &format!("listen = \"127.0.0.1:{port}\""),
     );

@@ -66,16 +66,16 @@ pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response 
 pub fn admin_router(
     app: &AppState,
     headers: &HeaderMap,
-) -> Result<quotaroute_actors::Router, Response> {
+) -> Result<quotaroute_actors::Router, Box<Response>> {
     if let Some(refusal) = admin_refusal(app, headers) {
-        return Err(refusal);
+        return Err(Box::new(refusal));
     }
     app.router().cloned().ok_or_else(|| {
-        admin_error(
+        Box::new(admin_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "starting",
             "the router is replaying its journal",
-        )
+        ))
     })
 }
 
@@ -83,7 +83,7 @@ macro_rules! guard {
     ($app:expr, $headers:expr) => {{
         match admin_router(&$app, &$headers) {
             Ok(router) => router,
-            Err(refusal) => return refusal,
+            Err(refusal) => return *refusal,
         }
     }};
 }

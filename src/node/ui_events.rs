@@ -43,7 +43,7 @@ static SUBSCRIBERS: AtomicUsize = AtomicUsize::new(0);
 pub async fn events(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let router = match admin_router(&app, &headers) {
         Ok(router) => router,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let Some(slot) = Subscription::take() else {
         return admin_error(

@@ -38,7 +38,7 @@ pub async fn timeline(
 ) -> Response {
     let router = match admin_router(&app, &headers) {
         Ok(router) => router,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let since = match &query {
         Ok(Query(q)) => q.since.clone().unwrap_or_else(|| DEFAULT_SINCE.into()),

@@ -458,6 +458,7 @@ function addTraffic(sample) {
   if (traffic.length > HISTORY_POINTS) traffic.shift();
   renderTraffic();
   $('traffic').dataset.attempts = String(attemptsSeen);
+  $('traffic').dataset.samples = String(traffic.length);
   if (state) renderSummary(state);
 }
 
@@ -541,7 +542,7 @@ async function loadTimeline() {
   if (!adminKey) return;
   let response;
   try {
-    response = await call('GET', '/admin/timeline.svg?since=1h');
+    response = await call('GET', '/admin/timeline.svg?since=' + encodeURIComponent($('timeline-since').value));
   } catch (_) { return; }
   if (!response.ok) {
     $('timeline').replaceChildren(el('p', { class: 'error', text: 'timeline: ' + await errorOf(response) }));
@@ -549,7 +550,7 @@ async function loadTimeline() {
   }
   const blob = await response.blob();
   const url = URL.createObjectURL(blob);
-  const image = el('img', { alt: 'incident timeline of the last hour', src: url });
+  const image = el('img', { alt: 'incident timeline', src: url });
   image.addEventListener('load', () => {
     if (timelineUrl) URL.revokeObjectURL(timelineUrl);
     timelineUrl = url;
@@ -569,6 +570,7 @@ document.addEventListener('DOMContentLoaded', () => {
   $('signout').addEventListener('click', () => signOut(''));
   $('reload').addEventListener('click', () => act('Config reloaded', 'POST', '/admin/reload'));
   $('timeline-refresh').addEventListener('click', () => loadTimeline());
+  $('timeline-since').addEventListener('change', () => loadTimeline());
   setInterval(() => document.querySelectorAll('.countdown').forEach(tick), 250);
   const remembered = sessionStorage.getItem(KEY_SLOT);
   if (remembered) signIn(remembered);
