@@ -205,7 +205,21 @@ async fn the_feed_pushes_a_lockout_within_a_second_and_traffic_every_second() {
         }
     }
     assert_eq!((attempts, failures), (2, 1));
+
+    // An open feed does not hold the drain (the harness's grace is 2 s).
+    let stopping = Instant::now();
     harness.stop().await;
+    assert!(
+        stopping.elapsed() < Duration::from_millis(1500),
+        "stop took {:?} with a subscriber",
+        stopping.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let ended = next_event(&mut events, &mut buffer, deadline, |name, value| {
+        name == "error" && value["reason"] == "stopping"
+    })
+    .await;
+    assert!(ended.is_some(), "the feed says why it ends");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

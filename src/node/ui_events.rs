@@ -5,8 +5,8 @@
 //! second, every second (it doubles as the heartbeat).
 //!
 //! One subscriber is one stream polled by hyper: it looks at two atomics every `TICK` and asks
-//! the recorder for the state only on a change, and it ends when the client goes away or its
-//! key stops being the admin key. Nobody subscribed: nothing runs.
+//! the recorder for the state only on a change, and it ends when the client goes away, its
+//! key stops being the admin key or the node starts to stop. Nobody subscribed: nothing runs.
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -158,11 +158,21 @@ impl Feed {
     }
 
     async fn poll(&mut self) {
+        if self.app.stopping() {
+            // The node is draining: end the stream so it does not hold the drain.
+            self.queue.push_back(event(
+                "error",
+                &json!({"reason": "stopping", "message": "the node is stopping"}).to_string(),
+            ));
+            self.done = true;
+            return;
+        }
         if admin_refusal(&self.app, &self.headers).is_some() {
             // The admin key changed (a reload): this key may no longer watch.
             self.queue.push_back(event(
                 "error",
-                &json!({"message": "the admin key changed; sign in again"}).to_string(),
+                &json!({"reason": "key", "message": "the admin key changed; sign in again"})
+                    .to_string(),
             ));
             self.done = true;
             return;

@@ -261,7 +261,8 @@ function dispatch(block) {
   try { value = JSON.parse(data.join('\n')); } catch (_) { return; }
   if (name === 'state') applyState(value);
   else if (name === 'traffic') addTraffic(value);
-  else if (name === 'error') signOut(value.message);
+  else if (name === 'error' && value.reason === 'key') signOut(value.message);
+  else if (name === 'error') setLive(false, value.message);
 }
 
 // ---- rendering -----------------------------------------------------------------------------
