@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # What the dashboard's live update costs the node: the router at 64 connections (non-streaming,
 # loadgen, the 2:1:1 pool of bench/pool.sh) with nobody subscribed, with one `GET /admin/events`
-# subscriber (curl), and with the page itself open in headless chromium (when installed),
+# subscriber (curl), with 32 (the most a node serves), and with the page itself open in headless
+# chromium (when installed),
 # interleaved REPS times, SECONDS each. Prints RPS and router CPU µs per request per case, then
 # the medians. Bounded; loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_CASE="${SECONDS_PER_CASE:-8}"
 REPS="${REPS:-3}"
-CASES="${CASES:-none sse page}"
+CASES="${CASES:-none sse sse32 page}"
 MOCK_PORT=4211; ROUTER_PORT=4213
 ADMIN_KEY="qr-bench-admin-$$"
 work="$(mktemp -d)"
@@ -42,6 +43,14 @@ for rep in $(seq "$REPS"); do
         curl -sN -H "Authorization: Bearer $ADMIN_KEY" "http://127.0.0.1:$ROUTER_PORT/admin/events" \
           --max-time $((SECONDS_PER_CASE + 10)) > "$work/events.txt" & watcher=$!
         sleep 1 ;;
+      sse32)
+        # The most subscribers a node serves: their cost, divided by 32, is one subscriber's.
+        watcher=""
+        for n in $(seq 32); do
+          curl -sN -H "Authorization: Bearer $ADMIN_KEY" "http://127.0.0.1:$ROUTER_PORT/admin/events" \
+            --max-time $((SECONDS_PER_CASE + 10)) > "$work/events-$n.txt" & watcher="$watcher $!"
+        done
+        sleep 1 ;;
       page)
         [ "$have_page" = 1 ] || continue
         QR_NODE="http://127.0.0.1:$ROUTER_PORT" QR_ADMIN_KEY="$ADMIN_KEY" QR_SECONDS=$((SECONDS_PER_CASE + 4)) \
@@ -52,9 +61,13 @@ for rep in $(seq "$REPS"); do
     before=$(cpu_ticks "$router")
     out=$("$load" "http://127.0.0.1:$ROUTER_PORT/v1/chat/completions" team 64 "$SECONDS_PER_CASE" json sk-bench)
     after=$(cpu_ticks "$router")
-    [ -n "$watcher" ] && { kill "$watcher" 2>/dev/null || true; wait "$watcher" 2>/dev/null || true; }
+    for w in $watcher; do kill "$w" 2>/dev/null || true; wait "$w" 2>/dev/null || true; done
     r=$(echo "$out" | sed -E 's/.*"rps":([0-9.]+).*/\1/'); req=$(echo "$out" | sed -E 's/.*"requests":([0-9]+).*/\1/')
     cpu=$(awk "BEGIN {printf \"%.1f\", ($after - $before) * 1000000 / $hz / $req}")
+    if [ "$case" = sse32 ]; then
+      states=$(cat "$work"/events-*.txt | grep -c '^event: state' || true)
+      case="sse32 ($states state events in all)"
+    fi
     if [ "$case" = sse ]; then
       states=$(grep -c '^event: state' "$work/events.txt" || true)
       traffic=$(grep -c '^event: traffic' "$work/events.txt" || true)

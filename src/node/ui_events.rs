@@ -228,22 +228,19 @@ impl Feed {
             .sum()
     }
 
-    /// Attempts and failures per connection since the last call, in config order.
+    /// Attempts and failures per connection since the last call, by connection id.
     fn traffic_since_last(&mut self) -> Vec<serde_json::Value> {
         let live = self.app.live();
-        let order: Vec<String> = self
-            .router
-            .topology()
-            .map(|t| t.connections.iter().map(|c| c.id.clone()).collect())
-            .unwrap_or_default();
-        let mut out = Vec::with_capacity(order.len());
-        let mut marks = HashMap::with_capacity(order.len());
-        for id in order {
-            let Some(metrics) = live.attempt_metrics.get(&id) else {
+        let mut ids: Vec<&String> = live.attempt_metrics.keys().collect();
+        ids.sort();
+        let mut out = Vec::with_capacity(ids.len());
+        let mut marks = HashMap::with_capacity(ids.len());
+        for id in ids {
+            let Some(metrics) = live.attempt_metrics.get(id) else {
                 continue;
             };
             let (attempts, failures) = metrics.traffic.read();
-            let (attempts_then, failures_then) = match self.traffic.get(&id) {
+            let (attempts_then, failures_then) = match self.traffic.get(id) {
                 Some(mark) if Arc::ptr_eq(&mark.counters, &metrics.traffic) => {
                     (mark.attempts, mark.failures)
                 }
@@ -256,7 +253,7 @@ impl Feed {
                 "failures": failures.saturating_sub(failures_then),
             }));
             marks.insert(
-                id,
+                id.clone(),
                 TrafficMark {
                     counters: metrics.traffic.clone(),
                     attempts,

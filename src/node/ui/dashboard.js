@@ -299,8 +299,7 @@ const connection = (s, id) => s.connections.find((c) => c.id === id) || {};
 
 function renderSummary(s) {
   const locks = s.connections.reduce((n, c) => n + c.lockouts.length, 0);
-  const cooling = s.connections.filter((c) => c.cooldown_remaining_ms > 0).length;
-  const disabled = s.connections.filter((c) => c.disabled).length;
+  const unusable = s.connections.filter((c) => c.cooldown_remaining_ms > 0 || c.disabled).length;
   const open = s.providers.filter((p) => p.breaker !== 'CLOSED').length;
   const inFlight = s.connections.reduce((n, c) => n + c.in_flight, 0);
   const last = traffic[traffic.length - 1];
@@ -312,8 +311,7 @@ function renderSummary(s) {
     stat(number(Math.round(rate)), 'attempts / s'),
     stat(number(Math.round(errors)), 'failures / s', errors > 0),
     stat(number(inFlight), 'in flight'),
-    stat(s.connections.length - cooling - disabled + ' / ' + s.connections.length, 'connections usable',
-      cooling + disabled > 0),
+    stat(s.connections.length - unusable + ' / ' + s.connections.length, 'connections usable', unusable > 0),
     stat(number(locks), 'model lockouts', locks > 0),
     stat(number(open), 'breakers not closed', open > 0),
   );
