@@ -234,7 +234,13 @@ async function drive(context) {
   step = 'the timeline draws the incident';
   await page.waitForFunction((since) => Number(document.querySelector('#timeline').dataset.loadedAt || 0) > since,
     answeredAt, { timeout: 8000 });
+  // The last ten minutes, where a fresh incident is wide enough to read.
+  const before = Number(await page.locator('#timeline').getAttribute('data-loaded-at'));
+  await page.selectOption('#timeline-since', '10m');
+  await page.waitForFunction((since) => Number(document.querySelector('#timeline').dataset.loadedAt || 0) > since,
+    before, { timeout: 5000 });
   await shot(page, 'ui-incident.png');
+  await page.selectOption('#timeline-since', '1h');
   await page.setViewportSize({ width: 390, height: 844 });
   await page.locator(selector).scrollIntoViewIfNeeded();
   await shot(page, 'ui-phone.png', { fullPage: false });
