@@ -4,8 +4,9 @@
 //! `STATE_REFRESH`; `traffic` carries each connection's attempts and failures of the last
 //! second, every second (it doubles as the heartbeat).
 //!
-//! One subscriber is one stream polled by hyper: it looks at two atomics every `TICK` and asks
-//! the recorder for the state only on a change, and it ends when the client goes away, its
+//! One subscriber is one stream polled by hyper: every `TICK` it reads atomics only (the
+//! journal's append count, the connections' attempt counters) and asks the recorder for the
+//! state only after a change, and it ends when the client goes away, its
 //! key stops being the admin key or the node starts to stop. Nobody subscribed: nothing runs.
 
 use std::collections::HashMap;
@@ -27,7 +28,7 @@ use crate::node::admin::{admin_error, admin_refusal, admin_router};
 use crate::node::app::AppState;
 use crate::node::traffic::ConnectionTraffic;
 
-/// How often a subscriber looks for changes (two atomic loads).
+/// How often a subscriber looks for changes (atomic loads only).
 const TICK: Duration = Duration::from_millis(200);
 /// The least time between two state pushes: coalesces a burst of events into one.
 const STATE_MIN_GAP: Duration = Duration::from_millis(400);
