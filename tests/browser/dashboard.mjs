@@ -1,5 +1,5 @@
 // Drives the operator dashboard (GET /ui) in Debian's chromium through playwright-core, for
-// tests/node_dashboard.rs. Every step is bounded; the last line on stdout is one JSON object:
+// tests/it/node_dashboard.rs. Every step is bounded; the last line on stdout is one JSON object:
 // {"ok":true,"steps":[…],"lockout_shown_ms":N,…} or {"ok":false,"step":…,"error":…}.
 //
 // Environment: QR_NODE (the node's base URL), QR_ADMIN_KEY, QR_CLIENT_KEY, QR_MOCK (the mock
