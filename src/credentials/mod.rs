@@ -7,6 +7,8 @@
 //! Layout:
 //! - `credential` — [`Credential`]: the current secret behind an `ArcSwap` (the request path
 //!   reads it without awaiting), the single-flight refresh, the journal events;
+//! - `loaded` — [`Loaded`], [`Trigger`], and what may be shown of a credential
+//!   ([`CredentialView`], [`Echoes`]);
 //! - `store` — [`CredentialStore`]: one credential per connection, kept across reloads when
 //!   its source is unchanged;
 //! - `watch` — the per-credential task: file poll, command TTL, OAuth expiry, retries;
@@ -23,12 +25,14 @@ pub mod credential;
 pub mod error;
 pub mod file;
 pub mod journal;
+pub mod loaded;
 pub mod oauth;
 pub mod schedule;
 pub mod store;
 pub mod watch;
 
-pub use credential::{Credential, CredentialView, Echoes, Loaded, Trigger};
+pub use credential::Credential;
 pub use error::CredentialError;
 pub use journal::CredentialJournal;
+pub use loaded::{CredentialView, Echoes, Loaded, Trigger};
 pub use store::CredentialStore;

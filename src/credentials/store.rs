@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::{Config, Secret};
-use crate::credentials::credential::{Credential, CredentialView};
+use crate::credentials::credential::Credential;
 use crate::credentials::journal::CredentialJournal;
+use crate::credentials::loaded::CredentialView;
 use crate::credentials::watch;
 use crate::node::upstream::UpstreamClient;
 

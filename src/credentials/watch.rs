@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use quotaroute_actors::{Clock, SystemClock};
 
-use crate::credentials::credential::{Credential, Trigger};
+use crate::credentials::credential::Credential;
+use crate::credentials::loaded::Trigger;
 use crate::credentials::{file, schedule};
 
 /// Starts the watch of `credential` (nothing for a static key, or outside a tokio runtime:
