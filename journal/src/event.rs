@@ -438,7 +438,8 @@ pub struct CredentialRefreshed {
     pub connection: String,
     /// `file`, `command` or `oauth`.
     pub source: String,
-    /// What caused it: `start`, `changed` (file), `ttl`, `expiring`, `unauthorized` (a 401).
+    /// What caused it: `start`, `changed` (file), `ttl`, `expiring`, `expired` (a request found
+    /// the token expired), `unauthorized` (a 401).
     pub trigger: String,
     /// When the new credential expires (Unix ms), if its source says.
     pub expires_at_ms: Option<u64>,
