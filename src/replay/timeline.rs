@@ -234,10 +234,27 @@ impl TimelineWriter {
                 match e.source {
                     quotaroute_journal::UsageSource::Header => "header",
                     quotaroute_journal::UsageSource::Push => "push",
+                    quotaroute_journal::UsageSource::Lease => "lease",
                 }
             ),
             Event::AdminAction(e) => format!("{} {} by={}", e.action, e.target, e.by),
             Event::RouteDecided(e) => self.route_details(e),
+            Event::PeerApplied(e) => {
+                // The origin's event, rendered as the origin saw it (its time, its seq).
+                let inner = Envelope {
+                    schema_version: envelope.schema_version,
+                    seq: e.origin_seq,
+                    at_ms: e.origin_at_ms,
+                    event: (*e.event).clone(),
+                };
+                format!(
+                    "from={} origin_seq={} {}: {}",
+                    e.origin_node,
+                    e.origin_seq,
+                    e.event.kind(),
+                    self.details(&inner)
+                )
+            }
         }
     }
 
@@ -322,6 +339,7 @@ fn tone_of(event: &Event) -> Tone {
         Event::BreakerTransition(e) => phase_tone(e.to),
         Event::RouteDecided(e) if e.chosen.is_none() => Tone::Bad,
         Event::RouteDecided(_) | Event::BreakerCounted(_) | Event::UsageObserved(_) => Tone::Dim,
+        Event::PeerApplied(e) => tone_of(&e.event),
         _ => Tone::Info,
     }
 }

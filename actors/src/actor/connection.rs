@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use quotaroute_journal::{ActionBy, Event, UsageObserved};
+use quotaroute_journal::{ActionBy, Event, PeerApplied, UsageObserved};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::actor::combo::ComboMsg;
@@ -29,6 +29,8 @@ pub enum ConnectionMsg {
     ClearLockout(String, RpcReplyPort<bool>),
     /// Admin: a pushed usage reading.
     PushUsage(UsageObserved, RpcReplyPort<()>),
+    /// A peer node's event about this connection (fire-and-forget, behaviour §9).
+    Peer(Box<PeerApplied>),
     /// The combos that route to this connection (replaces the list).
     SetSubscribers(Vec<ActorRef<ComboMsg>>),
     /// Add one combo to the subscribers and send it the current view.
@@ -153,6 +155,20 @@ impl Actor for ConnectionActor {
             ConnectionMsg::PushUsage(reading, reply) => {
                 state.commit(now_ms, vec![Event::UsageObserved(reading)]);
                 let _ = reply.send(());
+            }
+            ConnectionMsg::Peer(applied) => {
+                if state.state.apply_peer(&applied) {
+                    tracing::info!(
+                        origin = %applied.origin_node,
+                        kind = applied.event.kind(),
+                        connection = %state.spec.id,
+                        "learned from a peer"
+                    );
+                }
+                let _ = state
+                    .recorder
+                    .cast(RecorderMsg::RecordOne(now_ms, Event::PeerApplied(*applied)));
+                state.push_view(now_ms, false);
             }
             ConnectionMsg::SetSubscribers(subscribers) => {
                 state.subscribers = subscribers;

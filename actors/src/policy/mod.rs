@@ -9,6 +9,8 @@ pub mod drr;
 #[cfg(test)]
 mod journaled;
 pub mod lockout;
+pub mod peer_merge;
+pub mod peer_progress;
 pub mod quota_share;
 pub mod rate_limit_headers;
 pub mod request_events;
