@@ -23,6 +23,8 @@ pub struct Config {
     pub providers: Vec<ProviderConfig>,
     pub connections: Vec<ConnectionConfig>,
     pub combos: Vec<ComboConfig>,
+    /// `[cluster]`: several nodes sharing through Redis; `None` = one node.
+    pub cluster: Option<crate::cluster::config::ClusterConfig>,
     /// The file this came from; `None` when parsed from text (tests, the embedded demo).
     pub source_path: Option<PathBuf>,
 }

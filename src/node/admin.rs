@@ -99,7 +99,12 @@ pub async fn state(State(app): State<AppState>, headers: HeaderMap) -> Response 
     let router = guard!(app, headers);
     match router.state().await {
         Ok(state) => match serde_json::to_value(&state) {
-            Ok(value) => json_response(StatusCode::OK, &value),
+            Ok(mut value) => {
+                if let (Some(cluster), Some(object)) = (app.cluster(), value.as_object_mut()) {
+                    object.insert("cluster".to_owned(), cluster.to_json());
+                }
+                json_response(StatusCode::OK, &value)
+            }
             Err(error) => internal(error),
         },
         Err(error) => internal(error),

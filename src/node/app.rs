@@ -12,6 +12,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use quotaroute_actors::Router;
 use quotaroute_journal::SledJournal;
 
+use crate::cluster::status::ClusterStatus;
 use crate::node::live::LiveConfig;
 
 pub struct AppInner {
@@ -27,6 +28,8 @@ pub struct AppInner {
     request_counter: AtomicU64,
     /// Distinguishes request ids of this process from another's.
     id_prefix: String,
+    /// `[cluster]`: the link to the other nodes, for `/admin/state` and `/metrics`.
+    cluster: OnceLock<Arc<ClusterStatus>>,
 }
 
 /// Cheap to clone.
@@ -56,6 +59,7 @@ impl AppState {
                 started: Instant::now(),
                 request_counter: AtomicU64::new(0),
                 id_prefix: format!("qr-{:012x}", seed & 0xffff_ffff_ffff),
+                cluster: OnceLock::new(),
             }),
         }
     }
@@ -68,6 +72,15 @@ impl AppState {
     /// Marks the node ready: from now on requests are routed and `/healthz` says ready.
     pub fn set_router(&self, router: Router) {
         let _ = self.inner.router.set(router);
+    }
+
+    /// The cluster's status, when `[cluster]` is configured.
+    pub fn cluster(&self) -> Option<&Arc<ClusterStatus>> {
+        self.inner.cluster.get()
+    }
+
+    pub fn set_cluster(&self, status: Arc<ClusterStatus>) {
+        let _ = self.inner.cluster.set(status);
     }
 
     /// A read handle on the journal while the node holds it open.
