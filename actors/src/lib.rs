@@ -40,6 +40,6 @@ pub use error::RouterError;
 pub use outcome::{AttemptResult, Outcome};
 pub use permit::Permit;
 pub use policy::request_events::RequestEvents;
-pub use tap::EventTap;
 pub use router::{recover_state, RecoveryReport, RouteError, Router, RouterOptions};
+pub use tap::EventTap;
 pub use topology::{ComboSpec, ConnectionSpec, ProviderSpec, TargetSpec, Topology};

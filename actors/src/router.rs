@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use quotaroute_journal::{
     recover, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
-    NodeStarted, NodeStopped, PeerApplied, ResponseBound, UsageObserved, UsageSource,
-    WriterConfig,
+    NodeStarted, NodeStopped, PeerApplied, ResponseBound, UsageObserved, UsageSource, WriterConfig,
 };
 use ractor::{Actor, ActorRef};
 

@@ -46,7 +46,12 @@ pub fn build(raw: RawCluster, push: &mut dyn FnMut(&str, String)) -> Option<Clus
         }
     };
     let node_id = match raw.node_id {
-        Some(id) if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) => {
+        Some(id)
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
+        {
             push(
                 "cluster.node_id",
                 format!("`{id}` must be non-empty letters, digits, `-`, `_` or `.`"),
@@ -81,7 +86,13 @@ fn default_node_id() -> String {
         .unwrap_or_else(|| "node".to_owned());
     let host: String = host
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     format!("{host}-{}", std::process::id())
 }

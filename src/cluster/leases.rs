@@ -157,10 +157,22 @@ impl Leases {
                 }
             }
             for (model, limit) in &limits.model_requests_7d {
-                add(format!("requests_7d:{model}"), Some(model.clone()), false, SEVEN_DAYS, *limit);
+                add(
+                    format!("requests_7d:{model}"),
+                    Some(model.clone()),
+                    false,
+                    SEVEN_DAYS,
+                    *limit,
+                );
             }
             for (model, limit) in &limits.model_tokens_7d {
-                add(format!("tokens_7d:{model}"), Some(model.clone()), true, SEVEN_DAYS, *limit);
+                add(
+                    format!("tokens_7d:{model}"),
+                    Some(model.clone()),
+                    true,
+                    SEVEN_DAYS,
+                    *limit,
+                );
             }
         }
         leases
@@ -229,7 +241,12 @@ pub struct LeaseTask {
 }
 
 impl LeaseTask {
-    pub fn new(leases: Arc<Leases>, router: Router, status: Arc<ClusterStatus>, client: Client) -> Self {
+    pub fn new(
+        leases: Arc<Leases>,
+        router: Router,
+        status: Arc<ClusterStatus>,
+        client: Client,
+    ) -> Self {
         let held = vec![Held::default(); leases.all.len()];
         LeaseTask {
             leases,
@@ -380,7 +397,8 @@ impl LeaseTask {
         }
         for (held, lease) in self.held.iter().zip(&self.leases.all) {
             let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
-            let ttl_s = i64::try_from(lease.shape.bins * lease.shape.bin_ms / 1000).unwrap_or(i64::MAX);
+            let ttl_s =
+                i64::try_from(lease.shape.bins * lease.shape.bin_ms / 1000).unwrap_or(i64::MAX);
             for (bin, units) in &held.granted {
                 let key = format!("{prefix}{bin}");
                 redis::pipe()
@@ -392,7 +410,9 @@ impl LeaseTask {
                     .await?;
             }
         }
-        tracing::info!("cluster: Redis restarted; shared quota counters restored from this node's grants");
+        tracing::info!(
+            "cluster: Redis restarted; shared quota counters restored from this node's grants"
+        );
         Ok(())
     }
 }
@@ -436,7 +456,14 @@ mod tests {
         let names: Vec<&str> = leases.all().iter().map(|l| l.limit_name.as_str()).collect();
         assert_eq!(names, ["requests_5h", "tokens_7d", "requests_7d:gpt-4o"]);
         let windows: Vec<String> = leases.all().iter().map(|l| l.window()).collect();
-        assert_eq!(windows, ["requests_5h@cluster", "tokens_7d@cluster", "requests_7d@cluster:gpt-4o"]);
+        assert_eq!(
+            windows,
+            [
+                "requests_5h@cluster",
+                "tokens_7d@cluster",
+                "requests_7d@cluster:gpt-4o"
+            ]
+        );
         let Event::RequestSucceeded(success) =
             quotaroute_journal::testkit::succeeded("openai", "k1", "gpt-4o-mini", 30, 12)
         else {
@@ -444,7 +471,11 @@ mod tests {
         };
         leases.spend(&success);
         let left: Vec<i64> = leases.all().iter().map(|l| l.available()).collect();
-        assert_eq!(left, [-1, -42, 0], "the model limit is not spent by another model");
+        assert_eq!(
+            left,
+            [-1, -42, 0],
+            "the model limit is not spent by another model"
+        );
     }
 
     use quotaroute_journal::Event;

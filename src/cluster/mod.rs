@@ -145,10 +145,7 @@ impl Prepared {
             app.clone(),
             router.recovery().last_seq,
         );
-        let mut tasks = vec![
-            tokio::spawn(publisher.run()),
-            tokio::spawn(tail.run()),
-        ];
+        let mut tasks = vec![tokio::spawn(publisher.run()), tokio::spawn(tail.run())];
         if !self.leases.is_empty() {
             tasks.push(tokio::spawn(lease_task.run()));
         }

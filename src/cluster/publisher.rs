@@ -158,7 +158,9 @@ impl Publisher {
     async fn send(&mut self, batch: &[Envelope], upto: u64) -> redis::RedisResult<()> {
         let mut pipe = redis::pipe();
         for envelope in batch {
-            let Ok(fields) = wire::encode(&self.node_id, envelope.seq, envelope.at_ms, &envelope.event) else {
+            let Ok(fields) =
+                wire::encode(&self.node_id, envelope.seq, envelope.at_ms, &envelope.event)
+            else {
                 continue;
             };
             pipe.cmd("XADD")

@@ -39,7 +39,12 @@ pub enum Skip {
 }
 
 /// The fields of `node`'s event `seq` for `XADD`.
-pub fn encode(node: &str, seq: u64, at_ms: u64, event: &Event) -> Result<Vec<(&'static str, String)>, serde_json::Error> {
+pub fn encode(
+    node: &str,
+    seq: u64,
+    at_ms: u64,
+    event: &Event,
+) -> Result<Vec<(&'static str, String)>, serde_json::Error> {
     Ok(vec![
         ("v", WIRE_VERSION.to_string()),
         ("node", node.to_owned()),
@@ -125,7 +130,10 @@ mod tests {
     #[test]
     fn s9_bad_entries_are_skipped_with_a_reason() {
         assert_eq!(decode(&fields(&[])), Err(Skip::Field("v")));
-        assert_eq!(decode(&fields(&[("hello", "world")])), Err(Skip::Field("v")));
+        assert_eq!(
+            decode(&fields(&[("hello", "world")])),
+            Err(Skip::Field("v"))
+        );
         let mut newer = encoded(&sample_event(7, 1));
         newer.insert("v".into(), Value::BulkString(b"2".to_vec()));
         assert_eq!(decode(&newer), Err(Skip::NewerFormat(2)));
@@ -133,13 +141,19 @@ mod tests {
         schema.insert("schema".into(), Value::BulkString(b"99".to_vec()));
         assert_eq!(decode(&schema), Err(Skip::NewerSchema(99)));
         let mut garbage = encoded(&sample_event(7, 1));
-        garbage.insert("event".into(), Value::BulkString(b"{\"no_such_kind\":{}}".to_vec()));
+        garbage.insert(
+            "event".into(),
+            Value::BulkString(b"{\"no_such_kind\":{}}".to_vec()),
+        );
         assert!(matches!(decode(&garbage), Err(Skip::Event(_))));
         let mut seq = encoded(&sample_event(7, 1));
         seq.insert("seq".into(), Value::BulkString(b"-1".to_vec()));
         assert_eq!(decode(&seq), Err(Skip::Number("seq")));
         // A request event is never shared: usage travels through leases.
         let success = quotaroute_journal::testkit::succeeded("openai", "k1", "m", 1, 1);
-        assert_eq!(decode(&encoded(&success)), Err(Skip::NotShared("request_succeeded")));
+        assert_eq!(
+            decode(&encoded(&success)),
+            Err(Skip::NotShared("request_succeeded"))
+        );
     }
 }

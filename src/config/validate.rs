@@ -111,9 +111,8 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
                     deserialize_collecting(value, "defaults", sink).unwrap_or_default();
             }
             "cluster" => {
-                sections.cluster = Some(
-                    deserialize_collecting(value, "cluster", sink).unwrap_or_default(),
-                );
+                sections.cluster =
+                    Some(deserialize_collecting(value, "cluster", sink).unwrap_or_default());
             }
             "providers" => sections.providers = elements(value, "providers", sink, |_| None),
             "connections" => sections.connections = elements(value, "connections", sink, |_| None),

@@ -140,10 +140,14 @@ pub fn publish_cluster(status: &ClusterStatus) {
     counter!("quotaroute_cluster_events_published_total").absolute(status.published.load(Relaxed));
     counter!("quotaroute_cluster_events_applied_total").absolute(status.applied.load(Relaxed));
     counter!("quotaroute_cluster_events_skipped_total").absolute(status.skipped.load(Relaxed));
-    counter!("quotaroute_cluster_leases_granted_total").absolute(status.leases_granted.load(Relaxed));
-    counter!("quotaroute_cluster_leases_refused_total").absolute(status.leases_refused.load(Relaxed));
-    gauge!("quotaroute_cluster_publish_backlog_events").set(status.publish_backlog.load(Relaxed) as f64);
-    gauge!("quotaroute_cluster_apply_lag_seconds").set(status.last_lag_ms.load(Relaxed) as f64 / 1000.0);
+    counter!("quotaroute_cluster_leases_granted_total")
+        .absolute(status.leases_granted.load(Relaxed));
+    counter!("quotaroute_cluster_leases_refused_total")
+        .absolute(status.leases_refused.load(Relaxed));
+    gauge!("quotaroute_cluster_publish_backlog_events")
+        .set(status.publish_backlog.load(Relaxed) as f64);
+    gauge!("quotaroute_cluster_apply_lag_seconds")
+        .set(status.last_lag_ms.load(Relaxed) as f64 / 1000.0);
 }
 
 /// Sets the state gauges from the router, then renders everything.

@@ -55,8 +55,8 @@ pub fn admits(state: &ConnectionState, event: &Event) -> bool {
 #[cfg(test)]
 mod tests {
     use quotaroute_journal::{
-        ConnectionCleared, ConnectionCooldown, LockReason, ModelLocked, OutcomeClass,
-        ResetSource, UsageObserved,
+        ConnectionCleared, ConnectionCooldown, LockReason, ModelLocked, OutcomeClass, ResetSource,
+        UsageObserved,
     };
 
     use super::*;

@@ -179,16 +179,15 @@ impl RouterState {
     /// A peer's event: applied to its connection through the same merge rule as the live
     /// actor, once per origin seq; the read position advances either way.
     fn apply_peer(&mut self, applied: &PeerApplied) {
-        if self
-            .peers
-            .is_new(&applied.origin_node, applied.origin_seq)
-        {
+        if self.peers.is_new(&applied.origin_node, applied.origin_seq) {
             if let (Some(provider), Some(connection)) =
                 (applied.event.provider(), applied.event.connection())
             {
                 match self.connections.get_mut(connection) {
                     Some(state) => state.apply_peer(applied),
-                    None => self.connection_mut(provider, connection).apply_peer(applied),
+                    None => self
+                        .connection_mut(provider, connection)
+                        .apply_peer(applied),
                 };
             }
         }
