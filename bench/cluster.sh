@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_CASE="${SECONDS_PER_CASE:-8}"; CONNS="${CONNS:-64}"; TRIALS="${TRIALS:-100}"
 LEASE_SIZE="${LEASE_SIZE:-100}"; RUNS="${RUNS:-3}"
-MOCK_PORT=4241; REDIS_PORT=4249; A_PORT=4243; B_PORT=4244; C_PORT=4245
+MOCK_PORT=4241; REDIS_PORT=4249; SOLO_PORT=4242; A_PORT=4243; B_PORT=4244; C_PORT=4245
 ADMIN=bench-admin
 work="$(mktemp -d)"
 pids=()
@@ -59,15 +59,15 @@ measure() {
     echo "$rps $(( (after - before) * 1000000 / hz / req ))"
 }
 
-node solo "$A_PORT" 0; solo=$node_pid
-solo_results=(); for _ in $(seq "$RUNS"); do solo_results+=("$(measure "$solo" "$A_PORT")"); done
-kill "$solo"; wait "$solo" 2>/dev/null || true
-
+# Both setups run side by side (the idle one costs nothing) and are measured in turns, so a
+# machine whose speed drifts affects both alike.
+node solo "$SOLO_PORT" 0; solo=$node_pid
 node node-a "$A_PORT" 1; a=$node_pid
 node node-b "$B_PORT" 1; node node-c "$C_PORT" 1
 redis_pid=$(redis-cli -p "$REDIS_PORT" info server | awk -F: '/^process_id/ {print $2}' | tr -d '\r')
-cluster_results=(); redis_cpu=()
+solo_results=(); cluster_results=(); redis_cpu=()
 for _ in $(seq "$RUNS"); do
+    solo_results+=("$(measure "$solo" "$SOLO_PORT")")
     rb=$(cpu_ticks "$redis_pid")
     cluster_results+=("$(measure "$a" "$A_PORT")")
     ra=$(cpu_ticks "$redis_pid"); redis_cpu+=("$(( (ra - rb) * 1000000 / hz ))")

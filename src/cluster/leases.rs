@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use quotaroute_actors::{Router, Topology};
 use quotaroute_journal::{RequestSucceeded, UsageObserved, UsageSource};
 use redis::{Client, Script};
@@ -109,41 +110,47 @@ impl Lease {
     }
 }
 
-/// Every lease of this node, by connection.
+/// One generation of the leases (the config at start, then each reload), by connection.
 #[derive(Debug, Default)]
-pub struct Leases {
+pub struct LeaseTable {
     by_connection: HashMap<String, Vec<Arc<Lease>>>,
     all: Vec<Arc<Lease>>,
-    lease_size: u64,
-    wake: Notify,
 }
 
-impl Leases {
-    /// One lease per configured limit of every connection in `topology`.
-    pub fn from_topology(topology: &Topology, lease_size: u64) -> Self {
-        let mut leases = Leases {
-            lease_size,
-            ..Leases::default()
-        };
+impl LeaseTable {
+    /// One lease per configured limit of every connection in `topology`; a lease the previous
+    /// table had (same connection, limit name and value) is kept with what is left of it.
+    fn build(topology: &Topology, previous: Option<&LeaseTable>) -> Self {
+        let mut table = LeaseTable::default();
         for spec in &topology.connections {
             let limits = &spec.limits;
             let mut add = |name: String, model: Option<String>, tokens: bool, shape, limit| {
-                let lease = Arc::new(Lease {
-                    provider: spec.provider.clone(),
-                    connection: spec.id.clone(),
-                    limit_name: name,
-                    model,
-                    tokens,
-                    shape,
-                    limit,
-                    available: AtomicI64::new(0),
+                let kept = previous
+                    .and_then(|p| p.by_connection.get(&spec.id))
+                    .and_then(|leases| {
+                        leases
+                            .iter()
+                            .find(|l| l.limit_name == name && l.limit == limit)
+                    })
+                    .cloned();
+                let lease = kept.unwrap_or_else(|| {
+                    Arc::new(Lease {
+                        provider: spec.provider.clone(),
+                        connection: spec.id.clone(),
+                        limit_name: name,
+                        model,
+                        tokens,
+                        shape,
+                        limit,
+                        available: AtomicI64::new(0),
+                    })
                 });
-                leases
+                table
                     .by_connection
                     .entry(spec.id.clone())
                     .or_default()
                     .push(lease.clone());
-                leases.all.push(lease);
+                table.all.push(lease);
             };
             let wide = [
                 ("requests_5h", limits.requests_5h, false, FIVE_HOURS),
@@ -175,15 +182,42 @@ impl Leases {
                 );
             }
         }
-        leases
+        table
+    }
+}
+
+/// Every lease of this node; swapped whole when the config reloads.
+#[derive(Debug, Default)]
+pub struct Leases {
+    table: ArcSwap<LeaseTable>,
+    lease_size: u64,
+    wake: Notify,
+}
+
+impl Leases {
+    pub fn from_topology(topology: &Topology, lease_size: u64) -> Self {
+        Leases {
+            table: ArcSwap::from_pointee(LeaseTable::build(topology, None)),
+            lease_size,
+            wake: Notify::new(),
+        }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.all.is_empty()
+    /// A reload: the new config's limits, keeping what is left of unchanged ones.
+    pub fn reload(&self, topology: &Topology) {
+        let previous = self.table.load_full();
+        self.table
+            .store(Arc::new(LeaseTable::build(topology, Some(&previous))));
+        self.wake.notify_one();
     }
 
-    pub fn all(&self) -> &[Arc<Lease>] {
-        &self.all
+    /// The current table.
+    pub fn table(&self) -> Arc<LeaseTable> {
+        self.table.load_full()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Lease>> {
+        self.table.load().all.clone()
     }
 
     /// Prefetch when a lease has this little left.
@@ -194,7 +228,8 @@ impl Leases {
     /// A success spends from its connection's leases (called by the recorder's tap: atomics
     /// and a wake-up only, never a wait).
     pub fn spend(&self, success: &RequestSucceeded) {
-        let Some(leases) = self.by_connection.get(&success.connection) else {
+        let table = self.table.load();
+        let Some(leases) = table.by_connection.get(&success.connection) else {
             return;
         };
         let mut low = false;
@@ -236,6 +271,8 @@ pub struct LeaseTask {
     pub status: Arc<ClusterStatus>,
     link: Link,
     script: Script,
+    /// The table `held` is about, index for index.
+    table: Arc<LeaseTable>,
     held: Vec<Held>,
     epoch: Option<String>,
 }
@@ -247,8 +284,10 @@ impl LeaseTask {
         status: Arc<ClusterStatus>,
         client: Client,
     ) -> Self {
-        let held = vec![Held::default(); leases.all.len()];
+        let table = leases.table();
+        let held = vec![Held::default(); table.all.len()];
         LeaseTask {
+            table,
             leases,
             router,
             status,
@@ -257,6 +296,28 @@ impl LeaseTask {
             held,
             epoch: None,
         }
+    }
+
+    /// After a reload: what the task remembers follows each kept lease to its new index.
+    fn follow_reload(&mut self) {
+        let current = self.leases.table();
+        if Arc::ptr_eq(&current, &self.table) {
+            return;
+        }
+        let held = current
+            .all
+            .iter()
+            .map(|lease| {
+                self.table
+                    .all
+                    .iter()
+                    .position(|old| Arc::ptr_eq(old, lease))
+                    .and_then(|index| self.held.get(index).cloned())
+                    .unwrap_or_default()
+            })
+            .collect();
+        self.held = held;
+        self.table = current;
     }
 
     /// Takes the first leases (before the node reports ready); `false` when Redis failed.
@@ -279,6 +340,7 @@ impl LeaseTask {
     /// One pass over every lease that is due; `false` on a Redis error.
     async fn round(&mut self) -> bool {
         let now = now_ms();
+        self.follow_reload();
         if self.link.take_reconnected() || self.epoch.is_none() {
             if let Err(error) = self.check_epoch().await {
                 self.link.reset();
@@ -287,8 +349,8 @@ impl LeaseTask {
             }
         }
         let low_water = self.leases.low_water();
-        for index in 0..self.leases.all.len() {
-            let Some(lease) = self.leases.all.get(index).cloned() else {
+        for index in 0..self.table.all.len() {
+            let Some(lease) = self.table.all.get(index).cloned() else {
                 continue;
             };
             let held = self.held.get(index).cloned().unwrap_or_default();
@@ -395,7 +457,7 @@ impl LeaseTask {
         if !forgot {
             return Ok(());
         }
-        for (held, lease) in self.held.iter().zip(&self.leases.all) {
+        for (held, lease) in self.held.iter().zip(&self.table.all) {
             let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
             let ttl_s =
                 i64::try_from(lease.shape.bins * lease.shape.bin_ms / 1000).unwrap_or(i64::MAX);
@@ -453,7 +515,8 @@ mod tests {
             }),
             10,
         );
-        let names: Vec<&str> = leases.all().iter().map(|l| l.limit_name.as_str()).collect();
+        let all = leases.all();
+        let names: Vec<&str> = all.iter().map(|l| l.limit_name.as_str()).collect();
         assert_eq!(names, ["requests_5h", "tokens_7d", "requests_7d:gpt-4o"]);
         let windows: Vec<String> = leases.all().iter().map(|l| l.window()).collect();
         assert_eq!(

@@ -69,8 +69,15 @@ pub struct Prepared {
 
 /// A running cluster node's tasks.
 pub struct Cluster {
-    status: Arc<ClusterStatus>,
+    handle: Arc<Handle>,
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// What the node's handlers reach of a running cluster: its status (admin, metrics) and its
+/// leases (a reload hands them the new limits).
+pub struct Handle {
+    pub status: Arc<ClusterStatus>,
+    pub leases: Arc<Leases>,
 }
 
 impl Prepared {
@@ -125,7 +132,7 @@ impl Prepared {
             self.status.clone(),
             self.client.clone(),
         );
-        if caught_up && !self.leases.is_empty() {
+        if caught_up {
             lease_task.prime().await;
         }
         // What the catch-up handed to the connection actors is applied before ready.
@@ -145,20 +152,25 @@ impl Prepared {
             app.clone(),
             router.recovery().last_seq,
         );
-        let mut tasks = vec![tokio::spawn(publisher.run()), tokio::spawn(tail.run())];
-        if !self.leases.is_empty() {
-            tasks.push(tokio::spawn(lease_task.run()));
-        }
+        // The lease task runs even without limits: a reload may add some.
+        let tasks = vec![
+            tokio::spawn(publisher.run()),
+            tokio::spawn(tail.run()),
+            tokio::spawn(lease_task.run()),
+        ];
         Cluster {
-            status: self.status,
+            handle: Arc::new(Handle {
+                status: self.status,
+                leases: self.leases,
+            }),
             tasks,
         }
     }
 }
 
 impl Cluster {
-    pub fn status(&self) -> Arc<ClusterStatus> {
-        self.status.clone()
+    pub fn handle(&self) -> Arc<Handle> {
+        self.handle.clone()
     }
 
     /// Stops the tasks (what was not published yet is re-read from the journal on restart).

@@ -101,7 +101,7 @@ pub async fn state(State(app): State<AppState>, headers: HeaderMap) -> Response 
         Ok(state) => match serde_json::to_value(&state) {
             Ok(mut value) => {
                 if let (Some(cluster), Some(object)) = (app.cluster(), value.as_object_mut()) {
-                    object.insert("cluster".to_owned(), cluster.to_json());
+                    object.insert("cluster".to_owned(), cluster.status.to_json());
                 }
                 json_response(StatusCode::OK, &value)
             }

@@ -12,7 +12,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use quotaroute_actors::Router;
 use quotaroute_journal::SledJournal;
 
-use crate::cluster::status::ClusterStatus;
+use crate::cluster::Handle as ClusterHandle;
 use crate::node::live::LiveConfig;
 
 pub struct AppInner {
@@ -29,7 +29,7 @@ pub struct AppInner {
     /// Distinguishes request ids of this process from another's.
     id_prefix: String,
     /// `[cluster]`: the link to the other nodes, for `/admin/state` and `/metrics`.
-    cluster: OnceLock<Arc<ClusterStatus>>,
+    cluster: OnceLock<Arc<ClusterHandle>>,
 }
 
 /// Cheap to clone.
@@ -74,13 +74,13 @@ impl AppState {
         let _ = self.inner.router.set(router);
     }
 
-    /// The cluster's status, when `[cluster]` is configured.
-    pub fn cluster(&self) -> Option<&Arc<ClusterStatus>> {
+    /// The running cluster, when `[cluster]` is configured.
+    pub fn cluster(&self) -> Option<&Arc<ClusterHandle>> {
         self.inner.cluster.get()
     }
 
-    pub fn set_cluster(&self, status: Arc<ClusterStatus>) {
-        let _ = self.inner.cluster.set(status);
+    pub fn set_cluster(&self, cluster: Arc<ClusterHandle>) {
+        let _ = self.inner.cluster.set(cluster);
     }
 
     /// A read handle on the journal while the node holds it open.

@@ -159,7 +159,7 @@ async fn metrics_text(State(app): State<AppState>, headers: HeaderMap) -> Respon
         return admin::admin_error(StatusCode::NOT_FOUND, "not_found", "metrics are off");
     };
     if let Some(cluster) = app.cluster() {
-        metrics::publish_cluster(cluster);
+        metrics::publish_cluster(&cluster.status);
     }
     let text = metrics::render(handle, app.router()).await;
     let mut response = Response::new(Body::from(text));

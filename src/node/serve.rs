@@ -155,7 +155,7 @@ impl RunningNode {
             None => None,
         };
         if let Some(cluster) = &cluster {
-            app.set_cluster(cluster.status());
+            app.set_cluster(cluster.handle());
         }
         app.set_router(router);
         Ok(RunningNode {

@@ -429,4 +429,24 @@ mod tests {
         writer.text_line(envelope, &mut line);
         assert!(line.contains("\x1b["), "{line}");
     }
+
+    #[test]
+    fn s9_a_peers_event_says_which_node_saw_it() {
+        let writer = TimelineWriter::default();
+        let envelope = Envelope {
+            schema_version: quotaroute_journal::SCHEMA_VERSION,
+            seq: 40,
+            at_ms: 1_764_424_992_345,
+            event: quotaroute_journal::testkit::sample_event(19, 1),
+        };
+        let mut line = String::new();
+        writer.text_line(&envelope, &mut line);
+        assert!(line.contains("peer_applied"), "{line}");
+        assert!(line.contains("anthropic/conn-1/gpt-4o-mini"), "{line}");
+        assert!(
+            line.contains("from=node-1 origin_seq=101 model_locked: "),
+            "{line}"
+        );
+        assert!(line.contains("429"), "{line}");
+    }
 }
