@@ -82,9 +82,15 @@ impl Node {
         let child = Command::new(env!("CARGO_BIN_EXE_quotaroute"))
             .args(["serve", "--config"])
             .arg(&self.config)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.config.with_extension("log"))
+                    .unwrap(),
+            )
             .spawn()
             .unwrap();
         self.child = Some(KillOnDrop(child));
@@ -476,7 +482,17 @@ async fn s9_redis_lost_and_back_and_a_node_killed_rejoin_with_everything() {
     for model in ["before", "during", "away"] {
         assert!(
             locked(&client, &base(2), "oa-1", model).await,
-            "C rejoined without the lock on {model}"
+            "C rejoined without the lock on {model}: {}\n{}",
+            admin(&client, &base(2), "/admin/lockouts").await,
+            client
+                .get(format!("{}/admin/journal?since_seq=0", base(2)))
+                .bearer_auth(ADMIN_KEY)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
         );
     }
     // Lockouts agree everywhere.

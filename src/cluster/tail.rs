@@ -46,10 +46,7 @@ impl Tail {
         status: Arc<ClusterStatus>,
         progress: PeerProgress,
     ) -> Self {
-        let cursor = progress
-            .stream_id
-            .clone()
-            .unwrap_or_else(|| "0-0".to_owned());
+        let cursor = progress.resume_from().unwrap_or_else(|| "0-0".to_owned());
         Tail {
             node_id,
             link: Link::new(client, Duration::from_millis(BLOCK_MS + 2_000)),
@@ -134,7 +131,10 @@ impl Tail {
                 return;
             }
         };
-        if remote.node == self.node_id || !self.progress.is_new(&remote.node, remote.seq) {
+        let connection = remote.event.connection().unwrap_or_default();
+        if remote.node == self.node_id
+            || !self.progress.is_new(&remote.node, connection, remote.seq)
+        {
             return;
         }
         let lag_ms = now_ms().saturating_sub(remote.at_ms);

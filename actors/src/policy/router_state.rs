@@ -177,11 +177,14 @@ impl RouterState {
     }
 
     /// A peer's event: applied to its connection through the same merge rule as the live
-    /// actor, once per origin seq; the read position advances either way.
+    /// actor, once per (origin, connection) seq; the read position advances either way.
     fn apply_peer(&mut self, applied: &PeerApplied) {
-        if self.peers.is_new(&applied.origin_node, applied.origin_seq) {
-            if let (Some(provider), Some(connection)) =
-                (applied.event.provider(), applied.event.connection())
+        if let (Some(provider), Some(connection)) =
+            (applied.event.provider(), applied.event.connection())
+        {
+            if self
+                .peers
+                .is_new(&applied.origin_node, connection, applied.origin_seq)
             {
                 match self.connections.get_mut(connection) {
                     Some(state) => state.apply_peer(applied),
