@@ -267,6 +267,42 @@ async fn s9_a_429_on_one_node_locks_the_model_on_every_other_node_within_100ms()
         times.last().unwrap()
     );
 
+    // A pushed reading and an operator's clear on A reach B and C too.
+    let pushed = client
+        .post(format!("{a}/admin/connections/oa-3/usage"))
+        .bearer_auth(ADMIN_KEY)
+        .json(&serde_json::json!({"window": "5h", "used_pct": 100.0, "resets_at": "2099-01-01T00:00:00Z"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(pushed.status().is_success(), "{}", pushed.status());
+    let cleared = client
+        .delete(format!("{a}/admin/lockouts/oa-1/m-0"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cleared.status(), 200);
+    let deadline = Instant::now() + Duration::from_millis(500);
+    for node in [b, c] {
+        loop {
+            let state = admin(client, node, "/admin/state").await;
+            let saturated = connection(&state, "oa-3")["buckets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|bucket| bucket["window"] == "5h" && bucket["saturated"] == true);
+            if saturated && !locked(client, node, "oa-1", "m-0").await {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{node}: push or clear did not arrive"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     // B's journal tells which node saw it.
     let journal = client
         .get(format!("{b}/admin/journal?since_seq=0&limit=100000"))
@@ -282,7 +318,13 @@ async fn s9_a_429_on_one_node_locks_the_model_on_every_other_node_within_100ms()
         .map(|line| serde_json::from_str::<Value>(line).unwrap())
         .filter(|e| e["kind"] == "peer_applied" && e["model"] == "m-0")
         .collect();
-    assert_eq!(peer.len(), 1, "{journal}");
+    assert_eq!(
+        peer.len(),
+        2,
+        "the lock and the operator's unlock: {journal}"
+    );
+    assert_eq!(peer[1]["event_kind"], "model_unlocked");
+    assert_eq!(peer[1]["by"], "admin");
     assert_eq!(peer[0]["origin_node"], "node-a");
     assert_eq!(peer[0]["event_kind"], "model_locked");
     assert_eq!(peer[0]["connection"], "oa-1");
