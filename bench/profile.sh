@@ -69,7 +69,7 @@ total = total or self_total
 layers = [
     ("client connection task: hyper HTTP/1 server, incl. the handler", r"(^|:)<hyper_util::server::conn::auto::UpgradeableConnection<I,S,E>"),
     ("    the handler: tries, failover, answer (proxy::serve_tries)", r"(^|:)quotaroute::node::proxy::serve_tries::\{\{closure\}\}"),
-    ("      one try (proxy::try_target)", r"(^|:)quotaroute::node::proxy::try_target::\{\{closure\}\}"),
+    ("      one try (proxy::try_target)", r"(^|:)quotaroute::node::attempt::try_target::\{\{closure\}\}"),
     ("        upstream request sent (hyper-util Client::send_request)", r"(^|:)hyper_util::client::legacy::client::Client<C,B>::send_request"),
     ("        response usage (proxy::usage::response_usage)", r"(^|:)quotaroute::proxy::usage::response_usage"),
     ("        upstream request built (upstream_request::build)", r"(^|:)quotaroute::node::upstream_request::build"),
@@ -99,7 +99,7 @@ for label, pattern in layers:
             best = max(best, ir)
     print(f"| {label} | {best / requests:,.0f} | {100 * best / total:.1f}% |")
 alloc = sum(ir for ir, name in self_rows
-            if re.search(r"(^|[:\s])(malloc|free|realloc|calloc|_int_malloc|_int_free|malloc_consolidate|cfree|_int_realloc)\b", name))
+            if re.search(r"(^|[:\s])(malloc|free|realloc|calloc|_int_malloc|_int_free|malloc_consolidate|cfree|_int_realloc|mi_[a-z_]+|_mi_[a-z_]+)\b", name))
 print(f"| malloc + free (self) | {alloc / requests:,.0f} | {100 * alloc / total:.1f}% |")
 print()
 print("top functions by their own instructions per request:")

@@ -4,5 +4,5 @@
 # Bars from issue 5: NDJSON >= 1M events/s, --state-at <= 2 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --release -p quotaroute --test replay_speed -- --ignored --nocapture 2>&1 \
+cargo test --release -p quotaroute --test it replay_speed -- --ignored --nocapture 2>&1 \
   | grep -E 'generated|replay --|test result'

@@ -1,5 +1,5 @@
 //! The invariants fuzzed by `fuzz/` (cargo-fuzz, `bench/fuzz.sh`) and checked by the
-//! proptest-over-bytes tests in `tests/reliability_parsers.rs`: one copy, included by both with
+//! proptest-over-bytes tests in `tests/it/reliability_parsers.rs`: one copy, included by both with
 //! `#[path]`. Each function takes arbitrary bytes and panics only when an invariant breaks.
 //! Owns no parser: it only drives the crate's own.
 

@@ -34,6 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
+use quotaroute_actors::policy::request::Step;
 use quotaroute_actors::{
     AdminState, AttemptResult, Clock, ComboSpec, ConnectionSpec, Decision, ManualClock,
     ProviderSpec, RequestEvents, RouteError, RouteRequest, Router, RouterOptions, Topology,
@@ -568,10 +569,24 @@ impl Sim {
             if counts_as_attempt(class) {
                 held.counted += 1;
             }
-            if !fails_over(class)
-                || held.counted >= held.decision.max_attempts
-                || held.decision.attempt() >= held.decision.max_upstream_requests
-            {
+            let step = held.decision.next_step(class, false, true);
+            // (l) The plan fails over exactly while the class fails over and both budgets
+            // have room (§3), checked against this engine's own count.
+            let budget = held.decision.plan();
+            let room = held.counted < budget.max_attempts
+                && held.decision.attempt() < budget.max_upstream_requests;
+            if (step == Step::Failover) != (fails_over(class) && room) {
+                return Err(self.fail(
+                    "l:failover-within-budget",
+                    format!(
+                        "class {} after {} counted failures and {} upstream requests: {step:?}",
+                        class.as_str(),
+                        held.counted,
+                        held.decision.attempt()
+                    ),
+                ));
+            }
+            if step != Step::Failover {
                 return Ok(());
             }
             let before = post;

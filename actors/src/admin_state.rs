@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::permit::InFlight;
 use crate::policy::router_state::RouterState;
-use crate::topology::Topology;
+use crate::policy::topology::Topology;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AdminState {

@@ -10,13 +10,13 @@ use std::sync::{Arc, OnceLock};
 use quotaroute_journal::{OutcomeClass, Skipped};
 use ractor::{ActorRef, RpcReplyPort};
 
-use crate::actor::breaker::{BreakerMsg, BreakerSignal};
-use crate::actor::combo::{AcquireRequest, ComboMsg, RoutedTarget};
-use crate::actor::connection::ConnectionMsg;
+use crate::actor::messages::{
+    AcquireRequest, BreakerMsg, BreakerSignal, ComboMsg, ConnectionMsg, RoutedTarget,
+};
 use crate::clock::SharedClock;
-use crate::outcome::{AttemptResult, Outcome};
 use crate::permit::Permit;
-use crate::policy::classify::rules;
+use crate::policy::outcome::{AttemptResult, Outcome};
+use crate::policy::request::{breaker_signal, RequestPlan, Step};
 use crate::registry::Registry;
 use crate::RouterError;
 
@@ -49,10 +49,9 @@ pub struct Decision {
     current: Option<CurrentAttempt>,
     /// Positions already tried (each target at most once per request).
     next_position: usize,
-    attempts: u32,
     skipped: Vec<Skipped>,
-    pub max_attempts: u32,
-    pub max_upstream_requests: u32,
+    /// The attempt budget and what follows each attempt (`policy::request`).
+    plan: RequestPlan,
     combo_ref: ActorRef<ComboMsg>,
     registry: Arc<Registry>,
     clock: SharedClock,
@@ -65,7 +64,7 @@ impl std::fmt::Debug for Decision {
             .field("combo", &self.combo)
             .field("order", &self.targets())
             .field("current", &self.current)
-            .field("attempts", &self.attempts)
+            .field("plan", &self.plan)
             .finish_non_exhaustive()
     }
 }
@@ -98,10 +97,8 @@ impl Decision {
                 started_at_ms,
             }),
             next_position: position + 1,
-            attempts: 1,
             skipped,
-            max_attempts: limits.0,
-            max_upstream_requests: limits.1,
+            plan: RequestPlan::new(limits.0, limits.1),
             combo_ref,
             registry,
             clock,
@@ -133,12 +130,23 @@ impl Decision {
 
     /// The 1-based number of the attempt in progress (= upstream requests so far).
     pub fn attempt(&self) -> u32 {
-        self.attempts
+        self.plan.upstream_requests()
     }
 
     /// Whether the attempt in progress holds its provider's HALF_OPEN probe token.
     pub fn is_probe(&self) -> bool {
         self.current.as_ref().is_some_and(|c| c.permit.is_probe())
+    }
+
+    /// What follows the attempt in progress, whose class is `class` (behaviour §3, decided by
+    /// [`RequestPlan::after_attempt`]). `time_left`: the request's deadline has not passed.
+    pub fn next_step(&mut self, class: OutcomeClass, streaming: bool, time_left: bool) -> Step {
+        self.plan.after_attempt(class, streaming, time_left)
+    }
+
+    /// The request's attempt budget and where it stands.
+    pub fn plan(&self) -> &RequestPlan {
+        &self.plan
     }
 
     /// Targets passed over so far, with why.
@@ -198,14 +206,14 @@ impl Decision {
         };
         let now_ms = self.clock.now_ms();
         let was_probe = current.permit.is_probe();
-        let class_rules = rules(result.class);
+        let signal = breaker_signal(result.class);
         let outcome = Outcome {
             request_id: self.request_id.clone(),
             combo: self.combo.clone(),
             provider: target.provider.to_string(),
             connection: target.connection.to_string(),
             model: target.model.to_string(),
-            attempt: self.attempts,
+            attempt: self.plan.upstream_requests(),
             started_at_ms: current.started_at_ms,
             latency_ms: now_ms.saturating_sub(current.started_at_ms),
             was_probe,
@@ -213,13 +221,6 @@ impl Decision {
             result,
         };
         let tables = self.registry.load();
-        let signal = if class_rules.trips_breaker {
-            Some(true)
-        } else if class_rules.counts_as_breaker_success {
-            Some(false)
-        } else {
-            None
-        };
         if let (Some(failure), Some(breaker)) = (signal, tables.breakers.get(&*target.provider)) {
             let hint = tables.breaker_hints.get(&*target.provider);
             // A success on a CLOSED breaker with nothing counted changes nothing; the hint says
@@ -274,7 +275,7 @@ impl Decision {
             Some((offset, permit)) => {
                 let position = base + offset;
                 self.next_position = position + 1;
-                self.attempts += 1;
+                self.plan.attempt_sent();
                 self.current = Some(CurrentAttempt {
                     position,
                     permit,

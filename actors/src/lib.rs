@@ -22,23 +22,24 @@ pub mod breaker_hint;
 pub mod clock;
 pub mod decision;
 mod error;
-pub mod outcome;
 pub mod permit;
 pub mod policy;
 pub mod registry;
 pub mod router;
 pub mod snapshot;
 pub mod tap;
-pub mod topology;
 pub mod view;
 
-pub use actor::combo::{RouteRequest, RoutedTarget, Unroutable};
+pub use policy::{outcome, topology};
+
+pub use actor::messages::{RouteRequest, RoutedTarget};
 pub use admin_state::AdminState;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, TokioClock};
 pub use decision::Decision;
 pub use error::RouterError;
 pub use outcome::{AttemptResult, Outcome};
 pub use permit::Permit;
+pub use policy::request::Unroutable;
 pub use policy::request_events::RequestEvents;
 pub use router::{recover_state, RecoveryReport, RouteError, Router, RouterOptions};
 pub use tap::EventTap;

@@ -10,13 +10,13 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use ractor::ActorRef;
 
-use crate::actor::breaker::BreakerMsg;
-use crate::actor::combo::ComboMsg;
-use crate::actor::connection::ConnectionMsg;
+use crate::actor::messages::BreakerMsg;
+use crate::actor::messages::ComboMsg;
+use crate::actor::messages::ConnectionMsg;
 use crate::breaker_hint::BreakerHint;
 use crate::permit::{InFlight, SharedProbeGate};
 use crate::policy::breaker::ProbeGate;
-use crate::topology::Topology;
+use crate::policy::topology::Topology;
 
 /// One immutable generation of the tables.
 #[derive(Clone, Default)]

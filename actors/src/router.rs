@@ -4,7 +4,6 @@
 //! Everything here is a thin `call`/`cast` onto the actors; no policy lives in this file.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use quotaroute_journal::{
     recover, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
@@ -12,21 +11,20 @@ use quotaroute_journal::{
 };
 use ractor::{Actor, ActorRef};
 
-use crate::actor::breaker::BreakerMsg;
-use crate::actor::combo::{ComboMsg, RouteReply, RouteRequest, Unroutable};
-use crate::actor::connection::ConnectionMsg;
+use crate::actor::messages::{BreakerMsg, ComboMsg, ConnectionMsg, RouteReply, RouteRequest};
 use crate::actor::recorder::{RecorderActor, RecorderArgs, RecorderMsg};
 use crate::actor::supervisor::{RouterSupervisor, SupervisorArgs, SupervisorMsg};
 use crate::admin_state::AdminState;
 use crate::clock::SharedClock;
 use crate::decision::{Decision, ROUTE_CALL_TIMEOUT_MS};
+use crate::policy::request::{hold_wait_ms, Unroutable};
 use crate::policy::request_events::RequestEvents;
 use crate::policy::response_affinity::{ResponseBinding, ResponseBindings};
 use crate::policy::router_state::RouterState;
+use crate::policy::topology::Topology;
 use crate::registry::Registry;
 use crate::snapshot;
 use crate::tap::EventTap;
-use crate::topology::Topology;
 use crate::RouterError;
 
 /// How to run the router.
@@ -221,7 +219,7 @@ impl Router {
     /// for the earliest unblock when it is that close instead of failing.
     pub async fn route(&self, request: RouteRequest) -> Result<Decision, RouteError> {
         let combo = self.combo_for(&request.model).await?;
-        let deadline = self.inner.clock.now_ms();
+        let held_since_ms = self.inner.clock.now_ms();
         loop {
             let reply = ractor::call_t!(
                 combo,
@@ -256,14 +254,10 @@ impl Router {
                     })
                 }
                 RouteReply::Unroutable(unroutable) => {
-                    let waited = self.inner.clock.now_ms().saturating_sub(deadline);
-                    match unroutable.retry_after_ms {
-                        Some(wait_ms)
-                            if unroutable.hold_ms > 0 && waited + wait_ms <= unroutable.hold_ms =>
-                        {
-                            tokio::time::sleep(Duration::from_millis(wait_ms.max(1))).await;
-                        }
-                        _ => return Err(RouteError::NoTarget(unroutable)),
+                    let waited_ms = self.inner.clock.now_ms().saturating_sub(held_since_ms);
+                    match hold_wait_ms(&unroutable, waited_ms) {
+                        Some(wait_ms) => self.inner.clock.sleep_ms(wait_ms).await,
+                        None => return Err(RouteError::NoTarget(unroutable)),
                     }
                 }
             }

@@ -1,12 +1,10 @@
 //! What a combo knows about the connections and breakers it routes to: copies pushed by their
 //! owning actors whenever they change, holding absolute times so they stay right as time passes.
 //!
-//! Owns the hard-block evaluation of behaviour §2 step 0, in the order breaker → connection →
-//! model lockout. Never mutates learned state; only the probe gate is shared and taken here.
+//! The rules that read them (behaviour §2 step 0) are `policy::request`'s; this file only
+//! holds the copies. Never mutates learned state; only the probe gate is shared and taken here.
 
 use std::sync::Arc;
-
-use quotaroute_journal::{BlockReason, BreakerPhase};
 
 use crate::permit::SharedProbeGate;
 use crate::policy::breaker::{BreakerSettings, BreakerState};
@@ -14,7 +12,9 @@ use crate::policy::buckets::BucketView;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::cooldown::ConnectionHealth;
 use crate::policy::lockout::ModelLockouts;
-use crate::topology::ConnectionSpec;
+pub use crate::policy::request::BreakerAdmission;
+use crate::policy::request::{breaker_admission, connection_block, Block};
+use crate::policy::topology::ConnectionSpec;
 
 /// A saturated usage window and when it clears.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,13 +54,8 @@ impl ConnectionView {
     }
 
     /// Connection block first, then the model's lockout.
-    pub fn block_for(&self, model: &str, now_ms: u64) -> Option<(BlockReason, Option<u64>)> {
-        if let Some(block) = self.health.block_at(now_ms) {
-            return Some(block);
-        }
-        self.lockouts
-            .block_at(model, now_ms)
-            .map(|(reason, remaining)| (reason, Some(remaining)))
+    pub fn block_for(&self, model: &str, now_ms: u64) -> Option<Block> {
+        connection_block(&self.health, &self.lockouts, model, now_ms)
     }
 
     pub fn is_saturated(&self, model: &str, now_ms: u64) -> bool {
@@ -103,48 +98,12 @@ pub struct BreakerView {
     pub gate: SharedProbeGate,
 }
 
-/// The breaker's verdict on routing to its provider now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakerAdmission {
-    /// CLOSED: route normally.
-    Healthy,
-    /// DEGRADED: route, but after healthy targets.
-    Degraded,
-    /// HALF_OPEN with a free probe token: route, taking the token.
-    Probe,
-    /// OPEN, or HALF_OPEN with every token taken.
-    Blocked(BlockReason, Option<u64>),
-}
-
 impl BreakerView {
+    /// The breaker's verdict at `now` ([`breaker_admission`] on this copy and the shared
+    /// probe tokens).
     pub fn admission(&self, now_ms: u64) -> BreakerAdmission {
-        match self.state.phase_at(now_ms, &self.settings) {
-            BreakerPhase::Closed => BreakerAdmission::Healthy,
-            BreakerPhase::Degraded => BreakerAdmission::Degraded,
-            BreakerPhase::Open => BreakerAdmission::Blocked(
-                BlockReason::BreakerOpen,
-                self.state
-                    .open_until_ms()
-                    .map(|until| until.saturating_sub(now_ms)),
-            ),
-            BreakerPhase::HalfOpen => {
-                let (free, next_free_in) = self
-                    .gate
-                    .lock()
-                    .map(|gate| {
-                        (
-                            gate.available_at(now_ms, &self.settings),
-                            gate.next_free_in(now_ms, &self.settings),
-                        )
-                    })
-                    .unwrap_or((false, None));
-                if free {
-                    BreakerAdmission::Probe
-                } else {
-                    BreakerAdmission::Blocked(BlockReason::ProbeInFlight, next_free_in)
-                }
-            }
-        }
+        let gate = self.gate.lock().ok();
+        breaker_admission(&self.state, &self.settings, gate.as_deref(), now_ms)
     }
 
     /// Takes a probe token now; false when another request took the last one first.

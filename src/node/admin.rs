@@ -61,20 +61,29 @@ pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response 
     response
 }
 
+/// The router for an admin request that may be served (the dashboard's handlers use this; the
+/// ones here use `guard!`, which returns early the same way).
+pub fn admin_router(
+    app: &AppState,
+    headers: &HeaderMap,
+) -> Result<quotaroute_actors::Router, Box<Response>> {
+    if let Some(refusal) = admin_refusal(app, headers) {
+        return Err(Box::new(refusal));
+    }
+    app.router().cloned().ok_or_else(|| {
+        Box::new(admin_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "starting",
+            "the router is replaying its journal",
+        ))
+    })
+}
+
 macro_rules! guard {
     ($app:expr, $headers:expr) => {{
-        if let Some(refusal) = admin_refusal(&$app, &$headers) {
-            return refusal;
-        }
-        match $app.router() {
-            Some(router) => router.clone(),
-            None => {
-                return admin_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "starting",
-                    "the router is replaying its journal",
-                )
-            }
+        match admin_router(&$app, &$headers) {
+            Ok(router) => router,
+            Err(refusal) => return *refusal,
         }
     }};
 }

@@ -3,7 +3,7 @@
 //! journal reader for the admin API.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
@@ -26,6 +26,9 @@ pub struct AppInner {
     pub config_path: Option<PathBuf>,
     pub started: Instant,
     request_counter: AtomicU64,
+    /// Set when the node starts to stop, so endless responses (the dashboard's event feed)
+    /// end instead of holding the drain until `shutdown_grace_ms`.
+    stopping: AtomicBool,
     /// Distinguishes request ids of this process from another's.
     id_prefix: String,
     /// `[cluster]`: the link to the other nodes, for `/admin/state` and `/metrics`.
@@ -58,6 +61,7 @@ impl AppState {
                 config_path,
                 started: Instant::now(),
                 request_counter: AtomicU64::new(0),
+                stopping: AtomicBool::new(false),
                 id_prefix: format!("qr-{:012x}", seed & 0xffff_ffff_ffff),
                 cluster: OnceLock::new(),
             }),
@@ -93,6 +97,16 @@ impl AppState {
         if let Ok(mut slot) = self.inner.journal_reader.write() {
             *slot = reader;
         }
+    }
+
+    /// Marks the node as stopping (see [`AppState::stopping`]).
+    pub fn set_stopping(&self) {
+        self.inner.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the node has begun to stop.
+    pub fn stopping(&self) -> bool {
+        self.inner.stopping.load(Ordering::Relaxed)
     }
 
     pub fn live(&self) -> arc_swap::Guard<Arc<LiveConfig>> {

@@ -11,7 +11,8 @@ use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use quotaroute_actors::policy::classify::{classify, TransportFailure, UpstreamReply};
 use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
-use quotaroute_actors::{AttemptResult, Clock, RoutedTarget, SystemClock};
+use quotaroute_actors::policy::request::LastAttempt;
+use quotaroute_actors::{AttemptResult, RoutedTarget};
 use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass};
 use tokio::time::Instant;
 
@@ -37,6 +38,16 @@ pub(crate) enum LastFailure {
         body: Bytes,
     },
     Class(OutcomeClass, String),
+}
+
+impl LastFailure {
+    /// What the answer rule (`policy::request::final_answer`) needs of it.
+    pub(crate) fn as_last_attempt(&self) -> LastAttempt {
+        match self {
+            LastFailure::Upstream { status, .. } => LastAttempt::Status(status.as_u16()),
+            LastFailure::Class(class, _) => LastAttempt::Class(*class),
+        }
+    }
 }
 
 /// What one try needs from its request.
@@ -157,12 +168,13 @@ pub(crate) async fn try_target(
     } else {
         ctx.deadline
     });
-    let now_ms = SystemClock.now_ms();
+    // The router's clock: the same `now` its policy reads (reset hints, usage windows).
+    let now_ms = ctx.app.router().map_or(0, |router| router.clock().now_ms());
     let response = match provider.client.send(upstream_request, timeout).await {
         Ok(response) => response,
         Err(failed_send) => {
             *upstream_time += sent_at.elapsed();
-            let class = transport_class(failed_send.failure);
+            let class = transport_class(failed_send.failure, ctx.endpoint.format(), now_ms);
             done(class, sent_at.elapsed());
             let mut result = AttemptResult::failure(class, None);
             result.message = Some(failed_send.message.clone());
@@ -254,7 +266,7 @@ pub(crate) async fn try_target(
     let body = match body {
         Ok(body) => body,
         Err(transport) => {
-            let class = transport_class(transport);
+            let class = transport_class(transport, ctx.endpoint.format(), now_ms);
             done(class, sent_at.elapsed());
             return Tried::Failed {
                 result: AttemptResult::failure(class, Some(status.as_u16())),
@@ -367,9 +379,18 @@ fn attempt_done(
     );
 }
 
-fn transport_class(transport: TransportFailure) -> OutcomeClass {
-    match transport {
-        TransportFailure::Timeout => OutcomeClass::Timeout,
-        _ => OutcomeClass::Network,
-    }
+/// A transport failure's class, by the one classifier (behaviour §4).
+fn transport_class(
+    transport: TransportFailure,
+    format: JournalFormat,
+    now_ms: u64,
+) -> OutcomeClass {
+    let reply = UpstreamReply {
+        status: None,
+        headers: &HeaderMap::new(),
+        body: &[],
+        transport: Some(transport),
+        format,
+    };
+    classify(&reply, now_ms).class
 }

@@ -17,6 +17,7 @@ use crate::node::metrics;
 use crate::node::proxy::{self, client_authorized};
 use crate::node::reply;
 use crate::node::stored_response;
+use crate::node::{ui, ui_events, ui_timeline};
 
 /// The node's routes.
 pub fn routes(app: AppState) -> axum::Router {
@@ -67,6 +68,12 @@ pub fn routes(app: AppState) -> axum::Router {
         )
         .route("/admin/reload", post(admin::reload_config))
         .route("/admin/journal", get(admin::journal))
+        .route("/admin/events", get(ui_events::events))
+        .route("/admin/timeline.svg", get(ui_timeline::timeline))
+        .route("/ui", get(ui::index))
+        .route("/ui/", get(ui::index))
+        .route("/ui/dashboard.css", get(ui::stylesheet))
+        .route("/ui/dashboard.js", get(ui::script))
         .with_state(app)
 }
 

@@ -3,7 +3,7 @@
 //! from the router's state when `/metrics` is scraped, so they cost nothing per request.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use metrics::{counter, gauge, histogram, Counter, Histogram};
@@ -13,6 +13,7 @@ use quotaroute_journal::OutcomeClass;
 
 use crate::cluster::status::ClusterStatus;
 use crate::node::endpoint::Endpoint;
+use crate::node::traffic::ConnectionTraffic;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -74,6 +75,8 @@ pub fn request_finished(endpoint: Endpoint, status: u16) {
 pub struct AttemptMetrics {
     by_class: Vec<Counter>,
     latency: Histogram,
+    /// The same attempts as plain atomics the dashboard can read back.
+    pub traffic: Arc<ConnectionTraffic>,
 }
 
 impl std::fmt::Debug for AttemptMetrics {
@@ -113,7 +116,11 @@ impl AttemptMetrics {
             .collect();
         let latency =
             histogram!("quotaroute_upstream_latency_seconds", "provider" => provider.to_string());
-        AttemptMetrics { by_class, latency }
+        AttemptMetrics {
+            by_class,
+            latency,
+            traffic: Arc::default(),
+        }
     }
 }
 
@@ -124,6 +131,7 @@ pub fn attempt(metrics: &AttemptMetrics, class: OutcomeClass, latency: Duration)
         }
     }
     metrics.latency.record(latency.as_secs_f64());
+    metrics.traffic.record(class == OutcomeClass::Success);
 }
 
 pub fn overhead(overhead_us: u64) {

@@ -13,6 +13,9 @@
 //!   [`upstream_body`] — an upstream body, decoded as it arrives when it is compressed.
 //! - [`header_rules`] — which headers cross the router either way; [`cors`] — browser origins.
 //! - [`admin`] / [`reload`] — the admin API and config reloads.
+//! - [`ui`] — the operator's dashboard page (`GET /ui`); [`ui_events`] — its live feed
+//!   (`/admin/events`); [`ui_timeline`] — its incident picture (`/admin/timeline.svg`);
+//!   [`traffic`] — the attempt counters its rate chart reads.
 //! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
 
@@ -33,6 +36,10 @@ pub mod reply;
 pub mod serve;
 pub mod stored_response;
 pub mod stream_relay;
+pub mod traffic;
+pub mod ui;
+pub mod ui_events;
+pub mod ui_timeline;
 pub mod upstream;
 pub mod upstream_body;
 pub mod upstream_request;

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use quotaroute_actors::policy::classify::rules;
+use quotaroute_actors::policy::request::{final_answer, FinalAnswer, Step};
 use quotaroute_actors::{Decision, RouteError, RouteRequest, RoutedTarget, Router};
 use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass, ResponseBound};
 use tokio::time::Instant;
@@ -221,18 +221,23 @@ pub(crate) async fn serve_tries(
     started: StdInstant,
 ) -> Response {
     let mut upstream_time = Duration::ZERO;
-    let mut counted_failures = 0u32;
     let mut last_failure: Option<LastFailure> = None;
     while let Some(target) = decision.current().cloned() {
         route.connection = Some(target.connection.to_string());
         route.model = Some(target.model.to_string());
         route.attempts = decision.attempt();
-        match try_target(ctx, &target, decision.attempt(), &mut upstream_time).await {
+        let tried = try_target(ctx, &target, decision.attempt(), &mut upstream_time).await;
+        let time_left = Instant::now() < ctx.deadline;
+        match tried {
             Tried::Streaming {
                 stream,
                 result,
                 headers: upstream_headers,
             } => {
+                debug_assert_eq!(
+                    decision.next_step(result.class, true, time_left),
+                    Step::Stream
+                );
                 route.overhead_us = overhead_us(started, upstream_time);
                 if let Some(response_id) = stream.response_id.clone() {
                     bind_response(ctx, &target, response_id);
@@ -261,12 +266,14 @@ pub(crate) async fn serve_tries(
                 headers,
                 body,
             } => {
-                let client_error = result.class == OutcomeClass::ClientError;
+                let class = result.class;
+                let step = decision.next_step(class, false, time_left);
+                debug_assert_eq!(step, Step::Deliver);
                 decision.report(result);
                 route.overhead_us = overhead_us(started, upstream_time);
                 metrics::request_finished(ctx.endpoint, status.as_u16());
-                if client_error {
-                    // A client error is returned as is and never fails over (behaviour §3).
+                if class != OutcomeClass::Success {
+                    // A client error is returned as the upstream sent it.
                     return reply::passthrough(status, &headers, &body, ctx.live, &route);
                 }
                 metrics::overhead(route.overhead_us);
@@ -286,11 +293,11 @@ pub(crate) async fn serve_tries(
                 return response;
             }
             Tried::Failed { result, last } => {
-                let class = result.class;
+                let step = decision.next_step(result.class, false, time_left);
                 // Applied before the next try and before the client's answer (behaviour §3).
                 decision.report_applied(result).await;
                 last_failure = Some(last);
-                if !failover(&mut decision, &mut counted_failures, class, ctx.deadline).await {
+                if step != Step::Failover || !matches!(decision.failover().await, Ok(Some(_))) {
                     break;
                 }
             }
@@ -439,32 +446,6 @@ async fn decode_client_body(
         })
 }
 
-/// Moves to the next target when the class fails over and the budgets allow (behaviour §3).
-async fn failover(
-    decision: &mut Decision,
-    counted_failures: &mut u32,
-    class: OutcomeClass,
-    deadline: Instant,
-) -> bool {
-    // No time left: a try now would time out at once and charge an innocent connection.
-    if Instant::now() >= deadline {
-        return false;
-    }
-    let class_rules = rules(class);
-    if !class_rules.fails_over {
-        return false;
-    }
-    if class_rules.counts_as_attempt {
-        *counted_failures += 1;
-    }
-    if *counted_failures >= decision.max_attempts
-        || decision.attempt() >= decision.max_upstream_requests
-    {
-        return false;
-    }
-    matches!(decision.failover().await, Ok(Some(_)))
-}
-
 fn overhead_us(started: StdInstant, upstream_time: Duration) -> u64 {
     started
         .elapsed()
@@ -473,7 +454,8 @@ fn overhead_us(started: StdInstant, upstream_time: Duration) -> u64 {
         .min(u128::from(u64::MAX)) as u64
 }
 
-/// The answer when the tries ran out after real upstream failures (behaviour §7).
+/// The answer when the tries ran out (behaviour §7, decided by [`final_answer`]): this only
+/// writes it, passing the last upstream answer through when the rule says so.
 fn final_failure(
     last: Option<LastFailure>,
     anthropic: bool,
@@ -481,58 +463,37 @@ fn final_failure(
     route: &RouteHeaders,
     decision: &Decision,
 ) -> Response {
-    match last {
-        Some(LastFailure::Upstream {
-            status,
-            headers,
-            body,
-        }) => match status.as_u16() {
-            429 | 500 | 502 | 503 | 504 => reply::passthrough(status, &headers, &body, live, route),
-            529 => reply::passthrough(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &headers,
-                &body,
-                live,
-                route,
-            ),
-            400 | 404 => reply::api_error(
-                &ApiError::new(
-                    ApiErrorKind::ModelNotFound,
-                    "the model is not available on any target",
-                ),
-                anthropic,
-                route,
-            ),
-            408 => upstream_timeout(anthropic, route),
-            code => reply::api_error(
-                &ApiError::new(
-                    ApiErrorKind::UpstreamError,
-                    format!("upstream answered {code} on every target tried"),
-                ),
-                anthropic,
-                route,
-            ),
-        },
-        Some(LastFailure::Class(OutcomeClass::Timeout, _)) => upstream_timeout(anthropic, route),
-        Some(LastFailure::Class(_, message)) => reply::api_error(
-            &ApiError::new(
-                ApiErrorKind::UpstreamError,
-                format!("upstream failed: {message}"),
-            ),
-            anthropic,
-            route,
+    let answer = final_answer(last.as_ref().map(LastFailure::as_last_attempt));
+    let error = match (answer, last) {
+        (FinalAnswer::PassThrough(status), Some(LastFailure::Upstream { headers, body, .. })) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            return reply::passthrough(status, &headers, &body, live, route);
+        }
+        (FinalAnswer::UpstreamTimeout, _) => return upstream_timeout(anthropic, route),
+        (FinalAnswer::ModelNotFound, _) => ApiError::new(
+            ApiErrorKind::ModelNotFound,
+            "the model is not available on any target",
         ),
-        None => reply::api_error(
-            &ApiError::blocked(
-                ApiErrorKind::NoAvailableTarget,
-                "no target could be tried",
-                decision.skipped().to_vec(),
-                None,
-            ),
-            anthropic,
-            route,
+        (FinalAnswer::NoTargetTried, _) => ApiError::blocked(
+            ApiErrorKind::NoAvailableTarget,
+            "no target could be tried",
+            decision.skipped().to_vec(),
+            None,
         ),
-    }
+        (_, Some(LastFailure::Class(_, message))) => ApiError::new(
+            ApiErrorKind::UpstreamError,
+            format!("upstream failed: {message}"),
+        ),
+        (_, Some(LastFailure::Upstream { status, .. })) => ApiError::new(
+            ApiErrorKind::UpstreamError,
+            format!(
+                "upstream answered {} on every target tried",
+                status.as_u16()
+            ),
+        ),
+        (_, None) => ApiError::new(ApiErrorKind::UpstreamError, "upstream failed"),
+    };
+    reply::api_error(&error, anthropic, route)
 }
 
 fn upstream_timeout(anthropic: bool, route: &RouteHeaders) -> Response {

@@ -172,6 +172,7 @@ impl RunningNode {
     /// records `node_stopped`, flushes and closes the journal (its directory can be opened
     /// again as soon as this returns).
     pub async fn stop(self, reason: &str) -> Result<(), NodeError> {
+        self.app.set_stopping();
         let _ = self.stop.send(true);
         if tokio::time::timeout(self.grace, self.server).await.is_err() {
             tracing::warn!("shutdown grace passed with requests still in flight");

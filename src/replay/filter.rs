@@ -3,7 +3,7 @@
 
 use quotaroute_journal::{Envelope, Event};
 
-use crate::replay::time_parse::{parse_time, TimeError};
+use crate::time_parse::{parse_time, TimeError};
 
 /// A usage error in the filter flags.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

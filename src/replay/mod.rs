@@ -16,6 +16,7 @@
 
 pub mod args;
 pub mod filter;
+pub mod ndjson_item;
 pub mod paint;
 pub mod periods;
 pub mod remote;
@@ -33,14 +34,15 @@ use std::path::PathBuf;
 pub use args::{ColorChoice, Format, ReplayArgs};
 
 use crate::replay::filter::{Filter, FilterError};
+use crate::replay::ndjson_item::Damaged;
 use crate::replay::paint::Paint;
-use crate::replay::source::{Damaged, Source, SourceError};
+use crate::replay::source::{Source, SourceError};
 use crate::replay::state_at::StateFold;
 use crate::replay::summary::SummaryBuilder;
 use crate::replay::svg::SvgBuilder;
-use crate::replay::time_parse::{parse_time, TimeError};
 use crate::replay::timeline::TimelineWriter;
 use crate::replay::what_if::WhatIf;
+use crate::time_parse::{parse_time, TimeError};
 
 /// Exit code: everything shown (damaged records, if any, reported on `err`).
 pub const EXIT_OK: u8 = 0;

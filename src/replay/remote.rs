@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full};
 
 use crate::node::upstream::UpstreamClient;
 
-use crate::replay::source::{parse_ndjson_line, Item};
+use crate::replay::ndjson_item::{parse_ndjson_line, Item};
 
 /// Events asked for per page.
 pub const PAGE_EVENTS: u64 = 10_000;

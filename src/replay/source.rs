@@ -5,22 +5,10 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use quotaroute_journal::{
-    envelope_from_json, Envelope, Journal, JournalError, SledJournal, SledOptions,
-};
+use quotaroute_journal::{Envelope, Journal, JournalError, SledJournal, SledOptions};
 
+use crate::replay::ndjson_item::{parse_ndjson_line, Damaged, Item};
 use crate::replay::remote::{self, RemoteError};
-
-/// A record that could not be read, and where it was.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Damaged {
-    /// `seq 41` for a journal record, `line 12` for an NDJSON line.
-    pub location: String,
-    pub reason: String,
-}
-
-/// One readable envelope or one damaged record, in journal order.
-pub type Item = Result<Envelope, Damaged>;
 
 /// Why no events could be read at all.
 #[derive(Debug, thiserror::Error)]
@@ -144,17 +132,6 @@ pub fn read_ndjson_file(path: &Path) -> Result<Vec<Item>, SourceError> {
         items.extend(parse_ndjson_line(&line, index + 1));
     }
     Ok(items)
-}
-
-/// One NDJSON line as an item (`None` for a blank line).
-pub fn parse_ndjson_line(line: &str, line_number: usize) -> Option<Item> {
-    if line.trim().is_empty() {
-        return None;
-    }
-    Some(envelope_from_json(line).map_err(|error| Damaged {
-        location: format!("line {line_number}"),
-        reason: error.to_string(),
-    }))
 }
 
 /// Writes NDJSON envelopes (an export, a fixture) into a new sled journal at `dir`, one record

@@ -13,7 +13,7 @@ use quotaroute_actors::{AdminState, Topology};
 use quotaroute_journal::Envelope;
 use serde::Serialize;
 
-use crate::replay::time_parse::{format_duration, format_utc_ms};
+use crate::time_parse::{format_duration, format_utc_ms};
 
 /// The fold of every envelope at or before `at_ms`.
 #[derive(Debug, Default)]

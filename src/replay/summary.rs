@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::replay::filter::Filter;
 use crate::replay::periods::{PeriodTracker, Periods};
-use crate::replay::time_parse::{format_duration, format_utc_ms};
+use crate::time_parse::{format_duration, format_utc_ms};
 
 /// How many distinct upstream errors a row lists.
 const TOP_ERRORS: usize = 3;

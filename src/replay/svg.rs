@@ -11,7 +11,7 @@ use quotaroute_journal::{Envelope, Event};
 
 use crate::replay::filter::Filter;
 use crate::replay::periods::{Band, PeriodTracker, Periods};
-use crate::replay::time_parse::{format_clock, format_duration, format_utc_ms};
+use crate::time_parse::{format_clock, format_duration, format_utc_ms};
 
 const WIDTH: f64 = 1400.0;
 const LEFT: f64 = 190.0;
@@ -41,6 +41,8 @@ pub struct SvgBuilder {
     failures: BTreeMap<String, Vec<u64>>,
     successes: BTreeMap<String, Vec<u64>>,
     span: Option<(u64, u64)>,
+    /// A span fixed by the caller (the dashboard's "last hour"), instead of the events' own.
+    fixed_span: Option<(u64, u64)>,
 }
 
 impl SvgBuilder {
@@ -50,6 +52,13 @@ impl SvgBuilder {
             filter,
             ..SvgBuilder::default()
         }
+    }
+
+    /// Draws exactly `[start_ms, end_ms]`, however few events fall in it (a live view of the
+    /// last hour, where a quiet hour is still an hour wide).
+    pub fn over(mut self, start_ms: u64, end_ms: u64) -> Self {
+        self.fixed_span = Some((start_ms, end_ms));
+        self
     }
 
     fn add_lane(&mut self, provider: &str, connection: &str) {
@@ -115,7 +124,7 @@ impl SvgBuilder {
 
     /// The SVG document.
     pub fn finish(mut self) -> String {
-        let (start, mut end) = self.span.unwrap_or((0, 1));
+        let (start, mut end) = self.fixed_span.or(self.span).unwrap_or((0, 1));
         if end <= start {
             end = start + 1_000;
         }
@@ -440,6 +449,18 @@ mod tests {
     #[test]
     fn names_are_escaped() {
         assert_eq!(escape(r#"a<b>&"c'"#), "a&lt;b&gt;&amp;&quot;c&apos;");
+    }
+
+    #[test]
+    fn a_fixed_span_is_drawn_whole_however_few_events_fall_in_it() {
+        let hour = 3_600_000;
+        let svg = SvgBuilder::new(Filter::default())
+            .over(1_700_000_000_000, 1_700_000_000_000 + hour)
+            .finish();
+        assert!(
+            svg.contains(&format!("({})", format_duration(hour))),
+            "{svg}"
+        );
     }
 
     #[test]

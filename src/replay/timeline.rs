@@ -9,7 +9,7 @@ use quotaroute_actors::topology::recorded_targets;
 use quotaroute_journal::{envelope_to_json, ConfigLoaded, Envelope, Event, NdjsonError, Skipped};
 
 use crate::replay::paint::{Paint, Tone};
-use crate::replay::time_parse::{format_duration, format_utc_ms};
+use crate::time_parse::{format_duration, format_utc_ms};
 
 /// Width of the kind column (the longest kind, `connection_cooldown`).
 const KIND_WIDTH: usize = 19;

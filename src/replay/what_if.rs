@@ -1,23 +1,38 @@
-//! `--what-if CONFIG`: the recorded outcomes (`request_succeeded` / `request_failed`) re-run
-//! through the same pure policy — `BreakerState::on_outcome`, `ConnectionState::on_outcome`
-//! (cooldown + lockout), each followed by `apply` of what they return, exactly as the actors
-//! compose them — with CONFIG's resilience settings, then compared with what the journal says
-//! happened. Owns the simulation and its table; the settings come from `config::topology`.
+//! `--what-if CONFIG`: the recorded requests re-routed through the same pure policy with
+//! CONFIG's resilience settings, then compared with what the journal says happened.
 //!
-//! What a replay cannot know: where an attempt would have gone had its target been blocked under
-//! the new settings. Such attempts are counted as "not sent" and their outcome is not applied
-//! (the upstream would not have seen them); requests that found every target of their combo
-//! blocked at their `route_decided` instant are "nothing to serve".
+//! Each recorded request (`route_decided`) is routed again at its instant by the live code
+//! paths: `policy::request`'s admission (breaker → connection → model lockout, probe tokens
+//! included), `quota_share::select` on the what-if deficits and in-flight counts, and
+//! `RequestPlan` for what follows each attempt. Each attempt's outcome is applied when it
+//! completes (its start plus its recorded latency) by `BreakerState::on_outcome` and
+//! `ConnectionState::on_outcome`, exactly as the actors compose them.
+//!
+//! What a replay cannot know is how a target the recording did not try would have answered.
+//! An attempt on a target this request tried in the recording gets that recorded outcome;
+//! on another target, the outcome recorded on that (connection, model) nearest in time
+//! ("borrowed"); on a target never tried in the journal, a success ("assumed"). The report
+//! counts both, so a reader knows how much of the what-if world is inferred.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
 
-use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState};
-use quotaroute_actors::policy::classify::rules;
+use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;
+use quotaroute_actors::policy::drr::{exec_key, DrrDeficits};
+use quotaroute_actors::policy::quota_share::{
+    apply_route_decided, route_decided, select, DrrKeys, TargetView,
+};
+use quotaroute_actors::policy::request::{
+    admission, breaker_admission, breaker_signal, connection_block, BreakerAdmission, RequestPlan,
+    Step,
+};
 use quotaroute_actors::topology::recorded_targets;
-use quotaroute_actors::{ConnectionSpec, Outcome};
-use quotaroute_journal::{ActionBy, AuthKind, BreakerPhase, ConfigLoaded, Envelope, Event};
+use quotaroute_actors::{AttemptResult, ConnectionSpec, Outcome};
+use quotaroute_journal::{
+    ActionBy, AuthKind, BreakerPhase, ConfigLoaded, Envelope, Event, TargetInfo,
+};
 use serde::Serialize;
 
 use crate::config::topology::{
@@ -25,7 +40,7 @@ use crate::config::topology::{
 };
 use crate::config::Config;
 use crate::replay::periods::{PeriodTracker, Periods};
-use crate::replay::time_parse::format_duration;
+use crate::time_parse::format_duration;
 
 /// One compared figure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -44,26 +59,78 @@ pub struct Row {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WhatIfReport {
     pub config: String,
-    pub outcomes_replayed: u64,
-    /// Attempts whose target the what-if settings would have had blocked.
-    pub attempts_not_sent: u64,
+    /// Recorded requests routed again.
+    pub requests_replayed: u64,
+    /// Upstream attempts the what-if routing made.
+    pub attempts_simulated: u64,
+    /// Attempts on a target the recorded request did not try: outcome borrowed from the
+    /// nearest recorded one on that target.
+    pub attempts_borrowed: u64,
+    /// Attempts on a target never tried in the journal: assumed to succeed.
+    pub attempts_assumed: u64,
     pub rows: Vec<Row>,
 }
 
-/// The simulation, fed one envelope at a time in journal order.
+/// A recorded request: the combo it was routed through and its recorded attempts.
+#[derive(Debug)]
+struct RecordedRequest {
+    combo: String,
+    attempts: Vec<Outcome>,
+}
+
+/// Something that happens at an instant of the replay, in journal order.
+#[derive(Debug)]
+enum Happening {
+    Config(Box<ConfigLoaded>),
+    /// An operator's action, applied at the same instant in the what-if world.
+    Admin(Box<Event>),
+    Route(String),
+}
+
+/// An attempt of the what-if world in progress.
+#[derive(Debug)]
+struct InFlightAttempt {
+    request_id: String,
+    outcome: Outcome,
+    probe_taken_at_ms: Option<u64>,
+}
+
+/// A request of the what-if world between its attempts.
+#[derive(Debug)]
+struct LiveRequest {
+    combo: String,
+    targets: Vec<(String, TargetInfo)>,
+    /// The selection's order, as indices into `targets`.
+    order: Vec<usize>,
+    next: usize,
+    plan: RequestPlan,
+}
+
+/// The simulation, fed one envelope at a time in journal order; it runs in `finish`, when
+/// every recorded outcome (what a re-routed attempt may borrow) is known.
 #[derive(Debug)]
 pub struct WhatIf {
     config: Config,
     config_label: String,
     recorded: PeriodTracker,
     simulated: PeriodTracker,
+    happenings: Vec<(u64, Happening)>,
+    requests: BTreeMap<String, RecordedRequest>,
+    /// Every recorded outcome per (connection, model), in journal order, by start time.
+    history: BTreeMap<(String, String), Vec<Outcome>>,
     topology: Option<ConfigLoaded>,
     breakers: BTreeMap<String, (BreakerState, BreakerSettings)>,
+    gates: BTreeMap<String, ProbeGate>,
     connections: BTreeMap<String, (ConnectionState, ConnectionSpec)>,
+    deficits: BTreeMap<String, DrrDeficits>,
+    in_flight: BTreeMap<String, u32>,
+    live: BTreeMap<String, LiveRequest>,
     recorded_unservable: BTreeSet<String>,
     simulated_unservable: BTreeSet<String>,
-    outcomes: u64,
-    not_sent: u64,
+    requests_replayed: u64,
+    attempts: u64,
+    borrowed: u64,
+    assumed: u64,
     span: Option<(u64, u64)>,
 }
 
@@ -74,13 +141,22 @@ impl WhatIf {
             config_label: config_label.into(),
             recorded: PeriodTracker::default(),
             simulated: PeriodTracker::default(),
+            happenings: Vec::new(),
+            requests: BTreeMap::new(),
+            history: BTreeMap::new(),
             topology: None,
             breakers: BTreeMap::new(),
+            gates: BTreeMap::new(),
             connections: BTreeMap::new(),
+            deficits: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            live: BTreeMap::new(),
             recorded_unservable: BTreeSet::new(),
             simulated_unservable: BTreeSet::new(),
-            outcomes: 0,
-            not_sent: 0,
+            requests_replayed: 0,
+            attempts: 0,
+            borrowed: 0,
+            assumed: 0,
             span: None,
         }
     }
@@ -93,43 +169,372 @@ impl WhatIf {
         });
         self.recorded.observe(at_ms, &envelope.event);
         match &envelope.event {
-            Event::ConfigLoaded(config) => self.topology = Some(config.clone()),
+            Event::ConfigLoaded(config) => self
+                .happenings
+                .push((at_ms, Happening::Config(Box::new(config.clone())))),
             Event::RouteDecided(decided) => {
                 if decided.chosen.is_none() {
                     self.recorded_unservable.insert(decided.request_id.clone());
                 }
-                if self.all_targets_blocked(&decided.combo, at_ms) {
-                    self.simulated_unservable.insert(decided.request_id.clone());
-                }
+                self.requests.insert(
+                    decided.request_id.clone(),
+                    RecordedRequest {
+                        combo: decided.combo.clone(),
+                        attempts: Vec::new(),
+                    },
+                );
+                self.happenings
+                    .push((at_ms, Happening::Route(decided.request_id.clone())));
             }
             Event::RequestSucceeded(_) | Event::RequestFailed(_) => {
                 if let Some(outcome) = Outcome::from_request_event(&envelope.event, at_ms) {
-                    self.replay_outcome(at_ms, outcome);
+                    self.history
+                        .entry((outcome.connection.clone(), outcome.model.clone()))
+                        .or_default()
+                        .push(outcome.clone());
+                    if let Some(request) = self.requests.get_mut(&outcome.request_id) {
+                        request.attempts.push(outcome);
+                    }
                 }
             }
-            // Operators acted at the same instants in the what-if world.
-            Event::ConnectionCleared(e) if e.by != ActionBy::Router => {
-                let event = envelope.event.clone();
-                self.connection(&e.provider, &e.connection)
-                    .0
-                    .apply(at_ms, &event);
-                self.simulated.observe(at_ms, &event);
-            }
-            Event::ModelUnlocked(e) if e.by == ActionBy::Admin => {
-                let event = envelope.event.clone();
-                self.connection(&e.provider, &e.connection)
-                    .0
-                    .apply(at_ms, &event);
-                self.simulated.observe(at_ms, &event);
-            }
+            Event::ConnectionCleared(e) if e.by != ActionBy::Router => self.admin(envelope),
+            Event::ModelUnlocked(e) if e.by == ActionBy::Admin => self.admin(envelope),
             Event::BreakerTransition(e)
                 if e.by == ActionBy::Admin && e.to == BreakerPhase::Closed =>
             {
-                let event = envelope.event.clone();
-                self.breaker(&e.provider).0.apply(at_ms, &event);
-                self.simulated.observe(at_ms, &event);
+                self.admin(envelope)
             }
             _ => {}
+        }
+    }
+
+    fn admin(&mut self, envelope: &Envelope) {
+        self.happenings.push((
+            envelope.at_ms,
+            Happening::Admin(Box::new(envelope.event.clone())),
+        ));
+    }
+
+    /// Runs the what-if world: the recorded happenings in order, each attempt completing at its
+    /// start plus its latency (completions first when instants tie, as they were journaled
+    /// before the decisions that followed them).
+    fn simulate(&mut self) {
+        let happenings = std::mem::take(&mut self.happenings);
+        let mut completions: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+        let mut attempts: BTreeMap<u64, InFlightAttempt> = BTreeMap::new();
+        let mut next_id = 0u64;
+        let mut pending = Vec::new();
+        for (at_ms, happening) in happenings {
+            while let Some(&Reverse((done_ms, id))) = completions.peek() {
+                if done_ms > at_ms {
+                    break;
+                }
+                completions.pop();
+                if let Some(attempt) = attempts.remove(&id) {
+                    self.complete(done_ms, attempt, &mut pending);
+                }
+                self.start_pending(&mut pending, &mut completions, &mut attempts, &mut next_id);
+            }
+            match happening {
+                Happening::Config(config) => self.topology = Some(*config),
+                Happening::Admin(event) => self.apply_admin(at_ms, &event),
+                Happening::Route(request_id) => {
+                    if let Some(attempt) = self.route(at_ms, &request_id) {
+                        pending.push(attempt);
+                    }
+                }
+            }
+            self.start_pending(&mut pending, &mut completions, &mut attempts, &mut next_id);
+        }
+        while let Some(Reverse((done_ms, id))) = completions.pop() {
+            if let Some(attempt) = attempts.remove(&id) {
+                self.complete(done_ms, attempt, &mut pending);
+            }
+            self.start_pending(&mut pending, &mut completions, &mut attempts, &mut next_id);
+        }
+    }
+
+    fn start_pending(
+        &mut self,
+        pending: &mut Vec<InFlightAttempt>,
+        completions: &mut BinaryHeap<Reverse<(u64, u64)>>,
+        attempts: &mut BTreeMap<u64, InFlightAttempt>,
+        next_id: &mut u64,
+    ) {
+        for attempt in pending.drain(..) {
+            let done_ms = attempt
+                .outcome
+                .started_at_ms
+                .saturating_add(attempt.outcome.latency_ms);
+            completions.push(Reverse((done_ms, *next_id)));
+            attempts.insert(*next_id, attempt);
+            *next_id += 1;
+        }
+    }
+
+    fn apply_admin(&mut self, at_ms: u64, event: &Event) {
+        match event {
+            Event::ConnectionCleared(e) => {
+                self.connection(&e.provider, &e.connection)
+                    .0
+                    .apply(at_ms, event);
+            }
+            Event::ModelUnlocked(e) => {
+                self.connection(&e.provider, &e.connection)
+                    .0
+                    .apply(at_ms, event);
+            }
+            Event::BreakerTransition(e) => self.breaker(&e.provider).0.apply(at_ms, event),
+            _ => return,
+        }
+        self.simulated.observe(at_ms, event);
+    }
+
+    /// Routes a recorded request again at `now`: selection on the what-if state, then its first
+    /// attempt (`None`: nothing could serve, or the combo is unknown).
+    fn route(&mut self, now_ms: u64, request_id: &str) -> Option<InFlightAttempt> {
+        let combo = self.requests.get(request_id)?.combo.clone();
+        let config = self.topology.as_ref()?;
+        let (strategy, infos) = recorded_targets(config, &combo)?;
+        let targets: Vec<(String, TargetInfo)> = infos
+            .into_iter()
+            .filter_map(|info| {
+                let provider = config
+                    .connections
+                    .iter()
+                    .find(|c| c.id == info.connection)?
+                    .provider
+                    .clone();
+                Some((provider, info))
+            })
+            .collect();
+        if targets.is_empty() {
+            return None;
+        }
+        let max_concurrent: Vec<Option<u32>> = targets
+            .iter()
+            .map(|(_, info)| {
+                config
+                    .connections
+                    .iter()
+                    .find(|c| c.id == info.connection)
+                    .and_then(|c| c.max_concurrent)
+            })
+            .collect();
+        self.requests_replayed += 1;
+        let views: Vec<TargetView> = targets
+            .iter()
+            .zip(&max_concurrent)
+            .map(|((provider, info), cap)| {
+                let breaker = self.admission_of(provider, now_ms);
+                let hard_block = admission(breaker, || {
+                    let (state, _) = self.connection(provider, &info.connection);
+                    connection_block(&state.health, &state.lockouts, &info.model, now_ms)
+                });
+                TargetView {
+                    weight: info.weight,
+                    exec_key: exec_key(&info.connection, &info.model).into(),
+                    hard_block,
+                    saturated: false,
+                    in_flight: self.in_flight.get(&info.connection).copied().unwrap_or(0),
+                    max_concurrent: *cap,
+                    degraded: breaker == BreakerAdmission::Degraded,
+                }
+            })
+            .collect();
+        let infos: Vec<TargetInfo> = targets.iter().map(|(_, info)| info.clone()).collect();
+        let deficits = self.deficits.entry(combo.clone()).or_default();
+        let selection = select(strategy, &views, deficits);
+        let decided = route_decided(&selection, request_id, 0, &combo, &combo, &infos);
+        apply_route_decided(deficits, &DrrKeys::new(strategy, &infos), &decided);
+        let (max_attempts, max_upstream_requests) = self.budget_of(&combo);
+        self.live.insert(
+            request_id.to_string(),
+            LiveRequest {
+                combo,
+                targets,
+                order: selection.order,
+                next: 0,
+                plan: RequestPlan::new(max_attempts, max_upstream_requests),
+            },
+        );
+        let attempt = self.next_attempt(now_ms, request_id);
+        if attempt.is_none() {
+            self.simulated_unservable.insert(request_id.to_string());
+            self.live.remove(request_id);
+        }
+        attempt
+    }
+
+    /// The what-if config's attempt budget for `combo` (its defaults for an implicit combo).
+    fn budget_of(&self, combo: &str) -> (u32, u32) {
+        let defaults = &self.config.defaults;
+        let max_attempts = self
+            .config
+            .combos
+            .iter()
+            .find(|c| c.name == combo)
+            .and_then(|c| c.max_attempts)
+            .unwrap_or(defaults.max_attempts);
+        (max_attempts, defaults.max_upstream_requests)
+    }
+
+    fn admission_of(&mut self, provider: &str, now_ms: u64) -> BreakerAdmission {
+        let gate = self.gates.get(provider).cloned().unwrap_or_default();
+        let (state, settings) = self.breaker(provider);
+        breaker_admission(state, settings, Some(&gate), now_ms)
+    }
+
+    /// The next target of the request's order that is admitted now, with its attempt started.
+    fn next_attempt(&mut self, now_ms: u64, request_id: &str) -> Option<InFlightAttempt> {
+        loop {
+            let live = self.live.get_mut(request_id)?;
+            let index = *live.order.get(live.next)?;
+            live.next += 1;
+            let (provider, info) = live.targets.get(index)?.clone();
+            let combo = live.combo.clone();
+            let attempt_number = live.plan.upstream_requests();
+            let breaker = self.admission_of(&provider, now_ms);
+            let blocked = admission(breaker, || {
+                let (state, _) = self.connection(&provider, &info.connection);
+                connection_block(&state.health, &state.lockouts, &info.model, now_ms)
+            });
+            if blocked.is_some() {
+                continue;
+            }
+            let probe_taken_at_ms = if breaker == BreakerAdmission::Probe {
+                let settings = self.breaker(&provider).1.clone();
+                let gate = self.gates.entry(provider.clone()).or_default();
+                if !gate.try_take(now_ms, &settings) {
+                    continue;
+                }
+                if let Some((state, _)) = self.breakers.get_mut(&provider) {
+                    for event in state.on_probe_admitted(&provider, now_ms) {
+                        state.apply(now_ms, &event);
+                        self.simulated.observe(now_ms, &event);
+                    }
+                }
+                Some(now_ms)
+            } else {
+                None
+            };
+            let mut outcome = self.outcome_for(request_id, &info, now_ms);
+            outcome.request_id = request_id.to_string();
+            outcome.combo = combo;
+            outcome.provider = provider;
+            outcome.attempt = attempt_number;
+            outcome.started_at_ms = now_ms;
+            outcome.was_probe = probe_taken_at_ms.is_some();
+            self.attempts += 1;
+            *self.in_flight.entry(info.connection.clone()).or_default() += 1;
+            return Some(InFlightAttempt {
+                request_id: request_id.to_string(),
+                outcome,
+                probe_taken_at_ms,
+            });
+        }
+    }
+
+    /// How `info`'s target answers this request at `now` (see the module header).
+    fn outcome_for(&mut self, request_id: &str, info: &TargetInfo, now_ms: u64) -> Outcome {
+        let same = |o: &&Outcome| o.connection == info.connection && o.model == info.model;
+        if let Some(recorded) = self
+            .requests
+            .get(request_id)
+            .and_then(|r| r.attempts.iter().find(same))
+        {
+            return recorded.clone();
+        }
+        let key = (info.connection.clone(), info.model.clone());
+        if let Some(history) = self.history.get(&key).filter(|h| !h.is_empty()) {
+            self.borrowed += 1;
+            let after = history.partition_point(|o| o.started_at_ms <= now_ms);
+            let nearest = match (after.checked_sub(1), history.get(after)) {
+                (Some(before), Some(next))
+                    if next.started_at_ms - now_ms < now_ms - history[before].started_at_ms =>
+                {
+                    next
+                }
+                (Some(before), _) => &history[before],
+                (None, Some(next)) => next,
+                (None, None) => &history[0],
+            };
+            return nearest.clone();
+        }
+        self.assumed += 1;
+        Outcome {
+            request_id: request_id.to_string(),
+            combo: String::new(),
+            provider: String::new(),
+            connection: info.connection.clone(),
+            model: info.model.clone(),
+            attempt: 1,
+            started_at_ms: now_ms,
+            latency_ms: 0,
+            was_probe: false,
+            skipped: Vec::new(),
+            result: AttemptResult::success(200, 0, 0),
+        }
+    }
+
+    /// An attempt completes at `now`: its outcome applied as the actors apply it (the breaker
+    /// hears its signal, the connection everything), then the plan says what follows.
+    fn complete(&mut self, now_ms: u64, attempt: InFlightAttempt, next: &mut Vec<InFlightAttempt>) {
+        let InFlightAttempt {
+            request_id,
+            outcome,
+            probe_taken_at_ms,
+        } = attempt;
+        if let Some(count) = self.in_flight.get_mut(&outcome.connection) {
+            *count = count.saturating_sub(1);
+        }
+        if let (Some(taken_at_ms), Some(gate)) =
+            (probe_taken_at_ms, self.gates.get_mut(&outcome.provider))
+        {
+            gate.release(taken_at_ms);
+        }
+        let class = outcome.result.class;
+        self.apply_outcome(now_ms, &outcome);
+        let Some(live) = self.live.get_mut(&request_id) else {
+            return;
+        };
+        if live.plan.after_attempt(class, outcome.result.stream, true) != Step::Failover {
+            self.live.remove(&request_id);
+            return;
+        }
+        live.plan.attempt_sent();
+        match self.next_attempt(now_ms, &request_id) {
+            Some(attempt) => next.push(attempt),
+            None => {
+                self.live.remove(&request_id);
+            }
+        }
+    }
+
+    fn apply_outcome(&mut self, now_ms: u64, outcome: &Outcome) {
+        let (breaker, settings) = self.breaker(&outcome.provider);
+        let breaker_events = match breaker_signal(outcome.result.class) {
+            Some(failure) => breaker.on_outcome(
+                &outcome.provider,
+                &outcome.connection,
+                failure,
+                outcome.started_at_ms,
+                outcome.was_probe,
+                now_ms,
+                settings,
+            ),
+            None => Vec::new(),
+        };
+        for event in &breaker_events {
+            breaker.apply(now_ms, event);
+        }
+        let (connection, spec) = self.connection(&outcome.provider, &outcome.connection);
+        let connection_events = connection.on_outcome(outcome, now_ms, spec);
+        for event in &connection_events {
+            connection.apply(now_ms, event);
+        }
+        for event in breaker_events.iter().chain(&connection_events) {
+            self.simulated.observe(now_ms, event);
         }
     }
 
@@ -177,95 +582,8 @@ impl WhatIf {
         })
     }
 
-    /// Whether `(provider, connection, model)` is hard-blocked under the what-if state at `now`.
-    fn blocked(&mut self, provider: &str, connection: &str, model: &str, now_ms: u64) -> bool {
-        let (breaker, settings) = self.breaker(provider);
-        if breaker.phase_at(now_ms, settings) == BreakerPhase::Open {
-            return true;
-        }
-        self.connection(provider, connection)
-            .0
-            .block_for(model, now_ms)
-            .is_some()
-    }
-
-    fn all_targets_blocked(&mut self, combo: &str, now_ms: u64) -> bool {
-        let Some(targets) = self.topology.as_ref().and_then(|config| {
-            let (_, targets) = recorded_targets(config, combo)?;
-            Some(
-                targets
-                    .into_iter()
-                    .filter_map(|t| {
-                        let provider = config
-                            .connections
-                            .iter()
-                            .find(|c| c.id == t.connection)?
-                            .provider
-                            .clone();
-                        Some((provider, t.connection, t.model))
-                    })
-                    .collect::<Vec<_>>(),
-            )
-        }) else {
-            return false;
-        };
-        !targets.is_empty()
-            && targets
-                .iter()
-                .all(|(p, c, m)| self.blocked(p, c, m, now_ms))
-    }
-
-    /// Decision::report's split: the breaker hears trips and successes, the connection hears
-    /// everything (`ConnectionState::on_outcome`), each change applied as the actors apply it.
-    fn replay_outcome(&mut self, now_ms: u64, mut outcome: Outcome) {
-        self.outcomes += 1;
-        if self.blocked(
-            &outcome.provider,
-            &outcome.connection,
-            &outcome.model,
-            outcome.started_at_ms,
-        ) {
-            self.not_sent += 1;
-            return;
-        }
-        let class_rules = rules(outcome.result.class);
-        let signal = if class_rules.trips_breaker {
-            Some(true)
-        } else if class_rules.counts_as_breaker_success {
-            Some(false)
-        } else {
-            None
-        };
-        let (breaker, settings) = self.breaker(&outcome.provider);
-        // Replay cannot see probe tokens: the first outcome sent while HALF_OPEN is the probe.
-        outcome.was_probe =
-            breaker.phase_at(outcome.started_at_ms, settings) == BreakerPhase::HalfOpen;
-        let breaker_events = match signal {
-            Some(failure) => breaker.on_outcome(
-                &outcome.provider,
-                &outcome.connection,
-                failure,
-                outcome.started_at_ms,
-                outcome.was_probe,
-                now_ms,
-                settings,
-            ),
-            None => Vec::new(),
-        };
-        for event in &breaker_events {
-            breaker.apply(now_ms, event);
-        }
-        let (connection, spec) = self.connection(&outcome.provider, &outcome.connection);
-        let connection_events = connection.on_outcome(&outcome, now_ms, spec);
-        for event in &connection_events {
-            connection.apply(now_ms, event);
-        }
-        for event in breaker_events.iter().chain(&connection_events) {
-            self.simulated.observe(now_ms, event);
-        }
-    }
-
-    pub fn finish(self) -> WhatIfReport {
+    pub fn finish(mut self) -> WhatIfReport {
+        self.simulate();
         let (start, end) = self.span.unwrap_or((0, 0));
         let recorded = self.recorded.finish(start, end);
         let simulated = self.simulated.finish(start, end);
@@ -324,8 +642,10 @@ impl WhatIf {
         ));
         WhatIfReport {
             config: self.config_label,
-            outcomes_replayed: self.outcomes,
-            attempts_not_sent: self.not_sent,
+            requests_replayed: self.requests_replayed,
+            attempts_simulated: self.attempts,
+            attempts_borrowed: self.borrowed,
+            attempts_assumed: self.assumed,
             rows,
         }
     }
@@ -346,8 +666,12 @@ pub fn render_text(report: &WhatIfReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "what-if {}: {} recorded outcomes re-run; {} attempts would not have been sent (target blocked)",
-        report.config, report.outcomes_replayed, report.attempts_not_sent
+        "what-if {}: {} recorded requests routed again, {} attempts ({} with an outcome borrowed from the nearest on that target, {} assumed to succeed: never tried in the journal)",
+        report.config,
+        report.requests_replayed,
+        report.attempts_simulated,
+        report.attempts_borrowed,
+        report.attempts_assumed
     );
     let _ = writeln!(out);
     let _ = writeln!(

@@ -7,43 +7,13 @@
 use std::sync::Arc;
 
 use quotaroute_journal::Event;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::actor::combo::ComboMsg;
+use crate::actor::messages::{BreakerMsg, ComboMsg};
 use crate::actor::recorder::RecorderMsg;
 use crate::breaker_hint::BreakerHint;
 use crate::clock::SharedClock;
 use crate::policy::breaker::{BreakerSettings, BreakerState};
-
-/// One outcome as the breaker sees it.
-#[derive(Debug, Clone)]
-pub struct BreakerSignal {
-    pub connection: String,
-    /// True for timeout/server/network failures; false for successes.
-    pub failure: bool,
-    pub started_at_ms: u64,
-    pub was_probe: bool,
-}
-
-/// Messages to a breaker actor.
-pub enum BreakerMsg {
-    /// An attempt's signal; the reply port (if any) is answered once its effect has been
-    /// pushed to the combos (read-your-writes, behaviour §3).
-    Signal(BreakerSignal, Option<RpcReplyPort<()>>),
-    /// A combo admitted a probe: record OPEN → HALF_OPEN if the reset has passed.
-    ProbeAdmitted,
-    /// Admin: close the breaker; replies whether it was not already closed.
-    Reset(RpcReplyPort<bool>),
-    SetSubscribers(Vec<ActorRef<ComboMsg>>),
-    Subscribe(ActorRef<ComboMsg>),
-    Reconfigure(BreakerSettings),
-    /// The actor's own live state.
-    State(RpcReplyPort<BreakerState>),
-    /// Replies once everything queued before it has been handled (see `Router::settle`).
-    Ping(RpcReplyPort<()>),
-    /// Test hook: make the actor fail, to exercise supervision.
-    Crash,
-}
 
 pub struct BreakerActor;
 

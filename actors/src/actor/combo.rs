@@ -8,132 +8,22 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{ApiFormat, BlockReason, Event, RouteDecided, Skipped};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use quotaroute_journal::{BlockReason, Event, RouteDecided, Skipped};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::actor::breaker::BreakerMsg;
+use crate::actor::messages::{
+    AcquireRequest, Acquired, BreakerMsg, ComboMsg, ComboSetup, RouteReply, RouteRequest, Routed,
+    RoutedTarget, TargetRuntime,
+};
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
-use crate::permit::{InFlight, Permit, SharedProbeGate};
-use crate::policy::breaker::{BreakerSettings, BreakerState};
+use crate::permit::{Permit, SharedProbeGate};
+use crate::policy::breaker::BreakerState;
 use crate::policy::drr::DrrDeficits;
-use crate::policy::quota_share::{apply_route_decided, select, DrrKeys, TargetView};
+use crate::policy::quota_share::{apply_route_decided, select, TargetView};
+use crate::policy::request::{admission, unroutable, Block};
 use crate::registry::Registry;
-use crate::topology::ComboSpec;
 use crate::view::{BreakerAdmission, BreakerView, ConnectionView};
-
-/// One target as handed to a request: cheap to clone (shared strings).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoutedTarget {
-    /// Index in the combo's target list.
-    pub index: u16,
-    pub connection: Arc<str>,
-    pub provider: Arc<str>,
-    /// The upstream model to ask for.
-    pub model: Arc<str>,
-    pub format: ApiFormat,
-    pub weight: u32,
-}
-
-/// A target with the live handles a combo needs for it.
-#[derive(Debug, Clone)]
-pub struct TargetRuntime {
-    pub target: Arc<RoutedTarget>,
-    /// `connection/model`, shared with the setup's key table.
-    pub exec_key: Arc<str>,
-    pub max_concurrent: Option<u32>,
-    pub in_flight: Arc<InFlight>,
-}
-
-/// Everything a combo is configured with; replaced whole on reload.
-#[derive(Debug, Clone)]
-pub struct ComboSetup {
-    pub spec: ComboSpec,
-    /// The spec's targets as the DRR turn keys them (config order), resolved once; replay
-    /// resolves the same table from the journal's `config_loaded`.
-    pub keys: DrrKeys,
-    pub generation: u64,
-    pub targets: Vec<TargetRuntime>,
-    pub breaker_settings: HashMap<String, BreakerSettings>,
-}
-
-/// What a request asks of a combo.
-#[derive(Debug, Clone)]
-pub struct RouteRequest {
-    pub request_id: String,
-    /// The model name the client sent (the combo name or `provider/model`).
-    pub model: String,
-    /// The endpoint's format: targets of the other format are never used.
-    pub format: ApiFormat,
-    /// Only this connection's targets (response affinity: a stored response lives in the
-    /// account that created it).
-    pub only_connection: Option<String>,
-}
-
-/// A routing decision: ordered targets, the first one's permit already held.
-#[derive(Debug)]
-pub struct Routed {
-    /// Every target of the combo (shared, one reference per decision rather than one per
-    /// target: those counts would bounce between the combo's and the caller's cores).
-    pub targets: Arc<[Arc<RoutedTarget>]>,
-    /// The decided order, as positions in `targets`.
-    pub order: Vec<usize>,
-    /// Position in `order` of the target whose permit is held.
-    pub position: usize,
-    pub permit: Permit,
-    pub skipped: Vec<Skipped>,
-    pub max_attempts: u32,
-    pub max_upstream_requests: u32,
-}
-
-/// Nothing could serve (behaviour §7).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unroutable {
-    /// 429 when every block is a lockout or cooldown, else 503.
-    pub status: u16,
-    /// Until the earliest finite unblock, if any block ends by itself.
-    pub retry_after_ms: Option<u64>,
-    pub blocked: Vec<Skipped>,
-    pub hold_ms: u64,
-}
-
-/// The combo's reply to a route request.
-#[derive(Debug)]
-pub enum RouteReply {
-    Routed(Routed),
-    Unroutable(Unroutable),
-    /// The combo has no target of the endpoint's format.
-    NoTargetForFormat,
-    /// The combo has no target on `only_connection`.
-    NoTargetOnConnection,
-}
-
-/// A failover: take the first target of `candidates` (positions in the order) that is still
-/// unblocked.
-#[derive(Debug, Clone)]
-pub struct AcquireRequest {
-    pub candidates: Vec<Arc<RoutedTarget>>,
-}
-
-#[derive(Debug)]
-pub struct Acquired {
-    /// Position in `candidates` of the target taken, with its permit.
-    pub taken: Option<(usize, Permit)>,
-    pub skipped: Vec<Skipped>,
-}
-
-/// Messages to a combo actor.
-pub enum ComboMsg {
-    Route(RouteRequest, RpcReplyPort<RouteReply>),
-    Acquire(AcquireRequest, RpcReplyPort<Acquired>),
-    ConnectionChanged(String, Arc<ConnectionView>),
-    BreakerChanged(String, Arc<BreakerState>),
-    Reconfigure(Box<ComboSetup>),
-    /// The combo's deficits (for admin state and tests).
-    Deficits(RpcReplyPort<DrrDeficits>),
-    /// Test hook: make the actor fail, to exercise supervision.
-    Crash,
-}
 
 pub struct ComboActor;
 
@@ -183,7 +73,7 @@ struct Scratch {
 /// How one target looks right now.
 struct TargetNow {
     admission: BreakerAdmission,
-    block: Option<(BlockReason, Option<u64>)>,
+    block: Option<Block>,
 }
 
 impl ComboState {
@@ -246,17 +136,18 @@ impl ComboState {
         self.breakers.insert(provider, breaker);
     }
 
-    /// Behaviour §2 step 0 for one target: breaker → connection → model lockout.
+    /// Behaviour §2 step 0 for one target, on the latest copies.
     fn evaluate(&mut self, target: &RoutedTarget, now_ms: u64) -> TargetNow {
-        let admission = self.breaker_view(&target.provider).admission(now_ms);
-        let block = match admission {
-            BreakerAdmission::Blocked(reason, remaining) => Some((reason, remaining)),
-            _ => self
-                .connections
+        let breaker = self.breaker_view(&target.provider).admission(now_ms);
+        let block = admission(breaker, || {
+            self.connections
                 .get(&*target.connection)
-                .and_then(|view| view.block_for(&target.model, now_ms)),
-        };
-        TargetNow { admission, block }
+                .and_then(|view| view.block_for(&target.model, now_ms))
+        });
+        TargetNow {
+            admission: breaker,
+            block,
+        }
     }
 
     /// Takes the in-flight slot (and the probe token when HALF_OPEN); `None` when the last probe
@@ -315,13 +206,12 @@ impl ComboState {
             {
                 continue;
             }
-            // Step 0, breaker → connection → model lockout, on the resolved copies.
-            let admission = slot.breaker.admission(now_ms);
+            // Step 0 on the resolved copies.
+            let breaker = slot.breaker.admission(now_ms);
             let connection = slot.connection.as_deref();
-            let hard_block = match admission {
-                BreakerAdmission::Blocked(reason, remaining) => Some((reason, remaining)),
-                _ => connection.and_then(|view| view.block_for(&target.model, now_ms)),
-            };
+            let hard_block = admission(breaker, || {
+                connection.and_then(|view| view.block_for(&target.model, now_ms))
+            });
             let saturated = connection.is_some_and(|view| view.is_saturated(&target.model, now_ms));
             positions.push(position);
             views.push(TargetView {
@@ -331,9 +221,9 @@ impl ComboState {
                 saturated,
                 in_flight: runtime.in_flight.get(),
                 max_concurrent: runtime.max_concurrent,
-                degraded: admission == BreakerAdmission::Degraded,
+                degraded: breaker == BreakerAdmission::Degraded,
             });
-            admissions.push(admission);
+            admissions.push(breaker);
         }
         if positions.is_empty() {
             return match request.only_connection {
@@ -454,31 +344,6 @@ fn skipped_entry(target: &RoutedTarget, reason: BlockReason, remaining_ms: Optio
         model: target.model.to_string(),
         reason,
         remaining_ms,
-    }
-}
-
-/// Behaviour §7: 429 iff every block is a lockout or cooldown, else 503; retry after the
-/// earliest finite unblock.
-pub fn unroutable(blocked: Vec<Skipped>, hold_ms: u64) -> Unroutable {
-    let all_lockout_or_cooldown = blocked.iter().all(|s| {
-        matches!(
-            s.reason,
-            BlockReason::Cooldown
-                | BlockReason::RateLimited
-                | BlockReason::NotFound
-                | BlockReason::QuotaExhausted
-        )
-    });
-    let retry_after_ms = blocked.iter().filter_map(|s| s.remaining_ms).min();
-    Unroutable {
-        status: if all_lockout_or_cooldown && !blocked.is_empty() {
-            429
-        } else {
-            503
-        },
-        retry_after_ms,
-        blocked,
-        hold_ms,
     }
 }
 

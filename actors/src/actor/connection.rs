@@ -6,44 +6,15 @@
 
 use std::sync::Arc;
 
-use quotaroute_journal::{ActionBy, Event, PeerApplied, UsageObserved};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use quotaroute_journal::Event;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::actor::combo::ComboMsg;
+use crate::actor::messages::{ComboMsg, ConnectionMsg};
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
-use crate::outcome::Outcome;
 use crate::policy::connection_state::ConnectionState;
-use crate::topology::ConnectionSpec;
+use crate::policy::topology::ConnectionSpec;
 use crate::view::ConnectionView;
-
-/// Messages to a connection actor.
-pub enum ConnectionMsg {
-    /// One attempt's result (fire-and-forget).
-    /// An attempt's outcome; the reply port (if any) is answered once its effect has been
-    /// journaled and pushed to the combos (read-your-writes, behaviour §3).
-    Outcome(Box<Outcome>, Option<RpcReplyPort<()>>),
-    /// Admin: clear cooldown and disabled state; replies whether anything was cleared.
-    Clear(ActionBy, Option<RpcReplyPort<bool>>),
-    /// Admin: clear one model's lockout; replies whether there was one.
-    ClearLockout(String, RpcReplyPort<bool>),
-    /// Admin: a pushed usage reading.
-    PushUsage(UsageObserved, RpcReplyPort<()>),
-    /// A peer node's event about this connection (fire-and-forget, behaviour §9).
-    Peer(Box<PeerApplied>),
-    /// The combos that route to this connection (replaces the list).
-    SetSubscribers(Vec<ActorRef<ComboMsg>>),
-    /// Add one combo to the subscribers and send it the current view.
-    Subscribe(ActorRef<ComboMsg>),
-    /// New settings after a reload (learned state is kept).
-    Reconfigure(Box<ConnectionSpec>),
-    /// The actor's own live state (for admin views and the replay-equals-live tests).
-    State(RpcReplyPort<ConnectionState>),
-    /// Replies once everything queued before it has been handled (see `Router::settle`).
-    Ping(RpcReplyPort<()>),
-    /// Test hook: make the actor fail, to exercise supervision.
-    Crash,
-}
 
 pub struct ConnectionActor;
 

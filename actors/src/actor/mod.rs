@@ -6,5 +6,6 @@
 pub mod breaker;
 pub mod combo;
 pub mod connection;
+pub mod messages;
 pub mod recorder;
 pub mod supervisor;

@@ -13,17 +13,18 @@ use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
 
-use crate::actor::breaker::{BreakerActor, BreakerArgs, BreakerMsg};
-use crate::actor::combo::{
-    ComboActor, ComboArgs, ComboMsg, ComboSetup, RoutedTarget, TargetRuntime,
+use crate::actor::breaker::{BreakerActor, BreakerArgs};
+use crate::actor::combo::{ComboActor, ComboArgs};
+use crate::actor::connection::{ConnectionActor, ConnectionArgs};
+use crate::actor::messages::{
+    BreakerMsg, ComboMsg, ComboSetup, ConnectionMsg, RoutedTarget, TargetRuntime,
 };
-use crate::actor::connection::{ConnectionActor, ConnectionArgs, ConnectionMsg};
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::policy::quota_share::DrrKeys;
 use crate::policy::router_state::RouterState;
+use crate::policy::topology::{ComboSpec, Topology};
 use crate::registry::Registry;
-use crate::topology::{ComboSpec, Topology};
 use crate::view::ConnectionView;
 
 /// Upper bound on implicit `provider/model` combos, so junk model names cannot grow memory.

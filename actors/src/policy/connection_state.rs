@@ -6,16 +6,17 @@
 
 use std::collections::BTreeMap;
 
-use quotaroute_journal::{BlockReason, Event, PeerApplied, UsageObserved, UsageSource};
+use quotaroute_journal::{Event, PeerApplied, UsageObserved, UsageSource};
 use serde::{Deserialize, Serialize};
 
-use crate::outcome::Outcome;
 use crate::policy::buckets::UsageBuckets;
 use crate::policy::classify::rules;
 use crate::policy::cooldown::ConnectionHealth;
 use crate::policy::lockout::ModelLockouts;
+use crate::policy::outcome::Outcome;
 use crate::policy::peer_merge;
-use crate::topology::ConnectionSpec;
+use crate::policy::request::{connection_block, Block};
+use crate::policy::topology::ConnectionSpec;
 
 /// The learned state of one connection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -148,13 +149,8 @@ impl ConnectionState {
     }
 
     /// The hard block on `model` at `now`, connection first, then the model lockout.
-    pub fn block_for(&self, model: &str, now_ms: u64) -> Option<(BlockReason, Option<u64>)> {
-        if let Some(block) = self.health.block_at(now_ms) {
-            return Some(block);
-        }
-        self.lockouts
-            .block_at(model, now_ms)
-            .map(|(reason, remaining)| (reason, Some(remaining)))
+    pub fn block_for(&self, model: &str, now_ms: u64) -> Option<Block> {
+        connection_block(&self.health, &self.lockouts, model, now_ms)
     }
 }
 

@@ -13,6 +13,8 @@ use quotaroute_journal::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::policy::classify::rules;
+
 /// Cooldown backoff of one connection (`[defaults.cooldown]`; base and levels by auth kind).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CooldownSettings {
@@ -165,17 +167,19 @@ impl ConnectionHealth {
             // `apply` would ignore events for another connection; producing them would be a lie.
             return Vec::new();
         }
-        match class {
-            OutcomeClass::Timeout | OutcomeClass::ServerError | OutcomeClass::Network => {
-                self.cooldown(class, status, retry_after_ms, started_at_ms, now_ms, s)
-            }
-            OutcomeClass::AuthFailed | OutcomeClass::Forbidden => {
+        // Which column of §4's table applies is `classify::rules`' to say.
+        let class_rules = rules(class);
+        if class_rules.cools_connection {
+            return self.cooldown(class, status, retry_after_ms, started_at_ms, now_ms, s);
+        }
+        match class_rules.disables_connection {
+            Some(DisableReason::Auth) => {
                 if self.is_disabled_for_auth() {
                     return Vec::new();
                 }
                 vec![self.disable(DisableReason::Auth, status, None)]
             }
-            OutcomeClass::Billing => {
+            Some(DisableReason::Billing) => {
                 let billing_active = matches!(
                     &self.disabled,
                     Some(Disabled { reason: DisableReason::Billing, until_ms, .. })
@@ -187,11 +191,7 @@ impl ConnectionHealth {
                 let until = now_ms.saturating_add(billing_ms);
                 vec![self.disable(DisableReason::Billing, status, Some(until))]
             }
-            OutcomeClass::Success
-            | OutcomeClass::ModelUnavailable
-            | OutcomeClass::ClientError
-            | OutcomeClass::QuotaExhausted
-            | OutcomeClass::RateLimited => Vec::new(),
+            None => Vec::new(),
         }
     }
 

@@ -1,4 +1,5 @@
-//! Pure routing policy: no clocks, no I/O, no actors. Each file owns one rule of behaviour.md.
+//! Pure routing policy: no clocks, no I/O, no actors. Each file owns one rule of behaviour.md,
+//! or the plain data they read (`topology`: what the node hands in; `outcome`: one attempt).
 
 pub mod breaker;
 pub mod buckets;
@@ -9,11 +10,14 @@ pub mod drr;
 #[cfg(test)]
 mod journaled;
 pub mod lockout;
+pub mod outcome;
 pub mod peer_merge;
 pub mod peer_progress;
 pub mod quota_share;
 pub mod rate_limit_headers;
+pub mod request;
 pub mod request_events;
 pub mod reset_hint;
 pub mod response_affinity;
 pub mod router_state;
+pub mod topology;

@@ -17,7 +17,7 @@ use crate::policy::drr::DrrDeficits;
 use crate::policy::peer_progress::PeerProgress;
 use crate::policy::quota_share::{apply_route_decided, DrrKeys};
 use crate::policy::response_affinity::ResponseBindings;
-use crate::topology::recorded_targets;
+use crate::policy::topology::recorded_targets;
 
 /// How many config generations are kept to resolve `RouteDecided` indices (a decision can only
 /// name the current generation or, around a reload, the one before).

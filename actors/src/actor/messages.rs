@@ -1,0 +1,179 @@
+//! The messages the combo, connection and breaker actors take, and the data they carry: one
+//! module both the actors and the registry (which holds their refs) depend on, so the actor
+//! files never import each other.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use quotaroute_journal::{ActionBy, ApiFormat, PeerApplied, Skipped, UsageObserved};
+use ractor::{ActorRef, RpcReplyPort};
+
+use crate::permit::{InFlight, Permit};
+use crate::policy::breaker::{BreakerSettings, BreakerState};
+use crate::policy::connection_state::ConnectionState;
+use crate::policy::drr::DrrDeficits;
+use crate::policy::outcome::Outcome;
+use crate::policy::quota_share::DrrKeys;
+use crate::policy::request::Unroutable;
+use crate::policy::topology::{ComboSpec, ConnectionSpec};
+use crate::view::ConnectionView;
+
+/// One target as handed to a request: cheap to clone (shared strings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutedTarget {
+    /// Index in the combo's target list.
+    pub index: u16,
+    pub connection: Arc<str>,
+    pub provider: Arc<str>,
+    /// The upstream model to ask for.
+    pub model: Arc<str>,
+    pub format: ApiFormat,
+    pub weight: u32,
+}
+
+/// A target with the live handles a combo needs for it.
+#[derive(Debug, Clone)]
+pub struct TargetRuntime {
+    pub target: Arc<RoutedTarget>,
+    /// `connection/model`, shared with the setup's key table.
+    pub exec_key: Arc<str>,
+    pub max_concurrent: Option<u32>,
+    pub in_flight: Arc<InFlight>,
+}
+
+/// Everything a combo is configured with; replaced whole on reload.
+#[derive(Debug, Clone)]
+pub struct ComboSetup {
+    pub spec: ComboSpec,
+    /// The spec's targets as the DRR turn keys them (config order), resolved once; replay
+    /// resolves the same table from the journal's `config_loaded`.
+    pub keys: DrrKeys,
+    pub generation: u64,
+    pub targets: Vec<TargetRuntime>,
+    pub breaker_settings: HashMap<String, BreakerSettings>,
+}
+
+/// What a request asks of a combo.
+#[derive(Debug, Clone)]
+pub struct RouteRequest {
+    pub request_id: String,
+    /// The model name the client sent (the combo name or `provider/model`).
+    pub model: String,
+    /// The endpoint's format: targets of the other format are never used.
+    pub format: ApiFormat,
+    /// Only this connection's targets (response affinity: a stored response lives in the
+    /// account that created it).
+    pub only_connection: Option<String>,
+}
+
+/// A routing decision: ordered targets, the first one's permit already held.
+#[derive(Debug)]
+pub struct Routed {
+    /// Every target of the combo (shared, one reference per decision rather than one per
+    /// target: those counts would bounce between the combo's and the caller's cores).
+    pub targets: Arc<[Arc<RoutedTarget>]>,
+    /// The decided order, as positions in `targets`.
+    pub order: Vec<usize>,
+    /// Position in `order` of the target whose permit is held.
+    pub position: usize,
+    pub permit: Permit,
+    pub skipped: Vec<Skipped>,
+    pub max_attempts: u32,
+    pub max_upstream_requests: u32,
+}
+
+/// The combo's reply to a route request.
+#[derive(Debug)]
+pub enum RouteReply {
+    Routed(Routed),
+    Unroutable(Unroutable),
+    /// The combo has no target of the endpoint's format.
+    NoTargetForFormat,
+    /// The combo has no target on `only_connection`.
+    NoTargetOnConnection,
+}
+
+/// A failover: take the first target of `candidates` (positions in the order) that is still
+/// unblocked.
+#[derive(Debug, Clone)]
+pub struct AcquireRequest {
+    pub candidates: Vec<Arc<RoutedTarget>>,
+}
+
+#[derive(Debug)]
+pub struct Acquired {
+    /// Position in `candidates` of the target taken, with its permit.
+    pub taken: Option<(usize, Permit)>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Messages to a combo actor.
+pub enum ComboMsg {
+    Route(RouteRequest, RpcReplyPort<RouteReply>),
+    Acquire(AcquireRequest, RpcReplyPort<Acquired>),
+    ConnectionChanged(String, Arc<ConnectionView>),
+    BreakerChanged(String, Arc<BreakerState>),
+    Reconfigure(Box<ComboSetup>),
+    /// The combo's deficits (for admin state and tests).
+    Deficits(RpcReplyPort<DrrDeficits>),
+    /// Test hook: make the actor fail, to exercise supervision.
+    Crash,
+}
+
+/// One outcome as the breaker sees it.
+#[derive(Debug, Clone)]
+pub struct BreakerSignal {
+    pub connection: String,
+    /// True for timeout/server/network failures; false for successes.
+    pub failure: bool,
+    pub started_at_ms: u64,
+    pub was_probe: bool,
+}
+
+/// Messages to a breaker actor.
+pub enum BreakerMsg {
+    /// An attempt's signal; the reply port (if any) is answered once its effect has been
+    /// pushed to the combos (read-your-writes, behaviour §3).
+    Signal(BreakerSignal, Option<RpcReplyPort<()>>),
+    /// A combo admitted a probe: record OPEN → HALF_OPEN if the reset has passed.
+    ProbeAdmitted,
+    /// Admin: close the breaker; replies whether it was not already closed.
+    Reset(RpcReplyPort<bool>),
+    SetSubscribers(Vec<ActorRef<ComboMsg>>),
+    Subscribe(ActorRef<ComboMsg>),
+    Reconfigure(BreakerSettings),
+    /// The actor's own live state.
+    State(RpcReplyPort<BreakerState>),
+    /// Replies once everything queued before it has been handled (see `Router::settle`).
+    Ping(RpcReplyPort<()>),
+    /// Test hook: make the actor fail, to exercise supervision.
+    Crash,
+}
+
+/// Messages to a connection actor.
+pub enum ConnectionMsg {
+    /// One attempt's result (fire-and-forget).
+    /// An attempt's outcome; the reply port (if any) is answered once its effect has been
+    /// journaled and pushed to the combos (read-your-writes, behaviour §3).
+    Outcome(Box<Outcome>, Option<RpcReplyPort<()>>),
+    /// Admin: clear cooldown and disabled state; replies whether anything was cleared.
+    Clear(ActionBy, Option<RpcReplyPort<bool>>),
+    /// Admin: clear one model's lockout; replies whether there was one.
+    ClearLockout(String, RpcReplyPort<bool>),
+    /// Admin: a pushed usage reading.
+    PushUsage(UsageObserved, RpcReplyPort<()>),
+    /// A peer node's event about this connection (fire-and-forget, behaviour §9).
+    Peer(Box<PeerApplied>),
+    /// The combos that route to this connection (replaces the list).
+    SetSubscribers(Vec<ActorRef<ComboMsg>>),
+    /// Add one combo to the subscribers and send it the current view.
+    Subscribe(ActorRef<ComboMsg>),
+    /// New settings after a reload (learned state is kept).
+    Reconfigure(Box<ConnectionSpec>),
+    /// The actor's own live state (for admin views and the replay-equals-live tests).
+    State(RpcReplyPort<ConnectionState>),
+    /// Replies once everything queued before it has been handled (see `Router::settle`).
+    Ping(RpcReplyPort<()>),
+    /// Test hook: make the actor fail, to exercise supervision.
+    Crash,
+}

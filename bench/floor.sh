@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The floor under quotaroute's CPU per request: examples/http_floor.rs is the same hyper server,
+# hyper-util client and tokio runtime with no routing, parsing or journal. Two measures, run
+# from the project root:
+#   bench/floor.sh            # instructions per request under callgrind, floor vs quotaroute
+#                             # (same wrk load as bench/profile.sh; steady on a shared machine)
+#   VS_NGINX=1 bench/floor.sh # the floor beside nginx in one run (../shared/bench/run-target.sh)
+# Needs valgrind and wrk (and nginx for VS_NGINX=1).
+set -euo pipefail
+root=$(pwd)
+bench=$(cd "$root/../shared/bench" && pwd)
+cargo build --release --example http_floor -q
+floor="$root/target/release/examples/http_floor 127.0.0.1:18183 http://127.0.0.1:18180"
+if [ "${VS_NGINX:-0}" = 1 ]; then
+  NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)} MODES=${MODES:-"nonstream stream"} REPS=${REPS:-3} \
+    DURATION=${DURATION:-8} "$bench/run-target.sh" http://127.0.0.1:18183 --cmd "$floor" --with nginx
+  exit
+fi
+mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}
+(cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
+pids+=($!)
+# shellcheck disable=SC2086
+valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" $floor >"$work/floor.log" 2>&1 &
+node=$!
+pids+=($node)
+body=$bench/bodies/chat-small.json
+for _ in $(seq 1 300); do
+  curl -sf -o /dev/null -H 'content-type: application/json' --data @"$body" \
+    http://127.0.0.1:18183/v1/chat/completions && break
+  sleep 0.2
+done
+BODY_FILE=$body API_KEY=unused wrk -t1 -c"${CONNS:-8}" -d"${SECONDS_OF_LOAD:-20}s" \
+  -s "$bench/wrk/post.lua" http://127.0.0.1:18183/v1/chat/completions >"$work/wrk.txt"
+requests=$(sed -n 's/^BENCH_JSON .*"requests":\([0-9]*\).*/\1/p' "$work/wrk.txt")
+kill -TERM "$node"; wait "$node" 2>/dev/null || true
+total=$(callgrind_annotate --auto=no "$work/callgrind.out" 2>/dev/null | sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
+echo "floor (hyper server + hyper-util client, nothing else): $requests requests, $((total / requests)) instructions per request"
+echo "compare: bench/profile.sh prints quotaroute's under the same load"

@@ -1,0 +1,577 @@
+// quotaroute dashboard: plain JavaScript, no framework, no build step.
+//
+// The admin key lives in this tab's sessionStorage only and travels in the Authorization
+// header, never in a URL. Live state comes from GET /admin/events, read with fetch() and a
+// stream reader (EventSource cannot send headers). Every change the buttons make goes through
+// the existing admin endpoints, which journal it with by: "admin".
+'use strict';
+
+const KEY_SLOT = 'quotaroute.adminKey';
+const HISTORY_POINTS = 300; // one per second: five minutes
+const STALE_AFTER_MS = 5000; // the feed sends traffic every second
+const TIMELINE_EVERY_MS = 60000;
+const TIMELINE_MIN_GAP_MS = 3000;
+const PALETTE = ['#2563eb', '#16a34a', '#d97706', '#9333ea', '#0891b2', '#db2777', '#65a30d',
+  '#ea580c', '#4f46e5', '#0d9488', '#be123c', '#854d0e'];
+
+let adminKey = null;
+let feed = null; // AbortController of the running feed
+let state = null;
+let stateAt = 0; // performance.now() when `state` arrived
+let structure = ''; // what the rendered DOM was built from
+let binds = []; // [element, update(state)] refreshed on every state
+const traffic = []; // [{at, byId: {id: [attempts/s, failures/s]}}]
+let attemptsSeen = 0; // since the page opened
+let incident = '';
+let timelineAt = 0;
+let timelineTimer = null;
+let timelineUrl = null;
+let noticeTimer = null;
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, props, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(props || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === 'text') node.textContent = value;
+    else if (name === 'class') node.className = value;
+    else if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? '' : value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined && child !== false) {
+      node.append(child instanceof Node ? child : String(child));
+    }
+  }
+  return node;
+}
+
+function bind(node, update) {
+  binds.push([node, update]);
+  return node;
+}
+
+// A span counting `ms(state)` down from when the state arrived.
+function countdown(ms, none) {
+  const node = el('span', { class: 'countdown' });
+  node.dataset.none = none || '—';
+  return bind(node, (s) => {
+    const value = ms(s);
+    node.dataset.deadline = value === null || value === undefined ? '' : String(stateAt + value);
+    tick(node);
+  });
+}
+
+function tick(node) {
+  const deadline = node.dataset.deadline;
+  if (!deadline) { node.textContent = node.dataset.none; return; }
+  const left = Number(deadline) - performance.now();
+  node.textContent = left > 0 ? duration(left) : 'now';
+}
+
+function duration(ms) {
+  if (ms < 1000) return (ms / 1000).toFixed(1) + ' s';
+  const s = Math.round(ms / 1000);
+  if (s < 60) return s + ' s';
+  const m = Math.floor(s / 60);
+  if (m < 60) return m + 'm ' + String(s % 60).padStart(2, '0') + 's';
+  const h = Math.floor(m / 60);
+  if (h < 48) return h + 'h ' + String(m % 60).padStart(2, '0') + 'm';
+  return Math.floor(h / 24) + 'd ' + (h % 24) + 'h';
+}
+
+function number(n) {
+  return Number(n).toLocaleString('en-US');
+}
+
+// ---- the admin API -------------------------------------------------------------------------
+
+function call(method, path, key) {
+  return fetch(path, {
+    method,
+    headers: { Authorization: 'Bearer ' + (key || adminKey) },
+    cache: 'no-store',
+    credentials: 'omit',
+  });
+}
+
+async function errorOf(response) {
+  try {
+    const body = await response.json();
+    if (body && body.error && body.error.message) return body.error.message;
+  } catch (_) { /* not JSON */ }
+  return response.statusText || 'HTTP ' + response.status;
+}
+
+async function signIn(candidate) {
+  const message = $('login-error');
+  message.hidden = true;
+  let response;
+  try {
+    response = await call('GET', '/admin/state', candidate);
+  } catch (error) {
+    return loginFailed('The node cannot be reached: ' + error.message);
+  }
+  if (response.status === 403) {
+    return loginFailed('Wrong admin key: the node says this key is not the admin key (403).');
+  }
+  if (response.status === 401) {
+    return loginFailed('The node wants its admin key (401): ' + await errorOf(response));
+  }
+  if (!response.ok) {
+    return loginFailed('The node answered ' + response.status + ': ' + await errorOf(response));
+  }
+  adminKey = candidate;
+  sessionStorage.setItem(KEY_SLOT, candidate);
+  $('key').value = '';
+  $('login').hidden = true;
+  $('dashboard').hidden = false;
+  $('reload').hidden = false;
+  $('signout').hidden = false;
+  applyState(await response.json());
+  startFeed();
+  loadTimeline();
+
+  function loginFailed(text) {
+    sessionStorage.removeItem(KEY_SLOT);
+    message.textContent = text;
+    message.hidden = false;
+    return false;
+  }
+}
+
+function signOut(reason) {
+  if (feed) feed.abort();
+  feed = null;
+  adminKey = null;
+  sessionStorage.removeItem(KEY_SLOT);
+  $('dashboard').hidden = true;
+  $('reload').hidden = true;
+  $('signout').hidden = true;
+  $('login').hidden = false;
+  setLive(false, 'not connected');
+  const message = $('login-error');
+  message.textContent = reason || '';
+  message.hidden = !reason;
+}
+
+async function act(what, method, path) {
+  let response;
+  try {
+    response = await call(method, path);
+  } catch (error) {
+    return notice(what + ' failed: ' + error.message, true);
+  }
+  if (response.status === 401 || response.status === 403) {
+    return signOut('The admin key is no longer accepted (' + response.status + ').');
+  }
+  if (!response.ok) return notice(what + ' failed: ' + await errorOf(response), true);
+  const body = await response.json().catch(() => ({}));
+  notice(what + (body.summary ? ': ' + body.summary : ' done.'));
+  // Shown at once, without waiting for the feed's next push.
+  const fresh = await call('GET', '/admin/state').catch(() => null);
+  if (fresh && fresh.ok) applyState(await fresh.json());
+  scheduleTimeline(true);
+}
+
+function notice(text, bad) {
+  const node = $('notice');
+  node.textContent = text;
+  node.className = bad ? 'notice bad' : 'notice';
+  node.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => { node.hidden = true; }, bad ? 12000 : 6000);
+}
+
+// ---- the live feed -------------------------------------------------------------------------
+
+function setLive(on, text) {
+  const node = $('live');
+  node.className = on ? 'live on' : 'live off';
+  node.textContent = text || (on ? 'live' : 'reconnecting…');
+}
+
+async function startFeed() {
+  if (feed) feed.abort();
+  const control = new AbortController();
+  feed = control;
+  let backoff = 1000;
+  while (!control.signal.aborted) {
+    try {
+      const response = await fetch('/admin/events', {
+        headers: { Authorization: 'Bearer ' + adminKey },
+        cache: 'no-store',
+        credentials: 'omit',
+        signal: control.signal,
+      });
+      if (response.status === 401 || response.status === 403) {
+        return signOut('The admin key is no longer accepted (' + response.status + ').');
+      }
+      if (!response.ok || !response.body) throw new Error('HTTP ' + response.status);
+      setLive(true);
+      backoff = 1000;
+      await readEvents(response.body.getReader(), control.signal);
+    } catch (_) {
+      if (control.signal.aborted) return;
+    }
+    if (control.signal.aborted) return;
+    setLive(false);
+    await new Promise((resolve) => setTimeout(resolve, backoff));
+    backoff = Math.min(backoff * 2, 10000);
+  }
+}
+
+async function readEvents(reader, signal) {
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    let timer;
+    const silence = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error('silent feed')), STALE_AFTER_MS);
+    });
+    let chunk;
+    try {
+      chunk = await Promise.race([reader.read(), silence]);
+    } catch (error) {
+      reader.cancel().catch(() => {});
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (chunk.done || signal.aborted) return;
+    buffer += decoder.decode(chunk.value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      dispatch(buffer.slice(0, end));
+      buffer = buffer.slice(end + 2);
+    }
+  }
+}
+
+function dispatch(block) {
+  let name = 'message';
+  const data = [];
+  for (const line of block.split('\n')) {
+    if (line.startsWith('event:')) name = line.slice(6).trim();
+    else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+  }
+  if (data.length === 0) return;
+  let value;
+  try { value = JSON.parse(data.join('\n')); } catch (_) { return; }
+  if (name === 'state') applyState(value);
+  else if (name === 'traffic') addTraffic(value);
+  else if (name === 'error' && value.reason === 'key') signOut(value.message);
+  else if (name === 'error') setLive(false, value.message);
+}
+
+// ---- rendering -----------------------------------------------------------------------------
+
+// Numbers that change all the time are updated in place; anything else rebuilds the DOM
+// (so a button is not replaced under the pointer twice a second).
+const VOLATILE = new Set(['failures', 'cycles', 'retry_after_ms', 'cooldown_remaining_ms',
+  'cooldown_level', 'in_flight', 'used', 'limit', 'resets_at_ms', 'remaining_ms',
+  'failure_count', 'deficit']);
+
+function applyState(next) {
+  state = next;
+  stateAt = performance.now();
+  const shape = JSON.stringify(next, (k, v) => (VOLATILE.has(k) ? undefined : v))
+    + JSON.stringify(next.connections.map((c) => c.cooldown_remaining_ms > 0));
+  if (shape !== structure) {
+    structure = shape;
+    binds = [];
+    renderProviders(next);
+    renderConnections(next);
+    renderCombos(next);
+  }
+  for (const [node, update] of binds) update(next, node);
+  renderSummary(next);
+  const now = incidentOf(next);
+  if (now !== incident) {
+    incident = now;
+    scheduleTimeline(false);
+  }
+}
+
+const provider = (s, name) => s.providers.find((p) => p.name === name) || {};
+const connection = (s, id) => s.connections.find((c) => c.id === id) || {};
+
+function renderSummary(s) {
+  const locks = s.connections.reduce((n, c) => n + c.lockouts.length, 0);
+  const unusable = s.connections.filter((c) => c.cooldown_remaining_ms > 0 || c.disabled).length;
+  const open = s.providers.filter((p) => p.breaker !== 'CLOSED').length;
+  const inFlight = s.connections.reduce((n, c) => n + c.in_flight, 0);
+  const last = traffic[traffic.length - 1];
+  const rate = last ? Object.values(last.byId).reduce((n, v) => n + v[0], 0) : 0;
+  const errors = last ? Object.values(last.byId).reduce((n, v) => n + v[1], 0) : 0;
+  const stat = (value, label, bad) => el('div', { class: bad ? 'stat bad' : 'stat' },
+    el('b', { text: value }), el('span', { text: label }));
+  $('summary').replaceChildren(
+    stat(number(Math.round(rate)), 'attempts / s'),
+    stat(number(Math.round(errors)), 'failures / s', errors > 0),
+    stat(number(inFlight), 'in flight'),
+    stat(s.connections.length - unusable + ' / ' + s.connections.length, 'connections usable', unusable > 0),
+    stat(number(locks), 'model lockouts', locks > 0),
+    stat(number(open), 'breakers not closed', open > 0),
+  );
+}
+
+function renderProviders(s) {
+  const head = el('tr', {}, ['Provider', 'Profile', 'Breaker', 'Failures', 'Cycles', 'Next probe', '']
+    .map((h, i) => el('th', { class: i === 3 || i === 4 ? 'num' : null, text: h })));
+  const rows = s.providers.map((p) => el('tr', { 'data-provider': p.name },
+    el('td', {}, el('strong', { text: p.name })),
+    el('td', { text: p.profile }),
+    el('td', {}, el('span', { class: 'badge ' + p.breaker, 'data-breaker': p.breaker, text: p.breaker })),
+    el('td', { class: 'num' }, boundNumber((x) => provider(x, p.name).failures)),
+    el('td', { class: 'num' }, boundNumber((x) => provider(x, p.name).cycles)),
+    el('td', {}, countdown((x) => provider(x, p.name).retry_after_ms)),
+    el('td', {}, el('button', {
+      type: 'button', class: 'small', 'data-action': 'reset-breaker',
+      disabled: p.breaker === 'CLOSED',
+      onclick: () => act('Breaker of ' + p.name + ' reset', 'POST',
+        '/admin/providers/' + encodeURIComponent(p.name) + '/breaker/reset'),
+      text: 'Reset breaker',
+    })),
+  ));
+  $('providers').replaceChildren(el('thead', {}, head), el('tbody', {}, rows));
+}
+
+function renderConnections(s) {
+  const cards = s.connections.map((c) => {
+    const cooling = c.cooldown_remaining_ms > 0;
+    const troubled = cooling || c.disabled || c.lockouts.length > 0;
+    const status = c.disabled
+      ? el('span', { class: 'badge disabled', text: 'disabled: ' + c.disabled.reason })
+      : cooling ? el('span', { class: 'badge cooling', text: 'cooling' })
+        : el('span', { class: 'badge ok', text: 'ready' });
+    const facts = el('dl', { class: 'facts' },
+      el('dt', { text: 'in flight' }), el('dd', {}, boundNumber((x) => connection(x, c.id).in_flight)),
+      el('dt', { text: 'cooldown' }), el('dd', {},
+        countdown((x) => nonzero(connection(x, c.id).cooldown_remaining_ms), 'none'),
+        bind(el('span', { class: 'muted' }), (x, node) => {
+          const level = connection(x, c.id).cooldown_level;
+          node.textContent = level ? '  (level ' + level + ')' : '';
+        })),
+      c.disabled ? [el('dt', { text: 'disabled' }), el('dd', {}, c.disabled.reason + ', ',
+        countdown((x) => (connection(x, c.id).disabled || {}).remaining_ms, 'until cleared'))] : null,
+    );
+    const buckets = c.buckets.map((b) => {
+      const fill = el('i');
+      const text = el('span');
+      const row = el('div', { class: b.saturated ? 'bucket saturated' : 'bucket', 'data-window': b.window },
+        el('div', {}, el('strong', { text: b.window }), ' ', text, ' ',
+          el('span', { class: 'muted' }, 'resets ', countdown((x) => {
+            const at = bucketOf(x, c.id, b.window).resets_at_ms;
+            return at ? Math.max(0, at - Date.now()) : null;
+          }, 'never'))),
+        el('div', { class: 'meter' }, fill));
+      bind(row, (x) => {
+        const now = bucketOf(x, c.id, b.window);
+        text.textContent = number(now.used || 0) + ' / ' + (now.limit ? number(now.limit) : '∞');
+        fill.style.width = now.limit ? Math.min(100, (100 * now.used) / now.limit) + '%' : '0';
+      });
+      return row;
+    });
+    const locks = c.lockouts.map((l) => el('div', {
+      class: 'lock', 'data-lockout': c.id + '/' + l.model,
+    },
+    el('span', { class: 'model', text: l.model }),
+    el('span', { class: 'why', text: [l.reason, l.error_code, l.upstream_code].filter(Boolean).join(' · ') }),
+    countdown((x) => lockOf(x, c.id, l.model).remaining_ms),
+    bind(el('span', { class: 'muted' }), (x, node) => {
+      const n = lockOf(x, c.id, l.model).failure_count;
+      node.textContent = n ? '×' + n : '';
+    }),
+    el('button', {
+      type: 'button', class: 'small', 'data-action': 'clear-lockout',
+      onclick: () => act('Lockout of ' + c.id + ' / ' + l.model + ' cleared', 'DELETE',
+        '/admin/lockouts/' + encodeURIComponent(c.id) + '/' + encodeURIComponent(l.model)),
+      text: 'Clear lockout',
+    })));
+    return el('article', { class: troubled ? 'conn troubled' : 'conn', 'data-connection': c.id },
+      el('header', {}, el('strong', { text: c.id }), el('span', { class: 'provider', text: c.provider + ' · ' + c.auth }),
+        status,
+        el('button', {
+          type: 'button', class: 'small quiet', 'data-action': 'clear-connection',
+          disabled: !(cooling || c.disabled || c.cooldown_level > 0),
+          onclick: () => act('Connection ' + c.id + ' cleared', 'POST',
+            '/admin/connections/' + encodeURIComponent(c.id) + '/clear'),
+          text: 'Clear connection',
+        })),
+      facts,
+      buckets.length ? el('div', { class: 'buckets' }, buckets) : el('div', { class: 'bucket muted', text: 'no usage windows known yet' }),
+      locks.length ? el('div', { class: 'locks' }, locks) : null);
+  });
+  $('connections').replaceChildren(...cards);
+}
+
+function nonzero(ms) {
+  return ms > 0 ? ms : null;
+}
+
+function boundNumber(value) {
+  return bind(el('span'), (x, node) => {
+    const v = value(x);
+    node.textContent = v === null || v === undefined ? '—' : number(v);
+  });
+}
+
+const bucketOf = (s, id, window) => (connection(s, id).buckets || []).find((b) => b.window === window) || {};
+const lockOf = (s, id, model) => (connection(s, id).lockouts || []).find((l) => l.model === model) || {};
+const targetOf = (s, combo, i) => ((s.combos.find((c) => c.name === combo) || {}).targets || [])[i] || {};
+
+function renderCombos(s) {
+  const cards = s.combos.map((combo) => el('div', { class: 'combo conn', 'data-combo': combo.name },
+    el('h3', {}, combo.name, ' ', el('small', { text: combo.strategy })),
+    el('table', {},
+      el('thead', {}, el('tr', {}, ['Connection', 'Model', 'Weight', 'Deficit']
+        .map((h, i) => el('th', { class: i > 1 ? 'num' : null, text: h })))),
+      el('tbody', {}, combo.targets.map((t, i) => el('tr', {},
+        el('td', { text: t.connection }),
+        el('td', { text: t.model }),
+        el('td', { class: 'num', text: t.weight }),
+        el('td', { class: 'num' }, boundNumber((x) => targetOf(x, combo.name, i).deficit))))))));
+  $('combos').replaceChildren(...cards);
+}
+
+function incidentOf(s) {
+  return JSON.stringify([
+    s.providers.map((p) => p.breaker !== 'CLOSED' && p.name),
+    s.connections.map((c) => [c.cooldown_remaining_ms > 0, !!c.disabled,
+      c.lockouts.map((l) => l.model)]),
+  ]);
+}
+
+// ---- traffic charts ------------------------------------------------------------------------
+
+function addTraffic(sample) {
+  const seconds = Math.max(0.001, sample.interval_ms / 1000);
+  const byId = {};
+  for (const c of sample.connections) {
+    byId[c.id] = [c.attempts / seconds, c.failures / seconds];
+    attemptsSeen += c.attempts;
+  }
+  traffic.push({ at: Date.now(), byId });
+  if (traffic.length > HISTORY_POINTS) traffic.shift();
+  renderTraffic();
+  $('traffic').dataset.attempts = String(attemptsSeen);
+  $('traffic').dataset.samples = String(traffic.length);
+  if (state) renderSummary(state);
+}
+
+function renderTraffic() {
+  const ids = state ? state.connections.map((c) => c.id) : [];
+  const colour = (i) => PALETTE[i % PALETTE.length];
+  const legend = el('div', { class: 'legend' }, ids.map((id, i) => el('span', {},
+    el('i', { 'data-colour': colour(i) }), id)));
+  for (const swatch of legend.querySelectorAll('i')) swatch.style.background = swatch.dataset.colour;
+  $('traffic').replaceChildren(
+    el('div', { class: 'chart' }, el('h3', { text: 'attempts / s' }), chart(ids, 0, colour)),
+    el('div', { class: 'chart' }, el('h3', { text: 'failures / s' }), chart(ids, 1, colour)),
+    legend);
+}
+
+function chart(ids, which, colour) {
+  const W = 600; const H = 150; const PAD = 28;
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+  svg.setAttribute('role', 'img');
+  const max = Math.max(1, ...traffic.flatMap((t) => ids.map((id) => (t.byId[id] || [0, 0])[which])));
+  const top = niceCeil(max);
+  // The last minute at first, growing to five as the page stays open.
+  const span = Math.min(HISTORY_POINTS, Math.max(60, traffic.length));
+  const x = (i) => PAD + ((W - PAD - 6) * (span - traffic.length + i)) / (span - 1);
+  const y = (v) => H - 18 - ((H - 30) * v) / top;
+  const line = (x1, y1, x2, y2, stroke) => {
+    const l = document.createElementNS(ns, 'line');
+    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke })) l.setAttribute(k, v);
+    return l;
+  };
+  const text = (tx, ty, value, anchor) => {
+    const t = document.createElementNS(ns, 'text');
+    t.setAttribute('x', tx); t.setAttribute('y', ty); t.setAttribute('font-size', '11');
+    t.setAttribute('fill', '#6b7280'); t.setAttribute('text-anchor', anchor || 'end');
+    t.textContent = value;
+    return t;
+  };
+  for (const f of [0, 0.5, 1]) {
+    svg.append(line(PAD, y(top * f), W - 6, y(top * f), '#e5e7eb'), text(PAD - 4, y(top * f) + 4, fmtRate(top * f)));
+  }
+  svg.append(text(PAD, H - 4, '−' + (span >= 120 ? Math.round(span / 60) + ' min' : span + ' s'), 'start'),
+    text(W - 6, H - 4, 'now'));
+  ids.forEach((id, i) => {
+    if (traffic.length < 2) return;
+    const points = traffic.map((t, k) => x(k).toFixed(1) + ',' + y((t.byId[id] || [0, 0])[which]).toFixed(1));
+    const path = document.createElementNS(ns, 'polyline');
+    path.setAttribute('points', points.join(' '));
+    path.setAttribute('fill', 'none');
+    path.setAttribute('stroke', colour(i));
+    path.setAttribute('stroke-width', '1.6');
+    path.setAttribute('data-connection', id);
+    svg.append(path);
+  });
+  return svg;
+}
+
+function niceCeil(v) {
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+function fmtRate(v) {
+  return v >= 1000 ? (v / 1000).toFixed(v >= 10000 ? 0 : 1) + 'k' : String(Math.round(v * 10) / 10);
+}
+
+// ---- the incident timeline -----------------------------------------------------------------
+
+function scheduleTimeline(soon) {
+  clearTimeout(timelineTimer);
+  const wait = Math.max(soon ? 300 : 0, timelineAt + TIMELINE_MIN_GAP_MS - Date.now());
+  timelineTimer = setTimeout(loadTimeline, wait);
+}
+
+async function loadTimeline() {
+  clearTimeout(timelineTimer);
+  timelineAt = Date.now();
+  timelineTimer = setTimeout(loadTimeline, TIMELINE_EVERY_MS);
+  if (!adminKey) return;
+  let response;
+  try {
+    response = await call('GET', '/admin/timeline.svg?since=' + encodeURIComponent($('timeline-since').value));
+  } catch (_) { return; }
+  if (!response.ok) {
+    $('timeline').replaceChildren(el('p', { class: 'error', text: 'timeline: ' + await errorOf(response) }));
+    return;
+  }
+  const blob = await response.blob();
+  const url = URL.createObjectURL(blob);
+  const image = el('img', { alt: 'incident timeline', src: url });
+  image.addEventListener('load', () => {
+    if (timelineUrl) URL.revokeObjectURL(timelineUrl);
+    timelineUrl = url;
+    $('timeline').replaceChildren(image);
+    $('timeline').dataset.loadedAt = String(Date.now());
+  }, { once: true });
+}
+
+// ---- start ---------------------------------------------------------------------------------
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('login-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const candidate = $('key').value.trim();
+    if (candidate) signIn(candidate);
+  });
+  $('signout').addEventListener('click', () => signOut(''));
+  $('reload').addEventListener('click', () => act('Config reloaded', 'POST', '/admin/reload'));
+  $('timeline-refresh').addEventListener('click', () => loadTimeline());
+  $('timeline-since').addEventListener('change', () => loadTimeline());
+  setInterval(() => document.querySelectorAll('.countdown').forEach(tick), 250);
+  const remembered = sessionStorage.getItem(KEY_SLOT);
+  if (remembered) signIn(remembered);
+  else $('key').focus();
+});

@@ -1,0 +1,294 @@
+// Drives the operator dashboard (GET /ui) in Debian's chromium through playwright-core, for
+// tests/it/node_dashboard.rs. Every step is bounded; the last line on stdout is one JSON object:
+// {"ok":true,"steps":[…],"lockout_shown_ms":N,…} or {"ok":false,"step":…,"error":…}.
+//
+// Environment: QR_NODE (the node's base URL), QR_ADMIN_KEY, QR_CLIENT_KEY, QR_MOCK (the mock
+// upstream's base URL, for its fault rules), QR_SHOTS (where screenshots go; unset: none),
+// QR_CHROMIUM (default /usr/bin/chromium).
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const NODE = need('QR_NODE');
+const ADMIN_KEY = need('QR_ADMIN_KEY');
+const CLIENT_KEY = need('QR_CLIENT_KEY');
+const MOCK = need('QR_MOCK');
+const SHOTS = process.env.QR_SHOTS || '';
+const CHROMIUM = process.env.QR_CHROMIUM || '/usr/bin/chromium';
+const OPENAI_MODEL = 'gpt-4o-mini';
+const ANTHROPIC_MODEL = 'claude-3-5-haiku';
+const LOCKOUT_SHOWN_WITHIN_MS = 1000;
+
+const result = { ok: false, steps: [] };
+let step = 'start';
+const watchdog = setTimeout(() => finish(new Error('the whole run took longer than 50 s')), 50000);
+
+function need(name) {
+  const value = process.env[name];
+  if (!value) {
+    console.log(JSON.stringify({ ok: false, step: 'env', error: `${name} is not set` }));
+    process.exit(2);
+  }
+  return value;
+}
+
+function done(name, detail) {
+  result.steps.push(name);
+  console.error(`ok: ${name}${detail ? ' — ' + detail : ''}`);
+}
+
+function finish(error) {
+  clearTimeout(watchdog);
+  if (error) {
+    console.log(JSON.stringify({ ok: false, step, error: String(error && error.stack || error), steps: result.steps }));
+    process.exit(1);
+  }
+  result.ok = true;
+  console.log(JSON.stringify(result));
+  process.exit(0);
+}
+
+async function admin(method, path) {
+  const response = await fetch(NODE + path, {
+    method,
+    headers: { Authorization: 'Bearer ' + ADMIN_KEY },
+    signal: AbortSignal.timeout(5000),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+async function mockRules(rules) {
+  const response = await fetch(MOCK + '/mock/rules', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(rules),
+    signal: AbortSignal.timeout(5000),
+  });
+  if (response.status !== 204) throw new Error('mock rules: HTTP ' + response.status);
+}
+
+async function chat() {
+  const response = await fetch(NODE + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { Authorization: 'Bearer ' + CLIENT_KEY, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'team', messages: [{ role: 'user', content: 'hi' }] }),
+    signal: AbortSignal.timeout(10000),
+  });
+  await response.arrayBuffer();
+  return response;
+}
+
+async function message() {
+  const response = await fetch(NODE + '/v1/messages', {
+    method: 'POST',
+    headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'claude', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }),
+    signal: AbortSignal.timeout(10000),
+  });
+  await response.arrayBuffer();
+  return response;
+}
+
+async function shot(page, name, options) {
+  if (!SHOTS) return;
+  await page.screenshot({ path: join(SHOTS, name), fullPage: true, ...options });
+  done('screenshot ' + name);
+}
+
+async function run() {
+  const profile = mkdtempSync(join(tmpdir(), 'qr-dashboard-'));
+  step = 'launch';
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    timeout: 20000,
+    viewport: { width: 1280, height: 900 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    await drive(context);
+  } finally {
+    await context.close().catch(() => {});
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+async function drive(context) {
+  const page = context.pages()[0] || await context.newPage();
+  page.setDefaultTimeout(5000);
+  const urls = [];
+  const pageErrors = [];
+  page.on('request', (request) => urls.push(request.url()));
+  page.on('pageerror', (error) => pageErrors.push(String(error)));
+  // Chromium logs every non-2xx answer as a console error (the wrong key's 403 among them):
+  // those are checked where they are expected; anything else the page logs is a failure.
+  page.on('console', (msg) => {
+    if (msg.type() === 'error' && !msg.text().startsWith('Failed to load resource')) pageErrors.push(msg.text());
+  });
+  page.on('response', (response) => {
+    const url = new URL(response.url());
+    const expected = response.status() === 403 && url.pathname === '/admin/state';
+    if (response.status() >= 400 && !expected) pageErrors.push(`${response.status()} for ${url.pathname}`);
+  });
+
+  step = 'the page loads and asks for the key';
+  const loaded = await page.goto(NODE + '/ui', { waitUntil: 'load' });
+  if (loaded.status() !== 200) throw new Error('/ui answered ' + loaded.status());
+  await page.locator('#login').waitFor({ state: 'visible' });
+  await page.locator('#key').waitFor({ state: 'visible' });
+  if (await page.locator('#dashboard').isVisible()) throw new Error('the dashboard shows before a key');
+  done('asks for the admin key');
+
+  step = 'a wrong key shows a clear message';
+  await page.fill('#key', 'sk-qr-not-the-admin-key');
+  await page.click('#login-form button[type=submit]');
+  const refusal = page.locator('#login-error');
+  await refusal.waitFor({ state: 'visible' });
+  const refusalText = (await refusal.textContent()) || '';
+  if (!/wrong admin key/i.test(refusalText)) throw new Error('the refusal says: ' + refusalText);
+  if (await page.locator('#dashboard').isVisible()) throw new Error('the dashboard opened with a wrong key');
+  if (await page.evaluate(() => sessionStorage.length) !== 0) throw new Error('a wrong key was kept');
+  result.wrong_key_message = refusalText;
+  done('wrong key refused', refusalText);
+
+  step = 'the right key shows the pool';
+  await page.fill('#key', ADMIN_KEY);
+  await page.click('#login-form button[type=submit]');
+  await page.locator('#dashboard').waitFor({ state: 'visible' });
+  const expected = (await admin('GET', '/admin/state')).body;
+  for (const c of expected.connections) {
+    await page.locator(`[data-connection="${c.id}"]`).first().waitFor({ state: 'visible' });
+  }
+  for (const p of expected.providers) {
+    await page.locator(`tr[data-provider="${p.name}"]`).waitFor({ state: 'visible' });
+  }
+  for (const combo of expected.combos) {
+    await page.locator(`[data-combo="${combo.name}"]`).waitFor({ state: 'visible' });
+  }
+  const cards = await page.locator('#connections [data-connection]').count();
+  if (cards !== expected.connections.length) {
+    throw new Error(`${cards} connection cards for ${expected.connections.length} connections`);
+  }
+  await page.locator('#live.on').waitFor({ state: 'visible' });
+  result.connections_shown = cards;
+  done('shows the pool', `${cards} connections, feed live`);
+
+  step = 'traffic reaches the chart';
+  // Two clients keep sending through the incident below, as a pool under use would.
+  let pumping = true;
+  let pumped = 0;
+  const pump = async () => {
+    while (pumping) {
+      const response = await chat().catch(() => null);
+      if (response) pumped += 1;
+      await new Promise((resolve) => setTimeout(resolve, 40));
+    }
+  };
+  const pumps = [pump(), pump()];
+  for (let i = 0; i < 4; i++) {
+    const response = await message();
+    if (response.status !== 200) throw new Error('a routine message answered ' + response.status);
+  }
+  await page.waitForFunction(() => {
+    const chart = document.querySelector('#traffic');
+    return document.querySelectorAll('#traffic polyline').length > 0
+      && Number(chart.dataset.attempts || 0) >= 24 && Number(chart.dataset.samples || 0) >= 4;
+  }, null, { timeout: 8000 });
+  done('traffic charted');
+  await page.waitForFunction(() => document.querySelector('#timeline img') !== null, null, { timeout: 5000 });
+  await shot(page, 'ui-normal.png');
+
+  step = 'an incident: anthropic answers 503';
+  await mockRules([{ model: ANTHROPIC_MODEL, fault: { status: 503 } }]);
+  for (let i = 0; i < 4; i++) await message();
+  await page.locator('#connections .conn.troubled').first().waitFor({ state: 'visible', timeout: 3000 });
+  done('cooldowns shown');
+
+  step = 'a 429 is reflected within a second';
+  await mockRules([
+    { model: ANTHROPIC_MODEL, fault: { status: 503 } },
+    { model: OPENAI_MODEL, fault: { status429: { reset: { retry_after_seconds: 600 } } }, times: 1 },
+  ]);
+  // The 429 cannot come before its rule is in place: time from there is an upper bound on the
+  // time from the 429 (whichever client's request meets it) to the page.
+  const answeredAt = Date.now();
+  const answered = await chat();
+  if (answered.status !== 200) throw new Error('a request answered ' + answered.status + ' during the 429');
+  const locks = (await admin('GET', '/admin/lockouts')).body.lockouts.filter((l) => l.model === OPENAI_MODEL);
+  if (locks.length !== 1) throw new Error('expected one lockout of ' + OPENAI_MODEL + ', got ' + JSON.stringify(locks));
+  const lock = locks[0];
+  const selector = `[data-lockout="${lock.connection}/${lock.model}"]`;
+  await page.locator(selector).waitFor({ state: 'visible', timeout: LOCKOUT_SHOWN_WITHIN_MS + 1000 });
+  const shownMs = Date.now() - answeredAt;
+  result.lockout_shown_ms = shownMs;
+  result.locked_connection = lock.connection;
+  if (shownMs > LOCKOUT_SHOWN_WITHIN_MS) throw new Error(`the lockout took ${shownMs} ms to show`);
+  const lockText = await page.locator(selector).textContent();
+  if (!/rate_limited/.test(lockText) || !/429/.test(lockText)) throw new Error('the lockout row says: ' + lockText);
+  done('lockout shown', `${lock.connection}/${lock.model} after ${shownMs} ms`);
+
+  step = 'the timeline draws the incident';
+  await page.waitForFunction((since) => Number(document.querySelector('#timeline').dataset.loadedAt || 0) > since,
+    answeredAt, { timeout: 8000 });
+  // The last ten minutes, where a fresh incident is wide enough to read.
+  const before = Number(await page.locator('#timeline').getAttribute('data-loaded-at'));
+  await page.selectOption('#timeline-since', '10m');
+  await page.waitForFunction((since) => Number(document.querySelector('#timeline').dataset.loadedAt || 0) > since,
+    before, { timeout: 5000 });
+  await shot(page, 'ui-incident.png');
+  await page.selectOption('#timeline-since', '1h');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.locator(selector).scrollIntoViewIfNeeded();
+  await shot(page, 'ui-phone.png', { fullPage: false });
+  await page.setViewportSize({ width: 1280, height: 900 });
+  pumping = false;
+  await Promise.all(pumps);
+  result.background_requests = pumped;
+
+  step = 'clear the lockout with a click';
+  await mockRules([]);
+  await page.locator(`${selector} button[data-action="clear-lockout"]`).click();
+  await page.locator(selector).waitFor({ state: 'detached', timeout: 2000 });
+  const after = (await admin('GET', '/admin/lockouts')).body.lockouts;
+  if (after.some((l) => l.connection === lock.connection && l.model === lock.model)) {
+    throw new Error('the admin API still shows the lockout: ' + JSON.stringify(after));
+  }
+  done('lockout cleared', 'gone from the page and from /admin/lockouts');
+
+  step = 'clear a connection with a click';
+  const state = (await admin('GET', '/admin/state')).body;
+  const cooling = state.connections.find((c) => c.cooldown_remaining_ms > 0);
+  if (!cooling) throw new Error('no connection is cooling after the 503s');
+  const card = page.locator(`#connections [data-connection="${cooling.id}"]`);
+  await card.locator('button[data-action="clear-connection"]').click();
+  await page.waitForFunction((id) => {
+    const node = document.querySelector(`#connections [data-connection="${id}"]`);
+    return node && !node.classList.contains('troubled');
+  }, cooling.id, { timeout: 2000 });
+  const cleared = (await admin('GET', '/admin/state')).body.connections.find((c) => c.id === cooling.id);
+  if (cleared.cooldown_remaining_ms !== 0) throw new Error('the admin API still shows a cooldown');
+  result.cleared_connection = cooling.id;
+  done('connection cleared', cooling.id);
+
+  step = 'reload the config with a click';
+  await page.click('#reload');
+  await page.locator('#notice', { hasText: 'Config reloaded' }).waitFor({ state: 'visible', timeout: 3000 });
+  done('config reloaded');
+
+  step = 'the key stays out of URLs and localStorage';
+  const leaked = urls.filter((u) => u.includes(ADMIN_KEY));
+  if (leaked.length) throw new Error('the admin key is in a URL: ' + leaked.join(' '));
+  const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }));
+  if (stored.includes(ADMIN_KEY)) throw new Error('the admin key is in localStorage');
+  const session = await page.evaluate(() => sessionStorage.getItem('quotaroute.adminKey'));
+  if (session !== ADMIN_KEY) throw new Error('the key is not kept for the tab');
+  if (pageErrors.length) throw new Error('the page logged errors: ' + pageErrors.join(' | '));
+  result.requests_seen = urls.length;
+  done('key only in the header and sessionStorage', `${urls.length} requests checked`);
+}
+
+run().then(() => finish(), (error) => finish(error));

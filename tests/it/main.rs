@@ -1,0 +1,39 @@
+//! The node's integration tests, one binary: the real `quotaroute` binary, the mock upstream,
+//! real clients and browsers on loopback. One binary links axum, hyper and reqwest once rather
+//! than once per file. Each module is one area (`node_*`, `reliability_*`, `replay_*`, …).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod reliability_support;
+mod replay_support;
+mod support;
+
+mod config_errors;
+mod config_secrets;
+mod config_starter;
+mod demo_cli;
+mod mock_compression;
+mod mock_endpoints;
+mod mock_faults;
+mod node_clients;
+mod node_cluster;
+mod node_dashboard;
+mod node_egress;
+mod node_endpoints;
+mod node_read_your_writes;
+mod node_restart;
+mod node_routing;
+mod node_sdk;
+mod node_wire;
+mod readme_commands;
+mod reliability_bad_input;
+mod reliability_crash;
+mod reliability_disk;
+mod reliability_faults;
+mod reliability_full_disk;
+mod reliability_parsers;
+mod reliability_secrets;
+mod replay_fixture;
+mod replay_incident;
+mod replay_remote;
+mod replay_speed;

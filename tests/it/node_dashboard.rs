@@ -1,0 +1,436 @@
+//! The operator's dashboard (issue 15): `GET /ui`, its live feed `GET /admin/events` and its
+//! incident picture `GET /admin/timeline.svg`, over HTTP; then the page itself in Debian's
+//! chromium, driven by playwright-core (`tests/browser/dashboard.mjs`) against the real
+//! binary: it asks for the key, refuses a wrong one clearly, shows the pool, shows a lockout
+//! caused by a 429 within a second, and clears it (and a cooldown) with a click.
+//!
+//! `.ci/run` installs chromium and `npm ci --prefix tests/browser`; without them the browser
+//! test says so and does nothing else, except in CI (`CI` set), where it fails.
+//! `QUOTAROUTE_UPDATE_SCREENSHOTS=1` writes its screenshots to `docs/` (else to a temp dir).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use serde_json::Value;
+use support::clients::{clean_command, not_installed, run_bounded};
+use support::*;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// The whole browser run (launch included) may take this long.
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(55);
+
+fn without_admin_key(text: String) -> String {
+    let line = format!("admin_key = \"{ADMIN_KEY}\"\n");
+    assert!(text.contains(&line));
+    text.replace(&line, "")
+}
+
+async fn get(client: &reqwest::Client, url: &str, key: Option<&str>) -> reqwest::Response {
+    let mut request = client.get(url);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_its_feeds_are_404_without_an_admin_key() {
+    let mut harness = Harness::start_editing(without_admin_key).await;
+    for path in [
+        "/ui",
+        "/ui/",
+        "/ui/dashboard.js",
+        "/ui/dashboard.css",
+        "/admin/events",
+        "/admin/timeline.svg",
+    ] {
+        let response = get(&harness.client, &harness.url(path), Some(ADMIN_KEY)).await;
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_served_from_the_binary_and_its_feeds_need_the_admin_key() {
+    let mut harness = Harness::start().await;
+    let page = get(&harness.client, &harness.url("/ui"), None).await;
+    assert_eq!(page.status(), 200);
+    assert!(header(&page, "content-type").starts_with("text/html"));
+    let csp = header(&page, "content-security-policy");
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+    let html = page.text().await.unwrap();
+    assert!(html.contains("/ui/dashboard.js") && html.contains("/ui/dashboard.css"));
+    assert!(
+        html.contains("type=\"password\""),
+        "the page asks for a key"
+    );
+    let script = get(&harness.client, &harness.url("/ui/dashboard.js"), None).await;
+    assert!(header(&script, "content-type").starts_with("text/javascript"));
+    let script = script.text().await.unwrap();
+    assert!(script.contains("sessionStorage") && !script.contains("localStorage.setItem"));
+    assert!(script.contains("/admin/events") && script.contains("Authorization"));
+
+    for path in ["/admin/events", "/admin/timeline.svg"] {
+        let none = get(&harness.client, &harness.url(path), None).await;
+        assert_eq!(none.status(), 401, "{path} without a key");
+        let client_key = get(&harness.client, &harness.url(path), Some(CLIENT_KEY)).await;
+        assert_eq!(client_key.status(), 403, "{path} with a client key");
+    }
+    harness.stop().await;
+}
+
+/// Reads SSE events off `response` until `wanted` accepts one or `deadline` passes.
+async fn next_event(
+    response: &mut reqwest::Response,
+    buffer: &mut String,
+    deadline: Instant,
+    mut wanted: impl FnMut(&str, &Value) -> bool,
+) -> Option<(String, Value)> {
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut name = "message".to_string();
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(value) = line.strip_prefix("event: ") {
+                    name = value.to_string();
+                } else if let Some(value) = line.strip_prefix("data: ") {
+                    data.push_str(value);
+                }
+            }
+            if data.is_empty() {
+                continue;
+            }
+            let value: Value = serde_json::from_str(&data).unwrap();
+            if wanted(&name, &value) {
+                return Some((name, value));
+            }
+        }
+        let left = deadline.checked_duration_since(Instant::now())?;
+        match tokio::time::timeout(left, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => buffer.push_str(std::str::from_utf8(&chunk).unwrap()),
+            _ => return None,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_pushes_a_lockout_within_a_second_and_traffic_every_second() {
+    let mut harness = Harness::start().await;
+    let mut events = get(
+        &harness.client,
+        &harness.url("/admin/events"),
+        Some(ADMIN_KEY),
+    )
+    .await;
+    assert_eq!(events.status(), 200);
+    assert_eq!(header(&events, "content-type"), "text/event-stream");
+    let mut buffer = String::new();
+    let (_, first) = next_event(
+        &mut events,
+        &mut buffer,
+        Instant::now() + Duration::from_secs(2),
+        |name, _| name == "state",
+    )
+    .await
+    .expect("a state event at once");
+    assert_eq!(first["connections"].as_array().unwrap().len(), 6);
+    // The same document as `GET /admin/state` (its providers do not count down at rest).
+    assert_eq!(
+        first["providers"],
+        harness.admin_get("/admin/state").await["providers"]
+    );
+
+    harness.mock.add_rule(
+        Rule::always(Fault::Status429 {
+            reset: ResetForm::RetryAfterSeconds(300),
+        })
+        .for_model("gpt-4o-mini")
+        .times(1),
+    );
+    let answer = harness.chat("team").await;
+    assert_eq!(answer.status(), 200, "failed over past the 429");
+    let answered = Instant::now();
+    let (_, locked) = next_event(
+        &mut events,
+        &mut buffer,
+        answered + Duration::from_secs(1),
+        |name, state| {
+            name == "state"
+                && state["connections"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| !c["lockouts"].as_array().unwrap().is_empty())
+        },
+    )
+    .await
+    .expect("the lockout pushed within a second of the answer");
+    let lock = locked["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["lockouts"].as_array().unwrap().clone())
+        .next()
+        .unwrap();
+    assert_eq!(lock["model"], "gpt-4o-mini");
+    assert_eq!(lock["reason"], "rate_limited");
+    assert_eq!(lock["error_code"], 429);
+
+    // Traffic: the two attempts of that request (the 429 and the success), as deltas.
+    let mut attempts = 0;
+    let mut failures = 0;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while attempts < 2 {
+        let Some((_, traffic)) = next_event(&mut events, &mut buffer, deadline, |name, _| {
+            name == "traffic"
+        })
+        .await
+        else {
+            panic!("traffic counted {attempts} attempts, {failures} failures");
+        };
+        assert!(traffic["interval_ms"].as_u64().unwrap() >= 1000);
+        for c in traffic["connections"].as_array().unwrap() {
+            attempts += c["attempts"].as_u64().unwrap();
+            failures += c["failures"].as_u64().unwrap();
+        }
+    }
+    assert_eq!((attempts, failures), (2, 1));
+
+    // An open feed does not hold the drain (the harness's grace is 2 s).
+    let stopping = Instant::now();
+    harness.stop().await;
+    assert!(
+        stopping.elapsed() < Duration::from_millis(1500),
+        "stop took {:?} with a subscriber",
+        stopping.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let ended = next_event(&mut events, &mut buffer, deadline, |name, value| {
+        name == "error" && value["reason"] == "stopping"
+    })
+    .await;
+    assert!(ended.is_some(), "the feed says why it ends");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_is_the_replay_svg_of_the_last_hour() {
+    let mut harness = Harness::start().await;
+    harness.mock.add_rule(
+        Rule::always(Fault::Status429 {
+            reset: ResetForm::RetryAfterSeconds(300),
+        })
+        .for_model("gpt-4o-mini")
+        .times(1),
+    );
+    assert_eq!(harness.chat("team").await.status(), 200);
+    let locked = harness.admin_get("/admin/lockouts").await["lockouts"][0].clone();
+    let connection = locked["connection"].as_str().unwrap().to_string();
+
+    let response = get(
+        &harness.client,
+        &harness.url("/admin/timeline.svg?since=1h"),
+        Some(ADMIN_KEY),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "content-type"), "image/svg+xml");
+    let svg = response.text().await.unwrap();
+    let document = roxmltree::Document::parse(&svg).unwrap();
+    let title = document
+        .descendants()
+        .find(|n| n.attribute("class") == Some("title"))
+        .and_then(|n| n.text())
+        .unwrap();
+    assert!(title.ends_with("(1h)") || title.contains("(1h"), "{title}");
+    // Every connection of the config has its lane, traffic or not.
+    let lanes: Vec<&str> = document
+        .descendants()
+        .filter_map(|n| n.attribute("data-connection"))
+        .collect();
+    assert_eq!(lanes, ["oa-1", "oa-2", "oa-3", "an-1", "an-2", "an-3"]);
+    let lane = document
+        .descendants()
+        .find(|n| n.attribute("data-connection") == Some(connection.as_str()))
+        .unwrap();
+    let lock_title = format!("{connection}/gpt-4o-mini locked (rate_limited)");
+    assert!(
+        lane.descendants()
+            .any(|n| n.text().is_some_and(|t| t.starts_with(&lock_title))),
+        "the lane of {connection} draws its lock:\n{svg}"
+    );
+    assert!(lane
+        .descendants()
+        .any(|n| n.attribute("class") == Some("failures")));
+
+    let bad = get(
+        &harness.client,
+        &harness.url("/admin/timeline.svg?since=yesterdayish"),
+        Some(ADMIN_KEY),
+    )
+    .await;
+    assert_eq!(bad.status(), 400);
+    harness.stop().await;
+}
+
+fn browser_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// Starts the real binary on `config` and waits until it is ready.
+async fn start_binary(config_path: &Path, base: &str) -> KillOnDrop {
+    let node = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_quotaroute"))
+            .args(["serve", "--config"])
+            .arg(config_path)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let client = reqwest::Client::new();
+    let ready_by = Instant::now() + Duration::from_secs(20);
+    while !client
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == 200)
+    {
+        assert!(Instant::now() < ready_by, "node did not become ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_a_real_browser() {
+    if !Path::new(CHROMIUM).is_file() {
+        return not_installed("chromium", "apt-get install chromium, as .ci/run does");
+    }
+    if !browser_dir().join("node_modules/playwright-core").is_dir() {
+        return not_installed(
+            "playwright-core",
+            "npm ci --ignore-scripts --prefix tests/browser",
+        );
+    }
+    let (mock_base, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // Cooldowns long enough to still be there when the driver clicks them away.
+    let cooldowns = "\n[defaults.cooldown]\nbase_ms = 20000\nmax_ms = 60000\n";
+    let config = standard_config(&mock_base, &dir.path().join("journal"), cooldowns).replace(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    );
+    let config_path = dir.path().join("quotaroute.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let _node = start_binary(&config_path, &base).await;
+
+    let shots = if std::env::var("QUOTAROUTE_UPDATE_SCREENSHOTS").is_ok_and(|v| v == "1") {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs")
+    } else {
+        dir.path().join("shots")
+    };
+    std::fs::create_dir_all(&shots).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut command = clean_command("node");
+    command
+        .arg(browser_dir().join("dashboard.mjs"))
+        .current_dir(browser_dir())
+        .env("HOME", &home)
+        .env("QR_NODE", &base)
+        .env("QR_ADMIN_KEY", ADMIN_KEY)
+        .env("QR_CLIENT_KEY", CLIENT_KEY)
+        .env("QR_MOCK", &mock_base)
+        .env("QR_SHOTS", &shots)
+        .env("QR_CHROMIUM", CHROMIUM);
+    let run = tokio::task::spawn_blocking(move || run_bounded(command, BROWSER_TIMEOUT))
+        .await
+        .unwrap();
+    eprintln!("{}", run.describe());
+    let last = run.stdout.lines().last().unwrap_or_default();
+    let report: Value = serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "the driver's last line is not JSON ({e}):\n{}",
+            run.describe()
+        )
+    });
+    assert_eq!(report["ok"], true, "{}", run.describe());
+    assert!(run.success(), "{}", run.describe());
+    let shown_ms = report["lockout_shown_ms"].as_u64().unwrap();
+    assert!(shown_ms <= 1000, "the lockout took {shown_ms} ms to show");
+    assert!(
+        report["wrong_key_message"]
+            .as_str()
+            .unwrap()
+            .contains("not the admin key"),
+        "{report}"
+    );
+    for name in ["ui-normal.png", "ui-incident.png", "ui-phone.png"] {
+        let bytes = std::fs::read(shots.join(name)).unwrap();
+        assert!(
+            bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+            "{name}"
+        );
+    }
+
+    // What the clicks did, seen through the admin API and the journal, not the page.
+    let client = reqwest::Client::new();
+    let admin_json = |path: &str| {
+        let request = client
+            .get(format!("{base}{path}"))
+            .bearer_auth(ADMIN_KEY)
+            .send();
+        async move { request.await.unwrap().text().await.unwrap() }
+    };
+    let locked = report["locked_connection"].as_str().unwrap();
+    let lockouts: Value = serde_json::from_str(&admin_json("/admin/lockouts").await).unwrap();
+    assert!(
+        !lockouts["lockouts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["connection"] == locked && l["model"] == "gpt-4o-mini"),
+        "{lockouts}"
+    );
+    let journal: Vec<Value> = admin_json("/admin/journal?since_seq=0")
+        .await
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let admin_did = |action: &str, target: &str| {
+        journal.iter().any(|e| {
+            e["kind"] == "admin_action"
+                && e["action"] == action
+                && e["target"] == target
+                && e["by"] == "admin"
+        })
+    };
+    assert!(admin_did("clear_lockout", &format!("{locked}/gpt-4o-mini")));
+    let cleared = report["cleared_connection"].as_str().unwrap();
+    assert!(admin_did("clear_connection", cleared));
+    assert!(journal
+        .iter()
+        .any(|e| e["kind"] == "admin_action" && e["action"] == "reload" && e["by"] == "admin"));
+    assert!(
+        mock.stats()
+            .per_key
+            .get(&upstream_key(locked))
+            .copied()
+            .unwrap_or(0)
+            > 0,
+        "the locked connection had served"
+    );
+}

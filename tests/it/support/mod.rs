@@ -1,0 +1,294 @@
+//! Shared harness for the node's black-box tests: a mock upstream and a node on ephemeral
+//! loopback ports, a journal in a temp dir, and a reqwest client.
+
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+pub mod clients;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use quotaroute::config;
+use quotaroute::mock_upstream::{self, MockUpstream};
+use quotaroute::node::{NodeOptions, RunningNode};
+use quotaroute_actors::{SharedClock, SystemClock};
+use serde_json::Value;
+
+pub const CLIENT_KEY: &str = "sk-qr-test-client";
+pub const ADMIN_KEY: &str = "qr-admin-test-key";
+
+/// The mock's keys are the connections' upstream keys.
+pub fn upstream_key(connection: &str) -> String {
+    format!("sk-mock-{connection}-0123456789abcdef")
+}
+
+pub async fn start_mock() -> (String, MockUpstream) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let mock = MockUpstream::new();
+    tokio::spawn(mock_upstream::serve(listener, mock.clone()));
+    (base, mock)
+}
+
+/// A config with an `openai` provider (keys oa-1..oa-3 weighted 2:1:1, combo `team` on
+/// `gpt-4o-mini`) and an `anthropic` provider (keys an-1..an-3, combo `claude`).
+pub fn standard_config(mock_base: &str, journal: &std::path::Path, extra: &str) -> String {
+    let mut text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+api_keys = ["{CLIENT_KEY}"]
+admin_key = "{ADMIN_KEY}"
+request_timeout_ms = 10000
+first_token_timeout_ms = 3000
+shutdown_grace_ms = 2000
+
+[journal]
+path = "{journal}"
+flush_every_ms = 10
+
+[[providers]]
+name = "openai"
+format = "openai"
+base_url = "{mock_base}/v1"
+
+[[providers]]
+name = "anthropic"
+format = "anthropic"
+base_url = "{mock_base}/v1"
+"#,
+        journal = journal.display()
+    );
+    for (id, provider, weight) in [
+        ("oa-1", "openai", 2),
+        ("oa-2", "openai", 1),
+        ("oa-3", "openai", 1),
+        ("an-1", "anthropic", 1),
+        ("an-2", "anthropic", 1),
+        ("an-3", "anthropic", 1),
+    ] {
+        text.push_str(&format!(
+            "\n[[connections]]\nid = \"{id}\"\nprovider = \"{provider}\"\napi_key = \"{}\"\nweight = {weight}\n",
+            upstream_key(id)
+        ));
+    }
+    text.push_str(
+        r#"
+[[combos]]
+name = "team"
+targets = [
+  { connection = "oa-1", model = "gpt-4o-mini", weight = 2 },
+  { connection = "oa-2", model = "gpt-4o-mini", weight = 1 },
+  { connection = "oa-3", model = "gpt-4o-mini", weight = 1 },
+]
+
+[[combos]]
+name = "claude"
+targets = [
+  { connection = "an-1", model = "claude-3-5-haiku", weight = 1 },
+  { connection = "an-2", model = "claude-3-5-haiku", weight = 1 },
+  { connection = "an-3", model = "claude-3-5-haiku", weight = 1 },
+]
+"#,
+    );
+    text.push_str(extra);
+    text
+}
+
+pub struct Harness {
+    pub mock: MockUpstream,
+    pub mock_base: String,
+    pub node: Option<RunningNode>,
+    pub base: String,
+    pub dir: tempfile::TempDir,
+    pub client: reqwest::Client,
+    pub config_path: PathBuf,
+}
+
+impl Harness {
+    pub async fn start() -> Harness {
+        Self::start_with("").await
+    }
+
+    pub async fn start_with(extra: &str) -> Harness {
+        Self::start_editing(|text| text + extra).await
+    }
+
+    /// A node on `standard_config` as `edit` rewrites it (for keys inside its tables).
+    pub async fn start_editing(edit: impl FnOnce(String) -> String) -> Harness {
+        Self::start_on_clock(edit, Arc::new(SystemClock)).await
+    }
+
+    /// A node whose router reads `clock` (a `ManualClock` lets a test move policy time —
+    /// cooldowns, breaker resets — without sleeping; I/O timeouts stay on real time).
+    pub async fn start_on_clock(
+        edit: impl FnOnce(String) -> String,
+        clock: SharedClock,
+    ) -> Harness {
+        let (mock_base, mock) = start_mock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let text = edit(standard_config(&mock_base, &dir.path().join("journal"), ""));
+        let config_path = dir.path().join("quotaroute.toml");
+        std::fs::write(&config_path, &text).unwrap();
+        let config = config::load(&config_path).unwrap();
+        let node = RunningNode::start(
+            config,
+            NodeOptions {
+                config_path: Some(config_path.clone()),
+                config_text: text,
+                clock,
+                listen: None,
+            },
+        )
+        .await
+        .unwrap();
+        let base = format!("http://{}", node.addr);
+        Harness {
+            mock,
+            mock_base,
+            node: Some(node),
+            base,
+            dir,
+            client: reqwest::Client::new(),
+            config_path,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn chat(&self, model: &str) -> reqwest::Response {
+        self.client
+            .post(self.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_KEY)
+            .json(&serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// `POST /v1/messages` for `model` with a one-line conversation.
+    pub async fn message(&self, model: &str) -> reqwest::Response {
+        self.post_json(
+            "/v1/messages",
+            serde_json::json!({"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await
+    }
+
+    pub async fn post_json(&self, path: &str, body: Value) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .bearer_auth(CLIENT_KEY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn admin_get(&self, path: &str) -> Value {
+        serde_json::from_str(&self.admin_text(path).await).unwrap()
+    }
+
+    /// `GET path` with the admin key, as text.
+    pub async fn admin_text(&self, path: &str) -> String {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(ADMIN_KEY)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Every journaled event so far, through `GET /admin/journal`, as JSON.
+    pub async fn journal_events(&self) -> Vec<Value> {
+        let text = self.admin_text("/admin/journal?since_seq=0").await;
+        text.lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    pub async fn admin_post(&self, path: &str) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .bearer_auth(ADMIN_KEY)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Waits until reports sent so far are applied (they are fire-and-forget).
+    pub async fn settle(&self) {
+        let router = self.node.as_ref().unwrap().app.router().unwrap().clone();
+        router.settle().await.unwrap();
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(node) = self.node.take() {
+            node.stop("test").await.unwrap();
+        }
+    }
+}
+
+/// `POST {base}/v1/chat/completions` for `model` with a one-line conversation (for nodes
+/// outside a `Harness`, such as the real binary).
+pub async fn chat(client: &reqwest::Client, base: &str, model: &str) -> reqwest::Response {
+    client
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(CLIENT_KEY)
+        .json(&serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap()
+}
+
+pub fn header(response: &reqwest::Response, name: &str) -> String {
+    response
+        .headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+/// A provider's entry in `GET /admin/state`.
+pub fn provider<'a>(state: &'a Value, name: &str) -> &'a Value {
+    state["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap()
+}
+
+/// A connection's entry in `GET /admin/state`.
+pub fn connection<'a>(state: &'a Value, id: &str) -> &'a Value {
+    state["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap()
+}
+
+/// A child process killed when dropped, so a failing test leaves no node running.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A loopback port free right now (for configs of the real binary).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
