@@ -28,7 +28,7 @@ pub struct ClusterConfig {
 }
 
 /// Validates `raw`, reporting each problem through `push(key, reason)`.
-pub fn build(raw: RawCluster, push: &mut dyn FnMut(&str, String)) -> Option<ClusterConfig> {
+pub fn build(raw: RawCluster, push: &mut dyn FnMut(&str, String)) -> ClusterConfig {
     let redis_url = match raw.redis_url {
         None => {
             push("cluster.redis_url", "is required in [cluster]".to_owned());
@@ -69,11 +69,11 @@ pub fn build(raw: RawCluster, push: &mut dyn FnMut(&str, String)) -> Option<Clus
         Some(size) => size,
         None => DEFAULT_LEASE_SIZE,
     };
-    Some(ClusterConfig {
+    ClusterConfig {
         redis_url,
         node_id,
         lease_size,
-    })
+    }
 }
 
 /// `<host name>-<pid>`: unique per process, but new at every restart (set `node_id` to keep
@@ -101,7 +101,7 @@ fn default_node_id() -> String {
 mod tests {
     use super::*;
 
-    fn errors(raw: RawCluster) -> (Option<ClusterConfig>, Vec<(String, String)>) {
+    fn errors(raw: RawCluster) -> (ClusterConfig, Vec<(String, String)>) {
         let mut found = Vec::new();
         let config = build(raw, &mut |key, reason| found.push((key.to_owned(), reason)));
         (config, found)
@@ -115,7 +115,6 @@ mod tests {
             lease_size: Some(5),
         });
         assert!(found.is_empty(), "{found:?}");
-        let config = config.unwrap();
         assert_eq!(config.node_id, "node-a");
         assert_eq!(config.lease_size, 5);
 
@@ -135,7 +134,6 @@ mod tests {
             ..RawCluster::default()
         });
         assert_eq!(found[0].0, "cluster.redis_url");
-        let config = config.unwrap();
         assert!(config.node_id.ends_with(&std::process::id().to_string()));
         assert_eq!(config.lease_size, DEFAULT_LEASE_SIZE);
     }

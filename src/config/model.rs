@@ -235,6 +235,14 @@ impl Config {
             },
             self.journal.path.display()
         );
+        if let Some(cluster) = &self.cluster {
+            // The URL is not repeated: it may carry a password.
+            let _ = writeln!(
+                text,
+                "cluster: node {} (lease_size {}), shared through Redis",
+                cluster.node_id, cluster.lease_size
+            );
+        }
         let _ = writeln!(text, "providers ({}):", self.providers.len());
         for provider in &self.providers {
             let _ = writeln!(

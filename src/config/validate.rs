@@ -185,7 +185,7 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         .collect();
     let connections = build_connections(raw.connections, &providers, sink, env);
     let combos = build_combos(raw.combos, &connections, &declared, sink);
-    let cluster = raw.cluster.and_then(|cluster| {
+    let cluster = raw.cluster.map(|cluster| {
         crate::cluster::config::build(cluster, &mut |key, reason| sink.push(key, reason))
     });
     Config {
