@@ -9,7 +9,8 @@
 //! - [`tap`] — the recorder's tap: shared events onto a bounded queue, successes onto leases;
 //! - [`publisher`] — queue (or journal, after an outage) → `XADD`, in journal order;
 //! - [`tail`] — `XREAD` → `Router::apply_peer` (the same reducers as local events);
-//! - [`leases`] — configured limits across nodes: leases from shared counters (Lua);
+//! - [`leases`] — configured limits across nodes: this node's leases and their spending;
+//! - [`lease_task`] — refills them from the shared counters (one Lua script), journals refusals;
 //! - [`status`] — Redis up/down, peers and counts for `/admin/state` and `/metrics`.
 //!
 //! No request waits on Redis: the tap only queues and counts, every Redis call is in one of
@@ -22,6 +23,7 @@
 
 pub mod config;
 pub mod keys;
+pub mod lease_task;
 pub mod leases;
 pub mod link;
 pub mod publisher;
@@ -39,12 +41,20 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::cluster::config::ClusterConfig;
-use crate::cluster::leases::{LeaseTask, Leases};
+use crate::cluster::lease_task::LeaseTask;
+use crate::cluster::leases::Leases;
 use crate::cluster::publisher::Publisher;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::tail::Tail;
 use crate::cluster::tap::{ClusterTap, Outgoing, QUEUE_EVENTS};
 use crate::node::app::AppState;
+
+/// Unix milliseconds now (the cluster's tasks only: policy never reads the clock).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// How long a starting node reads the stream before it reports ready regardless.
 const CATCH_UP_BUDGET: Duration = Duration::from_secs(10);

@@ -18,8 +18,8 @@ use redis::Client;
 use tokio::sync::mpsc;
 
 use crate::cluster::keys;
-use crate::cluster::leases::now_ms;
 use crate::cluster::link::{run_id, Link};
+use crate::cluster::now_ms;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::tap::Outgoing;
 use crate::cluster::wire;

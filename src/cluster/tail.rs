@@ -17,8 +17,8 @@ use redis::streams::StreamReadReply;
 use redis::Client;
 
 use crate::cluster::keys;
-use crate::cluster::leases::now_ms;
 use crate::cluster::link::{run_id, Link};
+use crate::cluster::now_ms;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::wire;
 
