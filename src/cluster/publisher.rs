@@ -29,6 +29,10 @@ use crate::node::app::AppState;
 const BATCH: usize = 256;
 /// How often the node says it is alive and checks Redis' identity.
 const HEARTBEAT: Duration = Duration::from_secs(1);
+/// With no marker in Redis (a first start, or a Redis that lost everything while this node
+/// was down too), the shared events of this much of the journal are published again: peers
+/// apply what they lack and pass over what they have.
+pub const REPUBLISH_LOOKBACK_MS: u64 = 3_600_000;
 
 pub struct Publisher {
     node_id: String,
@@ -37,8 +41,10 @@ pub struct Publisher {
     dropped_upto: Arc<AtomicU64>,
     status: Arc<ClusterStatus>,
     app: AppState,
-    /// Where to start when Redis has no marker for this node (the journal's end at start).
+    /// The journal's end at start: with no marker, everything up to it is re-read.
     start_seq: u64,
+    /// While re-reading without a marker: only events from this time on are published.
+    republish_since_ms: u64,
     /// `None` until the marker was read from Redis.
     last_published: Option<u64>,
     /// Redis' `run_id` when this node last published, and the first seq published under it.
@@ -65,6 +71,7 @@ impl Publisher {
             status,
             app,
             start_seq,
+            republish_since_ms: 0,
             last_published: None,
             epoch: None,
             epoch_first_seq: None,
@@ -99,7 +106,16 @@ impl Publisher {
                     .arg(keys::published(&self.node_id))
                     .query_async(connection)
                     .await?;
-                let last = marker.unwrap_or(self.start_seq);
+                let last = match marker {
+                    Some(last) => last,
+                    None => {
+                        self.republish_since_ms = now_ms().saturating_sub(REPUBLISH_LOOKBACK_MS);
+                        self.dropped_upto
+                            .fetch_max(self.start_seq, Ordering::Relaxed);
+                        0
+                    }
+                };
+                tracing::info!(node = %self.node_id, after_seq = last, "cluster: publishing");
                 self.last_published = Some(last);
                 last
             }
@@ -195,12 +211,13 @@ impl Publisher {
             tokio::time::sleep(Duration::from_millis(100)).await;
             return Ok(());
         };
+        let since_ms = self.republish_since_ms;
         let read = tokio::task::spawn_blocking(move || {
             let mut shared = Vec::new();
             let mut scanned = last;
             for envelope in reader.read_from(last + 1).flatten() {
                 scanned = envelope.seq;
-                if is_shared(&envelope.event) {
+                if is_shared(&envelope.event) && envelope.at_ms >= since_ms {
                     shared.push(envelope);
                     if shared.len() >= BATCH {
                         break;
@@ -223,6 +240,7 @@ impl Publisher {
             .store(dropped.saturating_sub(scanned), Ordering::Relaxed);
         self.send(&shared, scanned).await?;
         if scanned >= dropped {
+            self.republish_since_ms = 0;
             tracing::info!(node = %self.node_id, upto = scanned, "cluster: published what the journal held while Redis was away");
         }
         Ok(())

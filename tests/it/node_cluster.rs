@@ -486,8 +486,16 @@ async fn s9_redis_lost_and_back_and_a_node_killed_rejoin_with_everything() {
     );
     assert!(!locked(&client, &base(0), "oa-1", "during").await);
 
-    // Redis comes back, empty: B publishes what it journaled meanwhile; all converge.
+    // B dies too, before Redis is back (its journal flushes every 10 ms).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cluster.nodes[1].kill9();
+
+    // Redis comes back, empty (B's publish mark is gone with it); B restarts and publishes what
+    // it journaled meanwhile from its journal; all converge.
     let _redis = Redis::start_on(redis.port);
+    cluster.nodes[1].spawn();
+    wait_ready(&client, &base(1)).await;
+    assert!(locked(&client, &base(1), "oa-1", "during").await);
     for node in [0, 2] {
         wait_locked(
             &client,
