@@ -11,7 +11,8 @@
 //!   `Decision::report`, `state`, admin operations, reload.
 //! - [`topology`] — what the node hands in (providers, connections, combos, settings).
 //! - [`permit`], [`breaker_hint`], [`registry`], [`view`], [`decision`], [`outcome`], [`clock`] — the plumbing
-//!   between them.
+//!   between them; [`tap`] — an optional observer of the journaled events (the node's cluster
+//!   sharing).
 //!
 //! See `docs/runtime-semantics.md` for ordering, call vs cast and what happens on panic.
 
@@ -26,6 +27,7 @@ pub mod policy;
 pub mod registry;
 pub mod router;
 pub mod snapshot;
+pub mod tap;
 pub mod view;
 
 pub use policy::{outcome, topology};
@@ -40,4 +42,5 @@ pub use permit::Permit;
 pub use policy::request::Unroutable;
 pub use policy::request_events::RequestEvents;
 pub use router::{recover_state, RecoveryReport, RouteError, Router, RouterOptions};
+pub use tap::EventTap;
 pub use topology::{ComboSpec, ConnectionSpec, ProviderSpec, TargetSpec, Topology};

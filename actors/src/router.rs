@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use quotaroute_journal::{
     recover, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
-    NodeStarted, NodeStopped, ResponseBound, UsageObserved, UsageSource, WriterConfig,
+    NodeStarted, NodeStopped, PeerApplied, ResponseBound, UsageObserved, UsageSource, WriterConfig,
 };
 use ractor::{Actor, ActorRef};
 
@@ -24,6 +24,7 @@ use crate::policy::router_state::RouterState;
 use crate::policy::topology::Topology;
 use crate::registry::Registry;
 use crate::snapshot;
+use crate::tap::EventTap;
 use crate::RouterError;
 
 /// How to run the router.
@@ -114,6 +115,16 @@ impl Router {
         journal: Box<dyn Journal>,
         options: RouterOptions,
     ) -> Result<Router, RouterError> {
+        Self::start_with_tap(topology, journal, options, None).await
+    }
+
+    /// [`Router::start`] with an observer of every journaled event (a cluster node's sharing).
+    pub async fn start_with_tap(
+        topology: Topology,
+        journal: Box<dyn Journal>,
+        options: RouterOptions,
+        tap: Option<Arc<dyn EventTap>>,
+    ) -> Result<Router, RouterError> {
         let (state, recovery) = recover_state(journal.as_ref());
         let responses = Mutex::new(state.responses.clone());
         let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
@@ -128,6 +139,7 @@ impl Router {
                 state: state.clone(),
                 snapshot_every_events: options.snapshot_every_events,
                 request_events: options.request_events,
+                tap,
             },
         )
         .await
@@ -372,6 +384,26 @@ impl Router {
             resets_at_ms,
             source: UsageSource::Push,
         };
+        ractor::call!(actor, ConnectionMsg::PushUsage, reading)
+            .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// A peer node's event (behaviour §9), handed to its connection's actor: applied there
+    /// through the same reducers as a local one (unless it would shorten a longer block) and
+    /// journaled as `peer_applied` with its origin. Fire-and-forget; an event about a
+    /// connection this node does not have is refused with `UnknownConnection`.
+    pub fn apply_peer(&self, applied: PeerApplied) -> Result<(), RouterError> {
+        let connection = applied.event.connection().unwrap_or_default().to_string();
+        let actor = self.connection_actor(&connection)?;
+        actor
+            .cast(ConnectionMsg::Peer(Box::new(applied)))
+            .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
+    /// A node-local usage reading (a cluster lease granted or refused), applied and journaled
+    /// like a pushed one but never shared with peers.
+    pub async fn observe_usage(&self, reading: UsageObserved) -> Result<(), RouterError> {
+        let actor = self.connection_actor(&reading.connection)?;
         ractor::call!(actor, ConnectionMsg::PushUsage, reading)
             .map_err(|e| RouterError::Actor(e.to_string()))
     }

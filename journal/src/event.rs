@@ -48,6 +48,7 @@ pub enum Event {
     JournalRecovered(JournalRecovered),
     CredentialRefreshed(CredentialRefreshed),
     CredentialFailed(CredentialFailed),
+    PeerApplied(PeerApplied),
 }
 
 impl Event {
@@ -73,11 +74,12 @@ impl Event {
             Event::JournalRecovered(_) => "journal_recovered",
             Event::CredentialRefreshed(_) => "credential_refreshed",
             Event::CredentialFailed(_) => "credential_failed",
+            Event::PeerApplied(_) => "peer_applied",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 19] = [
+    pub const KINDS: [&'static str; 20] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -97,6 +99,7 @@ impl Event {
         "journal_recovered",
         "credential_refreshed",
         "credential_failed",
+        "peer_applied",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -123,6 +126,7 @@ impl Event {
             Event::ResponseBound(e) => Some(&e.provider),
             Event::CredentialRefreshed(e) => Some(&e.provider),
             Event::CredentialFailed(e) => Some(&e.provider),
+            Event::PeerApplied(e) => e.event.provider(),
             _ => None,
         }
     }
@@ -140,6 +144,7 @@ impl Event {
             Event::UsageObserved(e) => Some(&e.connection),
             Event::BreakerCounted(e) => Some(&e.connection),
             Event::ResponseBound(e) => Some(&e.connection),
+            Event::PeerApplied(e) => e.event.connection(),
             _ => None,
         }
     }
@@ -153,6 +158,7 @@ impl Event {
             Event::ModelUnlocked(e) => Some(&e.model),
             Event::RouteDecided(e) => Some(&e.model),
             Event::ResponseBound(e) => Some(&e.model),
+            Event::PeerApplied(e) => e.event.model(),
             _ => None,
         }
     }
@@ -315,6 +321,9 @@ pub enum UsageSource {
     Header,
     /// Pushed through `POST /admin/connections/{id}/usage`.
     Push,
+    /// A cluster node's shared quota lease (`[cluster]`): `used == limit` when the shared
+    /// counter refused this node a lease, below it when a lease was granted again.
+    Lease,
 }
 
 /// A target a request did not use, and why.
@@ -602,4 +611,20 @@ pub struct AdminAction {
     pub target: String,
     /// Always `admin` for the admin API.
     pub by: String,
+}
+
+/// A state change another node of the cluster journaled about a connection, read from the
+/// shared stream and applied here through the same reducers as a local one. `event` is the
+/// origin's event as it journaled it (never itself a `PeerApplied`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerApplied {
+    /// The `node_id` of the node that saw it.
+    pub origin_node: String,
+    /// Its seq in the origin's journal (peers apply each origin's events once, in this order).
+    pub origin_seq: u64,
+    /// When the origin saw it (the `now` it is applied at).
+    pub origin_at_ms: u64,
+    /// The shared stream's entry id it was read from.
+    pub stream_id: String,
+    pub event: Box<Event>,
 }

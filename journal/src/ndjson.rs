@@ -2,7 +2,7 @@
 //! the line format of `GET /admin/journal` and `replay --format json`, and its parser so such
 //! output can be replayed (`replay --from`). Never used for storage (see `codec`).
 
-use crate::event::{Envelope, Event};
+use crate::event::{Envelope, Event, PeerApplied};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -64,8 +64,62 @@ pub fn envelope_to_json(envelope: &Envelope) -> Result<String, NdjsonError> {
         Event::JournalRecovered(e) => flat!(e),
         Event::CredentialRefreshed(e) => flat!(e),
         Event::CredentialFailed(e) => flat!(e),
+        Event::PeerApplied(e) => return peer_applied_to_json(envelope, e),
     }?;
     Ok(line)
+}
+
+/// `peer_applied` stays one flat line: the origin's fields, `event_kind`, then the origin's
+/// event's own fields (no event kind has fields named like the origin's).
+fn peer_applied_to_json(envelope: &Envelope, applied: &PeerApplied) -> Result<String, NdjsonError> {
+    let inner = envelope_to_json(&Envelope {
+        schema_version: envelope.schema_version,
+        seq: applied.origin_seq,
+        at_ms: applied.origin_at_ms,
+        event: (*applied.event).clone(),
+    })?;
+    let kind = applied.event.kind();
+    // The inner line begins `{"seq":…,"at_ms":…,"schema_version":…,"kind":"<kind>"`.
+    let marker = format!("\"kind\":\"{kind}\"");
+    let rest = inner
+        .find(&marker)
+        .and_then(|at| inner.get(at + marker.len()..))
+        .ok_or(NdjsonError::Field("kind"))?;
+    Ok(format!(
+        "{{\"seq\":{},\"at_ms\":{},\"schema_version\":{},\"kind\":\"peer_applied\",\"origin_node\":{},\"origin_seq\":{},\"origin_at_ms\":{},\"stream_id\":{},\"event_kind\":\"{kind}\"{rest}",
+        envelope.seq,
+        envelope.at_ms,
+        envelope.schema_version,
+        serde_json::to_string(&applied.origin_node)?,
+        applied.origin_seq,
+        applied.origin_at_ms,
+        serde_json::to_string(&applied.stream_id)?,
+    ))
+}
+
+/// The origin's fields and event of a flat `peer_applied` line (what is left is the event's).
+fn peer_applied_from_json(mut object: Map<String, Value>) -> Result<Event, NdjsonError> {
+    let origin_seq = take_u64(&mut object, "origin_seq")?;
+    let origin_at_ms = take_u64(&mut object, "origin_at_ms")?;
+    let mut take_string = |field: &'static str| match object.remove(field) {
+        Some(Value::String(value)) => Ok(value),
+        _ => Err(NdjsonError::Field(field)),
+    };
+    let origin_node = take_string("origin_node")?;
+    let stream_id = take_string("stream_id")?;
+    let kind = take_string("event_kind")?;
+    if kind == "peer_applied" || !Event::KINDS.contains(&kind.as_str()) {
+        return Err(NdjsonError::UnknownKind(kind));
+    }
+    let mut tagged = Map::new();
+    tagged.insert(kind, Value::Object(object));
+    Ok(Event::PeerApplied(PeerApplied {
+        origin_node,
+        origin_seq,
+        origin_at_ms,
+        stream_id,
+        event: Box::new(serde_json::from_value(Value::Object(tagged))?),
+    }))
 }
 
 fn take_u64(object: &mut Map<String, Value>, field: &'static str) -> Result<u64, NdjsonError> {
@@ -90,6 +144,14 @@ pub fn envelope_from_json(line: &str) -> Result<Envelope, NdjsonError> {
     };
     if !Event::KINDS.contains(&kind.as_str()) {
         return Err(NdjsonError::UnknownKind(kind));
+    }
+    if kind == "peer_applied" {
+        return Ok(Envelope {
+            schema_version,
+            seq,
+            at_ms,
+            event: peer_applied_from_json(object)?,
+        });
     }
     // The event enum is externally tagged by kind in JSON: `{"<kind>": {fields}}`.
     let mut tagged = Map::new();

@@ -187,6 +187,23 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             error: "token endpoint answered 500".to_string(),
             last_good_until_ms: n.is_multiple_of(2).then_some(2_000_000 + n),
         }),
+        19 => Event::PeerApplied(PeerApplied {
+            origin_node: format!("node-{}", n % 3),
+            origin_seq: 100 + n,
+            origin_at_ms: 1_700_000_000_000 + n,
+            stream_id: format!("1700000000000-{n}"),
+            event: Box::new(Event::ModelLocked(ModelLocked {
+                provider,
+                connection,
+                model,
+                reason: LockReason::RateLimited,
+                status: Some(429),
+                error_code: Some("rate_limit_exceeded".to_string()),
+                until_ms: 1_700_000_060_000 + n,
+                failure_count: 1 + (n % 4) as u32,
+                source: ResetSource::Upstream,
+            })),
+        }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
             response_id: format!("resp_{n}"),

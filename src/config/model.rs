@@ -23,6 +23,8 @@ pub struct Config {
     pub providers: Vec<ProviderConfig>,
     pub connections: Vec<ConnectionConfig>,
     pub combos: Vec<ComboConfig>,
+    /// `[cluster]`: several nodes sharing through Redis; `None` = one node.
+    pub cluster: Option<crate::cluster::config::ClusterConfig>,
     /// The file this came from; `None` when parsed from text (tests, the embedded demo).
     pub source_path: Option<PathBuf>,
 }
@@ -298,6 +300,14 @@ impl Config {
             },
             self.journal.path.display()
         );
+        if let Some(cluster) = &self.cluster {
+            // The URL is not repeated: it may carry a password.
+            let _ = writeln!(
+                text,
+                "cluster: node {} (lease_size {}), shared through Redis",
+                cluster.node_id, cluster.lease_size
+            );
+        }
         let _ = writeln!(text, "providers ({}):", self.providers.len());
         for provider in &self.providers {
             let _ = writeln!(

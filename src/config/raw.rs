@@ -20,6 +20,7 @@ pub struct RawConfig {
     pub providers: Option<Vec<RawProvider>>,
     pub connections: Option<Vec<RawConnection>>,
     pub combos: Option<Vec<RawCombo>>,
+    pub cluster: Option<crate::cluster::config::RawCluster>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]

@@ -89,6 +89,7 @@ struct RawSections {
     providers: Vec<Option<RawProvider>>,
     connections: Vec<Option<RawConnection>>,
     combos: Vec<Option<RawCombo>>,
+    cluster: Option<crate::cluster::config::RawCluster>,
 }
 
 fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
@@ -99,6 +100,7 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
         providers: Vec::new(),
         connections: Vec::new(),
         combos: Vec::new(),
+        cluster: None,
     };
     for (key, value) in table {
         match key.as_str() {
@@ -112,6 +114,10 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
             "defaults" => {
                 sections.defaults =
                     deserialize_collecting(value, "defaults", sink).unwrap_or_default();
+            }
+            "cluster" => {
+                sections.cluster =
+                    Some(deserialize_collecting(value, "cluster", sink).unwrap_or_default());
             }
             "providers" => sections.providers = elements(value, "providers", sink, |_| None),
             "connections" => sections.connections = elements(value, "connections", sink, |_| None),
@@ -184,6 +190,9 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         .collect();
     let connections = build_connections(raw.connections, &providers, sink, env);
     let combos = build_combos(raw.combos, &connections, &declared, sink);
+    let cluster = raw.cluster.map(|cluster| {
+        crate::cluster::config::build(cluster, &mut |key, reason| sink.push(key, reason))
+    });
     Config {
         server,
         journal,
@@ -191,6 +200,7 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         providers: providers.into_iter().flatten().collect(),
         connections: connections.into_iter().flatten().collect(),
         combos,
+        cluster,
         source_path: None,
     }
 }

@@ -111,6 +111,9 @@ pub async fn state(State(app): State<AppState>, headers: HeaderMap) -> Response 
             Ok(mut value) => {
                 // Where each connection's key comes from and how fresh it is (never the key).
                 value["credentials"] = json!(app.live().credentials.views());
+                if let (Some(cluster), Some(object)) = (app.cluster(), value.as_object_mut()) {
+                    object.insert("cluster".to_owned(), cluster.status.to_json());
+                }
                 json_response(StatusCode::OK, &value)
             }
             Err(error) => internal(error),

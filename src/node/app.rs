@@ -12,6 +12,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use quotaroute_actors::Router;
 use quotaroute_journal::SledJournal;
 
+use crate::cluster::Handle as ClusterHandle;
 use crate::node::live::LiveConfig;
 
 pub struct AppInner {
@@ -30,6 +31,8 @@ pub struct AppInner {
     stopping: AtomicBool,
     /// Distinguishes request ids of this process from another's.
     id_prefix: String,
+    /// `[cluster]`: the link to the other nodes, for `/admin/state` and `/metrics`.
+    cluster: OnceLock<Arc<ClusterHandle>>,
 }
 
 /// Cheap to clone.
@@ -60,6 +63,7 @@ impl AppState {
                 request_counter: AtomicU64::new(0),
                 stopping: AtomicBool::new(false),
                 id_prefix: format!("qr-{:012x}", seed & 0xffff_ffff_ffff),
+                cluster: OnceLock::new(),
             }),
         }
     }
@@ -79,6 +83,15 @@ impl AppState {
             .journal()
             .attach(router.clone());
         let _ = self.inner.router.set(router);
+    }
+
+    /// The running cluster, when `[cluster]` is configured.
+    pub fn cluster(&self) -> Option<&Arc<ClusterHandle>> {
+        self.inner.cluster.get()
+    }
+
+    pub fn set_cluster(&self, cluster: Arc<ClusterHandle>) {
+        let _ = self.inner.cluster.set(cluster);
     }
 
     /// A read handle on the journal while the node holds it open.

@@ -165,6 +165,9 @@ async fn metrics_text(State(app): State<AppState>, headers: HeaderMap) -> Respon
     let Some(handle) = &app.inner.metrics else {
         return admin::admin_error(StatusCode::NOT_FOUND, "not_found", "metrics are off");
     };
+    if let Some(cluster) = app.cluster() {
+        metrics::publish_cluster(&cluster.status);
+    }
     let text = metrics::render(handle, app.router()).await;
     let mut response = Response::new(Body::from(text));
     response.headers_mut().insert(

@@ -11,6 +11,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use quotaroute_actors::{AdminState, Router};
 use quotaroute_journal::OutcomeClass;
 
+use crate::cluster::status::ClusterStatus;
 use crate::node::endpoint::Endpoint;
 use crate::node::traffic::ConnectionTraffic;
 
@@ -137,6 +138,24 @@ pub fn overhead(overhead_us: u64) {
     OVERHEAD
         .get_or_init(|| histogram!("quotaroute_router_overhead_seconds"))
         .record(overhead_us as f64 / 1e6);
+}
+
+/// Sets the cluster gauges and counters from its status (`[cluster]` only).
+pub fn publish_cluster(status: &ClusterStatus) {
+    use std::sync::atomic::Ordering::Relaxed;
+    gauge!("quotaroute_cluster_redis_up").set(if status.redis_up() { 1.0 } else { 0.0 });
+    gauge!("quotaroute_cluster_peers").set(status.peers().len() as f64);
+    counter!("quotaroute_cluster_events_published_total").absolute(status.published.load(Relaxed));
+    counter!("quotaroute_cluster_events_applied_total").absolute(status.applied.load(Relaxed));
+    counter!("quotaroute_cluster_events_skipped_total").absolute(status.skipped.load(Relaxed));
+    counter!("quotaroute_cluster_leases_granted_total")
+        .absolute(status.leases_granted.load(Relaxed));
+    counter!("quotaroute_cluster_leases_refused_total")
+        .absolute(status.leases_refused.load(Relaxed));
+    gauge!("quotaroute_cluster_publish_backlog_events")
+        .set(status.publish_backlog.load(Relaxed) as f64);
+    gauge!("quotaroute_cluster_apply_lag_seconds")
+        .set(status.last_lag_ms.load(Relaxed) as f64 / 1000.0);
 }
 
 /// Sets the state gauges from the router, then renders everything.

@@ -1,6 +1,7 @@
 //! Reloading the config file (SIGHUP or `POST /admin/reload`): validate it whole, then swap the
 //! live config and hand the new topology to the router, which keeps everything learned about
-//! connections that remain. `listen` and `journal.*` take effect only after a restart.
+//! connections that remain. `listen`, `journal.*` and `cluster.*` take effect only after a
+//! restart (a cluster node's shared limits follow the reload).
 
 use crate::config;
 use crate::node::app::AppState;
@@ -23,6 +24,10 @@ pub async fn reload(app: &AppState) -> Result<String, String> {
         .map_err(|error| format!("{}: cannot read the file: {error}", path.display()))?;
     let config = config::load(&path).map_err(|errors| errors.to_string())?;
     let topology = config::topology::topology(&config, &digest(&text));
+    if let Some(cluster) = app.cluster() {
+        // `[cluster]` itself takes effect only after a restart; its limits follow the reload.
+        cluster.leases.reload(&topology);
+    }
     let live = LiveConfig::reloaded(&config, &app.inner.live.load());
     app.inner.live.store(std::sync::Arc::new(live));
     router

@@ -12,6 +12,7 @@ use quotaroute_journal::{JournalError, SledJournal, SledOptions, WriterConfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::cluster::{self, Cluster};
 use crate::config::{self, Config};
 use crate::node::accept;
 use crate::node::app::AppState;
@@ -34,6 +35,8 @@ pub enum NodeError {
     Router(String),
     #[error("cannot serve HTTPS: {0}")]
     Tls(String),
+    #[error("cannot join the cluster: {0}")]
+    Cluster(String),
 }
 
 /// How to run the node beyond what the config says.
@@ -65,6 +68,8 @@ pub struct RunningNode {
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
     grace: Duration,
+    /// `[cluster]`: the tasks that share state through Redis.
+    cluster: Option<Cluster>,
 }
 
 impl RunningNode {
@@ -108,7 +113,14 @@ impl RunningNode {
         )?;
         app.set_journal_reader(Some(journal.reader()));
         let topology = config::topology::topology(&config, &digest(&options.config_text));
-        let router = Router::start(
+        let prepared = match &config.cluster {
+            Some(settings) => Some(
+                cluster::Prepared::new(settings, &topology)
+                    .map_err(|error| NodeError::Cluster(error.to_string()))?,
+            ),
+            None => None,
+        };
+        let router = Router::start_with_tap(
             topology,
             Box::new(journal),
             RouterOptions {
@@ -122,6 +134,7 @@ impl RunningNode {
                 request_events: config.journal.request_events,
                 clock: options.clock.clone(),
             },
+            prepared.as_ref().map(cluster::Prepared::tap),
         )
         .await
         .map_err(|error| NodeError::Router(error.to_string()))?;
@@ -136,6 +149,14 @@ impl RunningNode {
         for damage in &recovery.damaged {
             tracing::warn!(seq = damage.seq, reason = %damage.reason, "damaged journal record skipped");
         }
+        // A cluster node catches up from the shared stream before it reports ready.
+        let cluster = match prepared {
+            Some(prepared) => Some(prepared.start(&router, &app).await),
+            None => None,
+        };
+        if let Some(cluster) = &cluster {
+            app.set_cluster(cluster.handle());
+        }
         app.set_router(router);
         Ok(RunningNode {
             addr,
@@ -143,6 +164,7 @@ impl RunningNode {
             stop,
             server,
             grace: Duration::from_millis(config.server.shutdown_grace_ms),
+            cluster,
         })
     }
 
@@ -154,6 +176,9 @@ impl RunningNode {
         let _ = self.stop.send(true);
         if tokio::time::timeout(self.grace, self.server).await.is_err() {
             tracing::warn!("shutdown grace passed with requests still in flight");
+        }
+        if let Some(cluster) = &self.cluster {
+            cluster.stop();
         }
         self.app.set_journal_reader(None);
         // No key command runs and no token is refreshed once the node has stopped.

@@ -234,10 +234,27 @@ impl TimelineWriter {
                 match e.source {
                     quotaroute_journal::UsageSource::Header => "header",
                     quotaroute_journal::UsageSource::Push => "push",
+                    quotaroute_journal::UsageSource::Lease => "lease",
                 }
             ),
             Event::AdminAction(e) => format!("{} {} by={}", e.action, e.target, e.by),
             Event::RouteDecided(e) => self.route_details(e),
+            Event::PeerApplied(e) => {
+                // The origin's event, rendered as the origin saw it (its time, its seq).
+                let inner = Envelope {
+                    schema_version: envelope.schema_version,
+                    seq: e.origin_seq,
+                    at_ms: e.origin_at_ms,
+                    event: (*e.event).clone(),
+                };
+                format!(
+                    "from={} origin_seq={} {}: {}",
+                    e.origin_node,
+                    e.origin_seq,
+                    e.event.kind(),
+                    self.details(&inner)
+                )
+            }
         }
     }
 
@@ -322,6 +339,7 @@ fn tone_of(event: &Event) -> Tone {
         Event::BreakerTransition(e) => phase_tone(e.to),
         Event::RouteDecided(e) if e.chosen.is_none() => Tone::Bad,
         Event::RouteDecided(_) | Event::BreakerCounted(_) | Event::UsageObserved(_) => Tone::Dim,
+        Event::PeerApplied(e) => tone_of(&e.event),
         _ => Tone::Info,
     }
 }
@@ -410,5 +428,25 @@ mod tests {
         let mut line = String::new();
         writer.text_line(envelope, &mut line);
         assert!(line.contains("\x1b["), "{line}");
+    }
+
+    #[test]
+    fn s9_a_peers_event_says_which_node_saw_it() {
+        let writer = TimelineWriter::default();
+        let envelope = Envelope {
+            schema_version: quotaroute_journal::SCHEMA_VERSION,
+            seq: 40,
+            at_ms: 1_764_424_992_345,
+            event: quotaroute_journal::testkit::sample_event(19, 1),
+        };
+        let mut line = String::new();
+        writer.text_line(&envelope, &mut line);
+        assert!(line.contains("peer_applied"), "{line}");
+        assert!(line.contains("anthropic/conn-1/gpt-4o-mini"), "{line}");
+        assert!(
+            line.contains("from=node-1 origin_seq=101 model_locked: "),
+            "{line}"
+        );
+        assert!(line.contains("429"), "{line}");
     }
 }

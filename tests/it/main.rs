@@ -16,6 +16,7 @@ mod mock_compression;
 mod mock_endpoints;
 mod mock_faults;
 mod node_clients;
+mod node_cluster;
 mod node_credentials;
 mod node_dashboard;
 mod node_egress;

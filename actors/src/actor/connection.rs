@@ -127,6 +127,20 @@ impl Actor for ConnectionActor {
                 state.commit(now_ms, vec![Event::UsageObserved(reading)]);
                 let _ = reply.send(());
             }
+            ConnectionMsg::Peer(applied) => {
+                if state.state.apply_peer(&applied) {
+                    tracing::info!(
+                        origin = %applied.origin_node,
+                        kind = applied.event.kind(),
+                        connection = %state.spec.id,
+                        "learned from a peer"
+                    );
+                }
+                let _ = state
+                    .recorder
+                    .cast(RecorderMsg::RecordOne(now_ms, Event::PeerApplied(*applied)));
+                state.push_view(now_ms, false);
+            }
             ConnectionMsg::SetSubscribers(subscribers) => {
                 state.subscribers = subscribers;
                 state.push_view(now_ms, true);

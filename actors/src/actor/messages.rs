@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{ActionBy, ApiFormat, Skipped, UsageObserved};
+use quotaroute_journal::{ActionBy, ApiFormat, PeerApplied, Skipped, UsageObserved};
 use ractor::{ActorRef, RpcReplyPort};
 
 use crate::permit::{InFlight, Permit};
@@ -162,6 +162,8 @@ pub enum ConnectionMsg {
     ClearLockout(String, RpcReplyPort<bool>),
     /// Admin: a pushed usage reading.
     PushUsage(UsageObserved, RpcReplyPort<()>),
+    /// A peer node's event about this connection (fire-and-forget, behaviour §9).
+    Peer(Box<PeerApplied>),
     /// The combos that route to this connection (replaces the list).
     SetSubscribers(Vec<ActorRef<ComboMsg>>),
     /// Add one combo to the subscribers and send it the current view.

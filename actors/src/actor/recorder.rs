@@ -8,8 +8,12 @@
 //! Other actors only `cast` to it; the supervisor and admin `call` it for the folded state. It
 //! never calls anyone.
 
+use std::sync::Arc;
+
 use quotaroute_journal::{Event, JournalHandle, JournalRecovered};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use crate::tap::EventTap;
 
 use crate::policy::request_events::RequestEvents;
 use crate::policy::router_state::RouterState;
@@ -38,6 +42,8 @@ pub struct RecorderArgs {
     pub state: RouterState,
     pub snapshot_every_events: u64,
     pub request_events: RequestEvents,
+    /// Sees every event (a cluster node's publisher and leases); `None` for one node.
+    pub tap: Option<Arc<dyn EventTap>>,
 }
 
 pub struct RecorderState {
@@ -48,6 +54,7 @@ pub struct RecorderState {
     since_snapshot: u64,
     /// While the journal fails: since when, and its dropped and error counts then.
     outage: Option<JournalOutage>,
+    tap: Option<Arc<dyn EventTap>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -95,9 +102,18 @@ impl RecorderState {
         let stopping = matches!(event, Event::NodeStopped(_));
         self.state.apply(at_ms, &event);
         if journaled {
+            let tapped = match &self.tap {
+                Some(tap) if tap.wants(at_ms, &event) => Some((tap.clone(), event.clone())),
+                Some(_) | None => None,
+            };
             if let Some(seq) = self.journal.append(at_ms, event) {
                 self.state.last_seq = seq;
+                if let Some((tap, copy)) = tapped {
+                    tap.journaled(seq, at_ms, copy);
+                }
             }
+        } else if let Some(tap) = &self.tap {
+            tap.wants(at_ms, &event);
         }
         self.since_snapshot += 1;
         let due =
@@ -134,6 +150,7 @@ impl Actor for RecorderActor {
             request_events: args.request_events,
             since_snapshot: 0,
             outage: None,
+            tap: args.tap,
         })
     }
 

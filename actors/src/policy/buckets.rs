@@ -178,7 +178,7 @@ impl Reading {
                 let remaining = u128::from(self.limit.saturating_sub(self.used));
                 remaining * 10_000 <= u128::from(self.limit) * u128::from(threshold_bp)
             }
-            UsageSource::Push => self.used >= self.limit,
+            UsageSource::Push | UsageSource::Lease => self.used >= self.limit,
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use quotaroute_journal::{Event, UsageObserved, UsageSource};
+use quotaroute_journal::{Event, PeerApplied, UsageObserved, UsageSource};
 use serde::{Deserialize, Serialize};
 
 use crate::policy::buckets::UsageBuckets;
@@ -14,6 +14,7 @@ use crate::policy::classify::rules;
 use crate::policy::cooldown::ConnectionHealth;
 use crate::policy::lockout::ModelLockouts;
 use crate::policy::outcome::Outcome;
+use crate::policy::peer_merge;
 use crate::policy::request::{connection_block, Block};
 use crate::policy::topology::ConnectionSpec;
 
@@ -128,6 +129,17 @@ impl ConnectionState {
         self.health.apply(at_ms, event);
         self.lockouts.apply(at_ms, event);
         self.buckets.apply(at_ms, event);
+    }
+
+    /// Applies a peer's event at the time its origin saw it, if the merge policy admits it
+    /// (`peer_merge::admits`); returns whether it did. The live actor and the fold both call
+    /// this, so they agree.
+    pub fn apply_peer(&mut self, applied: &PeerApplied) -> bool {
+        if !peer_merge::admits(self, &applied.event) {
+            return false;
+        }
+        self.apply(applied.origin_at_ms, &applied.event);
+        true
     }
 
     /// Whether a success on `model` at `at_ms` changes more than the bucket counts: the

@@ -107,6 +107,11 @@ impl ConnectionHealth {
         self.disabled.as_ref()
     }
 
+    /// End of the latest cooldown, if one was ever set (it may lie in the past).
+    pub fn cooldown_until_ms(&self) -> Option<u64> {
+        self.cooldown_until_ms
+    }
+
     /// Time left in the current cooldown (`None` when not cooling).
     pub fn cooldown_remaining_at(&self, now_ms: u64) -> Option<u64> {
         self.cooldown_until_ms

@@ -11,6 +11,8 @@ pub mod drr;
 mod journaled;
 pub mod lockout;
 pub mod outcome;
+pub mod peer_merge;
+pub mod peer_progress;
 pub mod quota_share;
 pub mod rate_limit_headers;
 pub mod request;

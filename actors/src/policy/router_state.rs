@@ -7,13 +7,14 @@
 use std::collections::{BTreeMap, HashMap};
 
 use quotaroute_journal::{
-    BreakerCounted, BreakerTransition, ConfigLoaded, Envelope, Event, RouteDecided,
+    BreakerCounted, BreakerTransition, ConfigLoaded, Envelope, Event, PeerApplied, RouteDecided,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::policy::breaker::BreakerState;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
+use crate::policy::peer_progress::PeerProgress;
 use crate::policy::quota_share::{apply_route_decided, DrrKeys};
 use crate::policy::response_affinity::ResponseBindings;
 use crate::policy::topology::recorded_targets;
@@ -36,6 +37,8 @@ pub struct RouterState {
     pub deficits: BTreeMap<String, DrrDeficits>,
     /// Which connection holds each stored response (response affinity).
     pub responses: ResponseBindings,
+    /// How far the cluster's shared stream was read (empty for one node).
+    pub peers: PeerProgress,
     /// DRR key tables resolved from `configs`, by generation and combo. Derived, never stored:
     /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
     #[serde(skip)]
@@ -135,6 +138,7 @@ impl RouterState {
                 }
             }
             Event::ResponseBound(bound) => self.responses.apply(at_ms, bound),
+            Event::PeerApplied(applied) => self.apply_peer(applied),
             Event::NodeStarted(_)
             | Event::NodeStopped(_)
             | Event::AdminAction(_)
@@ -170,6 +174,27 @@ impl RouterState {
             .get(connection)
             .cloned()
             .unwrap_or_else(|| ConnectionState::new(provider, connection))
+    }
+
+    /// A peer's event: applied to its connection through the same merge rule as the live
+    /// actor, once per (origin, connection) seq; the read position advances either way.
+    fn apply_peer(&mut self, applied: &PeerApplied) {
+        if let (Some(provider), Some(connection)) =
+            (applied.event.provider(), applied.event.connection())
+        {
+            if self
+                .peers
+                .is_new(&applied.origin_node, connection, applied.origin_seq)
+            {
+                match self.connections.get_mut(connection) {
+                    Some(state) => state.apply_peer(applied),
+                    None => self
+                        .connection_mut(provider, connection)
+                        .apply_peer(applied),
+                };
+            }
+        }
+        self.peers.apply(applied);
     }
 
     fn apply_route(&mut self, decided: &RouteDecided) {

@@ -1,0 +1,291 @@
+//! Configured quota limits across nodes (behaviour §9): a node spends a connection's usage
+//! from leases of `lease_size` units taken from shared counters, one per (connection, limit,
+//! time bin), with one atomic Lua script. The shared counter counts units *granted*, so all
+//! nodes together never hold more than the limit; what a node spends beyond its lease (a
+//! request already in flight, a response's tokens) is charged to the counter as debt with its
+//! next lease. All nodes together overshoot a limit by at most nodes × `lease_size` requests
+//! (more for tokens: one response's tokens may pass a lease; see docs/operations.md).
+//!
+//! This file is the task: off the request path (the recorder's tap only decrements an atomic
+//! per success, see `leases`), it prefetches when a lease runs low, and turns a refusal into a `usage_observed` reading with
+//! source `lease` so the existing bucket policy moves the connection to the tail (§2 step 1).
+//! With Redis down nothing is leased or refused: the local counts (each node's own limit)
+//! decide, and a refusal reading runs out after [`REFUSAL_HOLD_MS`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quotaroute_actors::Router;
+use quotaroute_journal::{UsageObserved, UsageSource};
+use redis::{Client, Script};
+
+use crate::cluster::keys;
+use crate::cluster::leases::{Lease, LeaseTable, Leases};
+use crate::cluster::link::{run_id, Link};
+use crate::cluster::now_ms;
+use crate::cluster::status::ClusterStatus;
+
+/// A refusal saturates the connection's window this long, renewed while Redis still refuses.
+pub const REFUSAL_HOLD_MS: u64 = 60_000;
+/// While refused, ask again this often (the window slides, other nodes' grants age out).
+const RETRY_REFUSED_MS: u64 = 1_000;
+/// Leases are checked at least this often even when no success woke the task.
+const TICK: Duration = Duration::from_millis(250);
+
+/// `KEYS` none; `ARGV`: counter prefix, current bin, bins in the window, TTL seconds, limit,
+/// debt (units already spent beyond grants: always charged), want. Returns `{grant, used}`.
+const LEASE_LUA: &str = r"
+local prefix = ARGV[1]
+local bin = tonumber(ARGV[2])
+local bins = tonumber(ARGV[3])
+local ttl = tonumber(ARGV[4])
+local limit = tonumber(ARGV[5])
+local debt = tonumber(ARGV[6])
+local want = tonumber(ARGV[7])
+local current = prefix .. bin
+if debt > 0 then
+  redis.call('INCRBY', current, debt)
+  redis.call('EXPIRE', current, ttl)
+end
+local used = 0
+for b = bin - bins + 1, bin do
+  local v = redis.call('GET', prefix .. b)
+  if v then used = used + tonumber(v) end
+end
+local grant = 0
+if used < limit then
+  grant = math.min(want, limit - used)
+  redis.call('INCRBY', current, grant)
+  redis.call('EXPIRE', current, ttl)
+end
+return {grant, used}
+";
+
+/// What the task remembers of one lease.
+#[derive(Debug, Default, Clone)]
+struct Held {
+    refused: bool,
+    /// When a refused lease is asked for again.
+    next_try_ms: u64,
+    /// When the refusal reading runs out (renewed before).
+    reading_until_ms: u64,
+    /// Units granted per bin (to restore the shared counters when Redis forgot them).
+    granted: BTreeMap<u64, u64>,
+}
+
+/// The lease task: prefetches, charges debt, journals refusals and grants after refusals.
+pub struct LeaseTask {
+    pub leases: Arc<Leases>,
+    pub router: Router,
+    pub status: Arc<ClusterStatus>,
+    link: Link,
+    script: Script,
+    /// The table `held` is about, index for index.
+    table: Arc<LeaseTable>,
+    held: Vec<Held>,
+    epoch: Option<String>,
+}
+
+impl LeaseTask {
+    pub fn new(
+        leases: Arc<Leases>,
+        router: Router,
+        status: Arc<ClusterStatus>,
+        client: Client,
+    ) -> Self {
+        let table = leases.table();
+        let held = vec![Held::default(); table.all.len()];
+        LeaseTask {
+            table,
+            leases,
+            router,
+            status,
+            link: Link::new(client, Duration::from_millis(500)),
+            script: Script::new(LEASE_LUA),
+            held,
+            epoch: None,
+        }
+    }
+
+    /// After a reload: what the task remembers follows each kept lease to its new index.
+    fn follow_reload(&mut self) {
+        let current = self.leases.table();
+        if Arc::ptr_eq(&current, &self.table) {
+            return;
+        }
+        let held = current
+            .all
+            .iter()
+            .map(|lease| {
+                self.table
+                    .all
+                    .iter()
+                    .position(|old| Arc::ptr_eq(old, lease))
+                    .and_then(|index| self.held.get(index).cloned())
+                    .unwrap_or_default()
+            })
+            .collect();
+        self.held = held;
+        self.table = current;
+    }
+
+    /// Takes the first leases (before the node reports ready); `false` when Redis failed.
+    pub async fn prime(&mut self) -> bool {
+        self.round().await
+    }
+
+    pub async fn run(mut self) {
+        loop {
+            tokio::select! {
+                () = self.leases.wake.notified() => {}
+                () = tokio::time::sleep(TICK) => {}
+            }
+            if !self.round().await {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+
+    /// One pass over every lease that is due; `false` on a Redis error.
+    async fn round(&mut self) -> bool {
+        let now = now_ms();
+        self.follow_reload();
+        if self.link.take_reconnected() || self.epoch.is_none() {
+            if let Err(error) = self.check_epoch().await {
+                self.link.reset();
+                self.status.set_redis_up(false, &error.to_string());
+                return false;
+            }
+        }
+        let low_water = self.leases.low_water();
+        for index in 0..self.table.all.len() {
+            let Some(lease) = self.table.all.get(index).cloned() else {
+                continue;
+            };
+            let held = self.held.get(index).cloned().unwrap_or_default();
+            let due = if held.refused {
+                now >= held.next_try_ms
+            } else {
+                lease.available() <= low_water
+            };
+            if !due {
+                continue;
+            }
+            match self.take(index, &lease, now).await {
+                Ok((grant, used)) => self.settle(index, &lease, now, grant, used).await,
+                Err(error) => {
+                    self.link.reset();
+                    self.status.set_redis_up(false, &error.to_string());
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Asks the shared counter for a lease, charging what was spent beyond the last one.
+    async fn take(
+        &mut self,
+        index: usize,
+        lease: &Lease,
+        now: u64,
+    ) -> redis::RedisResult<(u64, u64)> {
+        let debt = u64::try_from(-lease.available().min(0)).unwrap_or(0);
+        let bin = now / lease.shape.bin_ms;
+        let ttl_s = lease.shape.bins * lease.shape.bin_ms / 1000 + lease.shape.bin_ms / 1000;
+        let connection = self.link.connection().await?;
+        let (grant, used): (u64, u64) = self
+            .script
+            .arg(keys::usage_prefix(&lease.connection, &lease.limit_name))
+            .arg(bin)
+            .arg(lease.shape.bins)
+            .arg(ttl_s)
+            .arg(lease.limit)
+            .arg(debt)
+            .arg(self.leases.lease_size)
+            .invoke_async(connection)
+            .await?;
+        self.status.set_redis_up(true, "");
+        let credited = i64::try_from(debt.saturating_add(grant)).unwrap_or(i64::MAX);
+        lease.available.fetch_add(credited, Ordering::Relaxed);
+        if let Some(held) = self.held.get_mut(index) {
+            *held.granted.entry(bin).or_default() += debt.saturating_add(grant);
+            let first_live = (bin + 1).saturating_sub(lease.shape.bins);
+            held.granted.retain(|b, _| *b >= first_live);
+        }
+        Ok((grant, used))
+    }
+
+    /// Journals a refusal (saturating the window) or the grant that ends one.
+    async fn settle(&mut self, index: usize, lease: &Lease, now: u64, grant: u64, used: u64) {
+        let Some(held) = self.held.get_mut(index) else {
+            return;
+        };
+        let reading = if grant == 0 {
+            ClusterStatus::count(&self.status.leases_refused);
+            held.next_try_ms = now + RETRY_REFUSED_MS;
+            let renew = !held.refused || held.reading_until_ms <= now + REFUSAL_HOLD_MS / 4;
+            if !held.refused {
+                tracing::info!(connection = %lease.connection, limit = %lease.limit_name, used, "cluster: shared quota spent; connection saturated for this limit");
+            }
+            held.refused = true;
+            if !renew {
+                return;
+            }
+            held.reading_until_ms = now + REFUSAL_HOLD_MS;
+            (lease.limit, Some(held.reading_until_ms))
+        } else {
+            ClusterStatus::count(&self.status.leases_granted);
+            if !held.refused {
+                return;
+            }
+            held.refused = false;
+            (used.min(lease.limit.saturating_sub(1)), None)
+        };
+        let _ = self
+            .router
+            .observe_usage(UsageObserved {
+                provider: lease.provider.clone(),
+                connection: lease.connection.clone(),
+                window: lease.window(),
+                used: reading.0,
+                limit: lease.limit,
+                resets_at_ms: reading.1,
+                source: UsageSource::Lease,
+            })
+            .await;
+    }
+
+    /// After a reconnect: a Redis that restarted empty has forgotten the shared counters, so
+    /// this node charges its own grants of the live bins again.
+    async fn check_epoch(&mut self) -> redis::RedisResult<()> {
+        let connection = self.link.connection().await?;
+        let id = run_id(connection).await?;
+        let forgot = self.epoch.as_ref().is_some_and(|epoch| *epoch != id);
+        self.epoch = Some(id);
+        if !forgot {
+            return Ok(());
+        }
+        for (held, lease) in self.held.iter().zip(&self.table.all) {
+            let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
+            let ttl_s =
+                i64::try_from(lease.shape.bins * lease.shape.bin_ms / 1000).unwrap_or(i64::MAX);
+            for (bin, units) in &held.granted {
+                let key = format!("{prefix}{bin}");
+                redis::pipe()
+                    .incr(&key, *units)
+                    .ignore()
+                    .expire(&key, ttl_s)
+                    .ignore()
+                    .query_async::<()>(connection)
+                    .await?;
+            }
+        }
+        tracing::info!(
+            "cluster: Redis restarted; shared quota counters restored from this node's grants"
+        );
+        Ok(())
+    }
+}

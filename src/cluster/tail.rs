@@ -1,0 +1,160 @@
+//! The tail task: reads the shared stream from where this node's journal says it stopped, and
+//! hands every peer's event to the router, which applies it through the same reducers as its
+//! own and journals it as `peer_applied` with its origin. Its own entries, entries already
+//! applied (each origin's seq once) and bad entries are passed over; bad ones are counted and
+//! logged, never fatal.
+//!
+//! One dedicated connection, blocked in `XREAD` (so no other command waits behind it).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quotaroute_actors::policy::peer_progress::PeerProgress;
+use quotaroute_actors::Router;
+use quotaroute_journal::PeerApplied;
+use redis::streams::StreamReadReply;
+use redis::Client;
+
+use crate::cluster::keys;
+use crate::cluster::link::{run_id, Link};
+use crate::cluster::now_ms;
+use crate::cluster::status::ClusterStatus;
+use crate::cluster::wire;
+
+/// How long one `XREAD` blocks waiting for entries.
+const BLOCK_MS: u64 = 1_000;
+/// Entries read per `XREAD` at most.
+const COUNT: u64 = 512;
+
+pub struct Tail {
+    node_id: String,
+    link: Link,
+    router: Router,
+    status: Arc<ClusterStatus>,
+    progress: PeerProgress,
+    cursor: String,
+    epoch: Option<String>,
+}
+
+impl Tail {
+    /// A tail resuming at `progress` (the journal's fold).
+    pub fn new(
+        node_id: String,
+        client: Client,
+        router: Router,
+        status: Arc<ClusterStatus>,
+        progress: PeerProgress,
+    ) -> Self {
+        let cursor = progress.resume_from().unwrap_or_else(|| "0-0".to_owned());
+        Tail {
+            node_id,
+            link: Link::new(client, Duration::from_millis(BLOCK_MS + 2_000)),
+            router,
+            status,
+            progress,
+            cursor,
+            epoch: None,
+        }
+    }
+
+    /// Reads everything already in the stream (before the node reports ready), within
+    /// `budget`; `false` when Redis did not answer.
+    pub async fn catch_up(&mut self, budget: Duration) -> bool {
+        let deadline = Instant::now() + budget;
+        while Instant::now() < deadline {
+            match self.read(None).await {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(error) => {
+                    self.link.reset();
+                    self.status.set_redis_up(false, &error.to_string());
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    pub async fn run(mut self) {
+        loop {
+            if let Err(error) = self.read(Some(BLOCK_MS)).await {
+                self.link.reset();
+                self.status.set_redis_up(false, &error.to_string());
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    }
+
+    /// One `XREAD` (blocking up to `block_ms`); returns how many entries it read.
+    async fn read(&mut self, block_ms: Option<u64>) -> redis::RedisResult<usize> {
+        self.link.connection().await?;
+        if self.link.take_reconnected() {
+            let connection = self.link.connection().await?;
+            let id = run_id(connection).await?;
+            if self.epoch.as_ref().is_some_and(|epoch| *epoch != id) {
+                // A Redis that restarted has a new stream: read it from its start.
+                self.cursor = "0-0".to_owned();
+            }
+            self.epoch = Some(id);
+        }
+        let connection = self.link.connection().await?;
+        let mut command = redis::cmd("XREAD");
+        if let Some(block_ms) = block_ms {
+            command.arg("BLOCK").arg(block_ms);
+        }
+        command
+            .arg("COUNT")
+            .arg(COUNT)
+            .arg("STREAMS")
+            .arg(keys::STREAM)
+            .arg(&self.cursor);
+        let reply: Option<StreamReadReply> = command.query_async(connection).await?;
+        self.status.set_redis_up(true, "");
+        let mut read = 0;
+        for key in reply.map(|r| r.keys).unwrap_or_default() {
+            for entry in key.ids {
+                read += 1;
+                self.cursor = entry.id.clone();
+                self.entry(entry.id, &entry.map);
+            }
+        }
+        Ok(read)
+    }
+
+    fn entry(&mut self, id: String, fields: &std::collections::HashMap<String, redis::Value>) {
+        let remote = match wire::decode(fields) {
+            Ok(remote) => remote,
+            Err(skip) => {
+                ClusterStatus::count(&self.status.skipped);
+                tracing::warn!(entry = %id, reason = %skip, "cluster: stream entry skipped");
+                return;
+            }
+        };
+        let connection = remote.event.connection().unwrap_or_default();
+        if remote.node == self.node_id
+            || !self.progress.is_new(&remote.node, connection, remote.seq)
+        {
+            return;
+        }
+        let lag_ms = now_ms().saturating_sub(remote.at_ms);
+        let applied = PeerApplied {
+            origin_node: remote.node,
+            origin_seq: remote.seq,
+            origin_at_ms: remote.at_ms,
+            stream_id: id,
+            event: Box::new(remote.event),
+        };
+        match self.router.apply_peer(applied.clone()) {
+            Ok(()) => {
+                self.progress.apply(&applied);
+                ClusterStatus::count(&self.status.applied);
+                self.status.last_lag_ms.store(lag_ms, Ordering::Relaxed);
+            }
+            Err(error) => {
+                ClusterStatus::count(&self.status.skipped);
+                tracing::warn!(entry = %applied.stream_id, origin = %applied.origin_node, %error, "cluster: stream entry skipped");
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! One shared-stream entry: a node's journaled event as flat string fields (`v`, `node`, `seq`,
+//! `at_ms`, `schema`, `event` as the journal's JSON). Decoding never panics: an entry that is
+//! malformed, from another program, from a newer format or schema, or of a kind peers do not
+//! apply, is a [`Skip`] with its reason, which the tail counts and logs.
+
+use std::collections::HashMap;
+
+use quotaroute_actors::policy::peer_merge::is_shared;
+use quotaroute_journal::{Event, SCHEMA_VERSION};
+use redis::Value;
+
+/// The entry format this build writes and reads.
+pub const WIRE_VERSION: u32 = 1;
+
+/// A peer's event as read from the stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remote {
+    pub node: String,
+    pub seq: u64,
+    pub at_ms: u64,
+    pub event: Event,
+}
+
+/// Why an entry is not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Skip {
+    #[error("field `{0}` missing or not a string")]
+    Field(&'static str),
+    #[error("field `{0}` is not a number")]
+    Number(&'static str),
+    #[error("entry format {0} is newer than this build's ({WIRE_VERSION})")]
+    NewerFormat(u32),
+    #[error("event schema {0} is newer than this build's ({SCHEMA_VERSION})")]
+    NewerSchema(u32),
+    #[error("event does not decode: {0}")]
+    Event(String),
+    #[error("`{0}` is not a kind peers share")]
+    NotShared(&'static str),
+}
+
+/// The fields of `node`'s event `seq` for `XADD`.
+pub fn encode(
+    node: &str,
+    seq: u64,
+    at_ms: u64,
+    event: &Event,
+) -> Result<Vec<(&'static str, String)>, serde_json::Error> {
+    Ok(vec![
+        ("v", WIRE_VERSION.to_string()),
+        ("node", node.to_owned()),
+        ("seq", seq.to_string()),
+        ("at_ms", at_ms.to_string()),
+        ("schema", SCHEMA_VERSION.to_string()),
+        ("event", serde_json::to_string(event)?),
+    ])
+}
+
+fn text<'a>(fields: &'a HashMap<String, Value>, name: &'static str) -> Result<&'a str, Skip> {
+    match fields.get(name) {
+        Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes).map_err(|_| Skip::Field(name)),
+        Some(Value::SimpleString(text)) => Ok(text),
+        _ => Err(Skip::Field(name)),
+    }
+}
+
+fn number(fields: &HashMap<String, Value>, name: &'static str) -> Result<u64, Skip> {
+    text(fields, name)?.parse().map_err(|_| Skip::Number(name))
+}
+
+/// Reads one entry's fields.
+pub fn decode(fields: &HashMap<String, Value>) -> Result<Remote, Skip> {
+    let version = u32::try_from(number(fields, "v")?).map_err(|_| Skip::Number("v"))?;
+    if version > WIRE_VERSION {
+        return Err(Skip::NewerFormat(version));
+    }
+    let schema = u32::try_from(number(fields, "schema")?).map_err(|_| Skip::Number("schema"))?;
+    if schema > u32::from(SCHEMA_VERSION) {
+        return Err(Skip::NewerSchema(schema));
+    }
+    let node = text(fields, "node")?.to_owned();
+    if node.is_empty() {
+        return Err(Skip::Field("node"));
+    }
+    let seq = number(fields, "seq")?;
+    let at_ms = number(fields, "at_ms")?;
+    let event: Event = serde_json::from_str(text(fields, "event")?)
+        .map_err(|error| Skip::Event(error.to_string()))?;
+    if !is_shared(&event) {
+        return Err(Skip::NotShared(event.kind()));
+    }
+    Ok(Remote {
+        node,
+        seq,
+        at_ms,
+        event,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use quotaroute_journal::testkit::sample_event;
+
+    use super::*;
+
+    fn fields(pairs: &[(&str, &str)]) -> HashMap<String, Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Value::BulkString(v.as_bytes().to_vec())))
+            .collect()
+    }
+
+    fn encoded(event: &Event) -> HashMap<String, Value> {
+        let pairs = encode("node-a", 7, 1_000, event).unwrap();
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), Value::BulkString(v.into_bytes())))
+            .collect()
+    }
+
+    #[test]
+    fn s9_a_shared_event_round_trips() {
+        let locked = sample_event(7, 1);
+        let remote = decode(&encoded(&locked)).unwrap();
+        assert_eq!(remote.node, "node-a");
+        assert_eq!(remote.seq, 7);
+        assert_eq!(remote.at_ms, 1_000);
+        assert_eq!(remote.event, locked);
+    }
+
+    #[test]
+    fn s9_bad_entries_are_skipped_with_a_reason() {
+        assert_eq!(decode(&fields(&[])), Err(Skip::Field("v")));
+        assert_eq!(
+            decode(&fields(&[("hello", "world")])),
+            Err(Skip::Field("v"))
+        );
+        let mut newer = encoded(&sample_event(7, 1));
+        newer.insert("v".into(), Value::BulkString(b"2".to_vec()));
+        assert_eq!(decode(&newer), Err(Skip::NewerFormat(2)));
+        let mut schema = encoded(&sample_event(7, 1));
+        schema.insert("schema".into(), Value::BulkString(b"99".to_vec()));
+        assert_eq!(decode(&schema), Err(Skip::NewerSchema(99)));
+        let mut garbage = encoded(&sample_event(7, 1));
+        garbage.insert(
+            "event".into(),
+            Value::BulkString(b"{\"no_such_kind\":{}}".to_vec()),
+        );
+        assert!(matches!(decode(&garbage), Err(Skip::Event(_))));
+        let mut seq = encoded(&sample_event(7, 1));
+        seq.insert("seq".into(), Value::BulkString(b"-1".to_vec()));
+        assert_eq!(decode(&seq), Err(Skip::Number("seq")));
+        // A request event is never shared: usage travels through leases.
+        let success = quotaroute_journal::testkit::succeeded("openai", "k1", "m", 1, 1);
+        assert_eq!(
+            decode(&encoded(&success)),
+            Err(Skip::NotShared("request_succeeded"))
+        );
+    }
+}
