@@ -304,15 +304,7 @@ async fn s9_a_429_on_one_node_locks_the_model_on_every_other_node_within_100ms()
     }
 
     // B's journal tells which node saw it.
-    let journal = client
-        .get(format!("{b}/admin/journal?since_seq=0&limit=100000"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let journal = admin_text(client, b, "/admin/journal?since_seq=0&limit=100000").await;
     let peer: Vec<Value> = journal
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).unwrap())
@@ -341,15 +333,7 @@ async fn s9_a_429_on_one_node_locks_the_model_on_every_other_node_within_100ms()
     peers.sort();
     assert_eq!(peers, ["node-b", "node-c"]);
     assert_eq!(state["cluster"]["events_applied"], 0, "A only published");
-    let metrics = client
-        .get(format!("{a}/metrics"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = admin_text(client, a, "/metrics").await;
     assert!(
         metrics.contains("quotaroute_cluster_redis_up 1"),
         "{metrics}"
@@ -471,15 +455,7 @@ async fn s9_redis_lost_and_back_and_a_node_killed_rejoin_with_everything() {
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
-    let metrics = client
-        .get(format!("{}/metrics", base(1)))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = admin_text(&client, &base(1), "/metrics").await;
     assert!(
         metrics.contains("quotaroute_cluster_redis_up 0"),
         "{metrics}"
@@ -534,15 +510,7 @@ async fn s9_redis_lost_and_back_and_a_node_killed_rejoin_with_everything() {
             locked(&client, &base(2), "oa-1", model).await,
             "C rejoined without the lock on {model}: {}\n{}",
             admin(&client, &base(2), "/admin/lockouts").await,
-            client
-                .get(format!("{}/admin/journal?since_seq=0", base(2)))
-                .bearer_auth(ADMIN_KEY)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap()
+            admin_text(&client, &base(2), "/admin/journal?since_seq=0").await
         );
     }
     // Lockouts agree everywhere.

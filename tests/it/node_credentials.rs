@@ -18,9 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quotaroute::config;
 use quotaroute::mock_upstream::{Accepted, Fault, KeyGate, MockUpstream, OAuthSettings, Rule};
-use quotaroute::node::{NodeOptions, RunningNode};
+
 use quotaroute_actors::SystemClock;
 use serde_json::{json, Value};
 use support::*;
@@ -28,32 +27,8 @@ use support::*;
 /// A node on `standard_config` plus `extra`, against a mock the caller has set up already
 /// (so the first credential loads find it ready).
 async fn start_node(mock_base: String, mock: MockUpstream, extra: &str) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let text = standard_config(&mock_base, &dir.path().join("journal"), extra);
-    let config_path = dir.path().join("quotaroute.toml");
-    std::fs::write(&config_path, &text).unwrap();
-    let config = config::load(&config_path).unwrap_or_else(|errors| panic!("{errors}"));
-    let node = RunningNode::start(
-        config,
-        NodeOptions {
-            config_path: Some(config_path.clone()),
-            config_text: text,
-            clock: Arc::new(SystemClock),
-            listen: None,
-        },
-    )
-    .await
-    .unwrap();
-    let base = format!("http://{}", node.addr);
-    Harness {
-        mock,
-        mock_base,
-        node: Some(node),
-        base,
-        dir,
-        client: reqwest::Client::new(),
-        config_path,
-    }
+    let extra = extra.to_string();
+    Harness::on_mock(mock_base, mock, |text| text + &extra, Arc::new(SystemClock)).await
 }
 
 /// One connection `id` of provider `openai` with `source` (TOML lines), and a combo `rot` of

@@ -126,11 +126,22 @@ impl Harness {
         clock: SharedClock,
     ) -> Harness {
         let (mock_base, mock) = start_mock().await;
+        Self::on_mock(mock_base, mock, edit, clock).await
+    }
+
+    /// A node on `standard_config` as `edit` rewrites it, against a mock the caller has set
+    /// up already (so what the node loads at start finds it ready).
+    pub async fn on_mock(
+        mock_base: String,
+        mock: MockUpstream,
+        edit: impl FnOnce(String) -> String,
+        clock: SharedClock,
+    ) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let text = edit(standard_config(&mock_base, &dir.path().join("journal"), ""));
         let config_path = dir.path().join("quotaroute.toml");
         std::fs::write(&config_path, &text).unwrap();
-        let config = config::load(&config_path).unwrap();
+        let config = config::load(&config_path).unwrap_or_else(|errors| panic!("{errors}"));
         let node = RunningNode::start(
             config,
             NodeOptions {
@@ -193,15 +204,7 @@ impl Harness {
 
     /// `GET path` with the admin key, as text.
     pub async fn admin_text(&self, path: &str) -> String {
-        self.client
-            .get(self.url(path))
-            .bearer_auth(ADMIN_KEY)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        admin_text(&self.client, &self.base, path).await
     }
 
     /// Every journaled event so far, through `GET /admin/journal`, as JSON.
@@ -236,6 +239,19 @@ impl Harness {
 
 /// `POST {base}/v1/chat/completions` for `model` with a one-line conversation (for nodes
 /// outside a `Harness`, such as the real binary).
+/// `GET base + path` with the admin key, as text.
+pub async fn admin_text(client: &reqwest::Client, base: &str, path: &str) -> String {
+    client
+        .get(format!("{base}{path}"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 pub async fn chat(client: &reqwest::Client, base: &str, model: &str) -> reqwest::Response {
     client
         .post(format!("{base}/v1/chat/completions"))
