@@ -166,29 +166,8 @@ async fn start_cluster(redis: &Redis, edit: &dyn Fn(String) -> String) -> Cluste
     }
 }
 
-async fn wait_ready(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(response) = client.get(format!("{base}/healthz")).send().await {
-            if response.status() == 200 {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "{base} did not become ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 async fn admin(client: &reqwest::Client, base: &str, path: &str) -> Value {
-    client
-        .get(format!("{base}{path}"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    admin_json(client, base, path).await
 }
 
 async fn locked(client: &reqwest::Client, base: &str, connection: &str, model: &str) -> bool {

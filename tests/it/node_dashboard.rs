@@ -299,16 +299,7 @@ async fn start_binary(config_path: &Path, base: &str) -> KillOnDrop {
             .unwrap(),
     );
     let client = reqwest::Client::new();
-    let ready_by = Instant::now() + Duration::from_secs(20);
-    while !client
-        .get(format!("{base}/healthz"))
-        .send()
-        .await
-        .is_ok_and(|r| r.status() == 200)
-    {
-        assert!(Instant::now() < ready_by, "node did not become ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_ready(&client, base).await;
     node
 }
 

@@ -9,7 +9,6 @@ use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use quotaroute::mock_upstream::{Fault, Rule};
 use serde_json::Value;
@@ -91,16 +90,7 @@ async fn a_sequential_client_never_revisits_the_key_its_last_request_failed_on()
     );
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    let ready_by = Instant::now() + Duration::from_secs(20);
-    while !client
-        .get(format!("{base}/healthz"))
-        .send()
-        .await
-        .is_ok_and(|r| r.status() == 200)
-    {
-        assert!(Instant::now() < ready_by, "node did not become ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_ready(&client, &base).await;
 
     for round in 0..ROUNDS {
         // A fresh pool: every key cleared, the breaker closed.

@@ -27,19 +27,6 @@ fn spawn_node(config: &std::path::Path) -> Child {
         .unwrap()
 }
 
-async fn wait_ready(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(response) = client.get(format!("{base}/healthz")).send().await {
-            if response.status() == 200 {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "node did not become ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 async fn admin_state(client: &reqwest::Client, base: &str) -> Value {
     client
         .get(format!("{base}/admin/state"))

@@ -7,8 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+pub use crate::support::wait_ready;
 use quotaroute_actors::{recover_state, AdminState, Topology};
 use quotaroute_journal::{Envelope, Journal, SledJournal, SledOptions};
 use serde_json::Value;
@@ -34,20 +35,6 @@ pub fn spawn_node(config: &Path, rust_log: &str, stderr_to: Option<&Path>) -> Ch
         .stderr(stderr)
         .spawn()
         .unwrap()
-}
-
-/// Waits for `/healthz` to answer 200 (the journal is replayed and the node routes).
-pub async fn wait_ready(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(response) = client.get(format!("{base}/healthz")).send().await {
-            if response.status() == 200 {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "node did not become ready");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// SIGKILL, then reap.

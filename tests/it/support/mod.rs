@@ -239,6 +239,29 @@ impl Harness {
 
 /// `POST {base}/v1/chat/completions` for `model` with a one-line conversation (for nodes
 /// outside a `Harness`, such as the real binary).
+/// Waits (at most 30 s) for `/healthz` to answer 200: the journal is replayed and the node
+/// routes.
+pub async fn wait_ready(client: &reqwest::Client, base: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Ok(response) = client.get(format!("{base}/healthz")).send().await {
+            if response.status() == 200 {
+                return;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{base} did not become ready"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// `GET base + path` with the admin key, as JSON.
+pub async fn admin_json(client: &reqwest::Client, base: &str, path: &str) -> Value {
+    serde_json::from_str(&admin_text(client, base, path).await).unwrap()
+}
+
 /// `GET base + path` with the admin key, as text.
 pub async fn admin_text(client: &reqwest::Client, base: &str, path: &str) -> String {
     client
