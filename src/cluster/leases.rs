@@ -9,25 +9,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use quotaroute_actors::policy::buckets::{Shape, FIVE_HOURS, SEVEN_DAYS};
 use quotaroute_actors::Topology;
 use quotaroute_journal::RequestSucceeded;
 use tokio::sync::Notify;
-
-/// The bin layout of a window, as `policy::buckets` counts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Shape {
-    pub(crate) bin_ms: u64,
-    pub(crate) bins: u64,
-}
-
-const FIVE_HOURS: Shape = Shape {
-    bin_ms: 5 * 60_000,
-    bins: 60,
-};
-const SEVEN_DAYS: Shape = Shape {
-    bin_ms: 3_600_000,
-    bins: 168,
-};
 
 /// One configured limit of one connection, and what this node may still spend of it.
 #[derive(Debug)]

@@ -53,20 +53,20 @@ const MAX_COUNTED_MODELS: usize = 64;
 /// Readings kept at most per connection.
 const MAX_READINGS: usize = 256;
 
-/// The bin layout of one counted window.
-#[derive(Debug, Clone, Copy)]
-struct Shape {
-    bin_ms: u64,
-    bins: u64,
+/// The bin layout of one counted window (also the time bins of a cluster's shared counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub bin_ms: u64,
+    pub bins: u64,
 }
 
 /// 5 hours as 60 bins of 5 minutes.
-const FIVE_HOURS: Shape = Shape {
+pub const FIVE_HOURS: Shape = Shape {
     bin_ms: 5 * 60_000,
     bins: 60,
 };
 /// 7 days as 168 bins of 1 hour.
-const SEVEN_DAYS: Shape = Shape {
+pub const SEVEN_DAYS: Shape = Shape {
     bin_ms: 3_600_000,
     bins: 168,
 };
