@@ -237,10 +237,8 @@ pub(crate) async fn serve_tries(
                 result,
                 headers: upstream_headers,
             } => {
-                debug_assert_eq!(
-                    decision.next_step(result.class, true, time_left),
-                    Step::Stream
-                );
+                let step = decision.next_step(result.class, true, time_left);
+                debug_assert_eq!(step, Step::Stream);
                 route.overhead_us = overhead_us(started, upstream_time);
                 if let Some(response_id) = stream.response_id.clone() {
                     bind_response(ctx, &target, response_id);
