@@ -30,10 +30,20 @@ pub enum ApiErrorKind {
     UnsupportedContentEncoding,
     /// A client body that does not decode in its `Content-Encoding`.
     InvalidContentEncoding,
+    /// A `model` over 256 bytes or holding control characters (contract "Hostile input").
+    InvalidModel,
+    /// A request body that stalled past `server.body_timeout_ms`.
+    RequestTimeout,
+    /// A path the node serves, with a method it does not.
+    MethodNotAllowed,
+    /// An admin request the node cannot read (a bad path or parameter).
+    InvalidRequest,
+    /// A non-streaming upstream body over the router's bound: a server error that fails over.
+    UpstreamTooLarge,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 13] = [
+    pub const ALL: [ApiErrorKind; 18] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -47,6 +57,11 @@ impl ApiErrorKind {
         ApiErrorKind::UnsupportedEndpoint,
         ApiErrorKind::UnsupportedContentEncoding,
         ApiErrorKind::InvalidContentEncoding,
+        ApiErrorKind::InvalidModel,
+        ApiErrorKind::RequestTimeout,
+        ApiErrorKind::MethodNotAllowed,
+        ApiErrorKind::InvalidRequest,
+        ApiErrorKind::UpstreamTooLarge,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -54,7 +69,12 @@ impl ApiErrorKind {
             ApiErrorKind::InvalidJson
             | ApiErrorKind::MissingModel
             | ApiErrorKind::UnsupportedEndpoint
-            | ApiErrorKind::InvalidContentEncoding => StatusCode::BAD_REQUEST,
+            | ApiErrorKind::InvalidContentEncoding
+            | ApiErrorKind::InvalidModel
+            | ApiErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
+            ApiErrorKind::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            ApiErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiErrorKind::UpstreamTooLarge => StatusCode::BAD_GATEWAY,
             ApiErrorKind::NotFound => StatusCode::NOT_FOUND,
             ApiErrorKind::UnsupportedContentEncoding => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiErrorKind::InvalidApiKey => StatusCode::UNAUTHORIZED,
@@ -77,10 +97,16 @@ impl ApiErrorKind {
             | ApiErrorKind::NotFound
             | ApiErrorKind::UnsupportedEndpoint
             | ApiErrorKind::UnsupportedContentEncoding
-            | ApiErrorKind::InvalidContentEncoding => "invalid_request_error",
+            | ApiErrorKind::InvalidContentEncoding
+            | ApiErrorKind::InvalidModel
+            | ApiErrorKind::RequestTimeout
+            | ApiErrorKind::MethodNotAllowed
+            | ApiErrorKind::InvalidRequest => "invalid_request_error",
             ApiErrorKind::InvalidApiKey => "authentication_error",
             ApiErrorKind::AllTargetsLocked => "rate_limit_error",
-            ApiErrorKind::UpstreamError | ApiErrorKind::UpstreamTimeout => "api_error",
+            ApiErrorKind::UpstreamError
+            | ApiErrorKind::UpstreamTimeout
+            | ApiErrorKind::UpstreamTooLarge => "api_error",
             ApiErrorKind::NoAvailableTarget => "service_unavailable",
         }
     }
@@ -101,6 +127,11 @@ impl ApiErrorKind {
             ApiErrorKind::UnsupportedEndpoint => "unsupported_endpoint",
             ApiErrorKind::UnsupportedContentEncoding => "unsupported_content_encoding",
             ApiErrorKind::InvalidContentEncoding => "invalid_content_encoding",
+            ApiErrorKind::InvalidModel => "invalid_model",
+            ApiErrorKind::RequestTimeout => "request_timeout",
+            ApiErrorKind::MethodNotAllowed => "method_not_allowed",
+            ApiErrorKind::InvalidRequest => "invalid_request",
+            ApiErrorKind::UpstreamTooLarge => "upstream_too_large",
         }
     }
 
@@ -227,6 +258,7 @@ impl From<BodyError> for ApiError {
         let kind = match error {
             BodyError::InvalidJson(_) | BodyError::NotAnObject => ApiErrorKind::InvalidJson,
             BodyError::MissingModel | BodyError::ModelNotString => ApiErrorKind::MissingModel,
+            BodyError::InvalidModel(_) => ApiErrorKind::InvalidModel,
         };
         ApiError::new(kind, error.to_string())
     }

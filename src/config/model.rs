@@ -46,6 +46,14 @@ pub struct ServerConfig {
     pub tls: Option<ServerTls>,
     pub shutdown_grace_ms: u64,
     pub metrics_public: bool,
+    /// From accept until the request head is read (contract "Hostile input and bounds").
+    pub header_timeout_ms: u64,
+    /// The longest silence while a request body is read.
+    pub body_timeout_ms: u64,
+    /// Open client connections at most; past it new ones are closed at once.
+    pub max_connections: u64,
+    /// Implicit `provider/model` combos kept at once (least recently used idle one dropped).
+    pub max_implicit_combos: u64,
 }
 
 /// The node's own certificate: checked when validated, loaded again when serving.

@@ -38,6 +38,10 @@ pub struct RawServer {
     pub tls_key: Option<String>,
     pub shutdown_grace_ms: Option<u64>,
     pub metrics_public: Option<bool>,
+    pub header_timeout_ms: Option<u64>,
+    pub body_timeout_ms: Option<u64>,
+    pub max_connections: Option<u64>,
+    pub max_implicit_combos: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]

@@ -33,6 +33,10 @@ pub const DEFAULT_FIRST_TOKEN_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_STREAM_IDLE_TIMEOUT_MS: u64 = 120_000;
 pub const DEFAULT_UPSTREAM_ACCEPT_ENCODING: &str = "identity";
 pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 30_000;
+pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
+pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 4_096;
+pub const DEFAULT_MAX_IMPLICIT_COMBOS: u64 = 1_024;
 pub const DEFAULT_JOURNAL_PATH: &str = "./data/journal";
 pub const DEFAULT_FLUSH_EVERY_MS: u64 = 50;
 pub const DEFAULT_SNAPSHOT_EVERY_EVENTS: u64 = 100_000;
@@ -307,6 +311,30 @@ fn build_server(raw: RawServer, sink: &mut ErrorSink) -> ServerConfig {
         tls: server_tls(raw.tls_cert, raw.tls_key, sink),
         shutdown_grace_ms: raw.shutdown_grace_ms.unwrap_or(DEFAULT_SHUTDOWN_GRACE_MS),
         metrics_public: raw.metrics_public.unwrap_or(false),
+        header_timeout_ms: at_least_one(
+            raw.header_timeout_ms,
+            DEFAULT_HEADER_TIMEOUT_MS,
+            "server.header_timeout_ms",
+            sink,
+        ),
+        body_timeout_ms: at_least_one(
+            raw.body_timeout_ms,
+            DEFAULT_BODY_TIMEOUT_MS,
+            "server.body_timeout_ms",
+            sink,
+        ),
+        max_connections: at_least_one(
+            raw.max_connections,
+            DEFAULT_MAX_CONNECTIONS,
+            "server.max_connections",
+            sink,
+        ),
+        max_implicit_combos: at_least_one(
+            raw.max_implicit_combos,
+            DEFAULT_MAX_IMPLICIT_COMBOS,
+            "server.max_implicit_combos",
+            sink,
+        ),
     }
 }
 

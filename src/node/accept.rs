@@ -1,44 +1,92 @@
 //! The node's accept loop: hyper-util's HTTP/1.1 + HTTP/2 server with `TCP_NODELAY` on every
-//! socket, a header-read timeout (a client that never finishes its headers is disconnected
-//! instead of holding a connection forever) and graceful shutdown (stop accepting, let open
-//! connections finish their requests), over TLS when the node serves HTTPS.
+//! socket, bounded the way a gateway's edge must be (contract "Hostile input and bounds"): at
+//! most `server.max_connections` open client connections (past it a new one is closed at once),
+//! `server.header_timeout_ms` from accept until the request head is read (a connection that
+//! sends nothing, or stops inside its head, is closed; idle keep-alive connections close after
+//! the same time), and graceful shutdown (stop accepting, let open connections finish their
+//! requests), over TLS when the node serves HTTPS.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-/// How long a client may take to send a request's headers.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head (line + headers) a client may send: past it, 431.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
+/// The first bytes of an HTTP/2 connection with prior knowledge (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The edge's bounds, from `[server]`.
+#[derive(Debug, Clone, Copy)]
+pub struct EdgeLimits {
+    /// From accept until the request head is read; also the keep-alive idle time.
+    pub header_timeout: Duration,
+    /// Open client connections at most.
+    pub max_connections: usize,
+}
+
+impl Default for EdgeLimits {
+    fn default() -> Self {
+        EdgeLimits {
+            header_timeout: Duration::from_secs(10),
+            max_connections: 4_096,
+        }
+    }
+}
+
+/// Connections refused because `max_connections` were open, and those closed because they sent
+/// nothing within the header timeout (for `/metrics` and tests).
+#[derive(Debug, Default)]
+pub struct EdgeCounters {
+    pub refused: AtomicU64,
+    pub timed_out: AtomicU64,
+    pub open: AtomicU64,
+}
+
 /// Serves `app` on `listener` until `stop` turns true, then waits for open connections to
 /// finish (the caller bounds that wait). With `tls`, every connection is HTTPS (HTTP/2 or
-/// HTTP/1.1 as ALPN chose); its handshake must finish within [`HEADER_READ_TIMEOUT`].
+/// HTTP/1.1 as ALPN chose); its handshake must finish within the header timeout.
 pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
     mut stop: watch::Receiver<bool>,
     tls: Option<TlsAcceptor>,
+    limits: EdgeLimits,
+    counters: Arc<EdgeCounters>,
 ) {
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(limits.header_timeout)
         .max_buf_size(MAX_HEADER_BYTES);
+    // A peer that stops answering pings is gone: its connection closes.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(limits.header_timeout))
+        .keep_alive_timeout(limits.header_timeout);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    // Past max_connections the newcomer is closed at once; the others go on.
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        counters.refused.fetch_add(1, Ordering::Relaxed);
+                        drop(stream);
+                        continue;
+                    };
                     // Without it every small SSE write waits ~40 ms for a delayed ACK.
                     let _ = stream.set_nodelay(true);
                     let app = app.clone();
@@ -47,27 +95,43 @@ pub async fn serve(
                     });
                     let watcher = graceful.watcher();
                     let builder = builder.clone();
-                    match &tls {
-                        None => {
-                            let connection = builder
-                                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                                .into_owned();
-                            tokio::spawn(watcher.watch(connection));
+                    let tls = tls.clone();
+                    let counters = counters.clone();
+                    tokio::spawn(async move {
+                        let _slot = slot;
+                        counters.open.fetch_add(1, Ordering::Relaxed);
+                        let deadline = tokio::time::Instant::now() + limits.header_timeout;
+                        match tls {
+                            None => {
+                                // hyper-util reads the first bytes to tell HTTP/2 from
+                                // HTTP/1.1 with no deadline of its own: wait for them here.
+                                if first_bytes(&stream, deadline).await {
+                                    let connection = builder
+                                        .serve_connection_with_upgrades(TokioIo::new(stream), service);
+                                    let _ = watcher.watch(connection.into_owned()).await;
+                                } else {
+                                    counters.timed_out.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                            Some(acceptor) => {
+                                let handshake = tokio::time::timeout_at(deadline, acceptor.accept(stream));
+                                match handshake.await {
+                                    Ok(Ok(stream)) => {
+                                        // ALPN already chose the protocol: no sniffing.
+                                        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                                        let builder = if h2 { builder.http2_only() } else { builder.http1_only() };
+                                        let connection = builder
+                                            .serve_connection_with_upgrades(TokioIo::new(stream), service);
+                                        let _ = watcher.watch(connection.into_owned()).await;
+                                    }
+                                    _ => {
+                                        counters.timed_out.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                            }
                         }
-                        Some(acceptor) => {
-                            let acceptor = acceptor.clone();
-                            tokio::spawn(async move {
-                                let handshake = tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
-                                let Ok(Ok(stream)) = handshake.await else {
-                                    return;
-                                };
-                                let connection = builder
-                                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                                    .into_owned();
-                                let _ = watcher.watch(connection).await;
-                            });
-                        }
-                    }
+                        counters.open.fetch_sub(1, Ordering::Relaxed);
+                    });
                 }
                 // Out of file descriptors and the like: back off instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
@@ -77,4 +141,45 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Whether enough of the connection's first bytes arrived by `deadline` to tell its protocol:
+/// anything that is not a prefix of the HTTP/2 preface, or the whole preface. A peer that
+/// closes first, or sends nothing, is `false`.
+async fn first_bytes(stream: &TcpStream, deadline: tokio::time::Instant) -> bool {
+    let mut seen = [0u8; H2_PREFACE.len()];
+    loop {
+        let peeked = match tokio::time::timeout_at(deadline, stream.peek(&mut seen)).await {
+            Ok(Ok(peeked)) => peeked,
+            Ok(Err(_)) | Err(_) => return false,
+        };
+        if peeked == 0 {
+            return false;
+        }
+        if peeked == H2_PREFACE.len() || !H2_PREFACE.starts_with(&seen[..peeked]) {
+            return true;
+        }
+        // Part of the preface: peek returns the same bytes until more come, so wait a little.
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Raises the open-files soft limit to the hard limit, so `max_connections` sockets plus the
+/// journal, key files and upstream connections fit; logs both.
+pub fn raise_open_files_limit() {
+    match rlimit::Resource::NOFILE.get() {
+        Ok((soft, hard)) => {
+            let raised = if soft < hard {
+                rlimit::Resource::NOFILE.set(hard, hard).is_ok()
+            } else {
+                false
+            };
+            let now = if raised { hard } else { soft };
+            tracing::info!(soft = now, hard, was = soft, "open-files limit");
+        }
+        Err(error) => tracing::warn!(%error, "cannot read the open-files limit"),
+    }
 }

@@ -13,6 +13,7 @@ use quotaroute_actors::Router;
 use quotaroute_journal::SledJournal;
 
 use crate::cluster::Handle as ClusterHandle;
+use crate::node::accept::EdgeCounters;
 use crate::node::live::LiveConfig;
 
 pub struct AppInner {
@@ -33,6 +34,8 @@ pub struct AppInner {
     id_prefix: String,
     /// `[cluster]`: the link to the other nodes, for `/admin/state` and `/metrics`.
     cluster: OnceLock<Arc<ClusterHandle>>,
+    /// What the accept loop refused and closed.
+    pub edge: Arc<EdgeCounters>,
 }
 
 /// Cheap to clone.
@@ -64,6 +67,7 @@ impl AppState {
                 stopping: AtomicBool::new(false),
                 id_prefix: format!("qr-{:012x}", seed & 0xffff_ffff_ffff),
                 cluster: OnceLock::new(),
+                edge: Arc::new(EdgeCounters::default()),
             }),
         }
     }

@@ -39,6 +39,8 @@ pub struct LiveConfig {
     pub request_timeout: Duration,
     pub first_token_timeout: Duration,
     pub stream_idle_timeout: Duration,
+    /// `server.body_timeout_ms`: the longest silence while a client body is read.
+    pub body_timeout: Duration,
     /// Browser origins allowed to call the client API (`"*"`: any).
     pub cors_allow_origins: Vec<String>,
     pub providers: HashMap<String, ProviderRoute>,
@@ -123,6 +125,7 @@ impl LiveConfig {
             metrics_public: config.server.metrics_public,
             max_body_bytes: usize::try_from(config.server.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: Duration::from_millis(config.server.request_timeout_ms),
+            body_timeout: Duration::from_millis(config.server.body_timeout_ms),
             first_token_timeout: Duration::from_millis(config.server.first_token_timeout_ms),
             stream_idle_timeout: Duration::from_millis(config.server.stream_idle_timeout_ms),
             cors_allow_origins: config.server.cors_allow_origins.clone(),

@@ -66,26 +66,63 @@ fn is_json_content_type(headers: &HeaderMap) -> bool {
     }
 }
 
-async fn read_client_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) => {
-            if error
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                Err(ApiError::new(
-                    ApiErrorKind::RequestTooLarge,
-                    format!("request body is larger than max_body_bytes ({limit} bytes)"),
+/// The client's body, at most `limit` bytes, with no silence longer than `silence` between
+/// its pieces (`server.body_timeout_ms`: a stalled body is 408, not a connection held forever).
+pub(crate) async fn read_client_body(
+    body: Body,
+    limit: usize,
+    silence: Duration,
+) -> Result<Bytes, ApiError> {
+    let mut body = Limited::new(body, limit);
+    let mut pieces: Vec<Bytes> = Vec::new();
+    loop {
+        let frame = match tokio::time::timeout(silence, body.frame()).await {
+            Err(_) => {
+                return Err(ApiError::new(
+                    ApiErrorKind::RequestTimeout,
+                    format!(
+                        "the request body stalled for more than body_timeout_ms ({} ms)",
+                        silence.as_millis()
+                    ),
                 ))
-            } else {
-                Err(ApiError::new(
-                    ApiErrorKind::InvalidJson,
-                    "could not read the request body",
-                ))
+            }
+            Ok(None) => break,
+            Ok(Some(frame)) => frame,
+        };
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    pieces.push(data);
+                }
+            }
+            Err(error) => {
+                return Err(
+                    if error
+                        .downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
+                        ApiError::new(
+                            ApiErrorKind::RequestTooLarge,
+                            format!("request body is larger than max_body_bytes ({limit} bytes)"),
+                        )
+                    } else {
+                        ApiError::new(ApiErrorKind::InvalidJson, "could not read the request body")
+                    },
+                )
             }
         }
     }
+    Ok(match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.swap_remove(0),
+        _ => {
+            let mut whole = bytes::BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
+            for piece in pieces {
+                whole.extend_from_slice(&piece);
+            }
+            whole.freeze()
+        }
+    })
 }
 
 /// The router for a client with a valid key (`x-api-key` too on Anthropic endpoints), once
@@ -164,7 +201,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             &route,
         );
     }
-    let client_body = match read_client_body(body, live.max_body_bytes).await {
+    let client_body = match read_client_body(body, live.max_body_bytes, live.body_timeout).await {
         Ok(body) => body,
         Err(error) => return fail_unread(error, &route),
     };

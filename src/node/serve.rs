@@ -102,7 +102,19 @@ impl RunningNode {
             None => None,
         };
         let (stop, stopped) = watch::channel(false);
-        let server = tokio::spawn(accept::serve(listener, routes(app.clone()), stopped, tls));
+        accept::raise_open_files_limit();
+        let limits = accept::EdgeLimits {
+            header_timeout: Duration::from_millis(config.server.header_timeout_ms),
+            max_connections: usize::try_from(config.server.max_connections).unwrap_or(usize::MAX),
+        };
+        let server = tokio::spawn(accept::serve(
+            listener,
+            routes(app.clone()),
+            stopped,
+            tls,
+            limits,
+            app.inner.edge.clone(),
+        ));
 
         // A small page cache: the journal is written sequentially and read back only on restart.
         let journal = SledJournal::open(

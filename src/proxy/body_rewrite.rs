@@ -19,6 +19,27 @@ pub enum BodyError {
     NotAnObject,
     #[error("`model` must be a string")]
     ModelNotString,
+    /// Too long or holding control characters (contract "Hostile input and bounds").
+    #[error("`model` {0}")]
+    InvalidModel(String),
+}
+
+/// The longest `model` name the router accepts: every name it routes is journaled and echoed
+/// in `x-quotaroute-model`, so a client string must not grow either without bound.
+pub const MAX_MODEL_BYTES: usize = 256;
+
+/// Why `model` is not a name the router routes, if it is not.
+pub fn model_name_problem(model: &str) -> Option<String> {
+    if model.len() > MAX_MODEL_BYTES {
+        return Some(format!(
+            "is {} bytes long; at most {MAX_MODEL_BYTES} are allowed",
+            model.len()
+        ));
+    }
+    model
+        .chars()
+        .any(char::is_control)
+        .then(|| "holds control characters".to_string())
 }
 
 /// A byte range `[start, end)` inside the request body.
@@ -124,6 +145,9 @@ pub fn parse_request(body: &[u8]) -> Result<RequestInfo, BodyError> {
     let model: String = serde_json::from_str(raw_model.get()).map_err(invalid)?;
     if model.is_empty() {
         return Err(BodyError::MissingModel);
+    }
+    if let Some(problem) = model_name_problem(&model) {
+        return Err(BodyError::InvalidModel(problem));
     }
     let model_span = span_in(body, raw_model.get())?;
     let stream = top.stream.is_some_and(|raw| raw.get() == "true");
@@ -260,7 +284,7 @@ mod tests {
     #[test]
     fn contract_body_errors_are_classified() {
         let invalid = BodyError::InvalidJson(String::new());
-        let table: [(&[u8], &BodyError); 12] = [
+        let table: [(&[u8], &BodyError); 13] = [
             (b"", &invalid),
             (b"{", &invalid),
             (b"{\"model\":\"a\",}", &invalid),
@@ -273,6 +297,7 @@ mod tests {
             (b"{\"model\":\"\"}", &BodyError::MissingModel),
             (b"{\"model\":42}", &BodyError::ModelNotString),
             (b"{\"model\":{\"name\":\"x\"}}", &BodyError::ModelNotString),
+            (b"{\"model\":\"a\\nb\"}", &BodyError::InvalidModel(String::new())),
         ];
         for (body, expected) in table {
             let error = parse_request(body).unwrap_err();
