@@ -218,6 +218,7 @@ pub(crate) async fn try_target(
                 ctx.endpoint.stream_format(),
                 ctx.force_include_usage,
                 timing,
+                crate::node::proxy::target_echoes(ctx.live, target),
             )
             .await
         } else {

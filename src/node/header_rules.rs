@@ -1,10 +1,13 @@
 //! Which headers cross the router, either way (contract "Headers"): hop-by-hop and connection
 //! headers never do; the client's credentials, cookies and browser context stay with the
 //! router; the upstream's framing and coding headers are recomputed because the router decodes
-//! and re-frames bodies; every other upstream header reaches the client, unless it echoes the
-//! connection's key.
+//! and re-frames bodies; the node owns CORS, so the upstream's `Access-Control-*` (and its
+//! `X-Powered-By`) stay behind; every other upstream header reaches the client, with any echo
+//! of the connection's key masked.
 
 use http::header::{HeaderMap, HeaderName, CONNECTION};
+
+use crate::proxy::upstream_mask::mask_header_value;
 
 /// Hop-by-hop and connection headers (RFC 9110 §7.6.1), in both directions.
 const HOP_BY_HOP: [&str; 9] = [
@@ -23,9 +26,10 @@ const HOP_BY_HOP: [&str; 9] = [
 /// connection's replace them), what the router recomputes (`host`, framing, codings: the router
 /// decodes the body and asks the upstream for its own `accept-encoding`), and the browser's
 /// context, which would make an upstream treat a server-to-server call as a browser's.
-const CLIENT_ONLY: [&str; 11] = [
+const CLIENT_ONLY: [&str; 12] = [
     "authorization",
     "x-api-key",
+    "api-key",
     "host",
     "content-length",
     "content-encoding",
@@ -39,12 +43,13 @@ const CLIENT_ONLY: [&str; 11] = [
 
 /// Upstream headers the client never gets: the router frames and codes the body itself, and
 /// the upstream's cookies and alternative services belong to the upstream's host.
-const UPSTREAM_ONLY: [&str; 5] = [
+const UPSTREAM_ONLY: [&str; 6] = [
     "content-length",
     "content-encoding",
     "set-cookie",
     "alt-svc",
     "strict-transport-security",
+    "x-powered-by",
 ];
 
 /// Headers the sender named in its `Connection` header (they are hop-by-hop too).
@@ -78,21 +83,19 @@ pub fn copy_client(client: &HeaderMap, out: &mut HeaderMap) {
     }
 }
 
-/// The upstream's response headers that reach the client, appended to `out`. A header whose
-/// value contains one of `secrets` (an upstream echoing the key it was sent) is dropped.
+/// The upstream's response headers that reach the client, appended to `out`, with any of
+/// `secrets` in a value (an upstream echoing the key it was sent) masked.
 pub fn copy_upstream(upstream: &HeaderMap, secrets: &[&str], out: &mut HeaderMap) {
     let named = named_in_connection(upstream);
     for (name, value) in upstream {
-        if is_hop_by_hop(name) || UPSTREAM_ONLY.contains(&name.as_str()) || named.contains(name) {
+        if is_hop_by_hop(name)
+            || UPSTREAM_ONLY.contains(&name.as_str())
+            || name.as_str().starts_with("access-control-")
+            || named.contains(name)
+        {
             continue;
         }
-        let bytes = value.as_bytes();
-        let echoes_a_key = secrets.iter().any(|secret| {
-            !secret.is_empty() && memchr::memmem::find(bytes, secret.as_bytes()).is_some()
-        });
-        if !echoes_a_key {
-            out.append(name.clone(), value.clone());
-        }
+        out.append(name.clone(), mask_header_value(value, secrets));
     }
 }
 
@@ -120,6 +123,7 @@ mod tests {
         let client = map(&[
             ("authorization", "Bearer sk-qr-client"),
             ("x-api-key", "sk-qr-client"),
+            ("api-key", "sk-qr-client"),
             ("connection", "keep-alive, x-trace-hop"),
             ("x-trace-hop", "1"),
             ("keep-alive", "timeout=5"),
@@ -169,6 +173,9 @@ mod tests {
             ("set-cookie", "__cf_bm=x"),
             ("alt-svc", "h3=\":443\""),
             ("x-mock-key", "sk-upstream-secret-1"),
+            ("access-control-allow-origin", "*"),
+            ("access-control-allow-credentials", "true"),
+            ("x-powered-by", "Express"),
         ]);
         let mut out = HeaderMap::new();
         copy_upstream(&upstream, &["sk-upstream-secret-1"], &mut out);
@@ -179,9 +186,11 @@ mod tests {
                 "content-type",
                 "openai-processing-ms",
                 "retry-after",
+                "x-mock-key",
                 "x-ratelimit-remaining-requests",
                 "x-request-id",
             ]
         );
+        assert_eq!(out["x-mock-key"], "***");
     }
 }

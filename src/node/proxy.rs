@@ -293,7 +293,7 @@ pub(crate) async fn serve_tries(
                     http::header::CACHE_CONTROL,
                     HeaderValue::from_static("no-cache"),
                 );
-                route.apply_with_upstream(&upstream_headers, headers);
+                route.apply_over_relayed(headers);
                 metrics::request_finished(ctx.endpoint, 200);
                 metrics::overhead(route.overhead_us);
                 return response;
@@ -331,7 +331,7 @@ pub(crate) async fn serve_tries(
                 if !out.contains_key(CONTENT_TYPE) {
                     out.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 }
-                route.apply_with_upstream(&headers, out);
+                route.apply_over_relayed(out);
                 return response;
             }
             Tried::Failed { result, last } => {

@@ -47,12 +47,14 @@ impl RouteHeaders {
         headers.insert(OVERHEAD_US, HeaderValue::from(self.overhead_us));
     }
 
-    /// [`apply`](Self::apply), keeping the upstream's own request id (OpenAI's `x-request-id`)
-    /// as `x-quotaroute-upstream-request-id` when it differs from the router's.
-    pub fn apply_with_upstream(&self, upstream: &HeaderMap, headers: &mut HeaderMap) {
-        if let Some(id) = upstream.get("x-request-id") {
+    /// [`apply`](Self::apply) over headers already relayed from the upstream (and masked by
+    /// `header_rules::copy_upstream`), keeping the upstream's own request id (OpenAI's
+    /// `x-request-id`) as `x-quotaroute-upstream-request-id` when it differs from the router's.
+    pub fn apply_over_relayed(&self, headers: &mut HeaderMap) {
+        if let Some(id) = headers.get(REQUEST_ID) {
             if id.as_bytes() != self.request_id.as_bytes() {
-                headers.insert(UPSTREAM_REQUEST_ID, id.clone());
+                let id = id.clone();
+                headers.insert(UPSTREAM_REQUEST_ID, id);
             }
         }
         self.apply(headers);
@@ -106,6 +108,6 @@ pub fn passthrough(
     let mut response = Response::new(Body::from(masked));
     *response.status_mut() = status;
     header_rules::copy_upstream(upstream_headers, &secrets, response.headers_mut());
-    route.apply_with_upstream(upstream_headers, response.headers_mut());
+    route.apply_over_relayed(response.headers_mut());
     response
 }

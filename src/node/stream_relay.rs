@@ -1,7 +1,9 @@
 //! Streams: hold the client's response until the upstream produced its first content event
 //! (failing over cleanly before that), then relay event by event, byte for byte, counting
 //! usage; after commit an upstream break becomes one final SSE error event in the client's
-//! protocol (behaviour §3).
+//! protocol (behaviour §3). Every relayed byte passes the one mask (`upstream_mask`): the
+//! connection's key is masked in every event and an upstream error event is masked like an
+//! error body, whole events at a time, so a key split across reads is caught too.
 
 use std::time::Duration;
 
@@ -10,7 +12,9 @@ use quotaroute_actors::{AttemptResult, Decision};
 use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
+use crate::credentials::Echoes;
 use crate::node::upstream_body::{BodyError, UpstreamBody};
+use crate::proxy::upstream_mask::{mask_exact, mask_sse_event};
 use crate::proxy::sse::{SseEvent, SseParser};
 use crate::proxy::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::proxy::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
@@ -40,6 +44,8 @@ pub struct CommittedStream {
     idle: Duration,
     /// The id of the stored response a Responses stream announced (`response.created`).
     pub response_id: Option<String>,
+    /// The keys this try sent upstream, masked out of everything relayed.
+    echoes: Echoes,
 }
 
 /// The clocks of one streaming try (behaviour §3).
@@ -85,6 +91,7 @@ pub async fn open(
     format: StreamFormat,
     withhold_usage_only: bool,
     timing: StreamTiming,
+    echoes: Echoes,
 ) -> StreamStart {
     let mut parser = SseParser::new();
     let mut usage = StreamUsage::default();
@@ -129,6 +136,7 @@ pub async fn open(
                         withhold_usage_only,
                         idle: timing.idle,
                         response_id,
+                        echoes,
                     }));
                 }
                 return StreamStart::Failed {
@@ -192,6 +200,7 @@ pub async fn open(
                 withhold_usage_only,
                 idle: timing.idle,
                 response_id,
+                echoes,
             }));
         }
     }
@@ -245,7 +254,7 @@ impl Relay {
             for chunk in std::mem::take(&mut self.stream.buffered) {
                 first.extend_from_slice(&chunk);
             }
-            return Some(first.freeze());
+            return Some(self.masked(first));
         }
         let mut events: Vec<SseEvent> = Vec::new();
         loop {
@@ -321,8 +330,10 @@ impl Relay {
                 match self.stream.usage.observe(self.stream.format, &event) {
                     EventMeaning::UsageOnly { .. } if self.stream.withhold_usage_only => {}
                     EventMeaning::Error { class, message } => {
-                        // The upstream's own error event reaches the client as is.
-                        out.extend_from_slice(&event.raw);
+                        // The upstream's own error event reaches the client, masked as an
+                        // error body is.
+                        let secrets = self.stream.echoes.exposed();
+                        out.extend_from_slice(&mask_sse_event(&event.raw, &secrets, true));
                         self.failure = Some((class, message));
                         self.ended = true;
                     }
@@ -330,8 +341,17 @@ impl Relay {
                 }
             }
             if !out.is_empty() {
-                return Some(out.freeze());
+                return Some(self.masked(out));
             }
+        }
+    }
+
+    /// Whole events for the client, with the try's keys masked.
+    fn masked(&self, out: BytesMut) -> Bytes {
+        let secrets = self.stream.echoes.exposed();
+        match mask_exact(&out, &secrets) {
+            std::borrow::Cow::Borrowed(_) => out.freeze(),
+            std::borrow::Cow::Owned(masked) => Bytes::from(masked),
         }
     }
 
@@ -450,4 +470,131 @@ impl std::future::Future for YieldOnce {
 /// How long until `deadline`, for timeouts expressed as durations.
 pub fn remaining(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::config::Secret;
+
+    const KEY: &str = "upstream-key-Zq81xKp0";
+
+    fn echoes() -> Echoes {
+        Echoes {
+            current: None,
+            previous: Some(Arc::new(Secret::new(KEY))),
+        }
+    }
+
+    /// What the client reads when the upstream sends `chunks` (already-begun stream).
+    async fn relayed(chunks: Vec<Bytes>, format: StreamFormat) -> String {
+        let body = UpstreamBody::Decoded(Box::pin(futures_util::stream::iter(
+            chunks.into_iter().map(Ok),
+        )));
+        let far = Instant::now() + Duration::from_secs(60);
+        let timing = StreamTiming {
+            first_event_by: far,
+            idle: Duration::from_secs(60),
+            deadline: far,
+        };
+        let StreamStart::Committed(stream) = open(body, format, false, timing, echoes()).await
+        else {
+            panic!("the stream did not commit");
+        };
+        let mut relay = Relay {
+            ended: stream.finished,
+            stream: *stream,
+            decision: None,
+            result: AttemptResult::success(200, 0, 0),
+            deadline: far,
+            failure: None,
+            pending: None,
+        };
+        let mut out = Vec::new();
+        while let Some(chunk) = relay.next_chunk().await {
+            out.extend_from_slice(&chunk);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The content that commits the stream (its first read), then the rest.
+    fn openai_stream() -> (String, String) {
+        (
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n".to_string(),
+            format!("data: {{\"error\":{{\"message\":\"Incorrect API key provided: {KEY} and sk-proj-Abc123Def456Ghi789Jkl012\",\"type\":\"invalid_request_error\"}}}}\n\n"),
+        )
+    }
+
+    fn anthropic_stream() -> (String, String) {
+        (
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"usage\":{{\"input_tokens\":3,\"output_tokens\":1}}}}}}\n\n\
+             event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"hi\"}}}}\n\n".replace("{{", "{").replace("}}", "}"),
+            format!("event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"overloaded_error\",\"message\":\"key {KEY} is overloaded; sk-ant-api03-Abc123Def456Ghi789Jkl012\"}}}}\n\n"),
+        )
+    }
+
+    fn assert_masked(out: &str, whole: &str) {
+        assert!(!out.contains(KEY), "the key reached the client: {out}");
+        assert!(!out.contains("Abc123Def456"), "a key-like word reached the client: {out}");
+        assert!(out.contains("hi"), "content was lost: {out}");
+        // The error event is still one JSON document the client can read.
+        let error_line = out
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .last()
+            .unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(error_line).unwrap();
+        assert!(parsed["error"]["message"].as_str().unwrap().contains("***"));
+        assert!(out.len() < whole.len(), "nothing was masked");
+    }
+
+    /// A key in an error event after the stream began is masked wherever the upstream's reads
+    /// split it: every byte boundary, both protocols.
+    #[tokio::test]
+    async fn s2_a_key_echoed_after_commit_is_masked_at_every_split() {
+        for (format, (first, rest)) in [
+            (StreamFormat::OpenAiChat, openai_stream()),
+            (StreamFormat::Anthropic, anthropic_stream()),
+        ] {
+            let bytes = Bytes::from(rest.clone());
+            for split in 1..bytes.len() {
+                let chunks = vec![
+                    Bytes::from(first.clone()),
+                    bytes.slice(..split),
+                    bytes.slice(split..),
+                ];
+                let out = relayed(chunks, format).await;
+                assert_masked(&out, &(first.clone() + &rest));
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// The same with the stream cut into many reads at random places.
+        #[test]
+        fn s2_a_key_is_masked_however_the_reads_fall(cuts in proptest::collection::btree_set(1usize..400, 0..12)) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+            for (format, (first, rest)) in [
+                (StreamFormat::OpenAiChat, openai_stream()),
+                (StreamFormat::Anthropic, anthropic_stream()),
+            ] {
+                let whole = first.clone() + &rest;
+                let bytes = Bytes::from(rest);
+                let mut chunks = vec![Bytes::from(first)];
+                let mut from = 0;
+                for &cut in cuts.iter().filter(|&&cut| cut < bytes.len()) {
+                    chunks.push(bytes.slice(from..cut));
+                    from = cut;
+                }
+                chunks.push(bytes.slice(from..));
+                let out = runtime.block_on(relayed(chunks, format));
+                assert_masked(&out, &whole);
+            }
+        }
+    }
 }

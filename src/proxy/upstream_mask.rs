@@ -1,25 +1,112 @@
-//! Upstream error bodies made fit to pass to the client (contract "Client API": "with any
-//! echoed key masked"): the connection's own secrets and anything key-like are masked, the rest
-//! of the body is kept byte for byte. It must not classify the error
-//! or change anything but what it masks (a single word over 300 chars is cut by `mask_secrets`).
+//! The one place secrets are masked out of what leaves the router (contract "Hostile input and
+//! bounds"): upstream error bodies passed to the client, SSE events relayed after a stream
+//! began, relayed header values, and URLs (userinfo, query) in messages, `check` and admin
+//! output. The connection's own secrets are replaced wherever they appear and, in error text,
+//! anything key-like too; the rest is kept byte for byte. It must not classify anything or
+//! change anything but what it masks (a single word over 300 chars is cut by `mask_secrets`).
 
 use std::borrow::Cow;
 
+use bytes::Bytes;
+use http::HeaderValue;
 use memchr::memmem;
 use quotaroute_actors::policy::classify::mask_secrets;
 
 /// What replaces a secret.
-const MASK: &str = "***";
+pub const MASK: &str = "***";
+
+/// `bytes` with every occurrence of each of `secrets` replaced (borrowed when none occurs).
+pub fn mask_exact<'a>(bytes: &'a [u8], secrets: &[&str]) -> Cow<'a, [u8]> {
+    let mut masked = Cow::Borrowed(bytes);
+    for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
+        if memmem::find(&masked, secret.as_bytes()).is_some() {
+            masked = Cow::Owned(replace_all(&masked, secret.as_bytes(), MASK.as_bytes()));
+        }
+    }
+    masked
+}
+
+/// A relayed header value with `secrets` masked (the same value when none occurs).
+pub fn mask_header_value(value: &HeaderValue, secrets: &[&str]) -> HeaderValue {
+    match mask_exact(value.as_bytes(), secrets) {
+        Cow::Borrowed(_) => value.clone(),
+        Cow::Owned(masked) => {
+            HeaderValue::from_bytes(&masked).unwrap_or(HeaderValue::from_static(MASK))
+        }
+    }
+}
+
+/// One relayed SSE event (its whole original bytes) with `secrets` masked; an error event's
+/// text is masked like an error body (key-like words too).
+pub fn mask_sse_event(raw: &Bytes, secrets: &[&str], error_event: bool) -> Bytes {
+    let exact = mask_exact(raw, secrets);
+    if !error_event {
+        return match exact {
+            Cow::Borrowed(_) => raw.clone(),
+            Cow::Owned(masked) => Bytes::from(masked),
+        };
+    }
+    // Line by line: each `data:` payload as an error body (JSON strings or words), the field
+    // names and line ends kept.
+    let mut out = Vec::with_capacity(exact.len());
+    for line in exact.split_inclusive(|&b| b == b'\n') {
+        let Some(payload) = line.strip_prefix(b"data:") else {
+            out.extend_from_slice(line);
+            continue;
+        };
+        let body_end = payload
+            .iter()
+            .rposition(|&b| b != b'\n' && b != b'\r')
+            .map_or(0, |at| at + 1);
+        let (text, line_end) = payload.split_at(body_end);
+        let lead = usize::from(text.first() == Some(&b' '));
+        out.extend_from_slice(b"data:");
+        out.extend_from_slice(&text[..lead]);
+        out.extend_from_slice(&mask_upstream_body(&text[lead..], &[]));
+        out.extend_from_slice(line_end);
+    }
+    Bytes::from(out)
+}
+
+/// A URL fit to print: its userinfo and query replaced by `***`, the rest kept.
+pub fn mask_url(text: &str) -> String {
+    let Ok(mut url) = url::Url::parse(text) else {
+        return mask_secrets(text);
+    };
+    if !url.username().is_empty() || url.password().is_some() {
+        let _ = url.set_username(MASK);
+        let _ = url.set_password(None);
+    }
+    if url.query().is_some() {
+        url.set_query(Some(MASK));
+    }
+    url.to_string()
+}
+
+/// A message for a log line, a client or an admin answer: `secrets` and anything key-like
+/// masked, URLs with credentials cut (see [`mask_url`]).
+pub fn mask_text(text: &str, secrets: &[&str]) -> String {
+    let exact = mask_exact(text.as_bytes(), secrets);
+    let text = String::from_utf8_lossy(&exact);
+    let mut out = String::with_capacity(text.len());
+    let mut copied_to = 0;
+    for (start, word) in words(&text) {
+        if word.contains("://") {
+            out.push_str(&text[copied_to..start]);
+            out.push_str(&mask_url(word));
+            copied_to = start + word.len();
+        }
+    }
+    out.push_str(&text[copied_to..]);
+    mask_words(&out).into_owned()
+}
 
 /// An upstream error body fit to pass to the client: every occurrence of `secrets` (the
 /// connection's own credentials) is replaced, then anything key-like (`sk-…`, starred key
 /// echoes, the word after `Bearer`) is masked inside each JSON string — or each word of a
 /// non-JSON body. The rest of a JSON body is kept byte for byte.
 pub fn mask_upstream_body(body: &[u8], secrets: &[&str]) -> Vec<u8> {
-    let mut masked = body.to_vec();
-    for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
-        masked = replace_all(&masked, secret.as_bytes(), MASK.as_bytes());
-    }
+    let masked = mask_exact(body, secrets);
     if serde_json::from_slice::<serde::de::IgnoredAny>(&masked).is_ok() {
         mask_json_strings(&masked)
     } else {
