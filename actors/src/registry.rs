@@ -5,6 +5,7 @@
 //! outlive actor restarts and reloads: they count real requests.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -29,17 +30,27 @@ pub struct Tables {
     pub gates: HashMap<String, SharedProbeGate>,
     /// Per provider: whether a success could change its breaker (see `breaker_hint`).
     pub breaker_hints: HashMap<String, Arc<BreakerHint>>,
+    /// Per implicit `provider/model` combo: the tick of its last use, so the supervisor can
+    /// drop the least recently used one when the table is full.
+    pub implicit_used: HashMap<String, Arc<AtomicU64>>,
 }
 
 /// The shared registry.
 #[derive(Default)]
 pub struct Registry {
     tables: ArcSwap<Tables>,
+    /// Orders uses of implicit combos (a counter, not a clock: only the order matters).
+    use_ticks: AtomicU64,
 }
 
 impl Registry {
     pub fn load(&self) -> arc_swap::Guard<Arc<Tables>> {
         self.tables.load()
+    }
+
+    /// The next use tick (for [`Tables::implicit_used`]).
+    pub fn tick(&self) -> u64 {
+        self.use_ticks.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// An owned snapshot of the tables (for work that awaits while holding it).

@@ -202,9 +202,14 @@ impl Router {
     }
 
     async fn combo_for(&self, model: &str) -> Result<ActorRef<ComboMsg>, RouteError> {
-        if let Some(combo) = self.inner.registry.load().combos.get(model) {
+        let tables = self.inner.registry.load();
+        if let Some(combo) = tables.combos.get(model) {
+            if let Some(used) = tables.implicit_used.get(model) {
+                used.store(self.inner.registry.tick(), std::sync::atomic::Ordering::Relaxed);
+            }
             return Ok(combo.clone());
         }
+        drop(tables);
         let ensured = ractor::call_t!(
             self.inner.supervisor,
             SupervisorMsg::EnsureCombo,

@@ -54,6 +54,8 @@ pub struct ServerConfig {
     pub max_connections: u64,
     /// Implicit `provider/model` combos kept at once (least recently used idle one dropped).
     pub max_implicit_combos: u64,
+    /// Bytes of whole upstream bodies all requests hold at once.
+    pub max_upstream_buffer_bytes: u64,
 }
 
 /// The node's own certificate: checked when validated, loaded again when serving.
@@ -323,7 +325,7 @@ impl Config {
                 "  {}  format={}  base_url={}",
                 provider.name,
                 provider.format.as_str(),
-                provider.base_url
+                crate::proxy::upstream_mask::mask_url(provider.base_url.as_str())
             );
         }
         let _ = writeln!(text, "connections ({}):", self.connections.len());

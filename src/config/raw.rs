@@ -42,6 +42,7 @@ pub struct RawServer {
     pub body_timeout_ms: Option<u64>,
     pub max_connections: Option<u64>,
     pub max_implicit_combos: Option<u64>,
+    pub max_upstream_buffer_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]

@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use axum::http::{HeaderName, HeaderValue};
 use url::Url;
 
+use crate::proxy::upstream_mask::mask_url;
+
 use super::deserialize::deserialize_collecting;
 use super::error::{ConfigErrors, ErrorSink};
 use super::model::{
@@ -37,6 +39,7 @@ pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 4_096;
 pub const DEFAULT_MAX_IMPLICIT_COMBOS: u64 = 1_024;
+pub const DEFAULT_MAX_UPSTREAM_BUFFER_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_JOURNAL_PATH: &str = "./data/journal";
 pub const DEFAULT_FLUSH_EVERY_MS: u64 = 50;
 pub const DEFAULT_SNAPSHOT_EVERY_EVENTS: u64 = 100_000;
@@ -334,6 +337,18 @@ fn build_server(raw: RawServer, sink: &mut ErrorSink) -> ServerConfig {
             DEFAULT_MAX_IMPLICIT_COMBOS,
             "server.max_implicit_combos",
             sink,
+        ),
+        max_upstream_buffer_bytes: raw.max_upstream_buffer_bytes.map_or(
+            DEFAULT_MAX_UPSTREAM_BUFFER_BYTES,
+            |bytes| {
+                if bytes < 64 * 1024 * 1024 {
+                    sink.push(
+                        "server.max_upstream_buffer_bytes",
+                        "must be at least 67108864 (one whole upstream body of 64 MiB)",
+                    );
+                }
+                bytes
+            },
         ),
     }
 }
@@ -653,20 +668,36 @@ fn parse_base_url(value: Option<String>, key: &str, sink: &mut ErrorSink) -> Opt
         sink.push(key, "missing (required), e.g. `https://api.openai.com/v1`");
         return None;
     };
+    // Printed only with its credentials cut: a URL may carry a key where it should not.
+    let shown = mask_url(&text);
     match Url::parse(&text) {
+        Ok(url) if !url.username().is_empty() || url.password().is_some() => {
+            sink.push(
+                key,
+                "must not carry credentials (user:password@): give the key to the connection, or send it with the provider's `headers` or `auth_header`",
+            );
+            None
+        }
+        Ok(url) if url.query().is_some() || url.fragment().is_some() => {
+            sink.push(
+                key,
+                "must not carry a query string or fragment (a `?key=` would be sent and logged with every path): use the provider's `headers` or `auth_header`",
+            );
+            None
+        }
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Some(url),
         Ok(url) => {
             sink.push(
                 key,
                 format!(
-                    "`{text}` must be an http or https URL with a host (scheme is `{}`)",
+                    "`{shown}` must be an http or https URL with a host (scheme is `{}`)",
                     url.scheme()
                 ),
             );
             None
         }
         Err(error) => {
-            sink.push(key, format!("`{text}` is not a valid URL: {error}"));
+            sink.push(key, format!("`{shown}` is not a valid URL: {error}"));
             None
         }
     }

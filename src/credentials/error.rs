@@ -50,6 +50,35 @@ pub enum CredentialError {
     },
 }
 
+impl CredentialError {
+    /// What a client may be told: the kind of failure, without the file, program or endpoint
+    /// it names (those are the operator's, in the journal and the log).
+    pub fn public(&self) -> String {
+        match self {
+            Self::FileUnreadable { .. } => "its key file cannot be read".into(),
+            Self::FileEmpty { .. } => "its key file is empty".into(),
+            Self::CommandSpawn { .. } => "its key command cannot be started".into(),
+            Self::CommandTimeout { timeout_ms, .. } => {
+                format!("its key command did not exit within {timeout_ms} ms and was killed")
+            }
+            Self::CommandFailed { .. } => "its key command failed".into(),
+            Self::CommandPrintedNothing { .. } => "its key command printed nothing".into(),
+            Self::BadValue { reason, .. } => format!("the value is not usable: {reason}"),
+            Self::RefreshTokenUnreadable { .. } | Self::RefreshTokenUnwritable { .. } => {
+                "its refresh token file cannot be used".into()
+            }
+            Self::TokenTransport { .. } => "its token endpoint could not be reached".into(),
+            Self::TokenRefused { code, .. } => {
+                format!("its token endpoint refused the refresh token: {code}")
+            }
+            Self::TokenStatus { status, .. } => format!("its token endpoint answered {status}"),
+            Self::TokenGarbage { .. } => "its token endpoint answered garbage".into(),
+            Self::NotLoaded(_) => "no credential is loaded yet".into(),
+            Self::Expired { .. } => "it expired and could not be refreshed".into(),
+        }
+    }
+}
+
 /// Checks a loaded value before it becomes a credential: not empty after trimming, one line,
 /// no control characters, ASCII (it must fit in an HTTP header as every provider reads it).
 pub(crate) fn check_value(value: &str, what: &str) -> Result<(), CredentialError> {

@@ -36,6 +36,9 @@ pub struct AppInner {
     cluster: OnceLock<Arc<ClusterHandle>>,
     /// What the accept loop refused and closed.
     pub edge: Arc<EdgeCounters>,
+    /// Bytes (as KiB permits) of upstream bodies read whole that all requests hold at once
+    /// (`server.max_upstream_buffer_bytes`).
+    pub upstream_buffer: tokio::sync::Semaphore,
 }
 
 /// Cheap to clone.
@@ -50,6 +53,7 @@ impl AppState {
         metrics: Option<PrometheusHandle>,
         config_path: Option<PathBuf>,
     ) -> Self {
+        let upstream_buffer_kib = live.max_upstream_buffer_kib;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -68,6 +72,7 @@ impl AppState {
                 id_prefix: format!("qr-{:012x}", seed & 0xffff_ffff_ffff),
                 cluster: OnceLock::new(),
                 edge: Arc::new(EdgeCounters::default()),
+                upstream_buffer: tokio::sync::Semaphore::new(upstream_buffer_kib),
             }),
         }
     }

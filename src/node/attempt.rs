@@ -8,7 +8,7 @@ use std::time::{Duration, Instant as StdInstant};
 use bytes::Bytes;
 use http::header::{HeaderMap, CONTENT_TYPE};
 use http::{Method, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use quotaroute_actors::policy::classify::{classify, TransportFailure, UpstreamReply};
 use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
 use quotaroute_actors::policy::request::LastAttempt;
@@ -38,7 +38,13 @@ pub(crate) enum LastFailure {
         headers: HeaderMap,
         body: Bytes,
     },
+    /// A failure without an upstream answer to pass on, and what the client may be told of
+    /// it: never an upstream address or a key command (those are in the attempt's journaled
+    /// message).
     Class(OutcomeClass, String),
+    /// A non-streaming body over [`MAX_UPSTREAM_BODY_BYTES`]: a `server_error`, answered 502
+    /// `upstream_too_large` when it is the last.
+    TooLarge(String),
 }
 
 impl LastFailure {
@@ -47,6 +53,7 @@ impl LastFailure {
         match self {
             LastFailure::Upstream { status, .. } => LastAttempt::Status(status.as_u16()),
             LastFailure::Class(class, _) => LastAttempt::Class(*class),
+            LastFailure::TooLarge(_) => LastAttempt::Class(OutcomeClass::ServerError),
         }
     }
 }
@@ -105,11 +112,21 @@ pub(crate) enum Tried {
 }
 
 pub(crate) fn failed(class: OutcomeClass, status: Option<u16>, message: &str) -> Tried {
+    failed_privately(class, status, message, message)
+}
+
+/// A failure whose journaled `detail` may name hosts or key commands; the client gets `public`.
+pub(crate) fn failed_privately(
+    class: OutcomeClass,
+    status: Option<u16>,
+    detail: &str,
+    public: &str,
+) -> Tried {
     let mut result = AttemptResult::failure(class, status);
-    result.message = Some(message.to_string());
+    result.message = Some(detail.to_string());
     Tried::Failed {
         result,
-        last: LastFailure::Class(class, message.to_string()),
+        last: LastFailure::Class(class, public.to_string()),
     }
 }
 
@@ -178,12 +195,18 @@ pub(crate) async fn try_target(
             *upstream_time += sent_at.elapsed();
             let class = transport_class(failed_send.failure, ctx.endpoint.format(), now_ms);
             done(class, sent_at.elapsed());
-            let mut result = AttemptResult::failure(class, None);
-            result.message = Some(failed_send.message.clone());
-            return Tried::Failed {
-                result,
-                last: LastFailure::Class(class, failed_send.message),
-            };
+            tracing::debug!(
+                request_id = ctx.request_id,
+                connection = &*target.connection,
+                reason = %failed_send.message,
+                "upstream request got no answer"
+            );
+            return failed_privately(
+                class,
+                None,
+                &failed_send.message,
+                "the upstream could not be reached or did not answer",
+            );
         }
     };
     let status = response.status();
@@ -254,27 +277,50 @@ pub(crate) async fn try_target(
         };
     }
 
-    // Not a stream (or an error before one): read the whole body.
-    let body = match tokio::time::timeout_at(
+    // Not a stream (or an error before one): read the whole body, within this answer's bound
+    // and the bound on what all answers hold at once.
+    let read = tokio::time::timeout_at(
         ctx.deadline,
-        Limited::new(response.into_body(), MAX_UPSTREAM_BODY_BYTES).collect(),
+        read_upstream_body(response.into_body(), &ctx.app.inner.upstream_buffer),
     )
-    .await
-    {
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(_)) => Err(TransportFailure::Reset),
-        Err(_) => Err(TransportFailure::Timeout),
-    };
+    .await;
     *upstream_time += sent_at.elapsed();
-    let body = match body {
-        Ok(body) => body,
-        Err(transport) => {
+    let (body, _held) = match read {
+        Ok(Ok(read)) => read,
+        Ok(Err(BodyRead::TooLarge)) => {
+            done(OutcomeClass::ServerError, sent_at.elapsed());
+            let message = format!(
+                "upstream answered {status} with a body over {} MiB",
+                MAX_UPSTREAM_BODY_BYTES >> 20
+            );
+            let mut result = AttemptResult::failure(OutcomeClass::ServerError, Some(status.as_u16()));
+            result.message = Some(message.clone());
+            return Tried::Failed {
+                result,
+                last: LastFailure::TooLarge(message),
+            };
+        }
+        Ok(Err(BodyRead::BufferFull)) => {
+            done(OutcomeClass::ServerError, sent_at.elapsed());
+            return failed(
+                OutcomeClass::ServerError,
+                Some(status.as_u16()),
+                "the router holds too many upstream bodies at once (server.max_upstream_buffer_bytes)",
+            );
+        }
+        Ok(Err(BodyRead::Broke)) | Err(_) => {
+            let transport = if read.is_err() {
+                TransportFailure::Timeout
+            } else {
+                TransportFailure::Reset
+            };
             let class = transport_class(transport, ctx.endpoint.format(), now_ms);
             done(class, sent_at.elapsed());
-            return Tried::Failed {
-                result: AttemptResult::failure(class, Some(status.as_u16())),
-                last: LastFailure::Class(class, "upstream body did not arrive".into()),
-            };
+            return failed(
+                class,
+                Some(status.as_u16()),
+                "upstream body did not arrive",
+            );
         }
     };
     let body = match decode_body(body, &codings, MAX_UPSTREAM_BODY_BYTES).await {
@@ -354,6 +400,57 @@ pub(crate) async fn try_target(
             body,
         },
     }
+}
+
+/// Why a whole upstream body could not be read.
+enum BodyRead {
+    TooLarge,
+    BufferFull,
+    Broke,
+}
+
+/// The upstream's whole body, at most [`MAX_UPSTREAM_BODY_BYTES`], with its bytes held in
+/// `buffer` (KiB permits) until the returned permit is dropped.
+async fn read_upstream_body(
+    mut body: hyper::body::Incoming,
+    buffer: &tokio::sync::Semaphore,
+) -> Result<(Bytes, Option<tokio::sync::SemaphorePermit<'_>>), BodyRead> {
+    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut total = 0usize;
+    let mut held: Option<tokio::sync::SemaphorePermit<'_>> = None;
+    let mut held_kib = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|_| BodyRead::Broke)?.into_data() else {
+            continue;
+        };
+        total += data.len();
+        if total > MAX_UPSTREAM_BODY_BYTES {
+            return Err(BodyRead::TooLarge);
+        }
+        let need_kib = total.div_ceil(1024);
+        if need_kib > held_kib {
+            let more = u32::try_from(need_kib - held_kib).map_err(|_| BodyRead::TooLarge)?;
+            let permit = buffer.try_acquire_many(more).map_err(|_| BodyRead::BufferFull)?;
+            match held.as_mut() {
+                Some(held) => held.merge(permit),
+                None => held = Some(permit),
+            }
+            held_kib = need_kib;
+        }
+        pieces.push(data);
+    }
+    let body = match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.swap_remove(0),
+        _ => {
+            let mut whole = bytes::BytesMut::with_capacity(total);
+            for piece in pieces {
+                whole.extend_from_slice(&piece);
+            }
+            whole.freeze()
+        }
+    };
+    Ok((body, held))
 }
 
 /// Metrics and the per-attempt log line (`debug`: per-request logging never costs throughput

@@ -16,7 +16,7 @@ use quotaroute_actors::{Decision, RoutedTarget};
 use quotaroute_journal::OutcomeClass;
 
 use crate::credentials::Trigger;
-use crate::node::attempt::{self, failed, Tried, TryContext};
+use crate::node::attempt::{self, failed, failed_privately, Tried, TryContext};
 
 /// One try of `decision`'s current target, with at most one refresh-and-retry after a 401.
 pub(crate) async fn try_target(
@@ -31,10 +31,15 @@ pub(crate) async fn try_target(
     let sent = match credential.usable().await {
         Ok(loaded) => loaded,
         Err(error) => {
-            return failed(
+            return failed_privately(
                 OutcomeClass::Network,
                 None,
                 &format!("credential unavailable: {error}"),
+                &format!(
+                    "the credential of connection `{}` could not be loaded: {}",
+                    target.connection,
+                    error.public()
+                ),
             )
         }
     };
@@ -51,11 +56,15 @@ pub(crate) async fn try_target(
         // The source gives the very credential that got the 401: the 401 stands.
         Ok(_) => return tried,
         Err(error) => {
-            return failed(
+            return failed_privately(
                 OutcomeClass::Network,
                 Some(401),
                 &format!(
                     "upstream answered 401 and the credential could not be refreshed: {error}"
+                ),
+                &format!(
+                    "upstream answered 401 and the credential could not be refreshed: {}",
+                    error.public()
                 ),
             )
         }

@@ -41,6 +41,8 @@ pub struct LiveConfig {
     pub stream_idle_timeout: Duration,
     /// `server.body_timeout_ms`: the longest silence while a client body is read.
     pub body_timeout: Duration,
+    /// `server.max_upstream_buffer_bytes` in KiB (read at start; a reload keeps the first).
+    pub max_upstream_buffer_kib: usize,
     /// Browser origins allowed to call the client API (`"*"`: any).
     pub cors_allow_origins: Vec<String>,
     pub providers: HashMap<String, ProviderRoute>,
@@ -126,6 +128,11 @@ impl LiveConfig {
             max_body_bytes: usize::try_from(config.server.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: Duration::from_millis(config.server.request_timeout_ms),
             body_timeout: Duration::from_millis(config.server.body_timeout_ms),
+            max_upstream_buffer_kib: usize::try_from(
+                config.server.max_upstream_buffer_bytes.div_ceil(1024),
+            )
+            .unwrap_or(usize::MAX)
+            .min(tokio::sync::Semaphore::MAX_PERMITS),
             first_token_timeout: Duration::from_millis(config.server.first_token_timeout_ms),
             stream_idle_timeout: Duration::from_millis(config.server.stream_idle_timeout_ms),
             cors_allow_origins: config.server.cors_allow_origins.clone(),

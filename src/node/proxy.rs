@@ -261,6 +261,7 @@ pub(crate) async fn serve_tries(
 ) -> Response {
     let mut upstream_time = Duration::ZERO;
     let mut last_failure: Option<LastFailure> = None;
+    let mut last_provider: Option<std::sync::Arc<str>> = None;
     while let Some(target) = decision.current().cloned() {
         route.connection = Some(target.connection.to_string());
         route.model = Some(target.model.to_string());
@@ -339,6 +340,7 @@ pub(crate) async fn serve_tries(
                 // Applied before the next try and before the client's answer (behaviour §3).
                 decision.report_applied(result).await;
                 last_failure = Some(last);
+                last_provider = Some(target.provider.clone());
                 if step != Step::Failover || !matches!(decision.failover().await, Ok(Some(_))) {
                     break;
                 }
@@ -348,7 +350,14 @@ pub(crate) async fn serve_tries(
 
     route.attempts = decision.attempt();
     route.overhead_us = overhead_us(started, upstream_time);
-    let response = final_failure(last_failure, ctx.anthropic(), ctx.live, &route, &decision);
+    let response = final_failure(
+        last_failure,
+        last_provider.as_deref(),
+        ctx.anthropic(),
+        ctx.live,
+        &route,
+        &decision,
+    );
     metrics::request_finished(ctx.endpoint, response.status().as_u16());
     response
 }
@@ -499,9 +508,12 @@ fn overhead_us(started: StdInstant, upstream_time: Duration) -> u64 {
 }
 
 /// The answer when the tries ran out (behaviour §7, decided by [`final_answer`]): this only
-/// writes it, passing the last upstream answer through when the rule says so.
+/// writes it, passing the last upstream answer through when the rule says so. The router's own
+/// message names the provider and the class; the detail (hosts, key commands) is the journal's
+/// and the log's, never the client's.
 fn final_failure(
     last: Option<LastFailure>,
+    provider: Option<&str>,
     anthropic: bool,
     live: &LiveConfig,
     route: &RouteHeaders,
@@ -514,6 +526,9 @@ fn final_failure(
             return reply::passthrough(status, &headers, &body, live, route);
         }
         (FinalAnswer::UpstreamTimeout, _) => return upstream_timeout(anthropic, route),
+        (_, Some(LastFailure::TooLarge(message))) => {
+            ApiError::new(ApiErrorKind::UpstreamTooLarge, message)
+        }
         (FinalAnswer::ModelNotFound, _) => ApiError::new(
             ApiErrorKind::ModelNotFound,
             "the model is not available on any target",
@@ -524,9 +539,13 @@ fn final_failure(
             decision.skipped().to_vec(),
             None,
         ),
-        (_, Some(LastFailure::Class(_, message))) => ApiError::new(
+        (_, Some(LastFailure::Class(class, public))) => ApiError::new(
             ApiErrorKind::UpstreamError,
-            format!("upstream failed: {message}"),
+            format!(
+                "upstream `{}` failed ({}): {public}",
+                provider.unwrap_or("?"),
+                class.as_str()
+            ),
         ),
         (_, Some(LastFailure::Upstream { status, .. })) => ApiError::new(
             ApiErrorKind::UpstreamError,

@@ -159,10 +159,10 @@ pub async fn open(
             Ok(Some(Ok(data))) => data,
         };
         last_activity = Instant::now();
-        if parser.feed(&data, &mut events).is_err() {
+        if let Err(error) = parser.feed(&data, &mut events) {
             return StreamStart::Failed {
                 class: OutcomeClass::ServerError,
-                message: "unreadable event stream".to_string(),
+                message: format!("unreadable event stream: {error}"),
             };
         }
         let mut committed = false;
@@ -308,8 +308,11 @@ impl Relay {
                     // rather than one per upstream frame.
                     while let Some(data) = next.take() {
                         fed += data.len();
-                        if self.stream.parser.feed(&data, &mut events).is_err() {
-                            return self.fail(OutcomeClass::ServerError, "unreadable event stream");
+                        if let Err(error) = self.stream.parser.feed(&data, &mut events) {
+                            return self.fail(
+                                OutcomeClass::ServerError,
+                                &format!("unreadable event stream: {error}"),
+                            );
                         }
                         if fed >= COALESCE_BYTES {
                             break;

@@ -27,9 +27,6 @@ use crate::policy::topology::{ComboSpec, Topology};
 use crate::registry::Registry;
 use crate::view::ConnectionView;
 
-/// Upper bound on implicit `provider/model` combos, so junk model names cannot grow memory.
-pub const MAX_IMPLICIT_COMBOS: usize = 1_024;
-
 /// Messages to the supervisor.
 pub enum SupervisorMsg {
     /// The combo for a model name, spawning an implicit one if the name qualifies.
@@ -229,6 +226,54 @@ impl SupervisorState {
         Ok(actor)
     }
 
+    /// While the implicit combos fill `max_implicit_combos`, drops the least recently used one:
+    /// its actor stops and the connections and breakers it subscribed to forget it. A request
+    /// still holding its decision finishes on what it has; its next call finds it gone.
+    fn make_room_for_implicit(&mut self) {
+        let cap = self.topology.max_implicit_combos.max(1);
+        loop {
+            let tables = self.registry.load_full();
+            if tables.implicit_used.len() < cap {
+                return;
+            }
+            let Some(oldest) = tables
+                .implicit_used
+                .iter()
+                .min_by_key(|(_, used)| used.load(std::sync::atomic::Ordering::Relaxed))
+                .map(|(name, _)| name.clone())
+            else {
+                return;
+            };
+            tracing::debug!(combo = %oldest, "implicit combo table full: least recently used dropped");
+            let spec = self.combos.remove(&oldest);
+            self.stop_child(tables.combos.get(&oldest).map(|a| a.get_cell()));
+            self.registry.update(|t| {
+                t.combos.remove(&oldest);
+                t.implicit_used.remove(&oldest);
+            });
+            let Some(spec) = spec else { continue };
+            let tables = self.registry.load();
+            let mut providers = HashSet::new();
+            for target in &spec.targets {
+                if let Some(actor) = tables.connections.get(&target.connection) {
+                    let _ = actor.cast(ConnectionMsg::SetSubscribers(
+                        self.subscribers_of_connection(&target.connection),
+                    ));
+                }
+                if let Some(connection) = self.topology.connection(&target.connection) {
+                    providers.insert(connection.provider.clone());
+                }
+            }
+            for provider in providers {
+                if let Some(actor) = tables.breakers.get(&provider) {
+                    let _ = actor.cast(BreakerMsg::SetSubscribers(
+                        self.subscribers_of_provider(&provider),
+                    ));
+                }
+            }
+        }
+    }
+
     /// Tells every connection and breaker actor which combos route to it.
     fn resubscribe_all(&self) {
         let tables = self.registry.load();
@@ -343,6 +388,7 @@ impl SupervisorState {
                     self.combos.remove(&name);
                     self.registry.update(|t| {
                         t.combos.remove(&name);
+                        t.implicit_used.remove(&name);
                     });
                 }
                 Some(spec) => {
@@ -442,10 +488,11 @@ impl Actor for RouterSupervisor {
                     return Ok(());
                 }
                 let implicit = state.topology.implicit_combo(&name);
-                let within_cap =
-                    state.combos.len() < state.topology.combos.len() + MAX_IMPLICIT_COMBOS;
+                if implicit.is_some() {
+                    state.make_room_for_implicit();
+                }
                 let spawned = match implicit {
-                    Some(spec) if within_cap => {
+                    Some(spec) => {
                         let learned = state.folded_state().await;
                         let actor = state
                             .spawn_combo(myself.get_cell(), spec.clone(), &learned)
@@ -467,9 +514,13 @@ impl Actor for RouterSupervisor {
                                 let _ = breaker.cast(BreakerMsg::Subscribe(actor.clone()));
                             }
                         }
+                        let used = Arc::new(std::sync::atomic::AtomicU64::new(state.registry.tick()));
+                        state.registry.update(|t| {
+                            t.implicit_used.insert(name.clone(), used.clone());
+                        });
                         Some(actor)
                     }
-                    _ => None,
+                    None => None,
                 };
                 let _ = reply.send(spawned);
             }

@@ -148,6 +148,13 @@ impl ComboSpec {
     }
 }
 
+/// Implicit `provider/model` combos kept at once unless the config says otherwise.
+pub const DEFAULT_MAX_IMPLICIT_COMBOS: usize = 1_024;
+
+fn default_max_implicit_combos() -> usize {
+    DEFAULT_MAX_IMPLICIT_COMBOS
+}
+
 /// Everything the actor system needs to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Topology {
@@ -157,6 +164,10 @@ pub struct Topology {
     /// Defaults for implicit combos.
     pub max_attempts: u32,
     pub max_upstream_requests: u32,
+    /// Implicit combos kept at once (`server.max_implicit_combos`): past it the least
+    /// recently used is dropped, so junk names cannot crowd out real ones or grow memory.
+    #[serde(default = "default_max_implicit_combos")]
+    pub max_implicit_combos: usize,
     /// Where it came from (a path, `embedded`).
     pub source: String,
     /// Hex digest of the config's bytes.
@@ -179,6 +190,7 @@ impl Topology {
             combos,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_upstream_requests: DEFAULT_MAX_UPSTREAM_REQUESTS,
+            max_implicit_combos: DEFAULT_MAX_IMPLICIT_COMBOS,
             source: source.to_string(),
             digest: digest.to_string(),
         }
@@ -297,6 +309,7 @@ impl Topology {
                 .collect(),
             max_attempts: 0,
             max_upstream_requests: 0,
+            max_implicit_combos: DEFAULT_MAX_IMPLICIT_COMBOS,
             source: config.source.clone(),
             digest: config.digest.clone(),
         }
