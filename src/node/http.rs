@@ -17,7 +17,7 @@ use crate::node::metrics;
 use crate::node::proxy::{self, client_authorized};
 use crate::node::reply;
 use crate::node::stored_response;
-use crate::node::{ui, ui_events, ui_timeline};
+use crate::node::{plain_errors, ui, ui_events, ui_timeline};
 
 /// The node's routes.
 pub fn routes(app: AppState) -> axum::Router {
@@ -74,6 +74,7 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/ui/", get(ui::index))
         .route("/ui/dashboard.css", get(ui::stylesheet))
         .route("/ui/dashboard.js", get(ui::script))
+        .layer(axum::middleware::from_fn(plain_errors::json_errors))
         .with_state(app)
 }
 

@@ -17,7 +17,8 @@
 //! - [`ui`] — the operator's dashboard page (`GET /ui`); [`ui_events`] — its live feed
 //!   (`/admin/events`); [`ui_timeline`] — its incident picture (`/admin/timeline.svg`);
 //!   [`traffic`] — the attempt counters its rate chart reads.
-//! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers.
+//! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers;
+//!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
 
 pub mod accept;
@@ -32,6 +33,7 @@ pub mod header_rules;
 pub mod http;
 pub mod live;
 pub mod metrics;
+pub mod plain_errors;
 pub mod proxy;
 pub mod reload;
 pub mod reply;

@@ -283,7 +283,7 @@ async fn s9_a_429_on_one_node_locks_the_model_on_every_other_node_within_100ms()
     }
 
     // B's journal tells which node saw it.
-    let journal = admin_text(client, b, "/admin/journal?since_seq=0&limit=100000").await;
+    let journal = support::admin_journal_all(client, b).await;
     let peer: Vec<Value> = journal
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).unwrap())
@@ -489,7 +489,7 @@ async fn s9_redis_lost_and_back_and_a_node_killed_rejoin_with_everything() {
             locked(&client, &base(2), "oa-1", model).await,
             "C rejoined without the lock on {model}: {}\n{}",
             admin(&client, &base(2), "/admin/lockouts").await,
-            admin_text(&client, &base(2), "/admin/journal?since_seq=0").await
+            support::admin_journal_all(&client, &base(2)).await
         );
     }
     // Lockouts agree everywhere.

@@ -209,7 +209,7 @@ impl Harness {
 
     /// Every journaled event so far, through `GET /admin/journal`, as JSON.
     pub async fn journal_events(&self) -> Vec<Value> {
-        let text = self.admin_text("/admin/journal?since_seq=0").await;
+        let text = admin_journal_all(&self.client, &self.base).await;
         text.lines()
             .map(|line| serde_json::from_str(line).unwrap())
             .collect()
@@ -273,6 +273,33 @@ pub async fn admin_text(client: &reqwest::Client, base: &str, path: &str) -> Str
         .text()
         .await
         .unwrap()
+}
+
+/// Every journaled event of the node at `base` as NDJSON, paging `GET /admin/journal` (its
+/// pages are bounded) until a short page.
+pub async fn admin_journal_all(client: &reqwest::Client, base: &str) -> String {
+    const PAGE: usize = 10_000;
+    let mut all = String::new();
+    let mut since = 0u64;
+    loop {
+        let page = admin_text(
+            client,
+            base,
+            &format!("/admin/journal?since_seq={since}&limit={PAGE}"),
+        )
+        .await;
+        let mut lines = 0;
+        for line in page.lines() {
+            let value: Value = serde_json::from_str(line).unwrap();
+            since = value["seq"].as_u64().unwrap() + 1;
+            all.push_str(line);
+            all.push('\n');
+            lines += 1;
+        }
+        if lines < PAGE {
+            return all;
+        }
+    }
 }
 
 pub async fn chat(client: &reqwest::Client, base: &str, model: &str) -> reqwest::Response {

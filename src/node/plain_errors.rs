@@ -1,0 +1,82 @@
+//! Every answer the router makes itself has a JSON error body (contract "Hostile input and
+//! bounds"): axum's own answers — a 405 with no body, a path or query it cannot extract in
+//! plain text — are rewritten here into the contract's error shape (Anthropic's on
+//! `/v1/messages`). Handlers' own JSON answers and upstream answers pass untouched.
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use http::header::CONTENT_TYPE;
+use http::StatusCode;
+use http_body_util::BodyExt;
+
+use crate::api_error::{ApiError, ApiErrorKind};
+use crate::node::reply;
+
+/// Longest plain-text rejection kept as the message.
+const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// The middleware.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let anthropic = request.uri().path().starts_with("/v1/messages");
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let response = next.run(request).await;
+    let status = response.status();
+    // A routed answer (an upstream error passed through) carries `x-quotaroute-attempts`.
+    if !(status.is_client_error() || status.is_server_error())
+        || response.headers().contains_key("x-quotaroute-attempts")
+    {
+        return response;
+    }
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_ascii_lowercase);
+    let plain = match content_type.as_deref() {
+        None => true,
+        Some(value) => value.starts_with("text/plain"),
+    };
+    if !plain {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match http_body_util::Limited::new(body, MAX_MESSAGE_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
+        Err(_) => String::new(),
+    };
+    let error = match parts.status {
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::new(
+            ApiErrorKind::MethodNotAllowed,
+            format!("{path} does not take {method}"),
+        ),
+        StatusCode::NOT_FOUND => ApiError::new(
+            ApiErrorKind::NotFound,
+            format!("no such endpoint: {method} {path}"),
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(ApiErrorKind::RequestTooLarge, text),
+        _ => ApiError::new(
+            ApiErrorKind::InvalidRequest,
+            if text.is_empty() {
+                format!("cannot read {method} {path}")
+            } else {
+                text
+            },
+        ),
+    };
+    let mut rewritten = reply::error_only(&error, anthropic);
+    if parts.status != error.status() && parts.status != StatusCode::UNPROCESSABLE_ENTITY {
+        *rewritten.status_mut() = parts.status;
+    }
+    // Keep what else axum said (`Allow` on a 405).
+    for (name, value) in &parts.headers {
+        if name != CONTENT_TYPE && name != http::header::CONTENT_LENGTH {
+            rewritten.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    rewritten
+}
