@@ -304,6 +304,36 @@ mod tests {
                 "invalid_json",
             ),
             (
+                ApiErrorKind::InvalidModel,
+                400,
+                "invalid_request_error",
+                "invalid_model",
+            ),
+            (
+                ApiErrorKind::RequestTimeout,
+                408,
+                "invalid_request_error",
+                "request_timeout",
+            ),
+            (
+                ApiErrorKind::MethodNotAllowed,
+                405,
+                "invalid_request_error",
+                "method_not_allowed",
+            ),
+            (
+                ApiErrorKind::InvalidRequest,
+                400,
+                "invalid_request_error",
+                "invalid_request",
+            ),
+            (
+                ApiErrorKind::UpstreamTooLarge,
+                502,
+                "api_error",
+                "upstream_too_large",
+            ),
+            (
                 ApiErrorKind::MissingModel,
                 400,
                 "invalid_request_error",

@@ -126,15 +126,7 @@ async fn a_full_disk_degrades_the_journal_and_it_recovers_by_itself_keeping_what
     .await;
     // Routing went on throughout; the journal says what the outage cost.
     assert_eq!(chat(&client, &base, "team").await.status(), 200);
-    let journal = client
-        .get(format!("{base}/admin/journal?since_seq=0&limit=100000"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let journal = support::admin_journal_all(&client, &base).await;
     let recovered: Value = journal
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
