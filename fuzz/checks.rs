@@ -8,6 +8,7 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use quotaroute::proxy::body_rewrite::{parse_request, rewrite};
 use quotaroute::proxy::sse::SseParser;
+use quotaroute::proxy::upstream_mask::mask_sse_event;
 use quotaroute_actors::policy::classify::{classify, classify_stream_error, UpstreamReply};
 use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
 use quotaroute_actors::policy::reset_hint;
@@ -140,5 +141,128 @@ pub fn headers_and_classify(data: &[u8]) {
             now,
         );
         assert_eq!(classification.status, status);
+    }
+}
+
+/// The key the SSE mask check hides in its streams.
+pub const ECHOED_KEY: &str = "sk-echoed-Qw3rTy8Uio0pAsDf";
+
+/// SSE relay masking: a stream whose error event (OpenAI `data: {"error":…}` or Anthropic
+/// `event: error`) echoes the key among arbitrary text, fed in chunks whose sizes come from the
+/// input: after the relay's mask, no event holds the key, and an event without the key is
+/// relayed byte for byte.
+pub fn sse_mask(data: &[u8]) {
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
+    let noise: String = String::from_utf8_lossy(rest)
+        .chars()
+        .filter(|c| !c.is_control() && *c != '"' && *c != '\\')
+        .take(200)
+        .collect();
+    let mid = (0..=noise.len() / 2)
+        .rev()
+        .find(|&at| noise.is_char_boundary(at))
+        .unwrap_or(0);
+    let (before, after) = noise.split_at(mid);
+    let stream = if split % 2 == 0 {
+        format!(
+            "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{before}\"}}}}]}}\n\n\
+             data: {{\"error\":{{\"message\":\"{before}{ECHOED_KEY}{after}\",\"type\":\"server_error\"}}}}\n\n"
+        )
+    } else {
+        format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"delta\":{{\"text\":\"{before}\"}}}}\n\n\
+             event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"api_error\",\"message\":\"{after} {ECHOED_KEY} {before}\"}}}}\n\n"
+        )
+    };
+    let chunk = usize::from(split / 2 % 23) + 1;
+    let mut parser = SseParser::new();
+    let mut events = Vec::new();
+    for piece in stream.as_bytes().chunks(chunk) {
+        parser.feed(piece, &mut events).unwrap();
+    }
+    events.extend(parser.finish().unwrap());
+    let mut relayed = Vec::new();
+    for event in &events {
+        let error = event.event.as_deref() == Some("error") || event.data.contains("\"error\"");
+        let masked = mask_sse_event(&event.raw, &[ECHOED_KEY], error);
+        assert!(
+            !String::from_utf8_lossy(&masked).contains(ECHOED_KEY),
+            "the key survived the mask: {}",
+            String::from_utf8_lossy(&masked)
+        );
+        if !String::from_utf8_lossy(&event.raw).contains(ECHOED_KEY) && !error {
+            assert_eq!(masked, event.raw, "an event without the key changed");
+        }
+        relayed.extend_from_slice(&masked);
+    }
+    // Still whole events: the client's parser reads as many as were sent.
+    let mut client = SseParser::new();
+    let mut seen = Vec::new();
+    client.feed(&relayed, &mut seen).unwrap();
+    seen.extend(client.finish().unwrap());
+    assert_eq!(seen.len(), events.len());
+}
+
+/// The client body reader (`node::proxy::read_client_body`): a body whose pieces and stalls
+/// come from the input is read whole, or refused as too large (413) once it passes the limit,
+/// or as stalled (408) when a silence outlasts `body_timeout_ms` first — never a hang.
+pub fn body_reader(data: &[u8]) {
+    use quotaroute::api_error::ApiErrorKind;
+    use std::time::Duration;
+    let Some((&limit, ops)) = data.split_first() else {
+        return;
+    };
+    let limit = usize::from(limit) + 16;
+    let silence = Duration::from_millis(500);
+    // The answer the reader owes, worked out by hand from the ops.
+    let mut expected: Result<Vec<u8>, ApiErrorKind> = Ok(Vec::new());
+    let mut pieces: Vec<Option<Vec<u8>>> = Vec::new();
+    let mut total = 0;
+    for (at, &op) in ops.iter().enumerate() {
+        if op == 0xFF {
+            pieces.push(None);
+            if expected.is_ok() {
+                expected = Err(ApiErrorKind::RequestTimeout);
+            }
+            continue;
+        }
+        let piece: Vec<u8> = (0..usize::from(op % 32) + 1)
+            .map(|i| b'a' + ((at + i) % 26) as u8)
+            .collect();
+        total += piece.len();
+        if let Ok(bytes) = expected.as_mut() {
+            bytes.extend_from_slice(&piece);
+            if total > limit {
+                expected = Err(ApiErrorKind::RequestTooLarge);
+            }
+        }
+        pieces.push(Some(piece));
+    }
+    let stream = futures_util::stream::unfold(pieces.into_iter(), move |mut pieces| async move {
+        loop {
+            match pieces.next()? {
+                None => tokio::time::sleep(silence + Duration::from_millis(1)).await,
+                Some(piece) => {
+                    return Some((Ok::<_, std::io::Error>(bytes::Bytes::from(piece)), pieces))
+                }
+            }
+        }
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let read = runtime.block_on(quotaroute::node::proxy::read_client_body(
+        axum::body::Body::from_stream(stream),
+        limit,
+        silence,
+    ));
+    match (read, expected) {
+        (Ok(bytes), Ok(expected)) => assert_eq!(bytes.to_vec(), expected),
+        (Err(error), Err(kind)) => assert_eq!(error.kind, kind, "{error}"),
+        (got, expected) => panic!("read {got:?}, expected {expected:?}"),
     }
 }

@@ -68,7 +68,7 @@ fn is_json_content_type(headers: &HeaderMap) -> bool {
 
 /// The client's body, at most `limit` bytes, with no silence longer than `silence` between
 /// its pieces (`server.body_timeout_ms`: a stalled body is 408, not a connection held forever).
-pub(crate) async fn read_client_body(
+pub async fn read_client_body(
     body: Body,
     limit: usize,
     silence: Duration,

@@ -136,6 +136,16 @@ proptest! {
     }
 
     #[test]
+    fn fuzz_sse_relay_masks_keys_echoed_in_error_events(data in prop::collection::vec(any::<u8>(), 1..300)) {
+        checks::sse_mask(&data);
+    }
+
+    #[test]
+    fn fuzz_client_body_reader_with_stalls(data in prop::collection::vec(any::<u8>(), 1..200)) {
+        checks::body_reader(&data);
+    }
+
+    #[test]
     fn fuzz_all_parsers_on_raw_bytes(data in prop::collection::vec(any::<u8>(), 0..512)) {
         checks::config(&data);
         checks::sse(&data);
