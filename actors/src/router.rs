@@ -205,7 +205,10 @@ impl Router {
         let tables = self.inner.registry.load();
         if let Some(combo) = tables.combos.get(model) {
             if let Some(used) = tables.implicit_used.get(model) {
-                used.store(self.inner.registry.tick(), std::sync::atomic::Ordering::Relaxed);
+                used.store(
+                    self.inner.registry.tick(),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
             }
             return Ok(combo.clone());
         }

@@ -293,7 +293,8 @@ pub(crate) async fn try_target(
                 "upstream answered {status} with a body over {} MiB",
                 MAX_UPSTREAM_BODY_BYTES >> 20
             );
-            let mut result = AttemptResult::failure(OutcomeClass::ServerError, Some(status.as_u16()));
+            let mut result =
+                AttemptResult::failure(OutcomeClass::ServerError, Some(status.as_u16()));
             result.message = Some(message.clone());
             return Tried::Failed {
                 result,
@@ -316,11 +317,7 @@ pub(crate) async fn try_target(
             };
             let class = transport_class(transport, ctx.endpoint.format(), now_ms);
             done(class, sent_at.elapsed());
-            return failed(
-                class,
-                Some(status.as_u16()),
-                "upstream body did not arrive",
-            );
+            return failed(class, Some(status.as_u16()), "upstream body did not arrive");
         }
     };
     let body = match decode_body(body, &codings, MAX_UPSTREAM_BODY_BYTES).await {
@@ -430,7 +427,9 @@ async fn read_upstream_body(
         let need_kib = total.div_ceil(1024);
         if need_kib > held_kib {
             let more = u32::try_from(need_kib - held_kib).map_err(|_| BodyRead::TooLarge)?;
-            let permit = buffer.try_acquire_many(more).map_err(|_| BodyRead::BufferFull)?;
+            let permit = buffer
+                .try_acquire_many(more)
+                .map_err(|_| BodyRead::BufferFull)?;
             match held.as_mut() {
                 Some(held) => held.merge(permit),
                 None => held = Some(permit),

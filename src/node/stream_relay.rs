@@ -14,10 +14,10 @@ use tokio::time::Instant;
 
 use crate::credentials::Echoes;
 use crate::node::upstream_body::{BodyError, UpstreamBody};
-use crate::proxy::upstream_mask::{mask_exact, mask_sse_event};
 use crate::proxy::sse::{SseEvent, SseParser};
 use crate::proxy::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::proxy::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
+use crate::proxy::upstream_mask::{mask_exact, mask_sse_event};
 
 /// How a stream began.
 pub enum StreamStart {
@@ -542,13 +542,16 @@ mod tests {
 
     fn assert_masked(out: &str, whole: &str) {
         assert!(!out.contains(KEY), "the key reached the client: {out}");
-        assert!(!out.contains("Abc123Def456"), "a key-like word reached the client: {out}");
+        assert!(
+            !out.contains("Abc123Def456"),
+            "a key-like word reached the client: {out}"
+        );
         assert!(out.contains("hi"), "content was lost: {out}");
         // The error event is still one JSON document the client can read.
         let error_line = out
             .lines()
             .filter_map(|line| line.strip_prefix("data: "))
-            .last()
+            .next_back()
             .unwrap();
         let parsed: serde_json::Value = serde_json::from_str(error_line).unwrap();
         assert!(parsed["error"]["message"].as_str().unwrap().contains("***"));

@@ -74,7 +74,10 @@ fn dribbled(parts: Vec<Vec<u8>>) -> Body {
 /// Splits `text` into two writes in the middle of `key`.
 fn split_in_key(text: &str, key: &str) -> Vec<Vec<u8>> {
     let at = text.find(key).unwrap() + key.len() / 2;
-    vec![text.as_bytes()[..at].to_vec(), text.as_bytes()[at..].to_vec()]
+    vec![
+        text.as_bytes()[..at].to_vec(),
+        text.as_bytes()[at..].to_vec(),
+    ]
 }
 
 async fn hostile(State(seen): State<Seen>, request: Request) -> Response {
@@ -353,7 +356,10 @@ async fn chat(client: &reqwest::Client, base: &str, body: Value) -> reqwest::Res
 fn assert_no_key(what: &str, text: &str) {
     for (id, _) in CONNECTIONS {
         let key = key_of(id);
-        assert!(!text.contains(&key), "{what} holds the key of {id}:\n{text}");
+        assert!(
+            !text.contains(&key),
+            "{what} holds the key of {id}:\n{text}"
+        );
         // Half a key is a leak too (a split that was not caught).
         assert!(
             !text.contains(&key[..key.len() / 2 + 4]),
@@ -418,7 +424,9 @@ async fn s1_huge_model_names_are_refused_and_cost_nothing() {
     assert_eq!(body["error"]["code"], "invalid_model");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (journal_after, rss_after) = (node.journal_bytes(), node.status_kb("VmRSS"));
-    eprintln!("journal {journal_before} -> {journal_after} bytes; RSS {rss_before} -> {rss_after} kB");
+    eprintln!(
+        "journal {journal_before} -> {journal_after} bytes; RSS {rss_before} -> {rss_after} kB"
+    );
     assert!(
         journal_after <= journal_before + journal_before / 20,
         "journal grew {journal_before} -> {journal_after}"
@@ -550,7 +558,9 @@ async fn s3_junk_provider_model_names_never_lock_out_real_ones() {
             .post(format!("{}{path}", node.base))
             .bearer_auth(CLIENT_KEY)
             .header("anthropic-version", "2023-06-01")
-            .json(&json!({"model": format!("{provider}/junk-{n}"), "max_tokens": 1, "messages": []}))
+            .json(
+                &json!({"model": format!("{provider}/junk-{n}"), "max_tokens": 1, "messages": []}),
+            )
             .send()
             .await
             .unwrap();
@@ -636,7 +646,13 @@ async fn s4_idle_sockets_and_stalled_bodies_are_closed() {
         .pool_idle_timeout(Duration::from_secs(60))
         .build()
         .unwrap();
-    let ping = || chat(&client, &node.base, json!({"model": "team", "messages": []}));
+    let ping = || {
+        chat(
+            &client,
+            &node.base,
+            json!({"model": "team", "messages": []}),
+        )
+    };
     assert_eq!(ping().await.status(), 200);
 
     let mut floods: Vec<Child> = (0..2)
@@ -671,7 +687,10 @@ async fn s4_idle_sockets_and_stalled_bodies_are_closed() {
     let mut all_open_at: Option<Instant> = None;
     let mut floods_open = 0;
     while all_open_at.is_none_or(|at| at.elapsed() < Duration::from_millis(500)) {
-        assert!(flooding.elapsed() < Duration::from_secs(30), "the flood never finished");
+        assert!(
+            flooding.elapsed() < Duration::from_secs(30),
+            "the flood never finished"
+        );
         let sent = Instant::now();
         assert_eq!(ping().await.status(), 200);
         slowest = slowest.max(sent.elapsed());
@@ -690,13 +709,20 @@ async fn s4_idle_sockets_and_stalled_bodies_are_closed() {
     assert!(slowest < Duration::from_millis(100), "{slowest:?}");
     assert!(most_fds < fds_before + 1024 + 64, "{most_fds} fds open");
     // After the header timeout the idle sockets are gone and newcomers are served.
-    tokio::time::sleep((all_open_at + Duration::from_millis(2700)).saturating_duration_since(Instant::now())).await;
+    tokio::time::sleep(
+        (all_open_at + Duration::from_millis(2700)).saturating_duration_since(Instant::now()),
+    )
+    .await;
     assert!(node.open_fds() < fds_before + 64, "{} fds", node.open_fds());
     let fresh = reqwest::Client::builder().no_proxy().build().unwrap();
     let sent = Instant::now();
     let response = chat(&fresh, &node.base, json!({"model": "team", "messages": []})).await;
     assert_eq!(response.status(), 200);
-    assert!(sent.elapsed() < Duration::from_millis(100), "{:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        sent.elapsed()
+    );
     let mut opened_total = 0;
     for (reader, mut flood) in readers.into_iter().zip(floods) {
         let (opened, closed) = reader.join().unwrap();
@@ -782,7 +808,10 @@ async fn s6_credentials_in_base_url_are_refused_without_printing_them() {
     assert_eq!(response.status(), 400);
     let text = response.text().await.unwrap();
     assert!(text.contains("base_url"), "{text}");
-    assert!(!text.contains("pw-Secret-456") && !text.contains("bob"), "{text}");
+    assert!(
+        !text.contains("pw-Secret-456") && !text.contains("bob"),
+        "{text}"
+    );
 }
 
 /// s7: `/admin/journal` pages by default (1,000) and never returns more than 10,000 events.
@@ -795,15 +824,25 @@ async fn s7_admin_journal_pages_are_bounded() {
     let mut total = 0;
     while total <= 10_050 {
         let batch: Vec<_> = (0..64)
-            .map(|_| chat(&client, &node.base, json!({"model": "team", "messages": []})))
+            .map(|_| {
+                chat(
+                    &client,
+                    &node.base,
+                    json!({"model": "team", "messages": []}),
+                )
+            })
             .collect();
         for response in futures_util::future::join_all(batch).await {
             assert_eq!(response.status(), 200);
         }
-        let last = admin_text(&client, &node.base, "/admin/journal?since_seq=0&limit=10000")
-            .await
-            .lines()
-            .count();
+        let last = admin_text(
+            &client,
+            &node.base,
+            "/admin/journal?since_seq=0&limit=10000",
+        )
+        .await
+        .lines()
+        .count();
         total = if last == 10_000 {
             admin_journal_all(&client, &node.base).await.lines().count()
         } else {
@@ -829,10 +868,7 @@ async fn s7_admin_journal_pages_are_bounded() {
         .unwrap();
     // Streamed: no length known in advance.
     assert!(response.headers().get("content-length").is_none());
-    assert_eq!(
-        response.headers()["content-type"],
-        "application/x-ndjson"
-    );
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
 }
 
 /// Clears the openai keys' cooldowns (a server error cools them).
@@ -883,7 +919,10 @@ async fn s8_upstream_bodies_past_their_bounds() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "upstream_error", "{body}");
     assert!(
-        body["error"]["message"].as_str().unwrap().contains("exceeds"),
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeds"),
         "{body}"
     );
 
@@ -891,7 +930,13 @@ async fn s8_upstream_bodies_past_their_bounds() {
     // Eight 40 MiB answers at once: the shared bound (~95 MiB) lets two through at a time.
     let rss_before = node.status_kb("VmRSS");
     let batch: Vec<_> = (0..8)
-        .map(|_| chat(&client, &node.base, json!({"model": "openai/big", "messages": []})))
+        .map(|_| {
+            chat(
+                &client,
+                &node.base,
+                json!({"model": "openai/big", "messages": []}),
+            )
+        })
         .collect();
     let mut statuses = BTreeMap::new();
     for response in futures_util::future::join_all(batch).await {
@@ -901,7 +946,10 @@ async fn s8_upstream_bodies_past_their_bounds() {
     }
     let peak = node.status_kb("VmHWM");
     eprintln!("statuses {statuses:?}; RSS {rss_before} kB, peak {peak} kB");
-    assert!(statuses.get(&200).copied().unwrap_or(0) >= 1, "{statuses:?}");
+    assert!(
+        statuses.get(&200).copied().unwrap_or(0) >= 1,
+        "{statuses:?}"
+    );
     assert_eq!(
         statuses.keys().filter(|s| **s != 200 && **s != 502).count(),
         0,
@@ -919,11 +967,19 @@ async fn s9_router_errors_are_json_and_name_no_address() {
     let gone = format!("http://127.0.0.1:{}", free_port());
     let node = Node::start(&gone, "").await;
     let client = client();
-    let response = chat(&client, &node.base, json!({"model": "team", "messages": []})).await;
+    let response = chat(
+        &client,
+        &node.base,
+        json!({"model": "team", "messages": []}),
+    )
+    .await;
     assert_eq!(response.status(), 502);
     let text = response.text().await.unwrap();
     let port = gone.rsplit(':').next().unwrap();
-    assert!(!text.contains(port) && !text.contains("127.0.0.1"), "{text}");
+    assert!(
+        !text.contains(port) && !text.contains("127.0.0.1"),
+        "{text}"
+    );
     assert!(text.contains("openai"), "{text}");
 
     let response = client

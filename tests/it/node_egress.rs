@@ -321,7 +321,10 @@ async fn an_egress_proxy_carries_the_tunnel_and_a_refusal_names_the_proxy_not_it
     let body = response.text().await.unwrap();
     // The client hears the provider and the class; the proxy and its address are the log's
     // and the journal's.
-    assert!(body.contains("upstream `openai` failed (network)"), "{body}");
+    assert!(
+        body.contains("upstream `openai` failed (network)"),
+        "{body}"
+    );
     assert!(!body.contains("127.0.0.1"), "{body}");
     assert!(!body.contains("s3cret"));
     assert!(refused.lock().unwrap()[0].ends_with("(auth)"));

@@ -514,7 +514,8 @@ impl Actor for RouterSupervisor {
                                 let _ = breaker.cast(BreakerMsg::Subscribe(actor.clone()));
                             }
                         }
-                        let used = Arc::new(std::sync::atomic::AtomicU64::new(state.registry.tick()));
+                        let used =
+                            Arc::new(std::sync::atomic::AtomicU64::new(state.registry.tick()));
                         state.registry.update(|t| {
                             t.implicit_used.insert(name.clone(), used.clone());
                         });
