@@ -204,7 +204,12 @@ impl Router {
     async fn combo_for(&self, model: &str) -> Result<ActorRef<ComboMsg>, RouteError> {
         let tables = self.inner.registry.load();
         if let Some(combo) = tables.combos.get(model) {
-            if let Some(used) = tables.implicit_used.get(model) {
+            // Only `provider/model` names are implicit (combo names hold no `/`).
+            if let Some(used) = model
+                .contains('/')
+                .then(|| tables.implicit_used.get(model))
+                .flatten()
+            {
                 used.store(
                     self.inner.registry.tick(),
                     std::sync::atomic::Ordering::Relaxed,

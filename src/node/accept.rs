@@ -167,6 +167,22 @@ async fn first_bytes(stream: &TcpStream, deadline: tokio::time::Instant) -> bool
     }
 }
 
+/// Pending connections the kernel queues before the node accepts them (capped by
+/// `net.core.somaxconn`): a burst past it costs each dropped client a 1 s SYN retry.
+const LISTEN_BACKLOG: u32 = 4_096;
+
+/// The node's listening socket (`SO_REUSEADDR`, a deep backlog).
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Raises the open-files soft limit to the hard limit, so `max_connections` sockets plus the
 /// journal, key files and upstream connections fit; logs both.
 pub fn raise_open_files_limit() {

@@ -20,7 +20,8 @@ const MAX_MESSAGE_BYTES: usize = 1024;
 pub async fn json_errors(request: Request, next: Next) -> Response {
     let anthropic = request.uri().path().starts_with("/v1/messages");
     let method = request.method().clone();
-    let path = request.uri().path().to_string();
+    // A `Uri` clone shares its bytes: nothing is copied on the way through.
+    let uri = request.uri().clone();
     let response = next.run(request).await;
     let status = response.status();
     // A routed answer (an upstream error passed through) carries `x-quotaroute-attempts`.
@@ -41,6 +42,7 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
     if !plain {
         return response;
     }
+    let path = uri.path();
     let (parts, body) = response.into_parts();
     let text = match http_body_util::Limited::new(body, MAX_MESSAGE_BYTES)
         .collect()

@@ -388,8 +388,21 @@ pub(crate) fn stored_response_id(body: &[u8]) -> Option<String> {
         .flatten()
 }
 
+/// The longest stored-response id the router journals: an upstream's string is bounded like a
+/// client's (real ids are ~50 bytes).
+const MAX_RESPONSE_ID_BYTES: usize = 256;
+
 /// Journals that `response_id` lives on `target`'s connection, before the client sees it.
 pub(crate) fn bind_response(ctx: &TryContext<'_>, target: &RoutedTarget, response_id: String) {
+    if response_id.len() > MAX_RESPONSE_ID_BYTES || response_id.chars().any(char::is_control) {
+        tracing::warn!(
+            request_id = ctx.request_id,
+            connection = &*target.connection,
+            bytes = response_id.len(),
+            "stored response id too long or not printable: not bound"
+        );
+        return;
+    }
     if let Some(router) = ctx.app.router() {
         router.bind_response(ResponseBound {
             request_id: ctx.request_id.to_string(),

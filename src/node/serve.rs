@@ -77,13 +77,10 @@ impl RunningNode {
     /// journal and starts routing.
     pub async fn start(config: Config, options: NodeOptions) -> Result<RunningNode, NodeError> {
         let addr = options.listen.unwrap_or(config.server.listen);
-        let listener =
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|error| NodeError::Bind {
-                    addr,
-                    reason: error.to_string(),
-                })?;
+        let listener = accept::listen(addr).map_err(|error| NodeError::Bind {
+            addr,
+            reason: error.to_string(),
+        })?;
         let addr = listener.local_addr().map_err(|error| NodeError::Bind {
             addr,
             reason: error.to_string(),

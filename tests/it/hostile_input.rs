@@ -590,7 +590,7 @@ import socket, time, select
 socks = []
 for _ in range({count}):
     try:
-        s = socket.create_connection(("{host}", {port}), timeout=5)
+        s = socket.create_connection(("{host}", {port}), timeout=3)
         s.setblocking(False)
         socks.append(s)
     except OSError:
@@ -626,6 +626,16 @@ print("closed", len(closed), flush=True)
         .unwrap()
 }
 
+/// A flood's process, killed if the test ends early.
+struct Flood(Child);
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// s4: 20,000 sockets that send nothing (no key needed) do not take the node down: past
 /// `max_connections` newcomers are closed at once, a client already connected is answered
 /// within 100 ms throughout, the idle ones are closed after `header_timeout_ms`, and the node
@@ -655,15 +665,15 @@ async fn s4_idle_sockets_and_stalled_bodies_are_closed() {
     };
     assert_eq!(ping().await.status(), 200);
 
-    let mut floods: Vec<Child> = (0..2)
-        .map(|_| idle_flood(&node.addr, 10_000, 5_000))
+    let mut floods: Vec<Flood> = (0..2)
+        .map(|_| Flood(idle_flood(&node.addr, 10_000, 5_000)))
         .collect();
     // Each flood says `open N` once its sockets are connected, `closed N` when it ends.
     let (opened_tx, opened_rx) = std::sync::mpsc::channel::<usize>();
     let readers: Vec<_> = floods
         .iter_mut()
         .map(|flood| {
-            let stdout = flood.stdout.take().unwrap();
+            let stdout = flood.0.stdout.take().unwrap();
             let opened_tx = opened_tx.clone();
             std::thread::spawn(move || {
                 use std::io::BufRead;
@@ -726,12 +736,38 @@ async fn s4_idle_sockets_and_stalled_bodies_are_closed() {
     let mut opened_total = 0;
     for (reader, mut flood) in readers.into_iter().zip(floods) {
         let (opened, closed) = reader.join().unwrap();
-        let _ = flood.wait();
+        let _ = flood.0.wait();
         eprintln!("flood: {opened} sockets connected, {closed} closed by the node");
         assert_eq!(closed, opened, "every idle socket was closed");
         opened_total += opened;
     }
     assert!(opened_total >= 10_000, "{opened_total}");
+
+    // A keep-alive connection left idle after its answer closes after header_timeout_ms.
+    let mut idle = tokio::net::TcpStream::connect(&node.addr).await.unwrap();
+    let body = r#"{"model":"team","messages":[]}"#;
+    idle.write_all(
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {CLIENT_KEY}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let answered = Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(6), idle.read_to_end(&mut answer)).await;
+    assert!(
+        read.is_ok(),
+        "an idle keep-alive connection was never closed"
+    );
+    assert_eq!(raw_status(&answer), Some(200));
+    assert!(
+        answered.elapsed() >= Duration::from_millis(1800),
+        "{:?}",
+        answered.elapsed()
+    );
 
     // A body that stops halfway: 408 after body_timeout_ms, and the connection closes.
     let mut stream = tokio::net::TcpStream::connect(&node.addr).await.unwrap();
