@@ -17,6 +17,7 @@ mod mock_endpoints;
 mod mock_faults;
 mod node_clients;
 mod node_cluster;
+mod node_codex_windows;
 mod node_credentials;
 mod node_dashboard;
 mod node_egress;
