@@ -33,6 +33,7 @@ pub mod http;
 pub mod live;
 pub mod metrics;
 pub mod proxy;
+pub mod rejection_log;
 pub mod reload;
 pub mod reply;
 pub mod serve;
