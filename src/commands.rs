@@ -22,26 +22,29 @@ pub fn init_logging() {
 /// `quotaroute serve --config PATH`.
 pub async fn serve(path: &Path) -> u8 {
     if !path.exists() {
-        eprintln!(
+        crate::cli_output::err_line(&format!(
             "quotaroute: no config at {}. Try `quotaroute demo` to see it work without keys, or \
              `quotaroute init {}` to write a starter config.",
             path.display(),
             path.display()
-        );
+        ));
         return 2;
     }
     init_logging();
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) => {
-            eprintln!("quotaroute: cannot read {}: {error}", path.display());
+            crate::cli_output::err_line(&format!(
+                "quotaroute: cannot read {}: {error}",
+                path.display()
+            ));
             return 1;
         }
     };
     let config = match config::load(path) {
         Ok(config) => config,
         Err(errors) => {
-            eprintln!("{errors}");
+            crate::cli_output::err_line(&format!("{errors}"));
             return 1;
         }
     };
@@ -49,16 +52,20 @@ pub async fn serve(path: &Path) -> u8 {
         match RunningNode::start(config, NodeOptions::from_file(path.to_path_buf(), text)).await {
             Ok(node) => node,
             Err(error) => {
-                eprintln!("quotaroute: {error}");
+                crate::cli_output::err_line(&format!("quotaroute: {error}"));
                 return 1;
             }
         };
     tracing::info!(addr = %node.addr, "quotaroute serving");
     let reason = wait_for_stop(&node).await;
+    tracing::info!(reason = %reason, "quotaroute stopping");
     match node.stop(&reason).await {
-        Ok(()) => 0,
+        Ok(()) => {
+            tracing::info!(reason = %reason, "quotaroute stopped");
+            0
+        }
         Err(error) => {
-            eprintln!("quotaroute: {error}");
+            crate::cli_output::err_line(&format!("quotaroute: {error}"));
             1
         }
     }
@@ -97,24 +104,27 @@ async fn wait_for_stop(_node: &RunningNode) -> String {
 /// `quotaroute init [PATH]`.
 pub fn init(path: &Path, force: bool) -> u8 {
     if path.exists() && !force {
-        eprintln!(
+        crate::cli_output::err_line(&format!(
             "quotaroute: {} exists; pass --force to overwrite it",
             path.display()
-        );
+        ));
         return 1;
     }
     match std::fs::write(path, config::STARTER_CONFIG) {
         Ok(()) => {
-            println!(
+            crate::cli_output::out_line(&format!(
                 "wrote {}: set your keys' environment variables, then `quotaroute check --config {}` and `quotaroute serve --config {}`",
                 path.display(),
                 path.display(),
                 path.display()
-            );
+            ));
             0
         }
         Err(error) => {
-            eprintln!("quotaroute: cannot write {}: {error}", path.display());
+            crate::cli_output::err_line(&format!(
+                "quotaroute: cannot write {}: {error}",
+                path.display()
+            ));
             1
         }
     }
@@ -124,13 +134,17 @@ pub fn init(path: &Path, force: bool) -> u8 {
 pub fn check(path: &Path) -> u8 {
     match config::load(path) {
         Ok(config) => {
-            print!("{}", config.summary());
-            println!("{}: ok", path.display());
+            crate::cli_output::out(&config.summary());
+            crate::cli_output::out_line(&format!("{}: ok", path.display()));
             0
         }
         Err(errors) => {
-            eprintln!("{errors}");
-            eprintln!("{} error(s) in {}", errors.errors.len(), path.display());
+            crate::cli_output::err_line(&format!("{errors}"));
+            crate::cli_output::err_line(&format!(
+                "{} error(s) in {}",
+                errors.errors.len(),
+                path.display()
+            ));
             1
         }
     }
@@ -155,11 +169,11 @@ pub async fn mock_upstream(listen: SocketAddr) -> u8 {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(error) => {
-            eprintln!("quotaroute: cannot listen on {listen}: {error}");
+            crate::cli_output::err_line(&format!("quotaroute: cannot listen on {listen}: {error}"));
             return 1;
         }
     };
-    eprintln!("mock upstream on {listen}");
+    crate::cli_output::err_line(&format!("mock upstream on {listen}"));
     crate::mock_upstream::serve(listener, crate::mock_upstream::MockUpstream::new()).await;
     0
 }

@@ -22,7 +22,9 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("quotaroute: cannot start the runtime: {error}");
+            quotaroute::cli_output::err_line(&format!(
+                "quotaroute: cannot start the runtime: {error}"
+            ));
             return ExitCode::from(1);
         }
     };

@@ -1,8 +1,13 @@
-//! `[cluster]` (contract): the Redis that nodes share, this node's id and the lease size.
+//! `[cluster]` (contract): the Redis that nodes share (one server, TLS, or a Redis Cluster;
+//! `ca_file` adds trusted roots for TLS), this node's id and the lease size.
 //! Absent: one node, exactly as without this module. Validation names the key of every error;
 //! the URL's password (if any) is never repeated in a message.
 
+use std::path::PathBuf;
+
 use serde::Deserialize;
+
+use crate::cluster::target;
 
 /// `lease_size` when absent.
 pub const DEFAULT_LEASE_SIZE: u64 = 10;
@@ -12,6 +17,7 @@ pub const DEFAULT_LEASE_SIZE: u64 = 10;
 #[serde(deny_unknown_fields)]
 pub struct RawCluster {
     pub redis_url: Option<String>,
+    pub ca_file: Option<String>,
     pub node_id: Option<String>,
     pub lease_size: Option<u64>,
 }
@@ -19,8 +25,11 @@ pub struct RawCluster {
 /// The validated `[cluster]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterConfig {
-    /// `redis://host:port[/db]` (or `rediss://`, `redis+unix://`).
+    /// `redis://host:port[/db]` (or `rediss://`, `redis+unix://`, `redis+cluster://h1,h2`,
+    /// `rediss+cluster://…`).
     pub redis_url: String,
+    /// PEM roots trusted for `rediss` besides the system's (a managed Redis' private CA).
+    pub ca_file: Option<PathBuf>,
     /// Names this node in the shared stream and in peers' journals.
     pub node_id: String,
     /// Units (requests or tokens) a node takes from a shared quota counter at a time.
@@ -35,16 +44,18 @@ pub fn build(raw: RawCluster, push: &mut dyn FnMut(&str, String)) -> ClusterConf
             String::new()
         }
         Some(url) => {
-            if redis::Client::open(url.as_str()).is_err() {
-                push(
-                    "cluster.redis_url",
-                    "not a Redis URL: expected redis://HOST:PORT such as redis://127.0.0.1:6379"
-                        .to_owned(),
-                );
+            if let Err(reason) = target::parse(&url) {
+                push("cluster.redis_url", reason);
             }
             url
         }
     };
+    let ca_file = raw.ca_file.map(PathBuf::from);
+    if let Some(path) = &ca_file {
+        if let Err(reason) = crate::config::tls_files::read_certificates(path) {
+            push("cluster.ca_file", reason);
+        }
+    }
     let node_id = match raw.node_id {
         Some(id)
             if id.is_empty()
@@ -71,6 +82,7 @@ pub fn build(raw: RawCluster, push: &mut dyn FnMut(&str, String)) -> ClusterConf
     };
     ClusterConfig {
         redis_url,
+        ca_file,
         node_id,
         lease_size,
     }
@@ -111,6 +123,7 @@ mod tests {
     fn s9_cluster_keys_are_validated_by_name() {
         let (config, found) = errors(RawCluster {
             redis_url: Some("redis://127.0.0.1:6379".into()),
+            ca_file: None,
             node_id: Some("node-a".into()),
             lease_size: Some(5),
         });
@@ -120,14 +133,32 @@ mod tests {
 
         let (_, found) = errors(RawCluster {
             redis_url: Some("http://nope".into()),
+            ca_file: Some("/nonexistent/ca.pem".into()),
             node_id: Some("bad id".into()),
             lease_size: Some(0),
         });
         let keys: Vec<&str> = found.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
-            ["cluster.redis_url", "cluster.node_id", "cluster.lease_size"]
+            [
+                "cluster.redis_url",
+                "cluster.ca_file",
+                "cluster.node_id",
+                "cluster.lease_size"
+            ]
         );
+        for url in [
+            "rediss://:pw@cache.example.com:6380",
+            "redis+cluster://10.0.0.1:7000,10.0.0.2:7000",
+            "rediss+cluster://:pw@10.0.0.1:7000,10.0.0.2:7000",
+        ] {
+            let (config, found) = errors(RawCluster {
+                redis_url: Some(url.into()),
+                ..RawCluster::default()
+            });
+            assert!(found.is_empty(), "{url}: {found:?}");
+            assert_eq!(config.redis_url, url);
+        }
 
         let (config, found) = errors(RawCluster {
             redis_url: None,

@@ -19,13 +19,14 @@ use std::time::Duration;
 
 use quotaroute_actors::Router;
 use quotaroute_journal::{UsageObserved, UsageSource};
-use redis::{Client, Script};
+use redis::Script;
 
 use crate::cluster::keys;
 use crate::cluster::leases::{Lease, LeaseTable, Leases};
 use crate::cluster::link::{run_id, Link};
 use crate::cluster::now_ms;
 use crate::cluster::status::ClusterStatus;
+use crate::cluster::target::Target;
 
 /// A refusal saturates the connection's window this long, renewed while Redis still refuses.
 pub const REFUSAL_HOLD_MS: u64 = 60_000;
@@ -34,24 +35,21 @@ const RETRY_REFUSED_MS: u64 = 1_000;
 /// Leases are checked at least this often even when no success woke the task.
 const TICK: Duration = Duration::from_millis(250);
 
-/// `KEYS` none; `ARGV`: counter prefix, current bin, bins in the window, TTL seconds, limit,
-/// debt (units already spent beyond grants: always charged), want. Returns `{grant, used}`.
+/// `KEYS`: the window's counters, oldest bin first, the current one last (one connection's
+/// keys: one hash slot, see `keys`); `ARGV`: TTL seconds, limit, debt (units already spent
+/// beyond grants: always charged), want. Returns `{grant, used}`.
 const LEASE_LUA: &str = r"
-local prefix = ARGV[1]
-local bin = tonumber(ARGV[2])
-local bins = tonumber(ARGV[3])
-local ttl = tonumber(ARGV[4])
-local limit = tonumber(ARGV[5])
-local debt = tonumber(ARGV[6])
-local want = tonumber(ARGV[7])
-local current = prefix .. bin
+local ttl = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local debt = tonumber(ARGV[3])
+local want = tonumber(ARGV[4])
+local current = KEYS[#KEYS]
 if debt > 0 then
   redis.call('INCRBY', current, debt)
   redis.call('EXPIRE', current, ttl)
 end
 local used = 0
-for b = bin - bins + 1, bin do
-  local v = redis.call('GET', prefix .. b)
+for _, v in ipairs(redis.call('MGET', unpack(KEYS))) do
   if v then used = used + tonumber(v) end
 end
 local grant = 0
@@ -85,7 +83,9 @@ pub struct LeaseTask {
     /// The table `held` is about, index for index.
     table: Arc<LeaseTable>,
     held: Vec<Held>,
-    epoch: Option<String>,
+    /// The `run_id` of the server holding each connection's counters (on a Redis Cluster,
+    /// connections live on different shards); `None` until first checked.
+    epochs: Option<BTreeMap<String, String>>,
 }
 
 impl LeaseTask {
@@ -93,7 +93,7 @@ impl LeaseTask {
         leases: Arc<Leases>,
         router: Router,
         status: Arc<ClusterStatus>,
-        client: Client,
+        client: Target,
     ) -> Self {
         let table = leases.table();
         let held = vec![Held::default(); table.all.len()];
@@ -105,7 +105,7 @@ impl LeaseTask {
             link: Link::new(client, Duration::from_millis(500)),
             script: Script::new(LEASE_LUA),
             held,
-            epoch: None,
+            epochs: None,
         }
     }
 
@@ -152,7 +152,7 @@ impl LeaseTask {
     async fn round(&mut self) -> bool {
         let now = now_ms();
         self.follow_reload();
-        if self.link.take_reconnected() || self.epoch.is_none() {
+        if self.link.take_reconnected() || self.epochs.is_none() {
             if let Err(error) = self.check_epoch().await {
                 self.link.reset();
                 self.status.set_redis_up(false, &error.to_string());
@@ -195,18 +195,18 @@ impl LeaseTask {
         let debt = u64::try_from(-lease.available().min(0)).unwrap_or(0);
         let bin = now / lease.shape.bin_ms;
         let ttl_s = lease.shape.bins * lease.shape.bin_ms / 1000 + lease.shape.bin_ms / 1000;
-        let connection = self.link.connection().await?;
-        let (grant, used): (u64, u64) = self
-            .script
-            .arg(keys::usage_prefix(&lease.connection, &lease.limit_name))
-            .arg(bin)
-            .arg(lease.shape.bins)
+        let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
+        let mut invocation = self.script.prepare_invoke();
+        for window_bin in (bin + 1).saturating_sub(lease.shape.bins)..=bin {
+            invocation.key(format!("{prefix}{window_bin}"));
+        }
+        invocation
             .arg(ttl_s)
             .arg(lease.limit)
             .arg(debt)
-            .arg(self.leases.lease_size)
-            .invoke_async(connection)
-            .await?;
+            .arg(self.leases.lease_size);
+        let connection = self.link.connection().await?;
+        let (grant, used): (u64, u64) = invocation.invoke_async(connection).await?;
         self.status.set_redis_up(true, "");
         let credited = i64::try_from(debt.saturating_add(grant)).unwrap_or(i64::MAX);
         lease.available.fetch_add(credited, Ordering::Relaxed);
@@ -258,17 +258,31 @@ impl LeaseTask {
             .await;
     }
 
-    /// After a reconnect: a Redis that restarted empty has forgotten the shared counters, so
-    /// this node charges its own grants of the live bins again.
+    /// After a reconnect: a Redis (or, on a cluster, the shard holding a connection's counters)
+    /// that restarted empty has forgotten the shared counters, so this node charges its own
+    /// grants of the live bins again.
     async fn check_epoch(&mut self) -> redis::RedisResult<()> {
         let connection = self.link.connection().await?;
-        let id = run_id(connection).await?;
-        let forgot = self.epoch.as_ref().is_some_and(|epoch| *epoch != id);
-        self.epoch = Some(id);
-        if !forgot {
-            return Ok(());
+        let known = self.epochs.clone().unwrap_or_default();
+        let mut epochs = BTreeMap::new();
+        for lease in &self.table.all {
+            if epochs.contains_key(&lease.connection) {
+                continue;
+            }
+            let id = run_id(connection, &keys::usage_prefix(&lease.connection, "")).await?;
+            epochs.insert(lease.connection.clone(), id);
         }
+        let forgot = |connection: &str| {
+            known
+                .get(connection)
+                .is_some_and(|old| epochs.get(connection) != Some(old))
+        };
+        let mut restored = false;
         for (held, lease) in self.held.iter().zip(&self.table.all) {
+            if !forgot(&lease.connection) {
+                continue;
+            }
+            restored = true;
             let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
             let ttl_s =
                 i64::try_from(lease.shape.bins * lease.shape.bin_ms / 1000).unwrap_or(i64::MAX);
@@ -282,6 +296,10 @@ impl LeaseTask {
                     .query_async::<()>(connection)
                     .await?;
             }
+        }
+        self.epochs = Some(epochs);
+        if !restored {
+            return Ok(());
         }
         tracing::info!(
             "cluster: Redis restarted; shared quota counters restored from this node's grants"

@@ -5,6 +5,7 @@
 //! - [`config`] — `[cluster]`: `redis_url`, `node_id`, `lease_size`, validated by key;
 //! - [`keys`] — the Redis names (only ids and counts go there, never a secret);
 //! - [`wire`] — one stream entry ↔ one journaled event, with the reasons an entry is skipped;
+//! - [`target`] — which Redis `redis_url` names (one server, TLS, a Redis Cluster) and its trust;
 //! - [`link`] — one lazily reconnected Redis connection per task, bounded in time;
 //! - [`tap`] — the recorder's tap: shared events onto a bounded queue, successes onto leases;
 //! - [`publisher`] — queue (or journal, after an outage) → `XADD`, in journal order;
@@ -30,6 +31,7 @@ pub mod publisher;
 pub mod status;
 pub mod tail;
 pub mod tap;
+pub mod target;
 pub mod wire;
 
 use std::sync::atomic::AtomicU64;
@@ -47,6 +49,7 @@ use crate::cluster::publisher::Publisher;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::tail::Tail;
 use crate::cluster::tap::{ClusterTap, Outgoing, QUEUE_EVENTS};
+use crate::cluster::target::Target;
 use crate::node::app::AppState;
 
 /// Unix milliseconds now (the cluster's tasks only: policy never reads the clock).
@@ -69,7 +72,7 @@ pub enum ClusterError {
 /// The cluster before the router runs: its tap goes into `Router::start_with_tap`.
 pub struct Prepared {
     config: ClusterConfig,
-    client: redis::Client,
+    client: Target,
     tap: Arc<ClusterTap>,
     queue: mpsc::Receiver<Outgoing>,
     dropped_upto: Arc<AtomicU64>,
@@ -92,8 +95,8 @@ pub struct Handle {
 
 impl Prepared {
     pub fn new(config: &ClusterConfig, topology: &Topology) -> Result<Prepared, ClusterError> {
-        let client = redis::Client::open(config.redis_url.as_str())
-            .map_err(|error| ClusterError::Url(error.to_string()))?;
+        let client = target::build(&config.redis_url, config.ca_file.as_deref())
+            .map_err(ClusterError::Url)?;
         let (sender, queue) = mpsc::channel(QUEUE_EVENTS);
         let dropped_upto = Arc::new(AtomicU64::new(0));
         let leases = Arc::new(Leases::from_topology(topology, config.lease_size));

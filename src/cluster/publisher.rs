@@ -1,5 +1,5 @@
 //! The publisher task: sends this node's shared events to the stream, strictly in journal
-//! order, and says it is alive. It is the only writer of `qr:published:<node>` (the last seq it
+//! order, and says it is alive. It is the only writer of `keys::published` (the last seq it
 //! sent), so a restart resumes after it, re-reading its own journal.
 //!
 //! Nothing is lost while Redis is down or slow, or while the tap's queue overflows: the queue
@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use quotaroute_actors::policy::peer_merge::is_shared;
 use quotaroute_journal::{Envelope, Journal};
-use redis::Client;
 use tokio::sync::mpsc;
 
 use crate::cluster::keys;
@@ -22,6 +21,7 @@ use crate::cluster::link::{run_id, Link};
 use crate::cluster::now_ms;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::tap::Outgoing;
+use crate::cluster::target::Target;
 use crate::cluster::wire;
 use crate::node::app::AppState;
 
@@ -56,7 +56,7 @@ pub struct Publisher {
 impl Publisher {
     pub fn new(
         node_id: String,
-        client: Client,
+        client: Target,
         queue: mpsc::Receiver<Outgoing>,
         dropped_upto: Arc<AtomicU64>,
         status: Arc<ClusterStatus>,
@@ -250,7 +250,7 @@ impl Publisher {
     async fn heartbeat(&mut self) -> redis::RedisResult<()> {
         let now = now_ms();
         let connection = self.link.connection().await?;
-        let id = run_id(connection).await?;
+        let id = run_id(connection, keys::STREAM).await?;
         let (_, peers): ((), Vec<String>) = redis::pipe()
             .cmd("ZADD")
             .arg(keys::NODES)

@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 pub struct ClusterStatus {
     pub node_id: String,
     redis_up: AtomicBool,
+    /// Set at the first report, so a Redis unreachable from the start is logged too.
+    reported: AtomicBool,
     peers: Mutex<Vec<String>>,
     pub published: AtomicU64,
     pub applied: AtomicU64,
@@ -40,7 +42,8 @@ impl ClusterStatus {
     /// Records whether Redis answered the last command; logs the changes.
     pub fn set_redis_up(&self, up: bool, why: &str) {
         let was = self.redis_up.swap(up, Ordering::Relaxed);
-        if was != up {
+        let first = !self.reported.swap(true, Ordering::Relaxed);
+        if was != up || first {
             if up {
                 tracing::info!(node = %self.node_id, "cluster: Redis reachable");
             } else {

@@ -14,12 +14,12 @@ use quotaroute_actors::policy::peer_progress::PeerProgress;
 use quotaroute_actors::Router;
 use quotaroute_journal::PeerApplied;
 use redis::streams::StreamReadReply;
-use redis::Client;
 
 use crate::cluster::keys;
 use crate::cluster::link::{run_id, Link};
 use crate::cluster::now_ms;
 use crate::cluster::status::ClusterStatus;
+use crate::cluster::target::Target;
 use crate::cluster::wire;
 
 /// How long one `XREAD` blocks waiting for entries.
@@ -41,7 +41,7 @@ impl Tail {
     /// A tail resuming at `progress` (the journal's fold).
     pub fn new(
         node_id: String,
-        client: Client,
+        client: Target,
         router: Router,
         status: Arc<ClusterStatus>,
         progress: PeerProgress,
@@ -91,7 +91,7 @@ impl Tail {
         self.link.connection().await?;
         if self.link.take_reconnected() {
             let connection = self.link.connection().await?;
-            let id = run_id(connection).await?;
+            let id = run_id(connection, keys::STREAM).await?;
             if self.epoch.as_ref().is_some_and(|epoch| *epoch != id) {
                 // A Redis that restarted has a new stream: read it from its start.
                 self.cursor = "0-0".to_owned();

@@ -54,7 +54,7 @@ pub async fn run(listen: SocketAddr, seconds: u64) -> u8 {
     match run_demo(listen, seconds).await {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("quotaroute demo: {error}");
+            crate::cli_output::err_line(&format!("quotaroute demo: {error}"));
             1
         }
     }
@@ -152,7 +152,7 @@ async fn run_demo(listen: SocketAddr, seconds: u64) -> Result<(), DemoError> {
     let stopped = node.stop(reason).await;
     upstreams.stop();
     if let Err(error) = stopped {
-        eprintln!("quotaroute demo: stopping the node: {error}");
+        crate::cli_output::err_line(&format!("quotaroute demo: stopping the node: {error}"));
     }
     if reason == "SIGINT" {
         emit("\ninterrupted: traffic stopped, node stopped cleanly\n");

@@ -101,6 +101,9 @@ async fn answer(
     if let Ok(value) = HeaderValue::from_str(&key) {
         headers.insert("x-mock-key", value);
     }
+    for (name, value) in mock.response_headers(&key) {
+        insert(&mut headers, &name, &value);
+    }
     if let Some(route) = StoredRoute::from_path(uri.path()) {
         return stored_api::answer(mock, method, route, uri.query(), &key, headers).await;
     }

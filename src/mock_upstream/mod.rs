@@ -24,7 +24,9 @@
 //! `GET …/responses/{id}/input_items` (`order`, `limit`, `after`) and `POST
 //! …/responses/{id}/cancel` find it for that key only, any other key gets OpenAI's 404; a
 //! `previous_response_id` the key has not stored is OpenAI's 400 `previous_response_not_found`.
-//! The key comes from `Authorization: Bearer` or `x-api-key` and is echoed in `x-mock-key`.
+//! The key comes from `Authorization: Bearer` or `x-api-key` and is echoed in `x-mock-key`;
+//! headers set for a key ([`MockUpstream::set_response_headers`], e.g. Codex's `x-codex-*`
+//! windows) go on every answer to it.
 //!
 //! Compression, like a CDN in front of the provider: off by default; in another mode every
 //! upstream answer (success, error, event stream) gets `Vary: Accept-Encoding` and, when the

@@ -117,6 +117,8 @@ struct MockState {
     /// The last sequence handed out; unlike `stats.total`, never reset.
     sequence: u64,
     compression: Compression,
+    /// Extra headers on every answer to a key (Codex's `x-codex-*` windows, plan headers).
+    response_headers: HashMap<String, Vec<(String, String)>>,
     stored: StoredResponses,
     auth: AuthState,
 }
@@ -184,6 +186,26 @@ impl MockUpstream {
 
     pub fn compression(&self) -> Compression {
         self.lock().compression
+    }
+
+    /// Puts `headers` on every answer to `key` from now on (replacing earlier ones; an empty
+    /// list removes them), as Codex puts its `x-codex-*` windows on every reply.
+    pub fn set_response_headers(&self, key: &str, headers: Vec<(String, String)>) {
+        let mut state = self.lock();
+        if headers.is_empty() {
+            state.response_headers.remove(key);
+        } else {
+            state.response_headers.insert(key.to_owned(), headers);
+        }
+    }
+
+    /// The extra headers for `key` (see [`Self::set_response_headers`]).
+    pub(crate) fn response_headers(&self, key: &str) -> Vec<(String, String)> {
+        self.lock()
+            .response_headers
+            .get(key)
+            .cloned()
+            .unwrap_or_default()
     }
 
     pub(crate) fn store_response(&self, id: String, stored: StoredResponse) {

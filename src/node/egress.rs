@@ -101,7 +101,7 @@ pub fn proxy_matcher(
 }
 
 /// The system's trusted roots, read once (the bundled Mozilla list when the system has none).
-fn system_roots() -> &'static [CertificateDer<'static>] {
+pub(crate) fn system_roots() -> &'static [CertificateDer<'static>] {
     static ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
     ROOTS.get_or_init(|| {
         let native = rustls_native_certs::load_native_certs().certs;

@@ -15,6 +15,7 @@ use crate::node::cors;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
 use crate::node::proxy::{self, client_authorized};
+use crate::node::rejection_log;
 use crate::node::reply;
 use crate::node::stored_response;
 use crate::node::{plain_errors, ui, ui_events, ui_timeline};
@@ -43,6 +44,7 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/v1/responses/{id}/input_items", get(stored))
         .route("/v1/responses/{id}/cancel", post(stored))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(rejection_log::layer))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             cors::layer,
@@ -103,16 +105,10 @@ async fn stored(State(app): State<AppState>, Path(id): Path<String>, request: Re
 
 /// `GET /v1/responses` is how Codex opens the Responses API's WebSocket mode. quotaroute
 /// serves that API over HTTP: 426 makes Codex fall back to `POST` + SSE at once, where 404 or
-/// 405 cost it seven retries over about six seconds (measured with Codex 0.171).
-async fn responses_websocket(request: Request) -> Response {
-    let upgrade = request
-        .headers()
-        .get(http::header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
-    if !upgrade {
-        return not_found(request).await;
-    }
+/// 405 cost it seven retries over about six seconds (measured with Codex 0.171). 426 whether
+/// or not `Upgrade` arrived: a proxy in front of the node may drop it (a hop-by-hop header),
+/// and a `GET` on this path without an id has no other meaning.
+async fn responses_websocket() -> Response {
     let mut response = json_response(
         StatusCode::UPGRADE_REQUIRED,
         &json!({"error": {

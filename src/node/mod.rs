@@ -35,6 +35,7 @@ pub mod live;
 pub mod metrics;
 pub mod plain_errors;
 pub mod proxy;
+pub mod rejection_log;
 pub mod reload;
 pub mod reply;
 pub mod serve;

@@ -4,6 +4,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+mod redis_support;
 mod reliability_support;
 mod replay_support;
 mod support;
@@ -18,10 +19,13 @@ mod mock_endpoints;
 mod mock_faults;
 mod node_clients;
 mod node_cluster;
+mod node_cluster_managed;
+mod node_codex_windows;
 mod node_credentials;
 mod node_dashboard;
 mod node_egress;
 mod node_endpoints;
+mod node_papercuts;
 mod node_read_your_writes;
 mod node_restart;
 mod node_routing;

@@ -6,73 +6,67 @@
 //! - a limit of 100 requests across three nodes serves at most 100 + 3 × `lease_size`;
 //! - Redis killed and restarted mid-run: nodes route on, say so, and converge after;
 //! - a node killed with -9 and restarted rejoins with the shared state before it is ready.
+//!
+//! The same scenarios run on a TLS Redis and a three-shard Redis Cluster (issue #25):
+//! `node_cluster_managed` calls the bodies here with another [`RedisAt`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use quotaroute::mock_upstream::{MockUpstream, Rule};
 use serde_json::Value;
 use support::*;
 
-const LEASE_SIZE: u64 = 5;
+use crate::redis_support;
 
-/// A `redis-server` of this test's own, killed when dropped.
-struct Redis {
-    port: u16,
-    child: Option<Child>,
+/// Where the nodes' `[cluster]` points: a URL and, for TLS with a private CA, its `ca_file`.
+pub struct RedisAt {
+    pub url: String,
+    pub ca_file: Option<PathBuf>,
 }
 
-impl Redis {
-    fn start_on(port: u16) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (apt-get install redis-server)");
-        let redis = Redis {
-            port,
-            child: Some(child),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
+impl RedisAt {
+    pub fn plain(server: &redis_support::Server) -> RedisAt {
+        RedisAt {
+            url: format!("redis://127.0.0.1:{}", server.port),
+            ca_file: None,
         }
-        redis
     }
 
-    fn start() -> Redis {
-        Self::start_on(free_port())
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// SIGKILL: Redis goes away without a word, and forgets everything (no persistence).
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+    fn toml(&self) -> String {
+        let mut text = format!("redis_url = \"{}\"\n", self.url);
+        if let Some(ca_file) = &self.ca_file {
+            text.push_str(&format!("ca_file = \"{}\"\n", ca_file.display()));
         }
+        text
     }
 }
 
-impl Drop for Redis {
-    fn drop(&mut self) {
+/// What a test does to take Redis away and bring it back (empty).
+pub trait Outage {
+    fn go_down(&mut self);
+    fn come_back(&mut self);
+}
+
+impl Outage for redis_support::Server {
+    fn go_down(&mut self) {
         self.kill();
     }
+
+    fn come_back(&mut self) {
+        self.restart();
+    }
 }
 
-struct Node {
-    base: String,
+const LEASE_SIZE: u64 = 5;
+
+pub struct Node {
+    pub base: String,
     config: PathBuf,
     child: Option<KillOnDrop>,
 }
@@ -96,6 +90,11 @@ impl Node {
         self.child = Some(KillOnDrop(child));
     }
 
+    /// What the node logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.config.with_extension("log")).unwrap_or_default()
+    }
+
     fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.0.kill();
@@ -104,10 +103,10 @@ impl Node {
     }
 }
 
-struct Cluster {
+pub struct Cluster {
     mock: MockUpstream,
     _dir: tempfile::TempDir,
-    nodes: Vec<Node>,
+    pub nodes: Vec<Node>,
     client: reqwest::Client,
 }
 
@@ -116,7 +115,7 @@ fn node_config(
     mock_base: &str,
     journal: &Path,
     port: u16,
-    redis: &str,
+    redis: &RedisAt,
     name: &str,
     edit: &dyn Fn(String) -> String,
 ) -> String {
@@ -126,25 +125,19 @@ fn node_config(
     );
     edit(text)
         + &format!(
-            "\n[cluster]\nredis_url = \"{redis}\"\nnode_id = \"{name}\"\nlease_size = {LEASE_SIZE}\n"
+            "\n[cluster]\n{}node_id = \"{name}\"\nlease_size = {LEASE_SIZE}\n",
+            redis.toml()
         )
 }
 
-async fn start_cluster(redis: &Redis, edit: &dyn Fn(String) -> String) -> Cluster {
+async fn start_cluster(redis: &RedisAt, edit: &dyn Fn(String) -> String) -> Cluster {
     let (mock_base, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
     let mut nodes = Vec::new();
     for name in ["node-a", "node-b", "node-c"] {
         let port = free_port();
-        let text = node_config(
-            &mock_base,
-            &dir.path().join(name),
-            port,
-            &redis.url(),
-            name,
-            edit,
-        );
+        let text = node_config(&mock_base, &dir.path().join(name), port, redis, name, edit);
         let config = dir.path().join(format!("{name}.toml"));
         std::fs::write(&config, text).unwrap();
         let mut node = Node {
@@ -164,6 +157,11 @@ async fn start_cluster(redis: &Redis, edit: &dyn Fn(String) -> String) -> Cluste
         nodes,
         client,
     }
+}
+
+/// Three nodes on `redis` with the standard config, for other modules' tests.
+pub async fn start_cluster_for_test(redis: &RedisAt) -> Cluster {
+    start_cluster(redis, &|text| text).await
 }
 
 async fn admin(client: &reqwest::Client, base: &str, path: &str) -> Value {
@@ -215,8 +213,13 @@ fn percentile(sorted: &[Duration], pct: usize) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s9_a_429_on_one_node_locks_the_model_on_every_other_node_within_100ms() {
-    let redis = Redis::start();
-    let cluster = start_cluster(&redis, &|text| text).await;
+    let redis = redis_support::plain();
+    a_429_on_one_node_locks_everywhere(&RedisAt::plain(&redis)).await;
+}
+
+/// A 429 on A locks (key, model) on B and C within 100 ms; a push and a clear follow.
+pub async fn a_429_on_one_node_locks_everywhere(redis: &RedisAt) {
+    let cluster = start_cluster(redis, &|text| text).await;
     let client = &cluster.client;
     let (a, b, c) = (
         &cluster.nodes[0].base,
@@ -303,14 +306,23 @@ async fn s9_a_429_on_one_node_locks_the_model_on_every_other_node_within_100ms()
     let state = admin(client, a, "/admin/state").await;
     assert_eq!(state["cluster"]["node_id"], "node-a");
     assert_eq!(state["cluster"]["redis"], "up");
-    let mut peers: Vec<String> = state["cluster"]["peers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap().to_owned())
-        .collect();
-    peers.sort();
-    assert_eq!(peers, ["node-b", "node-c"]);
+    // Peers are listed at A's heartbeat (every second): a peer's first one may come after it.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let state = admin(client, a, "/admin/state").await;
+        let mut peers: Vec<String> = state["cluster"]["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_owned())
+            .collect();
+        peers.sort();
+        if peers == ["node-b", "node-c"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "peers of A: {peers:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(state["cluster"]["events_applied"], 0, "A only published");
     let metrics = admin_text(client, a, "/metrics").await;
     assert!(
@@ -343,8 +355,13 @@ targets = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s9_a_limit_of_100_across_three_nodes_serves_at_most_100_plus_3_leases() {
-    let redis = Redis::start();
-    let cluster = start_cluster(&redis, &limited).await;
+    let redis = redis_support::plain();
+    a_limit_across_three_nodes_holds(&RedisAt::plain(&redis)).await;
+}
+
+/// 330 requests on three nodes against a limit of 100: at most 100 + 3 leases served.
+pub async fn a_limit_across_three_nodes_holds(redis: &RedisAt) {
+    let cluster = start_cluster(redis, &limited).await;
     let client = cluster.client.clone();
     // Three clients, one per node, 110 requests each: 330 in all, against a limit of 100.
     let mut clients = Vec::new();
@@ -388,8 +405,15 @@ async fn s9_a_limit_of_100_across_three_nodes_serves_at_most_100_plus_3_leases()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s9_redis_lost_and_back_and_a_node_killed_rejoin_with_everything() {
-    let mut redis = Redis::start();
-    let mut cluster = start_cluster(&redis, &|text| text).await;
+    let mut redis = redis_support::plain();
+    let at = RedisAt::plain(&redis);
+    redis_lost_and_back(&at, &mut redis).await;
+}
+
+/// Redis (or the shard of the stream) goes away and comes back empty while B is killed and
+/// restarted; then C is killed and rejoins with everything.
+pub async fn redis_lost_and_back(redis: &RedisAt, outage: &mut dyn Outage) {
+    let mut cluster = start_cluster(redis, &|text| text).await;
     let client = cluster.client.clone();
     let bases: Vec<String> = cluster.nodes.iter().map(|n| n.base.clone()).collect();
     let base = |i: usize| bases[i].clone();
@@ -409,7 +433,7 @@ async fn s9_redis_lost_and_back_and_a_node_killed_rejoin_with_everything() {
     }
 
     // Redis dies. Nodes keep routing, report it, and stay healthy.
-    redis.kill();
+    outage.go_down();
     rate_limit_once(&cluster.mock, "during");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -447,7 +471,7 @@ async fn s9_redis_lost_and_back_and_a_node_killed_rejoin_with_everything() {
 
     // Redis comes back, empty (B's publish mark is gone with it); B restarts and publishes what
     // it journaled meanwhile from its journal; all converge.
-    let _redis = Redis::start_on(redis.port);
+    outage.come_back();
     cluster.nodes[1].spawn();
     wait_ready(&client, &base(1)).await;
     assert!(locked(&client, &base(1), "oa-1", "during").await);

@@ -51,11 +51,17 @@ impl BreakerActorState {
         }
         let mut next = BreakerState::clone(&self.state);
         for event in &events {
-            if let Event::BreakerTransition(t) = event {
-                tracing::info!(
+            // Only a change of phase is a transition to log: an operator's reset of a
+            // CLOSED breaker (journaled: it clears the counts) is no CLOSED → CLOSED line.
+            match event {
+                Event::BreakerTransition(t) if t.from != t.to => tracing::info!(
                     provider = %t.provider, from = t.from.as_str(), to = t.to.as_str(),
                     failures = t.failures, cycles = t.cycles, "breaker transition"
-                );
+                ),
+                Event::BreakerTransition(t) => tracing::debug!(
+                    provider = %t.provider, phase = t.to.as_str(), "breaker counts cleared"
+                ),
+                _ => {}
             }
             next.apply(now_ms, event);
         }

@@ -1,6 +1,10 @@
 //! Usage readings from upstream rate-limit headers (behaviour §6, source 2): what the upstream says
 //! is used, of what limit, until when, per window.
 //!
+//! Codex (ChatGPT account) windows come as `x-codex-{primary,secondary}-*` and are named by their
+//! minutes (300 → `5h`, 10080 → `7d`), never by their position: some plans report the weekly
+//! window as primary.
+//!
 //! Pure parsing of one response's headers, `now_ms` given. It must not decide saturation or keep
 //! buckets (that is `buckets`); unparseable, negative and sentinel values (Azure's `-1`, a limit of
 //! `0`) are ignored, never fatal.
@@ -50,11 +54,20 @@ struct UnifiedWindow {
     reset: HeaderName,
 }
 
+/// A Codex window slot's header names (`x-codex-<slot>-*`).
+struct CodexWindow {
+    used_percent: HeaderName,
+    window_minutes: HeaderName,
+    reset_after_seconds: HeaderName,
+    reset_at: HeaderName,
+}
+
 /// Every header name this module reads, parsed once: looking headers up by `&str` parses the
 /// name on every call, and this runs on every upstream response.
 struct HeaderNames {
     counts: Vec<CountWindow>,
     unified: Vec<UnifiedWindow>,
+    codex: Vec<CodexWindow>,
 }
 
 fn header_name(name: String) -> Option<HeaderName> {
@@ -85,9 +98,19 @@ static HEADER_NAMES: LazyLock<HeaderNames> = LazyLock::new(|| {
             reset: header_name(format!("anthropic-ratelimit-unified-{name}-reset"))?,
         })
     });
+    let codex = CODEX_SLOTS.into_iter().filter_map(|slot| {
+        let name = |part: &str| header_name(format!("x-codex-{slot}-{part}"));
+        Some(CodexWindow {
+            used_percent: name("used-percent")?,
+            window_minutes: name("window-minutes")?,
+            reset_after_seconds: name("reset-after-seconds")?,
+            reset_at: name("reset-at")?,
+        })
+    });
     HeaderNames {
         counts: openai.chain(anthropic).collect(),
         unified: unified.collect(),
+        codex: codex.collect(),
     }
 });
 
@@ -125,6 +148,51 @@ fn utilization_basis_points(value: &str) -> Option<u64> {
     (basis_points.is_finite() && basis_points < 1e15).then_some(basis_points as u64)
 }
 
+/// A percentage (`100`, `42.5`, `0.5`) as basis points; unlike a utilisation, `1` is 1 %, not a
+/// whole. Signs, exponents, `NaN` and `inf` are rejected by the character check.
+fn percent_basis_points(value: &str) -> Option<u64> {
+    let value = value.trim();
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let basis_points = (value.parse::<f64>().ok()? * 100.0).round();
+    (basis_points.is_finite() && basis_points < 1e15).then_some(basis_points as u64)
+}
+
+/// A window's name from its length in minutes: whole days as `<n>d`, whole hours as `<n>h`,
+/// else `<n>m` (so 300 → `5h`, 10080 → `7d`); `None` for 0 or garbage.
+fn window_name(minutes: &str) -> Option<String> {
+    let minutes = reset_hint::count(minutes).filter(|minutes| *minutes > 0)?;
+    Some(if minutes % 1440 == 0 {
+        format!("{}d", minutes / 1440)
+    } else if minutes % 60 == 0 {
+        format!("{}h", minutes / 60)
+    } else {
+        format!("{minutes}m")
+    })
+}
+
+/// One Codex window slot: its used percentage as basis points of [`BASIS_POINTS`], named by
+/// its minutes; the reset from `-reset-at` (Unix seconds), else `-reset-after-seconds`.
+fn codex_window(headers: &HeaderMap, slot: &CodexWindow, now_ms: u64) -> Option<UsageReading> {
+    let window = header(headers, &slot.window_minutes).and_then(window_name)?;
+    let used = header(headers, &slot.used_percent).and_then(percent_basis_points)?;
+    let reset_at = header(headers, &slot.reset_at).and_then(reset_hint::unix_time_ms);
+    let reset_after = || {
+        let seconds = header(headers, &slot.reset_after_seconds)?;
+        let delta_ms = reset_hint::retry_after(seconds, now_ms)?;
+        Some(now_ms.saturating_add(delta_ms))
+    };
+    Some(UsageReading {
+        window,
+        used,
+        limit: BASIS_POINTS,
+        resets_at_ms: reset_at.or_else(reset_after),
+    })
+}
+
+/// Codex's window slots, as in `x-codex-<slot>-used-percent`.
+const CODEX_SLOTS: [&str; 2] = ["primary", "secondary"];
 /// Names of the OpenAI windows, as in `x-ratelimit-limit-<name>`.
 const OPENAI_WINDOWS: [&str; 2] = ["requests", "tokens"];
 /// Names of the Anthropic per-model windows, as in `anthropic-ratelimit-<name>-limit`.
@@ -136,7 +204,8 @@ const UNIFIED_WINDOWS: [&str; 2] = ["5h", "7d"];
 /// `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (OpenAI and compatibles),
 /// `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`,
 /// and subscription utilisation `anthropic-ratelimit-unified-{5h,7d}-utilization` (+ `-reset`)
-/// as basis points of [`BASIS_POINTS`].
+/// as basis points of [`BASIS_POINTS`], and Codex's `x-codex-{primary,secondary}-*` windows the
+/// same way, named by their minutes.
 pub fn readings_from_headers(headers: &HeaderMap, model: &str, now_ms: u64) -> Vec<UsageReading> {
     let names = &*HEADER_NAMES;
     let counts = names
@@ -152,7 +221,11 @@ pub fn readings_from_headers(headers: &HeaderMap, model: &str, now_ms: u64) -> V
             resets_at_ms: reset_at(headers, &window.reset, now_ms),
         })
     });
-    counts.chain(unified).collect()
+    let codex = names
+        .codex
+        .iter()
+        .filter_map(|slot| codex_window(headers, slot, now_ms));
+    counts.chain(unified).chain(codex).collect()
 }
 
 #[cfg(test)]
@@ -270,6 +343,81 @@ mod tests {
             readings_from_headers(&weekly, "m", NOW),
             vec![reading("7d", 5_000, BASIS_POINTS, None)]
         );
+    }
+
+    /// A Codex reply as ChatGPT accounts get it: both slots, plus headers this module ignores.
+    fn codex(primary: (&str, &str), secondary: (&str, &str)) -> HeaderMap {
+        headers(&[
+            ("x-codex-primary-used-percent", primary.0),
+            ("x-codex-primary-window-minutes", primary.1),
+            ("x-codex-primary-reset-after-seconds", "3600"),
+            ("x-codex-primary-reset-at", "1717250400"),
+            ("x-codex-secondary-used-percent", secondary.0),
+            ("x-codex-secondary-window-minutes", secondary.1),
+            ("x-codex-secondary-reset-after-seconds", "86400"),
+            ("x-codex-plan-type", "plus"),
+            ("x-codex-credits-has-credits", "False"),
+        ])
+    }
+
+    #[test]
+    fn s6_codex_windows_are_named_by_their_minutes_not_their_slot() {
+        // The usual order: the 5-hour window as primary, the weekly one as secondary (whose
+        // reset comes only as seconds from now).
+        assert_eq!(
+            readings_from_headers(&codex(("42", "300"), ("100", "10080")), "gpt-5", NOW),
+            vec![
+                reading("5h", 4_200, BASIS_POINTS, Some(1_717_250_400_000)),
+                reading("7d", 10_000, BASIS_POINTS, Some(NOW + 86_400_000)),
+            ]
+        );
+        // Some plans report the weekly window as primary.
+        assert_eq!(
+            readings_from_headers(&codex(("100", "10080"), ("3.5", "300")), "gpt-5", NOW),
+            vec![
+                reading("7d", 10_000, BASIS_POINTS, Some(1_717_250_400_000)),
+                reading("5h", 350, BASIS_POINTS, Some(NOW + 86_400_000)),
+            ]
+        );
+    }
+
+    #[test]
+    fn s6_codex_percent_is_a_percentage_and_garbage_is_ignored() {
+        // (used percent, window minutes, the reading's window and basis points)
+        type Case<'a> = (&'a str, &'a str, Option<(&'a str, u64)>);
+        let cases: &[Case] = &[
+            // `1` is 1 %, not a whole (unlike Anthropic's utilisation).
+            ("1", "300", Some(("5h", 100))),
+            ("0", "10080", Some(("7d", 0))),
+            ("99.99", "10080", Some(("7d", 9_999))),
+            ("50", "1440", Some(("1d", 5_000))),
+            ("50", "90", Some(("90m", 5_000))),
+            ("-5", "300", None),
+            ("NaN", "300", None),
+            ("1e2", "300", None),
+            ("50", "0", None),
+            ("50", "-300", None),
+            ("50", "weekly", None),
+            ("", "300", None),
+        ];
+        for (percent, minutes, want) in cases {
+            let map = headers(&[
+                ("x-codex-primary-used-percent", percent),
+                ("x-codex-primary-window-minutes", minutes),
+            ]);
+            let want: Vec<_> = want
+                .map(|(window, bp)| reading(window, bp, BASIS_POINTS, None))
+                .into_iter()
+                .collect();
+            assert_eq!(
+                readings_from_headers(&map, "m", NOW),
+                want,
+                "{percent} {minutes}"
+            );
+        }
+        // Without its minutes a slot names no window: the position is never a name.
+        let unnamed = headers(&[("x-codex-secondary-used-percent", "100")]);
+        assert_eq!(readings_from_headers(&unnamed, "m", NOW), vec![]);
     }
 
     #[test]
