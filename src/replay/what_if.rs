@@ -2,9 +2,11 @@
 //! CONFIG's resilience settings, then compared with what the journal says happened.
 //!
 //! Each recorded request (`route_decided`) is routed again at its instant by the live code
-//! paths: `policy::request`'s admission (breaker → connection → model lockout, probe tokens
-//! included), `quota_share::select` on the what-if deficits and in-flight counts, and
-//! `RequestPlan` for what follows each attempt. Each attempt's outcome is applied when it
+//! paths: `policy::admission` (breaker → connection → model lockout, probe tokens included;
+//! saturation of CONFIG's limits and the providers' readings; caps), `quota_share::select` on
+//! the what-if deficits and in-flight counts, `take_first_admitted` for the first try and each
+//! failover, and `RequestPlan` for what follows each attempt. Connections are specified by
+//! CONFIG's topology (`config::topology`), as the node would run them. Each attempt's outcome is applied when it
 //! completes (its start plus its recorded latency) by `BreakerState::on_outcome` and
 //! `ConnectionState::on_outcome`, exactly as the actors compose them.
 //!
@@ -18,25 +20,27 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
 
+use quotaroute_actors::policy::admission::{
+    breaker_admission, connection_block, evaluate_target, take_first_admitted, Admit, Block,
+    BreakerAdmission,
+};
 use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;
+use quotaroute_actors::policy::connection_view::ConnectionView;
 use quotaroute_actors::policy::drr::{exec_key, DrrDeficits};
 use quotaroute_actors::policy::quota_share::{
     apply_route_decided, route_decided, select, DrrKeys, TargetView,
 };
-use quotaroute_actors::policy::request::{
-    admission, breaker_admission, breaker_signal, connection_block, BreakerAdmission, RequestPlan,
-    Step,
-};
+use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};
 use quotaroute_actors::topology::recorded_targets;
-use quotaroute_actors::{AttemptResult, ConnectionSpec, Outcome};
+use quotaroute_actors::{AttemptResult, ConnectionSpec, Outcome, Topology};
 use quotaroute_journal::{
     ActionBy, AuthKind, BreakerPhase, ConfigLoaded, Envelope, Event, TargetInfo,
 };
 use serde::Serialize;
 
 use crate::config::topology::{
-    breaker_settings, bucket_settings, cooldown_settings, lockout_settings,
+    breaker_settings, bucket_settings, cooldown_settings, lockout_settings, topology,
 };
 use crate::config::Config;
 use crate::replay::periods::{PeriodTracker, Periods};
@@ -111,6 +115,8 @@ struct LiveRequest {
 #[derive(Debug)]
 pub struct WhatIf {
     config: Config,
+    /// CONFIG as the node would run it: connection specs with their limits and settings.
+    planned: Topology,
     config_label: String,
     recorded: PeriodTracker,
     simulated: PeriodTracker,
@@ -137,6 +143,7 @@ pub struct WhatIf {
 impl WhatIf {
     pub fn new(config: Config, config_label: impl Into<String>) -> Self {
         WhatIf {
+            planned: topology(&config, ""),
             config,
             config_label: config_label.into(),
             recorded: PeriodTracker::default(),
@@ -311,36 +318,10 @@ impl WhatIf {
         if targets.is_empty() {
             return None;
         }
-        let max_concurrent: Vec<Option<u32>> = targets
-            .iter()
-            .map(|(_, info)| {
-                config
-                    .connections
-                    .iter()
-                    .find(|c| c.id == info.connection)
-                    .and_then(|c| c.max_concurrent)
-            })
-            .collect();
         self.requests_replayed += 1;
         let views: Vec<TargetView> = targets
             .iter()
-            .zip(&max_concurrent)
-            .map(|((provider, info), cap)| {
-                let breaker = self.admission_of(provider, now_ms);
-                let hard_block = admission(breaker, || {
-                    let (state, _) = self.connection(provider, &info.connection);
-                    connection_block(&state.health, &state.lockouts, &info.model, now_ms)
-                });
-                TargetView {
-                    weight: info.weight,
-                    exec_key: exec_key(&info.connection, &info.model).into(),
-                    hard_block,
-                    saturated: false,
-                    in_flight: self.in_flight.get(&info.connection).copied().unwrap_or(0),
-                    max_concurrent: *cap,
-                    degraded: breaker == BreakerAdmission::Degraded,
-                }
-            })
+            .map(|(provider, info)| self.target_view(provider, info, now_ms))
             .collect();
         let infos: Vec<TargetInfo> = targets.iter().map(|(_, info)| info.clone()).collect();
         let deficits = self.deficits.entry(combo.clone()).or_default();
@@ -385,54 +366,65 @@ impl WhatIf {
         breaker_admission(state, settings, Some(&gate), now_ms)
     }
 
-    /// The next target of the request's order that is admitted now, with its attempt started.
+    /// What the selector sees of one target now: the same evaluation as the combo actor's, on
+    /// the what-if state (the connection's copy as its actor would push it).
+    fn target_view(&mut self, provider: &str, info: &TargetInfo, now_ms: u64) -> TargetView {
+        let breaker = self.admission_of(provider, now_ms);
+        let in_flight = self.in_flight.get(&info.connection).copied().unwrap_or(0);
+        let (state, spec) = self.connection(provider, &info.connection);
+        let view = ConnectionView::of(state, spec, now_ms);
+        let max_concurrent = spec.max_concurrent;
+        evaluate_target(
+            info.weight,
+            exec_key(&info.connection, &info.model).into(),
+            &info.model,
+            breaker,
+            Some(&view),
+            in_flight,
+            max_concurrent,
+            now_ms,
+        )
+    }
+
+    /// The next target of the request's order that is admitted now (`take_first_admitted`,
+    /// as a failover takes it), with its attempt started.
     fn next_attempt(&mut self, now_ms: u64, request_id: &str) -> Option<InFlightAttempt> {
-        loop {
-            let live = self.live.get_mut(request_id)?;
-            let index = *live.order.get(live.next)?;
-            live.next += 1;
-            let (provider, info) = live.targets.get(index)?.clone();
-            let combo = live.combo.clone();
-            let attempt_number = live.plan.upstream_requests();
-            let breaker = self.admission_of(&provider, now_ms);
-            let blocked = admission(breaker, || {
-                let (state, _) = self.connection(&provider, &info.connection);
-                connection_block(&state.health, &state.lockouts, &info.model, now_ms)
-            });
-            if blocked.is_some() {
-                continue;
-            }
-            let probe_taken_at_ms = if breaker == BreakerAdmission::Probe {
-                let settings = self.breaker(&provider).1.clone();
-                let gate = self.gates.entry(provider.clone()).or_default();
-                if !gate.try_take(now_ms, &settings) {
-                    continue;
-                }
-                if let Some((state, _)) = self.breakers.get_mut(&provider) {
-                    for event in state.on_probe_admitted(&provider, now_ms) {
-                        state.apply(now_ms, &event);
-                        self.simulated.observe(now_ms, &event);
-                    }
-                }
-                Some(now_ms)
-            } else {
-                None
-            };
-            let mut outcome = self.outcome_for(request_id, &info, now_ms);
-            outcome.request_id = request_id.to_string();
-            outcome.combo = combo;
-            outcome.provider = provider;
-            outcome.attempt = attempt_number;
-            outcome.started_at_ms = now_ms;
-            outcome.was_probe = probe_taken_at_ms.is_some();
-            self.attempts += 1;
-            *self.in_flight.entry(info.connection.clone()).or_default() += 1;
-            return Some(InFlightAttempt {
-                request_id: request_id.to_string(),
-                outcome,
-                probe_taken_at_ms,
-            });
-        }
+        let live = self.live.get(request_id)?;
+        let candidates: Vec<usize> = live.order.get(live.next..)?.to_vec();
+        let targets = live.targets.clone();
+        let combo = live.combo.clone();
+        let attempt_number = live.plan.upstream_requests();
+        let mut passed_over = Vec::new();
+        let taken = take_first_admitted(
+            &mut WhatIfAdmit {
+                what_if: self,
+                targets: &targets,
+                now_ms,
+            },
+            &candidates,
+            &mut passed_over,
+        );
+        let live = self.live.get_mut(request_id)?;
+        let Some((offset, probe_taken_at_ms)) = taken else {
+            live.next = live.order.len();
+            return None;
+        };
+        live.next += offset + 1;
+        let (provider, info) = targets.get(candidates[offset])?.clone();
+        let mut outcome = self.outcome_for(request_id, &info, now_ms);
+        outcome.request_id = request_id.to_string();
+        outcome.combo = combo;
+        outcome.provider = provider;
+        outcome.attempt = attempt_number;
+        outcome.started_at_ms = now_ms;
+        outcome.was_probe = probe_taken_at_ms.is_some();
+        self.attempts += 1;
+        *self.in_flight.entry(info.connection.clone()).or_default() += 1;
+        Some(InFlightAttempt {
+            request_id: request_id.to_string(),
+            outcome,
+            probe_taken_at_ms,
+        })
     }
 
     /// How `info`'s target answers this request at `now` (see the module header).
@@ -558,26 +550,28 @@ impl WhatIf {
             })
     }
 
+    /// The what-if state of connection `id`, specified as CONFIG's topology has it; a
+    /// connection the journal knows and CONFIG does not keeps its journaled shape with CONFIG's
+    /// settings for its provider.
     fn connection(&mut self, provider: &str, id: &str) -> &mut (ConnectionState, ConnectionSpec) {
+        let planned = self.planned.connection(id).cloned();
         let info = self
             .topology
             .as_ref()
             .and_then(|t| t.connections.iter().find(|c| c.id == id));
         let config = &self.config;
         self.connections.entry(id.to_string()).or_insert_with(|| {
-            let auth = info.map_or(AuthKind::ApiKey, |c| c.auth);
-            let spec = ConnectionSpec {
-                id: id.to_string(),
-                provider: provider.to_string(),
-                auth,
-                weight: info.map_or(1, |c| c.weight),
-                max_concurrent: info.and_then(|c| c.max_concurrent),
-                models: info.and_then(|c| c.models.clone()),
-                limits: Default::default(),
-                cooldown: cooldown_settings(config, provider, auth),
-                lockout: lockout_settings(config, provider),
-                buckets: bucket_settings(config, provider),
-            };
+            let spec = planned.unwrap_or_else(|| {
+                let auth = info.map_or(AuthKind::ApiKey, |c| c.auth);
+                ConnectionSpec {
+                    max_concurrent: info.and_then(|c| c.max_concurrent),
+                    models: info.and_then(|c| c.models.clone()),
+                    cooldown: cooldown_settings(config, provider, auth),
+                    lockout: lockout_settings(config, provider),
+                    buckets: bucket_settings(config, provider),
+                    ..ConnectionSpec::new(id, provider, auth, info.map_or(1, |c| c.weight))
+                }
+            });
             (ConnectionState::new(provider, id), spec)
         })
     }
@@ -651,6 +645,53 @@ impl WhatIf {
     }
 }
 
+/// The what-if state as [`take_first_admitted`] reads it: candidates are indices into the
+/// request's targets; taking a HALF_OPEN target takes a probe token of the what-if gate.
+struct WhatIfAdmit<'a> {
+    what_if: &'a mut WhatIf,
+    targets: &'a [(String, TargetInfo)],
+    now_ms: u64,
+}
+
+impl Admit for WhatIfAdmit<'_> {
+    /// When the probe token was taken, if one was.
+    type Taken = Option<u64>;
+
+    fn breaker(&mut self, i: usize) -> BreakerAdmission {
+        let provider = self.targets[i].0.clone();
+        self.what_if.admission_of(&provider, self.now_ms)
+    }
+
+    fn connection_block(&mut self, i: usize) -> Option<Block> {
+        let (provider, info) = &self.targets[i];
+        let (state, _) = self.what_if.connection(provider, &info.connection);
+        connection_block(&state.health, &state.lockouts, &info.model, self.now_ms)
+    }
+
+    fn take(&mut self, i: usize, breaker: BreakerAdmission) -> Result<Option<u64>, Block> {
+        if breaker != BreakerAdmission::Probe {
+            return Ok(None);
+        }
+        let provider = self.targets[i].0.clone();
+        let now_ms = self.now_ms;
+        let settings = self.what_if.breaker(&provider).1.clone();
+        let gate = self.what_if.gates.entry(provider.clone()).or_default();
+        if !gate.try_take(now_ms, &settings) {
+            return Err((
+                quotaroute_journal::BlockReason::ProbeInFlight,
+                Some(settings.probe_timeout_ms),
+            ));
+        }
+        if let Some((state, _)) = self.what_if.breakers.get_mut(&provider) {
+            for event in state.on_probe_admitted(&provider, now_ms) {
+                state.apply(now_ms, &event);
+                self.what_if.simulated.observe(now_ms, &event);
+            }
+        }
+        Ok(Some(now_ms))
+    }
+}
+
 fn row(measure: &str, subject: &str, recorded: u64, what_if: u64, is_duration: bool) -> Row {
     Row {
         measure: measure.to_string(),
@@ -703,4 +744,273 @@ pub fn render_text(report: &WhatIfReport) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use proptest::prelude::*;
+    use quotaroute_actors::policy::breaker::ProbeGate;
+    use quotaroute_actors::policy::quota_share::Strategy as Routing;
+    use quotaroute_journal::OutcomeClass;
+
+    use super::*;
+
+    const NOW: u64 = 1_764_000_000_000;
+    const MODEL: &str = "m";
+
+    /// One connection of a random case: weight, cap, a `requests_5h` limit, requests in
+    /// flight, and the attempts it has seen (class, ms before now).
+    #[derive(Debug, Clone)]
+    struct Case {
+        weight: u32,
+        cap: Option<u32>,
+        limit: Option<u64>,
+        in_flight: u32,
+        history: Vec<(u8, u64)>,
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (
+            1u32..4,
+            proptest::option::of(1u32..3),
+            proptest::option::of(1u64..6),
+            0u32..4,
+            proptest::collection::vec((0u8..6, 0u64..400_000), 0..6),
+        )
+            .prop_map(|(weight, cap, limit, in_flight, history)| Case {
+                weight,
+                cap,
+                limit,
+                in_flight,
+                history,
+            })
+    }
+
+    fn config_of(cases: &[Case]) -> Config {
+        let mut text = String::from(
+            "[server]\napi_keys = [\"k\"]\n[[providers]]\nname = \"p\"\nformat = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        );
+        for (i, case) in cases.iter().enumerate() {
+            text.push_str(&format!(
+                "[[connections]]\nid = \"c{i}\"\nprovider = \"p\"\napi_key = \"x\"\nweight = {}\n",
+                case.weight
+            ));
+            if let Some(cap) = case.cap {
+                text.push_str(&format!("max_concurrent = {cap}\n"));
+            }
+            if let Some(limit) = case.limit {
+                text.push_str(&format!("[connections.limits]\nrequests_5h = {limit}\n"));
+            }
+        }
+        text.push_str("[[combos]]\nname = \"team\"\ntargets = [");
+        for (i, case) in cases.iter().enumerate() {
+            text.push_str(&format!(
+                "{{ connection = \"c{i}\", model = \"{MODEL}\", weight = {} }},",
+                case.weight
+            ));
+        }
+        text.push_str("]\n");
+        crate::config::parse(&text, "case.toml", &|_| None).unwrap()
+    }
+
+    fn result_of(class: u8) -> AttemptResult {
+        match class {
+            0 | 1 => AttemptResult::success(200, 10, 10),
+            2 => AttemptResult::failure(OutcomeClass::RateLimited, Some(429)),
+            3 => AttemptResult::failure(OutcomeClass::ServerError, Some(500)),
+            4 => AttemptResult::failure(OutcomeClass::ModelUnavailable, Some(404)),
+            _ => AttemptResult::failure(OutcomeClass::Timeout, None),
+        }
+    }
+
+    /// The order the combo actor decides for `cases`: its connection copies as the supervisor
+    /// builds them (`ConnectionView::of` on CONFIG's specs), its breaker copy with the shared
+    /// gate, `evaluate_target` and `select`.
+    fn combo_order(
+        planned: &Topology,
+        states: &[ConnectionState],
+        breaker: &BreakerState,
+        cases: &[Case],
+    ) -> Vec<String> {
+        let view = quotaroute_actors::view::BreakerView {
+            state: Arc::new(breaker.clone()),
+            settings: BreakerSettings::default(),
+            gate: Arc::new(Mutex::new(ProbeGate::default())),
+        };
+        let combo = planned.combo("team").unwrap();
+        let views: Vec<TargetView> = combo
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, target)| {
+                let spec = planned.connection(&target.connection).unwrap();
+                let copy = ConnectionView::of(&states[i], spec, NOW);
+                evaluate_target(
+                    target.weight,
+                    exec_key(&target.connection, &target.model).into(),
+                    &target.model,
+                    view.admission(NOW),
+                    Some(&copy),
+                    cases[i].in_flight,
+                    spec.max_concurrent,
+                    NOW,
+                )
+            })
+            .collect();
+        select(Routing::QuotaShare, &views, &DrrDeficits::default())
+            .order
+            .iter()
+            .map(|&i| combo.targets[i].connection.clone())
+            .collect()
+    }
+
+    /// The order `--what-if` decides for the same state.
+    fn what_if_order(
+        config: &Config,
+        states: &[ConnectionState],
+        breaker: &BreakerState,
+        cases: &[Case],
+    ) -> Vec<String> {
+        let mut what_if = WhatIf::new(config.clone(), "case");
+        let planned = topology(config, "");
+        what_if.topology = Some(planned.config_loaded(1));
+        what_if
+            .breakers
+            .insert("p".into(), (breaker.clone(), BreakerSettings::default()));
+        for (i, state) in states.iter().enumerate() {
+            let id = format!("c{i}");
+            let spec = planned.connection(&id).unwrap().clone();
+            what_if
+                .connections
+                .insert(id.clone(), (state.clone(), spec));
+            what_if.in_flight.insert(id, cases[i].in_flight);
+        }
+        what_if.requests.insert(
+            "r".into(),
+            RecordedRequest {
+                combo: "team".into(),
+                attempts: Vec::new(),
+            },
+        );
+        let _ = what_if.route(NOW, "r");
+        let Some(live) = what_if.live.get("r") else {
+            return Vec::new();
+        };
+        live.order
+            .iter()
+            .map(|&i| live.targets[i].1.connection.clone())
+            .collect()
+    }
+
+    /// A connection whose configured `requests_5h` is used up goes behind the others in a
+    /// what-if, as it does on the node (it used to stay first: what-if knew no limits).
+    #[test]
+    fn a_saturated_bucket_reorders_the_what_if_as_the_node_does() {
+        let cases = vec![
+            Case {
+                weight: 3,
+                cap: None,
+                limit: Some(2),
+                in_flight: 0,
+                history: vec![(0, 1_000), (0, 2_000)],
+            },
+            Case {
+                weight: 1,
+                cap: None,
+                limit: None,
+                in_flight: 0,
+                history: Vec::new(),
+            },
+        ];
+        let config = config_of(&cases);
+        let planned = topology(&config, "");
+        let mut states = Vec::new();
+        for (i, case) in cases.iter().enumerate() {
+            let id = format!("c{i}");
+            let spec = planned.connection(&id).unwrap();
+            let mut state = ConnectionState::new("p", &id);
+            for (n, &(class, ago)) in case.history.iter().enumerate() {
+                let outcome = Outcome {
+                    request_id: format!("h{n}"),
+                    combo: "team".into(),
+                    provider: "p".into(),
+                    connection: id.clone(),
+                    model: MODEL.into(),
+                    attempt: 1,
+                    started_at_ms: NOW - ago,
+                    latency_ms: 0,
+                    was_probe: false,
+                    skipped: Vec::new(),
+                    result: result_of(class),
+                };
+                for event in state.on_outcome(&outcome, NOW - ago, spec) {
+                    state.apply(NOW - ago, &event);
+                }
+            }
+            states.push(state);
+        }
+        let breaker = BreakerState::new("p");
+        let what_if = what_if_order(&config, &states, &breaker, &cases);
+        assert_eq!(what_if, vec!["c1".to_string(), "c0".to_string()]);
+        assert_eq!(combo_order(&planned, &states, &breaker, &cases), what_if);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// For random states (cooldowns, lockouts, saturated limits, caps, in-flight, an open or
+        /// degraded breaker), `--what-if` orders a combo's targets exactly as the combo actor does.
+        #[test]
+        fn what_if_orders_as_the_combo_does(
+            cases in proptest::collection::vec(case(), 1..5),
+            breaker_failures in 0usize..12,
+        ) {
+            let config = config_of(&cases);
+            let planned = topology(&config, "");
+            let states: Vec<ConnectionState> = cases
+                .iter()
+                .enumerate()
+                .map(|(i, case)| {
+                    let id = format!("c{i}");
+                    let spec = planned.connection(&id).unwrap();
+                    let mut state = ConnectionState::new("p", &id);
+                    let mut history = case.history.clone();
+                    history.sort_by_key(|&(_, ago)| Reverse(ago));
+                    for (n, &(class, ago)) in history.iter().enumerate() {
+                        let at = NOW - ago;
+                        let outcome = Outcome {
+                            request_id: format!("h{n}"),
+                            combo: "team".into(),
+                            provider: "p".into(),
+                            connection: id.clone(),
+                            model: MODEL.into(),
+                            attempt: 1,
+                            started_at_ms: at,
+                            latency_ms: 0,
+                            was_probe: false,
+                            skipped: Vec::new(),
+                            result: result_of(class),
+                        };
+                        for event in state.on_outcome(&outcome, at, spec) {
+                            state.apply(at, &event);
+                        }
+                    }
+                    state
+                })
+                .collect();
+            let mut breaker = BreakerState::new("p");
+            let settings = BreakerSettings::default();
+            for n in 0..breaker_failures {
+                let at = NOW - 1_000 + n as u64;
+                for event in breaker.on_outcome("p", &format!("c{}", n % cases.len()), true, at, false, at, &settings) {
+                    breaker.apply(at, &event);
+                }
+            }
+            let combo = combo_order(&planned, &states, &breaker, &cases);
+            let what_if = what_if_order(&config, &states, &breaker, &cases);
+            prop_assert_eq!(combo, what_if);
+        }
+    }
 }

@@ -18,10 +18,11 @@ use crate::actor::messages::{
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::permit::{Permit, SharedProbeGate};
+use crate::policy::admission::{evaluate_target, take_first_admitted, Admit, Block};
 use crate::policy::breaker::BreakerState;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::quota_share::{apply_route_decided, select, TargetView};
-use crate::policy::request::{admission, unroutable, Block};
+use crate::policy::request::unroutable;
 use crate::registry::Registry;
 use crate::view::{BreakerAdmission, BreakerView, ConnectionView};
 
@@ -68,12 +69,6 @@ struct Scratch {
     positions: Vec<usize>,
     views: Vec<TargetView>,
     admissions: Vec<BreakerAdmission>,
-}
-
-/// How one target looks right now.
-struct TargetNow {
-    admission: BreakerAdmission,
-    block: Option<Block>,
 }
 
 impl ComboState {
@@ -136,20 +131,6 @@ impl ComboState {
         self.breakers.insert(provider, breaker);
     }
 
-    /// Behaviour §2 step 0 for one target, on the latest copies.
-    fn evaluate(&mut self, target: &RoutedTarget, now_ms: u64) -> TargetNow {
-        let breaker = self.breaker_view(&target.provider).admission(now_ms);
-        let block = admission(breaker, || {
-            self.connections
-                .get(&*target.connection)
-                .and_then(|view| view.block_for(&target.model, now_ms))
-        });
-        TargetNow {
-            admission: breaker,
-            block,
-        }
-    }
-
     /// Takes the in-flight slot (and the probe token when HALF_OPEN); `None` when the last probe
     /// token went to another combo first.
     fn take(
@@ -206,23 +187,19 @@ impl ComboState {
             {
                 continue;
             }
-            // Step 0 on the resolved copies.
+            // Step 0 to 2 on the resolved copies.
             let breaker = slot.breaker.admission(now_ms);
-            let connection = slot.connection.as_deref();
-            let hard_block = admission(breaker, || {
-                connection.and_then(|view| view.block_for(&target.model, now_ms))
-            });
-            let saturated = connection.is_some_and(|view| view.is_saturated(&target.model, now_ms));
             positions.push(position);
-            views.push(TargetView {
-                weight: target.weight,
-                exec_key: runtime.exec_key.clone(),
-                hard_block,
-                saturated,
-                in_flight: runtime.in_flight.get(),
-                max_concurrent: runtime.max_concurrent,
-                degraded: breaker == BreakerAdmission::Degraded,
-            });
+            views.push(evaluate_target(
+                target.weight,
+                runtime.exec_key.clone(),
+                &target.model,
+                breaker,
+                slot.connection.as_deref(),
+                runtime.in_flight.get(),
+                runtime.max_concurrent,
+                now_ms,
+            ));
             admissions.push(breaker);
         }
         if positions.is_empty() {
@@ -241,21 +218,21 @@ impl ComboState {
             })
             .collect();
 
-        let mut taken = None;
-        for (position, &i) in selection.order.iter().enumerate() {
-            let breaker = &self.slots[positions[i]].breaker;
-            match self.take(runtime_at(i), breaker, admissions[i], now_ms) {
-                Some(permit) => {
-                    taken = Some((position, permit));
-                    break;
-                }
-                None => skipped.push(skipped_entry(
-                    &runtime_at(i).target,
-                    BlockReason::ProbeInFlight,
-                    Some(breaker.settings.probe_timeout_ms),
-                )),
-            }
-        }
+        // The order holds no hard-blocked target: only a probe token can be lost now.
+        let mut passed_over = Vec::new();
+        let taken = take_first_admitted(
+            &mut TakeFrom {
+                combo: self,
+                positions,
+                admissions: Some(admissions),
+                now_ms,
+            },
+            &selection.order,
+            &mut passed_over,
+        );
+        skipped.extend(passed_over.into_iter().map(|(i, reason, remaining_ms)| {
+            skipped_entry(&runtime_at(i).target, reason, remaining_ms)
+        }));
 
         let index_of = |i: usize| runtime_at(i).target.index;
         let chosen = selection.chosen.filter(|_| taken.is_some());
@@ -296,45 +273,111 @@ impl ComboState {
         reply
     }
 
+    /// The first of a failover's candidates (positions in `setup.targets`, as the decision
+    /// holds them) admitted now, re-checked on the latest copies.
     fn acquire(&mut self, request: AcquireRequest) -> Acquired {
         let now_ms = self.clock.now_ms();
-        let mut skipped = Vec::new();
-        for (position, target) in request.candidates.iter().enumerate() {
-            let now = self.evaluate(target, now_ms);
-            if let Some((reason, remaining_ms)) = now.block {
-                skipped.push(skipped_entry(target, reason, remaining_ms));
-                continue;
-            }
-            let Some(runtime) = self
-                .setup
-                .targets
-                .iter()
-                .find(|t| {
-                    t.target.index == target.index && t.target.connection == target.connection
-                })
-                .cloned()
-            else {
-                continue;
-            };
-            let breaker = self.breaker_view(&target.provider);
-            match self.take(&runtime, &breaker, now.admission, now_ms) {
-                Some(permit) => {
-                    return Acquired {
-                        taken: Some((position, permit)),
-                        skipped,
-                    }
-                }
-                None => skipped.push(skipped_entry(
-                    target,
-                    BlockReason::ProbeInFlight,
-                    Some(breaker.settings.probe_timeout_ms),
-                )),
-            }
-        }
+        // A reload may have changed the targets since the decision: only positions that still
+        // hold the same target are candidates.
+        let candidates: Vec<usize> = request
+            .candidates
+            .iter()
+            .filter_map(|target| {
+                let position = usize::from(target.index);
+                let runtime = self.setup.targets.get(position)?;
+                (runtime.target.connection == target.connection
+                    && runtime.target.model == target.model)
+                    .then_some(position)
+            })
+            .collect();
+        let mut passed_over = Vec::new();
+        let taken = take_first_admitted(
+            &mut TakeFrom {
+                combo: self,
+                positions: &[],
+                admissions: None,
+                now_ms,
+            },
+            &candidates,
+            &mut passed_over,
+        );
+        let skipped = passed_over
+            .into_iter()
+            .map(|(position, reason, remaining_ms)| {
+                skipped_entry(&self.setup.targets[position].target, reason, remaining_ms)
+            })
+            .collect();
         Acquired {
-            taken: None,
+            taken: taken.and_then(|(offset, permit)| {
+                let position = candidates[offset];
+                // The offset in the decision's list of candidates.
+                let offset = request
+                    .candidates
+                    .iter()
+                    .position(|t| usize::from(t.index) == position)?;
+                Some((offset, permit))
+            }),
             skipped,
         }
+    }
+}
+
+/// The combo's state as [`take_first_admitted`] reads it. With `admissions` (routing, right
+/// after the selection), candidates are indices into `positions` and their breaker verdicts
+/// are the ones the selection saw; without (a failover), candidates are positions in the
+/// combo's targets, evaluated now.
+struct TakeFrom<'a> {
+    combo: &'a ComboState,
+    positions: &'a [usize],
+    admissions: Option<&'a [BreakerAdmission]>,
+    now_ms: u64,
+}
+
+impl TakeFrom<'_> {
+    fn position(&self, i: usize) -> usize {
+        match self.admissions {
+            Some(_) => self.positions[i],
+            None => i,
+        }
+    }
+}
+
+impl Admit for TakeFrom<'_> {
+    type Taken = Permit;
+
+    fn breaker(&mut self, i: usize) -> BreakerAdmission {
+        match self.admissions {
+            Some(admissions) => admissions[i],
+            None => self.combo.slots[i].breaker.admission(self.now_ms),
+        }
+    }
+
+    fn connection_block(&mut self, i: usize) -> Option<Block> {
+        if self.admissions.is_some() {
+            // The selection left hard-blocked targets out of its order.
+            return None;
+        }
+        let target = &self.combo.setup.targets[i].target;
+        self.combo.slots[i]
+            .connection
+            .as_deref()
+            .and_then(|view| view.block_for(&target.model, self.now_ms))
+    }
+
+    fn take(&mut self, i: usize, breaker: BreakerAdmission) -> Result<Permit, Block> {
+        let position = self.position(i);
+        let slot = &self.combo.slots[position];
+        self.combo
+            .take(
+                &self.combo.setup.targets[position],
+                &slot.breaker,
+                breaker,
+                self.now_ms,
+            )
+            .ok_or((
+                BlockReason::ProbeInFlight,
+                Some(slot.breaker.settings.probe_timeout_ms),
+            ))
     }
 }
 

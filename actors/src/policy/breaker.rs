@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use quotaroute_journal::{
-    ActionBy, AuthKind, BlockReason, BreakerCounted, BreakerPhase, BreakerTransition, Event,
+    ActionBy, AuthKind, BreakerCounted, BreakerPhase, BreakerTransition, Event,
 };
 use serde::{Deserialize, Serialize};
 
@@ -166,26 +166,6 @@ impl BreakerState {
             .filter(|f| now_ms < f.at_ms.saturating_add(s.window_ms))
             .count();
         u32::try_from(in_window).unwrap_or(u32::MAX)
-    }
-
-    /// The hard block this breaker puts on its targets at `now` (§2 step 0, §7), with the time
-    /// until it may lift: OPEN until its reset, HALF_OPEN while every probe token is taken.
-    pub fn block_at(
-        &self,
-        now_ms: u64,
-        s: &BreakerSettings,
-        probes: &ProbeGate,
-    ) -> Option<(BlockReason, Option<u64>)> {
-        match self.phase_at(now_ms, s) {
-            BreakerPhase::Open => Some((
-                BlockReason::BreakerOpen,
-                self.open_until_ms.map(|until| until.saturating_sub(now_ms)),
-            )),
-            BreakerPhase::HalfOpen if !probes.available_at(now_ms, s) => {
-                Some((BlockReason::ProbeInFlight, probes.next_free_in(now_ms, s)))
-            }
-            _ => None,
-        }
     }
 
     /// Decide what one settled upstream request means to the breaker. Callers pass only outcomes
@@ -961,28 +941,30 @@ mod tests {
 
     #[test]
     fn s5_breaker_block_reasons() {
+        use crate::policy::admission::{breaker_admission, BreakerAdmission};
+        use quotaroute_journal::BlockReason;
         let mut live = Live::new(BreakerSettings::default());
         let mut gate = ProbeGate::default();
         fail_distinct(&mut live, 7, 0);
         assert_eq!(
-            live.state.block_at(10, &live.s, &gate),
-            None,
+            breaker_admission(&live.state, &live.s, Some(&gate), 10),
+            BreakerAdmission::Degraded,
             "DEGRADED still routes"
         );
         let until = open(&mut live, 100);
         assert_eq!(
-            live.state.block_at(until - 1_000, &live.s, &gate),
-            Some((BlockReason::BreakerOpen, Some(1_000)))
+            breaker_admission(&live.state, &live.s, Some(&gate), until - 1_000),
+            BreakerAdmission::Blocked(BlockReason::BreakerOpen, Some(1_000))
         );
         assert_eq!(
-            live.state.block_at(until, &live.s, &gate),
-            None,
+            breaker_admission(&live.state, &live.s, Some(&gate), until),
+            BreakerAdmission::Probe,
             "a probe may go"
         );
         assert!(gate.try_take(until, &live.s));
         assert_eq!(
-            live.state.block_at(until + 10_000, &live.s, &gate),
-            Some((BlockReason::ProbeInFlight, Some(20_000)))
+            breaker_admission(&live.state, &live.s, Some(&gate), until + 10_000),
+            BreakerAdmission::Blocked(BlockReason::ProbeInFlight, Some(20_000))
         );
     }
 

@@ -15,7 +15,6 @@ use crate::policy::cooldown::ConnectionHealth;
 use crate::policy::lockout::ModelLockouts;
 use crate::policy::outcome::Outcome;
 use crate::policy::peer_merge;
-use crate::policy::request::{connection_block, Block};
 use crate::policy::topology::ConnectionSpec;
 
 /// The learned state of one connection.
@@ -146,11 +145,6 @@ impl ConnectionState {
     /// backoff, a billing disable or a lockout's history.
     pub fn success_changes_state(&self, model: &str, at_ms: u64) -> bool {
         self.health.success_changes_state(at_ms) || self.lockouts.success_changes_state(model)
-    }
-
-    /// The hard block on `model` at `now`, connection first, then the model lockout.
-    pub fn block_for(&self, model: &str, now_ms: u64) -> Option<Block> {
-        connection_block(&self.health, &self.lockouts, model, now_ms)
     }
 }
 

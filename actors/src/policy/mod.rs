@@ -1,10 +1,12 @@
 //! Pure routing policy: no clocks, no I/O, no actors. Each file owns one rule of behaviour.md,
 //! or the plain data they read (`topology`: what the node hands in; `outcome`: one attempt).
 
+pub mod admission;
 pub mod breaker;
 pub mod buckets;
 pub mod classify;
 pub mod connection_state;
+pub mod connection_view;
 pub mod cooldown;
 pub mod drr;
 #[cfg(test)]

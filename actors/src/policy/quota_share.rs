@@ -103,15 +103,6 @@ pub struct Selection {
     pub skipped: Vec<(usize, BlockReason, Option<u64>)>,
 }
 
-/// Σ of the DRR weights of `indices` under `strategy`.
-pub fn sum_weights(strategy: Strategy, targets: &[TargetView], indices: &[usize]) -> u64 {
-    indices
-        .iter()
-        .filter_map(|index| targets.get(*index))
-        .map(|target| u64::from(strategy.drr_weight(target.weight)))
-        .sum()
-}
-
 /// Orders `targets` for one request. Pure: reads `deficits`, never changes them.
 pub fn select(strategy: Strategy, targets: &[TargetView], deficits: &DrrDeficits) -> Selection {
     // Step 0: hard blocks leave the list.

@@ -1,4 +1,4 @@
-//! One request's life, pure (behaviour §2 step 0, §3, §7): whether a target is admitted now,
+//! One request's life, pure (behaviour §3, §7; admission, §2 step 0, is `admission`'s):
 //! what follows each attempt (stream, deliver, fail over or give up) under the attempt budget
 //! and `max_upstream_requests`, the answer when nothing could be tried or the tries ran out,
 //! the hold, and what an attempt's class tells its breaker.
@@ -6,84 +6,9 @@
 //! The combo actor, `Decision`, the node's try loop (which then only does I/O) and
 //! `replay --what-if` all call these functions; none of them keeps a copy of a rule.
 
-use quotaroute_journal::{BlockReason, BreakerPhase, OutcomeClass, Skipped};
+use quotaroute_journal::{BlockReason, OutcomeClass, Skipped};
 
-use crate::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use crate::policy::classify::rules;
-use crate::policy::cooldown::ConnectionHealth;
-use crate::policy::lockout::ModelLockouts;
-
-/// A hard block: why, and for how long if it ends by itself.
-pub type Block = (BlockReason, Option<u64>);
-
-/// The breaker's verdict on routing to its provider now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakerAdmission {
-    /// CLOSED: route normally.
-    Healthy,
-    /// DEGRADED: route, but after healthy targets.
-    Degraded,
-    /// HALF_OPEN with a free probe token: route, taking the token.
-    Probe,
-    /// OPEN, or HALF_OPEN with every token taken.
-    Blocked(BlockReason, Option<u64>),
-}
-
-/// The breaker's verdict at `now`. `gate` is the provider's probe tokens (`None`: unknown, so
-/// HALF_OPEN admits no probe).
-pub fn breaker_admission(
-    state: &BreakerState,
-    settings: &BreakerSettings,
-    gate: Option<&ProbeGate>,
-    now_ms: u64,
-) -> BreakerAdmission {
-    match state.phase_at(now_ms, settings) {
-        BreakerPhase::Closed => BreakerAdmission::Healthy,
-        BreakerPhase::Degraded => BreakerAdmission::Degraded,
-        BreakerPhase::Open => BreakerAdmission::Blocked(
-            BlockReason::BreakerOpen,
-            state
-                .open_until_ms()
-                .map(|until| until.saturating_sub(now_ms)),
-        ),
-        BreakerPhase::HalfOpen => match gate {
-            Some(gate) if gate.available_at(now_ms, settings) => BreakerAdmission::Probe,
-            Some(gate) => BreakerAdmission::Blocked(
-                BlockReason::ProbeInFlight,
-                gate.next_free_in(now_ms, settings),
-            ),
-            None => BreakerAdmission::Blocked(BlockReason::ProbeInFlight, None),
-        },
-    }
-}
-
-/// A connection's own block on `model` at `now`: cooldown or disabled first, then the model's
-/// lockout.
-pub fn connection_block(
-    health: &ConnectionHealth,
-    lockouts: &ModelLockouts,
-    model: &str,
-    now_ms: u64,
-) -> Option<Block> {
-    if let Some(block) = health.block_at(now_ms) {
-        return Some(block);
-    }
-    lockouts
-        .block_at(model, now_ms)
-        .map(|(reason, remaining)| (reason, Some(remaining)))
-}
-
-/// Behaviour §2 step 0 for one target, in order breaker → connection → model lockout.
-/// `connection` is evaluated only when the breaker lets the target through.
-pub fn admission(
-    breaker: BreakerAdmission,
-    connection: impl FnOnce() -> Option<Block>,
-) -> Option<Block> {
-    match breaker {
-        BreakerAdmission::Blocked(reason, remaining) => Some((reason, remaining)),
-        _ => connection(),
-    }
-}
 
 /// What an attempt of `class` tells its provider's breaker: `Some(true)` a failure,
 /// `Some(false)` a success, `None` nothing (behaviour §4's breaker column).
@@ -432,36 +357,5 @@ mod tests {
         assert_eq!(breaker_signal(OutcomeClass::Success), Some(false));
         assert_eq!(breaker_signal(OutcomeClass::RateLimited), None);
         assert_eq!(breaker_signal(OutcomeClass::AuthFailed), None);
-    }
-
-    #[test]
-    fn half_open_without_a_free_token_blocks() {
-        let settings = BreakerSettings::default();
-        let mut state = BreakerState::new("p");
-        // Trip the breaker open, then let its reset pass: HALF_OPEN.
-        let mut now = 1_000_000;
-        for i in 0..(settings.open_at + 2) {
-            let events = state.on_outcome("p", &format!("k{i}"), true, now, false, now, &settings);
-            for event in &events {
-                state.apply(now, event);
-            }
-            now += 1;
-        }
-        assert!(matches!(
-            breaker_admission(&state, &settings, None, now),
-            BreakerAdmission::Blocked(BlockReason::BreakerOpen, _)
-        ));
-        now += 3_600_000;
-        assert_eq!(state.phase_at(now, &settings), BreakerPhase::HalfOpen);
-        let mut gate = ProbeGate::default();
-        assert_eq!(
-            breaker_admission(&state, &settings, Some(&gate), now),
-            BreakerAdmission::Probe
-        );
-        while gate.try_take(now, &settings) {}
-        assert!(matches!(
-            breaker_admission(&state, &settings, Some(&gate), now),
-            BreakerAdmission::Blocked(BlockReason::ProbeInFlight, Some(_))
-        ));
     }
 }

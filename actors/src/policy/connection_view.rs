@@ -1,0 +1,84 @@
+//! A combo's copy of one connection's routing-relevant state (health, lockouts, saturated
+//! usage windows), pushed by the connection's actor whenever it changes and holding absolute
+//! times so it stays right as time passes. Plain data read by `admission`; never mutated.
+
+use crate::policy::admission::{connection_block, Block};
+use crate::policy::buckets::BucketView;
+use crate::policy::connection_state::ConnectionState;
+use crate::policy::cooldown::ConnectionHealth;
+use crate::policy::lockout::ModelLockouts;
+use crate::policy::topology::ConnectionSpec;
+
+/// A saturated usage window and when it clears.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaturatedWindow {
+    /// `None`: every model (`5h`, `7d`); otherwise the model the window is about.
+    pub model: Option<String>,
+    pub until_ms: u64,
+}
+
+/// How long a counted-usage saturation is assumed to last when the window has no reset time:
+/// the view is re-pushed on the next outcome anyway.
+const SATURATION_RECHECK_MS: u64 = 60_000;
+
+/// A combo's copy of one connection's routing-relevant state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionView {
+    pub health: ConnectionHealth,
+    pub lockouts: ModelLockouts,
+    pub saturated: Vec<SaturatedWindow>,
+}
+
+impl ConnectionView {
+    /// The view of `state` as of `now_ms`.
+    pub fn of(state: &ConnectionState, spec: &ConnectionSpec, now_ms: u64) -> Self {
+        ConnectionView {
+            health: state.health.clone(),
+            lockouts: state.lockouts.clone(),
+            saturated: saturated_windows(state, spec, now_ms),
+        }
+    }
+
+    /// Whether [`ConnectionView::of`] would equal `self`, without copying the state.
+    pub fn matches(&self, state: &ConnectionState, spec: &ConnectionSpec, now_ms: u64) -> bool {
+        self.health == state.health
+            && self.lockouts == state.lockouts
+            && self.saturated == saturated_windows(state, spec, now_ms)
+    }
+
+    /// Connection block first, then the model's lockout.
+    pub fn block_for(&self, model: &str, now_ms: u64) -> Option<Block> {
+        connection_block(&self.health, &self.lockouts, model, now_ms)
+    }
+
+    pub fn is_saturated(&self, model: &str, now_ms: u64) -> bool {
+        self.saturated
+            .iter()
+            .any(|w| now_ms < w.until_ms && w.model.as_deref().is_none_or(|m| m == model))
+    }
+}
+
+fn saturated_windows(
+    state: &ConnectionState,
+    spec: &ConnectionSpec,
+    now_ms: u64,
+) -> Vec<SaturatedWindow> {
+    state
+        .buckets
+        .views(now_ms, &spec.limits, &spec.buckets)
+        .into_iter()
+        .filter(|v| v.saturated)
+        .map(|v| saturated_window(&v, now_ms))
+        .collect()
+}
+
+fn saturated_window(view: &BucketView, now_ms: u64) -> SaturatedWindow {
+    let model = view
+        .window
+        .split_once(':')
+        .map(|(_, model)| model.to_string());
+    SaturatedWindow {
+        model,
+        until_ms: view.resets_at_ms.unwrap_or(now_ms + SATURATION_RECHECK_MS),
+    }
+}
