@@ -34,6 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
+use quotaroute_actors::policy::classify::rules;
 use quotaroute_actors::policy::request::Step;
 use quotaroute_actors::{
     AdminState, AttemptResult, Clock, ComboSpec, ConnectionSpec, Decision, ManualClock,
@@ -298,17 +299,14 @@ fn draw_outage_result(rng: &mut Rng) -> AttemptResult {
     }
 }
 
-/// §3: whether an attempt of this class is followed by a try of the next target.
+/// §3: whether an attempt of this class is followed by a try of the next target, and whether
+/// `max_attempts` counts it: the one table (`policy::classify::rules`).
 fn fails_over(class: OutcomeClass) -> bool {
-    !matches!(class, OutcomeClass::Success | OutcomeClass::ClientError)
+    rules(class).fails_over
 }
 
-/// §3: the classes `max_attempts` counts.
 fn counts_as_attempt(class: OutcomeClass) -> bool {
-    matches!(
-        class,
-        OutcomeClass::Timeout | OutcomeClass::ServerError | OutcomeClass::Network
-    )
+    rules(class).counts_as_attempt
 }
 
 /// A decision the simulator holds open across steps (a slow upstream).

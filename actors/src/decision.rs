@@ -15,6 +15,7 @@ use crate::actor::messages::{
 };
 use crate::clock::SharedClock;
 use crate::permit::Permit;
+use crate::policy::classify::rules;
 use crate::policy::outcome::{AttemptResult, Outcome};
 use crate::policy::request::{breaker_signal, RequestPlan, Step};
 use crate::registry::Registry;
@@ -52,6 +53,8 @@ pub struct Decision {
     skipped: Vec<Skipped>,
     /// The attempt budget and what follows each attempt (`policy::request`).
     plan: RequestPlan,
+    /// A committed stream's attempt, reported when the stream ends.
+    stream_result: Option<AttemptResult>,
     combo_ref: ActorRef<ComboMsg>,
     registry: Arc<Registry>,
     clock: SharedClock,
@@ -99,6 +102,7 @@ impl Decision {
             next_position: position + 1,
             skipped,
             plan: RequestPlan::new(limits.0, limits.1),
+            stream_result: None,
             combo_ref,
             registry,
             clock,
@@ -146,8 +150,40 @@ impl Decision {
         self.current.as_ref().is_some_and(|c| c.permit.is_probe())
     }
 
-    /// What follows the attempt in progress, whose class is `class` (behaviour §3, decided by
-    /// [`RequestPlan::after_attempt`]). `time_left`: the request's deadline has not passed.
+    /// The one place what follows an attempt is decided (behaviour §3, by
+    /// [`RequestPlan::after_attempt`]): the attempt in progress ended with `result`
+    /// (`committed_stream`: it began a stream the client now reads). Reports it — waiting for
+    /// its actors to apply it when the request may try again ([`rules`]`.report_waits`) — and
+    /// returns the step. A committed stream's report waits for the stream's end
+    /// ([`Decision::take_stream_result`]). `time_left`: the request's deadline has not passed.
+    pub async fn after_attempt(
+        &mut self,
+        result: AttemptResult,
+        committed_stream: bool,
+        time_left: bool,
+    ) -> Step {
+        let step = self
+            .plan
+            .after_attempt(result.class, committed_stream, time_left);
+        match step {
+            Step::Stream => self.stream_result = Some(result),
+            _ if rules(result.class).report_waits() => {
+                self.report_applied(result).await;
+            }
+            _ => {
+                self.report(result);
+            }
+        }
+        step
+    }
+
+    /// The attempt of a committed stream, for its report when the stream ends.
+    pub fn take_stream_result(&mut self) -> Option<AttemptResult> {
+        self.stream_result.take()
+    }
+
+    /// What the plan says of an attempt of `class`, without reporting anything (for embedders
+    /// that report themselves; the node uses [`Decision::after_attempt`]).
     pub fn next_step(&mut self, class: OutcomeClass, streaming: bool, time_left: bool) -> Step {
         self.plan.after_attempt(class, streaming, time_left)
     }
@@ -175,11 +211,8 @@ impl Decision {
     /// state that already knows this failure (behaviour §3, read-your-writes). Successes are
     /// not waited for.
     pub async fn report_applied(&mut self, result: AttemptResult) -> bool {
-        let failed = !matches!(
-            result.class,
-            OutcomeClass::Success | OutcomeClass::ClientError
-        );
-        let Some(waits) = self.send_report(result, failed) else {
+        let waits_for_apply = rules(result.class).report_waits();
+        let Some(waits) = self.send_report(result, waits_for_apply) else {
             return false;
         };
         let deadline = tokio::time::Instant::now() + APPLY_TIMEOUT;

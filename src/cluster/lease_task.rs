@@ -194,7 +194,7 @@ impl LeaseTask {
     ) -> redis::RedisResult<(u64, u64)> {
         let debt = u64::try_from(-lease.available().min(0)).unwrap_or(0);
         let bin = now / lease.shape.bin_ms;
-        let ttl_s = lease.shape.bins * lease.shape.bin_ms / 1000 + lease.shape.bin_ms / 1000;
+        let ttl_s = counter_ttl_s(lease.shape);
         let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
         let mut invocation = self.script.prepare_invoke();
         for window_bin in (bin + 1).saturating_sub(lease.shape.bins)..=bin {
@@ -284,8 +284,7 @@ impl LeaseTask {
             }
             restored = true;
             let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
-            let ttl_s =
-                i64::try_from(lease.shape.bins * lease.shape.bin_ms / 1000).unwrap_or(i64::MAX);
+            let ttl_s = i64::try_from(counter_ttl_s(lease.shape)).unwrap_or(i64::MAX);
             for (bin, units) in &held.granted {
                 let key = format!("{prefix}{bin}");
                 redis::pipe()
@@ -306,4 +305,10 @@ impl LeaseTask {
         );
         Ok(())
     }
+}
+
+/// How long a shared counter bin lives in Redis: the whole window it counts in, plus one bin,
+/// so the oldest bin still counted is never gone early (the one TTL, for grants and restores).
+fn counter_ttl_s(shape: quotaroute_actors::policy::buckets::Shape) -> u64 {
+    (shape.bins + 1) * shape.bin_ms / 1000
 }

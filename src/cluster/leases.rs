@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use quotaroute_actors::policy::buckets::{Shape, FIVE_HOURS, SEVEN_DAYS};
+use quotaroute_actors::policy::buckets::{each_limit, Metric, Shape};
 use quotaroute_actors::Topology;
 use quotaroute_journal::RequestSucceeded;
 use tokio::sync::Notify;
@@ -87,33 +87,13 @@ impl LeaseTable {
                     .push(lease.clone());
                 table.all.push(lease);
             };
-            let wide = [
-                ("requests_5h", limits.requests_5h, false, FIVE_HOURS),
-                ("tokens_5h", limits.tokens_5h, true, FIVE_HOURS),
-                ("requests_7d", limits.requests_7d, false, SEVEN_DAYS),
-                ("tokens_7d", limits.tokens_7d, true, SEVEN_DAYS),
-            ];
-            for (name, limit, tokens, shape) in wide {
-                if let Some(limit) = limit {
-                    add(name.to_owned(), None, tokens, shape, limit);
-                }
-            }
-            for (model, limit) in &limits.model_requests_7d {
+            for limit in each_limit(limits) {
                 add(
-                    format!("requests_7d:{model}"),
-                    Some(model.clone()),
-                    false,
-                    SEVEN_DAYS,
-                    *limit,
-                );
-            }
-            for (model, limit) in &limits.model_tokens_7d {
-                add(
-                    format!("tokens_7d:{model}"),
-                    Some(model.clone()),
-                    true,
-                    SEVEN_DAYS,
-                    *limit,
+                    limit.name,
+                    limit.model.map(str::to_owned),
+                    limit.metric == Metric::Tokens,
+                    limit.shape,
+                    limit.limit,
                 );
             }
         }

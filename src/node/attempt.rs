@@ -1,7 +1,9 @@
 //! One upstream try against one target (behaviour §3, §4): build the request with the
 //! connection's credential, send it, read the answer (decoded when compressed) or open the
-//! stream until its first content, and classify what came back. Knows nothing of failover:
-//! `proxy` decides what follows a try.
+//! stream until its first content, and classify what came back — every class by the one
+//! classifier (`classify` for an answer, `failure_class` for a typed failure without one).
+//! Returns one shape, [`Attempted`]: the classified result and what the client may get of it.
+//! Knows nothing of failover: the decision's plan says what follows.
 
 use std::time::{Duration, Instant as StdInstant};
 
@@ -9,7 +11,10 @@ use bytes::Bytes;
 use http::header::{HeaderMap, CONTENT_TYPE};
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
-use quotaroute_actors::policy::classify::{classify, TransportFailure, UpstreamReply};
+use quotaroute_actors::policy::classify::TransportFailure;
+use quotaroute_actors::policy::classify::{
+    classify, failure_class, AttemptFailure, BodyFailure, UpstreamReply,
+};
 use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
 use quotaroute_actors::policy::request::LastAttempt;
 use quotaroute_actors::{AttemptResult, RoutedTarget};
@@ -31,7 +36,7 @@ use crate::proxy::usage::response_usage;
 /// Largest upstream body the router reads whole (errors and non-streaming answers).
 const MAX_UPSTREAM_BODY_BYTES: usize = 64 * 1024 * 1024;
 
-/// The last real upstream failure, which decides the answer when the tries run out (§7).
+/// The last real upstream failure, which decides the answer when the tries ran out (§7).
 pub(crate) enum LastFailure {
     Upstream {
         status: StatusCode,
@@ -41,10 +46,11 @@ pub(crate) enum LastFailure {
     /// A failure without an upstream answer to pass on, and what the client may be told of
     /// it: never an upstream address or a key command (those are in the attempt's journaled
     /// message).
-    Class(OutcomeClass, String),
-    /// A non-streaming body over [`MAX_UPSTREAM_BODY_BYTES`]: a `server_error`, answered 502
-    /// `upstream_too_large` when it is the last.
-    TooLarge(String),
+    Failed {
+        class: OutcomeClass,
+        failure: Option<AttemptFailure>,
+        public: String,
+    },
 }
 
 impl LastFailure {
@@ -52,8 +58,11 @@ impl LastFailure {
     pub(crate) fn as_last_attempt(&self) -> LastAttempt {
         match self {
             LastFailure::Upstream { status, .. } => LastAttempt::Status(status.as_u16()),
-            LastFailure::Class(class, _) => LastAttempt::Class(*class),
-            LastFailure::TooLarge(_) => LastAttempt::Class(OutcomeClass::ServerError),
+            LastFailure::Failed {
+                failure: Some(AttemptFailure::Body(BodyFailure::TooLarge)),
+                ..
+            } => LastAttempt::TooLarge,
+            LastFailure::Failed { class, .. } => LastAttempt::Class(*class),
         }
     }
 }
@@ -89,45 +98,92 @@ impl TryContext<'_> {
     }
 }
 
-/// How one try against one target ended.
-pub(crate) enum Tried {
-    /// A stream past its first content: relay it (the attempt is reported when it ends).
-    Streaming {
+/// How one try against one target ended: its classified result (for the plan and the report)
+/// and what the client may get of it.
+pub(crate) struct Attempted {
+    pub result: AttemptResult,
+    pub payload: Payload,
+}
+
+/// What a try leaves for the client.
+pub(crate) enum Payload {
+    /// A stream past its first content, to relay.
+    Stream {
         stream: Box<CommittedStream>,
-        result: AttemptResult,
         headers: HeaderMap,
     },
-    /// A whole answer for the client (a success, or a client error returned as is).
-    Answered {
-        result: AttemptResult,
+    /// A whole upstream answer: a success or a client error to deliver, or a failure to pass
+    /// through if it is the last.
+    Answer {
         status: StatusCode,
         headers: HeaderMap,
         body: Bytes,
     },
-    /// A failure: report `result`, remember `last`, maybe fail over.
-    Failed {
-        result: AttemptResult,
-        last: LastFailure,
+    /// No answer to pass on.
+    Nothing {
+        failure: Option<AttemptFailure>,
+        public: String,
     },
 }
 
-pub(crate) fn failed(class: OutcomeClass, status: Option<u16>, message: &str) -> Tried {
-    failed_privately(class, status, message, message)
+impl Payload {
+    pub(crate) fn is_stream(&self) -> bool {
+        matches!(self, Payload::Stream { .. })
+    }
+
+    /// What the answer remembers of this try when it failed.
+    pub(crate) fn into_last_failure(self, class: OutcomeClass) -> LastFailure {
+        match self {
+            Payload::Answer {
+                status,
+                headers,
+                body,
+            } => LastFailure::Upstream {
+                status,
+                headers,
+                body,
+            },
+            Payload::Nothing { failure, public } => LastFailure::Failed {
+                class,
+                failure,
+                public,
+            },
+            Payload::Stream { .. } => LastFailure::Failed {
+                class,
+                failure: None,
+                public: "the stream failed".to_string(),
+            },
+        }
+    }
 }
 
-/// A failure whose journaled `detail` may name hosts or key commands; the client gets `public`.
-pub(crate) fn failed_privately(
-    class: OutcomeClass,
+/// A try that failed without an answer: its class from `failure` (never picked by hand), the
+/// journaled `detail` (it may name hosts or key commands) and what the client is told.
+pub(crate) fn unanswered(
+    failure: AttemptFailure,
     status: Option<u16>,
     detail: &str,
     public: &str,
-) -> Tried {
+) -> Attempted {
+    let class = failure_class(failure);
     let mut result = AttemptResult::failure(class, status);
     result.message = Some(detail.to_string());
-    Tried::Failed {
+    Attempted {
         result,
-        last: LastFailure::Class(class, public.to_string()),
+        payload: Payload::Nothing {
+            failure: Some(failure),
+            public: public.to_string(),
+        },
     }
+}
+
+/// [`unanswered`] with nothing to hide from the client.
+pub(crate) fn unanswered_openly(
+    failure: AttemptFailure,
+    status: Option<u16>,
+    message: &str,
+) -> Attempted {
+    unanswered(failure, status, message, message)
 }
 
 /// One upstream request to `target` with `credential`, classified (behaviour §3, §4).
@@ -137,13 +193,13 @@ pub(crate) async fn try_target(
     attempt: u32,
     credential: &Secret,
     upstream_time: &mut Duration,
-) -> Tried {
+) -> Attempted {
     let (Some(provider), Some(auth)) = (
         ctx.live.providers.get(&*target.provider),
         ctx.live.connection_auth.get(&*target.connection),
     ) else {
-        // The config changed under this request: a network failure of the target.
-        return failed(OutcomeClass::Network, None, "target left the config");
+        // The config changed under this request: the target cannot be tried.
+        return unanswered_openly(AttemptFailure::NotSent, None, "target left the config");
     };
     let upstream_body = match ctx.info {
         Some(info) => rewrite(
@@ -163,20 +219,23 @@ pub(crate) async fn try_target(
         ctx.request_id,
         upstream_body,
     ) else {
-        return failed(OutcomeClass::Network, None, "bad upstream URL");
+        return unanswered_openly(AttemptFailure::NotSent, None, "bad upstream URL");
     };
-    let done = |class: OutcomeClass, latency: Duration| {
+    let sent_at = StdInstant::now();
+    // Every way this try ends goes through here: metrics and the log line, then the shape.
+    let end = |attempted: Attempted, upstream_time: &mut Duration| {
+        *upstream_time += sent_at.elapsed();
         attempt_done(
             ctx.live,
             ctx.request_id,
             ctx.combo,
             target,
             attempt,
-            class,
-            latency,
+            attempted.result.class,
+            sent_at.elapsed(),
         );
+        attempted
     };
-    let sent_at = StdInstant::now();
     // A streaming try must show content within `first_token_timeout_ms` of being sent,
     // headers included (§3): a stall before the headers fails over like one after them.
     let first_token_deadline = ctx
@@ -192,20 +251,20 @@ pub(crate) async fn try_target(
     let response = match provider.client.send(upstream_request, timeout).await {
         Ok(response) => response,
         Err(failed_send) => {
-            *upstream_time += sent_at.elapsed();
-            let class = transport_class(failed_send.failure, ctx.endpoint.format(), now_ms);
-            done(class, sent_at.elapsed());
             tracing::debug!(
                 request_id = ctx.request_id,
                 connection = &*target.connection,
                 reason = %failed_send.message,
                 "upstream request got no answer"
             );
-            return failed_privately(
-                class,
-                None,
-                &failed_send.message,
-                "the upstream could not be reached or did not answer",
+            return end(
+                unanswered(
+                    AttemptFailure::Transport(failed_send.failure),
+                    None,
+                    &failed_send.message,
+                    "the upstream could not be reached or did not answer",
+                ),
+                upstream_time,
             );
         }
     };
@@ -215,12 +274,13 @@ pub(crate) async fn try_target(
     let codings = match content_codings(&headers) {
         Ok(codings) => codings,
         Err(error) => {
-            *upstream_time += sent_at.elapsed();
-            done(OutcomeClass::ServerError, sent_at.elapsed());
-            return failed(
-                OutcomeClass::ServerError,
-                Some(status.as_u16()),
-                &format!("upstream answered {status}: {error}"),
+            return end(
+                unanswered_openly(
+                    AttemptFailure::Body(BodyFailure::Undecodable),
+                    Some(status.as_u16()),
+                    &format!("upstream answered {status}: {error}"),
+                ),
+                upstream_time,
             );
         }
     };
@@ -246,35 +306,39 @@ pub(crate) async fn try_target(
             .await
         } else {
             StreamStart::Failed {
-                class: OutcomeClass::ServerError,
+                class: failure_class(AttemptFailure::Body(BodyFailure::NotAnEventStream)),
+                failure: Some(AttemptFailure::Body(BodyFailure::NotAnEventStream)),
                 message: "asked for a stream, got no event stream".to_string(),
             }
         };
-        *upstream_time += sent_at.elapsed();
-        return match start {
+        let mut attempted = match start {
             StreamStart::Committed(stream) => {
-                done(OutcomeClass::Success, sent_at.elapsed());
                 let mut result = AttemptResult::success(status.as_u16(), 0, 0);
-                result.stream = true;
                 result.usage = usage;
-                Tried::Streaming {
-                    stream,
+                Attempted {
                     result,
-                    headers,
+                    payload: Payload::Stream { stream, headers },
                 }
             }
-            StreamStart::Failed { class, message } => {
-                done(class, sent_at.elapsed());
+            StreamStart::Failed {
+                class,
+                failure,
+                message,
+            } => {
                 let mut result = AttemptResult::failure(class, Some(status.as_u16()));
-                result.stream = true;
                 result.message = Some(message.clone());
                 result.usage = usage;
-                Tried::Failed {
+                Attempted {
                     result,
-                    last: LastFailure::Class(class, message),
+                    payload: Payload::Nothing {
+                        failure,
+                        public: message,
+                    },
                 }
             }
         };
+        attempted.result.stream = true;
+        return end(attempted, upstream_time);
     }
 
     // Not a stream (or an error before one): read the whole body, within this answer's bound
@@ -284,80 +348,96 @@ pub(crate) async fn try_target(
         read_upstream_body(response.into_body(), &ctx.app.inner.upstream_buffer),
     )
     .await;
-    *upstream_time += sent_at.elapsed();
     let (body, _held) = match read {
         Ok(Ok(read)) => read,
         Ok(Err(BodyRead::TooLarge)) => {
-            done(OutcomeClass::ServerError, sent_at.elapsed());
-            let message = format!(
-                "upstream answered {status} with a body over {} MiB",
-                MAX_UPSTREAM_BODY_BYTES >> 20
+            return end(
+                unanswered_openly(
+                    AttemptFailure::Body(BodyFailure::TooLarge),
+                    Some(status.as_u16()),
+                    &format!(
+                        "upstream answered {status} with a body over {} MiB",
+                        MAX_UPSTREAM_BODY_BYTES >> 20
+                    ),
+                ),
+                upstream_time,
             );
-            let mut result =
-                AttemptResult::failure(OutcomeClass::ServerError, Some(status.as_u16()));
-            result.message = Some(message.clone());
-            return Tried::Failed {
-                result,
-                last: LastFailure::TooLarge(message),
-            };
         }
         Ok(Err(BodyRead::BufferFull)) => {
-            done(OutcomeClass::ServerError, sent_at.elapsed());
-            return failed(
-                OutcomeClass::ServerError,
-                Some(status.as_u16()),
-                "the router holds too many upstream bodies at once (server.max_upstream_buffer_bytes)",
+            return end(
+                unanswered_openly(
+                    AttemptFailure::Body(BodyFailure::BufferFull),
+                    Some(status.as_u16()),
+                    "the router holds too many upstream bodies at once (server.max_upstream_buffer_bytes)",
+                ),
+                upstream_time,
             );
         }
-        Ok(Err(BodyRead::Broke)) | Err(_) => {
-            let transport = if read.is_err() {
-                TransportFailure::Timeout
-            } else {
-                TransportFailure::Reset
-            };
-            let class = transport_class(transport, ctx.endpoint.format(), now_ms);
-            done(class, sent_at.elapsed());
-            return failed(class, Some(status.as_u16()), "upstream body did not arrive");
+        Ok(Err(BodyRead::Broke)) => {
+            return end(
+                unanswered_openly(
+                    AttemptFailure::Transport(TransportFailure::Reset),
+                    Some(status.as_u16()),
+                    "upstream body did not arrive",
+                ),
+                upstream_time,
+            );
+        }
+        Err(_) => {
+            return end(
+                unanswered_openly(
+                    AttemptFailure::Transport(TransportFailure::Timeout),
+                    Some(status.as_u16()),
+                    "upstream body did not arrive in time",
+                ),
+                upstream_time,
+            );
         }
     };
     let body = match decode_body(body, &codings, MAX_UPSTREAM_BODY_BYTES).await {
         Ok(body) => body,
         Err(error) => {
             // A body that does not decode is the upstream's fault, whatever its status.
-            done(OutcomeClass::ServerError, sent_at.elapsed());
-            return failed(
-                OutcomeClass::ServerError,
-                Some(status.as_u16()),
-                &format!("upstream answered {status} with a body that does not decode: {error}"),
+            return end(
+                unanswered_openly(
+                    AttemptFailure::Body(BodyFailure::Undecodable),
+                    Some(status.as_u16()),
+                    &format!(
+                        "upstream answered {status} with a body that does not decode: {error}"
+                    ),
+                ),
+                upstream_time,
             );
         }
     };
     if status.is_success() {
-        return match response_usage(ctx.endpoint.format(), &body) {
-            Ok(counts) => {
-                done(OutcomeClass::Success, sent_at.elapsed());
-                let (tokens_in, tokens_out) = counts
-                    .filter(|_| ctx.count_usage)
-                    .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
-                let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
-                result.usage = usage;
-                Tried::Answered {
-                    result,
+        let Ok(counts) = response_usage(ctx.endpoint.format(), &body) else {
+            // A 2xx whose body cannot be parsed is a server error (behaviour §3).
+            return end(
+                unanswered_openly(
+                    AttemptFailure::Body(BodyFailure::NotJson),
+                    Some(status.as_u16()),
+                    "upstream answered 2xx with a body that is not JSON",
+                ),
+                upstream_time,
+            );
+        };
+        let (tokens_in, tokens_out) = counts
+            .filter(|_| ctx.count_usage)
+            .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
+        let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
+        result.usage = usage;
+        return end(
+            Attempted {
+                result,
+                payload: Payload::Answer {
                     status,
                     headers,
                     body,
-                }
-            }
-            Err(_) => {
-                // A 2xx whose body cannot be parsed is a server error (behaviour §3).
-                done(OutcomeClass::ServerError, sent_at.elapsed());
-                failed(
-                    OutcomeClass::ServerError,
-                    Some(status.as_u16()),
-                    "upstream answered 2xx with a body that is not JSON",
-                )
-            }
-        };
+                },
+            },
+            upstream_time,
+        );
     }
 
     let classification = classify(
@@ -375,28 +455,22 @@ pub(crate) async fn try_target(
         // On a stored response a 404 says the response is gone, not the model: the answer.
         class = OutcomeClass::ClientError;
     }
-    done(class, sent_at.elapsed());
     let mut result = AttemptResult::failure(class, Some(status.as_u16()));
     result.error_code = classification.error_code;
     result.message = classification.message;
     result.reset_hint_ms = classification.reset_hint_ms;
     result.usage = usage;
-    if class == OutcomeClass::ClientError {
-        return Tried::Answered {
+    end(
+        Attempted {
             result,
-            status,
-            headers,
-            body,
-        };
-    }
-    Tried::Failed {
-        result,
-        last: LastFailure::Upstream {
-            status,
-            headers,
-            body,
+            payload: Payload::Answer {
+                status,
+                headers,
+                body,
+            },
         },
-    }
+        upstream_time,
+    )
 }
 
 /// Why a whole upstream body could not be read.
@@ -476,20 +550,4 @@ fn attempt_done(
         latency_ms = latency.as_millis() as u64,
         "upstream attempt"
     );
-}
-
-/// A transport failure's class, by the one classifier (behaviour §4).
-fn transport_class(
-    transport: TransportFailure,
-    format: JournalFormat,
-    now_ms: u64,
-) -> OutcomeClass {
-    let reply = UpstreamReply {
-        status: None,
-        headers: &HeaderMap::new(),
-        body: &[],
-        transport: Some(transport),
-        format,
-    };
-    classify(&reply, now_ms).class
 }

@@ -12,11 +12,12 @@
 
 use std::time::Duration;
 
+use quotaroute_actors::policy::classify::AttemptFailure;
 use quotaroute_actors::{Decision, RoutedTarget};
 use quotaroute_journal::OutcomeClass;
 
 use crate::credentials::Trigger;
-use crate::node::attempt::{self, failed, failed_privately, Tried, TryContext};
+use crate::node::attempt::{self, unanswered, unanswered_openly, Attempted, TryContext};
 
 /// One try of `decision`'s current target, with at most one refresh-and-retry after a 401.
 pub(crate) async fn try_target(
@@ -24,15 +25,15 @@ pub(crate) async fn try_target(
     decision: &mut Decision,
     target: &RoutedTarget,
     upstream_time: &mut Duration,
-) -> Tried {
+) -> Attempted {
     let Some(credential) = ctx.live.credentials.get(&target.connection) else {
-        return failed(OutcomeClass::Network, None, "target left the config");
+        return unanswered_openly(AttemptFailure::NotSent, None, "target left the config");
     };
     let sent = match credential.usable().await {
         Ok(loaded) => loaded,
         Err(error) => {
-            return failed_privately(
-                OutcomeClass::Network,
+            return unanswered(
+                AttemptFailure::NotSent,
                 None,
                 &format!("credential unavailable: {error}"),
                 &format!(
@@ -56,8 +57,8 @@ pub(crate) async fn try_target(
         // The source gives the very credential that got the 401: the 401 stands.
         Ok(_) => return tried,
         Err(error) => {
-            return failed_privately(
-                OutcomeClass::Network,
+            return unanswered(
+                AttemptFailure::NotSent,
                 Some(401),
                 &format!(
                     "upstream answered 401 and the credential could not be refreshed: {error}"
@@ -71,8 +72,8 @@ pub(crate) async fn try_target(
     };
     if !decision.retry_current() {
         // The credential is fine now; only this request's budget is spent: no disable.
-        return failed(
-            OutcomeClass::Network,
+        return unanswered_openly(
+            AttemptFailure::NotSent,
             Some(401),
             "upstream answered 401 to a replaced credential and no upstream request is left to retry with the new one",
         );
@@ -93,7 +94,6 @@ pub(crate) async fn try_target(
     .await
 }
 
-fn unauthorized(tried: &Tried) -> bool {
-    matches!(tried, Tried::Failed { result, .. }
-        if result.class == OutcomeClass::AuthFailed && result.status == Some(401))
+fn unauthorized(tried: &Attempted) -> bool {
+    tried.result.class == OutcomeClass::AuthFailed && tried.result.status == Some(401)
 }

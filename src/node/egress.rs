@@ -163,18 +163,7 @@ pub fn describe_failure(
             None => current.source(),
         };
     }
-    let text = format!("{error:?}").to_ascii_lowercase();
-    let failure = if error.is_connect() {
-        if text.contains("dns") || text.contains("resolve") {
-            TransportFailure::Dns
-        } else {
-            TransportFailure::Connect
-        }
-    } else if text.contains("reset") || text.contains("closed") || text.contains("incomplete") {
-        TransportFailure::Reset
-    } else {
-        TransportFailure::Other
-    };
+    let failure = transport_failure(error);
     let what = match failure {
         TransportFailure::Dns => "could not resolve",
         TransportFailure::Connect => "could not connect to",
@@ -185,6 +174,47 @@ pub fn describe_failure(
         .map(|inner| format!(": {inner}"))
         .unwrap_or_default();
     (failure, format!("{what} {host}{detail}"))
+}
+
+/// What kind of transport failure `error` is, from the errors it carries (typed: io error kinds
+/// and hyper's own predicates, never its text). A connect failure that is neither refused nor
+/// unreachable is the name lookup, the only other step of connecting (TLS and proxies are
+/// named before this is asked).
+fn transport_failure(error: &hyper_util::client::legacy::Error) -> TransportFailure {
+    use std::io::ErrorKind;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                ErrorKind::ConnectionRefused
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NetworkUnreachable
+                | ErrorKind::AddrNotAvailable
+                | ErrorKind::TimedOut => return TransportFailure::Connect,
+                ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe
+                | ErrorKind::UnexpectedEof => return TransportFailure::Reset,
+                _ => {}
+            }
+        }
+        if let Some(hyper) = current.downcast_ref::<hyper::Error>() {
+            if hyper.is_incomplete_message() || hyper.is_closed() || hyper.is_canceled() {
+                return TransportFailure::Reset;
+            }
+        }
+        source = match current.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => current.source(),
+        };
+    }
+    if error.is_connect() {
+        TransportFailure::Dns
+    } else {
+        TransportFailure::Other
+    }
 }
 
 fn tls_message(error: &rustls::Error, host: &str) -> String {

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use quotaroute_actors::policy::request::{final_answer, FinalAnswer, Step};
+use quotaroute_actors::policy::request::{final_answer, FinalAnswer, Step, UnroutableKind};
 use quotaroute_actors::{Decision, RouteError, RouteRequest, RoutedTarget, Router};
 use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass, ResponseBound};
 use tokio::time::Instant;
@@ -20,14 +20,14 @@ use tokio::time::Instant;
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::credentials::Echoes;
 use crate::node::app::AppState;
-use crate::node::attempt::{LastFailure, Tried, TryContext};
+use crate::node::attempt::{Attempted, LastFailure, Payload, TryContext};
 use crate::node::credential_retry;
 use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
-use crate::node::stream_relay::{self};
+use crate::node::stream_relay::{self, CommittedStream};
 use crate::proxy::body_rewrite::parse_request;
 use crate::proxy::content_coding::{content_codings, decode_body, CodingError};
 
@@ -252,7 +252,8 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
 }
 
 /// Tries the decision's targets in order until one serves or the tries run out (behaviour §3,
-/// §7), reporting every attempt.
+/// §7). After each try the decision's plan alone says what follows (`Decision::after_attempt`,
+/// which also reports the try); this only does what the step says.
 pub(crate) async fn serve_tries(
     ctx: &TryContext<'_>,
     mut decision: Decision,
@@ -266,80 +267,44 @@ pub(crate) async fn serve_tries(
         route.connection = Some(target.connection.to_string());
         route.model = Some(target.model.to_string());
         route.attempts = decision.attempt();
-        let tried =
+        let Attempted { result, payload } =
             credential_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        let class = result.class;
         let time_left = Instant::now() < ctx.deadline;
-        match tried {
-            Tried::Streaming {
-                stream,
-                result,
-                headers: upstream_headers,
-            } => {
-                let step = decision.next_step(result.class, true, time_left);
-                debug_assert_eq!(step, Step::Stream);
-                route.overhead_us = overhead_us(started, upstream_time);
-                if let Some(response_id) = stream.response_id.clone() {
-                    bind_response(ctx, &target, response_id);
-                }
-                let body = stream_relay::relay_body(*stream, decision, result, ctx.deadline);
-                let mut response = Response::new(body);
-                let headers = response.headers_mut();
-                header_rules::copy_upstream(
-                    &upstream_headers,
-                    &target_echoes(ctx.live, &target).exposed(),
+        let step = decision
+            .after_attempt(result, payload.is_stream(), time_left)
+            .await;
+        match (step, payload) {
+            (Step::Stream, Payload::Stream { stream, headers }) => {
+                return stream_response(
+                    ctx,
+                    decision,
+                    &target,
+                    *stream,
                     headers,
+                    route,
+                    started,
+                    upstream_time,
                 );
-                headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-                headers.insert(
-                    http::header::CACHE_CONTROL,
-                    HeaderValue::from_static("no-cache"),
-                );
-                route.apply_over_relayed(headers);
-                metrics::request_finished(ctx.endpoint, 200);
-                metrics::overhead(route.overhead_us);
-                return response;
             }
-            Tried::Answered {
-                result,
-                status,
-                headers,
-                body,
-            } => {
-                let class = result.class;
-                let step = decision.next_step(class, false, time_left);
-                debug_assert_eq!(step, Step::Deliver);
-                decision.report(result);
+            (
+                Step::Deliver,
+                Payload::Answer {
+                    status,
+                    headers,
+                    body,
+                },
+            ) => {
                 route.overhead_us = overhead_us(started, upstream_time);
                 metrics::request_finished(ctx.endpoint, status.as_u16());
                 if class != OutcomeClass::Success {
                     // A client error is returned as the upstream sent it.
                     return reply::passthrough(status, &headers, &body, ctx.live, &route);
                 }
-                metrics::overhead(route.overhead_us);
-                if ctx.endpoint == Endpoint::Responses && ctx.method == Method::POST {
-                    if let Some(response_id) = stored_response_id(&body) {
-                        bind_response(ctx, &target, response_id);
-                    }
-                }
-                let mut response = Response::new(Body::from(body));
-                *response.status_mut() = status;
-                let out = response.headers_mut();
-                header_rules::copy_upstream(
-                    &headers,
-                    &target_echoes(ctx.live, &target).exposed(),
-                    out,
-                );
-                if !out.contains_key(CONTENT_TYPE) {
-                    out.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                }
-                route.apply_over_relayed(out);
-                return response;
+                return deliver(ctx, &target, status, headers, body, &route);
             }
-            Tried::Failed { result, last } => {
-                let step = decision.next_step(result.class, false, time_left);
-                // Applied before the next try and before the client's answer (behaviour §3).
-                decision.report_applied(result).await;
-                last_failure = Some(last);
+            (step, payload) => {
+                last_failure = Some(payload.into_last_failure(class));
                 last_provider = Some(target.provider.clone());
                 if step != Step::Failover || !matches!(decision.failover().await, Ok(Some(_))) {
                     break;
@@ -359,6 +324,67 @@ pub(crate) async fn serve_tries(
         &decision,
     );
     metrics::request_finished(ctx.endpoint, response.status().as_u16());
+    response
+}
+
+/// A committed stream's response: relayed event by event, reported when it ends.
+#[allow(clippy::too_many_arguments)]
+fn stream_response(
+    ctx: &TryContext<'_>,
+    decision: Decision,
+    target: &RoutedTarget,
+    stream: CommittedStream,
+    upstream_headers: HeaderMap,
+    mut route: RouteHeaders,
+    started: StdInstant,
+    upstream_time: Duration,
+) -> Response {
+    route.overhead_us = overhead_us(started, upstream_time);
+    if let Some(response_id) = stream.response_id.clone() {
+        bind_response(ctx, target, response_id);
+    }
+    let body = stream_relay::relay_body(stream, decision, ctx.deadline);
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    header_rules::copy_upstream(
+        &upstream_headers,
+        &target_echoes(ctx.live, target).exposed(),
+        headers,
+    );
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    route.apply_over_relayed(headers);
+    metrics::request_finished(ctx.endpoint, 200);
+    metrics::overhead(route.overhead_us);
+    response
+}
+
+/// A whole successful answer, as the upstream sent it (bodies re-framed, headers filtered).
+fn deliver(
+    ctx: &TryContext<'_>,
+    target: &RoutedTarget,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    route: &RouteHeaders,
+) -> Response {
+    metrics::overhead(route.overhead_us);
+    if ctx.endpoint == Endpoint::Responses && ctx.method == Method::POST {
+        if let Some(response_id) = stored_response_id(&body) {
+            bind_response(ctx, target, response_id);
+        }
+    }
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    let out = response.headers_mut();
+    header_rules::copy_upstream(&headers, &target_echoes(ctx.live, target).exposed(), out);
+    if !out.contains_key(CONTENT_TYPE) {
+        out.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    route.apply_over_relayed(out);
     response
 }
 
@@ -452,16 +478,15 @@ pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
             ),
         ),
         RouteError::NoTarget(unroutable) => {
-            let (kind, message) = if unroutable.status == 429 {
-                (
+            let (kind, message) = match unroutable.kind {
+                UnroutableKind::AllLimited => (
                     ApiErrorKind::AllTargetsLocked,
                     "every target of this model is rate limited or cooling down",
-                )
-            } else {
-                (
+                ),
+                UnroutableKind::NoneAvailable => (
                     ApiErrorKind::NoAvailableTarget,
                     "no target of this model can serve now",
-                )
+                ),
             };
             ApiError::blocked(
                 kind,
@@ -539,9 +564,13 @@ fn final_failure(
             return reply::passthrough(status, &headers, &body, live, route);
         }
         (FinalAnswer::UpstreamTimeout, _) => return upstream_timeout(anthropic, route),
-        (_, Some(LastFailure::TooLarge(message))) => {
-            ApiError::new(ApiErrorKind::UpstreamTooLarge, message)
-        }
+        (FinalAnswer::UpstreamTooLarge, last) => ApiError::new(
+            ApiErrorKind::UpstreamTooLarge,
+            match last {
+                Some(LastFailure::Failed { public, .. }) => public,
+                _ => "the upstream's answer is too large".to_string(),
+            },
+        ),
         (FinalAnswer::ModelNotFound, _) => ApiError::new(
             ApiErrorKind::ModelNotFound,
             "the model is not available on any target",
@@ -552,7 +581,7 @@ fn final_failure(
             decision.skipped().to_vec(),
             None,
         ),
-        (_, Some(LastFailure::Class(class, public))) => ApiError::new(
+        (_, Some(LastFailure::Failed { class, public, .. })) => ApiError::new(
             ApiErrorKind::UpstreamError,
             format!(
                 "upstream `{}` failed ({}): {public}",

@@ -8,6 +8,9 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use quotaroute_actors::policy::classify::{
+    failure_class, AttemptFailure, BodyFailure, TransportFailure,
+};
 use quotaroute_actors::{AttemptResult, Decision};
 use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
@@ -23,9 +26,11 @@ use crate::proxy::upstream_mask::{mask_exact, mask_sse_event};
 pub enum StreamStart {
     /// Content arrived (or the stream ended cleanly): forward `buffered`, then relay the rest.
     Committed(Box<CommittedStream>),
-    /// No content before a failure: the try failed over cleanly.
+    /// No content before a failure: the try failed over cleanly. `failure`: what went wrong
+    /// when it was not the upstream's own error event.
     Failed {
         class: OutcomeClass,
+        failure: Option<AttemptFailure>,
         message: String,
     },
 }
@@ -46,6 +51,17 @@ pub struct CommittedStream {
     pub response_id: Option<String>,
     /// The keys this try sent upstream, masked out of everything relayed.
     echoes: Echoes,
+}
+
+impl StreamStart {
+    /// A start that failed with `failure` (its class by the one classifier).
+    fn failed(failure: AttemptFailure, message: impl Into<String>) -> StreamStart {
+        StreamStart::Failed {
+            class: failure_class(failure),
+            failure: Some(failure),
+            message: message.into(),
+        }
+    }
 }
 
 /// The clocks of one streaming try (behaviour §3).
@@ -104,10 +120,10 @@ pub async fn open(
         let (wait_until, why) = timing.next_wait(begun, last_activity);
         let data = match tokio::time::timeout_at(wait_until, body.next_data()).await {
             Err(_) => {
-                return StreamStart::Failed {
-                    class: OutcomeClass::Timeout,
-                    message: why.to_string(),
-                }
+                return StreamStart::failed(
+                    AttemptFailure::Transport(TransportFailure::Timeout),
+                    why,
+                )
             }
             Ok(None) => {
                 // Ended before content: a clean end (`[DONE]` seen) commits what we have.
@@ -119,7 +135,11 @@ pub async fn open(
                     match usage.observe(format, &event) {
                         EventMeaning::Done | EventMeaning::Usage { .. } => done = true,
                         EventMeaning::Error { class, message } => {
-                            return StreamStart::Failed { class, message }
+                            return StreamStart::Failed {
+                                class,
+                                failure: None,
+                                message,
+                            }
                         }
                         _ => {}
                     }
@@ -139,31 +159,31 @@ pub async fn open(
                         echoes,
                     }));
                 }
-                return StreamStart::Failed {
-                    class: OutcomeClass::ServerError,
-                    message: "stream ended before any content".to_string(),
-                };
+                return StreamStart::failed(
+                    AttemptFailure::Body(BodyFailure::EndedBeforeContent),
+                    "stream ended before any content",
+                );
             }
             Ok(Some(Err(BodyError::Decode(error)))) => {
-                return StreamStart::Failed {
-                    class: OutcomeClass::ServerError,
-                    message: format!("unreadable event stream: {error}"),
-                }
+                return StreamStart::failed(
+                    AttemptFailure::Body(BodyFailure::Undecodable),
+                    format!("unreadable event stream: {error}"),
+                )
             }
             Ok(Some(Err(BodyError::Transport(error)))) => {
-                return StreamStart::Failed {
-                    class: OutcomeClass::Network,
-                    message: format!("stream broke before content: {error}"),
-                }
+                return StreamStart::failed(
+                    AttemptFailure::Transport(TransportFailure::Reset),
+                    format!("stream broke before content: {error}"),
+                )
             }
             Ok(Some(Ok(data))) => data,
         };
         last_activity = Instant::now();
         if let Err(error) = parser.feed(&data, &mut events) {
-            return StreamStart::Failed {
-                class: OutcomeClass::ServerError,
-                message: format!("unreadable event stream: {error}"),
-            };
+            return StreamStart::failed(
+                AttemptFailure::Body(BodyFailure::UnreadableEvents),
+                format!("unreadable event stream: {error}"),
+            );
         }
         let mut committed = false;
         for event in events.drain(..) {
@@ -177,13 +197,17 @@ pub async fn open(
                     buffered.push(event.raw);
                 }
                 EventMeaning::Error { class, message } => {
-                    return StreamStart::Failed { class, message }
+                    return StreamStart::Failed {
+                        class,
+                        failure: None,
+                        message,
+                    }
                 }
                 EventMeaning::Garbage => {
-                    return StreamStart::Failed {
-                        class: OutcomeClass::ServerError,
-                        message: "unreadable event in a 2xx stream".to_string(),
-                    }
+                    return StreamStart::failed(
+                        AttemptFailure::Body(BodyFailure::UnreadableEvents),
+                        "unreadable event in a 2xx stream",
+                    )
                 }
                 EventMeaning::UsageOnly { .. } if withhold_usage_only => {}
                 _ => buffered.push(event.raw),
@@ -238,7 +262,6 @@ const READY_FRAME_YIELDS: usize = 2;
 struct Relay {
     stream: CommittedStream,
     decision: Option<Decision>,
-    result: AttemptResult,
     deadline: Instant,
     failure: Option<(OutcomeClass, String)>,
     ended: bool,
@@ -269,7 +292,10 @@ impl Relay {
                     let by = self.deadline.min(silence);
                     match tokio::time::timeout_at(by, self.stream.body.next_data()).await {
                         Err(_) if by == self.deadline => {
-                            return self.fail(OutcomeClass::Timeout, "request_timeout_ms passed")
+                            return self.fail(
+                                failure_class(AttemptFailure::Transport(TransportFailure::Timeout)),
+                                "request_timeout_ms passed",
+                            )
                         }
                         other => other,
                     }
@@ -279,19 +305,19 @@ impl Relay {
             match next {
                 Err(_) => {
                     return self.fail(
-                        OutcomeClass::Timeout,
+                        failure_class(AttemptFailure::Transport(TransportFailure::Timeout)),
                         "the upstream was silent for stream_idle_timeout_ms",
                     )
                 }
                 Ok(Some(Err(BodyError::Decode(error)))) => {
                     return self.fail(
-                        OutcomeClass::ServerError,
+                        failure_class(AttemptFailure::Body(BodyFailure::Undecodable)),
                         &format!("unreadable event stream: {error}"),
                     )
                 }
                 Ok(Some(Err(BodyError::Transport(error)))) => {
                     return self.fail(
-                        OutcomeClass::Network,
+                        failure_class(AttemptFailure::Transport(TransportFailure::Reset)),
                         &format!("upstream stream broke: {error}"),
                     )
                 }
@@ -310,7 +336,7 @@ impl Relay {
                         fed += data.len();
                         if let Err(error) = self.stream.parser.feed(&data, &mut events) {
                             return self.fail(
-                                OutcomeClass::ServerError,
+                                failure_class(AttemptFailure::Body(BodyFailure::UnreadableEvents)),
                                 &format!("unreadable event stream: {error}"),
                             );
                         }
@@ -370,8 +396,8 @@ impl Relay {
 
     /// The attempt's final result, once: usage counted, the break (if any) as its class.
     fn final_report(&mut self) -> Option<(Decision, AttemptResult)> {
-        let decision = self.decision.take()?;
-        let mut result = self.result.clone();
+        let mut decision = self.decision.take()?;
+        let mut result = decision.take_stream_result()?;
         result.tokens_in = self.stream.usage.tokens_in;
         result.tokens_out = self.stream.usage.tokens_out;
         match self.failure.take() {
@@ -410,14 +436,12 @@ impl Drop for Relay {
 pub fn relay_body(
     stream: CommittedStream,
     decision: Decision,
-    result: AttemptResult,
     deadline: Instant,
 ) -> axum::body::Body {
     let relay = Relay {
         ended: stream.finished,
         stream,
         decision: Some(decision),
-        result,
         deadline,
         failure: None,
         pending: None,
@@ -512,7 +536,6 @@ mod tests {
             ended: stream.finished,
             stream: *stream,
             decision: None,
-            result: AttemptResult::success(200, 0, 0),
             deadline: far,
             failure: None,
             pending: None,

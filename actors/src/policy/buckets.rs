@@ -79,8 +79,8 @@ struct Tally {
 }
 
 /// Which count a limit is about.
-#[derive(Debug, Clone, Copy)]
-enum Metric {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
     Requests,
     Tokens,
 }
@@ -216,6 +216,64 @@ pub struct UsageBuckets {
 }
 
 /// One counted limit checked against its bins.
+/// One configured limit (`[connections.limits]`): its name as `/admin/state` and the leases
+/// call it (`requests_5h`, `tokens_7d:<model>`, …), the model it is about (`None`: every
+/// model), what it counts, over which window, and the limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitSpec<'a> {
+    pub name: String,
+    pub model: Option<&'a str>,
+    pub metric: Metric,
+    pub shape: Shape,
+    pub limit: u64,
+}
+
+/// Every configured limit of `limits`, in one order: the table buckets count and cluster
+/// leases share.
+pub fn each_limit(limits: &BucketLimits) -> impl Iterator<Item = LimitSpec<'_>> {
+    let wide = [
+        (
+            "requests_5h",
+            limits.requests_5h,
+            Metric::Requests,
+            FIVE_HOURS,
+        ),
+        ("tokens_5h", limits.tokens_5h, Metric::Tokens, FIVE_HOURS),
+        (
+            "requests_7d",
+            limits.requests_7d,
+            Metric::Requests,
+            SEVEN_DAYS,
+        ),
+        ("tokens_7d", limits.tokens_7d, Metric::Tokens, SEVEN_DAYS),
+    ]
+    .into_iter()
+    .filter_map(|(name, limit, metric, shape)| {
+        Some(LimitSpec {
+            name: name.to_owned(),
+            model: None,
+            metric,
+            shape,
+            limit: limit?,
+        })
+    });
+    let per_model = [
+        ("requests_7d", &limits.model_requests_7d, Metric::Requests),
+        ("tokens_7d", &limits.model_tokens_7d, Metric::Tokens),
+    ]
+    .into_iter()
+    .flat_map(|(name, by_model, metric)| {
+        by_model.iter().map(move |(model, limit)| LimitSpec {
+            name: format!("{name}:{model}"),
+            model: Some(model.as_str()),
+            metric,
+            shape: SEVEN_DAYS,
+            limit: *limit,
+        })
+    });
+    wide.chain(per_model)
+}
+
 struct CountedLimit<'a> {
     name: String,
     bins: Option<&'a Bins>,
@@ -340,64 +398,25 @@ impl UsageBuckets {
         limits: &BucketLimits,
     ) -> Vec<CountedLimit<'a>> {
         let mut counted = Vec::new();
-        let connection_wide = [
-            (
-                "requests_5h",
-                limits.requests_5h,
-                &self.five_hours,
-                FIVE_HOURS,
-                Metric::Requests,
-            ),
-            (
-                "tokens_5h",
-                limits.tokens_5h,
-                &self.five_hours,
-                FIVE_HOURS,
-                Metric::Tokens,
-            ),
-            (
-                "requests_7d",
-                limits.requests_7d,
-                &self.seven_days,
-                SEVEN_DAYS,
-                Metric::Requests,
-            ),
-            (
-                "tokens_7d",
-                limits.tokens_7d,
-                &self.seven_days,
-                SEVEN_DAYS,
-                Metric::Tokens,
-            ),
-        ];
-        for (name, limit, bins, shape, metric) in connection_wide {
-            if let Some(limit) = limit {
-                counted.push(CountedLimit {
-                    name: name.to_owned(),
-                    bins: Some(bins),
-                    shape,
-                    metric,
-                    limit,
-                });
+        for spec in each_limit(limits) {
+            if spec
+                .model
+                .is_some_and(|limited| model.is_some_and(|model| model != limited))
+            {
+                continue;
             }
-        }
-        let per_model = [
-            ("requests_7d", &limits.model_requests_7d, Metric::Requests),
-            ("tokens_7d", &limits.model_tokens_7d, Metric::Tokens),
-        ];
-        for (name, by_model, metric) in per_model {
-            for (limited_model, limit) in by_model {
-                if model.is_some_and(|model| model != limited_model) {
-                    continue;
-                }
-                counted.push(CountedLimit {
-                    name: format!("{name}:{limited_model}"),
-                    bins: self.seven_days_by_model.get(limited_model),
-                    shape: SEVEN_DAYS,
-                    metric,
-                    limit: *limit,
-                });
-            }
+            let bins = match (spec.model, spec.shape == FIVE_HOURS) {
+                (Some(limited), _) => self.seven_days_by_model.get(limited),
+                (None, true) => Some(&self.five_hours),
+                (None, false) => Some(&self.seven_days),
+            };
+            counted.push(CountedLimit {
+                name: spec.name,
+                bins,
+                shape: spec.shape,
+                metric: spec.metric,
+                limit: spec.limit,
+            });
         }
         counted
     }

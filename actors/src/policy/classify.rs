@@ -31,6 +31,50 @@ pub enum TransportFailure {
     Other,
 }
 
+/// Why an attempt produced no answer the classifier can read from a status and a body: the
+/// typed inputs of [`failure_class`], so no caller picks a class by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttemptFailure {
+    /// The connection failed or timed out (before the head, or while reading the body or a
+    /// stream).
+    Transport(TransportFailure),
+    /// The upstream answered, but its body cannot be used.
+    Body(BodyFailure),
+    /// Nothing was sent: the target left the config, its URL did not build, or its credential
+    /// could not be had (or refreshed after a 401, or retried within the budget).
+    NotSent,
+}
+
+/// How an upstream body (whole or streamed) is unusable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BodyFailure {
+    /// Over the router's bound for a whole body.
+    TooLarge,
+    /// The router already holds as many upstream bytes as it may.
+    BufferFull,
+    /// A `Content-Encoding` the router cannot read, or data that does not decode in it.
+    Undecodable,
+    /// A 2xx whose body is not the JSON the endpoint answers with.
+    NotJson,
+    /// A stream was asked for and the answer is not an event stream.
+    NotAnEventStream,
+    /// The stream ended before any content (and without its end marker).
+    EndedBeforeContent,
+    /// An event that does not parse, or is larger than the parser's bound.
+    UnreadableEvents,
+}
+
+/// The class of an attempt that failed without a readable answer (behaviour §3, §4): a timeout
+/// is `timeout`; a broken or failed connection, and a try that could not be sent, `network`;
+/// an unusable body, the upstream's fault, `server_error`.
+pub fn failure_class(failure: AttemptFailure) -> OutcomeClass {
+    match failure {
+        AttemptFailure::Transport(TransportFailure::Timeout) => OutcomeClass::Timeout,
+        AttemptFailure::Transport(_) | AttemptFailure::NotSent => OutcomeClass::Network,
+        AttemptFailure::Body(_) => OutcomeClass::ServerError,
+    }
+}
+
 /// Everything the classifier looks at for one upstream attempt.
 #[derive(Debug, Clone, Copy)]
 pub struct UpstreamReply<'a> {
@@ -73,6 +117,15 @@ pub struct ClassRules {
     pub fails_over: bool,
     /// Counts against `max_attempts` (behaviour §3: timeout, server and network failures only).
     pub counts_as_attempt: bool,
+}
+
+impl ClassRules {
+    /// Whether the report of an attempt of this class waits for its connection and breaker to
+    /// apply it (behaviour §3, read-your-writes): exactly when the request may try again, so
+    /// the next try — and the client's next request — route on state that knows it.
+    pub fn report_waits(&self) -> bool {
+        self.fails_over
+    }
 }
 
 /// The table of behaviour §4 as data.
@@ -315,8 +368,8 @@ pub fn classify(reply: &UpstreamReply<'_>, now_ms: u64) -> Classification {
         reset_hint_ms: None,
     };
     let status = match (reply.transport, reply.status) {
-        (Some(TransportFailure::Timeout), _) => return bare(OutcomeClass::Timeout),
-        (Some(_), _) | (None, None) => return bare(OutcomeClass::Network),
+        (Some(transport), _) => return bare(failure_class(AttemptFailure::Transport(transport))),
+        (None, None) => return bare(OutcomeClass::Network),
         (None, Some(200..=299)) => return bare(OutcomeClass::Success),
         (None, Some(status)) => status,
     };

@@ -216,7 +216,11 @@ impl ModelLockouts {
             (None, _) => (s.backoff_ms(reason, failure_count), ResetSource::Backoff),
         };
         let until_ms = now_ms.saturating_add(duration_ms);
-        if active.is_some_and(|lock| lock.until_ms >= until_ms) {
+        if !replaces_block(
+            active.map(|lock| Some(lock.until_ms)),
+            Some(until_ms),
+            now_ms,
+        ) {
             // [LiteLLM #40130] a new lock never shortens a longer one.
             return Vec::new();
         }
@@ -359,6 +363,26 @@ fn block_reason(reason: LockReason) -> BlockReason {
         LockReason::RateLimited => BlockReason::RateLimited,
         LockReason::NotFound => BlockReason::NotFound,
         LockReason::QuotaExhausted => BlockReason::QuotaExhausted,
+    }
+}
+
+/// Behaviour §5, "a new block never shortens a longer one", for every block that has an end:
+/// whether a block ending at `new_until_ms` (`None`: until cleared) takes the place of the one
+/// in force, `current` (`None`: there is none; `Some(None)`: until cleared), at `now`. An
+/// expired block is always replaced; an equal one never (it is the same block, so the first
+/// stays). Model lockouts, cooldowns, disables and a peer's copies of them (`peer_merge`) all
+/// ask this.
+pub fn replaces_block(
+    current: Option<Option<u64>>,
+    new_until_ms: Option<u64>,
+    now_ms: u64,
+) -> bool {
+    match (current, new_until_ms) {
+        (None, _) => true,
+        (Some(Some(until)), _) if until <= now_ms => true,
+        (Some(None), _) => false,
+        (Some(Some(_)), None) => true,
+        (Some(Some(until)), Some(new)) => until < new,
     }
 }
 
@@ -542,6 +566,33 @@ mod tests {
         live.succeed("m", 3 * HOUR); // probe succeeded: quota is back
         let lock = locked(&live.fail("m", LockReason::QuotaExhausted, None, 3 * HOUR + MIN));
         assert_eq!(lock.until_ms - (3 * HOUR + MIN), HOUR);
+    }
+
+    #[test]
+    fn s5_replaces_block_defines_ties_and_expiry_once() {
+        assert!(replaces_block(None, Some(5), 0), "nothing in force");
+        assert!(
+            replaces_block(Some(Some(10)), Some(5), 10),
+            "expired: replaced"
+        );
+        assert!(!replaces_block(Some(Some(10)), Some(5), 0), "shorter: kept");
+        assert!(
+            !replaces_block(Some(Some(10)), Some(10), 0),
+            "equal: the first stays"
+        );
+        assert!(
+            replaces_block(Some(Some(10)), Some(11), 0),
+            "longer: replaced"
+        );
+        assert!(
+            replaces_block(Some(Some(10)), None, 0),
+            "until cleared is longer"
+        );
+        assert!(
+            !replaces_block(Some(None), Some(u64::MAX), 0),
+            "nothing outlasts until cleared"
+        );
+        assert!(!replaces_block(Some(None), None, 0), "the same block");
     }
 
     #[test]

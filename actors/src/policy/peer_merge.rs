@@ -8,6 +8,7 @@
 use quotaroute_journal::{ActionBy, Event, UsageSource};
 
 use crate::policy::connection_state::ConnectionState;
+use crate::policy::lockout::replaces_block;
 
 /// Whether a node's own journaled `event` is published to its peers: every state change about
 /// a connection — cooldown, disable, a lock, an upstream or pushed usage reading, and what an
@@ -25,29 +26,31 @@ pub fn is_shared(event: &Event) -> bool {
 }
 
 /// Whether a peer's `event`, seen by it at `at_ms`, is applied to `state`: a shared kind, and
-/// never one that would shorten a longer block this node already knows (behaviour §5: a new
-/// lock never shortens a longer one). Readings need no check here: newest wins per window.
-pub fn admits(state: &ConnectionState, event: &Event) -> bool {
+/// never one that would shorten a longer block this node already knows (behaviour §5, by the
+/// one rule `lockout::replaces_block`). Readings need no check here: newest wins per window.
+pub fn admits(state: &ConnectionState, event: &Event, at_ms: u64) -> bool {
     if !is_shared(event) {
         return false;
     }
     match event {
-        Event::ModelLocked(locked) => state
-            .lockouts
-            .lock(&locked.model)
-            .is_none_or(|lock| lock.until_ms <= locked.until_ms),
-        Event::ConnectionCooldown(cooldown) => state
-            .health
-            .cooldown_until_ms()
-            .is_none_or(|until| until <= cooldown.until_ms),
-        Event::ConnectionDisabled(disabled) => match state.health.disabled() {
-            None => true,
-            Some(current) => match (current.until_ms, disabled.until_ms) {
-                (None, Some(_)) => false,
-                (Some(current), Some(new)) => current <= new,
-                (_, None) => true,
-            },
-        },
+        Event::ModelLocked(locked) => replaces_block(
+            state
+                .lockouts
+                .lock(&locked.model)
+                .map(|lock| Some(lock.until_ms)),
+            Some(locked.until_ms),
+            at_ms,
+        ),
+        Event::ConnectionCooldown(cooldown) => replaces_block(
+            state.health.cooldown_until_ms().map(Some),
+            Some(cooldown.until_ms),
+            at_ms,
+        ),
+        Event::ConnectionDisabled(disabled) => replaces_block(
+            state.health.disabled().map(|current| current.until_ms),
+            disabled.until_ms,
+            at_ms,
+        ),
         _ => true,
     }
 }
@@ -125,19 +128,19 @@ mod tests {
     #[test]
     fn s9_a_peer_never_shortens_a_longer_local_lock() {
         let mut state = ConnectionState::new("openai", "k1");
-        assert!(admits(&state, &locked(T0 + 60_000)));
+        assert!(admits(&state, &locked(T0 + 60_000), T0));
         state.apply(T0, &locked(T0 + 60_000));
-        assert!(!admits(&state, &locked(T0 + 1_000)), "shorter: refused");
-        assert!(admits(&state, &locked(T0 + 120_000)), "longer: taken");
+        assert!(!admits(&state, &locked(T0 + 1_000), T0), "shorter: refused");
+        assert!(admits(&state, &locked(T0 + 120_000), T0), "longer: taken");
     }
 
     #[test]
     fn s9_a_peer_never_shortens_a_longer_local_cooldown() {
         let mut state = ConnectionState::new("openai", "k1");
         state.apply(T0, &cooldown(T0 + 30_000));
-        assert!(!admits(&state, &cooldown(T0 + 3_000)));
-        assert!(admits(&state, &cooldown(T0 + 60_000)));
-        assert!(admits(&state, &cleared(ActionBy::Admin)));
-        assert!(!admits(&state, &reading(UsageSource::Lease)));
+        assert!(!admits(&state, &cooldown(T0 + 3_000), T0));
+        assert!(admits(&state, &cooldown(T0 + 60_000), T0));
+        assert!(admits(&state, &cleared(ActionBy::Admin), T0));
+        assert!(!admits(&state, &reading(UsageSource::Lease), T0));
     }
 }

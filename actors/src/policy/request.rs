@@ -23,10 +23,21 @@ pub fn breaker_signal(class: OutcomeClass) -> Option<bool> {
     }
 }
 
+/// Which answer nothing-could-serve is (behaviour §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnroutableKind {
+    /// Every block is a lockout or a cooldown: 429 `all_targets_locked`.
+    AllLimited,
+    /// Anything else (an open breaker, a disabled key, no target at all): 503
+    /// `no_available_target`.
+    NoneAvailable,
+}
+
 /// Nothing could serve (behaviour §7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unroutable {
-    /// 429 when every block is a lockout or cooldown, else 503.
+    pub kind: UnroutableKind,
+    /// The kind's status: 429 or 503.
     pub status: u16,
     /// Until the earliest finite unblock, if any block ends by itself.
     pub retry_after_ms: Option<u64>,
@@ -47,11 +58,16 @@ pub fn unroutable(blocked: Vec<Skipped>, hold_ms: u64) -> Unroutable {
         )
     });
     let retry_after_ms = blocked.iter().filter_map(|s| s.remaining_ms).min();
+    let kind = if all_lockout_or_cooldown && !blocked.is_empty() {
+        UnroutableKind::AllLimited
+    } else {
+        UnroutableKind::NoneAvailable
+    };
     Unroutable {
-        status: if all_lockout_or_cooldown && !blocked.is_empty() {
-            429
-        } else {
-            503
+        kind,
+        status: match kind {
+            UnroutableKind::AllLimited => 429,
+            UnroutableKind::NoneAvailable => 503,
         },
         retry_after_ms,
         blocked,
@@ -155,6 +171,8 @@ pub enum LastAttempt {
     Status(u16),
     /// No usable answer (timeout, network, undecodable body): its class.
     Class(OutcomeClass),
+    /// A whole body over the router's bound (a `server_error`).
+    TooLarge,
 }
 
 /// The client's answer when the tries ran out (behaviour §7).
@@ -170,6 +188,8 @@ pub enum FinalAnswer {
     UpstreamError(Option<u16>),
     /// 503 `no_available_target`: nothing could be tried at all.
     NoTargetTried,
+    /// 502 `upstream_too_large`.
+    UpstreamTooLarge,
 }
 
 /// The answer after the last failure (`None`: no target was tried).
@@ -184,6 +204,7 @@ pub fn final_answer(last: Option<LastAttempt>) -> FinalAnswer {
             code => FinalAnswer::UpstreamError(Some(code)),
         },
         Some(LastAttempt::Class(OutcomeClass::Timeout)) => FinalAnswer::UpstreamTimeout,
+        Some(LastAttempt::TooLarge) => FinalAnswer::UpstreamTooLarge,
         Some(LastAttempt::Class(_)) => FinalAnswer::UpstreamError(None),
     }
 }
@@ -248,6 +269,7 @@ mod tests {
     #[test]
     fn hold_waits_only_when_the_unblock_is_within_hold_ms() {
         let blocked = |retry, hold| Unroutable {
+            kind: UnroutableKind::AllLimited,
             status: 429,
             retry_after_ms: retry,
             blocked: Vec::new(),
