@@ -10,13 +10,8 @@ use std::sync::Arc;
 use quotaroute_journal::{BlockReason, BreakerPhase};
 
 use crate::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
-use crate::policy::connection_view::ConnectionView;
-use crate::policy::cooldown::ConnectionHealth;
-use crate::policy::lockout::ModelLockouts;
+pub use crate::policy::connection_view::{connection_block, Block, ConnectionView};
 use crate::policy::quota_share::TargetView;
-
-/// A hard block: why, and for how long if it ends by itself.
-pub type Block = (BlockReason, Option<u64>);
 
 /// The breaker's verdict on routing to its provider now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,22 +52,6 @@ pub fn breaker_admission(
             None => BreakerAdmission::Blocked(BlockReason::ProbeInFlight, None),
         },
     }
-}
-
-/// A connection's own block on `model` at `now`: cooldown or disabled first, then the model's
-/// lockout.
-pub fn connection_block(
-    health: &ConnectionHealth,
-    lockouts: &ModelLockouts,
-    model: &str,
-    now_ms: u64,
-) -> Option<Block> {
-    if let Some(block) = health.block_at(now_ms) {
-        return Some(block);
-    }
-    lockouts
-        .block_at(model, now_ms)
-        .map(|(reason, remaining)| (reason, Some(remaining)))
 }
 
 /// Behaviour §2 step 0 for one target, in order breaker → connection → model lockout.

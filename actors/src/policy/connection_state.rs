@@ -134,7 +134,12 @@ impl ConnectionState {
     /// (`peer_merge::admits`); returns whether it did. The live actor and the fold both call
     /// this, so they agree.
     pub fn apply_peer(&mut self, applied: &PeerApplied) -> bool {
-        if !peer_merge::admits(self, &applied.event, applied.origin_at_ms) {
+        if !peer_merge::admits(
+            &self.health,
+            &self.lockouts,
+            &applied.event,
+            applied.origin_at_ms,
+        ) {
             return false;
         }
         self.apply(applied.origin_at_ms, &applied.event);

@@ -1,13 +1,34 @@
 //! A combo's copy of one connection's routing-relevant state (health, lockouts, saturated
 //! usage windows), pushed by the connection's actor whenever it changes and holding absolute
-//! times so it stays right as time passes. Plain data read by `admission`; never mutated.
+//! times so it stays right as time passes, and the connection's own block (§2 step 0 after
+//! the breaker). Plain data read by `admission`; never mutated.
 
-use crate::policy::admission::{connection_block, Block};
+use quotaroute_journal::BlockReason;
+
 use crate::policy::buckets::BucketView;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::cooldown::ConnectionHealth;
 use crate::policy::lockout::ModelLockouts;
 use crate::policy::topology::ConnectionSpec;
+
+/// A hard block: why, and for how long if it ends by itself.
+pub type Block = (BlockReason, Option<u64>);
+
+/// A connection's own block on `model` at `now`: cooldown or disabled first, then the model's
+/// lockout.
+pub fn connection_block(
+    health: &ConnectionHealth,
+    lockouts: &ModelLockouts,
+    model: &str,
+    now_ms: u64,
+) -> Option<Block> {
+    if let Some(block) = health.block_at(now_ms) {
+        return Some(block);
+    }
+    lockouts
+        .block_at(model, now_ms)
+        .map(|(reason, remaining)| (reason, Some(remaining)))
+}
 
 /// A saturated usage window and when it clears.
 #[derive(Debug, Clone, PartialEq, Eq)]

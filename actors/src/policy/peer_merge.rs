@@ -7,8 +7,8 @@
 
 use quotaroute_journal::{ActionBy, Event, UsageSource};
 
-use crate::policy::connection_state::ConnectionState;
-use crate::policy::lockout::replaces_block;
+use crate::policy::cooldown::ConnectionHealth;
+use crate::policy::lockout::{replaces_block, ModelLockouts};
 
 /// Whether a node's own journaled `event` is published to its peers: every state change about
 /// a connection — cooldown, disable, a lock, an upstream or pushed usage reading, and what an
@@ -25,29 +25,32 @@ pub fn is_shared(event: &Event) -> bool {
     }
 }
 
-/// Whether a peer's `event`, seen by it at `at_ms`, is applied to `state`: a shared kind, and
+/// Whether a peer's `event`, seen by it at `at_ms`, is applied to a connection of this
+/// `health` and these `lockouts`: a shared kind, and
 /// never one that would shorten a longer block this node already knows (behaviour §5, by the
 /// one rule `lockout::replaces_block`). Readings need no check here: newest wins per window.
-pub fn admits(state: &ConnectionState, event: &Event, at_ms: u64) -> bool {
+pub fn admits(
+    health: &ConnectionHealth,
+    lockouts: &ModelLockouts,
+    event: &Event,
+    at_ms: u64,
+) -> bool {
     if !is_shared(event) {
         return false;
     }
     match event {
         Event::ModelLocked(locked) => replaces_block(
-            state
-                .lockouts
-                .lock(&locked.model)
-                .map(|lock| Some(lock.until_ms)),
+            lockouts.lock(&locked.model).map(|lock| Some(lock.until_ms)),
             Some(locked.until_ms),
             at_ms,
         ),
         Event::ConnectionCooldown(cooldown) => replaces_block(
-            state.health.cooldown_until_ms().map(Some),
+            health.cooldown_until_ms().map(Some),
             Some(cooldown.until_ms),
             at_ms,
         ),
         Event::ConnectionDisabled(disabled) => replaces_block(
-            state.health.disabled().map(|current| current.until_ms),
+            health.disabled().map(|current| current.until_ms),
             disabled.until_ms,
             at_ms,
         ),
@@ -63,6 +66,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::policy::connection_state::ConnectionState;
 
     const T0: u64 = 1_764_000_000_000;
 
@@ -128,19 +132,19 @@ mod tests {
     #[test]
     fn s9_a_peer_never_shortens_a_longer_local_lock() {
         let mut state = ConnectionState::new("openai", "k1");
-        assert!(admits(&state, &locked(T0 + 60_000), T0));
+        assert!(admits(&state.health, &state.lockouts, &locked(T0 + 60_000), T0));
         state.apply(T0, &locked(T0 + 60_000));
-        assert!(!admits(&state, &locked(T0 + 1_000), T0), "shorter: refused");
-        assert!(admits(&state, &locked(T0 + 120_000), T0), "longer: taken");
+        assert!(!admits(&state.health, &state.lockouts, &locked(T0 + 1_000), T0), "shorter: refused");
+        assert!(admits(&state.health, &state.lockouts, &locked(T0 + 120_000), T0), "longer: taken");
     }
 
     #[test]
     fn s9_a_peer_never_shortens_a_longer_local_cooldown() {
         let mut state = ConnectionState::new("openai", "k1");
         state.apply(T0, &cooldown(T0 + 30_000));
-        assert!(!admits(&state, &cooldown(T0 + 3_000), T0));
-        assert!(admits(&state, &cooldown(T0 + 60_000), T0));
-        assert!(admits(&state, &cleared(ActionBy::Admin), T0));
-        assert!(!admits(&state, &reading(UsageSource::Lease), T0));
+        assert!(!admits(&state.health, &state.lockouts, &cooldown(T0 + 3_000), T0));
+        assert!(admits(&state.health, &state.lockouts, &cooldown(T0 + 60_000), T0));
+        assert!(admits(&state.health, &state.lockouts, &cleared(ActionBy::Admin), T0));
+        assert!(!admits(&state.health, &state.lockouts, &reading(UsageSource::Lease), T0));
     }
 }
