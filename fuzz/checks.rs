@@ -6,9 +6,9 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use quotaroute::proxy::body_rewrite::{parse_request, rewrite};
-use quotaroute::proxy::sse::SseParser;
-use quotaroute::proxy::upstream_mask::mask_sse_event;
+use quotaroute::wire::body_rewrite::{parse_request, rewrite};
+use quotaroute::wire::sse::SseParser;
+use quotaroute::wire::upstream_mask::mask_sse_event;
 use quotaroute_actors::policy::classify::{classify, classify_stream_error, UpstreamReply};
 use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
 use quotaroute_actors::policy::reset_hint;
@@ -205,7 +205,7 @@ pub fn sse_mask(data: &[u8]) {
     assert_eq!(seen.len(), events.len());
 }
 
-/// The client body reader (`node::proxy::read_client_body`): a body whose pieces and stalls
+/// The client body reader (`node::routed::read_client_body`): a body whose pieces and stalls
 /// come from the input is read whole, or refused as too large (413) once it passes the limit,
 /// or as stalled (408) when a silence outlasts `body_timeout_ms` first — never a hang.
 pub fn body_reader(data: &[u8]) {
@@ -255,7 +255,7 @@ pub fn body_reader(data: &[u8]) {
         .start_paused(true)
         .build()
         .unwrap();
-    let read = runtime.block_on(quotaroute::node::proxy::read_client_body(
+    let read = runtime.block_on(quotaroute::node::routed::read_client_body(
         axum::body::Body::from_stream(stream),
         limit,
         silence,

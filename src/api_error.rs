@@ -7,8 +7,8 @@ use http::StatusCode;
 use quotaroute_journal::Skipped;
 use serde::Serialize;
 
-use crate::proxy::body_rewrite::BodyError;
-pub use crate::proxy::upstream_mask::mask_upstream_body;
+use crate::wire::body_rewrite::BodyError;
+pub use crate::wire::upstream_mask::mask_upstream_body;
 
 /// Every error the router itself answers with (one row of the contract's table each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

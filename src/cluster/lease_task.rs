@@ -24,7 +24,6 @@ use redis::Script;
 use crate::cluster::keys;
 use crate::cluster::leases::{Lease, LeaseTable, Leases};
 use crate::cluster::link::{run_id, Link};
-use crate::cluster::now_ms;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::target::Target;
 
@@ -150,7 +149,7 @@ impl LeaseTask {
 
     /// One pass over every lease that is due; `false` on a Redis error.
     async fn round(&mut self) -> bool {
-        let now = now_ms();
+        let now = self.router.clock().now_ms();
         self.follow_reload();
         if self.link.take_reconnected() || self.epochs.is_none() {
             if let Err(error) = self.check_epoch().await {

@@ -50,14 +50,7 @@ use crate::cluster::status::ClusterStatus;
 use crate::cluster::tail::Tail;
 use crate::cluster::tap::{ClusterTap, Outgoing, QUEUE_EVENTS};
 use crate::cluster::target::Target;
-use crate::node::app::AppState;
-
-/// Unix milliseconds now (the cluster's tasks only: policy never reads the clock).
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+use crate::node::journal_reader::JournalReader;
 
 /// How long a starting node reads the stream before it reports ready regardless.
 const CATCH_UP_BUDGET: Duration = Duration::from_secs(10);
@@ -124,7 +117,7 @@ impl Prepared {
     /// Catches up from the stream and takes the first leases (the node is not ready yet, so
     /// nothing waits for this but readiness), then starts the publisher, the tail and the
     /// lease task. With Redis down it starts them anyway: they connect when Redis answers.
-    pub async fn start(self, router: &Router, app: &AppState) -> Cluster {
+    pub async fn start(self, router: &Router, journal: JournalReader) -> Cluster {
         let node_id = self.config.node_id.clone();
         let progress = router
             .folded_state()
@@ -162,7 +155,8 @@ impl Prepared {
             self.queue,
             self.dropped_upto,
             self.status.clone(),
-            app.clone(),
+            journal,
+            router.clock().clone(),
             router.recovery().last_seq,
         );
         // The lease task runs even without limits: a reload may add some.

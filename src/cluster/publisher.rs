@@ -18,12 +18,13 @@ use tokio::sync::mpsc;
 
 use crate::cluster::keys;
 use crate::cluster::link::{run_id, Link};
-use crate::cluster::now_ms;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::tap::Outgoing;
 use crate::cluster::target::Target;
 use crate::cluster::wire;
-use crate::node::app::AppState;
+use quotaroute_actors::SharedClock;
+
+use crate::node::journal_reader::JournalReader;
 
 /// Events sent per pipeline at most.
 const BATCH: usize = 256;
@@ -40,7 +41,9 @@ pub struct Publisher {
     queue: mpsc::Receiver<Outgoing>,
     dropped_upto: Arc<AtomicU64>,
     status: Arc<ClusterStatus>,
-    app: AppState,
+    journal: JournalReader,
+    /// The router's clock: the marks it compares are the journal's times.
+    clock: SharedClock,
     /// The journal's end at start: with no marker, everything up to it is re-read.
     start_seq: u64,
     /// While re-reading without a marker: only events from this time on are published.
@@ -54,13 +57,15 @@ pub struct Publisher {
 }
 
 impl Publisher {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         node_id: String,
         client: Target,
         queue: mpsc::Receiver<Outgoing>,
         dropped_upto: Arc<AtomicU64>,
         status: Arc<ClusterStatus>,
-        app: AppState,
+        journal: JournalReader,
+        clock: SharedClock,
         start_seq: u64,
     ) -> Self {
         Publisher {
@@ -69,7 +74,8 @@ impl Publisher {
             queue,
             dropped_upto,
             status,
-            app,
+            journal,
+            clock,
             start_seq,
             republish_since_ms: 0,
             last_published: None,
@@ -109,7 +115,8 @@ impl Publisher {
                 let last = match marker {
                     Some(last) => last,
                     None => {
-                        self.republish_since_ms = now_ms().saturating_sub(REPUBLISH_LOOKBACK_MS);
+                        self.republish_since_ms =
+                            self.clock.now_ms().saturating_sub(REPUBLISH_LOOKBACK_MS);
                         self.dropped_upto
                             .fetch_max(self.start_seq, Ordering::Relaxed);
                         0
@@ -207,7 +214,7 @@ impl Publisher {
 
     /// Publishes the shared events of the journal after `last`, until `dropped` is covered.
     async fn catch_up_from_journal(&mut self, last: u64, dropped: u64) -> redis::RedisResult<()> {
-        let Some(reader) = self.app.journal_reader() else {
+        let Some(reader) = self.journal.get() else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             return Ok(());
         };
@@ -248,7 +255,7 @@ impl Publisher {
 
     /// Says this node is alive, lists the peers, and notices a Redis that forgot the stream.
     async fn heartbeat(&mut self) -> redis::RedisResult<()> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let connection = self.link.connection().await?;
         let id = run_id(connection, keys::STREAM).await?;
         let (_, peers): ((), Vec<String>) = redis::pipe()

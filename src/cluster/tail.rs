@@ -17,7 +17,6 @@ use redis::streams::StreamReadReply;
 
 use crate::cluster::keys;
 use crate::cluster::link::{run_id, Link};
-use crate::cluster::now_ms;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::target::Target;
 use crate::cluster::wire;
@@ -137,7 +136,7 @@ impl Tail {
         {
             return;
         }
-        let lag_ms = now_ms().saturating_sub(remote.at_ms);
+        let lag_ms = self.router.clock().now_ms().saturating_sub(remote.at_ms);
         let applied = PeerApplied {
             origin_node: remote.node,
             origin_seq: remote.seq,

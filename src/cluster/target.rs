@@ -85,7 +85,7 @@ pub fn parse(url: &str) -> Result<ParsedUrl, String> {
 fn trust_pem(extra: &[CertificateDer<'static>]) -> Vec<u8> {
     let engine = base64::engine::general_purpose::STANDARD;
     let mut pem = String::new();
-    for certificate in crate::node::egress::system_roots().iter().chain(extra) {
+    for certificate in crate::upstream::egress::system_roots().iter().chain(extra) {
         pem.push_str("-----BEGIN CERTIFICATE-----\n");
         let body = engine.encode(certificate.as_ref());
         for line in body.as_bytes().chunks(64) {
@@ -175,7 +175,7 @@ mod tests {
         let extra = CertificateDer::from(vec![1u8, 2, 3]);
         let pem = String::from_utf8(trust_pem(std::slice::from_ref(&extra))).unwrap();
         let count = pem.matches("BEGIN CERTIFICATE").count();
-        assert_eq!(count, crate::node::egress::system_roots().len() + 1);
+        assert_eq!(count, crate::upstream::egress::system_roots().len() + 1);
         assert!(pem.ends_with("AQID\n-----END CERTIFICATE-----\n"), "{pem}");
         assert!(build("rediss+cluster://127.0.0.1:1,127.0.0.1:2", None).is_ok());
         assert!(build("rediss://127.0.0.1:1", None).is_ok());

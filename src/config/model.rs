@@ -325,7 +325,7 @@ impl Config {
                 "  {}  format={}  base_url={}",
                 provider.name,
                 provider.format.as_str(),
-                crate::proxy::upstream_mask::mask_url(provider.base_url.as_str())
+                crate::wire::upstream_mask::mask_url(provider.base_url.as_str())
             );
         }
         let _ = writeln!(text, "connections ({}):", self.connections.len());

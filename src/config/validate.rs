@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use axum::http::{HeaderName, HeaderValue};
 use url::Url;
 
-use crate::proxy::upstream_mask::mask_url;
+use crate::wire::upstream_mask::mask_url;
 
 use super::deserialize::deserialize_collecting;
 use super::error::{ConfigErrors, ErrorSink};

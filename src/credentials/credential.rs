@@ -23,7 +23,7 @@ use crate::credentials::journal::CredentialJournal;
 use crate::credentials::loaded::{CredentialView, Echoes, Loaded, Trigger};
 use crate::credentials::oauth::OAuthGrant;
 use crate::credentials::{command, file, schedule};
-use crate::node::upstream::UpstreamClient;
+use crate::upstream::client::UpstreamClient;
 
 /// How a source is loaded.
 enum Loader {

@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use crate::config::{OAuthSource, Secret};
 use crate::credentials::error::{check_value, CredentialError};
-use crate::node::upstream::UpstreamClient;
+use crate::upstream::client::UpstreamClient;
 
 /// How long a token request may take, head and body.
 pub const TOKEN_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

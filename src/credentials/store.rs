@@ -11,7 +11,7 @@ use crate::credentials::credential::Credential;
 use crate::credentials::journal::CredentialJournal;
 use crate::credentials::loaded::CredentialView;
 use crate::credentials::watch;
-use crate::node::upstream::UpstreamClient;
+use crate::upstream::client::UpstreamClient;
 
 #[derive(Debug)]
 pub struct CredentialStore {

@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::node::upstream::UpstreamClient;
+use crate::upstream::client::UpstreamClient;
 
 use super::embedded_config::{CLIENT_KEY, COMBO_4O, COMBO_CLAUDE, COMBO_MINI};
 

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
@@ -14,6 +14,7 @@ use quotaroute_journal::SledJournal;
 
 use crate::cluster::Handle as ClusterHandle;
 use crate::node::accept::EdgeCounters;
+use crate::node::journal_reader::JournalReader;
 use crate::node::live::LiveConfig;
 
 pub struct AppInner {
@@ -22,7 +23,7 @@ pub struct AppInner {
     pub metrics: Option<PrometheusHandle>,
     /// A read handle on the journal, set once it is open and taken at stop so the journal's
     /// directory is released.
-    journal_reader: RwLock<Option<SledJournal>>,
+    journal_reader: JournalReader,
     /// The config file, for SIGHUP and `POST /admin/reload`.
     pub config_path: Option<PathBuf>,
     pub started: Instant,
@@ -64,7 +65,7 @@ impl AppState {
                 router: OnceLock::new(),
                 live: ArcSwap::from_pointee(live),
                 metrics,
-                journal_reader: RwLock::new(None),
+                journal_reader: JournalReader::default(),
                 config_path,
                 started: Instant::now(),
                 request_counter: AtomicU64::new(0),
@@ -105,14 +106,16 @@ impl AppState {
 
     /// A read handle on the journal while the node holds it open.
     pub fn journal_reader(&self) -> Option<SledJournal> {
-        let slot = self.inner.journal_reader.read().ok()?;
-        slot.as_ref().map(SledJournal::reader)
+        self.inner.journal_reader.get()
     }
 
     pub fn set_journal_reader(&self, reader: Option<SledJournal>) {
-        if let Ok(mut slot) = self.inner.journal_reader.write() {
-            *slot = reader;
-        }
+        self.inner.journal_reader.set(reader);
+    }
+
+    /// The journal's read handle itself, for a part of the node that reads it on its own.
+    pub fn journal_handle(&self) -> JournalReader {
+        self.inner.journal_reader.clone()
     }
 
     /// Marks the node as stopping (see [`AppState::stopping`]).

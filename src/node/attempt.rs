@@ -27,11 +27,11 @@ use crate::node::endpoint::Endpoint;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::stream_relay::{self, CommittedStream, StreamStart, StreamTiming};
-use crate::node::upstream_body::UpstreamBody;
 use crate::node::upstream_request;
-use crate::proxy::body_rewrite::{rewrite, RequestInfo};
-use crate::proxy::content_coding::{content_codings, decode_body};
-use crate::proxy::usage::response_usage;
+use crate::upstream::body::UpstreamBody;
+use crate::wire::body_rewrite::{rewrite, RequestInfo};
+use crate::wire::content_coding::{content_codings, decode_body};
+use crate::wire::usage::response_usage;
 
 /// Largest upstream body the router reads whole (errors and non-streaming answers).
 const MAX_UPSTREAM_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -301,7 +301,7 @@ pub(crate) async fn try_target(
                 ctx.endpoint.stream_format(),
                 ctx.force_include_usage,
                 timing,
-                crate::node::proxy::target_echoes(ctx.live, target),
+                ctx.live.echoes_of(&target.connection),
             )
             .await
         } else {

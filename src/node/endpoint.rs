@@ -3,7 +3,7 @@
 
 use quotaroute_journal::ApiFormat as JournalFormat;
 
-use crate::proxy::stream_watch::StreamFormat;
+use crate::wire::stream_watch::StreamFormat;
 
 /// One routing endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 
 use http::header::{HeaderMap, HeaderName, CONNECTION};
 
-use crate::proxy::upstream_mask::mask_header_value;
+use crate::wire::upstream_mask::mask_header_value;
 
 /// Hop-by-hop and connection headers (RFC 9110 §7.6.1), in both directions.
 const HOP_BY_HOP: [&str; 9] = [

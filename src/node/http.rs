@@ -9,22 +9,23 @@ use http::{HeaderMap, StatusCode};
 use serde_json::json;
 
 use crate::api_error::{ApiError, ApiErrorKind};
+use crate::dashboard::{events as ui_events, page as ui, timeline as ui_timeline};
 use crate::node::admin::{self, json_response};
 use crate::node::app::AppState;
 use crate::node::cors;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
-use crate::node::proxy::{self, client_authorized};
+use crate::node::plain_errors;
 use crate::node::rejection_log;
 use crate::node::reply;
+use crate::node::routed::{self, client_authorized};
 use crate::node::stored_response;
-use crate::node::{plain_errors, ui, ui_events, ui_timeline};
 
 /// The node's routes.
 pub fn routes(app: AppState) -> axum::Router {
     let endpoint = |endpoint: Endpoint| {
         post(move |State(app): State<AppState>, request: Request| {
-            proxy::handle(app, endpoint, request)
+            routed::handle(app, endpoint, request)
         })
     };
     let client_api = axum::Router::new()

@@ -9,10 +9,10 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue};
 
 use crate::config::{ApiFormat, AuthKind, Config, Secret};
-use crate::credentials::CredentialStore;
-use crate::node::egress;
+use crate::credentials::{CredentialStore, Echoes};
 use crate::node::metrics::AttemptMetrics;
-use crate::node::upstream::UpstreamClient;
+use crate::upstream::client::UpstreamClient;
+use crate::upstream::egress;
 
 /// One provider's upstream coordinates.
 #[derive(Debug, Clone)]
@@ -146,6 +146,15 @@ impl LiveConfig {
     /// passed-through bodies and headers.
     pub fn upstream_secrets(&self) -> Vec<Secret> {
         self.credentials.secrets()
+    }
+
+    /// The keys `connection` sends (and just sent) upstream, so an upstream echoing one is
+    /// caught.
+    pub fn echoes_of(&self, connection: &str) -> Echoes {
+        self.credentials
+            .get(connection)
+            .map(|credential| credential.echoes())
+            .unwrap_or_default()
     }
 
     /// Whether `key` is one of the client keys (constant time per key).

@@ -160,7 +160,7 @@ impl RunningNode {
         }
         // A cluster node catches up from the shared stream before it reports ready.
         let cluster = match prepared {
-            Some(prepared) => Some(prepared.start(&router, &app).await),
+            Some(prepared) => Some(prepared.start(&router, app.journal_handle()).await),
             None => None,
         };
         if let Some(cluster) = &cluster {

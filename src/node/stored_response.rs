@@ -21,8 +21,8 @@ use crate::node::app::AppState;
 use crate::node::attempt::TryContext;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
-use crate::node::proxy::{admitted_router, route_error, serve_tries, upstream_path};
 use crate::node::reply::{self, RouteHeaders};
+use crate::node::routed::{admitted_router, route_error, serve_tries, upstream_path};
 
 /// Largest client body on these endpoints (`cancel` takes none worth the name).
 const MAX_STORED_CALL_BODY_BYTES: usize = 64 * 1024;

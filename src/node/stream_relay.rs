@@ -16,11 +16,11 @@ use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
 use crate::credentials::Echoes;
-use crate::node::upstream_body::{BodyError, UpstreamBody};
-use crate::proxy::sse::{SseEvent, SseParser};
-use crate::proxy::stream_error::{anthropic_stream_error, openai_stream_error};
-use crate::proxy::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
-use crate::proxy::upstream_mask::{mask_exact, mask_sse_event};
+use crate::upstream::body::{BodyError, UpstreamBody};
+use crate::wire::sse::{SseEvent, SseParser};
+use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
+use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
+use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
 
 /// How a stream began.
 pub enum StreamStart {

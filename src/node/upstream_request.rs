@@ -78,7 +78,7 @@ mod tests {
                 HeaderValue::from_static("org-team"),
             )],
             accept_encoding: HeaderValue::from_static("identity"),
-            client: crate::node::upstream::UpstreamClient::new(),
+            client: crate::upstream::client::UpstreamClient::new(),
         }
     }
 

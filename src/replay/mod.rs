@@ -15,15 +15,12 @@
 //! Everything is one pass over the journal: each view observes every envelope in order.
 
 pub mod args;
-pub mod filter;
 pub mod ndjson_item;
 pub mod paint;
-pub mod periods;
 pub mod remote;
 pub mod source;
 pub mod state_at;
 pub mod summary;
-pub mod svg;
 pub use crate::time_parse;
 pub mod timeline;
 pub mod what_if;
@@ -33,16 +30,16 @@ use std::path::PathBuf;
 
 pub use args::{ColorChoice, Format, ReplayArgs};
 
-use crate::replay::filter::{Filter, FilterError};
 use crate::replay::ndjson_item::Damaged;
 use crate::replay::paint::Paint;
 use crate::replay::source::{Source, SourceError};
 use crate::replay::state_at::StateFold;
 use crate::replay::summary::SummaryBuilder;
-use crate::replay::svg::SvgBuilder;
 use crate::replay::timeline::TimelineWriter;
 use crate::replay::what_if::WhatIf;
 use crate::time_parse::{parse_time, TimeError};
+use crate::timeline::filter::{Filter, FilterError};
+use crate::timeline::svg::SvgBuilder;
 
 /// Exit code: everything shown (damaged records, if any, reported on `err`).
 pub const EXIT_OK: u8 = 0;

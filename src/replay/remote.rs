@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
-use crate::node::upstream::UpstreamClient;
+use crate::upstream::client::UpstreamClient;
 
 use crate::replay::ndjson_item::{parse_ndjson_line, Item};
 

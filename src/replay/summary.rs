@@ -8,9 +8,9 @@ use std::fmt::Write as _;
 use quotaroute_journal::{Envelope, Event};
 use serde::Serialize;
 
-use crate::replay::filter::Filter;
-use crate::replay::periods::{PeriodTracker, Periods};
 use crate::time_parse::{format_duration, format_utc_ms};
+use crate::timeline::filter::Filter;
+use crate::timeline::periods::{PeriodTracker, Periods};
 
 /// How many distinct upstream errors a row lists.
 const TOP_ERRORS: usize = 3;

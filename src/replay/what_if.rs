@@ -43,8 +43,8 @@ use crate::config::topology::{
     breaker_settings, bucket_settings, cooldown_settings, lockout_settings, topology,
 };
 use crate::config::Config;
-use crate::replay::periods::{PeriodTracker, Periods};
 use crate::time_parse::format_duration;
+use crate::timeline::periods::{PeriodTracker, Periods};
 
 /// One compared figure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

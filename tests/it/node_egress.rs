@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use quotaroute::mock_upstream::{self, MockUpstream};
-use quotaroute::node::upstream::UpstreamClient;
+use quotaroute::upstream::client::UpstreamClient;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;

@@ -158,7 +158,7 @@ proptest! {
 fn body_rewrite_check_accepts_a_real_request() {
     // The checks must be able to fail: a real body parses and is checked end to end.
     let body = br#"{"model":"team","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
-    assert!(quotaroute::proxy::body_rewrite::parse_request(body).is_ok());
+    assert!(quotaroute::wire::body_rewrite::parse_request(body).is_ok());
     checks::body_rewrite(body);
     checks::sse(b"\x03data: {}\n\nevent: x\ndata: [DONE]\n\n");
 }

@@ -132,19 +132,50 @@ mod tests {
     #[test]
     fn s9_a_peer_never_shortens_a_longer_local_lock() {
         let mut state = ConnectionState::new("openai", "k1");
-        assert!(admits(&state.health, &state.lockouts, &locked(T0 + 60_000), T0));
+        assert!(admits(
+            &state.health,
+            &state.lockouts,
+            &locked(T0 + 60_000),
+            T0
+        ));
         state.apply(T0, &locked(T0 + 60_000));
-        assert!(!admits(&state.health, &state.lockouts, &locked(T0 + 1_000), T0), "shorter: refused");
-        assert!(admits(&state.health, &state.lockouts, &locked(T0 + 120_000), T0), "longer: taken");
+        assert!(
+            !admits(&state.health, &state.lockouts, &locked(T0 + 1_000), T0),
+            "shorter: refused"
+        );
+        assert!(
+            admits(&state.health, &state.lockouts, &locked(T0 + 120_000), T0),
+            "longer: taken"
+        );
     }
 
     #[test]
     fn s9_a_peer_never_shortens_a_longer_local_cooldown() {
         let mut state = ConnectionState::new("openai", "k1");
         state.apply(T0, &cooldown(T0 + 30_000));
-        assert!(!admits(&state.health, &state.lockouts, &cooldown(T0 + 3_000), T0));
-        assert!(admits(&state.health, &state.lockouts, &cooldown(T0 + 60_000), T0));
-        assert!(admits(&state.health, &state.lockouts, &cleared(ActionBy::Admin), T0));
-        assert!(!admits(&state.health, &state.lockouts, &reading(UsageSource::Lease), T0));
+        assert!(!admits(
+            &state.health,
+            &state.lockouts,
+            &cooldown(T0 + 3_000),
+            T0
+        ));
+        assert!(admits(
+            &state.health,
+            &state.lockouts,
+            &cooldown(T0 + 60_000),
+            T0
+        ));
+        assert!(admits(
+            &state.health,
+            &state.lockouts,
+            &cleared(ActionBy::Admin),
+            T0
+        ));
+        assert!(!admits(
+            &state.health,
+            &state.lockouts,
+            &reading(UsageSource::Lease),
+            T0
+        ));
     }
 }

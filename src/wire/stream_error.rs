@@ -76,7 +76,7 @@ fn frame(event: Option<&str>, body: &impl Serialize) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::sse::SseParser;
+    use crate::wire::sse::SseParser;
     use serde_json::Value;
 
     fn single_event(bytes: &Bytes) -> (Option<String>, Value) {

@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use tokio::io::BufReader;
 use tokio_util::io::{ReaderStream, StreamReader};
 
-use crate::proxy::content_coding::{corrupt, stream_decoder, Coding, CodingError};
+use crate::wire::content_coding::{corrupt, stream_decoder, Coding, CodingError};
 
 /// Why the next bytes of a body did not come.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

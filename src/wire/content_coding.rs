@@ -1,7 +1,7 @@
 //! HTTP content codings (RFC 9110 §8.4): what a `Content-Encoding` header says, which of them
 //! the router reads, and decoding a whole body in them (contract "Compression"). The codecs
 //! are `async-compression`'s; this file only picks them and bounds what they may produce.
-//! Streaming bodies are decoded by `node::upstream_body`, with the same [`Coding`] list.
+//! Streaming bodies are decoded by `upstream::body`, with the same [`Coding`] list.
 
 use std::fmt;
 

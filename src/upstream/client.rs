@@ -19,7 +19,7 @@ use hyper_util::rt::TokioExecutor;
 use quotaroute_actors::policy::classify::TransportFailure;
 use rustls::pki_types::CertificateDer;
 
-use crate::node::egress::{self, EgressConnector};
+use crate::upstream::egress::{self, EgressConnector};
 
 /// Why an upstream request got no response head.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,6 @@ use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass, ResponseBound
 use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
-use crate::credentials::Echoes;
 use crate::node::app::AppState;
 use crate::node::attempt::{Attempted, LastFailure, Payload, TryContext};
 use crate::node::credential_retry;
@@ -28,8 +27,8 @@ use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 use crate::node::stream_relay::{self, CommittedStream};
-use crate::proxy::body_rewrite::parse_request;
-use crate::proxy::content_coding::{content_codings, decode_body, CodingError};
+use crate::wire::body_rewrite::parse_request;
+use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
 pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key: bool) -> bool {
@@ -348,7 +347,7 @@ fn stream_response(
     let headers = response.headers_mut();
     header_rules::copy_upstream(
         &upstream_headers,
-        &target_echoes(ctx.live, target).exposed(),
+        &ctx.live.echoes_of(&target.connection).exposed(),
         headers,
     );
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -380,7 +379,11 @@ fn deliver(
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     let out = response.headers_mut();
-    header_rules::copy_upstream(&headers, &target_echoes(ctx.live, target).exposed(), out);
+    header_rules::copy_upstream(
+        &headers,
+        &ctx.live.echoes_of(&target.connection).exposed(),
+        out,
+    );
     if !out.contains_key(CONTENT_TYPE) {
         out.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
@@ -500,15 +503,6 @@ pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
             format!("router unavailable: {reason}"),
         ),
     }
-}
-
-/// The keys `target`'s connection sends (and just sent) upstream, so an upstream echoing one
-/// is caught.
-pub(crate) fn target_echoes(live: &LiveConfig, target: &RoutedTarget) -> Echoes {
-    live.credentials
-        .get(&target.connection)
-        .map(|credential| credential.echoes())
-        .unwrap_or_default()
 }
 
 /// The client's body with its `Content-Encoding` undone (415 when the router cannot read it).

@@ -1,5 +1,5 @@
 //! `GET /admin/timeline.svg?since=1h`: the incident timeline of a live node, drawn by the very
-//! `replay --svg` code (`replay::svg::SvgBuilder`) over the tail of its journal. Owns only which
+//! `replay --svg` code (`timeline::svg::SvgBuilder`) over the tail of its journal. Owns only which
 //! part of the journal is read: from a little before `since` (so bands that began earlier are
 //! drawn), at most `MAX_EVENTS`, lanes from the running config.
 
@@ -13,9 +13,9 @@ use serde::Deserialize;
 
 use crate::node::admin::{admin_error, admin_router};
 use crate::node::app::AppState;
-use crate::replay::filter::Filter;
-use crate::replay::svg::SvgBuilder;
 use crate::time_parse::parse_time;
+use crate::timeline::filter::Filter;
+use crate::timeline::svg::SvgBuilder;
 
 /// What the page asks for when it says nothing.
 const DEFAULT_SINCE: &str = "1h";

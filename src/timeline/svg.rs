@@ -9,9 +9,9 @@ use std::fmt::Write as _;
 
 use quotaroute_journal::{Envelope, Event};
 
-use crate::replay::filter::Filter;
-use crate::replay::periods::{Band, PeriodTracker, Periods};
 use crate::time_parse::{format_clock, format_duration, format_utc_ms};
+use crate::timeline::filter::Filter;
+use crate::timeline::periods::{Band, PeriodTracker, Periods};
 
 const WIDTH: f64 = 1400.0;
 const LEFT: f64 = 190.0;
