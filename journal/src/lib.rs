@@ -33,7 +33,7 @@ pub use event::*;
 pub use failing::{FailSwitch, FailingJournal};
 pub use memory::MemoryJournal;
 pub use ndjson::{envelope_from_json, envelope_to_json, NdjsonError};
-pub use recovery::{recover, Recovery};
+pub use recovery::{recover, recover_versioned, Recovery};
 pub use sled_journal::{SledJournal, SledOptions};
 pub use store::{Journal, PruneReport, Snapshot};
 pub use writer::{JournalHandle, JournalStats, WriterConfig};
