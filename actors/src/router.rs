@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use quotaroute_journal::{
-    recover, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
+    recover_versioned, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
     NodeStarted, NodeStopped, PeerApplied, ResponseBound, UsageObserved, UsageSource, WriterConfig,
 };
 use ractor::{Actor, ActorRef};
@@ -65,9 +65,17 @@ pub struct RecoveryReport {
     pub damaged: Vec<Damage>,
 }
 
+impl RecoveryReport {
+    /// The first record or snapshot a newer build wrote (`DamageReason::Newer`): a node must
+    /// not start on this journal (behaviour §12).
+    pub fn newer(&self) -> Option<&Damage> {
+        self.damaged.iter().find(|damage| damage.is_newer())
+    }
+}
+
 /// Rebuilds the folded state from a journal: newest readable snapshot plus the events after it.
 pub fn recover_state(journal: &dyn Journal) -> (RouterState, RecoveryReport) {
-    let recovery = recover(journal, snapshot::decode);
+    let recovery = recover_versioned(journal, snapshot::decode);
     let mut report = RecoveryReport {
         snapshot_seq: recovery.snapshot_seq,
         damaged: recovery.damages.clone(),
@@ -126,6 +134,10 @@ impl Router {
         tap: Option<Arc<dyn EventTap>>,
     ) -> Result<Router, RouterError> {
         let (state, recovery) = recover_state(journal.as_ref());
+        // Refused before the writer exists: nothing of this build reaches the journal.
+        if let Some(newer) = recovery.newer() {
+            return Err(RouterError::NewerJournal(newer.to_string()));
+        }
         let responses = Mutex::new(state.responses.clone());
         let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
         let clock = options.clock;

@@ -125,7 +125,12 @@ impl RecorderState {
             match snapshot::encode(&self.state) {
                 Ok(bytes) => {
                     self.journal
-                        .snapshot(self.state.last_seq, self.state.last_at_ms, bytes)
+                        .snapshot(
+                            self.state.last_seq,
+                            self.state.last_at_ms,
+                            snapshot::STATE_LAYOUT,
+                            bytes,
+                        )
                 }
                 Err(error) => tracing::warn!(%error, "snapshot not written"),
             }
