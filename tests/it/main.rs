@@ -28,6 +28,7 @@ mod node_sdk;
 mod node_wire;
 mod readme_commands;
 mod release_fixture_make;
+mod release_fixtures;
 mod reliability_bad_input;
 mod reliability_crash;
 mod reliability_disk;
