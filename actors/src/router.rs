@@ -136,7 +136,10 @@ impl Router {
         let (state, recovery) = recover_state(journal.as_ref());
         // Refused before the writer exists: nothing of this build reaches the journal.
         if let Some(newer) = recovery.newer() {
-            return Err(RouterError::NewerJournal(newer.to_string()));
+            return Err(RouterError::NewerJournal(format!(
+                "{} at seq {}",
+                newer.reason, newer.seq
+            )));
         }
         let responses = Mutex::new(state.responses.clone());
         let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;

@@ -3,6 +3,7 @@
 //!
 //! - [`serve`] — start (bind, replay, route) and stop (drain, `node_stopped`, flush);
 //!   [`accept`] — the accept loop (header-read timeout, graceful shutdown).
+//! - [`journal_formats`] — refuse a journal from a newer build before sled opens it (§12).
 //! - [`http`] — which path is served by which handler; health, metrics, model list.
 //! - [`endpoint`] — the routing endpoints and their formats; [`proxy`] — serving them: parse
 //!   once, route, try targets, fail over, answer; [`attempt`] — one try against one target;
@@ -30,6 +31,7 @@ pub mod egress;
 pub mod endpoint;
 pub mod header_rules;
 pub mod http;
+pub mod journal_formats;
 pub mod live;
 pub mod metrics;
 pub mod proxy;

@@ -25,6 +25,7 @@ mod node_read_your_writes;
 mod node_restart;
 mod node_routing;
 mod node_sdk;
+mod node_upgrade;
 mod node_wire;
 mod readme_commands;
 mod release_fixture_make;
