@@ -291,6 +291,14 @@ impl Router {
 
     /// The admin view of the state (contract `GET /admin/state`).
     pub async fn state(&self) -> Result<AdminState, RouterError> {
+        self.state_at(self.inner.clock.now_ms()).await
+    }
+
+    /// The admin view as it will read at `at_ms` (not before now) if nothing else happens:
+    /// remaining times counted down, expired blocks gone. Two views at one instant compare
+    /// exactly — how an upgrade proves it kept the state (behaviour §12).
+    pub async fn state_at(&self, at_ms: u64) -> Result<AdminState, RouterError> {
+        let at_ms = at_ms.max(self.inner.clock.now_ms());
         let folded = self.folded_state().await?;
         let tables = self.inner.registry.load();
         let topology = tables
@@ -302,7 +310,7 @@ impl Router {
             &topology,
             &folded,
             &tables.in_flight,
-            self.inner.clock.now_ms(),
+            at_ms,
         ))
     }
 

@@ -59,8 +59,16 @@ impl Formats {
         [
             ("record format", self.record_format, ours.record_format),
             ("event schema", self.event_schema, ours.event_schema),
-            ("snapshot format", self.snapshot_format, ours.snapshot_format),
-            ("snapshot state layout", self.state_layout, ours.state_layout),
+            (
+                "snapshot format",
+                self.snapshot_format,
+                ours.snapshot_format,
+            ),
+            (
+                "snapshot state layout",
+                self.state_layout,
+                ours.state_layout,
+            ),
         ]
         .into_iter()
         .filter(|(_, found, supported)| found > supported)

@@ -285,8 +285,10 @@ impl Journal for SledJournal {
         state: &[u8],
     ) -> Result<(), JournalError> {
         let open = self.trees()?;
-        open.snapshots
-            .insert(codec::seq_key(seq), codec::encode_snapshot(at_ms, state_version, state))?;
+        open.snapshots.insert(
+            codec::seq_key(seq),
+            codec::encode_snapshot(at_ms, state_version, state),
+        )?;
         let old_keys: Vec<sled::IVec> = open
             .snapshots
             .iter()

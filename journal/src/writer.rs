@@ -73,14 +73,9 @@ type Reply = oneshot::Sender<Result<u64, JournalError>>;
 #[allow(clippy::large_enum_variant)]
 enum Command {
     Append(Envelope),
-    Flush {
-        target: u64,
-        reply: Reply,
-    },
+    Flush { target: u64, reply: Reply },
     Snapshot(PendingSnapshot),
-    Close {
-        reply: Reply,
-    },
+    Close { reply: Reply },
 }
 
 /// A snapshot waiting for its events to be durable.
@@ -220,8 +215,7 @@ impl JournalHandle {
             state_version,
             state,
         };
-        if self.sender.send(Command::Snapshot(pending)).is_err()
-        {
+        if self.sender.send(Command::Snapshot(pending)).is_err() {
             tracing::warn!(seq, "journal closed: snapshot not written");
         }
         self.waker.unpark();

@@ -47,7 +47,9 @@ pub fn check_before_open(path: &Path, ours: &Formats) -> Result<(), FormatsRefus
         path: path.display().to_string(),
         reason: error.to_string(),
     })?;
-    let newer = stored.map(|stored| stored.newer_than(ours)).unwrap_or_default();
+    let newer = stored
+        .map(|stored| stored.newer_than(ours))
+        .unwrap_or_default();
     if newer.is_empty() {
         Ok(())
     } else {

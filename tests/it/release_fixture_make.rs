@@ -197,7 +197,12 @@ async fn make_release_fixture() {
         Rule::always(Fault::Status(401)).for_key(upstream_key("oa-2")),
     ]);
     for _ in 0..7 {
-        let response = post(&client, format!("{base}/v1/chat/completions"), chat_body("team")).await;
+        let response = post(
+            &client,
+            format!("{base}/v1/chat/completions"),
+            chat_body("team"),
+        )
+        .await;
         assert_eq!(response.status(), 200);
     }
     let mut response_ids = Vec::new();
@@ -233,11 +238,21 @@ async fn make_release_fixture() {
             .times(1),
     ]);
     for _ in 0..10 {
-        let _ = post(&client, format!("{base}/v1/messages"), message_body("claude")).await;
+        let _ = post(
+            &client,
+            format!("{base}/v1/messages"),
+            message_body("claude"),
+        )
+        .await;
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
     for _ in 0..3 {
-        let _ = post(&client, format!("{base}/v1/chat/completions"), chat_body("team")).await;
+        let _ = post(
+            &client,
+            format!("{base}/v1/chat/completions"),
+            chat_body("team"),
+        )
+        .await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     node.kill().unwrap();

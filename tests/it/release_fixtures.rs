@@ -91,7 +91,9 @@ fn every_release_fixture_rebuilds_its_recorded_state_field_by_field() {
     names.sort();
     for layout in 1..=STATE_LAYOUT {
         assert!(
-            names.iter().any(|name| name.starts_with(&format!("v{layout}-"))),
+            names
+                .iter()
+                .any(|name| name.starts_with(&format!("v{layout}-"))),
             "no release fixture of snapshot layout {layout} in {names:?}"
         );
     }
@@ -116,18 +118,38 @@ fn every_release_fixture_rebuilds_its_recorded_state_field_by_field() {
             recorded["events_replayed"].as_u64(),
             "{name}"
         );
-        assert_eq!(Some(report.last_seq), recorded["last_seq"].as_u64(), "{name}");
+        assert_eq!(
+            Some(report.last_seq),
+            recorded["last_seq"].as_u64(),
+            "{name}"
+        );
         let at_ms = recorded["at_ms"].as_u64().unwrap();
         let rebuilt =
             serde_json::to_value(quotaroute::replay::state_at::view(&state, at_ms)).unwrap();
         let mut diffs = Vec::new();
-        let compared = compare("state", &as_today(recorded["state"].clone()), &rebuilt, &mut diffs);
-        assert!(diffs.is_empty(), "{name}: {} fields differ:\n{}", diffs.len(), diffs.join("\n"));
+        let compared = compare(
+            "state",
+            &as_today(recorded["state"].clone()),
+            &rebuilt,
+            &mut diffs,
+        );
+        assert!(
+            diffs.is_empty(),
+            "{name}: {} fields differ:\n{}",
+            diffs.len(),
+            diffs.join("\n")
+        );
         assert!(compared > 100, "{name}: only {compared} fields compared");
         // What /admin/state does not show: the response bindings.
-        let responses = recorded["responses"].as_object().cloned().unwrap_or_default();
+        let responses = recorded["responses"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         for (id, binding) in &responses {
-            let rebuilt = state.responses.get(id, at_ms).map(|b| serde_json::to_value(b).unwrap());
+            let rebuilt = state
+                .responses
+                .get(id, at_ms)
+                .map(|b| serde_json::to_value(b).unwrap());
             assert_eq!(rebuilt.as_ref(), Some(binding), "{name}: response {id}");
         }
     }

@@ -363,9 +363,7 @@ async fn s4_a_client_that_never_finishes_its_headers_is_disconnected_after_the_h
         let head = String::from_utf8_lossy(&buf[..n]);
         assert!(n == 0 || head.starts_with("HTTP/1.1 4"), "{head}");
     }
-    assert!(
-        started.elapsed() >= Duration::from_millis(10_000) - Duration::from_secs(1)
-    );
+    assert!(started.elapsed() >= Duration::from_millis(10_000) - Duration::from_secs(1));
 }
 
 /// An answer given before the body was read (413 on a declared length, 401, a wrong content

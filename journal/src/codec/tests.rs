@@ -73,15 +73,10 @@ fn damage_reasons_are_typed() {
             None,
             |r| matches!(r, DamageReason::TrailingBytes(1)),
         ),
-        (
-            "future schema",
-            encode_batch(&future).unwrap(),
-            None,
-            |r| {
-                matches!(r, DamageReason::Newer { what: "event schema", found, supported }
+        ("future schema", encode_batch(&future).unwrap(), None, |r| {
+            matches!(r, DamageReason::Newer { what: "event schema", found, supported }
                     if *found == u32::from(SCHEMA_VERSION) + 1 && *supported == u32::from(SCHEMA_VERSION))
-            },
-        ),
+        }),
         ("gap", encode_batch(&gap).unwrap(), None, |r| {
             matches!(
                 r,
