@@ -10,6 +10,7 @@ pub mod commands;
 pub mod config;
 pub mod credentials;
 pub mod demo;
+pub mod journal_verify;
 pub mod mock_upstream;
 pub mod node;
 pub mod proxy;

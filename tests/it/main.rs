@@ -12,6 +12,7 @@ mod config_errors;
 mod config_secrets;
 mod config_starter;
 mod demo_cli;
+mod journal_verify;
 mod mock_compression;
 mod mock_endpoints;
 mod mock_faults;
