@@ -86,7 +86,9 @@ fn compare(path: &str, expected: &Value, actual: &Value, diffs: &mut Vec<String>
 fn every_release_fixture_rebuilds_its_recorded_state_field_by_field() {
     let mut names: Vec<String> = std::fs::read_dir(releases_dir())
         .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_type().unwrap().is_dir())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
     for layout in 1..=STATE_LAYOUT {
