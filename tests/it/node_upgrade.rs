@@ -307,12 +307,12 @@ async fn an_upgrade_under_load_keeps_admin_state_exactly() {
                 "\n[[connections]]\nid = \"oa-4\"\nprovider = \"openai\"\napi_key = \"{}\"\nweight = 1\n",
                 upstream_key("oa-4")
             )
-            + "\n[[combos]]\nname = \"duo\"\ntargets = [\n  { connection = \"oa-3\", model = \"gpt-4o-mini\", weight = 2 },\n  { connection = \"oa-4\", model = \"gpt-4o-mini\", weight = 1 },\n]\n"
+            + "\n[[combos]]\nname = \"duo\"\ntargets = [\n  { connection = \"oa-3\", model = \"gpt-4o-mini\", weight = 2 },\n  { connection = \"oa-4\", model = \"gpt-4o-mini\", weight = 1 },\n]\n\n[[combos]]\nname = \"solo4\"\ntargets = [{ connection = \"oa-4\", model = \"gpt-4o-mini\", weight = 1 }]\n"
     })
     .await;
 
     // Run 1, then its graceful stop's snapshot: oa-1 locked by a 429, oa-2 disabled by a 401,
-    // deficits over the rest, two stored responses bound.
+    // deficits over the rest, two stored responses bound (to oa-4, through `solo4`).
     let mut child = spawn_node(&node.config);
     wait_ready(&node.client, &node.base).await;
     node.mock.set_rules(vec![
@@ -325,7 +325,7 @@ async fn an_upgrade_under_load_keeps_admin_state_exactly() {
         let response = post(
             &node,
             "/v1/responses",
-            serde_json::json!({"model": "team", "input": "hi"}),
+            serde_json::json!({"model": "solo4", "input": "hi"}),
         )
         .await;
         assert_eq!(response.status(), 200);
@@ -336,8 +336,8 @@ async fn an_upgrade_under_load_keeps_admin_state_exactly() {
     sigterm_and_wait(&mut child);
 
     // Run 2, kept only in records after that snapshot (every request journaled, so its stop
-    // takes no snapshot): a 503 storm opens the anthropic breaker, a 500 cools oa-4 down, and
-    // combo `duo` (oa-3 and oa-4, 2:1) is left with deficits.
+    // takes no snapshot): a 503 storm opens the anthropic breaker, combo `duo` (oa-3 and oa-4,
+    // 2:1) is left with deficits, then a 500 cools oa-3 down.
     let text = std::fs::read_to_string(&node.config).unwrap();
     std::fs::write(
         &node.config,
@@ -347,14 +347,17 @@ async fn an_upgrade_under_load_keeps_admin_state_exactly() {
     let mut child = spawn_node(&node.config);
     wait_ready(&node.client, &node.base).await;
     node.mock.set_rules(vec![
-        Rule::always(Fault::Status(503)).for_model("claude-3-5-haiku"),
-        Rule::always(Fault::Status(500))
-            .for_key(upstream_key("oa-4"))
-            .times(1),
+        Rule::always(Fault::Status(503)).for_model("claude-3-5-haiku")
     ]);
     load(&node, "/v1/messages", "claude", 12).await;
-    load(&node, "/v1/chat/completions", "team", 4).await;
-    load(&node, "/v1/chat/completions", "duo", 5).await;
+    node.mock.clear_rules();
+    for _ in 0..2 {
+        assert_eq!(chat(&node.client, &node.base, "duo").await.status(), 200);
+    }
+    node.mock.set_rules(vec![Rule::always(Fault::Status(500))
+        .for_key(upstream_key("oa-3"))
+        .times(1)]);
+    let _ = chat(&node.client, &node.base, "team").await;
     node.mock.clear_rules();
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -372,7 +375,7 @@ async fn an_upgrade_under_load_keeps_admin_state_exactly() {
     );
     assert_eq!(connection(&before, "oa-2")["disabled"]["reason"], "auth");
     assert!(
-        connection(&before, "oa-4")["cooldown_remaining_ms"]
+        connection(&before, "oa-3")["cooldown_remaining_ms"]
             .as_u64()
             .unwrap()
             > 0
