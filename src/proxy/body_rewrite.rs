@@ -297,10 +297,7 @@ mod tests {
             (b"{\"model\":\"\"}", &BodyError::MissingModel),
             (b"{\"model\":42}", &BodyError::ModelNotString),
             (b"{\"model\":{\"name\":\"x\"}}", &BodyError::ModelNotString),
-            (
-                b"{\"model\":\"a\\nb\"}",
-                &BodyError::InvalidModel(String::new()),
-            ),
+            (b"{\"model\":\"a\\nb\"}", &BodyError::InvalidModel(String::new())),
         ];
         for (body, expected) in table {
             let error = parse_request(body).unwrap_err();
