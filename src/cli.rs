@@ -48,10 +48,29 @@ pub enum Command {
     /// Read a journal offline (or a live node's with --from): timeline, summary, state at a
     /// time, an SVG of the incident, or what another config would have done.
     Replay(Box<crate::replay::ReplayArgs>),
+    /// Inspect a journal without changing it.
+    Journal {
+        #[command(subcommand)]
+        command: JournalCommand,
+    },
     /// Run the mock upstream used by tests and benchmarks.
     #[command(hide = true)]
     MockUpstream {
         #[arg(long, default_value = "127.0.0.1:4200")]
         listen: SocketAddr,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JournalCommand {
+    /// Read every record and snapshot: versions, counts, damaged records, anything a newer
+    /// build wrote, and the state a node would rebuild. Changes nothing; exits 1 when anything
+    /// is unreadable by this build.
+    Verify {
+        /// The journal directory (`journal.path`).
+        path: PathBuf,
+        /// One JSON object, for scripts.
+        #[arg(long)]
+        json: bool,
     },
 }

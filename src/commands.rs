@@ -164,6 +164,32 @@ pub fn replay(args: &crate::replay::ReplayArgs) -> u8 {
     crate::replay::run(args, &mut stdout.lock(), &mut stderr.lock(), now_ms)
 }
 
+/// `quotaroute journal verify PATH [--json]`.
+pub fn journal_verify(path: &Path, json: bool) -> u8 {
+    use quotaroute_actors::Clock;
+    let now_ms = quotaroute_actors::SystemClock.now_ms();
+    match crate::journal_verify::verify(path, now_ms) {
+        Ok(report) => {
+            if json {
+                match serde_json::to_string(&report) {
+                    Ok(text) => println!("{text}"),
+                    Err(error) => {
+                        eprintln!("quotaroute: {error}");
+                        return 1;
+                    }
+                }
+            } else {
+                print!("{}", crate::journal_verify::render_text(&report));
+            }
+            report.exit_code()
+        }
+        Err(error) => {
+            eprintln!("quotaroute: {error}");
+            1
+        }
+    }
+}
+
 /// `quotaroute mock-upstream --listen ADDR` (hidden: tests and benchmarks).
 pub async fn mock_upstream(listen: SocketAddr) -> u8 {
     let listener = match tokio::net::TcpListener::bind(listen).await {

@@ -12,6 +12,7 @@ pub mod config;
 pub mod credentials;
 pub mod dashboard;
 pub mod demo;
+pub mod journal_verify;
 pub mod mock_upstream;
 pub mod node;
 pub mod replay;

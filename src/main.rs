@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use quotaroute::cli::{Cli, Command};
+use quotaroute::cli::{Cli, Command, JournalCommand};
 use quotaroute::commands;
 
 // mimalloc's per-thread free lists: the request path allocates and frees many small buffers
@@ -35,6 +35,9 @@ fn main() -> ExitCode {
             Command::Init { path, force } => commands::init(&path, force),
             Command::Check { config } => commands::check(&config),
             Command::Replay(args) => commands::replay(&args),
+            Command::Journal {
+                command: JournalCommand::Verify { path, json },
+            } => commands::journal_verify(&path, json),
             Command::MockUpstream { listen } => commands::mock_upstream(listen).await,
         }
     });

@@ -14,4 +14,7 @@ pub enum RouterError {
     UnknownConnection(String),
     #[error("unknown provider `{0}`")]
     UnknownProvider(String),
+    /// The journal holds a record or snapshot of a version newer than this build's.
+    #[error("the journal was written by a newer build ({0})")]
+    NewerJournal(String),
 }

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use quotaroute_journal::{
-    recover, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
+    recover_versioned, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
     NodeStarted, NodeStopped, PeerApplied, ResponseBound, UsageObserved, UsageSource, WriterConfig,
 };
 use ractor::{Actor, ActorRef};
@@ -65,9 +65,17 @@ pub struct RecoveryReport {
     pub damaged: Vec<Damage>,
 }
 
+impl RecoveryReport {
+    /// The first record or snapshot a newer build wrote (`DamageReason::Newer`): a node must
+    /// not start on this journal (behaviour §12).
+    pub fn newer(&self) -> Option<&Damage> {
+        self.damaged.iter().find(|damage| damage.is_newer())
+    }
+}
+
 /// Rebuilds the folded state from a journal: newest readable snapshot plus the events after it.
 pub fn recover_state(journal: &dyn Journal) -> (RouterState, RecoveryReport) {
-    let recovery = recover(journal, snapshot::decode);
+    let recovery = recover_versioned(journal, snapshot::decode);
     let mut report = RecoveryReport {
         snapshot_seq: recovery.snapshot_seq,
         damaged: recovery.damages.clone(),
@@ -126,6 +134,13 @@ impl Router {
         tap: Option<Arc<dyn EventTap>>,
     ) -> Result<Router, RouterError> {
         let (state, recovery) = recover_state(journal.as_ref());
+        // Refused before the writer exists: nothing of this build reaches the journal.
+        if let Some(newer) = recovery.newer() {
+            return Err(RouterError::NewerJournal(format!(
+                "{} at seq {}",
+                newer.reason, newer.seq
+            )));
+        }
         let responses = Mutex::new(state.responses.clone());
         let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
         let clock = options.clock;
@@ -289,6 +304,14 @@ impl Router {
 
     /// The admin view of the state (contract `GET /admin/state`).
     pub async fn state(&self) -> Result<AdminState, RouterError> {
+        self.state_at(self.inner.clock.now_ms()).await
+    }
+
+    /// The admin view as it will read at `at_ms` (not before now) if nothing else happens:
+    /// remaining times counted down, expired blocks gone. Two views at one instant compare
+    /// exactly — how an upgrade proves it kept the state (behaviour §12).
+    pub async fn state_at(&self, at_ms: u64) -> Result<AdminState, RouterError> {
+        let at_ms = at_ms.max(self.inner.clock.now_ms());
         let folded = self.folded_state().await?;
         let tables = self.inner.registry.load();
         let topology = tables
@@ -300,7 +323,7 @@ impl Router {
             &topology,
             &folded,
             &tables.in_flight,
-            self.inner.clock.now_ms(),
+            at_ms,
         ))
     }
 

@@ -186,7 +186,7 @@ fn main() -> Result<()> {
     // ... and with one, 1 000 events before the end.
     {
         let mut journal = SledJournal::open(dir.path(), SledOptions::default())?;
-        journal.put_snapshot(reducer.last_seq, reducer.last_at_ms, &reducer.encode())?;
+        journal.put_snapshot(reducer.last_seq, reducer.last_at_ms, 1, &reducer.encode())?;
         journal.flush()?;
     }
     let (opened, total, replayed, snapshot_seq) = restart(dir.path())?;

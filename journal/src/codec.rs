@@ -8,6 +8,18 @@
 //! `[u8 format = 1][u32 LE crc32 of payload][payload]` where the payload is
 //! `bincode(Vec<Envelope>)` under [`bincode::config::standard`] with a byte limit.
 //!
+//! # Snapshot layout
+//! - format 2 (written since snapshots carry their state's version):
+//!   `[u8 2][u32 LE crc32][u64 LE at_ms][u16 LE state_version][state]`.
+//! - format 1 (releases up to 0447244): `[u8 1][u32 LE crc32][u64 LE at_ms][state]`, the
+//!   state's layout not recorded ([`Snapshot::state_version`](crate::Snapshot) is `None`); its
+//!   owner tells the layouts such snapshots held apart (`quotaroute_actors::snapshot`).
+//!
+//! # Versions from the future
+//! A value whose format byte (or an envelope whose `schema_version`) is newer than this
+//! build's, behind a checksum that matches, was written by a newer build: it is reported as
+//! [`DamageReason::Newer`], which a node refuses to start on, never as damage to skip.
+//!
 //! # Schema evolution
 //! bincode is not self-describing, so an old shape can only be read by code that knows it.
 //! The payload is therefore decoded piece by piece — the batch length, then for each envelope
@@ -24,7 +36,9 @@ use crate::event::{Envelope, Event, SCHEMA_VERSION};
 /// The record format this build writes (the first byte of every event record).
 pub const RECORD_FORMAT: u8 = 1;
 /// The snapshot format this build writes (the first byte of every snapshot value).
-pub const SNAPSHOT_FORMAT: u8 = 1;
+pub const SNAPSHOT_FORMAT: u8 = 2;
+/// The first snapshot format, whose state carries no version (still read).
+pub const SNAPSHOT_FORMAT_UNVERSIONED: u8 = 1;
 /// Bytes before the payload: format byte + crc32.
 const HEADER_LEN: usize = 5;
 /// Upper bound on what one decode may claim, so a corrupt length can never ask for gigabytes
@@ -44,6 +58,13 @@ pub enum DamageReason {
     Undecodable(String),
     #[error("unknown schema version {0}")]
     UnknownSchemaVersion(u16),
+    /// Written by a newer build (its checksum matches): never skipped as damage.
+    #[error("{what} version {found} is newer than this build's {supported}")]
+    Newer {
+        what: &'static str,
+        found: u32,
+        supported: u32,
+    },
     #[error("{0} trailing bytes after the payload")]
     TrailingBytes(usize),
     #[error("record holds no events")]
@@ -88,21 +109,36 @@ fn frame(format: u8, payload: &[u8]) -> Vec<u8> {
     value
 }
 
-/// Checks format byte and checksum; returns the payload.
-fn unframe(value: &[u8], expected_format: u8) -> Result<&[u8], DamageReason> {
+/// Checks the checksum and that the format byte is one of `known` (the newest last); returns
+/// the format and the payload. A newer format behind a good checksum is [`DamageReason::Newer`].
+fn unframe<'v>(
+    value: &'v [u8],
+    what: &'static str,
+    known: &[u8],
+) -> Result<(u8, &'v [u8]), DamageReason> {
     if value.len() < HEADER_LEN {
         return Err(DamageReason::TooShort { len: value.len() });
     }
-    if value[0] != expected_format {
-        return Err(DamageReason::UnknownFormat(value[0]));
-    }
+    let format = value[0];
     let stored = u32::from_le_bytes([value[1], value[2], value[3], value[4]]);
     let payload = &value[HEADER_LEN..];
     let computed = crc32fast::hash(payload);
+    let newest = known.last().copied().unwrap_or(0);
+    if !known.contains(&format) {
+        return Err(if format > newest && stored == computed {
+            DamageReason::Newer {
+                what,
+                found: u32::from(format),
+                supported: u32::from(newest),
+            }
+        } else {
+            DamageReason::UnknownFormat(format)
+        });
+    }
     if stored != computed {
         return Err(DamageReason::ChecksumMismatch { stored, computed });
     }
-    Ok(payload)
+    Ok((format, payload))
 }
 
 /// Encodes one batch of consecutive envelopes as a record value.
@@ -115,7 +151,7 @@ pub fn encode_batch(batch: &[Envelope]) -> Result<Vec<u8>, EncodeError> {
 /// Decodes a record value. The envelopes must be consecutive; when `first_seq` is given (the
 /// record's key) the first one must carry it.
 pub fn decode_batch(value: &[u8], first_seq: Option<u64>) -> Result<Vec<Envelope>, DamageReason> {
-    let payload = unframe(value, RECORD_FORMAT)?;
+    let (_, payload) = unframe(value, "record format", &[RECORD_FORMAT])?;
     let envelopes = decode_payload(payload)?;
     let Some(first) = envelopes.first() else {
         return Err(DamageReason::EmptyBatch);
@@ -193,6 +229,11 @@ fn decode_payload_with<E>(
 fn decode_event(schema_version: u16, rest: &mut &[u8]) -> Result<Event, DamageReason> {
     match schema_version {
         SCHEMA_VERSION => take(rest),
+        newer if newer > SCHEMA_VERSION => Err(DamageReason::Newer {
+            what: "event schema",
+            found: u32::from(newer),
+            supported: u32::from(SCHEMA_VERSION),
+        }),
         other => Err(DamageReason::UnknownSchemaVersion(other)),
     }
 }
@@ -205,21 +246,51 @@ fn take<T: serde::de::DeserializeOwned>(rest: &mut &[u8]) -> Result<T, DamageRea
     Ok(value)
 }
 
-/// Encodes a snapshot value: `[u8 format][u32 LE crc32][u64 LE at_ms][state]`.
-pub fn encode_snapshot(at_ms: u64, state: &[u8]) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(8 + state.len());
+/// A decoded snapshot value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotValue {
+    /// The frame format it was written with.
+    pub format: u8,
+    pub at_ms: u64,
+    /// The state's layout version; `None` for format 1, which did not record it.
+    pub state_version: Option<u16>,
+    pub state: Vec<u8>,
+}
+
+/// Encodes a snapshot value (format [`SNAPSHOT_FORMAT`]) of state in layout `state_version`.
+pub fn encode_snapshot(at_ms: u64, state_version: u16, state: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(10 + state.len());
     payload.extend_from_slice(&at_ms.to_le_bytes());
+    payload.extend_from_slice(&state_version.to_le_bytes());
     payload.extend_from_slice(state);
     frame(SNAPSHOT_FORMAT, &payload)
 }
 
-/// Decodes a snapshot value into `(at_ms, state)`.
-pub fn decode_snapshot(value: &[u8]) -> Result<(u64, Vec<u8>), DamageReason> {
-    let payload = unframe(value, SNAPSHOT_FORMAT)?;
-    let (at_bytes, state) = payload
-        .split_first_chunk::<8>()
-        .ok_or(DamageReason::TooShort { len: value.len() })?;
-    Ok((u64::from_le_bytes(*at_bytes), state.to_vec()))
+/// Decodes a snapshot value of format 1 or 2.
+pub fn decode_snapshot(value: &[u8]) -> Result<SnapshotValue, DamageReason> {
+    let (format, payload) = unframe(
+        value,
+        "snapshot format",
+        &[SNAPSHOT_FORMAT_UNVERSIONED, SNAPSHOT_FORMAT],
+    )?;
+    let too_short = DamageReason::TooShort { len: value.len() };
+    let (at_bytes, rest) = payload.split_first_chunk::<8>().ok_or(too_short.clone())?;
+    let at_ms = u64::from_le_bytes(*at_bytes);
+    if format == SNAPSHOT_FORMAT_UNVERSIONED {
+        return Ok(SnapshotValue {
+            format,
+            at_ms,
+            state_version: None,
+            state: rest.to_vec(),
+        });
+    }
+    let (version_bytes, state) = rest.split_first_chunk::<2>().ok_or(too_short)?;
+    Ok(SnapshotValue {
+        format,
+        at_ms,
+        state_version: Some(u16::from_le_bytes(*version_bytes)),
+        state: state.to_vec(),
+    })
 }
 
 #[cfg(test)]

@@ -41,3 +41,11 @@ pub struct Damage {
     pub seq: u64,
     pub reason: DamageReason,
 }
+
+impl Damage {
+    /// Written by a newer build (a version this one does not know, behind a good checksum):
+    /// a node refuses to start on it rather than skip it (behaviour §12).
+    pub fn is_newer(&self) -> bool {
+        matches!(self.reason, DamageReason::Newer { .. })
+    }
+}

@@ -69,9 +69,15 @@ impl<J: Journal> Journal for FailingJournal<J> {
         self.inner.read_from(from)
     }
 
-    fn put_snapshot(&mut self, seq: u64, at_ms: u64, state: &[u8]) -> Result<(), JournalError> {
+    fn put_snapshot(
+        &mut self,
+        seq: u64,
+        at_ms: u64,
+        state_version: u16,
+        state: &[u8],
+    ) -> Result<(), JournalError> {
         self.check()?;
-        self.inner.put_snapshot(seq, at_ms, state)
+        self.inner.put_snapshot(seq, at_ms, state_version, state)
     }
 
     fn snapshots(&self) -> Vec<Result<Snapshot, Damage>> {

@@ -117,11 +117,17 @@ impl Journal for MemoryJournal {
         Box::new(envelopes_from(from, records.into_iter()))
     }
 
-    fn put_snapshot(&mut self, seq: u64, at_ms: u64, state: &[u8]) -> Result<(), JournalError> {
+    fn put_snapshot(
+        &mut self,
+        seq: u64,
+        at_ms: u64,
+        state_version: u16,
+        state: &[u8],
+    ) -> Result<(), JournalError> {
         let mut stored = self.lock();
         stored
             .snapshots
-            .insert(seq, codec::encode_snapshot(at_ms, state));
+            .insert(seq, codec::encode_snapshot(at_ms, state_version, state));
         stored.unflushed_snapshots.insert(seq);
         while stored.snapshots.len() > SNAPSHOTS_KEPT {
             stored.snapshots.pop_first();
@@ -136,11 +142,7 @@ impl Journal for MemoryJournal {
             .rev()
             .map(|(seq, value)| {
                 codec::decode_snapshot(value)
-                    .map(|(at_ms, state)| Snapshot {
-                        seq: *seq,
-                        at_ms,
-                        state,
-                    })
+                    .map(|value| Snapshot::from_value(*seq, value))
                     .map_err(|reason| Damage { seq: *seq, reason })
             })
             .collect()

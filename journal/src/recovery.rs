@@ -7,7 +7,7 @@
 use crate::codec::DamageReason;
 use crate::error::Damage;
 use crate::event::Envelope;
-use crate::store::Journal;
+use crate::store::{Journal, Snapshot};
 
 /// What recovery found before replaying the tail.
 #[derive(Debug)]
@@ -22,6 +22,11 @@ pub struct Recovery<S> {
 }
 
 impl<S> Recovery<S> {
+    /// The first snapshot skipped because a newer build wrote it.
+    pub fn newer(&self) -> Option<&Damage> {
+        self.damages.iter().find(|damage| damage.is_newer())
+    }
+
     /// The first seq to replay.
     pub fn replay_from(&self) -> u64 {
         self.snapshot_seq.map_or(0, |seq| seq.saturating_add(1))
@@ -39,11 +44,23 @@ impl<S> Recovery<S> {
 /// Picks the newest snapshot whose bytes are intact and that `decode` accepts, falling back
 /// to older ones, or to none (a full replay).
 pub fn recover<S>(journal: &dyn Journal, decode: impl Fn(&[u8]) -> Option<S>) -> Recovery<S> {
+    recover_versioned(journal, |snapshot| {
+        decode(&snapshot.state).ok_or(DamageReason::SnapshotRejected)
+    })
+}
+
+/// [`recover`] for a decoder that reads the snapshot's `state_version` and says why it
+/// refused one (a layout newer than it knows is `DamageReason::Newer`, see
+/// [`Recovery::newer`]).
+pub fn recover_versioned<S>(
+    journal: &dyn Journal,
+    decode: impl Fn(&Snapshot) -> Result<S, DamageReason>,
+) -> Recovery<S> {
     let mut damages = Vec::new();
     for snapshot in journal.snapshots() {
         match snapshot {
-            Ok(snapshot) => match decode(&snapshot.state) {
-                Some(state) => {
+            Ok(snapshot) => match decode(&snapshot) {
+                Ok(state) => {
                     return Recovery {
                         state: Some(state),
                         snapshot_seq: Some(snapshot.seq),
@@ -51,9 +68,9 @@ pub fn recover<S>(journal: &dyn Journal, decode: impl Fn(&[u8]) -> Option<S>) ->
                         damages,
                     }
                 }
-                None => damages.push(Damage {
+                Err(reason) => damages.push(Damage {
                     seq: snapshot.seq,
-                    reason: DamageReason::SnapshotRejected,
+                    reason,
                 }),
             },
             Err(damage) => damages.push(damage),

@@ -277,10 +277,18 @@ impl Journal for SledJournal {
         Box::new(envelopes_from(from, records))
     }
 
-    fn put_snapshot(&mut self, seq: u64, at_ms: u64, state: &[u8]) -> Result<(), JournalError> {
+    fn put_snapshot(
+        &mut self,
+        seq: u64,
+        at_ms: u64,
+        state_version: u16,
+        state: &[u8],
+    ) -> Result<(), JournalError> {
         let open = self.trees()?;
-        open.snapshots
-            .insert(codec::seq_key(seq), codec::encode_snapshot(at_ms, state))?;
+        open.snapshots.insert(
+            codec::seq_key(seq),
+            codec::encode_snapshot(at_ms, state_version, state),
+        )?;
         let old_keys: Vec<sled::IVec> = open
             .snapshots
             .iter()
@@ -307,9 +315,9 @@ impl Journal for SledJournal {
                     reason: codec::DamageReason::Storage(error.to_string()),
                 })?;
                 let seq = codec::key_seq(&key).map_err(|reason| Damage { seq: 0, reason })?;
-                let (at_ms, state) =
+                let value =
                     codec::decode_snapshot(&value).map_err(|reason| Damage { seq, reason })?;
-                Ok(Snapshot { seq, at_ms, state })
+                Ok(Snapshot::from_value(seq, value))
             })
             .collect()
     }

@@ -10,7 +10,25 @@ use crate::event::Envelope;
 pub struct Snapshot {
     pub seq: u64,
     pub at_ms: u64,
+    /// The frame format it was stored with (`codec::SNAPSHOT_FORMAT` or older).
+    pub format: u8,
+    /// The layout version of `state`, as its owner gave it; `None` in format 1, which did not
+    /// record it.
+    pub state_version: Option<u16>,
     pub state: Vec<u8>,
+}
+
+impl Snapshot {
+    /// From a decoded value stored under `seq`.
+    pub fn from_value(seq: u64, value: crate::codec::SnapshotValue) -> Self {
+        Snapshot {
+            seq,
+            at_ms: value.at_ms,
+            format: value.format,
+            state_version: value.state_version,
+            state: value.state,
+        }
+    }
 }
 
 /// What one [`Journal::prune`] removed.
@@ -47,8 +65,15 @@ pub trait Journal: Send + 'static {
     /// Envelopes with `seq >= from`, in order. A damaged record yields one `Err(Damage)` with
     /// its key and reading continues with the next record.
     fn read_from(&self, from: u64) -> Box<dyn Iterator<Item = Result<Envelope, Damage>> + '_>;
-    /// Stores a snapshot taken after `seq`; keeps the newest [`SNAPSHOTS_KEPT`].
-    fn put_snapshot(&mut self, seq: u64, at_ms: u64, state: &[u8]) -> Result<(), JournalError>;
+    /// Stores a snapshot taken after `seq`, its state in layout `state_version` (the owner's
+    /// numbering); keeps the newest [`SNAPSHOTS_KEPT`].
+    fn put_snapshot(
+        &mut self,
+        seq: u64,
+        at_ms: u64,
+        state_version: u16,
+        state: &[u8],
+    ) -> Result<(), JournalError>;
     /// Stored snapshots, newest first; unreadable ones as `Err(Damage)`.
     fn snapshots(&self) -> Vec<Result<Snapshot, Damage>>;
     /// Removes records whose events are all older than `older_than_ms` AND all at or before

@@ -73,18 +73,18 @@ type Reply = oneshot::Sender<Result<u64, JournalError>>;
 #[allow(clippy::large_enum_variant)]
 enum Command {
     Append(Envelope),
-    Flush {
-        target: u64,
-        reply: Reply,
-    },
-    Snapshot {
-        seq: u64,
-        at_ms: u64,
-        state: Vec<u8>,
-    },
-    Close {
-        reply: Reply,
-    },
+    Flush { target: u64, reply: Reply },
+    Snapshot(PendingSnapshot),
+    Close { reply: Reply },
+}
+
+/// A snapshot waiting for its events to be durable.
+#[derive(Debug)]
+struct PendingSnapshot {
+    seq: u64,
+    at_ms: u64,
+    state_version: u16,
+    state: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -206,13 +206,16 @@ impl JournalHandle {
         answer.await.map_err(|_| JournalError::Closed)?
     }
 
-    /// Queues a snapshot of the state after `seq`; written once events up to `seq` are durable.
-    pub fn snapshot(&self, seq: u64, at_ms: u64, state: Vec<u8>) {
-        if self
-            .sender
-            .send(Command::Snapshot { seq, at_ms, state })
-            .is_err()
-        {
+    /// Queues a snapshot of the state after `seq` (in the owner's layout `state_version`);
+    /// written once events up to `seq` are durable.
+    pub fn snapshot(&self, seq: u64, at_ms: u64, state_version: u16, state: Vec<u8>) {
+        let pending = PendingSnapshot {
+            seq,
+            at_ms,
+            state_version,
+            state,
+        };
+        if self.sender.send(Command::Snapshot(pending)).is_err() {
             tracing::warn!(seq, "journal closed: snapshot not written");
         }
         self.waker.unpark();
@@ -284,7 +287,7 @@ struct Writer {
     next_reopen_at: Instant,
     reopen_backoff: Duration,
     waiters: Vec<(u64, Reply)>,
-    snapshots: Vec<(u64, u64, Vec<u8>)>,
+    snapshots: Vec<PendingSnapshot>,
     newest_at_ms: u64,
     last_prune_at_ms: Option<u64>,
     /// The last write failed: retry on the timer only, not on every event.
@@ -312,9 +315,7 @@ impl Writer {
                         let _ = self.commit();
                     }
                     Ok(Command::Append(envelope)) => self.accept(envelope),
-                    Ok(Command::Snapshot { seq, at_ms, state }) => {
-                        self.snapshots.push((seq, at_ms, state))
-                    }
+                    Ok(Command::Snapshot(pending)) => self.snapshots.push(pending),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
                         // Every handle is gone without close: still write what we have.
@@ -460,15 +461,21 @@ impl Writer {
 
     /// Stores queued snapshots whose events are all durable.
     fn write_snapshots(&mut self, durable: u64) -> Result<(), JournalError> {
-        if !self.snapshots.iter().any(|(seq, _, _)| *seq <= durable) {
+        if !self.snapshots.iter().any(|pending| pending.seq <= durable) {
             return Ok(());
         }
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.snapshots)
             .into_iter()
-            .partition(|(seq, _, _)| *seq <= durable);
+            .partition(|pending| pending.seq <= durable);
         self.snapshots = later;
-        for (index, (seq, at_ms, state)) in due.iter().enumerate() {
-            if let Err(error) = self.journal.put_snapshot(*seq, *at_ms, state) {
+        for (index, pending) in due.iter().enumerate() {
+            let stored = self.journal.put_snapshot(
+                pending.seq,
+                pending.at_ms,
+                pending.state_version,
+                &pending.state,
+            );
+            if let Err(error) = stored {
                 // Keep this one and the rest for the next tick.
                 self.snapshots.extend(due.into_iter().skip(index));
                 return Err(self.failed(error));

@@ -44,7 +44,7 @@ fn regenerate() {
         journal.write_batch(record).unwrap();
     }
     journal
-        .put_snapshot(SNAPSHOT_SEQ, SNAPSHOT_AT_MS, SNAPSHOT_STATE)
+        .put_snapshot(SNAPSHOT_SEQ, SNAPSHOT_AT_MS, 1, SNAPSHOT_STATE)
         .unwrap();
     journal.flush().unwrap();
     let records: String = journal
@@ -110,6 +110,9 @@ fn golden_journal_replays_to_the_checked_in_events() {
         vec![Snapshot {
             seq: SNAPSHOT_SEQ,
             at_ms: SNAPSHOT_AT_MS,
+            // The golden journal was written before snapshots carried a state version.
+            format: codec::SNAPSHOT_FORMAT_UNVERSIONED,
+            state_version: None,
             state: SNAPSHOT_STATE.to_vec()
         }]
     );

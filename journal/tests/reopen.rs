@@ -81,7 +81,7 @@ async fn journal_with_snapshots() -> tempfile::TempDir {
             event,
         });
         if [100, 200].contains(&seq) {
-            handle.snapshot(seq, i, live.encode());
+            handle.snapshot(seq, i, 1, live.encode());
         }
     }
     handle.close().await.unwrap();

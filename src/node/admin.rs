@@ -104,9 +104,35 @@ fn unknown(what: &str, name: &str) -> Response {
     )
 }
 
-pub async fn state(State(app): State<AppState>, headers: HeaderMap) -> Response {
+/// `GET /admin/state?at_ms=T`: the view at a later instant (see `Router::state_at`).
+#[derive(Debug, Deserialize)]
+pub struct StateQuery {
+    at_ms: Option<u64>,
+}
+
+pub async fn state(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<StateQuery>, QueryRejection>,
+) -> Response {
     let router = guard!(app, headers);
-    match router.state().await {
+    let Ok(Query(query)) = query else {
+        return admin_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            "at_ms must be a whole number of Unix milliseconds",
+        );
+    };
+    let now_ms = router.clock().now_ms();
+    let at_ms = query.at_ms.unwrap_or(now_ms);
+    if at_ms < now_ms {
+        return admin_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            "at_ms is in the past: a node knows its state from now on (the past is `quotaroute replay --state-at`)",
+        );
+    }
+    match router.state_at(at_ms).await {
         Ok(state) => match serde_json::to_value(&state) {
             Ok(mut value) => {
                 // Where each connection's key comes from and how fresh it is (never the key).

@@ -3,6 +3,7 @@
 //!
 //! - [`serve`] — start (bind, replay, route) and stop (drain, `node_stopped`, flush);
 //!   [`accept`] — the accept loop (header-read timeout, graceful shutdown).
+//! - [`journal_formats`] — refuse a journal from a newer build before sled opens it (§12).
 //! - [`http`] — which path is served by which handler; health, metrics, model list.
 //! - [`endpoint`] — the routing endpoints and their formats; [`routed`] — serving them: parse
 //!   once, route, try targets as the decision's plan says, answer; [`attempt`] — one try
@@ -29,6 +30,7 @@ pub mod credential_retry;
 pub mod endpoint;
 pub mod header_rules;
 pub mod http;
+pub mod journal_formats;
 pub mod journal_reader;
 pub mod live;
 pub mod metrics;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use quotaroute_actors::{Router, RouterOptions, SharedClock, SystemClock};
+use quotaroute_actors::{Router, RouterError, RouterOptions, SharedClock, SystemClock};
 use quotaroute_journal::{JournalError, SledJournal, SledOptions, WriterConfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -17,6 +17,7 @@ use crate::config::{self, Config};
 use crate::node::accept;
 use crate::node::app::AppState;
 use crate::node::http::routes;
+use crate::node::journal_formats::{self, FormatsRefusal};
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reload::digest;
@@ -37,6 +38,9 @@ pub enum NodeError {
     Tls(String),
     #[error("cannot join the cluster: {0}")]
     Cluster(String),
+    /// A journal written by a newer build (behaviour §12).
+    #[error(transparent)]
+    Formats(#[from] FormatsRefusal),
 }
 
 /// How to run the node beyond what the config says.
@@ -113,6 +117,9 @@ impl RunningNode {
             app.inner.edge.clone(),
         ));
 
+        // A journal from a newer build is refused before sled opens (and may tidy) it.
+        let formats = journal_formats::this_build();
+        journal_formats::check_before_open(&config.journal.path, &formats)?;
         // A small page cache: the journal is written sequentially and read back only on restart.
         let journal = SledJournal::open(
             &config.journal.path,
@@ -146,7 +153,14 @@ impl RunningNode {
             prepared.as_ref().map(cluster::Prepared::tap),
         )
         .await
-        .map_err(|error| NodeError::Router(error.to_string()))?;
+        .map_err(|error| match error {
+            RouterError::NewerJournal(versions) => NodeError::Formats(FormatsRefusal::Newer {
+                path: config.journal.path.display().to_string(),
+                versions,
+            }),
+            other => NodeError::Router(other.to_string()),
+        })?;
+        journal_formats::record(&config.journal.path, &formats);
         let recovery = router.recovery();
         tracing::info!(
             %addr,

@@ -123,10 +123,12 @@ impl RecorderState {
         if due || stop_with_unjournaled {
             self.since_snapshot = 0;
             match snapshot::encode(&self.state) {
-                Ok(bytes) => {
-                    self.journal
-                        .snapshot(self.state.last_seq, self.state.last_at_ms, bytes)
-                }
+                Ok(bytes) => self.journal.snapshot(
+                    self.state.last_seq,
+                    self.state.last_at_ms,
+                    snapshot::STATE_LAYOUT,
+                    bytes,
+                ),
                 Err(error) => tracing::warn!(%error, "snapshot not written"),
             }
         }

@@ -123,6 +123,19 @@ impl ModelLockouts {
         }
     }
 
+    /// The lockouts of `connection` as stored: for a snapshot migration (`crate::snapshot`).
+    pub fn from_locks(
+        provider: impl Into<String>,
+        connection: impl Into<String>,
+        locks: BTreeMap<String, ModelLock>,
+    ) -> Self {
+        ModelLockouts {
+            provider: provider.into(),
+            connection: connection.into(),
+            locks,
+        }
+    }
+
     pub fn provider(&self) -> &str {
         &self.provider
     }

@@ -28,8 +28,11 @@ fn damage_reasons_are_typed() {
     let mut flipped = good.clone();
     let last = flipped.len() - 1;
     flipped[last] ^= 0xff;
+    // Format 9 behind a good checksum was written by a newer build; a 0 is damage.
+    let mut newer_format = good.clone();
+    newer_format[0] = 9;
     let mut bad_format = good.clone();
-    bad_format[0] = 9;
+    bad_format[0] = 0;
     let mut with_trailing = bincode::serde::encode_to_vec(&batch, config()).unwrap();
     with_trailing.push(0);
     let mut future = batch.clone();
@@ -49,7 +52,17 @@ fn damage_reasons_are_typed() {
             matches!(r, DamageReason::TooShort { len: 2 })
         }),
         ("format", bad_format, None, |r| {
-            matches!(r, DamageReason::UnknownFormat(9))
+            matches!(r, DamageReason::UnknownFormat(0))
+        }),
+        ("newer format", newer_format, None, |r| {
+            matches!(
+                r,
+                DamageReason::Newer {
+                    what: "record format",
+                    found: 9,
+                    supported: 1
+                }
+            )
         }),
         ("crc", flipped, None, |r| {
             matches!(r, DamageReason::ChecksumMismatch { .. })
@@ -60,12 +73,10 @@ fn damage_reasons_are_typed() {
             None,
             |r| matches!(r, DamageReason::TrailingBytes(1)),
         ),
-        (
-            "future schema",
-            encode_batch(&future).unwrap(),
-            None,
-            |r| matches!(r, DamageReason::UnknownSchemaVersion(v) if *v == SCHEMA_VERSION + 1),
-        ),
+        ("future schema", encode_batch(&future).unwrap(), None, |r| {
+            matches!(r, DamageReason::Newer { what: "event schema", found, supported }
+                    if *found == u32::from(SCHEMA_VERSION) + 1 && *supported == u32::from(SCHEMA_VERSION))
+        }),
         ("gap", encode_batch(&gap).unwrap(), None, |r| {
             matches!(
                 r,
@@ -112,10 +123,16 @@ fn keys_are_big_endian_so_byte_order_is_seq_order() {
 
 #[test]
 fn snapshot_round_trips_and_detects_corruption() {
-    let value = encode_snapshot(42, b"state bytes");
+    let value = encode_snapshot(42, 7, b"state bytes");
+    assert_eq!(value[0], SNAPSHOT_FORMAT);
     assert_eq!(
         decode_snapshot(&value).unwrap(),
-        (42, b"state bytes".to_vec())
+        SnapshotValue {
+            format: SNAPSHOT_FORMAT,
+            at_ms: 42,
+            state_version: Some(7),
+            state: b"state bytes".to_vec()
+        }
     );
     let mut corrupt = value.clone();
     corrupt[10] ^= 1;
@@ -127,6 +144,49 @@ fn snapshot_round_trips_and_detects_corruption() {
         decode_snapshot(&frame(SNAPSHOT_FORMAT, &[1, 2, 3])),
         Err(DamageReason::TooShort { .. })
     ));
+    // Format 2 needs its state version after at_ms.
+    assert!(matches!(
+        decode_snapshot(&frame(SNAPSHOT_FORMAT, &42u64.to_le_bytes())),
+        Err(DamageReason::TooShort { .. })
+    ));
+}
+
+/// Format 1 (releases up to 0447244): `[at_ms][state]`, no state version; still read.
+#[test]
+fn snapshot_format_1_is_read_without_a_state_version() {
+    let mut payload = 42u64.to_le_bytes().to_vec();
+    payload.extend_from_slice(b"old state");
+    assert_eq!(
+        decode_snapshot(&frame(SNAPSHOT_FORMAT_UNVERSIONED, &payload)).unwrap(),
+        SnapshotValue {
+            format: 1,
+            at_ms: 42,
+            state_version: None,
+            state: b"old state".to_vec()
+        }
+    );
+}
+
+/// A snapshot format newer than this build's, with a good checksum, is `Newer` (a refusal),
+/// not damage; with a bad checksum it is damage.
+#[test]
+fn a_newer_snapshot_format_is_named_not_skipped() {
+    let mut value = encode_snapshot(42, 2, b"state");
+    value[0] = SNAPSHOT_FORMAT + 1;
+    assert_eq!(
+        decode_snapshot(&value).unwrap_err(),
+        DamageReason::Newer {
+            what: "snapshot format",
+            found: u32::from(SNAPSHOT_FORMAT) + 1,
+            supported: u32::from(SNAPSHOT_FORMAT)
+        }
+    );
+    let last = value.len() - 1;
+    value[last] ^= 0xff;
+    assert_eq!(
+        decode_snapshot(&value).unwrap_err(),
+        DamageReason::UnknownFormat(SNAPSHOT_FORMAT + 1)
+    );
 }
 
 /// The event enum as an older build had it: the first 13 kinds, before `route_decided` and

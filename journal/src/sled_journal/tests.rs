@@ -105,7 +105,7 @@ fn snapshots_keep_the_newest_three_newest_first() {
     let mut journal = open(&dir);
     for seq in [10, 20, 30, 40] {
         journal
-            .put_snapshot(seq, seq * 2, &seq.to_le_bytes())
+            .put_snapshot(seq, seq * 2, 1, &seq.to_le_bytes())
             .unwrap();
     }
     let seqs: Vec<(u64, u64)> = journal
@@ -124,7 +124,7 @@ fn prune_removes_only_old_records_covered_by_the_newest_readable_snapshot() {
                                  // No snapshot: nothing goes, however old.
     assert_eq!(journal.prune(u64::MAX).unwrap().records_removed, 0);
 
-    journal.put_snapshot(45, 45, b"s").unwrap();
+    journal.put_snapshot(45, 45, 1, b"s").unwrap();
     // Cutoff 31: records 1..=10, 11..=20, 21..=30 are all older; 31..=40 is not.
     let report = journal.prune(31).unwrap();
     assert_eq!((report.records_removed, report.events_removed), (3, 30));

@@ -152,7 +152,7 @@ async fn snapshot_is_written_only_once_its_events_are_durable() {
     let journal = MemoryJournal::new();
     let handle = JournalHandle::spawn(Box::new(journal.clone()), quiet_config()).unwrap();
     handle.append(1, state_event(1));
-    handle.snapshot(2, 2, b"after two".to_vec());
+    handle.snapshot(2, 2, 1, b"after two".to_vec());
     handle.flush().await.unwrap();
     assert!(journal.snapshots().is_empty(), "seq 2 is not written yet");
     handle.append(2, state_event(2));
@@ -185,7 +185,7 @@ async fn retention_prunes_covered_old_records_at_most_once_a_minute() {
         handle.append(seq, state_event(seq));
     }
     handle.flush().await.unwrap();
-    handle.snapshot(2, 3, b"s".to_vec());
+    handle.snapshot(2, 3, 1, b"s".to_vec());
     handle.flush().await.unwrap();
     // First prune ran at event time 3 (nothing old enough yet); the next is due a minute of
     // event time later.
@@ -194,7 +194,7 @@ async fn retention_prunes_covered_old_records_at_most_once_a_minute() {
     let keys = journal.record_keys();
     assert_eq!(keys, vec![3, 4], "records 1 and 2 pruned, 3 not covered");
     // Within the same minute nothing more is pruned even if a new snapshot would allow it.
-    handle.snapshot(4, 2 * HOUR, b"s2".to_vec());
+    handle.snapshot(4, 2 * HOUR, 1, b"s2".to_vec());
     handle.append(2 * HOUR + 1, state_event(5));
     handle.flush().await.unwrap();
     assert_eq!(journal.record_keys(), vec![3, 4, 5]);

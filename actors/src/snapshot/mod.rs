@@ -1,0 +1,69 @@
+//! Snapshots of `RouterState`: the layout this build writes, and the chain of small, pure
+//! migrations that reads every layout an earlier release wrote (behaviour §12).
+//!
+//! bincode is not self-describing, so a layout can only be read by the shape that wrote it.
+//! Every layout ever written is therefore kept, frozen, in a `layout_v<N>` module and carried
+//! forward one step at a time (`v1 → v2 → …`); today's types are never decoded from an older
+//! layout. The layouts:
+//! - 1 — releases up to 94a0268: breakers, connections (locks without their HTTP status),
+//!   deficits ([`layout_v1`], migrated by [`migrate_v1`]).
+//! - 2 — 0447244 and later: adds response bindings, peer progress and each lock's status.
+//!   Today's [`RouterState`]; snapshots of snapshot format 1 (no state version recorded) hold
+//!   layout 1 or 2, told apart by [`decode_unversioned`].
+//!
+//! Changing what `RouterState` (or anything inside it) stores — conversation affinity's
+//! bindings (behaviour §10) will be the next — means: freeze today's shape as
+//! `layout_v2.rs`, bump [`STATE_LAYOUT`], write `migrate_v2.rs` (layout 2 → 3, tested), add an
+//! arm to [`decode`], and add a release fixture (`journal/tests/fixtures/releases/`, made by
+//! the build that writes the new layout) — the fixture test fails until all of that is done.
+
+pub mod layout_v1;
+pub mod migrate_v1;
+
+use quotaroute_journal::codec::{self, DamageReason};
+use quotaroute_journal::Snapshot;
+
+use crate::policy::router_state::RouterState;
+
+/// The state layout this build writes (the snapshot's `state_version`).
+pub const STATE_LAYOUT: u16 = 2;
+
+/// Bytes for `JournalHandle::snapshot`, in layout [`STATE_LAYOUT`].
+pub fn encode(state: &RouterState) -> Result<Vec<u8>, codec::EncodeError> {
+    codec::encode_state(state)
+}
+
+/// A stored snapshot's state, carried forward to today's layout. A layout newer than
+/// [`STATE_LAYOUT`] is `DamageReason::Newer` (a newer build wrote it: refuse, never guess).
+pub fn decode(snapshot: &Snapshot) -> Result<RouterState, DamageReason> {
+    let bytes = snapshot.state.as_slice();
+    match snapshot.state_version {
+        None => decode_unversioned(bytes),
+        Some(1) => Ok(migrate_v1::to_v2(codec::decode_state(bytes)?)),
+        Some(STATE_LAYOUT) => codec::decode_state(bytes),
+        Some(newer) if newer > STATE_LAYOUT => Err(DamageReason::Newer {
+            what: "snapshot state layout",
+            found: u32::from(newer),
+            supported: u32::from(STATE_LAYOUT),
+        }),
+        Some(other) => Err(DamageReason::Undecodable(format!(
+            "unknown snapshot state layout {other}"
+        ))),
+    }
+}
+
+/// Snapshot format 1 did not record its state's layout; it holds layout 2 (0447244) or
+/// layout 1 (earlier). Each decode must consume the bytes exactly, and the two differ at the
+/// end (layout 2 appends response bindings and peer progress), so at most one fits in
+/// practice; layout 2 is tried first as the newer.
+pub fn decode_unversioned(bytes: &[u8]) -> Result<RouterState, DamageReason> {
+    if let Ok(state) = codec::decode_state::<RouterState>(bytes) {
+        return Ok(state);
+    }
+    codec::decode_state::<layout_v1::RouterStateV1>(bytes)
+        .map(migrate_v1::to_v2)
+        .map_err(|_| DamageReason::SnapshotRejected)
+}
+
+#[cfg(test)]
+mod tests;
