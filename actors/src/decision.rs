@@ -29,6 +29,14 @@ pub const APPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2)
 /// wedged actor then gives the client a clear 503, not a hang.
 pub const ROUTE_CALL_TIMEOUT_MS: u64 = 5_000;
 
+/// The longest an operator's call waits on one actor (a clear, a reset, a pushed reading, a
+/// state read): a wedged actor gives the admin API a clear error, not a hang.
+pub const ADMIN_CALL_TIMEOUT_MS: u64 = 5_000;
+
+/// The longest a call that waits on the journal or a whole fold may take (a flush on a slow
+/// disk, the recorder's folded state, a reload that re-reads it).
+pub const JOURNAL_CALL_TIMEOUT_MS: u64 = 30_000;
+
 /// The attempt in progress.
 #[derive(Debug)]
 struct CurrentAttempt {

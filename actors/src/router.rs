@@ -16,7 +16,9 @@ use crate::actor::recorder::{RecorderActor, RecorderArgs, RecorderMsg};
 use crate::actor::supervisor::{RouterSupervisor, SupervisorArgs, SupervisorMsg};
 use crate::admin_state::AdminState;
 use crate::clock::SharedClock;
-use crate::decision::{Decision, ROUTE_CALL_TIMEOUT_MS};
+use crate::decision::{
+    Decision, ADMIN_CALL_TIMEOUT_MS, JOURNAL_CALL_TIMEOUT_MS, ROUTE_CALL_TIMEOUT_MS,
+};
 use crate::policy::request::{hold_wait_ms, Unroutable};
 use crate::policy::request_events::RequestEvents;
 use crate::policy::response_affinity::{ResponseBinding, ResponseBindings};
@@ -375,18 +377,24 @@ impl Router {
     pub async fn clear_lockout(&self, connection: &str, model: &str) -> Result<bool, RouterError> {
         let actor = self.connection_actor(connection)?;
         self.record_admin("clear_lockout", &format!("{connection}/{model}"));
-        ractor::call!(actor, ConnectionMsg::ClearLockout, model.to_string())
-            .map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call_t!(
+            actor,
+            ConnectionMsg::ClearLockout,
+            ADMIN_CALL_TIMEOUT_MS,
+            model.to_string()
+        )
+        .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     /// Clears a connection's cooldown and disabled state.
     pub async fn clear_connection(&self, connection: &str) -> Result<bool, RouterError> {
         let actor = self.connection_actor(connection)?;
         self.record_admin("clear_connection", connection);
-        ractor::call!(actor, |reply| ConnectionMsg::Clear(
-            ActionBy::Admin,
-            Some(reply)
-        ))
+        ractor::call_t!(
+            actor,
+            |reply| ConnectionMsg::Clear(ActionBy::Admin, Some(reply)),
+            ADMIN_CALL_TIMEOUT_MS
+        )
         .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
@@ -394,7 +402,8 @@ impl Router {
     pub async fn reset_breaker(&self, provider: &str) -> Result<bool, RouterError> {
         let actor = self.breaker_actor(provider)?;
         self.record_admin("reset_breaker", provider);
-        ractor::call!(actor, BreakerMsg::Reset).map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call_t!(actor, BreakerMsg::Reset, ADMIN_CALL_TIMEOUT_MS)
+            .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     /// A pushed usage reading (`used_pct` 0–100) for a window `5h`, `7d` or `7d:<model>`.
@@ -420,8 +429,13 @@ impl Router {
             resets_at_ms,
             source: UsageSource::Push,
         };
-        ractor::call!(actor, ConnectionMsg::PushUsage, reading)
-            .map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call_t!(
+            actor,
+            ConnectionMsg::PushUsage,
+            ADMIN_CALL_TIMEOUT_MS,
+            reading
+        )
+        .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     /// A peer node's event (behaviour §9), handed to its connection's actor: applied there
@@ -440,16 +454,22 @@ impl Router {
     /// like a pushed one but never shared with peers.
     pub async fn observe_usage(&self, reading: UsageObserved) -> Result<(), RouterError> {
         let actor = self.connection_actor(&reading.connection)?;
-        ractor::call!(actor, ConnectionMsg::PushUsage, reading)
-            .map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call_t!(
+            actor,
+            ConnectionMsg::PushUsage,
+            ADMIN_CALL_TIMEOUT_MS,
+            reading
+        )
+        .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     /// Applies a new topology, keeping what was learned about connections that remain.
     pub async fn reload(&self, topology: Topology) -> Result<(), RouterError> {
         self.record_admin("reload", &topology.source);
-        ractor::call!(
+        ractor::call_t!(
             self.inner.supervisor,
             SupervisorMsg::Reload,
+            JOURNAL_CALL_TIMEOUT_MS,
             Box::new(topology)
         )
         .map_err(|e| RouterError::Actor(e.to_string()))
@@ -477,9 +497,13 @@ impl Router {
 
     /// Waits until everything recorded so far is on disk; returns the durable seq.
     pub async fn flush(&self) -> Result<u64, RouterError> {
-        ractor::call!(self.inner.recorder, RecorderMsg::Flush)
-            .map_err(|e| RouterError::Actor(e.to_string()))?
-            .map_err(RouterError::Flush)
+        ractor::call_t!(
+            self.inner.recorder,
+            RecorderMsg::Flush,
+            JOURNAL_CALL_TIMEOUT_MS
+        )
+        .map_err(|e| RouterError::Actor(e.to_string()))?
+        .map_err(RouterError::Flush)
     }
 
     pub fn journal_stats(&self) -> JournalStats {
@@ -492,15 +516,15 @@ impl Router {
     pub async fn settle(&self) -> Result<(), RouterError> {
         let tables = self.inner.registry.load_full();
         for actor in tables.breakers.values() {
-            ractor::call!(actor, BreakerMsg::Ping)
+            ractor::call_t!(actor, BreakerMsg::Ping, ADMIN_CALL_TIMEOUT_MS)
                 .map_err(|e| RouterError::Actor(e.to_string()))?;
         }
         for actor in tables.connections.values() {
-            ractor::call!(actor, ConnectionMsg::Ping)
+            ractor::call_t!(actor, ConnectionMsg::Ping, ADMIN_CALL_TIMEOUT_MS)
                 .map_err(|e| RouterError::Actor(e.to_string()))?;
         }
         for actor in tables.combos.values() {
-            ractor::call!(actor, ComboMsg::Deficits)
+            ractor::call_t!(actor, ComboMsg::Deficits, ADMIN_CALL_TIMEOUT_MS)
                 .map_err(|e| RouterError::Actor(e.to_string()))?;
         }
         Ok(())
@@ -519,7 +543,8 @@ impl Router {
             .get(combo)
             .cloned()
             .ok_or_else(|| RouterError::Actor(format!("no combo `{combo}`")))?;
-        ractor::call!(actor, ComboMsg::Deficits).map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call_t!(actor, ComboMsg::Deficits, ADMIN_CALL_TIMEOUT_MS)
+            .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     /// A connection actor's own live state.
@@ -528,7 +553,8 @@ impl Router {
         connection: &str,
     ) -> Result<crate::policy::connection_state::ConnectionState, RouterError> {
         let actor = self.connection_actor(connection)?;
-        ractor::call!(actor, ConnectionMsg::State).map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call_t!(actor, ConnectionMsg::State, ADMIN_CALL_TIMEOUT_MS)
+            .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     /// A breaker actor's own live state.
@@ -537,7 +563,8 @@ impl Router {
         provider: &str,
     ) -> Result<crate::policy::breaker::BreakerState, RouterError> {
         let actor = self.breaker_actor(provider)?;
-        ractor::call!(actor, BreakerMsg::State).map_err(|e| RouterError::Actor(e.to_string()))
+        ractor::call_t!(actor, BreakerMsg::State, ADMIN_CALL_TIMEOUT_MS)
+            .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
     /// Test hook: makes one connection actor fail, to exercise supervision.

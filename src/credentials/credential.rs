@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use quotaroute_actors::{Clock, SystemClock};
+use quotaroute_actors::SharedClock;
 use quotaroute_journal::{CredentialFailed, CredentialRefreshed, Event};
 
 use crate::config::{CredentialSource, Secret};
@@ -65,6 +65,8 @@ pub struct Credential {
     last_failure: ArcSwapOption<(u64, CredentialError)>,
     /// The task keeping it fresh (`watch`), stopped when the credential is dropped.
     watch: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+    /// The router's clock: expiry, refresh times and the journal's `at` are on it.
+    pub(crate) clock: SharedClock,
 }
 
 impl Drop for Credential {
@@ -90,10 +92,6 @@ impl std::fmt::Debug for Credential {
 /// instead of loading itself (so a broken source is not run at the request rate).
 pub const ON_DEMAND_RETRY_MS: u64 = 1_000;
 
-fn now_ms() -> u64 {
-    SystemClock.now_ms()
-}
-
 impl Credential {
     /// A connection's credential; a static key is loaded at once, the others on their first
     /// [`Credential::refresh`] (the watch starts with one). `client` reaches an OAuth
@@ -104,6 +102,7 @@ impl Credential {
         source: &CredentialSource,
         client: &UpstreamClient,
         journal: Arc<CredentialJournal>,
+        clock: SharedClock,
     ) -> Self {
         let loader = match source {
             CredentialSource::Static { .. } => Loader::Static,
@@ -125,7 +124,7 @@ impl Credential {
             Arc::new(Loaded {
                 secret: key.clone(),
                 generation: 1,
-                loaded_at_ms: now_ms(),
+                loaded_at_ms: clock.now_ms(),
                 expires_at_ms: None,
                 refresh_at_ms: None,
             })
@@ -142,6 +141,7 @@ impl Credential {
             journal,
             last_failure: ArcSwapOption::empty(),
             watch: std::sync::Mutex::new(None),
+            clock: clock.clone(),
         }
     }
 
@@ -234,12 +234,12 @@ impl Credential {
     pub async fn usable(&self) -> Result<Arc<Loaded>, CredentialError> {
         let current = self.current();
         match &current {
-            Some(loaded) if !loaded.expired(now_ms()) => return Ok(loaded.clone()),
+            Some(loaded) if !loaded.expired(self.clock.now_ms()) => return Ok(loaded.clone()),
             _ => {}
         }
         if let Some(failure) = self.last_failure.load().as_deref() {
             let (failed_at_ms, error) = failure;
-            if now_ms().saturating_sub(*failed_at_ms) < ON_DEMAND_RETRY_MS {
+            if self.clock.now_ms().saturating_sub(*failed_at_ms) < ON_DEMAND_RETRY_MS {
                 return Err(match &current {
                     Some(expired) => CredentialError::Expired {
                         expired_at_ms: expired.expires_at_ms.unwrap_or(*failed_at_ms),
@@ -258,10 +258,12 @@ impl Credential {
             .refresh(trigger, current.as_ref().map(|loaded| loaded.generation))
             .await?;
         match loaded.expires_at_ms {
-            Some(expired_at_ms) if now_ms() >= expired_at_ms => Err(CredentialError::Expired {
-                expired_at_ms,
-                last_error: "the new token was already expired".into(),
-            }),
+            Some(expired_at_ms) if self.clock.now_ms() >= expired_at_ms => {
+                Err(CredentialError::Expired {
+                    expired_at_ms,
+                    last_error: "the new token was already expired".into(),
+                })
+            }
             _ => Ok(loaded),
         }
     }
@@ -306,7 +308,7 @@ impl Credential {
     ) -> Result<Arc<Loaded>, CredentialError> {
         match outcome {
             Err(error) if trigger != Trigger::Unauthorized => match self.current() {
-                Some(current) if !current.expired(now_ms()) => Ok(current),
+                Some(current) if !current.expired(self.clock.now_ms()) => Ok(current),
                 _ => Err(error),
             },
             other => other,
@@ -326,7 +328,7 @@ impl Credential {
         let before = self.current();
         // An OAuth token's lifetime counts from when it was asked for: never later than the
         // endpoint's own clock started it.
-        let asked_at = now_ms();
+        let asked_at = self.clock.now_ms();
         let fresh = match &self.loader {
             Loader::Static => {
                 return before.ok_or_else(|| CredentialError::NotLoaded("no key".into()))
@@ -337,7 +339,7 @@ impl Credential {
                 ttl_ms,
                 timeout,
             } => command::run(argv, *timeout).await.map(|key| {
-                let refresh_at = schedule::command_refresh_at(now_ms(), *ttl_ms);
+                let refresh_at = schedule::command_refresh_at(self.clock.now_ms(), *ttl_ms);
                 (key, None, Some(refresh_at))
             }),
             Loader::OAuth(grant) => match grant.refresh().await {
@@ -356,7 +358,7 @@ impl Credential {
                 Err(error) => Err(error),
             },
         };
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let (secret, expires_at_ms, refresh_at_ms) = match fresh {
             Ok(fresh) => fresh,
             Err(error) => {
@@ -454,7 +456,7 @@ impl Credential {
             "credential refresh failed"
         );
         self.journal.record(
-            now_ms(),
+            self.clock.now_ms(),
             Event::CredentialFailed(CredentialFailed {
                 provider: self.provider.clone(),
                 connection: self.connection.clone(),
@@ -502,6 +504,7 @@ mod tests {
             source,
             &UpstreamClient::new(),
             journal.clone(),
+            Arc::new(quotaroute_actors::SystemClock),
         );
         (Arc::new(credential), journal)
     }

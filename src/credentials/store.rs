@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use quotaroute_actors::SharedClock;
+
 use crate::config::{Config, Secret};
 use crate::credentials::credential::Credential;
 use crate::credentials::journal::CredentialJournal;
@@ -27,6 +29,7 @@ impl CredentialStore {
         config: &Config,
         client_of: impl Fn(&str) -> UpstreamClient,
         previous: Option<&CredentialStore>,
+        clock: SharedClock,
     ) -> Self {
         let journal = previous.map_or_else(
             || Arc::new(CredentialJournal::new()),
@@ -50,6 +53,7 @@ impl CredentialStore {
                         &connection.credential,
                         &client_of(&connection.provider),
                         journal.clone(),
+                        clock.clone(),
                     ));
                     watch::start(&credential);
                     credential

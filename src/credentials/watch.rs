@@ -9,8 +9,6 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use quotaroute_actors::{Clock, SystemClock};
-
 use crate::credentials::credential::Credential;
 use crate::credentials::loaded::Trigger;
 use crate::credentials::{file, schedule};
@@ -54,7 +52,7 @@ async fn next(
     if timed == Trigger::Changed {
         return Some((file::POLL_INTERVAL, Trigger::Changed, None));
     }
-    let now = SystemClock.now_ms();
+    let now = credential.clock.now_ms();
     let current = credential.current();
     let failures = credential.consecutive_failures().await;
     if failures > 0 || current.is_none() {

@@ -3,6 +3,7 @@
 //! credentials (kept across reloads when their source is unchanged: `credentials`), and the
 //! timeouts. The only place upstream secrets live after startup.
 
+use quotaroute_actors::SharedClock;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -30,7 +31,6 @@ pub struct ProviderRoute {
 }
 
 /// The config as the request path uses it.
-#[derive(Debug)]
 pub struct LiveConfig {
     pub client_keys: Vec<Secret>,
     pub admin_key: Option<Secret>,
@@ -52,20 +52,31 @@ pub struct LiveConfig {
     pub connection_auth: HashMap<String, AuthKind>,
     /// Connection id → its attempt metrics, registered once per load.
     pub attempt_metrics: HashMap<String, AttemptMetrics>,
+    /// The router's clock, for the credentials (kept across reloads).
+    pub clock: SharedClock,
+}
+
+impl std::fmt::Debug for LiveConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveConfig")
+            .field("providers", &self.providers)
+            .field("connection_auth", &self.connection_auth)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LiveConfig {
     /// The live config of a first load: every credential new.
-    pub fn from_config(config: &Config) -> Self {
-        Self::build(config, None)
+    pub fn from_config(config: &Config, clock: SharedClock) -> Self {
+        Self::build(config, None, clock)
     }
 
     /// The live config after a reload: credentials whose source did not change are kept.
     pub fn reloaded(config: &Config, previous: &LiveConfig) -> Self {
-        Self::build(config, Some(&previous.credentials))
+        Self::build(config, Some(&previous.credentials), previous.clock.clone())
     }
 
-    fn build(config: &Config, previous: Option<&CredentialStore>) -> Self {
+    fn build(config: &Config, previous: Option<&CredentialStore>, clock: SharedClock) -> Self {
         let providers: HashMap<String, ProviderRoute> = config
             .providers
             .iter()
@@ -109,6 +120,7 @@ impl LiveConfig {
                     .unwrap_or_default()
             },
             previous,
+            clock.clone(),
         );
         let connection_auth = config
             .connections
@@ -122,6 +134,7 @@ impl LiveConfig {
             .collect();
         LiveConfig {
             attempt_metrics,
+            clock,
             client_keys: config.server.api_keys.clone(),
             admin_key: config.server.admin_key.clone(),
             metrics_public: config.server.metrics_public,

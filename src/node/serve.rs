@@ -92,7 +92,7 @@ impl RunningNode {
         // The recorder first: the live config registers its metric handles with it.
         let metrics = metrics::install();
         let app = AppState::new(
-            LiveConfig::from_config(&config),
+            LiveConfig::from_config(&config, options.clock.clone()),
             metrics,
             options.config_path.clone(),
         );

@@ -138,7 +138,11 @@ async fn s8_router_keeps_routing_while_writes_fail_and_catches_up_when_the_disk_
 async fn s8_node_reports_a_failing_journal_in_healthz_and_metrics_and_keeps_serving() {
     let (mock_base, mock) = start_mock().await;
     let (router, memory, switch, config) = failing_router(&mock_base).await;
-    let app = AppState::new(LiveConfig::from_config(&config), metrics::install(), None);
+    let app = AppState::new(
+        LiveConfig::from_config(&config, std::sync::Arc::new(quotaroute_actors::SystemClock)),
+        metrics::install(),
+        None,
+    );
     app.set_router(router.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -290,7 +290,12 @@ impl SupervisorState {
     }
 
     async fn folded_state(&self) -> RouterState {
-        ractor::call!(self.recorder, RecorderMsg::State).unwrap_or_default()
+        ractor::call_t!(
+            self.recorder,
+            RecorderMsg::State,
+            crate::decision::JOURNAL_CALL_TIMEOUT_MS
+        )
+        .unwrap_or_default()
     }
 
     fn stop_child(&mut self, cell: Option<ActorCell>) {
