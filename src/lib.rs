@@ -15,4 +15,5 @@ pub mod mock_upstream;
 pub mod node;
 pub mod proxy;
 pub mod replay;
+pub mod telemetry;
 pub mod time_parse;

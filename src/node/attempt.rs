@@ -27,6 +27,7 @@ use crate::node::upstream_request;
 use crate::proxy::body_rewrite::{rewrite, RequestInfo};
 use crate::proxy::content_coding::{content_codings, decode_body};
 use crate::proxy::usage::response_usage;
+use crate::telemetry::RequestSpan;
 
 /// Largest upstream body the router reads whole (errors and non-streaming answers).
 const MAX_UPSTREAM_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -77,6 +78,8 @@ pub(crate) struct TryContext<'a> {
     /// Whether a success's token usage counts (not for `count_tokens` or stored responses).
     pub count_usage: bool,
     pub deadline: Instant,
+    /// telemetry: the request's server span (off when not traced).
+    pub trace: &'a RequestSpan,
 }
 
 impl TryContext<'_> {
@@ -154,7 +157,7 @@ pub(crate) async fn try_target(
         ),
         None => ctx.client_body.clone(),
     };
-    let Ok(upstream_request) = upstream_request::build(
+    let Ok(mut upstream_request) = upstream_request::build(
         ctx.method.clone(),
         provider,
         (credential, *auth),
@@ -165,7 +168,11 @@ pub(crate) async fn try_target(
     ) else {
         return failed(OutcomeClass::Network, None, "bad upstream URL");
     };
+    // telemetry: this upstream request's client span; the upstream gets its traceparent.
+    let trace = ctx.trace.attempt(target, &provider.base_url);
+    trace.inject(upstream_request.headers_mut());
     let done = |class: OutcomeClass, latency: Duration| {
+        trace.class(class); // telemetry
         attempt_done(
             ctx.live,
             ctx.request_id,
@@ -210,6 +217,7 @@ pub(crate) async fn try_target(
         }
     };
     let status = response.status();
+    trace.status(status.as_u16()); // telemetry
     let headers = response.headers().clone();
     let usage = readings_from_headers(&headers, &target.model, now_ms);
     let codings = match content_codings(&headers) {
@@ -252,8 +260,9 @@ pub(crate) async fn try_target(
         };
         *upstream_time += sent_at.elapsed();
         return match start {
-            StreamStart::Committed(stream) => {
+            StreamStart::Committed(mut stream) => {
                 done(OutcomeClass::Success, sent_at.elapsed());
+                stream.trace = trace.clone(); // telemetry: the span ends with the stream
                 let mut result = AttemptResult::success(status.as_u16(), 0, 0);
                 result.stream = true;
                 result.usage = usage;
@@ -336,6 +345,7 @@ pub(crate) async fn try_target(
         return match response_usage(ctx.endpoint.format(), &body) {
             Ok(counts) => {
                 done(OutcomeClass::Success, sent_at.elapsed());
+                trace.answer(&body); // telemetry
                 let (tokens_in, tokens_out) = counts
                     .filter(|_| ctx.count_usage)
                     .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));

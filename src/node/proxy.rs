@@ -30,6 +30,7 @@ use crate::node::reply::{self, RouteHeaders};
 use crate::node::stream_relay::{self};
 use crate::proxy::body_rewrite::parse_request;
 use crate::proxy::content_coding::{content_codings, decode_body, CodingError};
+use crate::telemetry::RequestSpan;
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
 pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key: bool) -> bool {
@@ -214,6 +215,14 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         Ok(info) => info,
         Err(error) => return fail(ApiError::from(error), &route),
     };
+    // telemetry: the request's server span (off: nothing allocated).
+    let trace = RequestSpan::start(
+        app.telemetry(),
+        &parts.headers,
+        endpoint.gen_ai_operation(),
+        &info.model,
+        started,
+    );
     let mut route_request = RouteRequest {
         request_id: request_id.clone(),
         model: info.model.clone(),
@@ -225,7 +234,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     }
     let decision = match router.route(route_request).await {
         Ok(decision) => decision,
-        Err(error) => return fail(route_error(error, anthropic), &route),
+        Err(error) => return trace.answered(fail(route_error(error, anthropic), &route)), // telemetry
     };
 
     let path_and_query = upstream_path(&parts.uri);
@@ -247,8 +256,9 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         force_include_usage,
         count_usage: endpoint != Endpoint::CountTokens,
         deadline: Instant::now() + live.request_timeout,
+        trace: &trace, // telemetry
     };
-    serve_tries(&context, decision, route, started).await
+    trace.answered(serve_tries(&context, decision, route, started).await) // telemetry
 }
 
 /// Tries the decision's targets in order until one serves or the tries run out (behaviour §3,

@@ -18,6 +18,7 @@ use crate::proxy::sse::{SseEvent, SseParser};
 use crate::proxy::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::proxy::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
 use crate::proxy::upstream_mask::{mask_exact, mask_sse_event};
+use crate::telemetry::AttemptSpan;
 
 /// How a stream began.
 pub enum StreamStart {
@@ -46,6 +47,8 @@ pub struct CommittedStream {
     pub response_id: Option<String>,
     /// The keys this try sent upstream, masked out of everything relayed.
     echoes: Echoes,
+    /// telemetry: the attempt's span, which ends when the relay does.
+    pub trace: AttemptSpan,
 }
 
 /// The clocks of one streaming try (behaviour §3).
@@ -137,6 +140,7 @@ pub async fn open(
                         idle: timing.idle,
                         response_id,
                         echoes,
+                        trace: AttemptSpan::default(),
                     }));
                 }
                 return StreamStart::Failed {
@@ -201,6 +205,7 @@ pub async fn open(
                 idle: timing.idle,
                 response_id,
                 echoes,
+                trace: AttemptSpan::default(),
             }));
         }
     }
@@ -374,6 +379,9 @@ impl Relay {
         let mut result = self.result.clone();
         result.tokens_in = self.stream.usage.tokens_in;
         result.tokens_out = self.stream.usage.tokens_out;
+        let broke = self.failure.as_ref().map(|(class, _)| *class);
+        let usage = &self.stream.usage;
+        self.stream.trace.stream_ended(broke, usage.tokens_in, usage.tokens_out); // telemetry
         match self.failure.take() {
             Some((class, message)) => {
                 result.class = class;
