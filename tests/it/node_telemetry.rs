@@ -404,3 +404,37 @@ async fn a_dead_or_stalled_collector_costs_requests_nothing_and_its_spans_are_co
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test]
+async fn a_streamed_answer_ends_its_spans_with_the_stream_and_counts_its_tokens() {
+    let (collector_url, collector) = Collector::start().await;
+    let harness = Harness::start_with(&telemetry_to(&collector_url)).await;
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "team", "stream": true, "messages": [{"role": "user", "content": PROMPT}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    assert!(body.contains("data: [DONE]"), "{body}");
+
+    let spans = collector.wait_for(2, |_| true).await;
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    let server = spans
+        .iter()
+        .find(|span| span.kind == SpanKind::Server as i32)
+        .unwrap();
+    let attempt = spans
+        .iter()
+        .find(|span| span.kind == SpanKind::Client as i32)
+        .unwrap();
+    assert_eq!(attempt.parent_span_id, server.span_id);
+    for span in [server, attempt] {
+        assert!(int(span, "gen_ai.usage.input_tokens") > 0, "{span:#?}");
+        assert!(int(span, "gen_ai.usage.output_tokens") > 0, "{span:#?}");
+        assert!(attribute(span, "error.type").is_none());
+    }
+    assert_eq!(text(server, "gen_ai.response.model"), "gpt-4o-mini");
+    assert!(text(attempt, "quotaroute.connection").starts_with("oa-"));
+}
