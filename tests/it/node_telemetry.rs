@@ -438,3 +438,42 @@ async fn a_streamed_answer_ends_its_spans_with_the_stream_and_counts_its_tokens(
     assert_eq!(text(server, "gen_ai.response.model"), "gpt-4o-mini");
     assert!(text(attempt, "quotaroute.connection").starts_with("oa-"));
 }
+
+#[test]
+fn check_names_a_bad_endpoint_and_prints_a_good_one_without_its_secrets() {
+    let base = |telemetry: &str| {
+        format!("[server]\napi_keys = [\"{CLIENT_KEY}\"]\n\n{telemetry}")
+    };
+    let errors = quotaroute::config::parse(
+        &base("[telemetry]\notlp_endpoint = \"ftp://collector.test:4318?token=s3cret\"\n"),
+        "t.toml",
+        &|_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(errors.contains("telemetry.otlp_endpoint"), "{errors}");
+    assert!(errors.contains("http or https"), "{errors}");
+    assert!(!errors.contains("s3cret"), "{errors}");
+
+    let errors = quotaroute::config::parse(
+        &base("[telemetry]\nsample_ratio = 2.0\n"),
+        "t.toml",
+        &|_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(errors.contains("telemetry.otlp_endpoint"), "{errors}");
+    assert!(errors.contains("telemetry.sample_ratio"), "{errors}");
+
+    let config = quotaroute::config::parse(
+        &base("[telemetry]\notlp_endpoint = \"https://collector.test\"\nsample_ratio = 0.25\n"),
+        "t.toml",
+        &|_| None,
+    )
+    .unwrap();
+    let summary = config.summary();
+    assert!(
+        summary.contains("telemetry: traces to https://collector.test/v1/traces as `quotaroute`, sample_ratio 0.25"),
+        "{summary}"
+    );
+}
