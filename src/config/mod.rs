@@ -30,8 +30,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, CredentialSource,
     DefaultsConfig, JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ServerConfig,
-    TelemetryConfig,
-    ServerTls, Strategy, TargetConfig,
+    ServerTls, Strategy, TargetConfig, TelemetryConfig,
 };
 pub use raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 pub use secret::Secret;

@@ -71,12 +71,17 @@ fn traces_url(value: Option<String>, sink: &mut ErrorSink) -> Option<Url> {
     if !url.username().is_empty() || url.password().is_some() {
         sink.push(
             KEY,
-            format!("`{shown}` must not carry credentials (user:password@): they would not be sent"),
+            format!(
+                "`{shown}` must not carry credentials (user:password@): they would not be sent"
+            ),
         );
         return None;
     }
     if url.query().is_some() || url.fragment().is_some() {
-        sink.push(KEY, format!("`{shown}` must not carry a query string or fragment"));
+        sink.push(
+            KEY,
+            format!("`{shown}` must not carry a query string or fragment"),
+        );
         return None;
     }
     if !url.path().trim_end_matches('/').ends_with(TRACES_PATH) {
@@ -108,7 +113,10 @@ mod tests {
             ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),
             ("http://127.0.0.1:4318/", "http://127.0.0.1:4318/v1/traces"),
             ("https://otel.test/otlp", "https://otel.test/otlp/v1/traces"),
-            ("http://c.test:4318/v1/traces", "http://c.test:4318/v1/traces"),
+            (
+                "http://c.test:4318/v1/traces",
+                "http://c.test:4318/v1/traces",
+            ),
         ] {
             let config = built(given, None).unwrap();
             assert_eq!(config.traces_url.as_str(), expected);

@@ -379,9 +379,9 @@ impl Relay {
         let mut result = self.result.clone();
         result.tokens_in = self.stream.usage.tokens_in;
         result.tokens_out = self.stream.usage.tokens_out;
+        // telemetry: how the stream ended, for the attempt's span.
         let broke = self.failure.as_ref().map(|(class, _)| *class);
-        let usage = &self.stream.usage;
-        self.stream.trace.stream_ended(broke, usage.tokens_in, usage.tokens_out); // telemetry
+        self.stream.trace.stream_ended(broke, &self.stream.usage);
         match self.failure.take() {
             Some((class, message)) => {
                 result.class = class;

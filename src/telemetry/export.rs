@@ -52,9 +52,7 @@ struct Counters {
 
 impl Counters {
     fn register() -> Self {
-        let dropped = |reason: &'static str| {
-            metrics::counter!("quotaroute_trace_spans_dropped_total", "reason" => reason)
-        };
+        let dropped = |reason: &'static str| metrics::counter!("quotaroute_trace_spans_dropped_total", "reason" => reason);
         Counters {
             queue_full: dropped("queue_full"),
             export_failed: dropped("export_failed"),

@@ -11,6 +11,7 @@ use http::header::{HeaderMap, HeaderName};
 use quotaroute_actors::RoutedTarget;
 use quotaroute_journal::OutcomeClass;
 
+use crate::proxy::stream_watch::StreamUsage;
 use crate::telemetry::answer_usage::{answer_usage, AnswerUsage};
 use crate::telemetry::attributes::{self as attr, Attributes, Value};
 use crate::telemetry::finished::{FinishedSpan, Kind};
@@ -117,9 +118,9 @@ impl RequestSpan {
         let Some(request) = &self.0 else {
             return AttemptSpan(None);
         };
-        let address = url::Url::parse(base_url).ok().and_then(|url| {
-            Some((url.host_str()?.to_owned(), url.port_or_known_default()?))
-        });
+        let address = url::Url::parse(base_url)
+            .ok()
+            .and_then(|url| Some((url.host_str()?.to_owned(), url.port_or_known_default()?)));
         AttemptSpan(Some(Arc::new(AttemptActive {
             request: request.clone(),
             span_id: SpanId::random(),
@@ -183,11 +184,11 @@ impl AttemptSpan {
     }
 
     /// A relayed stream ended: with `failure` when it broke after commit.
-    pub fn stream_ended(&self, failure: Option<OutcomeClass>, tokens_in: u64, tokens_out: u64) {
+    pub fn stream_ended(&self, failure: Option<OutcomeClass>, usage: &StreamUsage) {
         self.with_state(|state| {
             state.class = Some(failure.unwrap_or(OutcomeClass::Success));
-            state.usage.input_tokens = Some(tokens_in);
-            state.usage.output_tokens = Some(tokens_out);
+            state.usage.input_tokens = Some(usage.tokens_in);
+            state.usage.output_tokens = Some(usage.tokens_out);
         });
     }
 
@@ -232,7 +233,9 @@ impl Drop for AttemptActive {
         }
         attributes.push((attr::CONNECTION, Value::Text(self.connection.to_string())));
         attributes.push((attr::PROVIDER, Value::Text(self.provider.to_string())));
-        let failed = state.class.is_some_and(|class| class != OutcomeClass::Success);
+        let failed = state
+            .class
+            .is_some_and(|class| class != OutcomeClass::Success);
         if let Some(class) = state.class.filter(|_| failed) {
             attributes.push((attr::ERROR_TYPE, Value::Static(class.as_str())));
         }
@@ -268,7 +271,10 @@ impl Drop for RequestActive {
             state.usage.model = state.routed_model.take();
         }
         push_usage(&mut attributes, &state.usage);
-        attributes.push((attr::COMBO, Value::Text(std::mem::take(&mut self.request_model))));
+        attributes.push((
+            attr::COMBO,
+            Value::Text(std::mem::take(&mut self.request_model)),
+        ));
         attributes.push((attr::CLIENT, Value::Static(attr::DEFAULT_CLIENT)));
         attributes.push((attr::AFFINITY, Value::Static(attr::NO_AFFINITY)));
         if let Some(attempts) = state.attempts {
@@ -280,7 +286,9 @@ impl Drop for RequestActive {
         // The last attempt's class when it failed (a stream that broke after commit answered
         // 200); else, for an error answer, its status.
         let error = match (state.last_class, state.status) {
-            (Some(class), _) if class != OutcomeClass::Success => Some(Value::Static(class.as_str())),
+            (Some(class), _) if class != OutcomeClass::Success => {
+                Some(Value::Static(class.as_str()))
+            }
             (_, Some(status)) if status >= 400 => Some(Value::Text(status.to_string())),
             _ => None,
         };

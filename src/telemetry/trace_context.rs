@@ -53,7 +53,9 @@ pub fn parse_traceparent(value: &HeaderValue) -> Option<RemoteParent> {
     let trace = parts.next()?;
     let span = parts.next()?;
     let flags = parts.next()?;
-    let version = u8::from_str_radix(version, 16).ok().filter(|_| version.len() == 2)?;
+    let version = u8::from_str_radix(version, 16)
+        .ok()
+        .filter(|_| version.len() == 2)?;
     // Version 00 has exactly four parts; a later version may add more, never 0xff.
     if version == 0xff || (version == 0 && parts.next().is_some()) {
         return None;

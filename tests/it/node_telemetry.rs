@@ -81,11 +81,14 @@ async fn receive(
     (StatusCode::OK, Vec::new())
 }
 
+/// One upstream request: its `authorization` and its `traceparent`.
+type Seen = (String, Option<String>);
+
 /// An OpenAI-shaped upstream that records each request's key and `traceparent`; `BAD_KEY`
 /// always gets a 503.
 #[derive(Clone, Default)]
 struct Upstream {
-    seen: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Upstream {
@@ -106,7 +109,11 @@ async fn answer(State(upstream): State<Upstream>, headers: HeaderMap) -> (Status
     let traceparent = headers
         .get("traceparent")
         .map(|value| value.to_str().unwrap().to_owned());
-    upstream.seen.lock().unwrap().push((key.clone(), traceparent));
+    upstream
+        .seen
+        .lock()
+        .unwrap()
+        .push((key.clone(), traceparent));
     if key.ends_with(BAD_KEY) {
         let body = json!({"error": {"message": "overloaded", "type": "server_error"}});
         return (StatusCode::SERVICE_UNAVAILABLE, body.to_string());
@@ -273,10 +280,7 @@ async fn a_request_and_its_attempt_arrive_as_parent_and_child_of_the_clients_tra
         seen,
         vec![(
             format!("Bearer {REC_KEY}"),
-            Some(format!(
-                "00-{CLIENT_TRACE}-{}-01",
-                hex(&attempt.span_id)
-            ))
+            Some(format!("00-{CLIENT_TRACE}-{}-01", hex(&attempt.span_id)))
         )]
     );
     // The resource names the service; nothing carries a key or the prompt.
@@ -319,8 +323,9 @@ async fn a_failover_shows_two_attempts_the_failed_one_with_its_class() {
         .iter()
         .filter(|span| span.kind == SpanKind::Client as i32)
         .collect();
-    assert!(attempts.iter().all(|span| span.parent_span_id == server.span_id
-        && span.trace_id == server.trace_id));
+    assert!(attempts
+        .iter()
+        .all(|span| span.parent_span_id == server.span_id && span.trace_id == server.trace_id));
     let failed = attempts
         .iter()
         .find(|span| text(span, "quotaroute.connection") == "rec-bad")
@@ -381,8 +386,14 @@ async fn a_dead_or_stalled_collector_costs_requests_nothing_and_its_spans_are_co
 
     // Lenient: the same order of cost (a shared 2-core machine is noisy).
     let bound = p50_off * 3 + Duration::from_millis(3);
-    assert!(p50_dead <= bound, "dead collector p50 {p50_dead:?} vs off {p50_off:?}");
-    assert!(p50_slow <= bound, "stalled collector p50 {p50_slow:?} vs off {p50_off:?}");
+    assert!(
+        p50_dead <= bound,
+        "dead collector p50 {p50_dead:?} vs off {p50_off:?}"
+    );
+    assert!(
+        p50_slow <= bound,
+        "stalled collector p50 {p50_slow:?} vs off {p50_off:?}"
+    );
 
     // The refused exports are counted as dropped spans.
     let until = Instant::now() + Duration::from_secs(10);
@@ -400,7 +411,10 @@ async fn a_dead_or_stalled_collector_costs_requests_nothing_and_its_spans_are_co
         if dropped >= 400.0 {
             break;
         }
-        assert!(Instant::now() < until, "dropped spans not counted: {metrics}");
+        assert!(
+            Instant::now() < until,
+            "dropped spans not counted: {metrics}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -441,9 +455,7 @@ async fn a_streamed_answer_ends_its_spans_with_the_stream_and_counts_its_tokens(
 
 #[test]
 fn check_names_a_bad_endpoint_and_prints_a_good_one_without_its_secrets() {
-    let base = |telemetry: &str| {
-        format!("[server]\napi_keys = [\"{CLIENT_KEY}\"]\n\n{telemetry}")
-    };
+    let base = |telemetry: &str| format!("[server]\napi_keys = [\"{CLIENT_KEY}\"]\n\n{telemetry}");
     let errors = quotaroute::config::parse(
         &base("[telemetry]\notlp_endpoint = \"ftp://collector.test:4318?token=s3cret\"\n"),
         "t.toml",
