@@ -183,8 +183,8 @@ impl RunningNode {
     }
 
     /// Stops accepting, lets in-flight requests finish (bounded by `shutdown_grace_ms`),
-    /// exports the spans still queued (bounded), records `node_stopped`, flushes and closes the journal (its directory can be opened
-    /// again as soon as this returns).
+    /// exports the spans still queued (bounded), records `node_stopped`, flushes and closes the
+    /// journal (its directory can be opened again as soon as this returns).
     pub async fn stop(self, reason: &str) -> Result<(), NodeError> {
         self.app.set_stopping();
         let _ = self.stop.send(true);
