@@ -16,6 +16,7 @@ pub mod journal_verify;
 pub mod mock_upstream;
 pub mod node;
 pub mod replay;
+pub mod telemetry;
 pub mod time_parse;
 pub mod timeline;
 pub mod upstream;

@@ -6,6 +6,7 @@
 //! - `validate` — raw → [`Config`]: defaults, value checks, references, all errors in one run;
 //! - `model` — the validated types the node runs on, and `check`'s summary;
 //! - `secret` — [`Secret`], the only holder of keys: never printed, never serialized;
+//! - `telemetry` — the `[telemetry]` section's checks (the OTLP endpoint, the sample ratio);
 //! - `tls_files` — the PEM files a config names (CA roots, the server's certificate and key);
 //! - `error` — [`ConfigError`] (`file: key: reason`) and [`ConfigErrors`];
 //! - `starter.toml` — what `quotaroute init` writes: every key with its default.
@@ -18,6 +19,7 @@ mod error;
 mod model;
 pub mod raw;
 mod secret;
+mod telemetry;
 pub mod tls_files;
 pub mod topology;
 mod validate;
@@ -28,7 +30,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, CredentialSource,
     DefaultsConfig, JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ServerConfig,
-    ServerTls, Strategy, TargetConfig,
+    ServerTls, Strategy, TargetConfig, TelemetryConfig,
 };
 pub use raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 pub use secret::Secret;

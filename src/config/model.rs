@@ -25,8 +25,21 @@ pub struct Config {
     pub combos: Vec<ComboConfig>,
     /// `[cluster]`: several nodes sharing through Redis; `None` = one node.
     pub cluster: Option<crate::cluster::config::ClusterConfig>,
+    /// `[telemetry]`: traces over OTLP/HTTP; `None` = no tracing.
+    pub telemetry: Option<TelemetryConfig>,
     /// The file this came from; `None` when parsed from text (tests, the embedded demo).
     pub source_path: Option<PathBuf>,
+}
+
+/// `[telemetry]`, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelemetryConfig {
+    /// Where spans are POSTed: the configured URL with `/v1/traces` appended unless it ends so.
+    pub traces_url: Url,
+    /// `service.name` of the exported resource.
+    pub service_name: String,
+    /// The share of new traces kept, 0.0–1.0 (a client's sampled `traceparent` is followed).
+    pub sample_ratio: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -316,6 +329,15 @@ impl Config {
                 text,
                 "cluster: node {} (lease_size {}), shared through Redis",
                 cluster.node_id, cluster.lease_size
+            );
+        }
+        if let Some(telemetry) = &self.telemetry {
+            let _ = writeln!(
+                text,
+                "telemetry: traces to {} as `{}`, sample_ratio {}",
+                crate::wire::upstream_mask::mask_url(telemetry.traces_url.as_str()),
+                telemetry.service_name,
+                telemetry.sample_ratio
             );
         }
         let _ = writeln!(text, "providers ({}):", self.providers.len());

@@ -21,6 +21,16 @@ pub struct RawConfig {
     pub connections: Option<Vec<RawConnection>>,
     pub combos: Option<Vec<RawCombo>>,
     pub cluster: Option<crate::cluster::config::RawCluster>,
+    pub telemetry: Option<RawTelemetry>,
+}
+
+/// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP; absent = no tracing.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    pub otlp_endpoint: Option<String>,
+    pub service_name: Option<String>,
+    pub sample_ratio: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
@@ -200,7 +210,7 @@ pub struct RawTarget {
 /// (`server.listen`, `connections.limits.tokens_7d`, `combos.targets.weight`), derived from the
 /// structs themselves so the starter config and the docs can be checked against them.
 pub fn accepted_keys() -> Vec<String> {
-    let sections: [(&str, &'static [&'static str]); 18] = [
+    let sections: [(&str, &'static [&'static str]); 19] = [
         ("", field_names::<RawConfig>()),
         ("server", field_names::<RawServer>()),
         ("journal", field_names::<RawJournal>()),
@@ -219,6 +229,7 @@ pub fn accepted_keys() -> Vec<String> {
         ("connections.oauth", field_names::<RawOAuth>()),
         ("combos", field_names::<RawCombo>()),
         ("combos.targets", field_names::<RawTarget>()),
+        ("telemetry", field_names::<RawTelemetry>()),
     ];
     sections
         .iter()

@@ -97,6 +97,7 @@ struct RawSections {
     connections: Vec<Option<RawConnection>>,
     combos: Vec<Option<RawCombo>>,
     cluster: Option<crate::cluster::config::RawCluster>,
+    telemetry: Option<super::raw::RawTelemetry>,
 }
 
 fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
@@ -108,6 +109,7 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
         connections: Vec::new(),
         combos: Vec::new(),
         cluster: None,
+        telemetry: None,
     };
     for (key, value) in table {
         match key.as_str() {
@@ -125,6 +127,10 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
             "cluster" => {
                 sections.cluster =
                     Some(deserialize_collecting(value, "cluster", sink).unwrap_or_default());
+            }
+            "telemetry" => {
+                sections.telemetry =
+                    Some(deserialize_collecting(value, "telemetry", sink).unwrap_or_default());
             }
             "providers" => sections.providers = elements(value, "providers", sink, |_| None),
             "connections" => sections.connections = elements(value, "connections", sink, |_| None),
@@ -200,6 +206,9 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
     let cluster = raw.cluster.map(|cluster| {
         crate::cluster::config::build(cluster, &mut |key, reason| sink.push(key, reason))
     });
+    let telemetry = raw
+        .telemetry
+        .and_then(|telemetry| super::telemetry::build(telemetry, sink));
     Config {
         server,
         journal,
@@ -208,6 +217,7 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         connections: connections.into_iter().flatten().collect(),
         combos,
         cluster,
+        telemetry,
         source_path: None,
     }
 }

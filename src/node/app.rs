@@ -35,6 +35,8 @@ pub struct AppInner {
     id_prefix: String,
     /// `[cluster]`: the link to the other nodes, for `/admin/state` and `/metrics`.
     cluster: OnceLock<Arc<ClusterHandle>>,
+    /// `[telemetry]`: the span sampler and export queue; unset = no tracing.
+    telemetry: OnceLock<Arc<crate::telemetry::Tracer>>,
     /// What the accept loop refused and closed.
     pub edge: Arc<EdgeCounters>,
     /// Bytes (as KiB permits) of upstream bodies read whole that all requests hold at once
@@ -72,6 +74,7 @@ impl AppState {
                 stopping: AtomicBool::new(false),
                 id_prefix: format!("qr-{:012x}", seed & 0xffff_ffff_ffff),
                 cluster: OnceLock::new(),
+                telemetry: OnceLock::new(),
                 edge: Arc::new(EdgeCounters::default()),
                 upstream_buffer: tokio::sync::Semaphore::new(upstream_buffer_kib),
             }),
@@ -102,6 +105,15 @@ impl AppState {
 
     pub fn set_cluster(&self, cluster: Arc<ClusterHandle>) {
         let _ = self.inner.cluster.set(cluster);
+    }
+
+    /// The tracer, when `[telemetry]` is configured.
+    pub fn telemetry(&self) -> Option<&Arc<crate::telemetry::Tracer>> {
+        self.inner.telemetry.get()
+    }
+
+    pub fn set_telemetry(&self, tracer: Arc<crate::telemetry::Tracer>) {
+        let _ = self.inner.telemetry.set(tracer);
     }
 
     /// A read handle on the journal while the node holds it open.

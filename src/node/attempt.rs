@@ -28,6 +28,7 @@ use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::stream_relay::{self, CommittedStream, StreamStart, StreamTiming};
 use crate::node::upstream_request;
+use crate::telemetry::RequestSpan;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::body_rewrite::{rewrite, RequestInfo};
 use crate::wire::content_coding::{content_codings, decode_body};
@@ -86,6 +87,8 @@ pub(crate) struct TryContext<'a> {
     /// Whether a success's token usage counts (not for `count_tokens` or stored responses).
     pub count_usage: bool,
     pub deadline: Instant,
+    /// telemetry: the request's server span (off when not traced).
+    pub trace: &'a RequestSpan,
 }
 
 impl TryContext<'_> {
@@ -210,7 +213,7 @@ pub(crate) async fn try_target(
         ),
         None => ctx.client_body.clone(),
     };
-    let Ok(upstream_request) = upstream_request::build(
+    let Ok(mut upstream_request) = upstream_request::build(
         ctx.method.clone(),
         provider,
         (credential, *auth),
@@ -221,9 +224,13 @@ pub(crate) async fn try_target(
     ) else {
         return unanswered_openly(AttemptFailure::NotSent, None, "bad upstream URL");
     };
+    // telemetry: this upstream request's client span; the upstream gets its traceparent.
+    let trace = ctx.trace.attempt(target, &provider.base_url);
+    trace.inject(upstream_request.headers_mut());
     let sent_at = StdInstant::now();
     // Every way this try ends goes through here: metrics and the log line, then the shape.
     let end = |attempted: Attempted, upstream_time: &mut Duration| {
+        trace.class(attempted.result.class); // telemetry
         *upstream_time += sent_at.elapsed();
         attempt_done(
             ctx.live,
@@ -269,6 +276,7 @@ pub(crate) async fn try_target(
         }
     };
     let status = response.status();
+    trace.status(status.as_u16()); // telemetry
     let headers = response.headers().clone();
     let usage = readings_from_headers(&headers, &target.model, now_ms);
     let codings = match content_codings(&headers) {
@@ -312,7 +320,8 @@ pub(crate) async fn try_target(
             }
         };
         let mut attempted = match start {
-            StreamStart::Committed(stream) => {
+            StreamStart::Committed(mut stream) => {
+                stream.trace = trace.clone(); // telemetry: the span ends with the stream
                 let mut result = AttemptResult::success(status.as_u16(), 0, 0);
                 result.usage = usage;
                 Attempted {
@@ -422,6 +431,7 @@ pub(crate) async fn try_target(
                 upstream_time,
             );
         };
+        trace.answer(&body); // telemetry
         let (tokens_in, tokens_out) = counts
             .filter(|_| ctx.count_usage)
             .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));

@@ -34,6 +34,16 @@ impl Endpoint {
         }
     }
 
+    /// Its `gen_ai.operation.name` (OpenTelemetry GenAI semantic conventions) in traces.
+    pub fn gen_ai_operation(self) -> &'static str {
+        match self {
+            Endpoint::Completions => "text_completion",
+            Endpoint::Embeddings => "embeddings",
+            Endpoint::CountTokens => "count_tokens",
+            Endpoint::ChatCompletions | Endpoint::Responses | Endpoint::Messages => "chat",
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Endpoint::ChatCompletions => "chat_completions",

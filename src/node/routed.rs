@@ -27,6 +27,7 @@ use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 use crate::node::stream_relay::{self, CommittedStream};
+use crate::telemetry::RequestSpan;
 use crate::wire::body_rewrite::parse_request;
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 
@@ -213,6 +214,14 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         Ok(info) => info,
         Err(error) => return fail(ApiError::from(error), &route),
     };
+    // telemetry: the request's server span (off: nothing allocated).
+    let trace = RequestSpan::start(
+        app.telemetry(),
+        &parts.headers,
+        endpoint.gen_ai_operation(),
+        &info.model,
+        started,
+    );
     let mut route_request = RouteRequest {
         request_id: request_id.clone(),
         model: info.model.clone(),
@@ -224,7 +233,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     }
     let decision = match router.route(route_request).await {
         Ok(decision) => decision,
-        Err(error) => return fail(route_error(error, anthropic), &route),
+        Err(error) => return trace.answered(fail(route_error(error, anthropic), &route)), // telemetry
     };
 
     let path_and_query = upstream_path(&parts.uri);
@@ -246,8 +255,9 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         force_include_usage,
         count_usage: endpoint != Endpoint::CountTokens,
         deadline: Instant::now() + live.request_timeout,
+        trace: &trace, // telemetry
     };
-    serve_tries(&context, decision, route, started).await
+    trace.answered(serve_tries(&context, decision, route, started).await) // telemetry
 }
 
 /// Tries the decision's targets in order until one serves or the tries run out (behaviour §3,

@@ -24,6 +24,8 @@ use crate::node::reload::digest;
 
 /// sled page cache of the node's journal.
 const JOURNAL_CACHE_BYTES: u64 = 8 * 1024 * 1024;
+/// The longest a stop waits for the last spans to reach the collector.
+const TRACE_FLUSH_AT_STOP: Duration = Duration::from_secs(2);
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +98,9 @@ impl RunningNode {
             metrics,
             options.config_path.clone(),
         );
+        if let Some(telemetry) = &config.telemetry {
+            app.set_telemetry(Arc::new(crate::telemetry::Tracer::start(telemetry)));
+        }
         let tls = match &config.server.tls {
             Some(tls) => Some(tokio_rustls::TlsAcceptor::from(
                 config::tls_files::server_tls(&tls.cert, &tls.key).map_err(NodeError::Tls)?,
@@ -192,8 +197,8 @@ impl RunningNode {
     }
 
     /// Stops accepting, lets in-flight requests finish (bounded by `shutdown_grace_ms`),
-    /// records `node_stopped`, flushes and closes the journal (its directory can be opened
-    /// again as soon as this returns).
+    /// exports the spans still queued (bounded), records `node_stopped`, flushes and closes the
+    /// journal (its directory can be opened again as soon as this returns).
     pub async fn stop(self, reason: &str) -> Result<(), NodeError> {
         self.app.set_stopping();
         let _ = self.stop.send(true);
@@ -202,6 +207,9 @@ impl RunningNode {
         }
         if let Some(cluster) = &self.cluster {
             cluster.stop();
+        }
+        if let Some(tracer) = self.app.telemetry() {
+            tracer.flush(TRACE_FLUSH_AT_STOP).await;
         }
         self.app.set_journal_reader(None);
         // No key command runs and no token is refreshed once the node has stopped.

@@ -97,6 +97,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         force_include_usage: false,
         count_usage: false,
         deadline: Instant::now() + live.request_timeout,
+        trace: &crate::telemetry::RequestSpan::off(), // telemetry: stored calls are not traced
     };
     serve_tries(&context, decision, route, started).await
 }

@@ -16,6 +16,7 @@ use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
 use crate::credentials::Echoes;
+use crate::telemetry::AttemptSpan;
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
@@ -51,6 +52,8 @@ pub struct CommittedStream {
     pub response_id: Option<String>,
     /// The keys this try sent upstream, masked out of everything relayed.
     echoes: Echoes,
+    /// telemetry: the attempt's span, which ends when the relay does.
+    pub trace: AttemptSpan,
 }
 
 impl StreamStart {
@@ -157,6 +160,7 @@ pub async fn open(
                         idle: timing.idle,
                         response_id,
                         echoes,
+                        trace: AttemptSpan::default(),
                     }));
                 }
                 return StreamStart::failed(
@@ -225,6 +229,7 @@ pub async fn open(
                 idle: timing.idle,
                 response_id,
                 echoes,
+                trace: AttemptSpan::default(),
             }));
         }
     }
@@ -400,6 +405,9 @@ impl Relay {
         let mut result = decision.take_stream_result()?;
         result.tokens_in = self.stream.usage.tokens_in;
         result.tokens_out = self.stream.usage.tokens_out;
+        // telemetry: how the stream ended, for the attempt's span.
+        let broke = self.failure.as_ref().map(|(class, _)| *class);
+        self.stream.trace.stream_ended(broke, &self.stream.usage);
         match self.failure.take() {
             Some((class, message)) => {
                 result.class = class;

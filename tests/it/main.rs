@@ -31,6 +31,7 @@ mod node_read_your_writes;
 mod node_restart;
 mod node_routing;
 mod node_sdk;
+mod node_telemetry;
 mod node_upgrade;
 mod node_wire;
 mod readme_commands;

@@ -1,0 +1,312 @@
+//! The request path's whole tracing API. [`RequestSpan`] is the server span of one client
+//! request; [`AttemptSpan`] the client span of one upstream request under it. Both are handles
+//! (`None` inside when tracing is off or the trace is not sampled: every call is then a branch
+//! and nothing is allocated); a span ends when its last handle is dropped, so an attempt that
+//! streams ends with its stream and the request ends after its last attempt. What each span
+//! records is set through these methods only, and only from ids, statuses, classes and counts.
+
+use std::sync::{Arc, Mutex};
+
+use http::header::{HeaderMap, HeaderName};
+use quotaroute_actors::RoutedTarget;
+use quotaroute_journal::OutcomeClass;
+
+use crate::telemetry::answer_usage::{answer_usage, AnswerUsage};
+use crate::telemetry::attributes::{self as attr, Attributes, Value};
+use crate::telemetry::finished::{FinishedSpan, Kind};
+use crate::telemetry::trace_context::{self, RemoteParent, SpanId, TraceId};
+use crate::telemetry::tracer::{now_unix_ns, Tracer};
+use crate::wire::stream_watch::StreamUsage;
+
+const ATTEMPTS_HEADER: HeaderName = HeaderName::from_static("x-quotaroute-attempts");
+const MODEL_HEADER: HeaderName = HeaderName::from_static("x-quotaroute-model");
+
+/// The server span of one client request (cheap to clone: a handle).
+#[derive(Clone, Default)]
+pub struct RequestSpan(Option<Arc<RequestActive>>);
+
+/// The client span of one upstream request (cheap to clone: a handle).
+#[derive(Clone, Default)]
+pub struct AttemptSpan(Option<Arc<AttemptActive>>);
+
+struct RequestActive {
+    tracer: Arc<Tracer>,
+    trace_id: TraceId,
+    span_id: SpanId,
+    parent: Option<SpanId>,
+    start_unix_ns: u64,
+    operation: &'static str,
+    request_model: String,
+    state: Mutex<RequestState>,
+}
+
+#[derive(Default)]
+struct RequestState {
+    status: Option<u16>,
+    attempts: Option<u64>,
+    /// The model the serving target was asked for (`x-quotaroute-model`).
+    routed_model: Option<String>,
+    /// The last attempt's class and, from the serving one, its usage.
+    last_class: Option<OutcomeClass>,
+    usage: AnswerUsage,
+}
+
+struct AttemptActive {
+    request: Arc<RequestActive>,
+    span_id: SpanId,
+    start_unix_ns: u64,
+    model: Arc<str>,
+    connection: Arc<str>,
+    provider: Arc<str>,
+    address: Option<(String, u16)>,
+    state: Mutex<AttemptState>,
+}
+
+#[derive(Default)]
+struct AttemptState {
+    status: Option<u16>,
+    class: Option<OutcomeClass>,
+    usage: AnswerUsage,
+}
+
+impl RequestSpan {
+    /// A span that records nothing.
+    pub fn off() -> Self {
+        RequestSpan(None)
+    }
+
+    /// The span of a request that arrived at `started` asking `operation` (a GenAI operation
+    /// name) of `model`, child of the client's `traceparent` when it sent one. Off when
+    /// `tracer` is `None` or the trace is not sampled.
+    pub fn start(
+        tracer: Option<&Arc<Tracer>>,
+        headers: &HeaderMap,
+        operation: &'static str,
+        model: &str,
+        started: std::time::Instant,
+    ) -> Self {
+        let Some(tracer) = tracer else {
+            return RequestSpan(None);
+        };
+        let parent: Option<RemoteParent> = headers
+            .get(trace_context::TRACEPARENT)
+            .and_then(trace_context::parse_traceparent);
+        let trace_id = parent.map_or_else(TraceId::random, |parent| parent.trace_id);
+        if !tracer.sampler.sampled(parent.as_ref(), trace_id) {
+            return RequestSpan(None);
+        }
+        let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(0);
+        RequestSpan(Some(Arc::new(RequestActive {
+            tracer: tracer.clone(),
+            trace_id,
+            span_id: SpanId::random(),
+            parent: parent.map(|parent| parent.span_id),
+            start_unix_ns: now_unix_ns().saturating_sub(elapsed),
+            operation,
+            request_model: model.to_owned(),
+            state: Mutex::default(),
+        })))
+    }
+
+    /// Whether this request is traced.
+    pub fn is_recording(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// A child span for one upstream request to `target` at `base_url`, starting now.
+    pub fn attempt(&self, target: &RoutedTarget, base_url: &str) -> AttemptSpan {
+        let Some(request) = &self.0 else {
+            return AttemptSpan(None);
+        };
+        let address = url::Url::parse(base_url)
+            .ok()
+            .and_then(|url| Some((url.host_str()?.to_owned(), url.port_or_known_default()?)));
+        AttemptSpan(Some(Arc::new(AttemptActive {
+            request: request.clone(),
+            span_id: SpanId::random(),
+            start_unix_ns: now_unix_ns(),
+            model: target.model.clone(),
+            connection: target.connection.clone(),
+            provider: target.provider.clone(),
+            address,
+            state: Mutex::default(),
+        })))
+    }
+
+    /// Records the client's answer (status, `x-quotaroute-attempts`, `x-quotaroute-model`)
+    /// and hands it back.
+    pub fn answered<B>(&self, response: http::Response<B>) -> http::Response<B> {
+        if let Some(request) = &self.0 {
+            if let Ok(mut state) = request.state.lock() {
+                state.status = Some(response.status().as_u16());
+                let header = |name: &HeaderName| {
+                    response
+                        .headers()
+                        .get(name)
+                        .and_then(|value| value.to_str().ok())
+                };
+                state.attempts = header(&ATTEMPTS_HEADER).and_then(|n| n.parse().ok());
+                state.routed_model = header(&MODEL_HEADER).map(str::to_owned);
+            }
+        }
+        response
+    }
+}
+
+impl AttemptSpan {
+    /// Sets this attempt's `traceparent` on the upstream request (replacing the client's).
+    pub fn inject(&self, headers: &mut HeaderMap) {
+        if let Some(attempt) = &self.0 {
+            if let Some(value) =
+                trace_context::traceparent(attempt.request.trace_id, attempt.span_id)
+            {
+                headers.insert(HeaderName::from_static(trace_context::TRACEPARENT), value);
+            }
+        }
+    }
+
+    /// The upstream's status.
+    pub fn status(&self, status: u16) {
+        self.with_state(|state| state.status = Some(status));
+    }
+
+    /// How the attempt was classified (behaviour §4).
+    pub fn class(&self, class: OutcomeClass) {
+        self.with_state(|state| state.class = Some(class));
+    }
+
+    /// The whole answer's model and token counts.
+    pub fn answer(&self, body: &[u8]) {
+        if self.0.is_some() {
+            let usage = answer_usage(body);
+            self.with_state(|state| state.usage = usage);
+        }
+    }
+
+    /// A relayed stream ended: with `failure` when it broke after commit.
+    pub fn stream_ended(&self, failure: Option<OutcomeClass>, usage: &StreamUsage) {
+        self.with_state(|state| {
+            state.class = Some(failure.unwrap_or(OutcomeClass::Success));
+            state.usage.input_tokens = Some(usage.tokens_in);
+            state.usage.output_tokens = Some(usage.tokens_out);
+        });
+    }
+
+    fn with_state(&self, change: impl FnOnce(&mut AttemptState)) {
+        if let Some(attempt) = &self.0 {
+            if let Ok(mut state) = attempt.state.lock() {
+                change(&mut state);
+            }
+        }
+    }
+}
+
+fn push_usage(attributes: &mut Attributes, usage: &AnswerUsage) {
+    if let Some(model) = &usage.model {
+        attributes.push((attr::RESPONSE_MODEL, Value::Text(model.clone())));
+    }
+    for (key, count) in [
+        (attr::INPUT_TOKENS, usage.input_tokens),
+        (attr::OUTPUT_TOKENS, usage.output_tokens),
+        (attr::CACHE_READ_INPUT_TOKENS, usage.cache_read_input_tokens),
+    ] {
+        if let Some(count) = count {
+            attributes.push((key, Value::from(count)));
+        }
+    }
+}
+
+impl Drop for AttemptActive {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().map(std::mem::take).unwrap_or_default();
+        let request = &self.request;
+        let mut attributes: Attributes = Vec::with_capacity(12);
+        attributes.push((attr::OPERATION_NAME, Value::Static(request.operation)));
+        attributes.push((attr::REQUEST_MODEL, Value::Text(self.model.to_string())));
+        push_usage(&mut attributes, &state.usage);
+        if let Some((host, port)) = self.address.take() {
+            attributes.push((attr::SERVER_ADDRESS, Value::Text(host)));
+            attributes.push((attr::SERVER_PORT, Value::from(u64::from(port))));
+        }
+        if let Some(status) = state.status {
+            attributes.push((attr::STATUS_CODE, Value::from(u64::from(status))));
+        }
+        attributes.push((attr::CONNECTION, Value::Text(self.connection.to_string())));
+        attributes.push((attr::PROVIDER, Value::Text(self.provider.to_string())));
+        let failed = state
+            .class
+            .is_some_and(|class| class != OutcomeClass::Success);
+        if let Some(class) = state.class.filter(|_| failed) {
+            attributes.push((attr::ERROR_TYPE, Value::Static(class.as_str())));
+        }
+        if let Ok(mut rollup) = request.state.lock() {
+            rollup.last_class = state.class;
+            if state.class == Some(OutcomeClass::Success) {
+                rollup.usage = state.usage;
+            }
+        }
+        request.tracer.submit(FinishedSpan {
+            trace_id: request.trace_id,
+            span_id: self.span_id,
+            parent: Some(request.span_id),
+            remote_parent: false,
+            name: format!("{} {}", request.operation, self.model),
+            kind: Kind::Client,
+            start_unix_ns: self.start_unix_ns,
+            end_unix_ns: now_unix_ns(),
+            attributes,
+            failed,
+        });
+    }
+}
+
+impl Drop for RequestActive {
+    fn drop(&mut self) {
+        let mut state = self.state.get_mut().map(std::mem::take).unwrap_or_default();
+        let name = format!("{} {}", self.operation, self.request_model);
+        let mut attributes: Attributes = Vec::with_capacity(12);
+        attributes.push((attr::OPERATION_NAME, Value::Static(self.operation)));
+        attributes.push((attr::REQUEST_MODEL, Value::Text(self.request_model.clone())));
+        if state.usage.model.is_none() {
+            state.usage.model = state.routed_model.take();
+        }
+        push_usage(&mut attributes, &state.usage);
+        attributes.push((
+            attr::COMBO,
+            Value::Text(std::mem::take(&mut self.request_model)),
+        ));
+        attributes.push((attr::CLIENT, Value::Static(attr::DEFAULT_CLIENT)));
+        attributes.push((attr::AFFINITY, Value::Static(attr::NO_AFFINITY)));
+        if let Some(attempts) = state.attempts {
+            attributes.push((attr::ATTEMPTS, Value::from(attempts)));
+        }
+        if let Some(status) = state.status {
+            attributes.push((attr::STATUS_CODE, Value::from(u64::from(status))));
+        }
+        // The last attempt's class when it failed (a stream that broke after commit answered
+        // 200); else, for an error answer, its status.
+        let error = match (state.last_class, state.status) {
+            (Some(class), _) if class != OutcomeClass::Success => {
+                Some(Value::Static(class.as_str()))
+            }
+            (_, Some(status)) if status >= 400 => Some(Value::Text(status.to_string())),
+            _ => None,
+        };
+        let failed = error.is_some();
+        if let Some(error) = error {
+            attributes.push((attr::ERROR_TYPE, error));
+        }
+        self.tracer.submit(FinishedSpan {
+            trace_id: self.trace_id,
+            span_id: self.span_id,
+            parent: self.parent,
+            remote_parent: self.parent.is_some(),
+            name,
+            kind: Kind::Server,
+            start_unix_ns: self.start_unix_ns,
+            end_unix_ns: now_unix_ns(),
+            attributes,
+            failed,
+        });
+    }
+}
