@@ -34,7 +34,16 @@ async fn run(credential: Weak<Credential>, timed: Trigger) {
         let Some((delay, trigger, seen)) = next(&credential, timed).await else {
             return;
         };
-        tokio::time::sleep(delay).await;
+        // On the router's clock: a test that moves it moves refreshes and expiry with it.
+        let Some(clock) = credential
+            .upgrade()
+            .map(|credential| credential.clock.clone())
+        else {
+            return;
+        };
+        clock
+            .sleep_ms(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX))
+            .await;
         let Some(credential) = credential.upgrade() else {
             return;
         };

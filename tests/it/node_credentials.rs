@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use quotaroute::mock_upstream::{Accepted, Fault, KeyGate, MockUpstream, OAuthSettings, Rule};
 
-use quotaroute_actors::SystemClock;
+use quotaroute_actors::{SharedClock, SystemClock};
 use serde_json::{json, Value};
 use support::*;
 
@@ -37,6 +37,19 @@ fn rotating(id: &str, source: &str) -> String {
     format!(
         "\n[[connections]]\nid = \"{id}\"\nprovider = \"openai\"\n{source}\n\n[[combos]]\nname = \"rot\"\ntargets = [{{ connection = \"{id}\", model = \"gpt-4o-mini\" }}]\n"
     )
+}
+
+/// The journaled events of `kind` about `connection`, waiting (on real time, a bounded poll)
+/// until there is at least one: what a moved clock set off runs on its own tasks.
+async fn wait_for_events(harness: &Harness, kind: &str, connection: &str) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = events(harness, kind, connection).await;
+        if !found.is_empty() || Instant::now() > deadline {
+            return found;
+        }
+        tokio::task::yield_now().await;
+    }
 }
 
 /// Every journaled event of `kind` about `connection`, once the journal is durable.
@@ -322,6 +335,11 @@ fn oauth_source(files: &Path, mock_base: &str) -> String {
 }
 
 async fn start_oauth(lifetime_ms: u64) -> (Harness, tempfile::TempDir) {
+    start_oauth_on(lifetime_ms, Arc::new(SystemClock)).await
+}
+
+/// [`start_oauth`] with the router (and so the credentials) on `clock`.
+async fn start_oauth_on(lifetime_ms: u64, clock: SharedClock) -> (Harness, tempfile::TempDir) {
     let files = tempfile::tempdir().unwrap();
     std::fs::write(files.path().join("refresh_token"), "mock-rt-0-initial\n").unwrap();
     let (mock_base, mock) = start_mock().await;
@@ -333,7 +351,8 @@ async fn start_oauth(lifetime_ms: u64) -> (Harness, tempfile::TempDir) {
         garbage: false,
     }));
     let source = oauth_source(files.path(), &mock_base);
-    let harness = start_node(mock_base, mock, &rotating("oauth-1", &source)).await;
+    let extra = rotating("oauth-1", &source);
+    let harness = Harness::on_mock(mock_base, mock, |text| text + &extra, clock).await;
     (harness, files)
 }
 
@@ -585,7 +604,10 @@ async fn a_hanging_command_is_killed_and_other_connections_never_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_from_the_token_endpoint_keeps_the_last_token_until_it_expires() {
-    let (harness, _files) = start_oauth(3_000).await;
+    // The router's clock, which the credentials read: the test moves it to the refresh and to
+    // the expiry instead of sleeping until them.
+    let clock = quotaroute_actors::ManualClock::new(quotaroute_actors::Clock::now_ms(&SystemClock));
+    let (harness, _files) = start_oauth_on(3_000, clock.clone()).await;
     assert_eq!(harness.chat("rot").await.status(), 200);
     let oauth_view = |state: &Value| {
         state["credentials"]
@@ -601,14 +623,14 @@ async fn garbage_from_the_token_endpoint_keeps_the_last_token_until_it_expires()
     let refresh_at = view["refresh_at_ms"].as_u64().unwrap();
     assert_eq!(expires_at - refresh_at, 600, "refreshed at 80 % of 3 s");
     harness.mock.set_oauth_garbage(true);
-    let sleep_until = |at_ms: u64| {
-        let now = quotaroute_actors::Clock::now_ms(&SystemClock);
-        tokio::time::sleep(Duration::from_millis(at_ms.saturating_sub(now)))
+    let move_to = |at_ms: u64| {
+        let now = quotaroute_actors::Clock::now_ms(clock.as_ref());
+        clock.advance(at_ms.saturating_sub(now));
     };
     // The refresh at 80 % gets garbage: the token still serves until it expires.
-    sleep_until(refresh_at + 200).await;
+    move_to(refresh_at + 200);
+    let failed = wait_for_events(&harness, "credential_failed", "oauth-1").await;
     assert_eq!(harness.chat("rot").await.status(), 200);
-    let failed = events(&harness, "credential_failed", "oauth-1").await;
     assert!(!failed.is_empty(), "the failed refresh is journaled");
     let error = failed[0]["error"].as_str().unwrap();
     assert!(
@@ -634,7 +656,7 @@ async fn garbage_from_the_token_endpoint_keeps_the_last_token_until_it_expires()
         .unwrap();
     assert_eq!(static_view["source"], "static");
     assert!(static_view["expires_at_ms"].is_null());
-    sleep_until(expires_at + 300).await;
+    move_to(expires_at + 300);
     // Past its expiry nothing is sent with it: a clear error of the router's.
     let response = harness.chat("rot").await;
     assert_eq!(response.status(), 502);
@@ -644,7 +666,9 @@ async fn garbage_from_the_token_endpoint_keeps_the_last_token_until_it_expires()
     harness.mock.set_oauth_garbage(false);
     let recovered = Instant::now();
     loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The watch's next retry and the connection's cooldown are both on the moved clock.
+        clock.advance(1_000);
+        tokio::task::yield_now().await;
         let state = harness.admin_get("/admin/state").await;
         let cooling = connection(&state, "oauth-1")["cooldown_remaining_ms"]
             .as_u64()
