@@ -82,8 +82,8 @@ async fn s8_kill_9_and_restart_remembers_lockouts_disabled_keys_and_breakers() {
     );
     assert_eq!(connection(&before, "oa-2")["disabled"]["reason"], "auth");
 
-    // Give the writer a few flush intervals (flush_every_ms = 10), then SIGKILL.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // What was learned is on disk (`GET /admin/journal` flushes the writer first), then SIGKILL.
+    let _ = admin_text(&client, &base, "/admin/journal?since_seq=0&limit=1").await;
     node.kill().unwrap();
     node.wait().unwrap();
 
@@ -285,7 +285,15 @@ async fn sigterm_lets_the_request_in_flight_finish_and_records_node_stopped() {
         let (client, base) = (client.clone(), base.clone());
         async move { chat(&client, &base, "team").await }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The signal comes once the upstream holds the request (its 800 ms are then running).
+    let reached = Instant::now();
+    while mock.stats().total == 0 {
+        assert!(
+            reached.elapsed() < Duration::from_secs(5),
+            "the request never reached the mock"
+        );
+        tokio::task::yield_now().await;
+    }
     sigterm(&node);
     let response = in_flight.await.expect("answered during the drain");
     assert_eq!(response.status(), 200);
