@@ -359,46 +359,30 @@ pub(crate) async fn try_target(
     .await;
     let (body, _held) = match read {
         Ok(Ok(read)) => read,
-        Ok(Err(BodyRead::TooLarge)) => {
-            return end(
-                unanswered_openly(
+        failed => {
+            let (failure, message) = match failed {
+                Ok(Err(BodyRead::TooLarge)) => (
                     AttemptFailure::Body(BodyFailure::TooLarge),
-                    Some(status.as_u16()),
-                    &format!(
+                    format!(
                         "upstream answered {status} with a body over {} MiB",
                         MAX_UPSTREAM_BODY_BYTES >> 20
                     ),
                 ),
-                upstream_time,
-            );
-        }
-        Ok(Err(BodyRead::BufferFull)) => {
-            return end(
-                unanswered_openly(
+                Ok(Err(BodyRead::BufferFull)) => (
                     AttemptFailure::Body(BodyFailure::BufferFull),
-                    Some(status.as_u16()),
-                    "the router holds too many upstream bodies at once (server.max_upstream_buffer_bytes)",
+                    "the router holds too many upstream bodies at once (server.max_upstream_buffer_bytes)".to_string(),
                 ),
-                upstream_time,
-            );
-        }
-        Ok(Err(BodyRead::Broke)) => {
-            return end(
-                unanswered_openly(
+                Ok(Err(BodyRead::Broke)) | Ok(Ok(_)) => (
                     AttemptFailure::Transport(TransportFailure::Reset),
-                    Some(status.as_u16()),
-                    "upstream body did not arrive",
+                    "upstream body did not arrive".to_string(),
                 ),
-                upstream_time,
-            );
-        }
-        Err(_) => {
-            return end(
-                unanswered_openly(
+                Err(_) => (
                     AttemptFailure::Transport(TransportFailure::Timeout),
-                    Some(status.as_u16()),
-                    "upstream body did not arrive in time",
+                    "upstream body did not arrive in time".to_string(),
                 ),
+            };
+            return end(
+                unanswered_openly(failure, Some(status.as_u16()), &message),
                 upstream_time,
             );
         }

@@ -171,29 +171,10 @@ impl Exporter {
     }
 }
 
-/// A pooled client trusting the system's roots (the bundled ones when there are none).
+/// A pooled client trusting the system's roots (the bundled ones when there are none): the
+/// providers' trust rules (`upstream::egress::client_tls`), with no extra CA.
 fn client() -> ExportClient {
-    let mut roots = rustls::RootCertStore::empty();
-    let system = rustls_native_certs::load_native_certs().certs;
-    if system.is_empty() {
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    } else {
-        let _ = roots.add_parsable_certificates(system);
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map(|builder| {
-        builder
-            .with_root_certificates(roots.clone())
-            .with_no_client_auth()
-    })
-    .unwrap_or_else(|_| {
-        rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth()
-    });
+    let tls = crate::upstream::egress::client_tls(&[]);
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.enforce_http(false);
