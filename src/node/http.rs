@@ -16,7 +16,6 @@ use crate::node::cors;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
 use crate::node::plain_errors;
-use crate::node::rejection_log;
 use crate::node::reply;
 use crate::node::routed::{self, client_authorized};
 use crate::node::stored_response;
@@ -45,7 +44,6 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/v1/responses/{id}/input_items", get(stored))
         .route("/v1/responses/{id}/cancel", post(stored))
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(rejection_log::layer))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             cors::layer,
@@ -77,7 +75,7 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/ui/", get(ui::index))
         .route("/ui/dashboard.css", get(ui::stylesheet))
         .route("/ui/dashboard.js", get(ui::script))
-        .layer(axum::middleware::from_fn(plain_errors::json_errors))
+        .layer(axum::middleware::from_fn(plain_errors::router_answers))
         .with_state(app)
 }
 

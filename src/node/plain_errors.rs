@@ -1,7 +1,9 @@
-//! Every answer the router makes itself has a JSON error body (contract "Hostile input and
-//! bounds"): axum's own answers — a 405 with no body, a path or query it cannot extract in
-//! plain text — are rewritten here into the contract's error shape (Anthropic's on
-//! `/v1/messages`). Handlers' own JSON answers and upstream answers pass untouched.
+//! The one middleware over the router's own answers: every one has a JSON error body (contract
+//! "Hostile input and bounds") — axum's own answers, a 405 with no body or a path or query it
+//! cannot extract in plain text, are rewritten here into the contract's error shape
+//! (Anthropic's on `/v1/messages`) — and a refusal on the client API is logged
+//! (`rejection_log`). Handlers' own JSON answers and upstream answers pass untouched; a
+//! success costs two reference-count clones.
 
 use axum::extract::Request;
 use axum::middleware::Next;
@@ -11,18 +13,34 @@ use http::StatusCode;
 use http_body_util::BodyExt;
 
 use crate::api_error::{ApiError, ApiErrorKind};
-use crate::node::reply;
+use crate::node::{rejection_log, reply};
 
 /// Longest plain-text rejection kept as the message.
 const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// The middleware.
-pub async fn json_errors(request: Request, next: Next) -> Response {
-    let anthropic = request.uri().path().starts_with("/v1/messages");
+pub async fn router_answers(request: Request, next: Next) -> Response {
     let method = request.method().clone();
-    // A `Uri` clone shares its bytes: nothing is copied on the way through.
+    // A `Uri` (and a header value) clone shares its bytes: nothing is copied on the way.
     let uri = request.uri().clone();
+    let client_request_id = request.headers().get("x-request-id").cloned();
     let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let response = json_error(&method, &uri, response).await;
+    let path = uri.path();
+    let client_api = path == "/" || path.starts_with("/v1/") || path == "/v1";
+    if client_api {
+        return rejection_log::logged(&method, path, client_request_id.as_ref(), response).await;
+    }
+    response
+}
+
+/// `response` (an error) with a JSON body when axum wrote it in plain text or none.
+async fn json_error(method: &http::Method, uri: &http::Uri, response: Response) -> Response {
+    let anthropic = uri.path().starts_with("/v1/messages");
     let status = response.status();
     // A routed answer (an upstream error passed through) carries `x-quotaroute-attempts`.
     if !(status.is_client_error() || status.is_server_error())

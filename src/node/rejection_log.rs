@@ -7,8 +7,6 @@
 //! and streams pass through untouched.
 
 use axum::body::Body;
-use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::Response;
 use http::HeaderMap;
 
@@ -41,12 +39,15 @@ fn is_refusal(response: &Response) -> bool {
         && header(response.headers(), "x-quotaroute-attempts").is_none_or(|a| a == "0")
 }
 
-/// The middleware: passes the request on, logs a refusal.
-pub async fn layer(request: Request, next: Next) -> Response {
-    let client_request_id = header(request.headers(), "x-request-id").map(str::to_owned);
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let response = next.run(request).await;
+/// Logs `response` when it is a refusal of the request (`method`, `path`, the client's own
+/// `x-request-id` if it sent one); returns it unchanged. Called by the one middleware over the
+/// router's own answers (`plain_errors`), for the client API's paths.
+pub async fn logged(
+    method: &http::Method,
+    path: &str,
+    client_request_id: Option<&http::HeaderValue>,
+    response: Response,
+) -> Response {
     if !is_refusal(&response) {
         return response;
     }
@@ -55,9 +56,9 @@ pub async fn layer(request: Request, next: Next) -> Response {
         .await
         .unwrap_or_default();
     let request_id = header(&parts.headers, "x-request-id")
-        .map(str::to_owned)
-        .or(client_request_id)
-        .unwrap_or_else(|| "-".to_owned());
+        .or_else(|| client_request_id.and_then(|v| v.to_str().ok()))
+        .unwrap_or("-")
+        .to_owned();
     tracing::info!(
         request_id = %request_id,
         status = parts.status.as_u16(),

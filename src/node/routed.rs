@@ -76,7 +76,12 @@ pub async fn read_client_body(
     let mut body = Limited::new(body, limit);
     let mut pieces: Vec<Bytes> = Vec::new();
     loop {
-        let frame = match tokio::time::timeout(silence, body.frame()).await {
+        // A piece already read costs no timer; only a wait is bounded by `silence`.
+        let next = match futures_util::FutureExt::now_or_never(body.frame()) {
+            Some(frame) => Ok(frame),
+            None => tokio::time::timeout(silence, body.frame()).await,
+        };
+        let frame = match next {
             Err(_) => {
                 return Err(ApiError::new(
                     ApiErrorKind::RequestTimeout,
