@@ -61,6 +61,7 @@ pub fn envelope_to_json(envelope: &Envelope) -> Result<String, NdjsonError> {
         Event::RouteDecided(e) => flat!(e),
         Event::BreakerCounted(e) => flat!(e),
         Event::ResponseBound(e) => flat!(e),
+        Event::AffinityBound(e) => flat!(e),
         Event::JournalRecovered(e) => flat!(e),
         Event::CredentialRefreshed(e) => flat!(e),
         Event::CredentialFailed(e) => flat!(e),

@@ -25,6 +25,8 @@ pub struct Config {
     pub combos: Vec<ComboConfig>,
     /// `[cluster]`: several nodes sharing through Redis; `None` = one node.
     pub cluster: Option<crate::cluster::config::ClusterConfig>,
+    /// `[affinity]`: conversation affinity (behaviour §10).
+    pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
     /// The file this came from; `None` when parsed from text (tests, the embedded demo).
     pub source_path: Option<PathBuf>,
 }

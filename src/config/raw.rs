@@ -21,6 +21,18 @@ pub struct RawConfig {
     pub connections: Option<Vec<RawConnection>>,
     pub combos: Option<Vec<RawCombo>>,
     pub cluster: Option<crate::cluster::config::RawCluster>,
+    pub affinity: Option<RawAffinity>,
+}
+
+/// `[affinity]` (contract; behaviour §10).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAffinity {
+    pub enabled: Option<bool>,
+    pub min_prompt_bytes: Option<u64>,
+    pub ttl_ms: Option<u64>,
+    pub max_groups: Option<u64>,
+    pub max_lead: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]

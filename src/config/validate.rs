@@ -97,6 +97,7 @@ struct RawSections {
     connections: Vec<Option<RawConnection>>,
     combos: Vec<Option<RawCombo>>,
     cluster: Option<crate::cluster::config::RawCluster>,
+    affinity: crate::config::raw::RawAffinity,
 }
 
 fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
@@ -108,6 +109,7 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
         connections: Vec::new(),
         combos: Vec::new(),
         cluster: None,
+        affinity: Default::default(),
     };
     for (key, value) in table {
         match key.as_str() {
@@ -121,6 +123,10 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
             "defaults" => {
                 sections.defaults =
                     deserialize_collecting(value, "defaults", sink).unwrap_or_default();
+            }
+            "affinity" => {
+                sections.affinity =
+                    deserialize_collecting(value, "affinity", sink).unwrap_or_default();
             }
             "cluster" => {
                 sections.cluster =
@@ -200,7 +206,9 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
     let cluster = raw.cluster.map(|cluster| {
         crate::cluster::config::build(cluster, &mut |key, reason| sink.push(key, reason))
     });
+    let affinity = build_affinity(raw.affinity, sink);
     Config {
+        affinity,
         server,
         journal,
         defaults,
@@ -209,6 +217,28 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         combos,
         cluster,
         source_path: None,
+    }
+}
+
+fn build_affinity(
+    raw: crate::config::raw::RawAffinity,
+    sink: &mut ErrorSink,
+) -> quotaroute_actors::policy::affinity::AffinitySettings {
+    let defaults = quotaroute_actors::policy::affinity::AffinitySettings::default();
+    let as_usize = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+    quotaroute_actors::policy::affinity::AffinitySettings {
+        enabled: raw.enabled.unwrap_or(defaults.enabled),
+        min_prompt_bytes: raw
+            .min_prompt_bytes
+            .map_or(defaults.min_prompt_bytes, as_usize),
+        ttl_ms: at_least_one(raw.ttl_ms, defaults.ttl_ms, "affinity.ttl_ms", sink),
+        max_groups: as_usize(at_least_one(
+            raw.max_groups,
+            defaults.max_groups as u64,
+            "affinity.max_groups",
+            sink,
+        )),
+        max_lead: raw.max_lead.unwrap_or(defaults.max_lead),
     }
 }
 
