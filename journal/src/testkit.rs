@@ -204,6 +204,19 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
                 source: ResetSource::Upstream,
             })),
         }),
+        20 => Event::AffinityBound(AffinityBound {
+            request_id: format!("req-{n}"),
+            combo: "team".to_string(),
+            group: 0x9e37_79b9_7f4a_7c15 ^ n,
+            client: "default".to_string(),
+            provider,
+            connection,
+            model,
+            moved_from: n
+                .is_multiple_of(2)
+                .then(|| "conn-9/gpt-4o-mini".to_string()),
+            reason: n.is_multiple_of(2).then(|| "rate_limited".to_string()),
+        }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
             response_id: format!("resp_{n}"),

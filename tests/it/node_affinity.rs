@@ -1,0 +1,277 @@
+//! Behaviour §10 end to end: a conversation's turns stay on the account that served its first
+//! turn (seen in `x-quotaroute-connection`), new conversations fill the pool by DRR, a
+//! conversation whose key starts answering 429 moves once and stays, `prompt_cache_key` binds
+//! unrelated prompts, and bindings are journaled (`affinity_bound`) and survive a restart.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use quotaroute::mock_upstream::Rule;
+use quotaroute_actors::SystemClock;
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// Four equal keys (`k1`..`k4`) in combo `pool` and two 3:1 (`h`, `l`) in combo `duo`.
+fn pool_config(text: String) -> String {
+    let mut text = text;
+    for id in ["k1", "k2", "k3", "k4", "h", "l"] {
+        text.push_str(&format!(
+            "\n[[connections]]\nid = \"{id}\"\nprovider = \"openai\"\napi_key = \"{}\"\n",
+            upstream_key(id)
+        ));
+    }
+    text.push_str(
+        r#"
+[[combos]]
+name = "pool"
+targets = [
+  { connection = "k1", model = "gpt-4o-mini" },
+  { connection = "k2", model = "gpt-4o-mini" },
+  { connection = "k3", model = "gpt-4o-mini" },
+  { connection = "k4", model = "gpt-4o-mini" },
+]
+
+[[combos]]
+name = "duo"
+targets = [
+  { connection = "h", model = "gpt-4o-mini", weight = 3 },
+  { connection = "l", model = "gpt-4o-mini", weight = 1 },
+]
+"#,
+    );
+    text
+}
+
+async fn start() -> Harness {
+    Harness::start_on_clock(pool_config, Arc::new(SystemClock)).await
+}
+
+/// One system prompt for every conversation, long enough that the prefix alone counts.
+fn system_prompt() -> String {
+    "You are the support agent of a large shop; follow the policies below. ".repeat(80)
+}
+
+/// Turn `turn` (0-based) of conversation `conv`: the whole history so far, OpenAI format.
+fn chat_turn(model: &str, conv: usize, turn: usize) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": system_prompt()})];
+    for t in 0..=turn {
+        messages
+            .push(json!({"role": "user", "content": format!("conversation {conv}, question {t}")}));
+        if t < turn {
+            messages.push(json!({"role": "assistant", "content": format!("answer {t}")}));
+        }
+    }
+    json!({"model": model, "messages": messages})
+}
+
+/// The same conversation in Anthropic's format (system at the top level).
+fn message_turn(model: &str, conv: usize, turn: usize) -> Value {
+    let mut messages = Vec::new();
+    for t in 0..=turn {
+        messages
+            .push(json!({"role": "user", "content": format!("conversation {conv}, question {t}")}));
+        if t < turn {
+            messages.push(json!({"role": "assistant", "content": format!("answer {t}")}));
+        }
+    }
+    json!({"model": model, "max_tokens": 16, "system": system_prompt(), "messages": messages})
+}
+
+async fn served_by(harness: &Harness, path: &str, body: Value) -> String {
+    let response = harness.post_json(path, body).await;
+    assert_eq!(response.status(), 200, "{path}");
+    header(&response, "x-quotaroute-connection")
+}
+
+/// Runs `convs` conversations of `turns` turns, interleaved turn by turn as concurrent users
+/// would send them; returns who served each conversation's turns.
+async fn run(
+    harness: &Harness,
+    path: &str,
+    convs: usize,
+    turns: usize,
+    body: fn(usize, usize) -> Value,
+) -> Vec<Vec<String>> {
+    let mut served = vec![Vec::new(); convs];
+    for turn in 0..turns {
+        for (conv, list) in served.iter_mut().enumerate() {
+            list.push(served_by(harness, path, body(conv, turn)).await);
+        }
+    }
+    served
+}
+
+/// Turns that reached the key of the conversation's previous turn, and conversations per key.
+fn stickiness(served: &[Vec<String>]) -> (usize, usize, HashMap<String, usize>) {
+    let mut kept = 0;
+    let mut later = 0;
+    let mut per_key = HashMap::new();
+    for turns in served {
+        *per_key.entry(turns[0].clone()).or_insert(0) += 1;
+        for pair in turns.windows(2) {
+            later += 1;
+            kept += usize::from(pair[0] == pair[1]);
+        }
+    }
+    (kept, later, per_key)
+}
+
+#[tokio::test]
+async fn sixteen_conversations_stay_on_their_keys_and_fill_all_four() {
+    let harness = start().await;
+    let served = run(&harness, "/v1/chat/completions", 16, 6, |c, t| {
+        chat_turn("pool", c, t)
+    })
+    .await;
+    let (kept, later, per_key) = stickiness(&served);
+    assert!(
+        kept * 10 >= later * 9,
+        "{kept} of {later} later turns reached the previous turn's key: {served:?}"
+    );
+    assert_eq!(per_key.len(), 4, "{per_key:?}");
+    assert!(per_key.values().all(|&n| n >= 2), "{per_key:?}");
+
+    // Every conversation was bound once (16 `affinity_bound`, none moved); held turns journal
+    // nothing of their own, and no prompt text reaches the journal.
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let bound: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "affinity_bound")
+        .collect();
+    assert_eq!(bound.len(), 16, "{bound:?}");
+    assert!(bound
+        .iter()
+        .all(|e| e["moved_from"].is_null() && e["client"] == "default"));
+    let groups: HashSet<String> = bound.iter().map(|e| e["group"].to_string()).collect();
+    assert_eq!(groups.len(), 16);
+    let journal = serde_json::to_string(&events).unwrap();
+    assert!(
+        !journal.contains("support agent"),
+        "prompt text in the journal"
+    );
+}
+
+#[tokio::test]
+async fn anthropic_conversations_with_one_system_prompt_stay_too() {
+    let harness = start().await;
+    let served = run(&harness, "/v1/messages", 9, 5, |c, t| {
+        message_turn("claude", c, t)
+    })
+    .await;
+    let (kept, later, per_key) = stickiness(&served);
+    assert!(kept * 10 >= later * 9, "{kept} of {later}: {served:?}");
+    assert_eq!(
+        per_key.len(),
+        3,
+        "one system prompt is not one group: {per_key:?}"
+    );
+}
+
+#[tokio::test]
+async fn weights_3_to_1_over_40_conversations_give_the_heavy_key_its_share() {
+    let harness = start().await;
+    let served = run(&harness, "/v1/chat/completions", 40, 4, |c, t| {
+        chat_turn("duo", c, t)
+    })
+    .await;
+    let all: Vec<&String> = served.iter().flatten().collect();
+    let heavy = all.iter().filter(|c| c.as_str() == "h").count();
+    let share = heavy as f64 / all.len() as f64;
+    assert!((0.65..=0.85).contains(&share), "share {share}");
+    let (kept, later, _) = stickiness(&served);
+    assert!(kept * 10 >= later * 9, "{kept} of {later}");
+}
+
+#[tokio::test]
+async fn a_conversation_whose_key_starts_answering_429_moves_once_and_stays() {
+    let harness = start().await;
+    let body = |t: usize| chat_turn("pool", 7, t);
+    let first = served_by(&harness, "/v1/chat/completions", body(0)).await;
+    for t in 1..3 {
+        assert_eq!(
+            served_by(&harness, "/v1/chat/completions", body(t)).await,
+            first
+        );
+    }
+    harness
+        .mock
+        .set_rules(vec![Rule::rate_limited(600).for_key(upstream_key(&first))]);
+    // The turn that meets the 429 fails over inside its request (affinity ignored there).
+    let failover = served_by(&harness, "/v1/chat/completions", body(3)).await;
+    assert_ne!(failover, first);
+    let mut after = Vec::new();
+    for t in 4..10 {
+        after.push(served_by(&harness, "/v1/chat/completions", body(t)).await);
+    }
+    assert!(
+        after.iter().all(|c| *c == after[0] && *c != first),
+        "{after:?}"
+    );
+
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let moved: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "affinity_bound" && !e["moved_from"].is_null())
+        .collect();
+    assert_eq!(moved.len(), 1, "moved exactly once: {moved:?}");
+    assert_eq!(moved[0]["moved_from"], format!("{first}/gpt-4o-mini"));
+    assert_eq!(moved[0]["connection"], after[0].as_str());
+    assert_eq!(moved[0]["reason"], "rate_limited");
+}
+
+#[tokio::test]
+async fn prompt_cache_key_binds_unrelated_prompts_and_short_prompts_go_by_drr() {
+    let harness = start().await;
+    let mut keyed = HashSet::new();
+    let mut plain = HashSet::new();
+    for i in 0..8 {
+        let prompt = format!("unrelated question number {i}");
+        keyed.insert(
+            served_by(
+                &harness,
+                "/v1/chat/completions",
+                json!({"model": "pool", "prompt_cache_key": "user-42",
+                       "messages": [{"role": "user", "content": prompt}]}),
+            )
+            .await,
+        );
+        plain.insert(
+            served_by(
+                &harness,
+                "/v1/chat/completions",
+                json!({"model": "pool", "messages": [{"role": "user", "content": prompt}]}),
+            )
+            .await,
+        );
+    }
+    assert_eq!(keyed.len(), 1, "{keyed:?}");
+    assert!(
+        plain.len() >= 3,
+        "short prompts without a hint go by DRR: {plain:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_session_header_binds_a_session() {
+    let harness = start().await;
+    let mut seen = HashSet::new();
+    for i in 0..6 {
+        let response = harness
+            .client
+            .post(harness.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_KEY)
+            .header("x-claude-code-session-id", "3f1c-session")
+            .json(&json!({"model": "pool", "messages": [{"role": "user", "content": format!("q{i}")}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        seen.insert(header(&response, "x-quotaroute-connection"));
+    }
+    assert_eq!(seen.len(), 1, "{seen:?}");
+}
