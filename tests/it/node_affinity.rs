@@ -275,3 +275,88 @@ async fn a_session_header_binds_a_session() {
     }
     assert_eq!(seen.len(), 1, "{seen:?}");
 }
+
+/// The real binary on `pool_config`, on `port`, over the journal in `dir`.
+fn spawn_binary(dir: &std::path::Path, mock_base: &str, port: u16) -> std::process::Child {
+    let text = pool_config(standard_config(mock_base, &dir.join("journal"), "")).replace(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    );
+    let config = dir.join("quotaroute.toml");
+    std::fs::write(&config, text).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_quotaroute"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+async fn turn_on(client: &reqwest::Client, base: &str, conv: usize, turn: usize) -> String {
+    let response = client
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(CLIENT_KEY)
+        .json(&chat_turn("pool", conv, turn))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    header(&response, "x-quotaroute-connection")
+}
+
+/// Bindings are learned state: after `kill -9` (replayed from the journal's events) and after
+/// a graceful stop (read back from its snapshot, layout 3) each conversation's next turn goes
+/// to the key that served it before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bindings_survive_kill_9_and_a_snapshot() {
+    let (mock_base, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+
+    let mut node = KillOnDrop(spawn_binary(dir.path(), &mock_base, port));
+    wait_ready(&client, &base).await;
+    let mut bound = Vec::new();
+    for conv in 0..8 {
+        bound.push(turn_on(&client, &base, conv, 0).await);
+    }
+    assert_eq!(bound.iter().collect::<HashSet<_>>().len(), 4, "{bound:?}");
+    // Past the flush interval, so the bindings are on disk; then SIGKILL.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    node.0.kill().unwrap();
+    node.0.wait().unwrap();
+
+    let mut node = KillOnDrop(spawn_binary(dir.path(), &mock_base, port));
+    wait_ready(&client, &base).await;
+    for (conv, key) in bound.iter().enumerate() {
+        assert_eq!(
+            &turn_on(&client, &base, conv, 1).await,
+            key,
+            "conversation {conv}"
+        );
+    }
+    let journal = admin_journal_all(&client, &base).await;
+    assert_eq!(journal.matches("\"kind\":\"affinity_bound\"").count(), 8);
+
+    // A graceful stop snapshots the fold; the next start reads the bindings from it.
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &node.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    node.0.wait().unwrap();
+    let _node = KillOnDrop(spawn_binary(dir.path(), &mock_base, port));
+    wait_ready(&client, &base).await;
+    let state = admin_json(&client, &base, "/admin/state").await;
+    assert!(state.is_object());
+    for (conv, key) in bound.iter().enumerate() {
+        assert_eq!(
+            &turn_on(&client, &base, conv, 2).await,
+            key,
+            "conversation {conv}"
+        );
+    }
+}
