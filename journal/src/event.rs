@@ -13,7 +13,9 @@
 use serde::{Deserialize, Serialize};
 
 /// The version written into every envelope by this build.
-pub const SCHEMA_VERSION: u16 = 1;
+/// 2: `route_decided.affinity`, `request_succeeded.tokens_cached` / `tokens_cache_write`
+/// (schema 1 is read through `codec::legacy_v1`).
+pub const SCHEMA_VERSION: u16 = 2;
 
 /// One journaled event: its position, when it happened (Unix milliseconds, the policy's `now`)
 /// and what happened.
@@ -419,6 +421,9 @@ pub struct RouteDecided {
     /// The ordered candidates handed to the request, as target indices.
     pub order: Vec<u16>,
     pub skipped: Vec<Skipped>,
+    /// What conversation affinity did (behaviour §10); schema 2.
+    #[serde(default)]
+    pub affinity: AffinityOutcome,
 }
 
 /// A stored response (OpenAI's Responses API) was created on a connection: later requests
@@ -524,6 +529,13 @@ pub struct RequestSucceeded {
     pub stream: bool,
     /// Targets passed over before this attempt, with why.
     pub skipped: Vec<Skipped>,
+    /// Input tokens the upstream read from its prompt cache (OpenAI `cached_tokens`,
+    /// Anthropic `cache_read_input_tokens`); schema 2.
+    #[serde(default)]
+    pub tokens_cached: u64,
+    /// Input tokens written to the prompt cache (Anthropic `cache_creation_input_tokens`).
+    #[serde(default)]
+    pub tokens_cache_write: u64,
 }
 
 /// One upstream attempt that failed, with what the classifier saw.

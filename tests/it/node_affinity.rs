@@ -148,6 +148,14 @@ async fn sixteen_conversations_stay_on_their_keys_and_fill_all_four() {
         .all(|e| e["moved_from"].is_null() && e["client"] == "default"));
     let groups: HashSet<String> = bound.iter().map(|e| e["group"].to_string()).collect();
     assert_eq!(groups.len(), 16);
+    let decided = |outcome: &str| {
+        events
+            .iter()
+            .filter(|e| e["kind"] == "route_decided" && e["affinity"] == outcome)
+            .count()
+    };
+    assert_eq!((decided("new"), decided("held")), (16, 80));
+    assert_eq!((decided("none"), decided("moved")), (0, 0));
     let journal = serde_json::to_string(&events).unwrap();
     assert!(
         !journal.contains("support agent"),

@@ -273,6 +273,7 @@ impl ComboState {
             chosen: chosen.map(index_of),
             order: selection.order.iter().map(|&i| index_of(i)).collect(),
             skipped: skipped.clone(),
+            affinity: placement.outcome(),
         };
         // The same function replay uses, so live deficits equal the journal's fold.
         apply_route_decided(&mut self.deficits, &self.setup.keys, &decided);
