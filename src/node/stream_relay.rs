@@ -399,6 +399,8 @@ impl Relay {
         let mut decision = self.decision.take()?;
         let mut result = decision.take_stream_result()?;
         result.tokens_in = self.stream.usage.tokens_in;
+        result.tokens_cached = self.stream.usage.tokens_cached;
+        result.tokens_cache_write = self.stream.usage.tokens_cache_write;
         result.tokens_out = self.stream.usage.tokens_out;
         match self.failure.take() {
             Some((class, message)) => {
