@@ -54,14 +54,29 @@ fn system_prompt() -> String {
     "You are the support agent of a large shop; follow the policies below. ".repeat(80)
 }
 
+/// What a user asks and the agent answers: long, as an agent session's turns are (tool
+/// output, files), so a turn's own history outweighs the shared system prompt.
+fn question(conv: usize, t: usize) -> String {
+    format!(
+        "conversation {conv}, question {t}: {}",
+        "the details of this case ".repeat(40)
+    )
+}
+
+fn answer(conv: usize, t: usize) -> String {
+    format!(
+        "answer {t} to conversation {conv}: {}",
+        "what the agent found out ".repeat(40)
+    )
+}
+
 /// Turn `turn` (0-based) of conversation `conv`: the whole history so far, OpenAI format.
 fn chat_turn(model: &str, conv: usize, turn: usize) -> Value {
     let mut messages = vec![json!({"role": "system", "content": system_prompt()})];
     for t in 0..=turn {
-        messages
-            .push(json!({"role": "user", "content": format!("conversation {conv}, question {t}")}));
+        messages.push(json!({"role": "user", "content": question(conv, t)}));
         if t < turn {
-            messages.push(json!({"role": "assistant", "content": format!("answer {t}")}));
+            messages.push(json!({"role": "assistant", "content": answer(conv, t)}));
         }
     }
     json!({"model": model, "messages": messages})
@@ -71,23 +86,72 @@ fn chat_turn(model: &str, conv: usize, turn: usize) -> Value {
 fn message_turn(model: &str, conv: usize, turn: usize) -> Value {
     let mut messages = Vec::new();
     for t in 0..=turn {
-        messages
-            .push(json!({"role": "user", "content": format!("conversation {conv}, question {t}")}));
+        messages.push(json!({"role": "user", "content": question(conv, t)}));
         if t < turn {
-            messages.push(json!({"role": "assistant", "content": format!("answer {t}")}));
+            messages.push(json!({"role": "assistant", "content": answer(conv, t)}));
         }
     }
     json!({"model": model, "max_tokens": 16, "system": system_prompt(), "messages": messages})
 }
 
 async fn served_by(harness: &Harness, path: &str, body: Value) -> String {
+    served_with_cache(harness, path, body).await.0
+}
+
+/// Who served `body`, and the cached input tokens its answer reported.
+async fn served_with_cache(harness: &Harness, path: &str, body: Value) -> (String, u64) {
     let response = harness.post_json(path, body).await;
     assert_eq!(response.status(), 200, "{path}");
-    header(&response, "x-quotaroute-connection")
+    let connection = header(&response, "x-quotaroute-connection");
+    let answer: Value = response.json().await.unwrap();
+    let usage = &answer["usage"];
+    let cached = usage["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .or_else(|| usage["cache_read_input_tokens"].as_u64())
+        .unwrap();
+    (connection, cached)
+}
+
+/// Cached input tokens the same conversations read with perfect affinity: every turn on one
+/// account that has seen everything before it (straight to a fresh mock, one key, the same
+/// order) — an upper bound no pool of several keys can beat.
+async fn perfect_cached(
+    path: &str,
+    convs: usize,
+    turns: usize,
+    body: fn(usize, usize) -> Value,
+) -> u64 {
+    let (mock_base, _mock) = start_mock().await;
+    let client = reqwest::Client::new();
+    let mut total = 0;
+    for turn in 0..turns {
+        for i in 0..convs {
+            let conv = (i * 7 + turn * 5) % convs;
+            let answer: Value = client
+                .post(format!("{mock_base}{path}"))
+                .bearer_auth(format!("sk-mock-perfect-0123456789abcdef"))
+                .header("x-api-key", "sk-mock-perfect-0123456789abcdef")
+                .header("anthropic-version", "2023-06-01")
+                .json(&body(conv, turn))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let usage = &answer["usage"];
+            total += usage["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .or_else(|| usage["cache_read_input_tokens"].as_u64())
+                .unwrap();
+        }
+    }
+    total
 }
 
 /// Runs `convs` conversations of `turns` turns, interleaved turn by turn as concurrent users
-/// would send them; returns who served each conversation's turns.
+/// would send them (in a shuffled order each round; `convs` must be coprime with 7); returns
+/// who served each conversation's turns.
 async fn run(
     harness: &Harness,
     path: &str,
@@ -95,13 +159,30 @@ async fn run(
     turns: usize,
     body: fn(usize, usize) -> Value,
 ) -> Vec<Vec<String>> {
+    run_cached(harness, path, convs, turns, body).await.0
+}
+
+/// [`run`], with the cached input tokens every answer reported, summed.
+async fn run_cached(
+    harness: &Harness,
+    path: &str,
+    convs: usize,
+    turns: usize,
+    body: fn(usize, usize) -> Value,
+) -> (Vec<Vec<String>>, u64) {
     let mut served = vec![Vec::new(); convs];
+    let mut cached = 0;
     for turn in 0..turns {
-        for (conv, list) in served.iter_mut().enumerate() {
-            list.push(served_by(harness, path, body(conv, turn)).await);
+        // Users do not come back in the same order each round (and a fixed order would let
+        // plain DRR land each conversation on the same key by accident).
+        for i in 0..convs {
+            let conv = (i * 7 + turn * 5) % convs;
+            let (connection, tokens) = served_with_cache(harness, path, body(conv, turn)).await;
+            served[conv].push(connection);
+            cached += tokens;
         }
     }
-    served
+    (served, cached)
 }
 
 /// Turns that reached the key of the conversation's previous turn, and conversations per key.
@@ -127,6 +208,7 @@ async fn sixteen_conversations_stay_on_their_keys_and_fill_all_four() {
     })
     .await;
     let (kept, later, per_key) = stickiness(&served);
+    eprintln!("affinity: cached {cached} of perfect {perfect}; {kept} of {later} turns kept their key");
     assert!(
         kept * 10 >= later * 9,
         "{kept} of {later} later turns reached the previous turn's key: {served:?}"
@@ -176,6 +258,29 @@ async fn anthropic_conversations_with_one_system_prompt_stay_too() {
         per_key.len(),
         3,
         "one system prompt is not one group: {per_key:?}"
+    );
+}
+
+/// What affinity saves: the same 16 × 6 with `[affinity] enabled = false` read clearly less
+/// from cache (DRR scatters the turns), as the issue measured before affinity.
+#[tokio::test]
+async fn without_affinity_the_same_conversations_read_much_less_from_cache() {
+    let harness = Harness::start_on_clock(
+        |text| pool_config(text) + "\n[affinity]\nenabled = false\n",
+        Arc::new(SystemClock),
+    )
+    .await;
+    let body: fn(usize, usize) -> Value = |c, t| chat_turn("pool", c, t);
+    let (served, cached) = run_cached(&harness, "/v1/chat/completions", 16, 6, body).await;
+    let perfect = perfect_cached("/v1/chat/completions", 16, 6, body).await;
+    let (kept, later, _) = stickiness(&served);
+    assert!(
+        kept * 2 < later,
+        "{kept} of {later} stayed without affinity"
+    );
+    assert!(
+        cached * 10 < perfect * 9,
+        "cached {cached} of perfect {perfect}"
     );
 }
 
