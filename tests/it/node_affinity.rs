@@ -203,12 +203,17 @@ fn stickiness(served: &[Vec<String>]) -> (usize, usize, HashMap<String, usize>) 
 #[tokio::test]
 async fn sixteen_conversations_stay_on_their_keys_and_fill_all_four() {
     let harness = start().await;
-    let served = run(&harness, "/v1/chat/completions", 16, 6, |c, t| {
-        chat_turn("pool", c, t)
-    })
-    .await;
+    let body: fn(usize, usize) -> Value = |c, t| chat_turn("pool", c, t);
+    let (served, cached) = run_cached(&harness, "/v1/chat/completions", 16, 6, body).await;
+    let perfect = perfect_cached("/v1/chat/completions", 16, 6, body).await;
+    assert!(
+        cached * 10 >= perfect * 9,
+        "cached input {cached} is under 0.9 of perfect affinity's {perfect}"
+    );
     let (kept, later, per_key) = stickiness(&served);
-    eprintln!("affinity: cached {cached} of perfect {perfect}; {kept} of {later} turns kept their key");
+    eprintln!(
+        "affinity: cached {cached} of perfect {perfect}; {kept} of {later} turns kept their key"
+    );
     assert!(
         kept * 10 >= later * 9,
         "{kept} of {later} later turns reached the previous turn's key: {served:?}"
@@ -248,10 +253,14 @@ async fn sixteen_conversations_stay_on_their_keys_and_fill_all_four() {
 #[tokio::test]
 async fn anthropic_conversations_with_one_system_prompt_stay_too() {
     let harness = start().await;
-    let served = run(&harness, "/v1/messages", 9, 5, |c, t| {
-        message_turn("claude", c, t)
-    })
-    .await;
+    let body: fn(usize, usize) -> Value = |c, t| message_turn("claude", c, t);
+    let (served, cached) = run_cached(&harness, "/v1/messages", 9, 5, body).await;
+    let perfect = perfect_cached("/v1/messages", 9, 5, body).await;
+    eprintln!("anthropic: cached {cached} of perfect {perfect}");
+    assert!(
+        cached * 10 >= perfect * 9,
+        "cached {cached} of perfect {perfect}"
+    );
     let (kept, later, per_key) = stickiness(&served);
     assert!(kept * 10 >= later * 9, "{kept} of {later}: {served:?}");
     assert_eq!(
