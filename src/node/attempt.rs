@@ -430,6 +430,10 @@ pub(crate) async fn try_target(
             result.tokens_cached = counts.tokens_cached;
             result.tokens_cache_write = counts.tokens_cache_write;
         }
+        if let Some(m) = ctx.live.attempt_metrics.get(&*target.connection) {
+            m.input_tokens
+                .record(tokens_in, result.tokens_cached, result.tokens_cache_write);
+        }
         result.usage = usage;
         return end(
             Attempted {

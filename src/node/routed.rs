@@ -359,7 +359,12 @@ fn stream_response(
     if let Some(response_id) = stream.response_id.clone() {
         bind_response(ctx, target, response_id);
     }
-    let body = stream_relay::relay_body(stream, decision, ctx.deadline);
+    let input_tokens = ctx
+        .live
+        .attempt_metrics
+        .get(&*target.connection)
+        .map(|m| m.input_tokens.clone());
+    let body = stream_relay::relay_body(stream, decision, ctx.deadline, input_tokens);
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     header_rules::copy_upstream(

@@ -265,6 +265,8 @@ struct Relay {
     deadline: Instant,
     failure: Option<(OutcomeClass, String)>,
     ended: bool,
+    /// The connection's input-token counters, bumped when the stream ends.
+    input_tokens: Option<crate::node::metrics::InputTokenCounters>,
     /// The end or an error, seen while gathering a burst; handled on the next call.
     pending: Option<Option<Result<Bytes, BodyError>>>,
 }
@@ -410,6 +412,13 @@ impl Relay {
             }
             None => result.class = OutcomeClass::Success,
         }
+        if let Some(counters) = &self.input_tokens {
+            counters.record(
+                result.tokens_in,
+                result.tokens_cached,
+                result.tokens_cache_write,
+            );
+        }
         Some((decision, result))
     }
 
@@ -439,8 +448,10 @@ pub fn relay_body(
     stream: CommittedStream,
     decision: Decision,
     deadline: Instant,
+    input_tokens: Option<crate::node::metrics::InputTokenCounters>,
 ) -> axum::body::Body {
     let relay = Relay {
+        input_tokens,
         ended: stream.finished,
         stream,
         decision: Some(decision),
@@ -535,6 +546,7 @@ mod tests {
             panic!("the stream did not commit");
         };
         let mut relay = Relay {
+            input_tokens: None,
             ended: stream.finished,
             stream: *stream,
             decision: None,

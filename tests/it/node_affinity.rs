@@ -248,6 +248,29 @@ async fn sixteen_conversations_stay_on_their_keys_and_fill_all_four() {
         !journal.contains("support agent"),
         "prompt text in the journal"
     );
+
+    // `GET /admin/affinity?connection=ID`: that key's groups, digests only.
+    let listed = harness.admin_get("/admin/affinity?connection=k1").await;
+    let groups = listed["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), per_key["k1"], "{listed}");
+    assert!(groups.iter().all(|g| g["connection"] == "k1"
+        && g["turns"] == 6
+        && g["digest"].as_str().unwrap().len() == 16));
+    assert!(!listed.to_string().contains("support agent"));
+    assert_eq!(harness.admin_get("/admin/affinity").await["total"], 16);
+
+    // Each connection's cached share of input tokens, in Prometheus.
+    let metrics = harness.admin_text("/metrics").await;
+    let read = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("quotaroute_input_tokens_total")
+                && l.contains("connection=\"k1\"")
+                && l.contains("cache=\"read\"")
+        })
+        .unwrap_or_else(|| panic!("no cached-input counter for k1"));
+    let value: f64 = read.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(value > 0.0, "{read}");
 }
 
 #[tokio::test]

@@ -518,6 +518,9 @@ impl Actor for ComboActor {
             ComboMsg::Deficits(reply) => {
                 let _ = reply.send(state.deficits.clone());
             }
+            ComboMsg::Affinity(reply) => {
+                let _ = reply.send(state.bindings.clone());
+            }
             ComboMsg::Crash => return Err(ActorProcessingErr::from("crash requested by a test")),
         }
         Ok(())

@@ -10,6 +10,7 @@ use ractor::{ActorRef, RpcReplyPort};
 
 use crate::permit::{InFlight, Permit};
 use crate::policy::affinity::AffinitySettings;
+use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::{BreakerSettings, BreakerState};
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
@@ -129,6 +130,8 @@ pub enum ComboMsg {
     Reconfigure(Box<ComboSetup>),
     /// The combo's deficits (for admin state and tests).
     Deficits(RpcReplyPort<DrrDeficits>),
+    /// The combo's conversation bindings (for `GET /admin/affinity`).
+    Affinity(RpcReplyPort<AffinityBindings>),
     /// Test hook: make the actor fail, to exercise supervision.
     Crash,
 }
