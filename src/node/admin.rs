@@ -357,7 +357,7 @@ pub async fn affinity(
             ));
         }
     }
-    groups.sort_by(|a, b| b.0.cmp(&a.0));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.0));
     groups.truncate(AFFINITY_LIST_MAX);
     let groups: Vec<serde_json::Value> = groups.into_iter().map(|(_, g)| g).collect();
     json_response(StatusCode::OK, &json!({"total": total, "groups": groups}))

@@ -14,7 +14,8 @@ use std::sync::{Arc, LazyLock};
 use http::HeaderMap;
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::wire::body_rewrite::Span;
+/// A byte range `[start, end)` inside the request body (as `body_rewrite` finds them).
+pub type Span = (usize, usize);
 
 /// Session headers, in the order they are asked (behaviour §10): ours, Claude Code's, Codex's
 /// two, the common one.
@@ -152,7 +153,7 @@ fn digest(client: &str, source: GroupSource, parts: &[&[u8]]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::body_rewrite::parse_request;
+    use crate::wire::parse_request;
 
     const MIN: usize = 4096;
 

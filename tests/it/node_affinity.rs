@@ -129,7 +129,7 @@ async fn perfect_cached(
             let conv = (i * 7 + turn * 5) % convs;
             let answer: Value = client
                 .post(format!("{mock_base}{path}"))
-                .bearer_auth(format!("sk-mock-perfect-0123456789abcdef"))
+                .bearer_auth("sk-mock-perfect-0123456789abcdef")
                 .header("x-api-key", "sk-mock-perfect-0123456789abcdef")
                 .header("anthropic-version", "2023-06-01")
                 .json(&body(conv, turn))
