@@ -306,6 +306,9 @@ async fn without_affinity_the_same_conversations_read_much_less_from_cache() {
     let (served, cached) = run_cached(&harness, "/v1/chat/completions", 16, 6, body).await;
     let perfect = perfect_cached("/v1/chat/completions", 16, 6, body).await;
     let (kept, later, _) = stickiness(&served);
+    eprintln!(
+        "no affinity: cached {cached} of perfect {perfect}; {kept} of {later} kept their key"
+    );
     assert!(
         kept * 2 < later,
         "{kept} of {later} stayed without affinity"
