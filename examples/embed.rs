@@ -59,6 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             model: "team".to_string(),
             format: ApiFormat::Openai,
             only_connection: None,
+            affinity: None,
         };
         let mut decision = router.route(request).await?;
         while let Some(target) = decision.current() {

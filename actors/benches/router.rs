@@ -62,6 +62,7 @@ async fn run_case(router: &Router, callers: usize, per_caller: usize) {
                     model: "team".to_string(),
                     format: ApiFormat::Openai,
                     only_connection: None,
+                    affinity: None,
                 };
                 let mut decision = router.route(request).await.expect("routes");
                 decision.report(AttemptResult::success(200, 10, 20));

@@ -468,6 +468,7 @@ impl Sim {
             model: combo.clone(),
             format: ApiFormat::Openai,
             only_connection: None,
+            affinity: None,
         };
         match self.router().route(request).await {
             Ok(decision) => {
@@ -1401,6 +1402,7 @@ impl Sim {
                 model: "all".into(),
                 format: ApiFormat::Openai,
                 only_connection: None,
+                affinity: None,
             };
             let mut decision =
                 self.router().route(request).await.map_err(|e| {

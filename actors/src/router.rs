@@ -530,6 +530,22 @@ impl Router {
         Ok(())
     }
 
+    /// Every combo's live conversation bindings (behaviour §10), by combo name.
+    pub async fn affinity_bindings(
+        &self,
+    ) -> Result<Vec<(String, crate::policy::affinity_bindings::AffinityBindings)>, RouterError>
+    {
+        let tables = self.inner.registry.load_full();
+        let mut all = Vec::with_capacity(tables.combos.len());
+        for (name, actor) in tables.combos.iter() {
+            let bindings = ractor::call_t!(actor, ComboMsg::Affinity, ADMIN_CALL_TIMEOUT_MS)
+                .map_err(|e| RouterError::Actor(e.to_string()))?;
+            all.push((name.clone(), bindings));
+        }
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(all)
+    }
+
     /// The live DRR deficits of a combo (from its actor, not the journal's fold).
     pub async fn combo_deficits(
         &self,

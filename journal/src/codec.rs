@@ -143,7 +143,21 @@ fn unframe<'v>(
 
 /// Encodes one batch of consecutive envelopes as a record value.
 pub fn encode_batch(batch: &[Envelope]) -> Result<Vec<u8>, EncodeError> {
-    let payload = bincode::serde::encode_to_vec(batch, config())
+    // The event is encoded in today's shape, so an envelope read as an older schema (an
+    // NDJSON import of an old export says 1) is written as today's; same bytes as
+    // `Vec<Envelope>`, a struct being its fields in order.
+    let stamped: Vec<(u16, u64, u64, &Event)> = batch
+        .iter()
+        .map(|e| {
+            (
+                e.schema_version.max(SCHEMA_VERSION),
+                e.seq,
+                e.at_ms,
+                &e.event,
+            )
+        })
+        .collect();
+    let payload = bincode::serde::encode_to_vec(&stamped, config())
         .map_err(|error| EncodeError(error.to_string()))?;
     Ok(frame(RECORD_FORMAT, &payload))
 }
@@ -229,6 +243,7 @@ fn decode_payload_with<E>(
 fn decode_event(schema_version: u16, rest: &mut &[u8]) -> Result<Event, DamageReason> {
     match schema_version {
         SCHEMA_VERSION => take(rest),
+        1 => take::<legacy_v1::EventV1>(rest).map(Event::from),
         newer if newer > SCHEMA_VERSION => Err(DamageReason::Newer {
             what: "event schema",
             found: u32::from(newer),
@@ -292,6 +307,8 @@ pub fn decode_snapshot(value: &[u8]) -> Result<SnapshotValue, DamageReason> {
         state: state.to_vec(),
     })
 }
+
+mod legacy_v1;
 
 #[cfg(test)]
 mod tests;

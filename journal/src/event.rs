@@ -13,7 +13,9 @@
 use serde::{Deserialize, Serialize};
 
 /// The version written into every envelope by this build.
-pub const SCHEMA_VERSION: u16 = 1;
+/// 2: `route_decided.affinity`, `request_succeeded.tokens_cached` / `tokens_cache_write`
+/// (schema 1 is read through `codec::legacy_v1`).
+pub const SCHEMA_VERSION: u16 = 2;
 
 /// One journaled event: its position, when it happened (Unix milliseconds, the policy's `now`)
 /// and what happened.
@@ -49,6 +51,7 @@ pub enum Event {
     CredentialRefreshed(CredentialRefreshed),
     CredentialFailed(CredentialFailed),
     PeerApplied(PeerApplied),
+    AffinityBound(AffinityBound),
 }
 
 impl Event {
@@ -75,11 +78,12 @@ impl Event {
             Event::CredentialRefreshed(_) => "credential_refreshed",
             Event::CredentialFailed(_) => "credential_failed",
             Event::PeerApplied(_) => "peer_applied",
+            Event::AffinityBound(_) => "affinity_bound",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 20] = [
+    pub const KINDS: [&'static str; 21] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -100,6 +104,7 @@ impl Event {
         "credential_refreshed",
         "credential_failed",
         "peer_applied",
+        "affinity_bound",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -124,6 +129,7 @@ impl Event {
             Event::UsageObserved(e) => Some(&e.provider),
             Event::BreakerCounted(e) => Some(&e.provider),
             Event::ResponseBound(e) => Some(&e.provider),
+            Event::AffinityBound(e) => Some(&e.provider),
             Event::CredentialRefreshed(e) => Some(&e.provider),
             Event::CredentialFailed(e) => Some(&e.provider),
             Event::PeerApplied(e) => e.event.provider(),
@@ -144,6 +150,7 @@ impl Event {
             Event::UsageObserved(e) => Some(&e.connection),
             Event::BreakerCounted(e) => Some(&e.connection),
             Event::ResponseBound(e) => Some(&e.connection),
+            Event::AffinityBound(e) => Some(&e.connection),
             Event::PeerApplied(e) => e.event.connection(),
             _ => None,
         }
@@ -158,6 +165,7 @@ impl Event {
             Event::ModelUnlocked(e) => Some(&e.model),
             Event::RouteDecided(e) => Some(&e.model),
             Event::ResponseBound(e) => Some(&e.model),
+            Event::AffinityBound(e) => Some(&e.model),
             Event::PeerApplied(e) => e.event.model(),
             _ => None,
         }
@@ -413,6 +421,9 @@ pub struct RouteDecided {
     /// The ordered candidates handed to the request, as target indices.
     pub order: Vec<u16>,
     pub skipped: Vec<Skipped>,
+    /// What conversation affinity did (behaviour §10); schema 2.
+    #[serde(default)]
+    pub affinity: AffinityOutcome,
 }
 
 /// A stored response (OpenAI's Responses API) was created on a connection: later requests
@@ -427,6 +438,39 @@ pub struct ResponseBound {
     pub connection: String,
     /// The upstream model.
     pub model: String,
+}
+
+/// A conversation (behaviour §10) was bound to a target: on its first turn, or when it moved
+/// because its target could not serve. Held turns journal nothing. Only the group's digest is
+/// stored, never prompt text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AffinityBound {
+    pub request_id: String,
+    pub combo: String,
+    /// The group's digest (xxh3 of its hint or stable prefix, namespaced by client).
+    pub group: u64,
+    pub client: String,
+    pub provider: String,
+    pub connection: String,
+    /// The upstream model.
+    pub model: String,
+    /// `connection/model` it was bound to before, when it moved.
+    pub moved_from: Option<String>,
+    /// Why it moved (`model_locked`, `saturated`, `at_cap`, `max_lead`, `gone`, …); `None` for
+    /// a new group.
+    pub reason: Option<String>,
+}
+
+/// What conversation affinity did with one routing decision (behaviour §10 "Seen").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AffinityOutcome {
+    /// No group: §2 alone.
+    #[default]
+    None,
+    New,
+    Held,
+    Moved,
 }
 
 /// The journal writes again after failing (a full disk that has room again): how long it
@@ -485,6 +529,13 @@ pub struct RequestSucceeded {
     pub stream: bool,
     /// Targets passed over before this attempt, with why.
     pub skipped: Vec<Skipped>,
+    /// Input tokens the upstream read from its prompt cache (OpenAI `cached_tokens`,
+    /// Anthropic `cache_read_input_tokens`); schema 2.
+    #[serde(default)]
+    pub tokens_cached: u64,
+    /// Input tokens written to the prompt cache (Anthropic `cache_creation_input_tokens`).
+    #[serde(default)]
+    pub tokens_cache_write: u64,
 }
 
 /// One upstream attempt that failed, with what the classifier saw.

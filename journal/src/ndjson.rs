@@ -61,6 +61,7 @@ pub fn envelope_to_json(envelope: &Envelope) -> Result<String, NdjsonError> {
         Event::RouteDecided(e) => flat!(e),
         Event::BreakerCounted(e) => flat!(e),
         Event::ResponseBound(e) => flat!(e),
+        Event::AffinityBound(e) => flat!(e),
         Event::JournalRecovered(e) => flat!(e),
         Event::CredentialRefreshed(e) => flat!(e),
         Event::CredentialFailed(e) => flat!(e),
@@ -187,7 +188,7 @@ mod tests {
         let envelope = &sample_envelopes(5, 99, 1)[0];
         let line = envelope_to_json(envelope).unwrap();
         assert!(
-            line.starts_with(r#"{"seq":5,"at_ms":99,"schema_version":1,"kind":"connection_disabled","provider":"anthropic","connection":"conn-2","reason":"billing"#),
+            line.starts_with(r#"{"seq":5,"at_ms":99,"schema_version":2,"kind":"connection_disabled","provider":"anthropic","connection":"conn-2","reason":"billing"#),
             "{line}"
         );
     }

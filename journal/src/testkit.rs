@@ -67,6 +67,8 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             tokens_out: 20 * n,
             stream: n & 1 == 0,
             skipped: skipped(n),
+            tokens_cached: 5 * n,
+            tokens_cache_write: n & 1,
         }),
         3 => Event::RequestFailed(RequestFailed {
             request_id: format!("req-{n}"),
@@ -160,6 +162,12 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             chosen: Some((n % 3) as u16),
             order: vec![1, 0, 2],
             skipped: skipped(n),
+            affinity: [
+                AffinityOutcome::None,
+                AffinityOutcome::New,
+                AffinityOutcome::Held,
+                AffinityOutcome::Moved,
+            ][(n % 4) as usize],
         }),
         14 => Event::BreakerCounted(BreakerCounted {
             provider,
@@ -203,6 +211,19 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
                 failure_count: 1 + (n % 4) as u32,
                 source: ResetSource::Upstream,
             })),
+        }),
+        20 => Event::AffinityBound(AffinityBound {
+            request_id: format!("req-{n}"),
+            combo: "team".to_string(),
+            group: 0x9e37_79b9_7f4a_7c15 ^ n,
+            client: "default".to_string(),
+            provider,
+            connection,
+            model,
+            moved_from: n
+                .is_multiple_of(2)
+                .then(|| "conn-9/gpt-4o-mini".to_string()),
+            reason: n.is_multiple_of(2).then(|| "rate_limited".to_string()),
         }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
@@ -249,6 +270,8 @@ pub fn succeeded(
         tokens_out,
         stream: false,
         skipped: Vec::new(),
+        tokens_cached: 0,
+        tokens_cache_write: 0,
     })
 }
 

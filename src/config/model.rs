@@ -27,6 +27,8 @@ pub struct Config {
     pub cluster: Option<crate::cluster::config::ClusterConfig>,
     /// `[telemetry]`: traces over OTLP/HTTP; `None` = no tracing.
     pub telemetry: Option<TelemetryConfig>,
+    /// `[affinity]`: conversation affinity (behaviour §10).
+    pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
     /// The file this came from; `None` when parsed from text (tests, the embedded demo).
     pub source_path: Option<PathBuf>,
 }

@@ -22,6 +22,7 @@ pub struct RawConfig {
     pub combos: Option<Vec<RawCombo>>,
     pub cluster: Option<crate::cluster::config::RawCluster>,
     pub telemetry: Option<RawTelemetry>,
+    pub affinity: Option<RawAffinity>,
 }
 
 /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP; absent = no tracing.
@@ -31,6 +32,17 @@ pub struct RawTelemetry {
     pub otlp_endpoint: Option<String>,
     pub service_name: Option<String>,
     pub sample_ratio: Option<f64>,
+}
+
+/// `[affinity]` (contract; behaviour §10).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAffinity {
+    pub enabled: Option<bool>,
+    pub min_prompt_bytes: Option<u64>,
+    pub ttl_ms: Option<u64>,
+    pub max_groups: Option<u64>,
+    pub max_lead: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]

@@ -232,6 +232,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
         combos,
         max_attempts: config.defaults.max_attempts,
         max_upstream_requests: config.defaults.max_upstream_requests,
+        affinity: config.affinity,
         max_implicit_combos: usize::try_from(config.server.max_implicit_combos)
             .unwrap_or(usize::MAX),
         source: config

@@ -98,6 +98,7 @@ struct RawSections {
     combos: Vec<Option<RawCombo>>,
     cluster: Option<crate::cluster::config::RawCluster>,
     telemetry: Option<super::raw::RawTelemetry>,
+    affinity: crate::config::raw::RawAffinity,
 }
 
 fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
@@ -110,6 +111,7 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
         combos: Vec::new(),
         cluster: None,
         telemetry: None,
+        affinity: Default::default(),
     };
     for (key, value) in table {
         match key.as_str() {
@@ -123,6 +125,10 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
             "defaults" => {
                 sections.defaults =
                     deserialize_collecting(value, "defaults", sink).unwrap_or_default();
+            }
+            "affinity" => {
+                sections.affinity =
+                    deserialize_collecting(value, "affinity", sink).unwrap_or_default();
             }
             "cluster" => {
                 sections.cluster =
@@ -209,7 +215,9 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
     let telemetry = raw
         .telemetry
         .and_then(|telemetry| super::telemetry::build(telemetry, sink));
+    let affinity = build_affinity(raw.affinity, sink);
     Config {
+        affinity,
         server,
         journal,
         defaults,
@@ -219,6 +227,28 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         cluster,
         telemetry,
         source_path: None,
+    }
+}
+
+fn build_affinity(
+    raw: crate::config::raw::RawAffinity,
+    sink: &mut ErrorSink,
+) -> quotaroute_actors::policy::affinity::AffinitySettings {
+    let defaults = quotaroute_actors::policy::affinity::AffinitySettings::default();
+    let as_usize = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+    quotaroute_actors::policy::affinity::AffinitySettings {
+        enabled: raw.enabled.unwrap_or(defaults.enabled),
+        min_prompt_bytes: raw
+            .min_prompt_bytes
+            .map_or(defaults.min_prompt_bytes, as_usize),
+        ttl_ms: at_least_one(raw.ttl_ms, defaults.ttl_ms, "affinity.ttl_ms", sink),
+        max_groups: as_usize(at_least_one(
+            raw.max_groups,
+            defaults.max_groups as u64,
+            "affinity.max_groups",
+            sink,
+        )),
+        max_lead: raw.max_lead.unwrap_or(defaults.max_lead),
     }
 }
 

@@ -21,7 +21,12 @@ fn message(turn: &Turn, complete: bool) -> Value {
         "stop_reason": if complete { json!("end_turn") } else { Value::Null },
         "stop_sequence": null,
         "usage": {
-            "input_tokens": turn.prompt_tokens,
+            // Anthropic's `input_tokens` excludes cache reads and writes.
+            "input_tokens": turn
+                .prompt_tokens
+                .saturating_sub(turn.cached_tokens + turn.cache_write_tokens),
+            "cache_read_input_tokens": turn.cached_tokens,
+            "cache_creation_input_tokens": turn.cache_write_tokens,
             "output_tokens": if complete { turn.completion_tokens() } else { 1 },
         },
     })

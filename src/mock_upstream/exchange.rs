@@ -69,6 +69,9 @@ pub struct Turn {
     pub previous_response_id: Option<String>,
     /// Responses API: `"store": false` asks for the response not to be kept.
     pub store: bool,
+    /// What the key's prompt cache held of this prompt (`prompt_cache`), in tokens.
+    pub cached_tokens: u64,
+    pub cache_write_tokens: u64,
 }
 
 impl Turn {
@@ -112,6 +115,8 @@ impl Turn {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             store: body.get("store").and_then(Value::as_bool).unwrap_or(true),
+            cached_tokens: 0,
+            cache_write_tokens: 0,
         })
     }
 

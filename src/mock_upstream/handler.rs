@@ -191,6 +191,16 @@ async fn answer(
             },
         );
     }
+    if matches!(
+        endpoint,
+        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses
+    ) {
+        let cache = mock.prompt_cache(&key, &parsed);
+        turn.cached_tokens = cache.read.min(turn.prompt_tokens);
+        turn.cache_write_tokens = cache
+            .written
+            .min(turn.prompt_tokens.saturating_sub(turn.cached_tokens));
+    }
     success(&turn, &admission.rate, headers, shape)
 }
 

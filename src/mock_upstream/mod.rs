@@ -51,6 +51,7 @@ mod exchange;
 mod fault;
 mod handler;
 mod openai;
+mod prompt_cache;
 mod rate_headers;
 mod server;
 mod state;

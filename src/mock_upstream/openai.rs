@@ -17,12 +17,14 @@ fn usage(turn: &Turn) -> Value {
         "prompt_tokens": turn.prompt_tokens,
         "completion_tokens": turn.completion_tokens(),
         "total_tokens": turn.total_tokens(),
+        "prompt_tokens_details": {"cached_tokens": turn.cached_tokens},
     })
 }
 
 fn responses_usage(turn: &Turn) -> Value {
     json!({
         "input_tokens": turn.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": turn.cached_tokens},
         "output_tokens": turn.completion_tokens(),
         "total_tokens": turn.total_tokens(),
     })

@@ -121,6 +121,7 @@ struct MockState {
     response_headers: HashMap<String, Vec<(String, String)>>,
     stored: StoredResponses,
     auth: AuthState,
+    prompt_caches: super::prompt_cache::PromptCaches,
 }
 
 /// A handle on one mock upstream; clones share the same state.
@@ -142,6 +143,15 @@ impl MockUpstream {
     /// Runs `change` on the credential checks' state (`auth`), under the mock's mutex.
     pub(crate) fn with_auth<T>(&self, change: impl FnOnce(&mut AuthState) -> T) -> T {
         change(&mut self.lock().auth)
+    }
+
+    /// Serves `body` from `key`'s prompt cache (and remembers its prefixes).
+    pub(crate) fn prompt_cache(
+        &self,
+        key: &str,
+        body: &serde_json::Value,
+    ) -> super::prompt_cache::CacheUse {
+        self.lock().prompt_caches.serve(key, body)
     }
 
     /// Replaces every rule (and their spent counts).

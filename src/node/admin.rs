@@ -289,6 +289,80 @@ pub async fn reload_config(State(app): State<AppState>, headers: HeaderMap) -> R
     }
 }
 
+/// `GET /admin/affinity?connection=ID`.
+#[derive(Debug, serde::Deserialize)]
+pub struct AffinityQuery {
+    connection: Option<String>,
+}
+
+/// Most groups one `GET /admin/affinity` lists (most recently used first).
+const AFFINITY_LIST_MAX: usize = 10_000;
+
+/// `GET /admin/affinity?connection=ID`: the bound conversations (behaviour §10) — digest,
+/// client, target, last use, turns; never prompt text (the node never kept any).
+pub async fn affinity(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<AffinityQuery>, QueryRejection>,
+) -> Response {
+    let router = guard!(app, headers);
+    let Ok(Query(query)) = query else {
+        return admin_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            "connection must be a connection id",
+        );
+    };
+    let bindings = match router.affinity_bindings().await {
+        Ok(bindings) => bindings,
+        Err(error) => {
+            return admin_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                &error.to_string(),
+            )
+        }
+    };
+    let now_ms = router.clock().now_ms();
+    let ttl_ms = app.live().affinity.ttl_ms;
+    let mut groups: Vec<(u64, serde_json::Value)> = Vec::new();
+    let mut total = 0usize;
+    for (combo, table) in &bindings {
+        for (group, binding) in table.iter() {
+            let (connection, model) = binding
+                .exec_key
+                .split_once('/')
+                .unwrap_or((&binding.exec_key, ""));
+            if query
+                .connection
+                .as_deref()
+                .is_some_and(|id| id != connection)
+                || now_ms.saturating_sub(binding.last_used_ms) > ttl_ms
+            {
+                continue;
+            }
+            total += 1;
+            groups.push((
+                binding.last_used_ms,
+                json!({
+                    "digest": format!("{group:016x}"),
+                    "client": &*binding.client,
+                    "combo": combo,
+                    "connection": connection,
+                    "model": model,
+                    "bound_at_ms": binding.bound_at_ms,
+                    "last_used_ms": binding.last_used_ms,
+                    "turns": binding.turns,
+                }),
+            ));
+        }
+    }
+    groups.sort_by_key(|g| std::cmp::Reverse(g.0));
+    groups.truncate(AFFINITY_LIST_MAX);
+    let groups: Vec<serde_json::Value> = groups.into_iter().map(|(_, g)| g).collect();
+    json_response(StatusCode::OK, &json!({"total": total, "groups": groups}))
+}
+
 /// Events one `GET /admin/journal` returns when it names no `limit`, and the most it may ask
 /// for (contract "Hostile input and bounds"): the answer streams, but a page still bounds
 /// what one read of the journal costs.

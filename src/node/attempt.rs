@@ -420,6 +420,14 @@ pub(crate) async fn try_target(
             .filter(|_| ctx.count_usage)
             .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
         let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
+        if let Some(counts) = counts.filter(|_| ctx.count_usage) {
+            result.tokens_cached = counts.tokens_cached;
+            result.tokens_cache_write = counts.tokens_cache_write;
+        }
+        if let Some(m) = ctx.live.attempt_metrics.get(&*target.connection) {
+            m.input_tokens
+                .record(tokens_in, result.tokens_cached, result.tokens_cache_write);
+        }
         result.usage = usage;
         return end(
             Attempted {

@@ -69,6 +69,7 @@ pub fn routes(app: AppState) -> axum::Router {
         )
         .route("/admin/reload", post(admin::reload_config))
         .route("/admin/journal", get(admin::journal))
+        .route("/admin/affinity", get(admin::affinity))
         .route("/admin/events", get(ui_events::events))
         .route("/admin/timeline.svg", get(ui_timeline::timeline))
         .route("/ui", get(ui::index))

@@ -54,6 +54,8 @@ pub struct LiveConfig {
     pub attempt_metrics: HashMap<String, AttemptMetrics>,
     /// The router's clock, for the credentials (kept across reloads).
     pub clock: SharedClock,
+    /// `[affinity]` (behaviour §10): how the node derives a request's group.
+    pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
 }
 
 impl std::fmt::Debug for LiveConfig {
@@ -133,6 +135,7 @@ impl LiveConfig {
             .map(|c| (c.id.clone(), AttemptMetrics::register(&c.provider, &c.id)))
             .collect();
         LiveConfig {
+            affinity: config.affinity,
             attempt_metrics,
             clock,
             client_keys: config.server.api_keys.clone(),

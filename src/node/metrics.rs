@@ -75,6 +75,9 @@ pub fn request_finished(endpoint: Endpoint, status: u16) {
 pub struct AttemptMetrics {
     by_class: Vec<Counter>,
     latency: Histogram,
+    /// Input tokens of successes: read from the upstream's prompt cache, written to it, and
+    /// neither (behaviour §10: each connection's cached share).
+    pub input_tokens: InputTokenCounters,
     /// The same attempts as plain atomics the dashboard can read back.
     pub traffic: Arc<ConnectionTraffic>,
 }
@@ -116,11 +119,42 @@ impl AttemptMetrics {
             .collect();
         let latency =
             histogram!("quotaroute_upstream_latency_seconds", "provider" => provider.to_string());
+        let input = |cache: &'static str| {
+            counter!(
+                "quotaroute_input_tokens_total",
+                "provider" => provider.to_string(),
+                "connection" => connection.to_string(),
+                "cache" => cache
+            )
+        };
         AttemptMetrics {
+            input_tokens: InputTokenCounters {
+                cached: input("read"),
+                cache_write: input("write"),
+                uncached: input("none"),
+            },
             by_class,
             latency,
             traffic: Arc::default(),
         }
+    }
+}
+
+/// `quotaroute_input_tokens_total{cache="read"|"write"|"none"}` of one connection.
+#[derive(Clone)]
+pub struct InputTokenCounters {
+    cached: Counter,
+    cache_write: Counter,
+    uncached: Counter,
+}
+
+impl InputTokenCounters {
+    /// Counts one success's input tokens (`tokens_in` includes the cache reads and writes).
+    pub fn record(&self, tokens_in: u64, cached: u64, cache_write: u64) {
+        self.cached.increment(cached);
+        self.cache_write.increment(cache_write);
+        self.uncached
+            .increment(tokens_in.saturating_sub(cached.saturating_add(cache_write)));
     }
 }
 

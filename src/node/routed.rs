@@ -13,7 +13,7 @@ use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use quotaroute_actors::policy::request::{final_answer, FinalAnswer, Step, UnroutableKind};
-use quotaroute_actors::{Decision, RouteError, RouteRequest, RoutedTarget, Router};
+use quotaroute_actors::{AffinityKey, Decision, RouteError, RouteRequest, RoutedTarget, Router};
 use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass, ResponseBound};
 use tokio::time::Instant;
 
@@ -28,6 +28,7 @@ use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 use crate::node::stream_relay::{self, CommittedStream};
 use crate::telemetry::RequestSpan;
+use crate::wire::affinity_group::{derive_group, DEFAULT_CLIENT};
 use crate::wire::body_rewrite::parse_request;
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 
@@ -232,9 +233,25 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         model: info.model.clone(),
         format: endpoint.format(),
         only_connection: None,
+        affinity: None,
     };
     if endpoint == Endpoint::Responses {
         route_request.only_connection = previous_response_connection(&router, &client_body);
+    }
+    // `previous_response_id` is the hard affinity; otherwise the conversation's group.
+    if route_request.only_connection.is_none() && live.affinity.enabled {
+        let client = &*DEFAULT_CLIENT;
+        route_request.affinity = derive_group(
+            client,
+            &client_body,
+            &info.prompt,
+            &parts.headers,
+            live.affinity.min_prompt_bytes,
+        )
+        .map(|group| AffinityKey {
+            group: group.digest,
+            client: client.clone(),
+        });
     }
     let decision = match router.route(route_request).await {
         Ok(decision) => decision,
@@ -357,7 +374,12 @@ fn stream_response(
     if let Some(response_id) = stream.response_id.clone() {
         bind_response(ctx, target, response_id);
     }
-    let body = stream_relay::relay_body(stream, decision, ctx.deadline);
+    let input_tokens = ctx
+        .live
+        .attempt_metrics
+        .get(&*target.connection)
+        .map(|m| m.input_tokens.clone());
+    let body = stream_relay::relay_body(stream, decision, ctx.deadline, input_tokens);
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     header_rules::copy_upstream(

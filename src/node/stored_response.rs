@@ -67,6 +67,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         model,
         format: JournalFormat::Openai,
         only_connection: Some(binding.connection.clone()),
+        affinity: None,
     };
     // The combo it was made through, or — when a reload removed that combo or the connection
     // from it — the connection's own `provider/model`.

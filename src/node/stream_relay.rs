@@ -270,6 +270,8 @@ struct Relay {
     deadline: Instant,
     failure: Option<(OutcomeClass, String)>,
     ended: bool,
+    /// The connection's input-token counters, bumped when the stream ends.
+    input_tokens: Option<crate::node::metrics::InputTokenCounters>,
     /// The end or an error, seen while gathering a burst; handled on the next call.
     pending: Option<Option<Result<Bytes, BodyError>>>,
 }
@@ -404,6 +406,8 @@ impl Relay {
         let mut decision = self.decision.take()?;
         let mut result = decision.take_stream_result()?;
         result.tokens_in = self.stream.usage.tokens_in;
+        result.tokens_cached = self.stream.usage.tokens_cached;
+        result.tokens_cache_write = self.stream.usage.tokens_cache_write;
         result.tokens_out = self.stream.usage.tokens_out;
         // telemetry: how the stream ended, for the attempt's span.
         let broke = self.failure.as_ref().map(|(class, _)| *class);
@@ -415,6 +419,13 @@ impl Relay {
                 result.after_first_content = true;
             }
             None => result.class = OutcomeClass::Success,
+        }
+        if let Some(counters) = &self.input_tokens {
+            counters.record(
+                result.tokens_in,
+                result.tokens_cached,
+                result.tokens_cache_write,
+            );
         }
         Some((decision, result))
     }
@@ -445,8 +456,10 @@ pub fn relay_body(
     stream: CommittedStream,
     decision: Decision,
     deadline: Instant,
+    input_tokens: Option<crate::node::metrics::InputTokenCounters>,
 ) -> axum::body::Body {
     let relay = Relay {
+        input_tokens,
         ended: stream.finished,
         stream,
         decision: Some(decision),
@@ -541,6 +554,7 @@ mod tests {
             panic!("the stream did not commit");
         };
         let mut relay = Relay {
+            input_tokens: None,
             ended: stream.finished,
             stream: *stream,
             decision: None,

@@ -214,6 +214,20 @@ impl TimelineWriter {
                 "response={} combo={} req={}",
                 e.response_id, e.combo, e.request_id
             ),
+            Event::AffinityBound(e) => match (&e.moved_from, &e.reason) {
+                (Some(from), reason) => format!(
+                    "group={:016x} client={} moved from {from} ({}) combo={} req={}",
+                    e.group,
+                    e.client,
+                    reason.as_deref().unwrap_or("-"),
+                    e.combo,
+                    e.request_id
+                ),
+                (None, _) => format!(
+                    "group={:016x} client={} bound combo={} req={}",
+                    e.group, e.client, e.combo, e.request_id
+                ),
+            },
             Event::BreakerCounted(e) => format!(
                 "{} failures_in_window={}",
                 if e.failure {

@@ -7,6 +7,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use crate::wire::affinity_group::PromptSpans;
+
 /// Why a request body cannot be routed (rendered as 400 by the HTTP edge).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BodyError {
@@ -60,6 +62,8 @@ pub struct RequestInfo {
     /// Just past the body's opening `{`.
     object_open: usize,
     stream_options: StreamOptionsAt,
+    /// Where the parts that may name its conversation are (behaviour §10).
+    pub prompt: PromptSpans,
 }
 
 impl RequestInfo {
@@ -100,6 +104,115 @@ struct TopLevel<'a> {
     stream: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     stream_options: Option<&'a RawValue>,
+    // What may name a conversation (behaviour §10), read by `affinity_group`.
+    #[serde(default, borrow, deserialize_with = "present")]
+    prompt_cache_key: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    metadata: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    tools: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    system: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "through_first_user")]
+    messages: Option<ListPrefix<'a>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    instructions: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    input: Option<&'a RawValue>,
+}
+
+/// The first element of a list and the element a prefix ends with.
+#[derive(Clone, Copy)]
+struct ListPrefix<'a> {
+    first: &'a RawValue,
+    last: &'a RawValue,
+}
+
+/// `messages` through its first `"role": "user"` element, read in the one scan of the body;
+/// `None` for anything else (no user message, not a list), which is not an error here.
+fn through_first_user<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<ListPrefix<'de>>, D::Error> {
+    deserializer.deserialize_any(PrefixVisitor { until_user: true })
+}
+
+/// Walks a list keeping the first element and, with `until_user`, the first user message
+/// (else the first element itself); any other JSON value is consumed and gives `None`.
+struct PrefixVisitor {
+    until_user: bool,
+}
+
+#[derive(Deserialize)]
+struct RoleOnly<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    role: Option<&'a RawValue>,
+}
+
+impl<'de> serde::de::Visitor<'de> for PrefixVisitor {
+    type Value = Option<ListPrefix<'de>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut first = None;
+        let mut found = None;
+        while let Some(element) = seq.next_element::<&'de RawValue>()? {
+            if first.is_none() {
+                first = Some(element);
+            }
+            if found.is_none() {
+                let is_user = !self.until_user
+                    || serde_json::from_str::<RoleOnly<'_>>(element.get())
+                        .is_ok_and(|m| m.role.is_some_and(|r| r.get() == "\"user\""));
+                if is_user {
+                    found = Some(element);
+                    if !self.until_user {
+                        // The rest only needs skipping.
+                        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(first
+            .zip(found)
+            .map(|(first, last)| ListPrefix { first, last }))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+#[derive(Deserialize)]
+struct MetadataUser<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    user_id: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -180,6 +293,7 @@ pub fn parse_request(body: &[u8]) -> Result<RequestInfo, BodyError> {
         }
     };
 
+    let prompt = prompt_spans(body, &top)?;
     Ok(RequestInfo {
         model,
         stream,
@@ -187,6 +301,52 @@ pub fn parse_request(body: &[u8]) -> Result<RequestInfo, BodyError> {
         model_span,
         object_open,
         stream_options,
+        prompt,
+    })
+}
+
+/// The spans `affinity_group` hashes, from the parts the one scan found.
+fn prompt_spans(body: &[u8], top: &TopLevel<'_>) -> Result<PromptSpans, BodyError> {
+    let span = |raw: Option<&RawValue>| raw.map(|raw| span_in(body, raw.get())).transpose();
+    let metadata_user_id = match top.metadata {
+        Some(raw) if raw.get().starts_with('{') => {
+            serde_json::from_str::<MetadataUser<'_>>(raw.get())
+                .ok()
+                .and_then(|m| m.user_id)
+                .filter(|id| id.get().starts_with('"'))
+        }
+        _ => None,
+    };
+    let messages_prefix = match top.messages {
+        Some(prefix) => Some((
+            span_in(body, prefix.first.get())?.0,
+            span_in(body, prefix.last.get())?.1,
+        )),
+        None => None,
+    };
+    let first_input = match top.input {
+        Some(raw) if raw.get().starts_with('[') => {
+            let mut de = serde_json::Deserializer::from_str(raw.get());
+            serde::Deserializer::deserialize_any(&mut de, PrefixVisitor { until_user: false })
+                .ok()
+                .flatten()
+                .map(|prefix| span_in(body, prefix.first.get()))
+                .transpose()?
+        }
+        Some(raw) if raw.get().starts_with('"') => Some(span_in(body, raw.get())?),
+        _ => None,
+    };
+    Ok(PromptSpans {
+        prompt_cache_key: span(
+            top.prompt_cache_key
+                .filter(|raw| raw.get().starts_with('"')),
+        )?,
+        metadata_user_id: span(metadata_user_id)?,
+        tools: span(top.tools)?,
+        system: span(top.system)?,
+        messages_prefix,
+        instructions: span(top.instructions)?,
+        first_input,
     })
 }
 

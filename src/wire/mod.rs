@@ -6,6 +6,8 @@
 //! Layout:
 //! - `body_rewrite` — find `model` / `stream` / `stream_options` once; splice the upstream model
 //!   (and `include_usage`) into the original bytes.
+//! - `affinity_group` — which conversation a request belongs to (hints, else the stable
+//!   prefix's digest), hashed off the spans the body scan found.
 //! - `content_coding` — `Content-Encoding` lists and decoding whole bodies in them.
 //! - `sse` — incremental SSE parser that keeps each event's original bytes.
 //! - `stream_watch` — per protocol, what an event means (preamble, content, usage, done, error);
@@ -14,6 +16,7 @@
 //! - `stream_error` — the final SSE error event of a committed stream that broke.
 //! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
 
+pub mod affinity_group;
 pub mod body_rewrite;
 pub mod content_coding;
 mod openai_chunk;

@@ -66,6 +66,9 @@ pub enum EventMeaning {
 pub struct StreamUsage {
     pub tokens_in: u64,
     pub tokens_out: u64,
+    /// Cache reads and writes among the input tokens (behaviour §10).
+    pub tokens_cached: u64,
+    pub tokens_cache_write: u64,
 }
 
 impl StreamUsage {
@@ -85,6 +88,7 @@ impl StreamUsage {
             self.add(TokenCounts {
                 tokens_in: *tokens_in,
                 tokens_out: *tokens_out,
+                ..TokenCounts::default()
             });
         }
     }
@@ -102,6 +106,8 @@ impl StreamUsage {
     fn add(&mut self, usage: TokenCounts) {
         self.tokens_in = self.tokens_in.max(usage.tokens_in);
         self.tokens_out = self.tokens_out.max(usage.tokens_out);
+        self.tokens_cached = self.tokens_cached.max(usage.tokens_cached);
+        self.tokens_cache_write = self.tokens_cache_write.max(usage.tokens_cache_write);
     }
 }
 
@@ -665,7 +671,8 @@ mod tests {
             tally,
             StreamUsage {
                 tokens_in: 25,
-                tokens_out: 15
+                tokens_out: 15,
+                ..StreamUsage::default()
             }
         );
     }
@@ -680,8 +687,44 @@ mod tests {
             tally,
             StreamUsage {
                 tokens_in: 9,
-                tokens_out: 3
+                tokens_out: 3,
+                ..StreamUsage::default()
             }
         );
+    }
+
+    #[test]
+    fn s10_cache_reads_and_writes_are_counted_streamed_and_not() {
+        let mut tally = StreamUsage::default();
+        let start = r#"{"type":"message_start","message":{"usage":{"input_tokens":5,"cache_read_input_tokens":2000,"cache_creation_input_tokens":300,"output_tokens":1}}}"#;
+        tally.observe(
+            StreamFormat::Anthropic,
+            &event(Some("message_start"), start),
+        );
+        assert_eq!(
+            (
+                tally.tokens_in,
+                tally.tokens_cached,
+                tally.tokens_cache_write
+            ),
+            (2305, 2000, 300)
+        );
+        let mut tally = StreamUsage::default();
+        let last = r#"{"choices":[],"usage":{"prompt_tokens":1500,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":1280}}}"#;
+        tally.observe(StreamFormat::OpenAiChat, &event(None, last));
+        assert_eq!((tally.tokens_in, tally.tokens_cached), (1500, 1280));
+
+        let whole = br#"{"usage":{"prompt_tokens":1500,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":1024}}}"#;
+        let counts =
+            crate::wire::usage::response_usage(quotaroute_journal::ApiFormat::Openai, whole)
+                .unwrap()
+                .unwrap();
+        assert_eq!((counts.tokens_cached, counts.tokens_cache_write), (1024, 0));
+        let responses = br#"{"usage":{"input_tokens":36,"input_tokens_details":{"cached_tokens":30},"output_tokens":8}}"#;
+        let counts =
+            crate::wire::usage::response_usage(quotaroute_journal::ApiFormat::Openai, responses)
+                .unwrap()
+                .unwrap();
+        assert_eq!(counts.tokens_cached, 30);
     }
 }

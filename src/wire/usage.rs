@@ -11,6 +11,12 @@ use serde::Deserialize;
 pub struct TokenCounts {
     pub tokens_in: u64,
     pub tokens_out: u64,
+    /// Input tokens read from the upstream's prompt cache (behaviour §10): OpenAI
+    /// `prompt_tokens_details.cached_tokens` (Responses: `input_tokens_details`), Anthropic
+    /// `cache_read_input_tokens`. Part of `tokens_in`.
+    pub tokens_cached: u64,
+    /// Input tokens written to the cache (Anthropic `cache_creation_input_tokens`).
+    pub tokens_cache_write: u64,
 }
 
 /// A `usage` object: OpenAI chat / completions / embeddings (`prompt_tokens`,
@@ -29,6 +35,17 @@ pub(super) struct UsageFields {
     cache_creation_input_tokens: Option<u64>,
     #[serde(default)]
     cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<CachedDetails>,
+    #[serde(default)]
+    input_tokens_details: Option<CachedDetails>,
+}
+
+/// OpenAI's `*_tokens_details` (only the cache count is read).
+#[derive(Debug, Deserialize, Default)]
+pub(super) struct CachedDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 impl UsageFields {
@@ -47,6 +64,16 @@ impl UsageFields {
                 .unwrap_or(0)
                 .saturating_add(cached),
             tokens_out: self.completion_tokens.or(self.output_tokens).unwrap_or(0),
+            tokens_cached: self
+                .cache_read_input_tokens
+                .or_else(|| {
+                    self.prompt_tokens_details
+                        .as_ref()
+                        .or(self.input_tokens_details.as_ref())
+                        .and_then(|d| d.cached_tokens)
+                })
+                .unwrap_or(0),
+            tokens_cache_write: self.cache_creation_input_tokens.unwrap_or(0),
         }
     }
 }

@@ -18,6 +18,7 @@ mod journal_verify;
 mod mock_compression;
 mod mock_endpoints;
 mod mock_faults;
+mod node_affinity;
 mod node_clients;
 mod node_cluster;
 mod node_cluster_managed;

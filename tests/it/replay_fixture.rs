@@ -113,6 +113,7 @@ async fn serve(
         model: combo.into(),
         format,
         only_connection: None,
+        affinity: None,
     };
     let Ok(mut decision) = router.route(request).await else {
         router.settle().await.unwrap();

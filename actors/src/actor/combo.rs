@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{BlockReason, Event, RouteDecided, Skipped};
+use quotaroute_journal::{AffinityBound, BlockReason, Event, RouteDecided, Skipped};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actor::messages::{
@@ -19,6 +19,8 @@ use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::permit::{Permit, SharedProbeGate};
 use crate::policy::admission::{evaluate_target, take_first_admitted, Admit, Block};
+use crate::policy::affinity::{place, AffinityLeads, Placement};
+use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::quota_share::{apply_route_decided, select, TargetView};
@@ -31,6 +33,8 @@ pub struct ComboActor;
 pub struct ComboArgs {
     pub setup: ComboSetup,
     pub deficits: DrrDeficits,
+    /// The combo's conversations, as the journal's fold left them.
+    pub bindings: AffinityBindings,
     pub connections: HashMap<String, Arc<ConnectionView>>,
     pub breakers: HashMap<String, Arc<BreakerState>>,
     pub registry: Arc<Registry>,
@@ -41,6 +45,10 @@ pub struct ComboArgs {
 pub struct ComboState {
     setup: ComboSetup,
     deficits: DrrDeficits,
+    /// Conversation affinity (behaviour §10): groups and their targets, and how far each
+    /// target ran ahead of its DRR share.
+    bindings: AffinityBindings,
+    leads: AffinityLeads,
     connections: HashMap<String, Arc<ConnectionView>>,
     breakers: HashMap<String, Arc<BreakerState>>,
     gates: HashMap<String, SharedProbeGate>,
@@ -209,7 +217,27 @@ impl ComboState {
             };
         }
         let runtime_at = |i: usize| &self.setup.targets[positions[i]];
-        let selection = select(self.setup.spec.strategy, views, &self.deficits);
+        let mut selection = select(self.setup.spec.strategy, views, &self.deficits);
+        // Conversation affinity: one pure placement on top of §2's selection.
+        let settings = self.setup.affinity;
+        let limits = (settings.max_groups, settings.ttl_ms);
+        let group = request.affinity.as_ref().filter(|_| settings.enabled);
+        let bound_key = group
+            .and_then(|key| self.bindings.get(key.group, now_ms, settings.ttl_ms))
+            .map(|binding| binding.exec_key.clone());
+        let placement = match group {
+            None => Placement::None,
+            Some(_) => {
+                let bound = bound_key
+                    .as_ref()
+                    .map(|key| views.iter().position(|v| v.exec_key == *key));
+                let total: u32 = selection.room.iter().map(|&i| views[i].weight).sum();
+                let lead_exceeded = bound_key
+                    .as_ref()
+                    .is_some_and(|key| self.leads.exceeded(key, settings.max_lead, total));
+                place(bound, lead_exceeded, views, &mut selection)
+            }
+        };
         let mut skipped: Vec<Skipped> = selection
             .skipped
             .iter()
@@ -245,9 +273,53 @@ impl ComboState {
             chosen: chosen.map(index_of),
             order: selection.order.iter().map(|&i| index_of(i)).collect(),
             skipped: skipped.clone(),
+            affinity: placement.outcome(),
         };
         // The same function replay uses, so live deficits equal the journal's fold.
         apply_route_decided(&mut self.deficits, &self.setup.keys, &decided);
+        if group.is_some() {
+            self.leads.apply_turn(
+                selection
+                    .room
+                    .iter()
+                    .map(|&i| (&views[i].exec_key, views[i].weight)),
+                chosen.map(|i| &views[i].exec_key),
+            );
+        }
+        let mut bound_event = None;
+        if let (Some(key), Some((position, _))) = (group, taken.as_ref()) {
+            let taken_at = selection.order[*position];
+            let taken_key = &views[taken_at].exec_key;
+            if bound_key.as_ref() == Some(taken_key) {
+                self.bindings.touch(key.group, now_ms, limits);
+            } else {
+                // New, moved, or (rarely) a held turn whose probe token went elsewhere.
+                self.bindings.bind(
+                    key.group,
+                    key.client.clone(),
+                    taken_key.clone(),
+                    now_ms,
+                    limits,
+                );
+                let target = &runtime_at(taken_at).target;
+                let reason = match placement {
+                    Placement::Moved(reason) => Some(reason.as_str().to_owned()),
+                    Placement::Held => Some(BlockReason::ProbeInFlight.as_str().to_owned()),
+                    Placement::None | Placement::New => None,
+                };
+                bound_event = Some(AffinityBound {
+                    request_id: decided.request_id.clone(),
+                    combo: decided.combo.clone(),
+                    group: key.group,
+                    client: key.client.to_string(),
+                    provider: target.provider.to_string(),
+                    connection: target.connection.to_string(),
+                    model: target.model.to_string(),
+                    moved_from: bound_key.as_ref().map(|k| k.to_string()),
+                    reason,
+                });
+            }
+        }
         let reply = match taken {
             Some((position, permit)) => RouteReply::Routed(Routed {
                 targets: self.routed.clone(),
@@ -270,6 +342,11 @@ impl ComboState {
         let _ = self
             .recorder
             .cast(RecorderMsg::RecordOne(now_ms, Event::RouteDecided(decided)));
+        if let Some(bound) = bound_event {
+            let _ = self
+                .recorder
+                .cast(RecorderMsg::RecordOne(now_ms, Event::AffinityBound(bound)));
+        }
         reply
     }
 
@@ -403,6 +480,8 @@ impl Actor for ComboActor {
         let mut state = ComboState {
             setup: args.setup,
             deficits: args.deficits,
+            bindings: args.bindings,
+            leads: AffinityLeads::default(),
             connections: args.connections,
             breakers: args.breakers,
             gates: HashMap::new(),
@@ -438,6 +517,9 @@ impl Actor for ComboActor {
             }
             ComboMsg::Deficits(reply) => {
                 let _ = reply.send(state.deficits.clone());
+            }
+            ComboMsg::Affinity(reply) => {
+                let _ = reply.send(state.bindings.clone());
             }
             ComboMsg::Crash => return Err(ActorProcessingErr::from("crash requested by a test")),
         }

@@ -9,6 +9,8 @@ use quotaroute_journal::{ActionBy, ApiFormat, PeerApplied, Skipped, UsageObserve
 use ractor::{ActorRef, RpcReplyPort};
 
 use crate::permit::{InFlight, Permit};
+use crate::policy::affinity::AffinitySettings;
+use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::{BreakerSettings, BreakerState};
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
@@ -51,6 +53,8 @@ pub struct ComboSetup {
     pub generation: u64,
     pub targets: Vec<TargetRuntime>,
     pub breaker_settings: HashMap<String, BreakerSettings>,
+    /// `[affinity]` (behaviour §10).
+    pub affinity: AffinitySettings,
 }
 
 /// What a request asks of a combo.
@@ -64,6 +68,16 @@ pub struct RouteRequest {
     /// Only this connection's targets (response affinity: a stored response lives in the
     /// account that created it).
     pub only_connection: Option<String>,
+    /// The request's conversation (behaviour §10), if it has one and no hard affinity.
+    pub affinity: Option<AffinityKey>,
+}
+
+/// A conversation as the combo keys it: the group's digest (already namespaced by client) and
+/// the client, journaled with its binding.
+#[derive(Debug, Clone)]
+pub struct AffinityKey {
+    pub group: u64,
+    pub client: Arc<str>,
 }
 
 /// A routing decision: ordered targets, the first one's permit already held.
@@ -116,6 +130,8 @@ pub enum ComboMsg {
     Reconfigure(Box<ComboSetup>),
     /// The combo's deficits (for admin state and tests).
     Deficits(RpcReplyPort<DrrDeficits>),
+    /// The combo's conversation bindings (for `GET /admin/affinity`).
+    Affinity(RpcReplyPort<AffinityBindings>),
     /// Test hook: make the actor fail, to exercise supervision.
     Crash,
 }

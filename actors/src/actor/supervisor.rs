@@ -101,6 +101,7 @@ impl SupervisorState {
                 .iter()
                 .map(|p| (p.name.clone(), p.breaker.clone()))
                 .collect(),
+            affinity: self.topology.affinity,
         }
     }
 
@@ -209,6 +210,7 @@ impl SupervisorState {
         let args = ComboArgs {
             setup,
             deficits: state.deficits.get(&spec.name).cloned().unwrap_or_default(),
+            bindings: state.affinity.get(&spec.name).cloned().unwrap_or_default(),
             connections,
             breakers,
             registry: self.registry.clone(),

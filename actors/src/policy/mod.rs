@@ -2,6 +2,8 @@
 //! or the plain data they read (`topology`: what the node hands in; `outcome`: one attempt).
 
 pub mod admission;
+pub mod affinity;
+pub mod affinity_bindings;
 pub mod breaker;
 pub mod buckets;
 pub mod classify;

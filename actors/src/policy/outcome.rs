@@ -20,6 +20,9 @@ pub struct AttemptResult {
     pub reset_hint_ms: Option<u64>,
     pub tokens_in: u64,
     pub tokens_out: u64,
+    /// Input tokens read from the upstream's prompt cache, and written to it.
+    pub tokens_cached: u64,
+    pub tokens_cache_write: u64,
     /// Rate-limit readings from the response headers.
     pub usage: Vec<UsageReading>,
     pub stream: bool,
@@ -38,6 +41,8 @@ impl AttemptResult {
             reset_hint_ms: None,
             tokens_in,
             tokens_out,
+            tokens_cached: 0,
+            tokens_cache_write: 0,
             usage: Vec::new(),
             stream: false,
             after_first_content: false,
@@ -54,6 +59,8 @@ impl AttemptResult {
             reset_hint_ms: None,
             tokens_in: 0,
             tokens_out: 0,
+            tokens_cached: 0,
+            tokens_cache_write: 0,
             usage: Vec::new(),
             stream: false,
             after_first_content: false,
@@ -113,6 +120,8 @@ impl Outcome {
                 &e.skipped,
                 AttemptResult {
                     stream: e.stream,
+                    tokens_cached: e.tokens_cached,
+                    tokens_cache_write: e.tokens_cache_write,
                     ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
                 },
             ),
@@ -171,6 +180,8 @@ impl Outcome {
                 tokens_out: r.tokens_out,
                 stream: r.stream,
                 skipped: self.skipped,
+                tokens_cached: r.tokens_cached,
+                tokens_cache_write: r.tokens_cache_write,
             })
         } else {
             quotaroute_journal::Event::RequestFailed(RequestFailed {

@@ -223,6 +223,7 @@ pub fn route_decided(
         room: selection.room.iter().map(|i| index(*i)).collect(),
         chosen: selection.chosen.map(index),
         order: selection.order.iter().map(|i| index(*i)).collect(),
+        affinity: quotaroute_journal::AffinityOutcome::None,
         skipped: selection
             .skipped
             .iter()

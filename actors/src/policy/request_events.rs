@@ -62,6 +62,7 @@ mod tests {
             chosen,
             order: vec![0, 1],
             skipped,
+            affinity: Default::default(),
         })
     }
 

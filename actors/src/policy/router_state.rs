@@ -11,6 +11,8 @@ use quotaroute_journal::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::policy::affinity::AffinitySettings;
+use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
@@ -39,6 +41,10 @@ pub struct RouterState {
     pub responses: ResponseBindings,
     /// How far the cluster's shared stream was read (empty for one node).
     pub peers: PeerProgress,
+    /// Conversation affinity's bindings, by combo (behaviour §10). Not part of the layout-2
+    /// shape: snapshots of layout 3 append it after the rest (`crate::snapshot`).
+    #[serde(skip)]
+    pub affinity: BTreeMap<String, AffinityBindings>,
     /// DRR key tables resolved from `configs`, by generation and combo. Derived, never stored:
     /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
     #[serde(skip)]
@@ -138,6 +144,18 @@ impl RouterState {
                 }
             }
             Event::ResponseBound(bound) => self.responses.apply(at_ms, bound),
+            Event::AffinityBound(bound) => {
+                let settings = AffinitySettings::default();
+                let limits = (settings.max_groups, settings.ttl_ms);
+                match self.affinity.get_mut(&bound.combo) {
+                    Some(bindings) => bindings.apply(at_ms, bound, limits),
+                    None => self
+                        .affinity
+                        .entry(bound.combo.clone())
+                        .or_default()
+                        .apply(at_ms, bound, limits),
+                }
+            }
             Event::PeerApplied(applied) => self.apply_peer(applied),
             Event::NodeStarted(_)
             | Event::NodeStopped(_)

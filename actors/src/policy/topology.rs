@@ -11,6 +11,7 @@ use quotaroute_journal::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::policy::affinity::AffinitySettings;
 use crate::policy::breaker::BreakerSettings;
 use crate::policy::buckets::{BucketLimits, BucketSettings};
 use crate::policy::cooldown::CooldownSettings;
@@ -168,6 +169,9 @@ pub struct Topology {
     /// recently used is dropped, so junk names cannot crowd out real ones or grow memory.
     #[serde(default = "default_max_implicit_combos")]
     pub max_implicit_combos: usize,
+    /// `[affinity]` (behaviour §10).
+    #[serde(default)]
+    pub affinity: AffinitySettings,
     /// Where it came from (a path, `embedded`).
     pub source: String,
     /// Hex digest of the config's bytes.
@@ -191,6 +195,7 @@ impl Topology {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_upstream_requests: DEFAULT_MAX_UPSTREAM_REQUESTS,
             max_implicit_combos: DEFAULT_MAX_IMPLICIT_COMBOS,
+            affinity: AffinitySettings::default(),
             source: source.to_string(),
             digest: digest.to_string(),
         }
@@ -310,6 +315,7 @@ impl Topology {
             max_attempts: 0,
             max_upstream_requests: 0,
             max_implicit_combos: DEFAULT_MAX_IMPLICIT_COMBOS,
+            affinity: AffinitySettings::default(),
             source: config.source.clone(),
             digest: config.digest.clone(),
         }

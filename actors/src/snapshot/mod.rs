@@ -8,14 +8,18 @@
 //! - 1 — releases up to 94a0268: breakers, connections (locks without their HTTP status),
 //!   deficits ([`layout_v1`], migrated by [`migrate_v1`]).
 //! - 2 — 0447244 and later: adds response bindings, peer progress and each lock's status.
-//!   Today's [`RouterState`]; snapshots of snapshot format 1 (no state version recorded) hold
-//!   layout 1 or 2, told apart by [`decode_unversioned`].
+//!   Snapshots of snapshot format 1 (no state version recorded) hold layout 1 or 2, told
+//!   apart by [`decode_unversioned`].
+//! - 3 — conversation affinity (behaviour §10): layout 2's bytes, unchanged, followed by the
+//!   affinity bindings by combo (`RouterState::affinity`, which layout 2's shape skips). So
+//!   layout 2 needs no frozen copy: it is today's shape minus the tail, and migrates to 3 with
+//!   no bindings.
 //!
-//! Changing what `RouterState` (or anything inside it) stores — conversation affinity's
-//! bindings (behaviour §10) will be the next — means: freeze today's shape as
-//! `layout_v2.rs`, bump [`STATE_LAYOUT`], write `migrate_v2.rs` (layout 2 → 3, tested), add an
-//! arm to [`decode`], and add a release fixture (`journal/tests/fixtures/releases/`, made by
-//! the build that writes the new layout) — the fixture test fails until all of that is done.
+//! Changing what `RouterState` (or anything inside it) stores means: freeze today's shape as
+//! `layout_v<N>.rs` (or, as layout 3 did, append after it), bump [`STATE_LAYOUT`], write the
+//! migration (tested), add an arm to [`decode`], and add a release fixture
+//! (`journal/tests/fixtures/releases/`, made by the build that writes the new layout) — the
+//! fixture test fails until all of that is done.
 
 pub mod layout_v1;
 pub mod migrate_v1;
@@ -26,12 +30,25 @@ use quotaroute_journal::Snapshot;
 use crate::policy::router_state::RouterState;
 
 /// The state layout this build writes (the snapshot's `state_version`).
-pub const STATE_LAYOUT: u16 = 2;
+pub const STATE_LAYOUT: u16 = 3;
+
+/// Layout 2's shape: today's [`RouterState`] without the affinity bindings it skips.
+pub const LAYOUT_WITHOUT_AFFINITY: u16 = 2;
 
 /// Bytes for `JournalHandle::snapshot`, in layout [`STATE_LAYOUT`].
 pub fn encode(state: &RouterState) -> Result<Vec<u8>, codec::EncodeError> {
-    codec::encode_state(state)
+    codec::encode_state(&(state, &state.affinity))
 }
+
+/// Layout 3: layout 2's bytes, then the affinity bindings.
+fn decode_v3(bytes: &[u8]) -> Result<RouterState, DamageReason> {
+    let (mut state, affinity): (RouterState, AffinityByCombo) = codec::decode_state(bytes)?;
+    state.affinity = affinity;
+    Ok(state)
+}
+
+type AffinityByCombo =
+    std::collections::BTreeMap<String, crate::policy::affinity_bindings::AffinityBindings>;
 
 /// A stored snapshot's state, carried forward to today's layout. A layout newer than
 /// [`STATE_LAYOUT`] is `DamageReason::Newer` (a newer build wrote it: refuse, never guess).
@@ -40,7 +57,9 @@ pub fn decode(snapshot: &Snapshot) -> Result<RouterState, DamageReason> {
     match snapshot.state_version {
         None => decode_unversioned(bytes),
         Some(1) => Ok(migrate_v1::to_v2(codec::decode_state(bytes)?)),
-        Some(STATE_LAYOUT) => codec::decode_state(bytes),
+        // Layout 2 → 3: no conversation was bound yet.
+        Some(LAYOUT_WITHOUT_AFFINITY) => codec::decode_state(bytes),
+        Some(STATE_LAYOUT) => decode_v3(bytes),
         Some(newer) if newer > STATE_LAYOUT => Err(DamageReason::Newer {
             what: "snapshot state layout",
             found: u32::from(newer),

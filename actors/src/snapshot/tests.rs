@@ -89,15 +89,42 @@ fn layout_2_state() -> RouterState {
 }
 
 #[test]
-fn todays_layout_round_trips_tagged_and_as_format_1_wrote_it() {
+fn layout_2_round_trips_tagged_and_as_format_1_wrote_it() {
     let state = layout_2_state();
-    let bytes = encode(&state).unwrap();
+    let bytes = codec::encode_state(&state).unwrap();
     assert_eq!(
-        decode(&snapshot(Some(STATE_LAYOUT), bytes.clone())).unwrap(),
+        decode(&snapshot(Some(LAYOUT_WITHOUT_AFFINITY), bytes.clone())).unwrap(),
         state
     );
     // 0447244 wrote the same bytes under snapshot format 1, without a version.
     assert_eq!(decode(&snapshot(None, bytes)).unwrap(), state);
+}
+
+#[test]
+fn todays_layout_keeps_affinity_bindings_after_layout_2s_bytes() {
+    let mut state = layout_2_state();
+    state.apply(
+        2_000,
+        &Event::AffinityBound(quotaroute_journal::AffinityBound {
+            request_id: "r2".into(),
+            combo: "team".into(),
+            group: 42,
+            client: "default".into(),
+            provider: "openai".into(),
+            connection: "oa-3".into(),
+            model: "gpt-4o-mini".into(),
+            moved_from: None,
+            reason: None,
+        }),
+    );
+    let bytes = encode(&state).unwrap();
+    let decoded = decode(&snapshot(Some(STATE_LAYOUT), bytes.clone())).unwrap();
+    assert_eq!(decoded, state);
+    let binding = decoded.affinity["team"].get(42, 2_000, 1_000).unwrap();
+    assert_eq!(&*binding.exec_key, "oa-3/gpt-4o-mini");
+    // Layout 2's bytes are its prefix: a layout-2 reader of today's state sees the rest.
+    let layout_2 = codec::encode_state(&state).unwrap();
+    assert!(bytes.starts_with(&layout_2));
 }
 
 #[test]

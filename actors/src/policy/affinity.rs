@@ -1,0 +1,345 @@
+//! Conversation affinity's placement (behaviour §10 "Where they go"): given a group's binding
+//! and the §2 selection, whether the turn is held on the bound target, starts a new group,
+//! or moves. A preference inside selection, never a bypass of admission: the bound target
+//! goes first only while §2 would give it room (not hard-blocked, not saturated, not at cap),
+//! and it still pays its DRR share through the same `apply_route_decided` as any winner.
+//! Failover inside a request never comes here.
+//!
+//! Pure: the selection and the leads are inputs; the combo actor and `--what-if` call it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use quotaroute_journal::{AffinityOutcome, BlockReason};
+use serde::{Deserialize, Serialize};
+
+use crate::policy::quota_share::{Selection, TargetView};
+
+/// `[affinity]` (contract): on by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AffinitySettings {
+    pub enabled: bool,
+    pub min_prompt_bytes: usize,
+    pub ttl_ms: u64,
+    pub max_groups: usize,
+    /// Requests a bound target may run ahead of its DRR share; 0 = 16 × Σw.
+    pub max_lead: u64,
+}
+
+impl Default for AffinitySettings {
+    fn default() -> Self {
+        AffinitySettings {
+            enabled: true,
+            min_prompt_bytes: 4096,
+            ttl_ms: 300_000,
+            max_groups: 1_000_000,
+            max_lead: 0,
+        }
+    }
+}
+
+/// Why a bound target could not take its group's turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveReason {
+    /// Hard-blocked (§2 step 0).
+    Blocked(BlockReason),
+    /// Saturated while another target is not (step 1).
+    Saturated,
+    /// At cap or DEGRADED while another target has room (step 2).
+    AtCap,
+    /// Ran more than `max_lead` requests ahead of its DRR share.
+    MaxLead,
+    /// No longer one of the combo's targets for this request.
+    Gone,
+}
+
+impl MoveReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MoveReason::Blocked(reason) => reason.as_str(),
+            MoveReason::Saturated => "saturated",
+            MoveReason::AtCap => "at_cap",
+            MoveReason::MaxLead => "max_lead",
+            MoveReason::Gone => "gone",
+        }
+    }
+}
+
+/// What affinity did with one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// No group: §2 alone.
+    None,
+    /// The group's first turn (or first since it was forgotten): §2's winner binds it.
+    New,
+    /// The bound target goes first.
+    Held,
+    /// The bound target could not serve: §2 among the rest, and the group rebinds there.
+    Moved(MoveReason),
+}
+
+impl Placement {
+    pub fn outcome(self) -> AffinityOutcome {
+        match self {
+            Placement::None => AffinityOutcome::None,
+            Placement::New => AffinityOutcome::New,
+            Placement::Held => AffinityOutcome::Held,
+            Placement::Moved(_) => AffinityOutcome::Moved,
+        }
+    }
+
+    /// Whether the target that takes this turn becomes the group's binding.
+    pub fn binds(self) -> bool {
+        matches!(self, Placement::New | Placement::Moved(_))
+    }
+}
+
+/// Places one turn. `bound` is the group's binding (`None`: a new group), as an index into
+/// `targets` (`Some(None)`: its target is not among them); `lead_exceeded` says the bound
+/// target ran past `max_lead`. A held turn is moved to the head of `selection.order` and made
+/// `chosen`, so it pays the DRR turn; otherwise the selection is left as §2 made it.
+pub fn place(
+    bound: Option<Option<usize>>,
+    lead_exceeded: bool,
+    targets: &[TargetView],
+    selection: &mut Selection,
+) -> Placement {
+    let Some(bound) = bound else {
+        return Placement::New;
+    };
+    let Some(bound) = bound.filter(|&i| i < targets.len()) else {
+        return Placement::Moved(MoveReason::Gone);
+    };
+    if let Some((reason, _)) = targets[bound].hard_block {
+        return Placement::Moved(MoveReason::Blocked(reason));
+    }
+    if selection.chosen == Some(bound) {
+        // §2 picked it anyway: nothing to steer, and its lead cannot grow by its own turn.
+        return Placement::Held;
+    }
+    let has_room = if selection.room.is_empty() {
+        // Strategies without a room list (priority): eligible is enough.
+        !targets[bound].saturated
+    } else {
+        selection.room.contains(&bound)
+    };
+    if !has_room {
+        let reason = if targets[bound].saturated {
+            MoveReason::Saturated
+        } else {
+            MoveReason::AtCap
+        };
+        return Placement::Moved(reason);
+    }
+    if lead_exceeded {
+        return Placement::Moved(MoveReason::MaxLead);
+    }
+    if let Some(at) = selection.order.iter().position(|&i| i == bound) {
+        selection.order.remove(at);
+    }
+    selection.order.insert(0, bound);
+    selection.chosen = Some(bound);
+    Placement::Held
+}
+
+/// How far each target of a combo ran ahead of its DRR share, in requests × Σw: every turn,
+/// each target with room gives up its weight and the one chosen gains Σw (what DRR itself
+/// does, but unclamped above, so a long run of held turns shows). Kept beside the deficits;
+/// not journaled (a restart forgets leads, which only delays a rebind).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AffinityLeads {
+    by_key: HashMap<Arc<str>, i64>,
+}
+
+impl AffinityLeads {
+    /// Applies one decided turn: `room` as (key, weight), `chosen` the key that paid.
+    pub fn apply_turn<'k>(
+        &mut self,
+        room: impl Iterator<Item = (&'k Arc<str>, u32)> + Clone,
+        chosen: Option<&Arc<str>>,
+    ) {
+        let Some(chosen) = chosen else {
+            return;
+        };
+        let total: i64 = room.clone().map(|(_, w)| i64::from(w)).sum();
+        for (key, weight) in room {
+            let lead = match self.by_key.get_mut(key) {
+                Some(lead) => lead,
+                None => self.by_key.entry(key.clone()).or_insert(0),
+            };
+            *lead -= i64::from(weight);
+            // Not banking credit: a target under its share may catch up by Σw at most.
+            *lead = (*lead).max(-total);
+        }
+        if let Some(lead) = self.by_key.get_mut(chosen) {
+            *lead += total;
+        } else {
+            self.by_key.insert(chosen.clone(), total);
+        }
+    }
+
+    /// Whether `key` is more than `max_lead` requests (0 = 16 × Σw) ahead, for a combo whose
+    /// targets with room weigh `total` (Σw).
+    pub fn exceeded(&self, key: &str, max_lead: u64, total: u32) -> bool {
+        let total = i64::from(total.max(1));
+        let limit = match max_lead {
+            0 => 16 * total,
+            n => i64::try_from(n).unwrap_or(i64::MAX),
+        };
+        self.by_key
+            .get(key)
+            .is_some_and(|lead| *lead > limit.saturating_mul(total))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::drr::DrrDeficits;
+    use crate::policy::quota_share::{select, Strategy};
+
+    fn view(i: usize) -> TargetView {
+        TargetView {
+            weight: 1,
+            exec_key: format!("c{i}/m").into(),
+            hard_block: None,
+            saturated: false,
+            in_flight: 0,
+            max_concurrent: None,
+            degraded: false,
+        }
+    }
+
+    fn views(n: usize) -> Vec<TargetView> {
+        (0..n).map(view).collect()
+    }
+
+    /// One row: the targets as §2 sees them, the binding, the lead; what placement says and
+    /// which target goes first.
+    struct Row {
+        name: &'static str,
+        targets: Vec<TargetView>,
+        bound: Option<Option<usize>>,
+        lead_exceeded: bool,
+        placement: Placement,
+        first: usize,
+    }
+
+    #[test]
+    fn placement_table() {
+        let deficits = DrrDeficits::default();
+        let blocked = |i: usize| {
+            let mut v = views(3);
+            v[i].hard_block = Some((BlockReason::Cooldown, Some(1_000)));
+            v
+        };
+        let saturated = |i: usize| {
+            let mut v = views(3);
+            v[i].saturated = true;
+            v
+        };
+        let at_cap = |i: usize| {
+            let mut v = views(3);
+            v[i].max_concurrent = Some(1);
+            v[i].in_flight = 1;
+            v
+        };
+        let rows = [
+            Row {
+                name: "a new group takes §2's winner",
+                targets: views(3),
+                bound: None,
+                lead_exceeded: false,
+                placement: Placement::New,
+                first: 0,
+            },
+            Row {
+                name: "a bound target with room goes first",
+                targets: views(3),
+                bound: Some(Some(2)),
+                lead_exceeded: false,
+                placement: Placement::Held,
+                first: 2,
+            },
+            Row {
+                name: "a hard-blocked bound target is never used",
+                targets: blocked(2),
+                bound: Some(Some(2)),
+                lead_exceeded: false,
+                placement: Placement::Moved(MoveReason::Blocked(BlockReason::Cooldown)),
+                first: 0,
+            },
+            Row {
+                name: "a saturated bound target moves the group",
+                targets: saturated(1),
+                bound: Some(Some(1)),
+                lead_exceeded: false,
+                placement: Placement::Moved(MoveReason::Saturated),
+                first: 0,
+            },
+            Row {
+                name: "a bound target at cap moves the group",
+                targets: at_cap(1),
+                bound: Some(Some(1)),
+                lead_exceeded: false,
+                placement: Placement::Moved(MoveReason::AtCap),
+                first: 0,
+            },
+            Row {
+                name: "a bound target too far ahead moves the group",
+                targets: views(3),
+                bound: Some(Some(1)),
+                lead_exceeded: true,
+                placement: Placement::Moved(MoveReason::MaxLead),
+                first: 0,
+            },
+            Row {
+                name: "a target gone from the combo moves the group",
+                targets: views(3),
+                bound: Some(None),
+                lead_exceeded: false,
+                placement: Placement::Moved(MoveReason::Gone),
+                first: 0,
+            },
+            Row {
+                name: "§2's own winner is held even past its lead",
+                targets: views(3),
+                bound: Some(Some(0)),
+                lead_exceeded: true,
+                placement: Placement::Held,
+                first: 0,
+            },
+        ];
+        for row in rows {
+            let mut selection = select(Strategy::QuotaShare, &row.targets, &deficits);
+            let room = selection.room.clone();
+            let placement = place(row.bound, row.lead_exceeded, &row.targets, &mut selection);
+            assert_eq!(placement, row.placement, "{}", row.name);
+            assert_eq!(selection.order[0], row.first, "{}", row.name);
+            assert_eq!(selection.chosen, Some(row.first), "{}", row.name);
+            assert_eq!(selection.room, room, "{}: room is §2's", row.name);
+            let mut sorted = selection.order.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), selection.order.len(), "{}", row.name);
+        }
+    }
+
+    #[test]
+    fn leads_grow_with_held_turns_and_are_bounded_below() {
+        let keys: Vec<Arc<str>> = (0..4).map(|i| Arc::from(format!("c{i}/m"))).collect();
+        let room = || keys.iter().map(|k| (k, 1u32));
+        let mut leads = AffinityLeads::default();
+        // Each turn target 0 takes puts it 3/4 of a request (3 in units of 1/Σw) ahead; the
+        // default bound is 16 × Σw = 64 requests = 256 units.
+        for _ in 0..85 {
+            leads.apply_turn(room(), Some(&keys[0]));
+        }
+        assert!(!leads.exceeded("c0/m", 0, 4), "255 units are within 256");
+        leads.apply_turn(room(), Some(&keys[0]));
+        assert!(leads.exceeded("c0/m", 0, 4));
+        assert!(!leads.exceeded("c1/m", 0, 4));
+        assert!(leads.by_key["c1/m"] >= -4, "no banked credit");
+        assert!(leads.exceeded("c0/m", 10, 4));
+    }
+}

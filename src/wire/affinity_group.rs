@@ -1,0 +1,281 @@
+//! Which conversation a request belongs to (behaviour §10 "Which requests belong together"):
+//! the explicit hints in order (`prompt_cache_key`, Anthropic `metadata.user_id`, a session
+//! header), else a digest of the stable prefix (`tools`, `system`, the messages through the
+//! first user message; Responses: `instructions` and the first input item) — never the system
+//! prompt alone. Namespaced by client.
+//!
+//! Pure and cheap: the body scan of `body_rewrite` records where the parts are
+//! ([`PromptSpans`]); this file hashes those byte ranges of the original body in place (xxh3,
+//! no copy) and allocates nothing, whether or not a group is found. The digest is all that
+//! leaves this file: prompt text is never kept, logged or journaled.
+
+use std::sync::{Arc, LazyLock};
+
+use http::HeaderMap;
+use xxhash_rust::xxh3::Xxh3;
+
+/// A byte range `[start, end)` inside the request body (as `body_rewrite` finds them).
+pub type Span = (usize, usize);
+
+/// Session headers, in the order they are asked (behaviour §10): ours, Claude Code's, Codex's
+/// two, the common one.
+pub const SESSION_HEADERS: [&str; 5] = [
+    "x-quotaroute-affinity",
+    "x-claude-code-session-id",
+    "session-id",
+    "thread-id",
+    "x-session-id",
+];
+
+/// The client every request belongs to until clients (behaviour §11) name their own.
+pub static DEFAULT_CLIENT: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from("default"));
+
+/// Where the parts that may name a conversation sit in the body (found by the one body scan).
+/// Spans are of the raw JSON values, quotes included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PromptSpans {
+    pub prompt_cache_key: Option<Span>,
+    pub metadata_user_id: Option<Span>,
+    pub tools: Option<Span>,
+    pub system: Option<Span>,
+    /// The messages from the first through the first `"role":"user"` one (none: no user
+    /// message, so no prefix).
+    pub messages_prefix: Option<Span>,
+    pub instructions: Option<Span>,
+    /// Responses: the `input` string, or its first item.
+    pub first_input: Option<Span>,
+}
+
+/// What named the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupSource {
+    PromptCacheKey,
+    MetadataUserId,
+    Header(&'static str),
+    Prefix,
+}
+
+impl GroupSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupSource::PromptCacheKey => "prompt_cache_key",
+            GroupSource::MetadataUserId => "metadata.user_id",
+            GroupSource::Header(name) => name,
+            GroupSource::Prefix => "prefix",
+        }
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            GroupSource::PromptCacheKey => 1,
+            GroupSource::MetadataUserId => 2,
+            // Every session header names the same thing: a client's session.
+            GroupSource::Header(_) => 3,
+            GroupSource::Prefix => 4,
+        }
+    }
+}
+
+/// A request's conversation: a digest, namespaced by its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group {
+    pub digest: u64,
+    pub source: GroupSource,
+}
+
+/// The request's group, if it has one. `body` is the body `spans` were found in; without an
+/// explicit hint a body shorter than `min_prompt_bytes` has none (behaviour §10).
+pub fn derive_group(
+    client: &str,
+    body: &[u8],
+    spans: &PromptSpans,
+    headers: &HeaderMap,
+    min_prompt_bytes: usize,
+) -> Option<Group> {
+    let part = |span: Option<Span>| span.and_then(|(start, end)| body.get(start..end));
+    let hint = part(spans.prompt_cache_key)
+        .filter(|raw| is_named(raw))
+        .map(|raw| (GroupSource::PromptCacheKey, raw))
+        .or_else(|| {
+            part(spans.metadata_user_id)
+                .filter(|raw| is_named(raw))
+                .map(|raw| (GroupSource::MetadataUserId, raw))
+        })
+        .or_else(|| {
+            SESSION_HEADERS.iter().find_map(|&name| {
+                headers
+                    .get(name)
+                    .map(|value| value.as_bytes())
+                    .filter(|value| !value.is_empty())
+                    .map(|value| (GroupSource::Header(name), value))
+            })
+        });
+    if let Some((source, raw)) = hint {
+        return Some(Group {
+            digest: digest(client, source, &[raw]),
+            source,
+        });
+    }
+    if body.len() < min_prompt_bytes {
+        return None;
+    }
+    // Never the system prompt alone: without the first user turn (or input item) no prefix.
+    let turn = part(spans.messages_prefix).or_else(|| part(spans.first_input))?;
+    let parts = [
+        part(spans.tools).unwrap_or_default(),
+        part(spans.system).unwrap_or_default(),
+        part(spans.instructions).unwrap_or_default(),
+        turn,
+    ];
+    Some(Group {
+        digest: digest(client, GroupSource::Prefix, &parts),
+        source: GroupSource::Prefix,
+    })
+}
+
+/// A hint value that names something: not `null`, not an empty string.
+fn is_named(raw: &[u8]) -> bool {
+    raw != b"null" && raw != b"\"\""
+}
+
+fn digest(client: &str, source: GroupSource, parts: &[&[u8]]) -> u64 {
+    let mut hasher = Xxh3::new();
+    hasher.update(client.as_bytes());
+    hasher.update(&[0, source.tag()]);
+    for part in parts {
+        // Lengths first, so moving bytes between parts changes the digest.
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    hasher.digest()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::parse_request;
+
+    const MIN: usize = 4096;
+
+    fn group(body: &str, headers: &HeaderMap) -> Option<Group> {
+        let info = parse_request(body.as_bytes()).unwrap();
+        derive_group("default", body.as_bytes(), &info.prompt, headers, MIN)
+    }
+
+    fn none() -> HeaderMap {
+        HeaderMap::new()
+    }
+
+    fn long_system() -> String {
+        "You are a careful assistant. ".repeat(200)
+    }
+
+    fn chat(system: &str, first_user: &str, later: &[&str]) -> String {
+        let mut messages = vec![
+            serde_json::json!({"role": "system", "content": system}),
+            serde_json::json!({"role": "user", "content": first_user}),
+        ];
+        for (i, text) in later.iter().enumerate() {
+            let role = if i % 2 == 0 { "assistant" } else { "user" };
+            messages.push(serde_json::json!({"role": role, "content": text}));
+        }
+        serde_json::json!({"model": "team", "messages": messages}).to_string()
+    }
+
+    #[test]
+    fn later_turns_of_a_conversation_share_its_group_and_others_do_not() {
+        let system = long_system();
+        let turn1 = group(&chat(&system, "plan a trip", &[]), &none()).unwrap();
+        let turn3 = group(&chat(&system, "plan a trip", &["ok", "more"]), &none()).unwrap();
+        let other = group(&chat(&system, "write a poem", &[]), &none()).unwrap();
+        assert_eq!(turn1.source, GroupSource::Prefix);
+        assert_eq!(turn1, turn3);
+        assert_ne!(
+            turn1.digest, other.digest,
+            "one system prompt is not one group"
+        );
+    }
+
+    #[test]
+    fn short_prompts_without_a_hint_have_no_group() {
+        assert_eq!(group(&chat("be brief", "hi", &[]), &none()), None);
+    }
+
+    #[test]
+    fn a_system_prompt_without_a_user_turn_has_no_group() {
+        let body = serde_json::json!({"model": "team", "system": long_system(),
+            "messages": [{"role": "assistant", "content": "hello"}]})
+        .to_string();
+        assert_eq!(group(&body, &none()), None);
+    }
+
+    #[test]
+    fn hints_come_in_order_and_bind_unrelated_prompts() {
+        let a = r#"{"model":"m","prompt_cache_key":"k1","metadata":{"user_id":"u1"},"messages":[{"role":"user","content":"a"}]}"#;
+        let b =
+            r#"{"model":"m","prompt_cache_key":"k1","messages":[{"role":"user","content":"b"}]}"#;
+        let mut headers = HeaderMap::new();
+        headers.insert("session-id", "s1".parse().unwrap());
+        let ga = group(a, &headers).unwrap();
+        assert_eq!(ga.source, GroupSource::PromptCacheKey);
+        assert_eq!(ga, group(b, &none()).unwrap());
+
+        let c = r#"{"model":"m","metadata":{"user_id":"u1"},"messages":[]}"#;
+        let gc = group(c, &headers).unwrap();
+        assert_eq!(gc.source, GroupSource::MetadataUserId);
+        assert_ne!(gc.digest, ga.digest);
+
+        let d = r#"{"model":"m","prompt_cache_key":null,"messages":[]}"#;
+        let gd = group(d, &headers).unwrap();
+        assert_eq!(gd.source, GroupSource::Header("session-id"));
+        headers.insert("x-quotaroute-affinity", "s1".parse().unwrap());
+        let ge = group(d, &headers).unwrap();
+        assert_eq!(ge.source, GroupSource::Header("x-quotaroute-affinity"));
+        assert_eq!(ge.digest, gd.digest, "every session header names a session");
+    }
+
+    #[test]
+    fn clients_never_share_a_group() {
+        let body = br#"{"model":"m","prompt_cache_key":"k1"}"#;
+        let info = parse_request(body).unwrap();
+        let a = derive_group("a", body, &info.prompt, &none(), MIN).unwrap();
+        let b = derive_group("b", body, &info.prompt, &none(), MIN).unwrap();
+        assert_ne!(a.digest, b.digest);
+    }
+
+    #[test]
+    fn anthropic_and_responses_prefixes() {
+        let system = long_system();
+        let msg = |later: &str| {
+            serde_json::json!({"model": "m", "system": system, "tools": [{"name": "t"}],
+                "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": later}]})
+            .to_string()
+        };
+        assert_eq!(group(&msg("x"), &none()), group(&msg("y"), &none()));
+        assert!(group(&msg("x"), &none()).is_some());
+
+        let responses = |first: &str, second: &str| {
+            serde_json::json!({"model": "m", "instructions": system,
+                "input": [{"role": "user", "content": first}, {"role": "user", "content": second}]})
+            .to_string()
+        };
+        let r1 = group(&responses("a", "b"), &none()).unwrap();
+        assert_eq!(Some(r1), group(&responses("a", "c"), &none()));
+        assert_ne!(Some(r1), group(&responses("z", "b"), &none()));
+        let text = serde_json::json!({"model": "m", "instructions": system, "input": "hello"});
+        assert!(group(&text.to_string(), &none()).is_some());
+    }
+
+    #[test]
+    fn odd_shapes_are_not_errors() {
+        for body in [
+            r#"{"model":"m","messages":"not a list"}"#,
+            r#"{"model":"m","messages":[1,"x",{"role":7}]}"#,
+            r#"{"model":"m","metadata":"x","input":{"a":1}}"#,
+            r#"{"model":"m","metadata":{"user_id":{"nested":true}},"messages":{"a":[1]}}"#,
+        ] {
+            let info = parse_request(body.as_bytes()).unwrap();
+            let _ = derive_group("default", body.as_bytes(), &info.prompt, &none(), 0);
+        }
+    }
+}
