@@ -586,9 +586,15 @@ async fn s3_junk_provider_model_names_never_lock_out_real_ones() {
 fn idle_flood(addr: &str, count: usize, hold_ms: u64) -> Child {
     let script = format!(
         r#"
-import socket, time, select
+import socket, time, select, resource
+# Each flood may hold as many sockets as its open-files hard limit allows.
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+except (ValueError, OSError):
+    hard = soft
 socks = []
-for _ in range({count}):
+for _ in range(min({count}, hard - 64)):
     try:
         s = socket.create_connection(("{host}", {port}), timeout=3)
         s.setblocking(False)
