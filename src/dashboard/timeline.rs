@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use quotaroute_journal::{ConfigLoaded, Envelope, Event, Journal, SledJournal, SCHEMA_VERSION};
 use serde::Deserialize;
 
-use crate::node::admin::{admin_error, admin_router};
+use crate::node::admin::{admin_error, admin_query, admin_router};
 use crate::node::app::AppState;
 use crate::time_parse::parse_time;
 use crate::timeline::filter::Filter;
@@ -40,15 +40,9 @@ pub async fn timeline(
         Ok(router) => router,
         Err(refusal) => return *refusal,
     };
-    let since = match &query {
-        Ok(Query(q)) => q.since.clone().unwrap_or_else(|| DEFAULT_SINCE.into()),
-        Err(rejection) => {
-            return admin_error(
-                StatusCode::BAD_REQUEST,
-                "invalid_query",
-                &rejection.to_string(),
-            )
-        }
+    let since = match admin_query(query, None) {
+        Ok(query) => query.since.unwrap_or_else(|| DEFAULT_SINCE.into()),
+        Err(refusal) => return *refusal,
     };
     let now_ms = router.clock().now_ms();
     let since_ms = match parse_time(&since, now_ms) {

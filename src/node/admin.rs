@@ -51,6 +51,25 @@ pub fn admin_error(status: StatusCode, code: &str, message: &str) -> Response {
     )
 }
 
+/// An admin query string, or the 400 `invalid_query` that says what was wrong (`what`: the
+/// rule it breaks; `None`: the extractor's own words).
+pub fn admin_query<T>(
+    query: Result<Query<T>, QueryRejection>,
+    what: Option<&str>,
+) -> Result<T, Box<Response>> {
+    query.map(|Query(query)| query).map_err(|rejection| {
+        let message = match what {
+            Some(what) => format!("{what}: {rejection}"),
+            None => rejection.to_string(),
+        };
+        Box::new(admin_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            &message,
+        ))
+    })
+}
+
 pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response {
     let mut response = Response::new(Body::from(value.to_string()));
     *response.status_mut() = status;
@@ -116,12 +135,12 @@ pub async fn state(
     query: Result<Query<StateQuery>, QueryRejection>,
 ) -> Response {
     let router = guard!(app, headers);
-    let Ok(Query(query)) = query else {
-        return admin_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_query",
-            "at_ms must be a whole number of Unix milliseconds",
-        );
+    let query = match admin_query(
+        query,
+        Some("at_ms must be a whole number of Unix milliseconds"),
+    ) {
+        Ok(query) => query,
+        Err(refusal) => return *refusal,
     };
     let now_ms = router.clock().now_ms();
     let at_ms = query.at_ms.unwrap_or(now_ms);
@@ -306,12 +325,9 @@ pub async fn affinity(
     query: Result<Query<AffinityQuery>, QueryRejection>,
 ) -> Response {
     let router = guard!(app, headers);
-    let Ok(Query(query)) = query else {
-        return admin_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_query",
-            "connection must be a connection id",
-        );
+    let query = match admin_query(query, Some("connection must be a connection id")) {
+        Ok(query) => query,
+        Err(refusal) => return *refusal,
     };
     let bindings = match router.affinity_bindings().await {
         Ok(bindings) => bindings,
@@ -388,15 +404,9 @@ pub async fn journal(
     page: Result<Query<JournalPage>, QueryRejection>,
 ) -> Response {
     let router = guard!(app, headers);
-    let Query(page) = match page {
+    let page = match admin_query(page, Some("since_seq and limit must be whole numbers")) {
         Ok(page) => page,
-        Err(rejection) => {
-            return admin_error(
-                StatusCode::BAD_REQUEST,
-                "invalid_query",
-                &format!("since_seq and limit must be whole numbers: {rejection}"),
-            )
-        }
+        Err(refusal) => return *refusal,
     };
     let since_seq = page.since_seq.unwrap_or(0);
     let limit = page
