@@ -60,6 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             format: ApiFormat::Openai,
             only_connection: None,
             affinity: None,
+            client: quotaroute_actors::ClientTag::default(),
         };
         let mut decision = router.route(request).await?;
         while let Some(target) = decision.current() {

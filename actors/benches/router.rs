@@ -63,6 +63,7 @@ async fn run_case(router: &Router, callers: usize, per_caller: usize) {
                     format: ApiFormat::Openai,
                     only_connection: None,
                     affinity: None,
+                    client: quotaroute_actors::ClientTag::default(),
                 };
                 let mut decision = router.route(request).await.expect("routes");
                 decision.report(AttemptResult::success(200, 10, 20));

@@ -469,6 +469,7 @@ impl Sim {
             format: ApiFormat::Openai,
             only_connection: None,
             affinity: None,
+            client: quotaroute_actors::ClientTag::default(),
         };
         match self.router().route(request).await {
             Ok(decision) => {
@@ -1403,6 +1404,7 @@ impl Sim {
                 format: ApiFormat::Openai,
                 only_connection: None,
                 affinity: None,
+                client: quotaroute_actors::ClientTag::default(),
             };
             let mut decision =
                 self.router().route(request).await.map_err(|e| {

@@ -28,7 +28,7 @@ use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 use crate::node::stream_relay::{self, CommittedStream};
 use crate::telemetry::RequestSpan;
-use crate::wire::affinity_group::{derive_group, DEFAULT_CLIENT};
+use crate::wire::affinity_group::derive_group;
 use crate::wire::body_rewrite::parse_request;
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 
@@ -234,13 +234,14 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         format: endpoint.format(),
         only_connection: None,
         affinity: None,
+        client: quotaroute_actors::ClientTag::default(),
     };
     if endpoint == Endpoint::Responses {
         route_request.only_connection = previous_response_connection(&router, &client_body);
     }
     // `previous_response_id` is the hard affinity; otherwise the conversation's group.
     if route_request.only_connection.is_none() && live.affinity.enabled {
-        let client = &*DEFAULT_CLIENT;
+        let client = &route_request.client.id;
         route_request.affinity = derive_group(
             client,
             &client_body,

@@ -9,7 +9,6 @@
 //! no copy) and allocates nothing, whether or not a group is found. The digest is all that
 //! leaves this file: prompt text is never kept, logged or journaled.
 
-use std::sync::{Arc, LazyLock};
 
 use http::HeaderMap;
 use xxhash_rust::xxh3::Xxh3;
@@ -27,8 +26,6 @@ pub const SESSION_HEADERS: [&str; 5] = [
     "x-session-id",
 ];
 
-/// The client every request belongs to until clients (behaviour §11) name their own.
-pub static DEFAULT_CLIENT: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from("default"));
 
 /// Where the parts that may name a conversation sit in the body (found by the one body scan).
 /// Spans are of the raw JSON values, quotes included.

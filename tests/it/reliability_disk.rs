@@ -71,6 +71,7 @@ fn request(id: usize, model: &str) -> RouteRequest {
         format: ApiFormat::Openai,
         only_connection: None,
         affinity: None,
+        client: quotaroute_actors::ClientTag::default(),
     }
 }
 

@@ -114,6 +114,7 @@ async fn serve(
         format,
         only_connection: None,
         affinity: None,
+        client: quotaroute_actors::ClientTag::default(),
     };
     let Ok(mut decision) = router.route(request).await else {
         router.settle().await.unwrap();

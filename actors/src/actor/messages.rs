@@ -70,6 +70,34 @@ pub struct RouteRequest {
     pub only_connection: Option<String>,
     /// The request's conversation (behaviour §10), if it has one and no hard affinity.
     pub affinity: Option<AffinityKey>,
+    /// Who sent it (behaviour §11): its share of a full pool.
+    pub client: ClientTag,
+}
+
+/// The client a request belongs to, as routing sees it: its id (never its key) and weight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTag {
+    pub id: Arc<str>,
+    /// Share of a full pool when requests queue (behaviour §11), ≥ 1.
+    pub weight: u32,
+}
+
+impl ClientTag {
+    /// `server.api_keys`' client, and every request's when no `[[clients]]` are configured.
+    pub fn default_client() -> ClientTag {
+        static DEFAULT: std::sync::LazyLock<Arc<str>> =
+            std::sync::LazyLock::new(|| Arc::from("default"));
+        ClientTag {
+            id: DEFAULT.clone(),
+            weight: 1,
+        }
+    }
+}
+
+impl Default for ClientTag {
+    fn default() -> Self {
+        ClientTag::default_client()
+    }
 }
 
 /// A conversation as the combo keys it: the group's digest (already namespaced by client) and

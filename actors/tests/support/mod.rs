@@ -80,6 +80,7 @@ pub fn request(model: &str) -> RouteRequest {
         format: ApiFormat::Openai,
         only_connection: None,
         affinity: None,
+        client: quotaroute_actors::ClientTag::default(),
     }
 }
 
