@@ -9,7 +9,6 @@
 //! no copy) and allocates nothing, whether or not a group is found. The digest is all that
 //! leaves this file: prompt text is never kept, logged or journaled.
 
-
 use http::HeaderMap;
 use xxhash_rust::xxh3::Xxh3;
 
@@ -25,7 +24,6 @@ pub const SESSION_HEADERS: [&str; 5] = [
     "thread-id",
     "x-session-id",
 ];
-
 
 /// Where the parts that may name a conversation sit in the body (found by the one body scan).
 /// Spans are of the raw JSON values, quotes included.
