@@ -3,7 +3,9 @@
 # (instructions, steady across runs on a shared machine) serving a bounded wrk load against the
 # shared bench mock, with the shared bench config (journal on, request_events = "all").
 # Prints the instructions per request of each layer (inclusive, so layers nest) and the total.
-# Run from the project root:  bench/profile.sh      (knobs: SECONDS_OF_LOAD, CONNS, STREAM=1)
+# Run from the project root:  bench/profile.sh      (knobs: SECONDS_OF_LOAD, CONNS, STREAM=1,
+# QR_BINARY=path: that build;
+# TELEMETRY=1: `[telemetry]` on at sample_ratio 1.0, exporting to a local sink that answers 200)
 # A regression guard, not a timed test: it exits 1 when the instructions per request pass
 # BUDGET (default 145,000 for non-streaming; runs on 2026-12-01 with mimalloc gave 127,400–127,700,
 # with glibc malloc 142,600–163,700, the spread coming from how the journal writer and sled batch
@@ -14,7 +16,8 @@ root=$(pwd)
 bench=$(cd "$root/../shared/bench" && pwd)
 command -v valgrind >/dev/null && command -v wrk >/dev/null ||
   { echo "needs valgrind and wrk: apt-get install -y valgrind wrk"; exit 2; }
-cargo build --release --bin quotaroute -q
+bin=${QR_BINARY:-}
+if [ -z "$bin" ]; then cargo build --release --bin quotaroute -q; bin=$root/target/release/quotaroute; fi
 mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}
 (cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
 work=$(mktemp -d)
@@ -25,8 +28,24 @@ trap cleanup EXIT
 MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
 pids+=($!)
 sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
+if [ "${TELEMETRY:-0}" = 1 ]; then
+  python3 -c '
+import http.server
+class Sink(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", 14318), Sink).serve_forever()
+' >/dev/null 2>&1 &
+  pids+=($!)
+  printf '\n[telemetry]\notlp_endpoint = "http://127.0.0.1:14318"\nservice_name = "quotaroute-profile"\nsample_ratio = 1.0\n' >>"$work/qr.toml"
+fi
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
-  "$root/target/release/quotaroute" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &
+  "$bin" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &
 node=$!
 pids+=($node)
 key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
@@ -87,6 +106,9 @@ layers = [
     ("  recorder fold + queue (RecorderState::record)", r"(^|:)quotaroute_actors::actor::recorder::RecorderState::record"),
     ("journal writer thread (Writer::commit: encode, sled insert, flush)", r"(^|:)quotaroute_journal::writer::Writer::commit"),
     ("sled's own threads", r"(^|:)sled::threadpool::perform_work"),
+    ("telemetry: span export task (encode + POST)", r"(^|:)quotaroute::telemetry::export::Exporter::run::\{\{closure\}\}"),
+    ("telemetry: spans ended (RequestActive/AttemptActive drop)", r"drop_in_place<quotaroute::telemetry::span::(RequestActive|AttemptActive)>"),
+    ("telemetry: answer usage parse (answer_usage)", r"(^|:)quotaroute::telemetry::answer_usage::answer_usage"),
 ]
 per_request = total / requests
 print(f"total {total:,} instructions = {per_request:,.0f} per request")

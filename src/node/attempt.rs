@@ -32,7 +32,7 @@ use crate::telemetry::RequestSpan;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::body_rewrite::{rewrite, RequestInfo};
 use crate::wire::content_coding::{content_codings, decode_body};
-use crate::wire::usage::response_usage;
+use crate::wire::usage::response_summary;
 
 /// Largest upstream body the router reads whole (errors and non-streaming answers).
 const MAX_UPSTREAM_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -225,7 +225,7 @@ pub(crate) async fn try_target(
         return unanswered_openly(AttemptFailure::NotSent, None, "bad upstream URL");
     };
     // telemetry: this upstream request's client span; the upstream gets its traceparent.
-    let trace = ctx.trace.attempt(target, &provider.base_url);
+    let trace = ctx.trace.attempt(target, provider.server_address.as_ref());
     trace.inject(upstream_request.headers_mut());
     let sent_at = StdInstant::now();
     // Every way this try ends goes through here: metrics and the log line, then the shape.
@@ -404,7 +404,7 @@ pub(crate) async fn try_target(
         }
     };
     if status.is_success() {
-        let Ok(counts) = response_usage(ctx.endpoint.format(), &body) else {
+        let Ok(summary) = response_summary(&body) else {
             // A 2xx whose body cannot be parsed is a server error (behaviour §3).
             return end(
                 unanswered_openly(
@@ -415,7 +415,8 @@ pub(crate) async fn try_target(
                 upstream_time,
             );
         };
-        trace.answer(&body); // telemetry
+        trace.answer(summary.model, summary.counts.as_ref()); // telemetry
+        let counts = summary.counts;
         let (tokens_in, tokens_out) = counts
             .filter(|_| ctx.count_usage)
             .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));

@@ -5,6 +5,7 @@
 
 use quotaroute_actors::SharedClock;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
@@ -20,6 +21,8 @@ use crate::upstream::egress;
 pub struct ProviderRoute {
     /// `base_url` without a trailing `/`.
     pub base_url: String,
+    /// Its host and port, as the attempt spans name the server (`server.address`, `.port`).
+    pub server_address: Option<(Arc<str>, u16)>,
     pub format: ApiFormat,
     /// Header that carries the key raw (e.g. Azure `api-key`); `None`: the format's default.
     pub auth_header: Option<HeaderName>,
@@ -95,6 +98,11 @@ impl LiveConfig {
                     .collect();
                 let route = ProviderRoute {
                     base_url: p.base_url.as_str().trim_end_matches('/').to_string(),
+                    server_address: p
+                        .base_url
+                        .host_str()
+                        .zip(p.base_url.port_or_known_default())
+                        .map(|(host, port)| (Arc::from(host), port)),
                     format: p.format,
                     auth_header: p
                         .auth_header

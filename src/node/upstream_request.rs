@@ -71,6 +71,7 @@ mod tests {
     fn provider(format: ApiFormat, auth_header: Option<&'static str>) -> ProviderRoute {
         ProviderRoute {
             base_url: "http://upstream.test/v1".to_string(),
+            server_address: None,
             format,
             auth_header: auth_header.map(HeaderName::from_static),
             headers: vec![(

@@ -1,9 +1,11 @@
 //! The response model and token counts of a whole upstream answer (OpenAI chat, completions,
-//! embeddings, responses; Anthropic messages), for the spans. Read only when a span records
-//! them; the counts that bill are `proxy::usage`'s, and these follow the same rule: input
-//! tokens include cached ones (Anthropic's are added, OpenAI's already are).
+//! embeddings, responses; Anthropic messages), for the spans: made from what the node's one
+//! parse of the answer already read (`wire::usage::response_summary`), so tracing never parses
+//! a body again. Input tokens include cached ones, as the billed counts do.
 
-use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::wire::usage::TokenCounts;
 
 /// The longest response model name a span carries.
 const MAX_MODEL_CHARS: usize = 128;
@@ -16,70 +18,31 @@ pub struct AnswerUsage {
     pub cache_read_input_tokens: Option<u64>,
 }
 
-#[derive(Deserialize)]
-struct Answer {
-    model: Option<String>,
-    usage: Option<Usage>,
-}
-
-#[derive(Deserialize)]
-struct Usage {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    cache_read_input_tokens: Option<u64>,
-    cache_creation_input_tokens: Option<u64>,
-    prompt_tokens_details: Option<Details>,
-    input_tokens_details: Option<Details>,
-}
-
-#[derive(Deserialize)]
-struct Details {
-    cached_tokens: Option<u64>,
-}
-
-/// What `body` says; empty when it is not such an answer.
-pub fn answer_usage(body: &[u8]) -> AnswerUsage {
-    let Ok(answer) = serde_json::from_slice::<Answer>(body) else {
-        return AnswerUsage::default();
-    };
-    let model = answer
-        .model
-        .filter(|model| model.len() <= MAX_MODEL_CHARS && !model.chars().any(char::is_control));
-    let Some(usage) = answer.usage else {
-        return AnswerUsage {
+impl AnswerUsage {
+    /// The answer's `model` (when it is a short string without control characters) and its
+    /// counts.
+    pub fn of(model: Option<&RawValue>, counts: Option<&TokenCounts>) -> Self {
+        let model = model
+            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+            .filter(|model| model.len() <= MAX_MODEL_CHARS && !model.chars().any(char::is_control));
+        AnswerUsage {
             model,
-            ..AnswerUsage::default()
-        };
-    };
-    let anthropic_cache = usage
-        .cache_read_input_tokens
-        .unwrap_or(0)
-        .saturating_add(usage.cache_creation_input_tokens.unwrap_or(0));
-    let input_tokens = match (usage.prompt_tokens, usage.input_tokens) {
-        (Some(prompt), _) => Some(prompt),
-        (None, Some(input)) if usage.input_tokens_details.is_some() => Some(input),
-        (None, Some(input)) => Some(input.saturating_add(anthropic_cache)),
-        (None, None) => None,
-    };
-    let cache_read_input_tokens = usage.cache_read_input_tokens.or_else(|| {
-        usage
-            .prompt_tokens_details
-            .or(usage.input_tokens_details)
-            .and_then(|details| details.cached_tokens)
-    });
-    AnswerUsage {
-        model,
-        input_tokens,
-        output_tokens: usage.completion_tokens.or(usage.output_tokens),
-        cache_read_input_tokens,
+            input_tokens: counts.map(|counts| counts.tokens_in),
+            output_tokens: counts.map(|counts| counts.tokens_out),
+            cache_read_input_tokens: counts.map(|counts| counts.tokens_cached),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::usage::response_summary;
+
+    fn answer_usage(body: &[u8]) -> AnswerUsage {
+        let summary = response_summary(body).unwrap_or_default();
+        AnswerUsage::of(summary.model, summary.counts.as_ref())
+    }
 
     #[test]
     fn each_answer_shape_gives_its_model_and_tokens() {
@@ -103,5 +66,20 @@ mod tests {
         assert_eq!(usage.output_tokens, Some(5));
         assert_eq!(usage.cache_read_input_tokens, Some(1000));
         assert_eq!(answer_usage(b"not json"), AnswerUsage::default());
+    }
+
+    #[test]
+    fn a_model_that_is_not_a_short_plain_string_is_left_out() {
+        let number = br#"{"model":5,"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
+        let usage = answer_usage(number);
+        assert_eq!(usage.model, None);
+        assert_eq!(usage.output_tokens, Some(2));
+        let long = format!(r#"{{"model":"{}"}}"#, "m".repeat(200));
+        assert_eq!(answer_usage(long.as_bytes()).model, None);
+        assert_eq!(answer_usage(br#"{"model":"a\u0007b"}"#).model, None);
+        assert_eq!(
+            answer_usage(br#"{"model":"gpt-\u0034o"}"#).model.as_deref(),
+            Some("gpt-4o")
+        );
     }
 }

@@ -30,6 +30,8 @@ pub const NO_AFFINITY: &str = "none";
 pub enum Value {
     Static(&'static str),
     Text(String),
+    /// A name the config already holds (connection, provider, model, host).
+    Shared(std::sync::Arc<str>),
     Int(i64),
 }
 

@@ -1,11 +1,13 @@
-//! The export path: a bounded queue the request path only ever `try_send`s to, and one task
-//! that gathers batches (up to [`MAX_BATCH`] spans or [`BATCH_DELAY`]) and POSTs each to the
-//! collector as OTLP/HTTP protobuf, one export at a time, each bounded by [`EXPORT_TIMEOUT`].
-//! A full queue drops the span; an export that fails or times out drops its batch: both are
-//! counted (`quotaroute_trace_spans_dropped_total{reason}`), neither ever waits or retries, so
-//! a slow or dead collector costs a request nothing.
+//! The export path: a bounded buffer the request path only ever appends to under a short lock
+//! (no channel send, no task wake-up per span), and one task that takes the whole buffer every
+//! [`BATCH_DELAY`] (sooner when [`MAX_BATCH`] spans are waiting or a flush is asked for) and
+//! POSTs it to the collector as OTLP/HTTP protobuf, [`MAX_BATCH`] spans per export, one export at
+//! a time, each bounded by [`EXPORT_TIMEOUT`]. A full buffer drops the span; an export that fails
+//! or times out drops its batch: both are counted (`quotaroute_trace_spans_dropped_total{reason}`),
+//! neither ever waits or retries, so a slow or dead collector costs a request nothing.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,33 +17,37 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use metrics::Counter;
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use tokio::sync::{oneshot, Notify};
 use url::Url;
 
 use crate::telemetry::finished::{encode, FinishedSpan};
 
 /// Spans waiting for export; past this a span is dropped (and counted).
 pub const MAX_QUEUED_SPANS: usize = 4096;
-/// The most spans in one export.
+/// The most spans in one export; this many waiting wakes the export task early.
 pub const MAX_BATCH: usize = 512;
-/// The longest a span waits for its batch to fill.
+/// The longest a span waits for its export.
 pub const BATCH_DELAY: Duration = Duration::from_millis(500);
 /// The longest one export may take (connect, send, answer).
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most of a collector's answer read (it is only drained, so the connection is reused).
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
-enum Queued {
-    Span(FinishedSpan),
-    /// Export what is queued now, then answer.
-    Flush(oneshot::Sender<()>),
+/// What the request path and the export task share.
+struct Shared {
+    /// Finished spans not yet taken by the export task.
+    waiting: Mutex<Vec<FinishedSpan>>,
+    /// Flushes asked for since the export task last took the buffer.
+    flushes: Mutex<Vec<oneshot::Sender<()>>>,
+    /// Wakes the export task before its next tick (a full batch, a flush, the queue's end).
+    wake: Notify,
+    closed: AtomicBool,
+    counters: Counters,
 }
 
 /// The request path's end of the queue.
 pub struct SpanQueue {
-    sender: mpsc::Sender<Queued>,
-    counters: Arc<Counters>,
+    shared: Arc<Shared>,
 }
 
 struct Counters {
@@ -64,31 +70,58 @@ impl Counters {
 impl SpanQueue {
     /// The queue, and its export task on the current runtime.
     pub fn start(traces_url: Url, service_name: String) -> Self {
-        let (sender, receiver) = mpsc::channel(MAX_QUEUED_SPANS);
-        let counters = Arc::new(Counters::register());
+        let shared = Arc::new(Shared {
+            waiting: Mutex::new(Vec::with_capacity(MAX_BATCH)),
+            flushes: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+            closed: AtomicBool::new(false),
+            counters: Counters::register(),
+        });
         let exporter = Exporter {
             client: client(),
             traces_url,
             service_name,
-            counters: counters.clone(),
+            shared: shared.clone(),
         };
-        tokio::spawn(exporter.run(receiver));
-        SpanQueue { sender, counters }
+        tokio::spawn(exporter.run());
+        SpanQueue { shared }
     }
 
-    /// Queues `span`, or drops and counts it when the queue is full: never waits.
+    /// Queues `span`, or drops and counts it when the buffer is full: never waits on the
+    /// export, and wakes the export task only when a whole batch is waiting.
     pub fn push(&self, span: FinishedSpan) {
-        if self.sender.try_send(Queued::Span(span)).is_err() {
-            self.counters.queue_full.increment(1);
+        let waiting = {
+            let Ok(mut waiting) = self.shared.waiting.lock() else {
+                return;
+            };
+            if waiting.len() >= MAX_QUEUED_SPANS {
+                drop(waiting);
+                self.shared.counters.queue_full.increment(1);
+                return;
+            }
+            waiting.push(span);
+            waiting.len()
+        };
+        if waiting == MAX_BATCH {
+            self.shared.wake.notify_one();
         }
     }
 
     /// Exports what is queued, waiting at most `within` (at stop).
     pub async fn flush(&self, within: Duration) {
         let (done, exported) = oneshot::channel();
-        if self.sender.try_send(Queued::Flush(done)).is_ok() {
-            let _ = tokio::time::timeout(within, exported).await;
+        if let Ok(mut flushes) = self.shared.flushes.lock() {
+            flushes.push(done);
         }
+        self.shared.wake.notify_one();
+        let _ = tokio::time::timeout(within, exported).await;
+    }
+}
+
+impl Drop for SpanQueue {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.wake.notify_one();
     }
 }
 
@@ -98,31 +131,35 @@ struct Exporter {
     client: ExportClient,
     traces_url: Url,
     service_name: String,
-    counters: Arc<Counters>,
+    shared: Arc<Shared>,
 }
 
 impl Exporter {
-    async fn run(self, mut receiver: mpsc::Receiver<Queued>) {
-        let mut batch: Vec<FinishedSpan> = Vec::with_capacity(MAX_BATCH);
-        while let Some(first) = receiver.recv().await {
-            let mut flushed: Option<oneshot::Sender<()>> = None;
-            match first {
-                Queued::Span(span) => batch.push(span),
-                Queued::Flush(done) => flushed = Some(done),
+    async fn run(self) {
+        let mut taken: Vec<FinishedSpan> = Vec::with_capacity(MAX_BATCH);
+        loop {
+            let _ = tokio::time::timeout(BATCH_DELAY, self.shared.wake.notified()).await;
+            let closed = self.shared.closed.load(Ordering::Acquire);
+            // The flushes first: every span queued before a flush was asked is in the buffer.
+            let flushes = self
+                .shared
+                .flushes
+                .lock()
+                .map(|mut flushes| std::mem::take(&mut *flushes))
+                .unwrap_or_default();
+            if let Ok(mut waiting) = self.shared.waiting.lock() {
+                std::mem::swap(&mut *waiting, &mut taken);
             }
-            let full_by = Instant::now() + BATCH_DELAY;
-            while flushed.is_none() && batch.len() < MAX_BATCH {
-                match tokio::time::timeout_at(full_by, receiver.recv()).await {
-                    Ok(Some(Queued::Span(span))) => batch.push(span),
-                    Ok(Some(Queued::Flush(done))) => flushed = Some(done),
-                    Ok(None) | Err(_) => break,
-                }
+            while !taken.is_empty() {
+                let rest = taken.split_off(taken.len().min(MAX_BATCH));
+                self.export(std::mem::replace(&mut taken, rest)).await;
             }
-            if !batch.is_empty() {
-                self.export(std::mem::take(&mut batch)).await;
-            }
-            if let Some(done) = flushed {
+            taken.reserve(MAX_BATCH);
+            for done in flushes {
                 let _ = done.send(());
+            }
+            if closed {
+                return;
             }
         }
     }
@@ -131,9 +168,9 @@ impl Exporter {
         let count = spans.len() as u64;
         let body = encode(spans, &self.service_name);
         match tokio::time::timeout(EXPORT_TIMEOUT, self.post(body)).await {
-            Ok(Ok(())) => self.counters.exported.increment(count),
+            Ok(Ok(())) => self.shared.counters.exported.increment(count),
             Ok(Err(reason)) => {
-                self.counters.export_failed.increment(count);
+                self.shared.counters.export_failed.increment(count);
                 tracing::debug!(
                     collector = %crate::wire::upstream_mask::mask_url(self.traces_url.as_str()),
                     spans = count,
@@ -142,7 +179,7 @@ impl Exporter {
                 );
             }
             Err(_) => {
-                self.counters.export_failed.increment(count);
+                self.shared.counters.export_failed.increment(count);
                 tracing::debug!(spans = count, "trace export timed out: spans dropped");
             }
         }

@@ -11,12 +11,13 @@ use http::header::{HeaderMap, HeaderName};
 use quotaroute_actors::RoutedTarget;
 use quotaroute_journal::OutcomeClass;
 
-use crate::telemetry::answer_usage::{answer_usage, AnswerUsage};
+use crate::telemetry::answer_usage::AnswerUsage;
 use crate::telemetry::attributes::{self as attr, Attributes, Value};
 use crate::telemetry::finished::{FinishedSpan, Kind};
 use crate::telemetry::trace_context::{self, RemoteParent, SpanId, TraceId};
 use crate::telemetry::tracer::{now_unix_ns, Tracer};
 use crate::wire::stream_watch::StreamUsage;
+use crate::wire::usage::TokenCounts;
 
 const ATTEMPTS_HEADER: HeaderName = HeaderName::from_static("x-quotaroute-attempts");
 const MODEL_HEADER: HeaderName = HeaderName::from_static("x-quotaroute-model");
@@ -58,7 +59,7 @@ struct AttemptActive {
     model: Arc<str>,
     connection: Arc<str>,
     provider: Arc<str>,
-    address: Option<(String, u16)>,
+    address: Option<(Arc<str>, u16)>,
     state: Mutex<AttemptState>,
 }
 
@@ -113,14 +114,13 @@ impl RequestSpan {
         self.0.is_some()
     }
 
-    /// A child span for one upstream request to `target` at `base_url`, starting now.
-    pub fn attempt(&self, target: &RoutedTarget, base_url: &str) -> AttemptSpan {
+    /// A child span for one upstream request to `target` at `address` (its provider's host
+    /// and port), starting now.
+    pub fn attempt(&self, target: &RoutedTarget, address: Option<&(Arc<str>, u16)>) -> AttemptSpan {
         let Some(request) = &self.0 else {
             return AttemptSpan(None);
         };
-        let address = url::Url::parse(base_url)
-            .ok()
-            .and_then(|url| Some((url.host_str()?.to_owned(), url.port_or_known_default()?)));
+        let address = address.cloned();
         AttemptSpan(Some(Arc::new(AttemptActive {
             request: request.clone(),
             span_id: SpanId::random(),
@@ -175,10 +175,14 @@ impl AttemptSpan {
         self.with_state(|state| state.class = Some(class));
     }
 
-    /// The whole answer's model and token counts.
-    pub fn answer(&self, body: &[u8]) {
+    /// The whole answer's model and token counts, as the node's one parse of it read them.
+    pub fn answer(
+        &self,
+        model: Option<&serde_json::value::RawValue>,
+        counts: Option<&TokenCounts>,
+    ) {
         if self.0.is_some() {
-            let usage = answer_usage(body);
+            let usage = AnswerUsage::of(model, counts);
             self.with_state(|state| state.usage = usage);
         }
     }
@@ -222,17 +226,17 @@ impl Drop for AttemptActive {
         let request = &self.request;
         let mut attributes: Attributes = Vec::with_capacity(12);
         attributes.push((attr::OPERATION_NAME, Value::Static(request.operation)));
-        attributes.push((attr::REQUEST_MODEL, Value::Text(self.model.to_string())));
+        attributes.push((attr::REQUEST_MODEL, Value::Shared(self.model.clone())));
         push_usage(&mut attributes, &state.usage);
         if let Some((host, port)) = self.address.take() {
-            attributes.push((attr::SERVER_ADDRESS, Value::Text(host)));
+            attributes.push((attr::SERVER_ADDRESS, Value::Shared(host)));
             attributes.push((attr::SERVER_PORT, Value::from(u64::from(port))));
         }
         if let Some(status) = state.status {
             attributes.push((attr::STATUS_CODE, Value::from(u64::from(status))));
         }
-        attributes.push((attr::CONNECTION, Value::Text(self.connection.to_string())));
-        attributes.push((attr::PROVIDER, Value::Text(self.provider.to_string())));
+        attributes.push((attr::CONNECTION, Value::Shared(self.connection.clone())));
+        attributes.push((attr::PROVIDER, Value::Shared(self.provider.clone())));
         let failed = state
             .class
             .is_some_and(|class| class != OutcomeClass::Success);

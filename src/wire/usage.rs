@@ -5,6 +5,7 @@
 use quotaroute_journal::ApiFormat;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 /// Tokens one upstream answer used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -96,7 +97,10 @@ pub(super) fn usage_counts(usage: Option<UsageFields>) -> Option<TokenCounts> {
 }
 
 #[derive(Deserialize)]
-struct ResponseBody {
+struct ResponseBody<'a> {
+    /// Borrowed as it stands (any JSON value): read only when a span records it.
+    #[serde(default, borrow)]
+    model: Option<&'a RawValue>,
     #[serde(default)]
     usage: Option<UsageFields>,
 }
@@ -106,23 +110,42 @@ struct ResponseBody {
 #[error("upstream response body is not valid JSON: {0}")]
 pub struct InvalidBody(pub String);
 
+/// What one parse of a whole (non-streaming) response reads: its usage and the `model` it
+/// names (the raw JSON value, borrowed from the body).
+#[derive(Debug, Default)]
+pub struct ResponseSummary<'a> {
+    pub counts: Option<TokenCounts>,
+    pub model: Option<&'a RawValue>,
+}
+
 /// One parse of a whole (non-streaming) response: `Err` when the body is not JSON, else the
 /// top-level `usage` if it has one. Every format uses the top-level `usage` object; the field
 /// names tell the formats apart, so `_format` only documents the caller's intent.
 pub fn response_usage(_format: ApiFormat, body: &[u8]) -> Result<Option<TokenCounts>, InvalidBody> {
+    response_summary(body).map(|summary| summary.counts)
+}
+
+/// [`response_usage`] and the answer's `model`, from the same single parse.
+pub fn response_summary(body: &[u8]) -> Result<ResponseSummary<'_>, InvalidBody> {
     let is_object = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
     // serde would read an array positionally as the struct: only objects go that way.
     let parsed = if is_object {
         serde_json::from_slice::<ResponseBody>(body)
     } else {
-        serde_json::from_slice::<IgnoredAny>(body).map(|_| ResponseBody { usage: None })
+        serde_json::from_slice::<IgnoredAny>(body).map(|_| ResponseBody {
+            model: None,
+            usage: None,
+        })
     };
     match parsed {
-        Ok(parsed) => Ok(usage_counts(parsed.usage)),
+        Ok(parsed) => Ok(ResponseSummary {
+            counts: usage_counts(parsed.usage),
+            model: parsed.model,
+        }),
         // Valid JSON of another shape (an array, a `usage` that is not an object, a duplicate
         // key) has no usage we can read, but is not a broken answer.
         Err(error) => match serde_json::from_slice::<IgnoredAny>(body) {
-            Ok(_) => Ok(None),
+            Ok(_) => Ok(ResponseSummary::default()),
             Err(_) => Err(InvalidBody(error.to_string())),
         },
     }
