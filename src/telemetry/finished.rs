@@ -293,9 +293,9 @@ mod tests {
             trace_id: TraceId([seed; 16]),
             span_id: SpanId([seed.wrapping_add(1); 8]),
             parent,
-            remote_parent: parent.is_some() && seed % 2 == 0,
+            remote_parent: parent.is_some() && seed.is_multiple_of(2),
             name: format!("chat model-{seed}"),
-            kind: if seed % 2 == 0 {
+            kind: if seed.is_multiple_of(2) {
                 Kind::Server
             } else {
                 Kind::Client
