@@ -6,11 +6,20 @@
 //! The tests decode every batch with the `opentelemetry-proto` types and compare it with the
 //! same spans built as those structs.
 
+use std::sync::Arc;
+
 use prost::bytes::BufMut;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 
 use crate::telemetry::attributes::{Attributes, Value};
 use crate::telemetry::trace_context::{SpanId, TraceId};
+
+/// A span's name, `{operation} {model}` (GenAI conventions), written out only by the encoder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanName {
+    pub operation: &'static str,
+    pub model: Arc<str>,
+}
 
 /// Whether a span served a client (the request) or called an upstream (an attempt).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +35,7 @@ pub struct FinishedSpan {
     pub parent: Option<SpanId>,
     /// The parent is the client's span (from its `traceparent`), not one of ours.
     pub remote_parent: bool,
-    pub name: String,
+    pub name: SpanName,
     pub kind: Kind,
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
@@ -110,7 +119,11 @@ fn span_fields(span: &FinishedSpan, buf: &mut Vec<u8>) {
     if let Some(parent) = span.parent {
         bytes_field(SPAN_PARENT_SPAN_ID, &parent.0, buf);
     }
-    string_field(SPAN_NAME, &span.name, buf);
+    let name = &span.name;
+    message_header(SPAN_NAME, name.operation.len() + 1 + name.model.len(), buf);
+    buf.extend_from_slice(name.operation.as_bytes());
+    buf.push(b' ');
+    buf.extend_from_slice(name.model.as_bytes());
     let kind = match span.kind {
         Kind::Server => KIND_SERVER,
         Kind::Client => KIND_CLIENT,
@@ -204,8 +217,6 @@ fn varint_field(tag: u32, value: u64, buf: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::common::v1::{
         any_value, AnyValue, InstrumentationScope, KeyValue,
@@ -257,7 +268,7 @@ mod tests {
                                 .map(|parent| parent.0.to_vec())
                                 .unwrap_or_default(),
                             flags: 0x001 | 0x100 | if finished.remote_parent { 0x200 } else { 0 },
-                            name: finished.name,
+                            name: format!("{} {}", finished.name.operation, finished.name.model),
                             kind: match finished.kind {
                                 Kind::Server => span::SpanKind::Server as i32,
                                 Kind::Client => span::SpanKind::Client as i32,
@@ -294,7 +305,10 @@ mod tests {
             span_id: SpanId([seed.wrapping_add(1); 8]),
             parent,
             remote_parent: parent.is_some() && seed.is_multiple_of(2),
-            name: format!("chat model-{seed}"),
+            name: SpanName {
+                operation: "chat",
+                model: Arc::from(format!("model-{seed}")),
+            },
             kind: if seed.is_multiple_of(2) {
                 Kind::Server
             } else {

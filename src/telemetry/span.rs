@@ -13,7 +13,7 @@ use quotaroute_journal::OutcomeClass;
 
 use crate::telemetry::answer_usage::AnswerUsage;
 use crate::telemetry::attributes::{self as attr, Attributes, Value};
-use crate::telemetry::finished::{FinishedSpan, Kind};
+use crate::telemetry::finished::{FinishedSpan, Kind, SpanName};
 use crate::telemetry::trace_context::{self, RemoteParent, SpanId, TraceId};
 use crate::telemetry::tracer::{now_unix_ns, Tracer};
 use crate::wire::stream_watch::StreamUsage;
@@ -37,7 +37,7 @@ struct RequestActive {
     parent: Option<SpanId>,
     start_unix_ns: u64,
     operation: &'static str,
-    request_model: String,
+    request_model: Arc<str>,
     state: Mutex<RequestState>,
 }
 
@@ -104,7 +104,7 @@ impl RequestSpan {
             parent: parent.map(|parent| parent.span_id),
             start_unix_ns: now_unix_ns().saturating_sub(elapsed),
             operation,
-            request_model: model.to_owned(),
+            request_model: Arc::from(model),
             state: Mutex::default(),
         })))
     }
@@ -254,7 +254,10 @@ impl Drop for AttemptActive {
             span_id: self.span_id,
             parent: Some(request.span_id),
             remote_parent: false,
-            name: format!("{} {}", request.operation, self.model),
+            name: SpanName {
+                operation: request.operation,
+                model: self.model.clone(),
+            },
             kind: Kind::Client,
             start_unix_ns: self.start_unix_ns,
             end_unix_ns: now_unix_ns(),
@@ -267,18 +270,17 @@ impl Drop for AttemptActive {
 impl Drop for RequestActive {
     fn drop(&mut self) {
         let mut state = self.state.get_mut().map(std::mem::take).unwrap_or_default();
-        let name = format!("{} {}", self.operation, self.request_model);
         let mut attributes: Attributes = Vec::with_capacity(12);
         attributes.push((attr::OPERATION_NAME, Value::Static(self.operation)));
-        attributes.push((attr::REQUEST_MODEL, Value::Text(self.request_model.clone())));
+        attributes.push((
+            attr::REQUEST_MODEL,
+            Value::Shared(self.request_model.clone()),
+        ));
         if state.usage.model.is_none() {
             state.usage.model = state.routed_model.take();
         }
         push_usage(&mut attributes, &state.usage);
-        attributes.push((
-            attr::COMBO,
-            Value::Text(std::mem::take(&mut self.request_model)),
-        ));
+        attributes.push((attr::COMBO, Value::Shared(self.request_model.clone())));
         attributes.push((attr::CLIENT, Value::Static(attr::DEFAULT_CLIENT)));
         attributes.push((attr::AFFINITY, Value::Static(attr::NO_AFFINITY)));
         if let Some(attempts) = state.attempts {
@@ -305,7 +307,10 @@ impl Drop for RequestActive {
             span_id: self.span_id,
             parent: self.parent,
             remote_parent: self.parent.is_some(),
-            name,
+            name: SpanName {
+                operation: self.operation,
+                model: self.request_model.clone(),
+            },
             kind: Kind::Server,
             start_unix_ns: self.start_unix_ns,
             end_unix_ns: now_unix_ns(),

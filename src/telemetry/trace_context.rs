@@ -75,13 +75,19 @@ pub fn parse_traceparent(value: &HeaderValue) -> Option<RemoteParent> {
 
 /// The `traceparent` naming `span_id` of `trace_id`, sampled.
 pub fn traceparent(trace_id: TraceId, span_id: SpanId) -> Option<HeaderValue> {
-    let mut text = String::with_capacity(55);
-    text.push_str("00-");
-    push_hex(&mut text, &trace_id.0);
-    text.push('-');
-    push_hex(&mut text, &span_id.0);
-    text.push_str("-01");
-    HeaderValue::from_str(&text).ok()
+    // `00-` 32 hex `-` 16 hex `-01`, written in place.
+    let mut text = *b"00-00000000000000000000000000000000-0000000000000000-01";
+    write_hex(&mut text[3..35], &trace_id.0);
+    write_hex(&mut text[36..52], &span_id.0);
+    HeaderValue::from_bytes(&text).ok()
+}
+
+fn write_hex(out: &mut [u8], bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
+    }
 }
 
 /// Lower-case hex of `bytes` (the only form the spec allows).
