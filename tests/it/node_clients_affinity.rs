@@ -59,12 +59,13 @@ fn with_side_combo(text: String) -> String {
 /// One request a client sent, as the proxy saw it.
 #[derive(Debug, Clone)]
 struct Seen {
+    method: String,
     path: String,
     model: String,
-    /// The body's hints that name a group (behaviour §10 order), as `name=value`.
-    hints: Vec<String>,
-    /// The session headers present, as `name=value`.
-    headers: Vec<String>,
+    /// The body's hints that name a group (behaviour §10 order), as `(name, value)`.
+    hints: Vec<(String, String)>,
+    /// The session headers present, as `(name, value)`.
+    headers: Vec<(String, String)>,
     /// `x-quotaroute-connection` of the node's answer.
     connection: String,
 }
@@ -72,12 +73,22 @@ struct Seen {
 impl Seen {
     /// What the node derives the group from: the first hint it has.
     fn group_source(&self) -> String {
+        if self.method != "POST" {
+            return "none (no body)".into();
+        }
         self.hints
             .iter()
             .chain(&self.headers)
             .next()
-            .map(|h| h.split('=').next().unwrap().to_string())
+            .map(|(name, _)| name.clone())
             .unwrap_or_else(|| "prefix".into())
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -124,6 +135,7 @@ async fn forward(
         return (StatusCode::UPGRADE_REQUIRED, "no WebSocket here").into_response();
     }
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let method_name = method.to_string();
     let mut outgoing = proxy
         .client
         .request(method, format!("{}{path}", proxy.node))
@@ -148,17 +160,18 @@ async fn forward(
         ("metadata.user_id", &json["metadata"]["user_id"]),
     ] {
         if let Some(text) = value.as_str().filter(|t| !t.is_empty()) {
-            hints.push(format!("{name}={}", short(text)));
+            hints.push((name.to_string(), text.to_string()));
         }
     }
     let session = SESSION_HEADERS
         .iter()
         .filter_map(|name| {
             let value = headers.get(*name)?.to_str().ok()?;
-            Some(format!("{name}={}", short(value)))
+            Some((name.to_string(), value.to_string()))
         })
         .collect();
     proxy.seen.lock().unwrap().push(Seen {
+        method: method_name,
         path: path.to_string(),
         model: json["model"].as_str().unwrap_or_default().to_string(),
         hints,
@@ -185,15 +198,21 @@ async fn forward(
 
 fn print_seen(what: &str, seen: &[Seen]) {
     eprintln!("{what}: {} requests on the wire", seen.len());
+    let pairs = |list: &[(String, String)]| {
+        list.iter()
+            .map(|(name, value)| format!("{name}={}", short(value)))
+            .collect::<Vec<_>>()
+    };
     for s in seen {
         eprintln!(
-            "  {} model={} served_by={} group_from={} hints={:?} session_headers={:?}",
+            "  {} {} model={:?} served_by={:?} group_from={} hints={:?} session_headers={:?}",
+            s.method,
             s.path,
             s.model,
             s.connection,
             s.group_source(),
-            s.hints,
-            s.headers
+            pairs(&s.hints),
+            pairs(&s.headers)
         );
     }
 }
@@ -236,8 +255,8 @@ async fn routed_turns(harness: &Harness) -> Vec<Turn> {
         .collect()
 }
 
-/// The turns of one session (the new ones since `before`) of combo `model`: asserts they
-/// all reached one connection, affinity `new` then `held`; returns that connection.
+/// The turns of combo `model` among `turns` (one session's): asserts there are at least
+/// `min_turns`, all served by one connection, affinity `new` then `held`; returns it.
 fn one_account(what: &str, turns: &[Turn], model: &str, min_turns: usize) -> String {
     let ours: Vec<&Turn> = turns.iter().filter(|t| t.model == model).collect();
     eprintln!(
@@ -506,13 +525,24 @@ async fn an_interactive_claude_code_session_keeps_its_turns_on_one_key() {
     assert!(conversation.len() >= prompts.len() + prompts2.len());
     for s in &conversation {
         assert!(!s.connection.is_empty(), "{s:?}");
-        assert!(
-            s.headers
-                .iter()
-                .any(|h| h.starts_with("x-claude-code-session-id=")),
-            "Claude Code {version} sent no x-claude-code-session-id: {s:?}"
-        );
+        // The group comes from `metadata.user_id` (first in §10's order): a JSON string whose
+        // `session_id` is the session header's value, so one group per session.
+        assert_eq!(s.group_source(), "metadata.user_id", "{s:?}");
+        let session = s.header("x-claude-code-session-id").unwrap_or_else(|| {
+            panic!("Claude Code {version} sent no x-claude-code-session-id: {s:?}")
+        });
+        let user_id: Value = serde_json::from_str(&s.hints[0].1).unwrap();
+        assert_eq!(user_id["session_id"], session, "{s:?}");
     }
+    let sessions: std::collections::HashSet<&str> = conversation
+        .iter()
+        .filter_map(|s| s.header("x-claude-code-session-id"))
+        .collect();
+    assert_eq!(
+        sessions.len(),
+        2,
+        "two sessions, two session ids: {sessions:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -651,9 +681,15 @@ async fn codex_exec_and_its_follow_up_stay_on_one_key() {
         .collect();
     assert!(turns.len() >= 4, "{turns:?}");
     for s in &turns {
-        assert!(
-            s.headers.iter().any(|h| h.starts_with("session-id=")),
-            "{version} sent no session-id: {s:?}"
-        );
+        // The group comes from `prompt_cache_key` (first in §10's order), which Codex sets to
+        // its thread id, as it does both session headers.
+        assert_eq!(s.group_source(), "prompt_cache_key", "{s:?}");
+        let key = s.hints[0].1.as_str();
+        assert_eq!(s.header("session-id"), Some(key), "{version}: {s:?}");
+        assert_eq!(s.header("thread-id"), Some(key), "{version}: {s:?}");
     }
+    let keys: std::collections::HashSet<&str> =
+        turns.iter().map(|s| s.hints[0].1.as_str()).collect();
+    assert_eq!(keys.len(), 2, "two sessions, two thread ids: {keys:?}");
+    assert!(keys.contains(thread.as_str()), "{keys:?} vs {thread}");
 }
