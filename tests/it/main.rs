@@ -20,6 +20,7 @@ mod mock_endpoints;
 mod mock_faults;
 mod node_affinity;
 mod node_clients;
+mod node_clients_affinity;
 mod node_cluster;
 mod node_cluster_managed;
 mod node_codex_windows;
