@@ -14,7 +14,6 @@ use ractor::{Actor, ActorRef};
 use crate::actor::messages::{
     BreakerMsg, ComboMsg, ConnectionMsg, QueuedRoute, RouteReply, RouteRequest,
 };
-use crate::policy::fair_queue::Ticket;
 use crate::actor::recorder::{RecorderActor, RecorderArgs, RecorderMsg};
 use crate::actor::supervisor::{RouterSupervisor, SupervisorArgs, SupervisorMsg};
 use crate::admin_state::AdminState;
@@ -22,6 +21,7 @@ use crate::clock::SharedClock;
 use crate::decision::{
     Decision, ADMIN_CALL_TIMEOUT_MS, JOURNAL_CALL_TIMEOUT_MS, ROUTE_CALL_TIMEOUT_MS,
 };
+use crate::policy::fair_queue::Ticket;
 use crate::policy::request::{hold_wait_ms, Unroutable};
 use crate::policy::request_events::RequestEvents;
 use crate::policy::response_affinity::{ResponseBinding, ResponseBindings};
@@ -62,10 +62,7 @@ pub enum RouteError {
     /// Every target stayed at cap for the combo's `queue_ms`, or its queue is full
     /// (behaviour §11: 429 `pool_busy`).
     #[error("the pool is busy: every target at its concurrency cap")]
-    PoolBusy {
-        waited_ms: u64,
-        retry_after_ms: u64,
-    },
+    PoolBusy { waited_ms: u64, retry_after_ms: u64 },
 }
 
 /// Requests of one client waiting in one combo's queue.

@@ -70,9 +70,18 @@ async fn s11_queue_ms_0_fails_open_as_before() {
     let router = start_paused(pool(1, &["k1", "k2"], 0)).await;
     let mut held = Vec::new();
     for n in 0..3 {
-        held.push(router.route(from("a", 1, n)).await.expect("fail-open routes"));
+        held.push(
+            router
+                .route(from("a", 1, n))
+                .await
+                .expect("fail-open routes"),
+        );
     }
-    assert_eq!(in_flight(&router).await, 3, "the third runs over the soft cap");
+    assert_eq!(
+        in_flight(&router).await,
+        3,
+        "the third runs over the soft cap"
+    );
     assert!(router.queued().await.is_empty());
 }
 
@@ -96,8 +105,14 @@ async fn s11_a_waiter_is_granted_the_released_permit() {
     let started = tokio::time::Instant::now();
     drop(first);
     let granted = waiting.await.unwrap().expect("granted");
-    assert!(started.elapsed() < Duration::from_millis(50), "granted on the release");
-    assert_eq!(granted.current().unwrap().connection.to_string(), released_on);
+    assert!(
+        started.elapsed() < Duration::from_millis(50),
+        "granted on the release"
+    );
+    assert_eq!(
+        granted.current().unwrap().connection.to_string(),
+        released_on
+    );
     assert!(granted.queue_wait_ms() > 0);
     assert_eq!(in_flight(&router).await, 2);
     assert!(router.queued().await.is_empty());
@@ -121,7 +136,10 @@ async fn s11_a_waiter_still_there_at_queue_ms_gets_pool_busy() {
         other => panic!("expected PoolBusy, got {other:?}"),
     }
     assert!(waited >= Duration::from_millis(2_000));
-    assert!(waited < Duration::from_millis(2_100), "answered by queue_ms: {waited:?}");
+    assert!(
+        waited < Duration::from_millis(2_100),
+        "answered by queue_ms: {waited:?}"
+    );
     assert!(router.queued().await.is_empty());
     assert_eq!(in_flight(&router).await, 1);
 }
@@ -146,8 +164,15 @@ async fn s11_a_waiter_whose_caller_went_away_leaves_at_once_and_gets_no_permit()
     });
     settle().await;
     drop(held);
-    let granted = later.await.unwrap().expect("the later request gets the slot");
-    assert_eq!(in_flight(&router).await, 1, "no permit went to the dead waiter");
+    let granted = later
+        .await
+        .unwrap()
+        .expect("the later request gets the slot");
+    assert_eq!(
+        in_flight(&router).await,
+        1,
+        "no permit went to the dead waiter"
+    );
     drop(granted);
     settle().await;
     assert_eq!(in_flight(&router).await, 0);

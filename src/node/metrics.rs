@@ -192,8 +192,7 @@ pub fn queue_wait(waited_ms: u64, pool_busy: bool) {
 
 /// The (combo, client) pairs of the `quotaroute_queued` gauge set at the last scrape: a pair
 /// nobody waits in any more is set back to 0 rather than left at its last count.
-static QUEUED_SEEN: OnceLock<Mutex<std::collections::BTreeSet<(String, String)>>> =
-    OnceLock::new();
+static QUEUED_SEEN: OnceLock<Mutex<std::collections::BTreeSet<(String, String)>>> = OnceLock::new();
 
 fn publish_queued(counts: &[quotaroute_actors::QueuedCount]) {
     let Ok(mut seen) = QUEUED_SEEN.get_or_init(Mutex::default).lock() else {

@@ -123,7 +123,9 @@ fn queued_gauge(metrics: &str, client: &str) -> f64 {
     metrics
         .lines()
         .filter(|line| line.starts_with("quotaroute_queued{"))
-        .filter(|line| line.contains(&format!("client=\"{client}\"")) && line.contains("combo=\"pool\""))
+        .filter(|line| {
+            line.contains(&format!("client=\"{client}\"")) && line.contains("combo=\"pool\"")
+        })
         .filter_map(|line| line.rsplit(' ').next()?.parse().ok())
         .next()
         .unwrap_or(0.0)
@@ -199,11 +201,18 @@ async fn s11_a_request_still_waiting_at_queue_ms_gets_429_pool_busy_with_retry_a
     assert_eq!(body["error"]["type"], "rate_limit_error", "{body}");
     assert_eq!(body["error"]["code"], "pool_busy", "{body}");
     assert!(waited >= Duration::from_millis(140), "{waited:?}");
-    assert!(waited < Duration::from_millis(600), "answered at queue_ms: {waited:?}");
+    assert!(
+        waited < Duration::from_millis(600),
+        "answered at queue_ms: {waited:?}"
+    );
     for holder in holders {
         assert_eq!(holder.await.unwrap(), 200);
     }
-    assert_eq!(mock.stats().total, 4, "the refused request sent nothing upstream");
+    assert_eq!(
+        mock.stats().total,
+        4,
+        "the refused request sent nothing upstream"
+    );
     let text = metrics(&client, &base).await;
     assert!(text.contains("quotaroute_pool_busy_total 1"), "{text}");
 }
@@ -241,7 +250,10 @@ async fn s11_a_client_that_disconnects_while_queued_frees_its_place_at_once() {
         1.0,
         "it waits in the queue"
     );
-    assert!(gone.await.unwrap().is_err(), "the client gave up while queued");
+    assert!(
+        gone.await.unwrap().is_err(),
+        "the client gave up while queued"
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
         queued_gauge(&metrics(&client, &base).await, "default"),
@@ -252,7 +264,11 @@ async fn s11_a_client_that_disconnects_while_queued_frees_its_place_at_once() {
     let later = chat_as(&client, &base, CLIENT_KEY).await;
     assert_eq!(later.status(), 200);
     // Granted when the holder's slot frees (≈0.4 s from now), then 0.7 s upstream.
-    assert!(started.elapsed() < Duration::from_millis(1_500), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(1_500),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(holder.await.unwrap(), 200);
     let stats = mock.stats();
     assert_eq!(stats.total, 2, "the dead waiter sent nothing upstream");
@@ -287,7 +303,15 @@ id = "light"
 key = "sk-light"
 weight = 1
 "#;
-    let config = pool_config(&mock_base, dir.path(), port, &["k1", "k2"], 2, queue_ms, clients);
+    let config = pool_config(
+        &mock_base,
+        dir.path(),
+        port,
+        &["k1", "k2"],
+        2,
+        queue_ms,
+        clients,
+    );
     let (_node, base) = spawn_node(dir.path(), config, port).await;
     let http = reqwest::Client::new();
     let until = Instant::now() + Duration::from_secs(8);
@@ -342,7 +366,10 @@ async fn s11_done_when_a_light_client_keeps_its_share_beside_a_flood() {
     assert_eq!(run.light_failed, 0, "{run:?}");
     assert!(median(&run.light_latencies_ms) <= 750, "{run:?}");
     let share = run.light_ok as f64 / (run.light_ok + run.heavy_ok) as f64;
-    assert!(share >= 0.30, "light got {share:.2} of completions: {run:?}");
+    assert!(
+        share >= 0.30,
+        "light got {share:.2} of completions: {run:?}"
+    );
     assert!(run.peak_per_key.iter().all(|&p| p <= 2), "{run:?}");
 }
 

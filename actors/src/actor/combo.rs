@@ -191,11 +191,12 @@ impl ComboState {
             if target.format != format {
                 continue;
             }
-            let blocked = crate::policy::admission::admission(slot.breaker.admission(now_ms), || {
-                slot.connection
-                    .as_deref()
-                    .and_then(|view| view.block_for(&target.model, now_ms))
-            });
+            let blocked =
+                crate::policy::admission::admission(slot.breaker.admission(now_ms), || {
+                    slot.connection
+                        .as_deref()
+                        .and_then(|view| view.block_for(&target.model, now_ms))
+                });
             if blocked.is_some() {
                 continue;
             }

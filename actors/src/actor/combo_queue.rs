@@ -69,7 +69,12 @@ impl WaitQueue {
     }
 
     /// Queues `request` until `now_ms + queue_ms`; `None` when a bound is reached.
-    pub fn enqueue(&mut self, request: RouteRequest, now_ms: u64, queue_ms: u64) -> Option<QueuedRoute> {
+    pub fn enqueue(
+        &mut self,
+        request: RouteRequest,
+        now_ms: u64,
+        queue_ms: u64,
+    ) -> Option<QueuedRoute> {
         let client = &request.client;
         let Enqueue::Queued(ticket) =
             self.order
@@ -112,7 +117,11 @@ impl WaitQueue {
     pub fn next(&mut self) -> Option<&RouteRequest> {
         loop {
             let (ticket, _) = self.order.peek()?;
-            if self.waiting.get(&ticket).is_some_and(|w| !w.answer.is_closed()) {
+            if self
+                .waiting
+                .get(&ticket)
+                .is_some_and(|w| !w.answer.is_closed())
+            {
                 return self.waiting.get(&ticket).map(|w| &w.request);
             }
             self.cancel(ticket);

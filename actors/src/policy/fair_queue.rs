@@ -275,7 +275,13 @@ mod tests {
         backlog(&mut queue, &h, 2, 30);
         backlog(&mut queue, &l, 1, 30);
         let order: String = (0..9)
-            .map(|_| if *queue.grant().unwrap().1 == *"h" { 'H' } else { 'L' })
+            .map(|_| {
+                if *queue.grant().unwrap().1 == *"h" {
+                    'H'
+                } else {
+                    'L'
+                }
+            })
             .collect();
         assert_eq!(order, "HLHHLHHLH");
     }
@@ -320,9 +326,15 @@ mod tests {
     fn s11_expire_answers_exactly_the_due_waiters() {
         let mut queue = FairQueue::new(QueueBounds::default());
         let (a, b) = (id("a"), id("b"));
-        let Enqueue::Queued(a1) = queue.enqueue(&a, 1, 100) else { panic!() };
-        let Enqueue::Queued(b1) = queue.enqueue(&b, 1, 150) else { panic!() };
-        let Enqueue::Queued(a2) = queue.enqueue(&a, 1, 200) else { panic!() };
+        let Enqueue::Queued(a1) = queue.enqueue(&a, 1, 100) else {
+            panic!()
+        };
+        let Enqueue::Queued(b1) = queue.enqueue(&b, 1, 150) else {
+            panic!()
+        };
+        let Enqueue::Queued(a2) = queue.enqueue(&a, 1, 200) else {
+            panic!()
+        };
         assert_eq!(queue.next_deadline_ms(), Some(100));
         assert_eq!(queue.expire(99), Vec::<Ticket>::new());
         assert_eq!(queue.expire(150), vec![a1, b1]);
@@ -357,7 +369,10 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             // One wait per client, as one combo's `queue_ms` gives: deadlines grow along a FIFO.
-            (0usize..4).prop_map(|client| Op::Enqueue { client, ttl: 40 + 50 * client as u64 }),
+            (0usize..4).prop_map(|client| Op::Enqueue {
+                client,
+                ttl: 40 + 50 * client as u64
+            }),
             Just(Op::Grant),
             (0usize..64).prop_map(Op::Cancel),
             (0u64..100).prop_map(Op::Advance),
