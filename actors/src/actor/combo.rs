@@ -238,7 +238,7 @@ impl ComboState {
         }
         // Head of line: when the next waiter has no room nobody behind it is granted either,
         // so the fair order holds (the targets of one combo are shared by its waiters).
-        while let Some(format) = self.queue.next().map(|next| next.format) {
+        while let Some(format) = self.queue.next_waiting().map(|next| next.format) {
             if self.all_at_cap(format, now_ms) {
                 break;
             }

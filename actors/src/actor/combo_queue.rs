@@ -114,7 +114,7 @@ impl WaitQueue {
     }
 
     /// The request whose turn it is, after dropping waiters whose caller is gone.
-    pub fn next(&mut self) -> Option<&RouteRequest> {
+    pub fn next_waiting(&mut self) -> Option<&RouteRequest> {
         loop {
             let (ticket, _) = self.order.peek()?;
             if self
@@ -128,7 +128,7 @@ impl WaitQueue {
         }
     }
 
-    /// Takes the turn of the waiter [`WaitQueue::next`] returned.
+    /// Takes the turn of the waiter [`WaitQueue::next_waiting`] returned.
     pub fn grant(&mut self) -> Option<Waiter> {
         let (ticket, _) = self.order.grant()?;
         self.waiting.remove(&ticket)
