@@ -423,6 +423,34 @@ mod tests {
                 "light granted at {position:?}, bound {bound}, weights {wh}:{wl}");
         }
 
+        /// The same bound whatever came before: the light client waited and left before (so
+        /// the heavy one may hold credit), a third client comes and goes.
+        #[test]
+        fn s11_a_light_client_never_waits_behind_a_backlog_after_any_history(
+            wh in 1u32..8, wl in 1u32..8, history in proptest::collection::vec(0u8..4, 0..80),
+        ) {
+            let mut queue = FairQueue::new(QueueBounds::default());
+            let (h, l, m) = (id("h"), id("l"), id("m"));
+            backlog(&mut queue, &h, wh, 400);
+            for op in history {
+                match op {
+                    0 => { queue.enqueue(&l, wl, u64::MAX); }
+                    1 => { queue.enqueue(&m, 2, u64::MAX); }
+                    _ => { queue.grant(); }
+                }
+            }
+            // Whatever l and m still had waiting is served (or gone) first.
+            while queue.clients.iter().any(|c| *c.id != *"h") {
+                queue.grant();
+            }
+            let Enqueue::Queued(light) = queue.enqueue(&l, wl, u64::MAX) else { panic!() };
+            let total = wh + wl;
+            let bound = total.div_ceil(wl) as usize + 1;
+            let position = (1..=bound + 4).find(|_| queue.grant().unwrap().0 == light);
+            prop_assert!(position.is_some_and(|p| p <= bound),
+                "light granted at {position:?}, bound {bound}, weights {wh}:{wl}");
+        }
+
         /// Every waiter is granted, cancelled or expired, never twice, and never after its
         /// deadline: whoever runs `expire(now)` before `grant` answers each by its deadline.
         #[test]
