@@ -40,10 +40,13 @@ pub enum ApiErrorKind {
     InvalidRequest,
     /// A non-streaming upstream body over the router's bound: a server error that fails over.
     UpstreamTooLarge,
+    /// Every target stayed at its concurrency cap for the combo's `queue_ms`, or the queue is
+    /// full (behaviour §11).
+    PoolBusy,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 18] = [
+    pub const ALL: [ApiErrorKind; 19] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -62,6 +65,7 @@ impl ApiErrorKind {
         ApiErrorKind::MethodNotAllowed,
         ApiErrorKind::InvalidRequest,
         ApiErrorKind::UpstreamTooLarge,
+        ApiErrorKind::PoolBusy,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -80,7 +84,9 @@ impl ApiErrorKind {
             ApiErrorKind::InvalidApiKey => StatusCode::UNAUTHORIZED,
             ApiErrorKind::ModelNotFound => StatusCode::NOT_FOUND,
             ApiErrorKind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiErrorKind::AllTargetsLocked => StatusCode::TOO_MANY_REQUESTS,
+            ApiErrorKind::AllTargetsLocked | ApiErrorKind::PoolBusy => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiErrorKind::UpstreamError => StatusCode::BAD_GATEWAY,
             ApiErrorKind::NoAvailableTarget => StatusCode::SERVICE_UNAVAILABLE,
             ApiErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -103,7 +109,7 @@ impl ApiErrorKind {
             | ApiErrorKind::MethodNotAllowed
             | ApiErrorKind::InvalidRequest => "invalid_request_error",
             ApiErrorKind::InvalidApiKey => "authentication_error",
-            ApiErrorKind::AllTargetsLocked => "rate_limit_error",
+            ApiErrorKind::AllTargetsLocked | ApiErrorKind::PoolBusy => "rate_limit_error",
             ApiErrorKind::UpstreamError
             | ApiErrorKind::UpstreamTimeout
             | ApiErrorKind::UpstreamTooLarge => "api_error",
@@ -132,6 +138,7 @@ impl ApiErrorKind {
             ApiErrorKind::MethodNotAllowed => "method_not_allowed",
             ApiErrorKind::InvalidRequest => "invalid_request",
             ApiErrorKind::UpstreamTooLarge => "upstream_too_large",
+            ApiErrorKind::PoolBusy => "pool_busy",
         }
     }
 
@@ -139,7 +146,9 @@ impl ApiErrorKind {
     pub fn lists_blocked(self) -> bool {
         matches!(
             self,
-            ApiErrorKind::AllTargetsLocked | ApiErrorKind::NoAvailableTarget
+            ApiErrorKind::AllTargetsLocked
+                | ApiErrorKind::NoAvailableTarget
+                | ApiErrorKind::PoolBusy
         )
     }
 }
@@ -369,6 +378,7 @@ mod tests {
                 "api_error",
                 "upstream_error",
             ),
+            (ApiErrorKind::PoolBusy, 429, "rate_limit_error", "pool_busy"),
             (
                 ApiErrorKind::NoAvailableTarget,
                 503,

@@ -9,6 +9,9 @@
 #[path = "../sim/engine.rs"]
 mod engine;
 
+#[path = "../sim/clients.rs"]
+mod clients;
+
 use std::time::Instant;
 
 fn arg(args: &[String], name: &str, default: u64) -> u64 {
@@ -48,6 +51,17 @@ fn main() {
                 }
             }
         }
+        let mut clients_total = clients::ClientStats::default();
+        for s in seed..seed + seeds {
+            match clients::run_clients(s, steps).await {
+                Ok(stats) => clients_total.add(&stats),
+                Err(failure) => {
+                    println!("FAILED {failure}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        println!("clients sharing a full pool: {clients_total:?}");
         let secs = started.elapsed().as_secs_f64();
         println!(
             "{seeds} seeds x {steps} steps: {} steps in {secs:.2} s = {:.0} steps/s",

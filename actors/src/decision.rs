@@ -66,6 +66,8 @@ pub struct Decision {
     combo_ref: ActorRef<ComboMsg>,
     registry: Arc<Registry>,
     clock: SharedClock,
+    /// How long the request waited in the combo's queue for its permit (behaviour §11).
+    queue_wait_ms: u64,
 }
 
 impl std::fmt::Debug for Decision {
@@ -114,7 +116,18 @@ impl Decision {
             combo_ref,
             registry,
             clock,
+            queue_wait_ms: 0,
         }
+    }
+
+    pub(crate) fn with_queue_wait_ms(mut self, queue_wait_ms: u64) -> Self {
+        self.queue_wait_ms = queue_wait_ms;
+        self
+    }
+
+    /// How long the request waited for a permit in the combo's queue (0: it did not queue).
+    pub fn queue_wait_ms(&self) -> u64 {
+        self.queue_wait_ms
     }
 
     /// The ordered targets: winner → rest with room → at cap → saturated.

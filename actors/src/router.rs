@@ -11,7 +11,9 @@ use quotaroute_journal::{
 };
 use ractor::{Actor, ActorRef};
 
-use crate::actor::messages::{BreakerMsg, ComboMsg, ConnectionMsg, RouteReply, RouteRequest};
+use crate::actor::messages::{
+    BreakerMsg, ComboMsg, ConnectionMsg, QueuedRoute, RouteReply, RouteRequest,
+};
 use crate::actor::recorder::{RecorderActor, RecorderArgs, RecorderMsg};
 use crate::actor::supervisor::{RouterSupervisor, SupervisorArgs, SupervisorMsg};
 use crate::admin_state::AdminState;
@@ -19,6 +21,7 @@ use crate::clock::SharedClock;
 use crate::decision::{
     Decision, ADMIN_CALL_TIMEOUT_MS, JOURNAL_CALL_TIMEOUT_MS, ROUTE_CALL_TIMEOUT_MS,
 };
+use crate::policy::fair_queue::Ticket;
 use crate::policy::request::{hold_wait_ms, Unroutable};
 use crate::policy::request_events::RequestEvents;
 use crate::policy::response_affinity::{ResponseBinding, ResponseBindings};
@@ -56,6 +59,29 @@ pub enum RouteError {
     NoTarget(Unroutable),
     #[error("router unavailable: {0}")]
     Unavailable(String),
+    /// Every target stayed at cap for the combo's `queue_ms`, or its queue is full
+    /// (behaviour §11: 429 `pool_busy`).
+    #[error("the pool is busy: every target at its concurrency cap")]
+    PoolBusy { waited_ms: u64, retry_after_ms: u64 },
+}
+
+/// Requests of one client waiting in one combo's queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedCount {
+    pub combo: String,
+    pub client: String,
+    pub queued: usize,
+}
+
+impl QueuedCount {
+    /// Waiting requests of `client` over every combo.
+    pub fn of_client(counts: &[QueuedCount], client: &str) -> usize {
+        counts
+            .iter()
+            .filter(|c| c.client == client)
+            .map(|c| c.queued)
+            .sum()
+    }
 }
 
 /// What a restart recovered from the journal.
@@ -250,14 +276,20 @@ impl Router {
     pub async fn route(&self, request: RouteRequest) -> Result<Decision, RouteError> {
         let combo = self.combo_for(&request.model).await?;
         let held_since_ms = self.inner.clock.now_ms();
+        let mut queue_wait_ms = 0;
         loop {
-            let reply = ractor::call_t!(
+            let mut reply = ractor::call_t!(
                 combo,
                 ComboMsg::Route,
                 ROUTE_CALL_TIMEOUT_MS,
                 request.clone()
             )
             .map_err(|e| RouteError::Unavailable(e.to_string()))?;
+            if let RouteReply::Queued(queued) = reply {
+                let since_ms = self.inner.clock.now_ms();
+                reply = self.wait_queued(&combo, queued).await?;
+                queue_wait_ms += self.inner.clock.now_ms().saturating_sub(since_ms);
+            }
             match reply {
                 RouteReply::Routed(routed) => {
                     return Ok(Decision::new(
@@ -272,6 +304,18 @@ impl Router {
                         combo,
                         self.inner.registry.clone(),
                         self.inner.clock.clone(),
+                    )
+                    .with_queue_wait_ms(queue_wait_ms))
+                }
+                RouteReply::PoolBusy(busy) => {
+                    return Err(RouteError::PoolBusy {
+                        waited_ms: busy.waited_ms,
+                        retry_after_ms: busy.retry_after_ms,
+                    })
+                }
+                RouteReply::Queued(_) => {
+                    return Err(RouteError::Unavailable(
+                        "a queued request was queued again".into(),
                     ))
                 }
                 RouteReply::NoTargetForFormat => {
@@ -292,6 +336,76 @@ impl Router {
                 }
             }
         }
+    }
+
+    /// Waits for a queued request's answer (behaviour §11). Dropping this future — the client
+    /// went away — tells the combo at once, so the waiter leaves the queue and no permit is
+    /// granted to it; the combo answers by `queue_ms` itself, the timer here is only a
+    /// backstop against a combo that stopped.
+    async fn wait_queued(
+        &self,
+        combo: &ActorRef<ComboMsg>,
+        queued: QueuedRoute,
+    ) -> Result<RouteReply, RouteError> {
+        struct LeaveOnDrop<'a> {
+            combo: &'a ActorRef<ComboMsg>,
+            ticket: Option<Ticket>,
+        }
+        impl Drop for LeaveOnDrop<'_> {
+            fn drop(&mut self) {
+                if let Some(ticket) = self.ticket.take() {
+                    let _ = self.combo.cast(ComboMsg::CancelQueued(ticket));
+                }
+            }
+        }
+        let mut guard = LeaveOnDrop {
+            combo,
+            ticket: Some(queued.ticket),
+        };
+        let backstop_ms = queued.queue_ms.saturating_add(ROUTE_CALL_TIMEOUT_MS);
+        let answer = tokio::select! {
+            answer = queued.answer => answer,
+            () = self.inner.clock.sleep_ms(backstop_ms) => {
+                return Err(RouteError::Unavailable("the combo did not answer a queued request".into()));
+            }
+        };
+        match answer {
+            Ok(reply) => {
+                guard.ticket = None;
+                Ok(reply)
+            }
+            Err(_) => Err(RouteError::Unavailable(
+                "the combo dropped a queued request".into(),
+            )),
+        }
+    }
+
+    /// Requests waiting in each combo's queue, per client (behaviour §11): the one place the
+    /// `queued` of `/admin/clients` and the `quotaroute_queued` gauge read. Combos with nobody
+    /// waiting are left out.
+    pub async fn queued(&self) -> Vec<QueuedCount> {
+        let combos: Vec<(String, ActorRef<ComboMsg>)> = self
+            .inner
+            .registry
+            .load()
+            .combos
+            .iter()
+            .map(|(name, actor)| (name.clone(), actor.clone()))
+            .collect();
+        let mut counts = Vec::new();
+        for (combo, actor) in combos {
+            let Ok(by_client) = ractor::call_t!(actor, ComboMsg::Queued, ADMIN_CALL_TIMEOUT_MS)
+            else {
+                continue;
+            };
+            counts.extend(by_client.into_iter().map(|(client, queued)| QueuedCount {
+                combo: combo.clone(),
+                client: client.to_string(),
+                queued,
+            }));
+        }
+        counts.sort_by(|a, b| (&a.combo, &a.client).cmp(&(&b.combo, &b.client)));
+        counts
     }
 
     /// The journal's fold: everything learned, as replay would rebuild it.

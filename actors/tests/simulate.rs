@@ -7,6 +7,9 @@
 #[path = "../sim/engine.rs"]
 mod engine;
 
+#[path = "../sim/clients.rs"]
+mod clients;
+
 const SEEDS: u64 = 20;
 const STEPS: usize = 300;
 
@@ -37,4 +40,20 @@ async fn a_run_is_a_pure_function_of_its_seed() {
     let a = engine::run(7, 120).await.unwrap();
     let b = engine::run(7, 120).await.unwrap();
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
+}
+
+/// Behaviour §11: clients of different weights flooding, disconnecting and waiting on a full
+/// pool with `queue_ms` (invariants q1–q4 of `sim/clients.rs`).
+#[tokio::test]
+async fn simulated_clients_share_a_full_pool_fairly() {
+    let mut total = clients::ClientStats::default();
+    for seed in 0..SEEDS {
+        match clients::run_clients(seed, STEPS).await {
+            Ok(stats) => total.add(&stats),
+            Err(failure) => panic!("{failure}"),
+        }
+    }
+    assert!(total.granted > 0 && total.pool_busy > 0 && total.disconnects > 0);
+    assert!(total.fair_windows > 0 && total.fair_grants > 0);
+    println!("{total:?}");
 }

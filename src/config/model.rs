@@ -285,6 +285,8 @@ pub struct ComboConfig {
     /// `None` = `defaults.max_attempts`.
     pub max_attempts: Option<u32>,
     pub hold_ms: u64,
+    /// Behaviour §11: wait for a permit when every target is at cap (0 = fail open).
+    pub queue_ms: u64,
     pub targets: Vec<TargetConfig>,
 }
 

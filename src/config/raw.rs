@@ -207,6 +207,7 @@ pub struct RawCombo {
     pub strategy: Option<String>,
     pub max_attempts: Option<u32>,
     pub hold_ms: Option<u64>,
+    pub queue_ms: Option<u64>,
     pub targets: Option<Vec<RawTarget>>,
 }
 

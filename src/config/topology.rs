@@ -224,6 +224,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
             max_attempts: c.max_attempts.unwrap_or(config.defaults.max_attempts),
             max_upstream_requests: config.defaults.max_upstream_requests,
             hold_ms: c.hold_ms,
+            queue_ms: c.queue_ms,
         })
         .collect();
     Topology {

@@ -1093,6 +1093,7 @@ fn build_combos(
                 strategy,
                 max_attempts: combo.max_attempts.filter(|attempts| *attempts > 0),
                 hold_ms: combo.hold_ms.unwrap_or(0),
+                queue_ms: combo.queue_ms.unwrap_or(0),
                 targets,
             });
         }

@@ -98,6 +98,7 @@ async fn answer(
         headers.insert("x-request-id", request_id.clone());
     }
     let key = read_key(request_headers);
+    let _in_progress = mock.enter(&key);
     if let Ok(value) = HeaderValue::from_str(&key) {
         headers.insert("x-mock-key", value);
     }

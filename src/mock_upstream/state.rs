@@ -54,6 +54,10 @@ pub struct MockStats {
     /// `…/cancel`), in arrival order: which key asked, and whether it was that key's.
     #[serde(default)]
     pub stored_lookups: Vec<StoredLookup>,
+    /// key → the most requests it had in progress at once, counted until each answer's
+    /// headers (so a JSON answer's `Latency` fault counts).
+    #[serde(default)]
+    pub max_in_flight: BTreeMap<String, u64>,
 }
 
 /// One request on a stored response, as [`MockStats::stored_lookups`] records it.
@@ -68,6 +72,11 @@ pub struct StoredLookup {
 }
 
 impl MockStats {
+    /// The most requests `key` had in progress at once.
+    pub fn max_in_flight_for(&self, key: &str) -> u64 {
+        self.max_in_flight.get(key).copied().unwrap_or(0)
+    }
+
     pub fn for_key(&self, key: &str) -> u64 {
         self.per_key.get(key).copied().unwrap_or(0)
     }
@@ -108,8 +117,24 @@ struct Usage {
     tokens: u64,
 }
 
+/// One request in progress on a key (see [`MockUpstream::enter`]).
+pub(crate) struct InProgress {
+    mock: MockUpstream,
+    key: String,
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        if let Some(current) = self.mock.lock().in_progress.get_mut(&self.key) {
+            *current = current.saturating_sub(1);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct MockState {
+    /// key → requests in progress now.
+    in_progress: HashMap<String, u64>,
     rules: Vec<(Rule, u32)>,
     stats: MockStats,
     budgets: HashMap<String, RateBudget>,
@@ -246,6 +271,22 @@ impl MockUpstream {
 
     pub(crate) fn record_stored_lookup(&self, lookup: StoredLookup) {
         self.lock().stats.stored_lookups.push(lookup);
+    }
+
+    /// Marks one request of `key` in progress until the guard drops, keeping the key's peak.
+    pub(crate) fn enter(&self, key: &str) -> InProgress {
+        let mut state = self.lock();
+        let now = {
+            let current = state.in_progress.entry(key.to_owned()).or_default();
+            *current += 1;
+            *current
+        };
+        let peak = state.stats.max_in_flight.entry(key.to_owned()).or_default();
+        *peak = (*peak).max(now);
+        InProgress {
+            mock: self.clone(),
+            key: key.to_owned(),
+        }
     }
 
     /// Counts the request, picks its fault and charges the key's budget (`tokens` only when the

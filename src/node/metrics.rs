@@ -175,6 +175,43 @@ pub fn overhead(overhead_us: u64) {
 }
 
 /// Sets the cluster gauges and counters from its status (`[cluster]` only).
+static QUEUE_WAIT: OnceLock<Histogram> = OnceLock::new();
+
+/// A request that queued for a permit (behaviour §11): its wait, and whether it ended in
+/// `pool_busy`. Nothing is recorded for requests that did not queue (`waited_ms` 0, granted).
+pub fn queue_wait(waited_ms: u64, pool_busy: bool) {
+    if pool_busy {
+        counter!("quotaroute_pool_busy_total").increment(1);
+    } else if waited_ms == 0 {
+        return;
+    }
+    QUEUE_WAIT
+        .get_or_init(|| histogram!("quotaroute_queue_wait_seconds"))
+        .record(waited_ms as f64 / 1e3);
+}
+
+/// The (combo, client) pairs of the `quotaroute_queued` gauge set at the last scrape: a pair
+/// nobody waits in any more is set back to 0 rather than left at its last count.
+static QUEUED_SEEN: OnceLock<Mutex<std::collections::BTreeSet<(String, String)>>> = OnceLock::new();
+
+fn publish_queued(counts: &[quotaroute_actors::QueuedCount]) {
+    let Ok(mut seen) = QUEUED_SEEN.get_or_init(Mutex::default).lock() else {
+        return;
+    };
+    let now: std::collections::BTreeSet<(String, String)> = counts
+        .iter()
+        .map(|c| (c.combo.clone(), c.client.clone()))
+        .collect();
+    for (combo, client) in seen.difference(&now) {
+        gauge!("quotaroute_queued", "combo" => combo.clone(), "client" => client.clone()).set(0.0);
+    }
+    for count in counts {
+        gauge!("quotaroute_queued", "combo" => count.combo.clone(), "client" => count.client.clone())
+            .set(count.queued as f64);
+    }
+    *seen = now;
+}
+
 pub fn publish_cluster(status: &ClusterStatus) {
     use std::sync::atomic::Ordering::Relaxed;
     gauge!("quotaroute_cluster_redis_up").set(if status.redis_up() { 1.0 } else { 0.0 });
@@ -198,6 +235,7 @@ pub async fn render(handle: &PrometheusHandle, router: Option<&Router>) -> Strin
         if let Ok(state) = router.state().await {
             publish_state(&state);
         }
+        publish_queued(&router.queued().await);
         let stats = router.journal_stats();
         gauge!("quotaroute_journal_lag_events").set(stats.queue_len as f64);
         gauge!("quotaroute_journal_dropped_events").set(stats.dropped as f64);

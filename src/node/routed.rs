@@ -255,8 +255,19 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         });
     }
     let decision = match router.route(route_request).await {
-        Ok(decision) => decision,
-        Err(error) => return trace.answered(fail(route_error(error, anthropic), &route)), // telemetry
+        Ok(decision) => {
+            metrics::queue_wait(decision.queue_wait_ms(), false);
+            decision
+        }
+        Err(error) => {
+            let mut route = route;
+            if let RouteError::PoolBusy { waited_ms, .. } = error {
+                // The wait for a permit is the router's own time (behaviour §11).
+                metrics::queue_wait(waited_ms, true);
+                route.overhead_us = overhead_us(started, Duration::ZERO);
+            }
+            return trace.answered(fail(route_error(error, anthropic), &route)); // telemetry
+        }
     };
 
     let path_and_query = upstream_path(&parts.uri);
@@ -536,6 +547,22 @@ pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
                 unroutable.retry_after_ms,
             )
         }
+        RouteError::PoolBusy {
+            waited_ms,
+            retry_after_ms,
+        } => ApiError::blocked(
+            ApiErrorKind::PoolBusy,
+            if waited_ms == 0 {
+                "every target of this model is at its concurrency cap and the queue is full"
+                    .to_string()
+            } else {
+                format!(
+                    "every target of this model stayed at its concurrency cap for the {waited_ms} ms this request waited"
+                )
+            },
+            Vec::new(),
+            Some(retry_after_ms),
+        ),
         RouteError::Unavailable(reason) => ApiError::new(
             ApiErrorKind::NoAvailableTarget,
             format!("router unavailable: {reason}"),

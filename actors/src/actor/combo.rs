@@ -4,13 +4,19 @@
 //! replies with the ordered targets and the permit.
 //!
 //! It never calls another actor: connection and breaker actors push their changes here.
+//!
+//! With `queue_ms` > 0 it also owns the combo's waiting room (behaviour §11, `combo_queue`): a
+//! request that finds every target at cap waits there, and each wake-up (a released slot, a
+//! pushed change, a deadline) grants waiters in the fair order through the same `route` as any
+//! other request — there is no second routing path.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{AffinityBound, BlockReason, Event, RouteDecided, Skipped};
+use quotaroute_journal::{AffinityBound, ApiFormat, BlockReason, Event, RouteDecided, Skipped};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
+use crate::actor::combo_queue::WaitQueue;
 use crate::actor::messages::{
     AcquireRequest, Acquired, BreakerMsg, ComboMsg, ComboSetup, RouteReply, RouteRequest, Routed,
     RoutedTarget, TargetRuntime,
@@ -62,6 +68,9 @@ pub struct ComboState {
     registry: Arc<Registry>,
     recorder: ActorRef<RecorderMsg>,
     clock: SharedClock,
+    /// Requests waiting for a permit (behaviour §11); empty unless `queue_ms` > 0.
+    queue: WaitQueue,
+    myself: ActorRef<ComboMsg>,
 }
 
 /// One target's resolved copies: its connection's view and its provider's breaker.
@@ -159,6 +168,121 @@ impl ComboState {
             let _ = breaker.cast(BreakerMsg::ProbeAdmitted);
         }
         Some(permit.with_probe(breaker.gate.clone(), now_ms))
+    }
+
+    /// Behaviour §11: whether `request` waits rather than being routed now — the combo queues,
+    /// someone already waits (a newcomer must not overtake them), or every target it could use
+    /// is at its `max_concurrent`. Requests bound to one connection (a stored response) are
+    /// never queued: they go as §2 says.
+    fn must_wait(&self, request: &RouteRequest, now_ms: u64) -> bool {
+        self.setup.spec.queue_ms > 0
+            && request.only_connection.is_none()
+            && (!self.queue.is_empty() || self.all_at_cap(request.format, now_ms))
+    }
+
+    /// §2 steps 0 and 2 as the queue reads them: among the targets of the request's format
+    /// that are not hard-blocked, at least one, and every one with a cap that it has reached.
+    /// A target without cap, a DEGRADED one below its cap, or none unblocked at all, is room
+    /// (the last is §7's business, not the queue's).
+    fn all_at_cap(&self, format: ApiFormat, now_ms: u64) -> bool {
+        let mut any = false;
+        for (runtime, slot) in self.setup.targets.iter().zip(&self.slots) {
+            let target = &runtime.target;
+            if target.format != format {
+                continue;
+            }
+            let blocked =
+                crate::policy::admission::admission(slot.breaker.admission(now_ms), || {
+                    slot.connection
+                        .as_deref()
+                        .and_then(|view| view.block_for(&target.model, now_ms))
+                });
+            if blocked.is_some() {
+                continue;
+            }
+            match runtime.max_concurrent {
+                Some(cap) if runtime.in_flight.get() >= cap => any = true,
+                _ => return false,
+            }
+        }
+        any
+    }
+
+    /// A request that must wait: queued (the reply says where its answer will come), or
+    /// refused at once when the queue is full.
+    fn enqueue(&mut self, request: RouteRequest, now_ms: u64) -> RouteReply {
+        let queue_ms = self.setup.spec.queue_ms;
+        match self.queue.enqueue(request, now_ms, queue_ms) {
+            None => RouteReply::PoolBusy(crate::actor::messages::PoolBusy {
+                waited_ms: 0,
+                retry_after_ms: crate::actor::combo_queue::POOL_BUSY_RETRY_AFTER_MS,
+            }),
+            Some(queued) => {
+                let myself = self.myself.clone();
+                self.queue
+                    .watch(self.setup.targets.iter().map(|t| &t.in_flight), &myself);
+                RouteReply::Queued(queued)
+            }
+        }
+    }
+
+    /// Answers the waiters whose deadline passed, then grants permits in the fair order while
+    /// the next waiter has room; stops watching releases once nobody waits.
+    fn pump(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let now_ms = self.clock.now_ms();
+        for waiter in self.queue.expire(now_ms) {
+            waiter.busy(now_ms);
+        }
+        // Head of line: when the next waiter has no room nobody behind it is granted either,
+        // so the fair order holds (the targets of one combo are shared by its waiters).
+        while let Some(format) = self.queue.next_waiting().map(|next| next.format) {
+            if self.all_at_cap(format, now_ms) {
+                break;
+            }
+            let Some(waiter) = self.queue.grant() else {
+                break;
+            };
+            let reply = self.route(waiter.request);
+            // A caller gone since `next` checked: the reply (and its permit) is dropped.
+            let _ = waiter.answer.send(reply);
+        }
+        if self.queue.is_empty() {
+            self.queue.unwatch();
+        } else if let Some(deadline_ms) = self.queue.timer_needed() {
+            let clock = self.clock.clone();
+            let myself = self.myself.clone();
+            let wait_ms = deadline_ms.saturating_sub(now_ms);
+            tokio::spawn(async move {
+                clock.sleep_ms(wait_ms).await;
+                let _ = myself.cast(ComboMsg::QueueTick);
+            });
+        }
+    }
+
+    /// A new setup: with `queue_ms` now 0 every waiter is routed at once (fail-open, as the
+    /// combo now says); a shorter `queue_ms` brings deadlines in; the watch follows the targets.
+    fn reconfigured(&mut self) {
+        self.queue.unwatch();
+        if self.queue.is_empty() {
+            return;
+        }
+        let now_ms = self.clock.now_ms();
+        if self.setup.spec.queue_ms == 0 {
+            for waiter in self.queue.drain() {
+                let reply = self.route(waiter.request);
+                let _ = waiter.answer.send(reply);
+            }
+            return;
+        }
+        self.queue
+            .cap_deadlines(now_ms.saturating_add(self.setup.spec.queue_ms));
+        let myself = self.myself.clone();
+        self.queue
+            .watch(self.setup.targets.iter().map(|t| &t.in_flight), &myself);
+        self.pump();
     }
 
     fn route(&mut self, request: RouteRequest) -> RouteReply {
@@ -474,7 +598,7 @@ impl Actor for ComboActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: ComboArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut state = ComboState {
@@ -491,6 +615,8 @@ impl Actor for ComboActor {
             registry: args.registry,
             recorder: args.recorder,
             clock: args.clock,
+            queue: WaitQueue::default(),
+            myself,
         };
         state.resolve_slots();
         Ok(state)
@@ -504,16 +630,50 @@ impl Actor for ComboActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             ComboMsg::Route(request, reply) => {
+                // `queue_ms` = 0 (the default) costs this one test on the hot path.
+                if state.setup.spec.queue_ms > 0 {
+                    let now_ms = state.clock.now_ms();
+                    if state.must_wait(&request, now_ms) {
+                        let _ = reply.send(state.enqueue(request, now_ms));
+                        // A slot may have been released before the watch was set.
+                        state.pump();
+                        return Ok(());
+                    }
+                }
                 let _ = reply.send(state.route(request));
+            }
+            ComboMsg::CancelQueued(ticket) => {
+                state.queue.cancel(ticket);
+                if state.queue.is_empty() {
+                    state.queue.unwatch();
+                }
+            }
+            ComboMsg::PermitReleased => {
+                state.queue.woken();
+                state.pump();
+            }
+            ComboMsg::QueueTick => {
+                state.queue.timer_fired();
+                state.pump();
+            }
+            ComboMsg::Queued(reply) => {
+                let _ = reply.send(state.queue.queued_by_client());
             }
             ComboMsg::Acquire(request, reply) => {
                 let _ = reply.send(state.acquire(request));
             }
-            ComboMsg::ConnectionChanged(id, view) => state.connection_changed(id, view),
-            ComboMsg::BreakerChanged(provider, breaker) => state.breaker_changed(provider, breaker),
+            ComboMsg::ConnectionChanged(id, view) => {
+                state.connection_changed(id, view);
+                state.pump();
+            }
+            ComboMsg::BreakerChanged(provider, breaker) => {
+                state.breaker_changed(provider, breaker);
+                state.pump();
+            }
             ComboMsg::Reconfigure(setup) => {
                 state.setup = *setup;
                 state.resolve_slots();
+                state.reconfigured();
             }
             ComboMsg::Deficits(reply) => {
                 let _ = reply.send(state.deficits.clone());

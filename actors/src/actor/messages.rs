@@ -14,6 +14,7 @@ use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::{BreakerSettings, BreakerState};
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
+use crate::policy::fair_queue::Ticket;
 use crate::policy::outcome::Outcome;
 use crate::policy::quota_share::DrrKeys;
 use crate::policy::request::Unroutable;
@@ -133,6 +134,30 @@ pub enum RouteReply {
     NoTargetForFormat,
     /// The combo has no target on `only_connection`.
     NoTargetOnConnection,
+    /// Every target is at cap and the combo queues (behaviour §11): the decision comes on
+    /// `answer` (a `Routed`, or `PoolBusy` at `queue_ms`). Dropping `answer` leaves the
+    /// queue; send `CancelQueued(ticket)` to leave it at once.
+    Queued(QueuedRoute),
+    /// The queue is full, or the request waited `queue_ms` without a permit.
+    PoolBusy(PoolBusy),
+}
+
+/// A request waiting in a combo's queue.
+#[derive(Debug)]
+pub struct QueuedRoute {
+    pub ticket: Ticket,
+    pub answer: tokio::sync::oneshot::Receiver<RouteReply>,
+    /// The combo's `queue_ms` when it queued the request.
+    pub queue_ms: u64,
+}
+
+/// Why a queued (or queue-refused) request got no permit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolBusy {
+    /// How long it waited (0: refused at once because the queue was full).
+    pub waited_ms: u64,
+    /// When to try again (`Retry-After`).
+    pub retry_after_ms: u64,
 }
 
 /// A failover: take the first target of `candidates` (positions in the order) that is still
@@ -160,6 +185,14 @@ pub enum ComboMsg {
     Deficits(RpcReplyPort<DrrDeficits>),
     /// The combo's conversation bindings (for `GET /admin/affinity`).
     Affinity(RpcReplyPort<AffinityBindings>),
+    /// A waiter went away (its client disconnected): it leaves the queue.
+    CancelQueued(Ticket),
+    /// An in-flight slot of one of the combo's targets was released while requests wait.
+    PermitReleased,
+    /// The earliest queue deadline may have passed.
+    QueueTick,
+    /// Requests waiting now, per client (for `/admin/clients` and the `queued` gauge).
+    Queued(RpcReplyPort<Vec<(Arc<str>, usize)>>),
     /// Test hook: make the actor fail, to exercise supervision.
     Crash,
 }

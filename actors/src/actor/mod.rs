@@ -5,6 +5,7 @@
 
 pub mod breaker;
 pub mod combo;
+pub mod combo_queue;
 pub mod connection;
 pub mod messages;
 pub mod recorder;

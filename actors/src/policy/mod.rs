@@ -11,6 +11,7 @@ pub mod connection_state;
 pub mod connection_view;
 pub mod cooldown;
 pub mod drr;
+pub mod fair_queue;
 #[cfg(test)]
 mod journaled;
 pub mod lockout;

@@ -108,6 +108,10 @@ pub struct ComboSpec {
     pub max_upstream_requests: u32,
     /// Wait up to this long for the earliest unblock instead of failing (behaviour §7).
     pub hold_ms: u64,
+    /// With every target at cap, wait up to this long for a permit, granted fairly between
+    /// clients (behaviour §11); 0 = fail open as §2 step 2 says.
+    #[serde(default)]
+    pub queue_ms: u64,
 }
 
 /// Behaviour §3's defaults: upstream requests that may fail with timeout/server/network, and
@@ -133,6 +137,7 @@ impl ComboSpec {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_upstream_requests: DEFAULT_MAX_UPSTREAM_REQUESTS,
             hold_ms: 0,
+            queue_ms: 0,
         }
     }
 
@@ -309,6 +314,7 @@ impl Topology {
                         max_attempts: 0,
                         max_upstream_requests: 0,
                         hold_ms: 0,
+                        queue_ms: 0,
                     })
                 })
                 .collect(),
@@ -381,5 +387,6 @@ fn implicit_combo_of<'a>(
         max_attempts,
         max_upstream_requests,
         hold_ms: 0,
+        queue_ms: 0,
     })
 }
