@@ -160,6 +160,8 @@ pub enum ComboMsg {
     Deficits(RpcReplyPort<DrrDeficits>),
     /// The combo's conversation bindings (for `GET /admin/affinity`).
     Affinity(RpcReplyPort<AffinityBindings>),
+    /// A peer's conversation binding (`affinity_bound` in `peer_applied`, behaviour §10).
+    PeerBinding(Box<PeerApplied>),
     /// Test hook: make the actor fail, to exercise supervision.
     Crash,
 }
