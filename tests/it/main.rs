@@ -21,6 +21,7 @@ mod mock_faults;
 mod node_affinity;
 mod node_clients;
 mod node_cluster;
+mod node_cluster_affinity;
 mod node_cluster_managed;
 mod node_codex_windows;
 mod node_credentials;
