@@ -152,6 +152,12 @@ impl Tail {
                 ClusterStatus::count(&self.status.applied);
                 self.status.last_lag_ms.store(lag_ms, Ordering::Relaxed);
             }
+            Err(quotaroute_actors::RouterError::UnknownCombo(combo)) => {
+                // A binding in a combo this node has not made (an implicit `provider/model` it
+                // was never asked for): nothing here to keep it for.
+                ClusterStatus::count(&self.status.skipped);
+                tracing::debug!(entry = %applied.stream_id, %combo, "cluster: binding for a combo this node lacks");
+            }
             Err(error) => {
                 ClusterStatus::count(&self.status.skipped);
                 tracing::warn!(entry = %applied.stream_id, origin = %applied.origin_node, %error, "cluster: stream entry skipped");
