@@ -12,6 +12,8 @@ pub enum RouterError {
     Actor(String),
     #[error("unknown connection `{0}`")]
     UnknownConnection(String),
+    #[error("unknown combo `{0}`")]
+    UnknownCombo(String),
     #[error("unknown provider `{0}`")]
     UnknownProvider(String),
     /// The journal holds a record or snapshot of a version newer than this build's.

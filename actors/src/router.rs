@@ -555,8 +555,23 @@ impl Router {
     /// A peer node's event (behaviour §9), handed to its connection's actor: applied there
     /// through the same reducers as a local one (unless it would shorten a longer block) and
     /// journaled as `peer_applied` with its origin. Fire-and-forget; an event about a
-    /// connection this node does not have is refused with `UnknownConnection`.
+    /// connection this node does not have is refused with `UnknownConnection`. A conversation
+    /// binding goes to its combo instead (`UnknownCombo` when this node has none of that name).
     pub fn apply_peer(&self, applied: PeerApplied) -> Result<(), RouterError> {
+        if let quotaroute_journal::Event::AffinityBound(bound) = &*applied.event {
+            // A conversation binding belongs to its combo (behaviour §10).
+            let combo = self
+                .inner
+                .registry
+                .load()
+                .combos
+                .get(&bound.combo)
+                .cloned()
+                .ok_or_else(|| RouterError::UnknownCombo(bound.combo.clone()))?;
+            return combo
+                .cast(ComboMsg::PeerBinding(Box::new(applied)))
+                .map_err(|e| RouterError::Actor(e.to_string()));
+        }
         let connection = applied.event.connection().unwrap_or_default().to_string();
         let actor = self.connection_actor(&connection)?;
         actor

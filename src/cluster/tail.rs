@@ -1,6 +1,7 @@
 //! The tail task: reads the shared stream from where this node's journal says it stopped, and
 //! hands every peer's event to the router, which applies it through the same reducers as its
-//! own and journals it as `peer_applied` with its origin. Its own entries, entries already
+//! own and journals it as `peer_applied` with its origin (a conversation binding goes to its
+//! combo, which journals it only when it takes it). Its own entries, entries already
 //! applied (each origin's seq once) and bad entries are passed over; bad ones are counted and
 //! logged, never fatal.
 //!
@@ -10,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quotaroute_actors::policy::peer_progress::PeerProgress;
+use quotaroute_actors::policy::peer_progress::{lane, PeerProgress};
 use quotaroute_actors::Router;
 use quotaroute_journal::PeerApplied;
 use redis::streams::StreamReadReply;
@@ -130,9 +131,10 @@ impl Tail {
                 return;
             }
         };
-        let connection = remote.event.connection().unwrap_or_default();
         if remote.node == self.node_id
-            || !self.progress.is_new(&remote.node, connection, remote.seq)
+            || !self
+                .progress
+                .is_new(&remote.node, &lane(&remote.event), remote.seq)
         {
             return;
         }
@@ -149,6 +151,12 @@ impl Tail {
                 self.progress.apply(&applied);
                 ClusterStatus::count(&self.status.applied);
                 self.status.last_lag_ms.store(lag_ms, Ordering::Relaxed);
+            }
+            Err(quotaroute_actors::RouterError::UnknownCombo(combo)) => {
+                // A binding in a combo this node has not made (an implicit `provider/model` it
+                // was never asked for): nothing here to keep it for.
+                ClusterStatus::count(&self.status.skipped);
+                tracing::debug!(entry = %applied.stream_id, %combo, "cluster: binding for a combo this node lacks");
             }
             Err(error) => {
                 ClusterStatus::count(&self.status.skipped);

@@ -13,7 +13,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{AffinityBound, ApiFormat, BlockReason, Event, RouteDecided, Skipped};
+use quotaroute_journal::{
+    AffinityBound, ApiFormat, BlockReason, Event, PeerApplied, RouteDecided, Skipped,
+};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actor::combo_queue::WaitQueue;
@@ -29,6 +31,7 @@ use crate::policy::affinity::{place, AffinityLeads, Placement};
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
 use crate::policy::drr::DrrDeficits;
+use crate::policy::peer_merge::merge_peer_binding;
 use crate::policy::quota_share::{apply_route_decided, select, TargetView};
 use crate::policy::request::unroutable;
 use crate::registry::Registry;
@@ -474,6 +477,33 @@ impl ComboState {
         reply
     }
 
+    /// A peer's conversation binding (behaviour §10 "Memory", §9): merged by the pure rule
+    /// and, only when taken, journaled as `peer_applied` (never published again: no echo),
+    /// so replay and a restart keep it.
+    fn apply_peer_binding(&mut self, applied: PeerApplied) {
+        let Event::AffinityBound(bound) = &*applied.event else {
+            return;
+        };
+        let now_ms = self.clock.now_ms();
+        let settings = self.setup.affinity;
+        let has_target = self.setup.targets.iter().any(|runtime| {
+            *runtime.target.connection == *bound.connection && *runtime.target.model == *bound.model
+        });
+        let limits = (settings.max_groups, settings.ttl_ms);
+        if merge_peer_binding(
+            &mut self.bindings,
+            now_ms,
+            applied.origin_at_ms,
+            bound,
+            has_target,
+            limits,
+        ) {
+            let _ = self
+                .recorder
+                .cast(RecorderMsg::RecordOne(now_ms, Event::PeerApplied(applied)));
+        }
+    }
+
     /// The first of a failover's candidates (positions in `setup.targets`, as the decision
     /// holds them) admitted now, re-checked on the latest copies.
     fn acquire(&mut self, request: AcquireRequest) -> Acquired {
@@ -681,6 +711,7 @@ impl Actor for ComboActor {
             ComboMsg::Affinity(reply) => {
                 let _ = reply.send(state.bindings.clone());
             }
+            ComboMsg::PeerBinding(applied) => state.apply_peer_binding(*applied),
             ComboMsg::Crash => return Err(ActorProcessingErr::from("crash requested by a test")),
         }
         Ok(())

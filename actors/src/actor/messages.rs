@@ -193,6 +193,8 @@ pub enum ComboMsg {
     QueueTick,
     /// Requests waiting now, per client (for `/admin/clients` and the `queued` gauge).
     Queued(RpcReplyPort<Vec<(Arc<str>, usize)>>),
+    /// A peer's conversation binding (`affinity_bound` in `peer_applied`, behaviour §10).
+    PeerBinding(Box<PeerApplied>),
     /// Test hook: make the actor fail, to exercise supervision.
     Crash,
 }

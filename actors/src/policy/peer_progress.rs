@@ -5,14 +5,17 @@
 //! Kept per connection because that is the order the journal keeps: peers' events go to their
 //! connections' actors, so the journal interleaves connections but keeps each one's events in
 //! stream order, and a crash loses a suffix of each — so each (origin, connection) mark is
-//! exact after a restart, and the stream is re-read from the oldest mark.
+//! exact after a restart, and the stream is re-read from the oldest mark. A peer's
+//! conversation binding goes to its combo's actor instead, so it has its own lane
+//! (`affinity:<combo>`, see [`lane`]): one combo journals its peer bindings in stream order.
 //!
 //! Part of the journal's fold (`RouterState`), so it survives restarts exactly like the state
 //! it explains. Pure: it never reads Redis.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use quotaroute_journal::PeerApplied;
+use quotaroute_journal::{Event, PeerApplied};
 use serde::{Deserialize, Serialize};
 
 /// The newest applied event of one origin about one connection.
@@ -40,11 +43,11 @@ impl PeerProgress {
 
     /// Records that `applied` was applied (the only mutator).
     pub fn apply(&mut self, applied: &PeerApplied) {
-        let connection = applied.event.connection().unwrap_or_default();
+        let lane = lane(&applied.event);
         let by_connection = self.marks.entry(applied.origin_node.clone()).or_default();
-        let mark = match by_connection.get_mut(connection) {
+        let mark = match by_connection.get_mut(&*lane) {
             Some(mark) => mark,
-            None => by_connection.entry(connection.to_owned()).or_default(),
+            None => by_connection.entry(lane.into_owned()).or_default(),
         };
         if applied.origin_seq >= mark.origin_seq {
             mark.origin_seq = applied.origin_seq;
@@ -61,6 +64,15 @@ impl PeerProgress {
             .map(|mark| mark.stream_id.as_str())
             .min_by_key(|id| parse_stream_id(id))
             .map(str::to_owned)
+    }
+}
+
+/// The actor whose journal order a peer's `event` follows, as the key of its mark: its
+/// connection, or `affinity:<combo>` for a conversation binding (applied by the combo).
+pub fn lane(event: &Event) -> Cow<'_, str> {
+    match event {
+        Event::AffinityBound(bound) => Cow::Owned(format!("affinity:{}", bound.combo)),
+        other => Cow::Borrowed(other.connection().unwrap_or_default()),
     }
 }
 

@@ -197,6 +197,19 @@ impl RouterState {
     /// A peer's event: applied to its connection through the same merge rule as the live
     /// actor, once per (origin, connection) seq; the read position advances either way.
     fn apply_peer(&mut self, applied: &PeerApplied) {
+        if let Event::AffinityBound(bound) = &*applied.event {
+            // Journaled only when the live combo took it (`peer_merge::merge_peer_binding`):
+            // folded as a binding made when its origin made it.
+            let lane = crate::policy::peer_progress::lane(&applied.event);
+            if self
+                .peers
+                .is_new(&applied.origin_node, &lane, applied.origin_seq)
+            {
+                self.apply(applied.origin_at_ms, &Event::AffinityBound(bound.clone()));
+            }
+            self.peers.apply(applied);
+            return;
+        }
         if let (Some(provider), Some(connection)) =
             (applied.event.provider(), applied.event.connection())
         {
