@@ -271,6 +271,21 @@ async fn sixteen_conversations_stay_on_their_keys_and_fill_all_four() {
         .unwrap_or_else(|| panic!("no cached-input counter for k1"));
     let value: f64 = read.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(value > 0.0, "{read}");
+
+    // And in `/admin/state`: each connection's input tokens, the cached ones and their share.
+    let state = harness.admin_get("/admin/state").await;
+    for c in state["connections"].as_array().unwrap() {
+        let input = c["input_tokens"].as_u64().unwrap();
+        let cached = c["cached_input_tokens"].as_u64().unwrap();
+        if !per_key.contains_key(c["id"].as_str().unwrap()) {
+            assert_eq!((input, cached, &c["cached_share"]), (0, 0, &Value::Null), "{c}");
+            continue;
+        }
+        let share = c["cached_share"].as_f64().unwrap();
+        assert!(input > 0 && cached <= input, "{c}");
+        assert!((share - cached as f64 / input as f64).abs() < 1e-9, "{c}");
+        assert!(share > 0.5, "held turns read most of their input from cache: {c}");
+    }
 }
 
 #[tokio::test]
@@ -455,7 +470,7 @@ async fn turn_on(client: &reqwest::Client, base: &str, conv: usize, turn: usize)
 }
 
 /// Bindings are learned state: after `kill -9` (replayed from the journal's events) and after
-/// a graceful stop (read back from its snapshot, layout 3) each conversation's next turn goes
+/// a graceful stop (read back from its snapshot, layout 4) each conversation's next turn goes
 /// to the key that served it before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bindings_survive_kill_9_and_a_snapshot() {
@@ -489,7 +504,24 @@ async fn bindings_survive_kill_9_and_a_snapshot() {
     let journal = admin_journal_all(&client, &base).await;
     assert_eq!(journal.matches("\"kind\":\"affinity_bound\"").count(), 8);
 
-    // A graceful stop snapshots the fold; the next start reads the bindings from it.
+    // A graceful stop snapshots the fold; the next start reads the bindings (and each
+    // connection's cached-input counts, layout 4) from it.
+    let cached_counts = |state: &Value| -> Vec<(String, u64, u64)> {
+        state["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().unwrap().to_owned(),
+                    c["input_tokens"].as_u64().unwrap(),
+                    c["cached_input_tokens"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let before = cached_counts(&admin_json(&client, &base, "/admin/state").await);
+    assert!(before.iter().any(|(_, _, cached)| *cached > 0), "{before:?}");
     let status = std::process::Command::new("kill")
         .args(["-TERM", &node.0.id().to_string()])
         .status()
@@ -499,7 +531,7 @@ async fn bindings_survive_kill_9_and_a_snapshot() {
     let _node = KillOnDrop(spawn_binary(dir.path(), &mock_base, port));
     wait_ready(&client, &base).await;
     let state = admin_json(&client, &base, "/admin/state").await;
-    assert!(state.is_object());
+    assert_eq!(cached_counts(&state), before, "the cached share survives the snapshot");
     for (conv, key) in bound.iter().enumerate() {
         assert_eq!(
             &turn_on(&client, &base, conv, 2).await,

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::policy::affinity::AffinitySettings;
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
+use crate::policy::cached_input::CachedInputByConnection;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::peer_progress::PeerProgress;
@@ -45,6 +46,11 @@ pub struct RouterState {
     /// shape: snapshots of layout 3 append it after the rest (`crate::snapshot`).
     #[serde(skip)]
     pub affinity: BTreeMap<String, AffinityBindings>,
+    /// Each connection's input and cached input tokens (behaviour §10 "Seen"), folded from
+    /// `request_succeeded`. Not part of the layout-3 shape: snapshots of layout 4 append it
+    /// after the affinity bindings (`crate::snapshot`).
+    #[serde(skip)]
+    pub cached_input: CachedInputByConnection,
     /// DRR key tables resolved from `configs`, by generation and combo. Derived, never stored:
     /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
     #[serde(skip)]
@@ -134,6 +140,9 @@ impl RouterState {
             | Event::ModelLocked(_)
             | Event::ModelUnlocked(_)
             | Event::UsageObserved(_) => {
+                if let Event::RequestSucceeded(succeeded) = event {
+                    self.cached_input.apply(succeeded);
+                }
                 if let (Some(provider), Some(connection)) = (event.provider(), event.connection()) {
                     match self.connections.get_mut(connection) {
                         Some(state) => state.apply(at_ms, event),
