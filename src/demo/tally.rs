@@ -64,9 +64,11 @@ impl JournalTally {
 
     /// Input tokens and cached input tokens over every connection.
     pub fn cached_input(&self) -> (u64, u64) {
-        self.connections.values().fold((0, 0), |(input, cached), c| {
-            (input + c.input_tokens, cached + c.cached_input_tokens)
-        })
+        self.connections
+            .values()
+            .fold((0, 0), |(input, cached), c| {
+                (input + c.input_tokens, cached + c.cached_input_tokens)
+            })
     }
 
     fn connection(&mut self, id: &str) -> &mut ConnectionTally {

@@ -14,6 +14,7 @@
 //!
 //! Everything is one pass over the journal: each view observes every envelope in order.
 
+pub mod affinity_why;
 pub mod args;
 pub mod ndjson_item;
 pub mod paint;
