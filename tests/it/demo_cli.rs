@@ -210,9 +210,17 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
         .lines()
         .find_map(|line| line.strip_prefix("CACHE HIT RATE (cached share of input tokens): "))
         .unwrap_or_else(|| panic!("no cache hit rate in\n{text}"));
-    let pct: f64 = hit.split(" %").next().unwrap().parse().unwrap_or_else(|_| panic!("{hit}"));
+    let pct: f64 = hit
+        .split(" %")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("{hit}"));
     assert!((0.0..=100.0).contains(&pct), "{hit}");
-    assert!(pct > 0.0, "repeated prompts on one key read from its cache: {hit}");
+    assert!(
+        pct > 0.0,
+        "repeated prompts on one key read from its cache: {hit}"
+    );
     assert!(hit.contains(" input tokens)"), "{hit}");
 
     // The journal directory printed at the end exists (and is kept).
