@@ -9,7 +9,10 @@
 //! which is not in the journal. Without affinity, DRR places a conversation's turns like any
 //! other requests, so a later turn (one affinity held or moved) reaches its previous turn's
 //! connection with probability `Σ sᵢ²` over the what-if request shares `sᵢ` of its combo; the
-//! cached input a held turn read is kept with that probability and otherwise lost.
+//! cached input a held turn read is kept with that probability and otherwise lost. A prefix
+//! that conversations share (one system prompt for all) would still be read from cache on a
+//! connection that has served any of them; the journal does not say how much of a turn's
+//! cached input was such a prefix, so the saving shown is an upper bound.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -293,7 +296,7 @@ pub fn render_text(report: &AffinityOffReport) -> String {
     );
     let _ = writeln!(
         out,
-        "cached input tokens: {} ({}) with affinity, ~{:.0} ({}) without (estimated); affinity saved ~{:.0} of {} input tokens from being read uncached",
+        "cached input tokens: {} ({}) with affinity, ~{:.0} ({}) without (estimated); affinity saved ~{:.0} of {} input tokens from being read uncached (at most: prefixes shared by conversations are not told apart)",
         report.cached_input_tokens,
         share(report.cached_input_tokens as f64, report.input_tokens),
         report.cached_input_tokens_without,

@@ -19,8 +19,9 @@ pub struct CachedInput {
 impl CachedInput {
     /// `cached_input_tokens / input_tokens`, `None` before any input was counted.
     pub fn share(&self) -> Option<f64> {
-        (self.input_tokens > 0)
-            .then(|| self.cached_input_tokens.min(self.input_tokens) as f64 / self.input_tokens as f64)
+        (self.input_tokens > 0).then(|| {
+            self.cached_input_tokens.min(self.input_tokens) as f64 / self.input_tokens as f64
+        })
     }
 }
 
@@ -48,7 +49,10 @@ impl CachedInputByConnection {
 
     /// A connection's counts (zero when it never served).
     pub fn of(&self, connection: &str) -> CachedInput {
-        self.by_connection.get(connection).copied().unwrap_or_default()
+        self.by_connection
+            .get(connection)
+            .copied()
+            .unwrap_or_default()
     }
 }
 

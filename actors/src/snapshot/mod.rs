@@ -48,8 +48,11 @@ pub fn encode(state: &RouterState) -> Result<Vec<u8>, codec::EncodeError> {
 
 /// Layout 4: layout 3's bytes, then the cached-input counts.
 fn decode_v4(bytes: &[u8]) -> Result<RouterState, DamageReason> {
-    let (mut state, affinity, cached_input): (RouterState, AffinityByCombo, CachedInputByConnection) =
-        codec::decode_state(bytes)?;
+    let (mut state, affinity, cached_input): (
+        RouterState,
+        AffinityByCombo,
+        CachedInputByConnection,
+    ) = codec::decode_state(bytes)?;
     state.affinity = affinity;
     state.cached_input = cached_input;
     Ok(state)

@@ -130,7 +130,8 @@ fn todays_layout_keeps_affinity_bindings_after_layout_2s_bytes() {
 #[test]
 fn todays_layout_keeps_cached_input_counts_after_layout_3s_bytes() {
     let mut state = layout_2_state();
-    let mut success = quotaroute_journal::testkit::succeeded("openai", "oa-1", "gpt-4o-mini", 1_000, 10);
+    let mut success =
+        quotaroute_journal::testkit::succeeded("openai", "oa-1", "gpt-4o-mini", 1_000, 10);
     if let Event::RequestSucceeded(s) = &mut success {
         s.tokens_cached = 800;
     }
