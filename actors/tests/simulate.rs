@@ -6,6 +6,8 @@
 
 #[path = "../sim/engine.rs"]
 mod engine;
+#[path = "../sim/groups.rs"]
+mod groups;
 
 const SEEDS: u64 = 20;
 const STEPS: usize = 300;
@@ -37,4 +39,25 @@ async fn a_run_is_a_pure_function_of_its_seed() {
     let a = engine::run(7, 120).await.unwrap();
     let b = engine::run(7, 120).await.unwrap();
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
+}
+
+/// Conversation groups (behaviour §10): 10 seeds × 250 turns of conversations with hints,
+/// requests without, and 429/503 upstreams on bound targets; every invariant of
+/// `sim/groups.rs` checked on every turn.
+#[tokio::test]
+async fn simulated_conversations_keep_every_affinity_invariant() {
+    let mut total = groups::GroupStats::default();
+    for seed in 0..10 {
+        match groups::run(seed, 250).await {
+            Ok(stats) => total.add(&stats),
+            Err(failure) => panic!("{failure}"),
+        }
+    }
+    println!("{total:?}");
+    // The schedule reaches what it is meant to exercise.
+    assert!(
+        total.new > 0 && total.held > total.new && total.no_group > 0,
+        "{total:?}"
+    );
+    assert!(total.moved_blocked > 0 && total.blocks > 0, "{total:?}");
 }
