@@ -95,7 +95,7 @@ impl std::fmt::Display for GroupFailure {
 /// The run's topology: 4 connections of one provider, weights from the seed (equal, or one
 /// heavy), one quota-share combo over them, `max_lead` = [`MAX_LEAD`].
 pub fn topology(seed: u64) -> Topology {
-    let weights: [u32; 4] = if seed % 2 == 0 {
+    let weights: [u32; 4] = if seed.is_multiple_of(2) {
         [1, 1, 1, 1]
     } else {
         [3, 1, 1, 1]
@@ -268,10 +268,7 @@ impl Run {
         let first = decision.current().map(|t| t.connection.to_string());
         self.absorb_and_check(&request_id, group, &before).await?;
         // The attempts: a failing upstream answers its failure; failover ignores affinity.
-        loop {
-            let Some(connection) = decision.current().map(|t| t.connection.to_string()) else {
-                break;
-            };
+        while let Some(connection) = decision.current().map(|t| t.connection.to_string()) {
             let result = match self.failing.get(&connection) {
                 Some(429) => AttemptResult::failure(OutcomeClass::RateLimited, Some(429)),
                 Some(_) => AttemptResult::failure(OutcomeClass::ServerError, Some(503)),
