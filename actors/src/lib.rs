@@ -41,6 +41,8 @@ pub use outcome::{AttemptResult, Outcome};
 pub use permit::Permit;
 pub use policy::request::Unroutable;
 pub use policy::request_events::RequestEvents;
-pub use router::{recover_state, RecoveryReport, RouteError, Router, RouterOptions};
+pub use router::{
+    recover_state, recover_state_with, RecoveryReport, RouteError, Router, RouterOptions,
+};
 pub use tap::EventTap;
 pub use topology::{ComboSpec, ConnectionSpec, ProviderSpec, TargetSpec, Topology};
