@@ -2,12 +2,15 @@
 //! `cargo run --release -p quotaroute-actors --example simulate -- --seed N --steps M [--seeds K]`
 //! runs seeds N..N+K, M steps each, checks every invariant of `sim/engine.rs` after every step,
 //! and prints steps per second. On a failure it prints the seed, the step, the invariant and the
-//! smallest set of steps found that still fails, and exits 1.
+//! smallest set of steps found that still fails, and exits 1. Then the conversation groups of
+//! `sim/groups.rs` (behaviour §10) on the same seeds, `M` turns each.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 #[path = "../sim/engine.rs"]
 mod engine;
+#[path = "../sim/groups.rs"]
+mod groups;
 
 #[path = "../sim/clients.rs"]
 mod clients;
@@ -69,5 +72,23 @@ fn main() {
             total.steps as f64 / secs
         );
         println!("{total:#?}");
+
+        // Conversation groups (behaviour §10): the same seeds, `steps` turns each.
+        let started = Instant::now();
+        let mut groups_total = groups::GroupStats::default();
+        for s in seed..seed + seeds {
+            match groups::run(s, steps).await {
+                Ok(stats) => groups_total.add(&stats),
+                Err(failure) => {
+                    println!("FAILED {failure}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        println!(
+            "groups: {seeds} seeds x {steps} turns in {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        println!("{groups_total:#?}");
     });
 }

@@ -68,6 +68,12 @@ pub struct ConnectionAdminState {
     pub in_flight: u32,
     pub buckets: Vec<BucketState>,
     pub lockouts: Vec<LockoutState>,
+    /// Input tokens the upstream reported on this connection's successes (behaviour §10).
+    pub input_tokens: u64,
+    /// Of those, read from the upstream's prompt cache.
+    pub cached_input_tokens: u64,
+    /// `cached_input_tokens / input_tokens`; `None` before any input was counted.
+    pub cached_share: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -132,6 +138,7 @@ impl AdminState {
             .map(|c| {
                 let learned = state.connection(&c.provider, &c.id);
                 let health = &learned.health;
+                let cached = state.cached_input.of(&c.id);
                 ConnectionAdminState {
                     id: c.id.clone(),
                     provider: c.provider.clone(),
@@ -162,6 +169,9 @@ impl AdminState {
                         })
                         .collect(),
                     lockouts: lockouts_of(&c.provider, &c.id, &learned.lockouts, now_ms),
+                    input_tokens: cached.input_tokens,
+                    cached_input_tokens: cached.cached_input_tokens,
+                    cached_share: cached.share(),
                 }
             })
             .collect();

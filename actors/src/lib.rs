@@ -41,6 +41,9 @@ pub use outcome::{AttemptResult, Outcome};
 pub use permit::Permit;
 pub use policy::request::Unroutable;
 pub use policy::request_events::RequestEvents;
-pub use router::{recover_state, QueuedCount, RecoveryReport, RouteError, Router, RouterOptions};
+pub use router::{
+    recover_state, recover_state_with, QueuedCount, RecoveryReport, RouteError, Router,
+    RouterOptions,
+};
 pub use tap::EventTap;
 pub use topology::{ComboSpec, ConnectionSpec, ProviderSpec, TargetSpec, Topology};

@@ -103,6 +103,15 @@ impl RecoveryReport {
 
 /// Rebuilds the folded state from a journal: newest readable snapshot plus the events after it.
 pub fn recover_state(journal: &dyn Journal) -> (RouterState, RecoveryReport) {
+    recover_state_with(journal, None)
+}
+
+/// [`recover_state`] with the configured `affinity.max_groups` and `ttl_ms` bounding the
+/// bindings replayed (`None`: the defaults).
+pub fn recover_state_with(
+    journal: &dyn Journal,
+    affinity_limits: Option<(usize, u64)>,
+) -> (RouterState, RecoveryReport) {
     let recovery = recover_versioned(journal, snapshot::decode);
     let mut report = RecoveryReport {
         snapshot_seq: recovery.snapshot_seq,
@@ -111,6 +120,7 @@ pub fn recover_state(journal: &dyn Journal) -> (RouterState, RecoveryReport) {
     };
     let tail = recovery.tail(journal);
     let mut state = recovery.state.unwrap_or_default();
+    state.affinity_limits = crate::policy::router_state::AffinityLimits(affinity_limits);
     for item in tail {
         match item {
             Ok(envelope) => {
@@ -161,7 +171,11 @@ impl Router {
         options: RouterOptions,
         tap: Option<Arc<dyn EventTap>>,
     ) -> Result<Router, RouterError> {
-        let (state, recovery) = recover_state(journal.as_ref());
+        let affinity = topology.affinity;
+        let (state, recovery) = recover_state_with(
+            journal.as_ref(),
+            Some((affinity.max_groups, affinity.ttl_ms)),
+        );
         // Refused before the writer exists: nothing of this build reaches the journal.
         if let Some(newer) = recovery.newer() {
             return Err(RouterError::NewerJournal(format!(

@@ -9,6 +9,8 @@ mod engine;
 
 #[path = "../sim/clients.rs"]
 mod clients;
+#[path = "../sim/groups.rs"]
+mod groups;
 
 const SEEDS: u64 = 20;
 const STEPS: usize = 300;
@@ -56,4 +58,25 @@ async fn simulated_clients_share_a_full_pool_fairly() {
     assert!(total.granted > 0 && total.pool_busy > 0 && total.disconnects > 0);
     assert!(total.fair_windows > 0 && total.fair_grants > 0);
     println!("{total:?}");
+}
+
+/// Conversation groups (behaviour §10): 10 seeds × 250 turns of conversations with hints,
+/// requests without, and 429/503 upstreams on bound targets; every invariant of
+/// `sim/groups.rs` checked on every turn.
+#[tokio::test]
+async fn simulated_conversations_keep_every_affinity_invariant() {
+    let mut total = groups::GroupStats::default();
+    for seed in 0..10 {
+        match groups::run(seed, 250).await {
+            Ok(stats) => total.add(&stats),
+            Err(failure) => panic!("{failure}"),
+        }
+    }
+    println!("{total:?}");
+    // The schedule reaches what it is meant to exercise.
+    assert!(
+        total.new > 0 && total.held > total.new && total.no_group > 0,
+        "{total:?}"
+    );
+    assert!(total.moved_blocked > 0 && total.blocks > 0, "{total:?}");
 }

@@ -44,6 +44,7 @@ pub fn summarize_journal(journal: &Path, svg: &Path) -> Result<String, DemoError
     tally.read_new(&open_when_released(journal)?);
     text.push('\n');
     text.push_str(&served_by_model(&tally));
+    text.push_str(&cache_hit_rate(&tally));
     Ok(text)
 }
 
@@ -81,9 +82,56 @@ pub fn served_by_model(tally: &JournalTally) -> String {
     out
 }
 
+/// The prompt caches at work (behaviour §10): the share of input tokens the upstreams read
+/// from cache, over the run and per connection.
+pub fn cache_hit_rate(tally: &JournalTally) -> String {
+    let (input, cached) = tally.cached_input();
+    let mut out = format!(
+        "CACHE HIT RATE (cached share of input tokens): {} ({cached} of {input} input tokens)\n",
+        percent(cached, input)
+    );
+    for (id, c) in &tally.connections {
+        let _ = writeln!(
+            out,
+            "{id:<12} {} ({} of {})",
+            percent(c.cached_input_tokens, c.input_tokens),
+            c.cached_input_tokens,
+            c.input_tokens
+        );
+    }
+    out
+}
+
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "n/a".to_string();
+    }
+    format!("{:.1} %", 100.0 * part as f64 / whole as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_hit_rate_is_cached_over_all_input_tokens() {
+        let mut tally = JournalTally::default();
+        let oa1 = tally.connections.entry("oa-1".into()).or_default();
+        oa1.input_tokens = 300;
+        oa1.cached_input_tokens = 150;
+        let oa2 = tally.connections.entry("oa-2".into()).or_default();
+        oa2.input_tokens = 100;
+        let text = cache_hit_rate(&tally);
+        assert!(
+            text.starts_with(
+                "CACHE HIT RATE (cached share of input tokens): 37.5 % (150 of 400 input tokens)\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("oa-1         50.0 % (150 of 300)"), "{text}");
+        assert!(text.contains("oa-2         0.0 % (0 of 100)"), "{text}");
+        assert!(cache_hit_rate(&JournalTally::default()).contains(": n/a (0 of 0"));
+    }
 
     #[test]
     fn served_by_model_lists_each_connection_and_model() {

@@ -123,6 +123,9 @@ mod tests {
             in_flight: 0,
             buckets: vec![],
             lockouts: vec![],
+            input_tokens: 0,
+            cached_input_tokens: 0,
+            cached_share: None,
         }
     }
 

@@ -12,6 +12,10 @@ pub struct ConnectionTally {
     pub served: u64,
     pub failed: u64,
     pub served_by_model: BTreeMap<String, u64>,
+    /// Input tokens the upstream reported on this connection's successes.
+    pub input_tokens: u64,
+    /// Of those, read from the upstream's prompt cache (behaviour §10).
+    pub cached_input_tokens: u64,
 }
 
 /// The journal, counted.
@@ -35,6 +39,8 @@ impl JournalTally {
             Event::RequestSucceeded(event) => {
                 let connection = self.connection(&event.connection);
                 connection.served += 1;
+                connection.input_tokens += event.tokens_in;
+                connection.cached_input_tokens += event.tokens_cached.min(event.tokens_in);
                 *connection
                     .served_by_model
                     .entry(event.model.clone())
@@ -54,6 +60,15 @@ impl JournalTally {
                 Err(_) => self.damaged += 1,
             }
         }
+    }
+
+    /// Input tokens and cached input tokens over every connection.
+    pub fn cached_input(&self) -> (u64, u64) {
+        self.connections
+            .values()
+            .fold((0, 0), |(input, cached), c| {
+                (input + c.input_tokens, cached + c.cached_input_tokens)
+            })
     }
 
     fn connection(&mut self, id: &str) -> &mut ConnectionTally {

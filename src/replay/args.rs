@@ -53,7 +53,9 @@ pub struct ReplayArgs {
     /// timeline.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Re-run the recorded outcomes with CONFIG's resilience settings and compare.
+    /// Re-run the recorded outcomes with CONFIG's resilience settings and compare; or
+    /// `affinity=off`: the recorded decisions taken again without conversation affinity, and
+    /// what affinity saved (routing and cached input tokens).
     #[arg(long, value_name = "CONFIG")]
     pub what_if: Option<PathBuf>,
     /// Colour the text output.

@@ -9,11 +9,12 @@
 //! - [`timeline`] — one line per event (default) or NDJSON; [`paint`] — ANSI colour.
 //! - [`periods`] — cooling/locked/disabled/breaker-open bands, shared by the views below.
 //! - [`summary`] — `--summary`; [`state_at`] — `--state-at`; [`svg`] — `--svg`.
-//! - [`what_if`] — `--what-if CONFIG`.
+//! - [`what_if`] — `--what-if CONFIG`; [`what_if_affinity`] — `--what-if affinity=off`.
 //! - [`time_parse`] — RFC 3339 / relative times in, UTC out.
 //!
 //! Everything is one pass over the journal: each view observes every envelope in order.
 
+pub mod affinity_why;
 pub mod args;
 pub mod ndjson_item;
 pub mod paint;
@@ -24,6 +25,7 @@ pub mod summary;
 pub use crate::time_parse;
 pub mod timeline;
 pub mod what_if;
+pub mod what_if_affinity;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -37,6 +39,7 @@ use crate::replay::state_at::StateFold;
 use crate::replay::summary::SummaryBuilder;
 use crate::replay::timeline::TimelineWriter;
 use crate::replay::what_if::WhatIf;
+use crate::replay::what_if_affinity::{AffinityOff, AFFINITY_OFF};
 use crate::time_parse::{parse_time, TimeError};
 use crate::timeline::filter::{Filter, FilterError};
 use crate::timeline::svg::SvgBuilder;
@@ -118,7 +121,14 @@ fn run_inner(
         .map(|t| parse_time(t, now_ms))
         .transpose()
         .map_err(ReplayError::StateAt)?;
+    // `--what-if affinity=off` (unless a config file has that very name): affinity's savings.
+    let affinity_off = args
+        .what_if
+        .as_deref()
+        .filter(|path| path.as_os_str() == AFFINITY_OFF && !path.exists())
+        .map(|_| AffinityOff::default());
     let what_if = match &args.what_if {
+        Some(_) if affinity_off.is_some() => None,
         Some(path) => {
             let config =
                 crate::config::load_settings(path).map_err(|errors| ReplayError::WhatIfConfig {
@@ -140,6 +150,7 @@ fn run_inner(
         state: state_at_ms.map(StateFold::new),
         svg: args.svg.as_ref().map(|_| SvgBuilder::new(filter.clone())),
         what_if,
+        affinity_off,
     };
 
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
@@ -201,6 +212,14 @@ fn run_inner(
             out.write_all(what_if::render_text(&report).as_bytes())?;
         }
     }
+    if let Some(affinity_off) = views.affinity_off {
+        let report = affinity_off.finish();
+        if json {
+            write_json(&mut out, &report)?;
+        } else {
+            out.write_all(what_if_affinity::render_text(&report).as_bytes())?;
+        }
+    }
     if let (Some(svg), Some(path)) = (views.svg, &args.svg) {
         let document = svg.finish();
         std::fs::write(path, document).map_err(|source| ReplayError::WriteFile {
@@ -220,6 +239,7 @@ struct Views {
     state: Option<StateFold>,
     svg: Option<SvgBuilder>,
     what_if: Option<WhatIf>,
+    affinity_off: Option<AffinityOff>,
 }
 
 impl Views {
@@ -235,6 +255,9 @@ impl Views {
         }
         if let Some(what_if) = &mut self.what_if {
             what_if.observe(envelope);
+        }
+        if let Some(affinity_off) = &mut self.affinity_off {
+            affinity_off.observe(envelope);
         }
     }
 }

@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use quotaroute_actors::topology::recorded_targets;
-use quotaroute_journal::{envelope_to_json, ConfigLoaded, Envelope, Event, NdjsonError, Skipped};
+use quotaroute_journal::{
+    envelope_to_json, AffinityOutcome, ConfigLoaded, Envelope, Event, NdjsonError, Skipped,
+};
 
+use crate::replay::affinity_why::AffinityMemory;
 use crate::replay::paint::{Paint, Tone};
 use crate::time_parse::{format_duration, format_utc_ms};
 
@@ -22,6 +25,8 @@ const SUBJECT_WIDTH: usize = 34;
 pub struct TimelineWriter {
     paint: Paint,
     configs: BTreeMap<u64, ConfigLoaded>,
+    /// The conversation bindings seen so far, to say why an affinity-held turn went where.
+    affinity: AffinityMemory,
 }
 
 impl TimelineWriter {
@@ -29,6 +34,7 @@ impl TimelineWriter {
         TimelineWriter {
             paint,
             configs: BTreeMap::new(),
+            affinity: AffinityMemory::default(),
         }
     }
 
@@ -37,6 +43,7 @@ impl TimelineWriter {
         if let Event::ConfigLoaded(config) = &envelope.event {
             self.configs.insert(config.generation, config.clone());
         }
+        self.affinity.observe(envelope);
     }
 
     /// The text line for `envelope` (no trailing newline), appended to `line`.
@@ -214,20 +221,7 @@ impl TimelineWriter {
                 "response={} combo={} req={}",
                 e.response_id, e.combo, e.request_id
             ),
-            Event::AffinityBound(e) => match (&e.moved_from, &e.reason) {
-                (Some(from), reason) => format!(
-                    "group={:016x} client={} moved from {from} ({}) combo={} req={}",
-                    e.group,
-                    e.client,
-                    reason.as_deref().unwrap_or("-"),
-                    e.combo,
-                    e.request_id
-                ),
-                (None, _) => format!(
-                    "group={:016x} client={} bound combo={} req={}",
-                    e.group, e.client, e.combo, e.request_id
-                ),
-            },
+            Event::AffinityBound(e) => self.affinity.explain_bound(envelope, e),
             Event::BreakerCounted(e) => format!(
                 "{} failures_in_window={}",
                 if e.failure {
@@ -289,12 +283,32 @@ impl TimelineWriter {
             None if decided.order.is_empty() => self.paint.paint(Tone::Bad, "NOTHING TO SERVE"),
             None => "chosen=none".to_string(),
         };
-        format!(
+        let mut text = format!(
             "{chosen} order=[{}] room={} req={}",
             order.join(" "),
             decided.room.len(),
             decided.request_id
-        )
+        );
+        // Why it went there, when conversation affinity had a say (behaviour §10 "Seen").
+        match (decided.affinity, decided.chosen) {
+            (AffinityOutcome::Held, Some(index)) => {
+                let _ = write!(
+                    text,
+                    " affinity=held: {}",
+                    self.affinity.explain_held(&decided.combo, &name(index))
+                );
+            }
+            (AffinityOutcome::New, _) => {
+                text.push_str(
+                    " affinity=new: its group is bound here (the affinity_bound of this req)",
+                );
+            }
+            (AffinityOutcome::Moved, _) => {
+                text.push_str(" affinity=moved: its bound target could not serve (the affinity_bound of this req says why)");
+            }
+            (AffinityOutcome::Held, None) | (AffinityOutcome::None, _) => {}
+        }
+        text
     }
 }
 
@@ -462,5 +476,129 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("429"), "{line}");
+    }
+
+    /// "Why did this turn go to k1?": a held turn names its group's binding (digest, where and
+    /// when it was bound); a move names where from, why, and since when it had been there.
+    #[test]
+    fn an_affinity_held_turn_names_its_binding_and_a_move_says_from_where_and_why() {
+        use quotaroute_journal::{
+            AffinityBound, ApiFormat, AuthKind, ComboInfo, ConnectionInfo, ProviderInfo,
+            RouteDecided, TargetInfo,
+        };
+        let connection = |id: &str| ConnectionInfo {
+            id: id.into(),
+            provider: "openai".into(),
+            auth: AuthKind::ApiKey,
+            weight: 1,
+            max_concurrent: None,
+            models: None,
+        };
+        let target = |id: &str| TargetInfo {
+            connection: id.into(),
+            model: "m".into(),
+            weight: 1,
+        };
+        let config = Event::ConfigLoaded(ConfigLoaded {
+            generation: 1,
+            source: "q.toml".into(),
+            digest: "d".into(),
+            providers: vec![ProviderInfo {
+                name: "openai".into(),
+                format: ApiFormat::Openai,
+                profile: AuthKind::ApiKey,
+            }],
+            connections: vec![connection("k1"), connection("k2")],
+            combos: vec![ComboInfo {
+                name: "pool".into(),
+                strategy: "quota-share".into(),
+                targets: vec![target("k1"), target("k2")],
+            }],
+        });
+        let decided = |req: &str, chosen: u16, affinity: AffinityOutcome| {
+            Event::RouteDecided(RouteDecided {
+                request_id: req.into(),
+                generation: 1,
+                combo: "pool".into(),
+                model: "pool".into(),
+                room: vec![0, 1],
+                chosen: Some(chosen),
+                order: vec![chosen, 1 - chosen],
+                skipped: vec![],
+                affinity,
+            })
+        };
+        let bound = |req: &str, connection: &str, moved_from: Option<&str>| {
+            Event::AffinityBound(AffinityBound {
+                request_id: req.into(),
+                combo: "pool".into(),
+                group: 0xab,
+                client: "default".into(),
+                provider: "openai".into(),
+                connection: connection.into(),
+                model: "m".into(),
+                moved_from: moved_from.map(Into::into),
+                reason: moved_from.map(|_| "model_locked".into()),
+            })
+        };
+        let events = [
+            config,
+            decided("r1", 0, AffinityOutcome::New),
+            bound("r1", "k1", None),
+            decided("r2", 0, AffinityOutcome::Held),
+            decided("r3", 1, AffinityOutcome::Moved),
+            bound("r3", "k2", Some("k1/m")),
+            decided("r4", 1, AffinityOutcome::Held),
+            decided("r5", 0, AffinityOutcome::None),
+        ];
+        let mut writer = TimelineWriter::default();
+        let lines: Vec<String> = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| {
+                let envelope = Envelope {
+                    schema_version: quotaroute_journal::SCHEMA_VERSION,
+                    seq: 10 + i as u64,
+                    at_ms: 1_764_424_992_000 + 1_000 * i as u64,
+                    event,
+                };
+                writer.observe(&envelope);
+                let mut line = String::new();
+                writer.text_line(&envelope, &mut line);
+                line
+            })
+            .collect();
+        assert!(
+            lines[1].contains("chosen=k1/m") && lines[1].contains("affinity=new"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].contains("group=00000000000000ab client=default new group bound to k1/m"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[3].contains(
+                "affinity=held: held by group 00000000000000ab (client default) bound to k1/m at 2025-11-29T14:03:14"
+            ) && lines[3].contains("#12 by req=r1"),
+            "{}",
+            lines[3]
+        );
+        assert!(lines[4].contains("affinity=moved"), "{}", lines[4]);
+        assert!(
+            lines[5].contains(
+                "moved from k1/m (model_locked) to k2/m, bound there since 2025-11-29T14:03:14"
+            ) && lines[5].contains("#12"),
+            "{}",
+            lines[5]
+        );
+        assert!(
+            lines[6].contains("held by group 00000000000000ab (client default) bound to k2/m")
+                && lines[6].contains("#15 by req=r3, after moving from k1/m (model_locked)"),
+            "{}",
+            lines[6]
+        );
+        assert!(!lines[7].contains("affinity"), "{}", lines[7]);
     }
 }

@@ -249,6 +249,21 @@ async function drive(context) {
   await Promise.all(pumps);
   result.background_requests = pumped;
 
+  step = 'each connection shows its cached share of input tokens';
+  // Traffic has stopped: the page must come to show what /admin/state says, per connection.
+  const shares = (await admin('GET', '/admin/state')).body.connections.map((c) => ({
+    id: c.id,
+    text: c.cached_share === null ? '— (no input yet)'
+      : (100 * c.cached_share).toFixed(1) + ' % of ' + Number(c.input_tokens).toLocaleString('en-US') + ' tokens',
+  }));
+  if (!shares.some((s) => !s.text.startsWith('—'))) throw new Error('no connection counted input tokens');
+  await page.waitForFunction((want) => want.every(({ id, text }) => {
+    const node = document.querySelector(`[data-cached-share="${id}"]`);
+    return node && node.textContent === text;
+  }), shares, { timeout: 3000 });
+  result.cached_shares = shares;
+  done('cached shares shown', shares.map((s) => s.id + ': ' + s.text).join(', '));
+
   step = 'clear the lockout with a click';
   await mockRules([]);
   await page.locator(`${selector} button[data-action="clear-lockout"]`).click();

@@ -204,6 +204,25 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
     assert!((1.5..=2.6).contains(&high), "oa-1/oa-2 = {high}: {mini:?}");
     assert!((0.7..=1.4).contains(&low), "oa-2/oa-3 = {low}: {mini:?}");
 
+    // The prompt caches at work: the run's cached share of input tokens, as a percentage
+    // of the input tokens counted (the mock caches each key's prompts like a provider).
+    let hit = text
+        .lines()
+        .find_map(|line| line.strip_prefix("CACHE HIT RATE (cached share of input tokens): "))
+        .unwrap_or_else(|| panic!("no cache hit rate in\n{text}"));
+    let pct: f64 = hit
+        .split(" %")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("{hit}"));
+    assert!((0.0..=100.0).contains(&pct), "{hit}");
+    assert!(
+        pct > 0.0,
+        "repeated prompts on one key read from its cache: {hit}"
+    );
+    assert!(hit.contains(" input tokens)"), "{hit}");
+
     // The journal directory printed at the end exists (and is kept).
     let journal = kept_journal(&text);
     // And so does the incident picture.

@@ -271,6 +271,28 @@ async fn sixteen_conversations_stay_on_their_keys_and_fill_all_four() {
         .unwrap_or_else(|| panic!("no cached-input counter for k1"));
     let value: f64 = read.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(value > 0.0, "{read}");
+
+    // And in `/admin/state`: each connection's input tokens, the cached ones and their share.
+    let state = harness.admin_get("/admin/state").await;
+    for c in state["connections"].as_array().unwrap() {
+        let input = c["input_tokens"].as_u64().unwrap();
+        let cached = c["cached_input_tokens"].as_u64().unwrap();
+        if !per_key.contains_key(c["id"].as_str().unwrap()) {
+            assert_eq!(
+                (input, cached, &c["cached_share"]),
+                (0, 0, &Value::Null),
+                "{c}"
+            );
+            continue;
+        }
+        let share = c["cached_share"].as_f64().unwrap();
+        assert!(input > 0 && cached <= input, "{c}");
+        assert!((share - cached as f64 / input as f64).abs() < 1e-9, "{c}");
+        assert!(
+            share > 0.5,
+            "held turns read most of their input from cache: {c}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -455,7 +477,7 @@ async fn turn_on(client: &reqwest::Client, base: &str, conv: usize, turn: usize)
 }
 
 /// Bindings are learned state: after `kill -9` (replayed from the journal's events) and after
-/// a graceful stop (read back from its snapshot, layout 3) each conversation's next turn goes
+/// a graceful stop (read back from its snapshot, layout 4) each conversation's next turn goes
 /// to the key that served it before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bindings_survive_kill_9_and_a_snapshot() {
@@ -489,7 +511,27 @@ async fn bindings_survive_kill_9_and_a_snapshot() {
     let journal = admin_journal_all(&client, &base).await;
     assert_eq!(journal.matches("\"kind\":\"affinity_bound\"").count(), 8);
 
-    // A graceful stop snapshots the fold; the next start reads the bindings from it.
+    // A graceful stop snapshots the fold; the next start reads the bindings (and each
+    // connection's cached-input counts, layout 4) from it.
+    let cached_counts = |state: &Value| -> Vec<(String, u64, u64)> {
+        state["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().unwrap().to_owned(),
+                    c["input_tokens"].as_u64().unwrap(),
+                    c["cached_input_tokens"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let before = cached_counts(&admin_json(&client, &base, "/admin/state").await);
+    assert!(
+        before.iter().any(|(_, _, cached)| *cached > 0),
+        "{before:?}"
+    );
     let status = std::process::Command::new("kill")
         .args(["-TERM", &node.0.id().to_string()])
         .status()
@@ -499,7 +541,11 @@ async fn bindings_survive_kill_9_and_a_snapshot() {
     let _node = KillOnDrop(spawn_binary(dir.path(), &mock_base, port));
     wait_ready(&client, &base).await;
     let state = admin_json(&client, &base, "/admin/state").await;
-    assert!(state.is_object());
+    assert_eq!(
+        cached_counts(&state),
+        before,
+        "the cached share survives the snapshot"
+    );
     for (conv, key) in bound.iter().enumerate() {
         assert_eq!(
             &turn_on(&client, &base, conv, 2).await,
@@ -507,4 +553,78 @@ async fn bindings_survive_kill_9_and_a_snapshot() {
             "conversation {conv}"
         );
     }
+}
+
+/// `replay --what-if affinity=off` on what the node journaled: every decision taken again by
+/// §2 alone, the routing with and without affinity, and what affinity saved in cached input.
+#[tokio::test]
+async fn replay_what_if_affinity_off_shows_what_affinity_saved() {
+    let harness = start().await;
+    let body: fn(usize, usize) -> Value = |c, t| chat_turn("pool", c, t);
+    let (_, cached) = run_cached(&harness, "/v1/chat/completions", 8, 5, body).await;
+    harness.settle().await;
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("journal.ndjson");
+    std::fs::write(
+        &export,
+        admin_journal_all(&harness.client, &harness.base).await,
+    )
+    .unwrap();
+    let replay = |format: quotaroute::replay::Format| {
+        let args = quotaroute::replay::ReplayArgs {
+            journal: Some(export.clone()),
+            what_if: Some("affinity=off".into()),
+            format,
+            color: quotaroute::replay::ColorChoice::Never,
+            ..Default::default()
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = quotaroute::replay::run(&args, &mut out, &mut err, 0);
+        let err = String::from_utf8(err).unwrap();
+        assert_eq!(code, 0, "{err}");
+        String::from_utf8(out).unwrap()
+    };
+    let report: Value = serde_json::from_str(&replay(quotaroute::replay::Format::Json)).unwrap();
+    eprintln!("{report}");
+    assert_eq!(report["requests"], 40, "{report}");
+    assert_eq!(
+        (
+            &report["affinity_new"],
+            &report["affinity_held"],
+            &report["affinity_moved"]
+        ),
+        (&json!(8), &json!(32), &json!(0))
+    );
+    assert_eq!(report["later_turns_on_previous_connection"], 32);
+    // Four equal keys: DRR alone puts about a quarter of the later turns where the last went.
+    let without = report["later_turns_on_previous_connection_without"]
+        .as_f64()
+        .unwrap();
+    assert!((4.0..=12.0).contains(&without), "{report}");
+    assert_eq!(report["cached_input_tokens"], cached);
+    let saved = report["cached_input_saved"].as_f64().unwrap();
+    assert!(saved > 0.3 * cached as f64, "{report}");
+    let connections = report["connections"].as_array().unwrap();
+    let total = |field: &str| {
+        connections
+            .iter()
+            .map(|c| c[field].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(
+        (total("with_affinity"), total("without_affinity")),
+        (40, 40)
+    );
+    assert!(
+        connections.iter().all(|c| c["without_affinity"] == 10),
+        "{report}"
+    );
+
+    let text = replay(quotaroute::replay::Format::Text);
+    assert!(text.starts_with("WHAT IF affinity=off"), "{text}");
+    assert!(
+        text.contains("later turns on the previous turn's connection: 32 of 32 with affinity"),
+        "{text}"
+    );
+    assert!(text.contains("affinity saved ~"), "{text}");
 }

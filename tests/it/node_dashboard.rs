@@ -360,6 +360,9 @@ async fn the_dashboard_in_a_real_browser() {
     });
     assert_eq!(report["ok"], true, "{}", run.describe());
     assert!(run.success(), "{}", run.describe());
+    // Each connection's card showed the cached share of input tokens `/admin/state` gives.
+    let shares = report["cached_shares"].as_array().unwrap();
+    assert!(!shares.is_empty(), "{report}");
     let shown_ms = report["lockout_shown_ms"].as_u64().unwrap();
     assert!(shown_ms <= 1000, "the lockout took {shown_ms} ms to show");
     assert!(

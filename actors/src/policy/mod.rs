@@ -6,6 +6,7 @@ pub mod affinity;
 pub mod affinity_bindings;
 pub mod breaker;
 pub mod buckets;
+pub mod cached_input;
 pub mod classify;
 pub mod connection_state;
 pub mod connection_view;

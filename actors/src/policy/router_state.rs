@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::policy::affinity::AffinitySettings;
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
+use crate::policy::cached_input::CachedInputByConnection;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::peer_progress::PeerProgress;
@@ -45,10 +46,31 @@ pub struct RouterState {
     /// shape: snapshots of layout 3 append it after the rest (`crate::snapshot`).
     #[serde(skip)]
     pub affinity: BTreeMap<String, AffinityBindings>,
+    /// Each connection's input and cached input tokens (behaviour §10 "Seen"), folded from
+    /// `request_succeeded`. Not part of the layout-3 shape: snapshots of layout 4 append it
+    /// after the affinity bindings (`crate::snapshot`).
+    #[serde(skip)]
+    pub cached_input: CachedInputByConnection,
+    /// `affinity.max_groups` and `ttl_ms` that bound the bindings this fold keeps: the
+    /// configured ones on a node (`recover_state_with`), the defaults elsewhere (replay). Not
+    /// stored: it is config, not something learned.
+    #[serde(skip)]
+    pub affinity_limits: AffinityLimits,
     /// DRR key tables resolved from `configs`, by generation and combo. Derived, never stored:
     /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
     #[serde(skip)]
     route_keys: RouteKeyCache,
+}
+
+/// `(max_groups, ttl_ms)` for [`RouterState::affinity_limits`]; equal to any other (config,
+/// not learned state: two folds of one journal compare equal whatever config bounded them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AffinityLimits(pub Option<(usize, u64)>);
+
+impl PartialEq for AffinityLimits {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
 }
 
 /// Memo of [`recorded_targets`] as key tables (`None`: the combo is not in that generation).
@@ -134,6 +156,9 @@ impl RouterState {
             | Event::ModelLocked(_)
             | Event::ModelUnlocked(_)
             | Event::UsageObserved(_) => {
+                if let Event::RequestSucceeded(succeeded) = event {
+                    self.cached_input.apply(succeeded);
+                }
                 if let (Some(provider), Some(connection)) = (event.provider(), event.connection()) {
                     match self.connections.get_mut(connection) {
                         Some(state) => state.apply(at_ms, event),
@@ -145,8 +170,10 @@ impl RouterState {
             }
             Event::ResponseBound(bound) => self.responses.apply(at_ms, bound),
             Event::AffinityBound(bound) => {
-                let settings = AffinitySettings::default();
-                let limits = (settings.max_groups, settings.ttl_ms);
+                let limits = self.affinity_limits.0.unwrap_or_else(|| {
+                    let settings = AffinitySettings::default();
+                    (settings.max_groups, settings.ttl_ms)
+                });
                 match self.affinity.get_mut(&bound.combo) {
                     Some(bindings) => bindings.apply(at_ms, bound, limits),
                     None => self
@@ -244,5 +271,44 @@ impl RouterState {
             None => self.deficits.entry(decided.combo.clone()).or_default(),
         };
         apply_route_decided(deficits, keys, decided);
+    }
+}
+
+#[cfg(test)]
+mod affinity_limit_tests {
+    use quotaroute_journal::AffinityBound;
+
+    use super::*;
+
+    fn bound(group: u64) -> Event {
+        Event::AffinityBound(AffinityBound {
+            request_id: format!("r{group}"),
+            combo: "pool".into(),
+            group,
+            client: "default".into(),
+            provider: "p".into(),
+            connection: "k1".into(),
+            model: "m".into(),
+            moved_from: None,
+            reason: None,
+        })
+    }
+
+    /// A restarted node folds its bindings with the configured `max_groups` and `ttl_ms`, not
+    /// the defaults.
+    #[test]
+    fn bindings_fold_with_the_configured_limits() {
+        let mut configured = RouterState {
+            affinity_limits: AffinityLimits(Some((2, 3_600_000))),
+            ..RouterState::default()
+        };
+        let mut defaults = RouterState::default();
+        for (i, at_ms) in [(1, 0), (2, 1_000), (3, 2_000), (4, 1_000_000)] {
+            configured.apply(at_ms, &bound(i));
+            defaults.apply(at_ms, &bound(i));
+        }
+        // max_groups 2: the two most recent; defaults keep every group within 300 s of the last.
+        assert_eq!(configured.affinity["pool"].len(), 2);
+        assert_eq!(defaults.affinity["pool"].len(), 1);
     }
 }

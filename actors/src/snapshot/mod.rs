@@ -14,6 +14,9 @@
 //!   affinity bindings by combo (`RouterState::affinity`, which layout 2's shape skips). So
 //!   layout 2 needs no frozen copy: it is today's shape minus the tail, and migrates to 3 with
 //!   no bindings.
+//! - 4 — each connection's input and cached input tokens (behaviour §10 "Seen",
+//!   `RouterState::cached_input`): layout 3's bytes followed by those counts. Layout 3 migrates
+//!   to 4 with no counts (the cached share then counts from the events after that snapshot).
 //!
 //! Changing what `RouterState` (or anything inside it) stores means: freeze today's shape as
 //! `layout_v<N>.rs` (or, as layout 3 did, append after it), bump [`STATE_LAYOUT`], write the
@@ -30,14 +33,29 @@ use quotaroute_journal::Snapshot;
 use crate::policy::router_state::RouterState;
 
 /// The state layout this build writes (the snapshot's `state_version`).
-pub const STATE_LAYOUT: u16 = 3;
+pub const STATE_LAYOUT: u16 = 4;
 
 /// Layout 2's shape: today's [`RouterState`] without the affinity bindings it skips.
 pub const LAYOUT_WITHOUT_AFFINITY: u16 = 2;
 
+/// Layout 3's shape: layout 2's bytes, then the affinity bindings (no cached-input counts).
+pub const LAYOUT_WITHOUT_CACHED_INPUT: u16 = 3;
+
 /// Bytes for `JournalHandle::snapshot`, in layout [`STATE_LAYOUT`].
 pub fn encode(state: &RouterState) -> Result<Vec<u8>, codec::EncodeError> {
-    codec::encode_state(&(state, &state.affinity))
+    codec::encode_state(&(state, &state.affinity, &state.cached_input))
+}
+
+/// Layout 4: layout 3's bytes, then the cached-input counts.
+fn decode_v4(bytes: &[u8]) -> Result<RouterState, DamageReason> {
+    let (mut state, affinity, cached_input): (
+        RouterState,
+        AffinityByCombo,
+        CachedInputByConnection,
+    ) = codec::decode_state(bytes)?;
+    state.affinity = affinity;
+    state.cached_input = cached_input;
+    Ok(state)
 }
 
 /// Layout 3: layout 2's bytes, then the affinity bindings.
@@ -46,6 +64,8 @@ fn decode_v3(bytes: &[u8]) -> Result<RouterState, DamageReason> {
     state.affinity = affinity;
     Ok(state)
 }
+
+use crate::policy::cached_input::CachedInputByConnection;
 
 type AffinityByCombo =
     std::collections::BTreeMap<String, crate::policy::affinity_bindings::AffinityBindings>;
@@ -59,7 +79,9 @@ pub fn decode(snapshot: &Snapshot) -> Result<RouterState, DamageReason> {
         Some(1) => Ok(migrate_v1::to_v2(codec::decode_state(bytes)?)),
         // Layout 2 → 3: no conversation was bound yet.
         Some(LAYOUT_WITHOUT_AFFINITY) => codec::decode_state(bytes),
-        Some(STATE_LAYOUT) => decode_v3(bytes),
+        // Layout 3 → 4: nothing was counted yet.
+        Some(LAYOUT_WITHOUT_CACHED_INPUT) => decode_v3(bytes),
+        Some(STATE_LAYOUT) => decode_v4(bytes),
         Some(newer) if newer > STATE_LAYOUT => Err(DamageReason::Newer {
             what: "snapshot state layout",
             found: u32::from(newer),

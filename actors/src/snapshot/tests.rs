@@ -117,14 +117,36 @@ fn todays_layout_keeps_affinity_bindings_after_layout_2s_bytes() {
             reason: None,
         }),
     );
-    let bytes = encode(&state).unwrap();
-    let decoded = decode(&snapshot(Some(STATE_LAYOUT), bytes.clone())).unwrap();
+    let bytes = codec::encode_state(&(&state, &state.affinity)).unwrap();
+    let decoded = decode(&snapshot(Some(LAYOUT_WITHOUT_CACHED_INPUT), bytes.clone())).unwrap();
     assert_eq!(decoded, state);
     let binding = decoded.affinity["team"].get(42, 2_000, 1_000).unwrap();
     assert_eq!(&*binding.exec_key, "oa-3/gpt-4o-mini");
     // Layout 2's bytes are its prefix: a layout-2 reader of today's state sees the rest.
     let layout_2 = codec::encode_state(&state).unwrap();
     assert!(bytes.starts_with(&layout_2));
+}
+
+#[test]
+fn todays_layout_keeps_cached_input_counts_after_layout_3s_bytes() {
+    let mut state = layout_2_state();
+    let mut success =
+        quotaroute_journal::testkit::succeeded("openai", "oa-1", "gpt-4o-mini", 1_000, 10);
+    if let Event::RequestSucceeded(s) = &mut success {
+        s.tokens_cached = 800;
+    }
+    state.apply(2_000, &success);
+    assert_eq!(state.cached_input.of("oa-1").cached_input_tokens, 800);
+    let bytes = encode(&state).unwrap();
+    let decoded = decode(&snapshot(Some(STATE_LAYOUT), bytes.clone())).unwrap();
+    assert_eq!(decoded, state);
+    assert_eq!(decoded.cached_input.of("oa-1").share(), Some(0.8));
+    // Layout 3's bytes are its prefix; a layout-3 snapshot migrates with no counts.
+    let layout_3 = codec::encode_state(&(&state, &state.affinity)).unwrap();
+    assert!(bytes.starts_with(&layout_3));
+    let migrated = decode(&snapshot(Some(LAYOUT_WITHOUT_CACHED_INPUT), layout_3)).unwrap();
+    assert_eq!(migrated.cached_input.of("oa-1").input_tokens, 0);
+    assert_eq!(migrated.connections, state.connections);
 }
 
 #[test]

@@ -354,6 +354,9 @@ function renderConnections(s) {
           const level = connection(x, c.id).cooldown_level;
           node.textContent = level ? '  (level ' + level + ')' : '';
         })),
+      el('dt', { text: 'cached input' }), bind(el('dd', { 'data-cached-share': c.id }), (x, node) => {
+        node.textContent = cachedShare(connection(x, c.id));
+      }),
       c.disabled ? [el('dt', { text: 'disabled' }), el('dd', {}, c.disabled.reason + ', ',
         countdown((x) => (connection(x, c.id).disabled || {}).remaining_ms, 'until cleared'))] : null,
     );
@@ -409,6 +412,12 @@ function renderConnections(s) {
 
 function nonzero(ms) {
   return ms > 0 ? ms : null;
+}
+
+// A connection's cached share of input tokens (behaviour §10): what its prompt cache saved.
+function cachedShare(c) {
+  if (c.cached_share === null || c.cached_share === undefined) return '— (no input yet)';
+  return (100 * c.cached_share).toFixed(1) + ' % of ' + number(c.input_tokens) + ' tokens';
 }
 
 function boundNumber(value) {
