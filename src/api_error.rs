@@ -40,10 +40,16 @@ pub enum ApiErrorKind {
     InvalidRequest,
     /// A non-streaming upstream body over the router's bound: a server error that fails over.
     UpstreamTooLarge,
+    /// A client over one of its rate or token limits (behaviour §11).
+    ClientRateLimited,
+    /// A client whose spend reached its `budget_usd` for the period.
+    BudgetExceeded,
+    /// A client asking for a combo outside its `models`.
+    ModelNotAllowed,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 18] = [
+    pub const ALL: [ApiErrorKind; 21] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -62,6 +68,9 @@ impl ApiErrorKind {
         ApiErrorKind::MethodNotAllowed,
         ApiErrorKind::InvalidRequest,
         ApiErrorKind::UpstreamTooLarge,
+        ApiErrorKind::ClientRateLimited,
+        ApiErrorKind::BudgetExceeded,
+        ApiErrorKind::ModelNotAllowed,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -80,7 +89,10 @@ impl ApiErrorKind {
             ApiErrorKind::InvalidApiKey => StatusCode::UNAUTHORIZED,
             ApiErrorKind::ModelNotFound => StatusCode::NOT_FOUND,
             ApiErrorKind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiErrorKind::AllTargetsLocked => StatusCode::TOO_MANY_REQUESTS,
+            ApiErrorKind::AllTargetsLocked
+            | ApiErrorKind::ClientRateLimited
+            | ApiErrorKind::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
+            ApiErrorKind::ModelNotAllowed => StatusCode::FORBIDDEN,
             ApiErrorKind::UpstreamError => StatusCode::BAD_GATEWAY,
             ApiErrorKind::NoAvailableTarget => StatusCode::SERVICE_UNAVAILABLE,
             ApiErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -103,7 +115,10 @@ impl ApiErrorKind {
             | ApiErrorKind::MethodNotAllowed
             | ApiErrorKind::InvalidRequest => "invalid_request_error",
             ApiErrorKind::InvalidApiKey => "authentication_error",
-            ApiErrorKind::AllTargetsLocked => "rate_limit_error",
+            ApiErrorKind::AllTargetsLocked
+            | ApiErrorKind::ClientRateLimited
+            | ApiErrorKind::BudgetExceeded => "rate_limit_error",
+            ApiErrorKind::ModelNotAllowed => "permission_error",
             ApiErrorKind::UpstreamError
             | ApiErrorKind::UpstreamTimeout
             | ApiErrorKind::UpstreamTooLarge => "api_error",
@@ -132,6 +147,9 @@ impl ApiErrorKind {
             ApiErrorKind::MethodNotAllowed => "method_not_allowed",
             ApiErrorKind::InvalidRequest => "invalid_request",
             ApiErrorKind::UpstreamTooLarge => "upstream_too_large",
+            ApiErrorKind::ClientRateLimited => "client_rate_limited",
+            ApiErrorKind::BudgetExceeded => "budget_exceeded",
+            ApiErrorKind::ModelNotAllowed => "model_not_allowed",
         }
     }
 
@@ -139,7 +157,10 @@ impl ApiErrorKind {
     pub fn lists_blocked(self) -> bool {
         matches!(
             self,
-            ApiErrorKind::AllTargetsLocked | ApiErrorKind::NoAvailableTarget
+            ApiErrorKind::AllTargetsLocked
+                | ApiErrorKind::NoAvailableTarget
+                | ApiErrorKind::ClientRateLimited
+                | ApiErrorKind::BudgetExceeded
         )
     }
 }
@@ -380,6 +401,24 @@ mod tests {
                 504,
                 "api_error",
                 "upstream_timeout",
+            ),
+            (
+                ApiErrorKind::ClientRateLimited,
+                429,
+                "rate_limit_error",
+                "client_rate_limited",
+            ),
+            (
+                ApiErrorKind::BudgetExceeded,
+                429,
+                "rate_limit_error",
+                "budget_exceeded",
+            ),
+            (
+                ApiErrorKind::ModelNotAllowed,
+                403,
+                "permission_error",
+                "model_not_allowed",
             ),
         ];
         assert_eq!(table.len(), ApiErrorKind::ALL.len());

@@ -5,6 +5,7 @@ pub use quotaroute_journal as journal;
 
 pub mod api_error;
 pub mod cli;
+pub mod clients;
 pub mod cli_output;
 pub mod cluster;
 pub mod commands;
