@@ -110,6 +110,17 @@ pub fn record_usage(
         },
         now_ms,
     );
+    if let quotaroute_journal::Event::ClientUsage(usage) = &event {
+        tracing::debug!(
+            request_id,
+            client = &*ticket.tag().id,
+            model = &*target.model,
+            tokens_in = usage.tokens_in,
+            tokens_out = usage.tokens_out,
+            cost_usd = usage.cost_usd,
+            "client usage"
+        );
+    }
     router.record_client(now_ms, event);
 }
 
