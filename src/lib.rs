@@ -5,8 +5,8 @@ pub use quotaroute_journal as journal;
 
 pub mod api_error;
 pub mod cli;
-pub mod clients;
 pub mod cli_output;
+pub mod clients;
 pub mod cluster;
 pub mod commands;
 pub mod config;

@@ -59,7 +59,7 @@ mod tests {
         let (start, end) = month_bounds(now);
         assert_eq!(start, 1_796_083_200_000); // 2026-12-01T00:00:00Z
         assert_eq!(end, 1_798_761_600_000); // 2027-01-01T00:00:00Z
-        // 2024-02-29 (leap year): February has 29 days.
+                                            // 2024-02-29 (leap year): February has 29 days.
         let (start, end) = month_bounds(1_709_164_800_000);
         assert_eq!(start, 1_706_745_600_000); // 2024-02-01
         assert_eq!(end - start, 29 * DAY_MS);

@@ -310,7 +310,13 @@ impl ClientTicket {
 
     /// Counts what the request used at `now_ms`, priced, and returns the `client_usage` event
     /// to journal.
-    pub fn record(&self, request_id: &str, combo: &str, used: UsedTokens<'_>, now_ms: u64) -> Event {
+    pub fn record(
+        &self,
+        request_id: &str,
+        combo: &str,
+        used: UsedTokens<'_>,
+        now_ms: u64,
+    ) -> Event {
         let price = self.prices.get(used.provider, used.model);
         let cost_pusd = price.map_or(0, |price| {
             price.cost_pusd(

@@ -165,7 +165,12 @@ impl ClientState {
     /// Admits a request for `combo` at `now_ms` (counting it in flight and in
     /// `requests_per_min`), or says which limit refuses it. A refusal changes nothing but the
     /// "limited" mark.
-    pub fn admit(&mut self, limits: &ClientLimits, combo: &str, now_ms: u64) -> Result<(), Refusal> {
+    pub fn admit(
+        &mut self,
+        limits: &ClientLimits,
+        combo: &str,
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
         if let Err((limit, retry_after_ms)) = self.check(limits, combo, now_ms) {
             let newly_limited = self.limited != Some(limit);
             self.limited = Some(limit);
@@ -360,7 +365,10 @@ mod tests {
         state.record(BudgetPeriod::Month, NOW + 60_000, 40, 0);
         state.finish();
         assert_eq!(
-            state.admit(&limits, "team", NOW + 61_000).unwrap_err().limit,
+            state
+                .admit(&limits, "team", NOW + 61_000)
+                .unwrap_err()
+                .limit,
             LimitKind::TokensPerDay
         );
     }

@@ -56,10 +56,7 @@ pub(super) fn build_clients(
                 None
             }
             Some(id) if id.is_empty() || id.len() > 64 || id.chars().any(char::is_control) => {
-                sink.push(
-                    format!("{prefix}.id"),
-                    "must be 1–64 printable characters",
-                );
+                sink.push(format!("{prefix}.id"), "must be 1–64 printable characters");
                 None
             }
             Some(id) => match ids_seen.get(id) {
@@ -204,13 +201,16 @@ fn client_limits(client: &RawClient, prefix: &str, sink: &mut ErrorSink) -> Opti
     let mut valid = true;
     let mut positive = |value: Option<u64>, key: &str| {
         if value == Some(0) {
-            sink.push(format!("{prefix}.{key}"), "must be at least 1 (omit it for no limit)");
+            sink.push(
+                format!("{prefix}.{key}"),
+                "must be at least 1 (omit it for no limit)",
+            );
             valid = false;
         }
         value
     };
-    let max_concurrent = positive(client.max_concurrent.map(u64::from), "max_concurrent")
-        .map(|value| value as u32);
+    let max_concurrent =
+        positive(client.max_concurrent.map(u64::from), "max_concurrent").map(|value| value as u32);
     let requests_per_min = positive(client.requests_per_min, "requests_per_min");
     let tokens_per_min = positive(client.tokens_per_min, "tokens_per_min");
     let tokens_per_day = positive(client.tokens_per_day, "tokens_per_day");
@@ -281,7 +281,10 @@ pub(super) fn build_prices(
             match value {
                 Some(usd) if usd.is_finite() && usd >= 0.0 => Some(per_million_usd(usd)),
                 Some(_) => {
-                    sink.push(format!("{prefix}.{key}"), "must be a number ≥ 0 (USD per million tokens)");
+                    sink.push(
+                        format!("{prefix}.{key}"),
+                        "must be a number ≥ 0 (USD per million tokens)",
+                    );
                     None
                 }
                 None => None,
@@ -293,7 +296,10 @@ pub(super) fn build_prices(
         let cache_write = rate(price.cache_write, "cache_write");
         let (Some(input), Some(output)) = (input, output) else {
             if price.input.is_none() || price.output.is_none() {
-                sink.push(&prefix, "needs `input` and `output` (USD per million tokens)");
+                sink.push(
+                    &prefix,
+                    "needs `input` and `output` (USD per million tokens)",
+                );
             }
             continue;
         };

@@ -382,7 +382,8 @@ impl Config {
             let _ = writeln!(text, "clients ({}):", self.clients.len());
             for client in &self.clients {
                 let limits = &client.limits;
-                let show = |value: Option<u64>| value.map_or_else(|| "none".to_owned(), |v| v.to_string());
+                let show =
+                    |value: Option<u64>| value.map_or_else(|| "none".to_owned(), |v| v.to_string());
                 let _ = writeln!(
                     text,
                     "  {}  weight={}  keys={}  max_concurrent={}  requests_per_min={}  tokens_per_min={}  tokens_per_day={}  budget_usd={} per {}  models={}",

@@ -213,8 +213,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         Err(error) => return fail(ApiError::from(error), &route),
     };
     // The client's limits, before anything goes upstream (behaviour §11).
-    let ticket = match client_gate::admit(&live, &router, client_index, &info.model, &request_id)
-    {
+    let ticket = match client_gate::admit(&live, &router, client_index, &info.model, &request_id) {
         Ok(ticket) => ticket,
         Err(error) => return fail(error, &route),
     };

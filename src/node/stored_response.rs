@@ -68,11 +68,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         format: JournalFormat::Openai,
         only_connection: Some(binding.connection.clone()),
         affinity: None,
-        client: live
-            .clients
-            .tag(client_index)
-            .cloned()
-            .unwrap_or_default(),
+        client: live.clients.tag(client_index).cloned().unwrap_or_default(),
     };
     // The combo it was made through, or — when a reload removed that combo or the connection
     // from it — the connection's own `provider/model`.

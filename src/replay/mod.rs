@@ -109,6 +109,7 @@ fn run_inner(
         args.provider.as_deref(),
         args.connection.as_deref(),
         args.model.as_deref(),
+        args.client.as_deref(),
         args.kind.as_deref(),
         now_ms,
     )?;

@@ -92,7 +92,7 @@ pub struct ConnectionSummary {
 }
 
 /// The whole `--summary`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
     pub events: u64,
     pub first_seq: Option<u64>,
@@ -101,6 +101,22 @@ pub struct Summary {
     pub end_ms: Option<u64>,
     pub providers: Vec<ProviderSummary>,
     pub connections: Vec<ConnectionSummary>,
+    /// What each client spent on each upstream model (`client_usage`, behaviour §11).
+    pub spend: Vec<ClientSpend>,
+}
+
+/// One row of the spend table: a client on one upstream model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ClientSpend {
+    pub client: String,
+    pub model: String,
+    pub requests: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub tokens_cached: u64,
+    /// Requests whose model had no price (counted, not priced).
+    pub unpriced: u64,
+    pub spend_usd: f64,
 }
 
 /// Counts envelopes into a [`Summary`]; time bands come from [`PeriodTracker`].
@@ -112,6 +128,8 @@ pub struct SummaryBuilder {
     providers: BTreeMap<String, RequestCounts>,
     /// Connection → (provider, counts).
     connections: BTreeMap<String, (String, RequestCounts)>,
+    /// (client, model) → its row, spend summed in pico-USD (exact).
+    spend: BTreeMap<(String, String), (ClientSpend, u64)>,
 }
 
 impl SummaryBuilder {
@@ -160,6 +178,29 @@ impl SummaryBuilder {
                     .failure(envelope.at_ms, e);
                 self.connection(&e.provider, &e.connection)
                     .failure(envelope.at_ms, e);
+            }
+            Event::ClientUsage(e) if self.filter.matches_subject(&envelope.event) => {
+                let (row, pusd) = self
+                    .spend
+                    .entry((e.client.clone(), e.model.clone()))
+                    .or_insert_with(|| {
+                        (
+                            ClientSpend {
+                                client: e.client.clone(),
+                                model: e.model.clone(),
+                                ..ClientSpend::default()
+                            },
+                            0,
+                        )
+                    });
+                row.requests += 1;
+                row.tokens_in += e.tokens_in;
+                row.tokens_out += e.tokens_out;
+                row.tokens_cached += e.tokens_cached;
+                match e.cost_usd {
+                    Some(cost) => *pusd += (cost * 1e12).round() as u64,
+                    None => row.unpriced += 1,
+                }
             }
             _ => {}
         }
@@ -214,6 +255,14 @@ impl SummaryBuilder {
                     provider,
                     requests,
                 }
+            })
+            .collect();
+        summary.spend = self
+            .spend
+            .into_values()
+            .map(|(mut row, pusd)| {
+                row.spend_usd = pusd as f64 / 1e12;
+                row
             })
             .collect();
         summary
@@ -347,6 +396,32 @@ pub fn render_text(summary: &Summary) -> String {
             .collect();
         if !locks.is_empty() {
             let _ = writeln!(out, "{}: locked: {}", c.id, locks.join(", "));
+        }
+    }
+    if !summary.spend.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<16} {:<28} {:>8} {:>12} {:>12} {:>12} {:>12}",
+            "CLIENT", "MODEL", "REQUESTS", "TOKENS IN", "CACHED", "TOKENS OUT", "SPEND USD"
+        );
+        for row in &summary.spend {
+            let spend = if row.unpriced == row.requests {
+                "unpriced".to_string()
+            } else {
+                format!("{:.4}", row.spend_usd)
+            };
+            let _ = writeln!(
+                out,
+                "{:<16} {:<28} {:>8} {:>12} {:>12} {:>12} {:>12}",
+                row.client,
+                row.model,
+                row.requests,
+                row.tokens_in,
+                row.tokens_cached,
+                row.tokens_out,
+                spend
+            );
         }
     }
     out

@@ -47,7 +47,12 @@ cache_write = 150.0
     )
 }
 
-async fn chat_as(client: &reqwest::Client, base: &str, key: &str, model: &str) -> reqwest::Response {
+async fn chat_as(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    model: &str,
+) -> reqwest::Response {
     client
         .post(format!("{base}/v1/chat/completions"))
         .bearer_auth(key)
@@ -85,7 +90,9 @@ fn expected_spend(events: &[Value], client: &str) -> f64 {
         .map(|e| {
             let n = |k: &str| e[k].as_u64().unwrap() as f64;
             let fresh = n("tokens_in") - n("tokens_cached") - n("tokens_cache_write");
-            (fresh * 150.0 + n("tokens_out") * 600.0 + n("tokens_cached") * 75.0
+            (fresh * 150.0
+                + n("tokens_out") * 600.0
+                + n("tokens_cached") * 75.0
                 + n("tokens_cache_write") * 150.0)
                 / 1e6
         })
@@ -97,7 +104,9 @@ async fn over_requests_per_min_is_429_with_retry_after_and_nothing_goes_upstream
     let harness = Harness::start_with(&clients_config("requests_per_min = 2")).await;
     for _ in 0..2 {
         assert_eq!(
-            chat_as(&harness.client, &harness.base, KEY_A, "team").await.status(),
+            chat_as(&harness.client, &harness.base, KEY_A, "team")
+                .await
+                .status(),
             200
         );
     }
@@ -131,7 +140,9 @@ async fn over_requests_per_min_is_429_with_retry_after_and_nothing_goes_upstream
     );
     // Another client is served meanwhile, and so are `server.api_keys` (client `default`).
     assert_eq!(
-        chat_as(&harness.client, &harness.base, KEY_B, "team").await.status(),
+        chat_as(&harness.client, &harness.base, KEY_B, "team")
+            .await
+            .status(),
         200
     );
     assert_eq!(harness.chat("team").await.status(), 200);
@@ -143,7 +154,11 @@ async fn over_requests_per_min_is_429_with_retry_after_and_nothing_goes_upstream
         .iter()
         .filter(|e| e["kind"] == "client_limited")
         .collect();
-    assert_eq!(limited.len(), 1, "only the transition is journaled: {limited:?}");
+    assert_eq!(
+        limited.len(),
+        1,
+        "only the transition is journaled: {limited:?}"
+    );
     assert_eq!(limited[0]["client"], "team-a");
     assert_eq!(limited[0]["limit"], "requests_per_min");
     assert!(limited[0]["retry_after_ms"].as_u64().unwrap() > 0);
@@ -166,7 +181,9 @@ async fn over_requests_per_min_is_429_with_retry_after_and_nothing_goes_upstream
     assert_eq!(client_view(&clients, "team-b")["weight"], 1);
     let metrics = harness.admin_text("/metrics").await;
     assert!(
-        metrics.contains("quotaroute_client_limited_total{client=\"team-a\",limit=\"requests_per_min\"} 6"),
+        metrics.contains(
+            "quotaroute_client_limited_total{client=\"team-a\",limit=\"requests_per_min\"} 6"
+        ),
         "{metrics}"
     );
     // Other tests in this process count too (the recorder is global): only the series' presence.
@@ -187,12 +204,15 @@ async fn over_requests_per_min_is_429_with_retry_after_and_nothing_goes_upstream
 async fn a_combo_outside_models_is_403_model_not_allowed() {
     let harness = Harness::start_with(&clients_config("models = [\"team\"]")).await;
     assert_eq!(
-        chat_as(&harness.client, &harness.base, KEY_A, "team").await.status(),
+        chat_as(&harness.client, &harness.base, KEY_A, "team")
+            .await
+            .status(),
         200
     );
     let before = harness.mock.stats().total;
     let (status, retry_after, body) =
-        error_code(chat_as(&harness.client, &harness.base, KEY_A, "openai/gpt-4o-mini").await).await;
+        error_code(chat_as(&harness.client, &harness.base, KEY_A, "openai/gpt-4o-mini").await)
+            .await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "model_not_allowed");
     assert_eq!(body["error"]["type"], "permission_error");
@@ -210,8 +230,10 @@ async fn a_combo_outside_models_is_403_model_not_allowed() {
 #[tokio::test]
 async fn a_budget_stops_the_client_after_the_request_that_crossed_it() {
     // Each request costs ~0.4 ¢ at these prices: 2 ¢ is crossed after a handful.
-    let harness =
-        Harness::start_with(&clients_config("budget_usd = 0.02\nbudget_period = \"day\"")).await;
+    let harness = Harness::start_with(&clients_config(
+        "budget_usd = 0.02\nbudget_period = \"day\"",
+    ))
+    .await;
     let mut served = 0;
     let mut crossed_at = None;
     for request in 0..50 {
@@ -253,14 +275,23 @@ async fn a_budget_stops_the_client_after_the_request_that_crossed_it() {
     assert!(a["budget_resets_at_ms"].as_u64().unwrap() % 86_400_000 == 0);
     // Another client still goes through.
     assert_eq!(
-        chat_as(&harness.client, &harness.base, KEY_B, "team").await.status(),
+        chat_as(&harness.client, &harness.base, KEY_B, "team")
+            .await
+            .status(),
         200
     );
 }
 
-fn spawn_node(dir: &std::path::Path, mock_base: &str, port: u16, log: &std::path::Path) -> std::process::Child {
-    let text = standard_config(mock_base, &dir.join("journal"), &clients_config(""))
-        .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""));
+fn spawn_node(
+    dir: &std::path::Path,
+    mock_base: &str,
+    port: u16,
+    log: &std::path::Path,
+) -> std::process::Child {
+    let text = standard_config(mock_base, &dir.join("journal"), &clients_config("")).replace(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    );
     let config = dir.join("quotaroute.toml");
     std::fs::write(&config, text).unwrap();
     let log = std::fs::OpenOptions::new()
@@ -306,7 +337,9 @@ async fn spend_is_exact_to_the_cent_and_survives_kill_9() {
     let _ = response.text().await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let before = admin_json(&client, &base, "/admin/clients").await;
-    let spend_before = client_view(&before, "team-a")["spend_usd"].as_f64().unwrap();
+    let spend_before = client_view(&before, "team-a")["spend_usd"]
+        .as_f64()
+        .unwrap();
     let journal: Vec<Value> = admin_journal_all(&client, &base)
         .await
         .lines()
@@ -321,7 +354,10 @@ async fn spend_is_exact_to_the_cent_and_survives_kill_9() {
         6
     );
     assert!(spend_before > 0.0);
-    assert!((spend_before - expected).abs() < 1e-9, "{spend_before} vs {expected}");
+    assert!(
+        (spend_before - expected).abs() < 1e-9,
+        "{spend_before} vs {expected}"
+    );
     node.0.kill().unwrap();
     node.0.wait().unwrap();
 
