@@ -159,7 +159,7 @@ impl ClientLedger {
         combo: &str,
         request_id: &str,
         now_ms: u64,
-    ) -> Result<ClientTicket, (Refusal, Option<Event>)> {
+    ) -> Result<ClientTicket, (Refusal, Option<Box<Event>>)> {
         let Some(client) = self.clients.get(index) else {
             return Err((
                 Refusal {
@@ -189,12 +189,12 @@ impl ClientLedger {
             Err(refusal) => {
                 client.metrics.limited(refusal.limit);
                 let event = refusal.newly_limited.then(|| {
-                    Event::ClientLimited(ClientLimited {
+                    Box::new(Event::ClientLimited(ClientLimited {
                         request_id: request_id.to_owned(),
                         client: client.config.id.clone(),
                         limit: refusal.limit.as_str().to_owned(),
                         retry_after_ms: refusal.retry_after_ms,
-                    })
+                    }))
                 });
                 Err((refusal, event))
             }

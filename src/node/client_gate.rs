@@ -55,7 +55,7 @@ pub fn admit(
                     request_id,
                     "client limited"
                 );
-                router.record_client(now_ms, event);
+                router.record_client(now_ms, *event);
             }
             Err(refusal_error(&client, combo, refusal))
         }

@@ -103,16 +103,16 @@ fn run_inner(
     err: &mut dyn Write,
     now_ms: u64,
 ) -> Result<(), ReplayError> {
-    let filter = Filter::from_flags(
+    let mut filter = Filter::from_flags(
         args.since.as_deref(),
         args.until.as_deref(),
         args.provider.as_deref(),
         args.connection.as_deref(),
         args.model.as_deref(),
-        args.client.as_deref(),
         args.kind.as_deref(),
         now_ms,
     )?;
+    filter.client.clone_from(&args.client);
     let state_at_ms = args
         .state_at
         .as_deref()

@@ -39,7 +39,6 @@ impl Filter {
         provider: Option<&str>,
         connection: Option<&str>,
         model: Option<&str>,
-        client: Option<&str>,
         kind: Option<&str>,
         now_ms: u64,
     ) -> Result<Filter, FilterError> {
@@ -64,7 +63,7 @@ impl Filter {
             provider: provider.map(str::to_string),
             connection: connection.map(str::to_string),
             model: model.map(str::to_string),
-            client: client.map(str::to_string),
+            client: None,
             kinds,
         })
     }
