@@ -432,6 +432,30 @@ mod tests {
     use super::*;
     use quotaroute_journal::{OutcomeClass, SCHEMA_VERSION};
 
+    #[test]
+    fn spend_is_summed_by_client_and_model_and_the_client_filter_picks_rows() {
+        let usage = |n: u64| quotaroute_journal::testkit::sample_event(21, n);
+        let mut all = SummaryBuilder::new(Filter::default());
+        let mut only_b = SummaryBuilder::new(Filter {
+            client: Some("team-1".into()),
+            ..Filter::default()
+        });
+        // n = 0, 3 are priced (0.25 × n), n = 1, 2 are not; n even is team-0, odd team-1.
+        for n in 0..4 {
+            all.observe(&envelope(n + 1, 1_000 + n, usage(n)));
+            only_b.observe(&envelope(n + 1, 1_000 + n, usage(n)));
+        }
+        let summary = all.finish();
+        let requests: u64 = summary.spend.iter().map(|row| row.requests).sum();
+        assert_eq!(requests, 4);
+        let spend: f64 = summary.spend.iter().map(|row| row.spend_usd).sum();
+        assert!((spend - 0.75).abs() < 1e-12, "{spend}");
+        assert!(render_text(&summary).contains("SPEND USD"));
+        let b = only_b.finish();
+        assert!(b.spend.iter().all(|row| row.client == "team-1"));
+        assert_eq!(b.spend.iter().map(|row| row.requests).sum::<u64>(), 2);
+    }
+
     fn envelope(seq: u64, at_ms: u64, event: Event) -> Envelope {
         Envelope {
             schema_version: SCHEMA_VERSION,
