@@ -43,10 +43,16 @@ pub enum ApiErrorKind {
     /// Every target stayed at its concurrency cap for the combo's `queue_ms`, or the queue is
     /// full (behaviour §11).
     PoolBusy,
+    /// A client over one of its rate or token limits (behaviour §11).
+    ClientRateLimited,
+    /// A client whose spend reached its `budget_usd` for the period.
+    BudgetExceeded,
+    /// A client asking for a combo outside its `models`.
+    ModelNotAllowed,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 19] = [
+    pub const ALL: [ApiErrorKind; 22] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -66,6 +72,9 @@ impl ApiErrorKind {
         ApiErrorKind::InvalidRequest,
         ApiErrorKind::UpstreamTooLarge,
         ApiErrorKind::PoolBusy,
+        ApiErrorKind::ClientRateLimited,
+        ApiErrorKind::BudgetExceeded,
+        ApiErrorKind::ModelNotAllowed,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -84,9 +93,11 @@ impl ApiErrorKind {
             ApiErrorKind::InvalidApiKey => StatusCode::UNAUTHORIZED,
             ApiErrorKind::ModelNotFound => StatusCode::NOT_FOUND,
             ApiErrorKind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiErrorKind::AllTargetsLocked | ApiErrorKind::PoolBusy => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ApiErrorKind::AllTargetsLocked
+            | ApiErrorKind::PoolBusy
+            | ApiErrorKind::ClientRateLimited
+            | ApiErrorKind::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
+            ApiErrorKind::ModelNotAllowed => StatusCode::FORBIDDEN,
             ApiErrorKind::UpstreamError => StatusCode::BAD_GATEWAY,
             ApiErrorKind::NoAvailableTarget => StatusCode::SERVICE_UNAVAILABLE,
             ApiErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -109,7 +120,11 @@ impl ApiErrorKind {
             | ApiErrorKind::MethodNotAllowed
             | ApiErrorKind::InvalidRequest => "invalid_request_error",
             ApiErrorKind::InvalidApiKey => "authentication_error",
-            ApiErrorKind::AllTargetsLocked | ApiErrorKind::PoolBusy => "rate_limit_error",
+            ApiErrorKind::AllTargetsLocked
+            | ApiErrorKind::PoolBusy
+            | ApiErrorKind::ClientRateLimited
+            | ApiErrorKind::BudgetExceeded => "rate_limit_error",
+            ApiErrorKind::ModelNotAllowed => "permission_error",
             ApiErrorKind::UpstreamError
             | ApiErrorKind::UpstreamTimeout
             | ApiErrorKind::UpstreamTooLarge => "api_error",
@@ -139,6 +154,9 @@ impl ApiErrorKind {
             ApiErrorKind::InvalidRequest => "invalid_request",
             ApiErrorKind::UpstreamTooLarge => "upstream_too_large",
             ApiErrorKind::PoolBusy => "pool_busy",
+            ApiErrorKind::ClientRateLimited => "client_rate_limited",
+            ApiErrorKind::BudgetExceeded => "budget_exceeded",
+            ApiErrorKind::ModelNotAllowed => "model_not_allowed",
         }
     }
 
@@ -149,6 +167,8 @@ impl ApiErrorKind {
             ApiErrorKind::AllTargetsLocked
                 | ApiErrorKind::NoAvailableTarget
                 | ApiErrorKind::PoolBusy
+                | ApiErrorKind::ClientRateLimited
+                | ApiErrorKind::BudgetExceeded
         )
     }
 }
@@ -390,6 +410,24 @@ mod tests {
                 504,
                 "api_error",
                 "upstream_timeout",
+            ),
+            (
+                ApiErrorKind::ClientRateLimited,
+                429,
+                "rate_limit_error",
+                "client_rate_limited",
+            ),
+            (
+                ApiErrorKind::BudgetExceeded,
+                429,
+                "rate_limit_error",
+                "budget_exceeded",
+            ),
+            (
+                ApiErrorKind::ModelNotAllowed,
+                403,
+                "permission_error",
+                "model_not_allowed",
             ),
         ];
         assert_eq!(table.len(), ApiErrorKind::ALL.len());

@@ -6,6 +6,7 @@ pub use quotaroute_journal as journal;
 pub mod api_error;
 pub mod cli;
 pub mod cli_output;
+pub mod clients;
 pub mod cluster;
 pub mod commands;
 pub mod config;

@@ -490,6 +490,17 @@ impl Router {
         }
     }
 
+    /// Journals a client event of the node (`client_usage`, `client_limited`, behaviour §11)
+    /// that happened at `at_ms`; other kinds are not the node's to record and are ignored.
+    pub fn record_client(&self, at_ms: u64, event: Event) {
+        if matches!(event, Event::ClientUsage(_) | Event::ClientLimited(_)) {
+            let _ = self
+                .inner
+                .recorder
+                .cast(RecorderMsg::Record(vec![(at_ms, event)]));
+        }
+    }
+
     fn record_admin(&self, action: &str, target: &str) {
         let _ = self.inner.recorder.cast(RecorderMsg::Record(vec![(
             self.inner.clock.now_ms(),

@@ -52,6 +52,8 @@ pub enum Event {
     CredentialFailed(CredentialFailed),
     PeerApplied(PeerApplied),
     AffinityBound(AffinityBound),
+    ClientUsage(ClientUsage),
+    ClientLimited(ClientLimited),
 }
 
 impl Event {
@@ -79,11 +81,13 @@ impl Event {
             Event::CredentialFailed(_) => "credential_failed",
             Event::PeerApplied(_) => "peer_applied",
             Event::AffinityBound(_) => "affinity_bound",
+            Event::ClientUsage(_) => "client_usage",
+            Event::ClientLimited(_) => "client_limited",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 21] = [
+    pub const KINDS: [&'static str; 23] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -105,6 +109,8 @@ impl Event {
         "credential_failed",
         "peer_applied",
         "affinity_bound",
+        "client_usage",
+        "client_limited",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -113,6 +119,17 @@ impl Event {
             self,
             Event::RequestSucceeded(_) | Event::RequestFailed(_) | Event::RouteDecided(_)
         )
+    }
+
+    /// The client (behaviour §11) this event is about, if any (for `replay --client`).
+    pub fn client(&self) -> Option<&str> {
+        match self {
+            Event::AffinityBound(e) => Some(&e.client),
+            Event::ClientUsage(e) => Some(&e.client),
+            Event::ClientLimited(e) => Some(&e.client),
+            Event::PeerApplied(e) => e.event.client(),
+            _ => None,
+        }
     }
 
     /// The provider this event is about, if any (for filters).
@@ -130,6 +147,7 @@ impl Event {
             Event::BreakerCounted(e) => Some(&e.provider),
             Event::ResponseBound(e) => Some(&e.provider),
             Event::AffinityBound(e) => Some(&e.provider),
+            Event::ClientUsage(e) => Some(&e.provider),
             Event::CredentialRefreshed(e) => Some(&e.provider),
             Event::CredentialFailed(e) => Some(&e.provider),
             Event::PeerApplied(e) => e.event.provider(),
@@ -151,6 +169,7 @@ impl Event {
             Event::BreakerCounted(e) => Some(&e.connection),
             Event::ResponseBound(e) => Some(&e.connection),
             Event::AffinityBound(e) => Some(&e.connection),
+            Event::ClientUsage(e) => Some(&e.connection),
             Event::PeerApplied(e) => e.event.connection(),
             _ => None,
         }
@@ -166,6 +185,7 @@ impl Event {
             Event::RouteDecided(e) => Some(&e.model),
             Event::ResponseBound(e) => Some(&e.model),
             Event::AffinityBound(e) => Some(&e.model),
+            Event::ClientUsage(e) => Some(&e.model),
             Event::PeerApplied(e) => e.event.model(),
             _ => None,
         }
@@ -678,4 +698,46 @@ pub struct PeerApplied {
     /// The shared stream's entry id it was read from.
     pub stream_id: String,
     pub event: Box<Event>,
+}
+
+/// What one client request used and cost (behaviour §11): the usage the upstream reported,
+/// priced. A state event (never dropped, journaled whatever `journal.request_events` says):
+/// per-client windows and spend are folded from these on restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientUsage {
+    pub request_id: String,
+    /// The client's configured id (never its key).
+    pub client: String,
+    /// The combo (model name) the client asked for.
+    pub combo: String,
+    pub provider: String,
+    pub connection: String,
+    /// The upstream model, the one priced.
+    pub model: String,
+    /// Input tokens including cache reads and writes, as `request_succeeded` counts them.
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub tokens_cached: u64,
+    pub tokens_cache_write: u64,
+    /// USD, priced from `[[prices]]` / `prices_file`; `None` when the model has no price.
+    pub cost_usd: Option<f64>,
+    /// The client's spend in its current budget period after this request, in pico-USD
+    /// (10⁻¹² USD, exact), and when that period began (Unix ms): restart takes the spend
+    /// from the newest of these even when older events were pruned.
+    pub period_spend_pusd: u64,
+    pub period_start_ms: u64,
+}
+
+/// A client went over one of its limits (behaviour §11). Journaled on the transition into
+/// limited (one per limit until the client is admitted again), so a flood of refused requests
+/// writes one event, not one per request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientLimited {
+    pub request_id: String,
+    pub client: String,
+    /// `max_concurrent`, `requests_per_min`, `tokens_per_min`, `tokens_per_day`, `budget_usd`
+    /// or `models`.
+    pub limit: String,
+    /// Until the window frees (`None` for `models`, which never frees by itself).
+    pub retry_after_ms: Option<u64>,
 }

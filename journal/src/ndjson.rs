@@ -62,6 +62,8 @@ pub fn envelope_to_json(envelope: &Envelope) -> Result<String, NdjsonError> {
         Event::BreakerCounted(e) => flat!(e),
         Event::ResponseBound(e) => flat!(e),
         Event::AffinityBound(e) => flat!(e),
+        Event::ClientUsage(e) => flat!(e),
+        Event::ClientLimited(e) => flat!(e),
         Event::JournalRecovered(e) => flat!(e),
         Event::CredentialRefreshed(e) => flat!(e),
         Event::CredentialFailed(e) => flat!(e),

@@ -4,6 +4,7 @@
 //! - `raw` — the file's shape: every key optional, unknown keys denied;
 //! - `deserialize` — TOML → raw structs, collecting every unknown or mistyped key;
 //! - `validate` — raw → [`Config`]: defaults, value checks, references, all errors in one run;
+//! - `clients` — `[[clients]]` (keys reduced to digests), `[[prices]]` and `prices_file`;
 //! - `model` — the validated types the node runs on, and `check`'s summary;
 //! - `secret` — [`Secret`], the only holder of keys: never printed, never serialized;
 //! - `telemetry` — the `[telemetry]` section's checks (the OTLP endpoint, the sample ratio);
@@ -14,6 +15,7 @@
 //! Nothing here reads the process environment except [`load`] (for `api_key_env`), and nothing
 //! here knows the resilience defaults: those belong to the policy settings.
 
+mod clients;
 mod deserialize;
 mod error;
 mod model;

@@ -29,6 +29,10 @@ pub struct Config {
     pub telemetry: Option<TelemetryConfig>,
     /// `[affinity]`: conversation affinity (behaviour §10).
     pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
+    /// `[[clients]]` and `server.api_keys` (client `default`, first when it has keys).
+    pub clients: Vec<crate::clients::ClientConfig>,
+    /// `[[prices]]` over `prices_file`'s models.
+    pub prices: crate::clients::PriceTable,
     /// The file this came from; `None` when parsed from text (tests, the embedded demo).
     pub source_path: Option<PathBuf>,
 }
@@ -375,6 +379,33 @@ impl Config {
                 models,
                 key_source
             );
+        }
+        if !self.clients.is_empty() {
+            let _ = writeln!(text, "clients ({}):", self.clients.len());
+            for client in &self.clients {
+                let limits = &client.limits;
+                let show =
+                    |value: Option<u64>| value.map_or_else(|| "none".to_owned(), |v| v.to_string());
+                let _ = writeln!(
+                    text,
+                    "  {}  weight={}  keys={}  max_concurrent={}  requests_per_min={}  tokens_per_min={}  tokens_per_day={}  budget_usd={} per {}  models={}",
+                    client.id,
+                    client.weight,
+                    client.key_digests.len(),
+                    show(limits.max_concurrent.map(u64::from)),
+                    show(limits.requests_per_min),
+                    show(limits.tokens_per_min),
+                    show(limits.tokens_per_day),
+                    limits
+                        .budget_pusd
+                        .map_or_else(|| "none".to_owned(), |b| crate::clients::prices::to_usd(b).to_string()),
+                    limits.budget_period.as_str(),
+                    limits.models.as_ref().map_or_else(|| "all".to_owned(), |m| m.join(",")),
+                );
+            }
+        }
+        if !self.prices.is_empty() {
+            let _ = writeln!(text, "prices: {} model(s)", self.prices.len());
         }
         let _ = writeln!(text, "combos ({}):", self.combos.len());
         for combo in &self.combos {

@@ -23,6 +23,41 @@ pub struct RawConfig {
     pub cluster: Option<crate::cluster::config::RawCluster>,
     pub telemetry: Option<RawTelemetry>,
     pub affinity: Option<RawAffinity>,
+    pub clients: Option<Vec<RawClient>>,
+    pub prices: Option<Vec<RawPrice>>,
+    /// A model price list in LiteLLM's `model_prices_and_context_window.json` shape;
+    /// `[[prices]]` entries override its models.
+    pub prices_file: Option<String>,
+}
+
+/// `[[clients]]` (contract; behaviour §11).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClient {
+    pub id: Option<String>,
+    pub key_sha256: Option<String>,
+    pub key: Option<String>,
+    pub key_env: Option<String>,
+    pub key_file: Option<String>,
+    pub weight: Option<u32>,
+    pub max_concurrent: Option<u32>,
+    pub requests_per_min: Option<u64>,
+    pub tokens_per_min: Option<u64>,
+    pub tokens_per_day: Option<u64>,
+    pub budget_usd: Option<f64>,
+    pub budget_period: Option<String>,
+    pub models: Option<Vec<String>>,
+}
+
+/// `[[prices]]`: USD per million tokens.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    pub model: Option<String>,
+    pub input: Option<f64>,
+    pub output: Option<f64>,
+    pub cache_read: Option<f64>,
+    pub cache_write: Option<f64>,
 }
 
 /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP; absent = no tracing.
@@ -223,7 +258,7 @@ pub struct RawTarget {
 /// (`server.listen`, `connections.limits.tokens_7d`, `combos.targets.weight`), derived from the
 /// structs themselves so the starter config and the docs can be checked against them.
 pub fn accepted_keys() -> Vec<String> {
-    let sections: [(&str, &'static [&'static str]); 19] = [
+    let sections: [(&str, &'static [&'static str]); 21] = [
         ("", field_names::<RawConfig>()),
         ("server", field_names::<RawServer>()),
         ("journal", field_names::<RawJournal>()),
@@ -243,6 +278,8 @@ pub fn accepted_keys() -> Vec<String> {
         ("combos", field_names::<RawCombo>()),
         ("combos.targets", field_names::<RawTarget>()),
         ("telemetry", field_names::<RawTelemetry>()),
+        ("clients", field_names::<RawClient>()),
+        ("prices", field_names::<RawPrice>()),
     ];
     sections
         .iter()

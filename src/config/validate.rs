@@ -99,6 +99,9 @@ struct RawSections {
     cluster: Option<crate::cluster::config::RawCluster>,
     telemetry: Option<super::raw::RawTelemetry>,
     affinity: crate::config::raw::RawAffinity,
+    clients: Vec<Option<super::raw::RawClient>>,
+    prices: Vec<Option<super::raw::RawPrice>>,
+    prices_file: Option<String>,
 }
 
 fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
@@ -112,6 +115,9 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
         cluster: None,
         telemetry: None,
         affinity: Default::default(),
+        clients: Vec::new(),
+        prices: Vec::new(),
+        prices_file: None,
     };
     for (key, value) in table {
         match key.as_str() {
@@ -140,6 +146,12 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
             }
             "providers" => sections.providers = elements(value, "providers", sink, |_| None),
             "connections" => sections.connections = elements(value, "connections", sink, |_| None),
+            "clients" => sections.clients = elements(value, "clients", sink, |_| None),
+            "prices" => sections.prices = elements(value, "prices", sink, |_| None),
+            "prices_file" => match value {
+                toml::Value::String(path) if !path.is_empty() => sections.prices_file = Some(path),
+                _ => sink.push("prices_file", "must be a file path (a non-empty string)"),
+            },
             "combos" => {
                 sections.combos = elements(value, "combos", sink, |element| {
                     element
@@ -216,7 +228,11 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         .telemetry
         .and_then(|telemetry| super::telemetry::build(telemetry, sink));
     let affinity = build_affinity(raw.affinity, sink);
+    let clients = super::clients::build_clients(&server.api_keys, raw.clients, sink, env);
+    let prices = super::clients::build_prices(raw.prices_file, raw.prices, sink);
     Config {
+        clients,
+        prices,
         affinity,
         server,
         journal,

@@ -175,6 +175,21 @@ pub async fn lockouts(State(app): State<AppState>, headers: HeaderMap) -> Respon
     }
 }
 
+/// `GET /admin/clients` (behaviour §11): each client's in-flight and queued requests, its
+/// windows' usage against their limits, and its spend against its budget. Never a key.
+pub async fn clients(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let router = guard!(app, headers);
+    let now_ms = router.clock().now_ms();
+    let views = app.live().clients.views(now_ms, queued_requests);
+    json_response(StatusCode::OK, &json!({ "clients": views }))
+}
+
+/// How many of `client`'s requests wait for a permit in a full pool (`queue_ms`). The one
+/// place the fair queue's count joins `/admin/clients`; without the queue, none wait.
+fn queued_requests(_client: &str) -> u64 {
+    0
+}
+
 pub async fn clear_lockout(
     State(app): State<AppState>,
     headers: HeaderMap,

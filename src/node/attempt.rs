@@ -89,6 +89,8 @@ pub(crate) struct TryContext<'a> {
     pub deadline: Instant,
     /// telemetry: the request's server span (off when not traced).
     pub trace: &'a RequestSpan,
+    /// The admitted client's ticket, whose usage a success counts (`None`: stored calls).
+    pub client: Option<&'a std::sync::Arc<crate::clients::ClientTicket>>,
 }
 
 impl TryContext<'_> {
@@ -428,6 +430,16 @@ pub(crate) async fn try_target(
         if let Some(m) = ctx.live.attempt_metrics.get(&*target.connection) {
             m.input_tokens
                 .record(tokens_in, result.tokens_cached, result.tokens_cache_write);
+        }
+        if let (Some(ticket), Some(router)) = (ctx.client, ctx.app.router()) {
+            crate::node::client_gate::record_usage(
+                router,
+                ticket,
+                ctx.request_id,
+                ctx.combo,
+                target,
+                &result,
+            );
         }
         result.usage = usage;
         return end(

@@ -54,6 +54,7 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/metrics", get(metrics_text))
         .route("/admin/state", get(admin::state))
         .route("/admin/lockouts", get(admin::lockouts))
+        .route("/admin/clients", get(admin::clients))
         .route(
             "/admin/lockouts/{connection}/{*model}",
             delete(admin::clear_lockout),

@@ -1,5 +1,5 @@
 //! What the request path needs from the config, resolved once per load and swapped whole on
-//! reload: client and admin keys, each provider's base URL and headers, each connection's
+//! reload: the clients (key digests, limits, usage), the admin key, each provider's base URL and headers, each connection's
 //! credentials (kept across reloads when their source is unchanged: `credentials`), and the
 //! timeouts. The only place upstream secrets live after startup.
 
@@ -35,7 +35,8 @@ pub struct ProviderRoute {
 
 /// The config as the request path uses it.
 pub struct LiveConfig {
-    pub client_keys: Vec<Secret>,
+    /// The clients (behaviour §11): key digests, limits and usage (usage kept across reloads).
+    pub clients: crate::clients::ClientLedger,
     pub admin_key: Option<Secret>,
     pub metrics_public: bool,
     pub max_body_bytes: usize,
@@ -73,15 +74,25 @@ impl std::fmt::Debug for LiveConfig {
 impl LiveConfig {
     /// The live config of a first load: every credential new.
     pub fn from_config(config: &Config, clock: SharedClock) -> Self {
-        Self::build(config, None, clock)
+        Self::build(config, None, clock, None)
     }
 
     /// The live config after a reload: credentials whose source did not change are kept.
     pub fn reloaded(config: &Config, previous: &LiveConfig) -> Self {
-        Self::build(config, Some(&previous.credentials), previous.clock.clone())
+        Self::build(
+            config,
+            Some(&previous.credentials),
+            previous.clock.clone(),
+            Some(&previous.clients),
+        )
     }
 
-    fn build(config: &Config, previous: Option<&CredentialStore>, clock: SharedClock) -> Self {
+    fn build(
+        config: &Config,
+        previous: Option<&CredentialStore>,
+        clock: SharedClock,
+        previous_clients: Option<&crate::clients::ClientLedger>,
+    ) -> Self {
         let providers: HashMap<String, ProviderRoute> = config
             .providers
             .iter()
@@ -146,7 +157,11 @@ impl LiveConfig {
             affinity: config.affinity,
             attempt_metrics,
             clock,
-            client_keys: config.server.api_keys.clone(),
+            clients: crate::clients::ClientLedger::build(
+                &config.clients,
+                &config.prices,
+                previous_clients,
+            ),
             admin_key: config.server.admin_key.clone(),
             metrics_public: config.server.metrics_public,
             max_body_bytes: usize::try_from(config.server.max_body_bytes).unwrap_or(usize::MAX),
@@ -179,14 +194,5 @@ impl LiveConfig {
             .get(connection)
             .map(|credential| credential.echoes())
             .unwrap_or_default()
-    }
-
-    /// Whether `key` is one of the client keys (constant time per key).
-    pub fn is_client_key(&self, key: &str) -> bool {
-        let mut found = false;
-        for candidate in &self.client_keys {
-            found |= candidate.matches(key);
-        }
-        found
     }
 }

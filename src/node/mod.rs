@@ -20,11 +20,13 @@
 //! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers;
 //!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
+//! - [`client_gate`] — which client a key is, its limits before anything goes upstream, its usage.
 
 pub mod accept;
 pub mod admin;
 pub mod app;
 pub mod attempt;
+pub mod client_gate;
 pub mod cors;
 pub mod credential_retry;
 pub mod endpoint;

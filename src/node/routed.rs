@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
 use crate::node::attempt::{Attempted, LastFailure, Payload, TryContext};
+use crate::node::client_gate;
 use crate::node::credential_retry;
 use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
@@ -34,17 +35,7 @@ use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
 pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key: bool) -> bool {
-    let bearer = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    let x_api_key = allow_x_api_key
-        .then(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
-        .flatten();
-    match bearer.or(x_api_key) {
-        Some(key) => live.is_client_key(key.trim()),
-        None => false,
-    }
+    client_gate::authenticated_client(live, headers, allow_x_api_key).is_some()
 }
 
 fn client_request_id(headers: &HeaderMap) -> Option<String> {
@@ -131,26 +122,27 @@ pub async fn read_client_body(
     })
 }
 
-/// The router for a client with a valid key (`x-api-key` too on Anthropic endpoints), once
-/// the journal is replayed.
+/// The router and the client (its index in `live.clients`) of a request with a valid key
+/// (`x-api-key` too on Anthropic endpoints), once the journal is replayed.
 pub(crate) fn admitted_router(
     app: &AppState,
     live: &LiveConfig,
     headers: &HeaderMap,
     allow_x_api_key: bool,
-) -> Result<Router, ApiError> {
-    if !client_authorized(live, headers, allow_x_api_key) {
+) -> Result<(Router, usize), ApiError> {
+    let Some(client) = client_gate::authenticated_client(live, headers, allow_x_api_key) else {
         return Err(ApiError::new(
             ApiErrorKind::InvalidApiKey,
             "missing or invalid API key",
         ));
-    }
-    app.router().cloned().ok_or_else(|| {
+    };
+    let router = app.router().cloned().ok_or_else(|| {
         ApiError::new(
             ApiErrorKind::NoAvailableTarget,
             "the router is starting: replaying its journal",
         )
-    })
+    })?;
+    Ok((router, client))
 }
 
 /// Handles one client request on a routing endpoint.
@@ -177,8 +169,8 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
         response
     };
-    let router = match admitted_router(&app, &live, &parts.headers, anthropic) {
-        Ok(router) => router,
+    let (router, client_index) = match admitted_router(&app, &live, &parts.headers, anthropic) {
+        Ok(admitted) => admitted,
         Err(error) => return fail_unread(error, &route),
     };
     if !is_json_content_type(&parts.headers) {
@@ -220,6 +212,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         Ok(info) => info,
         Err(error) => return fail(ApiError::from(error), &route),
     };
+    // The client's limits, before anything goes upstream (behaviour §11).
+    let ticket = match client_gate::admit(&live, &router, client_index, &info.model, &request_id) {
+        Ok(ticket) => ticket,
+        Err(error) => return fail(error, &route),
+    };
     // telemetry: the request's server span (off: nothing allocated).
     let trace = RequestSpan::start(
         app.telemetry(),
@@ -234,7 +231,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         format: endpoint.format(),
         only_connection: None,
         affinity: None,
-        client: quotaroute_actors::ClientTag::default(),
+        client: ticket.tag().clone(),
     };
     if endpoint == Endpoint::Responses {
         route_request.only_connection = previous_response_connection(&router, &client_body);
@@ -290,6 +287,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         count_usage: endpoint != Endpoint::CountTokens,
         deadline: Instant::now() + live.request_timeout,
         trace: &trace, // telemetry
+        client: Some(&ticket),
     };
     trace.answered(serve_tries(&context, decision, route, started).await) // telemetry
 }
@@ -391,7 +389,16 @@ fn stream_response(
         .attempt_metrics
         .get(&*target.connection)
         .map(|m| m.input_tokens.clone());
-    let body = stream_relay::relay_body(stream, decision, ctx.deadline, input_tokens);
+    let usage_sink = ctx.client.and_then(|ticket| {
+        Some(client_gate::StreamUsageSink {
+            ticket: std::sync::Arc::clone(ticket),
+            router: ctx.app.router()?.clone(),
+            request_id: ctx.request_id.to_owned(),
+            combo: ctx.combo.to_owned(),
+            target: target.clone(),
+        })
+    });
+    let body = stream_relay::relay_body(stream, decision, ctx.deadline, input_tokens, usage_sink);
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     header_rules::copy_upstream(

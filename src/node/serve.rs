@@ -78,6 +78,28 @@ pub struct RunningNode {
     cluster: Option<Cluster>,
 }
 
+/// Folds every readable `client_usage` event of the journal into `clients`; returns how many.
+fn fold_client_usage(clients: &crate::clients::ClientLedger, journal: &SledJournal) -> u64 {
+    use quotaroute_journal::{Event, Journal as _};
+    let mut folded = 0u64;
+    let usage = journal
+        .read_from(0)
+        .filter_map(Result::ok)
+        .filter(|envelope| matches!(envelope.event, Event::ClientUsage(_)))
+        .inspect(|_| folded += 1);
+    // In chunks: the journal may be large, the fold needs each event once.
+    let mut chunk = Vec::with_capacity(1024);
+    for envelope in usage {
+        chunk.push(envelope);
+        if chunk.len() == chunk.capacity() {
+            clients.fold(chunk.iter());
+            chunk.clear();
+        }
+    }
+    clients.fold(chunk.iter());
+    folded
+}
+
 impl RunningNode {
     /// Starts a node: binds first (so `/healthz` answers 503 during replay), then replays the
     /// journal and starts routing.
@@ -176,6 +198,11 @@ impl RunningNode {
         );
         for damage in &recovery.damaged {
             tracing::warn!(seq = damage.seq, reason = %damage.reason, "damaged journal record skipped");
+        }
+        // Clients' usage and spend (behaviour §11) are folded from their `client_usage` events.
+        if let Some(reader) = app.journal_reader() {
+            let folded = fold_client_usage(&app.live().clients, &reader);
+            tracing::info!(events = folded, "client usage folded from the journal");
         }
         // A cluster node catches up from the shared stream before it reports ready.
         let cluster = match prepared {

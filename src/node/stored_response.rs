@@ -40,8 +40,8 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         reply::api_error(&error, false, route)
     };
     let live = app.inner.live.load_full();
-    let router = match admitted_router(&app, &live, &parts.headers, false) {
-        Ok(router) => router,
+    let (router, client_index) = match admitted_router(&app, &live, &parts.headers, false) {
+        Ok(admitted) => admitted,
         Err(error) => return fail(error, &route),
     };
     let Some(binding) = router.response_binding(&response_id) else {
@@ -68,7 +68,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         format: JournalFormat::Openai,
         only_connection: Some(binding.connection.clone()),
         affinity: None,
-        client: quotaroute_actors::ClientTag::default(),
+        client: live.clients.tag(client_index).cloned().unwrap_or_default(),
     };
     // The combo it was made through, or — when a reload removed that combo or the connection
     // from it — the connection's own `provider/model`.
@@ -100,6 +100,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         count_usage: false,
         deadline: Instant::now() + live.request_timeout,
         trace: &crate::telemetry::RequestSpan::off(), // telemetry: stored calls are not traced
+        client: None,
     };
     serve_tries(&context, decision, route, started).await
 }

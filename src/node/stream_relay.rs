@@ -272,6 +272,8 @@ struct Relay {
     ended: bool,
     /// The connection's input-token counters, bumped when the stream ends.
     input_tokens: Option<crate::node::metrics::InputTokenCounters>,
+    /// Counts the stream's usage against its client when it ends; holds the client's ticket.
+    client_usage: Option<crate::node::client_gate::StreamUsageSink>,
     /// The end or an error, seen while gathering a burst; handled on the next call.
     pending: Option<Option<Result<Bytes, BodyError>>>,
 }
@@ -427,6 +429,10 @@ impl Relay {
                 result.tokens_cache_write,
             );
         }
+        // The client's usage, then its ticket (it counted in flight until now).
+        if let Some(client_usage) = self.client_usage.take() {
+            client_usage.record(&result);
+        }
         Some((decision, result))
     }
 
@@ -457,9 +463,11 @@ pub fn relay_body(
     decision: Decision,
     deadline: Instant,
     input_tokens: Option<crate::node::metrics::InputTokenCounters>,
+    client_usage: Option<crate::node::client_gate::StreamUsageSink>,
 ) -> axum::body::Body {
     let relay = Relay {
         input_tokens,
+        client_usage,
         ended: stream.finished,
         stream,
         decision: Some(decision),
@@ -555,6 +563,7 @@ mod tests {
         };
         let mut relay = Relay {
             input_tokens: None,
+            client_usage: None,
             ended: stream.finished,
             stream: *stream,
             decision: None,

@@ -36,6 +36,10 @@ pub struct ReplayArgs {
     /// Only events about this upstream model (or requested model).
     #[arg(long)]
     pub model: Option<String>,
+    /// Only events about this client id (`[[clients]]`; `default` = `server.api_keys`): its
+    /// usage, limits and affinity bindings.
+    #[arg(long, value_name = "ID")]
+    pub client: Option<String>,
     /// Only these event kinds (comma-separated contract names, e.g. `request_failed,model_locked`).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,

@@ -106,7 +106,7 @@ fn run_inner(
     err: &mut dyn Write,
     now_ms: u64,
 ) -> Result<(), ReplayError> {
-    let filter = Filter::from_flags(
+    let mut filter = Filter::from_flags(
         args.since.as_deref(),
         args.until.as_deref(),
         args.provider.as_deref(),
@@ -115,6 +115,7 @@ fn run_inner(
         args.kind.as_deref(),
         now_ms,
     )?;
+    filter.client.clone_from(&args.client);
     let state_at_ms = args
         .state_at
         .as_deref()

@@ -92,7 +92,7 @@ pub struct ConnectionSummary {
 }
 
 /// The whole `--summary`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
     pub events: u64,
     pub first_seq: Option<u64>,
@@ -101,6 +101,22 @@ pub struct Summary {
     pub end_ms: Option<u64>,
     pub providers: Vec<ProviderSummary>,
     pub connections: Vec<ConnectionSummary>,
+    /// What each client spent on each upstream model (`client_usage`, behaviour §11).
+    pub spend: Vec<ClientSpend>,
+}
+
+/// One row of the spend table: a client on one upstream model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ClientSpend {
+    pub client: String,
+    pub model: String,
+    pub requests: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub tokens_cached: u64,
+    /// Requests whose model had no price (counted, not priced).
+    pub unpriced: u64,
+    pub spend_usd: f64,
 }
 
 /// Counts envelopes into a [`Summary`]; time bands come from [`PeriodTracker`].
@@ -112,6 +128,8 @@ pub struct SummaryBuilder {
     providers: BTreeMap<String, RequestCounts>,
     /// Connection → (provider, counts).
     connections: BTreeMap<String, (String, RequestCounts)>,
+    /// (client, model) → its row, spend summed in pico-USD (exact).
+    spend: BTreeMap<(String, String), (ClientSpend, u64)>,
 }
 
 impl SummaryBuilder {
@@ -160,6 +178,29 @@ impl SummaryBuilder {
                     .failure(envelope.at_ms, e);
                 self.connection(&e.provider, &e.connection)
                     .failure(envelope.at_ms, e);
+            }
+            Event::ClientUsage(e) if self.filter.matches_subject(&envelope.event) => {
+                let (row, pusd) = self
+                    .spend
+                    .entry((e.client.clone(), e.model.clone()))
+                    .or_insert_with(|| {
+                        (
+                            ClientSpend {
+                                client: e.client.clone(),
+                                model: e.model.clone(),
+                                ..ClientSpend::default()
+                            },
+                            0,
+                        )
+                    });
+                row.requests += 1;
+                row.tokens_in += e.tokens_in;
+                row.tokens_out += e.tokens_out;
+                row.tokens_cached += e.tokens_cached;
+                match e.cost_usd {
+                    Some(cost) => *pusd += (cost * 1e12).round() as u64,
+                    None => row.unpriced += 1,
+                }
             }
             _ => {}
         }
@@ -214,6 +255,14 @@ impl SummaryBuilder {
                     provider,
                     requests,
                 }
+            })
+            .collect();
+        summary.spend = self
+            .spend
+            .into_values()
+            .map(|(mut row, pusd)| {
+                row.spend_usd = pusd as f64 / 1e12;
+                row
             })
             .collect();
         summary
@@ -349,6 +398,32 @@ pub fn render_text(summary: &Summary) -> String {
             let _ = writeln!(out, "{}: locked: {}", c.id, locks.join(", "));
         }
     }
+    if !summary.spend.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<16} {:<28} {:>8} {:>12} {:>12} {:>12} {:>12}",
+            "CLIENT", "MODEL", "REQUESTS", "TOKENS IN", "CACHED", "TOKENS OUT", "SPEND USD"
+        );
+        for row in &summary.spend {
+            let spend = if row.unpriced == row.requests {
+                "unpriced".to_string()
+            } else {
+                format!("{:.4}", row.spend_usd)
+            };
+            let _ = writeln!(
+                out,
+                "{:<16} {:<28} {:>8} {:>12} {:>12} {:>12} {:>12}",
+                row.client,
+                row.model,
+                row.requests,
+                row.tokens_in,
+                row.tokens_cached,
+                row.tokens_out,
+                spend
+            );
+        }
+    }
     out
 }
 
@@ -356,6 +431,30 @@ pub fn render_text(summary: &Summary) -> String {
 mod tests {
     use super::*;
     use quotaroute_journal::{OutcomeClass, SCHEMA_VERSION};
+
+    #[test]
+    fn spend_is_summed_by_client_and_model_and_the_client_filter_picks_rows() {
+        let usage = |n: u64| quotaroute_journal::testkit::sample_event(21, n);
+        let mut all = SummaryBuilder::new(Filter::default());
+        let mut only_b = SummaryBuilder::new(Filter {
+            client: Some("team-1".into()),
+            ..Filter::default()
+        });
+        // n = 0, 3 are priced (0.25 × n), n = 1, 2 are not; n even is team-0, odd team-1.
+        for n in 0..4 {
+            all.observe(&envelope(n + 1, 1_000 + n, usage(n)));
+            only_b.observe(&envelope(n + 1, 1_000 + n, usage(n)));
+        }
+        let summary = all.finish();
+        let requests: u64 = summary.spend.iter().map(|row| row.requests).sum();
+        assert_eq!(requests, 4);
+        let spend: f64 = summary.spend.iter().map(|row| row.spend_usd).sum();
+        assert!((spend - 0.75).abs() < 1e-12, "{spend}");
+        assert!(render_text(&summary).contains("SPEND USD"));
+        let b = only_b.finish();
+        assert!(b.spend.iter().all(|row| row.client == "team-1"));
+        assert_eq!(b.spend.iter().map(|row| row.requests).sum::<u64>(), 2);
+    }
 
     fn envelope(seq: u64, at_ms: u64, event: Event) -> Envelope {
         Envelope {

@@ -95,6 +95,27 @@ impl TimelineWriter {
                 .unwrap_or_default()
         };
         match &envelope.event {
+            Event::ClientUsage(e) => format!(
+                "client={} tokens_in={} tokens_out={} cached={} cache_write={} cost_usd={} combo={} req={}",
+                e.client,
+                e.tokens_in,
+                e.tokens_out,
+                e.tokens_cached,
+                e.tokens_cache_write,
+                e.cost_usd
+                    .map_or_else(|| "unpriced".to_string(), |cost| format!("{cost:.6}")),
+                e.combo,
+                e.request_id
+            ),
+            Event::ClientLimited(e) => format!(
+                "client={} limit={}{} req={}",
+                e.client,
+                e.limit,
+                e.retry_after_ms
+                    .map(|ms| format!(" retry_after={}", format_duration(ms)))
+                    .unwrap_or_default(),
+                e.request_id
+            ),
             Event::NodeStarted(e) => format!(
                 "version={} pid={} recovered_seq={}",
                 e.version, e.pid, e.recovered_seq

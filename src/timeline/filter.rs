@@ -1,5 +1,5 @@
 //! The timeline filters (`--since`, `--until`, `--provider`, `--connection`, `--model`,
-//! `--kind`) as one predicate over envelopes. Owns matching only, never output.
+//! `--client`, `--kind`) as one predicate over envelopes. Owns matching only, never output.
 
 use quotaroute_journal::{Envelope, Event};
 
@@ -24,6 +24,9 @@ pub struct Filter {
     pub provider: Option<String>,
     pub connection: Option<String>,
     pub model: Option<String>,
+    /// Only events about this client (behaviour §11): its `client_usage`, `client_limited` and
+    /// `affinity_bound` events.
+    pub client: Option<String>,
     /// Contract kind names; empty = every kind.
     pub kinds: Vec<&'static str>,
 }
@@ -60,6 +63,7 @@ impl Filter {
             provider: provider.map(str::to_string),
             connection: connection.map(str::to_string),
             model: model.map(str::to_string),
+            client: None,
             kinds,
         })
     }
@@ -84,7 +88,11 @@ impl Filter {
             .model
             .as_deref()
             .is_none_or(|wanted| event.model() == Some(wanted));
-        provider_ok && connection_ok && model_ok
+        let client_ok = self
+            .client
+            .as_deref()
+            .is_none_or(|wanted| event.client() == Some(wanted));
+        provider_ok && connection_ok && model_ok && client_ok
     }
 
     /// The whole predicate.

@@ -19,6 +19,7 @@ mod mock_compression;
 mod mock_endpoints;
 mod mock_faults;
 mod node_affinity;
+mod node_client_limits;
 mod node_clients;
 mod node_clients_affinity;
 mod node_cluster;

@@ -189,7 +189,10 @@ impl RouterState {
             | Event::AdminAction(_)
             | Event::JournalRecovered(_)
             | Event::CredentialRefreshed(_)
-            | Event::CredentialFailed(_) => {}
+            | Event::CredentialFailed(_)
+            // Clients' usage is the node's to fold (`src/clients`), not routing state.
+            | Event::ClientUsage(_)
+            | Event::ClientLimited(_) => {}
         }
     }
 

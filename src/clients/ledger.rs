@@ -1,0 +1,360 @@
+//! The node's live table of clients (behaviour §11), rebuilt on every config load: the digest
+//! lookup, each client's usage state (kept across reloads for ids that still exist), its
+//! Prometheus series, and admission tickets. The decisions themselves are `limits`'; this only
+//! holds the state behind a lock per client and reads the clock it is handed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use metrics::{counter, gauge, Counter, Gauge};
+use quotaroute_actors::ClientTag;
+use quotaroute_journal::{ClientLimited, ClientUsage, Envelope, Event};
+use serde::Serialize;
+
+use super::identity::Directory;
+use super::limits::{BudgetPeriod, ClientConfig, ClientState, LimitKind, Refusal};
+use super::prices::{to_usd, PriceTable};
+
+/// One client's Prometheus series, registered once per load (ids come from the config, so the
+/// label set is bounded).
+#[derive(Clone)]
+struct ClientMetrics {
+    requests: Counter,
+    tokens: Counter,
+    spend_usd: Gauge,
+    limited: Vec<Counter>,
+}
+
+impl ClientMetrics {
+    fn register(client: &str) -> Self {
+        ClientMetrics {
+            requests: counter!("quotaroute_client_requests_total", "client" => client.to_owned()),
+            tokens: counter!("quotaroute_client_tokens_total", "client" => client.to_owned()),
+            spend_usd: gauge!("quotaroute_client_spend_usd", "client" => client.to_owned()),
+            limited: LimitKind::ALL
+                .iter()
+                .map(|limit| {
+                    counter!(
+                        "quotaroute_client_limited_total",
+                        "client" => client.to_owned(),
+                        "limit" => limit.as_str()
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn limited(&self, limit: LimitKind) {
+        if let Some(index) = LimitKind::ALL.iter().position(|kind| *kind == limit) {
+            if let Some(counter) = self.limited.get(index) {
+                counter.increment(1);
+            }
+        }
+    }
+}
+
+struct LedgerClient {
+    config: ClientConfig,
+    tag: ClientTag,
+    state: Arc<Mutex<ClientState>>,
+    metrics: ClientMetrics,
+}
+
+/// Every configured client, by index.
+pub struct ClientLedger {
+    clients: Vec<LedgerClient>,
+    directory: Directory,
+    prices: Arc<PriceTable>,
+}
+
+impl std::fmt::Debug for ClientLedger {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ClientLedger")
+            .field("clients", &self.clients.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One window of `/admin/clients`' `usage`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UsageView {
+    pub window: &'static str,
+    pub used: u64,
+    pub limit: Option<u64>,
+}
+
+/// One client as `/admin/clients` shows it (contract "Admin API").
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClientView {
+    pub id: String,
+    pub weight: u32,
+    pub in_flight: u32,
+    /// Requests waiting for a permit in a full pool (the fair queue's; 0 without it).
+    pub queued: u64,
+    pub usage: Vec<UsageView>,
+    pub spend_usd: f64,
+    pub budget_usd: Option<f64>,
+    /// When the budget period (`budget_period`, UTC) ends and spend starts again from 0.
+    pub budget_resets_at_ms: u64,
+}
+
+impl ClientLedger {
+    /// The table of a config load; a client whose id was in `previous` keeps its usage (and
+    /// its in-flight requests stay counted against it).
+    pub fn build(
+        clients: &[ClientConfig],
+        prices: &PriceTable,
+        previous: Option<&ClientLedger>,
+    ) -> Self {
+        let kept: HashMap<&str, &Arc<Mutex<ClientState>>> = previous
+            .map(|previous| {
+                previous
+                    .clients
+                    .iter()
+                    .map(|client| (client.config.id.as_str(), &client.state))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let directory = Directory::build(clients.iter().enumerate().flat_map(|(index, client)| {
+            client.key_digests.iter().map(move |digest| (index, digest))
+        }));
+        let clients = clients
+            .iter()
+            .map(|config| LedgerClient {
+                tag: ClientTag {
+                    id: Arc::from(config.id.as_str()),
+                    weight: config.weight.max(1),
+                },
+                state: kept
+                    .get(config.id.as_str())
+                    .map_or_else(Arc::default, |state| Arc::clone(state)),
+                metrics: ClientMetrics::register(&config.id),
+                config: config.clone(),
+            })
+            .collect();
+        ClientLedger {
+            clients,
+            directory,
+            prices: Arc::new(prices.clone()),
+        }
+    }
+
+    /// The client whose key this is (a digest lookup, confirmed in constant time).
+    pub fn identify(&self, key: &str) -> Option<usize> {
+        self.directory.lookup(key)
+    }
+
+    /// The client's id and weight, as routing sees it.
+    pub fn tag(&self, index: usize) -> Option<&ClientTag> {
+        self.clients.get(index).map(|client| &client.tag)
+    }
+
+    /// Admits a request of client `index` for `combo` at `now_ms`, or refuses it (nothing is
+    /// counted then). A refusal that is the transition into limited comes with the
+    /// `client_limited` event to journal.
+    pub fn admit(
+        &self,
+        index: usize,
+        combo: &str,
+        request_id: &str,
+        now_ms: u64,
+    ) -> Result<ClientTicket, (Refusal, Option<Box<Event>>)> {
+        let Some(client) = self.clients.get(index) else {
+            return Err((
+                Refusal {
+                    limit: LimitKind::Models,
+                    retry_after_ms: None,
+                    newly_limited: false,
+                },
+                None,
+            ));
+        };
+        let admitted = match client.state.lock() {
+            Ok(mut state) => state.admit(&client.config.limits, combo, now_ms),
+            // A poisoned lock (a panic elsewhere) admits: limits fail open, routing goes on.
+            Err(_) => Ok(()),
+        };
+        match admitted {
+            Ok(()) => {
+                client.metrics.requests.increment(1);
+                Ok(ClientTicket {
+                    state: Arc::clone(&client.state),
+                    tag: client.tag.clone(),
+                    period: client.config.limits.budget_period,
+                    prices: Arc::clone(&self.prices),
+                    metrics: client.metrics.clone(),
+                })
+            }
+            Err(refusal) => {
+                client.metrics.limited(refusal.limit);
+                let event = refusal.newly_limited.then(|| {
+                    Box::new(Event::ClientLimited(ClientLimited {
+                        request_id: request_id.to_owned(),
+                        client: client.config.id.clone(),
+                        limit: refusal.limit.as_str().to_owned(),
+                        retry_after_ms: refusal.retry_after_ms,
+                    }))
+                });
+                Err((refusal, event))
+            }
+        }
+    }
+
+    /// Folds journaled events back in (restart): each `client_usage` of a client that is still
+    /// configured.
+    pub fn fold<'a>(&self, envelopes: impl IntoIterator<Item = &'a Envelope>) {
+        let by_id: HashMap<&str, &LedgerClient> = self
+            .clients
+            .iter()
+            .map(|client| (client.config.id.as_str(), client))
+            .collect();
+        for envelope in envelopes {
+            let Event::ClientUsage(usage) = &envelope.event else {
+                continue;
+            };
+            let Some(client) = by_id.get(usage.client.as_str()) else {
+                continue;
+            };
+            if let Ok(mut state) = client.state.lock() {
+                state.fold(
+                    client.config.limits.budget_period,
+                    envelope.at_ms,
+                    usage.tokens_in.saturating_add(usage.tokens_out),
+                    usage.period_start_ms,
+                    usage.period_spend_pusd,
+                );
+            }
+        }
+    }
+
+    /// Every client as `/admin/clients` shows it at `now_ms`; `queued` says how many of a
+    /// client's requests wait in a full pool (the fair queue's count).
+    pub fn views(&self, now_ms: u64, queued: impl Fn(&str) -> u64) -> Vec<ClientView> {
+        self.clients
+            .iter()
+            .map(|client| {
+                let limits = &client.config.limits;
+                let state = client
+                    .state
+                    .lock()
+                    .map(|state| state.clone())
+                    .unwrap_or_default();
+                let (_, resets_at) = limits.budget_period.bounds(now_ms);
+                ClientView {
+                    id: client.config.id.clone(),
+                    weight: client.tag.weight,
+                    in_flight: state.in_flight,
+                    queued: queued(&client.config.id),
+                    usage: vec![
+                        UsageView {
+                            window: "requests_per_min",
+                            used: state.requests_min.used(now_ms),
+                            limit: limits.requests_per_min,
+                        },
+                        UsageView {
+                            window: "tokens_per_min",
+                            used: state.tokens_min.used(now_ms),
+                            limit: limits.tokens_per_min,
+                        },
+                        UsageView {
+                            window: "tokens_per_day",
+                            used: state.tokens_day.used(now_ms),
+                            limit: limits.tokens_per_day,
+                        },
+                    ],
+                    spend_usd: to_usd(state.spend_at(limits.budget_period, now_ms)),
+                    budget_usd: limits.budget_pusd.map(to_usd),
+                    budget_resets_at_ms: resets_at,
+                }
+            })
+            .collect()
+    }
+}
+
+/// What a request used, as the node hands it over when an upstream answered.
+#[derive(Debug, Clone, Copy)]
+pub struct UsedTokens<'a> {
+    pub provider: &'a str,
+    pub connection: &'a str,
+    pub model: &'a str,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub tokens_cached: u64,
+    pub tokens_cache_write: u64,
+}
+
+/// An admitted request of one client: counted in flight until dropped (a stream's ticket lives
+/// until the stream ends).
+pub struct ClientTicket {
+    state: Arc<Mutex<ClientState>>,
+    tag: ClientTag,
+    period: BudgetPeriod,
+    prices: Arc<PriceTable>,
+    metrics: ClientMetrics,
+}
+
+impl std::fmt::Debug for ClientTicket {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ClientTicket")
+            .field("client", &self.tag.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientTicket {
+    pub fn tag(&self) -> &ClientTag {
+        &self.tag
+    }
+
+    /// Counts what the request used at `now_ms`, priced, and returns the `client_usage` event
+    /// to journal.
+    pub fn record(
+        &self,
+        request_id: &str,
+        combo: &str,
+        used: UsedTokens<'_>,
+        now_ms: u64,
+    ) -> Event {
+        let price = self.prices.get(used.provider, used.model);
+        let cost_pusd = price.map_or(0, |price| {
+            price.cost_pusd(
+                used.tokens_in,
+                used.tokens_out,
+                used.tokens_cached,
+                used.tokens_cache_write,
+            )
+        });
+        let tokens = used.tokens_in.saturating_add(used.tokens_out);
+        let (period_spend_pusd, period_start_ms) = match self.state.lock() {
+            Ok(mut state) => state.record(self.period, now_ms, tokens, cost_pusd),
+            Err(_) => (0, self.period.bounds(now_ms).0),
+        };
+        self.metrics.tokens.increment(tokens);
+        self.metrics.spend_usd.set(to_usd(period_spend_pusd));
+        Event::ClientUsage(ClientUsage {
+            request_id: request_id.to_owned(),
+            client: self.tag.id.to_string(),
+            combo: combo.to_owned(),
+            provider: used.provider.to_owned(),
+            connection: used.connection.to_owned(),
+            model: used.model.to_owned(),
+            tokens_in: used.tokens_in,
+            tokens_out: used.tokens_out,
+            tokens_cached: used.tokens_cached,
+            tokens_cache_write: used.tokens_cache_write,
+            cost_usd: price.map(|_| to_usd(cost_pusd)),
+            period_spend_pusd,
+            period_start_ms,
+        })
+    }
+}
+
+impl Drop for ClientTicket {
+    fn drop(&mut self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.finish();
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Where the request path meets the clients (behaviour §11): which client a key belongs to,
+//! whether its limits admit the request (before anything goes upstream; a refusal changes no
+//! connection state), and recording what an answered request used. The decisions are
+//! `crate::clients`'; this turns them into answers and journal events.
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+use quotaroute_actors::policy::outcome::AttemptResult;
+use quotaroute_actors::{RoutedTarget, Router};
+
+use crate::api_error::{ApiError, ApiErrorKind};
+use crate::clients::ledger::UsedTokens;
+use crate::clients::{ClientTicket, LimitKind, Refusal};
+use crate::node::live::LiveConfig;
+
+/// The client whose key the request carries (`x-api-key` too on Anthropic endpoints).
+pub fn authenticated_client(
+    live: &LiveConfig,
+    headers: &HeaderMap,
+    allow_x_api_key: bool,
+) -> Option<usize> {
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let x_api_key = allow_x_api_key
+        .then(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .flatten();
+    live.clients.identify(bearer.or(x_api_key)?.trim())
+}
+
+/// Admits a request of client `index` for `combo`, or the answer refusing it (its
+/// `client_limited` event journaled when it is the transition into limited).
+pub fn admit(
+    live: &LiveConfig,
+    router: &Router,
+    index: usize,
+    combo: &str,
+    request_id: &str,
+) -> Result<Arc<ClientTicket>, ApiError> {
+    let now_ms = router.clock().now_ms();
+    match live.clients.admit(index, combo, request_id, now_ms) {
+        Ok(ticket) => Ok(Arc::new(ticket)),
+        Err((refusal, event)) => {
+            let client = live
+                .clients
+                .tag(index)
+                .map_or_else(|| "?".into(), |tag| tag.id.clone());
+            if let Some(event) = event {
+                tracing::info!(
+                    client = &*client,
+                    limit = refusal.limit.as_str(),
+                    retry_after_ms = refusal.retry_after_ms,
+                    request_id,
+                    "client limited"
+                );
+                router.record_client(now_ms, *event);
+            }
+            Err(refusal_error(&client, combo, refusal))
+        }
+    }
+}
+
+fn refusal_error(client: &str, combo: &str, refusal: Refusal) -> ApiError {
+    let (kind, message) = match refusal.limit {
+        LimitKind::Models => (
+            ApiErrorKind::ModelNotAllowed,
+            format!("client `{client}` may not use model `{combo}` (see its `models`)"),
+        ),
+        LimitKind::Budget => (
+            ApiErrorKind::BudgetExceeded,
+            format!("client `{client}` has spent its budget_usd for this period"),
+        ),
+        limit => (
+            ApiErrorKind::ClientRateLimited,
+            format!("client `{client}` is over its {}", limit.as_str()),
+        ),
+    };
+    ApiError {
+        retry_after_ms: refusal.retry_after_ms,
+        ..ApiError::new(kind, message)
+    }
+}
+
+/// Counts what an answered attempt used against its client and journals `client_usage`.
+pub fn record_usage(
+    router: &Router,
+    ticket: &ClientTicket,
+    request_id: &str,
+    combo: &str,
+    target: &RoutedTarget,
+    result: &AttemptResult,
+) {
+    if result.tokens_in == 0 && result.tokens_out == 0 {
+        return;
+    }
+    let now_ms = router.clock().now_ms();
+    let event = ticket.record(
+        request_id,
+        combo,
+        UsedTokens {
+            provider: &target.provider,
+            connection: &target.connection,
+            model: &target.model,
+            tokens_in: result.tokens_in,
+            tokens_out: result.tokens_out,
+            tokens_cached: result.tokens_cached,
+            tokens_cache_write: result.tokens_cache_write,
+        },
+        now_ms,
+    );
+    if let quotaroute_journal::Event::ClientUsage(usage) = &event {
+        tracing::debug!(
+            request_id,
+            client = &*ticket.tag().id,
+            model = &*target.model,
+            tokens_in = usage.tokens_in,
+            tokens_out = usage.tokens_out,
+            cost_usd = usage.cost_usd,
+            "client usage"
+        );
+    }
+    router.record_client(now_ms, event);
+}
+
+/// What a relayed stream needs to count its usage when it ends (it outlives the handler).
+pub struct StreamUsageSink {
+    pub ticket: Arc<ClientTicket>,
+    pub router: Router,
+    pub request_id: String,
+    pub combo: String,
+    pub target: RoutedTarget,
+}
+
+impl StreamUsageSink {
+    pub fn record(&self, result: &AttemptResult) {
+        record_usage(
+            &self.router,
+            &self.ticket,
+            &self.request_id,
+            &self.combo,
+            &self.target,
+            result,
+        );
+    }
+}
