@@ -7,6 +7,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
+use quotaroute_actors::QueuedCount;
 use quotaroute_journal::{envelope_to_json, Journal};
 use serde::Deserialize;
 use serde_json::json;
@@ -180,14 +181,12 @@ pub async fn lockouts(State(app): State<AppState>, headers: HeaderMap) -> Respon
 pub async fn clients(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let router = guard!(app, headers);
     let now_ms = router.clock().now_ms();
-    let views = app.live().clients.views(now_ms, queued_requests);
+    // The fair queue's waiters (behaviour §11), summed over the combos, per client.
+    let queued = router.queued().await;
+    let views = app.live().clients.views(now_ms, |client| {
+        QueuedCount::of_client(&queued, client) as u64
+    });
     json_response(StatusCode::OK, &json!({ "clients": views }))
-}
-
-/// How many of `client`'s requests wait for a permit in a full pool (`queue_ms`). The one
-/// place the fair queue's count joins `/admin/clients`; without the queue, none wait.
-fn queued_requests(_client: &str) -> u64 {
-    0
 }
 
 pub async fn clear_lockout(

@@ -2,7 +2,7 @@
 //! `max_concurrent` 2, the mock answering in 0.3 s. A burst beyond capacity waits for permits
 //! (the upstream never sees more than 2 in flight per key) and succeeds; a request still waiting
 //! at `queue_ms` gets 429 `pool_busy` with `Retry-After`; a client that disconnects while queued
-//! leaves the queue at once. And the issue's two-client run (needs `[[clients]]`).
+//! leaves the queue at once. And the issue's two-client run.
 
 use std::time::{Duration, Instant};
 
@@ -358,8 +358,11 @@ fn median(sorted: &[u64]) -> u64 {
     sorted.get(sorted.len() / 2).copied().unwrap_or(u64::MAX)
 }
 
+/// Known gap (issue 22, open): measured 2026-12-02, the light client gets every request through
+/// (median ~0.6 s, peak 2 per key) but 0.25–0.26 of the completions, not 0.30: with answers
+/// that end together, every other light request waits a whole answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs [[clients]] from the clients branch"]
+#[ignore = "issue 22 open: the light client's share is 0.25, below the 0.30 this asserts"]
 async fn s11_done_when_a_light_client_keeps_its_share_beside_a_flood() {
     let run = two_clients(20_000).await;
     eprintln!("queue_ms = 20000: {run:?}");
@@ -376,7 +379,6 @@ async fn s11_done_when_a_light_client_keeps_its_share_beside_a_flood() {
 /// The same run failing open (`queue_ms` = 0), printed for the docs: the flood runs the keys
 /// past `max_concurrent` and the light client gets its per-request share only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs [[clients]] from the clients branch"]
 async fn s11_done_when_fail_open_for_comparison() {
     let run = two_clients(0).await;
     let share = run.light_ok as f64 / (run.light_ok + run.heavy_ok).max(1) as f64;
