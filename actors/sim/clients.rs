@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use quotaroute_actors::actor::combo::GRANT_ROUND_MS;
 use quotaroute_actors::{
     ClientTag, Clock, ComboSpec, ConnectionSpec, Decision, ManualClock, ProviderSpec,
     RequestEvents, RouteError, RouteRequest, Router, RouterOptions, Topology,
@@ -171,6 +172,13 @@ impl ClientSim {
         }
     }
 
+    /// A grant round passes (`GRANT_ROUND_MS` on the clock), then everything runs.
+    async fn grant_round(&self) {
+        self.settle().await;
+        self.clock.advance(GRANT_ROUND_MS);
+        self.settle().await;
+    }
+
     fn send(&mut self, client: usize) {
         self.next_id += 1;
         let request = RouteRequest {
@@ -296,6 +304,7 @@ impl ClientSim {
                 if !self.held.is_empty() {
                     let at = rng.range(0, self.held.len() as u64 - 1) as usize;
                     self.held.remove(at);
+                    self.grant_round().await;
                 }
             }
             // A waiter's client disconnects.
@@ -363,7 +372,7 @@ impl ClientSim {
         let (mut ga, mut gb) = (0i64, 0i64);
         while ga < backlog as i64 && gb < backlog as i64 && !self.held.is_empty() {
             self.held.remove(0);
-            self.settle().await;
+            self.grant_round().await;
             let granted = self.collect().await?;
             if granted.len() > 1 {
                 return Err(self.fail("q2", format!("one release granted {granted:?}")));

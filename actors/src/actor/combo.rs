@@ -73,8 +73,18 @@ pub struct ComboState {
     clock: SharedClock,
     /// Requests waiting for a permit (behaviour §11); empty unless `queue_ms` > 0.
     queue: WaitQueue,
+    /// A grant round is due within [`GRANT_ROUND_MS`] (no second one is armed meanwhile).
+    grant_round_armed: bool,
     myself: ActorRef<ComboMsg>,
 }
+
+/// How long after a release (or any change that may make room) the combo grants permits to
+/// waiters: every request whose answer ended in that window has had time to send its next, so
+/// the freed permits are granted by the fair order among all of them. Granting at each release
+/// instead hands the permits of answers that end together to the backlog before their own
+/// clients can ask again, and a light client then waits a whole answer every other request.
+/// Only a combo with waiters pays it.
+pub const GRANT_ROUND_MS: u64 = 10;
 
 /// One target's resolved copies: its connection's view and its provider's breaker.
 struct TargetSlot {
@@ -263,6 +273,20 @@ impl ComboState {
                 let _ = myself.cast(ComboMsg::QueueTick);
             });
         }
+    }
+
+    /// Arms a grant round [`GRANT_ROUND_MS`] from now, unless one is armed or nobody waits.
+    fn grant_soon(&mut self) {
+        if self.grant_round_armed || self.queue.is_empty() {
+            return;
+        }
+        self.grant_round_armed = true;
+        let clock = self.clock.clone();
+        let myself = self.myself.clone();
+        tokio::spawn(async move {
+            clock.sleep_ms(GRANT_ROUND_MS).await;
+            let _ = myself.cast(ComboMsg::GrantRound);
+        });
     }
 
     /// A new setup: with `queue_ms` now 0 every waiter is routed at once (fail-open, as the
@@ -646,6 +670,7 @@ impl Actor for ComboActor {
             recorder: args.recorder,
             clock: args.clock,
             queue: WaitQueue::default(),
+            grant_round_armed: false,
             myself,
         };
         state.resolve_slots();
@@ -666,7 +691,7 @@ impl Actor for ComboActor {
                     if state.must_wait(&request, now_ms) {
                         let _ = reply.send(state.enqueue(request, now_ms));
                         // A slot may have been released before the watch was set.
-                        state.pump();
+                        state.grant_soon();
                         return Ok(());
                     }
                 }
@@ -680,6 +705,10 @@ impl Actor for ComboActor {
             }
             ComboMsg::PermitReleased => {
                 state.queue.woken();
+                state.grant_soon();
+            }
+            ComboMsg::GrantRound => {
+                state.grant_round_armed = false;
                 state.pump();
             }
             ComboMsg::QueueTick => {
@@ -694,11 +723,11 @@ impl Actor for ComboActor {
             }
             ComboMsg::ConnectionChanged(id, view) => {
                 state.connection_changed(id, view);
-                state.pump();
+                state.grant_soon();
             }
             ComboMsg::BreakerChanged(provider, breaker) => {
                 state.breaker_changed(provider, breaker);
-                state.pump();
+                state.grant_soon();
             }
             ComboMsg::Reconfigure(setup) => {
                 state.setup = *setup;

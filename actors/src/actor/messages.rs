@@ -191,6 +191,8 @@ pub enum ComboMsg {
     PermitReleased,
     /// The earliest queue deadline may have passed.
     QueueTick,
+    /// Grant permits to waiters now (`GRANT_ROUND_MS` after a release or a change).
+    GrantRound,
     /// Requests waiting now, per client (for `/admin/clients` and the `queued` gauge).
     Queued(RpcReplyPort<Vec<(Arc<str>, usize)>>),
     /// A peer's conversation binding (`affinity_bound` in `peer_applied`, behaviour §10).
