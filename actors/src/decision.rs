@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use quotaroute_journal::{OutcomeClass, Skipped};
+use quotaroute_journal::{AffinityOutcome, OutcomeClass, Skipped};
 use ractor::{ActorRef, RpcReplyPort};
 
 use crate::actor::messages::{
@@ -68,6 +68,8 @@ pub struct Decision {
     clock: SharedClock,
     /// How long the request waited in the combo's queue for its permit (behaviour §11).
     queue_wait_ms: u64,
+    /// How conversation affinity placed the first target (behaviour §10).
+    affinity: AffinityOutcome,
 }
 
 impl std::fmt::Debug for Decision {
@@ -117,7 +119,18 @@ impl Decision {
             registry,
             clock,
             queue_wait_ms: 0,
+            affinity: AffinityOutcome::None,
         }
+    }
+
+    pub(crate) fn with_affinity(mut self, affinity: AffinityOutcome) -> Self {
+        self.affinity = affinity;
+        self
+    }
+
+    /// How conversation affinity placed the first target: `none`, `new`, `held` or `moved`.
+    pub fn affinity(&self) -> AffinityOutcome {
+        self.affinity
     }
 
     pub(crate) fn with_queue_wait_ms(mut self, queue_wait_ms: u64) -> Self {

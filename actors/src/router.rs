@@ -319,7 +319,8 @@ impl Router {
                         self.inner.registry.clone(),
                         self.inner.clock.clone(),
                     )
-                    .with_queue_wait_ms(queue_wait_ms))
+                    .with_queue_wait_ms(queue_wait_ms)
+                    .with_affinity(routed.affinity))
                 }
                 RouteReply::PoolBusy(busy) => {
                     return Err(RouteError::PoolBusy {

@@ -493,6 +493,18 @@ pub enum AffinityOutcome {
     Moved,
 }
 
+impl AffinityOutcome {
+    /// The contract's name: `none`, `new`, `held` or `moved`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AffinityOutcome::None => "none",
+            AffinityOutcome::New => "new",
+            AffinityOutcome::Held => "held",
+            AffinityOutcome::Moved => "moved",
+        }
+    }
+}
+
 /// The journal writes again after failing (a full disk that has room again): how long it
 /// failed, and what was lost meanwhile (request events past `max_queue_events`; state events
 /// are never dropped).

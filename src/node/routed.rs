@@ -251,9 +251,11 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             client: client.clone(),
         });
     }
+    let client_id = route_request.client.id.clone();
     let decision = match router.route(route_request).await {
         Ok(decision) => {
             metrics::queue_wait(decision.queue_wait_ms(), false);
+            trace.routed(&client_id, decision.affinity()); // telemetry
             decision
         }
         Err(error) => {

@@ -20,10 +20,8 @@ pub const SERVER_PORT: &str = "server.port";
 pub const STATUS_CODE: &str = "http.response.status_code";
 pub const ERROR_TYPE: &str = "error.type";
 
-/// The client id until `[[clients]]` exist: every request is the default client's.
+/// The client of a request answered before it was routed (`server.api_keys`' client).
 pub const DEFAULT_CLIENT: &str = "default";
-/// The affinity a request was routed by, until affinity exists.
-pub const NO_AFFINITY: &str = "none";
 
 /// One attribute's value.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use http::header::{HeaderMap, HeaderName};
 use quotaroute_actors::RoutedTarget;
-use quotaroute_journal::OutcomeClass;
+use quotaroute_journal::{AffinityOutcome, OutcomeClass};
 
 use crate::telemetry::answer_usage::AnswerUsage;
 use crate::telemetry::attributes::{self as attr, Attributes, Value};
@@ -43,6 +43,9 @@ struct RequestActive {
 
 #[derive(Default)]
 struct RequestState {
+    /// Who sent it (behaviour §11) and how affinity placed it (§10), once routed.
+    client: Option<Arc<str>>,
+    affinity: Option<AffinityOutcome>,
     status: Option<u16>,
     attempts: Option<u64>,
     /// The model the serving target was asked for (`x-quotaroute-model`).
@@ -131,6 +134,16 @@ impl RequestSpan {
             address,
             state: Mutex::default(),
         })))
+    }
+
+    /// Records who sent the request and how conversation affinity placed it.
+    pub fn routed(&self, client: &Arc<str>, affinity: AffinityOutcome) {
+        if let Some(request) = &self.0 {
+            if let Ok(mut state) = request.state.lock() {
+                state.client = Some(client.clone());
+                state.affinity = Some(affinity);
+            }
+        }
     }
 
     /// Records the client's answer (status, `x-quotaroute-attempts`, `x-quotaroute-model`)
@@ -281,8 +294,15 @@ impl Drop for RequestActive {
         }
         push_usage(&mut attributes, &state.usage);
         attributes.push((attr::COMBO, Value::Shared(self.request_model.clone())));
-        attributes.push((attr::CLIENT, Value::Static(attr::DEFAULT_CLIENT)));
-        attributes.push((attr::AFFINITY, Value::Static(attr::NO_AFFINITY)));
+        attributes.push((
+            attr::CLIENT,
+            match state.client.take() {
+                Some(client) => Value::Shared(client),
+                None => Value::Static(attr::DEFAULT_CLIENT),
+            },
+        ));
+        let affinity = state.affinity.unwrap_or_default();
+        attributes.push((attr::AFFINITY, Value::Static(affinity.as_str())));
         if let Some(attempts) = state.attempts {
             attributes.push((attr::ATTEMPTS, Value::from(attempts)));
         }

@@ -25,6 +25,7 @@ use crate::support::{Harness, ADMIN_KEY, CLIENT_KEY};
 const REC_KEY: &str = "sk-rec-upstream-secret-1111";
 const BAD_KEY: &str = "sk-rec-upstream-secret-bad0";
 const PROMPT: &str = "a prompt no span may carry";
+const TEAM_KEY: &str = "sk-qr-team-a-client-key-7777";
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
@@ -156,6 +157,10 @@ name = "recfail"
 strategy = "priority"
 targets = [{{ connection = "rec-bad", model = "gpt-rec" }}, {{ connection = "rec-1", model = "gpt-rec" }}]
 
+[[clients]]
+id = "team-a"
+key = "{TEAM_KEY}"
+
 {telemetry}
 "#
     )
@@ -227,9 +232,12 @@ async fn a_request_and_its_attempt_arrive_as_parent_and_child_of_the_clients_tra
     let response = harness
         .client
         .post(harness.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_KEY)
+        .bearer_auth(TEAM_KEY)
         .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
-        .json(&json!({"model": "rec", "messages": [{"role": "user", "content": PROMPT}]}))
+        .json(
+            &json!({"model": "rec", "prompt_cache_key": "conversation-1",
+            "messages": [{"role": "user", "content": PROMPT}]}),
+        )
         .send()
         .await
         .unwrap();
@@ -261,8 +269,9 @@ async fn a_request_and_its_attempt_arrive_as_parent_and_child_of_the_clients_tra
     assert_eq!(int(server, "gen_ai.usage.output_tokens"), 7);
     assert_eq!(int(server, "gen_ai.usage.cache_read.input_tokens"), 5);
     assert_eq!(text(server, "quotaroute.combo"), "rec");
-    assert_eq!(text(server, "quotaroute.client"), "default");
-    assert_eq!(text(server, "quotaroute.affinity"), "none");
+    // The client's id from `[[clients]]` (never its key), and how affinity placed the turn.
+    assert_eq!(text(server, "quotaroute.client"), "team-a");
+    assert_eq!(text(server, "quotaroute.affinity"), "new");
     assert_eq!(int(server, "quotaroute.attempts"), 1);
     assert_eq!(int(server, "http.response.status_code"), 200);
     assert!(attribute(server, "error.type").is_none());
@@ -287,7 +296,9 @@ async fn a_request_and_its_attempt_arrive_as_parent_and_child_of_the_clients_tra
     let strings = every_string(&collector);
     assert!(strings.iter().any(|s| s == "qr-test"), "{strings:?}");
     for string in &strings {
-        for secret in [REC_KEY, BAD_KEY, CLIENT_KEY, ADMIN_KEY, PROMPT, "Bearer"] {
+        for secret in [
+            REC_KEY, BAD_KEY, CLIENT_KEY, TEAM_KEY, ADMIN_KEY, PROMPT, "Bearer",
+        ] {
             assert!(!string.contains(secret), "{string:?} carries {secret}");
         }
     }

@@ -487,6 +487,7 @@ impl ComboState {
                 skipped,
                 max_attempts: self.setup.spec.max_attempts,
                 max_upstream_requests: self.setup.spec.max_upstream_requests,
+                affinity: placement.outcome(),
             }),
             None => RouteReply::Unroutable(unroutable(skipped, self.setup.spec.hold_ms)),
         };

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{ActionBy, ApiFormat, PeerApplied, Skipped, UsageObserved};
+use quotaroute_journal::{
+    ActionBy, AffinityOutcome, ApiFormat, PeerApplied, Skipped, UsageObserved,
+};
 use ractor::{ActorRef, RpcReplyPort};
 
 use crate::permit::{InFlight, Permit};
@@ -123,6 +125,8 @@ pub struct Routed {
     pub skipped: Vec<Skipped>,
     pub max_attempts: u32,
     pub max_upstream_requests: u32,
+    /// How conversation affinity placed it (as its `route_decided` says).
+    pub affinity: AffinityOutcome,
 }
 
 /// The combo's reply to a route request.
