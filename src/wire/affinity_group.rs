@@ -96,15 +96,7 @@ pub fn derive_group(
                 .filter(|raw| is_named(raw))
                 .map(|raw| (GroupSource::MetadataUserId, raw))
         })
-        .or_else(|| {
-            SESSION_HEADERS.iter().find_map(|&name| {
-                headers
-                    .get(name)
-                    .map(|value| value.as_bytes())
-                    .filter(|value| !value.is_empty())
-                    .map(|value| (GroupSource::Header(name), value))
-            })
-        });
+        .or_else(|| session_header(headers));
     if let Some((source, raw)) = hint {
         return Some(Group {
             digest: digest(client, source, &[raw]),
@@ -126,6 +118,26 @@ pub fn derive_group(
         digest: digest(client, GroupSource::Prefix, &parts),
         source: GroupSource::Prefix,
     })
+}
+
+/// The first of [`SESSION_HEADERS`] (in that order) the request has with a value: one pass
+/// over the request's headers, comparing names, rather than a hashed lookup per name.
+fn session_header(headers: &HeaderMap) -> Option<(GroupSource, &[u8])> {
+    let mut best: Option<(usize, &[u8])> = None;
+    for (name, value) in headers {
+        let name = name.as_str();
+        let Some(rank) = SESSION_HEADERS
+            .iter()
+            .position(|known| known.len() == name.len() && *known == name)
+        else {
+            continue;
+        };
+        let value = value.as_bytes();
+        if !value.is_empty() && best.is_none_or(|(best_rank, _)| rank < best_rank) {
+            best = Some((rank, value));
+        }
+    }
+    best.map(|(rank, value)| (GroupSource::Header(SESSION_HEADERS[rank]), value))
 }
 
 /// A hint value that names something: not `null`, not an empty string.
@@ -227,6 +239,31 @@ mod tests {
         let ge = group(d, &headers).unwrap();
         assert_eq!(ge.source, GroupSource::Header("x-quotaroute-affinity"));
         assert_eq!(ge.digest, gd.digest, "every session header names a session");
+    }
+
+    #[test]
+    fn session_headers_rank_in_their_order_whatever_order_they_arrive_in() {
+        let d = r#"{"model":"m","messages":[]}"#;
+        let mut headers = HeaderMap::new();
+        headers.insert("x-session-id", "late".parse().unwrap());
+        headers.insert("thread-id", "t".parse().unwrap());
+        headers.insert("x-claude-code-session-id", "".parse().unwrap());
+        headers.insert("user-agent", "claude-cli".parse().unwrap());
+        // An empty value names nothing: the next header in rank does.
+        let g = group(d, &headers).unwrap();
+        assert_eq!(g.source, GroupSource::Header("thread-id"));
+        headers.append("session-id", "s".parse().unwrap());
+        assert_eq!(
+            group(d, &headers).unwrap().source,
+            GroupSource::Header("session-id")
+        );
+        let mut only_last = HeaderMap::new();
+        only_last.insert("x-session-id", "late".parse().unwrap());
+        assert_eq!(
+            group(d, &only_last).unwrap().source,
+            GroupSource::Header("x-session-id")
+        );
+        assert_eq!(group(d, &none()), None);
     }
 
     #[test]
