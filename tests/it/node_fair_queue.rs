@@ -10,7 +10,8 @@ use quotaroute::mock_upstream::{Fault, MockUpstream, Rule};
 use serde_json::{json, Value};
 
 use crate::support::{
-    free_port, header, start_mock, upstream_key, wait_ready, KillOnDrop, ADMIN_KEY, CLIENT_KEY,
+    admin_text, free_port, header, start_mock, upstream_key, wait_ready, KillOnDrop, ADMIN_KEY,
+    CLIENT_KEY,
 };
 
 /// A node config: provider `openai` on the mock, `keys` with `max_concurrent` = `cap`, combo
@@ -106,18 +107,6 @@ fn overhead_ms(response: &reqwest::Response) -> u64 {
         / 1000
 }
 
-async fn metrics(client: &reqwest::Client, base: &str) -> String {
-    client
-        .get(format!("{base}/metrics"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 /// The `quotaroute_queued` gauge of `client` on combo `pool` (0 when absent).
 fn queued_gauge(metrics: &str, client: &str) -> f64 {
     metrics
@@ -171,7 +160,7 @@ async fn s11_a_burst_beyond_capacity_waits_and_never_runs_a_key_over_its_cap() {
         longest >= 450,
         "the queue wait is the router's overhead: {overheads:?}"
     );
-    let text = metrics(&client, &base).await;
+    let text = admin_text(&client, &base, "/metrics").await;
     assert!(text.contains("quotaroute_queue_wait_seconds"), "{text}");
 }
 
@@ -213,7 +202,7 @@ async fn s11_a_request_still_waiting_at_queue_ms_gets_429_pool_busy_with_retry_a
         4,
         "the refused request sent nothing upstream"
     );
-    let text = metrics(&client, &base).await;
+    let text = admin_text(&client, &base, "/metrics").await;
     assert!(text.contains("quotaroute_pool_busy_total 1"), "{text}");
 }
 
@@ -246,7 +235,7 @@ async fn s11_a_client_that_disconnects_while_queued_frees_its_place_at_once() {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
-        queued_gauge(&metrics(&client, &base).await, "default"),
+        queued_gauge(&admin_text(&client, &base, "/metrics").await, "default"),
         1.0,
         "it waits in the queue"
     );
@@ -256,7 +245,7 @@ async fn s11_a_client_that_disconnects_while_queued_frees_its_place_at_once() {
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
-        queued_gauge(&metrics(&client, &base).await, "default"),
+        queued_gauge(&admin_text(&client, &base, "/metrics").await, "default"),
         0.0,
         "the disconnected client left the queue"
     );
