@@ -97,6 +97,7 @@ pub async fn serve(
                     let builder = builder.clone();
                     let tls = tls.clone();
                     let counters = counters.clone();
+                    let mut stopping = stop.clone();
                     tokio::spawn(async move {
                         let _slot = slot;
                         counters.open.fetch_add(1, Ordering::Relaxed);
@@ -105,18 +106,22 @@ pub async fn serve(
                             None => {
                                 // hyper-util reads the first bytes to tell HTTP/2 from
                                 // HTTP/1.1 with no deadline of its own: wait for them here.
-                                if first_bytes(&stream, deadline).await {
-                                    let connection = builder
-                                        .serve_connection_with_upgrades(TokioIo::new(stream), service);
-                                    let _ = watcher.watch(connection.into_owned()).await;
-                                } else {
-                                    counters.timed_out.fetch_add(1, Ordering::Relaxed);
+                                match until_stopping(&mut stopping, first_bytes(&stream, deadline)).await {
+                                    Some(true) => {
+                                        let connection = builder
+                                            .serve_connection_with_upgrades(TokioIo::new(stream), service);
+                                        let _ = watcher.watch(connection.into_owned()).await;
+                                    }
+                                    Some(false) => {
+                                        counters.timed_out.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    None => {}
                                 }
                             }
                             Some(acceptor) => {
                                 let handshake = tokio::time::timeout_at(deadline, acceptor.accept(stream));
-                                match handshake.await {
-                                    Ok(Ok(stream)) => {
+                                match until_stopping(&mut stopping, handshake).await {
+                                    Some(Ok(Ok(stream))) => {
                                         // ALPN already chose the protocol: no sniffing.
                                         let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
                                         let builder = if h2 { builder.http2_only() } else { builder.http1_only() };
@@ -124,9 +129,10 @@ pub async fn serve(
                                             .serve_connection_with_upgrades(TokioIo::new(stream), service);
                                         let _ = watcher.watch(connection.into_owned()).await;
                                     }
-                                    _ => {
+                                    Some(_) => {
                                         counters.timed_out.fetch_add(1, Ordering::Relaxed);
                                     }
+                                    None => {}
                                 }
                             }
                         }
@@ -141,6 +147,20 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// `work`'s output, or `None` once the node starts to stop. A connection that has not sent its
+/// first bytes (a client pool's spare connection) or finished its TLS handshake is idle, and
+/// an idle connection must not hold the drain until its header timeout: hyper closes its own
+/// idle connections at shutdown, and this closes the ones not handed to it yet.
+async fn until_stopping<T>(
+    stopping: &mut watch::Receiver<bool>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        out = work => Some(out),
+        _ = stopping.wait_for(|stop| *stop) => None,
+    }
 }
 
 /// Whether enough of the connection's first bytes arrived by `deadline` to tell its protocol:

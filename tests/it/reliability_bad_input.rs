@@ -339,6 +339,38 @@ async fn s4_slow_clients_that_never_finish_their_headers_do_not_block_others() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_connections_that_sent_nothing_do_not_hold_the_drain() {
+    // A client pool's spare connection (opened, then beaten by an idle one) sends nothing; it
+    // is idle and must close at once when the node stops, as hyper closes its own idle ones,
+    // not hold the drain until the header timeout (the harness's is longer than its 2 s grace).
+    let mut harness = Harness::start().await;
+    let addr = harness.base.trim_start_matches("http://").to_string();
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        silent.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    assert_eq!(harness.chat("team").await.status(), 200);
+    let stopping = Instant::now();
+    harness.stop().await;
+    assert!(
+        stopping.elapsed() < Duration::from_millis(1500),
+        "stop took {:?} with connections that sent nothing",
+        stopping.elapsed()
+    );
+    // And the node closed them.
+    for mut stream in silent {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::io::AsyncReadExt::read(&mut stream, &mut byte),
+        )
+        .await
+        .expect("closed, not left open");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s4_a_client_that_never_finishes_its_headers_is_disconnected_after_the_header_timeout() {
     let header_timeout = Duration::from_millis(1500);
     let harness = Harness::start_editing(|text| {
