@@ -53,6 +53,6 @@ targets = [
   { connection = "k3", model = "gpt-4o-mini" },
 ]
 TOML
-    RUST_LOG=warn "$bin" serve --config "$work/quotaroute.toml" 2>"$work/router.log" & router=$!; pids+=($router)
+    RUST_LOG=warn ${QR_ENV:-} "$bin" serve --config "$work/quotaroute.toml" 2>"$work/router.log" & router=$!; pids+=($router)
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$ROUTER_PORT/healthz" >/dev/null && break; sleep 0.1; done
 }
