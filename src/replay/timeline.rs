@@ -547,6 +547,7 @@ mod tests {
                 order: vec![chosen, 1 - chosen],
                 skipped: vec![],
                 affinity,
+                client: Some("default".into()),
             })
         };
         let bound = |req: &str, connection: &str, moved_from: Option<&str>| {
