@@ -137,7 +137,10 @@ mod tests {
         let Event::ModelLocked(locked) = &remote.event else {
             panic!("{remote:?}");
         };
-        assert_eq!((locked.connection.as_str(), locked.until_ms), ("k1", 62_000));
+        assert_eq!(
+            (locked.connection.as_str(), locked.until_ms),
+            ("k1", 62_000)
+        );
     }
 
     #[test]

@@ -174,10 +174,18 @@ mod tests {
                 e.event.kind()
             })
             .collect();
-        for kind in ["route_decided", "request_succeeded", "request_failed", "client_usage"] {
+        for kind in [
+            "route_decided",
+            "request_succeeded",
+            "request_failed",
+            "client_usage",
+        ] {
             assert!(kinds.contains(kind), "{kind} missing from {kinds:?}");
         }
-        assert!(!filter.matches(&envelopes[2]), "a request event naming no client");
+        assert!(
+            !filter.matches(&envelopes[2]),
+            "a request event naming no client"
+        );
     }
 
     #[test]

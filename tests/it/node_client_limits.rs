@@ -563,7 +563,10 @@ async fn request_events_name_their_client_and_carry_the_price() {
         let cost = success["cost_usd"]
             .as_f64()
             .unwrap_or_else(|| panic!("no cost_usd: {success}"));
-        assert!((cost - priced).abs() < 1e-12, "{cost} vs {priced}: {success}");
+        assert!(
+            (cost - priced).abs() < 1e-12,
+            "{cost} vs {priced}: {success}"
+        );
         let usage = of("client_usage", request_id);
         assert_eq!(usage.len(), 1, "{request_id}: {usage:?}");
         assert_eq!(usage[0]["client"], client);

@@ -520,7 +520,13 @@ fn schema_3_request_events_keep_client_and_cost() {
         e.client = Some("team-a".into());
         e.cost_usd = Some(0.0125);
     }
-    let mut failed = crate::testkit::failed("openai", "k1", "gpt-4o", Some(500), OutcomeClass::ServerError);
+    let mut failed = crate::testkit::failed(
+        "openai",
+        "k1",
+        "gpt-4o",
+        Some(500),
+        OutcomeClass::ServerError,
+    );
     if let Event::RequestFailed(e) = &mut failed {
         e.client = Some("team-b".into());
     }
