@@ -122,6 +122,26 @@ fn client_selects_request_events_by_their_own_client() {
     assert_eq!(success["cost_usd"], 0.0075);
 }
 
+/// The text timeline names the client and the price on the attempt lines that carry them.
+#[test]
+fn client_text_lines_name_the_client_and_price() {
+    let dir = journal();
+    let mut replay = args(&dir.path().join("journal"));
+    replay.client = Some("team-b".into());
+    let (code, out, err) = run(&replay);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].contains("request_failed"), "{out}");
+    assert!(lines[0].ends_with(" client=team-b req=r-b1"), "{out}");
+    assert!(lines[1].contains("request_succeeded"), "{out}");
+    assert!(
+        lines[1].ends_with(" client=team-b cost_usd=0.5 req=r-b1"),
+        "{out}"
+    );
+    assert!(lines[2].contains("client_usage"), "{out}");
+}
+
 #[test]
 fn summary_spend_table_still_prices_each_client() {
     let dir = journal();
