@@ -91,7 +91,8 @@ pub struct Outcome {
     pub request_id: String,
     pub combo: String,
     /// The client that sent the request (shared with its `ClientTag`, not copied per attempt);
-    /// `None` only for attempts read back from records of before journal schema 3.
+    /// `None` only for attempts read back from records of before journal schema 3 (and the
+    /// what-if replay's assumed ones).
     pub client: Option<Arc<str>>,
     pub provider: String,
     pub connection: String,
