@@ -70,6 +70,8 @@ pub struct Decision {
     queue_wait_ms: u64,
     /// How conversation affinity placed the first target (behaviour §10).
     affinity: AffinityOutcome,
+    /// The client that sent the request (its `ClientTag` id), named by every attempt's event.
+    client: Arc<str>,
 }
 
 impl std::fmt::Debug for Decision {
@@ -120,7 +122,18 @@ impl Decision {
             clock,
             queue_wait_ms: 0,
             affinity: AffinityOutcome::None,
+            client: crate::ClientTag::default_client().id,
         }
+    }
+
+    pub(crate) fn with_client(mut self, client: Arc<str>) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// The client the request belongs to.
+    pub fn client(&self) -> &str {
+        &self.client
     }
 
     pub(crate) fn with_affinity(mut self, affinity: AffinityOutcome) -> Self {
@@ -285,6 +298,7 @@ impl Decision {
         let outcome = Outcome {
             request_id: self.request_id.clone(),
             combo: self.combo.clone(),
+            client: Some(self.client.clone()),
             provider: target.provider.to_string(),
             connection: target.connection.to_string(),
             model: target.model.to_string(),

@@ -320,7 +320,8 @@ impl Router {
                         self.inner.clock.clone(),
                     )
                     .with_queue_wait_ms(queue_wait_ms)
-                    .with_affinity(routed.affinity))
+                    .with_affinity(routed.affinity)
+                    .with_client(request.client.id))
                 }
                 RouteReply::PoolBusy(busy) => {
                     return Err(RouteError::PoolBusy {

@@ -115,3 +115,67 @@ async fn failures_mode_keeps_every_lockout_across_a_crash() {
     assert_eq!(after.lockouts(), before.lockouts());
     assert_eq!(after.lockouts().len(), 1);
 }
+
+/// Journal schema 3 through the actors: every request event names the client of its
+/// `RouteRequest`, and a success carries the price the node reported with it.
+#[tokio::test]
+async fn request_events_name_the_requests_client_and_carry_its_price() {
+    use quotaroute_actors::ClientTag;
+    let journal = MemoryJournal::new();
+    let clock = ManualClock::new(T0);
+    let router = start_journaling(
+        pool_211(),
+        journal.clone(),
+        clock.clone(),
+        RequestEvents::All,
+    )
+    .await;
+    let tag = |id: &str| ClientTag {
+        id: Arc::from(id),
+        weight: 1,
+    };
+    for (request_id, client, result) in [
+        (
+            "r-x",
+            "team-x",
+            AttemptResult {
+                cost_usd: Some(0.25),
+                ..success()
+            },
+        ),
+        ("r-y", "team-y", rate_limited()),
+    ] {
+        let mut decision = router
+            .route(quotaroute_actors::RouteRequest {
+                request_id: request_id.into(),
+                client: tag(client),
+                ..request("team")
+            })
+            .await
+            .expect("routes");
+        assert_eq!(decision.client(), client);
+        decision.report(result);
+    }
+    router.settle().await.unwrap();
+    router.flush().await.unwrap();
+    let events = journaled(&journal);
+    let named: Vec<(&str, Option<&str>)> = events
+        .iter()
+        .filter(|e| e.is_request_event())
+        .map(|e| (e.kind(), e.client()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("route_decided", Some("team-x")),
+            ("request_succeeded", Some("team-x")),
+            ("route_decided", Some("team-y")),
+            ("request_failed", Some("team-y")),
+        ]
+    );
+    let cost = events.iter().find_map(|e| match e {
+        Event::RequestSucceeded(e) => Some(e.cost_usd),
+        _ => None,
+    });
+    assert_eq!(cost, Some(Some(0.25)));
+}

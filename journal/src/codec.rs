@@ -243,7 +243,8 @@ fn decode_payload_with<E>(
 fn decode_event(schema_version: u16, rest: &mut &[u8]) -> Result<Event, DamageReason> {
     match schema_version {
         SCHEMA_VERSION => take(rest),
-        1 => take::<legacy_v1::EventV1>(rest).map(Event::from),
+        2 => take::<legacy_v2::EventV2>(rest).map(Event::from),
+        1 => take::<legacy_v1::EventV1>(rest).map(|v1| Event::from(legacy_v2::EventV2::from(v1))),
         newer if newer > SCHEMA_VERSION => Err(DamageReason::Newer {
             what: "event schema",
             found: u32::from(newer),
@@ -309,6 +310,7 @@ pub fn decode_snapshot(value: &[u8]) -> Result<SnapshotValue, DamageReason> {
 }
 
 mod legacy_v1;
+mod legacy_v2;
 
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 /// The version written into every envelope by this build.
 /// 2: `route_decided.affinity`, `request_succeeded.tokens_cached` / `tokens_cache_write`
 /// (schema 1 is read through `codec::legacy_v1`).
-pub const SCHEMA_VERSION: u16 = 2;
+/// 3: `client` on `route_decided`, `request_succeeded` and `request_failed`;
+/// `request_succeeded.cost_usd` (schema 2 is read through `codec::legacy_v2`).
+pub const SCHEMA_VERSION: u16 = 3;
 
 /// One journaled event: its position, when it happened (Unix milliseconds, the policy's `now`)
 /// and what happened.
@@ -124,6 +126,9 @@ impl Event {
     /// The client (behaviour §11) this event is about, if any (for `replay --client`).
     pub fn client(&self) -> Option<&str> {
         match self {
+            Event::RequestSucceeded(e) => e.client.as_deref(),
+            Event::RequestFailed(e) => e.client.as_deref(),
+            Event::RouteDecided(e) => e.client.as_deref(),
             Event::AffinityBound(e) => Some(&e.client),
             Event::ClientUsage(e) => Some(&e.client),
             Event::ClientLimited(e) => Some(&e.client),
@@ -444,6 +449,10 @@ pub struct RouteDecided {
     /// What conversation affinity did (behaviour §10); schema 2.
     #[serde(default)]
     pub affinity: AffinityOutcome,
+    /// The client that sent the request (its `[[clients]]` id, `default` for
+    /// `server.api_keys`); `None` only in records from before schema 3.
+    #[serde(default)]
+    pub client: Option<String>,
 }
 
 /// A stored response (OpenAI's Responses API) was created on a connection: later requests
@@ -545,7 +554,7 @@ pub struct CredentialFailed {
 }
 
 /// One upstream attempt that succeeded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestSucceeded {
     pub request_id: String,
     pub combo: String,
@@ -568,6 +577,14 @@ pub struct RequestSucceeded {
     /// Input tokens written to the prompt cache (Anthropic `cache_creation_input_tokens`).
     #[serde(default)]
     pub tokens_cache_write: u64,
+    /// The client that sent the request (its `[[clients]]` id, `default` for
+    /// `server.api_keys`); `None` only in records from before schema 3.
+    #[serde(default)]
+    pub client: Option<String>,
+    /// USD, priced as the request's `client_usage` is (`[[prices]]` / `prices_file`); `None`
+    /// when the model has no price (or the record is from before schema 3).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
 }
 
 /// One upstream attempt that failed, with what the classifier saw.
@@ -593,6 +610,10 @@ pub struct RequestFailed {
     /// True when the stream had already sent content to the client (no failover possible).
     pub after_first_content: bool,
     pub skipped: Vec<Skipped>,
+    /// The client that sent the request (its `[[clients]]` id, `default` for
+    /// `server.api_keys`); `None` only in records from before schema 3.
+    #[serde(default)]
+    pub client: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -190,9 +190,42 @@ mod tests {
         let envelope = &sample_envelopes(5, 99, 1)[0];
         let line = envelope_to_json(envelope).unwrap();
         assert!(
-            line.starts_with(r#"{"seq":5,"at_ms":99,"schema_version":2,"kind":"connection_disabled","provider":"anthropic","connection":"conn-2","reason":"billing"#),
+            line.starts_with(r#"{"seq":5,"at_ms":99,"schema_version":3,"kind":"connection_disabled","provider":"anthropic","connection":"conn-2","reason":"billing"#),
             "{line}"
         );
+    }
+
+    #[test]
+    fn request_events_show_their_client_and_price() {
+        let succeeded = &sample_envelopes(2, 99, 1)[0];
+        let line = envelope_to_json(succeeded).unwrap();
+        assert!(line.contains(r#""kind":"request_succeeded""#), "{line}");
+        assert!(
+            line.ends_with(r#""client":"team-0","cost_usd":null}"#),
+            "{line}"
+        );
+        // Sample 48 has a price.
+        let priced = &sample_envelopes(48, 99, 1)[0];
+        let object: Map<String, Value> =
+            serde_json::from_str(&envelope_to_json(priced).unwrap()).unwrap();
+        assert_eq!(object["kind"], "request_succeeded");
+        assert_eq!(object["client"], "team-0");
+        assert_eq!(object["cost_usd"].as_f64(), Some(0.000_5 * 48.0));
+        let failed = &sample_envelopes(3, 99, 1)[0];
+        let line = envelope_to_json(failed).unwrap();
+        assert!(line.ends_with(r#""client":"team-1"}"#), "{line}");
+    }
+
+    /// An export from a schema-2 build has no `client` / `cost_usd`: it still replays.
+    #[test]
+    fn a_schema_2_request_line_reads_without_client_or_cost() {
+        let line = r#"{"seq":7,"at_ms":1,"schema_version":2,"kind":"request_succeeded","request_id":"r","combo":"c","provider":"p","connection":"k1","model":"m","status":200,"attempt":1,"latency_ms":3,"tokens_in":10,"tokens_out":20,"stream":false,"skipped":[],"tokens_cached":0,"tokens_cache_write":0}"#;
+        let envelope = envelope_from_json(line).unwrap();
+        let Event::RequestSucceeded(e) = &envelope.event else {
+            panic!("{envelope:?}");
+        };
+        assert_eq!((e.client.as_deref(), e.cost_usd), (None, None));
+        assert_eq!((e.tokens_in, e.tokens_out), (10, 20));
     }
 
     #[test]

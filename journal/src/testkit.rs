@@ -69,6 +69,8 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             skipped: skipped(n),
             tokens_cached: 5 * n,
             tokens_cache_write: n & 1,
+            client: Some(format!("team-{}", n % 2)),
+            cost_usd: n.is_multiple_of(3).then_some(0.000_5 * n as f64),
         }),
         3 => Event::RequestFailed(RequestFailed {
             request_id: format!("req-{n}"),
@@ -86,6 +88,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             stream: false,
             after_first_content: false,
             skipped: skipped(n),
+            client: Some(format!("team-{}", n % 2)),
         }),
         4 => Event::ConnectionCooldown(ConnectionCooldown {
             provider,
@@ -168,6 +171,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
                 AffinityOutcome::Held,
                 AffinityOutcome::Moved,
             ][(n % 4) as usize],
+            client: Some(format!("team-{}", n % 2)),
         }),
         14 => Event::BreakerCounted(BreakerCounted {
             provider,
@@ -293,6 +297,8 @@ pub fn succeeded(
         skipped: Vec::new(),
         tokens_cached: 0,
         tokens_cache_write: 0,
+        client: Some("default".into()),
+        cost_usd: None,
     })
 }
 
@@ -320,5 +326,6 @@ pub fn failed(
         stream: false,
         after_first_content: false,
         skipped: Vec::new(),
+        client: Some("default".into()),
     })
 }

@@ -308,6 +308,11 @@ impl ClientTicket {
         &self.tag
     }
 
+    /// Whether `model` on `provider` has a price (an answer that used no tokens then cost 0).
+    pub fn has_price(&self, provider: &str, model: &str) -> bool {
+        self.prices.get(provider, model).is_some()
+    }
+
     /// Counts what the request used at `now_ms`, priced, and returns the `client_usage` event
     /// to journal.
     pub fn record(

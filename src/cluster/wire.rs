@@ -117,6 +117,32 @@ mod tests {
             .collect()
     }
 
+    /// A peer still on journal schema 2 (this build writes 3) is read: the entry's event is
+    /// JSON, and no kind peers share changed shape in schema 3.
+    #[test]
+    fn an_entry_from_a_schema_2_peer_is_applied() {
+        let entry = fields(&[
+            ("v", "1"),
+            ("node", "node-old"),
+            ("seq", "41"),
+            ("at_ms", "2000"),
+            ("schema", "2"),
+            (
+                "event",
+                r#"{"model_locked":{"provider":"openai","connection":"k1","model":"gpt-4o","reason":"rate_limited","status":429,"error_code":null,"until_ms":62000,"failure_count":1,"source":"upstream"}}"#,
+            ),
+        ]);
+        let remote = decode(&entry).unwrap();
+        assert_eq!((remote.node.as_str(), remote.seq), ("node-old", 41));
+        let Event::ModelLocked(locked) = &remote.event else {
+            panic!("{remote:?}");
+        };
+        assert_eq!(
+            (locked.connection.as_str(), locked.until_ms),
+            ("k1", 62_000)
+        );
+    }
+
     #[test]
     fn s9_a_shared_event_round_trips() {
         let locked = sample_event(7, 1);

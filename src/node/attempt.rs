@@ -432,7 +432,7 @@ pub(crate) async fn try_target(
                 .record(tokens_in, result.tokens_cached, result.tokens_cache_write);
         }
         if let (Some(ticket), Some(router)) = (ctx.client, ctx.app.router()) {
-            crate::node::client_gate::record_usage(
+            result.cost_usd = crate::node::client_gate::record_usage(
                 router,
                 ticket,
                 ctx.request_id,

@@ -83,7 +83,8 @@ fn refusal_error(client: &str, combo: &str, refusal: Refusal) -> ApiError {
     }
 }
 
-/// Counts what an answered attempt used against its client and journals `client_usage`.
+/// Counts what an answered attempt used against its client, journals `client_usage`, and
+/// returns its price (what `request_succeeded.cost_usd` says; `None` when the model has none).
 pub fn record_usage(
     router: &Router,
     ticket: &ClientTicket,
@@ -91,9 +92,11 @@ pub fn record_usage(
     combo: &str,
     target: &RoutedTarget,
     result: &AttemptResult,
-) {
+) -> Option<f64> {
     if result.tokens_in == 0 && result.tokens_out == 0 {
-        return;
+        return ticket
+            .has_price(&target.provider, &target.model)
+            .then_some(0.0);
     }
     let now_ms = router.clock().now_ms();
     let event = ticket.record(
@@ -110,7 +113,9 @@ pub fn record_usage(
         },
         now_ms,
     );
+    let mut cost_usd = None;
     if let quotaroute_journal::Event::ClientUsage(usage) = &event {
+        cost_usd = usage.cost_usd;
         tracing::debug!(
             request_id,
             client = &*ticket.tag().id,
@@ -122,6 +127,7 @@ pub fn record_usage(
         );
     }
     router.record_client(now_ms, event);
+    cost_usd
 }
 
 /// What a relayed stream needs to count its usage when it ends (it outlives the handler).
@@ -134,7 +140,8 @@ pub struct StreamUsageSink {
 }
 
 impl StreamUsageSink {
-    pub fn record(&self, result: &AttemptResult) {
+    /// Counts the ended stream's usage; returns its price (see [`record_usage`]).
+    pub fn record(&self, result: &AttemptResult) -> Option<f64> {
         record_usage(
             &self.router,
             &self.ticket,
@@ -142,6 +149,6 @@ impl StreamUsageSink {
             &self.combo,
             &self.target,
             result,
-        );
+        )
     }
 }

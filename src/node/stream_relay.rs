@@ -431,7 +431,7 @@ impl Relay {
         }
         // The client's usage, then its ticket (it counted in flight until now).
         if let Some(client_usage) = self.client_usage.take() {
-            client_usage.record(&result);
+            result.cost_usd = client_usage.record(&result);
         }
         Some((decision, result))
     }

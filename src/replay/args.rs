@@ -37,7 +37,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// Only events about this client id (`[[clients]]`; `default` = `server.api_keys`): its
-    /// usage, limits and affinity bindings.
+    /// requests (routing decisions, attempts), usage, limits and affinity bindings.
     #[arg(long, value_name = "ID")]
     pub client: Option<String>,
     /// Only these event kinds (comma-separated contract names, e.g. `request_failed,model_locked`).

@@ -136,7 +136,7 @@ impl TimelineWriter {
                 e.combos.len()
             ),
             Event::RequestSucceeded(e) => format!(
-                "{} combo={} attempt={} latency={} tokens={}/{}{} req={}",
+                "{} combo={} attempt={} latency={} tokens={}/{}{}{}{} req={}",
                 e.status,
                 e.combo,
                 e.attempt,
@@ -144,6 +144,10 @@ impl TimelineWriter {
                 e.tokens_in,
                 e.tokens_out,
                 if e.stream { " stream" } else { "" },
+                client_part(&e.client),
+                e.cost_usd
+                    .map(|cost| format!(" cost_usd={cost}"))
+                    .unwrap_or_default(),
                 e.request_id
             ),
             Event::RequestFailed(e) => {
@@ -162,6 +166,7 @@ impl TimelineWriter {
                 if e.after_first_content {
                     text.push_str(" after_first_content");
                 }
+                text.push_str(&client_part(&e.client));
                 let _ = write!(text, " req={}", e.request_id);
                 if let Some(message) = &e.message {
                     let _ = write!(text, " msg={message:?}");
@@ -361,6 +366,14 @@ fn skipped_of(event: &Event) -> &[Skipped] {
     }
 }
 
+/// ` client=ID` for a request event that names its client (journal schema 3), else nothing.
+fn client_part(client: &Option<String>) -> String {
+    client
+        .as_ref()
+        .map(|client| format!(" client={client}"))
+        .unwrap_or_default()
+}
+
 /// `k2/m rate_limited 12s, k3/m disabled_auth (no end)`.
 pub fn render_skipped(skipped: &[Skipped]) -> String {
     skipped
@@ -547,6 +560,7 @@ mod tests {
                 order: vec![chosen, 1 - chosen],
                 skipped: vec![],
                 affinity,
+                client: Some("default".into()),
             })
         };
         let bound = |req: &str, connection: &str, moved_from: Option<&str>| {

@@ -457,6 +457,7 @@ impl WhatIf {
         Outcome {
             request_id: request_id.to_string(),
             combo: String::new(),
+            client: None,
             provider: String::new(),
             connection: info.connection.clone(),
             model: info.model.clone(),
@@ -935,6 +936,7 @@ mod tests {
                 let outcome = Outcome {
                     request_id: format!("h{n}"),
                     combo: "team".into(),
+                    client: None,
                     provider: "p".into(),
                     connection: id.clone(),
                     model: MODEL.into(),
@@ -983,6 +985,7 @@ mod tests {
                         let outcome = Outcome {
                             request_id: format!("h{n}"),
                             combo: "team".into(),
+                            client: None,
                             provider: "p".into(),
                             connection: id.clone(),
                             model: MODEL.into(),

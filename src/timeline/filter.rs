@@ -24,8 +24,9 @@ pub struct Filter {
     pub provider: Option<String>,
     pub connection: Option<String>,
     pub model: Option<String>,
-    /// Only events about this client (behaviour §11): its `client_usage`, `client_limited` and
-    /// `affinity_bound` events.
+    /// Only events about this client (behaviour §11): its request events (`route_decided`,
+    /// `request_succeeded`, `request_failed`, which name it since journal schema 3), and its
+    /// `client_usage`, `client_limited` and `affinity_bound` events.
     pub client: Option<String>,
     /// Contract kind names; empty = every kind.
     pub kinds: Vec<&'static str>,
@@ -151,6 +152,40 @@ mod tests {
             assert!(["request_failed", "model_locked"].contains(&envelope.event.kind()));
             assert_eq!(envelope.event.provider(), Some("anthropic"));
         }
+    }
+
+    /// `--client` keeps a client's own request events, and drops request events from before
+    /// schema 3 (they name no client).
+    #[test]
+    fn the_client_filter_selects_request_events_by_their_client() {
+        let mut envelopes = sample_envelopes(1, 1_000, 92);
+        if let Event::RequestFailed(e) = &mut envelopes[2].event {
+            e.client = None;
+        }
+        let filter = Filter {
+            client: Some("team-1".into()),
+            ..Filter::default()
+        };
+        let kinds: std::collections::BTreeSet<&str> = envelopes
+            .iter()
+            .filter(|e| filter.matches(e))
+            .map(|e| {
+                assert_eq!(e.event.client(), Some("team-1"), "{e:?}");
+                e.event.kind()
+            })
+            .collect();
+        for kind in [
+            "route_decided",
+            "request_succeeded",
+            "request_failed",
+            "client_usage",
+        ] {
+            assert!(kinds.contains(kind), "{kind} missing from {kinds:?}");
+        }
+        assert!(
+            !filter.matches(&envelopes[2]),
+            "a request event naming no client"
+        );
     }
 
     #[test]

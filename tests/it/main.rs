@@ -49,6 +49,7 @@ mod reliability_faults;
 mod reliability_full_disk;
 mod reliability_parsers;
 mod reliability_secrets;
+mod replay_client;
 mod replay_fixture;
 mod replay_incident;
 mod replay_remote;

@@ -474,3 +474,121 @@ async fn a_reload_adds_clients_and_keeps_the_usage_of_those_that_stay() {
     let clients = harness.admin_get("/admin/clients").await;
     assert_eq!(client_view(&clients, "team-c")["in_flight"], 0);
 }
+
+/// `POST /v1/chat/completions` as `key` with the request id `request_id`; returns the status
+/// and the body's text (a stream's SSE when `stream`).
+async fn chat_with_id(
+    harness: &Harness,
+    key: &str,
+    request_id: &str,
+    stream: bool,
+) -> (u16, String) {
+    let response = harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .bearer_auth(key)
+        .header("x-request-id", request_id)
+        .json(&json!({
+            "model": "team",
+            "stream": stream,
+            "messages": [{"role": "user", "content": "hello there"}]
+        }))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+/// Journal schema 3: every request event names the client that sent it (`route_decided`,
+/// `request_failed`, `request_succeeded`), and `request_succeeded` carries the same price as
+/// the request's `client_usage`: the configured price × the tokens the upstream reported.
+#[tokio::test]
+async fn request_events_name_their_client_and_carry_the_price() {
+    use quotaroute::mock_upstream::{Fault, Rule};
+    let harness = Harness::start_with(&clients_config("")).await;
+    // Each client's request meets one 500 first and fails over within the request.
+    let requests = [
+        (KEY_A, "req-a", false, "team-a"),
+        (KEY_B, "req-b", true, "team-b"),
+        (CLIENT_KEY, "req-default", false, "default"),
+    ];
+    for (key, request_id, stream, _) in requests {
+        harness
+            .mock
+            .set_rules(vec![Rule::always(Fault::Status(500)).times(1)]);
+        let (status, body) = chat_with_id(&harness, key, request_id, stream).await;
+        assert_eq!(status, 200, "{request_id}: {body}");
+        // The next request finds every key serving again (the 500 cooled one down).
+        harness.settle().await;
+        for connection in ["oa-1", "oa-2", "oa-3"] {
+            let cleared = harness
+                .admin_post(&format!("/admin/connections/{connection}/clear"))
+                .await;
+            assert!(cleared.status().is_success(), "clear {connection}");
+        }
+        harness
+            .admin_post("/admin/providers/openai/breaker/reset")
+            .await;
+    }
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let of = |kind: &str, request_id: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| e["kind"] == kind && e["request_id"] == request_id)
+            .collect()
+    };
+    for (_, request_id, _, client) in requests {
+        let decided = of("route_decided", request_id);
+        assert_eq!(decided.len(), 1, "{request_id}: {decided:?}");
+        assert_eq!(decided[0]["client"], client, "{}", decided[0]);
+        let failed = of("request_failed", request_id);
+        assert_eq!(failed.len(), 1, "{request_id}: {failed:?}");
+        assert_eq!(failed[0]["client"], client, "{}", failed[0]);
+        assert_eq!(failed[0]["status"], 500, "{}", failed[0]);
+        let succeeded = of("request_succeeded", request_id);
+        assert_eq!(succeeded.len(), 1, "{request_id}: {succeeded:?}");
+        let success = succeeded[0];
+        assert_eq!(success["client"], client, "{success}");
+        assert!(success["tokens_out"].as_u64().unwrap() > 0, "{success}");
+        // 150 / 600 / 75 / 150 USD per million tokens (see `clients_config`).
+        let n = |k: &str| success[k].as_u64().unwrap() as f64;
+        let fresh = n("tokens_in") - n("tokens_cached") - n("tokens_cache_write");
+        let priced = (fresh * 150.0
+            + n("tokens_out") * 600.0
+            + n("tokens_cached") * 75.0
+            + n("tokens_cache_write") * 150.0)
+            / 1e6;
+        let cost = success["cost_usd"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no cost_usd: {success}"));
+        assert!(
+            (cost - priced).abs() < 1e-12,
+            "{cost} vs {priced}: {success}"
+        );
+        let usage = of("client_usage", request_id);
+        assert_eq!(usage.len(), 1, "{request_id}: {usage:?}");
+        assert_eq!(usage[0]["client"], client);
+        assert_eq!(usage[0]["cost_usd"], success["cost_usd"], "{}", usage[0]);
+    }
+    // The stream's event says so: the streaming path priced it too.
+    assert_eq!(of("request_succeeded", "req-b")[0]["stream"], true);
+}
+
+/// A model without a price: `request_succeeded.cost_usd` is null, the client still named.
+#[tokio::test]
+async fn an_unpriced_model_leaves_cost_usd_null() {
+    let config = clients_config("").replace("model = \"gpt-4o-mini\"", "model = \"gpt-other\"");
+    let harness = Harness::start_with(&config).await;
+    let (status, body) = chat_with_id(&harness, KEY_A, "req-unpriced", false).await;
+    assert_eq!(status, 200, "{body}");
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let success = events
+        .iter()
+        .find(|e| e["kind"] == "request_succeeded" && e["request_id"] == "req-unpriced")
+        .expect("request_succeeded");
+    assert_eq!(success["client"], "team-a", "{success}");
+    assert!(success["cost_usd"].is_null(), "{success}");
+}

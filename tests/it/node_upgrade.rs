@@ -447,3 +447,65 @@ async fn an_upgrade_under_load_keeps_admin_state_exactly() {
     }
     sigterm_and_wait(&mut child);
 }
+
+/// Journal schema 3 (client and price on request events) as a rollback meets it: a journal
+/// whose event schema is newer than the build's is refused with both versions named — from
+/// the formats file, and, without it, from a record of that schema — and left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_event_schema_is_refused_with_both_versions_named() {
+    use quotaroute_journal::{Envelope, SCHEMA_VERSION};
+    let node = prepare("").await;
+    let mut child = spawn_node(&node.config);
+    wait_ready(&node.client, &node.base).await;
+    assert_eq!(chat(&node.client, &node.base, "team").await.status(), 200);
+    sigterm_and_wait(&mut child);
+    let recorded = Formats::read(&node.journal)
+        .unwrap()
+        .expect("formats recorded");
+    assert_eq!(recorded.event_schema, u32::from(SCHEMA_VERSION));
+
+    // What the next schema's build leaves: its formats file and a record of its schema.
+    let newer = SCHEMA_VERSION + 1;
+    {
+        let mut journal = open_released(&node.journal);
+        let last = journal.last_seq().unwrap().unwrap();
+        journal
+            .write_batch(&[Envelope {
+                schema_version: newer,
+                seq: last + 1,
+                at_ms: 1_800_000_000_000,
+                event: quotaroute_journal::testkit::sample_event(12, 1),
+            }])
+            .unwrap();
+        journal.flush().unwrap();
+    }
+    Formats {
+        event_schema: u32::from(newer),
+        written_by: "quotaroute 9.9.9".into(),
+        ..recorded.clone()
+    }
+    .write(&node.journal)
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200)); // sled lets go of its lock
+    let before = contents(&node.journal);
+
+    let (code, stderr) = serve_once(&node.config);
+    assert_eq!(code, Some(1), "{stderr}");
+    let versions = format!("event schema {newer}, this build reads up to {SCHEMA_VERSION}");
+    assert!(stderr.contains(&versions), "{stderr}");
+    assert!(stderr.contains("Upgrading and rolling back"), "{stderr}");
+    assert_eq!(contents(&node.journal), before, "the journal is unchanged");
+
+    // Without the formats file, the record itself is refused (its checksum holds: not damage).
+    std::fs::remove_file(node.journal.join(FORMATS_FILE)).unwrap();
+    let entries = open_released(&node.journal).raw_entries();
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, stderr) = serve_once(&node.config);
+    assert_eq!(code, Some(1), "{stderr}");
+    let versions =
+        format!("event schema version {newer} is newer than this build's {SCHEMA_VERSION}");
+    assert!(stderr.contains(&versions), "{stderr}");
+    assert_eq!(open_released(&node.journal).raw_entries(), entries);
+    drop(node.mock);
+    drop(node.dir);
+}

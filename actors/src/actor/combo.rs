@@ -425,6 +425,7 @@ impl ComboState {
             order: selection.order.iter().map(|&i| index_of(i)).collect(),
             skipped: skipped.clone(),
             affinity: placement.outcome(),
+            client: Some(request.client.id.to_string()),
         };
         // The same function replay uses, so live deficits equal the journal's fold.
         apply_route_decided(&mut self.deficits, &self.setup.keys, &decided);

@@ -76,6 +76,8 @@ mod tests {
             skipped: vec![],
             tokens_cached,
             tokens_cache_write: 0,
+            client: None,
+            cost_usd: None,
         }
     }
 

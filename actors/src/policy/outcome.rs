@@ -3,6 +3,8 @@
 //! Built by the HTTP layer (or an embedding program) from a `Classification`; consumed by the
 //! connection and breaker actors. Holds no secret: messages are masked before they get here.
 
+use std::sync::Arc;
+
 use quotaroute_journal::{Event, OutcomeClass, RequestFailed, RequestSucceeded, Skipped};
 
 use crate::policy::rate_limit_headers::UsageReading;
@@ -28,6 +30,9 @@ pub struct AttemptResult {
     pub stream: bool,
     /// The stream had already sent content to the client.
     pub after_first_content: bool,
+    /// What the answered attempt cost its client, priced by the node (`[[prices]]`); `None`
+    /// when the model has no price or nothing was answered.
+    pub cost_usd: Option<f64>,
 }
 
 impl AttemptResult {
@@ -46,6 +51,7 @@ impl AttemptResult {
             usage: Vec::new(),
             stream: false,
             after_first_content: false,
+            cost_usd: None,
         }
     }
 
@@ -64,6 +70,7 @@ impl AttemptResult {
             usage: Vec::new(),
             stream: false,
             after_first_content: false,
+            cost_usd: None,
         }
     }
 
@@ -83,6 +90,10 @@ impl AttemptResult {
 pub struct Outcome {
     pub request_id: String,
     pub combo: String,
+    /// The client that sent the request (shared with its `ClientTag`, not copied per attempt);
+    /// `None` only for attempts read back from records of before journal schema 3 (and the
+    /// what-if replay's assumed ones).
+    pub client: Option<Arc<str>>,
     pub provider: String,
     pub connection: String,
     pub model: String,
@@ -106,7 +117,7 @@ impl Outcome {
     /// through the policy again (replay's what-if); `None` for other events. The inverse of
     /// [`Outcome::into_request_event`] except `was_probe`, which the journal does not keep.
     pub fn from_request_event(event: &Event, at_ms: u64) -> Option<Outcome> {
-        let (ids, latency_ms, skipped, result) = match event {
+        let (ids, latency_ms, skipped, client, result) = match event {
             Event::RequestSucceeded(e) => (
                 (
                     &e.request_id,
@@ -118,10 +129,12 @@ impl Outcome {
                 ),
                 e.latency_ms,
                 &e.skipped,
+                &e.client,
                 AttemptResult {
                     stream: e.stream,
                     tokens_cached: e.tokens_cached,
                     tokens_cache_write: e.tokens_cache_write,
+                    cost_usd: e.cost_usd,
                     ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
                 },
             ),
@@ -136,6 +149,7 @@ impl Outcome {
                 ),
                 e.latency_ms,
                 &e.skipped,
+                &e.client,
                 AttemptResult {
                     error_code: e.error_code.clone(),
                     message: e.message.clone(),
@@ -151,6 +165,7 @@ impl Outcome {
         Some(Outcome {
             request_id: request_id.clone(),
             combo: combo.clone(),
+            client: client.as_deref().map(Arc::from),
             provider: provider.clone(),
             connection: connection.clone(),
             model: model.clone(),
@@ -182,6 +197,8 @@ impl Outcome {
                 skipped: self.skipped,
                 tokens_cached: r.tokens_cached,
                 tokens_cache_write: r.tokens_cache_write,
+                client: self.client.as_deref().map(str::to_owned),
+                cost_usd: r.cost_usd,
             })
         } else {
             quotaroute_journal::Event::RequestFailed(RequestFailed {
@@ -200,6 +217,7 @@ impl Outcome {
                 stream: r.stream,
                 after_first_content: r.after_first_content,
                 skipped: self.skipped,
+                client: self.client.as_deref().map(str::to_owned),
             })
         }
     }

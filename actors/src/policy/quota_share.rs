@@ -224,6 +224,7 @@ pub fn route_decided(
         chosen: selection.chosen.map(index),
         order: selection.order.iter().map(|i| index(*i)).collect(),
         affinity: quotaroute_journal::AffinityOutcome::None,
+        client: None,
         skipped: selection
             .skipped
             .iter()

@@ -63,6 +63,7 @@ mod tests {
             order: vec![0, 1],
             skipped,
             affinity: Default::default(),
+            client: Some("default".into()),
         })
     }
 

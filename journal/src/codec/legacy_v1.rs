@@ -1,11 +1,13 @@
 //! Event schema 1, frozen: the shapes records written before schema 2 hold, and their upgrade
-//! to today's [`Event`]. Only `RouteDecided` and `RequestSucceeded` changed (schema 2 appended
-//! `affinity` and the cache token counts); every other kind is today's type, unchanged.
+//! to schema 2's (`legacy_v2`), which upgrades them on to today's [`Event`]. Only `RouteDecided`
+//! and `RequestSucceeded` changed in schema 2 (it appended `affinity` and the cache token
+//! counts); `RequestFailed` is schema 2's frozen shape, every other kind today's type.
 //! Never edit these shapes: they are what those builds wrote.
 
 use serde::Deserialize;
 
-use crate::event::{self as today, AffinityOutcome, Event, Skipped};
+use super::legacy_v2::{self as v2, EventV2};
+use crate::event::{self as today, AffinityOutcome, Skipped};
 
 #[derive(Deserialize)]
 pub struct RouteDecided {
@@ -41,7 +43,7 @@ pub enum EventV1 {
     NodeStarted(today::NodeStarted),
     ConfigLoaded(today::ConfigLoaded),
     RequestSucceeded(RequestSucceeded),
-    RequestFailed(today::RequestFailed),
+    RequestFailed(v2::RequestFailed),
     ConnectionCooldown(today::ConnectionCooldown),
     ConnectionDisabled(today::ConnectionDisabled),
     ConnectionCleared(today::ConnectionCleared),
@@ -71,12 +73,12 @@ pub struct PeerAppliedV1 {
     event: Box<EventV1>,
 }
 
-impl From<EventV1> for Event {
-    fn from(old: EventV1) -> Event {
+impl From<EventV1> for EventV2 {
+    fn from(old: EventV1) -> EventV2 {
         match old {
-            EventV1::NodeStarted(e) => Event::NodeStarted(e),
-            EventV1::ConfigLoaded(e) => Event::ConfigLoaded(e),
-            EventV1::RequestSucceeded(e) => Event::RequestSucceeded(today::RequestSucceeded {
+            EventV1::NodeStarted(e) => EventV2::NodeStarted(e),
+            EventV1::ConfigLoaded(e) => EventV2::ConfigLoaded(e),
+            EventV1::RequestSucceeded(e) => EventV2::RequestSucceeded(v2::RequestSucceeded {
                 request_id: e.request_id,
                 combo: e.combo,
                 provider: e.provider,
@@ -92,17 +94,17 @@ impl From<EventV1> for Event {
                 tokens_cached: 0,
                 tokens_cache_write: 0,
             }),
-            EventV1::RequestFailed(e) => Event::RequestFailed(e),
-            EventV1::ConnectionCooldown(e) => Event::ConnectionCooldown(e),
-            EventV1::ConnectionDisabled(e) => Event::ConnectionDisabled(e),
-            EventV1::ConnectionCleared(e) => Event::ConnectionCleared(e),
-            EventV1::ModelLocked(e) => Event::ModelLocked(e),
-            EventV1::ModelUnlocked(e) => Event::ModelUnlocked(e),
-            EventV1::BreakerTransition(e) => Event::BreakerTransition(e),
-            EventV1::UsageObserved(e) => Event::UsageObserved(e),
-            EventV1::AdminAction(e) => Event::AdminAction(e),
-            EventV1::NodeStopped(e) => Event::NodeStopped(e),
-            EventV1::RouteDecided(e) => Event::RouteDecided(today::RouteDecided {
+            EventV1::RequestFailed(e) => EventV2::RequestFailed(e),
+            EventV1::ConnectionCooldown(e) => EventV2::ConnectionCooldown(e),
+            EventV1::ConnectionDisabled(e) => EventV2::ConnectionDisabled(e),
+            EventV1::ConnectionCleared(e) => EventV2::ConnectionCleared(e),
+            EventV1::ModelLocked(e) => EventV2::ModelLocked(e),
+            EventV1::ModelUnlocked(e) => EventV2::ModelUnlocked(e),
+            EventV1::BreakerTransition(e) => EventV2::BreakerTransition(e),
+            EventV1::UsageObserved(e) => EventV2::UsageObserved(e),
+            EventV1::AdminAction(e) => EventV2::AdminAction(e),
+            EventV1::NodeStopped(e) => EventV2::NodeStopped(e),
+            EventV1::RouteDecided(e) => EventV2::RouteDecided(v2::RouteDecided {
                 request_id: e.request_id,
                 generation: e.generation,
                 combo: e.combo,
@@ -113,19 +115,19 @@ impl From<EventV1> for Event {
                 skipped: e.skipped,
                 affinity: AffinityOutcome::None,
             }),
-            EventV1::BreakerCounted(e) => Event::BreakerCounted(e),
-            EventV1::ResponseBound(e) => Event::ResponseBound(e),
-            EventV1::JournalRecovered(e) => Event::JournalRecovered(e),
-            EventV1::CredentialRefreshed(e) => Event::CredentialRefreshed(e),
-            EventV1::CredentialFailed(e) => Event::CredentialFailed(e),
-            EventV1::PeerApplied(e) => Event::PeerApplied(today::PeerApplied {
+            EventV1::BreakerCounted(e) => EventV2::BreakerCounted(e),
+            EventV1::ResponseBound(e) => EventV2::ResponseBound(e),
+            EventV1::JournalRecovered(e) => EventV2::JournalRecovered(e),
+            EventV1::CredentialRefreshed(e) => EventV2::CredentialRefreshed(e),
+            EventV1::CredentialFailed(e) => EventV2::CredentialFailed(e),
+            EventV1::PeerApplied(e) => EventV2::PeerApplied(v2::PeerAppliedV2 {
                 origin_node: e.origin_node,
                 origin_seq: e.origin_seq,
                 origin_at_ms: e.origin_at_ms,
                 stream_id: e.stream_id,
-                event: Box::new(Event::from(*e.event)),
+                event: Box::new(EventV2::from(*e.event)),
             }),
-            EventV1::AffinityBound(e) => Event::AffinityBound(e),
+            EventV1::AffinityBound(e) => EventV2::AffinityBound(e),
         }
     }
 }

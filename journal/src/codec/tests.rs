@@ -369,6 +369,184 @@ fn schema_field_added_later_is_read_through_a_frozen_shape() {
     );
 }
 
+/// Records a schema-2 build wrote — request events without `client` / `cost_usd`, and the
+/// `client_usage` kind appended to schema 2 without a bump — decode as today's events, the new
+/// fields `None`, everything else as written.
+#[test]
+fn schema_2_request_events_decode_without_client_or_cost() {
+    use super::legacy_v2 as v2;
+    #[derive(Serialize)]
+    struct V2Envelope {
+        schema_version: u16,
+        seq: u64,
+        at_ms: u64,
+        event: v2::EventV2,
+    }
+    let skipped = vec![Skipped {
+        connection: "k2".into(),
+        model: "gpt-4o".into(),
+        reason: BlockReason::Cooldown,
+        remaining_ms: Some(900),
+    }];
+    let usage = match sample_event(21, 3) {
+        Event::ClientUsage(usage) => usage,
+        other => panic!("{other:?}"),
+    };
+    let events = vec![
+        v2::EventV2::RouteDecided(v2::RouteDecided {
+            request_id: "r1".into(),
+            generation: 4,
+            combo: "team".into(),
+            model: "team".into(),
+            room: vec![0, 1],
+            chosen: Some(1),
+            order: vec![1, 0],
+            skipped: skipped.clone(),
+            affinity: AffinityOutcome::Held,
+        }),
+        v2::EventV2::RequestFailed(v2::RequestFailed {
+            request_id: "r1".into(),
+            combo: "team".into(),
+            provider: "openai".into(),
+            connection: "k1".into(),
+            model: "gpt-4o".into(),
+            status: Some(429),
+            class: OutcomeClass::RateLimited,
+            error_code: Some("rate_limit_exceeded".into()),
+            message: Some("slow down".into()),
+            attempt: 1,
+            latency_ms: 12,
+            reset_hint_ms: Some(6_000),
+            stream: true,
+            after_first_content: false,
+            skipped: skipped.clone(),
+        }),
+        v2::EventV2::RequestSucceeded(v2::RequestSucceeded {
+            request_id: "r1".into(),
+            combo: "team".into(),
+            provider: "openai".into(),
+            connection: "k2".into(),
+            model: "gpt-4o".into(),
+            status: 200,
+            attempt: 2,
+            latency_ms: 34,
+            tokens_in: 120,
+            tokens_out: 45,
+            stream: true,
+            skipped: skipped.clone(),
+            tokens_cached: 64,
+            tokens_cache_write: 8,
+        }),
+        v2::EventV2::ClientUsage(usage.clone()),
+    ];
+    let old: Vec<V2Envelope> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| V2Envelope {
+            schema_version: 2,
+            seq: 1 + i as u64,
+            at_ms: 100 + i as u64,
+            event,
+        })
+        .collect();
+    let payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
+    let decoded = decode_batch(&frame(RECORD_FORMAT, &payload), Some(1)).unwrap();
+    let events: Vec<Event> = decoded.iter().map(|e| e.event.clone()).collect();
+    assert!(decoded.iter().all(|e| e.schema_version == 2));
+    assert_eq!(
+        events,
+        vec![
+            Event::RouteDecided(RouteDecided {
+                request_id: "r1".into(),
+                generation: 4,
+                combo: "team".into(),
+                model: "team".into(),
+                room: vec![0, 1],
+                chosen: Some(1),
+                order: vec![1, 0],
+                skipped: skipped.clone(),
+                affinity: AffinityOutcome::Held,
+                client: None,
+            }),
+            Event::RequestFailed(RequestFailed {
+                request_id: "r1".into(),
+                combo: "team".into(),
+                provider: "openai".into(),
+                connection: "k1".into(),
+                model: "gpt-4o".into(),
+                status: Some(429),
+                class: OutcomeClass::RateLimited,
+                error_code: Some("rate_limit_exceeded".into()),
+                message: Some("slow down".into()),
+                attempt: 1,
+                latency_ms: 12,
+                reset_hint_ms: Some(6_000),
+                stream: true,
+                after_first_content: false,
+                skipped: skipped.clone(),
+                client: None,
+            }),
+            Event::RequestSucceeded(RequestSucceeded {
+                request_id: "r1".into(),
+                combo: "team".into(),
+                provider: "openai".into(),
+                connection: "k2".into(),
+                model: "gpt-4o".into(),
+                status: 200,
+                attempt: 2,
+                latency_ms: 34,
+                tokens_in: 120,
+                tokens_out: 45,
+                stream: true,
+                skipped,
+                tokens_cached: 64,
+                tokens_cache_write: 8,
+                client: None,
+                cost_usd: None,
+            }),
+            Event::ClientUsage(usage),
+        ]
+    );
+    // Read through today's shape alone, the same bytes do not decode: the version decides.
+    let naive = decode_payload_with(&payload, |_, rest| take::<Event>(rest));
+    assert!(naive.is_err());
+}
+
+/// Today's request events keep their client and price through the codec.
+#[test]
+fn schema_3_request_events_keep_client_and_cost() {
+    let mut succeeded = crate::testkit::succeeded("openai", "k1", "gpt-4o", 1_000, 500);
+    if let Event::RequestSucceeded(e) = &mut succeeded {
+        e.client = Some("team-a".into());
+        e.cost_usd = Some(0.0125);
+    }
+    let mut failed = crate::testkit::failed(
+        "openai",
+        "k1",
+        "gpt-4o",
+        Some(500),
+        OutcomeClass::ServerError,
+    );
+    if let Event::RequestFailed(e) = &mut failed {
+        e.client = Some("team-b".into());
+    }
+    let batch: Vec<Envelope> = [succeeded, failed]
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Envelope {
+            schema_version: SCHEMA_VERSION,
+            seq: 1 + i as u64,
+            at_ms: 5,
+            event,
+        })
+        .collect();
+    let decoded = decode_batch(&encode_batch(&batch).unwrap(), Some(1)).unwrap();
+    assert_eq!(decoded, batch);
+    assert_eq!(decoded[0].event.client(), Some("team-a"));
+    assert_eq!(decoded[1].event.client(), Some("team-b"));
+    assert!(matches!(&decoded[0].event, Event::RequestSucceeded(e) if e.cost_usd == Some(0.0125)));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
