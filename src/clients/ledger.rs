@@ -4,6 +4,7 @@
 //! holds the state behind a lock per client and reads the clock it is handed.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use metrics::{counter, gauge, Counter, Gauge};
@@ -65,6 +66,23 @@ pub struct ClientLedger {
     clients: Vec<LedgerClient>,
     directory: Directory,
     prices: Arc<PriceTable>,
+    changes: Arc<ChangeCount>,
+}
+
+/// Counts what may change a client's view (an admission or refusal, recorded usage, a request
+/// ending, a reload), so a reader can skip rebuilding the views when it has not moved. Kept
+/// across reloads; wraps on overflow (only equality is compared).
+#[derive(Debug, Default)]
+struct ChangeCount(AtomicU64);
+
+impl ChangeCount {
+    fn bump(&self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
+
+    fn read(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 impl std::fmt::Debug for ClientLedger {
@@ -97,6 +115,19 @@ pub struct ClientView {
     pub budget_usd: Option<f64>,
     /// When the budget period (`budget_period`, UTC) ends and spend starts again from 0.
     pub budget_resets_at_ms: u64,
+    /// The combos it may use (`models`); `None` = all.
+    pub models: Option<Vec<String>>,
+    /// The limit that would refuse its next request now, if any.
+    pub limited: Option<LimitedView>,
+}
+
+/// `/admin/clients`' `limited`: which limit holds the client and when it frees.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LimitedView {
+    /// The limit's config key (`client_limited.limit`).
+    pub limit: &'static str,
+    /// When it frees, in ms from now (the `Retry-After` its next request would get).
+    pub retry_after_ms: Option<u64>,
 }
 
 impl ClientLedger {
@@ -133,11 +164,20 @@ impl ClientLedger {
                 config: config.clone(),
             })
             .collect();
+        let changes = previous.map_or_else(Arc::default, |previous| Arc::clone(&previous.changes));
+        changes.bump();
         ClientLedger {
             clients,
             directory,
             prices: Arc::new(prices.clone()),
+            changes,
         }
+    }
+
+    /// A count that moves whenever a client's view may have changed (windows also free with
+    /// time alone, which it does not count).
+    pub fn changes(&self) -> u64 {
+        self.changes.read()
     }
 
     /// The client whose key this is (a digest lookup, confirmed in constant time).
@@ -170,6 +210,7 @@ impl ClientLedger {
                 None,
             ));
         };
+        self.changes.bump();
         let admitted = match client.state.lock() {
             Ok(mut state) => state.admit(&client.config.limits, combo, now_ms),
             // A poisoned lock (a panic elsewhere) admits: limits fail open, routing goes on.
@@ -184,6 +225,7 @@ impl ClientLedger {
                     period: client.config.limits.budget_period,
                     prices: Arc::clone(&self.prices),
                     metrics: client.metrics.clone(),
+                    changes: Arc::clone(&self.changes),
                 })
             }
             Err(refusal) => {
@@ -241,6 +283,12 @@ impl ClientLedger {
                     .map(|state| state.clone())
                     .unwrap_or_default();
                 let (_, resets_at) = limits.budget_period.bounds(now_ms);
+                let limited = state
+                    .holding_limit(limits, now_ms)
+                    .map(|(limit, retry_after_ms)| LimitedView {
+                        limit: limit.as_str(),
+                        retry_after_ms,
+                    });
                 ClientView {
                     id: client.config.id.clone(),
                     weight: client.tag.weight,
@@ -266,6 +314,8 @@ impl ClientLedger {
                     spend_usd: to_usd(state.spend_at(limits.budget_period, now_ms)),
                     budget_usd: limits.budget_pusd.map(to_usd),
                     budget_resets_at_ms: resets_at,
+                    models: limits.models.clone(),
+                    limited,
                 }
             })
             .collect()
@@ -292,6 +342,7 @@ pub struct ClientTicket {
     period: BudgetPeriod,
     prices: Arc<PriceTable>,
     metrics: ClientMetrics,
+    changes: Arc<ChangeCount>,
 }
 
 impl std::fmt::Debug for ClientTicket {
@@ -331,6 +382,7 @@ impl ClientTicket {
             Ok(mut state) => state.record(self.period, now_ms, tokens, cost_pusd),
             Err(_) => (0, self.period.bounds(now_ms).0),
         };
+        self.changes.bump();
         self.metrics.tokens.increment(tokens);
         self.metrics.spend_usd.set(to_usd(period_spend_pusd));
         Event::ClientUsage(ClientUsage {
@@ -356,5 +408,6 @@ impl Drop for ClientTicket {
         if let Ok(mut state) = self.state.lock() {
             state.finish();
         }
+        self.changes.bump();
     }
 }
