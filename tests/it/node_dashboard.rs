@@ -222,6 +222,182 @@ async fn the_feed_pushes_a_lockout_within_a_second_and_traffic_every_second() {
     assert!(ended.is_some(), "the feed says why it ends");
 }
 
+const KEY_A: &str = "sk-qr-dashboard-team-a";
+const KEY_B: &str = "sk-qr-dashboard-team-b";
+
+/// Two clients beside `default` (`server.api_keys`): `team-a` limited to 2 requests a minute,
+/// a budget and one combo; `team-b` unlimited. `gpt-4o-mini` priced so each request costs.
+fn clients_config() -> String {
+    format!(
+        r#"
+[[clients]]
+id = "team-a"
+key = "{KEY_A}"
+weight = 3
+requests_per_min = 2
+budget_usd = 5.0
+models = ["team"]
+
+[[clients]]
+id = "team-b"
+key = "{KEY_B}"
+
+[[prices]]
+model = "gpt-4o-mini"
+input = 150.0
+output = 600.0
+"#
+    )
+}
+
+async fn chat_as(harness: &Harness, key: &str) -> reqwest::Response {
+    harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&serde_json::json!({"model": "team", "messages": [{"role": "user", "content": "hello there"}]}))
+        .send()
+        .await
+        .unwrap()
+}
+
+fn client_of<'a>(clients: &'a Value, id: &str) -> &'a Value {
+    clients["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no client {id} in {clients}"))
+}
+
+fn window_used(client: &Value, window: &str) -> u64 {
+    client["usage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == window)
+        .unwrap()["used"]
+        .as_u64()
+        .unwrap()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_pushes_clients_when_their_usage_changes_and_never_a_key() {
+    let mut harness = Harness::start_with(&clients_config()).await;
+    let mut events = get(
+        &harness.client,
+        &harness.url("/admin/events"),
+        Some(ADMIN_KEY),
+    )
+    .await;
+    assert_eq!(events.status(), 200);
+    let mut buffer = String::new();
+    let mut pushed = Vec::new();
+    let (_, first) = next_event(
+        &mut events,
+        &mut buffer,
+        Instant::now() + Duration::from_secs(2),
+        |name, _| name == "clients",
+    )
+    .await
+    .expect("a clients event at once");
+    // The same document as `GET /admin/clients` (nothing moves at rest).
+    assert_eq!(first, harness.admin_get("/admin/clients").await);
+    let ids: Vec<&str> = first["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"team-a") && ids.contains(&"team-b"),
+        "{ids:?}"
+    );
+    let a = client_of(&first, "team-a");
+    assert_eq!(a["weight"], 3);
+    assert_eq!(a["models"], serde_json::json!(["team"]));
+    assert_eq!(a["budget_usd"], 5.0);
+    assert_eq!(a["limited"], Value::Null);
+    assert_eq!(client_of(&first, "team-b")["models"], Value::Null);
+    pushed.push(first.to_string());
+
+    // Nothing changed: no second clients event, though traffic keeps coming.
+    let quiet = next_event(
+        &mut events,
+        &mut buffer,
+        Instant::now() + Duration::from_millis(1500),
+        |name, _| name == "clients",
+    )
+    .await;
+    assert!(quiet.is_none(), "a clients event with nothing changed: {quiet:?}");
+
+    assert_eq!(chat_as(&harness, KEY_A).await.status(), 200);
+    let answered = Instant::now();
+    let (_, after_one) = next_event(
+        &mut events,
+        &mut buffer,
+        answered + Duration::from_secs(2),
+        |name, clients| {
+            name == "clients"
+                && client_of(clients, "team-a")["spend_usd"].as_f64().unwrap() > 0.0
+                && client_of(clients, "team-a")["in_flight"] == 0
+        },
+    )
+    .await
+    .expect("team-a's spend pushed after its request");
+    let a = client_of(&after_one, "team-a");
+    let spent_one = a["spend_usd"].as_f64().unwrap();
+    assert_eq!(window_used(a, "requests_per_min"), 1);
+    let tokens_one = window_used(a, "tokens_per_min");
+    assert!(tokens_one > 0, "{a}");
+    assert_eq!(window_used(a, "tokens_per_day"), tokens_one);
+    let b = client_of(&after_one, "team-b");
+    assert_eq!(b["spend_usd"], 0.0);
+    assert_eq!(window_used(b, "tokens_per_min"), 0);
+    pushed.push(after_one.to_string());
+
+    // The second request fills its requests_per_min: the third is refused and the client is
+    // shown limited, with when it frees.
+    assert_eq!(chat_as(&harness, KEY_A).await.status(), 200);
+    let refused = chat_as(&harness, KEY_A).await;
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "client_rate_limited", "{body}");
+    let (_, limited) = next_event(
+        &mut events,
+        &mut buffer,
+        Instant::now() + Duration::from_secs(2),
+        |name, clients| {
+            name == "clients"
+                && window_used(client_of(clients, "team-a"), "tokens_per_min") > tokens_one
+                && !client_of(clients, "team-a")["limited"].is_null()
+        },
+    )
+    .await
+    .expect("team-a pushed as limited after its 429");
+    let a = client_of(&limited, "team-a");
+    assert!(a["spend_usd"].as_f64().unwrap() > spent_one, "{a}");
+    assert_eq!(window_used(a, "requests_per_min"), 2);
+    assert_eq!(a["limited"]["limit"], "requests_per_min");
+    let retry = a["limited"]["retry_after_ms"].as_u64().unwrap();
+    assert!(retry > 0 && retry <= 60_000, "{retry}");
+    assert_eq!(client_of(&limited, "team-b")["limited"], Value::Null);
+    pushed.push(limited.to_string());
+
+    for text in &pushed {
+        for secret in [KEY_A, KEY_B, CLIENT_KEY, ADMIN_KEY] {
+            assert!(!text.contains(secret), "a key in a clients event: {text}");
+            let digest = hex(&quotaroute::clients::digest_of(secret).0);
+            assert!(!text.contains(&digest), "a key digest in a clients event: {text}");
+        }
+    }
+    harness.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_timeline_is_the_replay_svg_of_the_last_hour() {
     let mut harness = Harness::start().await;
