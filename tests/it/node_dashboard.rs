@@ -333,7 +333,10 @@ async fn the_feed_pushes_clients_when_their_usage_changes_and_never_a_key() {
         |name, _| name == "clients",
     )
     .await;
-    assert!(quiet.is_none(), "a clients event with nothing changed: {quiet:?}");
+    assert!(
+        quiet.is_none(),
+        "a clients event with nothing changed: {quiet:?}"
+    );
 
     assert_eq!(chat_as(&harness, KEY_A).await.status(), 200);
     let answered = Instant::now();
@@ -392,7 +395,10 @@ async fn the_feed_pushes_clients_when_their_usage_changes_and_never_a_key() {
         for secret in [KEY_A, KEY_B, CLIENT_KEY, ADMIN_KEY] {
             assert!(!text.contains(secret), "a key in a clients event: {text}");
             let digest = hex(&quotaroute::clients::digest_of(secret).0);
-            assert!(!text.contains(&digest), "a key digest in a clients event: {text}");
+            assert!(
+                !text.contains(&digest),
+                "a key digest in a clients event: {text}"
+            );
         }
     }
     harness.stop().await;
@@ -494,8 +500,9 @@ async fn the_dashboard_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     // Cooldowns long enough to still be there when the driver clicks them away.
-    let cooldowns = "\n[defaults.cooldown]\nbase_ms = 20000\nmax_ms = 60000\n";
-    let config = standard_config(&mock_base, &dir.path().join("journal"), cooldowns).replace(
+    let cooldowns =
+        "\n[defaults.cooldown]\nbase_ms = 20000\nmax_ms = 60000\n".to_string() + &clients_config();
+    let config = standard_config(&mock_base, &dir.path().join("journal"), &cooldowns).replace(
         "listen = \"127.0.0.1:0\"",
         &format!("listen = \"127.0.0.1:{port}\""),
     );
@@ -520,6 +527,8 @@ async fn the_dashboard_in_a_real_browser() {
         .env("QR_NODE", &base)
         .env("QR_ADMIN_KEY", ADMIN_KEY)
         .env("QR_CLIENT_KEY", CLIENT_KEY)
+        .env("QR_LIMITED_KEY", KEY_A)
+        .env("QR_OTHER_KEY", KEY_B)
         .env("QR_MOCK", &mock_base)
         .env("QR_SHOTS", &shots)
         .env("QR_CHROMIUM", CHROMIUM);
@@ -539,6 +548,23 @@ async fn the_dashboard_in_a_real_browser() {
     // Each connection's card showed the cached share of input tokens `/admin/state` gives.
     let shares = report["cached_shares"].as_array().unwrap();
     assert!(!shares.is_empty(), "{report}");
+    // The clients panel showed team-b's held request, and every client's spend, as
+    // `/admin/clients` gave them.
+    let held = report["clients_in_flight"].as_array().unwrap();
+    let held_b = held.iter().find(|c| c["id"] == "team-b").unwrap();
+    assert_eq!(held_b["in_flight"], "1", "{report}");
+    assert_eq!(held.len(), 3, "default, team-a and team-b: {report}");
+    let after = report["clients_after"].as_array().unwrap();
+    let a = after.iter().find(|c| c["id"] == "team-a").unwrap();
+    assert!(
+        a["spend"].as_str().unwrap().ends_with(" / $5.00") && a["spend"] != "$0.0000 / $5.00",
+        "{report}"
+    );
+    let limited_ms = report["client_limited_shown_ms"].as_u64().unwrap();
+    assert!(
+        limited_ms <= 2000,
+        "the limited client took {limited_ms} ms to show"
+    );
     let shown_ms = report["lockout_shown_ms"].as_u64().unwrap();
     assert!(shown_ms <= 1000, "the lockout took {shown_ms} ms to show");
     assert!(
@@ -575,7 +601,7 @@ async fn the_dashboard_in_a_real_browser() {
             .any(|l| l["connection"] == locked && l["model"] == "gpt-4o-mini"),
         "{lockouts}"
     );
-    let journal: Vec<Value> = admin_json("/admin/journal?since_seq=0")
+    let journal: Vec<Value> = admin_json("/admin/journal?since_seq=0&limit=10000")
         .await
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -594,6 +620,10 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(journal
         .iter()
         .any(|e| e["kind"] == "admin_action" && e["action"] == "reload" && e["by"] == "admin"));
+    // The refusal the panel showed is the one the journal holds.
+    assert!(journal.iter().any(|e| e["kind"] == "client_limited"
+        && e["client"] == "team-a"
+        && e["limit"] == "requests_per_min"));
     assert!(
         mock.stats()
             .per_key

@@ -272,7 +272,7 @@ function dispatch(block) {
 // (so a button is not replaced under the pointer twice a second).
 const VOLATILE = new Set(['failures', 'cycles', 'retry_after_ms', 'cooldown_remaining_ms',
   'cooldown_level', 'in_flight', 'used', 'limit', 'resets_at_ms', 'remaining_ms',
-  'failure_count', 'deficit']);
+  'failure_count', 'deficit', 'input_tokens', 'cached_input_tokens', 'cached_share']);
 
 function applyState(next) {
   state = next;
