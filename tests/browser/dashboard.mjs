@@ -337,6 +337,10 @@ async function drive(context) {
     if (html.includes(key)) throw new Error('a client key is on the page');
   }
   done('limited client shown', limitedText + ' after ' + result.client_limited_shown_ms + ' ms');
+  if (SHOTS) {
+    await page.locator('#clients-card').screenshot({ path: join(SHOTS, 'ui-clients.png') });
+    done('screenshot ui-clients.png');
+  }
 
   step = 'clear the lockout with a click';
   await mockRules([]);

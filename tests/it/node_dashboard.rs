@@ -2,7 +2,9 @@
 //! incident picture `GET /admin/timeline.svg`, over HTTP; then the page itself in Debian's
 //! chromium, driven by playwright-core (`tests/browser/dashboard.mjs`) against the real
 //! binary: it asks for the key, refuses a wrong one clearly, shows the pool, shows a lockout
-//! caused by a 429 within a second, and clears it (and a cooldown) with a click.
+//! caused by a 429 within a second, and clears it (and a cooldown) with a click; its clients
+//! panel shows what `/admin/clients` says, a client refused with 429 `client_rate_limited`
+//! among them as limited.
 //!
 //! `.ci/run` installs chromium and `npm ci --prefix tests/browser`; without them the browser
 //! test says so and does nothing else, except in CI (`CI` set), where it fails.
@@ -405,6 +407,33 @@ async fn the_feed_pushes_clients_when_their_usage_changes_and_never_a_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_clients_configured_the_clients_event_holds_the_default_client() {
+    let mut harness = Harness::start().await;
+    let mut events = get(
+        &harness.client,
+        &harness.url("/admin/events"),
+        Some(ADMIN_KEY),
+    )
+    .await;
+    let mut buffer = String::new();
+    let (_, first) = next_event(
+        &mut events,
+        &mut buffer,
+        Instant::now() + Duration::from_secs(2),
+        |name, _| name == "clients",
+    )
+    .await
+    .expect("a clients event at once");
+    let clients = first["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 1, "{first}");
+    assert_eq!(clients[0]["id"], "default");
+    assert_eq!(clients[0]["models"], Value::Null);
+    assert_eq!(clients[0]["limited"], Value::Null);
+    assert_eq!(clients[0]["budget_usd"], Value::Null);
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_timeline_is_the_replay_svg_of_the_last_hour() {
     let mut harness = Harness::start().await;
     harness.mock.add_rule(
@@ -574,7 +603,12 @@ async fn the_dashboard_in_a_real_browser() {
             .contains("not the admin key"),
         "{report}"
     );
-    for name in ["ui-normal.png", "ui-incident.png", "ui-phone.png"] {
+    for name in [
+        "ui-normal.png",
+        "ui-incident.png",
+        "ui-phone.png",
+        "ui-clients.png",
+    ] {
         let bytes = std::fs::read(shots.join(name)).unwrap();
         assert!(
             bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
