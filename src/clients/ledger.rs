@@ -411,3 +411,78 @@ impl Drop for ClientTicket {
         self.changes.bump();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::identity::digest_of;
+    use crate::clients::limits::ClientLimits;
+
+    const NOW: u64 = 1_796_166_000_000; // 2026-12-01T23:00:00Z
+
+    fn ledger(previous: Option<&ClientLedger>) -> ClientLedger {
+        let client = ClientConfig {
+            id: "team-a".into(),
+            weight: 2,
+            key_digests: vec![digest_of("sk-qr-ledger-test")],
+            limits: ClientLimits {
+                requests_per_min: Some(1),
+                models: Some(vec!["team".into()]),
+                ..ClientLimits::default()
+            },
+        };
+        ClientLedger::build(&[client], &PriceTable::default(), previous)
+    }
+
+    fn used() -> UsedTokens<'static> {
+        UsedTokens {
+            provider: "openai",
+            connection: "oa-1",
+            model: "gpt-4o-mini",
+            tokens_in: 7,
+            tokens_out: 3,
+            tokens_cached: 0,
+            tokens_cache_write: 0,
+        }
+    }
+
+    #[test]
+    fn the_change_count_moves_with_admission_usage_the_end_and_a_reload() {
+        let first = ledger(None);
+        let mut seen = first.changes();
+        let ticket = first.admit(0, "team", "r1", NOW).unwrap();
+        assert_ne!(first.changes(), seen, "admitted");
+        seen = first.changes();
+        ticket.record("r1", "team", used(), NOW);
+        assert_ne!(first.changes(), seen, "usage recorded");
+        seen = first.changes();
+        drop(ticket);
+        assert_ne!(first.changes(), seen, "the request ended");
+        seen = first.changes();
+        assert!(first.admit(0, "team", "r2", NOW).is_err());
+        assert_ne!(first.changes(), seen, "refused");
+        seen = first.changes();
+        assert_eq!(first.changes(), seen, "nothing happened");
+        let reloaded = ledger(Some(&first));
+        assert_ne!(reloaded.changes(), seen, "reloaded");
+    }
+
+    #[test]
+    fn a_view_shows_the_models_and_the_limit_holding_the_client() {
+        let ledger = ledger(None);
+        let view = &ledger.views(NOW, |_| 0)[0];
+        assert_eq!(view.models, Some(vec!["team".to_string()]));
+        assert_eq!(view.limited, None);
+        drop(ledger.admit(0, "team", "r1", NOW).unwrap());
+        let view = &ledger.views(NOW + 1_000, |_| 0)[0];
+        let limited = view.limited.clone().unwrap();
+        assert_eq!(limited.limit, "requests_per_min");
+        assert!(limited
+            .retry_after_ms
+            .is_some_and(|ms| ms > 0 && ms <= 60_000));
+        assert_eq!(view.in_flight, 0);
+        assert_eq!(view.usage[0].used, 1);
+        let text = serde_json::to_string(view).unwrap();
+        assert!(!text.contains("sk-qr-ledger-test"), "{text}");
+    }
+}
