@@ -4,6 +4,7 @@
 //! holds the state behind a lock per client and reads the clock it is handed.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use metrics::{counter, gauge, Counter, Gauge};
@@ -65,6 +66,23 @@ pub struct ClientLedger {
     clients: Vec<LedgerClient>,
     directory: Directory,
     prices: Arc<PriceTable>,
+    changes: Arc<ChangeCount>,
+}
+
+/// Counts what may change a client's view (an admission or refusal, recorded usage, a request
+/// ending, a reload), so a reader can skip rebuilding the views when it has not moved. Kept
+/// across reloads; wraps on overflow (only equality is compared).
+#[derive(Debug, Default)]
+struct ChangeCount(AtomicU64);
+
+impl ChangeCount {
+    fn bump(&self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
+
+    fn read(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 impl std::fmt::Debug for ClientLedger {
@@ -97,6 +115,19 @@ pub struct ClientView {
     pub budget_usd: Option<f64>,
     /// When the budget period (`budget_period`, UTC) ends and spend starts again from 0.
     pub budget_resets_at_ms: u64,
+    /// The combos it may use (`models`); `None` = all.
+    pub models: Option<Vec<String>>,
+    /// The limit that would refuse its next request now, if any.
+    pub limited: Option<LimitedView>,
+}
+
+/// `/admin/clients`' `limited`: which limit holds the client and when it frees.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LimitedView {
+    /// The limit's config key (`client_limited.limit`).
+    pub limit: &'static str,
+    /// When it frees, in ms from now (the `Retry-After` its next request would get).
+    pub retry_after_ms: Option<u64>,
 }
 
 impl ClientLedger {
@@ -133,11 +164,20 @@ impl ClientLedger {
                 config: config.clone(),
             })
             .collect();
+        let changes = previous.map_or_else(Arc::default, |previous| Arc::clone(&previous.changes));
+        changes.bump();
         ClientLedger {
             clients,
             directory,
             prices: Arc::new(prices.clone()),
+            changes,
         }
+    }
+
+    /// A count that moves whenever a client's view may have changed (windows also free with
+    /// time alone, which it does not count).
+    pub fn changes(&self) -> u64 {
+        self.changes.read()
     }
 
     /// The client whose key this is (a digest lookup, confirmed in constant time).
@@ -170,6 +210,7 @@ impl ClientLedger {
                 None,
             ));
         };
+        self.changes.bump();
         let admitted = match client.state.lock() {
             Ok(mut state) => state.admit(&client.config.limits, combo, now_ms),
             // A poisoned lock (a panic elsewhere) admits: limits fail open, routing goes on.
@@ -184,6 +225,7 @@ impl ClientLedger {
                     period: client.config.limits.budget_period,
                     prices: Arc::clone(&self.prices),
                     metrics: client.metrics.clone(),
+                    changes: Arc::clone(&self.changes),
                 })
             }
             Err(refusal) => {
@@ -241,6 +283,12 @@ impl ClientLedger {
                     .map(|state| state.clone())
                     .unwrap_or_default();
                 let (_, resets_at) = limits.budget_period.bounds(now_ms);
+                let limited = state
+                    .holding_limit(limits, now_ms)
+                    .map(|(limit, retry_after_ms)| LimitedView {
+                        limit: limit.as_str(),
+                        retry_after_ms,
+                    });
                 ClientView {
                     id: client.config.id.clone(),
                     weight: client.tag.weight,
@@ -266,6 +314,8 @@ impl ClientLedger {
                     spend_usd: to_usd(state.spend_at(limits.budget_period, now_ms)),
                     budget_usd: limits.budget_pusd.map(to_usd),
                     budget_resets_at_ms: resets_at,
+                    models: limits.models.clone(),
+                    limited,
                 }
             })
             .collect()
@@ -292,6 +342,7 @@ pub struct ClientTicket {
     period: BudgetPeriod,
     prices: Arc<PriceTable>,
     metrics: ClientMetrics,
+    changes: Arc<ChangeCount>,
 }
 
 impl std::fmt::Debug for ClientTicket {
@@ -336,6 +387,7 @@ impl ClientTicket {
             Ok(mut state) => state.record(self.period, now_ms, tokens, cost_pusd),
             Err(_) => (0, self.period.bounds(now_ms).0),
         };
+        self.changes.bump();
         self.metrics.tokens.increment(tokens);
         self.metrics.spend_usd.set(to_usd(period_spend_pusd));
         Event::ClientUsage(ClientUsage {
@@ -361,5 +413,81 @@ impl Drop for ClientTicket {
         if let Ok(mut state) = self.state.lock() {
             state.finish();
         }
+        self.changes.bump();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::identity::digest_of;
+    use crate::clients::limits::ClientLimits;
+
+    const NOW: u64 = 1_796_166_000_000; // 2026-12-01T23:00:00Z
+
+    fn ledger(previous: Option<&ClientLedger>) -> ClientLedger {
+        let client = ClientConfig {
+            id: "team-a".into(),
+            weight: 2,
+            key_digests: vec![digest_of("sk-qr-ledger-test")],
+            limits: ClientLimits {
+                requests_per_min: Some(1),
+                models: Some(vec!["team".into()]),
+                ..ClientLimits::default()
+            },
+        };
+        ClientLedger::build(&[client], &PriceTable::default(), previous)
+    }
+
+    fn used() -> UsedTokens<'static> {
+        UsedTokens {
+            provider: "openai",
+            connection: "oa-1",
+            model: "gpt-4o-mini",
+            tokens_in: 7,
+            tokens_out: 3,
+            tokens_cached: 0,
+            tokens_cache_write: 0,
+        }
+    }
+
+    #[test]
+    fn the_change_count_moves_with_admission_usage_the_end_and_a_reload() {
+        let first = ledger(None);
+        let mut seen = first.changes();
+        let ticket = first.admit(0, "team", "r1", NOW).unwrap();
+        assert_ne!(first.changes(), seen, "admitted");
+        seen = first.changes();
+        ticket.record("r1", "team", used(), NOW);
+        assert_ne!(first.changes(), seen, "usage recorded");
+        seen = first.changes();
+        drop(ticket);
+        assert_ne!(first.changes(), seen, "the request ended");
+        seen = first.changes();
+        assert!(first.admit(0, "team", "r2", NOW).is_err());
+        assert_ne!(first.changes(), seen, "refused");
+        seen = first.changes();
+        assert_eq!(first.changes(), seen, "nothing happened");
+        let reloaded = ledger(Some(&first));
+        assert_ne!(reloaded.changes(), seen, "reloaded");
+    }
+
+    #[test]
+    fn a_view_shows_the_models_and_the_limit_holding_the_client() {
+        let ledger = ledger(None);
+        let view = &ledger.views(NOW, |_| 0)[0];
+        assert_eq!(view.models, Some(vec!["team".to_string()]));
+        assert_eq!(view.limited, None);
+        drop(ledger.admit(0, "team", "r1", NOW).unwrap());
+        let view = &ledger.views(NOW + 1_000, |_| 0)[0];
+        let limited = view.limited.clone().unwrap();
+        assert_eq!(limited.limit, "requests_per_min");
+        assert!(limited
+            .retry_after_ms
+            .is_some_and(|ms| ms > 0 && ms <= 60_000));
+        assert_eq!(view.in_flight, 0);
+        assert_eq!(view.usage[0].used, 1);
+        let text = serde_json::to_string(view).unwrap();
+        assert!(!text.contains("sk-qr-ledger-test"), "{text}");
     }
 }

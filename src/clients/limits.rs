@@ -197,9 +197,22 @@ impl ClientState {
                 return Err((LimitKind::Models, None));
             }
         }
+        match self.holding_limit(limits, now_ms) {
+            Some(held) => Err(held),
+            None => Ok(()),
+        }
+    }
+
+    /// The limit that would refuse a request for a model it may use at `now_ms`, and when it
+    /// frees (`None`: it is not limited now). What the dashboard shows as "limited".
+    pub fn holding_limit(
+        &self,
+        limits: &ClientLimits,
+        now_ms: u64,
+    ) -> Option<(LimitKind, Option<u64>)> {
         if let Some(cap) = limits.in_flight_cap() {
             if self.in_flight >= cap {
-                return Err((LimitKind::MaxConcurrent, Some(CONCURRENCY_RETRY_MS)));
+                return Some((LimitKind::MaxConcurrent, Some(CONCURRENCY_RETRY_MS)));
             }
         }
         let windows = [
@@ -223,17 +236,17 @@ impl ClientState {
             if let Some(limit) = limit {
                 let frees_in = window.frees_in_ms(now_ms, limit);
                 if frees_in > 0 {
-                    return Err((kind, Some(frees_in)));
+                    return Some((kind, Some(frees_in)));
                 }
             }
         }
         if let Some(budget) = limits.budget_pusd {
             if self.spend_at(limits.budget_period, now_ms) >= budget {
                 let (_, end) = limits.budget_period.bounds(now_ms);
-                return Err((LimitKind::Budget, Some(end.saturating_sub(now_ms).max(1))));
+                return Some((LimitKind::Budget, Some(end.saturating_sub(now_ms).max(1))));
             }
         }
-        Ok(())
+        None
     }
 
     /// A request admitted earlier ended.
@@ -384,6 +397,45 @@ mod tests {
         let refusal = state.admit(&limits, "other", NOW).unwrap_err();
         assert_eq!(refusal.limit, LimitKind::Models);
         assert_eq!(refusal.retry_after_ms, None);
+    }
+
+    #[test]
+    fn holding_limit_says_which_limit_refuses_now_and_frees_with_the_window() {
+        let limits = ClientLimits {
+            requests_per_min: Some(1),
+            models: Some(vec!["team".into()]),
+            ..ClientLimits::default()
+        };
+        let mut state = ClientState::default();
+        assert_eq!(state.holding_limit(&limits, NOW), None);
+        assert!(state.admit(&limits, "team", NOW).is_ok());
+        state.finish();
+        // A refusal by `models` is per model: what holds the client is its window.
+        assert_eq!(
+            state.admit(&limits, "other", NOW).unwrap_err().limit,
+            LimitKind::Models
+        );
+        let (limit, retry_after_ms) = state.holding_limit(&limits, NOW + 1_000).unwrap();
+        assert_eq!(limit, LimitKind::RequestsPerMin);
+        let retry_after_ms = retry_after_ms.unwrap();
+        assert!(
+            retry_after_ms > 0 && retry_after_ms <= 60_000,
+            "{retry_after_ms}"
+        );
+        assert_eq!(state.holding_limit(&limits, NOW + 61_000), None);
+
+        let budget = ClientLimits {
+            budget_pusd: Some(10),
+            ..ClientLimits::default()
+        };
+        let mut spent = ClientState::default();
+        spent.record(BudgetPeriod::Month, NOW, 5, 10);
+        let (limit, retry_after_ms) = spent.holding_limit(&budget, NOW).unwrap();
+        assert_eq!(limit, LimitKind::Budget);
+        assert_eq!(
+            retry_after_ms,
+            Some(BudgetPeriod::Month.bounds(NOW).1 - NOW)
+        );
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! `GET /admin/events`: the dashboard's live feed, as server-sent events. `state` carries the
 //! `GET /admin/state` JSON whenever something may have changed (the journal took an event, or
 //! a connection took an attempt), at most every `STATE_MIN_GAP`, and at least every
-//! `STATE_REFRESH`; `traffic` carries each connection's attempts and failures of the last
-//! second, every second (it doubles as the heartbeat).
+//! `STATE_REFRESH`; `clients` carries the `GET /admin/clients` JSON under the same rules,
+//! whenever a client's view may have changed (the ledger's change count, or an attempt);
+//! `traffic` carries each connection's attempts and failures of the last second, every second
+//! (it doubles as the heartbeat). `state` and `clients` are sent only when their JSON differs
+//! from the last one sent.
 //!
 //! One subscriber is one stream polled by hyper: every `TICK` it reads atomics only (the
-//! journal's append count, the connections' attempt counters) and asks the recorder for the
-//! state only after a change, and it ends when the client goes away, its
+//! journal's append count, the connections' attempt counters, the client ledger's change
+//! count) and builds the state or the clients only after a change, and it ends when the client goes away, its
 //! key stops being the admin key or the node starts to stop. Nobody subscribed: nothing runs.
 
 use std::collections::HashMap;
@@ -24,7 +27,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use quotaroute_actors::Router;
 use serde_json::json;
 
-use crate::node::admin::{admin_error, admin_refusal, admin_router};
+use crate::node::admin::{admin_error, admin_refusal, admin_router, client_views};
 use crate::node::app::AppState;
 use crate::node::traffic::ConnectionTraffic;
 
@@ -63,6 +66,9 @@ pub async fn events(State(app): State<AppState>, headers: HeaderMap) -> Response
         last_state: None,
         last_state_json: String::new(),
         seen: Seen::default(),
+        last_clients: None,
+        last_clients_json: String::new(),
+        clients_seen: ClientsSeen::default(),
         traffic_at: Instant::now(),
         traffic: HashMap::new(),
         done: false,
@@ -115,6 +121,25 @@ struct Seen {
     attempts: u64,
 }
 
+/// What the last clients push had seen: a difference means a client's view may have changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct ClientsSeen {
+    ledger_changes: u64,
+    attempts: u64,
+}
+
+/// Whether a push last made at `last` is due at `now`: at once the first time, after a change
+/// no sooner than `STATE_MIN_GAP`, and at least every `STATE_REFRESH`.
+fn push_due(last: Option<Instant>, changed: bool, now: Instant) -> bool {
+    match last {
+        None => true,
+        Some(at) => {
+            let since = now.duration_since(at);
+            (changed && since >= STATE_MIN_GAP) || since >= STATE_REFRESH
+        }
+    }
+}
+
 /// One connection's counters at the last traffic push (the `Arc` tells a reload's fresh
 /// counters from the old ones).
 struct TrafficMark {
@@ -133,6 +158,9 @@ struct Feed {
     last_state: Option<Instant>,
     last_state_json: String,
     seen: Seen,
+    last_clients: Option<Instant>,
+    last_clients_json: String,
+    clients_seen: ClientsSeen,
     traffic_at: Instant,
     traffic: HashMap<String, TrafficMark>,
     done: bool,
@@ -183,14 +211,7 @@ impl Feed {
             journal_appended: self.router.journal_stats().appended,
             attempts: self.total_attempts(),
         };
-        let due = match self.last_state {
-            None => true,
-            Some(at) => {
-                let since = now.duration_since(at);
-                (seen != self.seen && since >= STATE_MIN_GAP) || since >= STATE_REFRESH
-            }
-        };
-        if due {
+        if push_due(self.last_state, seen != self.seen, now) {
             self.last_state = Some(now);
             self.seen = seen;
             match self.router.state().await {
@@ -203,6 +224,23 @@ impl Feed {
                     Err(error) => tracing::warn!(%error, "dashboard state not rendered"),
                 },
                 Err(error) => tracing::warn!(%error, "dashboard state not read"),
+            }
+        }
+        let clients_seen = ClientsSeen {
+            ledger_changes: self.app.live().clients.changes(),
+            attempts: seen.attempts,
+        };
+        if push_due(self.last_clients, clients_seen != self.clients_seen, now) {
+            self.last_clients = Some(now);
+            self.clients_seen = clients_seen;
+            let views = client_views(&self.app, &self.router).await;
+            match serde_json::to_string(&json!({ "clients": views })) {
+                Ok(text) if text != self.last_clients_json => {
+                    self.queue.push_back(event("clients", &text));
+                    self.last_clients_json = text;
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "dashboard clients not rendered"),
             }
         }
         if now.duration_since(self.traffic_at) >= TRAFFIC_EVERY {

@@ -7,11 +7,12 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
-use quotaroute_actors::QueuedCount;
+use quotaroute_actors::{QueuedCount, Router};
 use quotaroute_journal::{envelope_to_json, Journal};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::clients::ledger::ClientView;
 use crate::node::app::AppState;
 use crate::node::reload;
 use crate::time_parse::parse_rfc3339;
@@ -180,13 +181,18 @@ pub async fn lockouts(State(app): State<AppState>, headers: HeaderMap) -> Respon
 /// windows' usage against their limits, and its spend against its budget. Never a key.
 pub async fn clients(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let router = guard!(app, headers);
+    let views = client_views(&app, &router).await;
+    json_response(StatusCode::OK, &json!({ "clients": views }))
+}
+
+/// Every client's view now, as `/admin/clients` and the dashboard's `clients` event show it.
+pub async fn client_views(app: &AppState, router: &Router) -> Vec<ClientView> {
     let now_ms = router.clock().now_ms();
     // The fair queue's waiters (behaviour §11), summed over the combos, per client.
     let queued = router.queued().await;
-    let views = app.live().clients.views(now_ms, |client| {
+    app.live().clients.views(now_ms, |client| {
         QueuedCount::of_client(&queued, client) as u64
-    });
-    json_response(StatusCode::OK, &json!({ "clients": views }))
+    })
 }
 
 pub async fn clear_lockout(

@@ -4,7 +4,8 @@
 //
 // Environment: QR_NODE (the node's base URL), QR_ADMIN_KEY, QR_CLIENT_KEY, QR_MOCK (the mock
 // upstream's base URL, for its fault rules), QR_SHOTS (where screenshots go; unset: none),
-// QR_CHROMIUM (default /usr/bin/chromium).
+// QR_CHROMIUM (default /usr/bin/chromium), QR_LIMITED_KEY and QR_OTHER_KEY (the keys of the
+// configured clients `team-a`, limited to 2 requests a minute, and `team-b`).
 
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +18,8 @@ const CLIENT_KEY = need('QR_CLIENT_KEY');
 const MOCK = need('QR_MOCK');
 const SHOTS = process.env.QR_SHOTS || '';
 const CHROMIUM = process.env.QR_CHROMIUM || '/usr/bin/chromium';
+const LIMITED_KEY = need('QR_LIMITED_KEY');
+const OTHER_KEY = need('QR_OTHER_KEY');
 const OPENAI_MODEL = 'gpt-4o-mini';
 const ANTHROPIC_MODEL = 'claude-3-5-haiku';
 const LOCKOUT_SHOWN_WITHIN_MS = 1000;
@@ -70,10 +73,10 @@ async function mockRules(rules) {
   if (response.status !== 204) throw new Error('mock rules: HTTP ' + response.status);
 }
 
-async function chat() {
+async function chat(key) {
   const response = await fetch(NODE + '/v1/chat/completions', {
     method: 'POST',
-    headers: { Authorization: 'Bearer ' + CLIENT_KEY, 'content-type': 'application/json' },
+    headers: { Authorization: 'Bearer ' + (key || CLIENT_KEY), 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'team', messages: [{ role: 'user', content: 'hi' }] }),
     signal: AbortSignal.timeout(10000),
   });
@@ -90,6 +93,10 @@ async function message() {
   });
   await response.arrayBuffer();
   return response;
+}
+
+function usd(n) {
+  return '$' + (n >= 1 ? n.toFixed(2) : n.toFixed(4));
 }
 
 async function shot(page, name, options) {
@@ -263,6 +270,77 @@ async function drive(context) {
   }), shares, { timeout: 3000 });
   result.cached_shares = shares;
   done('cached shares shown', shares.map((s) => s.id + ': ' + s.text).join(', '));
+
+  step = 'the clients panel shows each client as /admin/clients does';
+  // One request of team-b held in flight by a slow answer, while nothing else moves.
+  await mockRules([
+    { model: ANTHROPIC_MODEL, fault: { status: 503 } },
+    { model: OPENAI_MODEL, fault: { latency: { ms: 2500 } }, times: 1 },
+  ]);
+  const slow = chat(OTHER_KEY);
+  let held = null;
+  for (let i = 0; i < 40 && !held; i++) {
+    const clients = (await admin('GET', '/admin/clients')).body.clients;
+    if (clients.some((c) => c.id === 'team-b' && c.in_flight === 1)) held = clients;
+    else await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  if (!held) throw new Error('team-b never had a request in flight');
+  const shown = (clients) => clients.map((c) => ({
+    id: c.id,
+    in_flight: String(c.in_flight),
+    spend: usd(c.spend_usd) + (c.budget_usd === null ? '' : ' / ' + usd(c.budget_usd)),
+  }));
+  const matches = (want) => want.every(({ id, in_flight, spend }) => {
+    const flight = document.querySelector(`[data-client-in-flight="${id}"]`);
+    const amount = document.querySelector(`[data-client-spend="${id}"] .amount`);
+    return flight && amount && flight.textContent === in_flight && amount.textContent === spend;
+  }) && document.querySelectorAll('#clients tr[data-client]').length === want.length;
+  await page.waitForFunction(matches, shown(held), { timeout: 2000 });
+  result.clients_in_flight = shown(held);
+  if ((await slow).status !== 200) throw new Error('the slow request failed');
+  await page.waitForFunction(() => document.querySelector('[data-client-in-flight="team-b"]').textContent === '0',
+    null, { timeout: 2000 });
+  done('clients shown', JSON.stringify(result.clients_in_flight));
+
+  step = 'a client over its requests_per_min is shown limited';
+  for (let i = 0; i < 2; i++) {
+    const answered = await chat(LIMITED_KEY);
+    if (answered.status !== 200) throw new Error('team-a answered ' + answered.status + ' within its limit');
+  }
+  const refused = await fetch(NODE + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { Authorization: 'Bearer ' + LIMITED_KEY, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'team', messages: [{ role: 'user', content: 'hi' }] }),
+    signal: AbortSignal.timeout(10000),
+  });
+  const refusedBody = await refused.json();
+  if (refused.status !== 429 || refusedBody.error.code !== 'client_rate_limited') {
+    throw new Error('the third request answered ' + refused.status + ' ' + JSON.stringify(refusedBody));
+  }
+  const refusedAt = Date.now();
+  const limitedCell = page.locator('[data-client-limited="team-a"][data-limit="requests_per_min"]');
+  await limitedCell.waitFor({ state: 'visible', timeout: 2000 });
+  result.client_limited_shown_ms = Date.now() - refusedAt;
+  const limitedText = (await limitedCell.textContent()) || '';
+  if (!/limited: requests_per_min/.test(limitedText) || !/retry in \d/.test(limitedText)) {
+    throw new Error('the limited client says: ' + limitedText);
+  }
+  const clientsAfter = (await admin('GET', '/admin/clients')).body.clients;
+  await page.waitForFunction(matches, shown(clientsAfter), { timeout: 2000 });
+  if (await page.locator('[data-client-limited="team-b"] .badge.ok').count() !== 1) {
+    throw new Error('team-b is not shown admitting');
+  }
+  result.clients_after = shown(clientsAfter);
+  result.limited_text = limitedText;
+  const html = await page.content();
+  for (const key of [CLIENT_KEY, LIMITED_KEY, OTHER_KEY]) {
+    if (html.includes(key)) throw new Error('a client key is on the page');
+  }
+  done('limited client shown', limitedText + ' after ' + result.client_limited_shown_ms + ' ms');
+  if (SHOTS) {
+    await page.locator('#clients-card').screenshot({ path: join(SHOTS, 'ui-clients.png') });
+    done('screenshot ui-clients.png');
+  }
 
   step = 'clear the lockout with a click';
   await mockRules([]);

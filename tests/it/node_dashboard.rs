@@ -2,7 +2,9 @@
 //! incident picture `GET /admin/timeline.svg`, over HTTP; then the page itself in Debian's
 //! chromium, driven by playwright-core (`tests/browser/dashboard.mjs`) against the real
 //! binary: it asks for the key, refuses a wrong one clearly, shows the pool, shows a lockout
-//! caused by a 429 within a second, and clears it (and a cooldown) with a click.
+//! caused by a 429 within a second, and clears it (and a cooldown) with a click; its clients
+//! panel shows what `/admin/clients` says, a client refused with 429 `client_rate_limited`
+//! among them as limited.
 //!
 //! `.ci/run` installs chromium and `npm ci --prefix tests/browser`; without them the browser
 //! test says so and does nothing else, except in CI (`CI` set), where it fails.
@@ -222,6 +224,215 @@ async fn the_feed_pushes_a_lockout_within_a_second_and_traffic_every_second() {
     assert!(ended.is_some(), "the feed says why it ends");
 }
 
+const KEY_A: &str = "sk-qr-dashboard-team-a";
+const KEY_B: &str = "sk-qr-dashboard-team-b";
+
+/// Two clients beside `default` (`server.api_keys`): `team-a` limited to 2 requests a minute,
+/// a budget and one combo; `team-b` unlimited. `gpt-4o-mini` priced so each request costs.
+fn clients_config() -> String {
+    format!(
+        r#"
+[[clients]]
+id = "team-a"
+key = "{KEY_A}"
+weight = 3
+requests_per_min = 2
+budget_usd = 5.0
+models = ["team"]
+
+[[clients]]
+id = "team-b"
+key = "{KEY_B}"
+
+[[prices]]
+model = "gpt-4o-mini"
+input = 150.0
+output = 600.0
+"#
+    )
+}
+
+async fn chat_as(harness: &Harness, key: &str) -> reqwest::Response {
+    harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&serde_json::json!({"model": "team", "messages": [{"role": "user", "content": "hello there"}]}))
+        .send()
+        .await
+        .unwrap()
+}
+
+fn client_of<'a>(clients: &'a Value, id: &str) -> &'a Value {
+    clients["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no client {id} in {clients}"))
+}
+
+fn window_used(client: &Value, window: &str) -> u64 {
+    client["usage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == window)
+        .unwrap()["used"]
+        .as_u64()
+        .unwrap()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_pushes_clients_when_their_usage_changes_and_never_a_key() {
+    let mut harness = Harness::start_with(&clients_config()).await;
+    let mut events = get(
+        &harness.client,
+        &harness.url("/admin/events"),
+        Some(ADMIN_KEY),
+    )
+    .await;
+    assert_eq!(events.status(), 200);
+    let mut buffer = String::new();
+    let mut pushed = Vec::new();
+    let (_, first) = next_event(
+        &mut events,
+        &mut buffer,
+        Instant::now() + Duration::from_secs(2),
+        |name, _| name == "clients",
+    )
+    .await
+    .expect("a clients event at once");
+    // The same document as `GET /admin/clients` (nothing moves at rest).
+    assert_eq!(first, harness.admin_get("/admin/clients").await);
+    let ids: Vec<&str> = first["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"team-a") && ids.contains(&"team-b"),
+        "{ids:?}"
+    );
+    let a = client_of(&first, "team-a");
+    assert_eq!(a["weight"], 3);
+    assert_eq!(a["models"], serde_json::json!(["team"]));
+    assert_eq!(a["budget_usd"], 5.0);
+    assert_eq!(a["limited"], Value::Null);
+    assert_eq!(client_of(&first, "team-b")["models"], Value::Null);
+    pushed.push(first.to_string());
+
+    // Nothing changed: no second clients event, though traffic keeps coming.
+    let quiet = next_event(
+        &mut events,
+        &mut buffer,
+        Instant::now() + Duration::from_millis(1500),
+        |name, _| name == "clients",
+    )
+    .await;
+    assert!(
+        quiet.is_none(),
+        "a clients event with nothing changed: {quiet:?}"
+    );
+
+    assert_eq!(chat_as(&harness, KEY_A).await.status(), 200);
+    let answered = Instant::now();
+    let (_, after_one) = next_event(
+        &mut events,
+        &mut buffer,
+        answered + Duration::from_secs(2),
+        |name, clients| {
+            name == "clients"
+                && client_of(clients, "team-a")["spend_usd"].as_f64().unwrap() > 0.0
+                && client_of(clients, "team-a")["in_flight"] == 0
+        },
+    )
+    .await
+    .expect("team-a's spend pushed after its request");
+    let a = client_of(&after_one, "team-a");
+    let spent_one = a["spend_usd"].as_f64().unwrap();
+    assert_eq!(window_used(a, "requests_per_min"), 1);
+    let tokens_one = window_used(a, "tokens_per_min");
+    assert!(tokens_one > 0, "{a}");
+    assert_eq!(window_used(a, "tokens_per_day"), tokens_one);
+    let b = client_of(&after_one, "team-b");
+    assert_eq!(b["spend_usd"], 0.0);
+    assert_eq!(window_used(b, "tokens_per_min"), 0);
+    pushed.push(after_one.to_string());
+
+    // The second request fills its requests_per_min: the third is refused and the client is
+    // shown limited, with when it frees.
+    assert_eq!(chat_as(&harness, KEY_A).await.status(), 200);
+    let refused = chat_as(&harness, KEY_A).await;
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "client_rate_limited", "{body}");
+    let (_, limited) = next_event(
+        &mut events,
+        &mut buffer,
+        Instant::now() + Duration::from_secs(2),
+        |name, clients| {
+            name == "clients"
+                && window_used(client_of(clients, "team-a"), "tokens_per_min") > tokens_one
+                && !client_of(clients, "team-a")["limited"].is_null()
+        },
+    )
+    .await
+    .expect("team-a pushed as limited after its 429");
+    let a = client_of(&limited, "team-a");
+    assert!(a["spend_usd"].as_f64().unwrap() > spent_one, "{a}");
+    assert_eq!(window_used(a, "requests_per_min"), 2);
+    assert_eq!(a["limited"]["limit"], "requests_per_min");
+    let retry = a["limited"]["retry_after_ms"].as_u64().unwrap();
+    assert!(retry > 0 && retry <= 60_000, "{retry}");
+    assert_eq!(client_of(&limited, "team-b")["limited"], Value::Null);
+    pushed.push(limited.to_string());
+
+    for text in &pushed {
+        for secret in [KEY_A, KEY_B, CLIENT_KEY, ADMIN_KEY] {
+            assert!(!text.contains(secret), "a key in a clients event: {text}");
+            let digest = hex(&quotaroute::clients::digest_of(secret).0);
+            assert!(
+                !text.contains(&digest),
+                "a key digest in a clients event: {text}"
+            );
+        }
+    }
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_clients_configured_the_clients_event_holds_the_default_client() {
+    let mut harness = Harness::start().await;
+    let mut events = get(
+        &harness.client,
+        &harness.url("/admin/events"),
+        Some(ADMIN_KEY),
+    )
+    .await;
+    let mut buffer = String::new();
+    let (_, first) = next_event(
+        &mut events,
+        &mut buffer,
+        Instant::now() + Duration::from_secs(2),
+        |name, _| name == "clients",
+    )
+    .await
+    .expect("a clients event at once");
+    let clients = first["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 1, "{first}");
+    assert_eq!(clients[0]["id"], "default");
+    assert_eq!(clients[0]["models"], Value::Null);
+    assert_eq!(clients[0]["limited"], Value::Null);
+    assert_eq!(clients[0]["budget_usd"], Value::Null);
+    harness.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_timeline_is_the_replay_svg_of_the_last_hour() {
     let mut harness = Harness::start().await;
@@ -318,8 +529,9 @@ async fn the_dashboard_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     // Cooldowns long enough to still be there when the driver clicks them away.
-    let cooldowns = "\n[defaults.cooldown]\nbase_ms = 20000\nmax_ms = 60000\n";
-    let config = standard_config(&mock_base, &dir.path().join("journal"), cooldowns).replace(
+    let cooldowns =
+        "\n[defaults.cooldown]\nbase_ms = 20000\nmax_ms = 60000\n".to_string() + &clients_config();
+    let config = standard_config(&mock_base, &dir.path().join("journal"), &cooldowns).replace(
         "listen = \"127.0.0.1:0\"",
         &format!("listen = \"127.0.0.1:{port}\""),
     );
@@ -344,6 +556,8 @@ async fn the_dashboard_in_a_real_browser() {
         .env("QR_NODE", &base)
         .env("QR_ADMIN_KEY", ADMIN_KEY)
         .env("QR_CLIENT_KEY", CLIENT_KEY)
+        .env("QR_LIMITED_KEY", KEY_A)
+        .env("QR_OTHER_KEY", KEY_B)
         .env("QR_MOCK", &mock_base)
         .env("QR_SHOTS", &shots)
         .env("QR_CHROMIUM", CHROMIUM);
@@ -363,6 +577,23 @@ async fn the_dashboard_in_a_real_browser() {
     // Each connection's card showed the cached share of input tokens `/admin/state` gives.
     let shares = report["cached_shares"].as_array().unwrap();
     assert!(!shares.is_empty(), "{report}");
+    // The clients panel showed team-b's held request, and every client's spend, as
+    // `/admin/clients` gave them.
+    let held = report["clients_in_flight"].as_array().unwrap();
+    let held_b = held.iter().find(|c| c["id"] == "team-b").unwrap();
+    assert_eq!(held_b["in_flight"], "1", "{report}");
+    assert_eq!(held.len(), 3, "default, team-a and team-b: {report}");
+    let after = report["clients_after"].as_array().unwrap();
+    let a = after.iter().find(|c| c["id"] == "team-a").unwrap();
+    assert!(
+        a["spend"].as_str().unwrap().ends_with(" / $5.00") && a["spend"] != "$0.0000 / $5.00",
+        "{report}"
+    );
+    let limited_ms = report["client_limited_shown_ms"].as_u64().unwrap();
+    assert!(
+        limited_ms <= 2000,
+        "the limited client took {limited_ms} ms to show"
+    );
     let shown_ms = report["lockout_shown_ms"].as_u64().unwrap();
     assert!(shown_ms <= 1000, "the lockout took {shown_ms} ms to show");
     assert!(
@@ -372,7 +603,12 @@ async fn the_dashboard_in_a_real_browser() {
             .contains("not the admin key"),
         "{report}"
     );
-    for name in ["ui-normal.png", "ui-incident.png", "ui-phone.png"] {
+    for name in [
+        "ui-normal.png",
+        "ui-incident.png",
+        "ui-phone.png",
+        "ui-clients.png",
+    ] {
         let bytes = std::fs::read(shots.join(name)).unwrap();
         assert!(
             bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
@@ -399,7 +635,7 @@ async fn the_dashboard_in_a_real_browser() {
             .any(|l| l["connection"] == locked && l["model"] == "gpt-4o-mini"),
         "{lockouts}"
     );
-    let journal: Vec<Value> = admin_json("/admin/journal?since_seq=0")
+    let journal: Vec<Value> = admin_json("/admin/journal?since_seq=0&limit=10000")
         .await
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -418,6 +654,10 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(journal
         .iter()
         .any(|e| e["kind"] == "admin_action" && e["action"] == "reload" && e["by"] == "admin"));
+    // The refusal the panel showed is the one the journal holds.
+    assert!(journal.iter().any(|e| e["kind"] == "client_limited"
+        && e["client"] == "team-a"
+        && e["limit"] == "requests_per_min"));
     assert!(
         mock.stats()
             .per_key

@@ -1,8 +1,8 @@
 // quotaroute dashboard: plain JavaScript, no framework, no build step.
 //
 // The admin key lives in this tab's sessionStorage only and travels in the Authorization
-// header, never in a URL. Live state comes from GET /admin/events, read with fetch() and a
-// stream reader (EventSource cannot send headers). Every change the buttons make goes through
+// header, never in a URL. Live state comes from GET /admin/events (`state`, `clients`,
+// `traffic` events), read with fetch() and a stream reader (EventSource cannot send headers). Every change the buttons make goes through
 // the existing admin endpoints, which journal it with by: "admin".
 'use strict';
 
@@ -260,6 +260,7 @@ function dispatch(block) {
   let value;
   try { value = JSON.parse(data.join('\n')); } catch (_) { return; }
   if (name === 'state') applyState(value);
+  else if (name === 'clients') renderClients(value.clients || []);
   else if (name === 'traffic') addTraffic(value);
   else if (name === 'error' && value.reason === 'key') signOut(value.message);
   else if (name === 'error') setLive(false, value.message);
@@ -271,7 +272,7 @@ function dispatch(block) {
 // (so a button is not replaced under the pointer twice a second).
 const VOLATILE = new Set(['failures', 'cycles', 'retry_after_ms', 'cooldown_remaining_ms',
   'cooldown_level', 'in_flight', 'used', 'limit', 'resets_at_ms', 'remaining_ms',
-  'failure_count', 'deficit']);
+  'failure_count', 'deficit', 'input_tokens', 'cached_input_tokens', 'cached_share']);
 
 function applyState(next) {
   state = next;
@@ -451,6 +452,79 @@ function incidentOf(s) {
     s.connections.map((c) => [c.cooldown_remaining_ms > 0, !!c.disabled,
       c.lockouts.map((l) => l.model)]),
   ]);
+}
+
+// ---- clients (behaviour §11) ---------------------------------------------------------------
+
+// `/admin/clients`' windows, in the order of the panel's columns, with the unit shown.
+const CLIENT_WINDOWS = [['requests_per_min', 'rpm'], ['tokens_per_min', 'tpm'], ['tokens_per_day', 'tpd']];
+
+function usd(n) {
+  return '$' + (n >= 1 ? n.toFixed(2) : n.toFixed(4));
+}
+
+// A span counting `ms` down from now (the 250 ms tick keeps it true between pushes).
+function countdownFrom(ms, none) {
+  const node = el('span', { class: 'countdown' });
+  node.dataset.none = none || '—';
+  node.dataset.deadline = ms === null || ms === undefined ? '' : String(performance.now() + ms);
+  tick(node);
+  return node;
+}
+
+// One row per client `/admin/clients` lists (with no [[clients]], the `default` client of
+// server.api_keys); the card hides when there is none. The panel has no buttons, so each push
+// rebuilds it. The view holds no key or digest.
+function renderClients(list) {
+  $('clients-card').hidden = list.length === 0;
+  const heads = ['Client', 'Weight', 'In flight', 'Queued', 'Requests / min', 'Tokens / min',
+    'Tokens / day', 'Spend', 'Models', 'Limited now'];
+  const head = el('tr', {}, heads.map((h, i) => el('th', {
+    scope: 'col', class: i >= 1 && i <= 6 ? 'num' : null, text: h,
+  })));
+  const rows = list.map((c) => {
+    const windows = CLIENT_WINDOWS.map(([window, unit]) => {
+      const w = (c.usage || []).find((u) => u.window === window) || { used: 0, limit: null };
+      const limit = w.limit === null || w.limit === undefined ? '∞' : number(w.limit);
+      const full = w.limit !== null && w.limit !== undefined && w.used >= w.limit;
+      return el('td', { class: full ? 'num bad' : 'num', 'data-client-window': c.id + '/' + window },
+        number(w.used) + ' / ' + limit + ' ' + unit);
+    });
+    const budget = c.budget_usd === null || c.budget_usd === undefined ? null : c.budget_usd;
+    let meter = null;
+    if (budget !== null) {
+      const share = budget > 0 ? Math.min(100, (100 * c.spend_usd) / budget) : 100;
+      const fill = el('i');
+      fill.style.width = share + '%';
+      meter = el('div', {
+        class: share >= 100 ? 'meter full' : 'meter', role: 'img',
+        'aria-label': share.toFixed(0) + ' % of the budget spent',
+      }, fill);
+    }
+    const spend = el('td', { class: 'spend', 'data-client-spend': c.id, 'data-spend-usd': String(c.spend_usd) },
+      el('span', { class: 'amount', text: usd(c.spend_usd) + (budget !== null ? ' / ' + usd(budget) : '') }),
+      budget === null ? el('span', { class: 'muted', text: ' no budget' }) : null,
+      meter,
+      el('div', { class: 'muted' }, 'period ends in ',
+        countdownFrom(Math.max(0, c.budget_resets_at_ms - Date.now()))));
+    const models = el('td', { class: 'models', 'data-client-models': c.id },
+      c.models ? c.models.join(', ') : el('span', { class: 'muted', text: 'all' }));
+    const held = c.limited;
+    const limited = el('td', { 'data-client-limited': c.id, 'data-limit': held ? held.limit : '' },
+      held
+        ? [el('span', { class: 'badge limited', text: 'limited: ' + held.limit }), ' retry in ',
+          countdownFrom(held.retry_after_ms, 'never')]
+        : el('span', { class: 'badge ok', text: 'admitting' }));
+    return el('tr', { 'data-client': c.id, class: held ? 'limited' : null },
+      el('td', {}, el('strong', { text: c.id })),
+      el('td', { class: 'num', text: number(c.weight) }),
+      el('td', { class: 'num', 'data-client-in-flight': c.id, text: number(c.in_flight) }),
+      el('td', { class: 'num', 'data-client-queued': c.id, text: number(c.queued) }),
+      windows, spend, models, limited);
+  });
+  const table = $('clients');
+  table.className = 'clients';
+  table.replaceChildren(el('thead', {}, head), el('tbody', {}, rows));
 }
 
 // ---- traffic charts ------------------------------------------------------------------------
