@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::identity::Directory;
 use super::limits::{BudgetPeriod, ClientConfig, ClientState, LimitKind, Refusal};
 use super::prices::{to_usd, PriceTable};
+use super::shared::{ClusterUsageView, SharedCounts};
 
 /// One client's Prometheus series, registered once per load (ids come from the config, so the
 /// label set is bounded).
@@ -97,6 +98,9 @@ pub struct ClientView {
     pub budget_usd: Option<f64>,
     /// When the budget period (`budget_period`, UTC) ends and spend starts again from 0.
     pub budget_resets_at_ms: u64,
+    /// With `[cluster]`: every node's usage of this client, summed (absent on a single node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterUsageView>,
 }
 
 impl ClientLedger {
@@ -152,13 +156,15 @@ impl ClientLedger {
 
     /// Admits a request of client `index` for `combo` at `now_ms`, or refuses it (nothing is
     /// counted then). A refusal that is the transition into limited comes with the
-    /// `client_limited` event to journal.
+    /// `client_limited` event to journal. With `shared` (a cluster node), the cluster's
+    /// counters must admit it too, and an admitted request is spent from them.
     pub fn admit(
         &self,
         index: usize,
         combo: &str,
         request_id: &str,
         now_ms: u64,
+        shared: Option<&Arc<dyn SharedCounts>>,
     ) -> Result<ClientTicket, (Refusal, Option<Box<Event>>)> {
         let Some(client) = self.clients.get(index) else {
             return Err((
@@ -170,15 +176,23 @@ impl ClientLedger {
                 None,
             ));
         };
+        let limits = &client.config.limits;
+        let verdict = shared.map_or(Ok(()), |shared| {
+            shared.check(&client.config.id, limits, now_ms)
+        });
         let admitted = match client.state.lock() {
-            Ok(mut state) => state.admit(&client.config.limits, combo, now_ms),
+            Ok(mut state) => state.admit_shared(limits, combo, now_ms, verdict),
             // A poisoned lock (a panic elsewhere) admits: limits fail open, routing goes on.
             Err(_) => Ok(()),
         };
         match admitted {
             Ok(()) => {
                 client.metrics.requests.increment(1);
+                if let Some(shared) = shared {
+                    shared.spend_request(&client.config.id, now_ms);
+                }
                 Ok(ClientTicket {
+                    shared: shared.cloned(),
                     state: Arc::clone(&client.state),
                     tag: client.tag.clone(),
                     period: client.config.limits.budget_period,
@@ -229,8 +243,14 @@ impl ClientLedger {
     }
 
     /// Every client as `/admin/clients` shows it at `now_ms`; `queued` says how many of a
-    /// client's requests wait in a full pool (the fair queue's count).
-    pub fn views(&self, now_ms: u64, queued: impl Fn(&str) -> u64) -> Vec<ClientView> {
+    /// client's requests wait in a full pool (the fair queue's count); `shared` adds the
+    /// cluster-wide usage.
+    pub fn views(
+        &self,
+        now_ms: u64,
+        queued: impl Fn(&str) -> u64,
+        shared: Option<&dyn SharedCounts>,
+    ) -> Vec<ClientView> {
         self.clients
             .iter()
             .map(|client| {
@@ -266,6 +286,7 @@ impl ClientLedger {
                     spend_usd: to_usd(state.spend_at(limits.budget_period, now_ms)),
                     budget_usd: limits.budget_pusd.map(to_usd),
                     budget_resets_at_ms: resets_at,
+                    cluster: shared.and_then(|shared| shared.view(&client.config.id)),
                 }
             })
             .collect()
@@ -288,6 +309,8 @@ pub struct UsedTokens<'a> {
 /// until the stream ends).
 pub struct ClientTicket {
     state: Arc<Mutex<ClientState>>,
+    /// The cluster's counters this request's usage is spent from too (`[cluster]` only).
+    shared: Option<Arc<dyn SharedCounts>>,
     tag: ClientTag,
     period: BudgetPeriod,
     prices: Arc<PriceTable>,
@@ -331,6 +354,9 @@ impl ClientTicket {
             Ok(mut state) => state.record(self.period, now_ms, tokens, cost_pusd),
             Err(_) => (0, self.period.bounds(now_ms).0),
         };
+        if let Some(shared) = &self.shared {
+            shared.spend_usage(&self.tag.id, tokens, cost_pusd, now_ms);
+        }
         self.metrics.tokens.increment(tokens);
         self.metrics.spend_usd.set(to_usd(period_spend_pusd));
         Event::ClientUsage(ClientUsage {

@@ -183,9 +183,14 @@ pub async fn clients(State(app): State<AppState>, headers: HeaderMap) -> Respons
     let now_ms = router.clock().now_ms();
     // The fair queue's waiters (behaviour §11), summed over the combos, per client.
     let queued = router.queued().await;
-    let views = app.live().clients.views(now_ms, |client| {
-        QueuedCount::of_client(&queued, client) as u64
-    });
+    let shared = app
+        .cluster()
+        .map(|cluster| &*cluster.client_leases as &dyn crate::clients::SharedCounts);
+    let views = app.live().clients.views(
+        now_ms,
+        |client| QueuedCount::of_client(&queued, client) as u64,
+        shared,
+    );
     json_response(StatusCode::OK, &json!({ "clients": views }))
 }
 
