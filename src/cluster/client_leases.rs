@@ -4,9 +4,10 @@
 //! last sync, and the cluster-wide usage last seen. Admission reads them and spends from them
 //! (atomics and a wake-up, never a wait); `client_lease_task` refills and syncs them.
 //!
-//! The admission rule ([`lease_admits`]): with Redis up, a request is admitted while the
-//! shared counter has not refused this node and its lease is not overdrawn by a whole lease
-//! (an empty lease whose refill is pending still admits, as debt charged with the next lease).
+//! The admission rule ([`lease_admits`]): with Redis up, a request is admitted while its
+//! lease is not overdrawn by a whole lease (an empty lease whose refill is pending still
+//! admits, as debt charged with the next lease); once the shared counter refused this node,
+//! only while units of its grants are left.
 //! So each node spends at most its grants plus one lease, and all nodes together overshoot a
 //! limit by at most nodes × one lease (plus, for tokens and spend, what the requests in
 //! flight use, as on one node). With Redis down, the leases do not decide: each node's own
@@ -93,11 +94,16 @@ impl CounterShape {
 }
 
 /// The admission rule on one lease (see the module's essay): Redis down → the node's own
-/// counts decide; else admitted unless the shared counter refused or the lease is overdrawn by
-/// a whole lease.
+/// counts decide; after the shared counter refused, only what is left of the grants is spent
+/// (so the limit is used, not starved by leases held idle); else admitted until the lease is
+/// overdrawn by a whole lease.
 pub fn lease_admits(redis_up: bool, refused: bool, available: i64, lease_units: u64) -> bool {
-    let overdrawn_by = i64::try_from(lease_units).unwrap_or(i64::MAX);
-    !redis_up || (!refused && available > -overdrawn_by)
+    let floor = if refused {
+        0
+    } else {
+        -i64::try_from(lease_units).unwrap_or(i64::MAX)
+    };
+    !redis_up || available > floor
 }
 
 /// One leased limit of one client.
@@ -386,8 +392,10 @@ mod tests {
         assert!(lease_admits(true, false, -9, 10));
         // A whole lease overdrawn: refused until the refill charges the debt.
         assert!(!lease_admits(true, false, -10, 10));
-        // The shared counter refused: nothing more, even with units left.
-        assert!(!lease_admits(true, true, 5, 10));
+        // The shared counter refused: what is left of the grants, nothing beyond.
+        assert!(lease_admits(true, true, 1, 10));
+        assert!(!lease_admits(true, true, 0, 10));
+        assert!(!lease_admits(true, true, -3, 10));
     }
 
     #[test]
