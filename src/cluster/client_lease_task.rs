@@ -187,12 +187,18 @@ impl ClientLeaseTask {
 
 /// What is left of a grant whose bin no longer counts is dropped (it would spend in a later
 /// window); a budget's debt of a past period is dropped too (the new period starts at zero).
+/// A lease never granted yet (bin 0) keeps what it spent: that is charged with its first
+/// lease.
 fn forget_stale_grant(lease: &ClientLease, now: u64) {
     let bin = lease.grant_bin.load(Ordering::Relaxed);
+    let current = lease.shape.current_bin(now);
+    if bin == 0 {
+        lease.grant_bin.store(current, Ordering::Relaxed);
+        return;
+    }
     if lease.shape.counts(bin, now) {
         return;
     }
-    let current = lease.shape.current_bin(now);
     if matches!(
         lease.shape,
         crate::cluster::client_leases::CounterShape::Period(_)
@@ -208,4 +214,52 @@ fn forget_stale_grant(lease: &ClientLease, now: u64) {
             });
     }
     lease.grant_bin.store(current, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::{BudgetPeriod, LimitKind};
+    use crate::cluster::client_leases::CounterShape;
+
+    const NOW: u64 = 1_796_166_000_000; // 2026-12-01T23:00:00Z
+
+    #[test]
+    fn old_grants_stop_spending_and_a_new_period_starts_at_zero() {
+        let minute = CounterShape::Window {
+            bins: 12,
+            bin_ms: 5_000,
+        };
+        let lease = ClientLease::new("team-a", LimitKind::RequestsPerMin, 20, 2, minute);
+        // Never granted: what it spent (Redis down) is kept, to be charged with a lease.
+        lease.available.store(-3, Ordering::Relaxed);
+        forget_stale_grant(&lease, NOW);
+        assert_eq!(lease.available(), -3);
+        // Granted at NOW with 2 left: still counted 55 s later, dropped once the bin left.
+        lease.available.store(2, Ordering::Relaxed);
+        forget_stale_grant(&lease, NOW + 55_000);
+        assert_eq!(lease.available(), 2);
+        forget_stale_grant(&lease, NOW + 60_000);
+        assert_eq!(lease.available(), 0);
+        // Debt is not dropped by the window: it was spent, and is charged.
+        lease.available.store(-1, Ordering::Relaxed);
+        forget_stale_grant(&lease, NOW + 200_000);
+        assert_eq!(lease.available(), -1);
+
+        let day = CounterShape::Period(BudgetPeriod::Day);
+        let budget = ClientLease::new("team-a", LimitKind::Budget, 40_000_000, 10_000_000, day);
+        forget_stale_grant(&budget, NOW);
+        budget.available.store(-5, Ordering::Relaxed);
+        budget.unsynced.store(5, Ordering::Relaxed);
+        budget.refused.store(true, Ordering::Relaxed);
+        forget_stale_grant(&budget, NOW + 1_000);
+        assert!(
+            (budget.available(), budget.refused()) == (-5, true),
+            "same day"
+        );
+        // Midnight UTC: the new day's counter starts at zero, nothing carried over.
+        forget_stale_grant(&budget, NOW + 3_600_000);
+        assert_eq!((budget.available(), budget.refused()), (0, false));
+        assert_eq!(budget.unsynced.load(Ordering::Relaxed), 0);
+    }
 }

@@ -131,7 +131,7 @@ pub struct ClientLease {
 }
 
 impl ClientLease {
-    fn new(
+    pub(crate) fn new(
         client: &str,
         kind: LimitKind,
         limit: u64,

@@ -104,8 +104,8 @@ async fn s11_requests_per_min_holds_across_two_nodes_within_two_leases() {
         "only {admitted}: the limit is used, not starved"
     );
     // The last requests met 429 on both nodes, though each admitted fewer than N itself.
-    for node in 0..2 {
-        assert!(refused_by[node] > 0, "node {node} never refused");
+    for (node, refused) in refused_by.into_iter().enumerate() {
+        assert!(refused > 0, "node {node} never refused");
         let (status, body) = send(&cluster, node).await;
         assert_eq!(status, 429, "{body}");
         assert_eq!(body["error"]["code"], "client_rate_limited");
