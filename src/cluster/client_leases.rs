@@ -5,13 +5,16 @@
 //! (atomics and a wake-up, never a wait); `client_lease_task` refills and syncs them.
 //!
 //! The admission rule ([`lease_admits`]): with Redis up, a request is admitted while its
-//! lease is not overdrawn by a whole lease (an empty lease whose refill is pending still
-//! admits, as debt charged with the next lease); once the shared counter refused this node,
-//! only while units of its grants are left.
-//! So each node spends at most its grants plus one lease, and all nodes together overshoot a
-//! limit by at most nodes × one lease (plus, for tokens and spend, what the requests in
-//! flight use, as on one node). With Redis down, the leases do not decide: each node's own
-//! counts do. `max_concurrent` is not leased: in-flight counts stay per node (§9).
+//! `requests_per_min` lease is not overdrawn by a whole lease (an empty lease whose refill is
+//! pending still admits, as debt charged with the next lease); once the shared counter refused
+//! this node, only while units of its grants are left. So each node spends at most its grants
+//! plus one lease, and all nodes together overshoot `requests_per_min` by at most nodes × one
+//! lease. Tokens and spend are known only when a response ends (one may pass a whole lease):
+//! an overdrawn lease wakes the refill at once and does not refuse, so those overshoot by
+//! nodes × one lease plus what the requests in flight when the limit was crossed use and
+//! those admitted during the one Redis round trip before a node learns it. With Redis down,
+//! the leases do not decide: each node's own counts do. `max_concurrent` is not leased:
+//! in-flight counts stay per node (§9).
 //!
 //! Units: requests and tokens as counted; spend in nano-USD (exact in Redis' Lua numbers up to
 //! $9 M), a lease of `lease_size` cents.
@@ -95,15 +98,24 @@ impl CounterShape {
 
 /// The admission rule on one lease (see the module's essay): Redis down → the node's own
 /// counts decide; after the shared counter refused, only what is left of the grants is spent
-/// (so the limit is used, not starved by leases held idle); else admitted until the lease is
-/// overdrawn by a whole lease.
-pub fn lease_admits(redis_up: bool, refused: bool, available: i64, lease_units: u64) -> bool {
-    let floor = if refused {
-        0
-    } else {
-        -i64::try_from(lease_units).unwrap_or(i64::MAX)
-    };
-    !redis_up || available > floor
+/// (so the limit is used, not starved by leases held idle). Otherwise a request lease admits
+/// until it is overdrawn by a whole lease (a refill pending); a token or spend lease
+/// (`after_the_fact`: its usage is known only when a response ends, and one response may pass
+/// a whole lease) admits while overdrawn too, the overdraft having woken the refill at once.
+pub fn lease_admits(
+    redis_up: bool,
+    refused: bool,
+    available: i64,
+    lease_units: u64,
+    after_the_fact: bool,
+) -> bool {
+    if !redis_up {
+        return true;
+    }
+    if refused {
+        return available > 0;
+    }
+    after_the_fact || available > -i64::try_from(lease_units).unwrap_or(i64::MAX)
 }
 
 /// One leased limit of one client.
@@ -308,7 +320,15 @@ impl SharedCounts for ClientLeases {
         let redis_up = self.status.redis_up();
         for lease in leases {
             let refused = lease.refused();
-            if lease_admits(redis_up, refused, lease.available(), lease.lease_units) {
+            let after_the_fact = lease.kind != LimitKind::RequestsPerMin;
+            let available = lease.available();
+            if lease_admits(
+                redis_up,
+                refused,
+                available,
+                lease.lease_units,
+                after_the_fact,
+            ) {
                 continue;
             }
             let retry_ms = if refused {
@@ -385,17 +405,21 @@ mod tests {
     #[test]
     fn the_rule_admits_one_lease_of_debt_and_stops_at_a_refusal() {
         // Redis down: the leases do not decide, whatever they hold.
-        assert!(lease_admits(false, true, -1_000, 10));
+        assert!(lease_admits(false, true, -1_000, 10, false));
         // A lease with units left, an empty one (refill pending), one nearly a lease overdrawn.
-        assert!(lease_admits(true, false, 3, 10));
-        assert!(lease_admits(true, false, 0, 10));
-        assert!(lease_admits(true, false, -9, 10));
-        // A whole lease overdrawn: refused until the refill charges the debt.
-        assert!(!lease_admits(true, false, -10, 10));
+        assert!(lease_admits(true, false, 3, 10, false));
+        assert!(lease_admits(true, false, 0, 10, false));
+        assert!(lease_admits(true, false, -9, 10, false));
+        // A whole lease of requests overdrawn: refused until the refill charges the debt.
+        assert!(!lease_admits(true, false, -10, 10, false));
+        // Tokens: one response passed the lease; admitted while the refill asks Redis.
+        assert!(lease_admits(true, false, -900, 10, true));
         // The shared counter refused: what is left of the grants, nothing beyond.
-        assert!(lease_admits(true, true, 1, 10));
-        assert!(!lease_admits(true, true, 0, 10));
-        assert!(!lease_admits(true, true, -3, 10));
+        for after_the_fact in [false, true] {
+            assert!(lease_admits(true, true, 1, 10, after_the_fact));
+            assert!(!lease_admits(true, true, 0, 10, after_the_fact));
+            assert!(!lease_admits(true, true, -3, 10, after_the_fact));
+        }
     }
 
     #[test]
