@@ -4,6 +4,7 @@
 //!
 //! - `requests_per_min = N`: at most N + 2 × `lease_size` admitted across both, then 429
 //!   `client_rate_limited` from both;
+//! - `tokens_per_min`: both stop after the two nodes' tokens together crossed it;
 //! - `budget_usd`: both stop after the spend crossed it (priced from `[[prices]]`), and
 //!   `/admin/clients`' cluster-wide spend agrees between the nodes after the sync;
 //! - Redis killed mid-run: both nodes still serve, and refuse by their own counts.
@@ -121,6 +122,57 @@ async fn s11_requests_per_min_holds_across_two_nodes_within_two_leases() {
         let b = team_a(&cluster, 1).await["cluster"].clone();
         let used = |v: &Value| window(&v["usage"], "requests_per_min")["used"].clone();
         a["redis"] == "up" && used(&a) == json!(admitted) && used(&b) == json!(admitted)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s11_tokens_per_min_holds_across_two_nodes() {
+    const LIMIT: u64 = 1_000;
+    const LEASE: u64 = 50;
+    let redis = redis_support::plain();
+    let limits = format!("tokens_per_min = {LIMIT}");
+    let edit = with_client(&limits);
+    let cluster = start_nodes(&RedisAt::plain(&redis), LEASE, &["node-a", "node-b"], &edit).await;
+    let mut stopped = [false; 2];
+    for request in 0..400 {
+        let node = request % 2;
+        let (status, body) = send(&cluster, node).await;
+        if status == 429 {
+            assert_eq!(body["error"]["code"], "client_rate_limited", "{body}");
+            stopped[node] = true;
+        } else {
+            assert_eq!(status, 200, "{body}");
+        }
+        if stopped == [true, true] {
+            break;
+        }
+    }
+    assert_eq!(stopped, [true, true], "both nodes stop");
+    let mut used = Vec::new();
+    let mut requests = 0;
+    for node in 0..2 {
+        let usage = team_a(&cluster, node).await["usage"].clone();
+        used.push(window(&usage, "tokens_per_min")["used"].as_u64().unwrap());
+        requests += window(&usage, "requests_per_min")["used"].as_u64().unwrap();
+    }
+    let total: u64 = used.iter().sum();
+    let per_request = total.div_ceil(requests);
+    println!("tokens_per_min {LIMIT}, 2 nodes, lease_size {LEASE}: {total} tokens ({used:?}, {per_request} per request)");
+    assert!(total >= LIMIT, "stopped early: {total}");
+    // One lease per node, and the one request each that crossed it.
+    assert!(total <= LIMIT + 2 * LEASE + 2 * per_request, "{total}");
+    assert!(
+        used.iter().all(|u| *u < LIMIT),
+        "one node alone reached the limit: {used:?}"
+    );
+    wait_for(Duration::from_secs(3), || async {
+        let mut seen = Vec::new();
+        for node in 0..2 {
+            let view = team_a(&cluster, node).await["cluster"].clone();
+            seen.push(window(&view["usage"], "tokens_per_min")["used"].clone());
+        }
+        seen == [json!(total), json!(total)]
     })
     .await;
 }
