@@ -75,12 +75,18 @@ fn window<'a>(usage: &'a Value, name: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s11_requests_per_min_holds_across_two_nodes_within_two_leases() {
+    let redis = redis_support::plain();
+    requests_per_min_holds_across_two_nodes(&RedisAt::plain(&redis)).await;
+}
+
+/// `requests_per_min = 20`, leases of 2, 60 requests alternating between two nodes on `redis`
+/// (also run on a three-shard Redis Cluster by `node_cluster_managed`).
+pub async fn requests_per_min_holds_across_two_nodes(redis: &RedisAt) {
     const N: u64 = 20;
     const LEASE: u64 = 2;
-    let redis = redis_support::plain();
     let limits = format!("requests_per_min = {N}");
     let edit = with_client(&limits);
-    let cluster = start_nodes(&RedisAt::plain(&redis), LEASE, &["node-a", "node-b"], &edit).await;
+    let cluster = start_nodes(redis, LEASE, &["node-a", "node-b"], &edit).await;
     let mut admitted = 0;
     let mut refused_by = [0u32; 2];
     for request in 0..(3 * N as usize) {
