@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::identity::Directory;
 use super::limits::{BudgetPeriod, ClientConfig, ClientState, LimitKind, Refusal};
 use super::prices::{to_usd, PriceTable};
+use super::shared::{ClusterUsageView, SharedCounts};
 
 /// One client's Prometheus series, registered once per load (ids come from the config, so the
 /// label set is bounded).
@@ -119,6 +120,9 @@ pub struct ClientView {
     pub models: Option<Vec<String>>,
     /// The limit that would refuse its next request now, if any.
     pub limited: Option<LimitedView>,
+    /// With `[cluster]`: every node's usage of this client, summed (absent on a single node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterUsageView>,
 }
 
 /// `/admin/clients`' `limited`: which limit holds the client and when it frees.
@@ -192,13 +196,15 @@ impl ClientLedger {
 
     /// Admits a request of client `index` for `combo` at `now_ms`, or refuses it (nothing is
     /// counted then). A refusal that is the transition into limited comes with the
-    /// `client_limited` event to journal.
+    /// `client_limited` event to journal. With `shared` (a cluster node), the cluster's
+    /// counters must admit it too, and an admitted request is spent from them.
     pub fn admit(
         &self,
         index: usize,
         combo: &str,
         request_id: &str,
         now_ms: u64,
+        shared: Option<&Arc<dyn SharedCounts>>,
     ) -> Result<ClientTicket, (Refusal, Option<Box<Event>>)> {
         let Some(client) = self.clients.get(index) else {
             return Err((
@@ -211,15 +217,23 @@ impl ClientLedger {
             ));
         };
         self.changes.bump();
+        let limits = &client.config.limits;
+        let verdict = shared.map_or(Ok(()), |shared| {
+            shared.check(&client.config.id, limits, now_ms)
+        });
         let admitted = match client.state.lock() {
-            Ok(mut state) => state.admit(&client.config.limits, combo, now_ms),
+            Ok(mut state) => state.admit_shared(limits, combo, now_ms, verdict),
             // A poisoned lock (a panic elsewhere) admits: limits fail open, routing goes on.
             Err(_) => Ok(()),
         };
         match admitted {
             Ok(()) => {
                 client.metrics.requests.increment(1);
+                if let Some(shared) = shared {
+                    shared.spend_request(&client.config.id, now_ms);
+                }
                 Ok(ClientTicket {
+                    shared: shared.cloned(),
                     state: Arc::clone(&client.state),
                     tag: client.tag.clone(),
                     period: client.config.limits.budget_period,
@@ -271,8 +285,14 @@ impl ClientLedger {
     }
 
     /// Every client as `/admin/clients` shows it at `now_ms`; `queued` says how many of a
-    /// client's requests wait in a full pool (the fair queue's count).
-    pub fn views(&self, now_ms: u64, queued: impl Fn(&str) -> u64) -> Vec<ClientView> {
+    /// client's requests wait in a full pool (the fair queue's count); `shared` adds the
+    /// cluster-wide usage.
+    pub fn views(
+        &self,
+        now_ms: u64,
+        queued: impl Fn(&str) -> u64,
+        shared: Option<&dyn SharedCounts>,
+    ) -> Vec<ClientView> {
         self.clients
             .iter()
             .map(|client| {
@@ -316,6 +336,7 @@ impl ClientLedger {
                     budget_resets_at_ms: resets_at,
                     models: limits.models.clone(),
                     limited,
+                    cluster: shared.and_then(|shared| shared.view(&client.config.id)),
                 }
             })
             .collect()
@@ -338,6 +359,8 @@ pub struct UsedTokens<'a> {
 /// until the stream ends).
 pub struct ClientTicket {
     state: Arc<Mutex<ClientState>>,
+    /// The cluster's counters this request's usage is spent from too (`[cluster]` only).
+    shared: Option<Arc<dyn SharedCounts>>,
     tag: ClientTag,
     period: BudgetPeriod,
     prices: Arc<PriceTable>,
@@ -388,6 +411,9 @@ impl ClientTicket {
             Err(_) => (0, self.period.bounds(now_ms).0),
         };
         self.changes.bump();
+        if let Some(shared) = &self.shared {
+            shared.spend_usage(&self.tag.id, tokens, cost_pusd, now_ms);
+        }
         self.metrics.tokens.increment(tokens);
         self.metrics.spend_usd.set(to_usd(period_spend_pusd));
         Event::ClientUsage(ClientUsage {
@@ -455,7 +481,7 @@ mod tests {
     fn the_change_count_moves_with_admission_usage_the_end_and_a_reload() {
         let first = ledger(None);
         let mut seen = first.changes();
-        let ticket = first.admit(0, "team", "r1", NOW).unwrap();
+        let ticket = first.admit(0, "team", "r1", NOW, None).unwrap();
         assert_ne!(first.changes(), seen, "admitted");
         seen = first.changes();
         ticket.record("r1", "team", used(), NOW);
@@ -464,7 +490,7 @@ mod tests {
         drop(ticket);
         assert_ne!(first.changes(), seen, "the request ended");
         seen = first.changes();
-        assert!(first.admit(0, "team", "r2", NOW).is_err());
+        assert!(first.admit(0, "team", "r2", NOW, None).is_err());
         assert_ne!(first.changes(), seen, "refused");
         seen = first.changes();
         assert_eq!(first.changes(), seen, "nothing happened");
@@ -475,11 +501,11 @@ mod tests {
     #[test]
     fn a_view_shows_the_models_and_the_limit_holding_the_client() {
         let ledger = ledger(None);
-        let view = &ledger.views(NOW, |_| 0)[0];
+        let view = &ledger.views(NOW, |_| 0, None)[0];
         assert_eq!(view.models, Some(vec!["team".to_string()]));
         assert_eq!(view.limited, None);
-        drop(ledger.admit(0, "team", "r1", NOW).unwrap());
-        let view = &ledger.views(NOW + 1_000, |_| 0)[0];
+        drop(ledger.admit(0, "team", "r1", NOW, None).unwrap());
+        let view = &ledger.views(NOW + 1_000, |_| 0, None)[0];
         let limited = view.limited.clone().unwrap();
         assert_eq!(limited.limit, "requests_per_min");
         assert!(limited

@@ -9,6 +9,7 @@
 
 use super::calendar;
 use super::identity::KeyDigest;
+use super::shared::SharedVerdict;
 use super::window::BinnedWindow;
 
 /// The in-flight cap of a client with a token limit or budget and no `max_concurrent`: it
@@ -171,7 +172,20 @@ impl ClientState {
         combo: &str,
         now_ms: u64,
     ) -> Result<(), Refusal> {
-        if let Err((limit, retry_after_ms)) = self.check(limits, combo, now_ms) {
+        self.admit_shared(limits, combo, now_ms, Ok(()))
+    }
+
+    /// [`ClientState::admit`] with what the cluster's counters say (`shared`, see
+    /// `clients::shared`): this node's own limits first, then the cluster's; either refusal
+    /// goes through the same "limited" transition.
+    pub fn admit_shared(
+        &mut self,
+        limits: &ClientLimits,
+        combo: &str,
+        now_ms: u64,
+        shared: SharedVerdict,
+    ) -> Result<(), Refusal> {
+        if let Err((limit, retry_after_ms)) = self.check(limits, combo, now_ms).and(shared) {
             let newly_limited = self.limited != Some(limit);
             self.limited = Some(limit);
             return Err(Refusal {
@@ -320,6 +334,38 @@ mod tests {
         assert_eq!(state.requests_min.used(NOW + 3_000), 2);
         assert!(state.admit(&limits, "team", NOW + 60_000).is_ok());
         assert_eq!(state.limited, None);
+    }
+
+    #[test]
+    fn a_cluster_refusal_is_a_transition_and_counts_nothing() {
+        let limits = ClientLimits {
+            requests_per_min: Some(100),
+            ..ClientLimits::default()
+        };
+        let mut state = ClientState::default();
+        let shared = Err((LimitKind::RequestsPerMin, Some(5_000)));
+        let refusal = state
+            .admit_shared(&limits, "team", NOW, shared)
+            .unwrap_err();
+        assert_eq!(refusal.limit, LimitKind::RequestsPerMin);
+        assert_eq!(refusal.retry_after_ms, Some(5_000));
+        assert!(refusal.newly_limited);
+        assert!(
+            !state
+                .admit_shared(&limits, "team", NOW, shared)
+                .unwrap_err()
+                .newly_limited
+        );
+        assert_eq!((state.in_flight, state.requests_min.used(NOW)), (0, 0));
+        // The node's own limits come first: a model it may not use is refused as such.
+        let only = ClientLimits {
+            models: Some(vec!["team".into()]),
+            ..limits.clone()
+        };
+        let refusal = state.admit_shared(&only, "other", NOW, shared).unwrap_err();
+        assert_eq!(refusal.limit, LimitKind::Models);
+        assert!(state.admit_shared(&limits, "team", NOW, Ok(())).is_ok());
+        assert_eq!(state.requests_min.used(NOW), 1);
     }
 
     #[test]

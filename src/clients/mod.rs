@@ -6,20 +6,23 @@
 //! - `window` — a counter over a sliding window kept in fixed time bins (bounded memory);
 //! - `calendar` — UTC day and month boundaries for `budget_period`;
 //! - `limits` — a client's configured limits and its usage state: `(state, now) → decision`;
+//! - `shared` — the interface to counts kept across nodes (`[cluster]`'s client leases);
 //! - `prices` — USD per token for each model, from `[[prices]]` or a LiteLLM price file;
 //! - `ledger` — the node's live table of clients: admission tickets, usage recording, the
 //!   journal fold on restart, and what `/admin/clients` shows.
 //!
-//! Everything but `ledger` is pure: time is an argument, nothing reads a clock or a file.
+//! Everything but `ledger` (and the `shared` interface) is pure: time is an argument, nothing reads a clock or a file.
 
 pub mod calendar;
 pub mod identity;
 pub mod ledger;
 pub mod limits;
 pub mod prices;
+pub mod shared;
 pub mod window;
 
 pub use identity::{digest_of, KeyDigest};
 pub use ledger::{ClientLedger, ClientTicket};
 pub use limits::{BudgetPeriod, ClientConfig, ClientLimits, LimitKind, Refusal};
 pub use prices::{ModelPrice, PriceTable};
+pub use shared::{ClusterUsageView, SharedCounts, SharedVerdict};

@@ -3,7 +3,8 @@
 //!
 //! On a Redis Cluster every pipeline and every Lua script touches keys of one hash slot only:
 //! a node's publish mark carries the stream's name as its hash tag (`{qr:events}`), and one
-//! connection's quota counters share the tag `{usage:<connection>}`.
+//! connection's quota counters share the tag `{usage:<connection>}`, one client's the tag
+//! `{client:<id>}`.
 
 /// The stream of every node's shared state changes (`XADD … MAXLEN ~`).
 pub const STREAM: &str = "qr:events";
@@ -26,6 +27,13 @@ pub fn published(node: &str) -> String {
 /// `usage:`, so it is never empty, and is the same for every key of one connection.
 pub fn usage_prefix(connection: &str, limit: &str) -> String {
     format!("qr:{{usage:{connection}}}:{limit}:")
+}
+
+/// The prefix of one shared counter of `client` for `limit` (`requests_per_min`, …,
+/// `budget_usd`); `g:<bin>` (units granted) or `s:<bin>` (units spent) follows it. One
+/// client's keys share the hash tag `{client:<id>}`, so one Lua script may touch them all.
+pub fn client_prefix(client: &str, limit: &str) -> String {
+    format!("qr:{{client:{client}}}:{limit}:")
 }
 
 #[cfg(test)]
@@ -51,6 +59,21 @@ mod tests {
                 slots.iter().all(|slot| *slot == slots[0]),
                 "{connection}: {slots:?}"
             );
+        }
+        for client in ["team-a", "odd}id", "{", "}", ""] {
+            let slots: Vec<Slot> = ["requests_per_min", "budget_usd"]
+                .iter()
+                .flat_map(|limit| {
+                    let prefix = client_prefix(client, limit);
+                    (0..24u64).flat_map(move |bin| {
+                        [
+                            Slot::for_key(format!("{prefix}g:{bin}")),
+                            Slot::for_key(format!("{prefix}s:{bin}")),
+                        ]
+                    })
+                })
+                .collect();
+            assert!(slots.iter().all(|slot| *slot == slots[0]), "{client}");
         }
         assert_ne!(
             Slot::for_key(usage_prefix("oa-1", "requests_5h")),

@@ -12,6 +12,8 @@
 //! - [`tail`] — `XREAD` → `Router::apply_peer` (the same reducers as local events);
 //! - [`leases`] — configured limits across nodes: this node's leases and their spending;
 //! - [`lease_task`] — refills them from the shared counters (one Lua script), journals refusals;
+//! - [`client_leases`] — clients' limits and budgets across nodes: leases the admission spends;
+//! - [`client_lease_task`] — refills them and syncs every node's spend (one Lua script);
 //! - [`status`] — Redis up/down, peers and counts for `/admin/state` and `/metrics`.
 //!
 //! No request waits on Redis: the tap only queues and counts, every Redis call is in one of
@@ -22,6 +24,8 @@
 //! deficits (fairness of this node's own decision sequence; sharing them would need a
 //! round-trip per decision and the sum of per-node fair sequences is fair anyway).
 
+pub mod client_lease_task;
+pub mod client_leases;
 pub mod config;
 pub mod keys;
 pub mod lease_task;
@@ -42,6 +46,9 @@ use quotaroute_actors::{EventTap, Router, Topology};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::clients::ClientConfig;
+use crate::cluster::client_lease_task::ClientLeaseTask;
+use crate::cluster::client_leases::ClientLeases;
 use crate::cluster::config::ClusterConfig;
 use crate::cluster::lease_task::LeaseTask;
 use crate::cluster::leases::Leases;
@@ -70,6 +77,7 @@ pub struct Prepared {
     queue: mpsc::Receiver<Outgoing>,
     dropped_upto: Arc<AtomicU64>,
     leases: Arc<Leases>,
+    client_leases: Arc<ClientLeases>,
     status: Arc<ClusterStatus>,
 }
 
@@ -80,14 +88,19 @@ pub struct Cluster {
 }
 
 /// What the node's handlers reach of a running cluster: its status (admin, metrics) and its
-/// leases (a reload hands them the new limits).
+/// leases (a reload hands them the new limits; admission spends the clients').
 pub struct Handle {
     pub status: Arc<ClusterStatus>,
     pub leases: Arc<Leases>,
+    pub client_leases: Arc<ClientLeases>,
 }
 
 impl Prepared {
-    pub fn new(config: &ClusterConfig, topology: &Topology) -> Result<Prepared, ClusterError> {
+    pub fn new(
+        config: &ClusterConfig,
+        topology: &Topology,
+        clients: &[ClientConfig],
+    ) -> Result<Prepared, ClusterError> {
         let client = target::build(&config.redis_url, config.ca_file.as_deref())
             .map_err(ClusterError::Url)?;
         let (sender, queue) = mpsc::channel(QUEUE_EVENTS);
@@ -98,8 +111,15 @@ impl Prepared {
             dropped_upto: dropped_upto.clone(),
             leases: leases.clone(),
         });
+        let status = Arc::new(ClusterStatus::new(&config.node_id));
+        let client_leases = Arc::new(ClientLeases::new(
+            clients,
+            config.lease_size,
+            status.clone(),
+        ));
         Ok(Prepared {
-            status: Arc::new(ClusterStatus::new(&config.node_id)),
+            status,
+            client_leases,
             config: config.clone(),
             client,
             tap,
@@ -138,8 +158,15 @@ impl Prepared {
             self.status.clone(),
             self.client.clone(),
         );
+        let mut client_lease_task = ClientLeaseTask::new(
+            self.client_leases.clone(),
+            self.status.clone(),
+            router.clock().clone(),
+            self.client.clone(),
+        );
         if caught_up {
             lease_task.prime().await;
+            client_lease_task.prime().await;
         }
         // What the catch-up handed to the connection actors is applied before ready.
         let _ = router.settle().await;
@@ -164,11 +191,13 @@ impl Prepared {
             tokio::spawn(publisher.run()),
             tokio::spawn(tail.run()),
             tokio::spawn(lease_task.run()),
+            tokio::spawn(client_lease_task.run()),
         ];
         Cluster {
             handle: Arc::new(Handle {
                 status: self.status,
                 leases: self.leases,
+                client_leases: self.client_leases,
             }),
             tasks,
         }

@@ -190,9 +190,14 @@ pub async fn client_views(app: &AppState, router: &Router) -> Vec<ClientView> {
     let now_ms = router.clock().now_ms();
     // The fair queue's waiters (behaviour §11), summed over the combos, per client.
     let queued = router.queued().await;
-    app.live().clients.views(now_ms, |client| {
-        QueuedCount::of_client(&queued, client) as u64
-    })
+    let shared = app
+        .cluster()
+        .map(|cluster| &*cluster.client_leases as &dyn crate::clients::SharedCounts);
+    app.live().clients.views(
+        now_ms,
+        |client| QueuedCount::of_client(&queued, client) as u64,
+        shared,
+    )
 }
 
 pub async fn clear_lockout(

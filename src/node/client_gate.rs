@@ -11,7 +11,7 @@ use quotaroute_actors::{RoutedTarget, Router};
 
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::clients::ledger::UsedTokens;
-use crate::clients::{ClientTicket, LimitKind, Refusal};
+use crate::clients::{ClientTicket, LimitKind, Refusal, SharedCounts};
 use crate::node::live::LiveConfig;
 
 /// The client whose key the request carries (`x-api-key` too on Anthropic endpoints).
@@ -31,16 +31,18 @@ pub fn authenticated_client(
 }
 
 /// Admits a request of client `index` for `combo`, or the answer refusing it (its
-/// `client_limited` event journaled when it is the transition into limited).
+/// `client_limited` event journaled when it is the transition into limited). `shared`: a
+/// cluster node's client leases, which must admit it too.
 pub fn admit(
     live: &LiveConfig,
     router: &Router,
     index: usize,
     combo: &str,
     request_id: &str,
+    shared: Option<&Arc<dyn SharedCounts>>,
 ) -> Result<Arc<ClientTicket>, ApiError> {
     let now_ms = router.clock().now_ms();
-    match live.clients.admit(index, combo, request_id, now_ms) {
+    match live.clients.admit(index, combo, request_id, now_ms, shared) {
         Ok(ticket) => Ok(Arc::new(ticket)),
         Err((refusal, event)) => {
             let client = live

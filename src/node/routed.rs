@@ -213,7 +213,17 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         Err(error) => return fail(ApiError::from(error), &route),
     };
     // The client's limits, before anything goes upstream (behaviour §11).
-    let ticket = match client_gate::admit(&live, &router, client_index, &info.model, &request_id) {
+    let shared = app.cluster().map(|cluster| {
+        cluster.client_leases.clone() as std::sync::Arc<dyn crate::clients::SharedCounts>
+    });
+    let ticket = match client_gate::admit(
+        &live,
+        &router,
+        client_index,
+        &info.model,
+        &request_id,
+        shared.as_ref(),
+    ) {
         Ok(ticket) => ticket,
         Err(error) => return fail(error, &route),
     };

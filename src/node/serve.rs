@@ -158,7 +158,7 @@ impl RunningNode {
         let topology = config::topology::topology(&config, &digest(&options.config_text));
         let prepared = match &config.cluster {
             Some(settings) => Some(
-                cluster::Prepared::new(settings, &topology)
+                cluster::Prepared::new(settings, &topology, &config.clients)
                     .map_err(|error| NodeError::Cluster(error.to_string()))?,
             ),
             None => None,

@@ -104,18 +104,19 @@ impl Node {
 }
 
 pub struct Cluster {
-    mock: MockUpstream,
+    pub mock: MockUpstream,
     _dir: tempfile::TempDir,
     pub nodes: Vec<Node>,
-    client: reqwest::Client,
+    pub client: reqwest::Client,
 }
 
-/// `standard_config` for node `name` on `port`, with `[cluster]` on `redis`, `edit`ed.
+/// `standard_config` for node `name` on `port`, with `[cluster]` on `redis` (leases of
+/// `lease_size`), `edit`ed.
 fn node_config(
     mock_base: &str,
     journal: &Path,
     port: u16,
-    redis: &RedisAt,
+    (redis, lease_size): (&RedisAt, u64),
     name: &str,
     edit: &dyn Fn(String) -> String,
 ) -> String {
@@ -125,19 +126,32 @@ fn node_config(
     );
     edit(text)
         + &format!(
-            "\n[cluster]\n{}node_id = \"{name}\"\nlease_size = {LEASE_SIZE}\n",
+            "\n[cluster]\n{}node_id = \"{name}\"\nlease_size = {lease_size}\n",
             redis.toml()
         )
 }
 
 async fn start_cluster(redis: &RedisAt, edit: &dyn Fn(String) -> String) -> Cluster {
+    start_nodes(redis, LEASE_SIZE, &["node-a", "node-b", "node-c"], edit).await
+}
+
+/// Nodes `names` on `redis` with leases of `lease_size`, each on `standard_config` as `edit`
+/// rewrites it, all ready.
+pub async fn start_nodes(
+    redis: &RedisAt,
+    lease_size: u64,
+    names: &[&str],
+    edit: &dyn Fn(String) -> String,
+) -> Cluster {
     let (mock_base, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
     let mut nodes = Vec::new();
-    for name in ["node-a", "node-b", "node-c"] {
+    for name in names {
         let port = free_port();
-        let text = node_config(&mock_base, &dir.path().join(name), port, redis, name, edit);
+        let journal = dir.path().join(name);
+        let at = (redis, lease_size);
+        let text = node_config(&mock_base, &journal, port, at, name, edit);
         let config = dir.path().join(format!("{name}.toml"));
         std::fs::write(&config, text).unwrap();
         let mut node = Node {

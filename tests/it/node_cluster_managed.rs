@@ -2,7 +2,8 @@
 //! a TLS-only `redis-server` whose certificate comes from a private test CA (trusted through
 //! `[cluster] ca_file`, on top of the system's roots), and a three-shard Redis Cluster
 //! (`redis+cluster://`), where every pipeline and script stays in one hash slot, including a
-//! restart of the shard that holds the stream mid-run.
+//! restart of the shard that holds the stream mid-run; and a client's `requests_per_min`
+//! across two nodes on the sharded cluster (`node_cluster_clients`).
 
 use crate::node_cluster::{
     a_429_on_one_node_locks_everywhere, a_limit_across_three_nodes_holds, redis_lost_and_back,
@@ -61,6 +62,8 @@ async fn s9_on_a_three_shard_redis_cluster_a_429_locks_everywhere_and_a_limit_ho
     let at = cluster_at(&redis);
     a_429_on_one_node_locks_everywhere(&at).await;
     a_limit_across_three_nodes_holds(&at).await;
+    // A client's keys share one hash slot: its lease script runs on a sharded Redis too.
+    crate::node_cluster_clients::requests_per_min_holds_across_two_nodes(&at).await;
 }
 
 /// The shard holding the stream (and every node's publish mark) is killed and restarted
