@@ -20,8 +20,8 @@ use crate::node::http::routes;
 use crate::node::journal_formats::{self, FormatsRefusal};
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
-use crate::node::timer_floor;
 use crate::node::reload::digest;
+use crate::node::timer_floor;
 
 /// sled page cache of the node's journal.
 const JOURNAL_CACHE_BYTES: u64 = 8 * 1024 * 1024;

@@ -310,8 +310,7 @@ mod tests {
             r#"{"model":"m","prompt_cache_key":"k1","messages":[{"role":"user","content":"a"}]}"#
                 .to_string(),
             r#"{"model":"m","metadata":{"user_id":"u1"},"messages":[]}"#.to_string(),
-            serde_json::json!({"model": "m", "instructions": system, "input": "hello"})
-                .to_string(),
+            serde_json::json!({"model": "m", "instructions": system, "input": "hello"}).to_string(),
         ];
         let mut session = HeaderMap::new();
         session.insert("session-id", "s1".parse().unwrap());
