@@ -496,10 +496,11 @@ impl Router {
     /// that happened at `at_ms`; other kinds are not the node's to record and are ignored.
     pub fn record_client(&self, at_ms: u64, event: Event) {
         if matches!(event, Event::ClientUsage(_) | Event::ClientLimited(_)) {
+            // One per answered request: no one-element Vec to allocate and free.
             let _ = self
                 .inner
                 .recorder
-                .cast(RecorderMsg::Record(vec![(at_ms, event)]));
+                .cast(RecorderMsg::RecordOne(at_ms, event));
         }
     }
 

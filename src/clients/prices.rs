@@ -67,6 +67,10 @@ impl PriceTable {
     /// The price of `model` on `provider`: the model's own name, else `provider/model`
     /// (LiteLLM keys some models so), else the part after the last `/`.
     pub fn get(&self, provider: &str, model: &str) -> Option<&ModelPrice> {
+        // No prices (the usual case): no key hashed, no `provider/model` formatted, per answer.
+        if self.by_model.is_empty() {
+            return None;
+        }
         if let Some(price) = self.by_model.get(model) {
             return Some(price);
         }

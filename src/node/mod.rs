@@ -21,6 +21,7 @@
 //!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
 //! - [`client_gate`] — which client a key is, its limits before anything goes upstream, its usage.
+//! - [`timer_floor`] — a timer always pending, so a request's timers cost no runtime unpark.
 
 pub mod accept;
 pub mod admin;
@@ -44,6 +45,7 @@ pub mod routed;
 pub mod serve;
 pub mod stored_response;
 pub mod stream_relay;
+pub mod timer_floor;
 pub mod traffic;
 pub mod upstream_request;
 

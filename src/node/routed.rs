@@ -30,7 +30,7 @@ use crate::node::reply::{self, RouteHeaders};
 use crate::node::stream_relay::{self, CommittedStream};
 use crate::telemetry::RequestSpan;
 use crate::wire::affinity_group::derive_group;
-use crate::wire::body_rewrite::parse_request;
+use crate::wire::body_rewrite::{parse_request_for, PromptScan};
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
@@ -208,7 +208,13 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             Ok(body) => body,
             Err(error) => return fail(error, &route),
         };
-    let info = match parse_request(&client_body) {
+    // Only the affinity spans `derive_group` below can use are collected (behaviour §10).
+    let scan = PromptScan::for_body(
+        live.affinity.enabled,
+        client_body.len(),
+        live.affinity.min_prompt_bytes,
+    );
+    let info = match parse_request_for(&client_body, scan) {
         Ok(info) => info,
         Err(error) => return fail(ApiError::from(error), &route),
     };

@@ -21,6 +21,7 @@ use crate::node::journal_formats::{self, FormatsRefusal};
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reload::digest;
+use crate::node::timer_floor;
 
 /// sled page cache of the node's journal.
 const JOURNAL_CACHE_BYTES: u64 = 8 * 1024 * 1024;
@@ -73,6 +74,8 @@ pub struct RunningNode {
     pub app: AppState,
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
+    /// Keeps a timer pending so request timers cost no runtime unpark (`timer_floor`).
+    timer_floor: JoinHandle<()>,
     grace: Duration,
     /// `[cluster]`: the tasks that share state through Redis.
     cluster: Option<Cluster>,
@@ -218,6 +221,7 @@ impl RunningNode {
             app,
             stop,
             server,
+            timer_floor: timer_floor::start(),
             grace: Duration::from_millis(config.server.shutdown_grace_ms),
             cluster,
         })
@@ -228,6 +232,7 @@ impl RunningNode {
     /// journal (its directory can be opened again as soon as this returns).
     pub async fn stop(self, reason: &str) -> Result<(), NodeError> {
         self.app.set_stopping();
+        self.timer_floor.abort();
         let _ = self.stop.send(true);
         if tokio::time::timeout(self.grace, self.server).await.is_err() {
             tracing::warn!("shutdown grace passed with requests still in flight");

@@ -298,6 +298,47 @@ mod tests {
         assert!(group(&text.to_string(), &none()).is_some());
     }
 
+    /// The scan the node asks for (only what `derive_group` can use) names the same group as
+    /// the full scan, for long and short bodies, with and without hints.
+    #[test]
+    fn the_scan_a_body_needs_gives_the_same_group_as_the_full_scan() {
+        use crate::wire::body_rewrite::{parse_request_for, PromptScan};
+        let system = long_system();
+        let bodies = [
+            chat(&system, "plan a trip", &["ok", "more"]),
+            chat("be brief", "hi", &[]),
+            r#"{"model":"m","prompt_cache_key":"k1","messages":[{"role":"user","content":"a"}]}"#
+                .to_string(),
+            r#"{"model":"m","metadata":{"user_id":"u1"},"messages":[]}"#.to_string(),
+            serde_json::json!({"model": "m", "instructions": system, "input": "hello"}).to_string(),
+        ];
+        let mut session = HeaderMap::new();
+        session.insert("session-id", "s1".parse().unwrap());
+        let mut prefix_groups = 0;
+        for body in &bodies {
+            for headers in [none(), session.clone()] {
+                let full = group(body, &headers);
+                let scan = PromptScan::for_body(true, body.len(), MIN);
+                let info = parse_request_for(body.as_bytes(), scan).unwrap();
+                let scanned = derive_group("default", body.as_bytes(), &info.prompt, &headers, MIN);
+                assert_eq!(scanned, full, "{scan:?} of {body:.60}");
+                if full.is_some_and(|g| g.source == GroupSource::Prefix) {
+                    prefix_groups += 1;
+                }
+            }
+        }
+        assert_eq!(prefix_groups, 2, "the long bodies are grouped by prefix");
+        // Short and off: nothing of the prefix is collected.
+        let short = parse_request_for(bodies[1].as_bytes(), PromptScan::HintsOnly).unwrap();
+        assert_eq!(short.prompt, PromptSpans::default());
+        let hinted = parse_request_for(bodies[2].as_bytes(), PromptScan::HintsOnly).unwrap();
+        assert!(hinted.prompt.prompt_cache_key.is_some());
+        assert_eq!(hinted.prompt.messages_prefix, None);
+        let off = parse_request_for(bodies[2].as_bytes(), PromptScan::Nothing).unwrap();
+        assert_eq!(off.prompt, PromptSpans::default());
+        assert_eq!(off.model, "m");
+    }
+
     #[test]
     fn odd_shapes_are_not_errors() {
         for body in [

@@ -94,10 +94,38 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de Raw
     <&RawValue>::deserialize(deserializer).map(Some)
 }
 
+/// How much of what may name a conversation (behaviour §10) the one scan collects: only what
+/// `affinity_group` would use, since finding a prefix means parsing each message's `role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptScan {
+    /// Affinity is off (or the request is already bound): no spans.
+    Nothing,
+    /// The body is shorter than `affinity.min_prompt_bytes`, so only an explicit hint can name
+    /// its group: `prompt_cache_key` and `metadata.user_id`, no prefix.
+    HintsOnly,
+    /// Hints and the stable prefix (`tools`, `system`, messages through the first user one,
+    /// `instructions`, the first `input` item).
+    Everything,
+}
+
+impl PromptScan {
+    /// What a body of `body_len` bytes needs scanned, with affinity `enabled` and groups by
+    /// prefix only from `min_prompt_bytes` on (the same rule as `derive_group`).
+    pub fn for_body(enabled: bool, body_len: usize, min_prompt_bytes: usize) -> Self {
+        match (enabled, body_len >= min_prompt_bytes) {
+            (false, _) => PromptScan::Nothing,
+            (true, false) => PromptScan::HintsOnly,
+            (true, true) => PromptScan::Everything,
+        }
+    }
+}
+
 /// The top-level members we read; everything else is skipped (but still syntax-checked).
 /// A duplicate `model` is an error, so no second model can slip past the rewrite.
+/// `M` is how `messages` is read: [`MessagesPrefix`] to find the prefix, else skipped.
 #[derive(Deserialize)]
-struct TopLevel<'a> {
+#[serde(bound(deserialize = "M: Deserialize<'de>"))]
+struct TopLevel<'a, M> {
     #[serde(default, borrow, deserialize_with = "present")]
     model: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
@@ -113,8 +141,8 @@ struct TopLevel<'a> {
     tools: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     system: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "through_first_user")]
-    messages: Option<ListPrefix<'a>>,
+    #[serde(default)]
+    messages: Option<M>,
     #[serde(default, borrow, deserialize_with = "present")]
     instructions: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
@@ -130,10 +158,31 @@ struct ListPrefix<'a> {
 
 /// `messages` through its first `"role": "user"` element, read in the one scan of the body;
 /// `None` for anything else (no user message, not a list), which is not an error here.
-fn through_first_user<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<ListPrefix<'de>>, D::Error> {
-    deserializer.deserialize_any(PrefixVisitor { until_user: true })
+struct MessagesPrefix<'a>(Option<ListPrefix<'a>>);
+
+impl<'de> Deserialize<'de> for MessagesPrefix<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(PrefixVisitor { until_user: true })
+            .map(MessagesPrefix)
+    }
+}
+
+/// What the top-level scan yields for `messages` to [`prompt_spans`].
+trait MessagesField<'a> {
+    fn prefix(&self) -> Option<ListPrefix<'a>>;
+}
+
+impl<'a> MessagesField<'a> for MessagesPrefix<'a> {
+    fn prefix(&self) -> Option<ListPrefix<'a>> {
+        self.0
+    }
+}
+
+impl<'a> MessagesField<'a> for serde::de::IgnoredAny {
+    fn prefix(&self) -> Option<ListPrefix<'a>> {
+        None
+    }
 }
 
 /// Walks a list keeping the first element and, with `until_user`, the first user message
@@ -236,8 +285,26 @@ fn span_in(body: &[u8], part: &str) -> Result<Span, BodyError> {
     }
 }
 
-/// Reads the routing fields of a request body in one pass.
+/// Reads the routing fields of a request body in one pass, with every affinity span.
 pub fn parse_request(body: &[u8]) -> Result<RequestInfo, BodyError> {
+    parse_request_for(body, PromptScan::Everything)
+}
+
+/// Reads the routing fields of a request body in one pass, with the affinity spans `scan` asks
+/// for (the rest of [`RequestInfo::prompt`] stays `None`).
+pub fn parse_request_for(body: &[u8], scan: PromptScan) -> Result<RequestInfo, BodyError> {
+    match scan {
+        PromptScan::Everything => parse_with::<MessagesPrefix<'_>>(body, scan),
+        PromptScan::HintsOnly | PromptScan::Nothing => {
+            parse_with::<serde::de::IgnoredAny>(body, scan)
+        }
+    }
+}
+
+fn parse_with<'a, M>(body: &'a [u8], scan: PromptScan) -> Result<RequestInfo, BodyError>
+where
+    M: Deserialize<'a> + MessagesField<'a>,
+{
     let invalid = |error: serde_json::Error| BodyError::InvalidJson(error.to_string());
     let first = body.iter().position(|&byte| !is_json_whitespace(byte));
     if first.map(|at| body[at]) != Some(b'{') {
@@ -246,7 +313,7 @@ pub fn parse_request(body: &[u8]) -> Result<RequestInfo, BodyError> {
         return Err(BodyError::NotAnObject);
     }
     let object_open = first.map_or(0, |at| at + 1);
-    let top: TopLevel<'_> = serde_json::from_slice(body).map_err(invalid)?;
+    let top: TopLevel<'a, M> = serde_json::from_slice(body).map_err(invalid)?;
 
     let raw_model = match top.model {
         Some(raw) if raw.get() != "null" => raw,
@@ -293,7 +360,11 @@ pub fn parse_request(body: &[u8]) -> Result<RequestInfo, BodyError> {
         }
     };
 
-    let prompt = prompt_spans(body, &top)?;
+    let prompt = match scan {
+        PromptScan::Nothing => PromptSpans::default(),
+        PromptScan::HintsOnly => hint_spans(body, &top)?,
+        PromptScan::Everything => prompt_spans(body, &top)?,
+    };
     Ok(RequestInfo {
         model,
         stream,
@@ -305,8 +376,8 @@ pub fn parse_request(body: &[u8]) -> Result<RequestInfo, BodyError> {
     })
 }
 
-/// The spans `affinity_group` hashes, from the parts the one scan found.
-fn prompt_spans(body: &[u8], top: &TopLevel<'_>) -> Result<PromptSpans, BodyError> {
+/// The explicit hints' spans (`prompt_cache_key`, `metadata.user_id`) the one scan found.
+fn hint_spans<'a, M>(body: &[u8], top: &TopLevel<'a, M>) -> Result<PromptSpans, BodyError> {
     let span = |raw: Option<&RawValue>| raw.map(|raw| span_in(body, raw.get())).transpose();
     let metadata_user_id = match top.metadata {
         Some(raw) if raw.get().starts_with('{') => {
@@ -317,7 +388,24 @@ fn prompt_spans(body: &[u8], top: &TopLevel<'_>) -> Result<PromptSpans, BodyErro
         }
         _ => None,
     };
-    let messages_prefix = match top.messages {
+    Ok(PromptSpans {
+        prompt_cache_key: span(
+            top.prompt_cache_key
+                .filter(|raw| raw.get().starts_with('"')),
+        )?,
+        metadata_user_id: span(metadata_user_id)?,
+        ..PromptSpans::default()
+    })
+}
+
+/// The spans `affinity_group` hashes, from the parts the one scan found: the hints and the
+/// stable prefix.
+fn prompt_spans<'a, M: MessagesField<'a>>(
+    body: &[u8],
+    top: &TopLevel<'a, M>,
+) -> Result<PromptSpans, BodyError> {
+    let span = |raw: Option<&RawValue>| raw.map(|raw| span_in(body, raw.get())).transpose();
+    let messages_prefix = match top.messages.as_ref().and_then(MessagesField::prefix) {
         Some(prefix) => Some((
             span_in(body, prefix.first.get())?.0,
             span_in(body, prefix.last.get())?.1,
@@ -337,16 +425,12 @@ fn prompt_spans(body: &[u8], top: &TopLevel<'_>) -> Result<PromptSpans, BodyErro
         _ => None,
     };
     Ok(PromptSpans {
-        prompt_cache_key: span(
-            top.prompt_cache_key
-                .filter(|raw| raw.get().starts_with('"')),
-        )?,
-        metadata_user_id: span(metadata_user_id)?,
         tools: span(top.tools)?,
         system: span(top.system)?,
         messages_prefix,
         instructions: span(top.instructions)?,
         first_input,
+        ..hint_spans(body, top)?
     })
 }
 

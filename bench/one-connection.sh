@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# A counted guard for one connection (issue 24): the release node on the shared bench mock
+# (bench/profile.sh's setup, no valgrind) serves N sequential requests on ONE keep-alive
+# connection, and this prints per request
+#   - the node's context switches (voluntary = wake-ups after blocking, involuntary =
+#     preempted), summed over all its threads from /proc/PID/task/*/status, in a run without
+#     strace (strace itself would add switches);
+#   - its syscalls by kind (strace -c -f -p: every thread), in a second run.
+# Both without `[telemetry]` and with it (sample_ratio 1.0, exporting to a local sink that
+# answers 200, as bench/telemetry.sh), and each on one tokio worker (TOKIO_WORKER_THREADS=1:
+# no worker wakes another, so the counts are the request's own and barely move between runs)
+# and on the default runtime (a worker per core: the counts include the workers waking each
+# other, which depends on timing and moves with the machine's load, so its budgets are loose).
+# Counts, not times. It exits 1 when a count passes its budget (below).
+# Run from the project root:   bench/one-connection.sh      (about a minute)
+#   knobs: N=500 (requests per run), MODES="plain telemetry", WORKERS="1 default",
+#          QR_BINARY=path (that build), BUDGET=0 (report only)
+# Needs strace and python3; builds the shared mock like ../shared/bench does.
+set -euo pipefail
+root=$(pwd)
+bench=$(cd "$root/../shared/bench" && pwd)
+command -v strace >/dev/null || { echo "needs strace: apt-get install -y strace"; exit 2; }
+n=${N:-500}
+modes=${MODES:-"plain telemetry"}
+workers_list=${WORKERS:-"1 default"}
+bin=${QR_BINARY:-}
+if [ -z "$bin" ]; then
+  cargo build --release --bin quotaroute -q
+  bin=${CARGO_TARGET_DIR:-$root/target}/release/quotaroute
+fi
+mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}
+(cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
+work=$(mktemp -d)
+pids=()
+node=""
+cleanup() {
+  for p in "${pids[@]}" $node; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Budgets per request, "mode/workers:what=max": syscalls of all kinds together; switches are
+# the node's voluntary + involuntary ones. Runs on 2026-12-02 (N=300, 2 cores shared with
+# builds), one worker: plain 6.4 syscalls and 2.2 switches, telemetry 6.8 and 2.9 (one wake-up
+# more per request would add ~2 syscalls and 1 switch). The default runtime's counts moved
+# 12.6–21 syscalls and 4.3–8.1 switches between runs of the same build: a wide net only.
+budgets="plain/1:syscalls=8 plain/1:switches=3.5 telemetry/1:syscalls=8 telemetry/1:switches=3.8
+  plain/default:syscalls=24 plain/default:switches=10 telemetry/default:syscalls=24
+  telemetry/default:switches=10"
+[ "${BUDGET:-1}" = 0 ] && budgets=""
+
+MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
+pids+=($!)
+python3 -c '
+import http.server
+class Sink(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", 14318), Sink).serve_forever()
+' >/dev/null 2>&1 &
+pids+=($!)
+key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
+body=$bench/bodies/chat-small.json
+
+# N sequential POSTs on one keep-alive connection; fails on any answer but 200.
+client() {
+  python3 - "$1" "$key" "$body" <<'PY'
+import http.client, sys
+n, key, body = int(sys.argv[1]), sys.argv[2], open(sys.argv[3], "rb").read()
+conn = http.client.HTTPConnection("127.0.0.1", 18183)
+headers = {"Authorization": "Bearer " + key, "content-type": "application/json"}
+for _ in range(n):
+    conn.request("POST", "/v1/chat/completions", body, headers)
+    answer = conn.getresponse()
+    answer.read()
+    if answer.status != 200:
+        sys.exit(f"answered {answer.status}")
+conn.close()
+PY
+}
+
+# The node's context switches so far, all threads, and its minor page faults (kernel work
+# that no syscall count shows): "voluntary involuntary faults".
+switches() {
+  local faults
+  faults=$(awk '{print $10}' /proc/"$1"/stat)
+  cat /proc/"$1"/task/*/status 2>/dev/null | awk -v faults="$faults" '
+    /^voluntary_ctxt_switches/ {v += $2} /^nonvoluntary_ctxt_switches/ {i += $2}
+    END {print v, i, faults}'
+}
+
+start_node() {
+  rm -rf "$work/journal-$1"
+  sed "s|JOURNAL_DIR|$work/journal-$1|" "$bench/quotaroute-bench.toml" >"$work/qr-$1.toml"
+  if [ "$1" = telemetry ]; then
+    printf '\n[telemetry]\notlp_endpoint = "http://127.0.0.1:14318"\nservice_name = "quotaroute-one-connection"\nsample_ratio = 1.0\n' >>"$work/qr-$1.toml"
+  fi
+  if [ "$workers" = default ]; then
+    env -u TOKIO_WORKER_THREADS "$bin" serve --config "$work/qr-$1.toml" >"$work/node-$1.log" 2>&1 &
+  else
+    TOKIO_WORKER_THREADS=$workers "$bin" serve --config "$work/qr-$1.toml" >"$work/node-$1.log" 2>&1 &
+  fi
+  node=$!
+  for _ in $(seq 1 100); do
+    curl -sf -o /dev/null -H "Authorization: Bearer $key" -H 'content-type: application/json' \
+      --data @"$body" http://127.0.0.1:18183/v1/chat/completions && break
+    sleep 0.1
+  done
+  client 50 # warm: pools, connections, lazily built state
+}
+
+stop_node() {
+  kill -TERM "$node"
+  wait "$node" 2>/dev/null || true
+  node=""
+}
+
+fail=0
+check() { # mode what value
+  for budget in $budgets; do
+    [ "${budget%%=*}" = "$1:$2" ] || continue
+    limit=${budget#*=}
+    if python3 -c "import sys; sys.exit(0 if $3 <= $limit else 1)"; then
+      echo "within budget: $1 $2 per request $3 <= $limit"
+    else
+      echo "OVER BUDGET: $1 $2 per request $3 > $limit"
+      fail=1
+    fi
+  done
+}
+
+for mode in $modes; do
+for workers in $workers_list; do
+  echo "== $mode, tokio workers: $workers; $n sequential requests on one connection"
+  # Run 1: context switches, no tracer attached.
+  start_node "$mode"
+  read -r v0 i0 f0 < <(switches "$node")
+  client "$n"
+  read -r v1 i1 f1 < <(switches "$node")
+  sleep 1
+  read -r v2 i2 _ < <(switches "$node")
+  stop_node
+  per=$(python3 -c "print(f'{($v1 - $v0 + $i1 - $i0) / $n:.2f}')")
+  echo "context switches per request: $per" \
+    "(voluntary $(python3 -c "print(f'{($v1 - $v0) / $n:.2f}')")," \
+    "involuntary $(python3 -c "print(f'{($i1 - $i0) / $n:.2f}')"));" \
+    "idle afterwards: $((v2 - v1 + i2 - i1)) in 1 s"
+  echo "minor page faults per request: $(python3 -c "print(f'{($f1 - $f0) / $n:.2f}')")"
+  check "$mode/$workers" switches "$per"
+
+  # Run 2: syscalls by kind, every thread of the node.
+  start_node "$mode"
+  strace -c -f -q -o "$work/strace-$mode.txt" -p "$node" &
+  tracer=$!
+  sleep 0.5 # attached to every thread
+  client "$n"
+  kill -INT "$tracer"
+  wait "$tracer" 2>/dev/null || true
+  stop_node
+  summary=$(python3 - "$work/strace-$mode.txt" "$n" <<'PY'
+import re, sys
+path, n = sys.argv[1], int(sys.argv[2])
+rows, total = [], 0
+for line in open(path):
+    fields = line.split()
+    # % time, seconds, usecs/call, calls, [errors], syscall
+    if len(fields) >= 5 and re.fullmatch(r"[\d.]+", fields[0]) and fields[-1] != "total":
+        calls = int(fields[3])
+        errors = int(fields[4]) if len(fields) == 6 else 0
+        rows.append((calls, errors, fields[-1]))
+        total += calls
+print(f"{total / n:.2f}")
+for calls, errors, name in sorted(rows, reverse=True):
+    if calls / n >= 0.01:
+        note = f" ({errors / n:.2f} failed)" if errors else ""
+        print(f"  {calls / n:8.2f}  {name}{note}")
+PY
+  )
+  total=$(head -n1 <<<"$summary")
+  echo "syscalls per request: $total, by kind:"
+  tail -n +2 <<<"$summary"
+  check "$mode/$workers" syscalls "$total"
+done
+done
+exit $fail
