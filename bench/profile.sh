@@ -4,7 +4,8 @@
 # shared bench mock, with the shared bench config (journal on, request_events = "all").
 # Prints the instructions per request of each layer (inclusive, so layers nest) and the total.
 # Run from the project root:  bench/profile.sh      (knobs: SECONDS_OF_LOAD, CONNS, STREAM=1,
-# QR_BINARY=path: that build;
+# QR_BINARY=path: that build; QR_CONFIG_APPEND=file: TOML appended to the config, e.g. an
+# `[affinity]` table with `enabled = false`;
 # TELEMETRY=1: `[telemetry]` on at sample_ratio 1.0, exporting to a local sink that answers 200)
 # Only the load is counted: the counters are zeroed after the warm-up request and dumped before
 # the stop, so start-up (TLS roots, journal open) does not swing the figure with how many
@@ -34,6 +35,7 @@ trap cleanup EXIT
 MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
 pids+=($!)
 sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
+[ -n "${QR_CONFIG_APPEND:-}" ] && cat "$QR_CONFIG_APPEND" >>"$work/qr.toml"
 if [ "${TELEMETRY:-0}" = 1 ]; then
   python3 -c '
 import http.server

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Memory under load: the router's idle RSS, then its peak (VmHWM) under `loadgen` with 64
+# connections, non-streaming then streaming, SECS each (default 8), on bench/pool.sh's config;
+# per mode also RPS, CPU µs and minor page faults per request. QR_ENV="env MIMALLOC_PURGE_DELAY=1000"
+# runs the router with an allocator setting; STRACE=1 adds the syscalls by count.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS="${SECS:-8}"
+MOCK_PORT=4301; ROUTER_PORT=4303
+work="$(mktemp -d)"; pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+cargo build --release --quiet --bin quotaroute --example loadgen
+bin=${QR_BINARY:-target/release/quotaroute}; load=target/release/examples/loadgen
+source bench/pool.sh
+start_mock
+start_router sk-bench
+sleep 1
+hz=$(getconf CLK_TCK)
+idle=$(awk '/VmRSS/ {print $2}' "/proc/$router/status")
+for mode in json stream; do
+  t0=$(awk '{print $14+$15}' "/proc/$router/stat"); f0=$(awk '{print $10}' "/proc/$router/stat")
+  if [ -n "${STRACE:-}" ]; then strace -c -f -p "$router" -o "$work/strace.$mode" 2>/dev/null & st=$!; sleep 0.5; fi
+  out=$("$load" "http://127.0.0.1:$ROUTER_PORT/v1/chat/completions" team 64 "$SECS" $mode sk-bench)
+  t1=$(awk '{print $14+$15}' "/proc/$router/stat"); f1=$(awk '{print $10}' "/proc/$router/stat")
+  req=$(echo "$out" | sed -E 's/.*"requests":([0-9]+).*/\1/')
+  rps=$(echo "$out" | sed -E 's/.*"rps":([0-9.]+).*/\1/')
+  if [ -n "${STRACE:-}" ]; then kill -INT "$st"; wait "$st" || true; sort -k4 -n -r "$work/strace.$mode" | head -8; fi
+  echo "$mode: $rps RPS, CPU $(( (t1 - t0) * 1000000 / hz / req )) µs/req, minor faults $(( (f1 - f0) * 1000 / req )) per 1000 req, VmHWM $(awk '/VmHWM/ {print $2}' "/proc/$router/status") kB"
+done
+echo "idle VmRSS $idle kB; peak VmHWM $(awk '/VmHWM/ {print $2}' "/proc/$router/status") kB"
