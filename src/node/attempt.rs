@@ -94,6 +94,11 @@ pub(crate) struct TryContext<'a> {
 }
 
 impl TryContext<'_> {
+    /// The admitted client's id for log lines (`-`: a stored-response call, which has none).
+    pub(crate) fn client_id(&self) -> &str {
+        self.client.map_or("-", |ticket| &ticket.tag().id)
+    }
+
     pub(crate) fn anthropic(&self) -> bool {
         self.endpoint.format() == JournalFormat::Anthropic
     }
@@ -238,6 +243,7 @@ pub(crate) async fn try_target(
             ctx.live,
             ctx.request_id,
             ctx.combo,
+            ctx.client_id(),
             target,
             attempt,
             attempted.result.class,
@@ -262,6 +268,7 @@ pub(crate) async fn try_target(
         Err(failed_send) => {
             tracing::debug!(
                 request_id = ctx.request_id,
+                client = ctx.client_id(),
                 connection = &*target.connection,
                 reason = %failed_send.message,
                 "upstream request got no answer"
@@ -547,6 +554,7 @@ fn attempt_done(
     live: &LiveConfig,
     request_id: &str,
     combo: &str,
+    client: &str,
     target: &RoutedTarget,
     attempt: u32,
     class: OutcomeClass,
@@ -558,6 +566,7 @@ fn attempt_done(
     tracing::debug!(
         request_id,
         combo,
+        client,
         connection = &*target.connection,
         model = &*target.model,
         attempt,

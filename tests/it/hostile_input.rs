@@ -531,6 +531,13 @@ async fn s2_s5_s9_a_key_echoing_upstream_leaks_nothing() {
     }
     let (log, dir) = node.stop();
     assert!(log.contains("upstream attempt"), "debug logging was on");
+    // Each attempt's line names the client (its id, never its key).
+    for line in log.lines().filter(|line| line.contains("upstream attempt")) {
+        assert!(
+            line.contains("client") && line.contains("default"),
+            "{line}"
+        );
+    }
     assert_no_key("the log", &log);
     let journal: String = journal_envelopes(&dir.path().join("journal"))
         .iter()
