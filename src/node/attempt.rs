@@ -240,10 +240,7 @@ pub(crate) async fn try_target(
         trace.class(attempted.result.class); // telemetry
         *upstream_time += sent_at.elapsed();
         attempt_done(
-            ctx.live,
-            ctx.request_id,
-            ctx.combo,
-            ctx.client_id(),
+            ctx,
             target,
             attempt,
             attempted.result.class,
@@ -551,22 +548,19 @@ async fn read_upstream_body(
 /// Metrics and the per-attempt log line (`debug`: per-request logging never costs throughput
 /// at `info`). Ids and classes only — never a key or a body.
 fn attempt_done(
-    live: &LiveConfig,
-    request_id: &str,
-    combo: &str,
-    client: &str,
+    ctx: &TryContext<'_>,
     target: &RoutedTarget,
     attempt: u32,
     class: OutcomeClass,
     latency: Duration,
 ) {
-    if let Some(attempt_metrics) = live.attempt_metrics.get(&*target.connection) {
+    if let Some(attempt_metrics) = ctx.live.attempt_metrics.get(&*target.connection) {
         metrics::attempt(attempt_metrics, class, latency);
     }
     tracing::debug!(
-        request_id,
-        combo,
-        client,
+        request_id = ctx.request_id,
+        combo = ctx.combo,
+        client = ctx.client_id(),
         connection = &*target.connection,
         model = &*target.model,
         attempt,
