@@ -18,6 +18,7 @@ use redis::Script;
 
 use crate::cluster::client_leases::{ClientLease, ClientLeases};
 use crate::cluster::keys;
+use crate::cluster::lease_rounds::{run_rounds, LeaseRounds};
 use crate::cluster::link::Link;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::target::Target;
@@ -26,8 +27,6 @@ use crate::cluster::target::Target;
 pub const REFRESH_MS: u64 = 1_000;
 /// While refused, ask again this often (the window slides, other nodes' grants age out).
 const RETRY_REFUSED_MS: u64 = 1_000;
-/// Rounds run at least this often even when no spend woke the task.
-const TICK: Duration = Duration::from_millis(250);
 
 /// `KEYS`: the granted bins (oldest first, current last), then the spent bins the same way
 /// (one client's keys: one hash slot, see `keys`); `ARGV`: bins, TTL seconds, limit, debt
@@ -97,16 +96,8 @@ impl ClientLeaseTask {
         self.round().await
     }
 
-    pub async fn run(mut self) {
-        loop {
-            tokio::select! {
-                () = self.leases.wake.notified() => {}
-                () = tokio::time::sleep(TICK) => {}
-            }
-            if !self.round().await {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
+    pub async fn run(self) {
+        run_rounds(self).await;
     }
 
     /// One pass over every lease that is due; `false` on a Redis error.
@@ -214,6 +205,16 @@ fn forget_stale_grant(lease: &ClientLease, now: u64) {
             });
     }
     lease.grant_bin.store(current, Ordering::Relaxed);
+}
+
+impl LeaseRounds for ClientLeaseTask {
+    fn wake(&self) -> &tokio::sync::Notify {
+        &self.leases.wake
+    }
+
+    fn one_round(&mut self) -> impl std::future::Future<Output = bool> + Send {
+        self.round()
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use quotaroute_journal::{UsageObserved, UsageSource};
 use redis::Script;
 
 use crate::cluster::keys;
+use crate::cluster::lease_rounds::{run_rounds, LeaseRounds};
 use crate::cluster::leases::{Lease, LeaseTable, Leases};
 use crate::cluster::link::{run_id, Link};
 use crate::cluster::status::ClusterStatus;
@@ -31,8 +32,6 @@ use crate::cluster::target::Target;
 pub const REFUSAL_HOLD_MS: u64 = 60_000;
 /// While refused, ask again this often (the window slides, other nodes' grants age out).
 const RETRY_REFUSED_MS: u64 = 1_000;
-/// Leases are checked at least this often even when no success woke the task.
-const TICK: Duration = Duration::from_millis(250);
 
 /// `KEYS`: the window's counters, oldest bin first, the current one last (one connection's
 /// keys: one hash slot, see `keys`); `ARGV`: TTL seconds, limit, debt (units already spent
@@ -135,16 +134,8 @@ impl LeaseTask {
         self.round().await
     }
 
-    pub async fn run(mut self) {
-        loop {
-            tokio::select! {
-                () = self.leases.wake.notified() => {}
-                () = tokio::time::sleep(TICK) => {}
-            }
-            if !self.round().await {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
+    pub async fn run(self) {
+        run_rounds(self).await;
     }
 
     /// One pass over every lease that is due; `false` on a Redis error.
@@ -310,4 +301,14 @@ impl LeaseTask {
 /// so the oldest bin still counted is never gone early (the one TTL, for grants and restores).
 fn counter_ttl_s(shape: quotaroute_actors::policy::buckets::Shape) -> u64 {
     (shape.bins + 1) * shape.bin_ms / 1000
+}
+
+impl LeaseRounds for LeaseTask {
+    fn wake(&self) -> &tokio::sync::Notify {
+        &self.leases.wake
+    }
+
+    fn one_round(&mut self) -> impl std::future::Future<Output = bool> + Send {
+        self.round()
+    }
 }

@@ -28,6 +28,7 @@ pub mod client_lease_task;
 pub mod client_leases;
 pub mod config;
 pub mod keys;
+mod lease_rounds;
 pub mod lease_task;
 pub mod leases;
 pub mod link;
