@@ -51,18 +51,7 @@ budgets="plain/1:syscalls=8 plain/1:switches=3.5 telemetry/1:syscalls=8 telemetr
 
 MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
 pids+=($!)
-python3 -c '
-import http.server
-class Sink(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        self.send_response(200)
-        self.send_header("content-length", "0")
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(("127.0.0.1", 14318), Sink).serve_forever()
-' >/dev/null 2>&1 &
+python3 "$root/bench/otlp-sink.py" 14318 >/dev/null 2>&1 &
 pids+=($!)
 key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
 body=$bench/bodies/chat-small.json

@@ -37,18 +37,7 @@ pids+=($!)
 sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
 [ -n "${QR_CONFIG_APPEND:-}" ] && cat "$QR_CONFIG_APPEND" >>"$work/qr.toml"
 if [ "${TELEMETRY:-0}" = 1 ]; then
-  python3 -c '
-import http.server
-class Sink(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        self.send_response(200)
-        self.send_header("content-length", "0")
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(("127.0.0.1", 14318), Sink).serve_forever()
-' >/dev/null 2>&1 &
+  python3 "$root/bench/otlp-sink.py" 14318 >/dev/null 2>&1 &
   pids+=($!)
   printf '\n[telemetry]\notlp_endpoint = "http://127.0.0.1:14318"\nservice_name = "quotaroute-profile"\nsample_ratio = 1.0\n' >>"$work/qr.toml"
 fi

@@ -15,19 +15,7 @@ sink_pid=""
 cleanup() { [ -n "$sink_pid" ] && kill "$sink_pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 # The collector: accepts every OTLP/HTTP export and counts them.
-python3 - <<'PY' > "$tmp/sink.log" 2>&1 &
-import http.server
-class Sink(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        self.send_response(200)
-        self.send_header("content-type", "application/x-protobuf")
-        self.send_header("content-length", "0")
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(("127.0.0.1", 14318), Sink).serve_forever()
-PY
+python3 "$root/bench/otlp-sink.py" 14318 > "$tmp/sink.log" 2>&1 &
 sink_pid=$!
 sed "s|JOURNAL_DIR|$tmp/journal|" "$shared/quotaroute-bench.toml" > "$tmp/qr.toml"
 printf '\n[telemetry]\notlp_endpoint = "http://127.0.0.1:14318"\nservice_name = "quotaroute-bench"\nsample_ratio = 1.0\n' >> "$tmp/qr.toml"
