@@ -18,6 +18,13 @@ start_router sk-bench
 sleep 1
 hz=$(getconf CLK_TCK)
 idle=$(awk '/VmRSS/ {print $2}' "/proc/$router/status")
+# The peak's parts, sampled every 100 ms: anonymous memory (heap, stacks, buffers) and the
+# binary's and libraries' mapped pages (file-backed), the largest of each seen.
+( while kill -0 "$router" 2>/dev/null; do
+    awk '/RssAnon|RssFile/ {print $1, $2}' "/proc/$router/status" 2>/dev/null
+    sleep 0.1
+  done ) >"$work/rss.samples" &
+pids+=($!)
 for mode in json stream; do
   t0=$(awk '{print $14+$15}' "/proc/$router/stat"); f0=$(awk '{print $10}' "/proc/$router/stat")
   if [ -n "${STRACE:-}" ]; then strace -c -f -p "$router" -o "$work/strace.$mode" 2>/dev/null & st=$!; sleep 0.5; fi
@@ -29,3 +36,4 @@ for mode in json stream; do
   echo "$mode: $rps RPS, CPU $(( (t1 - t0) * 1000000 / hz / req )) µs/req, minor faults $(( (f1 - f0) * 1000 / req )) per 1000 req, VmHWM $(awk '/VmHWM/ {print $2}' "/proc/$router/status") kB"
 done
 echo "idle VmRSS $idle kB; peak VmHWM $(awk '/VmHWM/ {print $2}' "/proc/$router/status") kB"
+awk '{ if ($2 > max[$1]) max[$1] = $2 } END { printf "largest RssAnon %d kB, RssFile %d kB\n", max["RssAnon:"], max["RssFile:"] }' "$work/rss.samples"
