@@ -93,7 +93,7 @@ layers = [
     ("client connection task: hyper HTTP/1 server, incl. the handler", r"(^|:)<hyper_util::server::conn::auto::UpgradeableConnection<I,S,E>"),
     ("    the handler: tries, failover, answer (routed::serve_tries)", r"(^|:)quotaroute::node::routed::serve_tries::\{\{closure\}\}"),
     ("      one try (attempt::try_target)", r"(^|:)quotaroute::node::attempt::try_target::\{\{closure\}\}"),
-    ("        upstream request sent (hyper-util Client::send_request)", r"(^|:)hyper_util::client::legacy::client::Client<C,B>::send_request"),
+    ("        upstream request sent (UpstreamClient::request: pool + hyper conn)", r"(^|:)quotaroute::upstream::client::UpstreamClient::request::\{\{closure\}\}"),
     ("        response usage (wire::usage::response_usage)", r"(^|:)quotaroute::wire::usage::response_usage"),
     ("        upstream request built (upstream_request::build)", r"(^|:)quotaroute::node::upstream_request::build"),
     ("        rate-limit headers (readings_from_headers)", r"readings_from_headers"),

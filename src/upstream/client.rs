@@ -81,7 +81,7 @@ impl UpstreamClient {
         let parts = std::mem::take(request.uri_mut()).into_parts();
         let (Some(scheme), Some(authority)) = (parts.scheme, parts.authority) else {
             let (failure, message) =
-                egress::describe_failure(&UpstreamError::NotAbsolute, "the upstream");
+                egress::describe_failure(&UpstreamError::NotAbsolute, "");
             return Err(SendFailure { failure, message });
         };
         *request.uri_mut() = origin_form(parts.path_and_query);

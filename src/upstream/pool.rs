@@ -90,15 +90,11 @@ struct Shared {
 
 impl Pool {
     pub fn new(connector: Connector) -> Self {
-        Pool::with_idle_timeout(connector, IDLE_TIMEOUT)
-    }
-
-    pub fn with_idle_timeout(connector: Connector, idle_timeout: Duration) -> Self {
         Pool {
             connector,
             http1: http1::Builder::new(),
             http2: http2::Builder::new(TokioExecutor::new()),
-            idle_timeout,
+            idle_timeout: IDLE_TIMEOUT,
             hosts: Mutex::new(Vec::new()),
         }
     }
