@@ -7,15 +7,18 @@
 //! connection turns out closed before the request left) and naming transport failures
 //! (`egress`); knows nothing of routing.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::Either;
 use http::header::HOST;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper::client::conn::http1;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
 use quotaroute_actors::policy::classify::TransportFailure;
@@ -23,7 +26,7 @@ use rustls::pki_types::CertificateDer;
 
 use crate::upstream::egress::{self, EgressConnector};
 use crate::upstream::error::UpstreamError;
-use crate::upstream::pool::{Conn, Lease, Pool};
+use crate::upstream::pool::{Conn, HostId, Lease, Pool};
 
 /// Why an upstream request got no response head.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,12 +40,6 @@ pub struct SendFailure {
 #[derive(Clone)]
 pub struct UpstreamClient {
     pool: Arc<Pool>,
-}
-
-/// A request a connection gave back before any of it left, and why.
-struct Unsent {
-    request: http::Request<Full<Bytes>>,
-    error: UpstreamError,
 }
 
 impl UpstreamClient {
@@ -108,91 +105,90 @@ impl UpstreamClient {
         authority: &Authority,
         request: http::Request<Full<Bytes>>,
     ) -> Result<http::Response<Incoming>, UpstreamError> {
+        // Connecting is rare and its future is large (TLS, both handshakes): boxed, it stays
+        // out of the state of every request's future, which the node's handler futures hold
+        // and move.
         let lease = match self.pool.checkout(scheme, authority) {
             Some(lease) => lease,
-            None => self.pool.connect(scheme, authority).await?,
+            None => Box::pin(self.pool.connect(scheme, authority)).await?,
         };
         let reused = lease.reused;
-        let unsent = match self.send_on(lease, scheme, authority, request).await {
-            Ok(response) => return Ok(response),
-            Err(Sent::Never(unsent)) if reused => unsent,
-            Err(Sent::Never(unsent)) => return Err(unsent.error),
-            Err(Sent::Failed(error)) => return Err(error),
-        };
-        tracing::debug!(error = %unsent.error, "a reused upstream connection had closed; retrying on a new one");
-        let lease = self.pool.connect(scheme, authority).await?;
-        match self.send_on(lease, scheme, authority, unsent.request).await {
-            Ok(response) => Ok(response),
-            Err(Sent::Never(unsent)) => Err(unsent.error),
-            Err(Sent::Failed(error)) => Err(error),
+        let (back, sending) = start(lease, scheme, authority, request);
+        match sending.await {
+            Ok(response) => {
+                if let Some((host, sender)) = back {
+                    self.pool.checkin(host, sender);
+                }
+                Ok(response)
+            }
+            Err(mut failed) => match failed.take_message() {
+                Some(request) if reused => {
+                    let error = failed.into_error();
+                    tracing::debug!(%error, "a reused upstream connection had closed; retrying on a new one");
+                    Box::pin(self.retry(scheme, authority, request)).await
+                }
+                _ => Err(UpstreamError::Exchange(failed.into_error())),
+            },
         }
     }
 
-    /// Sends `request` (origin-form) on the leased connection: HTTP/1.1 with `Host` (unless
-    /// the request has one), HTTP/2 with the absolute URL. An HTTP/1.1 connection goes back to
-    /// the pool once the response head came.
-    async fn send_on(
+    /// Sends a request a reused connection gave back unsent, on a new connection; once.
+    async fn retry(
         &self,
-        lease: Lease,
         scheme: &Scheme,
         authority: &Authority,
         mut request: http::Request<Full<Bytes>>,
-    ) -> Result<http::Response<Incoming>, Sent> {
-        match lease.conn {
-            Conn::Http1 {
-                mut sender,
-                host_header,
-            } => {
-                request.headers_mut().entry(HOST).or_insert(host_header);
-                match sender.try_send_request(request).await {
-                    Ok(response) => {
-                        self.pool.checkin(lease.host, sender);
-                        Ok(response)
-                    }
-                    Err(failed) => Err(Sent::from(failed)),
-                }
-            }
-            Conn::Http2(mut sender) => {
-                let path = std::mem::take(request.uri_mut()).into_parts().path_and_query;
-                let mut parts = http::uri::Parts::default();
-                parts.scheme = Some(scheme.clone());
-                parts.authority = Some(authority.clone());
-                parts.path_and_query = path;
-                *request.uri_mut() = Uri::from_parts(parts).unwrap_or_default();
-                match sender.try_send_request(request).await {
-                    Ok(response) => Ok(response),
-                    Err(failed) => match Sent::from(failed) {
-                        Sent::Never(mut unsent) => {
-                            let path = std::mem::take(unsent.request.uri_mut())
-                                .into_parts()
-                                .path_and_query;
-                            *unsent.request.uri_mut() = origin_form(path);
-                            Err(Sent::Never(unsent))
-                        }
-                        failed => Err(failed),
-                    },
-                }
-            }
+    ) -> Result<http::Response<Incoming>, UpstreamError> {
+        if request.uri().scheme().is_some() {
+            // It was on its way over HTTP/2, with its absolute URL.
+            let path = std::mem::take(request.uri_mut()).into_parts().path_and_query;
+            *request.uri_mut() = origin_form(path);
         }
+        let lease = self.pool.connect(scheme, authority).await?;
+        let (back, sending) = start(lease, scheme, authority, request);
+        let response = sending
+            .await
+            .map_err(|failed| UpstreamError::Exchange(failed.into_error()))?;
+        if let Some((host, sender)) = back {
+            self.pool.checkin(host, sender);
+        }
+        Ok(response)
     }
 }
 
-/// How sending on one connection failed.
-enum Sent {
-    /// The connection gave the request back before any of it left.
-    Never(Unsent),
-    /// The request (or part of it) left: it is not sent again.
-    Failed(UpstreamError),
-}
+/// What a request is sent with: hyper's send, or its request handed back unsent.
+type TrySend = hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>;
 
-impl From<hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>> for Sent {
-    fn from(mut failed: hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>) -> Self {
-        match failed.take_message() {
-            Some(request) => Sent::Never(Unsent {
-                request,
-                error: UpstreamError::Exchange(failed.into_error()),
-            }),
-            None => Sent::Failed(UpstreamError::Exchange(failed.into_error())),
+/// Starts sending `request` (origin-form) on the leased connection: HTTP/1.1 with `Host`
+/// (unless the request has one), HTTP/2 with the absolute URL. Returns, for HTTP/1.1, the
+/// connection to put back once the response head came. A plain function, so the request is
+/// held by hyper's future alone, not by one more layer of `async` state.
+fn start(
+    lease: Lease,
+    scheme: &Scheme,
+    authority: &Authority,
+    mut request: http::Request<Full<Bytes>>,
+) -> (
+    Option<(HostId, http1::SendRequest<Full<Bytes>>)>,
+    impl Future<Output = Result<http::Response<Incoming>, TrySend>>,
+) {
+    match lease.conn {
+        Conn::Http1 {
+            mut sender,
+            host_header,
+        } => {
+            request.headers_mut().entry(HOST).or_insert(host_header);
+            let sending = sender.try_send_request(request);
+            (Some((lease.host, sender)), Either::Left(sending))
+        }
+        Conn::Http2(mut sender) => {
+            let path = std::mem::take(request.uri_mut()).into_parts().path_and_query;
+            let mut parts = http::uri::Parts::default();
+            parts.scheme = Some(scheme.clone());
+            parts.authority = Some(authority.clone());
+            parts.path_and_query = path;
+            *request.uri_mut() = Uri::from_parts(parts).unwrap_or_default();
+            (None, Either::Right(sender.try_send_request(request)))
         }
     }
 }
@@ -226,3 +222,4 @@ impl Default for UpstreamClient {
         Self::new()
     }
 }
+
