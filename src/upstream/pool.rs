@@ -6,6 +6,7 @@
 //! Built on `hyper::client::conn` directly: a request costs a short lock, a scan of that
 //! host's few connections and two clock reads, with no task or timer of its own.
 
+use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -156,11 +157,7 @@ impl Pool {
                 .handshake(io)
                 .await
                 .map_err(UpstreamError::Handshake)?;
-            tokio::spawn(async move {
-                if let Err(error) = connection.await {
-                    tracing::debug!(%error, "upstream HTTP/2 connection ended");
-                }
-            });
+            tokio::spawn(drive(connection, "HTTP/2"));
             let now = Instant::now();
             let mut hosts = self.hosts();
             let index = host_index(&mut hosts, scheme, authority);
@@ -189,11 +186,7 @@ impl Pool {
             .handshake(io)
             .await
             .map_err(UpstreamError::Handshake)?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "upstream HTTP/1.1 connection ended");
-            }
-        });
+        tokio::spawn(drive(connection, "HTTP/1.1"));
         let mut hosts = self.hosts();
         let index = host_index(&mut hosts, scheme, authority);
         Ok(Lease {
@@ -219,6 +212,14 @@ impl Pool {
         // A panic while holding the lock cannot leave the list half-changed: every change is
         // one push or one remove.
         self.hosts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A connection's own task: reads and writes it until it ends (closed by either side, or
+/// every handle on it dropped).
+async fn drive(connection: impl Future<Output = hyper::Result<()>>, protocol: &'static str) {
+    if let Err(error) = connection.await {
+        tracing::debug!(%error, protocol, "upstream connection ended");
     }
 }
 
