@@ -77,8 +77,7 @@ impl UpstreamClient {
         // an HTTP/1.1 request line wants it.
         let parts = std::mem::take(request.uri_mut()).into_parts();
         let (Some(scheme), Some(authority)) = (parts.scheme, parts.authority) else {
-            let (failure, message) =
-                egress::describe_failure(&UpstreamError::NotAbsolute, "");
+            let (failure, message) = egress::describe_failure(&UpstreamError::NotAbsolute, "");
             return Err(SendFailure { failure, message });
         };
         *request.uri_mut() = origin_form(parts.path_and_query);
@@ -141,7 +140,9 @@ impl UpstreamClient {
     ) -> Result<http::Response<Incoming>, UpstreamError> {
         if request.uri().scheme().is_some() {
             // It was on its way over HTTP/2, with its absolute URL.
-            let path = std::mem::take(request.uri_mut()).into_parts().path_and_query;
+            let path = std::mem::take(request.uri_mut())
+                .into_parts()
+                .path_and_query;
             *request.uri_mut() = origin_form(path);
         }
         let lease = self.pool.connect(scheme, authority).await?;
@@ -156,8 +157,10 @@ impl UpstreamClient {
     }
 }
 
-/// What a request is sent with: hyper's send, or its request handed back unsent.
+/// How hyper's send fails: with its error, and the request when none of it left.
 type TrySend = hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>;
+/// An HTTP/1.1 connection to put back in the pool once its response head came.
+type Back = Option<(HostId, http1::SendRequest<Full<Bytes>>)>;
 
 /// Starts sending `request` (origin-form) on the leased connection: HTTP/1.1 with `Host`
 /// (unless the request has one), HTTP/2 with the absolute URL. Returns, for HTTP/1.1, the
@@ -169,7 +172,7 @@ fn start(
     authority: &Authority,
     mut request: http::Request<Full<Bytes>>,
 ) -> (
-    Option<(HostId, http1::SendRequest<Full<Bytes>>)>,
+    Back,
     impl Future<Output = Result<http::Response<Incoming>, TrySend>>,
 ) {
     match lease.conn {
@@ -182,7 +185,9 @@ fn start(
             (Some((lease.host, sender)), Either::Left(sending))
         }
         Conn::Http2(mut sender) => {
-            let path = std::mem::take(request.uri_mut()).into_parts().path_and_query;
+            let path = std::mem::take(request.uri_mut())
+                .into_parts()
+                .path_and_query;
             let mut parts = http::uri::Parts::default();
             parts.scheme = Some(scheme.clone());
             parts.authority = Some(authority.clone());
@@ -222,4 +227,3 @@ impl Default for UpstreamClient {
         Self::new()
     }
 }
-

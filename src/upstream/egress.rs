@@ -22,7 +22,6 @@ use tower::Service;
 
 use crate::upstream::error::{BoxError, UpstreamError};
 
-
 /// Where a provider's connections go: straight to the upstream, or through a proxy.
 #[derive(Clone)]
 pub struct EgressConnector {

@@ -109,7 +109,8 @@ impl Pool {
             .position(|host| host.authority == *authority && host.scheme == *scheme)?;
         let host = &mut hosts[index];
         if let Some(shared) = &mut host.http2 {
-            if !shared.sender.is_closed() && now.duration_since(shared.last_used) < self.idle_timeout
+            if !shared.sender.is_closed()
+                && now.duration_since(shared.last_used) < self.idle_timeout
             {
                 shared.last_used = now;
                 return Some(Lease {
@@ -297,8 +298,9 @@ impl<C: KeepAlive> IdleList<C> {
         if now >= self.next_sweep {
             self.next_sweep = now + SWEEP_EVERY;
             self.parked.retain(|parked| {
-                !parked.conn.is_closed()
-                    && !(parked.conn.is_ready() && now.duration_since(parked.since) >= idle_timeout)
+                let expired =
+                    parked.conn.is_ready() && now.duration_since(parked.since) >= idle_timeout;
+                !parked.conn.is_closed() && !expired
             });
         }
         let mut index = self.parked.len();
@@ -410,7 +412,10 @@ mod tests {
         list.put(Fake::new(3), at(start, 100));
         assert_eq!(list.take(at(start, 189), IDLE).map(|f| f.id), Some(3));
         list.put(Fake::new(4), at(start, 189));
-        assert!(list.take(at(start, 279), IDLE).is_none(), "idle exactly 90 s");
+        assert!(
+            list.take(at(start, 279), IDLE).is_none(),
+            "idle exactly 90 s"
+        );
         assert!(list.parked.is_empty());
     }
 
@@ -448,7 +453,10 @@ mod tests {
                 .unwrap()
                 .to_string()
         };
-        assert_eq!(header(Scheme::HTTPS, "api.openai.com:443"), "api.openai.com");
+        assert_eq!(
+            header(Scheme::HTTPS, "api.openai.com:443"),
+            "api.openai.com"
+        );
         assert_eq!(header(Scheme::HTTPS, "api.openai.com"), "api.openai.com");
         assert_eq!(header(Scheme::HTTP, "127.0.0.1:80"), "127.0.0.1");
         assert_eq!(header(Scheme::HTTP, "127.0.0.1:8080"), "127.0.0.1:8080");

@@ -48,30 +48,29 @@ async fn start_keep_alive(together: Option<usize>) -> (String, Seen) {
             counted.accepted.fetch_add(1, Ordering::SeqCst);
             let (requests, barrier) = (counted.requests.clone(), barrier.clone());
             tokio::spawn(async move {
-                let service =
-                    hyper::service::service_fn(move |request: hyper::Request<_>| {
-                        let (requests, barrier) = (requests.clone(), barrier.clone());
-                        async move {
-                            let host = request
-                                .headers()
-                                .get("host")
-                                .map(|v| v.to_str().unwrap().to_string())
-                                .unwrap_or_default();
-                            requests
-                                .lock()
-                                .unwrap()
-                                .push((request.uri().to_string(), host));
-                            if let Some(barrier) = barrier {
-                                barrier.wait().await;
-                            }
-                            let body = if request.uri().path() == "/big" {
-                                Bytes::from(vec![b'x'; 1 << 20])
-                            } else {
-                                Bytes::from_static(b"ok")
-                            };
-                            Ok::<_, Infallible>(hyper::Response::new(Full::new(body)))
+                let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+                    let (requests, barrier) = (requests.clone(), barrier.clone());
+                    async move {
+                        let host = request
+                            .headers()
+                            .get("host")
+                            .map(|v| v.to_str().unwrap().to_string())
+                            .unwrap_or_default();
+                        requests
+                            .lock()
+                            .unwrap()
+                            .push((request.uri().to_string(), host));
+                        if let Some(barrier) = barrier {
+                            barrier.wait().await;
                         }
-                    });
+                        let body = if request.uri().path() == "/big" {
+                            Bytes::from(vec![b'x'; 1 << 20])
+                        } else {
+                            Bytes::from_static(b"ok")
+                        };
+                        Ok::<_, Infallible>(hyper::Response::new(Full::new(body)))
+                    }
+                });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                     .await;
@@ -146,10 +145,7 @@ async fn sequential_requests_share_one_keep_alive_connection() {
     assert_eq!(requests.len(), 6);
     assert_eq!(
         requests[0],
-        (
-            "/v1/models?page=0".to_string(),
-            format!("127.0.0.1:{port}")
-        ),
+        ("/v1/models?page=0".to_string(), format!("127.0.0.1:{port}")),
         "origin-form request line and Host with the port"
     );
     assert_eq!(requests[5].0, "/");
