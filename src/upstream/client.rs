@@ -1,25 +1,32 @@
-//! The pooled upstream HTTP client of one provider: hyper-util over HTTP/1.1 and HTTP/2 (by
-//! ALPN over TLS), rustls trusting the system's roots plus the provider's `ca_file`, through
-//! its egress proxy when one applies, `TCP_NODELAY` on every socket (without it each SSE
-//! response stalls ~40 ms on loopback).
+//! The upstream HTTP client of one provider: HTTP/1.1 and HTTP/2 (by ALPN over TLS) on its own
+//! connection pool (`pool`), rustls trusting the system's roots plus the provider's `ca_file`,
+//! through its egress proxy when one applies, `TCP_NODELAY` on every socket (without it each
+//! SSE response stalls ~40 ms on loopback).
 //!
-//! Owns sending one upstream request and naming transport failures (`egress`); knows nothing
-//! of routing.
+//! Owns sending one upstream request (the request line's form, `Host`, one retry when a reused
+//! connection turns out closed before the request left) and naming transport failures
+//! (`egress`); knows nothing of routing.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::Either;
+use http::header::HOST;
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::Uri;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_rustls::HttpsConnector;
+use hyper::client::conn::http1;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::client::proxy::matcher::Matcher;
-use hyper_util::rt::TokioExecutor;
 use quotaroute_actors::policy::classify::TransportFailure;
 use rustls::pki_types::CertificateDer;
 
 use crate::upstream::egress::{self, EgressConnector};
+use crate::upstream::error::UpstreamError;
+use crate::upstream::pool::{Conn, HostId, Lease, Pool};
 
 /// Why an upstream request got no response head.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,10 +36,10 @@ pub struct SendFailure {
     pub message: String,
 }
 
-/// A cloneable pooled client.
+/// A cloneable pooled client; clones share the pool.
 #[derive(Clone)]
 pub struct UpstreamClient {
-    client: Client<HttpsConnector<EgressConnector>, Full<Bytes>>,
+    pool: Arc<Pool>,
 }
 
 impl UpstreamClient {
@@ -55,35 +62,158 @@ impl UpstreamClient {
             .enable_http1()
             .enable_http2()
             .wrap_connector(EgressConnector::new(http, proxies));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(256)
-            .build(https);
-        UpstreamClient { client }
+        UpstreamClient {
+            pool: Arc::new(Pool::new(https)),
+        }
     }
 
-    /// Sends `request`; waits for the response head at most `timeout`.
+    /// Sends `request` (its URL absolute); waits for the response head at most `timeout`.
     pub async fn send(
         &self,
-        request: http::Request<Full<Bytes>>,
+        mut request: http::Request<Full<Bytes>>,
         timeout: Duration,
     ) -> Result<http::Response<Incoming>, SendFailure> {
-        let host = request
-            .uri()
-            .authority()
-            .map_or_else(String::new, |a| a.to_string());
-        match tokio::time::timeout(timeout, self.client.request(request)).await {
+        // The scheme and authority pick the connection; the request keeps only its path, as
+        // an HTTP/1.1 request line wants it.
+        let parts = std::mem::take(request.uri_mut()).into_parts();
+        let (Some(scheme), Some(authority)) = (parts.scheme, parts.authority) else {
+            let (failure, message) = egress::describe_failure(&UpstreamError::NotAbsolute, "");
+            return Err(SendFailure { failure, message });
+        };
+        *request.uri_mut() = origin_form(parts.path_and_query);
+        let sent = self.request(&scheme, &authority, request);
+        match tokio::time::timeout(timeout, sent).await {
+            Ok(Ok(response)) => Ok(response),
             Err(_) => Err(SendFailure {
                 failure: TransportFailure::Timeout,
-                message: format!("no response head from {host} in time"),
+                message: format!("no response head from {} in time", shown(&authority)),
             }),
-            Ok(Ok(response)) => Ok(response),
             Ok(Err(error)) => {
-                let (failure, message) = egress::describe_failure(&error, &host);
+                let (failure, message) = egress::describe_failure(&error, shown(&authority));
                 Err(SendFailure { failure, message })
             }
         }
     }
+
+    /// Sends `request` (origin-form) to `scheme://authority` on a pooled connection, or a new
+    /// one; once more on a new one when a reused connection had closed before the request
+    /// left (an upstream may drop an idle keep-alive connection at any moment).
+    async fn request(
+        &self,
+        scheme: &Scheme,
+        authority: &Authority,
+        request: http::Request<Full<Bytes>>,
+    ) -> Result<http::Response<Incoming>, UpstreamError> {
+        // Connecting is rare and its future is large (TLS, both handshakes): boxed, it stays
+        // out of the state of every request's future, which the node's handler futures hold
+        // and move.
+        let lease = match self.pool.checkout(scheme, authority) {
+            Some(lease) => lease,
+            None => Box::pin(self.pool.connect(scheme, authority)).await?,
+        };
+        let reused = lease.reused;
+        let (back, sending) = start(lease, scheme, authority, request);
+        match sending.await {
+            Ok(response) => {
+                if let Some((host, sender)) = back {
+                    self.pool.checkin(host, sender);
+                }
+                Ok(response)
+            }
+            Err(mut failed) => match failed.take_message() {
+                Some(request) if reused => {
+                    let error = failed.into_error();
+                    tracing::debug!(%error, "a reused upstream connection had closed; retrying on a new one");
+                    Box::pin(self.retry(scheme, authority, request)).await
+                }
+                _ => Err(UpstreamError::Exchange(failed.into_error())),
+            },
+        }
+    }
+
+    /// Sends a request a reused connection gave back unsent, on a new connection; once.
+    async fn retry(
+        &self,
+        scheme: &Scheme,
+        authority: &Authority,
+        mut request: http::Request<Full<Bytes>>,
+    ) -> Result<http::Response<Incoming>, UpstreamError> {
+        if request.uri().scheme().is_some() {
+            // It was on its way over HTTP/2, with its absolute URL.
+            let path = std::mem::take(request.uri_mut())
+                .into_parts()
+                .path_and_query;
+            *request.uri_mut() = origin_form(path);
+        }
+        let lease = self.pool.connect(scheme, authority).await?;
+        let (back, sending) = start(lease, scheme, authority, request);
+        let response = sending
+            .await
+            .map_err(|failed| UpstreamError::Exchange(failed.into_error()))?;
+        if let Some((host, sender)) = back {
+            self.pool.checkin(host, sender);
+        }
+        Ok(response)
+    }
+}
+
+/// How hyper's send fails: with its error, and the request when none of it left.
+type TrySend = hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>;
+/// An HTTP/1.1 connection to put back in the pool once its response head came.
+type Back = Option<(HostId, http1::SendRequest<Full<Bytes>>)>;
+
+/// Starts sending `request` (origin-form) on the leased connection: HTTP/1.1 with `Host`
+/// (unless the request has one), HTTP/2 with the absolute URL. Returns, for HTTP/1.1, the
+/// connection to put back once the response head came. A plain function, so the request is
+/// held by hyper's future alone, not by one more layer of `async` state.
+fn start(
+    lease: Lease,
+    scheme: &Scheme,
+    authority: &Authority,
+    mut request: http::Request<Full<Bytes>>,
+) -> (
+    Back,
+    impl Future<Output = Result<http::Response<Incoming>, TrySend>>,
+) {
+    match lease.conn {
+        Conn::Http1 {
+            mut sender,
+            host_header,
+        } => {
+            request.headers_mut().entry(HOST).or_insert(host_header);
+            let sending = sender.try_send_request(request);
+            (Some((lease.host, sender)), Either::Left(sending))
+        }
+        Conn::Http2(mut sender) => {
+            let path = std::mem::take(request.uri_mut())
+                .into_parts()
+                .path_and_query;
+            let mut parts = http::uri::Parts::default();
+            parts.scheme = Some(scheme.clone());
+            parts.authority = Some(authority.clone());
+            parts.path_and_query = path;
+            *request.uri_mut() = Uri::from_parts(parts).unwrap_or_default();
+            (None, Either::Right(sender.try_send_request(request)))
+        }
+    }
+}
+
+/// The request line's target: the path and query alone (`/` when there is none).
+fn origin_form(path: Option<PathAndQuery>) -> Uri {
+    match path {
+        Some(path) if path.as_str() != "/" => {
+            let mut parts = http::uri::Parts::default();
+            parts.path_and_query = Some(path);
+            Uri::from_parts(parts).unwrap_or_default()
+        }
+        _ => Uri::default(),
+    }
+}
+
+/// The host a failure message names: the authority without any user info.
+fn shown(authority: &Authority) -> &str {
+    let text = authority.as_str();
+    text.rsplit_once('@').map_or(text, |(_, host)| host)
 }
 
 impl std::fmt::Debug for UpstreamClient {

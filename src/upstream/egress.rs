@@ -20,7 +20,7 @@ use rustls::pki_types::CertificateDer;
 use tokio::net::TcpStream;
 use tower::Service;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::upstream::error::{BoxError, UpstreamError};
 
 /// Where a provider's connections go: straight to the upstream, or through a proxy.
 #[derive(Clone)]
@@ -139,10 +139,10 @@ pub fn client_tls(extra: &[CertificateDer<'static>]) -> rustls::ClientConfig {
 }
 
 /// What failed in reaching `host`, as its class and a sentence a person can act on.
-pub fn describe_failure(
-    error: &hyper_util::client::legacy::Error,
-    host: &str,
-) -> (TransportFailure, String) {
+pub fn describe_failure(error: &UpstreamError, host: &str) -> (TransportFailure, String) {
+    if let UpstreamError::NotAbsolute = error {
+        return (TransportFailure::Other, error.to_string());
+    }
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = source {
         if let Some(tls) = current.downcast_ref::<rustls::Error>() {
@@ -180,7 +180,7 @@ pub fn describe_failure(
 /// and hyper's own predicates, never its text). A connect failure that is neither refused nor
 /// unreachable is the name lookup, the only other step of connecting (TLS and proxies are
 /// named before this is asked).
-fn transport_failure(error: &hyper_util::client::legacy::Error) -> TransportFailure {
+fn transport_failure(error: &UpstreamError) -> TransportFailure {
     use std::io::ErrorKind;
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = source {

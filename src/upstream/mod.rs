@@ -1,10 +1,15 @@
 //! The floor under the node, the credential loaders and the replay client: reaching an
 //! upstream over HTTP. Knows nothing of routing.
 //!
-//! - [`client`] — a provider's pooled HTTP client (HTTP/1.1 and h2, rustls, `TCP_NODELAY`).
+//! - [`client`] — a provider's HTTP client: sending one request (HTTP/1.1 and h2, rustls,
+//!   `TCP_NODELAY`), one retry when a reused connection had closed.
+//! - [`pool`] — its open connections: keep-alive reuse, one shared h2 connection, idle expiry.
+//! - [`error`] — why a request got no response head, before it is named for a person.
 //! - [`egress`] — trusted roots, egress proxies, and naming a transport failure by its type.
 //! - [`body`] — an upstream body, decoded as it arrives when it is compressed.
 
 pub mod body;
 pub mod client;
 pub mod egress;
+pub mod error;
+pub mod pool;

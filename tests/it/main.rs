@@ -55,3 +55,4 @@ mod replay_fixture;
 mod replay_incident;
 mod replay_remote;
 mod replay_speed;
+mod upstream_pool;

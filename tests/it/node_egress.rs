@@ -221,6 +221,39 @@ async fn an_https_upstream_signed_by_a_private_ca_is_trusted_through_ca_file() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_flight_at_once_share_one_h2_connection() {
+    let pki = Pki::new();
+    let (base, mock, protocols) = start_tls_mock(&pki).await;
+    // Each answer waits, so the requests below are in progress together.
+    mock.set_rules(vec![mock_upstream::Rule::always(
+        mock_upstream::Fault::Latency { ms: 300 },
+    )]);
+    let client = UpstreamClient::with_egress(&pki.ca_certs(), None);
+    let chat = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
+    let url = format!("{base}/v1/chat/completions");
+    // The first request learns, by ALPN, that the upstream speaks h2.
+    let (status, body) = request(&client, "POST", &url, Some(chat.clone())).await;
+    assert_eq!(status, 200, "{body}");
+    let answers = futures_util::future::join_all(
+        (0..4).map(|_| request(&client, "POST", &url, Some(chat.clone()))),
+    )
+    .await;
+    assert!(answers.iter().all(|(status, _)| *status == 200));
+    let stats = mock.stats();
+    assert_eq!(stats.total, 5);
+    assert!(
+        stats.max_in_flight.values().any(|&peak| peak >= 2),
+        "the requests overlapped: {:?}",
+        stats.max_in_flight
+    );
+    assert_eq!(
+        *protocols.lock().unwrap(),
+        vec!["h2".to_string()],
+        "one multiplexed connection"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_its_ca_the_upstream_is_refused_clearly_and_the_request_fails_over() {
     let pki = Pki::new();
     let (tls_base, tls_mock, _) = start_tls_mock(&pki).await;

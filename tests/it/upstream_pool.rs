@@ -1,0 +1,229 @@
+//! The upstream client's connection pool on plain HTTP/1.1, against small loopback upstreams
+//! that count the TCP connections they accept: sequential requests share one keep-alive
+//! connection (origin-form request line, `Host` with the port), a connection the upstream
+//! closed is replaced without the caller seeing an error, two requests in flight at once
+//! take two connections, and an unread response keeps its connection from being reused.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use quotaroute::upstream::client::UpstreamClient;
+use quotaroute_actors::policy::classify::TransportFailure;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::Barrier;
+
+/// What a counting upstream saw.
+#[derive(Clone, Default)]
+struct Seen {
+    accepted: Arc<AtomicUsize>,
+    /// Each request's target and `Host` header, as they arrived.
+    requests: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl Seen {
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// A keep-alive HTTP/1.1 upstream answering `ok` (`/big`: 1 MiB, more than a connection reads
+/// ahead of its caller); with `together`, each request waits until that many are in progress
+/// at once.
+async fn start_keep_alive(together: Option<usize>) -> (String, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Seen::default();
+    let barrier = together.map(|n| Arc::new(Barrier::new(n)));
+    let counted = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            counted.accepted.fetch_add(1, Ordering::SeqCst);
+            let (requests, barrier) = (counted.requests.clone(), barrier.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+                    let (requests, barrier) = (requests.clone(), barrier.clone());
+                    async move {
+                        let host = request
+                            .headers()
+                            .get("host")
+                            .map(|v| v.to_str().unwrap().to_string())
+                            .unwrap_or_default();
+                        requests
+                            .lock()
+                            .unwrap()
+                            .push((request.uri().to_string(), host));
+                        if let Some(barrier) = barrier {
+                            barrier.wait().await;
+                        }
+                        let body = if request.uri().path() == "/big" {
+                            Bytes::from(vec![b'x'; 1 << 20])
+                        } else {
+                            Bytes::from_static(b"ok")
+                        };
+                        Ok::<_, Infallible>(hyper::Response::new(Full::new(body)))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (base, seen)
+}
+
+/// An upstream that answers one request per connection and then closes it, without saying
+/// `Connection: close` (as one that drops idle keep-alive connections early looks).
+async fn start_closing_after_each() -> (String, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Seen::default();
+    let counted = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            counted.accepted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+                // Dropped here: the connection closes while the client keeps it as idle.
+            });
+        }
+    });
+    (base, seen)
+}
+
+fn get(url: &str) -> http::Request<Full<Bytes>> {
+    http::Request::get(url)
+        .body(Full::new(Bytes::new()))
+        .unwrap()
+}
+
+/// Sends a GET and reads the whole answer.
+async fn fetch(client: &UpstreamClient, url: &str) -> (u16, String) {
+    let response = client
+        .send(get(url), Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|failure| panic!("{url}: {}", failure.message));
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn sequential_requests_share_one_keep_alive_connection() {
+    let (base, seen) = start_keep_alive(None).await;
+    let client = UpstreamClient::new();
+    for n in 0..5 {
+        let (status, body) = fetch(&client, &format!("{base}/v1/models?page={n}")).await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+    }
+    assert_eq!(seen.accepted(), 1, "five requests, one connection");
+    // A clone shares the pool.
+    let (status, _) = fetch(&client.clone(), &format!("{base}/")).await;
+    assert_eq!(status, 200);
+    assert_eq!(seen.accepted(), 1);
+    let requests = seen.requests.lock().unwrap().clone();
+    let port = base.rsplit(':').next().unwrap();
+    assert_eq!(requests.len(), 6);
+    assert_eq!(
+        requests[0],
+        ("/v1/models?page=0".to_string(), format!("127.0.0.1:{port}")),
+        "origin-form request line and Host with the port"
+    );
+    assert_eq!(requests[5].0, "/");
+}
+
+#[tokio::test]
+async fn a_connection_the_upstream_closed_is_replaced_without_an_error() {
+    let (base, seen) = start_closing_after_each().await;
+    let client = UpstreamClient::new();
+    for _ in 0..5 {
+        let (status, body) = fetch(&client, &format!("{base}/v1/models")).await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+    }
+    assert_eq!(seen.accepted(), 5, "each request on a new connection");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_requests_in_flight_take_two_connections_then_both_are_reused() {
+    // Each request is answered only once both are in progress, so they overlap.
+    let (base, seen) = start_keep_alive(Some(2)).await;
+    let client = UpstreamClient::new();
+    let url = format!("{base}/v1/models");
+    let (first, second) = tokio::join!(fetch(&client, &url), fetch(&client, &url));
+    assert_eq!((first.0, second.0), (200, 200));
+    assert_eq!(seen.accepted(), 2);
+    // Both are idle now: two more at once go on the same two connections.
+    let (first, second) = tokio::join!(fetch(&client, &url), fetch(&client, &url));
+    assert_eq!((first.0, second.0), (200, 200));
+    assert_eq!(seen.accepted(), 2, "both connections were reused");
+}
+
+#[tokio::test]
+async fn a_response_still_being_read_keeps_its_connection_busy() {
+    let (base, seen) = start_keep_alive(None).await;
+    let client = UpstreamClient::new();
+    let url = format!("{base}/v1/models");
+    let unread = client
+        .send(get(&format!("{base}/big")), Duration::from_secs(10))
+        .await
+        .unwrap();
+    // Its body is not read yet: the next request cannot go on that connection.
+    let (status, _) = fetch(&client, &url).await;
+    assert_eq!(status, 200);
+    assert_eq!(seen.accepted(), 2);
+    let body = unread.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body.len(), 1 << 20);
+    // Both are idle now; the next two in a row reuse them.
+    fetch(&client, &url).await;
+    fetch(&client, &url).await;
+    assert_eq!(seen.accepted(), 2);
+}
+
+#[tokio::test]
+async fn a_refused_connection_and_a_url_without_host_are_named() {
+    let client = UpstreamClient::new();
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let failure = client
+        .send(
+            get(&format!("http://127.0.0.1:{port}/v1/models")),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(failure.failure, TransportFailure::Connect);
+    assert!(
+        failure
+            .message
+            .starts_with(&format!("could not connect to 127.0.0.1:{port}")),
+        "{}",
+        failure.message
+    );
+    let failure = client
+        .send(get("/v1/models"), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(failure.failure, TransportFailure::Other);
+    assert_eq!(failure.message, "the upstream URL has no scheme or host");
+}
