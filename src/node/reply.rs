@@ -15,8 +15,9 @@ use crate::node::live::LiveConfig;
 /// Where a routed response went, for the `x-quotaroute-*` headers.
 #[derive(Debug, Clone, Default)]
 pub struct RouteHeaders {
-    pub connection: Option<String>,
-    pub model: Option<String>,
+    /// The target's connection and model, shared with it (set on every try).
+    pub connection: Option<std::sync::Arc<str>>,
+    pub model: Option<std::sync::Arc<str>>,
     pub attempts: u32,
     pub overhead_us: u64,
     pub request_id: String,

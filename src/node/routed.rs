@@ -323,8 +323,8 @@ pub(crate) async fn serve_tries(
     let mut last_failure: Option<LastFailure> = None;
     let mut last_provider: Option<std::sync::Arc<str>> = None;
     while let Some(target) = decision.current().cloned() {
-        route.connection = Some(target.connection.to_string());
-        route.model = Some(target.model.to_string());
+        route.connection = Some(target.connection.clone());
+        route.model = Some(target.model.clone());
         route.attempts = decision.attempt();
         let Attempted { result, payload } =
             credential_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
