@@ -53,7 +53,7 @@ pub fn build(
             }
         }
         if let Ok(value) = HeaderValue::from_str(request_id) {
-            headers.insert(HeaderName::from_static("x-request-id"), value);
+            headers.insert(crate::node::reply::REQUEST_ID, value);
         }
         headers.insert(
             header::CONTENT_TYPE,
