@@ -171,7 +171,19 @@ mod tests {
 
     #[test]
     fn request_ids_are_the_prefix_and_the_counter_in_hex() {
-        for n in [0, 1, 9, 10, 15, 16, 255, 256, 0xdead_beef, u64::MAX >> 4, u64::MAX] {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            15,
+            16,
+            255,
+            256,
+            0xdead_beef,
+            u64::MAX >> 4,
+            u64::MAX,
+        ] {
             assert_eq!(request_id("qr-5f3a", n), format!("qr-5f3a-{n:x}"), "{n}");
         }
     }

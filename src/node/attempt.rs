@@ -283,7 +283,7 @@ pub(crate) async fn try_target(
     };
     let status = response.status();
     trace.status(status.as_u16()); // telemetry
-    // The headers are kept (relayed, classified); the body is read on its own.
+                                   // The headers are kept (relayed, classified); the body is read on its own.
     let (http::response::Parts { headers, .. }, response_body) = response.into_parts();
     let usage = readings_from_headers(&headers, &target.model, now_ms);
     let codings = match content_codings(&headers) {

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use metrics::{counter, gauge, histogram, Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use rustc_hash::FxHashMap;
 use quotaroute_actors::{AdminState, Router};
 use quotaroute_journal::OutcomeClass;
+use rustc_hash::FxHashMap;
 
 use crate::cluster::status::ClusterStatus;
 use crate::node::endpoint::Endpoint;

@@ -276,7 +276,12 @@ mod tests {
             .counts
             .iter()
             .flat_map(|w| [&w.limit, &w.remaining, &w.reset])
-            .chain(names.unified.iter().flat_map(|w| [&w.utilization, &w.reset]))
+            .chain(
+                names
+                    .unified
+                    .iter()
+                    .flat_map(|w| [&w.utilization, &w.reset]),
+            )
             .chain(names.codex.iter().flat_map(|w| {
                 [
                     &w.used_percent,
@@ -292,7 +297,10 @@ mod tests {
         }
         assert_eq!(count, 6 * 3 + 2 * 2 + 2 * 4);
         // Headers of no family: nothing read, whatever they say.
-        let other = headers(&[("x-request-id", "req_1"), ("content-type", "application/json")]);
+        let other = headers(&[
+            ("x-request-id", "req_1"),
+            ("content-type", "application/json"),
+        ]);
         assert!(readings_from_headers(&other, "gpt", NOW).is_empty());
     }
 
