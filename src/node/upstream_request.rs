@@ -25,8 +25,6 @@ pub fn build(
     uri.push_str(path_and_query);
     let mut builder = http::Request::builder().method(method).uri(uri);
     if let Some(headers) = builder.headers_mut() {
-        // Sized once: the client's, the provider's and the router's own five.
-        headers.reserve(client_headers.len() + provider.headers.len() + 5);
         header_rules::copy_client(client_headers, headers);
         if let Some(host) = &provider.host {
             headers.insert(header::HOST, host.clone());
