@@ -5,8 +5,6 @@
 //! Returns one shape, [`Attempted`]: the classified result and what the client may get of it.
 //! Knows nothing of failover: the decision's plan says what follows.
 
-use std::future::Future;
-use std::task::Poll;
 use std::time::{Duration, Instant as StdInstant};
 
 use bytes::Bytes;
@@ -361,17 +359,11 @@ pub(crate) async fn try_target(
 
     // Not a stream (or an error before one): read the whole body, within this answer's bound
     // and the bound on what all answers hold at once.
-    // A body already in hand costs no timer (a small answer comes with its head): one poll
-    // first, the deadline only for a body still on its way. Tokio's timeout polls the body
-    // before its deadline too, so a ready body wins either way.
-    let mut reading = std::pin::pin!(read_upstream_body(
-        response_body,
-        &ctx.app.inner.upstream_buffer
-    ));
-    let read = match std::future::poll_fn(|cx| Poll::Ready(reading.as_mut().poll(cx))).await {
-        Poll::Ready(read) => Ok(read),
-        Poll::Pending => tokio::time::timeout_at(ctx.deadline, reading).await,
-    };
+    let read = tokio::time::timeout_at(
+        ctx.deadline,
+        read_upstream_body(response_body, &ctx.app.inner.upstream_buffer),
+    )
+    .await;
     let (body, _held) = match read {
         Ok(Ok(read)) => read,
         failed => {
