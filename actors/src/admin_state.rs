@@ -107,10 +107,10 @@ pub fn lock_reason_name(reason: LockReason) -> &'static str {
 }
 
 impl AdminState {
-    pub fn build(
+    pub fn build<S: std::hash::BuildHasher>(
         topology: &Topology,
         state: &RouterState,
-        in_flight: &HashMap<String, Arc<InFlight>>,
+        in_flight: &HashMap<String, Arc<InFlight>, S>,
         now_ms: u64,
     ) -> Self {
         let providers = topology

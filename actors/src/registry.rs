@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use ractor::ActorRef;
+use rustc_hash::FxHashMap;
 
 use crate::actor::messages::BreakerMsg;
 use crate::actor::messages::ComboMsg;
@@ -20,16 +21,20 @@ use crate::policy::breaker::ProbeGate;
 use crate::policy::topology::Topology;
 
 /// One immutable generation of the tables.
+///
+/// The tables keyed by connection ids and provider names, which only the config names, hash
+/// with FxHash (every attempt's report looks them up); `combos` and `implicit_used` keep the
+/// seeded hasher, as implicit `provider/model` combos are named by what clients send.
 #[derive(Clone, Default)]
 pub struct Tables {
     pub topology: Arc<Option<Topology>>,
     pub combos: HashMap<String, ActorRef<ComboMsg>>,
-    pub connections: HashMap<String, ActorRef<ConnectionMsg>>,
-    pub breakers: HashMap<String, ActorRef<BreakerMsg>>,
-    pub in_flight: HashMap<String, Arc<InFlight>>,
-    pub gates: HashMap<String, SharedProbeGate>,
+    pub connections: FxHashMap<String, ActorRef<ConnectionMsg>>,
+    pub breakers: FxHashMap<String, ActorRef<BreakerMsg>>,
+    pub in_flight: FxHashMap<String, Arc<InFlight>>,
+    pub gates: FxHashMap<String, SharedProbeGate>,
     /// Per provider: whether a success could change its breaker (see `breaker_hint`).
-    pub breaker_hints: HashMap<String, Arc<BreakerHint>>,
+    pub breaker_hints: FxHashMap<String, Arc<BreakerHint>>,
     /// Per implicit `provider/model` combo: the tick of its last use, so the supervisor can
     /// drop the least recently used one when the table is full.
     pub implicit_used: HashMap<String, Arc<AtomicU64>>,

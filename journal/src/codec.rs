@@ -141,25 +141,45 @@ fn unframe<'v>(
     Ok((format, payload))
 }
 
-/// Encodes one batch of consecutive envelopes as a record value.
+/// Encodes one batch of consecutive envelopes as a record value: the payload is written
+/// straight after a header whose checksum is filled in last (no payload copy).
 pub fn encode_batch(batch: &[Envelope]) -> Result<Vec<u8>, EncodeError> {
-    // The event is encoded in today's shape, so an envelope read as an older schema (an
-    // NDJSON import of an old export says 1) is written as today's; same bytes as
-    // `Vec<Envelope>`, a struct being its fields in order.
-    let stamped: Vec<(u16, u64, u64, &Event)> = batch
-        .iter()
-        .map(|e| {
+    let mut value = Vec::with_capacity(HEADER_LEN + 256 * batch.len());
+    value.extend_from_slice(&[RECORD_FORMAT, 0, 0, 0, 0]);
+    bincode::serde::encode_into_writer(Stamped(batch), AppendTo(&mut value), config())
+        .map_err(|error| EncodeError(error.to_string()))?;
+    let crc = crc32fast::hash(&value[HEADER_LEN..]);
+    value[1..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+    Ok(value)
+}
+
+/// A batch as bincode writes `Vec<(u16, u64, u64, &Event)>` — the same bytes as
+/// `Vec<Envelope>`, a struct being its fields in order — without building that vector. The
+/// event is encoded in today's shape, so an envelope read as an older schema (an NDJSON
+/// import of an old export says 1) is written as today's.
+struct Stamped<'a>(&'a [Envelope]);
+
+impl serde::Serialize for Stamped<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|e| {
             (
                 e.schema_version.max(SCHEMA_VERSION),
                 e.seq,
                 e.at_ms,
                 &e.event,
             )
-        })
-        .collect();
-    let payload = bincode::serde::encode_to_vec(&stamped, config())
-        .map_err(|error| EncodeError(error.to_string()))?;
-    Ok(frame(RECORD_FORMAT, &payload))
+        }))
+    }
+}
+
+/// bincode's output appended to a vector that already holds the record's header.
+struct AppendTo<'v>(&'v mut Vec<u8>);
+
+impl bincode::enc::write::Writer for AppendTo<'_> {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
 }
 
 /// Decodes a record value. The envelopes must be consecutive; when `first_seq` is given (the

@@ -418,7 +418,7 @@ impl ClientTicket {
         self.metrics.spend_usd.set(to_usd(period_spend_pusd));
         Event::ClientUsage(ClientUsage {
             request_id: request_id.to_owned(),
-            client: self.tag.id.to_string(),
+            client: String::from(&*self.tag.id),
             combo: combo.to_owned(),
             provider: used.provider.to_owned(),
             connection: used.connection.to_owned(),

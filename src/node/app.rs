@@ -144,9 +144,47 @@ impl AppState {
         self.inner.live.load()
     }
 
-    /// A new request id, unique within and across processes.
+    /// A new request id, unique within and across processes: `<prefix>-<counter in hex>`.
     pub fn next_request_id(&self) -> String {
         let n = self.inner.request_counter.fetch_add(1, Ordering::Relaxed);
-        format!("{}-{n:x}", self.inner.id_prefix)
+        request_id(&self.inner.id_prefix, n)
+    }
+}
+
+/// `<prefix>-<n in lowercase hex>`, written digit by digit: one per request, and `format!`'s
+/// machinery costs more than the id.
+fn request_id(prefix: &str, n: u64) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digits = (64 - (n | 1).leading_zeros()).div_ceil(4);
+    let mut id = String::with_capacity(prefix.len() + 1 + digits as usize);
+    id.push_str(prefix);
+    id.push('-');
+    for digit in (0..digits).rev() {
+        id.push(char::from(HEX[((n >> (4 * digit)) & 0xf) as usize]));
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_id;
+
+    #[test]
+    fn request_ids_are_the_prefix_and_the_counter_in_hex() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            15,
+            16,
+            255,
+            256,
+            0xdead_beef,
+            u64::MAX >> 4,
+            u64::MAX,
+        ] {
+            assert_eq!(request_id("qr-5f3a", n), format!("qr-5f3a-{n:x}"), "{n}");
+        }
     }
 }

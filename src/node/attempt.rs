@@ -283,7 +283,8 @@ pub(crate) async fn try_target(
     };
     let status = response.status();
     trace.status(status.as_u16()); // telemetry
-    let headers = response.headers().clone();
+                                   // The headers are kept (relayed, classified); the body is read on its own.
+    let (http::response::Parts { headers, .. }, response_body) = response.into_parts();
     let usage = readings_from_headers(&headers, &target.model, now_ms);
     let codings = match content_codings(&headers) {
         Ok(codings) => codings,
@@ -311,7 +312,7 @@ pub(crate) async fn try_target(
                 deadline: ctx.deadline,
             };
             stream_relay::open(
-                UpstreamBody::new(response.into_body(), &codings),
+                UpstreamBody::new(response_body, &codings),
                 ctx.endpoint.stream_format(),
                 ctx.force_include_usage,
                 timing,
@@ -360,7 +361,7 @@ pub(crate) async fn try_target(
     // and the bound on what all answers hold at once.
     let read = tokio::time::timeout_at(
         ctx.deadline,
-        read_upstream_body(response.into_body(), &ctx.app.inner.upstream_buffer),
+        read_upstream_body(response_body, &ctx.app.inner.upstream_buffer),
     )
     .await;
     let (body, _held) = match read {

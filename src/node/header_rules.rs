@@ -9,48 +9,60 @@ use http::header::{HeaderMap, HeaderName, CONNECTION};
 
 use crate::wire::upstream_mask::mask_header_value;
 
-/// Hop-by-hop and connection headers (RFC 9110 §7.6.1), in both directions.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "http2-settings",
-    "expect",
-    "proxy-connection",
-];
+/// Hop-by-hop and connection headers (RFC 9110 §7.6.1), in both directions (and every
+/// `proxy-*`). Each list below is a `match`: one length-and-bytes dispatch per header instead of
+/// a string comparison per entry, as every header of every request passes through these.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "http2-settings"
+            | "expect"
+            | "proxy-connection"
+    ) || name.starts_with("proxy-")
+}
 
 /// Client headers that never go upstream besides the hop-by-hop ones: its credentials (the
 /// connection's replace them), what the router recomputes (`host`, framing, codings: the router
 /// decodes the body and asks the upstream for its own `accept-encoding`), and the browser's
-/// context, which would make an upstream treat a server-to-server call as a browser's.
-const CLIENT_ONLY: [&str; 12] = [
-    "authorization",
-    "x-api-key",
-    "api-key",
-    "host",
-    "content-length",
-    "content-encoding",
-    "accept-encoding",
-    "cookie",
-    "origin",
-    "referer",
-    "sec-fetch-mode",
-    "sec-fetch-site",
-];
+/// context (`sec-fetch-*` too), which would make an upstream treat a server-to-server call as a
+/// browser's.
+fn is_client_only(name: &str) -> bool {
+    matches!(
+        name,
+        "authorization"
+            | "x-api-key"
+            | "api-key"
+            | "host"
+            | "content-length"
+            | "content-encoding"
+            | "accept-encoding"
+            | "cookie"
+            | "origin"
+            | "referer"
+    ) || name.starts_with("sec-fetch-")
+}
 
-/// Upstream headers the client never gets: the router frames and codes the body itself, and
-/// the upstream's cookies and alternative services belong to the upstream's host.
-const UPSTREAM_ONLY: [&str; 6] = [
-    "content-length",
-    "content-encoding",
-    "set-cookie",
-    "alt-svc",
-    "strict-transport-security",
-    "x-powered-by",
-];
+/// Upstream headers the client never gets: the router frames and codes the body itself, the
+/// upstream's cookies and alternative services belong to the upstream's host, and the node
+/// owns CORS (`access-control-*`).
+fn is_upstream_only(name: &str) -> bool {
+    matches!(
+        name,
+        "content-length"
+            | "content-encoding"
+            | "set-cookie"
+            | "alt-svc"
+            | "strict-transport-security"
+            | "x-powered-by"
+    ) || name.starts_with("access-control-")
+}
 
 /// Headers the sender named in its `Connection` header (they are hop-by-hop too).
 fn named_in_connection(headers: &HeaderMap) -> Vec<HeaderName> {
@@ -63,20 +75,11 @@ fn named_in_connection(headers: &HeaderMap) -> Vec<HeaderName> {
         .collect()
 }
 
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    let name = name.as_str();
-    HOP_BY_HOP.contains(&name) || name.starts_with("proxy-")
-}
-
 /// The client's headers that go upstream, appended to `out`.
 pub fn copy_client(client: &HeaderMap, out: &mut HeaderMap) {
     let named = named_in_connection(client);
     for (name, value) in client {
-        if is_hop_by_hop(name)
-            || CLIENT_ONLY.contains(&name.as_str())
-            || name.as_str().starts_with("sec-fetch-")
-            || named.contains(name)
-        {
+        if is_hop_by_hop(name) || is_client_only(name.as_str()) || named.contains(name) {
             continue;
         }
         out.append(name.clone(), value.clone());
@@ -88,11 +91,7 @@ pub fn copy_client(client: &HeaderMap, out: &mut HeaderMap) {
 pub fn copy_upstream(upstream: &HeaderMap, secrets: &[&str], out: &mut HeaderMap) {
     let named = named_in_connection(upstream);
     for (name, value) in upstream {
-        if is_hop_by_hop(name)
-            || UPSTREAM_ONLY.contains(&name.as_str())
-            || name.as_str().starts_with("access-control-")
-            || named.contains(name)
-        {
+        if is_hop_by_hop(name) || is_upstream_only(name.as_str()) || named.contains(name) {
             continue;
         }
         out.append(name.clone(), mask_header_value(value, secrets));

@@ -4,11 +4,11 @@
 //! timeouts. The only place upstream secrets live after startup.
 
 use quotaroute_actors::SharedClock;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
+use rustc_hash::FxHashMap;
 
 use crate::config::{ApiFormat, AuthKind, Config, Secret};
 use crate::credentials::{CredentialStore, Echoes};
@@ -29,6 +29,10 @@ pub struct ProviderRoute {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// What the router asks the upstream for (`providers.accept_encoding`).
     pub accept_encoding: HeaderValue,
+    /// The `Host` header of an `http://` base URL (`host[:port]`, the port only when not 80),
+    /// built once per load: hyper would format the same value on every HTTP/1 request. `None`
+    /// for `https://`, where ALPN may pick HTTP/2, which carries the authority itself.
+    pub host: Option<HeaderValue>,
     /// Its pooled client: its trusted roots and egress proxy.
     pub client: UpstreamClient,
 }
@@ -49,13 +53,15 @@ pub struct LiveConfig {
     pub max_upstream_buffer_kib: usize,
     /// Browser origins allowed to call the client API (`"*"`: any).
     pub cors_allow_origins: Vec<String>,
-    pub providers: HashMap<String, ProviderRoute>,
+    /// Provider name → its route. The maps keyed by config ids hash with FxHash: their keys
+    /// come from the config, never from a client, and every try looks them up.
+    pub providers: FxHashMap<String, ProviderRoute>,
     /// Connection id → its credential (current key or token, refreshed in place).
     pub credentials: CredentialStore,
     /// Connection id → how it authenticates (which header carries its credential).
-    pub connection_auth: HashMap<String, AuthKind>,
+    pub connection_auth: FxHashMap<String, AuthKind>,
     /// Connection id → its attempt metrics, registered once per load.
-    pub attempt_metrics: HashMap<String, AttemptMetrics>,
+    pub attempt_metrics: FxHashMap<String, AttemptMetrics>,
     /// The router's clock, for the credentials (kept across reloads).
     pub clock: SharedClock,
     /// `[affinity]` (behaviour §10): how the node derives a request's group.
@@ -69,6 +75,20 @@ impl std::fmt::Debug for LiveConfig {
             .field("connection_auth", &self.connection_auth)
             .finish_non_exhaustive()
     }
+}
+
+/// The `Host` value hyper's HTTP/1 client would send for an `http://` URL: the host, with
+/// `:port` when the port is not the scheme's default (`url` leaves a default port out).
+fn http_host(base_url: &url::Url) -> Option<HeaderValue> {
+    if base_url.scheme() != "http" {
+        return None;
+    }
+    let host = base_url.host_str()?;
+    let value = match base_url.port() {
+        Some(port) => HeaderValue::try_from(format!("{host}:{port}")),
+        None => HeaderValue::try_from(host),
+    };
+    value.ok()
 }
 
 impl LiveConfig {
@@ -93,7 +113,7 @@ impl LiveConfig {
         clock: SharedClock,
         previous_clients: Option<&crate::clients::ClientLedger>,
     ) -> Self {
-        let providers: HashMap<String, ProviderRoute> = config
+        let providers: FxHashMap<String, ProviderRoute> = config
             .providers
             .iter()
             .map(|p| {
@@ -122,6 +142,7 @@ impl LiveConfig {
                     headers,
                     accept_encoding: HeaderValue::from_str(&p.accept_encoding)
                         .unwrap_or(HeaderValue::from_static("identity")),
+                    host: http_host(&p.base_url),
                     client: UpstreamClient::with_egress(
                         &p.ca_certs,
                         egress::proxy_matcher(p.proxy.as_ref().map(Secret::expose), |name| {
@@ -194,5 +215,35 @@ impl LiveConfig {
             .get(connection)
             .map(|credential| credential.echoes())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_of(url: &str) -> Option<String> {
+        let url = url::Url::parse(url).ok()?;
+        http_host(&url).map(|value| value.to_str().unwrap_or_default().to_string())
+    }
+
+    #[test]
+    fn http_base_urls_get_the_host_hyper_would_send() {
+        assert_eq!(
+            host_of("http://127.0.0.1:18180/v1").as_deref(),
+            Some("127.0.0.1:18180")
+        );
+        assert_eq!(
+            host_of("http://upstream.test/v1").as_deref(),
+            Some("upstream.test")
+        );
+        // An explicit default port is no port, as in hyper's own value.
+        assert_eq!(
+            host_of("http://upstream.test:80/v1").as_deref(),
+            Some("upstream.test")
+        );
+        assert_eq!(host_of("http://[::1]:9000/").as_deref(), Some("[::1]:9000"));
+        // HTTPS may go over HTTP/2: the client sends its authority there itself.
+        assert_eq!(host_of("https://api.openai.test/v1"), None);
     }
 }

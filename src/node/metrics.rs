@@ -2,7 +2,6 @@
 //! request path, gauges (breaker state, cooldowns, lockouts, in-flight, journal lag) computed
 //! from the router's state when `/metrics` is scraped, so they cost nothing per request.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -10,6 +9,7 @@ use metrics::{counter, gauge, histogram, Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use quotaroute_actors::{AdminState, Router};
 use quotaroute_journal::OutcomeClass;
+use rustc_hash::FxHashMap;
 
 use crate::cluster::status::ClusterStatus;
 use crate::node::endpoint::Endpoint;
@@ -47,8 +47,9 @@ pub fn install() -> Option<PrometheusHandle> {
 }
 
 /// `quotaroute_requests_total` handles by (endpoint, status), registered on first use: a
-/// registration hashes and allocates its labels, a cached handle only increments.
-static REQUESTS: OnceLock<Mutex<HashMap<(&'static str, u16), Counter>>> = OnceLock::new();
+/// registration hashes and allocates its labels, a cached handle only increments. FxHash: the
+/// keys are the router's own labels and status codes, looked up once per request.
+static REQUESTS: OnceLock<Mutex<FxHashMap<(&'static str, u16), Counter>>> = OnceLock::new();
 static OVERHEAD: OnceLock<Histogram> = OnceLock::new();
 
 pub fn request_finished(endpoint: Endpoint, status: u16) {

@@ -23,7 +23,7 @@ pub async fn router_answers(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     // A `Uri` (and a header value) clone shares its bytes: nothing is copied on the way.
     let uri = request.uri().clone();
-    let client_request_id = request.headers().get("x-request-id").cloned();
+    let client_request_id = request.headers().get(reply::REQUEST_ID).cloned();
     let response = next.run(request).await;
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {

@@ -15,8 +15,9 @@ use crate::node::live::LiveConfig;
 /// Where a routed response went, for the `x-quotaroute-*` headers.
 #[derive(Debug, Clone, Default)]
 pub struct RouteHeaders {
-    pub connection: Option<String>,
-    pub model: Option<String>,
+    /// The target's connection and model, shared with it (set on every try).
+    pub connection: Option<std::sync::Arc<str>>,
+    pub model: Option<std::sync::Arc<str>>,
     pub attempts: u32,
     pub overhead_us: u64,
     pub request_id: String,
@@ -26,10 +27,15 @@ const CONNECTION: HeaderName = HeaderName::from_static("x-quotaroute-connection"
 const MODEL: HeaderName = HeaderName::from_static("x-quotaroute-model");
 const ATTEMPTS: HeaderName = HeaderName::from_static("x-quotaroute-attempts");
 const OVERHEAD_US: HeaderName = HeaderName::from_static("x-quotaroute-overhead-us");
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// `x-request-id`, parsed once (a lookup by `&str` parses the name on every call).
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const UPSTREAM_REQUEST_ID: HeaderName = HeaderName::from_static("x-quotaroute-upstream-request-id");
 
 impl RouteHeaders {
+    /// How many headers [`apply_over_relayed`](Self::apply_over_relayed) may add, so a
+    /// response's map is sized once instead of growing while it is filled.
+    pub const MOST_ADDED: usize = 6;
+
     pub fn apply(&self, headers: &mut HeaderMap) {
         let mut put = |name: HeaderName, value: &str| {
             if let Ok(value) = HeaderValue::from_str(value) {
@@ -107,6 +113,9 @@ pub fn passthrough(
     let masked = mask_upstream_body(body, &secrets);
     let mut response = Response::new(Body::from(masked));
     *response.status_mut() = status;
+    response
+        .headers_mut()
+        .reserve(upstream_headers.len() + RouteHeaders::MOST_ADDED);
     header_rules::copy_upstream(upstream_headers, &secrets, response.headers_mut());
     route.apply_over_relayed(response.headers_mut());
     response

@@ -39,7 +39,7 @@ pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key
 }
 
 fn client_request_id(headers: &HeaderMap) -> Option<String> {
-    let id = headers.get("x-request-id")?.to_str().ok()?;
+    let id = headers.get(reply::REQUEST_ID)?.to_str().ok()?;
     let valid = !id.is_empty()
         && id.len() <= 128
         && id
@@ -48,12 +48,21 @@ fn client_request_id(headers: &HeaderMap) -> Option<String> {
     valid.then(|| id.to_string())
 }
 
+const JSON: &[u8] = b"application/json";
+const PLUS_JSON: &[u8] = b"+json";
+
 fn is_json_content_type(headers: &HeaderMap) -> bool {
     match headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
         None => true,
+        // Compared without case and without a lowered copy of the value.
         Some(value) => {
-            let value = value.to_ascii_lowercase();
-            value.starts_with("application/json") || value.contains("+json")
+            let value = value.as_bytes();
+            value
+                .get(..JSON.len())
+                .is_some_and(|start| start.eq_ignore_ascii_case(JSON))
+                || value
+                    .windows(PLUS_JSON.len())
+                    .any(|part| part.eq_ignore_ascii_case(PLUS_JSON))
         }
     }
 }
@@ -323,8 +332,8 @@ pub(crate) async fn serve_tries(
     let mut last_failure: Option<LastFailure> = None;
     let mut last_provider: Option<std::sync::Arc<str>> = None;
     while let Some(target) = decision.current().cloned() {
-        route.connection = Some(target.connection.to_string());
-        route.model = Some(target.model.to_string());
+        route.connection = Some(target.connection.clone());
+        route.model = Some(target.model.clone());
         route.attempts = decision.attempt();
         let Attempted { result, payload } =
             credential_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
@@ -419,6 +428,8 @@ fn stream_response(
     let body = stream_relay::relay_body(stream, decision, ctx.deadline, input_tokens, usage_sink);
     let mut response = Response::new(body);
     let headers = response.headers_mut();
+    // Sized once: the relayed headers, the route's, a content type and cache control.
+    headers.reserve(upstream_headers.len() + RouteHeaders::MOST_ADDED + 2);
     header_rules::copy_upstream(
         &upstream_headers,
         &ctx.live.echoes_of(&target.connection).exposed(),
@@ -453,6 +464,8 @@ fn deliver(
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     let out = response.headers_mut();
+    // Sized once: the relayed headers, the route's and a content type.
+    out.reserve(headers.len() + RouteHeaders::MOST_ADDED + 1);
     header_rules::copy_upstream(
         &headers,
         &ctx.live.echoes_of(&target.connection).exposed(),
@@ -694,4 +707,31 @@ fn upstream_timeout(anthropic: bool, route: &RouteHeaders) -> Response {
         anthropic,
         route,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_content_type(value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn json_content_types_are_told_apart_in_any_case() {
+        for json in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/vnd.api+json",
+            "APPLICATION/VND.API+JSON",
+        ] {
+            assert!(is_json_content_type(&with_content_type(json)), "{json}");
+        }
+        for other in ["text/plain", "application/jso", "", "multipart/form-data"] {
+            assert!(!is_json_content_type(&with_content_type(other)), "{other}");
+        }
+        assert!(is_json_content_type(&HeaderMap::new()), "no content type");
+    }
 }

@@ -20,10 +20,15 @@ pub fn build(
     request_id: &str,
     body: Bytes,
 ) -> Result<http::Request<Full<Bytes>>, http::Error> {
-    let uri = format!("{}{}", provider.base_url, path_and_query);
+    let mut uri = String::with_capacity(provider.base_url.len() + path_and_query.len());
+    uri.push_str(&provider.base_url);
+    uri.push_str(path_and_query);
     let mut builder = http::Request::builder().method(method).uri(uri);
     if let Some(headers) = builder.headers_mut() {
         header_rules::copy_client(client_headers, headers);
+        if let Some(host) = &provider.host {
+            headers.insert(header::HOST, host.clone());
+        }
         headers.insert(header::ACCEPT_ENCODING, provider.accept_encoding.clone());
         for (name, value) in &provider.headers {
             headers.insert(name.clone(), value.clone());
@@ -42,13 +47,13 @@ pub fn build(
                 }
             }
             (None, _, _) => {
-                if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
+                if let Ok(value) = bearer(key) {
                     headers.insert(header::AUTHORIZATION, sensitive(value));
                 }
             }
         }
         if let Ok(value) = HeaderValue::from_str(request_id) {
-            headers.insert(HeaderName::from_static("x-request-id"), value);
+            headers.insert(crate::node::reply::REQUEST_ID, value);
         }
         headers.insert(
             header::CONTENT_TYPE,
@@ -57,6 +62,17 @@ pub fn build(
     }
     builder.body(Full::new(body))
 }
+
+/// `Bearer <key>` as a header value, written into one buffer (no formatting machinery: this
+/// runs on every upstream request).
+fn bearer(key: &str) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    let mut value = bytes::BytesMut::with_capacity(BEARER.len() + key.len());
+    value.extend_from_slice(BEARER);
+    value.extend_from_slice(key.as_bytes());
+    HeaderValue::from_maybe_shared(value.freeze())
+}
+
+const BEARER: &[u8] = b"Bearer ";
 
 /// Marks a credential header so hyper never logs it.
 fn sensitive(mut value: HeaderValue) -> HeaderValue {
@@ -79,6 +95,7 @@ mod tests {
                 HeaderValue::from_static("org-team"),
             )],
             accept_encoding: HeaderValue::from_static("identity"),
+            host: Some(HeaderValue::from_static("upstream.test")),
             client: crate::upstream::client::UpstreamClient::new(),
         }
     }
@@ -131,7 +148,8 @@ mod tests {
             None,
             "the client's x-api-key is dropped"
         );
-        assert_eq!(get(&request, "host"), None);
+        // The provider's own host, never the client's.
+        assert_eq!(get(&request, "host"), Some("upstream.test"));
         assert_eq!(get(&request, "content-length"), None);
         // The client's other headers and the provider's extra ones go through.
         assert_eq!(get(&request, "openai-beta"), Some("assistants=v2"));

@@ -279,6 +279,104 @@ async fn upstream_headers_reach_the_client_but_never_a_key() {
     assert_eq!(response.headers()["x-mock-key"], "***");
 }
 
+/// A bare HTTP/1 upstream that keeps the head of every request it gets and answers each with
+/// one chat completion: what went over the wire, not what a server library made of it.
+async fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match socket.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buffer[..end]).to_string();
+                    let length = head
+                        .lines()
+                        .find_map(|line| {
+                            let (name, value) = line.split_once(':')?;
+                            name.eq_ignore_ascii_case("content-length")
+                                .then(|| value.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    while buffer.len() < end + 4 + length {
+                        match socket.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buffer.drain(..end + 4 + length);
+                    seen.lock().unwrap().push(head);
+                    let body = r#"{"id":"chatcmpl-1","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if socket.write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (base, heads)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_gets_its_own_host_with_its_port_never_the_clients() {
+    let (upstream, heads) = recording_upstream().await;
+    let authority = upstream.trim_start_matches("http://").to_string();
+    // The `openai` provider (combo `team`) at the recording upstream; `anthropic` stays on the mock.
+    let harness = Harness::start_editing(|text| {
+        let mock_url = text
+            .split("base_url = \"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap()
+            .to_string();
+        text.replacen(&mock_url, &format!("{upstream}/v1"), 1)
+    })
+    .await;
+    for _ in 0..2 {
+        let response = harness
+            .client
+            .post(harness.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_KEY)
+            .header("host", "router.example")
+            .json(&chat_body("team", false))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    let heads = heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    for head in &heads {
+        let hosts: Vec<&str> = head
+            .lines()
+            .filter_map(|line| line.split_once(':'))
+            .filter(|(name, _)| name.eq_ignore_ascii_case("host"))
+            .map(|(_, value)| value.trim())
+            .collect();
+        assert_eq!(hosts, vec![authority.as_str()], "{head}");
+        assert!(
+            head.starts_with("POST /v1/chat/completions HTTP/1.1"),
+            "{head}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cors_for_listed_origins_only() {
     let harness = Harness::start_editing(|text| {

@@ -129,7 +129,7 @@ async fn s8_router_keeps_routing_while_writes_fail_and_catches_up_when_the_disk_
     let admin = quotaroute_actors::AdminState::build(
         &router.topology().unwrap(),
         &replayed,
-        &Default::default(),
+        &std::collections::HashMap::new(),
         quotaroute_actors::Clock::now_ms(&SystemClock),
     );
     assert_eq!(admin.lockouts().len(), 1);

@@ -425,7 +425,7 @@ impl ComboState {
             order: selection.order.iter().map(|&i| index_of(i)).collect(),
             skipped: skipped.clone(),
             affinity: placement.outcome(),
-            client: Some(request.client.id.to_string()),
+            client: Some(String::from(&*request.client.id)),
         };
         // The same function replay uses, so live deficits equal the journal's fold.
         apply_route_decided(&mut self.deficits, &self.setup.keys, &decided);
@@ -463,10 +463,10 @@ impl ComboState {
                     request_id: decided.request_id.clone(),
                     combo: decided.combo.clone(),
                     group: key.group,
-                    client: key.client.to_string(),
-                    provider: target.provider.to_string(),
-                    connection: target.connection.to_string(),
-                    model: target.model.to_string(),
+                    client: String::from(&*key.client),
+                    provider: String::from(&*target.provider),
+                    connection: String::from(&*target.connection),
+                    model: String::from(&*target.model),
                     moved_from: bound_key.as_ref().map(|k| k.to_string()),
                     reason,
                 });
@@ -640,8 +640,8 @@ impl Admit for TakeFrom<'_> {
 
 fn skipped_entry(target: &RoutedTarget, reason: BlockReason, remaining_ms: Option<u64>) -> Skipped {
     Skipped {
-        connection: target.connection.to_string(),
-        model: target.model.to_string(),
+        connection: String::from(&*target.connection),
+        model: String::from(&*target.model),
         reason,
         remaining_ms,
     }

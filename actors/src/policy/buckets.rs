@@ -249,12 +249,14 @@ pub fn each_limit(limits: &BucketLimits) -> impl Iterator<Item = LimitSpec<'_>> 
     ]
     .into_iter()
     .filter_map(|(name, limit, metric, shape)| {
+        // The limit first: an unset one must not cost its name's allocation.
+        let limit = limit?;
         Some(LimitSpec {
             name: name.to_owned(),
             model: None,
             metric,
             shape,
-            limit: limit?,
+            limit,
         })
     });
     let per_model = [

@@ -191,6 +191,15 @@ fn codex_window(headers: &HeaderMap, slot: &CodexWindow, now_ms: u64) -> Option<
     })
 }
 
+/// Whether `name` belongs to one of the families read here (every name in [`HEADER_NAMES`]
+/// starts with one of these).
+fn is_rate_limit_header(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    name.starts_with("x-ratelimit-")
+        || name.starts_with("anthropic-ratelimit-")
+        || name.starts_with("x-codex-")
+}
+
 /// Codex's window slots, as in `x-codex-<slot>-used-percent`.
 const CODEX_SLOTS: [&str; 2] = ["primary", "secondary"];
 /// Names of the OpenAI windows, as in `x-ratelimit-limit-<name>`.
@@ -207,6 +216,12 @@ const UNIFIED_WINDOWS: [&str; 2] = ["5h", "7d"];
 /// as basis points of [`BASIS_POINTS`], and Codex's `x-codex-{primary,secondary}-*` windows the
 /// same way, named by their minutes.
 pub fn readings_from_headers(headers: &HeaderMap, model: &str, now_ms: u64) -> Vec<UsageReading> {
+    // One pass over the names the response has is cheaper than the dozen lookups below, and
+    // an upstream that sends no rate-limit header at all is common (local and compatible
+    // servers).
+    if !headers.keys().any(is_rate_limit_header) {
+        return Vec::new();
+    }
     let names = &*HEADER_NAMES;
     let counts = names
         .counts
@@ -252,6 +267,41 @@ mod tests {
             limit,
             resets_at_ms,
         }
+    }
+
+    #[test]
+    fn every_name_read_is_in_a_family_the_first_pass_looks_for() {
+        let names = &*HEADER_NAMES;
+        let all = names
+            .counts
+            .iter()
+            .flat_map(|w| [&w.limit, &w.remaining, &w.reset])
+            .chain(
+                names
+                    .unified
+                    .iter()
+                    .flat_map(|w| [&w.utilization, &w.reset]),
+            )
+            .chain(names.codex.iter().flat_map(|w| {
+                [
+                    &w.used_percent,
+                    &w.window_minutes,
+                    &w.reset_after_seconds,
+                    &w.reset_at,
+                ]
+            }));
+        let mut count = 0;
+        for name in all {
+            assert!(is_rate_limit_header(name), "{name}");
+            count += 1;
+        }
+        assert_eq!(count, 6 * 3 + 2 * 2 + 2 * 4);
+        // Headers of no family: nothing read, whatever they say.
+        let other = headers(&[
+            ("x-request-id", "req_1"),
+            ("content-type", "application/json"),
+        ]);
+        assert!(readings_from_headers(&other, "gpt", NOW).is_empty());
     }
 
     #[test]

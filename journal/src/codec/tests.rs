@@ -21,6 +21,25 @@ fn batch_of_every_kind_round_trips() {
 }
 
 #[test]
+fn a_record_is_the_frame_of_the_batch_as_a_vec_of_envelopes() {
+    // The record bytes are the format: written in place, they must equal the frame of
+    // `bincode(Vec<Envelope>)` byte for byte (an old schema written as today's).
+    let mut batch = sample_envelopes(40, 1_700_000_000_000, 2 * KIND_COUNT as u64);
+    batch[3].schema_version = 1;
+    let value = encode_batch(&batch).unwrap();
+    let today: Vec<Envelope> = batch
+        .iter()
+        .cloned()
+        .map(|e| Envelope {
+            schema_version: e.schema_version.max(SCHEMA_VERSION),
+            ..e
+        })
+        .collect();
+    let payload = bincode::serde::encode_to_vec(&today, config()).unwrap();
+    assert_eq!(value, frame(RECORD_FORMAT, &payload));
+}
+
+#[test]
 fn damage_reasons_are_typed() {
     let batch = sample_envelopes(1, 0, 4);
     let good = encode_batch(&batch).unwrap();
