@@ -26,7 +26,7 @@ impl AnswerUsage {
     pub fn of(model: Option<&RawValue>, counts: Option<&TokenCounts>) -> Self {
         let model = model
             .and_then(|raw| model_text(raw.get()))
-            .filter(|model| model.len() <= MAX_MODEL_CHARS && !model.chars().any(char::is_control))
+            .filter(|model| model.len() <= MAX_MODEL_CHARS && !has_control(model))
             .map(Arc::from);
         AnswerUsage {
             model,
@@ -35,6 +35,12 @@ impl AnswerUsage {
             cache_read_input_tokens: counts.map(|counts| counts.tokens_cached),
         }
     }
+}
+
+/// Whether `text` has a control character: printable ASCII (what models are) is told by its
+/// bytes alone.
+fn has_control(text: &str) -> bool {
+    !text.bytes().all(|byte| (0x20..0x7f).contains(&byte)) && text.chars().any(char::is_control)
 }
 
 /// A JSON string's text: the raw text between the quotes when it has no escape (what models
@@ -92,6 +98,13 @@ mod tests {
         let long = format!(r#"{{"model":"{}"}}"#, "m".repeat(200));
         assert_eq!(answer_usage(long.as_bytes()).model, None);
         assert_eq!(answer_usage(br#"{"model":"a\u0007b"}"#).model, None);
+        // A C1 control, escaped or raw (JSON allows it unescaped).
+        assert_eq!(answer_usage(br#"{"model":"a\u0085b"}"#).model, None);
+        assert_eq!(answer_usage("{\"model\":\"a\u{85}b\"}".as_bytes()).model, None);
+        assert_eq!(
+            answer_usage("{\"model\":\"modèle\"}".as_bytes()).model.as_deref(),
+            Some("modèle")
+        );
         assert_eq!(
             answer_usage(br#"{"model":"gpt-\u0034o"}"#).model.as_deref(),
             Some("gpt-4o")

@@ -185,10 +185,10 @@ impl Exporter {
         }
     }
 
-    async fn post(&self, body: Vec<u8>) -> Result<(), String> {
+    async fn post(&self, body: Bytes) -> Result<(), String> {
         let request = http::Request::post(self.traces_url.as_str())
             .header(http::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(Full::new(Bytes::from(body)))
+            .body(Full::new(body))
             .map_err(|error| error.to_string())?;
         let response = self
             .client

@@ -8,10 +8,12 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::telemetry::answer_usage::AnswerUsage;
 use crate::telemetry::attributes::{self as attr, Value};
 use crate::telemetry::protobuf::{
-    begin_message, end_message, field_key, put_varint, varint_len, AttributeKey, FIXED32,
+    begin_message, end_message, field_key, put_varint, varint_len, write_varint, AttributeKey, FIXED32,
     FIXED64, LENGTH_DELIMITED, VARINT,
 };
 use crate::telemetry::trace_context::{SpanId, TraceId};
@@ -186,13 +188,13 @@ const KIND_CLIENT: u8 = 3;
 /// `Status.StatusCode.STATUS_CODE_ERROR`.
 const STATUS_ERROR: u8 = 2;
 
-/// The protobuf body of one export of `spans`, as `service_name`.
-pub fn encode(spans: Vec<FinishedSpan>, service_name: &str) -> Vec<u8> {
-    let mut encoded_spans = Vec::with_capacity(spans.len() * 512);
-    for span in &spans {
-        put_span(span, &mut encoded_spans);
-    }
-    drop(spans);
+/// What a span usually takes, to size a batch's buffer (one that takes more grows it).
+const TYPICAL_SPAN_BYTES: usize = 640;
+
+/// The protobuf body of one export of `spans`, as `service_name`. The spans are written once,
+/// after room for the batch's header (whose lengths need theirs), and the header is written
+/// into the end of that room: the body is never copied.
+pub fn encode(spans: Vec<FinishedSpan>, service_name: &str) -> Bytes {
     let mut resource = Vec::with_capacity(96);
     put_attribute(
         RESOURCE_ATTRIBUTES,
@@ -209,16 +211,25 @@ pub fn encode(spans: Vec<FinishedSpan>, service_name: &str) -> Vec<u8> {
     let mut scope = Vec::with_capacity(32);
     put_bytes(SCOPE_NAME, b"quotaroute", &mut scope);
     put_bytes(SCOPE_VERSION, env!("CARGO_PKG_VERSION").as_bytes(), &mut scope);
+    // Two nesting levels with a key and at most ten bytes of length each, then these two.
+    let room = 2 * (1 + 10) + field_len(resource.len()) + field_len(scope.len());
 
-    let scope_spans_len = field_len(scope.len()) + encoded_spans.len();
+    let mut out = Vec::with_capacity(room + spans.len() * TYPICAL_SPAN_BYTES);
+    out.resize(room, 0);
+    for span in &spans {
+        put_span(span, &mut out);
+    }
+    drop(spans);
+    let scope_spans_len = field_len(scope.len()) + (out.len() - room);
     let resource_spans_len = field_len(resource.len()) + field_len(scope_spans_len);
-    let mut out = Vec::with_capacity(field_len(resource_spans_len));
-    put_header(REQUEST_RESOURCE_SPANS, resource_spans_len, &mut out);
-    put_bytes(RESOURCE_SPANS_RESOURCE, &resource, &mut out);
-    put_header(RESOURCE_SPANS_SCOPE_SPANS, scope_spans_len, &mut out);
-    put_bytes(SCOPE_SPANS_SCOPE, &scope, &mut out);
-    out.extend_from_slice(&encoded_spans);
-    out
+    let mut header = Vec::with_capacity(room);
+    put_header(REQUEST_RESOURCE_SPANS, resource_spans_len, &mut header);
+    put_bytes(RESOURCE_SPANS_RESOURCE, &resource, &mut header);
+    put_header(RESOURCE_SPANS_SCOPE_SPANS, scope_spans_len, &mut header);
+    put_bytes(SCOPE_SPANS_SCOPE, &scope, &mut header);
+    let start = room - header.len();
+    out[start..room].copy_from_slice(&header);
+    Bytes::from(out).slice(start..)
 }
 
 /// `span` as `ScopeSpans` field 2 (`spans`).
@@ -262,17 +273,34 @@ fn put_span(span: &FinishedSpan, buf: &mut Vec<u8>) {
     end_message(body_start, buf);
 }
 
-/// A `KeyValue` as field `field`: `{key, value: AnyValue{string_value | int_value}}`.
+/// A `KeyValue` as field `field`: `{key, value: AnyValue{string_value | int_value}}`. The
+/// key's template is copied whole and the lengths and value headers written into it.
 #[inline]
 fn put_attribute(field: u8, key: &AttributeKey, value: Value<'_>, buf: &mut Vec<u8>) {
-    let key_field = key.key_field();
+    let at = buf.len();
+    let key_len = key.key_field_len();
+    let value_at = at + 2 + key_len;
     match value {
+        // Every length one byte (what names, ids and models take).
+        Value::Text(text) if key_len + 4 + text.len() < 0x80 => {
+            let text_len = text.len();
+            buf.extend_from_slice(key.pair_template());
+            buf[at] = field;
+            buf[at + 1] = (key_len + 4 + text_len) as u8;
+            buf[value_at..value_at + 4].copy_from_slice(&[
+                KEY_VALUE_VALUE,
+                (2 + text_len) as u8,
+                ANY_VALUE_STRING,
+                text_len as u8,
+            ]);
+            buf.truncate(value_at + 4);
+            buf.extend_from_slice(text.as_bytes());
+        }
         Value::Text(text) => {
             let any_len = field_len(text.len());
-            let pair_len = key_field.len() + field_len(any_len);
-            buf.reserve(field_len(pair_len));
+            let pair_len = key_len + field_len(any_len);
             put_header(field, pair_len, buf);
-            buf.extend_from_slice(key_field);
+            buf.extend_from_slice(key.key_field());
             put_header(KEY_VALUE_VALUE, any_len, buf);
             put_header(ANY_VALUE_STRING, text.len(), buf);
             buf.extend_from_slice(text.as_bytes());
@@ -281,13 +309,17 @@ fn put_attribute(field: u8, key: &AttributeKey, value: Value<'_>, buf: &mut Vec<
             // int64 is written as the two's complement varint: at most 10 bytes, so the
             // AnyValue and (with a key of at most 64 bytes) the pair take one length byte.
             let n = n as u64;
-            let any_len = 1 + varint_len(n);
-            let pair_len = key_field.len() + 2 + any_len;
-            buf.reserve(2 + pair_len);
-            buf.extend_from_slice(&[field, pair_len as u8]);
-            buf.extend_from_slice(key_field);
-            buf.extend_from_slice(&[KEY_VALUE_VALUE, any_len as u8, ANY_VALUE_INT]);
-            put_varint(n, buf);
+            let varint = varint_len(n);
+            buf.extend_from_slice(key.pair_template());
+            buf[at] = field;
+            buf[at + 1] = (key_len + 3 + varint) as u8;
+            buf[value_at..value_at + 3].copy_from_slice(&[
+                KEY_VALUE_VALUE,
+                (1 + varint) as u8,
+                ANY_VALUE_INT,
+            ]);
+            write_varint(n, &mut buf[value_at + 3..]);
+            buf.truncate(value_at + 3 + varint);
         }
     }
 }
@@ -463,10 +495,36 @@ mod tests {
         ];
         for batch in [&spans[..], &spans[..1], &spans[4..], &[]] {
             let bytes = encode(batch.to_vec(), "quotaroute-test");
-            let decoded = ExportTraceServiceRequest::decode(bytes.as_slice()).expect("decodes");
+            let decoded = ExportTraceServiceRequest::decode(bytes.clone()).expect("decodes");
             assert_eq!(decoded, reference(batch, "quotaroute-test"));
             // And byte for byte what prost writes for those structs (same field order).
             assert_eq!(bytes, reference(batch, "quotaroute-test").encode_to_vec());
+        }
+    }
+
+    #[test]
+    fn an_attribute_of_any_size_is_the_key_value_prost_writes() {
+        static LONGEST: AttributeKey = AttributeKey::new(
+            "an.attribute.name.of.sixty-two.bytes.which.is.the.most.allowed",
+        );
+        let long = "t".repeat(200);
+        for value in [
+            Value::Int(-5),
+            Value::Int(i64::MAX),
+            Value::Int(0),
+            Value::Text(""),
+            Value::Text("a"),
+            Value::Text(&long[..59]),
+            Value::Text(&long[..60]),
+            Value::Text(&long),
+        ] {
+            for key in [&LONGEST, &attr::ERROR_TYPE] {
+                let mut ours = vec![1, 2, 3];
+                put_attribute(SPAN_ATTRIBUTES, key, value, &mut ours);
+                let mut theirs = vec![1, 2, 3];
+                prost::encoding::message::encode(9, &kv(key.name, value), &mut theirs);
+                assert_eq!(ours, theirs, "{key:?} {value:?}");
+            }
         }
     }
 

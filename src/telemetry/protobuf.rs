@@ -20,35 +20,52 @@ pub const FIXED32: u8 = 5;
 /// The longest attribute name an [`AttributeKey`] holds (its length then fits one byte).
 const MAX_NAME_BYTES: usize = 62;
 
+/// The bytes of [`AttributeKey::pair_template`]: room for a `KeyValue`'s key and length, its
+/// `key` field, and the longest `value` header and varint that follow it.
+pub const PAIR_TEMPLATE_BYTES: usize = 2 + (2 + MAX_NAME_BYTES) + 3 + 10;
+
 /// An attribute's name and, as written, its `KeyValue.key` field (key, length, name).
 pub struct AttributeKey {
     pub name: &'static str,
-    field: [u8; MAX_NAME_BYTES + 2],
-    field_len: u8,
+    /// Two bytes of room, the `key` field, zeros: copied whole (a copy of known size is a few
+    /// moves, not a `memcpy` call), then the room and what follows the key written in place.
+    template: [u8; PAIR_TEMPLATE_BYTES],
+    key_field_len: u8,
 }
 
 impl AttributeKey {
     pub const fn new(name: &'static str) -> Self {
         let bytes = name.as_bytes();
         assert!(bytes.len() <= MAX_NAME_BYTES, "attribute name too long");
-        let mut field = [0u8; MAX_NAME_BYTES + 2];
-        field[0] = field_key(1, LENGTH_DELIMITED);
-        field[1] = bytes.len() as u8;
+        let mut template = [0u8; PAIR_TEMPLATE_BYTES];
+        template[2] = field_key(1, LENGTH_DELIMITED);
+        template[3] = bytes.len() as u8;
         let mut i = 0;
         while i < bytes.len() {
-            field[i + 2] = bytes[i];
+            template[i + 4] = bytes[i];
             i += 1;
         }
         AttributeKey {
             name,
-            field,
-            field_len: bytes.len() as u8 + 2,
+            template,
+            key_field_len: bytes.len() as u8 + 2,
         }
+    }
+
+    /// The bytes `KeyValue` field 1 (`key`) takes.
+    pub fn key_field_len(&self) -> usize {
+        usize::from(self.key_field_len)
     }
 
     /// `KeyValue` field 1 (`key`), ready to copy.
     pub fn key_field(&self) -> &[u8] {
-        &self.field[..usize::from(self.field_len)]
+        &self.template[2..2 + self.key_field_len()]
+    }
+
+    /// Two bytes of room (for the pair's field key and length), the `key` field at 2, then
+    /// zeros to [`PAIR_TEMPLATE_BYTES`].
+    pub fn pair_template(&self) -> &[u8; PAIR_TEMPLATE_BYTES] {
+        &self.template
     }
 }
 
@@ -66,6 +83,18 @@ pub fn put_varint(mut value: u64, buf: &mut Vec<u8>) {
         value >>= 7;
     }
     buf.push(value as u8);
+}
+
+/// `value` as a varint at the start of `out` (at least 10 bytes unless `value` is small).
+#[inline]
+pub fn write_varint(mut value: u64, out: &mut [u8]) {
+    let mut at = 0;
+    while value >= 0x80 {
+        out[at] = (value as u8) | 0x80;
+        value >>= 7;
+        at += 1;
+    }
+    out[at] = value as u8;
 }
 
 /// Opens a length-delimited field whose length is not known yet: its key and room for a

@@ -159,7 +159,11 @@ impl RequestSpan {
                         .and_then(|value| value.to_str().ok())
                 };
                 state.attempts = header(&ATTEMPTS_HEADER).and_then(|n| n.parse().ok());
-                state.routed_model = header(&MODEL_HEADER).map(Arc::from);
+                // The served answer's own model, when its attempt ended with one, is the one
+                // the span carries: the header is read only for want of it.
+                if state.usage.model.is_none() {
+                    state.routed_model = header(&MODEL_HEADER).map(Arc::from);
+                }
             }
         }
         response
