@@ -274,8 +274,9 @@ fn put_span(span: &FinishedSpan, buf: &mut Vec<u8>) {
 }
 
 /// A `KeyValue` as field `field`: `{key, value: AnyValue{string_value | int_value}}`. The
-/// key's template is copied whole and the lengths and value headers written into it.
-#[inline]
+/// key's template is copied whole and the lengths and value headers written into it. Inlined
+/// at each attribute, where the key's length is a constant.
+#[inline(always)]
 fn put_attribute(field: u8, key: &AttributeKey, value: Value<'_>, buf: &mut Vec<u8>) {
     let at = buf.len();
     let key_len = key.key_field_len();
