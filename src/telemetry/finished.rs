@@ -66,22 +66,24 @@ pub enum ErrorType {
 }
 
 impl FinishedSpan {
-    /// Hands each attribute to `put`, in the order the span carries them.
-    pub fn each_attribute(&self, mut put: impl FnMut(&'static AttributeKey, Value<'_>)) {
-        put(&attr::OPERATION_NAME, Value::Text(self.operation));
-        put(&attr::REQUEST_MODEL, Value::Text(&self.model));
+    /// Hands each attribute to `sink`, in the order the span carries them. Inlined, so the
+    /// encoder's sink sees each key as a constant.
+    #[inline(always)]
+    pub fn each_attribute(&self, sink: &mut impl AttributeSink) {
+        sink.put(&attr::OPERATION_NAME, Value::Text(self.operation));
+        sink.put(&attr::REQUEST_MODEL, Value::Text(&self.model));
         let usage = &self.usage;
         if let Some(model) = &usage.model {
-            put(&attr::RESPONSE_MODEL, Value::Text(model));
+            sink.put(&attr::RESPONSE_MODEL, Value::Text(model));
         }
-        for (key, count) in [
-            (&attr::INPUT_TOKENS, usage.input_tokens),
-            (&attr::OUTPUT_TOKENS, usage.output_tokens),
-            (&attr::CACHE_READ_INPUT_TOKENS, usage.cache_read_input_tokens),
-        ] {
-            if let Some(count) = count {
-                put(key, Value::from(count));
-            }
+        if let Some(count) = usage.input_tokens {
+            sink.put(&attr::INPUT_TOKENS, Value::from(count));
+        }
+        if let Some(count) = usage.output_tokens {
+            sink.put(&attr::OUTPUT_TOKENS, Value::from(count));
+        }
+        if let Some(count) = usage.cache_read_input_tokens {
+            sink.put(&attr::CACHE_READ_INPUT_TOKENS, Value::from(count));
         }
         match &self.role {
             Role::Request {
@@ -89,17 +91,17 @@ impl FinishedSpan {
                 affinity,
                 attempts,
             } => {
-                put(&attr::COMBO, Value::Text(&self.model));
-                put(
+                sink.put(&attr::COMBO, Value::Text(&self.model));
+                sink.put(
                     &attr::CLIENT,
                     Value::Text(client.as_deref().unwrap_or(attr::DEFAULT_CLIENT)),
                 );
-                put(&attr::AFFINITY, Value::Text(affinity));
+                sink.put(&attr::AFFINITY, Value::Text(affinity));
                 if let Some(attempts) = *attempts {
-                    put(&attr::ATTEMPTS, Value::from(attempts));
+                    sink.put(&attr::ATTEMPTS, Value::from(attempts));
                 }
                 if let Some(status) = self.status {
-                    put(&attr::STATUS_CODE, Value::Int(i64::from(status)));
+                    sink.put(&attr::STATUS_CODE, Value::Int(i64::from(status)));
                 }
             }
             Role::Attempt {
@@ -108,21 +110,21 @@ impl FinishedSpan {
                 address,
             } => {
                 if let Some((host, port)) = address {
-                    put(&attr::SERVER_ADDRESS, Value::Text(host));
-                    put(&attr::SERVER_PORT, Value::Int(i64::from(*port)));
+                    sink.put(&attr::SERVER_ADDRESS, Value::Text(host));
+                    sink.put(&attr::SERVER_PORT, Value::Int(i64::from(*port)));
                 }
                 if let Some(status) = self.status {
-                    put(&attr::STATUS_CODE, Value::Int(i64::from(status)));
+                    sink.put(&attr::STATUS_CODE, Value::Int(i64::from(status)));
                 }
-                put(&attr::CONNECTION, Value::Text(connection));
-                put(&attr::PROVIDER, Value::Text(provider));
+                sink.put(&attr::CONNECTION, Value::Text(connection));
+                sink.put(&attr::PROVIDER, Value::Text(provider));
             }
         }
         match self.error {
-            Some(ErrorType::Class(class)) => put(&attr::ERROR_TYPE, Value::Text(class)),
+            Some(ErrorType::Class(class)) => sink.put(&attr::ERROR_TYPE, Value::Text(class)),
             Some(ErrorType::Status(status)) => {
                 let digits = Decimal::of(status);
-                put(&attr::ERROR_TYPE, Value::Text(digits.as_str()));
+                sink.put(&attr::ERROR_TYPE, Value::Text(digits.as_str()));
             }
             None => {}
         }
@@ -130,6 +132,18 @@ impl FinishedSpan {
 
     fn is_server(&self) -> bool {
         matches!(self.role, Role::Request { .. })
+    }
+}
+
+/// What takes a span's attributes, one by one ([`FinishedSpan::each_attribute`]); any
+/// closure of a key and a value does.
+pub trait AttributeSink {
+    fn put(&mut self, key: &'static AttributeKey, value: Value<'_>);
+}
+
+impl<F: FnMut(&'static AttributeKey, Value<'_>)> AttributeSink for F {
+    fn put(&mut self, key: &'static AttributeKey, value: Value<'_>) {
+        self(key, value);
     }
 }
 
@@ -261,7 +275,7 @@ fn put_span(span: &FinishedSpan, buf: &mut Vec<u8>) {
     let end = span.end_unix_ns.max(span.start_unix_ns);
     times[12..20].copy_from_slice(&end.to_le_bytes());
     buf.extend_from_slice(&times);
-    span.each_attribute(|key, value| put_attribute(SPAN_ATTRIBUTES, key, value, buf));
+    span.each_attribute(&mut SpanAttributes(buf));
     if span.error.is_some() {
         buf.extend_from_slice(&[SPAN_STATUS, 2, STATUS_CODE, STATUS_ERROR]);
     }
@@ -271,6 +285,16 @@ fn put_span(span: &FinishedSpan, buf: &mut Vec<u8>) {
     let [a, b, c, d] = flags.to_le_bytes();
     buf.extend_from_slice(&[SPAN_FLAGS[0], SPAN_FLAGS[1], a, b, c, d]);
     end_message(body_start, buf);
+}
+
+/// The encoder's [`AttributeSink`]: each attribute as `Span` field 9, written in place.
+struct SpanAttributes<'a>(&'a mut Vec<u8>);
+
+impl AttributeSink for SpanAttributes<'_> {
+    #[inline(always)]
+    fn put(&mut self, key: &'static AttributeKey, value: Value<'_>) {
+        put_attribute(SPAN_ATTRIBUTES, key, value, self.0);
+    }
 }
 
 /// A `KeyValue` as field `field`: `{key, value: AnyValue{string_value | int_value}}`. The
@@ -373,7 +397,9 @@ mod tests {
     fn reference(spans: &[FinishedSpan], service_name: &str) -> ExportTraceServiceRequest {
         let to_span = |finished: &FinishedSpan| {
             let mut attributes = Vec::new();
-            finished.each_attribute(|key, value| attributes.push(kv(key.name, value)));
+            finished.each_attribute(&mut |key: &'static AttributeKey, value: Value<'_>| {
+                attributes.push(kv(key.name, value))
+            });
             Span {
                 trace_id: finished.trace_id.0.to_vec(),
                 span_id: finished.span_id.0.to_vec(),
@@ -533,7 +559,9 @@ mod tests {
     fn each_kind_of_span_lists_its_attributes_in_order() {
         let names = |span: &FinishedSpan| {
             let mut names = Vec::new();
-            span.each_attribute(|key, value| names.push(format!("{}={value:?}", key.name)));
+            span.each_attribute(&mut |key: &'static AttributeKey, value: Value<'_>| {
+                names.push(format!("{}={value:?}", key.name))
+            });
             names
         };
         let served = FinishedSpan {
