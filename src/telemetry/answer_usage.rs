@@ -100,9 +100,14 @@ mod tests {
         assert_eq!(answer_usage(br#"{"model":"a\u0007b"}"#).model, None);
         // A C1 control, escaped or raw (JSON allows it unescaped).
         assert_eq!(answer_usage(br#"{"model":"a\u0085b"}"#).model, None);
-        assert_eq!(answer_usage("{\"model\":\"a\u{85}b\"}".as_bytes()).model, None);
         assert_eq!(
-            answer_usage("{\"model\":\"modèle\"}".as_bytes()).model.as_deref(),
+            answer_usage("{\"model\":\"a\u{85}b\"}".as_bytes()).model,
+            None
+        );
+        assert_eq!(
+            answer_usage("{\"model\":\"modèle\"}".as_bytes())
+                .model
+                .as_deref(),
             Some("modèle")
         );
         assert_eq!(

@@ -13,8 +13,8 @@ use bytes::Bytes;
 use crate::telemetry::answer_usage::AnswerUsage;
 use crate::telemetry::attributes::{self as attr, Value};
 use crate::telemetry::protobuf::{
-    begin_message, end_message, field_key, put_varint, varint_len, write_varint, AttributeKey, FIXED32,
-    FIXED64, LENGTH_DELIMITED, VARINT,
+    begin_message, end_message, field_key, put_varint, varint_len, write_varint, AttributeKey,
+    FIXED32, FIXED64, LENGTH_DELIMITED, VARINT,
 };
 use crate::telemetry::trace_context::{SpanId, TraceId};
 
@@ -224,7 +224,11 @@ pub fn encode(spans: Vec<FinishedSpan>, service_name: &str) -> Bytes {
     );
     let mut scope = Vec::with_capacity(32);
     put_bytes(SCOPE_NAME, b"quotaroute", &mut scope);
-    put_bytes(SCOPE_VERSION, env!("CARGO_PKG_VERSION").as_bytes(), &mut scope);
+    put_bytes(
+        SCOPE_VERSION,
+        env!("CARGO_PKG_VERSION").as_bytes(),
+        &mut scope,
+    );
     // Two nesting levels with a key and at most ten bytes of length each, then these two.
     let room = 2 * (1 + 10) + field_len(resource.len()) + field_len(scope.len());
 
@@ -488,7 +492,7 @@ mod tests {
             output_tokens: Some(u64::MAX),
             cache_read_input_tokens: Some(0),
         };
-        let spans = vec![
+        let spans = [
             FinishedSpan {
                 usage: usage(19),
                 status: Some(200),
@@ -497,7 +501,11 @@ mod tests {
             FinishedSpan {
                 status: Some(503),
                 error: Some(ErrorType::Class("server_error")),
-                ..span(3, Some(SpanId([9; 8])), attempt(Some(("api.openai.com", 443))))
+                ..span(
+                    3,
+                    Some(SpanId([9; 8])),
+                    attempt(Some(("api.openai.com", 443))),
+                )
             },
             FinishedSpan {
                 status: Some(429),
@@ -531,9 +539,8 @@ mod tests {
 
     #[test]
     fn an_attribute_of_any_size_is_the_key_value_prost_writes() {
-        static LONGEST: AttributeKey = AttributeKey::new(
-            "an.attribute.name.of.sixty-two.bytes.which.is.the.most.allowed",
-        );
+        static LONGEST: AttributeKey =
+            AttributeKey::new("an.attribute.name.of.sixty-two.bytes.which.is.the.most.allowed");
         let long = "t".repeat(200);
         for value in [
             Value::Int(-5),
