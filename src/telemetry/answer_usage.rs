@@ -3,6 +3,8 @@
 //! parse of the answer already read (`wire::usage::response_summary`), so tracing never parses
 //! a body again. Input tokens include cached ones, as the billed counts do.
 
+use std::sync::Arc;
+
 use serde_json::value::RawValue;
 
 use crate::wire::usage::TokenCounts;
@@ -12,7 +14,7 @@ const MAX_MODEL_CHARS: usize = 128;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AnswerUsage {
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     pub cache_read_input_tokens: Option<u64>,
@@ -23,8 +25,9 @@ impl AnswerUsage {
     /// counts.
     pub fn of(model: Option<&RawValue>, counts: Option<&TokenCounts>) -> Self {
         let model = model
-            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
-            .filter(|model| model.len() <= MAX_MODEL_CHARS && !model.chars().any(char::is_control));
+            .and_then(|raw| model_text(raw.get()))
+            .filter(|model| model.len() <= MAX_MODEL_CHARS && !has_control(model))
+            .map(Arc::from);
         AnswerUsage {
             model,
             input_tokens: counts.map(|counts| counts.tokens_in),
@@ -32,6 +35,24 @@ impl AnswerUsage {
             cache_read_input_tokens: counts.map(|counts| counts.tokens_cached),
         }
     }
+}
+
+/// Whether `text` has a control character: printable ASCII (what models are) is told by its
+/// bytes alone.
+fn has_control(text: &str) -> bool {
+    !text.bytes().all(|byte| (0x20..0x7f).contains(&byte)) && text.chars().any(char::is_control)
+}
+
+/// A JSON string's text: the raw text between the quotes when it has no escape (what models
+/// are), else decoded.
+fn model_text(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains('\\') {
+        return Some(std::borrow::Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(raw)
+        .ok()
+        .map(std::borrow::Cow::Owned)
 }
 
 #[cfg(test)]
@@ -77,6 +98,18 @@ mod tests {
         let long = format!(r#"{{"model":"{}"}}"#, "m".repeat(200));
         assert_eq!(answer_usage(long.as_bytes()).model, None);
         assert_eq!(answer_usage(br#"{"model":"a\u0007b"}"#).model, None);
+        // A C1 control, escaped or raw (JSON allows it unescaped).
+        assert_eq!(answer_usage(br#"{"model":"a\u0085b"}"#).model, None);
+        assert_eq!(
+            answer_usage("{\"model\":\"a\u{85}b\"}".as_bytes()).model,
+            None
+        );
+        assert_eq!(
+            answer_usage("{\"model\":\"modèle\"}".as_bytes())
+                .model
+                .as_deref(),
+            Some("modèle")
+        );
         assert_eq!(
             answer_usage(br#"{"model":"gpt-\u0034o"}"#).model.as_deref(),
             Some("gpt-4o")

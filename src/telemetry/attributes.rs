@@ -2,54 +2,48 @@
 //! `quotaroute.*` for the router's own) and their values. Only ids, model names, counts,
 //! statuses and classes are ever set: never a key, a header value or prompt text.
 
-pub const OPERATION_NAME: &str = "gen_ai.operation.name";
-pub const REQUEST_MODEL: &str = "gen_ai.request.model";
-pub const RESPONSE_MODEL: &str = "gen_ai.response.model";
-pub const INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
-pub const OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+use crate::telemetry::protobuf::AttributeKey;
+
+pub static OPERATION_NAME: AttributeKey = AttributeKey::new("gen_ai.operation.name");
+pub static REQUEST_MODEL: AttributeKey = AttributeKey::new("gen_ai.request.model");
+pub static RESPONSE_MODEL: AttributeKey = AttributeKey::new("gen_ai.response.model");
+pub static INPUT_TOKENS: AttributeKey = AttributeKey::new("gen_ai.usage.input_tokens");
+pub static OUTPUT_TOKENS: AttributeKey = AttributeKey::new("gen_ai.usage.output_tokens");
 /// Input tokens read from the provider's prompt cache (part of `input_tokens`).
-pub const CACHE_READ_INPUT_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
-pub const COMBO: &str = "quotaroute.combo";
-pub const CLIENT: &str = "quotaroute.client";
-pub const ATTEMPTS: &str = "quotaroute.attempts";
-pub const AFFINITY: &str = "quotaroute.affinity";
-pub const CONNECTION: &str = "quotaroute.connection";
-pub const PROVIDER: &str = "quotaroute.provider";
-pub const SERVER_ADDRESS: &str = "server.address";
-pub const SERVER_PORT: &str = "server.port";
-pub const STATUS_CODE: &str = "http.response.status_code";
-pub const ERROR_TYPE: &str = "error.type";
+pub static CACHE_READ_INPUT_TOKENS: AttributeKey =
+    AttributeKey::new("gen_ai.usage.cache_read.input_tokens");
+pub static COMBO: AttributeKey = AttributeKey::new("quotaroute.combo");
+pub static CLIENT: AttributeKey = AttributeKey::new("quotaroute.client");
+pub static ATTEMPTS: AttributeKey = AttributeKey::new("quotaroute.attempts");
+pub static AFFINITY: AttributeKey = AttributeKey::new("quotaroute.affinity");
+pub static CONNECTION: AttributeKey = AttributeKey::new("quotaroute.connection");
+pub static PROVIDER: AttributeKey = AttributeKey::new("quotaroute.provider");
+pub static SERVER_ADDRESS: AttributeKey = AttributeKey::new("server.address");
+pub static SERVER_PORT: AttributeKey = AttributeKey::new("server.port");
+pub static STATUS_CODE: AttributeKey = AttributeKey::new("http.response.status_code");
+pub static ERROR_TYPE: AttributeKey = AttributeKey::new("error.type");
+/// The resource's attributes.
+pub static SERVICE_NAME: AttributeKey = AttributeKey::new("service.name");
+pub static SERVICE_VERSION: AttributeKey = AttributeKey::new("service.version");
 
 /// The client of a request answered before it was routed (`server.api_keys`' client).
 pub const DEFAULT_CLIENT: &str = "default";
 
-/// One attribute's value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Static(&'static str),
-    Text(String),
-    /// A name the config already holds (connection, provider, model, host).
-    Shared(std::sync::Arc<str>),
+/// One attribute's value, borrowed from the finished span that holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value<'a> {
+    Text(&'a str),
     Int(i64),
 }
 
-impl From<&'static str> for Value {
-    fn from(text: &'static str) -> Self {
-        Value::Static(text)
-    }
-}
-
-impl From<String> for Value {
-    fn from(text: String) -> Self {
-        Value::Text(text)
-    }
-}
-
-impl From<u64> for Value {
+impl From<u64> for Value<'_> {
     fn from(n: u64) -> Self {
         Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
     }
 }
 
-/// A span's attributes in the order set.
-pub type Attributes = Vec<(&'static str, Value)>;
+impl<'a> From<&'a str> for Value<'a> {
+    fn from(text: &'a str) -> Self {
+        Value::Text(text)
+    }
+}

@@ -36,13 +36,21 @@ const MAX_ANSWER_BYTES: usize = 64 * 1024;
 /// What the request path and the export task share.
 struct Shared {
     /// Finished spans not yet taken by the export task.
-    waiting: Mutex<Vec<FinishedSpan>>,
+    waiting: Mutex<Waiting>,
     /// Flushes asked for since the export task last took the buffer.
     flushes: Mutex<Vec<oneshot::Sender<()>>>,
     /// Wakes the export task before its next tick (a full batch, a flush, the queue's end).
     wake: Notify,
     closed: AtomicBool,
     counters: Counters,
+}
+
+/// Finished spans in batches of at most [`MAX_BATCH`]: a full batch is closed and a new one
+/// begun, so a span is never moved again to grow a buffer, and each batch is one export.
+#[derive(Default)]
+struct Waiting {
+    batches: Vec<Vec<FinishedSpan>>,
+    spans: usize,
 }
 
 /// The request path's end of the queue.
@@ -71,7 +79,7 @@ impl SpanQueue {
     /// The queue, and its export task on the current runtime.
     pub fn start(traces_url: Url, service_name: String) -> Self {
         let shared = Arc::new(Shared {
-            waiting: Mutex::new(Vec::with_capacity(MAX_BATCH)),
+            waiting: Mutex::default(),
             flushes: Mutex::new(Vec::new()),
             wake: Notify::new(),
             closed: AtomicBool::new(false),
@@ -88,21 +96,31 @@ impl SpanQueue {
     }
 
     /// Queues `span`, or drops and counts it when the buffer is full: never waits on the
-    /// export, and wakes the export task only when a whole batch is waiting.
+    /// export, and wakes the export task only when a batch fills.
     pub fn push(&self, span: FinishedSpan) {
-        let waiting = {
+        let filled = {
             let Ok(mut waiting) = self.shared.waiting.lock() else {
                 return;
             };
-            if waiting.len() >= MAX_QUEUED_SPANS {
+            if waiting.spans >= MAX_QUEUED_SPANS {
                 drop(waiting);
                 self.shared.counters.queue_full.increment(1);
                 return;
             }
-            waiting.push(span);
-            waiting.len()
+            waiting.spans += 1;
+            let batches = &mut waiting.batches;
+            if batches.last().is_none_or(|batch| batch.len() == MAX_BATCH) {
+                batches.push(Vec::with_capacity(MAX_BATCH));
+            }
+            match batches.last_mut() {
+                Some(batch) => {
+                    batch.push(span);
+                    batch.len() == MAX_BATCH
+                }
+                None => false,
+            }
         };
-        if waiting == MAX_BATCH {
+        if filled {
             self.shared.wake.notify_one();
         }
     }
@@ -136,7 +154,6 @@ struct Exporter {
 
 impl Exporter {
     async fn run(self) {
-        let mut taken: Vec<FinishedSpan> = Vec::with_capacity(MAX_BATCH);
         loop {
             let _ = tokio::time::timeout(BATCH_DELAY, self.shared.wake.notified()).await;
             let closed = self.shared.closed.load(Ordering::Acquire);
@@ -147,14 +164,15 @@ impl Exporter {
                 .lock()
                 .map(|mut flushes| std::mem::take(&mut *flushes))
                 .unwrap_or_default();
-            if let Ok(mut waiting) = self.shared.waiting.lock() {
-                std::mem::swap(&mut *waiting, &mut taken);
+            let taken = self
+                .shared
+                .waiting
+                .lock()
+                .map(|mut waiting| std::mem::take(&mut *waiting))
+                .unwrap_or_default();
+            for batch in taken.batches {
+                self.export(batch).await;
             }
-            while !taken.is_empty() {
-                let rest = taken.split_off(taken.len().min(MAX_BATCH));
-                self.export(std::mem::replace(&mut taken, rest)).await;
-            }
-            taken.reserve(MAX_BATCH);
             for done in flushes {
                 let _ = done.send(());
             }
@@ -185,10 +203,10 @@ impl Exporter {
         }
     }
 
-    async fn post(&self, body: Vec<u8>) -> Result<(), String> {
+    async fn post(&self, body: Bytes) -> Result<(), String> {
         let request = http::Request::post(self.traces_url.as_str())
             .header(http::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(Full::new(Bytes::from(body)))
+            .body(Full::new(body))
             .map_err(|error| error.to_string())?;
         let response = self
             .client

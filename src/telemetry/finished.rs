@@ -1,32 +1,22 @@
-//! A finished span as plain data, and a batch of them as one OTLP `ExportTraceServiceRequest`
-//! in protobuf. The batch is written field by field in one pass (each span's bytes once, every
-//! length known, by prost's length functions, before it is written) rather than built as the
-//! `opentelemetry-proto` structs first: those cost an owned `String` per attribute key and value
-//! and a length computation per nesting level, which was most of what tracing cost a request;
-//! and bytes are pushed straight onto the `Vec` (prost's `BufMut` writes copy byte by byte).
-//! The tests decode every batch with the `opentelemetry-proto` types and compare it with the
-//! same spans built as those structs.
+//! A finished span as typed data (what a request or an attempt recorded, no attribute list
+//! built per span), the one place that lists its attributes in order
+//! ([`FinishedSpan::each_attribute`]), and a batch of them as one OTLP
+//! `ExportTraceServiceRequest` in protobuf, written straight into one buffer: attribute names
+//! pre-encoded ([`AttributeKey`]), every length either known from the value or written after
+//! the body. The tests decode every batch with the `opentelemetry-proto` types and compare it,
+//! byte for byte, with what prost writes for the same spans built as those structs.
 
 use std::sync::Arc;
 
-use prost::encoding::{encoded_len_varint, key_len, WireType};
+use bytes::Bytes;
 
-use crate::telemetry::attributes::{Attributes, Value};
+use crate::telemetry::answer_usage::AnswerUsage;
+use crate::telemetry::attributes::{self as attr, Value};
+use crate::telemetry::protobuf::{
+    begin_message, end_message, field_key, put_varint, varint_len, write_varint, AttributeKey,
+    FIXED32, FIXED64, LENGTH_DELIMITED, VARINT,
+};
 use crate::telemetry::trace_context::{SpanId, TraceId};
-
-/// A span's name, `{operation} {model}` (GenAI conventions), written out only by the encoder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpanName {
-    pub operation: &'static str,
-    pub model: Arc<str>,
-}
-
-/// Whether a span served a client (the request) or called an upstream (an attempt).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Server,
-    Client,
-}
 
 #[derive(Debug, Clone)]
 pub struct FinishedSpan {
@@ -35,197 +25,349 @@ pub struct FinishedSpan {
     pub parent: Option<SpanId>,
     /// The parent is the client's span (from its `traceparent`), not one of ours.
     pub remote_parent: bool,
-    pub name: SpanName,
-    pub kind: Kind,
+    /// The GenAI operation (`chat`, `embeddings`, …); with `model` it names the span.
+    pub operation: &'static str,
+    /// A request's: the model the client asked for; an attempt's: the model its target was
+    /// asked for.
+    pub model: Arc<str>,
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
-    pub attributes: Attributes,
-    /// Set with `error.type`: the span's status is ERROR.
-    pub failed: bool,
+    pub usage: AnswerUsage,
+    pub status: Option<u16>,
+    /// `error.type`: set, the span's status is ERROR.
+    pub error: Option<ErrorType>,
+    pub role: Role,
 }
 
-// Field numbers of opentelemetry/proto/{collector/trace,trace,common,resource}/v1.
-const REQUEST_RESOURCE_SPANS: u32 = 1;
-const RESOURCE_SPANS_RESOURCE: u32 = 1;
-const RESOURCE_SPANS_SCOPE_SPANS: u32 = 2;
-const RESOURCE_ATTRIBUTES: u32 = 1;
-const SCOPE_SPANS_SCOPE: u32 = 1;
-const SCOPE_SPANS_SPANS: u32 = 2;
-const SCOPE_NAME: u32 = 1;
-const SCOPE_VERSION: u32 = 2;
-const SPAN_TRACE_ID: u32 = 1;
-const SPAN_SPAN_ID: u32 = 2;
-const SPAN_PARENT_SPAN_ID: u32 = 4;
-const SPAN_NAME: u32 = 5;
-const SPAN_KIND: u32 = 6;
-const SPAN_START: u32 = 7;
-const SPAN_END: u32 = 8;
-const SPAN_ATTRIBUTES: u32 = 9;
-const SPAN_STATUS: u32 = 15;
-const SPAN_FLAGS: u32 = 16;
-const STATUS_CODE: u32 = 3;
-const KEY_VALUE_KEY: u32 = 1;
-const KEY_VALUE_VALUE: u32 = 2;
-const ANY_VALUE_STRING: u32 = 1;
-const ANY_VALUE_INT: u32 = 3;
-/// `SpanKind` values.
-const KIND_SERVER: u64 = 2;
-const KIND_CLIENT: u64 = 3;
-/// `Status.StatusCode.STATUS_CODE_ERROR`.
-const STATUS_ERROR: u64 = 2;
+/// What only one kind of span records.
+#[derive(Debug, Clone)]
+pub enum Role {
+    /// The server span of a client request.
+    Request {
+        /// Who sent it (`default` when it was answered before routing).
+        client: Option<Arc<str>>,
+        affinity: &'static str,
+        attempts: Option<u64>,
+    },
+    /// The client span of one upstream request.
+    Attempt {
+        connection: Arc<str>,
+        provider: Arc<str>,
+        /// The provider's host and port.
+        address: Option<(Arc<str>, u16)>,
+    },
+}
 
-/// The protobuf body of one export of `spans`, as `service_name`.
-pub fn encode(spans: Vec<FinishedSpan>, service_name: &str) -> Vec<u8> {
-    let mut encoded_spans = Vec::with_capacity(spans.len() * 1024);
-    let mut scratch = Vec::with_capacity(1024);
-    for span in &spans {
-        scratch.clear();
-        span_fields(span, &mut scratch);
-        message_field(SCOPE_SPANS_SPANS, &scratch, &mut encoded_spans);
+/// A span's `error.type`: a class (behaviour §4), or the status of an error answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    Class(&'static str),
+    Status(u16),
+}
+
+impl FinishedSpan {
+    /// Hands each attribute to `sink`, in the order the span carries them. Inlined, so the
+    /// encoder's sink sees each key as a constant.
+    #[inline(always)]
+    pub fn each_attribute(&self, sink: &mut impl AttributeSink) {
+        sink.put(&attr::OPERATION_NAME, Value::Text(self.operation));
+        sink.put(&attr::REQUEST_MODEL, Value::Text(&self.model));
+        let usage = &self.usage;
+        if let Some(model) = &usage.model {
+            sink.put(&attr::RESPONSE_MODEL, Value::Text(model));
+        }
+        if let Some(count) = usage.input_tokens {
+            sink.put(&attr::INPUT_TOKENS, Value::from(count));
+        }
+        if let Some(count) = usage.output_tokens {
+            sink.put(&attr::OUTPUT_TOKENS, Value::from(count));
+        }
+        if let Some(count) = usage.cache_read_input_tokens {
+            sink.put(&attr::CACHE_READ_INPUT_TOKENS, Value::from(count));
+        }
+        match &self.role {
+            Role::Request {
+                client,
+                affinity,
+                attempts,
+            } => {
+                sink.put(&attr::COMBO, Value::Text(&self.model));
+                sink.put(
+                    &attr::CLIENT,
+                    Value::Text(client.as_deref().unwrap_or(attr::DEFAULT_CLIENT)),
+                );
+                sink.put(&attr::AFFINITY, Value::Text(affinity));
+                if let Some(attempts) = *attempts {
+                    sink.put(&attr::ATTEMPTS, Value::from(attempts));
+                }
+                if let Some(status) = self.status {
+                    sink.put(&attr::STATUS_CODE, Value::Int(i64::from(status)));
+                }
+            }
+            Role::Attempt {
+                connection,
+                provider,
+                address,
+            } => {
+                if let Some((host, port)) = address {
+                    sink.put(&attr::SERVER_ADDRESS, Value::Text(host));
+                    sink.put(&attr::SERVER_PORT, Value::Int(i64::from(*port)));
+                }
+                if let Some(status) = self.status {
+                    sink.put(&attr::STATUS_CODE, Value::Int(i64::from(status)));
+                }
+                sink.put(&attr::CONNECTION, Value::Text(connection));
+                sink.put(&attr::PROVIDER, Value::Text(provider));
+            }
+        }
+        match self.error {
+            Some(ErrorType::Class(class)) => sink.put(&attr::ERROR_TYPE, Value::Text(class)),
+            Some(ErrorType::Status(status)) => {
+                let digits = Decimal::of(status);
+                sink.put(&attr::ERROR_TYPE, Value::Text(digits.as_str()));
+            }
+            None => {}
+        }
     }
+
+    fn is_server(&self) -> bool {
+        matches!(self.role, Role::Request { .. })
+    }
+}
+
+/// What takes a span's attributes, one by one ([`FinishedSpan::each_attribute`]); any
+/// closure of a key and a value does.
+pub trait AttributeSink {
+    fn put(&mut self, key: &'static AttributeKey, value: Value<'_>);
+}
+
+impl<F: FnMut(&'static AttributeKey, Value<'_>)> AttributeSink for F {
+    fn put(&mut self, key: &'static AttributeKey, value: Value<'_>) {
+        self(key, value);
+    }
+}
+
+/// A `u16` in decimal, on the stack.
+struct Decimal {
+    digits: [u8; 5],
+    start: usize,
+}
+
+impl Decimal {
+    fn of(mut n: u16) -> Self {
+        let mut digits = [b'0'; 5];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                return Decimal { digits, start };
+            }
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.digits[self.start..]).unwrap_or_default()
+    }
+}
+
+// Field keys of opentelemetry/proto/{collector/trace,trace,common,resource}/v1.
+const REQUEST_RESOURCE_SPANS: u8 = field_key(1, LENGTH_DELIMITED);
+const RESOURCE_SPANS_RESOURCE: u8 = field_key(1, LENGTH_DELIMITED);
+const RESOURCE_SPANS_SCOPE_SPANS: u8 = field_key(2, LENGTH_DELIMITED);
+const RESOURCE_ATTRIBUTES: u8 = field_key(1, LENGTH_DELIMITED);
+const SCOPE_SPANS_SCOPE: u8 = field_key(1, LENGTH_DELIMITED);
+const SCOPE_SPANS_SPANS: u8 = field_key(2, LENGTH_DELIMITED);
+const SCOPE_NAME: u8 = field_key(1, LENGTH_DELIMITED);
+const SCOPE_VERSION: u8 = field_key(2, LENGTH_DELIMITED);
+const SPAN_TRACE_ID: u8 = field_key(1, LENGTH_DELIMITED);
+const SPAN_SPAN_ID: u8 = field_key(2, LENGTH_DELIMITED);
+const SPAN_PARENT_SPAN_ID: u8 = field_key(4, LENGTH_DELIMITED);
+const SPAN_NAME: u8 = field_key(5, LENGTH_DELIMITED);
+const SPAN_KIND: u8 = field_key(6, VARINT);
+const SPAN_START: u8 = field_key(7, FIXED64);
+const SPAN_END: u8 = field_key(8, FIXED64);
+const SPAN_ATTRIBUTES: u8 = field_key(9, LENGTH_DELIMITED);
+const SPAN_STATUS: u8 = field_key(15, LENGTH_DELIMITED);
+/// Field 16 (`flags`, fixed32): a key of two bytes.
+const SPAN_FLAGS: [u8; 2] = [(16 << 3 | FIXED32) | 0x80, 1];
+const STATUS_CODE: u8 = field_key(3, VARINT);
+const KEY_VALUE_VALUE: u8 = field_key(2, LENGTH_DELIMITED);
+const ANY_VALUE_STRING: u8 = field_key(1, LENGTH_DELIMITED);
+const ANY_VALUE_INT: u8 = field_key(3, VARINT);
+/// `SpanKind` values.
+const KIND_SERVER: u8 = 2;
+const KIND_CLIENT: u8 = 3;
+/// `Status.StatusCode.STATUS_CODE_ERROR`.
+const STATUS_ERROR: u8 = 2;
+
+/// What a span usually takes, to size a batch's buffer (one that takes more grows it).
+const TYPICAL_SPAN_BYTES: usize = 640;
+
+/// The protobuf body of one export of `spans`, as `service_name`. The spans are written once,
+/// after room for the batch's header (whose lengths need theirs), and the header is written
+/// into the end of that room: the body is never copied.
+pub fn encode(spans: Vec<FinishedSpan>, service_name: &str) -> Bytes {
     let mut resource = Vec::with_capacity(96);
-    key_value(
+    put_attribute(
         RESOURCE_ATTRIBUTES,
-        "service.name",
-        Scalar::Text(service_name),
+        &attr::SERVICE_NAME,
+        Value::Text(service_name),
         &mut resource,
     );
-    let version = Scalar::Text(env!("CARGO_PKG_VERSION"));
-    key_value(
+    put_attribute(
         RESOURCE_ATTRIBUTES,
-        "service.version",
-        version,
+        &attr::SERVICE_VERSION,
+        Value::Text(env!("CARGO_PKG_VERSION")),
         &mut resource,
     );
     let mut scope = Vec::with_capacity(32);
-    string_field(SCOPE_NAME, "quotaroute", &mut scope);
-    string_field(SCOPE_VERSION, env!("CARGO_PKG_VERSION"), &mut scope);
+    put_bytes(SCOPE_NAME, b"quotaroute", &mut scope);
+    put_bytes(
+        SCOPE_VERSION,
+        env!("CARGO_PKG_VERSION").as_bytes(),
+        &mut scope,
+    );
+    // Two nesting levels with a key and at most ten bytes of length each, then these two.
+    let room = 2 * (1 + 10) + field_len(resource.len()) + field_len(scope.len());
 
-    let scope_spans_len = field_len(SCOPE_SPANS_SCOPE, scope.len()) + encoded_spans.len();
-    let resource_spans_len = field_len(RESOURCE_SPANS_RESOURCE, resource.len())
-        + field_len(RESOURCE_SPANS_SCOPE_SPANS, scope_spans_len);
-    let mut out = Vec::with_capacity(field_len(REQUEST_RESOURCE_SPANS, resource_spans_len));
-    message_header(REQUEST_RESOURCE_SPANS, resource_spans_len, &mut out);
-    message_field(RESOURCE_SPANS_RESOURCE, &resource, &mut out);
-    message_header(RESOURCE_SPANS_SCOPE_SPANS, scope_spans_len, &mut out);
-    message_field(SCOPE_SPANS_SCOPE, &scope, &mut out);
-    out.extend_from_slice(&encoded_spans);
-    out
+    let mut out = Vec::with_capacity(room + spans.len() * TYPICAL_SPAN_BYTES);
+    out.resize(room, 0);
+    for span in &spans {
+        put_span(span, &mut out);
+    }
+    drop(spans);
+    let scope_spans_len = field_len(scope.len()) + (out.len() - room);
+    let resource_spans_len = field_len(resource.len()) + field_len(scope_spans_len);
+    let mut header = Vec::with_capacity(room);
+    put_header(REQUEST_RESOURCE_SPANS, resource_spans_len, &mut header);
+    put_bytes(RESOURCE_SPANS_RESOURCE, &resource, &mut header);
+    put_header(RESOURCE_SPANS_SCOPE_SPANS, scope_spans_len, &mut header);
+    put_bytes(SCOPE_SPANS_SCOPE, &scope, &mut header);
+    let start = room - header.len();
+    out[start..room].copy_from_slice(&header);
+    Bytes::from(out).slice(start..)
 }
 
-fn span_fields(span: &FinishedSpan, buf: &mut Vec<u8>) {
-    bytes_field(SPAN_TRACE_ID, &span.trace_id.0, buf);
-    bytes_field(SPAN_SPAN_ID, &span.span_id.0, buf);
+/// `span` as `ScopeSpans` field 2 (`spans`).
+fn put_span(span: &FinishedSpan, buf: &mut Vec<u8>) {
+    let body_start = begin_message(SCOPE_SPANS_SPANS, buf);
+    buf.extend_from_slice(&[SPAN_TRACE_ID, 16]);
+    buf.extend_from_slice(&span.trace_id.0);
+    buf.extend_from_slice(&[SPAN_SPAN_ID, 8]);
+    buf.extend_from_slice(&span.span_id.0);
     if let Some(parent) = span.parent {
-        bytes_field(SPAN_PARENT_SPAN_ID, &parent.0, buf);
+        buf.extend_from_slice(&[SPAN_PARENT_SPAN_ID, 8]);
+        buf.extend_from_slice(&parent.0);
     }
-    let name = &span.name;
-    message_header(SPAN_NAME, name.operation.len() + 1 + name.model.len(), buf);
-    buf.extend_from_slice(name.operation.as_bytes());
+    put_header(SPAN_NAME, span.operation.len() + 1 + span.model.len(), buf);
+    buf.extend_from_slice(span.operation.as_bytes());
     buf.push(b' ');
-    buf.extend_from_slice(name.model.as_bytes());
-    let kind = match span.kind {
-        Kind::Server => KIND_SERVER,
-        Kind::Client => KIND_CLIENT,
+    buf.extend_from_slice(span.model.as_bytes());
+    let kind = if span.is_server() {
+        KIND_SERVER
+    } else {
+        KIND_CLIENT
     };
-    varint_field(SPAN_KIND, kind, buf);
-    encode_key(SPAN_START, WireType::SixtyFourBit, buf);
-    buf.extend_from_slice(&span.start_unix_ns.to_le_bytes());
-    encode_key(SPAN_END, WireType::SixtyFourBit, buf);
-    buf.extend_from_slice(&span.end_unix_ns.max(span.start_unix_ns).to_le_bytes());
-    for (key, value) in &span.attributes {
-        key_value(SPAN_ATTRIBUTES, key, Scalar::of(value), buf);
-    }
-    if span.failed {
-        let status_len = key_len(STATUS_CODE) + encoded_len_varint(STATUS_ERROR);
-        message_header(SPAN_STATUS, status_len, buf);
-        varint_field(STATUS_CODE, STATUS_ERROR, buf);
+    let mut times = [0u8; 20];
+    times[0] = SPAN_KIND;
+    times[1] = kind;
+    times[2] = SPAN_START;
+    times[3..11].copy_from_slice(&span.start_unix_ns.to_le_bytes());
+    times[11] = SPAN_END;
+    let end = span.end_unix_ns.max(span.start_unix_ns);
+    times[12..20].copy_from_slice(&end.to_le_bytes());
+    buf.extend_from_slice(&times);
+    span.each_attribute(&mut SpanAttributes(buf));
+    if span.error.is_some() {
+        buf.extend_from_slice(&[SPAN_STATUS, 2, STATUS_CODE, STATUS_ERROR]);
     }
     // The W3C flags (sampled), and whether the parent is remote: 0x100 says it is known,
     // 0x200 that it is (OTLP 1.1 span flags).
     let flags: u32 = 0x001 | 0x100 | if span.remote_parent { 0x200 } else { 0 };
-    encode_key(SPAN_FLAGS, WireType::ThirtyTwoBit, buf);
-    buf.extend_from_slice(&flags.to_le_bytes());
+    let [a, b, c, d] = flags.to_le_bytes();
+    buf.extend_from_slice(&[SPAN_FLAGS[0], SPAN_FLAGS[1], a, b, c, d]);
+    end_message(body_start, buf);
 }
 
-/// An attribute value as the wire writes it.
-#[derive(Clone, Copy)]
-enum Scalar<'a> {
-    Text(&'a str),
-    Int(i64),
+/// The encoder's [`AttributeSink`]: each attribute as `Span` field 9, written in place.
+struct SpanAttributes<'a>(&'a mut Vec<u8>);
+
+impl AttributeSink for SpanAttributes<'_> {
+    #[inline(always)]
+    fn put(&mut self, key: &'static AttributeKey, value: Value<'_>) {
+        put_attribute(SPAN_ATTRIBUTES, key, value, self.0);
+    }
 }
 
-impl<'a> Scalar<'a> {
-    fn of(value: &'a Value) -> Self {
-        match value {
-            Value::Static(text) => Scalar::Text(text),
-            Value::Text(text) => Scalar::Text(text),
-            Value::Shared(text) => Scalar::Text(text),
-            Value::Int(n) => Scalar::Int(*n),
+/// A `KeyValue` as field `field`: `{key, value: AnyValue{string_value | int_value}}`. The
+/// key's template is copied whole and the lengths and value headers written into it. Inlined
+/// at each attribute, where the key's length is a constant.
+#[inline(always)]
+fn put_attribute(field: u8, key: &AttributeKey, value: Value<'_>, buf: &mut Vec<u8>) {
+    let at = buf.len();
+    let key_len = key.key_field_len();
+    let value_at = at + 2 + key_len;
+    match value {
+        // Every length one byte (what names, ids and models take).
+        Value::Text(text) if key_len + 4 + text.len() < 0x80 => {
+            let text_len = text.len();
+            buf.extend_from_slice(key.pair_template());
+            buf[at] = field;
+            buf[at + 1] = (key_len + 4 + text_len) as u8;
+            buf[value_at..value_at + 4].copy_from_slice(&[
+                KEY_VALUE_VALUE,
+                (2 + text_len) as u8,
+                ANY_VALUE_STRING,
+                text_len as u8,
+            ]);
+            buf.truncate(value_at + 4);
+            buf.extend_from_slice(text.as_bytes());
+        }
+        Value::Text(text) => {
+            let any_len = field_len(text.len());
+            let pair_len = key_len + field_len(any_len);
+            put_header(field, pair_len, buf);
+            buf.extend_from_slice(key.key_field());
+            put_header(KEY_VALUE_VALUE, any_len, buf);
+            put_header(ANY_VALUE_STRING, text.len(), buf);
+            buf.extend_from_slice(text.as_bytes());
+        }
+        Value::Int(n) => {
+            // int64 is written as the two's complement varint: at most 10 bytes, so the
+            // AnyValue and (with a key of at most 64 bytes) the pair take one length byte.
+            let n = n as u64;
+            let varint = varint_len(n);
+            buf.extend_from_slice(key.pair_template());
+            buf[at] = field;
+            buf[at + 1] = (key_len + 3 + varint) as u8;
+            buf[value_at..value_at + 3].copy_from_slice(&[
+                KEY_VALUE_VALUE,
+                (1 + varint) as u8,
+                ANY_VALUE_INT,
+            ]);
+            write_varint(n, &mut buf[value_at + 3..]);
+            buf.truncate(value_at + 3 + varint);
         }
     }
 }
 
-/// A `KeyValue` as field `tag`: `{key, value: AnyValue{string_value | int_value}}`.
-fn key_value(tag: u32, key: &str, value: Scalar<'_>, buf: &mut Vec<u8>) {
-    // int64 is written as the two's complement varint.
-    let any_len = match value {
-        Scalar::Text(text) => string_len(ANY_VALUE_STRING, text),
-        Scalar::Int(n) => key_len(ANY_VALUE_INT) + encoded_len_varint(n as u64),
-    };
-    let len = string_len(KEY_VALUE_KEY, key) + field_len(KEY_VALUE_VALUE, any_len);
-    message_header(tag, len, buf);
-    string_field(KEY_VALUE_KEY, key, buf);
-    message_header(KEY_VALUE_VALUE, any_len, buf);
-    match value {
-        Scalar::Text(text) => string_field(ANY_VALUE_STRING, text, buf),
-        Scalar::Int(n) => varint_field(ANY_VALUE_INT, n as u64, buf),
-    }
+/// The bytes a length-delimited field with a one-byte key and `len` bytes of body takes.
+#[inline]
+fn field_len(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
 }
 
-/// The bytes a length-delimited field of `len` bytes takes, key and length included.
-fn field_len(tag: u32, len: usize) -> usize {
-    key_len(tag) + encoded_len_varint(len as u64) + len
+#[inline]
+fn put_header(key: u8, len: usize, buf: &mut Vec<u8>) {
+    buf.push(key);
+    put_varint(len as u64, buf);
 }
 
-fn string_len(tag: u32, text: &str) -> usize {
-    field_len(tag, text.len())
-}
-
-fn message_header(tag: u32, len: usize, buf: &mut Vec<u8>) {
-    encode_key(tag, WireType::LengthDelimited, buf);
-    encode_varint(len as u64, buf);
-}
-
-fn message_field(tag: u32, body: &[u8], buf: &mut Vec<u8>) {
-    message_header(tag, body.len(), buf);
-    buf.extend_from_slice(body);
-}
-
-fn bytes_field(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
-    message_field(tag, bytes, buf);
-}
-
-fn string_field(tag: u32, text: &str, buf: &mut Vec<u8>) {
-    message_field(tag, text.as_bytes(), buf);
-}
-
-fn encode_key(tag: u32, wire_type: WireType, buf: &mut Vec<u8>) {
-    encode_varint((u64::from(tag) << 3) | wire_type as u64, buf);
-}
-
-/// A base-128 varint, low group first.
-fn encode_varint(mut value: u64, buf: &mut Vec<u8>) {
-    while value >= 0x80 {
-        buf.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    buf.push(value as u8);
-}
-
-fn varint_field(tag: u32, value: u64, buf: &mut Vec<u8>) {
-    encode_key(tag, WireType::Varint, buf);
-    encode_varint(value, buf);
+fn put_bytes(key: u8, bytes: &[u8], buf: &mut Vec<u8>) {
+    put_header(key, bytes.len(), buf);
+    buf.extend_from_slice(bytes);
 }
 
 #[cfg(test)]
@@ -242,26 +384,56 @@ mod tests {
 
     use super::*;
 
-    /// The same batch built as the `opentelemetry-proto` structs: what `encode` must equal.
-    fn reference(spans: Vec<FinishedSpan>, service_name: &str) -> ExportTraceServiceRequest {
-        let kv = |key: &str, value: Value| KeyValue {
+    fn kv(key: &str, value: Value<'_>) -> KeyValue {
+        KeyValue {
             key: key.to_owned(),
             value: Some(AnyValue {
                 value: Some(match value {
-                    Value::Static(text) => any_value::Value::StringValue(text.to_owned()),
-                    Value::Text(text) => any_value::Value::StringValue(text),
-                    Value::Shared(text) => any_value::Value::StringValue(text.to_string()),
+                    Value::Text(text) => any_value::Value::StringValue(text.to_owned()),
                     Value::Int(n) => any_value::Value::IntValue(n),
                 }),
             }),
             ..KeyValue::default()
+        }
+    }
+
+    /// The same batch built as the `opentelemetry-proto` structs: what `encode` must equal.
+    fn reference(spans: &[FinishedSpan], service_name: &str) -> ExportTraceServiceRequest {
+        let to_span = |finished: &FinishedSpan| {
+            let mut attributes = Vec::new();
+            finished.each_attribute(&mut |key: &'static AttributeKey, value: Value<'_>| {
+                attributes.push(kv(key.name, value))
+            });
+            Span {
+                trace_id: finished.trace_id.0.to_vec(),
+                span_id: finished.span_id.0.to_vec(),
+                parent_span_id: finished
+                    .parent
+                    .map(|parent| parent.0.to_vec())
+                    .unwrap_or_default(),
+                flags: 0x001 | 0x100 | if finished.remote_parent { 0x200 } else { 0 },
+                name: format!("{} {}", finished.operation, finished.model),
+                kind: if finished.is_server() {
+                    span::SpanKind::Server as i32
+                } else {
+                    span::SpanKind::Client as i32
+                },
+                start_time_unix_nano: finished.start_unix_ns,
+                end_time_unix_nano: finished.end_unix_ns.max(finished.start_unix_ns),
+                attributes,
+                status: finished.error.is_some().then(|| Status {
+                    code: status::StatusCode::Error as i32,
+                    message: String::new(),
+                }),
+                ..Span::default()
+            }
         };
         ExportTraceServiceRequest {
             resource_spans: vec![ResourceSpans {
                 resource: Some(Resource {
                     attributes: vec![
-                        kv("service.name", Value::Text(service_name.to_owned())),
-                        kv("service.version", Value::Static(env!("CARGO_PKG_VERSION"))),
+                        kv("service.name", Value::Text(service_name)),
+                        kv("service.version", Value::Text(env!("CARGO_PKG_VERSION"))),
                     ],
                     ..Resource::default()
                 }),
@@ -271,35 +443,7 @@ mod tests {
                         version: env!("CARGO_PKG_VERSION").to_owned(),
                         ..InstrumentationScope::default()
                     }),
-                    spans: spans
-                        .into_iter()
-                        .map(|finished| Span {
-                            trace_id: finished.trace_id.0.to_vec(),
-                            span_id: finished.span_id.0.to_vec(),
-                            parent_span_id: finished
-                                .parent
-                                .map(|parent| parent.0.to_vec())
-                                .unwrap_or_default(),
-                            flags: 0x001 | 0x100 | if finished.remote_parent { 0x200 } else { 0 },
-                            name: format!("{} {}", finished.name.operation, finished.name.model),
-                            kind: match finished.kind {
-                                Kind::Server => span::SpanKind::Server as i32,
-                                Kind::Client => span::SpanKind::Client as i32,
-                            },
-                            start_time_unix_nano: finished.start_unix_ns,
-                            end_time_unix_nano: finished.end_unix_ns.max(finished.start_unix_ns),
-                            attributes: finished
-                                .attributes
-                                .into_iter()
-                                .map(|(key, value)| kv(key, value))
-                                .collect(),
-                            status: finished.failed.then(|| Status {
-                                code: status::StatusCode::Error as i32,
-                                message: String::new(),
-                            }),
-                            ..Span::default()
-                        })
-                        .collect(),
+                    spans: spans.iter().map(to_span).collect(),
                     schema_url: String::new(),
                 }],
                 schema_url: String::new(),
@@ -307,62 +451,164 @@ mod tests {
         }
     }
 
-    fn span(
-        seed: u8,
-        failed: bool,
-        parent: Option<SpanId>,
-        attributes: Attributes,
-    ) -> FinishedSpan {
+    fn span(seed: u8, parent: Option<SpanId>, role: Role) -> FinishedSpan {
         FinishedSpan {
             trace_id: TraceId([seed; 16]),
             span_id: SpanId([seed.wrapping_add(1); 8]),
             parent,
             remote_parent: parent.is_some() && seed.is_multiple_of(2),
-            name: SpanName {
-                operation: "chat",
-                model: Arc::from(format!("model-{seed}")),
-            },
-            kind: if seed.is_multiple_of(2) {
-                Kind::Server
-            } else {
-                Kind::Client
-            },
+            operation: "chat",
+            model: Arc::from(format!("model-{seed}")),
             start_unix_ns: 1_764_000_000_000_000_000 + u64::from(seed),
             end_unix_ns: 1_764_000_000_250_000_000,
-            attributes,
-            failed,
+            usage: AnswerUsage::default(),
+            status: None,
+            error: None,
+            role,
+        }
+    }
+
+    fn request(client: Option<&str>, attempts: Option<u64>) -> Role {
+        Role::Request {
+            client: client.map(Arc::from),
+            affinity: "new",
+            attempts,
+        }
+    }
+
+    fn attempt(address: Option<(&str, u16)>) -> Role {
+        Role::Attempt {
+            connection: Arc::from("oa-1"),
+            provider: Arc::from("openai"),
+            address: address.map(|(host, port)| (Arc::from(host), port)),
         }
     }
 
     #[test]
     fn a_batch_decodes_as_the_same_spans_built_as_opentelemetry_proto_structs() {
-        let attributes = |n: i64| -> Attributes {
-            vec![
-                ("gen_ai.operation.name", Value::Static("chat")),
-                ("gen_ai.request.model", Value::Text("gpt-4o-mini".into())),
-                ("quotaroute.connection", Value::Shared(Arc::from("oa-1"))),
-                ("gen_ai.usage.input_tokens", Value::Int(n)),
-                ("http.response.status_code", Value::Int(200)),
-                ("big", Value::Int(i64::MAX)),
-                ("negative", Value::Int(-5)),
-                ("long", Value::Text("x".repeat(300))),
-            ]
+        let usage = |n: u64| AnswerUsage {
+            model: Some(Arc::from("gpt-4o-mini-2024-07-18")),
+            input_tokens: Some(n),
+            output_tokens: Some(u64::MAX),
+            cache_read_input_tokens: Some(0),
         };
-        let spans = vec![
-            span(2, false, None, attributes(19)),
-            span(3, true, Some(SpanId([9; 8])), attributes(0)),
-            span(4, true, Some(SpanId([7; 8])), Vec::new()),
+        let spans = [
+            FinishedSpan {
+                usage: usage(19),
+                status: Some(200),
+                ..span(2, None, request(Some("team-a"), Some(1)))
+            },
+            FinishedSpan {
+                status: Some(503),
+                error: Some(ErrorType::Class("server_error")),
+                ..span(
+                    3,
+                    Some(SpanId([9; 8])),
+                    attempt(Some(("api.openai.com", 443))),
+                )
+            },
+            FinishedSpan {
+                status: Some(429),
+                error: Some(ErrorType::Status(429)),
+                ..span(4, Some(SpanId([7; 8])), request(None, None))
+            },
             FinishedSpan {
                 end_unix_ns: 0,
-                ..span(5, false, None, attributes(1 << 40))
+                usage: usage(1 << 40),
+                ..span(5, None, attempt(None))
+            },
+            // Past 16,383 bytes: the span's length takes three bytes.
+            FinishedSpan {
+                model: Arc::from("m".repeat(20_000)),
+                usage: AnswerUsage {
+                    model: Some(Arc::from("x".repeat(300))),
+                    ..AnswerUsage::default()
+                },
+                error: Some(ErrorType::Status(7)),
+                ..span(6, None, request(Some("c"), Some(3)))
             },
         ];
-        for batch in [spans.clone(), spans[..1].to_vec(), Vec::new()] {
-            let bytes = encode(batch.clone(), "quotaroute-test");
-            let decoded = ExportTraceServiceRequest::decode(bytes.as_slice()).expect("decodes");
-            assert_eq!(decoded, reference(batch.clone(), "quotaroute-test"));
+        for batch in [&spans[..], &spans[..1], &spans[4..], &[]] {
+            let bytes = encode(batch.to_vec(), "quotaroute-test");
+            let decoded = ExportTraceServiceRequest::decode(bytes.clone()).expect("decodes");
+            assert_eq!(decoded, reference(batch, "quotaroute-test"));
             // And byte for byte what prost writes for those structs (same field order).
             assert_eq!(bytes, reference(batch, "quotaroute-test").encode_to_vec());
         }
+    }
+
+    #[test]
+    fn an_attribute_of_any_size_is_the_key_value_prost_writes() {
+        static LONGEST: AttributeKey =
+            AttributeKey::new("an.attribute.name.of.sixty-two.bytes.which.is.the.most.allowed");
+        let long = "t".repeat(200);
+        for value in [
+            Value::Int(-5),
+            Value::Int(i64::MAX),
+            Value::Int(0),
+            Value::Text(""),
+            Value::Text("a"),
+            Value::Text(&long[..59]),
+            Value::Text(&long[..60]),
+            Value::Text(&long),
+        ] {
+            for key in [&LONGEST, &attr::ERROR_TYPE] {
+                let mut ours = vec![1, 2, 3];
+                put_attribute(SPAN_ATTRIBUTES, key, value, &mut ours);
+                let mut theirs = vec![1, 2, 3];
+                prost::encoding::message::encode(9, &kv(key.name, value), &mut theirs);
+                assert_eq!(ours, theirs, "{key:?} {value:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_kind_of_span_lists_its_attributes_in_order() {
+        let names = |span: &FinishedSpan| {
+            let mut names = Vec::new();
+            span.each_attribute(&mut |key: &'static AttributeKey, value: Value<'_>| {
+                names.push(format!("{}={value:?}", key.name))
+            });
+            names
+        };
+        let served = FinishedSpan {
+            status: Some(502),
+            error: Some(ErrorType::Status(502)),
+            ..span(2, None, request(None, Some(2)))
+        };
+        assert_eq!(
+            names(&served),
+            [
+                "gen_ai.operation.name=Text(\"chat\")",
+                "gen_ai.request.model=Text(\"model-2\")",
+                "quotaroute.combo=Text(\"model-2\")",
+                "quotaroute.client=Text(\"default\")",
+                "quotaroute.affinity=Text(\"new\")",
+                "quotaroute.attempts=Int(2)",
+                "http.response.status_code=Int(502)",
+                "error.type=Text(\"502\")",
+            ]
+        );
+        let tried = FinishedSpan {
+            usage: AnswerUsage {
+                output_tokens: Some(4),
+                ..AnswerUsage::default()
+            },
+            status: Some(200),
+            ..span(3, None, attempt(Some(("h", 8080))))
+        };
+        assert_eq!(
+            names(&tried),
+            [
+                "gen_ai.operation.name=Text(\"chat\")",
+                "gen_ai.request.model=Text(\"model-3\")",
+                "gen_ai.usage.output_tokens=Int(4)",
+                "server.address=Text(\"h\")",
+                "server.port=Int(8080)",
+                "http.response.status_code=Int(200)",
+                "quotaroute.connection=Text(\"oa-1\")",
+                "quotaroute.provider=Text(\"openai\")",
+            ]
+        );
     }
 }

@@ -10,7 +10,9 @@
 //! - [`attributes`] — the attribute names (GenAI semantic conventions, `quotaroute.*`) and
 //!   values: ids, models, counts and classes, never a key or prompt text;
 //! - [`answer_usage`] — the response model and token counts of a whole upstream answer;
-//! - [`finished`] — a finished span as plain data, and its OTLP protobuf encoding;
+//! - [`finished`] — a finished span as typed data, its attributes in order, and a batch of
+//!   them in OTLP protobuf;
+//! - [`protobuf`] — the wire primitives that encoding writes with (attribute keys pre-encoded);
 //! - [`export`] — the bounded queue and the batching task that POSTs to the collector: a full
 //!   queue or a failed export drops spans (counted in `/metrics`), never waits;
 //! - [`tracer`] — [`Tracer`], what the node holds: the sampler and the queue.
@@ -21,6 +23,7 @@ pub mod answer_usage;
 pub mod attributes;
 pub mod export;
 pub mod finished;
+pub mod protobuf;
 pub mod sampler;
 pub mod span;
 pub mod trace_context;

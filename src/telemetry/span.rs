@@ -12,8 +12,7 @@ use quotaroute_actors::RoutedTarget;
 use quotaroute_journal::{AffinityOutcome, OutcomeClass};
 
 use crate::telemetry::answer_usage::AnswerUsage;
-use crate::telemetry::attributes::{self as attr, Attributes, Value};
-use crate::telemetry::finished::{FinishedSpan, Kind, SpanName};
+use crate::telemetry::finished::{ErrorType, FinishedSpan, Role};
 use crate::telemetry::trace_context::{self, RemoteParent, SpanId, TraceId};
 use crate::telemetry::tracer::{now_unix_ns, Tracer};
 use crate::wire::stream_watch::StreamUsage;
@@ -21,6 +20,7 @@ use crate::wire::usage::TokenCounts;
 
 const ATTEMPTS_HEADER: HeaderName = HeaderName::from_static("x-quotaroute-attempts");
 const MODEL_HEADER: HeaderName = HeaderName::from_static("x-quotaroute-model");
+const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(trace_context::TRACEPARENT);
 
 /// The server span of one client request (cheap to clone: a handle).
 #[derive(Clone, Default)]
@@ -49,7 +49,7 @@ struct RequestState {
     status: Option<u16>,
     attempts: Option<u64>,
     /// The model the serving target was asked for (`x-quotaroute-model`).
-    routed_model: Option<String>,
+    routed_model: Option<Arc<str>>,
     /// The last attempt's class and, from the serving one, its usage.
     last_class: Option<OutcomeClass>,
     usage: AnswerUsage,
@@ -93,7 +93,7 @@ impl RequestSpan {
             return RequestSpan(None);
         };
         let parent: Option<RemoteParent> = headers
-            .get(trace_context::TRACEPARENT)
+            .get(&TRACEPARENT_HEADER)
             .and_then(trace_context::parse_traceparent);
         let trace_id = parent.map_or_else(TraceId::random, |parent| parent.trace_id);
         if !tracer.sampler.sampled(parent.as_ref(), trace_id) {
@@ -159,7 +159,11 @@ impl RequestSpan {
                         .and_then(|value| value.to_str().ok())
                 };
                 state.attempts = header(&ATTEMPTS_HEADER).and_then(|n| n.parse().ok());
-                state.routed_model = header(&MODEL_HEADER).map(str::to_owned);
+                // The served answer's own model, when its attempt ended with one, is the one
+                // the span carries: the header is read only for want of it.
+                if state.usage.model.is_none() {
+                    state.routed_model = header(&MODEL_HEADER).map(Arc::from);
+                }
             }
         }
         response
@@ -173,7 +177,7 @@ impl AttemptSpan {
             if let Some(value) =
                 trace_context::traceparent(attempt.request.trace_id, attempt.span_id)
             {
-                headers.insert(HeaderName::from_static(trace_context::TRACEPARENT), value);
+                headers.insert(TRACEPARENT_HEADER, value);
             }
         }
     }
@@ -218,48 +222,21 @@ impl AttemptSpan {
     }
 }
 
-fn push_usage(attributes: &mut Attributes, usage: &AnswerUsage) {
-    if let Some(model) = &usage.model {
-        attributes.push((attr::RESPONSE_MODEL, Value::Text(model.clone())));
-    }
-    for (key, count) in [
-        (attr::INPUT_TOKENS, usage.input_tokens),
-        (attr::OUTPUT_TOKENS, usage.output_tokens),
-        (attr::CACHE_READ_INPUT_TOKENS, usage.cache_read_input_tokens),
-    ] {
-        if let Some(count) = count {
-            attributes.push((key, Value::from(count)));
-        }
-    }
-}
-
 impl Drop for AttemptActive {
     fn drop(&mut self) {
         let state = self.state.get_mut().map(std::mem::take).unwrap_or_default();
         let request = &self.request;
-        let mut attributes: Attributes = Vec::with_capacity(12);
-        attributes.push((attr::OPERATION_NAME, Value::Static(request.operation)));
-        attributes.push((attr::REQUEST_MODEL, Value::Shared(self.model.clone())));
-        push_usage(&mut attributes, &state.usage);
-        if let Some((host, port)) = self.address.take() {
-            attributes.push((attr::SERVER_ADDRESS, Value::Shared(host)));
-            attributes.push((attr::SERVER_PORT, Value::from(u64::from(port))));
-        }
-        if let Some(status) = state.status {
-            attributes.push((attr::STATUS_CODE, Value::from(u64::from(status))));
-        }
-        attributes.push((attr::CONNECTION, Value::Shared(self.connection.clone())));
-        attributes.push((attr::PROVIDER, Value::Shared(self.provider.clone())));
         let failed = state
             .class
             .is_some_and(|class| class != OutcomeClass::Success);
-        if let Some(class) = state.class.filter(|_| failed) {
-            attributes.push((attr::ERROR_TYPE, Value::Static(class.as_str())));
-        }
+        let error = state
+            .class
+            .filter(|_| failed)
+            .map(|class| ErrorType::Class(class.as_str()));
         if let Ok(mut rollup) = request.state.lock() {
             rollup.last_class = state.class;
             if state.class == Some(OutcomeClass::Success) {
-                rollup.usage = state.usage;
+                rollup.usage = state.usage.clone();
             }
         }
         request.tracer.submit(FinishedSpan {
@@ -267,15 +244,18 @@ impl Drop for AttemptActive {
             span_id: self.span_id,
             parent: Some(request.span_id),
             remote_parent: false,
-            name: SpanName {
-                operation: request.operation,
-                model: self.model.clone(),
-            },
-            kind: Kind::Client,
+            operation: request.operation,
+            model: self.model.clone(),
             start_unix_ns: self.start_unix_ns,
             end_unix_ns: now_unix_ns(),
-            attributes,
-            failed,
+            usage: state.usage,
+            status: state.status,
+            error,
+            role: Role::Attempt {
+                connection: self.connection.clone(),
+                provider: self.provider.clone(),
+                address: self.address.take(),
+            },
         });
     }
 }
@@ -283,59 +263,35 @@ impl Drop for AttemptActive {
 impl Drop for RequestActive {
     fn drop(&mut self) {
         let mut state = self.state.get_mut().map(std::mem::take).unwrap_or_default();
-        let mut attributes: Attributes = Vec::with_capacity(12);
-        attributes.push((attr::OPERATION_NAME, Value::Static(self.operation)));
-        attributes.push((
-            attr::REQUEST_MODEL,
-            Value::Shared(self.request_model.clone()),
-        ));
         if state.usage.model.is_none() {
             state.usage.model = state.routed_model.take();
-        }
-        push_usage(&mut attributes, &state.usage);
-        attributes.push((attr::COMBO, Value::Shared(self.request_model.clone())));
-        attributes.push((
-            attr::CLIENT,
-            match state.client.take() {
-                Some(client) => Value::Shared(client),
-                None => Value::Static(attr::DEFAULT_CLIENT),
-            },
-        ));
-        let affinity = state.affinity.unwrap_or_default();
-        attributes.push((attr::AFFINITY, Value::Static(affinity.as_str())));
-        if let Some(attempts) = state.attempts {
-            attributes.push((attr::ATTEMPTS, Value::from(attempts)));
-        }
-        if let Some(status) = state.status {
-            attributes.push((attr::STATUS_CODE, Value::from(u64::from(status))));
         }
         // The last attempt's class when it failed (a stream that broke after commit answered
         // 200); else, for an error answer, its status.
         let error = match (state.last_class, state.status) {
             (Some(class), _) if class != OutcomeClass::Success => {
-                Some(Value::Static(class.as_str()))
+                Some(ErrorType::Class(class.as_str()))
             }
-            (_, Some(status)) if status >= 400 => Some(Value::Text(status.to_string())),
+            (_, Some(status)) if status >= 400 => Some(ErrorType::Status(status)),
             _ => None,
         };
-        let failed = error.is_some();
-        if let Some(error) = error {
-            attributes.push((attr::ERROR_TYPE, error));
-        }
         self.tracer.submit(FinishedSpan {
             trace_id: self.trace_id,
             span_id: self.span_id,
             parent: self.parent,
             remote_parent: self.parent.is_some(),
-            name: SpanName {
-                operation: self.operation,
-                model: self.request_model.clone(),
-            },
-            kind: Kind::Server,
+            operation: self.operation,
+            model: self.request_model.clone(),
             start_unix_ns: self.start_unix_ns,
             end_unix_ns: now_unix_ns(),
-            attributes,
-            failed,
+            usage: state.usage,
+            status: state.status,
+            error,
+            role: Role::Request {
+                client: state.client,
+                affinity: state.affinity.unwrap_or_default().as_str(),
+                attempts: state.attempts,
+            },
         });
     }
 }

@@ -82,11 +82,21 @@ pub fn traceparent(trace_id: TraceId, span_id: SpanId) -> Option<HeaderValue> {
     HeaderValue::from_bytes(&text).ok()
 }
 
-fn write_hex(out: &mut [u8], bytes: &[u8]) {
+/// Each byte's two lower-case hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        pairs[byte] = [DIGITS[byte >> 4], DIGITS[byte & 0xf]];
+        byte += 1;
+    }
+    pairs
+};
+
+fn write_hex(out: &mut [u8], bytes: &[u8]) {
     for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[usize::from(byte >> 4)];
-        pair[1] = DIGITS[usize::from(byte & 0xf)];
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(*byte)]);
     }
 }
 

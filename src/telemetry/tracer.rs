@@ -44,6 +44,9 @@ pub(crate) fn now_unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| {
-            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+            since
+                .as_secs()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(u64::from(since.subsec_nanos()))
         })
 }
