@@ -57,21 +57,7 @@ key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
 body=$bench/bodies/chat-small.json
 
 # N sequential POSTs on one keep-alive connection; fails on any answer but 200.
-client() {
-  python3 - "$1" "$key" "$body" <<'PY'
-import http.client, sys
-n, key, body = int(sys.argv[1]), sys.argv[2], open(sys.argv[3], "rb").read()
-conn = http.client.HTTPConnection("127.0.0.1", 18183)
-headers = {"Authorization": "Bearer " + key, "content-type": "application/json"}
-for _ in range(n):
-    conn.request("POST", "/v1/chat/completions", body, headers)
-    answer = conn.getresponse()
-    answer.read()
-    if answer.status != 200:
-        sys.exit(f"answered {answer.status}")
-conn.close()
-PY
-}
+client() { python3 "$root/bench/sequential-client.py" "$1" "$key" "$body"; }
 
 # The node's context switches so far, all threads, and its minor page faults (kernel work
 # that no syscall count shows): "voluntary involuntary faults".

@@ -38,20 +38,7 @@ for _ in $(seq 1 100); do
     --data @"$body" http://127.0.0.1:18183/v1/chat/completions && break
   sleep 0.1
 done
-client() {
-  python3 - "$1" "$key" "$body" <<'PY'
-import http.client, sys
-n, key, body = int(sys.argv[1]), sys.argv[2], open(sys.argv[3], "rb").read()
-conn = http.client.HTTPConnection("127.0.0.1", 18183)
-headers = {"Authorization": "Bearer " + key, "content-type": "application/json"}
-for _ in range(n):
-    conn.request("POST", "/v1/chat/completions", body, headers)
-    answer = conn.getresponse()
-    answer.read()
-    if answer.status != 200:
-        sys.exit(f"answered {answer.status}")
-PY
-}
+client() { python3 "$root/bench/sequential-client.py" "$1" "$key" "$body"; }
 client 50 # warm: pools, connections, lazily built state
 perf record -q -o "$work/perf.data" -e syscalls:sys_enter_write -e syscalls:sys_enter_futex \
   --call-graph dwarf,16384 -p "$node" >/dev/null 2>&1 &
