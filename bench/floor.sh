@@ -16,14 +16,13 @@ if [ "${VS_NGINX:-0}" = 1 ]; then
     DURATION=${DURATION:-8} "$bench/run-target.sh" http://127.0.0.1:18183 --cmd "$floor" --with nginx
   exit
 fi
-mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}
-(cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
+source "$root/bench/bench-node.sh"
+build_bench_mock
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
-MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
-pids+=($!)
+start_bench_mock
 # shellcheck disable=SC2086
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" $floor >"$work/floor.log" 2>&1 &
 node=$!

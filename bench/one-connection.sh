@@ -23,13 +23,9 @@ command -v strace >/dev/null || { echo "needs strace: apt-get install -y strace"
 n=${N:-500}
 modes=${MODES:-"plain telemetry"}
 workers_list=${WORKERS:-"1 default"}
-bin=${QR_BINARY:-}
-if [ -z "$bin" ]; then
-  cargo build --release --bin quotaroute -q
-  bin=${CARGO_TARGET_DIR:-$root/target}/release/quotaroute
-fi
-mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}
-(cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
+source "$root/bench/bench-node.sh"
+release_binary
+build_bench_mock
 work=$(mktemp -d)
 pids=()
 node=""
@@ -49,8 +45,7 @@ budgets="plain/1:syscalls=8 plain/1:switches=3.5 telemetry/1:syscalls=8 telemetr
   telemetry/default:switches=10"
 [ "${BUDGET:-1}" = 0 ] && budgets=""
 
-MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
-pids+=($!)
+start_bench_mock
 python3 "$root/bench/otlp-sink.py" 14318 >/dev/null 2>&1 &
 pids+=($!)
 key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")

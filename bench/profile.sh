@@ -20,20 +20,15 @@ root=$(pwd)
 bench=$(cd "$root/../shared/bench" && pwd)
 command -v valgrind >/dev/null && command -v wrk >/dev/null ||
   { echo "needs valgrind and wrk: apt-get install -y valgrind wrk"; exit 2; }
-bin=${QR_BINARY:-}
-if [ -z "$bin" ]; then
-  cargo build --release --bin quotaroute -q
-  bin=${CARGO_TARGET_DIR:-$root/target}/release/quotaroute
-fi
-mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}
-(cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
+source "$root/bench/bench-node.sh"
+release_binary
+build_bench_mock
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 
-MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
-pids+=($!)
+start_bench_mock
 sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
 [ -n "${QR_CONFIG_APPEND:-}" ] && cat "$QR_CONFIG_APPEND" >>"$work/qr.toml"
 if [ "${TELEMETRY:-0}" = 1 ]; then

@@ -13,20 +13,15 @@ root=$(pwd)
 bench=$(cd "$root/../shared/bench" && pwd)
 command -v perf >/dev/null || { echo "needs perf: apt-get install -y linux-perf"; exit 2; }
 n=${N:-300}
-bin=${QR_BINARY:-}
-if [ -z "$bin" ]; then
-  cargo build --release --bin quotaroute -q
-  bin=${CARGO_TARGET_DIR:-$root/target}/release/quotaroute
-fi
-mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}
-(cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
+source "$root/bench/bench-node.sh"
+release_binary
+build_bench_mock
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 
-MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
-pids+=($!)
+start_bench_mock
 sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
 "$bin" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &
 node=$!

@@ -1,0 +1,20 @@
+# Shared by the counted benches (profile.sh, one-connection.sh, wakeups.sh, floor.sh); sourced,
+# with `root` (the project) and `bench` (../shared/bench) set.
+#   release_binary     sets `bin`: QR_BINARY, else the release build (built now)
+#   build_bench_mock   builds the shared bench's mock upstream into MOCK_TARGET_DIR
+#   start_bench_mock   starts it on 127.0.0.1:18180 (20-chunk streams); its pid joins `pids`
+release_binary() {
+  bin=${QR_BINARY:-}
+  if [ -z "$bin" ]; then
+    cargo build --release --bin quotaroute -q
+    bin=${CARGO_TARGET_DIR:-$root/target}/release/quotaroute
+  fi
+}
+mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}
+build_bench_mock() {
+  (cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
+}
+start_bench_mock() {
+  MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
+  pids+=($!)
+}
