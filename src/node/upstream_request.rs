@@ -25,6 +25,9 @@ pub fn build(
     uri.push_str(path_and_query);
     let mut builder = http::Request::builder().method(method).uri(uri);
     if let Some(headers) = builder.headers_mut() {
+        // Room for every header at once, so the map is never rehashed as it fills: the
+        // client's, the provider's, and the router's own below plus a trace's `traceparent`.
+        headers.reserve(client_headers.len() + provider.headers.len() + ROUTER_HEADERS);
         header_rules::copy_client(client_headers, headers);
         if let Some(host) = &provider.host {
             headers.insert(header::HOST, host.clone());
@@ -74,6 +77,10 @@ fn bearer(key: &str) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
 
 const BEARER: &[u8] = b"Bearer ";
 
+/// The headers the router adds to every upstream request: `Host`, `Accept-Encoding`, the
+/// credential, the request id, `Content-Type`, and an attempt span's `traceparent`.
+const ROUTER_HEADERS: usize = 6;
+
 /// Marks a credential header so hyper never logs it.
 fn sensitive(mut value: HeaderValue) -> HeaderValue {
     value.set_sensitive(true);
@@ -87,7 +94,9 @@ mod tests {
     fn provider(format: ApiFormat, auth_header: Option<&'static str>) -> ProviderRoute {
         ProviderRoute {
             base_url: "http://upstream.test/v1".to_string(),
-            server_address: None,
+            span_attributes: std::sync::Arc::new(crate::telemetry::finished::provider_attributes(
+                "p", None,
+            )),
             format,
             auth_header: auth_header.map(HeaderName::from_static),
             headers: vec![(
