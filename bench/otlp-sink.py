@@ -7,6 +7,10 @@ import sys
 
 
 class Sink(http.server.BaseHTTPRequestHandler):
+    # Keep-alive, as a real collector: the exporter's connection is reused, not reopened per
+    # export.
+    protocol_version = "HTTP/1.1"
+
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         self.send_response(200)

@@ -232,7 +232,7 @@ pub(crate) async fn try_target(
         return unanswered_openly(AttemptFailure::NotSent, None, "bad upstream URL");
     };
     // telemetry: this upstream request's client span; the upstream gets its traceparent.
-    let trace = ctx.trace.attempt(target, provider.server_address.as_ref());
+    let trace = ctx.trace.attempt(target, &provider.span_attributes);
     trace.inject(upstream_request.headers_mut());
     let sent_at = StdInstant::now();
     // Every way this try ends goes through here: metrics and the log line, then the shape.

@@ -13,6 +13,8 @@ use rustc_hash::FxHashMap;
 use crate::config::{ApiFormat, AuthKind, Config, Secret};
 use crate::credentials::{CredentialStore, Echoes};
 use crate::node::metrics::AttemptMetrics;
+use crate::telemetry::finished::provider_attributes;
+use crate::telemetry::key_value::AttributeBlock;
 use crate::upstream::client::UpstreamClient;
 use crate::upstream::egress;
 
@@ -21,8 +23,9 @@ use crate::upstream::egress;
 pub struct ProviderRoute {
     /// `base_url` without a trailing `/`.
     pub base_url: String,
-    /// Its host and port, as the attempt spans name the server (`server.address`, `.port`).
-    pub server_address: Option<(Arc<str>, u16)>,
+    /// What its attempt spans say of it: its host and port (`server.address`, `.port`) and
+    /// its id, encoded once per load.
+    pub span_attributes: Arc<AttributeBlock>,
     pub format: ApiFormat,
     /// Header that carries the key raw (e.g. Azure `api-key`); `None`: the format's default.
     pub auth_header: Option<HeaderName>,
@@ -129,11 +132,12 @@ impl LiveConfig {
                     .collect();
                 let route = ProviderRoute {
                     base_url: p.base_url.as_str().trim_end_matches('/').to_string(),
-                    server_address: p
-                        .base_url
-                        .host_str()
-                        .zip(p.base_url.port_or_known_default())
-                        .map(|(host, port)| (Arc::from(host), port)),
+                    span_attributes: Arc::new(provider_attributes(
+                        &p.name,
+                        p.base_url
+                            .host_str()
+                            .zip(p.base_url.port_or_known_default()),
+                    )),
                     format: p.format,
                     auth_header: p
                         .auth_header

@@ -12,9 +12,10 @@ use bytes::Bytes;
 
 use crate::telemetry::answer_usage::AnswerUsage;
 use crate::telemetry::attributes::{self as attr, Value};
+use crate::telemetry::key_value::{put_attribute, AttributeBlock, AttributeSink, SPAN_ATTRIBUTES};
 use crate::telemetry::protobuf::{
-    begin_message, end_message, field_key, put_varint, varint_len, write_varint, AttributeKey,
-    FIXED32, FIXED64, LENGTH_DELIMITED, VARINT,
+    begin_message, end_message, field_key, field_len, put_header, AttributeKey, FIXED32, FIXED64,
+    LENGTH_DELIMITED, VARINT,
 };
 use crate::telemetry::trace_context::{SpanId, TraceId};
 
@@ -52,9 +53,8 @@ pub enum Role {
     /// The client span of one upstream request.
     Attempt {
         connection: Arc<str>,
-        provider: Arc<str>,
-        /// The provider's host and port.
-        address: Option<(Arc<str>, u16)>,
+        /// Its provider's attributes ([`provider_attributes`]).
+        provider: Arc<AttributeBlock>,
     },
 }
 
@@ -107,17 +107,12 @@ impl FinishedSpan {
             Role::Attempt {
                 connection,
                 provider,
-                address,
             } => {
-                if let Some((host, port)) = address {
-                    sink.put(&attr::SERVER_ADDRESS, Value::Text(host));
-                    sink.put(&attr::SERVER_PORT, Value::Int(i64::from(*port)));
-                }
+                sink.put_block(provider);
+                sink.put(&attr::CONNECTION, Value::Text(connection));
                 if let Some(status) = self.status {
                     sink.put(&attr::STATUS_CODE, Value::Int(i64::from(status)));
                 }
-                sink.put(&attr::CONNECTION, Value::Text(connection));
-                sink.put(&attr::PROVIDER, Value::Text(provider));
             }
         }
         match self.error {
@@ -135,16 +130,16 @@ impl FinishedSpan {
     }
 }
 
-/// What takes a span's attributes, one by one ([`FinishedSpan::each_attribute`]); any
-/// closure of a key and a value does.
-pub trait AttributeSink {
-    fn put(&mut self, key: &'static AttributeKey, value: Value<'_>);
-}
-
-impl<F: FnMut(&'static AttributeKey, Value<'_>)> AttributeSink for F {
-    fn put(&mut self, key: &'static AttributeKey, value: Value<'_>) {
-        self(key, value);
-    }
+/// What every attempt span to one provider says of it, encoded once per config load: the
+/// server's host and port (`server.address`, `server.port`) and the provider's id.
+pub fn provider_attributes(provider: &str, address: Option<(&str, u16)>) -> AttributeBlock {
+    let server = address.into_iter().flat_map(|(host, port)| {
+        [
+            (&attr::SERVER_ADDRESS, Value::Text(host)),
+            (&attr::SERVER_PORT, Value::Int(i64::from(port))),
+        ]
+    });
+    AttributeBlock::new(server.chain([(&attr::PROVIDER, Value::Text(provider))]))
 }
 
 /// A `u16` in decimal, on the stack.
@@ -188,14 +183,10 @@ const SPAN_NAME: u8 = field_key(5, LENGTH_DELIMITED);
 const SPAN_KIND: u8 = field_key(6, VARINT);
 const SPAN_START: u8 = field_key(7, FIXED64);
 const SPAN_END: u8 = field_key(8, FIXED64);
-const SPAN_ATTRIBUTES: u8 = field_key(9, LENGTH_DELIMITED);
 const SPAN_STATUS: u8 = field_key(15, LENGTH_DELIMITED);
 /// Field 16 (`flags`, fixed32): a key of two bytes.
 const SPAN_FLAGS: [u8; 2] = [(16 << 3 | FIXED32) | 0x80, 1];
 const STATUS_CODE: u8 = field_key(3, VARINT);
-const KEY_VALUE_VALUE: u8 = field_key(2, LENGTH_DELIMITED);
-const ANY_VALUE_STRING: u8 = field_key(1, LENGTH_DELIMITED);
-const ANY_VALUE_INT: u8 = field_key(3, VARINT);
 /// `SpanKind` values.
 const KIND_SERVER: u8 = 2;
 const KIND_CLIENT: u8 = 3;
@@ -299,70 +290,10 @@ impl AttributeSink for SpanAttributes<'_> {
     fn put(&mut self, key: &'static AttributeKey, value: Value<'_>) {
         put_attribute(SPAN_ATTRIBUTES, key, value, self.0);
     }
-}
 
-/// A `KeyValue` as field `field`: `{key, value: AnyValue{string_value | int_value}}`. The
-/// key's template is copied whole and the lengths and value headers written into it. Inlined
-/// at each attribute, where the key's length is a constant.
-#[inline(always)]
-fn put_attribute(field: u8, key: &AttributeKey, value: Value<'_>, buf: &mut Vec<u8>) {
-    let at = buf.len();
-    let key_len = key.key_field_len();
-    let value_at = at + 2 + key_len;
-    match value {
-        // Every length one byte (what names, ids and models take).
-        Value::Text(text) if key_len + 4 + text.len() < 0x80 => {
-            let text_len = text.len();
-            buf.extend_from_slice(key.pair_template());
-            buf[at] = field;
-            buf[at + 1] = (key_len + 4 + text_len) as u8;
-            buf[value_at..value_at + 4].copy_from_slice(&[
-                KEY_VALUE_VALUE,
-                (2 + text_len) as u8,
-                ANY_VALUE_STRING,
-                text_len as u8,
-            ]);
-            buf.truncate(value_at + 4);
-            buf.extend_from_slice(text.as_bytes());
-        }
-        Value::Text(text) => {
-            let any_len = field_len(text.len());
-            let pair_len = key_len + field_len(any_len);
-            put_header(field, pair_len, buf);
-            buf.extend_from_slice(key.key_field());
-            put_header(KEY_VALUE_VALUE, any_len, buf);
-            put_header(ANY_VALUE_STRING, text.len(), buf);
-            buf.extend_from_slice(text.as_bytes());
-        }
-        Value::Int(n) => {
-            // int64 is written as the two's complement varint: at most 10 bytes, so the
-            // AnyValue and (with a key of at most 64 bytes) the pair take one length byte.
-            let n = n as u64;
-            let varint = varint_len(n);
-            buf.extend_from_slice(key.pair_template());
-            buf[at] = field;
-            buf[at + 1] = (key_len + 3 + varint) as u8;
-            buf[value_at..value_at + 3].copy_from_slice(&[
-                KEY_VALUE_VALUE,
-                (1 + varint) as u8,
-                ANY_VALUE_INT,
-            ]);
-            write_varint(n, &mut buf[value_at + 3..]);
-            buf.truncate(value_at + 3 + varint);
-        }
+    fn put_block(&mut self, block: &AttributeBlock) {
+        self.0.extend_from_slice(block.encoded());
     }
-}
-
-/// The bytes a length-delimited field with a one-byte key and `len` bytes of body takes.
-#[inline]
-fn field_len(len: usize) -> usize {
-    1 + varint_len(len as u64) + len
-}
-
-#[inline]
-fn put_header(key: u8, len: usize, buf: &mut Vec<u8>) {
-    buf.push(key);
-    put_varint(len as u64, buf);
 }
 
 fn put_bytes(key: u8, bytes: &[u8], buf: &mut Vec<u8>) {
@@ -479,8 +410,7 @@ mod tests {
     fn attempt(address: Option<(&str, u16)>) -> Role {
         Role::Attempt {
             connection: Arc::from("oa-1"),
-            provider: Arc::from("openai"),
-            address: address.map(|(host, port)| (Arc::from(host), port)),
+            provider: Arc::new(provider_attributes("openai", address)),
         }
     }
 
@@ -538,31 +468,6 @@ mod tests {
     }
 
     #[test]
-    fn an_attribute_of_any_size_is_the_key_value_prost_writes() {
-        static LONGEST: AttributeKey =
-            AttributeKey::new("an.attribute.name.of.sixty-two.bytes.which.is.the.most.allowed");
-        let long = "t".repeat(200);
-        for value in [
-            Value::Int(-5),
-            Value::Int(i64::MAX),
-            Value::Int(0),
-            Value::Text(""),
-            Value::Text("a"),
-            Value::Text(&long[..59]),
-            Value::Text(&long[..60]),
-            Value::Text(&long),
-        ] {
-            for key in [&LONGEST, &attr::ERROR_TYPE] {
-                let mut ours = vec![1, 2, 3];
-                put_attribute(SPAN_ATTRIBUTES, key, value, &mut ours);
-                let mut theirs = vec![1, 2, 3];
-                prost::encoding::message::encode(9, &kv(key.name, value), &mut theirs);
-                assert_eq!(ours, theirs, "{key:?} {value:?}");
-            }
-        }
-    }
-
-    #[test]
     fn each_kind_of_span_lists_its_attributes_in_order() {
         let names = |span: &FinishedSpan| {
             let mut names = Vec::new();
@@ -605,9 +510,9 @@ mod tests {
                 "gen_ai.usage.output_tokens=Int(4)",
                 "server.address=Text(\"h\")",
                 "server.port=Int(8080)",
-                "http.response.status_code=Int(200)",
-                "quotaroute.connection=Text(\"oa-1\")",
                 "quotaroute.provider=Text(\"openai\")",
+                "quotaroute.connection=Text(\"oa-1\")",
+                "http.response.status_code=Int(200)",
             ]
         );
     }

@@ -12,6 +12,8 @@
 //! - [`answer_usage`] — the response model and token counts of a whole upstream answer;
 //! - [`finished`] — a finished span as typed data, its attributes in order, and a batch of
 //!   them in OTLP protobuf;
+//! - [`key_value`] — one attribute in OTLP protobuf, the sink that takes a span's attributes,
+//!   and a block of attributes many spans share (a provider's), encoded once;
 //! - [`protobuf`] — the wire primitives that encoding writes with (attribute keys pre-encoded);
 //! - [`export`] — the bounded queue and the batching task that POSTs to the collector: a full
 //!   queue or a failed export drops spans (counted in `/metrics`), never waits;
@@ -23,6 +25,7 @@ pub mod answer_usage;
 pub mod attributes;
 pub mod export;
 pub mod finished;
+pub mod key_value;
 pub mod protobuf;
 pub mod sampler;
 pub mod span;

@@ -120,6 +120,18 @@ pub fn end_message(body_start: usize, buf: &mut Vec<u8>) {
     }
 }
 
+/// The bytes a length-delimited field with a one-byte key and `len` bytes of body takes.
+#[inline]
+pub fn field_len(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
+}
+
+#[inline]
+pub fn put_header(key: u8, len: usize, buf: &mut Vec<u8>) {
+    buf.push(key);
+    put_varint(len as u64, buf);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ use quotaroute_journal::{AffinityOutcome, OutcomeClass};
 
 use crate::telemetry::answer_usage::AnswerUsage;
 use crate::telemetry::finished::{ErrorType, FinishedSpan, Role};
+use crate::telemetry::key_value::AttributeBlock;
 use crate::telemetry::trace_context::{self, RemoteParent, SpanId, TraceId};
 use crate::telemetry::tracer::{now_unix_ns, Tracer};
 use crate::wire::stream_watch::StreamUsage;
@@ -35,7 +36,9 @@ struct RequestActive {
     trace_id: TraceId,
     span_id: SpanId,
     parent: Option<SpanId>,
-    start_unix_ns: u64,
+    /// When the request arrived; its Unix time is read at the end (one wall-clock read for
+    /// both ends, and a duration no wall-clock step can bend).
+    started: std::time::Instant,
     operation: &'static str,
     request_model: Arc<str>,
     state: Mutex<RequestState>,
@@ -61,8 +64,7 @@ struct AttemptActive {
     start_unix_ns: u64,
     model: Arc<str>,
     connection: Arc<str>,
-    provider: Arc<str>,
-    address: Option<(Arc<str>, u16)>,
+    provider: Arc<AttributeBlock>,
     state: Mutex<AttemptState>,
 }
 
@@ -99,13 +101,12 @@ impl RequestSpan {
         if !tracer.sampler.sampled(parent.as_ref(), trace_id) {
             return RequestSpan(None);
         }
-        let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(0);
         RequestSpan(Some(Arc::new(RequestActive {
             tracer: tracer.clone(),
             trace_id,
             span_id: SpanId::random(),
             parent: parent.map(|parent| parent.span_id),
-            start_unix_ns: now_unix_ns().saturating_sub(elapsed),
+            started,
             operation,
             request_model: Arc::from(model),
             state: Mutex::default(),
@@ -117,21 +118,20 @@ impl RequestSpan {
         self.0.is_some()
     }
 
-    /// A child span for one upstream request to `target` at `address` (its provider's host
-    /// and port), starting now.
-    pub fn attempt(&self, target: &RoutedTarget, address: Option<&(Arc<str>, u16)>) -> AttemptSpan {
+    /// A child span for one upstream request to `target`, whose provider's attributes are
+    /// `provider` ([`provider_attributes`](crate::telemetry::finished::provider_attributes)),
+    /// starting now.
+    pub fn attempt(&self, target: &RoutedTarget, provider: &Arc<AttributeBlock>) -> AttemptSpan {
         let Some(request) = &self.0 else {
             return AttemptSpan(None);
         };
-        let address = address.cloned();
         AttemptSpan(Some(Arc::new(AttemptActive {
             request: request.clone(),
             span_id: SpanId::random(),
             start_unix_ns: now_unix_ns(),
             model: target.model.clone(),
             connection: target.connection.clone(),
-            provider: target.provider.clone(),
-            address,
+            provider: provider.clone(),
             state: Mutex::default(),
         })))
     }
@@ -254,7 +254,6 @@ impl Drop for AttemptActive {
             role: Role::Attempt {
                 connection: self.connection.clone(),
                 provider: self.provider.clone(),
-                address: self.address.take(),
             },
         });
     }
@@ -275,6 +274,8 @@ impl Drop for RequestActive {
             (_, Some(status)) if status >= 400 => Some(ErrorType::Status(status)),
             _ => None,
         };
+        let end_unix_ns = now_unix_ns();
+        let lasted = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(0);
         self.tracer.submit(FinishedSpan {
             trace_id: self.trace_id,
             span_id: self.span_id,
@@ -282,8 +283,8 @@ impl Drop for RequestActive {
             remote_parent: self.parent.is_some(),
             operation: self.operation,
             model: self.request_model.clone(),
-            start_unix_ns: self.start_unix_ns,
-            end_unix_ns: now_unix_ns(),
+            start_unix_ns: end_unix_ns.saturating_sub(lasted),
+            end_unix_ns,
             usage: state.usage,
             status: state.status,
             error,
