@@ -144,13 +144,21 @@ fn unframe<'v>(
 /// Encodes one batch of consecutive envelopes as a record value: the payload is written
 /// straight after a header whose checksum is filled in last (no payload copy).
 pub fn encode_batch(batch: &[Envelope]) -> Result<Vec<u8>, EncodeError> {
-    let mut value = Vec::with_capacity(HEADER_LEN + 256 * batch.len());
+    let mut value = Vec::new();
+    encode_batch_into(batch, &mut value)?;
+    Ok(value)
+}
+
+/// [`encode_batch`] into `value` (emptied first; its capacity is reused).
+pub fn encode_batch_into(batch: &[Envelope], value: &mut Vec<u8>) -> Result<(), EncodeError> {
+    value.clear();
+    value.reserve(HEADER_LEN + 256 * batch.len());
     value.extend_from_slice(&[RECORD_FORMAT, 0, 0, 0, 0]);
-    bincode::serde::encode_into_writer(Stamped(batch), AppendTo(&mut value), config())
+    bincode::serde::encode_into_writer(Stamped(batch), AppendTo(value), config())
         .map_err(|error| EncodeError(error.to_string()))?;
     let crc = crc32fast::hash(&value[HEADER_LEN..]);
     value[1..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
-    Ok(value)
+    Ok(())
 }
 
 /// A batch as bincode writes `Vec<(u16, u64, u64, &Event)>` — the same bytes as

@@ -35,6 +35,8 @@ pub struct SledJournal {
     path: PathBuf,
     options: SledOptions,
     open: Arc<RwLock<Option<Arc<Trees>>>>,
+    /// Where each record is encoded before sled copies it: one buffer for every write.
+    record_buffer: Vec<u8>,
 }
 
 /// One open database and its two trees.
@@ -70,6 +72,7 @@ impl SledJournal {
             path,
             options,
             open: Arc::new(RwLock::new(Some(Arc::new(trees)))),
+            record_buffer: Vec::new(),
         })
     }
 
@@ -122,6 +125,7 @@ impl SledJournal {
             path: self.path.clone(),
             options: self.options.clone(),
             open: self.open.clone(),
+            record_buffer: Vec::new(),
         }
     }
 
@@ -200,10 +204,10 @@ impl Journal for SledJournal {
         let Some(first) = batch.first() else {
             return Ok(());
         };
-        let value = codec::encode_batch(batch)?;
+        codec::encode_batch_into(batch, &mut self.record_buffer)?;
         self.trees()?
             .events
-            .insert(codec::seq_key(first.seq), value)?;
+            .insert(codec::seq_key(first.seq), &self.record_buffer[..])?;
         Ok(())
     }
 

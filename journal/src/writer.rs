@@ -138,7 +138,8 @@ impl JournalHandle {
             out_of_order: BTreeMap::new(),
             next_expected: last_seq + 1,
             written_unflushed: None,
-            unflushed_records: Vec::new(),
+            unflushed: Vec::new(),
+            unflushed_record_sizes: Vec::new(),
             next_reopen_at: Instant::now(),
             reopen_backoff: REOPEN_BACKOFF_MIN,
             waiters: Vec::new(),
@@ -280,9 +281,12 @@ struct Writer {
     next_expected: u64,
     /// Last seq written but not yet flushed.
     written_unflushed: Option<u64>,
-    /// The records written since the last flush, as written: after a reopen they are written
-    /// again (same keys, same contents), since the store may have lost them.
-    unflushed_records: Vec<Vec<Envelope>>,
+    /// The envelopes written since the last flush, and how many went in each record: after a
+    /// reopen they are written again as the same records (same keys, same contents), since the
+    /// store may have lost them. Both keep their capacity from one flush to the next, so a
+    /// busy writer does not allocate (and fault in) a new buffer per record.
+    unflushed: Vec<Envelope>,
+    unflushed_record_sizes: Vec<usize>,
     /// While failing: when to reopen the store next, and the wait after that one.
     next_reopen_at: Instant,
     reopen_backoff: Duration,
@@ -358,7 +362,6 @@ impl Writer {
     /// long queue once per record.
     fn write_ready(&mut self) -> Result<(), JournalError> {
         let mut written = 0;
-        let mut sizes = Vec::new();
         let mut outcome = Ok(());
         while written < self.ready.len() {
             let take = (self.ready.len() - written).min(RECORD_MAX_EVENTS);
@@ -368,7 +371,7 @@ impl Writer {
                 outcome = Err(self.failed(error));
                 break;
             }
-            sizes.push(take);
+            self.unflushed_record_sizes.push(take);
             written += take;
             self.written_unflushed = Some(last);
             self.shared
@@ -378,12 +381,7 @@ impl Writer {
                 .queue_len
                 .fetch_sub(take as u64, Ordering::Relaxed);
         }
-        let mut drained = self.ready.drain(..written);
-        for size in sizes {
-            self.unflushed_records
-                .push(drained.by_ref().take(size).collect());
-        }
-        drop(drained);
+        self.unflushed.extend(self.ready.drain(..written));
         outcome
     }
 
@@ -400,14 +398,17 @@ impl Writer {
             tracing::warn!(%error, "journal reopen failed; retrying");
             return;
         }
-        for record in &self.unflushed_records {
+        let mut from = 0;
+        for &size in &self.unflushed_record_sizes {
+            let record = &self.unflushed[from..from + size];
+            from += size;
             if let Err(error) = self.journal.write_batch(record) {
                 tracing::warn!(%error, "journal still failing after reopen; retrying");
                 return;
             }
         }
         tracing::info!(
-            rewritten = self.unflushed_records.iter().map(Vec::len).sum::<usize>(),
+            rewritten = self.unflushed.len(),
             queued = self.ready.len(),
             "journal reopened"
         );
@@ -440,7 +441,8 @@ impl Writer {
                 return Err(self.failed(error));
             }
             self.written_unflushed = None;
-            self.unflushed_records.clear();
+            self.unflushed.clear();
+            self.unflushed_record_sizes.clear();
             self.shared.durable_seq.store(last, Ordering::SeqCst);
         }
         let durable = self.shared.durable_seq.load(Ordering::SeqCst);

@@ -20,7 +20,7 @@ use metrics::Counter;
 use tokio::sync::{oneshot, Notify};
 use url::Url;
 
-use crate::telemetry::finished::{encode, FinishedSpan};
+use crate::telemetry::finished::{encode_into, FinishedSpan};
 
 /// Spans waiting for export; past this a span is dropped (and counted).
 pub const MAX_QUEUED_SPANS: usize = 4096;
@@ -30,6 +30,9 @@ pub const MAX_BATCH: usize = 512;
 pub const BATCH_DELAY: Duration = Duration::from_millis(500);
 /// The longest one export may take (connect, send, answer).
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest export body buffer kept for the next export (a batch of long spans may need
+/// more once; it is not kept).
+const MAX_KEPT_BODY_BYTES: usize = 4 << 20;
 /// The most of a collector's answer read (it is only drained, so the connection is reused).
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
@@ -51,6 +54,9 @@ struct Shared {
 struct Waiting {
     batches: Vec<Vec<FinishedSpan>>,
     spans: usize,
+    /// Exported batches, emptied, to be filled again: a batch's buffer is allocated once, not
+    /// per export (an allocator that returns freed pages at once would fault it in anew).
+    spare: Vec<Vec<FinishedSpan>>,
 }
 
 /// The request path's end of the queue.
@@ -90,6 +96,7 @@ impl SpanQueue {
             traces_url,
             service_name,
             shared: shared.clone(),
+            body_buffer: Arc::default(),
         };
         tokio::spawn(exporter.run());
         SpanQueue { shared }
@@ -108,10 +115,15 @@ impl SpanQueue {
                 return;
             }
             waiting.spans += 1;
-            let batches = &mut waiting.batches;
-            if batches.last().is_none_or(|batch| batch.len() == MAX_BATCH) {
-                batches.push(Vec::with_capacity(MAX_BATCH));
+            if waiting
+                .batches
+                .last()
+                .is_none_or(|batch| batch.len() == MAX_BATCH)
+            {
+                let batch = (waiting.spare.pop()).unwrap_or_else(|| Vec::with_capacity(MAX_BATCH));
+                waiting.batches.push(batch);
             }
+            let batches = &mut waiting.batches;
             match batches.last_mut() {
                 Some(batch) => {
                     batch.push(span);
@@ -150,6 +162,8 @@ struct Exporter {
     traces_url: Url,
     service_name: String,
     shared: Arc<Shared>,
+    /// The last export's body buffer, back from hyper once the body was sent.
+    body_buffer: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Exporter {
@@ -164,14 +178,25 @@ impl Exporter {
                 .lock()
                 .map(|mut flushes| std::mem::take(&mut *flushes))
                 .unwrap_or_default();
-            let taken = self
+            let batches = self
                 .shared
                 .waiting
                 .lock()
-                .map(|mut waiting| std::mem::take(&mut *waiting))
+                .map(|mut waiting| {
+                    waiting.spans = 0;
+                    std::mem::take(&mut waiting.batches)
+                })
                 .unwrap_or_default();
-            for batch in taken.batches {
-                self.export(batch).await;
+            let mut emptied = Vec::with_capacity(batches.len());
+            for mut batch in batches {
+                self.export(&batch).await;
+                batch.clear();
+                emptied.push(batch);
+            }
+            if let Ok(mut waiting) = self.shared.waiting.lock() {
+                let room = MAX_QUEUED_SPANS / MAX_BATCH + 1;
+                emptied.truncate(room.saturating_sub(waiting.spare.len()));
+                waiting.spare.append(&mut emptied);
             }
             for done in flushes {
                 let _ = done.send(());
@@ -182,9 +207,19 @@ impl Exporter {
         }
     }
 
-    async fn export(&self, spans: Vec<FinishedSpan>) {
+    async fn export(&self, spans: &[FinishedSpan]) {
         let count = spans.len() as u64;
-        let body = encode(spans, &self.service_name);
+        let mut buffer = self
+            .body_buffer
+            .lock()
+            .map(|mut kept| std::mem::take(&mut *kept))
+            .unwrap_or_default();
+        let start = encode_into(spans, &self.service_name, &mut buffer);
+        let body = Bytes::from_owner(BatchBody {
+            buffer,
+            start,
+            home: self.body_buffer.clone(),
+        });
         match tokio::time::timeout(EXPORT_TIMEOUT, self.post(body)).await {
             Ok(Ok(())) => self.shared.counters.exported.increment(count),
             Ok(Err(reason)) => {
@@ -222,6 +257,30 @@ impl Exporter {
             Ok(())
         } else {
             Err(format!("collector answered {status}"))
+        }
+    }
+}
+
+/// An export's body: the encoded batch from `start`, whose buffer goes back to the exporter
+/// when hyper drops the body, so the next export writes into memory already in use.
+struct BatchBody {
+    buffer: Vec<u8>,
+    start: usize,
+    home: Arc<Mutex<Vec<u8>>>,
+}
+
+impl AsRef<[u8]> for BatchBody {
+    fn as_ref(&self) -> &[u8] {
+        &self.buffer[self.start..]
+    }
+}
+
+impl Drop for BatchBody {
+    fn drop(&mut self) {
+        if self.buffer.capacity() <= MAX_KEPT_BODY_BYTES {
+            if let Ok(mut home) = self.home.lock() {
+                *home = std::mem::take(&mut self.buffer);
+            }
         }
     }
 }

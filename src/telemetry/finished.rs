@@ -196,10 +196,18 @@ const STATUS_ERROR: u8 = 2;
 /// What a span usually takes, to size a batch's buffer (one that takes more grows it).
 const TYPICAL_SPAN_BYTES: usize = 640;
 
-/// The protobuf body of one export of `spans`, as `service_name`. The spans are written once,
-/// after room for the batch's header (whose lengths need theirs), and the header is written
-/// into the end of that room: the body is never copied.
-pub fn encode(spans: Vec<FinishedSpan>, service_name: &str) -> Bytes {
+/// The protobuf body of one export of `spans`, as `service_name`.
+pub fn encode(spans: &[FinishedSpan], service_name: &str) -> Bytes {
+    let mut out = Vec::new();
+    let start = encode_into(spans, service_name, &mut out);
+    Bytes::from(out).slice(start..)
+}
+
+/// Writes the protobuf body of one export of `spans` into `out` (emptied first, its capacity
+/// reused) and returns where in it the body starts. The spans are written once, after room for
+/// the batch's header (whose lengths need theirs), and the header is written into the end of
+/// that room: the body is never copied.
+pub fn encode_into(spans: &[FinishedSpan], service_name: &str, out: &mut Vec<u8>) -> usize {
     let mut resource = Vec::with_capacity(96);
     put_attribute(
         RESOURCE_ATTRIBUTES,
@@ -223,12 +231,12 @@ pub fn encode(spans: Vec<FinishedSpan>, service_name: &str) -> Bytes {
     // Two nesting levels with a key and at most ten bytes of length each, then these two.
     let room = 2 * (1 + 10) + field_len(resource.len()) + field_len(scope.len());
 
-    let mut out = Vec::with_capacity(room + spans.len() * TYPICAL_SPAN_BYTES);
+    out.clear();
+    out.reserve(room + spans.len() * TYPICAL_SPAN_BYTES);
     out.resize(room, 0);
-    for span in &spans {
-        put_span(span, &mut out);
+    for span in spans {
+        put_span(span, out);
     }
-    drop(spans);
     let scope_spans_len = field_len(scope.len()) + (out.len() - room);
     let resource_spans_len = field_len(resource.len()) + field_len(scope_spans_len);
     let mut header = Vec::with_capacity(room);
@@ -238,7 +246,7 @@ pub fn encode(spans: Vec<FinishedSpan>, service_name: &str) -> Bytes {
     put_bytes(SCOPE_SPANS_SCOPE, &scope, &mut header);
     let start = room - header.len();
     out[start..room].copy_from_slice(&header);
-    Bytes::from(out).slice(start..)
+    start
 }
 
 /// `span` as `ScopeSpans` field 2 (`spans`).
@@ -459,12 +467,17 @@ mod tests {
             },
         ];
         for batch in [&spans[..], &spans[..1], &spans[4..], &[]] {
-            let bytes = encode(batch.to_vec(), "quotaroute-test");
+            let bytes = encode(batch, "quotaroute-test");
             let decoded = ExportTraceServiceRequest::decode(bytes.clone()).expect("decodes");
             assert_eq!(decoded, reference(batch, "quotaroute-test"));
             // And byte for byte what prost writes for those structs (same field order).
             assert_eq!(bytes, reference(batch, "quotaroute-test").encode_to_vec());
         }
+        // Into a buffer that held a longer export: the same body, nothing of the old one.
+        let mut reused = Vec::new();
+        encode_into(&spans, "quotaroute-test", &mut reused);
+        let start = encode_into(&spans[..1], "quotaroute-test", &mut reused);
+        assert_eq!(reused[start..], encode(&spans[..1], "quotaroute-test")[..]);
     }
 
     #[test]
