@@ -312,9 +312,7 @@ fn put_bytes(key: u8, bytes: &[u8], buf: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-    use opentelemetry_proto::tonic::common::v1::{
-        any_value, AnyValue, InstrumentationScope, KeyValue,
-    };
+    use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
     use opentelemetry_proto::tonic::resource::v1::Resource;
     use opentelemetry_proto::tonic::trace::v1::{
         span, status, ResourceSpans, ScopeSpans, Span, Status,
@@ -322,19 +320,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
-
-    fn kv(key: &str, value: Value<'_>) -> KeyValue {
-        KeyValue {
-            key: key.to_owned(),
-            value: Some(AnyValue {
-                value: Some(match value {
-                    Value::Text(text) => any_value::Value::StringValue(text.to_owned()),
-                    Value::Int(n) => any_value::Value::IntValue(n),
-                }),
-            }),
-            ..KeyValue::default()
-        }
-    }
+    use crate::telemetry::key_value::kv;
 
     /// The same batch built as the `opentelemetry-proto` structs: what `encode` must equal.
     fn reference(spans: &[FinishedSpan], service_name: &str) -> ExportTraceServiceRequest {

@@ -136,25 +136,26 @@ pub fn put_attribute(field: u8, key: &AttributeKey, value: Value<'_>, buf: &mut 
     }
 }
 
+/// An attribute as the `opentelemetry-proto` struct, for the tests that compare with prost.
+#[cfg(test)]
+pub(crate) fn kv(key: &str, value: Value<'_>) -> opentelemetry_proto::tonic::common::v1::KeyValue {
+    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(match value {
+                Value::Text(text) => any_value::Value::StringValue(text.to_owned()),
+                Value::Int(n) => any_value::Value::IntValue(n),
+            }),
+        }),
+        ..KeyValue::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
-
     use super::*;
     use crate::telemetry::attributes as attr;
-
-    fn kv(key: &str, value: Value<'_>) -> KeyValue {
-        KeyValue {
-            key: key.to_owned(),
-            value: Some(AnyValue {
-                value: Some(match value {
-                    Value::Text(text) => any_value::Value::StringValue(text.to_owned()),
-                    Value::Int(n) => any_value::Value::IntValue(n),
-                }),
-            }),
-            ..KeyValue::default()
-        }
-    }
 
     #[test]
     fn an_attribute_of_any_size_is_the_key_value_prost_writes() {
