@@ -160,7 +160,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     let anthropic = endpoint.format() == JournalFormat::Anthropic;
     let (parts, body) = request.into_parts();
     let request_id = client_request_id(&parts.headers).unwrap_or_else(|| app.next_request_id());
-    let route = RouteHeaders {
+    let mut route = RouteHeaders {
         request_id: request_id.clone(),
         ..RouteHeaders::default()
     };
@@ -284,13 +284,14 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             decision
         }
         Err(error) => {
-            let mut route = route;
             if let RouteError::PoolBusy { waited_ms, .. } = error {
                 // The wait for a permit is the router's own time (behaviour §11).
                 metrics::queue_wait(waited_ms, true);
                 route.overhead_us = overhead_us(started, Duration::ZERO);
             }
-            return trace.answered(fail(route_error(error, anthropic), &route)); // telemetry
+            let response = fail(route_error(error, anthropic), &route);
+            return trace.answered(response, route.attempts, route.model.as_ref());
+            // telemetry
         }
     };
 
@@ -316,7 +317,8 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         trace: &trace, // telemetry
         client: Some(&ticket),
     };
-    trace.answered(serve_tries(&context, decision, route, started).await) // telemetry
+    let response = serve_tries(&context, decision, &mut route, started).await;
+    trace.answered(response, route.attempts, route.model.as_ref()) // telemetry
 }
 
 /// Tries the decision's targets in order until one serves or the tries run out (behaviour §3,
@@ -325,7 +327,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
 pub(crate) async fn serve_tries(
     ctx: &TryContext<'_>,
     mut decision: Decision,
-    mut route: RouteHeaders,
+    route: &mut RouteHeaders,
     started: StdInstant,
 ) -> Response {
     let mut upstream_time = Duration::ZERO;
@@ -367,9 +369,9 @@ pub(crate) async fn serve_tries(
                 metrics::request_finished(ctx.endpoint, status.as_u16());
                 if class != OutcomeClass::Success {
                     // A client error is returned as the upstream sent it.
-                    return reply::passthrough(status, &headers, &body, ctx.live, &route);
+                    return reply::passthrough(status, &headers, &body, ctx.live, route);
                 }
-                return deliver(ctx, &target, status, headers, body, &route);
+                return deliver(ctx, &target, status, headers, body, route);
             }
             (step, payload) => {
                 last_failure = Some(payload.into_last_failure(class));
@@ -388,7 +390,7 @@ pub(crate) async fn serve_tries(
         last_provider.as_deref(),
         ctx.anthropic(),
         ctx.live,
-        &route,
+        route,
         &decision,
     );
     metrics::request_finished(ctx.endpoint, response.status().as_u16());
@@ -403,7 +405,7 @@ fn stream_response(
     target: &RoutedTarget,
     stream: CommittedStream,
     upstream_headers: HeaderMap,
-    mut route: RouteHeaders,
+    route: &mut RouteHeaders,
     started: StdInstant,
     upstream_time: Duration,
 ) -> Response {

@@ -31,7 +31,7 @@ const MAX_STORED_CALL_BODY_BYTES: usize = 64 * 1024;
 pub async fn handle(app: AppState, response_id: String, request: Request) -> Response {
     let started = StdInstant::now();
     let (parts, body) = request.into_parts();
-    let route = RouteHeaders {
+    let mut route = RouteHeaders {
         request_id: app.next_request_id(),
         ..RouteHeaders::default()
     };
@@ -102,5 +102,5 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         trace: &crate::telemetry::RequestSpan::off(), // telemetry: stored calls are not traced
         client: None,
     };
-    serve_tries(&context, decision, route, started).await
+    serve_tries(&context, decision, &mut route, started).await
 }

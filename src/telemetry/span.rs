@@ -19,8 +19,6 @@ use crate::telemetry::tracer::{now_unix_ns, Tracer};
 use crate::wire::stream_watch::StreamUsage;
 use crate::wire::usage::TokenCounts;
 
-const ATTEMPTS_HEADER: HeaderName = HeaderName::from_static("x-quotaroute-attempts");
-const MODEL_HEADER: HeaderName = HeaderName::from_static("x-quotaroute-model");
 const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(trace_context::TRACEPARENT);
 
 /// The server span of one client request (cheap to clone: a handle).
@@ -146,23 +144,24 @@ impl RequestSpan {
         }
     }
 
-    /// Records the client's answer (status, `x-quotaroute-attempts`, `x-quotaroute-model`)
-    /// and hands it back.
-    pub fn answered<B>(&self, response: http::Response<B>) -> http::Response<B> {
+    /// Records the client's answer: its status, how many upstream requests it took (its
+    /// `x-quotaroute-attempts`) and the model the last one asked for (`x-quotaroute-model`),
+    /// handed over as the node set them rather than read back from the headers. Hands the
+    /// answer back.
+    pub fn answered<B>(
+        &self,
+        response: http::Response<B>,
+        attempts: u32,
+        routed_model: Option<&Arc<str>>,
+    ) -> http::Response<B> {
         if let Some(request) = &self.0 {
             if let Ok(mut state) = request.state.lock() {
                 state.status = Some(response.status().as_u16());
-                let header = |name: &HeaderName| {
-                    response
-                        .headers()
-                        .get(name)
-                        .and_then(|value| value.to_str().ok())
-                };
-                state.attempts = header(&ATTEMPTS_HEADER).and_then(|n| n.parse().ok());
+                state.attempts = Some(u64::from(attempts));
                 // The served answer's own model, when its attempt ended with one, is the one
-                // the span carries: the header is read only for want of it.
+                // the span carries: the routed model is kept only for want of it.
                 if state.usage.model.is_none() {
-                    state.routed_model = header(&MODEL_HEADER).map(Arc::from);
+                    state.routed_model = routed_model.cloned();
                 }
             }
         }
