@@ -3,6 +3,8 @@
 #   release_binary     sets `bin`: QR_BINARY, else the release build (built now)
 #   build_bench_mock   builds the shared bench's mock upstream into MOCK_TARGET_DIR
 #   start_bench_mock   starts it on 127.0.0.1:18180 (20-chunk streams); its pid joins `pids`
+#   with_bench_mock    builds and starts it, with `work` (a temp dir) and `pids` killed and
+#                      removed at exit
 release_binary() {
   bin=${QR_BINARY:-}
   if [ -z "$bin" ]; then
@@ -17,4 +19,11 @@ build_bench_mock() {
 start_bench_mock() {
   MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
   pids+=($!)
+}
+with_bench_mock() {
+  build_bench_mock
+  work=$(mktemp -d)
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+  start_bench_mock
 }

@@ -17,12 +17,7 @@ if [ "${VS_NGINX:-0}" = 1 ]; then
   exit
 fi
 source "$root/bench/bench-node.sh"
-build_bench_mock
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-start_bench_mock
+with_bench_mock
 # shellcheck disable=SC2086
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" $floor >"$work/floor.log" 2>&1 &
 node=$!

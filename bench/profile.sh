@@ -22,13 +22,7 @@ command -v valgrind >/dev/null && command -v wrk >/dev/null ||
   { echo "needs valgrind and wrk: apt-get install -y valgrind wrk"; exit 2; }
 source "$root/bench/bench-node.sh"
 release_binary
-build_bench_mock
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-start_bench_mock
+with_bench_mock
 sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
 [ -n "${QR_CONFIG_APPEND:-}" ] && cat "$QR_CONFIG_APPEND" >>"$work/qr.toml"
 if [ "${TELEMETRY:-0}" = 1 ]; then

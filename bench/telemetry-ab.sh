@@ -17,12 +17,7 @@ bench=$(cd "$root/../shared/bench" && pwd)
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk"; exit 2; }
 source "$root/bench/bench-node.sh"
 release_binary
-build_bench_mock
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-start_bench_mock
+with_bench_mock
 if [ "${COLLECTOR:-sink}" != closed ]; then
   python3 "$root/bench/otlp-sink.py" 14319 >/dev/null 2>&1 &
   pids+=($!)

@@ -15,13 +15,7 @@ command -v perf >/dev/null || { echo "needs perf: apt-get install -y linux-perf"
 n=${N:-300}
 source "$root/bench/bench-node.sh"
 release_binary
-build_bench_mock
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-start_bench_mock
+with_bench_mock
 sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
 "$bin" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &
 node=$!
