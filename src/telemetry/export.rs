@@ -1,12 +1,13 @@
-//! The export path: a bounded buffer the request path only ever appends to under a short lock
-//! (no channel send, no task wake-up per span), and one task that takes the whole buffer every
+//! The export path: bounded buffers the request path only ever appends to under a short lock,
+//! each thread to its own of [`SHARDS`] (no channel send, no task wake-up per span, no lock
+//! shared by the workers), and one task that takes the whole buffer every
 //! [`BATCH_DELAY`] (sooner when [`MAX_BATCH`] spans are waiting or a flush is asked for) and
 //! POSTs it to the collector as OTLP/HTTP protobuf, [`MAX_BATCH`] spans per export, one export at
 //! a time, each bounded by [`EXPORT_TIMEOUT`]. A full buffer drops the span; an export that fails
 //! or times out drops its batch: both are counted (`quotaroute_trace_spans_dropped_total{reason}`),
 //! neither ever waits or retries, so a slow or dead collector costs a request nothing.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,10 +37,29 @@ const MAX_KEPT_BODY_BYTES: usize = 4 << 20;
 /// The most of a collector's answer read (it is only drained, so the connection is reused).
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
+/// How many buffers the request path's threads append to: each thread keeps to one (assigned
+/// in turn at its first span), so the runtime's workers do not pass one lock's cache line back
+/// and forth twice per request.
+const SHARDS: usize = 4;
+
+/// One buffer of finished spans, on a cache line of its own.
+#[repr(align(128))]
+#[derive(Default)]
+struct Shard(Mutex<Waiting>);
+
+thread_local! {
+    /// This thread's buffer.
+    static SHARD: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS
+    };
+}
+
 /// What the request path and the export task share.
 struct Shared {
-    /// Finished spans not yet taken by the export task.
-    waiting: Mutex<Waiting>,
+    /// Finished spans not yet taken by the export task, at most
+    /// [`MAX_QUEUED_SPANS`] / [`SHARDS`] in each buffer.
+    waiting: [Shard; SHARDS],
     /// Flushes asked for since the export task last took the buffer.
     flushes: Mutex<Vec<oneshot::Sender<()>>>,
     /// Wakes the export task before its next tick (a full batch, a flush, the queue's end).
@@ -85,7 +105,7 @@ impl SpanQueue {
     /// The queue, and its export task on the current runtime.
     pub fn start(traces_url: Url, service_name: String) -> Self {
         let shared = Arc::new(Shared {
-            waiting: Mutex::default(),
+            waiting: Default::default(),
             flushes: Mutex::new(Vec::new()),
             wake: Notify::new(),
             closed: AtomicBool::new(false),
@@ -105,11 +125,12 @@ impl SpanQueue {
     /// Queues `span`, or drops and counts it when the buffer is full: never waits on the
     /// export, and wakes the export task only when a batch fills.
     pub fn push(&self, span: FinishedSpan) {
+        let shard = SHARD.try_with(|shard| *shard).unwrap_or(0);
         let filled = {
-            let Ok(mut waiting) = self.shared.waiting.lock() else {
+            let Ok(mut waiting) = self.shared.waiting[shard].0.lock() else {
                 return;
             };
-            if waiting.spans >= MAX_QUEUED_SPANS {
+            if waiting.spans >= MAX_QUEUED_SPANS / SHARDS {
                 drop(waiting);
                 self.shared.counters.queue_full.increment(1);
                 return;
@@ -178,25 +199,26 @@ impl Exporter {
                 .lock()
                 .map(|mut flushes| std::mem::take(&mut *flushes))
                 .unwrap_or_default();
-            let batches = self
-                .shared
-                .waiting
-                .lock()
-                .map(|mut waiting| {
-                    waiting.spans = 0;
-                    std::mem::take(&mut waiting.batches)
-                })
-                .unwrap_or_default();
-            let mut emptied = Vec::with_capacity(batches.len());
-            for mut batch in batches {
-                self.export(&batch).await;
-                batch.clear();
-                emptied.push(batch);
-            }
-            if let Ok(mut waiting) = self.shared.waiting.lock() {
-                let room = MAX_QUEUED_SPANS / MAX_BATCH + 1;
-                emptied.truncate(room.saturating_sub(waiting.spare.len()));
-                waiting.spare.append(&mut emptied);
+            for shard in &self.shared.waiting {
+                let batches = shard
+                    .0
+                    .lock()
+                    .map(|mut waiting| {
+                        waiting.spans = 0;
+                        std::mem::take(&mut waiting.batches)
+                    })
+                    .unwrap_or_default();
+                let mut emptied = Vec::with_capacity(batches.len());
+                for mut batch in batches {
+                    self.export(&batch).await;
+                    batch.clear();
+                    emptied.push(batch);
+                }
+                if let Ok(mut waiting) = shard.0.lock() {
+                    let room = MAX_QUEUED_SPANS / SHARDS / MAX_BATCH + 1;
+                    emptied.truncate(room.saturating_sub(waiting.spare.len()));
+                    waiting.spare.append(&mut emptied);
+                }
             }
             for done in flushes {
                 let _ = done.send(());
@@ -302,4 +324,102 @@ fn client() -> ExportClient {
         .pool_idle_timeout(Duration::from_secs(30))
         .pool_max_idle_per_host(2)
         .build(https)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::telemetry::answer_usage::AnswerUsage;
+    use crate::telemetry::finished::Role;
+    use crate::telemetry::trace_context::{SpanId, TraceId};
+
+    fn span(model: &str) -> FinishedSpan {
+        FinishedSpan {
+            trace_id: TraceId([1; 16]),
+            span_id: SpanId([2; 8]),
+            parent: None,
+            remote_parent: false,
+            operation: "chat",
+            model: Arc::from(model),
+            start_unix_ns: 1,
+            end_unix_ns: 2,
+            usage: AnswerUsage::default(),
+            status: Some(200),
+            error: None,
+            role: Role::Request {
+                client: None,
+                affinity: "none",
+                attempts: Some(1),
+            },
+        }
+    }
+
+    /// A queue with no export task, so what it holds stays to be read.
+    fn queue() -> SpanQueue {
+        SpanQueue {
+            shared: Arc::new(Shared {
+                waiting: Default::default(),
+                flushes: Mutex::new(Vec::new()),
+                wake: Notify::new(),
+                closed: AtomicBool::new(false),
+                counters: Counters::register(),
+            }),
+        }
+    }
+
+    /// Per shard: how many spans it holds and the models they carry.
+    fn held(queue: &SpanQueue) -> Vec<(usize, HashSet<String>)> {
+        queue
+            .shared
+            .waiting
+            .iter()
+            .map(|shard| {
+                let waiting = shard.0.lock().expect("not poisoned");
+                let models = waiting
+                    .batches
+                    .iter()
+                    .flatten()
+                    .map(|span| span.model.to_string())
+                    .collect();
+                (waiting.spans, models)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_thread_keeps_to_one_buffer_and_every_buffer_to_its_share_of_the_bound() {
+        let queue = Arc::new(queue());
+        let threads: Vec<_> = (0..8)
+            .map(|thread| {
+                let queue = queue.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..MAX_QUEUED_SPANS {
+                        queue.push(span(&format!("thread-{thread}")));
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().expect("pusher");
+        }
+        let shards = held(&queue);
+        let mut seen = HashSet::new();
+        for (count, models) in &shards {
+            assert!(*count <= MAX_QUEUED_SPANS / SHARDS, "{count}");
+            // A thread's spans are all in one buffer.
+            for model in models {
+                assert!(seen.insert(model.clone()), "{model} in two buffers");
+            }
+        }
+        // Eight threads, each pushing the whole bound, fill every buffer they reached.
+        let total: usize = shards.iter().map(|(count, _)| count).sum();
+        assert!(total <= MAX_QUEUED_SPANS);
+        for (count, models) in &shards {
+            if !models.is_empty() {
+                assert_eq!(*count, MAX_QUEUED_SPANS / SHARDS);
+            }
+        }
+    }
 }
