@@ -290,8 +290,8 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 route.overhead_us = overhead_us(started, Duration::ZERO);
             }
             let response = fail(route_error(error, anthropic), &route);
+            // telemetry: the answer ends the request's span.
             return trace.answered(response, route.attempts, route.model.as_ref());
-            // telemetry
         }
     };
 

@@ -79,6 +79,18 @@ struct Waiting {
     spare: Vec<Vec<FinishedSpan>>,
 }
 
+impl Shared {
+    fn new() -> Self {
+        Shared {
+            waiting: Default::default(),
+            flushes: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+            closed: AtomicBool::new(false),
+            counters: Counters::register(),
+        }
+    }
+}
+
 /// The request path's end of the queue.
 pub struct SpanQueue {
     shared: Arc<Shared>,
@@ -104,13 +116,7 @@ impl Counters {
 impl SpanQueue {
     /// The queue, and its export task on the current runtime.
     pub fn start(traces_url: Url, service_name: String) -> Self {
-        let shared = Arc::new(Shared {
-            waiting: Default::default(),
-            flushes: Mutex::new(Vec::new()),
-            wake: Notify::new(),
-            closed: AtomicBool::new(false),
-            counters: Counters::register(),
-        });
+        let shared = Arc::new(Shared::new());
         let exporter = Exporter {
             client: client(),
             traces_url,
@@ -359,13 +365,7 @@ mod tests {
     /// A queue with no export task, so what it holds stays to be read.
     fn queue() -> SpanQueue {
         SpanQueue {
-            shared: Arc::new(Shared {
-                waiting: Default::default(),
-                flushes: Mutex::new(Vec::new()),
-                wake: Notify::new(),
-                closed: AtomicBool::new(false),
-                counters: Counters::register(),
-            }),
+            shared: Arc::new(Shared::new()),
         }
     }
 
