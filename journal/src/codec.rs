@@ -271,8 +271,10 @@ fn decode_payload_with<E>(
 fn decode_event(schema_version: u16, rest: &mut &[u8]) -> Result<Event, DamageReason> {
     match schema_version {
         SCHEMA_VERSION => take(rest),
-        2 => take::<legacy_v2::EventV2>(rest).map(Event::from),
-        1 => take::<legacy_v1::EventV1>(rest).map(|v1| Event::from(legacy_v2::EventV2::from(v1))),
+        3 => take::<legacy_v3::EventV3>(rest).map(Event::from),
+        2 => take::<legacy_v2::EventV2>(rest).map(|v2| Event::from(legacy_v3::EventV3::from(v2))),
+        1 => take::<legacy_v1::EventV1>(rest)
+            .map(|v1| Event::from(legacy_v3::EventV3::from(legacy_v2::EventV2::from(v1)))),
         newer if newer > SCHEMA_VERSION => Err(DamageReason::Newer {
             what: "event schema",
             found: u32::from(newer),
@@ -339,6 +341,7 @@ pub fn decode_snapshot(value: &[u8]) -> Result<SnapshotValue, DamageReason> {
 
 mod legacy_v1;
 mod legacy_v2;
+mod legacy_v3;
 
 #[cfg(test)]
 mod tests;

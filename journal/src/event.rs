@@ -17,7 +17,10 @@ use serde::{Deserialize, Serialize};
 /// (schema 1 is read through `codec::legacy_v1`).
 /// 3: `client` on `route_decided`, `request_succeeded` and `request_failed`;
 /// `request_succeeded.cost_usd` (schema 2 is read through `codec::legacy_v2`).
-pub const SCHEMA_VERSION: u16 = 3;
+/// 4: `translated` on `request_succeeded` and `request_failed`; `usage_estimated` and
+/// `items_left_out` on `request_succeeded`; `client` on `response_bound`; `estimated` on
+/// `client_usage` (schema 3 is read through `codec::legacy_v3`).
+pub const SCHEMA_VERSION: u16 = 4;
 
 /// One journaled event: its position, when it happened (Unix milliseconds, the policy's `now`)
 /// and what happened.
@@ -467,6 +470,10 @@ pub struct ResponseBound {
     pub connection: String,
     /// The upstream model.
     pub model: String,
+    /// The client that created it: only that client may name it again (behaviour §11);
+    /// `None` in records before schema 4 (then any client of the node may).
+    #[serde(default)]
+    pub client: Option<String>,
 }
 
 /// A conversation (behaviour §10) was bound to a target: on its first turn, or when it moved
@@ -585,6 +592,18 @@ pub struct RequestSucceeded {
     /// when the model has no price (or the record is from before schema 3).
     #[serde(default)]
     pub cost_usd: Option<f64>,
+    /// The translation the request went through (behaviour §14), e.g. `chat>messages`; `None`
+    /// when client and target speak the same format (and in records before schema 4).
+    #[serde(default)]
+    pub translated: Option<String>,
+    /// True when the usage was estimated by the router (the client left a stream before the
+    /// upstream reported its usage, behaviour §11), false when the upstream reported it.
+    #[serde(default)]
+    pub usage_estimated: bool,
+    /// Input items the router left out because the serving account cannot read them
+    /// (another account's `encrypted_content`, behaviour §10); 0 when none.
+    #[serde(default)]
+    pub items_left_out: u32,
 }
 
 /// One upstream attempt that failed, with what the classifier saw.
@@ -614,6 +633,10 @@ pub struct RequestFailed {
     /// `server.api_keys`); `None` only in records from before schema 3.
     #[serde(default)]
     pub client: Option<String>,
+    /// The translation the request went through (behaviour §14), e.g. `chat>messages`; `None`
+    /// when client and target speak the same format (and in records before schema 4).
+    #[serde(default)]
+    pub translated: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -759,6 +782,10 @@ pub struct ClientUsage {
     /// from the newest of these even when older events were pruned.
     pub period_spend_pusd: u64,
     pub period_start_ms: u64,
+    /// True when the router estimated this usage (a stream the client left before the
+    /// upstream's usage arrived); false when the upstream reported it. Schema 4.
+    #[serde(default)]
+    pub estimated: bool,
 }
 
 /// A client went over one of its limits (behaviour §11). Journaled on the transition into

@@ -190,7 +190,7 @@ mod tests {
         let envelope = &sample_envelopes(5, 99, 1)[0];
         let line = envelope_to_json(envelope).unwrap();
         assert!(
-            line.starts_with(r#"{"seq":5,"at_ms":99,"schema_version":3,"kind":"connection_disabled","provider":"anthropic","connection":"conn-2","reason":"billing"#),
+            line.starts_with(r#"{"seq":5,"at_ms":99,"schema_version":4,"kind":"connection_disabled","provider":"anthropic","connection":"conn-2","reason":"billing"#),
             "{line}"
         );
     }
@@ -201,7 +201,7 @@ mod tests {
         let line = envelope_to_json(succeeded).unwrap();
         assert!(line.contains(r#""kind":"request_succeeded""#), "{line}");
         assert!(
-            line.ends_with(r#""client":"team-0","cost_usd":null}"#),
+            line.ends_with(r#""client":"team-0","cost_usd":null,"translated":null,"usage_estimated":false,"items_left_out":0}"#),
             "{line}"
         );
         // Sample 48 has a price.
@@ -213,7 +213,10 @@ mod tests {
         assert_eq!(object["cost_usd"].as_f64(), Some(0.000_5 * 48.0));
         let failed = &sample_envelopes(3, 99, 1)[0];
         let line = envelope_to_json(failed).unwrap();
-        assert!(line.ends_with(r#""client":"team-1"}"#), "{line}");
+        assert!(
+            line.ends_with(r#""client":"team-1","translated":null}"#),
+            "{line}"
+        );
     }
 
     /// An export from a schema-2 build has no `client` / `cost_usd`: it still replays.

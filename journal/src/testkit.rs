@@ -71,6 +71,9 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             tokens_cache_write: n & 1,
             client: Some(format!("team-{}", n % 2)),
             cost_usd: n.is_multiple_of(3).then_some(0.000_5 * n as f64),
+            items_left_out: 0,
+            translated: None,
+            usage_estimated: false,
         }),
         3 => Event::RequestFailed(RequestFailed {
             request_id: format!("req-{n}"),
@@ -89,6 +92,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             after_first_content: false,
             skipped: skipped(n),
             client: Some(format!("team-{}", n % 2)),
+            translated: None,
         }),
         4 => Event::ConnectionCooldown(ConnectionCooldown {
             provider,
@@ -243,6 +247,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             cost_usd: n.is_multiple_of(3).then_some(0.25 * n as f64),
             period_spend_pusd: 250_000_000_000 * n,
             period_start_ms: 1_700_000_000_000,
+            estimated: false,
         }),
         22 => Event::ClientLimited(ClientLimited {
             request_id: format!("req-{n}"),
@@ -257,6 +262,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             provider,
             connection,
             model,
+            client: None,
         }),
     }
 }
@@ -299,6 +305,9 @@ pub fn succeeded(
         tokens_cache_write: 0,
         client: Some("default".into()),
         cost_usd: None,
+        items_left_out: 0,
+        translated: None,
+        usage_estimated: false,
     })
 }
 
@@ -327,5 +336,6 @@ pub fn failed(
         after_first_content: false,
         skipped: Vec::new(),
         client: Some("default".into()),
+        translated: None,
     })
 }

@@ -430,6 +430,7 @@ impl ClientTicket {
             cost_usd: price.map(|_| to_usd(cost_pusd)),
             period_spend_pusd,
             period_start_ms,
+            estimated: false,
         })
     }
 }

@@ -529,6 +529,7 @@ pub(crate) fn bind_response(ctx: &TryContext<'_>, target: &RoutedTarget, respons
             provider: target.provider.to_string(),
             connection: target.connection.to_string(),
             model: target.model.to_string(),
+            client: None,
         });
     }
 }

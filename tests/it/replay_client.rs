@@ -49,6 +49,7 @@ fn request(id: &str, client: Option<&str>, cost_usd: Option<f64>) -> Vec<Event> 
             cost_usd,
             period_spend_pusd: 0,
             period_start_ms: T0,
+            estimated: false,
         }));
     }
     events

@@ -78,6 +78,9 @@ mod tests {
             tokens_cache_write: 0,
             client: None,
             cost_usd: None,
+            items_left_out: 0,
+            translated: None,
+            usage_estimated: false,
         }
     }
 

@@ -199,6 +199,9 @@ impl Outcome {
                 tokens_cache_write: r.tokens_cache_write,
                 client: self.client.as_deref().map(str::to_owned),
                 cost_usd: r.cost_usd,
+                items_left_out: 0,
+                translated: None,
+                usage_estimated: false,
             })
         } else {
             quotaroute_journal::Event::RequestFailed(RequestFailed {
@@ -218,6 +221,7 @@ impl Outcome {
                 after_first_content: r.after_first_content,
                 skipped: self.skipped,
                 client: self.client.as_deref().map(str::to_owned),
+                translated: None,
             })
         }
     }

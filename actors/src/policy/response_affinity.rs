@@ -92,6 +92,7 @@ mod tests {
             provider: "openai".into(),
             connection: connection.into(),
             model: "gpt-4o".into(),
+            client: None,
         }
     }
 

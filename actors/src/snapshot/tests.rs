@@ -83,6 +83,7 @@ fn layout_2_state() -> RouterState {
             provider: "openai".into(),
             connection: "oa-2".into(),
             model: "gpt-4o-mini".into(),
+            client: None,
         }),
     );
     state

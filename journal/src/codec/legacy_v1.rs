@@ -55,7 +55,7 @@ pub enum EventV1 {
     NodeStopped(today::NodeStopped),
     RouteDecided(RouteDecided),
     BreakerCounted(today::BreakerCounted),
-    ResponseBound(today::ResponseBound),
+    ResponseBound(super::legacy_v3::ResponseBound),
     JournalRecovered(today::JournalRecovered),
     CredentialRefreshed(today::CredentialRefreshed),
     CredentialFailed(today::CredentialFailed),

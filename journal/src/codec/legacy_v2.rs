@@ -1,5 +1,5 @@
 //! Event schema 2, frozen: the shapes records written before schema 3 hold, and their upgrade
-//! to today's [`Event`]. Only `RouteDecided`, `RequestSucceeded` and `RequestFailed` changed
+//! to schema 3's shape (and so to today's `Event`). Only `RouteDecided`, `RequestSucceeded` and `RequestFailed` changed
 //! (schema 3 appended `client` to all three and `cost_usd` to `RequestSucceeded`); every other
 //! kind is today's type, unchanged. `ClientUsage` and `ClientLimited` were appended to schema 2
 //! without a bump (new kinds at the end need none), so they are part of this shape.
@@ -7,7 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{self as today, AffinityOutcome, Event, Skipped};
+use super::legacy_v3::{self as v3, EventV3};
+use crate::event::{self as today, AffinityOutcome, Skipped};
 
 #[derive(Serialize, Deserialize)]
 pub struct RouteDecided {
@@ -78,14 +79,14 @@ pub enum EventV2 {
     NodeStopped(today::NodeStopped),
     RouteDecided(RouteDecided),
     BreakerCounted(today::BreakerCounted),
-    ResponseBound(today::ResponseBound),
+    ResponseBound(v3::ResponseBound),
     JournalRecovered(today::JournalRecovered),
     CredentialRefreshed(today::CredentialRefreshed),
     CredentialFailed(today::CredentialFailed),
     /// A peer's event was itself written in schema 2.
     PeerApplied(PeerAppliedV2),
     AffinityBound(today::AffinityBound),
-    ClientUsage(today::ClientUsage),
+    ClientUsage(v3::ClientUsage),
     ClientLimited(today::ClientLimited),
 }
 
@@ -98,12 +99,12 @@ pub struct PeerAppliedV2 {
     pub event: Box<EventV2>,
 }
 
-impl From<EventV2> for Event {
-    fn from(old: EventV2) -> Event {
+impl From<EventV2> for EventV3 {
+    fn from(old: EventV2) -> EventV3 {
         match old {
-            EventV2::NodeStarted(e) => Event::NodeStarted(e),
-            EventV2::ConfigLoaded(e) => Event::ConfigLoaded(e),
-            EventV2::RequestSucceeded(e) => Event::RequestSucceeded(today::RequestSucceeded {
+            EventV2::NodeStarted(e) => EventV3::NodeStarted(e),
+            EventV2::ConfigLoaded(e) => EventV3::ConfigLoaded(e),
+            EventV2::RequestSucceeded(e) => EventV3::RequestSucceeded(v3::RequestSucceeded {
                 request_id: e.request_id,
                 combo: e.combo,
                 provider: e.provider,
@@ -121,7 +122,7 @@ impl From<EventV2> for Event {
                 client: None,
                 cost_usd: None,
             }),
-            EventV2::RequestFailed(e) => Event::RequestFailed(today::RequestFailed {
+            EventV2::RequestFailed(e) => EventV3::RequestFailed(v3::RequestFailed {
                 request_id: e.request_id,
                 combo: e.combo,
                 provider: e.provider,
@@ -139,16 +140,16 @@ impl From<EventV2> for Event {
                 skipped: e.skipped,
                 client: None,
             }),
-            EventV2::ConnectionCooldown(e) => Event::ConnectionCooldown(e),
-            EventV2::ConnectionDisabled(e) => Event::ConnectionDisabled(e),
-            EventV2::ConnectionCleared(e) => Event::ConnectionCleared(e),
-            EventV2::ModelLocked(e) => Event::ModelLocked(e),
-            EventV2::ModelUnlocked(e) => Event::ModelUnlocked(e),
-            EventV2::BreakerTransition(e) => Event::BreakerTransition(e),
-            EventV2::UsageObserved(e) => Event::UsageObserved(e),
-            EventV2::AdminAction(e) => Event::AdminAction(e),
-            EventV2::NodeStopped(e) => Event::NodeStopped(e),
-            EventV2::RouteDecided(e) => Event::RouteDecided(today::RouteDecided {
+            EventV2::ConnectionCooldown(e) => EventV3::ConnectionCooldown(e),
+            EventV2::ConnectionDisabled(e) => EventV3::ConnectionDisabled(e),
+            EventV2::ConnectionCleared(e) => EventV3::ConnectionCleared(e),
+            EventV2::ModelLocked(e) => EventV3::ModelLocked(e),
+            EventV2::ModelUnlocked(e) => EventV3::ModelUnlocked(e),
+            EventV2::BreakerTransition(e) => EventV3::BreakerTransition(e),
+            EventV2::UsageObserved(e) => EventV3::UsageObserved(e),
+            EventV2::AdminAction(e) => EventV3::AdminAction(e),
+            EventV2::NodeStopped(e) => EventV3::NodeStopped(e),
+            EventV2::RouteDecided(e) => EventV3::RouteDecided(today::RouteDecided {
                 request_id: e.request_id,
                 generation: e.generation,
                 combo: e.combo,
@@ -160,21 +161,21 @@ impl From<EventV2> for Event {
                 affinity: e.affinity,
                 client: None,
             }),
-            EventV2::BreakerCounted(e) => Event::BreakerCounted(e),
-            EventV2::ResponseBound(e) => Event::ResponseBound(e),
-            EventV2::JournalRecovered(e) => Event::JournalRecovered(e),
-            EventV2::CredentialRefreshed(e) => Event::CredentialRefreshed(e),
-            EventV2::CredentialFailed(e) => Event::CredentialFailed(e),
-            EventV2::PeerApplied(e) => Event::PeerApplied(today::PeerApplied {
+            EventV2::BreakerCounted(e) => EventV3::BreakerCounted(e),
+            EventV2::ResponseBound(e) => EventV3::ResponseBound(e),
+            EventV2::JournalRecovered(e) => EventV3::JournalRecovered(e),
+            EventV2::CredentialRefreshed(e) => EventV3::CredentialRefreshed(e),
+            EventV2::CredentialFailed(e) => EventV3::CredentialFailed(e),
+            EventV2::PeerApplied(e) => EventV3::PeerApplied(v3::PeerAppliedV3 {
                 origin_node: e.origin_node,
                 origin_seq: e.origin_seq,
                 origin_at_ms: e.origin_at_ms,
                 stream_id: e.stream_id,
-                event: Box::new(Event::from(*e.event)),
+                event: Box::new(EventV3::from(*e.event)),
             }),
-            EventV2::AffinityBound(e) => Event::AffinityBound(e),
-            EventV2::ClientUsage(e) => Event::ClientUsage(e),
-            EventV2::ClientLimited(e) => Event::ClientLimited(e),
+            EventV2::AffinityBound(e) => EventV3::AffinityBound(e),
+            EventV2::ClientUsage(e) => EventV3::ClientUsage(e),
+            EventV2::ClientLimited(e) => EventV3::ClientLimited(e),
         }
     }
 }

@@ -456,7 +456,7 @@ fn schema_2_request_events_decode_without_client_or_cost() {
             tokens_cached: 64,
             tokens_cache_write: 8,
         }),
-        v2::EventV2::ClientUsage(usage.clone()),
+        v2::EventV2::ClientUsage(schema_3_usage(&usage)),
     ];
     let old: Vec<V2Envelope> = events
         .into_iter()
@@ -504,6 +504,7 @@ fn schema_2_request_events_decode_without_client_or_cost() {
                 after_first_content: false,
                 skipped: skipped.clone(),
                 client: None,
+                translated: None,
             }),
             Event::RequestSucceeded(RequestSucceeded {
                 request_id: "r1".into(),
@@ -522,6 +523,9 @@ fn schema_2_request_events_decode_without_client_or_cost() {
                 tokens_cache_write: 8,
                 client: None,
                 cost_usd: None,
+                items_left_out: 0,
+                translated: None,
+                usage_estimated: false,
             }),
             Event::ClientUsage(usage),
         ]
@@ -588,4 +592,141 @@ proptest! {
         }
         let _ = decode_payload(&payload);
     }
+}
+
+/// Today's `client_usage` in the shape schemas 2 and 3 wrote (no `estimated`).
+fn schema_3_usage(usage: &ClientUsage) -> super::legacy_v3::ClientUsage {
+    super::legacy_v3::ClientUsage {
+        request_id: usage.request_id.clone(),
+        client: usage.client.clone(),
+        combo: usage.combo.clone(),
+        provider: usage.provider.clone(),
+        connection: usage.connection.clone(),
+        model: usage.model.clone(),
+        tokens_in: usage.tokens_in,
+        tokens_out: usage.tokens_out,
+        tokens_cached: usage.tokens_cached,
+        tokens_cache_write: usage.tokens_cache_write,
+        cost_usd: usage.cost_usd,
+        period_spend_pusd: usage.period_spend_pusd,
+        period_start_ms: usage.period_start_ms,
+    }
+}
+
+/// Records a schema-3 build wrote — request events without `translated`, `usage_estimated`
+/// and `items_left_out`, a `response_bound` without its client, a `client_usage` without
+/// `estimated`, and a peer's event in that shape — decode as today's events with those fields
+/// at their "not so" values and everything else as written.
+#[test]
+fn schema_3_events_decode_without_the_schema_4_fields() {
+    use super::legacy_v3 as v3;
+    #[derive(Serialize)]
+    struct V3Envelope {
+        schema_version: u16,
+        seq: u64,
+        at_ms: u64,
+        event: v3::EventV3,
+    }
+    let usage = match sample_event(21, 3) {
+        Event::ClientUsage(usage) => usage,
+        other => panic!("{other:?}"),
+    };
+    let succeeded = v3::RequestSucceeded {
+        request_id: "r1".into(),
+        combo: "team".into(),
+        provider: "openai".into(),
+        connection: "k2".into(),
+        model: "gpt-4o".into(),
+        status: 200,
+        attempt: 2,
+        latency_ms: 34,
+        tokens_in: 120,
+        tokens_out: 45,
+        stream: true,
+        skipped: vec![],
+        tokens_cached: 64,
+        tokens_cache_write: 8,
+        client: Some("alice".into()),
+        cost_usd: Some(0.25),
+    };
+    let bound = v3::ResponseBound {
+        request_id: "r2".into(),
+        response_id: "resp_1".into(),
+        combo: "team".into(),
+        provider: "openai".into(),
+        connection: "k1".into(),
+        model: "gpt-4o".into(),
+    };
+    let events = vec![
+        v3::EventV3::RequestSucceeded(succeeded),
+        v3::EventV3::ResponseBound(bound),
+        v3::EventV3::ClientUsage(schema_3_usage(&usage)),
+        v3::EventV3::PeerApplied(v3::PeerAppliedV3 {
+            origin_node: "n2".into(),
+            origin_seq: 9,
+            origin_at_ms: 90,
+            stream_id: "1-0".into(),
+            event: Box::new(v3::EventV3::ResponseBound(v3::ResponseBound {
+                request_id: "r3".into(),
+                response_id: "resp_2".into(),
+                combo: "team".into(),
+                provider: "openai".into(),
+                connection: "k2".into(),
+                model: "gpt-4o".into(),
+            })),
+        }),
+    ];
+    let old: Vec<V3Envelope> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| V3Envelope {
+            schema_version: 3,
+            seq: 1 + i as u64,
+            at_ms: 100 + i as u64,
+            event,
+        })
+        .collect();
+    let payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
+    let decoded = decode_batch(&frame(RECORD_FORMAT, &payload), Some(1)).unwrap();
+    assert!(decoded.iter().all(|e| e.schema_version == 3));
+    let events: Vec<Event> = decoded.into_iter().map(|e| e.event).collect();
+    let Event::RequestSucceeded(ok) = &events[0] else {
+        panic!("{:?}", events[0])
+    };
+    assert_eq!(
+        (
+            ok.translated.as_deref(),
+            ok.usage_estimated,
+            ok.items_left_out
+        ),
+        (None, false, 0)
+    );
+    assert_eq!(
+        (ok.client.as_deref(), ok.cost_usd, ok.tokens_cached),
+        (Some("alice"), Some(0.25), 64)
+    );
+    let Event::ResponseBound(bound) = &events[1] else {
+        panic!("{:?}", events[1])
+    };
+    assert_eq!(
+        (bound.response_id.as_str(), bound.client.as_deref()),
+        ("resp_1", None)
+    );
+    assert_eq!(
+        events[2],
+        Event::ClientUsage(ClientUsage {
+            estimated: false,
+            ..usage
+        })
+    );
+    let Event::PeerApplied(peer) = &events[3] else {
+        panic!("{:?}", events[3])
+    };
+    let Event::ResponseBound(inner) = peer.event.as_ref() else {
+        panic!("{peer:?}")
+    };
+    assert_eq!(
+        (inner.connection.as_str(), inner.client.as_deref()),
+        ("k2", None)
+    );
 }
