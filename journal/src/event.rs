@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 /// `request_succeeded.cost_usd` (schema 2 is read through `codec::legacy_v2`).
 /// 4: `translated` on `request_succeeded` and `request_failed`; `usage_estimated` and
 /// `items_left_out` on `request_succeeded`; `client` on `response_bound`; `estimated` on
-/// `client_usage` (schema 3 is read through `codec::legacy_v3`).
+/// `client_usage`; `group` and `paces` on `route_decided` (schema 3 is read through
+/// `codec::legacy_v3`).
 pub const SCHEMA_VERSION: u16 = 4;
 
 /// One journaled event: its position, when it happened (Unix milliseconds, the policy's `now`)
@@ -456,6 +457,25 @@ pub struct RouteDecided {
     /// `server.api_keys`); `None` only in records from before schema 3.
     #[serde(default)]
     pub client: Option<String>,
+    /// The conversation group's digest (behaviour §10) when the request had one, so replay
+    /// places turns as the node did; `None` without a group (and before schema 4).
+    #[serde(default)]
+    pub group: Option<u64>,
+    /// Each paced candidate's pace and binding window (behaviour §13), for the targets of
+    /// `room`; empty when every target was on pace (pace 1: DRR by weight alone).
+    #[serde(default)]
+    pub paces: Vec<CandidatePace>,
+}
+
+/// One candidate's pace in a routing decision (behaviour §13).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidatePace {
+    /// Index into the combo's targets, as in `room`.
+    pub target: u16,
+    /// The pace in per mille (1000 = on pace), bounded by `pacing.min` / `pacing.max`.
+    pub pace: u32,
+    /// The window that set it (`5h`, `7d`, `requests:<model>`, …).
+    pub window: Option<String>,
 }
 
 /// A stored response (OpenAI's Responses API) was created on a connection: later requests

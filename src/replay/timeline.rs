@@ -561,6 +561,8 @@ mod tests {
                 skipped: vec![],
                 affinity,
                 client: Some("default".into()),
+                group: None,
+                paces: Vec::new(),
             })
         };
         let bound = |req: &str, connection: &str, moved_from: Option<&str>| {

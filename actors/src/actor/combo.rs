@@ -426,6 +426,8 @@ impl ComboState {
             skipped: skipped.clone(),
             affinity: placement.outcome(),
             client: Some(String::from(&*request.client.id)),
+            group: None,
+            paces: Vec::new(),
         };
         // The same function replay uses, so live deficits equal the journal's fold.
         apply_route_decided(&mut self.deficits, &self.setup.keys, &decided);
