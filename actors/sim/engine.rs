@@ -1298,6 +1298,8 @@ impl Sim {
                         })
                     })
                 }
+                // The simulator configures no reserve: a reserved block is itself a failure.
+                BlockReason::Reserved => false,
             };
             if !agrees {
                 return Err(self.fail(

@@ -264,6 +264,8 @@ pub enum BlockReason {
     RateLimited,
     NotFound,
     QuotaExhausted,
+    /// A window within the owner's reserve (behaviour §13); schema 4.
+    Reserved,
 }
 
 impl BlockReason {
@@ -277,6 +279,7 @@ impl BlockReason {
             BlockReason::RateLimited => "rate_limited",
             BlockReason::NotFound => "not_found",
             BlockReason::QuotaExhausted => "quota_exhausted",
+            BlockReason::Reserved => "reserved",
         }
     }
 }
@@ -290,6 +293,17 @@ pub enum LockReason {
     QuotaExhausted,
 }
 
+impl LockReason {
+    /// The contract's name, as the journal, `/admin/state`, `replay` and the dashboard show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockReason::RateLimited => "rate_limited",
+            LockReason::NotFound => "not_found",
+            LockReason::QuotaExhausted => "quota_exhausted",
+        }
+    }
+}
+
 /// Why a whole connection is disabled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -298,6 +312,16 @@ pub enum DisableReason {
     Auth,
     /// 402 or `insufficient_quota`: for `billing_ms`, then probed.
     Billing,
+}
+
+impl DisableReason {
+    /// The contract's name, as the journal, `/admin/state`, `replay` and the dashboard show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisableReason::Auth => "auth",
+            DisableReason::Billing => "billing",
+        }
+    }
 }
 
 /// Where a lock's duration came from.

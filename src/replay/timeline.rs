@@ -187,7 +187,7 @@ impl TimelineWriter {
             ),
             Event::ConnectionDisabled(e) => format!(
                 "{} {}{} {}",
-                reason_str(e.reason),
+                e.reason.as_str(),
                 status(e.status),
                 code(&e.error_code),
                 e.until_ms.map_or("until cleared".to_string(), until)
@@ -195,7 +195,7 @@ impl TimelineWriter {
             Event::ConnectionCleared(e) => format!("by={}", by_str(e.by)),
             Event::ModelLocked(e) => format!(
                 "{} {}{} {} failures={} source={}",
-                lock_str(e.reason),
+                e.reason.as_str(),
                 status(e.status),
                 code(&e.error_code),
                 until(e.until_ms),
@@ -411,21 +411,6 @@ fn phase_tone(phase: quotaroute_journal::BreakerPhase) -> Tone {
         quotaroute_journal::BreakerPhase::Open => Tone::Bad,
         quotaroute_journal::BreakerPhase::Closed => Tone::Good,
         _ => Tone::Warn,
-    }
-}
-
-pub fn reason_str(reason: quotaroute_journal::DisableReason) -> &'static str {
-    match reason {
-        quotaroute_journal::DisableReason::Auth => "auth",
-        quotaroute_journal::DisableReason::Billing => "billing",
-    }
-}
-
-pub fn lock_str(reason: quotaroute_journal::LockReason) -> &'static str {
-    match reason {
-        quotaroute_journal::LockReason::RateLimited => "rate_limited",
-        quotaroute_journal::LockReason::NotFound => "not_found",
-        quotaroute_journal::LockReason::QuotaExhausted => "quota_exhausted",
     }
 }
 
