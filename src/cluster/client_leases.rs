@@ -31,6 +31,7 @@ use crate::clients::{
     BudgetPeriod, ClientConfig, ClientLimits, ClusterUsageView, LimitKind, SharedCounts,
     SharedVerdict,
 };
+use crate::cluster::leases::spend_saturating;
 use crate::cluster::status::ClusterStatus;
 
 /// Nano-USD in one pico-USD step of the ledger (spend is leased in nano-USD).
@@ -135,6 +136,9 @@ pub struct ClientLease {
     /// The shared counter had nothing left to grant at the last ask.
     pub(crate) refused: AtomicBool,
     pub(crate) next_try_ms: AtomicU64,
+    /// Redis answered this lease's last sync with an error (retried at `next_try_ms`; the
+    /// other leases go on).
+    pub(crate) failing: AtomicBool,
     /// The bin of the last grant.
     pub(crate) grant_bin: AtomicU64,
     /// Every node's spend in the window (or period), as of `synced_at_ms`.
@@ -160,6 +164,7 @@ impl ClientLease {
             unsynced: AtomicU64::new(0),
             refused: AtomicBool::new(false),
             next_try_ms: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
             grant_bin: AtomicU64::new(0),
             cluster_used: AtomicU64::new(0),
             synced_at_ms: AtomicU64::new(0),
@@ -181,9 +186,12 @@ impl ClientLease {
 
     /// Spends `units`; `true` when the lease ran low (the task should refill).
     fn spend(&self, units: u64) -> bool {
-        let signed = i64::try_from(units).unwrap_or(i64::MAX);
-        self.unsynced.fetch_add(units, Ordering::Relaxed);
-        self.available.fetch_sub(signed, Ordering::Relaxed) - signed <= self.low_water()
+        let _ = self
+            .unsynced
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |spent| {
+                Some(spent.saturating_add(units))
+            });
+        spend_saturating(&self.available, units) <= self.low_water()
     }
 }
 

@@ -7,6 +7,7 @@
 //! - [`wire`] — one stream entry ↔ one journaled event, with the reasons an entry is skipped;
 //! - [`target`] — which Redis `redis_url` names (one server, TLS, a Redis Cluster) and its trust;
 //! - [`link`] — one lazily reconnected Redis connection per task, bounded in time;
+//! - [`lua_numbers`] — the lease scripts' numbers: integer strings, saturating counters;
 //! - [`tap`] — the recorder's tap: shared events onto a bounded queue, successes onto leases;
 //! - [`publisher`] — queue (or journal, after an outage) → `XADD`, in journal order;
 //! - [`tail`] — `XREAD` → `Router::apply_peer` (the same reducers as local events);
@@ -32,6 +33,7 @@ mod lease_rounds;
 pub mod lease_task;
 pub mod leases;
 pub mod link;
+pub mod lua_numbers;
 pub mod publisher;
 pub mod status;
 pub mod tail;

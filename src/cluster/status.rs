@@ -21,6 +21,12 @@ pub struct ClusterStatus {
     pub skipped: AtomicU64,
     pub leases_granted: AtomicU64,
     pub leases_refused: AtomicU64,
+    /// Lease calls Redis answered with an error (that lease retried; Redis stays `up`).
+    pub lease_errors: AtomicU64,
+    /// Stream entries refused by `peer_bounds` or `seq_guard` (never applied or journaled).
+    pub refused: AtomicU64,
+    /// Stream entries applied with a value clamped to this node's own bounds.
+    pub clamped: AtomicU64,
     /// Events the publisher has not sent yet (journaled, waiting for Redis or the queue).
     pub publish_backlog: AtomicU64,
     /// Milliseconds from an origin's event to its application here, last seen.
@@ -78,6 +84,9 @@ impl ClusterStatus {
             "events_skipped": get(&self.skipped),
             "leases_granted": get(&self.leases_granted),
             "leases_refused": get(&self.leases_refused),
+            "lease_errors": get(&self.lease_errors),
+            "events_refused": get(&self.refused),
+            "events_clamped": get(&self.clamped),
             "publish_backlog": get(&self.publish_backlog),
         })
     }
