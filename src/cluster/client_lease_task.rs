@@ -168,6 +168,9 @@ impl ClientLeaseTask {
         lease.unsynced.fetch_sub(spent, Ordering::Relaxed);
         credit_saturating(&lease.available, debt.saturating_add(grant));
         lease.cluster_used.store(total, Ordering::Relaxed);
+        lease
+            .cluster_granted
+            .store(granted.saturating_add(grant), Ordering::Relaxed);
         lease.synced_at_ms.store(now, Ordering::Relaxed);
         if want == 0 {
             return Ok(());

@@ -16,6 +16,8 @@ pub struct ClusterStatus {
     /// Set at the first report, so a Redis unreachable from the start is logged too.
     reported: AtomicBool,
     peers: Mutex<Vec<String>>,
+    /// `peers`' length, read by admission without the lock.
+    peer_count: AtomicU64,
     pub published: AtomicU64,
     pub applied: AtomicU64,
     pub skipped: AtomicU64,
@@ -59,9 +61,15 @@ impl ClusterStatus {
     }
 
     pub fn set_peers(&self, peers: Vec<String>) {
+        self.peer_count.store(peers.len() as u64, Ordering::Relaxed);
         if let Ok(mut slot) = self.peers.lock() {
             *slot = peers;
         }
+    }
+
+    /// How many peers the last heartbeat listed.
+    pub fn peer_count(&self) -> u64 {
+        self.peer_count.load(Ordering::Relaxed)
     }
 
     pub fn peers(&self) -> Vec<String> {
