@@ -5,8 +5,9 @@
 //! - forged stream entries: a 73-year lock is cut to the node's own cap, a 1 MB model name
 //!   and a `seq = u64::MAX` are refused (state, journal size, and the origin's later updates
 //!   still arriving), and `/metrics` counts them;
-//! - a usage of `u64::MAX` tokens breaks no lease script: Redis stays `up` and another
-//!   client's cluster-wide `requests_per_min` holds within its two leases;
+//! - a usage of `u64::MAX` tokens breaks no lease script (a client's nor a connection's):
+//!   Redis stays `up` and another client's cluster-wide `requests_per_min` holds within its
+//!   two leases;
 //! - Redis frozen for 3 s (SIGSTOP) under 150 requests/s refuses no client below its limit,
 //!   and the limit holds within its documented overshoot once Redis is back.
 
@@ -240,8 +241,18 @@ async fn s11_a_u64_max_usage_breaks_no_lease_and_redis_stays_up() {
     const N: u64 = 40;
     const LEASE: u64 = 2;
     let redis = redis_support::plain();
-    // The hog first: its leases are synced before the team's in every round.
-    let edit = |text: String| {
+    // The hog first: its leases are synced before the team's in every round. Each openai
+    // connection has a (large) `tokens_5h` limit, leased by the other script.
+    let edit = |mut text: String| {
+        for id in ["oa-1", "oa-2", "oa-3"] {
+            let key = format!("api_key = \"{}\"\n", upstream_key(id));
+            let at = text.find(&key).unwrap() + key.len();
+            let weight_end = at + text[at..].find('\n').unwrap() + 1;
+            text.insert_str(
+                weight_end,
+                "[connections.limits]\ntokens_5h = 1000000000000\n",
+            );
+        }
         text + &format!(
             "\n[[clients]]\nid = \"hog\"\nkey = \"{HOG_KEY}\"\ntokens_per_min = 1000000\n\
              \n[[clients]]\nid = \"team-a\"\nkey = \"{TEAM_KEY}\"\nrequests_per_min = {N}\n"
@@ -284,6 +295,26 @@ async fn s11_a_u64_max_usage_breaks_no_lease_and_redis_stays_up() {
             metric(&cluster, node, "quotaroute_cluster_redis_up").await,
             1.0
         );
+    }
+    // The connection that served the hog: its shared `tokens_5h` counter took the tokens
+    // (saturated, not failed), so its lease is refused on both nodes.
+    for node in 0..2 {
+        wait_for(
+            Duration::from_secs(3),
+            "tokens_5h@cluster saturated",
+            || async {
+                let state =
+                    admin_json(&cluster.client, &cluster.nodes[node].base, "/admin/state").await;
+                state["connections"].as_array().unwrap().iter().any(|c| {
+                    c["buckets"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|b| b["window"] == "tokens_5h@cluster" && b["saturated"] == true)
+                })
+            },
+        )
+        .await;
     }
     // The hog's tokens reached the shared counter, saturated, and it is refused everywhere.
     wait_for(Duration::from_secs(3), "the hog refused on B", || async {
