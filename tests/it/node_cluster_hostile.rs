@@ -5,7 +5,8 @@
 //! - forged stream entries: a 73-year lock is cut to the node's own cap, a 1 MB model name
 //!   and a `seq = u64::MAX` are refused (state, journal size, and the origin's later updates
 //!   still arriving), and `/metrics` counts them;
-//! - a usage of `u64::MAX` tokens breaks no lease script (a client's nor a connection's):
+//! - a usage of `u64::MAX` tokens, or a counter holding text, breaks no lease script (a
+//!   client's nor a connection's):
 //!   Redis stays `up` and another client's cluster-wide `requests_per_min` holds within its
 //!   two leases;
 //! - Redis frozen for 3 s (SIGSTOP) under 150 requests/s refuses no client below its limit,
@@ -259,6 +260,17 @@ async fn s11_a_u64_max_usage_breaks_no_lease_and_redis_stays_up() {
         )
     };
     let cluster = start_nodes(&RedisAt::plain(&redis), LEASE, &["node-a", "node-b"], &edit).await;
+    // And a damaged counter: the hog's spent-tokens bins hold text, not a number.
+    let redis_client = redis::Client::open(format!("redis://127.0.0.1:{}", redis.port)).unwrap();
+    let mut connection = redis_client.get_connection().unwrap();
+    for bin in [now_ms() / 5_000, now_ms() / 5_000 + 1] {
+        let key = format!("qr:{{client:hog}}:tokens_per_min:s:{bin}");
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg("not a number")
+            .query(&mut connection)
+            .unwrap();
+    }
     cluster.mock.add_rule(Rule::always(absurd_usage()).times(1));
     let (status, body) = send(&cluster, 0, HOG_KEY).await;
     assert_eq!(status, 200, "{body}");
@@ -311,6 +323,24 @@ async fn s11_a_u64_max_usage_breaks_no_lease_and_redis_stays_up() {
                         .unwrap()
                         .iter()
                         .any(|b| b["window"] == "tokens_5h@cluster" && b["saturated"] == true)
+                })
+            },
+        )
+        .await;
+    }
+    // The hog's spent counter reads as the scripts' cap (2^53 − 1) on both nodes.
+    for node in 0..2 {
+        wait_for(
+            Duration::from_secs(3),
+            "the hog's counter at the cap",
+            || async {
+                let clients =
+                    admin_json(&cluster.client, &cluster.nodes[node].base, "/admin/clients").await;
+                clients["clients"].as_array().unwrap().iter().any(|c| {
+                    c["id"] == "hog"
+                        && c["cluster"]["usage"].as_array().unwrap().iter().any(|w| {
+                            w["window"] == "tokens_per_min" && w["used"] == json!((1u64 << 53) - 1)
+                        })
                 })
             },
         )
