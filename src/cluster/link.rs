@@ -200,3 +200,28 @@ pub async fn run_id(connection: &mut Connection, key: &str) -> RedisResult<Strin
         .trim()
         .to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+    use super::*;
+
+    #[test]
+    fn a_command_redis_refused_is_not_a_redis_that_is_down() {
+        let script = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "ERR value is not an integer or out of range",
+        ));
+        assert!(answered_with_error(&script));
+        let shape = RedisError::from((ErrorKind::UnexpectedReturnType, "not (u64, u64)"));
+        assert!(answered_with_error(&shape));
+        for down in [
+            RedisError::from((ErrorKind::Io, "timed out")),
+            RedisError::from((ErrorKind::Server(ServerErrorKind::ClusterDown), "down")),
+            RedisError::from((ErrorKind::Server(ServerErrorKind::BusyLoading), "loading")),
+        ] {
+            assert!(!answered_with_error(&down), "{down}");
+        }
+    }
+}
