@@ -243,16 +243,14 @@ async fn s11_a_u64_max_usage_breaks_no_lease_and_redis_stays_up() {
     const LEASE: u64 = 2;
     let redis = redis_support::plain();
     // The hog first: its leases are synced before the team's in every round. Each openai
-    // connection has a (large) `tokens_5h` limit, leased by the other script.
+    // connection has a `tokens_5h` limit, leased by the other script: far above the team's
+    // use, below the hog's (also once usage is clamped at `usage_max_tokens`, 10 M).
     let edit = |mut text: String| {
         for id in ["oa-1", "oa-2", "oa-3"] {
             let key = format!("api_key = \"{}\"\n", upstream_key(id));
             let at = text.find(&key).unwrap() + key.len();
             let weight_end = at + text[at..].find('\n').unwrap() + 1;
-            text.insert_str(
-                weight_end,
-                "[connections.limits]\ntokens_5h = 1000000000000\n",
-            );
+            text.insert_str(weight_end, "[connections.limits]\ntokens_5h = 5000000\n");
         }
         text + &format!(
             "\n[[clients]]\nid = \"hog\"\nkey = \"{HOG_KEY}\"\ntokens_per_min = 1000000\n\
