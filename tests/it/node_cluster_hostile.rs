@@ -9,6 +9,8 @@
 //!   client's nor a connection's):
 //!   Redis stays `up` and another client's cluster-wide `requests_per_min` holds within its
 //!   two leases;
+//! - one lease whose script Redis fails (a counter of the wrong type) leaves the other leases
+//!   working and Redis `up`;
 //! - Redis frozen for 3 s (SIGSTOP) under 150 requests/s refuses no client below its limit,
 //!   and the limit holds within its documented overshoot once Redis is back.
 
@@ -237,6 +239,88 @@ async fn send(cluster: &Cluster, node: usize, key: &str) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// Team-a (`requests_per_min = n`, leases of `lease`) sends 3 × n requests alternating
+/// between the two nodes: at most n + 2 leases admitted, at least n, and Redis seen `up` by
+/// both all along. Returns how many were admitted.
+async fn team_holds_with_redis_up(cluster: &Cluster, n: u64, lease: u64) -> u64 {
+    let mut admitted = 0;
+    let mut redis_seen = Vec::new();
+    for request in 0..(3 * n as usize) {
+        let node = request % 2;
+        let (status, body) = send(cluster, node, TEAM_KEY).await;
+        match status {
+            200 => admitted += 1,
+            429 => assert_eq!(body["error"]["code"], "client_rate_limited", "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+        if request % 10 == 0 {
+            let state =
+                admin_json(&cluster.client, &cluster.nodes[node].base, "/admin/state").await;
+            redis_seen.push(state["cluster"]["redis"].as_str().unwrap().to_owned());
+        }
+    }
+    let bound = n + 2 * lease;
+    assert!(redis_seen.iter().all(|r| r == "up"), "{redis_seen:?}");
+    assert!(admitted <= bound, "admitted {admitted} > {bound}");
+    assert!(admitted >= n, "only {admitted}");
+    admitted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_one_leases_redis_error_leaves_the_others_and_redis_up() {
+    const N: u64 = 40;
+    const LEASE: u64 = 2;
+    const BROKEN_KEY: &str = "sk-qr-client-broken-secret";
+    let redis = redis_support::plain();
+    // The broken client first: its leases are synced before the team's in every round.
+    let edit = |text: String| {
+        text + &format!(
+            "\n[[clients]]\nid = \"broken\"\nkey = \"{BROKEN_KEY}\"\nrequests_per_min = 1000\n\
+             \n[[clients]]\nid = \"team-a\"\nkey = \"{TEAM_KEY}\"\nrequests_per_min = {N}\n"
+        )
+    };
+    let cluster = start_nodes(&RedisAt::plain(&redis), LEASE, &["node-a", "node-b"], &edit).await;
+    // The broken client's counters for the next minute are lists: its script fails with
+    // WRONGTYPE at every refill, an error Redis answers (not a Redis that is down).
+    let redis_client = redis::Client::open(format!("redis://127.0.0.1:{}", redis.port)).unwrap();
+    let mut connection = redis_client.get_connection().unwrap();
+    let bin = now_ms() / 5_000;
+    for bin in bin.saturating_sub(1)..bin + 14 {
+        for side in ["g", "s"] {
+            let key = format!("qr:{{client:broken}}:requests_per_min:{side}:{bin}");
+            let _: () = redis::cmd("DEL").arg(&key).query(&mut connection).unwrap();
+            let _: () = redis::cmd("RPUSH")
+                .arg(&key)
+                .arg("not a counter")
+                .query(&mut connection)
+                .unwrap();
+        }
+    }
+    for request in 0..8 {
+        let (status, body) = send(&cluster, request % 2, BROKEN_KEY).await;
+        assert!(status == 200 || status == 429, "{status}: {body}");
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let admitted = team_holds_with_redis_up(&cluster, N, LEASE).await;
+    let mut errors = 0.0;
+    for node in 0..2 {
+        errors += metric(&cluster, node, "quotaroute_cluster_lease_errors_total").await;
+    }
+    println!(
+        "a lease failing in Redis ({errors} errors): team-a admitted {admitted} (bound {})",
+        N + 2 * LEASE
+    );
+    assert!(
+        errors >= 1.0,
+        "the broken lease never failed: the test tests nothing"
+    );
+    let log = cluster.nodes[0].log() + &cluster.nodes[1].log();
+    assert!(
+        log.contains("Redis failed this client lease's sync"),
+        "{log}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s11_a_u64_max_usage_breaks_no_lease_and_redis_stays_up() {
     const N: u64 = 40;
@@ -275,27 +359,11 @@ async fn s11_a_u64_max_usage_breaks_no_lease_and_redis_stays_up() {
     // A few lease rounds with the absurd usage to charge.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
 
-    let mut admitted = 0;
-    let mut redis_seen = Vec::new();
-    for request in 0..(3 * N as usize) {
-        let node = request % 2;
-        let (status, body) = send(&cluster, node, TEAM_KEY).await;
-        match status {
-            200 => admitted += 1,
-            429 => assert_eq!(body["error"]["code"], "client_rate_limited", "{body}"),
-            other => panic!("{other}: {body}"),
-        }
-        if request % 10 == 0 {
-            let state =
-                admin_json(&cluster.client, &cluster.nodes[node].base, "/admin/state").await;
-            redis_seen.push(state["cluster"]["redis"].as_str().unwrap().to_owned());
-        }
-    }
-    let bound = N + 2 * LEASE;
-    println!("after a u64::MAX usage: team-a admitted {admitted} (bound {bound}), Redis seen {redis_seen:?}");
-    assert!(redis_seen.iter().all(|r| r == "up"), "{redis_seen:?}");
-    assert!(admitted <= bound, "admitted {admitted} > {bound}");
-    assert!(admitted >= N, "only {admitted}");
+    let admitted = team_holds_with_redis_up(&cluster, N, LEASE).await;
+    println!(
+        "after a u64::MAX usage: team-a admitted {admitted} (bound {})",
+        N + 2 * LEASE
+    );
     for node in 0..2 {
         assert_eq!(
             metric(&cluster, node, "quotaroute_cluster_lease_errors_total").await,
