@@ -15,15 +15,15 @@
 
 use std::collections::HashMap;
 
-use quotaroute_actors::policy::peer_progress::{parse_stream_id, PeerProgress};
+use quotaroute_actors::policy::peer_progress::{parse_stream_id, PeerProgress, SEQ_NEVER_REACHED};
 
 use crate::cluster::peer_bounds::CLOCK_SKEW_MS;
 
 /// The fastest an origin's journal seq may grow, per millisecond.
 pub const SEQ_PER_MS: u64 = 1_000;
 /// The highest first seq of an origin never seen (2^48: nine years of a million events a
-/// second).
-pub const FIRST_SEQ_MAX: u64 = 1 << 48;
+/// second; the journal's fold ignores marks from there up, see `peer_progress`).
+pub const FIRST_SEQ_MAX: u64 = SEQ_NEVER_REACHED - 1;
 /// Origins remembered at most; past it the bound of a new origin is [`FIRST_SEQ_MAX`] only.
 const ORIGINS_MAX: usize = 4_096;
 
@@ -47,7 +47,8 @@ impl SeqGuard {
     pub fn from_progress(progress: &PeerProgress) -> Self {
         let mut first: HashMap<String, (u64, u64)> = HashMap::new();
         for (origin, lanes) in &progress.marks {
-            for mark in lanes.values() {
+            // A forged mark journaled before seqs were bounded sets no bound.
+            for mark in lanes.values().filter(|m| m.origin_seq <= FIRST_SEQ_MAX) {
                 let at_ms = parse_stream_id(&mark.stream_id).0;
                 let entry = first.entry(origin.clone()).or_insert((0, 0));
                 *entry = (*entry).max((mark.origin_seq, at_ms));
@@ -120,7 +121,7 @@ mod tests {
     }
 
     #[test]
-    fn after_a_restart_the_bound_starts_at_the_journals_marks() {
+    fn after_a_restart_the_bound_starts_at_the_journals_sane_marks() {
         let mut progress = PeerProgress::default();
         let lanes = progress.marks.entry("node-a".into()).or_default();
         lanes.insert(
@@ -135,6 +136,13 @@ mod tests {
             PeerMark {
                 origin_seq: 700,
                 stream_id: format!("{}-3", NOW - 5),
+            },
+        );
+        progress.marks.entry("node-a".into()).or_default().insert(
+            "k3".into(),
+            PeerMark {
+                origin_seq: u64::MAX,
+                stream_id: format!("{NOW}-9"),
             },
         );
         let mut guard = SeqGuard::from_progress(&progress);
