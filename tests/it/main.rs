@@ -25,6 +25,7 @@ mod node_clients_affinity;
 mod node_cluster;
 mod node_cluster_affinity;
 mod node_cluster_clients;
+mod node_cluster_hostile;
 mod node_cluster_managed;
 mod node_codex_windows;
 mod node_credentials;
