@@ -22,6 +22,7 @@ pub mod breaker_hint;
 pub mod clock;
 pub mod decision;
 mod error;
+pub mod group_ledger;
 pub mod permit;
 pub mod policy;
 pub mod registry;

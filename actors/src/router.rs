@@ -183,7 +183,9 @@ impl Router {
                 newer.reason, newer.seq
             )));
         }
-        let responses = Mutex::new(state.responses.clone());
+        let mut responses = state.responses.clone();
+        responses.set_clients(topology.clients);
+        let responses = Mutex::new(responses);
         let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
         let clock = options.clock;
         let now_ms = clock.now_ms();
@@ -216,6 +218,7 @@ impl Router {
             ),
         ]));
         let registry = Arc::new(Registry::default());
+        registry.groups.set_clients(topology.clients);
         let (supervisor, _) = Actor::spawn(
             None,
             RouterSupervisor,
@@ -471,6 +474,14 @@ impl Router {
         )]));
     }
 
+    /// The config now names `clients` clients: the shared tables' per-client shares follow.
+    fn set_clients(&self, clients: usize) {
+        self.inner.registry.groups.set_clients(clients);
+        if let Ok(mut responses) = self.inner.responses.lock() {
+            responses.set_clients(clients);
+        }
+    }
+
     /// Where the stored response `response_id` lives, if this router created it.
     pub fn response_binding(&self, response_id: &str) -> Option<ResponseBinding> {
         let now_ms = self.inner.clock.now_ms();
@@ -623,6 +634,7 @@ impl Router {
     /// Applies a new topology, keeping what was learned about connections that remain.
     pub async fn reload(&self, topology: Topology) -> Result<(), RouterError> {
         self.record_admin("reload", &topology.source);
+        self.set_clients(topology.clients);
         ractor::call_t!(
             self.inner.supervisor,
             SupervisorMsg::Reload,
