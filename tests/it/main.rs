@@ -31,6 +31,7 @@ mod node_credentials;
 mod node_dashboard;
 mod node_egress;
 mod node_endpoints;
+mod node_every_path;
 mod node_fair_queue;
 mod node_papercuts;
 mod node_read_your_writes;

@@ -1,0 +1,244 @@
+//! Behaviour §11 "Every path is governed" (#34): stored-response calls and continuations pass
+//! the client's admission, a stored response belongs to the client that created it (another
+//! client gets the 404 of an id that does not exist and nothing goes upstream), and the
+//! ownership survives a restart.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const ALICE: &str = "sk-qr-client-alice-secret";
+const BOB: &str = "sk-qr-client-bob-secret";
+
+fn two_clients(bob_limits: &str) -> String {
+    format!(
+        r#"
+[[clients]]
+id = "alice"
+key = "{ALICE}"
+
+[[clients]]
+id = "bob"
+key = "{BOB}"
+{bob_limits}
+"#
+    )
+}
+
+async fn create_as(harness: &Harness, key: &str) -> (String, String) {
+    let response = harness
+        .client
+        .post(harness.url("/v1/responses"))
+        .bearer_auth(key)
+        .json(&json!({"model": "team", "input": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let connection = header(&response, "x-quotaroute-connection");
+    let value: Value = response.json().await.unwrap();
+    (value["id"].as_str().unwrap().to_string(), connection)
+}
+
+async fn call_as(harness: &Harness, key: &str, method: Method, path: &str) -> reqwest::Response {
+    harness
+        .client
+        .request(method, harness.url(path))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The four stored-response calls on `id`.
+fn stored_calls(id: &str) -> [(Method, String); 4] {
+    [
+        (Method::GET, format!("/v1/responses/{id}")),
+        (Method::GET, format!("/v1/responses/{id}/input_items")),
+        (Method::POST, format!("/v1/responses/{id}/cancel")),
+        (Method::DELETE, format!("/v1/responses/{id}")),
+    ]
+}
+
+/// An answer's body with the id it names replaced, to compare two answers for two ids.
+async fn body_without(response: reqwest::Response, id: &str) -> (u16, String) {
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap().replace(id, "ID"))
+}
+
+/// Bob's four calls on alice's response, and a continuation of it, against the node at
+/// `harness`: each answered as for an id that never existed, none reaching the upstream.
+async fn assert_bob_sees_nothing(harness: &Harness, alice_id: &str, connection: &str) {
+    let upstream_before = harness.mock.stats();
+    for (method, path) in stored_calls(alice_id) {
+        let never = path.replace(alice_id, "resp_never_made");
+        let (status, body) =
+            body_without(call_as(harness, BOB, method.clone(), &path).await, alice_id).await;
+        let (never_status, never_body) = body_without(
+            call_as(harness, BOB, method.clone(), &never).await,
+            "resp_never_made",
+        )
+        .await;
+        assert_eq!(status, 404, "{method} {path}: {body}");
+        assert_eq!(
+            (status, &body),
+            (never_status, &never_body),
+            "{method} {path}"
+        );
+        assert!(!body.contains(connection), "{body}");
+        assert!(!body.contains("alice"), "{body}");
+    }
+    let response = harness
+        .client
+        .post(harness.url("/v1/responses"))
+        .bearer_auth(BOB)
+        .json(&json!({"model": "team", "input": "and then?", "previous_response_id": alice_id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(header(&response, "x-quotaroute-connection"), "");
+    let value: Value = response.json().await.unwrap();
+    assert_eq!(
+        value["error"]["code"], "previous_response_not_found",
+        "{value}"
+    );
+    assert_eq!(
+        value["error"]["message"],
+        format!("Previous response with id '{alice_id}' not found.")
+    );
+    let upstream_after = harness.mock.stats();
+    assert_eq!(
+        upstream_after.total, upstream_before.total,
+        "nothing went upstream"
+    );
+    assert_eq!(
+        upstream_after.stored_lookups.len(),
+        upstream_before.stored_lookups.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bobs_four_calls_on_alices_response_are_404_and_reach_no_upstream_even_after_a_restart() {
+    let mut harness = Harness::start_with(&two_clients("")).await;
+    let (alice_id, connection) = create_as(&harness, ALICE).await;
+    assert_bob_sees_nothing(&harness, &alice_id, &connection).await;
+
+    // Alice still has all of it: her continuation and her GET go to her account.
+    let response = harness
+        .client
+        .post(harness.url("/v1/responses"))
+        .bearer_auth(ALICE)
+        .json(&json!({"model": "team", "input": "and then?", "previous_response_id": alice_id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "x-quotaroute-connection"), connection);
+    let response = call_as(
+        &harness,
+        ALICE,
+        Method::GET,
+        &format!("/v1/responses/{alice_id}"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "x-quotaroute-connection"), connection);
+
+    // The owner is journaled with the binding, and a restart keeps it.
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    assert!(events.iter().any(|e| e["kind"] == "response_bound"
+        && e["response_id"] == json!(alice_id)
+        && e["client"] == "alice"));
+    let config = quotaroute::config::load(&harness.config_path).unwrap();
+    harness.stop().await;
+    let node = quotaroute::node::RunningNode::start(
+        config,
+        quotaroute::node::NodeOptions {
+            config_path: Some(harness.config_path.clone()),
+            config_text: std::fs::read_to_string(&harness.config_path).unwrap(),
+            clock: std::sync::Arc::new(quotaroute::actors::SystemClock),
+            listen: None,
+        },
+    )
+    .await
+    .unwrap();
+    harness.base = format!("http://{}", node.addr);
+    harness.node = Some(node);
+    assert_bob_sees_nothing(&harness, &alice_id, &connection).await;
+    let response = call_as(
+        &harness,
+        ALICE,
+        Method::GET,
+        &format!("/v1/responses/{alice_id}"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_past_requests_per_min_is_refused_on_its_own_stored_response() {
+    let harness = Harness::start_with(&two_clients("requests_per_min = 2")).await;
+    let (bob_id, _) = create_as(&harness, BOB).await;
+    let response = call_as(
+        &harness,
+        BOB,
+        Method::GET,
+        &format!("/v1/responses/{bob_id}"),
+    )
+    .await;
+    assert_eq!(response.status(), 200, "the second request of the minute");
+    let upstream_before = harness.mock.stats().total;
+    for (method, path) in stored_calls(&bob_id) {
+        let response = call_as(&harness, BOB, method.clone(), &path).await;
+        assert_eq!(response.status(), 429, "{method} {path}");
+        assert!(response.headers().contains_key("retry-after"));
+        let value: Value = response.json().await.unwrap();
+        assert_eq!(value["error"]["code"], "client_rate_limited", "{value}");
+    }
+    assert_eq!(
+        harness.mock.stats().total,
+        upstream_before,
+        "nothing went upstream"
+    );
+    // The refusals are bob's: alice is served.
+    let (alice_id, _) = create_as(&harness, ALICE).await;
+    let response = call_as(
+        &harness,
+        ALICE,
+        Method::GET,
+        &format!("/v1/responses/{alice_id}"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_response_outside_the_clients_models_is_refused() {
+    let harness = Harness::start_with(&two_clients("")).await;
+    let (bob_id, _) = create_as(&harness, BOB).await;
+    // A reload narrows bob's models: his own response is then outside them.
+    let text = std::fs::read_to_string(&harness.config_path)
+        .unwrap()
+        .replace(
+            &format!("key = \"{BOB}\"\n"),
+            &format!("key = \"{BOB}\"\nmodels = [\"claude\"]\n"),
+        );
+    std::fs::write(&harness.config_path, text).unwrap();
+    assert_eq!(harness.admin_post("/admin/reload").await.status(), 200);
+    let before = harness.mock.stats().total;
+    let response = call_as(
+        &harness,
+        BOB,
+        Method::GET,
+        &format!("/v1/responses/{bob_id}"),
+    )
+    .await;
+    assert_eq!(response.status(), 403);
+    let value: Value = response.json().await.unwrap();
+    assert_eq!(value["error"]["code"], "model_not_allowed", "{value}");
+    assert_eq!(harness.mock.stats().total, before);
+}
