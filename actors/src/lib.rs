@@ -33,7 +33,7 @@ pub mod view;
 
 pub use policy::{outcome, topology};
 
-pub use actor::messages::{AffinityKey, ClientTag, RouteRequest, RoutedTarget};
+pub use actor::messages::{AffinityKey, AffinityPageQuery, ClientTag, RouteRequest, RoutedTarget};
 pub use admin_state::AdminState;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, TokioClock};
 pub use decision::Decision;

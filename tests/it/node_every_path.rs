@@ -242,3 +242,126 @@ async fn a_stored_response_outside_the_clients_models_is_refused() {
     assert_eq!(value["error"]["code"], "model_not_allowed", "{value}");
     assert_eq!(harness.mock.stats().total, before);
 }
+
+async fn chat_in_session(harness: &Harness, key: &str, model: &str, session: &str) {
+    let response = harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .bearer_auth(key)
+        .header("x-quotaroute-affinity", session)
+        .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+fn listed_clients(page: &Value) -> Vec<String> {
+    page["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["client"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_clients_new_groups_do_not_evict_anothers_and_max_groups_bounds_the_node() {
+    // Three clients (alice, bob, and `default` of server.api_keys): a share of 12 / 3 = 4.
+    let harness = Harness::start_with(&format!(
+        "{}\n[affinity]\nmax_groups = 12\n",
+        two_clients("")
+    ))
+    .await;
+    for session in ["a-1", "a-2"] {
+        chat_in_session(&harness, ALICE, "team", session).await;
+    }
+    // Bob opens 30 conversations over two combos (an implicit one too).
+    for n in 0..30 {
+        let model = if n % 2 == 0 {
+            "team"
+        } else {
+            "openai/gpt-4o-mini"
+        };
+        chat_in_session(&harness, BOB, model, &format!("b-{n}")).await;
+    }
+    let listed = harness.admin_get("/admin/affinity?limit=100").await;
+    let clients = listed_clients(&listed);
+    assert_eq!(
+        clients.iter().filter(|c| *c == "alice").count(),
+        2,
+        "alice's groups survive: {listed}"
+    );
+    assert_eq!(
+        clients.iter().filter(|c| *c == "bob").count(),
+        4,
+        "{listed}"
+    );
+    assert!(listed["total"].as_u64().unwrap() <= 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_affinity_pages_with_limit_and_a_cursor() {
+    let harness = Harness::start().await;
+    for n in 0..25 {
+        let model = if n % 3 == 0 {
+            "openai/gpt-4o-mini"
+        } else {
+            "team"
+        };
+        chat_in_session(&harness, CLIENT_KEY, model, &format!("s-{n}")).await;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut after: Option<String> = None;
+    let mut pages = Vec::new();
+    loop {
+        let path = match &after {
+            None => "/admin/affinity?limit=10".to_string(),
+            Some(cursor) => format!("/admin/affinity?limit=10&after={cursor}"),
+        };
+        let page = harness.admin_get(&path).await;
+        assert_eq!(page["total"], 25, "{page}");
+        let groups = page["groups"].as_array().unwrap();
+        pages.push(groups.len());
+        for group in groups {
+            assert!(
+                seen.insert((group["combo"].to_string(), group["digest"].to_string())),
+                "listed twice: {group}"
+            );
+        }
+        match page["next"].as_str() {
+            Some(next) => after = Some(urlencode(next)),
+            None => break,
+        }
+    }
+    assert_eq!(pages, vec![10, 10, 5]);
+    assert_eq!(seen.len(), 25);
+    // The default page is 1,000; a bad limit or cursor is a clear 400.
+    assert_eq!(
+        harness.admin_get("/admin/affinity").await["groups"]
+            .as_array()
+            .unwrap()
+            .len(),
+        25
+    );
+    for bad in ["limit=0", "limit=10001", "after=nonsense", "limit=ten"] {
+        let response = harness
+            .client
+            .get(harness.url(&format!("/admin/affinity?{bad}")))
+            .bearer_auth(ADMIN_KEY)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{bad}");
+    }
+}
+
+/// `%`-encodes what a cursor may hold beyond URL-safe characters (`:` and `/`).
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}

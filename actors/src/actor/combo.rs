@@ -792,6 +792,17 @@ impl Actor for ComboActor {
             ComboMsg::Deficits(reply) => {
                 let _ = reply.send(state.deficits.clone());
             }
+            ComboMsg::AffinityPage(query, reply) => {
+                let (matching, groups) = state.bindings.page(query.after, query.limit, |b| {
+                    query.now_ms.saturating_sub(b.last_used_ms) <= query.ttl_ms
+                        && query.connection.as_deref().is_none_or(|id| {
+                            b.exec_key
+                                .strip_prefix(id)
+                                .is_some_and(|rest| rest.starts_with('/'))
+                        })
+                });
+                let _ = reply.send(crate::actor::messages::AffinityPage { matching, groups });
+            }
             ComboMsg::Affinity(reply) => {
                 let _ = reply.send(state.bindings.clone());
             }

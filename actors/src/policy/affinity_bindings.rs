@@ -228,6 +228,42 @@ impl AffinityBindings {
         self.by_group.len()
     }
 
+    /// One page of the groups `keep` accepts, by digest: the first `limit` after `after`, and
+    /// how many it accepts in all. Clones only the page (`GET /admin/affinity` on a table of a
+    /// million groups must not copy it).
+    pub fn page(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+        keep: impl Fn(&AffinityBinding) -> bool,
+    ) -> (usize, Vec<(u64, AffinityBinding)>) {
+        let mut matching = 0;
+        // The `limit` smallest digests past `after`, largest on top.
+        let mut smallest: std::collections::BinaryHeap<u64> =
+            std::collections::BinaryHeap::with_capacity(limit.min(self.by_group.len()) + 1);
+        for (&group, binding) in &self.by_group {
+            if !keep(binding) {
+                continue;
+            }
+            matching += 1;
+            if after.is_some_and(|after| group <= after) || limit == 0 {
+                continue;
+            }
+            if smallest.len() < limit {
+                smallest.push(group);
+            } else if smallest.peek().is_some_and(|&top| group < top) {
+                smallest.pop();
+                smallest.push(group);
+            }
+        }
+        let page = smallest
+            .into_sorted_vec()
+            .into_iter()
+            .filter_map(|group| Some((group, self.by_group.get(&group)?.clone())))
+            .collect();
+        (matching, page)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_group.is_empty()
     }
@@ -395,5 +431,27 @@ mod tests {
             "bob's own older group went"
         );
         assert!(decoded.get(1, 2, 1_000).is_some());
+    }
+
+    #[test]
+    fn pages_walk_every_kept_group_once_in_digest_order() {
+        let mut b = AffinityBindings::default();
+        for g in (1..=25).rev() {
+            let client = if g % 5 == 0 { "other" } else { "alice" };
+            b.bind(g, key(client), key("a/m"), g, (100, u64::MAX));
+        }
+        let keep = |binding: &AffinityBinding| &*binding.client == "alice";
+        let mut after = None;
+        let mut seen = Vec::new();
+        loop {
+            let (matching, page) = b.page(after, 7, keep);
+            assert_eq!(matching, 20);
+            let Some(&(last, _)) = page.last() else { break };
+            seen.extend(page.iter().map(|(g, _)| *g));
+            after = Some(last);
+        }
+        let expected: Vec<u64> = (1..=25).filter(|g| g % 5 != 0).collect();
+        assert_eq!(seen, expected);
+        assert_eq!(b.page(None, 0, keep).0, 20);
     }
 }
