@@ -33,6 +33,7 @@ mod node_egress;
 mod node_endpoints;
 mod node_every_path;
 mod node_fair_queue;
+mod node_low_ones;
 mod node_papercuts;
 mod node_read_your_writes;
 mod node_restart;
