@@ -365,3 +365,63 @@ fn urlencode(text: &str) -> String {
         })
         .collect()
 }
+
+/// #34: continuations of one stored response used to skip the fair queue and run over their
+/// connection's cap (22 at once against `max_concurrent = 2`). Now they wait for that
+/// connection's slots like any request, and all are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continuations_wait_in_the_fair_queue_and_keep_their_connections_cap() {
+    use quotaroute::mock_upstream::{Fault, Rule};
+    let (mock_base, mock) = start_mock().await;
+    let harness = Harness::on_mock(
+        mock_base,
+        mock,
+        |text| {
+            let mut text = text.replace("name = \"team\"\n", "name = \"team\"\nqueue_ms = 10000\n");
+            for id in ["oa-1", "oa-2", "oa-3"] {
+                text = text.replace(
+                    &format!("id = \"{id}\"\n"),
+                    &format!("id = \"{id}\"\nmax_concurrent = 2\n"),
+                );
+            }
+            text + &two_clients("")
+        },
+        std::sync::Arc::new(quotaroute::actors::SystemClock),
+    )
+    .await;
+    let (alice_id, connection) = create_as(&harness, ALICE).await;
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::Latency { ms: 200 })]);
+    harness.mock.reset_stats();
+    let continuation = |n: usize| {
+        let client = harness.client.clone();
+        let url = harness.url("/v1/responses");
+        let id = alice_id.clone();
+        tokio::spawn(async move {
+            let response = client
+                .post(url)
+                .bearer_auth(ALICE)
+                .json(&json!({"model": "team", "input": format!("turn {n}"), "previous_response_id": id}))
+                .send()
+                .await
+                .unwrap();
+            (
+                response.status().as_u16(),
+                header(&response, "x-quotaroute-connection"),
+            )
+        })
+    };
+    let turns: Vec<_> = (0..10).map(continuation).collect();
+    for turn in turns {
+        let (status, served_by) = turn.await.unwrap();
+        assert_eq!(status, 200, "waited, then served");
+        assert_eq!(served_by, connection);
+    }
+    let peak = harness
+        .mock
+        .stats()
+        .max_in_flight_for(&upstream_key(&connection));
+    assert!(peak <= 2, "{connection} ran {peak} continuations at once");
+    assert!(peak >= 1);
+}
