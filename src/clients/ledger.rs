@@ -189,6 +189,19 @@ impl ClientLedger {
         self.directory.lookup(key)
     }
 
+    /// Whether client `index` may ask for `model` (its `models`, exactly as `admit` reads
+    /// them; no `models` = any). `GET /v1/models` lists only these (behaviour §11).
+    pub fn may_use(&self, index: usize, model: &str) -> bool {
+        self.clients.get(index).is_some_and(|client| {
+            client
+                .config
+                .limits
+                .models
+                .as_ref()
+                .is_none_or(|models| models.iter().any(|m| m == model))
+        })
+    }
+
     /// The client's id and weight, as routing sees it.
     pub fn tag(&self, index: usize) -> Option<&ClientTag> {
         self.clients.get(index).map(|client| &client.tag)

@@ -321,9 +321,15 @@ impl Config {
         let mut text = String::new();
         let _ = writeln!(
             text,
-            "listen {}; {} client key(s); admin API {}; journal {}",
+            "listen {}; {} client key(s) of {} client(s); admin API {}; journal {}",
             self.server.listen,
-            self.server.api_keys.len(),
+            // Every key a client may send: `server.api_keys` (client `default`) and each
+            // `[[clients]]` key.
+            self.clients
+                .iter()
+                .map(|client| client.key_digests.len())
+                .sum::<usize>(),
+            self.clients.len(),
             if self.server.admin_key.is_some() {
                 "on"
             } else {

@@ -228,7 +228,13 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         .telemetry
         .and_then(|telemetry| super::telemetry::build(telemetry, sink));
     let affinity = build_affinity(raw.affinity, sink);
-    let clients = super::clients::build_clients(&server.api_keys, raw.clients, sink, env);
+    let clients = super::clients::build_clients(
+        &server.api_keys,
+        server.admin_key.as_ref(),
+        raw.clients,
+        sink,
+        env,
+    );
     let prices = super::clients::build_prices(raw.prices_file, raw.prices, sink);
     Config {
         clients,

@@ -89,12 +89,12 @@ pub(crate) struct TryContext<'a> {
     pub deadline: Instant,
     /// telemetry: the request's server span (off when not traced).
     pub trace: &'a RequestSpan,
-    /// The admitted client's ticket, whose usage a success counts (`None`: stored calls).
+    /// The admitted client's ticket, whose usage a success counts when `count_usage`.
     pub client: Option<&'a std::sync::Arc<crate::clients::ClientTicket>>,
 }
 
 impl TryContext<'_> {
-    /// The admitted client's id for log lines (`-`: a stored-response call, which has none).
+    /// The admitted client's id for log lines (`-`: none).
     pub(crate) fn client_id(&self) -> &str {
         self.client.map_or("-", |ticket| &ticket.tag().id)
     }

@@ -169,6 +169,10 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         metrics::request_finished(endpoint, error.status().as_u16());
         reply::api_error(&error, anthropic, route)
     };
+    let fail_json = |status: StatusCode, body: Vec<u8>, route: &RouteHeaders| {
+        metrics::request_finished(endpoint, status.as_u16());
+        reply::json(status, body, route)
+    };
     // An answer given before the client's body was read whole: the rest of that body would be
     // read as the next request on this connection, so the connection closes after the answer.
     let fail_unread = |error: ApiError, route: &RouteHeaders| {
@@ -259,7 +263,19 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         client: ticket.tag().clone(),
     };
     if endpoint == Endpoint::Responses {
-        route_request.only_connection = previous_response_connection(&router, &client_body);
+        match previous_response(&router, &client_body, &ticket.tag().id) {
+            Continues::Nothing => {}
+            Continues::On(connection) => route_request.only_connection = Some(connection),
+            // Another client's response: answered as the upstream answers an id it never
+            // stored, and nothing goes upstream (behaviour §11).
+            Continues::NotFound(id) => {
+                return fail_json(
+                    StatusCode::BAD_REQUEST,
+                    previous_response_not_found(&id),
+                    &route,
+                )
+            }
+        }
     }
     // `previous_response_id` is the hard affinity; otherwise the conversation's group.
     if route_request.only_connection.is_none() && live.affinity.enabled {
@@ -418,7 +434,8 @@ fn stream_response(
         .attempt_metrics
         .get(&*target.connection)
         .map(|m| m.input_tokens.clone());
-    let usage_sink = ctx.client.and_then(|ticket| {
+    // Counted only where usage is (not on count_tokens or a stored-response call's stream).
+    let usage_sink = ctx.client.filter(|_| ctx.count_usage).and_then(|ticket| {
         Some(client_gate::StreamUsageSink {
             ticket: std::sync::Arc::clone(ticket),
             router: ctx.app.router()?.clone(),
@@ -480,17 +497,51 @@ fn deliver(
     response
 }
 
-/// The connection holding the response a Responses request continues
-/// (`previous_response_id`), when this router created it.
-fn previous_response_connection(router: &Router, body: &[u8]) -> Option<String> {
+/// What a Responses request's `previous_response_id` says about where it goes.
+enum Continues {
+    /// None, or one this router did not create (the upstream decides).
+    Nothing,
+    /// The client's own stored response, on this connection.
+    On(String),
+    /// Another client's: answered as not found.
+    NotFound(String),
+}
+
+/// Where the response a Responses request continues (`previous_response_id`) lives, when this
+/// router created it for `client`.
+fn previous_response(router: &Router, body: &[u8], client: &str) -> Continues {
     #[derive(serde::Deserialize)]
-    struct Continues {
+    struct Continuation {
         previous_response_id: Option<String>,
     }
-    memchr::memmem::find(body, b"\"previous_response_id\"")?;
-    let continues: Continues = serde_json::from_slice(body).ok()?;
-    let binding = router.response_binding(&continues.previous_response_id?)?;
-    Some(binding.connection)
+    if memchr::memmem::find(body, b"\"previous_response_id\"").is_none() {
+        return Continues::Nothing;
+    }
+    let Some(id) = serde_json::from_slice::<Continuation>(body)
+        .ok()
+        .and_then(|c| c.previous_response_id)
+    else {
+        return Continues::Nothing;
+    };
+    match router.response_binding(&id) {
+        None => Continues::Nothing,
+        Some(binding) if binding.belongs_to(client) => Continues::On(binding.connection),
+        Some(_) => Continues::NotFound(id),
+    }
+}
+
+/// OpenAI's own answer for a `previous_response_id` the account never stored (400
+/// `previous_response_not_found`), word for word, so another client's id reads as one that
+/// does not exist.
+fn previous_response_not_found(id: &str) -> Vec<u8> {
+    serde_json::json!({"error": {
+        "message": format!("Previous response with id '{id}' not found."),
+        "type": "invalid_request_error",
+        "param": "previous_response_id",
+        "code": "previous_response_not_found",
+    }})
+    .to_string()
+    .into_bytes()
 }
 
 /// The `id` of a stored response object (`{"id":"resp_…","object":"response",…}`).
@@ -529,7 +580,7 @@ pub(crate) fn bind_response(ctx: &TryContext<'_>, target: &RoutedTarget, respons
             provider: target.provider.to_string(),
             connection: target.connection.to_string(),
             model: target.model.to_string(),
-            client: None,
+            client: ctx.client.map(|ticket| String::from(&*ticket.tag().id)),
         });
     }
 }
@@ -564,10 +615,11 @@ pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
                 ),
             )
         }
-        RouteError::NotOnConnection { model, connection } => ApiError::new(
+        // Names no connection (behaviour §11): which account holds a response is the router's.
+        RouteError::NotOnConnection { model, .. } => ApiError::new(
             ApiErrorKind::NotFound,
             format!(
-                "the stored response lives on connection `{connection}`, which is not a target of model `{model}`"
+                "the previous response was not made through model `{model}`: continue it with the model that made it"
             ),
         ),
         RouteError::NoTarget(unroutable) => {

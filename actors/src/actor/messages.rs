@@ -178,6 +178,26 @@ pub struct Acquired {
     pub skipped: Vec<Skipped>,
 }
 
+/// Which page of a combo's bindings `GET /admin/affinity` asks for.
+#[derive(Debug, Clone)]
+pub struct AffinityPageQuery {
+    /// Groups with a digest past this one (`None`: from the first).
+    pub after: Option<u64>,
+    pub limit: usize,
+    /// Only groups bound to this connection.
+    pub connection: Option<String>,
+    /// Only groups used within `ttl_ms` before `now_ms`.
+    pub now_ms: u64,
+    pub ttl_ms: u64,
+}
+
+/// How many groups of a combo match an [`AffinityPageQuery`], and the page asked for.
+#[derive(Debug, Clone, Default)]
+pub struct AffinityPage {
+    pub matching: usize,
+    pub groups: Vec<(u64, crate::policy::affinity_bindings::AffinityBinding)>,
+}
+
 /// Messages to a combo actor.
 pub enum ComboMsg {
     Route(RouteRequest, RpcReplyPort<RouteReply>),
@@ -187,8 +207,10 @@ pub enum ComboMsg {
     Reconfigure(Box<ComboSetup>),
     /// The combo's deficits (for admin state and tests).
     Deficits(RpcReplyPort<DrrDeficits>),
-    /// The combo's conversation bindings (for `GET /admin/affinity`).
+    /// The combo's conversation bindings (for tests; copies the whole table).
     Affinity(RpcReplyPort<AffinityBindings>),
+    /// One page of the combo's conversation bindings (for `GET /admin/affinity`).
+    AffinityPage(AffinityPageQuery, RpcReplyPort<AffinityPage>),
     /// A waiter went away (its client disconnected): it leaves the queue.
     CancelQueued(Ticket),
     /// An in-flight slot of one of the combo's targets was released while requests wait.
