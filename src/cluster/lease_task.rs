@@ -295,13 +295,23 @@ impl LeaseTask {
             let ttl_s = i64::try_from(counter_ttl_s(lease.shape)).unwrap_or(i64::MAX);
             for (bin, units) in &held.granted {
                 let key = format!("{prefix}{bin}");
-                redis::pipe()
+                let restored = redis::pipe()
                     .incr(&key, (*units).min(lua_numbers::LUA_INT_MAX))
                     .ignore()
                     .expire(&key, ttl_s)
                     .ignore()
                     .query_async::<()>(connection)
-                    .await?;
+                    .await;
+                match restored {
+                    Ok(()) => {}
+                    // A counter Redis will not add to (not a number): the lease script reads
+                    // it as spent; the other counters are restored, Redis stays up.
+                    Err(error) if link::answered_with_error(&error) => {
+                        ClusterStatus::count(&self.status.lease_errors);
+                        tracing::warn!(connection = %lease.connection, limit = %lease.limit_name, %error, "cluster: a shared quota counter could not be restored");
+                    }
+                    Err(error) => return Err(error),
+                }
             }
         }
         self.epochs = Some(epochs);
