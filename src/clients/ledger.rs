@@ -353,6 +353,8 @@ pub struct UsedTokens<'a> {
     pub tokens_out: u64,
     pub tokens_cached: u64,
     pub tokens_cache_write: u64,
+    /// The router estimated these counts (no usage came from the upstream).
+    pub estimated: bool,
 }
 
 /// An admitted request of one client: counted in flight until dropped (a stream's ticket lives
@@ -430,7 +432,7 @@ impl ClientTicket {
             cost_usd: price.map(|_| to_usd(cost_pusd)),
             period_spend_pusd,
             period_start_ms,
-            estimated: false,
+            estimated: used.estimated,
         })
     }
 }
@@ -475,6 +477,7 @@ mod tests {
             tokens_out: 3,
             tokens_cached: 0,
             tokens_cache_write: 0,
+            estimated: false,
         }
     }
 

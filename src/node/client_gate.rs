@@ -112,6 +112,7 @@ pub fn record_usage(
             tokens_out: result.tokens_out,
             tokens_cached: result.tokens_cached,
             tokens_cache_write: result.tokens_cache_write,
+            estimated: result.usage_estimated,
         },
         now_ms,
     );

@@ -10,7 +10,9 @@
 //!   against one target;
 //!   [`credential_retry`] — its credential, and one refresh-and-retry after a 401.
 //! - [`stored_response`] — the `/v1/responses/{id}` endpoints, sent to the account holding it.
-//! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte.
+//! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte;
+//!   [`stream_drain`] — a stream the client left, read on (bounded) for its usage;
+//!   [`usage_charge`] — what an answer is charged: the upstream's usage checked, or an estimate.
 //! - [`upstream_request`] — building one upstream request (the client, egress and body
 //!   decoding are the floor below: `crate::upstream`).
 //! - [`header_rules`] — which headers cross the router either way; [`cors`] — browser origins.
@@ -44,9 +46,11 @@ pub mod reply;
 pub mod routed;
 pub mod serve;
 pub mod stored_response;
+pub mod stream_drain;
 pub mod stream_relay;
 pub mod timer_floor;
 pub mod traffic;
 pub mod upstream_request;
+pub mod usage_charge;
 
 pub use serve::{NodeError, NodeOptions, RunningNode};

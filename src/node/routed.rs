@@ -427,7 +427,20 @@ fn stream_response(
             target: target.clone(),
         })
     });
-    let body = stream_relay::relay_body(stream, decision, ctx.deadline, input_tokens, usage_sink);
+    let charge = stream_relay::StreamCharge {
+        request_bytes: ctx.client_body.len() as u64,
+        usage_max_tokens: ctx.live.usage_max_tokens,
+        connection: target.connection.to_string(),
+        drain: ctx.live.drain,
+    };
+    let body = stream_relay::relay_body(
+        stream,
+        decision,
+        ctx.deadline,
+        input_tokens,
+        usage_sink,
+        charge,
+    );
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     // Sized once: the relayed headers, the route's, a content type and cache control.

@@ -32,6 +32,7 @@ mod node_dashboard;
 mod node_egress;
 mod node_endpoints;
 mod node_fair_queue;
+mod node_money;
 mod node_papercuts;
 mod node_read_your_writes;
 mod node_restart;
