@@ -49,10 +49,12 @@ pub enum ApiErrorKind {
     BudgetExceeded,
     /// A client asking for a combo outside its `models`.
     ModelNotAllowed,
+    /// A client with a budget asking for a model that has no price.
+    ModelNotPriced,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 22] = [
+    pub const ALL: [ApiErrorKind; 23] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -75,6 +77,7 @@ impl ApiErrorKind {
         ApiErrorKind::ClientRateLimited,
         ApiErrorKind::BudgetExceeded,
         ApiErrorKind::ModelNotAllowed,
+        ApiErrorKind::ModelNotPriced,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -97,7 +100,7 @@ impl ApiErrorKind {
             | ApiErrorKind::PoolBusy
             | ApiErrorKind::ClientRateLimited
             | ApiErrorKind::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
-            ApiErrorKind::ModelNotAllowed => StatusCode::FORBIDDEN,
+            ApiErrorKind::ModelNotAllowed | ApiErrorKind::ModelNotPriced => StatusCode::FORBIDDEN,
             ApiErrorKind::UpstreamError => StatusCode::BAD_GATEWAY,
             ApiErrorKind::NoAvailableTarget => StatusCode::SERVICE_UNAVAILABLE,
             ApiErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -124,7 +127,7 @@ impl ApiErrorKind {
             | ApiErrorKind::PoolBusy
             | ApiErrorKind::ClientRateLimited
             | ApiErrorKind::BudgetExceeded => "rate_limit_error",
-            ApiErrorKind::ModelNotAllowed => "permission_error",
+            ApiErrorKind::ModelNotAllowed | ApiErrorKind::ModelNotPriced => "permission_error",
             ApiErrorKind::UpstreamError
             | ApiErrorKind::UpstreamTimeout
             | ApiErrorKind::UpstreamTooLarge => "api_error",
@@ -157,6 +160,7 @@ impl ApiErrorKind {
             ApiErrorKind::ClientRateLimited => "client_rate_limited",
             ApiErrorKind::BudgetExceeded => "budget_exceeded",
             ApiErrorKind::ModelNotAllowed => "model_not_allowed",
+            ApiErrorKind::ModelNotPriced => "model_not_priced",
         }
     }
 
@@ -183,6 +187,9 @@ pub struct ApiError {
     pub retry_after_ms: Option<u64>,
     /// Each blocked target (429/503); never holds a secret.
     pub blocked: Vec<Skipped>,
+    /// The wait is longer than `server.client_retry_max_ms`: the answer says
+    /// `x-should-retry: false` (behaviour §7, `node::retry_advice`).
+    pub stop_retrying: bool,
 }
 
 #[derive(Serialize)]
@@ -225,6 +232,7 @@ impl ApiError {
             message: message.into(),
             retry_after_ms: None,
             blocked: Vec::new(),
+            stop_retrying: false,
         }
     }
 
@@ -428,6 +436,12 @@ mod tests {
                 403,
                 "permission_error",
                 "model_not_allowed",
+            ),
+            (
+                ApiErrorKind::ModelNotPriced,
+                403,
+                "permission_error",
+                "model_not_priced",
             ),
         ];
         assert_eq!(table.len(), ApiErrorKind::ALL.len());

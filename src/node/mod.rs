@@ -20,6 +20,7 @@
 //! - [`traffic`] — the attempt counters the dashboard's rate chart reads (the dashboard is its
 //!   own wing: `crate::dashboard`).
 //! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers;
+//!   [`retry_advice`] — a long wait says `x-should-retry: false` and the time in words;
 //!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
 //! - [`client_gate`] — which client a key is, its limits before anything goes upstream, its usage.
@@ -43,6 +44,7 @@ pub mod plain_errors;
 pub mod rejection_log;
 pub mod reload;
 pub mod reply;
+pub mod retry_advice;
 pub mod routed;
 pub mod serve;
 pub mod stored_response;

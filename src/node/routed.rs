@@ -27,6 +27,7 @@ use crate::node::header_rules;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
+use crate::node::retry_advice;
 use crate::node::stream_relay::{self, CommittedStream};
 use crate::telemetry::RequestSpan;
 use crate::wire::affinity_group::derive_group;
@@ -289,7 +290,14 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 metrics::queue_wait(waited_ms, true);
                 route.overhead_us = overhead_us(started, Duration::ZERO);
             }
-            let response = fail(route_error(error, anthropic), &route);
+            let mut error = route_error(error, anthropic);
+            // A long wait says so, so clients stop rather than sleep on it (behaviour §7).
+            retry_advice::advise(
+                &mut error,
+                router.clock().now_ms(),
+                live.client_retry_max_ms,
+            );
+            let response = fail(error, &route);
             // telemetry: the answer ends the request's span.
             return trace.answered(response, route.attempts, route.model.as_ref());
         }

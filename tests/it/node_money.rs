@@ -359,3 +359,199 @@ async fn hostile_usage_values_are_clamped_before_they_are_priced() {
     assert!(missing["tokens_out"].as_u64().unwrap() > 0, "{missing}");
     assert!(missing["cost_usd"].as_f64().unwrap() > 0.0, "{missing}");
 }
+
+async fn chat_as(harness: &Harness, key: &str, model: &str) -> reqwest::Response {
+    harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&json!({"model": model, "messages": [{"role": "user", "content": "hello there"}]}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// `openai/ok-2024-08-06` when only `ok` is priced cost a budgeted client nothing. Now it is
+/// refused before anything is sent (a dated name takes no price from its alias); a client
+/// without a budget still uses it, and a priced model still serves.
+#[tokio::test]
+async fn a_budgeted_client_cannot_use_a_model_without_a_price() {
+    let harness = Harness::start_editing(|text| {
+        money_config("budget_usd = 5.0", "")(text)
+            + "\n[[prices]]\nmodel = \"ok\"\ninput = 1.0\noutput = 2.0\n"
+    })
+    .await;
+    let upstream_before = harness.mock.stats().total;
+    for (model, anthropic) in [
+        ("openai/ok-2024-08-06", false),
+        ("anthropic/unpriced", true),
+    ] {
+        let response = if anthropic {
+            harness
+                .client
+                .post(harness.url("/v1/messages"))
+                .header("x-api-key", KEY_A)
+                .json(&json!({"model": model, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+                .unwrap()
+        } else {
+            chat_as(&harness, KEY_A, model).await
+        };
+        assert_eq!(response.status(), 403, "{model}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "permission_error", "{body}");
+        assert_eq!(body["error"]["code"], "model_not_priced", "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(model),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        harness.mock.stats().total,
+        upstream_before,
+        "nothing was sent upstream"
+    );
+    assert_eq!(chat_as(&harness, KEY_A, "openai/ok").await.status(), 200);
+    assert_eq!(chat_as(&harness, KEY_A, "team").await.status(), 200);
+    assert_eq!(
+        chat_as(&harness, CLIENT_KEY, "openai/ok-2024-08-06")
+            .await
+            .status(),
+        200,
+        "a client without a budget is not held to prices"
+    );
+}
+
+/// A spent budget's refusal stops clients at once: `x-should-retry: false`, and a message that
+/// names the spend, the budget and the reset; a short wait stays retryable.
+#[tokio::test]
+async fn a_long_refusal_says_do_not_retry_and_when_a_short_one_does_not() {
+    let harness = Harness::start_editing(money_config(
+        "budget_usd = 0.001\nbudget_period = \"month\"\nrequests_per_min = 3",
+        "",
+    ))
+    .await;
+    assert_eq!(chat_as(&harness, KEY_A, "team").await.status(), 200);
+    harness.settle().await;
+    for anthropic in [false, true] {
+        let response = if anthropic {
+            harness
+                .client
+                .post(harness.url("/v1/messages"))
+                .header("x-api-key", KEY_A)
+                .json(&json!({"model": "claude", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+                .unwrap()
+        } else {
+            chat_as(&harness, KEY_A, "team").await
+        };
+        assert_eq!(response.status(), 429);
+        assert_eq!(header(&response, "x-should-retry"), "false");
+        let retry_after: u64 = header(&response, "retry-after").parse().unwrap();
+        assert!(retry_after > 60, "{retry_after}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "budget_exceeded", "{body}");
+        assert_eq!(body["error"]["type"], "rate_limit_error", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("$0.00 of its budget_usd")
+                || message.contains("of its budget_usd $0.00"),
+            "{message}"
+        );
+        assert!(message.contains("UTC, in "), "{message}");
+    }
+    // requests_per_min: a wait under client_retry_max_ms stays retryable (no header).
+    let harness = Harness::start_editing(money_config("requests_per_min = 1", "")).await;
+    assert_eq!(chat_as(&harness, KEY_A, "team").await.status(), 200);
+    let response = chat_as(&harness, KEY_A, "team").await;
+    assert_eq!(response.status(), 429);
+    assert!(response.headers().get("x-should-retry").is_none());
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "client_rate_limited", "{body}");
+}
+
+/// Every account locked for an hour: the router's own 429 says so and stops clients too.
+#[tokio::test]
+async fn all_targets_locked_for_long_says_do_not_retry() {
+    let harness = Harness::start().await;
+    harness.mock.set_rules(vec![Rule::rate_limited(3_600)]);
+    let first = harness.chat("team").await;
+    assert_eq!(first.status(), 429);
+    harness.settle().await;
+    let response = harness.chat("team").await;
+    assert_eq!(response.status(), 429);
+    assert_eq!(header(&response, "x-should-retry"), "false");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "all_targets_locked", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("UTC, in 1 h") || message.ends_with("UTC, in 59 min"),
+        "{message}"
+    );
+}
+
+/// `POST /admin/clients/{id}/reset` clears a spent client; the reset is journaled by `admin`
+/// and survives a restart (the spend folded from the journal does not come back); an unknown
+/// client is 404.
+#[tokio::test]
+async fn an_admin_reset_clears_a_clients_spend_and_survives_a_restart() {
+    let mut harness = Harness::start_editing(money_config(
+        "budget_usd = 0.001\nbudget_period = \"month\"",
+        "",
+    ))
+    .await;
+    assert_eq!(chat_as(&harness, KEY_A, "team").await.status(), 200);
+    harness.settle().await;
+    assert_eq!(chat_as(&harness, KEY_A, "team").await.status(), 429);
+    assert_eq!(
+        harness
+            .admin_post("/admin/clients/nobody/reset")
+            .await
+            .status(),
+        404
+    );
+    let reset = harness.admin_post("/admin/clients/team-a/reset").await;
+    assert_eq!(reset.status(), 200);
+    let clients = harness.admin_get("/admin/clients").await;
+    assert_eq!(team_a(&clients)["spend_usd"], 0.0, "{clients}");
+    assert_eq!(team_a(&clients)["usage"][0]["used"], 0, "{clients}");
+    assert_eq!(chat_as(&harness, KEY_A, "team").await.status(), 200);
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let action = events
+        .iter()
+        .find(|e| e["kind"] == "admin_action" && e["action"] == "reset_client")
+        .unwrap_or_else(|| panic!("no reset journaled"));
+    assert_eq!(action["target"], "team-a");
+    assert_eq!(action["by"], "admin");
+    let spend_after: f64 = team_a(&harness.admin_get("/admin/clients").await)["spend_usd"]
+        .as_f64()
+        .unwrap();
+    assert!(spend_after > 0.0 && spend_after < 0.01, "{spend_after}");
+
+    // Restart on the same journal: the spend is what followed the reset, not the sum.
+    let config = quotaroute::config::load(&harness.config_path).unwrap();
+    harness.stop().await;
+    let node = quotaroute::node::RunningNode::start(
+        config,
+        quotaroute::node::NodeOptions {
+            config_path: Some(harness.config_path.clone()),
+            config_text: std::fs::read_to_string(&harness.config_path).unwrap(),
+            clock: std::sync::Arc::new(quotaroute::actors::SystemClock),
+            listen: None,
+        },
+    )
+    .await
+    .unwrap();
+    let base = format!("http://{}", node.addr);
+    wait_ready(&harness.client, &base).await;
+    let clients = admin_json(&harness.client, &base, "/admin/clients").await;
+    let spend = team_a(&clients)["spend_usd"].as_f64().unwrap();
+    assert!(
+        (spend - spend_after).abs() < 1e-12,
+        "after the restart {spend}, before it {spend_after}"
+    );
+    node.stop("test").await.unwrap();
+}
