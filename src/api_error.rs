@@ -188,8 +188,9 @@ pub struct ApiError {
     /// Each blocked target (429/503); never holds a secret.
     pub blocked: Vec<Skipped>,
     /// The wait is longer than `server.client_retry_max_ms`: the answer says
-    /// `x-should-retry: false` (behaviour §7, `node::retry_advice`).
-    pub stop_retrying: bool,
+    /// `x-should-retry: false` (behaviour §7, `node::retry_advice`), and the OpenAI body says
+    /// when it frees (Unix seconds) the way Codex reads it.
+    pub stop_retrying_until_s: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -200,7 +201,17 @@ struct ErrorFields<'a> {
     code: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     blocked: Option<&'a [Skipped]>,
+    /// A refusal not to retry: when it frees (Unix seconds), and in how many seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resets_at: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resets_in_seconds: Option<u64>,
 }
+
+/// `error.type` of an OpenAI-shaped refusal not to retry: the type Codex stops on at once and
+/// whose `resets_at` it shows ("Try again at 4:42 PM"); with `rate_limit_error` it reconnects
+/// and sleeps on the `Retry-After`. `code` stays the contract's.
+pub const NO_RETRY_OPENAI_TYPE: &str = "usage_limit_reached";
 
 /// Anthropic's order: `type` first.
 #[derive(Serialize)]
@@ -232,7 +243,7 @@ impl ApiError {
             message: message.into(),
             retry_after_ms: None,
             blocked: Vec::new(),
-            stop_retrying: false,
+            stop_retrying_until_s: None,
         }
     }
 
@@ -273,9 +284,17 @@ impl ApiError {
             serde_json::to_vec(&OpenAiBody {
                 error: ErrorFields {
                     message: &self.message,
-                    kind: self.kind.error_type(),
+                    kind: match self.stop_retrying_until_s {
+                        Some(_) => NO_RETRY_OPENAI_TYPE,
+                        None => self.kind.error_type(),
+                    },
                     code: self.kind.code(),
                     blocked,
+                    resets_at: self.stop_retrying_until_s,
+                    resets_in_seconds: self
+                        .stop_retrying_until_s
+                        .and(self.retry_after_ms)
+                        .map(|ms| ms.div_ceil(1000)),
                 },
             })
         };

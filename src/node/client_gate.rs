@@ -109,6 +109,16 @@ fn unpriced_target(
         .flatten()
 }
 
+/// Pico-USD as dollars: cents, or four decimals below a dime ("$12.30", "$0.0012").
+fn dollars(pusd: u64) -> String {
+    let usd = to_usd(pusd);
+    if usd >= 0.1 {
+        format!("${usd:.2}")
+    } else {
+        format!("${usd:.4}")
+    }
+}
+
 fn refusal_error(
     client: &str,
     combo: &str,
@@ -125,11 +135,11 @@ fn refusal_error(
             ApiErrorKind::BudgetExceeded,
             match spend {
                 Some((spend, budget, period)) => format!(
-                    "client `{client}` has spent ${:.2} of its budget_usd ${:.2} for this {}; it resets {}",
-                    to_usd(spend),
-                    to_usd(budget),
+                    "client `{client}` has spent {} of its budget_usd {} for this {}; it resets at {}",
+                    dollars(spend),
+                    dollars(budget),
                     period.as_str(),
-                    retry_advice::until_in_words(now_ms, refusal.retry_after_ms.unwrap_or(0)),
+                    retry_advice::at_in_words(now_ms, refusal.retry_after_ms.unwrap_or(0)),
                 ),
                 None => format!("client `{client}` has spent its budget_usd for this period"),
             },

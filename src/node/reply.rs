@@ -88,7 +88,7 @@ pub fn api_error(error: &ApiError, anthropic: bool, route: &RouteHeaders) -> Res
             response.headers_mut().insert(RETRY_AFTER, value);
         }
     }
-    if error.stop_retrying {
+    if error.stop_retrying_until_s.is_some() {
         // Honoured by the official SDKs before their own rules (behaviour §7).
         response
             .headers_mut()

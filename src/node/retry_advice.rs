@@ -30,15 +30,15 @@ pub fn advise(error: &mut ApiError, now_ms: u64, max_ms: u64) {
     if wait_ms <= max_ms {
         return;
     }
-    error.stop_retrying = true;
+    error.stop_retrying_until_s = Some(now_ms.saturating_add(wait_ms).div_ceil(1000));
     if error.kind != ApiErrorKind::BudgetExceeded {
-        error.message = format!("{} {}", error.message, until_in_words(now_ms, wait_ms));
+        error.message = format!("{} until {}", error.message, at_in_words(now_ms, wait_ms));
     }
 }
 
-/// "until 16:42 UTC, in 59 min"; a time on another day names the date ("until 2027-01-01
-/// 00:00 UTC, in 28 days 3 h").
-pub fn until_in_words(now_ms: u64, wait_ms: u64) -> String {
+/// "16:42 UTC, in 59 min"; a time on another day names the date ("2027-01-01 00:00 UTC, in
+/// 28 days 3 h").
+pub fn at_in_words(now_ms: u64, wait_ms: u64) -> String {
     let at_ms = now_ms.saturating_add(wait_ms);
     let day = |ms: u64| ms / 86_400_000;
     let at = i64::try_from(at_ms)
@@ -49,7 +49,7 @@ pub fn until_in_words(now_ms: u64, wait_ms: u64) -> String {
         Some(at) => at.strftime("%Y-%m-%d %H:%M UTC").to_string(),
         None => "a time too far to name".to_owned(),
     };
-    format!("until {when}, in {}", duration_in_words(wait_ms))
+    format!("{when}, in {}", duration_in_words(wait_ms))
 }
 
 /// "59 min", "5 h 52 min", "28 days 3 h", "40 s".
@@ -79,13 +79,10 @@ mod tests {
     #[test]
     fn times_and_waits_in_words() {
         assert_eq!(
-            until_in_words(NOW - 7 * 3_600_000, 59 * 60_000),
-            "until 16:59 UTC, in 59 min"
+            at_in_words(NOW - 7 * 3_600_000, 59 * 60_000),
+            "16:59 UTC, in 59 min"
         );
-        assert_eq!(
-            until_in_words(NOW, 3_600_000),
-            "until 2026-12-02 00:00 UTC, in 1 h"
-        );
+        assert_eq!(at_in_words(NOW, 3_600_000), "2026-12-02 00:00 UTC, in 1 h");
         assert_eq!(duration_in_words(40_000), "40 s");
         assert_eq!(duration_in_words(5 * 3_600_000 + 52 * 60_000), "5 h 52 min");
         assert_eq!(duration_in_words(2_449_007_000), "28 days 8 h");
@@ -103,11 +100,20 @@ mod tests {
         };
         let mut short = refusal(30_000);
         advise(&mut short, NOW, 60_000);
-        assert!(!short.stop_retrying);
+        assert_eq!(short.stop_retrying_until_s, None);
         assert_eq!(short.message, "client `a` is over its tokens_per_day");
         let mut long = refusal(3_600_000);
         advise(&mut long, NOW, 60_000);
-        assert!(long.stop_retrying);
+        assert_eq!(long.stop_retrying_until_s, Some((NOW + 3_600_000) / 1000));
+        let body: serde_json::Value = serde_json::from_slice(&long.body(false)).unwrap();
+        assert_eq!(body["error"]["type"], "usage_limit_reached");
+        assert_eq!(body["error"]["code"], "client_rate_limited");
+        assert_eq!(body["error"]["resets_in_seconds"], 3_600);
+        let body: serde_json::Value = serde_json::from_slice(&long.body(true)).unwrap();
+        assert_eq!(
+            body["error"]["type"], "rate_limit_error",
+            "Anthropic's shape keeps its type"
+        );
         assert_eq!(
             long.message,
             "client `a` is over its tokens_per_day until 2026-12-02 00:00 UTC, in 1 h"
@@ -116,6 +122,6 @@ mod tests {
         let mut other = ApiError::new(ApiErrorKind::UpstreamError, "x");
         other.retry_after_ms = Some(3_600_000);
         advise(&mut other, NOW, 60_000);
-        assert!(!other.stop_retrying);
+        assert_eq!(other.stop_retrying_until_s, None);
     }
 }

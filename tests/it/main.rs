@@ -35,6 +35,7 @@ mod node_fair_queue;
 mod node_money;
 mod node_papercuts;
 mod node_read_your_writes;
+mod node_refusal_clients;
 mod node_restart;
 mod node_routing;
 mod node_sdk;

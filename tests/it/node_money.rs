@@ -453,13 +453,24 @@ async fn a_long_refusal_says_do_not_retry_and_when_a_short_one_does_not() {
         assert!(retry_after > 60, "{retry_after}");
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], "budget_exceeded", "{body}");
-        assert_eq!(body["error"]["type"], "rate_limit_error", "{body}");
+        // The OpenAI shape carries the type Codex stops on, and when it frees; Anthropic's
+        // keeps its own type (its clients read x-should-retry).
+        if anthropic {
+            assert_eq!(body["error"]["type"], "rate_limit_error", "{body}");
+        } else {
+            assert_eq!(body["error"]["type"], "usage_limit_reached", "{body}");
+            assert!(
+                body["error"]["resets_at"].as_u64().unwrap() > 1_700_000_000,
+                "{body}"
+            );
+            assert_eq!(body["error"]["resets_in_seconds"], retry_after, "{body}");
+        }
         let message = body["error"]["message"].as_str().unwrap();
         assert!(
-            message.contains("$0.00 of its budget_usd")
-                || message.contains("of its budget_usd $0.00"),
+            message.contains("of its budget_usd $0.0010 for this month"),
             "{message}"
         );
+        assert!(message.contains("it resets at 20"), "{message}");
         assert!(message.contains("UTC, in "), "{message}");
     }
     // requests_per_min: a wait under client_retry_max_ms stays retryable (no header).
