@@ -393,7 +393,7 @@ pub(crate) async fn serve_tries(
 
     route.attempts = decision.attempt();
     route.overhead_us = overhead_us(started, upstream_time);
-    let response = final_failure(
+    let mut response = final_failure(
         last_failure,
         last_provider.as_deref(),
         ctx.anthropic(),
@@ -401,8 +401,51 @@ pub(crate) async fn serve_tries(
         route,
         &decision,
     );
+    if response.status() == StatusCode::TOO_MANY_REQUESTS {
+        advise_passed_through_429(ctx, route, &mut response).await;
+    }
     metrics::request_finished(ctx.endpoint, response.status().as_u16());
     response
+}
+
+/// A 429 passed through from an upstream that sent no `Retry-After` gets the router's own,
+/// from the lock it just learned on that (connection, model) (behaviour §7); beyond
+/// `client_retry_max_ms` it also says `x-should-retry: false`. A rare answer: reading the
+/// router's state for it costs nothing on the paths that serve.
+async fn advise_passed_through_429(
+    ctx: &TryContext<'_>,
+    route: &RouteHeaders,
+    response: &mut Response,
+) {
+    let headers = response.headers();
+    if headers.contains_key(http::header::RETRY_AFTER) || headers.contains_key("retry-after-ms") {
+        return;
+    }
+    let (Some(router), Some(connection), Some(model)) =
+        (ctx.app.router(), &route.connection, &route.model)
+    else {
+        return;
+    };
+    let Ok(state) = router.state().await else {
+        return;
+    };
+    let Some(remaining_ms) = state
+        .lockouts()
+        .into_iter()
+        .filter(|lock| *lock.connection == **connection && *lock.model == **model)
+        .map(|lock| lock.remaining_ms)
+        .max()
+        .filter(|ms| *ms > 0)
+    else {
+        return;
+    };
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&remaining_ms.div_ceil(1000).to_string()) {
+        headers.insert(http::header::RETRY_AFTER, value);
+    }
+    if remaining_ms > ctx.live.client_retry_max_ms {
+        headers.insert("x-should-retry", HeaderValue::from_static("false"));
+    }
 }
 
 /// A committed stream's response: relayed event by event, reported when it ends.

@@ -566,3 +566,22 @@ async fn an_admin_reset_clears_a_clients_spend_and_survives_a_restart() {
     );
     node.stop("test").await.unwrap();
 }
+
+/// A 429 passed through from an upstream that sent no `Retry-After` carries the router's own,
+/// from the lock it just learned (behaviour §7): before, the client got none and retried at once.
+#[tokio::test]
+async fn a_429_passed_through_without_retry_after_gets_the_routers_own() {
+    let harness = Harness::start().await;
+    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
+        reset: quotaroute::mock_upstream::ResetForm::None,
+    })]);
+    let response = harness.chat("team").await;
+    assert_eq!(response.status(), 429);
+    let retry_after: u64 = header(&response, "retry-after").parse().unwrap();
+    assert!((1..=3_600).contains(&retry_after), "{retry_after}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["error"]["type"], "requests",
+        "the upstream's own body: {body}"
+    );
+}
