@@ -301,7 +301,7 @@ pub fn usage(data: &[u8]) {
         let mut usage = StreamUsage::default();
         for event in &events {
             usage.observe(format, event);
-            usage.count_content(event);
+            usage.count_content(format, event);
         }
         sane(quotaroute::wire::usage::TokenCounts {
             tokens_in: usage.tokens_in,

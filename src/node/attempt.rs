@@ -426,11 +426,20 @@ pub(crate) async fn try_target(
                                                               // What the answer is charged: its usage checked (clamped, logged), or an estimate
                                                               // when it reported none (behaviour §11).
         let charged = ctx.count_usage.then(|| {
+            let reported = summary.counts.unwrap_or_default();
+            // The answer's text is measured only when its usage is no report (the usual answer
+            // has one: nothing is scanned).
+            let estimate_needed = summary.counts.is_none() || reported.flaws.any_unreadable();
+            let content_bytes = if estimate_needed {
+                crate::wire::content_bytes::content_text_bytes(ctx.endpoint.stream_format(), &body)
+            } else {
+                0
+            };
             crate::node::usage_charge::charged(
-                summary.counts.unwrap_or_default(),
+                reported,
                 summary.counts.is_some(),
                 ctx.client_body.len() as u64,
-                crate::wire::content_bytes::content_text_bytes(&body) as u64,
+                content_bytes as u64,
                 ctx.live.usage_max_tokens,
                 &target.connection,
             )

@@ -94,7 +94,7 @@ pub async fn drain_for_usage(
 
 fn tally(format: StreamFormat, usage: &mut StreamUsage, events: &mut Vec<SseEvent>) {
     for event in events.drain(..) {
-        usage.count_content(&event);
+        usage.count_content(format, &event);
         usage.observe(format, &event);
     }
 }

@@ -202,7 +202,7 @@ pub async fn open(
             match usage.observe(format, &event) {
                 EventMeaning::Content => {
                     committed = true;
-                    usage.count_content(&event);
+                    usage.count_content(format, &event);
                     buffered.push(event.raw);
                 }
                 EventMeaning::Error { class, message } => {
@@ -399,7 +399,7 @@ impl Relay {
             }
             for event in events.drain(..) {
                 if !matters_after_commit(self.stream.format, &event) {
-                    self.stream.usage.count_content(&event);
+                    self.stream.usage.count_content(self.stream.format, &event);
                     out.extend_from_slice(&event.raw);
                     continue;
                 }
@@ -415,7 +415,7 @@ impl Relay {
                     }
                     meaning => {
                         if meaning == EventMeaning::Content {
-                            self.stream.usage.count_content(&event);
+                            self.stream.usage.count_content(self.stream.format, &event);
                         }
                         out.extend_from_slice(&event.raw);
                     }

@@ -83,11 +83,12 @@ pub struct StreamUsage {
 }
 
 impl StreamUsage {
-    /// Adds the generated text `event` carries to [`content_bytes`](Self::content_bytes).
-    pub fn count_content(&mut self, event: &SseEvent) {
+    /// Adds the generated text `event` (of `format`) carries to
+    /// [`content_bytes`](Self::content_bytes).
+    pub fn count_content(&mut self, format: StreamFormat, event: &SseEvent) {
         self.content_bytes = self
             .content_bytes
-            .saturating_add(content_text_bytes(event.data.as_bytes()) as u64);
+            .saturating_add(content_text_bytes(format, event.data.as_bytes()) as u64);
     }
 
     /// Takes in the usage an event carried. Streams report running totals (Anthropic sends
