@@ -32,6 +32,9 @@ use crate::snapshot;
 use crate::tap::EventTap;
 use crate::RouterError;
 
+/// `admin_action.action` of `POST /admin/clients/{id}/reset` (its `target` is the client id).
+pub const CLIENT_RESET_ACTION: &str = "reset_client";
+
 /// How to run the router.
 pub struct RouterOptions {
     pub writer: WriterConfig,
@@ -271,6 +274,12 @@ impl Router {
     /// The running topology.
     pub fn topology(&self) -> Option<Topology> {
         self.inner.registry.load().topology.as_ref().clone()
+    }
+
+    /// `read` over the running topology, without copying it (for the request path).
+    pub fn with_topology<R>(&self, read: impl FnOnce(&Topology) -> R) -> Option<R> {
+        let tables = self.inner.registry.load();
+        tables.topology.as_ref().as_ref().map(read)
     }
 
     async fn combo_for(&self, model: &str) -> Result<ActorRef<ComboMsg>, RouteError> {
@@ -536,6 +545,12 @@ impl Router {
                 by: "admin".to_string(),
             }),
         )]));
+    }
+
+    /// Journals an admin's reset of a client's spend and windows (behaviour §11; the node's
+    /// client ledger did it and folds the event back in on restart).
+    pub fn record_client_reset(&self, client: &str) {
+        self.record_admin(CLIENT_RESET_ACTION, client);
     }
 
     /// Clears one model lockout; `Ok(false)` when there was none.

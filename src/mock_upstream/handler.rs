@@ -31,13 +31,17 @@ const STREAM_CUT_PAUSE_MS: u64 = 5;
 pub(crate) struct ResetConnection;
 
 /// How a fault shapes an answer that still succeeds (a 200).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SuccessShape {
     ending: StreamEnding,
     /// Cut the connection after the last event instead of ending the body cleanly.
     abort: bool,
     /// A stream pauses this long after this many events.
     pause: Option<(usize, Duration)>,
+    /// A stream pauses this long before its last this many events.
+    pause_before_last: Option<(usize, Duration)>,
+    /// The `usage` every usage-bearing part of the answer carries instead of the real one.
+    usage: Option<Value>,
     pub(crate) forced: Option<ForcedEncoding>,
 }
 
@@ -46,6 +50,8 @@ impl SuccessShape {
         ending: StreamEnding::Complete,
         abort: false,
         pause: None,
+        pause_before_last: None,
+        usage: None,
         forced: None,
     };
 }
@@ -202,6 +208,7 @@ async fn answer(
             .written
             .min(turn.prompt_tokens.saturating_sub(turn.cached_tokens));
     }
+    turn.usage_override = shape.usage.clone();
     success(&turn, &admission.rate, headers, shape)
 }
 
@@ -254,6 +261,17 @@ pub(crate) async fn fault_verdict(
                 })
             }
         }
+        Fault::SlowEnd { events, pause_ms } => Verdict::Succeed(SuccessShape {
+            pause_before_last: Some((
+                usize::try_from(events).unwrap_or(usize::MAX),
+                Duration::from_millis(pause_ms),
+            )),
+            ..SuccessShape::PLAIN
+        }),
+        Fault::HostileUsage { usage } => Verdict::Succeed(SuccessShape {
+            usage: Some(serde_json::from_str(&usage).unwrap_or(Value::String(usage))),
+            ..SuccessShape::PLAIN
+        }),
         Fault::CorruptCompressed => Verdict::Succeed(SuccessShape {
             forced: Some(ForcedEncoding::CorruptGzip),
             ..SuccessShape::PLAIN
@@ -382,7 +400,11 @@ fn success(
         "text/event-stream",
     );
     insert(&mut headers, header::CACHE_CONTROL.as_str(), "no-cache");
-    let pause = shape.pause;
+    let pause = shape.pause.or_else(|| {
+        shape
+            .pause_before_last
+            .map(|(last, pause)| (frames.len().saturating_sub(last), pause))
+    });
     let events = futures_util::stream::iter(frames.into_iter().enumerate()).then(
         move |(index, frame)| async move {
             if let Some((after, pause)) = pause {

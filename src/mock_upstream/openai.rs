@@ -13,6 +13,9 @@ use super::rate_headers::Dialect;
 const CREATED: u64 = 1_700_000_000;
 
 fn usage(turn: &Turn) -> Value {
+    if let Some(usage) = &turn.usage_override {
+        return usage.clone();
+    }
     json!({
         "prompt_tokens": turn.prompt_tokens,
         "completion_tokens": turn.completion_tokens(),
@@ -22,6 +25,9 @@ fn usage(turn: &Turn) -> Value {
 }
 
 fn responses_usage(turn: &Turn) -> Value {
+    if let Some(usage) = &turn.usage_override {
+        return usage.clone();
+    }
     json!({
         "input_tokens": turn.prompt_tokens,
         "input_tokens_details": {"cached_tokens": turn.cached_tokens},

@@ -200,6 +200,26 @@ pub async fn client_views(app: &AppState, router: &Router) -> Vec<ClientView> {
     )
 }
 
+/// `POST /admin/clients/{id}/reset` (behaviour §11): clears the client's spend and usage
+/// windows of the current period, journaled as `admin_action` `reset_client` by `admin` (folded
+/// back in on restart, so the spend does not come back); 404 for an unknown client.
+pub async fn reset_client(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let router = guard!(app, headers);
+    let live = app.live();
+    let Some(index) = live.clients.index_of(&id) else {
+        return unknown("client", &id);
+    };
+    let now_ms = router.clock().now_ms();
+    live.clients.reset(index, now_ms);
+    router.record_client_reset(&id);
+    tracing::info!(client = &*id, "client spend and windows reset by admin");
+    json_response(StatusCode::OK, &json!({"client": id, "reset": true}))
+}
+
 pub async fn clear_lockout(
     State(app): State<AppState>,
     headers: HeaderMap,

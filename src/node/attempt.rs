@@ -423,14 +423,34 @@ pub(crate) async fn try_target(
             );
         };
         trace.answer(summary.model, summary.counts.as_ref()); // telemetry
-        let counts = summary.counts;
-        let (tokens_in, tokens_out) = counts
-            .filter(|_| ctx.count_usage)
-            .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
+                                                              // What the answer is charged: its usage checked (clamped, logged), or an estimate
+                                                              // when it reported none (behaviour §11).
+        let charged = ctx.count_usage.then(|| {
+            let reported = summary.counts.unwrap_or_default();
+            // The answer's text is measured only when its usage is no report (the usual answer
+            // has one: nothing is scanned).
+            let estimate_needed = summary.counts.is_none() || reported.flaws.any_unreadable();
+            let content_bytes = if estimate_needed {
+                crate::wire::content_bytes::content_text_bytes(ctx.endpoint.stream_format(), &body)
+            } else {
+                0
+            };
+            crate::node::usage_charge::charged(
+                reported,
+                summary.counts.is_some(),
+                ctx.client_body.len() as u64,
+                content_bytes as u64,
+                ctx.live.usage_max_tokens,
+                &target.connection,
+            )
+        });
+        let counts = charged.map(|charged| charged.counts);
+        let (tokens_in, tokens_out) = counts.map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
         let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
-        if let Some(counts) = counts.filter(|_| ctx.count_usage) {
-            result.tokens_cached = counts.tokens_cached;
-            result.tokens_cache_write = counts.tokens_cache_write;
+        if let Some(charged) = charged {
+            result.tokens_cached = charged.counts.tokens_cached;
+            result.tokens_cache_write = charged.counts.tokens_cache_write;
+            result.usage_estimated = charged.estimated;
         }
         if let Some(m) = ctx.live.attempt_metrics.get(&*target.connection) {
             m.input_tokens

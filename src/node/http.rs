@@ -56,6 +56,7 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/admin/state", get(admin::state))
         .route("/admin/lockouts", get(admin::lockouts))
         .route("/admin/clients", get(admin::clients))
+        .route("/admin/clients/{id}/reset", post(admin::reset_client))
         .route(
             "/admin/lockouts/{connection}/{*model}",
             delete(admin::clear_lockout),

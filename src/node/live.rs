@@ -52,6 +52,12 @@ pub struct LiveConfig {
     pub stream_idle_timeout: Duration,
     /// `server.body_timeout_ms`: the longest silence while a client body is read.
     pub body_timeout: Duration,
+    /// `server.usage_max_tokens`: any usage count above it is clamped (behaviour §11).
+    pub usage_max_tokens: u64,
+    /// `server.client_retry_max_ms`: a refusal waiting longer says `x-should-retry: false`.
+    pub client_retry_max_ms: u64,
+    /// How long, and how far, a stream the client left is read on for its usage.
+    pub drain: crate::node::stream_drain::DrainBounds,
     /// `server.max_upstream_buffer_bytes` in KiB (read at start; a reload keeps the first).
     pub max_upstream_buffer_kib: usize,
     /// Browser origins allowed to call the client API (`"*"`: any).
@@ -192,6 +198,12 @@ impl LiveConfig {
             max_body_bytes: usize::try_from(config.server.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: Duration::from_millis(config.server.request_timeout_ms),
             body_timeout: Duration::from_millis(config.server.body_timeout_ms),
+            usage_max_tokens: config.server.usage_max_tokens,
+            client_retry_max_ms: config.server.client_retry_max_ms,
+            drain: crate::node::stream_drain::DrainBounds {
+                after_left: Duration::from_millis(config.server.drain_after_client_left_ms),
+                max_bytes: config.server.drain_max_bytes,
+            },
             max_upstream_buffer_kib: usize::try_from(
                 config.server.max_upstream_buffer_bytes.div_ceil(1024),
             )

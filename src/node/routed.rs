@@ -27,6 +27,7 @@ use crate::node::header_rules;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
+use crate::node::retry_advice;
 use crate::node::stream_relay::{self, CommittedStream};
 use crate::telemetry::RequestSpan;
 use crate::wire::affinity_group::derive_group;
@@ -305,7 +306,14 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 metrics::queue_wait(waited_ms, true);
                 route.overhead_us = overhead_us(started, Duration::ZERO);
             }
-            let response = fail(route_error(error, anthropic), &route);
+            let mut error = route_error(error, anthropic);
+            // A long wait says so, so clients stop rather than sleep on it (behaviour §7).
+            retry_advice::advise(
+                &mut error,
+                router.clock().now_ms(),
+                live.client_retry_max_ms,
+            );
+            let response = fail(error, &route);
             // telemetry: the answer ends the request's span.
             return trace.answered(response, route.attempts, route.model.as_ref());
         }
@@ -401,7 +409,7 @@ pub(crate) async fn serve_tries(
 
     route.attempts = decision.attempt();
     route.overhead_us = overhead_us(started, upstream_time);
-    let response = final_failure(
+    let mut response = final_failure(
         last_failure,
         last_provider.as_deref(),
         ctx.anthropic(),
@@ -409,8 +417,51 @@ pub(crate) async fn serve_tries(
         route,
         &decision,
     );
+    if response.status() == StatusCode::TOO_MANY_REQUESTS {
+        advise_passed_through_429(ctx, route, &mut response).await;
+    }
     metrics::request_finished(ctx.endpoint, response.status().as_u16());
     response
+}
+
+/// A 429 passed through from an upstream that sent no `Retry-After` gets the router's own,
+/// from the lock it just learned on that (connection, model) (behaviour §7); beyond
+/// `client_retry_max_ms` it also says `x-should-retry: false`. A rare answer: reading the
+/// router's state for it costs nothing on the paths that serve.
+async fn advise_passed_through_429(
+    ctx: &TryContext<'_>,
+    route: &RouteHeaders,
+    response: &mut Response,
+) {
+    let headers = response.headers();
+    if headers.contains_key(http::header::RETRY_AFTER) || headers.contains_key("retry-after-ms") {
+        return;
+    }
+    let (Some(router), Some(connection), Some(model)) =
+        (ctx.app.router(), &route.connection, &route.model)
+    else {
+        return;
+    };
+    let Ok(state) = router.state().await else {
+        return;
+    };
+    let Some(remaining_ms) = state
+        .lockouts()
+        .into_iter()
+        .filter(|lock| *lock.connection == **connection && *lock.model == **model)
+        .map(|lock| lock.remaining_ms)
+        .max()
+        .filter(|ms| *ms > 0)
+    else {
+        return;
+    };
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&remaining_ms.div_ceil(1000).to_string()) {
+        headers.insert(http::header::RETRY_AFTER, value);
+    }
+    if remaining_ms > ctx.live.client_retry_max_ms {
+        headers.insert("x-should-retry", HeaderValue::from_static("false"));
+    }
 }
 
 /// A committed stream's response: relayed event by event, reported when it ends.
@@ -444,7 +495,20 @@ fn stream_response(
             target: target.clone(),
         })
     });
-    let body = stream_relay::relay_body(stream, decision, ctx.deadline, input_tokens, usage_sink);
+    let charge = stream_relay::StreamCharge {
+        request_bytes: ctx.client_body.len() as u64,
+        usage_max_tokens: ctx.live.usage_max_tokens,
+        connection: target.connection.to_string(),
+        drain: ctx.live.drain,
+    };
+    let body = stream_relay::relay_body(
+        stream,
+        decision,
+        ctx.deadline,
+        input_tokens,
+        usage_sink,
+        charge,
+    );
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     // Sized once: the relayed headers, the route's, a content type and cache control.

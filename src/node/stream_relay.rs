@@ -22,6 +22,10 @@ use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
+use crate::wire::usage::TokenCounts;
+
+use super::stream_drain::{self, DrainBounds};
+use super::usage_charge;
 
 /// How a stream began.
 pub enum StreamStart {
@@ -198,6 +202,7 @@ pub async fn open(
             match usage.observe(format, &event) {
                 EventMeaning::Content => {
                     committed = true;
+                    usage.count_content(format, &event);
                     buffered.push(event.raw);
                 }
                 EventMeaning::Error { class, message } => {
@@ -261,9 +266,35 @@ const COALESCE_BYTES: usize = 64 * 1024;
 /// read (see `ready_data`).
 const READY_FRAME_YIELDS: usize = 2;
 
+/// What charging a stream needs besides its usage (behaviour §11, "money holds").
+#[derive(Debug, Clone)]
+pub struct StreamCharge {
+    /// The client's request body's bytes: the input estimate when no usage comes.
+    pub request_bytes: u64,
+    /// `server.usage_max_tokens`.
+    pub usage_max_tokens: u64,
+    /// The serving connection, named in the logs of a clamped usage.
+    pub connection: String,
+    /// How far a stream the client left is read on for its usage.
+    pub drain: DrainBounds,
+}
+
+impl StreamCharge {
+    /// No reading on, no bound beyond `u64` (the relay's own tests).
+    #[cfg(test)]
+    fn none() -> Self {
+        StreamCharge {
+            request_bytes: 0,
+            usage_max_tokens: u64::MAX,
+            connection: String::new(),
+            drain: DrainBounds::NONE,
+        }
+    }
+}
+
 /// A committed stream being relayed: polled by the client's response body itself (no task, no
 /// channel), one chunk per upstream frame. Reports the attempt when the stream ends — or, if the
-/// client goes away first, when it is dropped.
+/// client goes away first, after reading the upstream on for its usage (`stream_drain`).
 struct Relay {
     stream: CommittedStream,
     decision: Option<Decision>,
@@ -276,6 +307,12 @@ struct Relay {
     client_usage: Option<crate::node::client_gate::StreamUsageSink>,
     /// The end or an error, seen while gathering a burst; handled on the next call.
     pending: Option<Option<Result<Bytes, BodyError>>>,
+    charge: StreamCharge,
+    /// What the client was charged when it left (and its price), before the drain's report.
+    precharged: Option<(TokenCounts, Option<f64>)>,
+    /// Being read on after the client left: if this is dropped too (the runtime stops), it
+    /// reports what it has at once.
+    draining: bool,
 }
 
 impl Relay {
@@ -362,6 +399,7 @@ impl Relay {
             }
             for event in events.drain(..) {
                 if !matters_after_commit(self.stream.format, &event) {
+                    self.stream.usage.count_content(self.stream.format, &event);
                     out.extend_from_slice(&event.raw);
                     continue;
                 }
@@ -375,7 +413,12 @@ impl Relay {
                         self.failure = Some((class, message));
                         self.ended = true;
                     }
-                    _ => out.extend_from_slice(&event.raw),
+                    meaning => {
+                        if meaning == EventMeaning::Content {
+                            self.stream.usage.count_content(self.stream.format, &event);
+                        }
+                        out.extend_from_slice(&event.raw);
+                    }
                 }
             }
             if !out.is_empty() {
@@ -407,10 +450,21 @@ impl Relay {
     fn final_report(&mut self) -> Option<(Decision, AttemptResult)> {
         let mut decision = self.decision.take()?;
         let mut result = decision.take_stream_result()?;
-        result.tokens_in = self.stream.usage.tokens_in;
-        result.tokens_cached = self.stream.usage.tokens_cached;
-        result.tokens_cache_write = self.stream.usage.tokens_cache_write;
-        result.tokens_out = self.stream.usage.tokens_out;
+        let mut charged = self.charged_now();
+        if let Some((precharged, _)) = self.precharged {
+            // A left stream's client was charged the estimate when it left: it pays the larger
+            // of that and what the upstream reported after, and so does the connection.
+            let counts = &mut charged.counts;
+            charged.estimated |= precharged.tokens_in > counts.tokens_in
+                || precharged.tokens_out > counts.tokens_out;
+            counts.tokens_in = counts.tokens_in.max(precharged.tokens_in);
+            counts.tokens_out = counts.tokens_out.max(precharged.tokens_out);
+        }
+        result.tokens_in = charged.counts.tokens_in;
+        result.tokens_cached = charged.counts.tokens_cached;
+        result.tokens_cache_write = charged.counts.tokens_cache_write;
+        result.tokens_out = charged.counts.tokens_out;
+        result.usage_estimated = charged.estimated;
         // telemetry: how the stream ended, for the attempt's span.
         let broke = self.failure.as_ref().map(|(class, _)| *class);
         self.stream.trace.stream_ended(broke, &self.stream.usage);
@@ -431,9 +485,74 @@ impl Relay {
         }
         // The client's usage, then its ticket (it counted in flight until now).
         if let Some(client_usage) = self.client_usage.take() {
-            result.cost_usd = client_usage.record(&result);
+            result.cost_usd = match self.precharged.take() {
+                None => client_usage.record(&result),
+                Some((precharged, precharged_cost)) => {
+                    // Only what goes beyond the estimate already charged.
+                    let beyond = AttemptResult {
+                        tokens_cached: result.tokens_cached.min(
+                            result
+                                .tokens_in
+                                .saturating_sub(precharged.tokens_in)
+                                .saturating_sub(result.tokens_cache_write),
+                        ),
+                        tokens_cache_write: 0,
+                        usage_estimated: result.usage_estimated,
+                        ..AttemptResult::success(
+                            200,
+                            result.tokens_in.saturating_sub(precharged.tokens_in),
+                            result.tokens_out.saturating_sub(precharged.tokens_out),
+                        )
+                    };
+                    let more = client_usage.record(&beyond);
+                    match (precharged_cost, more) {
+                        (None, None) => None,
+                        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+                    }
+                }
+            };
         }
         Some((decision, result))
+    }
+
+    /// What the stream is charged on what it read so far: the upstream's usage checked, or
+    /// an estimate while its closing usage has not come.
+    fn charged_now(&self) -> usage_charge::Charged {
+        let usage = &self.stream.usage;
+        usage_charge::charged(
+            TokenCounts {
+                tokens_in: usage.tokens_in,
+                tokens_out: usage.tokens_out,
+                tokens_cached: usage.tokens_cached,
+                tokens_cache_write: usage.tokens_cache_write,
+                flaws: usage.flaws,
+            },
+            usage.final_seen,
+            self.charge.request_bytes,
+            usage.content_bytes,
+            self.charge.usage_max_tokens,
+            &self.charge.connection,
+        )
+    }
+
+    /// The client left before the usage came: its client is charged the estimate now, so that
+    /// its very next request already sees the spend (its budget is not a race against the
+    /// drain); the drain's report charges only what goes beyond it.
+    fn precharge(&mut self) {
+        let Some(client_usage) = &self.client_usage else {
+            return;
+        };
+        let estimate = self.charged_now();
+        let counts = estimate.counts;
+        let result = AttemptResult {
+            tokens_cached: counts.tokens_cached,
+            tokens_cache_write: counts.tokens_cache_write,
+            stream: true,
+            usage_estimated: estimate.estimated,
+            ..AttemptResult::success(200, counts.tokens_in, counts.tokens_out)
+        };
+        let cost = client_usage.record(&result);
+        self.precharged = Some((counts, cost));
     }
 
     /// Reports the ended stream; a break is applied before the client sees the stream end.
@@ -450,10 +569,81 @@ impl Relay {
     }
 }
 
+impl Relay {
+    /// This relay's stream and report, moved out to be read on after the client left (what
+    /// stays behind reports nothing).
+    fn take_for_drain(&mut self) -> Relay {
+        let stream = CommittedStream {
+            buffered: Vec::new(),
+            body: std::mem::replace(
+                &mut self.stream.body,
+                UpstreamBody::Decoded(Box::pin(futures_util::stream::empty())),
+            ),
+            parser: std::mem::take(&mut self.stream.parser),
+            usage: self.stream.usage,
+            finished: self.stream.finished,
+            format: self.stream.format,
+            withhold_usage_only: self.stream.withhold_usage_only,
+            idle: self.stream.idle,
+            response_id: self.stream.response_id.take(),
+            echoes: std::mem::take(&mut self.stream.echoes),
+            trace: std::mem::take(&mut self.stream.trace),
+        };
+        Relay {
+            stream,
+            decision: self.decision.take(),
+            deadline: self.deadline,
+            failure: self.failure.take(),
+            ended: self.ended,
+            input_tokens: self.input_tokens.take(),
+            client_usage: self.client_usage.take(),
+            pending: None,
+            charge: self.charge.clone(),
+            precharged: self.precharged.take(),
+            draining: true,
+        }
+    }
+
+    /// Reads the upstream on for the usage the client did not wait for, then reports.
+    async fn drain_then_report(mut self) {
+        let end = stream_drain::drain_for_usage(
+            &mut self.stream.body,
+            &mut self.stream.parser,
+            self.stream.format,
+            &mut self.stream.usage,
+            self.charge.drain,
+        )
+        .await;
+        tracing::debug!(
+            connection = &*self.charge.connection,
+            end = ?end,
+            "read a left stream on for its usage"
+        );
+        self.report_applied().await;
+    }
+}
+
 impl Drop for Relay {
-    /// The client went away mid-stream: the upstream served, so the attempt counts as served.
+    /// The client went away mid-stream: the upstream served, so the attempt counts as served,
+    /// and is charged what it used — read on for (bounded) in the background, or estimated.
     fn drop(&mut self) {
-        self.report();
+        if self.decision.is_none() {
+            return;
+        }
+        let runtime = tokio::runtime::Handle::try_current();
+        match runtime {
+            Ok(runtime)
+                if !self.draining
+                    && !self.ended
+                    && !self.stream.usage.final_seen
+                    && self.charge.drain.reads() =>
+            {
+                self.precharge();
+                let left = self.take_for_drain();
+                runtime.spawn(left.drain_then_report());
+            }
+            _ => self.report(),
+        }
     }
 }
 
@@ -464,8 +654,12 @@ pub fn relay_body(
     deadline: Instant,
     input_tokens: Option<crate::node::metrics::InputTokenCounters>,
     client_usage: Option<crate::node::client_gate::StreamUsageSink>,
+    charge: StreamCharge,
 ) -> axum::body::Body {
     let relay = Relay {
+        charge,
+        precharged: None,
+        draining: false,
         input_tokens,
         client_usage,
         ended: stream.finished,
@@ -570,6 +764,9 @@ mod tests {
             deadline: far,
             failure: None,
             pending: None,
+            charge: StreamCharge::none(),
+            precharged: None,
+            draining: false,
         };
         let mut out = Vec::new();
         while let Some(chunk) = relay.next_chunk().await {

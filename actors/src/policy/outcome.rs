@@ -33,6 +33,9 @@ pub struct AttemptResult {
     /// What the answered attempt cost its client, priced by the node (`[[prices]]`); `None`
     /// when the model has no price or nothing was answered.
     pub cost_usd: Option<f64>,
+    /// The token counts are the router's estimate (a stream the client left, or one whose
+    /// usage never came; behaviour §11), not the upstream's report.
+    pub usage_estimated: bool,
 }
 
 impl AttemptResult {
@@ -52,6 +55,7 @@ impl AttemptResult {
             stream: false,
             after_first_content: false,
             cost_usd: None,
+            usage_estimated: false,
         }
     }
 
@@ -71,6 +75,7 @@ impl AttemptResult {
             stream: false,
             after_first_content: false,
             cost_usd: None,
+            usage_estimated: false,
         }
     }
 
@@ -135,6 +140,7 @@ impl Outcome {
                     tokens_cached: e.tokens_cached,
                     tokens_cache_write: e.tokens_cache_write,
                     cost_usd: e.cost_usd,
+                    usage_estimated: e.usage_estimated,
                     ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
                 },
             ),
@@ -201,7 +207,7 @@ impl Outcome {
                 cost_usd: r.cost_usd,
                 items_left_out: 0,
                 translated: None,
-                usage_estimated: false,
+                usage_estimated: r.usage_estimated,
             })
         } else {
             quotaroute_journal::Event::RequestFailed(RequestFailed {
