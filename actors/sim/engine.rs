@@ -468,6 +468,7 @@ impl Sim {
             model: combo.clone(),
             format: ApiFormat::Openai,
             only_connection: None,
+            encrypted_maker: None,
             affinity: None,
             client: quotaroute_actors::ClientTag::default(),
         };
@@ -1403,6 +1404,7 @@ impl Sim {
                 model: "all".into(),
                 format: ApiFormat::Openai,
                 only_connection: None,
+                encrypted_maker: None,
                 affinity: None,
                 client: quotaroute_actors::ClientTag::default(),
             };

@@ -67,6 +67,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         model,
         format: JournalFormat::Openai,
         only_connection: Some(binding.connection.clone()),
+        encrypted_maker: None,
         affinity: None,
         client: live.clients.tag(client_index).cloned().unwrap_or_default(),
     };
@@ -101,6 +102,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         deadline: Instant::now() + live.request_timeout,
         trace: &crate::telemetry::RequestSpan::off(), // telemetry: stored calls are not traced
         client: None,
+        encrypted: None,
     };
     serve_tries(&context, decision, &mut route, started).await
 }

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::credentials::Echoes;
 use crate::telemetry::AttemptSpan;
 use crate::upstream::body::{BodyError, UpstreamBody};
+use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
@@ -54,6 +55,9 @@ pub struct CommittedStream {
     echoes: Echoes,
     /// telemetry: the attempt's span, which ends when the relay does.
     pub trace: AttemptSpan,
+    /// Seals the encrypted items a Responses stream hands out (behaviour §10) with the
+    /// connection that made them; `None`: events go byte for byte.
+    pub sealer: Option<ItemSealer>,
 }
 
 impl StreamStart {
@@ -161,6 +165,7 @@ pub async fn open(
                         response_id,
                         echoes,
                         trace: AttemptSpan::default(),
+                        sealer: None,
                     }));
                 }
                 return StreamStart::failed(
@@ -230,6 +235,7 @@ pub async fn open(
                 response_id,
                 echoes,
                 trace: AttemptSpan::default(),
+                sealer: None,
             }));
         }
     }
@@ -284,7 +290,7 @@ impl Relay {
         if !self.stream.buffered.is_empty() {
             let mut first = BytesMut::new();
             for chunk in std::mem::take(&mut self.stream.buffered) {
-                first.extend_from_slice(&chunk);
+                first.extend_from_slice(&self.sealed(&chunk));
             }
             return Some(self.masked(first));
         }
@@ -362,7 +368,7 @@ impl Relay {
             }
             for event in events.drain(..) {
                 if !matters_after_commit(self.stream.format, &event) {
-                    out.extend_from_slice(&event.raw);
+                    out.extend_from_slice(&self.sealed(&event.raw));
                     continue;
                 }
                 match self.stream.usage.observe(self.stream.format, &event) {
@@ -375,12 +381,21 @@ impl Relay {
                         self.failure = Some((class, message));
                         self.ended = true;
                     }
-                    _ => out.extend_from_slice(&event.raw),
+                    _ => out.extend_from_slice(&self.sealed(&event.raw)),
                 }
             }
             if !out.is_empty() {
                 return Some(self.masked(out));
             }
+        }
+    }
+
+    /// One whole event (or a buffered one) with its encrypted items sealed, when this stream
+    /// seals.
+    fn sealed<'a>(&self, event: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        match &self.stream.sealer {
+            Some(sealer) => sealer.seal(event),
+            None => std::borrow::Cow::Borrowed(event),
         }
     }
 

@@ -30,6 +30,7 @@ mod node_codex_windows;
 mod node_credentials;
 mod node_dashboard;
 mod node_egress;
+mod node_encrypted_items;
 mod node_endpoints;
 mod node_fair_queue;
 mod node_papercuts;

@@ -372,13 +372,23 @@ impl ComboState {
         // Conversation affinity: one pure placement on top of §2's selection.
         let settings = self.setup.affinity;
         let limits = (settings.max_groups, settings.ttl_ms);
-        let group = request.affinity.as_ref().filter(|_| settings.enabled);
+        // Encrypted items are a hard affinity (behaviour §10): their maker, not the group.
+        let maker = request.encrypted_maker.as_deref();
+        let group = request
+            .affinity
+            .as_ref()
+            .filter(|_| settings.enabled && maker.is_none());
         let bound_key = group
             .and_then(|key| self.bindings.get(key.group, now_ms, settings.ttl_ms))
             .map(|binding| binding.exec_key.clone());
-        let placement = match group {
-            None => Placement::None,
-            Some(_) => {
+        let placement = match (maker, group) {
+            (Some(maker), _) => {
+                let bound = (0..positions.len())
+                    .find(|&i| &*self.setup.targets[positions[i]].target.connection == maker);
+                place(Some(bound), false, views, &mut selection)
+            }
+            (None, None) => Placement::None,
+            (None, Some(_)) => {
                 let bound = bound_key
                     .as_ref()
                     .map(|key| views.iter().position(|v| v.exec_key == *key));

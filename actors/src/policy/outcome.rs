@@ -33,6 +33,9 @@ pub struct AttemptResult {
     /// What the answered attempt cost its client, priced by the node (`[[prices]]`); `None`
     /// when the model has no price or nothing was answered.
     pub cost_usd: Option<f64>,
+    /// Encrypted items (behaviour §10) left out of the body this attempt sent: made by an
+    /// account other than its target's.
+    pub items_left_out: u32,
 }
 
 impl AttemptResult {
@@ -52,6 +55,7 @@ impl AttemptResult {
             stream: false,
             after_first_content: false,
             cost_usd: None,
+            items_left_out: 0,
         }
     }
 
@@ -71,6 +75,7 @@ impl AttemptResult {
             stream: false,
             after_first_content: false,
             cost_usd: None,
+            items_left_out: 0,
         }
     }
 
@@ -135,6 +140,7 @@ impl Outcome {
                     tokens_cached: e.tokens_cached,
                     tokens_cache_write: e.tokens_cache_write,
                     cost_usd: e.cost_usd,
+                    items_left_out: e.items_left_out,
                     ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
                 },
             ),
@@ -199,7 +205,7 @@ impl Outcome {
                 tokens_cache_write: r.tokens_cache_write,
                 client: self.client.as_deref().map(str::to_owned),
                 cost_usd: r.cost_usd,
-                items_left_out: 0,
+                items_left_out: r.items_left_out,
                 translated: None,
                 usage_estimated: false,
             })
