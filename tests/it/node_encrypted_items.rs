@@ -120,7 +120,7 @@ async fn four_of_four(affinity: bool) {
     let mut home = 0;
     for round in 0..4 {
         let (maker, (status, served, body, _)) =
-            two_turns(&harness, 3, &format!("{affinity}-{round}")).await;
+            two_turns(&harness, 1, &format!("{affinity}-{round}")).await;
         assert_eq!(status, 200, "round {round}: {body}");
         if served == maker {
             home += 1;
@@ -225,7 +225,7 @@ async fn compact_is_routed_like_responses_and_its_item_is_sealed() {
     assert_eq!(event["items_left_out"], 0);
 
     // The next turn carries the compaction item: it goes back to its maker and is read there.
-    other_traffic(&harness, 3).await;
+    other_traffic(&harness, 1).await;
     let mut next = output.clone();
     next.push(user("after compaction"));
     let (status, again, body, _) = send(&harness, "/v1/responses", turn(next)).await;
@@ -338,7 +338,7 @@ async fn a_restart_in_between_keeps_the_maker() {
     harness.node = Some(node);
     wait_ready(&harness.client, &harness.base).await;
 
-    other_traffic(&harness, 3).await;
+    other_traffic(&harness, 1).await;
     let mut second_input = first_input;
     second_input.extend(output_items(&first));
     second_input.push(user("restart: again"));
@@ -377,7 +377,7 @@ async fn streamed_reasoning_is_sealed_and_finds_its_maker() {
         .as_str()
         .unwrap()
         .starts_with("qrs1."));
-    other_traffic(&harness, 3).await;
+    other_traffic(&harness, 1).await;
     let mut second_input = first_input;
     second_input.extend(output_items(&completed));
     second_input.push(user("stream: again"));
