@@ -84,6 +84,9 @@ pub struct Turn {
     pub encrypted_content: Option<String>,
     /// Compaction: the request's user messages, which its answer keeps as they were sent.
     pub kept_messages: Vec<Value>,
+    /// Responses API: the `input` ends with a `compaction_trigger` item (Codex's inline
+    /// compaction): the answer is one compaction item instead of reasoning and a message.
+    pub compaction_trigger: bool,
 }
 
 /// The request parameters a Responses object repeats, as the API reference lists them.
@@ -154,6 +157,14 @@ impl Turn {
                 .filter_map(|name| Some(((*name).to_owned(), body.get(*name)?.clone())))
                 .collect(),
             encrypted_content: None,
+            compaction_trigger: endpoint == Endpoint::Responses
+                && body
+                    .get("input")
+                    .and_then(Value::as_array)
+                    .and_then(|items| items.last())
+                    .and_then(|item| item.get("type"))
+                    .and_then(Value::as_str)
+                    == Some("compaction_trigger"),
             kept_messages: match (endpoint, body.get("input")) {
                 (Endpoint::Compact, Some(Value::Array(items))) => items
                     .iter()

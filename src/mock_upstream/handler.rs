@@ -145,6 +145,9 @@ async fn answer(
     let admission = mock.admit(&key, &turn.model, turn.streaming, tokens);
     turn.sequence = admission.sequence;
     turn.encrypted_content = match endpoint {
+        Endpoint::Responses if turn.compaction_trigger => {
+            Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence)))
+        }
         Endpoint::Responses if encrypted::asks_for_encrypted_reasoning(&parsed) => {
             Some(encrypted::seal(&key, &openai::reasoning_id(turn.sequence)))
         }

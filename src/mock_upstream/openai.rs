@@ -131,7 +131,9 @@ fn message_item(turn: &Turn, status: &str, text: Option<&str>) -> Value {
 /// The Responses API's response object (`resp_mock_<sequence>`): with output (a reasoning item,
 /// then the message) and usage once complete. Also what `GET …/responses/{id}` returns.
 pub(crate) fn response_object(turn: &Turn, status: &str, with_output: bool) -> Value {
-    let output = if with_output {
+    let output = if with_output && turn.compaction_trigger {
+        json!([compaction_item(turn)])
+    } else if with_output {
         json!([
             reasoning_item(turn),
             message_item(turn, "completed", Some(&turn.text()))
@@ -179,15 +181,20 @@ pub(crate) fn response_object(turn: &Turn, status: &str, with_output: bool) -> V
     object
 }
 
+/// The compaction item of a compaction (endpoint or inline trigger): only this key can read it.
+fn compaction_item(turn: &Turn) -> Value {
+    json!({
+        "type": "compaction",
+        "id": compaction_id(turn.sequence),
+        "encrypted_content": turn.encrypted_content,
+    })
+}
+
 /// `POST …/responses/compact`'s answer: the conversation's user messages kept as sent, then one
 /// compaction item whose encrypted content only this key can read; usage like a response's.
 fn compaction_object(turn: &Turn) -> Value {
     let mut output: Vec<Value> = turn.kept_messages.clone();
-    output.push(json!({
-        "type": "compaction",
-        "id": compaction_id(turn.sequence),
-        "encrypted_content": turn.encrypted_content,
-    }));
+    output.push(compaction_item(turn));
     json!({
         "id": response_id(turn),
         "object": "response.compaction",
@@ -302,6 +309,27 @@ fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
         "response.in_progress",
         json!({"response": in_progress}),
     );
+    if turn.compaction_trigger {
+        // Inline compaction: the one compaction item, then the completed response.
+        let mut added = compaction_item(turn);
+        added["encrypted_content"] = Value::Null;
+        push(
+            &mut frames,
+            "response.output_item.added",
+            json!({"output_index": 0, "item": added}),
+        );
+        push(
+            &mut frames,
+            "response.output_item.done",
+            json!({"output_index": 0, "item": compaction_item(turn)}),
+        );
+        push(
+            &mut frames,
+            "response.completed",
+            json!({"response": response_object(turn, "completed", true)}),
+        );
+        return frames;
+    }
     push(
         &mut frames,
         "response.output_item.added",

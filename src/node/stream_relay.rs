@@ -121,6 +121,10 @@ pub async fn open(
     let mut buffered = Vec::new();
     let mut events = Vec::new();
     let mut begun = false;
+    // The stream's own end was seen (`[DONE]`, `message_stop`, a Responses stream's
+    // `response.completed` with its usage): a body that then ends is a clean, complete answer
+    // even without content (a Responses compaction streams no delta).
+    let mut ended_cleanly = false;
     let mut response_id = None;
     let mut last_activity = Instant::now();
     loop {
@@ -137,7 +141,7 @@ pub async fn open(
                 if let Ok(Some(last)) = parser.finish() {
                     events.push(last);
                 }
-                let mut done = false;
+                let mut done = ended_cleanly;
                 for event in events.drain(..) {
                     match usage.observe(format, &event) {
                         EventMeaning::Done | EventMeaning::Usage { .. } => done = true,
@@ -200,7 +204,11 @@ pub async fn open(
             if format == StreamFormat::OpenAiResponses && response_id.is_none() {
                 response_id = created_response_id(&event);
             }
-            match usage.observe(format, &event) {
+            let meaning = usage.observe(format, &event);
+            ended_cleanly |= matches!(meaning, EventMeaning::Done)
+                || (format == StreamFormat::OpenAiResponses
+                    && matches!(meaning, EventMeaning::Usage { .. }));
+            match meaning {
                 EventMeaning::Content => {
                     committed = true;
                     buffered.push(event.raw);

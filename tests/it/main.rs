@@ -26,6 +26,7 @@ mod node_cluster;
 mod node_cluster_affinity;
 mod node_cluster_clients;
 mod node_cluster_managed;
+mod node_codex_encrypted;
 mod node_codex_windows;
 mod node_credentials;
 mod node_dashboard;
