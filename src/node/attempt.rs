@@ -94,7 +94,7 @@ pub(crate) struct TryContext<'a> {
     pub client: Option<&'a std::sync::Arc<crate::clients::ClientTicket>>,
     /// The request's encrypted items (behaviour §10), when it has any: each target gets only
     /// those it can read.
-    pub encrypted: Option<&'a crate::node::encrypted_retry::EncryptedTurn>,
+    pub encrypted: Option<&'a crate::node::encrypted_turn::EncryptedTurn>,
 }
 
 impl TryContext<'_> {

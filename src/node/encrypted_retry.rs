@@ -8,45 +8,16 @@
 //!
 //! Owns only that; the try itself is `credential_retry`'s and `attempt`'s.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use quotaroute_actors::{Decision, RoutedTarget};
 use quotaroute_journal::OutcomeClass;
 
 use crate::node::attempt::{Attempted, TryContext};
 use crate::node::credential_retry;
-use crate::wire::encrypted_items::EncryptedItems;
 
 /// The upstream's code for an encrypted item it cannot read.
 const INVALID_ENCRYPTED_CONTENT: &str = "invalid_encrypted_content";
-
-/// One request's encrypted items and whether its tries now leave them all out.
-#[derive(Debug)]
-pub(crate) struct EncryptedTurn {
-    pub items: EncryptedItems,
-    leave_all_out: AtomicBool,
-}
-
-impl EncryptedTurn {
-    pub(crate) fn new(items: EncryptedItems) -> Self {
-        EncryptedTurn {
-            items,
-            leave_all_out: AtomicBool::new(false),
-        }
-    }
-
-    /// `body` (already rewritten for the target) as `connection` gets it, and how many
-    /// encrypted items were left out of it.
-    pub(crate) fn body_for(&self, body: Bytes, connection: &str) -> (Bytes, u32) {
-        let leave_all_out = self.leave_all_out.load(Ordering::Relaxed);
-        match self.items.body_for(&body, connection, leave_all_out) {
-            Some(target) => (target.body, target.left_out),
-            None => (body, 0),
-        }
-    }
-}
 
 /// One try of `decision`'s current target and, when it is refused with 400
 /// `invalid_encrypted_content` while it carried encrypted items, one more without them.
@@ -60,13 +31,13 @@ pub(crate) async fn try_target(
     let Some(encrypted) = ctx.encrypted else {
         return tried;
     };
-    let carried = !encrypted.leave_all_out.load(Ordering::Relaxed)
+    let carried = !encrypted.leaves_all_out()
         && (encrypted.items.unreadable_by(&target.connection, false) as usize)
             < encrypted.items.len();
     if !carried || !refuses_encrypted_content(&tried) || !decision.retry_current() {
         return tried;
     }
-    encrypted.leave_all_out.store(true, Ordering::Relaxed);
+    encrypted.leave_all_out();
     tracing::info!(
         request_id = ctx.request_id,
         connection = &*target.connection,
