@@ -601,6 +601,41 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// A Responses stream with no delta at all (Codex's inline compaction) that ends with
+    /// `response.completed`: a complete answer, committed when the body ends, whatever the reads.
+    #[tokio::test]
+    async fn s3_a_responses_stream_without_deltas_that_completes_commits() {
+        let events = [
+            "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\"}}\n\n",
+            "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"item\":{\"type\":\"compaction\",\"encrypted_content\":\"gAAAAAx\"}}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        ];
+        let whole = events.concat();
+        for chunks in [
+            vec![whole.clone()],
+            events.iter().map(|e| e.to_string()).collect(),
+        ] {
+            let out = relayed(
+                chunks.into_iter().map(Bytes::from).collect(),
+                StreamFormat::OpenAiResponses,
+            )
+            .await;
+            assert_eq!(out, whole);
+        }
+        // Without its `response.completed` it is no answer: it fails over.
+        let body = UpstreamBody::Decoded(Box::pin(futures_util::stream::iter([Ok(Bytes::from(
+            events[..2].concat(),
+        ))])));
+        let far = Instant::now() + Duration::from_secs(60);
+        let timing = StreamTiming {
+            first_event_by: far,
+            idle: Duration::from_secs(60),
+            deadline: far,
+        };
+        let start = open(body, StreamFormat::OpenAiResponses, false, timing, echoes()).await;
+        assert!(matches!(start, StreamStart::Failed { .. }));
+    }
+
     /// The content that commits the stream (its first read), then the rest.
     fn openai_stream() -> (String, String) {
         (

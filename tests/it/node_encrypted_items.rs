@@ -223,6 +223,14 @@ async fn compact_is_routed_like_responses_and_its_item_is_sealed() {
     assert_eq!(event["connection"], served);
     assert!(event["tokens_in"].as_u64().unwrap() > 0, "{event}");
     assert_eq!(event["items_left_out"], 0);
+    // Counted against its client like any routed request (limits and spend).
+    let events = harness.journal_events().await;
+    let usage = events
+        .iter()
+        .find(|e| e["kind"] == "client_usage" && e["request_id"] == request_id.as_str())
+        .unwrap_or_else(|| panic!("no client_usage for {request_id}"));
+    assert_eq!(usage["client"], "default");
+    assert_eq!(usage["tokens_in"], event["tokens_in"]);
 
     // The next turn carries the compaction item: it goes back to its maker and is read there.
     other_traffic(&harness, 1).await;
