@@ -27,7 +27,7 @@ use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::permit::{Permit, SharedProbeGate};
 use crate::policy::admission::{evaluate_target, take_first_admitted, Admit, Block};
-use crate::policy::affinity::{place, AffinityLeads, Placement};
+use crate::policy::affinity::{place, place_hard, AffinityLeads, Placement};
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
 use crate::policy::drr::DrrDeficits;
@@ -385,7 +385,7 @@ impl ComboState {
             (Some(maker), _) => {
                 let bound = (0..positions.len())
                     .find(|&i| &*self.setup.targets[positions[i]].target.connection == maker);
-                place(Some(bound), false, views, &mut selection)
+                place_hard(bound, views, &mut selection)
             }
             (None, None) => Placement::None,
             (None, Some(_)) => {
