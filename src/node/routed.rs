@@ -481,7 +481,10 @@ fn deliver(
         if let Some(response_id) = stored_response_id(&body) {
             bind_response(ctx, target, response_id);
         }
-        // Its encrypted items leave sealed with the connection that made them (§10).
+    }
+    // Encrypted items leave sealed with the connection that made them (§10), a stored
+    // response fetched again (`GET /v1/responses/{id}`) too.
+    if ctx.endpoint.is_responses() {
         if let Cow::Owned(sealed) = seal_all(&body, &ctx.live.seal_key, &target.connection) {
             body = Bytes::from(sealed);
         }

@@ -430,3 +430,41 @@ async fn another_node_of_the_same_config_reads_the_seal() {
         "every second turn, through the other node, reached its maker"
     );
 }
+
+/// A stored response fetched again (`GET /v1/responses/{id}`) hands out its encrypted reasoning
+/// sealed like the answer did, so a turn built from it finds its maker too.
+#[tokio::test]
+async fn a_stored_response_fetched_again_is_sealed_too() {
+    let harness = Harness::start().await;
+    let first_input = vec![user("stored: hello")];
+    let mut body = turn(first_input.clone());
+    body["store"] = json!(true);
+    let (status, maker, first, _) = send(&harness, "/v1/responses", body).await;
+    assert_eq!(status, 200, "{first}");
+    let id = first["id"].as_str().unwrap();
+    let fetched: Value = harness
+        .client
+        .get(harness.url(&format!("/v1/responses/{id}")))
+        .bearer_auth(CLIENT_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let reasoning = reasoning_of(&fetched);
+    assert!(
+        reasoning["encrypted_content"]
+            .as_str()
+            .unwrap()
+            .starts_with("qrs1."),
+        "{fetched}"
+    );
+    other_traffic(&harness, 1).await;
+    let mut second_input = first_input;
+    second_input.extend(output_items(&fetched));
+    second_input.push(user("stored: again"));
+    let (status, served, body, _) = send(&harness, "/v1/responses", turn(second_input)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(served, maker);
+}
