@@ -28,7 +28,9 @@
 //! Responses objects and stream events carry the public schema's fields (the request's
 //! parameters repeated); `include: ["reasoning.encrypted_content"]` gives the reasoning item an
 //! `encrypted_content` only that key can read, `POST …/responses/compact` answers a
-//! `response.compaction` whose compaction item is encrypted the same way, and a request whose
+//! `response.compaction` whose compaction item is encrypted the same way (so does a
+//! `…/responses` whose `input` ends with `{"type": "compaction_trigger"}`, Codex's inline
+//! compaction: one compaction item is its whole output), and a request whose
 //! `input` carries an item another key made is OpenAI's 400 `invalid_encrypted_content`
 //! (`encrypted`).
 //! The key comes from `Authorization: Bearer` or `x-api-key` and is echoed in `x-mock-key`;

@@ -1,7 +1,9 @@
 //! The routing endpoints (`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
-//! `/v1/responses`, `/v1/messages`): authenticate, read and parse the body once, ask the router
-//! for a decision, then try targets in order (behaviour §3), classifying each result (§4) and
-//! reporting it fire-and-forget, until one serves or the tries run out (§7).
+//! `/v1/responses`, `/v1/responses/compact`, `/v1/messages`): authenticate, read and parse the
+//! body once, ask the router for a decision, then try targets in order (behaviour §3),
+//! classifying each result (§4) and reporting it fire-and-forget, until one serves or the tries
+//! run out (§7). A Responses request's encrypted items (§10) name where it goes first and what
+//! each target gets; the answer's items leave sealed.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant as StdInstant};
