@@ -38,7 +38,7 @@ pub(crate) async fn try_target(
         return tried;
     }
     encrypted.leave_all_out();
-    tracing::info!(
+    tracing::debug!(
         request_id = ctx.request_id,
         connection = &*target.connection,
         items = encrypted.items.len(),
