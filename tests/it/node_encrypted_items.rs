@@ -468,3 +468,65 @@ async fn a_stored_response_fetched_again_is_sealed_too() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(served, maker);
 }
+
+/// The mock's Responses stream, as the public schema has it: typed events, each with its
+/// `sequence_number` counting up from 0, the reasoning item (with its encrypted content when
+/// included) and the message, and a complete response object in `response.completed`.
+#[tokio::test]
+async fn the_mock_streams_the_responses_schema() {
+    let (mock_base, _mock) = start_mock().await;
+    let text = reqwest::Client::new()
+        .post(format!("{mock_base}/v1/responses"))
+        .bearer_auth(upstream_key("oa-1"))
+        .json(&json!({
+            "model": "m",
+            "input": "hi",
+            "stream": true,
+            "include": ["reasoning.encrypted_content"],
+            "tools": [],
+            "tool_choice": "auto",
+        }))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    for (at, event) in events.iter().enumerate() {
+        assert_eq!(event["sequence_number"], at as u64, "{event}");
+    }
+    assert_eq!(kinds[0], "response.created");
+    assert_eq!(kinds[1], "response.in_progress");
+    for kind in [
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing: {kinds:?}");
+    }
+    assert_eq!(*kinds.last().unwrap(), "response.completed");
+    let done_reasoning = events
+        .iter()
+        .find(|e| e["type"] == "response.output_item.done" && e["item"]["type"] == "reasoning")
+        .unwrap();
+    assert!(done_reasoning["item"]["encrypted_content"]
+        .as_str()
+        .unwrap()
+        .starts_with("gAAAAA"));
+    let response = &events.last().unwrap()["response"];
+    assert_eq!(response["object"], "response");
+    assert_eq!(response["status"], "completed");
+    assert_eq!(response["tool_choice"], "auto");
+    assert_eq!(response["output"].as_array().unwrap().len(), 2);
+    assert!(response["usage"]["input_tokens_details"]["cached_tokens"].is_u64());
+    assert!(response["usage"]["output_tokens_details"]["reasoning_tokens"].is_u64());
+}
