@@ -59,6 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             model: "team".to_string(),
             format: ApiFormat::Openai,
             only_connection: None,
+            encrypted_maker: None,
             affinity: None,
             client: quotaroute_actors::ClientTag::default(),
         };

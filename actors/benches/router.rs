@@ -62,6 +62,7 @@ async fn run_case(router: &Router, callers: usize, per_caller: usize) {
                     model: "team".to_string(),
                     format: ApiFormat::Openai,
                     only_connection: None,
+                    encrypted_maker: None,
                     affinity: None,
                     client: quotaroute_actors::ClientTag::default(),
                 };

@@ -186,6 +186,7 @@ impl ClientSim {
             model: "shared".into(),
             format: ApiFormat::Openai,
             only_connection: None,
+            encrypted_maker: None,
             affinity: None,
             client: ClientTag {
                 id: Arc::from(self.clients[client].id),

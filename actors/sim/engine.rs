@@ -472,6 +472,7 @@ impl Sim {
             model: combo.clone(),
             format: ApiFormat::Openai,
             only_connection: None,
+            encrypted_maker: None,
             affinity: None,
             client: quotaroute_actors::ClientTag::default(),
         };

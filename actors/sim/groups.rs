@@ -250,6 +250,7 @@ impl Run {
             model: COMBO.to_string(),
             format: ApiFormat::Openai,
             only_connection: None,
+            encrypted_maker: None,
             affinity: group.map(|group| AffinityKey {
                 group,
                 client: Arc::from("default"),

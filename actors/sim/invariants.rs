@@ -611,6 +611,7 @@ impl Sim {
                 model: "all".into(),
                 format: ApiFormat::Openai,
                 only_connection: None,
+                encrypted_maker: None,
                 affinity: None,
                 client: quotaroute_actors::ClientTag::default(),
             };

@@ -21,7 +21,7 @@ use super::rate_headers::{self, budget_headers, insert, Dialect};
 use super::state::{MockUpstream, RateSnapshot};
 use super::stored::{self, StoredResponse};
 use super::stored_api::{self, StoredRoute};
-use super::{anthropic, openai};
+use super::{anthropic, encrypted, openai};
 
 /// How long a stream that fails after content waits before it is cut.
 const STREAM_CUT_PAUSE_MS: u64 = 5;
@@ -135,14 +135,31 @@ async fn answer(
         .previous_response_id
         .clone()
         .filter(|id| mock.stored_response(&key, id).is_none());
+    // An encrypted item this key did not make is refused (behaviour §10 "Encrypted items").
+    let unreadable = matches!(endpoint, Endpoint::Responses | Endpoint::Compact)
+        .then(|| encrypted::unreadable_item(&parsed, &key))
+        .flatten();
     // count_tokens and refused requests use no tokens.
-    let tokens = if endpoint == Endpoint::CountTokens || missing_previous.is_some() {
+    let tokens = if endpoint == Endpoint::CountTokens
+        || missing_previous.is_some()
+        || unreadable.is_some()
+    {
         0
     } else {
         turn.total_tokens()
     };
     let admission = mock.admit(&key, &turn.model, turn.streaming, tokens);
     turn.sequence = admission.sequence;
+    turn.encrypted_content = match endpoint {
+        Endpoint::Responses if turn.compaction_trigger => {
+            Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence)))
+        }
+        Endpoint::Responses if encrypted::asks_for_encrypted_reasoning(&parsed) => {
+            Some(encrypted::seal(&key, &openai::reasoning_id(turn.sequence)))
+        }
+        Endpoint::Compact => Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence))),
+        _ => None,
+    };
     if key.is_empty() {
         budget_headers(&mut headers, dialect, &admission.rate, true);
         return error_response(
@@ -165,6 +182,11 @@ async fn answer(
             budget_headers(&mut headers, dialect, &admission.rate, true);
             let id = missing_previous.unwrap_or_default();
             return error_response(error_bodies::previous_response_not_found(&id), headers);
+        }
+        None if unreadable.is_some() => {
+            budget_headers(&mut headers, dialect, &admission.rate, true);
+            let item = unreadable.unwrap_or_default();
+            return error_response(error_bodies::invalid_encrypted_content(&item), headers);
         }
         fault => {
             let verdict = fault_verdict(

@@ -32,6 +32,7 @@ use crate::telemetry::RequestSpan;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::body_rewrite::{rewrite, RequestInfo};
 use crate::wire::content_coding::{content_codings, decode_body};
+use crate::wire::item_seal::ItemSealer;
 use crate::wire::usage::response_summary;
 
 /// Largest upstream body the router reads whole (errors and non-streaming answers).
@@ -91,6 +92,9 @@ pub(crate) struct TryContext<'a> {
     pub trace: &'a RequestSpan,
     /// The admitted client's ticket, whose usage a success counts when `count_usage`.
     pub client: Option<&'a std::sync::Arc<crate::clients::ClientTicket>>,
+    /// The request's encrypted items (behaviour §10), when it has any: each target gets only
+    /// those it can read.
+    pub encrypted: Option<&'a crate::node::encrypted_turn::EncryptedTurn>,
 }
 
 impl TryContext<'_> {
@@ -220,6 +224,11 @@ pub(crate) async fn try_target(
         ),
         None => ctx.client_body.clone(),
     };
+    // Only the encrypted items this target can read (behaviour §10).
+    let (upstream_body, items_left_out) = match ctx.encrypted {
+        Some(encrypted) => encrypted.body_for(upstream_body, &target.connection),
+        None => (upstream_body, 0),
+    };
     let Ok(mut upstream_request) = upstream_request::build(
         ctx.method.clone(),
         provider,
@@ -236,7 +245,8 @@ pub(crate) async fn try_target(
     trace.inject(upstream_request.headers_mut());
     let sent_at = StdInstant::now();
     // Every way this try ends goes through here: metrics and the log line, then the shape.
-    let end = |attempted: Attempted, upstream_time: &mut Duration| {
+    let end = |mut attempted: Attempted, upstream_time: &mut Duration| {
+        attempted.result.items_left_out = items_left_out;
         trace.class(attempted.result.class); // telemetry
         *upstream_time += sent_at.elapsed();
         attempt_done(
@@ -329,6 +339,12 @@ pub(crate) async fn try_target(
         let mut attempted = match start {
             StreamStart::Committed(mut stream) => {
                 stream.trace = trace.clone(); // telemetry: the span ends with the stream
+                if ctx.endpoint.is_responses() {
+                    stream.sealer = Some(ItemSealer::new(
+                        ctx.live.seal_key.clone(),
+                        target.connection.clone(),
+                    ));
+                }
                 let mut result = AttemptResult::success(status.as_u16(), 0, 0);
                 result.usage = usage;
                 Attempted {

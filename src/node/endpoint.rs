@@ -12,6 +12,9 @@ pub enum Endpoint {
     Completions,
     Embeddings,
     Responses,
+    /// `/v1/responses/compact` (Codex's compaction): routed like `/v1/responses`, never a
+    /// stream; its answer's encrypted compaction item is sealed like reasoning items.
+    ResponsesCompact,
     Messages,
     /// `/v1/messages/count_tokens`: routed like `/v1/messages`, no tokens counted.
     CountTokens,
@@ -29,7 +32,7 @@ impl Endpoint {
         match self {
             Endpoint::ChatCompletions | Endpoint::Embeddings => StreamFormat::OpenAiChat,
             Endpoint::Completions => StreamFormat::OpenAiCompletions,
-            Endpoint::Responses => StreamFormat::OpenAiResponses,
+            Endpoint::Responses | Endpoint::ResponsesCompact => StreamFormat::OpenAiResponses,
             Endpoint::Messages | Endpoint::CountTokens => StreamFormat::Anthropic,
         }
     }
@@ -40,8 +43,15 @@ impl Endpoint {
             Endpoint::Completions => "text_completion",
             Endpoint::Embeddings => "embeddings",
             Endpoint::CountTokens => "count_tokens",
+            Endpoint::ResponsesCompact => "compact",
             Endpoint::ChatCompletions | Endpoint::Responses | Endpoint::Messages => "chat",
         }
+    }
+
+    /// The Responses API's own endpoints: their bodies may carry encrypted items (behaviour
+    /// §10) and name a `previous_response_id`.
+    pub fn is_responses(self) -> bool {
+        matches!(self, Endpoint::Responses | Endpoint::ResponsesCompact)
     }
 
     pub fn label(self) -> &'static str {
@@ -50,6 +60,7 @@ impl Endpoint {
             Endpoint::Completions => "completions",
             Endpoint::Embeddings => "embeddings",
             Endpoint::Responses => "responses",
+            Endpoint::ResponsesCompact => "responses_compact",
             Endpoint::Messages => "messages",
             Endpoint::CountTokens => "count_tokens",
         }

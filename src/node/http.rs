@@ -37,6 +37,11 @@ pub fn routes(app: AppState) -> axum::Router {
             "/v1/responses",
             endpoint(Endpoint::Responses).get(responses_websocket),
         )
+        // Before `/v1/responses/{id}`: a static segment wins over the parameter.
+        .route(
+            "/v1/responses/compact",
+            endpoint(Endpoint::ResponsesCompact),
+        )
         .route("/v1/messages", endpoint(Endpoint::Messages))
         .route("/v1/messages/count_tokens", endpoint(Endpoint::CountTokens))
         .route("/v1/models", get(models))

@@ -17,6 +17,7 @@ use crate::telemetry::finished::provider_attributes;
 use crate::telemetry::key_value::AttributeBlock;
 use crate::upstream::client::UpstreamClient;
 use crate::upstream::egress;
+use crate::wire::item_seal::SealKey;
 
 /// One provider's upstream coordinates.
 #[derive(Debug, Clone)]
@@ -75,6 +76,24 @@ pub struct LiveConfig {
     pub clock: SharedClock,
     /// `[affinity]` (behaviour §10): how the node derives a request's group.
     pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
+    /// The seal on encrypted items (behaviour §10 "Encrypted items"): derived from the admin
+    /// key, else from the clients' key digests, so every node of a cluster (same config) and a
+    /// restarted node read the seals the others made.
+    pub seal_key: SealKey,
+}
+
+/// The seal key of `config`: from `server.admin_key` when set, else from every client key's
+/// digest (never empty in a config that serves anyone).
+fn seal_key(config: &Config) -> SealKey {
+    match &config.server.admin_key {
+        Some(admin_key) => SealKey::derive([admin_key.expose().as_bytes()]),
+        None => SealKey::derive(
+            config
+                .clients
+                .iter()
+                .flat_map(|client| client.key_digests.iter().map(|digest| &digest.0[..])),
+        ),
+    }
 }
 
 impl std::fmt::Debug for LiveConfig {
@@ -185,6 +204,7 @@ impl LiveConfig {
             .map(|c| (c.id.clone(), AttemptMetrics::register(&c.provider, &c.id)))
             .collect();
         LiveConfig {
+            seal_key: seal_key(config),
             affinity: config.affinity,
             attempt_metrics,
             clock,

@@ -33,6 +33,8 @@ pub mod attempt;
 pub mod client_gate;
 pub mod cors;
 pub mod credential_retry;
+pub mod encrypted_retry;
+pub mod encrypted_turn;
 pub mod endpoint;
 pub mod header_rules;
 pub mod http;

@@ -1,8 +1,11 @@
 //! The routing endpoints (`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
-//! `/v1/responses`, `/v1/messages`): authenticate, read and parse the body once, ask the router
-//! for a decision, then try targets in order (behaviour §3), classifying each result (§4) and
-//! reporting it fire-and-forget, until one serves or the tries run out (§7).
+//! `/v1/responses`, `/v1/responses/compact`, `/v1/messages`): authenticate, read and parse the
+//! body once, ask the router for a decision, then try targets in order (behaviour §3),
+//! classifying each result (§4) and reporting it fire-and-forget, until one serves or the tries
+//! run out (§7). A Responses request's encrypted items (§10) name where it goes first and what
+//! each target gets; the answer's items leave sealed.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant as StdInstant};
 
 use axum::body::Body;
@@ -21,7 +24,8 @@ use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
 use crate::node::attempt::{Attempted, LastFailure, Payload, TryContext};
 use crate::node::client_gate;
-use crate::node::credential_retry;
+use crate::node::encrypted_retry;
+use crate::node::encrypted_turn::EncryptedTurn;
 use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
 use crate::node::live::LiveConfig;
@@ -33,6 +37,8 @@ use crate::telemetry::RequestSpan;
 use crate::wire::affinity_group::derive_group;
 use crate::wire::body_rewrite::{parse_request_for, PromptScan};
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
+use crate::wire::encrypted_items::EncryptedItems;
+use crate::wire::item_seal::seal_all;
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
 pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key: bool) -> bool {
@@ -260,10 +266,12 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         model: info.model.clone(),
         format: endpoint.format(),
         only_connection: None,
+        encrypted_maker: None,
         affinity: None,
         client: ticket.tag().clone(),
     };
-    if endpoint == Endpoint::Responses {
+    // Encrypted items (behaviour §10) name the connection that made them, in their seal.
+    let encrypted = if endpoint.is_responses() {
         match previous_response(&router, &client_body, &ticket.tag().id) {
             Continues::Nothing => {}
             Continues::On(connection) => route_request.only_connection = Some(connection),
@@ -277,9 +285,22 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 )
             }
         }
+        EncryptedItems::scan(&client_body, &live.seal_key).map(EncryptedTurn::new)
+    } else {
+        None
+    };
+    if route_request.only_connection.is_none() {
+        route_request.encrypted_maker = encrypted
+            .as_ref()
+            .and_then(|turn| turn.items.maker())
+            .map(str::to_owned);
     }
-    // `previous_response_id` is the hard affinity; otherwise the conversation's group.
-    if route_request.only_connection.is_none() && live.affinity.enabled {
+    // `previous_response_id` and encrypted items are hard affinities; otherwise the
+    // conversation's group.
+    if route_request.only_connection.is_none()
+        && route_request.encrypted_maker.is_none()
+        && live.affinity.enabled
+    {
         let client = &route_request.client.id;
         route_request.affinity = derive_group(
             client,
@@ -320,10 +341,8 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     };
 
     let path_and_query = upstream_path(&parts.uri);
-    let force_include_usage = info.stream
-        && !anthropic
-        && !info.include_usage_requested
-        && endpoint != Endpoint::Responses;
+    let force_include_usage =
+        info.stream && !anthropic && !info.include_usage_requested && !endpoint.is_responses();
     let context = TryContext {
         app: &app,
         live: &live,
@@ -340,6 +359,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         deadline: Instant::now() + live.request_timeout,
         trace: &trace, // telemetry
         client: Some(&ticket),
+        encrypted: encrypted.as_ref(),
     };
     let response = serve_tries(&context, decision, &mut route, started).await;
     trace.answered(response, route.attempts, route.model.as_ref()) // telemetry
@@ -362,7 +382,7 @@ pub(crate) async fn serve_tries(
         route.model = Some(target.model.clone());
         route.attempts = decision.attempt();
         let Attempted { result, payload } =
-            credential_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+            encrypted_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
         let class = result.class;
         let time_left = Instant::now() < ctx.deadline;
         let step = decision
@@ -539,9 +559,17 @@ fn deliver(
     route: &RouteHeaders,
 ) -> Response {
     metrics::overhead(route.overhead_us);
-    if ctx.endpoint == Endpoint::Responses && ctx.method == Method::POST {
+    let mut body = body;
+    if ctx.endpoint.is_responses() && ctx.method == Method::POST {
         if let Some(response_id) = stored_response_id(&body) {
             bind_response(ctx, target, response_id);
+        }
+    }
+    // Encrypted items leave sealed with the connection that made them (§10), a stored
+    // response fetched again (`GET /v1/responses/{id}`) too.
+    if ctx.endpoint.is_responses() {
+        if let Cow::Owned(sealed) = seal_all(&body, &ctx.live.seal_key, &target.connection) {
+            body = Bytes::from(sealed);
         }
     }
     let mut response = Response::new(Body::from(body));

@@ -97,6 +97,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         model,
         format: JournalFormat::Openai,
         only_connection: Some(binding.connection.clone()),
+        encrypted_maker: None,
         affinity: None,
         client: ticket.tag().clone(),
     };
@@ -131,6 +132,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         deadline: Instant::now() + live.request_timeout,
         trace: &crate::telemetry::RequestSpan::off(), // telemetry: stored calls are not traced
         client: Some(&ticket),
+        encrypted: None,
     };
     serve_tries(&context, decision, &mut route, started).await
 }

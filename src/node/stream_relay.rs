@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::credentials::Echoes;
 use crate::telemetry::AttemptSpan;
 use crate::upstream::body::{BodyError, UpstreamBody};
+use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
@@ -58,6 +59,9 @@ pub struct CommittedStream {
     echoes: Echoes,
     /// telemetry: the attempt's span, which ends when the relay does.
     pub trace: AttemptSpan,
+    /// Seals the encrypted items a Responses stream hands out (behaviour §10) with the
+    /// connection that made them; `None`: events go byte for byte.
+    pub sealer: Option<ItemSealer>,
 }
 
 impl StreamStart {
@@ -121,6 +125,10 @@ pub async fn open(
     let mut buffered = Vec::new();
     let mut events = Vec::new();
     let mut begun = false;
+    // The stream's own end was seen (`[DONE]`, `message_stop`, a Responses stream's
+    // `response.completed` with its usage): a body that then ends is a clean, complete answer
+    // even without content (a Responses compaction streams no delta).
+    let mut ended_cleanly = false;
     let mut response_id = None;
     let mut last_activity = Instant::now();
     loop {
@@ -137,7 +145,7 @@ pub async fn open(
                 if let Ok(Some(last)) = parser.finish() {
                     events.push(last);
                 }
-                let mut done = false;
+                let mut done = ended_cleanly;
                 for event in events.drain(..) {
                     match usage.observe(format, &event) {
                         EventMeaning::Done | EventMeaning::Usage { .. } => done = true,
@@ -165,6 +173,7 @@ pub async fn open(
                         response_id,
                         echoes,
                         trace: AttemptSpan::default(),
+                        sealer: None,
                     }));
                 }
                 return StreamStart::failed(
@@ -199,7 +208,11 @@ pub async fn open(
             if format == StreamFormat::OpenAiResponses && response_id.is_none() {
                 response_id = created_response_id(&event);
             }
-            match usage.observe(format, &event) {
+            let meaning = usage.observe(format, &event);
+            ended_cleanly |= matches!(meaning, EventMeaning::Done)
+                || (format == StreamFormat::OpenAiResponses
+                    && matches!(meaning, EventMeaning::Usage { .. }));
+            match meaning {
                 EventMeaning::Content => {
                     committed = true;
                     usage.count_content(format, &event);
@@ -235,6 +248,7 @@ pub async fn open(
                 response_id,
                 echoes,
                 trace: AttemptSpan::default(),
+                sealer: None,
             }));
         }
     }
@@ -321,7 +335,7 @@ impl Relay {
         if !self.stream.buffered.is_empty() {
             let mut first = BytesMut::new();
             for chunk in std::mem::take(&mut self.stream.buffered) {
-                first.extend_from_slice(&chunk);
+                first.extend_from_slice(&self.sealed(&chunk));
             }
             return Some(self.masked(first));
         }
@@ -400,7 +414,7 @@ impl Relay {
             for event in events.drain(..) {
                 if !matters_after_commit(self.stream.format, &event) {
                     self.stream.usage.count_content(self.stream.format, &event);
-                    out.extend_from_slice(&event.raw);
+                    out.extend_from_slice(&self.sealed(&event.raw));
                     continue;
                 }
                 match self.stream.usage.observe(self.stream.format, &event) {
@@ -417,13 +431,22 @@ impl Relay {
                         if meaning == EventMeaning::Content {
                             self.stream.usage.count_content(self.stream.format, &event);
                         }
-                        out.extend_from_slice(&event.raw);
+                        out.extend_from_slice(&self.sealed(&event.raw));
                     }
                 }
             }
             if !out.is_empty() {
                 return Some(self.masked(out));
             }
+        }
+    }
+
+    /// One whole event (or a buffered one) with its encrypted items sealed, when this stream
+    /// seals.
+    fn sealed<'a>(&self, event: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        match &self.stream.sealer {
+            Some(sealer) => sealer.seal(event),
+            None => std::borrow::Cow::Borrowed(event),
         }
     }
 
@@ -588,6 +611,7 @@ impl Relay {
             response_id: self.stream.response_id.take(),
             echoes: std::mem::take(&mut self.stream.echoes),
             trace: std::mem::take(&mut self.stream.trace),
+            sealer: self.stream.sealer.take(),
         };
         Relay {
             stream,
@@ -773,6 +797,41 @@ mod tests {
             out.extend_from_slice(&chunk);
         }
         String::from_utf8(out).unwrap()
+    }
+
+    /// A Responses stream with no delta at all (Codex's inline compaction) that ends with
+    /// `response.completed`: a complete answer, committed when the body ends, whatever the reads.
+    #[tokio::test]
+    async fn s3_a_responses_stream_without_deltas_that_completes_commits() {
+        let events = [
+            "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\"}}\n\n",
+            "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"item\":{\"type\":\"compaction\",\"encrypted_content\":\"gAAAAAx\"}}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        ];
+        let whole = events.concat();
+        for chunks in [
+            vec![whole.clone()],
+            events.iter().map(|e| e.to_string()).collect(),
+        ] {
+            let out = relayed(
+                chunks.into_iter().map(Bytes::from).collect(),
+                StreamFormat::OpenAiResponses,
+            )
+            .await;
+            assert_eq!(out, whole);
+        }
+        // Without its `response.completed` it is no answer: it fails over.
+        let body = UpstreamBody::Decoded(Box::pin(futures_util::stream::iter([Ok(Bytes::from(
+            events[..2].concat(),
+        ))])));
+        let far = Instant::now() + Duration::from_secs(60);
+        let timing = StreamTiming {
+            first_event_by: far,
+            idle: Duration::from_secs(60),
+            deadline: far,
+        };
+        let start = open(body, StreamFormat::OpenAiResponses, false, timing, echoes()).await;
+        assert!(matches!(start, StreamStart::Failed { .. }));
     }
 
     /// The content that commits the stream (its first read), then the rest.

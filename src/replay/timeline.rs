@@ -136,7 +136,7 @@ impl TimelineWriter {
                 e.combos.len()
             ),
             Event::RequestSucceeded(e) => format!(
-                "{} combo={} attempt={} latency={} tokens={}/{}{}{}{} req={}",
+                "{} combo={} attempt={} latency={} tokens={}/{}{}{}{}{} req={}",
                 e.status,
                 e.combo,
                 e.attempt,
@@ -148,6 +148,12 @@ impl TimelineWriter {
                 e.cost_usd
                     .map(|cost| format!(" cost_usd={cost}"))
                     .unwrap_or_default(),
+                // Encrypted items the serving account could not read (behaviour §10).
+                if e.items_left_out > 0 {
+                    format!(" items_left_out={}", e.items_left_out)
+                } else {
+                    String::new()
+                },
                 e.request_id
             ),
             Event::RequestFailed(e) => {

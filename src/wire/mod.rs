@@ -18,11 +18,15 @@
 //!   output estimate).
 //! - `stream_error` — the final SSE error event of a committed stream that broke.
 //! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
+//! - `item_seal` — the router's seal on encrypted items (the connection that made them);
+//!   `encrypted_items` — a request's encrypted items and the body each target gets.
 
 pub mod affinity_group;
 pub mod body_rewrite;
 pub mod content_bytes;
 pub mod content_coding;
+pub mod encrypted_items;
+pub mod item_seal;
 mod openai_chunk;
 pub mod sse;
 pub mod stream_error;

@@ -113,6 +113,7 @@ async fn serve(
         model: combo.into(),
         format,
         only_connection: None,
+        encrypted_maker: None,
         affinity: None,
         client: quotaroute_actors::ClientTag::default(),
     };

@@ -56,7 +56,10 @@ fn as_today(export: &str) -> String {
         export.lines().all(|l| l.contains(r#""schema_version":2,"#)),
         "the incident fixture is a schema-2 export"
     );
-    let today = format!(r#""schema_version":{},"#, quotaroute::journal::SCHEMA_VERSION);
+    let today = format!(
+        r#""schema_version":{},"#,
+        quotaroute::journal::SCHEMA_VERSION
+    );
     export
         .lines()
         .map(|line| {

@@ -27,7 +27,7 @@ use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::permit::{Permit, SharedProbeGate};
 use crate::policy::admission::{evaluate_target, take_first_admitted, Admit, Block};
-use crate::policy::affinity::{place, AffinityLeads, Placement};
+use crate::policy::affinity::{place, place_hard, AffinityLeads, Placement};
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
 use crate::policy::drr::DrrDeficits;
@@ -377,13 +377,23 @@ impl ComboState {
         // Conversation affinity: one pure placement on top of §2's selection.
         let settings = self.setup.affinity;
         let limits = (settings.max_groups, settings.ttl_ms);
-        let group = request.affinity.as_ref().filter(|_| settings.enabled);
+        // Encrypted items are a hard affinity (behaviour §10): their maker, not the group.
+        let maker = request.encrypted_maker.as_deref();
+        let group = request
+            .affinity
+            .as_ref()
+            .filter(|_| settings.enabled && maker.is_none());
         let bound_key = group
             .and_then(|key| self.bindings.get(key.group, now_ms, settings.ttl_ms))
             .map(|binding| binding.exec_key.clone());
-        let placement = match group {
-            None => Placement::None,
-            Some(_) => {
+        let placement = match (maker, group) {
+            (Some(maker), _) => {
+                let bound = (0..positions.len())
+                    .find(|&i| &*self.setup.targets[positions[i]].target.connection == maker);
+                place_hard(bound, views, &mut selection)
+            }
+            (None, None) => Placement::None,
+            (None, Some(_)) => {
                 let bound = bound_key
                     .as_ref()
                     .map(|key| views.iter().position(|v| v.exec_key == *key));

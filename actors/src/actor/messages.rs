@@ -71,6 +71,10 @@ pub struct RouteRequest {
     /// Only this connection's targets (response affinity: a stored response lives in the
     /// account that created it).
     pub only_connection: Option<String>,
+    /// The connection that made the request's encrypted items (behaviour §10 "Encrypted
+    /// items"): it goes first unless hard-blocked (saturated or at cap it still serves; no
+    /// `max_lead`, no binding to keep), otherwise §2 among the rest (`affinity::place_hard`).
+    pub encrypted_maker: Option<String>,
     /// The request's conversation (behaviour §10), if it has one and no hard affinity.
     pub affinity: Option<AffinityKey>,
     /// Who sent it (behaviour §11): its share of a full pool.

@@ -36,6 +36,9 @@ pub struct AttemptResult {
     /// The token counts are the router's estimate (a stream the client left, or one whose
     /// usage never came; behaviour §11), not the upstream's report.
     pub usage_estimated: bool,
+    /// Encrypted items (behaviour §10) left out of the body this attempt sent: made by an
+    /// account other than its target's.
+    pub items_left_out: u32,
 }
 
 impl AttemptResult {
@@ -56,6 +59,7 @@ impl AttemptResult {
             after_first_content: false,
             cost_usd: None,
             usage_estimated: false,
+            items_left_out: 0,
         }
     }
 
@@ -76,6 +80,7 @@ impl AttemptResult {
             after_first_content: false,
             cost_usd: None,
             usage_estimated: false,
+            items_left_out: 0,
         }
     }
 
@@ -141,6 +146,7 @@ impl Outcome {
                     tokens_cache_write: e.tokens_cache_write,
                     cost_usd: e.cost_usd,
                     usage_estimated: e.usage_estimated,
+                    items_left_out: e.items_left_out,
                     ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
                 },
             ),
@@ -205,7 +211,7 @@ impl Outcome {
                 tokens_cache_write: r.tokens_cache_write,
                 client: self.client.as_deref().map(str::to_owned),
                 cost_usd: r.cost_usd,
-                items_left_out: 0,
+                items_left_out: r.items_left_out,
                 translated: None,
                 usage_estimated: r.usage_estimated,
             })

@@ -79,6 +79,7 @@ pub fn request(model: &str) -> RouteRequest {
         model: model.to_string(),
         format: ApiFormat::Openai,
         only_connection: None,
+        encrypted_maker: None,
         affinity: None,
         client: quotaroute_actors::ClientTag::default(),
     }
