@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reports import circles between the files of each crate: file A uses something of file B
-(`use crate::b::…` or a `crate::b::…` path) and B, directly or through others, uses A. Run
+(`use crate::b::…`, a `crate::b::…` path, or the same through `super::` / `self::`) and B,
+directly or through others, uses A. Run
 by .ci/run; exits 1 when any crate has one. A `mod.rs` that only declares and re-exports its
 children is a directory's index, not a file of logic: its `pub use` lines are not edges."""
 import os
@@ -10,6 +11,8 @@ import sys
 CRATES = {"quotaroute": "src", "quotaroute-actors": "actors/src", "quotaroute-journal": "journal/src"}
 PATH = re.compile(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)")
 GROUP = re.compile(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*)\{([^}]*)\}", re.S)
+# `super::…` (any depth) and `self::…`, rewritten to `crate::…` paths before the scan.
+RELATIVE = re.compile(r"(?<![A-Za-z0-9_:])((?:super::)+|self::)")
 
 
 def modules(root):
@@ -51,10 +54,27 @@ def resolve(mods, parts):
     return None
 
 
+def absolute(text, mod):
+    """`text` with each `super::` / `self::` path written from the crate root. A file's
+    module is `mod`; `super` of a file is its folder's module, of a folder's `mod.rs` the
+    folder's parent."""
+
+    def rewrite(match):
+        relative = match.group(1)
+        if relative == "self::":
+            base = list(mod)
+        else:
+            ups = relative.count("super::")
+            base = list(mod)[: max(len(mod) - ups, 0)]
+        return "crate::" + "".join(part + "::" for part in base)
+
+    return RELATIVE.sub(rewrite, text)
+
+
 def edges(mods):
     graph = {m: set() for m in mods}
     for mod, path in mods.items():
-        text = strip_tests(open(path, encoding="utf-8").read())
+        text = absolute(strip_tests(open(path, encoding="utf-8").read()), mod)
         lines = text.splitlines()
         is_index = path.endswith("mod.rs") or path.endswith("lib.rs")
         if is_index:

@@ -17,6 +17,7 @@ use super::identity::Directory;
 use super::limits::{BudgetPeriod, ClientConfig, ClientState, LimitKind, Refusal};
 use super::prices::{to_usd, PriceTable};
 use super::shared::{ClusterUsageView, SharedCounts};
+pub use super::usage_view::UsageView;
 
 /// One client's Prometheus series, registered once per load (ids come from the config, so the
 /// label set is bounded).
@@ -94,14 +95,6 @@ impl std::fmt::Debug for ClientLedger {
             .field("clients", &self.clients.len())
             .finish_non_exhaustive()
     }
-}
-
-/// One window of `/admin/clients`' `usage`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct UsageView {
-    pub window: &'static str,
-    pub used: u64,
-    pub limit: Option<u64>,
 }
 
 /// One client as `/admin/clients` shows it (contract "Admin API").

@@ -9,8 +9,11 @@
 
 use super::calendar;
 use super::identity::KeyDigest;
-use super::shared::SharedVerdict;
 use super::window::BinnedWindow;
+
+/// What the shared counters say of one client before a request: `Err` names the limit the
+/// whole cluster has spent and how long until it may free.
+pub type SharedVerdict = Result<(), (LimitKind, Option<u64>)>;
 
 /// The in-flight cap of a client with a token limit or budget and no `max_concurrent`: it
 /// bounds how far the limit can be overshot (README "Clients").

@@ -7,6 +7,7 @@
 //! - `calendar` — UTC day and month boundaries for `budget_period`;
 //! - `limits` — a client's configured limits and its usage state: `(state, now) → decision`;
 //! - `shared` — the interface to counts kept across nodes (`[cluster]`'s client leases);
+//! - `usage_view` — one window of a client's usage as `/admin/clients` shows it;
 //! - `prices` — USD per token for each model, from `[[prices]]` or a LiteLLM price file;
 //! - `ledger` — the node's live table of clients: admission tickets, usage recording, the
 //!   journal fold on restart, and what `/admin/clients` shows.
@@ -19,6 +20,7 @@ pub mod ledger;
 pub mod limits;
 pub mod prices;
 pub mod shared;
+pub mod usage_view;
 pub mod window;
 
 pub use identity::{digest_of, KeyDigest};

@@ -5,12 +5,9 @@
 
 use serde::Serialize;
 
-use super::ledger::UsageView;
-use super::limits::{ClientLimits, LimitKind};
-
-/// What the shared counters say of one client before a request: `Err` names the limit the
-/// whole cluster has spent and how long until it may free.
-pub type SharedVerdict = Result<(), (LimitKind, Option<u64>)>;
+use super::limits::ClientLimits;
+pub use super::limits::SharedVerdict;
+use super::usage_view::UsageView;
 
 /// The cluster-wide side of a client's limits. Every method is atomics and a wake-up: no
 /// request waits on Redis.

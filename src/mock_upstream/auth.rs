@@ -8,18 +8,15 @@
 //!   (`mock-rt-N`): a used one is refused with `invalid_grant`. It can be told to answer
 //!   garbage.
 //!
-//! Owns these checks only; the answers are `handler`'s and the error bodies `error_bodies`'.
+//! Owns these checks only; the answers are `handler`'s and the error bodies `error_bodies`';
+//! the mock's methods and the token endpoint that reach them are `auth_api`'s.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-
-use super::state::MockUpstream;
 
 /// Access tokens the OAuth endpoint issues start with this; the upstream endpoints accept one
 /// only while it has not expired.
@@ -42,7 +39,7 @@ pub struct KeyGate {
 }
 
 impl KeyGate {
-    fn admits(&self, key: &str) -> bool {
+    pub(crate) fn admits(&self, key: &str) -> bool {
         if !key.starts_with(&self.prefix) {
             return true;
         }
@@ -83,7 +80,7 @@ pub struct OAuthStats {
 /// The token endpoint's state.
 #[derive(Debug, Default)]
 pub(crate) struct OAuthServer {
-    settings: Option<OAuthSettings>,
+    pub(crate) settings: Option<OAuthSettings>,
     /// Access token → when it expires (Unix ms).
     issued: HashMap<String, u64>,
     stats: OAuthStats,
@@ -117,7 +114,11 @@ impl OAuthServer {
     }
 
     /// One token request: the status and the JSON (or garbage) body.
-    fn grant(&mut self, form: &HashMap<String, String>, now_ms: u64) -> (StatusCode, String) {
+    pub(crate) fn grant(
+        &mut self,
+        form: &HashMap<String, String>,
+        now_ms: u64,
+    ) -> (StatusCode, String) {
         self.stats.requests += 1;
         let Some(settings) = self.settings.as_mut() else {
             return (
@@ -164,63 +165,11 @@ impl OAuthServer {
     }
 }
 
-impl MockUpstream {
-    /// Checks keys of `gate.prefix` from now on (`None`: no gate).
-    pub fn set_key_gate(&self, gate: Option<KeyGate>) {
-        self.with_auth(|auth| auth.gate = gate);
-    }
-
-    /// Turns the OAuth token endpoint on (or off with `None`), forgetting issued tokens'
-    /// counts but not the tokens.
-    pub fn set_oauth(&self, settings: Option<OAuthSettings>) {
-        self.with_auth(|auth| auth.oauth.configure(settings));
-    }
-
-    /// The refresh token the endpoint accepts now.
-    pub fn oauth_refresh_token(&self) -> Option<String> {
-        self.with_auth(|auth| {
-            auth.oauth
-                .settings
-                .as_ref()
-                .map(|settings| settings.refresh_token.clone())
-        })
-    }
-
-    /// Changes what the endpoint does from now on (keeping its refresh token).
-    pub fn set_oauth_garbage(&self, garbage: bool) {
-        self.with_auth(|auth| {
-            if let Some(settings) = auth.oauth.settings.as_mut() {
-                settings.garbage = garbage;
-            }
-        });
-    }
-
-    pub fn oauth_stats(&self) -> OAuthStats {
-        self.with_auth(|auth| auth.oauth.stats())
-    }
-
-    /// Whether an upstream request with `key` is let in (the gate and the issued tokens).
-    pub(crate) fn key_admitted(&self, key: &str) -> bool {
-        let now = now_ms();
-        self.with_auth(|auth| {
-            auth.gate.as_ref().is_none_or(|gate| gate.admits(key)) && auth.oauth.admits(key, now)
-        })
-    }
-}
-
 /// The credential checks' state, inside the mock's one mutex.
 #[derive(Debug, Default)]
 pub(crate) struct AuthState {
-    gate: Option<KeyGate>,
-    oauth: OAuthServer,
-}
-
-/// `POST /oauth/token` (form-encoded, RFC 6749 §6).
-pub(crate) async fn token(State(mock): State<MockUpstream>, body: axum::body::Bytes) -> Response {
-    let form: HashMap<String, String> = url::form_urlencoded::parse(&body).into_owned().collect();
-    let now = now_ms();
-    let (status, body) = mock.with_auth(|auth| auth.oauth.grant(&form, now));
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    pub(crate) gate: Option<KeyGate>,
+    pub(crate) oauth: OAuthServer,
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@
 //!   (async-compression), whole bodies and event by event; `delivery` — the last step of every
 //!   upstream answer, its `Content-Encoding`;
 //! - `auth` — [`KeyGate`] (only the newest key of a prefix passes) and the OAuth token
-//!   endpoint (short-lived access tokens, rotating refresh tokens);
+//!   endpoint (short-lived access tokens, rotating refresh tokens); `auth_api` — the mock's
+//!   methods that set them and the `POST /oauth/token` handler;
+//! - `verdict` — what a fault makes of a request (an error answer or a shaped success);
 //! - `handler` — one request: fault → response; `server` — accept loop, `TCP_NODELAY`, resets.
 //!
 //! Endpoints (matched by path suffix, so any prefix such as `/v1` works): `POST
@@ -52,6 +54,7 @@
 
 mod anthropic;
 mod auth;
+mod auth_api;
 mod compression;
 mod delivery;
 mod encoder;
@@ -67,6 +70,7 @@ mod server;
 mod state;
 mod stored;
 mod stored_api;
+mod verdict;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
@@ -97,7 +101,7 @@ pub fn router(state: MockUpstream) -> Router {
         )
         .route("/mock/stats", get(stats).delete(reset_stats))
         .route("/mock/budgets", post(set_budget))
-        .route("/oauth/token", post(auth::token))
+        .route("/oauth/token", post(auth_api::token))
         .route(
             "/mock/compression",
             post(set_compression).get(get_compression),

@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
-use super::handler::ResetConnection;
+use super::verdict::ResetConnection;
 
 /// Accepts connections forever (abort the task to stop it).
 pub(crate) async fn accept_loop(listener: TcpListener, app: Router) {

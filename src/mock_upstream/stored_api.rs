@@ -12,11 +12,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use super::error_bodies;
-use super::handler::{
-    error_response, exhausted_budget, fault_verdict, method_not_allowed, with_forced, Verdict,
-};
 use super::rate_headers::{budget_headers, insert, Dialect};
 use super::state::{MockUpstream, StoredLookup};
+use super::verdict::{
+    error_response, exhausted_budget, fault_verdict, method_not_allowed, with_forced, Verdict,
+};
 
 /// `input_items` pages: OpenAI's default and largest `limit`.
 const DEFAULT_PAGE: usize = 20;

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
 
-use super::stream_watch::StreamFormat;
+use super::stream_format::StreamFormat;
 
 fn finders(members: &[&'static [u8]]) -> Vec<Finder<'static>> {
     members.iter().map(|member| Finder::new(*member)).collect()

@@ -30,6 +30,7 @@ pub mod item_seal;
 mod openai_chunk;
 pub mod sse;
 pub mod stream_error;
+pub mod stream_format;
 pub mod stream_watch;
 pub mod upstream_mask;
 pub mod usage;

@@ -18,21 +18,9 @@ use serde_json::Value;
 use super::content_bytes::content_text_bytes;
 use super::openai_chunk::OpenAiChunk;
 use super::sse::SseEvent;
+pub use super::stream_format::StreamFormat;
 use super::usage::{usage_counts, TokenCounts, UsageFields};
 use super::usage_count::CountFlaws;
-
-/// The wire protocol of a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StreamFormat {
-    /// `/v1/chat/completions`.
-    OpenAiChat,
-    /// `/v1/completions`.
-    OpenAiCompletions,
-    /// `/v1/responses`.
-    OpenAiResponses,
-    /// `/v1/messages`.
-    Anthropic,
-}
 
 /// What one event means for the router.
 #[derive(Debug, Clone, PartialEq, Eq)]
