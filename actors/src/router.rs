@@ -578,6 +578,14 @@ impl Router {
         .map_err(|e| RouterError::Actor(e.to_string()))
     }
 
+    /// Forgets the window readings a connection learned from upstream headers; how many.
+    pub async fn clear_readings(&self, connection: &str) -> Result<usize, RouterError> {
+        let actor = self.connection_actor(connection)?;
+        self.record_admin("clear_readings", connection);
+        ractor::call_t!(actor, ConnectionMsg::ClearReadings, ADMIN_CALL_TIMEOUT_MS)
+            .map_err(|e| RouterError::Actor(e.to_string()))
+    }
+
     /// Closes a provider's breaker.
     pub async fn reset_breaker(&self, provider: &str) -> Result<bool, RouterError> {
         let actor = self.breaker_actor(provider)?;

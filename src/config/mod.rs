@@ -20,6 +20,7 @@ mod deserialize;
 mod error;
 mod model;
 pub mod raw;
+mod reserve;
 mod secret;
 mod telemetry;
 pub mod tls_files;

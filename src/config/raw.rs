@@ -216,6 +216,10 @@ pub struct RawConnection {
     pub max_concurrent: Option<u32>,
     pub models: Option<Vec<String>>,
     pub limits: Option<RawLimits>,
+    /// Behaviour §13: the share of every window kept for the owner (percent).
+    pub reserve_pct: Option<u32>,
+    /// Per window: `{ "7d" = 20, "5h" = 10 }`.
+    pub reserve: Option<BTreeMap<String, u32>>,
 }
 
 /// `[connections.oauth]`: the refresh-token grant of RFC 6749 §6.
@@ -237,6 +241,9 @@ pub struct RawLimits {
     pub tokens_7d: Option<u64>,
     pub model_requests_7d: Option<BTreeMap<String, u64>>,
     pub model_tokens_7d: Option<BTreeMap<String, u64>>,
+    /// As on the connection (the contract's sample writes them here).
+    pub reserve_pct: Option<u32>,
+    pub reserve: Option<BTreeMap<String, u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]

@@ -203,6 +203,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
                 cooldown: cooldown_settings(config, provider, journal_auth(c.auth)),
                 lockout: lockout_settings(config, provider),
                 buckets: bucket_settings(config, provider),
+                reserve: c.reserve.clone(),
             }
         })
         .collect();

@@ -871,7 +871,14 @@ fn build_connections(
                     }
                 }
             }
-            let limits = build_limits(connection.limits.unwrap_or_default());
+            let raw_limits = connection.limits.unwrap_or_default();
+            let reserve = super::reserve::build(
+                (connection.reserve_pct, connection.reserve),
+                (raw_limits.reserve_pct, raw_limits.reserve.clone()),
+                &prefix,
+                sink,
+            );
+            let limits = build_limits(raw_limits);
             let (id, provider, credential, auth) = (id?, provider?, credential?, auth?);
             unique.then_some(ConnectionConfig {
                 id,
@@ -882,6 +889,7 @@ fn build_connections(
                 max_concurrent: connection.max_concurrent.filter(|cap| *cap > 0),
                 models: connection.models,
                 limits,
+                reserve,
             })
         })
         .collect()

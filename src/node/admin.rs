@@ -241,18 +241,49 @@ pub async fn clear_lockout(
     }
 }
 
+/// `POST /admin/connections/{id}/clear?readings=1`: also forget the header readings.
+#[derive(Debug, Deserialize)]
+pub struct ClearQuery {
+    #[serde(default)]
+    readings: u8,
+}
+
 pub async fn clear_connection(
     State(app): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
+    query: Result<Query<ClearQuery>, QueryRejection>,
 ) -> Response {
     let router = guard!(app, headers);
-    match router.clear_connection(&id).await {
-        Ok(cleared) => json_response(
+    let query = match admin_query(query, Some("readings must be 0 or 1")) {
+        Ok(query) if query.readings <= 1 => query,
+        Ok(_) => {
+            return admin_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                "readings must be 0 or 1",
+            )
+        }
+        Err(refusal) => return *refusal,
+    };
+    let cleared = match router.clear_connection(&id).await {
+        Ok(cleared) => cleared,
+        Err(quotaroute_actors::RouterError::UnknownConnection(id)) => {
+            return unknown("connection", &id)
+        }
+        Err(error) => return internal(error),
+    };
+    if query.readings == 0 {
+        return json_response(
             StatusCode::OK,
             &json!({"cleared": cleared, "connection": id}),
+        );
+    }
+    match router.clear_readings(&id).await {
+        Ok(forgotten) => json_response(
+            StatusCode::OK,
+            &json!({"cleared": cleared || forgotten > 0, "connection": id, "readings_forgotten": forgotten}),
         ),
-        Err(quotaroute_actors::RouterError::UnknownConnection(id)) => unknown("connection", &id),
         Err(error) => internal(error),
     }
 }

@@ -38,6 +38,7 @@ mod node_every_path;
 mod node_fair_queue;
 mod node_low_ones;
 mod node_money;
+mod node_pacing;
 mod node_papercuts;
 mod node_read_your_writes;
 mod node_refusal_clients;

@@ -123,6 +123,16 @@ impl Actor for ConnectionActor {
                 state.commit(now_ms, event.into_iter().collect());
                 let _ = reply.send(cleared);
             }
+            ConnectionMsg::ClearReadings(reply) => {
+                let events = state.state.buckets.forget_header_readings(
+                    &state.spec.provider,
+                    &state.spec.id,
+                    now_ms,
+                );
+                let forgotten = events.len();
+                state.commit(now_ms, events);
+                let _ = reply.send(forgotten);
+            }
             ConnectionMsg::PushUsage(reading, reply) => {
                 state.commit(now_ms, vec![Event::UsageObserved(reading)]);
                 let _ = reply.send(());

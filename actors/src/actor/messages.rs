@@ -271,6 +271,9 @@ pub enum ConnectionMsg {
     Clear(ActionBy, Option<RpcReplyPort<bool>>),
     /// Admin: clear one model's lockout; replies whether there was one.
     ClearLockout(String, RpcReplyPort<bool>),
+    /// Admin: forget the window readings learned from upstream headers (a saturated or spent
+    /// window); replies how many there were.
+    ClearReadings(RpcReplyPort<usize>),
     /// Admin: a pushed usage reading.
     PushUsage(UsageObserved, RpcReplyPort<()>),
     /// A peer node's event about this connection (fire-and-forget, behaviour §9).

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use quotaroute_journal::event::{Event, UsageObserved, UsageSource};
 use serde::{Deserialize, Serialize};
 
+use crate::policy::pace::PaceWindow;
+
 /// A connection's configured limits (contract: `[connections.limits]`). `None` / absent = none.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -388,6 +390,34 @@ impl UsageBuckets {
         }
     }
 
+    /// The `usage_observed` events that forget every live reading learned from upstream
+    /// headers (admin `clear?readings=1`): each window read again as unused, its reset now,
+    /// so it is past its reset at once — live, in replay and on peers alike.
+    pub fn forget_header_readings(
+        &self,
+        provider: &str,
+        connection: &str,
+        now_ms: u64,
+    ) -> Vec<Event> {
+        self.readings
+            .iter()
+            .filter(|(_, reading)| {
+                reading.source == UsageSource::Header && !reading.expired(now_ms)
+            })
+            .map(|(window, reading)| {
+                Event::UsageObserved(UsageObserved {
+                    provider: provider.to_owned(),
+                    connection: connection.to_owned(),
+                    window: window.clone(),
+                    used: 0,
+                    limit: reading.limit,
+                    resets_at_ms: Some(now_ms),
+                    source: UsageSource::Header,
+                })
+            })
+            .collect()
+    }
+
     /// The newest reading of `window`, if any.
     pub fn reading(&self, window: &str) -> Option<&Reading> {
         self.readings.get(window)
@@ -440,6 +470,38 @@ impl UsageBuckets {
             || self.readings.iter().any(|(window, reading)| {
                 window_applies(window, model) && reading.saturated(now_ms, threshold_bp)
             })
+    }
+
+    /// Every window pacing reads (behaviour §13) at `now_ms`: each live reading (reported by
+    /// an upstream or a push, so it can be spent), then each configured limit counted here
+    /// (rolling: no reset).
+    pub fn pace_windows(&self, now_ms: u64, limits: &BucketLimits) -> Vec<PaceWindow> {
+        let read = self
+            .readings
+            .iter()
+            .filter(|(_, reading)| !reading.expired(now_ms))
+            .map(|(window, reading)| {
+                PaceWindow::of(
+                    window,
+                    reading.used,
+                    reading.limit,
+                    reading.resets_at_ms,
+                    true,
+                )
+            });
+        let counted = self
+            .counted_limits(None, limits)
+            .into_iter()
+            .map(|counted| {
+                PaceWindow::of(
+                    &counted.name,
+                    counted.used(now_ms),
+                    counted.limit,
+                    None,
+                    false,
+                )
+            });
+        read.chain(counted).collect()
     }
 
     /// Every configured limit and every live reading, for `GET /admin/state`.

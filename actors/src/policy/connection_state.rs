@@ -4,8 +4,6 @@
 //! Pure: `on_outcome` returns events, `apply` is the only mutator. Breaker effects are not here
 //! (the provider's breaker owns them).
 
-use std::collections::BTreeMap;
-
 use quotaroute_journal::{Event, PeerApplied, UsageObserved, UsageSource};
 use serde::{Deserialize, Serialize};
 
@@ -89,25 +87,24 @@ impl ConnectionState {
         events
     }
 
-    /// Header readings worth journaling: a window seen for the first time, or one whose
-    /// saturation flips. Unchanged readings are not journaled (every response carries them).
+    /// Header readings worth journaling: a window seen for the first time, or one that moved
+    /// enough to matter to routing — its saturation or spent state flips, what is used moves
+    /// to another whole percent of the limit (pacing reads it, §13), or its reset moves to a
+    /// new window. Other readings are not journaled (every response carries them), which keeps
+    /// the journal to about a hundred readings per window per reset.
     fn usage_changes(&self, outcome: &Outcome, now_ms: u64, spec: &ConnectionSpec) -> Vec<Event> {
         if outcome.result.usage.is_empty() {
             return Vec::new();
         }
-        let known: BTreeMap<String, bool> = self
-            .buckets
-            .views(now_ms, &spec.limits, &spec.buckets)
-            .into_iter()
-            .map(|v| (v.window, v.saturated))
-            .collect();
         outcome
             .result
             .usage
             .iter()
-            .filter(|reading| {
-                let saturated = reading_saturates(reading.used, reading.limit, &spec.buckets);
-                known.get(&reading.window) != Some(&saturated)
+            .filter(|reading| match self.buckets.reading(&reading.window) {
+                Some(known) if known.resets_at_ms.is_none_or(|reset| now_ms < reset) => {
+                    reading_moved(known, reading, &spec.buckets)
+                }
+                _ => true,
             })
             .map(|reading| {
                 Event::UsageObserved(UsageObserved {
@@ -154,6 +151,36 @@ impl ConnectionState {
 }
 
 /// Whether a reading of `used` of `limit` leaves no more than `saturate_below_pct` % room.
+/// Whether `new` says something routing would act on that `known` did not (see
+/// `usage_changes`).
+fn reading_moved(
+    known: &crate::policy::buckets::Reading,
+    new: &crate::policy::rate_limit_headers::UsageReading,
+    settings: &crate::policy::buckets::BucketSettings,
+) -> bool {
+    let percent = |used: u64, limit: u64| u128::from(used) * 100 / u128::from(limit.max(1));
+    let length = crate::policy::pace::window_length_ms(&new.window);
+    let reset_moved = match (known.resets_at_ms, new.resets_at_ms) {
+        (Some(a), Some(b)) => a.abs_diff(b) > (length.unwrap_or(0) / 100).max(RESET_JITTER_MS),
+        (None, None) => false,
+        _ => true,
+    };
+    // Per-minute windows pace nothing worth a record per percent; their flips still count.
+    let paced = length.is_none_or(|length| length >= PACED_WINDOW_MIN_MS);
+    known.limit != new.limit
+        || reading_saturates(known.used, known.limit, settings)
+            != reading_saturates(new.used, new.limit, settings)
+        || (known.used >= known.limit) != (new.used >= new.limit)
+        || (paced && percent(known.used, known.limit) != percent(new.used, new.limit))
+        || reset_moved
+}
+
+/// How far a window's reset may wander between responses (relative reset headers are read
+/// against each response's own clock) before it is taken for a new window.
+const RESET_JITTER_MS: u64 = 60_000;
+/// The shortest window whose every percent is journaled (an hour: subscription windows).
+const PACED_WINDOW_MIN_MS: u64 = 3_600_000;
+
 pub fn reading_saturates(
     used: u64,
     limit: u64,

@@ -1,7 +1,8 @@
 //! A combo's copy of one connection's routing-relevant state (health, lockouts, saturated
-//! usage windows), pushed by the connection's actor whenever it changes and holding absolute
-//! times so it stays right as time passes, and the connection's own block (§2 step 0 after
-//! the breaker). Plain data read by `admission`; never mutated.
+//! usage windows, and every window's share left for pacing), pushed by the connection's actor
+//! whenever it changes and holding absolute times so it stays right as time passes, and the
+//! connection's own block (§2 step 0 after the breaker: cooldown, disabled, lockout, then a
+//! spent or reserved window, §13). Plain data read by `admission`; never mutated.
 
 use quotaroute_journal::BlockReason;
 
@@ -9,6 +10,7 @@ use crate::policy::buckets::BucketView;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::cooldown::ConnectionHealth;
 use crate::policy::lockout::ModelLockouts;
+use crate::policy::pace::{self, Pace, PaceWindow, PacingSettings, Reserve, WindowBlockReason};
 use crate::policy::topology::ConnectionSpec;
 
 /// A hard block: why, and for how long if it ends by itself.
@@ -48,6 +50,9 @@ pub struct ConnectionView {
     pub health: ConnectionHealth,
     pub lockouts: ModelLockouts,
     pub saturated: Vec<SaturatedWindow>,
+    /// Every window with a reading or a configured limit, coarse (per mille left).
+    pub windows: Vec<PaceWindow>,
+    pub reserve: Reserve,
 }
 
 impl ConnectionView {
@@ -57,6 +62,8 @@ impl ConnectionView {
             health: state.health.clone(),
             lockouts: state.lockouts.clone(),
             saturated: saturated_windows(state, spec, now_ms),
+            windows: state.buckets.pace_windows(now_ms, &spec.limits),
+            reserve: spec.reserve.clone(),
         }
     }
 
@@ -65,11 +72,47 @@ impl ConnectionView {
         self.health == state.health
             && self.lockouts == state.lockouts
             && self.saturated == saturated_windows(state, spec, now_ms)
+            && self.windows == state.buckets.pace_windows(now_ms, &spec.limits)
+            && self.reserve == spec.reserve
     }
 
-    /// Connection block first, then the model's lockout.
+    /// Connection block first, then the model's lockout, then a spent or reserved window
+    /// (until its reset; one with no reset known is looked at again within a minute).
     pub fn block_for(&self, model: &str, now_ms: u64) -> Option<Block> {
         connection_block(&self.health, &self.lockouts, model, now_ms)
+            .or_else(|| self.window_block(model, now_ms))
+    }
+
+    /// A window of `model` that is spent (`quota_exhausted`) or within its reserve
+    /// (`reserved`), §13.
+    pub fn window_block(&self, model: &str, now_ms: u64) -> Option<Block> {
+        if self.windows.is_empty() {
+            return None;
+        }
+        let applying = self.windows.iter().filter(|w| w.applies_to(model));
+        let block = pace::window_block(applying, &self.reserve, now_ms)?;
+        let reason = match block.reason {
+            WindowBlockReason::Spent => BlockReason::QuotaExhausted,
+            WindowBlockReason::Reserved => BlockReason::Reserved,
+        };
+        let until_ms = block
+            .until_ms
+            .unwrap_or(now_ms.saturating_add(SATURATION_RECHECK_MS));
+        Some((reason, Some(until_ms.saturating_sub(now_ms))))
+    }
+
+    /// The pace of `model` on this connection (§13): its slowest window's, bounded; 1 with
+    /// no window or pacing off.
+    pub fn pace_for(&self, model: &str, now_ms: u64, settings: &PacingSettings) -> Pace {
+        if self.windows.is_empty() {
+            return Pace::on_pace();
+        }
+        let applying = self
+            .windows
+            .iter()
+            .filter(|w| w.applies_to(model))
+            .map(PaceWindow::left);
+        pace::target_pace(applying, now_ms, settings)
     }
 
     pub fn is_saturated(&self, model: &str, now_ms: u64) -> bool {

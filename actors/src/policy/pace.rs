@@ -71,6 +71,58 @@ pub struct WindowLeft<'a> {
     pub resets_at_ms: Option<u64>,
 }
 
+/// One window as a combo keeps it for pacing (behaviour §13): what is left in per mille of its
+/// limit (rounded up, so only a window used to its limit reads 0), and its reset. Coarse on
+/// purpose: a connection re-pushes its view to the combos only when this changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaceWindow {
+    pub window: String,
+    pub left_pm: u16,
+    pub resets_at_ms: Option<u64>,
+    /// Reported by an upstream or a push (so used to its limit it is spent, §13); `false`
+    /// for a configured limit counted by the router.
+    pub reported: bool,
+}
+
+impl PaceWindow {
+    /// The window `window` with `used` of `limit` (never 0) used.
+    pub fn of(
+        window: &str,
+        used: u64,
+        limit: u64,
+        resets_at_ms: Option<u64>,
+        reported: bool,
+    ) -> Self {
+        let limit = u128::from(limit.max(1));
+        let left = limit.saturating_sub(u128::from(used));
+        let left_pm = (left * 1_000).div_ceil(limit).min(1_000);
+        PaceWindow {
+            window: window.to_owned(),
+            left_pm: u16::try_from(left_pm).unwrap_or(1_000),
+            resets_at_ms,
+            reported,
+        }
+    }
+
+    /// Whether it concerns `model`: windows without a model (`5h`, `7d`, `requests_5h`)
+    /// concern every model; `<kind>:<model>` only that one.
+    pub fn applies_to(&self, model: &str) -> bool {
+        self.window
+            .split_once(':')
+            .is_none_or(|(_, window_model)| window_model == model)
+    }
+
+    /// As [`target_pace`] and [`window_block`] read it.
+    pub fn left(&self) -> WindowLeft<'_> {
+        WindowLeft {
+            window: &self.window,
+            used: u64::from(1_000 - self.left_pm.min(1_000)),
+            limit: 1_000,
+            resets_at_ms: self.resets_at_ms,
+        }
+    }
+}
+
 /// How long a window is, from its name; `None` when the name says nothing of its length.
 pub fn window_length_ms(window: &str) -> Option<u64> {
     let (base, model) = match window.split_once(':') {
@@ -182,9 +234,16 @@ pub struct Reserve {
 }
 
 impl Reserve {
-    fn pct_for(&self, window: &str) -> Option<u8> {
+    /// The reserve of `window`: its base name's (`7d` for `7d:opus`; `5h` for a counted
+    /// `requests_5h`), else every window's.
+    pub fn pct_for(&self, window: &str) -> Option<u8> {
         let base = window.split_once(':').map_or(window, |(base, _)| base);
-        self.by_window.get(base).copied().or(self.all_pct)
+        let period = base.rsplit_once('_').map_or(base, |(_, period)| period);
+        self.by_window
+            .get(base)
+            .or_else(|| self.by_window.get(period))
+            .copied()
+            .or(self.all_pct)
     }
 }
 
@@ -206,11 +265,12 @@ pub struct WindowBlock {
     pub until_ms: Option<u64>,
 }
 
-/// The first window among `windows` that blocks its target at `now_ms`: one used to its limit
-/// (only readings a provider reports count as spent — pass counted limits elsewhere), else one
-/// whose share left is within its reserve. Windows past their reset block nothing.
+/// The first window among `windows` (already narrowed to the requested model) that blocks
+/// its target at `now_ms`: one an upstream or a push reports used to its limit (a configured
+/// limit the router counts only saturates, §6), else one whose share left is within its
+/// reserve. Windows past their reset block nothing.
 pub fn window_block<'a>(
-    windows: impl IntoIterator<Item = WindowLeft<'a>>,
+    windows: impl IntoIterator<Item = &'a PaceWindow>,
     reserve: &Reserve,
     now_ms: u64,
 ) -> Option<WindowBlock> {
@@ -219,20 +279,19 @@ pub fn window_block<'a>(
         if window.resets_at_ms.is_some_and(|reset| now_ms >= reset) {
             continue;
         }
-        if window.used >= window.limit {
+        if window.reported && window.left_pm == 0 {
             return Some(WindowBlock {
                 reason: WindowBlockReason::Spent,
-                window: window.window.to_owned(),
+                window: window.window.clone(),
                 until_ms: window.resets_at_ms,
             });
         }
         if reserved.is_none() {
-            if let Some(pct) = reserve.pct_for(window.window) {
-                let left = u128::from(window.limit - window.used) * 100;
-                if left <= u128::from(pct) * u128::from(window.limit) {
+            if let Some(pct) = reserve.pct_for(&window.window) {
+                if u32::from(window.left_pm) <= u32::from(pct) * 10 {
                     reserved = Some(WindowBlock {
                         reason: WindowBlockReason::Reserved,
-                        window: window.window.to_owned(),
+                        window: window.window.clone(),
                         until_ms: window.resets_at_ms,
                     });
                 }
@@ -366,10 +425,14 @@ mod tests {
         assert_eq!(quantum(u32::MAX, u32::MAX), u64::MAX);
     }
 
+    fn reported(name: &str, used: u64, limit: u64, resets_in_ms: Option<u64>) -> PaceWindow {
+        PaceWindow::of(name, used, limit, resets_in_ms.map(|ms| NOW + ms), true)
+    }
+
     #[test]
     fn spent_windows_block_until_their_reset_and_reserves_hold() {
         let none = Reserve::default();
-        let spent = window_block([window("5h", 100, 100, Some(HOUR_MS))], &none, NOW);
+        let spent = window_block(&[reported("5h", 100, 100, Some(HOUR_MS))], &none, NOW);
         assert_eq!(
             spent,
             Some(WindowBlock {
@@ -378,18 +441,29 @@ mod tests {
                 until_ms: Some(NOW + HOUR_MS),
             })
         );
+        // One request left of a million is not spent (left rounds up).
         assert_eq!(
-            window_block([window("5h", 99, 100, Some(HOUR_MS))], &none, NOW),
+            window_block(
+                &[reported("5h", 999_999, 1_000_000, Some(HOUR_MS))],
+                &none,
+                NOW
+            ),
+            None
+        );
+        // A counted limit at its limit only saturates.
+        let counted = PaceWindow::of("requests_5h", 100, 100, None, false);
+        assert_eq!(
+            window_block(std::slice::from_ref(&counted), &none, NOW),
             None
         );
         let reserve = Reserve {
             all_pct: Some(10),
-            by_window: BTreeMap::from([("7d".to_owned(), 20)]),
+            by_window: BTreeMap::from([("7d".to_owned(), 20), ("5h".to_owned(), 5)]),
         };
         let kept = window_block(
-            [
-                window("5h", 85, 100, Some(HOUR_MS)),
-                window("7d:opus", 80, 100, Some(DAY_MS)),
+            &[
+                reported("5h", 94, 100, Some(HOUR_MS)),
+                reported("7d:opus", 80, 100, Some(DAY_MS)),
             ],
             &reserve,
             NOW,
@@ -398,18 +472,24 @@ mod tests {
             kept.map(|b| (b.reason, b.window)),
             Some((WindowBlockReason::Reserved, "7d:opus".into()))
         );
+        // A counted `requests_5h` takes the `5h` reserve.
+        let counted = PaceWindow::of("requests_5h", 96, 100, None, false);
+        assert_eq!(
+            window_block(&[counted], &reserve, NOW).map(|b| b.reason),
+            Some(WindowBlockReason::Reserved)
+        );
         // A spent window wins over an earlier reserved one; a past reset blocks nothing.
         let both = window_block(
-            [
-                window("7d", 90, 100, Some(DAY_MS)),
-                window("5h", 100, 100, Some(HOUR_MS)),
+            &[
+                reported("7d", 90, 100, Some(DAY_MS)),
+                reported("5h", 100, 100, Some(HOUR_MS)),
             ],
             &reserve,
             NOW,
         );
         assert_eq!(both.map(|b| b.reason), Some(WindowBlockReason::Spent));
         assert_eq!(
-            window_block([window("5h", 100, 100, Some(0))], &reserve, NOW),
+            window_block(&[reported("5h", 100, 100, Some(0))], &reserve, NOW),
             None
         );
     }

@@ -52,6 +52,16 @@ struct UnifiedWindow {
     name: &'static str,
     utilization: HeaderName,
     reset: HeaderName,
+    /// `allowed`, `allowed_warning` or `rejected` (this window is spent).
+    status: HeaderName,
+}
+
+/// The subscription's overall headers: `rejected` when any window is spent, the claim naming
+/// which one (`five_hour`, `seven_day`), and its reset.
+struct UnifiedOverall {
+    status: HeaderName,
+    claim: HeaderName,
+    reset: HeaderName,
 }
 
 /// A Codex window slot's header names (`x-codex-<slot>-*`).
@@ -67,6 +77,7 @@ struct CodexWindow {
 struct HeaderNames {
     counts: Vec<CountWindow>,
     unified: Vec<UnifiedWindow>,
+    unified_overall: UnifiedOverall,
     codex: Vec<CodexWindow>,
 }
 
@@ -96,6 +107,7 @@ static HEADER_NAMES: LazyLock<HeaderNames> = LazyLock::new(|| {
             name,
             utilization: header_name(format!("anthropic-ratelimit-unified-{name}-utilization"))?,
             reset: header_name(format!("anthropic-ratelimit-unified-{name}-reset"))?,
+            status: header_name(format!("anthropic-ratelimit-unified-{name}-status"))?,
         })
     });
     let codex = CODEX_SLOTS.into_iter().filter_map(|slot| {
@@ -110,9 +122,28 @@ static HEADER_NAMES: LazyLock<HeaderNames> = LazyLock::new(|| {
     HeaderNames {
         counts: openai.chain(anthropic).collect(),
         unified: unified.collect(),
+        unified_overall: UnifiedOverall {
+            status: HeaderName::from_static("anthropic-ratelimit-unified-status"),
+            claim: HeaderName::from_static("anthropic-ratelimit-unified-representative-claim"),
+            reset: HeaderName::from_static("anthropic-ratelimit-unified-reset"),
+        },
         codex: codex.collect(),
     }
 });
+
+/// The claim names Anthropic gives its subscription windows, as the windows are named here.
+fn claimed_window(claim: &str) -> Option<&'static str> {
+    match claim.trim() {
+        "five_hour" => Some("5h"),
+        "seven_day" | "seven_day_opus" | "seven_day_sonnet" => Some("7d"),
+        _ => None,
+    }
+}
+
+/// A `rejected` status: the subscription refuses requests until the reset.
+fn rejected(headers: &HeaderMap, name: &HeaderName) -> bool {
+    header(headers, name).is_some_and(|status| status.trim().eq_ignore_ascii_case("rejected"))
+}
 
 /// A count window from its `limit`, `remaining` and `reset` headers; `None` unless both counts
 /// parse and the limit is a real one (not the `0` sentinel).
@@ -227,20 +258,46 @@ pub fn readings_from_headers(headers: &HeaderMap, model: &str, now_ms: u64) -> V
         .counts
         .iter()
         .filter_map(|window| count_window(headers, window, model, now_ms));
-    let unified = names.unified.iter().filter_map(|window| {
-        let used = header(headers, &window.utilization).and_then(utilization_basis_points)?;
-        Some(UsageReading {
-            window: window.name.to_owned(),
-            used,
-            limit: BASIS_POINTS,
-            resets_at_ms: reset_at(headers, &window.reset, now_ms),
-        })
+    let overall = &names.unified_overall;
+    // The subscription says it refuses requests: the window its claim names (else the 5-hour
+    // one) is spent until the overall reset, whatever its utilisation reads (§13).
+    let spent_window = rejected(headers, &overall.status).then(|| {
+        header(headers, &overall.claim)
+            .and_then(claimed_window)
+            .unwrap_or("5h")
     });
+    let mut unified: Vec<UsageReading> = names
+        .unified
+        .iter()
+        .filter_map(|window| {
+            let spent = rejected(headers, &window.status) || spent_window == Some(window.name);
+            let used = header(headers, &window.utilization).and_then(utilization_basis_points);
+            let used = if spent {
+                BASIS_POINTS.max(used.unwrap_or(0))
+            } else {
+                used?
+            };
+            let resets_at_ms = reset_at(headers, &window.reset, now_ms).or_else(|| {
+                spent
+                    .then(|| reset_at(headers, &overall.reset, now_ms))
+                    .flatten()
+            });
+            Some(UsageReading {
+                window: window.name.to_owned(),
+                used,
+                limit: BASIS_POINTS,
+                resets_at_ms,
+            })
+        })
+        .collect();
     let codex = names
         .codex
         .iter()
         .filter_map(|slot| codex_window(headers, slot, now_ms));
-    counts.chain(unified).chain(codex).collect()
+    let mut readings: Vec<UsageReading> = counts.collect();
+    readings.append(&mut unified);
+    readings.extend(codex);
+    readings
 }
 
 #[cfg(test)]
@@ -392,6 +449,51 @@ mod tests {
         assert_eq!(
             readings_from_headers(&weekly, "m", NOW),
             vec![reading("7d", 5_000, BASIS_POINTS, None)]
+        );
+    }
+
+    #[test]
+    fn s13_a_rejected_subscription_spends_the_window_it_names() {
+        // Overall status with the claim: that window is spent until the overall reset.
+        let map = headers(&[
+            ("anthropic-ratelimit-unified-status", "rejected"),
+            (
+                "anthropic-ratelimit-unified-representative-claim",
+                "seven_day",
+            ),
+            ("anthropic-ratelimit-unified-reset", "1717246800"),
+            ("anthropic-ratelimit-unified-5h-utilization", "0.4"),
+            ("anthropic-ratelimit-unified-7d-utilization", "0.97"),
+        ]);
+        assert_eq!(
+            readings_from_headers(&map, "m", NOW),
+            vec![
+                reading("5h", 4_000, BASIS_POINTS, None),
+                reading("7d", BASIS_POINTS, BASIS_POINTS, Some(NOW + 3_600_000)),
+            ]
+        );
+        // A window's own status, with no utilisation at all.
+        let map = headers(&[
+            ("anthropic-ratelimit-unified-5h-status", "rejected"),
+            ("anthropic-ratelimit-unified-5h-reset", "1717246800"),
+        ]);
+        assert_eq!(
+            readings_from_headers(&map, "m", NOW),
+            vec![reading(
+                "5h",
+                BASIS_POINTS,
+                BASIS_POINTS,
+                Some(NOW + 3_600_000)
+            )]
+        );
+        // Allowed says nothing new.
+        let map = headers(&[
+            ("anthropic-ratelimit-unified-status", "allowed"),
+            ("anthropic-ratelimit-unified-5h-utilization", "0.4"),
+        ]);
+        assert_eq!(
+            readings_from_headers(&map, "m", NOW),
+            vec![reading("5h", 4_000, BASIS_POINTS, None)]
         );
     }
 

@@ -45,8 +45,8 @@ pub struct Unroutable {
     pub hold_ms: u64,
 }
 
-/// Behaviour §7: 429 iff every block is a lockout or cooldown, else 503; retry after the
-/// earliest finite unblock.
+/// Behaviour §7: 429 iff every block is a lockout or cooldown (a spent or reserved window,
+/// §13, counts as a lockout), else 503; retry after the earliest finite unblock.
 pub fn unroutable(blocked: Vec<Skipped>, hold_ms: u64) -> Unroutable {
     let all_lockout_or_cooldown = blocked.iter().all(|s| {
         matches!(
@@ -55,6 +55,7 @@ pub fn unroutable(blocked: Vec<Skipped>, hold_ms: u64) -> Unroutable {
                 | BlockReason::RateLimited
                 | BlockReason::NotFound
                 | BlockReason::QuotaExhausted
+                | BlockReason::Reserved
         )
     });
     let retry_after_ms = blocked.iter().filter_map(|s| s.remaining_ms).min();

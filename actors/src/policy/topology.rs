@@ -16,6 +16,7 @@ use crate::policy::breaker::BreakerSettings;
 use crate::policy::buckets::{BucketLimits, BucketSettings};
 use crate::policy::cooldown::CooldownSettings;
 use crate::policy::lockout::LockoutSettings;
+use crate::policy::pace::Reserve;
 use crate::policy::quota_share::Strategy;
 
 /// One upstream API with its breaker settings.
@@ -42,6 +43,8 @@ pub struct ConnectionSpec {
     pub cooldown: CooldownSettings,
     pub lockout: LockoutSettings,
     pub buckets: BucketSettings,
+    /// The share of each window kept for the account's owner (behaviour §13).
+    pub reserve: Reserve,
 }
 
 impl ProviderSpec {
@@ -71,6 +74,7 @@ impl ConnectionSpec {
             cooldown: CooldownSettings::for_auth(auth),
             lockout: LockoutSettings::default(),
             buckets: BucketSettings::default(),
+            reserve: Reserve::default(),
         }
     }
 

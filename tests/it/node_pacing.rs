@@ -1,0 +1,257 @@
+//! Pacing's blocks over real HTTP (behaviour §13): a window an upstream reports spent — by any
+//! of the three header families — or one within the owner's reserve gets no request until its
+//! reset; with nothing else to serve, the client gets 429 with `Retry-After` to the reset and
+//! `blocked` naming `quota_exhausted` / `reserved`; `clear?readings=1` forgets the readings.
+
+use quotaroute::mock_upstream::RateBudget;
+use serde_json::Value;
+
+use crate::support::{connection, header, upstream_key, Harness};
+
+fn unix_s_in(seconds: u64) -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + seconds
+}
+
+/// A combo of one target (`solo` on oa-1, `solo-claude` on an-1) besides the standard ones.
+const SOLO: &str = r#"
+[[combos]]
+name = "solo"
+targets = [{ connection = "oa-1", model = "gpt-4o-mini" }]
+
+[[combos]]
+name = "solo-claude"
+targets = [{ connection = "an-1", model = "claude-3-5-haiku" }]
+"#;
+
+fn pairs(list: &[(&str, String)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(name, value)| ((*name).to_owned(), value.clone()))
+        .collect()
+}
+
+/// Sends `model` requests until `connection` has served one (at most 12).
+async fn until_served_by(harness: &Harness, model: &str, anthropic: bool, connection: &str) {
+    for _ in 0..12 {
+        let response = if anthropic {
+            harness.message(model).await
+        } else {
+            harness.chat(model).await
+        };
+        assert_eq!(response.status(), 200);
+        if header(&response, "x-quotaroute-connection") == connection {
+            harness.settle().await;
+            return;
+        }
+    }
+    panic!("{connection} served none of 12");
+}
+
+/// The 429 a combo whose one target is blocked answers: its `Retry-After` (seconds) and the
+/// one `blocked` entry.
+async fn refused(harness: &Harness, model: &str, anthropic: bool) -> (u64, Value) {
+    let response = if anthropic {
+        harness.message(model).await
+    } else {
+        harness.chat(model).await
+    };
+    assert_eq!(response.status(), 429, "{model}");
+    let retry_after: u64 = header(&response, "retry-after").parse().unwrap();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "all_targets_locked", "{body}");
+    let blocked = body["error"]["blocked"].as_array().unwrap();
+    assert_eq!(blocked.len(), 1, "{body}");
+    (retry_after, blocked[0].clone())
+}
+
+/// After `served` has answered with a spent window, the other targets take every request, and
+/// the one-target combo is refused until the reset.
+async fn spent_gets_nothing(
+    harness: &Harness,
+    (combo, solo): (&str, &str),
+    anthropic: bool,
+    served: &str,
+    reset_s: (u64, u64),
+) {
+    until_served_by(harness, combo, anthropic, served).await;
+    for _ in 0..12 {
+        let response = if anthropic {
+            harness.message(combo).await
+        } else {
+            harness.chat(combo).await
+        };
+        assert_eq!(response.status(), 200);
+        assert_ne!(header(&response, "x-quotaroute-connection"), served);
+    }
+    let (retry_after, blocked) = refused(harness, solo, anthropic).await;
+    assert_eq!(blocked["connection"], served);
+    assert_eq!(blocked["reason"], "quota_exhausted", "{blocked}");
+    assert!(
+        (reset_s.0..=reset_s.1).contains(&retry_after),
+        "{retry_after} not in {reset_s:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_codex_window_at_100_pct_is_spent_until_its_reset() {
+    let harness = Harness::start_with(SOLO).await;
+    harness.mock.set_response_headers(
+        &upstream_key("oa-1"),
+        pairs(&[
+            ("x-codex-primary-used-percent", "100".into()),
+            ("x-codex-primary-window-minutes", "300".into()),
+            ("x-codex-primary-reset-at", unix_s_in(3_600).to_string()),
+        ]),
+    );
+    spent_gets_nothing(&harness, ("team", "solo"), false, "oa-1", (3_590, 3_601)).await;
+}
+
+#[tokio::test]
+async fn an_openai_window_with_nothing_remaining_is_spent_until_its_reset() {
+    let harness = Harness::start_with(SOLO).await;
+    // One request a window: after it, `x-ratelimit-remaining-requests: 0` until the reset.
+    harness.mock.set_budget(
+        &upstream_key("oa-1"),
+        RateBudget {
+            requests_limit: 1,
+            tokens_limit: 1_000_000,
+            reset_ms: 600_000,
+        },
+    );
+    spent_gets_nothing(&harness, ("team", "solo"), false, "oa-1", (590, 601)).await;
+}
+
+#[tokio::test]
+async fn an_anthropic_subscription_rejected_is_spent_and_clear_readings_forgets_it() {
+    let harness = Harness::start_with(SOLO).await;
+    harness.mock.set_response_headers(
+        &upstream_key("an-1"),
+        pairs(&[
+            ("anthropic-ratelimit-unified-status", "rejected".into()),
+            (
+                "anthropic-ratelimit-unified-representative-claim",
+                "five_hour".into(),
+            ),
+            (
+                "anthropic-ratelimit-unified-reset",
+                unix_s_in(1_800).to_string(),
+            ),
+            ("anthropic-ratelimit-unified-5h-utilization", "0.42".into()),
+        ]),
+    );
+    spent_gets_nothing(
+        &harness,
+        ("claude", "solo-claude"),
+        true,
+        "an-1",
+        (1_790, 1_801),
+    )
+    .await;
+    let state = harness.admin_get("/admin/state").await;
+    let buckets = connection(&state, "an-1")["buckets"].clone();
+    let five_hours = buckets
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["window"] == "5h")
+        .cloned()
+        .unwrap_or_else(|| panic!("{buckets}"));
+    assert_eq!(five_hours["used"], five_hours["limit"], "{five_hours}");
+
+    // The operator forgets the readings: the account serves again (and learns it is spent
+    // from that answer, so the next request is refused again).
+    harness
+        .mock
+        .set_response_headers(&upstream_key("an-1"), Vec::new());
+    let cleared = harness
+        .admin_post("/admin/connections/an-1/clear?readings=1")
+        .await;
+    assert_eq!(cleared.status(), 200);
+    let cleared: Value = cleared.json().await.unwrap();
+    // The 5-hour window and the mock's per-minute count windows.
+    assert!(
+        cleared["readings_forgotten"].as_u64().unwrap() >= 1,
+        "{cleared}"
+    );
+    let state = harness.admin_get("/admin/state").await;
+    let buckets = connection(&state, "an-1")["buckets"].clone();
+    assert!(
+        !buckets
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["window"] == "5h"),
+        "{buckets}"
+    );
+    let response = harness.message("solo-claude").await;
+    assert_eq!(response.status(), 200);
+    let bad = harness
+        .admin_post("/admin/connections/an-1/clear?readings=yes")
+        .await;
+    assert_eq!(bad.status(), 400);
+    let events = harness.journal_events().await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "admin_action" && e["action"] == "clear_readings"),
+        "no clear_readings admin_action"
+    );
+}
+
+#[tokio::test]
+async fn a_window_within_its_reserve_is_kept_for_the_owner() {
+    let harness = Harness::start_editing(|text| {
+        let text = text.replace(
+            "id = \"oa-1\"\nprovider = \"openai\"",
+            "id = \"oa-1\"\nprovider = \"openai\"\nreserve = { \"5h\" = 50 }",
+        );
+        text + SOLO
+    })
+    .await;
+    harness.mock.set_response_headers(
+        &upstream_key("oa-1"),
+        pairs(&[
+            ("x-codex-primary-used-percent", "60".into()),
+            ("x-codex-primary-window-minutes", "300".into()),
+            ("x-codex-primary-reset-after-seconds", "7200".into()),
+        ]),
+    );
+    until_served_by(&harness, "team", false, "oa-1").await;
+    for _ in 0..12 {
+        let response = harness.chat("team").await;
+        assert_eq!(response.status(), 200);
+        assert_ne!(header(&response, "x-quotaroute-connection"), "oa-1");
+    }
+    let (retry_after, blocked) = refused(&harness, "solo", false).await;
+    assert_eq!(blocked["reason"], "reserved", "{blocked}");
+    assert!((7_190..=7_201).contains(&retry_after), "{retry_after}");
+}
+
+#[test]
+fn check_names_a_bad_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    let text = crate::support::standard_config("http://127.0.0.1:9", dir.path(), "").replace(
+        "id = \"oa-2\"\nprovider = \"openai\"",
+        "id = \"oa-2\"\nprovider = \"openai\"\nreserve_pct = 150\nreserve = { \"fortnight\" = 5 }",
+    );
+    std::fs::write(&config, text).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_quotaroute"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("connections[1].reserve_pct: must be a percentage from 0 to 100"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("connections[1].reserve.fortnight"),
+        "{stderr}"
+    );
+}
