@@ -18,6 +18,7 @@ pub mod affinity_why;
 pub mod args;
 pub mod ndjson_item;
 pub mod paint;
+pub mod recorded_turn;
 pub mod remote;
 pub mod source;
 pub mod state_at;
