@@ -27,6 +27,8 @@ pub use crate::time_parse;
 pub mod timeline;
 pub mod what_if;
 pub mod what_if_affinity;
+#[cfg(test)]
+mod what_if_equals_live;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! Behaviour §10 end to end: a conversation's turns stay on the account that served its first
 //! turn (seen in `x-quotaroute-connection`), new conversations fill the pool by DRR, a
-//! conversation whose key starts answering 429 moves once and stays, `prompt_cache_key` binds
+//! conversation whose key starts answering 429 moves once — to where its failed-over turn was
+//! served — and stays, `prompt_cache_key` binds
 //! unrelated prompts, and bindings are journaled (`affinity_bound`) and survive a restart.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -370,7 +371,9 @@ async fn a_conversation_whose_key_starts_answering_429_moves_once_and_stays() {
     harness
         .mock
         .set_rules(vec![Rule::rate_limited(600).for_key(upstream_key(&first))]);
-    // The turn that meets the 429 fails over inside its request (affinity ignored there).
+    // The turn that meets the 429 fails over inside its request (affinity ignored there),
+    // and the group follows it to where it was served: the next turns read that account's
+    // cache of the whole conversation so far (behaviour §10).
     let failover = served_by(&harness, "/v1/chat/completions", body(3)).await;
     assert_ne!(failover, first);
     let mut after = Vec::new();
@@ -378,8 +381,8 @@ async fn a_conversation_whose_key_starts_answering_429_moves_once_and_stays() {
         after.push(served_by(&harness, "/v1/chat/completions", body(t)).await);
     }
     assert!(
-        after.iter().all(|c| *c == after[0] && *c != first),
-        "{after:?}"
+        after.iter().all(|c| *c == failover),
+        "{failover}: {after:?}"
     );
 
     harness.settle().await;
@@ -390,8 +393,8 @@ async fn a_conversation_whose_key_starts_answering_429_moves_once_and_stays() {
         .collect();
     assert_eq!(moved.len(), 1, "moved exactly once: {moved:?}");
     assert_eq!(moved[0]["moved_from"], format!("{first}/gpt-4o-mini"));
-    assert_eq!(moved[0]["connection"], after[0].as_str());
-    assert_eq!(moved[0]["reason"], "rate_limited");
+    assert_eq!(moved[0]["connection"], failover.as_str());
+    assert_eq!(moved[0]["reason"], "failover");
 }
 
 #[tokio::test]

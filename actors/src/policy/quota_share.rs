@@ -584,22 +584,98 @@ mod tests {
     }
 
     #[test]
-    fn s7_route_decided_lists_skipped_by_name() {
-        let mut targets = views(2);
-        targets[1].hard_block = Some((BlockReason::NotFound, Some(120_000)));
-        let selection = select(Strategy::QuotaShare, &targets, &DrrDeficits::new());
-        let decided = route_decided(&selection, "r1", &infos(&targets));
-        assert_eq!(decided.order, vec![0]);
-        assert_eq!(decided.chosen, Some(0));
-        assert_eq!(
-            decided.skipped,
-            vec![quotaroute_journal::Skipped {
-                connection: "c1".into(),
-                model: "m".into(),
-                reason: BlockReason::NotFound,
-                remaining_ms: Some(120_000),
-            }]
+    fn s11_the_pool_is_full_by_selections_own_room_rule() {
+        // Per target: (saturated, in_flight, max_concurrent, degraded, hard-blocked).
+        type Case = (
+            &'static str,
+            Vec<(bool, u32, Option<u32>, bool, bool)>,
+            bool,
         );
+        let cases: Vec<Case> = vec![
+            (
+                "one below its cap is room",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (false, 0, Some(1), false, false),
+                ],
+                false,
+            ),
+            (
+                "every one at its cap",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (false, 2, Some(2), false, false),
+                ],
+                true,
+            ),
+            (
+                "a DEGRADED one below its cap is no room",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (false, 0, None, true, false),
+                ],
+                true,
+            ),
+            (
+                "a saturated one below its cap is no room while another is not",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (true, 0, None, false, false),
+                ],
+                true,
+            ),
+            (
+                "every one saturated: step 1 fails open",
+                vec![
+                    (true, 1, Some(1), false, false),
+                    (true, 0, Some(1), false, false),
+                ],
+                false,
+            ),
+            (
+                "no room but nothing a release changes: §2 fails open now",
+                vec![
+                    (false, 0, None, true, false),
+                    (true, 1, Some(1), false, false),
+                ],
+                false,
+            ),
+            (
+                "the hard-blocked do not count",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (false, 0, None, false, true),
+                ],
+                true,
+            ),
+            (
+                "none unblocked is §7's, not full",
+                vec![(false, 0, None, false, true)],
+                false,
+            ),
+            (
+                "no cap anywhere is never full",
+                vec![(false, 9, None, false, false)],
+                false,
+            ),
+        ];
+        for (name, rows, full) in cases {
+            let targets: Vec<TargetView> = rows
+                .iter()
+                .enumerate()
+                .map(
+                    |(i, &(saturated, in_flight, max_concurrent, degraded, blocked))| TargetView {
+                        saturated,
+                        in_flight,
+                        max_concurrent,
+                        degraded,
+                        hard_block: blocked.then_some((BlockReason::Cooldown, Some(1))),
+                        ..view(i)
+                    },
+                )
+                .collect();
+            assert_eq!(pool_full(&targets), full, "{name}");
+        }
     }
 
     /// (weight, hard-blocked, saturated, in_flight, max_concurrent, degraded).

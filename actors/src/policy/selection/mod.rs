@@ -21,3 +21,6 @@ pub use candidates::Candidates;
 pub use decide::{decide, ComboRules, Decided, SelectionRequest};
 pub use state::{Applied, BindingChange, Changes, SelectionState, SERVED_ELSEWHERE};
 pub use target::{AffinityKey, RoutedTarget};
+
+#[cfg(test)]
+mod tests;
