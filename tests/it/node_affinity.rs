@@ -631,3 +631,71 @@ async fn replay_what_if_affinity_off_shows_what_affinity_saved() {
     );
     assert!(text.contains("affinity saved ~"), "{text}");
 }
+
+/// `replay --what-if CONFIG` with the node's own config (affinity on, the default) re-routes a
+/// recorded multi-turn journal exactly as the node routed it: every decision — held, new,
+/// moved off a key that answered 429, and the group that followed its failed-over turn — is
+/// taken again by the same `policy::selection::decide`, with the groups `route_decided`
+/// names. With affinity off in CONFIG the same journal routes differently.
+#[tokio::test]
+async fn replay_what_if_with_the_nodes_config_routes_every_turn_as_the_node_did() {
+    let harness = start().await;
+    let body: fn(usize, usize) -> Value = |c, t| chat_turn("pool", c, t);
+    let first = run(&harness, "/v1/chat/completions", 8, 3, body).await;
+    // Conversation 0's key starts answering 429: its next turn fails over (and the group
+    // follows), the conversations bound there move.
+    harness.mock.set_rules(vec![
+        Rule::rate_limited(600).for_key(upstream_key(&first[0][0]))
+    ]);
+    let later = run(&harness, "/v1/chat/completions", 8, 3, |c, t| {
+        chat_turn("pool", c, t + 3)
+    })
+    .await;
+    assert!(later.iter().flatten().all(|c| *c != first[0][0]));
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let decided: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "route_decided")
+        .collect();
+    assert_eq!(decided.len(), 48);
+    assert!(decided.iter().all(|d| d["group"].is_u64()), "groups journaled");
+    let followed = events
+        .iter()
+        .filter(|e| e["kind"] == "affinity_bound" && e["reason"] == "failover")
+        .count();
+    assert!(followed >= 1, "a group followed its failed-over turn");
+
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("journal.ndjson");
+    std::fs::write(
+        &export,
+        admin_journal_all(&harness.client, &harness.base).await,
+    )
+    .unwrap();
+    let what_if = |config: std::path::PathBuf| {
+        let args = quotaroute::replay::ReplayArgs {
+            journal: Some(export.clone()),
+            what_if: Some(config),
+            format: quotaroute::replay::Format::Json,
+            color: quotaroute::replay::ColorChoice::Never,
+            ..Default::default()
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = quotaroute::replay::run(&args, &mut out, &mut err, 0);
+        assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+        serde_json::from_slice::<Value>(&out).unwrap()
+    };
+    let report = what_if(harness.config_path.clone());
+    assert_eq!(report["requests_replayed"], 48, "{report}");
+    assert_eq!(report["decisions_differing"], 0, "{report}");
+
+    let off = dir.path().join("affinity-off.toml");
+    let text = std::fs::read_to_string(&harness.config_path).unwrap();
+    std::fs::write(&off, format!("{text}\n[affinity]\nenabled = false\n")).unwrap();
+    let report = what_if(off);
+    assert!(
+        report["decisions_differing"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+}
