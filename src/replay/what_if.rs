@@ -342,7 +342,7 @@ impl WhatIf {
             return None;
         }
         self.requests_replayed += 1;
-        let turn = recorded_turn(&recorded, &targets);
+        let turn = recorded_turn(recorded, &targets);
         let views: Vec<TargetView> = turn
             .positions
             .iter()

@@ -659,7 +659,10 @@ async fn replay_what_if_with_the_nodes_config_routes_every_turn_as_the_node_did(
         .filter(|e| e["kind"] == "route_decided")
         .collect();
     assert_eq!(decided.len(), 48);
-    assert!(decided.iter().all(|d| d["group"].is_u64()), "groups journaled");
+    assert!(
+        decided.iter().all(|d| d["group"].is_u64()),
+        "groups journaled"
+    );
     let followed = events
         .iter()
         .filter(|e| e["kind"] == "affinity_bound" && e["reason"] == "failover")

@@ -189,7 +189,7 @@ fn binding_change(
     BindingChange::Bind {
         client: key.client.clone(),
         exec_key: taken_key.clone(),
-        bound: quotaroute_journal::AffinityBound {
+        bound: Box::new(quotaroute_journal::AffinityBound {
             request_id: decided.request_id.clone(),
             combo: decided.combo.clone(),
             group: key.group,
@@ -199,7 +199,7 @@ fn binding_change(
             model: String::from(&*taken.model),
             moved_from: bound_key.map(|k| k.to_string()),
             reason,
-        },
+        }),
     }
 }
 

@@ -49,7 +49,7 @@ pub enum BindingChange {
     Bind {
         client: Arc<str>,
         exec_key: Arc<str>,
-        bound: AffinityBound,
+        bound: Box<AffinityBound>,
     },
 }
 
@@ -100,7 +100,7 @@ impl SelectionState {
                     self.bindings
                         .bind_within(bound.group, client, exec_key, now_ms, limits, quota);
                 Applied {
-                    bound: kept.then_some(bound),
+                    bound: kept.then_some(*bound),
                     groups_changed: true,
                 }
             }
