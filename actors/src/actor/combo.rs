@@ -1,7 +1,9 @@
-//! ComboActor: owns one combo's DRR deficits and its copies of the connection and breaker state
-//! it routes over. One `call` per routing decision: it evaluates hard blocks, runs the pure
-//! selector, takes the winner's in-flight slot (and probe token), journals the decision and
-//! replies with the ordered targets and the permit.
+//! ComboActor: owns one combo's selection state (DRR deficits, affinity leads, conversation
+//! bindings) and its copies of the connection and breaker state it routes over. One `call` per
+//! routing decision: it builds the targets' views, calls `policy::selection::decide` (which
+//! takes the winner's in-flight slot and probe token through this actor's `Admit`), applies
+//! the changes it returns, journals them and replies with the ordered targets and the permit.
+//! It decides nothing itself.
 //!
 //! It never calls another actor: connection and breaker actors push their changes here.
 //!
