@@ -10,7 +10,8 @@
 //! - **gb** a group moves only when its bound target cannot serve (hard-blocked in that state;
 //!   this topology has no caps or limits, so never `saturated` / `at_cap`) or ran past
 //!   `max_lead` (the leads mirrored from the journaled decisions with the library's own
-//!   `AffinityLeads`); it moves to where the turn went.
+//!   `AffinityLeads`); it moves to where the turn went. A turn served after a failover moves
+//!   its group to where it was served (`affinity_bound` with reason `failover`, mirrored).
 //! - **gc** request shares: over the closing window with no blocks, each connection's first
 //!   choices are within the §2 bound (2) plus `max_lead` (twice: the window may open with a
 //!   target that far ahead and close with another) of `N·w/Σw`.
@@ -57,6 +58,8 @@ pub struct GroupStats {
     pub no_group: u64,
     pub blocks: u64,
     pub unroutable: u64,
+    /// Groups that followed a turn served elsewhere after a failover.
+    pub followed: u64,
 }
 
 impl GroupStats {
@@ -70,6 +73,7 @@ impl GroupStats {
         self.no_group += other.no_group;
         self.blocks += other.blocks;
         self.unroutable += other.unroutable;
+        self.followed += other.followed;
     }
 }
 
@@ -317,8 +321,15 @@ impl Run {
             }
         }
         for b in bound {
-            if let Some(s) = seen.get_mut(&b.request_id) {
-                s.bound = Some((b.connection.clone(), b.moved_from.clone(), b.reason.clone()));
+            match seen.get_mut(&b.request_id) {
+                Some(s) => {
+                    s.bound = Some((b.connection.clone(), b.moved_from.clone(), b.reason.clone()))
+                }
+                // An earlier turn served after a failover: its group followed it there.
+                None => {
+                    self.bound.insert(b.group, b.connection.clone());
+                    self.stats.followed += 1;
+                }
             }
         }
         Ok(seen)

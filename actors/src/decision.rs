@@ -11,7 +11,8 @@ use quotaroute_journal::{AffinityOutcome, OutcomeClass, Skipped};
 use ractor::{ActorRef, RpcReplyPort};
 
 use crate::actor::messages::{
-    AcquireRequest, BreakerMsg, BreakerSignal, ComboMsg, ConnectionMsg, RoutedTarget,
+    AcquireRequest, AffinityKey, BreakerMsg, BreakerSignal, ComboMsg, ConnectionMsg, RoutedTarget,
+    ServedTurn,
 };
 use crate::clock::SharedClock;
 use crate::permit::Permit;
@@ -72,6 +73,9 @@ pub struct Decision {
     affinity: AffinityOutcome,
     /// The client that sent the request (its `ClientTag` id), named by every attempt's event.
     client: Arc<str>,
+    /// The conversation the first target was placed for (behaviour §10), and that target's
+    /// position: a success elsewhere (a failover) tells the combo, so the binding follows.
+    group: Option<(AffinityKey, usize)>,
 }
 
 impl std::fmt::Debug for Decision {
@@ -123,7 +127,14 @@ impl Decision {
             queue_wait_ms: 0,
             affinity: AffinityOutcome::None,
             client: crate::ClientTag::default_client().id,
+            group: None,
         }
+    }
+
+    /// The conversation the decision placed (its first target at the held position).
+    pub(crate) fn with_group(mut self, group: Option<AffinityKey>) -> Self {
+        self.group = group.zip(self.current.as_ref().map(|c| c.position));
+        self
     }
 
     pub(crate) fn with_client(mut self, client: Arc<str>) -> Self {
@@ -333,8 +344,18 @@ impl Decision {
                 }
             }
         }
+        let served = outcome.result.class == OutcomeClass::Success;
         if let Some(connection) = tables.connections.get(&*target.connection) {
             let _ = connection.cast(ConnectionMsg::Outcome(Box::new(outcome), ack()));
+        }
+        if let Some((key, first)) = self.group.as_ref().filter(|_| served) {
+            if *first != current.position {
+                let _ = self.combo_ref.cast(ComboMsg::Served(Box::new(ServedTurn {
+                    request_id: self.request_id.clone(),
+                    key: key.clone(),
+                    target: target.clone(),
+                })));
+            }
         }
         drop(current.permit);
         Some(waits)

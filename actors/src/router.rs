@@ -345,6 +345,7 @@ impl Router {
                     )
                     .with_queue_wait_ms(queue_wait_ms)
                     .with_affinity(routed.affinity)
+                    .with_group(routed.group)
                     .with_client(request.client.id))
                 }
                 RouteReply::PoolBusy(busy) => {

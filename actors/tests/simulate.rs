@@ -79,4 +79,5 @@ async fn simulated_conversations_keep_every_affinity_invariant() {
         "{total:?}"
     );
     assert!(total.moved_blocked > 0 && total.blocks > 0, "{total:?}");
+    assert!(total.followed > 0, "failovers move groups: {total:?}");
 }

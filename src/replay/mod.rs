@@ -18,6 +18,7 @@ pub mod affinity_why;
 pub mod args;
 pub mod ndjson_item;
 pub mod paint;
+pub mod recorded_turn;
 pub mod remote;
 pub mod source;
 pub mod state_at;
@@ -26,6 +27,8 @@ pub use crate::time_parse;
 pub mod timeline;
 pub mod what_if;
 pub mod what_if_affinity;
+#[cfg(test)]
+mod what_if_equals_live;
 
 use std::io::Write;
 use std::path::PathBuf;

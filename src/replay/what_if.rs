@@ -3,9 +3,14 @@
 //!
 //! Each recorded request (`route_decided`) is routed again at its instant by the live code
 //! paths: `policy::admission` (breaker → connection → model lockout, probe tokens included;
-//! saturation of CONFIG's limits and the providers' readings; caps), `quota_share::select` on
-//! the what-if deficits and in-flight counts, `take_first_admitted` for the first try and each
-//! failover, and `RequestPlan` for what follows each attempt. Connections are specified by
+//! saturation of CONFIG's limits and the providers' readings; caps) for each target's view,
+//! `policy::selection::decide` — the combo actor's own composition: §2 on the what-if
+//! deficits and in-flight counts, conversation affinity with CONFIG's `[affinity]` on the
+//! what-if bindings and leads (groups and makers read back by `recorded_turn`) — then
+//! `take_first_admitted` for each failover, and `RequestPlan` for what follows each attempt. A
+//! group's turn served after a failover moves its binding as on the node
+//! (`SelectionState::served`). Each decision is compared with the recorded one; the report
+//! counts those that differ. Connections are specified by
 //! CONFIG's topology (`config::topology`), as the node would run them. Each attempt's outcome is applied when it
 //! completes (its start plus its recorded latency) by `BreakerState::on_outcome` and
 //! `ConnectionState::on_outcome`, exactly as the actors compose them.
@@ -19,6 +24,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use quotaroute_actors::policy::admission::{
     breaker_admission, connection_block, evaluate_target, take_first_admitted, Admit, Block,
@@ -27,15 +33,17 @@ use quotaroute_actors::policy::admission::{
 use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
-use quotaroute_actors::policy::drr::{exec_key, DrrDeficits};
-use quotaroute_actors::policy::quota_share::{
-    apply_route_decided, route_decided, select, DrrKeys, TargetView,
-};
+use quotaroute_actors::policy::drr::exec_key;
+use quotaroute_actors::policy::quota_share::{DrrKeys, TargetView};
 use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};
+use quotaroute_actors::policy::selection::{
+    decide, AffinityKey, Candidates, ComboRules, RoutedTarget, SelectionRequest, SelectionState,
+};
 use quotaroute_actors::topology::recorded_targets;
 use quotaroute_actors::{AttemptResult, ConnectionSpec, Outcome, Topology};
 use quotaroute_journal::{
-    ActionBy, AuthKind, BreakerPhase, ConfigLoaded, Envelope, Event, TargetInfo,
+    ActionBy, AffinityOutcome, AuthKind, BreakerPhase, ConfigLoaded, Envelope, Event, OutcomeClass,
+    RouteDecided,
 };
 use serde::Serialize;
 
@@ -43,8 +51,12 @@ use crate::config::topology::{
     breaker_settings, bucket_settings, cooldown_settings, lockout_settings, topology,
 };
 use crate::config::Config;
+use crate::replay::recorded_turn::{recorded_turn, routed_targets};
 use crate::time_parse::format_duration;
 use crate::timeline::periods::{PeriodTracker, Periods};
+
+/// How many differing decisions the report shows.
+const DIFFERENCES_SHOWN: usize = 10;
 
 /// One compared figure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -72,13 +84,28 @@ pub struct WhatIfReport {
     pub attempts_borrowed: u64,
     /// Attempts on a target never tried in the journal: assumed to succeed.
     pub attempts_assumed: u64,
+    /// Routing decisions of the what-if world that differ from the recorded ones (order,
+    /// room, chosen target or affinity); 0 when CONFIG routes as the node did.
+    pub decisions_differing: u64,
+    /// The first few of them.
+    pub differences: Vec<Difference>,
     pub rows: Vec<Row>,
 }
 
-/// A recorded request: the combo it was routed through and its recorded attempts.
-#[derive(Debug)]
+/// One routing decision the what-if world took differently.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub request_id: String,
+    /// The chosen target's connection (`None`: nothing could serve).
+    pub recorded: Option<String>,
+    pub what_if: Option<String>,
+    pub recorded_affinity: AffinityOutcome,
+    pub what_if_affinity: AffinityOutcome,
+}
+
+/// A recorded request's attempts.
+#[derive(Debug, Default)]
 struct RecordedRequest {
-    combo: String,
     attempts: Vec<Outcome>,
 }
 
@@ -88,13 +115,16 @@ enum Happening {
     Config(Box<ConfigLoaded>),
     /// An operator's action, applied at the same instant in the what-if world.
     Admin(Box<Event>),
-    Route(String),
+    /// A recorded routing decision (a held request has one per try).
+    Route(Box<RouteDecided>),
 }
 
 /// An attempt of the what-if world in progress.
 #[derive(Debug)]
 struct InFlightAttempt {
     request_id: String,
+    /// Its target's position in the request's `targets`.
+    position: usize,
     outcome: Outcome,
     probe_taken_at_ms: Option<u64>,
 }
@@ -103,11 +133,14 @@ struct InFlightAttempt {
 #[derive(Debug)]
 struct LiveRequest {
     combo: String,
-    targets: Vec<(String, TargetInfo)>,
-    /// The selection's order, as indices into `targets`.
+    /// Every target of the combo, config order.
+    targets: Vec<Arc<RoutedTarget>>,
+    /// The decision's order, as positions in `targets`.
     order: Vec<usize>,
     next: usize,
     plan: RequestPlan,
+    /// The conversation the first target was placed for, and that target's position.
+    group: Option<(AffinityKey, usize)>,
 }
 
 /// The simulation, fed one envelope at a time in journal order; it runs in `finish`, when
@@ -128,7 +161,8 @@ pub struct WhatIf {
     breakers: BTreeMap<String, (BreakerState, BreakerSettings)>,
     gates: BTreeMap<String, ProbeGate>,
     connections: BTreeMap<String, (ConnectionState, ConnectionSpec)>,
-    deficits: BTreeMap<String, DrrDeficits>,
+    /// Per combo: the what-if deficits, leads and conversation bindings.
+    selection: BTreeMap<String, SelectionState>,
     in_flight: BTreeMap<String, u32>,
     live: BTreeMap<String, LiveRequest>,
     recorded_unservable: BTreeSet<String>,
@@ -137,6 +171,8 @@ pub struct WhatIf {
     attempts: u64,
     borrowed: u64,
     assumed: u64,
+    decisions_differing: u64,
+    differences: Vec<Difference>,
     span: Option<(u64, u64)>,
 }
 
@@ -155,7 +191,7 @@ impl WhatIf {
             breakers: BTreeMap::new(),
             gates: BTreeMap::new(),
             connections: BTreeMap::new(),
-            deficits: BTreeMap::new(),
+            selection: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             live: BTreeMap::new(),
             recorded_unservable: BTreeSet::new(),
@@ -164,6 +200,8 @@ impl WhatIf {
             attempts: 0,
             borrowed: 0,
             assumed: 0,
+            decisions_differing: 0,
+            differences: Vec::new(),
             span: None,
         }
     }
@@ -183,15 +221,9 @@ impl WhatIf {
                 if decided.chosen.is_none() {
                     self.recorded_unservable.insert(decided.request_id.clone());
                 }
-                self.requests.insert(
-                    decided.request_id.clone(),
-                    RecordedRequest {
-                        combo: decided.combo.clone(),
-                        attempts: Vec::new(),
-                    },
-                );
+                self.requests.entry(decided.request_id.clone()).or_default();
                 self.happenings
-                    .push((at_ms, Happening::Route(decided.request_id.clone())));
+                    .push((at_ms, Happening::Route(Box::new(decided.clone()))));
             }
             Event::RequestSucceeded(_) | Event::RequestFailed(_) => {
                 if let Some(outcome) = Outcome::from_request_event(&envelope.event, at_ms) {
@@ -245,8 +277,8 @@ impl WhatIf {
             match happening {
                 Happening::Config(config) => self.topology = Some(*config),
                 Happening::Admin(event) => self.apply_admin(at_ms, &event),
-                Happening::Route(request_id) => {
-                    if let Some(attempt) = self.route(at_ms, &request_id) {
+                Happening::Route(decided) => {
+                    if let Some(attempt) = self.route(at_ms, &decided) {
                         pending.push(attempt);
                     }
                 }
@@ -297,54 +329,124 @@ impl WhatIf {
         self.simulated.observe(at_ms, event);
     }
 
-    /// Routes a recorded request again at `now`: selection on the what-if state, then its first
-    /// attempt (`None`: nothing could serve, or the combo is unknown).
-    fn route(&mut self, now_ms: u64, request_id: &str) -> Option<InFlightAttempt> {
-        let combo = self.requests.get(request_id)?.combo.clone();
+    /// Routes a recorded request again at `now` by `policy::selection::decide` on the what-if
+    /// state, then starts its first attempt (`None`: nothing could serve, or the combo is
+    /// unknown).
+    fn route(&mut self, now_ms: u64, recorded: &RouteDecided) -> Option<InFlightAttempt> {
+        let request_id = recorded.request_id.as_str();
+        let combo = recorded.combo.clone();
         let config = self.topology.as_ref()?;
         let (strategy, infos) = recorded_targets(config, &combo)?;
-        let targets: Vec<(String, TargetInfo)> = infos
-            .into_iter()
-            .filter_map(|info| {
-                let provider = config
-                    .connections
-                    .iter()
-                    .find(|c| c.id == info.connection)?
-                    .provider
-                    .clone();
-                Some((provider, info))
-            })
-            .collect();
+        let targets = routed_targets(config, &infos);
         if targets.is_empty() {
             return None;
         }
         self.requests_replayed += 1;
-        let views: Vec<TargetView> = targets
+        let turn = recorded_turn(recorded, &targets);
+        let views: Vec<TargetView> = turn
+            .positions
             .iter()
-            .map(|(provider, info)| self.target_view(provider, info, now_ms))
+            .map(|&position| self.target_view(&targets[position], now_ms))
             .collect();
-        let infos: Vec<TargetInfo> = targets.iter().map(|(_, info)| info.clone()).collect();
-        let deficits = self.deficits.entry(combo.clone()).or_default();
-        let selection = select(strategy, &views, deficits);
-        let decided = route_decided(&selection, request_id, 0, &combo, &combo, &infos);
-        apply_route_decided(deficits, &DrrKeys::new(strategy, &infos), &decided);
+        let settings = self.config.affinity;
+        let rules = ComboRules {
+            name: &combo,
+            generation: recorded.generation,
+            strategy,
+            affinity: settings,
+        };
+        let request = SelectionRequest {
+            request_id,
+            model: &recorded.model,
+            client: &turn.client,
+            only_connection: None,
+            encrypted_maker: turn.encrypted_maker.as_deref(),
+            group: turn.group.as_ref(),
+        };
+        let mut state = self.selection.remove(&combo).unwrap_or_default();
+        let decided = decide(
+            &rules,
+            &state,
+            Candidates {
+                targets: &targets,
+                positions: &turn.positions,
+                views: &views,
+            },
+            &request,
+            &mut WhatIfAdmit {
+                what_if: self,
+                targets: &targets,
+                now_ms,
+            },
+            now_ms,
+        );
+        let Some(decided) = decided else {
+            self.selection.insert(combo, state);
+            return None;
+        };
+        state.apply(
+            &DrrKeys::new(strategy, &infos),
+            &decided.route_decided,
+            decided.changes,
+            now_ms,
+            (settings.max_groups, settings.ttl_ms),
+            |_| None,
+        );
+        self.selection.insert(combo.clone(), state);
+        self.compare(recorded, &decided.route_decided, &targets);
         let (max_attempts, max_upstream_requests) = self.budget_of(&combo);
+        let Some((offset, probe_taken_at_ms)) = decided.taken else {
+            self.simulated_unservable.insert(request_id.to_string());
+            return None;
+        };
+        let position = decided.order[offset];
+        let group = turn
+            .group
+            .filter(|_| decided.route_decided.group.is_some())
+            .map(|key| (key, position));
         self.live.insert(
             request_id.to_string(),
             LiveRequest {
                 combo,
                 targets,
-                order: selection.order,
-                next: 0,
+                order: decided.order,
+                next: offset + 1,
                 plan: RequestPlan::new(max_attempts, max_upstream_requests),
+                group,
             },
         );
-        let attempt = self.next_attempt(now_ms, request_id);
-        if attempt.is_none() {
-            self.simulated_unservable.insert(request_id.to_string());
-            self.live.remove(request_id);
+        self.start_attempt(now_ms, request_id, position, probe_taken_at_ms)
+    }
+
+    /// Counts a what-if decision that differs from the recorded one (and keeps the first few).
+    fn compare(
+        &mut self,
+        recorded: &RouteDecided,
+        what_if: &RouteDecided,
+        targets: &[Arc<RoutedTarget>],
+    ) {
+        let same = recorded.order == what_if.order
+            && recorded.room == what_if.room
+            && recorded.chosen == what_if.chosen
+            && recorded.affinity == what_if.affinity;
+        if same {
+            return;
         }
-        attempt
+        self.decisions_differing += 1;
+        if self.differences.len() < DIFFERENCES_SHOWN {
+            let name = |d: &RouteDecided| {
+                d.chosen
+                    .and_then(|i| targets.get(usize::from(i)))
+                    .map(|t| String::from(&*t.connection))
+            };
+            self.differences.push(Difference {
+                request_id: recorded.request_id.clone(),
+                recorded: name(recorded),
+                what_if: name(what_if),
+                recorded_affinity: recorded.affinity,
+                what_if_affinity: what_if.affinity,
+            });
+        }
     }
 
     /// The what-if config's attempt budget for `combo` (its defaults for an implicit combo).
@@ -368,16 +470,20 @@ impl WhatIf {
 
     /// What the selector sees of one target now: the same evaluation as the combo actor's, on
     /// the what-if state (the connection's copy as its actor would push it).
-    fn target_view(&mut self, provider: &str, info: &TargetInfo, now_ms: u64) -> TargetView {
-        let breaker = self.admission_of(provider, now_ms);
-        let in_flight = self.in_flight.get(&info.connection).copied().unwrap_or(0);
-        let (state, spec) = self.connection(provider, &info.connection);
+    fn target_view(&mut self, target: &RoutedTarget, now_ms: u64) -> TargetView {
+        let breaker = self.admission_of(&target.provider, now_ms);
+        let in_flight = self
+            .in_flight
+            .get(&*target.connection)
+            .copied()
+            .unwrap_or(0);
+        let (state, spec) = self.connection(&target.provider, &target.connection);
         let view = ConnectionView::of(state, spec, now_ms);
         let max_concurrent = spec.max_concurrent;
         evaluate_target(
-            info.weight,
-            exec_key(&info.connection, &info.model).into(),
-            &info.model,
+            target.weight,
+            exec_key(&target.connection, &target.model).into(),
+            &target.model,
             breaker,
             Some(&view),
             in_flight,
@@ -386,14 +492,12 @@ impl WhatIf {
         )
     }
 
-    /// The next target of the request's order that is admitted now (`take_first_admitted`,
-    /// as a failover takes it), with its attempt started.
+    /// A failover: the next target of the request's order that is admitted now
+    /// (`take_first_admitted`, as the combo's `Acquire` takes it), with its attempt started.
     fn next_attempt(&mut self, now_ms: u64, request_id: &str) -> Option<InFlightAttempt> {
         let live = self.live.get(request_id)?;
         let candidates: Vec<usize> = live.order.get(live.next..)?.to_vec();
         let targets = live.targets.clone();
-        let combo = live.combo.clone();
-        let attempt_number = live.plan.upstream_requests();
         let mut passed_over = Vec::new();
         let taken = take_first_admitted(
             &mut WhatIfAdmit {
@@ -410,26 +514,44 @@ impl WhatIf {
             return None;
         };
         live.next += offset + 1;
-        let (provider, info) = targets.get(candidates[offset])?.clone();
-        let mut outcome = self.outcome_for(request_id, &info, now_ms);
+        self.start_attempt(now_ms, request_id, candidates[offset], probe_taken_at_ms)
+    }
+
+    /// Starts the request's attempt on the target at `position` (taken already).
+    fn start_attempt(
+        &mut self,
+        now_ms: u64,
+        request_id: &str,
+        position: usize,
+        probe_taken_at_ms: Option<u64>,
+    ) -> Option<InFlightAttempt> {
+        let live = self.live.get(request_id)?;
+        let target = live.targets.get(position)?.clone();
+        let combo = live.combo.clone();
+        let attempt_number = live.plan.upstream_requests();
+        let mut outcome = self.outcome_for(request_id, &target, now_ms);
         outcome.request_id = request_id.to_string();
         outcome.combo = combo;
-        outcome.provider = provider;
+        outcome.provider = String::from(&*target.provider);
         outcome.attempt = attempt_number;
         outcome.started_at_ms = now_ms;
         outcome.was_probe = probe_taken_at_ms.is_some();
         self.attempts += 1;
-        *self.in_flight.entry(info.connection.clone()).or_default() += 1;
+        *self
+            .in_flight
+            .entry(String::from(&*target.connection))
+            .or_default() += 1;
         Some(InFlightAttempt {
             request_id: request_id.to_string(),
+            position,
             outcome,
             probe_taken_at_ms,
         })
     }
 
-    /// How `info`'s target answers this request at `now` (see the module header).
-    fn outcome_for(&mut self, request_id: &str, info: &TargetInfo, now_ms: u64) -> Outcome {
-        let same = |o: &&Outcome| o.connection == info.connection && o.model == info.model;
+    /// How `target` answers this request at `now` (see the module header).
+    fn outcome_for(&mut self, request_id: &str, target: &RoutedTarget, now_ms: u64) -> Outcome {
+        let same = |o: &&Outcome| *o.connection == *target.connection && *o.model == *target.model;
         if let Some(recorded) = self
             .requests
             .get(request_id)
@@ -437,7 +559,10 @@ impl WhatIf {
         {
             return recorded.clone();
         }
-        let key = (info.connection.clone(), info.model.clone());
+        let key = (
+            String::from(&*target.connection),
+            String::from(&*target.model),
+        );
         if let Some(history) = self.history.get(&key).filter(|h| !h.is_empty()) {
             self.borrowed += 1;
             let after = history.partition_point(|o| o.started_at_ms <= now_ms);
@@ -459,8 +584,8 @@ impl WhatIf {
             combo: String::new(),
             client: None,
             provider: String::new(),
-            connection: info.connection.clone(),
-            model: info.model.clone(),
+            connection: String::from(&*target.connection),
+            model: String::from(&*target.model),
             attempt: 1,
             started_at_ms: now_ms,
             latency_ms: 0,
@@ -475,6 +600,7 @@ impl WhatIf {
     fn complete(&mut self, now_ms: u64, attempt: InFlightAttempt, next: &mut Vec<InFlightAttempt>) {
         let InFlightAttempt {
             request_id,
+            position,
             outcome,
             probe_taken_at_ms,
         } = attempt;
@@ -488,6 +614,9 @@ impl WhatIf {
         }
         let class = outcome.result.class;
         self.apply_outcome(now_ms, &outcome);
+        if class == OutcomeClass::Success {
+            self.served(now_ms, &request_id, position);
+        }
         let Some(live) = self.live.get_mut(&request_id) else {
             return;
         };
@@ -502,6 +631,35 @@ impl WhatIf {
                 self.live.remove(&request_id);
             }
         }
+    }
+
+    /// A group's turn served at `position` after a failover: its binding follows, as the
+    /// combo's does when the node's request tells it (`SelectionState::served`).
+    fn served(&mut self, now_ms: u64, request_id: &str, position: usize) {
+        let Some(live) = self.live.get(request_id) else {
+            return;
+        };
+        let Some((key, first)) = &live.group else {
+            return;
+        };
+        if *first == position {
+            return;
+        }
+        let (Some(target), Some(state)) = (
+            live.targets.get(position),
+            self.selection.get_mut(&live.combo),
+        ) else {
+            return;
+        };
+        let settings = self.config.affinity;
+        state.served(
+            request_id,
+            &live.combo,
+            key,
+            target,
+            now_ms,
+            (settings.max_groups, settings.ttl_ms),
+        );
     }
 
     fn apply_outcome(&mut self, now_ms: u64, outcome: &Outcome) {
@@ -641,16 +799,18 @@ impl WhatIf {
             attempts_simulated: self.attempts,
             attempts_borrowed: self.borrowed,
             attempts_assumed: self.assumed,
+            decisions_differing: self.decisions_differing,
+            differences: self.differences,
             rows,
         }
     }
 }
 
-/// The what-if state as [`take_first_admitted`] reads it: candidates are indices into the
+/// The what-if state as [`take_first_admitted`] reads it: candidates are positions in the
 /// request's targets; taking a HALF_OPEN target takes a probe token of the what-if gate.
 struct WhatIfAdmit<'a> {
     what_if: &'a mut WhatIf,
-    targets: &'a [(String, TargetInfo)],
+    targets: &'a [Arc<RoutedTarget>],
     now_ms: u64,
 }
 
@@ -659,21 +819,23 @@ impl Admit for WhatIfAdmit<'_> {
     type Taken = Option<u64>;
 
     fn breaker(&mut self, i: usize) -> BreakerAdmission {
-        let provider = self.targets[i].0.clone();
+        let provider = self.targets[i].provider.clone();
         self.what_if.admission_of(&provider, self.now_ms)
     }
 
     fn connection_block(&mut self, i: usize) -> Option<Block> {
-        let (provider, info) = &self.targets[i];
-        let (state, _) = self.what_if.connection(provider, &info.connection);
-        connection_block(&state.health, &state.lockouts, &info.model, self.now_ms)
+        let target = &self.targets[i];
+        let (state, _) = self
+            .what_if
+            .connection(&target.provider, &target.connection);
+        connection_block(&state.health, &state.lockouts, &target.model, self.now_ms)
     }
 
     fn take(&mut self, i: usize, breaker: BreakerAdmission) -> Result<Option<u64>, Block> {
         if breaker != BreakerAdmission::Probe {
             return Ok(None);
         }
-        let provider = self.targets[i].0.clone();
+        let provider = String::from(&*self.targets[i].provider);
         let now_ms = self.now_ms;
         let settings = self.what_if.breaker(&provider).1.clone();
         let gate = self.what_if.gates.entry(provider.clone()).or_default();
@@ -715,6 +877,22 @@ pub fn render_text(report: &WhatIfReport) -> String {
         report.attempts_borrowed,
         report.attempts_assumed
     );
+    let _ = writeln!(
+        out,
+        "routing decisions that differ from the recorded ones: {} of {}",
+        report.decisions_differing, report.requests_replayed
+    );
+    for d in &report.differences {
+        let _ = writeln!(
+            out,
+            "  {}: recorded {} ({}), what-if {} ({})",
+            d.request_id,
+            d.recorded.as_deref().unwrap_or("nothing"),
+            d.recorded_affinity.as_str(),
+            d.what_if.as_deref().unwrap_or("nothing"),
+            d.what_if_affinity.as_str()
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -753,7 +931,8 @@ mod tests {
 
     use proptest::prelude::*;
     use quotaroute_actors::policy::breaker::ProbeGate;
-    use quotaroute_actors::policy::quota_share::Strategy as Routing;
+    use quotaroute_actors::policy::drr::DrrDeficits;
+    use quotaroute_actors::policy::quota_share::{select, Strategy as Routing};
     use quotaroute_journal::OutcomeClass;
 
     use super::*;
@@ -888,20 +1067,31 @@ mod tests {
                 .insert(id.clone(), (state.clone(), spec));
             what_if.in_flight.insert(id, cases[i].in_flight);
         }
-        what_if.requests.insert(
-            "r".into(),
-            RecordedRequest {
-                combo: "team".into(),
-                attempts: Vec::new(),
-            },
-        );
-        let _ = what_if.route(NOW, "r");
+        // A record that names no target: every target of the combo is a candidate.
+        let recorded = RouteDecided {
+            request_id: "r".into(),
+            generation: 1,
+            combo: "team".into(),
+            model: "team".into(),
+            room: Vec::new(),
+            chosen: None,
+            order: Vec::new(),
+            skipped: Vec::new(),
+            affinity: AffinityOutcome::None,
+            client: None,
+            group: None,
+            paces: Vec::new(),
+        };
+        what_if
+            .requests
+            .insert("r".into(), RecordedRequest::default());
+        let _ = what_if.route(NOW, &recorded);
         let Some(live) = what_if.live.get("r") else {
             return Vec::new();
         };
         live.order
             .iter()
-            .map(|&i| live.targets[i].1.connection.clone())
+            .map(|&i| live.targets[i].connection.to_string())
             .collect()
     }
 

@@ -1,9 +1,10 @@
 //! `--what-if affinity=off`: what conversation affinity saved (behaviour §10). Every recorded
-//! routing decision is taken again by `quota_share::select` — §2 alone, the selection the combo
-//! actor composes affinity on — on the same eligible set (the recorded hard blocks and room),
-//! with its own DRR deficits; the report compares where requests went with and without
-//! affinity, and estimates the cached input that affinity's held turns read and DRR alone
-//! would have missed.
+//! routing decision is taken again by `policy::selection::decide` — the combo actor's own
+//! composition, with `[affinity]` off so groups play no part (encrypted items' maker, a hard
+//! affinity, still does) — on the same candidates and eligible set (`recorded_turn`; the
+//! recorded hard blocks and room), with its own DRR deficits; the report compares where
+//! requests went with and without affinity, and estimates the cached input that affinity's
+//! held turns read and DRR alone would have missed.
 //!
 //! The estimate: `route_decided` does not name its conversation group, so which turn followed
 //! which is not in the journal. Without affinity, DRR places a conversation's turns like any
@@ -16,15 +17,19 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
 
-use quotaroute_actors::policy::drr::{exec_key, DrrDeficits};
-use quotaroute_actors::policy::quota_share::{
-    apply_route_decided, route_decided, select, DrrKeys, TargetView,
+use quotaroute_actors::policy::admission::{Admit, Block, BreakerAdmission};
+use quotaroute_actors::policy::affinity::AffinitySettings;
+use quotaroute_actors::policy::drr::exec_key;
+use quotaroute_actors::policy::quota_share::{DrrKeys, TargetView};
+use quotaroute_actors::policy::selection::{
+    decide, Candidates, ComboRules, SelectionRequest, SelectionState,
 };
 use quotaroute_actors::topology::recorded_targets;
 use quotaroute_journal::{AffinityOutcome, ConfigLoaded, Envelope, Event, RouteDecided};
 use serde::Serialize;
+
+use crate::replay::recorded_turn::{recorded_turn, routed_targets};
 
 /// The `--what-if` value that selects this comparison.
 pub const AFFINITY_OFF: &str = "affinity=off";
@@ -76,7 +81,8 @@ struct Decision {
 #[derive(Debug, Default)]
 pub struct AffinityOff {
     configs: BTreeMap<u64, ConfigLoaded>,
-    deficits: BTreeMap<String, DrrDeficits>,
+    /// Per combo: the deficits of routing without affinity.
+    selection: BTreeMap<String, SelectionState>,
     decisions: BTreeMap<String, Decision>,
     /// Per request: input and cached input tokens of its successful attempt.
     tokens: BTreeMap<String, (u64, u64)>,
@@ -98,29 +104,32 @@ impl AffinityOff {
         }
     }
 
-    /// The recorded decision, and §2's on the same eligible set without affinity.
+    /// The recorded decision, and the one `decide` takes on the same candidates and eligible
+    /// set without affinity.
     fn decide(&mut self, decided: &RouteDecided) {
-        let Some((strategy, targets)) = self
-            .configs
-            .get(&decided.generation)
-            .and_then(|config| recorded_targets(config, &decided.combo))
-        else {
+        let Some(config) = self.configs.get(&decided.generation) else {
             return;
         };
-        let name = |index: usize| targets.get(index).map(|t| t.connection.clone());
+        let Some((strategy, infos)) = recorded_targets(config, &decided.combo) else {
+            return;
+        };
+        let targets = routed_targets(config, &infos);
+        let name = |index: usize| targets.get(index).map(|t| String::from(&*t.connection));
         let with = decided.chosen.and_then(|i| name(usize::from(i)));
-        let views: Vec<TargetView> = targets
+        let turn = recorded_turn(decided, &targets);
+        let views: Vec<TargetView> = turn
+            .positions
             .iter()
-            .enumerate()
-            .map(|(index, target)| {
+            .map(|&index| {
+                let target = &targets[index];
                 let blocked = decided
                     .skipped
                     .iter()
-                    .find(|s| s.connection == target.connection && s.model == target.model);
+                    .find(|s| *s.connection == *target.connection && *s.model == *target.model);
                 let in_room = decided.room.iter().any(|&r| usize::from(r) == index);
                 TargetView {
                     weight: target.weight,
-                    exec_key: Arc::from(exec_key(&target.connection, &target.model)),
+                    exec_key: exec_key(&target.connection, &target.model).into(),
                     hard_block: blocked.map(|s| (s.reason, s.remaining_ms)),
                     saturated: false,
                     in_flight: 0,
@@ -130,23 +139,49 @@ impl AffinityOff {
                 }
             })
             .collect();
-        let deficits = self.deficits.entry(decided.combo.clone()).or_default();
-        let selection = select(strategy, &views, deficits);
-        let without_decided = route_decided(
-            &selection,
-            &decided.request_id,
-            decided.generation,
-            &decided.combo,
-            &decided.model,
-            &targets,
-        );
-        apply_route_decided(
-            deficits,
-            &DrrKeys::new(strategy, &targets),
-            &without_decided,
+        let rules = ComboRules {
+            name: &decided.combo,
+            generation: decided.generation,
+            strategy,
+            affinity: AffinitySettings {
+                enabled: false,
+                ..AffinitySettings::default()
+            },
+        };
+        let request = SelectionRequest {
+            request_id: &decided.request_id,
+            model: &decided.model,
+            client: &turn.client,
+            only_connection: None,
+            encrypted_maker: turn.encrypted_maker.as_deref(),
+            group: None,
+        };
+        let state = self.selection.entry(decided.combo.clone()).or_default();
+        let Some(without_decided) = decide(
+            &rules,
+            state,
+            Candidates {
+                targets: &targets,
+                positions: &turn.positions,
+                views: &views,
+            },
+            &request,
+            &mut AsRecorded,
+            0,
+        ) else {
+            return;
+        };
+        let chosen = without_decided.route_decided.chosen;
+        state.apply(
+            &DrrKeys::new(strategy, &infos),
+            &without_decided.route_decided,
+            without_decided.changes,
+            0,
+            (0, 0),
+            |_| None,
         );
         let without = if decided.chosen.is_some() {
-            selection.chosen.and_then(name)
+            chosen.and_then(|i| name(usize::from(i)))
         } else {
             None
         };
@@ -252,6 +287,26 @@ impl AffinityOff {
             })
             .collect();
         report
+    }
+}
+
+/// Admission as the recorded decision saw it: its hard blocks are in the views already, and
+/// every other target took the request.
+struct AsRecorded;
+
+impl Admit for AsRecorded {
+    type Taken = ();
+
+    fn breaker(&mut self, _: usize) -> BreakerAdmission {
+        BreakerAdmission::Healthy
+    }
+
+    fn connection_block(&mut self, _: usize) -> Option<Block> {
+        None
+    }
+
+    fn take(&mut self, _: usize, _: BreakerAdmission) -> Result<(), Block> {
+        Ok(())
     }
 }
 

@@ -1,6 +1,7 @@
 //! Behaviour §10 end to end: a conversation's turns stay on the account that served its first
 //! turn (seen in `x-quotaroute-connection`), new conversations fill the pool by DRR, a
-//! conversation whose key starts answering 429 moves once and stays, `prompt_cache_key` binds
+//! conversation whose key starts answering 429 moves once — to where its failed-over turn was
+//! served — and stays, `prompt_cache_key` binds
 //! unrelated prompts, and bindings are journaled (`affinity_bound`) and survive a restart.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -370,7 +371,9 @@ async fn a_conversation_whose_key_starts_answering_429_moves_once_and_stays() {
     harness
         .mock
         .set_rules(vec![Rule::rate_limited(600).for_key(upstream_key(&first))]);
-    // The turn that meets the 429 fails over inside its request (affinity ignored there).
+    // The turn that meets the 429 fails over inside its request (affinity ignored there),
+    // and the group follows it to where it was served: the next turns read that account's
+    // cache of the whole conversation so far (behaviour §10).
     let failover = served_by(&harness, "/v1/chat/completions", body(3)).await;
     assert_ne!(failover, first);
     let mut after = Vec::new();
@@ -378,8 +381,8 @@ async fn a_conversation_whose_key_starts_answering_429_moves_once_and_stays() {
         after.push(served_by(&harness, "/v1/chat/completions", body(t)).await);
     }
     assert!(
-        after.iter().all(|c| *c == after[0] && *c != first),
-        "{after:?}"
+        after.iter().all(|c| *c == failover),
+        "{failover}: {after:?}"
     );
 
     harness.settle().await;
@@ -390,8 +393,8 @@ async fn a_conversation_whose_key_starts_answering_429_moves_once_and_stays() {
         .collect();
     assert_eq!(moved.len(), 1, "moved exactly once: {moved:?}");
     assert_eq!(moved[0]["moved_from"], format!("{first}/gpt-4o-mini"));
-    assert_eq!(moved[0]["connection"], after[0].as_str());
-    assert_eq!(moved[0]["reason"], "rate_limited");
+    assert_eq!(moved[0]["connection"], failover.as_str());
+    assert_eq!(moved[0]["reason"], "failover");
 }
 
 #[tokio::test]
@@ -627,4 +630,75 @@ async fn replay_what_if_affinity_off_shows_what_affinity_saved() {
         "{text}"
     );
     assert!(text.contains("affinity saved ~"), "{text}");
+}
+
+/// `replay --what-if CONFIG` with the node's own config (affinity on, the default) re-routes a
+/// recorded multi-turn journal exactly as the node routed it: every decision — held, new,
+/// moved off a key that answered 429, and the group that followed its failed-over turn — is
+/// taken again by the same `policy::selection::decide`, with the groups `route_decided`
+/// names. With affinity off in CONFIG the same journal routes differently.
+#[tokio::test]
+async fn replay_what_if_with_the_nodes_config_routes_every_turn_as_the_node_did() {
+    let harness = start().await;
+    let body: fn(usize, usize) -> Value = |c, t| chat_turn("pool", c, t);
+    let first = run(&harness, "/v1/chat/completions", 8, 3, body).await;
+    // Conversation 0's key starts answering 429: its next turn fails over (and the group
+    // follows), the conversations bound there move.
+    harness.mock.set_rules(vec![
+        Rule::rate_limited(600).for_key(upstream_key(&first[0][0]))
+    ]);
+    let later = run(&harness, "/v1/chat/completions", 8, 3, |c, t| {
+        chat_turn("pool", c, t + 3)
+    })
+    .await;
+    assert!(later.iter().flatten().all(|c| *c != first[0][0]));
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let decided: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "route_decided")
+        .collect();
+    assert_eq!(decided.len(), 48);
+    assert!(
+        decided.iter().all(|d| d["group"].is_u64()),
+        "groups journaled"
+    );
+    let followed = events
+        .iter()
+        .filter(|e| e["kind"] == "affinity_bound" && e["reason"] == "failover")
+        .count();
+    assert!(followed >= 1, "a group followed its failed-over turn");
+
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("journal.ndjson");
+    std::fs::write(
+        &export,
+        admin_journal_all(&harness.client, &harness.base).await,
+    )
+    .unwrap();
+    let what_if = |config: std::path::PathBuf| {
+        let args = quotaroute::replay::ReplayArgs {
+            journal: Some(export.clone()),
+            what_if: Some(config),
+            format: quotaroute::replay::Format::Json,
+            color: quotaroute::replay::ColorChoice::Never,
+            ..Default::default()
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = quotaroute::replay::run(&args, &mut out, &mut err, 0);
+        assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+        serde_json::from_slice::<Value>(&out).unwrap()
+    };
+    let report = what_if(harness.config_path.clone());
+    assert_eq!(report["requests_replayed"], 48, "{report}");
+    assert_eq!(report["decisions_differing"], 0, "{report}");
+
+    let off = dir.path().join("affinity-off.toml");
+    let text = std::fs::read_to_string(&harness.config_path).unwrap();
+    std::fs::write(&off, format!("{text}\n[affinity]\nenabled = false\n")).unwrap();
+    let report = what_if(off);
+    assert!(
+        report["decisions_differing"].as_u64().unwrap() > 0,
+        "{report}"
+    );
 }

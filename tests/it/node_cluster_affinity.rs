@@ -226,12 +226,13 @@ async fn the_next_turn_on_another_node_goes_to_the_same_key_and_follows_a_move()
     pair.mock.set_rules(vec![
         Rule::rate_limited(600).for_key(upstream_key(&first[0]))
     ]);
-    // The turn that meets the 429 fails over inside its request (affinity ignored there);
-    // the next one on A finds the key locked and moves the conversation.
-    assert_ne!(served(&client, &a, &chat_turn(0, 6)).await, first[0]);
+    // The turn that meets the 429 fails over inside its request (affinity ignored there),
+    // and the conversation moves to where that turn was served; the next one on A is held there.
+    let failed_over_to = served(&client, &a, &chat_turn(0, 6)).await;
+    assert_ne!(failed_over_to, first[0]);
     pair.mock.set_rules(vec![]);
     let moved_to = served(&client, &a, &chat_turn(0, 7)).await;
-    assert_ne!(moved_to, first[0]);
+    assert_eq!(moved_to, failed_over_to);
     let on_a = journal(&admin_journal_all(&client, &a).await);
     let moved = on_a
         .iter()

@@ -1,7 +1,9 @@
-//! ComboActor: owns one combo's DRR deficits and its copies of the connection and breaker state
-//! it routes over. One `call` per routing decision: it evaluates hard blocks, runs the pure
-//! selector, takes the winner's in-flight slot (and probe token), journals the decision and
-//! replies with the ordered targets and the permit.
+//! ComboActor: owns one combo's selection state (DRR deficits, affinity leads, conversation
+//! bindings) and its copies of the connection and breaker state it routes over. One `call` per
+//! routing decision: it builds the targets' views, calls `policy::selection::decide` (which
+//! takes the winner's in-flight slot and probe token through this actor's `Admit`), applies
+//! the changes it returns, journals them and replies with the ordered targets and the permit.
+//! It decides nothing itself.
 //!
 //! It never calls another actor: connection and breaker actors push their changes here.
 //!
@@ -13,27 +15,27 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{
-    AffinityBound, ApiFormat, BlockReason, Event, PeerApplied, RouteDecided, Skipped,
-};
+use quotaroute_journal::{ApiFormat, BlockReason, Event, PeerApplied, Skipped};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actor::combo_queue::WaitQueue;
 use crate::actor::messages::{
-    AcquireRequest, Acquired, AffinityKey, BreakerMsg, ComboMsg, ComboSetup, RouteReply,
-    RouteRequest, Routed, RoutedTarget, TargetRuntime,
+    AcquireRequest, Acquired, BreakerMsg, ComboMsg, ComboSetup, RouteReply, RouteRequest, Routed,
+    RoutedTarget, ServedTurn, TargetRuntime,
 };
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::permit::{Permit, SharedProbeGate};
 use crate::policy::admission::{evaluate_target, take_first_admitted, Admit, Block};
-use crate::policy::affinity::{place, place_hard, AffinityLeads, Placement};
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::peer_merge::merge_peer_binding;
-use crate::policy::quota_share::{apply_route_decided, select, TargetView};
+use crate::policy::quota_share::TargetView;
 use crate::policy::request::unroutable;
+use crate::policy::selection::{
+    decide, Candidates, ComboRules, Decided, SelectionRequest, SelectionState,
+};
 use crate::registry::Registry;
 use crate::view::{BreakerAdmission, BreakerView, ConnectionView};
 
@@ -53,11 +55,9 @@ pub struct ComboArgs {
 
 pub struct ComboState {
     setup: ComboSetup,
-    deficits: DrrDeficits,
-    /// Conversation affinity (behaviour §10): groups and their targets, and how far each
-    /// target ran ahead of its DRR share.
-    bindings: AffinityBindings,
-    leads: AffinityLeads,
+    /// DRR deficits, affinity leads and conversation bindings (behaviour §2, §10): what
+    /// `policy::selection` reads and its decisions change.
+    selection: SelectionState,
     connections: HashMap<String, Arc<ConnectionView>>,
     breakers: HashMap<String, Arc<BreakerState>>,
     gates: HashMap<String, SharedProbeGate>,
@@ -97,7 +97,9 @@ struct TargetSlot {
 struct Scratch {
     /// Positions in `setup.targets` of the targets of the request's format.
     positions: Vec<usize>,
+    /// What selection sees of each, in the order of `positions`.
     views: Vec<TargetView>,
+    /// Each target's breaker verdict as selection saw it, by position in `setup.targets`.
     admissions: Vec<BreakerAdmission>,
 }
 
@@ -184,42 +186,30 @@ impl ComboState {
     }
 
     /// Behaviour §11: whether `request` waits rather than being routed now — the combo queues,
-    /// someone already waits (a newcomer must not overtake them), or every target it could use
-    /// is at its `max_concurrent`. Requests bound to one connection (a stored response, a
-    /// continuation) wait like any other: "every path is governed" (§11), so their one
-    /// connection's cap holds and they take their turn in the fair order.
-    fn must_wait(&self, request: &RouteRequest, now_ms: u64) -> bool {
+    /// someone already waits (a newcomer must not overtake them), or the pool is full for it.
+    /// Requests bound to one connection (a stored response, a continuation) wait like any
+    /// other: "every path is governed" (§11), so their one connection's cap holds and they
+    /// take their turn in the fair order.
+    fn must_wait(&mut self, request: &RouteRequest, now_ms: u64) -> bool {
         self.setup.spec.queue_ms > 0
             && (!self.queue.is_empty()
-                || self.all_at_cap(request.format, request.only_connection.as_deref(), now_ms))
+                || self.pool_full(request.format, request.only_connection.as_deref(), now_ms))
     }
 
-    /// §2 steps 0 and 2 as the queue reads them: among the targets of the request's format
-    /// (on `only` connection when it names one) that are not hard-blocked, at least one, and
-    /// every one with a cap that it has reached. A target without cap, a DEGRADED one below
-    /// its cap, or none unblocked at all, is room (the last is §7's business, not the queue's).
-    fn all_at_cap(&self, format: ApiFormat, only: Option<&str>, now_ms: u64) -> bool {
-        let mut any = false;
-        for (runtime, slot) in self.setup.targets.iter().zip(&self.slots) {
-            let target = &runtime.target;
-            if target.format != format || only.is_some_and(|only| only != &*target.connection) {
-                continue;
-            }
-            let blocked =
-                crate::policy::admission::admission(slot.breaker.admission(now_ms), || {
-                    slot.connection
-                        .as_deref()
-                        .and_then(|view| view.block_for(&target.model, now_ms))
-                });
-            if blocked.is_some() {
-                continue;
-            }
-            match runtime.max_concurrent {
-                Some(cap) if runtime.in_flight.get() >= cap => any = true,
-                _ => return false,
-            }
+    /// Whether no target of `format` (on `only` when it names one) has room by selection's
+    /// own rule while a released slot could give some (`Candidates::pool_full`). None
+    /// unblocked at all is not full: that is §7's business, not the queue's.
+    fn pool_full(&mut self, format: ApiFormat, only: Option<&str>, now_ms: u64) -> bool {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.fill_candidates(format, now_ms, &mut scratch);
+        let full = Candidates {
+            targets: &self.routed,
+            positions: &scratch.positions,
+            views: &scratch.views,
         }
-        any
+        .pool_full(only);
+        self.scratch = scratch;
+        full
     }
 
     /// A request that must wait: queued (the reply says where its answer will come), or
@@ -257,7 +247,7 @@ impl ComboState {
             .next_waiting()
             .map(|next| (next.format, next.only_connection.clone()))
         {
-            if self.all_at_cap(format, only.as_deref(), now_ms) {
+            if self.pool_full(format, only.as_deref(), now_ms) {
                 break;
             }
             let Some(waiter) = self.queue.grant() else {
@@ -325,12 +315,10 @@ impl ComboState {
         reply
     }
 
-    fn route_with(
-        &mut self,
-        request: RouteRequest,
-        now_ms: u64,
-        scratch: &mut Scratch,
-    ) -> RouteReply {
+    /// Fills `scratch` with the candidates of a request of `format`: positions of the
+    /// combo's targets, what selection sees of each (§2 steps 0–2 on the resolved copies), and
+    /// each one's breaker verdict by position (what taking the winner re-reads).
+    fn fill_candidates(&self, format: ApiFormat, now_ms: u64, scratch: &mut Scratch) {
         let Scratch {
             positions,
             views,
@@ -339,19 +327,12 @@ impl ComboState {
         positions.clear();
         views.clear();
         admissions.clear();
+        admissions.resize(self.setup.targets.len(), BreakerAdmission::Healthy);
         for (position, (runtime, slot)) in self.setup.targets.iter().zip(&self.slots).enumerate() {
             let target = &runtime.target;
-            if target.format != request.format {
+            if target.format != format {
                 continue;
             }
-            if request
-                .only_connection
-                .as_deref()
-                .is_some_and(|only| only != &*target.connection)
-            {
-                continue;
-            }
-            // Step 0 to 2 on the resolved copies.
             let breaker = slot.breaker.admission(now_ms);
             positions.push(position);
             views.push(evaluate_target(
@@ -364,165 +345,144 @@ impl ComboState {
                 runtime.max_concurrent,
                 now_ms,
             ));
-            admissions.push(breaker);
+            admissions[position] = breaker;
         }
-        if positions.is_empty() {
+    }
+
+    /// One decision: the candidates, `policy::selection::decide`, its changes applied, its
+    /// records journaled.
+    fn route_with(
+        &mut self,
+        request: RouteRequest,
+        now_ms: u64,
+        scratch: &mut Scratch,
+    ) -> RouteReply {
+        self.fill_candidates(request.format, now_ms, scratch);
+        let candidates = Candidates {
+            targets: &self.routed,
+            positions: &scratch.positions,
+            views: &scratch.views,
+        };
+        let rules = ComboRules {
+            name: &self.setup.spec.name,
+            generation: self.setup.generation,
+            strategy: self.setup.spec.strategy,
+            affinity: self.setup.affinity,
+        };
+        let selection_request = SelectionRequest {
+            request_id: &request.request_id,
+            model: &request.model,
+            client: &request.client.id,
+            only_connection: request.only_connection.as_deref(),
+            encrypted_maker: request.encrypted_maker.as_deref(),
+            group: request.affinity.as_ref(),
+        };
+        let decided = decide(
+            &rules,
+            &self.selection,
+            candidates,
+            &selection_request,
+            &mut TakeFrom {
+                combo: self,
+                admissions: Some(&scratch.admissions),
+                now_ms,
+            },
+            now_ms,
+        );
+        let Some(decided) = decided else {
             return match request.only_connection {
                 Some(_) => RouteReply::NoTargetOnConnection,
                 None => RouteReply::NoTargetForFormat,
             };
-        }
-        let runtime_at = |i: usize| &self.setup.targets[positions[i]];
-        let mut selection = select(self.setup.spec.strategy, views, &self.deficits);
-        // Conversation affinity: one pure placement on top of §2's selection.
+        };
+        let Decided {
+            order,
+            taken,
+            placement,
+            route_decided,
+            changes,
+        } = decided;
         let settings = self.setup.affinity;
-        let limits = (settings.max_groups, settings.ttl_ms);
-        // Encrypted items are a hard affinity (behaviour §10): their maker, not the group.
-        let maker = request.encrypted_maker.as_deref();
+        let (registry, combo_name) = (&self.registry, &self.setup.spec.name);
+        let applied = self.selection.apply(
+            &self.setup.keys,
+            &route_decided,
+            changes,
+            now_ms,
+            (settings.max_groups, settings.ttl_ms),
+            |client| {
+                Some(
+                    registry
+                        .groups
+                        .quota(combo_name, client, settings.max_groups),
+                )
+            },
+        );
+        if applied.groups_changed {
+            report_groups(registry, combo_name, &mut self.selection.bindings);
+        }
         let group = request
             .affinity
-            .as_ref()
-            .filter(|_| settings.enabled && maker.is_none());
-        let bound_key = group
-            .and_then(|key| self.bindings.get(key.group, now_ms, settings.ttl_ms))
-            .map(|binding| binding.exec_key.clone());
-        let placement = match (maker, group) {
-            (Some(maker), _) => {
-                let bound = (0..positions.len())
-                    .find(|&i| &*self.setup.targets[positions[i]].target.connection == maker);
-                place_hard(bound, views, &mut selection)
-            }
-            (None, None) => Placement::None,
-            (None, Some(_)) => {
-                let bound = bound_key
-                    .as_ref()
-                    .map(|key| views.iter().position(|v| v.exec_key == *key));
-                let total: u32 = selection.room.iter().map(|&i| views[i].weight).sum();
-                let lead_exceeded = bound_key
-                    .as_ref()
-                    .is_some_and(|key| self.leads.exceeded(key, settings.max_lead, total));
-                place(bound, lead_exceeded, views, &mut selection)
-            }
-        };
-        let mut skipped: Vec<Skipped> = selection
-            .skipped
-            .iter()
-            .map(|&(i, reason, remaining_ms)| {
-                skipped_entry(&runtime_at(i).target, reason, remaining_ms)
-            })
-            .collect();
-
-        // The order holds no hard-blocked target: only a probe token can be lost now.
-        let mut passed_over = Vec::new();
-        let taken = take_first_admitted(
-            &mut TakeFrom {
-                combo: self,
-                positions,
-                admissions: Some(admissions),
-                now_ms,
-            },
-            &selection.order,
-            &mut passed_over,
-        );
-        skipped.extend(passed_over.into_iter().map(|(i, reason, remaining_ms)| {
-            skipped_entry(&runtime_at(i).target, reason, remaining_ms)
-        }));
-
-        let index_of = |i: usize| runtime_at(i).target.index;
-        let chosen = selection.chosen.filter(|_| taken.is_some());
-        let decided = RouteDecided {
-            request_id: request.request_id,
-            generation: self.setup.generation,
-            combo: self.setup.spec.name.clone(),
-            model: request.model,
-            room: selection.room.iter().map(|&i| index_of(i)).collect(),
-            chosen: chosen.map(index_of),
-            order: selection.order.iter().map(|&i| index_of(i)).collect(),
-            skipped: skipped.clone(),
-            affinity: placement.outcome(),
-            client: Some(String::from(&*request.client.id)),
-            group: None,
-            paces: Vec::new(),
-        };
-        // The same function replay uses, so live deficits equal the journal's fold.
-        apply_route_decided(&mut self.deficits, &self.setup.keys, &decided);
-        if group.is_some() {
-            self.leads.apply_turn(
-                selection
-                    .room
-                    .iter()
-                    .map(|&i| (&views[i].exec_key, views[i].weight)),
-                chosen.map(|i| &views[i].exec_key),
-            );
-        }
-        let mut bound_event = None;
-        if let (Some(key), Some((position, _))) = (group, taken.as_ref()) {
-            let taken_at = selection.order[*position];
-            let taken_key = &views[taken_at].exec_key;
-            let held = bound_key.as_ref() == Some(taken_key);
-            if held {
-                let before = self.bindings.len();
-                self.bindings.touch(key.group, now_ms, limits);
-                if self.bindings.len() != before {
-                    report_groups(&self.registry, &self.setup.spec.name, &mut self.bindings);
-                }
-            } else if bind_shared(
-                &mut self.bindings,
-                &self.registry,
-                &self.setup,
-                key,
-                taken_key.clone(),
-                now_ms,
-            ) {
-                // New, moved, or (rarely) a held turn whose probe token went elsewhere.
-                let target = &runtime_at(taken_at).target;
-                let reason = match placement {
-                    Placement::Moved(reason) => Some(reason.as_str().to_owned()),
-                    Placement::Held => Some(BlockReason::ProbeInFlight.as_str().to_owned()),
-                    Placement::None | Placement::New => None,
-                };
-                bound_event = Some(AffinityBound {
-                    request_id: decided.request_id.clone(),
-                    combo: decided.combo.clone(),
-                    group: key.group,
-                    client: String::from(&*key.client),
-                    provider: String::from(&*target.provider),
-                    connection: String::from(&*target.connection),
-                    model: String::from(&*target.model),
-                    moved_from: bound_key.as_ref().map(|k| k.to_string()),
-                    reason,
-                });
-            }
-        }
+            .filter(|_| route_decided.group.is_some() && taken.is_some());
         let reply = match taken {
             Some((position, permit)) => RouteReply::Routed(Routed {
                 targets: self.routed.clone(),
-                order: {
-                    // The selection's list, re-pointed at `targets` in place.
-                    let mut order = selection.order;
-                    for i in &mut order {
-                        *i = positions[*i];
-                    }
-                    order
-                },
+                order,
                 position,
                 permit,
-                skipped,
+                skipped: route_decided.skipped.clone(),
                 max_attempts: self.setup.spec.max_attempts,
                 max_upstream_requests: self.setup.spec.max_upstream_requests,
                 affinity: placement.outcome(),
+                group,
             }),
-            None => RouteReply::Unroutable(unroutable(skipped, self.setup.spec.hold_ms)),
+            None => RouteReply::Unroutable(unroutable(
+                route_decided.skipped.clone(),
+                self.setup.spec.hold_ms,
+            )),
         };
-        let _ = self
-            .recorder
-            .cast(RecorderMsg::RecordOne(now_ms, Event::RouteDecided(decided)));
-        if let Some(bound) = bound_event {
+        let _ = self.recorder.cast(RecorderMsg::RecordOne(
+            now_ms,
+            Event::RouteDecided(route_decided),
+        ));
+        if let Some(bound) = applied.bound {
             let _ = self
                 .recorder
                 .cast(RecorderMsg::RecordOne(now_ms, Event::AffinityBound(bound)));
         }
         reply
+    }
+
+    /// A group's turn was served after a failover (behaviour §10): its binding follows, by
+    /// `SelectionState::served`, journaled as `affinity_bound` when it moved.
+    fn served(&mut self, turn: ServedTurn) {
+        // A reload may have changed the targets since the decision: only a target still ours.
+        let ours = self.routed.iter().any(|target| {
+            target.connection == turn.target.connection && target.model == turn.target.model
+        });
+        if !ours {
+            return;
+        }
+        let now_ms = self.clock.now_ms();
+        let settings = self.setup.affinity;
+        let Some(bound) = self.selection.served(
+            &turn.request_id,
+            &self.setup.spec.name,
+            &turn.key,
+            &turn.target,
+            now_ms,
+            (settings.max_groups, settings.ttl_ms),
+        ) else {
+            return;
+        };
+        report_groups(
+            &self.registry,
+            &self.setup.spec.name,
+            &mut self.selection.bindings,
+        );
+        let _ = self
+            .recorder
+            .cast(RecorderMsg::RecordOne(now_ms, Event::AffinityBound(bound)));
     }
 
     /// A peer's conversation binding (behaviour §10 "Memory", §9): merged by the pure rule
@@ -539,14 +499,18 @@ impl ComboState {
         });
         let limits = (settings.max_groups, settings.ttl_ms);
         if merge_peer_binding(
-            &mut self.bindings,
+            &mut self.selection.bindings,
             now_ms,
             applied.origin_at_ms,
             bound,
             has_target,
             limits,
         ) {
-            report_groups(&self.registry, &self.setup.spec.name, &mut self.bindings);
+            report_groups(
+                &self.registry,
+                &self.setup.spec.name,
+                &mut self.selection.bindings,
+            );
             let _ = self
                 .recorder
                 .cast(RecorderMsg::RecordOne(now_ms, Event::PeerApplied(applied)));
@@ -574,7 +538,6 @@ impl ComboState {
         let taken = take_first_admitted(
             &mut TakeFrom {
                 combo: self,
-                positions: &[],
                 admissions: None,
                 now_ms,
             },
@@ -602,24 +565,14 @@ impl ComboState {
     }
 }
 
-/// The combo's state as [`take_first_admitted`] reads it. With `admissions` (routing, right
-/// after the selection), candidates are indices into `positions` and their breaker verdicts
-/// are the ones the selection saw; without (a failover), candidates are positions in the
-/// combo's targets, evaluated now.
+/// The combo's state as [`take_first_admitted`] reads it; candidates are positions in the
+/// combo's targets. With `admissions` (routing, right after the selection) their breaker
+/// verdicts are the ones the selection saw, by position, and hard-blocked targets were left out
+/// of the order; without (a failover), each candidate is evaluated now.
 struct TakeFrom<'a> {
     combo: &'a ComboState,
-    positions: &'a [usize],
     admissions: Option<&'a [BreakerAdmission]>,
     now_ms: u64,
-}
-
-impl TakeFrom<'_> {
-    fn position(&self, i: usize) -> usize {
-        match self.admissions {
-            Some(_) => self.positions[i],
-            None => i,
-        }
-    }
 }
 
 impl Admit for TakeFrom<'_> {
@@ -644,8 +597,7 @@ impl Admit for TakeFrom<'_> {
             .and_then(|view| view.block_for(&target.model, self.now_ms))
     }
 
-    fn take(&mut self, i: usize, breaker: BreakerAdmission) -> Result<Permit, Block> {
-        let position = self.position(i);
+    fn take(&mut self, position: usize, breaker: BreakerAdmission) -> Result<Permit, Block> {
         let slot = &self.combo.slots[position];
         self.combo
             .take(
@@ -659,33 +611,6 @@ impl Admit for TakeFrom<'_> {
                 Some(slot.breaker.settings.probe_timeout_ms),
             ))
     }
-}
-
-/// Binds `key`'s group to `exec_key` within its client's node-wide share (behaviour §11);
-/// false when the client is at its share with no group in this combo to give up (not kept,
-/// not journaled: the turn went by §2 alone).
-fn bind_shared(
-    bindings: &mut AffinityBindings,
-    registry: &Registry,
-    setup: &ComboSetup,
-    key: &AffinityKey,
-    exec_key: Arc<str>,
-    now_ms: u64,
-) -> bool {
-    let settings = setup.affinity;
-    let quota = registry
-        .groups
-        .quota(&setup.spec.name, &key.client, settings.max_groups);
-    let kept = bindings.bind_within(
-        key.group,
-        key.client.clone(),
-        exec_key,
-        now_ms,
-        (settings.max_groups, settings.ttl_ms),
-        Some(quota),
-    );
-    report_groups(registry, &setup.spec.name, bindings);
-    kept
 }
 
 /// Tells the node's ledger how many groups each client holds in `combo` now.
@@ -714,9 +639,11 @@ impl Actor for ComboActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut state = ComboState {
             setup: args.setup,
-            deficits: args.deficits,
-            bindings: args.bindings,
-            leads: AffinityLeads::default(),
+            selection: SelectionState {
+                deficits: args.deficits,
+                leads: Default::default(),
+                bindings: args.bindings,
+            },
             connections: args.connections,
             breakers: args.breakers,
             gates: HashMap::new(),
@@ -731,7 +658,11 @@ impl Actor for ComboActor {
             myself,
         };
         state.resolve_slots();
-        report_groups(&state.registry, &state.setup.spec.name, &mut state.bindings);
+        report_groups(
+            &state.registry,
+            &state.setup.spec.name,
+            &mut state.selection.bindings,
+        );
         Ok(state)
     }
 
@@ -802,22 +733,27 @@ impl Actor for ComboActor {
                 state.reconfigured();
             }
             ComboMsg::Deficits(reply) => {
-                let _ = reply.send(state.deficits.clone());
+                let _ = reply.send(state.selection.deficits.clone());
             }
             ComboMsg::AffinityPage(query, reply) => {
-                let (matching, groups) = state.bindings.page(query.after, query.limit, |b| {
-                    query.now_ms.saturating_sub(b.last_used_ms) <= query.ttl_ms
-                        && query.connection.as_deref().is_none_or(|id| {
-                            b.exec_key
-                                .strip_prefix(id)
-                                .is_some_and(|rest| rest.starts_with('/'))
-                        })
-                });
+                let (matching, groups) =
+                    state
+                        .selection
+                        .bindings
+                        .page(query.after, query.limit, |b| {
+                            query.now_ms.saturating_sub(b.last_used_ms) <= query.ttl_ms
+                                && query.connection.as_deref().is_none_or(|id| {
+                                    b.exec_key
+                                        .strip_prefix(id)
+                                        .is_some_and(|rest| rest.starts_with('/'))
+                                })
+                        });
                 let _ = reply.send(crate::actor::messages::AffinityPage { matching, groups });
             }
             ComboMsg::Affinity(reply) => {
-                let _ = reply.send(state.bindings.clone());
+                let _ = reply.send(state.selection.bindings.clone());
             }
+            ComboMsg::Served(turn) => state.served(*turn),
             ComboMsg::PeerBinding(applied) => state.apply_peer_binding(*applied),
             ComboMsg::Crash => return Err(ActorProcessingErr::from("crash requested by a test")),
         }

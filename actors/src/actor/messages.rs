@@ -20,21 +20,9 @@ use crate::policy::fair_queue::Ticket;
 use crate::policy::outcome::Outcome;
 use crate::policy::quota_share::DrrKeys;
 use crate::policy::request::Unroutable;
+pub use crate::policy::selection::{AffinityKey, RoutedTarget};
 use crate::policy::topology::{ComboSpec, ConnectionSpec};
 use crate::view::ConnectionView;
-
-/// One target as handed to a request: cheap to clone (shared strings).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoutedTarget {
-    /// Index in the combo's target list.
-    pub index: u16,
-    pub connection: Arc<str>,
-    pub provider: Arc<str>,
-    /// The upstream model to ask for.
-    pub model: Arc<str>,
-    pub format: ApiFormat,
-    pub weight: u32,
-}
 
 /// A target with the live handles a combo needs for it.
 #[derive(Debug, Clone)]
@@ -107,14 +95,6 @@ impl Default for ClientTag {
     }
 }
 
-/// A conversation as the combo keys it: the group's digest (already namespaced by client) and
-/// the client, journaled with its binding.
-#[derive(Debug, Clone)]
-pub struct AffinityKey {
-    pub group: u64,
-    pub client: Arc<str>,
-}
-
 /// A routing decision: ordered targets, the first one's permit already held.
 #[derive(Debug)]
 pub struct Routed {
@@ -131,6 +111,9 @@ pub struct Routed {
     pub max_upstream_requests: u32,
     /// How conversation affinity placed it (as its `route_decided` says).
     pub affinity: AffinityOutcome,
+    /// The conversation the turn was placed for, if any: a failover that serves it elsewhere
+    /// tells the combo (`ComboMsg::Served`), so the binding follows.
+    pub group: Option<AffinityKey>,
 }
 
 /// The combo's reply to a route request.
@@ -182,6 +165,14 @@ pub struct Acquired {
     pub skipped: Vec<Skipped>,
 }
 
+/// A group's turn served after a failover: by whom, for which request.
+#[derive(Debug, Clone)]
+pub struct ServedTurn {
+    pub request_id: String,
+    pub key: AffinityKey,
+    pub target: Arc<RoutedTarget>,
+}
+
 /// Which page of a combo's bindings `GET /admin/affinity` asks for.
 #[derive(Debug, Clone)]
 pub struct AffinityPageQuery {
@@ -225,6 +216,9 @@ pub enum ComboMsg {
     GrantRound,
     /// Requests waiting now, per client (for `/admin/clients` and the `queued` gauge).
     Queued(RpcReplyPort<Vec<(Arc<str>, usize)>>),
+    /// A turn of a group was served by `target` after failing over inside its request
+    /// (behaviour §10): the group's binding follows it there.
+    Served(Box<ServedTurn>),
     /// A peer's conversation binding (`affinity_bound` in `peer_applied`, behaviour §10).
     PeerBinding(Box<PeerApplied>),
     /// Test hook: make the actor fail, to exercise supervision.

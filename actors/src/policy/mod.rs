@@ -27,4 +27,5 @@ pub mod request_events;
 pub mod reset_hint;
 pub mod response_affinity;
 pub mod router_state;
+pub mod selection;
 pub mod topology;

@@ -1,12 +1,13 @@
 //! The selector of one request (behaviour §2 steps 0–4, and the other strategies): ordering a
 //! combo's targets from a snapshot of their state. Must not mutate deficits, count in-flight or
-//! evaluate blocks itself — the caller supplies [`TargetView`]s, journals the [`RouteDecided`]
-//! and applies it through [`apply_route_decided`], the one path live and replay share.
+//! evaluate blocks itself — the caller (`policy::selection::decide`, the one composition)
+//! supplies [`TargetView`]s and journals the [`RouteDecided`], applied through
+//! [`apply_route_decided`], the one path live and replay share.
 
 use std::str::FromStr;
 use std::sync::Arc;
 
-use quotaroute_journal::event::{BlockReason, RouteDecided, Skipped, TargetInfo};
+use quotaroute_journal::event::{BlockReason, RouteDecided, TargetInfo};
 use serde::{Deserialize, Serialize};
 
 use super::drr::{exec_key, DrrDeficits, RoomEntry};
@@ -86,8 +87,41 @@ pub struct TargetView {
 impl TargetView {
     /// No room this turn: at its connection's soft cap, or on a DEGRADED provider.
     fn lacks_room(&self) -> bool {
-        self.degraded || self.max_concurrent.is_some_and(|cap| self.in_flight >= cap)
+        self.degraded || self.at_cap()
     }
+
+    /// In-flight at or over its connection's `max_concurrent`.
+    fn at_cap(&self) -> bool {
+        self.max_concurrent.is_some_and(|cap| self.in_flight >= cap)
+    }
+}
+
+/// §2 steps 1–2 before step 2's fail-open, the one "room" rule: whether eligible target `i`
+/// has room this turn — not saturated (unless every eligible target is: step 1 fails open)
+/// and not [lacking room](TargetView::lacks_room) (at cap, or DEGRADED).
+fn room_rule<'t>(targets: &'t [TargetView], eligible: &[usize]) -> impl Fn(usize) -> bool + 't {
+    let all_saturated = eligible.iter().all(|&i| targets[i].saturated);
+    move |i| (all_saturated || !targets[i].saturated) && !targets[i].lacks_room()
+}
+
+/// Behaviour §11's "every target is at cap", by selection's own room rule: no target that is
+/// not hard-blocked has room, and one of them would have room once a slot of its own is
+/// released (unsaturated, not DEGRADED, at its cap). The fair queue waits then instead of
+/// failing open; with no room and nothing a release could change (every target DEGRADED or
+/// saturated, or none unblocked), waiting gains nothing and §2 fails open at once.
+pub fn pool_full(targets: &[TargetView]) -> bool {
+    let eligible: Vec<usize> = (0..targets.len())
+        .filter(|&i| targets[i].hard_block.is_none())
+        .collect();
+    let has_room = room_rule(targets, &eligible);
+    if eligible.iter().any(|&i| has_room(i)) {
+        return false;
+    }
+    let all_saturated = eligible.iter().all(|&i| targets[i].saturated);
+    eligible.iter().any(|&i| {
+        let target = &targets[i];
+        (all_saturated || !target.saturated) && !target.degraded && target.at_cap()
+    })
 }
 
 /// The outcome of one selection. All indices point into the combo's targets.
@@ -148,10 +182,9 @@ fn quota_share(
     let unsaturated = |i: usize| all_saturated || !targets[i].saturated;
 
     // Step 2: at cap or degraded go behind those with room; none with room → all have room.
-    let none_with_room = !eligible
-        .iter()
-        .any(|&i| unsaturated(i) && !targets[i].lacks_room());
-    let with_room = |i: usize| unsaturated(i) && (none_with_room || !targets[i].lacks_room());
+    let has_room = room_rule(targets, eligible);
+    let none_with_room = !eligible.iter().any(|&i| has_room(i));
+    let with_room = |i: usize| unsaturated(i) && (none_with_room || has_room(i));
     let mut room = Vec::with_capacity(eligible.len());
     room.extend(eligible.iter().copied().filter(|&i| with_room(i)));
 
@@ -203,45 +236,6 @@ fn drr_order_into(
     deficits.rank_into(entries, order);
 }
 
-/// Builds the journal record of a selection; `targets` is the combo's config, same order as
-/// the views given to [`select`].
-pub fn route_decided(
-    selection: &Selection,
-    request_id: &str,
-    generation: u64,
-    combo: &str,
-    model: &str,
-    targets: &[TargetInfo],
-) -> RouteDecided {
-    // Indices come from a combo's target list, which the config keeps far below u16::MAX.
-    let index = |i: usize| u16::try_from(i).unwrap_or(u16::MAX);
-    RouteDecided {
-        request_id: request_id.to_owned(),
-        generation,
-        combo: combo.to_owned(),
-        model: model.to_owned(),
-        room: selection.room.iter().map(|i| index(*i)).collect(),
-        chosen: selection.chosen.map(index),
-        order: selection.order.iter().map(|i| index(*i)).collect(),
-        affinity: quotaroute_journal::AffinityOutcome::None,
-        client: None,
-        skipped: selection
-            .skipped
-            .iter()
-            .filter_map(|(i, reason, remaining_ms)| {
-                targets.get(*i).map(|target| Skipped {
-                    connection: target.connection.clone(),
-                    model: target.model.clone(),
-                    reason: *reason,
-                    remaining_ms: *remaining_ms,
-                })
-            })
-            .collect(),
-        group: None,
-        paces: Vec::new(),
-    }
-}
-
 /// A combo's targets as its DRR turn needs them — execution key and DRR weight by config
 /// index — resolved once per config generation (live: per combo setup; replay: cached per
 /// generation and combo), so applying a decision neither formats nor allocates.
@@ -269,6 +263,13 @@ impl DrrKeys {
     /// The execution key of config index `index`.
     pub fn key(&self, index: usize) -> Option<&Arc<str>> {
         self.keys.get(index).map(|(key, _)| key)
+    }
+
+    /// Key and DRR weight of a journaled index, the key shared; `None` outside the table.
+    pub fn weighted(&self, index: u16) -> Option<(&Arc<str>, u32)> {
+        self.keys
+            .get(usize::from(index))
+            .map(|(key, weight)| (key, *weight))
     }
 
     /// Key and DRR weight of a journaled index; `None` outside the table.
@@ -326,10 +327,43 @@ mod tests {
             .collect()
     }
 
+    /// The journal record of a selection, as `selection::decide` writes it (indices are
+    /// config indices here: every target is a candidate).
+    fn route_decided(
+        selection: &Selection,
+        request_id: &str,
+        targets: &[TargetInfo],
+    ) -> RouteDecided {
+        let index = |i: usize| u16::try_from(i).unwrap();
+        RouteDecided {
+            request_id: request_id.to_owned(),
+            generation: 1,
+            combo: "combo".into(),
+            model: "m".into(),
+            room: selection.room.iter().map(|i| index(*i)).collect(),
+            chosen: selection.chosen.map(index),
+            order: selection.order.iter().map(|i| index(*i)).collect(),
+            affinity: quotaroute_journal::AffinityOutcome::None,
+            client: None,
+            skipped: selection
+                .skipped
+                .iter()
+                .map(|(i, reason, remaining_ms)| quotaroute_journal::Skipped {
+                    connection: targets[*i].connection.clone(),
+                    model: targets[*i].model.clone(),
+                    reason: *reason,
+                    remaining_ms: *remaining_ms,
+                })
+                .collect(),
+            group: None,
+            paces: Vec::new(),
+        }
+    }
+
     /// One full turn as the combo actor does it: select, journal, apply.
     fn turn(strategy: Strategy, targets: &[TargetView], deficits: &mut DrrDeficits) -> Selection {
         let selection = select(strategy, targets, deficits);
-        let decided = route_decided(&selection, "r", 1, "combo", "m", &infos(targets));
+        let decided = route_decided(&selection, "r", &infos(targets));
         apply_route_decided(deficits, &DrrKeys::new(strategy, &infos(targets)), &decided);
         selection
     }
@@ -535,7 +569,7 @@ mod tests {
             targets[2].saturated = step % 3 == 0;
             targets[0].in_flight = step % 2;
             let selection = select(Strategy::QuotaShare, &targets, &live);
-            let decided = route_decided(&selection, "r", 1, "combo", "m", &infos(&targets));
+            let decided = route_decided(&selection, "r", &infos(&targets));
             let keys = DrrKeys::new(Strategy::QuotaShare, &infos(&targets));
             apply_route_decided(&mut live, &keys, &decided);
             journal.push(decided);
@@ -550,22 +584,98 @@ mod tests {
     }
 
     #[test]
-    fn s7_route_decided_lists_skipped_by_name() {
-        let mut targets = views(2);
-        targets[1].hard_block = Some((BlockReason::NotFound, Some(120_000)));
-        let selection = select(Strategy::QuotaShare, &targets, &DrrDeficits::new());
-        let decided = route_decided(&selection, "r1", 1, "team", "m", &infos(&targets));
-        assert_eq!(decided.order, vec![0]);
-        assert_eq!(decided.chosen, Some(0));
-        assert_eq!(
-            decided.skipped,
-            vec![Skipped {
-                connection: "c1".into(),
-                model: "m".into(),
-                reason: BlockReason::NotFound,
-                remaining_ms: Some(120_000),
-            }]
+    fn s11_the_pool_is_full_by_selections_own_room_rule() {
+        // Per target: (saturated, in_flight, max_concurrent, degraded, hard-blocked).
+        type Case = (
+            &'static str,
+            Vec<(bool, u32, Option<u32>, bool, bool)>,
+            bool,
         );
+        let cases: Vec<Case> = vec![
+            (
+                "one below its cap is room",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (false, 0, Some(1), false, false),
+                ],
+                false,
+            ),
+            (
+                "every one at its cap",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (false, 2, Some(2), false, false),
+                ],
+                true,
+            ),
+            (
+                "a DEGRADED one below its cap is no room",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (false, 0, None, true, false),
+                ],
+                true,
+            ),
+            (
+                "a saturated one below its cap is no room while another is not",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (true, 0, None, false, false),
+                ],
+                true,
+            ),
+            (
+                "every one saturated: step 1 fails open",
+                vec![
+                    (true, 1, Some(1), false, false),
+                    (true, 0, Some(1), false, false),
+                ],
+                false,
+            ),
+            (
+                "no room but nothing a release changes: §2 fails open now",
+                vec![
+                    (false, 0, None, true, false),
+                    (true, 1, Some(1), false, false),
+                ],
+                false,
+            ),
+            (
+                "the hard-blocked do not count",
+                vec![
+                    (false, 1, Some(1), false, false),
+                    (false, 0, None, false, true),
+                ],
+                true,
+            ),
+            (
+                "none unblocked is §7's, not full",
+                vec![(false, 0, None, false, true)],
+                false,
+            ),
+            (
+                "no cap anywhere is never full",
+                vec![(false, 9, None, false, false)],
+                false,
+            ),
+        ];
+        for (name, rows, full) in cases {
+            let targets: Vec<TargetView> = rows
+                .iter()
+                .enumerate()
+                .map(
+                    |(i, &(saturated, in_flight, max_concurrent, degraded, blocked))| TargetView {
+                        saturated,
+                        in_flight,
+                        max_concurrent,
+                        degraded,
+                        hard_block: blocked.then_some((BlockReason::Cooldown, Some(1))),
+                        ..view(i)
+                    },
+                )
+                .collect();
+            assert_eq!(pool_full(&targets), full, "{name}");
+        }
     }
 
     /// (weight, hard-blocked, saturated, in_flight, max_concurrent, degraded).
