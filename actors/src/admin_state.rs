@@ -172,6 +172,7 @@ impl AdminState {
                 // As routing reads them: clamped to [-Σw, +Σw] (a reload may have lowered Σw
                 // below a stored deficit; behaviour §2 step 3).
                 let total: i64 = combo.targets.iter().map(|t| i64::from(t.weight)).sum();
+                const QUANTUM: i64 = crate::policy::pace::QUANTUM_PER_WEIGHT as i64;
                 ComboState {
                     name: combo.name.clone(),
                     strategy: combo.strategy.as_str(),
@@ -182,7 +183,12 @@ impl AdminState {
                             connection: t.connection.clone(),
                             model: t.model.clone(),
                             weight: t.weight,
-                            deficit: deficits.deficit(&t.exec_key()).clamp(-total, total),
+                            // Shown in weights (stored in quanta, 1/1024 of one: §13).
+                            deficit: deficits
+                                .deficit(&t.exec_key())
+                                .saturating_add(QUANTUM / 2)
+                                .div_euclid(QUANTUM)
+                                .clamp(-total, total),
                         })
                         .collect(),
                 }

@@ -19,6 +19,7 @@ mod clients;
 mod deserialize;
 mod error;
 mod model;
+mod pacing;
 pub mod raw;
 mod reserve;
 mod secret;

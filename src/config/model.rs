@@ -114,6 +114,8 @@ pub struct DefaultsConfig {
     pub cooldown: CooldownOverrides,
     pub lockout: LockoutOverrides,
     pub buckets: BucketOverrides,
+    /// `[defaults.pacing]` (behaviour §13).
+    pub pacing: quotaroute_actors::policy::pace::PacingSettings,
 }
 
 /// The wire format of a provider: which client endpoints its targets can serve.
@@ -302,6 +304,8 @@ pub struct ComboConfig {
     pub hold_ms: u64,
     /// Behaviour §11: wait for a permit when every target is at cap (0 = fail open).
     pub queue_ms: u64,
+    /// Behaviour §13: quota-share spends by pace (`false`: by weight alone).
+    pub pacing: bool,
     pub targets: Vec<TargetConfig>,
 }
 

@@ -126,6 +126,18 @@ pub struct RawDefaults {
     pub cooldown: Option<CooldownOverrides>,
     pub lockout: Option<LockoutOverrides>,
     pub buckets: Option<BucketOverrides>,
+    pub pacing: Option<RawPacing>,
+}
+
+/// `[defaults.pacing]`: behaviour §13.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPacing {
+    pub enabled: Option<bool>,
+    pub min_time_left: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub burn_window_ms: Option<u64>,
 }
 
 /// `[defaults.breaker]` / `[providers.breaker]`: behaviour.md §5, provider breaker.
@@ -254,6 +266,8 @@ pub struct RawCombo {
     pub max_attempts: Option<u32>,
     pub hold_ms: Option<u64>,
     pub queue_ms: Option<u64>,
+    /// Behaviour §13: `false` spends by weight alone.
+    pub pacing: Option<bool>,
     pub targets: Option<Vec<RawTarget>>,
 }
 
@@ -269,7 +283,7 @@ pub struct RawTarget {
 /// (`server.listen`, `connections.limits.tokens_7d`, `combos.targets.weight`), derived from the
 /// structs themselves so the starter config and the docs can be checked against them.
 pub fn accepted_keys() -> Vec<String> {
-    let sections: [(&str, &'static [&'static str]); 21] = [
+    let sections: [(&str, &'static [&'static str]); 22] = [
         ("", field_names::<RawConfig>()),
         ("server", field_names::<RawServer>()),
         ("journal", field_names::<RawJournal>()),
@@ -278,6 +292,7 @@ pub fn accepted_keys() -> Vec<String> {
         ("defaults.cooldown", field_names::<CooldownOverrides>()),
         ("defaults.lockout", field_names::<LockoutOverrides>()),
         ("defaults.buckets", field_names::<BucketOverrides>()),
+        ("defaults.pacing", field_names::<RawPacing>()),
         ("providers", field_names::<RawProvider>()),
         ("providers.breaker", field_names::<BreakerOverrides>()),
         ("providers.cooldown", field_names::<CooldownOverrides>()),

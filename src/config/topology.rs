@@ -6,6 +6,7 @@ use quotaroute_actors::policy::breaker::BreakerSettings;
 use quotaroute_actors::policy::buckets::{BucketLimits, BucketSettings};
 use quotaroute_actors::policy::cooldown::CooldownSettings;
 use quotaroute_actors::policy::lockout::LockoutSettings;
+use quotaroute_actors::policy::pace::PacingSettings;
 use quotaroute_actors::policy::quota_share::Strategy as PolicyStrategy;
 use quotaroute_actors::{ComboSpec, ConnectionSpec, ProviderSpec, TargetSpec, Topology};
 use quotaroute_journal::{ApiFormat as JournalFormat, AuthKind as JournalAuth};
@@ -226,6 +227,10 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
             max_upstream_requests: config.defaults.max_upstream_requests,
             hold_ms: c.hold_ms,
             queue_ms: c.queue_ms,
+            pacing: PacingSettings {
+                enabled: config.defaults.pacing.enabled && c.pacing,
+                ..config.defaults.pacing.clone()
+            },
         })
         .collect();
     Topology {
@@ -235,6 +240,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
         max_attempts: config.defaults.max_attempts,
         max_upstream_requests: config.defaults.max_upstream_requests,
         affinity: config.affinity,
+        pacing: config.defaults.pacing.clone(),
         clients: config.clients.len(),
         max_implicit_combos: usize::try_from(config.server.max_implicit_combos)
             .unwrap_or(usize::MAX),

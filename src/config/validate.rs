@@ -616,6 +616,7 @@ fn build_defaults(raw: RawDefaults, sink: &mut ErrorSink) -> DefaultsConfig {
         cooldown: raw.cooldown.unwrap_or_default(),
         lockout: raw.lockout.unwrap_or_default(),
         buckets: raw.buckets.unwrap_or_default(),
+        pacing: super::pacing::build(raw.pacing, sink),
     }
 }
 
@@ -1148,6 +1149,7 @@ fn build_combos(
                 max_attempts: combo.max_attempts.filter(|attempts| *attempts > 0),
                 hold_ms: combo.hold_ms.unwrap_or(0),
                 queue_ms: combo.queue_ms.unwrap_or(0),
+                pacing: combo.pacing.unwrap_or(true),
                 targets,
             });
         }

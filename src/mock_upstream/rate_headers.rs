@@ -68,6 +68,9 @@ pub fn budget_headers(
     with_resets: bool,
 ) {
     let budget = &rate.budget;
+    if !rate.count_headers {
+        return;
+    }
     match dialect {
         Dialect::OpenAi => {
             let reset = openai_duration(budget.reset_ms);

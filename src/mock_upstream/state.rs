@@ -41,6 +41,9 @@ pub struct RateSnapshot {
     pub budget: RateBudget,
     pub requests_remaining: u64,
     pub tokens_remaining: u64,
+    /// The per-minute count headers are sent (`false` for a key set as a subscription
+    /// account, which reports only its windows).
+    pub count_headers: bool,
 }
 
 /// Requests seen, for `GET /mock/stats`: every request counts, faulted or not.
@@ -144,6 +147,8 @@ struct MockState {
     compression: Compression,
     /// Extra headers on every answer to a key (Codex's `x-codex-*` windows, plan headers).
     response_headers: HashMap<String, Vec<(String, String)>>,
+    /// Keys that answer like subscription accounts: no per-minute count headers.
+    subscription_keys: std::collections::HashSet<String>,
     stored: StoredResponses,
     auth: AuthState,
     prompt_caches: super::prompt_cache::PromptCaches,
@@ -232,6 +237,12 @@ impl MockUpstream {
         } else {
             state.response_headers.insert(key.to_owned(), headers);
         }
+    }
+
+    /// Makes `key` answer like a subscription account (Claude or ChatGPT plans): only the
+    /// windows its extra headers report, no per-minute `*-limit` / `*-remaining` counts.
+    pub fn set_subscription_account(&self, key: &str) {
+        self.lock().subscription_keys.insert(key.to_owned());
     }
 
     /// The extra headers for `key` (see [`Self::set_response_headers`]).
@@ -333,6 +344,7 @@ impl MockUpstream {
             budget,
             requests_remaining: budget.requests_limit.saturating_sub(usage.requests),
             tokens_remaining: budget.tokens_limit.saturating_sub(usage.tokens),
+            count_headers: !state.subscription_keys.contains(key),
         };
         Admission {
             sequence,

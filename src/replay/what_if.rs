@@ -34,7 +34,8 @@ use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGat
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
 use quotaroute_actors::policy::drr::exec_key;
-use quotaroute_actors::policy::quota_share::{DrrKeys, TargetView};
+use quotaroute_actors::policy::pace::PacingSettings;
+use quotaroute_actors::policy::quota_share::{self, DrrKeys, TargetView};
 use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};
 use quotaroute_actors::policy::selection::{
     decide, AffinityKey, Candidates, ComboRules, RoutedTarget, SelectionRequest, SelectionState,
@@ -343,10 +344,11 @@ impl WhatIf {
         }
         self.requests_replayed += 1;
         let turn = recorded_turn(recorded, &targets);
+        let pacing = self.pacing_of(&combo, strategy);
         let views: Vec<TargetView> = turn
             .positions
             .iter()
-            .map(|&position| self.target_view(&targets[position], now_ms))
+            .map(|&position| self.target_view(&targets[position], pacing.as_ref(), now_ms))
             .collect();
         let settings = self.config.affinity;
         let rules = ComboRules {
@@ -468,9 +470,28 @@ impl WhatIf {
         breaker_admission(state, settings, Some(&gate), now_ms)
     }
 
+    /// The pacing `combo`'s quota-share turns use under the what-if config (behaviour §13):
+    /// `[defaults.pacing]` with the combo's own switch; `None` when off or for another strategy.
+    fn pacing_of(&self, combo: &str, strategy: quota_share::Strategy) -> Option<PacingSettings> {
+        let defaults = &self.config.defaults.pacing;
+        let on = self
+            .config
+            .combos
+            .iter()
+            .find(|c| c.name == combo)
+            .is_none_or(|c| c.pacing);
+        (defaults.enabled && on && strategy == quota_share::Strategy::QuotaShare)
+            .then(|| defaults.clone())
+    }
+
     /// What the selector sees of one target now: the same evaluation as the combo actor's, on
     /// the what-if state (the connection's copy as its actor would push it).
-    fn target_view(&mut self, target: &RoutedTarget, now_ms: u64) -> TargetView {
+    fn target_view(
+        &mut self,
+        target: &RoutedTarget,
+        pacing: Option<&PacingSettings>,
+        now_ms: u64,
+    ) -> TargetView {
         let breaker = self.admission_of(&target.provider, now_ms);
         let in_flight = self
             .in_flight
@@ -488,6 +509,7 @@ impl WhatIf {
             Some(&view),
             in_flight,
             max_concurrent,
+            pacing,
             now_ms,
         )
     }
@@ -1035,6 +1057,7 @@ mod tests {
                     Some(&copy),
                     cases[i].in_flight,
                     spec.max_concurrent,
+                    combo.paced(),
                     NOW,
                 )
             })

@@ -136,6 +136,13 @@ impl AffinityOff {
                     max_concurrent: None,
                     // Out of the recorded room (at cap or DEGRADED): no room here either.
                     degraded: !in_room && !decided.room.is_empty(),
+                    // The pace the node recorded for it (§13; on pace when none).
+                    pace: decided
+                        .paces
+                        .iter()
+                        .find(|p| usize::from(p.target) == index)
+                        .map_or(quotaroute_actors::policy::pace::ON_PACE, |p| p.pace),
+                    pace_window: None,
                 }
             })
             .collect();

@@ -255,3 +255,64 @@ fn check_names_a_bad_reserve() {
         "{stderr}"
     );
 }
+
+/// Two equal accounts whose 5-hour windows are half used, one resetting in 1 h and the other
+/// in 4 h (Anthropic's unified headers on every answer): paced, they split 80 : 20 over 200
+/// requests (§13: paces 2.5 and 0.625); with `pacing = false` on the combo, 50 : 50.
+async fn split_of_two_half_used_windows(pacing: bool) -> f64 {
+    let combo = format!(
+        "\n[[combos]]\nname = \"pair\"\npacing = {pacing}\ntargets = [\n  {{ connection = \"an-1\", model = \"claude-3-5-haiku\" }},\n  {{ connection = \"an-2\", model = \"claude-3-5-haiku\" }},\n]\n"
+    );
+    let harness = Harness::start_with(&combo).await;
+    for (connection, reset_s) in [("an-1", 3_600), ("an-2", 4 * 3_600)] {
+        // Subscription accounts: their windows only, no per-minute counts (which would pace
+        // both near 1, the smallest pace binding).
+        harness
+            .mock
+            .set_subscription_account(&upstream_key(connection));
+        harness.mock.set_response_headers(
+            &upstream_key(connection),
+            pairs(&[
+                ("anthropic-ratelimit-unified-5h-utilization", "0.5".into()),
+                (
+                    "anthropic-ratelimit-unified-5h-reset",
+                    unix_s_in(reset_s).to_string(),
+                ),
+                ("anthropic-ratelimit-unified-status", "allowed".into()),
+            ]),
+        );
+    }
+    // Both readings learned first (one answer each), then 200 requests counted.
+    until_served_by(&harness, "pair", true, "an-1").await;
+    until_served_by(&harness, "pair", true, "an-2").await;
+    let mut soon = 0;
+    for _ in 0..200 {
+        let response = harness.message("pair").await;
+        assert_eq!(response.status(), 200);
+        if header(&response, "x-quotaroute-connection") == "an-1" {
+            soon += 1;
+        }
+    }
+    if pacing {
+        // The decision says why: each candidate's pace and binding window.
+        harness.settle().await;
+        let events = harness.journal_events().await;
+        let decided = events
+            .iter()
+            .rev()
+            .find(|e| e["kind"] == "route_decided" && e["combo"] == "pair")
+            .unwrap();
+        let paces = decided["paces"].as_array().unwrap();
+        assert_eq!(paces.len(), 2, "{decided}");
+        assert!(paces.iter().all(|p| p["window"] == "5h"), "{decided}");
+    }
+    f64::from(soon) / 200.0
+}
+
+#[tokio::test]
+async fn two_half_used_windows_resetting_in_1h_and_4h_split_80_20_when_paced() {
+    let paced = split_of_two_half_used_windows(true).await;
+    assert!((0.75..=0.85).contains(&paced), "paced share {paced}");
+    let unpaced = split_of_two_half_used_windows(false).await;
+    assert!((0.45..=0.55).contains(&unpaced), "unpaced share {unpaced}");
+}

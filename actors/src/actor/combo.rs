@@ -343,6 +343,7 @@ impl ComboState {
                 slot.connection.as_deref(),
                 runtime.in_flight.get(),
                 runtime.max_concurrent,
+                self.setup.spec.paced(),
                 now_ms,
             ));
             admissions[position] = breaker;

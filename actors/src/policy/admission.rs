@@ -5,6 +5,7 @@
 //! `replay --what-if` and, through the router, the simulator compose selection from exactly
 //! these; none keeps a copy.
 
+use crate::policy::pace::{Pace, PacingSettings};
 use std::sync::Arc;
 
 use quotaroute_journal::{BlockReason, BreakerPhase};
@@ -68,8 +69,9 @@ pub fn admission(
 
 /// What the selector sees of one target now (§2 steps 0–2): its hard block, whether one of its
 /// connection's buckets for `model` is saturated, its in-flight count against its cap, and
-/// whether its provider is DEGRADED. `connection` is the combo's copy of the connection
-/// (`None`: not known yet, so nothing blocks or saturates it).
+/// whether its provider is DEGRADED, and its pace (§13) when `pacing` is on. `connection` is
+/// the combo's copy of the connection (`None`: not known yet, so nothing blocks, saturates or
+/// paces it).
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_target(
     weight: u32,
@@ -79,11 +81,16 @@ pub fn evaluate_target(
     connection: Option<&ConnectionView>,
     in_flight: u32,
     max_concurrent: Option<u32>,
+    pacing: Option<&PacingSettings>,
     now_ms: u64,
 ) -> TargetView {
     let hard_block = admission(breaker, || {
         connection.and_then(|view| view.block_for(model, now_ms))
     });
+    let pace = match (pacing, connection) {
+        (Some(settings), Some(view)) => view.pace_for(model, now_ms, settings),
+        _ => Pace::on_pace(),
+    };
     TargetView {
         weight,
         exec_key,
@@ -92,6 +99,8 @@ pub fn evaluate_target(
         in_flight,
         max_concurrent,
         degraded: breaker == BreakerAdmission::Degraded,
+        pace: pace.per_mille,
+        pace_window: pace.binding_window,
     }
 }
 

@@ -231,6 +231,8 @@ mod tests {
             in_flight: 0,
             max_concurrent: None,
             degraded: false,
+            pace: crate::policy::pace::ON_PACE,
+            pace_window: None,
         }
     }
 

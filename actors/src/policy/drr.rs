@@ -1,6 +1,10 @@
 //! Integer Deficit Round-Robin deficits of one combo (behaviour §2 step 3): ranking a turn and
 //! applying it. Must not gate, pick by in-flight or read a clock — that is `quota_share`'s job.
 //!
+//! Each target adds its *quantum* per turn: `weight × pace × 1024` (behaviour §13,
+//! [`crate::policy::pace::quantum`]), so at pace 1 a deficit is in 1/1024 weight units and
+//! the sequences are §2's exactly (the ranking is scale-free).
+//!
 //! Deficits are keyed by execution key (`connection/model`), not by target index, so they survive
 //! a config reload that reorders or adds targets. [`DrrDeficits::apply_turn`] is the only mutator:
 //! the live combo and the journal replay (from `RouteDecided { room, chosen }`) both call it, so
@@ -20,7 +24,8 @@ pub fn exec_key(connection: &str, model: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoomEntry<'a> {
     pub key: &'a str,
-    pub weight: u32,
+    /// What it adds to its deficit per turn (its weight at its pace).
+    pub quantum: u64,
     /// Position in the combo's config; breaks ties (earlier first).
     pub config_index: usize,
 }
@@ -58,14 +63,30 @@ impl From<DrrDeficits> for StoredDeficits {
     }
 }
 
-/// Σw over the targets with room, as a signed deficit bound.
-fn total_weight<I: IntoIterator<Item = u32>>(weights: I) -> i64 {
-    weights.into_iter().map(i64::from).sum()
+/// Σ quanta over the targets with room, as a signed deficit bound.
+fn total_quanta<I: IntoIterator<Item = u64>>(quanta: I) -> i64 {
+    quanta
+        .into_iter()
+        .map(|quantum| i64::try_from(quantum).unwrap_or(i64::MAX))
+        .fold(0i64, i64::saturating_add)
+}
+
+fn signed(quantum: u64) -> i64 {
+    i64::try_from(quantum).unwrap_or(i64::MAX)
 }
 
 impl DrrDeficits {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Every deficit multiplied by `factor` (a snapshot written when deficits counted whole
+    /// weights, read into quanta).
+    pub fn scale(&mut self, factor: u64) {
+        let factor = signed(factor);
+        for deficit in self.by_key.values_mut() {
+            *deficit = deficit.saturating_mul(factor);
+        }
     }
 
     /// The stored deficit of `key` (0 when it never took part).
@@ -104,10 +125,12 @@ impl DrrDeficits {
     where
         I: Iterator<Item = RoomEntry<'k>> + Clone,
     {
-        let total = total_weight(room.clone().map(|entry| entry.weight));
+        let total = total_quanta(room.clone().map(|entry| entry.quantum));
         let mut ranked: Vec<(i64, usize)> = room
             .map(|entry| {
-                let credit = self.entering(entry.key, total) + i64::from(entry.weight);
+                let credit = self
+                    .entering(entry.key, total)
+                    .saturating_add(signed(entry.quantum));
                 (credit, entry.config_index)
             })
             .collect();
@@ -117,10 +140,10 @@ impl DrrDeficits {
         out.extend(ranked.into_iter().map(|(_, index)| index));
     }
 
-    /// Applies one turn: every target in `room` adds its weight, the `chosen` one pays Σw, and
-    /// all of them are clamped to [−Σw, +Σw]. `chosen: None` (nothing served) or a chosen key
+    /// Applies one turn: every target in `room` adds its quantum, the `chosen` one pays the
+    /// sum, and all of them are clamped to [−Σ, +Σ]. `chosen: None` (nothing served) or a chosen key
     /// outside the room (a strategy without DRR) changes nothing: no turn was taken.
-    pub fn apply_turn(&mut self, room: &[(&str, u32)], chosen: Option<&str>) {
+    pub fn apply_turn(&mut self, room: &[(&str, u64)], chosen: Option<&str>) {
         self.apply_turn_iter(room.iter().copied(), chosen);
     }
 
@@ -129,7 +152,7 @@ impl DrrDeficits {
     /// place; a key is allocated only the first time it takes part.
     pub fn apply_turn_iter<'k, I>(&mut self, room: I, chosen: Option<&str>)
     where
-        I: Iterator<Item = (&'k str, u32)> + Clone,
+        I: Iterator<Item = (&'k str, u64)> + Clone,
     {
         let Some(chosen) = chosen else {
             return;
@@ -137,22 +160,22 @@ impl DrrDeficits {
         if !room.clone().any(|(key, _)| key == chosen) {
             return;
         }
-        let total = total_weight(room.clone().map(|(_, weight)| weight));
+        let total = total_quanta(room.clone().map(|(_, quantum)| quantum));
         // One step of the turn for a key entering with `stored`.
-        let step = |key: &str, stored: i64, weight: u32| {
-            let mut deficit = stored.clamp(-total, total) + i64::from(weight);
+        let step = |key: &str, stored: i64, quantum: u64| {
+            let mut deficit = stored.clamp(-total, total).saturating_add(signed(quantum));
             if key == chosen {
                 deficit -= total;
             }
             deficit.clamp(-total, total)
         };
-        for (key, weight) in room {
+        for (key, quantum) in room {
             // Entries are applied in order, so a key listed twice sees its first update. One
             // lookup per key; the key is allocated only the first time it takes part.
             match self.by_key.get_mut(key) {
-                Some(stored) => *stored = step(key, *stored, weight),
+                Some(stored) => *stored = step(key, *stored, quantum),
                 None => {
-                    self.by_key.insert(key.to_owned(), step(key, 0, weight));
+                    self.by_key.insert(key.to_owned(), step(key, 0, quantum));
                 }
             }
         }
@@ -176,12 +199,12 @@ mod tests {
                 .enumerate()
                 .map(|(config_index, (key, weight))| RoomEntry {
                     key,
-                    weight: *weight,
+                    quantum: u64::from(*weight),
                     config_index,
                 })
                 .collect();
             let winner = deficits.rank(&room)[0];
-            let turn: Vec<(&str, u32)> = room.iter().map(|e| (e.key, e.weight)).collect();
+            let turn: Vec<(&str, u64)> = room.iter().map(|e| (e.key, e.quantum)).collect();
             deficits.apply_turn(&turn, Some(&keys[winner]));
             picks.push(winner);
         }
@@ -205,12 +228,12 @@ mod tests {
         let room = [
             RoomEntry {
                 key: "a/m",
-                weight: 1,
+                quantum: 1,
                 config_index: 0,
             },
             RoomEntry {
                 key: "b/m",
-                weight: 3,
+                quantum: 3,
                 config_index: 1,
             },
         ];
@@ -223,12 +246,12 @@ mod tests {
         let room = [
             RoomEntry {
                 key: "b/m",
-                weight: 2,
+                quantum: 2,
                 config_index: 3,
             },
             RoomEntry {
                 key: "a/m",
-                weight: 2,
+                quantum: 2,
                 config_index: 1,
             },
         ];
@@ -270,12 +293,12 @@ mod tests {
         let room = [
             RoomEntry {
                 key: "b/m",
-                weight: 1,
+                quantum: 1,
                 config_index: 0,
             },
             RoomEntry {
                 key: "c/m",
-                weight: 1,
+                quantum: 1,
                 config_index: 1,
             },
         ];
@@ -335,12 +358,12 @@ mod tests {
             let mut deficits = DrrDeficits::new();
             for (room, chosen) in turns {
                 let mut seen = std::collections::BTreeSet::new();
-                let room: Vec<(&str, u32)> = room
+                let room: Vec<(&str, u64)> = room
                     .into_iter()
                     .filter(|(k, _)| seen.insert(*k))
-                    .map(|(k, w)| (keys[k], w))
+                    .map(|(k, w)| (keys[k], u64::from(w)))
                     .collect();
-                let total: i64 = room.iter().map(|(_, w)| i64::from(*w)).sum();
+                let total: i64 = room.iter().map(|(_, w)| *w as i64).sum();
                 let chosen = room[chosen % room.len()].0;
                 deficits.apply_turn(&room, Some(chosen));
                 for (key, _) in &room {

@@ -4,6 +4,7 @@
 //! supplies [`TargetView`]s and journals the [`RouteDecided`], applied through
 //! [`apply_route_decided`], the one path live and replay share.
 
+use crate::policy::pace::{quantum, ON_PACE};
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -82,9 +83,18 @@ pub struct TargetView {
     pub max_concurrent: Option<u32>,
     /// The provider breaker is DEGRADED.
     pub degraded: bool,
+    /// Its pace in per mille (behaviour §13; [`ON_PACE`] with no reading or pacing off) and
+    /// the window that set it.
+    pub pace: u32,
+    pub pace_window: Option<String>,
 }
 
 impl TargetView {
+    /// What it adds to its DRR deficit per turn under `strategy`: its DRR weight at its pace.
+    pub fn quantum(&self, strategy: Strategy) -> u64 {
+        quantum(strategy.drr_weight(self.weight), self.pace)
+    }
+
     /// No room this turn: at its connection's soft cap, or on a DEGRADED provider.
     fn lacks_room(&self) -> bool {
         self.degraded || self.at_cap()
@@ -230,7 +240,7 @@ fn drr_order_into(
 ) {
     let entries = indices.iter().map(|index| RoomEntry {
         key: &targets[*index].exec_key,
-        weight: strategy.drr_weight(targets[*index].weight),
+        quantum: targets[*index].quantum(strategy),
         config_index: *index,
     });
     deficits.rank_into(entries, order);
@@ -281,10 +291,21 @@ impl DrrKeys {
 }
 
 /// Applies one journaled decision to the combo's deficits — live right after journaling it,
-/// and in replay: the one function both run, so replay equals live by construction. Indices
-/// outside `keys` are ignored.
+/// and in replay: the one function both run, so replay equals live by construction. Each
+/// target in the room adds its weight at the pace the decision journaled for it (§13; on
+/// pace when it lists none). Indices outside `keys` are ignored.
 pub fn apply_route_decided(deficits: &mut DrrDeficits, keys: &DrrKeys, decided: &RouteDecided) {
-    let room = decided.room.iter().filter_map(|i| keys.entry(*i));
+    let pace_of = |index: u16| {
+        decided
+            .paces
+            .iter()
+            .find(|candidate| candidate.target == index)
+            .map_or(ON_PACE, |candidate| candidate.pace)
+    };
+    let room = decided.room.iter().filter_map(|i| {
+        keys.entry(*i)
+            .map(|(key, weight)| (key, quantum(weight, pace_of(*i))))
+    });
     let chosen = decided
         .chosen
         .and_then(|i| keys.entry(i))
@@ -306,6 +327,8 @@ mod tests {
             in_flight: 0,
             max_concurrent: None,
             degraded: false,
+            pace: ON_PACE,
+            pace_window: None,
         }
     }
 
@@ -516,8 +539,9 @@ mod tests {
         targets[0].in_flight = 1;
         let mut deficits = DrrDeficits::new();
         turn(Strategy::QuotaShare, &targets, &mut deficits);
-        assert_eq!(deficits.deficit("c1/m"), 1 - 2);
-        assert_eq!(deficits.deficit("c0/m"), 1);
+        // In quanta: a weight is 1024 at pace 1.
+        assert_eq!(deficits.deficit("c1/m"), 1024 - 2048);
+        assert_eq!(deficits.deficit("c0/m"), 1024);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::policy::breaker::BreakerSettings;
 use crate::policy::buckets::{BucketLimits, BucketSettings};
 use crate::policy::cooldown::CooldownSettings;
 use crate::policy::lockout::LockoutSettings;
-use crate::policy::pace::Reserve;
+use crate::policy::pace::{PacingSettings, Reserve};
 use crate::policy::quota_share::Strategy;
 
 /// One upstream API with its breaker settings.
@@ -116,6 +116,9 @@ pub struct ComboSpec {
     /// clients (behaviour §11); 0 = fail open as §2 step 2 says.
     #[serde(default)]
     pub queue_ms: u64,
+    /// `[defaults.pacing]` with the combo's `pacing` switch (behaviour §13).
+    #[serde(default)]
+    pub pacing: PacingSettings,
 }
 
 /// Behaviour §3's defaults: upstream requests that may fail with timeout/server/network, and
@@ -142,7 +145,14 @@ impl ComboSpec {
             max_upstream_requests: DEFAULT_MAX_UPSTREAM_REQUESTS,
             hold_ms: 0,
             queue_ms: 0,
+            pacing: PacingSettings::default(),
         }
+    }
+
+    /// The pacing its quota-share turns use (behaviour §13); `None` when off or for another
+    /// strategy (every pace is then 1).
+    pub fn paced(&self) -> Option<&PacingSettings> {
+        (self.pacing.enabled && self.strategy == Strategy::QuotaShare).then_some(&self.pacing)
     }
 
     /// The targets as the journal names them.
@@ -181,6 +191,9 @@ pub struct Topology {
     /// `[affinity]` (behaviour §10).
     #[serde(default)]
     pub affinity: AffinitySettings,
+    /// `[defaults.pacing]` (behaviour §13), for implicit combos.
+    #[serde(default)]
+    pub pacing: PacingSettings,
     /// Clients the config names (behaviour §11): tables several clients share (response
     /// bindings, conversation groups) give each `1 / clients` of their bound. 0 counts as 1.
     #[serde(default)]
@@ -209,6 +222,7 @@ impl Topology {
             max_upstream_requests: DEFAULT_MAX_UPSTREAM_REQUESTS,
             max_implicit_combos: DEFAULT_MAX_IMPLICIT_COMBOS,
             affinity: AffinitySettings::default(),
+            pacing: PacingSettings::default(),
             clients: 0,
             source: source.to_string(),
             digest: digest.to_string(),
@@ -233,7 +247,7 @@ impl Topology {
     pub fn implicit_combo(&self, name: &str) -> Option<ComboSpec> {
         let (provider, model) = name.split_once('/')?;
         self.provider(provider)?;
-        implicit_combo_of(
+        let combo = implicit_combo_of(
             name,
             self.connections
                 .iter()
@@ -243,7 +257,11 @@ impl Topology {
             Strategy::QuotaShare,
             self.max_attempts,
             self.max_upstream_requests,
-        )
+        )?;
+        Some(ComboSpec {
+            pacing: self.pacing.clone(),
+            ..combo
+        })
     }
 
     /// The secret-free shape of this topology, for the journal.
@@ -310,6 +328,7 @@ impl Topology {
                 .filter_map(|combo| {
                     let (strategy, targets) = recorded_targets(config, &combo.name)?;
                     Some(ComboSpec {
+                        pacing: PacingSettings::default(),
                         name: combo.name.clone(),
                         strategy,
                         targets: targets
@@ -331,6 +350,7 @@ impl Topology {
             max_upstream_requests: 0,
             max_implicit_combos: DEFAULT_MAX_IMPLICIT_COMBOS,
             affinity: AffinitySettings::default(),
+            pacing: PacingSettings::default(),
             clients: 0,
             source: config.source.clone(),
             digest: config.digest.clone(),
@@ -398,5 +418,6 @@ fn implicit_combo_of<'a>(
         max_upstream_requests,
         hold_ms: 0,
         queue_ms: 0,
+        pacing: PacingSettings::default(),
     })
 }

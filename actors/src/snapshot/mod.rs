@@ -21,6 +21,10 @@
 //!   that created it"): layout 4's bytes followed by `(response_id, client)` pairs
 //!   (`ResponseBindings::owners`). Layout 4 migrates to 5 with no owners: its bindings were
 //!   made before clients were recorded and stay usable by any client.
+//! - 6 — DRR deficits in quanta (behaviour §13: a target adds `weight × pace × 1024` a turn):
+//!   layout 5's bytes, unchanged, each deficit counted in 1/1024 of a weight. Layouts up to 5
+//!   counted whole weights; their deficits are multiplied by 1024 on the way in, so the DRR
+//!   phase carries over exactly.
 //!
 //! Changing what `RouterState` (or anything inside it) stores means: freeze today's shape as
 //! `layout_v<N>.rs` (or, as layout 3 did, append after it), bump [`STATE_LAYOUT`], write the
@@ -34,10 +38,14 @@ pub mod migrate_v1;
 use quotaroute_journal::codec::{self, DamageReason};
 use quotaroute_journal::Snapshot;
 
+use crate::policy::pace::QUANTUM_PER_WEIGHT;
 use crate::policy::router_state::RouterState;
 
 /// The state layout this build writes (the snapshot's `state_version`).
-pub const STATE_LAYOUT: u16 = 5;
+pub const STATE_LAYOUT: u16 = 6;
+
+/// Layout 5's shape: today's bytes, deficits in whole weights.
+pub const LAYOUT_WITH_WEIGHT_DEFICITS: u16 = 5;
 
 /// Layout 2's shape: today's [`RouterState`] without the affinity bindings it skips.
 pub const LAYOUT_WITHOUT_AFFINITY: u16 = 2;
@@ -58,7 +66,15 @@ pub fn encode(state: &RouterState) -> Result<Vec<u8>, codec::EncodeError> {
     ))
 }
 
-/// Layout 5: layout 4's bytes, then the stored responses' clients.
+/// Layouts up to 5 counted deficits in whole weights; layout 6 in quanta (1/1024 of a weight).
+fn deficits_to_quanta(mut state: RouterState) -> RouterState {
+    for deficits in state.deficits.values_mut() {
+        deficits.scale(QUANTUM_PER_WEIGHT);
+    }
+    state
+}
+
+/// Layouts 5 and 6: layout 4's bytes, then the stored responses' clients.
 fn decode_v5(bytes: &[u8]) -> Result<RouterState, DamageReason> {
     let (mut state, affinity, cached_input, owners): (
         RouterState,
@@ -102,13 +118,17 @@ pub fn decode(snapshot: &Snapshot) -> Result<RouterState, DamageReason> {
     let bytes = snapshot.state.as_slice();
     match snapshot.state_version {
         None => decode_unversioned(bytes),
-        Some(1) => Ok(migrate_v1::to_v2(codec::decode_state(bytes)?)),
+        Some(1) => Ok(deficits_to_quanta(migrate_v1::to_v2(codec::decode_state(
+            bytes,
+        )?))),
         // Layout 2 → 3: no conversation was bound yet.
-        Some(LAYOUT_WITHOUT_AFFINITY) => codec::decode_state(bytes),
+        Some(LAYOUT_WITHOUT_AFFINITY) => codec::decode_state(bytes).map(deficits_to_quanta),
         // Layout 3 → 4: nothing was counted yet.
-        Some(LAYOUT_WITHOUT_CACHED_INPUT) => decode_v3(bytes),
+        Some(LAYOUT_WITHOUT_CACHED_INPUT) => decode_v3(bytes).map(deficits_to_quanta),
         // Layout 4 → 5: no stored response named its client yet.
-        Some(LAYOUT_WITHOUT_RESPONSE_OWNERS) => decode_v4(bytes),
+        Some(LAYOUT_WITHOUT_RESPONSE_OWNERS) => decode_v4(bytes).map(deficits_to_quanta),
+        // Layout 5 → 6: deficits from whole weights to quanta.
+        Some(LAYOUT_WITH_WEIGHT_DEFICITS) => decode_v5(bytes).map(deficits_to_quanta),
         Some(STATE_LAYOUT) => decode_v5(bytes),
         Some(newer) if newer > STATE_LAYOUT => Err(DamageReason::Newer {
             what: "snapshot state layout",
@@ -127,10 +147,11 @@ pub fn decode(snapshot: &Snapshot) -> Result<RouterState, DamageReason> {
 /// practice; layout 2 is tried first as the newer.
 pub fn decode_unversioned(bytes: &[u8]) -> Result<RouterState, DamageReason> {
     if let Ok(state) = codec::decode_state::<RouterState>(bytes) {
-        return Ok(state);
+        return Ok(deficits_to_quanta(state));
     }
     codec::decode_state::<layout_v1::RouterStateV1>(bytes)
         .map(migrate_v1::to_v2)
+        .map(deficits_to_quanta)
         .map_err(|_| DamageReason::SnapshotRejected)
 }
 

@@ -4,6 +4,8 @@
 //! leads and the group's binding. Pure: it reads the state and returns what to apply; the
 //! caller applies it with `SelectionState::apply` and journals what that returns.
 
+use crate::policy::pace::ON_PACE;
+use quotaroute_journal::CandidatePace;
 use std::sync::Arc;
 
 use quotaroute_journal::{BlockReason, RouteDecided, Skipped};
@@ -139,7 +141,18 @@ pub fn decide<A: Admit>(
         affinity: placement.outcome(),
         client: Some(request.client.to_owned()),
         group: group.map(|key| key.group),
-        paces: Vec::new(),
+        // Each candidate a window paces (§13); none listed is on pace. The DRR turn replays
+        // from these.
+        paces: views
+            .iter()
+            .enumerate()
+            .filter(|(_, view)| view.pace_window.is_some() || view.pace != ON_PACE)
+            .map(|(i, view)| CandidatePace {
+                target: index_of(i),
+                pace: view.pace,
+                window: view.pace_window.clone(),
+            })
+            .collect(),
     };
     let binding = match (group, &taken) {
         (Some(key), Some((offset, _))) => {

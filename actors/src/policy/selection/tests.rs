@@ -42,6 +42,8 @@ fn views(targets: &[Arc<RoutedTarget>]) -> Vec<TargetView> {
             in_flight: 0,
             max_concurrent: None,
             degraded: false,
+            pace: crate::policy::pace::ON_PACE,
+            pace_window: None,
         })
         .collect()
 }
