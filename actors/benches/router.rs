@@ -98,6 +98,8 @@ fn selector_alone() {
             in_flight: (i % 4) as u32,
             max_concurrent: Some(64),
             degraded: false,
+            pace: quotaroute_actors::policy::pace::ON_PACE,
+            pace_window: None,
         })
         .collect();
     let deficits = DrrDeficits::new();
