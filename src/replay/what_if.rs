@@ -238,6 +238,10 @@ impl WhatIf {
                 }
             }
             Event::ConnectionCleared(e) if e.by != ActionBy::Router => self.admin(envelope),
+            // What an upstream's headers (or a push) said of an account's windows: a fact of
+            // the world, not of the routing, applied at its instant so paces (§13) and spent
+            // windows read as they did live.
+            Event::UsageObserved(_) => self.admin(envelope),
             Event::ModelUnlocked(e) if e.by == ActionBy::Admin => self.admin(envelope),
             Event::BreakerTransition(e)
                 if e.by == ActionBy::Admin && e.to == BreakerPhase::Closed =>
@@ -320,6 +324,11 @@ impl WhatIf {
                     .apply(at_ms, event);
             }
             Event::ModelUnlocked(e) => {
+                self.connection(&e.provider, &e.connection)
+                    .0
+                    .apply(at_ms, event);
+            }
+            Event::UsageObserved(e) => {
                 self.connection(&e.provider, &e.connection)
                     .0
                     .apply(at_ms, event);
