@@ -23,6 +23,7 @@ mod openai_chunk;
 pub mod sse;
 pub mod stream_error;
 pub mod stream_watch;
+pub mod translate;
 pub mod upstream_mask;
 pub mod usage;
 

@@ -1,0 +1,159 @@
+//! A Messages answer as a Responses answer (stateless: `store: false`): thinking as a
+//! `reasoning` item (its signature sealed into `encrypted_content` when a sealer is given),
+//! text as a `message` item, `tool_use` blocks as `function_call` items, usage with cached
+//! tokens, `incomplete` when the answer hit `max_tokens`.
+
+use serde_json::{json, Value};
+
+use super::answer_chat::usage_counts;
+
+/// Seals a thinking block (its text and signature) into a reasoning item's
+/// `encrypted_content`.
+pub type Sealer<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
+
+/// Anthropic usage in Responses' terms (input includes cache reads and writes).
+pub fn responses_usage(usage: &Value) -> Value {
+    let (input, cached, output) = usage_counts(usage);
+    json!({
+        "input_tokens": input,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": output,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input + output,
+    })
+}
+
+/// The Responses id for a Messages id (`msg_x` → `resp_x`).
+pub fn response_id(message_id: &str) -> String {
+    format!(
+        "resp_{}",
+        message_id.strip_prefix("msg_").unwrap_or(message_id)
+    )
+}
+
+/// A reasoning item for a thinking block.
+pub fn reasoning_item(
+    id: &str,
+    thinking: &str,
+    signature: &str,
+    seal: Option<Sealer<'_>>,
+) -> Value {
+    let mut item = json!({
+        "id": id,
+        "type": "reasoning",
+        "summary": if thinking.is_empty() { json!([]) } else { json!([{"type": "summary_text", "text": thinking}]) },
+    });
+    if let Some(sealed) = seal.and_then(|seal| seal(thinking, signature)) {
+        item["encrypted_content"] = json!(sealed);
+    }
+    item
+}
+
+/// A message item holding `text`.
+pub fn message_item(id: &str, text: &str, status: &str) -> Value {
+    json!({
+        "id": id,
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    })
+}
+
+/// A function call item.
+pub fn function_call_item(
+    id: &str,
+    call_id: &str,
+    name: &str,
+    arguments: &str,
+    status: &str,
+) -> Value {
+    json!({
+        "id": id,
+        "type": "function_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    })
+}
+
+/// The response object around `output`.
+pub fn response_object(
+    id: &str,
+    model: &Value,
+    created: u64,
+    status: &str,
+    output: Vec<Value>,
+    usage: Value,
+) -> Value {
+    json!({
+        "id": id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": null,
+        "incomplete_details": if status == "incomplete" { json!({"reason": "max_output_tokens"}) } else { Value::Null },
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": [],
+        "store": false,
+        "usage": usage,
+    })
+}
+
+pub fn from_messages(
+    answer: &Value,
+    created: u64,
+    seal: Option<Sealer<'_>>,
+) -> Result<Value, String> {
+    let blocks = answer
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or("the Messages answer has no content")?;
+    let message_id = answer.get("id").and_then(Value::as_str).unwrap_or("");
+    let bare = message_id.strip_prefix("msg_").unwrap_or(message_id);
+    let mut output = Vec::new();
+    let mut text = String::new();
+    for (index, block) in blocks.iter().enumerate() {
+        match block.get("type").and_then(Value::as_str) {
+            Some("thinking") => output.push(reasoning_item(
+                &format!("rs_{bare}_{index}"),
+                block.get("thinking").and_then(Value::as_str).unwrap_or(""),
+                block.get("signature").and_then(Value::as_str).unwrap_or(""),
+                seal,
+            )),
+            Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("tool_use") => output.push(function_call_item(
+                &format!("fc_{bare}_{index}"),
+                block.get("id").and_then(Value::as_str).unwrap_or(""),
+                block.get("name").and_then(Value::as_str).unwrap_or(""),
+                &block.get("input").cloned().unwrap_or(json!({})).to_string(),
+                "completed",
+            )),
+            _ => {}
+        }
+    }
+    if !text.is_empty() {
+        // The text goes before the calls, as OpenAI orders a turn's items.
+        let at = output
+            .iter()
+            .position(|item| item["type"] == "function_call")
+            .unwrap_or(output.len());
+        output.insert(at, message_item(&format!("msg_{bare}"), &text, "completed"));
+    }
+    let status = match answer.get("stop_reason").and_then(Value::as_str) {
+        Some("max_tokens") => "incomplete",
+        _ => "completed",
+    };
+    Ok(response_object(
+        &response_id(message_id),
+        answer.get("model").unwrap_or(&Value::Null),
+        created,
+        status,
+        output,
+        responses_usage(answer.get("usage").unwrap_or(&Value::Null)),
+    ))
+}
