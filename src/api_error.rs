@@ -49,10 +49,12 @@ pub enum ApiErrorKind {
     BudgetExceeded,
     /// A client asking for a combo outside its `models`.
     ModelNotAllowed,
+    /// A parameter with no equivalent on the serving target's format (behaviour §14).
+    UnsupportedParameter,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 22] = [
+    pub const ALL: [ApiErrorKind; 23] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -75,6 +77,7 @@ impl ApiErrorKind {
         ApiErrorKind::ClientRateLimited,
         ApiErrorKind::BudgetExceeded,
         ApiErrorKind::ModelNotAllowed,
+        ApiErrorKind::UnsupportedParameter,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -82,6 +85,7 @@ impl ApiErrorKind {
             ApiErrorKind::InvalidJson
             | ApiErrorKind::MissingModel
             | ApiErrorKind::UnsupportedEndpoint
+            | ApiErrorKind::UnsupportedParameter
             | ApiErrorKind::InvalidContentEncoding
             | ApiErrorKind::InvalidModel
             | ApiErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
@@ -113,6 +117,7 @@ impl ApiErrorKind {
             | ApiErrorKind::RequestTooLarge
             | ApiErrorKind::NotFound
             | ApiErrorKind::UnsupportedEndpoint
+            | ApiErrorKind::UnsupportedParameter
             | ApiErrorKind::UnsupportedContentEncoding
             | ApiErrorKind::InvalidContentEncoding
             | ApiErrorKind::InvalidModel
@@ -157,6 +162,7 @@ impl ApiErrorKind {
             ApiErrorKind::ClientRateLimited => "client_rate_limited",
             ApiErrorKind::BudgetExceeded => "budget_exceeded",
             ApiErrorKind::ModelNotAllowed => "model_not_allowed",
+            ApiErrorKind::UnsupportedParameter => "unsupported_parameter",
         }
     }
 
@@ -428,6 +434,12 @@ mod tests {
                 403,
                 "permission_error",
                 "model_not_allowed",
+            ),
+            (
+                ApiErrorKind::UnsupportedParameter,
+                400,
+                "invalid_request_error",
+                "unsupported_parameter",
             ),
         ];
         assert_eq!(table.len(), ApiErrorKind::ALL.len());

@@ -249,6 +249,7 @@ impl Run {
             request_id: request_id.clone(),
             model: COMBO.to_string(),
             format: ApiFormat::Openai,
+            translatable: false,
             only_connection: None,
             affinity: group.map(|group| AffinityKey {
                 group,

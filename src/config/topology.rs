@@ -225,6 +225,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
             max_upstream_requests: config.defaults.max_upstream_requests,
             hold_ms: c.hold_ms,
             queue_ms: c.queue_ms,
+            translate: c.translate,
         })
         .collect();
     Topology {

@@ -99,6 +99,7 @@ async fn answer(
     }
     let key = read_key(request_headers);
     let _in_progress = mock.enter(&key);
+    mock.record_body(uri.path(), body);
     if let Ok(value) = HeaderValue::from_str(&key) {
         headers.insert("x-mock-key", value);
     }

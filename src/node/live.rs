@@ -69,6 +69,8 @@ pub struct LiveConfig {
     pub clock: SharedClock,
     /// `[affinity]` (behaviour §10): how the node derives a request's group.
     pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
+    /// `[translation]` (behaviour §14).
+    pub translation: crate::config::TranslationConfig,
 }
 
 impl std::fmt::Debug for LiveConfig {
@@ -180,6 +182,7 @@ impl LiveConfig {
             .collect();
         LiveConfig {
             affinity: config.affinity,
+            translation: config.translation,
             attempt_metrics,
             clock,
             clients: crate::clients::ClientLedger::build(

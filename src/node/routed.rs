@@ -254,6 +254,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         request_id: request_id.clone(),
         model: info.model.clone(),
         format: endpoint.format(),
+        translatable: endpoint.translatable(),
         only_connection: None,
         affinity: None,
         client: ticket.tag().clone(),
@@ -337,8 +338,18 @@ pub(crate) async fn serve_tries(
         route.connection = Some(target.connection.clone());
         route.model = Some(target.model.clone());
         route.attempts = decision.attempt();
-        let Attempted { result, payload } =
-            credential_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        let Attempted {
+            result,
+            payload,
+            translation,
+        } = credential_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        // The answering try's translation names itself (`x-quotaroute-translated`/`-dropped`).
+        route.translated = translation.as_ref().map(|t| t.direction.label());
+        route.dropped = translation
+            .as_ref()
+            .filter(|t| !t.dropped.is_empty())
+            .map(|t| t.dropped.join(","));
+
         let class = result.class;
         let time_left = Instant::now() < ctx.deadline;
         let step = decision
@@ -346,6 +357,9 @@ pub(crate) async fn serve_tries(
             .await;
         match (step, payload) {
             (Step::Stream, Payload::Stream { stream, headers }) => {
+                if let Some(translation) = &translation {
+                    metrics::translated(translation.direction);
+                }
                 return stream_response(
                     ctx,
                     decision,
@@ -367,6 +381,9 @@ pub(crate) async fn serve_tries(
             ) => {
                 route.overhead_us = overhead_us(started, upstream_time);
                 metrics::request_finished(ctx.endpoint, status.as_u16());
+                if let Some(translation) = &translation {
+                    metrics::translated(translation.direction);
+                }
                 if class != OutcomeClass::Success {
                     // A client error is returned as the upstream sent it.
                     return reply::passthrough(status, &headers, &body, ctx.live, route);
@@ -458,7 +475,11 @@ fn deliver(
     route: &RouteHeaders,
 ) -> Response {
     metrics::overhead(route.overhead_us);
-    if ctx.endpoint == Endpoint::Responses && ctx.method == Method::POST {
+    // A translated response is not stored anywhere (behaviour §14): nothing to bind.
+    if ctx.endpoint == Endpoint::Responses
+        && ctx.method == Method::POST
+        && route.translated.is_none()
+    {
         if let Some(response_id) = stored_response_id(&body) {
             bind_response(ctx, target, response_id);
         }

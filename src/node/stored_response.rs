@@ -66,6 +66,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         request_id: route.request_id.clone(),
         model,
         format: JournalFormat::Openai,
+        translatable: false,
         only_connection: Some(binding.connection.clone()),
         affinity: None,
         client: live.clients.tag(client_index).cloned().unwrap_or_default(),

@@ -21,6 +21,7 @@ use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
+use crate::wire::translate::StreamTranslator;
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
 
 /// How a stream began.
@@ -54,6 +55,9 @@ pub struct CommittedStream {
     echoes: Echoes,
     /// telemetry: the attempt's span, which ends when the relay does.
     pub trace: AttemptSpan,
+    /// Writes the upstream's events in the client's protocol when the target speaks the other
+    /// format (behaviour §14); `None`: relayed byte for byte.
+    translator: Option<StreamTranslator>,
 }
 
 impl StreamStart {
@@ -102,15 +106,29 @@ impl StreamTiming {
     }
 }
 
+/// What the client gets of `event`: its own bytes, or its translation (possibly nothing).
+fn client_bytes(translator: &mut Option<StreamTranslator>, event: SseEvent) -> Option<Bytes> {
+    match translator {
+        None => Some(event.raw),
+        Some(translator) => {
+            let mut out = BytesMut::new();
+            translator.event(&event, &mut out);
+            (!out.is_empty()).then(|| out.freeze())
+        }
+    }
+}
+
 /// Reads events until the first content, an error, or a timeout of `timing`. Once the
 /// upstream's answer has begun (any event), only silence and the request's deadline end the
-/// wait: a reasoning model may think for minutes before its first delta.
+/// wait: a reasoning model may think for minutes before its first delta. `format` is the
+/// upstream's: the commit rule reads its events before any `translator` writes them.
 pub async fn open(
     mut body: UpstreamBody,
     format: StreamFormat,
     withhold_usage_only: bool,
     timing: StreamTiming,
     echoes: Echoes,
+    mut translator: Option<StreamTranslator>,
 ) -> StreamStart {
     let mut parser = SseParser::new();
     let mut usage = StreamUsage::default();
@@ -146,7 +164,14 @@ pub async fn open(
                         }
                         _ => {}
                     }
-                    buffered.push(event.raw);
+                    buffered.extend(client_bytes(&mut translator, event));
+                }
+                if let Some(translator) = translator.as_mut() {
+                    let mut out = BytesMut::new();
+                    translator.finish(&mut out);
+                    if !out.is_empty() {
+                        buffered.push(out.freeze());
+                    }
                 }
                 if done {
                     return StreamStart::Committed(Box::new(CommittedStream {
@@ -161,6 +186,7 @@ pub async fn open(
                         response_id,
                         echoes,
                         trace: AttemptSpan::default(),
+                        translator,
                     }));
                 }
                 return StreamStart::failed(
@@ -198,7 +224,7 @@ pub async fn open(
             match usage.observe(format, &event) {
                 EventMeaning::Content => {
                     committed = true;
-                    buffered.push(event.raw);
+                    buffered.extend(client_bytes(&mut translator, event));
                 }
                 EventMeaning::Error { class, message } => {
                     return StreamStart::Failed {
@@ -214,7 +240,7 @@ pub async fn open(
                     )
                 }
                 EventMeaning::UsageOnly { .. } if withhold_usage_only => {}
-                _ => buffered.push(event.raw),
+                _ => buffered.extend(client_bytes(&mut translator, event)),
             }
         }
         if committed {
@@ -230,6 +256,7 @@ pub async fn open(
                 response_id,
                 echoes,
                 trace: AttemptSpan::default(),
+                translator,
             }));
         }
     }
@@ -290,6 +317,7 @@ impl Relay {
         }
         let mut events: Vec<SseEvent> = Vec::new();
         loop {
+            let mut upstream_ended = false;
             if self.ended {
                 self.report_applied().await;
                 return None;
@@ -335,6 +363,7 @@ impl Relay {
                         events.push(last);
                     }
                     self.ended = true;
+                    upstream_ended = true;
                 }
                 Ok(Some(Ok(data))) => {
                     let mut fed = 0;
@@ -362,25 +391,43 @@ impl Relay {
             }
             for event in events.drain(..) {
                 if !matters_after_commit(self.stream.format, &event) {
-                    out.extend_from_slice(&event.raw);
+                    self.write(&event, &mut out);
                     continue;
                 }
                 match self.stream.usage.observe(self.stream.format, &event) {
                     EventMeaning::UsageOnly { .. } if self.stream.withhold_usage_only => {}
                     EventMeaning::Error { class, message } => {
                         // The upstream's own error event reaches the client, masked as an
-                        // error body is.
-                        let secrets = self.stream.echoes.exposed();
-                        out.extend_from_slice(&mask_sse_event(&event.raw, &secrets, true));
+                        // error body is (translated: in the client's shape, masked below).
+                        match self.stream.translator.as_mut() {
+                            Some(translator) => translator.event(&event, &mut out),
+                            None => {
+                                let secrets = self.stream.echoes.exposed();
+                                out.extend_from_slice(&mask_sse_event(&event.raw, &secrets, true));
+                            }
+                        }
                         self.failure = Some((class, message));
                         self.ended = true;
                     }
-                    _ => out.extend_from_slice(&event.raw),
+                    _ => self.write(&event, &mut out),
+                }
+            }
+            if upstream_ended {
+                if let Some(translator) = self.stream.translator.as_mut() {
+                    translator.finish(&mut out);
                 }
             }
             if !out.is_empty() {
                 return Some(self.masked(out));
             }
+        }
+    }
+
+    /// One event for the client: its bytes, or its translation.
+    fn write(&mut self, event: &SseEvent, out: &mut BytesMut) {
+        match self.stream.translator.as_mut() {
+            Some(translator) => translator.event(event, out),
+            None => out.extend_from_slice(&event.raw),
         }
     }
 
@@ -397,6 +444,11 @@ impl Relay {
     fn fail(&mut self, class: OutcomeClass, message: &str) -> Option<Bytes> {
         self.failure = Some((class, message.to_string()));
         self.ended = true;
+        if let Some(translator) = self.stream.translator.as_mut() {
+            let mut out = BytesMut::new();
+            translator.error(message, &mut out);
+            return Some(out.freeze());
+        }
         Some(match self.stream.format {
             StreamFormat::Anthropic => anthropic_stream_error(message, "api_error"),
             _ => openai_stream_error(message, "upstream_error"),
@@ -557,7 +609,8 @@ mod tests {
             idle: Duration::from_secs(60),
             deadline: far,
         };
-        let StreamStart::Committed(stream) = open(body, format, false, timing, echoes()).await
+        let StreamStart::Committed(stream) =
+            open(body, format, false, timing, echoes(), None).await
         else {
             panic!("the stream did not commit");
         };

@@ -190,18 +190,35 @@ impl ComboState {
     fn must_wait(&self, request: &RouteRequest, now_ms: u64) -> bool {
         self.setup.spec.queue_ms > 0
             && request.only_connection.is_none()
-            && (!self.queue.is_empty() || self.all_at_cap(request.format, now_ms))
+            && (!self.queue.is_empty() || self.all_at_cap(request, now_ms))
     }
 
     /// §2 steps 0 and 2 as the queue reads them: among the targets of the request's format
     /// that are not hard-blocked, at least one, and every one with a cap that it has reached.
     /// A target without cap, a DEGRADED one below its cap, or none unblocked at all, is room
     /// (the last is §7's business, not the queue's).
-    fn all_at_cap(&self, format: ApiFormat, now_ms: u64) -> bool {
+    fn all_at_cap(&self, request: &RouteRequest, now_ms: u64) -> bool {
+        self.all_at_cap_for((request.format, request.translatable), now_ms)
+    }
+
+    /// Behaviour §14: whether a target of `format` may serve a request of the endpoint format
+    /// `wanted` — the same format, or the other one through translation when the request can
+    /// be translated and the combo does not say `translate = false`.
+    fn serves_format(&self, format: ApiFormat, (wanted, translatable): (ApiFormat, bool)) -> bool {
+        format == wanted || (translatable && self.setup.spec.translate)
+    }
+
+    fn serves(&self, format: ApiFormat, request: &RouteRequest) -> bool {
+        self.serves_format(format, (request.format, request.translatable))
+    }
+
+    /// [`all_at_cap`](Self::all_at_cap) for a request of endpoint format and translatability
+    /// `wanted`.
+    fn all_at_cap_for(&self, wanted: (ApiFormat, bool), now_ms: u64) -> bool {
         let mut any = false;
         for (runtime, slot) in self.setup.targets.iter().zip(&self.slots) {
             let target = &runtime.target;
-            if target.format != format {
+            if !self.serves_format(target.format, wanted) {
                 continue;
             }
             let blocked =
@@ -251,8 +268,12 @@ impl ComboState {
         }
         // Head of line: when the next waiter has no room nobody behind it is granted either,
         // so the fair order holds (the targets of one combo are shared by its waiters).
-        while let Some(format) = self.queue.next_waiting().map(|next| next.format) {
-            if self.all_at_cap(format, now_ms) {
+        while let Some(next) = self
+            .queue
+            .next_waiting()
+            .map(|next| (next.format, next.translatable))
+        {
+            if self.all_at_cap_for(next, now_ms) {
                 break;
             }
             let Some(waiter) = self.queue.grant() else {
@@ -336,7 +357,7 @@ impl ComboState {
         admissions.clear();
         for (position, (runtime, slot)) in self.setup.targets.iter().zip(&self.slots).enumerate() {
             let target = &runtime.target;
-            if target.format != request.format {
+            if !self.serves(target.format, &request) {
                 continue;
             }
             if request

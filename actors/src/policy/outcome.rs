@@ -33,6 +33,9 @@ pub struct AttemptResult {
     /// What the answered attempt cost its client, priced by the node (`[[prices]]`); `None`
     /// when the model has no price or nothing was answered.
     pub cost_usd: Option<f64>,
+    /// The translation the attempt went through (`chat>messages`, behaviour §14); `None` when
+    /// the target speaks the client's format.
+    pub translated: Option<String>,
 }
 
 impl AttemptResult {
@@ -52,6 +55,7 @@ impl AttemptResult {
             stream: false,
             after_first_content: false,
             cost_usd: None,
+            translated: None,
         }
     }
 
@@ -71,6 +75,7 @@ impl AttemptResult {
             stream: false,
             after_first_content: false,
             cost_usd: None,
+            translated: None,
         }
     }
 
@@ -135,6 +140,7 @@ impl Outcome {
                     tokens_cached: e.tokens_cached,
                     tokens_cache_write: e.tokens_cache_write,
                     cost_usd: e.cost_usd,
+                    translated: e.translated.clone(),
                     ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
                 },
             ),
@@ -156,6 +162,7 @@ impl Outcome {
                     reset_hint_ms: e.reset_hint_ms,
                     stream: e.stream,
                     after_first_content: e.after_first_content,
+                    translated: e.translated.clone(),
                     ..AttemptResult::failure(e.class, e.status)
                 },
             ),
@@ -200,7 +207,7 @@ impl Outcome {
                 client: self.client.as_deref().map(str::to_owned),
                 cost_usd: r.cost_usd,
                 items_left_out: 0,
-                translated: None,
+                translated: r.translated,
                 usage_estimated: false,
             })
         } else {
@@ -221,7 +228,7 @@ impl Outcome {
                 after_first_content: r.after_first_content,
                 skipped: self.skipped,
                 client: self.client.as_deref().map(str::to_owned),
-                translated: None,
+                translated: r.translated,
             })
         }
     }

@@ -112,6 +112,14 @@ pub struct ComboSpec {
     /// clients (behaviour §11); 0 = fail open as §2 step 2 says.
     #[serde(default)]
     pub queue_ms: u64,
+    /// Whether a target of the other format serves translatable requests (behaviour §14);
+    /// implicit combos translate.
+    #[serde(default = "translates")]
+    pub translate: bool,
+}
+
+fn translates() -> bool {
+    true
 }
 
 /// Behaviour §3's defaults: upstream requests that may fail with timeout/server/network, and
@@ -138,6 +146,7 @@ impl ComboSpec {
             max_upstream_requests: DEFAULT_MAX_UPSTREAM_REQUESTS,
             hold_ms: 0,
             queue_ms: 0,
+            translate: true,
         }
     }
 
@@ -315,6 +324,7 @@ impl Topology {
                         max_upstream_requests: 0,
                         hold_ms: 0,
                         queue_ms: 0,
+                        translate: true,
                     })
                 })
                 .collect(),
@@ -388,5 +398,6 @@ fn implicit_combo_of<'a>(
         max_upstream_requests,
         hold_ms: 0,
         queue_ms: 0,
+        translate: true,
     })
 }

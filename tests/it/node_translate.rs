@@ -1,0 +1,391 @@
+//! Behaviour §14 through the node: a client API served by accounts of the other format (JSON
+//! and streams both ways), what cannot be carried refused before sending or dropped and named,
+//! `translate = false`, a mixed combo spreading over both formats, same-format bodies reaching
+//! the upstream byte for byte, and the journal's `translated`.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use crate::support;
+
+use serde_json::{json, Value};
+use support::*;
+
+/// `team` (OpenAI-format) and `claude` (Anthropic-format) from the standard config, plus a
+/// mixed combo and one that keeps formats apart.
+const EXTRA: &str = r#"
+[[combos]]
+name = "mixed"
+targets = [
+  { connection = "oa-1", model = "gpt-4o-mini", weight = 1 },
+  { connection = "an-1", model = "claude-3-5-haiku", weight = 1 },
+]
+
+[[combos]]
+name = "claude-only"
+translate = false
+targets = [{ connection = "an-2", model = "claude-3-5-haiku" }]
+"#;
+
+fn sse_data(text: &str) -> Vec<(Option<String>, String)> {
+    let mut events = Vec::new();
+    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut name = None;
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(n) = line.strip_prefix("event: ") {
+                name = Some(n.to_string());
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                data.push_str(d);
+            }
+        }
+        events.push((name, data));
+    }
+    events
+}
+
+#[tokio::test]
+async fn chat_clients_are_served_by_anthropic_accounts_json_and_stream() {
+    let harness = Harness::start_with(EXTRA).await;
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "claude", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}], "seed": 3}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "x-quotaroute-translated"),
+        "chat>messages"
+    );
+    assert_eq!(header(&response, "x-quotaroute-dropped"), "seed");
+    assert!(header(&response, "x-quotaroute-connection").starts_with("an-"));
+    let value: Value = response.json().await.unwrap();
+    assert_eq!(value["object"], "chat.completion", "{value}");
+    // No max_tokens from the client: the default 8192 (the mock answers at most 4096 words).
+    let content = value["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("This is a mock reply.This"),
+        "{content}"
+    );
+    assert_eq!(value["choices"][0]["finish_reason"], "stop");
+    assert!(value["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(
+        value["usage"]["completion_tokens"], 4096,
+        "the mock's longest answer"
+    );
+    // The upstream got a Messages request: system apart, the default max_tokens, no seed.
+    let (path, body) = harness.mock.recent_bodies().pop().unwrap();
+    assert_eq!(path, "/v1/messages");
+    let sent: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(sent["model"], "claude-3-5-haiku");
+    assert_eq!(sent["system"][0]["text"], "be brief");
+    assert_eq!(sent["max_tokens"], 8192);
+    assert!(sent.get("seed").is_none());
+
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "claude", "max_tokens": 6, "messages": [{"role": "user", "content": "hi"}], "stream": true, "stream_options": {"include_usage": true}}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert!(header(&response, "content-type").starts_with("text/event-stream"));
+    let text = response.text().await.unwrap();
+    let events = sse_data(&text);
+    assert_eq!(events.last().unwrap().1, "[DONE]", "{text}");
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|(_, d)| serde_json::from_str(d).unwrap())
+        .collect();
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(content, "This is a mock reply.");
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(usage["completion_tokens"], 6, "{text}");
+    assert!(!text.contains("message_start") && !text.contains("ping"));
+
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let translated: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "request_succeeded")
+        .map(|e| &e["translated"])
+        .collect();
+    assert_eq!(
+        translated,
+        [&json!("chat>messages"), &json!("chat>messages")]
+    );
+    let usage_in: Vec<u64> = events
+        .iter()
+        .filter(|e| e["kind"] == "request_succeeded")
+        .map(|e| e["tokens_out"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        usage_in,
+        [4096, 6],
+        "usage counted from the upstream's own answer"
+    );
+}
+
+#[tokio::test]
+async fn messages_clients_are_served_by_openai_accounts_json_and_stream() {
+    let harness = Harness::start_with(EXTRA).await;
+    let response = harness
+        .post_json(
+            "/v1/messages",
+            json!({"model": "team", "max_tokens": 4, "system": "be brief", "top_k": 3, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "x-quotaroute-translated"),
+        "messages>chat"
+    );
+    assert_eq!(header(&response, "x-quotaroute-dropped"), "top_k");
+    let value: Value = response.json().await.unwrap();
+    assert_eq!(value["type"], "message", "{value}");
+    assert_eq!(value["content"][0]["text"], "This is a mock");
+    assert_eq!(value["stop_reason"], "end_turn");
+    assert_eq!(value["usage"]["output_tokens"], 4);
+    let (path, body) = harness.mock.recent_bodies().pop().unwrap();
+    assert_eq!(path, "/v1/chat/completions");
+    let sent: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        sent["messages"][0],
+        json!({"role": "system", "content": "be brief"})
+    );
+    assert_eq!(sent["max_completion_tokens"], 4);
+
+    let response = harness
+        .post_json(
+            "/v1/messages",
+            json!({"model": "team", "max_tokens": 4, "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let events = sse_data(&text);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_deref().unwrap()).collect();
+    assert_eq!(names.first(), Some(&"message_start"), "{text}");
+    assert_eq!(names.last(), Some(&"message_stop"), "{text}");
+    let delta: Value = serde_json::from_str(&events[events.len() - 2].1).unwrap();
+    assert_eq!(delta["type"], "message_delta");
+    assert_eq!(delta["usage"]["output_tokens"], 4, "{text}");
+    let words: String = events
+        .iter()
+        .filter_map(|(_, d)| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|d| d["delta"]["text"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(words, "This is a mock");
+    assert!(!text.contains("[DONE]"));
+}
+
+#[tokio::test]
+async fn responses_clients_get_stateless_responses_from_anthropic_accounts() {
+    let harness = Harness::start_with(EXTRA).await;
+    let response = harness
+        .post_json(
+            "/v1/responses",
+            json!({"model": "claude", "input": "hi", "instructions": "be brief", "max_output_tokens": 6}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "x-quotaroute-translated"),
+        "responses>messages"
+    );
+    let value: Value = response.json().await.unwrap();
+    assert_eq!(value["object"], "response", "{value}");
+    assert_eq!(value["store"], false);
+    assert_eq!(
+        value["output"][0]["content"][0]["text"],
+        "This is a mock reply."
+    );
+
+    let response = harness
+        .post_json(
+            "/v1/responses",
+            json!({"model": "claude", "input": "hi", "stream": true, "max_output_tokens": 6}),
+        )
+        .await;
+    let text = response.text().await.unwrap();
+    let events = sse_data(&text);
+    assert_eq!(events[0].0.as_deref(), Some("response.created"), "{text}");
+    assert_eq!(
+        events.last().unwrap().0.as_deref(),
+        Some("response.completed")
+    );
+    let completed: Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(
+        completed["response"]["output"][0]["content"][0]["text"],
+        "This is a mock reply."
+    );
+    assert_eq!(completed["response"]["usage"]["output_tokens"], 6);
+
+    // Nothing of a translated response is stored: continuing one is refused, not sent.
+    let before = harness.mock.recent_bodies().len();
+    let response = harness
+        .post_json(
+            "/v1/responses",
+            json!({"model": "claude", "input": "more", "previous_response_id": value["id"]}),
+        )
+        .await;
+    assert_eq!(response.status(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "unsupported_parameter");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("previous_response_id"));
+    assert_eq!(harness.mock.recent_bodies().len(), before);
+}
+
+#[tokio::test]
+async fn what_cannot_be_carried_is_refused_before_sending() {
+    let harness = Harness::start_with(EXTRA).await;
+    for (body, parameter) in [
+        (
+            json!({"model": "claude", "n": 2, "messages": [{"role": "user", "content": "hi"}]}),
+            "n",
+        ),
+        (
+            json!({"model": "claude", "logprobs": true, "messages": [{"role": "user", "content": "hi"}]}),
+            "logprobs",
+        ),
+    ] {
+        let response = harness.post_json("/v1/chat/completions", body).await;
+        assert_eq!(response.status(), 400);
+        assert_eq!(
+            header(&response, "x-quotaroute-translated"),
+            "chat>messages"
+        );
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "unsupported_parameter", "{error}");
+        assert!(error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("`{parameter}`")));
+    }
+    let response = harness
+        .post_json(
+            "/v1/responses",
+            json!({"model": "claude", "input": "hi", "tools": [{"type": "web_search_preview"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 400);
+    assert!(
+        harness.mock.recent_bodies().is_empty(),
+        "nothing was sent upstream"
+    );
+    // The same `n` on an OpenAI-format combo goes as it came.
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "team", "n": 2, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("x-quotaroute-translated").is_none());
+}
+
+#[tokio::test]
+async fn translate_false_keeps_formats_apart_and_same_format_bodies_go_byte_for_byte() {
+    let harness = Harness::start_with(EXTRA).await;
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "claude-only", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "unsupported_endpoint");
+
+    // Same format: the body reaches the upstream as sent, only `model` rewritten.
+    let raw = r#"{"model":"claude","max_tokens":5,  "messages":[{"role":"user","content":"hi"}],"x_extra":{"kept":true}}"#;
+    let response = harness
+        .client
+        .post(harness.url("/v1/messages"))
+        .bearer_auth(CLIENT_KEY)
+        .header("content-type", "application/json")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("x-quotaroute-translated").is_none());
+    let (_, body) = harness.mock.recent_bodies().pop().unwrap();
+    assert_eq!(
+        std::str::from_utf8(&body).unwrap(),
+        raw.replace("\"claude\"", "\"claude-3-5-haiku\"")
+    );
+}
+
+#[tokio::test]
+async fn a_mixed_combo_spreads_over_both_formats() {
+    let harness = Harness::start_with(EXTRA).await;
+    let mut served = std::collections::BTreeMap::<String, u32>::new();
+    for i in 0..20 {
+        let response = harness
+            .post_json(
+                "/v1/chat/completions",
+                json!({"model": "mixed", "messages": [{"role": "user", "content": format!("hi {i}")}]}),
+            )
+            .await;
+        assert_eq!(response.status(), 200);
+        let connection = header(&response, "x-quotaroute-connection");
+        let translated = response.headers().get("x-quotaroute-translated").is_some();
+        assert_eq!(translated, connection == "an-1", "{connection}");
+        let value: Value = response.json().await.unwrap();
+        assert_eq!(value["object"], "chat.completion");
+        *served.entry(connection).or_default() += 1;
+    }
+    assert_eq!(served.get("oa-1"), Some(&10), "{served:?}");
+    assert_eq!(served.get("an-1"), Some(&10), "{served:?}");
+    let metrics = harness
+        .client
+        .get(harness.url("/metrics"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l
+                .starts_with("quotaroute_translated_requests_total{direction=\"chat>messages\"}")),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn upstream_errors_reach_the_client_in_its_own_shape() {
+    let harness = Harness::start_with(EXTRA).await;
+    harness
+        .mock
+        .add_rule(quotaroute::mock_upstream::Rule::always(
+            quotaroute::mock_upstream::Fault::Custom {
+                status: 400,
+                body: r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages: text content blocks must be non-empty"}}"#.to_string(),
+            },
+        ));
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "claude", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert!(error.get("type").is_none(), "an OpenAI error body: {error}");
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert_eq!(
+        error["error"]["message"],
+        "messages: text content blocks must be non-empty"
+    );
+}
