@@ -32,6 +32,11 @@ fn message(turn: &Turn, complete: bool) -> Value {
     })
 }
 
+/// The usage object of a complete Anthropic answer to `turn`.
+pub(crate) fn usage_for(turn: &Turn) -> Value {
+    message(turn, true)["usage"].clone()
+}
+
 pub fn json_body(turn: &Turn) -> Value {
     match turn.endpoint {
         Endpoint::CountTokens => json!({"input_tokens": turn.prompt_tokens}),

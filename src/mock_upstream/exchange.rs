@@ -72,6 +72,8 @@ pub struct Turn {
     /// What the key's prompt cache held of this prompt (`prompt_cache`), in tokens.
     pub cached_tokens: u64,
     pub cache_write_tokens: u64,
+    /// The tool call the prompt asked for (`tool_calls`), if any.
+    pub tool_call: Option<super::tool_calls::ToolCall>,
 }
 
 impl Turn {
@@ -117,6 +119,7 @@ impl Turn {
             store: body.get("store").and_then(Value::as_bool).unwrap_or(true),
             cached_tokens: 0,
             cache_write_tokens: 0,
+            tool_call: super::tool_calls::requested(endpoint, body),
         })
     }
 

@@ -21,7 +21,7 @@ use super::rate_headers::{self, budget_headers, insert, Dialect};
 use super::state::{MockUpstream, RateSnapshot};
 use super::stored::{self, StoredResponse};
 use super::stored_api::{self, StoredRoute};
-use super::{anthropic, openai};
+use super::{anthropic, openai, tool_calls};
 
 /// How long a stream that fails after content waits before it is cut.
 const STREAM_CUT_PAUSE_MS: u64 = 5;
@@ -360,10 +360,20 @@ fn success(
 ) -> Response {
     let dialect = turn.endpoint.dialect();
     budget_headers(&mut headers, dialect, rate, true);
+    let call = turn
+        .tool_call
+        .as_ref()
+        .filter(|_| shape.ending == StreamEnding::Complete);
     if !turn.streaming {
-        let body = match dialect {
-            Dialect::OpenAi => openai::json_body(turn),
-            Dialect::Anthropic => anthropic::json_body(turn),
+        let body = match (dialect, call) {
+            (Dialect::OpenAi, None) => openai::json_body(turn),
+            (Dialect::Anthropic, None) => anthropic::json_body(turn),
+            (Dialect::OpenAi, Some(call)) => {
+                tool_calls::json_body(turn, call, openai::usage_for(turn))
+            }
+            (Dialect::Anthropic, Some(call)) => {
+                tool_calls::json_body(turn, call, anthropic::usage_for(turn))
+            }
         };
         insert(
             &mut headers,
@@ -373,9 +383,15 @@ fn success(
         let response = (StatusCode::OK, headers, body.to_string()).into_response();
         return with_forced(response, shape.forced);
     }
-    let frames = match dialect {
-        Dialect::OpenAi => openai::stream_frames(turn, shape.ending),
-        Dialect::Anthropic => anthropic::stream_frames(turn, shape.ending),
+    let frames = match (dialect, call) {
+        (Dialect::OpenAi, None) => openai::stream_frames(turn, shape.ending),
+        (Dialect::Anthropic, None) => anthropic::stream_frames(turn, shape.ending),
+        (Dialect::OpenAi, Some(call)) => {
+            tool_calls::stream_frames(turn, call, openai::usage_for(turn))
+        }
+        (Dialect::Anthropic, Some(call)) => {
+            tool_calls::stream_frames(turn, call, anthropic::usage_for(turn))
+        }
     };
     insert(
         &mut headers,

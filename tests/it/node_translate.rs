@@ -389,3 +389,121 @@ async fn upstream_errors_reach_the_client_in_its_own_shape() {
         "messages: text content blocks must be non-empty"
     );
 }
+
+#[tokio::test]
+async fn tool_calls_cross_formats_with_arguments_in_pieces() {
+    let harness = Harness::start_with(EXTRA).await;
+    let prompt = r#"mock-tool-call:get_weather {"city":"Paris","unit":"c"}"#;
+    let chat_tools = json!([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+    // Chat Completions client, Anthropic account: JSON.
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "claude", "max_tokens": 6, "tools": chat_tools, "messages": [{"role": "user", "content": prompt}]}),
+        )
+        .await;
+    let value: Value = response.json().await.unwrap();
+    let call = &value["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(
+        value["choices"][0]["finish_reason"], "tool_calls",
+        "{value}"
+    );
+    assert_eq!(call["function"]["name"], "get_weather");
+    assert_eq!(
+        call["function"]["arguments"],
+        r#"{"city":"Paris","unit":"c"}"#
+    );
+    let call_id = call["id"].as_str().unwrap().to_string();
+    assert!(
+        call_id.starts_with("toolu_mock_"),
+        "the upstream's own id: {call_id}"
+    );
+    // Stream: the arguments arrive in pieces under one index.
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "claude", "max_tokens": 6, "stream": true, "tools": chat_tools, "messages": [{"role": "user", "content": prompt}]}),
+        )
+        .await;
+    let text = response.text().await.unwrap();
+    let chunks: Vec<Value> = sse_data(&text)
+        .into_iter()
+        .filter(|(_, d)| d != "[DONE]")
+        .map(|(_, d)| serde_json::from_str(&d).unwrap())
+        .collect();
+    let pieces: Vec<&str> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    assert!(pieces.len() > 1, "{text}");
+    assert_eq!(pieces.concat(), r#"{"city":"Paris","unit":"c"}"#);
+    // The result goes back up as a tool_result block.
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            json!({"model": "claude", "max_tokens": 6, "tools": chat_tools, "messages": [
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"unit\":\"c\"}"}}]},
+                {"role": "tool", "tool_call_id": call_id, "content": "sunny, 21"}
+            ]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let (_, body) = harness.mock.recent_bodies().pop().unwrap();
+    let sent: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        sent["messages"][2]["content"][0],
+        json!({"type": "tool_result", "tool_use_id": call_id, "content": "sunny, 21"})
+    );
+    assert_eq!(
+        sent["messages"][1]["content"][0]["input"],
+        json!({"city": "Paris", "unit": "c"})
+    );
+
+    // Messages client, OpenAI account: a stream of tool_use with input_json_delta pieces.
+    let response = harness
+        .post_json(
+            "/v1/messages",
+            json!({"model": "team", "max_tokens": 6, "stream": true,
+                   "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+                   "messages": [{"role": "user", "content": prompt}]}),
+        )
+        .await;
+    let text = response.text().await.unwrap();
+    let events: Vec<Value> = sse_data(&text)
+        .into_iter()
+        .map(|(_, d)| serde_json::from_str(&d).unwrap())
+        .collect();
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "content_block_start")
+        .unwrap();
+    assert_eq!(start["content_block"]["type"], "tool_use", "{text}");
+    assert_eq!(start["content_block"]["name"], "get_weather");
+    let json: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["delta"]["partial_json"].as_str())
+        .collect();
+    assert!(json.len() > 1);
+    assert_eq!(json.concat(), r#"{"city":"Paris","unit":"c"}"#);
+    let delta = events
+        .iter()
+        .find(|e| e["type"] == "message_delta")
+        .unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+
+    // Responses client, Anthropic account: a function_call item.
+    let response = harness
+        .post_json(
+            "/v1/responses",
+            json!({"model": "claude", "max_output_tokens": 6, "input": prompt,
+                   "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]}),
+        )
+        .await;
+    let value: Value = response.json().await.unwrap();
+    let item = &value["output"][0];
+    assert_eq!(item["type"], "function_call", "{value}");
+    assert_eq!(item["name"], "get_weather");
+    assert_eq!(item["arguments"], r#"{"city":"Paris","unit":"c"}"#);
+}
