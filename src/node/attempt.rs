@@ -35,8 +35,8 @@ use crate::wire::body_rewrite::{rewrite, RequestInfo};
 use crate::wire::content_coding::{content_codings, decode_body};
 use crate::wire::stream_watch::StreamFormat;
 use crate::wire::translate::{
-    error_body, translate_answer, translate_request, Direction, RequestSettings, StreamTranslator,
-    TranslateError,
+    count_tokens_body, error_body, translate_answer, translate_request, Direction, RequestSettings,
+    StreamTranslator, TranslateError,
 };
 use crate::wire::usage::response_summary;
 
@@ -228,6 +228,10 @@ pub(crate) async fn try_target(
         // The config changed under this request: the target cannot be tried.
         return unanswered_openly(AttemptFailure::NotSent, None, "target left the config");
     };
+    // `count_tokens` has no OpenAI counterpart: counted here, nothing sent (behaviour §14).
+    if ctx.endpoint == Endpoint::CountTokens && target.format != ctx.endpoint.format() {
+        return counted_locally(ctx.client_body);
+    }
     // A target of the other format: the request in its format, to its own path (behaviour
     // §14); otherwise the byte-preserving splice.
     let direction = ctx
@@ -605,6 +609,40 @@ fn refused(direction: Direction, error: &TranslateError) -> Attempted {
             direction,
             dropped: Vec::new(),
         }),
+    }
+}
+
+/// A `count_tokens` answered by the router's own tokenizer estimate (no upstream request).
+fn counted_locally(body: &Bytes) -> Attempted {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    match count_tokens_body(body) {
+        Ok(counted) => Attempted {
+            result: AttemptResult::success(200, 0, 0),
+            payload: Payload::Answer {
+                status: StatusCode::OK,
+                headers,
+                body: Bytes::from(counted.to_string()),
+            },
+            translation: None,
+        },
+        Err(error) => {
+            let error = ApiError::new(ApiErrorKind::InvalidRequest, error.to_string());
+            let mut result = AttemptResult::failure(OutcomeClass::ClientError, Some(400));
+            result.message = Some(format!("not sent: {}", error.message));
+            Attempted {
+                result,
+                payload: Payload::Answer {
+                    status: StatusCode::BAD_REQUEST,
+                    headers,
+                    body: Bytes::from(error.body(true)),
+                },
+                translation: None,
+            }
+        }
     }
 }
 

@@ -507,3 +507,35 @@ async fn tool_calls_cross_formats_with_arguments_in_pieces() {
     assert_eq!(item["name"], "get_weather");
     assert_eq!(item["arguments"], r#"{"city":"Paris","unit":"c"}"#);
 }
+
+#[tokio::test]
+async fn count_tokens_for_an_openai_account_is_counted_here_and_never_sent() {
+    let harness = Harness::start_with(EXTRA).await;
+    let response = harness
+        .post_json(
+            "/v1/messages/count_tokens",
+            json!({"model": "team", "messages": [{"role": "user", "content": "Hello, world!"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert!(header(&response, "x-quotaroute-connection").starts_with("oa-"));
+    let value: Value = response.json().await.unwrap();
+    assert_eq!(
+        value,
+        json!({"input_tokens": 10}),
+        "o200k: 4 tokens + framing"
+    );
+    assert!(
+        harness.mock.recent_bodies().is_empty(),
+        "nothing sent upstream"
+    );
+    // On an Anthropic account it goes upstream as before.
+    let response = harness
+        .post_json(
+            "/v1/messages/count_tokens",
+            json!({"model": "claude", "messages": [{"role": "user", "content": "Hello, world!"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(harness.mock.recent_bodies().len(), 1);
+}

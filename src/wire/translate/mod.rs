@@ -15,12 +15,14 @@
 //! - `stream_chat`, `stream_responses`, `stream_messages` — upstream SSE events in the
 //!   client's protocol, with bounded state (open blocks and tool-call ids, never the stream).
 //! - `errors` — upstream error bodies in the client's error shape.
+//! - `count_tokens` — Messages `count_tokens` for an OpenAI-format target, counted locally.
 //! - `stream` — the one stream translator the relay drives.
 
 mod answer_chat;
 mod answer_messages;
 mod answer_responses;
 mod content;
+mod count_tokens;
 mod direction;
 mod errors;
 pub mod params;
@@ -33,6 +35,7 @@ mod stream_messages;
 mod stream_responses;
 
 pub use answer_responses::Sealer;
+pub use count_tokens::count_tokens_body;
 pub use direction::Direction;
 pub use errors::error_body;
 pub use stream::{BoxedSealer, StreamTranslator};
