@@ -539,3 +539,77 @@ async fn count_tokens_for_an_openai_account_is_counted_here_and_never_sent() {
     assert_eq!(response.status(), 200);
     assert_eq!(harness.mock.recent_bodies().len(), 1);
 }
+
+/// The Python SDKs' venv (`.ci/run` makes it; `QUOTAROUTE_SDK_PYTHON` overrides).
+fn sdk_python() -> Option<std::path::PathBuf> {
+    if let Ok(path) = std::env::var("QUOTAROUTE_SDK_PYTHON") {
+        return Some(path.into());
+    }
+    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-sdk/bin/python");
+    venv.exists().then_some(venv)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_sdks_parse_translated_answers_streams_tool_calls_and_errors() {
+    use support::clients::{clean_command, client_home, run_bounded, CLIENT_TIMEOUT};
+    let Some(python) = sdk_python() else {
+        eprintln!("SDK venv not installed (.ci/run creates .venv-sdk): nothing to run");
+        assert!(std::env::var("CI").is_err(), "CI must install the SDK venv");
+        return;
+    };
+    let harness = Harness::start_with(EXTRA).await;
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/sdk_translated.py");
+    let home = client_home("qr-python-translated-");
+    let mut command = clean_command(&python);
+    command
+        .env("HOME", home.path())
+        .arg(&script)
+        .arg(&harness.base)
+        .arg(CLIENT_KEY);
+    let run = tokio::task::spawn_blocking(move || run_bounded(command, CLIENT_TIMEOUT))
+        .await
+        .unwrap();
+    assert!(run.success(), "sdk_translated.py: {}", run.describe());
+    let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let six = "This is a mock reply.";
+    // openai-python on Anthropic-format accounts.
+    assert_eq!(out["chat"]["content"], six, "{out}");
+    assert_eq!(out["chat"]["finish"], "stop");
+    assert_eq!(out["chat"]["completion_tokens"], 6);
+    assert!(out["chat"]["prompt_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(out["chat"]["translated"], "chat>messages");
+    assert_eq!(out["chat_stream"]["content"], six);
+    assert_eq!(out["chat_stream"]["completion_tokens"], 6);
+    assert_eq!(out["chat_tool"]["finish"], "tool_calls");
+    assert_eq!(out["chat_tool"]["name"], "get_weather");
+    assert_eq!(out["chat_tool"]["arguments"], json!({"city": "Paris"}));
+    assert_eq!(out["chat_tool"]["follow_up"], six);
+    assert_eq!(
+        out["chat_tool_stream"]["arguments"],
+        json!({"city": "Paris"})
+    );
+    assert!(out["chat_tool_stream"]["pieces"].as_u64().unwrap() > 1);
+    assert_eq!(out["chat_refused"]["status"], 400);
+    assert_eq!(out["chat_refused"]["code"], "unsupported_parameter");
+    assert_eq!(out["responses"]["text"], six);
+    assert_eq!(out["responses"]["store"], false);
+    assert_eq!(out["responses"]["output_tokens"], 6);
+    assert_eq!(out["responses_stream"]["text"], six);
+    assert_eq!(out["responses_stream"]["deltas"], 6);
+    assert_eq!(out["responses_tool"]["arguments"], json!({"city": "Paris"}));
+    assert_eq!(out["responses_tool"]["follow_up"], six);
+    // anthropic-python on OpenAI-format accounts.
+    assert_eq!(out["messages"]["text"], six);
+    assert_eq!(out["messages"]["stop_reason"], "end_turn");
+    assert_eq!(out["messages"]["output_tokens"], 6);
+    assert_eq!(out["messages"]["translated"], "messages>chat");
+    assert_eq!(out["messages_stream"]["text"], six);
+    assert_eq!(out["messages_stream"]["output_tokens"], 6);
+    assert_eq!(out["messages_tool"]["name"], "get_weather");
+    assert_eq!(out["messages_tool"]["input"], json!({"city": "Paris"}));
+    assert_eq!(out["messages_tool"]["stop_reason"], "tool_use");
+    assert_eq!(out["messages_tool"]["follow_up"], six);
+    assert_eq!(out["messages_refused"]["status"], 400);
+    assert_eq!(out["messages_refused"]["code"], "unsupported_parameter");
+}
