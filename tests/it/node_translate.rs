@@ -613,3 +613,57 @@ async fn official_python_sdks_parse_translated_answers_streams_tool_calls_and_er
     assert_eq!(out["messages_refused"]["status"], 400);
     assert_eq!(out["messages_refused"]["code"], "unsupported_parameter");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_node_sdks_parse_translated_answers_streams_and_tool_calls() {
+    use support::clients::{clean_command, clients_dir, run_bounded, CLIENT_TIMEOUT};
+    if !clients_dir().join("node_modules/openai").exists() {
+        eprintln!("tests/clients/node_modules not installed (.ci/run): nothing to run");
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must install the Node clients"
+        );
+        return;
+    }
+    let harness = Harness::start_with(EXTRA).await;
+    let mut command = clean_command("node");
+    command
+        .arg(clients_dir().join("node_sdks_translated.mjs"))
+        .arg(&harness.base)
+        .arg(CLIENT_KEY)
+        .current_dir(clients_dir());
+    let run = tokio::task::spawn_blocking(move || run_bounded(command, CLIENT_TIMEOUT))
+        .await
+        .unwrap();
+    assert!(
+        run.success(),
+        "node_sdks_translated.mjs: {}",
+        run.describe()
+    );
+    let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let six = "This is a mock reply.";
+    assert_eq!(out["chat"]["content"], six, "{out}");
+    assert_eq!(out["chat"]["completion_tokens"], 6);
+    assert_eq!(out["chat_stream_tool"]["name"], "get_weather");
+    assert_eq!(
+        out["chat_stream_tool"]["arguments"],
+        json!({"city": "Paris"})
+    );
+    assert!(out["chat_stream_tool"]["pieces"].as_u64().unwrap() > 1);
+    assert_eq!(out["chat_stream_tool"]["finish"], "tool_calls");
+    assert_eq!(out["responses_stream"]["text"], six);
+    assert_eq!(out["responses_stream"]["deltas"], 6);
+    assert_eq!(out["responses_stream"]["output_tokens"], 6);
+    assert_eq!(out["responses_stream"]["store"], false);
+    assert_eq!(out["responses_tool"]["arguments"], json!({"city": "Paris"}));
+    assert_eq!(out["messages"]["text"], six);
+    assert_eq!(out["messages"]["output_tokens"], 6);
+    assert_eq!(
+        out["messages_stream_tool"]["input"],
+        json!({"city": "Paris"})
+    );
+    assert!(out["messages_stream_tool"]["pieces"].as_u64().unwrap() > 1);
+    assert_eq!(out["messages_stream_tool"]["stop_reason"], "tool_use");
+    assert_eq!(out["messages_error"]["status"], 400);
+    assert_eq!(out["messages_error"]["code"], "unsupported_parameter");
+}
