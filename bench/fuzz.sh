@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-${SECONDS_PER_TARGET:-60}}"
 TARGET_DIR="${FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/fuzz}"
-ROOT_TARGETS="${TARGETS:-config_parse sse_parser body_rewrite headers_classify sse_mask body_reader}"
+ROOT_TARGETS="${TARGETS:-config_parse sse_parser body_rewrite headers_classify sse_mask body_reader usage_parse}"
 JOURNAL_TARGETS="${JOURNAL_TARGETS:-record_decoder}"
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT

@@ -60,6 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             format: ApiFormat::Openai,
             translatable: false,
             only_connection: None,
+            encrypted_maker: None,
             affinity: None,
             client: quotaroute_actors::ClientTag::default(),
         };

@@ -8,7 +8,10 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use quotaroute::wire::body_rewrite::{parse_request, rewrite};
 use quotaroute::wire::sse::SseParser;
+use quotaroute::wire::stream_watch::{StreamFormat, StreamUsage};
 use quotaroute::wire::upstream_mask::mask_sse_event;
+use quotaroute::wire::usage::response_usage;
+use quotaroute::wire::usage_check::checked_usage;
 use quotaroute_actors::policy::classify::{classify, classify_stream_error, UpstreamReply};
 use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
 use quotaroute_actors::policy::reset_hint;
@@ -264,5 +267,48 @@ pub fn body_reader(data: &[u8]) {
         (Ok(bytes), Ok(expected)) => assert_eq!(bytes.to_vec(), expected),
         (Err(error), Err(kind)) => assert_eq!(error.kind, kind, "{error}"),
         (got, expected) => panic!("read {got:?}, expected {expected:?}"),
+    }
+}
+
+/// Usage parsing (behaviour §11): whatever an upstream puts in a whole body or in stream events
+/// of any format, reading never panics, and the checked counts are within `usage_max_tokens`,
+/// with cache reads and writes within the prompt. The first byte picks the bound.
+pub fn usage(data: &[u8]) {
+    let Some((&bound, body)) = data.split_first() else {
+        return;
+    };
+    let max_tokens = 1u64 << (bound % 64);
+    let sane = |counts| {
+        let (sane, _) = checked_usage(counts, max_tokens);
+        assert!(sane.tokens_in <= max_tokens && sane.tokens_out <= max_tokens);
+        assert!(sane.tokens_cached <= max_tokens && sane.tokens_cache_write <= max_tokens);
+        assert!(sane.tokens_cached + sane.tokens_cache_write <= sane.tokens_in);
+    };
+    for format in [ApiFormat::Openai, ApiFormat::Anthropic] {
+        if let Ok(Some(counts)) = response_usage(format, body) {
+            sane(counts);
+        }
+    }
+    let mut events = Vec::new();
+    if SseParser::new().feed(body, &mut events).is_err() {
+        return;
+    }
+    for format in [
+        StreamFormat::OpenAiChat,
+        StreamFormat::OpenAiResponses,
+        StreamFormat::Anthropic,
+    ] {
+        let mut usage = StreamUsage::default();
+        for event in &events {
+            usage.observe(format, event);
+            usage.count_content(format, event);
+        }
+        sane(quotaroute::wire::usage::TokenCounts {
+            tokens_in: usage.tokens_in,
+            tokens_out: usage.tokens_out,
+            tokens_cached: usage.tokens_cached,
+            tokens_cache_write: usage.tokens_cache_write,
+            flaws: usage.flaws,
+        });
     }
 }

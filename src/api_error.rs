@@ -51,10 +51,12 @@ pub enum ApiErrorKind {
     ModelNotAllowed,
     /// A parameter with no equivalent on the serving target's format (behaviour §14).
     UnsupportedParameter,
+    /// A client with a budget asking for a model that has no price.
+    ModelNotPriced,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 23] = [
+    pub const ALL: [ApiErrorKind; 24] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -78,6 +80,7 @@ impl ApiErrorKind {
         ApiErrorKind::BudgetExceeded,
         ApiErrorKind::ModelNotAllowed,
         ApiErrorKind::UnsupportedParameter,
+        ApiErrorKind::ModelNotPriced,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -101,7 +104,7 @@ impl ApiErrorKind {
             | ApiErrorKind::PoolBusy
             | ApiErrorKind::ClientRateLimited
             | ApiErrorKind::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
-            ApiErrorKind::ModelNotAllowed => StatusCode::FORBIDDEN,
+            ApiErrorKind::ModelNotAllowed | ApiErrorKind::ModelNotPriced => StatusCode::FORBIDDEN,
             ApiErrorKind::UpstreamError => StatusCode::BAD_GATEWAY,
             ApiErrorKind::NoAvailableTarget => StatusCode::SERVICE_UNAVAILABLE,
             ApiErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -129,7 +132,7 @@ impl ApiErrorKind {
             | ApiErrorKind::PoolBusy
             | ApiErrorKind::ClientRateLimited
             | ApiErrorKind::BudgetExceeded => "rate_limit_error",
-            ApiErrorKind::ModelNotAllowed => "permission_error",
+            ApiErrorKind::ModelNotAllowed | ApiErrorKind::ModelNotPriced => "permission_error",
             ApiErrorKind::UpstreamError
             | ApiErrorKind::UpstreamTimeout
             | ApiErrorKind::UpstreamTooLarge => "api_error",
@@ -163,6 +166,7 @@ impl ApiErrorKind {
             ApiErrorKind::BudgetExceeded => "budget_exceeded",
             ApiErrorKind::ModelNotAllowed => "model_not_allowed",
             ApiErrorKind::UnsupportedParameter => "unsupported_parameter",
+            ApiErrorKind::ModelNotPriced => "model_not_priced",
         }
     }
 
@@ -189,6 +193,10 @@ pub struct ApiError {
     pub retry_after_ms: Option<u64>,
     /// Each blocked target (429/503); never holds a secret.
     pub blocked: Vec<Skipped>,
+    /// The wait is longer than `server.client_retry_max_ms`: the answer says
+    /// `x-should-retry: false` (behaviour §7, `node::retry_advice`), and the OpenAI body says
+    /// when it frees (Unix seconds) the way Codex reads it.
+    pub stop_retrying_until_s: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -199,7 +207,17 @@ struct ErrorFields<'a> {
     code: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     blocked: Option<&'a [Skipped]>,
+    /// A refusal not to retry: when it frees (Unix seconds), and in how many seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resets_at: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resets_in_seconds: Option<u64>,
 }
+
+/// `error.type` of an OpenAI-shaped refusal not to retry: the type Codex stops on at once and
+/// whose `resets_at` it shows ("Try again at 4:42 PM"); with `rate_limit_error` it reconnects
+/// and sleeps on the `Retry-After`. `code` stays the contract's.
+pub const NO_RETRY_OPENAI_TYPE: &str = "usage_limit_reached";
 
 /// Anthropic's order: `type` first.
 #[derive(Serialize)]
@@ -231,6 +249,7 @@ impl ApiError {
             message: message.into(),
             retry_after_ms: None,
             blocked: Vec::new(),
+            stop_retrying_until_s: None,
         }
     }
 
@@ -271,9 +290,17 @@ impl ApiError {
             serde_json::to_vec(&OpenAiBody {
                 error: ErrorFields {
                     message: &self.message,
-                    kind: self.kind.error_type(),
+                    kind: match self.stop_retrying_until_s {
+                        Some(_) => NO_RETRY_OPENAI_TYPE,
+                        None => self.kind.error_type(),
+                    },
                     code: self.kind.code(),
                     blocked,
+                    resets_at: self.stop_retrying_until_s,
+                    resets_in_seconds: self
+                        .stop_retrying_until_s
+                        .and(self.retry_after_ms)
+                        .map(|ms| ms.div_ceil(1000)),
                 },
             })
         };
@@ -440,6 +467,12 @@ mod tests {
                 400,
                 "invalid_request_error",
                 "unsupported_parameter",
+            ),
+            (
+                ApiErrorKind::ModelNotPriced,
+                403,
+                "permission_error",
+                "model_not_priced",
             ),
         ];
         assert_eq!(table.len(), ApiErrorKind::ALL.len());

@@ -63,6 +63,7 @@ async fn run_case(router: &Router, callers: usize, per_caller: usize) {
                     format: ApiFormat::Openai,
                     translatable: false,
                     only_connection: None,
+                    encrypted_maker: None,
                     affinity: None,
                     client: quotaroute_actors::ClientTag::default(),
                 };

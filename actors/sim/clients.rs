@@ -187,6 +187,7 @@ impl ClientSim {
             format: ApiFormat::Openai,
             translatable: false,
             only_connection: None,
+            encrypted_maker: None,
             affinity: None,
             client: ClientTag {
                 id: Arc::from(self.clients[client].id),

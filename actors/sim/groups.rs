@@ -251,6 +251,7 @@ impl Run {
             format: ApiFormat::Openai,
             translatable: false,
             only_connection: None,
+            encrypted_maker: None,
             affinity: group.map(|group| AffinityKey {
                 group,
                 client: Arc::from("default"),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::{AuthKind, DisableReason, LockReason};
+use quotaroute_journal::AuthKind;
 use serde::Serialize;
 
 use crate::permit::InFlight;
@@ -98,14 +98,6 @@ fn auth_name(auth: AuthKind) -> &'static str {
     }
 }
 
-pub fn lock_reason_name(reason: LockReason) -> &'static str {
-    match reason {
-        LockReason::RateLimited => "rate_limited",
-        LockReason::NotFound => "not_found",
-        LockReason::QuotaExhausted => "quota_exhausted",
-    }
-}
-
 impl AdminState {
     pub fn build<S: std::hash::BuildHasher>(
         topology: &Topology,
@@ -149,10 +141,7 @@ impl AdminState {
                         .disabled()
                         .filter(|d| d.until_ms.is_none_or(|until| until > now_ms))
                         .map(|d| DisabledState {
-                            reason: match d.reason {
-                                DisableReason::Auth => "auth",
-                                DisableReason::Billing => "billing",
-                            },
+                            reason: d.reason.as_str(),
                             remaining_ms: d.until_ms.map(|until| until - now_ms),
                         }),
                     in_flight: in_flight.get(&c.id).map_or(0, |f| f.get()),
@@ -228,7 +217,7 @@ fn lockouts_of(
             provider: provider.to_string(),
             connection: connection.to_string(),
             model: lock.model,
-            reason: lock_reason_name(lock.reason),
+            reason: lock.reason.as_str(),
             error_code: lock.status,
             upstream_code: lock.error_code,
             remaining_ms: lock.remaining_ms,

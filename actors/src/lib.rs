@@ -22,6 +22,7 @@ pub mod breaker_hint;
 pub mod clock;
 pub mod decision;
 mod error;
+pub mod group_ledger;
 pub mod permit;
 pub mod policy;
 pub mod registry;
@@ -32,7 +33,7 @@ pub mod view;
 
 pub use policy::{outcome, topology};
 
-pub use actor::messages::{AffinityKey, ClientTag, RouteRequest, RoutedTarget};
+pub use actor::messages::{AffinityKey, AffinityPageQuery, ClientTag, RouteRequest, RoutedTarget};
 pub use admin_state::AdminState;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, TokioClock};
 pub use decision::Decision;

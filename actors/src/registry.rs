@@ -46,6 +46,8 @@ pub struct Registry {
     tables: ArcSwap<Tables>,
     /// Orders uses of implicit combos (a counter, not a clock: only the order matters).
     use_ticks: AtomicU64,
+    /// Conversation groups held per client across the combos (behaviour §11 shares).
+    pub groups: crate::group_ledger::GroupLedger,
 }
 
 impl Registry {

@@ -32,6 +32,9 @@ use crate::snapshot;
 use crate::tap::EventTap;
 use crate::RouterError;
 
+/// `admin_action.action` of `POST /admin/clients/{id}/reset` (its `target` is the client id).
+pub const CLIENT_RESET_ACTION: &str = "reset_client";
+
 /// How to run the router.
 pub struct RouterOptions {
     pub writer: WriterConfig,
@@ -134,6 +137,18 @@ pub fn recover_state_with(
     (state, report)
 }
 
+/// A page of every combo's conversation bindings: `(combo, digest, binding)` in that order,
+/// and how many groups match in all.
+#[derive(Debug, Clone, Default)]
+pub struct AffinityPageAll {
+    pub matching: usize,
+    pub groups: Vec<(
+        String,
+        u64,
+        crate::policy::affinity_bindings::AffinityBinding,
+    )>,
+}
+
 struct RouterInner {
     registry: Arc<Registry>,
     supervisor: ActorRef<SupervisorMsg>,
@@ -183,7 +198,9 @@ impl Router {
                 newer.reason, newer.seq
             )));
         }
-        let responses = Mutex::new(state.responses.clone());
+        let mut responses = state.responses.clone();
+        responses.set_clients(topology.clients);
+        let responses = Mutex::new(responses);
         let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
         let clock = options.clock;
         let now_ms = clock.now_ms();
@@ -216,6 +233,7 @@ impl Router {
             ),
         ]));
         let registry = Arc::new(Registry::default());
+        registry.groups.set_clients(topology.clients);
         let (supervisor, _) = Actor::spawn(
             None,
             RouterSupervisor,
@@ -256,6 +274,12 @@ impl Router {
     /// The running topology.
     pub fn topology(&self) -> Option<Topology> {
         self.inner.registry.load().topology.as_ref().clone()
+    }
+
+    /// `read` over the running topology, without copying it (for the request path).
+    pub fn with_topology<R>(&self, read: impl FnOnce(&Topology) -> R) -> Option<R> {
+        let tables = self.inner.registry.load();
+        tables.topology.as_ref().as_ref().map(read)
     }
 
     async fn combo_for(&self, model: &str) -> Result<ActorRef<ComboMsg>, RouteError> {
@@ -471,6 +495,14 @@ impl Router {
         )]));
     }
 
+    /// The config now names `clients` clients: the shared tables' per-client shares follow.
+    fn set_clients(&self, clients: usize) {
+        self.inner.registry.groups.set_clients(clients);
+        if let Ok(mut responses) = self.inner.responses.lock() {
+            responses.set_clients(clients);
+        }
+    }
+
     /// Where the stored response `response_id` lives, if this router created it.
     pub fn response_binding(&self, response_id: &str) -> Option<ResponseBinding> {
         let now_ms = self.inner.clock.now_ms();
@@ -513,6 +545,12 @@ impl Router {
                 by: "admin".to_string(),
             }),
         )]));
+    }
+
+    /// Journals an admin's reset of a client's spend and windows (behaviour §11; the node's
+    /// client ledger did it and folds the event back in on restart).
+    pub fn record_client_reset(&self, client: &str) {
+        self.record_admin(CLIENT_RESET_ACTION, client);
     }
 
     /// Clears one model lockout; `Ok(false)` when there was none.
@@ -623,6 +661,7 @@ impl Router {
     /// Applies a new topology, keeping what was learned about connections that remain.
     pub async fn reload(&self, topology: Topology) -> Result<(), RouterError> {
         self.record_admin("reload", &topology.source);
+        self.set_clients(topology.clients);
         ractor::call_t!(
             self.inner.supervisor,
             SupervisorMsg::Reload,
@@ -700,6 +739,44 @@ impl Router {
             all.push((name.clone(), bindings));
         }
         all.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(all)
+    }
+
+    /// One page of the live conversation bindings of every combo (behaviour §10, `GET
+    /// /admin/affinity`), ordered by (combo, digest): the groups after `after` (a combo and a
+    /// digest), at most `query.limit`, and how many match in all. Each combo scans its own
+    /// table and copies only its part of the page.
+    pub async fn affinity_page(
+        &self,
+        after: Option<(String, u64)>,
+        query: crate::actor::messages::AffinityPageQuery,
+    ) -> Result<AffinityPageAll, RouterError> {
+        let tables = self.inner.registry.load_full();
+        let mut combos: Vec<(&String, &ActorRef<ComboMsg>)> = tables.combos.iter().collect();
+        combos.sort_by(|a, b| a.0.cmp(b.0));
+        let mut all = AffinityPageAll::default();
+        for (name, actor) in combos {
+            let left = query.limit.saturating_sub(all.groups.len());
+            let (skip_to, limit) = match &after {
+                Some((combo, _)) if name < combo => (None, 0),
+                Some((combo, digest)) if name == combo => (Some(*digest), left),
+                _ => (None, left),
+            };
+            let page = ractor::call_t!(
+                actor,
+                ComboMsg::AffinityPage,
+                ADMIN_CALL_TIMEOUT_MS,
+                crate::actor::messages::AffinityPageQuery {
+                    after: skip_to,
+                    limit,
+                    ..query.clone()
+                }
+            )
+            .map_err(|e| RouterError::Actor(e.to_string()))?;
+            all.matching += page.matching;
+            all.groups
+                .extend(page.groups.into_iter().map(|(g, b)| (name.clone(), g, b)));
+        }
         Ok(all)
     }
 

@@ -247,3 +247,60 @@ async fn s11_a_light_client_is_not_kept_behind_a_heavy_backlog() {
     }
     panic!("the light client waited behind the heavy backlog");
 }
+
+/// #34: a continuation (`only_connection`, a `previous_response_id` or a stored-response call)
+/// used to skip the queue and run over its connection's cap. It now waits its turn like any
+/// request and is granted on its own connection when a slot there frees.
+#[tokio::test(start_paused = true)]
+async fn s11_a_continuation_waits_in_the_fair_queue_and_keeps_the_cap() {
+    let router = start_paused(pool(1, &["k1", "k2"], 10_000)).await;
+    let first = router.route(from("a", 1, 0)).await.unwrap();
+    let second = router.route(from("a", 1, 1)).await.unwrap();
+    let (on_k1, other) = if &*first.current().unwrap().connection == "k1" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let continuation = |n| RouteRequest {
+        only_connection: Some("k1".into()),
+        ..from("b", 1, n)
+    };
+    let waiting = tokio::spawn({
+        let router = router.clone();
+        async move { router.route(continuation(2)).await }
+    });
+    settle().await;
+    assert!(!waiting.is_finished(), "k1 at cap: the continuation waits");
+    assert_eq!(in_flight(&router).await, 2, "never over the cap");
+    let queued = router.queued().await;
+    assert_eq!((queued[0].client.as_str(), queued[0].queued), ("b", 1));
+    // A slot on another connection is no room for it.
+    drop(other);
+    settle().await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "its connection is still at cap");
+    drop(on_k1);
+    let granted = waiting.await.unwrap().expect("granted on k1");
+    assert_eq!(&*granted.current().unwrap().connection, "k1");
+    assert!(granted.queue_wait_ms() > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn s11_a_continuation_still_waiting_at_queue_ms_gets_pool_busy() {
+    let router = start_paused(pool(1, &["k1", "k2"], 1_000)).await;
+    let mut held = Vec::new();
+    for n in 0..2 {
+        held.push(router.route(from("a", 1, n)).await.unwrap());
+    }
+    let answer = router
+        .route(RouteRequest {
+            only_connection: Some("k2".into()),
+            ..from("b", 1, 9)
+        })
+        .await;
+    assert!(
+        matches!(answer, Err(RouteError::PoolBusy { waited_ms, .. }) if waited_ms >= 1_000),
+        "{answer:?}"
+    );
+    assert_eq!(in_flight(&router).await, 2);
+}

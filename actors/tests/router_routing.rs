@@ -290,3 +290,48 @@ async fn s5_failover_success_right_after_a_server_error_uncounts_it() {
     );
     assert_eq!(router.state().await.unwrap().providers[0].breaker, "CLOSED");
 }
+
+/// Behaviour §10 "Encrypted items": a request whose items one connection made goes there while
+/// it can serve — every time, with no `max_lead` to move it and no group to bind — and when
+/// that connection is locked, §2 picks among the rest (the node then leaves the items out).
+#[tokio::test]
+async fn s10_encrypted_items_go_to_their_maker_while_it_can_serve() {
+    use quotaroute_journal::AffinityOutcome;
+    let clock = ManualClock::new(T0);
+    let router = start(pool_211(), MemoryJournal::new(), clock.clone()).await;
+    let from_k3 = || quotaroute_actors::RouteRequest {
+        encrypted_maker: Some("k3".to_string()),
+        ..request("team")
+    };
+    for _ in 0..40 {
+        let mut decision = router.route(from_k3()).await.unwrap();
+        assert_eq!(&*decision.current().unwrap().connection, "k3");
+        assert_eq!(decision.affinity(), AffinityOutcome::Held);
+        decision.report(AttemptResult::success(200, 10, 5));
+    }
+    router.settle().await.unwrap();
+    // Its DRR share was paid: plain requests now go to the others first.
+    let mut decision = router.route(request("team")).await.unwrap();
+    assert_ne!(&*decision.current().unwrap().connection, "k3");
+    decision.report(AttemptResult::success(200, 10, 5));
+
+    let mut decision = router.route(from_k3()).await.unwrap();
+    decision.report(rate_limited());
+    router.settle().await.unwrap();
+    for _ in 0..4 {
+        let mut decision = router.route(from_k3()).await.unwrap();
+        assert_ne!(&*decision.current().unwrap().connection, "k3");
+        assert_eq!(decision.affinity(), AffinityOutcome::Moved);
+        assert!(decision.skipped().iter().any(|s| s.connection == "k3"));
+        decision.report(AttemptResult::success(200, 10, 5));
+    }
+    // A maker that is no target of the combo: §2 alone, said as moved.
+    let decision = router
+        .route(quotaroute_actors::RouteRequest {
+            encrypted_maker: Some("elsewhere".to_string()),
+            ..request("team")
+        })
+        .await
+        .unwrap();
+    assert_eq!(decision.affinity(), AffinityOutcome::Moved);
+}

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 /// `request_succeeded.cost_usd` (schema 2 is read through `codec::legacy_v2`).
 /// 4: `translated` on `request_succeeded` and `request_failed`; `usage_estimated` and
 /// `items_left_out` on `request_succeeded`; `client` on `response_bound`; `estimated` on
-/// `client_usage` (schema 3 is read through `codec::legacy_v3`).
+/// `client_usage`; `group` and `paces` on `route_decided` (schema 3 is read through
+/// `codec::legacy_v3`).
 pub const SCHEMA_VERSION: u16 = 4;
 
 /// One journaled event: its position, when it happened (Unix milliseconds, the policy's `now`)
@@ -263,6 +264,8 @@ pub enum BlockReason {
     RateLimited,
     NotFound,
     QuotaExhausted,
+    /// A window within the owner's reserve (behaviour §13); schema 4.
+    Reserved,
 }
 
 impl BlockReason {
@@ -276,6 +279,7 @@ impl BlockReason {
             BlockReason::RateLimited => "rate_limited",
             BlockReason::NotFound => "not_found",
             BlockReason::QuotaExhausted => "quota_exhausted",
+            BlockReason::Reserved => "reserved",
         }
     }
 }
@@ -289,6 +293,17 @@ pub enum LockReason {
     QuotaExhausted,
 }
 
+impl LockReason {
+    /// The contract's name, as the journal, `/admin/state`, `replay` and the dashboard show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockReason::RateLimited => "rate_limited",
+            LockReason::NotFound => "not_found",
+            LockReason::QuotaExhausted => "quota_exhausted",
+        }
+    }
+}
+
 /// Why a whole connection is disabled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -297,6 +312,16 @@ pub enum DisableReason {
     Auth,
     /// 402 or `insufficient_quota`: for `billing_ms`, then probed.
     Billing,
+}
+
+impl DisableReason {
+    /// The contract's name, as the journal, `/admin/state`, `replay` and the dashboard show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisableReason::Auth => "auth",
+            DisableReason::Billing => "billing",
+        }
+    }
 }
 
 /// Where a lock's duration came from.
@@ -456,6 +481,25 @@ pub struct RouteDecided {
     /// `server.api_keys`); `None` only in records from before schema 3.
     #[serde(default)]
     pub client: Option<String>,
+    /// The conversation group's digest (behaviour §10) when the request had one, so replay
+    /// places turns as the node did; `None` without a group (and before schema 4).
+    #[serde(default)]
+    pub group: Option<u64>,
+    /// Each paced candidate's pace and binding window (behaviour §13), for the targets of
+    /// `room`; empty when every target was on pace (pace 1: DRR by weight alone).
+    #[serde(default)]
+    pub paces: Vec<CandidatePace>,
+}
+
+/// One candidate's pace in a routing decision (behaviour §13).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidatePace {
+    /// Index into the combo's targets, as in `room`.
+    pub target: u16,
+    /// The pace in per mille (1000 = on pace), bounded by `pacing.min` / `pacing.max`.
+    pub pace: u32,
+    /// The window that set it (`5h`, `7d`, `requests:<model>`, …).
+    pub window: Option<String>,
 }
 
 /// A stored response (OpenAI's Responses API) was created on a connection: later requests

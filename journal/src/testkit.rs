@@ -176,6 +176,8 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
                 AffinityOutcome::Moved,
             ][(n % 4) as usize],
             client: Some(format!("team-{}", n % 2)),
+            group: None,
+            paces: Vec::new(),
         }),
         14 => Event::BreakerCounted(BreakerCounted {
             provider,

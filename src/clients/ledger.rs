@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use metrics::{counter, gauge, Counter, Gauge};
+use quotaroute_actors::router::CLIENT_RESET_ACTION;
 use quotaroute_actors::ClientTag;
 use quotaroute_journal::{ClientLimited, ClientUsage, Envelope, Event};
 use serde::Serialize;
@@ -189,6 +190,19 @@ impl ClientLedger {
         self.directory.lookup(key)
     }
 
+    /// Whether client `index` may ask for `model` (its `models`, exactly as `admit` reads
+    /// them; no `models` = any). `GET /v1/models` lists only these (behaviour §11).
+    pub fn may_use(&self, index: usize, model: &str) -> bool {
+        self.clients.get(index).is_some_and(|client| {
+            client
+                .config
+                .limits
+                .models
+                .as_ref()
+                .is_none_or(|models| models.iter().any(|m| m == model))
+        })
+    }
+
     /// The client's id and weight, as routing sees it.
     pub fn tag(&self, index: usize) -> Option<&ClientTag> {
         self.clients.get(index).map(|client| &client.tag)
@@ -257,8 +271,67 @@ impl ClientLedger {
         }
     }
 
+    /// The period's spend and the budget of client `index` at `now_ms` (pico-USD), when it
+    /// has a budget.
+    pub fn spend_and_budget(&self, index: usize, now_ms: u64) -> Option<(u64, u64, BudgetPeriod)> {
+        let client = self.clients.get(index)?;
+        let limits = &client.config.limits;
+        let budget = limits.budget_pusd?;
+        let spend = client
+            .state
+            .lock()
+            .map(|state| state.spend_at(limits.budget_period, now_ms))
+            .unwrap_or(0);
+        Some((spend, budget, limits.budget_period))
+    }
+
+    /// For a client with a budget: the first of `targets` (`(provider, model)`) that has no
+    /// price, which it may not use (behaviour §11: it would cost nothing). `None` otherwise.
+    pub fn unpriced<'a>(
+        &self,
+        index: usize,
+        targets: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Option<String> {
+        let client = self.clients.get(index)?;
+        client.config.limits.budget_pusd?;
+        targets
+            .into_iter()
+            .find(|(provider, model)| self.prices.get(provider, model).is_none())
+            .map(|(provider, model)| format!("{provider}/{model}"))
+    }
+
+    /// The index of client `id`.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.clients
+            .iter()
+            .position(|client| client.config.id == id)
+    }
+
+    /// Clears client `index`'s spend and windows of the current period at `now_ms` (the admin
+    /// API's reset); false when there is no such client. The caller journals it.
+    pub fn reset(&self, index: usize, now_ms: u64) -> bool {
+        let Some(client) = self.clients.get(index) else {
+            return false;
+        };
+        if let Ok(mut state) = client.state.lock() {
+            state.reset(client.config.limits.budget_period, now_ms);
+        }
+        client.metrics.spend_usd.set(0.0);
+        self.changes.bump();
+        true
+    }
+
+    /// Whether `event` is one [`fold`](Self::fold) reads.
+    pub fn folds(event: &Event) -> bool {
+        match event {
+            Event::ClientUsage(_) => true,
+            Event::AdminAction(action) => action.action == CLIENT_RESET_ACTION,
+            _ => false,
+        }
+    }
+
     /// Folds journaled events back in (restart): each `client_usage` of a client that is still
-    /// configured.
+    /// configured, and each admin reset of one (which clears what was folded before it).
     pub fn fold<'a>(&self, envelopes: impl IntoIterator<Item = &'a Envelope>) {
         let by_id: HashMap<&str, &LedgerClient> = self
             .clients
@@ -266,6 +339,16 @@ impl ClientLedger {
             .map(|client| (client.config.id.as_str(), client))
             .collect();
         for envelope in envelopes {
+            if let Event::AdminAction(action) = &envelope.event {
+                if action.action == CLIENT_RESET_ACTION {
+                    if let Some(client) = by_id.get(action.target.as_str()) {
+                        if let Ok(mut state) = client.state.lock() {
+                            state.reset(client.config.limits.budget_period, envelope.at_ms);
+                        }
+                    }
+                }
+                continue;
+            }
             let Event::ClientUsage(usage) = &envelope.event else {
                 continue;
             };
@@ -353,6 +436,8 @@ pub struct UsedTokens<'a> {
     pub tokens_out: u64,
     pub tokens_cached: u64,
     pub tokens_cache_write: u64,
+    /// The router estimated these counts (no usage came from the upstream).
+    pub estimated: bool,
 }
 
 /// An admitted request of one client: counted in flight until dropped (a stream's ticket lives
@@ -430,7 +515,7 @@ impl ClientTicket {
             cost_usd: price.map(|_| to_usd(cost_pusd)),
             period_spend_pusd,
             period_start_ms,
-            estimated: false,
+            estimated: used.estimated,
         })
     }
 }
@@ -475,6 +560,7 @@ mod tests {
             tokens_out: 3,
             tokens_cached: 0,
             tokens_cache_write: 0,
+            estimated: false,
         }
     }
 

@@ -263,6 +263,16 @@ impl ClientState {
         None
     }
 
+    /// An admin cleared the client (`POST /admin/clients/{id}/reset`) at `now_ms`: its windows
+    /// and the current period's spend start again from 0; its requests in flight stay counted.
+    pub fn reset(&mut self, period: BudgetPeriod, now_ms: u64) {
+        *self = ClientState {
+            in_flight: self.in_flight,
+            period_start_ms: period.bounds(now_ms).0,
+            ..ClientState::default()
+        };
+    }
+
     /// A request admitted earlier ended.
     pub fn finish(&mut self) {
         self.in_flight = self.in_flight.saturating_sub(1);

@@ -19,7 +19,9 @@ use redis::Script;
 use crate::cluster::client_leases::{ClientLease, ClientLeases};
 use crate::cluster::keys;
 use crate::cluster::lease_rounds::{run_rounds, LeaseRounds};
-use crate::cluster::link::Link;
+use crate::cluster::leases::credit_saturating;
+use crate::cluster::link::{self, Link};
+use crate::cluster::lua_numbers;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::target::Target;
 
@@ -30,8 +32,9 @@ const RETRY_REFUSED_MS: u64 = 1_000;
 
 /// `KEYS`: the granted bins (oldest first, current last), then the spent bins the same way
 /// (one client's keys: one hash slot, see `keys`); `ARGV`: bins, TTL seconds, limit, debt
-/// (units spent beyond grants: always charged), want, spent since the last sync. Returns
-/// `{grant, granted in the window, spent in the window}`.
+/// (units spent beyond grants: always charged), want, spent since the last sync, as integer
+/// strings (`lua_numbers`). Returns `{grant, granted in the window, spent in the window}`.
+/// Counters saturate (`lua_numbers::PRELUDE`): no value fails the script.
 const CLIENT_LEASE_LUA: &str = r"
 local n = tonumber(ARGV[1])
 local ttl = tonumber(ARGV[2])
@@ -41,27 +44,21 @@ local want = tonumber(ARGV[5])
 local spent = tonumber(ARGV[6])
 local granted_now = KEYS[n]
 local spent_now = KEYS[2 * n]
-if debt > 0 then
-  redis.call('INCRBY', granted_now, debt)
-  redis.call('EXPIRE', granted_now, ttl)
-end
-if spent > 0 then
-  redis.call('INCRBY', spent_now, spent)
-  redis.call('EXPIRE', spent_now, ttl)
-end
+add(granted_now, debt, ttl)
+add(spent_now, spent, ttl)
 local granted, total = 0, 0
 local values = redis.call('MGET', unpack(KEYS))
 for i = 1, 2 * n do
-  local v = values[i]
-  if v then
-    if i <= n then granted = granted + tonumber(v) else total = total + tonumber(v) end
+  if i <= n then
+    granted = math.min(CAP, granted + read(values[i]))
+  else
+    total = math.min(CAP, total + read(values[i]))
   end
 end
 local grant = 0
 if want > 0 and granted < limit then
   grant = math.min(want, limit - granted)
-  redis.call('INCRBY', granted_now, grant)
-  redis.call('EXPIRE', granted_now, ttl)
+  add(granted_now, grant, ttl)
 end
 return {grant, granted, total}
 ";
@@ -87,7 +84,7 @@ impl ClientLeaseTask {
             status,
             clock,
             link: Link::new(client, Duration::from_millis(500)),
-            script: Script::new(CLIENT_LEASE_LUA),
+            script: Script::new(&format!("{}{CLIENT_LEASE_LUA}", lua_numbers::PRELUDE)),
         }
     }
 
@@ -107,7 +104,8 @@ impl ClientLeaseTask {
             forget_stale_grant(&lease, now);
             let refused = lease.refused();
             let low = lease.available() <= lease.low_water();
-            let due = if refused {
+            let failing = lease.failing.load(Ordering::Relaxed);
+            let due = if refused || failing {
                 now >= lease.next_try_ms.load(Ordering::Relaxed)
             } else {
                 low || lease.unsynced.load(Ordering::Relaxed) > 0
@@ -117,10 +115,28 @@ impl ClientLeaseTask {
                 continue;
             }
             let want = if refused || low { lease.lease_units } else { 0 };
-            if let Err(error) = self.sync(&lease, now, want).await {
-                self.link.reset();
-                self.status.set_redis_up(false, &error.to_string());
-                return false;
+            match self.sync(&lease, now, want).await {
+                Ok(()) => {
+                    if lease.failing.swap(false, Ordering::Relaxed) {
+                        tracing::info!(client = %lease.client, limit = lease.kind.as_str(), "cluster: client lease synced again");
+                    }
+                }
+                Err(error) if link::answered_with_error(&error) => {
+                    // Redis answered: it is up, and only this lease's call failed.
+                    self.status.set_redis_up(true, "");
+                    ClusterStatus::count(&self.status.lease_errors);
+                    lease
+                        .next_try_ms
+                        .store(now + RETRY_REFUSED_MS, Ordering::Relaxed);
+                    if !lease.failing.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(client = %lease.client, limit = lease.kind.as_str(), %error, "cluster: Redis failed this client lease's sync; the other leases go on, this one is retried every second");
+                    }
+                }
+                Err(error) => {
+                    self.link.reset();
+                    self.status.set_redis_up(false, &error.to_string());
+                    return false;
+                }
             }
         }
         true
@@ -128,7 +144,7 @@ impl ClientLeaseTask {
 
     /// One script call for `lease`: debt and spend charged, `want` units asked for.
     async fn sync(&mut self, lease: &ClientLease, now: u64, want: u64) -> redis::RedisResult<()> {
-        let debt = u64::try_from(-lease.available().min(0)).unwrap_or(0);
+        let debt = lease.available().min(0).unsigned_abs();
         let spent = lease.unsynced.load(Ordering::Relaxed);
         let bins = lease.shape.bins_at(now);
         let prefix = keys::client_prefix(&lease.client, lease.kind.as_str());
@@ -140,19 +156,21 @@ impl ClientLeaseTask {
             invocation.key(format!("{prefix}s:{bin}"));
         }
         invocation
-            .arg(bins.len())
-            .arg(lease.shape.ttl_s(now))
-            .arg(lease.limit)
-            .arg(debt)
-            .arg(want)
-            .arg(spent);
+            .arg(lua_numbers::arg(bins.len() as u64))
+            .arg(lua_numbers::arg(lease.shape.ttl_s(now)))
+            .arg(lua_numbers::arg(lease.limit))
+            .arg(lua_numbers::arg(debt))
+            .arg(lua_numbers::arg(want))
+            .arg(lua_numbers::arg(spent));
         let connection = self.link.connection().await?;
         let (grant, granted, total): (u64, u64, u64) = invocation.invoke_async(connection).await?;
         self.status.set_redis_up(true, "");
         lease.unsynced.fetch_sub(spent, Ordering::Relaxed);
-        let credited = i64::try_from(debt.saturating_add(grant)).unwrap_or(i64::MAX);
-        lease.available.fetch_add(credited, Ordering::Relaxed);
+        credit_saturating(&lease.available, debt.saturating_add(grant));
         lease.cluster_used.store(total, Ordering::Relaxed);
+        lease
+            .cluster_granted
+            .store(granted.saturating_add(grant), Ordering::Relaxed);
         lease.synced_at_ms.store(now, Ordering::Relaxed);
         if want == 0 {
             return Ok(());

@@ -16,6 +16,18 @@
 //! the leases do not decide: each node's own counts do. `max_concurrent` is not leased:
 //! in-flight counts stay per node (§9).
 //!
+//! A refill that does not come is never a reason to refuse a client that is below its limit
+//! (issue #34: a 3 s Redis stall refused 92 of 200 requests of clients far below theirs, for
+//! the half second before the node called Redis down). A request lease overdrawn by a whole
+//! lease still admits while this node's own knowledge puts the client below its limit: the
+//! units granted cluster-wide at the last sync, plus what this node spent beyond its grants
+//! since, plus one lease for each node (what the others and this one may hold unspent) —
+//! [`has_headroom`]. Near the limit that is false and the rule above holds; far from it, a
+//! stalled or slow Redis only delays the reconciliation: what was admitted is charged as debt
+//! when Redis answers, and the shared counter refuses from then on once the limit is reached.
+//! While Redis stalls, each node admits up to the headroom it last saw (as with Redis down,
+//! where each node admits up to the limit on its own counts).
+//!
 //! Units: requests and tokens as counted; spend in nano-USD (exact in Redis' Lua numbers up to
 //! $9 M), a lease of `lease_size` cents.
 
@@ -31,6 +43,7 @@ use crate::clients::{
     BudgetPeriod, ClientConfig, ClientLimits, ClusterUsageView, LimitKind, SharedCounts,
     SharedVerdict,
 };
+use crate::cluster::leases::spend_saturating;
 use crate::cluster::status::ClusterStatus;
 
 /// Nano-USD in one pico-USD step of the ledger (spend is leased in nano-USD).
@@ -102,12 +115,15 @@ impl CounterShape {
 /// until it is overdrawn by a whole lease (a refill pending); a token or spend lease
 /// (`after_the_fact`: its usage is known only when a response ends, and one response may pass
 /// a whole lease) admits while overdrawn too, the overdraft having woken the refill at once.
+/// `headroom`: this node's own knowledge puts the client below the limit ([`has_headroom`]),
+/// so a request lease overdrawn while its refill is pending (a slow or stalled Redis) admits.
 pub fn lease_admits(
     redis_up: bool,
     refused: bool,
     available: i64,
     lease_units: u64,
     after_the_fact: bool,
+    headroom: bool,
 ) -> bool {
     if !redis_up {
         return true;
@@ -115,7 +131,26 @@ pub fn lease_admits(
     if refused {
         return available > 0;
     }
-    after_the_fact || available > -i64::try_from(lease_units).unwrap_or(i64::MAX)
+    after_the_fact || headroom || available > -i64::try_from(lease_units).unwrap_or(i64::MAX)
+}
+
+/// Whether a limit is surely not reached by what this node knows: `granted` units
+/// cluster-wide at the last sync, plus this node's `available` overdraft since, plus one lease
+/// per node (`nodes`, this one included: units granted but not spent yet, or spent by a peer
+/// since the sync within its lease), plus the one unit asked for, are within `limit`.
+pub fn has_headroom(
+    granted: u64,
+    available: i64,
+    lease_units: u64,
+    nodes: u64,
+    limit: u64,
+) -> bool {
+    let overdraft = available.min(0).unsigned_abs();
+    granted
+        .saturating_add(overdraft)
+        .saturating_add(lease_units.saturating_mul(nodes))
+        .saturating_add(1)
+        <= limit
 }
 
 /// One leased limit of one client.
@@ -135,10 +170,15 @@ pub struct ClientLease {
     /// The shared counter had nothing left to grant at the last ask.
     pub(crate) refused: AtomicBool,
     pub(crate) next_try_ms: AtomicU64,
+    /// Redis answered this lease's last sync with an error (retried at `next_try_ms`; the
+    /// other leases go on).
+    pub(crate) failing: AtomicBool,
     /// The bin of the last grant.
     pub(crate) grant_bin: AtomicU64,
     /// Every node's spend in the window (or period), as of `synced_at_ms`.
     pub(crate) cluster_used: AtomicU64,
+    /// Units granted to every node in the window (or period) after the last sync's grant.
+    pub(crate) cluster_granted: AtomicU64,
     pub(crate) synced_at_ms: AtomicU64,
 }
 
@@ -160,8 +200,10 @@ impl ClientLease {
             unsynced: AtomicU64::new(0),
             refused: AtomicBool::new(false),
             next_try_ms: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
             grant_bin: AtomicU64::new(0),
             cluster_used: AtomicU64::new(0),
+            cluster_granted: AtomicU64::new(0),
             synced_at_ms: AtomicU64::new(0),
         }
     }
@@ -181,9 +223,12 @@ impl ClientLease {
 
     /// Spends `units`; `true` when the lease ran low (the task should refill).
     fn spend(&self, units: u64) -> bool {
-        let signed = i64::try_from(units).unwrap_or(i64::MAX);
-        self.unsynced.fetch_add(units, Ordering::Relaxed);
-        self.available.fetch_sub(signed, Ordering::Relaxed) - signed <= self.low_water()
+        let _ = self
+            .unsynced
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |spent| {
+                Some(spent.saturating_add(units))
+            });
+        spend_saturating(&self.available, units) <= self.low_water()
     }
 }
 
@@ -318,16 +363,25 @@ impl SharedCounts for ClientLeases {
             return Ok(());
         };
         let redis_up = self.status.redis_up();
+        let nodes = self.status.peer_count().saturating_add(1);
         for lease in leases {
             let refused = lease.refused();
             let after_the_fact = lease.kind != LimitKind::RequestsPerMin;
             let available = lease.available();
+            let headroom = has_headroom(
+                lease.cluster_granted.load(Ordering::Relaxed),
+                available,
+                lease.lease_units,
+                nodes,
+                lease.limit,
+            );
             if lease_admits(
                 redis_up,
                 refused,
                 available,
                 lease.lease_units,
                 after_the_fact,
+                headroom,
             ) {
                 continue;
             }
@@ -405,21 +459,39 @@ mod tests {
     #[test]
     fn the_rule_admits_one_lease_of_debt_and_stops_at_a_refusal() {
         // Redis down: the leases do not decide, whatever they hold.
-        assert!(lease_admits(false, true, -1_000, 10, false));
+        assert!(lease_admits(false, true, -1_000, 10, false, false));
         // A lease with units left, an empty one (refill pending), one nearly a lease overdrawn.
-        assert!(lease_admits(true, false, 3, 10, false));
-        assert!(lease_admits(true, false, 0, 10, false));
-        assert!(lease_admits(true, false, -9, 10, false));
-        // A whole lease of requests overdrawn: refused until the refill charges the debt.
-        assert!(!lease_admits(true, false, -10, 10, false));
+        assert!(lease_admits(true, false, 3, 10, false, false));
+        assert!(lease_admits(true, false, 0, 10, false, false));
+        assert!(lease_admits(true, false, -9, 10, false, false));
+        // A whole lease of requests overdrawn near the limit: refused until the refill
+        // charges the debt.
+        assert!(!lease_admits(true, false, -10, 10, false, false));
+        // Far below the limit: a refill that does not come refuses nobody.
+        assert!(lease_admits(true, false, -500, 10, false, true));
         // Tokens: one response passed the lease; admitted while the refill asks Redis.
-        assert!(lease_admits(true, false, -900, 10, true));
+        assert!(lease_admits(true, false, -900, 10, true, false));
         // The shared counter refused: what is left of the grants, nothing beyond.
-        for after_the_fact in [false, true] {
-            assert!(lease_admits(true, true, 1, 10, after_the_fact));
-            assert!(!lease_admits(true, true, 0, 10, after_the_fact));
-            assert!(!lease_admits(true, true, -3, 10, after_the_fact));
+        for (after_the_fact, headroom) in [(false, false), (true, false), (false, true)] {
+            assert!(lease_admits(true, true, 1, 10, after_the_fact, headroom));
+            assert!(!lease_admits(true, true, 0, 10, after_the_fact, headroom));
+            assert!(!lease_admits(true, true, -3, 10, after_the_fact, headroom));
         }
+    }
+
+    #[test]
+    fn headroom_counts_the_last_sync_this_nodes_overdraft_and_a_lease_per_node() {
+        // 100 granted, 30 spent here beyond grants, 2 nodes × 10: 151 ≤ 200.
+        assert!(has_headroom(100, -30, 10, 2, 200));
+        assert!(has_headroom(100, -79, 10, 2, 200));
+        assert!(!has_headroom(100, -80, 10, 2, 200));
+        // Units left of the grants are already in `granted`.
+        assert!(has_headroom(179, 5, 10, 2, 200));
+        assert!(!has_headroom(180, 5, 10, 2, 200));
+        assert!(
+            !has_headroom(0, i64::MIN, 10, 2, 1 << 62),
+            "an absurd overdraft"
+        );
     }
 
     #[test]
@@ -469,11 +541,15 @@ mod tests {
         );
         assert_eq!(leases.all()[2].limit, 5_000_000_000);
         // Nothing granted yet: the first request is admitted as debt, the second too (a
-        // lease of 2 may be overdrawn by 1), the third waits for the refill.
+        // lease of 2 may be overdrawn by 1); the third too while the last sync left room
+        // (a refill that does not come refuses no client below its limit), but it waits for
+        // the refill when the cluster had granted nearly all of the limit.
         assert!(leases.check("team-a", &limits, NOW).is_ok());
         leases.spend_request("team-a", NOW);
         assert!(leases.check("team-a", &limits, NOW).is_ok());
         leases.spend_request("team-a", NOW);
+        assert!(leases.check("team-a", &limits, NOW).is_ok(), "far below");
+        leases.all()[0].cluster_granted.store(96, Ordering::Relaxed);
         assert_eq!(
             leases.check("team-a", &limits, NOW),
             Err((LimitKind::RequestsPerMin, Some(REFILL_RETRY_MS)))

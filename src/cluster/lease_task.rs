@@ -13,7 +13,6 @@
 //! decide, and a refusal reading runs out after [`REFUSAL_HOLD_MS`].
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,8 +22,9 @@ use redis::Script;
 
 use crate::cluster::keys;
 use crate::cluster::lease_rounds::{run_rounds, LeaseRounds};
-use crate::cluster::leases::{Lease, LeaseTable, Leases};
-use crate::cluster::link::{run_id, Link};
+use crate::cluster::leases::{credit_saturating, Lease, LeaseTable, Leases};
+use crate::cluster::link::{self, run_id, Link};
+use crate::cluster::lua_numbers;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::target::Target;
 
@@ -35,26 +35,23 @@ const RETRY_REFUSED_MS: u64 = 1_000;
 
 /// `KEYS`: the window's counters, oldest bin first, the current one last (one connection's
 /// keys: one hash slot, see `keys`); `ARGV`: TTL seconds, limit, debt (units already spent
-/// beyond grants: always charged), want. Returns `{grant, used}`.
+/// beyond grants: always charged), want, as integer strings (`lua_numbers`). Returns
+/// `{grant, used}`. Counters saturate (`lua_numbers::PRELUDE`): no value fails the script.
 const LEASE_LUA: &str = r"
 local ttl = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local debt = tonumber(ARGV[3])
 local want = tonumber(ARGV[4])
 local current = KEYS[#KEYS]
-if debt > 0 then
-  redis.call('INCRBY', current, debt)
-  redis.call('EXPIRE', current, ttl)
-end
+add(current, debt, ttl)
 local used = 0
 for _, v in ipairs(redis.call('MGET', unpack(KEYS))) do
-  if v then used = used + tonumber(v) end
+  used = math.min(CAP, used + read(v))
 end
 local grant = 0
 if used < limit then
   grant = math.min(want, limit - used)
-  redis.call('INCRBY', current, grant)
-  redis.call('EXPIRE', current, ttl)
+  add(current, grant, ttl)
 end
 return {grant, used}
 ";
@@ -63,6 +60,9 @@ return {grant, used}
 #[derive(Debug, Default, Clone)]
 struct Held {
     refused: bool,
+    /// Redis answered this lease's last call with an error (retried at `next_try_ms`; the
+    /// other leases go on).
+    failing: bool,
     /// When a refused lease is asked for again.
     next_try_ms: u64,
     /// When the refusal reading runs out (renewed before).
@@ -101,7 +101,7 @@ impl LeaseTask {
             router,
             status,
             link: Link::new(client, Duration::from_millis(500)),
-            script: Script::new(LEASE_LUA),
+            script: Script::new(&format!("{}{LEASE_LUA}", lua_numbers::PRELUDE)),
             held,
             epochs: None,
         }
@@ -155,7 +155,7 @@ impl LeaseTask {
                 continue;
             };
             let held = self.held.get(index).cloned().unwrap_or_default();
-            let due = if held.refused {
+            let due = if held.refused || held.failing {
                 now >= held.next_try_ms
             } else {
                 lease.available() <= low_water
@@ -164,7 +164,25 @@ impl LeaseTask {
                 continue;
             }
             match self.take(index, &lease, now).await {
-                Ok((grant, used)) => self.settle(index, &lease, now, grant, used).await,
+                Ok((grant, used)) => {
+                    if let Some(held) = self.held.get_mut(index) {
+                        if std::mem::take(&mut held.failing) {
+                            tracing::info!(connection = %lease.connection, limit = %lease.limit_name, "cluster: quota lease taken again");
+                        }
+                    }
+                    self.settle(index, &lease, now, grant, used).await;
+                }
+                Err(error) if link::answered_with_error(&error) => {
+                    // Redis answered: it is up, and only this lease's call failed.
+                    self.status.set_redis_up(true, "");
+                    ClusterStatus::count(&self.status.lease_errors);
+                    if let Some(held) = self.held.get_mut(index) {
+                        held.next_try_ms = now + RETRY_REFUSED_MS;
+                        if !std::mem::replace(&mut held.failing, true) {
+                            tracing::warn!(connection = %lease.connection, limit = %lease.limit_name, %error, "cluster: Redis failed this quota lease's call; the other leases go on, this one is retried every second");
+                        }
+                    }
+                }
                 Err(error) => {
                     self.link.reset();
                     self.status.set_redis_up(false, &error.to_string());
@@ -182,7 +200,7 @@ impl LeaseTask {
         lease: &Lease,
         now: u64,
     ) -> redis::RedisResult<(u64, u64)> {
-        let debt = u64::try_from(-lease.available().min(0)).unwrap_or(0);
+        let debt = lease.available().min(0).unsigned_abs();
         let bin = now / lease.shape.bin_ms;
         let ttl_s = counter_ttl_s(lease.shape);
         let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
@@ -191,17 +209,17 @@ impl LeaseTask {
             invocation.key(format!("{prefix}{window_bin}"));
         }
         invocation
-            .arg(ttl_s)
-            .arg(lease.limit)
-            .arg(debt)
-            .arg(self.leases.lease_size);
+            .arg(lua_numbers::arg(ttl_s))
+            .arg(lua_numbers::arg(lease.limit))
+            .arg(lua_numbers::arg(debt))
+            .arg(lua_numbers::arg(self.leases.lease_size));
         let connection = self.link.connection().await?;
         let (grant, used): (u64, u64) = invocation.invoke_async(connection).await?;
         self.status.set_redis_up(true, "");
-        let credited = i64::try_from(debt.saturating_add(grant)).unwrap_or(i64::MAX);
-        lease.available.fetch_add(credited, Ordering::Relaxed);
+        credit_saturating(&lease.available, debt.saturating_add(grant));
         if let Some(held) = self.held.get_mut(index) {
-            *held.granted.entry(bin).or_default() += debt.saturating_add(grant);
+            let granted = held.granted.entry(bin).or_default();
+            *granted = granted.saturating_add(debt).saturating_add(grant);
             let first_live = (bin + 1).saturating_sub(lease.shape.bins);
             held.granted.retain(|b, _| *b >= first_live);
         }
@@ -277,13 +295,23 @@ impl LeaseTask {
             let ttl_s = i64::try_from(counter_ttl_s(lease.shape)).unwrap_or(i64::MAX);
             for (bin, units) in &held.granted {
                 let key = format!("{prefix}{bin}");
-                redis::pipe()
-                    .incr(&key, *units)
+                let restored = redis::pipe()
+                    .incr(&key, (*units).min(lua_numbers::LUA_INT_MAX))
                     .ignore()
                     .expire(&key, ttl_s)
                     .ignore()
                     .query_async::<()>(connection)
-                    .await?;
+                    .await;
+                match restored {
+                    Ok(()) => {}
+                    // A counter Redis will not add to (not a number): the lease script reads
+                    // it as spent; the other counters are restored, Redis stays up.
+                    Err(error) if link::answered_with_error(&error) => {
+                        ClusterStatus::count(&self.status.lease_errors);
+                        tracing::warn!(connection = %lease.connection, limit = %lease.limit_name, %error, "cluster: a shared quota counter could not be restored");
+                    }
+                    Err(error) => return Err(error),
+                }
             }
         }
         self.epochs = Some(epochs);

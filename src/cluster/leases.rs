@@ -157,14 +157,33 @@ impl Leases {
             } else {
                 1
             };
-            let units = i64::try_from(units).unwrap_or(i64::MAX);
-            let left = lease.available.fetch_sub(units, Ordering::Relaxed) - units;
+            let left = spend_saturating(&lease.available, units);
             low |= left <= self.low_water();
         }
         if low {
             self.wake.notify_one();
         }
     }
+}
+
+/// Takes `units` from `available`, stopping at `i64::MIN` (an absurd usage must not wrap a
+/// lease round to a huge positive balance); returns what is left.
+pub(crate) fn spend_saturating(available: &AtomicI64, units: u64) -> i64 {
+    let units = i64::try_from(units).unwrap_or(i64::MAX);
+    let step = |left: i64| left.saturating_sub(units);
+    match available.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+        Some(step(left))
+    }) {
+        Ok(before) | Err(before) => step(before),
+    }
+}
+
+/// Adds `units` granted (or charged) to `available`, stopping at `i64::MAX`.
+pub(crate) fn credit_saturating(available: &AtomicI64, units: u64) {
+    let units = i64::try_from(units).unwrap_or(i64::MAX);
+    let _ = available.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+        Some(left.saturating_add(units))
+    });
 }
 
 #[cfg(test)]

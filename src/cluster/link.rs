@@ -153,6 +153,27 @@ impl Link {
     }
 }
 
+/// Whether `error` is Redis answering one command with an error (a script that failed, a
+/// reply of another shape, a slot or permission problem): the link works and only that
+/// command failed, so a task goes on with its other commands and Redis stays `up` (issue
+/// #34: one lease's error marked Redis down for every other lease). Anything else (I/O, a
+/// timeout, a refused or dropped connection, a shard that is down) means Redis is unreachable.
+pub fn answered_with_error(error: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        error.kind(),
+        ErrorKind::UnexpectedReturnType
+            | ErrorKind::Extension
+            | ErrorKind::Server(
+                ServerErrorKind::ResponseError
+                    | ServerErrorKind::ExecAbort
+                    | ServerErrorKind::NoScript
+                    | ServerErrorKind::CrossSlot
+                    | ServerErrorKind::NoPerm
+            )
+    )
+}
+
 /// The `run_id` of the server that holds `key`: it changes when that server restarts (and,
 /// without persistence, forgets everything), which the publisher, the tail and the lease task
 /// use to resync. In a cluster it is the run id of the primary serving `key`'s slot, so a
@@ -178,4 +199,29 @@ pub async fn run_id(connection: &mut Connection, key: &str) -> RedisResult<Strin
         .unwrap_or_default()
         .trim()
         .to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+    use super::*;
+
+    #[test]
+    fn a_command_redis_refused_is_not_a_redis_that_is_down() {
+        let script = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "ERR value is not an integer or out of range",
+        ));
+        assert!(answered_with_error(&script));
+        let shape = RedisError::from((ErrorKind::UnexpectedReturnType, "not (u64, u64)"));
+        assert!(answered_with_error(&shape));
+        for down in [
+            RedisError::from((ErrorKind::Io, "timed out")),
+            RedisError::from((ErrorKind::Server(ServerErrorKind::ClusterDown), "down")),
+            RedisError::from((ErrorKind::Server(ServerErrorKind::BusyLoading), "loading")),
+        ] {
+            assert!(!answered_with_error(&down), "{down}");
+        }
+    }
 }

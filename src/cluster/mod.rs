@@ -7,9 +7,12 @@
 //! - [`wire`] — one stream entry ↔ one journaled event, with the reasons an entry is skipped;
 //! - [`target`] — which Redis `redis_url` names (one server, TLS, a Redis Cluster) and its trust;
 //! - [`link`] — one lazily reconnected Redis connection per task, bounded in time;
+//! - [`lua_numbers`] — the lease scripts' numbers: integer strings, saturating counters;
 //! - [`tap`] — the recorder's tap: shared events onto a bounded queue, successes onto leases;
 //! - [`publisher`] — queue (or journal, after an outage) → `XADD`, in journal order;
 //! - [`tail`] — `XREAD` → `Router::apply_peer` (the same reducers as local events);
+//! - [`peer_bounds`] — what an entry may say: this node's own caps and name bounds;
+//! - [`seq_guard`] — sane seq marks: a seq far ahead of what its origin has shown is refused;
 //! - [`leases`] — configured limits across nodes: this node's leases and their spending;
 //! - [`lease_task`] — refills them from the shared counters (one Lua script), journals refusals;
 //! - [`client_leases`] — clients' limits and budgets across nodes: leases the admission spends;
@@ -32,7 +35,10 @@ mod lease_rounds;
 pub mod lease_task;
 pub mod leases;
 pub mod link;
+pub mod lua_numbers;
+pub mod peer_bounds;
 pub mod publisher;
+pub mod seq_guard;
 pub mod status;
 pub mod tail;
 pub mod tap;
@@ -53,6 +59,7 @@ use crate::cluster::client_leases::ClientLeases;
 use crate::cluster::config::ClusterConfig;
 use crate::cluster::lease_task::LeaseTask;
 use crate::cluster::leases::Leases;
+use crate::cluster::peer_bounds::PeerBounds;
 use crate::cluster::publisher::Publisher;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::tail::Tail;
@@ -80,6 +87,7 @@ pub struct Prepared {
     leases: Arc<Leases>,
     client_leases: Arc<ClientLeases>,
     status: Arc<ClusterStatus>,
+    peer_bounds: Arc<PeerBounds>,
 }
 
 /// A running cluster node's tasks.
@@ -88,12 +96,14 @@ pub struct Cluster {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// What the node's handlers reach of a running cluster: its status (admin, metrics) and its
-/// leases (a reload hands them the new limits; admission spends the clients').
+/// What the node's handlers reach of a running cluster: its status (admin, metrics), its
+/// leases (a reload hands them the new limits; admission spends the clients') and the bounds
+/// peers' entries are held to (a reload hands them the new caps).
 pub struct Handle {
     pub status: Arc<ClusterStatus>,
     pub leases: Arc<Leases>,
     pub client_leases: Arc<ClientLeases>,
+    pub peer_bounds: Arc<PeerBounds>,
 }
 
 impl Prepared {
@@ -119,6 +129,7 @@ impl Prepared {
             status.clone(),
         ));
         Ok(Prepared {
+            peer_bounds: Arc::new(PeerBounds::from_topology(topology)),
             status,
             client_leases,
             config: config.clone(),
@@ -151,6 +162,7 @@ impl Prepared {
             router.clone(),
             self.status.clone(),
             progress,
+            self.peer_bounds.clone(),
         );
         let caught_up = tail.catch_up(CATCH_UP_BUDGET).await;
         let mut lease_task = LeaseTask::new(
@@ -199,6 +211,7 @@ impl Prepared {
                 status: self.status,
                 leases: self.leases,
                 client_leases: self.client_leases,
+                peer_bounds: self.peer_bounds,
             }),
             tasks,
         }

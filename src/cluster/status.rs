@@ -16,11 +16,19 @@ pub struct ClusterStatus {
     /// Set at the first report, so a Redis unreachable from the start is logged too.
     reported: AtomicBool,
     peers: Mutex<Vec<String>>,
+    /// `peers`' length, read by admission without the lock.
+    peer_count: AtomicU64,
     pub published: AtomicU64,
     pub applied: AtomicU64,
     pub skipped: AtomicU64,
     pub leases_granted: AtomicU64,
     pub leases_refused: AtomicU64,
+    /// Lease calls Redis answered with an error (that lease retried; Redis stays `up`).
+    pub lease_errors: AtomicU64,
+    /// Stream entries refused by `peer_bounds` or `seq_guard` (never applied or journaled).
+    pub refused: AtomicU64,
+    /// Stream entries applied with a value clamped to this node's own bounds.
+    pub clamped: AtomicU64,
     /// Events the publisher has not sent yet (journaled, waiting for Redis or the queue).
     pub publish_backlog: AtomicU64,
     /// Milliseconds from an origin's event to its application here, last seen.
@@ -53,9 +61,15 @@ impl ClusterStatus {
     }
 
     pub fn set_peers(&self, peers: Vec<String>) {
+        self.peer_count.store(peers.len() as u64, Ordering::Relaxed);
         if let Ok(mut slot) = self.peers.lock() {
             *slot = peers;
         }
+    }
+
+    /// How many peers the last heartbeat listed.
+    pub fn peer_count(&self) -> u64 {
+        self.peer_count.load(Ordering::Relaxed)
     }
 
     pub fn peers(&self) -> Vec<String> {
@@ -78,6 +92,9 @@ impl ClusterStatus {
             "events_skipped": get(&self.skipped),
             "leases_granted": get(&self.leases_granted),
             "leases_refused": get(&self.leases_refused),
+            "lease_errors": get(&self.lease_errors),
+            "events_refused": get(&self.refused),
+            "events_clamped": get(&self.clamped),
             "publish_backlog": get(&self.publish_backlog),
         })
     }

@@ -5,6 +5,12 @@
 //! applied (each origin's seq once) and bad entries are passed over; bad ones are counted and
 //! logged, never fatal.
 //!
+//! An entry is input, not a peer's word (issue #34): before it is applied, its seq must be
+//! sane for its origin (`seq_guard`) and what it says within this node's own bounds
+//! (`peer_bounds`: times clamped, long or control names refused). A refused entry is never
+//! applied nor journaled; it is counted (`events_refused`) and logged, at most once a second
+//! with the count of those not logged.
+//!
 //! One dedicated connection, blocked in `XREAD` (so no other command waits behind it).
 
 use std::sync::atomic::Ordering;
@@ -18,6 +24,8 @@ use redis::streams::StreamReadReply;
 
 use crate::cluster::keys;
 use crate::cluster::link::{run_id, Link};
+use crate::cluster::peer_bounds::PeerBounds;
+use crate::cluster::seq_guard::SeqGuard;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::target::Target;
 use crate::cluster::wire;
@@ -26,6 +34,8 @@ use crate::cluster::wire;
 const BLOCK_MS: u64 = 1_000;
 /// Entries read per `XREAD` at most.
 const COUNT: u64 = 512;
+/// A refused entry is logged at most this often (the others are counted in the next line).
+const REFUSAL_LOG_EVERY_MS: u64 = 1_000;
 
 pub struct Tail {
     node_id: String,
@@ -35,6 +45,11 @@ pub struct Tail {
     progress: PeerProgress,
     cursor: String,
     epoch: Option<String>,
+    bounds: Arc<PeerBounds>,
+    seqs: SeqGuard,
+    /// When a refusal was last logged, and how many were refused since without a line.
+    refusal_logged_ms: u64,
+    refusals_unlogged: u64,
 }
 
 impl Tail {
@@ -45,9 +60,14 @@ impl Tail {
         router: Router,
         status: Arc<ClusterStatus>,
         progress: PeerProgress,
+        bounds: Arc<PeerBounds>,
     ) -> Self {
         let cursor = progress.resume_from().unwrap_or_else(|| "0-0".to_owned());
         Tail {
+            bounds,
+            seqs: SeqGuard::from_progress(&progress),
+            refusal_logged_ms: 0,
+            refusals_unlogged: 0,
             node_id,
             link: Link::new(client, Duration::from_millis(BLOCK_MS + 2_000)),
             router,
@@ -123,22 +143,47 @@ impl Tail {
     }
 
     fn entry(&mut self, id: String, fields: &std::collections::HashMap<String, redis::Value>) {
-        let remote = match wire::decode(fields) {
+        let mut remote = match wire::decode(fields) {
             Ok(remote) => remote,
+            Err(skip) if skip.is_refusal() => {
+                self.refuse(&id, None, &skip);
+                return;
+            }
             Err(skip) => {
                 ClusterStatus::count(&self.status.skipped);
                 tracing::warn!(entry = %id, reason = %skip, "cluster: stream entry skipped");
                 return;
             }
         };
-        if remote.node == self.node_id
-            || !self
-                .progress
-                .is_new(&remote.node, &lane(&remote.event), remote.seq)
+        if remote.node == self.node_id {
+            return;
+        }
+        let now_ms = self.router.clock().now_ms();
+        if let Err(ahead) = self
+            .seqs
+            .check(&remote.node, remote.seq, remote.at_ms, now_ms)
+        {
+            self.refuse(&id, Some(&remote.node), &ahead);
+            return;
+        }
+        if !self
+            .progress
+            .is_new(&remote.node, &lane(&remote.event), remote.seq)
         {
             return;
         }
-        let lag_ms = self.router.clock().now_ms().saturating_sub(remote.at_ms);
+        match self.bounds.check(&mut remote, now_ms) {
+            Ok(false) => {}
+            Ok(true) => {
+                ClusterStatus::count(&self.status.clamped);
+                tracing::debug!(entry = %id, origin = %remote.node, kind = remote.event.kind(), "cluster: stream entry clamped to this node's bounds");
+            }
+            Err(refusal) => {
+                self.refuse(&id, Some(&remote.node), &refusal);
+                return;
+            }
+        }
+        let lag_ms = now_ms.saturating_sub(remote.at_ms);
         let applied = PeerApplied {
             origin_node: remote.node,
             origin_seq: remote.seq,
@@ -163,5 +208,19 @@ impl Tail {
                 tracing::warn!(entry = %applied.stream_id, origin = %applied.origin_node, %error, "cluster: stream entry skipped");
             }
         }
+    }
+
+    /// Counts a refused entry and logs it (at most once per [`REFUSAL_LOG_EVERY_MS`]; the
+    /// reason names lengths, never the oversized text itself).
+    fn refuse(&mut self, id: &str, origin: Option<&str>, reason: &dyn std::fmt::Display) {
+        ClusterStatus::count(&self.status.refused);
+        let now_ms = self.router.clock().now_ms();
+        if now_ms < self.refusal_logged_ms.saturating_add(REFUSAL_LOG_EVERY_MS) {
+            self.refusals_unlogged += 1;
+            return;
+        }
+        let also = std::mem::take(&mut self.refusals_unlogged);
+        self.refusal_logged_ms = now_ms;
+        tracing::warn!(entry = %id, origin = origin.unwrap_or("?"), %reason, refused_since_last_line = also, "cluster: stream entry refused (against this node's bounds)");
     }
 }

@@ -11,6 +11,11 @@ use redis::Value;
 
 /// The entry format this build writes and reads.
 pub const WIRE_VERSION: u32 = 1;
+/// Bytes of an entry's `event` JSON at most: a node's own largest shared event is under 2 KiB
+/// (names are bounded), so a larger one is not a peer's and is not even decoded.
+pub const EVENT_MAX_BYTES: usize = 16 * 1024;
+/// Bytes of an origin's `node` id at most.
+pub const NODE_MAX_BYTES: usize = 128;
 
 /// A peer's event as read from the stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +41,20 @@ pub enum Skip {
     Event(String),
     #[error("`{0}` is not a kind peers share")]
     NotShared(&'static str),
+    #[error("event is {0} bytes long; at most {EVENT_MAX_BYTES} are read")]
+    TooLarge(usize),
+    #[error(
+        "`node` is not a node id (letters, digits, `-`, `_`, `.`; at most {NODE_MAX_BYTES} bytes)"
+    )]
+    NodeId,
+}
+
+impl Skip {
+    /// Whether the entry broke a bound (counted as refused), rather than being one this build
+    /// cannot or need not read (counted as skipped).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Skip::TooLarge(_) | Skip::NodeId)
+    }
 }
 
 /// The fields of `node`'s event `seq` for `XADD`.
@@ -81,10 +100,21 @@ pub fn decode(fields: &HashMap<String, Value>) -> Result<Remote, Skip> {
     if node.is_empty() {
         return Err(Skip::Field("node"));
     }
+    if node.len() > NODE_MAX_BYTES
+        || !node
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(Skip::NodeId);
+    }
     let seq = number(fields, "seq")?;
     let at_ms = number(fields, "at_ms")?;
-    let event: Event = serde_json::from_str(text(fields, "event")?)
-        .map_err(|error| Skip::Event(error.to_string()))?;
+    let json = text(fields, "event")?;
+    if json.len() > EVENT_MAX_BYTES {
+        return Err(Skip::TooLarge(json.len()));
+    }
+    let event: Event =
+        serde_json::from_str(json).map_err(|error| Skip::Event(error.to_string()))?;
     if !is_shared(&event) {
         return Err(Skip::NotShared(event.kind()));
     }
@@ -181,5 +211,21 @@ mod tests {
             decode(&encoded(&success)),
             Err(Skip::NotShared("request_succeeded"))
         );
+    }
+
+    #[test]
+    fn an_oversized_event_or_a_strange_node_id_is_refused_before_decoding() {
+        let mut huge = encoded(&sample_event(7, 1));
+        let big = format!("{{\"x\":\"{}\"}}", "m".repeat(1 << 20));
+        huge.insert("event".into(), Value::BulkString(big.into_bytes()));
+        let skip = decode(&huge).unwrap_err();
+        assert!(matches!(skip, Skip::TooLarge(n) if n > 1 << 20), "{skip:?}");
+        assert!(skip.is_refusal());
+        let mut node = encoded(&sample_event(7, 1));
+        node.insert("node".into(), Value::BulkString(b"node\na".to_vec()));
+        assert_eq!(decode(&node), Err(Skip::NodeId));
+        node.insert("node".into(), Value::BulkString(vec![b'n'; 129]));
+        assert_eq!(decode(&node), Err(Skip::NodeId));
+        assert!(!Skip::NewerFormat(2).is_refusal());
     }
 }

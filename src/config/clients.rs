@@ -15,13 +15,27 @@ use super::secret::Secret;
 /// The id `server.api_keys` are known by.
 pub const DEFAULT_CLIENT: &str = "default";
 
-/// `server.api_keys` as client `default`, then each `[[clients]]` entry.
+/// The error for a client key equal to `server.admin_key` (behaviour §11: it would be an admin
+/// key too). Names the client and the key path, never the key.
+fn admin_key_reused(sink: &mut ErrorSink, path: &str, client: &str) {
+    sink.push(
+        path,
+        format!(
+            "client `{client}`'s key equals server.admin_key: a client key must not be the admin key (give one of them another value)"
+        ),
+    );
+}
+
+/// `server.api_keys` as client `default`, then each `[[clients]]` entry. `admin_key`: no
+/// client key may equal it.
 pub(super) fn build_clients(
     api_keys: &[Secret],
+    admin_key: Option<&Secret>,
     raw: Vec<Option<RawClient>>,
     sink: &mut ErrorSink,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<ClientConfig> {
+    let admin_digest = admin_key.map(|key| digest_of(key.expose()));
     let mut clients = Vec::new();
     // Digest → the key path that first used it.
     let mut keys_seen: HashMap<KeyDigest, String> = HashMap::new();
@@ -31,6 +45,10 @@ pub(super) fn build_clients(
         for (index, key) in api_keys.iter().enumerate() {
             let digest = digest_of(key.expose());
             let path = format!("server.api_keys[{index}]");
+            if admin_digest == Some(digest) {
+                admin_key_reused(sink, &path, DEFAULT_CLIENT);
+                continue;
+            }
             match keys_seen.get(&digest) {
                 Some(first) => sink.push(&path, format!("duplicate client key (same as {first})")),
                 None => {
@@ -79,6 +97,11 @@ pub(super) fn build_clients(
             },
         };
         let digest = client_key(&client, &prefix, sink, env).and_then(|(digest, path)| {
+            if admin_digest == Some(digest) {
+                let named = id.as_deref().or(client.id.as_deref()).unwrap_or(&prefix);
+                admin_key_reused(sink, &path, named);
+                return None;
+            }
             match keys_seen.get(&digest) {
                 Some(first) => {
                     sink.push(&path, format!("duplicate client key (same as {first})"));

@@ -92,6 +92,15 @@ pub struct ServerConfig {
     pub max_implicit_combos: u64,
     /// Bytes of whole upstream bodies all requests hold at once.
     pub max_upstream_buffer_bytes: u64,
+    /// Any usage count an upstream reports above this is clamped to it (behaviour §11).
+    pub usage_max_tokens: u64,
+    /// A refusal whose wait is longer says `x-should-retry: false` (behaviour §7).
+    pub client_retry_max_ms: u64,
+    /// After a client left a stream: how long the router keeps reading the upstream for its
+    /// usage (behaviour §11, "money holds").
+    pub drain_after_client_left_ms: u64,
+    /// … and how many upstream bytes it reads at most while doing so.
+    pub drain_max_bytes: u64,
 }
 
 /// The node's own certificate: checked when validated, loaded again when serving.
@@ -340,9 +349,15 @@ impl Config {
         let mut text = String::new();
         let _ = writeln!(
             text,
-            "listen {}; {} client key(s); admin API {}; journal {}",
+            "listen {}; {} client key(s) of {} client(s); admin API {}; journal {}",
             self.server.listen,
-            self.server.api_keys.len(),
+            // Every key a client may send: `server.api_keys` (client `default`) and each
+            // `[[clients]]` key.
+            self.clients
+                .iter()
+                .map(|client| client.key_digests.len())
+                .sum::<usize>(),
+            self.clients.len(),
             if self.server.admin_key.is_some() {
                 "on"
             } else {

@@ -108,6 +108,10 @@ pub struct RawServer {
     pub max_connections: Option<u64>,
     pub max_implicit_combos: Option<u64>,
     pub max_upstream_buffer_bytes: Option<u64>,
+    pub usage_max_tokens: Option<u64>,
+    pub client_retry_max_ms: Option<u64>,
+    pub drain_after_client_left_ms: Option<u64>,
+    pub drain_max_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]

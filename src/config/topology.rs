@@ -235,6 +235,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
         max_attempts: config.defaults.max_attempts,
         max_upstream_requests: config.defaults.max_upstream_requests,
         affinity: config.affinity,
+        clients: config.clients.len(),
         max_implicit_combos: usize::try_from(config.server.max_implicit_combos)
             .unwrap_or(usize::MAX),
         source: config

@@ -40,6 +40,14 @@ pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 4_096;
 pub const DEFAULT_MAX_IMPLICIT_COMBOS: u64 = 1_024;
 pub const DEFAULT_MAX_UPSTREAM_BUFFER_BYTES: u64 = 256 * 1024 * 1024;
+/// `server.usage_max_tokens` (contract).
+pub const DEFAULT_USAGE_MAX_TOKENS: u64 = 10_000_000;
+/// `server.client_retry_max_ms` (contract).
+pub const DEFAULT_CLIENT_RETRY_MAX_MS: u64 = 60_000;
+/// `server.drain_after_client_left_ms`.
+pub const DEFAULT_DRAIN_AFTER_CLIENT_LEFT_MS: u64 = 10_000;
+/// `server.drain_max_bytes`.
+pub const DEFAULT_DRAIN_MAX_BYTES: u64 = 4 * 1024 * 1024;
 pub const DEFAULT_JOURNAL_PATH: &str = "./data/journal";
 pub const DEFAULT_FLUSH_EVERY_MS: u64 = 50;
 pub const DEFAULT_SNAPSHOT_EVERY_EVENTS: u64 = 100_000;
@@ -235,7 +243,13 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         .and_then(|telemetry| super::telemetry::build(telemetry, sink));
     let affinity = build_affinity(raw.affinity, sink);
     let translation = build_translation(raw.translation, sink);
-    let clients = super::clients::build_clients(&server.api_keys, raw.clients, sink, env);
+    let clients = super::clients::build_clients(
+        &server.api_keys,
+        server.admin_key.as_ref(),
+        raw.clients,
+        sink,
+        env,
+    );
     let prices = super::clients::build_prices(raw.prices_file, raw.prices, sink);
     Config {
         clients,
@@ -430,6 +444,22 @@ fn build_server(raw: RawServer, sink: &mut ErrorSink) -> ServerConfig {
                 bytes
             },
         ),
+        usage_max_tokens: at_least_one(
+            raw.usage_max_tokens,
+            DEFAULT_USAGE_MAX_TOKENS,
+            "server.usage_max_tokens",
+            sink,
+        ),
+        client_retry_max_ms: at_least_one(
+            raw.client_retry_max_ms,
+            DEFAULT_CLIENT_RETRY_MAX_MS,
+            "server.client_retry_max_ms",
+            sink,
+        ),
+        drain_after_client_left_ms: raw
+            .drain_after_client_left_ms
+            .unwrap_or(DEFAULT_DRAIN_AFTER_CLIENT_LEFT_MS),
+        drain_max_bytes: raw.drain_max_bytes.unwrap_or(DEFAULT_DRAIN_MAX_BYTES),
     }
 }
 

@@ -20,7 +20,7 @@ fn message(turn: &Turn, complete: bool) -> Value {
         "content": if complete { json!([{"type": "text", "text": turn.text()}]) } else { json!([]) },
         "stop_reason": if complete { json!("end_turn") } else { Value::Null },
         "stop_sequence": null,
-        "usage": {
+        "usage": turn.usage_override.clone().unwrap_or_else(|| json!({
             // Anthropic's `input_tokens` excludes cache reads and writes.
             "input_tokens": turn
                 .prompt_tokens
@@ -28,7 +28,7 @@ fn message(turn: &Turn, complete: bool) -> Value {
             "cache_read_input_tokens": turn.cached_tokens,
             "cache_creation_input_tokens": turn.cache_write_tokens,
             "output_tokens": if complete { turn.completion_tokens() } else { 1 },
-        },
+        })),
     })
 }
 
@@ -76,7 +76,10 @@ pub fn stream_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
         json!({
             "type": "message_delta",
             "delta": {"stop_reason": "end_turn", "stop_sequence": null},
-            "usage": {"output_tokens": turn.completion_tokens()},
+            "usage": turn
+                .usage_override
+                .clone()
+                .unwrap_or_else(|| json!({"output_tokens": turn.completion_tokens()})),
         }),
     ));
     frames.push(event("message_stop", json!({"type": "message_stop"})));

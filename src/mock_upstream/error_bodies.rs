@@ -233,6 +233,19 @@ pub fn previous_response_not_found(id: &str) -> ErrorReply {
     )
 }
 
+/// OpenAI's 400 for an encrypted item (reasoning, compaction) another organisation made.
+pub fn invalid_encrypted_content(item: &str) -> ErrorReply {
+    json_reply(
+        400,
+        &json!({"error": {
+            "message": format!("The encrypted content for item {item} could not be verified. Reason: Encrypted content organization_id did not match the target organization."),
+            "type": "invalid_request_error",
+            "param": null,
+            "code": "invalid_encrypted_content",
+        }}),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,8 @@ pub enum Endpoint {
     Completions,
     Embeddings,
     Responses,
+    /// `…/responses/compact`: the Responses API's compaction, never streamed.
+    Compact,
     Messages,
     /// Anthropic's `…/messages/count_tokens`: `{"input_tokens": N}`, never streamed.
     CountTokens,
@@ -33,6 +35,7 @@ impl Endpoint {
             ("/completions", Self::Completions),
             ("/embeddings", Self::Embeddings),
             ("/responses", Self::Responses),
+            ("/responses/compact", Self::Compact),
             ("/messages", Self::Messages),
             ("/messages/count_tokens", Self::CountTokens),
         ]
@@ -74,14 +77,48 @@ pub struct Turn {
     pub cache_write_tokens: u64,
     /// The tool call the prompt asked for (`tool_calls`), if any.
     pub tool_call: Option<super::tool_calls::ToolCall>,
+    /// The `HostileUsage` fault: this value is sent as the answer's `usage`, whatever it is.
+    pub usage_override: Option<Value>,
+    /// Responses API: the request's parameters a response object repeats (`instructions`,
+    /// `tools`, `tool_choice`, …), as sent.
+    pub echo: serde_json::Map<String, Value>,
+    /// Responses API: the encrypted content of the reasoning item (with `include:
+    /// ["reasoning.encrypted_content"]`) or of the compaction item, made for the request's key
+    /// (set by the handler, which knows the key).
+    pub encrypted_content: Option<String>,
+    /// Compaction: the request's user messages, which its answer keeps as they were sent.
+    pub kept_messages: Vec<Value>,
+    /// Responses API: the `input` ends with a `compaction_trigger` item (Codex's inline
+    /// compaction): the answer is one compaction item instead of reasoning and a message.
+    pub compaction_trigger: bool,
 }
+
+/// The request parameters a Responses object repeats, as the API reference lists them.
+const ECHOED: [&str; 14] = [
+    "instructions",
+    "max_output_tokens",
+    "metadata",
+    "parallel_tool_calls",
+    "prompt_cache_key",
+    "reasoning",
+    "service_tier",
+    "temperature",
+    "text",
+    "tool_choice",
+    "tools",
+    "top_p",
+    "truncation",
+    "user",
+];
 
 impl Turn {
     /// Reads what the reply depends on from the request body; `sequence` is set at admission.
     pub fn from_request(endpoint: Endpoint, body: &Value, body_len: usize) -> Option<Self> {
         let model = body.get("model")?.as_str()?.to_owned();
-        let streaming = !matches!(endpoint, Endpoint::Embeddings | Endpoint::CountTokens)
-            && body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let streaming = !matches!(
+            endpoint,
+            Endpoint::Embeddings | Endpoint::CountTokens | Endpoint::Compact
+        ) && body.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let include_usage = body
             .pointer("/stream_options/include_usage")
             .and_then(Value::as_bool)
@@ -120,6 +157,38 @@ impl Turn {
             cached_tokens: 0,
             cache_write_tokens: 0,
             tool_call: super::tool_calls::requested(endpoint, body),
+            usage_override: None,
+            echo: ECHOED
+                .iter()
+                .filter_map(|name| Some(((*name).to_owned(), body.get(*name)?.clone())))
+                .collect(),
+            encrypted_content: None,
+            compaction_trigger: endpoint == Endpoint::Responses
+                && body
+                    .get("input")
+                    .and_then(Value::as_array)
+                    .and_then(|items| items.last())
+                    .and_then(|item| item.get("type"))
+                    .and_then(Value::as_str)
+                    == Some("compaction_trigger"),
+            kept_messages: match (endpoint, body.get("input")) {
+                (Endpoint::Compact, Some(Value::Array(items))) => items
+                    .iter()
+                    .filter(|item| {
+                        item.get("role").and_then(Value::as_str) == Some("user")
+                            && item
+                                .get("type")
+                                .and_then(Value::as_str)
+                                .unwrap_or("message")
+                                == "message"
+                    })
+                    .cloned()
+                    .collect(),
+                (Endpoint::Compact, Some(Value::String(text))) => {
+                    vec![serde_json::json!({"type": "message", "role": "user", "content": text})]
+                }
+                _ => Vec::new(),
+            },
         })
     }
 
@@ -194,6 +263,10 @@ mod tests {
         );
         assert_eq!(Endpoint::from_path("/v1/models"), None);
         assert_eq!(Endpoint::from_path("/v1/responses/resp_1"), None);
+        assert_eq!(
+            Endpoint::from_path("/v1/responses/compact"),
+            Some(Endpoint::Compact)
+        );
     }
 
     #[test]

@@ -66,6 +66,15 @@ pub enum Fault {
     /// `response.output_item.added` are the first three). A JSON answer waits `pause_ms` before
     /// its headers, like `Latency`.
     SlowStart { events: u32, pause_ms: u64 },
+    /// A stream pauses `pause_ms` before its last `events` SSE events (the closing usage is
+    /// among the last two or three): a client that leaves during the pause leaves before the
+    /// usage came. A JSON answer is not delayed.
+    SlowEnd { events: u32, pause_ms: u64 },
+    /// A success whose `usage` object is this JSON text, verbatim, wherever the answer carries
+    /// usage (JSON bodies; a stream's usage chunk, `response.completed`, Anthropic
+    /// `message_start` and `message_delta`): negative, fractional, string, absurd counts, or
+    /// `null` for none. Text that is not JSON is sent as a JSON string.
+    HostileUsage { usage: String },
 }
 
 impl Fault {
@@ -144,6 +153,13 @@ mod tests {
             Rule::always(Fault::SlowStart {
                 events: 3,
                 pause_ms: 500,
+            }),
+            Rule::always(Fault::SlowEnd {
+                events: 2,
+                pause_ms: 500,
+            }),
+            Rule::always(Fault::HostileUsage {
+                usage: r#"{"prompt_tokens":-5}"#.into(),
             }),
         ];
         let json = serde_json::to_string(&rules).unwrap();

@@ -21,7 +21,7 @@ use super::rate_headers::{self, budget_headers, insert, Dialect};
 use super::state::{MockUpstream, RateSnapshot};
 use super::stored::{self, StoredResponse};
 use super::stored_api::{self, StoredRoute};
-use super::{anthropic, openai, tool_calls};
+use super::{anthropic, encrypted, openai, tool_calls};
 
 /// How long a stream that fails after content waits before it is cut.
 const STREAM_CUT_PAUSE_MS: u64 = 5;
@@ -31,13 +31,17 @@ const STREAM_CUT_PAUSE_MS: u64 = 5;
 pub(crate) struct ResetConnection;
 
 /// How a fault shapes an answer that still succeeds (a 200).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SuccessShape {
     ending: StreamEnding,
     /// Cut the connection after the last event instead of ending the body cleanly.
     abort: bool,
     /// A stream pauses this long after this many events.
     pause: Option<(usize, Duration)>,
+    /// A stream pauses this long before its last this many events.
+    pause_before_last: Option<(usize, Duration)>,
+    /// The `usage` every usage-bearing part of the answer carries instead of the real one.
+    usage: Option<Value>,
     pub(crate) forced: Option<ForcedEncoding>,
 }
 
@@ -46,6 +50,8 @@ impl SuccessShape {
         ending: StreamEnding::Complete,
         abort: false,
         pause: None,
+        pause_before_last: None,
+        usage: None,
         forced: None,
     };
 }
@@ -130,14 +136,31 @@ async fn answer(
         .previous_response_id
         .clone()
         .filter(|id| mock.stored_response(&key, id).is_none());
+    // An encrypted item this key did not make is refused (behaviour §10 "Encrypted items").
+    let unreadable = matches!(endpoint, Endpoint::Responses | Endpoint::Compact)
+        .then(|| encrypted::unreadable_item(&parsed, &key))
+        .flatten();
     // count_tokens and refused requests use no tokens.
-    let tokens = if endpoint == Endpoint::CountTokens || missing_previous.is_some() {
+    let tokens = if endpoint == Endpoint::CountTokens
+        || missing_previous.is_some()
+        || unreadable.is_some()
+    {
         0
     } else {
         turn.total_tokens()
     };
     let admission = mock.admit(&key, &turn.model, turn.streaming, tokens);
     turn.sequence = admission.sequence;
+    turn.encrypted_content = match endpoint {
+        Endpoint::Responses if turn.compaction_trigger => {
+            Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence)))
+        }
+        Endpoint::Responses if encrypted::asks_for_encrypted_reasoning(&parsed) => {
+            Some(encrypted::seal(&key, &openai::reasoning_id(turn.sequence)))
+        }
+        Endpoint::Compact => Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence))),
+        _ => None,
+    };
     if key.is_empty() {
         budget_headers(&mut headers, dialect, &admission.rate, true);
         return error_response(
@@ -160,6 +183,11 @@ async fn answer(
             budget_headers(&mut headers, dialect, &admission.rate, true);
             let id = missing_previous.unwrap_or_default();
             return error_response(error_bodies::previous_response_not_found(&id), headers);
+        }
+        None if unreadable.is_some() => {
+            budget_headers(&mut headers, dialect, &admission.rate, true);
+            let item = unreadable.unwrap_or_default();
+            return error_response(error_bodies::invalid_encrypted_content(&item), headers);
         }
         fault => {
             let verdict = fault_verdict(
@@ -203,6 +231,7 @@ async fn answer(
             .written
             .min(turn.prompt_tokens.saturating_sub(turn.cached_tokens));
     }
+    turn.usage_override = shape.usage.clone();
     success(&turn, &admission.rate, headers, shape)
 }
 
@@ -255,6 +284,17 @@ pub(crate) async fn fault_verdict(
                 })
             }
         }
+        Fault::SlowEnd { events, pause_ms } => Verdict::Succeed(SuccessShape {
+            pause_before_last: Some((
+                usize::try_from(events).unwrap_or(usize::MAX),
+                Duration::from_millis(pause_ms),
+            )),
+            ..SuccessShape::PLAIN
+        }),
+        Fault::HostileUsage { usage } => Verdict::Succeed(SuccessShape {
+            usage: Some(serde_json::from_str(&usage).unwrap_or(Value::String(usage))),
+            ..SuccessShape::PLAIN
+        }),
         Fault::CorruptCompressed => Verdict::Succeed(SuccessShape {
             forced: Some(ForcedEncoding::CorruptGzip),
             ..SuccessShape::PLAIN
@@ -399,7 +439,11 @@ fn success(
         "text/event-stream",
     );
     insert(&mut headers, header::CACHE_CONTROL.as_str(), "no-cache");
-    let pause = shape.pause;
+    let pause = shape.pause.or_else(|| {
+        shape
+            .pause_before_last
+            .map(|(last, pause)| (frames.len().saturating_sub(last), pause))
+    });
     let events = futures_util::stream::iter(frames.into_iter().enumerate()).then(
         move |(index, frame)| async move {
             if let Some((after, pause)) = pause {

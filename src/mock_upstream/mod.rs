@@ -11,6 +11,7 @@
 //! - `error_bodies` — the providers' real error bodies (upstream-errors.md);
 //! - `rate_headers` — `x-ratelimit-*` / `anthropic-ratelimit-*` and reset formats;
 //! - `stored`, `stored_api` — the Responses API's stored responses and their endpoints;
+//! - `encrypted` — encrypted reasoning and compaction items, readable only by their key;
 //! - `compression` — [`Compression`] and `Accept-Encoding` negotiation; `encoder` — the codecs
 //!   (async-compression), whole bodies and event by event; `delivery` — the last step of every
 //!   upstream answer, its `Content-Encoding`;
@@ -26,6 +27,14 @@
 //! `GET …/responses/{id}/input_items` (`order`, `limit`, `after`) and `POST
 //! …/responses/{id}/cancel` find it for that key only, any other key gets OpenAI's 404; a
 //! `previous_response_id` the key has not stored is OpenAI's 400 `previous_response_not_found`.
+//! Responses objects and stream events carry the public schema's fields (the request's
+//! parameters repeated); `include: ["reasoning.encrypted_content"]` gives the reasoning item an
+//! `encrypted_content` only that key can read, `POST …/responses/compact` answers a
+//! `response.compaction` whose compaction item is encrypted the same way (so does a
+//! `…/responses` whose `input` ends with `{"type": "compaction_trigger"}`, Codex's inline
+//! compaction: one compaction item is its whole output), and a request whose
+//! `input` carries an item another key made is OpenAI's 400 `invalid_encrypted_content`
+//! (`encrypted`).
 //! The key comes from `Authorization: Bearer` or `x-api-key` and is echoed in `x-mock-key`;
 //! headers set for a key ([`MockUpstream::set_response_headers`], e.g. Codex's `x-codex-*`
 //! windows) go on every answer to it.
@@ -48,6 +57,7 @@ mod auth;
 mod compression;
 mod delivery;
 mod encoder;
+mod encrypted;
 mod error_bodies;
 mod exchange;
 mod fault;

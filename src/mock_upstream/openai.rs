@@ -13,6 +13,9 @@ use super::rate_headers::Dialect;
 const CREATED: u64 = 1_700_000_000;
 
 fn usage(turn: &Turn) -> Value {
+    if let Some(usage) = &turn.usage_override {
+        return usage.clone();
+    }
     json!({
         "prompt_tokens": turn.prompt_tokens,
         "completion_tokens": turn.completion_tokens(),
@@ -22,10 +25,14 @@ fn usage(turn: &Turn) -> Value {
 }
 
 fn responses_usage(turn: &Turn) -> Value {
+    if let Some(usage) = &turn.usage_override {
+        return usage.clone();
+    }
     json!({
         "input_tokens": turn.prompt_tokens,
         "input_tokens_details": {"cached_tokens": turn.cached_tokens},
         "output_tokens": turn.completion_tokens(),
+        "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": turn.total_tokens(),
     })
 }
@@ -65,6 +72,7 @@ pub fn json_body(turn: &Turn) -> Value {
             "usage": {"prompt_tokens": turn.prompt_tokens, "total_tokens": turn.prompt_tokens},
         }),
         Endpoint::Responses => response_object(turn, "completed", true),
+        Endpoint::Compact => compaction_object(turn),
         Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::CountTokens => json!({
             "id": format!("chatcmpl-mock-{sequence}"),
             "object": "chat.completion",
@@ -100,9 +108,24 @@ fn embedding_base64(input: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// The reasoning item a reasoning model's response starts with (an empty summary).
+/// The id of the reasoning item of the response numbered `sequence`.
+pub(crate) fn reasoning_id(sequence: u64) -> String {
+    format!("rs_mock_{sequence}")
+}
+
+/// The id of the compaction item of the compaction numbered `sequence`.
+pub(crate) fn compaction_id(sequence: u64) -> String {
+    format!("cmp_mock_{sequence}")
+}
+
+/// The reasoning item a reasoning model's response starts with (an empty summary), with its
+/// encrypted content when the request included it.
 fn reasoning_item(turn: &Turn) -> Value {
-    json!({"type": "reasoning", "id": format!("rs_mock_{}", turn.sequence), "summary": []})
+    let mut item = json!({"type": "reasoning", "id": reasoning_id(turn.sequence), "summary": []});
+    if let Some(content) = &turn.encrypted_content {
+        item["encrypted_content"] = json!(content);
+    }
+    item
 }
 
 fn message_item(turn: &Turn, status: &str, text: Option<&str>) -> Value {
@@ -122,7 +145,9 @@ fn message_item(turn: &Turn, status: &str, text: Option<&str>) -> Value {
 /// The Responses API's response object (`resp_mock_<sequence>`): with output (a reasoning item,
 /// then the message) and usage once complete. Also what `GET …/responses/{id}` returns.
 pub(crate) fn response_object(turn: &Turn, status: &str, with_output: bool) -> Value {
-    let output = if with_output {
+    let output = if with_output && turn.compaction_trigger {
+        json!([compaction_item(turn)])
+    } else if with_output {
         json!([
             reasoning_item(turn),
             message_item(turn, "completed", Some(&turn.text()))
@@ -130,15 +155,66 @@ pub(crate) fn response_object(turn: &Turn, status: &str, with_output: bool) -> V
     } else {
         json!([])
     };
-    json!({
+    let mut object = json!({
         "id": response_id(turn),
         "object": "response",
         "created_at": CREATED,
         "status": status,
+        "background": false,
+        "error": null,
+        "incomplete_details": null,
+        "instructions": null,
+        "max_output_tokens": null,
+        "max_tool_calls": null,
         "model": turn.model,
         "output": output,
+        "parallel_tool_calls": true,
         "previous_response_id": turn.previous_response_id,
+        "prompt_cache_key": null,
+        "reasoning": {"effort": null, "summary": null},
+        "safety_identifier": null,
+        "service_tier": "default",
+        "store": turn.store,
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_logprobs": 0,
+        "top_p": 1.0,
+        "truncation": "disabled",
         "usage": if with_output { responses_usage(turn) } else { Value::Null },
+        "user": null,
+        "metadata": {},
+    });
+    // The request's own parameters, as the API repeats them.
+    if let Some(fields) = object.as_object_mut() {
+        for (name, value) in &turn.echo {
+            fields.insert(name.clone(), value.clone());
+        }
+    }
+    object
+}
+
+/// The compaction item of a compaction (endpoint or inline trigger): only this key can read it.
+fn compaction_item(turn: &Turn) -> Value {
+    json!({
+        "type": "compaction",
+        "id": compaction_id(turn.sequence),
+        "encrypted_content": turn.encrypted_content,
+    })
+}
+
+/// `POST …/responses/compact`'s answer: the conversation's user messages kept as sent, then one
+/// compaction item whose encrypted content only this key can read; usage like a response's.
+fn compaction_object(turn: &Turn) -> Value {
+    let mut output: Vec<Value> = turn.kept_messages.clone();
+    output.push(compaction_item(turn));
+    json!({
+        "id": response_id(turn),
+        "object": "response.compaction",
+        "created_at": CREATED,
+        "output": output,
+        "usage": responses_usage(turn),
     })
 }
 
@@ -247,6 +323,27 @@ fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
         "response.in_progress",
         json!({"response": in_progress}),
     );
+    if turn.compaction_trigger {
+        // Inline compaction: the one compaction item, then the completed response.
+        let mut added = compaction_item(turn);
+        added["encrypted_content"] = Value::Null;
+        push(
+            &mut frames,
+            "response.output_item.added",
+            json!({"output_index": 0, "item": added}),
+        );
+        push(
+            &mut frames,
+            "response.output_item.done",
+            json!({"output_index": 0, "item": compaction_item(turn)}),
+        );
+        push(
+            &mut frames,
+            "response.completed",
+            json!({"response": response_object(turn, "completed", true)}),
+        );
+        return frames;
+    }
     push(
         &mut frames,
         "response.output_item.added",

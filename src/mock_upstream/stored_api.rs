@@ -39,7 +39,11 @@ impl StoredRoute {
         let path = path.trim_end_matches('/');
         let (_, rest) = path.rsplit_once("/responses/")?;
         let mut parts = rest.split('/');
-        let id = parts.next().filter(|id| !id.is_empty())?.to_owned();
+        // `…/responses/compact` is the compaction endpoint, not a stored response.
+        let id = parts
+            .next()
+            .filter(|id| !id.is_empty() && *id != "compact")?
+            .to_owned();
         let route = match (parts.next(), parts.next()) {
             (None, _) => Self::Response(id),
             (Some("input_items"), None) => Self::InputItems(id),
@@ -214,6 +218,7 @@ mod tests {
         );
         assert_eq!(StoredRoute::from_path("/v1/responses"), None);
         assert_eq!(StoredRoute::from_path("/v1/responses/"), None);
+        assert_eq!(StoredRoute::from_path("/v1/responses/compact"), None);
         assert_eq!(StoredRoute::from_path("/v1/responses/r/other"), None);
     }
 

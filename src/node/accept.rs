@@ -1,6 +1,9 @@
 //! The node's accept loop: hyper-util's HTTP/1.1 + HTTP/2 server with `TCP_NODELAY` on every
 //! socket, bounded the way a gateway's edge must be (contract "Hostile input and bounds"): at
-//! most `server.max_connections` open client connections (past it a new one is closed at once),
+//! most `server.max_connections` open client connections (past it a new one is closed at once,
+//! but for [`ADMIN_RESERVED_CONNECTIONS`] more kept for the operator: on those only the admin
+//! API, `/healthz`, `/metrics` and `/ui` are served, any other request is answered 503 and the
+//! connection closed — so `/admin` stays reachable when clients fill the limit),
 //! `server.header_timeout_ms` from accept until the request head is read (a connection that
 //! sends nothing, or stops inside its head, is closed; idle keep-alive connections close after
 //! the same time), and graceful shutdown (stop accepting, let open connections finish their
@@ -24,6 +27,36 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// The first bytes of an HTTP/2 connection with prior knowledge (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Connections accepted past `max_connections` for the admin API alone (behaviour §11, #34:
+/// at the limit the operator could not reach `/admin` or `/healthz` either).
+pub const ADMIN_RESERVED_CONNECTIONS: usize = 16;
+
+/// Whether `path` may be served on a connection of the admin reserve.
+fn is_admin_path(path: &str) -> bool {
+    path.starts_with("/admin/")
+        || path == "/admin"
+        || path == "/healthz"
+        || path == "/metrics"
+        || path == "/ui"
+        || path.starts_with("/ui/")
+}
+
+/// The answer on an admin-reserve connection to anything but the admin API: 503, then closed.
+fn reserve_refusal() -> axum::response::Response {
+    let mut response = crate::node::reply::error_only(
+        &crate::api_error::ApiError::new(
+            crate::api_error::ApiErrorKind::NoAvailableTarget,
+            "the node is at server.max_connections: this connection is kept for the admin API",
+        ),
+        false,
+    );
+    response.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    response
+}
 
 /// The edge's bounds, from `[server]`.
 #[derive(Debug, Clone, Copy)]
@@ -76,22 +109,42 @@ pub async fn serve(
         .keep_alive_interval(Some(limits.header_timeout))
         .keep_alive_timeout(limits.header_timeout);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let admin_slots = Arc::new(Semaphore::new(ADMIN_RESERVED_CONNECTIONS));
     let graceful = GracefulShutdown::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    // Past max_connections the newcomer is closed at once; the others go on.
-                    let Ok(slot) = slots.clone().try_acquire_owned() else {
-                        counters.refused.fetch_add(1, Ordering::Relaxed);
-                        drop(stream);
-                        continue;
+                    // Past max_connections the newcomer is closed at once (unless the admin
+                    // reserve has room: then only the admin API is served on it); the others
+                    // go on.
+                    let (slot, admin_only) = match slots.clone().try_acquire_owned() {
+                        Ok(slot) => (slot, false),
+                        Err(_) => match admin_slots.clone().try_acquire_owned() {
+                            Ok(slot) => (slot, true),
+                            Err(_) => {
+                                counters.refused.fetch_add(1, Ordering::Relaxed);
+                                drop(stream);
+                                continue;
+                            }
+                        },
                     };
                     // Without it every small SSE write waits ~40 ms for a delayed ACK.
                     let _ = stream.set_nodelay(true);
                     let app = app.clone();
+                    let reserve_counters = counters.clone();
                     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-                        app.clone().oneshot(request.map(Body::new))
+                        let refused = admin_only && !is_admin_path(request.uri().path());
+                        if refused {
+                            reserve_counters.refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let app = app.clone();
+                        async move {
+                            if refused {
+                                return Ok(reserve_refusal());
+                            }
+                            app.oneshot(request.map(Body::new)).await
+                        }
                     });
                     let watcher = graceful.watcher();
                     let builder = builder.clone();

@@ -200,6 +200,26 @@ pub async fn client_views(app: &AppState, router: &Router) -> Vec<ClientView> {
     )
 }
 
+/// `POST /admin/clients/{id}/reset` (behaviour §11): clears the client's spend and usage
+/// windows of the current period, journaled as `admin_action` `reset_client` by `admin` (folded
+/// back in on restart, so the spend does not come back); 404 for an unknown client.
+pub async fn reset_client(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let router = guard!(app, headers);
+    let live = app.live();
+    let Some(index) = live.clients.index_of(&id) else {
+        return unknown("client", &id);
+    };
+    let now_ms = router.clock().now_ms();
+    live.clients.reset(index, now_ms);
+    router.record_client_reset(&id);
+    tracing::info!(client = &*id, "client spend and windows reset by admin");
+    json_response(StatusCode::OK, &json!({"client": id, "reset": true}))
+}
+
 pub async fn clear_lockout(
     State(app): State<AppState>,
     headers: HeaderMap,
@@ -333,29 +353,82 @@ pub async fn reload_config(State(app): State<AppState>, headers: HeaderMap) -> R
     }
 }
 
-/// `GET /admin/affinity?connection=ID`.
+/// `GET /admin/affinity?connection=ID&limit=N&after=CURSOR`.
 #[derive(Debug, serde::Deserialize)]
 pub struct AffinityQuery {
     connection: Option<String>,
+    limit: Option<usize>,
+    /// The `next` of the previous page.
+    after: Option<String>,
 }
 
-/// Most groups one `GET /admin/affinity` lists (most recently used first).
-const AFFINITY_LIST_MAX: usize = 10_000;
+/// Groups one `GET /admin/affinity` lists when it names no `limit`, and the most it may ask
+/// for: a page, like `/admin/journal`'s (a node may hold `affinity.max_groups`, 1,000,000).
+pub const AFFINITY_PAGE_DEFAULT: usize = 1_000;
+pub const AFFINITY_PAGE_MAX: usize = 10_000;
 
-/// `GET /admin/affinity?connection=ID`: the bound conversations (behaviour §10) — digest,
-/// client, target, last use, turns; never prompt text (the node never kept any).
+/// A page cursor: the last group's digest (16 hex digits), `:`, then its combo's name.
+fn affinity_cursor(combo: &str, group: u64) -> String {
+    format!("{group:016x}:{combo}")
+}
+
+fn parse_affinity_cursor(cursor: &str) -> Option<(String, u64)> {
+    let (digest, combo) = cursor.split_at_checked(16)?;
+    let combo = combo.strip_prefix(':')?;
+    Some((combo.to_owned(), u64::from_str_radix(digest, 16).ok()?))
+}
+
+/// `GET /admin/affinity`: the bound conversations (behaviour §10) — digest, client, combo,
+/// target, last use, turns; never prompt text (the node never kept any). Paged by (combo,
+/// digest): `limit` (default 1,000, at most 10,000) and `after` (the previous page's `next`,
+/// `null` on the last page); `total` counts every matching group. Each combo copies only its
+/// part of the page.
 pub async fn affinity(
     State(app): State<AppState>,
     headers: HeaderMap,
     query: Result<Query<AffinityQuery>, QueryRejection>,
 ) -> Response {
     let router = guard!(app, headers);
-    let query = match admin_query(query, Some("connection must be a connection id")) {
+    let query = match admin_query(
+        query,
+        Some("connection must be a connection id, limit a whole number, after a `next` cursor"),
+    ) {
         Ok(query) => query,
         Err(refusal) => return *refusal,
     };
-    let bindings = match router.affinity_bindings().await {
-        Ok(bindings) => bindings,
+    let limit = query.limit.unwrap_or(AFFINITY_PAGE_DEFAULT);
+    if limit == 0 || limit > AFFINITY_PAGE_MAX {
+        return admin_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            &format!("limit must be between 1 and {AFFINITY_PAGE_MAX}"),
+        );
+    }
+    let after = match query.after.as_deref().map(parse_affinity_cursor) {
+        None => None,
+        Some(Some(after)) => Some(after),
+        Some(None) => {
+            return admin_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "after must be the `next` of a previous page",
+            )
+        }
+    };
+    let page = match router
+        .affinity_page(
+            after,
+            quotaroute_actors::AffinityPageQuery {
+                after: None,
+                limit,
+                connection: query.connection,
+                now_ms: router.clock().now_ms(),
+                ttl_ms: app.live().affinity.ttl_ms,
+            },
+        )
+        .await
+    {
+        Ok(page) => page,
         Err(error) => {
             return admin_error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -364,44 +437,34 @@ pub async fn affinity(
             )
         }
     };
-    let now_ms = router.clock().now_ms();
-    let ttl_ms = app.live().affinity.ttl_ms;
-    let mut groups: Vec<(u64, serde_json::Value)> = Vec::new();
-    let mut total = 0usize;
-    for (combo, table) in &bindings {
-        for (group, binding) in table.iter() {
+    let next = (page.groups.len() == limit)
+        .then(|| page.groups.last())
+        .flatten()
+        .map(|(combo, group, _)| affinity_cursor(combo, *group));
+    let groups: Vec<serde_json::Value> = page
+        .groups
+        .iter()
+        .map(|(combo, group, binding)| {
             let (connection, model) = binding
                 .exec_key
                 .split_once('/')
                 .unwrap_or((&binding.exec_key, ""));
-            if query
-                .connection
-                .as_deref()
-                .is_some_and(|id| id != connection)
-                || now_ms.saturating_sub(binding.last_used_ms) > ttl_ms
-            {
-                continue;
-            }
-            total += 1;
-            groups.push((
-                binding.last_used_ms,
-                json!({
-                    "digest": format!("{group:016x}"),
-                    "client": &*binding.client,
-                    "combo": combo,
-                    "connection": connection,
-                    "model": model,
-                    "bound_at_ms": binding.bound_at_ms,
-                    "last_used_ms": binding.last_used_ms,
-                    "turns": binding.turns,
-                }),
-            ));
-        }
-    }
-    groups.sort_by_key(|g| std::cmp::Reverse(g.0));
-    groups.truncate(AFFINITY_LIST_MAX);
-    let groups: Vec<serde_json::Value> = groups.into_iter().map(|(_, g)| g).collect();
-    json_response(StatusCode::OK, &json!({"total": total, "groups": groups}))
+            json!({
+                "digest": format!("{group:016x}"),
+                "client": &*binding.client,
+                "combo": combo,
+                "connection": connection,
+                "model": model,
+                "bound_at_ms": binding.bound_at_ms,
+                "last_used_ms": binding.last_used_ms,
+                "turns": binding.turns,
+            })
+        })
+        .collect();
+    json_response(
+        StatusCode::OK,
+        &json!({"total": page.matching, "groups": groups, "next": next}),
+    )
 }
 
 /// Events one `GET /admin/journal` returns when it names no `limit`, and the most it may ask

@@ -33,6 +33,7 @@ use crate::telemetry::RequestSpan;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::body_rewrite::{rewrite, RequestInfo};
 use crate::wire::content_coding::{content_codings, decode_body};
+use crate::wire::item_seal::ItemSealer;
 use crate::wire::stream_watch::StreamFormat;
 use crate::wire::translate::{
     count_tokens_body, error_body, translate_answer, translate_request, Direction, RequestSettings,
@@ -95,12 +96,15 @@ pub(crate) struct TryContext<'a> {
     pub deadline: Instant,
     /// telemetry: the request's server span (off when not traced).
     pub trace: &'a RequestSpan,
-    /// The admitted client's ticket, whose usage a success counts (`None`: stored calls).
+    /// The admitted client's ticket, whose usage a success counts when `count_usage`.
     pub client: Option<&'a std::sync::Arc<crate::clients::ClientTicket>>,
+    /// The request's encrypted items (behaviour §10), when it has any: each target gets only
+    /// those it can read.
+    pub encrypted: Option<&'a crate::node::encrypted_turn::EncryptedTurn>,
 }
 
 impl TryContext<'_> {
-    /// The admitted client's id for log lines (`-`: a stored-response call, which has none).
+    /// The admitted client's id for log lines (`-`: none).
     pub(crate) fn client_id(&self) -> &str {
         self.client.map_or("-", |ticket| &ticket.tag().id)
     }
@@ -268,6 +272,11 @@ pub(crate) async fn try_target(
         }
         (None, _) => (ctx.client_body.clone(), ctx.path_and_query),
     };
+    // Only the encrypted items this target can read (behaviour §10).
+    let (upstream_body, items_left_out) = match ctx.encrypted {
+        Some(encrypted) => encrypted.body_for(upstream_body, &target.connection),
+        None => (upstream_body, 0),
+    };
     let Ok(mut upstream_request) = upstream_request::build(
         ctx.method.clone(),
         provider,
@@ -292,6 +301,7 @@ pub(crate) async fn try_target(
             attempted.result.translated = Some(translation.direction.label().to_string());
             attempted.translation = Some(translation.clone());
         }
+        attempted.result.items_left_out = items_left_out;
         trace.class(attempted.result.class); // telemetry
         *upstream_time += sent_at.elapsed();
         attempt_done(
@@ -388,6 +398,12 @@ pub(crate) async fn try_target(
         let mut attempted = match start {
             StreamStart::Committed(mut stream) => {
                 stream.trace = trace.clone(); // telemetry: the span ends with the stream
+                if ctx.endpoint.is_responses() {
+                    stream.sealer = Some(ItemSealer::new(
+                        ctx.live.seal_key.clone(),
+                        target.connection.clone(),
+                    ));
+                }
                 let mut result = AttemptResult::success(status.as_u16(), 0, 0);
                 result.usage = usage;
                 Attempted {
@@ -484,14 +500,34 @@ pub(crate) async fn try_target(
             );
         };
         trace.answer(summary.model, summary.counts.as_ref()); // telemetry
-        let counts = summary.counts;
-        let (tokens_in, tokens_out) = counts
-            .filter(|_| ctx.count_usage)
-            .map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
+                                                              // What the answer is charged: its usage checked (clamped, logged), or an estimate
+                                                              // when it reported none (behaviour §11).
+        let charged = ctx.count_usage.then(|| {
+            let reported = summary.counts.unwrap_or_default();
+            // The answer's text is measured only when its usage is no report (the usual answer
+            // has one: nothing is scanned).
+            let estimate_needed = summary.counts.is_none() || reported.flaws.any_unreadable();
+            let content_bytes = if estimate_needed {
+                crate::wire::content_bytes::content_text_bytes(ctx.endpoint.stream_format(), &body)
+            } else {
+                0
+            };
+            crate::node::usage_charge::charged(
+                reported,
+                summary.counts.is_some(),
+                ctx.client_body.len() as u64,
+                content_bytes as u64,
+                ctx.live.usage_max_tokens,
+                &target.connection,
+            )
+        });
+        let counts = charged.map(|charged| charged.counts);
+        let (tokens_in, tokens_out) = counts.map_or((0, 0), |c| (c.tokens_in, c.tokens_out));
         let mut result = AttemptResult::success(status.as_u16(), tokens_in, tokens_out);
-        if let Some(counts) = counts.filter(|_| ctx.count_usage) {
-            result.tokens_cached = counts.tokens_cached;
-            result.tokens_cache_write = counts.tokens_cache_write;
+        if let Some(charged) = charged {
+            result.tokens_cached = charged.counts.tokens_cached;
+            result.tokens_cache_write = charged.counts.tokens_cache_write;
+            result.usage_estimated = charged.estimated;
         }
         if let Some(m) = ctx.live.attempt_metrics.get(&*target.connection) {
             m.input_tokens

@@ -11,8 +11,10 @@ use quotaroute_actors::{RoutedTarget, Router};
 
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::clients::ledger::UsedTokens;
-use crate::clients::{ClientTicket, LimitKind, Refusal, SharedCounts};
+use crate::clients::prices::to_usd;
+use crate::clients::{BudgetPeriod, ClientTicket, LimitKind, Refusal, SharedCounts};
 use crate::node::live::LiveConfig;
+use crate::node::retry_advice;
 
 /// The client whose key the request carries (`x-api-key` too on Anthropic endpoints).
 pub fn authenticated_client(
@@ -42,6 +44,18 @@ pub fn admit(
     shared: Option<&Arc<dyn SharedCounts>>,
 ) -> Result<Arc<ClientTicket>, ApiError> {
     let now_ms = router.clock().now_ms();
+    if let Some(model) = unpriced_target(live, router, index, combo) {
+        let client = live
+            .clients
+            .tag(index)
+            .map_or_else(|| "?".into(), |tag| tag.id.clone());
+        return Err(ApiError::new(
+            ApiErrorKind::ModelNotPriced,
+            format!(
+                "client `{client}` has a budget_usd and model `{combo}` has a target without a price (`{model}`): add it to [[prices]] or prices_file"
+            ),
+        ));
+    }
     match live.clients.admit(index, combo, request_id, now_ms, shared) {
         Ok(ticket) => Ok(Arc::new(ticket)),
         Err((refusal, event)) => {
@@ -59,12 +73,59 @@ pub fn admit(
                 );
                 router.record_client(now_ms, *event);
             }
-            Err(refusal_error(&client, combo, refusal))
+            let spend = live.clients.spend_and_budget(index, now_ms);
+            let mut error = refusal_error(&client, combo, refusal, spend, now_ms);
+            retry_advice::advise(&mut error, now_ms, live.client_retry_max_ms);
+            Err(error)
         }
     }
 }
 
-fn refusal_error(client: &str, combo: &str, refusal: Refusal) -> ApiError {
+/// For a client with a budget: a target of `combo` (a configured combo's, or the
+/// `provider/model` it names) without a price, as `provider/model`. A dated model name takes no
+/// price from its undated alias (`gpt-4o-2024-05-13` costs more than `gpt-4o`): it needs its
+/// own (LiteLLM's price list has them).
+fn unpriced_target(
+    live: &LiveConfig,
+    router: &Router,
+    index: usize,
+    combo: &str,
+) -> Option<String> {
+    live.clients.spend_and_budget(index, 0)?;
+    router
+        .with_topology(|topology| match topology.combo(combo) {
+            Some(spec) => live.clients.unpriced(
+                index,
+                spec.targets.iter().filter_map(|target| {
+                    let connection = topology.connection(&target.connection)?;
+                    Some((connection.provider.as_str(), target.model.as_str()))
+                }),
+            ),
+            None => combo
+                .split_once('/')
+                .filter(|(provider, _)| topology.provider(provider).is_some())
+                .and_then(|target| live.clients.unpriced(index, [target])),
+        })
+        .flatten()
+}
+
+/// Pico-USD as dollars: cents, or four decimals below a dime ("$12.30", "$0.0012").
+fn dollars(pusd: u64) -> String {
+    let usd = to_usd(pusd);
+    if usd >= 0.1 {
+        format!("${usd:.2}")
+    } else {
+        format!("${usd:.4}")
+    }
+}
+
+fn refusal_error(
+    client: &str,
+    combo: &str,
+    refusal: Refusal,
+    spend: Option<(u64, u64, BudgetPeriod)>,
+    now_ms: u64,
+) -> ApiError {
     let (kind, message) = match refusal.limit {
         LimitKind::Models => (
             ApiErrorKind::ModelNotAllowed,
@@ -72,7 +133,16 @@ fn refusal_error(client: &str, combo: &str, refusal: Refusal) -> ApiError {
         ),
         LimitKind::Budget => (
             ApiErrorKind::BudgetExceeded,
-            format!("client `{client}` has spent its budget_usd for this period"),
+            match spend {
+                Some((spend, budget, period)) => format!(
+                    "client `{client}` has spent {} of its budget_usd {} for this {}; it resets at {}",
+                    dollars(spend),
+                    dollars(budget),
+                    period.as_str(),
+                    retry_advice::at_in_words(now_ms, refusal.retry_after_ms.unwrap_or(0)),
+                ),
+                None => format!("client `{client}` has spent its budget_usd for this period"),
+            },
         ),
         limit => (
             ApiErrorKind::ClientRateLimited,
@@ -112,6 +182,7 @@ pub fn record_usage(
             tokens_out: result.tokens_out,
             tokens_cached: result.tokens_cached,
             tokens_cache_write: result.tokens_cache_write,
+            estimated: result.usage_estimated,
         },
         now_ms,
     );

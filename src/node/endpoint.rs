@@ -13,6 +13,9 @@ pub enum Endpoint {
     Completions,
     Embeddings,
     Responses,
+    /// `/v1/responses/compact` (Codex's compaction): routed like `/v1/responses`, never a
+    /// stream; its answer's encrypted compaction item is sealed like reasoning items.
+    ResponsesCompact,
     Messages,
     /// `/v1/messages/count_tokens`: routed like `/v1/messages`, no tokens counted.
     CountTokens,
@@ -37,20 +40,27 @@ impl Endpoint {
             Endpoint::ChatCompletions => Some(Direction::ChatToMessages),
             Endpoint::Responses => Some(Direction::ResponsesToMessages),
             Endpoint::Messages => Some(Direction::MessagesToChat),
-            Endpoint::Completions | Endpoint::Embeddings | Endpoint::CountTokens => None,
+            Endpoint::Completions
+            | Endpoint::Embeddings
+            | Endpoint::ResponsesCompact
+            | Endpoint::CountTokens => None,
         }
     }
 
-    /// Whether a target of the other format may serve it (behaviour §14's table).
+    /// Whether a target of the other format may serve it (behaviour §14's table; a compaction
+    /// has no Messages counterpart).
     pub fn translatable(self) -> bool {
-        !matches!(self, Endpoint::Completions | Endpoint::Embeddings)
+        !matches!(
+            self,
+            Endpoint::Completions | Endpoint::Embeddings | Endpoint::ResponsesCompact
+        )
     }
 
     pub fn stream_format(self) -> StreamFormat {
         match self {
             Endpoint::ChatCompletions | Endpoint::Embeddings => StreamFormat::OpenAiChat,
             Endpoint::Completions => StreamFormat::OpenAiCompletions,
-            Endpoint::Responses => StreamFormat::OpenAiResponses,
+            Endpoint::Responses | Endpoint::ResponsesCompact => StreamFormat::OpenAiResponses,
             Endpoint::Messages | Endpoint::CountTokens => StreamFormat::Anthropic,
         }
     }
@@ -61,8 +71,15 @@ impl Endpoint {
             Endpoint::Completions => "text_completion",
             Endpoint::Embeddings => "embeddings",
             Endpoint::CountTokens => "count_tokens",
+            Endpoint::ResponsesCompact => "compact",
             Endpoint::ChatCompletions | Endpoint::Responses | Endpoint::Messages => "chat",
         }
+    }
+
+    /// The Responses API's own endpoints: their bodies may carry encrypted items (behaviour
+    /// §10) and name a `previous_response_id`.
+    pub fn is_responses(self) -> bool {
+        matches!(self, Endpoint::Responses | Endpoint::ResponsesCompact)
     }
 
     pub fn label(self) -> &'static str {
@@ -71,6 +88,7 @@ impl Endpoint {
             Endpoint::Completions => "completions",
             Endpoint::Embeddings => "embeddings",
             Endpoint::Responses => "responses",
+            Endpoint::ResponsesCompact => "responses_compact",
             Endpoint::Messages => "messages",
             Endpoint::CountTokens => "count_tokens",
         }

@@ -32,7 +32,8 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
 /// connection's replace them), what the router recomputes (`host`, framing, codings: the router
 /// decodes the body and asks the upstream for its own `accept-encoding`), and the browser's
 /// context (`sec-fetch-*` too), which would make an upstream treat a server-to-server call as a
-/// browser's.
+/// browser's, and the router's own request headers (`x-quotaroute-*`, such as the
+/// `x-quotaroute-affinity` hint: the router's business, not the provider's).
 fn is_client_only(name: &str) -> bool {
     matches!(
         name,
@@ -47,6 +48,7 @@ fn is_client_only(name: &str) -> bool {
             | "origin"
             | "referer"
     ) || name.starts_with("sec-fetch-")
+        || name.starts_with("x-quotaroute-")
 }
 
 /// Upstream headers the client never gets: the router frames and codes the body itself, the
@@ -142,6 +144,8 @@ mod tests {
             ("anthropic-beta", "tools-2024-04-04"),
             ("openai-beta", "assistants=v2"),
             ("user-agent", "openai-node/5"),
+            ("x-quotaroute-affinity", "session-1"),
+            ("x-quotaroute-anything", "1"),
         ]);
         let mut out = HeaderMap::new();
         copy_client(&client, &mut out);

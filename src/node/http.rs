@@ -12,12 +12,13 @@ use crate::api_error::{ApiError, ApiErrorKind};
 use crate::dashboard::{events as ui_events, page as ui, timeline as ui_timeline};
 use crate::node::admin::{self, json_response};
 use crate::node::app::AppState;
+use crate::node::client_gate;
 use crate::node::cors;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
 use crate::node::plain_errors;
 use crate::node::reply;
-use crate::node::routed::{self, client_authorized};
+use crate::node::routed;
 use crate::node::stored_response;
 
 /// The node's routes.
@@ -35,6 +36,11 @@ pub fn routes(app: AppState) -> axum::Router {
         .route(
             "/v1/responses",
             endpoint(Endpoint::Responses).get(responses_websocket),
+        )
+        // Before `/v1/responses/{id}`: a static segment wins over the parameter.
+        .route(
+            "/v1/responses/compact",
+            endpoint(Endpoint::ResponsesCompact),
         )
         .route("/v1/messages", endpoint(Endpoint::Messages))
         .route("/v1/messages/count_tokens", endpoint(Endpoint::CountTokens))
@@ -55,6 +61,7 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/admin/state", get(admin::state))
         .route("/admin/lockouts", get(admin::lockouts))
         .route("/admin/clients", get(admin::clients))
+        .route("/admin/clients/{id}/reset", post(admin::reset_client))
         .route(
             "/admin/lockouts/{connection}/{*model}",
             delete(admin::clear_lockout),
@@ -77,7 +84,10 @@ pub fn routes(app: AppState) -> axum::Router {
         .route("/ui/", get(ui::index))
         .route("/ui/dashboard.css", get(ui::stylesheet))
         .route("/ui/dashboard.js", get(ui::script))
-        .layer(axum::middleware::from_fn(plain_errors::router_answers))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            plain_errors::router_answers,
+        ))
         .with_state(app)
 }
 
@@ -181,11 +191,21 @@ struct ListedModel {
     owned_by: String,
 }
 
-/// Every model name clients may send: combos first, then `provider/model` names.
-fn listed_models(app: &AppState) -> Vec<ListedModel> {
+/// Every model name client `client` may send: combos first, then `provider/model` names.
+fn listed_models(app: &AppState, client: usize) -> Vec<ListedModel> {
     let Some(topology) = app.router().and_then(|r| r.topology()) else {
         return Vec::new();
     };
+    let mut data = every_model(&topology);
+    // Only what the client may use (its `models`, behaviour §11): a restricted client learns
+    // no other combo or upstream model name.
+    let live = app.live();
+    data.retain(|model| live.clients.may_use(client, &model.id));
+    data
+}
+
+/// Every combo, then every `provider/model` a connection lists or a combo targets.
+fn every_model(topology: &quotaroute_actors::Topology) -> Vec<ListedModel> {
     let mut data: Vec<ListedModel> = topology
         .combos
         .iter()
@@ -235,13 +255,13 @@ fn model_json(app: &AppState, model: &ListedModel, anthropic: bool) -> serde_jso
 
 async fn models(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let anthropic = headers.contains_key("anthropic-version");
-    if !client_authorized(&app.live(), &headers, true) {
+    let Some(client) = client_gate::authenticated_client(&app.live(), &headers, true) else {
         return reply::error_only(
             &ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
             anthropic,
         );
-    }
-    let listed = listed_models(&app);
+    };
+    let listed = listed_models(&app, client);
     let data: Vec<serde_json::Value> = listed
         .iter()
         .map(|model| model_json(&app, model, anthropic))
@@ -267,13 +287,16 @@ async fn model_by_id(
     headers: HeaderMap,
 ) -> Response {
     let anthropic = headers.contains_key("anthropic-version");
-    if !client_authorized(&app.live(), &headers, true) {
+    let Some(client) = client_gate::authenticated_client(&app.live(), &headers, true) else {
         return reply::error_only(
             &ApiError::new(ApiErrorKind::InvalidApiKey, "missing or invalid API key"),
             anthropic,
         );
-    }
-    match listed_models(&app).iter().find(|model| model.id == id) {
+    };
+    match listed_models(&app, client)
+        .iter()
+        .find(|model| model.id == id)
+    {
         Some(model) => json_response(StatusCode::OK, &model_json(&app, model, anthropic)),
         None => reply::error_only(
             &ApiError::new(

@@ -17,6 +17,7 @@ use crate::telemetry::finished::provider_attributes;
 use crate::telemetry::key_value::AttributeBlock;
 use crate::upstream::client::UpstreamClient;
 use crate::upstream::egress;
+use crate::wire::item_seal::SealKey;
 
 /// One provider's upstream coordinates.
 #[derive(Debug, Clone)]
@@ -52,6 +53,12 @@ pub struct LiveConfig {
     pub stream_idle_timeout: Duration,
     /// `server.body_timeout_ms`: the longest silence while a client body is read.
     pub body_timeout: Duration,
+    /// `server.usage_max_tokens`: any usage count above it is clamped (behaviour §11).
+    pub usage_max_tokens: u64,
+    /// `server.client_retry_max_ms`: a refusal waiting longer says `x-should-retry: false`.
+    pub client_retry_max_ms: u64,
+    /// How long, and how far, a stream the client left is read on for its usage.
+    pub drain: crate::node::stream_drain::DrainBounds,
     /// `server.max_upstream_buffer_bytes` in KiB (read at start; a reload keeps the first).
     pub max_upstream_buffer_kib: usize,
     /// Browser origins allowed to call the client API (`"*"`: any).
@@ -71,6 +78,24 @@ pub struct LiveConfig {
     pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
     /// `[translation]` (behaviour §14).
     pub translation: crate::config::TranslationConfig,
+    /// The seal on encrypted items (behaviour §10 "Encrypted items"): derived from the admin
+    /// key, else from the clients' key digests, so every node of a cluster (same config) and a
+    /// restarted node read the seals the others made.
+    pub seal_key: SealKey,
+}
+
+/// The seal key of `config`: from `server.admin_key` when set, else from every client key's
+/// digest (never empty in a config that serves anyone).
+fn seal_key(config: &Config) -> SealKey {
+    match &config.server.admin_key {
+        Some(admin_key) => SealKey::derive([admin_key.expose().as_bytes()]),
+        None => SealKey::derive(
+            config
+                .clients
+                .iter()
+                .flat_map(|client| client.key_digests.iter().map(|digest| &digest.0[..])),
+        ),
+    }
 }
 
 impl std::fmt::Debug for LiveConfig {
@@ -181,6 +206,7 @@ impl LiveConfig {
             .map(|c| (c.id.clone(), AttemptMetrics::register(&c.provider, &c.id)))
             .collect();
         LiveConfig {
+            seal_key: seal_key(config),
             affinity: config.affinity,
             translation: config.translation,
             attempt_metrics,
@@ -195,6 +221,12 @@ impl LiveConfig {
             max_body_bytes: usize::try_from(config.server.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: Duration::from_millis(config.server.request_timeout_ms),
             body_timeout: Duration::from_millis(config.server.body_timeout_ms),
+            usage_max_tokens: config.server.usage_max_tokens,
+            client_retry_max_ms: config.server.client_retry_max_ms,
+            drain: crate::node::stream_drain::DrainBounds {
+                after_left: Duration::from_millis(config.server.drain_after_client_left_ms),
+                max_bytes: config.server.drain_max_bytes,
+            },
             max_upstream_buffer_kib: usize::try_from(
                 config.server.max_upstream_buffer_bytes.div_ceil(1024),
             )

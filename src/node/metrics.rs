@@ -246,6 +246,9 @@ pub fn publish_cluster(status: &ClusterStatus) {
         .absolute(status.leases_granted.load(Relaxed));
     counter!("quotaroute_cluster_leases_refused_total")
         .absolute(status.leases_refused.load(Relaxed));
+    counter!("quotaroute_cluster_lease_errors_total").absolute(status.lease_errors.load(Relaxed));
+    counter!("quotaroute_cluster_events_refused_total").absolute(status.refused.load(Relaxed));
+    counter!("quotaroute_cluster_events_clamped_total").absolute(status.clamped.load(Relaxed));
     gauge!("quotaroute_cluster_publish_backlog_events")
         .set(status.publish_backlog.load(Relaxed) as f64);
     gauge!("quotaroute_cluster_apply_lag_seconds")

@@ -10,7 +10,9 @@
 //!   against one target;
 //!   [`credential_retry`] — its credential, and one refresh-and-retry after a 401.
 //! - [`stored_response`] — the `/v1/responses/{id}` endpoints, sent to the account holding it.
-//! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte.
+//! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte;
+//!   [`stream_drain`] — a stream the client left, read on (bounded) for its usage;
+//!   [`usage_charge`] — what an answer is charged: the upstream's usage checked, or an estimate.
 //! - [`upstream_request`] — building one upstream request (the client, egress and body
 //!   decoding are the floor below: `crate::upstream`).
 //! - [`header_rules`] — which headers cross the router either way; [`cors`] — browser origins.
@@ -18,6 +20,7 @@
 //! - [`traffic`] — the attempt counters the dashboard's rate chart reads (the dashboard is its
 //!   own wing: `crate::dashboard`).
 //! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers;
+//!   [`retry_advice`] — a long wait says `x-should-retry: false` and the time in words;
 //!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
 //! - [`client_gate`] — which client a key is, its limits before anything goes upstream, its usage.
@@ -30,6 +33,8 @@ pub mod attempt;
 pub mod client_gate;
 pub mod cors;
 pub mod credential_retry;
+pub mod encrypted_retry;
+pub mod encrypted_turn;
 pub mod endpoint;
 pub mod header_rules;
 pub mod http;
@@ -41,12 +46,15 @@ pub mod plain_errors;
 pub mod rejection_log;
 pub mod reload;
 pub mod reply;
+pub mod retry_advice;
 pub mod routed;
 pub mod serve;
 pub mod stored_response;
+pub mod stream_drain;
 pub mod stream_relay;
 pub mod timer_floor;
 pub mod traffic;
 pub mod upstream_request;
+pub mod usage_charge;
 
 pub use serve::{NodeError, NodeOptions, RunningNode};

@@ -5,25 +5,36 @@
 //! (`rejection_log`). Handlers' own JSON answers and upstream answers pass untouched; a
 //! success costs two reference-count clones.
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use http::header::CONTENT_TYPE;
+use http::header::{HeaderMap, HeaderName, CONTENT_TYPE};
 use http::StatusCode;
 use http_body_util::BodyExt;
 
 use crate::api_error::{ApiError, ApiErrorKind};
-use crate::node::{rejection_log, reply};
+use crate::node::app::AppState;
+use crate::node::{client_gate, rejection_log, reply};
 
 /// Longest plain-text rejection kept as the message.
 const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// The middleware.
-pub async fn router_answers(request: Request, next: Next) -> Response {
+pub async fn router_answers(State(app): State<AppState>, request: Request, next: Next) -> Response {
     let method = request.method().clone();
     // A `Uri` (and a header value) clone shares its bytes: nothing is copied on the way.
     let uri = request.uri().clone();
     let client_request_id = request.headers().get(reply::REQUEST_ID).cloned();
+    // The key, to name the client of a refusal (looked up only then).
+    let mut keys = HeaderMap::new();
+    for name in [
+        http::header::AUTHORIZATION,
+        HeaderName::from_static("x-api-key"),
+    ] {
+        if let Some(value) = request.headers().get(&name) {
+            keys.insert(name, value.clone());
+        }
+    }
     let response = next.run(request).await;
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
@@ -33,7 +44,19 @@ pub async fn router_answers(request: Request, next: Next) -> Response {
     let path = uri.path();
     let client_api = path == "/" || path.starts_with("/v1/") || path == "/v1";
     if client_api {
-        return rejection_log::logged(&method, path, client_request_id.as_ref(), response).await;
+        let live = app.live();
+        let client =
+            client_gate::authenticated_client(&live, &keys, path.starts_with("/v1/messages"))
+                .and_then(|index| live.clients.tag(index))
+                .map(|tag| tag.id.clone());
+        return rejection_log::logged(
+            &method,
+            path,
+            client_request_id.as_ref(),
+            client.as_deref(),
+            response,
+        )
+        .await;
     }
     response
 }

@@ -13,9 +13,6 @@ use http::HeaderMap;
 /// A refusal's body is read up to this much to find its code (the router's are far smaller).
 const BODY_LIMIT: usize = 64 * 1024;
 
-/// The client id the line names (`[[clients]]` will name others).
-const DEFAULT_CLIENT: &str = "default";
-
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|value| value.to_str().ok())
 }
@@ -40,12 +37,14 @@ fn is_refusal(response: &Response) -> bool {
 }
 
 /// Logs `response` when it is a refusal of the request (`method`, `path`, the client's own
-/// `x-request-id` if it sent one); returns it unchanged. Called by the one middleware over the
-/// router's own answers (`plain_errors`), for the client API's paths.
+/// `x-request-id` if it sent one, the client its key names — `-` for no valid key); returns it
+/// unchanged. Called by the one middleware over the router's own answers (`plain_errors`), for
+/// the client API's paths.
 pub async fn logged(
     method: &http::Method,
     path: &str,
     client_request_id: Option<&http::HeaderValue>,
+    client: Option<&str>,
     response: Response,
 ) -> Response {
     if !is_refusal(&response) {
@@ -63,7 +62,7 @@ pub async fn logged(
         request_id = %request_id,
         status = parts.status.as_u16(),
         code = %error_code(&bytes),
-        client = DEFAULT_CLIENT,
+        client = client.unwrap_or("-"),
         method = %method,
         path = %path,
         "request refused"

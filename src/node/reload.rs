@@ -27,6 +27,7 @@ pub async fn reload(app: &AppState) -> Result<String, String> {
     if let Some(cluster) = app.cluster() {
         // `[cluster]` itself takes effect only after a restart; its limits follow the reload.
         cluster.leases.reload(&topology);
+        cluster.peer_bounds.reload(&topology);
         cluster.client_leases.reload(&config.clients);
     }
     let live = LiveConfig::reloaded(&config, &app.inner.live.load());

@@ -35,6 +35,8 @@ const TRANSLATED: HeaderName = HeaderName::from_static("x-quotaroute-translated"
 const DROPPED: HeaderName = HeaderName::from_static("x-quotaroute-dropped");
 /// `x-request-id`, parsed once (a lookup by `&str` parses the name on every call).
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// `x-should-retry`: what the official OpenAI and Anthropic SDKs read to retry or not.
+const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
 const UPSTREAM_REQUEST_ID: HeaderName = HeaderName::from_static("x-quotaroute-upstream-request-id");
 
 impl RouteHeaders {
@@ -99,6 +101,12 @@ pub fn api_error(error: &ApiError, anthropic: bool, route: &RouteHeaders) -> Res
         if let Ok(value) = HeaderValue::from_str(&seconds) {
             response.headers_mut().insert(RETRY_AFTER, value);
         }
+    }
+    if error.stop_retrying_until_s.is_some() {
+        // Honoured by the official SDKs before their own rules (behaviour §7).
+        response
+            .headers_mut()
+            .insert(SHOULD_RETRY, HeaderValue::from_static("false"));
     }
     response
 }

@@ -1,8 +1,11 @@
 //! The routing endpoints (`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
-//! `/v1/responses`, `/v1/messages`): authenticate, read and parse the body once, ask the router
-//! for a decision, then try targets in order (behaviour §3), classifying each result (§4) and
-//! reporting it fire-and-forget, until one serves or the tries run out (§7).
+//! `/v1/responses`, `/v1/responses/compact`, `/v1/messages`): authenticate, read and parse the
+//! body once, ask the router for a decision, then try targets in order (behaviour §3),
+//! classifying each result (§4) and reporting it fire-and-forget, until one serves or the tries
+//! run out (§7). A Responses request's encrypted items (§10) name where it goes first and what
+//! each target gets; the answer's items leave sealed.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant as StdInstant};
 
 use axum::body::Body;
@@ -21,17 +24,21 @@ use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
 use crate::node::attempt::{Attempted, LastFailure, Payload, TryContext};
 use crate::node::client_gate;
-use crate::node::credential_retry;
+use crate::node::encrypted_retry;
+use crate::node::encrypted_turn::EncryptedTurn;
 use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
+use crate::node::retry_advice;
 use crate::node::stream_relay::{self, CommittedStream};
 use crate::telemetry::RequestSpan;
 use crate::wire::affinity_group::derive_group;
 use crate::wire::body_rewrite::{parse_request_for, PromptScan};
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
+use crate::wire::encrypted_items::EncryptedItems;
+use crate::wire::item_seal::seal_all;
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
 pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key: bool) -> bool {
@@ -169,6 +176,10 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         metrics::request_finished(endpoint, error.status().as_u16());
         reply::api_error(&error, anthropic, route)
     };
+    let fail_json = |status: StatusCode, body: Vec<u8>, route: &RouteHeaders| {
+        metrics::request_finished(endpoint, status.as_u16());
+        reply::json(status, body, route)
+    };
     // An answer given before the client's body was read whole: the rest of that body would be
     // read as the next request on this connection, so the connection closes after the answer.
     let fail_unread = |error: ApiError, route: &RouteHeaders| {
@@ -256,14 +267,41 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         format: endpoint.format(),
         translatable: endpoint.translatable(),
         only_connection: None,
+        encrypted_maker: None,
         affinity: None,
         client: ticket.tag().clone(),
     };
-    if endpoint == Endpoint::Responses {
-        route_request.only_connection = previous_response_connection(&router, &client_body);
+    // Encrypted items (behaviour §10) name the connection that made them, in their seal.
+    let encrypted = if endpoint.is_responses() {
+        match previous_response(&router, &client_body, &ticket.tag().id) {
+            Continues::Nothing => {}
+            Continues::On(connection) => route_request.only_connection = Some(connection),
+            // Another client's response: answered as the upstream answers an id it never
+            // stored, and nothing goes upstream (behaviour §11).
+            Continues::NotFound(id) => {
+                return fail_json(
+                    StatusCode::BAD_REQUEST,
+                    previous_response_not_found(&id),
+                    &route,
+                )
+            }
+        }
+        EncryptedItems::scan(&client_body, &live.seal_key).map(EncryptedTurn::new)
+    } else {
+        None
+    };
+    if route_request.only_connection.is_none() {
+        route_request.encrypted_maker = encrypted
+            .as_ref()
+            .and_then(|turn| turn.items.maker())
+            .map(str::to_owned);
     }
-    // `previous_response_id` is the hard affinity; otherwise the conversation's group.
-    if route_request.only_connection.is_none() && live.affinity.enabled {
+    // `previous_response_id` and encrypted items are hard affinities; otherwise the
+    // conversation's group.
+    if route_request.only_connection.is_none()
+        && route_request.encrypted_maker.is_none()
+        && live.affinity.enabled
+    {
         let client = &route_request.client.id;
         route_request.affinity = derive_group(
             client,
@@ -290,17 +328,22 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                 metrics::queue_wait(waited_ms, true);
                 route.overhead_us = overhead_us(started, Duration::ZERO);
             }
-            let response = fail(route_error(error, anthropic), &route);
+            let mut error = route_error(error, anthropic);
+            // A long wait says so, so clients stop rather than sleep on it (behaviour §7).
+            retry_advice::advise(
+                &mut error,
+                router.clock().now_ms(),
+                live.client_retry_max_ms,
+            );
+            let response = fail(error, &route);
             // telemetry: the answer ends the request's span.
             return trace.answered(response, route.attempts, route.model.as_ref());
         }
     };
 
     let path_and_query = upstream_path(&parts.uri);
-    let force_include_usage = info.stream
-        && !anthropic
-        && !info.include_usage_requested
-        && endpoint != Endpoint::Responses;
+    let force_include_usage =
+        info.stream && !anthropic && !info.include_usage_requested && !endpoint.is_responses();
     let context = TryContext {
         app: &app,
         live: &live,
@@ -317,6 +360,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         deadline: Instant::now() + live.request_timeout,
         trace: &trace, // telemetry
         client: Some(&ticket),
+        encrypted: encrypted.as_ref(),
     };
     let response = serve_tries(&context, decision, &mut route, started).await;
     trace.answered(response, route.attempts, route.model.as_ref()) // telemetry
@@ -342,14 +386,13 @@ pub(crate) async fn serve_tries(
             result,
             payload,
             translation,
-        } = credential_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        } = encrypted_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
         // The answering try's translation names itself (`x-quotaroute-translated`/`-dropped`).
         route.translated = translation.as_ref().map(|t| t.direction.label());
         route.dropped = translation
             .as_ref()
             .filter(|t| !t.dropped.is_empty())
             .map(|t| t.dropped.join(","));
-
         let class = result.class;
         let time_left = Instant::now() < ctx.deadline;
         let step = decision
@@ -402,7 +445,7 @@ pub(crate) async fn serve_tries(
 
     route.attempts = decision.attempt();
     route.overhead_us = overhead_us(started, upstream_time);
-    let response = final_failure(
+    let mut response = final_failure(
         last_failure,
         last_provider.as_deref(),
         ctx.anthropic(),
@@ -410,8 +453,51 @@ pub(crate) async fn serve_tries(
         route,
         &decision,
     );
+    if response.status() == StatusCode::TOO_MANY_REQUESTS {
+        advise_passed_through_429(ctx, route, &mut response).await;
+    }
     metrics::request_finished(ctx.endpoint, response.status().as_u16());
     response
+}
+
+/// A 429 passed through from an upstream that sent no `Retry-After` gets the router's own,
+/// from the lock it just learned on that (connection, model) (behaviour §7); beyond
+/// `client_retry_max_ms` it also says `x-should-retry: false`. A rare answer: reading the
+/// router's state for it costs nothing on the paths that serve.
+async fn advise_passed_through_429(
+    ctx: &TryContext<'_>,
+    route: &RouteHeaders,
+    response: &mut Response,
+) {
+    let headers = response.headers();
+    if headers.contains_key(http::header::RETRY_AFTER) || headers.contains_key("retry-after-ms") {
+        return;
+    }
+    let (Some(router), Some(connection), Some(model)) =
+        (ctx.app.router(), &route.connection, &route.model)
+    else {
+        return;
+    };
+    let Ok(state) = router.state().await else {
+        return;
+    };
+    let Some(remaining_ms) = state
+        .lockouts()
+        .into_iter()
+        .filter(|lock| *lock.connection == **connection && *lock.model == **model)
+        .map(|lock| lock.remaining_ms)
+        .max()
+        .filter(|ms| *ms > 0)
+    else {
+        return;
+    };
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&remaining_ms.div_ceil(1000).to_string()) {
+        headers.insert(http::header::RETRY_AFTER, value);
+    }
+    if remaining_ms > ctx.live.client_retry_max_ms {
+        headers.insert("x-should-retry", HeaderValue::from_static("false"));
+    }
 }
 
 /// A committed stream's response: relayed event by event, reported when it ends.
@@ -435,7 +521,8 @@ fn stream_response(
         .attempt_metrics
         .get(&*target.connection)
         .map(|m| m.input_tokens.clone());
-    let usage_sink = ctx.client.and_then(|ticket| {
+    // Counted only where usage is (not on count_tokens or a stored-response call's stream).
+    let usage_sink = ctx.client.filter(|_| ctx.count_usage).and_then(|ticket| {
         Some(client_gate::StreamUsageSink {
             ticket: std::sync::Arc::clone(ticket),
             router: ctx.app.router()?.clone(),
@@ -444,7 +531,20 @@ fn stream_response(
             target: target.clone(),
         })
     });
-    let body = stream_relay::relay_body(stream, decision, ctx.deadline, input_tokens, usage_sink);
+    let charge = stream_relay::StreamCharge {
+        request_bytes: ctx.client_body.len() as u64,
+        usage_max_tokens: ctx.live.usage_max_tokens,
+        connection: target.connection.to_string(),
+        drain: ctx.live.drain,
+    };
+    let body = stream_relay::relay_body(
+        stream,
+        decision,
+        ctx.deadline,
+        input_tokens,
+        usage_sink,
+        charge,
+    );
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     // Sized once: the relayed headers, the route's, a content type and cache control.
@@ -475,13 +575,18 @@ fn deliver(
     route: &RouteHeaders,
 ) -> Response {
     metrics::overhead(route.overhead_us);
+    let mut body = body;
     // A translated response is not stored anywhere (behaviour §14): nothing to bind.
-    if ctx.endpoint == Endpoint::Responses
-        && ctx.method == Method::POST
-        && route.translated.is_none()
-    {
+    if ctx.endpoint.is_responses() && ctx.method == Method::POST && route.translated.is_none() {
         if let Some(response_id) = stored_response_id(&body) {
             bind_response(ctx, target, response_id);
+        }
+    }
+    // Encrypted items leave sealed with the connection that made them (§10), a stored
+    // response fetched again (`GET /v1/responses/{id}`) too.
+    if ctx.endpoint.is_responses() {
+        if let Cow::Owned(sealed) = seal_all(&body, &ctx.live.seal_key, &target.connection) {
+            body = Bytes::from(sealed);
         }
     }
     let mut response = Response::new(Body::from(body));
@@ -501,17 +606,51 @@ fn deliver(
     response
 }
 
-/// The connection holding the response a Responses request continues
-/// (`previous_response_id`), when this router created it.
-fn previous_response_connection(router: &Router, body: &[u8]) -> Option<String> {
+/// What a Responses request's `previous_response_id` says about where it goes.
+enum Continues {
+    /// None, or one this router did not create (the upstream decides).
+    Nothing,
+    /// The client's own stored response, on this connection.
+    On(String),
+    /// Another client's: answered as not found.
+    NotFound(String),
+}
+
+/// Where the response a Responses request continues (`previous_response_id`) lives, when this
+/// router created it for `client`.
+fn previous_response(router: &Router, body: &[u8], client: &str) -> Continues {
     #[derive(serde::Deserialize)]
-    struct Continues {
+    struct Continuation {
         previous_response_id: Option<String>,
     }
-    memchr::memmem::find(body, b"\"previous_response_id\"")?;
-    let continues: Continues = serde_json::from_slice(body).ok()?;
-    let binding = router.response_binding(&continues.previous_response_id?)?;
-    Some(binding.connection)
+    if memchr::memmem::find(body, b"\"previous_response_id\"").is_none() {
+        return Continues::Nothing;
+    }
+    let Some(id) = serde_json::from_slice::<Continuation>(body)
+        .ok()
+        .and_then(|c| c.previous_response_id)
+    else {
+        return Continues::Nothing;
+    };
+    match router.response_binding(&id) {
+        None => Continues::Nothing,
+        Some(binding) if binding.belongs_to(client) => Continues::On(binding.connection),
+        Some(_) => Continues::NotFound(id),
+    }
+}
+
+/// OpenAI's own answer for a `previous_response_id` the account never stored (400
+/// `previous_response_not_found`), word for word, so another client's id reads as one that
+/// does not exist.
+fn previous_response_not_found(id: &str) -> Vec<u8> {
+    serde_json::json!({"error": {
+        "message": format!("Previous response with id '{id}' not found."),
+        "type": "invalid_request_error",
+        "param": "previous_response_id",
+        "code": "previous_response_not_found",
+    }})
+    .to_string()
+    .into_bytes()
 }
 
 /// The `id` of a stored response object (`{"id":"resp_…","object":"response",…}`).
@@ -550,7 +689,7 @@ pub(crate) fn bind_response(ctx: &TryContext<'_>, target: &RoutedTarget, respons
             provider: target.provider.to_string(),
             connection: target.connection.to_string(),
             model: target.model.to_string(),
-            client: None,
+            client: ctx.client.map(|ticket| String::from(&*ticket.tag().id)),
         });
     }
 }
@@ -585,10 +724,11 @@ pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
                 ),
             )
         }
-        RouteError::NotOnConnection { model, connection } => ApiError::new(
+        // Names no connection (behaviour §11): which account holds a response is the router's.
+        RouteError::NotOnConnection { model, .. } => ApiError::new(
             ApiErrorKind::NotFound,
             format!(
-                "the stored response lives on connection `{connection}`, which is not a target of model `{model}`"
+                "the previous response was not made through model `{model}`: continue it with the model that made it"
             ),
         ),
         RouteError::NoTarget(unroutable) => {

@@ -81,14 +81,15 @@ pub struct RunningNode {
     cluster: Option<Cluster>,
 }
 
-/// Folds every readable `client_usage` event of the journal into `clients`; returns how many.
+/// Folds every readable `client_usage` event (and admin reset of a client) of the journal into
+/// `clients`; returns how many.
 fn fold_client_usage(clients: &crate::clients::ClientLedger, journal: &SledJournal) -> u64 {
-    use quotaroute_journal::{Event, Journal as _};
+    use quotaroute_journal::Journal as _;
     let mut folded = 0u64;
     let usage = journal
         .read_from(0)
         .filter_map(Result::ok)
-        .filter(|envelope| matches!(envelope.event, Event::ClientUsage(_)))
+        .filter(|envelope| crate::clients::ClientLedger::folds(&envelope.event))
         .inspect(|_| folded += 1);
     // In chunks: the journal may be large, the fold needs each event once.
     let mut chunk = Vec::with_capacity(1024);

@@ -3,6 +3,11 @@
 //! — sent to the connection that created the response (response affinity, contract "Client
 //! API"). The response lives in that account: another account would answer 404 for it.
 //!
+//! Every path is governed (behaviour §11): the response belongs to the client that created it
+//! (another client gets the same 404 as for an id that does not exist, and nothing goes
+//! upstream), and the call passes the client's admission — its `models`, its limits and
+//! budget — and the combo's fair queue and `max_concurrent` like any routed request.
+//!
 //! Owns finding the binding and routing to its one connection; the tries themselves are
 //! `proxy`'s.
 
@@ -19,6 +24,7 @@ use tokio::time::Instant;
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
 use crate::node::attempt::TryContext;
+use crate::node::client_gate;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
@@ -44,7 +50,16 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         Ok(admitted) => admitted,
         Err(error) => return fail(error, &route),
     };
-    let Some(binding) = router.response_binding(&response_id) else {
+    let client_id = live
+        .clients
+        .tag(client_index)
+        .map(|tag| tag.id.clone())
+        .unwrap_or_default();
+    // Another client's response is answered exactly as one that does not exist.
+    let Some(binding) = router
+        .response_binding(&response_id)
+        .filter(|binding| binding.belongs_to(&client_id))
+    else {
         return fail(
             ApiError::new(
                 ApiErrorKind::NotFound,
@@ -54,6 +69,21 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
             ),
             &route,
         );
+    };
+    // The client's limits, before anything goes upstream (behaviour §11).
+    let shared = app.cluster().map(|cluster| {
+        cluster.client_leases.clone() as std::sync::Arc<dyn crate::clients::SharedCounts>
+    });
+    let ticket = match client_gate::admit(
+        &live,
+        &router,
+        client_index,
+        &binding.combo,
+        &route.request_id,
+        shared.as_ref(),
+    ) {
+        Ok(ticket) => ticket,
+        Err(error) => return fail(error, &route),
     };
     let client_body = match Limited::new(body, MAX_STORED_CALL_BODY_BYTES)
         .collect()
@@ -68,8 +98,9 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         format: JournalFormat::Openai,
         translatable: false,
         only_connection: Some(binding.connection.clone()),
+        encrypted_maker: None,
         affinity: None,
-        client: live.clients.tag(client_index).cloned().unwrap_or_default(),
+        client: ticket.tag().clone(),
     };
     // The combo it was made through, or — when a reload removed that combo or the connection
     // from it — the connection's own `provider/model`.
@@ -101,7 +132,8 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         count_usage: false,
         deadline: Instant::now() + live.request_timeout,
         trace: &crate::telemetry::RequestSpan::off(), // telemetry: stored calls are not traced
-        client: None,
+        client: Some(&ticket),
+        encrypted: None,
     };
     serve_tries(&context, decision, &mut route, started).await
 }

@@ -18,11 +18,16 @@ use tokio::time::Instant;
 use crate::credentials::Echoes;
 use crate::telemetry::AttemptSpan;
 use crate::upstream::body::{BodyError, UpstreamBody};
+use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
 use crate::wire::translate::StreamTranslator;
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
+use crate::wire::usage::TokenCounts;
+
+use super::stream_drain::{self, DrainBounds};
+use super::usage_charge;
 
 /// How a stream began.
 pub enum StreamStart {
@@ -58,6 +63,9 @@ pub struct CommittedStream {
     /// Writes the upstream's events in the client's protocol when the target speaks the other
     /// format (behaviour §14); `None`: relayed byte for byte.
     translator: Option<StreamTranslator>,
+    /// Seals the encrypted items a Responses stream hands out (behaviour §10) with the
+    /// connection that made them; `None`: events go byte for byte.
+    pub sealer: Option<ItemSealer>,
 }
 
 impl StreamStart {
@@ -135,6 +143,10 @@ pub async fn open(
     let mut buffered = Vec::new();
     let mut events = Vec::new();
     let mut begun = false;
+    // The stream's own end was seen (`[DONE]`, `message_stop`, a Responses stream's
+    // `response.completed` with its usage): a body that then ends is a clean, complete answer
+    // even without content (a Responses compaction streams no delta).
+    let mut ended_cleanly = false;
     let mut response_id = None;
     let mut last_activity = Instant::now();
     loop {
@@ -151,7 +163,7 @@ pub async fn open(
                 if let Ok(Some(last)) = parser.finish() {
                     events.push(last);
                 }
-                let mut done = false;
+                let mut done = ended_cleanly;
                 for event in events.drain(..) {
                     match usage.observe(format, &event) {
                         EventMeaning::Done | EventMeaning::Usage { .. } => done = true,
@@ -187,6 +199,7 @@ pub async fn open(
                         echoes,
                         trace: AttemptSpan::default(),
                         translator,
+                        sealer: None,
                     }));
                 }
                 return StreamStart::failed(
@@ -221,9 +234,14 @@ pub async fn open(
             if format == StreamFormat::OpenAiResponses && response_id.is_none() {
                 response_id = created_response_id(&event);
             }
-            match usage.observe(format, &event) {
+            let meaning = usage.observe(format, &event);
+            ended_cleanly |= matches!(meaning, EventMeaning::Done)
+                || (format == StreamFormat::OpenAiResponses
+                    && matches!(meaning, EventMeaning::Usage { .. }));
+            match meaning {
                 EventMeaning::Content => {
                     committed = true;
+                    usage.count_content(format, &event);
                     buffered.extend(client_bytes(&mut translator, event));
                 }
                 EventMeaning::Error { class, message } => {
@@ -257,6 +275,7 @@ pub async fn open(
                 echoes,
                 trace: AttemptSpan::default(),
                 translator,
+                sealer: None,
             }));
         }
     }
@@ -288,9 +307,35 @@ const COALESCE_BYTES: usize = 64 * 1024;
 /// read (see `ready_data`).
 const READY_FRAME_YIELDS: usize = 2;
 
+/// What charging a stream needs besides its usage (behaviour §11, "money holds").
+#[derive(Debug, Clone)]
+pub struct StreamCharge {
+    /// The client's request body's bytes: the input estimate when no usage comes.
+    pub request_bytes: u64,
+    /// `server.usage_max_tokens`.
+    pub usage_max_tokens: u64,
+    /// The serving connection, named in the logs of a clamped usage.
+    pub connection: String,
+    /// How far a stream the client left is read on for its usage.
+    pub drain: DrainBounds,
+}
+
+impl StreamCharge {
+    /// No reading on, no bound beyond `u64` (the relay's own tests).
+    #[cfg(test)]
+    fn none() -> Self {
+        StreamCharge {
+            request_bytes: 0,
+            usage_max_tokens: u64::MAX,
+            connection: String::new(),
+            drain: DrainBounds::NONE,
+        }
+    }
+}
+
 /// A committed stream being relayed: polled by the client's response body itself (no task, no
 /// channel), one chunk per upstream frame. Reports the attempt when the stream ends — or, if the
-/// client goes away first, when it is dropped.
+/// client goes away first, after reading the upstream on for its usage (`stream_drain`).
 struct Relay {
     stream: CommittedStream,
     decision: Option<Decision>,
@@ -303,6 +348,12 @@ struct Relay {
     client_usage: Option<crate::node::client_gate::StreamUsageSink>,
     /// The end or an error, seen while gathering a burst; handled on the next call.
     pending: Option<Option<Result<Bytes, BodyError>>>,
+    charge: StreamCharge,
+    /// What the client was charged when it left (and its price), before the drain's report.
+    precharged: Option<(TokenCounts, Option<f64>)>,
+    /// Being read on after the client left: if this is dropped too (the runtime stops), it
+    /// reports what it has at once.
+    draining: bool,
 }
 
 impl Relay {
@@ -311,7 +362,7 @@ impl Relay {
         if !self.stream.buffered.is_empty() {
             let mut first = BytesMut::new();
             for chunk in std::mem::take(&mut self.stream.buffered) {
-                first.extend_from_slice(&chunk);
+                first.extend_from_slice(&self.sealed(&chunk));
             }
             return Some(self.masked(first));
         }
@@ -391,6 +442,7 @@ impl Relay {
             }
             for event in events.drain(..) {
                 if !matters_after_commit(self.stream.format, &event) {
+                    self.stream.usage.count_content(self.stream.format, &event);
                     self.write(&event, &mut out);
                     continue;
                 }
@@ -409,12 +461,19 @@ impl Relay {
                         self.failure = Some((class, message));
                         self.ended = true;
                     }
-                    _ => self.write(&event, &mut out),
+                    meaning => {
+                        if meaning == EventMeaning::Content {
+                            self.stream.usage.count_content(self.stream.format, &event);
+                        }
+                        self.write(&event, &mut out);
+                    }
                 }
             }
             if upstream_ended {
                 if let Some(translator) = self.stream.translator.as_mut() {
-                    translator.finish(&mut out);
+                    let mut tail = BytesMut::new();
+                    translator.finish(&mut tail);
+                    out.extend_from_slice(&self.sealed(&tail));
                 }
             }
             if !out.is_empty() {
@@ -423,11 +482,25 @@ impl Relay {
         }
     }
 
-    /// One event for the client: its bytes, or its translation.
+    /// One event for the client: its bytes, or its translation, with its encrypted items
+    /// sealed when this stream seals.
     fn write(&mut self, event: &SseEvent, out: &mut BytesMut) {
         match self.stream.translator.as_mut() {
-            Some(translator) => translator.event(event, out),
-            None => out.extend_from_slice(&event.raw),
+            Some(translator) => {
+                let mut translated = BytesMut::new();
+                translator.event(event, &mut translated);
+                out.extend_from_slice(&self.sealed(&translated));
+            }
+            None => out.extend_from_slice(&self.sealed(&event.raw)),
+        }
+    }
+
+    /// One whole event (or a buffered one) with its encrypted items sealed, when this stream
+    /// seals.
+    fn sealed<'a>(&self, event: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        match &self.stream.sealer {
+            Some(sealer) => sealer.seal(event),
+            None => std::borrow::Cow::Borrowed(event),
         }
     }
 
@@ -459,10 +532,21 @@ impl Relay {
     fn final_report(&mut self) -> Option<(Decision, AttemptResult)> {
         let mut decision = self.decision.take()?;
         let mut result = decision.take_stream_result()?;
-        result.tokens_in = self.stream.usage.tokens_in;
-        result.tokens_cached = self.stream.usage.tokens_cached;
-        result.tokens_cache_write = self.stream.usage.tokens_cache_write;
-        result.tokens_out = self.stream.usage.tokens_out;
+        let mut charged = self.charged_now();
+        if let Some((precharged, _)) = self.precharged {
+            // A left stream's client was charged the estimate when it left: it pays the larger
+            // of that and what the upstream reported after, and so does the connection.
+            let counts = &mut charged.counts;
+            charged.estimated |= precharged.tokens_in > counts.tokens_in
+                || precharged.tokens_out > counts.tokens_out;
+            counts.tokens_in = counts.tokens_in.max(precharged.tokens_in);
+            counts.tokens_out = counts.tokens_out.max(precharged.tokens_out);
+        }
+        result.tokens_in = charged.counts.tokens_in;
+        result.tokens_cached = charged.counts.tokens_cached;
+        result.tokens_cache_write = charged.counts.tokens_cache_write;
+        result.tokens_out = charged.counts.tokens_out;
+        result.usage_estimated = charged.estimated;
         // telemetry: how the stream ended, for the attempt's span.
         let broke = self.failure.as_ref().map(|(class, _)| *class);
         self.stream.trace.stream_ended(broke, &self.stream.usage);
@@ -483,9 +567,74 @@ impl Relay {
         }
         // The client's usage, then its ticket (it counted in flight until now).
         if let Some(client_usage) = self.client_usage.take() {
-            result.cost_usd = client_usage.record(&result);
+            result.cost_usd = match self.precharged.take() {
+                None => client_usage.record(&result),
+                Some((precharged, precharged_cost)) => {
+                    // Only what goes beyond the estimate already charged.
+                    let beyond = AttemptResult {
+                        tokens_cached: result.tokens_cached.min(
+                            result
+                                .tokens_in
+                                .saturating_sub(precharged.tokens_in)
+                                .saturating_sub(result.tokens_cache_write),
+                        ),
+                        tokens_cache_write: 0,
+                        usage_estimated: result.usage_estimated,
+                        ..AttemptResult::success(
+                            200,
+                            result.tokens_in.saturating_sub(precharged.tokens_in),
+                            result.tokens_out.saturating_sub(precharged.tokens_out),
+                        )
+                    };
+                    let more = client_usage.record(&beyond);
+                    match (precharged_cost, more) {
+                        (None, None) => None,
+                        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+                    }
+                }
+            };
         }
         Some((decision, result))
+    }
+
+    /// What the stream is charged on what it read so far: the upstream's usage checked, or
+    /// an estimate while its closing usage has not come.
+    fn charged_now(&self) -> usage_charge::Charged {
+        let usage = &self.stream.usage;
+        usage_charge::charged(
+            TokenCounts {
+                tokens_in: usage.tokens_in,
+                tokens_out: usage.tokens_out,
+                tokens_cached: usage.tokens_cached,
+                tokens_cache_write: usage.tokens_cache_write,
+                flaws: usage.flaws,
+            },
+            usage.final_seen,
+            self.charge.request_bytes,
+            usage.content_bytes,
+            self.charge.usage_max_tokens,
+            &self.charge.connection,
+        )
+    }
+
+    /// The client left before the usage came: its client is charged the estimate now, so that
+    /// its very next request already sees the spend (its budget is not a race against the
+    /// drain); the drain's report charges only what goes beyond it.
+    fn precharge(&mut self) {
+        let Some(client_usage) = &self.client_usage else {
+            return;
+        };
+        let estimate = self.charged_now();
+        let counts = estimate.counts;
+        let result = AttemptResult {
+            tokens_cached: counts.tokens_cached,
+            tokens_cache_write: counts.tokens_cache_write,
+            stream: true,
+            usage_estimated: estimate.estimated,
+            ..AttemptResult::success(200, counts.tokens_in, counts.tokens_out)
+        };
+        let cost = client_usage.record(&result);
+        self.precharged = Some((counts, cost));
     }
 
     /// Reports the ended stream; a break is applied before the client sees the stream end.
@@ -502,10 +651,83 @@ impl Relay {
     }
 }
 
+impl Relay {
+    /// This relay's stream and report, moved out to be read on after the client left (what
+    /// stays behind reports nothing).
+    fn take_for_drain(&mut self) -> Relay {
+        let stream = CommittedStream {
+            buffered: Vec::new(),
+            body: std::mem::replace(
+                &mut self.stream.body,
+                UpstreamBody::Decoded(Box::pin(futures_util::stream::empty())),
+            ),
+            parser: std::mem::take(&mut self.stream.parser),
+            usage: self.stream.usage,
+            finished: self.stream.finished,
+            format: self.stream.format,
+            withhold_usage_only: self.stream.withhold_usage_only,
+            idle: self.stream.idle,
+            response_id: self.stream.response_id.take(),
+            echoes: std::mem::take(&mut self.stream.echoes),
+            trace: std::mem::take(&mut self.stream.trace),
+            translator: self.stream.translator.take(),
+            sealer: self.stream.sealer.take(),
+        };
+        Relay {
+            stream,
+            decision: self.decision.take(),
+            deadline: self.deadline,
+            failure: self.failure.take(),
+            ended: self.ended,
+            input_tokens: self.input_tokens.take(),
+            client_usage: self.client_usage.take(),
+            pending: None,
+            charge: self.charge.clone(),
+            precharged: self.precharged.take(),
+            draining: true,
+        }
+    }
+
+    /// Reads the upstream on for the usage the client did not wait for, then reports.
+    async fn drain_then_report(mut self) {
+        let end = stream_drain::drain_for_usage(
+            &mut self.stream.body,
+            &mut self.stream.parser,
+            self.stream.format,
+            &mut self.stream.usage,
+            self.charge.drain,
+        )
+        .await;
+        tracing::debug!(
+            connection = &*self.charge.connection,
+            end = ?end,
+            "read a left stream on for its usage"
+        );
+        self.report_applied().await;
+    }
+}
+
 impl Drop for Relay {
-    /// The client went away mid-stream: the upstream served, so the attempt counts as served.
+    /// The client went away mid-stream: the upstream served, so the attempt counts as served,
+    /// and is charged what it used — read on for (bounded) in the background, or estimated.
     fn drop(&mut self) {
-        self.report();
+        if self.decision.is_none() {
+            return;
+        }
+        let runtime = tokio::runtime::Handle::try_current();
+        match runtime {
+            Ok(runtime)
+                if !self.draining
+                    && !self.ended
+                    && !self.stream.usage.final_seen
+                    && self.charge.drain.reads() =>
+            {
+                self.precharge();
+                let left = self.take_for_drain();
+                runtime.spawn(left.drain_then_report());
+            }
+            _ => self.report(),
+        }
     }
 }
 
@@ -516,8 +738,12 @@ pub fn relay_body(
     deadline: Instant,
     input_tokens: Option<crate::node::metrics::InputTokenCounters>,
     client_usage: Option<crate::node::client_gate::StreamUsageSink>,
+    charge: StreamCharge,
 ) -> axum::body::Body {
     let relay = Relay {
+        charge,
+        precharged: None,
+        draining: false,
         input_tokens,
         client_usage,
         ended: stream.finished,
@@ -623,12 +849,58 @@ mod tests {
             deadline: far,
             failure: None,
             pending: None,
+            charge: StreamCharge::none(),
+            precharged: None,
+            draining: false,
         };
         let mut out = Vec::new();
         while let Some(chunk) = relay.next_chunk().await {
             out.extend_from_slice(&chunk);
         }
         String::from_utf8(out).unwrap()
+    }
+
+    /// A Responses stream with no delta at all (Codex's inline compaction) that ends with
+    /// `response.completed`: a complete answer, committed when the body ends, whatever the reads.
+    #[tokio::test]
+    async fn s3_a_responses_stream_without_deltas_that_completes_commits() {
+        let events = [
+            "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\"}}\n\n",
+            "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"item\":{\"type\":\"compaction\",\"encrypted_content\":\"gAAAAAx\"}}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        ];
+        let whole = events.concat();
+        for chunks in [
+            vec![whole.clone()],
+            events.iter().map(|e| e.to_string()).collect(),
+        ] {
+            let out = relayed(
+                chunks.into_iter().map(Bytes::from).collect(),
+                StreamFormat::OpenAiResponses,
+            )
+            .await;
+            assert_eq!(out, whole);
+        }
+        // Without its `response.completed` it is no answer: it fails over.
+        let body = UpstreamBody::Decoded(Box::pin(futures_util::stream::iter([Ok(Bytes::from(
+            events[..2].concat(),
+        ))])));
+        let far = Instant::now() + Duration::from_secs(60);
+        let timing = StreamTiming {
+            first_event_by: far,
+            idle: Duration::from_secs(60),
+            deadline: far,
+        };
+        let start = open(
+            body,
+            StreamFormat::OpenAiResponses,
+            false,
+            timing,
+            echoes(),
+            None,
+        )
+        .await;
+        assert!(matches!(start, StreamStart::Failed { .. }));
     }
 
     /// The content that commits the stream (its first read), then the rest.

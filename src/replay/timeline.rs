@@ -136,7 +136,7 @@ impl TimelineWriter {
                 e.combos.len()
             ),
             Event::RequestSucceeded(e) => format!(
-                "{} combo={} attempt={} latency={} tokens={}/{}{}{}{} req={}",
+                "{} combo={} attempt={} latency={} tokens={}/{}{}{}{}{} req={}",
                 e.status,
                 e.combo,
                 e.attempt,
@@ -148,6 +148,12 @@ impl TimelineWriter {
                 e.cost_usd
                     .map(|cost| format!(" cost_usd={cost}"))
                     .unwrap_or_default(),
+                // Encrypted items the serving account could not read (behaviour §10).
+                if e.items_left_out > 0 {
+                    format!(" items_left_out={}", e.items_left_out)
+                } else {
+                    String::new()
+                },
                 e.request_id
             ),
             Event::RequestFailed(e) => {
@@ -187,7 +193,7 @@ impl TimelineWriter {
             ),
             Event::ConnectionDisabled(e) => format!(
                 "{} {}{} {}",
-                reason_str(e.reason),
+                e.reason.as_str(),
                 status(e.status),
                 code(&e.error_code),
                 e.until_ms.map_or("until cleared".to_string(), until)
@@ -195,7 +201,7 @@ impl TimelineWriter {
             Event::ConnectionCleared(e) => format!("by={}", by_str(e.by)),
             Event::ModelLocked(e) => format!(
                 "{} {}{} {} failures={} source={}",
-                lock_str(e.reason),
+                e.reason.as_str(),
                 status(e.status),
                 code(&e.error_code),
                 until(e.until_ms),
@@ -414,21 +420,6 @@ fn phase_tone(phase: quotaroute_journal::BreakerPhase) -> Tone {
     }
 }
 
-pub fn reason_str(reason: quotaroute_journal::DisableReason) -> &'static str {
-    match reason {
-        quotaroute_journal::DisableReason::Auth => "auth",
-        quotaroute_journal::DisableReason::Billing => "billing",
-    }
-}
-
-pub fn lock_str(reason: quotaroute_journal::LockReason) -> &'static str {
-    match reason {
-        quotaroute_journal::LockReason::RateLimited => "rate_limited",
-        quotaroute_journal::LockReason::NotFound => "not_found",
-        quotaroute_journal::LockReason::QuotaExhausted => "quota_exhausted",
-    }
-}
-
 fn by_str(by: quotaroute_journal::ActionBy) -> &'static str {
     match by {
         quotaroute_journal::ActionBy::Router => "router",
@@ -561,6 +552,8 @@ mod tests {
                 skipped: vec![],
                 affinity,
                 client: Some("default".into()),
+                group: None,
+                paces: Vec::new(),
             })
         };
         let bound = |req: &str, connection: &str, moved_from: Option<&str>| {

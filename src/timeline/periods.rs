@@ -126,7 +126,7 @@ impl PeriodTracker {
                 p.disabled.entry(e.connection.clone()).or_default(),
                 at_ms,
                 e.until_ms.unwrap_or(u64::MAX),
-                crate::replay::timeline::reason_str(e.reason),
+                e.reason.as_str(),
             ),
             Event::ConnectionCleared(e) => {
                 cut(p.cooling.get_mut(&e.connection), at_ms);
@@ -144,7 +144,7 @@ impl PeriodTracker {
                     .or_default(),
                 at_ms,
                 e.until_ms,
-                crate::replay::timeline::lock_str(e.reason),
+                e.reason.as_str(),
             ),
             Event::ModelUnlocked(e) => cut(
                 p.locked

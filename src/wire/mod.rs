@@ -12,13 +12,21 @@
 //! - `sse` — incremental SSE parser that keeps each event's original bytes.
 //! - `stream_watch` — per protocol, what an event means (preamble, content, usage, done, error);
 //!   `openai_chunk` reads OpenAI chunks for it without building them.
-//! - `usage` — token counts from whole JSON responses.
+//! - `usage` — token counts from whole JSON responses; `usage_count` reads one count from any
+//!   JSON value (flagging bad ones); `usage_check` clamps counts before they are counted.
+//! - `content_bytes` — how many bytes of text a content event carries (a left stream's
+//!   output estimate).
 //! - `stream_error` — the final SSE error event of a committed stream that broke.
 //! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
+//! - `item_seal` — the router's seal on encrypted items (the connection that made them);
+//!   `encrypted_items` — a request's encrypted items and the body each target gets.
 
 pub mod affinity_group;
 pub mod body_rewrite;
+pub mod content_bytes;
 pub mod content_coding;
+pub mod encrypted_items;
+pub mod item_seal;
 mod openai_chunk;
 pub mod sse;
 pub mod stream_error;
@@ -26,6 +34,8 @@ pub mod stream_watch;
 pub mod translate;
 pub mod upstream_mask;
 pub mod usage;
+pub mod usage_check;
+pub mod usage_count;
 
 pub use body_rewrite::{parse_request, rewrite, BodyError, RequestInfo};
 pub use sse::{SseError, SseEvent, SseParser};

@@ -15,9 +15,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::content_bytes::content_text_bytes;
 use super::openai_chunk::OpenAiChunk;
 use super::sse::SseEvent;
 use super::usage::{usage_counts, TokenCounts, UsageFields};
+use super::usage_count::CountFlaws;
 
 /// The wire protocol of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,9 +71,26 @@ pub struct StreamUsage {
     /// Cache reads and writes among the input tokens (behaviour §10).
     pub tokens_cached: u64,
     pub tokens_cache_write: u64,
+    /// Counts that were negative, fractional or not numbers as sent (see `usage_count`).
+    pub flaws: CountFlaws,
+    /// The stream's closing usage arrived (an OpenAI usage chunk, Responses
+    /// `response.completed` / `response.incomplete`, Anthropic `message_delta`): what a left
+    /// stream is drained for (behaviour §11).
+    pub final_seen: bool,
+    /// Bytes of generated text relayed so far ([`count_content`](Self::count_content)): a left
+    /// stream's output estimate when its usage never comes.
+    pub content_bytes: u64,
 }
 
 impl StreamUsage {
+    /// Adds the generated text `event` (of `format`) carries to
+    /// [`content_bytes`](Self::content_bytes).
+    pub fn count_content(&mut self, format: StreamFormat, event: &SseEvent) {
+        self.content_bytes = self
+            .content_bytes
+            .saturating_add(content_text_bytes(format, event.data.as_bytes()) as u64);
+    }
+
     /// Takes in the usage an event carried. Streams report running totals (Anthropic sends
     /// input tokens in `message_start` and output tokens in `message_delta`), so each count
     /// keeps its largest value.
@@ -99,6 +118,11 @@ impl StreamUsage {
         let (meaning, usage) = inspect(format, event);
         if let Some(usage) = usage {
             self.add(usage);
+            // Anthropic's `message_start` carries the input only; its closing usage is
+            // `message_delta`'s.
+            self.final_seen |= format != StreamFormat::Anthropic
+                || event.event.as_deref() == Some("message_delta")
+                || event.data.contains("\"message_delta\"");
         }
         meaning
     }
@@ -108,6 +132,7 @@ impl StreamUsage {
         self.tokens_out = self.tokens_out.max(usage.tokens_out);
         self.tokens_cached = self.tokens_cached.max(usage.tokens_cached);
         self.tokens_cache_write = self.tokens_cache_write.max(usage.tokens_cache_write);
+        self.flaws.merge(usage.flaws);
     }
 }
 
@@ -688,6 +713,7 @@ mod tests {
             StreamUsage {
                 tokens_in: 9,
                 tokens_out: 3,
+                final_seen: true,
                 ..StreamUsage::default()
             }
         );

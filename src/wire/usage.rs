@@ -7,6 +7,8 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::usage_count::{Count, CountField, CountFlaws};
+
 /// Tokens one upstream answer used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TokenCounts {
@@ -18,35 +20,62 @@ pub struct TokenCounts {
     pub tokens_cached: u64,
     /// Input tokens written to the cache (Anthropic `cache_creation_input_tokens`).
     pub tokens_cache_write: u64,
+    /// Counts that were negative, fractional or not numbers as sent (read as sane values;
+    /// the node logs them, `usage_check` clamps the rest).
+    pub flaws: CountFlaws,
 }
 
 /// A `usage` object: OpenAI chat / completions / embeddings (`prompt_tokens`,
-/// `completion_tokens`), Responses and Anthropic (`input_tokens`, `output_tokens`).
+/// `completion_tokens`), Responses and Anthropic (`input_tokens`, `output_tokens`). Each count
+/// is read from any JSON value (`usage_count`): a bad one is flagged, never a reason to read no
+/// usage at all.
 #[derive(Debug, Deserialize, Default)]
 pub(super) struct UsageFields {
     #[serde(default)]
-    prompt_tokens: Option<u64>,
+    prompt_tokens: Option<Count>,
     #[serde(default)]
-    completion_tokens: Option<u64>,
+    completion_tokens: Option<Count>,
     #[serde(default)]
-    input_tokens: Option<u64>,
+    input_tokens: Option<Count>,
     #[serde(default)]
-    output_tokens: Option<u64>,
+    output_tokens: Option<Count>,
     #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<Count>,
     #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<Count>,
     #[serde(default)]
     prompt_tokens_details: Option<CachedDetails>,
     #[serde(default)]
     input_tokens_details: Option<CachedDetails>,
 }
 
-/// OpenAI's `*_tokens_details` (only the cache count is read).
-#[derive(Debug, Deserialize, Default)]
+/// OpenAI's `*_tokens_details` (only the cache count is read); anything but an object there is
+/// read as no details.
+#[derive(Debug, Default)]
 pub(super) struct CachedDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
+    cached_tokens: Option<Count>,
+}
+
+impl<'de> Deserialize<'de> for CachedDetails {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Details {
+            #[serde(default)]
+            cached_tokens: Option<Count>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum AnyDetails {
+            Details(Details),
+            Other(IgnoredAny),
+        }
+        Ok(match AnyDetails::deserialize(deserializer)? {
+            AnyDetails::Details(details) => CachedDetails {
+                cached_tokens: details.cached_tokens,
+            },
+            AnyDetails::Other(_) => CachedDetails::default(),
+        })
+    }
 }
 
 impl UsageFields {
@@ -54,27 +83,43 @@ impl UsageFields {
     /// excludes cache reads and writes, so they are added (OpenAI's `prompt_tokens` already
     /// includes its cached tokens, and OpenAI never sends the `cache_*` fields).
     pub(super) fn counts(&self) -> TokenCounts {
-        let cached = self
-            .cache_creation_input_tokens
+        let mut flaws = CountFlaws::default();
+        let mut value = |count: Option<Count>, field: CountField| {
+            count.map(|count| {
+                if let Some(flaw) = count.flaw {
+                    flaws.add(field, flaw);
+                }
+                count.value
+            })
+        };
+        let prompt = value(self.prompt_tokens, CountField::PromptTokens);
+        let completion = value(self.completion_tokens, CountField::CompletionTokens);
+        let input = value(self.input_tokens, CountField::InputTokens);
+        let output = value(self.output_tokens, CountField::OutputTokens);
+        let cache_write = value(
+            self.cache_creation_input_tokens,
+            CountField::CacheCreationInputTokens,
+        );
+        let cache_read = value(
+            self.cache_read_input_tokens,
+            CountField::CacheReadInputTokens,
+        );
+        let details = value(
+            self.prompt_tokens_details
+                .as_ref()
+                .or(self.input_tokens_details.as_ref())
+                .and_then(|d| d.cached_tokens),
+            CountField::CachedTokens,
+        );
+        let cached = cache_write
             .unwrap_or(0)
-            .saturating_add(self.cache_read_input_tokens.unwrap_or(0));
+            .saturating_add(cache_read.unwrap_or(0));
         TokenCounts {
-            tokens_in: self
-                .prompt_tokens
-                .or(self.input_tokens)
-                .unwrap_or(0)
-                .saturating_add(cached),
-            tokens_out: self.completion_tokens.or(self.output_tokens).unwrap_or(0),
-            tokens_cached: self
-                .cache_read_input_tokens
-                .or_else(|| {
-                    self.prompt_tokens_details
-                        .as_ref()
-                        .or(self.input_tokens_details.as_ref())
-                        .and_then(|d| d.cached_tokens)
-                })
-                .unwrap_or(0),
-            tokens_cache_write: self.cache_creation_input_tokens.unwrap_or(0),
+            tokens_in: prompt.or(input).unwrap_or(0).saturating_add(cached),
+            tokens_out: completion.or(output).unwrap_or(0),
+            tokens_cached: cache_read.or(details).unwrap_or(0),
+            tokens_cache_write: cache_write.unwrap_or(0),
+            flaws,
         }
     }
 }

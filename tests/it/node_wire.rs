@@ -281,7 +281,8 @@ async fn upstream_headers_reach_the_client_but_never_a_key() {
 
 /// A bare HTTP/1 upstream that keeps the head of every request it gets and answers each with
 /// one chat completion: what went over the wire, not what a server library made of it.
-async fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+pub(crate) async fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>)
+{
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -50,6 +50,22 @@ impl Server {
         }
     }
 
+    /// Freezes the server for `stall` (SIGSTOP, then SIGCONT): connections stay open and
+    /// nothing answers, like a Redis stuck in a slow command; returns at once, the thaw comes
+    /// from a thread.
+    pub fn stall(&self, stall: Duration) -> std::thread::JoinHandle<()> {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let signal = |name: &str, pid: &str| {
+            let status = Command::new("kill").args([name, pid]).status().unwrap();
+            assert!(status.success(), "kill {name} {pid}");
+        };
+        signal("-STOP", &pid);
+        std::thread::spawn(move || {
+            std::thread::sleep(stall);
+            signal("-CONT", &pid);
+        })
+    }
+
     /// SIGKILL: Redis goes away without a word, and forgets everything (no persistence).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -282,7 +282,10 @@ async fn make_release_fixture() {
         .iter()
         .filter_map(|id| {
             let binding = state.responses.get(id, at_ms)?;
-            Some((id.clone(), serde_json::to_value(binding).unwrap()))
+            let mut value = serde_json::to_value(binding).unwrap();
+            // Its client (snapshot layout 5), which the binding's own shape leaves out.
+            value["client"] = json!(binding.client);
+            Some((id.clone(), value))
         })
         .collect();
     let expected = json!({

@@ -71,6 +71,7 @@ fn request(id: usize, model: &str) -> RouteRequest {
         format: ApiFormat::Openai,
         translatable: false,
         only_connection: None,
+        encrypted_maker: None,
         affinity: None,
         client: quotaroute_actors::ClientTag::default(),
     }

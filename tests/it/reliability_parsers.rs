@@ -86,6 +86,33 @@ const JSON: &[&str] = &[
     "\n",
     "\"model\":\"x\"",
 ];
+/// Usage objects and their hostile values, whole and in stream events.
+const USAGE: &[&str] = &[
+    "{\"usage\":{",
+    "data: {\"choices\":[],\"usage\":{",
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{",
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{",
+    "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{",
+    "\"prompt_tokens\":",
+    "\"completion_tokens\":",
+    "\"input_tokens\":",
+    "\"output_tokens\":",
+    "\"cache_read_input_tokens\":",
+    "\"cache_creation_input_tokens\":",
+    "\"prompt_tokens_details\":{\"cached_tokens\":",
+    "18446744073709551615",
+    "-5",
+    "1.5",
+    "1e300",
+    "\"12\"",
+    "null",
+    "true",
+    ",",
+    "}",
+    "}}\n\n",
+    "\x01",
+    "\u{80}",
+];
 const HEADERS: &[&str] = &[
     "retry-after: ",
     "retry-after-ms: ",
@@ -146,11 +173,17 @@ proptest! {
     }
 
     #[test]
+    fn fuzz_usage_parsing_is_always_sane(data in near(USAGE)) {
+        checks::usage(&data);
+    }
+
+    #[test]
     fn fuzz_all_parsers_on_raw_bytes(data in prop::collection::vec(any::<u8>(), 0..512)) {
         checks::config(&data);
         checks::sse(&data);
         checks::body_rewrite(&data);
         checks::headers_and_classify(&data);
+        checks::usage(&data);
     }
 }
 

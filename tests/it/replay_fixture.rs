@@ -114,6 +114,7 @@ async fn serve(
         format,
         translatable: false,
         only_connection: None,
+        encrypted_maker: None,
         affinity: None,
         client: quotaroute_actors::ClientTag::default(),
     };

@@ -45,24 +45,33 @@ fn item3_state_at_matches_the_golden() {
     golden("state_at.txt", &out);
 }
 
-/// The fixture is an export of journal schema 2; imported, it is stored in schema 3, which
-/// appended `client` to `route_decided`, `request_failed` and `request_succeeded`, and
-/// `cost_usd` to `request_succeeded` (unknown for those records: `null`). Everything else is
+/// The fixture is an export of journal schema 2; imported, it is stored in today's schema:
+/// schema 3 appended `client` to `route_decided`, `request_failed` and `request_succeeded`,
+/// and `cost_usd` to `request_succeeded`; schema 4 appended `translated`, `usage_estimated`,
+/// `items_left_out`, a stored response's `client`, and `group` and `paces` to
+/// `route_decided` (unknown for those records: `null`, `false`, 0, empty). Everything else is
 /// byte for byte the same.
-fn as_schema_3(export: &str) -> String {
+fn as_today(export: &str) -> String {
     assert!(
         export.lines().all(|l| l.contains(r#""schema_version":2,"#)),
         "the incident fixture is a schema-2 export"
     );
+    let today = format!(
+        r#""schema_version":{},"#,
+        quotaroute::journal::SCHEMA_VERSION
+    );
     export
         .lines()
         .map(|line| {
-            let line = line.replacen(r#""schema_version":2,"#, r#""schema_version":3,"#, 1);
+            let line = line.replacen(r#""schema_version":2,"#, &today, 1);
+            // The fields schemas 3 and 4 appended, at their "not so" values.
             let added = if line.contains(r#""kind":"request_succeeded""#) {
-                r#","client":null,"cost_usd":null"#
-            } else if line.contains(r#""kind":"request_failed""#)
-                || line.contains(r#""kind":"route_decided""#)
-            {
+                r#","client":null,"cost_usd":null,"translated":null,"usage_estimated":false,"items_left_out":0"#
+            } else if line.contains(r#""kind":"request_failed""#) {
+                r#","client":null,"translated":null"#
+            } else if line.contains(r#""kind":"route_decided""#) {
+                r#","client":null,"group":null,"paces":[]"#
+            } else if line.contains(r#""kind":"response_bound""#) {
                 r#","client":null"#
             } else {
                 ""
@@ -84,7 +93,7 @@ fn item1_json_output_is_ndjson_with_every_event() {
     let fixture = std::fs::read_to_string(fixture_ndjson()).unwrap();
     assert_eq!(
         out,
-        as_schema_3(&fixture),
+        as_today(&fixture),
         "replay --format json reproduces the export byte for byte, in today's schema"
     );
     for line in out.lines() {

@@ -20,14 +20,14 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actor::combo_queue::WaitQueue;
 use crate::actor::messages::{
-    AcquireRequest, Acquired, BreakerMsg, ComboMsg, ComboSetup, RouteReply, RouteRequest, Routed,
-    RoutedTarget, TargetRuntime,
+    AcquireRequest, Acquired, AffinityKey, BreakerMsg, ComboMsg, ComboSetup, RouteReply,
+    RouteRequest, Routed, RoutedTarget, TargetRuntime,
 };
 use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::permit::{Permit, SharedProbeGate};
 use crate::policy::admission::{evaluate_target, take_first_admitted, Admit, Block};
-use crate::policy::affinity::{place, AffinityLeads, Placement};
+use crate::policy::affinity::{place, place_hard, AffinityLeads, Placement};
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
 use crate::policy::drr::DrrDeficits;
@@ -185,20 +185,23 @@ impl ComboState {
 
     /// Behaviour §11: whether `request` waits rather than being routed now — the combo queues,
     /// someone already waits (a newcomer must not overtake them), or every target it could use
-    /// is at its `max_concurrent`. Requests bound to one connection (a stored response) are
-    /// never queued: they go as §2 says.
+    /// is at its `max_concurrent`. Requests bound to one connection (a stored response, a
+    /// continuation) wait like any other: "every path is governed" (§11), so their one
+    /// connection's cap holds and they take their turn in the fair order.
     fn must_wait(&self, request: &RouteRequest, now_ms: u64) -> bool {
-        self.setup.spec.queue_ms > 0
-            && request.only_connection.is_none()
-            && (!self.queue.is_empty() || self.all_at_cap(request, now_ms))
+        self.setup.spec.queue_ms > 0 && (!self.queue.is_empty() || self.all_at_cap(request, now_ms))
     }
 
     /// §2 steps 0 and 2 as the queue reads them: among the targets of the request's format
-    /// that are not hard-blocked, at least one, and every one with a cap that it has reached.
-    /// A target without cap, a DEGRADED one below its cap, or none unblocked at all, is room
-    /// (the last is §7's business, not the queue's).
+    /// (on its `only_connection` when it names one) that are not hard-blocked, at least one,
+    /// and every one with a cap that it has reached. A target without cap, a DEGRADED one below
+    /// its cap, or none unblocked at all, is room (the last is §7's business, not the queue's).
     fn all_at_cap(&self, request: &RouteRequest, now_ms: u64) -> bool {
-        self.all_at_cap_for((request.format, request.translatable), now_ms)
+        self.all_at_cap_for(
+            (request.format, request.translatable),
+            request.only_connection.as_deref(),
+            now_ms,
+        )
     }
 
     /// Behaviour §14: whether a target of `format` may serve a request of the endpoint format
@@ -213,12 +216,14 @@ impl ComboState {
     }
 
     /// [`all_at_cap`](Self::all_at_cap) for a request of endpoint format and translatability
-    /// `wanted`.
-    fn all_at_cap_for(&self, wanted: (ApiFormat, bool), now_ms: u64) -> bool {
+    /// `wanted`, bound to `only` connection when it names one.
+    fn all_at_cap_for(&self, wanted: (ApiFormat, bool), only: Option<&str>, now_ms: u64) -> bool {
         let mut any = false;
         for (runtime, slot) in self.setup.targets.iter().zip(&self.slots) {
             let target = &runtime.target;
-            if !self.serves_format(target.format, wanted) {
+            if !self.serves_format(target.format, wanted)
+                || only.is_some_and(|only| only != &*target.connection)
+            {
                 continue;
             }
             let blocked =
@@ -268,12 +273,13 @@ impl ComboState {
         }
         // Head of line: when the next waiter has no room nobody behind it is granted either,
         // so the fair order holds (the targets of one combo are shared by its waiters).
-        while let Some(next) = self
-            .queue
-            .next_waiting()
-            .map(|next| (next.format, next.translatable))
-        {
-            if self.all_at_cap_for(next, now_ms) {
+        while let Some((wanted, only)) = self.queue.next_waiting().map(|next| {
+            (
+                (next.format, next.translatable),
+                next.only_connection.clone(),
+            )
+        }) {
+            if self.all_at_cap_for(wanted, only.as_deref(), now_ms) {
                 break;
             }
             let Some(waiter) = self.queue.grant() else {
@@ -393,13 +399,23 @@ impl ComboState {
         // Conversation affinity: one pure placement on top of §2's selection.
         let settings = self.setup.affinity;
         let limits = (settings.max_groups, settings.ttl_ms);
-        let group = request.affinity.as_ref().filter(|_| settings.enabled);
+        // Encrypted items are a hard affinity (behaviour §10): their maker, not the group.
+        let maker = request.encrypted_maker.as_deref();
+        let group = request
+            .affinity
+            .as_ref()
+            .filter(|_| settings.enabled && maker.is_none());
         let bound_key = group
             .and_then(|key| self.bindings.get(key.group, now_ms, settings.ttl_ms))
             .map(|binding| binding.exec_key.clone());
-        let placement = match group {
-            None => Placement::None,
-            Some(_) => {
+        let placement = match (maker, group) {
+            (Some(maker), _) => {
+                let bound = (0..positions.len())
+                    .find(|&i| &*self.setup.targets[positions[i]].target.connection == maker);
+                place_hard(bound, views, &mut selection)
+            }
+            (None, None) => Placement::None,
+            (None, Some(_)) => {
                 let bound = bound_key
                     .as_ref()
                     .map(|key| views.iter().position(|v| v.exec_key == *key));
@@ -447,6 +463,8 @@ impl ComboState {
             skipped: skipped.clone(),
             affinity: placement.outcome(),
             client: Some(String::from(&*request.client.id)),
+            group: None,
+            paces: Vec::new(),
         };
         // The same function replay uses, so live deficits equal the journal's fold.
         apply_route_decided(&mut self.deficits, &self.setup.keys, &decided);
@@ -463,17 +481,22 @@ impl ComboState {
         if let (Some(key), Some((position, _))) = (group, taken.as_ref()) {
             let taken_at = selection.order[*position];
             let taken_key = &views[taken_at].exec_key;
-            if bound_key.as_ref() == Some(taken_key) {
+            let held = bound_key.as_ref() == Some(taken_key);
+            if held {
+                let before = self.bindings.len();
                 self.bindings.touch(key.group, now_ms, limits);
-            } else {
+                if self.bindings.len() != before {
+                    report_groups(&self.registry, &self.setup.spec.name, &mut self.bindings);
+                }
+            } else if bind_shared(
+                &mut self.bindings,
+                &self.registry,
+                &self.setup,
+                key,
+                taken_key.clone(),
+                now_ms,
+            ) {
                 // New, moved, or (rarely) a held turn whose probe token went elsewhere.
-                self.bindings.bind(
-                    key.group,
-                    key.client.clone(),
-                    taken_key.clone(),
-                    now_ms,
-                    limits,
-                );
                 let target = &runtime_at(taken_at).target;
                 let reason = match placement {
                     Placement::Moved(reason) => Some(reason.as_str().to_owned()),
@@ -545,6 +568,7 @@ impl ComboState {
             has_target,
             limits,
         ) {
+            report_groups(&self.registry, &self.setup.spec.name, &mut self.bindings);
             let _ = self
                 .recorder
                 .cast(RecorderMsg::RecordOne(now_ms, Event::PeerApplied(applied)));
@@ -659,6 +683,38 @@ impl Admit for TakeFrom<'_> {
     }
 }
 
+/// Binds `key`'s group to `exec_key` within its client's node-wide share (behaviour §11);
+/// false when the client is at its share with no group in this combo to give up (not kept,
+/// not journaled: the turn went by §2 alone).
+fn bind_shared(
+    bindings: &mut AffinityBindings,
+    registry: &Registry,
+    setup: &ComboSetup,
+    key: &AffinityKey,
+    exec_key: Arc<str>,
+    now_ms: u64,
+) -> bool {
+    let settings = setup.affinity;
+    let quota = registry
+        .groups
+        .quota(&setup.spec.name, &key.client, settings.max_groups);
+    let kept = bindings.bind_within(
+        key.group,
+        key.client.clone(),
+        exec_key,
+        now_ms,
+        (settings.max_groups, settings.ttl_ms),
+        Some(quota),
+    );
+    report_groups(registry, &setup.spec.name, bindings);
+    kept
+}
+
+/// Tells the node's ledger how many groups each client holds in `combo` now.
+fn report_groups(registry: &Registry, combo: &str, bindings: &mut AffinityBindings) {
+    registry.groups.report(combo, bindings.held_by_client());
+}
+
 fn skipped_entry(target: &RoutedTarget, reason: BlockReason, remaining_ms: Option<u64>) -> Skipped {
     Skipped {
         connection: String::from(&*target.connection),
@@ -697,7 +753,17 @@ impl Actor for ComboActor {
             myself,
         };
         state.resolve_slots();
+        report_groups(&state.registry, &state.setup.spec.name, &mut state.bindings);
         Ok(state)
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.registry.groups.forget(&state.setup.spec.name);
+        Ok(())
     }
 
     async fn handle(
@@ -759,6 +825,17 @@ impl Actor for ComboActor {
             }
             ComboMsg::Deficits(reply) => {
                 let _ = reply.send(state.deficits.clone());
+            }
+            ComboMsg::AffinityPage(query, reply) => {
+                let (matching, groups) = state.bindings.page(query.after, query.limit, |b| {
+                    query.now_ms.saturating_sub(b.last_used_ms) <= query.ttl_ms
+                        && query.connection.as_deref().is_none_or(|id| {
+                            b.exec_key
+                                .strip_prefix(id)
+                                .is_some_and(|rest| rest.starts_with('/'))
+                        })
+                });
+                let _ = reply.send(crate::actor::messages::AffinityPage { matching, groups });
             }
             ComboMsg::Affinity(reply) => {
                 let _ = reply.send(state.bindings.clone());

@@ -75,6 +75,10 @@ pub struct RouteRequest {
     /// Only this connection's targets (response affinity: a stored response lives in the
     /// account that created it).
     pub only_connection: Option<String>,
+    /// The connection that made the request's encrypted items (behaviour §10 "Encrypted
+    /// items"): it goes first unless hard-blocked (saturated or at cap it still serves; no
+    /// `max_lead`, no binding to keep), otherwise §2 among the rest (`affinity::place_hard`).
+    pub encrypted_maker: Option<String>,
     /// The request's conversation (behaviour §10), if it has one and no hard affinity.
     pub affinity: Option<AffinityKey>,
     /// Who sent it (behaviour §11): its share of a full pool.
@@ -182,6 +186,26 @@ pub struct Acquired {
     pub skipped: Vec<Skipped>,
 }
 
+/// Which page of a combo's bindings `GET /admin/affinity` asks for.
+#[derive(Debug, Clone)]
+pub struct AffinityPageQuery {
+    /// Groups with a digest past this one (`None`: from the first).
+    pub after: Option<u64>,
+    pub limit: usize,
+    /// Only groups bound to this connection.
+    pub connection: Option<String>,
+    /// Only groups used within `ttl_ms` before `now_ms`.
+    pub now_ms: u64,
+    pub ttl_ms: u64,
+}
+
+/// How many groups of a combo match an [`AffinityPageQuery`], and the page asked for.
+#[derive(Debug, Clone, Default)]
+pub struct AffinityPage {
+    pub matching: usize,
+    pub groups: Vec<(u64, crate::policy::affinity_bindings::AffinityBinding)>,
+}
+
 /// Messages to a combo actor.
 pub enum ComboMsg {
     Route(RouteRequest, RpcReplyPort<RouteReply>),
@@ -191,8 +215,10 @@ pub enum ComboMsg {
     Reconfigure(Box<ComboSetup>),
     /// The combo's deficits (for admin state and tests).
     Deficits(RpcReplyPort<DrrDeficits>),
-    /// The combo's conversation bindings (for `GET /admin/affinity`).
+    /// The combo's conversation bindings (for tests; copies the whole table).
     Affinity(RpcReplyPort<AffinityBindings>),
+    /// One page of the combo's conversation bindings (for `GET /admin/affinity`).
+    AffinityPage(AffinityPageQuery, RpcReplyPort<AffinityPage>),
     /// A waiter went away (its client disconnected): it leaves the queue.
     CancelQueued(Ticket),
     /// An in-flight slot of one of the combo's targets was released while requests wait.

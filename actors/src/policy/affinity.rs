@@ -142,6 +142,30 @@ pub fn place(
     Placement::Held
 }
 
+/// Places a turn whose account is fixed by its encrypted items (behaviour §10 "Encrypted
+/// items"): `maker` goes first whenever it is not hard-blocked — saturated or at its cap it
+/// still takes the turn (and pays its DRR share), as a stored response's connection would,
+/// because anywhere else the turn loses what only that account can read. `None`: the maker is
+/// not among `targets`. Hard-blocked or gone, §2's order stands (the turn moves).
+pub fn place_hard(
+    maker: Option<usize>,
+    targets: &[TargetView],
+    selection: &mut Selection,
+) -> Placement {
+    let Some(maker) = maker.filter(|&i| i < targets.len()) else {
+        return Placement::Moved(MoveReason::Gone);
+    };
+    if let Some((reason, _)) = targets[maker].hard_block {
+        return Placement::Moved(MoveReason::Blocked(reason));
+    }
+    if let Some(at) = selection.order.iter().position(|&i| i == maker) {
+        selection.order.remove(at);
+    }
+    selection.order.insert(0, maker);
+    selection.chosen = Some(maker);
+    Placement::Held
+}
+
 /// How far each target of a combo ran ahead of its DRR share, in requests × Σw: every turn,
 /// each target with room gives up its weight and the one chosen gains Σw (what DRR itself
 /// does, but unclamped above, so a long run of held turns shows). Kept beside the deficits;
@@ -223,6 +247,37 @@ mod tests {
         lead_exceeded: bool,
         placement: Placement,
         first: usize,
+    }
+
+    #[test]
+    fn s10_the_maker_of_encrypted_items_goes_first_unless_hard_blocked() {
+        let deficits = DrrDeficits::default();
+        let mut targets = views(3);
+        targets[1].saturated = true;
+        targets[2].max_concurrent = Some(1);
+        targets[2].in_flight = 1;
+        for maker in [0, 1, 2] {
+            let mut selection = select(Strategy::QuotaShare, &targets, &deficits);
+            assert_eq!(
+                place_hard(Some(maker), &targets, &mut selection),
+                Placement::Held
+            );
+            assert_eq!(selection.order[0], maker);
+            assert_eq!(selection.chosen, Some(maker));
+            assert_eq!(selection.order.len(), 3, "each target once");
+        }
+        targets[2].hard_block = Some((BlockReason::RateLimited, Some(3_600_000)));
+        let mut selection = select(Strategy::QuotaShare, &targets, &deficits);
+        let before = selection.order.clone();
+        assert_eq!(
+            place_hard(Some(2), &targets, &mut selection),
+            Placement::Moved(MoveReason::Blocked(BlockReason::RateLimited))
+        );
+        assert_eq!(selection.order, before, "§2's order stands");
+        assert_eq!(
+            place_hard(None, &targets, &mut selection),
+            Placement::Moved(MoveReason::Gone)
+        );
     }
 
     #[test]

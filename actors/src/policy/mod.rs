@@ -17,6 +17,7 @@ pub mod fair_queue;
 mod journaled;
 pub mod lockout;
 pub mod outcome;
+pub mod pace;
 pub mod peer_merge;
 pub mod peer_progress;
 pub mod quota_share;

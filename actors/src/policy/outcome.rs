@@ -36,6 +36,12 @@ pub struct AttemptResult {
     /// The translation the attempt went through (`chat>messages`, behaviour §14); `None` when
     /// the target speaks the client's format.
     pub translated: Option<String>,
+    /// The token counts are the router's estimate (a stream the client left, or one whose
+    /// usage never came; behaviour §11), not the upstream's report.
+    pub usage_estimated: bool,
+    /// Encrypted items (behaviour §10) left out of the body this attempt sent: made by an
+    /// account other than its target's.
+    pub items_left_out: u32,
 }
 
 impl AttemptResult {
@@ -56,6 +62,8 @@ impl AttemptResult {
             after_first_content: false,
             cost_usd: None,
             translated: None,
+            usage_estimated: false,
+            items_left_out: 0,
         }
     }
 
@@ -76,6 +84,8 @@ impl AttemptResult {
             after_first_content: false,
             cost_usd: None,
             translated: None,
+            usage_estimated: false,
+            items_left_out: 0,
         }
     }
 
@@ -141,6 +151,8 @@ impl Outcome {
                     tokens_cache_write: e.tokens_cache_write,
                     cost_usd: e.cost_usd,
                     translated: e.translated.clone(),
+                    usage_estimated: e.usage_estimated,
+                    items_left_out: e.items_left_out,
                     ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
                 },
             ),
@@ -206,9 +218,9 @@ impl Outcome {
                 tokens_cache_write: r.tokens_cache_write,
                 client: self.client.as_deref().map(str::to_owned),
                 cost_usd: r.cost_usd,
-                items_left_out: 0,
+                items_left_out: r.items_left_out,
                 translated: r.translated,
-                usage_estimated: false,
+                usage_estimated: r.usage_estimated,
             })
         } else {
             quotaroute_journal::Event::RequestFailed(RequestFailed {

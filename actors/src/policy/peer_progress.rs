@@ -18,6 +18,12 @@ use std::collections::BTreeMap;
 use quotaroute_journal::{Event, PeerApplied};
 use serde::{Deserialize, Serialize};
 
+/// No journal reaches this seq (2^48: nine years of a million events a second). A mark at or
+/// above it came from a forged entry applied before the tail bounded seqs (issue #34: one
+/// `seq = u64::MAX` muted an origin's later events about a connection for good, and was
+/// journaled): such a mark is ignored, so it mutes nothing, and the next sane one replaces it.
+pub const SEQ_NEVER_REACHED: u64 = 1 << 48;
+
 /// The newest applied event of one origin about one connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerMark {
@@ -38,7 +44,7 @@ impl PeerProgress {
         self.marks
             .get(origin)
             .and_then(|by_connection| by_connection.get(connection))
-            .is_none_or(|mark| origin_seq > mark.origin_seq)
+            .is_none_or(|mark| origin_seq > mark.origin_seq || mark.origin_seq >= SEQ_NEVER_REACHED)
     }
 
     /// Records that `applied` was applied (the only mutator).
@@ -49,7 +55,7 @@ impl PeerProgress {
             Some(mark) => mark,
             None => by_connection.entry(lane.into_owned()).or_default(),
         };
-        if applied.origin_seq >= mark.origin_seq {
+        if applied.origin_seq >= mark.origin_seq || mark.origin_seq >= SEQ_NEVER_REACHED {
             mark.origin_seq = applied.origin_seq;
             mark.stream_id.clone_from(&applied.stream_id);
         }
@@ -110,6 +116,20 @@ mod tests {
         // The journal may hold a later event of another connection first.
         progress.apply(&applied("a", "k2", 9, "100-7"));
         assert!(progress.is_new("a", "k1", 6), "k1's own order decides");
+    }
+
+    #[test]
+    fn a_forged_mark_journaled_before_seqs_were_bounded_mutes_nothing() {
+        let mut progress = PeerProgress::default();
+        progress.apply(&applied("a", "k1", 5, "100-1"));
+        progress.apply(&applied("a", "k1", u64::MAX, "100-2"));
+        assert!(
+            progress.is_new("a", "k1", 6),
+            "the origin's next event applies"
+        );
+        progress.apply(&applied("a", "k1", 6, "100-3"));
+        assert_eq!(progress.marks["a"]["k1"].origin_seq, 6);
+        assert!(!progress.is_new("a", "k1", 6));
     }
 
     #[test]

@@ -237,6 +237,8 @@ pub fn route_decided(
                 })
             })
             .collect(),
+        group: None,
+        paces: Vec::new(),
     }
 }
 

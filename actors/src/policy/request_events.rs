@@ -64,6 +64,8 @@ mod tests {
             skipped,
             affinity: Default::default(),
             client: Some("default".into()),
+            group: None,
+            paces: Vec::new(),
         })
     }
 

@@ -186,6 +186,10 @@ pub struct Topology {
     /// `[affinity]` (behaviour §10).
     #[serde(default)]
     pub affinity: AffinitySettings,
+    /// Clients the config names (behaviour §11): tables several clients share (response
+    /// bindings, conversation groups) give each `1 / clients` of their bound. 0 counts as 1.
+    #[serde(default)]
+    pub clients: usize,
     /// Where it came from (a path, `embedded`).
     pub source: String,
     /// Hex digest of the config's bytes.
@@ -210,6 +214,7 @@ impl Topology {
             max_upstream_requests: DEFAULT_MAX_UPSTREAM_REQUESTS,
             max_implicit_combos: DEFAULT_MAX_IMPLICIT_COMBOS,
             affinity: AffinitySettings::default(),
+            clients: 0,
             source: source.to_string(),
             digest: digest.to_string(),
         }
@@ -332,6 +337,7 @@ impl Topology {
             max_upstream_requests: 0,
             max_implicit_combos: DEFAULT_MAX_IMPLICIT_COMBOS,
             affinity: AffinitySettings::default(),
+            clients: 0,
             source: config.source.clone(),
             digest: config.digest.clone(),
         }

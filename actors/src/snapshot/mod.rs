@@ -17,6 +17,10 @@
 //! - 4 — each connection's input and cached input tokens (behaviour §10 "Seen",
 //!   `RouterState::cached_input`): layout 3's bytes followed by those counts. Layout 3 migrates
 //!   to 4 with no counts (the cached share then counts from the events after that snapshot).
+//! - 5 — each stored response's client (behaviour §11 "A stored response belongs to the client
+//!   that created it"): layout 4's bytes followed by `(response_id, client)` pairs
+//!   (`ResponseBindings::owners`). Layout 4 migrates to 5 with no owners: its bindings were
+//!   made before clients were recorded and stay usable by any client.
 //!
 //! Changing what `RouterState` (or anything inside it) stores means: freeze today's shape as
 //! `layout_v<N>.rs` (or, as layout 3 did, append after it), bump [`STATE_LAYOUT`], write the
@@ -33,7 +37,7 @@ use quotaroute_journal::Snapshot;
 use crate::policy::router_state::RouterState;
 
 /// The state layout this build writes (the snapshot's `state_version`).
-pub const STATE_LAYOUT: u16 = 4;
+pub const STATE_LAYOUT: u16 = 5;
 
 /// Layout 2's shape: today's [`RouterState`] without the affinity bindings it skips.
 pub const LAYOUT_WITHOUT_AFFINITY: u16 = 2;
@@ -41,9 +45,31 @@ pub const LAYOUT_WITHOUT_AFFINITY: u16 = 2;
 /// Layout 3's shape: layout 2's bytes, then the affinity bindings (no cached-input counts).
 pub const LAYOUT_WITHOUT_CACHED_INPUT: u16 = 3;
 
+/// Layout 4's shape: layout 3's bytes, then the cached-input counts (no response owners).
+pub const LAYOUT_WITHOUT_RESPONSE_OWNERS: u16 = 4;
+
 /// Bytes for `JournalHandle::snapshot`, in layout [`STATE_LAYOUT`].
 pub fn encode(state: &RouterState) -> Result<Vec<u8>, codec::EncodeError> {
-    codec::encode_state(&(state, &state.affinity, &state.cached_input))
+    codec::encode_state(&(
+        state,
+        &state.affinity,
+        &state.cached_input,
+        &state.responses.owners(),
+    ))
+}
+
+/// Layout 5: layout 4's bytes, then the stored responses' clients.
+fn decode_v5(bytes: &[u8]) -> Result<RouterState, DamageReason> {
+    let (mut state, affinity, cached_input, owners): (
+        RouterState,
+        AffinityByCombo,
+        CachedInputByConnection,
+        Vec<(String, String)>,
+    ) = codec::decode_state(bytes)?;
+    state.affinity = affinity;
+    state.cached_input = cached_input;
+    state.responses.restore_owners(owners);
+    Ok(state)
 }
 
 /// Layout 4: layout 3's bytes, then the cached-input counts.
@@ -81,7 +107,9 @@ pub fn decode(snapshot: &Snapshot) -> Result<RouterState, DamageReason> {
         Some(LAYOUT_WITHOUT_AFFINITY) => codec::decode_state(bytes),
         // Layout 3 → 4: nothing was counted yet.
         Some(LAYOUT_WITHOUT_CACHED_INPUT) => decode_v3(bytes),
-        Some(STATE_LAYOUT) => decode_v4(bytes),
+        // Layout 4 → 5: no stored response named its client yet.
+        Some(LAYOUT_WITHOUT_RESPONSE_OWNERS) => decode_v4(bytes),
+        Some(STATE_LAYOUT) => decode_v5(bytes),
         Some(newer) if newer > STATE_LAYOUT => Err(DamageReason::Newer {
             what: "snapshot state layout",
             found: u32::from(newer),

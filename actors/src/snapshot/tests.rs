@@ -138,8 +138,12 @@ fn todays_layout_keeps_cached_input_counts_after_layout_3s_bytes() {
     }
     state.apply(2_000, &success);
     assert_eq!(state.cached_input.of("oa-1").cached_input_tokens, 800);
-    let bytes = encode(&state).unwrap();
-    let decoded = decode(&snapshot(Some(STATE_LAYOUT), bytes.clone())).unwrap();
+    let bytes = codec::encode_state(&(&state, &state.affinity, &state.cached_input)).unwrap();
+    let decoded = decode(&snapshot(
+        Some(LAYOUT_WITHOUT_RESPONSE_OWNERS),
+        bytes.clone(),
+    ))
+    .unwrap();
     assert_eq!(decoded, state);
     assert_eq!(decoded.cached_input.of("oa-1").share(), Some(0.8));
     // Layout 3's bytes are its prefix; a layout-3 snapshot migrates with no counts.
@@ -206,4 +210,40 @@ fn layouts_1_and_2_do_not_decode_as_each_other() {
     let two = encode(&layout_2_state()).unwrap();
     assert!(codec::decode_state::<RouterState>(&one).is_err());
     assert!(codec::decode_state::<RouterStateV1>(&two).is_err());
+}
+
+#[test]
+fn todays_layout_keeps_each_stored_responses_client_after_layout_4s_bytes() {
+    let mut state = layout_2_state();
+    state.apply(
+        2_000,
+        &Event::ResponseBound(ResponseBound {
+            request_id: "r2".into(),
+            response_id: "resp_alice".into(),
+            combo: "team".into(),
+            provider: "openai".into(),
+            connection: "oa-1".into(),
+            model: "gpt-4o-mini".into(),
+            client: Some("alice".into()),
+        }),
+    );
+    let bytes = encode(&state).unwrap();
+    let decoded = decode(&snapshot(Some(STATE_LAYOUT), bytes.clone())).unwrap();
+    assert_eq!(decoded, state);
+    let alice = decoded.responses.get("resp_alice", 2_000).unwrap();
+    assert!(alice.belongs_to("alice") && !alice.belongs_to("bob"));
+    // The binding from before clients were recorded stays anyone's.
+    assert!(decoded
+        .responses
+        .get("resp_1", 2_000)
+        .unwrap()
+        .belongs_to("bob"));
+    // Layout 4's bytes are its prefix; a layout-4 snapshot migrates with no owners.
+    let layout_4 = codec::encode_state(&(&state, &state.affinity, &state.cached_input)).unwrap();
+    assert!(bytes.starts_with(&layout_4));
+    let migrated = decode(&snapshot(Some(LAYOUT_WITHOUT_RESPONSE_OWNERS), layout_4)).unwrap();
+    assert_eq!(
+        migrated.responses.get("resp_alice", 2_000).unwrap().client,
+        None
+    );
 }

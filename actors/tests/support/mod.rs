@@ -80,6 +80,7 @@ pub fn request(model: &str) -> RouteRequest {
         format: ApiFormat::Openai,
         translatable: false,
         only_connection: None,
+        encrypted_maker: None,
         affinity: None,
         client: quotaroute_actors::ClientTag::default(),
     }

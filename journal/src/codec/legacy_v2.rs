@@ -149,7 +149,7 @@ impl From<EventV2> for EventV3 {
             EventV2::UsageObserved(e) => EventV3::UsageObserved(e),
             EventV2::AdminAction(e) => EventV3::AdminAction(e),
             EventV2::NodeStopped(e) => EventV3::NodeStopped(e),
-            EventV2::RouteDecided(e) => EventV3::RouteDecided(today::RouteDecided {
+            EventV2::RouteDecided(e) => EventV3::RouteDecided(v3::RouteDecided {
                 request_id: e.request_id,
                 generation: e.generation,
                 combo: e.combo,

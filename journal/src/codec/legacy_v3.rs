@@ -1,14 +1,29 @@
 //! Event schema 3, frozen: the shapes records written before schema 4 hold, and their upgrade
-//! to today's [`Event`]. Only `RequestSucceeded`, `RequestFailed`, `ResponseBound` and
-//! `ClientUsage` changed (schema 4 appended `translated`, `usage_estimated` and
+//! to today's [`Event`]. Only `RouteDecided`, `RequestSucceeded`, `RequestFailed`,
+//! `ResponseBound` and `ClientUsage` changed (schema 4 appended `translated`, `usage_estimated` and
 //! `items_left_out` to `request_succeeded`, `translated` to `request_failed`, `client` to
-//! `response_bound` and `estimated` to `client_usage`); every other kind is today's type,
+//! `response_bound`, `estimated` to `client_usage`, and the conversation group and each
+//! candidate's pace to `route_decided`); every other kind is today's type,
 //! unchanged. Never edit these shapes: they are what those builds wrote. Schemas 1 and 2
 //! upgrade through here.
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{self as today, Event, Skipped};
+use crate::event::{self as today, AffinityOutcome, Event, Skipped};
+
+#[derive(Serialize, Deserialize)]
+pub struct RouteDecided {
+    pub request_id: String,
+    pub generation: u64,
+    pub combo: String,
+    pub model: String,
+    pub room: Vec<u16>,
+    pub chosen: Option<u16>,
+    pub order: Vec<u16>,
+    pub skipped: Vec<Skipped>,
+    pub affinity: AffinityOutcome,
+    pub client: Option<String>,
+}
 
 #[derive(Serialize, Deserialize)]
 pub struct RequestSucceeded {
@@ -93,7 +108,7 @@ pub enum EventV3 {
     UsageObserved(today::UsageObserved),
     AdminAction(today::AdminAction),
     NodeStopped(today::NodeStopped),
-    RouteDecided(today::RouteDecided),
+    RouteDecided(RouteDecided),
     BreakerCounted(today::BreakerCounted),
     ResponseBound(ResponseBound),
     JournalRecovered(today::JournalRecovered),
@@ -169,7 +184,20 @@ impl From<EventV3> for Event {
             EventV3::UsageObserved(e) => Event::UsageObserved(e),
             EventV3::AdminAction(e) => Event::AdminAction(e),
             EventV3::NodeStopped(e) => Event::NodeStopped(e),
-            EventV3::RouteDecided(e) => Event::RouteDecided(e),
+            EventV3::RouteDecided(e) => Event::RouteDecided(today::RouteDecided {
+                request_id: e.request_id,
+                generation: e.generation,
+                combo: e.combo,
+                model: e.model,
+                room: e.room,
+                chosen: e.chosen,
+                order: e.order,
+                skipped: e.skipped,
+                affinity: e.affinity,
+                client: e.client,
+                group: None,
+                paces: Vec::new(),
+            }),
             EventV3::BreakerCounted(e) => Event::BreakerCounted(e),
             EventV3::ResponseBound(e) => Event::ResponseBound(today::ResponseBound {
                 request_id: e.request_id,

@@ -486,6 +486,8 @@ fn schema_2_request_events_decode_without_client_or_cost() {
                 skipped: skipped.clone(),
                 affinity: AffinityOutcome::Held,
                 client: None,
+                group: None,
+                paces: Vec::new(),
             }),
             Event::RequestFailed(RequestFailed {
                 request_id: "r1".into(),

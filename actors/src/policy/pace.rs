@@ -1,0 +1,433 @@
+//! Pacing (behaviour §13): how fast a target may be spent, from what is left of each of its
+//! windows and when each comes back, and which windows block it (spent or within its reserve).
+//! Pure: window readings + now → pace; it never reads the clock, never parses headers (that is
+//! `rate_limit_headers`) and never orders targets (that is selection, which turns a pace into a
+//! DRR quantum with [`quantum`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A pace of exactly 1 (on pace), in the per-mille unit paces are computed and journaled in.
+pub const ON_PACE: u32 = 1_000;
+/// What one unit of weight adds to a deficit per turn at pace 1 (§13: `weight × pace × 1024`).
+pub const QUANTUM_PER_WEIGHT: u64 = 1_024;
+
+const MINUTE_MS: u64 = 60_000;
+const HOUR_MS: u64 = 60 * MINUTE_MS;
+const DAY_MS: u64 = 24 * HOUR_MS;
+
+/// Contract: `[defaults.pacing]` (and `pacing = false` on a combo).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PacingSettings {
+    /// Off: every pace is 1 and quota-share spends by weight alone.
+    pub enabled: bool,
+    /// The smallest share of a window's length counted as still to run, so a window about to
+    /// reset has a large but finite pace.
+    pub min_time_left: f64,
+    /// Bounds of a target's pace.
+    pub min: f64,
+    pub max: f64,
+    /// The period a window's burn rate is measured over (the forecast).
+    pub burn_window_ms: u64,
+}
+
+impl Default for PacingSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_time_left: 0.02,
+            min: 0.0625,
+            max: 16.0,
+            burn_window_ms: 30 * MINUTE_MS,
+        }
+    }
+}
+
+impl PacingSettings {
+    /// `value` as per mille, rounded, within [1, 10⁹] (NaN and negatives become 1).
+    fn per_mille(value: f64) -> u64 {
+        (value * 1_000.0).round().clamp(1.0, 1e9) as u64
+    }
+
+    fn bounds_pm(&self) -> (u64, u64) {
+        let min = Self::per_mille(self.min);
+        (min, Self::per_mille(self.max).max(min))
+    }
+}
+
+/// One window of a connection as pacing reads it: how much of its limit is used, and when it
+/// resets (`None`: it rolls, or the source did not say).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowLeft<'a> {
+    /// Its name: `5h`, `7d`, `7d:<model>`, `<n>m` / `<n>h` / `<n>d` (Codex), a per-minute
+    /// count window `requests:<model>` / `tokens:<model>` / …, or a counted limit's config name
+    /// (`requests_5h`, `tokens_7d:<model>`).
+    pub window: &'a str,
+    pub used: u64,
+    /// Never 0 (such readings are ignored before they get here).
+    pub limit: u64,
+    pub resets_at_ms: Option<u64>,
+}
+
+/// How long a window is, from its name; `None` when the name says nothing of its length.
+pub fn window_length_ms(window: &str) -> Option<u64> {
+    let (base, model) = match window.split_once(':') {
+        Some((base, model)) => (base, Some(model)),
+        None => (window, None),
+    };
+    match base {
+        "requests_5h" | "tokens_5h" => return Some(5 * HOUR_MS),
+        "requests_7d" | "tokens_7d" => return Some(7 * DAY_MS),
+        // The short count windows upstream headers report are per minute (§13).
+        "requests" | "tokens" | "input-tokens" | "output-tokens" if model.is_some() => {
+            return Some(MINUTE_MS)
+        }
+        _ => {}
+    }
+    let unit_at = base.len().checked_sub(1)?;
+    let (count, unit) = base.split_at(unit_at);
+    let count: u64 = count.parse().ok().filter(|count| *count > 0)?;
+    let unit_ms = match unit {
+        "m" => MINUTE_MS,
+        "h" => HOUR_MS,
+        "d" => DAY_MS,
+        _ => return None,
+    };
+    count.checked_mul(unit_ms)
+}
+
+/// A window's pace in per mille: `left / max(time_left, min_time_left)` (§13), unbounded.
+/// A window whose reset has passed is fresh (pace 1); one with no reset, or of unknown length,
+/// paces by what is left alone (it rolls: nothing of it is lost at a reset).
+pub fn window_pace_pm(window: &WindowLeft<'_>, now_ms: u64, settings: &PacingSettings) -> u64 {
+    if window.resets_at_ms.is_some_and(|reset| now_ms >= reset) {
+        return u64::from(ON_PACE);
+    }
+    let limit = u128::from(window.limit.max(1));
+    let left_pm = u128::from(window.limit.saturating_sub(window.used)) * 1_000 / limit;
+    let min_time_left_pm = u128::from(PacingSettings::per_mille(settings.min_time_left));
+    let time_left_pm = match (window.resets_at_ms, window_length_ms(window.window)) {
+        (Some(reset), Some(length)) => {
+            let to_run = u128::from(reset - now_ms).min(u128::from(length));
+            (to_run * 1_000 / u128::from(length)).max(min_time_left_pm)
+        }
+        _ => 1_000,
+    };
+    let pace = left_pm * 1_000 / time_left_pm.max(1);
+    u64::try_from(pace).unwrap_or(u64::MAX)
+}
+
+/// A target's pace: the smallest among the windows that apply to it, bounded, and the window
+/// that set it (`None` when no window has a reading: pace 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pace {
+    pub per_mille: u32,
+    pub binding_window: Option<String>,
+}
+
+impl Pace {
+    /// No reading at all, or pacing off.
+    pub fn on_pace() -> Self {
+        Self {
+            per_mille: ON_PACE,
+            binding_window: None,
+        }
+    }
+}
+
+/// The pace of a target whose windows (already narrowed to the requested model) are
+/// `windows`. Ties between windows go to the first in the order given.
+pub fn target_pace<'a>(
+    windows: impl IntoIterator<Item = WindowLeft<'a>>,
+    now_ms: u64,
+    settings: &PacingSettings,
+) -> Pace {
+    if !settings.enabled {
+        return Pace::on_pace();
+    }
+    let binding = windows
+        .into_iter()
+        .map(|window| (window_pace_pm(&window, now_ms, settings), window.window))
+        .fold(None::<(u64, &str)>, |slowest, (pace, name)| match slowest {
+            Some((best, _)) if best <= pace => slowest,
+            _ => Some((pace, name)),
+        });
+    let Some((pace, window)) = binding else {
+        return Pace::on_pace();
+    };
+    let (min, max) = settings.bounds_pm();
+    Pace {
+        per_mille: u32::try_from(pace.clamp(min, max)).unwrap_or(u32::MAX),
+        binding_window: Some(window.to_owned()),
+    }
+}
+
+/// What a target adds to its DRR deficit per turn: `max(1, round(weight × pace × 1024))`.
+pub fn quantum(weight: u32, pace_per_mille: u32) -> u64 {
+    let scaled = u128::from(weight) * u128::from(pace_per_mille) * u128::from(QUANTUM_PER_WEIGHT);
+    let rounded = (scaled + 500) / 1_000;
+    u64::try_from(rounded).unwrap_or(u64::MAX).max(1)
+}
+
+/// Contract: `reserve_pct` on a connection, or `reserve = { "7d" = 20 }` per window: the share
+/// of a window kept for the account's owner.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Reserve {
+    /// Every window's reserve, in percent.
+    pub all_pct: Option<u8>,
+    /// Per window name (its base, before any `:<model>`), overriding `all_pct`.
+    pub by_window: BTreeMap<String, u8>,
+}
+
+impl Reserve {
+    fn pct_for(&self, window: &str) -> Option<u8> {
+        let base = window.split_once(':').map_or(window, |(base, _)| base);
+        self.by_window.get(base).copied().or(self.all_pct)
+    }
+}
+
+/// Why a window hard-blocks its target (§13): the upstream says it is spent, or what is left
+/// is within the owner's reserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowBlockReason {
+    /// `quota_exhausted`.
+    Spent,
+    /// `reserved`.
+    Reserved,
+}
+
+/// A window that blocks its target until `until_ms` (`None`: no reset known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowBlock {
+    pub reason: WindowBlockReason,
+    pub window: String,
+    pub until_ms: Option<u64>,
+}
+
+/// The first window among `windows` that blocks its target at `now_ms`: one used to its limit
+/// (only readings a provider reports count as spent — pass counted limits elsewhere), else one
+/// whose share left is within its reserve. Windows past their reset block nothing.
+pub fn window_block<'a>(
+    windows: impl IntoIterator<Item = WindowLeft<'a>>,
+    reserve: &Reserve,
+    now_ms: u64,
+) -> Option<WindowBlock> {
+    let mut reserved = None;
+    for window in windows {
+        if window.resets_at_ms.is_some_and(|reset| now_ms >= reset) {
+            continue;
+        }
+        if window.used >= window.limit {
+            return Some(WindowBlock {
+                reason: WindowBlockReason::Spent,
+                window: window.window.to_owned(),
+                until_ms: window.resets_at_ms,
+            });
+        }
+        if reserved.is_none() {
+            if let Some(pct) = reserve.pct_for(window.window) {
+                let left = u128::from(window.limit - window.used) * 100;
+                if left <= u128::from(pct) * u128::from(window.limit) {
+                    reserved = Some(WindowBlock {
+                        reason: WindowBlockReason::Reserved,
+                        window: window.window.to_owned(),
+                        until_ms: window.resets_at_ms,
+                    });
+                }
+            }
+        }
+    }
+    reserved
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const NOW: u64 = 1_735_689_600_000;
+
+    fn window(name: &str, used: u64, limit: u64, resets_in_ms: Option<u64>) -> WindowLeft<'_> {
+        WindowLeft {
+            window: name,
+            used,
+            limit,
+            resets_at_ms: resets_in_ms.map(|ms| NOW + ms),
+        }
+    }
+
+    #[test]
+    fn window_lengths_from_their_names() {
+        let cases = [
+            ("5h", Some(5 * HOUR_MS)),
+            ("7d", Some(7 * DAY_MS)),
+            ("7d:claude-opus", Some(7 * DAY_MS)),
+            ("300m", Some(300 * MINUTE_MS)),
+            ("requests:gpt-4o", Some(MINUTE_MS)),
+            ("input-tokens:claude", Some(MINUTE_MS)),
+            ("requests_5h", Some(5 * HOUR_MS)),
+            ("tokens_7d:gpt-4o", Some(7 * DAY_MS)),
+            ("requests", None),
+            ("0h", None),
+            ("h", None),
+            ("", None),
+            ("5x", None),
+            ("99999999999999999999d", None),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(window_length_ms(name), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_issue_s_two_half_used_windows_split_80_20() {
+        // Both 5-hour windows half used; one resets in 1 h, the other in 4 h.
+        let settings = PacingSettings::default();
+        let soon = target_pace([window("5h", 50, 100, Some(HOUR_MS))], NOW, &settings);
+        let late = target_pace([window("5h", 50, 100, Some(4 * HOUR_MS))], NOW, &settings);
+        assert_eq!((soon.per_mille, late.per_mille), (2_500, 625));
+        let (a, b) = (quantum(1, soon.per_mille), quantum(1, late.per_mille));
+        assert_eq!(a * 20, b * 80);
+    }
+
+    #[test]
+    fn pace_table() {
+        let settings = PacingSettings::default();
+        // (window, now relative, expected per mille before bounds)
+        let cases = [
+            // On pace: half used, half the time left.
+            (window("5h", 50, 100, Some(150 * MINUTE_MS)), 1_000),
+            // Spending faster than time: 10 % left for 5 of 7 days.
+            (window("7d", 90, 100, Some(5 * DAY_MS)), 140),
+            // About to reset with most left: time left floors at 2 %.
+            (window("5h", 30, 100, Some(MINUTE_MS)), 35_000),
+            // Past its reset: fresh.
+            (
+                WindowLeft {
+                    window: "5h",
+                    used: 100,
+                    limit: 100,
+                    resets_at_ms: Some(NOW - 1),
+                },
+                1_000,
+            ),
+            // No reset known: what is left alone.
+            (window("7d", 25, 100, None), 750),
+            // A reset further than the window's length counts as the whole window.
+            (window("5h", 0, 100, Some(50 * HOUR_MS)), 1_000),
+            // Used beyond the limit: nothing left.
+            (window("5h", 150, 100, Some(HOUR_MS)), 0),
+        ];
+        for (window, expected) in cases {
+            assert_eq!(
+                window_pace_pm(&window, NOW, &settings),
+                expected,
+                "{window:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_target_paces_by_its_slowest_window_within_bounds() {
+        let settings = PacingSettings::default();
+        let pace = target_pace(
+            [
+                window("5h", 10, 100, Some(HOUR_MS)),
+                window("7d", 95, 100, Some(6 * DAY_MS)),
+            ],
+            NOW,
+            &settings,
+        );
+        // 7d: 5 % left for 6/7 of the week = 0.058…, raised to the 1/16 floor.
+        assert_eq!(pace.per_mille, 63);
+        assert_eq!(pace.binding_window.as_deref(), Some("7d"));
+        let fast = target_pace([window("5h", 0, 100, Some(1))], NOW, &settings);
+        assert_eq!(fast.per_mille, 16_000);
+        assert_eq!(target_pace([], NOW, &settings), Pace::on_pace());
+        let off = PacingSettings {
+            enabled: false,
+            ..PacingSettings::default()
+        };
+        assert_eq!(
+            target_pace([window("7d", 95, 100, Some(DAY_MS))], NOW, &off),
+            Pace::on_pace()
+        );
+    }
+
+    #[test]
+    fn quanta_keep_weights_exact_at_pace_one() {
+        assert_eq!(quantum(2, ON_PACE), 2_048);
+        assert_eq!(quantum(1, ON_PACE), 1_024);
+        assert_eq!(quantum(1, 63), 65);
+        assert_eq!(quantum(1, 0), 1);
+        assert_eq!(quantum(0, ON_PACE), 1);
+        assert_eq!(quantum(u32::MAX, u32::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn spent_windows_block_until_their_reset_and_reserves_hold() {
+        let none = Reserve::default();
+        let spent = window_block([window("5h", 100, 100, Some(HOUR_MS))], &none, NOW);
+        assert_eq!(
+            spent,
+            Some(WindowBlock {
+                reason: WindowBlockReason::Spent,
+                window: "5h".into(),
+                until_ms: Some(NOW + HOUR_MS),
+            })
+        );
+        assert_eq!(
+            window_block([window("5h", 99, 100, Some(HOUR_MS))], &none, NOW),
+            None
+        );
+        let reserve = Reserve {
+            all_pct: Some(10),
+            by_window: BTreeMap::from([("7d".to_owned(), 20)]),
+        };
+        let kept = window_block(
+            [
+                window("5h", 85, 100, Some(HOUR_MS)),
+                window("7d:opus", 80, 100, Some(DAY_MS)),
+            ],
+            &reserve,
+            NOW,
+        );
+        assert_eq!(
+            kept.map(|b| (b.reason, b.window)),
+            Some((WindowBlockReason::Reserved, "7d:opus".into()))
+        );
+        // A spent window wins over an earlier reserved one; a past reset blocks nothing.
+        let both = window_block(
+            [
+                window("7d", 90, 100, Some(DAY_MS)),
+                window("5h", 100, 100, Some(HOUR_MS)),
+            ],
+            &reserve,
+            NOW,
+        );
+        assert_eq!(both.map(|b| b.reason), Some(WindowBlockReason::Spent));
+        assert_eq!(
+            window_block([window("5h", 100, 100, Some(0))], &reserve, NOW),
+            None
+        );
+    }
+
+    proptest! {
+        /// Pace never leaves its bounds, and a window with more left (same reset) never paces
+        /// slower.
+        #[test]
+        fn pace_is_bounded_and_monotone_in_what_is_left(
+            used in 0u64..200, limit in 1u64..200, resets_in in 0u64..(8 * DAY_MS),
+        ) {
+            let settings = PacingSettings::default();
+            let (min, max) = settings.bounds_pm();
+            let pace = target_pace([window("7d", used, limit, Some(resets_in))], NOW, &settings);
+            prop_assert!(u64::from(pace.per_mille) >= min && u64::from(pace.per_mille) <= max);
+            let less_used = target_pace(
+                [window("7d", used.saturating_sub(1), limit, Some(resets_in))], NOW, &settings);
+            prop_assert!(less_used.per_mille >= pace.per_mille);
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! A request's encrypted items across its tries (behaviour §10 "Encrypted items"): each try
+//! sends its target only the items that target can read (`EncryptedItems::body_for`), and a 400
+//! `invalid_encrypted_content` that still happens (an item the router could not attribute, or a
+//! key rotated since it was sealed) is retried once on the same target with every encrypted
+//! item left out — the turn loses that hidden reasoning, not the conversation. That second
+//! request is not a new attempt (nothing fails over) but it spends `max_upstream_requests`,
+//! like the retry after a 401 to a refreshed credential.
+//!
+//! Owns only that; the try itself is `credential_retry`'s and `attempt`'s.
+
+use std::time::Duration;
+
+use quotaroute_actors::{Decision, RoutedTarget};
+use quotaroute_journal::OutcomeClass;
+
+use crate::node::attempt::{Attempted, TryContext};
+use crate::node::credential_retry;
+
+/// The upstream's code for an encrypted item it cannot read.
+const INVALID_ENCRYPTED_CONTENT: &str = "invalid_encrypted_content";
+
+/// One try of `decision`'s current target and, when it is refused with 400
+/// `invalid_encrypted_content` while it carried encrypted items, one more without them.
+pub(crate) async fn try_target(
+    ctx: &TryContext<'_>,
+    decision: &mut Decision,
+    target: &RoutedTarget,
+    upstream_time: &mut Duration,
+) -> Attempted {
+    let tried = credential_retry::try_target(ctx, decision, target, upstream_time).await;
+    let Some(encrypted) = ctx.encrypted else {
+        return tried;
+    };
+    let carried = !encrypted.leaves_all_out()
+        && (encrypted.items.unreadable_by(&target.connection, false) as usize)
+            < encrypted.items.len();
+    if !carried || !refuses_encrypted_content(&tried) || !decision.retry_current() {
+        return tried;
+    }
+    encrypted.leave_all_out();
+    tracing::debug!(
+        request_id = ctx.request_id,
+        connection = &*target.connection,
+        items = encrypted.items.len(),
+        "400 invalid_encrypted_content: the same target again without the encrypted items"
+    );
+    credential_retry::try_target(ctx, decision, target, upstream_time).await
+}
+
+fn refuses_encrypted_content(tried: &Attempted) -> bool {
+    tried.result.class == OutcomeClass::ClientError
+        && tried.result.status == Some(400)
+        && tried.result.error_code.as_deref() == Some(INVALID_ENCRYPTED_CONTENT)
+}

@@ -1,0 +1,122 @@
+//! How many bytes of generated text one stream event carries: the string value of its
+//! content member (`content`, `text`, `delta`, `arguments`, `partial_json`, `thinking`,
+//! `reasoning…`, `refusal`). The relay adds these up so that a stream the client left before
+//! its usage arrived can be charged an estimate of its output (behaviour §11). A byte search,
+//! not a parse: it runs on every relayed event. It must not decide what an event means (that
+//! is `stream_watch`).
+
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
+use super::stream_watch::StreamFormat;
+
+fn finders(members: &[&'static [u8]]) -> Vec<Finder<'static>> {
+    members.iter().map(|member| Finder::new(*member)).collect()
+}
+
+/// The members whose string value is generated text, per protocol, the usual one first: each
+/// event is searched for its own protocol's only.
+static CHAT_MEMBERS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+    finders(&[
+        b"\"content\":\"",
+        b"\"text\":\"",
+        b"\"arguments\":\"",
+        b"\"reasoning_content\":\"",
+        b"\"reasoning\":\"",
+        b"\"refusal\":\"",
+    ])
+});
+static RESPONSES_MEMBERS: LazyLock<Vec<Finder<'static>>> =
+    LazyLock::new(|| finders(&[b"\"delta\":\""]));
+static ANTHROPIC_MEMBERS: LazyLock<Vec<Finder<'static>>> =
+    LazyLock::new(|| finders(&[b"\"text\":\"", b"\"partial_json\":\"", b"\"thinking\":\""]));
+
+/// The bytes of the first content string in `data` (an event's data, or a whole answer, of
+/// `format`; an escape counts as the one byte it stands for, roughly). 0 when there is none.
+pub fn content_text_bytes(format: StreamFormat, data: &[u8]) -> usize {
+    let members = match format {
+        StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => &*CHAT_MEMBERS,
+        StreamFormat::OpenAiResponses => &*RESPONSES_MEMBERS,
+        StreamFormat::Anthropic => &*ANTHROPIC_MEMBERS,
+    };
+    // The first member found, in the order above (the usual one first: one search per event).
+    let Some(start) = members
+        .iter()
+        .find_map(|finder| finder.find(data).map(|at| at + finder.needle().len()))
+    else {
+        return 0;
+    };
+    // To the closing quote, an escape (`\"`, `\n`, `\u00e9`) counted as one byte.
+    let text = data.get(start..).unwrap_or_default();
+    let mut bytes = 0;
+    let mut at = 0;
+    while let Some(found) = memchr::memchr2(b'"', b'\\', text.get(at..).unwrap_or_default()) {
+        bytes += found;
+        at += found;
+        if text.get(at) == Some(&b'"') {
+            return bytes;
+        }
+        // A backslash and the byte it escapes.
+        bytes += 1;
+        at += 2;
+    }
+    bytes + text.len().saturating_sub(at)
+}
+
+/// The tokens `bytes` of text or request body are estimated at: about four bytes a token
+/// (OpenAI's and Anthropic's own rule of thumb for English), at least one for any bytes.
+pub fn estimated_tokens(bytes: u64) -> u64 {
+    bytes.div_ceil(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_of_each_protocols_content_event() {
+        use StreamFormat::*;
+        let table: [(StreamFormat, &str, usize); 8] = [
+            (
+                OpenAiChat,
+                r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}"#,
+                5,
+            ),
+            (
+                Anthropic,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi there"}}"#,
+                8,
+            ),
+            (
+                OpenAiResponses,
+                r#"{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"abc"}"#,
+                3,
+            ),
+            (
+                Anthropic,
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}"#,
+                7,
+            ),
+            (
+                OpenAiChat,
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\""}}]}}]}"#,
+                4,
+            ),
+            (
+                OpenAiChat,
+                r#"{"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
+                0,
+            ),
+            (OpenAiChat, "[DONE]", 0),
+            // A string cut short counts what there is.
+            (OpenAiChat, r#"{"content":"ab\"c"#, 4),
+        ];
+        for (format, data, bytes) in table {
+            assert_eq!(content_text_bytes(format, data.as_bytes()), bytes, "{data}");
+        }
+        assert_eq!(estimated_tokens(0), 0);
+        assert_eq!(estimated_tokens(1), 1);
+        assert_eq!(estimated_tokens(400), 100);
+    }
+}

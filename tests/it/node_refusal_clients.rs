@@ -1,0 +1,343 @@
+//! Refusals real clients act on (behaviour §7, issue #34): a client whose month budget is spent
+//! is answered 429 `budget_exceeded` with a `Retry-After` of weeks. Each real client — the
+//! official SDKs (openai-python, anthropic-python, openai-node, @anthropic-ai/sdk, with their
+//! default retries), Claude Code (`claude -p`) and Codex (`codex exec`) — must stop at once
+//! (one refused request, bounded wall time) and show the reset time, where before they slept
+//! on it or retried. Without the clients installed each test says so and does nothing else.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::clients::*;
+use crate::support::*;
+
+const KEY_A: &str = "sk-qr-refused-team-a-secret";
+
+/// Stopping at once: well under the SDKs' backoff and any sleep on `Retry-After`.
+const AT_ONCE: Duration = Duration::from_secs(20);
+
+/// A node whose client `id` has spent its month budget (one request crosses it). Each test has
+/// its own client id: the node's metrics are the process's, shared by the tests running at once.
+async fn spent_client(id: &'static str) -> Harness {
+    let harness = Harness::start_editing(|text| {
+        text + &format!(
+            r#"
+[[clients]]
+id = "{id}"
+key = "{KEY_A}"
+budget_usd = 0.001
+budget_period = "month"
+
+[[prices]]
+model = "gpt-4o-mini"
+input = 150.0
+output = 600.0
+
+[[prices]]
+model = "claude-3-5-haiku"
+input = 150.0
+output = 600.0
+"#
+        )
+    })
+    .await;
+    let response = harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .bearer_auth(KEY_A)
+        .json(&json!({"model": "team", "messages": [{"role": "user", "content": "spend it"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    harness.settle().await;
+    let refused = harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .bearer_auth(KEY_A)
+        .json(&json!({"model": "team", "messages": [{"role": "user", "content": "more"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(header(&refused, "x-should-retry"), "false");
+    harness
+}
+
+/// How many of client `id`'s requests the node refused for its budget so far (`/metrics`).
+async fn budget_refusals(harness: &Harness, id: &str) -> u64 {
+    let metrics = harness.admin_text("/metrics").await;
+    metrics
+        .lines()
+        .find(|line| {
+            line.starts_with("quotaroute_client_limited_total{")
+                && line.contains(&format!("client=\"{id}\""))
+                && line.contains("limit=\"budget_usd\"")
+        })
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse::<f64>().ok())
+        .map_or(0, |value| value as u64)
+}
+
+/// Runs `command` against spent client `id` and checks it stopped at once: one refusal (no
+/// retry), within [`AT_ONCE`], and what it printed holds each of `shows` (the refusal and the
+/// reset time).
+async fn stops_at_once(harness: &Harness, id: &str, what: &str, command: Command, shows: &[&str]) {
+    let before = budget_refusals(harness, id).await;
+    let run = tokio::task::spawn_blocking(move || run_bounded(command, Duration::from_secs(90)))
+        .await
+        .unwrap();
+    let refusals = budget_refusals(harness, id).await - before;
+    eprintln!(
+        "{what}: stopped after {:.2?}, {refusals} refused request(s)",
+        run.elapsed
+    );
+    assert!(!run.timed_out, "{what} hung: {}", run.describe());
+    assert!(
+        run.elapsed < AT_ONCE,
+        "{what} took {:.2?}: {}",
+        run.elapsed,
+        run.describe()
+    );
+    assert_eq!(refusals, 1, "{what} retried: {}", run.describe());
+    let printed = format!("{}\n{}", run.stdout, run.stderr);
+    for shown in shows {
+        assert!(
+            printed.contains(shown),
+            "{what} did not show `{shown}`: {}",
+            run.describe()
+        );
+    }
+}
+
+/// What a client prints of the router's refusal: the spend against the budget and the reset time.
+const SDK_SHOWS: &[&str] = &["of its budget_usd $0.0010", "UTC, in "];
+
+fn sdk_python() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("QUOTAROUTE_SDK_PYTHON") {
+        return Some(PathBuf::from(path));
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-sdk/bin/python");
+    venv.exists().then_some(venv)
+}
+
+/// One Python SDK call with the SDK's default retries; prints the error it raised.
+fn python_command(python: &PathBuf, base: &str, script: &str) -> Command {
+    let mut command = clean_command(python);
+    command
+        .env("HOME", std::env::temp_dir())
+        .env("BASE", base)
+        .env("KEY", KEY_A)
+        .args(["-c", script]);
+    command
+}
+
+const OPENAI_PY: &str = r#"
+import os, openai
+client = openai.OpenAI(base_url=os.environ["BASE"] + "/v1", api_key=os.environ["KEY"])
+try:
+    client.chat.completions.create(model="team", messages=[{"role": "user", "content": "hi"}])
+    print("no error")
+except openai.APIStatusError as error:
+    print(type(error).__name__, error)
+"#;
+
+const ANTHROPIC_PY: &str = r#"
+import os, anthropic
+client = anthropic.Anthropic(base_url=os.environ["BASE"], api_key=os.environ["KEY"])
+try:
+    client.messages.create(model="claude", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+    print("no error")
+except anthropic.APIStatusError as error:
+    print(type(error).__name__, error)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_python_stops_at_once_on_a_spent_budget() {
+    let Some(python) = sdk_python() else {
+        return not_installed("the Python SDK venv", ".ci/run creates .venv-sdk");
+    };
+    let harness = spent_client("openai-python").await;
+    let command = python_command(&python, &harness.base, OPENAI_PY);
+    stops_at_once(
+        &harness,
+        "openai-python",
+        "openai-python",
+        command,
+        SDK_SHOWS,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_python_stops_at_once_on_a_spent_budget() {
+    let Some(python) = sdk_python() else {
+        return not_installed("the Python SDK venv", ".ci/run creates .venv-sdk");
+    };
+    let harness = spent_client("anthropic-python").await;
+    let command = python_command(&python, &harness.base, ANTHROPIC_PY);
+    stops_at_once(
+        &harness,
+        "anthropic-python",
+        "anthropic-python",
+        command,
+        SDK_SHOWS,
+    )
+    .await;
+}
+
+fn node_modules() -> PathBuf {
+    clients_dir().join("node_modules")
+}
+
+const INSTALL: &str = "npm ci --ignore-scripts --prefix tests/clients";
+
+/// One Node SDK call with the SDK's default retries (an ES module run in `tests/clients`).
+fn node_command(base: &str, script: &str) -> Command {
+    let mut command = clean_command("node");
+    command
+        .current_dir(clients_dir())
+        .env("BASE", base)
+        .env("KEY", KEY_A)
+        .args(["--input-type=module", "-e", script]);
+    command
+}
+
+const OPENAI_NODE: &str = r#"
+import OpenAI from "openai";
+const client = new OpenAI({ baseURL: process.env.BASE + "/v1", apiKey: process.env.KEY });
+try {
+  await client.chat.completions.create({ model: "team", messages: [{ role: "user", content: "hi" }] });
+  console.log("no error");
+} catch (error) {
+  console.log(error.constructor.name, error.message);
+}
+"#;
+
+const ANTHROPIC_NODE: &str = r#"
+import Anthropic from "@anthropic-ai/sdk";
+const client = new Anthropic({ baseURL: process.env.BASE, apiKey: process.env.KEY });
+try {
+  await client.messages.create({ model: "claude", max_tokens: 8, messages: [{ role: "user", content: "hi" }] });
+  console.log("no error");
+} catch (error) {
+  console.log(error.constructor.name, error.message);
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_node_stops_at_once_on_a_spent_budget() {
+    if !node_modules().join("openai").is_dir() {
+        return not_installed("openai-node", INSTALL);
+    }
+    let harness = spent_client("openai-node").await;
+    let command = node_command(&harness.base, OPENAI_NODE);
+    stops_at_once(&harness, "openai-node", "openai-node", command, SDK_SHOWS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_node_sdk_stops_at_once_on_a_spent_budget() {
+    if !node_modules().join("@anthropic-ai/sdk").is_dir() {
+        return not_installed("@anthropic-ai/sdk", INSTALL);
+    }
+    let harness = spent_client("anthropic-node").await;
+    let command = node_command(&harness.base, ANTHROPIC_NODE);
+    stops_at_once(
+        &harness,
+        "anthropic-node",
+        "@anthropic-ai/sdk",
+        command,
+        SDK_SHOWS,
+    )
+    .await;
+}
+
+/// Claude Code's native binary (see `node_clients.rs`).
+fn claude_binary() -> Option<PathBuf> {
+    let root = node_modules().join("@anthropic-ai");
+    [
+        "linux-x64",
+        "linux-x64-musl",
+        "linux-arm64",
+        "darwin-arm64",
+        "darwin-x64",
+    ]
+    .iter()
+    .map(|p| root.join(format!("claude-code-{p}/claude")))
+    .find(|path| path.is_file())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_stops_at_once_on_a_spent_budget() {
+    let Some(binary) = claude_binary() else {
+        return not_installed("Claude Code (@anthropic-ai/claude-code)", INSTALL);
+    };
+    let harness = spent_client("claude-code").await;
+    let home = client_home("qr-refused-claude-");
+    let mut command = clean_command(binary);
+    // Claude Code's own retry settings are left at their defaults.
+    command
+        .current_dir(home.path())
+        .env("HOME", home.path())
+        .env("TERM", "dumb")
+        .env("ANTHROPIC_BASE_URL", &harness.base)
+        .env("ANTHROPIC_API_KEY", KEY_A)
+        .env("ANTHROPIC_MODEL", "claude")
+        .env("ANTHROPIC_SMALL_FAST_MODEL", "claude")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .args(["-p", "say pong", "--output-format", "json"]);
+    stops_at_once(&harness, "claude-code", "claude -p", command, SDK_SHOWS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_stops_at_once_on_a_spent_budget() {
+    let launcher = node_modules().join("@openai/codex/bin/codex.js");
+    if !launcher.is_file() {
+        return not_installed("Codex CLI (@openai/codex)", INSTALL);
+    }
+    let harness = spent_client("codex").await;
+    let home = client_home("qr-refused-codex-");
+    let codex_home = home.path().join("codex");
+    let work = home.path().join("work");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let mut command = clean_command("node");
+    command
+        .arg(&launcher)
+        .current_dir(&work)
+        .env("HOME", home.path())
+        .env("CODEX_HOME", &codex_home)
+        .env("CODEX_API_KEY", KEY_A)
+        .env("RUST_LOG", "off")
+        .args(["exec", "--json", "--skip-git-repo-check", "--ephemeral"])
+        .args(["-s", "danger-full-access", "-m", "team"]);
+    for setting in [
+        format!("openai_base_url=\"{}/v1\"", harness.base),
+        "check_for_update_on_startup=false".to_string(),
+        "analytics.enabled=false".to_string(),
+        "features.plugins=false".to_string(),
+        "features.remote_plugin=false".to_string(),
+        "features.apps=false".to_string(),
+    ] {
+        command.args(["-c", &setting]);
+    }
+    command.arg("say pong");
+    // Codex prints its own words for `usage_limit_reached`, with the reset time it read from
+    // `resets_at` ("You've hit your usage limit. Try again at 4:42 PM.").
+    stops_at_once(
+        &harness,
+        "codex",
+        "codex exec",
+        command,
+        &["usage limit", "Try again at"],
+    )
+    .await;
+}
