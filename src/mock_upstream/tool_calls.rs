@@ -21,7 +21,9 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// The text of the last turn (a user message or a tool result), in any of the three formats.
+/// The text of the last user turn (its consecutive user messages, as a model reads them
+/// together, instructions between them skipped), and whether that turn hands back a tool
+/// result — in any of the three formats.
 fn last_text(endpoint: Endpoint, body: &Value) -> (String, bool) {
     let text_of = |content: &Value| -> String {
         match content {
@@ -34,30 +36,41 @@ fn last_text(endpoint: Endpoint, body: &Value) -> (String, bool) {
             _ => String::new(),
         }
     };
-    let last = match endpoint {
+    let items = match endpoint {
         Endpoint::Responses => match body.get("input") {
             Some(Value::String(text)) => return (text.clone(), false),
-            Some(Value::Array(items)) => items.last().cloned(),
-            _ => None,
+            Some(Value::Array(items)) => items.as_slice(),
+            _ => &[],
         },
         _ => body
             .get("messages")
             .and_then(Value::as_array)
-            .and_then(|m| m.last().cloned()),
+            .map_or(&[][..], Vec::as_slice),
     };
-    let Some(last) = last else {
-        return (String::new(), false);
+    let is_result = |item: &Value| {
+        item.get("role").and_then(Value::as_str) == Some("tool")
+            || item.get("type").and_then(Value::as_str) == Some("function_call_output")
+            || item
+                .get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
     };
-    let is_result = last.get("role").and_then(Value::as_str) == Some("tool")
-        || last.get("type").and_then(Value::as_str) == Some("function_call_output")
-        || last
-            .get("content")
-            .and_then(Value::as_array)
-            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
-    (
-        text_of(last.get("content").unwrap_or(&Value::Null)),
-        is_result,
-    )
+    let mut texts = Vec::new();
+    for item in items.iter().rev() {
+        if is_result(item) {
+            return (String::new(), true);
+        }
+        match item.get("role").and_then(Value::as_str) {
+            Some("user") => {}
+            // Instructions between turns (Claude Code sends some after the prompt) are not
+            // the user's words.
+            Some("system" | "developer") => continue,
+            _ => break,
+        }
+        texts.push(text_of(item.get("content").unwrap_or(&Value::Null)));
+    }
+    texts.reverse();
+    (texts.join("\n"), false)
 }
 
 /// The names of the tools the request offers.

@@ -667,3 +667,82 @@ async fn official_node_sdks_parse_translated_answers_streams_and_tool_calls() {
     assert_eq!(out["messages_error"]["status"], 400);
     assert_eq!(out["messages_error"]["code"], "unsupported_parameter");
 }
+
+/// Claude Code's native binary (see `node_clients.rs`).
+fn claude_binary() -> Option<std::path::PathBuf> {
+    let path = support::clients::clients_dir()
+        .join("node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+    (cfg!(all(target_os = "linux", target_arch = "x86_64")) && path.is_file()).then_some(path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_runs_a_tool_turn_on_openai_format_accounts() {
+    use support::clients::{clean_command, client_home, run_bounded, CLIENT_TIMEOUT};
+    let Some(binary) = claude_binary() else {
+        eprintln!("Claude Code not installed (.ci/run): nothing to run");
+        assert!(std::env::var("CI").is_err(), "CI must install Claude Code");
+        return;
+    };
+    let harness = Harness::start_with(EXTRA).await;
+    let home = client_home("qr-claude-translated-");
+    let prompt = r#"mock-tool-call:Bash {"command":"echo ran-through-translation > proof.txt","description":"write proof"}"#;
+    let mut command = clean_command(&binary);
+    command
+        .current_dir(home.path())
+        .env("HOME", home.path())
+        .env("TERM", "dumb")
+        .env("ANTHROPIC_BASE_URL", &harness.base)
+        .env("ANTHROPIC_API_KEY", CLIENT_KEY)
+        // The OpenAI-format combo: every request is translated messages>chat.
+        .env("ANTHROPIC_MODEL", "team")
+        .env("ANTHROPIC_SMALL_FAST_MODEL", "team")
+        .env("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "8")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .args([
+            "-p",
+            prompt,
+            "--output-format",
+            "json",
+            "--allowedTools",
+            "Bash",
+        ]);
+    let run = tokio::task::spawn_blocking(move || run_bounded(command, CLIENT_TIMEOUT))
+        .await
+        .unwrap();
+    assert!(run.success(), "claude -p: {}", run.describe());
+    let out: Value = serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", run.describe()));
+    assert_eq!(out["is_error"], false, "{}", run.describe());
+    // Claude Code ran the tool the (OpenAI-format) upstream asked for...
+    let proof = std::fs::read_to_string(home.path().join("proof.txt"))
+        .unwrap_or_else(|e| panic!("the tool did not run ({e}): {}", run.describe()));
+    assert_eq!(proof.trim(), "ran-through-translation");
+    // ...sent its result back, and printed the answer to it.
+    assert_eq!(
+        out["result"],
+        support::clients::mock_text(8),
+        "{}",
+        run.describe()
+    );
+    assert!(out["num_turns"].as_u64().unwrap_or(0) >= 2, "{out}");
+    let bodies = harness.mock.recent_bodies();
+    assert!(
+        bodies
+            .iter()
+            .all(|(path, _)| path == "/v1/chat/completions"),
+        "{bodies:?}"
+    );
+    let result_sent = bodies.iter().any(|(_, body)| {
+        let sent: Value = serde_json::from_slice(body).unwrap();
+        sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool")
+    });
+    assert!(result_sent, "the tool result went up as a tool message");
+}
