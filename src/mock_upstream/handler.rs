@@ -21,7 +21,7 @@ use super::rate_headers::{self, budget_headers, insert, Dialect};
 use super::state::{MockUpstream, RateSnapshot};
 use super::stored::{self, StoredResponse};
 use super::stored_api::{self, StoredRoute};
-use super::{anthropic, encrypted, openai, tool_calls};
+use super::{anthropic, encrypted, openai, thinking, tool_calls};
 
 /// How long a stream that fails after content waits before it is cut.
 const STREAM_CUT_PAUSE_MS: u64 = 5;
@@ -132,6 +132,7 @@ async fn answer(
         let reply = error_bodies::bad_request(dialect, "you must provide a model parameter");
         return error_response(reply, headers);
     };
+    turn.tool_call = tool_calls::requested(endpoint, &parsed);
     let missing_previous = turn
         .previous_response_id
         .clone()
@@ -140,10 +141,15 @@ async fn answer(
     let unreadable = matches!(endpoint, Endpoint::Responses | Endpoint::Compact)
         .then(|| encrypted::unreadable_item(&parsed, &key))
         .flatten();
+    // A thinking block another account signed is refused, as Anthropic refuses it.
+    let refused_signature = (endpoint == Endpoint::Messages)
+        .then(|| thinking::refused_signature(&parsed, &key))
+        .flatten();
     // count_tokens and refused requests use no tokens.
     let tokens = if endpoint == Endpoint::CountTokens
         || missing_previous.is_some()
         || unreadable.is_some()
+        || refused_signature.is_some()
     {
         0
     } else {
@@ -161,6 +167,8 @@ async fn answer(
         Endpoint::Compact => Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence))),
         _ => None,
     };
+    turn.thinking_signature = (endpoint == Endpoint::Messages && thinking::enabled(&parsed))
+        .then(|| thinking::signature(&key, thinking::THINKING_TEXT));
     if key.is_empty() {
         budget_headers(&mut headers, dialect, &admission.rate, true);
         return error_response(
@@ -188,6 +196,11 @@ async fn answer(
             budget_headers(&mut headers, dialect, &admission.rate, true);
             let item = unreadable.unwrap_or_default();
             return error_response(error_bodies::invalid_encrypted_content(&item), headers);
+        }
+        None if refused_signature.is_some() => {
+            budget_headers(&mut headers, dialect, &admission.rate, true);
+            let message = refused_signature.unwrap_or_default();
+            return error_response(error_bodies::bad_request(dialect, &message), headers);
         }
         fault => {
             let verdict = fault_verdict(

@@ -69,6 +69,7 @@ mod server;
 mod state;
 mod stored;
 mod stored_api;
+mod thinking;
 mod tool_calls;
 
 use axum::extract::{DefaultBodyLimit, State};

@@ -8,18 +8,11 @@
 
 use serde_json::{json, Value};
 
-use super::exchange::{sse, Endpoint, Turn};
+use super::exchange::{sse, Endpoint, ToolCall, Turn};
+use super::thinking;
 
 /// What marks a prompt that asks the mock for a tool call.
 pub const MARKER: &str = "mock-tool-call:";
-
-/// The call the mock makes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolCall {
-    pub name: String,
-    /// The arguments as JSON text.
-    pub arguments: String,
-}
 
 /// The text of the last user turn (its consecutive user messages, as a model reads them
 /// together, instructions between them skipped), and whether that turn hands back a tool
@@ -145,8 +138,11 @@ pub fn json_body(turn: &Turn, call: &ToolCall, usage: Value) -> Value {
             "type": "message",
             "role": "assistant",
             "model": turn.model,
-            "content": [{"type": "tool_use", "id": id, "name": call.name,
-                         "input": serde_json::from_str::<Value>(&call.arguments).unwrap_or(json!({}))}],
+            // Thinking on: the signed thinking block before the call, as Anthropic answers.
+            "content": turn.thinking_signature.iter().map(|s| thinking::block(s)).chain([
+                json!({"type": "tool_use", "id": id, "name": call.name,
+                       "input": serde_json::from_str::<Value>(&call.arguments).unwrap_or(json!({}))})
+            ]).collect::<Vec<_>>(),
             "stop_reason": "tool_use",
             "stop_sequence": null,
             "usage": usage,
@@ -198,22 +194,31 @@ pub fn stream_frames(turn: &Turn, call: &ToolCall, usage: Value) -> Vec<String> 
             frames.push(event("message_start", json!({"type": "message_start", "message": {
                 "id": format!("msg_mock_{}", turn.sequence), "type": "message", "role": "assistant",
                 "model": turn.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage}})));
+            let index = match &turn.thinking_signature {
+                Some(signature) => {
+                    for (kind, data) in thinking::stream_events(signature) {
+                        frames.push(event(kind, data));
+                    }
+                    1
+                }
+                None => 0,
+            };
             frames.push(event(
                 "content_block_start",
-                json!({"type": "content_block_start", "index": 0,
+                json!({"type": "content_block_start", "index": index,
                 "content_block": {"type": "tool_use", "id": id, "name": call.name, "input": {}}}),
             ));
             frames.push(event("ping", json!({"type": "ping"})));
             for piece in pieces(&call.arguments) {
                 frames.push(event(
                     "content_block_delta",
-                    json!({"type": "content_block_delta", "index": 0,
+                    json!({"type": "content_block_delta", "index": index,
                     "delta": {"type": "input_json_delta", "partial_json": piece}}),
                 ));
             }
             frames.push(event(
                 "content_block_stop",
-                json!({"type": "content_block_stop", "index": 0}),
+                json!({"type": "content_block_stop", "index": index}),
             ));
             frames.push(event(
                 "message_delta",

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::config::Secret;
 use crate::node::app::AppState;
+use crate::node::encrypted_turn::EncryptedTurn;
 use crate::node::endpoint::Endpoint;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
@@ -36,8 +37,8 @@ use crate::wire::content_coding::{content_codings, decode_body};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::stream_watch::StreamFormat;
 use crate::wire::translate::{
-    count_tokens_body, error_body, translate_answer, translate_request, Direction, RequestSettings,
-    StreamTranslator, TranslateError,
+    count_tokens_body, error_body, translate_answer, translate_request, Direction, ReasoningKey,
+    RequestSettings, StreamTranslator, TranslateError,
 };
 use crate::wire::usage::response_summary;
 
@@ -133,6 +134,9 @@ pub(crate) struct Translation {
     pub direction: Direction,
     /// Tuning parameters left out, in the client's names (`x-quotaroute-dropped`).
     pub dropped: Vec<String>,
+    /// Thinking blocks the try carried back to their connection (a Responses client's
+    /// reasoning items): a 400 refusing their signatures is retried without them.
+    pub thinking_restored: u32,
 }
 
 /// What a try leaves for the client.
@@ -243,6 +247,7 @@ pub(crate) async fn try_target(
         .and_then(|_| ctx.endpoint.translation_to(target.format));
     let mut translation = None;
     let mut include_usage = false;
+    let mut translated_left_out = 0;
     let (upstream_body, path_and_query) = match (ctx.info, direction) {
         (Some(info), None) => (
             rewrite(
@@ -254,16 +259,26 @@ pub(crate) async fn try_target(
             ctx.path_and_query,
         ),
         (Some(_), Some(direction)) => {
+            // Thinking goes back only to the connection that made it, and not at all after
+            // a refused signature (`encrypted_retry`).
+            let reasoning =
+                (!ctx.encrypted.is_some_and(EncryptedTurn::leaves_all_out)).then(|| ReasoningKey {
+                    key: &ctx.live.seal_key,
+                    connection: &target.connection,
+                });
             let settings = RequestSettings {
                 model: &target.model,
                 default_max_tokens: ctx.live.translation.default_max_tokens,
+                reasoning,
             };
             match translate_request(direction, ctx.client_body, settings) {
                 Ok(translated) => {
                     include_usage = translated.include_usage;
+                    translated_left_out = translated.reasoning.left_out;
                     translation = Some(Translation {
                         direction,
                         dropped: translated.dropped,
+                        thinking_restored: translated.reasoning.restored,
                     });
                     (translated.body, direction.upstream_path())
                 }
@@ -272,10 +287,13 @@ pub(crate) async fn try_target(
         }
         (None, _) => (ctx.client_body.clone(), ctx.path_and_query),
     };
-    // Only the encrypted items this target can read (behaviour §10).
+    // Only the encrypted items this target can read (behaviour §10); a translated body's
+    // were opened (or left out) by the translation.
     let (upstream_body, items_left_out) = match ctx.encrypted {
-        Some(encrypted) => encrypted.body_for(upstream_body, &target.connection),
-        None => (upstream_body, 0),
+        Some(encrypted) if direction.is_none() => {
+            encrypted.body_for(upstream_body, &target.connection)
+        }
+        _ => (upstream_body, translated_left_out),
     };
     let Ok(mut upstream_request) = upstream_request::build(
         ctx.method.clone(),
@@ -376,9 +394,8 @@ pub(crate) async fn try_target(
                 idle: ctx.live.stream_idle_timeout,
                 deadline: ctx.deadline,
             };
-            let translator = direction.map(|direction| {
-                StreamTranslator::new(direction, include_usage, now_ms / 1000, None)
-            });
+            let translator = direction
+                .map(|direction| StreamTranslator::new(direction, include_usage, now_ms / 1000));
             stream_relay::open(
                 UpstreamBody::new(response_body, &codings),
                 upstream_stream_format(ctx.endpoint, direction),
@@ -547,7 +564,7 @@ pub(crate) async fn try_target(
         // Usage above was the upstream's own; the client reads its own format.
         let body = match direction {
             None => body,
-            Some(direction) => match translate_answer(direction, &body, now_ms / 1000, None) {
+            Some(direction) => match translate_answer(direction, &body, now_ms / 1000) {
                 Ok(translated) => translated,
                 Err(error) => {
                     return end(
@@ -644,6 +661,7 @@ fn refused(direction: Direction, error: &TranslateError) -> Attempted {
         translation: Some(Translation {
             direction,
             dropped: Vec::new(),
+            thinking_restored: 0,
         }),
     }
 }

@@ -1,15 +1,13 @@
 //! A Messages answer as a Responses answer (stateless: `store: false`): thinking as a
-//! `reasoning` item (its signature sealed into `encrypted_content` when a sealer is given),
+//! `reasoning` item (the block, signature and all, carried in `encrypted_content`, which the
+//! node seals with the answering connection: `thinking_carry`),
 //! text as a `message` item, `tool_use` blocks as `function_call` items, usage with cached
 //! tokens, `incomplete` when the answer hit `max_tokens`.
 
 use serde_json::{json, Value};
 
 use super::answer_chat::usage_counts;
-
-/// Seals a thinking block (its text and signature) into a reasoning item's
-/// `encrypted_content`.
-pub type Sealer<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
+use super::thinking_carry::carried;
 
 /// Anthropic usage in Responses' terms (input includes cache reads and writes).
 pub fn responses_usage(usage: &Value) -> Value {
@@ -31,22 +29,15 @@ pub fn response_id(message_id: &str) -> String {
     )
 }
 
-/// A reasoning item for a thinking block.
-pub fn reasoning_item(
-    id: &str,
-    thinking: &str,
-    signature: &str,
-    seal: Option<Sealer<'_>>,
-) -> Value {
-    let mut item = json!({
+/// A reasoning item for a thinking or redacted thinking `block`, its text as the summary.
+pub fn reasoning_item(id: &str, block: &Value) -> Value {
+    let thinking = block.get("thinking").and_then(Value::as_str).unwrap_or("");
+    json!({
         "id": id,
         "type": "reasoning",
         "summary": if thinking.is_empty() { json!([]) } else { json!([{"type": "summary_text", "text": thinking}]) },
-    });
-    if let Some(sealed) = seal.and_then(|seal| seal(thinking, signature)) {
-        item["encrypted_content"] = json!(sealed);
-    }
-    item
+        "encrypted_content": carried(block),
+    })
 }
 
 /// A message item holding `text`.
@@ -104,11 +95,7 @@ pub fn response_object(
     })
 }
 
-pub fn from_messages(
-    answer: &Value,
-    created: u64,
-    seal: Option<Sealer<'_>>,
-) -> Result<Value, String> {
+pub fn from_messages(answer: &Value, created: u64) -> Result<Value, String> {
     let blocks = answer
         .get("content")
         .and_then(Value::as_array)
@@ -119,12 +106,9 @@ pub fn from_messages(
     let mut text = String::new();
     for (index, block) in blocks.iter().enumerate() {
         match block.get("type").and_then(Value::as_str) {
-            Some("thinking") => output.push(reasoning_item(
-                &format!("rs_{bare}_{index}"),
-                block.get("thinking").and_then(Value::as_str).unwrap_or(""),
-                block.get("signature").and_then(Value::as_str).unwrap_or(""),
-                seal,
-            )),
+            Some("thinking" | "redacted_thinking") => {
+                output.push(reasoning_item(&format!("rs_{bare}_{index}"), block));
+            }
             Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
             Some("tool_use") => output.push(function_call_item(
                 &format!("fc_{bare}_{index}"),

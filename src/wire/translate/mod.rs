@@ -16,7 +16,8 @@
 //!   client's protocol, with bounded state (open blocks and tool-call ids, never the stream).
 //! - `errors` — upstream error bodies in the client's error shape.
 //! - `count_tokens` — Messages `count_tokens` for an OpenAI-format target, counted locally.
-//! - `stream` — the one stream translator the relay drives.
+//! - `stream` — the one stream translator the relay drives; `sse_write` writes its events.
+//! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
 
 mod answer_chat;
 mod answer_messages;
@@ -29,16 +30,18 @@ pub mod params;
 mod request_chat;
 mod request_messages;
 mod request_responses;
+mod sse_write;
 mod stream;
 mod stream_chat;
 mod stream_messages;
 mod stream_responses;
+mod thinking_carry;
 
-pub use answer_responses::Sealer;
 pub use count_tokens::count_tokens_body;
 pub use direction::Direction;
 pub use errors::error_body;
-pub use stream::{BoxedSealer, StreamTranslator};
+pub use stream::StreamTranslator;
+pub use thinking_carry::{ReasoningCounts, ReasoningKey};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -71,6 +74,9 @@ pub struct RequestSettings<'a> {
     pub model: &'a str,
     /// `translation.default_max_tokens`: Anthropic requires `max_tokens`.
     pub default_max_tokens: u32,
+    /// Opens the reasoning items a Responses client carries (thinking blocks this target's
+    /// connection made); `None`: every one is left out.
+    pub reasoning: Option<ReasoningKey<'a>>,
 }
 
 /// A request in the target's format.
@@ -84,6 +90,8 @@ pub struct TranslatedRequest {
     /// A Chat Completions client's `stream_options.include_usage`: the usage chunk is sent to
     /// it only then.
     pub include_usage: bool,
+    /// A Responses client's reasoning items: restored as thinking blocks, or left out.
+    pub reasoning: ReasoningCounts,
 }
 
 /// `body` (the client's request in `direction`'s client format) in the target's format.
@@ -100,6 +108,7 @@ pub fn translate_request(
         ));
     };
     let mut dropped = Vec::new();
+    let mut reasoning = ReasoningCounts::default();
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let include_usage = request
         .get("stream_options")
@@ -109,7 +118,7 @@ pub fn translate_request(
     let translated = match direction {
         Direction::ChatToMessages => request_chat::to_messages(request, settings, &mut dropped)?,
         Direction::ResponsesToMessages => {
-            request_responses::to_messages(request, settings, &mut dropped)?
+            request_responses::to_messages(request, settings, &mut dropped, &mut reasoning)?
         }
         Direction::MessagesToChat => request_messages::to_chat(request, settings, &mut dropped)?,
     };
@@ -120,22 +129,18 @@ pub fn translate_request(
         dropped,
         stream,
         include_usage,
+        reasoning,
     })
 }
 
 /// A whole successful upstream answer (`body`, the target's format) in the client's format;
 /// `created` is the Unix time the client's `created` fields say.
-pub fn translate_answer(
-    direction: Direction,
-    body: &[u8],
-    created: u64,
-    seal: Option<Sealer<'_>>,
-) -> Result<Bytes, String> {
+pub fn translate_answer(direction: Direction, body: &[u8], created: u64) -> Result<Bytes, String> {
     let answer: Value =
         serde_json::from_slice(body).map_err(|error| format!("answer is not JSON: {error}"))?;
     let translated = match direction {
         Direction::ChatToMessages => answer_chat::from_messages(&answer, created),
-        Direction::ResponsesToMessages => answer_responses::from_messages(&answer, created, seal),
+        Direction::ResponsesToMessages => answer_responses::from_messages(&answer, created),
         Direction::MessagesToChat => answer_messages::from_chat(&answer),
     }?;
     serde_json::to_vec(&translated)

@@ -74,7 +74,7 @@ pub fn to_messages(
         out.insert("tool_choice".into(), choice);
     }
     let effort = request.get("reasoning_effort").and_then(Value::as_str);
-    thinking(effort, &mut out, dropped);
+    thinking(effort, "reasoning_effort", &mut out, dropped);
     for key in request.keys() {
         if !HANDLED.contains(&key.as_str()) {
             drop_named(dropped, key);
@@ -128,12 +128,25 @@ pub fn common_to_messages(
     Ok(())
 }
 
-/// `reasoning_effort` as `thinking` with its budget; Anthropic then requires `max_tokens` above
-/// the budget and no `temperature` / `top_p` other than the defaults (those are dropped).
-pub fn thinking(effort: Option<&str>, out: &mut Map<String, Value>, dropped: &mut Vec<String>) {
+/// `reasoning_effort` (the client's `name` for it) as `thinking` with its budget; Anthropic
+/// then requires `max_tokens` above the budget and no `temperature` / `top_p` other than the
+/// defaults (those are dropped). A tool loop whose last assistant turn does not start with its
+/// thinking block (a Chat Completions client never sends one back; a Responses client's was
+/// left out) cannot have thinking on — Anthropic refuses it — so the effort is dropped for
+/// that turn and named.
+pub fn thinking(
+    effort: Option<&str>,
+    name: &str,
+    out: &mut Map<String, Value>,
+    dropped: &mut Vec<String>,
+) {
     let Some(budget) = effort.and_then(params::budget_for_effort) else {
         return;
     };
+    if tool_turn_without_thinking(out.get("messages")) {
+        drop_named(dropped, name);
+        return;
+    }
     out.insert(
         "thinking".into(),
         json!({"type": "enabled", "budget_tokens": budget}),
@@ -147,6 +160,20 @@ pub fn thinking(effort: Option<&str>, out: &mut Map<String, Value>, dropped: &mu
             drop_named(dropped, key);
         }
     }
+}
+
+/// Whether the last assistant message calls a tool without starting with a thinking block.
+fn tool_turn_without_thinking(messages: Option<&Value>) -> bool {
+    let last_assistant = messages
+        .and_then(Value::as_array)
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "assistant"));
+    let Some(Value::Array(blocks)) = last_assistant.and_then(|m| m.get("content")) else {
+        return false;
+    };
+    let starts_thinking = blocks
+        .first()
+        .is_some_and(|b| matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")));
+    !starts_thinking && blocks.iter().any(|b| b["type"] == "tool_use")
 }
 
 /// The messages: system and developer ones as `system` blocks, the rest alternating, tool

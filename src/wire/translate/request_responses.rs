@@ -1,6 +1,7 @@
 //! A Responses request as a Messages request (behaviour §14): stateless — the input must hold
-//! the whole conversation (`previous_response_id` is refused); reasoning items the router
-//! sealed come back as thinking blocks only through [`RequestSettings`]'s opener.
+//! the whole conversation (`previous_response_id` is refused); reasoning items come back as
+//! the thinking blocks they carry only when [`RequestSettings`]'s key opens them (this
+//! target's connection made them), and are left out otherwise.
 
 use serde_json::{json, Map, Value};
 
@@ -9,6 +10,7 @@ use super::content::{
 };
 use super::params::{self, drop_named};
 use super::request_chat::{common_to_messages, thinking};
+use super::thinking_carry::{ReasoningCounts, ReasoningKey};
 use super::{RequestSettings, TranslateError};
 
 /// Keys read below or with no meaning upstream; anything else is dropped and named.
@@ -37,6 +39,7 @@ pub fn to_messages(
     request: Map<String, Value>,
     settings: RequestSettings<'_>,
     dropped: &mut Vec<String>,
+    reasoning: &mut ReasoningCounts,
 ) -> Result<Value, TranslateError> {
     params::refuse_openai_only(&request)?;
     if request
@@ -65,7 +68,11 @@ pub fn to_messages(
             system.push(json!({"type": "text", "text": instructions}));
         }
     }
-    let messages = input_messages(request.get("input"), &mut system)?;
+    let messages = input_messages(
+        request.get("input"),
+        &mut system,
+        (settings.reasoning, reasoning),
+    )?;
     if !system.is_empty() {
         out.insert("system".into(), Value::Array(system));
     }
@@ -90,7 +97,7 @@ pub fn to_messages(
         .get("reasoning")
         .and_then(|r| r.get("effort"))
         .and_then(Value::as_str);
-    thinking(effort, &mut out, dropped);
+    thinking(effort, "reasoning", &mut out, dropped);
     for key in request.keys() {
         if !HANDLED.contains(&key.as_str()) {
             drop_named(dropped, key);
@@ -99,10 +106,12 @@ pub fn to_messages(
     Ok(Value::Object(out))
 }
 
-/// The input items as alternating messages; system and developer messages go to `system`.
+/// The input items as alternating messages; system and developer messages go to `system`;
+/// reasoning items as the thinking blocks `key` opens, counted in `counts`.
 fn input_messages(
     input: Option<&Value>,
     system: &mut Vec<Value>,
+    (key, counts): (Option<ReasoningKey<'_>>, &mut ReasoningCounts),
 ) -> Result<Vec<Value>, TranslateError> {
     let items = match input {
         None | Some(Value::Null) => {
@@ -164,8 +173,22 @@ fn input_messages(
                 });
                 push_message(&mut out, "user", vec![block]);
             }
-            // Reasoning the router did not seal for this connection is left out (behaviour §14).
-            "reasoning" => {}
+            // Thinking this connection made goes back to it; anything else is left out: another
+            // account would refuse its signature (behaviour §14).
+            "reasoning" => {
+                let content = item.get("encrypted_content").and_then(Value::as_str);
+                match content
+                    .zip(key)
+                    .and_then(|(content, key)| key.open(content))
+                {
+                    Some(block) => {
+                        counts.restored += 1;
+                        push_message(&mut out, "assistant", vec![block]);
+                    }
+                    None if content.is_some() => counts.left_out += 1,
+                    None => {}
+                }
+            }
             other => {
                 return Err(TranslateError::unsupported(
                     other,

@@ -12,21 +12,6 @@ use super::Direction;
 use crate::wire::sse::SseEvent;
 use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
 
-/// Seals a thinking block (text, signature) into `encrypted_content`, owned by a stream.
-pub type BoxedSealer = Box<dyn Fn(&str, &str) -> Option<String> + Send + Sync>;
-
-/// Writes one SSE event (`event:` when named) with `data` as JSON.
-pub fn write_data(out: &mut BytesMut, event: Option<&str>, data: &Value) {
-    if let Some(event) = event {
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(event.as_bytes());
-        out.extend_from_slice(b"\n");
-    }
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(data.to_string().as_bytes());
-    out.extend_from_slice(b"\n\n");
-}
-
 /// A stream's translation state, one per translated stream.
 #[derive(Debug)]
 pub enum StreamTranslator {
@@ -37,19 +22,14 @@ pub enum StreamTranslator {
 
 impl StreamTranslator {
     /// `include_usage`: a Chat Completions client asked for the usage chunk; `created`: the
-    /// Unix time its chunks say; `seal`: how reasoning reaches a Responses client.
-    pub fn new(
-        direction: Direction,
-        include_usage: bool,
-        created: u64,
-        seal: Option<BoxedSealer>,
-    ) -> Self {
+    /// Unix time its chunks say.
+    pub fn new(direction: Direction, include_usage: bool, created: u64) -> Self {
         match direction {
             Direction::ChatToMessages => {
                 StreamTranslator::ToChat(ChatFromMessages::new(include_usage, created))
             }
             Direction::ResponsesToMessages => {
-                StreamTranslator::ToResponses(Box::new(ResponsesFromMessages::new(created, seal)))
+                StreamTranslator::ToResponses(Box::new(ResponsesFromMessages::new(created)))
             }
             Direction::MessagesToChat => StreamTranslator::ToMessages(MessagesFromChat::new()),
         }

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::answer_chat::{chat_id, chat_usage};
 use super::params;
-use super::stream::write_data;
+use super::sse_write::write_data;
 use crate::wire::stream_error::openai_stream_error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::answer_messages::message_id;
 use super::params;
-use super::stream::write_data;
+use super::sse_write::write_data;
 use crate::wire::stream_error::anthropic_stream_error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::answer_responses::{
     function_call_item, message_item, reasoning_item, response_id, response_object, responses_usage,
 };
-use super::stream::{write_data, BoxedSealer};
+use super::sse_write::write_data;
 
 /// Most output bytes kept for the `*.done` events and `response.completed`.
 pub const MAX_HELD_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
@@ -22,8 +22,17 @@ pub const MAX_HELD_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Kind {
     Text,
-    Thinking { signature: String },
-    Tool { call_id: String, name: String },
+    Thinking {
+        signature: String,
+    },
+    /// A redacted thinking block: no text, its data carried whole.
+    Redacted {
+        data: String,
+    },
+    Tool {
+        call_id: String,
+        name: String,
+    },
     Other,
 }
 
@@ -47,7 +56,6 @@ pub struct ResponsesFromMessages {
     held: usize,
     usage: Value,
     stop_reason: Option<String>,
-    seal: Option<BoxedSealer>,
     done: bool,
 }
 
@@ -61,7 +69,7 @@ impl std::fmt::Debug for ResponsesFromMessages {
 }
 
 impl ResponsesFromMessages {
-    pub fn new(created: u64, seal: Option<BoxedSealer>) -> Self {
+    pub fn new(created: u64) -> Self {
         ResponsesFromMessages {
             id: response_id(""),
             bare: String::new(),
@@ -74,7 +82,6 @@ impl ResponsesFromMessages {
             held: 0,
             usage: json!({}),
             stop_reason: None,
-            seal,
             done: false,
         }
     }
@@ -188,6 +195,12 @@ impl ResponsesFromMessages {
                 },
                 format!("rs_{}_{index}", self.bare),
             ),
+            Some("redacted_thinking") => (
+                Kind::Redacted {
+                    data: str_of("data"),
+                },
+                format!("rs_{}_{index}", self.bare),
+            ),
             Some("tool_use") => (
                 Kind::Tool {
                     call_id: str_of("id"),
@@ -201,7 +214,9 @@ impl ResponsesFromMessages {
             Kind::Text => {
                 json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []})
             }
-            Kind::Thinking { .. } => json!({"id": id, "type": "reasoning", "summary": []}),
+            Kind::Thinking { .. } | Kind::Redacted { .. } => {
+                json!({"id": id, "type": "reasoning", "summary": []})
+            }
             Kind::Tool { call_id, name } => {
                 function_call_item(&id, call_id, name, "", "in_progress")
             }
@@ -321,11 +336,11 @@ impl ResponsesFromMessages {
                     json!({"item_id": id, "output_index": output_index, "summary_index": 0,
                            "part": {"type": "summary_text", "text": text}}),
                 );
-                let seal = self
-                    .seal
-                    .as_deref()
-                    .map(|s| s as &dyn Fn(&str, &str) -> Option<String>);
-                reasoning_item(&id, &text, &signature, seal)
+                let block = json!({"type": "thinking", "thinking": text, "signature": signature});
+                reasoning_item(&id, &block)
+            }
+            Kind::Redacted { data } => {
+                reasoning_item(&id, &json!({"type": "redacted_thinking", "data": data}))
             }
             Kind::Tool { call_id, name } => {
                 let arguments = if text.is_empty() {

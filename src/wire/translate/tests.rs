@@ -13,6 +13,7 @@ use crate::wire::sse::SseParser;
 const SETTINGS: RequestSettings<'static> = RequestSettings {
     model: "upstream-model",
     default_max_tokens: 8192,
+    reasoning: None,
 };
 
 fn up(direction: Direction, request: Value) -> (Value, Vec<String>) {
@@ -302,15 +303,13 @@ fn anthropic_answer() -> Value {
     })
 }
 
+/// The thinking block a reasoning item carries (before the node seals it).
+fn carried_block(item: &Value) -> Value {
+    super::thinking_carry::block_of(item["encrypted_content"].as_str().unwrap()).unwrap()
+}
+
 fn down(direction: Direction, answer: &Value) -> Value {
-    let seal = |thinking: &str, signature: &str| Some(format!("sealed:{thinking}:{signature}"));
-    let body = translate_answer(
-        direction,
-        answer.to_string().as_bytes(),
-        1_700_000_000,
-        Some(&seal),
-    )
-    .unwrap();
+    let body = translate_answer(direction, answer.to_string().as_bytes(), 1_700_000_000).unwrap();
     serde_json::from_slice(&body).unwrap()
 }
 
@@ -350,8 +349,8 @@ fn messages_answers_become_stateless_responses() {
         .collect();
     assert_eq!(kinds, ["reasoning", "message", "function_call"]);
     assert_eq!(
-        out["output"][0]["encrypted_content"],
-        "sealed:let me see:sig-1"
+        carried_block(&out["output"][0]),
+        json!({"type": "thinking", "thinking": "let me see", "signature": "sig-1"})
     );
     assert_eq!(out["output"][1]["content"][0]["text"], "I will look.");
     assert_eq!(out["output"][2]["call_id"], "toolu_7");
@@ -502,8 +501,7 @@ fn translate_stream(
     stream: &str,
     cuts: &[usize],
 ) -> Vec<(Option<String>, String)> {
-    let seal: BoxedSealer = Box::new(|t: &str, s: &str| Some(format!("sealed:{t}:{s}")));
-    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Some(seal));
+    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000);
     let mut parser = SseParser::new();
     let mut out = BytesMut::new();
     let bytes = stream.as_bytes();
@@ -616,7 +614,10 @@ fn anthropic_streams_become_the_responses_event_sequence() {
     let completed = &data.last().unwrap()["response"];
     assert_eq!(completed["status"], "completed");
     assert_eq!(completed["store"], false);
-    assert_eq!(completed["output"][0]["encrypted_content"], "sealed:hm:SIG");
+    assert_eq!(
+        carried_block(&completed["output"][0]),
+        json!({"type": "thinking", "thinking": "hm", "signature": "SIG"})
+    );
     assert_eq!(completed["output"][1]["content"][0]["text"], "Hello é");
     assert_eq!(completed["output"][2]["arguments"], "{\"at\":\"x\"}");
     assert_eq!(completed["usage"]["input_tokens"], 43);
