@@ -700,3 +700,73 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn reasoning_items_become_thinking_blocks_only_for_their_connection() {
+    let key = crate::wire::item_seal::SealKey::derive([b"admin".as_slice()]);
+    let block = json!({"type": "thinking", "thinking": "hm", "signature": "SIG"});
+    let sealed = key.seal("an-1", &super::thinking_carry::carried(&block));
+    let request = json!({"model": "m", "reasoning": {"effort": "low"}, "input": [
+        {"role": "user", "content": "look"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": sealed},
+        {"type": "function_call", "call_id": "toolu_1", "name": "look", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "toolu_1", "output": "seen"},
+    ]});
+    let on = |connection: &str| {
+        let settings = RequestSettings {
+            reasoning: Some(ReasoningKey {
+                key: &key,
+                connection,
+            }),
+            ..SETTINGS
+        };
+        let translated = translate_request(
+            Direction::ResponsesToMessages,
+            request.to_string().as_bytes(),
+            settings,
+        )
+        .unwrap();
+        let body: Value = serde_json::from_slice(&translated.body).unwrap();
+        (body, translated.reasoning, translated.dropped)
+    };
+    // Its own connection: the block opens the assistant turn, before the call; thinking on.
+    let (body, counts, dropped) = on("an-1");
+    assert_eq!(body["messages"][1]["content"][0], block);
+    assert_eq!(body["messages"][1]["content"][1]["type"], "tool_use");
+    assert_eq!(body["thinking"]["type"], "enabled");
+    assert_eq!(
+        counts,
+        ReasoningCounts {
+            restored: 1,
+            left_out: 0
+        }
+    );
+    assert!(dropped.is_empty(), "{dropped:?}");
+    // Another connection: left out, and a tool turn without its thinking cannot have
+    // thinking on (Anthropic refuses it), so the effort is dropped and named.
+    let (body, counts, dropped) = on("an-2");
+    assert_eq!(body["messages"][1]["content"][0]["type"], "tool_use");
+    assert!(body.get("thinking").is_none(), "{body}");
+    assert_eq!(
+        counts,
+        ReasoningCounts {
+            restored: 0,
+            left_out: 1
+        }
+    );
+    assert_eq!(dropped, ["reasoning"]);
+}
+
+#[test]
+fn a_chat_tool_loop_cannot_keep_thinking_on() {
+    let (out, dropped) = up(
+        Direction::ChatToMessages,
+        json!({"model": "m", "reasoning_effort": "high", "messages": [
+            {"role": "user", "content": "look"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "look", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "seen"}]}),
+    );
+    assert!(out.get("thinking").is_none(), "{out}");
+    assert_eq!(dropped, ["reasoning_effort"]);
+}
