@@ -746,3 +746,77 @@ async fn claude_code_runs_a_tool_turn_on_openai_format_accounts() {
     });
     assert!(result_sent, "the tool result went up as a tool message");
 }
+
+/// Images cross as the other format's blocks, and the upstream's cached input tokens reach the
+/// client in its own terms (`prompt_tokens_details.cached_tokens` from Anthropic's
+/// `cache_read_input_tokens`, and back), the second time a long prompt reaches one account.
+#[tokio::test]
+async fn images_and_cached_tokens_cross_in_the_clients_terms() {
+    let harness = Harness::start_with(&format!(
+        "{EXTRA}\n[[combos]]\nname = \"an-one\"\ntargets = [{{ connection = \"an-1\", model = \"claude-3-5-haiku\" }}]\n\
+         \n[[combos]]\nname = \"oa-one\"\ntargets = [{{ connection = \"oa-1\", model = \"gpt-4o-mini\" }}]\n"
+    ))
+    .await;
+    let long = "You answer questions about the attached picture. ".repeat(100);
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    let chat = json!({"model": "an-one", "max_tokens": 4, "messages": [
+        {"role": "system", "content": long},
+        {"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png}")}}]}]});
+    let mut cached = Vec::new();
+    for _ in 0..2 {
+        let response = harness
+            .post_json("/v1/chat/completions", chat.clone())
+            .await;
+        assert_eq!(response.status(), 200);
+        let value: Value = response.json().await.unwrap();
+        let usage = &value["usage"];
+        cached.push(
+            usage["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap(),
+        );
+        assert!(usage["prompt_tokens"].as_u64().unwrap() >= cached[cached.len() - 1]);
+    }
+    assert_eq!(cached[0], 0);
+    assert!(
+        cached[1] > 200,
+        "the second read the prompt from cache: {cached:?}"
+    );
+    let (_, body) = harness.mock.recent_bodies().pop().unwrap();
+    let sent: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        sent["messages"][0]["content"][1],
+        json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}})
+    );
+
+    let messages = json!({"model": "oa-one", "max_tokens": 4, "system": long, "messages": [
+        {"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}]}]});
+    let mut cached = Vec::new();
+    for _ in 0..2 {
+        let response = harness
+            .client
+            .post(format!("{}/v1/messages", harness.base))
+            .header("x-api-key", CLIENT_KEY)
+            .header("anthropic-version", "2023-06-01")
+            .json(&messages)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let value: Value = response.json().await.unwrap();
+        cached.push(value["usage"]["cache_read_input_tokens"].as_u64().unwrap());
+    }
+    assert_eq!(cached[0], 0);
+    assert!(cached[1] > 200, "{cached:?}");
+    let (path, body) = harness.mock.recent_bodies().pop().unwrap();
+    assert_eq!(path, "/v1/chat/completions");
+    let sent: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        sent["messages"][1]["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{png}")
+    );
+}
