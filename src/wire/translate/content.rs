@@ -152,6 +152,33 @@ pub fn arguments_input(arguments: Option<&Value>) -> Result<Value, TranslateErro
     }
 }
 
+/// OpenAI tools as Anthropic tools: function tools one for one, and a Responses `namespace`
+/// (a named group of function tools, as Codex sends its sub-agent tools) flattened into its
+/// function tools under their own names (a name already taken is kept once).
+pub fn anthropic_tools(tools: &[Value]) -> Result<Vec<Value>, TranslateError> {
+    let mut out: Vec<Value> = Vec::with_capacity(tools.len());
+    let push = |tool: Value, out: &mut Vec<Value>| {
+        if !out.iter().any(|t| t["name"] == tool["name"]) {
+            out.push(tool);
+        }
+    };
+    for tool in tools {
+        if tool.get("type").and_then(Value::as_str) == Some("namespace") {
+            for member in tool
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                push(anthropic_tool(member)?, &mut out);
+            }
+            continue;
+        }
+        push(anthropic_tool(tool)?, &mut out);
+    }
+    Ok(out)
+}
+
 /// An OpenAI function tool (`{"type":"function","function":{…}}` in Chat Completions, the
 /// function's fields at the top in Responses) as an Anthropic tool.
 pub fn anthropic_tool(tool: &Value) -> Result<Value, TranslateError> {

@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use super::content::{
-    anthropic_tool, anthropic_tool_choice, arguments_input, openai_blocks, openai_text,
+    anthropic_tool_choice, anthropic_tools, arguments_input, openai_blocks, openai_text,
     push_message,
 };
 use super::params::{self, drop_named};
@@ -59,10 +59,7 @@ pub fn to_messages(
     out.insert("messages".into(), Value::Array(messages));
     common_to_messages(&request, settings, &mut out, dropped)?;
     if let Some(tools) = request.get("tools").and_then(Value::as_array) {
-        let tools = tools
-            .iter()
-            .map(anthropic_tool)
-            .collect::<Result<Vec<_>, _>>()?;
+        let tools = anthropic_tools(tools)?;
         if !tools.is_empty() {
             out.insert("tools".into(), Value::Array(tools));
         }

@@ -6,7 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use super::content::{
-    anthropic_tool, anthropic_tool_choice, arguments_input, openai_blocks, push_message,
+    anthropic_tool_choice, anthropic_tools, arguments_input, openai_blocks, push_message,
 };
 use super::params::{self, drop_named};
 use super::request_chat::{common_to_messages, thinking};
@@ -79,10 +79,7 @@ pub fn to_messages(
     out.insert("messages".into(), Value::Array(messages));
     common_to_messages(&request, settings, &mut out, dropped)?;
     if let Some(tools) = request.get("tools").and_then(Value::as_array) {
-        let tools = tools
-            .iter()
-            .map(anthropic_tool)
-            .collect::<Result<Vec<_>, _>>()?;
+        let tools = anthropic_tools(tools)?;
         if !tools.is_empty() {
             out.insert("tools".into(), Value::Array(tools));
         }

@@ -770,3 +770,29 @@ fn a_chat_tool_loop_cannot_keep_thinking_on() {
     assert!(out.get("thinking").is_none(), "{out}");
     assert_eq!(dropped, ["reasoning_effort"]);
 }
+
+#[test]
+fn a_namespace_of_tools_is_flattened_and_built_in_tools_refused() {
+    let (out, _) = up(
+        Direction::ResponsesToMessages,
+        json!({"model": "m", "input": "hi", "tools": [
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+            {"type": "namespace", "name": "multi_agent_v1", "description": "agents", "tools": [
+                {"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}},
+                {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]}]}),
+    );
+    let names: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["exec_command", "spawn_agent"]);
+    assert_eq!(
+        refused(
+            Direction::ResponsesToMessages,
+            json!({"model": "m", "input": "hi", "tools": [{"type": "web_search", "external_web_access": false}]}),
+        ),
+        "web_search"
+    );
+}
