@@ -741,3 +741,77 @@ async fn images_and_cached_tokens_cross_in_the_clients_terms() {
         format!("data:image/png;base64,{png}")
     );
 }
+
+/// A combo of one OpenAI-format and one Anthropic-format connection, weighted 2:1, spreads by
+/// DRR over both whatever the client's API (chat and messages clients alternate); every body
+/// served in its own format reaches the upstream byte for byte (only `model` rewritten), every
+/// other one is translated and says so.
+#[tokio::test]
+async fn a_weighted_mixed_combo_spreads_by_drr_and_same_format_bodies_keep_their_bytes() {
+    let harness = Harness::start_with(&format!(
+        "{EXTRA}\n[[combos]]\nname = \"mixed-2-1\"\ntargets = [\n  \
+         {{ connection = \"oa-2\", model = \"gpt-4o-mini\", weight = 2 }},\n  \
+         {{ connection = \"an-2\", model = \"claude-3-5-haiku\", weight = 1 }},\n]\n"
+    ))
+    .await;
+    let mut served = std::collections::BTreeMap::<(String, &str), u32>::new();
+    for i in 0..30 {
+        let (path, raw) = if i % 2 == 0 {
+            (
+                "/v1/chat/completions",
+                format!(
+                    r#"{{"model":"mixed-2-1",  "max_tokens":3,"messages":[{{"role":"user","content":"chat {i}"}}],"x_odd":[1, 2]}}"#
+                ),
+            )
+        } else {
+            (
+                "/v1/messages",
+                format!(
+                    r#"{{"model":"mixed-2-1","max_tokens":3 ,"messages":[{{"role":"user","content":"messages {i}"}}]}}"#
+                ),
+            )
+        };
+        let response = harness
+            .client
+            .post(harness.url(path))
+            .bearer_auth(CLIENT_KEY)
+            .header("content-type", "application/json")
+            .body(raw.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path} {i}");
+        let connection = header(&response, "x-quotaroute-connection");
+        let translated = response.headers().get("x-quotaroute-translated").is_some();
+        let same_format = (path == "/v1/messages") == (connection == "an-2");
+        assert_eq!(translated, !same_format, "{path} on {connection}");
+        let (upstream_path, body) = harness.mock.recent_bodies().pop().unwrap();
+        if same_format {
+            let model = if connection == "an-2" {
+                "claude-3-5-haiku"
+            } else {
+                "gpt-4o-mini"
+            };
+            assert_eq!(upstream_path, path);
+            assert_eq!(
+                std::str::from_utf8(&body).unwrap(),
+                raw.replace("\"mixed-2-1\"", &format!("\"{model}\"")),
+                "byte for byte"
+            );
+        } else {
+            assert_ne!(upstream_path, path, "translated to the target's own path");
+        }
+        *served.entry((connection, path)).or_default() += 1;
+    }
+    let per_connection = |id: &str| -> u32 {
+        served
+            .iter()
+            .filter(|((c, _), _)| c == id)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert_eq!(per_connection("oa-2"), 20, "{served:?}");
+    assert_eq!(per_connection("an-2"), 10, "{served:?}");
+    // Both client APIs reached both formats.
+    assert_eq!(served.len(), 4, "{served:?}");
+}
