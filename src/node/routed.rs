@@ -39,6 +39,7 @@ use crate::wire::body_rewrite::{parse_request_for, PromptScan};
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 use crate::wire::encrypted_items::EncryptedItems;
 use crate::wire::item_seal::seal_all;
+use crate::wire::translate::TRANSLATED_RESPONSE_PREFIX;
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
 pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key: bool) -> bool {
@@ -284,6 +285,14 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                     previous_response_not_found(&id),
                     &route,
                 )
+            }
+            Continues::Translated => {
+                let error = ApiError::new(
+                    ApiErrorKind::UnsupportedParameter,
+                    "parameter `previous_response_id` names a response served by an account of \
+                     the other format, which is not stored; send the whole input again",
+                );
+                return fail(error, &route);
             }
         }
         EncryptedItems::scan(&client_body, &live.seal_key).map(EncryptedTurn::new)
@@ -614,6 +623,8 @@ enum Continues {
     On(String),
     /// Another client's: answered as not found.
     NotFound(String),
+    /// One served through translation: never stored (behaviour §14).
+    Translated,
 }
 
 /// Where the response a Responses request continues (`previous_response_id`) lives, when this
@@ -632,6 +643,9 @@ fn previous_response(router: &Router, body: &[u8], client: &str) -> Continues {
     else {
         return Continues::Nothing;
     };
+    if id.starts_with(TRANSLATED_RESPONSE_PREFIX) {
+        return Continues::Translated;
+    }
     match router.response_binding(&id) {
         None => Continues::Nothing,
         Some(binding) if binding.belongs_to(client) => Continues::On(binding.connection),

@@ -240,6 +240,21 @@ async fn responses_clients_get_stateless_responses_from_anthropic_accounts() {
         .unwrap()
         .contains("previous_response_id"));
     assert_eq!(harness.mock.recent_bodies().len(), before);
+    // Whichever account it would reach: on an OpenAI-format combo too (its accounts never
+    // stored it either).
+    assert!(value["id"].as_str().unwrap().starts_with("resp_qrt_"));
+    for model in ["team", "mixed"] {
+        let response = harness
+            .post_json(
+                "/v1/responses",
+                json!({"model": model, "input": "more", "previous_response_id": value["id"]}),
+            )
+            .await;
+        assert_eq!(response.status(), 400, "{model}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "unsupported_parameter", "{model}");
+    }
+    assert_eq!(harness.mock.recent_bodies().len(), before);
 }
 
 #[tokio::test]

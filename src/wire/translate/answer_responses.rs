@@ -21,10 +21,14 @@ pub fn responses_usage(usage: &Value) -> Value {
     })
 }
 
-/// The Responses id for a Messages id (`msg_x` → `resp_x`).
+/// What starts the id of a response served through translation: it is stored nowhere, so a
+/// `previous_response_id` naming one is refused (behaviour §14), whichever account it reaches.
+pub const TRANSLATED_RESPONSE_PREFIX: &str = "resp_qrt_";
+
+/// The Responses id for a Messages id (`msg_x` → `resp_qrt_x`).
 pub fn response_id(message_id: &str) -> String {
     format!(
-        "resp_{}",
+        "{TRANSLATED_RESPONSE_PREFIX}{}",
         message_id.strip_prefix("msg_").unwrap_or(message_id)
     )
 }

@@ -37,6 +37,7 @@ mod stream_messages;
 mod stream_responses;
 mod thinking_carry;
 
+pub use answer_responses::TRANSLATED_RESPONSE_PREFIX;
 pub use count_tokens::count_tokens_body;
 pub use direction::Direction;
 pub use errors::error_body;

@@ -338,7 +338,7 @@ fn messages_answers_become_chat_answers() {
 fn messages_answers_become_stateless_responses() {
     let out = down(Direction::ResponsesToMessages, &anthropic_answer());
     assert_eq!(out["object"], "response");
-    assert_eq!(out["id"], "resp_01");
+    assert_eq!(out["id"], "resp_qrt_01");
     assert_eq!(out["store"], false);
     assert_eq!(out["status"], "completed");
     let kinds: Vec<&str> = out["output"]
