@@ -1,6 +1,7 @@
 //! Issue 37 deliverable 6, real clients across formats on loopback (HOME in a temp dir, as
 //! `node_clients.rs` runs them): Claude Code `-p` on the OpenAI-format combo `team` runs a tool
-//! the (OpenAI-format) mock asks for and sends its result back; Codex `exec` on the
+//! the (OpenAI-format) mock asks for and sends its result back, and an interactive Claude Code
+//! typed into in tmux holds a two-turn conversation there; Codex `exec` on the
 //! Anthropic-format combo `claude` completes two turns, the second carrying the first's
 //! thinking back to the account that made it. Each asserts what the client printed and what
 //! the mock received (the upstream request's format).
@@ -11,16 +12,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::support::claude_tmux::{
+    claude_binary, claude_session, tmux, ClaudeSession, Tmux, TmuxGuard, MAX_OUTPUT_TOKENS,
+};
 use crate::support::clients::*;
 use crate::support::*;
 
 const INSTALL: &str = "npm ci --ignore-scripts --prefix tests/clients";
-
-/// Claude Code's native binary (see `node_clients.rs`).
-fn claude_binary() -> Option<std::path::PathBuf> {
-    let path = clients_dir().join("node_modules/@anthropic-ai/claude-code-linux-x64/claude");
-    (cfg!(all(target_os = "linux", target_arch = "x86_64")) && path.is_file()).then_some(path)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_runs_a_tool_turn_on_openai_format_accounts() {
@@ -205,5 +203,60 @@ async fn codex_completes_two_turns_on_anthropic_format_accounts() {
         accounts.len(),
         1,
         "one account served the session: {served:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_claude_code_session_runs_on_openai_format_accounts() {
+    let Some(binary) = claude_binary() else {
+        return not_installed("Claude Code", INSTALL);
+    };
+    let Some(tmux_binary) = tmux() else {
+        return not_installed("tmux", "apt-get install tmux");
+    };
+    let harness = Harness::start().await;
+    let tmux = Tmux::new(tmux_binary, "claude-translated");
+    let _guard = TmuxGuard(tmux.clone());
+    let base = harness.base.clone();
+    let pane = tokio::task::spawn_blocking(move || {
+        let session = ClaudeSession {
+            base: &base,
+            name: "translated",
+            model: "team",
+            side_model: "team",
+        };
+        claude_session(&tmux, &binary, &session, &["say pong", "say pong again"])
+    })
+    .await
+    .unwrap();
+    // Both answers (the OpenAI-format mock's text, translated) are on the screen.
+    assert!(
+        pane.matches(mock_text(MAX_OUTPUT_TOKENS).as_str()).count() >= 2,
+        "{pane}"
+    );
+    let bodies = harness.mock.recent_bodies();
+    assert!(!bodies.is_empty());
+    assert!(
+        bodies
+            .iter()
+            .all(|(path, _)| path == "/v1/chat/completions"),
+        "{:?}",
+        bodies.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
+    // The second turn went up with the first turn's exchange in its history.
+    let last: Value = serde_json::from_slice(&bodies.last().unwrap().1).unwrap();
+    let roles: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert!(roles.contains(&"assistant"), "{roles:?}");
+    assert!(
+        mock_connections(&harness)
+            .iter()
+            .all(|(id, _)| id.starts_with("oa-")),
+        "{:?}",
+        mock_connections(&harness)
     );
 }
