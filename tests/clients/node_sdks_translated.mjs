@@ -76,6 +76,21 @@ await step('messages_error', async () => {
   }
 });
 
+// The same long prompt twice: affinity keeps it on one account, whose cache the second reads;
+// each SDK sees the cache read in its own terms.
+const LONG = 'You answer questions about the weather, briefly. '.repeat(120);
+await step('cached', async () => {
+  const chat = [];
+  const messages = [];
+  for (let i = 0; i < 2; i++) {
+    const c = await oa.chat.completions.create({ model: 'claude', max_tokens: 6, messages: [{ role: 'system', content: LONG }, { role: 'user', content: 'and today?' }] });
+    chat.push(c.usage.prompt_tokens_details.cached_tokens);
+    const m = await an.messages.create({ model: 'team', max_tokens: 6, system: LONG, messages: [{ role: 'user', content: 'and today?' }] });
+    messages.push(m.usage.cache_read_input_tokens);
+  }
+  return { chat, messages };
+});
+
 if (Object.keys(errors).length) out.errors = errors;
 console.log(JSON.stringify(out));
 process.exit(Object.keys(errors).length ? 1 : 0);

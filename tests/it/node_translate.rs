@@ -627,6 +627,30 @@ async fn official_python_sdks_parse_translated_answers_streams_tool_calls_and_er
     assert_eq!(out["messages_tool"]["follow_up"], six);
     assert_eq!(out["messages_refused"]["status"], 400);
     assert_eq!(out["messages_refused"]["code"], "unsupported_parameter");
+    // Cached input tokens in each SDK's own terms, the second time a long prompt comes.
+    assert_eq!(out["chat_cached"][0]["cached_tokens"], 0, "{out}");
+    let cached = out["chat_cached"][1]["cached_tokens"].as_u64().unwrap();
+    assert!(cached > 200, "{out}");
+    assert!(out["chat_cached"][1]["prompt_tokens"].as_u64().unwrap() >= cached);
+    assert_eq!(out["messages_cached"][0]["cache_read_input_tokens"], 0);
+    assert!(
+        out["messages_cached"][1]["cache_read_input_tokens"]
+            .as_u64()
+            .unwrap()
+            > 200,
+        "{out}"
+    );
+    // Thinking as a sealed reasoning item the SDK parses and sends back.
+    assert_eq!(
+        out["responses_reasoning"]["summary"],
+        "The user wants a reply; a short one will do."
+    );
+    assert_eq!(out["responses_reasoning"]["sealed"], "qrs1.");
+    // (Thinking raises max_tokens above its budget, so the mock answers at length.)
+    assert!(out["responses_reasoning"]["second"]
+        .as_str()
+        .unwrap()
+        .starts_with(six));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -681,6 +705,10 @@ async fn official_node_sdks_parse_translated_answers_streams_and_tool_calls() {
     assert_eq!(out["messages_stream_tool"]["stop_reason"], "tool_use");
     assert_eq!(out["messages_error"]["status"], 400);
     assert_eq!(out["messages_error"]["code"], "unsupported_parameter");
+    for api in ["chat", "messages"] {
+        assert_eq!(out["cached"][api][0], 0, "{out}");
+        assert!(out["cached"][api][1].as_u64().unwrap() > 200, "{out}");
+    }
 }
 
 /// Images cross as the other format's blocks, and the upstream's cached input tokens reach the

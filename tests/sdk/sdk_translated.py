@@ -144,6 +144,47 @@ def messages_tool():
             "follow_up": follow.content[0].text}
 
 
+LONG = "You answer questions about the weather, briefly. " * 120
+
+
+def chat_cached():
+    # The same long prompt twice: affinity keeps it on one account, whose cache it then reads.
+    usage = []
+    for _ in range(2):
+        data = oa.chat.completions.create(model="claude", max_tokens=6, messages=[
+            {"role": "system", "content": LONG}, {"role": "user", "content": "and today?"}])
+        usage.append({"prompt_tokens": data.usage.prompt_tokens,
+                      "cached_tokens": data.usage.prompt_tokens_details.cached_tokens})
+    return usage
+
+
+def messages_cached():
+    usage = []
+    for _ in range(2):
+        data = an.messages.create(model="team", max_tokens=6, system=LONG,
+                                  messages=[{"role": "user", "content": "and today?"}])
+        usage.append({"input_tokens": data.usage.input_tokens,
+                      "cache_read_input_tokens": data.usage.cache_read_input_tokens})
+    return usage
+
+
+def responses_reasoning():
+    # Thinking (reasoning on) comes back as a sealed reasoning item; sent back with the next
+    # turn, it reaches the account that made it, which accepts its signature.
+    first = oa.responses.create(model="claude", max_output_tokens=6, store=False,
+                                reasoning={"effort": "low"}, include=["reasoning.encrypted_content"],
+                                input=[{"role": "user", "content": "think, then answer"}])
+    reasoning = [item for item in first.output if item.type == "reasoning"][0]
+    history = [{"role": "user", "content": "think, then answer"}]
+    history += [item.model_dump(exclude_none=True) for item in first.output]
+    history.append({"role": "user", "content": "again"})
+    second = oa.responses.with_raw_response.create(
+        model="claude", max_output_tokens=6, store=False, reasoning={"effort": "low"},
+        include=["reasoning.encrypted_content"], input=history)
+    return {"summary": reasoning.summary[0].text, "sealed": reasoning.encrypted_content[:5],
+            "second": second.parse().output_text}
+
+
 def messages_refused():
     try:
         an.messages.create(model="team", max_tokens=6, tools=[{"type": "web_search_20250305", "name": "web_search"}],
@@ -159,7 +200,8 @@ for name, fn in [("chat", chat), ("chat_stream", chat_stream), ("chat_tool", cha
                  ("responses", responses), ("responses_stream", responses_stream),
                  ("responses_tool", responses_tool), ("messages", messages),
                  ("messages_stream", messages_stream), ("messages_tool", messages_tool),
-                 ("messages_refused", messages_refused)]:
+                 ("messages_refused", messages_refused), ("chat_cached", chat_cached),
+                 ("messages_cached", messages_cached), ("responses_reasoning", responses_reasoning)]:
     step(name, fn)
 if errors:
     out["errors"] = errors
