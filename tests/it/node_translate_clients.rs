@@ -260,3 +260,63 @@ async fn an_interactive_claude_code_session_runs_on_openai_format_accounts() {
         mock_connections(&harness)
     );
 }
+
+/// Codex's tool loop on an Anthropic-format account: the mock (thinking on) answers with a
+/// signed thinking block and an `exec_command` call; Codex runs it and sends the output back
+/// with the reasoning item, which goes up again as the thinking block the call follows — so
+/// thinking stays on for the tool result's turn, and the account accepts the signature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_runs_a_tool_on_anthropic_format_accounts() {
+    let Some(launcher) = codex_launcher() else {
+        return not_installed("Codex CLI (@openai/codex)", INSTALL);
+    };
+    let harness = Harness::start().await;
+    let base_url = format!("{}/v1", harness.base);
+    let home = client_home("qr-codex-translated-tool-");
+    let home_path = home.path().to_path_buf();
+    let prompt =
+        r#"mock-tool-call:exec_command {"cmd":"echo ran-through-translation > proof.txt"}"#;
+    let run = tokio::task::spawn_blocking(move || {
+        codex_turn(&launcher, &base_url, &home_path, false, prompt)
+    })
+    .await
+    .unwrap();
+    assert!(run.success(), "{}", run.describe());
+    let proof = std::fs::read_to_string(home.path().join("work/proof.txt"))
+        .unwrap_or_else(|e| panic!("the tool did not run ({e}): {}", run.describe()));
+    assert_eq!(proof.trim(), "ran-through-translation");
+    assert!(
+        run.stdout.contains("This is a mock reply."),
+        "{}",
+        run.describe()
+    );
+    let sent: Vec<Value> = harness
+        .mock
+        .recent_bodies()
+        .iter()
+        .map(|(path, body)| {
+            assert_eq!(path, "/v1/messages");
+            serde_json::from_slice(body).unwrap()
+        })
+        .collect();
+    // The turn that handed the result back: the call after its thinking block, the result.
+    let with_result = sent
+        .iter()
+        .find(|s| s.to_string().contains("tool_result"))
+        .unwrap_or_else(|| panic!("no tool result went up: {sent:?}"));
+    let assistant = with_result["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    let kinds: Vec<&str> = assistant["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["thinking", "tool_use"], "{assistant}");
+    assert_eq!(with_result["thinking"]["type"], "enabled", "{with_result}");
+}
