@@ -22,7 +22,8 @@ use crate::node::credential_retry;
 const INVALID_ENCRYPTED_CONTENT: &str = "invalid_encrypted_content";
 
 /// One try of `decision`'s current target and, when it is refused with 400
-/// `invalid_encrypted_content` while it carried encrypted items, one more without them.
+/// `invalid_encrypted_content` while it carried encrypted items (or, translated, with a 400
+/// about a thinking signature while it carried thinking blocks), one more without them.
 pub(crate) async fn try_target(
     ctx: &TryContext<'_>,
     decision: &mut Decision,

@@ -3,8 +3,8 @@
 //! the (OpenAI-format) mock asks for and sends its result back, and an interactive Claude Code
 //! typed into in tmux holds a two-turn conversation there; Codex `exec` on the
 //! Anthropic-format combo `claude` completes two turns, the second carrying the first's
-//! thinking back to the account that made it. Each asserts what the client printed and what
-//! the mock received (the upstream request's format).
+//! thinking back to the account that made it, and runs a tool loop there. Each asserts what
+//! the client printed and what the mock received (the upstream request's format).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
