@@ -58,6 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             request_id: format!("req-{i}"),
             model: "team".to_string(),
             format: ApiFormat::Openai,
+            translatable: false,
             only_connection: None,
             encrypted_maker: None,
             affinity: None,

@@ -49,12 +49,14 @@ pub enum ApiErrorKind {
     BudgetExceeded,
     /// A client asking for a combo outside its `models`.
     ModelNotAllowed,
+    /// A parameter with no equivalent on the serving target's format (behaviour §14).
+    UnsupportedParameter,
     /// A client with a budget asking for a model that has no price.
     ModelNotPriced,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 23] = [
+    pub const ALL: [ApiErrorKind; 24] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -77,6 +79,7 @@ impl ApiErrorKind {
         ApiErrorKind::ClientRateLimited,
         ApiErrorKind::BudgetExceeded,
         ApiErrorKind::ModelNotAllowed,
+        ApiErrorKind::UnsupportedParameter,
         ApiErrorKind::ModelNotPriced,
     ];
 
@@ -85,6 +88,7 @@ impl ApiErrorKind {
             ApiErrorKind::InvalidJson
             | ApiErrorKind::MissingModel
             | ApiErrorKind::UnsupportedEndpoint
+            | ApiErrorKind::UnsupportedParameter
             | ApiErrorKind::InvalidContentEncoding
             | ApiErrorKind::InvalidModel
             | ApiErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
@@ -116,6 +120,7 @@ impl ApiErrorKind {
             | ApiErrorKind::RequestTooLarge
             | ApiErrorKind::NotFound
             | ApiErrorKind::UnsupportedEndpoint
+            | ApiErrorKind::UnsupportedParameter
             | ApiErrorKind::UnsupportedContentEncoding
             | ApiErrorKind::InvalidContentEncoding
             | ApiErrorKind::InvalidModel
@@ -160,6 +165,7 @@ impl ApiErrorKind {
             ApiErrorKind::ClientRateLimited => "client_rate_limited",
             ApiErrorKind::BudgetExceeded => "budget_exceeded",
             ApiErrorKind::ModelNotAllowed => "model_not_allowed",
+            ApiErrorKind::UnsupportedParameter => "unsupported_parameter",
             ApiErrorKind::ModelNotPriced => "model_not_priced",
         }
     }
@@ -455,6 +461,12 @@ mod tests {
                 403,
                 "permission_error",
                 "model_not_allowed",
+            ),
+            (
+                ApiErrorKind::UnsupportedParameter,
+                400,
+                "invalid_request_error",
+                "unsupported_parameter",
             ),
             (
                 ApiErrorKind::ModelNotPriced,

@@ -61,6 +61,7 @@ async fn run_case(router: &Router, callers: usize, per_caller: usize) {
                     request_id: format!("r{caller}-{i}"),
                     model: "team".to_string(),
                     format: ApiFormat::Openai,
+                    translatable: false,
                     only_connection: None,
                     encrypted_maker: None,
                     affinity: None,

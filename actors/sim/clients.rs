@@ -185,6 +185,7 @@ impl ClientSim {
             request_id: format!("{}-{}", self.clients[client].id, self.next_id),
             model: "shared".into(),
             format: ApiFormat::Openai,
+            translatable: false,
             only_connection: None,
             encrypted_maker: None,
             affinity: None,

@@ -471,6 +471,7 @@ impl Sim {
             request_id: format!("s{}-{}", self.seed, self.step),
             model: combo.clone(),
             format: ApiFormat::Openai,
+            translatable: false,
             only_connection: None,
             encrypted_maker: None,
             affinity: None,

@@ -253,6 +253,7 @@ impl Run {
             request_id: request_id.clone(),
             model: COMBO.to_string(),
             format: ApiFormat::Openai,
+            translatable: false,
             only_connection: None,
             encrypted_maker: None,
             affinity: group.map(|group| AffinityKey {

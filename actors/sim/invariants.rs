@@ -610,6 +610,7 @@ impl Sim {
                 request_id: format!("s{}-{}-fair{i}", self.seed, self.step),
                 model: "all".into(),
                 format: ApiFormat::Openai,
+                translatable: false,
                 only_connection: None,
                 encrypted_maker: None,
                 affinity: None,

@@ -34,7 +34,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, CredentialSource,
     DefaultsConfig, JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ServerConfig,
-    ServerTls, Strategy, TargetConfig, TelemetryConfig,
+    ServerTls, Strategy, TargetConfig, TelemetryConfig, TranslationConfig,
 };
 pub use raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 pub use secret::Secret;

@@ -29,12 +29,29 @@ pub struct Config {
     pub telemetry: Option<TelemetryConfig>,
     /// `[affinity]`: conversation affinity (behaviour §10).
     pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
+    /// `[translation]`: serving a client API from a target of the other format (behaviour §14).
+    pub translation: TranslationConfig,
     /// `[[clients]]` and `server.api_keys` (client `default`, first when it has keys).
     pub clients: Vec<crate::clients::ClientConfig>,
     /// `[[prices]]` over `prices_file`'s models.
     pub prices: crate::clients::PriceTable,
     /// The file this came from; `None` when parsed from text (tests, the embedded demo).
     pub source_path: Option<PathBuf>,
+}
+
+/// `[translation]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TranslationConfig {
+    /// `max_tokens` sent to Anthropic-format targets when the client gave none.
+    pub default_max_tokens: u32,
+}
+
+impl Default for TranslationConfig {
+    fn default() -> Self {
+        TranslationConfig {
+            default_max_tokens: 8192,
+        }
+    }
 }
 
 /// `[telemetry]`, validated.
@@ -306,6 +323,8 @@ pub struct ComboConfig {
     pub queue_ms: u64,
     /// Behaviour §13: quota-share spends by pace (`false`: by weight alone).
     pub pacing: bool,
+    /// Whether a target of the other format serves through translation (behaviour §14).
+    pub translate: bool,
     pub targets: Vec<TargetConfig>,
 }
 

@@ -23,6 +23,7 @@ pub struct RawConfig {
     pub cluster: Option<crate::cluster::config::RawCluster>,
     pub telemetry: Option<RawTelemetry>,
     pub affinity: Option<RawAffinity>,
+    pub translation: Option<RawTranslation>,
     pub clients: Option<Vec<RawClient>>,
     pub prices: Option<Vec<RawPrice>>,
     /// A model price list in LiteLLM's `model_prices_and_context_window.json` shape;
@@ -67,6 +68,13 @@ pub struct RawTelemetry {
     pub otlp_endpoint: Option<String>,
     pub service_name: Option<String>,
     pub sample_ratio: Option<f64>,
+}
+
+/// `[translation]` (contract; behaviour §14).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTranslation {
+    pub default_max_tokens: Option<u32>,
 }
 
 /// `[affinity]` (contract; behaviour §10).
@@ -268,6 +276,7 @@ pub struct RawCombo {
     pub queue_ms: Option<u64>,
     /// Behaviour §13: `false` spends by weight alone.
     pub pacing: Option<bool>,
+    pub translate: Option<bool>,
     pub targets: Option<Vec<RawTarget>>,
 }
 

@@ -231,6 +231,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
                 enabled: config.defaults.pacing.enabled && c.pacing,
                 ..config.defaults.pacing.clone()
             },
+            translate: c.translate,
         })
         .collect();
     Topology {

@@ -107,6 +107,7 @@ struct RawSections {
     cluster: Option<crate::cluster::config::RawCluster>,
     telemetry: Option<super::raw::RawTelemetry>,
     affinity: crate::config::raw::RawAffinity,
+    translation: crate::config::raw::RawTranslation,
     clients: Vec<Option<super::raw::RawClient>>,
     prices: Vec<Option<super::raw::RawPrice>>,
     prices_file: Option<String>,
@@ -123,6 +124,7 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
         cluster: None,
         telemetry: None,
         affinity: Default::default(),
+        translation: Default::default(),
         clients: Vec::new(),
         prices: Vec::new(),
         prices_file: None,
@@ -143,6 +145,10 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
             "affinity" => {
                 sections.affinity =
                     deserialize_collecting(value, "affinity", sink).unwrap_or_default();
+            }
+            "translation" => {
+                sections.translation =
+                    deserialize_collecting(value, "translation", sink).unwrap_or_default();
             }
             "cluster" => {
                 sections.cluster =
@@ -236,6 +242,7 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         .telemetry
         .and_then(|telemetry| super::telemetry::build(telemetry, sink));
     let affinity = build_affinity(raw.affinity, sink);
+    let translation = build_translation(raw.translation, sink);
     let clients = super::clients::build_clients(
         &server.api_keys,
         server.admin_key.as_ref(),
@@ -248,6 +255,7 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         clients,
         prices,
         affinity,
+        translation,
         server,
         journal,
         defaults,
@@ -258,6 +266,22 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         telemetry,
         source_path: None,
     }
+}
+
+fn build_translation(
+    raw: crate::config::raw::RawTranslation,
+    sink: &mut ErrorSink,
+) -> super::model::TranslationConfig {
+    let defaults = super::model::TranslationConfig::default();
+    let default_max_tokens = match raw.default_max_tokens {
+        Some(0) => {
+            sink.push("translation.default_max_tokens", "must be at least 1");
+            defaults.default_max_tokens
+        }
+        Some(tokens) => tokens,
+        None => defaults.default_max_tokens,
+    };
+    super::model::TranslationConfig { default_max_tokens }
 }
 
 fn build_affinity(
@@ -1150,6 +1174,7 @@ fn build_combos(
                 hold_ms: combo.hold_ms.unwrap_or(0),
                 queue_ms: combo.queue_ms.unwrap_or(0),
                 pacing: combo.pacing.unwrap_or(true),
+                translate: combo.translate.unwrap_or(true),
                 targets,
             });
         }

@@ -10,6 +10,16 @@ use serde_json::{json, Value};
 use super::error_bodies::stream_error_payload;
 use super::exchange::{sse, Endpoint, StreamEnding, Turn};
 use super::rate_headers::Dialect;
+use super::thinking;
+
+/// The answer's content: its thinking block (thinking on) and its text.
+fn content(turn: &Turn) -> Value {
+    let text = json!({"type": "text", "text": turn.text()});
+    match &turn.thinking_signature {
+        Some(signature) => json!([thinking::block(signature), text]),
+        None => json!([text]),
+    }
+}
 
 fn message(turn: &Turn, complete: bool) -> Value {
     json!({
@@ -17,7 +27,7 @@ fn message(turn: &Turn, complete: bool) -> Value {
         "type": "message",
         "role": "assistant",
         "model": turn.model,
-        "content": if complete { json!([{"type": "text", "text": turn.text()}]) } else { json!([]) },
+        "content": if complete { content(turn) } else { json!([]) },
         "stop_reason": if complete { json!("end_turn") } else { Value::Null },
         "stop_sequence": null,
         "usage": turn.usage_override.clone().unwrap_or_else(|| json!({
@@ -32,6 +42,11 @@ fn message(turn: &Turn, complete: bool) -> Value {
     })
 }
 
+/// The usage object of a complete Anthropic answer to `turn`.
+pub(crate) fn usage_for(turn: &Turn) -> Value {
+    message(turn, true)["usage"].clone()
+}
+
 pub fn json_body(turn: &Turn) -> Value {
     match turn.endpoint {
         Endpoint::CountTokens => json!({"input_tokens": turn.prompt_tokens}),
@@ -41,21 +56,29 @@ pub fn json_body(turn: &Turn) -> Value {
 
 pub fn stream_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     let event = |kind: &str, data: Value| sse(Some(kind), &data.to_string());
-    let mut frames = vec![
-        event(
-            "message_start",
-            json!({"type": "message_start", "message": message(turn, false)}),
-        ),
-        event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        ),
-        event("ping", json!({"type": "ping"})),
-    ];
+    let mut frames = vec![event(
+        "message_start",
+        json!({"type": "message_start", "message": message(turn, false)}),
+    )];
+    // Thinking on: the signed thinking block first, the text after it.
+    let index = match &turn.thinking_signature {
+        Some(signature) => {
+            for (kind, data) in thinking::stream_events(signature) {
+                frames.push(event(kind, data));
+            }
+            1
+        }
+        None => 0,
+    };
+    frames.push(event(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+    ));
+    frames.push(event("ping", json!({"type": "ping"})));
     for text in turn.chunks.iter().take(ending.content_chunks(turn)) {
         frames.push(event(
             "content_block_delta",
-            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}),
         ));
     }
     if ending != StreamEnding::Complete {
@@ -64,7 +87,7 @@ pub fn stream_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     }
     frames.push(event(
         "content_block_stop",
-        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "content_block_stop", "index": index}),
     ));
     frames.push(event(
         "message_delta",

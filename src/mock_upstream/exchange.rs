@@ -75,6 +75,11 @@ pub struct Turn {
     /// What the key's prompt cache held of this prompt (`prompt_cache`), in tokens.
     pub cached_tokens: u64,
     pub cache_write_tokens: u64,
+    /// The tool call the prompt asked for (`tool_calls`), if any (set by the handler).
+    pub tool_call: Option<ToolCall>,
+    /// Messages with thinking on: the signature of the thinking block that opens the answer
+    /// (`thinking`), made for the answering key (set by the handler).
+    pub thinking_signature: Option<String>,
     /// The `HostileUsage` fault: this value is sent as the answer's `usage`, whatever it is.
     pub usage_override: Option<Value>,
     /// Responses API: the request's parameters a response object repeats (`instructions`,
@@ -89,6 +94,14 @@ pub struct Turn {
     /// Responses API: the `input` ends with a `compaction_trigger` item (Codex's inline
     /// compaction): the answer is one compaction item instead of reasoning and a message.
     pub compaction_trigger: bool,
+}
+
+/// A tool call the mock makes (`tool_calls` reads it from the prompt and shapes the answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub name: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
 }
 
 /// The request parameters a Responses object repeats, as the API reference lists them.
@@ -154,6 +167,8 @@ impl Turn {
             store: body.get("store").and_then(Value::as_bool).unwrap_or(true),
             cached_tokens: 0,
             cache_write_tokens: 0,
+            tool_call: None,
+            thinking_signature: None,
             usage_override: None,
             echo: ECHOED
                 .iter()

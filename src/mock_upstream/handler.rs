@@ -24,7 +24,7 @@ use super::verdict::{
     error_response, exhausted_budget, fault_verdict, method_not_allowed, with_forced,
     ResetConnection, SuccessShape, Verdict,
 };
-use super::{anthropic, encrypted, openai};
+use super::{anthropic, encrypted, openai, thinking, tool_calls};
 
 /// How long a stream that fails after content waits before it is cut.
 const STREAM_CUT_PAUSE_MS: u64 = 5;
@@ -72,6 +72,7 @@ async fn answer(
     }
     let key = read_key(request_headers);
     let _in_progress = mock.enter(&key);
+    mock.record_body(uri.path(), body);
     if let Ok(value) = HeaderValue::from_str(&key) {
         headers.insert("x-mock-key", value);
     }
@@ -98,6 +99,7 @@ async fn answer(
         let reply = error_bodies::bad_request(dialect, "you must provide a model parameter");
         return error_response(reply, headers);
     };
+    turn.tool_call = tool_calls::requested(endpoint, &parsed);
     let missing_previous = turn
         .previous_response_id
         .clone()
@@ -106,10 +108,15 @@ async fn answer(
     let unreadable = matches!(endpoint, Endpoint::Responses | Endpoint::Compact)
         .then(|| encrypted::unreadable_item(&parsed, &key))
         .flatten();
+    // A thinking block another account signed is refused, as Anthropic refuses it.
+    let refused_signature = (endpoint == Endpoint::Messages)
+        .then(|| thinking::refused_signature(&parsed, &key))
+        .flatten();
     // count_tokens and refused requests use no tokens.
     let tokens = if endpoint == Endpoint::CountTokens
         || missing_previous.is_some()
         || unreadable.is_some()
+        || refused_signature.is_some()
     {
         0
     } else {
@@ -127,6 +134,8 @@ async fn answer(
         Endpoint::Compact => Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence))),
         _ => None,
     };
+    turn.thinking_signature = (endpoint == Endpoint::Messages && thinking::enabled(&parsed))
+        .then(|| thinking::signature(&key, thinking::THINKING_TEXT));
     if key.is_empty() {
         budget_headers(&mut headers, dialect, &admission.rate, true);
         return error_response(
@@ -154,6 +163,11 @@ async fn answer(
             budget_headers(&mut headers, dialect, &admission.rate, true);
             let item = unreadable.unwrap_or_default();
             return error_response(error_bodies::invalid_encrypted_content(&item), headers);
+        }
+        None if refused_signature.is_some() => {
+            budget_headers(&mut headers, dialect, &admission.rate, true);
+            let message = refused_signature.unwrap_or_default();
+            return error_response(error_bodies::bad_request(dialect, &message), headers);
         }
         fault => {
             let verdict = fault_verdict(
@@ -210,10 +224,20 @@ fn success(
 ) -> Response {
     let dialect = turn.endpoint.dialect();
     budget_headers(&mut headers, dialect, rate, true);
+    let call = turn
+        .tool_call
+        .as_ref()
+        .filter(|_| shape.ending == StreamEnding::Complete);
     if !turn.streaming {
-        let body = match dialect {
-            Dialect::OpenAi => openai::json_body(turn),
-            Dialect::Anthropic => anthropic::json_body(turn),
+        let body = match (dialect, call) {
+            (Dialect::OpenAi, None) => openai::json_body(turn),
+            (Dialect::Anthropic, None) => anthropic::json_body(turn),
+            (Dialect::OpenAi, Some(call)) => {
+                tool_calls::json_body(turn, call, openai::usage_for(turn))
+            }
+            (Dialect::Anthropic, Some(call)) => {
+                tool_calls::json_body(turn, call, anthropic::usage_for(turn))
+            }
         };
         insert(
             &mut headers,
@@ -223,9 +247,15 @@ fn success(
         let response = (StatusCode::OK, headers, body.to_string()).into_response();
         return with_forced(response, shape.forced);
     }
-    let frames = match dialect {
-        Dialect::OpenAi => openai::stream_frames(turn, shape.ending),
-        Dialect::Anthropic => anthropic::stream_frames(turn, shape.ending),
+    let frames = match (dialect, call) {
+        (Dialect::OpenAi, None) => openai::stream_frames(turn, shape.ending),
+        (Dialect::Anthropic, None) => anthropic::stream_frames(turn, shape.ending),
+        (Dialect::OpenAi, Some(call)) => {
+            tool_calls::stream_frames(turn, call, openai::usage_for(turn))
+        }
+        (Dialect::Anthropic, Some(call)) => {
+            tool_calls::stream_frames(turn, call, anthropic::usage_for(turn))
+        }
     };
     insert(
         &mut headers,

@@ -6,6 +6,8 @@
 //! - `fault` — [`Fault`], [`ResetForm`], [`Rule`]: what can go wrong and when;
 //! - `exchange` — which endpoint a path is and the deterministic reply a request gets;
 //! - `openai`, `anthropic` — success shapes, JSON and SSE;
+//! - `tool_calls` — a prompt saying `mock-tool-call:NAME {args}` gets a call of that offered
+//!   tool (all three APIs, JSON and streams with the arguments in pieces);
 //! - `error_bodies` — the providers' real error bodies (upstream-errors.md);
 //! - `rate_headers` — `x-ratelimit-*` / `anthropic-ratelimit-*` and reset formats;
 //! - `stored`, `stored_api` — the Responses API's stored responses and their endpoints;
@@ -70,6 +72,8 @@ mod server;
 mod state;
 mod stored;
 mod stored_api;
+mod thinking;
+mod tool_calls;
 mod verdict;
 
 use axum::extract::{DefaultBodyLimit, State};

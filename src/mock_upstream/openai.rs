@@ -37,6 +37,14 @@ fn responses_usage(turn: &Turn) -> Value {
     })
 }
 
+/// The usage object of `turn` in its endpoint's terms (Chat Completions or Responses).
+pub(crate) fn usage_for(turn: &Turn) -> Value {
+    match turn.endpoint {
+        Endpoint::Responses => responses_usage(turn),
+        _ => usage(turn),
+    }
+}
+
 /// The non-streaming body for an OpenAI-format endpoint.
 pub fn json_body(turn: &Turn) -> Value {
     let sequence = turn.sequence;

@@ -152,7 +152,12 @@ struct MockState {
     stored: StoredResponses,
     auth: AuthState,
     prompt_caches: super::prompt_cache::PromptCaches,
+    /// The last [`RECENT_BODIES`] request bodies with their paths, oldest first.
+    recent: std::collections::VecDeque<(String, bytes::Bytes)>,
 }
+
+/// How many request bodies the mock keeps for tests to read.
+const RECENT_BODIES: usize = 64;
 
 /// A handle on one mock upstream; clones share the same state.
 #[derive(Debug, Clone, Default)]
@@ -168,6 +173,20 @@ impl MockUpstream {
     fn lock(&self) -> MutexGuard<'_, MockState> {
         // A panicking test thread must not wedge the mock for the others.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Remembers one request's path and body (the last [`RECENT_BODIES`]).
+    pub(crate) fn record_body(&self, path: &str, body: &bytes::Bytes) {
+        let mut state = self.lock();
+        if state.recent.len() == RECENT_BODIES {
+            state.recent.pop_front();
+        }
+        state.recent.push_back((path.to_owned(), body.clone()));
+    }
+
+    /// The last request bodies the mock received, with their paths, oldest first.
+    pub fn recent_bodies(&self) -> Vec<(String, bytes::Bytes)> {
+        self.lock().recent.iter().cloned().collect()
     }
 
     /// Runs `change` on the credential checks' state (`auth`), under the mock's mutex.

@@ -21,8 +21,10 @@ use quotaroute_actors::{AttemptResult, RoutedTarget};
 use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass};
 use tokio::time::Instant;
 
+use crate::api_error::{ApiError, ApiErrorKind};
 use crate::config::Secret;
 use crate::node::app::AppState;
+use crate::node::encrypted_turn::EncryptedTurn;
 use crate::node::endpoint::Endpoint;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
@@ -33,6 +35,11 @@ use crate::upstream::body::UpstreamBody;
 use crate::wire::body_rewrite::{rewrite, RequestInfo};
 use crate::wire::content_coding::{content_codings, decode_body};
 use crate::wire::item_seal::ItemSealer;
+use crate::wire::stream_watch::StreamFormat;
+use crate::wire::translate::{
+    count_tokens_body, error_body, translate_answer, translate_request, Direction, ReasoningKey,
+    RequestSettings, StreamTranslator, TranslateError,
+};
 use crate::wire::usage::response_summary;
 
 /// Largest upstream body the router reads whole (errors and non-streaming answers).
@@ -117,6 +124,19 @@ impl TryContext<'_> {
 pub(crate) struct Attempted {
     pub result: AttemptResult,
     pub payload: Payload,
+    /// The translation the try went through and what it dropped (behaviour §14).
+    pub translation: Option<Translation>,
+}
+
+/// A try served by a target of the other format.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Translation {
+    pub direction: Direction,
+    /// Tuning parameters left out, in the client's names (`x-quotaroute-dropped`).
+    pub dropped: Vec<String>,
+    /// Thinking blocks the try carried back to their connection (a Responses client's
+    /// reasoning items): a 400 refusing their signatures is retried without them.
+    pub thinking_restored: u32,
 }
 
 /// What a try leaves for the client.
@@ -188,6 +208,7 @@ pub(crate) fn unanswered(
             failure: Some(failure),
             public: public.to_string(),
         },
+        translation: None,
     }
 }
 
@@ -215,37 +236,89 @@ pub(crate) async fn try_target(
         // The config changed under this request: the target cannot be tried.
         return unanswered_openly(AttemptFailure::NotSent, None, "target left the config");
     };
-    let upstream_body = match ctx.info {
-        Some(info) => rewrite(
-            ctx.client_body,
-            info,
-            &target.model,
-            ctx.force_include_usage,
+    // `count_tokens` has no OpenAI counterpart: counted here, nothing sent (behaviour §14).
+    if ctx.endpoint == Endpoint::CountTokens && target.format != ctx.endpoint.format() {
+        return counted_locally(ctx.client_body);
+    }
+    // A target of the other format: the request in its format, to its own path (behaviour
+    // §14); otherwise the byte-preserving splice.
+    let direction = ctx
+        .info
+        .and_then(|_| ctx.endpoint.translation_to(target.format));
+    let mut translation = None;
+    let mut include_usage = false;
+    let mut translated_left_out = 0;
+    let (upstream_body, path_and_query) = match (ctx.info, direction) {
+        (Some(info), None) => (
+            rewrite(
+                ctx.client_body,
+                info,
+                &target.model,
+                ctx.force_include_usage,
+            ),
+            ctx.path_and_query,
         ),
-        None => ctx.client_body.clone(),
+        (Some(_), Some(direction)) => {
+            // Thinking goes back only to the connection that made it, and not at all after
+            // a refused signature (`encrypted_retry`).
+            let reasoning =
+                (!ctx.encrypted.is_some_and(EncryptedTurn::leaves_all_out)).then(|| ReasoningKey {
+                    key: &ctx.live.seal_key,
+                    connection: &target.connection,
+                });
+            let settings = RequestSettings {
+                model: &target.model,
+                default_max_tokens: ctx.live.translation.default_max_tokens,
+                reasoning,
+            };
+            match translate_request(direction, ctx.client_body, settings) {
+                Ok(translated) => {
+                    include_usage = translated.include_usage;
+                    translated_left_out = translated.reasoning.left_out;
+                    translation = Some(Translation {
+                        direction,
+                        dropped: translated.dropped,
+                        thinking_restored: translated.reasoning.restored,
+                    });
+                    (translated.body, direction.upstream_path())
+                }
+                Err(error) => return refused(direction, &error),
+            }
+        }
+        (None, _) => (ctx.client_body.clone(), ctx.path_and_query),
     };
-    // Only the encrypted items this target can read (behaviour §10).
+    // Only the encrypted items this target can read (behaviour §10); a translated body's
+    // were opened (or left out) by the translation.
     let (upstream_body, items_left_out) = match ctx.encrypted {
-        Some(encrypted) => encrypted.body_for(upstream_body, &target.connection),
-        None => (upstream_body, 0),
+        Some(encrypted) if direction.is_none() => {
+            encrypted.body_for(upstream_body, &target.connection)
+        }
+        _ => (upstream_body, translated_left_out),
     };
     let Ok(mut upstream_request) = upstream_request::build(
         ctx.method.clone(),
         provider,
         (credential, *auth),
-        ctx.path_and_query,
+        path_and_query,
         ctx.client_headers,
         ctx.request_id,
         upstream_body,
     ) else {
         return unanswered_openly(AttemptFailure::NotSent, None, "bad upstream URL");
     };
+    if let Some(direction) = direction {
+        translated_headers(direction, upstream_request.headers_mut());
+    }
     // telemetry: this upstream request's client span; the upstream gets its traceparent.
     let trace = ctx.trace.attempt(target, &provider.span_attributes);
     trace.inject(upstream_request.headers_mut());
     let sent_at = StdInstant::now();
     // Every way this try ends goes through here: metrics and the log line, then the shape.
     let end = |mut attempted: Attempted, upstream_time: &mut Duration| {
+        if let Some(translation) = &translation {
+            attempted.result.translated = Some(translation.direction.label().to_string());
+            attempted.translation = Some(translation.clone());
+        }
         attempted.result.items_left_out = items_left_out;
         trace.class(attempted.result.class); // telemetry
         *upstream_time += sent_at.elapsed();
@@ -321,12 +394,15 @@ pub(crate) async fn try_target(
                 idle: ctx.live.stream_idle_timeout,
                 deadline: ctx.deadline,
             };
+            let translator = direction
+                .map(|direction| StreamTranslator::new(direction, include_usage, now_ms / 1000));
             stream_relay::open(
                 UpstreamBody::new(response_body, &codings),
-                ctx.endpoint.stream_format(),
-                ctx.force_include_usage,
+                upstream_stream_format(ctx.endpoint, direction),
+                ctx.force_include_usage && direction.is_none(),
                 timing,
                 ctx.live.echoes_of(&target.connection),
+                translator,
             )
             .await
         } else {
@@ -350,6 +426,7 @@ pub(crate) async fn try_target(
                 Attempted {
                     result,
                     payload: Payload::Stream { stream, headers },
+                    translation: None,
                 }
             }
             StreamStart::Failed {
@@ -366,6 +443,7 @@ pub(crate) async fn try_target(
                         failure,
                         public: message,
                     },
+                    translation: None,
                 }
             }
         };
@@ -483,6 +561,25 @@ pub(crate) async fn try_target(
             );
         }
         result.usage = usage;
+        // Usage above was the upstream's own; the client reads its own format.
+        let body = match direction {
+            None => body,
+            Some(direction) => match translate_answer(direction, &body, now_ms / 1000) {
+                Ok(translated) => translated,
+                Err(error) => {
+                    return end(
+                        unanswered_openly(
+                            AttemptFailure::Body(BodyFailure::NotJson),
+                            Some(status.as_u16()),
+                            &format!(
+                            "upstream answered 2xx with a body that does not translate: {error}"
+                        ),
+                        ),
+                        upstream_time,
+                    )
+                }
+            },
+        };
         return end(
             Attempted {
                 result,
@@ -491,6 +588,7 @@ pub(crate) async fn try_target(
                     headers,
                     body,
                 },
+                translation: None,
             },
             upstream_time,
         );
@@ -502,7 +600,8 @@ pub(crate) async fn try_target(
             headers: &headers,
             body: &body,
             transport: None,
-            format: ctx.endpoint.format(),
+            // The upstream's own shape, before any translation (behaviour §14).
+            format: target.format,
         },
         now_ms,
     );
@@ -516,6 +615,11 @@ pub(crate) async fn try_target(
     result.message = classification.message;
     result.reset_hint_ms = classification.reset_hint_ms;
     result.usage = usage;
+    // The error in the client's shape, with the upstream's status and message.
+    let body = match direction {
+        Some(direction) => error_body(direction, status.as_u16(), &body),
+        None => body,
+    };
     end(
         Attempted {
             result,
@@ -524,9 +628,97 @@ pub(crate) async fn try_target(
                 headers,
                 body,
             },
+            translation: None,
         },
         upstream_time,
     )
+}
+
+/// A request that cannot be carried to `direction`'s target format: 400 in the client's
+/// shape, before anything is sent (behaviour §14). A client error: no failover, no state.
+fn refused(direction: Direction, error: &TranslateError) -> Attempted {
+    let kind = match error {
+        TranslateError::Unsupported { .. } => ApiErrorKind::UnsupportedParameter,
+        TranslateError::Invalid(_) => ApiErrorKind::InvalidRequest,
+    };
+    let error = ApiError::new(kind, error.to_string());
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    let mut result = AttemptResult::failure(OutcomeClass::ClientError, Some(400));
+    result.error_code = Some(kind.code().to_string());
+    result.message = Some(format!("not sent: {}", error.message));
+    result.translated = Some(direction.label().to_string());
+    Attempted {
+        result,
+        payload: Payload::Answer {
+            status: StatusCode::BAD_REQUEST,
+            headers,
+            body: Bytes::from(error.body(direction.client_is_anthropic())),
+        },
+        translation: Some(Translation {
+            direction,
+            dropped: Vec::new(),
+            thinking_restored: 0,
+        }),
+    }
+}
+
+/// A `count_tokens` answered by the router's own tokenizer estimate (no upstream request).
+fn counted_locally(body: &Bytes) -> Attempted {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    match count_tokens_body(body) {
+        Ok(counted) => Attempted {
+            result: AttemptResult::success(200, 0, 0),
+            payload: Payload::Answer {
+                status: StatusCode::OK,
+                headers,
+                body: Bytes::from(counted.to_string()),
+            },
+            translation: None,
+        },
+        Err(error) => {
+            let error = ApiError::new(ApiErrorKind::InvalidRequest, error.to_string());
+            let mut result = AttemptResult::failure(OutcomeClass::ClientError, Some(400));
+            result.message = Some(format!("not sent: {}", error.message));
+            Attempted {
+                result,
+                payload: Payload::Answer {
+                    status: StatusCode::BAD_REQUEST,
+                    headers,
+                    body: Bytes::from(error.body(true)),
+                },
+                translation: None,
+            }
+        }
+    }
+}
+
+/// The stream format the upstream speaks: the endpoint's, or the target's when translated.
+fn upstream_stream_format(endpoint: Endpoint, direction: Option<Direction>) -> StreamFormat {
+    match direction {
+        None => endpoint.stream_format(),
+        Some(Direction::ChatToMessages | Direction::ResponsesToMessages) => StreamFormat::Anthropic,
+        Some(Direction::MessagesToChat) => StreamFormat::OpenAiChat,
+    }
+}
+
+/// The headers a translated request needs: Anthropic's required `anthropic-version` on the
+/// way to Messages; none of Anthropic's own on the way to Chat Completions.
+fn translated_headers(direction: Direction, headers: &mut HeaderMap) {
+    const VERSION: http::HeaderName = http::HeaderName::from_static("anthropic-version");
+    if direction.client_is_anthropic() {
+        headers.remove(VERSION);
+        headers.remove("anthropic-beta");
+    } else if !headers.contains_key(VERSION) {
+        headers.insert(VERSION, http::HeaderValue::from_static("2023-06-01"));
+    }
 }
 
 /// Why a whole upstream body could not be read.

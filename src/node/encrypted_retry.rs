@@ -4,7 +4,9 @@
 //! key rotated since it was sealed) is retried once on the same target with every encrypted
 //! item left out — the turn loses that hidden reasoning, not the conversation. That second
 //! request is not a new attempt (nothing fails over) but it spends `max_upstream_requests`,
-//! like the retry after a 401 to a refreshed credential.
+//! like the retry after a 401 to a refreshed credential. The same holds for thinking blocks a
+//! translated Responses request carried back to an Anthropic-format account (behaviour §14):
+//! a 400 refusing their signature is retried once on the same target without them.
 //!
 //! Owns only that; the try itself is `credential_retry`'s and `attempt`'s.
 
@@ -20,7 +22,8 @@ use crate::node::credential_retry;
 const INVALID_ENCRYPTED_CONTENT: &str = "invalid_encrypted_content";
 
 /// One try of `decision`'s current target and, when it is refused with 400
-/// `invalid_encrypted_content` while it carried encrypted items, one more without them.
+/// `invalid_encrypted_content` while it carried encrypted items (or, translated, with a 400
+/// about a thinking signature while it carried thinking blocks), one more without them.
 pub(crate) async fn try_target(
     ctx: &TryContext<'_>,
     decision: &mut Decision,
@@ -31,10 +34,17 @@ pub(crate) async fn try_target(
     let Some(encrypted) = ctx.encrypted else {
         return tried;
     };
-    let carried = !encrypted.leaves_all_out()
-        && (encrypted.items.unreadable_by(&target.connection, false) as usize)
-            < encrypted.items.len();
-    if !carried || !refuses_encrypted_content(&tried) || !decision.retry_current() {
+    let refused = match &tried.translation {
+        // Translated: the items went up as thinking blocks (or not at all).
+        Some(translation) => translation.thinking_restored > 0 && refuses_signature(&tried),
+        None => {
+            let carried = !encrypted.leaves_all_out()
+                && (encrypted.items.unreadable_by(&target.connection, false) as usize)
+                    < encrypted.items.len();
+            carried && refuses_encrypted_content(&tried)
+        }
+    };
+    if !refused || !decision.retry_current() {
         return tried;
     }
     encrypted.leave_all_out();
@@ -42,7 +52,7 @@ pub(crate) async fn try_target(
         request_id = ctx.request_id,
         connection = &*target.connection,
         items = encrypted.items.len(),
-        "400 invalid_encrypted_content: the same target again without the encrypted items"
+        "400 refusing encrypted items or thinking signatures: the same target again without them"
     );
     credential_retry::try_target(ctx, decision, target, upstream_time).await
 }
@@ -51,4 +61,16 @@ fn refuses_encrypted_content(tried: &Attempted) -> bool {
     tried.result.class == OutcomeClass::ClientError
         && tried.result.status == Some(400)
         && tried.result.error_code.as_deref() == Some(INVALID_ENCRYPTED_CONTENT)
+}
+
+/// Anthropic's 400 for a thinking block whose signature it cannot verify (`invalid_request_error`,
+/// "…: Invalid `signature` in `thinking` block").
+fn refuses_signature(tried: &Attempted) -> bool {
+    tried.result.class == OutcomeClass::ClientError
+        && tried.result.status == Some(400)
+        && tried
+            .result
+            .message
+            .as_deref()
+            .is_some_and(|message| message.contains("signature"))
 }

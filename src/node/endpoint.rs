@@ -4,6 +4,7 @@
 use quotaroute_journal::ApiFormat as JournalFormat;
 
 use crate::wire::stream_watch::StreamFormat;
+use crate::wire::translate::Direction;
 
 /// One routing endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +27,33 @@ impl Endpoint {
             Endpoint::Messages | Endpoint::CountTokens => JournalFormat::Anthropic,
             _ => JournalFormat::Openai,
         }
+    }
+
+    /// The translation a target of `target` format needs (behaviour §14); `None` when it speaks
+    /// this endpoint's format, or when nothing can carry this endpoint across (completions,
+    /// embeddings; `count_tokens` for an OpenAI-format target is answered locally).
+    pub fn translation_to(self, target: JournalFormat) -> Option<Direction> {
+        if target == self.format() {
+            return None;
+        }
+        match self {
+            Endpoint::ChatCompletions => Some(Direction::ChatToMessages),
+            Endpoint::Responses => Some(Direction::ResponsesToMessages),
+            Endpoint::Messages => Some(Direction::MessagesToChat),
+            Endpoint::Completions
+            | Endpoint::Embeddings
+            | Endpoint::ResponsesCompact
+            | Endpoint::CountTokens => None,
+        }
+    }
+
+    /// Whether a target of the other format may serve it (behaviour §14's table; a compaction
+    /// has no Messages counterpart).
+    pub fn translatable(self) -> bool {
+        !matches!(
+            self,
+            Endpoint::Completions | Endpoint::Embeddings | Endpoint::ResponsesCompact
+        )
     }
 
     pub fn stream_format(self) -> StreamFormat {

@@ -76,6 +76,8 @@ pub struct LiveConfig {
     pub clock: SharedClock,
     /// `[affinity]` (behaviour §10): how the node derives a request's group.
     pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
+    /// `[translation]` (behaviour §14).
+    pub translation: crate::config::TranslationConfig,
     /// The seal on encrypted items (behaviour §10 "Encrypted items"): derived from the admin
     /// key, else from the clients' key digests, so every node of a cluster (same config) and a
     /// restarted node read the seals the others made.
@@ -206,6 +208,7 @@ impl LiveConfig {
         LiveConfig {
             seal_key: seal_key(config),
             affinity: config.affinity,
+            translation: config.translation,
             attempt_metrics,
             clock,
             clients: crate::clients::ClientLedger::build(

@@ -70,6 +70,28 @@ pub fn request_finished(endpoint: Endpoint, status: u16) {
         .increment(1);
 }
 
+/// `quotaroute_translated_requests_total` handles by direction (behaviour §14), registered
+/// once: a translated request only increments.
+static TRANSLATED: OnceLock<Vec<Counter>> = OnceLock::new();
+
+/// One upstream request served through translation in `direction`.
+pub fn translated(direction: crate::wire::translate::Direction) {
+    use crate::wire::translate::Direction;
+    let counters = TRANSLATED.get_or_init(|| {
+        Direction::ALL
+            .iter()
+            .map(|d| counter!("quotaroute_translated_requests_total", "direction" => d.label()))
+            .collect()
+    });
+    if let Some(counter) = Direction::ALL
+        .iter()
+        .position(|d| *d == direction)
+        .and_then(|i| counters.get(i))
+    {
+        counter.increment(1);
+    }
+}
+
 /// One connection's attempt counters (one per class) and its provider's latency histogram,
 /// registered when the config is loaded so an attempt only increments and records.
 #[derive(Clone)]

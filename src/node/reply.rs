@@ -21,12 +21,18 @@ pub struct RouteHeaders {
     pub attempts: u32,
     pub overhead_us: u64,
     pub request_id: String,
+    /// The translation the answering try went through (`x-quotaroute-translated`).
+    pub translated: Option<&'static str>,
+    /// Parameters it dropped, comma-separated (`x-quotaroute-dropped`).
+    pub dropped: Option<String>,
 }
 
 const CONNECTION: HeaderName = HeaderName::from_static("x-quotaroute-connection");
 const MODEL: HeaderName = HeaderName::from_static("x-quotaroute-model");
 const ATTEMPTS: HeaderName = HeaderName::from_static("x-quotaroute-attempts");
 const OVERHEAD_US: HeaderName = HeaderName::from_static("x-quotaroute-overhead-us");
+const TRANSLATED: HeaderName = HeaderName::from_static("x-quotaroute-translated");
+const DROPPED: HeaderName = HeaderName::from_static("x-quotaroute-dropped");
 /// `x-request-id`, parsed once (a lookup by `&str` parses the name on every call).
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// `x-should-retry`: what the official OpenAI and Anthropic SDKs read to retry or not.
@@ -36,7 +42,7 @@ const UPSTREAM_REQUEST_ID: HeaderName = HeaderName::from_static("x-quotaroute-up
 impl RouteHeaders {
     /// How many headers [`apply_over_relayed`](Self::apply_over_relayed) may add, so a
     /// response's map is sized once instead of growing while it is filled.
-    pub const MOST_ADDED: usize = 6;
+    pub const MOST_ADDED: usize = 8;
 
     pub fn apply(&self, headers: &mut HeaderMap) {
         let mut put = |name: HeaderName, value: &str| {
@@ -51,6 +57,14 @@ impl RouteHeaders {
             put(MODEL, model);
         }
         put(REQUEST_ID, &self.request_id);
+        if let Some(translated) = self.translated {
+            headers.insert(TRANSLATED, HeaderValue::from_static(translated));
+        }
+        if let Some(dropped) = &self.dropped {
+            if let Ok(value) = HeaderValue::from_str(dropped) {
+                headers.insert(DROPPED, value);
+            }
+        }
         headers.insert(ATTEMPTS, HeaderValue::from(self.attempts));
         headers.insert(OVERHEAD_US, HeaderValue::from(self.overhead_us));
     }

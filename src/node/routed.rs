@@ -39,6 +39,7 @@ use crate::wire::body_rewrite::{parse_request_for, PromptScan};
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 use crate::wire::encrypted_items::EncryptedItems;
 use crate::wire::item_seal::seal_all;
+use crate::wire::translate::TRANSLATED_RESPONSE_PREFIX;
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
 pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key: bool) -> bool {
@@ -265,6 +266,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         request_id: request_id.clone(),
         model: info.model.clone(),
         format: endpoint.format(),
+        translatable: endpoint.translatable(),
         only_connection: None,
         encrypted_maker: None,
         affinity: None,
@@ -283,6 +285,14 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
                     previous_response_not_found(&id),
                     &route,
                 )
+            }
+            Continues::Translated => {
+                let error = ApiError::new(
+                    ApiErrorKind::UnsupportedParameter,
+                    "parameter `previous_response_id` names a response served by an account of \
+                     the other format, which is not stored; send the whole input again",
+                );
+                return fail(error, &route);
             }
         }
         EncryptedItems::scan(&client_body, &live.seal_key).map(EncryptedTurn::new)
@@ -381,8 +391,17 @@ pub(crate) async fn serve_tries(
         route.connection = Some(target.connection.clone());
         route.model = Some(target.model.clone());
         route.attempts = decision.attempt();
-        let Attempted { result, payload } =
-            encrypted_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        let Attempted {
+            result,
+            payload,
+            translation,
+        } = encrypted_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        // The answering try's translation names itself (`x-quotaroute-translated`/`-dropped`).
+        route.translated = translation.as_ref().map(|t| t.direction.label());
+        route.dropped = translation
+            .as_ref()
+            .filter(|t| !t.dropped.is_empty())
+            .map(|t| t.dropped.join(","));
         let class = result.class;
         let time_left = Instant::now() < ctx.deadline;
         let step = decision
@@ -390,6 +409,9 @@ pub(crate) async fn serve_tries(
             .await;
         match (step, payload) {
             (Step::Stream, Payload::Stream { stream, headers }) => {
+                if let Some(translation) = &translation {
+                    metrics::translated(translation.direction);
+                }
                 return stream_response(
                     ctx,
                     decision,
@@ -411,6 +433,9 @@ pub(crate) async fn serve_tries(
             ) => {
                 route.overhead_us = overhead_us(started, upstream_time);
                 metrics::request_finished(ctx.endpoint, status.as_u16());
+                if let Some(translation) = &translation {
+                    metrics::translated(translation.direction);
+                }
                 if class != OutcomeClass::Success {
                     // A client error is returned as the upstream sent it.
                     return reply::passthrough(status, &headers, &body, ctx.live, route);
@@ -560,7 +585,8 @@ fn deliver(
 ) -> Response {
     metrics::overhead(route.overhead_us);
     let mut body = body;
-    if ctx.endpoint.is_responses() && ctx.method == Method::POST {
+    // A translated response is not stored anywhere (behaviour §14): nothing to bind.
+    if ctx.endpoint.is_responses() && ctx.method == Method::POST && route.translated.is_none() {
         if let Some(response_id) = stored_response_id(&body) {
             bind_response(ctx, target, response_id);
         }
@@ -597,6 +623,8 @@ enum Continues {
     On(String),
     /// Another client's: answered as not found.
     NotFound(String),
+    /// One served through translation: never stored (behaviour §14).
+    Translated,
 }
 
 /// Where the response a Responses request continues (`previous_response_id`) lives, when this
@@ -615,6 +643,9 @@ fn previous_response(router: &Router, body: &[u8], client: &str) -> Continues {
     else {
         return Continues::Nothing;
     };
+    if id.starts_with(TRANSLATED_RESPONSE_PREFIX) {
+        return Continues::Translated;
+    }
     match router.response_binding(&id) {
         None => Continues::Nothing,
         Some(binding) if binding.belongs_to(client) => Continues::On(binding.connection),

@@ -96,6 +96,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         request_id: route.request_id.clone(),
         model,
         format: JournalFormat::Openai,
+        translatable: false,
         only_connection: Some(binding.connection.clone()),
         encrypted_maker: None,
         affinity: None,

@@ -22,6 +22,7 @@ use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
+use crate::wire::translate::StreamTranslator;
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
 use crate::wire::usage::TokenCounts;
 
@@ -59,6 +60,9 @@ pub struct CommittedStream {
     echoes: Echoes,
     /// telemetry: the attempt's span, which ends when the relay does.
     pub trace: AttemptSpan,
+    /// Writes the upstream's events in the client's protocol when the target speaks the other
+    /// format (behaviour §14); `None`: relayed byte for byte.
+    translator: Option<StreamTranslator>,
     /// Seals the encrypted items a Responses stream hands out (behaviour §10) with the
     /// connection that made them; `None`: events go byte for byte.
     pub sealer: Option<ItemSealer>,
@@ -110,15 +114,29 @@ impl StreamTiming {
     }
 }
 
+/// What the client gets of `event`: its own bytes, or its translation (possibly nothing).
+fn client_bytes(translator: &mut Option<StreamTranslator>, event: SseEvent) -> Option<Bytes> {
+    match translator {
+        None => Some(event.raw),
+        Some(translator) => {
+            let mut out = BytesMut::new();
+            translator.event(&event, &mut out);
+            (!out.is_empty()).then(|| out.freeze())
+        }
+    }
+}
+
 /// Reads events until the first content, an error, or a timeout of `timing`. Once the
 /// upstream's answer has begun (any event), only silence and the request's deadline end the
-/// wait: a reasoning model may think for minutes before its first delta.
+/// wait: a reasoning model may think for minutes before its first delta. `format` is the
+/// upstream's: the commit rule reads its events before any `translator` writes them.
 pub async fn open(
     mut body: UpstreamBody,
     format: StreamFormat,
     withhold_usage_only: bool,
     timing: StreamTiming,
     echoes: Echoes,
+    mut translator: Option<StreamTranslator>,
 ) -> StreamStart {
     let mut parser = SseParser::new();
     let mut usage = StreamUsage::default();
@@ -158,7 +176,14 @@ pub async fn open(
                         }
                         _ => {}
                     }
-                    buffered.push(event.raw);
+                    buffered.extend(client_bytes(&mut translator, event));
+                }
+                if let Some(translator) = translator.as_mut() {
+                    let mut out = BytesMut::new();
+                    translator.finish(&mut out);
+                    if !out.is_empty() {
+                        buffered.push(out.freeze());
+                    }
                 }
                 if done {
                     return StreamStart::Committed(Box::new(CommittedStream {
@@ -173,6 +198,7 @@ pub async fn open(
                         response_id,
                         echoes,
                         trace: AttemptSpan::default(),
+                        translator,
                         sealer: None,
                     }));
                 }
@@ -216,7 +242,7 @@ pub async fn open(
                 EventMeaning::Content => {
                     committed = true;
                     usage.count_content(format, &event);
-                    buffered.push(event.raw);
+                    buffered.extend(client_bytes(&mut translator, event));
                 }
                 EventMeaning::Error { class, message } => {
                     return StreamStart::Failed {
@@ -232,7 +258,7 @@ pub async fn open(
                     )
                 }
                 EventMeaning::UsageOnly { .. } if withhold_usage_only => {}
-                _ => buffered.push(event.raw),
+                _ => buffered.extend(client_bytes(&mut translator, event)),
             }
         }
         if committed {
@@ -248,6 +274,7 @@ pub async fn open(
                 response_id,
                 echoes,
                 trace: AttemptSpan::default(),
+                translator,
                 sealer: None,
             }));
         }
@@ -341,6 +368,7 @@ impl Relay {
         }
         let mut events: Vec<SseEvent> = Vec::new();
         loop {
+            let mut upstream_ended = false;
             if self.ended {
                 self.report_applied().await;
                 return None;
@@ -386,6 +414,7 @@ impl Relay {
                         events.push(last);
                     }
                     self.ended = true;
+                    upstream_ended = true;
                 }
                 Ok(Some(Ok(data))) => {
                     let mut fed = 0;
@@ -414,16 +443,21 @@ impl Relay {
             for event in events.drain(..) {
                 if !matters_after_commit(self.stream.format, &event) {
                     self.stream.usage.count_content(self.stream.format, &event);
-                    out.extend_from_slice(&self.sealed(&event.raw));
+                    self.write(&event, &mut out);
                     continue;
                 }
                 match self.stream.usage.observe(self.stream.format, &event) {
                     EventMeaning::UsageOnly { .. } if self.stream.withhold_usage_only => {}
                     EventMeaning::Error { class, message } => {
                         // The upstream's own error event reaches the client, masked as an
-                        // error body is.
-                        let secrets = self.stream.echoes.exposed();
-                        out.extend_from_slice(&mask_sse_event(&event.raw, &secrets, true));
+                        // error body is (translated: in the client's shape, masked below).
+                        match self.stream.translator.as_mut() {
+                            Some(translator) => translator.event(&event, &mut out),
+                            None => {
+                                let secrets = self.stream.echoes.exposed();
+                                out.extend_from_slice(&mask_sse_event(&event.raw, &secrets, true));
+                            }
+                        }
                         self.failure = Some((class, message));
                         self.ended = true;
                     }
@@ -431,13 +465,33 @@ impl Relay {
                         if meaning == EventMeaning::Content {
                             self.stream.usage.count_content(self.stream.format, &event);
                         }
-                        out.extend_from_slice(&self.sealed(&event.raw));
+                        self.write(&event, &mut out);
                     }
+                }
+            }
+            if upstream_ended {
+                if let Some(translator) = self.stream.translator.as_mut() {
+                    let mut tail = BytesMut::new();
+                    translator.finish(&mut tail);
+                    out.extend_from_slice(&self.sealed(&tail));
                 }
             }
             if !out.is_empty() {
                 return Some(self.masked(out));
             }
+        }
+    }
+
+    /// One event for the client: its bytes, or its translation, with its encrypted items
+    /// sealed when this stream seals.
+    fn write(&mut self, event: &SseEvent, out: &mut BytesMut) {
+        match self.stream.translator.as_mut() {
+            Some(translator) => {
+                let mut translated = BytesMut::new();
+                translator.event(event, &mut translated);
+                out.extend_from_slice(&self.sealed(&translated));
+            }
+            None => out.extend_from_slice(&self.sealed(&event.raw)),
         }
     }
 
@@ -463,6 +517,11 @@ impl Relay {
     fn fail(&mut self, class: OutcomeClass, message: &str) -> Option<Bytes> {
         self.failure = Some((class, message.to_string()));
         self.ended = true;
+        if let Some(translator) = self.stream.translator.as_mut() {
+            let mut out = BytesMut::new();
+            translator.error(message, &mut out);
+            return Some(out.freeze());
+        }
         Some(match self.stream.format {
             StreamFormat::Anthropic => anthropic_stream_error(message, "api_error"),
             _ => openai_stream_error(message, "upstream_error"),
@@ -611,6 +670,7 @@ impl Relay {
             response_id: self.stream.response_id.take(),
             echoes: std::mem::take(&mut self.stream.echoes),
             trace: std::mem::take(&mut self.stream.trace),
+            translator: self.stream.translator.take(),
             sealer: self.stream.sealer.take(),
         };
         Relay {
@@ -775,7 +835,8 @@ mod tests {
             idle: Duration::from_secs(60),
             deadline: far,
         };
-        let StreamStart::Committed(stream) = open(body, format, false, timing, echoes()).await
+        let StreamStart::Committed(stream) =
+            open(body, format, false, timing, echoes(), None).await
         else {
             panic!("the stream did not commit");
         };
@@ -830,7 +891,15 @@ mod tests {
             idle: Duration::from_secs(60),
             deadline: far,
         };
-        let start = open(body, StreamFormat::OpenAiResponses, false, timing, echoes()).await;
+        let start = open(
+            body,
+            StreamFormat::OpenAiResponses,
+            false,
+            timing,
+            echoes(),
+            None,
+        )
+        .await;
         assert!(matches!(start, StreamStart::Failed { .. }));
     }
 

@@ -40,6 +40,10 @@ pub struct ReplayArgs {
     /// requests (routing decisions, attempts), usage, limits and affinity bindings.
     #[arg(long, value_name = "ID")]
     pub client: Option<String>,
+    /// Only request events served through translation (behaviour §14); with a direction
+    /// (`chat>messages`, `responses>messages`, `messages>chat`) only that one.
+    #[arg(long, value_name = "DIRECTION", num_args = 0..=1, default_missing_value = "any")]
+    pub translated: Option<String>,
     /// Only these event kinds (comma-separated contract names, e.g. `request_failed,model_locked`).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,

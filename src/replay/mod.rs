@@ -119,6 +119,7 @@ fn run_inner(
         now_ms,
     )?;
     filter.client.clone_from(&args.client);
+    filter.translated.clone_from(&args.translated);
     let state_at_ms = args
         .state_at
         .as_deref()

@@ -182,6 +182,7 @@ async fn drive(config: &Config, journal: &MemoryJournal, connections: usize, ste
                     format: ApiFormat::Openai,
                     only_connection: None,
                     encrypted_maker: None,
+                    translatable: false,
                     affinity: group.map(|group| AffinityKey {
                         group,
                         client: Arc::from("default"),

@@ -1,5 +1,5 @@
 //! The timeline filters (`--since`, `--until`, `--provider`, `--connection`, `--model`,
-//! `--client`, `--kind`) as one predicate over envelopes. Owns matching only, never output.
+//! `--client`, `--translated`, `--kind`) as one predicate over envelopes. Owns matching only, never output.
 
 use quotaroute_journal::{Envelope, Event};
 
@@ -28,6 +28,9 @@ pub struct Filter {
     /// `request_succeeded`, `request_failed`, which name it since journal schema 3), and its
     /// `client_usage`, `client_limited` and `affinity_bound` events.
     pub client: Option<String>,
+    /// Only request events served through translation (behaviour §14): [`ANY_TRANSLATION`]
+    /// for any direction, else one direction such as `chat>messages`.
+    pub translated: Option<String>,
     /// Contract kind names; empty = every kind.
     pub kinds: Vec<&'static str>,
 }
@@ -65,6 +68,7 @@ impl Filter {
             connection: connection.map(str::to_string),
             model: model.map(str::to_string),
             client: None,
+            translated: None,
             kinds,
         })
     }
@@ -93,7 +97,11 @@ impl Filter {
             .client
             .as_deref()
             .is_none_or(|wanted| event.client() == Some(wanted));
-        provider_ok && connection_ok && model_ok && client_ok
+        let translated_ok = self
+            .translated
+            .as_deref()
+            .is_none_or(|wanted| translated_matches(event, wanted));
+        provider_ok && connection_ok && model_ok && client_ok && translated_ok
     }
 
     /// The whole predicate.
@@ -102,6 +110,19 @@ impl Filter {
             && (self.kinds.is_empty() || self.kinds.contains(&envelope.event.kind()))
             && self.matches_subject(&envelope.event)
     }
+}
+
+/// `--translated` without a direction.
+pub const ANY_TRANSLATION: &str = "any";
+
+/// Whether `event` is a request event translated as `wanted` says.
+fn translated_matches(event: &Event, wanted: &str) -> bool {
+    let translated = match event {
+        Event::RequestSucceeded(e) => e.translated.as_deref(),
+        Event::RequestFailed(e) => e.translated.as_deref(),
+        _ => None,
+    };
+    translated.is_some_and(|direction| wanted == ANY_TRANSLATION || direction == wanted)
 }
 
 /// `route_decided` has no provider field; its combo may be `provider/model`.
@@ -186,6 +207,36 @@ mod tests {
             !filter.matches(&envelopes[2]),
             "a request event naming no client"
         );
+    }
+
+    #[test]
+    fn the_translated_filter_keeps_translated_request_events() {
+        let mut envelopes = sample_envelopes(1, 1_000, 92);
+        let mut marked = 0;
+        for envelope in &mut envelopes {
+            match &mut envelope.event {
+                Event::RequestSucceeded(e) if marked == 0 => {
+                    e.translated = Some("chat>messages".into());
+                    marked += 1;
+                }
+                Event::RequestFailed(e) if marked == 1 => {
+                    e.translated = Some("messages>chat".into());
+                    marked += 1;
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(marked, 2);
+        let count = |wanted: &str| {
+            let filter = Filter {
+                translated: Some(wanted.into()),
+                ..Filter::default()
+            };
+            envelopes.iter().filter(|e| filter.matches(e)).count()
+        };
+        assert_eq!(count(ANY_TRANSLATION), 2);
+        assert_eq!(count("chat>messages"), 1);
+        assert_eq!(count("responses>messages"), 0);
     }
 
     #[test]

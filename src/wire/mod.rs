@@ -32,6 +32,7 @@ pub mod sse;
 pub mod stream_error;
 pub mod stream_format;
 pub mod stream_watch;
+pub mod translate;
 pub mod upstream_mask;
 pub mod usage;
 pub mod usage_check;

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -21,6 +21,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use crate::support::claude_tmux::*;
 use crate::support::clients::*;
 use crate::support::*;
 
@@ -283,193 +284,6 @@ fn one_account(what: &str, turns: &[Turn], model: &str, min_turns: usize) -> Str
 // ---------------------------------------------------------------------------------------
 // Claude Code, interactive, in tmux
 
-/// Claude Code's native binary (see `node_clients.rs`).
-fn claude_binary() -> Option<PathBuf> {
-    let root = node_modules().join("@anthropic-ai");
-    let platform = match (std::env::consts::OS, std::env::consts::ARCH) {
-        ("linux", "x86_64") => ["linux-x64", "linux-x64-musl"],
-        ("linux", "aarch64") => ["linux-arm64", "linux-arm64-musl"],
-        _ => return None,
-    };
-    platform
-        .iter()
-        .map(|p| root.join(format!("claude-code-{p}/claude")))
-        .find(|path| path.is_file())
-}
-
-fn tmux() -> Option<PathBuf> {
-    ["/usr/bin/tmux", "/usr/local/bin/tmux", "/bin/tmux"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-}
-
-/// A tmux server of its own (`-L`); [`TmuxGuard`] kills it with everything it runs.
-#[derive(Clone)]
-struct Tmux {
-    binary: PathBuf,
-    socket: String,
-}
-
-impl Tmux {
-    fn new(binary: PathBuf, name: &str) -> Tmux {
-        Tmux {
-            binary,
-            socket: format!("qr-{name}-{}", std::process::id()),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new(&self.binary)
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn pane(&self, session: &str) -> String {
-        self.run(&["capture-pane", "-p", "-J", "-t", session, "-S", "-200"])
-    }
-
-    /// Waits until the pane satisfies `done`, up to `timeout`; the pane either way.
-    fn wait_for(
-        &self,
-        session: &str,
-        timeout: Duration,
-        done: impl Fn(&str) -> bool,
-    ) -> Result<String, String> {
-        let started = Instant::now();
-        loop {
-            let pane = self.pane(session);
-            if done(&pane) {
-                return Ok(pane);
-            }
-            if started.elapsed() > timeout {
-                return Err(pane);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-struct TmuxGuard(Tmux);
-
-impl Drop for TmuxGuard {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(&self.0.binary)
-            .arg("-L")
-            .arg(&self.0.socket)
-            .arg("kill-server")
-            .output();
-    }
-}
-
-/// Claude Code's output limit for the test: the mock answers that many chunks.
-const MAX_OUTPUT_TOKENS: usize = 6;
-
-/// A HOME where Claude Code starts straight at its prompt: onboarding done, the API key
-/// approved, the working directory trusted.
-fn claude_home(home: &Path) -> PathBuf {
-    let work = home.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::create_dir_all(home.join(".claude")).unwrap();
-    let tail: String = {
-        let chars: Vec<char> = CLIENT_KEY.chars().collect();
-        chars[chars.len().saturating_sub(20)..].iter().collect()
-    };
-    let state = serde_json::json!({
-        "hasCompletedOnboarding": true,
-        "lastOnboardingVersion": "2.1.197",
-        "theme": "dark",
-        "customApiKeyResponses": {"approved": [tail], "rejected": []},
-        "projects": {work.display().to_string(): {
-            "hasTrustDialogAccepted": true,
-            "hasCompletedProjectOnboarding": true,
-        }},
-    });
-    std::fs::write(home.join(".claude.json"), state.to_string()).unwrap();
-    std::fs::write(home.join(".claude/settings.json"), r#"{"theme":"dark"}"#).unwrap();
-    work
-}
-
-/// Starts an interactive Claude Code in tmux session `name`, types `prompts` one by one and
-/// waits for each answer in the pane. Returns the final pane.
-fn claude_session(tmux: &Tmux, binary: &Path, base: &str, name: &str, prompts: &[&str]) -> String {
-    let home = client_home("qr-claude-tmux-");
-    let work = claude_home(home.path());
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-    let env = [
-        format!("PATH={path}"),
-        format!("HOME={}", home.path().display()),
-        "TERM=xterm-256color".into(),
-        format!("ANTHROPIC_BASE_URL={base}"),
-        format!("ANTHROPIC_API_KEY={CLIENT_KEY}"),
-        "ANTHROPIC_MODEL=claude".into(),
-        format!("ANTHROPIC_SMALL_FAST_MODEL={SIDE_MODEL}"),
-        format!("ANTHROPIC_DEFAULT_HAIKU_MODEL={SIDE_MODEL}"),
-        format!("CLAUDE_CODE_MAX_OUTPUT_TOKENS={MAX_OUTPUT_TOKENS}"),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".into(),
-        "DISABLE_TELEMETRY=1".into(),
-        "DISABLE_ERROR_REPORTING=1".into(),
-        "DISABLE_AUTOUPDATER=1".into(),
-        "CLAUDE_CODE_MAX_RETRIES=0".into(),
-    ];
-    let mut args: Vec<String> = [
-        "new-session",
-        "-d",
-        "-s",
-        name,
-        "-x",
-        "200",
-        "-y",
-        "50",
-        "-c",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.push(work.display().to_string());
-    args.push("env".into());
-    args.push("-i".into());
-    args.extend(env);
-    args.push(binary.display().to_string());
-    tmux.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
-
-    let ready = tmux.wait_for(name, Duration::from_secs(30), |pane| {
-        pane.contains("for shortcuts")
-    });
-    let pane =
-        ready.unwrap_or_else(|pane| panic!("{name}: Claude Code never showed its prompt:\n{pane}"));
-    assert!(pane.contains("Claude Code v"), "{name}:\n{pane}");
-    let reply = mock_text(MAX_OUTPUT_TOKENS);
-    let mut last = String::new();
-    for (i, prompt) in prompts.iter().enumerate() {
-        tmux.run(&["send-keys", "-t", name, "-l", prompt]);
-        tmux.wait_for(name, Duration::from_secs(10), |pane| pane.contains(prompt))
-            .unwrap_or_else(|pane| panic!("{name}: `{prompt}` not typed:\n{pane}"));
-        tmux.run(&["send-keys", "-t", name, "Enter"]);
-        // The answer is the mock's text after the prompt, once per turn so far.
-        last = tmux
-            .wait_for(name, Duration::from_secs(30), |pane| {
-                pane.matches(reply.as_str()).count() > i && !pane.contains("esc to interrupt")
-            })
-            .unwrap_or_else(|pane| panic!("{name}: no answer to `{prompt}`:\n{pane}"));
-        let after = &last[last.find(prompt).unwrap()..];
-        assert!(
-            after.contains(reply.as_str()),
-            "{name}: `{prompt}`:\n{last}"
-        );
-    }
-    last
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interactive_claude_code_session_keeps_its_turns_on_one_key() {
     let Some(binary) = claude_binary() else {
@@ -491,7 +305,17 @@ async fn an_interactive_claude_code_session_keeps_its_turns_on_one_key() {
         let (tmux, binary, proxy) = (tmux.clone(), binary.clone(), proxy.clone());
         tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let pane = claude_session(&tmux, &binary, &proxy, name, prompts);
+            let pane = claude_session(
+                &tmux,
+                &binary,
+                &ClaudeSession {
+                    base: &proxy,
+                    name,
+                    model: "claude",
+                    side_model: SIDE_MODEL,
+                },
+                prompts,
+            );
             tmux.run(&["kill-session", "-t", name]);
             eprintln!("session {name} in {:.2?}:\n{pane}", started.elapsed());
         })

@@ -90,11 +90,16 @@ async fn anthropic_messages_with_x_api_key_json_and_stream() {
     assert!(text.contains("event: message_start"));
     assert!(text.contains("event: content_block_delta"));
     assert!(text.contains("event: message_stop"));
-    // An OpenAI-format combo is never used from /v1/messages (no translation).
+    // An OpenAI-format combo that says `translate = false` is never used from /v1/messages.
+    drop(harness);
+    let harness = Harness::start_with(
+        "[[combos]]\nname = \"apart\"\ntranslate = false\ntargets = [{ connection = \"oa-1\", model = \"gpt-4o-mini\" }]\n",
+    )
+    .await;
     let response = harness
         .post_json(
             "/v1/messages",
-            json!({"model": "team", "max_tokens": 8, "messages": []}),
+            json!({"model": "apart", "max_tokens": 8, "messages": []}),
         )
         .await;
     assert_eq!(response.status(), 400);

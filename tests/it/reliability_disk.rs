@@ -69,6 +69,7 @@ fn request(id: usize, model: &str) -> RouteRequest {
         request_id: format!("disk-{id}"),
         model: model.to_string(),
         format: ApiFormat::Openai,
+        translatable: false,
         only_connection: None,
         encrypted_maker: None,
         affinity: None,

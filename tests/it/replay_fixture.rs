@@ -112,6 +112,7 @@ async fn serve(
         request_id: format!("{combo}-{step:03}-{n}"),
         model: combo.into(),
         format,
+        translatable: false,
         only_connection: None,
         encrypted_maker: None,
         affinity: None,

@@ -193,15 +193,26 @@ impl ComboState {
     fn must_wait(&mut self, request: &RouteRequest, now_ms: u64) -> bool {
         self.setup.spec.queue_ms > 0
             && (!self.queue.is_empty()
-                || self.pool_full(request.format, request.only_connection.as_deref(), now_ms))
+                || self.pool_full(
+                    (request.format, request.translatable),
+                    request.only_connection.as_deref(),
+                    now_ms,
+                ))
+    }
+
+    /// Behaviour §14: whether a target of `format` may serve a request of the endpoint format
+    /// `wanted` — the same format, or the other one through translation when the request can
+    /// be translated and the combo does not say `translate = false`.
+    fn serves_format(&self, format: ApiFormat, (wanted, translatable): (ApiFormat, bool)) -> bool {
+        format == wanted || (translatable && self.setup.spec.translate)
     }
 
     /// Whether no target of `format` (on `only` when it names one) has room by selection's
     /// own rule while a released slot could give some (`Candidates::pool_full`). None
     /// unblocked at all is not full: that is §7's business, not the queue's.
-    fn pool_full(&mut self, format: ApiFormat, only: Option<&str>, now_ms: u64) -> bool {
+    fn pool_full(&mut self, wanted: (ApiFormat, bool), only: Option<&str>, now_ms: u64) -> bool {
         let mut scratch = std::mem::take(&mut self.scratch);
-        self.fill_candidates(format, now_ms, &mut scratch);
+        self.fill_candidates(wanted, now_ms, &mut scratch);
         let full = Candidates {
             targets: &self.routed,
             positions: &scratch.positions,
@@ -242,12 +253,13 @@ impl ComboState {
         }
         // Head of line: when the next waiter has no room nobody behind it is granted either,
         // so the fair order holds (the targets of one combo are shared by its waiters).
-        while let Some((format, only)) = self
-            .queue
-            .next_waiting()
-            .map(|next| (next.format, next.only_connection.clone()))
-        {
-            if self.pool_full(format, only.as_deref(), now_ms) {
+        while let Some((wanted, only)) = self.queue.next_waiting().map(|next| {
+            (
+                (next.format, next.translatable),
+                next.only_connection.clone(),
+            )
+        }) {
+            if self.pool_full(wanted, only.as_deref(), now_ms) {
                 break;
             }
             let Some(waiter) = self.queue.grant() else {
@@ -318,7 +330,7 @@ impl ComboState {
     /// Fills `scratch` with the candidates of a request of `format`: positions of the
     /// combo's targets, what selection sees of each (§2 steps 0–2 on the resolved copies), and
     /// each one's breaker verdict by position (what taking the winner re-reads).
-    fn fill_candidates(&self, format: ApiFormat, now_ms: u64, scratch: &mut Scratch) {
+    fn fill_candidates(&self, wanted: (ApiFormat, bool), now_ms: u64, scratch: &mut Scratch) {
         let Scratch {
             positions,
             views,
@@ -330,7 +342,7 @@ impl ComboState {
         admissions.resize(self.setup.targets.len(), BreakerAdmission::Healthy);
         for (position, (runtime, slot)) in self.setup.targets.iter().zip(&self.slots).enumerate() {
             let target = &runtime.target;
-            if target.format != format {
+            if !self.serves_format(target.format, wanted) {
                 continue;
             }
             let breaker = slot.breaker.admission(now_ms);
@@ -358,7 +370,7 @@ impl ComboState {
         now_ms: u64,
         scratch: &mut Scratch,
     ) -> RouteReply {
-        self.fill_candidates(request.format, now_ms, scratch);
+        self.fill_candidates((request.format, request.translatable), now_ms, scratch);
         let candidates = Candidates {
             targets: &self.routed,
             positions: &scratch.positions,

@@ -54,8 +54,12 @@ pub struct RouteRequest {
     pub request_id: String,
     /// The model name the client sent (the combo name or `provider/model`).
     pub model: String,
-    /// The endpoint's format: targets of the other format are never used.
+    /// The endpoint's format: targets of the other format are used only when the request
+    /// is `translatable` and the combo translates (behaviour §14).
     pub format: ApiFormat,
+    /// Whether the endpoint can be served by a target of the other format (chat, responses,
+    /// messages, count_tokens; never completions, embeddings or stored responses).
+    pub translatable: bool,
     /// Only this connection's targets (response affinity: a stored response lives in the
     /// account that created it).
     pub only_connection: Option<String>,

@@ -33,6 +33,9 @@ pub struct AttemptResult {
     /// What the answered attempt cost its client, priced by the node (`[[prices]]`); `None`
     /// when the model has no price or nothing was answered.
     pub cost_usd: Option<f64>,
+    /// The translation the attempt went through (`chat>messages`, behaviour §14); `None` when
+    /// the target speaks the client's format.
+    pub translated: Option<String>,
     /// The token counts are the router's estimate (a stream the client left, or one whose
     /// usage never came; behaviour §11), not the upstream's report.
     pub usage_estimated: bool,
@@ -58,6 +61,7 @@ impl AttemptResult {
             stream: false,
             after_first_content: false,
             cost_usd: None,
+            translated: None,
             usage_estimated: false,
             items_left_out: 0,
         }
@@ -79,6 +83,7 @@ impl AttemptResult {
             stream: false,
             after_first_content: false,
             cost_usd: None,
+            translated: None,
             usage_estimated: false,
             items_left_out: 0,
         }
@@ -145,6 +150,7 @@ impl Outcome {
                     tokens_cached: e.tokens_cached,
                     tokens_cache_write: e.tokens_cache_write,
                     cost_usd: e.cost_usd,
+                    translated: e.translated.clone(),
                     usage_estimated: e.usage_estimated,
                     items_left_out: e.items_left_out,
                     ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
@@ -168,6 +174,7 @@ impl Outcome {
                     reset_hint_ms: e.reset_hint_ms,
                     stream: e.stream,
                     after_first_content: e.after_first_content,
+                    translated: e.translated.clone(),
                     ..AttemptResult::failure(e.class, e.status)
                 },
             ),
@@ -212,7 +219,7 @@ impl Outcome {
                 client: self.client.as_deref().map(str::to_owned),
                 cost_usd: r.cost_usd,
                 items_left_out: r.items_left_out,
-                translated: None,
+                translated: r.translated,
                 usage_estimated: r.usage_estimated,
             })
         } else {
@@ -233,7 +240,7 @@ impl Outcome {
                 after_first_content: r.after_first_content,
                 skipped: self.skipped,
                 client: self.client.as_deref().map(str::to_owned),
-                translated: None,
+                translated: r.translated,
             })
         }
     }

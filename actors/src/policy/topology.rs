@@ -119,6 +119,14 @@ pub struct ComboSpec {
     /// `[defaults.pacing]` with the combo's `pacing` switch (behaviour §13).
     #[serde(default)]
     pub pacing: PacingSettings,
+    /// Whether a target of the other format serves translatable requests (behaviour §14);
+    /// implicit combos translate.
+    #[serde(default = "translates")]
+    pub translate: bool,
+}
+
+fn translates() -> bool {
+    true
 }
 
 /// Behaviour §3's defaults: upstream requests that may fail with timeout/server/network, and
@@ -146,6 +154,7 @@ impl ComboSpec {
             hold_ms: 0,
             queue_ms: 0,
             pacing: PacingSettings::default(),
+            translate: true,
         }
     }
 
@@ -343,6 +352,7 @@ impl Topology {
                         max_upstream_requests: 0,
                         hold_ms: 0,
                         queue_ms: 0,
+                        translate: true,
                     })
                 })
                 .collect(),
@@ -419,5 +429,6 @@ fn implicit_combo_of<'a>(
         hold_ms: 0,
         queue_ms: 0,
         pacing: PacingSettings::default(),
+        translate: true,
     })
 }

@@ -78,6 +78,7 @@ pub fn request(model: &str) -> RouteRequest {
         request_id: format!("req-{model}"),
         model: model.to_string(),
         format: ApiFormat::Openai,
+        translatable: false,
         only_connection: None,
         encrypted_maker: None,
         affinity: None,

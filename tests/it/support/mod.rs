@@ -3,6 +3,7 @@
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+pub mod claude_tmux;
 pub mod clients;
 
 use std::path::PathBuf;

@@ -1,0 +1,322 @@
+//! Issue 37 deliverable 6, real clients across formats on loopback (HOME in a temp dir, as
+//! `node_clients.rs` runs them): Claude Code `-p` on the OpenAI-format combo `team` runs a tool
+//! the (OpenAI-format) mock asks for and sends its result back, and an interactive Claude Code
+//! typed into in tmux holds a two-turn conversation there; Codex `exec` on the
+//! Anthropic-format combo `claude` completes two turns, the second carrying the first's
+//! thinking back to the account that made it, and runs a tool loop there. Each asserts what
+//! the client printed and what the mock received (the upstream request's format).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::claude_tmux::{
+    claude_binary, claude_session, tmux, ClaudeSession, Tmux, TmuxGuard, MAX_OUTPUT_TOKENS,
+};
+use crate::support::clients::*;
+use crate::support::*;
+
+const INSTALL: &str = "npm ci --ignore-scripts --prefix tests/clients";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_runs_a_tool_turn_on_openai_format_accounts() {
+    let Some(binary) = claude_binary() else {
+        return not_installed("Claude Code", INSTALL);
+    };
+    let harness = Harness::start().await;
+    let home = client_home("qr-claude-translated-");
+    let prompt = r#"mock-tool-call:Bash {"command":"echo ran-through-translation > proof.txt","description":"write proof"}"#;
+    let mut command = clean_command(&binary);
+    command
+        .current_dir(home.path())
+        .env("HOME", home.path())
+        .env("TERM", "dumb")
+        .env("ANTHROPIC_BASE_URL", &harness.base)
+        .env("ANTHROPIC_API_KEY", CLIENT_KEY)
+        // The OpenAI-format combo: every request is translated messages>chat.
+        .env("ANTHROPIC_MODEL", "team")
+        .env("ANTHROPIC_SMALL_FAST_MODEL", "team")
+        .env("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "8")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .args([
+            "-p",
+            prompt,
+            "--output-format",
+            "json",
+            "--allowedTools",
+            "Bash",
+        ]);
+    let run = tokio::task::spawn_blocking(move || run_bounded(command, CLIENT_TIMEOUT))
+        .await
+        .unwrap();
+    assert!(run.success(), "claude -p: {}", run.describe());
+    let out: Value = serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", run.describe()));
+    assert_eq!(out["is_error"], false, "{}", run.describe());
+    // Claude Code ran the tool the (OpenAI-format) upstream asked for...
+    let proof = std::fs::read_to_string(home.path().join("proof.txt"))
+        .unwrap_or_else(|e| panic!("the tool did not run ({e}): {}", run.describe()));
+    assert_eq!(proof.trim(), "ran-through-translation");
+    // ...sent its result back, and printed the answer to it.
+    assert_eq!(out["result"], mock_text(8), "{}", run.describe());
+    assert!(out["num_turns"].as_u64().unwrap_or(0) >= 2, "{out}");
+    let bodies = harness.mock.recent_bodies();
+    assert!(
+        bodies
+            .iter()
+            .all(|(path, _)| path == "/v1/chat/completions"),
+        "{bodies:?}"
+    );
+    let result_sent = bodies.iter().any(|(_, body)| {
+        let sent: Value = serde_json::from_slice(body).unwrap();
+        sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool")
+    });
+    assert!(result_sent, "the tool result went up as a tool message");
+}
+
+fn codex_launcher() -> Option<std::path::PathBuf> {
+    let launcher = clients_dir().join("node_modules/@openai/codex/bin/codex.js");
+    launcher.is_file().then_some(launcher)
+}
+
+/// `codex exec …` (or `codex exec resume --last …`) in `home` on the Anthropic-format combo
+/// `claude`, reasoning on (Codex then asks for encrypted reasoning and sends it back), web
+/// search off.
+fn codex_turn(
+    launcher: &Path,
+    base_url: &str,
+    home: &Path,
+    resume: bool,
+    prompt: &str,
+) -> ClientRun {
+    let codex_home = home.join("codex");
+    let work = home.join("work");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let mut command = clean_command("node");
+    command
+        .arg(launcher)
+        .current_dir(&work)
+        .env("HOME", home)
+        .env("CODEX_HOME", &codex_home)
+        .env("CODEX_API_KEY", CLIENT_KEY)
+        .env("RUST_LOG", "off")
+        .arg("exec");
+    if resume {
+        command.args(["resume", "--last"]);
+    }
+    command
+        .args(["--json", "--skip-git-repo-check", "-m", "claude"])
+        .args(["-c", "sandbox_mode=\"danger-full-access\""]);
+    for setting in [
+        format!("openai_base_url=\"{base_url}\""),
+        "check_for_update_on_startup=false".to_string(),
+        "analytics.enabled=false".to_string(),
+        "features.plugins=false".to_string(),
+        "features.remote_plugin=false".to_string(),
+        "features.apps=false".to_string(),
+        "model_reasoning_effort=\"low\"".to_string(),
+        // OpenAI's built-in web search has no Anthropic equivalent: offered, it is refused
+        // (behaviour §14), so Codex is told not to offer it.
+        "web_search=\"disabled\"".to_string(),
+    ] {
+        command.args(["-c", &setting]);
+    }
+    command.arg(prompt);
+    run_bounded(command, CLIENT_TIMEOUT)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_completes_two_turns_on_anthropic_format_accounts() {
+    let Some(launcher) = codex_launcher() else {
+        return not_installed("Codex CLI (@openai/codex)", INSTALL);
+    };
+    let harness = Harness::start().await;
+    let base_url = format!("{}/v1", harness.base);
+    let home = client_home("qr-codex-translated-");
+    let mut served = Vec::new();
+    for (resume, prompt) in [(false, "say pong"), (true, "say pong again")] {
+        let (launcher, base_url, home_path) = (
+            launcher.clone(),
+            base_url.clone(),
+            home.path().to_path_buf(),
+        );
+        let run = tokio::task::spawn_blocking(move || {
+            codex_turn(&launcher, &base_url, &home_path, resume, prompt)
+        })
+        .await
+        .unwrap();
+        assert!(run.success(), "`{prompt}`: {}", run.describe());
+        // Codex printed the (Anthropic-format) mock's answer as its agent message.
+        assert!(
+            run.stdout.contains("This is a mock reply."),
+            "{}",
+            run.describe()
+        );
+        served.push(mock_connections(&harness));
+    }
+    // Every upstream request was a Messages request, with thinking on (Codex's effort).
+    let bodies = harness.mock.recent_bodies();
+    assert!(!bodies.is_empty());
+    assert!(
+        bodies.iter().all(|(path, _)| path == "/v1/messages"),
+        "{:?}",
+        bodies.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
+    let sent: Vec<Value> = bodies
+        .iter()
+        .map(|(_, body)| serde_json::from_slice(body).unwrap())
+        .collect();
+    assert!(
+        sent.iter().all(|s| s["thinking"]["type"] == "enabled"),
+        "{sent:?}"
+    );
+    // The second turn carried the first's thinking back (Codex sends reasoning items back;
+    // the router restored the block), to the account that made it, which verified it.
+    let last = sent.last().unwrap();
+    let thinking: Vec<&Value> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .flat_map(|m| m["content"].as_array().unwrap())
+        .filter(|b| b["type"] == "thinking")
+        .collect();
+    assert_eq!(thinking.len(), 1, "{last}");
+    let accounts: Vec<&(String, u64)> = served
+        .last()
+        .unwrap()
+        .iter()
+        .filter(|(id, _)| id.starts_with("an-"))
+        .collect();
+    assert_eq!(
+        accounts.len(),
+        1,
+        "one account served the session: {served:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_claude_code_session_runs_on_openai_format_accounts() {
+    let Some(binary) = claude_binary() else {
+        return not_installed("Claude Code", INSTALL);
+    };
+    let Some(tmux_binary) = tmux() else {
+        return not_installed("tmux", "apt-get install tmux");
+    };
+    let harness = Harness::start().await;
+    let tmux = Tmux::new(tmux_binary, "claude-translated");
+    let _guard = TmuxGuard(tmux.clone());
+    let base = harness.base.clone();
+    let pane = tokio::task::spawn_blocking(move || {
+        let session = ClaudeSession {
+            base: &base,
+            name: "translated",
+            model: "team",
+            side_model: "team",
+        };
+        claude_session(&tmux, &binary, &session, &["say pong", "say pong again"])
+    })
+    .await
+    .unwrap();
+    // Both answers (the OpenAI-format mock's text, translated) are on the screen.
+    assert!(
+        pane.matches(mock_text(MAX_OUTPUT_TOKENS).as_str()).count() >= 2,
+        "{pane}"
+    );
+    let bodies = harness.mock.recent_bodies();
+    assert!(!bodies.is_empty());
+    assert!(
+        bodies
+            .iter()
+            .all(|(path, _)| path == "/v1/chat/completions"),
+        "{:?}",
+        bodies.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
+    // The second turn went up with the first turn's exchange in its history.
+    let last: Value = serde_json::from_slice(&bodies.last().unwrap().1).unwrap();
+    let roles: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert!(roles.contains(&"assistant"), "{roles:?}");
+    assert!(
+        mock_connections(&harness)
+            .iter()
+            .all(|(id, _)| id.starts_with("oa-")),
+        "{:?}",
+        mock_connections(&harness)
+    );
+}
+
+/// Codex's tool loop on an Anthropic-format account: the mock (thinking on) answers with a
+/// signed thinking block and an `exec_command` call; Codex runs it and sends the output back
+/// with the reasoning item, which goes up again as the thinking block the call follows — so
+/// thinking stays on for the tool result's turn, and the account accepts the signature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_runs_a_tool_on_anthropic_format_accounts() {
+    let Some(launcher) = codex_launcher() else {
+        return not_installed("Codex CLI (@openai/codex)", INSTALL);
+    };
+    let harness = Harness::start().await;
+    let base_url = format!("{}/v1", harness.base);
+    let home = client_home("qr-codex-translated-tool-");
+    let home_path = home.path().to_path_buf();
+    let prompt =
+        r#"mock-tool-call:exec_command {"cmd":"echo ran-through-translation > proof.txt"}"#;
+    let run = tokio::task::spawn_blocking(move || {
+        codex_turn(&launcher, &base_url, &home_path, false, prompt)
+    })
+    .await
+    .unwrap();
+    assert!(run.success(), "{}", run.describe());
+    let proof = std::fs::read_to_string(home.path().join("work/proof.txt"))
+        .unwrap_or_else(|e| panic!("the tool did not run ({e}): {}", run.describe()));
+    assert_eq!(proof.trim(), "ran-through-translation");
+    assert!(
+        run.stdout.contains("This is a mock reply."),
+        "{}",
+        run.describe()
+    );
+    let sent: Vec<Value> = harness
+        .mock
+        .recent_bodies()
+        .iter()
+        .map(|(path, body)| {
+            assert_eq!(path, "/v1/messages");
+            serde_json::from_slice(body).unwrap()
+        })
+        .collect();
+    // The turn that handed the result back: the call after its thinking block, the result.
+    let with_result = sent
+        .iter()
+        .find(|s| s.to_string().contains("tool_result"))
+        .unwrap_or_else(|| panic!("no tool result went up: {sent:?}"));
+    let assistant = with_result["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    let kinds: Vec<&str> = assistant["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["thinking", "tool_use"], "{assistant}");
+    assert_eq!(with_result["thinking"]["type"], "enabled", "{with_result}");
+}
