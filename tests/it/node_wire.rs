@@ -548,14 +548,19 @@ async fn count_tokens_routes_like_messages_and_counts_no_tokens() {
         .unwrap();
     assert_eq!(succeeded["tokens_in"], 0);
     assert_eq!(succeeded["tokens_out"], 0);
-    // The OpenAI combo is not served on an Anthropic endpoint.
+    // On the OpenAI combo (through translation, behaviour §14) the count is the router's own
+    // estimate: answered locally, nothing sent upstream.
+    let upstream_before = harness.mock.stats().total;
     let response = post(
         &harness,
         "/v1/messages/count_tokens",
-        json!({"model": "team", "messages": []}),
+        json!({"model": "team", "messages": [{"role": "user", "content": "hello there"}]}),
     )
     .await;
-    assert_eq!(response.status(), 400);
+    assert_eq!(response.status(), 200);
+    let value: Value = response.json().await.unwrap();
+    assert!(value["input_tokens"].as_u64().unwrap() > 0, "{value}");
+    assert_eq!(harness.mock.stats().total, upstream_before);
 }
 
 /// A client-key request without a body.
