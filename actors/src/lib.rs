@@ -25,6 +25,7 @@ mod error;
 pub mod group_ledger;
 pub mod permit;
 pub mod policy;
+pub mod pool_forecast;
 pub mod registry;
 pub mod router;
 pub mod snapshot;
