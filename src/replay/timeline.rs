@@ -11,6 +11,7 @@ use quotaroute_journal::{
 };
 
 use crate::replay::affinity_why::AffinityMemory;
+use crate::replay::pace_why::PaceMemory;
 use crate::replay::paint::{Paint, Tone};
 use crate::time_parse::{format_duration, format_utc_ms};
 
@@ -27,6 +28,8 @@ pub struct TimelineWriter {
     configs: BTreeMap<u64, ConfigLoaded>,
     /// The conversation bindings seen so far, to say why an affinity-held turn went where.
     affinity: AffinityMemory,
+    /// The readings seen so far, to say what a paced turn's binding windows held.
+    pace: PaceMemory,
 }
 
 impl TimelineWriter {
@@ -35,6 +38,7 @@ impl TimelineWriter {
             paint,
             configs: BTreeMap::new(),
             affinity: AffinityMemory::default(),
+            pace: PaceMemory::default(),
         }
     }
 
@@ -44,6 +48,7 @@ impl TimelineWriter {
             self.configs.insert(config.generation, config.clone());
         }
         self.affinity.observe(envelope);
+        self.pace.observe(envelope);
     }
 
     /// The text line for `envelope` (no trailing newline), appended to `line`.
@@ -278,7 +283,7 @@ impl TimelineWriter {
                 }
             ),
             Event::AdminAction(e) => format!("{} {} by={}", e.action, e.target, e.by),
-            Event::RouteDecided(e) => self.route_details(e),
+            Event::RouteDecided(e) => self.route_details(e, envelope.at_ms),
             Event::PeerApplied(e) => {
                 // The origin's event, rendered as the origin saw it (its time, its seq).
                 let inner = Envelope {
@@ -299,7 +304,7 @@ impl TimelineWriter {
     }
 
     /// `chosen=k1/m order=[k1/m k3/m]`, or `NOTHING TO SERVE` when every target was blocked.
-    fn route_details(&self, decided: &quotaroute_journal::RouteDecided) -> String {
+    fn route_details(&self, decided: &quotaroute_journal::RouteDecided, at_ms: u64) -> String {
         let targets = self
             .configs
             .get(&decided.generation)
@@ -339,6 +344,21 @@ impl TimelineWriter {
                 text.push_str(" affinity=moved: its bound target could not serve (the affinity_bound of this req says why)");
             }
             (AffinityOutcome::Held, None) | (AffinityOutcome::None, _) => {}
+        }
+        // Why by pace (behaviour §13 "Seen"): each paced candidate's pace and binding window.
+        if !decided.paces.is_empty() {
+            let named = |index: u16| {
+                let connection = targets
+                    .as_ref()
+                    .and_then(|t| t.get(usize::from(index)))
+                    .map(|target| target.connection.clone());
+                (name(index), connection)
+            };
+            let _ = write!(
+                text,
+                " paced: {}",
+                self.pace.explain(&decided.paces, named, at_ms)
+            );
         }
         text
     }
