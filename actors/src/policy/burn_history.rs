@@ -54,7 +54,16 @@ pub struct BurnHistory {
     /// By connection, then window: readings, oldest first.
     readings: BTreeMap<String, BTreeMap<String, VecDeque<Sample>>>,
     /// By combo: decisions per minute bin.
-    decisions: BTreeMap<String, BTreeMap<u64, u64>>,
+    decisions: BTreeMap<String, ComboDecisions>,
+}
+
+/// One combo's recent decisions.
+#[derive(Debug, Clone, Default)]
+struct ComboDecisions {
+    /// When the oldest decision counted here was made (or its bin began, once pruned), so a
+    /// rate is measured over the time there is history for.
+    since_ms: u64,
+    by_bin: BTreeMap<u64, u64>,
 }
 
 impl PartialEq for BurnHistory {
@@ -70,17 +79,26 @@ impl BurnHistory {
         match event {
             Event::UsageObserved(observed) => self.observe(at_ms, observed),
             Event::RouteDecided(decided) => {
-                let bins = match self.decisions.get_mut(&decided.combo) {
-                    Some(bins) => bins,
-                    None => self.decisions.entry(decided.combo.clone()).or_default(),
+                let combo = match self.decisions.get_mut(&decided.combo) {
+                    Some(combo) => combo,
+                    None => self
+                        .decisions
+                        .entry(decided.combo.clone())
+                        .or_insert_with(|| ComboDecisions {
+                            since_ms: at_ms,
+                            by_bin: BTreeMap::new(),
+                        }),
                 };
-                *bins.entry(at_ms / DECISION_BIN_MS).or_default() += 1;
+                *combo.by_bin.entry(at_ms / DECISION_BIN_MS).or_default() += 1;
                 let oldest_kept = at_ms.saturating_sub(HISTORY_MS) / DECISION_BIN_MS;
-                while let Some(oldest) = bins.first_entry() {
+                while let Some(oldest) = combo.by_bin.first_entry() {
                     if *oldest.key() >= oldest_kept {
                         break;
                     }
                     oldest.remove();
+                }
+                if let Some(first) = combo.by_bin.keys().next() {
+                    combo.since_ms = combo.since_ms.max(first * DECISION_BIN_MS);
                 }
             }
             _ => {}
@@ -156,15 +174,22 @@ impl BurnHistory {
     }
 
     /// `combo`'s decisions per millisecond over the `period_ms` before `now_ms` (counted in
-    /// whole minutes, the current one included).
+    /// whole minutes, the current one included), or over less time when its history goes
+    /// back less far.
     pub fn combo_rate(&self, combo: &str, now_ms: u64, period_ms: u64) -> f64 {
-        let Some(bins) = self.decisions.get(combo) else {
+        let Some(combo) = self.decisions.get(combo) else {
             return 0.0;
         };
         let first = now_ms.saturating_sub(period_ms) / DECISION_BIN_MS;
         let last = now_ms / DECISION_BIN_MS;
-        let count: u64 = bins.range(first..=last).map(|(_, count)| count).sum();
-        let span = now_ms.saturating_sub(first * DECISION_BIN_MS).max(1);
+        let count: u64 = combo
+            .by_bin
+            .range(first..=last)
+            .map(|(_, count)| count)
+            .sum();
+        let start = (first * DECISION_BIN_MS).max(combo.since_ms);
+        // At least a second, so a burst just begun is not read as an endless rate.
+        let span = now_ms.saturating_sub(start).max(1_000);
         count as f64 / span as f64
     }
 }
@@ -226,6 +251,44 @@ mod tests {
             history.window_burn("k1", "5h", T0 + 62 * MINUTE, 30 * MINUTE),
             None
         );
+    }
+
+    fn decided(combo: &str) -> Event {
+        Event::RouteDecided(quotaroute_journal::RouteDecided {
+            request_id: "r".into(),
+            generation: 1,
+            combo: combo.into(),
+            model: "m".into(),
+            room: vec![0],
+            chosen: Some(0),
+            order: vec![0],
+            skipped: vec![],
+            affinity: Default::default(),
+            client: None,
+            group: None,
+            paces: vec![],
+        })
+    }
+
+    #[test]
+    fn a_combo_s_rate_is_over_the_period_or_the_history_there_is() {
+        let mut history = BurnHistory::default();
+        // Six decisions in the first 10 minutes.
+        for minute in [0, 2, 4, 6, 8, 10] {
+            history.apply(T0 + minute * MINUTE, &decided("pool"));
+        }
+        // At minute 10 over 30 min: history starts at minute 0, six in 10 minutes.
+        let rate = history.combo_rate("pool", T0 + 10 * MINUTE, 30 * MINUTE);
+        assert!((rate * MINUTE as f64 - 0.6).abs() < 1e-9, "{rate}");
+        // At minute 60 over 30 min: none since minute 30.
+        assert_eq!(
+            history.combo_rate("pool", T0 + 60 * MINUTE, 30 * MINUTE),
+            0.0
+        );
+        // Over 60 min from minute 40: six in 60 minutes.
+        let rate = history.combo_rate("pool", T0 + 40 * MINUTE, 60 * MINUTE);
+        assert!((rate * MINUTE as f64 - 0.15).abs() < 1e-9, "{rate}");
+        assert_eq!(history.combo_rate("other", T0, MINUTE), 0.0);
     }
 
     #[test]
