@@ -92,7 +92,8 @@ pub fn combo_runs_out_at(
             Some(_) => {}
         }
     }
-    if !live.is_empty() && !(requests_per_ms > 0.0 && requests_per_ms.is_finite()) {
+    let asked = requests_per_ms > 0.0 && requests_per_ms.is_finite();
+    if !live.is_empty() && !asked {
         return None;
     }
     let mut elapsed = 0.0_f64;
