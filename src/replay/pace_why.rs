@@ -53,10 +53,13 @@ impl PaceMemory {
             if i > 0 {
                 text.push_str("; ");
             }
+            // Hundredths, rounded half up in integers (per mille 625 reads 0.63).
+            let hundredths = candidate.pace.saturating_add(5) / 10;
             let _ = write!(
                 text,
-                "{target}: pace {:.2}",
-                f64::from(candidate.pace) / 1_000.0
+                "{target}: pace {}.{:02}",
+                hundredths / 100,
+                hundredths % 100
             );
             let Some(window) = &candidate.window else {
                 continue;

@@ -649,4 +649,99 @@ mod tests {
         );
         assert!(!lines[7].contains("affinity"), "{}", lines[7]);
     }
+
+    /// "Why did this turn go to an-1?": a paced decision names each candidate's pace, binding
+    /// window and what the journal last read of it (behaviour §13 "Seen").
+    #[test]
+    fn a_paced_turn_names_each_candidate_s_pace_and_window() {
+        use quotaroute_journal::{
+            ApiFormat, AuthKind, CandidatePace, ComboInfo, ConnectionInfo, ProviderInfo,
+            RouteDecided, TargetInfo, UsageObserved, UsageSource,
+        };
+        const AT: u64 = 1_764_424_992_000;
+        let connection = |id: &str| ConnectionInfo {
+            id: id.into(),
+            provider: "anthropic".into(),
+            auth: AuthKind::Oauth,
+            weight: 1,
+            max_concurrent: None,
+            models: None,
+        };
+        let target = |id: &str| TargetInfo {
+            connection: id.into(),
+            model: "m".into(),
+            weight: 1,
+        };
+        let events = [
+            Event::ConfigLoaded(ConfigLoaded {
+                generation: 1,
+                source: "q.toml".into(),
+                digest: "d".into(),
+                providers: vec![ProviderInfo {
+                    name: "anthropic".into(),
+                    format: ApiFormat::Anthropic,
+                    profile: AuthKind::Oauth,
+                }],
+                connections: vec![connection("an-1"), connection("an-2")],
+                combos: vec![ComboInfo {
+                    name: "pair".into(),
+                    strategy: "quota-share".into(),
+                    targets: vec![target("an-1"), target("an-2")],
+                }],
+            }),
+            Event::UsageObserved(UsageObserved {
+                provider: "anthropic".into(),
+                connection: "an-2".into(),
+                window: "5h".into(),
+                used: 50,
+                limit: 100,
+                resets_at_ms: Some(AT + 4 * 3_600_000),
+                source: UsageSource::Header,
+            }),
+            Event::RouteDecided(RouteDecided {
+                request_id: "r1".into(),
+                generation: 1,
+                combo: "pair".into(),
+                model: "pair".into(),
+                room: vec![0, 1],
+                chosen: Some(0),
+                order: vec![0, 1],
+                skipped: vec![],
+                affinity: AffinityOutcome::None,
+                client: Some("default".into()),
+                group: None,
+                paces: vec![
+                    CandidatePace {
+                        target: 0,
+                        pace: 2_500,
+                        window: Some("5h".into()),
+                    },
+                    CandidatePace {
+                        target: 1,
+                        pace: 625,
+                        window: Some("5h".into()),
+                    },
+                ],
+            }),
+        ];
+        let mut writer = TimelineWriter::default();
+        let mut line = String::new();
+        for (i, event) in events.into_iter().enumerate() {
+            let envelope = Envelope {
+                schema_version: quotaroute_journal::SCHEMA_VERSION,
+                seq: 1 + i as u64,
+                at_ms: AT,
+                event,
+            };
+            writer.observe(&envelope);
+            line.clear();
+            writer.text_line(&envelope, &mut line);
+        }
+        assert!(
+            line.contains(
+                "paced: an-1/m: pace 2.50, 5h; an-2/m: pace 0.63, 5h 50 % used, resets in 4h00m"
+            ),
+            "{line}"
+        );
+    }
 }
