@@ -1,5 +1,6 @@
 //! The admin view of everything learned (contract `GET /admin/state` and `/admin/lockouts`),
-//! computed from the journal's fold at a given `now`. Holds ids and numbers, never a secret.
+//! computed from the journal's fold at a given `now` (paces and forecasts by `pool_forecast`).
+//! Holds ids and numbers, never a secret.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use serde::Serialize;
 use crate::permit::InFlight;
 use crate::policy::router_state::RouterState;
 use crate::policy::topology::Topology;
+use crate::pool_forecast;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AdminState {
@@ -41,6 +43,14 @@ pub struct BucketState {
     pub limit: u64,
     pub saturated: bool,
     pub resets_at_ms: Option<u64>,
+    /// The window's own pace (behaviour §13: what is left over the share of its time still
+    /// to run, not bounded) as a float, 1.0 on pace; the journal counts paces in per mille.
+    pub pace: f64,
+    /// When it is spent at the rate it was used over the last `pacing.burn_window_ms`; `None`
+    /// (null) when it lasts to its reset.
+    pub runs_out_at_ms: Option<u64>,
+    /// What is left is within the connection's reserve (§13: its target is blocked).
+    pub reserved: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -81,6 +91,12 @@ pub struct ComboState {
     pub name: String,
     pub strategy: &'static str,
     pub targets: Vec<ComboTargetState>,
+    /// When, at the combo's request rate over the last `pacing.burn_window_ms` split by its
+    /// targets' paces, every target is spent, reserved or blocked; `None` (null) when the next
+    /// reset comes first or no window says.
+    pub runs_out_at_ms: Option<u64>,
+    /// The earliest reset of a window (an hour or longer) of its targets.
+    pub next_reset_at_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -89,6 +105,8 @@ pub struct ComboTargetState {
     pub model: String,
     pub weight: u32,
     pub deficit: i64,
+    /// Its pace as its DRR turn uses it (bounded; 1.0 when the combo is not paced), a float.
+    pub pace: f64,
 }
 
 fn auth_name(auth: AuthKind) -> &'static str {
@@ -149,12 +167,25 @@ impl AdminState {
                         .buckets
                         .views(now_ms, &c.limits, &c.buckets)
                         .into_iter()
-                        .map(|v| BucketState {
-                            window: v.window,
-                            used: v.used,
-                            limit: v.limit,
-                            saturated: v.saturated,
-                            resets_at_ms: v.resets_at_ms,
+                        .map(|v| {
+                            let outlook = pool_forecast::bucket_outlook(
+                                state,
+                                &learned,
+                                c,
+                                &v,
+                                &topology.pacing,
+                                now_ms,
+                            );
+                            BucketState {
+                                window: v.window,
+                                used: v.used,
+                                limit: v.limit,
+                                saturated: v.saturated,
+                                resets_at_ms: v.resets_at_ms,
+                                pace: outlook.pace,
+                                runs_out_at_ms: outlook.runs_out_at_ms,
+                                reserved: outlook.reserved,
+                            }
                         })
                         .collect(),
                     lockouts: lockouts_of(&c.provider, &c.id, &learned.lockouts, now_ms),
@@ -173,13 +204,18 @@ impl AdminState {
                 // below a stored deficit; behaviour §2 step 3).
                 let total: i64 = combo.targets.iter().map(|t| i64::from(t.weight)).sum();
                 const QUANTUM: i64 = crate::policy::pace::QUANTUM_PER_WEIGHT as i64;
+                let outlook = pool_forecast::combo_outlook(state, topology, combo, now_ms);
                 ComboState {
                     name: combo.name.clone(),
                     strategy: combo.strategy.as_str(),
+                    runs_out_at_ms: outlook.runs_out_at_ms,
+                    next_reset_at_ms: outlook.next_reset_at_ms,
                     targets: combo
                         .targets
                         .iter()
-                        .map(|t| ComboTargetState {
+                        .zip(&outlook.target_paces)
+                        .map(|(t, pace)| ComboTargetState {
+                            pace: *pace,
                             connection: t.connection.clone(),
                             model: t.model.clone(),
                             weight: t.weight,

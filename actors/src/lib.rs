@@ -10,6 +10,8 @@
 //! - [`router::Router`] — the front door: start from a topology and a journal, `route`,
 //!   `Decision::report`, `state`, admin operations, reload.
 //! - [`topology`] — what the node hands in (providers, connections, combos, settings).
+//! - [`admin_state`] — the admin view of the fold; [`pool_forecast`] — its paces and forecasts
+//!   (behaviour §13), composed from the fold and the topology.
 //! - [`permit`], [`breaker_hint`], [`registry`], [`view`], [`decision`], [`outcome`], [`clock`] — the plumbing
 //!   between them; [`tap`] — an optional observer of the journaled events (the node's cluster
 //!   sharing).
@@ -25,6 +27,7 @@ mod error;
 pub mod group_ledger;
 pub mod permit;
 pub mod policy;
+pub mod pool_forecast;
 pub mod registry;
 pub mod router;
 pub mod snapshot;

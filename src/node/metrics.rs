@@ -1,5 +1,6 @@
 //! Prometheus metrics through the `metrics` facade: counters and histograms recorded on the
-//! request path, gauges (breaker state, cooldowns, lockouts, in-flight, journal lag) computed
+//! request path, gauges (breaker state, cooldowns, lockouts, in-flight, journal lag, paces and
+//! the forecast) computed
 //! from the router's state when `/metrics` is scraped, so they cost nothing per request.
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -258,8 +259,10 @@ pub fn publish_cluster(status: &ClusterStatus) {
 /// Sets the state gauges from the router, then renders everything.
 pub async fn render(handle: &PrometheusHandle, router: Option<&Router>) -> String {
     if let Some(router) = router {
-        if let Ok(state) = router.state().await {
+        let now_ms = router.clock().now_ms();
+        if let Ok(state) = router.state_at(now_ms).await {
             publish_state(&state);
+            publish_forecast(&state, now_ms);
         }
         publish_queued(&router.queued().await);
         let stats = router.journal_stats();
@@ -270,6 +273,41 @@ pub async fn render(handle: &PrometheusHandle, router: Option<&Router>) -> Strin
         gauge!("quotaroute_journal_durable_seq").set(stats.durable_seq as f64);
     }
     handle.render()
+}
+
+/// Seconds from `now_ms` until `at_ms`; `+Inf` when it never comes (lasts to its reset).
+fn seconds_until(at_ms: Option<u64>, now_ms: u64) -> f64 {
+    at_ms.map_or(f64::INFINITY, |at| {
+        at.saturating_sub(now_ms) as f64 / 1000.0
+    })
+}
+
+/// Pacing's gauges (behaviour §13): each combo target's pace, and the seconds until each
+/// window and each combo runs out (`+Inf`: it lasts to its reset).
+fn publish_forecast(state: &AdminState, now_ms: u64) {
+    for connection in &state.connections {
+        for bucket in &connection.buckets {
+            gauge!(
+                "quotaroute_window_runs_out_seconds",
+                "connection" => connection.id.clone(),
+                "window" => bucket.window.clone()
+            )
+            .set(seconds_until(bucket.runs_out_at_ms, now_ms));
+        }
+    }
+    for combo in &state.combos {
+        gauge!("quotaroute_combo_runs_out_seconds", "combo" => combo.name.clone())
+            .set(seconds_until(combo.runs_out_at_ms, now_ms));
+        for target in &combo.targets {
+            gauge!(
+                "quotaroute_target_pace",
+                "combo" => combo.name.clone(),
+                "connection" => target.connection.clone(),
+                "model" => target.model.clone()
+            )
+            .set(target.pace);
+        }
+    }
 }
 
 fn publish_state(state: &AdminState) {

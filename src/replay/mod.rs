@@ -6,7 +6,8 @@
 //! - [`args`] — the command line (`ReplayArgs`, a `clap::Args`).
 //! - [`source`] — opening a sled journal / NDJSON export; [`remote`] — `--from URL`.
 //! - [`filter`] — `--since/--until/--provider/--connection/--model/--kind`.
-//! - [`timeline`] — one line per event (default) or NDJSON; [`paint`] — ANSI colour.
+//! - [`timeline`] — one line per event (default) or NDJSON, with [`affinity_why`] and
+//!   [`pace_why`] saying why a turn went where; [`paint`] — ANSI colour.
 //! - [`periods`] — cooling/locked/disabled/breaker-open bands, shared by the views below.
 //! - [`summary`] — `--summary`; [`state_at`] — `--state-at`; [`svg`] — `--svg`.
 //! - [`what_if`] — `--what-if CONFIG`; [`what_if_affinity`] — `--what-if affinity=off`.
@@ -17,6 +18,7 @@
 pub mod affinity_why;
 pub mod args;
 pub mod ndjson_item;
+pub mod pace_why;
 pub mod paint;
 pub mod recorded_turn;
 pub mod remote;

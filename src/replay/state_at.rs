@@ -1,8 +1,9 @@
 //! `--state-at TIME`: the router state at an instant — breakers, cooldowns, disables, lockouts
-//! with remaining time, buckets, DRR deficits — folded by `RouterState::apply_envelope` (the
-//! node's own reducers) and read through the reducers' own `*_at(now)` methods. The journal's
-//! latest `config_loaded` stands in for the topology (replay has no config file); breaker
-//! settings are the profile's defaults, since overrides are not journaled.
+//! with remaining time, buckets, DRR deficits, paces and the forecast (behaviour §13) — folded
+//! by `RouterState::apply_envelope` (the node's own reducers) and read through the reducers'
+//! own `*_at(now)` methods. The journal's latest `config_loaded` stands in for the topology
+//! (replay has no config file); breaker settings are the profile's defaults, since overrides
+//! are not journaled.
 
 use std::fmt::Write as _;
 
@@ -165,28 +166,48 @@ pub fn render_text(at: &StateAt) -> String {
         for bucket in &c.buckets {
             let _ = writeln!(
                 out,
-                "  bucket {}: {}/{}{}{}",
+                "  bucket {}: {}/{}{}{}{} pace {:.2}{}",
                 bucket.window,
                 bucket.used,
                 bucket.limit,
                 if bucket.saturated { " SATURATED" } else { "" },
+                if bucket.reserved { " RESERVED" } else { "" },
                 bucket
                     .resets_at_ms
                     .map(|r| format!(" resets {}", format_utc_ms(r)))
+                    .unwrap_or_default(),
+                bucket.pace,
+                bucket
+                    .runs_out_at_ms
+                    .map(|r| format!(" runs out {}", format_utc_ms(r)))
                     .unwrap_or_default()
             );
         }
     }
     for combo in &s.combos {
         let _ = writeln!(out);
-        let _ = writeln!(out, "combo {} ({})", combo.name, combo.strategy);
+        let _ = writeln!(
+            out,
+            "combo {} ({}){}{}",
+            combo.name,
+            combo.strategy,
+            combo
+                .runs_out_at_ms
+                .map(|r| format!(" RUNS OUT {}", format_utc_ms(r)))
+                .unwrap_or_default(),
+            combo
+                .next_reset_at_ms
+                .map(|r| format!(" next reset {}", format_utc_ms(r)))
+                .unwrap_or_default()
+        );
         for t in &combo.targets {
             let _ = writeln!(
                 out,
-                "  {:<28} weight={:<3} deficit={}",
+                "  {:<28} weight={:<3} deficit={:<4} pace={:.2}",
                 format!("{}/{}", t.connection, t.model),
                 t.weight,
-                t.deficit
+                t.deficit,
+                t.pace
             );
         }
     }

@@ -11,6 +11,7 @@ use quotaroute_journal::{
 };
 
 use crate::replay::affinity_why::AffinityMemory;
+use crate::replay::pace_why::PaceMemory;
 use crate::replay::paint::{Paint, Tone};
 use crate::time_parse::{format_duration, format_utc_ms};
 
@@ -27,6 +28,8 @@ pub struct TimelineWriter {
     configs: BTreeMap<u64, ConfigLoaded>,
     /// The conversation bindings seen so far, to say why an affinity-held turn went where.
     affinity: AffinityMemory,
+    /// The readings seen so far, to say what a paced turn's binding windows held.
+    pace: PaceMemory,
 }
 
 impl TimelineWriter {
@@ -35,6 +38,7 @@ impl TimelineWriter {
             paint,
             configs: BTreeMap::new(),
             affinity: AffinityMemory::default(),
+            pace: PaceMemory::default(),
         }
     }
 
@@ -44,6 +48,7 @@ impl TimelineWriter {
             self.configs.insert(config.generation, config.clone());
         }
         self.affinity.observe(envelope);
+        self.pace.observe(envelope);
     }
 
     /// The text line for `envelope` (no trailing newline), appended to `line`.
@@ -278,7 +283,7 @@ impl TimelineWriter {
                 }
             ),
             Event::AdminAction(e) => format!("{} {} by={}", e.action, e.target, e.by),
-            Event::RouteDecided(e) => self.route_details(e),
+            Event::RouteDecided(e) => self.route_details(e, envelope.at_ms),
             Event::PeerApplied(e) => {
                 // The origin's event, rendered as the origin saw it (its time, its seq).
                 let inner = Envelope {
@@ -299,7 +304,7 @@ impl TimelineWriter {
     }
 
     /// `chosen=k1/m order=[k1/m k3/m]`, or `NOTHING TO SERVE` when every target was blocked.
-    fn route_details(&self, decided: &quotaroute_journal::RouteDecided) -> String {
+    fn route_details(&self, decided: &quotaroute_journal::RouteDecided, at_ms: u64) -> String {
         let targets = self
             .configs
             .get(&decided.generation)
@@ -339,6 +344,21 @@ impl TimelineWriter {
                 text.push_str(" affinity=moved: its bound target could not serve (the affinity_bound of this req says why)");
             }
             (AffinityOutcome::Held, None) | (AffinityOutcome::None, _) => {}
+        }
+        // Why by pace (behaviour §13 "Seen"): each paced candidate's pace and binding window.
+        if !decided.paces.is_empty() {
+            let named = |index: u16| {
+                let connection = targets
+                    .as_ref()
+                    .and_then(|t| t.get(usize::from(index)))
+                    .map(|target| target.connection.clone());
+                (name(index), connection)
+            };
+            let _ = write!(
+                text,
+                " paced: {}",
+                self.pace.explain(&decided.paces, named, at_ms)
+            );
         }
         text
     }
@@ -628,5 +648,100 @@ mod tests {
             lines[6]
         );
         assert!(!lines[7].contains("affinity"), "{}", lines[7]);
+    }
+
+    /// "Why did this turn go to an-1?": a paced decision names each candidate's pace, binding
+    /// window and what the journal last read of it (behaviour §13 "Seen").
+    #[test]
+    fn a_paced_turn_names_each_candidate_s_pace_and_window() {
+        use quotaroute_journal::{
+            ApiFormat, AuthKind, CandidatePace, ComboInfo, ConnectionInfo, ProviderInfo,
+            RouteDecided, TargetInfo, UsageObserved, UsageSource,
+        };
+        const AT: u64 = 1_764_424_992_000;
+        let connection = |id: &str| ConnectionInfo {
+            id: id.into(),
+            provider: "anthropic".into(),
+            auth: AuthKind::Oauth,
+            weight: 1,
+            max_concurrent: None,
+            models: None,
+        };
+        let target = |id: &str| TargetInfo {
+            connection: id.into(),
+            model: "m".into(),
+            weight: 1,
+        };
+        let events = [
+            Event::ConfigLoaded(ConfigLoaded {
+                generation: 1,
+                source: "q.toml".into(),
+                digest: "d".into(),
+                providers: vec![ProviderInfo {
+                    name: "anthropic".into(),
+                    format: ApiFormat::Anthropic,
+                    profile: AuthKind::Oauth,
+                }],
+                connections: vec![connection("an-1"), connection("an-2")],
+                combos: vec![ComboInfo {
+                    name: "pair".into(),
+                    strategy: "quota-share".into(),
+                    targets: vec![target("an-1"), target("an-2")],
+                }],
+            }),
+            Event::UsageObserved(UsageObserved {
+                provider: "anthropic".into(),
+                connection: "an-2".into(),
+                window: "5h".into(),
+                used: 50,
+                limit: 100,
+                resets_at_ms: Some(AT + 4 * 3_600_000),
+                source: UsageSource::Header,
+            }),
+            Event::RouteDecided(RouteDecided {
+                request_id: "r1".into(),
+                generation: 1,
+                combo: "pair".into(),
+                model: "pair".into(),
+                room: vec![0, 1],
+                chosen: Some(0),
+                order: vec![0, 1],
+                skipped: vec![],
+                affinity: AffinityOutcome::None,
+                client: Some("default".into()),
+                group: None,
+                paces: vec![
+                    CandidatePace {
+                        target: 0,
+                        pace: 2_500,
+                        window: Some("5h".into()),
+                    },
+                    CandidatePace {
+                        target: 1,
+                        pace: 625,
+                        window: Some("5h".into()),
+                    },
+                ],
+            }),
+        ];
+        let mut writer = TimelineWriter::default();
+        let mut line = String::new();
+        for (i, event) in events.into_iter().enumerate() {
+            let envelope = Envelope {
+                schema_version: quotaroute_journal::SCHEMA_VERSION,
+                seq: 1 + i as u64,
+                at_ms: AT,
+                event,
+            };
+            writer.observe(&envelope);
+            line.clear();
+            writer.text_line(&envelope, &mut line);
+        }
+        assert!(
+            line.contains(
+                "paced: an-1/m: pace 2.50, 5h; an-2/m: pace 0.63, 5h 50 % used, resets in 4h00m"
+            ),
+            "{line}"
+        );
     }
 }

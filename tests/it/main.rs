@@ -36,6 +36,7 @@ mod node_encrypted_items;
 mod node_endpoints;
 mod node_every_path;
 mod node_fair_queue;
+mod node_forecast;
 mod node_low_ones;
 mod node_money;
 mod node_pacing;

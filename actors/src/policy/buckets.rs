@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use quotaroute_journal::event::{Event, UsageObserved, UsageSource};
 use serde::{Deserialize, Serialize};
 
+use crate::policy::forecast::Burn;
 use crate::policy::pace::PaceWindow;
 
 /// A connection's configured limits (contract: `[connections.limits]`). `None` / absent = none.
@@ -132,6 +133,17 @@ impl Bins {
         self.by_bin
             .range(Self::first_live_bin(now_ms, shape)..)
             .fold(0u64, |sum, (_, tally)| sum.saturating_add(metric.of(tally)))
+    }
+
+    /// What was counted over the `period_ms` before `now_ms`, in whole bins (the current one
+    /// included), and the span those bins cover up to `now_ms`.
+    fn since(&self, now_ms: u64, period_ms: u64, shape: Shape, metric: Metric) -> (u64, u64) {
+        let first = now_ms.saturating_sub(period_ms) / shape.bin_ms;
+        let counted = self
+            .by_bin
+            .range(first..)
+            .fold(0u64, |sum, (_, tally)| sum.saturating_add(metric.of(tally)));
+        (counted, now_ms.saturating_sub(first * shape.bin_ms))
     }
 
     /// When the window's count first drops below `limit` as old bins leave it; `None` if it
@@ -502,6 +514,37 @@ impl UsageBuckets {
                 )
             });
         read.chain(counted).collect()
+    }
+
+    /// Requests this connection served over the `period_ms` before `now_ms` (5-minute bins),
+    /// and the span counted: what a window's burn is divided by to cost one request (§13).
+    pub fn requests_since(&self, now_ms: u64, period_ms: u64) -> (u64, u64) {
+        self.five_hours
+            .since(now_ms, period_ms, FIVE_HOURS, Metric::Requests)
+    }
+
+    /// How much of the configured limit `name` (`requests_5h`, `tokens_7d:<model>`, …) was
+    /// counted over the `period_ms` before `now_ms`: the wide limits from the 5-minute bins
+    /// (they count the same successes), a model's from its hourly ones. `None`: not configured.
+    pub fn counted_burn(
+        &self,
+        name: &str,
+        now_ms: u64,
+        period_ms: u64,
+        limits: &BucketLimits,
+    ) -> Option<Burn> {
+        let spec = each_limit(limits).find(|spec| spec.name == name)?;
+        let (bins, shape) = match spec.model {
+            Some(model) => (self.seven_days_by_model.get(model), SEVEN_DAYS),
+            None => (Some(&self.five_hours), FIVE_HOURS),
+        };
+        let (counted, span_ms) = bins.map_or((0, period_ms), |bins| {
+            bins.since(now_ms, period_ms.max(shape.bin_ms), shape, spec.metric)
+        });
+        Some(Burn {
+            used_pm: counted as f64 * 1_000.0 / spec.limit.max(1) as f64,
+            span_ms,
+        })
     }
 
     /// Every configured limit and every live reading, for `GET /admin/state`.

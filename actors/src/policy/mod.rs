@@ -6,6 +6,7 @@ pub mod affinity;
 pub mod affinity_bindings;
 pub mod breaker;
 pub mod buckets;
+pub mod burn_history;
 pub mod cached_input;
 pub mod classify;
 pub mod connection_state;
@@ -13,6 +14,7 @@ pub mod connection_view;
 pub mod cooldown;
 pub mod drr;
 pub mod fair_queue;
+pub mod forecast;
 #[cfg(test)]
 mod journaled;
 pub mod lockout;

@@ -245,6 +245,13 @@ impl Reserve {
             .copied()
             .or(self.all_pct)
     }
+
+    /// Whether what is left of `window` is within its reserve (reset or not: the caller
+    /// knows whether it has passed).
+    pub fn holds(&self, window: &PaceWindow) -> bool {
+        self.pct_for(&window.window)
+            .is_some_and(|pct| u32::from(window.left_pm) <= u32::from(pct) * 10)
+    }
 }
 
 /// Why a window hard-blocks its target (§13): the upstream says it is spent, or what is left
@@ -286,16 +293,12 @@ pub fn window_block<'a>(
                 until_ms: window.resets_at_ms,
             });
         }
-        if reserved.is_none() {
-            if let Some(pct) = reserve.pct_for(&window.window) {
-                if u32::from(window.left_pm) <= u32::from(pct) * 10 {
-                    reserved = Some(WindowBlock {
-                        reason: WindowBlockReason::Reserved,
-                        window: window.window.clone(),
-                        until_ms: window.resets_at_ms,
-                    });
-                }
-            }
+        if reserved.is_none() && reserve.holds(window) {
+            reserved = Some(WindowBlock {
+                reason: WindowBlockReason::Reserved,
+                window: window.window.clone(),
+                until_ms: window.resets_at_ms,
+            });
         }
     }
     reserved

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::policy::affinity::AffinitySettings;
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
+use crate::policy::burn_history::BurnHistory;
 use crate::policy::cached_input::CachedInputByConnection;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
@@ -56,6 +57,11 @@ pub struct RouterState {
     /// stored: it is config, not something learned.
     #[serde(skip)]
     pub affinity_limits: AffinityLimits,
+    /// The recent readings and decisions the forecast measures rates from (behaviour §13).
+    /// Not stored: the snapshot layout does not change; after a restart from a snapshot it
+    /// refills from the events after it (`burn_history`).
+    #[serde(skip)]
+    pub burn: BurnHistory,
     /// DRR key tables resolved from `configs`, by generation and combo. Derived, never stored:
     /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
     #[serde(skip)]
@@ -139,7 +145,10 @@ impl RouterState {
                 self.route_keys.by_generation.remove(&config.generation);
                 self.route_keys.retain(&self.configs);
             }
-            Event::RouteDecided(decided) => self.apply_route(decided),
+            Event::RouteDecided(decided) => {
+                self.burn.apply(at_ms, event);
+                self.apply_route(decided);
+            }
             Event::BreakerCounted(BreakerCounted { provider, .. })
             | Event::BreakerTransition(BreakerTransition { provider, .. }) => {
                 // Looked up first so the per-event path does not allocate the key.
@@ -156,8 +165,10 @@ impl RouterState {
             | Event::ModelLocked(_)
             | Event::ModelUnlocked(_)
             | Event::UsageObserved(_) => {
-                if let Event::RequestSucceeded(succeeded) = event {
-                    self.cached_input.apply(succeeded);
+                match event {
+                    Event::RequestSucceeded(succeeded) => self.cached_input.apply(succeeded),
+                    Event::UsageObserved(_) => self.burn.apply(at_ms, event),
+                    _ => {}
                 }
                 if let (Some(provider), Some(connection)) = (event.provider(), event.connection()) {
                     match self.connections.get_mut(connection) {
@@ -247,12 +258,15 @@ impl RouterState {
                 .peers
                 .is_new(&applied.origin_node, connection, applied.origin_seq)
             {
-                match self.connections.get_mut(connection) {
+                let admitted = match self.connections.get_mut(connection) {
                     Some(state) => state.apply_peer(applied),
                     None => self
                         .connection_mut(provider, connection)
                         .apply_peer(applied),
                 };
+                if admitted {
+                    self.burn.apply(applied.origin_at_ms, &applied.event);
+                }
             }
         }
         self.peers.apply(applied);

@@ -272,7 +272,8 @@ function dispatch(block) {
 // (so a button is not replaced under the pointer twice a second).
 const VOLATILE = new Set(['failures', 'cycles', 'retry_after_ms', 'cooldown_remaining_ms',
   'cooldown_level', 'in_flight', 'used', 'limit', 'resets_at_ms', 'remaining_ms',
-  'failure_count', 'deficit', 'input_tokens', 'cached_input_tokens', 'cached_share']);
+  'failure_count', 'deficit', 'input_tokens', 'cached_input_tokens', 'cached_share',
+  'pace', 'runs_out_at_ms', 'next_reset_at_ms', 'reserved']);
 
 function applyState(next) {
   state = next;
@@ -312,10 +313,31 @@ function renderSummary(s) {
     stat(number(Math.round(rate)), 'attempts / s'),
     stat(number(Math.round(errors)), 'failures / s', errors > 0),
     stat(number(inFlight), 'in flight'),
+    ...s.combos.map((combo) => {
+      const usable = combo.targets.filter((t) => targetUsable(s, t)).length;
+      return stat('usable now: ' + usable + ' of ' + combo.targets.length, combo.name, usable < combo.targets.length);
+    }),
+    // Behaviour §13's forecast: a combo that runs out before its next reset.
+    ...s.combos.filter((combo) => combo.runs_out_at_ms !== null && combo.runs_out_at_ms !== undefined)
+      .map((combo) => stat('runs out in ' + duration(Math.max(0, combo.runs_out_at_ms - Date.now())),
+        combo.name + ' before its next reset', true)),
     stat(s.connections.length - unusable + ' / ' + s.connections.length, 'connections usable', unusable > 0),
     stat(number(locks), 'model lockouts', locks > 0),
     stat(number(open), 'breakers not closed', open > 0),
   );
+}
+
+// Whether a window (`5h`, `7d:<model>`, `requests:<model>`) concerns `model`.
+const windowApplies = (window, model) => !window.includes(':') || window.slice(window.indexOf(':') + 1) === model;
+
+// A combo target the router would send to now: its connection neither cooling nor disabled,
+// its model not locked, and none of its windows reserved or used to its limit (§13).
+function targetUsable(s, t) {
+  const c = connection(s, t.connection);
+  if (c.cooldown_remaining_ms > 0 || c.disabled) return false;
+  if ((c.lockouts || []).some((l) => l.model === t.model)) return false;
+  return !(c.buckets || []).some((b) => windowApplies(b.window, t.model)
+    && (b.reserved || (b.saturated && b.used >= b.limit)));
 }
 
 function renderProviders(s) {
@@ -436,13 +458,17 @@ function renderCombos(s) {
   const cards = s.combos.map((combo) => el('div', { class: 'combo conn', 'data-combo': combo.name },
     el('h3', {}, combo.name, ' ', el('small', { text: combo.strategy })),
     el('table', {},
-      el('thead', {}, el('tr', {}, ['Connection', 'Model', 'Weight', 'Deficit']
+      el('thead', {}, el('tr', {}, ['Connection', 'Model', 'Weight', 'Deficit', 'Pace']
         .map((h, i) => el('th', { class: i > 1 ? 'num' : null, text: h })))),
       el('tbody', {}, combo.targets.map((t, i) => el('tr', {},
         el('td', { text: t.connection }),
         el('td', { text: t.model }),
         el('td', { class: 'num', text: t.weight }),
-        el('td', { class: 'num' }, boundNumber((x) => targetOf(x, combo.name, i).deficit))))))));
+        el('td', { class: 'num' }, boundNumber((x) => targetOf(x, combo.name, i).deficit)),
+        el('td', { class: 'num', 'data-pace': t.connection }, bind(el('span'), (x, node) => {
+          const pace = targetOf(x, combo.name, i).pace;
+          node.textContent = pace === undefined ? '—' : Number(pace).toFixed(2);
+        }))))))));
   $('combos').replaceChildren(...cards);
 }
 
