@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 use crate::wire::item_seal::{SealKey, CARRIED_PLAIN_PREFIX as PREFIX};
 
-/// A thinking or redacted thinking block as `encrypted_content`.
+/// A thinking or redacted thinking block as `encrypted_content`, in its plain form (the node
+/// encrypts it before it leaves).
 pub fn carried(block: &Value) -> String {
     let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
     format!("{PREFIX}{}", engine.encode(block.to_string()))
