@@ -34,7 +34,7 @@ use crate::telemetry::RequestSpan;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::body_rewrite::{rewrite, RequestInfo};
 use crate::wire::content_coding::{content_codings, decode_body};
-use crate::wire::item_seal::ItemSealer;
+use crate::wire::item_seal::{ItemSealer, Items};
 use crate::wire::stream_watch::StreamFormat;
 use crate::wire::translate::{
     count_tokens_body, error_body, translate_answer, translate_request, Direction, ReasoningKey,
@@ -419,6 +419,10 @@ pub(crate) async fn try_target(
                     stream.sealer = Some(ItemSealer::new(
                         ctx.live.seal_key.clone(),
                         target.connection.clone(),
+                        match direction {
+                            Some(_) => Items::Translated,
+                            None => Items::Upstream,
+                        },
                     ));
                 }
                 let mut result = AttemptResult::success(status.as_u16(), 0, 0);

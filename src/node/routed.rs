@@ -38,7 +38,7 @@ use crate::wire::affinity_group::derive_group;
 use crate::wire::body_rewrite::{parse_request_for, PromptScan};
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 use crate::wire::encrypted_items::EncryptedItems;
-use crate::wire::item_seal::seal_all;
+use crate::wire::item_seal::{seal_all, Items};
 use crate::wire::translate::TRANSLATED_RESPONSE_PREFIX;
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
@@ -592,9 +592,14 @@ fn deliver(
         }
     }
     // Encrypted items leave sealed with the connection that made them (§10), a stored
-    // response fetched again (`GET /v1/responses/{id}`) too.
+    // response fetched again (`GET /v1/responses/{id}`) too; a translated answer's carried
+    // thinking blocks are encrypted (§14).
     if ctx.endpoint.is_responses() {
-        if let Cow::Owned(sealed) = seal_all(&body, &ctx.live.seal_key, &target.connection) {
+        let items = match route.translated {
+            Some(_) => Items::Translated,
+            None => Items::Upstream,
+        };
+        if let Cow::Owned(sealed) = seal_all(&body, &ctx.live.seal_key, &target.connection, items) {
             body = Bytes::from(sealed);
         }
     }

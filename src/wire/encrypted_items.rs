@@ -15,7 +15,9 @@ use memchr::memmem;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::wire::item_seal::{content_spans, write_json_string, SealKey, SEAL_PREFIX};
+use crate::wire::item_seal::{
+    content_spans, write_json_string, SealKey, CARRIED_PREFIX, SEAL_PREFIX,
+};
 
 /// Who made one encrypted item of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +29,10 @@ pub enum Maker {
     Unverified,
     /// Not sealed by the router (the client got it elsewhere): forwarded as it came.
     Unknown,
+    /// A thinking block the router encrypted (behaviour §14), and the connection it opens for
+    /// (`None`: it does not open). No OpenAI-format account reads it: left out of every body
+    /// here (its own connection gets it through translation).
+    Carried(Option<String>),
 }
 
 /// The encrypted items of one request, in `input` order.
@@ -86,6 +92,9 @@ impl EncryptedItems {
                 continue;
             };
             let maker = match span.value(item) {
+                Some(value) if value.starts_with(CARRIED_PREFIX) => {
+                    Maker::Carried(key.open_carried(&value).map(|carried| carried.connection))
+                }
                 Some(value) => match key.open(&value) {
                     Some(opened) => opened.maker.map_or(Maker::Unverified, Maker::Connection),
                     None => Maker::Unknown,
@@ -101,7 +110,9 @@ impl EncryptedItems {
     /// sealed item (older items of another maker are left out wherever it goes).
     pub fn maker(&self) -> Option<&str> {
         self.makers.iter().rev().find_map(|maker| match maker {
-            Maker::Connection(connection) => Some(connection.as_str()),
+            Maker::Connection(connection) | Maker::Carried(Some(connection)) => {
+                Some(connection.as_str())
+            }
             _ => None,
         })
     }
@@ -127,7 +138,11 @@ impl EncryptedItems {
     }
 
     fn foreign(maker: &Maker, connection: &str) -> bool {
-        matches!(maker, Maker::Connection(made_by) if made_by != connection)
+        match maker {
+            Maker::Connection(made_by) => made_by != connection,
+            Maker::Carried(_) => true,
+            Maker::Unverified | Maker::Unknown => false,
+        }
     }
 
     /// `body` (the client's, or the one already rewritten for the target: only `model` and
@@ -283,6 +298,34 @@ mod tests {
 
         let retried = items.body_for(&sent, "oa-2", true).unwrap();
         assert_eq!(retried.left_out, 3);
+    }
+
+    #[test]
+    fn s14_carried_thinking_steers_to_its_maker_and_is_left_out_of_spliced_bodies() {
+        let k = key();
+        let carried = k.seal_carried("an-1", b"{}").unwrap();
+        let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        let retagged = carried.replacen(&engine.encode("an-1"), &engine.encode("an-2"), 1);
+        let sent = body(json!([
+            {"role": "user", "content": "one"},
+            reasoning(&k.seal("oa-1", "gAAAAAold")),
+            reasoning(&retagged),
+            reasoning(&carried),
+        ]));
+        let items = EncryptedItems::scan(&sent, &k).unwrap();
+        assert_eq!(items.maker(), Some("an-1"), "the newest one that opens");
+        // An OpenAI-format target reads neither; its own sealed item is restored.
+        let to_openai = items.body_for(&sent, "oa-1", false).unwrap();
+        let value: Value = serde_json::from_slice(&to_openai.body).unwrap();
+        assert_eq!(to_openai.left_out, 2);
+        assert_eq!(
+            value["input"],
+            json!([{"role": "user", "content": "one"}, reasoning("gAAAAAold")])
+        );
+        assert_eq!(items.unreadable_by("oa-1", false), 2);
+        // In a spliced body no connection reads a carried block, its maker included.
+        assert_eq!(items.unreadable_by("an-1", false), 3);
     }
 
     #[test]

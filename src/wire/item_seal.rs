@@ -7,17 +7,41 @@
 //! request by forging a seal; an item whose seal does not verify is still restored to the
 //! upstream's own bytes, only without a known maker.
 //!
-//! Owns the key, the sealed form and the byte-level search for `encrypted_content` strings in
-//! JSON text; what a request does with its items is `encrypted_items`'.
+//! A thinking block the router itself carries for a Responses client (behaviour §14,
+//! `translate::thinking_carry`) is not merely sealed but encrypted: in a translated answer its
+//! plain form (`qrthink1.…`) leaves as `qrt1.<connection>.<nonce>.<ciphertext>`,
+//! XChaCha20-Poly1305 under a key of its own (an HMAC of the seal key, so the MAC key and the
+//! encryption key differ), a random 192-bit nonce per seal, and the connection as associated
+//! data: the client reads neither the text nor the signature, and a blob re-tagged with
+//! another connection, truncated or altered does not open.
+//!
+//! Owns the key, the sealed and encrypted forms and the byte-level search for
+//! `encrypted_content` strings in JSON text; what a request does with its items is
+//! `encrypted_items`'.
 
 use std::borrow::Cow;
 
 use base64::Engine;
+use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use memchr::memmem;
 use sha2::{Digest, Sha256};
 
 /// What starts a sealed `encrypted_content`.
 pub const SEAL_PREFIX: &str = "qrs1.";
+
+/// What starts an encrypted carried thinking block.
+pub const CARRIED_PREFIX: &str = "qrt1.";
+
+/// What starts a carried thinking block's plain form (base64url of the block's JSON), as the
+/// translation writes it; the node encrypts it before it leaves (`seal_all`).
+pub const CARRIED_PLAIN_PREFIX: &str = "qrthink1.";
+
+/// Bytes of an XChaCha20 nonce.
+const NONCE_BYTES: usize = 24;
+
+/// Bytes of a Poly1305 tag.
+const TAG_BYTES: usize = 16;
 
 /// Bytes of the MAC kept in a seal.
 const MAC_BYTES: usize = 16;
@@ -27,10 +51,50 @@ const MAX_CONNECTION_BYTES: usize = 256;
 
 const FIELD: &[u8] = b"\"encrypted_content\"";
 
-/// The key seals are made and checked with: derived once per config load from the node's
-/// secrets, never logged (its `Debug` prints nothing of it).
+/// The keys seals are made and checked with, and carried blocks encrypted with: derived once
+/// per config load from the node's secrets, never logged (its `Debug` prints nothing of them).
 #[derive(Clone)]
-pub struct SealKey([u8; 32]);
+pub struct SealKey {
+    /// The seals' HMAC key.
+    mac: [u8; 32],
+    /// The carried blocks' XChaCha20-Poly1305 key: HMAC(`mac`, a label of its own).
+    cipher: [u8; 32],
+}
+
+/// A carried block, opened: the connection it was encrypted for and its plaintext.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Carried {
+    pub connection: String,
+    pub plaintext: Vec<u8>,
+}
+
+/// HMAC-SHA-256 (RFC 2104) of the concatenated `parts` under a 32-byte `key`.
+fn hmac_sha256(key: &[u8; 32], parts: &[&[u8]]) -> [u8; 32] {
+    let mut inner_pad = [0x36u8; 64];
+    let mut outer_pad = [0x5cu8; 64];
+    for (at, byte) in key.iter().enumerate() {
+        inner_pad[at] ^= byte;
+        outer_pad[at] ^= byte;
+    }
+    let mut inner = Sha256::new().chain_update(inner_pad);
+    for part in parts {
+        inner.update(part);
+    }
+    Sha256::new()
+        .chain_update(outer_pad)
+        .chain_update(inner.finalize())
+        .finalize()
+        .into()
+}
+
+/// The associated data a carried block is encrypted with: the form and the connection.
+fn carried_aad(connection: &str) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(CARRIED_PREFIX.len() + 8 + connection.len());
+    aad.extend_from_slice(CARRIED_PREFIX.as_bytes());
+    aad.extend_from_slice(&(connection.len() as u64).to_le_bytes());
+    aad.extend_from_slice(connection.as_bytes());
+    aad
+}
 
 impl std::fmt::Debug for SealKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,30 +112,85 @@ impl SealKey {
             hasher.update((secret.len() as u64).to_le_bytes());
             hasher.update(secret);
         }
-        SealKey(hasher.finalize().into())
+        let mac: [u8; 32] = hasher.finalize().into();
+        let cipher = hmac_sha256(
+            &mac,
+            &[b"quotaroute carried thinking v1 xchacha20poly1305 key"],
+        );
+        SealKey { mac, cipher }
     }
 
-    /// HMAC-SHA-256 (RFC 2104) of `connection` and `content`, each length-prefixed.
+    /// HMAC-SHA-256 of `connection` (length-prefixed) and `content`, truncated.
     fn mac(&self, connection: &str, content: &str) -> [u8; MAC_BYTES] {
-        let mut inner_pad = [0x36u8; 64];
-        let mut outer_pad = [0x5cu8; 64];
-        for (at, byte) in self.0.iter().enumerate() {
-            inner_pad[at] ^= byte;
-            outer_pad[at] ^= byte;
-        }
-        let inner = Sha256::new()
-            .chain_update(inner_pad)
-            .chain_update((connection.len() as u64).to_le_bytes())
-            .chain_update(connection.as_bytes())
-            .chain_update(content.as_bytes())
-            .finalize();
-        let outer = Sha256::new()
-            .chain_update(outer_pad)
-            .chain_update(inner)
-            .finalize();
+        let full = hmac_sha256(
+            &self.mac,
+            &[
+                &(connection.len() as u64).to_le_bytes(),
+                connection.as_bytes(),
+                content.as_bytes(),
+            ],
+        );
         let mut mac = [0u8; MAC_BYTES];
-        mac.copy_from_slice(&outer[..MAC_BYTES]);
+        mac.copy_from_slice(&full[..MAC_BYTES]);
         mac
+    }
+
+    /// `plaintext` encrypted for `connection` (`qrt1.<connection>.<nonce>.<ciphertext>`), a
+    /// fresh random nonce each time; `None` only if the cipher refuses it (never for a body's
+    /// size).
+    pub fn seal_carried(&self, connection: &str, plaintext: &[u8]) -> Option<String> {
+        let cipher = XChaCha20Poly1305::new((&self.cipher).into());
+        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let aad = carried_aad(connection);
+        let sealed = cipher
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: plaintext,
+                    aad: &aad,
+                },
+            )
+            .ok()?;
+        let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        Some(format!(
+            "{CARRIED_PREFIX}{}.{}.{}",
+            engine.encode(connection.as_bytes()),
+            engine.encode(nonce),
+            engine.encode(sealed),
+        ))
+    }
+
+    /// What an encrypted carried block holds and the connection it was made for; `None` when
+    /// `text` is not one or does not open (altered, truncated, another key, another
+    /// connection's tag): such an item is left out.
+    pub fn open_carried(&self, text: &str) -> Option<Carried> {
+        let rest = text.strip_prefix(CARRIED_PREFIX)?;
+        let mut parts = rest.split('.');
+        let (connection, nonce, sealed) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let connection = String::from_utf8(engine.decode(connection).ok()?).ok()?;
+        let nonce = engine.decode(nonce).ok()?;
+        let sealed = engine.decode(sealed).ok()?;
+        if nonce.len() != NONCE_BYTES || sealed.len() < TAG_BYTES {
+            return None;
+        }
+        let cipher = XChaCha20Poly1305::new((&self.cipher).into());
+        let plaintext = cipher
+            .decrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: &sealed,
+                    aad: &carried_aad(&connection),
+                },
+            )
+            .ok()?;
+        Some(Carried {
+            connection,
+            plaintext,
+        })
     }
 
     /// `content` sealed with the connection that made it.
@@ -182,9 +301,25 @@ pub fn content_spans(text: &[u8]) -> Vec<ContentSpan> {
     spans
 }
 
+/// What an answer's `encrypted_content` strings can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Items {
+    /// The upstream's own (a same-format answer): each sealed, its bytes kept.
+    Upstream,
+    /// A translated answer's: a carried thinking block's plain form is encrypted, anything
+    /// else sealed.
+    Translated,
+}
+
 /// `text` (a JSON body or one SSE event) with every `encrypted_content` string sealed for
-/// `connection`; borrowed when it holds none (or none that is not sealed already).
-pub fn seal_all<'a>(text: &'a [u8], key: &SealKey, connection: &str) -> Cow<'a, [u8]> {
+/// `connection` (carried thinking blocks of a translated answer encrypted); borrowed when it
+/// holds none (or none that is not sealed already).
+pub fn seal_all<'a>(
+    text: &'a [u8],
+    key: &SealKey,
+    connection: &str,
+    items: Items,
+) -> Cow<'a, [u8]> {
     if connection.len() > MAX_CONNECTION_BYTES || memmem::find(text, FIELD).is_none() {
         return Cow::Borrowed(text);
     }
@@ -194,12 +329,23 @@ pub fn seal_all<'a>(text: &'a [u8], key: &SealKey, connection: &str) -> Cow<'a, 
         let Some(value) = span.value(text) else {
             continue;
         };
-        if value.starts_with(SEAL_PREFIX) {
+        let translated = items == Items::Translated;
+        if value.starts_with(SEAL_PREFIX) || (translated && value.starts_with(CARRIED_PREFIX)) {
             continue;
         }
+        let sealed = match value.strip_prefix(CARRIED_PLAIN_PREFIX) {
+            // Never in clear: a block that cannot be encrypted leaves empty (and is left out
+            // when it comes back).
+            Some(plain) if translated => base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(plain)
+                .ok()
+                .and_then(|plaintext| key.seal_carried(connection, &plaintext))
+                .unwrap_or_default(),
+            _ => key.seal(connection, &value),
+        };
         let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 128));
         out.extend_from_slice(&text[copied_to..span.start]);
-        write_json_string(out, &key.seal(connection, &value));
+        write_json_string(out, &sealed);
         copied_to = span.end;
     }
     match out {
@@ -216,16 +362,21 @@ pub fn seal_all<'a>(text: &'a [u8], key: &SealKey, connection: &str) -> Cow<'a, 
 pub struct ItemSealer {
     key: SealKey,
     connection: std::sync::Arc<str>,
+    items: Items,
 }
 
 impl ItemSealer {
-    pub fn new(key: SealKey, connection: std::sync::Arc<str>) -> ItemSealer {
-        ItemSealer { key, connection }
+    pub fn new(key: SealKey, connection: std::sync::Arc<str>, items: Items) -> ItemSealer {
+        ItemSealer {
+            key,
+            connection,
+            items,
+        }
     }
 
     /// [`seal_all`] for this answer.
     pub fn seal<'a>(&self, text: &'a [u8]) -> Cow<'a, [u8]> {
-        seal_all(text, &self.key, &self.connection)
+        seal_all(text, &self.key, &self.connection, self.items)
     }
 }
 
@@ -240,6 +391,7 @@ pub fn write_json_string(out: &mut Vec<u8>, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn key() -> SealKey {
         SealKey::derive([b"admin-key".as_slice()])
@@ -273,7 +425,7 @@ mod tests {
     #[test]
     fn s10_seal_all_rewrites_only_the_encrypted_strings() {
         let body = br#"{"output":[{"type":"reasoning","id":"rs_1","encrypted_content" : "gAAA\/1"},{"type":"message","content":[{"text":"say \"encrypted_content\": \"x\""}]}],"n":1}"#;
-        let sealed = seal_all(body, &key(), "oa-1");
+        let sealed = seal_all(body, &key(), "oa-1", Items::Upstream);
         let text = std::str::from_utf8(&sealed).unwrap();
         let value: serde_json::Value = serde_json::from_str(text).unwrap();
         let content = value["output"][0]["encrypted_content"].as_str().unwrap();
@@ -286,9 +438,9 @@ mod tests {
         );
         assert!(text.ends_with(r#""n":1}"#));
         // Sealing twice changes nothing; no field, no copy.
-        assert_eq!(seal_all(&sealed, &key(), "oa-1"), sealed);
+        assert_eq!(seal_all(&sealed, &key(), "oa-1", Items::Upstream), sealed);
         assert!(matches!(
-            seal_all(b"{\"a\":1}", &key(), "oa-1"),
+            seal_all(b"{\"a\":1}", &key(), "oa-1", Items::Upstream),
             Cow::Borrowed(_)
         ));
     }
@@ -297,6 +449,125 @@ mod tests {
     fn s10_null_and_unterminated_contents_are_left_alone() {
         let body = br#"{"encrypted_content":null,"x":{"encrypted_content":"abc"#;
         assert_eq!(content_spans(body), Vec::new());
-        assert!(matches!(seal_all(body, &key(), "oa-1"), Cow::Borrowed(_)));
+        assert!(matches!(
+            seal_all(body, &key(), "oa-1", Items::Upstream),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    /// Every way `text` could show in a sealed string: as it is, escaped, and base64 (standard
+    /// or URL-safe, at each of the three alignments).
+    fn in_clear(sealed: &str, text: &str) -> bool {
+        use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+        if sealed.contains(text) {
+            return true;
+        }
+        (0..3).any(|shift| {
+            let padded = format!("{}{text}", "x".repeat(shift));
+            [STANDARD_NO_PAD, URL_SAFE_NO_PAD].iter().any(|engine| {
+                let encoded = engine.encode(&padded);
+                // The 4-character groups made of `text`'s bytes alone.
+                let start = 4 * shift.div_ceil(3);
+                let end = 4 * (padded.len() / 3);
+                start + 8 <= end && sealed.contains(&encoded[start..end])
+            })
+        })
+    }
+
+    #[test]
+    fn s14_a_carried_block_is_encrypted_for_its_connection() {
+        let k = key();
+        let plain = br#"{"type":"thinking","thinking":"secret plan","signature":"SIG-abcdef"}"#;
+        let sealed = k.seal_carried("an-1", plain).unwrap();
+        assert!(sealed.starts_with(CARRIED_PREFIX));
+        assert!(!in_clear(&sealed, "secret plan"), "{sealed}");
+        assert!(!in_clear(&sealed, "SIG-abcdef"), "{sealed}");
+        assert!(!in_clear(&sealed, "thinking"), "{sealed}");
+        let opened = k.open_carried(&sealed).unwrap();
+        assert_eq!(opened.connection, "an-1");
+        assert_eq!(opened.plaintext, plain.to_vec());
+        // A nonce of its own each time.
+        let again = k.seal_carried("an-1", plain).unwrap();
+        assert_ne!(again, sealed);
+        assert_eq!(k.open_carried(&again).unwrap().plaintext, plain.to_vec());
+        // Not an HMAC seal, and an HMAC seal is not a carried block.
+        assert_eq!(k.open(&sealed), None);
+        assert_eq!(k.open_carried(&k.seal("an-1", "qrthink1.e30")), None);
+    }
+
+    #[test]
+    fn s14_a_carried_block_fails_closed() {
+        let k = key();
+        let sealed = k.seal_carried("an-1", b"{\"type\":\"thinking\"}").unwrap();
+        let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        // Re-tagged with another connection: the associated data differs.
+        let retagged = sealed.replacen(&engine.encode("an-1"), &engine.encode("an-2"), 1);
+        assert_ne!(retagged, sealed);
+        assert_eq!(k.open_carried(&retagged), None);
+        // Another router's key.
+        assert_eq!(
+            SealKey::derive([b"another".as_slice()]).open_carried(&sealed),
+            None
+        );
+        // Truncated anywhere, or one character of the ciphertext changed.
+        for cut in 0..sealed.len() {
+            assert_eq!(k.open_carried(&sealed[..cut]), None, "cut at {cut}");
+        }
+        let (head, last) = sealed.split_at(sealed.len() - 6);
+        let flipped = last.replacen(&last[..1], if &last[..1] == "A" { "B" } else { "A" }, 1);
+        assert_eq!(k.open_carried(&format!("{head}{flipped}")), None);
+        assert_eq!(k.open_carried(&format!("{sealed}.x")), None);
+        assert_eq!(k.open_carried("qrt1...."), None);
+        // The seal key and the encryption key differ.
+        assert_ne!(k.mac, k.cipher);
+    }
+
+    #[test]
+    fn s14_translated_answers_encrypt_carried_blocks_and_keep_upstream_items() {
+        let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let block = r#"{"type":"thinking","thinking":"secret plan","signature":"SIG-abcdef"}"#;
+        let plain = format!("{CARRIED_PLAIN_PREFIX}{}", engine.encode(block));
+        let body =
+            format!(r#"{{"output":[{{"type":"reasoning","encrypted_content":"{plain}"}}]}}"#);
+        let translated = seal_all(body.as_bytes(), &key(), "an-1", Items::Translated);
+        let text = std::str::from_utf8(&translated).unwrap();
+        let value: Value = serde_json::from_str(text).unwrap();
+        let content = value["output"][0]["encrypted_content"].as_str().unwrap();
+        assert!(content.starts_with(CARRIED_PREFIX), "{content}");
+        assert!(
+            !in_clear(text, "secret plan") && !in_clear(text, "SIG-abcdef"),
+            "{text}"
+        );
+        let opened = key().open_carried(content).unwrap();
+        assert_eq!(opened.connection, "an-1");
+        assert_eq!(opened.plaintext, block.as_bytes());
+        assert_eq!(
+            seal_all(&translated, &key(), "an-1", Items::Translated),
+            translated
+        );
+        // In a same-format answer the same string is the upstream's own: sealed, its bytes kept.
+        let upstream = seal_all(body.as_bytes(), &key(), "oa-1", Items::Upstream);
+        let value: Value = serde_json::from_slice(&upstream).unwrap();
+        let opened = key()
+            .open(value["output"][0]["encrypted_content"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(opened.maker.as_deref(), Some("oa-1"));
+        assert_eq!(opened.original, plain);
+        assert!(in_clear(
+            std::str::from_utf8(&upstream).unwrap(),
+            "SIG-abcdef"
+        ));
+        // A translated answer's other items are sealed as ever.
+        let other = seal_all(
+            br#"{"encrypted_content":"gAAAAAbc"}"#,
+            &key(),
+            "an-1",
+            Items::Translated,
+        );
+        let value: Value = serde_json::from_slice(&other).unwrap();
+        let opened = key()
+            .open(value["encrypted_content"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(opened.original, "gAAAAAbc");
     }
 }

@@ -645,7 +645,7 @@ async fn official_python_sdks_parse_translated_answers_streams_tool_calls_and_er
         out["responses_reasoning"]["summary"],
         "The user wants a reply; a short one will do."
     );
-    assert_eq!(out["responses_reasoning"]["sealed"], "qrs1.");
+    assert_eq!(out["responses_reasoning"]["sealed"], "qrt1.");
     // (Thinking raises max_tokens above its budget, so the mock answers at length.)
     assert!(out["responses_reasoning"]["second"]
         .as_str()

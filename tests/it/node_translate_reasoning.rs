@@ -1,6 +1,6 @@
 //! Issue 37 deliverable 4, behaviour §14 "Responses are stateless when translated": Anthropic
 //! thinking reaches a Responses client as a `reasoning` item whose `encrypted_content` the
-//! router seals with the answering connection; the next turn carrying it goes back to that
+//! router encrypts for the answering connection; the next turn carrying it goes back to that
 //! connection (affinity off: the seal alone steers it) and the block goes up again, signature
 //! and all, which the mock verifies per account; served elsewhere it is left out; a 400
 //! refusing its signature is retried once on the same target without it. Chat Completions
@@ -77,6 +77,22 @@ fn thinking_blocks(sent: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// Whether `text` shows in `sealed` as it is or base64-encoded (standard or URL-safe, at each
+/// of the three alignments).
+fn in_clear(sealed: &str, text: &str) -> bool {
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    sealed.contains(text)
+        || (0..3).any(|shift| {
+            let padded = format!("{}{text}", "x".repeat(shift));
+            [STANDARD_NO_PAD, URL_SAFE_NO_PAD].iter().any(|engine| {
+                let encoded = engine.encode(&padded);
+                // The 4-character groups made of `text`'s bytes alone.
+                let (start, end) = (4 * shift.div_ceil(3), 4 * (padded.len() / 3));
+                start + 8 <= end && sealed.contains(&encoded[start..end])
+            })
+        })
+}
+
 fn reasoning_of(output: &[Value]) -> Value {
     output
         .iter()
@@ -137,11 +153,12 @@ async fn thinking_crosses_turns_sealed_and_returns_only_to_its_connection() {
         let reasoning = reasoning_of(&output);
         assert_eq!(reasoning["summary"][0]["text"], MOCK_THINKING);
         let sealed = reasoning["encrypted_content"].as_str().unwrap();
-        assert!(sealed.starts_with("qrs1."), "{reasoning}");
+        assert!(sealed.starts_with("qrt1."), "{reasoning}");
         assert!(
-            !sealed.contains("signature"),
-            "the block is carried encoded"
+            !in_clear(sealed, MOCK_THINKING),
+            "the block is carried encrypted: {sealed}"
         );
+        let sealed = sealed.to_string();
 
         // Other traffic in between moves DRR on; the next turn still reaches the maker, whose
         // account verifies the signature it made.
@@ -162,7 +179,12 @@ async fn thinking_crosses_turns_sealed_and_returns_only_to_its_connection() {
         let blocks = thinking_blocks(&sent);
         assert_eq!(blocks.len(), 1, "{sent}");
         assert_eq!(blocks[0]["thinking"], MOCK_THINKING);
-        assert!(blocks[0]["signature"].as_str().unwrap().len() > 8);
+        let signature = blocks[0]["signature"].as_str().unwrap();
+        assert!(signature.len() > 8);
+        assert!(
+            !in_clear(&sealed, signature),
+            "the signature is carried encrypted: {sealed}"
+        );
         let event = succeeded(&harness, &request_id).await;
         assert_eq!(event["items_left_out"], 0, "{event}");
         assert_eq!(event["translated"], "responses>messages");
@@ -198,11 +220,9 @@ async fn elsewhere_the_thinking_is_left_out() {
 fn sealed_with_a_foreign_signature(connection: &str) -> Value {
     let block =
         json!({"type": "thinking", "thinking": "old thoughts", "signature": "bm90LW91cnM="});
-    let carried = format!(
-        "qrthink1.{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(block.to_string())
-    );
-    let sealed = SealKey::derive([ADMIN_KEY.as_bytes()]).seal(connection, &carried);
+    let sealed = SealKey::derive([ADMIN_KEY.as_bytes()])
+        .seal_carried(connection, block.to_string().as_bytes())
+        .unwrap();
     json!({"type": "reasoning", "id": "rs_old", "summary": [], "encrypted_content": sealed})
 }
 

@@ -1,6 +1,6 @@
 //! A Messages answer as a Responses answer (stateless: `store: false`): thinking as a
 //! `reasoning` item (the block, signature and all, carried in `encrypted_content`, which the
-//! node seals with the answering connection: `thinking_carry`),
+//! node encrypts for the answering connection: `thinking_carry`),
 //! text as a `message` item, `tool_use` blocks as `function_call` items, usage with cached
 //! tokens, `incomplete` when the answer hit `max_tokens`.
 

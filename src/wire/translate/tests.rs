@@ -705,7 +705,8 @@ proptest! {
 fn reasoning_items_become_thinking_blocks_only_for_their_connection() {
     let key = crate::wire::item_seal::SealKey::derive([b"admin".as_slice()]);
     let block = json!({"type": "thinking", "thinking": "hm", "signature": "SIG"});
-    let sealed = key.seal("an-1", &super::thinking_carry::carried(&block));
+    let sealed =
+        super::thinking_carry::encrypted(&key, "an-1", &super::thinking_carry::carried(&block));
     let request = json!({"model": "m", "reasoning": {"effort": "low"}, "input": [
         {"role": "user", "content": "look"},
         {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": sealed},

@@ -1,33 +1,38 @@
 //! An Anthropic thinking block carried across turns by a Responses client (behaviour §14,
 //! "Responses are stateless when translated"): the block (its text and signature, or a
 //! redacted block's data) travels as a `reasoning` item's `encrypted_content`, and comes back
-//! as the same block only on the connection that made it. The node seals every
-//! `encrypted_content` it hands a Responses client with the answering connection
-//! (`wire::item_seal`), so here the block is only written and read; [`ReasoningKey`] opens
-//! the seal and refuses any other connection's.
+//! as the same block only on the connection that made it. The translation writes the block's
+//! plain form; the node encrypts it for the answering connection before it leaves
+//! (`wire::item_seal`: authenticated encryption, the connection as associated data), so the
+//! client sees neither text nor signature there, and [`ReasoningKey`] opens only that
+//! connection's blocks.
 //!
-//! Owns the carried form (`qrthink1.` + base64url of the block's JSON) and the opening.
+//! Owns the plain carried form (`qrthink1.` + base64url of the block's JSON) and the opening.
 
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::wire::item_seal::SealKey;
+use crate::wire::item_seal::{SealKey, CARRIED_PLAIN_PREFIX as PREFIX};
 
-/// What starts a carried thinking block (inside the router's seal).
-const PREFIX: &str = "qrthink1.";
-
-/// A thinking or redacted thinking block as `encrypted_content`.
+/// A thinking or redacted thinking block as `encrypted_content`, in its plain form (the node
+/// encrypts it before it leaves).
 pub fn carried(block: &Value) -> String {
     let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
     format!("{PREFIX}{}", engine.encode(block.to_string()))
 }
 
-/// The thinking block `encrypted_content` carries; `None` when it is not one (an OpenAI
-/// account's own encrypted reasoning, or garbage).
+/// The thinking block a plain carried form holds (as the translation wrote it, before the node
+/// encrypts it); `None` when it is not one (an OpenAI account's own encrypted reasoning, or
+/// garbage).
+#[cfg(test)]
 pub fn block_of(content: &str) -> Option<Value> {
     let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let bytes = engine.decode(content.strip_prefix(PREFIX)?).ok()?;
-    let block: Value = serde_json::from_slice(&bytes).ok()?;
+    block_from_json(&engine.decode(content.strip_prefix(PREFIX)?).ok()?)
+}
+
+/// The thinking block in `json` (a carried block's plaintext), its known fields only.
+fn block_from_json(json: &[u8]) -> Option<Value> {
+    let block: Value = serde_json::from_slice(json).ok()?;
     let text = |key: &str| block.get(key).and_then(Value::as_str).map(str::to_owned);
     match block.get("type").and_then(Value::as_str)? {
         "thinking" => Some(json!({
@@ -48,14 +53,15 @@ pub struct ReasoningKey<'a> {
 }
 
 impl ReasoningKey<'_> {
-    /// The thinking block a sealed `encrypted_content` carries, when this connection made it
-    /// (its seal verifies and names it); `None` otherwise — the item is left out.
+    /// The thinking block an encrypted `encrypted_content` carries, when it was encrypted for
+    /// this connection and opens; `None` otherwise (another connection's, altered, truncated,
+    /// another key's, an HMAC seal or anything else) — the item is left out.
     pub fn open(&self, encrypted_content: &str) -> Option<Value> {
-        let opened = self.key.open(encrypted_content)?;
-        if opened.maker.as_deref() != Some(self.connection) {
+        let opened = self.key.open_carried(encrypted_content)?;
+        if opened.connection != self.connection {
             return None;
         }
-        block_of(opened.original)
+        block_from_json(&opened.plaintext)
     }
 }
 
@@ -69,6 +75,17 @@ pub struct ReasoningCounts {
     pub left_out: u32,
 }
 
+/// `content` (a translated answer's plain carried form) as the node hands it out for
+/// `connection`.
+#[cfg(test)]
+pub fn encrypted(key: &SealKey, connection: &str, content: &str) -> String {
+    let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let plaintext = engine
+        .decode(content.strip_prefix(PREFIX).unwrap())
+        .unwrap();
+    key.seal_carried(connection, &plaintext).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,25 +94,42 @@ mod tests {
     fn a_block_goes_round_only_on_its_own_connection() {
         let key = SealKey::derive([b"admin".as_slice()]);
         let block = json!({"type": "thinking", "thinking": "let me see", "signature": "sig-A"});
-        let sealed = key.seal("an-1", &carried(&block));
+        let sealed = encrypted(&key, "an-1", &carried(&block));
         let on = |connection| ReasoningKey {
             key: &key,
             connection,
         };
-        assert_eq!(on("an-1").open(&sealed), Some(block));
+        assert_eq!(on("an-1").open(&sealed), Some(block.clone()));
         assert_eq!(on("an-2").open(&sealed), None);
-        // Another router's key, the bare carried form, an OpenAI item: never a block.
+        // Encrypted: neither the text nor the signature shows, in clear or base64.
+        let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        for secret in ["let me see", "sig-A"] {
+            assert!(!sealed.contains(secret), "{sealed}");
+        }
+        assert!(!sealed.contains(&carried(&block)[PREFIX.len()..][..16]));
+        // Re-tagged with an-2's name: it does not open there, nor anywhere.
+        let retagged = sealed.replacen(&engine.encode("an-1"), &engine.encode("an-2"), 1);
+        assert_eq!(on("an-2").open(&retagged), None);
+        assert_eq!(on("an-1").open(&retagged), None);
+        // Another router's key, the bare carried form, the old HMAC seal of it, an OpenAI
+        // item: never a block.
         let other = SealKey::derive([b"other".as_slice()]);
         let foreign = ReasoningKey {
             key: &other,
             connection: "an-1",
         };
         assert_eq!(foreign.open(&sealed), None);
+        assert_eq!(on("an-1").open(&carried(&block)), None);
+        assert_eq!(on("an-1").open(&key.seal("an-1", &carried(&block))), None);
+        assert_eq!(on("an-1").open(&key.seal("an-1", "gAAAAB")), None);
         assert_eq!(
-            on("an-1").open(&carried(&json!({"type": "thinking"}))),
+            on("an-1").open(&encrypted(
+                &key,
+                "an-1",
+                &carried(&json!({"type": "thinking"}))
+            )),
             None
         );
-        assert_eq!(on("an-1").open(&key.seal("an-1", "gAAAAB")), None);
     }
 
     #[test]
