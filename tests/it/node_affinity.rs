@@ -640,6 +640,13 @@ async fn replay_what_if_affinity_off_shows_what_affinity_saved() {
 #[tokio::test]
 async fn replay_what_if_with_the_nodes_config_routes_every_turn_as_the_node_did() {
     let harness = start().await;
+    // Subscription accounts: no per-minute count headers. Those pace (§13) by the
+    // millisecond, and a reading first seen reaches the combo's copy a moment after it is
+    // journaled, so a decision in between is not reproducible to the turn; that race is the
+    // live system's, not what this test is about.
+    for id in ["k1", "k2", "k3", "k4", "h", "l"] {
+        harness.mock.set_subscription_account(&upstream_key(id));
+    }
     let body: fn(usize, usize) -> Value = |c, t| chat_turn("pool", c, t);
     let first = run(&harness, "/v1/chat/completions", 8, 3, body).await;
     // Conversation 0's key starts answering 429: its next turn fails over (and the group
