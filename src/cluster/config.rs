@@ -52,7 +52,7 @@ pub fn build(raw: RawCluster, push: &mut dyn FnMut(&str, String)) -> ClusterConf
     };
     let ca_file = raw.ca_file.map(PathBuf::from);
     if let Some(path) = &ca_file {
-        if let Err(reason) = crate::config::tls_files::read_certificates(path) {
+        if let Err(reason) = crate::tls_files::read_certificates(path) {
             push("cluster.ca_file", reason);
         }
     }

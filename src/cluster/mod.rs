@@ -65,7 +65,7 @@ use crate::cluster::status::ClusterStatus;
 use crate::cluster::tail::Tail;
 use crate::cluster::tap::{ClusterTap, Outgoing, QUEUE_EVENTS};
 use crate::cluster::target::Target;
-use crate::node::journal_reader::JournalReader;
+use crate::journal_reader::JournalReader;
 
 /// How long a starting node reads the stream before it reports ready regardless.
 const CATCH_UP_BUDGET: Duration = Duration::from_secs(10);

@@ -24,7 +24,7 @@ use crate::cluster::target::Target;
 use crate::cluster::wire;
 use quotaroute_actors::SharedClock;
 
-use crate::node::journal_reader::JournalReader;
+use crate::journal_reader::JournalReader;
 
 /// Events sent per pipeline at most.
 const BATCH: usize = 256;

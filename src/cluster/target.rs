@@ -101,7 +101,7 @@ fn trust_pem(extra: &[CertificateDer<'static>]) -> Vec<u8> {
 pub fn build(url: &str, ca_file: Option<&Path>) -> Result<Target, String> {
     let parsed = parse(url)?;
     let extra = match ca_file {
-        Some(path) => crate::config::tls_files::read_certificates(path)?,
+        Some(path) => crate::tls_files::read_certificates(path)?,
         None => Vec::new(),
     };
     let certificates = || TlsCertificates {

@@ -8,7 +8,6 @@
 //! - `model` — the validated types the node runs on, and `check`'s summary;
 //! - `secret` — [`Secret`], the only holder of keys: never printed, never serialized;
 //! - `telemetry` — the `[telemetry]` section's checks (the OTLP endpoint, the sample ratio);
-//! - `tls_files` — the PEM files a config names (CA roots, the server's certificate and key);
 //! - `error` — [`ConfigError`] (`file: key: reason`) and [`ConfigErrors`];
 //! - `starter.toml` — what `quotaroute init` writes: every key with its default.
 //!
@@ -24,7 +23,6 @@ pub mod raw;
 mod reserve;
 mod secret;
 mod telemetry;
-pub mod tls_files;
 pub mod topology;
 mod validate;
 

@@ -26,7 +26,7 @@ use super::raw::{
     RawLimits, RawOAuth, RawProvider, RawServer, RawTarget,
 };
 use super::secret::Secret;
-use super::tls_files;
+use crate::tls_files;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4100";
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10_485_760;

@@ -13,8 +13,8 @@ use quotaroute_actors::Router;
 use quotaroute_journal::SledJournal;
 
 use crate::cluster::Handle as ClusterHandle;
+use crate::journal_reader::JournalReader;
 use crate::node::accept::EdgeCounters;
-use crate::node::journal_reader::JournalReader;
 use crate::node::live::LiveConfig;
 
 pub struct AppInner {

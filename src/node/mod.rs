@@ -39,7 +39,6 @@ pub mod endpoint;
 pub mod header_rules;
 pub mod http;
 pub mod journal_formats;
-pub mod journal_reader;
 pub mod live;
 pub mod metrics;
 pub mod plain_errors;

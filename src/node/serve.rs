@@ -129,7 +129,7 @@ impl RunningNode {
         }
         let tls = match &config.server.tls {
             Some(tls) => Some(tokio_rustls::TlsAcceptor::from(
-                config::tls_files::server_tls(&tls.cert, &tls.key).map_err(NodeError::Tls)?,
+                crate::tls_files::server_tls(&tls.cert, &tls.key).map_err(NodeError::Tls)?,
             )),
             None => None,
         };

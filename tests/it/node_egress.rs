@@ -70,7 +70,7 @@ impl Pki {
 /// connection's ALPN protocol.
 async fn start_tls_mock(pki: &Pki) -> (String, MockUpstream, Arc<Mutex<Vec<String>>>) {
     let config =
-        quotaroute::config::tls_files::server_tls(&pki.path("server.pem"), &pki.path("server.key"))
+        quotaroute::tls_files::server_tls(&pki.path("server.pem"), &pki.path("server.key"))
             .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
