@@ -52,12 +52,6 @@ fn claude_binary() -> Option<PathBuf> {
     })
 }
 
-/// Codex's npm launcher (it starts the platform package's native binary).
-fn codex_launcher() -> Option<PathBuf> {
-    let launcher = node_modules().join("@openai/codex/bin/codex.js");
-    launcher.is_file().then_some(launcher)
-}
-
 fn parse_json(run: &ClientRun, what: &str) -> Value {
     serde_json::from_str(run.stdout.trim()).unwrap_or_else(|error| {
         panic!(

@@ -11,7 +11,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -24,10 +24,6 @@ use serde_json::Value;
 use crate::support::claude_tmux::*;
 use crate::support::clients::*;
 use crate::support::*;
-
-fn node_modules() -> PathBuf {
-    clients_dir().join("node_modules")
-}
 
 const INSTALL: &str = "npm ci --ignore-scripts --prefix tests/clients";
 
@@ -371,12 +367,6 @@ async fn an_interactive_claude_code_session_keeps_its_turns_on_one_key() {
 
 // ---------------------------------------------------------------------------------------
 // Codex exec, then exec resume --last
-
-/// Codex's npm launcher (it starts the platform package's native binary).
-fn codex_launcher() -> Option<PathBuf> {
-    let launcher = node_modules().join("@openai/codex/bin/codex.js");
-    launcher.is_file().then_some(launcher)
-}
 
 /// `codex exec …` (or `codex exec resume --last …`) in `home`, the built-in provider pointed
 /// at `base_url`. Not `--ephemeral`: the follow-up resumes the recorded session.

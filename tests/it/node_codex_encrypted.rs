@@ -8,7 +8,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -144,18 +144,12 @@ async fn forward(
     response
 }
 
-fn codex_launcher() -> Option<PathBuf> {
-    let launcher = clients_dir().join("node_modules/@openai/codex/bin/codex.js");
-    launcher.is_file().then_some(launcher)
-}
-
 /// The auto-compaction limit Codex is given: below what one turn of its own prompt counts (the
 /// mock counts a quarter token per body byte), so it compacts as the session grows.
 const AUTO_COMPACT_TOKENS: u64 = 2_000;
 
-/// `codex exec …` (or `codex exec resume --last …`) in `home`, pointed at `base_url`, with
-/// reasoning summaries on (so Codex asks for encrypted reasoning and sends it back) and a low
-/// auto-compaction limit.
+/// `codex exec …` (or `codex exec resume --last …`) in `home` on combo `team`, with a low
+/// auto-compaction limit (reasoning on: Codex asks for encrypted reasoning and sends it back).
 fn codex_turn(
     launcher: &Path,
     base_url: &str,
@@ -163,39 +157,15 @@ fn codex_turn(
     resume: bool,
     prompt: &str,
 ) -> ClientRun {
-    let codex_home = home.join("codex");
-    let work = home.join("work");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    std::fs::create_dir_all(&work).unwrap();
-    let mut command = clean_command("node");
-    command
-        .arg(launcher)
-        .current_dir(&work)
-        .env("HOME", home)
-        .env("CODEX_HOME", &codex_home)
-        .env("CODEX_API_KEY", CLIENT_KEY)
-        .env("RUST_LOG", "off")
-        .arg("exec");
-    if resume {
-        command.args(["resume", "--last"]);
-    }
-    command
-        .args(["--json", "--skip-git-repo-check", "-m", "team"])
-        .args(["-c", "sandbox_mode=\"danger-full-access\""]);
-    for setting in [
-        format!("openai_base_url=\"{base_url}\""),
-        "check_for_update_on_startup=false".to_string(),
-        "analytics.enabled=false".to_string(),
-        "features.plugins=false".to_string(),
-        "features.remote_plugin=false".to_string(),
-        "features.apps=false".to_string(),
-        "model_reasoning_effort=\"low\"".to_string(),
-        format!("model_auto_compact_token_limit={AUTO_COMPACT_TOKENS}"),
-    ] {
-        command.args(["-c", &setting]);
-    }
-    command.arg(prompt);
-    run_bounded(command, CLIENT_TIMEOUT)
+    let compact = format!("model_auto_compact_token_limit={AUTO_COMPACT_TOKENS}");
+    codex_exec(
+        launcher,
+        (base_url, "team"),
+        home,
+        resume,
+        &[compact],
+        prompt,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

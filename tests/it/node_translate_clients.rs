@@ -84,14 +84,10 @@ async fn claude_code_runs_a_tool_turn_on_openai_format_accounts() {
     assert!(result_sent, "the tool result went up as a tool message");
 }
 
-fn codex_launcher() -> Option<std::path::PathBuf> {
-    let launcher = clients_dir().join("node_modules/@openai/codex/bin/codex.js");
-    launcher.is_file().then_some(launcher)
-}
-
 /// `codex exec …` (or `codex exec resume --last …`) in `home` on the Anthropic-format combo
 /// `claude`, reasoning on (Codex then asks for encrypted reasoning and sends it back), web
-/// search off.
+/// search off: OpenAI's built-in web search has no Anthropic equivalent, and offered it is
+/// refused (behaviour §14).
 fn codex_turn(
     launcher: &Path,
     base_url: &str,
@@ -99,41 +95,15 @@ fn codex_turn(
     resume: bool,
     prompt: &str,
 ) -> ClientRun {
-    let codex_home = home.join("codex");
-    let work = home.join("work");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    std::fs::create_dir_all(&work).unwrap();
-    let mut command = clean_command("node");
-    command
-        .arg(launcher)
-        .current_dir(&work)
-        .env("HOME", home)
-        .env("CODEX_HOME", &codex_home)
-        .env("CODEX_API_KEY", CLIENT_KEY)
-        .env("RUST_LOG", "off")
-        .arg("exec");
-    if resume {
-        command.args(["resume", "--last"]);
-    }
-    command
-        .args(["--json", "--skip-git-repo-check", "-m", "claude"])
-        .args(["-c", "sandbox_mode=\"danger-full-access\""]);
-    for setting in [
-        format!("openai_base_url=\"{base_url}\""),
-        "check_for_update_on_startup=false".to_string(),
-        "analytics.enabled=false".to_string(),
-        "features.plugins=false".to_string(),
-        "features.remote_plugin=false".to_string(),
-        "features.apps=false".to_string(),
-        "model_reasoning_effort=\"low\"".to_string(),
-        // OpenAI's built-in web search has no Anthropic equivalent: offered, it is refused
-        // (behaviour §14), so Codex is told not to offer it.
-        "web_search=\"disabled\"".to_string(),
-    ] {
-        command.args(["-c", &setting]);
-    }
-    command.arg(prompt);
-    run_bounded(command, CLIENT_TIMEOUT)
+    let no_search = "web_search=\"disabled\"".to_string();
+    codex_exec(
+        launcher,
+        (base_url, "claude"),
+        home,
+        resume,
+        &[no_search],
+        prompt,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

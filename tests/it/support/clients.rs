@@ -223,3 +223,55 @@ pub fn not_installed(what: &str, how: &str) {
         "CI must install {what} ({how})"
     );
 }
+
+/// The pinned Codex CLI's launcher, when `tests/clients` is installed.
+pub fn codex_launcher() -> Option<PathBuf> {
+    let launcher = clients_dir().join("node_modules/@openai/codex/bin/codex.js");
+    launcher.is_file().then_some(launcher)
+}
+
+/// `codex exec …` (or `codex exec resume --last …`) in `home`, pointed at `base_url` with the
+/// test client key, on combo `model`, with updates, analytics, plugins and apps off, reasoning
+/// effort low, and `settings` (`-c` values) added; bounded by [`CLIENT_TIMEOUT`].
+pub fn codex_exec(
+    launcher: &Path,
+    (base_url, model): (&str, &str),
+    home: &Path,
+    resume: bool,
+    settings: &[String],
+    prompt: &str,
+) -> ClientRun {
+    let codex_home = home.join("codex");
+    let work = home.join("work");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let mut command = clean_command("node");
+    command
+        .arg(launcher)
+        .current_dir(&work)
+        .env("HOME", home)
+        .env("CODEX_HOME", &codex_home)
+        .env("CODEX_API_KEY", super::CLIENT_KEY)
+        .env("RUST_LOG", "off")
+        .arg("exec");
+    if resume {
+        command.args(["resume", "--last"]);
+    }
+    command
+        .args(["--json", "--skip-git-repo-check", "-m", model])
+        .args(["-c", "sandbox_mode=\"danger-full-access\""]);
+    let common = [
+        format!("openai_base_url=\"{base_url}\""),
+        "check_for_update_on_startup=false".to_string(),
+        "analytics.enabled=false".to_string(),
+        "features.plugins=false".to_string(),
+        "features.remote_plugin=false".to_string(),
+        "features.apps=false".to_string(),
+        "model_reasoning_effort=\"low\"".to_string(),
+    ];
+    for setting in common.iter().chain(settings) {
+        command.args(["-c", setting]);
+    }
+    command.arg(prompt);
+    run_bounded(command, CLIENT_TIMEOUT)
+}
