@@ -8,13 +8,16 @@
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use http::header::{HeaderMap, HeaderName, CONTENT_TYPE};
+use http::header::{HeaderMap, HeaderName, AUTHORIZATION, CONTENT_TYPE};
 use http::StatusCode;
 use http_body_util::BodyExt;
 
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
 use crate::node::{client_gate, rejection_log, reply};
+
+/// The Anthropic key header, parsed once.
+const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
 /// Longest plain-text rejection kept as the message.
 const MAX_MESSAGE_BYTES: usize = 1024;
@@ -25,16 +28,10 @@ pub async fn router_answers(State(app): State<AppState>, request: Request, next:
     // A `Uri` (and a header value) clone shares its bytes: nothing is copied on the way.
     let uri = request.uri().clone();
     let client_request_id = request.headers().get(reply::REQUEST_ID).cloned();
-    // The key, to name the client of a refusal (looked up only then).
-    let mut keys = HeaderMap::new();
-    for name in [
-        http::header::AUTHORIZATION,
-        HeaderName::from_static("x-api-key"),
-    ] {
-        if let Some(value) = request.headers().get(&name) {
-            keys.insert(name, value.clone());
-        }
-    }
+    // The key, to name the client of a refusal (looked up only then). A header value clone
+    // shares its bytes: nothing is allocated on a success.
+    let authorization = request.headers().get(AUTHORIZATION).cloned();
+    let x_api_key = request.headers().get(X_API_KEY).cloned();
     let response = next.run(request).await;
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
@@ -44,6 +41,13 @@ pub async fn router_answers(State(app): State<AppState>, request: Request, next:
     let path = uri.path();
     let client_api = path == "/" || path.starts_with("/v1/") || path == "/v1";
     if client_api {
+        let mut keys = HeaderMap::new();
+        if let Some(value) = authorization {
+            keys.insert(AUTHORIZATION, value);
+        }
+        if let Some(value) = x_api_key {
+            keys.insert(X_API_KEY, value);
+        }
         let live = app.live();
         let client =
             client_gate::authenticated_client(&live, &keys, path.starts_with("/v1/messages"))

@@ -425,3 +425,80 @@ async fn continuations_wait_in_the_fair_queue_and_keep_their_connections_cap() {
     assert!(peak <= 2, "{connection} ran {peak} continuations at once");
     assert!(peak >= 1);
 }
+
+async fn post_as(harness: &Harness, key: &str, path: &str, body: Value) -> (u16, Value) {
+    let response = harness
+        .client
+        .post(harness.url(path))
+        .bearer_auth(key)
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn code(answer: &Value) -> &str {
+    answer["error"]["code"].as_str().unwrap_or("-")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_tokens_and_embeddings_pass_the_clients_models_and_limits() {
+    let harness = Harness::start_with(&format!(
+        "\n[[clients]]\nid = \"alice\"\nkey = \"{ALICE}\"\nmodels = [\"team\"]\n\n[[clients]]\nid = \"bob\"\nkey = \"{BOB}\"\nrequests_per_min = 2\n"
+    ))
+    .await;
+    let count = json!({"model": "claude", "messages": [{"role": "user", "content": "hi"}]});
+    let embed = json!({"model": "team", "input": "hello"});
+    let before = harness.mock.stats().total;
+    let (status, answer) =
+        post_as(&harness, ALICE, "/v1/messages/count_tokens", count.clone()).await;
+    assert_eq!(
+        (status, code(&answer)),
+        (403, "model_not_allowed"),
+        "{answer}"
+    );
+    assert_eq!(
+        harness.mock.stats().total,
+        before,
+        "refused before the upstream"
+    );
+    assert_eq!(
+        post_as(&harness, ALICE, "/v1/embeddings", embed.clone())
+            .await
+            .0,
+        200
+    );
+
+    assert_eq!(
+        post_as(&harness, BOB, "/v1/embeddings", embed.clone())
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        post_as(&harness, BOB, "/v1/messages/count_tokens", count.clone())
+            .await
+            .0,
+        200
+    );
+    let before = harness.mock.stats().total;
+    for (path, body) in [
+        ("/v1/embeddings", &embed),
+        ("/v1/messages/count_tokens", &count),
+    ] {
+        let (status, answer) = post_as(&harness, BOB, path, body.clone()).await;
+        assert_eq!(
+            (status, code(&answer)),
+            (429, "client_rate_limited"),
+            "{path}: {answer}"
+        );
+    }
+    assert_eq!(
+        harness.mock.stats().total,
+        before,
+        "refused before the upstream"
+    );
+}
