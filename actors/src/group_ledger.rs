@@ -16,6 +16,11 @@ use std::sync::{Arc, Mutex};
 
 use crate::policy::affinity_bindings::ClientQuota;
 
+/// One client's share of `max_groups` among `clients` (0 counts as 1), at least 1.
+pub fn share_of(max_groups: usize, clients: usize) -> usize {
+    (max_groups / clients.max(1)).max(1)
+}
+
 #[derive(Default)]
 pub struct GroupLedger {
     /// Per combo, per client: the groups it holds, as the combo last reported them.
@@ -32,7 +37,7 @@ impl GroupLedger {
 
     /// The most groups one client holds on the node when the node keeps `max_groups`.
     pub fn share(&self, max_groups: usize) -> usize {
-        (max_groups / self.clients.load(Ordering::Relaxed).max(1)).max(1)
+        share_of(max_groups, self.clients.load(Ordering::Relaxed))
     }
 
     /// `client`'s quota for a new group in `combo`.

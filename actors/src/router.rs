@@ -106,14 +106,15 @@ impl RecoveryReport {
 
 /// Rebuilds the folded state from a journal: newest readable snapshot plus the events after it.
 pub fn recover_state(journal: &dyn Journal) -> (RouterState, RecoveryReport) {
-    recover_state_with(journal, None)
+    recover_state_with(journal, None, 0)
 }
 
 /// [`recover_state`] with the configured `affinity.max_groups` and `ttl_ms` bounding the
-/// bindings replayed (`None`: the defaults).
+/// bindings replayed (`None`: the defaults), each of the config's `clients` keeping its share.
 pub fn recover_state_with(
     journal: &dyn Journal,
     affinity_limits: Option<(usize, u64)>,
+    clients: usize,
 ) -> (RouterState, RecoveryReport) {
     let recovery = recover_versioned(journal, snapshot::decode);
     let mut report = RecoveryReport {
@@ -123,7 +124,7 @@ pub fn recover_state_with(
     };
     let tail = recovery.tail(journal);
     let mut state = recovery.state.unwrap_or_default();
-    state.affinity_limits = crate::policy::router_state::AffinityLimits(affinity_limits);
+    state.affinity_limits = crate::policy::router_state::AffinityLimits(affinity_limits, clients);
     for item in tail {
         match item {
             Ok(envelope) => {
@@ -187,9 +188,16 @@ impl Router {
         tap: Option<Arc<dyn EventTap>>,
     ) -> Result<Router, RouterError> {
         let affinity = topology.affinity;
-        let (state, recovery) = recover_state_with(
+        let (mut state, recovery) = recover_state_with(
             journal.as_ref(),
             Some((affinity.max_groups, affinity.ttl_ms)),
+            topology.clients,
+        );
+        // The shares the live combos keep (behaviour §11), which the journal's binds alone do
+        // not say.
+        crate::policy::affinity_bindings::trim_to_shares(
+            state.affinity.values_mut(),
+            crate::group_ledger::share_of(affinity.max_groups, topology.clients),
         );
         // Refused before the writer exists: nothing of this build reaches the journal.
         if let Some(newer) = recovery.newer() {

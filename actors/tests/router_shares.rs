@@ -57,7 +57,8 @@ async fn groups_of(router: &Router, client: &str) -> Vec<(String, u64)> {
 #[tokio::test]
 async fn s11_one_clients_new_groups_do_not_evict_anothers_and_max_groups_bounds_the_node() {
     let clock = ManualClock::new(T0);
-    let router = start(two_combos(10, 2), MemoryJournal::new(), clock.clone()).await;
+    let journal = MemoryJournal::new();
+    let router = start(two_combos(10, 2), journal.clone(), clock.clone()).await;
     for group in 1..=3 {
         drop(router.route(turn("team", "alice", group)).await.unwrap());
     }
@@ -101,4 +102,13 @@ async fn s11_one_clients_new_groups_do_not_evict_anothers_and_max_groups_bounds_
     let decision = router.route(turn("team", "alice", 1)).await.unwrap();
     let target = decision.current().unwrap();
     assert_eq!(format!("{}/{}", target.connection, target.model), &*bound);
+
+    // A restart replays every bind the journal holds (bob's 100) and keeps the same shares.
+    router.settle().await.unwrap();
+    router.flush().await.unwrap();
+    let restarted = start(two_combos(10, 2), journal.after_crash(), clock.clone()).await;
+    assert_eq!(groups_of(&restarted, "alice").await.len(), 3);
+    let bob = groups_of(&restarted, "bob").await;
+    assert_eq!(bob.len(), 5, "{bob:?}");
+    assert!(bob.iter().all(|(_, group)| *group >= 190), "{bob:?}");
 }

@@ -158,6 +158,14 @@ impl AffinityBindings {
             .collect()
     }
 
+    /// Forgets `group` (a trim to the shares).
+    fn forget(&mut self, group: u64) {
+        self.ensure_indexed();
+        if let Some(old) = self.by_group.remove(&group) {
+            self.left(&old.client);
+        }
+    }
+
     /// Forgets `client`'s least recently used group here; false when it has none.
     fn drop_oldest_of(&mut self, client: &Arc<str>) -> bool {
         let Some(entry) = self.by_client.get_mut(client) else {
@@ -210,14 +218,33 @@ impl AffinityBindings {
 
     /// Folds one journaled binding (replay and restart). `max_groups` and `ttl_ms` bound it.
     pub fn apply(&mut self, at_ms: u64, bound: &AffinityBound, limits: (usize, u64)) {
+        self.apply_within(at_ms, bound, limits, None);
+    }
+
+    /// [`apply`](Self::apply) held to the client's node-wide `quota`, as the live combo bound
+    /// it ([`bind_within`](Self::bind_within)).
+    pub fn apply_within(
+        &mut self,
+        at_ms: u64,
+        bound: &AffinityBound,
+        limits: (usize, u64),
+        quota: Option<ClientQuota>,
+    ) {
         let exec_key: Arc<str> = format!("{}/{}", bound.connection, bound.model).into();
-        self.bind(
+        self.bind_within(
             bound.group,
             Arc::from(bound.client.as_str()),
             exec_key,
             at_ms,
             limits,
+            quota,
         );
+    }
+
+    /// How many groups `client` holds here.
+    pub fn held_by(&mut self, client: &str) -> usize {
+        self.ensure_indexed();
+        self.by_client.get(client).map_or(0, |c| c.live)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u64, &AffinityBinding)> {
@@ -304,6 +331,39 @@ impl AffinityBindings {
                         .get(group)
                         .is_some_and(|b| b.last_used_ms == *used && b.client == *client)
                 });
+            }
+        }
+    }
+}
+
+/// Trims every combo's groups (`by_combo`, as a replay left them) to the clients' node-wide
+/// shares: a client holding more than `share` groups across the combos forgets its least
+/// recently used ones. A node starts from this, so a restart keeps what the live shares kept
+/// (the journal records binds, not the evictions the shares made).
+pub fn trim_to_shares<'a>(
+    by_combo: impl IntoIterator<Item = &'a mut AffinityBindings>,
+    share: usize,
+) {
+    let mut tables: Vec<&mut AffinityBindings> = by_combo.into_iter().collect();
+    let mut by_client: HashMap<Arc<str>, Vec<(u64, usize, u64)>> = HashMap::new();
+    for (index, table) in tables.iter().enumerate() {
+        for (group, binding) in table.iter() {
+            by_client.entry(binding.client.clone()).or_default().push((
+                binding.last_used_ms,
+                index,
+                group,
+            ));
+        }
+    }
+    for (_, mut groups) in by_client {
+        if groups.len() <= share.max(1) {
+            continue;
+        }
+        groups.sort_unstable();
+        let over = groups.len() - share.max(1);
+        for &(_, index, group) in &groups[..over] {
+            if let Some(table) = tables.get_mut(index) {
+                table.forget(group);
             }
         }
     }
@@ -453,5 +513,30 @@ mod tests {
         let expected: Vec<u64> = (1..=25).filter(|g| g % 5 != 0).collect();
         assert_eq!(seen, expected);
         assert_eq!(b.page(None, 0, keep).0, 20);
+    }
+
+    #[test]
+    fn a_replayed_table_is_trimmed_to_each_clients_share_across_combos() {
+        let limits = (100, u64::MAX);
+        let mut team = AffinityBindings::default();
+        let mut other = AffinityBindings::default();
+        team.bind(1, key("alice"), key("a/m"), 1, limits);
+        for g in 10..14 {
+            team.bind(g, key("bob"), key("a/m"), g, limits);
+            other.bind(g + 100, key("bob"), key("a/m"), g + 100, limits);
+        }
+        trim_to_shares([&mut team, &mut other], 3);
+        assert!(
+            team.get(1, 200, u64::MAX).is_some(),
+            "alice is under her share"
+        );
+        let mut bob: Vec<u64> = team
+            .iter()
+            .chain(other.iter())
+            .filter(|(_, b)| &*b.client == "bob")
+            .map(|(g, _)| g)
+            .collect();
+        bob.sort_unstable();
+        assert_eq!(bob, vec![111, 112, 113], "his most recently used three");
     }
 }

@@ -12,7 +12,7 @@ use quotaroute_journal::{
 use serde::{Deserialize, Serialize};
 
 use crate::policy::affinity::AffinitySettings;
-use crate::policy::affinity_bindings::AffinityBindings;
+use crate::policy::affinity_bindings::{AffinityBindings, ClientQuota};
 use crate::policy::breaker::BreakerState;
 use crate::policy::burn_history::BurnHistory;
 use crate::policy::cached_input::CachedInputByConnection;
@@ -68,10 +68,12 @@ pub struct RouterState {
     route_keys: RouteKeyCache,
 }
 
-/// `(max_groups, ttl_ms)` for [`RouterState::affinity_limits`]; equal to any other (config,
-/// not learned state: two folds of one journal compare equal whatever config bounded them).
+/// `(max_groups, ttl_ms)` for [`RouterState::affinity_limits`], and the number of clients the
+/// config names (each keeps its share of `max_groups` across the combos, behaviour §11; 0
+/// counts as 1); equal to any other (config, not learned state: two folds of one journal
+/// compare equal whatever config bounded them).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AffinityLimits(pub Option<(usize, u64)>);
+pub struct AffinityLimits(pub Option<(usize, u64)>, pub usize);
 
 impl PartialEq for AffinityLimits {
     fn eq(&self, _other: &Self) -> bool {
@@ -185,13 +187,24 @@ impl RouterState {
                     let settings = AffinitySettings::default();
                     (settings.max_groups, settings.ttl_ms)
                 });
+                // The client's node-wide share, as the live combos keep it.
+                let held_elsewhere: usize = self
+                    .affinity
+                    .iter_mut()
+                    .filter(|(combo, _)| **combo != bound.combo)
+                    .map(|(_, bindings)| bindings.held_by(&bound.client))
+                    .sum();
+                let quota = Some(ClientQuota {
+                    share: crate::group_ledger::share_of(limits.0, self.affinity_limits.1),
+                    held_elsewhere,
+                });
                 match self.affinity.get_mut(&bound.combo) {
-                    Some(bindings) => bindings.apply(at_ms, bound, limits),
+                    Some(bindings) => bindings.apply_within(at_ms, bound, limits, quota),
                     None => self
                         .affinity
                         .entry(bound.combo.clone())
                         .or_default()
-                        .apply(at_ms, bound, limits),
+                        .apply_within(at_ms, bound, limits, quota),
                 }
             }
             Event::PeerApplied(applied) => self.apply_peer(applied),
@@ -316,7 +329,7 @@ mod affinity_limit_tests {
     #[test]
     fn bindings_fold_with_the_configured_limits() {
         let mut configured = RouterState {
-            affinity_limits: AffinityLimits(Some((2, 3_600_000))),
+            affinity_limits: AffinityLimits(Some((2, 3_600_000)), 0),
             ..RouterState::default()
         };
         let mut defaults = RouterState::default();
