@@ -252,7 +252,9 @@ impl ComboState {
             waiter.busy(now_ms);
         }
         // Head of line: when the next waiter has no room nobody behind it is granted either,
-        // so the fair order holds (the targets of one combo are shared by its waiters).
+        // so the fair order holds (the targets of one combo are shared by its waiters). A
+        // waiter bound to one connection (a continuation) has room only there, so while its
+        // connection stays at cap the others wait behind it too (at most `queue_ms`).
         while let Some((wanted, only)) = self.queue.next_waiting().map(|next| {
             (
                 (next.format, next.translatable),
