@@ -17,7 +17,7 @@ use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use quotaroute_actors::policy::request::{final_answer, FinalAnswer, Step, UnroutableKind};
 use quotaroute_actors::{AffinityKey, Decision, RouteError, RouteRequest, RoutedTarget, Router};
-use quotaroute_journal::{ApiFormat as JournalFormat, OutcomeClass, ResponseBound};
+use quotaroute_journal::{ApiFormat as JournalFormat, BlockReason, OutcomeClass, ResponseBound};
 use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
@@ -751,10 +751,20 @@ pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
             ),
         ),
         RouteError::NoTarget(unroutable) => {
+            // A spent or reserved window (behaviour §13) is named as such: the client learns
+            // the pool is used up until a reset, not that it asked too fast.
+            let spent = unroutable
+                .blocked
+                .iter()
+                .any(|skip| matches!(skip.reason, BlockReason::QuotaExhausted | BlockReason::Reserved));
             let (kind, message) = match unroutable.kind {
+                UnroutableKind::AllLimited if spent => (
+                    ApiErrorKind::AllTargetsLocked,
+                    "every account of this model is spent or kept in reserve",
+                ),
                 UnroutableKind::AllLimited => (
                     ApiErrorKind::AllTargetsLocked,
-                    "every target of this model is rate limited or cooling down",
+                    "every account of this model is rate limited or cooling down",
                 ),
                 UnroutableKind::NoneAvailable => (
                     ApiErrorKind::NoAvailableTarget,

@@ -503,6 +503,28 @@ async fn all_targets_locked_for_long_says_do_not_retry() {
     );
 }
 
+/// Every account locked for half a minute: a wait under `client_retry_max_ms` stays retryable
+/// (a `Retry-After`, no `x-should-retry`, the plain message), so clients come back by themselves.
+#[tokio::test]
+async fn all_targets_locked_briefly_stays_retryable() {
+    let harness = Harness::start().await;
+    harness.mock.set_rules(vec![Rule::rate_limited(30)]);
+    assert_eq!(harness.chat("team").await.status(), 429);
+    harness.settle().await;
+    let response = harness.chat("team").await;
+    assert_eq!(response.status(), 429);
+    assert!(response.headers().get("x-should-retry").is_none());
+    let retry_after: u64 = header(&response, "retry-after").parse().unwrap();
+    assert!((1..=30).contains(&retry_after), "{retry_after}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "all_targets_locked", "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "every account of this model is rate limited or cooling down",
+        "{body}"
+    );
+}
+
 /// `POST /admin/clients/{id}/reset` clears a spent client; the reset is journaled by `admin`
 /// and survives a restart (the spend folded from the journal does not come back); an unknown
 /// client is 404.

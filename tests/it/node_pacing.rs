@@ -62,6 +62,11 @@ async fn refused(harness: &Harness, model: &str, anthropic: bool) -> (u64, Value
     let retry_after: u64 = header(&response, "retry-after").parse().unwrap();
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "all_targets_locked", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("every account of this model is spent or kept in reserve"),
+        "{message}"
+    );
     let blocked = body["error"]["blocked"].as_array().unwrap();
     assert_eq!(blocked.len(), 1, "{body}");
     (retry_after, blocked[0].clone())

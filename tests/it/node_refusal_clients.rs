@@ -1,5 +1,6 @@
-//! Refusals real clients act on (behaviour §7, issue #34): a client whose month budget is spent
-//! is answered 429 `budget_exceeded` with a `Retry-After` of weeks. Each real client — the
+//! Refusals real clients act on (behaviour §7, issues #34 and #36): a client whose month budget
+//! is spent is answered 429 `budget_exceeded` with a `Retry-After` of weeks, and a pool whose
+//! every account is locked for an hour 429 `all_targets_locked`. Each real client — the
 //! official SDKs (openai-python, anthropic-python, openai-node, @anthropic-ai/sdk, with their
 //! default retries), Claude Code (`claude -p`) and Codex (`codex exec`) — must stop at once
 //! (one refused request, bounded wall time) and show the reset time, where before they slept
@@ -15,6 +16,7 @@ use serde_json::json;
 
 use crate::support::clients::*;
 use crate::support::*;
+use quotaroute::mock_upstream::Rule;
 
 const KEY_A: &str = "sk-qr-refused-team-a-secret";
 
@@ -69,6 +71,87 @@ output = 600.0
     harness
 }
 
+/// A node whose every account (both combos, both formats) is locked for an hour by the
+/// upstreams' 429s, with `id` a client without limits: the next request is the router's own
+/// 429 `all_targets_locked`, not to be retried.
+async fn locked_pool(id: &'static str) -> Harness {
+    let harness = Harness::start_editing(|text| {
+        text + &format!(
+            r#"
+[[clients]]
+id = "{id}"
+key = "{KEY_A}"
+"#
+        )
+    })
+    .await;
+    harness.mock.set_rules(vec![Rule::rate_limited(3_600)]);
+    for (path, body) in [
+        (
+            "/v1/chat/completions",
+            json!({"model": "team", "messages": [{"role": "user", "content": "lock it"}]}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "claude", "max_tokens": 8, "messages": [{"role": "user", "content": "lock it"}]}),
+        ),
+    ] {
+        let response = harness
+            .client
+            .post(harness.url(path))
+            .bearer_auth(KEY_A)
+            .header("x-api-key", KEY_A)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 429, "{path}");
+    }
+    harness.settle().await;
+    let refused = harness
+        .client
+        .post(harness.url("/v1/chat/completions"))
+        .bearer_auth(KEY_A)
+        .json(&json!({"model": "team", "messages": [{"role": "user", "content": "more"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(header(&refused, "x-should-retry"), "false");
+    harness
+}
+
+/// What is counted to see that a client did not retry: its refusals for the budget, or every
+/// request it made (each one of a locked pool is refused).
+#[derive(Clone, Copy)]
+enum Refusal {
+    Budget,
+    LockedPool,
+}
+
+impl Refusal {
+    async fn count(self, harness: &Harness, id: &str) -> u64 {
+        match self {
+            Refusal::Budget => budget_refusals(harness, id).await,
+            Refusal::LockedPool => client_requests(harness, id).await,
+        }
+    }
+}
+
+/// How many of client `id`'s requests were admitted (`quotaroute_client_requests_total`).
+async fn client_requests(harness: &Harness, id: &str) -> u64 {
+    let metrics = harness.admin_text("/metrics").await;
+    metrics
+        .lines()
+        .find(|line| {
+            line.starts_with("quotaroute_client_requests_total{")
+                && line.contains(&format!("client=\"{id}\""))
+        })
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse::<f64>().ok())
+        .map_or(0, |value| value as u64)
+}
+
 /// How many of client `id`'s requests the node refused for its budget so far (`/metrics`).
 async fn budget_refusals(harness: &Harness, id: &str) -> u64 {
     let metrics = harness.admin_text("/metrics").await;
@@ -87,12 +170,18 @@ async fn budget_refusals(harness: &Harness, id: &str) -> u64 {
 /// Runs `command` against spent client `id` and checks it stopped at once: one refusal (no
 /// retry), within [`AT_ONCE`], and what it printed holds each of `shows` (the refusal and the
 /// reset time).
-async fn stops_at_once(harness: &Harness, id: &str, what: &str, command: Command, shows: &[&str]) {
-    let before = budget_refusals(harness, id).await;
+async fn stops_at_once(
+    harness: &Harness,
+    (id, refusal): (&str, Refusal),
+    what: &str,
+    command: Command,
+    shows: &[&str],
+) {
+    let before = refusal.count(harness, id).await;
     let run = tokio::task::spawn_blocking(move || run_bounded(command, Duration::from_secs(90)))
         .await
         .unwrap();
-    let refusals = budget_refusals(harness, id).await - before;
+    let refusals = refusal.count(harness, id).await - before;
     eprintln!(
         "{what}: stopped after {:.2?}, {refusals} refused request(s)",
         run.elapsed
@@ -157,38 +246,75 @@ except anthropic.APIStatusError as error:
     print(type(error).__name__, error)
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn openai_python_stops_at_once_on_a_spent_budget() {
+impl Refusal {
+    /// A node refusing client `id` this way.
+    async fn harness(self, id: &'static str) -> Harness {
+        match self {
+            Refusal::Budget => spent_client(id).await,
+            Refusal::LockedPool => locked_pool(id).await,
+        }
+    }
+
+    /// What an SDK or Claude Code prints of the refusal: the reset time in words, and for the
+    /// budget the spend against it.
+    fn sdk_shows(self) -> &'static [&'static str] {
+        match self {
+            Refusal::Budget => SDK_SHOWS,
+            Refusal::LockedPool => &["every account of this model is", "UTC, in "],
+        }
+    }
+}
+
+async fn openai_python(id: &'static str, refusal: Refusal) {
     let Some(python) = sdk_python() else {
         return not_installed("the Python SDK venv", ".ci/run creates .venv-sdk");
     };
-    let harness = spent_client("openai-python").await;
+    let harness = refusal.harness(id).await;
     let command = python_command(&python, &harness.base, OPENAI_PY);
     stops_at_once(
         &harness,
-        "openai-python",
+        (id, refusal),
         "openai-python",
         command,
-        SDK_SHOWS,
+        refusal.sdk_shows(),
+    )
+    .await;
+}
+
+async fn anthropic_python(id: &'static str, refusal: Refusal) {
+    let Some(python) = sdk_python() else {
+        return not_installed("the Python SDK venv", ".ci/run creates .venv-sdk");
+    };
+    let harness = refusal.harness(id).await;
+    let command = python_command(&python, &harness.base, ANTHROPIC_PY);
+    stops_at_once(
+        &harness,
+        (id, refusal),
+        "anthropic-python",
+        command,
+        refusal.sdk_shows(),
     )
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_python_stops_at_once_on_a_spent_budget() {
+    openai_python("openai-python", Refusal::Budget).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_python_stops_at_once_on_a_pool_locked_for_an_hour() {
+    openai_python("openai-python-locked", Refusal::LockedPool).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_python_stops_at_once_on_a_spent_budget() {
-    let Some(python) = sdk_python() else {
-        return not_installed("the Python SDK venv", ".ci/run creates .venv-sdk");
-    };
-    let harness = spent_client("anthropic-python").await;
-    let command = python_command(&python, &harness.base, ANTHROPIC_PY);
-    stops_at_once(
-        &harness,
-        "anthropic-python",
-        "anthropic-python",
-        command,
-        SDK_SHOWS,
-    )
-    .await;
+    anthropic_python("anthropic-python", Refusal::Budget).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_python_stops_at_once_on_a_pool_locked_for_an_hour() {
+    anthropic_python("anthropic-python-locked", Refusal::LockedPool).await;
 }
 
 fn node_modules() -> PathBuf {
@@ -230,31 +356,56 @@ try {
 }
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn openai_node_stops_at_once_on_a_spent_budget() {
+async fn openai_node(id: &'static str, refusal: Refusal) {
     if !node_modules().join("openai").is_dir() {
         return not_installed("openai-node", INSTALL);
     }
-    let harness = spent_client("openai-node").await;
+    let harness = refusal.harness(id).await;
     let command = node_command(&harness.base, OPENAI_NODE);
-    stops_at_once(&harness, "openai-node", "openai-node", command, SDK_SHOWS).await;
+    stops_at_once(
+        &harness,
+        (id, refusal),
+        "openai-node",
+        command,
+        refusal.sdk_shows(),
+    )
+    .await;
+}
+
+async fn anthropic_node(id: &'static str, refusal: Refusal) {
+    if !node_modules().join("@anthropic-ai/sdk").is_dir() {
+        return not_installed("@anthropic-ai/sdk", INSTALL);
+    }
+    let harness = refusal.harness(id).await;
+    let command = node_command(&harness.base, ANTHROPIC_NODE);
+    stops_at_once(
+        &harness,
+        (id, refusal),
+        "@anthropic-ai/sdk",
+        command,
+        refusal.sdk_shows(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_node_stops_at_once_on_a_spent_budget() {
+    openai_node("openai-node", Refusal::Budget).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_node_stops_at_once_on_a_pool_locked_for_an_hour() {
+    openai_node("openai-node-locked", Refusal::LockedPool).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_node_sdk_stops_at_once_on_a_spent_budget() {
-    if !node_modules().join("@anthropic-ai/sdk").is_dir() {
-        return not_installed("@anthropic-ai/sdk", INSTALL);
-    }
-    let harness = spent_client("anthropic-node").await;
-    let command = node_command(&harness.base, ANTHROPIC_NODE);
-    stops_at_once(
-        &harness,
-        "anthropic-node",
-        "@anthropic-ai/sdk",
-        command,
-        SDK_SHOWS,
-    )
-    .await;
+    anthropic_node("anthropic-node", Refusal::Budget).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_node_sdk_stops_at_once_on_a_pool_locked_for_an_hour() {
+    anthropic_node("anthropic-node-locked", Refusal::LockedPool).await;
 }
 
 /// Claude Code's native binary (see `node_clients.rs`).
@@ -272,12 +423,11 @@ fn claude_binary() -> Option<PathBuf> {
     .find(|path| path.is_file())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_stops_at_once_on_a_spent_budget() {
+async fn claude_code(id: &'static str, refusal: Refusal) {
     let Some(binary) = claude_binary() else {
         return not_installed("Claude Code (@anthropic-ai/claude-code)", INSTALL);
     };
-    let harness = spent_client("claude-code").await;
+    let harness = refusal.harness(id).await;
     let home = client_home("qr-refused-claude-");
     let mut command = clean_command(binary);
     // Claude Code's own retry settings are left at their defaults.
@@ -294,16 +444,32 @@ async fn claude_code_stops_at_once_on_a_spent_budget() {
         .env("DISABLE_ERROR_REPORTING", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .args(["-p", "say pong", "--output-format", "json"]);
-    stops_at_once(&harness, "claude-code", "claude -p", command, SDK_SHOWS).await;
+    stops_at_once(
+        &harness,
+        (id, refusal),
+        "claude -p",
+        command,
+        refusal.sdk_shows(),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_stops_at_once_on_a_spent_budget() {
+async fn claude_code_stops_at_once_on_a_spent_budget() {
+    claude_code("claude-code", Refusal::Budget).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_stops_at_once_on_a_pool_locked_for_an_hour() {
+    claude_code("claude-code-locked", Refusal::LockedPool).await;
+}
+
+async fn codex(id: &'static str, refusal: Refusal) {
     let launcher = node_modules().join("@openai/codex/bin/codex.js");
     if !launcher.is_file() {
         return not_installed("Codex CLI (@openai/codex)", INSTALL);
     }
-    let harness = spent_client("codex").await;
+    let harness = refusal.harness(id).await;
     let home = client_home("qr-refused-codex-");
     let codex_home = home.path().join("codex");
     let work = home.path().join("work");
@@ -334,10 +500,20 @@ async fn codex_stops_at_once_on_a_spent_budget() {
     // `resets_at` ("You've hit your usage limit. Try again at 4:42 PM.").
     stops_at_once(
         &harness,
-        "codex",
+        (id, refusal),
         "codex exec",
         command,
         &["usage limit", "Try again at"],
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_stops_at_once_on_a_spent_budget() {
+    codex("codex", Refusal::Budget).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_stops_at_once_on_a_pool_locked_for_an_hour() {
+    codex("codex-locked", Refusal::LockedPool).await;
 }
