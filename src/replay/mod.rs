@@ -9,7 +9,8 @@
 //! - [`timeline`] — one line per event (default) or NDJSON, with [`affinity_why`] and
 //!   [`pace_why`] saying why a turn went where; [`paint`] — ANSI colour.
 //! - [`periods`] — cooling/locked/disabled/breaker-open bands, shared by the views below.
-//! - [`summary`] — `--summary`; [`state_at`] — `--state-at`; [`svg`] — `--svg`.
+//! - [`summary`] — `--summary`, with [`window_resets`] (quota left unused at each reset);
+//!   [`state_at`] — `--state-at`; [`svg`] — `--svg`.
 //! - [`what_if`] — `--what-if CONFIG`; [`what_if_affinity`] — `--what-if affinity=off`.
 //! - [`time_parse`] — RFC 3339 / relative times in, UTC out.
 //!
@@ -31,6 +32,7 @@ pub mod what_if;
 pub mod what_if_affinity;
 #[cfg(test)]
 mod what_if_equals_live;
+pub mod window_resets;
 
 use std::io::Write;
 use std::path::PathBuf;

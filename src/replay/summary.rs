@@ -1,6 +1,7 @@
 //! `--summary`: per provider and per connection — requests ok, failures by class, time cooling,
 //! disabled, locked per model, breaker open, breaker openings and cycles, the most frequent
-//! upstream errors, first and last failure. Owns the counting and its text/JSON rendering.
+//! upstream errors, first and last failure; each client's spend; the quota left unused at each
+//! window reset (`window_resets.rs` finds them). Owns the counting and its text/JSON rendering.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,6 +9,7 @@ use std::fmt::Write as _;
 use quotaroute_journal::{Envelope, Event};
 use serde::Serialize;
 
+use crate::replay::window_resets::{mean_unused_pct, WindowReset, WindowResets};
 use crate::time_parse::{format_duration, format_utc_ms};
 use crate::timeline::filter::Filter;
 use crate::timeline::periods::{PeriodTracker, Periods};
@@ -103,6 +105,10 @@ pub struct Summary {
     pub connections: Vec<ConnectionSummary>,
     /// What each client spent on each upstream model (`client_usage`, behaviour §11).
     pub spend: Vec<ClientSpend>,
+    /// Each window reset the journal saw and the share of it left unused (behaviour §13).
+    pub window_resets: Vec<WindowReset>,
+    /// Their mean unused share, in percent.
+    pub unused_at_resets_pct: Option<f64>,
 }
 
 /// One row of the spend table: a client on one upstream model.
@@ -130,6 +136,7 @@ pub struct SummaryBuilder {
     connections: BTreeMap<String, (String, RequestCounts)>,
     /// (client, model) → its row, spend summed in pico-USD (exact).
     spend: BTreeMap<(String, String), (ClientSpend, u64)>,
+    windows: WindowResets,
 }
 
 impl SummaryBuilder {
@@ -144,6 +151,7 @@ impl SummaryBuilder {
     pub fn observe(&mut self, envelope: &Envelope) {
         // Bands may start before the window and reach into it: track every event.
         self.tracker.observe(envelope.at_ms, &envelope.event);
+        self.windows.observe(envelope);
         if let Event::ConfigLoaded(config) = &envelope.event {
             for provider in &config.providers {
                 self.providers.entry(provider.name.clone()).or_default();
@@ -222,6 +230,8 @@ impl SummaryBuilder {
             (until, last) => until.or(last).unwrap_or(0),
         };
         let periods: Periods = self.tracker.finish(start, end);
+        summary.window_resets = self.windows.finish(&self.filter, end);
+        summary.unused_at_resets_pct = mean_unused_pct(&summary.window_resets);
         let wanted_provider =
             |name: &str| self.filter.provider.as_deref().is_none_or(|p| p == name);
         let wanted_connection =
@@ -398,6 +408,7 @@ pub fn render_text(summary: &Summary) -> String {
             let _ = writeln!(out, "{}: locked: {}", c.id, locks.join(", "));
         }
     }
+    render_window_resets(&mut out, summary);
     if !summary.spend.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -425,6 +436,35 @@ pub fn render_text(summary: &Summary) -> String {
         }
     }
     out
+}
+
+/// The window resets: one line each, then the mean share left unused.
+fn render_window_resets(out: &mut String, summary: &Summary) {
+    let Some(mean) = summary.unused_at_resets_pct else {
+        return;
+    };
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<12} {:<16} {:<24} {:>8} {:>8}",
+        "CONNECTION", "WINDOW", "RESET AT", "USED", "UNUSED"
+    );
+    for reset in &summary.window_resets {
+        let _ = writeln!(
+            out,
+            "{:<12} {:<16} {:<24} {:>7.0}% {:>7.0}%",
+            reset.connection,
+            reset.window,
+            format_utc_ms(reset.reset_at_ms),
+            reset.used_pct,
+            reset.unused_pct
+        );
+    }
+    let _ = writeln!(
+        out,
+        "unused at resets: {mean:.1}% of each window on average ({} resets)",
+        summary.window_resets.len()
+    );
 }
 
 #[cfg(test)]

@@ -519,8 +519,7 @@ async fn all_targets_locked_briefly_stays_retryable() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "all_targets_locked", "{body}");
     assert_eq!(
-        body["error"]["message"],
-        "every account of this model is rate limited or cooling down",
+        body["error"]["message"], "every account of this model is rate limited or cooling down",
         "{body}"
     );
 }

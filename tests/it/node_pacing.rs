@@ -321,3 +321,57 @@ async fn two_half_used_windows_resetting_in_1h_and_4h_split_80_20_when_paced() {
     let unpaced = split_of_two_half_used_windows(false).await;
     assert!((0.45..=0.55).contains(&unpaced), "unpaced share {unpaced}");
 }
+
+/// `replay --summary` names the share of each window left unused at each reset it saw: a
+/// 5-hour window last read 30 % used before its reset, then the next window read 5 % used and
+/// still open when the journal ends (behaviour §13).
+#[tokio::test]
+async fn replay_summary_reports_the_share_left_unused_at_each_reset() {
+    let start_ms = unix_s_in(0) * 1_000;
+    let clock = quotaroute::actors::ManualClock::new(start_ms);
+    let mut harness = Harness::start_on_clock(|text| text + SOLO, clock.clone()).await;
+    let five_hours = |utilization: &str, reset_s: u64| {
+        pairs(&[
+            ("anthropic-ratelimit-unified-status", "allowed".into()),
+            (
+                "anthropic-ratelimit-unified-5h-utilization",
+                utilization.into(),
+            ),
+            ("anthropic-ratelimit-unified-5h-reset", reset_s.to_string()),
+        ])
+    };
+    let key = upstream_key("an-1");
+    harness
+        .mock
+        .set_response_headers(&key, five_hours("0.30", start_ms / 1_000 + 3_600));
+    assert_eq!(harness.message("solo-claude").await.status(), 200);
+    harness.settle().await;
+    clock.advance(2 * 3_600_000);
+    harness.mock.set_response_headers(
+        &key,
+        five_hours("0.05", start_ms / 1_000 + 2 * 3_600 + 5 * 3_600),
+    );
+    assert_eq!(harness.message("solo-claude").await.status(), 200);
+    harness.settle().await;
+    harness.stop().await;
+
+    let mut args = crate::replay_support::args(&harness.dir.path().join("journal"));
+    args.summary = true;
+    args.format = quotaroute::replay::Format::Json;
+    let (code, out, err) = crate::replay_support::run(&args);
+    assert_eq!(code, 0, "{err}");
+    let summary: Value = serde_json::from_str(&out).unwrap();
+    let resets = summary["window_resets"].as_array().unwrap();
+    assert_eq!(resets.len(), 1, "{summary}");
+    assert_eq!(resets[0]["connection"], "an-1");
+    assert_eq!(resets[0]["window"], "5h");
+    assert_eq!(resets[0]["unused_pct"], 70.0, "{}", resets[0]);
+    assert_eq!(summary["unused_at_resets_pct"], 70.0);
+
+    args.format = quotaroute::replay::Format::Text;
+    let (_, text, _) = crate::replay_support::run(&args);
+    assert!(
+        text.contains("unused at resets: 70.0% of each window on average (1 resets)"),
+        "{text}"
+    );
+}

@@ -166,7 +166,7 @@ fn reading_moved(
         _ => true,
     };
     // Per-minute windows pace nothing worth a record per percent; their flips still count.
-    let paced = length.is_none_or(|length| length >= PACED_WINDOW_MIN_MS);
+    let paced = crate::policy::pace::is_quota_window(&new.window);
     known.limit != new.limit
         || reading_saturates(known.used, known.limit, settings)
             != reading_saturates(new.used, new.limit, settings)
@@ -178,8 +178,6 @@ fn reading_moved(
 /// How far a window's reset may wander between responses (relative reset headers are read
 /// against each response's own clock) before it is taken for a new window.
 const RESET_JITTER_MS: u64 = 60_000;
-/// The shortest window whose every percent is journaled (an hour: subscription windows).
-const PACED_WINDOW_MIN_MS: u64 = 3_600_000;
 
 pub fn reading_saturates(
     used: u64,

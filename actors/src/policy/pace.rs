@@ -123,6 +123,17 @@ impl PaceWindow {
     }
 }
 
+/// The shortest window pacing reads as quota (an hour: subscription and daily windows); the
+/// per-minute count windows below it only saturate.
+pub const QUOTA_WINDOW_MIN_MS: u64 = HOUR_MS;
+
+/// Whether `window` is a quota window (at least [`QUOTA_WINDOW_MIN_MS`] long, or of a length
+/// its name does not say, as an operator's pushed window): each percent of it is journaled
+/// and `replay --summary` counts what its resets left unused.
+pub fn is_quota_window(window: &str) -> bool {
+    window_length_ms(window).is_none_or(|length| length >= QUOTA_WINDOW_MIN_MS)
+}
+
 /// How long a window is, from its name; `None` when the name says nothing of its length.
 pub fn window_length_ms(window: &str) -> Option<u64> {
     let (base, model) = match window.split_once(':') {
