@@ -53,10 +53,13 @@ function finish(error) {
   process.exit(0);
 }
 
-async function admin(method, path) {
+async function admin(method, path, body) {
+  const headers = { Authorization: 'Bearer ' + ADMIN_KEY };
+  if (body !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(NODE + path, {
     method,
-    headers: { Authorization: 'Bearer ' + ADMIN_KEY },
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
     signal: AbortSignal.timeout(5000),
   });
   const text = await response.text();
@@ -366,6 +369,33 @@ async function drive(context) {
   if (cleared.cooldown_remaining_ms !== 0) throw new Error('the admin API still shows a cooldown');
   result.cleared_connection = cooling.id;
   done('connection cleared', cooling.id);
+
+  step = 'a spent window shows on its account, its bar and its combo';
+  // An operator's reading (behaviour §13): oa-2's 5-hour window used up for two more hours.
+  const spentAt = new Date(Date.now() + 2 * 3600 * 1000).toISOString();
+  const pushed = await admin('POST', '/admin/connections/oa-2/usage', { window: '5h', used_pct: 100, resets_at: spentAt });
+  if (pushed.status !== 200) throw new Error('the usage push answered ' + pushed.status + ' ' + JSON.stringify(pushed.body));
+  await page.locator('[data-account="oa-2"]', { hasText: 'spent' }).waitFor({ state: 'visible', timeout: 2000 });
+  const bar = page.locator('[data-connection="oa-2"] .bucket[data-window="5h"]');
+  await bar.and(page.locator('[data-state="spent"]')).waitFor({ state: 'visible', timeout: 2000 });
+  const barText = (await bar.textContent()) || '';
+  if (!/resets \d/.test(barText)) {
+    throw new Error('the 5h bar says: ' + barText);
+  }
+  if (!/pace \d+\.\d\d/.test(barText)) throw new Error('the 5h bar shows no pace: ' + barText);
+  const teamTargets = expected.combos.find((combo) => combo.name === 'team').targets.length;
+  const headline = page.locator('#summary .stat', { hasText: 'team' });
+  await headline.filter({ hasText: `usable now: ${teamTargets - 1} of ${teamTargets}` }).waitFor({ state: 'visible', timeout: 2000 });
+  result.spent_bar = barText;
+  await shot(page, 'ui-spent.png');
+  // The operator's next reading: a fresh window.
+  const fresh = await admin('POST', '/admin/connections/oa-2/usage', { window: '5h', used_pct: 10, resets_at: spentAt });
+  if (fresh.status !== 200) throw new Error('the usage push answered ' + fresh.status);
+  await page.waitForFunction(() => {
+    const badge = document.querySelector('[data-account="oa-2"]');
+    return badge && badge.textContent !== 'spent';
+  }, null, { timeout: 2000 });
+  done('spent window shown', barText);
 
   step = 'reload the config with a click';
   await page.click('#reload');

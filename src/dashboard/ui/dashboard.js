@@ -337,7 +337,29 @@ function targetUsable(s, t) {
   if (c.cooldown_remaining_ms > 0 || c.disabled) return false;
   if ((c.lockouts || []).some((l) => l.model === t.model)) return false;
   return !(c.buckets || []).some((b) => windowApplies(b.window, t.model)
-    && (b.reserved || (b.saturated && b.used >= b.limit)));
+    && ['spent', 'reserved'].includes(windowState(b)));
+}
+
+// What a window says of its account (§13): used to its limit, within the owner's reserve,
+// nearly used (saturated), or nothing to say.
+function windowState(b) {
+  if (b.limit && b.used >= b.limit) return 'spent';
+  if (b.reserved) return 'reserved';
+  if (b.saturated) return 'saturated';
+  return null;
+}
+
+// An account's worst window state, or `ready`.
+function accountState(c) {
+  const states = (c.buckets || []).map(windowState);
+  return ['spent', 'reserved', 'saturated'].find((st) => states.includes(st)) || 'ready';
+}
+
+// A window's pace and, when it runs out before its reset, when.
+function paceText(b) {
+  if (b.pace === undefined || b.pace === null) return '';
+  const out = b.runs_out_at_ms ? ' · runs out in ' + duration(Math.max(0, b.runs_out_at_ms - Date.now())) : '';
+  return 'pace ' + Number(b.pace).toFixed(2) + out;
 }
 
 function renderProviders(s) {
@@ -365,10 +387,15 @@ function renderConnections(s) {
   const cards = s.connections.map((c) => {
     const cooling = c.cooldown_remaining_ms > 0;
     const troubled = cooling || c.disabled || c.lockouts.length > 0;
+    // Spent, reserved and saturated windows move with every reading: the badge follows them.
     const status = c.disabled
       ? el('span', { class: 'badge disabled', text: 'disabled: ' + c.disabled.reason })
       : cooling ? el('span', { class: 'badge cooling', text: 'cooling' })
-        : el('span', { class: 'badge ok', text: 'ready' });
+        : bind(el('span', { 'data-account': c.id }), (x, node) => {
+          const st = accountState(connection(x, c.id));
+          node.className = 'badge ' + (st === 'ready' ? 'ok' : st);
+          node.textContent = st;
+        });
     const facts = el('dl', { class: 'facts' },
       el('dt', { text: 'in flight' }), el('dd', {}, boundNumber((x) => connection(x, c.id).in_flight)),
       el('dt', { text: 'cooldown' }), el('dd', {},
@@ -383,20 +410,26 @@ function renderConnections(s) {
       c.disabled ? [el('dt', { text: 'disabled' }), el('dd', {}, c.disabled.reason + ', ',
         countdown((x) => (connection(x, c.id).disabled || {}).remaining_ms, 'until cleared'))] : null,
     );
+    // Each window as a bar: used of its limit, its reset countdown, its pace and state.
     const buckets = c.buckets.map((b) => {
       const fill = el('i');
       const text = el('span');
-      const row = el('div', { class: b.saturated ? 'bucket saturated' : 'bucket', 'data-window': b.window },
+      const pace = el('span', { class: 'pace', 'data-window-pace': c.id + '/' + b.window });
+      const row = el('div', { class: 'bucket', 'data-window': b.window },
         el('div', {}, el('strong', { text: b.window }), ' ', text, ' ',
           el('span', { class: 'muted' }, 'resets ', countdown((x) => {
             const at = bucketOf(x, c.id, b.window).resets_at_ms;
             return at ? Math.max(0, at - Date.now()) : null;
-          }, 'never'))),
+          }, 'never')), ' ', pace),
         el('div', { class: 'meter' }, fill));
       bind(row, (x) => {
         const now = bucketOf(x, c.id, b.window);
+        const st = windowState(now);
+        row.className = st ? 'bucket ' + st : 'bucket';
+        row.dataset.state = st || 'ok';
         text.textContent = number(now.used || 0) + ' / ' + (now.limit ? number(now.limit) : '∞');
         fill.style.width = now.limit ? Math.min(100, (100 * now.used) / now.limit) + '%' : '0';
+        pace.textContent = paceText(now);
       });
       return row;
     });
