@@ -233,6 +233,20 @@ pub fn previous_response_not_found(id: &str) -> ErrorReply {
     )
 }
 
+/// ChatGPT's 429 when a plan's window is spent (what Codex reads: the type, and when it resets).
+pub fn usage_limit_reached(resets_at_s: u64, resets_in_seconds: u64) -> ErrorReply {
+    json_reply(
+        429,
+        &json!({"error": {
+            "type": "usage_limit_reached",
+            "message": "The usage limit has been reached",
+            "plan_type": "plus",
+            "resets_at": resets_at_s,
+            "resets_in_seconds": resets_in_seconds,
+        }}),
+    )
+}
+
 /// OpenAI's 400 for an encrypted item (reasoning, compaction) another organisation made.
 pub fn invalid_encrypted_content(item: &str) -> ErrorReply {
     json_reply(

@@ -10,6 +10,8 @@
 //!   tool (all three APIs, JSON and streams with the arguments in pieces);
 //! - `error_bodies` — the providers' real error bodies (upstream-errors.md);
 //! - `rate_headers` — `x-ratelimit-*` / `anthropic-ratelimit-*` and reset formats;
+//! - `plan_windows` — [`SubscriptionPlan`]: a key's rolling 5-hour and weekly windows
+//!   ([`MockUpstream::set_plan`]), reported as Anthropic's unified or Codex's headers;
 //! - `stored`, `stored_api` — the Responses API's stored responses and their endpoints;
 //! - `encrypted` — encrypted reasoning and compaction items, readable only by their key;
 //! - `compression` — [`Compression`] and `Accept-Encoding` negotiation; `encoder` — the codecs
@@ -66,6 +68,7 @@ mod exchange;
 mod fault;
 mod handler;
 mod openai;
+mod plan_windows;
 mod prompt_cache;
 mod rate_headers;
 mod server;
@@ -86,6 +89,7 @@ pub use auth::{Accepted, KeyGate, OAuthSettings, OAuthStats, ACCESS_TOKEN_PREFIX
 pub use compression::{Compression, Encoding, UnknownCompression};
 pub use error_bodies::masked_key;
 pub use fault::{Fault, ResetForm, Rule};
+pub use plan_windows::{PlanWindow, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS};
 pub use rate_headers::openai_duration;
 pub use state::{Admission, MockStats, MockUpstream, RateBudget, RateSnapshot, StoredLookup};
 pub use stored::STORED_LIMIT;

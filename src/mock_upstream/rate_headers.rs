@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::fault::ResetForm;
+use super::plan_windows::PlanReading;
 use super::state::RateSnapshot;
 
 /// Which provider's conventions a response follows (picked by the endpoint).
@@ -68,6 +69,9 @@ pub fn budget_headers(
     with_resets: bool,
 ) {
     let budget = &rate.budget;
+    if let Some(plan) = &rate.plan {
+        plan_headers(headers, dialect, plan);
+    }
     if !rate.count_headers {
         return;
     }
@@ -119,6 +123,84 @@ pub fn budget_headers(
                 if with_resets {
                     insert(headers, &format!("{prefix}-reset"), &reset);
                 }
+            }
+        }
+    }
+}
+
+/// A plan's windows in its provider's headers (upstream-errors.md, "Subscription windows"):
+/// Anthropic's unified utilization and reset per window with the status and the claim that
+/// decides it; Codex's primary (5 hours) and secondary (weekly) used percent, minutes and reset.
+fn plan_headers(headers: &mut HeaderMap, dialect: Dialect, plan: &PlanReading) {
+    let now_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64);
+    let windows = [("5h", plan.five_hour), ("7d", plan.weekly)];
+    match dialect {
+        Dialect::Anthropic => {
+            let status = if plan.spent_until_ms.is_some() {
+                "rejected"
+            } else {
+                "allowed"
+            };
+            insert(headers, "anthropic-ratelimit-unified-status", status);
+            for (name, window) in windows {
+                let prefix = format!("anthropic-ratelimit-unified-{name}");
+                insert(
+                    headers,
+                    &format!("{prefix}-utilization"),
+                    &format!("{:.2}", window.utilization()),
+                );
+                insert(
+                    headers,
+                    &format!("{prefix}-reset"),
+                    &window.resets_at_ms.div_ceil(1000).to_string(),
+                );
+            }
+            let (claim, binding) = if plan.weekly.utilization() > plan.five_hour.utilization() {
+                ("seven_day", plan.weekly)
+            } else {
+                ("five_hour", plan.five_hour)
+            };
+            insert(
+                headers,
+                "anthropic-ratelimit-unified-representative-claim",
+                claim,
+            );
+            let reset = plan.spent_until_ms.unwrap_or(binding.resets_at_ms);
+            insert(
+                headers,
+                "anthropic-ratelimit-unified-reset",
+                &reset.div_ceil(1000).to_string(),
+            );
+        }
+        Dialect::OpenAi => {
+            for (position, (_, window)) in ["primary", "secondary"].iter().zip(windows) {
+                let prefix = format!("x-codex-{position}");
+                insert(
+                    headers,
+                    &format!("{prefix}-used-percent"),
+                    &format!("{:.0}", window.utilization() * 100.0),
+                );
+                insert(
+                    headers,
+                    &format!("{prefix}-window-minutes"),
+                    &(window.length_ms / 60_000).to_string(),
+                );
+                insert(
+                    headers,
+                    &format!("{prefix}-reset-after-seconds"),
+                    &window
+                        .resets_at_ms
+                        .saturating_sub(now_ms)
+                        .div_ceil(1000)
+                        .to_string(),
+                );
+                insert(
+                    headers,
+                    &format!("{prefix}-reset-at"),
+                    &window.resets_at_ms.div_ceil(1000).to_string(),
+                );
             }
         }
     }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::auth::AuthState;
 use super::compression::Compression;
 use super::fault::{Fault, Rule};
+use super::plan_windows::{PlanReading, SubscriptionPlan};
 use super::stored::{StoredResponse, StoredResponses};
 
 /// A key's rate-limit budget, reported in every response's rate-limit headers. Usage counts
@@ -44,6 +45,8 @@ pub struct RateSnapshot {
     /// The per-minute count headers are sent (`false` for a key set as a subscription
     /// account, which reports only its windows).
     pub count_headers: bool,
+    /// A key with a plan: its windows after this request (their headers are sent instead).
+    pub plan: Option<PlanReading>,
 }
 
 /// Requests seen, for `GET /mock/stats`: every request counts, faulted or not.
@@ -149,6 +152,8 @@ struct MockState {
     response_headers: HashMap<String, Vec<(String, String)>>,
     /// Keys that answer like subscription accounts: no per-minute count headers.
     subscription_keys: std::collections::HashSet<String>,
+    /// Keys with a plan's rolling windows (they answer like subscription accounts too).
+    plans: HashMap<String, SubscriptionPlan>,
     stored: StoredResponses,
     auth: AuthState,
     prompt_caches: super::prompt_cache::PromptCaches,
@@ -264,6 +269,20 @@ impl MockUpstream {
         self.lock().subscription_keys.insert(key.to_owned());
     }
 
+    /// Gives `key` a subscription plan's rolling 5-hour and weekly windows: each answer reports
+    /// them in its provider's headers (Anthropic's `anthropic-ratelimit-unified-*`, Codex's
+    /// `x-codex-primary/secondary-*`), and a spent window answers 429 until its reset.
+    pub fn set_plan(&self, key: &str, plan: SubscriptionPlan) {
+        let mut state = self.lock();
+        state.subscription_keys.insert(key.to_owned());
+        state.plans.insert(key.to_owned(), plan);
+    }
+
+    /// `key`'s plan as it stands (its windows' use).
+    pub fn plan(&self, key: &str) -> Option<SubscriptionPlan> {
+        self.lock().plans.get(key).copied()
+    }
+
     /// The extra headers for `key` (see [`Self::set_response_headers`]).
     pub(crate) fn response_headers(&self, key: &str) -> Vec<(String, String)> {
         self.lock()
@@ -352,9 +371,15 @@ impl MockUpstream {
                 rule.fault.clone()
             });
 
+        // A faulted request never reaches the plan's count, as a refused one never counts.
+        let plan = match (state.plans.get_mut(key), &fault) {
+            (Some(plan), None) => Some(plan.admit(now_ms())),
+            _ => None,
+        };
         let budget = state.budgets.get(key).copied().unwrap_or_default();
         let usage = state.usage.entry(key.to_owned()).or_default();
-        let budget_exhausted = usage.requests >= budget.requests_limit;
+        let budget_exhausted = usage.requests >= budget.requests_limit
+            || plan.is_some_and(|plan| plan.spent_until_ms.is_some());
         usage.requests += 1;
         if fault.is_none() && !budget_exhausted {
             usage.tokens += tokens;
@@ -364,6 +389,7 @@ impl MockUpstream {
             requests_remaining: budget.requests_limit.saturating_sub(usage.requests),
             tokens_remaining: budget.tokens_limit.saturating_sub(usage.tokens),
             count_headers: !state.subscription_keys.contains(key),
+            plan,
         };
         Admission {
             sequence,
@@ -372,6 +398,15 @@ impl MockUpstream {
             rate,
         }
     }
+}
+
+/// The wall clock in Unix ms: plan windows reset on real time, as the providers' do.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 #[cfg(test)]

@@ -183,6 +183,19 @@ pub(crate) fn exhausted_budget(
     mut headers: HeaderMap,
 ) -> Response {
     budget_headers(&mut headers, dialect, rate, true);
+    // A spent plan window: 429 until its reset, the Codex body naming it for ChatGPT plans.
+    if let Some(until_ms) = rate.plan.and_then(|plan| plan.spent_until_ms) {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_millis() as u64);
+        let seconds = until_ms.saturating_sub(now_ms).div_ceil(1000);
+        rate_headers::reset_headers(&mut headers, &ResetForm::RetryAfterSeconds(seconds));
+        let reply = match dialect {
+            Dialect::OpenAi => error_bodies::usage_limit_reached(until_ms.div_ceil(1000), seconds),
+            Dialect::Anthropic => error_bodies::rate_limited(dialect, model, &ResetForm::None),
+        };
+        return error_response(reply, headers);
+    }
     let seconds = rate.budget.reset_ms.div_ceil(1000);
     rate_headers::reset_headers(&mut headers, &ResetForm::RetryAfterSeconds(seconds));
     error_response(

@@ -704,3 +704,77 @@ async fn previous_response_id_must_be_the_keys_own() {
     assert_eq!(body["previous_response_id"], id.as_str());
     assert_ne!(body["id"], id.as_str());
 }
+
+/// A plan account's windows on every answer, in each provider's headers, and a 429 naming the
+/// reset once a window is spent: Anthropic's unified status `rejected`, ChatGPT's
+/// `usage_limit_reached` with `resets_at` (what Codex reads).
+#[tokio::test]
+async fn a_plan_account_reports_its_windows_and_refuses_when_one_is_spent() {
+    use mock_upstream::{PlanWindow, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS};
+    let (base, mock) = start().await;
+    let plan = SubscriptionPlan {
+        five_hour: PlanWindow::fresh(FIVE_HOURS_MS, 2),
+        weekly: PlanWindow::fresh(WEEK_MS, 10),
+    };
+    mock.set_plan("sk-plan-claude", plan);
+    mock.set_plan("sk-plan-chatgpt", plan);
+    let claude = json!({"model": "claude-3-5-haiku", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
+    let chat = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
+    let first = post(&base, "/v1/messages", "sk-plan-claude", claude.clone()).await;
+    assert_eq!(first.status(), 200);
+    let header = |response: &reqwest::Response, name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        header(&first, "anthropic-ratelimit-unified-5h-utilization"),
+        "0.50"
+    );
+    assert_eq!(
+        header(&first, "anthropic-ratelimit-unified-7d-utilization"),
+        "0.10"
+    );
+    assert_eq!(
+        header(&first, "anthropic-ratelimit-unified-status"),
+        "allowed"
+    );
+    assert!(header(&first, "anthropic-ratelimit-requests-remaining").is_empty());
+    post(&base, "/v1/messages", "sk-plan-claude", claude.clone()).await;
+    let spent = post(&base, "/v1/messages", "sk-plan-claude", claude).await;
+    assert_eq!(spent.status(), 429);
+    assert_eq!(
+        header(&spent, "anthropic-ratelimit-unified-status"),
+        "rejected"
+    );
+    let retry: u64 = header(&spent, "retry-after").parse().unwrap();
+    assert!((5 * 3_600 - 5..=5 * 3_600).contains(&retry), "{retry}");
+
+    let first = post(
+        &base,
+        "/v1/chat/completions",
+        "sk-plan-chatgpt",
+        chat.clone(),
+    )
+    .await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(header(&first, "x-codex-primary-used-percent"), "50");
+    assert_eq!(header(&first, "x-codex-primary-window-minutes"), "300");
+    assert_eq!(header(&first, "x-codex-secondary-window-minutes"), "10080");
+    post(
+        &base,
+        "/v1/chat/completions",
+        "sk-plan-chatgpt",
+        chat.clone(),
+    )
+    .await;
+    let spent = post(&base, "/v1/chat/completions", "sk-plan-chatgpt", chat).await;
+    assert_eq!(spent.status(), 429);
+    let body: Value = spent.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "usage_limit_reached", "{body}");
+    assert!(body["error"]["resets_in_seconds"].as_u64().unwrap() <= 5 * 3_600);
+    // A refused request is not counted.
+    assert_eq!(mock.plan("sk-plan-chatgpt").unwrap().five_hour.used, 2);
+}

@@ -375,3 +375,44 @@ async fn replay_summary_reports_the_share_left_unused_at_each_reset() {
         "{text}"
     );
 }
+
+/// The mock's plan accounts report their rolling windows as the providers do (Anthropic's
+/// unified headers on `/v1/messages`, Codex's on `/v1/chat/completions`): the request that
+/// uses a 5-hour window up is the last the account gets; the router refuses the next one
+/// itself, naming the spent window and its reset, and the upstream sees no request to a
+/// spent window.
+#[tokio::test]
+async fn a_plan_account_used_up_gets_no_request_to_its_spent_window() {
+    use quotaroute::mock_upstream::{PlanWindow, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS};
+    let harness = Harness::start_with(SOLO).await;
+    let plan = SubscriptionPlan {
+        five_hour: PlanWindow::fresh(FIVE_HOURS_MS, 3),
+        weekly: PlanWindow::fresh(WEEK_MS, 100),
+    };
+    for (connection, combo, anthropic) in [("an-1", "solo-claude", true), ("oa-1", "solo", false)] {
+        harness.mock.set_plan(&upstream_key(connection), plan);
+        for _ in 0..3 {
+            let response = if anthropic {
+                harness.message(combo).await
+            } else {
+                harness.chat(combo).await
+            };
+            assert_eq!(response.status(), 200, "{connection}");
+        }
+        harness.settle().await;
+        let (retry_after, blocked) = refused(&harness, combo, anthropic).await;
+        assert_eq!(blocked["connection"], connection);
+        assert_eq!(blocked["reason"], "quota_exhausted", "{blocked}");
+        assert!(
+            (5 * 3_600 - 60..=5 * 3_600 + 1).contains(&retry_after),
+            "{retry_after}"
+        );
+        let used = harness.mock.plan(&upstream_key(connection)).unwrap();
+        assert_eq!(used.five_hour.used, 3, "{connection}: {used:?}");
+        assert_eq!(
+            harness.mock.stats().per_key[&upstream_key(connection)],
+            3,
+            "{connection} got a request to its spent window"
+        );
+    }
+}
