@@ -228,6 +228,7 @@ impl LiveTable {
             state: &state,
             tally: &self.tally,
             clients: traffic.totals.get(),
+            now_ms: router.clock().now_ms(),
         });
         let mut out = String::new();
         if self.redraw && self.lines_drawn > 0 {

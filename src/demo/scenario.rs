@@ -9,11 +9,17 @@
 //!   the rest of the run: the router locks that one model on that one key (and re-locks it each
 //!   time the lock runs out), while `oa-1` keeps serving `gpt-4o-mini`;
 //! - during each flap window every Anthropic key answers 503: connections cool down, the
-//!   provider's breaker opens, and once the window is over a probe closes it again.
+//!   provider's breaker opens, and once the window is over a probe closes it again;
+//! - the Anthropic keys are subscription accounts (their 5-hour and weekly windows in
+//!   Anthropic's headers, behaviour §13): `an-1`'s 5-hour window resets in 20 minutes with 70 %
+//!   unused, `an-2`'s is half used with 4 hours to run, `an-3` has 10 % of its week left for
+//!   five days. Pacing spends `an-1` first, before its quota is lost at the reset.
 
 use std::time::Duration;
 
-use crate::mock_upstream::{Fault, ResetForm, Rule};
+use crate::mock_upstream::{
+    Fault, PlanWindow, ResetForm, Rule, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS,
+};
 
 use super::embedded_config::{upstream_key, MODEL_4O, MODEL_CLAUDE};
 
@@ -113,6 +119,46 @@ impl Scenario {
             parts.join("; ")
         }
     }
+}
+
+/// Requests a demo plan allows every five hours (a week allows eight times that).
+const PLAN_FIVE_HOURS: u64 = 2_000;
+const MINUTE_MS: u64 = 60_000;
+const HOUR_MS: u64 = 60 * MINUTE_MS;
+
+/// The Anthropic keys' plans at `now_ms` (see the module's story), in connection order.
+pub fn anthropic_plans(now_ms: u64) -> [(&'static str, SubscriptionPlan); 3] {
+    let week = PLAN_FIVE_HOURS * 8;
+    let plan = |five_hour: PlanWindow, weekly: PlanWindow| SubscriptionPlan { five_hour, weekly };
+    let five_hours = |used_pct: u64, resets_in_ms: u64| {
+        PlanWindow::in_use(
+            FIVE_HOURS_MS,
+            PLAN_FIVE_HOURS,
+            PLAN_FIVE_HOURS * used_pct / 100,
+            now_ms,
+            resets_in_ms,
+        )
+    };
+    let weekly = |used_pct: u64, resets_in_ms: u64| {
+        PlanWindow::in_use(WEEK_MS, week, week * used_pct / 100, now_ms, resets_in_ms)
+    };
+    [
+        (
+            "an-1",
+            plan(five_hours(30, 20 * MINUTE_MS), weekly(20, 4 * 24 * HOUR_MS)),
+        ),
+        (
+            "an-2",
+            plan(five_hours(50, 4 * HOUR_MS), weekly(30, 3 * 24 * HOUR_MS)),
+        ),
+        (
+            "an-3",
+            plan(
+                PlanWindow::fresh(FIVE_HOURS_MS, PLAN_FIVE_HOURS),
+                weekly(90, 5 * 24 * HOUR_MS),
+            ),
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The live table: one frame of text from the router's admin state (in-flight, cooldowns,
-//! lockouts, breakers) and the journal's counts (served, failed). Pure: no I/O, no clock.
+//! lockouts, breakers, each combo's paces and forecast) and the journal's counts (served,
+//! failed). Pure: no I/O, no clock (the frame carries `now_ms`).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -18,6 +19,8 @@ pub struct Frame<'a> {
     pub tally: &'a JournalTally,
     /// What the clients saw: (2xx, otherwise).
     pub clients: (u64, u64),
+    /// The router's clock, for the forecast's countdowns.
+    pub now_ms: u64,
 }
 
 /// Milliseconds as `6.2s`.
@@ -104,7 +107,46 @@ pub fn render(frame: &Frame<'_>) -> String {
             lockouts(connection)
         );
     }
+    forecast(&mut out, frame);
     out
+}
+
+/// `2h 05m`, `20m`, `45s`.
+fn span(ms: u64) -> String {
+    let minutes = ms / 60_000;
+    match minutes {
+        0 => format!("{}s", ms / 1_000),
+        1..=59 => format!("{minutes}m"),
+        _ => format!("{}h {:02}m", minutes / 60, minutes % 60),
+    }
+}
+
+/// One line per paced combo (behaviour §13): its targets' paces, when its next window resets
+/// and when, at its rate, it runs out.
+fn forecast(out: &mut String, frame: &Frame<'_>) {
+    let now_ms = frame.now_ms;
+    let _ = writeln!(out, "{:<12} {:<40} FORECAST", "COMBO", "PACES");
+    for combo in &frame.state.combos {
+        let paces = combo
+            .targets
+            .iter()
+            .map(|target| format!("{} {:.2}", target.connection, target.pace))
+            .collect::<Vec<_>>()
+            .join("  ");
+        let reset = combo
+            .next_reset_at_ms
+            .map(|at| format!("next reset in {}", span(at.saturating_sub(now_ms))));
+        let runs_out = match (combo.runs_out_at_ms, combo.next_reset_at_ms) {
+            (Some(at), _) => format!("runs out in {}", span(at.saturating_sub(now_ms))),
+            (None, Some(_)) => "lasts to its reset".to_string(),
+            (None, None) => "no windows known".to_string(),
+        };
+        let line = match reset {
+            Some(reset) => format!("{reset}, {runs_out}"),
+            None => runs_out,
+        };
+        let _ = writeln!(out, "{:<12} {:<40} {line}", combo.name, paces);
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +213,7 @@ mod tests {
             state: &state,
             tally: &tally,
             clients: (40, 2),
+            now_ms: 0,
         });
         let line = |prefix: &str| {
             text.lines()

@@ -1,5 +1,6 @@
-//! The simulated upstream accounts: the mock upstream on an ephemeral loopback port, and a task
-//! that plays the [`Scenario`] on it as time passes. Knows nothing of the node.
+//! The simulated upstream accounts: the mock upstream on an ephemeral loopback port (the
+//! Anthropic keys with their plans' windows), and a task that plays the [`Scenario`] on it as
+//! time passes. Knows nothing of the node.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,8 +10,9 @@ use tokio::time::Instant;
 
 use crate::mock_upstream::{self, MockUpstream};
 
+use super::embedded_config::upstream_key;
 use super::error::DemoError;
-use super::scenario::Scenario;
+use super::scenario::{anthropic_plans, Scenario};
 
 /// How often the script checks whether the rules change.
 const SCRIPT_TICK: Duration = Duration::from_millis(50);
@@ -33,6 +35,14 @@ impl SimulatedUpstreams {
         let addr = listener.local_addr().map_err(DemoError::MockBind)?;
         let mock = MockUpstream::new();
         mock.set_rules(scenario.rules_at(Duration::ZERO));
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| {
+                u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+            });
+        for (connection, plan) in anthropic_plans(now_ms) {
+            mock.set_plan(&upstream_key(connection), plan);
+        }
         let server = tokio::spawn(mock_upstream::serve(listener, mock.clone()));
         Ok(SimulatedUpstreams {
             addr,

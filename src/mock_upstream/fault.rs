@@ -78,6 +78,15 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// Faults that still answer the request (slowly, or in a shape that tests the client):
+    /// a plan's window counts the request, as the provider's would.
+    pub fn still_serves(&self) -> bool {
+        matches!(
+            self,
+            Self::Latency { .. } | Self::SlowStart { .. } | Self::SlowEnd { .. }
+        )
+    }
+
     /// Faults that only make sense on a streaming response.
     pub fn streaming_only(&self) -> bool {
         matches!(

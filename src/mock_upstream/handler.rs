@@ -150,7 +150,13 @@ async fn answer(
             headers,
         );
     }
+    let plan_spent = admission
+        .rate
+        .plan
+        .is_some_and(|plan| plan.spent_until_ms.is_some());
     let shape = match admission.fault {
+        // A spent plan window refuses even a request a slow-answer fault would have served.
+        _ if plan_spent => return exhausted_budget(dialect, &turn.model, &admission.rate, headers),
         None if admission.budget_exhausted => {
             return exhausted_budget(dialect, &turn.model, &admission.rate, headers)
         }

@@ -371,9 +371,11 @@ impl MockUpstream {
                 rule.fault.clone()
             });
 
-        // A faulted request never reaches the plan's count, as a refused one never counts.
-        let plan = match (state.plans.get_mut(key), &fault) {
-            (Some(plan), None) => Some(plan.admit(now_ms())),
+        // A request a fault refuses never reaches the plan's count, as a refused one never
+        // counts; a slow answer does.
+        let serves = fault.as_ref().is_none_or(Fault::still_serves);
+        let plan = match state.plans.get_mut(key) {
+            Some(plan) if serves => Some(plan.admit(now_ms())),
             _ => None,
         };
         let budget = state.budgets.get(key).copied().unwrap_or_default();

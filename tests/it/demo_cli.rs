@@ -204,6 +204,34 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
     assert!((1.5..=2.6).contains(&high), "oa-1/oa-2 = {high}: {mini:?}");
     assert!((0.7..=1.4).contains(&low), "oa-2/oa-3 = {low}: {mini:?}");
 
+    // The Anthropic keys are plan accounts (behaviour §13): an-1, whose 5-hour window resets
+    // soonest with most of it unused, is spent first; an-3, with a tenth of its week left, last.
+    let claude: BTreeMap<&str, f64> = ["an-1", "an-2", "an-3"]
+        .into_iter()
+        .map(|id| {
+            let line = summary
+                .lines()
+                .find(|line| line.trim_start().starts_with(&format!("{id} ")))
+                .unwrap_or_else(|| panic!("no {id} in summary\n{summary}"));
+            let served = line
+                .split_whitespace()
+                .find_map(|token| token.strip_prefix("claude-3-5-haiku="))
+                .map_or(0.0, |n| n.parse().unwrap());
+            (id, served)
+        })
+        .collect();
+    assert!(
+        claude["an-1"] > claude["an-2"] && claude["an-2"] > claude["an-3"],
+        "{claude:?}"
+    );
+    // The forecast line: the claude combo's paces and its next reset, in 20 minutes.
+    assert!(
+        run.lines.iter().any(|(_, line)| line.starts_with("claude ")
+            && line.contains("an-1 1.")
+            && (line.contains("next reset in 19m") || line.contains("next reset in 20m"))),
+        "{text}"
+    );
+
     // The prompt caches at work: the run's cached share of input tokens, as a percentage
     // of the input tokens counted (the mock caches each key's prompts like a provider).
     let hit = text
