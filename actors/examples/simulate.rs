@@ -14,6 +14,8 @@ mod groups;
 
 #[path = "../sim/clients.rs"]
 mod clients;
+#[path = "../sim/week.rs"]
+mod week;
 
 use std::time::Instant;
 
@@ -37,6 +39,11 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if args.iter().any(|a| a == "--week") {
+        let seeds = arg(&args, "--seeds", 20);
+        runtime.block_on(subscription_week(seed, seeds));
+        return;
+    }
     runtime.block_on(async {
         let started = Instant::now();
         let mut total = engine::Stats::default();
@@ -91,4 +98,50 @@ fn main() {
         );
         println!("{groups_total:#?}");
     });
+}
+
+/// `--week`: the subscription week (behaviour §13) on seeds N..N+K, pacing on and off over the
+/// same arrivals; prints the table README's "Subscription week" reports.
+async fn subscription_week(seed: u64, seeds: u64) {
+    let started = Instant::now();
+    let shape = week::WeekShape::FULL;
+    let mut paced = week::WeekStats::default();
+    let mut unpaced = week::WeekStats::default();
+    for s in seed..seed + seeds {
+        for (on, total) in [(true, &mut paced), (false, &mut unpaced)] {
+            match week::run_week(s, on, &shape).await {
+                Ok(stats) => total.add(&stats),
+                Err(failure) => {
+                    println!("FAILED (pacing {on}) {failure}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+    println!(
+        "subscription week: {seeds} seeds (from {seed}), {} days, load {} % of the weekly quota, \
+         {:.1} s",
+        shape.days,
+        shape.load_pct,
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "{:<8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>12}",
+        "pacing", "unused%", "7d un%", "5h un%", "requests", "refused", "spent", "failover", "max dev pp"
+    );
+    for (name, s) in [("on", &paced), ("off", &unpaced)] {
+        println!(
+            "{:<8} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8} {:>8} {:>9} {:>12.1}",
+            name,
+            s.unused_all().unused_pct(),
+            s.unused_7d.unused_pct(),
+            s.unused_5h.unused_pct(),
+            s.requests,
+            s.refused,
+            s.sent_to_spent,
+            s.failovers,
+            s.max_share_deviation_pp
+        );
+    }
+    println!("paced: {paced:#?}\nunpaced: {unpaced:#?}");
 }
