@@ -41,7 +41,11 @@ fn main() {
         .unwrap();
     if args.iter().any(|a| a == "--week") {
         let seeds = arg(&args, "--seeds", 20);
-        runtime.block_on(subscription_week(seed, seeds));
+        let shape = week::WeekShape {
+            load_pct: arg(&args, "--load", week::WeekShape::FULL.load_pct),
+            ..week::WeekShape::FULL
+        };
+        runtime.block_on(subscription_week(seed, seeds, shape));
         return;
     }
     runtime.block_on(async {
@@ -102,12 +106,13 @@ fn main() {
 
 /// `--week`: the subscription week (behaviour §13) on seeds N..N+K, pacing on and off over the
 /// same arrivals; prints the table README's "Subscription week" reports.
-async fn subscription_week(seed: u64, seeds: u64) {
+async fn subscription_week(seed: u64, seeds: u64, shape: week::WeekShape) {
     let started = Instant::now();
-    let shape = week::WeekShape::FULL;
     let mut paced = week::WeekStats::default();
     let mut unpaced = week::WeekStats::default();
+    let mut oracle = week::WeekStats::default();
     for s in seed..seed + seeds {
+        oracle.add(&week::oracle_week(s, &shape));
         for (on, total) in [(true, &mut paced), (false, &mut unpaced)] {
             match week::run_week(s, on, &shape).await {
                 Ok(stats) => total.add(&stats),
@@ -129,7 +134,7 @@ async fn subscription_week(seed: u64, seeds: u64) {
         "{:<8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>12}",
         "pacing", "unused%", "7d un%", "5h un%", "requests", "refused", "spent", "failover", "max dev pp"
     );
-    for (name, s) in [("on", &paced), ("off", &unpaced)] {
+    for (name, s) in [("on", &paced), ("off", &unpaced), ("oracle", &oracle)] {
         println!(
             "{:<8} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8} {:>8} {:>9} {:>12.1}",
             name,

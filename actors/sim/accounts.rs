@@ -61,6 +61,8 @@ pub struct Window {
     pub used: u64,
     /// `None` until the first request after a reset starts it.
     pub started_at_ms: Option<u64>,
+    /// Units the owner keeps (§13 `reserve`): not the pool's to spend, so not tallied.
+    pub reserve: u64,
     pub tally: ResetTally,
 }
 
@@ -71,6 +73,7 @@ impl Window {
             capacity,
             used: 0,
             started_at_ms: None,
+            reserve: 0,
             tally: ResetTally::default(),
         }
     }
@@ -79,12 +82,16 @@ impl Window {
         self.started_at_ms.map(|start| start + self.length_ms)
     }
 
-    /// Ends the window if its reset has passed, tallying what it left unused.
+    /// Ends the window if its reset has passed, tallying what it left unused of the share
+    /// that was the pool's (the owner's reserve aside).
     pub fn roll(&mut self, now_ms: u64) {
         if self.resets_at_ms().is_some_and(|reset| now_ms >= reset) {
             self.tally.resets += 1;
-            self.tally.capacity += self.capacity;
-            self.tally.unused += self.capacity.saturating_sub(self.used);
+            self.tally.capacity += self.capacity - self.reserve;
+            self.tally.unused += self
+                .capacity
+                .saturating_sub(self.used)
+                .saturating_sub(self.reserve);
             self.used = 0;
             self.started_at_ms = None;
         }

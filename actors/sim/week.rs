@@ -59,8 +59,10 @@ pub const SHARE_BOUND_PP: f64 = 5.0 + 100.0 * 2.0 * MAX_LEAD as f64 / STRETCH as
 /// A target's pace counts as stable over a stretch while its largest is within this factor of
 /// its smallest.
 pub const STABLE_PACE_RATIO: f64 = 1.25;
-/// The owner keeps this share of one account's weekly window (§13 `reserve`).
+/// The owner of account [`RESERVED_ACCOUNT`] keeps this share of its weekly window (§13
+/// `reserve`).
 const RESERVE_7D_PCT: u8 = 10;
+const RESERVED_ACCOUNT: usize = 1;
 
 /// How big a week is: its length, the windows per plan unit, and the demand.
 #[derive(Debug, Clone, Copy)]
@@ -79,14 +81,14 @@ impl WeekShape {
         days: 7,
         units_5h: 40,
         units_7d: 240,
-        load_pct: 90,
+        load_pct: 80,
     };
     /// CI's: the same week with a fifth of the quota and of the requests.
     pub const SHORT: WeekShape = WeekShape {
         days: 7,
         units_5h: 8,
         units_7d: 48,
-        load_pct: 90,
+        load_pct: 80,
     };
 }
 
@@ -235,6 +237,9 @@ fn accounts(seed: u64, shape: &WeekShape) -> Vec<Account> {
                 shape.units_5h,
                 shape.units_7d,
             );
+            if i == RESERVED_ACCOUNT {
+                account.weekly.reserve = account.weekly.capacity * u64::from(RESERVE_7D_PCT) / 100;
+            }
             let elapsed_s = rng.range(HOUR_MS / SECOND_MS, (WEEK_MS - HOUR_MS) / SECOND_MS);
             let weekly = &mut account.weekly;
             weekly.started_at_ms = Some(T0 - elapsed_s * SECOND_MS);
@@ -268,7 +273,7 @@ fn topology(accounts: &[Account], paced: bool) -> Topology {
                 Family::Codex { .. } => CODEX,
             };
             let mut spec = ConnectionSpec::new(&account.id, provider, AuthKind::Oauth, account.size);
-            if i == 1 {
+            if i == RESERVED_ACCOUNT {
                 spec.reserve.by_window.insert("7d".into(), RESERVE_7D_PCT);
             }
             spec
@@ -301,11 +306,6 @@ struct Week {
 /// Runs the week of `seed` with pacing on or off, checking invariants m and n.
 pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekStats, Failure> {
     let accounts = accounts(seed, shape);
-    if std::env::var("WEEK_DEBUG").is_ok() {
-        for a in &accounts {
-            eprintln!("seed {seed} init {} size {} {:?} 7d used {}/{} resets at {:?}d 5h {}/{} resets {:?}h", a.id, a.size, a.family, a.weekly.used, a.weekly.capacity, a.weekly.resets_at_ms().map(|s| (s as f64 - T0 as f64)/DAY_MS as f64), a.five_hour.used, a.five_hour.capacity, a.five_hour.resets_at_ms().map(|s| (s as f64 - T0 as f64)/HOUR_MS as f64));
-        }
-    }
     let weekly_quota: u64 = accounts.iter().map(|a| a.weekly.capacity).sum();
     let arrivals = arrivals(seed, shape, weekly_quota);
     let topology = topology(&accounts, paced);
@@ -345,11 +345,6 @@ pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekS
         week.serve(arrival).await?;
     }
     let end_ms = T0 + shape.days * DAY_MS;
-    if std::env::var("WEEK_DEBUG").is_ok() {
-        for a in &week.accounts {
-            eprintln!("seed {seed} paced {paced} {} size {} 7d used {}/{} start {:?}d tally {:?} 5h tally {:?} served {}", a.id, a.size, a.weekly.used, a.weekly.capacity, a.weekly.started_at_ms.map(|s| (s as f64 - T0 as f64)/DAY_MS as f64), a.weekly.tally, a.five_hour.tally, a.served);
-        }
-    }
     for account in &mut week.accounts {
         account.roll(end_ms);
         week.stats.unused_5h.add(&account.five_hour.tally);
@@ -416,10 +411,7 @@ impl Week {
         }
         let mut decision = match self.router.route(request).await {
             Ok(decision) => decision,
-            Err(RouteError::NoTarget(u)) => {
-                if std::env::var("WEEK_DEBUG").is_ok() && self.stats.refused % 50 == 0 {
-                    eprintln!("refused at {:.2}d: {:?}", (now - T0) as f64 / DAY_MS as f64, u.blocked.iter().map(|b| (b.connection.clone(), b.reason, b.remaining_ms)).collect::<Vec<_>>());
-                }
+            Err(RouteError::NoTarget(_)) => {
                 self.stats.refused += 1;
                 return Ok(());
             }
@@ -599,4 +591,42 @@ fn attempt_result(answer: accounts::Answer, model: &str, cost: u64, now: u64) ->
     };
     result.usage = usage;
     result
+}
+
+/// A reference, not a router: the same week served by an oracle that knows every window and
+/// sends each request to the account whose weekly window resets first among those with
+/// quota left (earliest deadline first, the best any spending order can do for the weekly
+/// windows). Returns the stats its accounts tally.
+pub fn oracle_week(seed: u64, shape: &WeekShape) -> WeekStats {
+    let mut accounts = accounts(seed, shape);
+    let weekly_quota: u64 = accounts.iter().map(|a| a.weekly.capacity).sum();
+    let mut stats = WeekStats {
+        seeds: 1,
+        ..WeekStats::default()
+    };
+    for arrival in arrivals(seed, shape, weekly_quota) {
+        stats.requests += 1;
+        let now = arrival.at_ms;
+        for account in &mut accounts {
+            account.roll(now);
+        }
+        let first = accounts
+            .iter_mut()
+            .filter(|a| a.weekly.used + a.weekly.reserve < a.weekly.capacity && !a.five_hour.spent())
+            .min_by_key(|a| a.weekly.resets_at_ms().unwrap_or(now + WEEK_MS));
+        match first {
+            Some(account) => {
+                account.answer(arrival.cost, now);
+                stats.served += 1;
+                stats.upstream_requests += 1;
+            }
+            None => stats.refused += 1,
+        }
+    }
+    for account in &mut accounts {
+        account.roll(T0 + shape.days * DAY_MS);
+        stats.unused_5h.add(&account.five_hour.tally);
+        stats.unused_7d.add(&account.weekly.tally);
+    }
+    stats
 }
