@@ -41,9 +41,15 @@ fn main() {
         .unwrap();
     if args.iter().any(|a| a == "--week") {
         let seeds = arg(&args, "--seeds", 20);
+        // `--short`: CI's week (a fifth of the quota and of the requests).
+        let base = if args.iter().any(|a| a == "--short") {
+            week::WeekShape::SHORT
+        } else {
+            week::WeekShape::FULL
+        };
         let shape = week::WeekShape {
-            load_pct: arg(&args, "--load", week::WeekShape::FULL.load_pct),
-            ..week::WeekShape::FULL
+            load_pct: arg(&args, "--load", base.load_pct),
+            ..base
         };
         runtime.block_on(subscription_week(seed, seeds, shape));
         return;
@@ -132,7 +138,15 @@ async fn subscription_week(seed: u64, seeds: u64, shape: week::WeekShape) {
     );
     println!(
         "{:<8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>12}",
-        "pacing", "unused%", "7d un%", "5h un%", "requests", "refused", "spent", "failover", "max dev pp"
+        "pacing",
+        "unused%",
+        "7d un%",
+        "5h un%",
+        "requests",
+        "refused",
+        "spent",
+        "failover",
+        "max dev pp"
     );
     for (name, s) in [("on", &paced), ("off", &unpaced), ("oracle", &oracle)] {
         println!(

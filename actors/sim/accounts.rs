@@ -199,7 +199,11 @@ impl Account {
     fn anthropic(&self, headers: &mut HeaderMap, spent: bool, now_ms: u64) -> String {
         for (name, window) in [("5h", &self.five_hour), ("7d", &self.weekly)] {
             let bp = window.used_basis_points();
-            let status = if window.spent() { "rejected" } else { "allowed" };
+            let status = if window.spent() {
+                "rejected"
+            } else {
+                "allowed"
+            };
             put(
                 headers,
                 &format!("anthropic-ratelimit-unified-{name}-utilization"),

@@ -21,6 +21,8 @@
 //!   what conversation affinity may hold: `max_lead` twice) of its paced share
 //!   `w·pace / Σ w·pace`, taken decision by decision from the paces `route_decided` journals.
 
+#![allow(dead_code)]
+
 use std::sync::Arc;
 
 use quotaroute_actors::policy::classify::{classify, UpstreamReply};
@@ -131,7 +133,9 @@ impl WeekStats {
         self.decided_beside_blocked_window += other.decided_beside_blocked_window;
         self.stretches += other.stretches;
         self.unstable_stretches += other.unstable_stretches;
-        self.max_share_deviation_pp = self.max_share_deviation_pp.max(other.max_share_deviation_pp);
+        self.max_share_deviation_pp = self
+            .max_share_deviation_pp
+            .max(other.max_share_deviation_pp);
     }
 
     /// Every window that reset, 5-hour and weekly.
@@ -186,14 +190,15 @@ const MEAN_COST: f64 = 2.0;
 /// The week's client requests: a pure function of the seed and the pool's weekly quota, the
 /// same whether pacing is on or off.
 fn arrivals(seed: u64, shape: &WeekShape, weekly_quota: u64) -> Vec<Arrival> {
-    let per_hour = shape.load_pct as f64 / 100.0 * weekly_quota as f64
-        / (MEAN_COST * weekly_demand_hours());
+    let per_hour =
+        shape.load_pct as f64 / 100.0 * weekly_quota as f64 / (MEAN_COST * weekly_demand_hours());
     let mut out = Vec::new();
     for hour in 0..shape.days * 24 {
         let mut rng = Rng::for_step(seed ^ 0x7eed_a11e, hour as usize);
         let expected = per_hour * hour_demand(hour, &mut rng);
         let whole = expected.floor();
-        let count = whole as u64 + u64::from(rng.next_u64() % 1_000 < ((expected - whole) * 1_000.0) as u64);
+        let count = whole as u64
+            + u64::from(rng.next_u64() % 1_000 < ((expected - whole) * 1_000.0) as u64);
         let mut seconds: Vec<u64> = (0..count).map(|_| rng.range(0, 3_599)).collect();
         seconds.sort_unstable();
         for second in seconds {
@@ -272,7 +277,8 @@ fn topology(accounts: &[Account], paced: bool) -> Topology {
                 Family::Anthropic => ANTHROPIC,
                 Family::Codex { .. } => CODEX,
             };
-            let mut spec = ConnectionSpec::new(&account.id, provider, AuthKind::Oauth, account.size);
+            let mut spec =
+                ConnectionSpec::new(&account.id, provider, AuthKind::Oauth, account.size);
             if i == RESERVED_ACCOUNT {
                 spec.reserve.by_window.insert("7d".into(), RESERVE_7D_PCT);
             }
@@ -427,14 +433,18 @@ impl Week {
             if let Some(window) = window_block(&state, &connection, now) {
                 return Err(self.fail(
                     "m:no-request-to-a-spent-or-reserved-window",
-                    format!("attempt {} went to {connection}: {window}", decision.attempt()),
+                    format!(
+                        "attempt {} went to {connection}: {window}",
+                        decision.attempt()
+                    ),
                 ));
             }
             self.stats.upstream_requests += 1;
             let Some(account) = self.accounts.iter_mut().find(|a| a.id == connection) else {
                 return Err(self.fail("a-routed-has-target", format!("no account {connection}")));
             };
-            let result = attempt_result(account.answer(arrival.cost, now), &model, arrival.cost, now);
+            let result =
+                attempt_result(account.answer(arrival.cost, now), &model, arrival.cost, now);
             let class = result.class;
             if !decision.report_applied(result).await {
                 return Err(self.fail("report-has-attempt", "no attempt in progress".into()));
@@ -475,9 +485,15 @@ impl Week {
             .collect();
         let mut stretch: Vec<&RouteDecided> = Vec::with_capacity(STRETCH);
         for decided in &decided {
-            let all_in_room = decided.chosen.is_some() && decided.room.len() == weights.len();
-            if !all_in_room {
+            // A stretch keeps one set of targets with room (nothing blocked or unblocked
+            // within it) and every decision of it chose one.
+            let same_room = stretch
+                .first()
+                .is_none_or(|first| first.room == decided.room);
+            if decided.chosen.is_none() || !same_room {
                 stretch.clear();
+            }
+            if decided.chosen.is_none() {
                 continue;
             }
             stretch.push(decided);
@@ -519,9 +535,16 @@ fn paces_of(decided: &RouteDecided, targets: usize) -> Vec<f64> {
     paces
 }
 
-/// The target that strayed most from its paced share over `stretch` and by how many
+/// The target that strayed most from its paced share over `stretch` (decisions with one
+/// set of targets with room; a share is `w·pace` over the sum among them) and by how many
 /// percentage points; `None` when some target's pace moved more than [`STABLE_PACE_RATIO`].
 fn share_deviation(stretch: &[&RouteDecided], weights: &[u32]) -> Option<(usize, f64)> {
+    let room: Vec<usize> = stretch
+        .first()?
+        .room
+        .iter()
+        .map(|&i| usize::from(i))
+        .collect();
     let n = weights.len();
     let mut lowest = vec![f64::MAX; n];
     let mut highest = vec![0.0f64; n];
@@ -529,12 +552,8 @@ fn share_deviation(stretch: &[&RouteDecided], weights: &[u32]) -> Option<(usize,
     let mut chosen = vec![0u64; n];
     for decided in stretch {
         let paces = paces_of(decided, n);
-        let total: f64 = paces
-            .iter()
-            .zip(weights)
-            .map(|(pace, &w)| pace * f64::from(w))
-            .sum();
-        for i in 0..n {
+        let total: f64 = room.iter().map(|&i| paces[i] * f64::from(weights[i])).sum();
+        for &i in &room {
             lowest[i] = lowest[i].min(paces[i]);
             highest[i] = highest[i].max(paces[i]);
             expected[i] += paces[i] * f64::from(weights[i]) / total;
@@ -543,12 +562,15 @@ fn share_deviation(stretch: &[&RouteDecided], weights: &[u32]) -> Option<(usize,
             *slot += 1;
         }
     }
-    if (0..n).any(|i| highest[i] > lowest[i] * STABLE_PACE_RATIO) {
+    if room
+        .iter()
+        .any(|&i| highest[i] > lowest[i] * STABLE_PACE_RATIO)
+    {
         return None;
     }
     let len = stretch.len() as f64;
-    (0..n)
-        .map(|i| (i, 100.0 * (chosen[i] as f64 - expected[i]).abs() / len))
+    room.iter()
+        .map(|&i| (i, 100.0 * (chosen[i] as f64 - expected[i]).abs() / len))
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
@@ -612,7 +634,9 @@ pub fn oracle_week(seed: u64, shape: &WeekShape) -> WeekStats {
         }
         let first = accounts
             .iter_mut()
-            .filter(|a| a.weekly.used + a.weekly.reserve < a.weekly.capacity && !a.five_hour.spent())
+            .filter(|a| {
+                a.weekly.used + a.weekly.reserve < a.weekly.capacity && !a.five_hour.spent()
+            })
             .min_by_key(|a| a.weekly.resets_at_ms().unwrap_or(now + WEEK_MS));
         match first {
             Some(account) => {
