@@ -4,6 +4,10 @@
 //! and prints steps per second. On a failure it prints the seed, the step, the invariant and the
 //! smallest set of steps found that still fails, and exits 1. Then the conversation groups of
 //! `sim/groups.rs` (behaviour §10) on the same seeds, `M` turns each.
+//!
+//! `-- --week [--seed N] [--seeds K] [--load PCT] [--short]`: instead, the subscription week of
+//! `sim/week.rs` (behaviour §13) on seeds N..N+K (20 by default), pacing on and off over the same
+//! arrivals, beside an earliest-reset oracle; prints README's "Subscription week" table.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
