@@ -4,6 +4,10 @@
 //! and prints steps per second. On a failure it prints the seed, the step, the invariant and the
 //! smallest set of steps found that still fails, and exits 1. Then the conversation groups of
 //! `sim/groups.rs` (behaviour §10) on the same seeds, `M` turns each.
+//!
+//! `-- --week [--seed N] [--seeds K] [--load PCT] [--short]`: instead, the subscription week of
+//! `sim/week.rs` (behaviour §13) on seeds N..N+K (20 by default), pacing on and off over the same
+//! arrivals, beside an earliest-reset oracle; prints README's "Subscription week" table.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -14,6 +18,8 @@ mod groups;
 
 #[path = "../sim/clients.rs"]
 mod clients;
+#[path = "../sim/week.rs"]
+mod week;
 
 use std::time::Instant;
 
@@ -37,6 +43,21 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if args.iter().any(|a| a == "--week") {
+        let seeds = arg(&args, "--seeds", 20);
+        // `--short`: CI's week (a fifth of the quota and of the requests).
+        let base = if args.iter().any(|a| a == "--short") {
+            week::WeekShape::SHORT
+        } else {
+            week::WeekShape::FULL
+        };
+        let shape = week::WeekShape {
+            load_pct: arg(&args, "--load", base.load_pct),
+            ..base
+        };
+        runtime.block_on(subscription_week(seed, seeds, shape));
+        return;
+    }
     runtime.block_on(async {
         let started = Instant::now();
         let mut total = engine::Stats::default();
@@ -91,4 +112,59 @@ fn main() {
         );
         println!("{groups_total:#?}");
     });
+}
+
+/// `--week`: the subscription week (behaviour §13) on seeds N..N+K, pacing on and off over the
+/// same arrivals; prints the table README's "Subscription week" reports.
+async fn subscription_week(seed: u64, seeds: u64, shape: week::WeekShape) {
+    let started = Instant::now();
+    let mut paced = week::WeekStats::default();
+    let mut unpaced = week::WeekStats::default();
+    let mut oracle = week::WeekStats::default();
+    for s in seed..seed + seeds {
+        oracle.add(&week::oracle_week(s, &shape));
+        for (on, total) in [(true, &mut paced), (false, &mut unpaced)] {
+            match week::run_week(s, on, &shape).await {
+                Ok(stats) => total.add(&stats),
+                Err(failure) => {
+                    println!("FAILED (pacing {on}) {failure}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+    println!(
+        "subscription week: {seeds} seeds (from {seed}), {} days, load {} % of the weekly quota, \
+         {:.1} s",
+        shape.days,
+        shape.load_pct,
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "{:<8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>12}",
+        "pacing",
+        "unused%",
+        "7d un%",
+        "5h un%",
+        "requests",
+        "refused",
+        "spent",
+        "failover",
+        "max dev pp"
+    );
+    for (name, s) in [("on", &paced), ("off", &unpaced), ("oracle", &oracle)] {
+        println!(
+            "{:<8} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8} {:>8} {:>9} {:>12.1}",
+            name,
+            s.unused_all().unused_pct(),
+            s.unused_7d.unused_pct(),
+            s.unused_5h.unused_pct(),
+            s.requests,
+            s.refused,
+            s.sent_to_spent,
+            s.failovers,
+            s.max_share_deviation_pp
+        );
+    }
+    println!("paced: {paced:#?}\nunpaced: {unpaced:#?}");
 }

@@ -28,6 +28,8 @@
 //! - **j** a reload keeps what was learned, clears auth-disabled connections.
 //! - **k** each target at most once per client request.
 //! - **l** the decided order: only unblocked targets, all free ones, room before at-cap, P2C.
+//! - **m**, **n** (pacing, behaviour §13) are the subscription week's, in `week.rs`: no request
+//!   to a spent or reserved window; with readings stable, shares follow the paces.
 
 #![allow(dead_code)]
 

@@ -11,6 +11,8 @@ mod engine;
 mod clients;
 #[path = "../sim/groups.rs"]
 mod groups;
+#[path = "../sim/week.rs"]
+mod week;
 
 const SEEDS: u64 = 20;
 const STEPS: usize = 300;
@@ -80,4 +82,53 @@ async fn simulated_conversations_keep_every_affinity_invariant() {
     );
     assert!(total.moved_blocked > 0 && total.blocks > 0, "{total:?}");
     assert!(total.followed > 0, "failovers move groups: {total:?}");
+}
+
+/// Seeds of CI's subscription week (the long run takes 20: `examples/simulate.rs --week`).
+const WEEK_SEEDS: u64 = 3;
+
+/// Both arms of CI's subscription week over [`WEEK_SEEDS`] seeds: (paced, unpaced).
+async fn short_weeks() -> (week::WeekStats, week::WeekStats) {
+    let mut paced = week::WeekStats::default();
+    let mut unpaced = week::WeekStats::default();
+    for seed in 0..WEEK_SEEDS {
+        for (on, total) in [(true, &mut paced), (false, &mut unpaced)] {
+            match week::run_week(seed, on, &week::WeekShape::SHORT).await {
+                Ok(stats) => total.add(&stats),
+                Err(failure) => panic!("pacing {on}: {failure}"),
+            }
+        }
+    }
+    (paced, unpaced)
+}
+
+/// Behaviour §13, the subscription week, short: invariants m (no request to a spent or
+/// reserved window) and n (shares follow the paces) on every request of both arms; with
+/// pacing, no request reaches a spent window.
+#[tokio::test]
+async fn the_subscription_week_keeps_the_pacing_invariants() {
+    let (paced, unpaced) = short_weeks().await;
+    println!("paced {paced:?}\nunpaced {unpaced:?}");
+    assert_eq!(paced.sent_to_spent, 0, "{paced:?}");
+    // The schedule reaches what it is meant to exercise: spent and reserved windows, weekly
+    // resets, stretches of stable readings.
+    assert!(paced.decided_beside_blocked_window > 0, "{paced:?}");
+    assert!(paced.unused_7d.resets >= WEEK_SEEDS, "{paced:?}");
+    assert!(unpaced.stretches > 0, "{unpaced:?}");
+}
+
+/// The done-when of the subscription week (behaviour §13 "What it guarantees"): paced
+/// quota-share leaves at most half the weekly quota unused at resets that unpaced leaves, and
+/// refuses no more requests. It does not hold today — paced leaves 7.7 % where unpaced leaves
+/// 9.3 % (20 seeds, README "Subscription week") — so it is kept, not weakened, and ignored.
+#[tokio::test]
+#[ignore = "pacing does not halve the unused quota yet: README, Subscription week"]
+async fn the_subscription_week_halves_unused_quota_and_refuses_no_more() {
+    let (paced, unpaced) = short_weeks().await;
+    let (on, off) = (paced.unused_7d.unused_pct(), unpaced.unused_7d.unused_pct());
+    assert!(
+        on <= off / 2.0,
+        "unused at weekly resets: paced {on:.1} %, unpaced {off:.1} %"
+    );
+    assert!(paced.refused <= unpaced.refused, "{paced:?}\n{unpaced:?}");
 }
