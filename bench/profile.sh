@@ -4,7 +4,7 @@
 # shared bench mock, with the shared bench config (journal on, request_events = "all").
 # Prints the instructions per request of each layer (inclusive, so layers nest) and the total.
 # Run from the project root:  bench/profile.sh      (knobs: SECONDS_OF_LOAD, CONNS, STREAM=1,
-# QR_BINARY=path: that build; QR_CONFIG_APPEND=file: TOML appended to the config, e.g. an
+# QR_BINARY=path: that build; GOVERNED=1: client keys with limits and a budget; QR_CONFIG_APPEND=file: TOML appended to the config, e.g. an
 # `[affinity]` table with `enabled = false`;
 # TELEMETRY=1: `[telemetry]` on at sample_ratio 1.0, exporting to a local sink that answers 200)
 # Only the load is counted: the counters are zeroed after the warm-up request and dumped before
@@ -23,7 +23,11 @@ command -v valgrind >/dev/null && command -v wrk >/dev/null ||
 source "$root/bench/bench-node.sh"
 release_binary
 with_bench_mock
-sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
+# GOVERNED=1: the bench key is a [[clients]] key with limits, a budget and prices, beside two
+# more clients (the shared bench's governed config), as operators run it.
+template=$bench/quotaroute-bench.toml
+[ "${GOVERNED:-0}" = 1 ] && template=$bench/quotaroute-bench-governed.toml
+sed "s|JOURNAL_DIR|$work/journal|" "$template" >"$work/qr.toml"
 [ -n "${QR_CONFIG_APPEND:-}" ] && cat "$QR_CONFIG_APPEND" >>"$work/qr.toml"
 if [ "${TELEMETRY:-0}" = 1 ]; then
   python3 "$root/bench/otlp-sink.py" 14318 >/dev/null 2>&1 &
