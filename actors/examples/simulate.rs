@@ -7,7 +7,11 @@
 //!
 //! `-- --week [--seed N] [--seeds K] [--load PCT] [--short]`: instead, the subscription week of
 //! `sim/week.rs` (behaviour §13) on seeds N..N+K (20 by default), pacing on and off over the same
-//! arrivals, beside an earliest-reset oracle; prints README's "Subscription week" table.
+//! arrivals, beside an earliest-reset oracle; prints README's "Subscription week" table. Knobs
+//! for measuring what pacing depends on: `--turns PCT` (requests that are conversation turns,
+//! 70 by default), `--five-hour reported|unreported|absent` (the accounts' 5-hour windows:
+//! in the headers as the providers send them, enforced but unreported, or none) and
+//! `--affinity-ttl-min M` (how long a conversation stays bound: 5 by default).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -51,8 +55,26 @@ fn main() {
         } else {
             week::WeekShape::FULL
         };
+        // Measuring knobs: `--turns PCT` (the share of requests that are conversation turns),
+        // `--five-hour reported|unreported|absent` (the accounts' 5-hour windows),
+        // `--affinity-ttl-min M` (how long a conversation stays bound).
+        let five_hour = match args
+            .iter()
+            .position(|a| a == "--five-hour")
+            .and_then(|i| args.get(i + 1))
+            .map(String::as_str)
+        {
+            None | Some("reported") => week::FiveHour::Reported,
+            Some("unreported") => week::FiveHour::Unreported,
+            Some("absent") => week::FiveHour::Absent,
+            Some(other) => panic!("--five-hour takes reported, unreported or absent, got {other}"),
+        };
         let shape = week::WeekShape {
             load_pct: arg(&args, "--load", base.load_pct),
+            turns_pct: arg(&args, "--turns", base.turns_pct),
+            affinity_ttl_ms: arg(&args, "--affinity-ttl-min", base.affinity_ttl_ms / 60_000)
+                * 60_000,
+            five_hour,
             ..base
         };
         runtime.block_on(subscription_week(seed, seeds, shape));
@@ -135,9 +157,11 @@ async fn subscription_week(seed: u64, seeds: u64, shape: week::WeekShape) {
     }
     println!(
         "subscription week: {seeds} seeds (from {seed}), {} days, load {} % of the weekly quota, \
-         {:.1} s",
+         {} % turns, 5-hour windows {:?}, {:.1} s",
         shape.days,
         shape.load_pct,
+        shape.turns_pct,
+        shape.five_hour,
         started.elapsed().as_secs_f64()
     );
     println!(

@@ -1,7 +1,8 @@
 //! The provider's side of a subscription account (behaviour §13), for the simulator's
-//! subscription week: a 5-hour and a weekly window, each rolling from first use (a window
-//! starts with the first request after the previous one reset, and resets its length later),
-//! each as big as the account; every answer carries the rate-limit headers of the account's
+//! subscription week: a 5-hour and a weekly window, each as big as the account; the 5-hour
+//! windows and Codex's weekly one roll from first use (a window starts with the first request
+//! after the previous one reset, and resets its length later), Anthropic's weekly one resets at
+//! a fixed time of the account's week, used or not; every answer carries the rate-limit headers of the account's
 //! family (Anthropic's `anthropic-ratelimit-unified-*`, Codex's `x-codex-*`), and a spent
 //! window answers 429 with its reset, as those providers do. It tallies, per window kind, the
 //! quota each reset left unused and the requests that reached a spent window.
@@ -63,6 +64,9 @@ pub struct Window {
     pub started_at_ms: Option<u64>,
     /// Units the owner keeps (§13 `reserve`): not the pool's to spend, so not tallied.
     pub reserve: u64,
+    /// Resets on a fixed schedule (every `length_ms` from its start, used or not) instead of
+    /// rolling from the first use after a reset.
+    pub anchored: bool,
     pub tally: ResetTally,
 }
 
@@ -74,6 +78,7 @@ impl Window {
             used: 0,
             started_at_ms: None,
             reserve: 0,
+            anchored: false,
             tally: ResetTally::default(),
         }
     }
@@ -83,9 +88,10 @@ impl Window {
     }
 
     /// Ends the window if its reset has passed, tallying what it left unused of the share
-    /// that was the pool's (the owner's reserve aside).
+    /// that was the pool's (the owner's reserve aside). An anchored window starts its next
+    /// period at that reset (and tallies every whole period that passed unused).
     pub fn roll(&mut self, now_ms: u64) {
-        if self.resets_at_ms().is_some_and(|reset| now_ms >= reset) {
+        while let Some(reset) = self.resets_at_ms().filter(|&reset| now_ms >= reset) {
             self.tally.resets += 1;
             self.tally.capacity += self.capacity - self.reserve;
             self.tally.unused += self
@@ -93,7 +99,7 @@ impl Window {
                 .saturating_sub(self.used)
                 .saturating_sub(self.reserve);
             self.used = 0;
-            self.started_at_ms = None;
+            self.started_at_ms = self.anchored.then_some(reset);
         }
     }
 
@@ -139,6 +145,9 @@ pub struct Account {
     /// Requests that arrived while a window was spent (each answered 429).
     pub sent_to_spent: u64,
     pub served: u64,
+    /// Whether its answers carry the 5-hour window's headers (a measuring knob of the week:
+    /// off, the window still refuses when spent, and only its 429 says so).
+    pub reports_five_hour: bool,
 }
 
 impl Account {
@@ -149,9 +158,15 @@ impl Account {
             size,
             family,
             five_hour: Window::new(FIVE_HOURS_MS, u64::from(size) * units_5h),
-            weekly: Window::new(WEEK_MS, u64::from(size) * units_7d),
+            // Anthropic's weekly limits reset at a fixed time of the account's week; Codex's
+            // weekly window, like every 5-hour window, starts with the first use after a reset.
+            weekly: Window {
+                anchored: family == Family::Anthropic,
+                ..Window::new(WEEK_MS, u64::from(size) * units_7d)
+            },
             sent_to_spent: 0,
             served: 0,
+            reports_five_hour: true,
         }
     }
 
@@ -198,6 +213,9 @@ impl Account {
 
     fn anthropic(&self, headers: &mut HeaderMap, spent: bool, now_ms: u64) -> String {
         for (name, window) in [("5h", &self.five_hour), ("7d", &self.weekly)] {
+            if name == "5h" && !self.reports_five_hour {
+                continue;
+            }
             let bp = window.used_basis_points();
             let status = if window.spent() {
                 "rejected"
@@ -263,7 +281,12 @@ impl Account {
         } else {
             (&self.five_hour, &self.weekly)
         };
-        for (slot, window) in [("primary", primary), ("secondary", secondary)] {
+        let slots: &[(&str, &Window)] = if self.reports_five_hour {
+            &[("primary", primary), ("secondary", secondary)]
+        } else {
+            &[("primary", &self.weekly)]
+        };
+        for &(slot, window) in slots {
             let bp = window.used_basis_points();
             let reset_ms = window.reset_ms(now_ms);
             put(

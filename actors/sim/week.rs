@@ -33,7 +33,8 @@ use quotaroute_actors::{
     ProviderSpec, RequestEvents, RouteError, RouteRequest, Router, RouterOptions, Topology,
 };
 use quotaroute_journal::{
-    ApiFormat, AuthKind, Event, Journal, MemoryJournal, OutcomeClass, RouteDecided, WriterConfig,
+    AffinityOutcome, ApiFormat, AuthKind, Event, Journal, MemoryJournal, OutcomeClass,
+    RouteDecided, WriterConfig,
 };
 
 #[path = "accounts.rs"]
@@ -75,6 +76,24 @@ pub struct WeekShape {
     pub units_7d: u64,
     /// Demand over the week, in percent of the quota the pool's weekly windows hold.
     pub load_pct: u64,
+    /// Share of requests that are a turn of a conversation (behaviour §10), in percent.
+    pub turns_pct: u64,
+    /// The accounts' 5-hour windows (a measuring knob: the week's own is `Reported`).
+    pub five_hour: FiveHour,
+    /// `affinity.ttl_ms` of the pool (a measuring knob): the default 5 minutes forgets most
+    /// of the week's groups between their turns; longer holds them.
+    pub affinity_ttl_ms: u64,
+}
+
+/// What the week's accounts do with their 5-hour windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FiveHour {
+    /// As the providers do: enforced and in every answer's headers.
+    Reported,
+    /// Enforced, but only a 429 of a spent one says anything of it.
+    Unreported,
+    /// None at all (neither enforced nor reported).
+    Absent,
 }
 
 impl WeekShape {
@@ -84,6 +103,9 @@ impl WeekShape {
         units_5h: 40,
         units_7d: 240,
         load_pct: 80,
+        turns_pct: 70,
+        five_hour: FiveHour::Reported,
+        affinity_ttl_ms: 300_000,
     };
     /// CI's: the same week with a fifth of the quota and of the requests.
     pub const SHORT: WeekShape = WeekShape {
@@ -91,6 +113,9 @@ impl WeekShape {
         units_5h: 8,
         units_7d: 48,
         load_pct: 80,
+        turns_pct: 70,
+        five_hour: FiveHour::Reported,
+        affinity_ttl_ms: 300_000,
     };
 }
 
@@ -109,6 +134,10 @@ pub struct WeekStats {
     pub sent_to_spent: u64,
     pub unused_5h: ResetTally,
     pub unused_7d: ResetTally,
+    /// Turns of a conversation held on the target their group was bound to (behaviour §10:
+    /// pacing steers only the others), and all turns of conversations.
+    pub held_turns: u64,
+    pub group_turns: u64,
     /// Decisions made while some target's window was spent or reserved (invariant m bites).
     pub decided_beside_blocked_window: u64,
     /// Stretches checked by invariant n, and those skipped as unstable.
@@ -130,6 +159,8 @@ impl WeekStats {
         self.sent_to_spent += other.sent_to_spent;
         self.unused_5h.add(&other.unused_5h);
         self.unused_7d.add(&other.unused_7d);
+        self.held_turns += other.held_turns;
+        self.group_turns += other.group_turns;
         self.decided_beside_blocked_window += other.decided_beside_blocked_window;
         self.stretches += other.stretches;
         self.unstable_stretches += other.unstable_stretches;
@@ -207,7 +238,9 @@ fn arrivals(seed: u64, shape: &WeekShape, weekly_quota: u64) -> Vec<Arrival> {
                 at_ms: T0 + hour * HOUR_MS + second * SECOND_MS,
                 cost: rng.range(1, 3),
                 client,
-                conversation: rng.chance(70).then(|| rng.range(0, CONVERSATIONS - 1)),
+                conversation: rng
+                    .chance(shape.turns_pct)
+                    .then(|| rng.range(0, CONVERSATIONS - 1)),
             });
         }
     }
@@ -235,13 +268,14 @@ fn accounts(seed: u64, shape: &WeekShape) -> Vec<Account> {
                     weekly_primary: rng.chance(30),
                 }
             };
-            let mut account = Account::new(
-                &format!("acct{i}"),
-                size,
-                family,
-                shape.units_5h,
-                shape.units_7d,
-            );
+            // Absent: a 5-hour window no week can spend.
+            let units_5h = match shape.five_hour {
+                FiveHour::Absent => shape.units_7d * 100,
+                _ => shape.units_5h,
+            };
+            let mut account =
+                Account::new(&format!("acct{i}"), size, family, units_5h, shape.units_7d);
+            account.reports_five_hour = shape.five_hour == FiveHour::Reported;
             if i == RESERVED_ACCOUNT {
                 account.weekly.reserve = account.weekly.capacity * u64::from(RESERVE_7D_PCT) / 100;
             }
@@ -264,7 +298,7 @@ fn accounts(seed: u64, shape: &WeekShape) -> Vec<Account> {
 
 /// The pool: one provider per family, one connection per account weighted by its size (one
 /// keeps a weekly reserve), one quota-share combo over them, paced or not.
-fn topology(accounts: &[Account], paced: bool) -> Topology {
+fn topology(accounts: &[Account], paced: bool, shape: &WeekShape) -> Topology {
     let providers = vec![
         ProviderSpec::new(ANTHROPIC, ApiFormat::Openai, AuthKind::Oauth),
         ProviderSpec::new(CODEX, ApiFormat::Openai, AuthKind::Oauth),
@@ -294,6 +328,7 @@ fn topology(accounts: &[Account], paced: bool) -> Topology {
     let mut topology = Topology::new(providers, connections, vec![combo], "sim-week", "0");
     topology.pacing.enabled = paced;
     topology.affinity.max_lead = MAX_LEAD;
+    topology.affinity.ttl_ms = shape.affinity_ttl_ms;
     topology.clients = CLIENTS.len();
     topology
 }
@@ -314,7 +349,7 @@ pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekS
     let accounts = accounts(seed, shape);
     let weekly_quota: u64 = accounts.iter().map(|a| a.weekly.capacity).sum();
     let arrivals = arrivals(seed, shape, weekly_quota);
-    let topology = topology(&accounts, paced);
+    let topology = topology(&accounts, paced, shape);
     let journal = MemoryJournal::new();
     let clock = ManualClock::new(T0);
     let router = Router::start(
@@ -483,6 +518,14 @@ impl Week {
                 _ => None,
             })
             .collect();
+        for decided in &decided {
+            if decided.group.is_some() {
+                self.stats.group_turns += 1;
+            }
+            if decided.affinity == AffinityOutcome::Held {
+                self.stats.held_turns += 1;
+            }
+        }
         let mut stretch: Vec<&RouteDecided> = Vec::with_capacity(STRETCH);
         for decided in &decided {
             // A stretch keeps one set of targets with room (nothing blocked or unblocked

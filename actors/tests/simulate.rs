@@ -119,8 +119,9 @@ async fn the_subscription_week_keeps_the_pacing_invariants() {
 
 /// The done-when of the subscription week (behaviour §13 "What it guarantees"): paced
 /// quota-share leaves at most half the weekly quota unused at resets that unpaced leaves, and
-/// refuses no more requests. It does not hold today — paced leaves 7.7 % where unpaced leaves
-/// 9.3 % (20 seeds, README "Subscription week") — so it is kept, not weakened, and ignored.
+/// refuses no more requests. It does not hold today — paced leaves 7.8 % where unpaced leaves
+/// 9.3 % (20 seeds, README "Subscription week", which says why) — so it is kept, not weakened,
+/// and ignored.
 #[tokio::test]
 #[ignore = "pacing does not halve the unused quota yet: README, Subscription week"]
 async fn the_subscription_week_halves_unused_quota_and_refuses_no_more() {
