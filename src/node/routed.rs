@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
-use crate::node::attempt::{Attempted, LastFailure, Payload, TryContext};
+use crate::node::attempt::{charge, Attempted, LastFailure, Payload, TryContext};
 use crate::node::client_gate;
 use crate::node::encrypted_retry;
 use crate::node::encrypted_turn::EncryptedTurn;
@@ -395,6 +395,7 @@ pub(crate) async fn serve_tries(
             result,
             payload,
             translation,
+            bills_client,
         } = encrypted_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
         // The answering try's translation names itself (`x-quotaroute-translated`/`-dropped`).
         route.translated = translation.as_ref().map(|t| t.direction.label());
@@ -405,7 +406,12 @@ pub(crate) async fn serve_tries(
         let class = result.class;
         let time_left = Instant::now() < ctx.deadline;
         let step = decision
-            .after_attempt(result, payload.is_stream(), time_left)
+            .after_attempt(result, payload.is_stream(), time_left, |result| {
+                // The client pays for what it is given, once the plan gives it (behaviour §11).
+                if bills_client {
+                    charge::bill(ctx, &target, result);
+                }
+            })
             .await;
         match (step, payload) {
             (Step::Stream, Payload::Stream { stream, headers }) => {
