@@ -24,8 +24,8 @@ use crate::decision::{
 use crate::policy::fair_queue::Ticket;
 use crate::policy::request::{hold_wait_ms, Unroutable};
 use crate::policy::request_events::RequestEvents;
-use crate::policy::response_affinity::{ResponseBinding, ResponseBindings};
 use crate::policy::router_state::RouterState;
+use crate::policy::stored_responses::{ResponseBinding, ResponseBindings};
 use crate::policy::topology::Topology;
 use crate::registry::Registry;
 use crate::snapshot;
@@ -158,7 +158,7 @@ struct RouterInner {
     clock: SharedClock,
     started_at_ms: u64,
     recovery: RecoveryReport,
-    /// Response affinity as requests read it: written here before the response reaches its
+    /// Stored-response placement as requests read it: written here before the response reaches its
     /// client (so a follow-up finds it at once), journaled through the recorder.
     responses: Mutex<ResponseBindings>,
 }

@@ -27,7 +27,7 @@ pub mod rate_limit_headers;
 pub mod request;
 pub mod request_events;
 pub mod reset_hint;
-pub mod response_affinity;
 pub mod router_state;
 pub mod selection;
+pub mod stored_responses;
 pub mod topology;
