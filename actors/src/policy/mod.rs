@@ -31,3 +31,4 @@ pub mod router_state;
 pub mod selection;
 pub mod stored_responses;
 pub mod topology;
+pub mod window;
