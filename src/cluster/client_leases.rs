@@ -245,37 +245,24 @@ impl ClientLeaseTable {
     /// One lease per windowed limit and budget of every client; a lease the previous table had
     /// (same client, limit and value) is kept with what is left of it.
     fn build(clients: &[ClientConfig], lease_size: u64, previous: Option<&Self>) -> Self {
-        let minute = CounterShape::Window(WindowShape::PER_MINUTE);
-        let day = CounterShape::Window(WindowShape::PER_DAY);
         let mut table = ClientLeaseTable::default();
         for client in clients {
             let limits: &ClientLimits = &client.limits;
-            let wanted = [
+            let windows = limits.each_window().map(|window| {
                 (
-                    LimitKind::RequestsPerMin,
-                    limits.requests_per_min,
+                    window.kind,
+                    window.limit,
                     lease_size,
-                    minute,
-                ),
-                (
-                    LimitKind::TokensPerMin,
-                    limits.tokens_per_min,
-                    lease_size,
-                    minute,
-                ),
-                (
-                    LimitKind::TokensPerDay,
-                    limits.tokens_per_day,
-                    lease_size,
-                    day,
-                ),
-                (
-                    LimitKind::Budget,
-                    limits.budget_pusd.map(|pusd| pusd / PUSD_PER_NUSD),
-                    lease_size.saturating_mul(NUSD_PER_CENT),
-                    CounterShape::Period(limits.budget_period),
-                ),
-            ];
+                    CounterShape::Window(window.shape),
+                )
+            });
+            let budget = (
+                LimitKind::Budget,
+                limits.budget_pusd.map(|pusd| pusd / PUSD_PER_NUSD),
+                lease_size.saturating_mul(NUSD_PER_CENT),
+                CounterShape::Period(limits.budget_period),
+            );
+            let wanted = windows.into_iter().chain([budget]);
             for (kind, limit, units, shape) in wanted {
                 let Some(limit) = limit else { continue };
                 let kept = previous
