@@ -29,6 +29,7 @@ pub mod request_events;
 pub mod reset_hint;
 pub mod router_state;
 pub mod selection;
+pub mod smooth_drr;
 pub mod stored_responses;
 pub mod topology;
 pub mod window;
