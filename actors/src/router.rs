@@ -21,6 +21,7 @@ use crate::clock::SharedClock;
 use crate::decision::{
     Decision, ADMIN_CALL_TIMEOUT_MS, JOURNAL_CALL_TIMEOUT_MS, ROUTE_CALL_TIMEOUT_MS,
 };
+use crate::policy::exec_key::exec_key;
 use crate::policy::fair_queue::Ticket;
 use crate::policy::request::{hold_wait_ms, Unroutable};
 use crate::policy::request_events::RequestEvents;
@@ -565,7 +566,7 @@ impl Router {
     /// Clears one model lockout; `Ok(false)` when there was none.
     pub async fn clear_lockout(&self, connection: &str, model: &str) -> Result<bool, RouterError> {
         let actor = self.connection_actor(connection)?;
-        self.record_admin("clear_lockout", &format!("{connection}/{model}"));
+        self.record_admin("clear_lockout", &exec_key(connection, model));
         ractor::call_t!(
             actor,
             ConnectionMsg::ClearLockout,

@@ -33,7 +33,7 @@ use quotaroute_actors::policy::admission::{
 use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
-use quotaroute_actors::policy::drr::exec_key;
+use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::policy::pace::PacingSettings;
 use quotaroute_actors::policy::quota_share::{self, DrrKeys, TargetView};
 use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};

@@ -17,11 +17,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::smooth_drr::Turn;
 
-/// The execution key of a target: `connection/model`.
-pub fn exec_key(connection: &str, model: &str) -> String {
-    format!("{connection}/{model}")
-}
-
 /// One target that has room this turn, as the ranking needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoomEntry<'a> {

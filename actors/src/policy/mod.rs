@@ -13,6 +13,7 @@ pub mod connection_state;
 pub mod connection_view;
 pub mod cooldown;
 pub mod drr;
+pub mod exec_key;
 pub mod fair_queue;
 pub mod forecast;
 #[cfg(test)]
