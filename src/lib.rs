@@ -12,10 +12,10 @@ pub mod commands;
 pub mod config;
 pub mod credentials;
 pub mod dashboard;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod journal_reader;
 pub mod journal_verify;
-pub mod mock_upstream;
 pub mod node;
 pub mod replay;
 pub mod telemetry;

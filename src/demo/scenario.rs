@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use crate::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute_mock::{Fault, ResetForm, Rule};
 
 use super::embedded_config::{upstream_key, MODEL_4O, MODEL_CLAUDE};
 

@@ -3,7 +3,7 @@
 //! reset; with nothing else to serve, the client gets 429 with `Retry-After` to the reset and
 //! `blocked` naming `quota_exhausted` / `reserved`; `clear?readings=1` forgets the readings.
 
-use quotaroute::mock_upstream::RateBudget;
+use quotaroute_mock::RateBudget;
 use serde_json::Value;
 
 use crate::support::{connection, header, upstream_key, Harness};
