@@ -18,6 +18,7 @@ pub mod journal_reader;
 pub mod journal_verify;
 pub mod node;
 pub mod replay;
+pub mod routes;
 pub mod telemetry;
 pub mod time_parse;
 pub mod timeline;

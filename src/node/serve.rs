@@ -16,7 +16,6 @@ use crate::cluster::{self, Cluster};
 use crate::config::{self, Config};
 use crate::node::accept;
 use crate::node::app::AppState;
-use crate::node::http::routes;
 use crate::node::journal_formats::{self, FormatsRefusal};
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
@@ -105,9 +104,14 @@ fn fold_client_usage(clients: &crate::clients::ClientLedger, journal: &SledJourn
 }
 
 impl RunningNode {
-    /// Starts a node: binds first (so `/healthz` answers 503 during replay), then replays the
-    /// journal and starts routing.
-    pub async fn start(config: Config, options: NodeOptions) -> Result<RunningNode, NodeError> {
+    /// Starts a node serving the route table `routes` builds (the node's own is
+    /// `crate::routes::routes`: `RunningNode::start`): binds first (so `/healthz` answers 503
+    /// during replay), then replays the journal and starts routing.
+    pub async fn start_with_routes(
+        config: Config,
+        options: NodeOptions,
+        routes: fn(AppState) -> axum::Router,
+    ) -> Result<RunningNode, NodeError> {
         let addr = options.listen.unwrap_or(config.server.listen);
         let listener = accept::listen(addr).map_err(|error| NodeError::Bind {
             addr,

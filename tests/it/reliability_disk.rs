@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use quotaroute::config;
 use quotaroute::node::app::AppState;
-use quotaroute::node::http::routes;
 use quotaroute::node::live::LiveConfig;
 use quotaroute::node::metrics;
+use quotaroute::routes::routes;
 use quotaroute_actors::{
     recover_state, AttemptResult, RouteRequest, Router, RouterOptions, SystemClock,
 };
