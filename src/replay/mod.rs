@@ -25,7 +25,6 @@ pub mod remote;
 pub mod source;
 pub mod state_at;
 pub mod summary;
-pub use crate::time_parse;
 pub mod timeline;
 pub mod what_if;
 pub mod what_if_affinity;
