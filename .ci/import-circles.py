@@ -8,7 +8,12 @@ import os
 import re
 import sys
 
-CRATES = {"quotaroute": "src", "quotaroute-actors": "actors/src", "quotaroute-journal": "journal/src"}
+CRATES = {
+    "quotaroute": "src",
+    "quotaroute-actors": "actors/src",
+    "quotaroute-journal": "journal/src",
+    "quotaroute-mock": "tests/mock/src",
+}
 PATH = re.compile(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)")
 GROUP = re.compile(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*)\{([^}]*)\}", re.S)
 # `super::…` (any depth) and `self::…`, rewritten to `crate::…` paths before the scan.

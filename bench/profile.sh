@@ -84,8 +84,8 @@ self_rows, self_total = read(exclusive)
 total = total or self_total
 layers = [
     ("client connection task: hyper HTTP/1 server, incl. the handler", r"(^|:)<hyper_util::server::conn::auto::UpgradeableConnection<I,S,E>"),
-    ("    the handler: tries, failover, answer (routed::serve_tries)", r"(^|:)quotaroute::node::routed::serve_tries::\{\{closure\}\}"),
-    ("      one try (attempt::try_target)", r"(^|:)quotaroute::node::attempt::try_target::\{\{closure\}\}"),
+    ("    the handler: tries, failover, answer (routed::serve_tries)", r"(^|:)quotaroute::node::routed::tries::serve_tries::\{\{closure\}\}"),
+    ("      one try (attempt::try_target)", r"(^|:)quotaroute::node::attempt::try_target::try_target::\{\{closure\}\}"),
     ("        upstream request sent (UpstreamClient::send: pool + hyper conn)", r"(^|:)quotaroute::upstream::client::UpstreamClient::send::\{\{closure\}\}"),
     ("        response usage (wire::usage::response_usage)", r"(^|:)quotaroute::wire::usage::response_usage"),
     ("        upstream request built (upstream_request::build)", r"(^|:)quotaroute::node::upstream_request::build"),

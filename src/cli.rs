@@ -1,7 +1,6 @@
 //! The command line (contract "Binary and commands"): parsing only; each command's work lives
 //! in its own module.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -23,10 +22,11 @@ pub enum Command {
         config: PathBuf,
     },
     /// Run a self-contained demo: simulated upstream accounts, live traffic, a live table.
+    #[cfg(feature = "demo")]
     Demo {
         /// Where the demo node listens.
         #[arg(long, default_value = "127.0.0.1:4100")]
-        listen: SocketAddr,
+        listen: std::net::SocketAddr,
         /// How long to drive traffic.
         #[arg(long, default_value_t = 30)]
         seconds: u64,
@@ -54,10 +54,11 @@ pub enum Command {
         command: JournalCommand,
     },
     /// Run the mock upstream used by tests and benchmarks.
+    #[cfg(feature = "demo")]
     #[command(hide = true)]
     MockUpstream {
         #[arg(long, default_value = "127.0.0.1:4200")]
-        listen: SocketAddr,
+        listen: std::net::SocketAddr,
     },
 }
 

@@ -1,7 +1,6 @@
 //! What each command does, returning its exit code (0 ok, 1 failure, 2 usage). Output to the
 //! terminal is here and in the demo; libraries below only return values.
 
-use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::config;
@@ -151,7 +150,8 @@ pub fn check(path: &Path) -> u8 {
 }
 
 /// `quotaroute demo` (see `demo`).
-pub async fn demo(listen: SocketAddr, seconds: u64) -> u8 {
+#[cfg(feature = "demo")]
+pub async fn demo(listen: std::net::SocketAddr, seconds: u64) -> u8 {
     crate::demo::run(listen, seconds).await
 }
 
@@ -191,7 +191,8 @@ pub fn journal_verify(path: &Path, json: bool) -> u8 {
 }
 
 /// `quotaroute mock-upstream --listen ADDR` (hidden: tests and benchmarks).
-pub async fn mock_upstream(listen: SocketAddr) -> u8 {
+#[cfg(feature = "demo")]
+pub async fn mock_upstream(listen: std::net::SocketAddr) -> u8 {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -200,6 +201,6 @@ pub async fn mock_upstream(listen: SocketAddr) -> u8 {
         }
     };
     crate::cli_output::err_line(&format!("mock upstream on {listen}"));
-    crate::mock_upstream::serve(listener, crate::mock_upstream::MockUpstream::new()).await;
+    quotaroute_mock::serve(listener, quotaroute_mock::MockUpstream::new()).await;
     0
 }

@@ -1,4 +1,41 @@
 //! quotaroute: the node (config, HTTP, upstream client, CLI, replay) and the embedding facade.
+//!
+//! # Layout
+//!
+//! Three crates of the workspace do three jobs: `journal/` (re-exported as [`journal`]) stores
+//! and replays events and knows nothing else; `actors/` (re-exported as [`actors`]) holds the
+//! pure routing policy — every rule as `state + input + now → events`, one selection
+//! (`policy::selection::decide`) — and the actors that own its state; this crate is the node
+//! around them. A fourth, `tests/mock/` (`quotaroute-mock`), is the mock upstream the tests,
+//! the bench and `demo` talk to: it imports nothing of the router, and nothing here but the
+//! `demo` feature's commands imports it.
+//!
+//! This crate's folders stand on floors; a file imports only from its own floor's folder or
+//! from floors below (`.ci/import-circles.py` finds no import circle between files):
+//!
+//! ```text
+//!  entry        main.rs → cli (arguments), commands (one fn per command), cli_output
+//!  composition  routes (which handler serves which path: the node's and the dashboard's),
+//!               demo (a node against the mock), journal_verify
+//!  wings        dashboard (reads the node's admin state and journal; never imported by it),
+//!               replay (the debugger: filters, state-at, summary, --what-if)
+//!  the node     node (HTTP edge, routed requests, one attempt, streams, admin, metrics),
+//!               cluster (Redis: publisher, tail, leases), credentials (keys from files,
+//!               commands, OAuth), clients (who a key is, its limits, its ledger),
+//!               telemetry (OTLP spans), config (TOML → Config → the actors' Topology)
+//!  shared       timeline (periods and the SVG: replay's and the dashboard's), upstream (a
+//!               provider's pooled client, egress, body decoding), api_error (the one error
+//!               at the HTTP edge), journal_reader, time_parse, tls_files
+//!  pure bytes   wire (body rewrite, SSE, stream meanings, usage, codings, translation, the
+//!               one mask)
+//!  ──────────── below every floor: actors/ (policy + actors), journal/ (events, codec, sled)
+//! ```
+//!
+//! Embedders use [`node::RunningNode`] (serving [`routes::routes`]) with a [`config::Config`],
+//! or the actors directly ([`actors::Router`], see `examples/embed.rs`); the replay tool is
+//! [`replay::run`]; `telemetry` is public for the spans' own export (the OTLP encoding). The
+//! parts the product alone uses (`cluster`, `credentials`, `dashboard`, `demo`,
+//! `journal_reader`, `journal_verify`, `time_parse`, `timeline`) are private to the crate.
 
 pub use quotaroute_actors as actors;
 pub use quotaroute_journal as journal;
@@ -7,20 +44,21 @@ pub mod api_error;
 pub mod cli;
 pub mod cli_output;
 pub mod clients;
-pub mod cluster;
+mod cluster;
 pub mod commands;
 pub mod config;
-pub mod credentials;
-pub mod dashboard;
-pub mod demo;
-pub mod journal_reader;
-pub mod journal_verify;
-pub mod mock_upstream;
+mod credentials;
+mod dashboard;
+#[cfg(feature = "demo")]
+mod demo;
+mod journal_reader;
+mod journal_verify;
 pub mod node;
 pub mod replay;
+pub mod routes;
 pub mod telemetry;
-pub mod time_parse;
-pub mod timeline;
+mod time_parse;
+mod timeline;
 pub mod tls_files;
 pub mod upstream;
 pub mod wire;

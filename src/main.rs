@@ -48,6 +48,7 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Serve { config } => commands::serve(&config).await,
+            #[cfg(feature = "demo")]
             Command::Demo { listen, seconds } => commands::demo(listen, seconds).await,
             Command::Init { path, force } => commands::init(&path, force),
             Command::Check { config } => commands::check(&config),
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
             Command::Journal {
                 command: JournalCommand::Verify { path, json },
             } => commands::journal_verify(&path, json),
+            #[cfg(feature = "demo")]
             Command::MockUpstream { listen } => commands::mock_upstream(listen).await,
         }
     });

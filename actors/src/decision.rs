@@ -214,15 +214,21 @@ impl Decision {
     /// its actors to apply it when the request may try again ([`rules`]`.report_waits`) — and
     /// returns the step. A committed stream's report waits for the stream's end
     /// ([`Decision::take_stream_result`]). `time_left`: the request's deadline has not passed.
+    /// `delivered` runs on the result, before its report, only when the step is
+    /// [`Step::Deliver`]: where the node bills the client for the answer it delivers.
     pub async fn after_attempt(
         &mut self,
-        result: AttemptResult,
+        mut result: AttemptResult,
         committed_stream: bool,
         time_left: bool,
+        delivered: impl FnOnce(&mut AttemptResult),
     ) -> Step {
         let step = self
             .plan
             .after_attempt(result.class, committed_stream, time_left);
+        if step == Step::Deliver {
+            delivered(&mut result);
+        }
         match step {
             Step::Stream => self.stream_result = Some(result),
             _ if rules(result.class).report_waits() => {

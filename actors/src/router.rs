@@ -21,11 +21,12 @@ use crate::clock::SharedClock;
 use crate::decision::{
     Decision, ADMIN_CALL_TIMEOUT_MS, JOURNAL_CALL_TIMEOUT_MS, ROUTE_CALL_TIMEOUT_MS,
 };
+use crate::policy::exec_key::exec_key;
 use crate::policy::fair_queue::Ticket;
 use crate::policy::request::{hold_wait_ms, Unroutable};
 use crate::policy::request_events::RequestEvents;
-use crate::policy::response_affinity::{ResponseBinding, ResponseBindings};
 use crate::policy::router_state::RouterState;
+use crate::policy::stored_responses::{ResponseBinding, ResponseBindings};
 use crate::policy::topology::Topology;
 use crate::registry::Registry;
 use crate::snapshot;
@@ -158,7 +159,7 @@ struct RouterInner {
     clock: SharedClock,
     started_at_ms: u64,
     recovery: RecoveryReport,
-    /// Response affinity as requests read it: written here before the response reaches its
+    /// Stored-response placement as requests read it: written here before the response reaches its
     /// client (so a follow-up finds it at once), journaled through the recorder.
     responses: Mutex<ResponseBindings>,
 }
@@ -565,7 +566,7 @@ impl Router {
     /// Clears one model lockout; `Ok(false)` when there was none.
     pub async fn clear_lockout(&self, connection: &str, model: &str) -> Result<bool, RouterError> {
         let actor = self.connection_actor(connection)?;
-        self.record_admin("clear_lockout", &format!("{connection}/{model}"));
+        self.record_admin("clear_lockout", &exec_key(connection, model));
         ractor::call_t!(
             actor,
             ConnectionMsg::ClearLockout,

@@ -335,3 +335,36 @@ async fn s10_encrypted_items_go_to_their_maker_while_it_can_serve() {
         .unwrap();
     assert_eq!(decision.affinity(), AffinityOutcome::Moved);
 }
+
+/// The plan's Deliver step is where the node bills the client: `after_attempt`'s `delivered`
+/// hook runs on a delivered answer, before its report (its price reaches the journal), and
+/// never on an attempt that fails over.
+#[tokio::test]
+async fn s11_the_client_is_billed_only_where_the_plan_delivers() {
+    use quotaroute_actors::policy::request::Step;
+    let clock = ManualClock::new(T0);
+    let router = start(pool_211(), MemoryJournal::new(), clock.clone()).await;
+
+    let mut decision = router.route(request("team")).await.unwrap();
+    let mut billed = false;
+    let step = decision
+        .after_attempt(
+            AttemptResult::failure(OutcomeClass::ServerError, Some(500)),
+            false,
+            true,
+            |_| billed = true,
+        )
+        .await;
+    assert_eq!(step, Step::Failover);
+    assert!(!billed, "a failed attempt costs the client nothing");
+
+    let mut decision = router.route(request("team")).await.unwrap();
+    let step = decision
+        .after_attempt(AttemptResult::success(200, 10, 5), false, true, |result| {
+            billed = true;
+            result.cost_usd = Some(0.25);
+        })
+        .await;
+    assert_eq!(step, Step::Deliver);
+    assert!(billed, "a delivered answer is billed");
+}

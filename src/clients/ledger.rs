@@ -390,23 +390,15 @@ impl ClientLedger {
                     weight: client.tag.weight,
                     in_flight: state.in_flight,
                     queued: queued(&client.config.id),
-                    usage: vec![
-                        UsageView {
-                            window: "requests_per_min",
-                            used: state.requests_min.used(now_ms),
-                            limit: limits.requests_per_min,
-                        },
-                        UsageView {
-                            window: "tokens_per_min",
-                            used: state.tokens_min.used(now_ms),
-                            limit: limits.tokens_per_min,
-                        },
-                        UsageView {
-                            window: "tokens_per_day",
-                            used: state.tokens_day.used(now_ms),
-                            limit: limits.tokens_per_day,
-                        },
-                    ],
+                    usage: limits
+                        .each_window()
+                        .iter()
+                        .map(|window| UsageView {
+                            window: window.kind.as_str(),
+                            used: state.window(window.kind).map_or(0, |w| w.used(now_ms)),
+                            limit: window.limit,
+                        })
+                        .collect(),
                     spend_usd: to_usd(state.spend_at(limits.budget_period, now_ms)),
                     budget_usd: limits.budget_pusd.map(to_usd),
                     budget_resets_at_ms: resets_at,

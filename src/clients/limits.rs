@@ -10,6 +10,7 @@
 use super::calendar;
 use super::identity::KeyDigest;
 use super::window::BinnedWindow;
+use quotaroute_actors::policy::window::WindowShape;
 
 /// What the shared counters say of one client before a request: `Err` names the limit the
 /// whole cluster has spent and how long until it may free.
@@ -82,6 +83,38 @@ impl ClientLimits {
             .then_some(IMPLICIT_MAX_CONCURRENT)
         })
     }
+
+    /// Each limit counted in a sliding window, with its config field's value and its window's
+    /// shape, in the order admission checks them: the one table of "client limit ↔ config
+    /// field" that admission, the ledger's view and the cluster's leases all read.
+    pub fn each_window(&self) -> [WindowLimit; 3] {
+        [
+            WindowLimit {
+                kind: LimitKind::RequestsPerMin,
+                limit: self.requests_per_min,
+                shape: WindowShape::PER_MINUTE,
+            },
+            WindowLimit {
+                kind: LimitKind::TokensPerMin,
+                limit: self.tokens_per_min,
+                shape: WindowShape::PER_MINUTE,
+            },
+            WindowLimit {
+                kind: LimitKind::TokensPerDay,
+                limit: self.tokens_per_day,
+                shape: WindowShape::PER_DAY,
+            },
+        ]
+    }
+}
+
+/// One of a client's windowed limits (see [`ClientLimits::each_window`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowLimit {
+    pub kind: LimitKind,
+    /// The configured value; `None` = no limit.
+    pub limit: Option<u64>,
+    pub shape: WindowShape,
 }
 
 /// Which limit refused a request.
@@ -144,11 +177,14 @@ pub struct ClientState {
 
 impl Default for ClientState {
     fn default() -> Self {
+        let [requests_min, tokens_min, tokens_day] = ClientLimits::default()
+            .each_window()
+            .map(|window| BinnedWindow::new(window.shape));
         ClientState {
             in_flight: 0,
-            requests_min: BinnedWindow::per_minute(),
-            tokens_min: BinnedWindow::per_minute(),
-            tokens_day: BinnedWindow::per_day(),
+            requests_min,
+            tokens_min,
+            tokens_day,
             period_start_ms: 0,
             spend_pusd: 0,
             limited: None,
@@ -157,6 +193,16 @@ impl Default for ClientState {
 }
 
 impl ClientState {
+    /// What a windowed limit counts in (`None`: `kind` is not windowed).
+    pub fn window(&self, kind: LimitKind) -> Option<&BinnedWindow> {
+        match kind {
+            LimitKind::RequestsPerMin => Some(&self.requests_min),
+            LimitKind::TokensPerMin => Some(&self.tokens_min),
+            LimitKind::TokensPerDay => Some(&self.tokens_day),
+            LimitKind::Models | LimitKind::MaxConcurrent | LimitKind::Budget => None,
+        }
+    }
+
     /// The spend of the period holding `now_ms` (0 once the period it was counted in ended).
     pub fn spend_at(&self, period: BudgetPeriod, now_ms: u64) -> u64 {
         if period.bounds(now_ms).0 == self.period_start_ms {
@@ -232,25 +278,8 @@ impl ClientState {
                 return Some((LimitKind::MaxConcurrent, Some(CONCURRENCY_RETRY_MS)));
             }
         }
-        let windows = [
-            (
-                LimitKind::RequestsPerMin,
-                limits.requests_per_min,
-                &self.requests_min,
-            ),
-            (
-                LimitKind::TokensPerMin,
-                limits.tokens_per_min,
-                &self.tokens_min,
-            ),
-            (
-                LimitKind::TokensPerDay,
-                limits.tokens_per_day,
-                &self.tokens_day,
-            ),
-        ];
-        for (kind, limit, window) in windows {
-            if let Some(limit) = limit {
+        for WindowLimit { kind, limit, .. } in limits.each_window() {
+            if let (Some(limit), Some(window)) = (limit, self.window(kind)) {
                 let frees_in = window.frees_in_ms(now_ms, limit);
                 if frees_in > 0 {
                     return Some((kind, Some(frees_in)));

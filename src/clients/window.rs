@@ -1,44 +1,51 @@
-//! A counter over a sliding window, kept in a fixed number of time bins: memory is bounded
-//! whatever the traffic, and the window slides one bin at a time (a bin's amount leaves the
-//! window when the whole bin has). Pure: `now_ms` is always an argument.
+//! A counter over a sliding window of the one window shape (`policy::window::WindowShape`),
+//! kept in a ring of its bins: memory is bounded whatever the traffic, and the window slides
+//! one bin at a time (a bin's amount leaves the window when the whole bin has). Pure: `now_ms`
+//! is always an argument.
 
-/// `bins` bins of `bin_ms` each; the window is `bins × bin_ms`.
+use quotaroute_actors::policy::window::WindowShape;
+
+/// One amount per bin of `shape`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BinnedWindow {
-    bin_ms: u64,
+    shape: WindowShape,
     /// `(bin number, amount)`; slot `n % len` holds bin `n` when it is current.
     slots: Vec<(u64, u64)>,
 }
 
 impl BinnedWindow {
-    pub fn new(bins: usize, bin_ms: u64) -> Self {
+    pub fn new(shape: WindowShape) -> Self {
+        let shape = WindowShape {
+            bin_ms: shape.bin_ms.max(1),
+            bins: shape.bins.max(1),
+        };
         BinnedWindow {
-            bin_ms: bin_ms.max(1),
-            slots: vec![(u64::MAX, 0); bins.max(1)],
+            shape,
+            slots: vec![(u64::MAX, 0); usize::try_from(shape.bins).unwrap_or(1)],
         }
     }
 
-    /// One minute in 12 bins of 5 s.
+    /// A client's per-minute window.
     pub fn per_minute() -> Self {
-        Self::new(12, 5_000)
+        Self::new(WindowShape::PER_MINUTE)
     }
 
-    /// 24 hours in 24 bins of one hour.
+    /// A client's per-day window.
     pub fn per_day() -> Self {
-        Self::new(24, 3_600_000)
+        Self::new(WindowShape::PER_DAY)
     }
 
     pub fn window_ms(&self) -> u64 {
-        self.bin_ms * self.slots.len() as u64
+        self.shape.window_ms()
     }
 
     fn live(&self, bin: u64, now_bin: u64) -> bool {
-        bin != u64::MAX && bin <= now_bin && now_bin - bin < self.slots.len() as u64
+        bin != u64::MAX && self.shape.is_live(bin, now_bin)
     }
 
     /// Adds `amount` at `now_ms`.
     pub fn add(&mut self, now_ms: u64, amount: u64) {
-        let bin = now_ms / self.bin_ms;
+        let bin = self.shape.bin_of(now_ms);
         let len = self.slots.len() as u64;
         let slot = &mut self.slots[(bin % len) as usize];
         if slot.0 != bin {
@@ -49,7 +56,7 @@ impl BinnedWindow {
 
     /// The amount inside the window ending at `now_ms`.
     pub fn used(&self, now_ms: u64) -> u64 {
-        let now_bin = now_ms / self.bin_ms;
+        let now_bin = self.shape.bin_of(now_ms);
         self.slots
             .iter()
             .filter(|(bin, _)| self.live(*bin, now_bin))
@@ -59,7 +66,7 @@ impl BinnedWindow {
     /// How long from `now_ms` until the amount in the window is below `limit` again (0 when it
     /// already is).
     pub fn frees_in_ms(&self, now_ms: u64, limit: u64) -> u64 {
-        let now_bin = now_ms / self.bin_ms;
+        let now_bin = self.shape.bin_of(now_ms);
         let mut live: Vec<(u64, u64)> = self
             .slots
             .iter()
@@ -76,9 +83,7 @@ impl BinnedWindow {
         for (bin, amount) in live {
             used = used.saturating_sub(amount);
             if used < limit {
-                // Bin `bin` leaves the window when `now_bin - bin` reaches the bin count.
-                let leaves_at = (bin + self.slots.len() as u64) * self.bin_ms;
-                return leaves_at.saturating_sub(now_ms).max(1);
+                return self.shape.leaves_at_ms(bin).saturating_sub(now_ms).max(1);
             }
         }
         self.window_ms()

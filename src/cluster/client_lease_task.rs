@@ -245,10 +245,8 @@ mod tests {
 
     #[test]
     fn old_grants_stop_spending_and_a_new_period_starts_at_zero() {
-        let minute = CounterShape::Window {
-            bins: 12,
-            bin_ms: 5_000,
-        };
+        let minute =
+            CounterShape::Window(quotaroute_actors::policy::window::WindowShape::PER_MINUTE);
         let lease = ClientLease::new("team-a", LimitKind::RequestsPerMin, 20, 2, minute);
         // Never granted: what it spent (Redis down) is kept, to be charged with a lease.
         lease.available.store(-3, Ordering::Relaxed);

@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use quotaroute_actors::policy::window::WindowShape;
 use tokio::sync::Notify;
 
 use crate::clients::ledger::UsageView;
@@ -53,11 +54,11 @@ const NUSD_PER_CENT: u64 = 10_000_000;
 /// `Retry-After` while a lease is overdrawn and its refill is pending.
 pub const REFILL_RETRY_MS: u64 = 1_000;
 
-/// How a limit's shared counter is binned: a sliding window (the same bins as the node's own
+/// How a limit's shared counter is binned: a sliding window (the same shape as the node's own
 /// `BinnedWindow`), or one counter per budget period named by the period's start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CounterShape {
-    Window { bins: u64, bin_ms: u64 },
+    Window(WindowShape),
     Period(BudgetPeriod),
 }
 
@@ -65,32 +66,33 @@ impl CounterShape {
     /// The bins counted at `now_ms`, oldest first, the current one last.
     pub fn bins_at(self, now_ms: u64) -> Vec<u64> {
         match self {
-            CounterShape::Window { bins, bin_ms } => {
-                let current = now_ms / bin_ms;
-                ((current + 1).saturating_sub(bins)..=current).collect()
-            }
+            CounterShape::Window(shape) => shape.live_bins(now_ms).collect(),
             CounterShape::Period(period) => vec![period.bounds(now_ms).0],
         }
     }
 
     /// The bin units spent at `now_ms` belong to.
     pub fn current_bin(self, now_ms: u64) -> u64 {
-        self.bins_at(now_ms).last().copied().unwrap_or_default()
+        match self {
+            CounterShape::Window(shape) => shape.bin_of(now_ms),
+            CounterShape::Period(period) => period.bounds(now_ms).0,
+        }
     }
 
     /// Whether units granted in `bin` still count at `now_ms` (else what is left of them is
     /// dropped, so an old grant never spends in a later window).
     pub fn counts(self, bin: u64, now_ms: u64) -> bool {
-        self.bins_at(now_ms)
-            .first()
-            .is_some_and(|first| bin >= *first)
+        match self {
+            CounterShape::Window(shape) => bin >= shape.first_live_bin(now_ms),
+            CounterShape::Period(period) => bin >= period.bounds(now_ms).0,
+        }
     }
 
     /// How long a counter bin lives in Redis: its whole window plus one bin (a period plus a
     /// day), so a bin still counted is never gone early.
     pub fn ttl_s(self, now_ms: u64) -> u64 {
         match self {
-            CounterShape::Window { bins, bin_ms } => (bins + 1) * bin_ms / 1000,
+            CounterShape::Window(shape) => shape.counter_ttl_s(),
             CounterShape::Period(period) => {
                 let (start, end) = period.bounds(now_ms);
                 (end - start) / 1000 + 86_400
@@ -102,7 +104,7 @@ impl CounterShape {
     /// leaves), or the period's end.
     pub fn frees_in_ms(self, now_ms: u64) -> u64 {
         match self {
-            CounterShape::Window { bin_ms, .. } => bin_ms - now_ms % bin_ms,
+            CounterShape::Window(shape) => shape.bin_ends_in_ms(now_ms),
             CounterShape::Period(period) => period.bounds(now_ms).1.saturating_sub(now_ms),
         }
         .max(1)
@@ -243,43 +245,24 @@ impl ClientLeaseTable {
     /// One lease per windowed limit and budget of every client; a lease the previous table had
     /// (same client, limit and value) is kept with what is left of it.
     fn build(clients: &[ClientConfig], lease_size: u64, previous: Option<&Self>) -> Self {
-        let minute = CounterShape::Window {
-            bins: 12,
-            bin_ms: 5_000,
-        };
-        let day = CounterShape::Window {
-            bins: 24,
-            bin_ms: 3_600_000,
-        };
         let mut table = ClientLeaseTable::default();
         for client in clients {
             let limits: &ClientLimits = &client.limits;
-            let wanted = [
+            let windows = limits.each_window().map(|window| {
                 (
-                    LimitKind::RequestsPerMin,
-                    limits.requests_per_min,
+                    window.kind,
+                    window.limit,
                     lease_size,
-                    minute,
-                ),
-                (
-                    LimitKind::TokensPerMin,
-                    limits.tokens_per_min,
-                    lease_size,
-                    minute,
-                ),
-                (
-                    LimitKind::TokensPerDay,
-                    limits.tokens_per_day,
-                    lease_size,
-                    day,
-                ),
-                (
-                    LimitKind::Budget,
-                    limits.budget_pusd.map(|pusd| pusd / PUSD_PER_NUSD),
-                    lease_size.saturating_mul(NUSD_PER_CENT),
-                    CounterShape::Period(limits.budget_period),
-                ),
-            ];
+                    CounterShape::Window(window.shape),
+                )
+            });
+            let budget = (
+                LimitKind::Budget,
+                limits.budget_pusd.map(|pusd| pusd / PUSD_PER_NUSD),
+                lease_size.saturating_mul(NUSD_PER_CENT),
+                CounterShape::Period(limits.budget_period),
+            );
+            let wanted = windows.into_iter().chain([budget]);
             for (kind, limit, units, shape) in wanted {
                 let Some(limit) = limit else { continue };
                 let kept = previous
@@ -496,10 +479,7 @@ mod tests {
 
     #[test]
     fn windows_drop_old_grants_and_periods_start_at_zero() {
-        let minute = CounterShape::Window {
-            bins: 12,
-            bin_ms: 5_000,
-        };
+        let minute = CounterShape::Window(WindowShape::PER_MINUTE);
         let bins = minute.bins_at(NOW);
         assert_eq!(bins.len(), 12);
         assert_eq!(*bins.last().unwrap(), NOW / 5_000);

@@ -201,11 +201,11 @@ impl LeaseTask {
         now: u64,
     ) -> redis::RedisResult<(u64, u64)> {
         let debt = lease.available().min(0).unsigned_abs();
-        let bin = now / lease.shape.bin_ms;
-        let ttl_s = counter_ttl_s(lease.shape);
+        let bin = lease.shape.bin_of(now);
+        let ttl_s = lease.shape.counter_ttl_s();
         let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
         let mut invocation = self.script.prepare_invoke();
-        for window_bin in (bin + 1).saturating_sub(lease.shape.bins)..=bin {
+        for window_bin in lease.shape.live_bins(now) {
             invocation.key(format!("{prefix}{window_bin}"));
         }
         invocation
@@ -220,7 +220,7 @@ impl LeaseTask {
         if let Some(held) = self.held.get_mut(index) {
             let granted = held.granted.entry(bin).or_default();
             *granted = granted.saturating_add(debt).saturating_add(grant);
-            let first_live = (bin + 1).saturating_sub(lease.shape.bins);
+            let first_live = lease.shape.first_live_bin(now);
             held.granted.retain(|b, _| *b >= first_live);
         }
         Ok((grant, used))
@@ -292,7 +292,7 @@ impl LeaseTask {
             }
             restored = true;
             let prefix = keys::usage_prefix(&lease.connection, &lease.limit_name);
-            let ttl_s = i64::try_from(counter_ttl_s(lease.shape)).unwrap_or(i64::MAX);
+            let ttl_s = i64::try_from(lease.shape.counter_ttl_s()).unwrap_or(i64::MAX);
             for (bin, units) in &held.granted {
                 let key = format!("{prefix}{bin}");
                 let restored = redis::pipe()
@@ -323,12 +323,6 @@ impl LeaseTask {
         );
         Ok(())
     }
-}
-
-/// How long a shared counter bin lives in Redis: the whole window it counts in, plus one bin,
-/// so the oldest bin still counted is never gone early (the one TTL, for grants and restores).
-fn counter_ttl_s(shape: quotaroute_actors::policy::buckets::Shape) -> u64 {
-    (shape.bins + 1) * shape.bin_ms / 1000
 }
 
 impl LeaseRounds for LeaseTask {

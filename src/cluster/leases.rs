@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use quotaroute_actors::policy::buckets::{each_limit, Metric, Shape};
+use quotaroute_actors::policy::buckets::{each_limit, Metric};
+use quotaroute_actors::policy::window::WindowShape;
 use quotaroute_actors::Topology;
 use quotaroute_journal::RequestSucceeded;
 use tokio::sync::Notify;
@@ -24,7 +25,7 @@ pub struct Lease {
     /// `Some`: only successes on this model spend it.
     pub model: Option<String>,
     tokens: bool,
-    pub(crate) shape: Shape,
+    pub(crate) shape: WindowShape,
     pub limit: u64,
     /// Units granted minus units spent (negative: spent beyond the lease).
     pub(crate) available: AtomicI64,

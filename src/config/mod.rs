@@ -3,7 +3,8 @@
 //! Layout:
 //! - `raw` — the file's shape: every key optional, unknown keys denied;
 //! - `deserialize` — TOML → raw structs, collecting every unknown or mistyped key;
-//! - `validate` — raw → [`Config`]: defaults, value checks, references, all errors in one run;
+//! - `validate/` — raw → [`Config`]: defaults, value checks, references, all errors in one run;
+//!   one file per section (`server`, `journal`, `defaults`, `providers`, `connections`, …);
 //! - `clients` — `[[clients]]` (keys reduced to digests), `[[prices]]` and `prices_file`;
 //! - `model` — the validated types the node runs on, and `check`'s summary;
 //! - `secret` — [`Secret`], the only holder of keys: never printed, never serialized;

@@ -11,7 +11,7 @@ use quotaroute_actors::policy::quota_share::Strategy as PolicyStrategy;
 use quotaroute_actors::{ComboSpec, ConnectionSpec, ProviderSpec, TargetSpec, Topology};
 use quotaroute_journal::{ApiFormat as JournalFormat, AuthKind as JournalAuth};
 
-use super::model::{ApiFormat, AuthKind, Config, ProviderConfig, Strategy};
+use super::model::{ApiFormat, AuthKind, ComboConfig, Config, ProviderConfig, Strategy};
 use super::raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 
 fn set<T: TryFrom<u64>>(target: &mut T, value: Option<u64>) {
@@ -167,6 +167,31 @@ pub fn bucket_settings(config: &Config, provider_name: &str) -> BucketSettings {
 }
 
 /// The topology the actors run for this config. `digest` tells configs apart in the journal.
+/// A request's attempt budget, `(max_attempts, max_upstream_requests)`, on `combo` (its
+/// `max_attempts` when set) or on an implicit combo (`None`: the defaults). The node's topology
+/// and `--what-if` both read it here.
+pub fn attempt_budget(config: &Config, combo: Option<&ComboConfig>) -> (u32, u32) {
+    let defaults = &config.defaults;
+    (
+        combo
+            .and_then(|c| c.max_attempts)
+            .unwrap_or(defaults.max_attempts),
+        defaults.max_upstream_requests,
+    )
+}
+
+/// `spec` with its provider's resilience settings from `config` (cooldown by its auth,
+/// lockout, buckets): how every `ConnectionSpec` takes the config's settings — the node's
+/// topology, and `--what-if`'s connections that a journal names and the config does not.
+pub fn with_provider_settings(config: &Config, spec: ConnectionSpec) -> ConnectionSpec {
+    ConnectionSpec {
+        cooldown: cooldown_settings(config, &spec.provider, spec.auth),
+        lockout: lockout_settings(config, &spec.provider),
+        buckets: bucket_settings(config, &spec.provider),
+        ..spec
+    }
+}
+
 pub fn topology(config: &Config, digest: &str) -> Topology {
     let providers = config
         .providers
@@ -185,61 +210,61 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
         .connections
         .iter()
         .map(|c| {
-            let provider = c.provider.as_str();
-            ConnectionSpec {
-                id: c.id.clone(),
-                provider: c.provider.clone(),
-                auth: journal_auth(c.auth),
-                weight: c.weight,
-                max_concurrent: c.max_concurrent,
-                models: c.models.clone(),
-                limits: BucketLimits {
-                    requests_5h: c.limits.requests_5h,
-                    tokens_5h: c.limits.tokens_5h,
-                    requests_7d: c.limits.requests_7d,
-                    tokens_7d: c.limits.tokens_7d,
-                    model_requests_7d: c.limits.model_requests_7d.clone(),
-                    model_tokens_7d: c.limits.model_tokens_7d.clone(),
+            with_provider_settings(
+                config,
+                ConnectionSpec {
+                    max_concurrent: c.max_concurrent,
+                    models: c.models.clone(),
+                    limits: BucketLimits {
+                        requests_5h: c.limits.requests_5h,
+                        tokens_5h: c.limits.tokens_5h,
+                        requests_7d: c.limits.requests_7d,
+                        tokens_7d: c.limits.tokens_7d,
+                        model_requests_7d: c.limits.model_requests_7d.clone(),
+                        model_tokens_7d: c.limits.model_tokens_7d.clone(),
+                    },
+                    reserve: c.reserve.clone(),
+                    ..ConnectionSpec::new(&c.id, &c.provider, journal_auth(c.auth), c.weight)
                 },
-                cooldown: cooldown_settings(config, provider, journal_auth(c.auth)),
-                lockout: lockout_settings(config, provider),
-                buckets: bucket_settings(config, provider),
-                reserve: c.reserve.clone(),
-            }
+            )
         })
         .collect();
     let combos = config
         .combos
         .iter()
-        .map(|c| ComboSpec {
-            name: c.name.clone(),
-            strategy: policy_strategy(c.strategy),
-            targets: c
-                .targets
-                .iter()
-                .map(|t| TargetSpec {
-                    connection: t.connection.clone(),
-                    model: t.model.clone(),
-                    weight: t.weight,
-                })
-                .collect(),
-            max_attempts: c.max_attempts.unwrap_or(config.defaults.max_attempts),
-            max_upstream_requests: config.defaults.max_upstream_requests,
-            hold_ms: c.hold_ms,
-            queue_ms: c.queue_ms,
-            pacing: PacingSettings {
-                enabled: config.defaults.pacing.enabled && c.pacing,
-                ..config.defaults.pacing.clone()
-            },
-            translate: c.translate,
+        .map(|c| {
+            let (max_attempts, max_upstream_requests) = attempt_budget(config, Some(c));
+            ComboSpec {
+                name: c.name.clone(),
+                strategy: policy_strategy(c.strategy),
+                targets: c
+                    .targets
+                    .iter()
+                    .map(|t| TargetSpec {
+                        connection: t.connection.clone(),
+                        model: t.model.clone(),
+                        weight: t.weight,
+                    })
+                    .collect(),
+                max_attempts,
+                max_upstream_requests,
+                hold_ms: c.hold_ms,
+                queue_ms: c.queue_ms,
+                pacing: PacingSettings {
+                    enabled: config.defaults.pacing.enabled && c.pacing,
+                    ..config.defaults.pacing.clone()
+                },
+                translate: c.translate,
+            }
         })
         .collect();
+    let (max_attempts, max_upstream_requests) = attempt_budget(config, None);
     Topology {
         providers,
         connections,
         combos,
-        max_attempts: config.defaults.max_attempts,
-        max_upstream_requests: config.defaults.max_upstream_requests,
+        max_attempts,
+        max_upstream_requests,
         affinity: config.affinity,
         pacing: config.defaults.pacing.clone(),
         clients: config.clients.len(),

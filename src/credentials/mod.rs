@@ -31,8 +31,5 @@ pub mod schedule;
 pub mod store;
 pub mod watch;
 
-pub use credential::Credential;
-pub use error::CredentialError;
-pub use journal::CredentialJournal;
-pub use loaded::{CredentialView, Echoes, Loaded, Trigger};
+pub use loaded::{Echoes, Trigger};
 pub use store::CredentialStore;

@@ -40,7 +40,7 @@ use tokio::time::Instant;
 use crate::config;
 use crate::node::{NodeError, NodeOptions, RunningNode};
 
-pub use embedded_config::{config_text, upstream_key, CONNECTIONS};
+pub use embedded_config::config_text;
 pub use error::DemoError;
 pub use scenario::Scenario;
 pub use summary::summarize_journal;

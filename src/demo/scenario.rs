@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use crate::mock_upstream::{
+use quotaroute_mock::{
     Fault, PlanWindow, ResetForm, Rule, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS,
 };
 

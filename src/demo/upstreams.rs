@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::mock_upstream::{self, MockUpstream};
+use quotaroute_mock::{self as mock_upstream, MockUpstream};
 
 use super::embedded_config::upstream_key;
 use super::error::DemoError;

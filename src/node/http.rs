@@ -1,97 +1,22 @@
-//! The node's HTTP surface: which handler serves which path, plus the small ones — health,
-//! metrics and the model list. Every path not listed is a 404 in the OpenAI error shape.
+//! The node's small handlers: `/`, health, metrics, the model list, the Responses WebSocket
+//! refusal, stored responses' paths and the 404 in the OpenAI error shape. Which handler
+//! serves which path is `crate::routes`' (above the node and the dashboard).
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
-use axum::routing::{delete, get, post};
 use http::{HeaderMap, StatusCode};
 use serde_json::json;
 
 use crate::api_error::{ApiError, ApiErrorKind};
-use crate::dashboard::{events as ui_events, page as ui, timeline as ui_timeline};
 use crate::node::admin::{self, json_response};
 use crate::node::app::AppState;
 use crate::node::client_gate;
-use crate::node::cors;
-use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
-use crate::node::plain_errors;
 use crate::node::reply;
-use crate::node::routed;
 use crate::node::stored_response;
 
-/// The node's routes.
-pub fn routes(app: AppState) -> axum::Router {
-    let endpoint = |endpoint: Endpoint| {
-        post(move |State(app): State<AppState>, request: Request| {
-            routed::handle(app, endpoint, request)
-        })
-    };
-    let client_api = axum::Router::new()
-        .route("/", get(root))
-        .route("/v1/chat/completions", endpoint(Endpoint::ChatCompletions))
-        .route("/v1/completions", endpoint(Endpoint::Completions))
-        .route("/v1/embeddings", endpoint(Endpoint::Embeddings))
-        .route(
-            "/v1/responses",
-            endpoint(Endpoint::Responses).get(responses_websocket),
-        )
-        // Before `/v1/responses/{id}`: a static segment wins over the parameter.
-        .route(
-            "/v1/responses/compact",
-            endpoint(Endpoint::ResponsesCompact),
-        )
-        .route("/v1/messages", endpoint(Endpoint::Messages))
-        .route("/v1/messages/count_tokens", endpoint(Endpoint::CountTokens))
-        .route("/v1/models", get(models))
-        .route("/v1/models/{*id}", get(model_by_id))
-        .route("/v1/responses/{id}", get(stored).delete(stored))
-        .route("/v1/responses/{id}/input_items", get(stored))
-        .route("/v1/responses/{id}/cancel", post(stored))
-        .fallback(not_found)
-        .layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            cors::layer,
-        ));
-    axum::Router::new()
-        .merge(client_api)
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics_text))
-        .route("/admin/state", get(admin::state))
-        .route("/admin/lockouts", get(admin::lockouts))
-        .route("/admin/clients", get(admin::clients))
-        .route("/admin/clients/{id}/reset", post(admin::reset_client))
-        .route(
-            "/admin/lockouts/{connection}/{*model}",
-            delete(admin::clear_lockout),
-        )
-        .route(
-            "/admin/connections/{id}/clear",
-            post(admin::clear_connection),
-        )
-        .route("/admin/connections/{id}/usage", post(admin::push_usage))
-        .route(
-            "/admin/providers/{name}/breaker/reset",
-            post(admin::reset_breaker),
-        )
-        .route("/admin/reload", post(admin::reload_config))
-        .route("/admin/journal", get(admin::journal))
-        .route("/admin/affinity", get(admin::affinity))
-        .route("/admin/events", get(ui_events::events))
-        .route("/admin/timeline.svg", get(ui_timeline::timeline))
-        .route("/ui", get(ui::index))
-        .route("/ui/", get(ui::index))
-        .route("/ui/dashboard.css", get(ui::stylesheet))
-        .route("/ui/dashboard.js", get(ui::script))
-        .layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            plain_errors::router_answers,
-        ))
-        .with_state(app)
-}
-
-async fn not_found(request: Request) -> Response {
+pub(crate) async fn not_found(request: Request) -> Response {
     let path = request.uri().path().to_string();
     if path.starts_with("/admin/") {
         return admin::admin_error(
@@ -110,7 +35,11 @@ async fn not_found(request: Request) -> Response {
     )
 }
 
-async fn stored(State(app): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
+pub(crate) async fn stored(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Response {
     stored_response::handle(app, id, request).await
 }
 
@@ -119,7 +48,7 @@ async fn stored(State(app): State<AppState>, Path(id): Path<String>, request: Re
 /// 405 cost it seven retries over about six seconds (measured with Codex 0.171). 426 whether
 /// or not `Upgrade` arrived: a proxy in front of the node may drop it (a hop-by-hop header),
 /// and a `GET` on this path without an id has no other meaning.
-async fn responses_websocket() -> Response {
+pub(crate) async fn responses_websocket() -> Response {
     let mut response = json_response(
         StatusCode::UPGRADE_REQUIRED,
         &json!({"error": {
@@ -136,14 +65,14 @@ async fn responses_websocket() -> Response {
 }
 
 /// `GET /` and `HEAD /`: clients' connectivity checks.
-async fn root() -> Response {
+pub(crate) async fn root() -> Response {
     json_response(
         StatusCode::OK,
         &json!({"name": "quotaroute", "version": env!("CARGO_PKG_VERSION")}),
     )
 }
 
-async fn healthz(State(app): State<AppState>) -> Response {
+pub(crate) async fn healthz(State(app): State<AppState>) -> Response {
     match app.router() {
         Some(router) => {
             let stats = router.journal_stats();
@@ -164,7 +93,7 @@ async fn healthz(State(app): State<AppState>) -> Response {
     }
 }
 
-async fn metrics_text(State(app): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn metrics_text(State(app): State<AppState>, headers: HeaderMap) -> Response {
     if !app.live().metrics_public {
         if let Some(refusal) = admin::admin_refusal(&app, &headers) {
             return refusal;
@@ -253,7 +182,7 @@ fn model_json(app: &AppState, model: &ListedModel, anthropic: bool) -> serde_jso
     }
 }
 
-async fn models(State(app): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn models(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let anthropic = headers.contains_key("anthropic-version");
     let Some(client) = client_gate::authenticated_client(&app.live(), &headers, true) else {
         return reply::error_only(
@@ -281,7 +210,7 @@ async fn models(State(app): State<AppState>, headers: HeaderMap) -> Response {
 }
 
 /// `GET /v1/models/{id}`: one model of the list (the id may hold a `/`).
-async fn model_by_id(
+pub(crate) async fn model_by_id(
     State(app): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,

@@ -4,7 +4,8 @@
 //! - [`serve`] — start (bind, replay, route) and stop (drain, `node_stopped`, flush);
 //!   [`accept`] — the accept loop (header-read timeout, graceful shutdown).
 //! - [`journal_formats`] — refuse a journal from a newer build before sled opens it (§12).
-//! - [`http`] — which path is served by which handler; health, metrics, model list.
+//! - [`http`] — the small handlers: health, metrics, model list, the 404 (which path is served
+//!   by which handler is `crate::routes`, above the node and the dashboard).
 //! - [`endpoint`] — the routing endpoints and their formats; [`routed`] — serving them: parse
 //!   once, route, try targets as the decision's plan says, answer; [`attempt`] — one try
 //!   against one target;

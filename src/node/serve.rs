@@ -16,7 +16,6 @@ use crate::cluster::{self, Cluster};
 use crate::config::{self, Config};
 use crate::node::accept;
 use crate::node::app::AppState;
-use crate::node::http::routes;
 use crate::node::journal_formats::{self, FormatsRefusal};
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
@@ -105,9 +104,14 @@ fn fold_client_usage(clients: &crate::clients::ClientLedger, journal: &SledJourn
 }
 
 impl RunningNode {
-    /// Starts a node: binds first (so `/healthz` answers 503 during replay), then replays the
-    /// journal and starts routing.
-    pub async fn start(config: Config, options: NodeOptions) -> Result<RunningNode, NodeError> {
+    /// Starts a node serving the route table `routes` builds (the node's own is
+    /// `crate::routes::routes`: `RunningNode::start`): binds first (so `/healthz` answers 503
+    /// during replay), then replays the journal and starts routing.
+    pub async fn start_with_routes(
+        config: Config,
+        options: NodeOptions,
+        routes: fn(AppState) -> axum::Router,
+    ) -> Result<RunningNode, NodeError> {
         let addr = options.listen.unwrap_or(config.server.listen);
         let listener = accept::listen(addr).map_err(|error| NodeError::Bind {
             addr,
@@ -148,61 +152,7 @@ impl RunningNode {
             app.inner.edge.clone(),
         ));
 
-        // A journal from a newer build is refused before sled opens (and may tidy) it.
-        let formats = journal_formats::this_build();
-        journal_formats::check_before_open(&config.journal.path, &formats)?;
-        // A small page cache: the journal is written sequentially and read back only on restart.
-        let journal = SledJournal::open(
-            &config.journal.path,
-            SledOptions {
-                cache_bytes: JOURNAL_CACHE_BYTES,
-            },
-        )?;
-        app.set_journal_reader(Some(journal.reader()));
-        let topology = config::topology::topology(&config, &digest(&options.config_text));
-        let prepared = match &config.cluster {
-            Some(settings) => Some(
-                cluster::Prepared::new(settings, &topology, &config.clients)
-                    .map_err(|error| NodeError::Cluster(error.to_string()))?,
-            ),
-            None => None,
-        };
-        let router = Router::start_with_tap(
-            topology,
-            Box::new(journal),
-            RouterOptions {
-                writer: WriterConfig {
-                    flush_every_ms: config.journal.flush_every_ms,
-                    max_queue_events: config.journal.max_queue_events,
-                    retention_hours: config.journal.retention_hours,
-                    ..WriterConfig::default()
-                },
-                snapshot_every_events: config.journal.snapshot_every_events,
-                request_events: config.journal.request_events,
-                clock: options.clock.clone(),
-            },
-            prepared.as_ref().map(cluster::Prepared::tap),
-        )
-        .await
-        .map_err(|error| match error {
-            RouterError::NewerJournal(versions) => NodeError::Formats(FormatsRefusal::Newer {
-                path: config.journal.path.display().to_string(),
-                versions,
-            }),
-            other => NodeError::Router(other.to_string()),
-        })?;
-        journal_formats::record(&config.journal.path, &formats);
-        let recovery = router.recovery();
-        tracing::info!(
-            %addr,
-            replayed = recovery.events_replayed,
-            snapshot_seq = ?recovery.snapshot_seq,
-            damaged = recovery.damaged.len(),
-            "journal replayed; routing"
-        );
-        for damage in &recovery.damaged {
-            tracing::warn!(seq = damage.seq, reason = %damage.reason, "damaged journal record skipped");
-        }
+        let (router, prepared) = recover_router(&config, &options, &app, addr).await?;
         // Clients' usage and spend (behaviour §11) are folded from their `client_usage` events.
         if let Some(reader) = app.journal_reader() {
             let folded = fold_client_usage(&app.live().clients, &reader);
@@ -256,4 +206,70 @@ impl RunningNode {
         }
         Ok(())
     }
+}
+
+/// The router, started from the journal (refused when a newer build wrote it), and the
+/// cluster's prepared parts when the node is one of several; the recovery logged.
+async fn recover_router(
+    config: &Config,
+    options: &NodeOptions,
+    app: &AppState,
+    addr: SocketAddr,
+) -> Result<(Router, Option<cluster::Prepared>), NodeError> {
+    // A journal from a newer build is refused before sled opens (and may tidy) it.
+    let formats = journal_formats::this_build();
+    journal_formats::check_before_open(&config.journal.path, &formats)?;
+    // A small page cache: the journal is written sequentially and read back only on restart.
+    let journal = SledJournal::open(
+        &config.journal.path,
+        SledOptions {
+            cache_bytes: JOURNAL_CACHE_BYTES,
+        },
+    )?;
+    app.set_journal_reader(Some(journal.reader()));
+    let topology = config::topology::topology(config, &digest(&options.config_text));
+    let prepared = match &config.cluster {
+        Some(settings) => Some(
+            cluster::Prepared::new(settings, &topology, &config.clients)
+                .map_err(|error| NodeError::Cluster(error.to_string()))?,
+        ),
+        None => None,
+    };
+    let router = Router::start_with_tap(
+        topology,
+        Box::new(journal),
+        RouterOptions {
+            writer: WriterConfig {
+                flush_every_ms: config.journal.flush_every_ms,
+                max_queue_events: config.journal.max_queue_events,
+                retention_hours: config.journal.retention_hours,
+                ..WriterConfig::default()
+            },
+            snapshot_every_events: config.journal.snapshot_every_events,
+            request_events: config.journal.request_events,
+            clock: options.clock.clone(),
+        },
+        prepared.as_ref().map(cluster::Prepared::tap),
+    )
+    .await
+    .map_err(|error| match error {
+        RouterError::NewerJournal(versions) => NodeError::Formats(FormatsRefusal::Newer {
+            path: config.journal.path.display().to_string(),
+            versions,
+        }),
+        other => NodeError::Router(other.to_string()),
+    })?;
+    journal_formats::record(&config.journal.path, &formats);
+    let recovery = router.recovery();
+    tracing::info!(
+        %addr,
+        replayed = recovery.events_replayed,
+        snapshot_seq = ?recovery.snapshot_seq,
+        damaged = recovery.damaged.len(),
+        "journal replayed; routing"
+    );
+    for damage in &recovery.damaged {
+        tracing::warn!(seq = damage.seq, reason = %damage.reason, "damaged journal record skipped");
+    }
+    Ok((router, prepared))
 }

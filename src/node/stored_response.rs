@@ -1,6 +1,6 @@
 //! The stored-response endpoints of OpenAI's Responses API — `GET`/`DELETE
 //! /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`, `POST /v1/responses/{id}/cancel`
-//! — sent to the connection that created the response (response affinity, contract "Client
+//! — sent to the connection that created the response (stored-response placement, contract "Client
 //! API"). The response lives in that account: another account would answer 404 for it.
 //!
 //! Every path is governed (behaviour §11): the response belongs to the client that created it

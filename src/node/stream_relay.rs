@@ -136,21 +136,23 @@ pub async fn open(
     withhold_usage_only: bool,
     timing: StreamTiming,
     echoes: Echoes,
-    mut translator: Option<StreamTranslator>,
+    translator: Option<StreamTranslator>,
 ) -> StreamStart {
-    let mut parser = SseParser::new();
-    let mut usage = StreamUsage::default();
-    let mut buffered = Vec::new();
-    let mut events = Vec::new();
-    let mut begun = false;
-    // The stream's own end was seen (`[DONE]`, `message_stop`, a Responses stream's
-    // `response.completed` with its usage): a body that then ends is a clean, complete answer
-    // even without content (a Responses compaction streams no delta).
-    let mut ended_cleanly = false;
-    let mut response_id = None;
+    let mut opening = Opening {
+        parser: SseParser::new(),
+        usage: StreamUsage::default(),
+        buffered: Vec::new(),
+        events: Vec::new(),
+        begun: false,
+        ended_cleanly: false,
+        response_id: None,
+        format,
+        withhold_usage_only,
+        translator,
+    };
     let mut last_activity = Instant::now();
     loop {
-        let (wait_until, why) = timing.next_wait(begun, last_activity);
+        let (wait_until, why) = timing.next_wait(opening.begun, last_activity);
         let data = match tokio::time::timeout_at(wait_until, body.next_data()).await {
             Err(_) => {
                 return StreamStart::failed(
@@ -158,55 +160,7 @@ pub async fn open(
                     why,
                 )
             }
-            Ok(None) => {
-                // Ended before content: a clean end (`[DONE]` seen) commits what we have.
-                if let Ok(Some(last)) = parser.finish() {
-                    events.push(last);
-                }
-                let mut done = ended_cleanly;
-                for event in events.drain(..) {
-                    match usage.observe(format, &event) {
-                        EventMeaning::Done | EventMeaning::Usage { .. } => done = true,
-                        EventMeaning::Error { class, message } => {
-                            return StreamStart::Failed {
-                                class,
-                                failure: None,
-                                message,
-                            }
-                        }
-                        _ => {}
-                    }
-                    buffered.extend(client_bytes(&mut translator, event));
-                }
-                if let Some(translator) = translator.as_mut() {
-                    let mut out = BytesMut::new();
-                    translator.finish(&mut out);
-                    if !out.is_empty() {
-                        buffered.push(out.freeze());
-                    }
-                }
-                if done {
-                    return StreamStart::Committed(Box::new(CommittedStream {
-                        buffered,
-                        body,
-                        parser,
-                        usage,
-                        finished: true,
-                        format,
-                        withhold_usage_only,
-                        idle: timing.idle,
-                        response_id,
-                        echoes,
-                        trace: AttemptSpan::default(),
-                        translator,
-                        sealer: None,
-                    }));
-                }
-                return StreamStart::failed(
-                    AttemptFailure::Body(BodyFailure::EndedBeforeContent),
-                    "stream ended before any content",
-                );
-            }
+            Ok(None) => return opening.at_end(body, timing.idle, echoes),
             Ok(Some(Err(BodyError::Decode(error)))) => {
                 return StreamStart::failed(
                     AttemptFailure::Body(BodyFailure::Undecodable),
@@ -222,28 +176,92 @@ pub async fn open(
             Ok(Some(Ok(data))) => data,
         };
         last_activity = Instant::now();
-        if let Err(error) = parser.feed(&data, &mut events) {
-            return StreamStart::failed(
+        match opening.read(&data) {
+            Err(failed) => return failed,
+            Ok(true) => return opening.commit(body, false, timing.idle, echoes),
+            Ok(false) => {}
+        }
+    }
+}
+
+/// What [`open`] has read of a stream before its first content.
+struct Opening {
+    parser: SseParser,
+    usage: StreamUsage,
+    /// What the client gets once the stream commits.
+    buffered: Vec<Bytes>,
+    events: Vec<SseEvent>,
+    /// The upstream's answer has begun (any event).
+    begun: bool,
+    /// The stream's own end was seen (`[DONE]`, `message_stop`, a Responses stream's
+    /// `response.completed` with its usage): a body that then ends is a clean, complete answer
+    /// even without content (a Responses compaction streams no delta).
+    ended_cleanly: bool,
+    response_id: Option<String>,
+    format: StreamFormat,
+    withhold_usage_only: bool,
+    translator: Option<StreamTranslator>,
+}
+
+impl Opening {
+    /// Feeds `data`: true once content arrived (commit), the start's failure on an error event
+    /// or unreadable bytes.
+    fn read(&mut self, data: &[u8]) -> Result<bool, StreamStart> {
+        let format = self.format;
+        if let Err(error) = self.parser.feed(data, &mut self.events) {
+            return Err(StreamStart::failed(
                 AttemptFailure::Body(BodyFailure::UnreadableEvents),
                 format!("unreadable event stream: {error}"),
-            );
+            ));
         }
         let mut committed = false;
-        for event in events.drain(..) {
-            begun |= event.event.is_some() || !event.data.is_empty();
-            if format == StreamFormat::OpenAiResponses && response_id.is_none() {
-                response_id = created_response_id(&event);
+        for event in self.events.drain(..) {
+            self.begun |= event.event.is_some() || !event.data.is_empty();
+            if format == StreamFormat::OpenAiResponses && self.response_id.is_none() {
+                self.response_id = created_response_id(&event);
             }
-            let meaning = usage.observe(format, &event);
-            ended_cleanly |= matches!(meaning, EventMeaning::Done)
+            let meaning = self.usage.observe(format, &event);
+            self.ended_cleanly |= matches!(meaning, EventMeaning::Done)
                 || (format == StreamFormat::OpenAiResponses
                     && matches!(meaning, EventMeaning::Usage { .. }));
             match meaning {
                 EventMeaning::Content => {
                     committed = true;
-                    usage.count_content(format, &event);
-                    buffered.extend(client_bytes(&mut translator, event));
+                    self.usage.count_content(format, &event);
+                    self.buffered
+                        .extend(client_bytes(&mut self.translator, event));
                 }
+                EventMeaning::Error { class, message } => {
+                    return Err(StreamStart::Failed {
+                        class,
+                        failure: None,
+                        message,
+                    })
+                }
+                EventMeaning::Garbage => {
+                    return Err(StreamStart::failed(
+                        AttemptFailure::Body(BodyFailure::UnreadableEvents),
+                        "unreadable event in a 2xx stream",
+                    ))
+                }
+                EventMeaning::UsageOnly { .. } if self.withhold_usage_only => {}
+                _ => self
+                    .buffered
+                    .extend(client_bytes(&mut self.translator, event)),
+            }
+        }
+        Ok(committed)
+    }
+
+    /// The body ended before content: a clean end (`[DONE]` seen) commits what we have.
+    fn at_end(mut self, body: UpstreamBody, idle: Duration, echoes: Echoes) -> StreamStart {
+        if let Ok(Some(last)) = self.parser.finish() {
+            self.events.push(last);
+        }
+        let mut done = self.ended_cleanly;
+        for event in std::mem::take(&mut self.events) {
+            match self.usage.observe(self.format, &event) {
+                EventMeaning::Done | EventMeaning::Usage { .. } => done = true,
                 EventMeaning::Error { class, message } => {
                     return StreamStart::Failed {
                         class,
@@ -251,33 +269,50 @@ pub async fn open(
                         message,
                     }
                 }
-                EventMeaning::Garbage => {
-                    return StreamStart::failed(
-                        AttemptFailure::Body(BodyFailure::UnreadableEvents),
-                        "unreadable event in a 2xx stream",
-                    )
-                }
-                EventMeaning::UsageOnly { .. } if withhold_usage_only => {}
-                _ => buffered.extend(client_bytes(&mut translator, event)),
+                _ => {}
+            }
+            self.buffered
+                .extend(client_bytes(&mut self.translator, event));
+        }
+        if let Some(translator) = self.translator.as_mut() {
+            let mut out = BytesMut::new();
+            translator.finish(&mut out);
+            if !out.is_empty() {
+                self.buffered.push(out.freeze());
             }
         }
-        if committed {
-            return StreamStart::Committed(Box::new(CommittedStream {
-                buffered,
-                body,
-                parser,
-                usage,
-                finished: false,
-                format,
-                withhold_usage_only,
-                idle: timing.idle,
-                response_id,
-                echoes,
-                trace: AttemptSpan::default(),
-                translator,
-                sealer: None,
-            }));
+        if done {
+            return self.commit(body, true, idle, echoes);
         }
+        StreamStart::failed(
+            AttemptFailure::Body(BodyFailure::EndedBeforeContent),
+            "stream ended before any content",
+        )
+    }
+
+    /// The stream, committed (`finished`: the upstream already ended).
+    fn commit(
+        self,
+        body: UpstreamBody,
+        finished: bool,
+        idle: Duration,
+        echoes: Echoes,
+    ) -> StreamStart {
+        StreamStart::Committed(Box::new(CommittedStream {
+            buffered: self.buffered,
+            body,
+            parser: self.parser,
+            usage: self.usage,
+            finished,
+            format: self.format,
+            withhold_usage_only: self.withhold_usage_only,
+            idle,
+            response_id: self.response_id,
+            echoes,
+            trace: AttemptSpan::default(),
+            translator: self.translator,
+            sealer: None,
+        }))
     }
 }
 
@@ -440,35 +475,7 @@ impl Relay {
                     }
                 }
             }
-            for event in events.drain(..) {
-                if !matters_after_commit(self.stream.format, &event) {
-                    self.stream.usage.count_content(self.stream.format, &event);
-                    self.write(&event, &mut out);
-                    continue;
-                }
-                match self.stream.usage.observe(self.stream.format, &event) {
-                    EventMeaning::UsageOnly { .. } if self.stream.withhold_usage_only => {}
-                    EventMeaning::Error { class, message } => {
-                        // The upstream's own error event reaches the client, masked as an
-                        // error body is (translated: in the client's shape, masked below).
-                        match self.stream.translator.as_mut() {
-                            Some(translator) => translator.event(&event, &mut out),
-                            None => {
-                                let secrets = self.stream.echoes.exposed();
-                                out.extend_from_slice(&mask_sse_event(&event.raw, &secrets, true));
-                            }
-                        }
-                        self.failure = Some((class, message));
-                        self.ended = true;
-                    }
-                    meaning => {
-                        if meaning == EventMeaning::Content {
-                            self.stream.usage.count_content(self.stream.format, &event);
-                        }
-                        self.write(&event, &mut out);
-                    }
-                }
-            }
+            self.relay_events(&mut events, &mut out);
             if upstream_ended {
                 if let Some(translator) = self.stream.translator.as_mut() {
                     let mut tail = BytesMut::new();
@@ -478,6 +485,41 @@ impl Relay {
             }
             if !out.is_empty() {
                 return Some(self.masked(out));
+            }
+        }
+    }
+
+    /// The events read after commit, for the client (`out`): content counted, a usage-only
+    /// event withheld when asked, the upstream's own error event passed on masked (it ends the
+    /// stream).
+    fn relay_events(&mut self, events: &mut Vec<SseEvent>, out: &mut BytesMut) {
+        for event in events.drain(..) {
+            if !matters_after_commit(self.stream.format, &event) {
+                self.stream.usage.count_content(self.stream.format, &event);
+                self.write(&event, out);
+                continue;
+            }
+            match self.stream.usage.observe(self.stream.format, &event) {
+                EventMeaning::UsageOnly { .. } if self.stream.withhold_usage_only => {}
+                EventMeaning::Error { class, message } => {
+                    // The upstream's own error event reaches the client, masked as an
+                    // error body is (translated: in the client's shape, masked below).
+                    match self.stream.translator.as_mut() {
+                        Some(translator) => translator.event(&event, out),
+                        None => {
+                            let secrets = self.stream.echoes.exposed();
+                            out.extend_from_slice(&mask_sse_event(&event.raw, &secrets, true));
+                        }
+                    }
+                    self.failure = Some((class, message));
+                    self.ended = true;
+                }
+                meaning => {
+                    if meaning == EventMeaning::Content {
+                        self.stream.usage.count_content(self.stream.format, &event);
+                    }
+                    self.write(&event, out);
+                }
             }
         }
     }

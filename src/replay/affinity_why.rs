@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_journal::{AffinityBound, Envelope, Event};
 
 use crate::time_parse::format_utc_ms;
@@ -167,7 +168,7 @@ impl AffinityMemory {
 }
 
 fn target_of(bound: &AffinityBound) -> String {
-    format!("{}/{}", bound.connection, bound.model)
+    exec_key(&bound.connection, &bound.model)
 }
 
 /// `group 00000000000000ab (client default) bound to k1/m at 12:00:01.000 #41 by req=r3,

@@ -26,7 +26,6 @@ pub mod remote;
 pub mod source;
 pub mod state_at;
 pub mod summary;
-pub use crate::time_parse;
 pub mod timeline;
 pub mod what_if;
 pub mod what_if_affinity;
@@ -72,6 +71,13 @@ pub enum ReplayError {
     Source(#[from] SourceError),
     #[error("--what-if {path}: {errors}")]
     WhatIfConfig { path: PathBuf, errors: String },
+    /// Neither a config file nor a what-if this tool knows (`affinity=on`, a mistyped path).
+    #[error(
+        "--what-if {given}: no config file of that name, and not a what-if this tool knows; \
+         the forms are `--what-if CONFIG` (the journal's requests routed again under a config \
+         file) and `--what-if {AFFINITY_OFF}` (the same decisions without conversation affinity)"
+    )]
+    WhatIfUnknown { given: PathBuf },
     #[error("cannot write {path}: {source}")]
     WriteFile {
         path: PathBuf,
@@ -86,7 +92,9 @@ pub enum ReplayError {
 impl ReplayError {
     pub fn exit_code(&self) -> u8 {
         match self {
-            ReplayError::Filter(_) | ReplayError::StateAt(_) => EXIT_USAGE,
+            ReplayError::Filter(_)
+            | ReplayError::StateAt(_)
+            | ReplayError::WhatIfUnknown { .. } => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }
     }
@@ -138,6 +146,11 @@ fn run_inner(
         .map(|_| AffinityOff::default());
     let what_if = match &args.what_if {
         Some(_) if affinity_off.is_some() => None,
+        Some(path) if !path.exists() => {
+            return Err(ReplayError::WhatIfUnknown {
+                given: path.clone(),
+            })
+        }
         Some(path) => {
             let config =
                 crate::config::load_settings(path).map_err(|errors| ReplayError::WhatIfConfig {
@@ -300,4 +313,31 @@ fn report_damage(err: &mut dyn Write, damaged: &[Damaged]) -> Result<(), ReplayE
         writeln!(err, "  {}: {}", damage.location, damage.reason)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod what_if_form_tests {
+    use super::*;
+
+    /// `--what-if affinity=on` is no file and no known form: a usage error naming the forms,
+    /// before any journal is opened.
+    #[test]
+    fn an_unknown_what_if_names_the_forms_there_are() {
+        let args = ReplayArgs {
+            journal: Some(PathBuf::from("/nonexistent/journal")),
+            what_if: Some(PathBuf::from("affinity=on")),
+            ..Default::default()
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = run(&args, &mut out, &mut err, 0);
+        let err = String::from_utf8(err).unwrap_or_default();
+        assert_eq!(code, EXIT_USAGE, "{err}");
+        assert!(
+            err.contains("--what-if affinity=on: no config file"),
+            "{err}"
+        );
+        assert!(err.contains("`--what-if CONFIG`"), "{err}");
+        assert!(err.contains("`--what-if affinity=off`"), "{err}");
+        assert!(!err.contains("cannot read the file"), "{err}");
+    }
 }

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use std::collections::HashMap;
 
+use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::policy::router_state::RouterState;
 use quotaroute_actors::{AdminState, Topology};
 use quotaroute_journal::Envelope;
@@ -204,7 +205,7 @@ pub fn render_text(at: &StateAt) -> String {
             let _ = writeln!(
                 out,
                 "  {:<28} weight={:<3} deficit={:<4} pace={:.2}",
-                format!("{}/{}", t.connection, t.model),
+                exec_key(&t.connection, &t.model),
                 t.weight,
                 t.deficit,
                 t.pace

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::topology::recorded_targets;
 use quotaroute_journal::{
     envelope_to_json, AffinityOutcome, ConfigLoaded, Envelope, Event, NdjsonError, Skipped,
@@ -311,7 +312,7 @@ impl TimelineWriter {
             .and_then(|config| recorded_targets(config, &decided.combo))
             .map(|(_, targets)| targets);
         let name = |index: u16| match targets.as_ref().and_then(|t| t.get(usize::from(index))) {
-            Some(target) => format!("{}/{}", target.connection, target.model),
+            Some(target) => exec_key(&target.connection, &target.model),
             None => format!("#{index}"),
         };
         let order: Vec<String> = decided.order.iter().map(|&i| name(i)).collect();

@@ -33,7 +33,7 @@ use quotaroute_actors::policy::admission::{
 use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
-use quotaroute_actors::policy::drr::exec_key;
+use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::policy::pace::PacingSettings;
 use quotaroute_actors::policy::quota_share::{self, DrrKeys, TargetView};
 use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};
@@ -48,9 +48,7 @@ use quotaroute_journal::{
 };
 use serde::Serialize;
 
-use crate::config::topology::{
-    breaker_settings, bucket_settings, cooldown_settings, lockout_settings, topology,
-};
+use crate::config::topology::{attempt_budget, breaker_settings, topology, with_provider_settings};
 use crate::config::Config;
 use crate::replay::recorded_turn::{recorded_turn, routed_targets};
 use crate::time_parse::format_duration;
@@ -462,15 +460,8 @@ impl WhatIf {
 
     /// The what-if config's attempt budget for `combo` (its defaults for an implicit combo).
     fn budget_of(&self, combo: &str) -> (u32, u32) {
-        let defaults = &self.config.defaults;
-        let max_attempts = self
-            .config
-            .combos
-            .iter()
-            .find(|c| c.name == combo)
-            .and_then(|c| c.max_attempts)
-            .unwrap_or(defaults.max_attempts);
-        (max_attempts, defaults.max_upstream_requests)
+        let spec = self.config.combos.iter().find(|c| c.name == combo);
+        attempt_budget(&self.config, spec)
     }
 
     fn admission_of(&mut self, provider: &str, now_ms: u64) -> BreakerAdmission {
@@ -753,14 +744,14 @@ impl WhatIf {
         self.connections.entry(id.to_string()).or_insert_with(|| {
             let spec = planned.unwrap_or_else(|| {
                 let auth = info.map_or(AuthKind::ApiKey, |c| c.auth);
-                ConnectionSpec {
-                    max_concurrent: info.and_then(|c| c.max_concurrent),
-                    models: info.and_then(|c| c.models.clone()),
-                    cooldown: cooldown_settings(config, provider, auth),
-                    lockout: lockout_settings(config, provider),
-                    buckets: bucket_settings(config, provider),
-                    ..ConnectionSpec::new(id, provider, auth, info.map_or(1, |c| c.weight))
-                }
+                with_provider_settings(
+                    config,
+                    ConnectionSpec {
+                        max_concurrent: info.and_then(|c| c.max_concurrent),
+                        models: info.and_then(|c| c.models.clone()),
+                        ..ConnectionSpec::new(id, provider, auth, info.map_or(1, |c| c.weight))
+                    },
+                )
             });
             (ConnectionState::new(provider, id), spec)
         })

@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 
 use quotaroute_actors::policy::admission::{Admit, Block, BreakerAdmission};
 use quotaroute_actors::policy::affinity::AffinitySettings;
-use quotaroute_actors::policy::drr::exec_key;
+use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::policy::quota_share::{DrrKeys, TargetView};
 use quotaroute_actors::policy::selection::{
     decide, Candidates, ComboRules, SelectionRequest, SelectionState,

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder, ZlibDecoder, ZstdDecoder};
-use quotaroute::mock_upstream::{self, Compression, Fault, MockUpstream, Rule};
+use quotaroute_mock::{self as mock_upstream, Compression, Fault, MockUpstream, Rule};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncReadExt};
 

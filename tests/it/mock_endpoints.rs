@@ -3,7 +3,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
-use quotaroute::mock_upstream::{self, Fault, MockUpstream, Rule};
+use quotaroute_mock::{self as mock_upstream, Fault, MockUpstream, Rule};
 use serde_json::{json, Value};
 
 async fn start() -> (String, MockUpstream) {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{self, Fault, MockUpstream, ResetForm, Rule};
+use quotaroute_mock::{self as mock_upstream, Fault, MockUpstream, ResetForm, Rule};
 use serde_json::{json, Value};
 
 async fn start_with(rules: Vec<Rule>) -> String {

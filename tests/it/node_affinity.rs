@@ -9,8 +9,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use quotaroute::mock_upstream::Rule;
 use quotaroute_actors::SystemClock;
+use quotaroute_mock::Rule;
 use serde_json::{json, Value};
 
 use crate::support::*;

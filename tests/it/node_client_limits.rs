@@ -505,7 +505,7 @@ async fn chat_with_id(
 /// the request's `client_usage`: the configured price × the tokens the upstream reported.
 #[tokio::test]
 async fn request_events_name_their_client_and_carry_the_price() {
-    use quotaroute::mock_upstream::{Fault, Rule};
+    use quotaroute_mock::{Fault, Rule};
     let harness = Harness::start_with(&clients_config("")).await;
     // Each client's request meets one 500 first and fails over within the request.
     let requests = [

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{MockUpstream, Rule};
+use quotaroute_mock::{MockUpstream, Rule};
 use serde_json::Value;
 use support::*;
 

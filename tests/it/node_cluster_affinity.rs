@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::Rule;
+use quotaroute_mock::Rule;
 use serde_json::{json, Value};
 
 use crate::redis_support;
@@ -80,7 +80,7 @@ impl Node {
 }
 
 struct Pair {
-    mock: quotaroute::mock_upstream::MockUpstream,
+    mock: quotaroute_mock::MockUpstream,
     _redis: redis_support::Server,
     _dir: tempfile::TempDir,
     a: Node,

@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use quotaroute::mock_upstream::{Fault, Rule};
+use quotaroute_mock::{Fault, Rule};
 use serde_json::{json, Value};
 
 use crate::node_cluster::{start_nodes, Cluster, RedisAt};

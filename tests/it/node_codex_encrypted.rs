@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute_mock::{Fault, ResetForm, Rule};
 use serde_json::Value;
 
 use crate::support::clients::*;

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{Accepted, Fault, KeyGate, MockUpstream, OAuthSettings, Rule};
+use quotaroute_mock::{Accepted, Fault, KeyGate, MockUpstream, OAuthSettings, Rule};
 
 use quotaroute_actors::{SharedClock, SystemClock};
 use serde_json::{json, Value};

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute_mock::{Fault, ResetForm, Rule};
 use serde_json::Value;
 use support::clients::{clean_command, not_installed, run_bounded};
 use support::*;

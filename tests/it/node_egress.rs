@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use quotaroute::mock_upstream::{self, MockUpstream};
 use quotaroute::upstream::client::UpstreamClient;
+use quotaroute_mock::{self as mock_upstream, MockUpstream};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;

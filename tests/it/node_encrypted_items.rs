@@ -12,9 +12,9 @@
 use std::sync::Arc;
 
 use quotaroute::config;
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
 use quotaroute::node::{NodeOptions, RunningNode};
 use quotaroute_actors::SystemClock;
+use quotaroute_mock::{Fault, ResetForm, Rule};
 use serde_json::{json, Value};
 
 use crate::replay_support;

@@ -371,7 +371,7 @@ fn urlencode(text: &str) -> String {
 /// connection's slots like any request, and all are served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continuations_wait_in_the_fair_queue_and_keep_their_connections_cap() {
-    use quotaroute::mock_upstream::{Fault, Rule};
+    use quotaroute_mock::{Fault, Rule};
     let (mock_base, mock) = start_mock().await;
     let harness = Harness::on_mock(
         mock_base,

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{Fault, MockUpstream, Rule};
+use quotaroute_mock::{Fault, MockUpstream, Rule};
 use serde_json::{json, Value};
 
 use crate::support::{

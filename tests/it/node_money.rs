@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use quotaroute::mock_upstream::{Fault, Rule};
+use quotaroute_mock::{Fault, Rule};
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -594,7 +594,7 @@ async fn an_admin_reset_clears_a_clients_spend_and_survives_a_restart() {
 async fn a_429_passed_through_without_retry_after_gets_the_routers_own() {
     let harness = Harness::start().await;
     harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
-        reset: quotaroute::mock_upstream::ResetForm::None,
+        reset: quotaroute_mock::ResetForm::None,
     })]);
     let response = harness.chat("team").await;
     assert_eq!(response.status(), 429);

@@ -3,7 +3,7 @@
 //! reset; with nothing else to serve, the client gets 429 with `Retry-After` to the reset and
 //! `blocked` naming `quota_exhausted` / `reserved`; `clear?readings=1` forgets the readings.
 
-use quotaroute::mock_upstream::RateBudget;
+use quotaroute_mock::RateBudget;
 use serde_json::Value;
 
 use crate::support::{connection, header, upstream_key, Harness};
@@ -383,7 +383,7 @@ async fn replay_summary_reports_the_share_left_unused_at_each_reset() {
 /// spent window.
 #[tokio::test]
 async fn a_plan_account_used_up_gets_no_request_to_its_spent_window() {
-    use quotaroute::mock_upstream::{PlanWindow, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS};
+    use quotaroute_mock::{PlanWindow, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS};
     let harness = Harness::start_with(SOLO).await;
     let plan = SubscriptionPlan {
         five_hour: PlanWindow::fresh(FIVE_HOURS_MS, 3),

@@ -10,7 +10,7 @@ use crate::support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
 
-use quotaroute::mock_upstream::{Fault, Rule};
+use quotaroute_mock::{Fault, Rule};
 use serde_json::Value;
 use support::*;
 

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::support::clients::*;
 use crate::support::*;
-use quotaroute::mock_upstream::Rule;
+use quotaroute_mock::Rule;
 
 const KEY_A: &str = "sk-qr-refused-team-a-secret";
 

@@ -8,11 +8,11 @@ use crate::support;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{Fault, MockUpstream, Rule};
 use quotaroute_journal::testkit::succeeded;
 use quotaroute_journal::{
     Envelope, Event, Journal, RouteDecided, SledJournal, SledOptions, SCHEMA_VERSION,
 };
+use quotaroute_mock::{Fault, MockUpstream, Rule};
 use serde_json::{json, Value};
 use support::*;
 

@@ -8,7 +8,7 @@ use crate::support;
 use std::collections::BTreeMap;
 
 use quotaroute::actors::ManualClock;
-use quotaroute::mock_upstream::{Fault, RateBudget, Rule};
+use quotaroute_mock::{Fault, RateBudget, Rule};
 use serde_json::{json, Value};
 use support::*;
 

@@ -383,8 +383,8 @@ async fn upstream_errors_reach_the_client_in_its_own_shape() {
     let harness = Harness::start_with(EXTRA).await;
     harness
         .mock
-        .add_rule(quotaroute::mock_upstream::Rule::always(
-            quotaroute::mock_upstream::Fault::Custom {
+        .add_rule(quotaroute_mock::Rule::always(
+            quotaroute_mock::Fault::Custom {
                 status: 400,
                 body: r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages: text content blocks must be non-empty"}}"#.to_string(),
             },

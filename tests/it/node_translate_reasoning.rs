@@ -9,8 +9,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use base64::Engine;
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
 use quotaroute::wire::item_seal::SealKey;
+use quotaroute_mock::{Fault, ResetForm, Rule};
 use serde_json::{json, Value};
 
 use crate::support::*;

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{Fault, MockUpstream, Rule};
 use quotaroute_actors::snapshot::STATE_LAYOUT;
 use quotaroute_journal::{Formats, Journal, SledJournal, SledOptions, FORMATS_FILE};
+use quotaroute_mock::{Fault, MockUpstream, Rule};
 use support::*;
 
 /// A node process, killed if a test fails before it stops it.

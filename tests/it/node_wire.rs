@@ -8,7 +8,7 @@
 
 use crate::support;
 
-use quotaroute::mock_upstream::{Compression, Fault, Rule};
+use quotaroute_mock::{Compression, Fault, Rule};
 use serde_json::{json, Value};
 use support::*;
 

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::{self, Fault, MockUpstream, Rule};
 use quotaroute_journal::{Journal, SledJournal, SledOptions};
+use quotaroute_mock::{self as mock_upstream, Fault, MockUpstream, Rule};
 use serde_json::{json, Value};
 
 const CLIENT_KEY: &str = "sk-qr-fixture-client";

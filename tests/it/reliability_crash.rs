@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quotaroute::config;
-use quotaroute::mock_upstream::{Fault, Rule};
 use quotaroute::node::reload::digest;
 use quotaroute_journal::envelope_to_json;
+use quotaroute_mock::{Fault, Rule};
 use reliability_support::*;
 use serde_json::{json, Value};
 use support::{free_port, standard_config, start_mock, upstream_key, ADMIN_KEY, CLIENT_KEY};

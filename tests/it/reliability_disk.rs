@@ -14,17 +14,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quotaroute::config;
-use quotaroute::mock_upstream::Rule;
 use quotaroute::node::app::AppState;
-use quotaroute::node::http::routes;
 use quotaroute::node::live::LiveConfig;
 use quotaroute::node::metrics;
+use quotaroute::routes::routes;
 use quotaroute_actors::{
     recover_state, AttemptResult, RouteRequest, Router, RouterOptions, SystemClock,
 };
 use quotaroute_journal::{
     ApiFormat, FailSwitch, FailingJournal, Journal, MemoryJournal, OutcomeClass, WriterConfig,
 };
+use quotaroute_mock::Rule;
 use serde_json::Value;
 use support::{chat, standard_config, start_mock, upstream_key, ADMIN_KEY};
 

@@ -10,7 +10,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use quotaroute::mock_upstream::{Fault, ResetForm, Rule};
+use quotaroute_mock::{Fault, ResetForm, Rule};
 use serde_json::{json, Value};
 use support::*;
 

@@ -11,8 +11,8 @@ use crate::support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::Rule;
 use quotaroute_journal::test_disk::Tmpfs;
+use quotaroute_mock::Rule;
 use serde_json::Value;
 use support::*;
 

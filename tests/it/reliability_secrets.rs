@@ -10,8 +10,8 @@ use crate::reliability_support;
 use crate::support;
 
 use quotaroute::config::Secret;
-use quotaroute::mock_upstream::{Fault, OAuthSettings, ResetForm, Rule};
 use quotaroute_journal::envelope_to_json;
+use quotaroute_mock::{Fault, OAuthSettings, ResetForm, Rule};
 use reliability_support::*;
 use serde_json::json;
 use support::*;

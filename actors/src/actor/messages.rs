@@ -60,7 +60,7 @@ pub struct RouteRequest {
     /// Whether the endpoint can be served by a target of the other format (chat, responses,
     /// messages, count_tokens; never completions, embeddings or stored responses).
     pub translatable: bool,
-    /// Only this connection's targets (response affinity: a stored response lives in the
+    /// Only this connection's targets (stored-response placement: a stored response lives in the
     /// account that created it).
     pub only_connection: Option<String>,
     /// The connection that made the request's encrypted items (behaviour §10 "Encrypted

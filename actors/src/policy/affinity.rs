@@ -14,6 +14,7 @@ use quotaroute_journal::{AffinityOutcome, BlockReason};
 use serde::{Deserialize, Serialize};
 
 use crate::policy::quota_share::{Selection, TargetView};
+use crate::policy::smooth_drr::Turn;
 
 /// `[affinity]` (contract): on by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,20 +186,20 @@ impl AffinityLeads {
         let Some(chosen) = chosen else {
             return;
         };
-        let total: i64 = room.clone().map(|(_, w)| i64::from(w)).sum();
+        let turn = Turn::of(room.clone().map(|(_, w)| i64::from(w)));
         for (key, weight) in room {
             let lead = match self.by_key.get_mut(key) {
                 Some(lead) => lead,
                 None => self.by_key.entry(key.clone()).or_insert(0),
             };
-            *lead -= i64::from(weight);
             // Not banking credit: a target under its share may catch up by Σw at most.
-            *lead = (*lead).max(-total);
+            *lead = turn.lead_given(*lead, i64::from(weight));
         }
-        if let Some(lead) = self.by_key.get_mut(chosen) {
-            *lead += total;
-        } else {
-            self.by_key.insert(chosen.clone(), total);
+        match self.by_key.get_mut(chosen) {
+            Some(lead) => *lead = turn.lead_won(*lead),
+            None => {
+                self.by_key.insert(chosen.clone(), turn.lead_won(0));
+            }
         }
     }
 

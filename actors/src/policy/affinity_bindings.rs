@@ -16,6 +16,8 @@ use std::sync::Arc;
 use quotaroute_journal::AffinityBound;
 use serde::{Deserialize, Serialize};
 
+use crate::policy::exec_key::exec_key;
+
 /// Where one group goes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AffinityBinding {
@@ -230,7 +232,7 @@ impl AffinityBindings {
         limits: (usize, u64),
         quota: Option<ClientQuota>,
     ) {
-        let exec_key: Arc<str> = format!("{}/{}", bound.connection, bound.model).into();
+        let exec_key: Arc<str> = exec_key(&bound.connection, &bound.model).into();
         self.bind_within(
             bound.group,
             Arc::from(bound.client.as_str()),

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::forecast::Burn;
 use crate::policy::pace::PaceWindow;
+use crate::policy::window::WindowShape;
 
 /// A connection's configured limits (contract: `[connections.limits]`). `None` / absent = none.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -56,24 +57,6 @@ const MAX_COUNTED_MODELS: usize = 64;
 /// Readings kept at most per connection.
 const MAX_READINGS: usize = 256;
 
-/// The bin layout of one counted window (also the time bins of a cluster's shared counters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shape {
-    pub bin_ms: u64,
-    pub bins: u64,
-}
-
-/// 5 hours as 60 bins of 5 minutes.
-pub const FIVE_HOURS: Shape = Shape {
-    bin_ms: 5 * 60_000,
-    bins: 60,
-};
-/// 7 days as 168 bins of 1 hour.
-pub const SEVEN_DAYS: Shape = Shape {
-    bin_ms: 3_600_000,
-    bins: 168,
-};
-
 /// What one bin (or a window) counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 struct Tally {
@@ -104,12 +87,12 @@ struct Bins {
 }
 
 impl Bins {
-    fn add(&mut self, at_ms: u64, shape: Shape, tally: Tally) {
-        let bin = self.by_bin.entry(at_ms / shape.bin_ms).or_default();
+    fn add(&mut self, at_ms: u64, shape: WindowShape, tally: Tally) {
+        let bin = self.by_bin.entry(shape.bin_of(at_ms)).or_default();
         bin.requests = bin.requests.saturating_add(tally.requests);
         bin.tokens = bin.tokens.saturating_add(tally.tokens);
         if let Some(newest) = self.by_bin.keys().next_back().copied() {
-            let oldest_kept = (newest + 1).saturating_sub(shape.bins);
+            let oldest_kept = shape.first_live_bin_of(newest);
             // Drops the bins before `oldest_kept` in place (no new tree per success).
             while let Some(oldest) = self.by_bin.first_entry() {
                 if *oldest.key() >= oldest_kept {
@@ -120,43 +103,44 @@ impl Bins {
         }
     }
 
-    /// The first bin still inside the window that ends at `now_ms`.
-    fn first_live_bin(now_ms: u64, shape: Shape) -> u64 {
-        (now_ms / shape.bin_ms + 1).saturating_sub(shape.bins)
-    }
-
     fn newest_bin(&self) -> Option<u64> {
         self.by_bin.keys().next_back().copied()
     }
 
-    fn used(&self, now_ms: u64, shape: Shape, metric: Metric) -> u64 {
+    fn used(&self, now_ms: u64, shape: WindowShape, metric: Metric) -> u64 {
         self.by_bin
-            .range(Self::first_live_bin(now_ms, shape)..)
+            .range(shape.first_live_bin(now_ms)..)
             .fold(0u64, |sum, (_, tally)| sum.saturating_add(metric.of(tally)))
     }
 
     /// What was counted over the `period_ms` before `now_ms`, in whole bins (the current one
     /// included), and the span those bins cover up to `now_ms`.
-    fn since(&self, now_ms: u64, period_ms: u64, shape: Shape, metric: Metric) -> (u64, u64) {
-        let first = now_ms.saturating_sub(period_ms) / shape.bin_ms;
+    fn since(&self, now_ms: u64, period_ms: u64, shape: WindowShape, metric: Metric) -> (u64, u64) {
+        let first = shape.bin_of(now_ms.saturating_sub(period_ms));
         let counted = self
             .by_bin
             .range(first..)
             .fold(0u64, |sum, (_, tally)| sum.saturating_add(metric.of(tally)));
-        (counted, now_ms.saturating_sub(first * shape.bin_ms))
+        (counted, now_ms.saturating_sub(shape.bin_start_ms(first)))
     }
 
     /// When the window's count first drops below `limit` as old bins leave it; `None` if it
     /// already is below, or never will be (a zero limit).
-    fn clears_at(&self, now_ms: u64, shape: Shape, metric: Metric, limit: u64) -> Option<u64> {
+    fn clears_at(
+        &self,
+        now_ms: u64,
+        shape: WindowShape,
+        metric: Metric,
+        limit: u64,
+    ) -> Option<u64> {
         let mut used = self.used(now_ms, shape, metric);
         if used < limit {
             return None;
         }
-        for (bin, tally) in self.by_bin.range(Self::first_live_bin(now_ms, shape)..) {
+        for (bin, tally) in self.by_bin.range(shape.first_live_bin(now_ms)..) {
             used = used.saturating_sub(metric.of(tally));
             if used < limit {
-                return Some((bin + shape.bins).saturating_mul(shape.bin_ms));
+                return Some(shape.leaves_at_ms(*bin));
             }
         }
         None
@@ -238,7 +222,7 @@ pub struct LimitSpec<'a> {
     pub name: String,
     pub model: Option<&'a str>,
     pub metric: Metric,
-    pub shape: Shape,
+    pub shape: WindowShape,
     pub limit: u64,
 }
 
@@ -250,16 +234,26 @@ pub fn each_limit(limits: &BucketLimits) -> impl Iterator<Item = LimitSpec<'_>> 
             "requests_5h",
             limits.requests_5h,
             Metric::Requests,
-            FIVE_HOURS,
+            WindowShape::FIVE_HOURS,
         ),
-        ("tokens_5h", limits.tokens_5h, Metric::Tokens, FIVE_HOURS),
+        (
+            "tokens_5h",
+            limits.tokens_5h,
+            Metric::Tokens,
+            WindowShape::FIVE_HOURS,
+        ),
         (
             "requests_7d",
             limits.requests_7d,
             Metric::Requests,
-            SEVEN_DAYS,
+            WindowShape::SEVEN_DAYS,
         ),
-        ("tokens_7d", limits.tokens_7d, Metric::Tokens, SEVEN_DAYS),
+        (
+            "tokens_7d",
+            limits.tokens_7d,
+            Metric::Tokens,
+            WindowShape::SEVEN_DAYS,
+        ),
     ]
     .into_iter()
     .filter_map(|(name, limit, metric, shape)| {
@@ -283,7 +277,7 @@ pub fn each_limit(limits: &BucketLimits) -> impl Iterator<Item = LimitSpec<'_>> 
             name: format!("{name}:{model}"),
             model: Some(model.as_str()),
             metric,
-            shape: SEVEN_DAYS,
+            shape: WindowShape::SEVEN_DAYS,
             limit: *limit,
         })
     });
@@ -293,7 +287,7 @@ pub fn each_limit(limits: &BucketLimits) -> impl Iterator<Item = LimitSpec<'_>> 
 struct CountedLimit<'a> {
     name: String,
     bins: Option<&'a Bins>,
-    shape: Shape,
+    shape: WindowShape,
     metric: Metric,
     limit: u64,
 }
@@ -340,19 +334,19 @@ impl UsageBuckets {
     }
 
     fn count(&mut self, at_ms: u64, model: &str, tally: Tally) {
-        self.five_hours.add(at_ms, FIVE_HOURS, tally);
-        self.seven_days.add(at_ms, SEVEN_DAYS, tally);
+        self.five_hours.add(at_ms, WindowShape::FIVE_HOURS, tally);
+        self.seven_days.add(at_ms, WindowShape::SEVEN_DAYS, tally);
         // Looked up first so a success on a known model does not allocate its name.
         match self.seven_days_by_model.get_mut(model) {
-            Some(bins) => bins.add(at_ms, SEVEN_DAYS, tally),
+            Some(bins) => bins.add(at_ms, WindowShape::SEVEN_DAYS, tally),
             None => self
                 .seven_days_by_model
                 .entry(model.to_owned())
                 .or_default()
-                .add(at_ms, SEVEN_DAYS, tally),
+                .add(at_ms, WindowShape::SEVEN_DAYS, tally),
         }
         // Forget models with nothing left in the window, then the least recently used ones.
-        let first_live = Bins::first_live_bin(at_ms, SEVEN_DAYS);
+        let first_live = WindowShape::SEVEN_DAYS.first_live_bin(at_ms);
         self.seven_days_by_model
             .retain(|_, bins| bins.newest_bin().is_some_and(|bin| bin >= first_live));
         while self.seven_days_by_model.len() > MAX_COUNTED_MODELS {
@@ -449,7 +443,7 @@ impl UsageBuckets {
             {
                 continue;
             }
-            let bins = match (spec.model, spec.shape == FIVE_HOURS) {
+            let bins = match (spec.model, spec.shape == WindowShape::FIVE_HOURS) {
                 (Some(limited), _) => self.seven_days_by_model.get(limited),
                 (None, true) => Some(&self.five_hours),
                 (None, false) => Some(&self.seven_days),
@@ -520,7 +514,7 @@ impl UsageBuckets {
     /// and the span counted: what a window's burn is divided by to cost one request (§13).
     pub fn requests_since(&self, now_ms: u64, period_ms: u64) -> (u64, u64) {
         self.five_hours
-            .since(now_ms, period_ms, FIVE_HOURS, Metric::Requests)
+            .since(now_ms, period_ms, WindowShape::FIVE_HOURS, Metric::Requests)
     }
 
     /// How much of the configured limit `name` (`requests_5h`, `tokens_7d:<model>`, …) was
@@ -535,8 +529,8 @@ impl UsageBuckets {
     ) -> Option<Burn> {
         let spec = each_limit(limits).find(|spec| spec.name == name)?;
         let (bins, shape) = match spec.model {
-            Some(model) => (self.seven_days_by_model.get(model), SEVEN_DAYS),
-            None => (Some(&self.five_hours), FIVE_HOURS),
+            Some(model) => (self.seven_days_by_model.get(model), WindowShape::SEVEN_DAYS),
+            None => (Some(&self.five_hours), WindowShape::FIVE_HOURS),
         };
         let (counted, span_ms) = bins.map_or((0, period_ms), |bins| {
             bins.since(now_ms, period_ms.max(shape.bin_ms), shape, spec.metric)
@@ -889,11 +883,11 @@ mod tests {
                     _ => buckets.apply(now, &push("5h", 5_000, Some(now + HOUR))),
                 }
             }
-            prop_assert!(buckets.five_hours.by_bin.len() as u64 <= FIVE_HOURS.bins);
-            prop_assert!(buckets.seven_days.by_bin.len() as u64 <= SEVEN_DAYS.bins);
+            prop_assert!(buckets.five_hours.by_bin.len() as u64 <= WindowShape::FIVE_HOURS.bins);
+            prop_assert!(buckets.seven_days.by_bin.len() as u64 <= WindowShape::SEVEN_DAYS.bins);
             prop_assert!(buckets.seven_days_by_model.len() <= MAX_COUNTED_MODELS);
             for bins in buckets.seven_days_by_model.values() {
-                prop_assert!(bins.by_bin.len() as u64 <= SEVEN_DAYS.bins);
+                prop_assert!(bins.by_bin.len() as u64 <= WindowShape::SEVEN_DAYS.bins);
             }
             prop_assert!(buckets.readings.len() <= MAX_READINGS);
         }
@@ -915,12 +909,12 @@ mod tests {
             // Policy is asked about now, never about a time before events it has seen.
             let now = T0 + sorted.last().copied().unwrap_or(0) + after_last;
             // Naive: bins of 5 minutes, the current one and the 59 before it.
-            let now_bin = now / FIVE_HOURS.bin_ms;
+            let now_bin = now / WindowShape::FIVE_HOURS.bin_ms;
             let naive = sorted
                 .iter()
                 .filter(|offset| {
-                    let bin = (T0 + **offset) / FIVE_HOURS.bin_ms;
-                    bin + FIVE_HOURS.bins > now_bin
+                    let bin = (T0 + **offset) / WindowShape::FIVE_HOURS.bin_ms;
+                    bin + WindowShape::FIVE_HOURS.bins > now_bin
                 })
                 .count() as u64;
             prop_assert_eq!(buckets.saturated("m", now, &limits, &settings()), naive >= limit);

@@ -15,10 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 
-/// The execution key of a target: `connection/model`.
-pub fn exec_key(connection: &str, model: &str) -> String {
-    format!("{connection}/{model}")
-}
+use crate::policy::smooth_drr::Turn;
 
 /// One target that has room this turn, as the ranking needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,14 +60,7 @@ impl From<DrrDeficits> for StoredDeficits {
     }
 }
 
-/// Σ quanta over the targets with room, as a signed deficit bound.
-fn total_quanta<I: IntoIterator<Item = u64>>(quanta: I) -> i64 {
-    quanta
-        .into_iter()
-        .map(|quantum| i64::try_from(quantum).unwrap_or(i64::MAX))
-        .fold(0i64, i64::saturating_add)
-}
-
+/// A quantum as a signed deficit amount.
 fn signed(quantum: u64) -> i64 {
     i64::try_from(quantum).unwrap_or(i64::MAX)
 }
@@ -105,10 +95,10 @@ impl DrrDeficits {
         sorted.into_iter()
     }
 
-    /// The deficit a target brings into a turn whose Σw is `total`: clamped so a target that
-    /// was out of the room (and whose deficit froze under a larger Σw) cannot take a burst.
-    fn entering(&self, key: &str, total: i64) -> i64 {
-        self.deficit(key).clamp(-total, total)
+    /// The deficit a target brings into `turn`: within its Σw, so a target that was out of
+    /// the room (and whose deficit froze under a larger Σw) cannot take a burst.
+    fn entering(&self, key: &str, turn: Turn) -> i64 {
+        turn.bounded(self.deficit(key))
     }
 
     /// Ranks the targets with room: largest `deficit + w` first, ties by earlier config index.
@@ -125,11 +115,11 @@ impl DrrDeficits {
     where
         I: Iterator<Item = RoomEntry<'k>> + Clone,
     {
-        let total = total_quanta(room.clone().map(|entry| entry.quantum));
+        let turn = Turn::of(room.clone().map(|entry| signed(entry.quantum)));
         let mut ranked: Vec<(i64, usize)> = room
             .map(|entry| {
                 let credit = self
-                    .entering(entry.key, total)
+                    .entering(entry.key, turn)
                     .saturating_add(signed(entry.quantum));
                 (credit, entry.config_index)
             })
@@ -160,14 +150,10 @@ impl DrrDeficits {
         if !room.clone().any(|(key, _)| key == chosen) {
             return;
         }
-        let total = total_quanta(room.clone().map(|(_, quantum)| quantum));
-        // One step of the turn for a key entering with `stored`.
+        let turn = Turn::of(room.clone().map(|(_, quantum)| signed(quantum)));
+        // One step of the turn for a key entering with `stored` (bounded first, as `entering`).
         let step = |key: &str, stored: i64, quantum: u64| {
-            let mut deficit = stored.clamp(-total, total).saturating_add(signed(quantum));
-            if key == chosen {
-                deficit -= total;
-            }
-            deficit.clamp(-total, total)
+            turn.credit_after(turn.bounded(stored), signed(quantum), key == chosen)
         };
         for (key, quantum) in room {
             // Entries are applied in order, so a key listed twice sees its first update. One

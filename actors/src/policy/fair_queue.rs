@@ -19,6 +19,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::policy::smooth_drr::Turn;
+
 /// One waiter's handle in the queue (the combo maps it to its reply port).
 pub type Ticket = u64;
 
@@ -159,18 +161,15 @@ impl FairQueue {
     /// queue, and its client pays Σw. `None` when nobody waits.
     pub fn grant(&mut self) -> Option<(Ticket, Arc<str>)> {
         let at = self.winner()?;
-        let total = self.total_weight();
-        for client in &mut self.clients {
-            client.deficit += i64::from(client.weight);
+        let turn = Turn::of(self.clients.iter().map(|c| i64::from(c.weight)));
+        for (index, client) in self.clients.iter_mut().enumerate() {
+            client.deficit =
+                turn.credit_after(client.deficit, i64::from(client.weight), index == at);
         }
         let granted = &mut self.clients[at];
-        granted.deficit -= total;
         let waiter = granted.waiters.pop_front()?;
         let id = granted.id.clone();
         self.len -= 1;
-        for client in &mut self.clients {
-            client.deficit = client.deficit.clamp(-total, total);
-        }
         self.leave_if_empty(at);
         Some((waiter.ticket, id))
     }
@@ -220,10 +219,6 @@ impl FairQueue {
             .collect();
         self.len = 0;
         tickets
-    }
-
-    fn total_weight(&self) -> i64 {
-        self.clients.iter().map(|c| i64::from(c.weight)).sum()
     }
 
     /// The index of the client granted next: largest deficit after this turn's additions,

@@ -13,6 +13,7 @@ pub mod connection_state;
 pub mod connection_view;
 pub mod cooldown;
 pub mod drr;
+pub mod exec_key;
 pub mod fair_queue;
 pub mod forecast;
 #[cfg(test)]
@@ -27,7 +28,9 @@ pub mod rate_limit_headers;
 pub mod request;
 pub mod request_events;
 pub mod reset_hint;
-pub mod response_affinity;
 pub mod router_state;
 pub mod selection;
+pub mod smooth_drr;
+pub mod stored_responses;
 pub mod topology;
+pub mod window;

@@ -14,6 +14,7 @@ use quotaroute_journal::{ActionBy, AffinityBound, Event, UsageSource};
 
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::cooldown::ConnectionHealth;
+use crate::policy::exec_key::exec_key;
 use crate::policy::lockout::{replaces_block, ModelLockouts};
 
 /// Whether a node's own journaled `event` is published to its peers: every state change about
@@ -99,7 +100,7 @@ pub fn merge_peer_binding(
     if !has_target || now_ms.saturating_sub(origin_at_ms) > ttl_ms {
         return false;
     }
-    let peer_key = format!("{}/{}", bound.connection, bound.model);
+    let peer_key = exec_key(&bound.connection, &bound.model);
     let local = bindings
         .get(bound.group, now_ms, ttl_ms)
         .map(|b| (b.bound_at_ms, &*b.exec_key));

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use quotaroute_journal::event::{BlockReason, RouteDecided, TargetInfo};
 use serde::{Deserialize, Serialize};
 
-use super::drr::{exec_key, DrrDeficits, RoomEntry};
+use super::drr::{DrrDeficits, RoomEntry};
+use super::exec_key::exec_key;
 
 /// How a combo orders its targets (contract: `strategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]

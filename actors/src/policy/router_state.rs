@@ -20,7 +20,7 @@ use crate::policy::connection_state::ConnectionState;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::peer_progress::PeerProgress;
 use crate::policy::quota_share::{apply_route_decided, DrrKeys};
-use crate::policy::response_affinity::ResponseBindings;
+use crate::policy::stored_responses::ResponseBindings;
 use crate::policy::topology::recorded_targets;
 
 /// How many config generations are kept to resolve `RouteDecided` indices (a decision can only
@@ -39,7 +39,7 @@ pub struct RouterState {
     pub breakers: BTreeMap<String, BreakerState>,
     pub connections: BTreeMap<String, ConnectionState>,
     pub deficits: BTreeMap<String, DrrDeficits>,
-    /// Which connection holds each stored response (response affinity).
+    /// Which connection holds each stored response (stored-response placement).
     pub responses: ResponseBindings,
     /// How far the cluster's shared stream was read (empty for one node).
     pub peers: PeerProgress,

@@ -96,7 +96,7 @@ pub struct TargetSpec {
 impl TargetSpec {
     /// The execution key `connection/model` that DRR deficits are kept under.
     pub fn exec_key(&self) -> String {
-        format!("{}/{}", self.connection, self.model)
+        crate::policy::exec_key::exec_key(&self.connection, &self.model)
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use quotaroute::mock_upstream::Compression;
+use quotaroute_mock::Compression;
 
 use super::{upstream_key, Harness};
 

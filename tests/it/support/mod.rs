@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use quotaroute::config;
-use quotaroute::mock_upstream::{self, MockUpstream};
 use quotaroute::node::{NodeOptions, RunningNode};
 use quotaroute_actors::{SharedClock, SystemClock};
+use quotaroute_mock::{self as mock_upstream, MockUpstream};
 use serde_json::Value;
 
 pub const CLIENT_KEY: &str = "sk-qr-test-client";

@@ -12,7 +12,8 @@ use quotaroute_journal::{AffinityBound, RouteDecided};
 
 use crate::policy::affinity::AffinityLeads;
 use crate::policy::affinity_bindings::{AffinityBindings, ClientQuota};
-use crate::policy::drr::{exec_key, DrrDeficits};
+use crate::policy::drr::DrrDeficits;
+use crate::policy::exec_key::exec_key;
 use crate::policy::quota_share::{apply_route_decided, DrrKeys};
 use crate::policy::selection::target::{AffinityKey, RoutedTarget};
 

@@ -36,7 +36,7 @@ fn views(targets: &[Arc<RoutedTarget>]) -> Vec<TargetView> {
         .iter()
         .map(|t| TargetView {
             weight: t.weight,
-            exec_key: format!("{}/{}", t.connection, t.model).into(),
+            exec_key: crate::policy::exec_key::exec_key(&t.connection, &t.model).into(),
             hard_block: None,
             saturated: false,
             in_flight: 0,

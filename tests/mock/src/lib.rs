@@ -1,4 +1,7 @@
-//! A faithful mock of the OpenAI and Anthropic APIs, for tests, the load bench and the demo.
+//! quotaroute-mock: a faithful mock of the OpenAI and Anthropic APIs, for tests, the load bench
+//! and the demo. Its own crate (a dev-dependency of the tests, a dependency of the `demo` and
+//! `mock-upstream` commands only): it imports nothing of the router, and the router's modules
+//! cannot reach into it.
 //!
 //! Layout:
 //! - `state` — [`MockUpstream`], the cloneable handle: rules, per-key budgets, request counts,

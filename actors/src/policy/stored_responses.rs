@@ -1,4 +1,5 @@
-//! Response affinity (contract "Client API"): which connection created each stored response,
+//! Stored responses' placement (contract "Client API"; not conversation affinity, which is
+//! `affinity`): which connection created each stored response,
 //! and which client it belongs to (behaviour §11 "Every path is governed"), so
 //! `previous_response_id` and the `/v1/responses/{id}` endpoints reach the account that holds
 //! it, for its own client only. Folded from `response_bound` events, bounded in count, in age

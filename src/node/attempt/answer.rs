@@ -1,0 +1,116 @@
+//! A whole upstream answer (not a stream, or an error before one), classified (behaviour §3,
+//! §4, §14): a 2xx must be JSON (and translate, when the target speaks the other format) and
+//! is measured for its usage; anything else is classified by the one classifier and passed on
+//! in the client's shape.
+
+use quotaroute_actors::policy::classify::{classify, AttemptFailure, BodyFailure, UpstreamReply};
+use quotaroute_actors::{AttemptResult, RoutedTarget};
+use quotaroute_journal::OutcomeClass;
+
+use crate::telemetry::AttemptSpan;
+use crate::wire::translate::{error_body, translate_answer, Direction};
+use crate::wire::usage::response_summary;
+
+use super::charge;
+use super::shape::{unanswered_openly, Attempted, Payload, TryContext, UpstreamAnswer};
+use super::whole_body::read_whole;
+
+/// What a whole answer leaves for the plan and the client (`direction`: the try was
+/// translated to the target's format).
+pub(super) async fn answered(
+    ctx: &TryContext<'_>,
+    target: &RoutedTarget,
+    direction: Option<Direction>,
+    trace: &AttemptSpan,
+    answer: UpstreamAnswer,
+) -> Attempted {
+    let UpstreamAnswer {
+        status,
+        headers,
+        body,
+        codings,
+        usage,
+        now_ms,
+    } = answer;
+    // The body's bytes stay held in the upstream buffer until the try ends.
+    let (body, _held) = match read_whole(ctx, status, body, &codings).await {
+        Ok(read) => read,
+        Err(failed) => return failed,
+    };
+    if status.is_success() {
+        let Ok(summary) = response_summary(&body) else {
+            // A 2xx whose body cannot be parsed is a server error (behaviour §3).
+            return unanswered_openly(
+                AttemptFailure::Body(BodyFailure::NotJson),
+                Some(status.as_u16()),
+                "upstream answered 2xx with a body that is not JSON",
+            );
+        };
+        trace.answer(summary.model, summary.counts.as_ref()); // telemetry
+        let mut result = charge::measured(ctx, target, status.as_u16(), &summary, &body);
+        result.usage = usage;
+        // Usage above was the upstream's own; the client reads its own format.
+        let body = match direction {
+            None => body,
+            Some(direction) => match translate_answer(direction, &body, now_ms / 1000) {
+                Ok(translated) => translated,
+                Err(error) => {
+                    return unanswered_openly(
+                        AttemptFailure::Body(BodyFailure::NotJson),
+                        Some(status.as_u16()),
+                        &format!(
+                            "upstream answered 2xx with a body that does not translate: {error}"
+                        ),
+                    )
+                }
+            },
+        };
+        return Attempted {
+            result,
+            payload: Payload::Answer {
+                status,
+                headers,
+                body,
+            },
+            translation: None,
+            bills_client: true,
+        };
+    }
+
+    let classification = classify(
+        &UpstreamReply {
+            status: Some(status.as_u16()),
+            headers: &headers,
+            body: &body,
+            transport: None,
+            // The upstream's own shape, before any translation (behaviour §14).
+            format: target.format,
+        },
+        now_ms,
+    );
+    let mut class = classification.class;
+    if ctx.info.is_none() && class == OutcomeClass::ModelUnavailable {
+        // On a stored response a 404 says the response is gone, not the model: the answer.
+        class = OutcomeClass::ClientError;
+    }
+    let mut result = AttemptResult::failure(class, Some(status.as_u16()));
+    result.error_code = classification.error_code;
+    result.message = classification.message;
+    result.reset_hint_ms = classification.reset_hint_ms;
+    result.usage = usage;
+    // The error in the client's shape, with the upstream's status and message.
+    let body = match direction {
+        Some(direction) => error_body(direction, status.as_u16(), &body),
+        None => body,
+    };
+    Attempted {
+        result,
+        payload: Payload::Answer {
+            status,
+            headers,
+            body,
+        },
+        translation: None,
+        bills_client: false,
+    }
+}

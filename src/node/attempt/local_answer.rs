@@ -1,0 +1,83 @@
+//! The answers a try gives without sending anything (behaviour §14): a request that cannot be
+//! carried to the target's format is refused (400 in the client's shape, a client error: no
+//! failover, no state), and a `count_tokens` for a target that has none is counted here.
+
+use bytes::Bytes;
+use http::header::{HeaderMap, CONTENT_TYPE};
+use http::StatusCode;
+use quotaroute_actors::AttemptResult;
+use quotaroute_journal::OutcomeClass;
+
+use crate::api_error::{ApiError, ApiErrorKind};
+use crate::wire::translate::{count_tokens_body, Direction, TranslateError};
+
+use super::shape::{Attempted, Payload, Translation};
+
+/// A request that cannot be carried to `direction`'s target format: 400 in the client's
+/// shape, before anything is sent (behaviour §14). A client error: no failover, no state.
+pub(super) fn refused(direction: Direction, error: &TranslateError) -> Attempted {
+    let kind = match error {
+        TranslateError::Unsupported { .. } => ApiErrorKind::UnsupportedParameter,
+        TranslateError::Invalid(_) => ApiErrorKind::InvalidRequest,
+    };
+    let error = ApiError::new(kind, error.to_string());
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    let mut result = AttemptResult::failure(OutcomeClass::ClientError, Some(400));
+    result.error_code = Some(kind.code().to_string());
+    result.message = Some(format!("not sent: {}", error.message));
+    result.translated = Some(direction.label().to_string());
+    Attempted {
+        result,
+        payload: Payload::Answer {
+            status: StatusCode::BAD_REQUEST,
+            headers,
+            body: Bytes::from(error.body(direction.client_is_anthropic())),
+        },
+        translation: Some(Translation {
+            direction,
+            dropped: Vec::new(),
+            thinking_restored: 0,
+        }),
+        bills_client: false,
+    }
+}
+
+/// A `count_tokens` answered by the router's own tokenizer estimate (no upstream request).
+pub(super) fn counted_locally(body: &Bytes) -> Attempted {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    match count_tokens_body(body) {
+        Ok(counted) => Attempted {
+            result: AttemptResult::success(200, 0, 0),
+            payload: Payload::Answer {
+                status: StatusCode::OK,
+                headers,
+                body: Bytes::from(counted.to_string()),
+            },
+            translation: None,
+            bills_client: false,
+        },
+        Err(error) => {
+            let error = ApiError::new(ApiErrorKind::InvalidRequest, error.to_string());
+            let mut result = AttemptResult::failure(OutcomeClass::ClientError, Some(400));
+            result.message = Some(format!("not sent: {}", error.message));
+            Attempted {
+                result,
+                payload: Payload::Answer {
+                    status: StatusCode::BAD_REQUEST,
+                    headers,
+                    body: Bytes::from(error.body(true)),
+                },
+                translation: None,
+                bills_client: false,
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The try's request (behaviour §10, §14): the client's body with `model` spliced for the
+//! target, or translated to a target of the other format (to its own path, with its headers);
+//! only the encrypted items the target can read; the connection's credential. Sends nothing:
+//! a request that cannot be built, or is answered without sending, comes back as its
+//! [`Attempted`].
+
+use bytes::Bytes;
+use http::header::HeaderMap;
+use http_body_util::Full;
+use quotaroute_actors::policy::classify::AttemptFailure;
+use quotaroute_actors::RoutedTarget;
+
+use crate::config::Secret;
+use crate::node::encrypted_turn::EncryptedTurn;
+use crate::node::endpoint::Endpoint;
+use crate::node::live::ProviderRoute;
+use crate::node::upstream_request;
+use crate::wire::body_rewrite::rewrite;
+use crate::wire::translate::{translate_request, Direction, ReasoningKey, RequestSettings};
+
+use super::local_answer::{counted_locally, refused};
+use super::shape::{unanswered_openly, Attempted, Translation, TryContext};
+
+/// How a try's request was made: what its sending and its answer's handling need.
+pub(super) struct Outgoing<'a> {
+    pub provider: &'a ProviderRoute,
+    /// The translation to the target's format, when the target speaks the other one.
+    pub direction: Option<Direction>,
+    pub translation: Option<Translation>,
+    /// The translated stream must ask the upstream for usage (the client asked for it).
+    pub include_usage: bool,
+    /// Encrypted items the target could not read, left out of its body.
+    pub items_left_out: u32,
+}
+
+/// The request of one try to `target` with `credential`, or the try's end when nothing can
+/// be sent: the target left the config, a `count_tokens` counted here, a refused translation.
+// The `Err` is the try's end, returned at most once: boxing it would allocate per try.
+#[allow(clippy::result_large_err)]
+pub(super) fn prepare<'a>(
+    ctx: &TryContext<'a>,
+    target: &RoutedTarget,
+    credential: &Secret,
+) -> Result<(http::Request<Full<Bytes>>, Outgoing<'a>), Attempted> {
+    let live = ctx.live;
+    let (Some(provider), Some(auth)) = (
+        live.providers.get(&*target.provider),
+        live.connection_auth.get(&*target.connection),
+    ) else {
+        // The config changed under this request: the target cannot be tried.
+        return Err(unanswered_openly(
+            AttemptFailure::NotSent,
+            None,
+            "target left the config",
+        ));
+    };
+    // `count_tokens` has no OpenAI counterpart: counted here, nothing sent (behaviour §14).
+    if ctx.endpoint == Endpoint::CountTokens && target.format != ctx.endpoint.format() {
+        return Err(counted_locally(ctx.client_body));
+    }
+    // A target of the other format: the request in its format, to its own path (behaviour
+    // §14); otherwise the byte-preserving splice.
+    let direction = ctx
+        .info
+        .and_then(|_| ctx.endpoint.translation_to(target.format));
+    let mut translation = None;
+    let mut include_usage = false;
+    let mut translated_left_out = 0;
+    let (upstream_body, path_and_query) = match (ctx.info, direction) {
+        (Some(info), None) => (
+            rewrite(
+                ctx.client_body,
+                info,
+                &target.model,
+                ctx.force_include_usage,
+            ),
+            ctx.path_and_query,
+        ),
+        (Some(_), Some(direction)) => {
+            // Thinking goes back only to the connection that made it, and not at all after
+            // a refused signature (`encrypted_retry`).
+            let reasoning =
+                (!ctx.encrypted.is_some_and(EncryptedTurn::leaves_all_out)).then(|| ReasoningKey {
+                    key: &live.seal_key,
+                    connection: &target.connection,
+                });
+            let settings = RequestSettings {
+                model: &target.model,
+                default_max_tokens: live.translation.default_max_tokens,
+                reasoning,
+            };
+            match translate_request(direction, ctx.client_body, settings) {
+                Ok(translated) => {
+                    include_usage = translated.include_usage;
+                    translated_left_out = translated.reasoning.left_out;
+                    translation = Some(Translation {
+                        direction,
+                        dropped: translated.dropped,
+                        thinking_restored: translated.reasoning.restored,
+                    });
+                    (translated.body, direction.upstream_path())
+                }
+                Err(error) => return Err(refused(direction, &error)),
+            }
+        }
+        (None, _) => (ctx.client_body.clone(), ctx.path_and_query),
+    };
+    // Only the encrypted items this target can read (behaviour §10); a translated body's
+    // were opened (or left out) by the translation.
+    let (upstream_body, items_left_out) = match ctx.encrypted {
+        Some(encrypted) if direction.is_none() => {
+            encrypted.body_for(upstream_body, &target.connection)
+        }
+        _ => (upstream_body, translated_left_out),
+    };
+    let Ok(mut request) = upstream_request::build(
+        ctx.method.clone(),
+        provider,
+        (credential, *auth),
+        path_and_query,
+        ctx.client_headers,
+        ctx.request_id,
+        upstream_body,
+    ) else {
+        return Err(unanswered_openly(
+            AttemptFailure::NotSent,
+            None,
+            "bad upstream URL",
+        ));
+    };
+    if let Some(direction) = direction {
+        translated_headers(direction, request.headers_mut());
+    }
+    Ok((
+        request,
+        Outgoing {
+            provider,
+            direction,
+            translation,
+            include_usage,
+            items_left_out,
+        },
+    ))
+}
+
+/// The headers a translated request needs: Anthropic's required `anthropic-version` on the
+/// way to Messages; none of Anthropic's own on the way to Chat Completions.
+fn translated_headers(direction: Direction, headers: &mut HeaderMap) {
+    const VERSION: http::HeaderName = http::HeaderName::from_static("anthropic-version");
+    if direction.client_is_anthropic() {
+        headers.remove(VERSION);
+        headers.remove("anthropic-beta");
+    } else if !headers.contains_key(VERSION) {
+        headers.insert(VERSION, http::HeaderValue::from_static("2023-06-01"));
+    }
+}

@@ -1,0 +1,143 @@
+//! Delivering what a try served: a committed stream relayed event by event (reported and
+//! charged when it ends), or a whole answer with its stored response bound and its items
+//! sealed — the upstream's headers filtered, the route's added.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant as StdInstant};
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
+use http::{Method, StatusCode};
+use quotaroute_actors::{Decision, RoutedTarget};
+
+use crate::node::attempt::TryContext;
+use crate::node::client_gate;
+use crate::node::header_rules;
+use crate::node::metrics;
+use crate::node::reply::RouteHeaders;
+use crate::node::stream_relay::{self, CommittedStream};
+use crate::wire::item_seal::{seal_all, Items};
+
+use super::response_binding::{bind_response, stored_response_id};
+
+/// A committed stream's response: relayed event by event, reported when it ends.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn stream_response(
+    ctx: &TryContext<'_>,
+    decision: Decision,
+    target: &RoutedTarget,
+    stream: CommittedStream,
+    upstream_headers: HeaderMap,
+    route: &mut RouteHeaders,
+    started: StdInstant,
+    upstream_time: Duration,
+) -> Response {
+    route.overhead_us = overhead_us(started, upstream_time);
+    if let Some(response_id) = stream.response_id.clone() {
+        bind_response(ctx, target, response_id);
+    }
+    let input_tokens = ctx
+        .live
+        .attempt_metrics
+        .get(&*target.connection)
+        .map(|m| m.input_tokens.clone());
+    // Counted only where usage is (not on count_tokens or a stored-response call's stream).
+    let usage_sink = ctx.client.filter(|_| ctx.count_usage).and_then(|ticket| {
+        Some(client_gate::StreamUsageSink {
+            ticket: std::sync::Arc::clone(ticket),
+            router: ctx.app.router()?.clone(),
+            request_id: ctx.request_id.to_owned(),
+            combo: ctx.combo.to_owned(),
+            target: target.clone(),
+        })
+    });
+    let charge = stream_relay::StreamCharge {
+        request_bytes: ctx.client_body.len() as u64,
+        usage_max_tokens: ctx.live.usage_max_tokens,
+        connection: target.connection.to_string(),
+        drain: ctx.live.drain,
+    };
+    let body = stream_relay::relay_body(
+        stream,
+        decision,
+        ctx.deadline,
+        input_tokens,
+        usage_sink,
+        charge,
+    );
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    // Sized once: the relayed headers, the route's, a content type and cache control.
+    headers.reserve(upstream_headers.len() + RouteHeaders::MOST_ADDED + 2);
+    header_rules::copy_upstream(
+        &upstream_headers,
+        &ctx.live.echoes_of(&target.connection).exposed(),
+        headers,
+    );
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    route.apply_over_relayed(headers);
+    metrics::request_finished(ctx.endpoint, 200);
+    metrics::overhead(route.overhead_us);
+    response
+}
+
+/// A whole successful answer, as the upstream sent it (bodies re-framed, headers filtered).
+pub(super) fn deliver(
+    ctx: &TryContext<'_>,
+    target: &RoutedTarget,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    route: &RouteHeaders,
+) -> Response {
+    metrics::overhead(route.overhead_us);
+    let mut body = body;
+    // A translated response is not stored anywhere (behaviour §14): nothing to bind.
+    if ctx.endpoint.is_responses() && ctx.method == Method::POST && route.translated.is_none() {
+        if let Some(response_id) = stored_response_id(&body) {
+            bind_response(ctx, target, response_id);
+        }
+    }
+    // Encrypted items leave sealed with the connection that made them (§10), a stored
+    // response fetched again (`GET /v1/responses/{id}`) too; a translated answer's carried
+    // thinking blocks are encrypted (§14).
+    if ctx.endpoint.is_responses() {
+        let items = match route.translated {
+            Some(_) => Items::Translated,
+            None => Items::Upstream,
+        };
+        if let Cow::Owned(sealed) = seal_all(&body, &ctx.live.seal_key, &target.connection, items) {
+            body = Bytes::from(sealed);
+        }
+    }
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    let out = response.headers_mut();
+    // Sized once: the relayed headers, the route's and a content type.
+    out.reserve(headers.len() + RouteHeaders::MOST_ADDED + 1);
+    header_rules::copy_upstream(
+        &headers,
+        &ctx.live.echoes_of(&target.connection).exposed(),
+        out,
+    );
+    if !out.contains_key(CONTENT_TYPE) {
+        out.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    route.apply_over_relayed(out);
+    response
+}
+
+/// The router's own time on a request: all of it but the upstream's.
+pub(super) fn overhead_us(started: StdInstant, upstream_time: Duration) -> u64 {
+    started
+        .elapsed()
+        .saturating_sub(upstream_time)
+        .as_micros()
+        .min(u128::from(u64::MAX)) as u64
+}

@@ -1,0 +1,161 @@
+//! The router's own error answers on the routing endpoints: a request that could not be
+//! routed at all ([`route_error`]), and the answer when the tries ran out (behaviour §7,
+//! decided by `policy::request::final_answer`; written here).
+
+use axum::response::Response;
+use http::StatusCode;
+use quotaroute_actors::policy::request::{final_answer, FinalAnswer, UnroutableKind};
+use quotaroute_actors::{Decision, RouteError};
+use quotaroute_journal::BlockReason;
+
+use crate::api_error::{ApiError, ApiErrorKind};
+use crate::node::attempt::LastFailure;
+use crate::node::live::LiveConfig;
+use crate::node::reply::{self, RouteHeaders};
+
+/// The client's answer when a request could not be routed at all.
+pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
+    match error {
+        RouteError::UnknownModel(model) => ApiError::new(
+            ApiErrorKind::ModelNotFound,
+            format!("model `{model}` not found: no combo and no provider/model of that name"),
+        ),
+        RouteError::WrongFormat(model) => {
+            let (endpoint_format, other) = if anthropic {
+                ("Anthropic", "/v1/chat/completions or /v1/responses")
+            } else {
+                ("OpenAI", "/v1/messages")
+            };
+            ApiError::new(
+                ApiErrorKind::UnsupportedEndpoint,
+                format!(
+                    "model `{model}` has no target of the {endpoint_format} format; its targets are served on {other}"
+                ),
+            )
+        }
+        // Names no connection (behaviour §11): which account holds a response is the router's.
+        RouteError::NotOnConnection { model, .. } => ApiError::new(
+            ApiErrorKind::NotFound,
+            format!(
+                "the previous response was not made through model `{model}`: continue it with the model that made it"
+            ),
+        ),
+        RouteError::NoTarget(unroutable) => {
+            // A spent or reserved window (behaviour §13) is named as such: the client learns
+            // the pool is used up until a reset, not that it asked too fast.
+            let spent = unroutable.blocked.iter().any(|skip| {
+                matches!(
+                    skip.reason,
+                    BlockReason::QuotaExhausted | BlockReason::Reserved
+                )
+            });
+            let (kind, message) = match unroutable.kind {
+                UnroutableKind::AllLimited if spent => (
+                    ApiErrorKind::AllTargetsLocked,
+                    "every account of this model is spent or kept in reserve",
+                ),
+                UnroutableKind::AllLimited => (
+                    ApiErrorKind::AllTargetsLocked,
+                    "every account of this model is rate limited or cooling down",
+                ),
+                UnroutableKind::NoneAvailable => (
+                    ApiErrorKind::NoAvailableTarget,
+                    "no target of this model can serve now",
+                ),
+            };
+            ApiError::blocked(
+                kind,
+                message,
+                unroutable.blocked,
+                unroutable.retry_after_ms,
+            )
+        }
+        RouteError::PoolBusy {
+            waited_ms,
+            retry_after_ms,
+        } => ApiError::blocked(
+            ApiErrorKind::PoolBusy,
+            if waited_ms == 0 {
+                "every target of this model is at its concurrency cap and the queue is full"
+                    .to_string()
+            } else {
+                format!(
+                    "every target of this model stayed at its concurrency cap for the {waited_ms} ms this request waited"
+                )
+            },
+            Vec::new(),
+            Some(retry_after_ms),
+        ),
+        RouteError::Unavailable(reason) => ApiError::new(
+            ApiErrorKind::NoAvailableTarget,
+            format!("router unavailable: {reason}"),
+        ),
+    }
+}
+
+/// The answer when the tries ran out (behaviour §7, decided by [`final_answer`]): this only
+/// writes it, passing the last upstream answer through when the rule says so. The router's own
+/// message names the provider and the class; the detail (hosts, key commands) is the journal's
+/// and the log's, never the client's.
+pub(super) fn final_failure(
+    last: Option<LastFailure>,
+    provider: Option<&str>,
+    anthropic: bool,
+    live: &LiveConfig,
+    route: &RouteHeaders,
+    decision: &Decision,
+) -> Response {
+    let answer = final_answer(last.as_ref().map(LastFailure::as_last_attempt));
+    let error = match (answer, last) {
+        (FinalAnswer::PassThrough(status), Some(LastFailure::Upstream { headers, body, .. })) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            return reply::passthrough(status, &headers, &body, live, route);
+        }
+        (FinalAnswer::UpstreamTimeout, _) => return upstream_timeout(anthropic, route),
+        (FinalAnswer::UpstreamTooLarge, last) => ApiError::new(
+            ApiErrorKind::UpstreamTooLarge,
+            match last {
+                Some(LastFailure::Failed { public, .. }) => public,
+                _ => "the upstream's answer is too large".to_string(),
+            },
+        ),
+        (FinalAnswer::ModelNotFound, _) => ApiError::new(
+            ApiErrorKind::ModelNotFound,
+            "the model is not available on any target",
+        ),
+        (FinalAnswer::NoTargetTried, _) => ApiError::blocked(
+            ApiErrorKind::NoAvailableTarget,
+            "no target could be tried",
+            decision.skipped().to_vec(),
+            None,
+        ),
+        (_, Some(LastFailure::Failed { class, public, .. })) => ApiError::new(
+            ApiErrorKind::UpstreamError,
+            format!(
+                "upstream `{}` failed ({}): {public}",
+                provider.unwrap_or("?"),
+                class.as_str()
+            ),
+        ),
+        (_, Some(LastFailure::Upstream { status, .. })) => ApiError::new(
+            ApiErrorKind::UpstreamError,
+            format!(
+                "upstream answered {} on every target tried",
+                status.as_u16()
+            ),
+        ),
+        (_, None) => ApiError::new(ApiErrorKind::UpstreamError, "upstream failed"),
+    };
+    reply::api_error(&error, anthropic, route)
+}
+
+fn upstream_timeout(anthropic: bool, route: &RouteHeaders) -> Response {
+    reply::api_error(
+        &ApiError::new(
+            ApiErrorKind::UpstreamTimeout,
+            "the upstream did not answer in time",
+        ),
+        anthropic,
+        route,
+    )
+}

@@ -1,0 +1,169 @@
+//! The handler of the routing endpoints (`/v1/chat/completions`, `/v1/completions`,
+//! `/v1/embeddings`, `/v1/responses`, `/v1/responses/compact`, `/v1/messages`): the request
+//! taken in, the client admitted to its limits (behaviour §11), the router asked for a decision,
+//! then the decision's targets tried. I/O only: every rule is the actors' policy.
+
+use std::time::{Duration, Instant as StdInstant};
+
+use axum::extract::Request;
+use axum::response::Response;
+use http::header::HeaderValue;
+use http::{Method, StatusCode};
+use quotaroute_actors::{RouteError, Router};
+use quotaroute_journal::ApiFormat as JournalFormat;
+use tokio::time::Instant;
+
+use crate::api_error::ApiError;
+use crate::clients::SharedCounts;
+use crate::node::app::AppState;
+use crate::node::attempt::TryContext;
+use crate::node::client_gate;
+use crate::node::endpoint::Endpoint;
+use crate::node::live::LiveConfig;
+use crate::node::metrics;
+use crate::node::reply::{self, RouteHeaders};
+use crate::node::retry_advice;
+use crate::telemetry::RequestSpan;
+
+use super::delivery::overhead_us;
+use super::error_answers::route_error;
+use super::intake::{self, client_request_id, upstream_path, Intake};
+use super::route_request::{self, NotAsked};
+use super::tries::serve_tries;
+
+/// Handles one client request on a routing endpoint.
+pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Response {
+    let started = StdInstant::now();
+    let anthropic = endpoint.format() == JournalFormat::Anthropic;
+    let (parts, body) = request.into_parts();
+    let request_id = client_request_id(&parts.headers).unwrap_or_else(|| app.next_request_id());
+    let mut route = RouteHeaders {
+        request_id: request_id.clone(),
+        ..RouteHeaders::default()
+    };
+    let live = app.inner.live.load_full();
+    let fail = |error: ApiError, route: &RouteHeaders| {
+        metrics::request_finished(endpoint, error.status().as_u16());
+        reply::api_error(&error, anthropic, route)
+    };
+    let Intake {
+        router,
+        client_index,
+        body: client_body,
+        info,
+    } = match intake::take(&app, &live, &parts.headers, body, anthropic).await {
+        Ok(intake) => intake,
+        Err(not_taken) => {
+            let mut response = fail(not_taken.error, &route);
+            // Answered before the client's body was read whole: the rest of that body would
+            // be read as the next request on this connection, so the connection closes.
+            if not_taken.body_unread {
+                response
+                    .headers_mut()
+                    .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            return response;
+        }
+    };
+    // The client's limits, before anything goes upstream (behaviour §11).
+    let shared = app
+        .cluster()
+        .map(|cluster| cluster.client_leases.clone() as std::sync::Arc<dyn SharedCounts>);
+    let ticket = match client_gate::admit(
+        &live,
+        &router,
+        client_index,
+        &info.model,
+        &request_id,
+        shared.as_ref(),
+    ) {
+        Ok(ticket) => ticket,
+        Err(error) => return fail(error, &route),
+    };
+    // telemetry: the request's server span (off: nothing allocated).
+    let trace = RequestSpan::start(
+        app.telemetry(),
+        &parts.headers,
+        endpoint.gen_ai_operation(),
+        &info.model,
+        started,
+    );
+    let asked = route_request::ask(
+        &live,
+        &router,
+        endpoint,
+        &request_id,
+        (&client_body, &info, &parts.headers),
+        &ticket,
+    );
+    let (route_request, encrypted) = match asked {
+        Ok(asked) => asked,
+        Err(NotAsked::Error(error)) => return fail(error, &route),
+        Err(NotAsked::NotFound(body)) => {
+            metrics::request_finished(endpoint, StatusCode::BAD_REQUEST.as_u16());
+            return reply::json(StatusCode::BAD_REQUEST, body, &route);
+        }
+    };
+    let client_id = route_request.client.id.clone();
+    let decision = match router.route(route_request).await {
+        Ok(decision) => {
+            metrics::queue_wait(decision.queue_wait_ms(), false);
+            trace.routed(&client_id, decision.affinity()); // telemetry
+            decision
+        }
+        Err(error) => {
+            let error = not_routed(error, &router, &live, started, anthropic, &mut route);
+            let response = fail(error, &route);
+            // telemetry: the answer ends the request's span.
+            return trace.answered(response, route.attempts, route.model.as_ref());
+        }
+    };
+
+    let path_and_query = upstream_path(&parts.uri);
+    let force_include_usage =
+        info.stream && !anthropic && !info.include_usage_requested && !endpoint.is_responses();
+    let context = TryContext {
+        app: &app,
+        live: &live,
+        endpoint,
+        method: Method::POST,
+        combo: &info.model,
+        info: Some(&info),
+        client_body: &client_body,
+        client_headers: &parts.headers,
+        path_and_query: &path_and_query,
+        request_id: &request_id,
+        force_include_usage,
+        count_usage: endpoint != Endpoint::CountTokens,
+        deadline: Instant::now() + live.request_timeout,
+        trace: &trace, // telemetry
+        client: Some(&ticket),
+        encrypted: encrypted.as_ref(),
+    };
+    let response = serve_tries(&context, decision, &mut route, started).await;
+    trace.answered(response, route.attempts, route.model.as_ref()) // telemetry
+}
+
+/// The client's answer to a request the router did not route, with its advice on retrying.
+fn not_routed(
+    error: RouteError,
+    router: &Router,
+    live: &LiveConfig,
+    started: StdInstant,
+    anthropic: bool,
+    route: &mut RouteHeaders,
+) -> ApiError {
+    if let RouteError::PoolBusy { waited_ms, .. } = error {
+        // The wait for a permit is the router's own time (behaviour §11).
+        metrics::queue_wait(waited_ms, true);
+        route.overhead_us = overhead_us(started, Duration::ZERO);
+    }
+    let mut error = route_error(error, anthropic);
+    // A long wait says so, so clients stop rather than sleep on it (behaviour §7).
+    retry_advice::advise(
+        &mut error,
+        router.clock().now_ms(),
+        live.client_retry_max_ms,
+    );
+    error
+}

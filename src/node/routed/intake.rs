@@ -1,0 +1,280 @@
+//! A routed request's intake, before anything is routed: the client's key (and the router,
+//! once its journal is replayed), its request id, a JSON `Content-Type`, the body read once
+//! (≤ `max_body_bytes`, no silence over `body_timeout_ms`), its `Content-Encoding` undone, and
+//! the body parsed (model, stream, the prompt spans affinity can use).
+
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::header::{HeaderMap, CONTENT_TYPE};
+use http_body_util::{BodyExt, Limited};
+use quotaroute_actors::Router;
+
+use crate::api_error::{ApiError, ApiErrorKind};
+use crate::node::app::AppState;
+use crate::node::client_gate;
+use crate::node::live::LiveConfig;
+use crate::node::reply;
+use crate::wire::body_rewrite::{parse_request_for, PromptScan, RequestInfo};
+use crate::wire::content_coding::{content_codings, decode_body, CodingError};
+
+/// A request taken in: its router and client, its body decoded and parsed.
+pub(super) struct Intake {
+    pub router: Router,
+    /// The client's index in `live.clients`.
+    pub client_index: usize,
+    pub body: Bytes,
+    pub info: RequestInfo,
+}
+
+/// Why a request was not taken in, and whether its body is still unread (the connection then
+/// closes after the answer: the rest of that body would be read as the next request).
+pub(super) struct NotTaken {
+    pub error: ApiError,
+    pub body_unread: bool,
+}
+
+/// Takes in a routed request (`allow_x_api_key`: an Anthropic endpoint).
+pub(super) async fn take(
+    app: &AppState,
+    live: &LiveConfig,
+    headers: &HeaderMap,
+    body: Body,
+    allow_x_api_key: bool,
+) -> Result<Intake, NotTaken> {
+    let unread = |error: ApiError| NotTaken {
+        error,
+        body_unread: true,
+    };
+    let (router, client_index) =
+        admitted_router(app, live, headers, allow_x_api_key).map_err(unread)?;
+    if !is_json_content_type(headers) {
+        return Err(unread(ApiError::new(
+            ApiErrorKind::InvalidJson,
+            "the body must be JSON (Content-Type: application/json)",
+        )));
+    }
+    let declared = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > live.max_body_bytes as u64) {
+        return Err(unread(ApiError::new(
+            ApiErrorKind::RequestTooLarge,
+            format!(
+                "request body is larger than max_body_bytes ({} bytes)",
+                live.max_body_bytes
+            ),
+        )));
+    }
+    let body = read_client_body(body, live.max_body_bytes, live.body_timeout)
+        .await
+        .map_err(unread)?;
+    let read = |error: ApiError| NotTaken {
+        error,
+        body_unread: false,
+    };
+    let body = decode_client_body(body, headers, live.max_body_bytes)
+        .await
+        .map_err(read)?;
+    // Only the affinity spans `derive_group` can use are collected (behaviour §10).
+    let scan = PromptScan::for_body(
+        live.affinity.enabled,
+        body.len(),
+        live.affinity.min_prompt_bytes,
+    );
+    let info = parse_request_for(&body, scan).map_err(|error| read(ApiError::from(error)))?;
+    Ok(Intake {
+        router,
+        client_index,
+        body,
+        info,
+    })
+}
+
+/// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
+pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key: bool) -> bool {
+    client_gate::authenticated_client(live, headers, allow_x_api_key).is_some()
+}
+
+/// The client's own `x-request-id`, when it is one the router may repeat.
+pub(super) fn client_request_id(headers: &HeaderMap) -> Option<String> {
+    let id = headers.get(reply::REQUEST_ID)?.to_str().ok()?;
+    let valid = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    valid.then(|| id.to_string())
+}
+
+const JSON: &[u8] = b"application/json";
+const PLUS_JSON: &[u8] = b"+json";
+
+fn is_json_content_type(headers: &HeaderMap) -> bool {
+    match headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
+        None => true,
+        // Compared without case and without a lowered copy of the value.
+        Some(value) => {
+            let value = value.as_bytes();
+            value
+                .get(..JSON.len())
+                .is_some_and(|start| start.eq_ignore_ascii_case(JSON))
+                || value
+                    .windows(PLUS_JSON.len())
+                    .any(|part| part.eq_ignore_ascii_case(PLUS_JSON))
+        }
+    }
+}
+
+/// The client's body, at most `limit` bytes, with no silence longer than `silence` between
+/// its pieces (`server.body_timeout_ms`: a stalled body is 408, not a connection held forever).
+pub async fn read_client_body(
+    body: Body,
+    limit: usize,
+    silence: Duration,
+) -> Result<Bytes, ApiError> {
+    let mut body = Limited::new(body, limit);
+    let mut pieces: Vec<Bytes> = Vec::new();
+    loop {
+        // A piece already read costs no timer; only a wait is bounded by `silence`.
+        let next = match futures_util::FutureExt::now_or_never(body.frame()) {
+            Some(frame) => Ok(frame),
+            None => tokio::time::timeout(silence, body.frame()).await,
+        };
+        let frame = match next {
+            Err(_) => {
+                return Err(ApiError::new(
+                    ApiErrorKind::RequestTimeout,
+                    format!(
+                        "the request body stalled for more than body_timeout_ms ({} ms)",
+                        silence.as_millis()
+                    ),
+                ))
+            }
+            Ok(None) => break,
+            Ok(Some(frame)) => frame,
+        };
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    pieces.push(data);
+                }
+            }
+            Err(error) => {
+                return Err(
+                    if error
+                        .downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
+                        ApiError::new(
+                            ApiErrorKind::RequestTooLarge,
+                            format!("request body is larger than max_body_bytes ({limit} bytes)"),
+                        )
+                    } else {
+                        ApiError::new(ApiErrorKind::InvalidJson, "could not read the request body")
+                    },
+                )
+            }
+        }
+    }
+    Ok(match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.swap_remove(0),
+        _ => {
+            let mut whole = bytes::BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
+            for piece in pieces {
+                whole.extend_from_slice(&piece);
+            }
+            whole.freeze()
+        }
+    })
+}
+
+/// The router and the client (its index in `live.clients`) of a request with a valid key
+/// (`x-api-key` too on Anthropic endpoints), once the journal is replayed.
+pub(crate) fn admitted_router(
+    app: &AppState,
+    live: &LiveConfig,
+    headers: &HeaderMap,
+    allow_x_api_key: bool,
+) -> Result<(Router, usize), ApiError> {
+    let Some(client) = client_gate::authenticated_client(live, headers, allow_x_api_key) else {
+        return Err(ApiError::new(
+            ApiErrorKind::InvalidApiKey,
+            "missing or invalid API key",
+        ));
+    };
+    let router = app.router().cloned().ok_or_else(|| {
+        ApiError::new(
+            ApiErrorKind::NoAvailableTarget,
+            "the router is starting: replaying its journal",
+        )
+    })?;
+    Ok((router, client))
+}
+
+/// The part of the client's `/v1/…` path (and query) that follows the provider's `base_url`.
+pub(crate) fn upstream_path(uri: &http::Uri) -> String {
+    uri.path_and_query()
+        .map(|pq| pq.as_str())
+        .unwrap_or("/")
+        .strip_prefix("/v1")
+        .unwrap_or("/")
+        .to_string()
+}
+
+/// The client's body with its `Content-Encoding` undone (415 when the router cannot read it).
+async fn decode_client_body(
+    body: Bytes,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let codings = content_codings(headers).map_err(|error| {
+        ApiError::new(ApiErrorKind::UnsupportedContentEncoding, error.to_string())
+    })?;
+    if codings.is_empty() {
+        return Ok(body);
+    }
+    decode_body(body, &codings, limit)
+        .await
+        .map_err(|error| match error {
+            CodingError::TooLarge { limit } => ApiError::new(
+                ApiErrorKind::RequestTooLarge,
+                format!("request body decodes to more than max_body_bytes ({limit} bytes)"),
+            ),
+            other => ApiError::new(
+                ApiErrorKind::InvalidContentEncoding,
+                format!("request body: {other}"),
+            ),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::HeaderValue;
+
+    fn with_content_type(value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn json_content_types_are_told_apart_in_any_case() {
+        for json in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/vnd.api+json",
+            "APPLICATION/VND.API+JSON",
+        ] {
+            assert!(is_json_content_type(&with_content_type(json)), "{json}");
+        }
+        for other in ["text/plain", "application/jso", "", "multipart/form-data"] {
+            assert!(!is_json_content_type(&with_content_type(other)), "{other}");
+        }
+        assert!(is_json_content_type(&HeaderMap::new()), "no content type");
+    }
+}

@@ -1,0 +1,22 @@
+//! The routing endpoints (behaviour §3, §4, §7, §10), one concept per file:
+//! - `intake` — the client's key, request id, Content-Type and body, read once and parsed;
+//! - `route_request` — what the router is asked (continuation, encrypted items, group);
+//! - [`handler`] — the handler: intake, the client's limits, the decision, the tries;
+//! - `tries` — the try loop the decision's plan drives;
+//! - `delivery` — a committed stream relayed, a whole answer delivered;
+//! - `response_binding` — where a stored response lives, bound before the client sees it;
+//! - `error_answers` — unroutable requests and the answer when the tries ran out.
+
+mod delivery;
+mod error_answers;
+pub mod handler;
+mod intake;
+mod response_binding;
+mod route_request;
+mod tries;
+
+pub(crate) use error_answers::route_error;
+pub use handler::handle;
+pub(crate) use intake::{admitted_router, upstream_path};
+pub use intake::{client_authorized, read_client_body};
+pub(crate) use tries::serve_tries;

@@ -1,0 +1,94 @@
+//! What a routed request asks the router (behaviour §10): its combo, format and client, and
+//! where it must or would rather go — the connection storing the response it continues, the
+//! maker of its encrypted items (both hard), or its conversation's affinity group.
+
+use bytes::Bytes;
+use http::header::HeaderMap;
+use quotaroute_actors::{AffinityKey, RouteRequest, Router};
+
+use crate::api_error::{ApiError, ApiErrorKind};
+use crate::clients::ClientTicket;
+use crate::node::encrypted_turn::EncryptedTurn;
+use crate::node::endpoint::Endpoint;
+use crate::node::live::LiveConfig;
+use crate::wire::affinity_group::derive_group;
+use crate::wire::body_rewrite::RequestInfo;
+use crate::wire::encrypted_items::EncryptedItems;
+
+use super::response_binding::{previous_response, previous_response_not_found, Continues};
+
+/// Why a request is answered before it is routed.
+pub(super) enum NotAsked {
+    /// The router's own error.
+    Error(ApiError),
+    /// Another client's stored response: answered (400, as this body) as the upstream answers
+    /// an id it never stored, and nothing goes upstream (behaviour §11).
+    NotFound(Vec<u8>),
+}
+
+/// The request the router is asked, and the request's encrypted items (behaviour §10).
+pub(super) fn ask(
+    live: &LiveConfig,
+    router: &Router,
+    endpoint: Endpoint,
+    request_id: &str,
+    (body, info, headers): (&Bytes, &RequestInfo, &HeaderMap),
+    ticket: &ClientTicket,
+) -> Result<(RouteRequest, Option<EncryptedTurn>), NotAsked> {
+    let mut route_request = RouteRequest {
+        request_id: request_id.to_owned(),
+        model: info.model.clone(),
+        format: endpoint.format(),
+        translatable: endpoint.translatable(),
+        only_connection: None,
+        encrypted_maker: None,
+        affinity: None,
+        client: ticket.tag().clone(),
+    };
+    // Encrypted items (behaviour §10) name the connection that made them, in their seal.
+    let encrypted = if endpoint.is_responses() {
+        match previous_response(router, body, &ticket.tag().id) {
+            Continues::Nothing => {}
+            Continues::On(connection) => route_request.only_connection = Some(connection),
+            Continues::NotFound(id) => {
+                return Err(NotAsked::NotFound(previous_response_not_found(&id)))
+            }
+            Continues::Translated => {
+                return Err(NotAsked::Error(ApiError::new(
+                    ApiErrorKind::UnsupportedParameter,
+                    "parameter `previous_response_id` names a response served by an account of \
+                     the other format, which is not stored; send the whole input again",
+                )));
+            }
+        }
+        EncryptedItems::scan(body, &live.seal_key).map(EncryptedTurn::new)
+    } else {
+        None
+    };
+    if route_request.only_connection.is_none() {
+        route_request.encrypted_maker = encrypted
+            .as_ref()
+            .and_then(|turn| turn.items.maker())
+            .map(str::to_owned);
+    }
+    // `previous_response_id` and encrypted items are hard affinities; otherwise the
+    // conversation's group.
+    if route_request.only_connection.is_none()
+        && route_request.encrypted_maker.is_none()
+        && live.affinity.enabled
+    {
+        let client = &route_request.client.id;
+        route_request.affinity = derive_group(
+            client,
+            body,
+            &info.prompt,
+            headers,
+            live.affinity.min_prompt_bytes,
+        )
+        .map(|group| AffinityKey {
+            group: group.digest,
+            client: client.clone(),
+        });
+    }
+    Ok((route_request, encrypted))
+}

@@ -1,0 +1,101 @@
+//! Which handler serves which path: the node's client API (behind its CORS layer), its admin
+//! API, and the dashboard's pages and feeds, every answer through the node's plain-error layer.
+//! Above both the node and the dashboard (`crate::dashboard` imports the node's state; the node
+//! never imports the dashboard), so this file is where they meet; [`RunningNode::start`] serves
+//! this table.
+
+use axum::extract::{Request, State};
+use axum::routing::{delete, get, post};
+
+use crate::dashboard::{events as ui_events, page as ui, timeline as ui_timeline};
+use crate::node::admin;
+use crate::node::app::AppState;
+use crate::node::cors;
+use crate::node::endpoint::Endpoint;
+use crate::node::http::{
+    healthz, metrics_text, model_by_id, models, not_found, responses_websocket, root, stored,
+};
+use crate::node::plain_errors;
+use crate::node::routed;
+use crate::node::{NodeError, NodeOptions, RunningNode};
+
+/// The node's routes.
+pub fn routes(app: AppState) -> axum::Router {
+    let endpoint = |endpoint: Endpoint| {
+        post(move |State(app): State<AppState>, request: Request| {
+            routed::handle(app, endpoint, request)
+        })
+    };
+    let client_api = axum::Router::new()
+        .route("/", get(root))
+        .route("/v1/chat/completions", endpoint(Endpoint::ChatCompletions))
+        .route("/v1/completions", endpoint(Endpoint::Completions))
+        .route("/v1/embeddings", endpoint(Endpoint::Embeddings))
+        .route(
+            "/v1/responses",
+            endpoint(Endpoint::Responses).get(responses_websocket),
+        )
+        // Before `/v1/responses/{id}`: a static segment wins over the parameter.
+        .route(
+            "/v1/responses/compact",
+            endpoint(Endpoint::ResponsesCompact),
+        )
+        .route("/v1/messages", endpoint(Endpoint::Messages))
+        .route("/v1/messages/count_tokens", endpoint(Endpoint::CountTokens))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{*id}", get(model_by_id))
+        .route("/v1/responses/{id}", get(stored).delete(stored))
+        .route("/v1/responses/{id}/input_items", get(stored))
+        .route("/v1/responses/{id}/cancel", post(stored))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            cors::layer,
+        ));
+    axum::Router::new()
+        .merge(client_api)
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_text))
+        .route("/admin/state", get(admin::state))
+        .route("/admin/lockouts", get(admin::lockouts))
+        .route("/admin/clients", get(admin::clients))
+        .route("/admin/clients/{id}/reset", post(admin::reset_client))
+        .route(
+            "/admin/lockouts/{connection}/{*model}",
+            delete(admin::clear_lockout),
+        )
+        .route(
+            "/admin/connections/{id}/clear",
+            post(admin::clear_connection),
+        )
+        .route("/admin/connections/{id}/usage", post(admin::push_usage))
+        .route(
+            "/admin/providers/{name}/breaker/reset",
+            post(admin::reset_breaker),
+        )
+        .route("/admin/reload", post(admin::reload_config))
+        .route("/admin/journal", get(admin::journal))
+        .route("/admin/affinity", get(admin::affinity))
+        .route("/admin/events", get(ui_events::events))
+        .route("/admin/timeline.svg", get(ui_timeline::timeline))
+        .route("/ui", get(ui::index))
+        .route("/ui/", get(ui::index))
+        .route("/ui/dashboard.css", get(ui::stylesheet))
+        .route("/ui/dashboard.js", get(ui::script))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            plain_errors::router_answers,
+        ))
+        .with_state(app)
+}
+
+impl RunningNode {
+    /// Binds, replays the journal, and serves [`routes`] (see
+    /// [`RunningNode::start_with_routes`]).
+    pub async fn start(
+        config: crate::config::Config,
+        options: NodeOptions,
+    ) -> Result<RunningNode, NodeError> {
+        RunningNode::start_with_routes(config, options, routes).await
+    }
+}
