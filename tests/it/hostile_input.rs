@@ -215,7 +215,9 @@ impl Node {
 listen = "127.0.0.1:{port}"
 api_keys = ["{CLIENT_KEY}"]
 admin_key = "{ADMIN_KEY}"
-request_timeout_ms = 20000
+# Long enough for s8's eight 40 MiB answers, two at a time, in a debug build on a busy
+# machine: a 504 there would say the machine was slow, not that the bound failed.
+request_timeout_ms = 120000
 shutdown_grace_ms = 1000
 {server_extra}
 
