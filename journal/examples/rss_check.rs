@@ -2,7 +2,8 @@
 //! writer into sled and prints the process RSS every 200k. sled 0.34 keeps large values in
 //! memory, which is why records hold at most `RECORD_MAX_EVENTS` (24) events (~2 KB).
 //!
-//! `cargo run --release -p quotaroute-journal --example rss_check`
+//! `cargo run --release -p quotaroute-journal --example rss_check` (`CACHE_BYTES=N` sets sled's
+//! page cache; the default is `SledOptions`')
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: fail loudly
 
@@ -25,7 +26,14 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let journal = SledJournal::open(dir.path(), SledOptions::default()).unwrap();
+        let mut options = SledOptions::default();
+        if let Some(bytes) = std::env::var("CACHE_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            options.cache_bytes = bytes;
+        }
+        let journal = SledJournal::open(dir.path(), options).unwrap();
         let handle = JournalHandle::spawn(Box::new(journal), WriterConfig::default()).unwrap();
         for round in 0..10u64 {
             for i in 0..200_000u64 {
