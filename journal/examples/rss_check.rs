@@ -27,11 +27,10 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         let mut options = SledOptions::default();
-        if let Some(bytes) = std::env::var("CACHE_BYTES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-        {
-            options.cache_bytes = bytes;
+        if let Ok(bytes) = std::env::var("CACHE_BYTES") {
+            options.cache_bytes = bytes
+                .parse()
+                .expect("CACHE_BYTES must be a whole number of bytes");
         }
         let journal = SledJournal::open(dir.path(), options).unwrap();
         let handle = JournalHandle::spawn(Box::new(journal), WriterConfig::default()).unwrap();
