@@ -10,6 +10,12 @@ use crate::node_cluster::{
     Outage, RedisAt,
 };
 use crate::redis_support::{RedisCluster, TlsRedis};
+use std::time::Duration;
+
+/// The 100 ms of §9 is held on a plain Redis (`node_cluster`). Here every byte to Redis also
+/// passes through the test build's unoptimised TLS, or one of three shards, beside the rest of
+/// the suite on two cores: these assert that every lock arrives, and a looser latency.
+const MANAGED_P95: Duration = Duration::from_millis(500);
 
 fn tls_at(redis: &TlsRedis) -> RedisAt {
     RedisAt {
@@ -29,7 +35,7 @@ fn cluster_at(cluster: &RedisCluster) -> RedisAt {
 async fn s9_on_tls_redis_a_429_locks_everywhere_and_a_limit_holds() {
     let redis = TlsRedis::start();
     let at = tls_at(&redis);
-    a_429_on_one_node_locks_everywhere(&at).await;
+    a_429_on_one_node_locks_everywhere(&at, MANAGED_P95).await;
     a_limit_across_three_nodes_holds(&at).await;
 }
 
@@ -60,7 +66,7 @@ async fn s9_without_its_ca_file_a_tls_redis_is_down_and_nodes_route_on() {
 async fn s9_on_a_three_shard_redis_cluster_a_429_locks_everywhere_and_a_limit_holds() {
     let redis = RedisCluster::start();
     let at = cluster_at(&redis);
-    a_429_on_one_node_locks_everywhere(&at).await;
+    a_429_on_one_node_locks_everywhere(&at, MANAGED_P95).await;
     a_limit_across_three_nodes_holds(&at).await;
     // A client's keys share one hash slot: its lease script runs on a sharded Redis too.
     crate::node_cluster_clients::requests_per_min_holds_across_two_nodes(&at).await;
