@@ -4,9 +4,14 @@
 //! reporting damage as a typed [`DamageReason`]. It never talks to sled and never panics on
 //! input, whatever the bytes (see the property test and `journal/fuzz`).
 //!
-//! # Record layout (record format 1)
-//! `[u8 format = 1][u32 LE crc32 of payload][payload]` where the payload is
-//! `bincode(Vec<Envelope>)` under [`bincode::config::standard`] with a byte limit.
+//! # Record layout
+//! The payload is `bincode(Vec<Envelope>)` under [`bincode::config::standard`] with a byte
+//! limit.
+//! - format 2 (written): `[u8 2][u32 LE crc32 of what follows][u32 LE payload length]
+//!   [LZ4 block of the payload]`. A record's events repeat their names (provider,
+//!   connection, model, client), so the block is about a quarter of the payload, and sled
+//!   holds a quarter as many bytes in memory and on disk (README, "Memory").
+//! - format 1 (releases up to df50607): `[u8 1][u32 LE crc32 of payload][payload]`; still read.
 //!
 //! # Snapshot layout
 //! - format 2 (written since snapshots carry their state's version):
@@ -33,14 +38,19 @@
 
 use crate::event::{Envelope, Event, SCHEMA_VERSION};
 
-/// The record format this build writes (the first byte of every event record).
-pub const RECORD_FORMAT: u8 = 1;
+/// The record format this build writes (the first byte of every event record): the payload
+/// LZ4-compressed.
+pub const RECORD_FORMAT: u8 = 2;
+/// The record format of earlier releases: the payload as it is. Still read.
+pub const RECORD_FORMAT_PLAIN: u8 = 1;
 /// The snapshot format this build writes (the first byte of every snapshot value).
 pub const SNAPSHOT_FORMAT: u8 = 2;
 /// The first snapshot format, whose state carries no version (still read).
 pub const SNAPSHOT_FORMAT_UNVERSIONED: u8 = 1;
 /// Bytes before the payload: format byte + crc32.
 const HEADER_LEN: usize = 5;
+/// A compressed record's payload length, before its LZ4 block.
+const PLAIN_LEN_BYTES: usize = 4;
 /// Upper bound on what one decode may claim, so a corrupt length can never ask for gigabytes
 /// (bincode allocates a string's bytes before reading them).
 const DECODE_LIMIT_BYTES: usize = 64 * 1024 * 1024;
@@ -141,24 +151,65 @@ fn unframe<'v>(
     Ok((format, payload))
 }
 
-/// Encodes one batch of consecutive envelopes as a record value: the payload is written
-/// straight after a header whose checksum is filled in last (no payload copy).
+/// Encodes one batch of consecutive envelopes as a record value.
 pub fn encode_batch(batch: &[Envelope]) -> Result<Vec<u8>, EncodeError> {
     let mut value = Vec::new();
-    encode_batch_into(batch, &mut value)?;
+    encode_batch_into(batch, &mut Vec::new(), &mut value)?;
     Ok(value)
 }
 
-/// [`encode_batch`] into `value` (emptied first; its capacity is reused).
-pub fn encode_batch_into(batch: &[Envelope], value: &mut Vec<u8>) -> Result<(), EncodeError> {
-    value.clear();
-    value.reserve(HEADER_LEN + 256 * batch.len());
-    value.extend_from_slice(&[RECORD_FORMAT, 0, 0, 0, 0]);
-    bincode::serde::encode_into_writer(Stamped(batch), AppendTo(value), config())
+/// [`encode_batch`] into `value`, the payload encoded in `plain` first (both emptied first;
+/// their capacity is reused, so a busy writer allocates nothing per record).
+pub fn encode_batch_into(
+    batch: &[Envelope],
+    plain: &mut Vec<u8>,
+    value: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    plain.clear();
+    plain.reserve(256 * batch.len());
+    bincode::serde::encode_into_writer(Stamped(batch), AppendTo(plain), config())
         .map_err(|error| EncodeError(error.to_string()))?;
+    let plain_len = u32::try_from(plain.len())
+        .map_err(|_| EncodeError(format!("a batch of {} bytes", plain.len())))?;
+    let block_at = HEADER_LEN + PLAIN_LEN_BYTES;
+    value.clear();
+    value.resize(
+        block_at + lz4_flex::block::get_maximum_output_size(plain.len()),
+        0,
+    );
+    let block_len = lz4_flex::block::compress_into(plain, &mut value[block_at..])
+        .map_err(|error| EncodeError(error.to_string()))?;
+    value.truncate(block_at + block_len);
+    value[0] = RECORD_FORMAT;
+    value[HEADER_LEN..block_at].copy_from_slice(&plain_len.to_le_bytes());
     let crc = crc32fast::hash(&value[HEADER_LEN..]);
     value[1..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
     Ok(())
+}
+
+/// A compressed record's payload: its length, bounded like any decode, then its LZ4 block,
+/// which must fill exactly that length.
+fn decompress(stored: &[u8]) -> Result<Vec<u8>, DamageReason> {
+    let Some((len, block)) = stored.split_first_chunk::<PLAIN_LEN_BYTES>() else {
+        return Err(DamageReason::TooShort {
+            len: HEADER_LEN + stored.len(),
+        });
+    };
+    let len = u32::from_le_bytes(*len) as usize;
+    if len > DECODE_LIMIT_BYTES {
+        return Err(DamageReason::Undecodable(format!(
+            "a compressed payload of {len} bytes, over the {DECODE_LIMIT_BYTES} limit"
+        )));
+    }
+    let mut plain = vec![0; len];
+    let filled = lz4_flex::block::decompress_into(block, &mut plain)
+        .map_err(|error| DamageReason::Undecodable(format!("LZ4 block: {error}")))?;
+    if filled != len {
+        return Err(DamageReason::Undecodable(format!(
+            "LZ4 block of {filled} bytes where {len} were recorded"
+        )));
+    }
+    Ok(plain)
 }
 
 /// A batch as bincode writes `Vec<(u16, u64, u64, &Event)>` — the same bytes as
@@ -193,8 +244,16 @@ impl bincode::enc::write::Writer for AppendTo<'_> {
 /// Decodes a record value. The envelopes must be consecutive; when `first_seq` is given (the
 /// record's key) the first one must carry it.
 pub fn decode_batch(value: &[u8], first_seq: Option<u64>) -> Result<Vec<Envelope>, DamageReason> {
-    let (_, payload) = unframe(value, "record format", &[RECORD_FORMAT])?;
-    let envelopes = decode_payload(payload)?;
+    let (format, stored) = unframe(
+        value,
+        "record format",
+        &[RECORD_FORMAT_PLAIN, RECORD_FORMAT],
+    )?;
+    let envelopes = if format == RECORD_FORMAT {
+        decode_payload(&decompress(stored)?)?
+    } else {
+        decode_payload(stored)?
+    };
     let Some(first) = envelopes.first() else {
         return Err(DamageReason::EmptyBatch);
     };

@@ -150,7 +150,7 @@ mod tests {
                 NewerVersion {
                     what: "record format",
                     found: 7,
-                    supported: 1
+                    supported: u32::from(RECORD_FORMAT)
                 },
                 NewerVersion {
                     what: "snapshot state layout",

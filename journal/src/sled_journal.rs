@@ -37,6 +37,8 @@ pub struct SledJournal {
     open: Arc<RwLock<Option<Arc<Trees>>>>,
     /// Where each record is encoded before sled copies it: one buffer for every write.
     record_buffer: Vec<u8>,
+    /// Where each record's payload is encoded before it is compressed into `record_buffer`.
+    payload_buffer: Vec<u8>,
 }
 
 /// One open database and its two trees.
@@ -73,6 +75,7 @@ impl SledJournal {
             options,
             open: Arc::new(RwLock::new(Some(Arc::new(trees)))),
             record_buffer: Vec::new(),
+            payload_buffer: Vec::new(),
         })
     }
 
@@ -126,6 +129,7 @@ impl SledJournal {
             options: self.options.clone(),
             open: self.open.clone(),
             record_buffer: Vec::new(),
+            payload_buffer: Vec::new(),
         }
     }
 
@@ -204,7 +208,7 @@ impl Journal for SledJournal {
         let Some(first) = batch.first() else {
             return Ok(());
         };
-        codec::encode_batch_into(batch, &mut self.record_buffer)?;
+        codec::encode_batch_into(batch, &mut self.payload_buffer, &mut self.record_buffer)?;
         self.trees()?
             .events
             .insert(codec::seq_key(first.seq), &self.record_buffer[..])?;

@@ -36,7 +36,57 @@ fn a_record_is_the_frame_of_the_batch_as_a_vec_of_envelopes() {
         })
         .collect();
     let payload = bincode::serde::encode_to_vec(&today, config()).unwrap();
-    assert_eq!(value, frame(RECORD_FORMAT, &payload));
+    // Format 2: the checksum over the length and the block, the block that payload in LZ4.
+    assert_eq!(value[0], RECORD_FORMAT);
+    assert_eq!(&value[1..5], &crc32fast::hash(&value[5..]).to_le_bytes());
+    assert_eq!(&value[5..9], &(payload.len() as u32).to_le_bytes());
+    assert_eq!(
+        lz4_flex::block::decompress(&value[9..], payload.len()).unwrap(),
+        payload
+    );
+    assert!(
+        value.len() < payload.len(),
+        "{} bytes stored for a payload of {}",
+        value.len(),
+        payload.len()
+    );
+    // Format 1, what earlier releases wrote, reads as the same batch.
+    assert_eq!(
+        decode_batch(&frame(RECORD_FORMAT_PLAIN, &payload), Some(40)).unwrap(),
+        today
+    );
+}
+
+#[test]
+fn a_compressed_record_that_lies_about_its_length_or_block_is_damage_not_a_panic() {
+    let good = encode_batch(&sample_envelopes(1, 0, 8)).unwrap();
+    let block = good[9..].to_vec();
+    let claimed = u32::from_le_bytes(good[5..9].try_into().unwrap());
+    let reframe = |len: u32, block: &[u8]| {
+        let mut stored = len.to_le_bytes().to_vec();
+        stored.extend_from_slice(block);
+        frame(RECORD_FORMAT, &stored)
+    };
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("no length", frame(RECORD_FORMAT, &[1, 2]), "shorter"),
+        ("over the limit", reframe(u32::MAX, &block), "over the"),
+        ("one byte longer", reframe(claimed + 1, &block), "where"),
+        (
+            "one byte shorter",
+            reframe(claimed - 1, &block),
+            "LZ4 block",
+        ),
+        (
+            "cut block",
+            reframe(claimed, &block[..block.len() / 2]),
+            "LZ4 block",
+        ),
+        ("garbage block", reframe(64, &[0xff; 16]), "LZ4 block"),
+    ];
+    for (name, value, says) in cases {
+        let error = decode_batch(&value, Some(1)).unwrap_err();
+        assert!(error.to_string().contains(says), "{name}: {error}");
+    }
 }
 
 #[test]
@@ -79,7 +129,7 @@ fn damage_reasons_are_typed() {
                 DamageReason::Newer {
                     what: "record format",
                     found: 9,
-                    supported: 1
+                    supported: 2
                 }
             )
         }),
@@ -88,7 +138,7 @@ fn damage_reasons_are_typed() {
         }),
         (
             "trailing",
-            frame(RECORD_FORMAT, &with_trailing),
+            frame(RECORD_FORMAT_PLAIN, &with_trailing),
             None,
             |r| matches!(r, DamageReason::TrailingBytes(1)),
         ),
@@ -119,7 +169,7 @@ fn damage_reasons_are_typed() {
         }),
         (
             "garbage",
-            frame(RECORD_FORMAT, &[3, 1, 0xff, 0xff]),
+            frame(RECORD_FORMAT_PLAIN, &[3, 1, 0xff, 0xff]),
             None,
             |r| matches!(r, DamageReason::Undecodable(_)),
         ),
@@ -258,7 +308,7 @@ fn schema_kind_appended_at_end_still_reads_old_records() {
         },
     ];
     let payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
-    let decoded = decode_batch(&frame(RECORD_FORMAT, &payload), Some(1)).unwrap();
+    let decoded = decode_batch(&frame(RECORD_FORMAT_PLAIN, &payload), Some(1)).unwrap();
     assert_eq!(decoded[0].event, sample_event(7, 1));
     assert_eq!(
         decoded[1].event,
@@ -469,7 +519,7 @@ fn schema_2_request_events_decode_without_client_or_cost() {
         })
         .collect();
     let payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
-    let decoded = decode_batch(&frame(RECORD_FORMAT, &payload), Some(1)).unwrap();
+    let decoded = decode_batch(&frame(RECORD_FORMAT_PLAIN, &payload), Some(1)).unwrap();
     let events: Vec<Event> = decoded.iter().map(|e| e.event.clone()).collect();
     assert!(decoded.iter().all(|e| e.schema_version == 2));
     assert_eq!(
@@ -581,7 +631,7 @@ proptest! {
         let _ = decode_snapshot(&bytes);
         // Past the checksum, straight into bincode.
         let _ = decode_payload(&bytes);
-        let _ = decode_batch(&frame(RECORD_FORMAT, &bytes), Some(1));
+        let _ = decode_batch(&frame(RECORD_FORMAT_PLAIN, &bytes), Some(1));
     }
 
     #[test]
@@ -689,7 +739,7 @@ fn schema_3_events_decode_without_the_schema_4_fields() {
         })
         .collect();
     let payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
-    let decoded = decode_batch(&frame(RECORD_FORMAT, &payload), Some(1)).unwrap();
+    let decoded = decode_batch(&frame(RECORD_FORMAT_PLAIN, &payload), Some(1)).unwrap();
     assert!(decoded.iter().all(|e| e.schema_version == 3));
     let events: Vec<Event> = decoded.into_iter().map(|e| e.event).collect();
     let Event::RequestSucceeded(ok) = &events[0] else {
