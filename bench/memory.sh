@@ -2,7 +2,9 @@
 # Memory under load: the router's idle RSS, then its peak (VmHWM) under `loadgen` with 64
 # connections, non-streaming then streaming, SECS each (default 8), on bench/pool.sh's config;
 # per mode also RPS, CPU µs and minor page faults per request. QR_ENV="env MIMALLOC_PURGE_DELAY=1000"
-# runs the router with an allocator setting; STRACE=1 adds the syscalls by count.
+# runs the router with an allocator setting; STRACE=1 adds the syscalls by count. GOVERNED=1 runs
+# it governed, the way operators do: the load's key is a `[[clients]]` key with limits, a budget
+# and prices (never reached), beside two more clients (as ../shared/bench's governed config).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS="${SECS:-8}"
@@ -14,7 +16,36 @@ cargo build --release --quiet --bin quotaroute --example loadgen
 bin=${QR_BINARY:-target/release/quotaroute}; load=target/release/examples/loadgen
 source bench/pool.sh
 start_mock
-start_router sk-bench
+if [ -n "${GOVERNED:-}" ]; then
+  sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+  CONFIG_APPEND="$(cat <<TOML
+[[clients]]
+id = "bench"
+key_sha256 = "$(sha sk-bench)"
+weight = 2
+requests_per_min = 100000000
+tokens_per_min = 100000000000
+budget_usd = 1000000000.0
+budget_period = "month"
+[[clients]]
+id = "team-b"
+key_sha256 = "$(sha sk-team-b)"
+requests_per_min = 600
+[[clients]]
+id = "team-c"
+key_sha256 = "$(sha sk-team-c)"
+budget_usd = 50.0
+[[prices]]
+model = "gpt-4o-mini"
+input = 2.5
+output = 10.0
+cache_read = 1.25
+TOML
+)"
+  start_router sk-not-used
+else
+  start_router sk-bench
+fi
 sleep 1
 hz=$(getconf CLK_TCK)
 idle=$(awk '/VmRSS/ {print $2}' "/proc/$router/status")

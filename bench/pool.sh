@@ -18,7 +18,8 @@ start_mock() {
 
 # start_router CLIENT_KEY [SERVER_LINES]: writes $work/quotaroute.toml, starts the router (its
 # pid in $router, its log in $work/router.log) and waits until it is ready. REQUEST_EVENTS sets
-# `journal.request_events` (default "all").
+# `journal.request_events` (default "all"); CONFIG_APPEND is appended to the config (sections
+# after the combo, e.g. `[[clients]]`).
 start_router() {
     cat > "$work/quotaroute.toml" <<TOML
 [server]
@@ -53,6 +54,7 @@ targets = [
   { connection = "k3", model = "gpt-4o-mini" },
 ]
 TOML
+    if [ -n "${CONFIG_APPEND:-}" ]; then printf '%s\n' "$CONFIG_APPEND" >> "$work/quotaroute.toml"; fi
     RUST_LOG=warn ${QR_ENV:-} "$bin" serve --config "$work/quotaroute.toml" 2>"$work/router.log" & router=$!; pids+=($router)
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$ROUTER_PORT/healthz" >/dev/null && break; sleep 0.1; done
 }
