@@ -632,6 +632,20 @@ proptest! {
         // Past the checksum, straight into bincode.
         let _ = decode_payload(&bytes);
         let _ = decode_batch(&frame(RECORD_FORMAT_PLAIN, &bytes), Some(1));
+        // Past the checksum, straight into the LZ4 block's length and the block.
+        let _ = decode_batch(&frame(RECORD_FORMAT, &bytes), Some(1));
+    }
+
+    #[test]
+    fn mutated_compressed_blocks_never_panic(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+        let good = encode_batch(&sample_envelopes(1, 0, KIND_COUNT as u64)).unwrap();
+        // The length and the block, checksum recomputed so the mutation reaches the decoder.
+        let mut stored = good[HEADER_LEN..].to_vec();
+        for (at, byte) in flips {
+            let len = stored.len();
+            stored[at % len] = byte;
+        }
+        let _ = decode_batch(&frame(RECORD_FORMAT, &stored), Some(1));
     }
 
     #[test]
