@@ -221,10 +221,6 @@ fn rate_limit_once(mock: &MockUpstream, model: &str) {
     );
 }
 
-fn percentile(sorted: &[Duration], pct: usize) -> Duration {
-    sorted[(sorted.len() * pct / 100).min(sorted.len() - 1)]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s9_a_429_on_one_node_locks_the_model_on_every_other_node_within_100ms() {
     let redis = redis_support::plain();
@@ -269,25 +265,14 @@ pub async fn a_429_on_one_node_locks_everywhere(redis: &RedisAt, p95_within: Dur
     let mut lags = Vec::new();
     for node in [b, c] {
         let journal = support::admin_journal_all(client, node).await;
-        lags.extend(
-            journal
-                .lines()
-                .map(|line| serde_json::from_str::<Value>(line).unwrap())
-                .filter(|e| e["kind"] == "peer_applied" && e["event_kind"] == "model_locked")
-                .map(|e| {
-                    let applied = e["at_ms"].as_u64().unwrap();
-                    Duration::from_millis(
-                        applied.saturating_sub(e["origin_at_ms"].as_u64().unwrap()),
-                    )
-                }),
-        );
+        lags.extend(support::peer_apply_lags_ms(&journal, "model_locked"));
     }
     assert_eq!(lags.len(), 40, "every lock reached B and C once");
-    lags.sort();
+    lags.sort_unstable();
     let (p50, p95, max) = (
-        percentile(&lags, 50),
-        percentile(&lags, 95),
-        lags[lags.len() - 1],
+        Duration::from_millis(percentile(&lags, 50)),
+        Duration::from_millis(percentile(&lags, 95)),
+        Duration::from_millis(lags[lags.len() - 1]),
     );
     println!(
         "429 on A → lock applied on B/C, from the journals: p50 {p50:?}, p95 {p95:?}, max {max:?}"

@@ -250,11 +250,6 @@ async fn the_next_turn_on_another_node_goes_to_the_same_key_and_follows_a_move()
     }
 }
 
-/// `p`-th percentile (0..=100) of sorted `values`.
-fn percentile(sorted: &[u64], p: usize) -> u64 {
-    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
-}
-
 /// The window in which a turn on B may not know A's binding yet: from A journaling
 /// `affinity_bound` (its `at_ms`, as the stream carries it) to B applying it (B's `at_ms` of
 /// the `peer_applied`), one clock on one machine. Then the same groups bound on both nodes at
@@ -274,16 +269,7 @@ async fn publish_to_apply_latency_and_two_nodes_binding_at_once_converge() {
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     let lags: Vec<u64> = loop {
-        let learned: Vec<u64> = journal(&admin_journal_all(&client, &b).await)
-            .iter()
-            .filter(|e| e["kind"] == "peer_applied" && e["event_kind"] == "affinity_bound")
-            .map(|e| {
-                e["at_ms"]
-                    .as_u64()
-                    .unwrap()
-                    .saturating_sub(e["origin_at_ms"].as_u64().unwrap())
-            })
-            .collect();
+        let learned = peer_apply_lags_ms(&admin_journal_all(&client, &b).await, "affinity_bound");
         if learned.len() >= BINDINGS {
             break learned;
         }

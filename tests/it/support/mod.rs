@@ -359,3 +359,24 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// From a node's journal (NDJSON): for each `peer_applied` of `event_kind`, how long after its
+/// origin journaled it this node applied it, in ms (one clock on one machine).
+pub fn peer_apply_lags_ms(journal: &str, event_kind: &str) -> Vec<u64> {
+    journal
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|e| e["kind"] == "peer_applied" && e["event_kind"] == event_kind)
+        .map(|e| {
+            e["at_ms"]
+                .as_u64()
+                .unwrap()
+                .saturating_sub(e["origin_at_ms"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// The `pct`-th percentile (0..=100) of `sorted`, and its largest value.
+pub fn percentile<T: Copy>(sorted: &[T], pct: usize) -> T {
+    sorted[(sorted.len() * pct / 100).min(sorted.len() - 1)]
+}
