@@ -41,7 +41,7 @@ pub use admin_state::AdminState;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, TokioClock};
 pub use decision::Decision;
 pub use error::RouterError;
-pub use outcome::{AttemptResult, Outcome};
+pub use outcome::{AttemptResult, ClientSpend, Outcome};
 pub use permit::Permit;
 pub use policy::request::Unroutable;
 pub use policy::request_events::RequestEvents;

@@ -330,6 +330,7 @@ fn decode_payload_with<E>(
 fn decode_event(schema_version: u16, rest: &mut &[u8]) -> Result<Event, DamageReason> {
     match schema_version {
         SCHEMA_VERSION => take(rest),
+        4 => take::<legacy_v4::EventV4>(rest).map(Event::from),
         3 => take::<legacy_v3::EventV3>(rest).map(Event::from),
         2 => take::<legacy_v2::EventV2>(rest).map(|v2| Event::from(legacy_v3::EventV3::from(v2))),
         1 => take::<legacy_v1::EventV1>(rest)
@@ -401,6 +402,7 @@ pub fn decode_snapshot(value: &[u8]) -> Result<SnapshotValue, DamageReason> {
 mod legacy_v1;
 mod legacy_v2;
 mod legacy_v3;
+mod legacy_v4;
 
 #[cfg(test)]
 mod tests;

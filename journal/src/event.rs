@@ -21,7 +21,10 @@ use serde::{Deserialize, Serialize};
 /// `items_left_out` on `request_succeeded`; `client` on `response_bound`; `estimated` on
 /// `client_usage`; `group` and `paces` on `route_decided` (schema 3 is read through
 /// `codec::legacy_v3`).
-pub const SCHEMA_VERSION: u16 = 4;
+/// 5: `period_spend_pusd` and `period_start_ms` on `request_succeeded`, which then carries its
+/// client's charge instead of a `client_usage` of its own (schema 4 is read through
+/// `codec::legacy_v4`).
+pub const SCHEMA_VERSION: u16 = 5;
 
 /// One journaled event: its position, when it happened (Unix milliseconds, the policy's `now`)
 /// and what happened.
@@ -648,6 +651,43 @@ pub struct RequestSucceeded {
     /// (another account's `encrypted_content`, behaviour §10); 0 when none.
     #[serde(default)]
     pub items_left_out: u32,
+    /// The client's spend in its current budget period after this request, in pico-USD, and
+    /// when that period began (Unix ms), as `client_usage` carries them: set when this event
+    /// is the request's whole charge to its client (behaviour §11, journaled with the request
+    /// event), `None` when a `client_usage` carries it (or nothing was charged, or the record
+    /// is from before schema 5). Both set or both `None`.
+    #[serde(default)]
+    pub period_spend_pusd: Option<u64>,
+    #[serde(default)]
+    pub period_start_ms: Option<u64>,
+}
+
+impl RequestSucceeded {
+    /// The client charge this event carries: its client, tokens, price and period spend as
+    /// the `client_usage` it stands in for would say; `None` when it carries none.
+    pub fn client_charge(&self) -> Option<ClientUsage> {
+        let (client, period_spend_pusd, period_start_ms) = (
+            self.client.as_ref()?,
+            self.period_spend_pusd?,
+            self.period_start_ms?,
+        );
+        Some(ClientUsage {
+            request_id: self.request_id.clone(),
+            client: client.clone(),
+            combo: self.combo.clone(),
+            provider: self.provider.clone(),
+            connection: self.connection.clone(),
+            model: self.model.clone(),
+            tokens_in: self.tokens_in,
+            tokens_out: self.tokens_out,
+            tokens_cached: self.tokens_cached,
+            tokens_cache_write: self.tokens_cache_write,
+            cost_usd: self.cost_usd,
+            period_spend_pusd,
+            period_start_ms,
+            estimated: self.usage_estimated,
+        })
+    }
 }
 
 /// One upstream attempt that failed, with what the classifier saw.

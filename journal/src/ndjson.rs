@@ -190,7 +190,7 @@ mod tests {
         let envelope = &sample_envelopes(5, 99, 1)[0];
         let line = envelope_to_json(envelope).unwrap();
         assert!(
-            line.starts_with(r#"{"seq":5,"at_ms":99,"schema_version":4,"kind":"connection_disabled","provider":"anthropic","connection":"conn-2","reason":"billing"#),
+            line.starts_with(r#"{"seq":5,"at_ms":99,"schema_version":5,"kind":"connection_disabled","provider":"anthropic","connection":"conn-2","reason":"billing"#),
             "{line}"
         );
     }
@@ -201,7 +201,7 @@ mod tests {
         let line = envelope_to_json(succeeded).unwrap();
         assert!(line.contains(r#""kind":"request_succeeded""#), "{line}");
         assert!(
-            line.ends_with(r#""client":"team-0","cost_usd":null,"translated":null,"usage_estimated":false,"items_left_out":0}"#),
+            line.ends_with(r#""client":"team-0","cost_usd":null,"translated":null,"usage_estimated":false,"items_left_out":0,"period_spend_pusd":null,"period_start_ms":null}"#),
             "{line}"
         );
         // Sample 48 has a price.
@@ -211,6 +211,9 @@ mod tests {
         assert_eq!(object["kind"], "request_succeeded");
         assert_eq!(object["client"], "team-0");
         assert_eq!(object["cost_usd"].as_f64(), Some(0.000_5 * 48.0));
+        // ... and carries its client's charge (schema 5).
+        assert_eq!(object["period_spend_pusd"].as_u64(), Some(500_000_000 * 48));
+        assert_eq!(object["period_start_ms"].as_u64(), Some(1_764_547_200_000));
         let failed = &sample_envelopes(3, 99, 1)[0];
         let line = envelope_to_json(failed).unwrap();
         assert!(

@@ -74,6 +74,8 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             items_left_out: 0,
             translated: None,
             usage_estimated: false,
+            period_spend_pusd: n.is_multiple_of(3).then_some(500_000_000 * n),
+            period_start_ms: n.is_multiple_of(3).then_some(1_764_547_200_000),
         }),
         3 => Event::RequestFailed(RequestFailed {
             request_id: format!("req-{n}"),
@@ -310,6 +312,8 @@ pub fn succeeded(
         items_left_out: 0,
         translated: None,
         usage_estimated: false,
+        period_spend_pusd: None,
+        period_start_ms: None,
     })
 }
 

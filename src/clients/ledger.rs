@@ -318,13 +318,15 @@ impl ClientLedger {
     pub fn folds(event: &Event) -> bool {
         match event {
             Event::ClientUsage(_) => true,
+            Event::RequestSucceeded(success) => success.period_spend_pusd.is_some(),
             Event::AdminAction(action) => action.action == CLIENT_RESET_ACTION,
             _ => false,
         }
     }
 
-    /// Folds journaled events back in (restart): each `client_usage` of a client that is still
-    /// configured, and each admin reset of one (which clears what was folded before it).
+    /// Folds journaled events back in (restart): each charge of a client that is still
+    /// configured (a `client_usage`, or a `request_succeeded` that carries its charge), and
+    /// each admin reset of one (which clears what was folded before it).
     pub fn fold<'a>(&self, envelopes: impl IntoIterator<Item = &'a Envelope>) {
         let by_id: HashMap<&str, &LedgerClient> = self
             .clients
@@ -342,19 +344,40 @@ impl ClientLedger {
                 }
                 continue;
             }
-            let Event::ClientUsage(usage) = &envelope.event else {
-                continue;
+            let (client, tokens, period_start_ms, period_spend_pusd) = match &envelope.event {
+                Event::ClientUsage(usage) => (
+                    usage.client.as_str(),
+                    usage.tokens_in.saturating_add(usage.tokens_out),
+                    usage.period_start_ms,
+                    usage.period_spend_pusd,
+                ),
+                Event::RequestSucceeded(success) => {
+                    let (Some(client), Some(spend), Some(start)) = (
+                        success.client.as_deref(),
+                        success.period_spend_pusd,
+                        success.period_start_ms,
+                    ) else {
+                        continue;
+                    };
+                    (
+                        client,
+                        success.tokens_in.saturating_add(success.tokens_out),
+                        start,
+                        spend,
+                    )
+                }
+                _ => continue,
             };
-            let Some(client) = by_id.get(usage.client.as_str()) else {
+            let Some(client) = by_id.get(client) else {
                 continue;
             };
             if let Ok(mut state) = client.state.lock() {
                 state.fold(
                     client.config.limits.budget_period,
                     envelope.at_ms,
-                    usage.tokens_in.saturating_add(usage.tokens_out),
-                    usage.period_start_ms,
-                    usage.period_spend_pusd,
+                    tokens,
+                    period_start_ms,
+                    period_spend_pusd,
                 );
             }
         }
@@ -457,15 +480,9 @@ impl ClientTicket {
         self.prices.get(provider, model).is_some()
     }
 
-    /// Counts what the request used at `now_ms`, priced, and returns the `client_usage` event
-    /// to journal.
-    pub fn record(
-        &self,
-        request_id: &str,
-        combo: &str,
-        used: UsedTokens<'_>,
-        now_ms: u64,
-    ) -> Event {
+    /// Counts what the request used at `now_ms`, priced, into the client's windows and spend
+    /// (and the cluster's), and returns what it cost and the period's spend after it.
+    pub fn charge(&self, used: &UsedTokens<'_>, now_ms: u64) -> Charge {
         let price = self.prices.get(used.provider, used.model);
         let cost_pusd = price.map_or(0, |price| {
             price.cost_pusd(
@@ -486,6 +503,23 @@ impl ClientTicket {
         }
         self.metrics.tokens.increment(tokens);
         self.metrics.spend_usd.set(to_usd(period_spend_pusd));
+        Charge {
+            cost_usd: price.map(|_| to_usd(cost_pusd)),
+            period_spend_pusd,
+            period_start_ms,
+        }
+    }
+
+    /// [`charge`](Self::charge)s what the request used and returns the `client_usage` event
+    /// that records it on its own.
+    pub fn record(
+        &self,
+        request_id: &str,
+        combo: &str,
+        used: UsedTokens<'_>,
+        now_ms: u64,
+    ) -> Event {
+        let charge = self.charge(&used, now_ms);
         Event::ClientUsage(ClientUsage {
             request_id: request_id.to_owned(),
             client: String::from(&*self.tag.id),
@@ -497,12 +531,22 @@ impl ClientTicket {
             tokens_out: used.tokens_out,
             tokens_cached: used.tokens_cached,
             tokens_cache_write: used.tokens_cache_write,
-            cost_usd: price.map(|_| to_usd(cost_pusd)),
-            period_spend_pusd,
-            period_start_ms,
+            cost_usd: charge.cost_usd,
+            period_spend_pusd: charge.period_spend_pusd,
+            period_start_ms: charge.period_start_ms,
             estimated: used.estimated,
         })
     }
+}
+
+/// What one request cost its client and the client's budget period after it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Charge {
+    /// USD; `None` when the model has no price.
+    pub cost_usd: Option<f64>,
+    /// The period's spend after this request, in pico-USD, and when the period began.
+    pub period_spend_pusd: u64,
+    pub period_start_ms: u64,
 }
 
 impl Drop for ClientTicket {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use http::HeaderMap;
-use quotaroute_actors::policy::outcome::AttemptResult;
+use quotaroute_actors::policy::outcome::{AttemptResult, ClientSpend};
 use quotaroute_actors::{RoutedTarget, Router};
 
 use crate::api_error::{ApiError, ApiErrorKind};
@@ -155,52 +155,76 @@ fn refusal_error(
     }
 }
 
-/// Counts what an answered attempt used against its client, journals `client_usage`, and
-/// returns its price (what `request_succeeded.cost_usd` says; `None` when the model has none).
+/// How an answered attempt's charge to its client is journaled (behaviour §11: with the
+/// request events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeRecord {
+    /// In the attempt's own `request_succeeded` (`period_spend_pusd`): the usual success,
+    /// whose one report is its whole charge.
+    InRequestEvent,
+    /// As a `client_usage` of its own: a stream's estimate charged when its client left, the
+    /// part beyond it, a charged failure.
+    Separate,
+}
+
+/// Counts what an answered attempt used against its client, journals the charge as `record`
+/// says, and sets the result's price (`request_succeeded.cost_usd`; `None` when the model has
+/// none) and, in the request event, its period spend.
 pub fn record_usage(
     router: &Router,
     ticket: &ClientTicket,
     request_id: &str,
     combo: &str,
     target: &RoutedTarget,
-    result: &AttemptResult,
-) -> Option<f64> {
+    result: &mut AttemptResult,
+    record: ChargeRecord,
+) {
     if result.tokens_in == 0 && result.tokens_out == 0 {
-        return ticket
+        result.cost_usd = ticket
             .has_price(&target.provider, &target.model)
             .then_some(0.0);
+        return;
     }
     let now_ms = router.clock().now_ms();
-    let event = ticket.record(
+    let used = UsedTokens {
+        provider: &target.provider,
+        connection: &target.connection,
+        model: &target.model,
+        tokens_in: result.tokens_in,
+        tokens_out: result.tokens_out,
+        tokens_cached: result.tokens_cached,
+        tokens_cache_write: result.tokens_cache_write,
+        estimated: result.usage_estimated,
+    };
+    let cost_usd = match record {
+        ChargeRecord::InRequestEvent => {
+            let charge = ticket.charge(&used, now_ms);
+            result.client_spend = Some(ClientSpend {
+                period_spend_pusd: charge.period_spend_pusd,
+                period_start_ms: charge.period_start_ms,
+            });
+            charge.cost_usd
+        }
+        ChargeRecord::Separate => {
+            let event = ticket.record(request_id, combo, used, now_ms);
+            let cost_usd = match &event {
+                quotaroute_journal::Event::ClientUsage(usage) => usage.cost_usd,
+                _ => None,
+            };
+            router.record_client(now_ms, event);
+            cost_usd
+        }
+    };
+    tracing::debug!(
         request_id,
-        combo,
-        UsedTokens {
-            provider: &target.provider,
-            connection: &target.connection,
-            model: &target.model,
-            tokens_in: result.tokens_in,
-            tokens_out: result.tokens_out,
-            tokens_cached: result.tokens_cached,
-            tokens_cache_write: result.tokens_cache_write,
-            estimated: result.usage_estimated,
-        },
-        now_ms,
+        client = &*ticket.tag().id,
+        model = &*target.model,
+        tokens_in = result.tokens_in,
+        tokens_out = result.tokens_out,
+        cost_usd,
+        "client usage"
     );
-    let mut cost_usd = None;
-    if let quotaroute_journal::Event::ClientUsage(usage) = &event {
-        cost_usd = usage.cost_usd;
-        tracing::debug!(
-            request_id,
-            client = &*ticket.tag().id,
-            model = &*target.model,
-            tokens_in = usage.tokens_in,
-            tokens_out = usage.tokens_out,
-            cost_usd = usage.cost_usd,
-            "client usage"
-        );
-    }
-    router.record_client(now_ms, event);
-    cost_usd
+    result.cost_usd = cost_usd;
 }
 
 /// What a relayed stream needs to count its usage when it ends (it outlives the handler).
@@ -213,8 +237,8 @@ pub struct StreamUsageSink {
 }
 
 impl StreamUsageSink {
-    /// Counts the ended stream's usage; returns its price (see [`record_usage`]).
-    pub fn record(&self, result: &AttemptResult) -> Option<f64> {
+    /// Counts the stream's usage in `result` (see [`record_usage`]).
+    pub fn record(&self, result: &mut AttemptResult, record: ChargeRecord) {
         record_usage(
             &self.router,
             &self.ticket,
@@ -222,6 +246,7 @@ impl StreamUsageSink {
             &self.combo,
             &self.target,
             result,
-        )
+            record,
+        );
     }
 }

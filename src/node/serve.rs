@@ -83,8 +83,8 @@ pub struct RunningNode {
     cluster: Option<Cluster>,
 }
 
-/// Folds every readable `client_usage` event (and admin reset of a client) of the journal into
-/// `clients`; returns how many.
+/// Folds every readable client charge (a `client_usage`, or a `request_succeeded` carrying
+/// one) and admin reset of a client of the journal into `clients`; returns how many.
 fn fold_client_usage(clients: &crate::clients::ClientLedger, journal: &SledJournal) -> u64 {
     use quotaroute_journal::Journal as _;
     let mut folded = 0u64;

@@ -16,6 +16,7 @@ use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
 use crate::credentials::Echoes;
+use crate::node::client_gate::ChargeRecord;
 use crate::telemetry::AttemptSpan;
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
@@ -609,11 +610,19 @@ impl Relay {
         }
         // The client's usage, then its ticket (it counted in flight until now).
         if let Some(client_usage) = self.client_usage.take() {
-            result.cost_usd = match self.precharged.take() {
-                None => client_usage.record(&result),
+            match self.precharged.take() {
+                // The whole charge at once: a success's own event carries it.
+                None => {
+                    let record = if result.class == OutcomeClass::Success {
+                        ChargeRecord::InRequestEvent
+                    } else {
+                        ChargeRecord::Separate
+                    };
+                    client_usage.record(&mut result, record);
+                }
                 Some((precharged, precharged_cost)) => {
                     // Only what goes beyond the estimate already charged.
-                    let beyond = AttemptResult {
+                    let mut beyond = AttemptResult {
                         tokens_cached: result.tokens_cached.min(
                             result
                                 .tokens_in
@@ -628,13 +637,13 @@ impl Relay {
                             result.tokens_out.saturating_sub(precharged.tokens_out),
                         )
                     };
-                    let more = client_usage.record(&beyond);
-                    match (precharged_cost, more) {
+                    client_usage.record(&mut beyond, ChargeRecord::Separate);
+                    result.cost_usd = match (precharged_cost, beyond.cost_usd) {
                         (None, None) => None,
                         (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-                    }
+                    };
                 }
-            };
+            }
         }
         Some((decision, result))
     }
@@ -668,15 +677,15 @@ impl Relay {
         };
         let estimate = self.charged_now();
         let counts = estimate.counts;
-        let result = AttemptResult {
+        let mut result = AttemptResult {
             tokens_cached: counts.tokens_cached,
             tokens_cache_write: counts.tokens_cache_write,
             stream: true,
             usage_estimated: estimate.estimated,
             ..AttemptResult::success(200, counts.tokens_in, counts.tokens_out)
         };
-        let cost = client_usage.record(&result);
-        self.precharged = Some((counts, cost));
+        client_usage.record(&mut result, ChargeRecord::Separate);
+        self.precharged = Some((counts, result.cost_usd));
     }
 
     /// Reports the ended stream; a break is applied before the client sees the stream end.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use quotaroute_journal::{Envelope, Event};
+use quotaroute_journal::{ClientUsage, Envelope, Event};
 use serde::Serialize;
 
 use crate::replay::window_resets::{mean_unused_pct, WindowReset, WindowResets};
@@ -178,6 +178,12 @@ impl SummaryBuilder {
                     .or_default()
                     .success();
                 self.connection(&e.provider, &e.connection).success();
+                // A success that carries its client's charge stands in for a `client_usage`.
+                if let Some(charge) = e.client_charge() {
+                    if self.filter.matches_subject(&envelope.event) {
+                        self.spent(&charge);
+                    }
+                }
             }
             Event::RequestFailed(e) => {
                 self.providers
@@ -188,29 +194,34 @@ impl SummaryBuilder {
                     .failure(envelope.at_ms, e);
             }
             Event::ClientUsage(e) if self.filter.matches_subject(&envelope.event) => {
-                let (row, pusd) = self
-                    .spend
-                    .entry((e.client.clone(), e.model.clone()))
-                    .or_insert_with(|| {
-                        (
-                            ClientSpend {
-                                client: e.client.clone(),
-                                model: e.model.clone(),
-                                ..ClientSpend::default()
-                            },
-                            0,
-                        )
-                    });
-                row.requests += 1;
-                row.tokens_in += e.tokens_in;
-                row.tokens_out += e.tokens_out;
-                row.tokens_cached += e.tokens_cached;
-                match e.cost_usd {
-                    Some(cost) => *pusd += (cost * 1e12).round() as u64,
-                    None => row.unpriced += 1,
-                }
+                self.spent(e);
             }
             _ => {}
+        }
+    }
+
+    /// Counts one charge to a client into the spend table.
+    fn spent(&mut self, e: &ClientUsage) {
+        let (row, pusd) = self
+            .spend
+            .entry((e.client.clone(), e.model.clone()))
+            .or_insert_with(|| {
+                (
+                    ClientSpend {
+                        client: e.client.clone(),
+                        model: e.model.clone(),
+                        ..ClientSpend::default()
+                    },
+                    0,
+                )
+            });
+        row.requests += 1;
+        row.tokens_in += e.tokens_in;
+        row.tokens_out += e.tokens_out;
+        row.tokens_cached += e.tokens_cached;
+        match e.cost_usd {
+            Some(cost) => *pusd += (cost * 1e12).round() as u64,
+            None => row.unpriced += 1,
         }
     }
 

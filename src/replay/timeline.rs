@@ -142,7 +142,7 @@ impl TimelineWriter {
                 e.combos.len()
             ),
             Event::RequestSucceeded(e) => format!(
-                "{} combo={} attempt={} latency={} tokens={}/{}{}{}{}{} req={}",
+                "{} combo={} attempt={} latency={} tokens={}/{}{}{}{}{}{} req={}",
                 e.status,
                 e.combo,
                 e.attempt,
@@ -153,6 +153,10 @@ impl TimelineWriter {
                 client_part(&e.client),
                 e.cost_usd
                     .map(|cost| format!(" cost_usd={cost}"))
+                    .unwrap_or_default(),
+                // The client's period spend after it, when this event carries the charge.
+                e.period_spend_pusd
+                    .map(|pusd| format!(" period_spend_usd={:.6}", pusd as f64 / 1e12))
                     .unwrap_or_default(),
                 // Encrypted items the serving account could not read (behaviour §10).
                 if e.items_left_out > 0 {

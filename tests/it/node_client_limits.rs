@@ -81,12 +81,12 @@ fn client_view<'a>(clients: &'a Value, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no client {id} in {clients}"))
 }
 
-/// USD the journal's `client_usage` events of `client` cost at the test's prices (150 / 600 /
-/// 75 / 150 USD per million), recomputed here from their token counts.
+/// USD the journal's charges to `client` cost at the test's prices (150 / 600 / 75 / 150 USD
+/// per million), recomputed here from their token counts.
 fn expected_spend(events: &[Value], client: &str) -> f64 {
-    events
+    client_charges(events)
         .iter()
-        .filter(|e| e["kind"] == "client_usage" && e["client"] == client)
+        .filter(|e| e["client"] == client)
         .map(|e| {
             let n = |k: &str| e[k].as_u64().unwrap() as f64;
             let fresh = n("tokens_in") - n("tokens_cached") - n("tokens_cache_write");
@@ -162,9 +162,9 @@ async fn over_requests_per_min_is_429_with_retry_after_and_nothing_goes_upstream
     assert_eq!(limited[0]["client"], "team-a");
     assert_eq!(limited[0]["limit"], "requests_per_min");
     assert!(limited[0]["retry_after_ms"].as_u64().unwrap() > 0);
-    let usage_clients: Vec<&str> = events
+    let charges = client_charges(&events);
+    let usage_clients: Vec<&str> = charges
         .iter()
-        .filter(|e| e["kind"] == "client_usage")
         .map(|e| e["client"].as_str().unwrap())
         .collect();
     assert_eq!(usage_clients, ["team-a", "team-a", "team-b", "default"]);
@@ -254,9 +254,9 @@ async fn a_budget_stops_the_client_after_the_request_that_crossed_it() {
     assert!(crossed_at.is_some(), "never stopped");
     harness.settle().await;
     let events = harness.journal_events().await;
-    let costs: Vec<f64> = events
+    let costs: Vec<f64> = client_charges(&events)
         .iter()
-        .filter(|e| e["kind"] == "client_usage" && e["client"] == "team-a")
+        .filter(|e| e["client"] == "team-a")
         .map(|e| e["cost_usd"].as_f64().unwrap())
         .collect();
     assert_eq!(costs.len(), served);
@@ -350,9 +350,9 @@ async fn spend_is_exact_to_the_cent_and_survives_kill_9() {
         .collect();
     let expected = expected_spend(&journal, "team-a");
     assert_eq!(
-        journal
+        client_charges(&journal)
             .iter()
-            .filter(|e| e["kind"] == "client_usage" && e["client"] == "team-a")
+            .filter(|e| e["client"] == "team-a")
             .count(),
         6
     );
@@ -501,8 +501,9 @@ async fn chat_with_id(
 }
 
 /// Journal schema 3: every request event names the client that sent it (`route_decided`,
-/// `request_failed`, `request_succeeded`), and `request_succeeded` carries the same price as
-/// the request's `client_usage`: the configured price × the tokens the upstream reported.
+/// `request_failed`, `request_succeeded`), and `request_succeeded` carries the price: the
+/// configured price × the tokens the upstream reported. Schema 5: it carries the client's
+/// whole charge too (its period spend after it), and no `client_usage` repeats it.
 #[tokio::test]
 async fn request_events_name_their_client_and_carry_the_price() {
     use quotaroute_mock::{Fault, Rule};
@@ -567,10 +568,17 @@ async fn request_events_name_their_client_and_carry_the_price() {
             (cost - priced).abs() < 1e-12,
             "{cost} vs {priced}: {success}"
         );
-        let usage = of("client_usage", request_id);
-        assert_eq!(usage.len(), 1, "{request_id}: {usage:?}");
-        assert_eq!(usage[0]["client"], client);
-        assert_eq!(usage[0]["cost_usd"], success["cost_usd"], "{}", usage[0]);
+        assert!(
+            of("client_usage", request_id).is_empty(),
+            "{request_id}: the success carries the charge"
+        );
+        // Each client's first request: its period spend is this one's price.
+        let spend = success["period_spend_pusd"].as_u64().unwrap() as f64 / 1e12;
+        assert!(
+            (spend - priced).abs() < 1e-9,
+            "{spend} vs {priced}: {success}"
+        );
+        assert!(success["period_start_ms"].as_u64().is_some(), "{success}");
     }
     // The stream's event says so: the streaming path priced it too.
     assert_eq!(of("request_succeeded", "req-b")[0]["stream"], true);

@@ -225,10 +225,10 @@ async fn compact_is_routed_like_responses_and_its_item_is_sealed() {
     assert_eq!(event["items_left_out"], 0);
     // Counted against its client like any routed request (limits and spend).
     let events = harness.journal_events().await;
-    let usage = events
-        .iter()
-        .find(|e| e["kind"] == "client_usage" && e["request_id"] == request_id.as_str())
-        .unwrap_or_else(|| panic!("no client_usage for {request_id}"));
+    let usage = client_charges(&events)
+        .into_iter()
+        .find(|e| e["request_id"] == request_id.as_str())
+        .unwrap_or_else(|| panic!("no charge for {request_id}"));
     assert_eq!(usage["client"], "default");
     assert_eq!(usage["tokens_in"], event["tokens_in"]);
 

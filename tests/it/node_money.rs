@@ -110,11 +110,22 @@ fn events_of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 /// Waits until the journal holds `count` events of `kind` (drains end in the background).
 async fn wait_for_events(harness: &Harness, kind: &str, count: usize) -> Vec<Value> {
+    wait_until(harness, |events| events_of(events, kind).len() >= count).await
+}
+
+/// Waits until the journal holds `count` charges to clients (see `client_charges`).
+async fn wait_for_charges(harness: &Harness, count: usize) -> Vec<Value> {
+    let events = wait_until(harness, |events| client_charges(events).len() >= count).await;
+    client_charges(&events)
+}
+
+/// The journal once `enough` says so, or after 15 s.
+async fn wait_until(harness: &Harness, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         harness.settle().await;
         let events = harness.journal_events().await;
-        if events_of(&events, kind).len() >= count || tokio::time::Instant::now() > deadline {
+        if enough(&events) || tokio::time::Instant::now() > deadline {
             return events;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -153,7 +164,7 @@ async fn streams_left_early_are_charged_and_a_small_budget_refuses_after_the_cro
         "once refused, always refused: {statuses:?}"
     );
     let events = wait_for_events(&harness, "request_succeeded", served).await;
-    let usage: Vec<&Value> = events_of(&events, "client_usage");
+    let usage = client_charges(&events);
     let spend_pusd: Vec<u64> = usage
         .iter()
         .map(|e| e["period_spend_pusd"].as_u64().unwrap())
@@ -269,7 +280,7 @@ async fn an_anthropic_stream_left_early_counts_its_output_read_on_or_estimated()
     assert_eq!(success["usage_estimated"], true, "{success}");
     assert!(success["tokens_out"].as_u64().unwrap() > 1, "{success}");
     assert!(success["tokens_in"].as_u64().unwrap() > 0, "{success}");
-    let estimated: Vec<&Value> = events_of(&events, "client_usage")
+    let estimated: Vec<Value> = client_charges(&events)
         .into_iter()
         .filter(|e| e["request_id"] == success["request_id"])
         .collect();
@@ -289,7 +300,7 @@ async fn charged_for(harness: &Harness, usage: &str) -> Value {
         .set_rules(vec![Rule::always(Fault::HostileUsage {
             usage: usage.to_owned(),
         })]);
-    let before = events_of(&harness.journal_events().await, "client_usage").len();
+    let before = client_charges(&harness.journal_events().await).len();
     let response = harness
         .client
         .post(harness.url("/v1/chat/completions"))
@@ -299,8 +310,7 @@ async fn charged_for(harness: &Harness, usage: &str) -> Value {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let events = wait_for_events(harness, "client_usage", before + 1).await;
-    events_of(&events, "client_usage")[before].clone()
+    wait_for_charges(harness, before + 1).await[before].clone()
 }
 
 /// `cached_tokens` 1e9 on a 5-token prompt was priced $100,000; `u64::MAX` tokens $18.4M;

@@ -1,7 +1,7 @@
 //! `replay --client ID` on a journal of two clients (behaviour §11, journal schema 3): request
 //! events are selected by the client they name, beside that client's `client_usage`; request
 //! events of before schema 3 (no client) are not; `--summary`'s spend table still prices each
-//! client's usage.
+//! client's usage, whether a `client_usage` or (schema 5) the success itself carries it.
 
 #![allow(clippy::unwrap_used, clippy::panic)] // test helpers outside #[test] fns
 
@@ -13,9 +13,18 @@ use quotaroute::replay::{self, Format};
 use replay_support::{args, run, T0};
 use serde_json::Value;
 
+/// How a request's charge to its client was journaled.
+#[derive(Clone, Copy, PartialEq)]
+enum Charge {
+    /// A `client_usage` of its own (schemas 3 and 4; a precharged stream today).
+    Separate,
+    /// On its `request_succeeded` (schema 5).
+    OnTheSuccess,
+}
+
 /// One request of `client` (`None`: written before schema 3): its failed attempt, its
-/// successful one and, with a client, its `client_usage`.
-fn request(id: &str, client: Option<&str>, cost_usd: Option<f64>) -> Vec<Event> {
+/// successful one and, with a client, its charge as `charge` says.
+fn request(id: &str, client: Option<&str>, cost_usd: Option<f64>, charge: Charge) -> Vec<Event> {
     let mut failure = failed(
         "openai",
         "k1",
@@ -32,9 +41,13 @@ fn request(id: &str, client: Option<&str>, cost_usd: Option<f64>) -> Vec<Event> 
         e.request_id = id.into();
         e.client = client.map(str::to_owned);
         e.cost_usd = cost_usd;
+        if client.is_some() && charge == Charge::OnTheSuccess {
+            e.period_spend_pusd = Some(1);
+            e.period_start_ms = Some(T0);
+        }
     }
     let mut events = vec![failure, success];
-    if let Some(client) = client {
+    if let (Some(client), Charge::Separate) = (client, charge) {
         events.push(Event::ClientUsage(ClientUsage {
             request_id: id.into(),
             client: client.into(),
@@ -58,10 +71,11 @@ fn request(id: &str, client: Option<&str>, cost_usd: Option<f64>) -> Vec<Event> 
 /// The journal as a node would have written it, imported into sled.
 fn journal() -> tempfile::TempDir {
     let events: Vec<Event> = [
-        request("r-old", None, None),
-        request("r-a1", Some("team-a"), Some(0.0025)),
-        request("r-b1", Some("team-b"), Some(0.5)),
-        request("r-a2", Some("team-a"), Some(0.0075)),
+        request("r-old", None, None, Charge::Separate),
+        request("r-a1", Some("team-a"), Some(0.0025), Charge::Separate),
+        request("r-b1", Some("team-b"), Some(0.5), Charge::Separate),
+        request("r-a2", Some("team-a"), Some(0.0075), Charge::Separate),
+        request("r-a3", Some("team-a"), Some(0.005), Charge::OnTheSuccess),
     ]
     .into_iter()
     .flatten()
@@ -105,13 +119,16 @@ fn client_selects_request_events_by_their_own_client() {
             )
         })
         .collect();
-    let expected: Vec<(String, String)> = ["r-a1", "r-a2"]
+    let mut expected: Vec<(String, String)> = ["r-a1", "r-a2"]
         .into_iter()
         .flat_map(|id| {
             ["request_failed", "request_succeeded", "client_usage"]
                 .map(|kind| (kind.to_owned(), id.to_owned()))
         })
         .collect();
+    expected.extend(
+        ["request_failed", "request_succeeded"].map(|kind| (kind.to_owned(), "r-a3".to_owned())),
+    );
     assert_eq!(picked, expected);
     // The price is on the request event itself.
     let success: Value = serde_json::from_str(
@@ -159,9 +176,10 @@ fn summary_spend_table_still_prices_each_client() {
             .collect()
     };
     // CLIENT MODEL REQUESTS TOKENS_IN CACHED TOKENS_OUT SPEND
+    // r-a3's charge is on its success: counted once, like the others.
     assert_eq!(
         row("team-a"),
-        ["team-a", "gpt-4o", "2", "2000", "0", "400", "0.0100"]
+        ["team-a", "gpt-4o", "3", "3000", "0", "600", "0.0150"]
     );
     assert_eq!(
         row("team-b"),

@@ -81,6 +81,8 @@ mod tests {
             items_left_out: 0,
             translated: None,
             usage_estimated: false,
+            period_spend_pusd: None,
+            period_start_ms: None,
         }
     }
 

@@ -42,6 +42,19 @@ pub struct AttemptResult {
     /// Encrypted items (behaviour §10) left out of the body this attempt sent: made by an
     /// account other than its target's.
     pub items_left_out: u32,
+    /// The client's budget period after this attempt was charged, when the success's own
+    /// journal event carries the charge (behaviour §11) instead of a `client_usage`.
+    pub client_spend: Option<ClientSpend>,
+}
+
+/// A client's spend in its current budget period and when that period began, as the node's
+/// ledger counted it after a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientSpend {
+    /// Pico-USD (10⁻¹² USD, exact).
+    pub period_spend_pusd: u64,
+    /// Unix ms.
+    pub period_start_ms: u64,
 }
 
 impl AttemptResult {
@@ -64,6 +77,7 @@ impl AttemptResult {
             translated: None,
             usage_estimated: false,
             items_left_out: 0,
+            client_spend: None,
         }
     }
 
@@ -86,6 +100,7 @@ impl AttemptResult {
             translated: None,
             usage_estimated: false,
             items_left_out: 0,
+            client_spend: None,
         }
     }
 
@@ -153,6 +168,12 @@ impl Outcome {
                     translated: e.translated.clone(),
                     usage_estimated: e.usage_estimated,
                     items_left_out: e.items_left_out,
+                    client_spend: e.period_spend_pusd.zip(e.period_start_ms).map(
+                        |(period_spend_pusd, period_start_ms)| ClientSpend {
+                            period_spend_pusd,
+                            period_start_ms,
+                        },
+                    ),
                     ..AttemptResult::success(e.status, e.tokens_in, e.tokens_out)
                 },
             ),
@@ -221,6 +242,8 @@ impl Outcome {
                 items_left_out: r.items_left_out,
                 translated: r.translated,
                 usage_estimated: r.usage_estimated,
+                period_spend_pusd: r.client_spend.map(|spend| spend.period_spend_pusd),
+                period_start_ms: r.client_spend.map(|spend| spend.period_start_ms),
             })
         } else {
             quotaroute_journal::Event::RequestFailed(RequestFailed {

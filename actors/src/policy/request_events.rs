@@ -24,12 +24,15 @@ impl RequestEvents {
     /// Under `failures`, a success is still journaled when it changes learned state beyond
     /// the bucket counts (it resets a backoff, lifts a billing disable, relaxes a lockout), and
     /// a routing decision is journaled when it passed over a target or found none, so that
-    /// every "why" of a failure stays in the journal.
+    /// every "why" of a failure stays in the journal; a success that carries its client's
+    /// charge (behaviour §11) is always journaled.
     pub fn journals(self, state: &RouterState, at_ms: u64, event: &Event) -> bool {
         if self == RequestEvents::All {
             return true;
         }
         match event {
+            // A success that carries its client's charge is that charge's only record.
+            Event::RequestSucceeded(success) if success.period_spend_pusd.is_some() => true,
             Event::RequestSucceeded(success) => state
                 .connections
                 .get(&success.connection)
@@ -83,6 +86,17 @@ mod tests {
         let success = succeeded("openai", "k1", "gpt-4o-mini", 10, 20);
         assert!(!RequestEvents::Failures.journals(&state, T0, &success));
         assert!(!RequestEvents::Failures.journals(&state, T0, &decided(vec![], Some(0))));
+    }
+
+    #[test]
+    fn failures_keeps_a_routine_success_that_carries_its_clients_charge() {
+        let state = RouterState::default();
+        let mut success = succeeded("openai", "k1", "gpt-4o-mini", 10, 20);
+        if let Event::RequestSucceeded(e) = &mut success {
+            e.period_spend_pusd = Some(1_000);
+            e.period_start_ms = Some(T0);
+        }
+        assert!(RequestEvents::Failures.journals(&state, T0, &success));
     }
 
     #[test]

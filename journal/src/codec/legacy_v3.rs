@@ -155,6 +155,8 @@ impl From<EventV3> for Event {
                 translated: None,
                 usage_estimated: false,
                 items_left_out: 0,
+                period_spend_pusd: None,
+                period_start_ms: None,
             }),
             EventV3::RequestFailed(e) => Event::RequestFailed(today::RequestFailed {
                 request_id: e.request_id,

@@ -578,6 +578,8 @@ fn schema_2_request_events_decode_without_client_or_cost() {
                 items_left_out: 0,
                 translated: None,
                 usage_estimated: false,
+                period_spend_pusd: None,
+                period_start_ms: None,
             }),
             Event::ClientUsage(usage),
         ]
@@ -794,5 +796,137 @@ fn schema_3_events_decode_without_the_schema_4_fields() {
     assert_eq!(
         (inner.connection.as_str(), inner.client.as_deref()),
         ("k2", None)
+    );
+}
+
+/// Records a schema-4 build wrote — a `request_succeeded` without the client charge schema 5
+/// appended, on its own and as a peer's event, beside a `client_usage` — decode as today's
+/// events with no charge on the success and everything else as written; today's success
+/// keeps its charge through the codec.
+#[test]
+fn schema_4_successes_decode_without_a_client_charge() {
+    use super::legacy_v4 as v4;
+    #[derive(Serialize)]
+    struct V4Envelope {
+        schema_version: u16,
+        seq: u64,
+        at_ms: u64,
+        event: v4::EventV4,
+    }
+    let usage = match sample_event(21, 3) {
+        Event::ClientUsage(usage) => usage,
+        other => panic!("{other:?}"),
+    };
+    let succeeded = || v4::RequestSucceeded {
+        request_id: "r1".into(),
+        combo: "team".into(),
+        provider: "openai".into(),
+        connection: "k2".into(),
+        model: "gpt-4o".into(),
+        status: 200,
+        attempt: 2,
+        latency_ms: 34,
+        tokens_in: 120,
+        tokens_out: 45,
+        stream: true,
+        skipped: vec![],
+        tokens_cached: 64,
+        tokens_cache_write: 8,
+        client: Some("alice".into()),
+        cost_usd: Some(0.25),
+        translated: Some("chat>messages".into()),
+        usage_estimated: true,
+        items_left_out: 2,
+    };
+    let events = vec![
+        v4::EventV4::RequestSucceeded(succeeded()),
+        v4::EventV4::ClientUsage(usage.clone()),
+        v4::EventV4::PeerApplied(v4::PeerAppliedV4 {
+            origin_node: "n2".into(),
+            origin_seq: 9,
+            origin_at_ms: 90,
+            stream_id: "1-0".into(),
+            event: Box::new(v4::EventV4::RequestSucceeded(succeeded())),
+        }),
+    ];
+    let old: Vec<V4Envelope> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| V4Envelope {
+            schema_version: 4,
+            seq: 1 + i as u64,
+            at_ms: 100 + i as u64,
+            event,
+        })
+        .collect();
+    let payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
+    let decoded = decode_batch(&frame(RECORD_FORMAT_PLAIN, &payload), Some(1)).unwrap();
+    assert!(decoded.iter().all(|e| e.schema_version == 4));
+    let events: Vec<Event> = decoded.into_iter().map(|e| e.event).collect();
+    let expected = RequestSucceeded {
+        request_id: "r1".into(),
+        combo: "team".into(),
+        provider: "openai".into(),
+        connection: "k2".into(),
+        model: "gpt-4o".into(),
+        status: 200,
+        attempt: 2,
+        latency_ms: 34,
+        tokens_in: 120,
+        tokens_out: 45,
+        stream: true,
+        skipped: vec![],
+        tokens_cached: 64,
+        tokens_cache_write: 8,
+        client: Some("alice".into()),
+        cost_usd: Some(0.25),
+        translated: Some("chat>messages".into()),
+        usage_estimated: true,
+        items_left_out: 2,
+        period_spend_pusd: None,
+        period_start_ms: None,
+    };
+    assert_eq!(events[0], Event::RequestSucceeded(expected.clone()));
+    assert_eq!(expected.client_charge(), None);
+    assert_eq!(events[1], Event::ClientUsage(usage));
+    let Event::PeerApplied(peer) = &events[2] else {
+        panic!("{:?}", events[2])
+    };
+    assert_eq!(*peer.event, Event::RequestSucceeded(expected.clone()));
+    // Read through today's shape alone, the same bytes do not decode: the version decides.
+    assert!(decode_payload_with(&payload, |_, rest| take::<Event>(rest)).is_err());
+
+    // Today's success carries its charge through the codec, and says it as a `client_usage`.
+    let charged = RequestSucceeded {
+        period_spend_pusd: Some(7_000_000_000),
+        period_start_ms: Some(1_764_547_200_000),
+        ..expected
+    };
+    let envelope = Envelope {
+        schema_version: SCHEMA_VERSION,
+        seq: 1,
+        at_ms: 5,
+        event: Event::RequestSucceeded(charged.clone()),
+    };
+    let decoded = decode_batch(&encode_batch(&[envelope]).unwrap(), Some(1)).unwrap();
+    assert_eq!(decoded[0].event, Event::RequestSucceeded(charged.clone()));
+    let charge = charged.client_charge().expect("a charge");
+    assert_eq!(
+        (
+            charge.client.as_str(),
+            charge.tokens_in,
+            charge.cost_usd,
+            charge.period_spend_pusd,
+            charge.period_start_ms,
+            charge.estimated
+        ),
+        (
+            "alice",
+            120,
+            Some(0.25),
+            7_000_000_000,
+            1_764_547_200_000,
+            true
+        )
     );
 }

@@ -4,8 +4,9 @@
 //! (an answer that does not translate) or is never delivered costs the client nothing.
 
 use quotaroute_actors::{AttemptResult, RoutedTarget};
+use quotaroute_journal::OutcomeClass;
 
-use crate::node::client_gate;
+use crate::node::client_gate::{self, ChargeRecord};
 use crate::node::usage_charge;
 use crate::wire::content_bytes::content_text_bytes;
 use crate::wire::usage::ResponseSummary;
@@ -58,10 +59,23 @@ pub(super) fn measured(
 }
 
 /// Bills the admitted client for a delivered answer's measured usage, before the attempt is
-/// reported: its price goes into the journaled success (`request_succeeded.cost_usd`).
+/// reported: its price and, for a success, the whole charge go into the journaled request
+/// event (`request_succeeded.cost_usd`, `period_spend_pusd`).
 pub(crate) fn bill(ctx: &TryContext<'_>, target: &RoutedTarget, result: &mut AttemptResult) {
     if let (Some(ticket), Some(router)) = (ctx.client, ctx.app.router()) {
-        result.cost_usd =
-            client_gate::record_usage(router, ticket, ctx.request_id, ctx.combo, target, result);
+        let record = if result.class == OutcomeClass::Success {
+            ChargeRecord::InRequestEvent
+        } else {
+            ChargeRecord::Separate
+        };
+        client_gate::record_usage(
+            router,
+            ticket,
+            ctx.request_id,
+            ctx.combo,
+            target,
+            result,
+            record,
+        );
     }
 }

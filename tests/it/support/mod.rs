@@ -380,3 +380,21 @@ pub fn peer_apply_lags_ms(journal: &str, event_kind: &str) -> Vec<u64> {
 pub fn percentile<T: Copy>(sorted: &[T], pct: usize) -> T {
     sorted[(sorted.len() * pct / 100).min(sorted.len() - 1)]
 }
+
+/// The journal's charges to clients (behaviour §11), in order: each `client_usage`, and each
+/// `request_succeeded` that carries its client's charge (`period_spend_pusd`, journal schema
+/// 5), which has the same fields (`estimated` is its `usage_estimated`).
+pub fn client_charges(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter_map(|e| match e["kind"].as_str() {
+            Some("client_usage") => Some(e.clone()),
+            Some("request_succeeded") if !e["period_spend_pusd"].is_null() => {
+                let mut charge = e.clone();
+                charge["estimated"] = e["usage_estimated"].clone();
+                Some(charge)
+            }
+            _ => None,
+        })
+        .collect()
+}
