@@ -159,6 +159,8 @@ struct RouterInner {
     clock: SharedClock,
     started_at_ms: u64,
     recovery: RecoveryReport,
+    /// Which request events reach the journal (`journal.request_events`).
+    request_events: RequestEvents,
     /// Stored-response placement as requests read it: written here before the response reaches its
     /// client (so a follow-up finds it at once), journaled through the recorder.
     responses: Mutex<ResponseBindings>,
@@ -266,9 +268,16 @@ impl Router {
                 clock,
                 started_at_ms: now_ms,
                 recovery,
+                request_events: options.request_events,
                 responses,
             }),
         })
+    }
+
+    /// Whether every request event reaches the journal (`journal.request_events = "all"`):
+    /// then a success's own event can carry what the node would otherwise journal beside it.
+    pub fn journals_every_request_event(&self) -> bool {
+        self.inner.request_events == RequestEvents::All
     }
 
     /// What the start recovered from the journal.

@@ -160,7 +160,8 @@ fn refusal_error(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChargeRecord {
     /// In the attempt's own `request_succeeded` (`period_spend_pusd`): the usual success,
-    /// whose one report is its whole charge.
+    /// whose one report is its whole charge. Under `journal.request_events = "failures"`,
+    /// which keeps routine successes out of the journal, it is a `client_usage` instead.
     InRequestEvent,
     /// As a `client_usage` of its own: a stream's estimate charged when its client left, the
     /// part beyond it, a charged failure.
@@ -196,24 +197,23 @@ pub fn record_usage(
         tokens_cache_write: result.tokens_cache_write,
         estimated: result.usage_estimated,
     };
-    let cost_usd = match record {
-        ChargeRecord::InRequestEvent => {
-            let charge = ticket.charge(&used, now_ms);
-            result.client_spend = Some(ClientSpend {
-                period_spend_pusd: charge.period_spend_pusd,
-                period_start_ms: charge.period_start_ms,
-            });
-            charge.cost_usd
-        }
-        ChargeRecord::Separate => {
-            let event = ticket.record(request_id, combo, used, now_ms);
-            let cost_usd = match &event {
-                quotaroute_journal::Event::ClientUsage(usage) => usage.cost_usd,
-                _ => None,
-            };
-            router.record_client(now_ms, event);
-            cost_usd
-        }
+    let in_request_event =
+        record == ChargeRecord::InRequestEvent && router.journals_every_request_event();
+    let cost_usd = if in_request_event {
+        let charge = ticket.charge(&used, now_ms);
+        result.client_spend = Some(ClientSpend {
+            period_spend_pusd: charge.period_spend_pusd,
+            period_start_ms: charge.period_start_ms,
+        });
+        charge.cost_usd
+    } else {
+        let event = ticket.record(request_id, combo, used, now_ms);
+        let cost_usd = match &event {
+            quotaroute_journal::Event::ClientUsage(usage) => usage.cost_usd,
+            _ => None,
+        };
+        router.record_client(now_ms, event);
+        cost_usd
     };
     tracing::debug!(
         request_id,

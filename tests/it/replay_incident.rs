@@ -64,9 +64,9 @@ fn as_today(export: &str) -> String {
         .lines()
         .map(|line| {
             let line = line.replacen(r#""schema_version":2,"#, &today, 1);
-            // The fields schemas 3 and 4 appended, at their "not so" values.
+            // The fields schemas 3, 4 and 5 appended, at their "not so" values.
             let added = if line.contains(r#""kind":"request_succeeded""#) {
-                r#","client":null,"cost_usd":null,"translated":null,"usage_estimated":false,"items_left_out":0"#
+                r#","client":null,"cost_usd":null,"translated":null,"usage_estimated":false,"items_left_out":0,"period_spend_pusd":null,"period_start_ms":null"#
             } else if line.contains(r#""kind":"request_failed""#) {
                 r#","client":null,"translated":null"#
             } else if line.contains(r#""kind":"route_decided""#) {
