@@ -510,17 +510,17 @@ impl ClientTicket {
         }
     }
 
-    /// [`charge`](Self::charge)s what the request used and returns the `client_usage` event
-    /// that records it on its own.
+    /// [`charge`](Self::charge)s what the request used and returns the `client_usage` that
+    /// records it on its own.
     pub fn record(
         &self,
         request_id: &str,
         combo: &str,
         used: UsedTokens<'_>,
         now_ms: u64,
-    ) -> Event {
+    ) -> ClientUsage {
         let charge = self.charge(&used, now_ms);
-        Event::ClientUsage(ClientUsage {
+        ClientUsage {
             request_id: request_id.to_owned(),
             client: String::from(&*self.tag.id),
             combo: combo.to_owned(),
@@ -535,7 +535,7 @@ impl ClientTicket {
             period_spend_pusd: charge.period_spend_pusd,
             period_start_ms: charge.period_start_ms,
             estimated: used.estimated,
-        })
+        }
     }
 }
 

@@ -207,12 +207,9 @@ pub fn record_usage(
         });
         charge.cost_usd
     } else {
-        let event = ticket.record(request_id, combo, used, now_ms);
-        let cost_usd = match &event {
-            quotaroute_journal::Event::ClientUsage(usage) => usage.cost_usd,
-            _ => None,
-        };
-        router.record_client(now_ms, event);
+        let usage = ticket.record(request_id, combo, used, now_ms);
+        let cost_usd = usage.cost_usd;
+        router.record_client(now_ms, quotaroute_journal::Event::ClientUsage(usage));
         cost_usd
     };
     tracing::debug!(

@@ -199,11 +199,11 @@ async fn paced_load<F: std::future::Future<Output = ()>>(
     tally
 }
 
-/// A key command (for TOML, a literal-string argv) that counts its runs in `dir/runs`,
-/// publishes `tok-<run>` as the only key the mock accepts (`dir/accepted`), then prints it.
+/// A key command (for TOML, a literal-string argv) that counts its runs in `dir/runs` (replaced
+/// whole, so the test never reads it half written), publishes `tok-<run>` as the only key the mock accepts (`dir/accepted`), then prints it.
 fn rotating_command(dir: &Path) -> String {
     format!(
-        "api_key_command = ['/bin/sh', '-c', 'n=$(cat {d}/runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > {d}/runs; echo tok-$n-secretpart > {d}/accepted.new; mv {d}/accepted.new {d}/accepted; echo tok-$n-secretpart']",
+        "api_key_command = ['/bin/sh', '-c', 'n=$(cat {d}/runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > {d}/runs.new; mv {d}/runs.new {d}/runs; echo tok-$n-secretpart > {d}/accepted.new; mv {d}/accepted.new {d}/accepted; echo tok-$n-secretpart']",
         d = dir.display()
     )
 }
