@@ -195,6 +195,8 @@ async fn a_response_still_being_read_keeps_its_connection_busy() {
     assert_eq!(seen.accepted(), 2);
     let body = unread.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body.len(), 1 << 20);
+    // As above: the pool has both back once their tasks saw the responses end.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     // Both are idle now; the next two in a row reuse them.
     fetch(&client, &url).await;
     fetch(&client, &url).await;
