@@ -51,9 +51,9 @@ impl<J: Journal> FailingJournal<J> {
 }
 
 impl<J: Journal> Journal for FailingJournal<J> {
-    fn write_batch(&mut self, batch: &[Envelope]) -> Result<(), JournalError> {
+    fn write_record(&mut self, first_seq: u64, record: &[u8]) -> Result<(), JournalError> {
         self.check()?;
-        self.inner.write_batch(batch)
+        self.inner.write_record(first_seq, record)
     }
 
     fn flush(&mut self) -> Result<(), JournalError> {

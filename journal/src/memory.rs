@@ -73,14 +73,10 @@ fn decode_record(key: u64, value: &[u8]) -> Result<Vec<Envelope>, Damage> {
 }
 
 impl Journal for MemoryJournal {
-    fn write_batch(&mut self, batch: &[Envelope]) -> Result<(), JournalError> {
-        let Some(first) = batch.first() else {
-            return Ok(());
-        };
-        let value = codec::encode_batch(batch)?;
+    fn write_record(&mut self, first_seq: u64, record: &[u8]) -> Result<(), JournalError> {
         let mut stored = self.lock();
-        stored.records.insert(first.seq, value);
-        stored.unflushed_records.insert(first.seq);
+        stored.records.insert(first_seq, record.to_vec());
+        stored.unflushed_records.insert(first_seq);
         Ok(())
     }
 

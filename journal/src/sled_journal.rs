@@ -35,10 +35,6 @@ pub struct SledJournal {
     path: PathBuf,
     options: SledOptions,
     open: Arc<RwLock<Option<Arc<Trees>>>>,
-    /// Where each record is encoded before sled copies it: one buffer for every write.
-    record_buffer: Vec<u8>,
-    /// Where each record's payload is encoded before it is compressed into `record_buffer`.
-    payload_buffer: Vec<u8>,
 }
 
 /// One open database and its two trees.
@@ -74,8 +70,6 @@ impl SledJournal {
             path,
             options,
             open: Arc::new(RwLock::new(Some(Arc::new(trees)))),
-            record_buffer: Vec::new(),
-            payload_buffer: Vec::new(),
         })
     }
 
@@ -128,8 +122,6 @@ impl SledJournal {
             path: self.path.clone(),
             options: self.options.clone(),
             open: self.open.clone(),
-            record_buffer: Vec::new(),
-            payload_buffer: Vec::new(),
         }
     }
 
@@ -204,14 +196,10 @@ fn decode_entry(entry: sled::Result<(sled::IVec, sled::IVec)>, next_seq: u64) ->
 type Record = Result<(u64, Vec<Envelope>), Damage>;
 
 impl Journal for SledJournal {
-    fn write_batch(&mut self, batch: &[Envelope]) -> Result<(), JournalError> {
-        let Some(first) = batch.first() else {
-            return Ok(());
-        };
-        codec::encode_batch_into(batch, &mut self.payload_buffer, &mut self.record_buffer)?;
+    fn write_record(&mut self, first_seq: u64, record: &[u8]) -> Result<(), JournalError> {
         self.trees()?
             .events
-            .insert(codec::seq_key(first.seq), &self.record_buffer[..])?;
+            .insert(codec::seq_key(first_seq), record)?;
         Ok(())
     }
 

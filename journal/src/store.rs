@@ -2,6 +2,7 @@
 //! types it hands back. Backends store encoded records (see `codec`); they never decide what
 //! to write or when — that is the writer's job.
 
+use crate::codec;
 use crate::error::{Damage, JournalError};
 use crate::event::Envelope;
 
@@ -51,7 +52,15 @@ pub const SNAPSHOTS_KEPT: usize = 3;
 /// disk latency never reaches an async task.
 pub trait Journal: Send + 'static {
     /// Stores one batch of consecutive envelopes as one record keyed by its first seq.
-    fn write_batch(&mut self, batch: &[Envelope]) -> Result<(), JournalError>;
+    fn write_batch(&mut self, batch: &[Envelope]) -> Result<(), JournalError> {
+        let Some(first) = batch.first() else {
+            return Ok(());
+        };
+        self.write_record(first.seq, &codec::encode_batch(batch)?)
+    }
+    /// Stores one record as `codec::encode_batch_into` encoded it, keyed by the seq of its
+    /// first envelope (the writer encodes once and keeps the bytes until they are flushed).
+    fn write_record(&mut self, first_seq: u64, record: &[u8]) -> Result<(), JournalError>;
     /// Makes everything written so far durable.
     fn flush(&mut self) -> Result<(), JournalError>;
     /// Opens the storage afresh after a failed write (a backend that stays failed once it has
