@@ -287,8 +287,8 @@ struct Writer {
     /// The records written since the last flush, as encoded, back to back, and each one's key
     /// (first seq) and length: after a reopen they are written again as the same records, since
     /// the store may have lost them. Encoded and compressed a record takes ~50 bytes an event,
-    /// where an envelope took ~300 and its strings. All keep their capacity from one flush to the next, so a busy writer
-    /// does not allocate (and fault in) a new buffer per record.
+    /// where an envelope took ~300 and its strings. All keep their capacity from one flush to
+    /// the next, so a busy writer does not allocate (and fault in) a new buffer per record.
     unflushed: Vec<u8>,
     unflushed_records: Vec<(u64, usize)>,
     /// Where each record is encoded, and its payload before compression.
