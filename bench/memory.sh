@@ -15,7 +15,10 @@ MOCK_PORT=4301; ROUTER_PORT=4303
 work="$(mktemp -d)"; pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
-cargo build --release --quiet --bin quotaroute --example loadgen
+# Two builds: with the example in the same one, its dev-dependencies unify features into the
+# binary, whose names then differ from the binary operators build.
+cargo build --release --quiet --bin quotaroute
+cargo build --release --quiet --example loadgen
 bin=${QR_BINARY:-target/release/quotaroute}; load=target/release/examples/loadgen
 source bench/pool.sh
 if [ -n "${DROP_CACHES:-}" ]; then sync; echo 3 > /proc/sys/vm/drop_caches; fi

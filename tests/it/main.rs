@@ -14,6 +14,7 @@ mod config_secrets;
 mod config_starter;
 mod demo_cli;
 mod hostile_input;
+mod hot_text;
 mod journal_verify;
 mod mock_compression;
 mod mock_endpoints;
