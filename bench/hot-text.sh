@@ -22,23 +22,10 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 source bench/pool.sh
 start_mock
-sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
-governed="$(cat <<TOML
-[[clients]]
-id = "bench"
-key_sha256 = "$(sha sk-bench)"
-requests_per_min = 100000000
-budget_usd = 1000000000.0
-[[prices]]
-model = "gpt-4o-mini"
-input = 2.5
-output = 10.0
-TOML
-)"
 for run in plain governed; do
   rm -rf "$work/journal"
   QR_ENV="valgrind --tool=callgrind --demangle=no --callgrind-out-file=$work/$run.out"
-  if [ $run = governed ]; then CONFIG_APPEND="$governed" start_router sk-not-used; else start_router sk-bench; fi
+  if [ $run = governed ]; then CONFIG_APPEND="$(governed_clients)" start_router sk-not-used; else start_router sk-bench; fi
   for _ in $(seq 300); do curl -sf "http://127.0.0.1:$ROUTER_PORT/healthz" >/dev/null && break; sleep 0.2; done
   curl -sf "http://127.0.0.1:$ROUTER_PORT/metrics" >/dev/null || true
   for mode in json stream; do

@@ -24,31 +24,7 @@ source bench/pool.sh
 if [ -n "${DROP_CACHES:-}" ]; then sync; echo 3 > /proc/sys/vm/drop_caches; fi
 start_mock
 if [ -n "${GOVERNED:-}" ]; then
-  sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
-  CONFIG_APPEND="$(cat <<TOML
-[[clients]]
-id = "bench"
-key_sha256 = "$(sha sk-bench)"
-weight = 2
-requests_per_min = 100000000
-tokens_per_min = 100000000000
-budget_usd = 1000000000.0
-budget_period = "month"
-[[clients]]
-id = "team-b"
-key_sha256 = "$(sha sk-team-b)"
-requests_per_min = 600
-[[clients]]
-id = "team-c"
-key_sha256 = "$(sha sk-team-c)"
-budget_usd = 50.0
-[[prices]]
-model = "gpt-4o-mini"
-input = 2.5
-output = 10.0
-cache_read = 1.25
-TOML
-)"
+  CONFIG_APPEND="$(governed_clients)"
   start_router sk-not-used
 else
   start_router sk-bench

@@ -58,3 +58,33 @@ TOML
     RUST_LOG=warn ${QR_ENV:-} "$bin" serve --config "$work/quotaroute.toml" 2>"$work/router.log" & router=$!; pids+=($router)
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$ROUTER_PORT/healthz" >/dev/null && break; sleep 0.1; done
 }
+
+# governed_clients: prints `[[clients]]` and `[[prices]]` for CONFIG_APPEND, the way operators
+# run the node: the load's key `sk-bench` is a client with limits, a budget and prices (never
+# reached), beside two more clients (as ../shared/bench's governed config).
+governed_clients() {
+    sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+    cat <<TOML
+[[clients]]
+id = "bench"
+key_sha256 = "$(sha sk-bench)"
+weight = 2
+requests_per_min = 100000000
+tokens_per_min = 100000000000
+budget_usd = 1000000000.0
+budget_period = "month"
+[[clients]]
+id = "team-b"
+key_sha256 = "$(sha sk-team-b)"
+requests_per_min = 600
+[[clients]]
+id = "team-c"
+key_sha256 = "$(sha sk-team-c)"
+budget_usd = 50.0
+[[prices]]
+model = "gpt-4o-mini"
+input = 2.5
+output = 10.0
+cache_read = 1.25
+TOML
+}
