@@ -57,7 +57,8 @@ fn main() {
         };
         // Measuring knobs: `--turns PCT` (the share of requests that are conversation turns),
         // `--five-hour reported|unreported|absent` (the accounts' 5-hour windows),
-        // `--affinity-ttl-min M` (how long a conversation stays bound).
+        // `--affinity-ttl-min M` (how long a conversation stays bound), `--warmup-days D`
+        // (days run under the same policy before the measured week: its steady state).
         let five_hour = match args
             .iter()
             .position(|a| a == "--five-hour")
@@ -74,6 +75,7 @@ fn main() {
             turns_pct: arg(&args, "--turns", base.turns_pct),
             affinity_ttl_ms: arg(&args, "--affinity-ttl-min", base.affinity_ttl_ms / 60_000)
                 * 60_000,
+            warmup_days: arg(&args, "--warmup-days", base.warmup_days),
             five_hour,
             ..base
         };
@@ -157,11 +159,12 @@ async fn subscription_week(seed: u64, seeds: u64, shape: week::WeekShape) {
     }
     println!(
         "subscription week: {seeds} seeds (from {seed}), {} days, load {} % of the weekly quota, \
-         {} % turns, 5-hour windows {:?}, {:.1} s",
+         {} % turns, 5-hour windows {:?}, after {} days of warm-up, {:.1} s",
         shape.days,
         shape.load_pct,
         shape.turns_pct,
         shape.five_hour,
+        shape.warmup_days,
         started.elapsed().as_secs_f64()
     );
     println!(

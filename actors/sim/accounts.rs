@@ -67,6 +67,8 @@ pub struct Window {
     /// Resets on a fixed schedule (every `length_ms` from its start, used or not) instead of
     /// rolling from the first use after a reset.
     pub anchored: bool,
+    /// Resets before this are not tallied (the week's warm-up, §13's steady state).
+    pub tally_from_ms: u64,
     pub tally: ResetTally,
 }
 
@@ -79,6 +81,7 @@ impl Window {
             started_at_ms: None,
             reserve: 0,
             anchored: false,
+            tally_from_ms: 0,
             tally: ResetTally::default(),
         }
     }
@@ -92,12 +95,14 @@ impl Window {
     /// period at that reset (and tallies every whole period that passed unused).
     pub fn roll(&mut self, now_ms: u64) {
         while let Some(reset) = self.resets_at_ms().filter(|&reset| now_ms >= reset) {
-            self.tally.resets += 1;
-            self.tally.capacity += self.capacity - self.reserve;
-            self.tally.unused += self
-                .capacity
-                .saturating_sub(self.used)
-                .saturating_sub(self.reserve);
+            if reset >= self.tally_from_ms {
+                self.tally.resets += 1;
+                self.tally.capacity += self.capacity - self.reserve;
+                self.tally.unused += self
+                    .capacity
+                    .saturating_sub(self.used)
+                    .saturating_sub(self.reserve);
+            }
             self.used = 0;
             self.started_at_ms = self.anchored.then_some(reset);
         }

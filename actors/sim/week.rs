@@ -71,6 +71,10 @@ const RESERVED_ACCOUNT: usize = 1;
 #[derive(Debug, Clone, Copy)]
 pub struct WeekShape {
     pub days: u64,
+    /// Days run before the measured ones, under the same policy: the windows that reset in
+    /// the measured days were spent by the arm being measured (its steady state), not only
+    /// by whatever used them before the simulation started.
+    pub warmup_days: u64,
     /// Quota units one plan unit (a Pro account) holds per 5-hour window and per week.
     pub units_5h: u64,
     pub units_7d: u64,
@@ -100,6 +104,7 @@ impl WeekShape {
     /// The long run's week (`examples/simulate.rs --week`).
     pub const FULL: WeekShape = WeekShape {
         days: 7,
+        warmup_days: 0,
         units_5h: 40,
         units_7d: 240,
         load_pct: 80,
@@ -110,6 +115,7 @@ impl WeekShape {
     /// CI's: the same week with a fifth of the quota and of the requests.
     pub const SHORT: WeekShape = WeekShape {
         days: 7,
+        warmup_days: 0,
         units_5h: 8,
         units_7d: 48,
         load_pct: 80,
@@ -169,6 +175,16 @@ impl WeekStats {
             .max(other.max_share_deviation_pp);
     }
 
+    /// Forgets the warm-up's requests (the measured days count their own; requests sent to
+    /// spent windows and the invariants' counts cover the whole run).
+    fn start_measuring(&mut self) {
+        self.requests = 0;
+        self.served = 0;
+        self.refused = 0;
+        self.upstream_requests = 0;
+        self.failovers = 0;
+    }
+
     /// Every window that reset, 5-hour and weekly.
     pub fn unused_all(&self) -> ResetTally {
         let mut all = self.unused_5h;
@@ -224,7 +240,7 @@ fn arrivals(seed: u64, shape: &WeekShape, weekly_quota: u64) -> Vec<Arrival> {
     let per_hour =
         shape.load_pct as f64 / 100.0 * weekly_quota as f64 / (MEAN_COST * weekly_demand_hours());
     let mut out = Vec::new();
-    for hour in 0..shape.days * 24 {
+    for hour in 0..(shape.warmup_days + shape.days) * 24 {
         let mut rng = Rng::for_step(seed ^ 0x7eed_a11e, hour as usize);
         let expected = per_hour * hour_demand(hour, &mut rng);
         let whole = expected.floor();
@@ -381,11 +397,21 @@ pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekS
             ..WeekStats::default()
         },
     };
+    let measured_from_ms = T0 + shape.warmup_days * DAY_MS;
+    for account in &mut week.accounts {
+        account.five_hour.tally_from_ms = measured_from_ms;
+        account.weekly.tally_from_ms = measured_from_ms;
+    }
+    let mut warming = shape.warmup_days > 0;
     for (index, arrival) in arrivals.iter().enumerate() {
+        if warming && arrival.at_ms >= measured_from_ms {
+            warming = false;
+            week.stats.start_measuring();
+        }
         week.request = index;
         week.serve(arrival).await?;
     }
-    let end_ms = T0 + shape.days * DAY_MS;
+    let end_ms = measured_from_ms + shape.days * DAY_MS;
     for account in &mut week.accounts {
         account.roll(end_ms);
         week.stats.unused_5h.add(&account.five_hour.tally);
@@ -669,7 +695,17 @@ pub fn oracle_week(seed: u64, shape: &WeekShape) -> WeekStats {
         seeds: 1,
         ..WeekStats::default()
     };
+    let measured_from_ms = T0 + shape.warmup_days * DAY_MS;
+    for account in &mut accounts {
+        account.five_hour.tally_from_ms = measured_from_ms;
+        account.weekly.tally_from_ms = measured_from_ms;
+    }
+    let mut warming = shape.warmup_days > 0;
     for arrival in arrivals(seed, shape, weekly_quota) {
+        if warming && arrival.at_ms >= measured_from_ms {
+            warming = false;
+            stats.start_measuring();
+        }
         stats.requests += 1;
         let now = arrival.at_ms;
         for account in &mut accounts {
@@ -691,7 +727,7 @@ pub fn oracle_week(seed: u64, shape: &WeekShape) -> WeekStats {
         }
     }
     for account in &mut accounts {
-        account.roll(T0 + shape.days * DAY_MS);
+        account.roll(measured_from_ms + shape.days * DAY_MS);
         stats.unused_5h.add(&account.five_hour.tally);
         stats.unused_7d.add(&account.weekly.tally);
     }

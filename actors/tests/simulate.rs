@@ -133,3 +133,46 @@ async fn the_subscription_week_halves_unused_quota_and_refuses_no_more() {
     );
     assert!(paced.refused <= unpaced.refused, "{paced:?}\n{unpaced:?}");
 }
+
+/// `--warmup-days` (the week's steady state): a window's resets before the measured days are
+/// not tallied, those after are.
+#[test]
+fn a_reset_in_the_warm_up_is_not_tallied() {
+    use week::accounts::{ResetTally, Window, HOUR_MS};
+    let mut window = Window::new(HOUR_MS, 100);
+    window.anchored = true;
+    window.started_at_ms = Some(0);
+    window.tally_from_ms = 2 * HOUR_MS;
+    window.used = 40;
+    window.roll(HOUR_MS);
+    assert_eq!(window.tally, ResetTally::default());
+    window.used = 30;
+    window.roll(2 * HOUR_MS);
+    let measured = ResetTally {
+        resets: 1,
+        capacity: 100,
+        unused: 70,
+    };
+    assert_eq!(window.tally, measured);
+}
+
+/// A week after a week of warm-up counts one week's requests and at most one weekly reset per
+/// account (a weekly window resets at most once in seven days).
+#[test]
+fn a_warmed_week_counts_only_the_measured_week() {
+    let shape = week::WeekShape::SHORT;
+    let cold = week::oracle_week(0, &shape);
+    let warmed = week::oracle_week(
+        0,
+        &week::WeekShape {
+            warmup_days: 7,
+            ..shape
+        },
+    );
+    assert!(
+        warmed.requests > cold.requests / 2 && warmed.requests < cold.requests * 3 / 2,
+        "{cold:?}\n{warmed:?}"
+    );
+    assert!(warmed.unused_7d.resets >= 1, "{warmed:?}");
+    assert!(warmed.unused_7d.resets <= 6, "{warmed:?}");
+}
