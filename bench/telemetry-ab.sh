@@ -7,10 +7,14 @@
 # change in the machine's speed falls on both alike. Per burst: the node's own CPU (utime +
 # stime from /proc, all its threads) over the requests served. Prints each round and the
 # medians; the ratio of the medians is the traces' cost.
-#   bench/telemetry-ab.sh        (knobs: ROUNDS=10 BURST=4 CONNS=32 QR_BINARY=path;
+#   bench/telemetry-ab.sh        (knobs: ROUNDS=10 BURST=4 CONNS=32 QR_BINARY=path; STREAM=1
+#   (streaming requests: CPU per stream);
 #   COLLECTOR=closed: the traced node exports to a port nobody listens on, so every span is
 #   still made and encoded but no collector shares the cores; TOGETHER=1: each round loads both
-#   nodes at once, CONNS connections each, so both see the same moment of the machine)
+#   nodes at once, CONNS connections each, so both see the same moment of the machine;
+#   VS=governed: the second node is not traced but governed, on quotaroute-bench-governed.toml —
+#   the bench key a `[[clients]]` key with limits, a budget and prices — so the ratio is what
+#   governing costs, issue 38)
 set -euo pipefail
 root=$(pwd)
 bench=$(cd "$root/../shared/bench" && pwd)
@@ -18,15 +22,19 @@ command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk"; exit 2;
 source "$root/bench/bench-node.sh"
 release_binary
 with_bench_mock
-if [ "${COLLECTOR:-sink}" != closed ]; then
+vs=${VS:-traced}
+case "$vs" in traced|governed) ;; *) echo "VS is traced or governed"; exit 2 ;; esac
+if [ "$vs" = traced ] && [ "${COLLECTOR:-sink}" != closed ]; then
   python3 "$root/bench/otlp-sink.py" 14319 >/dev/null 2>&1 &
   pids+=($!)
 fi
 key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
-start_node() { # name port [telemetry]
+start_node() { # name port [telemetry|governed]
+  local template=$bench/quotaroute-bench.toml
+  [ "${3:-}" = governed ] && template=$bench/quotaroute-bench-governed.toml
   sed "s|JOURNAL_DIR|$work/journal-$1|; s|127.0.0.1:18183|127.0.0.1:$2|" \
-    "$bench/quotaroute-bench.toml" >"$work/$1.toml"
-  [ -n "${3:-}" ] && printf '\n[telemetry]\notlp_endpoint = "http://127.0.0.1:14319"\nservice_name = "quotaroute-ab"\nsample_ratio = 1.0\n' >>"$work/$1.toml"
+    "$template" >"$work/$1.toml"
+  [ "${3:-}" = telemetry ] && printf '\n[telemetry]\notlp_endpoint = "http://127.0.0.1:14319"\nservice_name = "quotaroute-ab"\nsample_ratio = 1.0\n' >>"$work/$1.toml"
   RUST_LOG=warn "$bin" serve --config "$work/$1.toml" >"$work/$1.log" 2>&1 &
   pids+=($!)
   eval "pid_$1=$!"
@@ -34,14 +42,16 @@ start_node() { # name port [telemetry]
   echo "node $1 did not start"; cat "$work/$1.log"; exit 1
 }
 start_node plain 18191
-start_node traced 18192 on
+if [ "$vs" = traced ]; then start_node traced 18192 telemetry; else start_node governed 18192 governed; fi
 hz=$(getconf CLK_TCK)
+body=$bench/bodies/chat-small.json
+[ "${STREAM:-0}" = 1 ] && body=$bench/bodies/chat-small-stream.json
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 kernel() { awk '{print $15}' "/proc/$1/stat"; }
 burst() { # name port pid -> µs of CPU per request, then the kernel's part of it
   local before after requests kbefore kafter
   before=$(cpu "$3"); kbefore=$(kernel "$3")
-  BODY_FILE=$bench/bodies/chat-small.json API_KEY=$key wrk -t1 -c"${CONNS:-32}" -d"${BURST:-4}s" \
+  BODY_FILE=$body API_KEY=$key wrk -t1 -c"${CONNS:-32}" -d"${BURST:-4}s" \
     -s "$bench/wrk/post.lua" "http://127.0.0.1:$2/v1/chat/completions" >"$work/wrk-$1.txt"
   after=$(cpu "$3"); kafter=$(kernel "$3")
   requests=$(sed -n 's/^BENCH_JSON .*"requests":\([0-9]*\).*/\1/p' "$work/wrk-$1.txt")
@@ -49,30 +59,32 @@ burst() { # name port pid -> µs of CPU per request, then the kernel's part of i
 }
 # Warm both (connections, caches, the first export).
 burst plain 18191 "$pid_plain" >/dev/null
-burst traced 18192 "$pid_traced" >/dev/null
-plain=(); traced=(); plain_kernel=(); traced_kernel=()
+pid_b=$(eval echo "\$pid_$vs")
+burst "$vs" 18192 "$pid_b" >/dev/null
+plain=(); second=(); plain_kernel=(); second_kernel=()
 for round in $(seq 1 "${ROUNDS:-10}"); do
   if [ "${TOGETHER:-0}" = 1 ]; then
     burst plain 18191 "$pid_plain" >"$work/plain.out" &
-    burst traced 18192 "$pid_traced" >"$work/traced.out"
+    burst "$vs" 18192 "$pid_b" >"$work/second.out"
     wait $!
-    read -r p pk <"$work/plain.out"; read -r t tk <"$work/traced.out"
+    read -r p pk <"$work/plain.out"; read -r t tk <"$work/second.out"
   elif ((round % 2)); then
-    read -r p pk < <(burst plain 18191 "$pid_plain"); read -r t tk < <(burst traced 18192 "$pid_traced")
+    read -r p pk < <(burst plain 18191 "$pid_plain"); read -r t tk < <(burst "$vs" 18192 "$pid_b")
   else
-    read -r t tk < <(burst traced 18192 "$pid_traced"); read -r p pk < <(burst plain 18191 "$pid_plain")
+    read -r t tk < <(burst "$vs" 18192 "$pid_b"); read -r p pk < <(burst plain 18191 "$pid_plain")
   fi
-  plain+=("$p"); traced+=("$t"); plain_kernel+=("$pk"); traced_kernel+=("$tk")
-  echo "round $round: plain $p µs/request ($pk in the kernel), traced $t µs/request ($tk in the kernel)"
+  plain+=("$p"); second+=("$t"); plain_kernel+=("$pk"); second_kernel+=("$tk")
+  echo "round $round: plain $p µs/request ($pk in the kernel), $vs $t µs/request ($tk in the kernel)"
 done
-python3 - "${plain[*]}" "${traced[*]}" "${plain_kernel[*]}" "${traced_kernel[*]}" <<'PY'
+python3 - "${plain[*]}" "${second[*]}" "${plain_kernel[*]}" "${second_kernel[*]}" "$vs" <<'PY'
 import statistics, sys
-plain, traced, plain_kernel, traced_kernel = ([int(x) for x in arg.split()] for arg in sys.argv[1:5])
+plain, second, plain_kernel, second_kernel = ([int(x) for x in arg.split()] for arg in sys.argv[1:5])
+vs = sys.argv[5]
 print(f"median kernel CPU per request: plain {statistics.median(plain_kernel)} µs, "
-      f"traced {statistics.median(traced_kernel)} µs")
-p, t = statistics.median(plain), statistics.median(traced)
-pairs = sorted(b / a for a, b in zip(plain, traced))
-print(f"median CPU per request: plain {p} µs, traced {t} µs: {100 * (t / p - 1):+.1f} %; "
+      f"{vs} {statistics.median(second_kernel)} µs")
+p, t = statistics.median(plain), statistics.median(second)
+pairs = sorted(b / a for a, b in zip(plain, second))
+print(f"median CPU per request: plain {p} µs, {vs} {t} µs: {100 * (t / p - 1):+.1f} %; "
       f"per-round ratio median {100 * (statistics.median(pairs) - 1):+.1f} % "
       f"(range {100 * (pairs[0] - 1):+.1f} .. {100 * (pairs[-1] - 1):+.1f} %)")
 PY
