@@ -741,4 +741,63 @@ mod tests {
                 .unwrap();
         assert_eq!(counts.tokens_cached, 30);
     }
+
+    #[test]
+    fn s3_after_commit_only_usage_errors_ends_and_garbage_are_parsed() {
+        let chat = [
+            (
+                r#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"delta":{"content":"say \"error\""},"finish_reason":null}]}"#,
+                false,
+            ),
+            (r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#, true),
+            (
+                r#"{"choices":[{"delta":{}, "finish_reason": "length"}]}"#,
+                true,
+            ),
+            (
+                r#"{"choices":[{"delta":{"content":"x"}}],"usage":null}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"delta":{"content":"x"}}], "usage": null}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}"#,
+                true,
+            ),
+            (
+                r#"{"error":{"message":"overloaded","type":"server_error"}}"#,
+                true,
+            ),
+            ("[DONE]", true),
+            ("not json", true),
+        ];
+        for (data, matters) in chat {
+            let event = event(None, data);
+            assert_eq!(
+                matters_after_commit(StreamFormat::OpenAiChat, &event),
+                matters,
+                "{data}"
+            );
+        }
+        let named = [
+            (StreamFormat::Anthropic, "content_block_delta", false),
+            (StreamFormat::Anthropic, "message_delta", true),
+            (
+                StreamFormat::OpenAiResponses,
+                "response.output_text.delta",
+                false,
+            ),
+            (StreamFormat::OpenAiResponses, "response.completed", true),
+        ];
+        for (format, name, matters) in named {
+            let event = event(Some(name), "{}");
+            assert_eq!(matters_after_commit(format, &event), matters, "{name}");
+        }
+    }
 }
