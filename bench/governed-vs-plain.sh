@@ -68,8 +68,8 @@ cleanup
 
 out=$(python3 "$bench/summarize.py" "$RESULTS_TSV")
 echo "$out"
-python3 - "$out" <<'PY'
-import sys
+python3 - "$out" "$RESULTS_TSV" <<'PY'
+import json, statistics, sys
 rows = {}
 for line in sys.argv[1].splitlines():
     c = [x.strip() for x in line.strip().strip('|').split('|')]
@@ -87,6 +87,20 @@ for mode in ('nonstream', 'stream'):
     print(f"{mode}: CPU per request plain {cp} µs ({cp / cn:.1f}x nginx's {cn}), governed {cg} µs "
           f"({cg / cn:.1f}x); governed over plain {100 * (cg / cp - 1):+.1f} %")
     print(f"{mode}: RPS over nginx plain {rp / rn:.2f}, governed {rg / rn:.2f}")
+# Each round's governed run over the plain run next to it: the host's drift between rounds
+# falls out of each ratio.
+runs = {}
+for line in open(sys.argv[2]):
+    peer, mode, _, status, payload = line.rstrip("\n").split("\t", 4)
+    if status == "OK" and peer in ("plain", "governed"):
+        cpu = json.loads(payload).get("proxy_cpu_us")
+        if cpu:
+            runs.setdefault((peer, mode), []).append(cpu)
+for mode in ('nonstream', 'stream', 'nonstream_c1'):
+    pairs = sorted(g / p for p, g in zip(runs.get(('plain', mode), []), runs.get(('governed', mode), [])))
+    if pairs:
+        print(f"{mode}: governed over plain, round by round: median {100 * (statistics.median(pairs) - 1):+.1f} % "
+              f"(range {100 * (pairs[0] - 1):+.1f} .. {100 * (pairs[-1] - 1):+.1f} %, {len(pairs)} rounds)")
 n, p, g = (rows.get((peer, 'nonstream_c1')) for peer in ('nginx', 'plain', 'governed'))
 if n and p and g:
     print(f"one connection: added p50 vs direct nginx {num(n[6]) * 1000:.0f} µs, "
