@@ -193,6 +193,39 @@ impl WeekStats {
     }
 }
 
+/// The warm-up's end ([`WeekShape::warmup_days`]): windows tally only the resets after it, and
+/// the stats forget the requests before it, once.
+struct Warmup {
+    until_ms: u64,
+    over: bool,
+}
+
+impl Warmup {
+    fn new(accounts: &mut [Account], shape: &WeekShape) -> Self {
+        let until_ms = T0 + shape.warmup_days * DAY_MS;
+        for account in accounts {
+            account.five_hour.tally_from_ms = until_ms;
+            account.weekly.tally_from_ms = until_ms;
+        }
+        Warmup {
+            until_ms,
+            over: shape.warmup_days == 0,
+        }
+    }
+
+    fn arrival(&mut self, at_ms: u64, stats: &mut WeekStats) {
+        if !self.over && at_ms >= self.until_ms {
+            self.over = true;
+            stats.start_measuring();
+        }
+    }
+
+    /// The end of the measured days.
+    fn end_ms(&self, shape: &WeekShape) -> u64 {
+        self.until_ms + shape.days * DAY_MS
+    }
+}
+
 /// One client request of the week.
 #[derive(Debug, Clone)]
 struct Arrival {
@@ -397,21 +430,13 @@ pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekS
             ..WeekStats::default()
         },
     };
-    let measured_from_ms = T0 + shape.warmup_days * DAY_MS;
-    for account in &mut week.accounts {
-        account.five_hour.tally_from_ms = measured_from_ms;
-        account.weekly.tally_from_ms = measured_from_ms;
-    }
-    let mut warming = shape.warmup_days > 0;
+    let mut warmup = Warmup::new(&mut week.accounts, shape);
     for (index, arrival) in arrivals.iter().enumerate() {
-        if warming && arrival.at_ms >= measured_from_ms {
-            warming = false;
-            week.stats.start_measuring();
-        }
+        warmup.arrival(arrival.at_ms, &mut week.stats);
         week.request = index;
         week.serve(arrival).await?;
     }
-    let end_ms = measured_from_ms + shape.days * DAY_MS;
+    let end_ms = warmup.end_ms(shape);
     for account in &mut week.accounts {
         account.roll(end_ms);
         week.stats.unused_5h.add(&account.five_hour.tally);
@@ -695,17 +720,9 @@ pub fn oracle_week(seed: u64, shape: &WeekShape) -> WeekStats {
         seeds: 1,
         ..WeekStats::default()
     };
-    let measured_from_ms = T0 + shape.warmup_days * DAY_MS;
-    for account in &mut accounts {
-        account.five_hour.tally_from_ms = measured_from_ms;
-        account.weekly.tally_from_ms = measured_from_ms;
-    }
-    let mut warming = shape.warmup_days > 0;
+    let mut warmup = Warmup::new(&mut accounts, shape);
     for arrival in arrivals(seed, shape, weekly_quota) {
-        if warming && arrival.at_ms >= measured_from_ms {
-            warming = false;
-            stats.start_measuring();
-        }
+        warmup.arrival(arrival.at_ms, &mut stats);
         stats.requests += 1;
         let now = arrival.at_ms;
         for account in &mut accounts {
@@ -727,7 +744,7 @@ pub fn oracle_week(seed: u64, shape: &WeekShape) -> WeekStats {
         }
     }
     for account in &mut accounts {
-        account.roll(measured_from_ms + shape.days * DAY_MS);
+        account.roll(warmup.end_ms(shape));
         stats.unused_5h.add(&account.five_hour.tally);
         stats.unused_7d.add(&account.weekly.tally);
     }
