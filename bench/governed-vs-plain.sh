@@ -8,7 +8,11 @@
 # invocation moves all three alike; medians over the rounds. Prints the table (peers nginx,
 # plain, governed) and the ratios that count: governed over plain, and each over nginx.
 # Run from the project root:   bench/governed-vs-plain.sh        (about 9 minutes)
-#   knobs: ROUNDS=3, DURATION=8, MODES="nonstream stream nonstream_c1", QR_BINARY=path
+#   knobs: ROUNDS=3, DURATION=8, MODES="nonstream stream nonstream_c1", QR_BINARY=path;
+#   PLAIN_BINARY / GOVERNED_BINARY=path: that router's binary (default the release build), and
+#   GOVERNED_CONFIG=template: its config — two builds side by side on one config, e.g.
+#   PLAIN_BINARY=old GOVERNED_BINARY=new GOVERNED_CONFIG=../shared/bench/quotaroute-bench.toml
+#   (the rows keep their slot's name: "governed" is then the new build, on the plain config)
 # Needs nginx and wrk (apt-get install -y nginx wrk).
 set -uo pipefail
 root=$PWD
@@ -29,26 +33,27 @@ trap 'cleanup; rm -rf "$work"; exit 130' INT TERM
 RESULTS_TSV=$RUN_DIR/governed-vs-plain-$(date +%Y%m%d-%H%M%S).tsv
 : >"$RESULTS_TSV"
 
-# start_router NAME TEMPLATE PORT: the release binary on that config (own journal, own port);
+# start_router NAME BINARY TEMPLATE PORT: that binary on that config (own journal, own port);
 # sets ROUTER_PID.
 start_router() {
-  local name=$1 template=$2 port=$3
+  local name=$1 binary=$2 template=$3 port=$4
   sed -e "s|JOURNAL_DIR|$work/$name-journal|" -e "s|127.0.0.1:18183|127.0.0.1:$port|" \
     "$template" >"$work/$name.toml"
-  "$bin" serve --config "$work/$name.toml" >"$RUN_DIR/$name.log" 2>&1 &
+  "$binary" serve --config "$work/$name.toml" >"$RUN_DIR/$name.log" 2>&1 &
   ROUTER_PID=$!; STARTED_PIDS+=("$ROUTER_PID")
   wait_http "$(chat_url "http://127.0.0.1:$port")" 60 POST "$bench/bodies/chat-small.json" ||
     { log "$name did not answer 200 on port $port; see $RUN_DIR/$name.log"; exit 1; }
 }
 
-log "config: conns=$CONNS duration=${DURATION}s rounds=$rounds modes='$MODES' binary=$bin"
+log "config: conns=$CONNS duration=${DURATION}s rounds=$rounds modes='$MODES' plain=${PLAIN_BINARY:-$bin} governed=${GOVERNED_BINARY:-$bin} on ${GOVERNED_CONFIG:-governed config}"
 start_mock || exit 1
 PEER_FAIL=""
 start_nginx || { log "nginx: $PEER_FAIL"; exit 1; }
 nginx_pid=$PEER_PID nginx_url=$PEER_URL
-start_router plain "$bench/quotaroute-bench.toml" 18183
+start_router plain "${PLAIN_BINARY:-$bin}" "$bench/quotaroute-bench.toml" 18183
 plain_pid=$ROUTER_PID
-start_router governed "$bench/quotaroute-bench-governed.toml" 18184
+start_router governed "${GOVERNED_BINARY:-$bin}" \
+  "${GOVERNED_CONFIG:-$bench/quotaroute-bench-governed.toml}" 18184
 governed_pid=$ROUTER_PID
 
 for round in $(seq 1 "$rounds"); do

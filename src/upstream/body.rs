@@ -10,10 +10,10 @@ use std::pin::Pin;
 use bytes::Bytes;
 use futures_util::{FutureExt, Stream, StreamExt, TryStreamExt};
 use http_body_util::{BodyDataStream, BodyExt};
-use hyper::body::Incoming;
 use tokio::io::BufReader;
 use tokio_util::io::{ReaderStream, StreamReader};
 
+use crate::upstream::driven::UpstreamIncoming;
 use crate::wire::content_coding::{corrupt, stream_decoder, Coding, CodingError};
 
 /// Why the next bytes of a body did not come.
@@ -29,7 +29,7 @@ type DecodedStream = Pin<Box<dyn Stream<Item = Result<Bytes, BodyError>> + Send>
 
 /// One upstream body, plain or decoded on the fly.
 pub enum UpstreamBody {
-    Plain(Incoming),
+    Plain(UpstreamIncoming),
     Decoded(DecodedStream),
 }
 
@@ -40,7 +40,7 @@ struct TransportBroke(String);
 
 impl UpstreamBody {
     /// `body`, decoded from `codings` (in the order they were applied) when there are any.
-    pub fn new(body: Incoming, codings: &[Coding]) -> Self {
+    pub fn new(body: UpstreamIncoming, codings: &[Coding]) -> Self {
         let Some(&outer) = codings.last() else {
             return UpstreamBody::Plain(body);
         };

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::Either;
+use futures_util::TryFutureExt;
 use http::header::HOST;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
@@ -24,9 +25,10 @@ use hyper_util::client::proxy::matcher::Matcher;
 use quotaroute_actors::policy::classify::TransportFailure;
 use rustls::pki_types::CertificateDer;
 
+use crate::upstream::driven::{head_wait, Driving, UpstreamIncoming};
 use crate::upstream::egress::{self, EgressConnector};
 use crate::upstream::error::UpstreamError;
-use crate::upstream::pool::{Conn, HostId, Lease, Pool};
+use crate::upstream::pool::{Conn, Driver, HostId, Http1Conn, Lease, Pool};
 
 /// Why an upstream request got no response head.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +74,7 @@ impl UpstreamClient {
         &self,
         mut request: http::Request<Full<Bytes>>,
         timeout: Duration,
-    ) -> Result<http::Response<Incoming>, SendFailure> {
+    ) -> Result<http::Response<UpstreamIncoming>, SendFailure> {
         // The scheme and authority pick the connection; the request keeps only its path, as
         // an HTTP/1.1 request line wants it.
         let parts = std::mem::take(request.uri_mut()).into_parts();
@@ -103,7 +105,7 @@ impl UpstreamClient {
         scheme: &Scheme,
         authority: &Authority,
         request: http::Request<Full<Bytes>>,
-    ) -> Result<http::Response<Incoming>, UpstreamError> {
+    ) -> Result<http::Response<UpstreamIncoming>, UpstreamError> {
         // Connecting is rare and its future is large (TLS, both handshakes): boxed, it stays
         // out of the state of every request's future, which the node's handler futures hold
         // and move.
@@ -114,12 +116,7 @@ impl UpstreamClient {
         let reused = lease.reused;
         let (back, sending) = start(lease, scheme, authority, request);
         match sending.await {
-            Ok(response) => {
-                if let Some((host, sender)) = back {
-                    self.pool.checkin(host, sender);
-                }
-                Ok(response)
-            }
+            Ok((response, driver)) => Ok(self.lend(response, back, driver)),
             Err(mut failed) => match failed.take_message() {
                 Some(request) if reused => {
                     let error = failed.into_error();
@@ -137,7 +134,7 @@ impl UpstreamClient {
         scheme: &Scheme,
         authority: &Authority,
         mut request: http::Request<Full<Bytes>>,
-    ) -> Result<http::Response<Incoming>, UpstreamError> {
+    ) -> Result<http::Response<UpstreamIncoming>, UpstreamError> {
         if request.uri().scheme().is_some() {
             // It was on its way over HTTP/2, with its absolute URL.
             let path = std::mem::take(request.uri_mut())
@@ -147,42 +144,61 @@ impl UpstreamClient {
         }
         let lease = self.pool.connect(scheme, authority).await?;
         let (back, sending) = start(lease, scheme, authority, request);
-        let response = sending
+        let (response, driver) = sending
             .await
             .map_err(|failed| UpstreamError::Exchange(failed.into_error()))?;
-        if let Some((host, sender)) = back {
-            self.pool.checkin(host, sender);
-        }
-        Ok(response)
+        Ok(self.lend(response, back, driver))
+    }
+
+    /// The answer, its body holding the HTTP/1.1 connection it is read from (which goes back to
+    /// the pool at the body's end) while that connection runs.
+    fn lend(
+        &self,
+        response: http::Response<Incoming>,
+        back: Back,
+        driver: Option<Driver>,
+    ) -> http::Response<UpstreamIncoming> {
+        response.map(|body| match (back, driver) {
+            (Some((host, sender)), Some(driver)) => UpstreamIncoming::driven(
+                body,
+                Driving::new(Http1Conn::new(sender, driver), self.pool.clone(), host),
+            ),
+            _ => UpstreamIncoming::detached(body),
+        })
     }
 }
 
 /// How hyper's send fails: with its error, and the request when none of it left.
 type TrySend = hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>;
-/// An HTTP/1.1 connection to put back in the pool once its response head came.
+/// A sent request's answer, and for HTTP/1.1 the driver of the connection its body is on.
+type Answered = Result<(http::Response<Incoming>, Option<Driver>), TrySend>;
+/// An HTTP/1.1 connection's handle, lent to the answer's body with its driver.
 type Back = Option<(HostId, http1::SendRequest<Full<Bytes>>)>;
 
 /// Starts sending `request` (origin-form) on the leased connection: HTTP/1.1 with `Host`
-/// (unless the request has one), HTTP/2 with the absolute URL. Returns, for HTTP/1.1, the
-/// connection to put back once the response head came. A plain function, so the request is
+/// (unless the request has one), the connection polled by the wait itself (`head_wait`),
+/// HTTP/2 with the absolute URL. Returns, for HTTP/1.1, the connection's handle, which the
+/// answer's body holds with the driver the wait yields. A plain function, so the request is
 /// held by hyper's future alone, not by one more layer of `async` state.
 fn start(
     lease: Lease,
     scheme: &Scheme,
     authority: &Authority,
     mut request: http::Request<Full<Bytes>>,
-) -> (
-    Back,
-    impl Future<Output = Result<http::Response<Incoming>, TrySend>>,
-) {
+) -> (Back, impl Future<Output = Answered>) {
     match lease.conn {
         Conn::Http1 {
-            mut sender,
+            conn: Http1Conn {
+                mut sender, driver, ..
+            },
             host_header,
         } => {
             request.headers_mut().entry(HOST).or_insert(host_header);
             let sending = sender.try_send_request(request);
-            (Some((lease.host, sender)), Either::Left(sending))
+            (
+                Some((lease.host, sender)),
+                Either::Left(head_wait(sending, driver)),
+            )
         }
         Conn::Http2(mut sender) => {
             let path = std::mem::take(request.uri_mut())
@@ -193,7 +209,8 @@ fn start(
             parts.authority = Some(authority.clone());
             parts.path_and_query = path;
             *request.uri_mut() = Uri::from_parts(parts).unwrap_or_default();
-            (None, Either::Right(sender.try_send_request(request)))
+            let sending = sender.try_send_request(request);
+            (None, Either::Right(sending.map_ok(|answer| (answer, None))))
         }
     }
 }

@@ -4,12 +4,15 @@
 //! - [`client`] — a provider's HTTP client: sending one request (HTTP/1.1 and h2, rustls,
 //!   `TCP_NODELAY`), one retry when a reused connection had closed.
 //! - [`pool`] — its open connections: keep-alive reuse, one shared h2 connection, idle expiry.
+//! - [`driven`] — an HTTP/1.1 connection polled by the request holding it, its body handing it
+//!   back to the pool at the end.
 //! - [`error`] — why a request got no response head, before it is named for a person.
 //! - [`egress`] — trusted roots, egress proxies, and naming a transport failure by its type.
 //! - [`body`] — an upstream body, decoded as it arrives when it is compressed.
 
 pub mod body;
 pub mod client;
+pub mod driven;
 pub mod egress;
 pub mod error;
 pub mod pool;

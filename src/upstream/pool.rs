@@ -1,13 +1,16 @@
 //! The open upstream connections of one provider's client, by scheme and authority: HTTP/1.1
-//! keep-alive connections, reused once the last response on them was read to the end; one
-//! multiplexed HTTP/2 connection when ALPN chose h2; each driven by one spawned task, idle
-//! ones dropped after [`IDLE_TIMEOUT`] (checked when the host is next asked for one).
+//! keep-alive connections, put back once the last response on them was read to the end and
+//! driven meanwhile by the request that holds them (`driven`), idle ones polled when the host
+//! is next asked for one (a close is noticed then) and dropped after [`IDLE_TIMEOUT`]; one
+//! multiplexed HTTP/2 connection when ALPN chose h2, driven by a spawned task.
 //!
 //! Built on `hyper::client::conn` directly: a request costs a short lock, a scan of that
 //! host's few connections and two clock reads, with no task or timer of its own.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -37,11 +40,34 @@ pub type Body = Full<Bytes>;
 /// The connector under the pool: TCP (or a proxy's tunnel), then TLS for `https`.
 pub type Connector = HttpsConnector<EgressConnector>;
 
+/// What reads and writes an HTTP/1.1 connection's socket when polled; it ends when the
+/// connection does.
+pub type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// An HTTP/1.1 connection: the handle requests are sent on and its driver, which whoever
+/// holds the connection polls (`driven`).
+pub struct Http1Conn {
+    pub sender: http1::SendRequest<Body>,
+    pub driver: Driver,
+    /// The driver has ended (the connection closed or failed).
+    ended: bool,
+}
+
+impl Http1Conn {
+    pub fn new(sender: http1::SendRequest<Body>, driver: Driver) -> Self {
+        Http1Conn {
+            sender,
+            driver,
+            ended: false,
+        }
+    }
+}
+
 /// A connection one request is about to be sent on.
 pub enum Conn {
     /// An HTTP/1.1 connection, with the `Host` header its requests carry.
     Http1 {
-        sender: http1::SendRequest<Body>,
+        conn: Http1Conn,
         host_header: HeaderValue,
     },
     /// A handle on the host's shared HTTP/2 connection.
@@ -79,7 +105,7 @@ struct Host {
     /// `Host` for HTTP/1.1 requests: the authority without user info, its port only when not
     /// the scheme's default (as hyper-util's client wrote it).
     host_header: HeaderValue,
-    http1: IdleList<http1::SendRequest<Body>>,
+    http1: IdleList<Http1Conn>,
     http2: Option<Shared>,
 }
 
@@ -121,10 +147,10 @@ impl Pool {
             }
             host.http2 = None;
         }
-        let sender = host.http1.take(now, self.idle_timeout)?;
+        let conn = host.http1.take(now, self.idle_timeout)?;
         Some(Lease {
             conn: Conn::Http1 {
-                sender,
+                conn,
                 host_header: host.host_header.clone(),
             },
             reused: true,
@@ -187,12 +213,12 @@ impl Pool {
             .handshake(io)
             .await
             .map_err(UpstreamError::Handshake)?;
-        tokio::spawn(drive(connection, "HTTP/1.1"));
+        let conn = Http1Conn::new(sender, Box::pin(drive(connection, "HTTP/1.1")));
         let mut hosts = self.hosts();
         let index = host_index(&mut hosts, scheme, authority);
         Ok(Lease {
             conn: Conn::Http1 {
-                sender,
+                conn,
                 host_header: hosts[index].host_header.clone(),
             },
             reused: false,
@@ -200,12 +226,11 @@ impl Pool {
         })
     }
 
-    /// Puts an HTTP/1.1 connection back after its response head came: it is reused once that
-    /// response's body has been read to the end.
-    pub fn checkin(&self, host: HostId, sender: http1::SendRequest<Body>) {
+    /// Puts an HTTP/1.1 connection back once its response's body was read to the end.
+    pub fn checkin(&self, host: HostId, conn: Http1Conn) {
         let now = Instant::now();
         if let Some(host) = self.hosts().get_mut(host.0) {
-            host.http1.put(sender, now);
+            host.http1.put(conn, now);
         }
     }
 
@@ -216,8 +241,8 @@ impl Pool {
     }
 }
 
-/// A connection's own task: reads and writes it until it ends (closed by either side, or
-/// every handle on it dropped).
+/// A connection's driver: reads and writes it until it ends (closed by either side, or every
+/// handle on it dropped); HTTP/2's runs as its own task.
 async fn drive(connection: impl Future<Output = hyper::Result<()>>, protocol: &'static str) {
     if let Err(error) = connection.await {
         tracing::debug!(%error, protocol, "upstream connection ended");
@@ -256,23 +281,35 @@ fn host_header(scheme: &Scheme, authority: &Authority) -> HeaderValue {
 /// What the idle list needs to know of a connection (a trait so its bookkeeping is tested
 /// without sockets).
 trait KeepAlive {
+    /// Catches up with what happened on the socket while nobody held the connection (an
+    /// upstream's close, the end of the last exchange), without waiting.
+    fn refresh(&mut self) {}
     /// It can take a request now (HTTP/1.1: the previous response was read to the end).
     fn is_ready(&self) -> bool;
     /// Its connection has ended.
     fn is_closed(&self) -> bool;
 }
 
-impl<B> KeepAlive for http1::SendRequest<B> {
+impl KeepAlive for Http1Conn {
+    fn refresh(&mut self) {
+        if self.ended {
+            return;
+        }
+        // Nobody waits on an idle connection: its next holder polls it again.
+        let mut cx = Context::from_waker(Waker::noop());
+        if let Poll::Ready(()) = self.driver.as_mut().poll(&mut cx) {
+            self.ended = true;
+        }
+    }
     fn is_ready(&self) -> bool {
-        http1::SendRequest::is_ready(self)
+        !self.ended && self.sender.is_ready()
     }
     fn is_closed(&self) -> bool {
-        http1::SendRequest::is_closed(self)
+        self.ended || self.sender.is_closed()
     }
 }
 
-/// One host's HTTP/1.1 connections that are not sending a request: some still delivering a
-/// response body, the rest idle; most recently put back last.
+/// One host's HTTP/1.1 connections that no request holds; most recently put back last.
 struct IdleList<C> {
     parked: Vec<Parked<C>>,
     next_sweep: Instant,
@@ -280,7 +317,7 @@ struct IdleList<C> {
 
 struct Parked<C> {
     conn: C,
-    /// When its last response head came.
+    /// When it was put back.
     since: Instant,
 }
 
@@ -297,7 +334,8 @@ impl<C: KeepAlive> IdleList<C> {
     fn take(&mut self, now: Instant, idle_timeout: Duration) -> Option<C> {
         if now >= self.next_sweep {
             self.next_sweep = now + SWEEP_EVERY;
-            self.parked.retain(|parked| {
+            self.parked.retain_mut(|parked| {
+                parked.conn.refresh();
                 let expired =
                     parked.conn.is_ready() && now.duration_since(parked.since) >= idle_timeout;
                 !parked.conn.is_closed() && !expired
@@ -306,7 +344,8 @@ impl<C: KeepAlive> IdleList<C> {
         let mut index = self.parked.len();
         while index > 0 {
             index -= 1;
-            let parked = &self.parked[index];
+            let parked = &mut self.parked[index];
+            parked.conn.refresh();
             if parked.conn.is_closed() {
                 self.parked.remove(index);
             } else if parked.conn.is_ready() {
@@ -320,7 +359,7 @@ impl<C: KeepAlive> IdleList<C> {
     }
 
     /// Keeps `conn` for reuse, unless the host already keeps [`MAX_IDLE_PER_HOST`] open ones
-    /// (then it is dropped, which closes it once its response is read).
+    /// (then it is dropped, which closes it).
     fn put(&mut self, conn: C, now: Instant) {
         if self.parked.len() >= MAX_IDLE_PER_HOST {
             self.parked.retain(|parked| !parked.conn.is_closed());

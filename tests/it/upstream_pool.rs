@@ -2,7 +2,9 @@
 //! that count the TCP connections they accept: sequential requests share one keep-alive
 //! connection (origin-form request line, `Host` with the port), a connection the upstream
 //! closed is replaced without the caller seeing an error, two requests in flight at once
-//! take two connections, and an unread response keeps its connection from being reused.
+//! take two connections, an unread response keeps its connection from being reused, a body
+//! read to its end hands its connection back at once (the body drives it, `driven`), and one
+//! left half-read closes it.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -171,10 +173,8 @@ async fn two_requests_in_flight_take_two_connections_then_both_are_reused() {
     let (first, second) = tokio::join!(fetch(&client, &url), fetch(&client, &url));
     assert_eq!((first.0, second.0), (200, 200));
     assert_eq!(seen.accepted(), 2);
-    // The pool takes a connection back once its connection task has seen the response end,
-    // which a crowded host may run a little after the body was read.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    // Both are idle now: two more at once go on the same two connections.
+    // Each body handed its connection back as it was read to the end: two more at once go
+    // on the same two connections.
     let (first, second) = tokio::join!(fetch(&client, &url), fetch(&client, &url));
     assert_eq!((first.0, second.0), (200, 200));
     assert_eq!(seen.accepted(), 2, "both connections were reused");
@@ -195,12 +195,60 @@ async fn a_response_still_being_read_keeps_its_connection_busy() {
     assert_eq!(seen.accepted(), 2);
     let body = unread.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body.len(), 1 << 20);
-    // As above: the pool has both back once their tasks saw the responses end.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    // Both are idle now; the next two in a row reuse them.
+    // Both bodies were read to the end, so both connections are back; the next two in a row
+    // reuse them.
     fetch(&client, &url).await;
     fetch(&client, &url).await;
     assert_eq!(seen.accepted(), 2);
+}
+
+#[tokio::test]
+async fn a_body_left_half_read_closes_its_connection_and_the_pool_opens_another() {
+    let (base, seen) = start_keep_alive(None).await;
+    let client = UpstreamClient::new();
+    let url = format!("{base}/v1/models");
+    let mut half_read = client
+        .send(get(&format!("{base}/big")), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .into_body();
+    let first = half_read.frame().await.unwrap().unwrap();
+    assert!(first.data_ref().is_some_and(|data| data.len() < 1 << 20));
+    // Its connection still holds the rest of the answer: it can take no other request, and
+    // dropping the body closes it.
+    drop(half_read);
+    let (status, body) = fetch(&client, &url).await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    assert_eq!(seen.accepted(), 2, "a new connection for the next request");
+    for _ in 0..3 {
+        fetch(&client, &url).await;
+    }
+    assert_eq!(seen.accepted(), 2, "and that one is reused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_read_on_another_task_than_its_head_drives_its_own_connection() {
+    let (base, seen) = start_keep_alive(None).await;
+    let client = UpstreamClient::new();
+    let response = client
+        .send(get(&format!("{base}/big")), Duration::from_secs(10))
+        .await
+        .unwrap();
+    // The connection has no task of its own: the body reads it wherever it is polled.
+    let read = tokio::spawn(async move { response.into_body().collect().await });
+    let body = tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the body is read without a connection task")
+        .unwrap()
+        .unwrap()
+        .to_bytes();
+    assert_eq!(body.len(), 1 << 20);
+    fetch(&client, &format!("{base}/v1/models")).await;
+    assert_eq!(
+        seen.accepted(),
+        1,
+        "read to its end, the connection was reused"
+    );
 }
 
 #[tokio::test]

@@ -209,7 +209,7 @@ pub(super) struct UpstreamAnswer {
     pub status: StatusCode,
     /// Kept whole: relayed (masked) and classified.
     pub headers: HeaderMap,
-    pub body: hyper::body::Incoming,
+    pub body: crate::upstream::driven::UpstreamIncoming,
     /// The body's `Content-Encoding`, undone as it is read.
     pub codings: Vec<Coding>,
     /// The rate-limit headers' readings (behaviour §13), whatever the answer.

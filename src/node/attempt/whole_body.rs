@@ -21,7 +21,7 @@ const MAX_UPSTREAM_BODY_BYTES: usize = 64 * 1024 * 1024;
 pub(super) async fn read_whole<'a>(
     ctx: &TryContext<'a>,
     status: StatusCode,
-    body: hyper::body::Incoming,
+    body: crate::upstream::driven::UpstreamIncoming,
     codings: &[Coding],
 ) -> Result<(Bytes, Option<SemaphorePermit<'a>>), Attempted> {
     let read = tokio::time::timeout_at(
@@ -77,7 +77,7 @@ enum BodyRead {
 /// The upstream's whole body, at most [`MAX_UPSTREAM_BODY_BYTES`], with its bytes held in
 /// `buffer` (KiB permits) until the returned permit is dropped.
 async fn read_upstream_body(
-    mut body: hyper::body::Incoming,
+    mut body: crate::upstream::driven::UpstreamIncoming,
     buffer: &tokio::sync::Semaphore,
 ) -> Result<(Bytes, Option<tokio::sync::SemaphorePermit<'_>>), BodyRead> {
     let mut pieces: Vec<Bytes> = Vec::new();
