@@ -35,12 +35,10 @@ where
                 driver = None;
             }
         }
-        // Only that connection completes the answer future, and it runs in no other task: the
-        // future needs no waker of its own (one would only wake this task again for nothing).
-        match sending
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()))
-        {
+        // With this task's own waker: tokio's oneshot under the answer future may return
+        // Pending when the task's cooperative budget is spent, and then wakes that waker to be
+        // polled again.
+        match sending.as_mut().poll(cx) {
             Poll::Ready(Ok(answer)) => Poll::Ready(Ok((answer, driver.take()))),
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
             Poll::Pending => Poll::Pending,
