@@ -19,7 +19,6 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::client::conn::http1;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
 use quotaroute_actors::policy::classify::TransportFailure;
@@ -28,7 +27,7 @@ use rustls::pki_types::CertificateDer;
 use crate::upstream::driven::{head_wait, Driving, UpstreamIncoming};
 use crate::upstream::egress::{self, EgressConnector};
 use crate::upstream::error::UpstreamError;
-use crate::upstream::pool::{Conn, Driver, HostId, Http1Conn, Lease, Pool};
+use crate::upstream::pool::{Conn, HostId, Http1Conn, Lease, Pool};
 
 /// Why an upstream request got no response head.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +115,7 @@ impl UpstreamClient {
         let reused = lease.reused;
         let (back, sending) = start(lease, scheme, authority, request);
         match sending.await {
-            Ok((response, driver)) => Ok(self.lend(response, back, driver)),
+            Ok((response, conn)) => Ok(self.lend(response, back, conn)),
             Err(mut failed) => match failed.take_message() {
                 Some(request) if reused => {
                     let error = failed.into_error();
@@ -144,25 +143,24 @@ impl UpstreamClient {
         }
         let lease = self.pool.connect(scheme, authority).await?;
         let (back, sending) = start(lease, scheme, authority, request);
-        let (response, driver) = sending
+        let (response, conn) = sending
             .await
             .map_err(|failed| UpstreamError::Exchange(failed.into_error()))?;
-        Ok(self.lend(response, back, driver))
+        Ok(self.lend(response, back, conn))
     }
 
     /// The answer, its body holding the HTTP/1.1 connection it is read from (which goes back to
-    /// the pool at the body's end) while that connection runs.
+    /// the pool, host `back`, at the body's end) while that connection runs.
     fn lend(
         &self,
         response: http::Response<Incoming>,
-        back: Back,
-        driver: Option<Driver>,
+        back: Option<HostId>,
+        conn: Option<Http1Conn>,
     ) -> http::Response<UpstreamIncoming> {
-        response.map(|body| match (back, driver) {
-            (Some((host, sender)), Some(driver)) => UpstreamIncoming::driven(
-                body,
-                Driving::new(Http1Conn::new(sender, driver), self.pool.clone(), host),
-            ),
+        response.map(|body| match (back, conn) {
+            (Some(host), Some(conn)) => {
+                UpstreamIncoming::driven(body, Driving::new(conn, self.pool.clone(), host))
+            }
             _ => UpstreamIncoming::detached(body),
         })
     }
@@ -170,35 +168,28 @@ impl UpstreamClient {
 
 /// How hyper's send fails: with its error, and the request when none of it left.
 type TrySend = hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>;
-/// A sent request's answer, and for HTTP/1.1 the driver of the connection its body is on.
-type Answered = Result<(http::Response<Incoming>, Option<Driver>), TrySend>;
-/// An HTTP/1.1 connection's handle, lent to the answer's body with its driver.
-type Back = Option<(HostId, http1::SendRequest<Full<Bytes>>)>;
+/// A sent request's answer, and for HTTP/1.1 the connection its body is on while it runs.
+type Answered = Result<(http::Response<Incoming>, Option<Http1Conn>), TrySend>;
 
 /// Starts sending `request` (origin-form) on the leased connection: HTTP/1.1 with `Host`
 /// (unless the request has one), the connection polled by the wait itself (`head_wait`),
-/// HTTP/2 with the absolute URL. Returns, for HTTP/1.1, the connection's handle, which the
-/// answer's body holds with the driver the wait yields. A plain function, so the request is
+/// HTTP/2 with the absolute URL. Returns, for HTTP/1.1, the host its connection goes back to
+/// (the wait yields the connection). A plain function, so the request is
 /// held by hyper's future alone, not by one more layer of `async` state.
 fn start(
     lease: Lease,
     scheme: &Scheme,
     authority: &Authority,
     mut request: http::Request<Full<Bytes>>,
-) -> (Back, impl Future<Output = Answered>) {
+) -> (Option<HostId>, impl Future<Output = Answered>) {
     match lease.conn {
         Conn::Http1 {
-            conn: Http1Conn {
-                mut sender, driver, ..
-            },
+            mut conn,
             host_header,
         } => {
             request.headers_mut().entry(HOST).or_insert(host_header);
-            let sending = sender.try_send_request(request);
-            (
-                Some((lease.host, sender)),
-                Either::Left(head_wait(sending, driver)),
-            )
+            let sending = conn.sender.try_send_request(request);
+            (Some(lease.host), Either::Left(head_wait(sending, conn)))
         }
         Conn::Http2(mut sender) => {
             let path = std::mem::take(request.uri_mut())

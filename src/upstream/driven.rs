@@ -15,31 +15,31 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 
-use crate::upstream::pool::{Driver, HostId, Http1Conn, Pool};
+use crate::upstream::pool::{HostId, Http1Conn, Pool};
 
-/// Waits for a response head on an HTTP/1.1 connection, polling the connection (which writes
-/// the request and reads the head) beside hyper's answer future `sending`. Yields the
-/// connection's driver with the answer while the connection still runs.
-pub async fn head_wait<F, T, E>(sending: F, driver: Driver) -> Result<(T, Option<Driver>), E>
+/// Waits for a response head on the HTTP/1.1 connection `conn`, polling it (it writes the
+/// request and reads the head) beside hyper's answer future `sending`. Yields the connection
+/// with the answer while it still runs.
+pub async fn head_wait<F, T, E>(sending: F, conn: Http1Conn) -> Result<(T, Option<Http1Conn>), E>
 where
     F: Future<Output = Result<T, E>>,
 {
     let mut sending = std::pin::pin!(sending);
-    let mut driver = Some(driver);
+    let mut conn = Some(conn);
     std::future::poll_fn(move |cx| {
-        // The connection first: it writes the request and reads what came, so the answer
-        // future finds the head in the same poll.
-        if let Some(running) = &mut driver {
-            if running.as_mut().poll(cx).is_ready() {
-                // Ended (closed or failed): hyper hands the answer future its error.
-                driver = None;
-            }
+        // The connection first, so the answer future finds the head in the same poll.
+        if conn
+            .as_mut()
+            .is_some_and(|running| running.drive(cx).is_ready())
+        {
+            // Ended (closed or failed): hyper hands the answer future its error.
+            conn = None;
         }
         // With this task's own waker: tokio's oneshot under the answer future may return
         // Pending when the task's cooperative budget is spent, and then wakes that waker to be
         // polled again.
         match sending.as_mut().poll(cx) {
-            Poll::Ready(Ok(answer)) => Poll::Ready(Ok((answer, driver.take()))),
+            Poll::Ready(Ok(answer)) => Poll::Ready(Ok((answer, conn.take()))),
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
             Poll::Pending => Poll::Pending,
         }
@@ -88,7 +88,7 @@ impl UpstreamIncoming {
     /// Polls the connection; forgets it when it has ended.
     fn drive(&mut self, cx: &mut Context<'_>) {
         if let Some(driving) = &mut self.driving {
-            if driving.conn.driver.as_mut().poll(cx).is_ready() {
+            if driving.conn.drive(cx).is_ready() {
                 self.driving = None;
             }
         }

@@ -42,23 +42,35 @@ pub type Connector = HttpsConnector<EgressConnector>;
 
 /// What reads and writes an HTTP/1.1 connection's socket when polled; it ends when the
 /// connection does.
-pub type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// An HTTP/1.1 connection: the handle requests are sent on and its driver, which whoever
 /// holds the connection polls (`driven`).
 pub struct Http1Conn {
     pub sender: http1::SendRequest<Body>,
-    pub driver: Driver,
+    driver: Driver,
     /// The driver has ended (the connection closed or failed).
     ended: bool,
 }
 
 impl Http1Conn {
-    pub fn new(sender: http1::SendRequest<Body>, driver: Driver) -> Self {
+    fn new(sender: http1::SendRequest<Body>, driver: Driver) -> Self {
         Http1Conn {
             sender,
             driver,
             ended: false,
+        }
+    }
+
+    /// Reads and writes the socket as far as it can now; `Ready` once the connection has ended.
+    pub fn drive(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.ended && self.driver.as_mut().poll(cx).is_ready() {
+            self.ended = true;
+        }
+        if self.ended {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
     }
 }
@@ -292,14 +304,8 @@ trait KeepAlive {
 
 impl KeepAlive for Http1Conn {
     fn refresh(&mut self) {
-        if self.ended {
-            return;
-        }
         // Nobody waits on an idle connection: its next holder polls it again.
-        let mut cx = Context::from_waker(Waker::noop());
-        if let Poll::Ready(()) = self.driver.as_mut().poll(&mut cx) {
-            self.ended = true;
-        }
+        let _ = self.drive(&mut Context::from_waker(Waker::noop()));
     }
     fn is_ready(&self) -> bool {
         !self.ended && self.sender.is_ready()
