@@ -6,7 +6,9 @@
 //!   [`policy::router_state::RouterState`] is the fold of the whole journal.
 //! - [`actor`] — one `ComboActor` per combo (DRR deficits, views of its targets), one
 //!   `ConnectionActor` per connection (cooldown, lockouts, buckets), one `BreakerActor` per
-//!   provider, the `RecorderActor` (sole journal appender, snapshots) and the `RouterSupervisor`.
+//!   provider and the `RouterSupervisor`; [`recorder`] — the `Recorder` they all record to
+//!   (the fold of every event, the journal's sole appender, snapshots), called in the step
+//!   that made the events, not messaged.
 //! - [`router::Router`] — the front door: start from a topology and a journal, `route`,
 //!   `Decision::report`, `state`, admin operations, reload.
 //! - [`topology`] — what the node hands in (providers, connections, combos, settings).
@@ -28,6 +30,7 @@ pub mod group_ledger;
 pub mod permit;
 pub mod policy;
 pub mod pool_forecast;
+pub mod recorder;
 pub mod registry;
 pub mod router;
 pub mod snapshot;

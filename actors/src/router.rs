@@ -14,7 +14,6 @@ use ractor::{Actor, ActorRef};
 use crate::actor::messages::{
     BreakerMsg, ComboMsg, ConnectionMsg, QueuedRoute, RouteReply, RouteRequest,
 };
-use crate::actor::recorder::{RecorderActor, RecorderArgs, RecorderMsg};
 use crate::actor::supervisor::{RouterSupervisor, SupervisorArgs, SupervisorMsg};
 use crate::admin_state::AdminState;
 use crate::clock::SharedClock;
@@ -28,6 +27,7 @@ use crate::policy::request_events::RequestEvents;
 use crate::policy::router_state::RouterState;
 use crate::policy::stored_responses::{ResponseBinding, ResponseBindings};
 use crate::policy::topology::Topology;
+use crate::recorder::{Recorder, RecorderArgs};
 use crate::registry::Registry;
 use crate::snapshot;
 use crate::tap::EventTap;
@@ -154,7 +154,7 @@ pub struct AffinityPageAll {
 struct RouterInner {
     registry: Arc<Registry>,
     supervisor: ActorRef<SupervisorMsg>,
-    recorder: ActorRef<RecorderMsg>,
+    recorder: Recorder,
     journal: JournalHandle,
     clock: SharedClock,
     started_at_ms: u64,
@@ -216,20 +216,14 @@ impl Router {
         let clock = options.clock;
         let now_ms = clock.now_ms();
         let generation = state.next_generation();
-        let (recorder, _) = Actor::spawn(
-            None,
-            RecorderActor,
-            RecorderArgs {
-                journal: handle.clone(),
-                state: state.clone(),
-                snapshot_every_events: options.snapshot_every_events,
-                request_events: options.request_events,
-                tap,
-            },
-        )
-        .await
-        .map_err(|e| RouterError::Actor(e.to_string()))?;
-        let _ = recorder.cast(RecorderMsg::Record(vec![
+        let recorder = Recorder::new(RecorderArgs {
+            journal: handle.clone(),
+            state: state.clone(),
+            snapshot_every_events: options.snapshot_every_events,
+            request_events: options.request_events,
+            tap,
+        });
+        recorder.record([
             (
                 now_ms,
                 Event::NodeStarted(NodeStarted {
@@ -242,7 +236,7 @@ impl Router {
                 now_ms,
                 Event::ConfigLoaded(topology.config_loaded(generation)),
             ),
-        ]));
+        ]);
         let registry = Arc::new(Registry::default());
         registry.groups.set_clients(topology.clients);
         let (supervisor, _) = Actor::spawn(
@@ -469,12 +463,7 @@ impl Router {
 
     /// The journal's fold: everything learned, as replay would rebuild it.
     pub async fn folded_state(&self) -> Result<RouterState, RouterError> {
-        ractor::call_t!(
-            self.inner.recorder,
-            RecorderMsg::State,
-            ROUTE_CALL_TIMEOUT_MS
-        )
-        .map_err(|e| RouterError::Actor(e.to_string()))
+        Ok(self.inner.recorder.state())
     }
 
     /// The admin view of the state (contract `GET /admin/state`).
@@ -508,10 +497,9 @@ impl Router {
         if let Ok(mut responses) = self.inner.responses.lock() {
             responses.apply(now_ms, &bound);
         }
-        let _ = self.inner.recorder.cast(RecorderMsg::Record(vec![(
-            now_ms,
-            Event::ResponseBound(bound),
-        )]));
+        self.inner
+            .recorder
+            .record_one(now_ms, Event::ResponseBound(bound));
     }
 
     /// The config now names `clients` clients: the shared tables' per-client shares follow.
@@ -536,10 +524,7 @@ impl Router {
             event,
             Event::CredentialRefreshed(_) | Event::CredentialFailed(_)
         ) {
-            let _ = self
-                .inner
-                .recorder
-                .cast(RecorderMsg::Record(vec![(at_ms, event)]));
+            self.inner.recorder.record_one(at_ms, event);
         }
     }
 
@@ -548,22 +533,19 @@ impl Router {
     pub fn record_client(&self, at_ms: u64, event: Event) {
         if matches!(event, Event::ClientUsage(_) | Event::ClientLimited(_)) {
             // One per answered request: no one-element Vec to allocate and free.
-            let _ = self
-                .inner
-                .recorder
-                .cast(RecorderMsg::RecordOne(at_ms, event));
+            self.inner.recorder.record_one(at_ms, event);
         }
     }
 
     fn record_admin(&self, action: &str, target: &str) {
-        let _ = self.inner.recorder.cast(RecorderMsg::Record(vec![(
+        self.inner.recorder.record_one(
             self.inner.clock.now_ms(),
             Event::AdminAction(AdminAction {
                 action: action.to_string(),
                 target: target.to_string(),
                 by: "admin".to_string(),
             }),
-        )]));
+        );
     }
 
     /// Journals an admin's reset of a client's spend and windows (behaviour §11; the node's
@@ -720,13 +702,11 @@ impl Router {
 
     /// Waits until everything recorded so far is on disk; returns the durable seq.
     pub async fn flush(&self) -> Result<u64, RouterError> {
-        ractor::call_t!(
-            self.inner.recorder,
-            RecorderMsg::Flush,
-            JOURNAL_CALL_TIMEOUT_MS
-        )
-        .map_err(|e| RouterError::Actor(e.to_string()))?
-        .map_err(RouterError::Flush)
+        self.inner
+            .recorder
+            .flush()
+            .await
+            .map_err(|e| RouterError::Flush(e.to_string()))
     }
 
     pub fn journal_stats(&self) -> JournalStats {
@@ -859,16 +839,15 @@ impl Router {
         // the journal of a clean stop ends with it.
         let _ = self.settle().await;
         let now_ms = self.inner.clock.now_ms();
-        let _ = self.inner.recorder.cast(RecorderMsg::Record(vec![(
+        self.inner.recorder.record_one(
             now_ms,
             Event::NodeStopped(NodeStopped {
                 reason: reason.to_string(),
                 uptime_ms: now_ms.saturating_sub(self.inner.started_at_ms),
             }),
-        )]));
+        );
         self.flush().await?;
         self.inner.supervisor.stop(None);
-        self.inner.recorder.stop(None);
         // Close, not just flush: the writer thread ends and lets go of the journal's storage.
         self.inner
             .journal

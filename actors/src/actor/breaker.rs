@@ -10,10 +10,10 @@ use quotaroute_journal::Event;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actor::messages::{BreakerMsg, ComboMsg};
-use crate::actor::recorder::RecorderMsg;
 use crate::breaker_hint::BreakerHint;
 use crate::clock::SharedClock;
 use crate::policy::breaker::{BreakerSettings, BreakerState};
+use crate::recorder::Recorder;
 
 pub struct BreakerActor;
 
@@ -22,7 +22,7 @@ pub struct BreakerArgs {
     pub settings: BreakerSettings,
     pub state: BreakerState,
     pub subscribers: Vec<ActorRef<ComboMsg>>,
-    pub recorder: ActorRef<RecorderMsg>,
+    pub recorder: Recorder,
     pub clock: SharedClock,
     /// Published after every message so reporters can skip no-op successes.
     pub hint: Arc<BreakerHint>,
@@ -33,7 +33,7 @@ pub struct BreakerActorState {
     settings: BreakerSettings,
     state: Arc<BreakerState>,
     subscribers: Vec<ActorRef<ComboMsg>>,
-    recorder: ActorRef<RecorderMsg>,
+    recorder: Recorder,
     clock: SharedClock,
     hint: Arc<BreakerHint>,
 }
@@ -66,7 +66,7 @@ impl BreakerActorState {
             next.apply(now_ms, event);
         }
         self.state = Arc::new(next);
-        let _ = self.recorder.cast(RecorderMsg::RecordAll(now_ms, events));
+        self.recorder.record_all(now_ms, events);
         self.push();
     }
 

@@ -23,7 +23,6 @@ use crate::actor::messages::{
     AcquireRequest, Acquired, BreakerMsg, ComboMsg, ComboSetup, RouteReply, RouteRequest, Routed,
     RoutedTarget, ServedTurn, TargetRuntime,
 };
-use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::permit::{Permit, SharedProbeGate};
 use crate::policy::admission::{evaluate_target, take_first_admitted, Admit, Block};
@@ -36,6 +35,7 @@ use crate::policy::request::unroutable;
 use crate::policy::selection::{
     decide, Candidates, ComboRules, Decided, SelectionRequest, SelectionState,
 };
+use crate::recorder::Recorder;
 use crate::registry::Registry;
 use crate::view::{BreakerAdmission, BreakerView, ConnectionView};
 
@@ -49,7 +49,7 @@ pub struct ComboArgs {
     pub connections: HashMap<String, Arc<ConnectionView>>,
     pub breakers: HashMap<String, Arc<BreakerState>>,
     pub registry: Arc<Registry>,
-    pub recorder: ActorRef<RecorderMsg>,
+    pub recorder: Recorder,
     pub clock: SharedClock,
 }
 
@@ -69,7 +69,7 @@ pub struct ComboState {
     /// Reused per decision so routing does not allocate its working lists.
     scratch: Scratch,
     registry: Arc<Registry>,
-    recorder: ActorRef<RecorderMsg>,
+    recorder: Recorder,
     clock: SharedClock,
     /// Requests waiting for a permit (behaviour §11); empty unless `queue_ms` > 0.
     queue: WaitQueue,
@@ -456,14 +456,11 @@ impl ComboState {
                 self.setup.spec.hold_ms,
             )),
         };
-        let _ = self.recorder.cast(RecorderMsg::RecordOne(
-            now_ms,
-            Event::RouteDecided(route_decided),
-        ));
+        self.recorder
+            .record_one(now_ms, Event::RouteDecided(route_decided));
         if let Some(bound) = applied.bound {
-            let _ = self
-                .recorder
-                .cast(RecorderMsg::RecordOne(now_ms, Event::AffinityBound(bound)));
+            self.recorder
+                .record_one(now_ms, Event::AffinityBound(bound));
         }
         reply
     }
@@ -495,9 +492,8 @@ impl ComboState {
             &self.setup.spec.name,
             &mut self.selection.bindings,
         );
-        let _ = self
-            .recorder
-            .cast(RecorderMsg::RecordOne(now_ms, Event::AffinityBound(bound)));
+        self.recorder
+            .record_one(now_ms, Event::AffinityBound(bound));
     }
 
     /// A peer's conversation binding (behaviour §10 "Memory", §9): merged by the pure rule
@@ -526,9 +522,8 @@ impl ComboState {
                 &self.setup.spec.name,
                 &mut self.selection.bindings,
             );
-            let _ = self
-                .recorder
-                .cast(RecorderMsg::RecordOne(now_ms, Event::PeerApplied(applied)));
+            self.recorder
+                .record_one(now_ms, Event::PeerApplied(applied));
         }
     }
 

@@ -10,10 +10,10 @@ use quotaroute_journal::Event;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actor::messages::{ComboMsg, ConnectionMsg};
-use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::topology::ConnectionSpec;
+use crate::recorder::Recorder;
 use crate::view::ConnectionView;
 
 pub struct ConnectionActor;
@@ -22,7 +22,7 @@ pub struct ConnectionArgs {
     pub spec: ConnectionSpec,
     pub state: ConnectionState,
     pub subscribers: Vec<ActorRef<ComboMsg>>,
-    pub recorder: ActorRef<RecorderMsg>,
+    pub recorder: Recorder,
     pub clock: SharedClock,
 }
 
@@ -30,7 +30,7 @@ pub struct ConnectionActorState {
     spec: ConnectionSpec,
     state: ConnectionState,
     subscribers: Vec<ActorRef<ComboMsg>>,
-    recorder: ActorRef<RecorderMsg>,
+    recorder: Recorder,
     clock: SharedClock,
     last_view: Arc<ConnectionView>,
 }
@@ -44,7 +44,7 @@ impl ConnectionActorState {
         for event in &events {
             self.state.apply(now_ms, event);
         }
-        let _ = self.recorder.cast(RecorderMsg::RecordAll(now_ms, events));
+        self.recorder.record_all(now_ms, events);
         self.push_view(now_ms, false);
     }
 
@@ -146,9 +146,9 @@ impl Actor for ConnectionActor {
                         "learned from a peer"
                     );
                 }
-                let _ = state
+                state
                     .recorder
-                    .cast(RecorderMsg::RecordOne(now_ms, Event::PeerApplied(*applied)));
+                    .record_one(now_ms, Event::PeerApplied(*applied));
                 state.push_view(now_ms, false);
             }
             ConnectionMsg::SetSubscribers(subscribers) => {

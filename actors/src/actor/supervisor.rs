@@ -2,8 +2,8 @@
 //! topology, restarts a failed one from the recorder's fold of the journal, spawns implicit
 //! `provider/model` combos on first use, and applies reloads without losing learned state.
 //!
-//! The only actor that `call`s another (the recorder, for the folded state); nothing calls it
-//! back, so no two actors wait on each other.
+//! It calls no actor (the recorder's fold is read directly) and nothing calls it back, so no
+//! two actors wait on each other.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -19,11 +19,11 @@ use crate::actor::connection::{ConnectionActor, ConnectionArgs};
 use crate::actor::messages::{
     BreakerMsg, ComboMsg, ComboSetup, ConnectionMsg, RoutedTarget, TargetRuntime,
 };
-use crate::actor::recorder::RecorderMsg;
 use crate::clock::SharedClock;
 use crate::policy::quota_share::DrrKeys;
 use crate::policy::router_state::RouterState;
 use crate::policy::topology::{ComboSpec, Topology};
+use crate::recorder::Recorder;
 use crate::registry::Registry;
 use crate::view::ConnectionView;
 
@@ -49,7 +49,7 @@ pub struct SupervisorArgs {
     pub generation: u64,
     pub state: RouterState,
     pub registry: Arc<Registry>,
-    pub recorder: ActorRef<RecorderMsg>,
+    pub recorder: Recorder,
     pub clock: SharedClock,
 }
 
@@ -57,7 +57,7 @@ pub struct SupervisorState {
     topology: Topology,
     generation: u64,
     registry: Arc<Registry>,
-    recorder: ActorRef<RecorderMsg>,
+    recorder: Recorder,
     clock: SharedClock,
     children: HashMap<ActorId, Child>,
     /// Combos currently running, with their specs (explicit and implicit).
@@ -291,13 +291,8 @@ impl SupervisorState {
         }
     }
 
-    async fn folded_state(&self) -> RouterState {
-        ractor::call_t!(
-            self.recorder,
-            RecorderMsg::State,
-            crate::decision::JOURNAL_CALL_TIMEOUT_MS
-        )
-        .unwrap_or_default()
+    fn folded_state(&self) -> RouterState {
+        self.recorder.state()
     }
 
     fn stop_child(&mut self, cell: Option<ActorCell>) {
@@ -312,15 +307,13 @@ impl SupervisorState {
         supervisor: ActorCell,
         topology: Topology,
     ) -> Result<(), ActorProcessingErr> {
-        let state = self.folded_state().await;
+        let state = self.folded_state();
         let old = std::mem::replace(&mut self.topology, topology);
         self.generation = state.next_generation().max(self.generation + 1);
         let loaded = self.topology.config_loaded(self.generation);
         let now_ms = self.clock.now_ms();
-        let _ = self.recorder.cast(RecorderMsg::Record(vec![(
-            now_ms,
-            Event::ConfigLoaded(loaded),
-        )]));
+        self.recorder
+            .record_one(now_ms, Event::ConfigLoaded(loaded));
         tracing::info!(generation = self.generation, "config reloaded");
 
         // Providers: stop removed, reconfigure kept, spawn new.
@@ -424,7 +417,7 @@ impl SupervisorState {
         supervisor: ActorCell,
         child: Child,
     ) -> Result<(), ActorProcessingErr> {
-        let state = self.folded_state().await;
+        let state = self.folded_state();
         tracing::warn!(?child, "restarting failed actor from the journal's fold");
         match child {
             Child::Connection(id) => self.spawn_connection(supervisor, &id, &state).await?,
@@ -500,7 +493,7 @@ impl Actor for RouterSupervisor {
                 }
                 let spawned = match implicit {
                     Some(spec) => {
-                        let learned = state.folded_state().await;
+                        let learned = state.folded_state();
                         let actor = state
                             .spawn_combo(myself.get_cell(), spec.clone(), &learned)
                             .await?;

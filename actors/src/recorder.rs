@@ -1,17 +1,19 @@
-//! RecorderActor: the single appender to the journal. Folds every event it is given into the
+//! Recorder: the single appender to the journal. Folds every event it is given into the
 //! `RouterState` (the same `apply` the owning actors ran), appends it, and snapshots that fold
 //! every `snapshot_every_events`, so a snapshot is exactly the state at its seq.
 //!
 //! Under `request_events = "failures"` it still folds every event but appends only those the
 //! policy keeps, and snapshots at a graceful stop so the unjournaled counts survive it.
 //!
-//! Other actors only `cast` to it; the supervisor and admin `call` it for the folded state. It
-//! never calls anyone.
+//! Not an actor: the actors record their events by a call under a short lock, in the step
+//! that produced them, so a request's decision and outcome cost no task wake-ups of their own
+//! and the journal's order is the order the steps took the lock. It never calls an actor and
+//! never waits (the journal writer and a cluster tap only queue), so no actor can wait on
+//! another through it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use quotaroute_journal::{Event, JournalHandle, JournalRecovered};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use quotaroute_journal::{Event, JournalError, JournalHandle, JournalRecovered};
 
 use crate::tap::EventTap;
 
@@ -19,24 +21,7 @@ use crate::policy::request_events::RequestEvents;
 use crate::policy::router_state::RouterState;
 use crate::snapshot;
 
-/// Messages to the recorder.
-// ractor boxes every message, so a large variant costs no more than the box it already takes.
-#[allow(clippy::large_enum_variant)]
-pub enum RecorderMsg {
-    /// Events one actor produced in one step, in order, each with its `now`.
-    Record(Vec<(u64, Event)>),
-    /// One event (a combo's decision): no list to allocate.
-    RecordOne(u64, Event),
-    /// Events one actor produced in one step at the same `now`, in order.
-    RecordAll(u64, Vec<Event>),
-    /// The folded state (for admin, restarts, and tests).
-    State(RpcReplyPort<RouterState>),
-    /// Wait until everything recorded so far is durable; replies with the durable seq.
-    Flush(RpcReplyPort<Result<u64, String>>),
-}
-
-pub struct RecorderActor;
-
+/// What the recorder starts from.
 pub struct RecorderArgs {
     pub journal: JournalHandle,
     pub state: RouterState,
@@ -46,7 +31,69 @@ pub struct RecorderArgs {
     pub tap: Option<Arc<dyn EventTap>>,
 }
 
-pub struct RecorderState {
+/// The shared recorder. Cheap to clone; every clone records into the same fold and journal.
+#[derive(Clone)]
+pub struct Recorder {
+    state: Arc<Mutex<RecorderState>>,
+    journal: JournalHandle,
+}
+
+impl Recorder {
+    pub fn new(args: RecorderArgs) -> Recorder {
+        Recorder {
+            journal: args.journal.clone(),
+            state: Arc::new(Mutex::new(RecorderState {
+                journal: args.journal,
+                state: args.state,
+                snapshot_every_events: args.snapshot_every_events,
+                request_events: args.request_events,
+                since_snapshot: 0,
+                outage: None,
+                tap: args.tap,
+            })),
+        }
+    }
+
+    /// A panic while recording leaves the fold as far as it got; later events still record.
+    fn locked(&self) -> MutexGuard<'_, RecorderState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// One event (a combo's decision).
+    pub fn record_one(&self, at_ms: u64, event: Event) {
+        self.locked().record(at_ms, event);
+    }
+
+    /// Events one step produced at the same `now`, in order.
+    pub fn record_all(&self, at_ms: u64, events: impl IntoIterator<Item = Event>) {
+        let mut state = self.locked();
+        for event in events {
+            state.record(at_ms, event);
+        }
+    }
+
+    /// Events one step produced, in order, each with its `now`.
+    pub fn record(&self, events: impl IntoIterator<Item = (u64, Event)>) {
+        let mut state = self.locked();
+        for (at_ms, event) in events {
+            state.record(at_ms, event);
+        }
+    }
+
+    /// The folded state (for admin, restarts, and tests).
+    pub fn state(&self) -> RouterState {
+        self.locked().state.clone()
+    }
+
+    /// Waits until everything recorded so far is durable; returns the durable seq.
+    pub async fn flush(&self) -> Result<u64, JournalError> {
+        self.journal.flush().await
+    }
+}
+
+struct RecorderState {
     journal: JournalHandle,
     state: RouterState,
     snapshot_every_events: u64,
@@ -132,56 +179,5 @@ impl RecorderState {
                 Err(error) => tracing::warn!(%error, "snapshot not written"),
             }
         }
-    }
-}
-
-impl Actor for RecorderActor {
-    type Msg = RecorderMsg;
-    type State = RecorderState;
-    type Arguments = RecorderArgs;
-
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        args: RecorderArgs,
-    ) -> Result<RecorderState, ActorProcessingErr> {
-        Ok(RecorderState {
-            journal: args.journal,
-            state: args.state,
-            snapshot_every_events: args.snapshot_every_events,
-            request_events: args.request_events,
-            since_snapshot: 0,
-            outage: None,
-            tap: args.tap,
-        })
-    }
-
-    async fn handle(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        message: RecorderMsg,
-        state: &mut RecorderState,
-    ) -> Result<(), ActorProcessingErr> {
-        match message {
-            RecorderMsg::Record(events) => {
-                for (at_ms, event) in events {
-                    state.record(at_ms, event);
-                }
-            }
-            RecorderMsg::RecordOne(at_ms, event) => state.record(at_ms, event),
-            RecorderMsg::RecordAll(at_ms, events) => {
-                for event in events {
-                    state.record(at_ms, event);
-                }
-            }
-            RecorderMsg::State(reply) => {
-                let _ = reply.send(state.state.clone());
-            }
-            RecorderMsg::Flush(reply) => {
-                let result = state.journal.flush().await.map_err(|e| e.to_string());
-                let _ = reply.send(result);
-            }
-        }
-        Ok(())
     }
 }
