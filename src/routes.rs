@@ -11,7 +11,7 @@ use crate::dashboard::{events as ui_events, page as ui, timeline as ui_timeline}
 use crate::node::admin;
 use crate::node::app::AppState;
 use crate::node::cors;
-use crate::node::endpoint::Endpoint;
+use crate::node::endpoint::{Endpoint, ROUTED};
 use crate::node::http::{
     healthz, metrics_text, model_by_id, models, not_found, responses_websocket, root, stored,
 };
@@ -26,22 +26,16 @@ pub fn routes(app: AppState) -> axum::Router {
             routed::handle(app, endpoint, request)
         })
     };
-    let client_api = axum::Router::new()
+    // The routed POSTs are answered ahead of this table by `node::direct`, with the same two
+    // layers; they are registered here too, so every other method on their paths gets the
+    // table's 405 (and `GET /v1/responses` its WebSocket).
+    let client_api = ROUTED
+        .into_iter()
+        .fold(axum::Router::new(), |table, (path, routed)| {
+            table.route(path, endpoint(routed))
+        })
         .route("/", get(root))
-        .route("/v1/chat/completions", endpoint(Endpoint::ChatCompletions))
-        .route("/v1/completions", endpoint(Endpoint::Completions))
-        .route("/v1/embeddings", endpoint(Endpoint::Embeddings))
-        .route(
-            "/v1/responses",
-            endpoint(Endpoint::Responses).get(responses_websocket),
-        )
-        // Before `/v1/responses/{id}`: a static segment wins over the parameter.
-        .route(
-            "/v1/responses/compact",
-            endpoint(Endpoint::ResponsesCompact),
-        )
-        .route("/v1/messages", endpoint(Endpoint::Messages))
-        .route("/v1/messages/count_tokens", endpoint(Endpoint::CountTokens))
+        .route("/v1/responses", get(responses_websocket))
         .route("/v1/models", get(models))
         .route("/v1/models/{*id}", get(model_by_id))
         .route("/v1/responses/{id}", get(stored).delete(stored))

@@ -22,6 +22,9 @@ use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
+use crate::node::app::AppState;
+use crate::node::direct;
+
 /// Largest request head (line + headers) a client may send: past it, 431.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
@@ -85,12 +88,14 @@ pub struct EdgeCounters {
     pub open: AtomicU64,
 }
 
-/// Serves `app` on `listener` until `stop` turns true, then waits for open connections to
-/// finish (the caller bounds that wait). With `tls`, every connection is HTTPS (HTTP/2 or
-/// HTTP/1.1 as ALPN chose); its handshake must finish within the header timeout.
+/// Serves `table` on `listener` until `stop` turns true, then waits for open connections to
+/// finish (the caller bounds that wait); a routed POST is answered by `node::direct` with
+/// `state` ahead of the table. With `tls`, every connection is HTTPS (HTTP/2 or HTTP/1.1 as
+/// ALPN chose); its handshake must finish within the header timeout.
 pub async fn serve(
     listener: TcpListener,
-    app: axum::Router,
+    table: axum::Router,
+    state: AppState,
     mut stop: watch::Receiver<bool>,
     tls: Option<TlsAcceptor>,
     limits: EdgeLimits,
@@ -131,19 +136,29 @@ pub async fn serve(
                     };
                     // Without it every small SSE write waits ~40 ms for a delayed ACK.
                     let _ = stream.set_nodelay(true);
-                    let app = app.clone();
+                    let table = table.clone();
+                    let state = state.clone();
                     let reserve_counters = counters.clone();
                     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
                         let refused = admin_only && !is_admin_path(request.uri().path());
                         if refused {
                             reserve_counters.refused.fetch_add(1, Ordering::Relaxed);
                         }
-                        let app = app.clone();
+                        let table = table.clone();
+                        let state = state.clone();
                         async move {
                             if refused {
                                 return Ok(reserve_refusal());
                             }
-                            app.oneshot(request.map(Body::new)).await
+                            let request = request.map(Body::new);
+                            match direct::endpoint_of(&request) {
+                                // Boxed: hyper moves the service's future twice, and the
+                                // handler's is large.
+                                Some(endpoint) => {
+                                    Ok(Box::pin(direct::answer(state, endpoint, request)).await)
+                                }
+                                None => table.oneshot(request).await,
+                            }
                         }
                     });
                     let watcher = graceful.watcher();

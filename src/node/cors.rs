@@ -4,6 +4,8 @@
 //! without `Origin` (every non-browser client) pass untouched. The list is read from the live
 //! config, so a reload changes it.
 
+use std::future::Future;
+
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -34,8 +36,17 @@ pub fn origin_allowed(allowed: &[String], origin: &str) -> bool {
 
 /// The middleware: answers preflights, marks allowed origins' responses.
 pub async fn layer(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    around(&app, request, |request| next.run(request)).await
+}
+
+/// The same rule around any handler `inner` (the routed endpoints' fast path, `node::direct`).
+pub async fn around<Inner, Answer>(app: &AppState, request: Request, inner: Inner) -> Response
+where
+    Inner: FnOnce(Request) -> Answer,
+    Answer: Future<Output = Response>,
+{
     let Some(origin) = request.headers().get(header::ORIGIN).cloned() else {
-        return next.run(request).await;
+        return inner(request).await;
     };
     let allowed = origin
         .to_str()
@@ -47,7 +58,7 @@ pub async fn layer(State(app): State<AppState>, request: Request, next: Next) ->
     if preflight {
         return preflight_answer(allowed, &origin, request.headers());
     }
-    let mut response = next.run(request).await;
+    let mut response = inner(request).await;
     if allowed {
         let headers = response.headers_mut();
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);

@@ -21,7 +21,27 @@ pub enum Endpoint {
     CountTokens,
 }
 
+/// The client API's routing endpoints by path (each taken by POST): the route table registers
+/// them from here, and the node's fast path (`node::direct`) looks a request up here.
+pub const ROUTED: [(&str, Endpoint); 7] = [
+    ("/v1/chat/completions", Endpoint::ChatCompletions),
+    ("/v1/completions", Endpoint::Completions),
+    ("/v1/embeddings", Endpoint::Embeddings),
+    ("/v1/responses", Endpoint::Responses),
+    ("/v1/responses/compact", Endpoint::ResponsesCompact),
+    ("/v1/messages", Endpoint::Messages),
+    ("/v1/messages/count_tokens", Endpoint::CountTokens),
+];
+
 impl Endpoint {
+    /// The endpoint served at exactly `path`, if one is.
+    pub fn at(path: &str) -> Option<Endpoint> {
+        ROUTED
+            .iter()
+            .find(|(routed, _)| *routed == path)
+            .map(|(_, endpoint)| *endpoint)
+    }
+
     pub fn format(self) -> JournalFormat {
         match self {
             Endpoint::Messages | Endpoint::CountTokens => JournalFormat::Anthropic,

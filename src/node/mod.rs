@@ -34,6 +34,7 @@ pub mod attempt;
 pub mod client_gate;
 pub mod cors;
 pub mod credential_retry;
+pub mod direct;
 pub mod encrypted_retry;
 pub mod encrypted_turn;
 pub mod endpoint;

@@ -5,6 +5,8 @@
 //! (`rejection_log`). Handlers' own JSON answers and upstream answers pass untouched; a
 //! success costs two reference-count clones.
 
+use std::future::Future;
+
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -24,6 +26,15 @@ const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// The middleware.
 pub async fn router_answers(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    around(&app, request, |request| next.run(request)).await
+}
+
+/// The same rule around any handler `inner` (the routed endpoints' fast path, `node::direct`).
+pub async fn around<Inner, Answer>(app: &AppState, request: Request, inner: Inner) -> Response
+where
+    Inner: FnOnce(Request) -> Answer,
+    Answer: Future<Output = Response>,
+{
     let method = request.method().clone();
     // A `Uri` (and a header value) clone shares its bytes: nothing is copied on the way.
     let uri = request.uri().clone();
@@ -32,7 +43,7 @@ pub async fn router_answers(State(app): State<AppState>, request: Request, next:
     // shares its bytes: nothing is allocated on a success.
     let authorization = request.headers().get(AUTHORIZATION).cloned();
     let x_api_key = request.headers().get(X_API_KEY).cloned();
-    let response = next.run(request).await;
+    let response = inner(request).await;
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;

@@ -149,6 +149,7 @@ impl RunningNode {
         let server = tokio::spawn(accept::serve(
             listener,
             routes(app.clone()),
+            app.clone(),
             stopped,
             tls,
             limits,
