@@ -83,7 +83,7 @@ rows, total = read(inclusive)
 self_rows, self_total = read(exclusive)
 total = total or self_total
 layers = [
-    ("client connection task: hyper HTTP/1 server, incl. the handler", r"(^|:)<hyper_util::server::conn::auto::UpgradeableConnection<I,S,E>"),
+    ("client connection task: hyper HTTP/1 server, incl. the handler", r"(^|:)(<hyper_util::server::conn::auto::UpgradeableConnection<I,S,E>|quotaroute::node::accept::serve::\{\{closure\}\}::\{\{closure\}\})"),
     ("    the handler: tries, failover, answer (routed::serve_tries)", r"(^|:)quotaroute::node::routed::tries::serve_tries::\{\{closure\}\}"),
     ("      one try (attempt::try_target)", r"(^|:)quotaroute::node::attempt::try_target::try_target::\{\{closure\}\}"),
     ("        upstream request sent (UpstreamClient::send: pool + hyper conn)", r"(^|:)quotaroute::upstream::client::UpstreamClient::send::\{\{closure\}\}"),
@@ -99,7 +99,7 @@ layers = [
     ("upstream connection task (hyper HTTP/1 client, pool::drive)", r"(^|:)quotaroute::upstream::pool::drive::\{\{closure\}\}"),
     ("actors: combo, connection, breaker, recorder (ractor runtime)", r"(^|:)ractor::actor::ActorRuntime<TActor>::start::\{\{closure\}\}::\{\{closure\}\}::\{\{closure\}\}"),
     ("  combo decision (ComboState::route)", r"(^|:)quotaroute_actors::actor::combo::ComboState::route"),
-    ("  recorder fold + queue (RecorderState::record)", r"(^|:)quotaroute_actors::actor::recorder::RecorderState::record"),
+    ("  recorder fold + queue (RecorderState::record, called by the actors)", r"(^|:)quotaroute_actors::(actor::)?recorder::RecorderState::record"),
     ("journal writer thread (Writer::commit: encode, sled insert, flush)", r"(^|:)quotaroute_journal::writer::Writer::commit"),
     ("sled's own threads", r"(^|:)sled::threadpool::perform_work"),
     ("telemetry: span export task (encode + POST)", r"(^|:)quotaroute::telemetry::export::Exporter::run::\{\{closure\}\}"),
