@@ -9,7 +9,7 @@
 //! the same time), and graceful shutdown (stop accepting, let open connections finish their
 //! requests), over TLS when the node serves HTTPS.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use tower::ServiceExt;
 
 use crate::node::app::AppState;
 use crate::node::direct;
+use crate::node::edge_counters::EdgeCounters;
 
 /// Largest request head (line + headers) a client may send: past it, 431.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -77,15 +78,6 @@ impl Default for EdgeLimits {
             max_connections: 4_096,
         }
     }
-}
-
-/// Connections refused because `max_connections` were open, and those closed because they sent
-/// nothing within the header timeout (for `/metrics` and tests).
-#[derive(Debug, Default)]
-pub struct EdgeCounters {
-    pub refused: AtomicU64,
-    pub timed_out: AtomicU64,
-    pub open: AtomicU64,
 }
 
 /// Serves `table` on `listener` until `stop` turns true, then waits for open connections to

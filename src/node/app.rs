@@ -14,7 +14,7 @@ use quotaroute_journal::SledJournal;
 
 use crate::cluster::Handle as ClusterHandle;
 use crate::journal_reader::JournalReader;
-use crate::node::accept::EdgeCounters;
+use crate::node::edge_counters::EdgeCounters;
 use crate::node::live::LiveConfig;
 
 pub struct AppInner {

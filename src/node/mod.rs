@@ -35,6 +35,7 @@ pub mod client_gate;
 pub mod cors;
 pub mod credential_retry;
 pub mod direct;
+pub mod edge_counters;
 pub mod encrypted_retry;
 pub mod encrypted_turn;
 pub mod endpoint;
