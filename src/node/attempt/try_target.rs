@@ -13,12 +13,14 @@ use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
 use crate::config::Secret;
+use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
 use crate::node::stream_relay;
 use crate::telemetry::AttemptSpan;
 use crate::wire::content_coding::content_codings;
 
 use super::answer::answered;
+use super::local_answer::counted_locally;
 use super::outgoing::{prepare, Outgoing};
 use super::shape::{unanswered, unanswered_openly, Attempted, TryContext, UpstreamAnswer};
 use super::stream_start;
@@ -31,6 +33,10 @@ pub(crate) async fn try_target(
     credential: &Secret,
     upstream_time: &mut Duration,
 ) -> Attempted {
+    // `count_tokens` has no OpenAI counterpart: counted here, nothing sent (behaviour §14).
+    if ctx.endpoint == Endpoint::CountTokens && target.format != ctx.endpoint.format() {
+        return counted_locally(ctx.client_body, ctx.deadline).await;
+    }
     let (mut request, outgoing) = match prepare(ctx, target, credential) {
         Ok(prepared) => prepared,
         Err(answered_here) => return answered_here,

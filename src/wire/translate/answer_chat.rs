@@ -25,11 +25,12 @@ pub fn usage_counts(usage: &Value) -> (u64, u64, u64) {
     (prompt, cached, get("output_tokens"))
 }
 
-pub fn from_messages(answer: &Value, created: u64) -> Result<Value, String> {
+/// Total: a Messages answer without `content` is an empty answer, never a fault of the account.
+pub fn from_messages(answer: &Value, created: u64) -> Value {
     let blocks = answer
         .get("content")
         .and_then(Value::as_array)
-        .ok_or("the Messages answer has no content")?;
+        .map_or(&[][..], Vec::as_slice);
     let mut text = String::new();
     let mut reasoning = String::new();
     let mut calls = Vec::new();
@@ -62,7 +63,7 @@ pub fn from_messages(answer: &Value, created: u64) -> Result<Value, String> {
         message["tool_calls"] = Value::Array(calls);
     }
     let stop = answer.get("stop_reason").and_then(Value::as_str);
-    Ok(json!({
+    json!({
         "id": chat_id(answer.get("id").and_then(Value::as_str).unwrap_or("")),
         "object": "chat.completion",
         "created": created,
@@ -74,7 +75,7 @@ pub fn from_messages(answer: &Value, created: u64) -> Result<Value, String> {
             "finish_reason": params::finish_reason(stop),
         }],
         "usage": chat_usage(answer.get("usage").unwrap_or(&Value::Null)),
-    }))
+    })
 }
 
 /// A Chat Completions id for a Messages id (`msg_x` → `chatcmpl-msg_x`).

@@ -21,12 +21,14 @@ pub fn anthropic_usage(usage: &Value) -> Value {
     })
 }
 
-pub fn from_chat(answer: &Value) -> Result<Value, String> {
+/// Total: whatever the model answered (no choice at all, tool arguments `max_tokens` cut short)
+/// is the client's answer, translated as far as it goes — never a fault of the account.
+pub fn from_chat(answer: &Value) -> Value {
     let choice = answer
         .get("choices")
         .and_then(Value::as_array)
         .and_then(|choices| choices.first())
-        .ok_or("the Chat Completions answer has no choice")?;
+        .unwrap_or(&Value::Null);
     let message = choice.get("message").unwrap_or(&Value::Null);
     let mut content = Vec::new();
     if let Some(reasoning) = message
@@ -52,12 +54,7 @@ pub fn from_chat(answer: &Value) -> Result<Value, String> {
             .get("arguments")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let input = if arguments.trim().is_empty() {
-            json!({})
-        } else {
-            serde_json::from_str::<Value>(arguments)
-                .map_err(|_| "a tool call's arguments are not JSON".to_string())?
-        };
+        let input = tool_input(arguments);
         content.push(json!({
             "type": "tool_use",
             "id": call.get("id").cloned().unwrap_or(json!("")),
@@ -66,7 +63,7 @@ pub fn from_chat(answer: &Value) -> Result<Value, String> {
         }));
     }
     let finish = choice.get("finish_reason").and_then(Value::as_str);
-    Ok(json!({
+    json!({
         "id": message_id(answer.get("id").and_then(Value::as_str).unwrap_or("")),
         "type": "message",
         "role": "assistant",
@@ -75,7 +72,17 @@ pub fn from_chat(answer: &Value) -> Result<Value, String> {
         "stop_reason": params::stop_reason(finish),
         "stop_sequence": null,
         "usage": anthropic_usage(answer.get("usage").unwrap_or(&Value::Null)),
-    }))
+    })
+}
+
+/// A `tool_use` input for a Chat Completions call's `arguments`: the JSON they hold, `{}` for
+/// none, and the text as it is when it is not JSON (a call `max_tokens` cut short): the client
+/// sees what the model wrote, with `stop_reason: max_tokens` beside it.
+fn tool_input(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return json!({});
+    }
+    serde_json::from_str::<Value>(arguments).unwrap_or_else(|_| Value::String(arguments.into()))
 }
 
 /// A Messages id for a Chat Completions id (`chatcmpl-x` → `msg_x`).

@@ -135,15 +135,20 @@ pub fn translate_request(
 }
 
 /// A whole successful upstream answer (`body`, the target's format) in the client's format;
-/// `created` is the Unix time the client's `created` fields say.
+/// `created` is the Unix time the client's `created` fields say. Fails only for a body that is
+/// not a JSON object (the upstream's fault, behaviour §3): any object is the model's answer and
+/// is translated as far as it goes (missing choices or content, truncated tool arguments).
 pub fn translate_answer(direction: Direction, body: &[u8], created: u64) -> Result<Bytes, String> {
     let answer: Value =
         serde_json::from_slice(body).map_err(|error| format!("answer is not JSON: {error}"))?;
+    if !answer.is_object() {
+        return Err("answer is not a JSON object".into());
+    }
     let translated = match direction {
         Direction::ChatToMessages => answer_chat::from_messages(&answer, created),
         Direction::ResponsesToMessages => answer_responses::from_messages(&answer, created),
         Direction::MessagesToChat => answer_messages::from_chat(&answer),
-    }?;
+    };
     serde_json::to_vec(&translated)
         .map(Bytes::from)
         .map_err(|error| error.to_string())
