@@ -152,3 +152,33 @@ async fn stored_response_calls_read_their_bodies_through_the_guarded_reader() {
     assert_eq!(response.status(), 404);
     assert_eq!(harness.mock.stats().total, 1, "only the chat went upstream");
 }
+
+/// A local count is a request like any other for the client's limits: a client allowed two
+/// a minute gets its third refused, although nothing goes upstream for any of them.
+#[tokio::test]
+async fn local_counts_count_against_the_clients_request_limit() {
+    const KEY: &str = "sk-qr-guarded-counter-secret";
+    let harness = Harness::start_with(&format!(
+        "\n[[clients]]\nid = \"counter\"\nkey = \"{KEY}\"\nrequests_per_min = 2\n"
+    ))
+    .await;
+    let client = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let response = client
+            .post(harness.url("/v1/messages/count_tokens"))
+            .header("x-api-key", KEY)
+            .header("anthropic-version", "2023-06-01")
+            .json(&count_body("hello"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+        if response.status() == 429 {
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "client_rate_limited", "{body}");
+        }
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!(harness.mock.stats().total, 0);
+}
