@@ -249,37 +249,28 @@ impl RouterState {
     }
 
     /// A peer's event: applied to its connection through the same merge rule as the live
-    /// actor, once per (origin, connection) seq; the read position advances either way.
+    /// actor. Every journaled one was new when the tail took it (`peer_progress`: a restart
+    /// re-reads only what the journal lacks), so the fold applies each as it comes, and its
+    /// lane's mark moves to it.
     fn apply_peer(&mut self, applied: &PeerApplied) {
         if let Event::AffinityBound(bound) = &*applied.event {
             // Journaled only when the live combo took it (`peer_merge::merge_peer_binding`):
             // folded as a binding made when its origin made it.
-            let lane = crate::policy::peer_progress::lane(&applied.event);
-            if self
-                .peers
-                .is_new(&applied.origin_node, &lane, applied.origin_seq)
-            {
-                self.apply(applied.origin_at_ms, &Event::AffinityBound(bound.clone()));
-            }
+            self.apply(applied.origin_at_ms, &Event::AffinityBound(bound.clone()));
             self.peers.apply(applied);
             return;
         }
         if let (Some(provider), Some(connection)) =
             (applied.event.provider(), applied.event.connection())
         {
-            if self
-                .peers
-                .is_new(&applied.origin_node, connection, applied.origin_seq)
-            {
-                let admitted = match self.connections.get_mut(connection) {
-                    Some(state) => state.apply_peer(applied),
-                    None => self
-                        .connection_mut(provider, connection)
-                        .apply_peer(applied),
-                };
-                if admitted {
-                    self.burn.apply(applied.origin_at_ms, &applied.event);
-                }
+            let admitted = match self.connections.get_mut(connection) {
+                Some(state) => state.apply_peer(applied),
+                None => self
+                    .connection_mut(provider, connection)
+                    .apply_peer(applied),
+            };
+            if admitted {
+                self.burn.apply(applied.origin_at_ms, &applied.event);
             }
         }
         self.peers.apply(applied);
