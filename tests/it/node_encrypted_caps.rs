@@ -33,7 +33,9 @@ fn turn(input: Vec<Value>) -> Value {
 /// The first turn: its maker and its input with the sealed output appended.
 async fn made(harness: &Harness) -> (String, Vec<Value>) {
     let input = vec![user("caps: hello")];
-    let response = harness.post_json("/v1/responses", turn(input.clone())).await;
+    let response = harness
+        .post_json("/v1/responses", turn(input.clone()))
+        .await;
     assert_eq!(response.status(), 200);
     let maker = header(&response, "x-quotaroute-connection");
     let body: Value = response.json().await.unwrap();

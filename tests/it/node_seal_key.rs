@@ -166,7 +166,10 @@ async fn a_forged_seal_steers_nothing_without_an_admin_key() {
         !reached_upstream(&harness, "gAAAAAforged"),
         "a forged seal's content went upstream"
     );
-    assert!(chosen < 6, "{chosen} of 6 turns went where the forger chose");
+    assert!(
+        chosen < 6,
+        "{chosen} of 6 turns went where the forger chose"
+    );
 }
 
 /// The key is the node's own: 32 random bytes in `quotaroute-seal.key` in the journal's
@@ -175,7 +178,11 @@ async fn a_forged_seal_steers_nothing_without_an_admin_key() {
 #[tokio::test]
 async fn the_seal_key_is_the_nodes_own_file_kept_0600_beside_the_journal() {
     let mut harness = Harness::start().await;
-    let path = harness.dir.path().join("journal").join("quotaroute-seal.key");
+    let path = harness
+        .dir
+        .path()
+        .join("journal")
+        .join("quotaroute-seal.key");
     let text = std::fs::read_to_string(&path).expect("the node made its seal key");
     let hex = text.trim();
     assert_eq!(hex.len(), 64, "{path:?} holds 32 bytes in hex");
@@ -183,8 +190,12 @@ async fn the_seal_key_is_the_nodes_own_file_kept_0600_beside_the_journal() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "mode {mode:o}");
 
-    let (status, maker, first, _) =
-        send(&harness, CLIENT_KEY, turn("team", &[user("own key: hello")])).await;
+    let (status, maker, first, _) = send(
+        &harness,
+        CLIENT_KEY,
+        turn("team", &[user("own key: hello")]),
+    )
+    .await;
     assert_eq!(status, 200, "{first}");
     assert!(reasoning_of(&first)["encrypted_content"]
         .as_str()
@@ -192,7 +203,12 @@ async fn the_seal_key_is_the_nodes_own_file_kept_0600_beside_the_journal() {
         .starts_with("qrs1."));
     harness.settle().await;
     let mut seen = String::new();
-    for path in ["/admin/journal", "/admin/state", "/admin/clients", "/metrics"] {
+    for path in [
+        "/admin/journal",
+        "/admin/state",
+        "/admin/clients",
+        "/metrics",
+    ] {
         seen.push_str(&harness.admin_text(path).await);
     }
     assert!(!seen.contains(hex), "the seal key leaked");
@@ -217,8 +233,7 @@ async fn the_seal_key_is_the_nodes_own_file_kept_0600_beside_the_journal() {
     let mut input = vec![user("own key: hello")];
     input.extend(first["output"].as_array().cloned().unwrap());
     input.push(user("own key: again"));
-    let (status, served, body, request_id) =
-        send(&harness, CLIENT_KEY, turn("team", &input)).await;
+    let (status, served, body, request_id) = send(&harness, CLIENT_KEY, turn("team", &input)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(served, maker);
     assert_eq!(items_left_out(&harness, &request_id).await, 0);
@@ -250,8 +265,7 @@ async fn nodes_share_seals_only_through_server_seal_key() {
         )
         .await;
         let first_input = vec![user(&format!("two nodes {shared}: hello"))];
-        let (status, _, first, _) =
-            send(&first_node, CLIENT_KEY, turn("team", &first_input)).await;
+        let (status, _, first, _) = send(&first_node, CLIENT_KEY, turn("team", &first_input)).await;
         assert_eq!(status, 200, "{first}");
         let original = reasoning_of(&first)["encrypted_content"]
             .as_str()
