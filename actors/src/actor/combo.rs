@@ -187,15 +187,15 @@ impl ComboState {
 
     /// Behaviour §11: whether `request` waits rather than being routed now — the combo queues,
     /// someone already waits (a newcomer must not overtake them), or the pool is full for it.
-    /// Requests bound to one connection (a stored response, a continuation) wait like any
-    /// other: "every path is governed" (§11), so their one connection's cap holds and they
-    /// take their turn in the fair order.
+    /// Requests bound to one connection (a stored response, a continuation, a turn whose
+    /// encrypted items its maker alone reads) wait like any other: "every path is governed"
+    /// (§11), so that connection's cap holds and they take their turn in the fair order.
     fn must_wait(&mut self, request: &RouteRequest, now_ms: u64) -> bool {
         self.setup.spec.queue_ms > 0
             && (!self.queue.is_empty()
                 || self.pool_full(
                     (request.format, request.translatable),
-                    request.only_connection.as_deref(),
+                    waits_for(request),
                     now_ms,
                 ))
     }
@@ -249,7 +249,7 @@ impl ComboState {
         }
         let now_ms = self.clock.now_ms();
         for waiter in self.queue.expire(now_ms) {
-            waiter.busy(now_ms);
+            self.waited_out(waiter, now_ms);
         }
         // Head of line: when the next waiter has no room nobody behind it is granted either,
         // so the fair order holds (the targets of one combo are shared by its waiters). A
@@ -258,7 +258,7 @@ impl ComboState {
         while let Some((wanted, only)) = self.queue.next_waiting().map(|next| {
             (
                 (next.format, next.translatable),
-                next.only_connection.clone(),
+                waits_for(next).map(str::to_owned),
             )
         }) {
             if self.pool_full(wanted, only.as_deref(), now_ms) {
@@ -282,6 +282,23 @@ impl ComboState {
                 let _ = myself.cast(ComboMsg::QueueTick);
             });
         }
+    }
+
+    /// A waiter whose `queue_ms` passed. A turn that waited only for its encrypted items'
+    /// maker goes to the rest of the pool when it has room (behaviour §10: served elsewhere,
+    /// the items that target cannot read left out); any other gets `pool_busy`.
+    fn waited_out(&mut self, waiter: crate::actor::combo_queue::Waiter, now_ms: u64) {
+        let request = &waiter.request;
+        let elsewhere = request.only_connection.is_none()
+            && request.encrypted_maker.is_some()
+            && !self.pool_full((request.format, request.translatable), None, now_ms);
+        if !elsewhere {
+            waiter.busy(now_ms);
+            return;
+        }
+        let reply = self.route(waiter.request);
+        // A caller gone meanwhile: the reply (and its permit) is dropped.
+        let _ = waiter.answer.send(reply);
     }
 
     /// Arms a grant round [`GRANT_ROUND_MS`] from now, unless one is armed or nobody waits.
@@ -579,6 +596,15 @@ impl ComboState {
 /// combo's targets. With `admissions` (routing, right after the selection) their breaker
 /// verdicts are the ones the selection saw, by position, and hard-blocked targets were left out
 /// of the order; without (a failover), each candidate is evaluated now.
+/// The one connection `request` waits for when the pool is full for it (behaviour §11): a
+/// stored response's, else its encrypted items' maker (`None`: any target with room).
+fn waits_for(request: &RouteRequest) -> Option<&str> {
+    request
+        .only_connection
+        .as_deref()
+        .or(request.encrypted_maker.as_deref())
+}
+
 struct TakeFrom<'a> {
     combo: &'a ComboState,
     admissions: Option<&'a [BreakerAdmission]>,
