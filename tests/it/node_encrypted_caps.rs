@@ -176,3 +176,47 @@ async fn a_sealed_turn_past_queue_ms_goes_elsewhere_without_its_items() {
         assert_eq!(left.get(id), Some(&expected), "{id} on {connection}");
     }
 }
+
+/// A turn waiting for its busy maker does not hold up the rest of the queue: a request that can
+/// go to another account (here a new conversation, with no encrypted items) is served at once,
+/// not after the maker frees a slot.
+#[tokio::test]
+async fn a_turn_waiting_for_its_maker_does_not_hold_up_requests_that_can_go_elsewhere() {
+    let harness = Harness::start_with("\n[affinity]\nenabled = false\n").await;
+    let (maker, input) = made(&harness).await;
+    cap_the_maker(&harness, &maker, 5_000).await;
+    harness.mock.set_rules(vec![
+        Rule::always(Fault::Latency { ms: 1_500 }).for_key(upstream_key(&maker))
+    ]);
+    // Two turns fill the maker's slots; a third waits for it in the queue.
+    let bound = (0..3).map(|i| {
+        let mut input = input.clone();
+        input.push(user(&format!("caps: bound {i}")));
+        harness.post_json("/v1/responses", turn(input))
+    });
+    let bound = futures_util::future::join_all(bound);
+    let other = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        let response = harness
+            .post_json(
+                "/v1/responses",
+                turn(vec![user("caps: a new conversation")]),
+            )
+            .await;
+        let status = response.status().as_u16();
+        let connection = header(&response, "x-quotaroute-connection");
+        (status, connection, started.elapsed())
+    };
+    let (bound, (status, connection, took)) = tokio::join!(bound, other);
+    for response in bound {
+        assert_eq!(response.status(), 200);
+        assert_eq!(header(&response, "x-quotaroute-connection"), maker);
+    }
+    assert_eq!(status, 200);
+    assert_ne!(connection, maker);
+    assert!(
+        took < std::time::Duration::from_millis(700),
+        "the new conversation waited {took:?} behind a turn bound to a busy account"
+    );
+}

@@ -253,22 +253,17 @@ impl ComboState {
         }
         // Head of line: when the next waiter has no room nobody behind it is granted either,
         // so the fair order holds (the targets of one combo are shared by its waiters). A
-        // waiter bound to one connection (a continuation) has room only there, so while its
-        // connection stays at cap the others wait behind it too (at most `queue_ms`).
-        while let Some((wanted, only)) = self.queue.next_waiting().map(|next| {
-            (
-                (next.format, next.translatable),
-                waits_for(next).map(str::to_owned),
-            )
-        }) {
-            if self.pool_full(wanted, only.as_deref(), now_ms) {
-                break;
-            }
-            let Some(waiter) = self.queue.grant() else {
+        // waiter bound to one connection (a continuation, a turn whose encrypted items its
+        // maker alone reads) has room only there: while that connection stays at cap the
+        // waiters after it that can go elsewhere are granted, and it keeps its place (a slot on
+        // another connection is of no use to it).
+        let mut full = Vec::new();
+        while let Some(ticket) = self.next_grantable(now_ms, &mut full) {
+            let Some(waiter) = self.queue.grant(ticket) else {
                 break;
             };
             let reply = self.route(waiter.request);
-            // A caller gone since `next` checked: the reply (and its permit) is dropped.
+            // A caller gone since `heads` checked: the reply (and its permit) is dropped.
             let _ = waiter.answer.send(reply);
         }
         if self.queue.is_empty() {
@@ -282,6 +277,40 @@ impl ComboState {
                 let _ = myself.cast(ComboMsg::QueueTick);
             });
         }
+    }
+
+    /// The first waiter in the fair order that has room now, passing over waiters bound to a
+    /// connection at cap; `None` when the first one that is not bound has no room either.
+    /// `full` remembers, for one pump, what was found full (granting only fills slots).
+    fn next_grantable(
+        &mut self,
+        now_ms: u64,
+        full: &mut Vec<WaitsFor>,
+    ) -> Option<crate::policy::fair_queue::Ticket> {
+        for ticket in self.queue.in_order() {
+            let Some(key) = self.queue.request(ticket).map(|next| {
+                (
+                    (next.format, next.translatable),
+                    waits_for(next).map(str::to_owned),
+                )
+            }) else {
+                continue;
+            };
+            let blocked = full.contains(&key) || {
+                let now_full = self.pool_full(key.0, key.1.as_deref(), now_ms);
+                if now_full {
+                    full.push(key.clone());
+                }
+                now_full
+            };
+            if !blocked {
+                return Some(ticket);
+            }
+            if key.1.is_none() {
+                return None;
+            }
+        }
+        None
     }
 
     /// A waiter whose `queue_ms` passed. A turn that waited only for its encrypted items'
@@ -596,6 +625,10 @@ impl ComboState {
 /// combo's targets. With `admissions` (routing, right after the selection) their breaker
 /// verdicts are the ones the selection saw, by position, and hard-blocked targets were left out
 /// of the order; without (a failover), each candidate is evaluated now.
+/// What a waiter needs room on: its format (and whether it may be translated), and the one
+/// connection it is bound to, if any.
+type WaitsFor = ((ApiFormat, bool), Option<String>);
+
 /// The one connection `request` waits for when the pool is full for it (behaviour §11): a
 /// stored response's, else its encrypted items' maker (`None`: any target with room).
 fn waits_for(request: &RouteRequest) -> Option<&str> {
