@@ -306,9 +306,8 @@ impl ComboState {
             if !blocked {
                 return Some(ticket);
             }
-            if key.1.is_none() {
-                return None;
-            }
+            // Not bound and no room: nobody after it goes either (head of line).
+            key.1.as_ref()?;
         }
         None
     }
