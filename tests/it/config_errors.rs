@@ -640,7 +640,7 @@ fn server_seal_key_forms_and_errors() {
     let config = config::parse(&with(&format!("seal_key = \"{secret}\"")), "q.toml", &env).unwrap();
     assert_eq!(config.server.seal_key.as_ref().unwrap().expose(), secret);
     assert!(!format!("{config:?}").contains(secret));
-    let config = config::parse(&VALID, "q.toml", &env).unwrap();
+    let config = config::parse(VALID, "q.toml", &env).unwrap();
     assert!(config.server.seal_key.is_none(), "absent: the node's own");
 
     let short = errors_of(&with("seal_key = \"short-secret\""));

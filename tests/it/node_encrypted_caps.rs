@@ -143,6 +143,40 @@ async fn a_sealed_turn_never_pushes_its_maker_past_max_concurrent_without_a_queu
     }
 }
 
+/// Every account at its cap and no queue (§2's fail-open): the turns are spread by DRR like any
+/// others rather than piled on the maker.
+#[tokio::test]
+async fn with_every_account_at_cap_sealed_turns_are_spread_not_piled_on_the_maker() {
+    let harness = Harness::start_with("\n[affinity]\nenabled = false\n").await;
+    let (maker, input) = made(&harness).await;
+    let text = std::fs::read_to_string(&harness.config_path).unwrap();
+    let text = text.replace("\nweight = ", "\nmax_concurrent = 2\nweight = ");
+    std::fs::write(&harness.config_path, text).unwrap();
+    let reloaded = harness.admin_post("/admin/reload").await;
+    assert_eq!(reloaded.status(), 200);
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::Latency { ms: 300 })]);
+    harness.mock.reset_stats();
+    let answers = burst(&harness, &input).await;
+    let stats = harness.mock.stats();
+    let peak = stats.max_in_flight_for(&upstream_key(&maker));
+    // 6 slots, then 14 turns by DRR over weights 2:1:1: the maker's share is at most 7.
+    assert!(
+        peak <= 2 + 7 + 1,
+        "the maker had {peak} in flight: {answers:?}"
+    );
+    for (status, _, id) in &answers {
+        assert_eq!(*status, 200, "{id}");
+    }
+    for connection in ["oa-1", "oa-2", "oa-3"] {
+        assert!(
+            answers.iter().any(|(_, c, _)| c == connection),
+            "{connection} served none: {answers:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_sealed_turn_waits_for_its_busy_maker_in_the_queue() {
     // 20 turns × 0.15 s on 2 slots take ~1.5 s: well inside `queue_ms`.

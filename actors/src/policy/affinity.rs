@@ -153,13 +153,14 @@ fn room_for(
 }
 
 /// Places a turn whose account is fixed by its encrypted items (behaviour §10 "Encrypted
-/// items"): `maker` goes first while it can serve — not hard-blocked, and with room by §2's
-/// own rule (not at its `max_concurrent`, not saturated; when every target is at cap all have
-/// room, §2's fail-open) — and pays its DRR share; no `max_lead`, no binding to keep. Every
-/// path passes the connections' caps (behaviour §11): a maker without room is waited for in
-/// the combo's queue when it has `queue_ms` (the combo's `must_wait`), and otherwise — or past
-/// `queue_ms` — the turn moves, §2's order standing, and the target it reaches leaves out the
-/// items it cannot read. `None`: the maker is not among `targets` (the turn moves).
+/// items"): `maker` goes first while it can serve — not hard-blocked, with room by §2's own
+/// rule (not saturated) and below its own `max_concurrent` — and pays its DRR share; no
+/// `max_lead`, no binding to keep. Every path passes the connections' caps (behaviour §11): a
+/// maker at its cap is waited for in the combo's queue when it has `queue_ms` (the combo's
+/// `must_wait`), and otherwise — or past `queue_ms` — the turn moves, §2's order standing, and
+/// the target it reaches leaves out the items it cannot read. When every target is at cap
+/// (§2's fail-open) such turns are spread by DRR like any other rather than piled on the
+/// maker. `None`: the maker is not among `targets` (the turn moves).
 pub fn place_hard(
     maker: Option<usize>,
     targets: &[TargetView],
@@ -174,6 +175,9 @@ pub fn place_hard(
     if selection.chosen != Some(maker) {
         if let Err(reason) = room_for(maker, targets, selection) {
             return Placement::Moved(reason);
+        }
+        if targets[maker].at_cap() {
+            return Placement::Moved(MoveReason::AtCap);
         }
     }
     if let Some(at) = selection.order.iter().position(|&i| i == maker) {
@@ -298,15 +302,26 @@ mod tests {
             assert_eq!(selection.order, before);
             assert_ne!(selection.order[0], maker);
         }
-        // Every target at cap: all have room (§2's fail-open), so the maker goes first.
+        // Every target at cap (§2's fail-open): the turn is not piled on its maker; §2's
+        // order (DRR over all) stands, whoever it picks.
         let mut full = views(3);
         for target in &mut full {
             target.max_concurrent = Some(1);
             target.in_flight = 1;
         }
         let mut selection = select(Strategy::QuotaShare, &full, &deficits);
-        assert_eq!(place_hard(Some(2), &full, &mut selection), Placement::Held);
-        assert_eq!(selection.order[0], 2);
+        let before = selection.order.clone();
+        let maker = *before.last().unwrap();
+        assert_eq!(
+            place_hard(Some(maker), &full, &mut selection),
+            Placement::Moved(MoveReason::AtCap)
+        );
+        assert_eq!(selection.order, before);
+        // §2's own pick is held as it is.
+        assert_eq!(
+            place_hard(Some(before[0]), &full, &mut selection),
+            Placement::Held
+        );
         targets[2].hard_block = Some((BlockReason::RateLimited, Some(3_600_000)));
         let mut selection = select(Strategy::QuotaShare, &targets, &deficits);
         let before = selection.order.clone();
