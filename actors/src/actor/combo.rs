@@ -187,15 +187,15 @@ impl ComboState {
 
     /// Behaviour §11: whether `request` waits rather than being routed now — the combo queues,
     /// someone already waits (a newcomer must not overtake them), or the pool is full for it.
-    /// Requests bound to one connection (a stored response, a continuation) wait like any
-    /// other: "every path is governed" (§11), so their one connection's cap holds and they
-    /// take their turn in the fair order.
+    /// Requests bound to one connection (a stored response, a continuation, a turn whose
+    /// encrypted items its maker alone reads) wait like any other: "every path is governed"
+    /// (§11), so that connection's cap holds and they take their turn in the fair order.
     fn must_wait(&mut self, request: &RouteRequest, now_ms: u64) -> bool {
         self.setup.spec.queue_ms > 0
             && (!self.queue.is_empty()
                 || self.pool_full(
                     (request.format, request.translatable),
-                    request.only_connection.as_deref(),
+                    waits_for(request),
                     now_ms,
                 ))
     }
@@ -249,26 +249,21 @@ impl ComboState {
         }
         let now_ms = self.clock.now_ms();
         for waiter in self.queue.expire(now_ms) {
-            waiter.busy(now_ms);
+            self.waited_out(waiter, now_ms);
         }
         // Head of line: when the next waiter has no room nobody behind it is granted either,
         // so the fair order holds (the targets of one combo are shared by its waiters). A
-        // waiter bound to one connection (a continuation) has room only there, so while its
-        // connection stays at cap the others wait behind it too (at most `queue_ms`).
-        while let Some((wanted, only)) = self.queue.next_waiting().map(|next| {
-            (
-                (next.format, next.translatable),
-                next.only_connection.clone(),
-            )
-        }) {
-            if self.pool_full(wanted, only.as_deref(), now_ms) {
-                break;
-            }
-            let Some(waiter) = self.queue.grant() else {
+        // waiter bound to one connection (a continuation, a turn whose encrypted items its
+        // maker alone reads) has room only there: while that connection stays at cap the
+        // waiters after it that can go elsewhere are granted, and it keeps its place (a slot on
+        // another connection is of no use to it).
+        let mut full = Vec::new();
+        while let Some(ticket) = self.next_grantable(now_ms, &mut full) {
+            let Some(waiter) = self.queue.grant(ticket) else {
                 break;
             };
             let reply = self.route(waiter.request);
-            // A caller gone since `next` checked: the reply (and its permit) is dropped.
+            // A caller gone since `heads` checked: the reply (and its permit) is dropped.
             let _ = waiter.answer.send(reply);
         }
         if self.queue.is_empty() {
@@ -282,6 +277,56 @@ impl ComboState {
                 let _ = myself.cast(ComboMsg::QueueTick);
             });
         }
+    }
+
+    /// The first waiter in the fair order that has room now, passing over waiters bound to a
+    /// connection at cap; `None` when the first one that is not bound has no room either.
+    /// `full` remembers, for one pump, what was found full (granting only fills slots).
+    fn next_grantable(
+        &mut self,
+        now_ms: u64,
+        full: &mut Vec<WaitsFor>,
+    ) -> Option<crate::policy::fair_queue::Ticket> {
+        for ticket in self.queue.in_order() {
+            let Some(key) = self.queue.request(ticket).map(|next| {
+                (
+                    (next.format, next.translatable),
+                    waits_for(next).map(str::to_owned),
+                )
+            }) else {
+                continue;
+            };
+            let blocked = full.contains(&key) || {
+                let now_full = self.pool_full(key.0, key.1.as_deref(), now_ms);
+                if now_full {
+                    full.push(key.clone());
+                }
+                now_full
+            };
+            if !blocked {
+                return Some(ticket);
+            }
+            // Not bound and no room: nobody after it goes either (head of line).
+            key.1.as_ref()?;
+        }
+        None
+    }
+
+    /// A waiter whose `queue_ms` passed. A turn that waited only for its encrypted items'
+    /// maker goes to the rest of the pool when it has room (behaviour §10: served elsewhere,
+    /// the items that target cannot read left out); any other gets `pool_busy`.
+    fn waited_out(&mut self, waiter: crate::actor::combo_queue::Waiter, now_ms: u64) {
+        let request = &waiter.request;
+        let elsewhere = request.only_connection.is_none()
+            && request.encrypted_maker.is_some()
+            && !self.pool_full((request.format, request.translatable), None, now_ms);
+        if !elsewhere {
+            waiter.busy(now_ms);
+            return;
+        }
+        let reply = self.route(waiter.request);
+        // A caller gone meanwhile: the reply (and its permit) is dropped.
+        let _ = waiter.answer.send(reply);
     }
 
     /// Arms a grant round [`GRANT_ROUND_MS`] from now, unless one is armed or nobody waits.
@@ -579,6 +624,19 @@ impl ComboState {
 /// combo's targets. With `admissions` (routing, right after the selection) their breaker
 /// verdicts are the ones the selection saw, by position, and hard-blocked targets were left out
 /// of the order; without (a failover), each candidate is evaluated now.
+/// What a waiter needs room on: its format (and whether it may be translated), and the one
+/// connection it is bound to, if any.
+type WaitsFor = ((ApiFormat, bool), Option<String>);
+
+/// The one connection `request` waits for when the pool is full for it (behaviour §11): a
+/// stored response's, else its encrypted items' maker (`None`: any target with room).
+fn waits_for(request: &RouteRequest) -> Option<&str> {
+    request
+        .only_connection
+        .as_deref()
+        .or(request.encrypted_maker.as_deref())
+}
+
 struct TakeFrom<'a> {
     combo: &'a ComboState,
     admissions: Option<&'a [BreakerAdmission]>,
