@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use metrics::{counter, gauge, Counter, Gauge};
 use quotaroute_actors::router::CLIENT_RESET_ACTION;
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::identity::Directory;
 use super::limits::{BudgetPeriod, ClientConfig, ClientState, LimitKind, Refusal};
-use super::prices::{to_usd, PriceTable};
+use super::prices::{to_usd, ModelPrice, PriceTable};
 use super::shared::{ClusterUsageView, SharedCounts};
 pub use super::usage_view::UsageView;
 
@@ -247,6 +247,7 @@ impl ClientLedger {
                     budget_pusd: client.config.limits.budget_pusd,
                     running_pusd: AtomicU64::new(0),
                     charged_pusd: AtomicU64::new(0),
+                    running_price: OnceLock::new(),
                     prices: Arc::clone(&self.prices),
                     metrics: client.metrics.clone(),
                     changes: Arc::clone(&self.changes),
@@ -465,6 +466,9 @@ pub struct ClientTicket {
     running_pusd: AtomicU64,
     /// What this request was charged so far (a left stream: the estimate when it left).
     charged_pusd: AtomicU64,
+    /// The price [`running`](Self::running) counts at, looked up once: a committed stream has
+    /// one target, and it is asked after each content event.
+    running_price: OnceLock<Option<ModelPrice>>,
     prices: Arc<PriceTable>,
     metrics: ClientMetrics,
     changes: Arc<ChangeCount>,
@@ -518,9 +522,18 @@ impl ClientTicket {
         let Some(budget) = self.budget_pusd else {
             return false;
         };
-        let uncharged = self
-            .cost_pusd(used)
-            .saturating_sub(self.charged_pusd.load(Ordering::Acquire));
+        let price = self
+            .running_price
+            .get_or_init(|| self.prices.get(used.provider, used.model).copied());
+        let cost_pusd = price.map_or(0, |price| {
+            price.cost_pusd(
+                used.tokens_in,
+                used.tokens_out,
+                used.tokens_cached,
+                used.tokens_cache_write,
+            )
+        });
+        let uncharged = cost_pusd.saturating_sub(self.charged_pusd.load(Ordering::Acquire));
         let Ok(mut state) = self.state.lock() else {
             return false;
         };
@@ -611,7 +624,6 @@ mod tests {
     use super::*;
     use crate::clients::identity::digest_of;
     use crate::clients::limits::ClientLimits;
-    use crate::clients::prices::ModelPrice;
 
     const NOW: u64 = 1_796_166_000_000; // 2026-12-01T23:00:00Z
 
