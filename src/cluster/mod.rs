@@ -151,11 +151,7 @@ impl Prepared {
     /// lease task. With Redis down it starts them anyway: they connect when Redis answers.
     pub async fn start(self, router: &Router, journal: JournalReader) -> Cluster {
         let node_id = self.config.node_id.clone();
-        let progress = router
-            .folded_state()
-            .await
-            .map(|state| state.peers)
-            .unwrap_or_default();
+        let progress = router.peer_progress();
         let mut tail = Tail::new(
             node_id.clone(),
             self.client.clone(),

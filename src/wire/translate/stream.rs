@@ -63,13 +63,19 @@ impl StreamTranslator {
 
     /// A break after commit as the client protocol's final error event.
     pub fn error(&mut self, message: &str, out: &mut BytesMut) {
+        self.error_coded(message, "upstream_error", "api_error", out);
+    }
+
+    /// The client protocol's final error event with OpenAI's `code` or Anthropic's
+    /// `error_type` (a stream the router stopped: `budget_exceeded`, `rate_limit_error`).
+    pub fn error_coded(&mut self, message: &str, code: &str, error_type: &str, out: &mut BytesMut) {
         match self {
             StreamTranslator::ToChat(_) => {
-                out.extend_from_slice(&openai_stream_error(message, "upstream_error"))
+                out.extend_from_slice(&openai_stream_error(message, code))
             }
-            StreamTranslator::ToResponses(t) => t.error(message, "upstream_error", out),
+            StreamTranslator::ToResponses(t) => t.error(message, code, out),
             StreamTranslator::ToMessages(_) => {
-                out.extend_from_slice(&anthropic_stream_error(message, "api_error"))
+                out.extend_from_slice(&anthropic_stream_error(message, error_type))
             }
         }
     }
