@@ -87,6 +87,11 @@ impl Recorder {
         self.locked().state.clone()
     }
 
+    /// Reads the folded state in place (a short look under the lock, no copy).
+    pub fn read<R>(&self, look: impl FnOnce(&RouterState) -> R) -> R {
+        look(&self.locked().state)
+    }
+
     /// Waits until everything recorded so far is durable; returns the durable seq.
     pub async fn flush(&self) -> Result<u64, JournalError> {
         self.journal.flush().await

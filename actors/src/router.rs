@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use quotaroute_journal::{
     recover_versioned, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
-    NodeStarted, NodeStopped, PeerApplied, ResponseBound, UsageObserved, UsageSource, WriterConfig,
+    NodeStarted, NodeStopped, PeerApplied, ResponseBound, Skipped, UsageObserved, UsageSource,
+    WriterConfig,
 };
 use ractor::{Actor, ActorRef};
 
@@ -489,6 +490,23 @@ impl Router {
             &tables.in_flight,
             at_ms,
         ))
+    }
+
+    /// Every one of `targets` (connection, model) blocked now, as behaviour §7 lists them;
+    /// `None` when a request would try one of them (`policy::target_block`, on the same fold
+    /// as [`state`](Self::state)).
+    pub fn all_blocked(&self, targets: &[(&str, &str)]) -> Option<Vec<Skipped>> {
+        let tables = self.inner.registry.load();
+        let topology = tables.topology.as_ref().as_ref()?;
+        let now_ms = self.inner.clock.now_ms();
+        self.inner.recorder.read(|folded| {
+            crate::policy::target_block::all_blocked(
+                folded,
+                topology,
+                targets.iter().copied(),
+                now_ms,
+            )
+        })
     }
 
     /// Records that `bound.response_id` lives on `bound.connection` (journaled).

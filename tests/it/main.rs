@@ -47,6 +47,7 @@ mod node_refusal_clients;
 mod node_restart;
 mod node_routing;
 mod node_sdk;
+mod node_spent_pool;
 mod node_telemetry;
 mod node_translate;
 mod node_translate_clients;

@@ -18,7 +18,7 @@ use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 
 use super::delivery::{deliver, overhead_us, stream_response};
-use super::error_answers::final_failure;
+use super::error_answers::{final_failure, PoolNow};
 
 /// Tries the decision's targets in order until one serves or the tries run out (behaviour §3,
 /// §7). After each try the decision's plan alone says what follows (`Decision::after_attempt`,
@@ -105,6 +105,7 @@ pub(crate) async fn serve_tries(
 
     route.attempts = decision.attempt();
     route.overhead_us = overhead_us(started, upstream_time);
+    let pool = pool_after_429(ctx, &decision, last_failure.as_ref());
     let mut response = final_failure(
         last_failure,
         last_provider.as_deref(),
@@ -112,12 +113,49 @@ pub(crate) async fn serve_tries(
         ctx.live,
         route,
         &decision,
+        pool,
     );
     if response.status() == StatusCode::TOO_MANY_REQUESTS {
         advise_passed_through_429(ctx, route, &mut response).await;
     }
     metrics::request_finished(ctx.endpoint, response.status().as_u16());
     response
+}
+
+/// When the tries ended on an upstream's 429: every target the request could use, if all are
+/// blocked now (the tries' lockouts are applied before the answer: read-your-writes), so the
+/// answer can say how long the pool is out (behaviour §7). A rare answer: reading the
+/// router's state for it costs nothing on the paths that serve.
+fn pool_after_429(
+    ctx: &TryContext<'_>,
+    decision: &Decision,
+    last_failure: Option<&LastFailure>,
+) -> Option<PoolNow> {
+    let Some(LastFailure::Upstream { status, .. }) = last_failure else {
+        return None;
+    };
+    if *status != StatusCode::TOO_MANY_REQUESTS {
+        return None;
+    }
+    let router = ctx.app.router()?;
+    let mut targets: Vec<(&str, &str)> = decision
+        .targets()
+        .iter()
+        .map(|target| (&*target.connection, &*target.model))
+        .chain(
+            decision
+                .skipped()
+                .iter()
+                .map(|skip| (skip.connection.as_str(), skip.model.as_str())),
+        )
+        .collect();
+    targets.sort_unstable();
+    targets.dedup();
+    let blocked = router.all_blocked(&targets)?;
+    Some(PoolNow {
+        blocked,
+        now_ms: router.clock().now_ms(),
+    })
 }
 
 /// A 429 passed through from an upstream that sent no `Retry-After` gets the router's own,
