@@ -276,6 +276,10 @@ async fn what_cannot_be_carried_is_refused_before_sending() {
             header(&response, "x-quotaroute-translated"),
             "chat>messages"
         );
+        // Nothing was sent: no connection or upstream model is named, and no attempt counted.
+        assert_eq!(header(&response, "x-quotaroute-connection"), "");
+        assert_eq!(header(&response, "x-quotaroute-model"), "");
+        assert_eq!(header(&response, "x-quotaroute-attempts"), "0");
         let error: Value = response.json().await.unwrap();
         assert_eq!(error["error"]["code"], "unsupported_parameter", "{error}");
         assert!(error["error"]["message"]
@@ -533,7 +537,9 @@ async fn count_tokens_for_an_openai_account_is_counted_here_and_never_sent() {
         )
         .await;
     assert_eq!(response.status(), 200);
+    // Counted with that account's tokenizer, but nothing was sent to it.
     assert!(header(&response, "x-quotaroute-connection").starts_with("oa-"));
+    assert_eq!(header(&response, "x-quotaroute-attempts"), "0");
     let value: Value = response.json().await.unwrap();
     assert_eq!(
         value,

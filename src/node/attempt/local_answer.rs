@@ -43,6 +43,7 @@ pub(super) fn refused(direction: Direction, error: &TranslateError) -> Attempted
             thinking_restored: 0,
         }),
         bills_client: false,
+        sent: false,
     }
 }
 
@@ -63,6 +64,7 @@ pub(super) fn counted_locally(body: &Bytes) -> Attempted {
             },
             translation: None,
             bills_client: false,
+            sent: false,
         },
         Err(error) => {
             let error = ApiError::new(ApiErrorKind::InvalidRequest, error.to_string());
@@ -77,6 +79,7 @@ pub(super) fn counted_locally(body: &Bytes) -> Attempted {
                 },
                 translation: None,
                 bills_client: false,
+                sent: false,
             }
         }
     }

@@ -85,6 +85,7 @@ pub(super) async fn start(
                 translation: None,
                 // A stream counts its usage when it ends (`stream_relay`).
                 bills_client: false,
+                sent: true,
             }
         }
         StreamStart::Failed {
@@ -103,6 +104,7 @@ pub(super) async fn start(
                 },
                 translation: None,
                 bills_client: false,
+                sent: true,
             }
         }
     };

@@ -32,16 +32,23 @@ pub(crate) async fn serve_tries(
     let mut upstream_time = Duration::ZERO;
     let mut last_failure: Option<LastFailure> = None;
     let mut last_provider: Option<std::sync::Arc<str>> = None;
+    // Tries answered here without sending: `x-quotaroute-attempts` counts upstream requests.
+    let mut unsent = 0;
     while let Some(target) = decision.current().cloned() {
         route.connection = Some(target.connection.clone());
         route.model = Some(target.model.clone());
-        route.attempts = decision.attempt();
+        route.attempts = decision.attempt().saturating_sub(unsent);
         let Attempted {
             result,
             payload,
             translation,
             bills_client,
+            sent,
         } = encrypted_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        if !sent {
+            unsent += 1;
+            route.attempts = route.attempts.saturating_sub(1);
+        }
         // The answering try's translation names itself (`x-quotaroute-translated`/`-dropped`).
         route.translated = translation.as_ref().map(|t| t.direction.label());
         route.dropped = translation
@@ -88,6 +95,11 @@ pub(crate) async fn serve_tries(
                     metrics::translated(translation.direction);
                 }
                 if class != OutcomeClass::Success {
+                    if !sent {
+                        // Refused before sending: no connection or upstream model saw it.
+                        route.connection = None;
+                        route.model = None;
+                    }
                     // A client error is returned as the upstream sent it.
                     return reply::passthrough(status, &headers, &body, ctx.live, route);
                 }
@@ -103,7 +115,7 @@ pub(crate) async fn serve_tries(
         }
     }
 
-    route.attempts = decision.attempt();
+    route.attempts = decision.attempt().saturating_sub(unsent);
     route.overhead_us = overhead_us(started, upstream_time);
     let pool = pool_after_429(ctx, &decision, last_failure.as_ref());
     let mut response = final_failure(
