@@ -594,6 +594,16 @@ async fn the_dashboard_in_a_real_browser() {
         limited_ms <= 2000,
         "the limited client took {limited_ms} ms to show"
     );
+    // A pool whose only model is locked for an hour read as `/admin/state` said: none usable,
+    // refused with 429 until a time in UTC, its accounts not "ready".
+    let locked_pool = &report["locked_pool"];
+    assert!(
+        locked_pool["refusal"]
+            .as_str()
+            .unwrap()
+            .starts_with("429 until "),
+        "{report}"
+    );
     let shown_ms = report["lockout_shown_ms"].as_u64().unwrap();
     assert!(shown_ms <= 1000, "the lockout took {shown_ms} ms to show");
     assert!(
