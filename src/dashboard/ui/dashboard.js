@@ -382,7 +382,7 @@ function accountState(s, c) {
 // A window's pace and, when it runs out before its reset, when.
 function paceText(b) {
   if (b.pace === undefined || b.pace === null) return '';
-  const out = b.runs_out_at_ms ? ' · runs out in ' + duration(Math.max(0, b.runs_out_at_ms - Date.now())) : '';
+  const out = b.runs_out_at_ms > Date.now() ? ' · runs out in ' + duration(b.runs_out_at_ms - Date.now()) : '';
   return 'pace ' + Number(b.pace).toFixed(2) + out;
 }
 
