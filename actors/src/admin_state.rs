@@ -10,6 +10,9 @@ use serde::Serialize;
 
 use crate::permit::InFlight;
 use crate::policy::admission::Block;
+use crate::policy::buckets::BucketSettings;
+use crate::policy::connection_state::reading_saturates;
+use crate::policy::rate_limit_headers::UsageReading;
 use crate::policy::request::unroutable;
 use crate::policy::router_state::RouterState;
 use crate::policy::target_block::target_block;
@@ -283,6 +286,28 @@ impl AdminState {
             .iter()
             .flat_map(|c| c.lockouts.iter().cloned())
             .collect()
+    }
+}
+
+/// Puts each window's newest upstream reading (`latest`, from the connection's actor) in
+/// place of the journaled one, where the window is still in its period.
+pub fn overlay_readings(
+    connection: &mut ConnectionAdminState,
+    latest: &[UsageReading],
+    settings: &BucketSettings,
+    now_ms: u64,
+) {
+    for bucket in &mut connection.buckets {
+        let Some(reading) = latest.iter().find(|r| r.window == bucket.window) else {
+            continue;
+        };
+        if reading.resets_at_ms.is_some_and(|reset| reset <= now_ms) {
+            continue;
+        }
+        bucket.used = reading.used;
+        bucket.limit = reading.limit;
+        bucket.resets_at_ms = reading.resets_at_ms;
+        bucket.saturated = reading_saturates(reading.used, reading.limit, settings);
     }
 }
 
