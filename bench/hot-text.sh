@@ -3,7 +3,7 @@
 # and governed, non-streaming and streaming, on bench/pool.sh's config), which build.rs has the
 # linker place together in `.text.hot`. The kernel maps a binary's code 64 KiB around each page
 # first run (fault-around), so ~2,200 hot functions scattered over 13 MiB of code kept ~10 MiB
-# of it resident; together they fill ~4 MiB (README, "Memory, 2026-12-04").
+# of it resident; together they fill ~4 MiB (docs/measurements.md, "Memory, 2026-12-04").
 # Names are matched without their hash (`17h…E`) and LTO's `.N` suffix, which change with the
 # toolchain, dependencies and where the workspace sits; a name no longer in the binary matches
 # nothing and costs nothing, so a stale list only costs memory. Run it after a large change to

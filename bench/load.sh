@@ -3,7 +3,7 @@
 # nginx (when installed: `apt-get install -y nginx`) with a worker per core, as many threads as
 # the router's runtime uses, as the bare-proxy reference; non-streaming and streaming; 1 and 64
 # connections. Prints a markdown table: RPS, p50, p99, time to first byte, router CPU µs per
-# request and peak RSS; the ratios README reports come from ../shared/bench/vs-nginx.sh. Bounded: SECONDS per case (default 5).
+# request and peak RSS; the ratios docs/measurements.md reports come from ../shared/bench/vs-nginx.sh. Bounded: SECONDS per case (default 5).
 # REQUEST_EVENTS=failures runs the router with `journal.request_events = "failures"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -197,6 +197,9 @@ pub struct ApiError {
     /// `x-should-retry: false` (behaviour §7, `node::retry_advice`), and the OpenAI body says
     /// when it frees (Unix seconds) the way Codex reads it.
     pub stop_retrying_until_s: Option<u64>,
+    /// An upstream's own message, kept beside the router's words when the router answers for
+    /// an upstream's 429 (behaviour §7): `error.upstream_message`.
+    pub upstream_message: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -212,6 +215,8 @@ struct ErrorFields<'a> {
     resets_at: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     resets_in_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_message: Option<&'a str>,
 }
 
 /// `error.type` of an OpenAI-shaped refusal not to retry: the type Codex stops on at once and
@@ -228,6 +233,8 @@ struct AnthropicErrorFields<'a> {
     code: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     blocked: Option<&'a [Skipped]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_message: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -250,6 +257,7 @@ impl ApiError {
             retry_after_ms: None,
             blocked: Vec::new(),
             stop_retrying_until_s: None,
+            upstream_message: None,
         }
     }
 
@@ -284,6 +292,7 @@ impl ApiError {
                     message: &self.message,
                     code: self.kind.code(),
                     blocked,
+                    upstream_message: self.upstream_message.as_deref(),
                 },
             })
         } else {
@@ -301,6 +310,7 @@ impl ApiError {
                         .stop_retrying_until_s
                         .and(self.retry_after_ms)
                         .map(|ms| ms.div_ceil(1000)),
+                    upstream_message: self.upstream_message.as_deref(),
                 },
             })
         };

@@ -5,12 +5,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quotaroute_journal::AuthKind;
+use quotaroute_journal::{AuthKind, Skipped};
 use serde::Serialize;
 
 use crate::permit::InFlight;
+use crate::policy::admission::Block;
+use crate::policy::buckets::BucketSettings;
+use crate::policy::connection_state::reading_saturates;
+use crate::policy::rate_limit_headers::UsageReading;
+use crate::policy::request::unroutable;
 use crate::policy::router_state::RouterState;
-use crate::policy::topology::Topology;
+use crate::policy::target_block::target_block;
+use crate::policy::topology::{ComboSpec, Topology};
 use crate::pool_forecast;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -97,6 +103,28 @@ pub struct ComboState {
     pub runs_out_at_ms: Option<u64>,
     /// The earliest reset of a window (an hour or longer) of its targets.
     pub next_reset_at_ms: Option<u64>,
+    /// How many of its targets a request would be sent to now (no hard block).
+    pub usable: usize,
+    /// What a request gets now when no target can serve (behaviour §7); `None` (null) when
+    /// one can.
+    pub refusal: Option<ComboRefusal>,
+}
+
+/// The router's answer to a request on a combo none of whose targets can serve now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComboRefusal {
+    /// 429 (every block a lockout, cooldown, spent or reserved window) or 503.
+    pub status: u16,
+    /// Its `Retry-After`, until the earliest block that ends by itself.
+    pub retry_after_ms: Option<u64>,
+}
+
+/// Why a target would not be tried now (behaviour §2 step 0), as §7's `blocked` list says it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetBlockState {
+    pub reason: &'static str,
+    /// `None` (null) when it does not end by itself.
+    pub remaining_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -107,6 +135,9 @@ pub struct ComboTargetState {
     pub deficit: i64,
     /// Its pace as its DRR turn uses it (bounded; 1.0 when the combo is not paced), a float.
     pub pace: f64,
+    /// Why a request would not be sent to it now; `None` (null): it would be
+    /// (`policy::target_block`, the functions routing uses).
+    pub block: Option<TargetBlockState>,
 }
 
 fn auth_name(auth: AuthKind) -> &'static str {
@@ -205,16 +236,28 @@ impl AdminState {
                 let total: i64 = combo.targets.iter().map(|t| i64::from(t.weight)).sum();
                 const QUANTUM: i64 = crate::policy::pace::QUANTUM_PER_WEIGHT as i64;
                 let outlook = pool_forecast::combo_outlook(state, topology, combo, now_ms);
+                let blocks: Vec<_> = combo
+                    .targets
+                    .iter()
+                    .map(|t| target_block(state, topology, &t.connection, &t.model, now_ms))
+                    .collect();
                 ComboState {
                     name: combo.name.clone(),
                     strategy: combo.strategy.as_str(),
                     runs_out_at_ms: outlook.runs_out_at_ms,
                     next_reset_at_ms: outlook.next_reset_at_ms,
+                    usable: blocks.iter().filter(|b| b.is_none()).count(),
+                    refusal: combo_refusal(combo, &blocks),
                     targets: combo
                         .targets
                         .iter()
                         .zip(&outlook.target_paces)
-                        .map(|(t, pace)| ComboTargetState {
+                        .zip(&blocks)
+                        .map(|((t, pace), block)| ComboTargetState {
+                            block: block.map(|(reason, remaining_ms)| TargetBlockState {
+                                reason: reason.as_str(),
+                                remaining_ms,
+                            }),
                             pace: *pace,
                             connection: t.connection.clone(),
                             model: t.model.clone(),
@@ -244,6 +287,50 @@ impl AdminState {
             .flat_map(|c| c.lockouts.iter().cloned())
             .collect()
     }
+}
+
+/// Puts each window's newest upstream reading (`latest`, from the connection's actor) in
+/// place of the journaled one, where the window is still in its period.
+pub fn overlay_readings(
+    connection: &mut ConnectionAdminState,
+    latest: &[UsageReading],
+    settings: &BucketSettings,
+    now_ms: u64,
+) {
+    for bucket in &mut connection.buckets {
+        let Some(reading) = latest.iter().find(|r| r.window == bucket.window) else {
+            continue;
+        };
+        if reading.resets_at_ms.is_some_and(|reset| reset <= now_ms) {
+            continue;
+        }
+        bucket.used = reading.used;
+        bucket.limit = reading.limit;
+        bucket.resets_at_ms = reading.resets_at_ms;
+        bucket.saturated = reading_saturates(reading.used, reading.limit, settings);
+    }
+}
+
+/// §7's answer for a combo whose every target is blocked (`None` when one is not).
+fn combo_refusal(combo: &ComboSpec, blocks: &[Option<Block>]) -> Option<ComboRefusal> {
+    let blocked = combo
+        .targets
+        .iter()
+        .zip(blocks)
+        .map(|(t, block)| {
+            block.map(|(reason, remaining_ms)| Skipped {
+                connection: t.connection.clone(),
+                model: t.model.clone(),
+                reason,
+                remaining_ms,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let answer = unroutable(blocked, combo.hold_ms);
+    Some(ComboRefusal {
+        status: answer.status,
+        retry_after_ms: answer.retry_after_ms,
+    })
 }
 
 fn lockouts_of(

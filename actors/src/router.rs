@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use quotaroute_journal::{
     recover_versioned, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
-    NodeStarted, NodeStopped, PeerApplied, ResponseBound, UsageObserved, UsageSource, WriterConfig,
+    NodeStarted, NodeStopped, PeerApplied, ResponseBound, Skipped, UsageObserved, UsageSource,
+    WriterConfig,
 };
 use ractor::{Actor, ActorRef};
 
@@ -497,6 +498,35 @@ impl Router {
         self.state_at(self.inner.clock.now_ms()).await
     }
 
+    /// The admin view for a person: [`state`](Self::state) with each window's newest upstream
+    /// reading in place of the journaled one (the journal keeps a reading only when it matters
+    /// to routing; a per-minute window's count moves on every response). Not for comparing two
+    /// views: what it adds is not journaled and does not survive a restart.
+    pub async fn state_live(&self) -> Result<AdminState, RouterError> {
+        let mut view = self.state().await?;
+        let now_ms = self.inner.clock.now_ms();
+        let tables = self.inner.registry.load();
+        for connection in &mut view.connections {
+            let Some(actor) = tables.connections.get(&connection.id) else {
+                continue;
+            };
+            let Ok(latest) =
+                ractor::call_t!(actor, ConnectionMsg::LatestReadings, ADMIN_CALL_TIMEOUT_MS)
+            else {
+                continue;
+            };
+            let settings = tables
+                .topology
+                .as_ref()
+                .as_ref()
+                .and_then(|topology| topology.connection(&connection.id))
+                .map(|spec| spec.buckets.clone())
+                .unwrap_or_default();
+            crate::admin_state::overlay_readings(connection, &latest, &settings, now_ms);
+        }
+        Ok(view)
+    }
+
     /// The admin view as it will read at `at_ms` (not before now) if nothing else happens:
     /// remaining times counted down, expired blocks gone. Two views at one instant compare
     /// exactly — how an upgrade proves it kept the state (behaviour §12).
@@ -519,6 +549,23 @@ impl Router {
             &tables.in_flight,
             at_ms,
         ))
+    }
+
+    /// Every one of `targets` (connection, model) blocked now, as behaviour §7 lists them;
+    /// `None` when a request would try one of them (`policy::target_block`, on the same fold
+    /// as [`state`](Self::state)).
+    pub fn all_blocked(&self, targets: &[(&str, &str)]) -> Option<Vec<Skipped>> {
+        let tables = self.inner.registry.load();
+        let topology = tables.topology.as_ref().as_ref()?;
+        let now_ms = self.inner.clock.now_ms();
+        self.inner.recorder.read(|folded| {
+            crate::policy::target_block::all_blocked(
+                folded,
+                topology,
+                targets.iter().copied(),
+                now_ms,
+            )
+        })
     }
 
     /// Records that `bound.response_id` lives on `bound.connection` (journaled).

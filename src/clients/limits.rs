@@ -21,7 +21,7 @@ use quotaroute_actors::policy::window::WindowShape;
 pub type SharedVerdict = Result<(), (LimitKind, Option<u64>)>;
 
 /// The in-flight cap of a client with a token limit or budget and no `max_concurrent`: it
-/// bounds how far the limit can be overshot (README "Clients").
+/// bounds how far the limit can be overshot (docs/clients.md).
 pub const IMPLICIT_MAX_CONCURRENT: u32 = 64;
 
 /// `Retry-After` of a client at its `max_concurrent` (a slot frees when a request ends).

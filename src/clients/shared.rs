@@ -22,7 +22,7 @@ pub trait SharedCounts: Send + Sync + std::fmt::Debug {
     fn view(&self, client: &str) -> Option<ClusterUsageView>;
 }
 
-/// `/admin/clients`' `cluster` object of one client (README "Clients"): every node's usage
+/// `/admin/clients`' `cluster` object of one client (docs/clients.md): every node's usage
 /// summed in Redis as of `synced_at_ms`; `redis` says whether this node still reaches it
 /// (`down`: the node decides on its own counts, the numbers are the last ones seen).
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -214,7 +214,7 @@ impl Feed {
         if push_due(self.last_state, seen != self.seen, now) {
             self.last_state = Some(now);
             self.seen = seen;
-            match self.router.state().await {
+            match self.router.state_live().await {
                 Ok(state) => match serde_json::to_string(&state) {
                     Ok(text) if text != self.last_state_json => {
                         self.queue.push_back(event("state", &text));

@@ -153,7 +153,13 @@ pub async fn state(
             "at_ms is in the past: a node knows its state from now on (the past is `quotaroute replay --state-at`)",
         );
     }
-    match router.state_at(at_ms).await {
+    // Now: with each window's newest upstream reading; a later instant: the journaled view
+    // exactly, as two views at one instant are compared (behaviour §12).
+    let view = match query.at_ms {
+        None => router.state_live().await,
+        Some(_) => router.state_at(at_ms).await,
+    };
+    match view {
         Ok(state) => match serde_json::to_value(&state) {
             Ok(mut value) => {
                 // Where each connection's key comes from and how fresh it is (never the key).

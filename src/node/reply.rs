@@ -37,6 +37,7 @@ const DROPPED: HeaderName = HeaderName::from_static("x-quotaroute-dropped");
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// `x-should-retry`: what the official OpenAI and Anthropic SDKs read to retry or not.
 const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 const UPSTREAM_REQUEST_ID: HeaderName = HeaderName::from_static("x-quotaroute-upstream-request-id");
 
 impl RouteHeaders {
@@ -97,17 +98,47 @@ pub fn json(status: StatusCode, body: impl Into<Body>, route: &RouteHeaders) -> 
 /// One of the router's own errors, in the endpoint's shape.
 pub fn api_error(error: &ApiError, anthropic: bool, route: &RouteHeaders) -> Response {
     let mut response = json(error.status(), error.body(anthropic), route);
+    retry_headers(error, response.headers_mut());
+    response
+}
+
+/// `Retry-After` and, past `server.client_retry_max_ms`, `x-should-retry: false`.
+fn retry_headers(error: &ApiError, headers: &mut HeaderMap) {
     if let Some(seconds) = error.retry_after_header() {
         if let Ok(value) = HeaderValue::from_str(&seconds) {
-            response.headers_mut().insert(RETRY_AFTER, value);
+            headers.insert(RETRY_AFTER, value);
         }
     }
     if error.stop_retrying_until_s.is_some() {
         // Honoured by the official SDKs before their own rules (behaviour §7).
-        response
-            .headers_mut()
-            .insert(SHOULD_RETRY, HeaderValue::from_static("false"));
+        headers.insert(SHOULD_RETRY, HeaderValue::from_static("false"));
     }
+}
+
+/// The router's own error answering for an upstream's (behaviour §7: a passed-through 429 the
+/// client would sleep on, said in the router's words): the upstream's other headers (its
+/// request id, its rate-limit readings) still reach the client, masked, but what the router's
+/// answer says itself — body framing, `Retry-After`, whether to retry — is the router's.
+pub fn api_error_for_upstream(
+    error: &ApiError,
+    anthropic: bool,
+    upstream_headers: &HeaderMap,
+    live: &LiveConfig,
+    route: &RouteHeaders,
+) -> Response {
+    let upstream_secrets = live.upstream_secrets();
+    let secrets: Vec<&str> = upstream_secrets.iter().map(|s| s.expose()).collect();
+    let mut response = Response::new(Body::from(error.body(anthropic)));
+    *response.status_mut() = error.status();
+    let headers = response.headers_mut();
+    headers.reserve(upstream_headers.len() + RouteHeaders::MOST_ADDED);
+    header_rules::copy_upstream(upstream_headers, &secrets, headers);
+    for own in [RETRY_AFTER, RETRY_AFTER_MS, SHOULD_RETRY] {
+        headers.remove(own);
+    }
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    route.apply_over_relayed(headers);
+    retry_headers(error, headers);
     response
 }
 

@@ -3,7 +3,10 @@
 //! official OpenAI and Anthropic SDKs (Python and Node) honour before their own retry rules —
 //! and its message names the time in words ("until 16:42 UTC, in 59 min"), so a person reading
 //! what Codex or Claude Code printed knows when to come back. A short wait stays retryable.
-//! Pure: `now_ms` and the bound are arguments; it only edits the answer it is handed.
+//! The same advice is given whichever path refused: the router's own refusal, a client limit,
+//! or an upstream's 429 the router answers for once its whole pool is out
+//! (`routed::error_answers`). Pure: `now_ms` and the bound are arguments; it only edits the
+//! answer it is handed.
 
 use crate::api_error::{ApiError, ApiErrorKind};
 

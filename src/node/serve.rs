@@ -25,7 +25,7 @@ use crate::node::timer_floor;
 /// sled page cache of the node's journal. The journal is written in order and read back
 /// rarely (replay, the admin API), so little of it needs to stay in memory: with compressed
 /// records, 2 MiB instead of 8 lowered the peak at 64 connections by ~4 MB at the same CPU
-/// per request (README, "Memory").
+/// per request (docs/measurements.md, "Memory").
 const JOURNAL_CACHE_BYTES: u64 = 2 * 1024 * 1024;
 /// The longest a stop waits for the last spans to reach the collector.
 const TRACE_FLUSH_AT_STOP: Duration = Duration::from_secs(2);

@@ -397,6 +397,50 @@ async function drive(context) {
   }, null, { timeout: 2000 });
   done('spent window shown', barText);
 
+  step = 'a pool whose only model is locked for an hour reads as /admin/state says';
+  // Every Anthropic account answers 429 for an hour: one request locks the `claude` combo's
+  // three targets, whose only model it is. The page must say what a request would get (none
+  // usable, refused until when), not "ready" and "usable".
+  for (const id of ['an-1', 'an-2', 'an-3']) await admin('POST', '/admin/connections/' + id + '/clear');
+  await admin('POST', '/admin/providers/anthropic/breaker/reset');
+  await mockRules([{ model: ANTHROPIC_MODEL, fault: { status429: { reset: { retry_after_seconds: 3600 } } } }]);
+  const metSpent = await message();
+  await mockRules([]);
+  if (metSpent.status !== 429) throw new Error("the pool met its 429s with " + metSpent.status);
+  const locked = (await admin('GET', '/admin/state')).body;
+  const claude = locked.combos.find((combo) => combo.name === 'claude');
+  if (claude.usable !== 0 || !claude.refusal || claude.refusal.status !== 429
+    || !(claude.refusal.retry_after_ms > 3500 * 1000)) {
+    throw new Error('/admin/state says of claude: ' + JSON.stringify(claude));
+  }
+  await page.locator('#summary .stat', { hasText: 'claude' })
+    .filter({ hasText: `usable now: 0 of ${claude.targets.length}` }).waitFor({ state: 'visible', timeout: 2000 });
+  const refusalStat = page.locator('#summary .stat', { hasText: 'claude: what a request gets now' });
+  await refusalStat.filter({ hasText: /^429 until \d\d:\d\d UTC \(in (59m|1h 00m)/ }).waitFor({ state: 'visible', timeout: 2000 });
+  const words = { quota_exhausted: 'spent', rate_limited: 'locked' };
+  for (const t of claude.targets) {
+    const word = words[t.block && t.block.reason];
+    if (!word) throw new Error('claude target ' + t.connection + ' is not locked: ' + JSON.stringify(t));
+    await page.locator(`[data-account="${t.connection}"]`, { hasText: word }).waitFor({ state: 'visible', timeout: 2000 });
+    await page.locator(`[data-target-block="claude/${t.connection}"]`, { hasText: word }).waitFor({ state: 'visible', timeout: 2000 });
+  }
+  // The headline counts the connections a request would be sent to, as /admin/state has it.
+  const targetsOf = (id) => locked.combos.flatMap((combo) => combo.targets).filter((t) => t.connection === id);
+  const usableConnections = locked.connections.filter((c) => targetsOf(c.id).some((t) => !t.block)).length;
+  await page.locator('#summary .stat', { hasText: 'connections usable' })
+    .filter({ hasText: `${usableConnections} / ${locked.connections.length}` }).waitFor({ state: 'visible', timeout: 2000 });
+  const summary = (await page.locator('#summary').textContent()) || '';
+  if (/runs out in 0\.0 s/.test(summary) || summary.includes('claude before its next reset')) {
+    throw new Error('a refused combo is forecast: ' + summary);
+  }
+  result.locked_pool = { refusal: (await refusalStat.textContent()) || '', usable_connections: usableConnections };
+  for (const t of claude.targets) {
+    await admin('DELETE', '/admin/lockouts/' + encodeURIComponent(t.connection) + '/' + encodeURIComponent(t.model));
+  }
+  await page.locator('#summary .stat', { hasText: 'claude' })
+    .filter({ hasText: `usable now: ${claude.targets.length} of ${claude.targets.length}` }).waitFor({ state: 'visible', timeout: 2000 });
+  done('locked pool shown as refused', result.locked_pool.refusal);
+
   step = 'reload the config with a click';
   await page.click('#reload');
   await page.locator('#notice', { hasText: 'Config reloaded' }).waitFor({ state: 'visible', timeout: 3000 });

@@ -53,6 +53,7 @@ mod node_restart;
 mod node_routing;
 mod node_sdk;
 mod node_seal_key;
+mod node_spent_pool;
 mod node_telemetry;
 mod node_translate;
 mod node_translate_clients;

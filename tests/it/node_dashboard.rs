@@ -594,6 +594,16 @@ async fn the_dashboard_in_a_real_browser() {
         limited_ms <= 2000,
         "the limited client took {limited_ms} ms to show"
     );
+    // A pool whose only model is locked for an hour read as `/admin/state` said: none usable,
+    // refused with 429 until a time in UTC, its accounts not "ready".
+    let locked_pool = &report["locked_pool"];
+    assert!(
+        locked_pool["refusal"]
+            .as_str()
+            .unwrap()
+            .starts_with("429 until "),
+        "{report}"
+    );
     let shown_ms = report["lockout_shown_ms"].as_u64().unwrap();
     assert!(shown_ms <= 1000, "the lockout took {shown_ms} ms to show");
     assert!(
@@ -667,4 +677,51 @@ async fn the_dashboard_in_a_real_browser() {
             > 0,
         "the locked connection had served"
     );
+}
+
+/// What the dashboard reads (`/admin/state`, its `state` event) shows a per-minute window's
+/// newest upstream reading, not its first: the journal keeps such a reading only when it flips
+/// (issue #50: "1 / 40" while the upstream said 34 left).
+#[tokio::test]
+async fn the_state_shows_a_windows_newest_upstream_reading() {
+    let harness = Harness::start().await;
+    for id in ["oa-1", "oa-2", "oa-3"] {
+        harness.mock.set_budget(
+            &upstream_key(id),
+            quotaroute_mock::RateBudget {
+                requests_limit: 40,
+                tokens_limit: 1_000_000,
+                reset_ms: 60_000,
+            },
+        );
+    }
+    let mut last_used = std::collections::HashMap::new();
+    for _ in 0..8 {
+        let response = harness.chat("team").await;
+        assert_eq!(response.status(), 200);
+        let remaining: u64 = header(&response, "x-ratelimit-remaining-requests")
+            .parse()
+            .unwrap();
+        last_used.insert(header(&response, "x-quotaroute-connection"), 40 - remaining);
+    }
+    harness.settle().await;
+    let state = harness.admin_get("/admin/state").await;
+    let busiest = last_used.iter().max_by_key(|(_, used)| **used).unwrap();
+    assert!(*busiest.1 >= 3, "{last_used:?}");
+    for (id, used) in &last_used {
+        let connection = state["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id.as_str())
+            .unwrap();
+        let window = connection["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["window"] == "requests:gpt-4o-mini")
+            .unwrap_or_else(|| panic!("{connection}"));
+        assert_eq!(window["used"], *used, "{id}: {window}");
+        assert_eq!(window["limit"], 40);
+    }
 }

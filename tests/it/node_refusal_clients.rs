@@ -1,6 +1,8 @@
-//! Refusals real clients act on (behaviour §7, issues #34 and #36): a client whose month budget
-//! is spent is answered 429 `budget_exceeded` with a `Retry-After` of weeks, and a pool whose
-//! every account is locked for an hour 429 `all_targets_locked`. Each real client — the
+//! Refusals real clients act on (behaviour §7, issues #34, #36 and #50): a client whose month
+//! budget is spent is answered 429 `budget_exceeded` with a `Retry-After` of weeks, a pool whose
+//! every account is locked for an hour 429 `all_targets_locked`, and so is the first request to
+//! meet a pool whose every account answers 429 for an hour (`Retry-After`, reset headers only,
+//! or both: `node_spent_pool`), though it was the upstreams that said so. Each real client — the
 //! official SDKs (openai-python, anthropic-python, openai-node, @anthropic-ai/sdk, with their
 //! default retries), Claude Code (`claude -p`) and Codex (`codex exec`) — must stop at once
 //! (one refused request, bounded wall time) and show the reset time, where before they slept
@@ -14,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::node_spent_pool::{spent_pool, HourLong};
 use crate::support::clients::*;
 use crate::support::*;
 use quotaroute_mock::Rule;
@@ -122,19 +125,26 @@ key = "{KEY_A}"
 }
 
 /// What is counted to see that a client did not retry: its refusals for the budget, or every
-/// request it made (each one of a locked pool is refused).
-#[derive(Clone, Copy)]
+/// request it made (each one of a locked or spent pool is refused).
+#[derive(Clone, Copy, Debug)]
 enum Refusal {
     Budget,
     LockedPool,
+    /// Nothing learned yet: the client's first request meets every account's 429.
+    SpentPool(HourLong),
 }
 
 impl Refusal {
     async fn count(self, harness: &Harness, id: &str) -> u64 {
         match self {
             Refusal::Budget => budget_refusals(harness, id).await,
-            Refusal::LockedPool => client_requests(harness, id).await,
+            Refusal::LockedPool | Refusal::SpentPool(_) => client_requests(harness, id).await,
         }
+    }
+
+    /// Every way an hour-long 429 can reach the client first.
+    fn spent_pools() -> impl Iterator<Item = Refusal> {
+        HourLong::ALL.into_iter().map(Refusal::SpentPool)
     }
 }
 
@@ -182,6 +192,7 @@ async fn stops_at_once(
         .await
         .unwrap();
     let refusals = refusal.count(harness, id).await - before;
+    let what = format!("{what} ({refusal:?})");
     eprintln!(
         "{what}: stopped after {:.2?}, {refusals} refused request(s)",
         run.elapsed
@@ -252,6 +263,7 @@ impl Refusal {
         match self {
             Refusal::Budget => spent_client(id).await,
             Refusal::LockedPool => locked_pool(id).await,
+            Refusal::SpentPool(form) => spent_pool(form, &client_without_limits(id)).await,
         }
     }
 
@@ -261,8 +273,14 @@ impl Refusal {
         match self {
             Refusal::Budget => SDK_SHOWS,
             Refusal::LockedPool => &["every account of this model is", "UTC, in "],
+            Refusal::SpentPool(_) => &["every account of this model is", "UTC, in 1 h"],
         }
     }
+}
+
+/// Client `id` with key [`KEY_A`] and no limits.
+fn client_without_limits(id: &str) -> String {
+    format!("\n[[clients]]\nid = \"{id}\"\nkey = \"{KEY_A}\"\n")
 }
 
 async fn openai_python(id: &'static str, refusal: Refusal) {
@@ -308,6 +326,13 @@ async fn openai_python_stops_at_once_on_a_pool_locked_for_an_hour() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_python_stops_at_once_on_a_spent_pool_it_meets_first() {
+    for refusal in Refusal::spent_pools() {
+        openai_python("openai-python-spent", refusal).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_python_stops_at_once_on_a_spent_budget() {
     anthropic_python("anthropic-python", Refusal::Budget).await;
 }
@@ -315,6 +340,13 @@ async fn anthropic_python_stops_at_once_on_a_spent_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_python_stops_at_once_on_a_pool_locked_for_an_hour() {
     anthropic_python("anthropic-python-locked", Refusal::LockedPool).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_python_stops_at_once_on_a_spent_pool_it_meets_first() {
+    for refusal in Refusal::spent_pools() {
+        anthropic_python("anthropic-python-spent", refusal).await;
+    }
 }
 
 fn node_modules() -> PathBuf {
@@ -399,6 +431,13 @@ async fn openai_node_stops_at_once_on_a_pool_locked_for_an_hour() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_node_stops_at_once_on_a_spent_pool_it_meets_first() {
+    for refusal in Refusal::spent_pools() {
+        openai_node("openai-node-spent", refusal).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_node_sdk_stops_at_once_on_a_spent_budget() {
     anthropic_node("anthropic-node", Refusal::Budget).await;
 }
@@ -406,6 +445,13 @@ async fn anthropic_node_sdk_stops_at_once_on_a_spent_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_node_sdk_stops_at_once_on_a_pool_locked_for_an_hour() {
     anthropic_node("anthropic-node-locked", Refusal::LockedPool).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_node_sdk_stops_at_once_on_a_spent_pool_it_meets_first() {
+    for refusal in Refusal::spent_pools() {
+        anthropic_node("anthropic-node-spent", refusal).await;
+    }
 }
 
 /// Claude Code's native binary (see `node_clients.rs`).
@@ -464,6 +510,13 @@ async fn claude_code_stops_at_once_on_a_pool_locked_for_an_hour() {
     claude_code("claude-code-locked", Refusal::LockedPool).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_stops_at_once_on_a_spent_pool_it_meets_first() {
+    for refusal in Refusal::spent_pools() {
+        claude_code("claude-code-spent", refusal).await;
+    }
+}
+
 async fn codex(id: &'static str, refusal: Refusal) {
     let launcher = node_modules().join("@openai/codex/bin/codex.js");
     if !launcher.is_file() {
@@ -516,4 +569,11 @@ async fn codex_stops_at_once_on_a_spent_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_stops_at_once_on_a_pool_locked_for_an_hour() {
     codex("codex-locked", Refusal::LockedPool).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_stops_at_once_on_a_spent_pool_it_meets_first() {
+    for refusal in Refusal::spent_pools() {
+        codex("codex-spent", refusal).await;
+    }
 }

@@ -8,6 +8,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
+use sha2::Digest;
 use support::*;
 
 /// `team` (OpenAI-format) and `claude` (Anthropic-format) from the standard config, plus a
@@ -25,6 +26,9 @@ name = "claude-only"
 translate = false
 targets = [{ connection = "an-2", model = "claude-3-5-haiku" }]
 "#;
+
+/// What Claude Code sends as `metadata.user_id`: a JSON string of about 150 characters.
+const CLAUDE_CODE_USER_ID: &str = r#"{"device_id":"5f0c2a8e4b1d4e7f9a3c6b2d8e1f4a7c5f0c2a8e4b1d4e7f9a3c6b2d8e1f4a7c","account_uuid":"","session_id":"0f8b6c2e-3a1d-4e5f-9b7c-2d4e6f8a0b1c"}"#;
 
 fn sse_data(text: &str) -> Vec<(Option<String>, String)> {
     let mut events = Vec::new();
@@ -135,7 +139,9 @@ async fn messages_clients_are_served_by_openai_accounts_json_and_stream() {
     let response = harness
         .post_json(
             "/v1/messages",
-            json!({"model": "team", "max_tokens": 4, "system": "be brief", "top_k": 3, "messages": [{"role": "user", "content": "hi"}]}),
+            json!({"model": "team", "max_tokens": 4, "system": "be brief", "top_k": 3,
+                   "metadata": {"user_id": CLAUDE_CODE_USER_ID},
+                   "messages": [{"role": "user", "content": "hi"}]}),
         )
         .await;
     assert_eq!(response.status(), 200);
@@ -143,6 +149,7 @@ async fn messages_clients_are_served_by_openai_accounts_json_and_stream() {
         header(&response, "x-quotaroute-translated"),
         "messages>chat"
     );
+    let first_connection = header(&response, "x-quotaroute-connection");
     assert_eq!(header(&response, "x-quotaroute-dropped"), "top_k");
     let value: Value = response.json().await.unwrap();
     assert_eq!(value["type"], "message", "{value}");
@@ -157,14 +164,32 @@ async fn messages_clients_are_served_by_openai_accounts_json_and_stream() {
         json!({"role": "system", "content": "be brief"})
     );
     assert_eq!(sent["max_completion_tokens"], 4);
+    // Claude Code's 150-character user id goes as OpenAI's `user` within its 64 characters: a
+    // stable digest of it.
+    let user = sent["user"].as_str().unwrap();
+    let digest: String = sha2::Sha256::digest(CLAUDE_CODE_USER_ID.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    assert_eq!(user, digest);
 
     let response = harness
         .post_json(
             "/v1/messages",
-            json!({"model": "team", "max_tokens": 4, "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+            json!({"model": "team", "max_tokens": 4, "stream": true,
+                   "metadata": {"user_id": CLAUDE_CODE_USER_ID},
+                   "messages": [{"role": "user", "content": "hi"}]}),
         )
         .await;
     assert_eq!(response.status(), 200);
+    // The whole id still groups the conversation: the next turn stays on its account.
+    assert_eq!(
+        header(&response, "x-quotaroute-connection"),
+        first_connection
+    );
+    let (_, body) = harness.mock.recent_bodies().pop().unwrap();
+    let sent: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(sent["user"], digest.as_str(), "the same user every turn");
     let text = response.text().await.unwrap();
     let events = sse_data(&text);
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_deref().unwrap()).collect();
@@ -276,6 +301,10 @@ async fn what_cannot_be_carried_is_refused_before_sending() {
             header(&response, "x-quotaroute-translated"),
             "chat>messages"
         );
+        // Nothing was sent: no connection or upstream model is named, and no attempt counted.
+        assert_eq!(header(&response, "x-quotaroute-connection"), "");
+        assert_eq!(header(&response, "x-quotaroute-model"), "");
+        assert_eq!(header(&response, "x-quotaroute-attempts"), "0");
         let error: Value = response.json().await.unwrap();
         assert_eq!(error["error"]["code"], "unsupported_parameter", "{error}");
         assert!(error["error"]["message"]
@@ -533,7 +562,9 @@ async fn count_tokens_for_an_openai_account_is_counted_here_and_never_sent() {
         )
         .await;
     assert_eq!(response.status(), 200);
+    // Counted with that account's tokenizer, but nothing was sent to it.
     assert!(header(&response, "x-quotaroute-connection").starts_with("oa-"));
+    assert_eq!(header(&response, "x-quotaroute-attempts"), "0");
     let value: Value = response.json().await.unwrap();
     assert_eq!(
         value,

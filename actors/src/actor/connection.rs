@@ -12,6 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use crate::actor::messages::{ComboMsg, ConnectionMsg};
 use crate::clock::SharedClock;
 use crate::policy::connection_state::ConnectionState;
+use crate::policy::rate_limit_headers::UsageReading;
 use crate::policy::topology::ConnectionSpec;
 use crate::recorder::Recorder;
 use crate::view::ConnectionView;
@@ -33,6 +34,35 @@ pub struct ConnectionActorState {
     recorder: Recorder,
     clock: SharedClock,
     last_view: Arc<ConnectionView>,
+    /// The upstream's newest header reading of each window, journaled or not: the journal
+    /// keeps a reading only when it matters to routing (`ConnectionState::usage_changes`), the
+    /// admin view shows the newest (`Router::state_live`). Lost on restart, never replayed.
+    latest: Vec<UsageReading>,
+}
+
+/// Windows whose newest reading is kept, at most (per-model windows of a busy account).
+const MAX_LATEST_READINGS: usize = 64;
+
+impl ConnectionActorState {
+    /// Keeps the outcome's readings as the newest, without allocating for a known window.
+    fn note_readings(&mut self, readings: &[UsageReading]) {
+        for reading in readings {
+            let full = self.latest.len() >= MAX_LATEST_READINGS;
+            match self
+                .latest
+                .iter_mut()
+                .find(|known| known.window == reading.window)
+            {
+                Some(known) => {
+                    known.used = reading.used;
+                    known.limit = reading.limit;
+                    known.resets_at_ms = reading.resets_at_ms;
+                }
+                None if !full => self.latest.push(reading.clone()),
+                None => {}
+            }
+        }
+    }
 }
 
 impl ConnectionActorState {
@@ -81,6 +111,7 @@ impl Actor for ConnectionActor {
             recorder: args.recorder,
             clock: args.clock,
             last_view,
+            latest: Vec::new(),
         })
     }
 
@@ -93,6 +124,7 @@ impl Actor for ConnectionActor {
         let now_ms = state.clock.now_ms();
         match message {
             ConnectionMsg::Outcome(outcome, applied) => {
+                state.note_readings(&outcome.result.usage);
                 let events = state.state.on_outcome_owned(*outcome, now_ms, &state.spec);
                 for event in &events {
                     log_state_change(event);
@@ -130,14 +162,20 @@ impl Actor for ConnectionActor {
                     now_ms,
                 );
                 let forgotten = events.len();
+                state.latest.clear();
                 state.commit(now_ms, events);
                 let _ = reply.send(forgotten);
             }
             ConnectionMsg::PushUsage(reading, reply) => {
+                // A pushed reading is newer than any the upstream gave before it.
+                state.latest.retain(|known| known.window != reading.window);
                 state.commit(now_ms, vec![Event::UsageObserved(reading)]);
                 let _ = reply.send(());
             }
             ConnectionMsg::Peer(applied) => {
+                if let Event::UsageObserved(reading) = &*applied.event {
+                    state.latest.retain(|known| known.window != reading.window);
+                }
                 if state.state.apply_peer(&applied) {
                     tracing::info!(
                         origin = %applied.origin_node,
@@ -168,6 +206,9 @@ impl Actor for ConnectionActor {
             }
             ConnectionMsg::State(reply) => {
                 let _ = reply.send(state.state.clone());
+            }
+            ConnectionMsg::LatestReadings(reply) => {
+                let _ = reply.send(state.latest.clone());
             }
             ConnectionMsg::Ping(reply) => {
                 let _ = reply.send(());

@@ -286,6 +286,8 @@ pub enum ConnectionMsg {
     Reconfigure(Box<ConnectionSpec>),
     /// The actor's own live state (for admin views and the replay-equals-live tests).
     State(RpcReplyPort<ConnectionState>),
+    /// The upstream's newest header reading of each window, journaled or not (admin views).
+    LatestReadings(RpcReplyPort<Vec<crate::policy::rate_limit_headers::UsageReading>>),
     /// Replies once everything queued before it has been handled (see `Router::settle`).
     Ping(RpcReplyPort<()>),
     /// Test hook: make the actor fail, to exercise supervision.

@@ -33,5 +33,6 @@ pub mod router_state;
 pub mod selection;
 pub mod smooth_drr;
 pub mod stored_responses;
+pub mod target_block;
 pub mod topology;
 pub mod window;

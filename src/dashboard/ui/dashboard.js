@@ -301,7 +301,7 @@ const connection = (s, id) => s.connections.find((c) => c.id === id) || {};
 
 function renderSummary(s) {
   const locks = s.connections.reduce((n, c) => n + c.lockouts.length, 0);
-  const unusable = s.connections.filter((c) => c.cooldown_remaining_ms > 0 || c.disabled).length;
+  const unusable = s.connections.filter((c) => !connectionUsable(s, c)).length;
   const open = s.providers.filter((p) => p.breaker !== 'CLOSED').length;
   const inFlight = s.connections.reduce((n, c) => n + c.in_flight, 0);
   const last = traffic[traffic.length - 1];
@@ -313,13 +313,15 @@ function renderSummary(s) {
     stat(number(Math.round(rate)), 'attempts / s'),
     stat(number(Math.round(errors)), 'failures / s', errors > 0),
     stat(number(inFlight), 'in flight'),
-    ...s.combos.map((combo) => {
-      const usable = combo.targets.filter((t) => targetUsable(s, t)).length;
-      return stat('usable now: ' + usable + ' of ' + combo.targets.length, combo.name, usable < combo.targets.length);
-    }),
-    // Behaviour §13's forecast: a combo that runs out before its next reset.
-    ...s.combos.filter((combo) => combo.runs_out_at_ms !== null && combo.runs_out_at_ms !== undefined)
-      .map((combo) => stat('runs out in ' + duration(Math.max(0, combo.runs_out_at_ms - Date.now())),
+    // What `/admin/state` says a request to each combo gets now: how many targets it would
+    // be sent to, and the router's refusal when none (behaviour §7).
+    ...s.combos.map((combo) => stat('usable now: ' + combo.usable + ' of ' + combo.targets.length,
+      combo.name, combo.usable < combo.targets.length)),
+    ...s.combos.filter((combo) => combo.refusal).map((combo) => stat(refusalText(combo.refusal),
+      combo.name + ': what a request gets now', true)),
+    // Behaviour §13's forecast: a combo still serving that runs out before its next reset.
+    ...s.combos.filter((combo) => !combo.refusal && combo.runs_out_at_ms > Date.now())
+      .map((combo) => stat('runs out in ' + duration(combo.runs_out_at_ms - Date.now()),
         combo.name + ' before its next reset', true)),
     stat(s.connections.length - unusable + ' / ' + s.connections.length, 'connections usable', unusable > 0),
     stat(number(locks), 'model lockouts', locks > 0),
@@ -327,17 +329,37 @@ function renderSummary(s) {
   );
 }
 
-// Whether a window (`5h`, `7d:<model>`, `requests:<model>`) concerns `model`.
-const windowApplies = (window, model) => !window.includes(':') || window.slice(window.indexOf(':') + 1) === model;
+// The router's refusal in words: "429 until 17:20 UTC (in 59m 40s)", or without an end.
+function refusalText(refusal) {
+  if (refusal.retry_after_ms === null || refusal.retry_after_ms === undefined) {
+    return refusal.status + ', until cleared';
+  }
+  const at = new Date(Date.now() + refusal.retry_after_ms).toISOString().slice(11, 16);
+  return refusal.status + ' until ' + at + ' UTC (in ' + duration(refusal.retry_after_ms) + ')';
+}
 
-// A combo target the router would send to now: its connection neither cooling nor disabled,
-// its model not locked, and none of its windows reserved or used to its limit (§13).
-function targetUsable(s, t) {
-  const c = connection(s, t.connection);
-  if (c.cooldown_remaining_ms > 0 || c.disabled) return false;
-  if ((c.lockouts || []).some((l) => l.model === t.model)) return false;
-  return !(c.buckets || []).some((b) => windowApplies(b.window, t.model)
-    && ['spent', 'reserved'].includes(windowState(b)));
+// Every combo target on connection `id`, with its block as `/admin/state` gives it.
+const targetsOn = (s, id) => s.combos.flatMap((combo) => combo.targets).filter((t) => t.connection === id);
+
+// A connection a request would be sent to now: one of its combo targets is not blocked (the
+// routing's own verdict, `/admin/state`); on no combo, neither cooling nor disabled.
+function connectionUsable(s, c) {
+  const targets = targetsOn(s, c.id);
+  if (targets.length) return targets.some((t) => !t.block);
+  return !(c.cooldown_remaining_ms > 0 || c.disabled);
+}
+
+// What blocks every target of a connection, in the badge's words (null: one is usable).
+const BLOCK_WORDS = {
+  quota_exhausted: 'spent', reserved: 'reserved', rate_limited: 'locked', not_found: 'locked',
+  cooldown: 'cooling', breaker_open: 'breaker open', probe_in_flight: 'breaker open',
+  disabled_auth: 'disabled', disabled_billing: 'disabled',
+};
+function blockedAs(s, id) {
+  const targets = targetsOn(s, id);
+  if (!targets.length || targets.some((t) => !t.block)) return null;
+  const words = targets.map((t) => BLOCK_WORDS[t.block.reason] || 'blocked');
+  return ['spent', 'locked', 'reserved', 'breaker open', 'cooling', 'disabled'].find((w) => words.includes(w)) || words[0];
 }
 
 // What a window says of its account (§13): used to its limit, within the owner's reserve,
@@ -349,8 +371,10 @@ function windowState(b) {
   return null;
 }
 
-// An account's worst window state, or `ready`.
-function accountState(c) {
+// An account's state: what blocks all its targets, else its worst window state, or `ready`.
+function accountState(s, c) {
+  const blocked = blockedAs(s, c.id);
+  if (blocked) return blocked;
   const states = (c.buckets || []).map(windowState);
   return ['spent', 'reserved', 'saturated'].find((st) => states.includes(st)) || 'ready';
 }
@@ -358,7 +382,7 @@ function accountState(c) {
 // A window's pace and, when it runs out before its reset, when.
 function paceText(b) {
   if (b.pace === undefined || b.pace === null) return '';
-  const out = b.runs_out_at_ms ? ' · runs out in ' + duration(Math.max(0, b.runs_out_at_ms - Date.now())) : '';
+  const out = b.runs_out_at_ms > Date.now() ? ' · runs out in ' + duration(b.runs_out_at_ms - Date.now()) : '';
   return 'pace ' + Number(b.pace).toFixed(2) + out;
 }
 
@@ -392,8 +416,8 @@ function renderConnections(s) {
       ? el('span', { class: 'badge disabled', text: 'disabled: ' + c.disabled.reason })
       : cooling ? el('span', { class: 'badge cooling', text: 'cooling' })
         : bind(el('span', { 'data-account': c.id }), (x, node) => {
-          const st = accountState(connection(x, c.id));
-          node.className = 'badge ' + (st === 'ready' ? 'ok' : st);
+          const st = accountState(x, connection(x, c.id));
+          node.className = 'badge ' + (st === 'ready' ? 'ok' : st.replace(' ', '-'));
           node.textContent = st;
         });
     const facts = el('dl', { class: 'facts' },
@@ -491,8 +515,8 @@ function renderCombos(s) {
   const cards = s.combos.map((combo) => el('div', { class: 'combo conn', 'data-combo': combo.name },
     el('h3', {}, combo.name, ' ', el('small', { text: combo.strategy })),
     el('table', {},
-      el('thead', {}, el('tr', {}, ['Connection', 'Model', 'Weight', 'Deficit', 'Pace']
-        .map((h, i) => el('th', { class: i > 1 ? 'num' : null, text: h })))),
+      el('thead', {}, el('tr', {}, ['Connection', 'Model', 'Weight', 'Deficit', 'Pace', 'Now']
+        .map((h, i) => el('th', { class: i > 1 && i < 5 ? 'num' : null, text: h })))),
       el('tbody', {}, combo.targets.map((t, i) => el('tr', {},
         el('td', { text: t.connection }),
         el('td', { text: t.model }),
@@ -501,6 +525,14 @@ function renderCombos(s) {
         el('td', { class: 'num', 'data-pace': t.connection }, bind(el('span'), (x, node) => {
           const pace = targetOf(x, combo.name, i).pace;
           node.textContent = pace === undefined ? '—' : Number(pace).toFixed(2);
+        })),
+        // Whether a request would be sent to it now, and why not (`/admin/state`).
+        el('td', { 'data-target-block': combo.name + '/' + t.connection }, bind(el('span'), (x, node) => {
+          const block = targetOf(x, combo.name, i).block;
+          node.className = block ? 'badge ' + (BLOCK_WORDS[block.reason] || 'blocked').replace(' ', '-') : 'badge ok';
+          node.textContent = !block ? 'ready'
+            : (BLOCK_WORDS[block.reason] || block.reason)
+              + (block.remaining_ms ? ' ' + duration(block.remaining_ms) : '');
         }))))))));
   $('combos').replaceChildren(...cards);
 }

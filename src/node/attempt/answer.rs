@@ -74,6 +74,7 @@ pub(super) async fn answered(
             },
             translation: None,
             bills_client: true,
+            sent: true,
         };
     }
 
@@ -112,5 +113,6 @@ pub(super) async fn answered(
         },
         translation: None,
         bills_client: false,
+        sent: true,
     }
 }

@@ -43,6 +43,7 @@ pub(super) fn refused(direction: Direction, error: &TranslateError) -> Attempted
             thinking_restored: 0,
         }),
         bills_client: false,
+        sent: false,
     }
 }
 
@@ -80,6 +81,7 @@ pub(super) async fn counted_locally(body: &Bytes, deadline: tokio::time::Instant
                 },
                 translation: None,
                 bills_client: false,
+                sent: false,
             }
         }
         Ok(Err(error)) => ApiError::new(ApiErrorKind::InvalidRequest, error.to_string()),
@@ -97,5 +99,6 @@ pub(super) async fn counted_locally(body: &Bytes, deadline: tokio::time::Instant
         },
         translation: None,
         bills_client: false,
+        sent: false,
     }
 }

@@ -118,6 +118,10 @@ pub(crate) struct Attempted {
     /// A success the upstream answered, whose usage the client is charged once the plan
     /// delivers it (`charge::bill`); never a local count or a refused translation.
     pub bills_client: bool,
+    /// The try went upstream; false for an answer given here (a refused translation, a local
+    /// count): `x-quotaroute-attempts` counts only what was sent, and a refusal names no
+    /// connection.
+    pub sent: bool,
 }
 
 /// A try served by a target of the other format.
@@ -202,6 +206,7 @@ pub(crate) fn unanswered(
         },
         translation: None,
         bills_client: false,
+        sent: true,
     }
 }
 

@@ -86,6 +86,7 @@ pub(super) async fn start(
                 translation: None,
                 // A stream counts its usage when it ends (`stream_relay`).
                 bills_client: false,
+                sent: true,
             }
         }
         StreamStart::Failed {
@@ -104,6 +105,7 @@ pub(super) async fn start(
                 },
                 translation: None,
                 bills_client: false,
+                sent: true,
             }
         }
     };

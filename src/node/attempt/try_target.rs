@@ -39,7 +39,10 @@ pub(crate) async fn try_target(
     }
     let (mut request, outgoing) = match prepare(ctx, target, credential) {
         Ok(prepared) => prepared,
-        Err(answered_here) => return answered_here,
+        Err(mut answered_here) => {
+            answered_here.sent = false;
+            return answered_here;
+        }
     };
     // telemetry: this upstream request's client span; the upstream gets its traceparent.
     let trace = ctx

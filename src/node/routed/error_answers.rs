@@ -1,17 +1,20 @@
 //! The router's own error answers on the routing endpoints: a request that could not be
 //! routed at all ([`route_error`]), and the answer when the tries ran out (behaviour §7,
-//! decided by `policy::request::final_answer`; written here).
+//! decided by `policy::request::final_answer`; written here) — an upstream's 429 whose pool
+//! is out for longer than `server.client_retry_max_ms` said in the router's words, as its own
+//! refusal of the next request would say it.
 
 use axum::response::Response;
 use http::StatusCode;
-use quotaroute_actors::policy::request::{final_answer, FinalAnswer, UnroutableKind};
+use quotaroute_actors::policy::request::{final_answer, unroutable, FinalAnswer, UnroutableKind};
 use quotaroute_actors::{Decision, RouteError};
-use quotaroute_journal::BlockReason;
+use quotaroute_journal::{BlockReason, Skipped};
 
-use crate::api_error::{ApiError, ApiErrorKind};
+use crate::api_error::{mask_upstream_body, ApiError, ApiErrorKind};
 use crate::node::attempt::LastFailure;
 use crate::node::live::LiveConfig;
 use crate::node::reply::{self, RouteHeaders};
+use crate::node::retry_advice;
 
 /// The client's answer when a request could not be routed at all.
 pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
@@ -104,10 +107,16 @@ pub(super) fn final_failure(
     live: &LiveConfig,
     route: &RouteHeaders,
     decision: &Decision,
+    pool: Option<PoolNow>,
 ) -> Response {
     let answer = final_answer(last.as_ref().map(LastFailure::as_last_attempt));
     let error = match (answer, last) {
         (FinalAnswer::PassThrough(status), Some(LastFailure::Upstream { headers, body, .. })) => {
+            if let Some(error) =
+                pool.and_then(|pool| spent_pool_answer(status, &body, pool, anthropic, live))
+            {
+                return reply::api_error_for_upstream(&error, anthropic, &headers, live, route);
+            }
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
             return reply::passthrough(status, &headers, &body, live, route);
         }
@@ -149,6 +158,58 @@ pub(super) fn final_failure(
     reply::api_error(&error, anthropic, route)
 }
 
+/// Every target a request could use, blocked right after its tries ended (read from the
+/// router's state, `Router::all_blocked`), and the router's `now`.
+pub(crate) struct PoolNow {
+    pub blocked: Vec<Skipped>,
+    pub now_ms: u64,
+}
+
+/// How much of an upstream's message the router's answer keeps.
+const UPSTREAM_MESSAGE_MAX_CHARS: usize = 2_000;
+
+/// An upstream's 429 whose pool is blocked for longer than `server.client_retry_max_ms`, in the
+/// router's words (behaviour §7): the refusal the router would give the next request —
+/// `all_targets_locked`, the blocks, `Retry-After` to the earliest unblock, `x-should-retry:
+/// false`, the time in words, `usage_limit_reached` on OpenAI's shape — with the upstream's
+/// own message (masked) in `error.upstream_message`. `None`: the upstream's answer stands
+/// (another status, or a wait a client may sleep on).
+fn spent_pool_answer(
+    status: u16,
+    body: &[u8],
+    pool: PoolNow,
+    anthropic: bool,
+    live: &LiveConfig,
+) -> Option<ApiError> {
+    if status != StatusCode::TOO_MANY_REQUESTS.as_u16() {
+        return None;
+    }
+    let mut error = route_error(RouteError::NoTarget(unroutable(pool.blocked, 0)), anthropic);
+    retry_advice::advise(&mut error, pool.now_ms, live.client_retry_max_ms);
+    error.stop_retrying_until_s?;
+    let upstream_secrets = live.upstream_secrets();
+    let secrets: Vec<&str> = upstream_secrets.iter().map(|s| s.expose()).collect();
+    error.upstream_message = Some(upstream_message(&mask_upstream_body(body, &secrets)));
+    Some(error)
+}
+
+/// An upstream error body's message (`error.message` in OpenAI's and Anthropic's shapes, a
+/// top-level `message`, else the text itself), bounded.
+fn upstream_message(body: &[u8]) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let message = parsed.as_ref().and_then(|value| {
+        value
+            .pointer("/error/message")
+            .or_else(|| value.get("message"))
+            .and_then(serde_json::Value::as_str)
+    });
+    let text = match message {
+        Some(message) => message.to_owned(),
+        None => String::from_utf8_lossy(body).trim().to_owned(),
+    };
+    text.chars().take(UPSTREAM_MESSAGE_MAX_CHARS).collect()
+}
+
 fn upstream_timeout(anthropic: bool, route: &RouteHeaders) -> Response {
     reply::api_error(
         &ApiError::new(
@@ -158,4 +219,28 @@ fn upstream_timeout(anthropic: bool, route: &RouteHeaders) -> Response {
         anthropic,
         route,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstreams_message_is_read_from_either_shape_or_kept_as_text() {
+        let openai =
+            br#"{"error":{"message":"Rate limit reached for gpt-4o-mini","type":"requests"}}"#;
+        assert_eq!(
+            upstream_message(openai),
+            "Rate limit reached for gpt-4o-mini"
+        );
+        let anthropic =
+            br#"{"type":"error","error":{"type":"rate_limit_error","message":"50 requests per minute"}}"#;
+        assert_eq!(upstream_message(anthropic), "50 requests per minute");
+        assert_eq!(upstream_message(b"  slow down\n"), "slow down");
+        let long = "x".repeat(5_000);
+        assert_eq!(
+            upstream_message(long.as_bytes()).len(),
+            UPSTREAM_MESSAGE_MAX_CHARS
+        );
+    }
 }

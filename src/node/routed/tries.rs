@@ -18,7 +18,7 @@ use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 
 use super::delivery::{deliver, overhead_us, stream_response};
-use super::error_answers::final_failure;
+use super::error_answers::{final_failure, PoolNow};
 
 /// Tries the decision's targets in order until one serves or the tries run out (behaviour §3,
 /// §7). After each try the decision's plan alone says what follows (`Decision::after_attempt`,
@@ -32,16 +32,23 @@ pub(crate) async fn serve_tries(
     let mut upstream_time = Duration::ZERO;
     let mut last_failure: Option<LastFailure> = None;
     let mut last_provider: Option<std::sync::Arc<str>> = None;
+    // Tries answered here without sending: `x-quotaroute-attempts` counts upstream requests.
+    let mut unsent = 0;
     while let Some(target) = decision.current().cloned() {
         route.connection = Some(target.connection.clone());
         route.model = Some(target.model.clone());
-        route.attempts = decision.attempt();
+        route.attempts = decision.attempt().saturating_sub(unsent);
         let Attempted {
             result,
             payload,
             translation,
             bills_client,
+            sent,
         } = encrypted_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        if !sent {
+            unsent += 1;
+            route.attempts = route.attempts.saturating_sub(1);
+        }
         // The answering try's translation names itself (`x-quotaroute-translated`/`-dropped`).
         route.translated = translation.as_ref().map(|t| t.direction.label());
         route.dropped = translation
@@ -88,6 +95,11 @@ pub(crate) async fn serve_tries(
                     metrics::translated(translation.direction);
                 }
                 if class != OutcomeClass::Success {
+                    if !sent {
+                        // Refused before sending: no connection or upstream model saw it.
+                        route.connection = None;
+                        route.model = None;
+                    }
                     // A client error is returned as the upstream sent it.
                     return reply::passthrough(status, &headers, &body, ctx.live, route);
                 }
@@ -103,8 +115,9 @@ pub(crate) async fn serve_tries(
         }
     }
 
-    route.attempts = decision.attempt();
+    route.attempts = decision.attempt().saturating_sub(unsent);
     route.overhead_us = overhead_us(started, upstream_time);
+    let pool = pool_after_429(ctx, &decision, last_failure.as_ref());
     let mut response = final_failure(
         last_failure,
         last_provider.as_deref(),
@@ -112,12 +125,49 @@ pub(crate) async fn serve_tries(
         ctx.live,
         route,
         &decision,
+        pool,
     );
     if response.status() == StatusCode::TOO_MANY_REQUESTS {
         advise_passed_through_429(ctx, route, &mut response).await;
     }
     metrics::request_finished(ctx.endpoint, response.status().as_u16());
     response
+}
+
+/// When the tries ended on an upstream's 429: every target the request could use, if all are
+/// blocked now (the tries' lockouts are applied before the answer: read-your-writes), so the
+/// answer can say how long the pool is out (behaviour §7). A rare answer: reading the
+/// router's state for it costs nothing on the paths that serve.
+fn pool_after_429(
+    ctx: &TryContext<'_>,
+    decision: &Decision,
+    last_failure: Option<&LastFailure>,
+) -> Option<PoolNow> {
+    let Some(LastFailure::Upstream { status, .. }) = last_failure else {
+        return None;
+    };
+    if *status != StatusCode::TOO_MANY_REQUESTS {
+        return None;
+    }
+    let router = ctx.app.router()?;
+    let mut targets: Vec<(&str, &str)> = decision
+        .targets()
+        .iter()
+        .map(|target| (&*target.connection, &*target.model))
+        .chain(
+            decision
+                .skipped()
+                .iter()
+                .map(|skip| (skip.connection.as_str(), skip.model.as_str())),
+        )
+        .collect();
+    targets.sort_unstable();
+    targets.dedup();
+    let blocked = router.all_blocked(&targets)?;
+    Some(PoolNow {
+        blocked,
+        now_ms: router.clock().now_ms(),
+    })
 }
 
 /// A 429 passed through from an upstream that sent no `Retry-After` gets the router's own,

@@ -16,6 +16,7 @@
 //!   client's protocol, with bounded state (open blocks and tool-call ids, never the stream).
 //! - `errors` — upstream error bodies in the client's error shape.
 //! - `count_tokens` — Messages `count_tokens` for an OpenAI-format target, counted locally.
+//! - `openai_user` — Anthropic's `metadata.user_id` as OpenAI's `user` (64 characters at most).
 //! - `stream` — the one stream translator the relay drives; `sse_write` writes its events.
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
 
@@ -26,6 +27,7 @@ mod content;
 mod count_tokens;
 mod direction;
 mod errors;
+mod openai_user;
 pub mod params;
 mod request_chat;
 mod request_messages;

@@ -163,7 +163,7 @@ pub fn to_chat(
         .and_then(|m| m.get("user_id"))
         .and_then(Value::as_str)
     {
-        out.insert("user".into(), json!(user));
+        out.insert("user".into(), json!(super::openai_user::openai_user(user)));
     }
     if request.get("stream").and_then(Value::as_bool) == Some(true) {
         out.insert("stream".into(), json!(true));

@@ -25,6 +25,8 @@ pub enum ResetForm {
     MessageTryAgainIn(String),
     /// No reset information at all.
     None,
+    /// Every one of these forms at once (e.g. `retry-after` beside the reset headers).
+    Several(Vec<ResetForm>),
 }
 
 /// One scripted misbehaviour. Stream faults (`StreamFail*`, `GarbageSse`) only fire on

@@ -227,6 +227,11 @@ pub fn reset_headers(headers: &mut HeaderMap, form: &ResetForm) {
             insert(headers, "anthropic-ratelimit-requests-reset", &reset);
             insert(headers, "anthropic-ratelimit-tokens-reset", &reset);
         }
+        ResetForm::Several(forms) => {
+            for form in forms {
+                reset_headers(headers, form);
+            }
+        }
         ResetForm::BodyRetryDelay(_) | ResetForm::MessageTryAgainIn(_) | ResetForm::None => {}
     }
 }
