@@ -19,6 +19,7 @@ mod journal_verify;
 mod mock_compression;
 mod mock_endpoints;
 mod mock_faults;
+mod mock_gemini;
 mod node_affinity;
 mod node_client_limits;
 mod node_clients;
