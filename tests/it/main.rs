@@ -39,6 +39,7 @@ mod node_endpoints;
 mod node_every_path;
 mod node_fair_queue;
 mod node_forecast;
+mod node_gemini_pool;
 mod node_guarded_reads;
 mod node_low_ones;
 mod node_model_answers;

@@ -420,7 +420,12 @@ pub fn classify(reply: &UpstreamReply<'_>, now_ms: u64) -> Classification {
             ..UpstreamError::default()
         },
     };
-    let full_reset_ms = || reset_hint::upstream_reset_ms(reply.headers, json.as_ref(), now_ms);
+    // Google's OpenAI-compatible endpoint and Vertex AI send the error object in a list.
+    let hint_body = json.as_ref().map(|value| match value {
+        Value::Array(items) => items.first().unwrap_or(value),
+        other => other,
+    });
+    let full_reset_ms = || reset_hint::upstream_reset_ms(reply.headers, hint_body, now_ms);
     let class = class_for_status(
         status,
         &error,

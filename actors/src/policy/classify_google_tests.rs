@@ -80,6 +80,15 @@ fn the_minute_quota_is_a_rate_limit_for_its_retry_delay() {
     );
     assert_eq!(seen.class, OutcomeClass::RateLimited);
     assert_eq!(seen.reset_hint_ms, Some(7_000));
+    // The same in the list Google's OpenAI-compatible endpoint sends.
+    let listed = json!([quota_429(
+        "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+        "7s"
+    )]);
+    assert_eq!(
+        google(429, &listed, ApiFormat::Openai).reset_hint_ms,
+        Some(7_000)
+    );
     let mut without_delay = quota_429("GenerateContentInputTokensPerModelPerMinute-FreeTier", "1s");
     without_delay["error"]["details"]
         .as_array_mut()

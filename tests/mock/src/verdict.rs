@@ -149,8 +149,8 @@ pub(crate) async fn fault_verdict(
             };
             Verdict::Answer(error_response(reply, std::mem::take(headers)))
         }
+        // Google sends no rate-limit headers: only the body says when to come back.
         Fault::GeminiQuota { .. } | Fault::GeminiKeyInvalid | Fault::GeminiKeySuspended => {
-            budget_headers(headers, dialect, rate, true);
             let reply = gemini_errors::for_fault(&fault, key, model)
                 .map(gemini_errors::listed)
                 .unwrap_or_else(|| error_bodies::for_status(dialect, 500, key, model));
