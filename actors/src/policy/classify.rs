@@ -328,6 +328,8 @@ impl UpstreamError {
         let ordered = match format {
             ApiFormat::Openai => [&self.code, &self.kind, &self.status_text],
             ApiFormat::Anthropic => [&self.kind, &self.code, &self.status_text],
+            // Google: `error.status` (`RESOURCE_EXHAUSTED`) is the identifier; `code` a number.
+            ApiFormat::Gemini => [&self.status_text, &self.code, &self.kind],
         };
         ordered
             .into_iter()
