@@ -208,3 +208,56 @@ async fn a_bad_key_is_disabled_after_one_answer_and_never_reaches_the_client() {
     );
     assert!(!journal.contains(&upstream_key("gm-3")));
 }
+
+/// A client used to Google's habit of a key in the query string (`?key=`): that key never
+/// leaves the router — not upstream (path, query, headers), not in the journal, the admin
+/// state or lockouts, nor the metrics.
+#[tokio::test]
+async fn a_key_in_the_query_string_is_never_sent_upstream_or_kept() {
+    const SECRET: &str = "AIzaSyQueryStringSecret0123456789abc";
+    let harness = Harness::start().await;
+    let response = harness
+        .client
+        .post(harness.url(&format!("/v1/chat/completions?key={SECRET}&trace=1")))
+        .bearer_auth(CLIENT_KEY)
+        .json(&json!({"model": "team", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    assert!(!body.contains(SECRET));
+    harness.settle().await;
+    let heads = harness.mock.recent_heads();
+    assert!(!heads.is_empty());
+    for head in &heads {
+        assert!(!head.contains(SECRET), "sent upstream: {head}");
+    }
+    // Other query parameters still go as they came.
+    assert!(
+        heads
+            .iter()
+            .any(|head| head.starts_with("POST /v1/chat/completions?trace=1\n")),
+        "{heads:?}"
+    );
+    let journal = crate::support::admin_journal_all(&harness.client, &harness.base).await;
+    assert!(!journal.contains(SECRET), "journaled");
+    for path in [
+        "/admin/state",
+        "/admin/lockouts",
+        "/admin/clients",
+        "/admin/affinity",
+    ] {
+        assert!(!harness.admin_text(path).await.contains(SECRET), "{path}");
+    }
+    let metrics = harness
+        .client
+        .get(harness.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!metrics.contains(SECRET), "metrics");
+}
