@@ -157,3 +157,18 @@ fn other_google_answers_keep_their_rows() {
         OutcomeClass::QuotaExhausted
     );
 }
+
+#[test]
+fn google_errors_inside_a_stream_use_the_same_rows() {
+    use super::classify::classify_stream_error;
+    let day = quota_429("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "22s");
+    assert_eq!(classify_stream_error(&day), OutcomeClass::QuotaExhausted);
+    let minute = quota_429("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "7s");
+    assert_eq!(classify_stream_error(&minute), OutcomeClass::RateLimited);
+    let overloaded = json!({"error": {"code": 503, "status": "UNAVAILABLE",
+        "message": "The model is overloaded. Please try again later."}});
+    assert_eq!(
+        classify_stream_error(&overloaded),
+        OutcomeClass::ServerError
+    );
+}
