@@ -172,3 +172,19 @@ fn google_errors_inside_a_stream_use_the_same_rows() {
         OutcomeClass::ServerError
     );
 }
+
+#[test]
+fn a_safety_block_is_an_answer() {
+    let blocked = json!({"candidates": [{"content": {"parts": [], "role": "model"},
+        "finishReason": "SAFETY", "index": 0,
+        "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH",
+                           "blocked": true}]}],
+        "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9}});
+    let prompt_blocked = json!({"promptFeedback": {"blockReason": "SAFETY"},
+        "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9}});
+    for body in [blocked, prompt_blocked] {
+        let seen = google(200, &body, ApiFormat::Gemini);
+        assert_eq!(seen.class, OutcomeClass::Success);
+        assert!(!rules(seen.class).fails_over);
+    }
+}
