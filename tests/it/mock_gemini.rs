@@ -208,3 +208,26 @@ async fn google_error_bodies_for_quota_keys_overload_and_safety() {
         .iter()
         .all(|head| !head.lines().next().unwrap().contains("AIzaWrong")));
 }
+
+#[tokio::test]
+async fn a_thought_signature_goes_back_only_to_the_account_that_made_it() {
+    let (base, _mock) = start().await;
+    let thinking = json!({"thinkingConfig": {"thinkingBudget": 256}});
+    let first = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                       "generationConfig": thinking});
+    let (_, answer) = call(&base, "generateContent", "AIzaA", first).await;
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    let signed = answer["candidates"][0]["content"]["parts"][0].clone();
+    assert!(signed["thoughtSignature"].is_string(), "{answer}");
+    let next = json!({"contents": [
+        {"role": "user", "parts": [{"text": "hi"}]},
+        {"role": "model", "parts": [signed]},
+        {"role": "user", "parts": [{"text": "more"}]}],
+        "generationConfig": thinking});
+    let (status, _) = call(&base, "generateContent", "AIzaA", next.clone()).await;
+    assert_eq!(status, 200);
+    let (status, refused) = call(&base, "generateContent", "AIzaB", next).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused.contains("Corrupted thought signature."));
+    assert!(refused.contains("INVALID_ARGUMENT"));
+}

@@ -355,6 +355,21 @@ pub fn thought_signature(key: &str) -> String {
     thinking::signature(key, THOUGHT_TEXT)
 }
 
+/// Google's 400 message for the first `thoughtSignature` in the request's `contents` that
+/// `key`'s account did not make (a signature goes back only to the account that made it);
+/// `None` when every one verifies.
+pub fn refused_signature(body: &Value, key: &str) -> Option<String> {
+    let own = thought_signature(key);
+    let contents = body.get("contents")?.as_array()?;
+    let foreign = contents
+        .iter()
+        .filter_map(|content| content.get("parts").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|part| part.get("thoughtSignature").and_then(Value::as_str))
+        .any(|signature| signature != own);
+    foreign.then(|| "Corrupted thought signature.".to_owned())
+}
+
 /// `countTokens`: the prompt's tokens (of `contents`, or of a `generateContentRequest`).
 pub fn count_tokens_body(prompt_tokens: u64) -> Value {
     json!({"totalTokens": prompt_tokens,

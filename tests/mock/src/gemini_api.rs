@@ -2,7 +2,8 @@
 //! Vertex Bearer token), the fault, and Google's answer — `GenerateContentResponse` JSON or a
 //! stream in the framing the query asked for, `countTokens`, embeddings, the models list, or
 //! Google's error bodies (`gemini_errors`): a key the gate refuses is 400 `API_KEY_INVALID`, a
-//! spent budget 429 with a per-minute `QuotaFailure`.
+//! spent budget 429 with a per-minute `QuotaFailure`, a `thoughtSignature` another account made
+//! 400 `INVALID_ARGUMENT` "Corrupted thought signature.".
 //!
 //! Owns the Gemini routes' answers; shapes are `gemini`'s, bodies `gemini_errors`'.
 
@@ -147,6 +148,14 @@ pub(crate) async fn answer(
     } else {
         turn.prompt_tokens
     };
+    let refused_signature = generates
+        .then(|| gemini::refused_signature(&parsed, &key))
+        .flatten();
+    let tokens = if refused_signature.is_some() {
+        0
+    } else {
+        tokens
+    };
     let admission = mock.admit(&key, &model, streaming, tokens);
     turn.sequence = admission.sequence;
     if key.is_empty() {
@@ -163,6 +172,10 @@ pub(crate) async fn answer(
     if spent {
         let seconds = admission.rate.budget.reset_ms.div_ceil(1000).max(1);
         return error_response(gemini_errors::quota(false, &model, seconds), headers);
+    }
+    if let (None, Some(message)) = (&admission.fault, refused_signature) {
+        let reply = gemini_errors::body(400, "INVALID_ARGUMENT", &message, Vec::new());
+        return error_response(reply, headers);
     }
     if let Some(reply) = admission
         .fault

@@ -55,7 +55,8 @@
 //! `/v1beta` or a publisher. The key comes from `x-goog-api-key`, `?key=` or Bearer (Vertex). A
 //! prompt's `mock-tool-call:NAME {args}` gets a `functionCall` part (no id) of a declared
 //! function; `thinkingConfig` charges `thoughtsTokenCount` and signs the first answer part with
-//! a `thoughtSignature` (`includeThoughts`: a thought part first); `usageMetadata` counts cached
+//! a `thoughtSignature` (`includeThoughts`: a thought part first) that only that key's account
+//! accepts back (any other gets 400 "Corrupted thought signature."); `usageMetadata` counts cached
 //! tokens from the key's prompt cache. Errors are Google's: a key the gate refuses is 400
 //! `API_KEY_INVALID`, no key 403, a spent budget 429 `QuotaFailure` per minute, `Status(n)`
 //! Google's body for n (503 "The model is overloaded"), and the `Gemini*` faults the per-day or
