@@ -212,12 +212,15 @@ pub enum AuthKind {
     Oauth,
 }
 
-/// Wire format a provider speaks.
+/// Wire format a provider speaks. Stored by variant index: new formats are appended at the
+/// end, so records written before them keep decoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApiFormat {
     Openai,
     Anthropic,
+    /// Google's Gemini API (generateContent; behaviour §15).
+    Gemini,
 }
 
 /// The class of one upstream result (behaviour §4).

@@ -234,6 +234,11 @@ fn enumerated_values_are_checked() {
         "`gemini` is not one of `openai`, `anthropic`",
     );
     assert_error(
+        &VALID.replace("format = \"openai\"", "format = \"gemini\""),
+        "providers[0].format",
+        "use Google's OpenAI-compatible endpoint (format = \"openai\", base_url = \"https://generativelanguage.googleapis.com/v1beta/openai\")",
+    );
+    assert_error(
         &VALID.replace("name = \"team\"", "name = \"team\"\nstrategy = \"random\""),
         "combos.team.strategy",
         "`random` is not one of",

@@ -5,6 +5,7 @@
 //! hold state or compute durations (breaker, cooldown and lockout own those); it only reports the
 //! upstream's own reset hint. Upstream text leaves this file only through [`mask_secrets`].
 
+use crate::policy::google_errors::{self, GoogleDetails, GoogleQuota};
 use crate::policy::reset_hint;
 use http::HeaderMap;
 use quotaroute_journal::{ApiFormat, DisableReason, LockReason, OutcomeClass};
@@ -14,6 +15,8 @@ use serde_json::Value;
 pub const MESSAGE_MAX_CHARS: usize = 300;
 /// A 429 whose reset is at least this far away is a quota, not a rate limit (behaviour §4).
 pub const QUOTA_RESET_MS: u64 = 3_600_000;
+/// A Google per-minute quota without a `RetryInfo` is back after this (behaviour §15).
+const GOOGLE_QUOTA_DEFAULT_RETRY_MS: u64 = 60_000;
 /// What replaces a secret in upstream text.
 const MASK: &str = "***";
 
@@ -192,6 +195,8 @@ struct UpstreamError {
     numeric_code: Option<u64>,
     /// Raw, unmasked: used for matching only, masked before it leaves.
     message: Option<String>,
+    /// Google's `google.rpc` details (`ErrorInfo`, `QuotaFailure`), behaviour §15.
+    google: GoogleDetails,
 }
 
 fn text_of(value: Option<&Value>) -> Option<String> {
@@ -202,6 +207,13 @@ impl UpstreamError {
     /// Reads `{"error":{...}}`, `{"type":"error","error":{...}}`, `{"error":"text"}`,
     /// `{"message"|"detail": ...}` and `[{"error":{...}}]`; anything else yields no fields.
     fn from_value(value: &Value) -> Self {
+        Self {
+            google: GoogleDetails::from_body(value),
+            ..Self::from_value_shape(value)
+        }
+    }
+
+    fn from_value_shape(value: &Value) -> Self {
         let value = match value {
             Value::Array(items) => items.first().unwrap_or(&Value::Null),
             other => other,
@@ -216,6 +228,7 @@ impl UpstreamError {
                     status_text: text_of(error.get("status")),
                     numeric_code: number("code").or_else(|| number("status")),
                     message: text_of(error.get("message")),
+                    google: GoogleDetails::default(),
                 }
             }
             Some(Value::String(message)) => UpstreamError {
@@ -309,9 +322,14 @@ impl UpstreamError {
 
     /// `error_code` for the journal: the format's most specific identifier.
     fn error_code(&self, format: ApiFormat) -> Option<String> {
+        if let Some(google) = self.google.error_code() {
+            return Some(mask_secrets(&google));
+        }
         let ordered = match format {
             ApiFormat::Openai => [&self.code, &self.kind, &self.status_text],
             ApiFormat::Anthropic => [&self.kind, &self.code, &self.status_text],
+            // Google: `error.status` (`RESOURCE_EXHAUSTED`) is the identifier; `code` a number.
+            ApiFormat::Gemini => [&self.status_text, &self.code, &self.kind],
         };
         ordered
             .into_iter()
@@ -332,6 +350,24 @@ fn class_for_status(
 ) -> OutcomeClass {
     match status {
         200..=299 => OutcomeClass::Success,
+        // Google answers a bad or expired key with 400 and a blocked or suspended one with 403
+        // (behaviour §15): the account's failure, never the client's.
+        400 if error.google.bad_key()
+            || error.mentions_any(&["api key not valid", "api key expired"]) =>
+        {
+            OutcomeClass::AuthFailed
+        }
+        403 if error.google.blocked_key() || error.mentions_any(&["has been suspended"]) => {
+            OutcomeClass::Forbidden
+        }
+        // Google names the quota: a day's is spent until its reset, a minute's is a rate limit
+        // (its message says "quota" either way).
+        429 if matches!(error.google.quota, Some(GoogleQuota::PerDay { .. })) => {
+            OutcomeClass::QuotaExhausted
+        }
+        429 if matches!(error.google.quota, Some(GoogleQuota::Shorter { .. })) => {
+            OutcomeClass::RateLimited
+        }
         400 if error.is_out_of_credit() => OutcomeClass::Billing,
         400 if error.names_unknown_model() => OutcomeClass::ModelUnavailable,
         400 | 413 | 422 => OutcomeClass::ClientError,
@@ -386,16 +422,30 @@ pub fn classify(reply: &UpstreamReply<'_>, now_ms: u64) -> Classification {
             ..UpstreamError::default()
         },
     };
-    let full_reset_ms = || reset_hint::upstream_reset_ms(reply.headers, json.as_ref(), now_ms);
+    // Google's OpenAI-compatible endpoint and Vertex AI send the error object in a list.
+    let hint_body = json.as_ref().map(|value| match value {
+        Value::Array(items) => items.first().unwrap_or(value),
+        other => other,
+    });
+    let full_reset_ms = || reset_hint::upstream_reset_ms(reply.headers, hint_body, now_ms);
     let class = class_for_status(
         status,
         &error,
         if status == 429 { full_reset_ms() } else { None },
     );
-    let reset_hint_ms = match class {
-        OutcomeClass::RateLimited | OutcomeClass::QuotaExhausted => full_reset_ms(),
-        OutcomeClass::Success | OutcomeClass::ClientError => None,
-        _ => reset_hint::retry_after_headers_ms(reply.headers, now_ms),
+    let reset_hint_ms = match (class, &error.google.quota) {
+        // Google's retryDelay on a day's quota is seconds; the quota is back at midnight Pacific.
+        (OutcomeClass::QuotaExhausted, Some(GoogleQuota::PerDay { .. })) => {
+            google_errors::ms_to_next_pacific_midnight(now_ms).or_else(full_reset_ms)
+        }
+        (OutcomeClass::RateLimited, Some(GoogleQuota::Shorter { .. })) => {
+            full_reset_ms().or(Some(GOOGLE_QUOTA_DEFAULT_RETRY_MS))
+        }
+        _ => match class {
+            OutcomeClass::RateLimited | OutcomeClass::QuotaExhausted => full_reset_ms(),
+            OutcomeClass::Success | OutcomeClass::ClientError => None,
+            _ => reset_hint::retry_after_headers_ms(reply.headers, now_ms),
+        },
     };
     let message = error.message.clone().or_else(raw_body);
     Classification {

@@ -9,6 +9,8 @@ pub mod buckets;
 pub mod burn_history;
 pub mod cached_input;
 pub mod classify;
+#[cfg(test)]
+mod classify_google_tests;
 pub mod connection_state;
 pub mod connection_view;
 pub mod cooldown;
@@ -16,6 +18,7 @@ pub mod drr;
 pub mod exec_key;
 pub mod fair_queue;
 pub mod forecast;
+pub mod google_errors;
 #[cfg(test)]
 mod journaled;
 pub mod lockout;

@@ -319,6 +319,38 @@ fn schema_kind_appended_at_end_still_reads_old_records() {
     );
 }
 
+#[test]
+fn the_gemini_format_is_appended_so_older_formats_keep_their_bytes() {
+    // bincode stores the variant index: the formats written before Gemini keep theirs.
+    for (format, index) in [
+        (ApiFormat::Openai, 0u8),
+        (ApiFormat::Anthropic, 1),
+        (ApiFormat::Gemini, 2),
+    ] {
+        assert_eq!(
+            bincode::serde::encode_to_vec(format, config()).unwrap(),
+            vec![index]
+        );
+    }
+    // A configuration naming a Gemini provider round-trips through a record.
+    let mut event = sample_event(1, 4);
+    if let Event::ConfigLoaded(loaded) = &mut event {
+        loaded.providers.push(ProviderInfo {
+            name: "google".into(),
+            format: ApiFormat::Gemini,
+            profile: AuthKind::ApiKey,
+        });
+    }
+    let envelopes = vec![Envelope {
+        schema_version: SCHEMA_VERSION,
+        seq: 1,
+        at_ms: 10,
+        event: event.clone(),
+    }];
+    let decoded = decode_batch(&encode_batch(&envelopes).unwrap(), Some(1)).unwrap();
+    assert_eq!(decoded[0].event, event);
+}
+
 /// A pretend future: schema 2 adds `exit_code` to `NodeStopped`. Schema 1's shape is kept
 /// frozen and upgraded, exactly as a `legacy_v1` arm in `decode_event` would do.
 mod future {

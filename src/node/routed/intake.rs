@@ -136,14 +136,32 @@ pub(crate) fn admitted_router(
     Ok((router, client))
 }
 
-/// The part of the client's `/v1/…` path (and query) that follows the provider's `base_url`.
+/// The part of the client's `/v1/…` path (and query) that follows the provider's `base_url`,
+/// without any `key` query parameter: a key in the query string (Google's habit, behaviour
+/// §15) is the client's secret and never goes upstream. Other parameters go as they came.
 pub(crate) fn upstream_path(uri: &http::Uri) -> String {
-    uri.path_and_query()
-        .map(|pq| pq.as_str())
-        .unwrap_or("/")
-        .strip_prefix("/v1")
-        .unwrap_or("/")
-        .to_string()
+    let Some(path) = uri.path().strip_prefix("/v1") else {
+        return "/".to_string();
+    };
+    let kept: Vec<&str> = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty() && !is_key_parameter(pair))
+        .collect();
+    if kept.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{}", kept.join("&"))
+    }
+}
+
+/// Whether a raw `name=value` query pair is named `key` (percent-encoded or not).
+fn is_key_parameter(pair: &str) -> bool {
+    let name = pair.split('=').next().unwrap_or("");
+    url::form_urlencoded::parse(name.as_bytes())
+        .next()
+        .is_some_and(|(decoded, _)| decoded == "key")
 }
 
 #[cfg(test)]
@@ -171,5 +189,25 @@ mod tests {
             assert!(!is_json_content_type(&with_content_type(other)), "{other}");
         }
         assert!(is_json_content_type(&HeaderMap::new()), "no content type");
+    }
+
+    #[test]
+    fn a_key_in_the_query_string_is_left_out_of_the_upstream_path() {
+        let cases = [
+            ("/v1/chat/completions", "/chat/completions"),
+            ("/v1/chat/completions?key=AIzaX", "/chat/completions"),
+            (
+                "/v1/chat/completions?%6Bey=AIzaX&a=1",
+                "/chat/completions?a=1",
+            ),
+            ("/v1/x?alt=sse&key=AIzaX&b=2", "/x?alt=sse&b=2"),
+            ("/v1/x?keys=1&apikey=2", "/x?keys=1&apikey=2"),
+            ("/v1/x?", "/x"),
+            ("/other", "/"),
+        ];
+        for (client, upstream) in cases {
+            let uri: http::Uri = client.parse().unwrap();
+            assert_eq!(upstream_path(&uri), upstream, "{client}");
+        }
     }
 }

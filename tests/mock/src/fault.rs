@@ -81,6 +81,20 @@ pub enum Fault {
     /// `message_start` and `message_delta`): negative, fractional, string, absurd counts, or
     /// `null` for none. Text that is not JSON is sent as a JSON string.
     HostileUsage { usage: String },
+    /// Google's 429 `RESOURCE_EXHAUSTED` with a `QuotaFailure` naming the free tier's requests
+    /// per day (`per_day`, quotaId `GenerateRequestsPerDayPerProjectPerModel-FreeTier`) or per
+    /// minute (`GenerateRequestsPerMinutePerProjectPerModel-FreeTier`), a `Help` link and a
+    /// `RetryInfo` of `retry_delay_s` (Google sends seconds even for the day's quota). On the
+    /// OpenAI-compatible paths the same body comes in a one-element list, as Google's does.
+    GeminiQuota { per_day: bool, retry_delay_s: u64 },
+    /// Google's 400 `INVALID_ARGUMENT` with `ErrorInfo.reason` `API_KEY_INVALID`.
+    GeminiKeyInvalid,
+    /// Google's 403 `PERMISSION_DENIED` with `ErrorInfo.reason` `CONSUMER_SUSPENDED` ("has been
+    /// suspended", the key echoed).
+    GeminiKeySuspended,
+    /// A 200 whose candidate finishes with `SAFETY` and no content (Gemini paths; elsewhere a
+    /// plain success).
+    GeminiSafety,
 }
 
 impl Fault {
@@ -93,6 +107,7 @@ impl Fault {
                 | Self::SlowStart { .. }
                 | Self::SlowEnd { .. }
                 | Self::Paced { .. }
+                | Self::GeminiSafety
         )
     }
 

@@ -18,6 +18,8 @@ use serde_json::Value;
 use super::delivery;
 use super::error_bodies;
 use super::exchange::{Endpoint, StreamEnding, Turn};
+use super::gemini::GeminiRoute;
+use super::gemini_api;
 use super::rate_headers::{budget_headers, insert, Dialect};
 use super::state::{MockUpstream, RateSnapshot};
 use super::stored::{self, StoredResponse};
@@ -72,8 +74,12 @@ async fn answer(
     if let Some(request_id) = request_headers.get("x-request-id") {
         headers.insert("x-request-id", request_id.clone());
     }
+    if let Some(route) = GeminiRoute::from_path(uri.path()) {
+        return gemini_api::answer(mock, method, route, uri, request_headers, body, headers).await;
+    }
     let key = read_key(request_headers);
     let _in_progress = mock.enter(&key);
+    mock.record_head(method, uri, request_headers);
     mock.record_body(uri.path(), body);
     if let Ok(value) = HeaderValue::from_str(&key) {
         headers.insert("x-mock-key", value);
@@ -278,6 +284,17 @@ fn success(
         "text/event-stream",
     );
     insert(&mut headers, header::CACHE_CONTROL.as_str(), "no-cache");
+    event_stream(frames, headers, shape, events_sent)
+}
+
+/// A 200 event stream of `frames` (the content type already in `headers`), paused, cut or
+/// forced into an encoding as `shape` says.
+pub(crate) fn event_stream(
+    frames: Vec<String>,
+    headers: HeaderMap,
+    shape: SuccessShape,
+    events_sent: Arc<AtomicU64>,
+) -> Response {
     let pause = shape.pause.or_else(|| {
         shape
             .pause_before_last

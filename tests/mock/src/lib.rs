@@ -12,6 +12,8 @@
 //! - `tool_calls` — a prompt saying `mock-tool-call:NAME {args}` gets a call of that offered
 //!   tool (all three APIs, JSON and streams with the arguments in pieces);
 //! - `error_bodies` — the providers' real error bodies (upstream-errors.md);
+//! - `gemini`, `gemini_api`, `gemini_errors` — Google's Gemini API (below): routes and success
+//!   shapes, one request's answer, Google's `google.rpc` error bodies;
 //! - `rate_headers` — `x-ratelimit-*` / `anthropic-ratelimit-*` and reset formats;
 //! - `plan_windows` — [`SubscriptionPlan`]: a key's rolling 5-hour and weekly windows
 //!   ([`MockUpstream::set_plan`]), reported as Anthropic's unified or Codex's headers;
@@ -46,6 +48,22 @@
 //! headers set for a key ([`MockUpstream::set_response_headers`], e.g. Codex's `x-codex-*`
 //! windows) go on every answer to it.
 //!
+//! Gemini (Google's paths, any prefix: AI Studio's `/v1beta/models/{model}:{method}` or Vertex
+//! AI's `…/publishers/google/models/{model}:{method}`): `:generateContent`,
+//! `:streamGenerateContent` (SSE with `?alt=sse`, else one JSON array sent chunk by chunk),
+//! `:countTokens`, `:embedContent`, `:batchEmbedContents`, and `GET …/models[/{model}]` under
+//! `/v1beta` or a publisher. The key comes from `x-goog-api-key`, `?key=` or Bearer (Vertex). A
+//! prompt's `mock-tool-call:NAME {args}` gets a `functionCall` part (no id) of a declared
+//! function; `thinkingConfig` charges `thoughtsTokenCount` and signs the first answer part with
+//! a `thoughtSignature` (`includeThoughts`: a thought part first) that only that key's account
+//! accepts back (any other gets 400 "Corrupted thought signature."); `usageMetadata` counts cached
+//! tokens from the key's prompt cache. Errors are Google's: a key the gate refuses is 400
+//! `API_KEY_INVALID`, no key 403, a spent budget 429 `QuotaFailure` per minute, `Status(n)`
+//! Google's body for n (503 "The model is overloaded"), and the `Gemini*` faults the per-day or
+//! per-minute quota (with `Help` and `RetryInfo`), a bad key, a suspended one (403
+//! `CONSUMER_SUSPENDED`) and a `SAFETY` finish. Every request's head (path, query, headers) is
+//! kept for tests ([`MockUpstream::recent_heads`]).
+//!
 //! Compression, like a CDN in front of the provider: off by default; in another mode every
 //! upstream answer (success, error, event stream) gets `Vary: Accept-Encoding` and, when the
 //! request's `Accept-Encoding` allows it, `Content-Encoding` (streams are compressed and flushed
@@ -69,6 +87,9 @@ mod encrypted;
 mod error_bodies;
 mod exchange;
 mod fault;
+mod gemini;
+mod gemini_api;
+mod gemini_errors;
 mod handler;
 mod openai;
 mod plan_windows;

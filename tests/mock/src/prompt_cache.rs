@@ -1,7 +1,7 @@
 //! The mock's per-key prompt cache (behaviour §10's premise): like a provider, each account
 //! remembers the prompt prefixes it has seen, and a request that starts with one reads it from
-//! cache. Prefixes end at message boundaries (`tools`, `system` / `instructions`, then each
-//! message or input item), and the whole prompt is written to the cache (what it did not
+//! cache. Prefixes end at message boundaries (`tools`, `system` / `instructions` /
+//! `systemInstruction`, then each message, input item or Gemini content), and the whole prompt is written to the cache (what it did not
 //! read is the cache write). Tokens are bytes / 4, as the mock counts prompt tokens. Bounded
 //! per key (oldest prefixes forgotten first).
 
@@ -64,12 +64,16 @@ impl PromptCaches {
 /// `(hash of the prompt up to here, bytes up to here)` at each message boundary.
 fn prefixes(body: &Value) -> Vec<(u64, u64)> {
     let mut parts: Vec<&Value> = Vec::new();
-    for field in ["tools", "system", "instructions"] {
+    for field in ["tools", "system", "instructions", "systemInstruction"] {
         if let Some(value) = body.get(field) {
             parts.push(value);
         }
     }
-    match body.get("messages").or_else(|| body.get("input")) {
+    match body
+        .get("messages")
+        .or_else(|| body.get("input"))
+        .or_else(|| body.get("contents"))
+    {
         Some(Value::Array(items)) => parts.extend(items.iter()),
         Some(other) => parts.push(other),
         None => {}

@@ -159,6 +159,8 @@ struct MockState {
     prompt_caches: super::prompt_cache::PromptCaches,
     /// The last [`RECENT_BODIES`] request bodies with their paths, oldest first.
     recent: std::collections::VecDeque<(String, bytes::Bytes)>,
+    /// The last [`RECENT_BODIES`] request heads as text, oldest first.
+    recent_heads: std::collections::VecDeque<String>,
 }
 
 /// How many request bodies the mock keeps for tests to read.
@@ -200,6 +202,34 @@ impl MockUpstream {
             state.recent.pop_front();
         }
         state.recent.push_back((path.to_owned(), body.clone()));
+    }
+
+    /// Remembers one request's head as text: method, path with query, every header (the last
+    /// [`RECENT_BODIES`]), so a test can check a secret never reached the upstream.
+    pub(crate) fn record_head(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+    ) {
+        let mut head = format!("{method} {uri}\n");
+        for (name, value) in headers {
+            head.push_str(&format!(
+                "{name}: {}\n",
+                String::from_utf8_lossy(value.as_bytes())
+            ));
+        }
+        let mut state = self.lock();
+        if state.recent_heads.len() == RECENT_BODIES {
+            state.recent_heads.pop_front();
+        }
+        state.recent_heads.push_back(head);
+    }
+
+    /// The last request heads the mock received (`METHOD path?query` then `name: value`
+    /// lines), oldest first.
+    pub fn recent_heads(&self) -> Vec<String> {
+        self.lock().recent_heads.iter().cloned().collect()
     }
 
     /// The last request bodies the mock received, with their paths, oldest first.

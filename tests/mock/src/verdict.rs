@@ -14,6 +14,7 @@ use super::delivery::ForcedEncoding;
 use super::error_bodies::{self, ErrorReply};
 use super::exchange::StreamEnding;
 use super::fault::{Fault, ResetForm};
+use super::gemini_errors;
 use super::rate_headers::{self, budget_headers, insert, Dialect};
 use super::state::RateSnapshot;
 
@@ -155,6 +156,14 @@ pub(crate) async fn fault_verdict(
             };
             Verdict::Answer(error_response(reply, std::mem::take(headers)))
         }
+        // Google sends no rate-limit headers: only the body says when to come back.
+        Fault::GeminiQuota { .. } | Fault::GeminiKeyInvalid | Fault::GeminiKeySuspended => {
+            let reply = gemini_errors::for_fault(&fault, key, model)
+                .map(gemini_errors::listed)
+                .unwrap_or_else(|| error_bodies::for_status(dialect, 500, key, model));
+            Verdict::Answer(error_response(reply, std::mem::take(headers)))
+        }
+        Fault::GeminiSafety => Verdict::Succeed(SuccessShape::PLAIN),
         Fault::ConnectionReset => {
             let mut response = StatusCode::INTERNAL_SERVER_ERROR.into_response();
             response.extensions_mut().insert(ResetConnection);
