@@ -16,7 +16,7 @@ use crate::node::endpoint::Endpoint;
 use crate::node::live::ProviderRoute;
 use crate::node::upstream_request;
 use crate::wire::body_rewrite::rewrite;
-use crate::wire::translate::{translate_request, Direction, ReasoningKey, RequestSettings};
+use crate::wire::translate::{translate_request, Api, Direction, ReasoningKey, RequestSettings};
 
 use super::local_answer::{counted_locally, refused};
 use super::shape::{unanswered_openly, Attempted, Translation, TryContext};
@@ -54,15 +54,16 @@ pub(super) fn prepare<'a>(
             "target left the config",
         ));
     };
-    // `count_tokens` has no OpenAI counterpart: counted here, nothing sent (behaviour §14).
-    if ctx.endpoint == Endpoint::CountTokens && target.format != ctx.endpoint.format() {
+    // `count_tokens` has no counterpart but on Messages: counted here, nothing sent
+    // (behaviour §14).
+    if ctx.endpoint == Endpoint::CountTokens && !provider.apis.contains(&Api::Messages) {
         return Err(counted_locally(ctx.client_body));
     }
-    // A target of the other format: the request in its format, to its own path (behaviour
-    // §14); otherwise the byte-preserving splice.
+    // A target that does not serve the client's API: the request in one it serves, to its
+    // own path (behaviour §14); otherwise the byte-preserving splice.
     let direction = ctx
         .info
-        .and_then(|_| ctx.endpoint.translation_to(target.format));
+        .and_then(|_| ctx.endpoint.translation_to(&provider.apis));
     let mut translation = None;
     let mut include_usage = false;
     let mut translated_left_out = 0;
@@ -144,10 +145,10 @@ pub(super) fn prepare<'a>(
 }
 
 /// The headers a translated request needs: Anthropic's required `anthropic-version` on the
-/// way to Messages; none of Anthropic's own on the way to Chat Completions.
+/// way to Messages; none of Anthropic's own on the way to another API.
 fn translated_headers(direction: Direction, headers: &mut HeaderMap) {
     const VERSION: http::HeaderName = http::HeaderName::from_static("anthropic-version");
-    if direction.client_is_anthropic() {
+    if !direction.target.is_anthropic() {
         headers.remove(VERSION);
         headers.remove("anthropic-beta");
     } else if !headers.contains_key(VERSION) {

@@ -13,7 +13,7 @@ use crate::telemetry::AttemptSpan;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::item_seal::{ItemSealer, Items};
 use crate::wire::stream_watch::StreamFormat;
-use crate::wire::translate::{Direction, StreamTranslator};
+use crate::wire::translate::{Api, Direction, StreamTranslator};
 
 use super::shape::{Attempted, Payload, TryContext, UpstreamAnswer};
 
@@ -114,7 +114,10 @@ pub(super) async fn start(
 fn upstream_stream_format(endpoint: Endpoint, direction: Option<Direction>) -> StreamFormat {
     match direction {
         None => endpoint.stream_format(),
-        Some(Direction::ChatToMessages | Direction::ResponsesToMessages) => StreamFormat::Anthropic,
-        Some(Direction::MessagesToChat) => StreamFormat::OpenAiChat,
+        Some(direction) => match direction.target {
+            Api::Chat => StreamFormat::OpenAiChat,
+            Api::Responses => StreamFormat::OpenAiResponses,
+            Api::Messages => StreamFormat::Anthropic,
+        },
     }
 }

@@ -35,7 +35,7 @@ fn refused(direction: Direction, request: Value) -> String {
 #[test]
 fn chat_requests_become_messages_requests() {
     let (out, dropped) = up(
-        Direction::ChatToMessages,
+        Direction::CHAT_TO_MESSAGES,
         json!({
             "model": "team",
             "messages": [
@@ -108,7 +108,7 @@ fn chat_requests_become_messages_requests() {
 fn reasoning_effort_becomes_a_thinking_budget_with_room_above_it() {
     for (effort, budget) in [("low", 2048), ("medium", 8192), ("high", 24576)] {
         let (out, dropped) = up(
-            Direction::ChatToMessages,
+            Direction::CHAT_TO_MESSAGES,
             json!({"model": "m", "messages": [{"role":"user","content":"hi"}],
                    "reasoning_effort": effort, "max_completion_tokens": 1000, "temperature": 0.2}),
         );
@@ -121,7 +121,7 @@ fn reasoning_effort_becomes_a_thinking_budget_with_room_above_it() {
         assert_eq!(dropped, vec!["temperature"]);
     }
     let (out, _) = up(
-        Direction::MessagesToChat,
+        Direction::MESSAGES_TO_CHAT,
         json!({"model": "m", "max_tokens": 100, "messages": [{"role":"user","content":"hi"}],
                "thinking": {"type": "enabled", "budget_tokens": 10000}}),
     );
@@ -138,41 +138,44 @@ fn meaning_changing_parameters_are_refused_before_sending() {
         request
     };
     assert_eq!(
-        refused(Direction::ChatToMessages, base(json!({"n": 2}))),
+        refused(Direction::CHAT_TO_MESSAGES, base(json!({"n": 2}))),
         "n"
     );
     assert_eq!(
-        refused(Direction::ChatToMessages, base(json!({"logprobs": true}))),
+        refused(Direction::CHAT_TO_MESSAGES, base(json!({"logprobs": true}))),
         "logprobs"
     );
     assert_eq!(
-        refused(Direction::ChatToMessages, base(json!({"top_logprobs": 2}))),
+        refused(
+            Direction::CHAT_TO_MESSAGES,
+            base(json!({"top_logprobs": 2}))
+        ),
         "top_logprobs"
     );
     assert_eq!(
         refused(
-            Direction::ChatToMessages,
+            Direction::CHAT_TO_MESSAGES,
             base(json!({"modalities": ["text", "audio"]}))
         ),
         "audio"
     );
     assert_eq!(
         refused(
-            Direction::ChatToMessages,
+            Direction::CHAT_TO_MESSAGES,
             base(json!({"prediction": {"type": "content", "content": "x"}}))
         ),
         "prediction"
     );
     assert_eq!(
         refused(
-            Direction::ResponsesToMessages,
+            Direction::RESPONSES_TO_MESSAGES,
             json!({"model": "m", "input": "hi", "tools": [{"type": "web_search_preview"}]})
         ),
         "web_search_preview"
     );
     assert_eq!(
         refused(
-            Direction::ResponsesToMessages,
+            Direction::RESPONSES_TO_MESSAGES,
             json!({"model": "m", "input": "hi", "previous_response_id": "resp_1"})
         ),
         "previous_response_id"
@@ -182,7 +185,7 @@ fn meaning_changing_parameters_are_refused_before_sending() {
 #[test]
 fn responses_requests_become_messages_requests() {
     let (out, dropped) = up(
-        Direction::ResponsesToMessages,
+        Direction::RESPONSES_TO_MESSAGES,
         json!({
             "model": "m",
             "instructions": "you are codex",
@@ -231,7 +234,7 @@ fn responses_requests_become_messages_requests() {
 #[test]
 fn messages_requests_become_chat_requests() {
     let (out, dropped) = up(
-        Direction::MessagesToChat,
+        Direction::MESSAGES_TO_CHAT,
         json!({
             "model": "m",
             "system": [{"type": "text", "text": "you are claude code"}],
@@ -315,7 +318,7 @@ fn down(direction: Direction, answer: &Value) -> Value {
 
 #[test]
 fn messages_answers_become_chat_answers() {
-    let out = down(Direction::ChatToMessages, &anthropic_answer());
+    let out = down(Direction::CHAT_TO_MESSAGES, &anthropic_answer());
     let choice = &out["choices"][0];
     assert_eq!(out["object"], "chat.completion");
     assert_eq!(out["created"], 1_700_000_000u64);
@@ -336,7 +339,7 @@ fn messages_answers_become_chat_answers() {
 
 #[test]
 fn messages_answers_become_stateless_responses() {
-    let out = down(Direction::ResponsesToMessages, &anthropic_answer());
+    let out = down(Direction::RESPONSES_TO_MESSAGES, &anthropic_answer());
     assert_eq!(out["object"], "response");
     assert_eq!(out["id"], "resp_qrt_01");
     assert_eq!(out["store"], false);
@@ -360,7 +363,7 @@ fn messages_answers_become_stateless_responses() {
     let mut cut = anthropic_answer();
     cut["stop_reason"] = json!("max_tokens");
     assert_eq!(
-        down(Direction::ResponsesToMessages, &cut)["status"],
+        down(Direction::RESPONSES_TO_MESSAGES, &cut)["status"],
         "incomplete"
     );
 }
@@ -374,7 +377,7 @@ fn chat_answers_become_messages_answers() {
             "tool_calls": [{"id": "call_3", "type": "function", "function": {"name": "Read", "arguments": "{\"path\":\"/a\"}"}}]}}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107, "prompt_tokens_details": {"cached_tokens": 64}}
     });
-    let out = down(Direction::MessagesToChat, &answer);
+    let out = down(Direction::MESSAGES_TO_CHAT, &answer);
     assert_eq!(out["type"], "message");
     assert_eq!(out["id"], "msg_9");
     assert_eq!(out["content"][0]["type"], "thinking");
@@ -535,7 +538,7 @@ fn data_of(events: &[(Option<String>, String)]) -> Vec<Value> {
 
 #[test]
 fn anthropic_streams_become_chat_chunks() {
-    let events = translate_stream(Direction::ChatToMessages, &anthropic_stream(), &[]);
+    let events = translate_stream(Direction::CHAT_TO_MESSAGES, &anthropic_stream(), &[]);
     assert_eq!(events.last().unwrap().1, "[DONE]");
     let chunks = data_of(&events);
     let deltas: Vec<&Value> = chunks
@@ -578,7 +581,7 @@ fn anthropic_streams_become_chat_chunks() {
 
 #[test]
 fn anthropic_streams_become_the_responses_event_sequence() {
-    let events = translate_stream(Direction::ResponsesToMessages, &anthropic_stream(), &[]);
+    let events = translate_stream(Direction::RESPONSES_TO_MESSAGES, &anthropic_stream(), &[]);
     let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap()).collect();
     assert_eq!(
         names,
@@ -626,7 +629,7 @@ fn anthropic_streams_become_the_responses_event_sequence() {
 
 #[test]
 fn chat_streams_become_anthropic_events() {
-    let events = translate_stream(Direction::MessagesToChat, &chat_stream(), &[]);
+    let events = translate_stream(Direction::MESSAGES_TO_CHAT, &chat_stream(), &[]);
     let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap()).collect();
     assert_eq!(
         names,
@@ -668,14 +671,14 @@ fn chat_streams_become_anthropic_events() {
 #[test]
 fn upstream_error_events_become_the_clients() {
     let stream = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
-    let events = translate_stream(Direction::ChatToMessages, stream, &[]);
+    let events = translate_stream(Direction::CHAT_TO_MESSAGES, stream, &[]);
     let data = data_of(&events);
     assert_eq!(data[0]["error"]["message"], "Overloaded");
-    let events = translate_stream(Direction::ResponsesToMessages, stream, &[]);
+    let events = translate_stream(Direction::RESPONSES_TO_MESSAGES, stream, &[]);
     assert_eq!(events[0].0.as_deref(), Some("error"));
     assert_eq!(data_of(&events)[0]["code"], "overloaded_error");
     let events = translate_stream(
-        Direction::MessagesToChat,
+        Direction::MESSAGES_TO_CHAT,
         "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n",
         &[],
     );
@@ -690,9 +693,9 @@ proptest! {
     fn any_chunking_translates_to_the_same_stream(mut cuts in proptest::collection::vec(0usize..4000, 0..40)) {
         cuts.sort_unstable();
         for (direction, stream) in [
-            (Direction::ChatToMessages, anthropic_stream()),
-            (Direction::ResponsesToMessages, anthropic_stream()),
-            (Direction::MessagesToChat, chat_stream()),
+            (Direction::CHAT_TO_MESSAGES, anthropic_stream()),
+            (Direction::RESPONSES_TO_MESSAGES, anthropic_stream()),
+            (Direction::MESSAGES_TO_CHAT, chat_stream()),
         ] {
             let whole = translate_stream(direction, &stream, &[]);
             let pieces = translate_stream(direction, &stream, &cuts);
@@ -722,7 +725,7 @@ fn reasoning_items_become_thinking_blocks_only_for_their_connection() {
             ..SETTINGS
         };
         let translated = translate_request(
-            Direction::ResponsesToMessages,
+            Direction::RESPONSES_TO_MESSAGES,
             request.to_string().as_bytes(),
             settings,
         )
@@ -761,7 +764,7 @@ fn reasoning_items_become_thinking_blocks_only_for_their_connection() {
 #[test]
 fn a_chat_tool_loop_cannot_keep_thinking_on() {
     let (out, dropped) = up(
-        Direction::ChatToMessages,
+        Direction::CHAT_TO_MESSAGES,
         json!({"model": "m", "reasoning_effort": "high", "messages": [
             {"role": "user", "content": "look"},
             {"role": "assistant", "content": null, "tool_calls": [
@@ -775,7 +778,7 @@ fn a_chat_tool_loop_cannot_keep_thinking_on() {
 #[test]
 fn a_namespace_of_tools_is_flattened_and_built_in_tools_refused() {
     let (out, _) = up(
-        Direction::ResponsesToMessages,
+        Direction::RESPONSES_TO_MESSAGES,
         json!({"model": "m", "input": "hi", "tools": [
             {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
             {"type": "namespace", "name": "multi_agent_v1", "description": "agents", "tools": [
@@ -791,7 +794,7 @@ fn a_namespace_of_tools_is_flattened_and_built_in_tools_refused() {
     assert_eq!(names, ["exec_command", "spawn_agent"]);
     assert_eq!(
         refused(
-            Direction::ResponsesToMessages,
+            Direction::RESPONSES_TO_MESSAGES,
             json!({"model": "m", "input": "hi", "tools": [{"type": "web_search", "external_web_access": false}]}),
         ),
         "web_search"
