@@ -166,3 +166,6 @@ pub fn translate_answer(direction: Direction, body: &[u8], created: u64) -> Resu
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_cross;

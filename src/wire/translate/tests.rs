@@ -16,7 +16,7 @@ const SETTINGS: RequestSettings<'static> = RequestSettings {
     reasoning: None,
 };
 
-fn up(direction: Direction, request: Value) -> (Value, Vec<String>) {
+pub(super) fn up(direction: Direction, request: Value) -> (Value, Vec<String>) {
     let translated =
         translate_request(direction, request.to_string().as_bytes(), SETTINGS).unwrap();
     (
@@ -25,7 +25,7 @@ fn up(direction: Direction, request: Value) -> (Value, Vec<String>) {
     )
 }
 
-fn refused(direction: Direction, request: Value) -> String {
+pub(super) fn refused(direction: Direction, request: Value) -> String {
     match translate_request(direction, request.to_string().as_bytes(), SETTINGS) {
         Err(TranslateError::Unsupported { parameter, .. }) => parameter,
         other => panic!("not refused: {other:?}"),
@@ -293,7 +293,7 @@ fn messages_requests_become_chat_requests() {
     assert_eq!(dropped, vec!["top_k"]);
 }
 
-fn anthropic_answer() -> Value {
+pub(super) fn anthropic_answer() -> Value {
     json!({
         "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-x",
         "content": [
@@ -311,7 +311,7 @@ fn carried_block(item: &Value) -> Value {
     super::thinking_carry::block_of(item["encrypted_content"].as_str().unwrap()).unwrap()
 }
 
-fn down(direction: Direction, answer: &Value) -> Value {
+pub(super) fn down(direction: Direction, answer: &Value) -> Value {
     let body = translate_answer(direction, answer.to_string().as_bytes(), 1_700_000_000).unwrap();
     serde_json::from_slice(&body).unwrap()
 }
@@ -399,7 +399,7 @@ fn chat_answers_become_messages_answers() {
 }
 
 /// An Anthropic stream with thinking, text and a tool call whose arguments come in pieces.
-fn anthropic_stream() -> String {
+pub(super) fn anthropic_stream() -> String {
     let events = [
         (
             "message_start",
@@ -467,7 +467,7 @@ fn anthropic_stream() -> String {
 }
 
 /// An OpenAI chat stream with reasoning, text and a tool call in pieces, then usage.
-fn chat_stream() -> String {
+pub(super) fn chat_stream() -> String {
     let chunk = |delta: Value, finish: Value| {
         json!({"id":"chatcmpl-s","object":"chat.completion.chunk","created":1,"model":"gpt-x",
                "choices":[{"index":0,"delta":delta,"finish_reason":finish}]})
@@ -499,7 +499,7 @@ fn chat_stream() -> String {
 }
 
 /// Feeds `stream` to a translator in the pieces `cuts` make and returns the client's events.
-fn translate_stream(
+pub(super) fn translate_stream(
     direction: Direction,
     stream: &str,
     cuts: &[usize],
@@ -528,7 +528,7 @@ fn translate_stream(
     parsed.into_iter().map(|e| (e.event, e.data)).collect()
 }
 
-fn data_of(events: &[(Option<String>, String)]) -> Vec<Value> {
+pub(super) fn data_of(events: &[(Option<String>, String)]) -> Vec<Value> {
     events
         .iter()
         .filter(|(_, data)| data != "[DONE]")
