@@ -97,6 +97,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         model,
         format: JournalFormat::Openai,
         translatable: false,
+        cannot_carry: Vec::new(),
         only_connection: Some(binding.connection.clone()),
         encrypted_maker: None,
         affinity: None,

@@ -50,6 +50,7 @@ mod node_sdk;
 mod node_telemetry;
 mod node_translate;
 mod node_translate_clients;
+mod node_translate_hosts;
 mod node_translate_reasoning;
 mod node_upgrade;
 mod node_wire;

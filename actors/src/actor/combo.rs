@@ -39,6 +39,10 @@ use crate::recorder::Recorder;
 use crate::registry::Registry;
 use crate::view::{BreakerAdmission, BreakerView, ConnectionView};
 
+/// Which targets a request may use (behaviour §14): its endpoint's format, whether a target of
+/// the other format may serve it, and the providers that cannot carry it.
+type Wanted<'a> = (ApiFormat, bool, &'a [Arc<str>]);
+
 pub struct ComboActor;
 
 pub struct ComboArgs {
@@ -194,7 +198,7 @@ impl ComboState {
         self.setup.spec.queue_ms > 0
             && (!self.queue.is_empty()
                 || self.pool_full(
-                    (request.format, request.translatable),
+                    (request.format, request.translatable, &request.cannot_carry),
                     request.only_connection.as_deref(),
                     now_ms,
                 ))
@@ -210,7 +214,7 @@ impl ComboState {
     /// Whether no target of `format` (on `only` when it names one) has room by selection's
     /// own rule while a released slot could give some (`Candidates::pool_full`). None
     /// unblocked at all is not full: that is §7's business, not the queue's.
-    fn pool_full(&mut self, wanted: (ApiFormat, bool), only: Option<&str>, now_ms: u64) -> bool {
+    fn pool_full(&mut self, wanted: Wanted<'_>, only: Option<&str>, now_ms: u64) -> bool {
         let mut scratch = std::mem::take(&mut self.scratch);
         self.fill_candidates(wanted, now_ms, &mut scratch);
         let full = Candidates {
@@ -255,12 +259,17 @@ impl ComboState {
         // so the fair order holds (the targets of one combo are shared by its waiters). A
         // waiter bound to one connection (a continuation) has room only there, so while its
         // connection stays at cap the others wait behind it too (at most `queue_ms`).
-        while let Some((wanted, only)) = self.queue.next_waiting().map(|next| {
-            (
-                (next.format, next.translatable),
-                next.only_connection.clone(),
-            )
-        }) {
+        while let Some((format, translatable, cannot_carry, only)) =
+            self.queue.next_waiting().map(|next| {
+                (
+                    next.format,
+                    next.translatable,
+                    next.cannot_carry.clone(),
+                    next.only_connection.clone(),
+                )
+            })
+        {
+            let wanted = (format, translatable, cannot_carry.as_slice());
             if self.pool_full(wanted, only.as_deref(), now_ms) {
                 break;
             }
@@ -332,7 +341,7 @@ impl ComboState {
     /// Fills `scratch` with the candidates of a request of `format`: positions of the
     /// combo's targets, what selection sees of each (§2 steps 0–2 on the resolved copies), and
     /// each one's breaker verdict by position (what taking the winner re-reads).
-    fn fill_candidates(&self, wanted: (ApiFormat, bool), now_ms: u64, scratch: &mut Scratch) {
+    fn fill_candidates(&self, wanted: Wanted<'_>, now_ms: u64, scratch: &mut Scratch) {
         let Scratch {
             positions,
             views,
@@ -344,7 +353,10 @@ impl ComboState {
         admissions.resize(self.setup.targets.len(), BreakerAdmission::Healthy);
         for (position, (runtime, slot)) in self.setup.targets.iter().zip(&self.slots).enumerate() {
             let target = &runtime.target;
-            if !self.serves_format(target.format, wanted) {
+            // Behaviour §14: a target that cannot carry the request is not chosen for it.
+            if !self.serves_format(target.format, (wanted.0, wanted.1))
+                || wanted.2.contains(&target.provider)
+            {
                 continue;
             }
             let breaker = slot.breaker.admission(now_ms);
@@ -372,7 +384,11 @@ impl ComboState {
         now_ms: u64,
         scratch: &mut Scratch,
     ) -> RouteReply {
-        self.fill_candidates((request.format, request.translatable), now_ms, scratch);
+        self.fill_candidates(
+            (request.format, request.translatable, &request.cannot_carry),
+            now_ms,
+            scratch,
+        );
         let candidates = Candidates {
             targets: &self.routed,
             positions: &scratch.positions,

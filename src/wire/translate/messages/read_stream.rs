@@ -86,9 +86,8 @@ impl MessagesReader {
                 });
             }
             "content_block_stop" => {
-                if self.open.take() == Some(true) {
-                    events.push(Event::BlockStop);
-                }
+                let carried = self.open.take() == Some(true);
+                events.extend(carried.then_some(Event::BlockStop));
             }
             "message_delta" => {
                 self.merge_usage(data.get("usage"));
