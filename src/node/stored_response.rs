@@ -15,8 +15,6 @@ use std::time::Instant as StdInstant;
 
 use axum::extract::Request;
 use axum::response::Response;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
 use quotaroute_actors::{RouteError, RouteRequest};
 use quotaroute_journal::ApiFormat as JournalFormat;
 use tokio::time::Instant;
@@ -28,7 +26,7 @@ use crate::node::client_gate;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
-use crate::node::routed::{admitted_router, route_error, serve_tries, upstream_path};
+use crate::node::routed::{admitted_router, read_guarded, route_error, serve_tries, upstream_path};
 
 /// Largest client body on these endpoints (`cancel` takes none worth the name).
 const MAX_STORED_CALL_BODY_BYTES: usize = 64 * 1024;
@@ -49,6 +47,22 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
     let (router, client_index) = match admitted_router(&app, &live, &parts.headers, false) {
         Ok(admitted) => admitted,
         Err(error) => return fail(error, &route),
+    };
+    // Read before anything else is decided, by the one guarded reader: bounded size, no
+    // stall past `body_timeout_ms`, known codings.
+    let limit = MAX_STORED_CALL_BODY_BYTES.min(live.max_body_bytes);
+    let client_body = match read_guarded(body, &parts.headers, limit, live.body_timeout).await {
+        Ok(body) => body,
+        Err(refused) => {
+            let mut response = fail(refused.error, &route);
+            if refused.body_unread {
+                response.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            return response;
+        }
     };
     let client_id = live
         .clients
@@ -84,13 +98,6 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
     ) {
         Ok(ticket) => ticket,
         Err(error) => return fail(error, &route),
-    };
-    let client_body = match Limited::new(body, MAX_STORED_CALL_BODY_BYTES)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => Bytes::new(),
     };
     let route_to = |model: String| RouteRequest {
         request_id: route.request_id.clone(),

@@ -46,38 +46,56 @@ pub(super) fn refused(direction: Direction, error: &TranslateError) -> Attempted
     }
 }
 
-/// A `count_tokens` answered by the router's own tokenizer estimate (no upstream request).
-pub(super) fn counted_locally(body: &Bytes) -> Attempted {
+/// Local counts run on tokio's blocking pool, at most this many at once per process: each is
+/// bounded CPU (`count_tokens`' `EXACT_BYTES`), and never on an async worker, so a client
+/// sending large bodies to count waits behind its own kind, not in front of every request.
+static LOCAL_COUNTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
+/// A `count_tokens` answered by the router's own tokenizer estimate (no upstream request),
+/// counted off the async workers; past `deadline` waiting for its turn it is a 429
+/// `pool_busy` that the client may retry.
+pub(super) async fn counted_locally(body: &Bytes, deadline: tokio::time::Instant) -> Attempted {
     let mut headers = HeaderMap::new();
     headers.insert(
         CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
-    match count_tokens_body(body) {
-        Ok(counted) => Attempted {
-            result: AttemptResult::success(200, 0, 0),
-            payload: Payload::Answer {
-                status: StatusCode::OK,
-                headers,
-                body: Bytes::from(counted.to_string()),
-            },
-            translation: None,
-            bills_client: false,
-        },
-        Err(error) => {
-            let error = ApiError::new(ApiErrorKind::InvalidRequest, error.to_string());
-            let mut result = AttemptResult::failure(OutcomeClass::ClientError, Some(400));
-            result.message = Some(format!("not sent: {}", error.message));
-            Attempted {
-                result,
+    let counted = match tokio::time::timeout_at(deadline, LOCAL_COUNTS.acquire()).await {
+        Ok(Ok(permit)) => {
+            let body = body.clone();
+            let counted = tokio::task::spawn_blocking(move || count_tokens_body(&body)).await;
+            drop(permit);
+            counted.map_err(|_| "the local count ended abnormally")
+        }
+        _ => Err("local token counting is busy until the request's deadline"),
+    };
+    let error = match counted {
+        Ok(Ok(counted)) => {
+            return Attempted {
+                result: AttemptResult::success(200, 0, 0),
                 payload: Payload::Answer {
-                    status: StatusCode::BAD_REQUEST,
+                    status: StatusCode::OK,
                     headers,
-                    body: Bytes::from(error.body(true)),
+                    body: Bytes::from(counted.to_string()),
                 },
                 translation: None,
                 bills_client: false,
             }
         }
+        Ok(Err(error)) => ApiError::new(ApiErrorKind::InvalidRequest, error.to_string()),
+        Err(busy) => ApiError::new(ApiErrorKind::PoolBusy, busy),
+    };
+    let status = error.status();
+    let mut result = AttemptResult::failure(OutcomeClass::ClientError, Some(status.as_u16()));
+    result.message = Some(format!("not sent: {}", error.message));
+    Attempted {
+        result,
+        payload: Payload::Answer {
+            status,
+            headers,
+            body: Bytes::from(error.body(true)),
+        },
+        translation: None,
+        bills_client: false,
     }
 }

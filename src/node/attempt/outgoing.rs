@@ -12,13 +12,12 @@ use quotaroute_actors::RoutedTarget;
 
 use crate::config::Secret;
 use crate::node::encrypted_turn::EncryptedTurn;
-use crate::node::endpoint::Endpoint;
 use crate::node::live::ProviderRoute;
 use crate::node::upstream_request;
 use crate::wire::body_rewrite::rewrite;
-use crate::wire::translate::{translate_request, Api, Direction, ReasoningKey, RequestSettings};
+use crate::wire::translate::{translate_request, Direction, ReasoningKey, RequestSettings};
 
-use super::local_answer::{counted_locally, refused};
+use super::local_answer::refused;
 use super::shape::{unanswered_openly, Attempted, Translation, TryContext};
 
 /// How a try's request was made: what its sending and its answer's handling need.
@@ -34,7 +33,7 @@ pub(super) struct Outgoing<'a> {
 }
 
 /// The request of one try to `target` with `credential`, or the try's end when nothing can
-/// be sent: the target left the config, a `count_tokens` counted here, a refused translation.
+/// be sent: the target left the config, a refused translation.
 // The `Err` is the try's end, returned at most once: boxing it would allocate per try.
 #[allow(clippy::result_large_err)]
 pub(super) fn prepare<'a>(
@@ -54,11 +53,6 @@ pub(super) fn prepare<'a>(
             "target left the config",
         ));
     };
-    // `count_tokens` has no counterpart but on Messages: counted here, nothing sent
-    // (behaviour §14).
-    if ctx.endpoint == Endpoint::CountTokens && !provider.apis.contains(&Api::Messages) {
-        return Err(counted_locally(ctx.client_body));
-    }
     // A target that does not serve the client's API: the request in one it serves, to its
     // own path (behaviour §14); otherwise the byte-preserving splice.
     let direction = ctx

@@ -13,15 +13,18 @@ use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
 use crate::config::Secret;
+use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
 use crate::node::stream_relay;
 use crate::telemetry::AttemptSpan;
 use crate::wire::content_coding::content_codings;
 
 use super::answer::answered;
+use super::local_answer::counted_locally;
 use super::outgoing::{prepare, Outgoing};
 use super::shape::{unanswered, unanswered_openly, Attempted, TryContext, UpstreamAnswer};
 use super::stream_start;
+use crate::wire::translate::Api;
 
 /// One upstream request to `target` with `credential`, classified (behaviour §3, §4).
 pub(crate) async fn try_target(
@@ -31,6 +34,16 @@ pub(crate) async fn try_target(
     credential: &Secret,
     upstream_time: &mut Duration,
 ) -> Attempted {
+    // `count_tokens` has no counterpart but on Messages: counted here, nothing sent
+    // (behaviour §14).
+    let serves_messages = ctx
+        .live
+        .providers
+        .get(&*target.provider)
+        .is_some_and(|provider| provider.apis.contains(&Api::Messages));
+    if ctx.endpoint == Endpoint::CountTokens && !serves_messages {
+        return counted_locally(ctx.client_body, ctx.deadline).await;
+    }
     let (mut request, outgoing) = match prepare(ctx, target, credential) {
         Ok(prepared) => prepared,
         Err(answered_here) => return answered_here,

@@ -3,12 +3,9 @@
 //! (≤ `max_body_bytes`, no silence over `body_timeout_ms`), its `Content-Encoding` undone, and
 //! the body parsed (model, stream, the prompt spans affinity can use).
 
-use std::time::Duration;
-
 use axum::body::Body;
 use bytes::Bytes;
 use http::header::{HeaderMap, CONTENT_TYPE};
-use http_body_util::{BodyExt, Limited};
 use quotaroute_actors::Router;
 
 use crate::api_error::{ApiError, ApiErrorKind};
@@ -17,7 +14,8 @@ use crate::node::client_gate;
 use crate::node::live::LiveConfig;
 use crate::node::reply;
 use crate::wire::body_rewrite::{parse_request_for, PromptScan, RequestInfo};
-use crate::wire::content_coding::{content_codings, decode_body, CodingError};
+
+use super::guarded_body::read_guarded;
 
 /// A request taken in: its router and client, its body decoded and parsed.
 pub(super) struct Intake {
@@ -55,29 +53,16 @@ pub(super) async fn take(
             "the body must be JSON (Content-Type: application/json)",
         )));
     }
-    let declared = headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > live.max_body_bytes as u64) {
-        return Err(unread(ApiError::new(
-            ApiErrorKind::RequestTooLarge,
-            format!(
-                "request body is larger than max_body_bytes ({} bytes)",
-                live.max_body_bytes
-            ),
-        )));
-    }
-    let body = read_client_body(body, live.max_body_bytes, live.body_timeout)
+    let body = read_guarded(body, headers, live.max_body_bytes, live.body_timeout)
         .await
-        .map_err(unread)?;
+        .map_err(|refused| NotTaken {
+            error: refused.error,
+            body_unread: refused.body_unread,
+        })?;
     let read = |error: ApiError| NotTaken {
         error,
         body_unread: false,
     };
-    let body = decode_client_body(body, headers, live.max_body_bytes)
-        .await
-        .map_err(read)?;
     // Only the affinity spans `derive_group` can use are collected (behaviour §10).
     let scan = PromptScan::for_body(
         live.affinity.enabled,
@@ -128,70 +113,6 @@ fn is_json_content_type(headers: &HeaderMap) -> bool {
     }
 }
 
-/// The client's body, at most `limit` bytes, with no silence longer than `silence` between
-/// its pieces (`server.body_timeout_ms`: a stalled body is 408, not a connection held forever).
-pub async fn read_client_body(
-    body: Body,
-    limit: usize,
-    silence: Duration,
-) -> Result<Bytes, ApiError> {
-    let mut body = Limited::new(body, limit);
-    let mut pieces: Vec<Bytes> = Vec::new();
-    loop {
-        // A piece already read costs no timer; only a wait is bounded by `silence`.
-        let next = match futures_util::FutureExt::now_or_never(body.frame()) {
-            Some(frame) => Ok(frame),
-            None => tokio::time::timeout(silence, body.frame()).await,
-        };
-        let frame = match next {
-            Err(_) => {
-                return Err(ApiError::new(
-                    ApiErrorKind::RequestTimeout,
-                    format!(
-                        "the request body stalled for more than body_timeout_ms ({} ms)",
-                        silence.as_millis()
-                    ),
-                ))
-            }
-            Ok(None) => break,
-            Ok(Some(frame)) => frame,
-        };
-        match frame {
-            Ok(frame) => {
-                if let Ok(data) = frame.into_data() {
-                    pieces.push(data);
-                }
-            }
-            Err(error) => {
-                return Err(
-                    if error
-                        .downcast_ref::<http_body_util::LengthLimitError>()
-                        .is_some()
-                    {
-                        ApiError::new(
-                            ApiErrorKind::RequestTooLarge,
-                            format!("request body is larger than max_body_bytes ({limit} bytes)"),
-                        )
-                    } else {
-                        ApiError::new(ApiErrorKind::InvalidJson, "could not read the request body")
-                    },
-                )
-            }
-        }
-    }
-    Ok(match pieces.len() {
-        0 => Bytes::new(),
-        1 => pieces.swap_remove(0),
-        _ => {
-            let mut whole = bytes::BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
-            for piece in pieces {
-                whole.extend_from_slice(&piece);
-            }
-            whole.freeze()
-        }
-    })
-}
-
 /// The router and the client (its index in `live.clients`) of a request with a valid key
 /// (`x-api-key` too on Anthropic endpoints), once the journal is replayed.
 pub(crate) fn admitted_router(
@@ -223,32 +144,6 @@ pub(crate) fn upstream_path(uri: &http::Uri) -> String {
         .strip_prefix("/v1")
         .unwrap_or("/")
         .to_string()
-}
-
-/// The client's body with its `Content-Encoding` undone (415 when the router cannot read it).
-async fn decode_client_body(
-    body: Bytes,
-    headers: &HeaderMap,
-    limit: usize,
-) -> Result<Bytes, ApiError> {
-    let codings = content_codings(headers).map_err(|error| {
-        ApiError::new(ApiErrorKind::UnsupportedContentEncoding, error.to_string())
-    })?;
-    if codings.is_empty() {
-        return Ok(body);
-    }
-    decode_body(body, &codings, limit)
-        .await
-        .map_err(|error| match error {
-            CodingError::TooLarge { limit } => ApiError::new(
-                ApiErrorKind::RequestTooLarge,
-                format!("request body decodes to more than max_body_bytes ({limit} bytes)"),
-            ),
-            other => ApiError::new(
-                ApiErrorKind::InvalidContentEncoding,
-                format!("request body: {other}"),
-            ),
-        })
 }
 
 #[cfg(test)]

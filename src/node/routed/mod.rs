@@ -1,4 +1,5 @@
 //! The routing endpoints (behaviour §3, §4, §7, §10), one concept per file:
+//! - `guarded_body` — the one reader of a client's body, with its bounds (every endpoint);
 //! - `intake` — the client's key, request id, Content-Type and body, read once and parsed;
 //! - `route_request` — what the router is asked (continuation, encrypted items, group);
 //! - [`handler`] — the handler: intake, the client's limits, the decision, the tries;
@@ -10,6 +11,7 @@
 mod carry;
 mod delivery;
 mod error_answers;
+mod guarded_body;
 pub mod handler;
 mod intake;
 mod response_binding;
@@ -17,7 +19,9 @@ mod route_request;
 mod tries;
 
 pub(crate) use error_answers::route_error;
+pub use guarded_body::read_client_body;
+pub(crate) use guarded_body::read_guarded;
 pub use handler::handle;
+pub use intake::client_authorized;
 pub(crate) use intake::{admitted_router, upstream_path};
-pub use intake::{client_authorized, read_client_body};
 pub(crate) use tries::serve_tries;

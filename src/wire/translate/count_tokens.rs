@@ -12,10 +12,69 @@ use super::TranslateError;
 const PER_MESSAGE: u64 = 3;
 const PRIMING: u64 = 3;
 
+/// Text counted token by token; a longer request's rest is estimated at the rate its first
+/// `EXACT_BYTES` counted. Bounds one count's CPU (about a quarter of a second at worst: 10 MiB
+/// counted whole took 5.5 s) whatever the body holds.
+const EXACT_BYTES: usize = 256 * 1024;
+/// The longest piece the tokenizer sees at once. Its regex backtracks over a long run of one
+/// kind (1 MB of spaces exceeded its backtrack limit, and `tiktoken-rs` panics on that) and its
+/// byte-pair merge is quadratic in a piece without spaces: a piece is cut before a space where
+/// one is near the end (where the tokenizer splits anyway), else at this length.
+const PIECE_BYTES: usize = 1024;
+
 fn count(text: &str) -> u64 {
-    tiktoken_rs::o200k_base_singleton()
-        .encode_ordinary(text)
-        .len() as u64
+    let exact_end = char_boundary_at_most(text, EXACT_BYTES);
+    let head = &text[..exact_end];
+    let tokenizer = tiktoken_rs::o200k_base_singleton();
+    let mut tokens: u64 = 0;
+    for piece in pieces(head) {
+        // Never a panic on a request's text: a piece the tokenizer refuses counts as a byte
+        // per four (the estimate it would round to).
+        let encode = std::panic::AssertUnwindSafe(|| tokenizer.encode_ordinary(piece).len());
+        let counted = std::panic::catch_unwind(encode).unwrap_or_else(|_| piece.len().div_ceil(4));
+        tokens += counted as u64;
+    }
+    if exact_end < text.len() && exact_end > 0 {
+        let scaled = u128::from(tokens) * text.len() as u128 / exact_end as u128;
+        tokens = u64::try_from(scaled).unwrap_or(u64::MAX);
+    }
+    tokens
+}
+
+/// The largest char boundary of `text` at or below `at`.
+fn char_boundary_at_most(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// `text` in pieces of at most `PIECE_BYTES` (a char longer than that alone), each cut before
+/// a space that follows a non-space where the last half of the window has one.
+fn pieces(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = char_boundary_at_most(rest, PIECE_BYTES);
+        if end == 0 {
+            end = rest.chars().next().map_or(rest.len(), char::len_utf8);
+        }
+        if end < rest.len() {
+            let bytes = rest.as_bytes();
+            if let Some(space) = (end / 2..end)
+                .rev()
+                .find(|&i| i > 0 && bytes[i] == b' ' && !bytes[i - 1].is_ascii_whitespace())
+            {
+                end = space;
+            }
+        }
+        let (piece, after) = rest.split_at(end);
+        rest = after;
+        Some(piece)
+    })
 }
 
 /// The text a content value holds: a string, or its blocks' text, inputs and results.
@@ -89,5 +148,42 @@ mod tests {
             .unwrap();
         assert!(counted > 20 && counted < 40, "{counted}");
         assert!(count_tokens_body(b"{}").is_err());
+    }
+
+    #[test]
+    fn pieces_cover_the_text_at_spaces_and_bounded() {
+        let text = "word ".repeat(1000) + &"x".repeat(5000) + "é";
+        let pieces: Vec<&str> = pieces(&text).collect();
+        assert_eq!(pieces.concat(), text);
+        assert!(pieces.iter().all(|p| p.len() <= PIECE_BYTES), "bounded");
+        // Cut before a space: every piece but the long word's starts with one.
+        assert!(
+            pieces[1..5].iter().all(|p| p.starts_with(' ')),
+            "{:?}",
+            &pieces[..2]
+        );
+        // Cut where the tokenizer splits anyway: the same count as the whole.
+        let words = "the quick brown fox jumps over the lazy dog ".repeat(200);
+        let whole = tiktoken_rs::o200k_base_singleton()
+            .encode_ordinary(&words)
+            .len() as u64;
+        assert_eq!(count(&words), whole);
+    }
+
+    /// The probe's bodies: 1 MB of spaces made the tokenizer panic; 10 MiB of one letter took
+    /// 5.5 s of CPU (now at most `EXACT_BYTES` of it is tokenized). Both are counted, no panic.
+    #[test]
+    fn hostile_texts_are_counted_without_panic_in_bounded_time() {
+        for text in [
+            " ".repeat(1 << 20),
+            "a".repeat(10 << 20),
+            "\n \t".repeat(300_000),
+        ] {
+            let body = json!({"model": "m", "messages": [{"role": "user", "content": text}]});
+            let counted = count_tokens_body(body.to_string().as_bytes()).unwrap()["input_tokens"]
+                .as_u64()
+                .unwrap();
+            assert!(counted > 1000, "{counted}");
+        }
     }
 }

@@ -100,8 +100,11 @@ pub struct Turn {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
     pub name: String,
-    /// The arguments as JSON text.
+    /// The arguments as JSON text — cut short, and then not JSON, when `cut_short`.
     pub arguments: String,
+    /// The request's `max_tokens` ended the call before its arguments did, as providers
+    /// answer it: `finish_reason: length` / `stop_reason: max_tokens` / `incomplete`.
+    pub cut_short: bool,
 }
 
 /// The request parameters a Responses object repeats, as the API reference lists them.

@@ -112,7 +112,31 @@ pub fn requested(endpoint: Endpoint, body: &Value) -> Option<ToolCall> {
     } else {
         "{}".to_string()
     };
-    Some(ToolCall { name, arguments })
+    Some(cut_to_max_tokens(body, name, arguments))
+}
+
+/// The call as the model gets to write it within the request's explicit `max_tokens` (or
+/// `max_completion_tokens` / `max_output_tokens`), the mock counting a token per streamed piece
+/// of the arguments (as it counts one per piece of text): fewer tokens than pieces cut the
+/// arguments there, mid-JSON, as a provider's are.
+fn cut_to_max_tokens(body: &Value, name: String, arguments: String) -> ToolCall {
+    let tokens = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|field| body.get(*field).and_then(Value::as_u64))
+        .and_then(|tokens| usize::try_from(tokens).ok());
+    let pieces = pieces(&arguments);
+    match tokens {
+        Some(tokens) if tokens < pieces.len() => ToolCall {
+            name,
+            arguments: pieces[..tokens].concat(),
+            cut_short: true,
+        },
+        _ => ToolCall {
+            name,
+            arguments,
+            cut_short: false,
+        },
+    }
 }
 
 /// The arguments in three pieces (at character boundaries), as providers stream them.
@@ -143,7 +167,7 @@ pub fn json_body(turn: &Turn, call: &ToolCall, usage: Value) -> Value {
                 json!({"type": "tool_use", "id": id, "name": call.name,
                        "input": serde_json::from_str::<Value>(&call.arguments).unwrap_or(json!({}))})
             ]).collect::<Vec<_>>(),
-            "stop_reason": "tool_use",
+            "stop_reason": if call.cut_short { "max_tokens" } else { "tool_use" },
             "stop_sequence": null,
             "usage": usage,
         }),
@@ -151,9 +175,9 @@ pub fn json_body(turn: &Turn, call: &ToolCall, usage: Value) -> Value {
             "id": format!("resp_mock_{}", turn.sequence),
             "object": "response",
             "created_at": 1_700_000_000u64,
-            "status": "completed",
+            "status": if call.cut_short { "incomplete" } else { "completed" },
             "model": turn.model,
-            "output": [function_call_item(turn, call, "completed", &call.arguments)],
+            "output": [function_call_item(turn, call, if call.cut_short { "incomplete" } else { "completed" }, &call.arguments)],
             "usage": usage,
         }),
         _ => json!({
@@ -161,7 +185,7 @@ pub fn json_body(turn: &Turn, call: &ToolCall, usage: Value) -> Value {
             "object": "chat.completion",
             "created": 1_700_000_000u64,
             "model": turn.model,
-            "choices": [{"index": 0, "logprobs": null, "finish_reason": "tool_calls", "message": {
+            "choices": [{"index": 0, "logprobs": null, "finish_reason": if call.cut_short { "length" } else { "tool_calls" }, "message": {
                 "role": "assistant", "content": null, "refusal": null,
                 "tool_calls": [{"id": id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}],
             }}],
@@ -223,7 +247,7 @@ pub fn stream_frames(turn: &Turn, call: &ToolCall, usage: Value) -> Vec<String> 
             frames.push(event(
                 "message_delta",
                 json!({"type": "message_delta",
-                "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+                "delta": {"stop_reason": if call.cut_short { "max_tokens" } else { "tool_use" }, "stop_sequence": null},
                 "usage": {"output_tokens": usage["output_tokens"]}}),
             ));
             frames.push(event("message_stop", json!({"type": "message_stop"})));
@@ -266,14 +290,19 @@ pub fn stream_frames(turn: &Turn, call: &ToolCall, usage: Value) -> Vec<String> 
                 "response.function_call_arguments.done",
                 json!({"item_id": item_id, "output_index": 0, "arguments": call.arguments}),
             );
-            let done = function_call_item(turn, call, "completed", &call.arguments);
+            let (status, event) = if call.cut_short {
+                ("incomplete", "response.incomplete")
+            } else {
+                ("completed", "response.completed")
+            };
+            let done = function_call_item(turn, call, status, &call.arguments);
             push(
                 "response.output_item.done",
                 json!({"output_index": 0, "item": done}),
             );
             push(
-                "response.completed",
-                json!({"response": response("completed", json!([done]), usage)}),
+                event,
+                json!({"response": response(status, json!([done]), usage)}),
             );
         }
         _ => {
@@ -301,7 +330,14 @@ pub fn stream_frames(turn: &Turn, call: &ToolCall, usage: Value) -> Vec<String> 
                     Value::Null,
                 ));
             }
-            frames.push(chunk(json!({}), json!("tool_calls")));
+            frames.push(chunk(
+                json!({}),
+                json!(if call.cut_short {
+                    "length"
+                } else {
+                    "tool_calls"
+                }),
+            ));
             if turn.include_usage {
                 frames.push(sse(None, &json!({"id": format!("chatcmpl-mock-{}", turn.sequence),
                     "object": "chat.completion.chunk", "created": 1_700_000_000u64, "model": turn.model,
@@ -325,7 +361,8 @@ mod tests {
             requested(Endpoint::ChatCompletions, &body),
             Some(ToolCall {
                 name: "get_weather".into(),
-                arguments: "{\"city\":\"Paris\"}".into()
+                arguments: "{\"city\":\"Paris\"}".into(),
+                cut_short: false,
             })
         );
         let unoffered = json!({"model": "m", "messages": [{"role": "user", "content": "mock-tool-call:get_weather"}]});
