@@ -119,7 +119,7 @@ pub(crate) async fn try_target(
         stream_start::start(
             ctx,
             target,
-            outgoing.direction,
+            (outgoing.direction, outgoing.echo.as_ref()),
             outgoing.include_usage,
             &sent.trace,
             answer,
@@ -127,7 +127,8 @@ pub(crate) async fn try_target(
         )
         .await
     } else {
-        answered(ctx, target, outgoing.direction, &sent.trace, answer).await
+        let crossing = (outgoing.direction, outgoing.echo.as_ref());
+        answered(ctx, target, crossing, &sent.trace, answer).await
     };
     sent.end(attempted, &outgoing, upstream_time)
 }

@@ -38,6 +38,7 @@ mod thinking_carry;
 pub use count_tokens::count_tokens_body;
 pub use direction::{Api, Direction};
 pub use errors::error_body;
+pub use responses::echo::Echo;
 pub use responses::write::TRANSLATED_RESPONSE_PREFIX;
 pub use stream::StreamTranslator;
 pub use thinking_carry::{ReasoningCounts, ReasoningKey};
@@ -91,9 +92,16 @@ pub struct TranslatedRequest {
     pub include_usage: bool,
     /// A Responses client's reasoning items: restored as thinking blocks, or left out.
     pub reasoning: ReasoningCounts,
+    /// What a Responses client's answer repeats from its request.
+    pub echo: std::sync::Arc<Echo>,
+    /// The `anthropic-beta` the translated request needs (structured outputs).
+    pub anthropic_beta: Option<&'static str>,
 }
 
-/// `body` (the client's request in `direction`'s client format) in the target's format.
+/// The `anthropic-beta` Anthropic's structured outputs (`output_format`) need.
+pub const STRUCTURED_OUTPUTS_BETA: &str = "structured-outputs-2025-11-13";
+
+/// `body` (the client's request in `direction`'s client API) in the target's API.
 pub fn translate_request(
     direction: Direction,
     body: &[u8],
@@ -130,12 +138,20 @@ pub fn translate_request(
     };
     let body = serde_json::to_vec(&translated)
         .map_err(|error| TranslateError::Invalid(error.to_string()))?;
+    let echo = match direction.client {
+        Api::Responses => Echo::of(&request),
+        _ => Echo::default(),
+    };
+    let anthropic_beta = (direction.target == Api::Messages && form.format.is_some())
+        .then_some(STRUCTURED_OUTPUTS_BETA);
     Ok(TranslatedRequest {
         body: Bytes::from(body),
         dropped,
         stream,
         include_usage,
         reasoning,
+        echo: std::sync::Arc::new(echo),
+        anthropic_beta,
     })
 }
 
@@ -143,7 +159,12 @@ pub fn translate_request(
 /// `created` is the Unix time the client's `created` fields say. Fails only for a body that is
 /// not a JSON object (the upstream's fault, behaviour §3): any object is the model's answer and
 /// is translated as far as it goes (missing choices or content, truncated tool arguments).
-pub fn translate_answer(direction: Direction, body: &[u8], created: u64) -> Result<Bytes, String> {
+pub fn translate_answer(
+    direction: Direction,
+    body: &[u8],
+    created: u64,
+    echo: &Echo,
+) -> Result<Bytes, String> {
     let answer: Value =
         serde_json::from_slice(body).map_err(|error| format!("answer is not JSON: {error}"))?;
     if !answer.is_object() {
@@ -156,7 +177,7 @@ pub fn translate_answer(direction: Direction, body: &[u8], created: u64) -> Resu
     };
     let translated = match direction.client {
         Api::Chat => chat::write::answer(&form, created),
-        Api::Responses => responses::write::answer(&form, created),
+        Api::Responses => responses::write::answer(&form, created, echo),
         Api::Messages => messages::write::answer(&form),
     };
     serde_json::to_vec(&translated)

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::hub::form::{Image, Part, Tool, ToolChoice};
+use super::hub::form::{FormatKind, Image, OutputFormat, Part, Tool, ToolChoice};
 use super::hub::str_at;
 use super::params::refuse_built_in_tool;
 use super::TranslateError;
@@ -85,6 +85,40 @@ pub fn parts(content: &Value) -> Result<Vec<Part>, TranslateError> {
 /// named group of function tools, as Codex sends its sub-agent tools) flattened into its
 /// function tools under their own names (a name already taken is kept once).
 pub fn tools(tools: &[Value]) -> Result<Vec<Tool>, TranslateError> {
+    tools_with(tools, false)
+}
+
+/// A freeform (`custom`) tool — Codex's `apply_patch` for models it does not know — as a
+/// function taking one string, `input` (its answer goes back as a `custom_tool_call`).
+fn custom_tool(tool: &Value) -> Result<Tool, TranslateError> {
+    let name = text_of(tool, "name")
+        .ok_or_else(|| TranslateError::Invalid("a custom tool has no name".into()))?;
+    Ok(Tool {
+        name: name.to_string(),
+        description: tool.get("description").filter(|d| !d.is_null()).cloned(),
+        parameters: serde_json::json!({
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "The tool's freeform input."}},
+            "required": ["input"],
+        }),
+    })
+}
+
+fn text_of<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
+/// The names of the freeform (`custom`) tools among Responses `tools`.
+pub fn custom_tool_names(tools: &[Value]) -> Vec<String> {
+    tools
+        .iter()
+        .filter(|tool| text_of(tool, "type") == Some("custom"))
+        .filter_map(|tool| text_of(tool, "name").map(str::to_owned))
+        .collect()
+}
+
+/// `tools`, with Responses' freeform (`custom`) tools carried when `custom` says so.
+pub fn tools_with(tools: &[Value], custom: bool) -> Result<Vec<Tool>, TranslateError> {
     let mut out: Vec<Tool> = Vec::with_capacity(tools.len());
     let push = |tool: Tool, out: &mut Vec<Tool>| {
         if !out.iter().any(|t| t.name == tool.name) {
@@ -96,6 +130,10 @@ pub fn tools(tools: &[Value]) -> Result<Vec<Tool>, TranslateError> {
             for member in super::hub::array_at(tool, "tools") {
                 push(function_tool(member)?, &mut out);
             }
+            continue;
+        }
+        if custom && text_of(tool, "type") == Some("custom") {
+            push(custom_tool(tool)?, &mut out);
             continue;
         }
         push(function_tool(tool)?, &mut out);
@@ -200,4 +238,33 @@ pub fn drop_unknown(
             super::params::drop_named(dropped, key);
         }
     }
+}
+
+/// An OpenAI structured output format (`format` holds its `type`; `schema` its `name`,
+/// `schema` and `strict`: nested in Chat Completions, beside the type in Responses); `None` for
+/// plain text.
+pub fn output_format(
+    format: &Value,
+    schema: &Value,
+    parameter: &'static str,
+) -> Result<Option<OutputFormat>, TranslateError> {
+    let kind = match format.get("type").and_then(Value::as_str).unwrap_or("text") {
+        "text" => return Ok(None),
+        "json_object" => FormatKind::JsonObject,
+        "json_schema" => FormatKind::JsonSchema {
+            name: str_at(schema, "name").to_string(),
+            schema: schema
+                .get("schema")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+            strict: schema.get("strict").and_then(Value::as_bool),
+        },
+        other => {
+            return Err(TranslateError::unsupported(
+                parameter,
+                format!("the `{other}` format is not carried to the target's API"),
+            ))
+        }
+    };
+    Ok(Some(OutputFormat { kind, parameter }))
 }

@@ -3,12 +3,15 @@
 //! by event (behaviour §14). `ping` and events the client's protocol has no word for are
 //! dropped; a break after commit becomes the client protocol's error event.
 
+use std::sync::Arc;
+
 use bytes::BytesMut;
 
 use super::chat::{read_stream::ChatReader, write_stream::ChatWriter};
 use super::direction::{Api, Direction};
 use super::hub::form::Event;
 use super::messages::{read_stream::MessagesReader, write_stream::MessagesWriter};
+use super::responses::echo::Echo;
 use super::responses::{read_stream::ResponsesReader, write_stream::ResponsesWriter};
 use crate::wire::sse::SseEvent;
 
@@ -40,7 +43,8 @@ pub struct StreamTranslator {
 impl StreamTranslator {
     /// `include_usage`: a Chat Completions client asked for the usage chunk; `created`: the
     /// Unix time its chunks say.
-    pub fn new(direction: Direction, include_usage: bool, created: u64) -> Self {
+    /// `echo`: what a Responses client's answer repeats from its request.
+    pub fn new(direction: Direction, include_usage: bool, created: u64, echo: Arc<Echo>) -> Self {
         let reader = match direction.target {
             Api::Chat => Reader::Chat(ChatReader::default()),
             Api::Responses => Reader::Responses(ResponsesReader::default()),
@@ -48,7 +52,7 @@ impl StreamTranslator {
         };
         let writer = match direction.client {
             Api::Chat => Writer::Chat(ChatWriter::new(include_usage, created)),
-            Api::Responses => Writer::Responses(Box::new(ResponsesWriter::new(created))),
+            Api::Responses => Writer::Responses(Box::new(ResponsesWriter::new(created, echo))),
             Api::Messages => Writer::Messages(MessagesWriter::new()),
         };
         StreamTranslator {

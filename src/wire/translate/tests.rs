@@ -312,7 +312,13 @@ fn carried_block(item: &Value) -> Value {
 }
 
 pub(super) fn down(direction: Direction, answer: &Value) -> Value {
-    let body = translate_answer(direction, answer.to_string().as_bytes(), 1_700_000_000).unwrap();
+    let body = translate_answer(
+        direction,
+        answer.to_string().as_bytes(),
+        1_700_000_000,
+        &Echo::default(),
+    )
+    .unwrap();
     serde_json::from_slice(&body).unwrap()
 }
 
@@ -504,7 +510,7 @@ pub(super) fn translate_stream(
     stream: &str,
     cuts: &[usize],
 ) -> Vec<(Option<String>, String)> {
-    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000);
+    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
     let mut parser = SseParser::new();
     let mut out = BytesMut::new();
     let bytes = stream.as_bytes();

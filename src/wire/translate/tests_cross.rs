@@ -494,3 +494,206 @@ proptest! {
         }
     }
 }
+
+/// `request` translated up, and `answer` down with the echo the request left.
+fn round(direction: Direction, request: &Value, answer: &Value) -> (Value, Value) {
+    let settings = RequestSettings {
+        model: "upstream-model",
+        default_max_tokens: 8192,
+        reasoning: None,
+    };
+    let up = translate_request(direction, request.to_string().as_bytes(), settings).unwrap();
+    let body = translate_answer(direction, answer.to_string().as_bytes(), 7, &up.echo).unwrap();
+    (
+        serde_json::from_slice(&up.body).unwrap(),
+        serde_json::from_slice(&body).unwrap(),
+    )
+}
+
+#[test]
+fn a_translated_response_is_a_whole_responses_object_echoing_its_request() {
+    let tools = json!([{"type": "function", "name": "look", "parameters": {"type": "object"}}]);
+    let request = json!({"model": "m", "input": "hi", "tools": tools, "tool_choice": "required",
+        "temperature": 0.3, "top_p": 0.5, "instructions": "be brief", "max_output_tokens": 500,
+        "text": {"format": {"type": "text"}, "verbosity": "low"}, "metadata": {"k": "v"}});
+    let (_, out) = round(
+        Direction::RESPONSES_TO_MESSAGES,
+        &request,
+        &super::tests::anthropic_answer(),
+    );
+    assert_eq!(out["tools"], tools);
+    assert_eq!(out["tool_choice"], "required");
+    assert_eq!(out["temperature"], 0.3);
+    assert_eq!(out["top_p"], 0.5);
+    assert_eq!(out["instructions"], "be brief");
+    assert_eq!(out["max_output_tokens"], 500);
+    assert_eq!(out["text"]["verbosity"], "low");
+    assert_eq!(out["metadata"], json!({"k": "v"}));
+    assert_eq!(out["completed_at"], 7);
+    for field in [
+        "background",
+        "error",
+        "incomplete_details",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "reasoning",
+        "service_tier",
+        "store",
+        "truncation",
+        "user",
+        "top_logprobs",
+    ] {
+        assert!(out.get(field).is_some(), "{field} missing: {out}");
+    }
+    // The stream's objects too.
+    let events = {
+        let up = translate_request(
+            Direction::RESPONSES_TO_MESSAGES,
+            request.to_string().as_bytes(),
+            RequestSettings {
+                model: "m",
+                default_max_tokens: 8192,
+                reasoning: None,
+            },
+        )
+        .unwrap();
+        let mut translator =
+            StreamTranslator::new(Direction::RESPONSES_TO_MESSAGES, false, 7, up.echo);
+        let mut parser = crate::wire::sse::SseParser::new();
+        let mut parsed = Vec::new();
+        parser
+            .feed(super::tests::anthropic_stream().as_bytes(), &mut parsed)
+            .unwrap();
+        let mut out = bytes::BytesMut::new();
+        for event in &parsed {
+            translator.event(event, &mut out);
+        }
+        let mut client = crate::wire::sse::SseParser::new();
+        let mut events = Vec::new();
+        client.feed(&out, &mut events).unwrap();
+        events
+    };
+    let created: Value = serde_json::from_str(&events[0].data).unwrap();
+    assert_eq!(created["response"]["tools"], tools);
+    assert_eq!(created["response"]["status"], "in_progress");
+    let completed: Value = serde_json::from_str(&events.last().unwrap().data).unwrap();
+    assert_eq!(completed["response"]["tool_choice"], "required");
+}
+
+#[test]
+fn json_schema_formats_cross_to_anthropic_structured_outputs_and_back() {
+    let schema =
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
+    let request = json!({"model": "m", "input": "hi",
+        "text": {"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": true}}});
+    let translated = translate_request(
+        Direction::RESPONSES_TO_MESSAGES,
+        request.to_string().as_bytes(),
+        RequestSettings {
+            model: "m",
+            default_max_tokens: 8192,
+            reasoning: None,
+        },
+    )
+    .unwrap();
+    let body: Value = serde_json::from_slice(&translated.body).unwrap();
+    assert_eq!(
+        body["output_format"],
+        json!({"type": "json_schema", "schema": schema})
+    );
+    assert_eq!(translated.anthropic_beta, Some(STRUCTURED_OUTPUTS_BETA));
+    // Chat Completions' response_format, both ways through the hub.
+    let chat = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": true}}});
+    let (out, _) = up(Direction::CHAT_TO_MESSAGES, chat.clone());
+    assert_eq!(out["output_format"]["schema"], schema);
+    let (out, _) = up(Direction::CHAT_TO_RESPONSES, chat);
+    assert_eq!(
+        out["text"]["format"],
+        json!({"type": "json_schema", "name": "answer", "schema": schema, "strict": true})
+    );
+    let (out, _) = up(
+        Direction::MESSAGES_TO_CHAT,
+        json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
+               "output_format": {"type": "json_schema", "schema": schema}}),
+    );
+    assert_eq!(out["response_format"]["json_schema"]["schema"], schema);
+    // A schema-less JSON mode has no Anthropic equivalent: refused by its client's name (so a
+    // target that can carry it is chosen).
+    assert_eq!(
+        refused(
+            Direction::CHAT_TO_MESSAGES,
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})
+        ),
+        "response_format"
+    );
+}
+
+#[test]
+fn freeform_tools_go_as_a_function_of_one_string_and_come_back_as_custom_calls() {
+    let request = json!({"model": "m", "input": [
+            {"role": "user", "content": "patch it"},
+            {"type": "custom_tool_call", "call_id": "call_0", "name": "apply_patch", "input": "*** Begin Patch 0"},
+            {"type": "custom_tool_call_output", "call_id": "call_0", "output": "done"}],
+        "tools": [{"type": "custom", "name": "apply_patch", "description": "patches",
+                   "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}]});
+    let answer = json!({"id": "msg_c", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "apply_patch", "input": {"input": "*** Begin Patch 1"}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1}});
+    let (body, out) = round(Direction::RESPONSES_TO_MESSAGES, &request, &answer);
+    assert_eq!(body["tools"][0]["name"], "apply_patch");
+    assert_eq!(
+        body["tools"][0]["input_schema"]["properties"]["input"]["type"],
+        "string"
+    );
+    assert_eq!(
+        body["messages"][1]["content"][0]["input"],
+        json!({"input": "*** Begin Patch 0"})
+    );
+    assert_eq!(body["messages"][2]["content"][0]["tool_use_id"], "call_0");
+    let call = &out["output"][0];
+    assert_eq!(call["type"], "custom_tool_call");
+    assert_eq!(call["call_id"], "toolu_1");
+    assert_eq!(call["input"], "*** Begin Patch 1");
+    // Streamed: the input whole when the call ends.
+    let up = translate_request(
+        Direction::RESPONSES_TO_CHAT,
+        request.to_string().as_bytes(),
+        RequestSettings {
+            model: "m",
+            default_max_tokens: 8192,
+            reasoning: None,
+        },
+    )
+    .unwrap();
+    let chunk = |delta: Value| json!({"id": "chatcmpl-c", "model": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+    let stream: String = [
+        chunk(json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "apply_patch", "arguments": "{\"inp"}}]})),
+        chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "ut\":\"*** P\"}"}}]})),
+        json!({"id": "chatcmpl-c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]
+    .iter()
+    .map(|c| format!("data: {c}\n\n"))
+    .chain(std::iter::once("data: [DONE]\n\n".to_string()))
+    .collect();
+    let mut translator = StreamTranslator::new(Direction::RESPONSES_TO_CHAT, false, 7, up.echo);
+    let mut parser = crate::wire::sse::SseParser::new();
+    let mut parsed = Vec::new();
+    parser.feed(stream.as_bytes(), &mut parsed).unwrap();
+    let mut out = bytes::BytesMut::new();
+    for event in &parsed {
+        translator.event(event, &mut out);
+    }
+    let mut client = crate::wire::sse::SseParser::new();
+    let mut events = Vec::new();
+    client.feed(&out, &mut events).unwrap();
+    let done = events
+        .iter()
+        .find(|e| e.event.as_deref() == Some("response.custom_tool_call_input.done"))
+        .unwrap();
+    let done: Value = serde_json::from_str(&done.data).unwrap();
+    assert_eq!(done["input"], "*** P");
+    assert!(!events
+        .iter()
+        .any(|e| e.event.as_deref() == Some("response.function_call_arguments.delta")));
+}

@@ -42,16 +42,11 @@ pub fn request(
     dropped: &mut Vec<String>,
 ) -> Result<Request, TranslateError> {
     params::refuse_openai_only(request)?;
-    if let Some(format) = request.get("response_format") {
-        let kind = format.get("type").and_then(Value::as_str).unwrap_or("text");
-        if kind != "text" {
-            return Err(TranslateError::unsupported(
-                "response_format",
-                "structured output formats are not carried to the target's API",
-            ));
-        }
-    }
     let mut form = Request::default();
+    if let Some(format) = request.get("response_format") {
+        let schema = format.get("json_schema").unwrap_or(&Value::Null);
+        form.format = openai_common::output_format(format, schema, "response_format")?;
+    }
     messages(request.get("messages"), &mut form)?;
     common(
         request,

@@ -2,7 +2,9 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::wire::translate::hub::form::{Answer, Finish, Part, Request, Role, ToolChoice, Usage};
+use crate::wire::translate::hub::form::{
+    Answer, Finish, FormatKind, Part, Request, Role, ToolChoice, Usage,
+};
 use crate::wire::translate::{RequestSettings, TranslateError};
 
 /// The request for a Chat Completions host. Thinking (whose signature no such host checks) is
@@ -58,6 +60,23 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
     }
     if let Some(effort) = &form.effort {
         out.insert("reasoning_effort".into(), json!(effort.level));
+    }
+    if let Some(format) = &form.format {
+        let format = match &format.kind {
+            FormatKind::JsonObject => json!({"type": "json_object"}),
+            FormatKind::JsonSchema {
+                name,
+                schema,
+                strict,
+            } => {
+                let mut inner = json!({"name": name, "schema": schema});
+                if let Some(strict) = strict {
+                    inner["strict"] = json!(strict);
+                }
+                json!({"type": "json_schema", "json_schema": inner})
+            }
+        };
+        out.insert("response_format".into(), format);
     }
     if let Some(user) = &form.user {
         out.insert("user".into(), json!(user));

@@ -106,6 +106,26 @@ pub struct Effort {
     pub parameter: &'static str,
 }
 
+/// The shape the answer must take.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FormatKind {
+    /// Any JSON object (no schema).
+    JsonObject,
+    /// JSON valid against `schema`.
+    JsonSchema {
+        name: String,
+        schema: Value,
+        strict: Option<bool>,
+    },
+}
+
+/// A structured output format and the client's name for the parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputFormat {
+    pub kind: FormatKind,
+    pub parameter: &'static str,
+}
+
 /// A generation request in the internal form.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Request {
@@ -121,6 +141,7 @@ pub struct Request {
     pub temperature: Option<Value>,
     pub top_p: Option<Value>,
     pub effort: Option<Effort>,
+    pub format: Option<OutputFormat>,
     pub user: Option<String>,
     pub stream: bool,
 }

@@ -3,16 +3,17 @@
 use serde_json::{Map, Value};
 
 use crate::wire::translate::hub::form::{
-    Answer, Effort, Finish, Image, Part, Request, Role, Tool, ToolCall, ToolChoice, ToolOutput,
-    Usage,
+    Answer, Effort, Finish, FormatKind, Image, OutputFormat, Part, Request, Role, Tool, ToolCall,
+    ToolChoice, ToolOutput, Usage,
 };
 use crate::wire::translate::hub::{array_at, count_at, str_at};
 use crate::wire::translate::params::{self, drop_named};
 use crate::wire::translate::TranslateError;
 
 /// Keys read here or with no meaning upstream; anything else is dropped and named.
-const HANDLED: [&str; 13] = [
+const HANDLED: [&str; 14] = [
     "model",
+    "output_format",
     "messages",
     "system",
     "max_tokens",
@@ -100,6 +101,21 @@ pub fn request(
             form.effort = Some(Effort {
                 level: params::effort_for_budget(count_at(thinking, "budget_tokens")).to_string(),
                 parameter: "thinking",
+            });
+        }
+    }
+    if let Some(format) = request.get("output_format") {
+        if str_at(format, "type") == "json_schema" {
+            form.format = Some(OutputFormat {
+                kind: FormatKind::JsonSchema {
+                    name: "output".to_string(),
+                    schema: format
+                        .get("schema")
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                    strict: Some(true),
+                },
+                parameter: "output_format",
             });
         }
     }

@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::wire::translate::hub::form::{
-    Answer, Finish, Image, Part, Request, Role, ToolChoice, ToolOutput, Usage,
+    Answer, Finish, FormatKind, Image, Part, Request, Role, ToolChoice, ToolOutput, Usage,
 };
 use crate::wire::translate::params::{self, drop_named};
 use crate::wire::translate::{RequestSettings, TranslateError};
@@ -82,6 +82,22 @@ pub fn request(
     }
     if let Some(choice) = tool_choice(form.tool_choice.as_ref(), form.parallel_tool_calls) {
         out.insert("tool_choice".into(), choice);
+    }
+    if let Some(format) = &form.format {
+        match &format.kind {
+            FormatKind::JsonSchema { schema, .. } => {
+                out.insert(
+                    "output_format".into(),
+                    json!({"type": "json_schema", "schema": schema}),
+                );
+            }
+            FormatKind::JsonObject => {
+                return Err(TranslateError::unsupported(
+                    format.parameter,
+                    "Anthropic's structured outputs need a JSON schema",
+                ))
+            }
+        }
     }
     thinking(form, &mut out, dropped);
     Ok(Value::Object(out))

@@ -52,15 +52,10 @@ pub fn request(
             "responses served through translation are not stored; send the whole input again",
         ));
     }
-    if let Some(format) = request.get("text").and_then(|t| t.get("format")) {
-        if format.get("type").and_then(Value::as_str).unwrap_or("text") != "text" {
-            return Err(TranslateError::unsupported(
-                "text.format",
-                "structured output formats are not carried to the target's API",
-            ));
-        }
-    }
     let mut form = Request::default();
+    if let Some(format) = request.get("text").and_then(|t| t.get("format")) {
+        form.format = openai_common::output_format(format, format, "text.format")?;
+    }
     if let Some(instructions) = request.get("instructions").and_then(Value::as_str) {
         if !instructions.is_empty() {
             form.system.push(instructions.to_string());
@@ -68,11 +63,12 @@ pub fn request(
     }
     input(request.get("input"), &mut form, (key, counts))?;
     common(request, &["max_output_tokens"], &mut form, dropped);
-    form.tools = openai_common::tools(
+    form.tools = openai_common::tools_with(
         request
             .get("tools")
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice),
+        true,
     )?;
     form.effort = request
         .get("reasoning")
@@ -142,7 +138,16 @@ fn input(
                 };
                 form.push(Role::Assistant, vec![Part::ToolCall(call)]);
             }
-            "function_call_output" => {
+            // A freeform tool's call: its input as the one string argument.
+            "custom_tool_call" => {
+                let call = ToolCall {
+                    id: str_at(item, "call_id").to_string(),
+                    name: str_at(item, "name").to_string(),
+                    arguments: serde_json::json!({"input": str_at(item, "input")}).to_string(),
+                };
+                form.push(Role::Assistant, vec![Part::ToolCall(call)]);
+            }
+            "function_call_output" | "custom_tool_call_output" => {
                 let content = match item.get("output") {
                     Some(Value::String(text)) => ToolOutput::Text(text.clone()),
                     Some(parts @ Value::Array(_)) => {

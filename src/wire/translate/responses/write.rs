@@ -4,8 +4,10 @@
 
 use serde_json::{json, Map, Value};
 
+use super::echo::Echo;
+use crate::wire::translate::hub::form::ToolCall;
 use crate::wire::translate::hub::form::{
-    Answer, Finish, Part, Request, Role, ToolChoice, ToolOutput, Usage,
+    Answer, Finish, FormatKind, Part, Request, Role, ToolChoice, ToolOutput, Usage,
 };
 use crate::wire::translate::thinking_carry::carried;
 use crate::wire::translate::{RequestSettings, TranslateError};
@@ -62,6 +64,23 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
     }
     if let Some(effort) = &form.effort {
         out.insert("reasoning".into(), json!({"effort": effort.level}));
+    }
+    if let Some(format) = &form.format {
+        let format = match &format.kind {
+            FormatKind::JsonObject => json!({"type": "json_object"}),
+            FormatKind::JsonSchema {
+                name,
+                schema,
+                strict,
+            } => {
+                let mut format = json!({"type": "json_schema", "name": name, "schema": schema});
+                if let Some(strict) = strict {
+                    format["strict"] = json!(strict);
+                }
+                format
+            }
+        };
+        out.insert("text".into(), json!({"format": format}));
     }
     if let Some(user) = &form.user {
         out.insert("user".into(), json!(user));
@@ -235,11 +254,49 @@ pub fn status(finish: Finish) -> &'static str {
     }
 }
 
-/// The response object around `output`.
-pub fn response_object(
+/// A freeform tool's call: its input is the one string argument the function form took (the
+/// arguments as they are when they are not that: a call `max_tokens` cut short).
+pub fn custom_call_item(
     id: &str,
-    model: &Value,
-    created: u64,
+    call_id: &str,
+    name: &str,
+    arguments: &str,
+    status: &str,
+) -> Value {
+    json!({
+        "id": id,
+        "type": "custom_tool_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "input": custom_input(arguments),
+    })
+}
+
+/// The `input` a freeform tool's call carries in its function form's arguments.
+pub fn custom_input(arguments: &str) -> String {
+    serde_json::from_str::<Value>(arguments)
+        .ok()
+        .and_then(|args| args.get("input")?.as_str().map(str::to_owned))
+        .unwrap_or_else(|| arguments.to_string())
+}
+
+/// A call item: a `custom_tool_call` for a freeform tool, else a `function_call`.
+pub fn call_item(echo: &Echo, index_id: (&str, usize), call: &ToolCall, status: &str) -> Value {
+    let (bare, index) = index_id;
+    if echo.is_custom(&call.name) {
+        let id = format!("ctc_{bare}_{index}");
+        return custom_call_item(&id, &call.id, &call.name, &call.arguments, status);
+    }
+    let id = format!("fc_{bare}_{index}");
+    function_call_item(&id, &call.id, &call.name, &call.arguments, status)
+}
+
+/// The response object around `output`: every field the Responses schema requires, the
+/// request's own (`tools`, `tool_choice`, `temperature`, `text`, …) repeated from `echo`.
+pub fn response_object(
+    (id, model, created): (&str, &Value, u64),
+    echo: &Echo,
     finish: Option<Finish>,
     output: Vec<Value>,
     usage: Value,
@@ -250,26 +307,38 @@ pub fn response_object(
         Some(Finish::ContentFilter) => json!({"reason": "content_filter"}),
         _ => Value::Null,
     };
-    json!({
-        "id": id,
-        "object": "response",
-        "created_at": created,
-        "status": status,
-        "error": null,
-        "incomplete_details": incomplete,
-        "model": model,
-        "output": output,
-        "parallel_tool_calls": true,
-        "tool_choice": "auto",
-        "tools": [],
-        "store": false,
-        "usage": usage,
-    })
+    let mut response = Map::new();
+    response.insert("id".into(), json!(id));
+    response.insert("object".into(), json!("response"));
+    response.insert("created_at".into(), json!(created));
+    response.insert("status".into(), json!(status));
+    response.insert("background".into(), json!(false));
+    response.insert(
+        "completed_at".into(),
+        if status == "completed" {
+            json!(created)
+        } else {
+            Value::Null
+        },
+    );
+    response.insert("error".into(), Value::Null);
+    response.insert("incomplete_details".into(), incomplete);
+    response.insert("model".into(), model.clone());
+    response.insert("output".into(), Value::Array(output));
+    echo.fill(&mut response);
+    response.insert("prompt_cache_key".into(), Value::Null);
+    response.insert("safety_identifier".into(), Value::Null);
+    response.insert("service_tier".into(), json!("default"));
+    response.insert("store".into(), json!(false));
+    response.insert("top_logprobs".into(), json!(0));
+    response.insert("truncation".into(), json!("disabled"));
+    response.insert("usage".into(), usage);
+    Value::Object(response)
 }
 
 /// A whole answer: reasoning items, the text as one message item before the calls (as OpenAI
 /// orders a turn's items), the calls as `function_call` items.
-pub fn answer(answer: &Answer, created: u64) -> Value {
+pub fn answer(answer: &Answer, created: u64, echo: &Echo) -> Value {
     let bare = bare_id(&answer.id);
     let mut output = Vec::new();
     let mut text = String::new();
@@ -279,27 +348,25 @@ pub fn answer(answer: &Answer, created: u64) -> Value {
                 output.push(reasoning_item(&format!("rs_{bare}_{index}"), part));
             }
             Part::Text(piece) => text.push_str(piece),
-            Part::ToolCall(call) => output.push(function_call_item(
-                &format!("fc_{bare}_{index}"),
-                &call.id,
-                &call.name,
-                &call.arguments,
-                "completed",
-            )),
+            Part::ToolCall(call) => output.push(call_item(echo, (bare, index), call, "completed")),
             _ => {}
         }
     }
     if !text.is_empty() {
         let at = output
             .iter()
-            .position(|item| item["type"] == "function_call")
+            .position(|item| {
+                matches!(
+                    item["type"].as_str(),
+                    Some("function_call" | "custom_tool_call")
+                )
+            })
             .unwrap_or(output.len());
         output.insert(at, message_item(&format!("msg_{bare}"), &text, "completed"));
     }
     response_object(
-        &response_id(&answer.id),
-        &answer.model,
-        created,
+        (&response_id(&answer.id), &answer.model, created),
+        echo,
         Some(answer.finish),
         output,
         usage(&answer.usage),

@@ -11,11 +11,14 @@
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
+use super::echo::Echo;
 use super::write::{
-    bare_id, function_call_item, message_item, reasoning_item, response_id, response_object, usage,
+    bare_id, custom_call_item, custom_input, function_call_item, message_item, reasoning_item,
+    response_id, response_object, usage,
 };
 use crate::wire::translate::hub::form::{Event, Finish, Part, Usage};
 use crate::wire::translate::sse_write::write_data;
+use std::sync::Arc;
 
 /// Most output bytes kept for the `*.done` events and `response.completed`.
 pub const MAX_HELD_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
@@ -34,6 +37,12 @@ enum Kind {
         call_id: String,
         name: String,
     },
+    /// A freeform tool's call: its input is sent whole when the call ends (its function form's
+    /// arguments are JSON around it).
+    Custom {
+        call_id: String,
+        name: String,
+    },
 }
 
 #[derive(Debug)]
@@ -45,6 +54,7 @@ struct OpenItem {
 }
 
 pub struct ResponsesWriter {
+    echo: Arc<Echo>,
     id: String,
     bare: String,
     model: Value,
@@ -71,8 +81,9 @@ impl std::fmt::Debug for ResponsesWriter {
 }
 
 impl ResponsesWriter {
-    pub fn new(created: u64) -> Self {
+    pub fn new(created: u64, echo: Arc<Echo>) -> Self {
         ResponsesWriter {
+            echo,
             id: response_id(""),
             bare: String::new(),
             model: Value::Null,
@@ -97,7 +108,13 @@ impl ResponsesWriter {
     }
 
     fn response(&self, finish: Option<Finish>, output: Vec<Value>, usage: Value) -> Value {
-        response_object(&self.id, &self.model, self.created, finish, output, usage)
+        response_object(
+            (&self.id, &self.model, self.created),
+            &self.echo,
+            finish,
+            output,
+            usage,
+        )
     }
 
     pub fn event(&mut self, event: &Event, out: &mut BytesMut) {
@@ -123,13 +140,15 @@ impl ResponsesWriter {
                 out,
             ),
             Event::Redacted(data) => self.start_block(Kind::Redacted { data: data.clone() }, out),
-            Event::ToolStart { id, name } => self.start_block(
-                Kind::Tool {
-                    call_id: id.clone(),
-                    name: name.clone(),
-                },
-                out,
-            ),
+            Event::ToolStart { id, name } => {
+                let (call_id, name) = (id.clone(), name.clone());
+                let kind = if self.echo.is_custom(&name) {
+                    Kind::Custom { call_id, name }
+                } else {
+                    Kind::Tool { call_id, name }
+                };
+                self.start_block(kind, out)
+            }
             Event::Text(piece) | Event::Thinking(piece) | Event::ToolArguments(piece) => {
                 self.delta(event, piece, out)
             }
@@ -197,6 +216,11 @@ impl ResponsesWriter {
                 let item = function_call_item(&id, call_id, name, "", "in_progress");
                 (id, item)
             }
+            Kind::Custom { call_id, name } => {
+                let id = format!("ctc_{bare}_{index}");
+                let item = custom_call_item(&id, call_id, name, "", "in_progress");
+                (id, item)
+            }
         };
         self.next_output += 1;
         self.emit(
@@ -244,6 +268,10 @@ impl ResponsesWriter {
                 "response.function_call_arguments.delta",
                 json!({"item_id": open.id, "output_index": open.output_index, "delta": piece}),
             ),
+            (Event::ToolArguments(_), Kind::Custom { .. }) => {
+                open.text.push_str(piece);
+                return;
+            }
             _ => return,
         };
         open.text.push_str(piece);
@@ -296,6 +324,20 @@ impl ResponsesWriter {
                     json!({"item_id": id, "output_index": output_index, "arguments": arguments}),
                 );
                 function_call_item(&id, &call_id, &name, &arguments, "completed")
+            }
+            Kind::Custom { call_id, name } => {
+                let input = custom_input(&text);
+                self.emit(
+                    out,
+                    "response.custom_tool_call_input.delta",
+                    json!({"item_id": id, "output_index": output_index, "delta": input}),
+                );
+                self.emit(
+                    out,
+                    "response.custom_tool_call_input.done",
+                    json!({"item_id": id, "output_index": output_index, "input": input}),
+                );
+                custom_call_item(&id, &call_id, &name, &text, "completed")
             }
         };
         self.emit(
