@@ -123,3 +123,32 @@ impl Endpoint {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_goes_as_is_or_to_chat_then_the_first_api_served() {
+        let chat = Endpoint::ChatCompletions;
+        assert_eq!(chat.translation_to(&[Api::Chat, Api::Responses]), None);
+        assert_eq!(
+            Endpoint::Responses.translation_to(&[Api::Messages, Api::Chat]),
+            Some(Direction::RESPONSES_TO_CHAT)
+        );
+        assert_eq!(
+            Endpoint::Messages.translation_to(&[Api::Responses]),
+            Some(Direction::MESSAGES_TO_RESPONSES)
+        );
+        assert_eq!(
+            chat.translation_to(&[Api::Messages]),
+            Some(Direction::CHAT_TO_MESSAGES)
+        );
+        // Nothing carries embeddings or a compaction across.
+        assert_eq!(Endpoint::Embeddings.translation_to(&[Api::Messages]), None);
+        assert_eq!(
+            Endpoint::ResponsesCompact.translation_to(&[Api::Chat]),
+            None
+        );
+    }
+}

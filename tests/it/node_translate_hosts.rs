@@ -119,6 +119,27 @@ async fn codex_responses_are_served_by_a_chat_only_host() {
         .iter()
         .find(|item| item["type"] == "function_call")
         .unwrap_or_else(|| panic!("no call: {value}"));
+    // The whole Responses object, repeating the request's own tools.
+    assert_eq!(value["tools"], tools);
+    assert_eq!(value["instructions"], "you are codex");
+    // Stateless: asking for it again says why it is not there.
+    let id = value["id"].as_str().unwrap();
+    let stored = harness
+        .client
+        .get(format!("{}/v1/responses/{id}", harness.base))
+        .bearer_auth(CLIENT_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stored.status(), 404);
+    let error: Value = stored.json().await.unwrap();
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("served through translation and is not stored"),
+        "{error}"
+    );
     assert_eq!(call["name"], "shell");
     assert_eq!(call["arguments"], r#"{"command":["ls"]}"#);
     // The next turn carries the call and its output back, streamed.

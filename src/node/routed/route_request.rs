@@ -63,8 +63,8 @@ pub(super) fn ask(
             Continues::Translated => {
                 return Err(NotAsked::Error(ApiError::new(
                     ApiErrorKind::UnsupportedParameter,
-                    "parameter `previous_response_id` names a response served by an account of \
-                     the other format, which is not stored; send the whole input again",
+                    "parameter `previous_response_id` names a response served through \
+                     translation, which is not stored; send the whole input again",
                 )));
             }
         }
