@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::hub::form::{FormatKind, Image, OutputFormat, Part, Tool, ToolChoice};
+use super::hub::form::{FormatKind, Image, OutputFormat, Part, Tool, ToolChoice, WebSearch};
 use super::hub::str_at;
 use super::params::refuse_built_in_tool;
 use super::TranslateError;
@@ -117,8 +117,36 @@ pub fn custom_tool_names(tools: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Responses' `web_search` / `web_search_preview` tool.
+fn web_search(tool: &Value, kind: &str) -> WebSearch {
+    WebSearch {
+        parameter: kind.to_string(),
+        max_uses: None,
+        allowed_domains: tool
+            .get("filters")
+            .and_then(|f| f.get("allowed_domains"))
+            .filter(|d| !d.is_null())
+            .cloned(),
+        user_location: tool.get("user_location").filter(|l| !l.is_null()).cloned(),
+    }
+}
+
 /// `tools`, with Responses' freeform (`custom`) tools carried when `custom` says so.
 pub fn tools_with(tools: &[Value], custom: bool) -> Result<Vec<Tool>, TranslateError> {
+    tools_and_search(tools, custom).map(|(tools, _)| tools)
+}
+
+/// Responses `tools`: function and freeform tools, and its web search tool apart.
+pub fn responses_tools(tools: &[Value]) -> Result<(Vec<Tool>, Option<WebSearch>), TranslateError> {
+    tools_and_search(tools, true)
+}
+
+fn tools_and_search(
+    tools: &[Value],
+    responses: bool,
+) -> Result<(Vec<Tool>, Option<WebSearch>), TranslateError> {
+    let custom = responses;
+    let mut search = None;
     let mut out: Vec<Tool> = Vec::with_capacity(tools.len());
     let push = |tool: Tool, out: &mut Vec<Tool>| {
         if !out.iter().any(|t| t.name == tool.name) {
@@ -136,9 +164,15 @@ pub fn tools_with(tools: &[Value], custom: bool) -> Result<Vec<Tool>, TranslateE
             push(custom_tool(tool)?, &mut out);
             continue;
         }
+        if let Some(kind @ ("web_search" | "web_search_preview")) = text_of(tool, "type") {
+            if responses {
+                search = Some(web_search(tool, kind));
+                continue;
+            }
+        }
         push(function_tool(tool)?, &mut out);
     }
-    Ok(out)
+    Ok((out, search))
 }
 
 /// A function tool (`{"type":"function","function":{…}}` in Chat Completions, the function's

@@ -169,9 +169,9 @@ fn meaning_changing_parameters_are_refused_before_sending() {
     assert_eq!(
         refused(
             Direction::RESPONSES_TO_MESSAGES,
-            json!({"model": "m", "input": "hi", "tools": [{"type": "web_search_preview"}]})
+            json!({"model": "m", "input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]})
         ),
-        "web_search_preview"
+        "file_search"
     );
     assert_eq!(
         refused(
@@ -801,8 +801,8 @@ fn a_namespace_of_tools_is_flattened_and_built_in_tools_refused() {
     assert_eq!(
         refused(
             Direction::RESPONSES_TO_MESSAGES,
-            json!({"model": "m", "input": "hi", "tools": [{"type": "web_search", "external_web_access": false}]}),
+            json!({"model": "m", "input": "hi", "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}),
         ),
-        "web_search"
+        "code_interpreter"
     );
 }

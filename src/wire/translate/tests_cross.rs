@@ -697,3 +697,33 @@ fn freeform_tools_go_as_a_function_of_one_string_and_come_back_as_custom_calls()
         .iter()
         .any(|e| e.event.as_deref() == Some("response.function_call_arguments.delta")));
 }
+
+#[test]
+fn web_search_crosses_between_the_providers_own_tools() {
+    let (out, _) = up(
+        Direction::RESPONSES_TO_MESSAGES,
+        json!({"model": "m", "input": "news?", "tools": [
+            {"type": "web_search", "external_web_access": false,
+             "filters": {"allowed_domains": ["example.test"]},
+             "user_location": {"type": "approximate", "country": "FR"}}]}),
+    );
+    assert_eq!(
+        out["tools"],
+        json!([{"type": "web_search_20250305", "name": "web_search",
+                "allowed_domains": ["example.test"], "user_location": {"type": "approximate", "country": "FR"}}])
+    );
+    let (out, _) = up(
+        Direction::MESSAGES_TO_RESPONSES,
+        json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "news?"}],
+               "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]}),
+    );
+    assert_eq!(out["tools"], json!([{"type": "web_search"}]));
+    // Chat Completions hosts run none: refused by the client's name, so another target serves.
+    assert_eq!(
+        refused(
+            Direction::RESPONSES_TO_CHAT,
+            json!({"model": "m", "input": "news?", "tools": [{"type": "web_search_preview"}]})
+        ),
+        "web_search_preview"
+    );
+}

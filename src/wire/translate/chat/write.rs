@@ -10,6 +10,12 @@ use crate::wire::translate::{RequestSettings, TranslateError};
 /// The request for a Chat Completions host. Thinking (whose signature no such host checks) is
 /// left out.
 pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, TranslateError> {
+    if let Some(search) = &form.web_search {
+        return Err(TranslateError::unsupported(
+            search.parameter.as_str(),
+            "Chat Completions hosts run no web search tool",
+        ));
+    }
     let mut out = Map::new();
     out.insert("model".into(), json!(settings.model));
     let mut messages = Vec::with_capacity(form.messages.len() + 1);

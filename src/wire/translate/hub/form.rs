@@ -106,6 +106,18 @@ pub struct Effort {
     pub parameter: &'static str,
 }
 
+/// The provider's own web search tool (OpenAI's `web_search`, Anthropic's
+/// `web_search_20250305`), run by the host.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WebSearch {
+    /// The client's name for the tool (its type), for a refusal.
+    pub parameter: String,
+    pub max_uses: Option<u64>,
+    pub allowed_domains: Option<Value>,
+    /// `{"type":"approximate","city",…}` in both APIs.
+    pub user_location: Option<Value>,
+}
+
 /// The shape the answer must take.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FormatKind {
@@ -133,6 +145,7 @@ pub struct Request {
     pub system: Vec<String>,
     pub messages: Vec<Message>,
     pub tools: Vec<Tool>,
+    pub web_search: Option<WebSearch>,
     pub tool_choice: Option<ToolChoice>,
     pub parallel_tool_calls: Option<bool>,
     pub max_tokens: Option<u64>,

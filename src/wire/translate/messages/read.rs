@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 use crate::wire::translate::hub::form::{
     Answer, Effort, Finish, FormatKind, Image, OutputFormat, Part, Request, Role, Tool, ToolCall,
-    ToolChoice, ToolOutput, Usage,
+    ToolChoice, ToolOutput, Usage, WebSearch,
 };
 use crate::wire::translate::hub::{array_at, count_at, str_at};
 use crate::wire::translate::params::{self, drop_named};
@@ -79,6 +79,19 @@ pub fn request(
         .into_iter()
         .flatten()
     {
+        let kind = str_at(tool, "type");
+        if kind.starts_with("web_search_") {
+            form.web_search = Some(WebSearch {
+                parameter: kind.to_string(),
+                max_uses: tool.get("max_uses").and_then(Value::as_u64),
+                allowed_domains: tool
+                    .get("allowed_domains")
+                    .filter(|d| !d.is_null())
+                    .cloned(),
+                user_location: tool.get("user_location").filter(|l| !l.is_null()).cloned(),
+            });
+            continue;
+        }
         form.tools.push(tool_of(tool)?);
     }
     if let Some(choice) = request.get("tool_choice") {

@@ -80,6 +80,24 @@ pub fn request(
             .collect();
         out.insert("tools".into(), Value::Array(tools));
     }
+    if let Some(search) = &form.web_search {
+        let mut tool = json!({"type": "web_search_20250305", "name": "web_search"});
+        if let Some(max) = search.max_uses {
+            tool["max_uses"] = json!(max);
+        }
+        if let Some(domains) = &search.allowed_domains {
+            tool["allowed_domains"] = domains.clone();
+        }
+        if let Some(location) = &search.user_location {
+            tool["user_location"] = location.clone();
+        }
+        match out.get_mut("tools") {
+            Some(Value::Array(tools)) => tools.push(tool),
+            _ => {
+                out.insert("tools".into(), json!([tool]));
+            }
+        }
+    }
     if let Some(choice) = tool_choice(form.tool_choice.as_ref(), form.parallel_tool_calls) {
         out.insert("tool_choice".into(), choice);
     }

@@ -63,12 +63,11 @@ pub fn request(
     }
     input(request.get("input"), &mut form, (key, counts))?;
     common(request, &["max_output_tokens"], &mut form, dropped);
-    form.tools = openai_common::tools_with(
+    (form.tools, form.web_search) = openai_common::responses_tools(
         request
             .get("tools")
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice),
-        true,
     )?;
     form.effort = request
         .get("reasoning")

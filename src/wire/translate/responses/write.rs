@@ -39,8 +39,8 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
     if let Some(p) = &form.top_p {
         out.insert("top_p".into(), p.clone());
     }
-    if !form.tools.is_empty() {
-        let tools = form
+    if !form.tools.is_empty() || form.web_search.is_some() {
+        let mut tools: Vec<Value> = form
             .tools
             .iter()
             .map(|tool| {
@@ -54,6 +54,16 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
                 Value::Object(function)
             })
             .collect();
+        if let Some(search) = &form.web_search {
+            let mut tool = json!({"type": "web_search"});
+            if let Some(domains) = &search.allowed_domains {
+                tool["filters"] = json!({"allowed_domains": domains});
+            }
+            if let Some(location) = &search.user_location {
+                tool["user_location"] = location.clone();
+            }
+            tools.push(tool);
+        }
         out.insert("tools".into(), Value::Array(tools));
         if let Some(choice) = &form.tool_choice {
             out.insert("tool_choice".into(), tool_choice(choice));
