@@ -10,8 +10,14 @@
 //! and the journal's order is the order the steps took the lock. It never calls an actor and
 //! never waits (the journal writer and a cluster tap only queue), so no actor can wait on
 //! another through it.
+//!
+//! Readers (the admin view, `/metrics`, the dashboard, the supervisor's spawns) take the same
+//! lock, so a read copies out only what its caller needs ([`Recorder::read`]); how long reads
+//! held the lock is counted ([`Recorder::reads`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use quotaroute_journal::{Event, JournalError, JournalHandle, JournalRecovered};
 
@@ -36,6 +42,34 @@ pub struct RecorderArgs {
 pub struct Recorder {
     state: Arc<Mutex<RecorderState>>,
     journal: JournalHandle,
+    reads: Arc<ReadHolds>,
+}
+
+/// How long reads held the recorder's lock (every request's step waits behind them), since
+/// start: counted by [`Recorder::read`], in nanoseconds.
+#[derive(Debug, Default)]
+struct ReadHolds {
+    count: AtomicU64,
+    total_ns: AtomicU64,
+    longest_ns: AtomicU64,
+}
+
+/// A reading of [`ReadHolds`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecorderReads {
+    pub count: u64,
+    pub total: Duration,
+    pub longest: Duration,
+}
+
+impl RecorderReads {
+    /// The mean hold of a read (zero without reads).
+    pub fn mean(&self) -> Duration {
+        u32::try_from(self.count)
+            .ok()
+            .filter(|count| *count > 0)
+            .map_or(Duration::ZERO, |count| self.total / count)
+    }
 }
 
 impl Recorder {
@@ -51,6 +85,7 @@ impl Recorder {
                 outage: None,
                 tap: args.tap,
             })),
+            reads: Arc::default(),
         }
     }
 
@@ -82,9 +117,33 @@ impl Recorder {
         }
     }
 
-    /// The folded state (for admin, restarts, and tests).
+    /// Runs `read` on the fold under the lock and counts how long it held it. `read` must
+    /// copy out only what its caller needs: every actor step waits for the lock meanwhile.
+    pub fn read<T>(&self, read: impl FnOnce(&RouterState) -> T) -> T {
+        let locked = self.locked();
+        let started = Instant::now();
+        let out = read(&locked.state);
+        drop(locked);
+        let held_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.reads.count.fetch_add(1, Ordering::Relaxed);
+        self.reads.total_ns.fetch_add(held_ns, Ordering::Relaxed);
+        self.reads.longest_ns.fetch_max(held_ns, Ordering::Relaxed);
+        out
+    }
+
+    /// How long reads held the lock since start.
+    pub fn reads(&self) -> RecorderReads {
+        RecorderReads {
+            count: self.reads.count.load(Ordering::Relaxed),
+            total: Duration::from_nanos(self.reads.total_ns.load(Ordering::Relaxed)),
+            longest: Duration::from_nanos(self.reads.longest_ns.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// The whole folded state, copied: as long as the fold is big (every conversation group),
+    /// so for restarts' comparisons and tests, never a path a client can drive.
     pub fn state(&self) -> RouterState {
-        self.locked().state.clone()
+        self.read(RouterState::clone)
     }
 
     /// Waits until everything recorded so far is durable; returns the durable seq.

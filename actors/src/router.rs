@@ -461,9 +461,35 @@ impl Router {
         counts
     }
 
-    /// The journal's fold: everything learned, as replay would rebuild it.
+    /// The journal's fold: everything learned, as replay would rebuild it. A whole copy (every
+    /// conversation group): for tests and comparisons, never a path a client can drive.
     pub async fn folded_state(&self) -> Result<RouterState, RouterError> {
         Ok(self.inner.recorder.state())
+    }
+
+    /// How far the cluster's shared stream was read (what a cluster node resumes from).
+    pub fn peer_progress(&self) -> crate::policy::peer_progress::PeerProgress {
+        self.inner.recorder.read(|state| state.peers.clone())
+    }
+
+    /// The longest of the active model locks on `connection` for `model` at now, in ms (`None`:
+    /// not locked): a 429's own `Retry-After` (behaviour §7), read without the rest of the
+    /// state.
+    pub fn lock_remaining_ms(&self, connection: &str, model: &str) -> Option<u64> {
+        let now_ms = self.inner.clock.now_ms();
+        self.inner.recorder.read(|state| {
+            state
+                .connections
+                .get(connection)
+                .and_then(|learned| learned.lockouts.block_at(model, now_ms))
+                .map(|(_, remaining_ms)| remaining_ms)
+        })
+    }
+
+    /// How long reads of the fold held the recorder's lock, which every request's step
+    /// takes too (issue 49: reads must not stall requests in proportion to the state).
+    pub fn recorder_reads(&self) -> crate::recorder::RecorderReads {
+        self.inner.recorder.reads()
     }
 
     /// The admin view of the state (contract `GET /admin/state`).
@@ -476,7 +502,11 @@ impl Router {
     /// exactly — how an upgrade proves it kept the state (behaviour §12).
     pub async fn state_at(&self, at_ms: u64) -> Result<AdminState, RouterError> {
         let at_ms = at_ms.max(self.inner.clock.now_ms());
-        let folded = self.folded_state().await?;
+        // Everything the view shows, without the conversation groups it does not show.
+        let folded = self
+            .inner
+            .recorder
+            .read(|state| state.copy_without_traffic_tables(|_| false));
         let tables = self.inner.registry.load();
         let topology = tables
             .topology

@@ -7,6 +7,7 @@
 
 mod support;
 
+use quotaroute_actors::policy::peer_progress::Arrival;
 use quotaroute_actors::recover_state;
 use quotaroute_journal::{
     Event, Journal, LockReason, MemoryJournal, ModelLocked, PeerApplied, ResetSource,
@@ -110,9 +111,17 @@ async fn s9_peers_events_replay_equal_live_across_interleaved_connections() {
     router.flush().await.unwrap();
     let (recovered, _) = recover_state(&journal.after_crash());
     assert_eq!(recovered.connections, folded.connections);
-    assert!(!recovered.peers.is_new("node-b", "k1", 12));
-    assert!(recovered.peers.is_new("node-b", "k1", 13));
-    assert!(!recovered.peers.is_new("node-b", "k2", 14));
+    let arrival = |lane, seq, stream_id| Arrival {
+        origin: "node-b",
+        lane,
+        origin_seq: seq,
+        stream_id,
+        fresh: true,
+    };
+    let (at_12, at_13, at_14) = (format!("{T0}-12"), format!("{T0}-13"), format!("{T0}-14"));
+    assert!(!recovered.peers.is_new(&arrival("k1", 12, &at_12)));
+    assert!(recovered.peers.is_new(&arrival("k1", 13, &at_13)));
+    assert!(!recovered.peers.is_new(&arrival("k2", 14, &at_14)));
     assert_eq!(
         recovered.peers.resume_from().as_deref(),
         Some(format!("{T0}-3").as_str())

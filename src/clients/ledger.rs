@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use metrics::{counter, gauge, Counter, Gauge};
 use quotaroute_actors::router::CLIENT_RESET_ACTION;
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::identity::Directory;
 use super::limits::{BudgetPeriod, ClientConfig, ClientState, LimitKind, Refusal};
-use super::prices::{to_usd, PriceTable};
+use super::prices::{to_usd, ModelPrice, PriceTable};
 use super::shared::{ClusterUsageView, SharedCounts};
 pub use super::usage_view::UsageView;
 
@@ -244,6 +244,10 @@ impl ClientLedger {
                     state: Arc::clone(&client.state),
                     tag: client.tag.clone(),
                     period: client.config.limits.budget_period,
+                    budget_pusd: client.config.limits.budget_pusd,
+                    running_pusd: AtomicU64::new(0),
+                    charged_pusd: AtomicU64::new(0),
+                    running_price: OnceLock::new(),
                     prices: Arc::clone(&self.prices),
                     metrics: client.metrics.clone(),
                     changes: Arc::clone(&self.changes),
@@ -456,6 +460,15 @@ pub struct ClientTicket {
     shared: Option<Arc<dyn SharedCounts>>,
     tag: ClientTag,
     period: BudgetPeriod,
+    /// The client's `budget_usd`: its streams then count their running cost against it.
+    budget_pusd: Option<u64>,
+    /// What this request counts in its client's `running_pusd` now (used, not charged yet).
+    running_pusd: AtomicU64,
+    /// What this request was charged so far (a left stream: the estimate when it left).
+    charged_pusd: AtomicU64,
+    /// The price [`running`](Self::running) counts at, looked up once: a committed stream has
+    /// one target, and it is asked after each content event.
+    running_price: OnceLock<Option<ModelPrice>>,
     prices: Arc<PriceTable>,
     metrics: ClientMetrics,
     changes: Arc<ChangeCount>,
@@ -480,10 +493,38 @@ impl ClientTicket {
         self.prices.get(provider, model).is_some()
     }
 
-    /// Counts what the request used at `now_ms`, priced, into the client's windows and spend
-    /// (and the cluster's), and returns what it cost and the period's spend after it.
-    pub fn charge(&self, used: &UsedTokens<'_>, now_ms: u64) -> Charge {
-        let price = self.prices.get(used.provider, used.model);
+    /// What `used` costs at its model's price, in pico-USD (0 without a price).
+    fn cost_pusd(&self, used: &UsedTokens<'_>) -> u64 {
+        self.prices
+            .get(used.provider, used.model)
+            .map_or(0, |price| {
+                price.cost_pusd(
+                    used.tokens_in,
+                    used.tokens_out,
+                    used.tokens_cached,
+                    used.tokens_cache_write,
+                )
+            })
+    }
+
+    /// Whether the client has a budget (its streams then say what they used as they run).
+    pub fn has_budget(&self) -> bool {
+        self.budget_pusd.is_some()
+    }
+
+    /// A stream of a client with a budget has used `used` so far (an estimate while its usage
+    /// has not come): what of it is not charged yet counts against the client's budget until
+    /// it is. Returns whether this stream is to stop (behaviour §11, "money holds"): it has
+    /// used something not charged yet, and the client's budget is reached at `now_ms`,
+    /// counting its spend and every stream's running cost. A stream whose use is all charged
+    /// (one the client left, read on for its closing usage) goes on until it uses more.
+    pub fn running(&self, used: &UsedTokens<'_>, now_ms: u64) -> bool {
+        let Some(budget) = self.budget_pusd else {
+            return false;
+        };
+        let price = self
+            .running_price
+            .get_or_init(|| self.prices.get(used.provider, used.model).copied());
         let cost_pusd = price.map_or(0, |price| {
             price.cost_pusd(
                 used.tokens_in,
@@ -492,9 +533,28 @@ impl ClientTicket {
                 used.tokens_cache_write,
             )
         });
+        let uncharged = cost_pusd.saturating_sub(self.charged_pusd.load(Ordering::Acquire));
+        let Ok(mut state) = self.state.lock() else {
+            return false;
+        };
+        let before = self.running_pusd.swap(uncharged, Ordering::AcqRel);
+        state.run(before, uncharged);
+        uncharged > 0 && state.over_budget(budget, self.period, now_ms)
+    }
+
+    /// Counts what the request used at `now_ms`, priced, into the client's windows and spend
+    /// (and the cluster's), and returns what it cost and the period's spend after it. What it
+    /// counted as running is charged now, so it leaves the running cost.
+    pub fn charge(&self, used: &UsedTokens<'_>, now_ms: u64) -> Charge {
+        let price = self.prices.get(used.provider, used.model);
+        let cost_pusd = self.cost_pusd(used);
         let tokens = used.tokens_in.saturating_add(used.tokens_out);
         let (period_spend_pusd, period_start_ms) = match self.state.lock() {
-            Ok(mut state) => state.record(self.period, now_ms, tokens, cost_pusd),
+            Ok(mut state) => {
+                state.run(self.running_pusd.swap(0, Ordering::AcqRel), 0);
+                self.charged_pusd.fetch_add(cost_pusd, Ordering::AcqRel);
+                state.record(self.period, now_ms, tokens, cost_pusd)
+            }
             Err(_) => (0, self.period.bounds(now_ms).0),
         };
         self.changes.bump();
@@ -552,6 +612,7 @@ pub struct Charge {
 impl Drop for ClientTicket {
     fn drop(&mut self) {
         if let Ok(mut state) = self.state.lock() {
+            state.run(self.running_pusd.swap(0, Ordering::AcqRel), 0);
             state.finish();
         }
         self.changes.bump();
@@ -612,6 +673,58 @@ mod tests {
         assert_eq!(first.changes(), seen, "nothing happened");
         let reloaded = ledger(Some(&first));
         assert_ne!(reloaded.changes(), seen, "reloaded");
+    }
+
+    /// Issue 49 item 10: streams in flight count what they used against the budget before
+    /// they are charged: a stream past the budget is told to stop, a new request is refused,
+    /// and a charge or the request's end takes its running cost out again.
+    #[test]
+    fn streams_running_cost_counts_against_the_budget_until_charged() {
+        let client = ClientConfig {
+            id: "team-a".into(),
+            weight: 1,
+            key_digests: vec![digest_of("sk-qr-ledger-budget")],
+            limits: ClientLimits {
+                budget_pusd: Some(1_000),
+                ..ClientLimits::default()
+            },
+        };
+        let mut prices = PriceTable::default();
+        prices.insert(
+            "gpt-4o-mini".into(),
+            ModelPrice {
+                input: 1,
+                output: 10,
+                ..ModelPrice::default()
+            },
+        );
+        let ledger = ClientLedger::build(&[client], &prices, None);
+        let tokens = |tokens_out| UsedTokens {
+            tokens_in: 0,
+            tokens_out,
+            ..used()
+        };
+        let first = ledger.admit(0, "team", "r1", NOW, None).unwrap();
+        let second = ledger.admit(0, "team", "r2", NOW, None).unwrap();
+        // 600 + 300 of 1,000: both go on, and a third request is still admitted.
+        assert!(!first.running(&tokens(60), NOW));
+        assert!(!second.running(&tokens(30), NOW));
+        drop(ledger.admit(0, "team", "r3", NOW, None).unwrap());
+        // 600 + 500: the budget is reached; the stream that used more stops, and so does the
+        // other at its next content; a new request is refused.
+        assert!(second.running(&tokens(50), NOW));
+        assert!(first.running(&tokens(61), NOW));
+        let refused = ledger.admit(0, "team", "r4", NOW, None).unwrap_err().0;
+        assert_eq!(refused.limit, LimitKind::Budget);
+        // The first is charged what it used (610): its running cost becomes spend; a use
+        // already charged does not stop it.
+        first.charge(&tokens(61), NOW);
+        assert!(!first.running(&tokens(61), NOW));
+        // The second ends without a charge: its running cost leaves with it.
+        drop(second);
+        assert!(ledger.admit(0, "team", "r5", NOW, None).is_ok());
+        let (spend, _, _) = ledger.spend_and_budget(0, NOW).unwrap();
+        assert_eq!(spend, 610);
     }
 
     #[test]

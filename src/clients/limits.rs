@@ -5,7 +5,11 @@
 //! is admitted while the window (or the period's spend) is *below* its limit, and what it used
 //! is counted when it ends. So a limit may be overshot by what the requests in flight when it
 //! was crossed use, at most `in_flight_cap` requests (`max_concurrent`, or
-//! [`IMPLICIT_MAX_CONCURRENT`] when a token limit or budget is set without one).
+//! [`IMPLICIT_MAX_CONCURRENT`] when a token limit or budget is set without one). A budget
+//! also counts the running cost of the client's streams (`running_pusd`, before they are
+//! charged): it refuses new requests once spend and running cost reach it, and a stream that
+//! finds its client's budget reached stops (`over_budget`), so streams overshoot it only by
+//! what was already on its way.
 
 use super::calendar;
 use super::identity::KeyDigest;
@@ -173,6 +177,9 @@ pub struct ClientState {
     pub spend_pusd: u64,
     /// The limit it was last refused by, until it is admitted again.
     pub limited: Option<LimitKind>,
+    /// What its streams in flight have used so far and not been charged yet, priced (an
+    /// estimate while their usage has not come): counted against the budget until charged.
+    pub running_pusd: u64,
 }
 
 impl Default for ClientState {
@@ -188,6 +195,7 @@ impl Default for ClientState {
             period_start_ms: 0,
             spend_pusd: 0,
             limited: None,
+            running_pusd: 0,
         }
     }
 }
@@ -287,7 +295,7 @@ impl ClientState {
             }
         }
         if let Some(budget) = limits.budget_pusd {
-            if self.spend_at(limits.budget_period, now_ms) >= budget {
+            if self.over_budget(budget, limits.budget_period, now_ms) {
                 let (_, end) = limits.budget_period.bounds(now_ms);
                 return Some((LimitKind::Budget, Some(end.saturating_sub(now_ms).max(1))));
             }
@@ -295,11 +303,28 @@ impl ClientState {
         None
     }
 
+    /// Whether the period's spend and the running cost of its streams reach `budget`.
+    pub fn over_budget(&self, budget: u64, period: BudgetPeriod, now_ms: u64) -> bool {
+        self.spend_at(period, now_ms)
+            .saturating_add(self.running_pusd)
+            >= budget
+    }
+
+    /// One stream's running cost moved from `before` to `after` (pico-USD, not charged yet).
+    pub fn run(&mut self, before: u64, after: u64) {
+        self.running_pusd = self
+            .running_pusd
+            .saturating_sub(before)
+            .saturating_add(after);
+    }
+
     /// An admin cleared the client (`POST /admin/clients/{id}/reset`) at `now_ms`: its windows
-    /// and the current period's spend start again from 0; its requests in flight stay counted.
+    /// and the current period's spend start again from 0; its requests in flight (and their
+    /// running cost) stay counted.
     pub fn reset(&mut self, period: BudgetPeriod, now_ms: u64) {
         *self = ClientState {
             in_flight: self.in_flight,
+            running_pusd: self.running_pusd,
             period_start_ms: period.bounds(now_ms).0,
             ..ClientState::default()
         };

@@ -12,7 +12,7 @@
 //! - [`publisher`] — queue (or journal, after an outage) → `XADD`, in journal order;
 //! - [`tail`] — `XREAD` → `Router::apply_peer` (the same reducers as local events);
 //! - [`peer_bounds`] — what an entry may say: this node's own caps and name bounds;
-//! - [`seq_guard`] — sane seq marks: a seq far ahead of what its origin has shown is refused;
+//! - [`seq_guard`] — sane seqs: one beyond any journal is refused (the rest is `peer_progress`);
 //! - [`leases`] — configured limits across nodes: this node's leases and their spending;
 //! - [`lease_task`] — refills them from the shared counters (one Lua script), journals refusals;
 //! - [`client_leases`] — clients' limits and budgets across nodes: leases the admission spends;
@@ -151,11 +151,7 @@ impl Prepared {
     /// lease task. With Redis down it starts them anyway: they connect when Redis answers.
     pub async fn start(self, router: &Router, journal: JournalReader) -> Cluster {
         let node_id = self.config.node_id.clone();
-        let progress = router
-            .folded_state()
-            .await
-            .map(|state| state.peers)
-            .unwrap_or_default();
+        let progress = router.peer_progress();
         let mut tail = Tail::new(
             node_id.clone(),
             self.client.clone(),

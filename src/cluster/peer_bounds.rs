@@ -2,11 +2,16 @@
 //! node puts on what it learns itself (issue #34: the cluster trusts Redis no more than an
 //! upstream). Anyone who can write to Redis can write an entry, so an entry is input, not a
 //! peer's word:
-//! - a lock, cooldown, disable or reading ends no later than this node's own cap for that
-//!   connection from now (`lockout.max_upstream_ms` / `max_ms` / `quota_max_ms` by the lock's
-//!   source, `cooldown.max_ms`, `lockout.billing_ms`, readings' resets within
-//!   `lockout.max_upstream_ms` and never past a week's window): longer is clamped, as an
-//!   upstream's `Retry-After` is;
+//! - a lock, cooldown or disable ends no later than this node's own cap for that connection
+//!   from now (`lockout.max_upstream_ms` / `max_ms` / `quota_max_ms` by the lock's source,
+//!   `cooldown.max_ms`, `lockout.billing_ms`): longer is clamped, as an upstream's
+//!   `Retry-After` is. A disable that claims no end at all (a peer's 401 or 403: "until an
+//!   operator clears it") is held for `lockout.billing_ms` too (issue #49): this node did not
+//!   see that answer itself, so after that it asks the upstream once, as it probes a billing
+//!   disable, and a key that really is revoked is disabled again by its own 401;
+//! - a usage reading stands no longer than its window's own length (a week at most), with a
+//!   reset or without one: the one rule of `quotaroute_actors::policy::reading_end`, which
+//!   bounds the node's own upstream readings the same way;
 //! - an origin time ahead of this node's clock by more than [`CLOCK_SKEW_MS`] is taken as now
 //!   (it decides which block or binding is newer);
 //! - names are checked like a client's: a model over 256 bytes or holding control characters
@@ -19,6 +24,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use quotaroute_actors::policy::reading_end::reading_ends_at_ms;
 use quotaroute_actors::Topology;
 use quotaroute_journal::{Event, ResetSource};
 
@@ -27,8 +33,6 @@ use crate::wire::body_rewrite::model_name_problem;
 
 /// How far ahead of this node's clock an origin's time may be before it is taken as now.
 pub const CLOCK_SKEW_MS: u64 = 10_000;
-/// The longest reset a usage reading may carry: its longest window (`7d`).
-const READING_RESET_MAX_MS: u64 = 7 * 24 * 3_600_000;
 /// Bytes of a connection, provider, combo, request id or window name at most.
 const NAME_MAX_BYTES: usize = 512;
 /// Bytes of a client id (the config's bound), an error code or a reason at most.
@@ -59,7 +63,6 @@ struct Caps {
     lock_backoff_ms: u64,
     lock_quota_ms: u64,
     billing_ms: u64,
-    reading_reset_ms: u64,
 }
 
 impl Caps {
@@ -90,7 +93,6 @@ fn caps_of(topology: &Topology) -> HashMap<String, Caps> {
                 lock_backoff_ms: spec.lockout.max_ms,
                 lock_quota_ms: spec.lockout.quota_max_ms,
                 billing_ms: spec.lockout.billing_ms,
-                reading_reset_ms: spec.lockout.max_upstream_ms.min(READING_RESET_MAX_MS),
             };
             (spec.id.clone(), caps)
         })
@@ -150,6 +152,7 @@ impl PeerBounds {
             clamped = true;
         }
         let table = self.table.load();
+        let at_ms = remote.at_ms;
         let event = &mut remote.event;
         if let Some(connection) = event.connection() {
             short("connection", connection, NAME_MAX_BYTES)?;
@@ -189,15 +192,17 @@ impl PeerBounds {
                     disabled.error_code.as_deref(),
                     SHORT_MAX_BYTES,
                 )?;
-                if let (Some(caps), Some(until_ms)) = (caps, disabled.until_ms.as_mut()) {
-                    clamped |= clamp(until_ms, from_now(caps.billing_ms));
+                if let Some(caps) = caps {
+                    let latest = from_now(caps.billing_ms);
+                    let until_ms = disabled.until_ms.get_or_insert(u64::MAX);
+                    clamped |= clamp(until_ms, latest);
                 }
             }
             Event::UsageObserved(reading) => {
                 short("window", &reading.window, NAME_MAX_BYTES)?;
-                if let (Some(caps), Some(resets_at_ms)) = (caps, reading.resets_at_ms.as_mut()) {
-                    clamped |= clamp(resets_at_ms, from_now(caps.reading_reset_ms));
-                }
+                let ends_at_ms = reading_ends_at_ms(&reading.window, at_ms, reading.resets_at_ms);
+                clamped |= reading.resets_at_ms != Some(ends_at_ms);
+                reading.resets_at_ms = Some(ends_at_ms);
             }
             Event::AffinityBound(bound) => {
                 short("combo", &bound.combo, NAME_MAX_BYTES)?;
@@ -220,14 +225,15 @@ impl PeerBounds {
 #[cfg(test)]
 mod tests {
     use quotaroute_journal::{
-        AffinityBound, ConnectionCooldown, LockReason, ModelLocked, OutcomeClass, UsageObserved,
-        UsageSource,
+        AffinityBound, ConnectionCooldown, ConnectionDisabled, DisableReason, LockReason,
+        ModelLocked, OutcomeClass, UsageObserved, UsageSource,
     };
 
     use super::*;
 
     const NOW: u64 = 1_796_166_000_000;
-    const DAY: u64 = 24 * 3_600_000;
+    const HOUR: u64 = 3_600_000;
+    const DAY: u64 = 24 * HOUR;
     const YEAR: u64 = 365 * DAY;
 
     fn bounds() -> PeerBounds {
@@ -246,6 +252,7 @@ mod tests {
             seq: 1,
             at_ms: NOW,
             event,
+            fresh: true,
         }
     }
 
@@ -310,7 +317,65 @@ mod tests {
         let Event::UsageObserved(reading) = &reading.event else {
             panic!()
         };
-        assert_eq!(reading.resets_at_ms, Some(NOW + 7 * DAY));
+        assert_eq!(
+            reading.resets_at_ms,
+            Some(NOW + 5 * HOUR),
+            "the window's own length"
+        );
+    }
+
+    fn spent(window: &str, resets_at_ms: Option<u64>) -> Event {
+        Event::UsageObserved(UsageObserved {
+            provider: "openai".into(),
+            connection: "k1".into(),
+            window: window.into(),
+            used: 10_000,
+            limit: 10_000,
+            resets_at_ms,
+            source: UsageSource::Header,
+        })
+    }
+
+    /// Issue #49: forged entries with no end (`resets_at_ms: null`, a disable without
+    /// `until_ms`) get one: a reading its window's length, a disable `lockout.billing_ms`.
+    #[test]
+    fn an_entry_with_no_end_gets_one() {
+        let bounds = bounds();
+        for (window, length) in [
+            ("5h", 5 * HOUR),
+            ("7d", 7 * DAY),
+            ("requests:gpt-4o", 60_000),
+            ("monthly", 7 * DAY),
+        ] {
+            let mut entry = remote(spent(window, None));
+            assert_eq!(bounds.check(&mut entry, NOW), Ok(true), "{window}");
+            let Event::UsageObserved(reading) = &entry.event else {
+                panic!()
+            };
+            assert_eq!(reading.resets_at_ms, Some(NOW + length), "{window}");
+        }
+        // A reset within the window is applied as sent.
+        let mut fine = remote(spent("requests:gpt-4o", Some(NOW + 6_000)));
+        assert_eq!(bounds.check(&mut fine, NOW), Ok(false));
+
+        let disable = |until_ms| {
+            Event::ConnectionDisabled(ConnectionDisabled {
+                provider: "openai".into(),
+                connection: "k1".into(),
+                reason: DisableReason::Auth,
+                status: Some(401),
+                error_code: None,
+                until_ms,
+            })
+        };
+        let mut forever = remote(disable(None));
+        assert_eq!(bounds.check(&mut forever, NOW), Ok(true));
+        let Event::ConnectionDisabled(disabled) = &forever.event else {
+            panic!()
+        };
+        assert_eq!(disabled.until_ms, Some(NOW + HOUR), "lockout.billing_ms");
+        let mut short = remote(disable(Some(NOW + 60_000)));
+        assert_eq!(bounds.check(&mut short, NOW), Ok(false));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! is then dropped and the publisher re-reads the journal from its last published seq once
 //! Redis answers. When Redis comes back empty (a new `run_id`: restarted without
 //! persistence), everything published into the lost stream is published again; peers apply
-//! each (origin, seq) once, so repeats are harmless.
+//! each (origin, seq) once, so repeats are harmless. Each entry says whether it is sent for the
+//! first time (`fresh`): only what comes off the live queue is; whatever is re-read from the
+//! journal may repeat (`peer_progress` orders the one by the stream, the other by its seq).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -170,20 +172,25 @@ impl Publisher {
             })
             .collect();
         let upto = batch.iter().map(|e| e.seq).max().unwrap_or(last);
-        if let Err(error) = self.send(&batch, upto).await {
+        if let Err(error) = self.send(&batch, upto, true).await {
             self.dropped_upto.fetch_max(upto, Ordering::Relaxed);
             return Err(error);
         }
         Ok(())
     }
 
-    /// XADDs `batch` (in order) and moves the marker to `upto`, in one pipeline.
-    async fn send(&mut self, batch: &[Envelope], upto: u64) -> redis::RedisResult<()> {
+    /// XADDs `batch` (in order) and moves the marker to `upto`, in one pipeline; `fresh` when
+    /// none of it was sent before (the live queue, whose seqs are all past the marker).
+    async fn send(&mut self, batch: &[Envelope], upto: u64, fresh: bool) -> redis::RedisResult<()> {
         let mut pipe = redis::pipe();
         for envelope in batch {
-            let Ok(fields) =
-                wire::encode(&self.node_id, envelope.seq, envelope.at_ms, &envelope.event)
-            else {
+            let Ok(fields) = wire::encode(
+                &self.node_id,
+                envelope.seq,
+                envelope.at_ms,
+                &envelope.event,
+                fresh,
+            ) else {
                 continue;
             };
             pipe.cmd("XADD")
@@ -245,7 +252,7 @@ impl Publisher {
         self.status
             .publish_backlog
             .store(dropped.saturating_sub(scanned), Ordering::Relaxed);
-        self.send(&shared, scanned).await?;
+        self.send(&shared, scanned, false).await?;
         if scanned >= dropped {
             self.republish_since_ms = 0;
             tracing::info!(node = %self.node_id, upto = scanned, "cluster: published what the journal held while Redis was away");

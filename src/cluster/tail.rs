@@ -5,9 +5,11 @@
 //! applied (each origin's seq once) and bad entries are passed over; bad ones are counted and
 //! logged, never fatal.
 //!
-//! An entry is input, not a peer's word (issue #34): before it is applied, its seq must be
-//! sane for its origin (`seq_guard`) and what it says within this node's own bounds
-//! (`peer_bounds`: times clamped, long or control names refused). A refused entry is never
+//! An entry is input, not a peer's word (issue #34): before it is applied, its seq must be one
+//! a journal can reach (`seq_guard`), it must be new by the stream's order (`peer_progress`:
+//! no forged seq holds back its origin's later entries, issue #49), and what it says within
+//! this node's own bounds (`peer_bounds`: times clamped, every block given an end, long or
+//! control names refused). A refused entry is never
 //! applied nor journaled; it is counted (`events_refused`) and logged, at most once a second
 //! with the count of those not logged.
 //!
@@ -17,7 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quotaroute_actors::policy::peer_progress::{lane, PeerProgress};
+use quotaroute_actors::policy::peer_progress::{lane, Arrival, PeerProgress};
 use quotaroute_actors::Router;
 use quotaroute_journal::PeerApplied;
 use redis::streams::StreamReadReply;
@@ -25,7 +27,7 @@ use redis::streams::StreamReadReply;
 use crate::cluster::keys;
 use crate::cluster::link::{run_id, Link};
 use crate::cluster::peer_bounds::PeerBounds;
-use crate::cluster::seq_guard::SeqGuard;
+use crate::cluster::seq_guard;
 use crate::cluster::status::ClusterStatus;
 use crate::cluster::target::Target;
 use crate::cluster::wire;
@@ -46,7 +48,6 @@ pub struct Tail {
     cursor: String,
     epoch: Option<String>,
     bounds: Arc<PeerBounds>,
-    seqs: SeqGuard,
     /// When a refusal was last logged, and how many were refused since without a line.
     refusal_logged_ms: u64,
     refusals_unlogged: u64,
@@ -65,7 +66,6 @@ impl Tail {
         let cursor = progress.resume_from().unwrap_or_else(|| "0-0".to_owned());
         Tail {
             bounds,
-            seqs: SeqGuard::from_progress(&progress),
             refusal_logged_ms: 0,
             refusals_unlogged: 0,
             node_id,
@@ -113,8 +113,10 @@ impl Tail {
             let connection = self.link.connection().await?;
             let id = run_id(connection, keys::STREAM).await?;
             if self.epoch.as_ref().is_some_and(|epoch| *epoch != id) {
-                // A Redis that restarted has a new stream: read it from its start.
+                // A Redis that restarted has a new stream: read it from its start, and the old
+                // one's entry ids say nothing of it.
                 self.cursor = "0-0".to_owned();
+                self.progress.forget_positions();
             }
             self.epoch = Some(id);
         }
@@ -159,17 +161,18 @@ impl Tail {
             return;
         }
         let now_ms = self.router.clock().now_ms();
-        if let Err(ahead) = self
-            .seqs
-            .check(&remote.node, remote.seq, remote.at_ms, now_ms)
-        {
-            self.refuse(&id, Some(&remote.node), &ahead);
+        if let Err(beyond) = seq_guard::check(&remote.node, remote.seq) {
+            self.refuse(&id, Some(&remote.node), &beyond);
             return;
         }
-        if !self
-            .progress
-            .is_new(&remote.node, &lane(&remote.event), remote.seq)
-        {
+        let arrival = Arrival {
+            origin: &remote.node,
+            lane: &lane(&remote.event),
+            origin_seq: remote.seq,
+            stream_id: &id,
+            fresh: remote.fresh,
+        };
+        if !self.progress.is_new(&arrival) {
             return;
         }
         match self.bounds.check(&mut remote, now_ms) {

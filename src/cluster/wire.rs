@@ -1,5 +1,7 @@
 //! One shared-stream entry: a node's journaled event as flat string fields (`v`, `node`, `seq`,
-//! `at_ms`, `schema`, `event` as the journal's JSON). Decoding never panics: an entry that is
+//! `at_ms`, `schema`, `event` as the journal's JSON, and `fresh`: `1` when its node sends it
+//! for the first time, `0` when it sends it again; an entry without it, from an older build,
+//! reads as sent again — see `peer_progress` for what that changes). Decoding never panics: an entry that is
 //! malformed, from another program, from a newer format or schema, or of a kind peers do not
 //! apply, is a [`Skip`] with its reason, which the tail counts and logs.
 
@@ -24,6 +26,8 @@ pub struct Remote {
     pub seq: u64,
     pub at_ms: u64,
     pub event: Event,
+    /// Its node sends it for the first time (not a republish).
+    pub fresh: bool,
 }
 
 /// Why an entry is not applied.
@@ -57,12 +61,13 @@ impl Skip {
     }
 }
 
-/// The fields of `node`'s event `seq` for `XADD`.
+/// The fields of `node`'s event `seq` for `XADD`; `fresh` when it is sent for the first time.
 pub fn encode(
     node: &str,
     seq: u64,
     at_ms: u64,
     event: &Event,
+    fresh: bool,
 ) -> Result<Vec<(&'static str, String)>, serde_json::Error> {
     Ok(vec![
         ("v", WIRE_VERSION.to_string()),
@@ -71,6 +76,7 @@ pub fn encode(
         ("at_ms", at_ms.to_string()),
         ("schema", SCHEMA_VERSION.to_string()),
         ("event", serde_json::to_string(event)?),
+        ("fresh", if fresh { "1" } else { "0" }.to_owned()),
     ])
 }
 
@@ -123,6 +129,7 @@ pub fn decode(fields: &HashMap<String, Value>) -> Result<Remote, Skip> {
         seq,
         at_ms,
         event,
+        fresh: text(fields, "fresh").is_ok_and(|fresh| fresh == "1"),
     })
 }
 
@@ -140,7 +147,7 @@ mod tests {
     }
 
     fn encoded(event: &Event) -> HashMap<String, Value> {
-        let pairs = encode("node-a", 7, 1_000, event).unwrap();
+        let pairs = encode("node-a", 7, 1_000, event, true).unwrap();
         pairs
             .into_iter()
             .map(|(k, v)| (k.to_owned(), Value::BulkString(v.into_bytes())))
@@ -164,6 +171,7 @@ mod tests {
         ]);
         let remote = decode(&entry).unwrap();
         assert_eq!((remote.node.as_str(), remote.seq), ("node-old", 41));
+        assert!(!remote.fresh, "an older build's entry may be a republish");
         let Event::ModelLocked(locked) = &remote.event else {
             panic!("{remote:?}");
         };
@@ -181,6 +189,13 @@ mod tests {
         assert_eq!(remote.seq, 7);
         assert_eq!(remote.at_ms, 1_000);
         assert_eq!(remote.event, locked);
+        assert!(remote.fresh);
+        let again = encode("node-a", 7, 1_000, &locked, false).unwrap();
+        let again = again
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), Value::BulkString(v.into_bytes())))
+            .collect();
+        assert!(!decode(&again).unwrap().fresh);
     }
 
     #[test]

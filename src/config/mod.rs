@@ -60,7 +60,9 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 /// `--what-if`): every `api_key_env` reads as a placeholder, so an operator's production
 /// config works offline without its key variables set.
 pub fn load_settings(path: &Path) -> Result<Config, ConfigErrors> {
-    load_with_env(path, &|_| Some("unused-outside-the-node".to_string()))
+    load_with_env(path, &|_| {
+        Some("unused-outside-the-node-placeholder".to_string())
+    })
 }
 
 fn load_with_env(

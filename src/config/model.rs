@@ -73,6 +73,10 @@ pub struct ServerConfig {
     pub api_keys: Vec<Secret>,
     /// `None` = the admin API is off (every `/admin/*` path is 404).
     pub admin_key: Option<Secret>,
+    /// The secret seals on encrypted items are made with, shared by a cluster's nodes
+    /// (`server.seal_key`, `seal_key_env` or `seal_key_file`); `None` = the node's own,
+    /// generated once beside the journal (`node::seal_secret`).
+    pub seal_key: Option<Secret>,
     pub max_body_bytes: u64,
     pub request_timeout_ms: u64,
     pub first_token_timeout_ms: u64,

@@ -1,6 +1,6 @@
 //! `[defaults.pacing]` (behaviour §13) → [`PacingSettings`]: whether quota-share spends by pace,
-//! the smallest share of a window counted as still to run, the bounds of a pace and the burn
-//! rate's period. Checks values only; pacing itself is `quotaroute_actors::policy::pace`'s.
+//! the smallest share of a window counted as still to run (a tenth by default), the bounds of a
+//! pace and the burn rate's period. Checks values only; pacing itself is `quotaroute_actors::policy::pace`'s.
 
 use quotaroute_actors::policy::pace::PacingSettings;
 

@@ -234,6 +234,28 @@ pub struct StreamUsageSink {
 }
 
 impl StreamUsageSink {
+    /// Whether its client has a budget: then the stream says what it used as it runs.
+    pub fn watches_budget(&self) -> bool {
+        self.ticket.has_budget()
+    }
+
+    /// The stream has used `so_far` (checked or estimated, not charged yet): it counts against
+    /// its client's budget as running cost. Whether that budget is now reached (the stream is
+    /// to stop).
+    pub fn budget_reached(&self, so_far: &crate::wire::usage::TokenCounts) -> bool {
+        let used = UsedTokens {
+            provider: &self.target.provider,
+            connection: &self.target.connection,
+            model: &self.target.model,
+            tokens_in: so_far.tokens_in,
+            tokens_out: so_far.tokens_out,
+            tokens_cached: so_far.tokens_cached,
+            tokens_cache_write: so_far.tokens_cache_write,
+            estimated: true,
+        };
+        self.ticket.running(&used, self.router.clock().now_ms())
+    }
+
     /// Counts the stream's usage in `result` (see [`record_usage`]).
     pub fn record(&self, result: &mut AttemptResult, record: ChargeRecord) {
         record_usage(

@@ -80,24 +80,12 @@ pub struct LiveConfig {
     pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
     /// `[translation]` (behaviour §14).
     pub translation: crate::config::TranslationConfig,
-    /// The seal on encrypted items (behaviour §10 "Encrypted items"): derived from the admin
-    /// key, else from the clients' key digests, so every node of a cluster (same config) and a
-    /// restarted node read the seals the others made.
+    /// The seal on encrypted items (behaviour §10 "Encrypted items"): the node's own secret
+    /// or the cluster's `server.seal_key` (`seal_secret`), read at start; a reload keeps it.
     pub seal_key: SealKey,
-}
-
-/// The seal key of `config`: from `server.admin_key` when set, else from every client key's
-/// digest (never empty in a config that serves anyone).
-fn seal_key(config: &Config) -> SealKey {
-    match &config.server.admin_key {
-        Some(admin_key) => SealKey::derive([admin_key.expose().as_bytes()]),
-        None => SealKey::derive(
-            config
-                .clients
-                .iter()
-                .flat_map(|client| client.key_digests.iter().map(|digest| &digest.0[..])),
-        ),
-    }
+    /// The `server.seal_key` the node started with (`None`: its own secret), to tell a reload
+    /// that changes it apart.
+    pub seal_key_configured: Option<Secret>,
 }
 
 impl std::fmt::Debug for LiveConfig {
@@ -124,19 +112,31 @@ fn http_host(base_url: &url::Url) -> Option<HeaderValue> {
 }
 
 impl LiveConfig {
-    /// The live config of a first load: every credential new.
-    pub fn from_config(config: &Config, clock: SharedClock) -> Self {
-        Self::build(config, None, clock, None)
+    /// The live config of a first load: every credential new; `seal_key` is
+    /// `seal_secret::seal_key(config)`.
+    pub fn from_config(config: &Config, clock: SharedClock, seal_key: SealKey) -> Self {
+        Self::build(config, None, clock, None, seal_key)
     }
 
-    /// The live config after a reload: credentials whose source did not change are kept.
+    /// The live config after a reload: credentials whose source did not change are kept, and
+    /// the seal key is the one the node started with (a changed `server.seal_key` takes effect
+    /// at the next start, like `journal.*`: seals already handed out keep opening until then).
     pub fn reloaded(config: &Config, previous: &LiveConfig) -> Self {
-        Self::build(
+        if config.server.seal_key != previous.seal_key_configured {
+            tracing::warn!(
+                "server.seal_key changed: it takes effect when the node restarts (encrypted \
+                 items sealed with the current key are then left out of the turns that carry them)"
+            );
+        }
+        let mut live = Self::build(
             config,
             Some(&previous.credentials),
             previous.clock.clone(),
             Some(&previous.clients),
-        )
+            previous.seal_key.clone(),
+        );
+        live.seal_key_configured = previous.seal_key_configured.clone();
+        live
     }
 
     fn build(
@@ -144,6 +144,7 @@ impl LiveConfig {
         previous: Option<&CredentialStore>,
         clock: SharedClock,
         previous_clients: Option<&crate::clients::ClientLedger>,
+        seal_key: SealKey,
     ) -> Self {
         let providers: FxHashMap<String, ProviderRoute> = config
             .providers
@@ -209,7 +210,8 @@ impl LiveConfig {
             .map(|c| (c.id.clone(), AttemptMetrics::register(&c.provider, &c.id)))
             .collect();
         LiveConfig {
-            seal_key: seal_key(config),
+            seal_key,
+            seal_key_configured: config.server.seal_key.clone(),
             affinity: config.affinity,
             translation: config.translation,
             attempt_metrics,

@@ -4,6 +4,7 @@
 //! - [`serve`] — start (bind, replay, route) and stop (drain, `node_stopped`, flush);
 //!   [`accept`] — the accept loop (header-read timeout, graceful shutdown).
 //! - [`journal_formats`] — refuse a journal from a newer build before sled opens it (§12).
+//! - [`seal_secret`] — the node's seal secret: `server.seal_key`, or its own beside the journal (§10).
 //! - [`http`] — the small handlers: health, metrics, model list, the 404 (which path is served
 //!   by which handler is `crate::routes`, above the node and the dashboard).
 //! - [`endpoint`] — the routing endpoints and their formats; [`routed`] — serving them: parse
@@ -50,6 +51,7 @@ pub mod reload;
 pub mod reply;
 pub mod retry_advice;
 pub mod routed;
+pub mod seal_secret;
 pub mod serve;
 pub mod stored_response;
 pub mod stream_drain;

@@ -46,6 +46,9 @@ pub enum NodeError {
     /// A journal written by a newer build (behaviour §12).
     #[error(transparent)]
     Formats(#[from] FormatsRefusal),
+    /// No seal key: its file in the journal's directory is damaged or cannot be written.
+    #[error(transparent)]
+    SealKey(#[from] crate::node::seal_secret::SealSecretError),
 }
 
 /// How to run the node beyond what the config says.
@@ -126,8 +129,9 @@ impl RunningNode {
         })?;
         // The recorder first: the live config registers its metric handles with it.
         let metrics = metrics::install();
+        let seal_key = crate::node::seal_secret::seal_key(&config)?;
         let app = AppState::new(
-            LiveConfig::from_config(&config, options.clock.clone()),
+            LiveConfig::from_config(&config, options.clock.clone(), seal_key),
             metrics,
             options.config_path.clone(),
         );

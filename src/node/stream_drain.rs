@@ -1,8 +1,10 @@
 //! A stream the client left before its usage arrived (behaviour §11, "money holds"): the
 //! router keeps reading the upstream, bounded in time (`server.drain_after_client_left_ms`) and
 //! bytes (`server.drain_max_bytes`), for the closing usage, relaying nothing. What it read is
-//! tallied into the stream's usage; charging (or estimating) is the relay's report. It must not
-//! write to the client or decide what is charged.
+//! tallied into the stream's usage; charging (or estimating) is the relay's report. It stops
+//! early when the caller's `stop` says so (the client's budget is reached: reading on would
+//! only make the upstream generate more). It must not write to the client or decide what is
+//! charged.
 
 use std::time::Duration;
 
@@ -44,16 +46,20 @@ pub enum DrainEnd {
     TimedOut,
     /// `drain_max_bytes` were read.
     TooLong,
+    /// `stop` said so (the client's budget is reached).
+    Stopped,
 }
 
-/// Reads `body` on until `usage` has its closing usage or a bound is reached, tallying every
-/// event's usage and generated text into `usage`.
+/// Reads `body` on until `usage` has its closing usage, a bound is reached or `stop` (asked
+/// after each event without the closing usage) says so, tallying every event's usage and
+/// generated text into `usage`.
 pub async fn drain_for_usage(
     body: &mut UpstreamBody,
     parser: &mut SseParser,
     format: StreamFormat,
     usage: &mut StreamUsage,
     bounds: DrainBounds,
+    mut stop: impl FnMut(&StreamUsage) -> bool,
 ) -> DrainEnd {
     if usage.final_seen {
         return DrainEnd::Usage;
@@ -68,7 +74,7 @@ pub async fn drain_for_usage(
                 if let Ok(Some(last)) = parser.finish() {
                     events.push(last);
                 }
-                tally(format, usage, &mut events);
+                tally(format, usage, &mut events, &mut stop);
                 return if usage.final_seen {
                     DrainEnd::Usage
                 } else {
@@ -82,9 +88,12 @@ pub async fn drain_for_usage(
         if parser.feed(&data, &mut events).is_err() {
             return DrainEnd::Ended;
         }
-        tally(format, usage, &mut events);
+        let stopped = tally(format, usage, &mut events, &mut stop);
         if usage.final_seen {
             return DrainEnd::Usage;
+        }
+        if stopped {
+            return DrainEnd::Stopped;
         }
         if read >= bounds.max_bytes {
             return DrainEnd::TooLong;
@@ -92,11 +101,21 @@ pub async fn drain_for_usage(
     }
 }
 
-fn tally(format: StreamFormat, usage: &mut StreamUsage, events: &mut Vec<SseEvent>) {
+/// Tallies `events` into `usage`; true when `stop` said to stop (the rest are left unread).
+fn tally(
+    format: StreamFormat,
+    usage: &mut StreamUsage,
+    events: &mut Vec<SseEvent>,
+    stop: &mut impl FnMut(&StreamUsage) -> bool,
+) -> bool {
     for event in events.drain(..) {
         usage.count_content(format, &event);
         usage.observe(format, &event);
+        if !usage.final_seen && stop(usage) {
+            return true;
+        }
     }
+    false
 }
 
 #[cfg(test)]
@@ -128,6 +147,7 @@ mod tests {
             StreamFormat::OpenAiChat,
             &mut usage,
             BOUNDS,
+            |_| false,
         )
         .await;
         assert_eq!(end, DrainEnd::Usage);
@@ -156,6 +176,7 @@ mod tests {
             StreamFormat::Anthropic,
             &mut usage,
             BOUNDS,
+            |_| false,
         )
         .await;
         assert_eq!(end, DrainEnd::Usage);
@@ -173,6 +194,7 @@ mod tests {
             StreamFormat::OpenAiChat,
             &mut usage,
             BOUNDS,
+            |_| false,
         )
         .await;
         assert_eq!(end, DrainEnd::Ended);
@@ -188,6 +210,7 @@ mod tests {
                 max_bytes: 200,
                 ..BOUNDS
             },
+            |_| false,
         )
         .await;
         assert_eq!(end, DrainEnd::TooLong);
@@ -202,6 +225,7 @@ mod tests {
             StreamFormat::OpenAiResponses,
             &mut StreamUsage::default(),
             BOUNDS,
+            |_| false,
         )
         .await;
         assert_eq!(end, DrainEnd::TimedOut);

@@ -494,10 +494,19 @@ impl Relay {
     /// event withheld when asked, the upstream's own error event passed on masked (it ends the
     /// stream).
     fn relay_events(&mut self, events: &mut Vec<SseEvent>, out: &mut BytesMut) {
+        let watches_budget = self
+            .client_usage
+            .as_ref()
+            .is_some_and(|sink| sink.watches_budget());
         for event in events.drain(..) {
             if !matters_after_commit(self.stream.format, &event) {
                 self.stream.usage.count_content(self.stream.format, &event);
                 self.write(&event, out);
+                // Checked after content only: a usage or closing event is always read.
+                if watches_budget && self.budget_reached() {
+                    self.stop_at_budget(out);
+                    return;
+                }
                 continue;
             }
             match self.stream.usage.observe(self.stream.format, &event) {
@@ -516,13 +525,50 @@ impl Relay {
                     self.ended = true;
                 }
                 meaning => {
-                    if meaning == EventMeaning::Content {
+                    let content = meaning == EventMeaning::Content;
+                    if content {
                         self.stream.usage.count_content(self.stream.format, &event);
                     }
                     self.write(&event, out);
+                    if content && watches_budget && self.budget_reached() {
+                        self.stop_at_budget(out);
+                        return;
+                    }
                 }
             }
         }
+    }
+
+    /// Whether what the stream used so far takes its client's budget to its end (its running
+    /// cost counted against the budget meanwhile).
+    fn budget_reached(&self) -> bool {
+        self.client_usage
+            .as_ref()
+            .is_some_and(|sink| sink.budget_reached(&so_far(&self.stream.usage, &self.charge)))
+    }
+
+    /// The client's budget is reached: the stream ends with an error event `budget_exceeded`
+    /// and its upstream is dropped at once, which stops the generation (behaviour §11: a
+    /// budget caps what the client's concurrent streams spend). Served, not a failure of the
+    /// connection: it is charged what it used.
+    fn stop_at_budget(&mut self, out: &mut BytesMut) {
+        tracing::info!(
+            connection = &*self.charge.connection,
+            "the client's budget is reached: its stream is stopped"
+        );
+        let message = "this client's budget_usd is spent: the stream was stopped";
+        match self.stream.translator.as_mut() {
+            Some(translator) => {
+                translator.error_coded(message, "budget_exceeded", "rate_limit_error", out)
+            }
+            None => out.extend_from_slice(&match self.stream.format {
+                StreamFormat::Anthropic => anthropic_stream_error(message, "rate_limit_error"),
+                _ => openai_stream_error(message, "budget_exceeded"),
+            }),
+        }
+        self.ended = true;
+        self.pending = None;
+        self.stream.body = UpstreamBody::Decoded(Box::pin(futures_util::stream::empty()));
     }
 
     /// One event for the client: its bytes, or its translation, with its encrypted items
@@ -741,12 +787,18 @@ impl Relay {
 
     /// Reads the upstream on for the usage the client did not wait for, then reports.
     async fn drain_then_report(mut self) {
+        let sink = self
+            .client_usage
+            .as_ref()
+            .filter(|sink| sink.watches_budget());
+        let charge = &self.charge;
         let end = stream_drain::drain_for_usage(
             &mut self.stream.body,
             &mut self.stream.parser,
             self.stream.format,
             &mut self.stream.usage,
             self.charge.drain,
+            |usage| sink.is_some_and(|sink| sink.budget_reached(&so_far(usage, charge))),
         )
         .await;
         tracing::debug!(
@@ -780,6 +832,22 @@ impl Drop for Relay {
             _ => self.report(),
         }
     }
+}
+
+/// What a stream has used so far (its usage read, or the estimate), for its client's budget.
+fn so_far(usage: &StreamUsage, charge: &StreamCharge) -> TokenCounts {
+    usage_charge::so_far(
+        TokenCounts {
+            tokens_in: usage.tokens_in,
+            tokens_out: usage.tokens_out,
+            tokens_cached: usage.tokens_cached,
+            tokens_cache_write: usage.tokens_cache_write,
+            flaws: usage.flaws,
+        },
+        charge.request_bytes,
+        usage.content_bytes,
+        charge.usage_max_tokens,
+    )
 }
 
 /// The client's body for a committed stream.

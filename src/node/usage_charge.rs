@@ -30,6 +30,27 @@ pub fn checked(reported: TokenCounts, max_tokens: u64, connection: &str) -> Toke
     sane
 }
 
+/// What a stream still running has used so far, for its client's budget (`ClientTicket::
+/// running`): each count the larger of what was reported (checked) and the estimate, as
+/// [`charged`] would charge it without its closing usage. Nothing is logged: it runs per event.
+pub fn so_far(
+    reported: TokenCounts,
+    request_bytes: u64,
+    content_bytes: u64,
+    max_tokens: u64,
+) -> TokenCounts {
+    let (sane, _) = checked_usage(reported, max_tokens);
+    TokenCounts {
+        tokens_in: sane
+            .tokens_in
+            .max(estimated_tokens(request_bytes).min(max_tokens)),
+        tokens_out: sane
+            .tokens_out
+            .max(estimated_tokens(content_bytes).min(max_tokens)),
+        ..sane
+    }
+}
+
 /// What a stream or answer whose usage is `reported` (`complete`: its closing usage came) is
 /// charged. Without the closing usage (or with a negative or non-numeric count in it), each count is the larger of what was reported and the
 /// estimate: `request_bytes` / 4 in, `content_bytes` / 4 out (both clamped like a report).

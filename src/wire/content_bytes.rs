@@ -7,30 +7,28 @@
 
 use std::sync::LazyLock;
 
-use memchr::memmem::Finder;
-
+use super::json_member::MemberFinder;
 use super::stream_format::StreamFormat;
 
-fn finders(members: &[&'static [u8]]) -> Vec<Finder<'static>> {
-    members.iter().map(|member| Finder::new(*member)).collect()
+fn finders(keys: &[&'static [u8]]) -> Vec<MemberFinder> {
+    keys.iter().map(|key| MemberFinder::new(key)).collect()
 }
 
 /// The members whose string value is generated text, per protocol, the usual one first: each
-/// event is searched for its own protocol's only.
-static CHAT_MEMBERS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+/// event is searched for its own protocol's only, with any JSON spacing around the colon.
+static CHAT_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| {
     finders(&[
-        b"\"content\":\"",
-        b"\"text\":\"",
-        b"\"arguments\":\"",
-        b"\"reasoning_content\":\"",
-        b"\"reasoning\":\"",
-        b"\"refusal\":\"",
+        b"\"content\"",
+        b"\"text\"",
+        b"\"arguments\"",
+        b"\"reasoning_content\"",
+        b"\"reasoning\"",
+        b"\"refusal\"",
     ])
 });
-static RESPONSES_MEMBERS: LazyLock<Vec<Finder<'static>>> =
-    LazyLock::new(|| finders(&[b"\"delta\":\""]));
-static ANTHROPIC_MEMBERS: LazyLock<Vec<Finder<'static>>> =
-    LazyLock::new(|| finders(&[b"\"text\":\"", b"\"partial_json\":\"", b"\"thinking\":\""]));
+static RESPONSES_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| finders(&[b"\"delta\""]));
+static ANTHROPIC_MEMBERS: LazyLock<Vec<MemberFinder>> =
+    LazyLock::new(|| finders(&[b"\"text\"", b"\"partial_json\"", b"\"thinking\""]));
 
 /// The bytes of the first content string in `data` (an event's data, or a whole answer, of
 /// `format`; an escape counts as the one byte it stands for, roughly). 0 when there is none.
@@ -40,15 +38,12 @@ pub fn content_text_bytes(format: StreamFormat, data: &[u8]) -> usize {
         StreamFormat::OpenAiResponses => &*RESPONSES_MEMBERS,
         StreamFormat::Anthropic => &*ANTHROPIC_MEMBERS,
     };
-    // The first member found, in the order above (the usual one first: one search per event).
-    let Some(start) = members
-        .iter()
-        .find_map(|finder| finder.find(data).map(|at| at + finder.needle().len()))
-    else {
+    // The first member with a string value, in the order above (the usual one first: one
+    // search per event).
+    let Some(text) = members.iter().find_map(|member| member.first_string(data)) else {
         return 0;
     };
     // To the closing quote, an escape (`\"`, `\n`, `\u00e9`) counted as one byte.
-    let text = data.get(start..).unwrap_or_default();
     let mut bytes = 0;
     let mut at = 0;
     while let Some(found) = memchr::memchr2(b'"', b'\\', text.get(at..).unwrap_or_default()) {
@@ -74,29 +69,44 @@ pub fn estimated_tokens(bytes: u64) -> u64 {
 mod tests {
     use super::*;
 
+    /// `json` respaced outside its strings: `before` each `:`, `after` each `:` and `,`.
+    fn respaced(json: &str, before: &str, after: &str) -> String {
+        let mut out = String::new();
+        let (mut in_string, mut escaped) = (false, false);
+        for c in json.chars() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if in_string => escaped = true,
+                '"' => in_string = !in_string,
+                ':' if !in_string => {
+                    out.push_str(before);
+                    out.push(':');
+                    out.push_str(after);
+                    continue;
+                }
+                ',' if !in_string => {
+                    out.push(',');
+                    out.push_str(after);
+                    continue;
+                }
+                _ => {}
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    /// Every member each protocol's text is read from, as upstreams send it compact; each is
+    /// also read with Python's `json.dumps` spacing, pretty-printed, and with tabs and line
+    /// breaks on both sides of the colon.
     #[test]
-    fn the_text_of_each_protocols_content_event() {
+    fn the_text_of_each_protocols_content_event_with_any_json_spacing() {
         use StreamFormat::*;
-        let table: [(StreamFormat, &str, usize); 8] = [
+        let table: [(StreamFormat, &str, usize); 14] = [
             (
                 OpenAiChat,
                 r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}"#,
                 5,
-            ),
-            (
-                Anthropic,
-                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi there"}}"#,
-                8,
-            ),
-            (
-                OpenAiResponses,
-                r#"{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"abc"}"#,
-                3,
-            ),
-            (
-                Anthropic,
-                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}"#,
-                7,
             ),
             (
                 OpenAiChat,
@@ -105,15 +115,74 @@ mod tests {
             ),
             (
                 OpenAiChat,
+                r#"{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":"think"}}]}"#,
+                5,
+            ),
+            (
+                OpenAiChat,
+                r#"{"choices":[{"index":0,"delta":{"reasoning":"why"}}]}"#,
+                3,
+            ),
+            (
+                OpenAiChat,
+                r#"{"choices":[{"index":0,"delta":{"refusal":"no way"}}]}"#,
+                6,
+            ),
+            (
+                OpenAiCompletions,
+                r#"{"choices":[{"text":"abcd","index":0}]}"#,
+                4,
+            ),
+            (
+                OpenAiChat,
                 r#"{"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
                 0,
             ),
             (OpenAiChat, "[DONE]", 0),
+            (
+                OpenAiResponses,
+                r#"{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"abc"}"#,
+                3,
+            ),
+            (
+                OpenAiResponses,
+                r#"{"type":"response.function_call_arguments.delta","item_id":"fc","output_index":1,"delta":"{\"q\":1}"}"#,
+                7,
+            ),
+            (
+                Anthropic,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi there"}}"#,
+                8,
+            ),
+            (
+                Anthropic,
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}"#,
+                7,
+            ),
+            (
+                Anthropic,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm, ok"}}"#,
+                7,
+            ),
             // A string cut short counts what there is.
             (OpenAiChat, r#"{"content":"ab\"c"#, 4),
         ];
         for (format, data, bytes) in table {
-            assert_eq!(content_text_bytes(format, data.as_bytes()), bytes, "{data}");
+            let mut spacings = vec![
+                data.to_owned(),
+                respaced(data, "", " "),
+                respaced(data, " \t", "\n\r "),
+            ];
+            if let Ok(value) = serde_json::from_str::<serde_json::Value>(data) {
+                spacings.push(serde_json::to_string_pretty(&value).unwrap());
+            }
+            for spaced in spacings {
+                assert_eq!(
+                    content_text_bytes(format, spaced.as_bytes()),
+                    bytes,
+                    "{format:?} {spaced}"
+                );
+            }
         }
         assert_eq!(estimated_tokens(0), 0);
         assert_eq!(estimated_tokens(1), 1);

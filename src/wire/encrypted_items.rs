@@ -2,8 +2,9 @@
 //! `input` carry `encrypted_content`, which connection made each (read from the router's seal,
 //! `item_seal`), and the body one target gets — each sealed item restored to the upstream's own
 //! bytes when the target made it, left out when another connection did (the target could not
-//! read it: OpenAI answers 400 `invalid_encrypted_content`), or every encrypted item left out
-//! for the one retry after such a 400. Everything outside the `input` array keeps its bytes;
+//! read it: OpenAI answers 400 `invalid_encrypted_content`) or when its seal does not open for
+//! the client that sent it (forged, made under another key, or handed to another client), or
+//! every encrypted item left out for the one retry after such a 400. Everything outside the `input` array keeps its bytes;
 //! a request without encrypted items is never touched.
 //!
 //! Owns the scan and the per-target body; where the request goes is the router's.
@@ -24,8 +25,9 @@ use crate::wire::item_seal::{
 pub enum Maker {
     /// Sealed by this router when this connection answered.
     Connection(String),
-    /// In the sealed form, but its seal does not verify (another key, or forged): restored to
-    /// its original, maker unknown.
+    /// In the sealed form, but its seal does not verify for the client that sent it (another
+    /// key, another client's, or forged): unreadable, so left out of every body — it neither
+    /// steers the request nor reaches the account that made it.
     Unverified,
     /// Not sealed by the router (the client got it elsewhere): forwarded as it came.
     Unknown,
@@ -80,9 +82,9 @@ fn input_items(body: &[u8]) -> Option<InputItems> {
 }
 
 impl EncryptedItems {
-    /// The request's encrypted items; `None` when it has none (the common case costs one
-    /// substring search).
-    pub fn scan(body: &[u8], key: &SealKey) -> Option<EncryptedItems> {
+    /// The request's encrypted items as `client` sent them (a seal opens only for the client
+    /// it was handed to); `None` when it has none (the common case costs one substring search).
+    pub fn scan(body: &[u8], key: &SealKey, client: &str) -> Option<EncryptedItems> {
         memmem::find(body, b"\"encrypted_content\"")?;
         let input = input_items(body)?;
         let mut makers = Vec::new();
@@ -92,10 +94,11 @@ impl EncryptedItems {
                 continue;
             };
             let maker = match span.value(item) {
-                Some(value) if value.starts_with(CARRIED_PREFIX) => {
-                    Maker::Carried(key.open_carried(&value).map(|carried| carried.connection))
-                }
-                Some(value) => match key.open(&value) {
+                Some(value) if value.starts_with(CARRIED_PREFIX) => Maker::Carried(
+                    key.open_carried(client, &value)
+                        .map(|carried| carried.connection),
+                ),
+                Some(value) => match key.open(client, &value) {
                     Some(opened) => opened.maker.map_or(Maker::Unverified, Maker::Connection),
                     None => Maker::Unknown,
                 },
@@ -126,8 +129,8 @@ impl EncryptedItems {
         self.makers.is_empty()
     }
 
-    /// The items `connection` cannot read (another connection made them), or every item when
-    /// `leave_all_out`.
+    /// The items `connection` cannot read (another connection made them, or their seal does
+    /// not open), or every item when `leave_all_out`.
     pub fn unreadable_by(&self, connection: &str, leave_all_out: bool) -> u32 {
         let count = self
             .makers
@@ -140,15 +143,15 @@ impl EncryptedItems {
     fn foreign(maker: &Maker, connection: &str) -> bool {
         match maker {
             Maker::Connection(made_by) => made_by != connection,
-            Maker::Carried(_) => true,
-            Maker::Unverified | Maker::Unknown => false,
+            Maker::Carried(_) | Maker::Unverified => true,
+            Maker::Unknown => false,
         }
     }
 
     /// `body` (the client's, or the one already rewritten for the target: only `model` and
     /// `stream_options` differ) as `connection` gets it: its own sealed items restored, items
-    /// of other connections left out (all of them when `leave_all_out`). `None`: `body` goes
-    /// as it is.
+    /// of other connections and items whose seal does not open left out (all of them when
+    /// `leave_all_out`). `None`: `body` goes as it is.
     pub fn body_for(
         &self,
         body: &[u8],
@@ -232,8 +235,11 @@ mod tests {
     use serde_json::{json, Value};
 
     fn key() -> SealKey {
-        SealKey::derive([b"k".as_slice()])
+        SealKey::from_secret(b"k")
     }
+
+    /// The client every test's items were handed to.
+    const C: &str = "team-a";
 
     fn body(items: Value) -> Vec<u8> {
         serde_json::to_vec(
@@ -249,10 +255,10 @@ mod tests {
     #[test]
     fn s10_a_body_without_encrypted_items_is_not_touched() {
         let plain = body(json!([{"role": "user", "content": "hi"}]));
-        assert_eq!(EncryptedItems::scan(&plain, &key()), None);
+        assert_eq!(EncryptedItems::scan(&plain, &key(), C), None);
         // An unsealed item (made elsewhere) is forwarded as it came.
         let foreign = body(json!([reasoning("gAAAAAx")]));
-        let items = EncryptedItems::scan(&foreign, &key()).unwrap();
+        let items = EncryptedItems::scan(&foreign, &key(), C).unwrap();
         assert_eq!(items.maker(), None);
         assert_eq!(items.body_for(&foreign, "oa-1", false), None);
         assert_eq!(items.unreadable_by("oa-1", false), 0);
@@ -263,12 +269,12 @@ mod tests {
         let k = key();
         let sent = body(json!([
             {"role": "user", "content": "one"},
-            reasoning(&k.seal("oa-1", "gAAAAAold")),
+            reasoning(&k.seal(C, "oa-1", "gAAAAAold")),
             {"role": "user", "content": "two"},
-            reasoning(&k.seal("oa-2", "gAAAAAnew")),
-            {"type": "compaction", "encrypted_content": k.seal("oa-2", "gAAAAAcmp")},
+            reasoning(&k.seal(C, "oa-2", "gAAAAAnew")),
+            {"type": "compaction", "encrypted_content": k.seal(C, "oa-2", "gAAAAAcmp")},
         ]));
-        let items = EncryptedItems::scan(&sent, &k).unwrap();
+        let items = EncryptedItems::scan(&sent, &k, C).unwrap();
         assert_eq!(items.len(), 3);
         assert_eq!(
             items.maker(),
@@ -303,17 +309,17 @@ mod tests {
     #[test]
     fn s14_carried_thinking_steers_to_its_maker_and_is_left_out_of_spliced_bodies() {
         let k = key();
-        let carried = k.seal_carried("an-1", b"{}").unwrap();
+        let carried = k.seal_carried(C, "an-1", b"{}").unwrap();
         let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
         use base64::Engine;
         let retagged = carried.replacen(&engine.encode("an-1"), &engine.encode("an-2"), 1);
         let sent = body(json!([
             {"role": "user", "content": "one"},
-            reasoning(&k.seal("oa-1", "gAAAAAold")),
+            reasoning(&k.seal(C, "oa-1", "gAAAAAold")),
             reasoning(&retagged),
             reasoning(&carried),
         ]));
-        let items = EncryptedItems::scan(&sent, &k).unwrap();
+        let items = EncryptedItems::scan(&sent, &k, C).unwrap();
         assert_eq!(items.maker(), Some("an-1"), "the newest one that opens");
         // An OpenAI-format target reads neither; its own sealed item is restored.
         let to_openai = items.body_for(&sent, "oa-1", false).unwrap();
@@ -329,13 +335,37 @@ mod tests {
     }
 
     #[test]
+    fn s10_a_seal_that_does_not_open_is_left_out_everywhere() {
+        let k = key();
+        let theirs = k.seal("team-b", "oa-1", "gAAAAAtheirs");
+        let forged = SealKey::from_secret(b"guessed").seal(C, "oa-2", "gAAAAAforged");
+        let sent = body(json!([
+            {"role": "user", "content": "one"},
+            reasoning(&theirs),
+            reasoning(&forged),
+        ]));
+        let items = EncryptedItems::scan(&sent, &k, C).unwrap();
+        assert_eq!(items.maker(), None, "neither steers the request");
+        for connection in ["oa-1", "oa-2", "oa-3"] {
+            let out = items.body_for(&sent, connection, false).unwrap();
+            assert_eq!(out.left_out, 2, "{connection}");
+            let text = std::str::from_utf8(&out.body).unwrap();
+            assert!(!text.contains("gAAAAAtheirs") && !text.contains("gAAAAAforged"));
+            assert_eq!(items.unreadable_by(connection, false), 2);
+        }
+        // The client it was handed to still reaches its maker with it.
+        let own = EncryptedItems::scan(&sent, &k, "team-b").unwrap();
+        assert_eq!(own.maker(), Some("oa-1"));
+    }
+
+    #[test]
     fn s10_bytes_outside_the_input_array_are_kept() {
         let k = key();
-        let sealed = k.seal("oa-1", "gAAAAAz");
+        let sealed = k.seal(C, "oa-1", "gAAAAAz");
         let sent = format!(
             "{{ \"model\" : \"team\",\n \"input\": [ {{\"type\":\"reasoning\",\"encrypted_content\":\"{sealed}\"}} ] , \"x\": 1 }}"
         );
-        let items = EncryptedItems::scan(sent.as_bytes(), &k).unwrap();
+        let items = EncryptedItems::scan(sent.as_bytes(), &k, C).unwrap();
         let out = items.body_for(sent.as_bytes(), "oa-1", false).unwrap();
         assert_eq!(
             std::str::from_utf8(&out.body).unwrap(),

@@ -15,7 +15,8 @@
 //! - `usage` — token counts from whole JSON responses; `usage_count` reads one count from any
 //!   JSON value (flagging bad ones); `usage_check` clamps counts before they are counted.
 //! - `content_bytes` — how many bytes of text a content event carries (a left stream's
-//!   output estimate).
+//!   output estimate); `json_member` finds a member by its key in raw bytes, with any JSON
+//!   spacing around its colon, for that and `stream_watch`'s byte checks.
 //! - `stream_error` — the final SSE error event of a committed stream that broke.
 //! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
 //! - `item_seal` — the router's seal on encrypted items (the connection that made them);
@@ -27,6 +28,7 @@ pub mod content_bytes;
 pub mod content_coding;
 pub mod encrypted_items;
 pub mod item_seal;
+mod json_member;
 mod openai_chunk;
 pub mod sse;
 pub mod stream_error;

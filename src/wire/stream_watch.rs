@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::content_bytes::content_text_bytes;
+use super::json_member::MemberFinder;
 use super::openai_chunk::OpenAiChunk;
 use super::sse::SseEvent;
 pub use super::stream_format::StreamFormat;
@@ -281,30 +282,24 @@ fn anthropic_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<Toke
 }
 
 /// The byte patterns `matters_after_commit` looks for in OpenAI chunks, each searcher built
-/// once (building one costs more than searching a chunk with it).
+/// once (building one costs more than searching a chunk with it); members are found with any
+/// JSON spacing around their colon.
 struct ChunkNeedles {
     error: Finder<'static>,
-    usage: Finder<'static>,
-    usage_null: Finder<'static>,
-    usage_null_spaced: Finder<'static>,
-    finish_reason: Finder<'static>,
-    finish_reason_spaced: Finder<'static>,
+    usage: MemberFinder,
+    finish_reason: MemberFinder,
 }
 
 static CHUNK_NEEDLES: LazyLock<ChunkNeedles> = LazyLock::new(|| ChunkNeedles {
     error: Finder::new(b"\"error\""),
-    usage: Finder::new(b"\"usage\""),
-    usage_null: Finder::new(b"\"usage\":null"),
-    usage_null_spaced: Finder::new(b"\"usage\": null"),
-    finish_reason: Finder::new(b"\"finish_reason\":\""),
-    finish_reason_spaced: Finder::new(b"\"finish_reason\": \""),
+    usage: MemberFinder::new(b"\"usage\""),
+    finish_reason: MemberFinder::new(b"\"finish_reason\""),
 });
 
 /// Whether an event after the first content can mean anything but more content (usage, an
 /// error, the end) — a byte check, so the relay parses only those and forwards the rest as is.
 pub fn matters_after_commit(format: StreamFormat, event: &SseEvent) -> bool {
     let data = event.data.as_bytes();
-    let has = |needle: &Finder<'static>| needle.find(data).is_some();
     match format {
         StreamFormat::Anthropic => !matches!(
             event.event.as_deref(),
@@ -317,12 +312,9 @@ pub fn matters_after_commit(format: StreamFormat, event: &SseEvent) -> bool {
         StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => {
             let needles = &*CHUNK_NEEDLES;
             data == b"[DONE]"
-                || has(&needles.error)
-                || (has(&needles.usage)
-                    && !has(&needles.usage_null)
-                    && !has(&needles.usage_null_spaced))
-                || has(&needles.finish_reason)
-                || has(&needles.finish_reason_spaced)
+                || needles.error.find(data).is_some()
+                || needles.usage.has_non_null(data)
+                || needles.finish_reason.first_string(data).is_some()
                 || !data.starts_with(b"{")
         }
     }
@@ -765,6 +757,18 @@ mod tests {
             (
                 r#"{"choices":[{"delta":{"content":"x"}}], "usage": null}"#,
                 false,
+            ),
+            (
+                "{\"choices\": [{\"delta\": {\"content\": \"x\"}}],\n  \"usage\" :\n  null}",
+                false,
+            ),
+            (
+                "{\"choices\": [{\"delta\": {}, \"finish_reason\" :\t\"stop\"}]}",
+                true,
+            ),
+            (
+                "{\n  \"choices\": [],\n  \"usage\": {\n    \"prompt_tokens\": 3\n  }\n}",
+                true,
             ),
             (
                 r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}"#,

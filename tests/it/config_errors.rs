@@ -643,3 +643,57 @@ fn provider_apis_name_generation_apis_once() {
         );
     }
 }
+
+/// `server.seal_key` (issue 49 item 7): at most one of its three forms, at least 32
+/// characters, an env variable that is set, a file that reads; errors never show the value.
+#[test]
+fn server_seal_key_forms_and_errors() {
+    let with = |line: &str| {
+        VALID.replace(
+            "api_keys = [\"sk-qr-client\"]",
+            &format!("api_keys = [\"sk-qr-client\"]\n{line}"),
+        )
+    };
+    let secret = "a-cluster-wide-seal-secret-0123456789";
+    let config = config::parse(&with(&format!("seal_key = \"{secret}\"")), "q.toml", &env).unwrap();
+    assert_eq!(config.server.seal_key.as_ref().unwrap().expose(), secret);
+    assert!(!format!("{config:?}").contains(secret));
+    let config = config::parse(VALID, "q.toml", &env).unwrap();
+    assert!(config.server.seal_key.is_none(), "absent: the node's own");
+
+    let short = errors_of(&with("seal_key = \"short-secret\""));
+    assert!(
+        pairs(&short)
+            .iter()
+            .any(|(key, reason)| key == "server.seal_key" && reason.contains("at least 32")),
+        "{short}"
+    );
+    assert!(!short.to_string().contains("short-secret"));
+    assert_error(
+        &with(&format!(
+            "seal_key = \"{secret}\"\nseal_key_env = \"KEY_TWO\""
+        )),
+        "server.seal_key",
+        "at most one",
+    );
+    assert_error(
+        &with("seal_key_env = \"SEAL_NOT_SET\""),
+        "server.seal_key_env",
+        "environment variable `SEAL_NOT_SET` is not set",
+    );
+    assert_error(
+        &with("seal_key_file = \"/nonexistent/seal\""),
+        "server.seal_key_file",
+        "cannot read",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("seal");
+    std::fs::write(&file, format!("{secret}\n")).unwrap();
+    let config = config::parse(
+        &with(&format!("seal_key_file = \"{}\"", file.display())),
+        "q.toml",
+        &env,
+    )
+    .unwrap();
+    assert_eq!(config.server.seal_key.as_ref().unwrap().expose(), secret);
+}

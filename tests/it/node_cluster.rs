@@ -72,7 +72,7 @@ pub struct Node {
 }
 
 impl Node {
-    fn spawn(&mut self) {
+    pub(crate) fn spawn(&mut self) {
         let child = Command::new(env!("CARGO_BIN_EXE_quotaroute"))
             .args(["serve", "--config"])
             .arg(&self.config)
@@ -95,7 +95,7 @@ impl Node {
         std::fs::read_to_string(self.config.with_extension("log")).unwrap_or_default()
     }
 
-    fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.0.kill();
             let _ = child.0.wait();

@@ -319,7 +319,8 @@ async fn an_invalid_encrypted_content_is_retried_once_without_the_items() {
     );
 }
 
-/// The seal lives in the item, under a key derived from the config: a restarted node reads it.
+/// The seal lives in the item, under the node's own key kept beside the journal: a restarted
+/// node reads it.
 #[tokio::test]
 async fn a_restart_in_between_keeps_the_maker() {
     let mut harness = Harness::start().await;
@@ -396,14 +397,21 @@ async fn streamed_reasoning_is_sealed_and_finds_its_maker() {
 
 /// Two nodes of one config (no shared state at all: each its own journal) in front of the same
 /// accounts: a turn one node answered goes, through the other, to the account that made its
-/// items — the seal carries the maker, so nothing needs to be shared.
+/// items — the seal carries the maker, so nothing but the config's `server.seal_key` needs to
+/// be shared.
 #[tokio::test]
 async fn another_node_of_the_same_config_reads_the_seal() {
-    let first_node = Harness::start().await;
+    let shared_key = |text: String| {
+        text.replace(
+            "[server]\n",
+            "[server]\nseal_key = \"a-cluster-wide-seal-secret-of-some-length\"\n",
+        )
+    };
+    let first_node = Harness::start_editing(shared_key).await;
     let second_node = Harness::on_mock(
         first_node.mock_base.clone(),
         first_node.mock.clone(),
-        |text| text,
+        shared_key,
         Arc::new(SystemClock),
     )
     .await;

@@ -47,6 +47,19 @@ output = 600.0
 /// (drops the response, closing the connection) before the usage came. The status, and the
 /// error body of a refusal.
 async fn stream_and_leave(harness: &Harness, anthropic: bool, max_tokens: u64) -> (u16, Value) {
+    // The mock's reply cycles through six words, one of them " mock".
+    let want = (max_tokens / 6 * 9 / 10).max(1) as usize;
+    stream_and_leave_after(harness, anthropic, max_tokens, want).await
+}
+
+/// [`stream_and_leave`], leaving once the content holds `mocks` times the word " mock" (one
+/// in six of the mock's words).
+async fn stream_and_leave_after(
+    harness: &Harness,
+    anthropic: bool,
+    max_tokens: u64,
+    mocks: usize,
+) -> (u16, Value) {
     // A client of its own: leaving closes the socket rather than returning it to a pool.
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
@@ -77,10 +90,8 @@ async fn stream_and_leave(harness: &Harness, anthropic: bool, max_tokens: u64) -
         let body: Value = response.json().await.unwrap();
         return (status, body);
     }
-    // The mock's reply cycles through six words, one of them " mock".
-    let want = (max_tokens / 6 * 9 / 10).max(1) as usize;
     let mut seen = String::new();
-    while seen.matches("mock").count() < want {
+    while seen.matches("mock").count() < mocks {
         match tokio::time::timeout(Duration::from_secs(5), response.chunk()).await {
             Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
             other => panic!("the stream ended before content: {other:?} {seen}"),
@@ -190,15 +201,133 @@ async fn streams_left_early_are_charged_and_a_small_budget_refuses_after_the_cro
         served,
         "served past the crossing: {statuses:?} {spend_pusd:?}"
     );
-    // The connection saw the upstream's own usage (40 chunks out), not 0.
-    for success in events_of(&events, "request_succeeded") {
-        assert_eq!(success["tokens_out"], 40, "{success}");
+    // The connection saw the upstream's own usage (40 chunks out), not 0; the one stream read
+    // on when the budget was reached stopped there, charged what it read.
+    let successes = events_of(&events, "request_succeeded");
+    for success in &successes {
+        let tokens_out = success["tokens_out"].as_u64().unwrap();
+        assert!((1..=40).contains(&tokens_out), "{success}");
         assert!(success["tokens_in"].as_u64().unwrap() > 0, "{success}");
         assert!(success["cost_usd"].as_f64().unwrap() > 0.0, "{success}");
     }
+    let stopped = successes.iter().filter(|s| s["tokens_out"] != 40).count();
+    assert!(stopped <= 1, "{successes:?}");
     let clients = harness.admin_get("/admin/clients").await;
     let spend = team_a(&clients)["spend_usd"].as_f64().unwrap();
     assert!(spend >= 0.05, "{clients}");
+}
+
+/// Prices of `money_config`, per token in USD.
+const INPUT_USD: f64 = 150.0 / 1e6;
+const OUTPUT_USD: f64 = 600.0 / 1e6;
+
+/// What the mock generated for streams of this test, priced as output (every SSE event one
+/// token: the role, content, finish and usage chunks alike, so it rounds up).
+fn generated_usd(harness: &Harness, before: u64) -> f64 {
+    (harness.mock.stream_events_sent() - before) as f64 * OUTPUT_USD
+}
+
+/// Issue 49 item 10 (the residual of turn 4's F1): a $0.05/day client opened three streams at
+/// once and left each after a few words; each was read on to its end for its usage, and the
+/// upstream generated $2.40 past the budget. Now the streams' running cost counts against the
+/// budget while they run: once the client's spend and its streams' running cost reach the
+/// budget, every stream of it stops reading its upstream (which stops generating), and is
+/// charged what it used. Service past the budget is bounded by what was already on its way:
+/// here under $0.10 (before: ~$2.70, every stream generated to its end).
+#[tokio::test]
+async fn concurrent_streams_left_early_stop_at_a_small_budget() {
+    let harness = Harness::start_editing(money_config(
+        "budget_usd = 0.05\nbudget_period = \"day\"",
+        "",
+    ))
+    .await;
+    // One event every 3 ms: 1,500 words take 4.5 s to generate, ~$0.90 of output each.
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::Paced { every_ms: 3 })]);
+    let before = harness.mock.stream_events_sent();
+    // Each leaves after its first " mock" (6 words, under a cent), all three at once.
+    let left = futures_util::future::join_all(
+        (0..3).map(|_| stream_and_leave_after(&harness, false, 1_500, 1)),
+    )
+    .await;
+    assert!(left.iter().all(|(status, _)| *status == 200), "{left:?}");
+    let charges = wait_for_charges(&harness, 6).await;
+    // Let anything still generating run on (it would take 4.5 s to the end).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let generated = generated_usd(&harness, before);
+    let clients = harness.admin_get("/admin/clients").await;
+    let spend = team_a(&clients)["spend_usd"].as_f64().unwrap();
+    println!("generated ${generated:.4}, charged ${spend:.4}, charges {charges:?}");
+    // Charged for what it caused: the budget was reached by what the streams read on.
+    assert!(spend >= 0.05, "charged ${spend} {clients}");
+    // The service past the budget is bounded.
+    let input = 3.0 * 40.0 * INPUT_USD;
+    assert!(
+        generated + input <= 0.05 + 0.10,
+        "the upstream generated ${generated:.4} of output (charged ${spend:.4})"
+    );
+    assert!(spend <= 0.05 + 0.10, "charged ${spend}");
+    // And the client's next request is refused.
+    let (status, body) = stream_and_leave_after(&harness, false, 10, 1).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "budget_exceeded", "{body}");
+}
+
+/// The same three streams read to their end by a client that stays: each stops with an error
+/// event `budget_exceeded` once the budget is reached, instead of relaying ~$0.90 each.
+#[tokio::test]
+async fn concurrent_streams_read_to_the_end_stop_at_a_small_budget() {
+    let harness = Harness::start_editing(money_config(
+        "budget_usd = 0.05\nbudget_period = \"day\"",
+        "",
+    ))
+    .await;
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::Paced { every_ms: 3 })]);
+    let before = harness.mock.stream_events_sent();
+    let client = reqwest::Client::new();
+    let read_all = |_| {
+        let client = client.clone();
+        let url = harness.url("/v1/chat/completions");
+        async move {
+            let body = json!({"model": "team", "max_tokens": 1_500, "stream": true,
+                              "messages": [{"role": "user", "content": "tell me a long story please"}]});
+            let response = client
+                .post(url)
+                .bearer_auth(KEY_A)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            response.text().await.unwrap()
+        }
+    };
+    let texts = futures_util::future::join_all((0..3).map(read_all)).await;
+    for text in &texts {
+        assert!(
+            text.contains("budget_exceeded"),
+            "{}",
+            &text[text.len().saturating_sub(600)..]
+        );
+        assert!(
+            !text.contains("[DONE]"),
+            "a cut stream does not say it is done"
+        );
+    }
+    wait_for_charges(&harness, 3).await;
+    let generated = generated_usd(&harness, before);
+    let clients = harness.admin_get("/admin/clients").await;
+    let spend = team_a(&clients)["spend_usd"].as_f64().unwrap();
+    println!("generated ${generated:.4}, charged ${spend:.4}");
+    assert!(spend >= 0.05, "charged ${spend}");
+    assert!(
+        generated + 3.0 * 40.0 * INPUT_USD <= 0.05 + 0.10,
+        "the upstream generated ${generated:.4} (charged ${spend:.4})"
+    );
+    assert!(spend <= 0.05 + 0.10, "charged ${spend}");
 }
 
 /// A `tokens_per_min = 1000` client leaving streams is counted: its window fills and it is

@@ -117,16 +117,18 @@ async fn a_codex_window_at_100_pct_is_spent_until_its_reset() {
 #[tokio::test]
 async fn an_openai_window_with_nothing_remaining_is_spent_until_its_reset() {
     let harness = Harness::start_with(SOLO).await;
-    // One request a window: after it, `x-ratelimit-remaining-requests: 0` until the reset.
+    // One request a window: after it, `x-ratelimit-remaining-requests: 0` until the reset,
+    // within the minute a per-minute window lasts (a reset further away is cut to that minute:
+    // `node_header_resets`).
     harness.mock.set_budget(
         &upstream_key("oa-1"),
         RateBudget {
             requests_limit: 1,
             tokens_limit: 1_000_000,
-            reset_ms: 600_000,
+            reset_ms: 50_000,
         },
     );
-    spent_gets_nothing(&harness, ("team", "solo"), false, "oa-1", (590, 601)).await;
+    spent_gets_nothing(&harness, ("team", "solo"), false, "oa-1", (35, 51)).await;
 }
 
 #[tokio::test]

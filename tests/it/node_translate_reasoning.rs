@@ -215,13 +215,28 @@ async fn elsewhere_the_thinking_is_left_out() {
     assert_eq!(event["items_left_out"], 1, "{event}");
 }
 
-/// A reasoning item sealed for `connection` whose thinking block's signature its account never
-/// made (as after the account's key rotated): the router's seal verifies, the account refuses.
-fn sealed_with_a_foreign_signature(connection: &str) -> Value {
+/// The node's seal key, read from its file beside the journal (as only the node can).
+fn node_seal_key(harness: &Harness) -> SealKey {
+    let path = harness
+        .dir
+        .path()
+        .join("journal")
+        .join(quotaroute::node::seal_secret::SEAL_KEY_FILE);
+    let hex = std::fs::read_to_string(path).unwrap();
+    let secret: Vec<u8> = (0..32)
+        .map(|at| u8::from_str_radix(&hex.trim()[2 * at..2 * at + 2], 16).unwrap())
+        .collect();
+    SealKey::from_secret(&secret)
+}
+
+/// A reasoning item sealed for `connection` (handed to client `default`) whose thinking
+/// block's signature its account never made (as after the account's key rotated): the
+/// router's seal verifies, the account refuses.
+fn sealed_with_a_foreign_signature(harness: &Harness, connection: &str) -> Value {
     let block =
         json!({"type": "thinking", "thinking": "old thoughts", "signature": "bm90LW91cnM="});
-    let sealed = SealKey::derive([ADMIN_KEY.as_bytes()])
-        .seal_carried(connection, block.to_string().as_bytes())
+    let sealed = node_seal_key(harness)
+        .seal_carried("default", connection, block.to_string().as_bytes())
         .unwrap();
     json!({"type": "reasoning", "id": "rs_old", "summary": [], "encrypted_content": sealed})
 }
@@ -232,7 +247,7 @@ async fn a_refused_signature_is_retried_once_without_thinking() {
     harness.mock.reset_stats();
     let input = vec![
         user("rotated: hello"),
-        sealed_with_a_foreign_signature("an-1"),
+        sealed_with_a_foreign_signature(&harness, "an-1"),
         json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}),
         user("rotated: again"),
     ];

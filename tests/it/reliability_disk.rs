@@ -144,7 +144,11 @@ async fn s8_node_reports_a_failing_journal_in_healthz_and_metrics_and_keeps_serv
     let (mock_base, mock) = start_mock().await;
     let (router, memory, switch, config) = failing_router(&mock_base).await;
     let app = AppState::new(
-        LiveConfig::from_config(&config, std::sync::Arc::new(quotaroute_actors::SystemClock)),
+        LiveConfig::from_config(
+            &config,
+            std::sync::Arc::new(quotaroute_actors::SystemClock),
+            quotaroute::node::seal_secret::seal_key(&config).unwrap(),
+        ),
         metrics::install(),
         None,
     );

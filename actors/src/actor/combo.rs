@@ -39,10 +39,6 @@ use crate::recorder::Recorder;
 use crate::registry::Registry;
 use crate::view::{BreakerAdmission, BreakerView, ConnectionView};
 
-/// Which targets a request may use (behaviour §14): its endpoint's format, whether a target of
-/// the other format may serve it, and the providers that cannot carry it.
-type Wanted<'a> = (ApiFormat, bool, &'a [Arc<str>]);
-
 pub struct ComboActor;
 
 pub struct ComboArgs {
@@ -191,15 +187,15 @@ impl ComboState {
 
     /// Behaviour §11: whether `request` waits rather than being routed now — the combo queues,
     /// someone already waits (a newcomer must not overtake them), or the pool is full for it.
-    /// Requests bound to one connection (a stored response, a continuation) wait like any
-    /// other: "every path is governed" (§11), so their one connection's cap holds and they
-    /// take their turn in the fair order.
+    /// Requests bound to one connection (a stored response, a continuation, a turn whose
+    /// encrypted items its maker alone reads) wait like any other: "every path is governed"
+    /// (§11), so that connection's cap holds and they take their turn in the fair order.
     fn must_wait(&mut self, request: &RouteRequest, now_ms: u64) -> bool {
         self.setup.spec.queue_ms > 0
             && (!self.queue.is_empty()
                 || self.pool_full(
-                    (request.format, request.translatable, &request.cannot_carry),
-                    request.only_connection.as_deref(),
+                    (request.format, request.translatable),
+                    waits_for(request),
                     now_ms,
                 ))
     }
@@ -214,9 +210,9 @@ impl ComboState {
     /// Whether no target of `format` (on `only` when it names one) has room by selection's
     /// own rule while a released slot could give some (`Candidates::pool_full`). None
     /// unblocked at all is not full: that is §7's business, not the queue's.
-    fn pool_full(&mut self, wanted: Wanted<'_>, only: Option<&str>, now_ms: u64) -> bool {
+    fn pool_full(&mut self, wanted: (ApiFormat, bool), only: Option<&str>, now_ms: u64) -> bool {
         let mut scratch = std::mem::take(&mut self.scratch);
-        self.fill_candidates(wanted, now_ms, &mut scratch);
+        self.fill_candidates(wanted, &[], now_ms, &mut scratch);
         let full = Candidates {
             targets: &self.routed,
             positions: &scratch.positions,
@@ -253,31 +249,21 @@ impl ComboState {
         }
         let now_ms = self.clock.now_ms();
         for waiter in self.queue.expire(now_ms) {
-            waiter.busy(now_ms);
+            self.waited_out(waiter, now_ms);
         }
         // Head of line: when the next waiter has no room nobody behind it is granted either,
         // so the fair order holds (the targets of one combo are shared by its waiters). A
-        // waiter bound to one connection (a continuation) has room only there, so while its
-        // connection stays at cap the others wait behind it too (at most `queue_ms`).
-        while let Some((format, translatable, cannot_carry, only)) =
-            self.queue.next_waiting().map(|next| {
-                (
-                    next.format,
-                    next.translatable,
-                    next.cannot_carry.clone(),
-                    next.only_connection.clone(),
-                )
-            })
-        {
-            let wanted = (format, translatable, cannot_carry.as_slice());
-            if self.pool_full(wanted, only.as_deref(), now_ms) {
-                break;
-            }
-            let Some(waiter) = self.queue.grant() else {
+        // waiter bound to one connection (a continuation, a turn whose encrypted items its
+        // maker alone reads) has room only there: while that connection stays at cap the
+        // waiters after it that can go elsewhere are granted, and it keeps its place (a slot on
+        // another connection is of no use to it).
+        let mut full = Vec::new();
+        while let Some(ticket) = self.next_grantable(now_ms, &mut full) {
+            let Some(waiter) = self.queue.grant(ticket) else {
                 break;
             };
             let reply = self.route(waiter.request);
-            // A caller gone since `next` checked: the reply (and its permit) is dropped.
+            // A caller gone since `heads` checked: the reply (and its permit) is dropped.
             let _ = waiter.answer.send(reply);
         }
         if self.queue.is_empty() {
@@ -291,6 +277,56 @@ impl ComboState {
                 let _ = myself.cast(ComboMsg::QueueTick);
             });
         }
+    }
+
+    /// The first waiter in the fair order that has room now, passing over waiters bound to a
+    /// connection at cap; `None` when the first one that is not bound has no room either.
+    /// `full` remembers, for one pump, what was found full (granting only fills slots).
+    fn next_grantable(
+        &mut self,
+        now_ms: u64,
+        full: &mut Vec<WaitsFor>,
+    ) -> Option<crate::policy::fair_queue::Ticket> {
+        for ticket in self.queue.in_order() {
+            let Some(key) = self.queue.request(ticket).map(|next| {
+                (
+                    (next.format, next.translatable),
+                    waits_for(next).map(str::to_owned),
+                )
+            }) else {
+                continue;
+            };
+            let blocked = full.contains(&key) || {
+                let now_full = self.pool_full(key.0, key.1.as_deref(), now_ms);
+                if now_full {
+                    full.push(key.clone());
+                }
+                now_full
+            };
+            if !blocked {
+                return Some(ticket);
+            }
+            // Not bound and no room: nobody after it goes either (head of line).
+            key.1.as_ref()?;
+        }
+        None
+    }
+
+    /// A waiter whose `queue_ms` passed. A turn that waited only for its encrypted items'
+    /// maker goes to the rest of the pool when it has room (behaviour §10: served elsewhere,
+    /// the items that target cannot read left out); any other gets `pool_busy`.
+    fn waited_out(&mut self, waiter: crate::actor::combo_queue::Waiter, now_ms: u64) {
+        let request = &waiter.request;
+        let elsewhere = request.only_connection.is_none()
+            && request.encrypted_maker.is_some()
+            && !self.pool_full((request.format, request.translatable), None, now_ms);
+        if !elsewhere {
+            waiter.busy(now_ms);
+            return;
+        }
+        let reply = self.route(waiter.request);
+        // A caller gone meanwhile: the reply (and its permit) is dropped.
+        let _ = waiter.answer.send(reply);
     }
 
     /// Arms a grant round [`GRANT_ROUND_MS`] from now, unless one is armed or nobody waits.
@@ -341,7 +377,16 @@ impl ComboState {
     /// Fills `scratch` with the candidates of a request of `format`: positions of the
     /// combo's targets, what selection sees of each (§2 steps 0–2 on the resolved copies), and
     /// each one's breaker verdict by position (what taking the winner re-reads).
-    fn fill_candidates(&self, wanted: Wanted<'_>, now_ms: u64, scratch: &mut Scratch) {
+    /// The targets that may serve a request of `wanted` (and `cannot_carry`'s providers' are
+    /// left out: behaviour §14, a target that cannot carry a request is not chosen for it),
+    /// with their views.
+    fn fill_candidates(
+        &self,
+        wanted: (ApiFormat, bool),
+        cannot_carry: &[Arc<str>],
+        now_ms: u64,
+        scratch: &mut Scratch,
+    ) {
         let Scratch {
             positions,
             views,
@@ -353,9 +398,7 @@ impl ComboState {
         admissions.resize(self.setup.targets.len(), BreakerAdmission::Healthy);
         for (position, (runtime, slot)) in self.setup.targets.iter().zip(&self.slots).enumerate() {
             let target = &runtime.target;
-            // Behaviour §14: a target that cannot carry the request is not chosen for it.
-            if !self.serves_format(target.format, (wanted.0, wanted.1))
-                || wanted.2.contains(&target.provider)
+            if !self.serves_format(target.format, wanted) || cannot_carry.contains(&target.provider)
             {
                 continue;
             }
@@ -385,7 +428,8 @@ impl ComboState {
         scratch: &mut Scratch,
     ) -> RouteReply {
         self.fill_candidates(
-            (request.format, request.translatable, &request.cannot_carry),
+            (request.format, request.translatable),
+            &request.cannot_carry,
             now_ms,
             scratch,
         );
@@ -595,6 +639,19 @@ impl ComboState {
 /// combo's targets. With `admissions` (routing, right after the selection) their breaker
 /// verdicts are the ones the selection saw, by position, and hard-blocked targets were left out
 /// of the order; without (a failover), each candidate is evaluated now.
+/// What a waiter needs room on: its format (and whether it may be translated), and the one
+/// connection it is bound to, if any.
+type WaitsFor = ((ApiFormat, bool), Option<String>);
+
+/// The one connection `request` waits for when the pool is full for it (behaviour §11): a
+/// stored response's, else its encrypted items' maker (`None`: any target with room).
+fn waits_for(request: &RouteRequest) -> Option<&str> {
+    request
+        .only_connection
+        .as_deref()
+        .or(request.encrypted_maker.as_deref())
+}
+
 struct TakeFrom<'a> {
     combo: &'a ComboState,
     admissions: Option<&'a [BreakerAdmission]>,

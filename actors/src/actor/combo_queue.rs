@@ -113,24 +113,36 @@ impl WaitQueue {
             .collect()
     }
 
-    /// The request whose turn it is, after dropping waiters whose caller is gone.
-    pub fn next_waiting(&mut self) -> Option<&RouteRequest> {
-        loop {
-            let (ticket, _) = self.order.peek()?;
-            if self
-                .waiting
-                .get(&ticket)
-                .is_some_and(|w| !w.answer.is_closed())
-            {
-                return self.waiting.get(&ticket).map(|w| &w.request);
+    /// Every waiter in the fair order (`FairQueue::in_order`), after dropping those whose
+    /// caller is gone.
+    pub fn in_order(&mut self) -> Vec<Ticket> {
+        let mut order = self.order.in_order();
+        let gone: Vec<Ticket> = order
+            .iter()
+            .copied()
+            .filter(|ticket| {
+                self.waiting
+                    .get(ticket)
+                    .is_none_or(|w| w.answer.is_closed())
+            })
+            .collect();
+        if !gone.is_empty() {
+            for ticket in &gone {
+                self.cancel(*ticket);
             }
-            self.cancel(ticket);
+            order.retain(|ticket| !gone.contains(ticket));
         }
+        order
     }
 
-    /// Takes the turn of the waiter [`WaitQueue::next_waiting`] returned.
-    pub fn grant(&mut self) -> Option<Waiter> {
-        let (ticket, _) = self.order.grant()?;
+    /// The request `ticket` waits with.
+    pub fn request(&self, ticket: Ticket) -> Option<&RouteRequest> {
+        self.waiting.get(&ticket).map(|w| &w.request)
+    }
+
+    /// Takes the turn of `ticket`, one of [`WaitQueue::in_order`].
+    pub fn grant(&mut self, ticket: Ticket) -> Option<Waiter> {
+        let (ticket, _) = self.order.grant_ticket(ticket)?;
         self.waiting.remove(&ticket)
     }
 

@@ -67,8 +67,10 @@ pub struct RouteRequest {
     /// account that created it).
     pub only_connection: Option<String>,
     /// The connection that made the request's encrypted items (behaviour §10 "Encrypted
-    /// items"): it goes first unless hard-blocked (saturated or at cap it still serves; no
-    /// `max_lead`, no binding to keep), otherwise §2 among the rest (`affinity::place_hard`).
+    /// items"): it goes first while it can serve (not hard-blocked, with room; no `max_lead`,
+    /// no binding to keep), otherwise §2 among the rest (`affinity::place_hard`). With
+    /// `queue_ms` a turn whose maker is at cap waits for it, and past `queue_ms` goes to the
+    /// rest when they have room (behaviour §11).
     pub encrypted_maker: Option<String>,
     /// The request's conversation (behaviour §10), if it has one and no hard affinity.
     pub affinity: Option<AffinityKey>,

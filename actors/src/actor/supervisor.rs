@@ -291,8 +291,11 @@ impl SupervisorState {
         }
     }
 
-    fn folded_state(&self) -> RouterState {
-        self.recorder.state()
+    /// The fold as spawning reads it, with the conversation groups of the combos `keep_groups`
+    /// names only (the recorder's lock is held while it is copied: see `recorder`).
+    fn folded_state(&self, keep_groups: impl Fn(&str) -> bool) -> RouterState {
+        self.recorder
+            .read(|state| state.copy_without_traffic_tables(keep_groups))
     }
 
     fn stop_child(&mut self, cell: Option<ActorCell>) {
@@ -307,7 +310,10 @@ impl SupervisorState {
         supervisor: ActorCell,
         topology: Topology,
     ) -> Result<(), ActorProcessingErr> {
-        let state = self.folded_state();
+        // Groups only of the combos this reload spawns (the running ones keep their own).
+        let state = self.folded_state(|combo| {
+            topology.combo(combo).is_some() && !self.combos.contains_key(combo)
+        });
         let old = std::mem::replace(&mut self.topology, topology);
         self.generation = state.next_generation().max(self.generation + 1);
         let loaded = self.topology.config_loaded(self.generation);
@@ -417,7 +423,8 @@ impl SupervisorState {
         supervisor: ActorCell,
         child: Child,
     ) -> Result<(), ActorProcessingErr> {
-        let state = self.folded_state();
+        let state =
+            self.folded_state(|combo| matches!(&child, Child::Combo(name) if name == combo));
         tracing::warn!(?child, "restarting failed actor from the journal's fold");
         match child {
             Child::Connection(id) => self.spawn_connection(supervisor, &id, &state).await?,
@@ -493,7 +500,7 @@ impl Actor for RouterSupervisor {
                 }
                 let spawned = match implicit {
                     Some(spec) => {
-                        let learned = state.folded_state();
+                        let learned = state.folded_state(|combo| combo == name);
                         let actor = state
                             .spawn_combo(myself.get_cell(), spec.clone(), &learned)
                             .await?;

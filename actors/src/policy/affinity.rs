@@ -118,18 +118,7 @@ pub fn place(
         // §2 picked it anyway: nothing to steer, and its lead cannot grow by its own turn.
         return Placement::Held;
     }
-    let has_room = if selection.room.is_empty() {
-        // Strategies without a room list (priority): eligible is enough.
-        !targets[bound].saturated
-    } else {
-        selection.room.contains(&bound)
-    };
-    if !has_room {
-        let reason = if targets[bound].saturated {
-            MoveReason::Saturated
-        } else {
-            MoveReason::AtCap
-        };
+    if let Err(reason) = room_for(bound, targets, selection) {
         return Placement::Moved(reason);
     }
     if lead_exceeded {
@@ -143,11 +132,35 @@ pub fn place(
     Placement::Held
 }
 
+/// Whether §2 gives `target` room this turn (it is among the targets with room, or, for a
+/// strategy without a room list, not saturated); else why not.
+fn room_for(
+    target: usize,
+    targets: &[TargetView],
+    selection: &Selection,
+) -> Result<(), MoveReason> {
+    let has_room = if selection.room.is_empty() {
+        // Strategies without a room list (priority): eligible is enough.
+        !targets[target].saturated
+    } else {
+        selection.room.contains(&target)
+    };
+    match (has_room, targets[target].saturated) {
+        (true, _) => Ok(()),
+        (false, true) => Err(MoveReason::Saturated),
+        (false, false) => Err(MoveReason::AtCap),
+    }
+}
+
 /// Places a turn whose account is fixed by its encrypted items (behaviour §10 "Encrypted
-/// items"): `maker` goes first whenever it is not hard-blocked — saturated or at its cap it
-/// still takes the turn (and pays its DRR share), as a stored response's connection would,
-/// because anywhere else the turn loses what only that account can read. `None`: the maker is
-/// not among `targets`. Hard-blocked or gone, §2's order stands (the turn moves).
+/// items"): `maker` goes first while it can serve — not hard-blocked, with room by §2's own
+/// rule (not saturated) and below its own `max_concurrent` — and pays its DRR share; no
+/// `max_lead`, no binding to keep. Every path passes the connections' caps (behaviour §11): a
+/// maker at its cap is waited for in the combo's queue when it has `queue_ms` (the combo's
+/// `must_wait`), and otherwise — or past `queue_ms` — the turn moves, §2's order standing, and
+/// the target it reaches leaves out the items it cannot read. When every target is at cap
+/// (§2's fail-open) such turns are spread by DRR like any other rather than piled on the
+/// maker. `None`: the maker is not among `targets` (the turn moves).
 pub fn place_hard(
     maker: Option<usize>,
     targets: &[TargetView],
@@ -158,6 +171,14 @@ pub fn place_hard(
     };
     if let Some((reason, _)) = targets[maker].hard_block {
         return Placement::Moved(MoveReason::Blocked(reason));
+    }
+    if selection.chosen != Some(maker) {
+        if let Err(reason) = room_for(maker, targets, selection) {
+            return Placement::Moved(reason);
+        }
+        if targets[maker].at_cap() {
+            return Placement::Moved(MoveReason::AtCap);
+        }
     }
     if let Some(at) = selection.order.iter().position(|&i| i == maker) {
         selection.order.remove(at);
@@ -253,12 +274,9 @@ mod tests {
     }
 
     #[test]
-    fn s10_the_maker_of_encrypted_items_goes_first_unless_hard_blocked() {
+    fn s10_the_maker_of_encrypted_items_goes_first_while_it_can_serve() {
         let deficits = DrrDeficits::default();
         let mut targets = views(3);
-        targets[1].saturated = true;
-        targets[2].max_concurrent = Some(1);
-        targets[2].in_flight = 1;
         for maker in [0, 1, 2] {
             let mut selection = select(Strategy::QuotaShare, &targets, &deficits);
             assert_eq!(
@@ -269,6 +287,41 @@ mod tests {
             assert_eq!(selection.chosen, Some(maker));
             assert_eq!(selection.order.len(), 3, "each target once");
         }
+        // Saturated or at its cap while others have room: the turn moves (§11: every path
+        // passes `max_concurrent`), §2's order standing.
+        targets[1].saturated = true;
+        targets[2].max_concurrent = Some(1);
+        targets[2].in_flight = 1;
+        for (maker, reason) in [(1, MoveReason::Saturated), (2, MoveReason::AtCap)] {
+            let mut selection = select(Strategy::QuotaShare, &targets, &deficits);
+            let before = selection.order.clone();
+            assert_eq!(
+                place_hard(Some(maker), &targets, &mut selection),
+                Placement::Moved(reason)
+            );
+            assert_eq!(selection.order, before);
+            assert_ne!(selection.order[0], maker);
+        }
+        // Every target at cap (§2's fail-open): the turn is not piled on its maker; §2's
+        // order (DRR over all) stands, whoever it picks.
+        let mut full = views(3);
+        for target in &mut full {
+            target.max_concurrent = Some(1);
+            target.in_flight = 1;
+        }
+        let mut selection = select(Strategy::QuotaShare, &full, &deficits);
+        let before = selection.order.clone();
+        let maker = *before.last().unwrap();
+        assert_eq!(
+            place_hard(Some(maker), &full, &mut selection),
+            Placement::Moved(MoveReason::AtCap)
+        );
+        assert_eq!(selection.order, before);
+        // §2's own pick is held as it is.
+        assert_eq!(
+            place_hard(Some(before[0]), &full, &mut selection),
+            Placement::Held
+        );
         targets[2].hard_block = Some((BlockReason::RateLimited, Some(3_600_000)));
         let mut selection = select(Strategy::QuotaShare, &targets, &deficits);
         let before = selection.order.clone();

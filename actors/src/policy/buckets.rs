@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::forecast::Burn;
 use crate::policy::pace::PaceWindow;
+use crate::policy::reading_end::reading_ends_at_ms;
 use crate::policy::window::WindowShape;
 
 /// A connection's configured limits (contract: `[connections.limits]`). `None` / absent = none.
@@ -153,6 +154,8 @@ pub struct Reading {
     pub used: u64,
     /// Never 0 (such readings are ignored).
     pub limit: u64,
+    /// Its reset, at most its window's own length after `at_ms` (`reading_end`); kept as an
+    /// `Option` for the layout snapshots store, always `Some` since issue #49.
     pub resets_at_ms: Option<u64>,
     pub source: UsageSource,
     /// When it was observed; newest wins per window.
@@ -378,7 +381,11 @@ impl UsageBuckets {
             Reading {
                 used: observed.used,
                 limit: observed.limit,
-                resets_at_ms: observed.resets_at_ms,
+                resets_at_ms: Some(reading_ends_at_ms(
+                    &observed.window,
+                    at_ms,
+                    observed.resets_at_ms,
+                )),
                 source: observed.source,
                 at_ms,
             },
@@ -575,6 +582,7 @@ mod tests {
 
     const MINUTE: u64 = 60_000;
     const HOUR: u64 = 60 * MINUTE;
+    const DAY: u64 = 24 * HOUR;
     /// An arbitrary, bin-aligned start (2025-01-01T00:00:00Z).
     const T0: u64 = 1_735_689_600_000;
 
@@ -614,6 +622,48 @@ mod tests {
 
     fn none() -> BucketLimits {
         BucketLimits::default()
+    }
+
+    /// Issue #49: a spent reading with an absurd reset or none blocks for its window's own
+    /// length at most, whoever sent it (the node's headers, a push, a peer).
+    #[test]
+    fn a_spent_reading_blocks_no_longer_than_its_window() {
+        let mut buckets = UsageBuckets::new();
+        // `x-ratelimit-remaining-requests: 0` with reset `999999h`; a token window with none.
+        buckets.apply(
+            T0,
+            &header("requests:m", 100, 100, Some(T0 + 999_999 * HOUR)),
+        );
+        buckets.apply(T0, &header("tokens:m", 100, 100, None));
+        // Unified `rejected` with reset 99999999999 (Unix s); a pushed `7d` with none.
+        buckets.apply(T0, &header("5h", 10_000, 10_000, Some(99_999_999_999_000)));
+        buckets.apply(T0, &push("7d", 10_000, None));
+        assert!(buckets.saturated("m", T0 + 59_000, &none(), &settings()));
+        let views = buckets.views(T0, &none(), &settings());
+        let ends: Vec<(&str, Option<u64>)> = views
+            .iter()
+            .map(|v| (v.window.as_str(), v.resets_at_ms))
+            .collect();
+        assert_eq!(
+            ends,
+            [
+                ("5h", Some(T0 + 5 * HOUR)),
+                ("7d", Some(T0 + 7 * DAY)),
+                ("requests:m", Some(T0 + MINUTE)),
+                ("tokens:m", Some(T0 + MINUTE)),
+            ]
+        );
+        assert!(buckets.saturated("m", T0 + 7 * DAY - 1, &none(), &settings()));
+        assert!(
+            !buckets.saturated("m", T0 + 7 * DAY, &none(), &settings()),
+            "a week at most"
+        );
+        let spent: Vec<u64> = buckets
+            .pace_windows(T0, &none())
+            .iter()
+            .filter_map(|w| w.resets_at_ms)
+            .collect();
+        assert_eq!(spent.len(), 4, "every spent window has an end");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::policy::cooldown::ConnectionHealth;
 use crate::policy::lockout::ModelLockouts;
 use crate::policy::outcome::Outcome;
 use crate::policy::peer_merge;
+use crate::policy::reading_end::reading_ends_at_ms;
 use crate::policy::topology::ConnectionSpec;
 
 /// The learned state of one connection.
@@ -102,7 +103,7 @@ impl ConnectionState {
             .iter()
             .filter(|reading| match self.buckets.reading(&reading.window) {
                 Some(known) if known.resets_at_ms.is_none_or(|reset| now_ms < reset) => {
-                    reading_moved(known, reading, &spec.buckets)
+                    reading_moved(known, reading, now_ms, &spec.buckets)
                 }
                 _ => true,
             })
@@ -113,7 +114,11 @@ impl ConnectionState {
                     window: reading.window.clone(),
                     used: reading.used,
                     limit: reading.limit,
-                    resets_at_ms: reading.resets_at_ms,
+                    resets_at_ms: Some(reading_ends_at_ms(
+                        &reading.window,
+                        now_ms,
+                        reading.resets_at_ms,
+                    )),
                     source: UsageSource::Header,
                 })
             })
@@ -156,15 +161,17 @@ impl ConnectionState {
 fn reading_moved(
     known: &crate::policy::buckets::Reading,
     new: &crate::policy::rate_limit_headers::UsageReading,
+    now_ms: u64,
     settings: &crate::policy::buckets::BucketSettings,
 ) -> bool {
     let percent = |used: u64, limit: u64| u128::from(used) * 100 / u128::from(limit.max(1));
     let length = crate::policy::pace::window_length_ms(&new.window);
-    let reset_moved = match (known.resets_at_ms, new.resets_at_ms) {
-        (Some(a), Some(b)) => a.abs_diff(b) > (length.unwrap_or(0) / 100).max(RESET_JITTER_MS),
-        (None, None) => false,
-        _ => true,
-    };
+    // Both ends as kept (`reading_end`): a reading without a reset moves its end along with
+    // the time it is read, so it is journaled again once that drifts past the jitter.
+    let new_end = reading_ends_at_ms(&new.window, now_ms, new.resets_at_ms);
+    let reset_moved = known.resets_at_ms.is_none_or(|known_end| {
+        known_end.abs_diff(new_end) > (length.unwrap_or(0) / 100).max(RESET_JITTER_MS)
+    });
     // Per-minute windows pace nothing worth a record per percent; their flips still count.
     let paced = crate::policy::pace::is_quota_window(&new.window);
     known.limit != new.limit

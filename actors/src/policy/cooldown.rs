@@ -120,27 +120,28 @@ impl ConnectionHealth {
     }
 
     /// The hard block on this connection at `now` (§2 step 0, §7) and how long until it lifts
-    /// (`None` = not by itself). Disabled outranks cooling; a billing disable reports the time
-    /// until the connection is routable again, so a cooldown outlasting it is included. An
-    /// expired billing disable no longer blocks: the next request is its probe.
+    /// (`None` = not by itself). Disabled outranks cooling; a disable with an end (billing, or
+    /// one a peer reported, bounded by the cluster: issue #49) reports the time until the
+    /// connection is routable again, so a cooldown outlasting it is included. An expired one no
+    /// longer blocks: the next request is its probe.
     pub fn block_at(&self, now_ms: u64) -> Option<(BlockReason, Option<u64>)> {
         let cooling = self.cooldown_remaining_at(now_ms);
+        let reason_of = |reason: DisableReason| match reason {
+            DisableReason::Auth => BlockReason::DisabledAuth,
+            DisableReason::Billing => BlockReason::DisabledBilling,
+        };
         match &self.disabled {
             Some(Disabled {
-                reason: DisableReason::Auth,
-                ..
-            }) => Some((BlockReason::DisabledAuth, None)),
-            Some(Disabled {
-                reason: DisableReason::Billing,
+                reason,
                 until_ms: None,
                 ..
-            }) => Some((BlockReason::DisabledBilling, None)),
+            }) => Some((reason_of(*reason), None)),
             Some(Disabled {
-                reason: DisableReason::Billing,
+                reason,
                 until_ms: Some(until),
                 ..
             }) if now_ms < *until => Some((
-                BlockReason::DisabledBilling,
+                reason_of(*reason),
                 Some((until - now_ms).max(cooling.unwrap_or(0))),
             )),
             _ => cooling.map(|left| (BlockReason::Cooldown, Some(left))),
@@ -174,7 +175,7 @@ impl ConnectionHealth {
         }
         match class_rules.disables_connection {
             Some(DisableReason::Auth) => {
-                if self.is_disabled_for_auth() {
+                if self.is_disabled_for_auth(now_ms) {
                     return Vec::new();
                 }
                 vec![self.disable(DisableReason::Auth, status, None)]
@@ -185,7 +186,7 @@ impl ConnectionHealth {
                     Some(Disabled { reason: DisableReason::Billing, until_ms, .. })
                         if until_ms.is_none_or(|until| now_ms < until)
                 );
-                if self.is_disabled_for_auth() || billing_active {
+                if self.is_disabled_for_auth(now_ms) || billing_active {
                     return Vec::new();
                 }
                 let until = now_ms.saturating_add(billing_ms);
@@ -208,16 +209,16 @@ impl ConnectionHealth {
     }
 
     /// Whether a success at `at_ms` changes this state (a backoff level to reset, an expired
-    /// billing disable to lift), per the `RequestSucceeded` arm of `apply`.
+    /// disable to lift), per the `RequestSucceeded` arm of `apply`.
     pub fn success_changes_state(&self, at_ms: u64) -> bool {
-        self.level > 0 || self.billing_disable_expired(at_ms)
+        self.level > 0 || self.disable_expired(at_ms)
     }
 
-    fn billing_disable_expired(&self, at_ms: u64) -> bool {
+    /// A disable with an end (billing, or a peer's) that has passed: a success is its probe.
+    fn disable_expired(&self, at_ms: u64) -> bool {
         matches!(
             &self.disabled,
-            Some(Disabled { reason: DisableReason::Billing, until_ms: Some(until), .. })
-                if *until <= at_ms
+            Some(Disabled { until_ms: Some(until), .. }) if *until <= at_ms
         )
     }
 
@@ -252,8 +253,9 @@ impl ConnectionHealth {
             {
                 // §4: a success clears the backoff; the current cooldown (if any) runs out as set.
                 self.level = 0;
-                // The probe after a billing disable succeeded: the account has credit again.
-                if self.billing_disable_expired(at_ms) {
+                // The probe after a disable with an end succeeded: the account has credit
+                // again, or the key a peer found refused works here.
+                if self.disable_expired(at_ms) {
                     self.disabled = None;
                 }
             }
@@ -304,13 +306,15 @@ impl ConnectionHealth {
         })
     }
 
-    fn is_disabled_for_auth(&self) -> bool {
+    /// Disabled for auth at `now_ms`: for good, or until an end not passed yet.
+    fn is_disabled_for_auth(&self, now_ms: u64) -> bool {
         matches!(
             &self.disabled,
             Some(Disabled {
                 reason: DisableReason::Auth,
+                until_ms,
                 ..
-            })
+            }) if until_ms.is_none_or(|until| now_ms < until)
         )
     }
 
@@ -548,6 +552,46 @@ mod tests {
         let cleared = live.state.clear(P, C, ActionBy::Admin);
         live.commit(3, cleared);
         assert_eq!(live.state.block_at(3), None);
+        live.assert_replay_equals_live();
+    }
+
+    /// Issue #49: an auth disable that carries an end (a peer's, bounded to `billing_ms` by
+    /// the cluster) ends by itself like a billing one: then the next request is its probe, a
+    /// success lifts it and this node's own 401 disables the connection for good.
+    #[test]
+    fn an_auth_disable_with_an_end_ends_by_itself() {
+        let mut live = Live::new(CooldownSettings::default());
+        let peers = Event::ConnectionDisabled(ConnectionDisabled {
+            provider: P.into(),
+            connection: C.into(),
+            reason: DisableReason::Auth,
+            status: Some(401),
+            error_code: None,
+            until_ms: Some(BILLING_MS),
+        });
+        live.commit(0, vec![peers.clone()]);
+        assert_eq!(
+            live.state.block_at(1_000),
+            Some((BlockReason::DisabledAuth, Some(BILLING_MS - 1_000)))
+        );
+        assert!(
+            live.fail(OutcomeClass::AuthFailed, 1_000).is_empty(),
+            "in flight"
+        );
+        assert_eq!(live.state.block_at(BILLING_MS), None, "the probe may go");
+        live.succeed(BILLING_MS + 1);
+        assert_eq!(live.state.disabled(), None, "the probe succeeded");
+
+        live.commit(BILLING_MS + 2, vec![peers]);
+        let own = live.fail(OutcomeClass::AuthFailed, BILLING_MS + 5);
+        assert!(
+            matches!(&own[..], [Event::ConnectionDisabled(d)] if d.until_ms.is_none()),
+            "the probe's own 401: {own:?}"
+        );
+        assert_eq!(
+            live.state.block_at(u64::MAX),
+            Some((BlockReason::DisabledAuth, None))
+        );
         live.assert_replay_equals_live();
     }
 

@@ -161,6 +161,46 @@ impl FairQueue {
     /// queue, and its client pays Σw. `None` when nobody waits.
     pub fn grant(&mut self) -> Option<(Ticket, Arc<str>)> {
         let at = self.winner()?;
+        self.grant_at(at)
+    }
+
+    /// Every waiter in the order the turns would go to them now: the clients by the turn
+    /// [`FairQueue::grant`] would give them (largest deficit first, ties to the client that
+    /// started waiting first), each client's waiters in its FIFO order.
+    pub fn in_order(&self) -> Vec<Ticket> {
+        let mut clients: Vec<(i64, usize)> = self
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(at, client)| (-(client.deficit + i64::from(client.weight)), at))
+            .collect();
+        clients.sort_unstable();
+        clients
+            .into_iter()
+            .flat_map(|(_, at)| self.clients[at].waiters.iter().map(|w| w.ticket))
+            .collect()
+    }
+
+    /// Takes the turn for `ticket` when the waiters before it in [`FairQueue::in_order`]
+    /// cannot go now (each is bound to a connection at cap): its client pays Σw as a winner
+    /// does and the others gain their weight as in any turn, so a client passed over comes
+    /// first once it can go. `None` when `ticket` does not wait.
+    pub fn grant_ticket(&mut self, ticket: Ticket) -> Option<(Ticket, Arc<str>)> {
+        let (at, index) = self.clients.iter().enumerate().find_map(|(at, client)| {
+            client
+                .waiters
+                .iter()
+                .position(|w| w.ticket == ticket)
+                .map(|index| (at, index))
+        })?;
+        // Deadlines keep growing along the FIFO (`expire`) when one leaves from its middle.
+        let waiter = self.clients[at].waiters.remove(index)?;
+        self.clients[at].waiters.push_front(waiter);
+        self.grant_at(at)
+    }
+
+    /// Client `at`'s head waiter takes the turn.
+    fn grant_at(&mut self, at: usize) -> Option<(Ticket, Arc<str>)> {
         let turn = Turn::of(self.clients.iter().map(|c| i64::from(c.weight)));
         for (index, client) in self.clients.iter_mut().enumerate() {
             client.deficit =
@@ -279,6 +319,42 @@ mod tests {
             })
             .collect();
         assert_eq!(order, "HLHHLHHLH");
+    }
+
+    #[test]
+    fn s11_the_order_follows_the_grants_and_a_passed_over_waiter_keeps_its_place() {
+        let mut queue = FairQueue::new(QueueBounds::default());
+        let (a, b, c) = (id("a"), id("b"), id("c"));
+        let a_tickets = backlog(&mut queue, &a, 1, 2);
+        let b_tickets = backlog(&mut queue, &b, 2, 2);
+        let c_tickets = backlog(&mut queue, &c, 1, 2);
+        let order = queue.in_order();
+        assert_eq!(
+            order,
+            vec![
+                b_tickets[0],
+                b_tickets[1],
+                a_tickets[0],
+                a_tickets[1],
+                c_tickets[0],
+                c_tickets[1]
+            ]
+        );
+        assert_eq!(queue.peek().map(|p| p.0), Some(order[0]));
+        // b's first cannot go (its connection is at cap): b's second goes in its place, and b
+        // pays for the turn.
+        assert_eq!(
+            queue.grant_ticket(b_tickets[1]).map(|g| g.0),
+            Some(b_tickets[1])
+        );
+        assert_eq!(queue.in_order()[0], a_tickets[0], "a's turn now");
+        assert_eq!(queue.grant().map(|g| g.0), Some(a_tickets[0]));
+        assert!(
+            queue.in_order().contains(&b_tickets[0]),
+            "b's first keeps waiting"
+        );
+        assert_eq!(queue.grant_ticket(99), None);
+        assert_eq!(queue.len(), 4);
     }
 
     #[test]

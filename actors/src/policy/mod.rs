@@ -25,6 +25,7 @@ pub mod peer_merge;
 pub mod peer_progress;
 pub mod quota_share;
 pub mod rate_limit_headers;
+pub mod reading_end;
 pub mod request;
 pub mod request_events;
 pub mod reset_hint;

@@ -24,7 +24,10 @@ pub struct PacingSettings {
     /// Off: every pace is 1 and quota-share spends by weight alone.
     pub enabled: bool,
     /// The smallest share of a window's length counted as still to run, so a window about to
-    /// reset has a large but finite pace.
+    /// reset has a bounded pace: a tenth by default, so that however near a reset is (a reading
+    /// saying "resets in 1 s", honest or not), it earns at most 10 × what is left, below `max`.
+    /// Quota a tenth of a window from its reset is spent by a target taking most of the
+    /// combo's turns already; a larger multiple only takes every turn from the other targets.
     pub min_time_left: f64,
     /// Bounds of a target's pace.
     pub min: f64,
@@ -37,7 +40,7 @@ impl Default for PacingSettings {
     fn default() -> Self {
         Self {
             enabled: true,
-            min_time_left: 0.02,
+            min_time_left: 0.1,
             min: 0.0625,
             max: 16.0,
             burn_window_ms: 30 * MINUTE_MS,
@@ -374,8 +377,8 @@ mod tests {
             (window("5h", 50, 100, Some(150 * MINUTE_MS)), 1_000),
             // Spending faster than time: 10 % left for 5 of 7 days.
             (window("7d", 90, 100, Some(5 * DAY_MS)), 140),
-            // About to reset with most left: time left floors at 2 %.
-            (window("5h", 30, 100, Some(MINUTE_MS)), 35_000),
+            // About to reset with most left: time left floors at a tenth of the window.
+            (window("5h", 30, 100, Some(MINUTE_MS)), 7_000),
             // Past its reset: fresh.
             (
                 WindowLeft {
@@ -416,8 +419,14 @@ mod tests {
         // 7d: 5 % left for 6/7 of the week = 0.058…, raised to the 1/16 floor.
         assert_eq!(pace.per_mille, 63);
         assert_eq!(pace.binding_window.as_deref(), Some("7d"));
-        let fast = target_pace([window("5h", 0, 100, Some(1))], NOW, &settings);
-        assert_eq!(fast.per_mille, 16_000);
+        let fast = target_pace([window("5h", 30, 100, Some(1))], NOW, &settings);
+        assert_eq!(fast.per_mille, 7_000);
+        let bounded = PacingSettings {
+            max: 4.0,
+            ..PacingSettings::default()
+        };
+        let capped = target_pace([window("5h", 0, 100, Some(1))], NOW, &bounded);
+        assert_eq!(capped.per_mille, 4_000);
         assert_eq!(target_pace([], NOW, &settings), Pace::on_pace());
         let off = PacingSettings {
             enabled: false,
@@ -427,6 +436,32 @@ mod tests {
             target_pace([window("7d", 95, 100, Some(DAY_MS))], NOW, &off),
             Pace::on_pace()
         );
+    }
+
+    /// Issue 49: an account reporting "0 % used, resets in 1 s" took 188 of 200 requests at the
+    /// maximum pace (the time left floored at 2 % of the window: 1 / 0.02 = 50, bounded to
+    /// 16). Time left is now floored at a tenth of the window, so a reset however near earns at
+    /// most 10 × what is left: below the maximum, and the same for a claim of 1 s as of 30 min.
+    #[test]
+    fn a_window_about_to_reset_does_not_earn_the_maximum_pace() {
+        let settings = PacingSettings::default();
+        let max = u32::try_from(settings.bounds_pm().1).unwrap();
+        for (name, length) in [("5h", 5 * HOUR_MS), ("7d", 7 * DAY_MS)] {
+            let in_a_second = target_pace([window(name, 0, 100, Some(1_000))], NOW, &settings);
+            assert_eq!(in_a_second.per_mille, 10_000, "{name}");
+            assert!(in_a_second.per_mille < max, "{name}");
+            // A tenth of the window away or nearer: the same pace; further, less.
+            let at_the_floor =
+                target_pace([window(name, 0, 100, Some(length / 10))], NOW, &settings);
+            assert_eq!(at_the_floor.per_mille, 10_000, "{name}");
+            let further = target_pace([window(name, 0, 100, Some(length / 5))], NOW, &settings);
+            assert_eq!(further.per_mille, 5_000, "{name}");
+        }
+        // Against an on-pace account of the same weight: at most 10 of every 11 turns
+        // (182 of 200), not 16 of 17 (188).
+        let near = quantum(1, 10_000);
+        let on_pace = quantum(1, ON_PACE);
+        assert_eq!(200 * near / (near + on_pace), 181);
     }
 
     #[test]
@@ -522,6 +557,24 @@ mod tests {
             let less_used = target_pace(
                 [window("7d", used.saturating_sub(1), limit, Some(resets_in))], NOW, &settings);
             prop_assert!(less_used.per_mille >= pace.per_mille);
+        }
+
+        /// A sooner reset (same use, still to come) never paces slower (behaviour §13:
+        /// monotone).
+        #[test]
+        fn pace_is_monotone_in_time_left(
+            used in 0u64..=100, resets_in in 1u64..(8 * DAY_MS), sooner_by in 0u64..DAY_MS,
+        ) {
+            let settings = PacingSettings::default();
+            for name in ["5h", "7d"] {
+                let later = target_pace([window(name, used, 100, Some(resets_in))], NOW, &settings);
+                let sooner = target_pace(
+                    [window(name, used, 100, Some(resets_in.saturating_sub(sooner_by).max(1)))],
+                    NOW,
+                    &settings,
+                );
+                prop_assert!(sooner.per_mille >= later.per_mille);
+            }
         }
     }
 }

@@ -102,7 +102,7 @@ impl TargetView {
     }
 
     /// In-flight at or over its connection's `max_concurrent`.
-    fn at_cap(&self) -> bool {
+    pub(crate) fn at_cap(&self) -> bool {
         self.max_concurrent.is_some_and(|cap| self.in_flight >= cap)
     }
 }

@@ -248,38 +248,58 @@ impl RouterState {
             .unwrap_or_else(|| ConnectionState::new(provider, connection))
     }
 
+    /// A copy of everything learned but the tables that grow with clients' traffic: the
+    /// conversation groups (up to `affinity.max_groups`, a million by default), kept only for
+    /// the combos `keep_groups` names, and the stored-response bindings, left out. What the
+    /// admin view, `/metrics`, the dashboard and the supervisor's spawns read: copied in time
+    /// that grows with the config (connections, windows, combos), not with the traffic, since
+    /// it is copied under the recorder's lock (`crate::recorder`).
+    pub fn copy_without_traffic_tables(&self, keep_groups: impl Fn(&str) -> bool) -> RouterState {
+        RouterState {
+            last_seq: self.last_seq,
+            last_at_ms: self.last_at_ms,
+            configs: self.configs.clone(),
+            breakers: self.breakers.clone(),
+            connections: self.connections.clone(),
+            deficits: self.deficits.clone(),
+            responses: ResponseBindings::default(),
+            peers: self.peers.clone(),
+            affinity: self
+                .affinity
+                .iter()
+                .filter(|(combo, _)| keep_groups(combo))
+                .map(|(combo, bindings)| (combo.clone(), bindings.clone()))
+                .collect(),
+            cached_input: self.cached_input.clone(),
+            affinity_limits: self.affinity_limits,
+            burn: self.burn.clone(),
+            route_keys: RouteKeyCache::default(),
+        }
+    }
+
     /// A peer's event: applied to its connection through the same merge rule as the live
-    /// actor, once per (origin, connection) seq; the read position advances either way.
+    /// actor. Every journaled one was new when the tail took it (`peer_progress`: a restart
+    /// re-reads only what the journal lacks), so the fold applies each as it comes, and its
+    /// lane's mark moves to it.
     fn apply_peer(&mut self, applied: &PeerApplied) {
         if let Event::AffinityBound(bound) = &*applied.event {
             // Journaled only when the live combo took it (`peer_merge::merge_peer_binding`):
             // folded as a binding made when its origin made it.
-            let lane = crate::policy::peer_progress::lane(&applied.event);
-            if self
-                .peers
-                .is_new(&applied.origin_node, &lane, applied.origin_seq)
-            {
-                self.apply(applied.origin_at_ms, &Event::AffinityBound(bound.clone()));
-            }
+            self.apply(applied.origin_at_ms, &Event::AffinityBound(bound.clone()));
             self.peers.apply(applied);
             return;
         }
         if let (Some(provider), Some(connection)) =
             (applied.event.provider(), applied.event.connection())
         {
-            if self
-                .peers
-                .is_new(&applied.origin_node, connection, applied.origin_seq)
-            {
-                let admitted = match self.connections.get_mut(connection) {
-                    Some(state) => state.apply_peer(applied),
-                    None => self
-                        .connection_mut(provider, connection)
-                        .apply_peer(applied),
-                };
-                if admitted {
-                    self.burn.apply(applied.origin_at_ms, &applied.event);
-                }
+            let admitted = match self.connections.get_mut(connection) {
+                Some(state) => state.apply_peer(applied),
+                None => self
+                    .connection_mut(provider, connection)
+                    .apply_peer(applied),
+            };
+            if admitted {
+                self.burn.apply(applied.origin_at_ms, &applied.event);
             }
         }
         self.peers.apply(applied);

@@ -178,7 +178,7 @@ fn unknown_key_reason(expected: &[&str]) -> String {
 }
 
 fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<String>) -> Config {
-    let server = build_server(raw.server, sink);
+    let server = build_server(raw.server, sink, env);
     let journal = build_journal(raw.journal, sink);
     let defaults = build_defaults(raw.defaults, sink);
     let providers = build_providers(raw.providers, sink);

@@ -36,7 +36,16 @@ pub const DEFAULT_DRAIN_AFTER_CLIENT_LEFT_MS: u64 = 10_000;
 /// `server.drain_max_bytes`.
 pub const DEFAULT_DRAIN_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
-pub(super) fn build_server(raw: RawServer, sink: &mut ErrorSink) -> ServerConfig {
+/// The fewest characters `server.seal_key` may have: a secret of at least 128 bits written
+/// as hex (or anything longer).
+pub const MIN_SEAL_KEY_CHARS: usize = 32;
+
+pub(super) fn build_server(
+    raw: RawServer,
+    sink: &mut ErrorSink,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> ServerConfig {
+    let seal_key = seal_key(&raw, sink, env);
     let listen_text = raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
     let listen = listen_text.parse::<SocketAddr>().unwrap_or_else(|_| {
         sink.push(
@@ -69,6 +78,7 @@ pub(super) fn build_server(raw: RawServer, sink: &mut ErrorSink) -> ServerConfig
         listen,
         api_keys,
         admin_key,
+        seal_key,
         max_body_bytes: at_least_one(
             raw.max_body_bytes,
             DEFAULT_MAX_BODY_BYTES,
@@ -150,6 +160,74 @@ pub(super) fn build_server(raw: RawServer, sink: &mut ErrorSink) -> ServerConfig
             .unwrap_or(DEFAULT_DRAIN_AFTER_CLIENT_LEFT_MS),
         drain_max_bytes: raw.drain_max_bytes.unwrap_or(DEFAULT_DRAIN_MAX_BYTES),
     }
+}
+
+/// `server.seal_key`, `seal_key_env` or `seal_key_file` (at most one): the secret a cluster's
+/// nodes seal encrypted items with (behaviour §10), at least [`MIN_SEAL_KEY_CHARS`]
+/// characters; a file's content is trimmed. Errors name the key, never the value.
+fn seal_key(
+    raw: &RawServer,
+    sink: &mut ErrorSink,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<Secret> {
+    let set: Vec<&str> = [
+        ("seal_key", raw.seal_key.is_some()),
+        ("seal_key_env", raw.seal_key_env.is_some()),
+        ("seal_key_file", raw.seal_key_file.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(key, present)| present.then_some(key))
+    .collect();
+    let which = match set.as_slice() {
+        [] => return None,
+        [one] => *one,
+        [first, rest @ ..] => {
+            sink.push(
+                format!("server.{first}"),
+                format!(
+                    "set at most one of `seal_key`, `seal_key_env` and `seal_key_file`, not `{first}` with {}",
+                    rest.iter().map(|key| format!("`{key}`")).collect::<Vec<_>>().join(" and ")
+                ),
+            );
+            return None;
+        }
+    };
+    let path = format!("server.{which}");
+    let value = match which {
+        "seal_key" => raw.seal_key.clone().map(Secret::new),
+        "seal_key_env" => {
+            let variable = raw.seal_key_env.as_deref().unwrap_or_default();
+            let value = env(variable).map(Secret::new);
+            if value.is_none() {
+                sink.push(
+                    &path,
+                    format!("environment variable `{variable}` is not set"),
+                );
+                return None;
+            }
+            value
+        }
+        _ => {
+            let file = raw.seal_key_file.as_deref().unwrap_or_default();
+            match std::fs::read_to_string(file) {
+                Ok(text) => Some(Secret::new(text.trim())),
+                Err(error) => {
+                    sink.push(&path, format!("cannot read `{file}`: {}", error.kind()));
+                    return None;
+                }
+            }
+        }
+    }?;
+    if value.expose().chars().count() < MIN_SEAL_KEY_CHARS {
+        sink.push(
+            &path,
+            format!(
+                "too short: at least {MIN_SEAL_KEY_CHARS} characters (e.g. `openssl rand -hex 32`)"
+            ),
+        );
+        return None;
+    }
+    Some(value)
 }
 
 /// `server.tls_cert` and `server.tls_key`: both or neither, readable, and one pair.

@@ -78,11 +78,13 @@ pub(super) fn prepare<'a>(
             ctx.path_and_query,
         ),
         (Some(_), Some(direction)) => {
-            // Thinking goes back only to the connection that made it, and not at all after
-            // a refused signature (`encrypted_retry`).
+            // Thinking goes back only to the connection that made it, for the client it was
+            // handed to, and not at all after a refused signature (`encrypted_retry`).
+            let client = ctx.seal_client();
             let reasoning =
                 (!ctx.encrypted.is_some_and(EncryptedTurn::leaves_all_out)).then(|| ReasoningKey {
                     key: &live.seal_key,
+                    client: &client,
                     connection: &target.connection,
                 });
             let settings = RequestSettings {

@@ -89,6 +89,16 @@ impl TryContext<'_> {
         self.client.map_or("-", |ticket| &ticket.tag().id)
     }
 
+    /// The client an answer's encrypted items are sealed for, and whose seals its request's
+    /// items must carry (behaviour §10, §11): the admitted client (empty: none, whose seals
+    /// are never made).
+    pub(crate) fn seal_client(&self) -> std::sync::Arc<str> {
+        self.client.map_or_else(
+            || std::sync::Arc::from(""),
+            |ticket| ticket.tag().id.clone(),
+        )
+    }
+
     pub(crate) fn anthropic(&self) -> bool {
         self.endpoint.format() == JournalFormat::Anthropic
     }

@@ -74,6 +74,7 @@ pub(super) async fn start(
             if ctx.endpoint.is_responses() {
                 stream.sealer = Some(ItemSealer::new(
                     ctx.live.seal_key.clone(),
+                    ctx.seal_client(),
                     target.connection.clone(),
                     match direction {
                         Some(_) => Items::Translated,

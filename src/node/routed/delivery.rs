@@ -18,7 +18,7 @@ use crate::node::header_rules;
 use crate::node::metrics;
 use crate::node::reply::RouteHeaders;
 use crate::node::stream_relay::{self, CommittedStream};
-use crate::wire::item_seal::{seal_all, Items};
+use crate::wire::item_seal::{seal_all, Items, SealedFor};
 
 use super::response_binding::{bind_response, stored_response_id};
 
@@ -112,7 +112,12 @@ pub(super) fn deliver(
             Some(_) => Items::Translated,
             None => Items::Upstream,
         };
-        if let Cow::Owned(sealed) = seal_all(&body, &ctx.live.seal_key, &target.connection, items) {
+        let client = ctx.seal_client();
+        let to = SealedFor {
+            client: &client,
+            connection: &target.connection,
+        };
+        if let Cow::Owned(sealed) = seal_all(&body, &ctx.live.seal_key, to, items) {
             body = Bytes::from(sealed);
         }
     }

@@ -68,7 +68,7 @@ pub(super) fn ask(
                 )));
             }
         }
-        EncryptedItems::scan(body, &live.seal_key).map(EncryptedTurn::new)
+        EncryptedItems::scan(body, &live.seal_key, &ticket.tag().id).map(EncryptedTurn::new)
     } else {
         None
     };

@@ -122,8 +122,7 @@ pub(crate) async fn serve_tries(
 
 /// A 429 passed through from an upstream that sent no `Retry-After` gets the router's own,
 /// from the lock it just learned on that (connection, model) (behaviour §7); beyond
-/// `client_retry_max_ms` it also says `x-should-retry: false`. A rare answer: reading the
-/// router's state for it costs nothing on the paths that serve.
+/// `client_retry_max_ms` it also says `x-should-retry: false`.
 async fn advise_passed_through_429(
     ctx: &TryContext<'_>,
     route: &RouteHeaders,
@@ -138,17 +137,9 @@ async fn advise_passed_through_429(
     else {
         return;
     };
-    let Ok(state) = router.state().await else {
-        return;
-    };
-    let Some(remaining_ms) = state
-        .lockouts()
-        .into_iter()
-        .filter(|lock| *lock.connection == **connection && *lock.model == **model)
-        .map(|lock| lock.remaining_ms)
-        .max()
-        .filter(|ms| *ms > 0)
-    else {
+    // The one lock it is about, not the whole state: a read of the recorder's fold holds the
+    // request path meanwhile.
+    let Some(remaining_ms) = router.lock_remaining_ms(connection, model) else {
         return;
     };
     let headers = response.headers_mut();

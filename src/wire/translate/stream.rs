@@ -94,10 +94,16 @@ impl StreamTranslator {
 
     /// A break after commit as the client protocol's final error event.
     pub fn error(&mut self, message: &str, out: &mut BytesMut) {
+        self.error_coded(message, "upstream_error", "api_error", out);
+    }
+
+    /// The client protocol's final error event with OpenAI's `code` or Anthropic's
+    /// `error_type` (a stream the router stopped: `budget_exceeded`, `rate_limit_error`).
+    pub fn error_coded(&mut self, message: &str, code: &str, error_type: &str, out: &mut BytesMut) {
         match &mut self.writer {
-            Writer::Chat(w) => w.error(message, out),
-            Writer::Responses(w) => w.error(message, "upstream_error", out),
-            Writer::Messages(w) => w.error(message, out),
+            Writer::Chat(w) => w.error(message, code, out),
+            Writer::Responses(w) => w.error(message, code, out),
+            Writer::Messages(w) => w.error(message, error_type, out),
         }
     }
 }

@@ -712,7 +712,7 @@ proptest! {
 
 #[test]
 fn reasoning_items_become_thinking_blocks_only_for_their_connection() {
-    let key = crate::wire::item_seal::SealKey::derive([b"admin".as_slice()]);
+    let key = crate::wire::item_seal::SealKey::from_secret(b"node secret");
     let block = json!({"type": "thinking", "thinking": "hm", "signature": "SIG"});
     let sealed =
         super::thinking_carry::encrypted(&key, "an-1", &super::thinking_carry::carried(&block));
@@ -726,6 +726,7 @@ fn reasoning_items_become_thinking_blocks_only_for_their_connection() {
         let settings = RequestSettings {
             reasoning: Some(ReasoningKey {
                 key: &key,
+                client: super::thinking_carry::TEST_CLIENT,
                 connection,
             }),
             ..SETTINGS

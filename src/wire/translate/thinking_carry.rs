@@ -45,19 +45,22 @@ fn block_from_json(json: &[u8]) -> Option<Value> {
     }
 }
 
-/// Opens reasoning items for one target: the router's key and the target's connection.
+/// Opens reasoning items for one target: the router's key, the client that sent them (a
+/// block opens only for the client it was handed to) and the target's connection.
 #[derive(Debug, Clone, Copy)]
 pub struct ReasoningKey<'a> {
     pub key: &'a SealKey,
+    pub client: &'a str,
     pub connection: &'a str,
 }
 
 impl ReasoningKey<'_> {
     /// The thinking block an encrypted `encrypted_content` carries, when it was encrypted for
-    /// this connection and opens; `None` otherwise (another connection's, altered, truncated,
-    /// another key's, an HMAC seal or anything else) — the item is left out.
+    /// this connection and this client and opens; `None` otherwise (another connection's,
+    /// another client's, altered, truncated, another key's, an HMAC seal or anything else) —
+    /// the item is left out.
     pub fn open(&self, encrypted_content: &str) -> Option<Value> {
-        let opened = self.key.open_carried(encrypted_content)?;
+        let opened = self.key.open_carried(self.client, encrypted_content)?;
         if opened.connection != self.connection {
             return None;
         }
@@ -75,15 +78,20 @@ pub struct ReasoningCounts {
     pub left_out: u32,
 }
 
-/// `content` (a translated answer's plain carried form) as the node hands it out for
-/// `connection`.
+/// The client the tests' carried blocks are handed to.
+#[cfg(test)]
+pub const TEST_CLIENT: &str = "team-a";
+
+/// `content` (a translated answer's plain carried form) as the node hands it out to
+/// [`TEST_CLIENT`] for `connection`.
 #[cfg(test)]
 pub fn encrypted(key: &SealKey, connection: &str, content: &str) -> String {
     let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let plaintext = engine
         .decode(content.strip_prefix(PREFIX).unwrap())
         .unwrap();
-    key.seal_carried(connection, &plaintext).unwrap()
+    key.seal_carried(TEST_CLIENT, connection, &plaintext)
+        .unwrap()
 }
 
 #[cfg(test)]
@@ -92,15 +100,22 @@ mod tests {
 
     #[test]
     fn a_block_goes_round_only_on_its_own_connection() {
-        let key = SealKey::derive([b"admin".as_slice()]);
+        let key = SealKey::from_secret(b"node secret");
         let block = json!({"type": "thinking", "thinking": "let me see", "signature": "sig-A"});
         let sealed = encrypted(&key, "an-1", &carried(&block));
         let on = |connection| ReasoningKey {
             key: &key,
+            client: TEST_CLIENT,
             connection,
         };
         assert_eq!(on("an-1").open(&sealed), Some(block.clone()));
         assert_eq!(on("an-2").open(&sealed), None);
+        // Replayed by another client: it does not open.
+        let replayed = ReasoningKey {
+            client: "team-b",
+            ..on("an-1")
+        };
+        assert_eq!(replayed.open(&sealed), None);
         // Encrypted: neither the text nor the signature shows, in clear or base64.
         let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
         for secret in ["let me see", "sig-A"] {
@@ -113,15 +128,22 @@ mod tests {
         assert_eq!(on("an-1").open(&retagged), None);
         // Another router's key, the bare carried form, the old HMAC seal of it, an OpenAI
         // item: never a block.
-        let other = SealKey::derive([b"other".as_slice()]);
+        let other = SealKey::from_secret(b"other secret");
         let foreign = ReasoningKey {
             key: &other,
+            client: TEST_CLIENT,
             connection: "an-1",
         };
         assert_eq!(foreign.open(&sealed), None);
         assert_eq!(on("an-1").open(&carried(&block)), None);
-        assert_eq!(on("an-1").open(&key.seal("an-1", &carried(&block))), None);
-        assert_eq!(on("an-1").open(&key.seal("an-1", "gAAAAB")), None);
+        assert_eq!(
+            on("an-1").open(&key.seal(TEST_CLIENT, "an-1", &carried(&block))),
+            None
+        );
+        assert_eq!(
+            on("an-1").open(&key.seal(TEST_CLIENT, "an-1", "gAAAAB")),
+            None
+        );
         assert_eq!(
             on("an-1").open(&encrypted(
                 &key,

@@ -70,6 +70,10 @@ pub enum Fault {
     /// among the last two or three): a client that leaves during the pause leaves before the
     /// usage came. A JSON answer is not delayed.
     SlowEnd { events: u32, pause_ms: u64 },
+    /// A stream sends one SSE event every `every_ms`, as a model generating its answer does
+    /// (so a client or router that stops reading stops the generation). A JSON answer is not
+    /// delayed.
+    Paced { every_ms: u64 },
     /// A success whose `usage` object is this JSON text, verbatim, wherever the answer carries
     /// usage (JSON bodies; a stream's usage chunk, `response.completed`, Anthropic
     /// `message_start` and `message_delta`): negative, fractional, string, absurd counts, or
@@ -83,7 +87,10 @@ impl Fault {
     pub fn still_serves(&self) -> bool {
         matches!(
             self,
-            Self::Latency { .. } | Self::SlowStart { .. } | Self::SlowEnd { .. }
+            Self::Latency { .. }
+                | Self::SlowStart { .. }
+                | Self::SlowEnd { .. }
+                | Self::Paced { .. }
         )
     }
 

@@ -4,6 +4,8 @@
 //!
 //! Owns the answers; what a fault makes of a request is `verdict`'s.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -228,7 +230,13 @@ async fn answer(
             .min(turn.prompt_tokens.saturating_sub(turn.cached_tokens));
     }
     turn.usage_override = shape.usage.clone();
-    success(&turn, &admission.rate, headers, shape)
+    success(
+        &turn,
+        &admission.rate,
+        headers,
+        shape,
+        mock.events_sent_counter(),
+    )
 }
 
 /// A 200: JSON, or SSE shaped as `shape` says.
@@ -237,6 +245,7 @@ fn success(
     rate: &RateSnapshot,
     mut headers: HeaderMap,
     shape: SuccessShape,
+    events_sent: Arc<AtomicU64>,
 ) -> Response {
     let dialect = turn.endpoint.dialect();
     budget_headers(&mut headers, dialect, rate, true);
@@ -284,16 +293,23 @@ fn success(
             .pause_before_last
             .map(|(last, pause)| (frames.len().saturating_sub(last), pause))
     });
-    let events = futures_util::stream::iter(frames.into_iter().enumerate()).then(
-        move |(index, frame)| async move {
-            if let Some((after, pause)) = pause {
-                if index == after {
-                    tokio::time::sleep(pause).await;
+    let every = shape.every;
+    let events =
+        futures_util::stream::iter(frames.into_iter().enumerate()).then(move |(index, frame)| {
+            let events_sent = Arc::clone(&events_sent);
+            async move {
+                if let Some((after, pause)) = pause {
+                    if index == after {
+                        tokio::time::sleep(pause).await;
+                    }
                 }
+                if let Some(every) = every {
+                    tokio::time::sleep(every).await;
+                }
+                events_sent.fetch_add(1, Ordering::Relaxed);
+                Ok::<_, std::io::Error>(Bytes::from(frame))
             }
-            Ok::<_, std::io::Error>(Bytes::from(frame))
-        },
-    );
+        });
     if !shape.abort {
         let response = (StatusCode::OK, headers, Body::from_stream(events)).into_response();
         return with_forced(response, shape.forced);

@@ -171,6 +171,8 @@ const RECENT_BODIES: usize = 64;
 #[derive(Debug, Clone, Default)]
 pub struct MockUpstream {
     state: Arc<Mutex<MockState>>,
+    /// SSE events handed to the connection, over every stream (see `stream_events_sent`).
+    events_sent: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl MockUpstream {
@@ -197,6 +199,17 @@ impl MockUpstream {
             .served_apis
             .get(key)
             .is_none_or(|apis| apis.iter().any(|served| served == api))
+    }
+
+    /// How many SSE events every stream so far handed to its connection: what the mock
+    /// generated (a stream whose reader went away stops generating).
+    pub fn stream_events_sent(&self) -> u64 {
+        self.events_sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The counter behind [`stream_events_sent`](Self::stream_events_sent).
+    pub(crate) fn events_sent_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        Arc::clone(&self.events_sent)
     }
 
     /// Remembers one request's path and body (the last [`RECENT_BODIES`]).

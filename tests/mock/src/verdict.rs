@@ -31,6 +31,8 @@ pub(crate) struct SuccessShape {
     pub(crate) pause: Option<(usize, Duration)>,
     /// A stream pauses this long before its last this many events.
     pub(crate) pause_before_last: Option<(usize, Duration)>,
+    /// A stream waits this long before each event.
+    pub(crate) every: Option<Duration>,
     /// The `usage` every usage-bearing part of the answer carries instead of the real one.
     pub(crate) usage: Option<Value>,
     pub(crate) forced: Option<ForcedEncoding>,
@@ -42,6 +44,7 @@ impl SuccessShape {
         abort: false,
         pause: None,
         pause_before_last: None,
+        every: None,
         usage: None,
         forced: None,
     };
@@ -107,6 +110,10 @@ pub(crate) async fn fault_verdict(
                 usize::try_from(events).unwrap_or(usize::MAX),
                 Duration::from_millis(pause_ms),
             )),
+            ..SuccessShape::PLAIN
+        }),
+        Fault::Paced { every_ms } => Verdict::Succeed(SuccessShape {
+            every: Some(Duration::from_millis(every_ms)),
             ..SuccessShape::PLAIN
         }),
         Fault::HostileUsage { usage } => Verdict::Succeed(SuccessShape {

@@ -329,7 +329,6 @@ fn s3_only_connection_narrows_the_candidates_and_ignores_the_group() {
 fn s10_encrypted_items_go_to_their_maker_and_bind_nothing() {
     let targets = targets(3);
     let mut views = views(&targets);
-    views[1].saturated = true;
     let state = SelectionState::default();
     let decided = turn(
         &state,
@@ -347,6 +346,26 @@ fn s10_encrypted_items_go_to_their_maker_and_bind_nothing() {
         (decided.route_decided.group, &decided.changes.binding),
         (None, &None)
     );
+    // A maker that cannot serve (saturated, or at its cap while others have room): the turn
+    // goes by §2 among the rest and binds nothing.
+    views[1].saturated = true;
+    views[2].max_concurrent = Some(1);
+    views[2].in_flight = 1;
+    for (maker, reason) in [("c1", MoveReason::Saturated), ("c2", MoveReason::AtCap)] {
+        let decided = turn(
+            &state,
+            &targets,
+            &views,
+            Some(&key()),
+            None,
+            Some(maker),
+            &mut admit_all(),
+        )
+        .unwrap();
+        assert_eq!(decided.placement, Placement::Moved(reason), "{maker}");
+        assert_eq!(taken(&decided), Some(0), "{maker}");
+        assert_eq!(decided.changes.binding, None);
+    }
 }
 
 #[test]

@@ -128,8 +128,10 @@ impl ChatWriter {
         }
     }
 
-    /// A break after commit as the protocol's final error event.
-    pub fn error(&mut self, message: &str, out: &mut BytesMut) {
-        out.extend_from_slice(&openai_stream_error(message, "upstream_error"));
+    /// A break after commit (or a stream the router stopped) as the protocol's final error
+    /// event, with its `code`.
+    pub fn error(&mut self, message: &str, code: &str, out: &mut BytesMut) {
+        self.done = true;
+        out.extend_from_slice(&openai_stream_error(message, code));
     }
 }

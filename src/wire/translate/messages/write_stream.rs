@@ -144,8 +144,10 @@ impl MessagesWriter {
         }
     }
 
-    /// A break after commit as the protocol's final error event.
-    pub fn error(&mut self, message: &str, out: &mut BytesMut) {
-        out.extend_from_slice(&anthropic_stream_error(message, "api_error"));
+    /// A break after commit (or a stream the router stopped) as the protocol's final error
+    /// event, with its `error_type`.
+    pub fn error(&mut self, message: &str, error_type: &str, out: &mut BytesMut) {
+        self.done = true;
+        out.extend_from_slice(&anthropic_stream_error(message, error_type));
     }
 }
