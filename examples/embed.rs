@@ -59,6 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             model: "team".to_string(),
             format: ApiFormat::Openai,
             translatable: false,
+            cannot_carry: Vec::new(),
             only_connection: None,
             encrypted_maker: None,
             affinity: None,

@@ -62,6 +62,7 @@ async fn run_case(router: &Router, callers: usize, per_caller: usize) {
                     model: "team".to_string(),
                     format: ApiFormat::Openai,
                     translatable: false,
+                    cannot_carry: Vec::new(),
                     only_connection: None,
                     encrypted_maker: None,
                     affinity: None,

@@ -186,6 +186,7 @@ impl ClientSim {
             model: "shared".into(),
             format: ApiFormat::Openai,
             translatable: false,
+            cannot_carry: Vec::new(),
             only_connection: None,
             encrypted_maker: None,
             affinity: None,

@@ -474,6 +474,7 @@ impl Sim {
             model: combo.clone(),
             format: ApiFormat::Openai,
             translatable: false,
+            cannot_carry: Vec::new(),
             only_connection: None,
             encrypted_maker: None,
             affinity: None,

@@ -254,6 +254,7 @@ impl Run {
             model: COMBO.to_string(),
             format: ApiFormat::Openai,
             translatable: false,
+            cannot_carry: Vec::new(),
             only_connection: None,
             encrypted_maker: None,
             affinity: group.map(|group| AffinityKey {

@@ -611,6 +611,7 @@ impl Sim {
                 model: "all".into(),
                 format: ApiFormat::Openai,
                 translatable: false,
+                cannot_carry: Vec::new(),
                 only_connection: None,
                 encrypted_maker: None,
                 affinity: None,

@@ -482,6 +482,7 @@ impl Week {
             model: COMBO.to_owned(),
             format: ApiFormat::Openai,
             translatable: false,
+            cannot_carry: Vec::new(),
             only_connection: None,
             encrypted_maker: None,
             affinity: arrival.conversation.map(|group| AffinityKey {

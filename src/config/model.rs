@@ -14,6 +14,7 @@ use url::Url;
 
 use super::raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 use super::secret::Secret;
+use crate::wire::translate::Api;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -155,12 +156,23 @@ impl ApiFormat {
             Self::Anthropic => "anthropic",
         }
     }
+
+    /// The generation APIs its hosts serve when the provider does not say (behaviour §14).
+    pub fn default_apis(self) -> Vec<Api> {
+        match self {
+            Self::OpenAi => vec![Api::Chat, Api::Responses],
+            Self::Anthropic => vec![Api::Messages],
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
     pub name: String,
     pub format: ApiFormat,
+    /// The generation APIs its hosts serve (`apis`; default by format): a request in another
+    /// is translated to one of these (behaviour §14).
+    pub apis: Vec<Api>,
     /// Carries the version prefix: `/v1/<path>` goes to `<base_url>/<path>`.
     pub base_url: Url,
     /// Header that carries the raw key instead of the format's default (e.g. Azure `api-key`).

@@ -205,6 +205,7 @@ pub struct BucketOverrides {
 pub struct RawProvider {
     pub name: Option<String>,
     pub format: Option<String>,
+    pub apis: Option<Vec<String>>,
     pub base_url: Option<String>,
     pub auth_header: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,

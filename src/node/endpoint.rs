@@ -4,7 +4,7 @@
 use quotaroute_journal::ApiFormat as JournalFormat;
 
 use crate::wire::stream_watch::StreamFormat;
-use crate::wire::translate::Direction;
+use crate::wire::translate::{Api, Direction};
 
 /// One routing endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,22 +49,31 @@ impl Endpoint {
         }
     }
 
-    /// The translation a target of `target` format needs (behaviour §14); `None` when it speaks
-    /// this endpoint's format, or when nothing can carry this endpoint across (completions,
-    /// embeddings; `count_tokens` for an OpenAI-format target is answered locally).
-    pub fn translation_to(self, target: JournalFormat) -> Option<Direction> {
-        if target == self.format() {
-            return None;
-        }
+    /// The generation API a client speaks at this endpoint, if it is one (behaviour §14).
+    pub fn api(self) -> Option<Api> {
         match self {
-            Endpoint::ChatCompletions => Some(Direction::ChatToMessages),
-            Endpoint::Responses => Some(Direction::ResponsesToMessages),
-            Endpoint::Messages => Some(Direction::MessagesToChat),
+            Endpoint::ChatCompletions => Some(Api::Chat),
+            Endpoint::Responses => Some(Api::Responses),
+            Endpoint::Messages => Some(Api::Messages),
             Endpoint::Completions
             | Endpoint::Embeddings
             | Endpoint::ResponsesCompact
             | Endpoint::CountTokens => None,
         }
+    }
+
+    /// The translation a target serving `apis` needs (behaviour §14): `None` when it serves
+    /// this endpoint's API, or when nothing can carry this endpoint across (completions,
+    /// embeddings, compaction; `count_tokens` for a target without Messages is answered
+    /// locally); otherwise to `chat` when the target serves it, else the first it serves of
+    /// `responses`, `messages`.
+    pub fn translation_to(self, apis: &[Api]) -> Option<Direction> {
+        let client = self.api()?;
+        if apis.contains(&client) {
+            return None;
+        }
+        let target = Api::ALL.into_iter().find(|api| apis.contains(api))?;
+        Direction::between(client, target)
     }
 
     /// Whether a target of the other format may serve it (behaviour §14's table; a compaction
@@ -112,5 +121,34 @@ impl Endpoint {
             Endpoint::Messages => "messages",
             Endpoint::CountTokens => "count_tokens",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_goes_as_is_or_to_chat_then_the_first_api_served() {
+        let chat = Endpoint::ChatCompletions;
+        assert_eq!(chat.translation_to(&[Api::Chat, Api::Responses]), None);
+        assert_eq!(
+            Endpoint::Responses.translation_to(&[Api::Messages, Api::Chat]),
+            Some(Direction::RESPONSES_TO_CHAT)
+        );
+        assert_eq!(
+            Endpoint::Messages.translation_to(&[Api::Responses]),
+            Some(Direction::MESSAGES_TO_RESPONSES)
+        );
+        assert_eq!(
+            chat.translation_to(&[Api::Messages]),
+            Some(Direction::CHAT_TO_MESSAGES)
+        );
+        // Nothing carries embeddings or a compaction across.
+        assert_eq!(Endpoint::Embeddings.translation_to(&[Api::Messages]), None);
+        assert_eq!(
+            Endpoint::ResponsesCompact.translation_to(&[Api::Chat]),
+            None
+        );
     }
 }

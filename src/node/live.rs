@@ -28,6 +28,8 @@ pub struct ProviderRoute {
     /// its id, encoded once per load.
     pub span_attributes: Arc<AttributeBlock>,
     pub format: ApiFormat,
+    /// The generation APIs its hosts serve (behaviour §14).
+    pub apis: Vec<crate::wire::translate::Api>,
     /// Header that carries the key raw (e.g. Azure `api-key`); `None`: the format's default.
     pub auth_header: Option<HeaderName>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
@@ -167,6 +169,7 @@ impl LiveConfig {
                             .zip(p.base_url.port_or_known_default()),
                     )),
                     format: p.format,
+                    apis: p.apis.clone(),
                     auth_header: p
                         .auth_header
                         .as_deref()

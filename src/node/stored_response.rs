@@ -27,6 +27,7 @@ use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 use crate::node::routed::{admitted_router, read_guarded, route_error, serve_tries, upstream_path};
+use crate::wire::translate::TRANSLATED_RESPONSE_PREFIX;
 
 /// Largest client body on these endpoints (`cancel` takes none worth the name).
 const MAX_STORED_CALL_BODY_BYTES: usize = 64 * 1024;
@@ -74,15 +75,17 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         .response_binding(&response_id)
         .filter(|binding| binding.belongs_to(&client_id))
     else {
-        return fail(
-            ApiError::new(
-                ApiErrorKind::NotFound,
-                format!(
-                    "no stored response `{response_id}` is known to this router: it was not created through it, or more than 30 days ago"
-                ),
-            ),
-            &route,
-        );
+        // A translated response was made here but kept nowhere (behaviour §14): say so.
+        let why = if response_id.starts_with(TRANSLATED_RESPONSE_PREFIX) {
+            format!(
+                "response `{response_id}` was served through translation and is not stored (translated responses are stateless): send the whole input again"
+            )
+        } else {
+            format!(
+                "no stored response `{response_id}` is known to this router: it was not created through it, or more than 30 days ago"
+            )
+        };
+        return fail(ApiError::new(ApiErrorKind::NotFound, why), &route);
     };
     // The client's limits, before anything goes upstream (behaviour §11).
     let shared = app.cluster().map(|cluster| {
@@ -104,6 +107,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         model,
         format: JournalFormat::Openai,
         translatable: false,
+        cannot_carry: Vec::new(),
         only_connection: Some(binding.connection.clone()),
         encrypted_maker: None,
         affinity: None,

@@ -98,6 +98,7 @@ mod tests {
                 "p", None,
             )),
             format,
+            apis: Vec::new(),
             auth_header: auth_header.map(HeaderName::from_static),
             headers: vec![(
                 HeaderName::from_static("openai-organization"),

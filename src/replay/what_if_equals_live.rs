@@ -183,6 +183,7 @@ async fn drive(config: &Config, journal: &MemoryJournal, connections: usize, ste
                     only_connection: None,
                     encrypted_maker: None,
                     translatable: false,
+                    cannot_carry: Vec::new(),
                     affinity: group.map(|group| AffinityKey {
                         group,
                         client: Arc::from("default"),

@@ -631,6 +631,24 @@ fn all_credential_errors_of_a_file_come_in_one_run() {
     assert!(!errors_of(&text).to_string().contains("sk-inline-1"));
 }
 
+#[test]
+fn provider_apis_name_generation_apis_once() {
+    for (apis, said) in [
+        ("[\"chat\", \"gemini-ish\"]", "is not a generation API"),
+        ("[\"chat\", \"chat\"]", "listed twice"),
+        ("[]", "at least one API"),
+    ] {
+        assert_error(
+            &VALID.replace(
+                "format = \"openai\"",
+                &format!("format = \"openai\"\napis = {apis}"),
+            ),
+            "providers[0].apis",
+            said,
+        );
+    }
+}
+
 /// `server.seal_key` (issue 49 item 7): at most one of its three forms, at least 32
 /// characters, an env variable that is set, a file that reads; errors never show the value.
 #[test]

@@ -315,7 +315,7 @@ async fn what_cannot_be_carried_is_refused_before_sending() {
     let response = harness
         .post_json(
             "/v1/responses",
-            json!({"model": "claude", "input": "hi", "tools": [{"type": "web_search_preview"}]}),
+            json!({"model": "claude", "input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}),
         )
         .await;
     assert_eq!(response.status(), 400);

@@ -70,6 +70,7 @@ fn request(id: usize, model: &str) -> RouteRequest {
         model: model.to_string(),
         format: ApiFormat::Openai,
         translatable: false,
+        cannot_carry: Vec::new(),
         only_connection: None,
         encrypted_maker: None,
         affinity: None,

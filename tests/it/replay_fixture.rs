@@ -113,6 +113,7 @@ async fn serve(
         model: combo.into(),
         format,
         translatable: false,
+        cannot_carry: Vec::new(),
         only_connection: None,
         encrypted_maker: None,
         affinity: None,

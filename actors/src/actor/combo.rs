@@ -212,7 +212,7 @@ impl ComboState {
     /// unblocked at all is not full: that is §7's business, not the queue's.
     fn pool_full(&mut self, wanted: (ApiFormat, bool), only: Option<&str>, now_ms: u64) -> bool {
         let mut scratch = std::mem::take(&mut self.scratch);
-        self.fill_candidates(wanted, now_ms, &mut scratch);
+        self.fill_candidates(wanted, &[], now_ms, &mut scratch);
         let full = Candidates {
             targets: &self.routed,
             positions: &scratch.positions,
@@ -377,7 +377,16 @@ impl ComboState {
     /// Fills `scratch` with the candidates of a request of `format`: positions of the
     /// combo's targets, what selection sees of each (§2 steps 0–2 on the resolved copies), and
     /// each one's breaker verdict by position (what taking the winner re-reads).
-    fn fill_candidates(&self, wanted: (ApiFormat, bool), now_ms: u64, scratch: &mut Scratch) {
+    /// The targets that may serve a request of `wanted` (and `cannot_carry`'s providers' are
+    /// left out: behaviour §14, a target that cannot carry a request is not chosen for it),
+    /// with their views.
+    fn fill_candidates(
+        &self,
+        wanted: (ApiFormat, bool),
+        cannot_carry: &[Arc<str>],
+        now_ms: u64,
+        scratch: &mut Scratch,
+    ) {
         let Scratch {
             positions,
             views,
@@ -389,7 +398,8 @@ impl ComboState {
         admissions.resize(self.setup.targets.len(), BreakerAdmission::Healthy);
         for (position, (runtime, slot)) in self.setup.targets.iter().zip(&self.slots).enumerate() {
             let target = &runtime.target;
-            if !self.serves_format(target.format, wanted) {
+            if !self.serves_format(target.format, wanted) || cannot_carry.contains(&target.provider)
+            {
                 continue;
             }
             let breaker = slot.breaker.admission(now_ms);
@@ -417,7 +427,12 @@ impl ComboState {
         now_ms: u64,
         scratch: &mut Scratch,
     ) -> RouteReply {
-        self.fill_candidates((request.format, request.translatable), now_ms, scratch);
+        self.fill_candidates(
+            (request.format, request.translatable),
+            &request.cannot_carry,
+            now_ms,
+            scratch,
+        );
         let candidates = Candidates {
             targets: &self.routed,
             positions: &scratch.positions,

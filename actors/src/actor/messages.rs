@@ -60,6 +60,9 @@ pub struct RouteRequest {
     /// Whether the endpoint can be served by a target of the other format (chat, responses,
     /// messages, count_tokens; never completions, embeddings or stored responses).
     pub translatable: bool,
+    /// Providers whose targets cannot carry this request (behaviour §14: a parameter their
+    /// API has no equivalent for): never chosen for it.
+    pub cannot_carry: Vec<Arc<str>>,
     /// Only this connection's targets (stored-response placement: a stored response lives in the
     /// account that created it).
     pub only_connection: Option<String>,

@@ -79,6 +79,7 @@ pub fn request(model: &str) -> RouteRequest {
         model: model.to_string(),
         format: ApiFormat::Openai,
         translatable: false,
+        cannot_carry: Vec::new(),
         only_connection: None,
         encrypted_maker: None,
         affinity: None,

@@ -12,6 +12,7 @@ use crate::config::model::{ApiFormat, ProviderConfig};
 use crate::config::raw::RawProvider;
 use crate::config::secret::Secret;
 use crate::tls_files;
+use crate::wire::translate::Api;
 use crate::wire::upstream_mask::mask_url;
 
 use super::checks::{check_unique, one_of, required_name};
@@ -61,6 +62,9 @@ pub(super) fn build_providers(
                     None
                 }
             };
+            let apis = provider
+                .apis
+                .map(|apis| parse_apis(&apis, &format!("{prefix}.apis"), sink));
             let base_url = parse_base_url(provider.base_url, &format!("{prefix}.base_url"), sink);
             if let Some(header) = &provider.auth_header {
                 if HeaderName::from_bytes(header.as_bytes()).is_err() {
@@ -103,9 +107,11 @@ pub(super) fn build_providers(
             let breaker = provider.breaker.unwrap_or_default();
             check_breaker(&breaker, &prefix, sink);
             let (name, format, base_url) = (name?, format?, base_url?);
+            let apis = apis.unwrap_or_else(|| format.default_apis());
             unique.then_some(ProviderConfig {
                 name,
                 format,
+                apis,
                 base_url,
                 auth_header: provider.auth_header,
                 headers,
@@ -120,6 +126,28 @@ pub(super) fn build_providers(
             })
         })
         .collect()
+}
+
+/// `apis`: a non-empty list of the generation API names, each once.
+fn parse_apis(names: &[String], key: &str, sink: &mut ErrorSink) -> Vec<Api> {
+    let mut apis = Vec::with_capacity(names.len());
+    for name in names {
+        match Api::from_name(name) {
+            Some(api) if !apis.contains(&api) => apis.push(api),
+            Some(_) => sink.push(key, format!("`{name}` is listed twice")),
+            None => sink.push(
+                key,
+                format!("`{name}` is not a generation API: `chat`, `responses` or `messages`"),
+            ),
+        }
+    }
+    if names.is_empty() {
+        sink.push(
+            key,
+            "must name at least one API: `chat`, `responses` or `messages`",
+        );
+    }
+    apis
 }
 
 fn parse_base_url(value: Option<String>, key: &str, sink: &mut ErrorSink) -> Option<Url> {

@@ -8,7 +8,9 @@ use quotaroute_actors::{AttemptResult, RoutedTarget};
 use quotaroute_journal::OutcomeClass;
 
 use crate::telemetry::AttemptSpan;
-use crate::wire::translate::{error_body, translate_answer, Direction};
+use std::sync::Arc;
+
+use crate::wire::translate::{error_body, translate_answer, Direction, Echo};
 use crate::wire::usage::response_summary;
 
 use super::charge;
@@ -20,7 +22,7 @@ use super::whole_body::read_whole;
 pub(super) async fn answered(
     ctx: &TryContext<'_>,
     target: &RoutedTarget,
-    direction: Option<Direction>,
+    (direction, echo): (Option<Direction>, Option<&Arc<Echo>>),
     trace: &AttemptSpan,
     answer: UpstreamAnswer,
 ) -> Attempted {
@@ -52,7 +54,12 @@ pub(super) async fn answered(
         // Usage above was the upstream's own; the client reads its own format.
         let body = match direction {
             None => body,
-            Some(direction) => match translate_answer(direction, &body, now_ms / 1000) {
+            Some(direction) => match translate_answer(
+                direction,
+                &body,
+                now_ms / 1000,
+                echo.map_or(&Echo::default(), |echo| echo),
+            ) {
                 Ok(translated) => translated,
                 Err(error) => {
                     return unanswered_openly(

@@ -4,6 +4,8 @@
 //! a request that cannot be built, or is answered without sending, comes back as its
 //! [`Attempted`].
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http_body_util::Full;
@@ -15,7 +17,7 @@ use crate::node::encrypted_turn::EncryptedTurn;
 use crate::node::live::ProviderRoute;
 use crate::node::upstream_request;
 use crate::wire::body_rewrite::rewrite;
-use crate::wire::translate::{translate_request, Direction, ReasoningKey, RequestSettings};
+use crate::wire::translate::{translate_request, Direction, Echo, ReasoningKey, RequestSettings};
 
 use super::local_answer::refused;
 use super::shape::{unanswered_openly, Attempted, Translation, TryContext};
@@ -30,6 +32,8 @@ pub(super) struct Outgoing<'a> {
     pub include_usage: bool,
     /// Encrypted items the target could not read, left out of its body.
     pub items_left_out: u32,
+    /// What a translated Responses answer repeats from its request.
+    pub echo: Option<Arc<Echo>>,
 }
 
 /// The request of one try to `target` with `credential`, or the try's end when nothing can
@@ -53,14 +57,16 @@ pub(super) fn prepare<'a>(
             "target left the config",
         ));
     };
-    // A target of the other format: the request in its format, to its own path (behaviour
-    // §14); otherwise the byte-preserving splice.
+    // A target that does not serve the client's API: the request in one it serves, to its
+    // own path (behaviour §14); otherwise the byte-preserving splice.
     let direction = ctx
         .info
-        .and_then(|_| ctx.endpoint.translation_to(target.format));
+        .and_then(|_| ctx.endpoint.translation_to(&provider.apis));
     let mut translation = None;
     let mut include_usage = false;
     let mut translated_left_out = 0;
+    let mut echo = None;
+    let mut anthropic_beta = None;
     let (upstream_body, path_and_query) = match (ctx.info, direction) {
         (Some(info), None) => (
             rewrite(
@@ -90,6 +96,8 @@ pub(super) fn prepare<'a>(
                 Ok(translated) => {
                     include_usage = translated.include_usage;
                     translated_left_out = translated.reasoning.left_out;
+                    echo = Some(translated.echo);
+                    anthropic_beta = translated.anthropic_beta;
                     translation = Some(Translation {
                         direction,
                         dropped: translated.dropped,
@@ -126,7 +134,7 @@ pub(super) fn prepare<'a>(
         ));
     };
     if let Some(direction) = direction {
-        translated_headers(direction, request.headers_mut());
+        translated_headers(direction, anthropic_beta, request.headers_mut());
     }
     Ok((
         request,
@@ -136,18 +144,25 @@ pub(super) fn prepare<'a>(
             translation,
             include_usage,
             items_left_out,
+            echo,
         },
     ))
 }
 
 /// The headers a translated request needs: Anthropic's required `anthropic-version` on the
-/// way to Messages; none of Anthropic's own on the way to Chat Completions.
-fn translated_headers(direction: Direction, headers: &mut HeaderMap) {
+/// way to Messages; none of Anthropic's own on the way to another API.
+fn translated_headers(direction: Direction, beta: Option<&'static str>, headers: &mut HeaderMap) {
     const VERSION: http::HeaderName = http::HeaderName::from_static("anthropic-version");
-    if direction.client_is_anthropic() {
+    const BETA: http::HeaderName = http::HeaderName::from_static("anthropic-beta");
+    if !direction.target.is_anthropic() {
         headers.remove(VERSION);
-        headers.remove("anthropic-beta");
-    } else if !headers.contains_key(VERSION) {
+        headers.remove(BETA);
+        return;
+    }
+    if !headers.contains_key(VERSION) {
         headers.insert(VERSION, http::HeaderValue::from_static("2023-06-01"));
+    }
+    if let Some(beta) = beta {
+        headers.append(BETA, http::HeaderValue::from_static(beta));
     }
 }

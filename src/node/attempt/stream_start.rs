@@ -13,7 +13,9 @@ use crate::telemetry::AttemptSpan;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::item_seal::{ItemSealer, Items};
 use crate::wire::stream_watch::StreamFormat;
-use crate::wire::translate::{Direction, StreamTranslator};
+use std::sync::Arc;
+
+use crate::wire::translate::{Api, Direction, Echo, StreamTranslator};
 
 use super::shape::{Attempted, Payload, TryContext, UpstreamAnswer};
 
@@ -22,7 +24,7 @@ use super::shape::{Attempted, Payload, TryContext, UpstreamAnswer};
 pub(super) async fn start(
     ctx: &TryContext<'_>,
     target: &RoutedTarget,
-    direction: Option<Direction>,
+    (direction, echo): (Option<Direction>, Option<&Arc<Echo>>),
     include_usage: bool,
     trace: &AttemptSpan,
     answer: UpstreamAnswer,
@@ -46,8 +48,10 @@ pub(super) async fn start(
             idle: ctx.live.stream_idle_timeout,
             deadline: ctx.deadline,
         };
-        let translator = direction
-            .map(|direction| StreamTranslator::new(direction, include_usage, now_ms / 1000));
+        let translator = direction.map(|direction| {
+            let echo = echo.cloned().unwrap_or_default();
+            StreamTranslator::new(direction, include_usage, now_ms / 1000, echo)
+        });
         stream_relay::open(
             UpstreamBody::new(body, &codings),
             upstream_stream_format(ctx.endpoint, direction),
@@ -117,7 +121,10 @@ pub(super) async fn start(
 fn upstream_stream_format(endpoint: Endpoint, direction: Option<Direction>) -> StreamFormat {
     match direction {
         None => endpoint.stream_format(),
-        Some(Direction::ChatToMessages | Direction::ResponsesToMessages) => StreamFormat::Anthropic,
-        Some(Direction::MessagesToChat) => StreamFormat::OpenAiChat,
+        Some(direction) => match direction.target {
+            Api::Chat => StreamFormat::OpenAiChat,
+            Api::Responses => StreamFormat::OpenAiResponses,
+            Api::Messages => StreamFormat::Anthropic,
+        },
     }
 }

@@ -24,6 +24,7 @@ use super::local_answer::counted_locally;
 use super::outgoing::{prepare, Outgoing};
 use super::shape::{unanswered, unanswered_openly, Attempted, TryContext, UpstreamAnswer};
 use super::stream_start;
+use crate::wire::translate::Api;
 
 /// One upstream request to `target` with `credential`, classified (behaviour §3, §4).
 pub(crate) async fn try_target(
@@ -33,8 +34,14 @@ pub(crate) async fn try_target(
     credential: &Secret,
     upstream_time: &mut Duration,
 ) -> Attempted {
-    // `count_tokens` has no OpenAI counterpart: counted here, nothing sent (behaviour §14).
-    if ctx.endpoint == Endpoint::CountTokens && target.format != ctx.endpoint.format() {
+    // `count_tokens` has no counterpart but on Messages: counted here, nothing sent
+    // (behaviour §14).
+    let serves_messages = ctx
+        .live
+        .providers
+        .get(&*target.provider)
+        .is_some_and(|provider| provider.apis.contains(&Api::Messages));
+    if ctx.endpoint == Endpoint::CountTokens && !serves_messages {
         return counted_locally(ctx.client_body, ctx.deadline).await;
     }
     let (mut request, outgoing) = match prepare(ctx, target, credential) {
@@ -115,7 +122,7 @@ pub(crate) async fn try_target(
         stream_start::start(
             ctx,
             target,
-            outgoing.direction,
+            (outgoing.direction, outgoing.echo.as_ref()),
             outgoing.include_usage,
             &sent.trace,
             answer,
@@ -123,7 +130,8 @@ pub(crate) async fn try_target(
         )
         .await
     } else {
-        answered(ctx, target, outgoing.direction, &sent.trace, answer).await
+        let crossing = (outgoing.direction, outgoing.echo.as_ref());
+        answered(ctx, target, crossing, &sent.trace, answer).await
     };
     sent.end(attempted, &outgoing, upstream_time)
 }

@@ -13,7 +13,7 @@ use quotaroute_actors::{RouteError, Router};
 use quotaroute_journal::ApiFormat as JournalFormat;
 use tokio::time::Instant;
 
-use crate::api_error::ApiError;
+use crate::api_error::{ApiError, ApiErrorKind};
 use crate::clients::SharedCounts;
 use crate::node::app::AppState;
 use crate::node::attempt::TryContext;
@@ -96,7 +96,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         (&client_body, &info, &parts.headers),
         &ticket,
     );
-    let (route_request, encrypted) = match asked {
+    let (route_request, encrypted, refusal) = match asked {
         Ok(asked) => asked,
         Err(NotAsked::Error(error)) => return fail(error, &route),
         Err(NotAsked::NotFound(body)) => {
@@ -110,6 +110,18 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
             metrics::queue_wait(decision.queue_wait_ms(), false);
             trace.routed(&client_id, decision.affinity()); // telemetry
             decision
+        }
+        // Behaviour §14: no target can carry it (the others were left out for it).
+        Err(RouteError::WrongFormat(_)) if refusal.is_some() => {
+            let why = refusal.map(|(direction, refusal)| {
+                route.translated = Some(direction.label());
+                refusal.to_string()
+            });
+            let why = why.unwrap_or_default();
+            return fail(
+                ApiError::new(ApiErrorKind::UnsupportedParameter, why),
+                &route,
+            );
         }
         Err(error) => {
             let error = not_routed(error, &router, &live, started, anthropic, &mut route);

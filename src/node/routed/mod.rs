@@ -8,6 +8,7 @@
 //! - `response_binding` — where a stored response lives, bound before the client sees it;
 //! - `error_answers` — unroutable requests and the answer when the tries ran out.
 
+mod carry;
 mod delivery;
 mod error_answers;
 mod guarded_body;

@@ -14,6 +14,7 @@ use crate::node::live::LiveConfig;
 use crate::wire::affinity_group::derive_group;
 use crate::wire::body_rewrite::RequestInfo;
 use crate::wire::encrypted_items::EncryptedItems;
+use crate::wire::translate::{Direction, TranslateError};
 
 use super::response_binding::{previous_response, previous_response_not_found, Continues};
 
@@ -26,7 +27,11 @@ pub(super) enum NotAsked {
     NotFound(Vec<u8>),
 }
 
-/// The request the router is asked, and the request's encrypted items (behaviour §10).
+/// Why some providers cannot carry a request, when they cannot (behaviour §14).
+pub(super) type Refusal = Option<(Direction, TranslateError)>;
+
+/// The request the router is asked, the request's encrypted items (behaviour §10), and why
+/// some providers cannot carry it (behaviour §14: the 400 when none can).
 pub(super) fn ask(
     live: &LiveConfig,
     router: &Router,
@@ -34,12 +39,14 @@ pub(super) fn ask(
     request_id: &str,
     (body, info, headers): (&Bytes, &RequestInfo, &HeaderMap),
     ticket: &ClientTicket,
-) -> Result<(RouteRequest, Option<EncryptedTurn>), NotAsked> {
+) -> Result<(RouteRequest, Option<EncryptedTurn>, Refusal), NotAsked> {
+    let carry = super::carry::check(live, endpoint, body);
     let mut route_request = RouteRequest {
         request_id: request_id.to_owned(),
         model: info.model.clone(),
         format: endpoint.format(),
         translatable: endpoint.translatable(),
+        cannot_carry: carry.providers,
         only_connection: None,
         encrypted_maker: None,
         affinity: None,
@@ -56,8 +63,8 @@ pub(super) fn ask(
             Continues::Translated => {
                 return Err(NotAsked::Error(ApiError::new(
                     ApiErrorKind::UnsupportedParameter,
-                    "parameter `previous_response_id` names a response served by an account of \
-                     the other format, which is not stored; send the whole input again",
+                    "parameter `previous_response_id` names a response served through \
+                     translation, which is not stored; send the whole input again",
                 )));
             }
         }
@@ -90,5 +97,5 @@ pub(super) fn ask(
             client: client.clone(),
         });
     }
-    Ok((route_request, encrypted))
+    Ok((route_request, encrypted, carry.refusal))
 }

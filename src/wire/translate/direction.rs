@@ -1,30 +1,99 @@
-//! Which pair of formats a translated request crosses: the client's API and the target's.
+//! The generation APIs a client or a host speaks, and which pair a translated request crosses.
 
-/// A client API served by a target of the other format (behaviour §14's table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Direction {
-    /// `/v1/chat/completions` on an `anthropic` target.
-    ChatToMessages,
-    /// `/v1/responses` on an `anthropic` target (stateless).
-    ResponsesToMessages,
-    /// `/v1/messages` on an `openai` target.
-    MessagesToChat,
+/// A generation API (behaviour §14): a client speaks one, a host serves some.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Api {
+    /// Chat Completions (`/chat/completions`).
+    Chat,
+    /// Responses (`/responses`).
+    Responses,
+    /// Anthropic's Messages (`/messages`).
+    Messages,
 }
 
+impl Api {
+    /// Every API, in §14's order of preference for a target that does not serve the client's.
+    pub const ALL: [Api; 3] = [Api::Chat, Api::Responses, Api::Messages];
+
+    /// Its name in config (`apis`), labels and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Responses => "responses",
+            Api::Messages => "messages",
+        }
+    }
+
+    /// The API with this name.
+    pub fn from_name(name: &str) -> Option<Api> {
+        Api::ALL.into_iter().find(|api| api.name() == name)
+    }
+
+    /// Its own path after a provider's `base_url`.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Chat => "/chat/completions",
+            Api::Responses => "/responses",
+            Api::Messages => "/messages",
+        }
+    }
+
+    /// Whether it is Anthropic's (its errors, headers and streams in that shape).
+    pub fn is_anthropic(self) -> bool {
+        self == Api::Messages
+    }
+}
+
+/// A client API served by a target through another API (behaviour §14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Direction {
+    pub client: Api,
+    pub target: Api,
+}
+
+/// The label of each pair, `client>target`, `ALL`'s order.
+const LABELS: [&str; 6] = [
+    "chat>responses",
+    "chat>messages",
+    "responses>chat",
+    "responses>messages",
+    "messages>chat",
+    "messages>responses",
+];
+
 impl Direction {
-    pub const ALL: [Direction; 3] = [
-        Direction::ChatToMessages,
-        Direction::ResponsesToMessages,
-        Direction::MessagesToChat,
+    /// `client` on a target of `target`; `None` when they are the same API (no translation).
+    pub fn between(client: Api, target: Api) -> Option<Direction> {
+        (client != target).then_some(Direction { client, target })
+    }
+
+    pub const CHAT_TO_RESPONSES: Direction = Direction::pair(Api::Chat, Api::Responses);
+    pub const CHAT_TO_MESSAGES: Direction = Direction::pair(Api::Chat, Api::Messages);
+    pub const RESPONSES_TO_CHAT: Direction = Direction::pair(Api::Responses, Api::Chat);
+    pub const RESPONSES_TO_MESSAGES: Direction = Direction::pair(Api::Responses, Api::Messages);
+    pub const MESSAGES_TO_CHAT: Direction = Direction::pair(Api::Messages, Api::Chat);
+    pub const MESSAGES_TO_RESPONSES: Direction = Direction::pair(Api::Messages, Api::Responses);
+
+    /// Every pair of two different APIs.
+    pub const ALL: [Direction; 6] = [
+        Direction::CHAT_TO_RESPONSES,
+        Direction::CHAT_TO_MESSAGES,
+        Direction::RESPONSES_TO_CHAT,
+        Direction::RESPONSES_TO_MESSAGES,
+        Direction::MESSAGES_TO_CHAT,
+        Direction::MESSAGES_TO_RESPONSES,
     ];
 
-    /// Its name in `x-quotaroute-translated`, request events and metrics.
+    const fn pair(client: Api, target: Api) -> Direction {
+        Direction { client, target }
+    }
+
+    /// Its name in `x-quotaroute-translated`, request events and metrics (`chat>messages`).
     pub fn label(self) -> &'static str {
-        match self {
-            Direction::ChatToMessages => "chat>messages",
-            Direction::ResponsesToMessages => "responses>messages",
-            Direction::MessagesToChat => "messages>chat",
-        }
+        Direction::ALL
+            .iter()
+            .position(|d| *d == self)
+            .map_or("", |at| LABELS[at])
     }
 
     /// The direction with this label.
@@ -34,14 +103,29 @@ impl Direction {
 
     /// Whether the client speaks Anthropic's API (its errors and streams in that shape).
     pub fn client_is_anthropic(self) -> bool {
-        self == Direction::MessagesToChat
+        self.client.is_anthropic()
     }
 
-    /// The target format's own path after the provider's `base_url`.
+    /// The target API's own path after the provider's `base_url`.
     pub fn upstream_path(self) -> &'static str {
-        match self {
-            Direction::ChatToMessages | Direction::ResponsesToMessages => "/messages",
-            Direction::MessagesToChat => "/chat/completions",
+        self.target.path()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pair_has_its_own_label_both_ways() {
+        for direction in Direction::ALL {
+            let label = direction.label();
+            assert_eq!(
+                label,
+                format!("{}>{}", direction.client.name(), direction.target.name())
+            );
+            assert_eq!(Direction::from_label(label), Some(direction));
         }
+        assert_eq!(Direction::between(Api::Chat, Api::Chat), None);
     }
 }

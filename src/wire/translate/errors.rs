@@ -1,9 +1,11 @@
 //! An upstream error body in the client's error shape, with the upstream's status and message
-//! (behaviour §14). Classification (§4) has already read the upstream's own body.
+//! (behaviour §14): read from any API's shape into the hub's [`ErrorForm`], written in the
+//! client's. Classification (§4) has already read the upstream's own body.
 
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+use super::hub::form::ErrorForm;
 use super::Direction;
 
 /// Anthropic's error `type` for a status.
@@ -33,8 +35,9 @@ fn openai_type(status: u16) -> &'static str {
     }
 }
 
-/// The message, type and code of either shape (or the body itself when it is no JSON error).
-fn read(body: &[u8]) -> (String, Option<String>, Option<Value>) {
+/// The message, type and code of any API's shape (or the body itself when it is no JSON
+/// error).
+pub fn read(status: u16, body: &[u8]) -> ErrorForm {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
     let message = error
@@ -49,13 +52,28 @@ fn read(body: &[u8]) -> (String, Option<String>, Option<Value>) {
         .and_then(|e| e.get("code"))
         .filter(|c| !c.is_null())
         .cloned();
-    (message, kind, code)
+    ErrorForm {
+        status,
+        message,
+        kind,
+        code,
+    }
 }
 
-/// `body`, an upstream error of `direction`'s target format, as the client's error body.
+/// `body`, an upstream error of `direction`'s target API, as the client's error body.
 pub fn error_body(direction: Direction, status: u16, body: &[u8]) -> Bytes {
-    let (message, kind, code) = read(body);
-    let out = if direction.client_is_anthropic() {
+    write(direction.client, &read(status, body))
+}
+
+/// `error` in `client`'s error shape.
+pub fn write(client: super::Api, error: &ErrorForm) -> Bytes {
+    let ErrorForm {
+        status,
+        message,
+        kind,
+        code,
+    } = error.clone();
+    let out = if client.is_anthropic() {
         json!({
             "type": "error",
             "error": {"type": anthropic_type(status), "message": message},
@@ -83,21 +101,25 @@ mod tests {
         let anthropic =
             br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         let out: Value =
-            serde_json::from_slice(&error_body(Direction::ChatToMessages, 529, anthropic)).unwrap();
+            serde_json::from_slice(&error_body(Direction::CHAT_TO_MESSAGES, 529, anthropic))
+                .unwrap();
         assert_eq!(out["error"]["message"], "Overloaded");
         assert_eq!(out["error"]["type"], "server_error");
         assert_eq!(out["error"]["code"], "overloaded_error");
 
         let openai = br#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#;
         let out: Value =
-            serde_json::from_slice(&error_body(Direction::MessagesToChat, 429, openai)).unwrap();
+            serde_json::from_slice(&error_body(Direction::MESSAGES_TO_CHAT, 429, openai)).unwrap();
         assert_eq!(out["type"], "error");
         assert_eq!(out["error"]["type"], "rate_limit_error");
         assert_eq!(out["error"]["message"], "Rate limit reached");
 
-        let out: Value =
-            serde_json::from_slice(&error_body(Direction::MessagesToChat, 400, b"plain words"))
-                .unwrap();
+        let out: Value = serde_json::from_slice(&error_body(
+            Direction::MESSAGES_TO_CHAT,
+            400,
+            b"plain words",
+        ))
+        .unwrap();
         assert_eq!(out["error"]["type"], "invalid_request_error");
         assert_eq!(out["error"]["message"], "plain words");
     }

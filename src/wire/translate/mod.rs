@@ -1,48 +1,47 @@
-//! Format translation between OpenAI's Chat Completions / Responses and Anthropic's Messages
-//! (behaviour §14): requests on the way up, JSON answers, streams (event by event) and error
-//! bodies on the way down. Pure: no I/O, no clock (the caller passes `created`); the node picks
-//! a [`Direction`] when a target's format differs from the endpoint's and uses nothing here
-//! otherwise, so same-format traffic keeps the byte-preserving splice.
+//! Translation between the generation APIs (behaviour §14): Chat Completions, Responses and
+//! Messages, any client API on any host API, through one internal form. Requests on the way
+//! up, JSON answers, streams (event by event) and error bodies on the way down. Pure: no I/O,
+//! no clock (the caller passes `created`); the node picks a [`Direction`] when a target does
+//! not serve the client's API and uses nothing here otherwise, so same-API traffic keeps the
+//! byte-preserving splice.
 //!
-//! Layout:
-//! - `direction` — which pair of formats, its label (`chat>messages`) and the client's shape.
-//! - `params` — what cannot be carried (refused or dropped), effort ↔ budget, finish reasons.
-//! - `content` — image parts and tool results, the pieces both request directions share.
-//! - `request_chat`, `request_responses`, `request_messages` — client requests in the
-//!   target's format.
-//! - `answer_chat`, `answer_responses`, `answer_messages` — whole JSON answers in the client's
-//!   format.
-//! - `stream_chat`, `stream_responses`, `stream_messages` — upstream SSE events in the
-//!   client's protocol, with bounded state (open blocks and tool-call ids, never the stream).
+//! Layout — the hub, and one reader and one writer per API:
+//! - `hub` — the internal form (`hub::form`: request, answer, stream event, usage, finish,
+//!   error) every API is read into and written from.
+//! - `chat`, `responses`, `messages` — each API's `read` (a client's request, an upstream's
+//!   answer and usage into the form), `write` (the form as an upstream request or a client's
+//!   answer), `read_stream` (upstream SSE into the form's events) and `write_stream` (the
+//!   form's events in the client's protocol, with bounded state).
+//! - `direction` — the APIs and which pair a request crosses (`chat>messages`).
+//! - `openai_common` — what the two OpenAI APIs share on the way in (parts, tools, limits).
+//! - `params` — what cannot be carried (refused or dropped), effort ↔ budget.
 //! - `errors` — upstream error bodies in the client's error shape.
-//! - `count_tokens` — Messages `count_tokens` for an OpenAI-format target, counted locally.
+//! - `count_tokens` — Messages `count_tokens` for a target that is not Anthropic's, counted
+//!   locally.
 //! - `openai_user` — Anthropic's `metadata.user_id` as OpenAI's `user` (64 characters at most).
-//! - `stream` — the one stream translator the relay drives; `sse_write` writes its events.
+//! - `stream` — the one stream translator the relay drives (a reader and a writer);
+//!   `sse_write` writes its events.
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
 
-mod answer_chat;
-mod answer_messages;
-mod answer_responses;
-mod content;
+mod chat;
 mod count_tokens;
 mod direction;
 mod errors;
+pub mod hub;
+mod messages;
+mod openai_common;
 mod openai_user;
 pub mod params;
-mod request_chat;
-mod request_messages;
-mod request_responses;
+mod responses;
 mod sse_write;
 mod stream;
-mod stream_chat;
-mod stream_messages;
-mod stream_responses;
 mod thinking_carry;
 
-pub use answer_responses::TRANSLATED_RESPONSE_PREFIX;
 pub use count_tokens::count_tokens_body;
-pub use direction::Direction;
+pub use direction::{Api, Direction};
 pub use errors::error_body;
+pub use responses::echo::Echo;
+pub use responses::write::TRANSLATED_RESPONSE_PREFIX;
 pub use stream::StreamTranslator;
 pub use thinking_carry::{ReasoningCounts, ReasoningKey};
 
@@ -95,9 +94,16 @@ pub struct TranslatedRequest {
     pub include_usage: bool,
     /// A Responses client's reasoning items: restored as thinking blocks, or left out.
     pub reasoning: ReasoningCounts,
+    /// What a Responses client's answer repeats from its request.
+    pub echo: std::sync::Arc<Echo>,
+    /// The `anthropic-beta` the translated request needs (structured outputs).
+    pub anthropic_beta: Option<&'static str>,
 }
 
-/// `body` (the client's request in `direction`'s client format) in the target's format.
+/// The `anthropic-beta` Anthropic's structured outputs (`output_format`) need.
+pub const STRUCTURED_OUTPUTS_BETA: &str = "structured-outputs-2025-11-13";
+
+/// `body` (the client's request in `direction`'s client API) in the target's API.
 pub fn translate_request(
     direction: Direction,
     body: &[u8],
@@ -118,38 +124,63 @@ pub fn translate_request(
         .and_then(|options| options.get("include_usage"))
         .and_then(Value::as_bool)
         == Some(true);
-    let translated = match direction {
-        Direction::ChatToMessages => request_chat::to_messages(request, settings, &mut dropped)?,
-        Direction::ResponsesToMessages => {
-            request_responses::to_messages(request, settings, &mut dropped, &mut reasoning)?
-        }
-        Direction::MessagesToChat => request_messages::to_chat(request, settings, &mut dropped)?,
+    // Thinking goes back only to an Anthropic target (no other checks its signature).
+    let key = settings
+        .reasoning
+        .filter(|_| direction.target == Api::Messages);
+    let form = match direction.client {
+        Api::Chat => chat::read::request(&request, &mut dropped)?,
+        Api::Responses => responses::read::request(&request, key, &mut dropped, &mut reasoning)?,
+        Api::Messages => messages::read::request(&request, &mut dropped)?,
+    };
+    let translated = match direction.target {
+        Api::Chat => chat::write::request(&form, settings)?,
+        Api::Responses => responses::write::request(&form, settings)?,
+        Api::Messages => messages::write::request(&form, settings, &mut dropped)?,
     };
     let body = serde_json::to_vec(&translated)
         .map_err(|error| TranslateError::Invalid(error.to_string()))?;
+    let echo = match direction.client {
+        Api::Responses => Echo::of(&request),
+        _ => Echo::default(),
+    };
+    let anthropic_beta = (direction.target == Api::Messages && form.format.is_some())
+        .then_some(STRUCTURED_OUTPUTS_BETA);
     Ok(TranslatedRequest {
         body: Bytes::from(body),
         dropped,
         stream,
         include_usage,
         reasoning,
+        echo: std::sync::Arc::new(echo),
+        anthropic_beta,
     })
 }
 
-/// A whole successful upstream answer (`body`, the target's format) in the client's format;
+/// A whole successful upstream answer (`body`, the target's API) in the client's API;
 /// `created` is the Unix time the client's `created` fields say. Fails only for a body that is
 /// not a JSON object (the upstream's fault, behaviour §3): any object is the model's answer and
 /// is translated as far as it goes (missing choices or content, truncated tool arguments).
-pub fn translate_answer(direction: Direction, body: &[u8], created: u64) -> Result<Bytes, String> {
+pub fn translate_answer(
+    direction: Direction,
+    body: &[u8],
+    created: u64,
+    echo: &Echo,
+) -> Result<Bytes, String> {
     let answer: Value =
         serde_json::from_slice(body).map_err(|error| format!("answer is not JSON: {error}"))?;
     if !answer.is_object() {
         return Err("answer is not a JSON object".into());
     }
-    let translated = match direction {
-        Direction::ChatToMessages => answer_chat::from_messages(&answer, created),
-        Direction::ResponsesToMessages => answer_responses::from_messages(&answer, created),
-        Direction::MessagesToChat => answer_messages::from_chat(&answer),
+    let form = match direction.target {
+        Api::Chat => chat::read::answer(&answer),
+        Api::Responses => responses::read::answer(&answer),
+        Api::Messages => messages::read::answer(&answer),
+    };
+    let translated = match direction.client {
+        Api::Chat => chat::write::answer(&form, created),
+        Api::Responses => responses::write::answer(&form, created, echo),
+        Api::Messages => messages::write::answer(&form),
     };
     serde_json::to_vec(&translated)
         .map(Bytes::from)
@@ -158,3 +189,6 @@ pub fn translate_answer(direction: Direction, body: &[u8], created: u64) -> Resu
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_cross;

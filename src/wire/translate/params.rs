@@ -16,7 +16,7 @@ pub const DROPPED_TUNING: [&str; 6] = [
     "top_k",
 ];
 
-/// OpenAI built-in tools, which no Anthropic target runs.
+/// OpenAI built-in tools, which no translation carries.
 const BUILT_IN_TOOLS: [&str; 8] = [
     "web_search_preview",
     "web_search",
@@ -28,8 +28,8 @@ const BUILT_IN_TOOLS: [&str; 8] = [
     "mcp",
 ];
 
-/// Refuses the OpenAI parameters that change what an answer means and that Messages cannot
-/// give (`n` > 1, `logprobs`, `top_logprobs`, audio output, `prediction`).
+/// Refuses the OpenAI parameters that change what an answer means and that no translation
+/// carries (`n` > 1, `logprobs`, `top_logprobs`, audio output, `prediction`).
 pub fn refuse_openai_only(request: &Map<String, Value>) -> Result<(), TranslateError> {
     if request
         .get("n")
@@ -38,19 +38,19 @@ pub fn refuse_openai_only(request: &Map<String, Value>) -> Result<(), TranslateE
     {
         return Err(TranslateError::unsupported(
             "n",
-            "Anthropic models give one choice per request",
+            "a translated request gives one choice",
         ));
     }
     if request.get("logprobs").is_some_and(is_set) {
         return Err(TranslateError::unsupported(
             "logprobs",
-            "Anthropic models return no log probabilities",
+            "a translated answer has no log probabilities",
         ));
     }
     if request.get("top_logprobs").is_some_and(|v| !v.is_null()) {
         return Err(TranslateError::unsupported(
             "top_logprobs",
-            "Anthropic models return no log probabilities",
+            "a translated answer has no log probabilities",
         ));
     }
     let audio_out = request.get("audio").is_some_and(|v| !v.is_null())
@@ -61,13 +61,13 @@ pub fn refuse_openai_only(request: &Map<String, Value>) -> Result<(), TranslateE
     if audio_out {
         return Err(TranslateError::unsupported(
             "audio",
-            "Anthropic models give no audio output",
+            "a translated answer has no audio output",
         ));
     }
     if request.get("prediction").is_some_and(|v| !v.is_null()) {
         return Err(TranslateError::unsupported(
             "prediction",
-            "Anthropic models take no predicted output",
+            "a translated request takes no predicted output",
         ));
     }
     if request
@@ -89,9 +89,9 @@ pub fn refuse_built_in_tool(tool_type: &str) -> Result<(), TranslateError> {
         return Ok(());
     }
     let why = if BUILT_IN_TOOLS.contains(&tool_type) {
-        "OpenAI's built-in tools do not run on Anthropic targets"
+        "OpenAI's built-in tools do not run through translation"
     } else {
-        "only function tools are carried to Anthropic targets"
+        "only function tools are carried through translation"
     };
     Err(TranslateError::unsupported(tool_type, why))
 }
@@ -121,26 +121,6 @@ pub fn effort_for_budget(budget: u64) -> &'static str {
         0..=4096 => "low",
         4097..=16384 => "medium",
         _ => "high",
-    }
-}
-
-/// Anthropic's `stop_reason` as a Chat Completions `finish_reason`.
-pub fn finish_reason(stop_reason: Option<&str>) -> &'static str {
-    match stop_reason {
-        Some("max_tokens") | Some("model_context_window_exceeded") => "length",
-        Some("tool_use") => "tool_calls",
-        Some("refusal") => "content_filter",
-        _ => "stop",
-    }
-}
-
-/// A Chat Completions `finish_reason` as Anthropic's `stop_reason`.
-pub fn stop_reason(finish_reason: Option<&str>) -> &'static str {
-    match finish_reason {
-        Some("length") => "max_tokens",
-        Some("tool_calls") | Some("function_call") => "tool_use",
-        Some("content_filter") => "refusal",
-        _ => "end_turn",
     }
 }
 
@@ -182,6 +162,7 @@ mod tests {
 
     #[test]
     fn finish_reasons_map_both_ways() {
+        use crate::wire::translate::{chat, messages};
         for (anthropic, openai) in [
             ("end_turn", "stop"),
             ("stop_sequence", "stop"),
@@ -189,7 +170,8 @@ mod tests {
             ("tool_use", "tool_calls"),
             ("refusal", "content_filter"),
         ] {
-            assert_eq!(finish_reason(Some(anthropic)), openai, "{anthropic}");
+            let finish = messages::read::finish(Some(anthropic));
+            assert_eq!(chat::write::finish_reason(finish), openai, "{anthropic}");
         }
         for (openai, anthropic) in [
             ("stop", "end_turn"),
@@ -197,7 +179,8 @@ mod tests {
             ("tool_calls", "tool_use"),
             ("content_filter", "refusal"),
         ] {
-            assert_eq!(stop_reason(Some(openai)), anthropic, "{openai}");
+            let finish = chat::read::finish(Some(openai));
+            assert_eq!(messages::write::stop_reason(finish), anthropic, "{openai}");
         }
     }
 

@@ -1,64 +1,95 @@
-//! The one stream translator the relay drives: upstream SSE events in, the client's protocol
-//! out, event by event (behaviour §14). `ping` and events the client's protocol has no word for
-//! are dropped; a break after commit becomes the client protocol's error event.
+//! The one stream translator the relay drives: upstream SSE events in, read into the hub's
+//! events by the target API's reader, written in the client's protocol by its writer, event
+//! by event (behaviour §14). `ping` and events the client's protocol has no word for are
+//! dropped; a break after commit becomes the client protocol's error event.
+
+use std::sync::Arc;
 
 use bytes::BytesMut;
-use serde_json::Value;
 
-use super::stream_chat::ChatFromMessages;
-use super::stream_messages::MessagesFromChat;
-use super::stream_responses::ResponsesFromMessages;
-use super::Direction;
+use super::chat::{read_stream::ChatReader, write_stream::ChatWriter};
+use super::direction::{Api, Direction};
+use super::hub::form::Event;
+use super::messages::{read_stream::MessagesReader, write_stream::MessagesWriter};
+use super::responses::echo::Echo;
+use super::responses::{read_stream::ResponsesReader, write_stream::ResponsesWriter};
 use crate::wire::sse::SseEvent;
-use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
+
+/// Reads a target API's stream into the hub's events.
+#[derive(Debug)]
+enum Reader {
+    Chat(ChatReader),
+    Responses(ResponsesReader),
+    Messages(MessagesReader),
+}
+
+/// Writes the hub's events in a client API's protocol.
+#[derive(Debug)]
+enum Writer {
+    Chat(ChatWriter),
+    Responses(Box<ResponsesWriter>),
+    Messages(MessagesWriter),
+}
 
 /// A stream's translation state, one per translated stream.
 #[derive(Debug)]
-pub enum StreamTranslator {
-    ToChat(ChatFromMessages),
-    ToResponses(Box<ResponsesFromMessages>),
-    ToMessages(MessagesFromChat),
+pub struct StreamTranslator {
+    reader: Reader,
+    writer: Writer,
+    /// The events one upstream event became (reused: cleared after each).
+    events: Vec<Event>,
 }
 
 impl StreamTranslator {
     /// `include_usage`: a Chat Completions client asked for the usage chunk; `created`: the
     /// Unix time its chunks say.
-    pub fn new(direction: Direction, include_usage: bool, created: u64) -> Self {
-        match direction {
-            Direction::ChatToMessages => {
-                StreamTranslator::ToChat(ChatFromMessages::new(include_usage, created))
+    /// `echo`: what a Responses client's answer repeats from its request.
+    pub fn new(direction: Direction, include_usage: bool, created: u64, echo: Arc<Echo>) -> Self {
+        let reader = match direction.target {
+            Api::Chat => Reader::Chat(ChatReader::default()),
+            Api::Responses => Reader::Responses(ResponsesReader::default()),
+            Api::Messages => Reader::Messages(MessagesReader::default()),
+        };
+        let writer = match direction.client {
+            Api::Chat => Writer::Chat(ChatWriter::new(include_usage, created)),
+            Api::Responses => Writer::Responses(Box::new(ResponsesWriter::new(created, echo))),
+            Api::Messages => Writer::Messages(MessagesWriter::new()),
+        };
+        StreamTranslator {
+            reader,
+            writer,
+            events: Vec::new(),
+        }
+    }
+
+    fn write(&mut self, out: &mut BytesMut) {
+        for event in self.events.drain(..) {
+            match &mut self.writer {
+                Writer::Chat(w) => w.event(&event, out),
+                Writer::Responses(w) => w.event(&event, out),
+                Writer::Messages(w) => w.event(&event, out),
             }
-            Direction::ResponsesToMessages => {
-                StreamTranslator::ToResponses(Box::new(ResponsesFromMessages::new(created)))
-            }
-            Direction::MessagesToChat => StreamTranslator::ToMessages(MessagesFromChat::new()),
         }
     }
 
     /// One upstream event, translated into `out` (nothing for events with no counterpart).
     pub fn event(&mut self, event: &SseEvent, out: &mut BytesMut) {
-        match self {
-            StreamTranslator::ToMessages(t) => t.event(&event.data, out),
-            StreamTranslator::ToChat(_) | StreamTranslator::ToResponses(_) => {
-                let Ok(data) = serde_json::from_str::<Value>(&event.data) else {
-                    return;
-                };
-                match self {
-                    StreamTranslator::ToChat(t) => t.event(&data, out),
-                    StreamTranslator::ToResponses(t) => t.event(&data, out),
-                    StreamTranslator::ToMessages(_) => {}
-                }
-            }
+        match &mut self.reader {
+            Reader::Chat(r) => r.event(&event.data, &mut self.events),
+            Reader::Responses(r) => r.event(&event.data, &mut self.events),
+            Reader::Messages(r) => r.event(&event.data, &mut self.events),
         }
+        self.write(out);
     }
 
     /// The upstream's stream ended.
     pub fn finish(&mut self, out: &mut BytesMut) {
-        match self {
-            StreamTranslator::ToChat(t) => t.finish(out),
-            StreamTranslator::ToMessages(t) => t.finish(out),
-            StreamTranslator::ToResponses(_) => {}
+        match &mut self.reader {
+            Reader::Chat(r) => r.finish(&mut self.events),
+            Reader::Responses(r) => r.finish(&mut self.events),
+            Reader::Messages(r) => r.finish(&mut self.events),
         }
+        self.write(out);
     }
 
     /// A break after commit as the client protocol's final error event.
@@ -69,14 +100,10 @@ impl StreamTranslator {
     /// The client protocol's final error event with OpenAI's `code` or Anthropic's
     /// `error_type` (a stream the router stopped: `budget_exceeded`, `rate_limit_error`).
     pub fn error_coded(&mut self, message: &str, code: &str, error_type: &str, out: &mut BytesMut) {
-        match self {
-            StreamTranslator::ToChat(_) => {
-                out.extend_from_slice(&openai_stream_error(message, code))
-            }
-            StreamTranslator::ToResponses(t) => t.error(message, code, out),
-            StreamTranslator::ToMessages(_) => {
-                out.extend_from_slice(&anthropic_stream_error(message, error_type))
-            }
+        match &mut self.writer {
+            Writer::Chat(w) => w.error(message, code, out),
+            Writer::Responses(w) => w.error(message, code, out),
+            Writer::Messages(w) => w.error(message, error_type, out),
         }
     }
 }

@@ -16,7 +16,7 @@ const SETTINGS: RequestSettings<'static> = RequestSettings {
     reasoning: None,
 };
 
-fn up(direction: Direction, request: Value) -> (Value, Vec<String>) {
+pub(super) fn up(direction: Direction, request: Value) -> (Value, Vec<String>) {
     let translated =
         translate_request(direction, request.to_string().as_bytes(), SETTINGS).unwrap();
     (
@@ -25,7 +25,7 @@ fn up(direction: Direction, request: Value) -> (Value, Vec<String>) {
     )
 }
 
-fn refused(direction: Direction, request: Value) -> String {
+pub(super) fn refused(direction: Direction, request: Value) -> String {
     match translate_request(direction, request.to_string().as_bytes(), SETTINGS) {
         Err(TranslateError::Unsupported { parameter, .. }) => parameter,
         other => panic!("not refused: {other:?}"),
@@ -35,7 +35,7 @@ fn refused(direction: Direction, request: Value) -> String {
 #[test]
 fn chat_requests_become_messages_requests() {
     let (out, dropped) = up(
-        Direction::ChatToMessages,
+        Direction::CHAT_TO_MESSAGES,
         json!({
             "model": "team",
             "messages": [
@@ -108,7 +108,7 @@ fn chat_requests_become_messages_requests() {
 fn reasoning_effort_becomes_a_thinking_budget_with_room_above_it() {
     for (effort, budget) in [("low", 2048), ("medium", 8192), ("high", 24576)] {
         let (out, dropped) = up(
-            Direction::ChatToMessages,
+            Direction::CHAT_TO_MESSAGES,
             json!({"model": "m", "messages": [{"role":"user","content":"hi"}],
                    "reasoning_effort": effort, "max_completion_tokens": 1000, "temperature": 0.2}),
         );
@@ -121,7 +121,7 @@ fn reasoning_effort_becomes_a_thinking_budget_with_room_above_it() {
         assert_eq!(dropped, vec!["temperature"]);
     }
     let (out, _) = up(
-        Direction::MessagesToChat,
+        Direction::MESSAGES_TO_CHAT,
         json!({"model": "m", "max_tokens": 100, "messages": [{"role":"user","content":"hi"}],
                "thinking": {"type": "enabled", "budget_tokens": 10000}}),
     );
@@ -138,41 +138,44 @@ fn meaning_changing_parameters_are_refused_before_sending() {
         request
     };
     assert_eq!(
-        refused(Direction::ChatToMessages, base(json!({"n": 2}))),
+        refused(Direction::CHAT_TO_MESSAGES, base(json!({"n": 2}))),
         "n"
     );
     assert_eq!(
-        refused(Direction::ChatToMessages, base(json!({"logprobs": true}))),
+        refused(Direction::CHAT_TO_MESSAGES, base(json!({"logprobs": true}))),
         "logprobs"
     );
     assert_eq!(
-        refused(Direction::ChatToMessages, base(json!({"top_logprobs": 2}))),
+        refused(
+            Direction::CHAT_TO_MESSAGES,
+            base(json!({"top_logprobs": 2}))
+        ),
         "top_logprobs"
     );
     assert_eq!(
         refused(
-            Direction::ChatToMessages,
+            Direction::CHAT_TO_MESSAGES,
             base(json!({"modalities": ["text", "audio"]}))
         ),
         "audio"
     );
     assert_eq!(
         refused(
-            Direction::ChatToMessages,
+            Direction::CHAT_TO_MESSAGES,
             base(json!({"prediction": {"type": "content", "content": "x"}}))
         ),
         "prediction"
     );
     assert_eq!(
         refused(
-            Direction::ResponsesToMessages,
-            json!({"model": "m", "input": "hi", "tools": [{"type": "web_search_preview"}]})
+            Direction::RESPONSES_TO_MESSAGES,
+            json!({"model": "m", "input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]})
         ),
-        "web_search_preview"
+        "file_search"
     );
     assert_eq!(
         refused(
-            Direction::ResponsesToMessages,
+            Direction::RESPONSES_TO_MESSAGES,
             json!({"model": "m", "input": "hi", "previous_response_id": "resp_1"})
         ),
         "previous_response_id"
@@ -182,7 +185,7 @@ fn meaning_changing_parameters_are_refused_before_sending() {
 #[test]
 fn responses_requests_become_messages_requests() {
     let (out, dropped) = up(
-        Direction::ResponsesToMessages,
+        Direction::RESPONSES_TO_MESSAGES,
         json!({
             "model": "m",
             "instructions": "you are codex",
@@ -231,7 +234,7 @@ fn responses_requests_become_messages_requests() {
 #[test]
 fn messages_requests_become_chat_requests() {
     let (out, dropped) = up(
-        Direction::MessagesToChat,
+        Direction::MESSAGES_TO_CHAT,
         json!({
             "model": "m",
             "system": [{"type": "text", "text": "you are claude code"}],
@@ -290,7 +293,7 @@ fn messages_requests_become_chat_requests() {
     assert_eq!(dropped, vec!["top_k"]);
 }
 
-fn anthropic_answer() -> Value {
+pub(super) fn anthropic_answer() -> Value {
     json!({
         "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-x",
         "content": [
@@ -308,14 +311,20 @@ fn carried_block(item: &Value) -> Value {
     super::thinking_carry::block_of(item["encrypted_content"].as_str().unwrap()).unwrap()
 }
 
-fn down(direction: Direction, answer: &Value) -> Value {
-    let body = translate_answer(direction, answer.to_string().as_bytes(), 1_700_000_000).unwrap();
+pub(super) fn down(direction: Direction, answer: &Value) -> Value {
+    let body = translate_answer(
+        direction,
+        answer.to_string().as_bytes(),
+        1_700_000_000,
+        &Echo::default(),
+    )
+    .unwrap();
     serde_json::from_slice(&body).unwrap()
 }
 
 #[test]
 fn messages_answers_become_chat_answers() {
-    let out = down(Direction::ChatToMessages, &anthropic_answer());
+    let out = down(Direction::CHAT_TO_MESSAGES, &anthropic_answer());
     let choice = &out["choices"][0];
     assert_eq!(out["object"], "chat.completion");
     assert_eq!(out["created"], 1_700_000_000u64);
@@ -336,7 +345,7 @@ fn messages_answers_become_chat_answers() {
 
 #[test]
 fn messages_answers_become_stateless_responses() {
-    let out = down(Direction::ResponsesToMessages, &anthropic_answer());
+    let out = down(Direction::RESPONSES_TO_MESSAGES, &anthropic_answer());
     assert_eq!(out["object"], "response");
     assert_eq!(out["id"], "resp_qrt_01");
     assert_eq!(out["store"], false);
@@ -360,7 +369,7 @@ fn messages_answers_become_stateless_responses() {
     let mut cut = anthropic_answer();
     cut["stop_reason"] = json!("max_tokens");
     assert_eq!(
-        down(Direction::ResponsesToMessages, &cut)["status"],
+        down(Direction::RESPONSES_TO_MESSAGES, &cut)["status"],
         "incomplete"
     );
 }
@@ -374,7 +383,7 @@ fn chat_answers_become_messages_answers() {
             "tool_calls": [{"id": "call_3", "type": "function", "function": {"name": "Read", "arguments": "{\"path\":\"/a\"}"}}]}}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107, "prompt_tokens_details": {"cached_tokens": 64}}
     });
-    let out = down(Direction::MessagesToChat, &answer);
+    let out = down(Direction::MESSAGES_TO_CHAT, &answer);
     assert_eq!(out["type"], "message");
     assert_eq!(out["id"], "msg_9");
     assert_eq!(out["content"][0]["type"], "thinking");
@@ -396,7 +405,7 @@ fn chat_answers_become_messages_answers() {
 }
 
 /// An Anthropic stream with thinking, text and a tool call whose arguments come in pieces.
-fn anthropic_stream() -> String {
+pub(super) fn anthropic_stream() -> String {
     let events = [
         (
             "message_start",
@@ -464,7 +473,7 @@ fn anthropic_stream() -> String {
 }
 
 /// An OpenAI chat stream with reasoning, text and a tool call in pieces, then usage.
-fn chat_stream() -> String {
+pub(super) fn chat_stream() -> String {
     let chunk = |delta: Value, finish: Value| {
         json!({"id":"chatcmpl-s","object":"chat.completion.chunk","created":1,"model":"gpt-x",
                "choices":[{"index":0,"delta":delta,"finish_reason":finish}]})
@@ -496,12 +505,12 @@ fn chat_stream() -> String {
 }
 
 /// Feeds `stream` to a translator in the pieces `cuts` make and returns the client's events.
-fn translate_stream(
+pub(super) fn translate_stream(
     direction: Direction,
     stream: &str,
     cuts: &[usize],
 ) -> Vec<(Option<String>, String)> {
-    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000);
+    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
     let mut parser = SseParser::new();
     let mut out = BytesMut::new();
     let bytes = stream.as_bytes();
@@ -525,7 +534,7 @@ fn translate_stream(
     parsed.into_iter().map(|e| (e.event, e.data)).collect()
 }
 
-fn data_of(events: &[(Option<String>, String)]) -> Vec<Value> {
+pub(super) fn data_of(events: &[(Option<String>, String)]) -> Vec<Value> {
     events
         .iter()
         .filter(|(_, data)| data != "[DONE]")
@@ -535,7 +544,7 @@ fn data_of(events: &[(Option<String>, String)]) -> Vec<Value> {
 
 #[test]
 fn anthropic_streams_become_chat_chunks() {
-    let events = translate_stream(Direction::ChatToMessages, &anthropic_stream(), &[]);
+    let events = translate_stream(Direction::CHAT_TO_MESSAGES, &anthropic_stream(), &[]);
     assert_eq!(events.last().unwrap().1, "[DONE]");
     let chunks = data_of(&events);
     let deltas: Vec<&Value> = chunks
@@ -578,7 +587,7 @@ fn anthropic_streams_become_chat_chunks() {
 
 #[test]
 fn anthropic_streams_become_the_responses_event_sequence() {
-    let events = translate_stream(Direction::ResponsesToMessages, &anthropic_stream(), &[]);
+    let events = translate_stream(Direction::RESPONSES_TO_MESSAGES, &anthropic_stream(), &[]);
     let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap()).collect();
     assert_eq!(
         names,
@@ -626,7 +635,7 @@ fn anthropic_streams_become_the_responses_event_sequence() {
 
 #[test]
 fn chat_streams_become_anthropic_events() {
-    let events = translate_stream(Direction::MessagesToChat, &chat_stream(), &[]);
+    let events = translate_stream(Direction::MESSAGES_TO_CHAT, &chat_stream(), &[]);
     let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap()).collect();
     assert_eq!(
         names,
@@ -668,14 +677,14 @@ fn chat_streams_become_anthropic_events() {
 #[test]
 fn upstream_error_events_become_the_clients() {
     let stream = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
-    let events = translate_stream(Direction::ChatToMessages, stream, &[]);
+    let events = translate_stream(Direction::CHAT_TO_MESSAGES, stream, &[]);
     let data = data_of(&events);
     assert_eq!(data[0]["error"]["message"], "Overloaded");
-    let events = translate_stream(Direction::ResponsesToMessages, stream, &[]);
+    let events = translate_stream(Direction::RESPONSES_TO_MESSAGES, stream, &[]);
     assert_eq!(events[0].0.as_deref(), Some("error"));
     assert_eq!(data_of(&events)[0]["code"], "overloaded_error");
     let events = translate_stream(
-        Direction::MessagesToChat,
+        Direction::MESSAGES_TO_CHAT,
         "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n",
         &[],
     );
@@ -690,9 +699,9 @@ proptest! {
     fn any_chunking_translates_to_the_same_stream(mut cuts in proptest::collection::vec(0usize..4000, 0..40)) {
         cuts.sort_unstable();
         for (direction, stream) in [
-            (Direction::ChatToMessages, anthropic_stream()),
-            (Direction::ResponsesToMessages, anthropic_stream()),
-            (Direction::MessagesToChat, chat_stream()),
+            (Direction::CHAT_TO_MESSAGES, anthropic_stream()),
+            (Direction::RESPONSES_TO_MESSAGES, anthropic_stream()),
+            (Direction::MESSAGES_TO_CHAT, chat_stream()),
         ] {
             let whole = translate_stream(direction, &stream, &[]);
             let pieces = translate_stream(direction, &stream, &cuts);
@@ -723,7 +732,7 @@ fn reasoning_items_become_thinking_blocks_only_for_their_connection() {
             ..SETTINGS
         };
         let translated = translate_request(
-            Direction::ResponsesToMessages,
+            Direction::RESPONSES_TO_MESSAGES,
             request.to_string().as_bytes(),
             settings,
         )
@@ -762,7 +771,7 @@ fn reasoning_items_become_thinking_blocks_only_for_their_connection() {
 #[test]
 fn a_chat_tool_loop_cannot_keep_thinking_on() {
     let (out, dropped) = up(
-        Direction::ChatToMessages,
+        Direction::CHAT_TO_MESSAGES,
         json!({"model": "m", "reasoning_effort": "high", "messages": [
             {"role": "user", "content": "look"},
             {"role": "assistant", "content": null, "tool_calls": [
@@ -776,7 +785,7 @@ fn a_chat_tool_loop_cannot_keep_thinking_on() {
 #[test]
 fn a_namespace_of_tools_is_flattened_and_built_in_tools_refused() {
     let (out, _) = up(
-        Direction::ResponsesToMessages,
+        Direction::RESPONSES_TO_MESSAGES,
         json!({"model": "m", "input": "hi", "tools": [
             {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
             {"type": "namespace", "name": "multi_agent_v1", "description": "agents", "tools": [
@@ -792,9 +801,9 @@ fn a_namespace_of_tools_is_flattened_and_built_in_tools_refused() {
     assert_eq!(names, ["exec_command", "spawn_agent"]);
     assert_eq!(
         refused(
-            Direction::ResponsesToMessages,
-            json!({"model": "m", "input": "hi", "tools": [{"type": "web_search", "external_web_access": false}]}),
+            Direction::RESPONSES_TO_MESSAGES,
+            json!({"model": "m", "input": "hi", "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}),
         ),
-        "web_search"
+        "code_interpreter"
     );
 }

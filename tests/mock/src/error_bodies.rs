@@ -68,6 +68,17 @@ pub fn for_status(dialect: Dialect, status: u16, key: &str, model: &str) -> Erro
     }
 }
 
+/// A path the host does not serve, as OpenAI answers it (a host that serves only some of the
+/// generation APIs: a chat-only vLLM, ChatGPT's responses-only Codex backend).
+pub fn unknown_route(method: &str, path: &str) -> ErrorReply {
+    openai(
+        404,
+        &format!("Invalid URL ({method} {path})"),
+        "invalid_request_error",
+        None,
+    )
+}
+
 fn openai_status(status: u16, key: &str, model: &str) -> ErrorReply {
     let not_found = format!("The model `{model}` does not exist or you do not have access to it.");
     match status {

@@ -94,6 +94,16 @@ async fn answer(
         let reply = error_bodies::for_status(Dialect::OpenAi, 404, "", "unknown");
         return error_response(reply, headers);
     };
+    let api = match endpoint {
+        Endpoint::ChatCompletions => Some("chat"),
+        Endpoint::Responses | Endpoint::Compact => Some("responses"),
+        Endpoint::Messages | Endpoint::CountTokens => Some("messages"),
+        Endpoint::Completions | Endpoint::Embeddings => None,
+    };
+    if api.is_some_and(|api| !mock.serves_api(&key, api)) {
+        let reply = error_bodies::unknown_route(method.as_str(), uri.path());
+        return error_response(reply, headers);
+    }
     let dialect = endpoint.dialect();
     if *method != Method::POST {
         return method_not_allowed(dialect, headers);

@@ -161,6 +161,9 @@ struct MockState {
     recent: std::collections::VecDeque<(String, bytes::Bytes)>,
     /// The last [`RECENT_BODIES`] request heads as text, oldest first.
     recent_heads: std::collections::VecDeque<String>,
+    /// Keys whose host serves only these generation APIs (`chat`, `responses`, `messages`):
+    /// the others' paths answer 404 as an unknown route. Absent: every API.
+    served_apis: HashMap<String, Vec<String>>,
 }
 
 /// How many request bodies the mock keeps for tests to read.
@@ -182,6 +185,22 @@ impl MockUpstream {
     fn lock(&self) -> MutexGuard<'_, MockState> {
         // A panicking test thread must not wedge the mock for the others.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes `key`'s host serve only `apis` of the generation APIs (`chat`, `responses`,
+    /// `messages`), as a chat-only vLLM or the responses-only Codex backend: the others answer
+    /// 404 as an unknown route.
+    pub fn set_served_apis(&self, key: &str, apis: &[&str]) {
+        let apis = apis.iter().map(|api| (*api).to_owned()).collect();
+        self.lock().served_apis.insert(key.to_owned(), apis);
+    }
+
+    /// Whether `key`'s host serves the generation API `api`.
+    pub(crate) fn serves_api(&self, key: &str, api: &str) -> bool {
+        self.lock()
+            .served_apis
+            .get(key)
+            .is_none_or(|apis| apis.iter().any(|served| served == api))
     }
 
     /// How many SSE events every stream so far handed to its connection: what the mock

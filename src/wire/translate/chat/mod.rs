@@ -1,0 +1,7 @@
+//! Chat Completions: read into the hub's form (requests, answers, stream chunks) and written
+//! from it.
+
+pub mod read;
+pub mod read_stream;
+pub mod write;
+pub mod write_stream;

@@ -1,0 +1,132 @@
+//! A Chat Completions stream into the hub's events, chunk by chunk: blocks are made from the
+//! deltas (reasoning, text, each tool call), the finish reason and the usage chunk end the
+//! answer at `[DONE]`. A piece for a tool call that is no longer open (providers send calls one
+//! after another) is left out rather than held.
+
+use serde_json::Value;
+
+use super::read::{finish, usage};
+use crate::wire::translate::hub::form::{Event, Finish, Usage};
+use crate::wire::translate::hub::{array_at, str_at, text_at};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text,
+    Thinking,
+    /// The upstream's `tool_calls[i]`.
+    Tool(u64),
+}
+
+#[derive(Debug, Default)]
+pub struct ChatReader {
+    started: bool,
+    open: Option<Open>,
+    finish: Option<Finish>,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl ChatReader {
+    fn close(&mut self, events: &mut Vec<Event>) {
+        if self.open.take().is_some() {
+            events.push(Event::BlockStop);
+        }
+    }
+
+    /// Opens a block of `want` unless it is the open one.
+    fn ensure(&mut self, want: Open, start: Event, events: &mut Vec<Event>) {
+        if self.open == Some(want) {
+            return;
+        }
+        self.close(events);
+        events.push(start);
+        self.open = Some(want);
+    }
+
+    pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
+        if data.trim() == "[DONE]" {
+            self.end(events);
+            return;
+        }
+        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        if let Some(error) = chunk.get("error") {
+            self.done = true;
+            events.push(Event::Error {
+                message: text_at(error, "message")
+                    .unwrap_or("upstream error")
+                    .to_string(),
+                kind: "api_error".to_string(),
+            });
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            events.push(Event::Start {
+                id: str_at(&chunk, "id").to_string(),
+                model: chunk.get("model").cloned().unwrap_or(Value::from("")),
+                usage: None,
+            });
+        }
+        if let Some(found) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(usage(found));
+        }
+        let Some(choice) = array_at(&chunk, "choices").first() else {
+            return;
+        };
+        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        if let Some(thinking) =
+            text_at(delta, "reasoning_content").or_else(|| text_at(delta, "reasoning"))
+        {
+            self.ensure(Open::Thinking, Event::ThinkingStart, events);
+            events.push(Event::Thinking(thinking.to_string()));
+        }
+        if let Some(text) = text_at(delta, "content").or_else(|| text_at(delta, "refusal")) {
+            self.ensure(Open::Text, Event::TextStart, events);
+            events.push(Event::Text(text.to_string()));
+        }
+        for call in array_at(delta, "tool_calls") {
+            let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+            let function = call.get("function").unwrap_or(&Value::Null);
+            if let Some(id) = call.get("id").and_then(Value::as_str) {
+                self.close(events);
+                let start = Event::ToolStart {
+                    id: id.to_string(),
+                    name: str_at(function, "name").to_string(),
+                };
+                self.ensure(Open::Tool(index), start, events);
+            }
+            if let Some(piece) = text_at(function, "arguments") {
+                if self.open == Some(Open::Tool(index)) {
+                    events.push(Event::ToolArguments(piece.to_string()));
+                }
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish = Some(finish(Some(reason)));
+            self.close(events);
+        }
+    }
+
+    fn end(&mut self, events: &mut Vec<Event>) {
+        if self.done || !self.started {
+            return;
+        }
+        self.done = true;
+        self.close(events);
+        events.push(Event::Finish {
+            finish: Some(self.finish.unwrap_or_default()),
+            usage: Some(self.usage.unwrap_or_default()),
+        });
+        events.push(Event::Done);
+    }
+
+    /// The upstream ended: one that finished its answer (a finish reason) without `[DONE]`
+    /// still gets its closing events.
+    pub fn finish(&mut self, events: &mut Vec<Event>) {
+        if self.finish.is_some() {
+            self.end(events);
+        }
+    }
+}

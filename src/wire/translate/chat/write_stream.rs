@@ -1,0 +1,137 @@
+//! The hub's events as Chat Completions chunks: the role chunk, `content` /
+//! `reasoning_content` / `tool_calls[i]` deltas (arguments in the pieces they came in), the
+//! `finish_reason` chunk, the usage chunk when the client asked for it, and `data: [DONE]`.
+//! State is the open tool call and a few counters: nothing grows with the stream.
+
+use bytes::BytesMut;
+use serde_json::{json, Value};
+
+use super::write::{chat_id, finish_reason, usage};
+use crate::wire::stream_error::openai_stream_error;
+use crate::wire::translate::hub::form::{Event, Usage};
+use crate::wire::translate::sse_write::write_data;
+
+#[derive(Debug)]
+pub struct ChatWriter {
+    id: String,
+    model: Value,
+    created: u64,
+    include_usage: bool,
+    /// The open tool call's index in `tool_calls`.
+    tool: Option<u32>,
+    tools: u32,
+    usage: Usage,
+    done: bool,
+}
+
+impl ChatWriter {
+    pub fn new(include_usage: bool, created: u64) -> Self {
+        ChatWriter {
+            id: chat_id(""),
+            model: Value::Null,
+            created,
+            include_usage,
+            tool: None,
+            tools: 0,
+            usage: Usage::default(),
+            done: false,
+        }
+    }
+
+    fn chunk(&self, out: &mut BytesMut, delta: Value, finish: Option<&str>) {
+        write_data(
+            out,
+            None,
+            &json!({
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+            }),
+        );
+    }
+
+    pub fn event(&mut self, event: &Event, out: &mut BytesMut) {
+        if self.done {
+            return;
+        }
+        match event {
+            Event::Start { id, model, usage } => {
+                self.id = chat_id(id);
+                self.model = model.clone();
+                self.usage = usage.unwrap_or_default();
+                self.chunk(out, json!({"role": "assistant", "content": ""}), None);
+            }
+            Event::Text(text) if !text.is_empty() => {
+                self.chunk(out, json!({"content": text}), None)
+            }
+            Event::Thinking(text) if !text.is_empty() => {
+                self.chunk(out, json!({"reasoning_content": text}), None)
+            }
+            Event::ToolStart { id, name } => {
+                let index = self.tools;
+                self.tools += 1;
+                self.tool = Some(index);
+                self.chunk(
+                    out,
+                    json!({"tool_calls": [{
+                        "index": index,
+                        "id": id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }]}),
+                    None,
+                );
+            }
+            Event::ToolArguments(piece) if !piece.is_empty() => {
+                if let Some(index) = self.tool {
+                    self.chunk(
+                        out,
+                        json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                        None,
+                    );
+                }
+            }
+            Event::BlockStop => self.tool = None,
+            Event::Finish { finish, usage } => {
+                if let Some(usage) = usage {
+                    self.usage = *usage;
+                }
+                if let Some(finish) = finish {
+                    self.chunk(out, json!({}), Some(finish_reason(*finish)));
+                }
+            }
+            Event::Done => {
+                self.done = true;
+                if self.include_usage {
+                    write_data(
+                        out,
+                        None,
+                        &json!({
+                            "id": self.id,
+                            "object": "chat.completion.chunk",
+                            "created": self.created,
+                            "model": self.model,
+                            "choices": [],
+                            "usage": usage(&self.usage),
+                        }),
+                    );
+                }
+                out.extend_from_slice(b"data: [DONE]\n\n");
+            }
+            Event::Error { message, kind } => {
+                self.done = true;
+                out.extend_from_slice(&openai_stream_error(message, kind));
+            }
+            _ => {}
+        }
+    }
+
+    /// A break after commit (or a stream the router stopped) as the protocol's final error
+    /// event, with its `code`.
+    pub fn error(&mut self, message: &str, code: &str, out: &mut BytesMut) {
+        self.done = true;
+        out.extend_from_slice(&openai_stream_error(message, code));
+    }
+}

@@ -1,0 +1,120 @@
+//! A Messages stream into the hub's events, event by event. Blocks other than text, thinking
+//! and tool calls (server tools' own) are left out whole. State: the open block's kind and the
+//! usage so far (Anthropic sends it in pieces: `message_start`, then `message_delta`).
+
+use serde_json::{Map, Value};
+
+use super::read::{finish, usage};
+use crate::wire::translate::hub::form::Event;
+use crate::wire::translate::hub::{str_at, text_at};
+
+#[derive(Debug, Default)]
+pub struct MessagesReader {
+    /// Whether the open block is one the form carries.
+    open: Option<bool>,
+    usage: Map<String, Value>,
+}
+
+impl MessagesReader {
+    fn merge_usage(&mut self, usage: Option<&Value>) {
+        for (key, value) in usage.and_then(Value::as_object).into_iter().flatten() {
+            if !value.is_null() {
+                self.usage.insert(key.clone(), value.clone());
+            }
+        }
+    }
+
+    fn usage(&self) -> crate::wire::translate::hub::form::Usage {
+        usage(&Value::Object(self.usage.clone()))
+    }
+
+    pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
+        let Ok(data) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        match str_at(&data, "type") {
+            "message_start" => {
+                let message = data.get("message").unwrap_or(&Value::Null);
+                self.merge_usage(message.get("usage"));
+                events.push(Event::Start {
+                    id: str_at(message, "id").to_string(),
+                    model: message.get("model").cloned().unwrap_or(Value::Null),
+                    usage: Some(self.usage()),
+                });
+            }
+            "content_block_start" => {
+                let block = data.get("content_block").unwrap_or(&Value::Null);
+                let carried = match str_at(block, "type") {
+                    "text" => {
+                        events.push(Event::TextStart);
+                        if let Some(text) = text_at(block, "text") {
+                            events.push(Event::Text(text.to_string()));
+                        }
+                        true
+                    }
+                    "thinking" => {
+                        events.push(Event::ThinkingStart);
+                        if let Some(signature) = text_at(block, "signature") {
+                            events.push(Event::Signature(signature.to_string()));
+                        }
+                        true
+                    }
+                    "redacted_thinking" => {
+                        events.push(Event::Redacted(str_at(block, "data").to_string()));
+                        true
+                    }
+                    "tool_use" => {
+                        events.push(Event::ToolStart {
+                            id: str_at(block, "id").to_string(),
+                            name: str_at(block, "name").to_string(),
+                        });
+                        true
+                    }
+                    _ => false,
+                };
+                self.open = Some(carried);
+            }
+            "content_block_delta" if self.open == Some(true) => {
+                let delta = data.get("delta").unwrap_or(&Value::Null);
+                let piece = |key: &str| str_at(delta, key).to_string();
+                events.push(match str_at(delta, "type") {
+                    "text_delta" => Event::Text(piece("text")),
+                    "thinking_delta" => Event::Thinking(piece("thinking")),
+                    "signature_delta" => Event::Signature(piece("signature")),
+                    "input_json_delta" => Event::ToolArguments(piece("partial_json")),
+                    _ => return,
+                });
+            }
+            "content_block_stop" => {
+                let carried = self.open.take() == Some(true);
+                events.extend(carried.then_some(Event::BlockStop));
+            }
+            "message_delta" => {
+                self.merge_usage(data.get("usage"));
+                let stop = data
+                    .get("delta")
+                    .and_then(|d| d.get("stop_reason"))
+                    .and_then(Value::as_str);
+                events.push(Event::Finish {
+                    finish: Some(finish(stop)),
+                    usage: Some(self.usage()),
+                });
+            }
+            "message_stop" => events.push(Event::Done),
+            "error" => {
+                let error = data.get("error").unwrap_or(&Value::Null);
+                events.push(Event::Error {
+                    message: text_at(error, "message")
+                        .unwrap_or("upstream error")
+                        .to_string(),
+                    kind: text_at(error, "type").unwrap_or("api_error").to_string(),
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The upstream ended: a stream that never said `message_stop` is not ended here (the
+    /// relay reports it as broken).
+    pub fn finish(&mut self, _events: &mut Vec<Event>) {}
+}

@@ -1,0 +1,304 @@
+//! What the two OpenAI APIs (Chat Completions and Responses) share on the way into the hub:
+//! content parts, function tools (a Responses `namespace` flattened) and `tool_choice`.
+
+use serde_json::Value;
+
+use super::hub::form::{FormatKind, Image, OutputFormat, Part, Tool, ToolChoice, WebSearch};
+use super::hub::str_at;
+use super::params::refuse_built_in_tool;
+use super::TranslateError;
+
+/// The text of OpenAI content: a string, or the text of its text parts joined.
+pub fn text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str).or(part.as_str()))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// An image part's URL as the form's image.
+fn image(url: &str) -> Result<Part, TranslateError> {
+    Image::from_url(url)
+        .map(Part::Image)
+        .map_err(TranslateError::Invalid)
+}
+
+/// OpenAI message content (a string or parts: `text`/`input_text`/`output_text`, `refusal`,
+/// `image_url`/`input_image`) as the form's parts.
+pub fn parts(content: &Value) -> Result<Vec<Part>, TranslateError> {
+    match content {
+        Value::Null => Ok(Vec::new()),
+        Value::String(text) if text.is_empty() => Ok(Vec::new()),
+        Value::String(text) => Ok(vec![Part::Text(text.clone())]),
+        Value::Array(items) => {
+            let mut parts = Vec::with_capacity(items.len());
+            for part in items {
+                let kind = part.get("type").and_then(Value::as_str).unwrap_or("text");
+                match kind {
+                    "text" | "input_text" | "output_text" => {
+                        let text = str_at(part, "text");
+                        if !text.is_empty() {
+                            parts.push(Part::Text(text.to_string()));
+                        }
+                    }
+                    "refusal" => parts.push(Part::Text(str_at(part, "refusal").to_string())),
+                    "image_url" => {
+                        let url = part
+                            .get("image_url")
+                            .and_then(|u| u.get("url").or(Some(u)))
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| {
+                                TranslateError::Invalid("an image_url part has no url".into())
+                            })?;
+                        parts.push(image(url)?);
+                    }
+                    "input_image" => {
+                        let Some(url) = part.get("image_url").and_then(Value::as_str) else {
+                            return Err(TranslateError::unsupported(
+                                "file_id",
+                                "uploaded files live on OpenAI accounts only",
+                            ));
+                        };
+                        parts.push(image(url)?);
+                    }
+                    other => {
+                        return Err(TranslateError::unsupported(
+                            other,
+                            "this content part has no equivalent on the target's API",
+                        ))
+                    }
+                }
+            }
+            Ok(parts)
+        }
+        _ => Err(TranslateError::Invalid(
+            "message content must be a string or an array of parts".into(),
+        )),
+    }
+}
+
+/// OpenAI tools as the form's: function tools one for one, and a Responses `namespace` (a
+/// named group of function tools, as Codex sends its sub-agent tools) flattened into its
+/// function tools under their own names (a name already taken is kept once).
+pub fn tools(tools: &[Value]) -> Result<Vec<Tool>, TranslateError> {
+    tools_with(tools, false)
+}
+
+/// A freeform (`custom`) tool — Codex's `apply_patch` for models it does not know — as a
+/// function taking one string, `input` (its answer goes back as a `custom_tool_call`).
+fn custom_tool(tool: &Value) -> Result<Tool, TranslateError> {
+    let name = text_of(tool, "name")
+        .ok_or_else(|| TranslateError::Invalid("a custom tool has no name".into()))?;
+    Ok(Tool {
+        name: name.to_string(),
+        description: tool.get("description").filter(|d| !d.is_null()).cloned(),
+        parameters: serde_json::json!({
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "The tool's freeform input."}},
+            "required": ["input"],
+        }),
+    })
+}
+
+fn text_of<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
+/// The names of the freeform (`custom`) tools among Responses `tools`.
+pub fn custom_tool_names(tools: &[Value]) -> Vec<String> {
+    tools
+        .iter()
+        .filter(|tool| text_of(tool, "type") == Some("custom"))
+        .filter_map(|tool| text_of(tool, "name").map(str::to_owned))
+        .collect()
+}
+
+/// Responses' `web_search` / `web_search_preview` tool.
+fn web_search(tool: &Value, kind: &str) -> WebSearch {
+    WebSearch {
+        parameter: kind.to_string(),
+        max_uses: None,
+        allowed_domains: tool
+            .get("filters")
+            .and_then(|f| f.get("allowed_domains"))
+            .filter(|d| !d.is_null())
+            .cloned(),
+        user_location: tool.get("user_location").filter(|l| !l.is_null()).cloned(),
+    }
+}
+
+/// `tools`, with Responses' freeform (`custom`) tools carried when `custom` says so.
+pub fn tools_with(tools: &[Value], custom: bool) -> Result<Vec<Tool>, TranslateError> {
+    tools_and_search(tools, custom).map(|(tools, _)| tools)
+}
+
+/// Responses `tools`: function and freeform tools, and its web search tool apart.
+pub fn responses_tools(tools: &[Value]) -> Result<(Vec<Tool>, Option<WebSearch>), TranslateError> {
+    tools_and_search(tools, true)
+}
+
+fn tools_and_search(
+    tools: &[Value],
+    responses: bool,
+) -> Result<(Vec<Tool>, Option<WebSearch>), TranslateError> {
+    let custom = responses;
+    let mut search = None;
+    let mut out: Vec<Tool> = Vec::with_capacity(tools.len());
+    let push = |tool: Tool, out: &mut Vec<Tool>| {
+        if !out.iter().any(|t| t.name == tool.name) {
+            out.push(tool);
+        }
+    };
+    for tool in tools {
+        if tool.get("type").and_then(Value::as_str) == Some("namespace") {
+            for member in super::hub::array_at(tool, "tools") {
+                push(function_tool(member)?, &mut out);
+            }
+            continue;
+        }
+        if custom && text_of(tool, "type") == Some("custom") {
+            push(custom_tool(tool)?, &mut out);
+            continue;
+        }
+        if let Some(kind @ ("web_search" | "web_search_preview")) = text_of(tool, "type") {
+            if responses {
+                search = Some(web_search(tool, kind));
+                continue;
+            }
+        }
+        push(function_tool(tool)?, &mut out);
+    }
+    Ok((out, search))
+}
+
+/// A function tool (`{"type":"function","function":{…}}` in Chat Completions, the function's
+/// fields at the top in Responses).
+fn function_tool(tool: &Value) -> Result<Tool, TranslateError> {
+    refuse_built_in_tool(
+        tool.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("function"),
+    )?;
+    let function = tool.get("function").unwrap_or(tool);
+    let name = function
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| TranslateError::Invalid("a tool has no name".into()))?;
+    Ok(Tool {
+        name: name.to_string(),
+        description: function
+            .get("description")
+            .filter(|d| !d.is_null())
+            .cloned(),
+        parameters: function
+            .get("parameters")
+            .filter(|p| p.is_object())
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+    })
+}
+
+/// OpenAI's `tool_choice` (a word, or a named function in either API's shape).
+pub fn tool_choice(choice: Option<&Value>) -> Option<ToolChoice> {
+    match choice? {
+        Value::String(word) => Some(match word.as_str() {
+            "none" => ToolChoice::None,
+            "required" => ToolChoice::Required,
+            _ => ToolChoice::Auto,
+        }),
+        Value::Object(named) => Some(
+            match named
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .or_else(|| named.get("name"))
+                .and_then(Value::as_str)
+            {
+                Some(name) => ToolChoice::Named(name.to_string()),
+                None => ToolChoice::Auto,
+            },
+        ),
+        _ => None,
+    }
+}
+
+/// What both OpenAI requests carry the same way: the output limit (the first of `keys`),
+/// `stop`, `temperature`, `top_p`, `user`, `stream`; tuning parameters with no equivalent are
+/// named in `dropped`.
+pub fn common(
+    request: &serde_json::Map<String, Value>,
+    keys: &[&str],
+    form: &mut super::hub::form::Request,
+    dropped: &mut Vec<String>,
+) {
+    form.max_tokens = keys
+        .iter()
+        .find_map(|key| request.get(*key).and_then(Value::as_u64));
+    form.stop = match request.get("stop") {
+        Some(Value::String(stop)) => vec![Value::String(stop.clone())],
+        Some(Value::Array(stops)) => stops.clone(),
+        _ => Vec::new(),
+    };
+    form.temperature = request
+        .get("temperature")
+        .filter(|t| t.is_number())
+        .cloned();
+    form.top_p = request.get("top_p").filter(|p| p.is_number()).cloned();
+    form.user = request
+        .get("user")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    form.stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    form.parallel_tool_calls = request.get("parallel_tool_calls").and_then(Value::as_bool);
+    form.tool_choice = tool_choice(request.get("tool_choice"));
+    for key in super::params::DROPPED_TUNING {
+        if request.get(key).is_some_and(|v| !v.is_null()) {
+            super::params::drop_named(dropped, key);
+        }
+    }
+}
+
+/// Names in `dropped` every key of `request` not in `handled`.
+pub fn drop_unknown(
+    request: &serde_json::Map<String, Value>,
+    handled: &[&str],
+    dropped: &mut Vec<String>,
+) {
+    for key in request.keys() {
+        if !handled.contains(&key.as_str()) {
+            super::params::drop_named(dropped, key);
+        }
+    }
+}
+
+/// An OpenAI structured output format (`format` holds its `type`; `schema` its `name`,
+/// `schema` and `strict`: nested in Chat Completions, beside the type in Responses); `None` for
+/// plain text.
+pub fn output_format(
+    format: &Value,
+    schema: &Value,
+    parameter: &'static str,
+) -> Result<Option<OutputFormat>, TranslateError> {
+    let kind = match format.get("type").and_then(Value::as_str).unwrap_or("text") {
+        "text" => return Ok(None),
+        "json_object" => FormatKind::JsonObject,
+        "json_schema" => FormatKind::JsonSchema {
+            name: str_at(schema, "name").to_string(),
+            schema: schema
+                .get("schema")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+            strict: schema.get("strict").and_then(Value::as_bool),
+        },
+        other => {
+            return Err(TranslateError::unsupported(
+                parameter,
+                format!("the `{other}` format is not carried to the target's API"),
+            ))
+        }
+    };
+    Ok(Some(OutputFormat { kind, parameter }))
+}

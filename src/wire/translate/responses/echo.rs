@@ -1,0 +1,76 @@
+//! What a Responses answer repeats from its request (the Responses object's own fields:
+//! `instructions`, `tools`, `tool_choice`, `temperature`, `text`, …), and which of its tools are
+//! freeform (`custom`), whose calls go back as `custom_tool_call` items. Made from the client's
+//! request when it goes through translation, read when its answer is written.
+
+use serde_json::{json, Map, Value};
+
+use super::super::openai_common::custom_tool_names;
+
+/// Makes a field's default value.
+type MakeDefault = fn() -> Value;
+
+/// The request fields a Responses object repeats, with the value the API gives each when the
+/// request did not set it.
+const ECHOED: [(&str, MakeDefault); 13] = [
+    ("instructions", || Value::Null),
+    ("max_output_tokens", || Value::Null),
+    ("max_tool_calls", || Value::Null),
+    ("metadata", || json!({})),
+    ("parallel_tool_calls", || json!(true)),
+    ("previous_response_id", || Value::Null),
+    ("reasoning", || json!({"effort": null, "summary": null})),
+    ("temperature", || json!(1.0)),
+    ("text", || json!({"format": {"type": "text"}})),
+    ("tool_choice", || json!("auto")),
+    ("tools", || json!([])),
+    ("top_p", || json!(1.0)),
+    ("user", || Value::Null),
+];
+
+/// A Responses request's echo.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Echo {
+    /// Every echoed field: the request's value, or the API's default.
+    fields: Map<String, Value>,
+    /// The freeform (`custom`) tools' names.
+    custom_tools: Vec<String>,
+}
+
+impl Echo {
+    /// The echo of `request` (a Responses request).
+    pub fn of(request: &Map<String, Value>) -> Echo {
+        let fields = ECHOED
+            .iter()
+            .map(|(key, default)| {
+                let value = request
+                    .get(*key)
+                    .filter(|v| !v.is_null())
+                    .cloned()
+                    .unwrap_or_else(default);
+                ((*key).to_string(), value)
+            })
+            .collect();
+        let tools = request
+            .get("tools")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        Echo {
+            fields,
+            custom_tools: custom_tool_names(tools),
+        }
+    }
+
+    /// Whether `name` is a freeform tool.
+    pub fn is_custom(&self, name: &str) -> bool {
+        self.custom_tools.iter().any(|custom| custom == name)
+    }
+
+    /// Writes the echoed fields into a response object (defaults when there is no request).
+    pub fn fill(&self, response: &mut Map<String, Value>) {
+        for (key, default) in ECHOED {
+            let value = self.fields.get(key).cloned().unwrap_or_else(default);
+            response.insert(key.to_string(), value);
+        }
+    }
+}

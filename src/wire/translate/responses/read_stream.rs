@@ -1,0 +1,146 @@
+//! A Responses stream into the hub's events, event by event: each output item is a block
+//! (`message` text, `reasoning` summary text, `function_call` arguments in pieces);
+//! `response.completed` / `response.incomplete` end the answer with its usage. A host that
+//! sends an item's text or arguments only in `response.output_item.done` still has them
+//! carried.
+
+use serde_json::Value;
+
+use super::read::{finish, message_text, reasoning_text, usage};
+use crate::wire::translate::hub::form::Event;
+use crate::wire::translate::hub::{str_at, text_at};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text,
+    Thinking,
+    Tool,
+    /// An item the form does not carry (built-in tool calls): left out whole.
+    Other,
+}
+
+#[derive(Debug, Default)]
+pub struct ResponsesReader {
+    started: bool,
+    open: Option<Open>,
+    /// Whether the open item had a delta (else its `done` item's content is sent).
+    streamed: bool,
+    called: bool,
+    done: bool,
+}
+
+impl ResponsesReader {
+    fn start(&mut self, response: &Value, events: &mut Vec<Event>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        events.push(Event::Start {
+            id: str_at(response, "id").to_string(),
+            model: response.get("model").cloned().unwrap_or(Value::Null),
+            usage: None,
+        });
+    }
+
+    fn delta(&mut self, want: Open, event: Event, events: &mut Vec<Event>) {
+        if self.open == Some(want) {
+            self.streamed = true;
+            events.push(event);
+        }
+    }
+
+    pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
+        let Ok(data) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        let delta = || str_at(&data, "delta").to_string();
+        match str_at(&data, "type") {
+            "response.created" | "response.in_progress" => {
+                self.start(data.get("response").unwrap_or(&Value::Null), events)
+            }
+            "response.output_item.added" => {
+                let item = data.get("item").unwrap_or(&Value::Null);
+                self.streamed = false;
+                let (open, start) = match str_at(item, "type") {
+                    "message" => (Open::Text, Some(Event::TextStart)),
+                    "reasoning" => (Open::Thinking, Some(Event::ThinkingStart)),
+                    "function_call" => {
+                        self.called = true;
+                        let start = Event::ToolStart {
+                            id: str_at(item, "call_id").to_string(),
+                            name: str_at(item, "name").to_string(),
+                        };
+                        (Open::Tool, Some(start))
+                    }
+                    _ => (Open::Other, None),
+                };
+                self.open = Some(open);
+                events.extend(start);
+            }
+            "response.output_text.delta" | "response.refusal.delta" => {
+                self.delta(Open::Text, Event::Text(delta()), events)
+            }
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                self.delta(Open::Thinking, Event::Thinking(delta()), events)
+            }
+            "response.function_call_arguments.delta" => {
+                self.delta(Open::Tool, Event::ToolArguments(delta()), events)
+            }
+            "response.output_item.done" => {
+                let item = data.get("item").unwrap_or(&Value::Null);
+                let whole = match self.open.take() {
+                    None | Some(Open::Other) => return,
+                    Some(_) if self.streamed => None,
+                    Some(Open::Text) => Some(Event::Text(message_text(item))),
+                    Some(Open::Thinking) => Some(Event::Thinking(reasoning_text(item))),
+                    Some(Open::Tool) => text_at(item, "arguments")
+                        .map(|arguments| Event::ToolArguments(arguments.to_string())),
+                };
+                events.extend(
+                    whole.filter(
+                        |e| !matches!(e, Event::Text(t) | Event::Thinking(t) if t.is_empty()),
+                    ),
+                );
+                events.push(Event::BlockStop);
+            }
+            "response.completed" | "response.incomplete" => {
+                if self.done {
+                    return;
+                }
+                self.done = true;
+                let response = data.get("response").unwrap_or(&Value::Null);
+                self.start(response, events);
+                if self.open.take().is_some_and(|open| open != Open::Other) {
+                    events.push(Event::BlockStop);
+                }
+                events.push(Event::Finish {
+                    finish: Some(finish(response, self.called)),
+                    usage: Some(usage(response.get("usage").unwrap_or(&Value::Null))),
+                });
+                events.push(Event::Done);
+            }
+            "response.failed" | "error" => {
+                self.done = true;
+                let error = data
+                    .get("response")
+                    .and_then(|r| r.get("error"))
+                    .filter(|e| e.is_object())
+                    .unwrap_or(&data);
+                events.push(Event::Error {
+                    message: text_at(error, "message")
+                        .unwrap_or("upstream error")
+                        .to_string(),
+                    kind: text_at(error, "code")
+                        .or_else(|| text_at(error, "type"))
+                        .unwrap_or("api_error")
+                        .to_string(),
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The upstream ended: a stream without `response.completed` is not ended here (the
+    /// relay reports it as broken).
+    pub fn finish(&mut self, _events: &mut Vec<Event>) {}
+}

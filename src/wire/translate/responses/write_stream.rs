@@ -1,0 +1,354 @@
+//! The hub's events as the Responses event sequence: `response.created`,
+//! `response.in_progress`, per block `response.output_item.added` … its deltas
+//! (`response.output_text.delta`, `response.function_call_arguments.delta`,
+//! `response.reasoning_summary_text.delta`) … its `*.done` events and
+//! `response.output_item.done`, then `response.completed` with the output and usage.
+//!
+//! The protocol's `*.done` events and `response.completed` repeat what was streamed, so the
+//! open block's text and the finished items are kept — at most [`MAX_HELD_OUTPUT_BYTES`]; past
+//! it the items are still streamed and done, but `response.completed` lists only those kept.
+
+use bytes::BytesMut;
+use serde_json::{json, Value};
+
+use super::echo::Echo;
+use super::write::{
+    bare_id, custom_call_item, custom_input, function_call_item, message_item, reasoning_item,
+    response_id, response_object, usage,
+};
+use crate::wire::translate::hub::form::{Event, Finish, Part, Usage};
+use crate::wire::translate::sse_write::write_data;
+use std::sync::Arc;
+
+/// Most output bytes kept for the `*.done` events and `response.completed`.
+pub const MAX_HELD_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Thinking {
+        signature: String,
+    },
+    /// A redacted thinking block: no text, its data carried whole.
+    Redacted {
+        data: String,
+    },
+    Tool {
+        call_id: String,
+        name: String,
+    },
+    /// A freeform tool's call: its input is sent whole when the call ends (its function form's
+    /// arguments are JSON around it).
+    Custom {
+        call_id: String,
+        name: String,
+    },
+}
+
+#[derive(Debug)]
+struct OpenItem {
+    kind: Kind,
+    id: String,
+    output_index: u32,
+    text: String,
+}
+
+pub struct ResponsesWriter {
+    echo: Arc<Echo>,
+    id: String,
+    bare: String,
+    model: Value,
+    created: u64,
+    sequence: u64,
+    /// Blocks started (each block's item id holds its index).
+    blocks: u32,
+    next_output: u32,
+    open: Option<OpenItem>,
+    output: Vec<Value>,
+    held: usize,
+    usage: Usage,
+    finish: Option<Finish>,
+    done: bool,
+}
+
+impl std::fmt::Debug for ResponsesWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponsesWriter")
+            .field("id", &self.id)
+            .field("sequence", &self.sequence)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResponsesWriter {
+    pub fn new(created: u64, echo: Arc<Echo>) -> Self {
+        ResponsesWriter {
+            echo,
+            id: response_id(""),
+            bare: String::new(),
+            model: Value::Null,
+            created,
+            sequence: 0,
+            blocks: 0,
+            next_output: 0,
+            open: None,
+            output: Vec::new(),
+            held: 0,
+            usage: Usage::default(),
+            finish: None,
+            done: false,
+        }
+    }
+
+    fn emit(&mut self, out: &mut BytesMut, kind: &str, mut data: Value) {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        write_data(out, Some(kind), &data);
+    }
+
+    fn response(&self, finish: Option<Finish>, output: Vec<Value>, usage: Value) -> Value {
+        response_object(
+            (&self.id, &self.model, self.created),
+            &self.echo,
+            finish,
+            output,
+            usage,
+        )
+    }
+
+    pub fn event(&mut self, event: &Event, out: &mut BytesMut) {
+        if self.done {
+            return;
+        }
+        match event {
+            Event::Start { id, model, usage } => {
+                self.id = response_id(id);
+                self.bare = bare_id(id).to_string();
+                self.model = model.clone();
+                self.usage = usage.unwrap_or_default();
+                let created = self.response(None, Vec::new(), Value::Null);
+                self.emit(out, "response.created", json!({"response": created}));
+                let progress = self.response(None, Vec::new(), Value::Null);
+                self.emit(out, "response.in_progress", json!({"response": progress}));
+            }
+            Event::TextStart => self.start_block(Kind::Text, out),
+            Event::ThinkingStart => self.start_block(
+                Kind::Thinking {
+                    signature: String::new(),
+                },
+                out,
+            ),
+            Event::Redacted(data) => self.start_block(Kind::Redacted { data: data.clone() }, out),
+            Event::ToolStart { id, name } => {
+                let (call_id, name) = (id.clone(), name.clone());
+                let kind = if self.echo.is_custom(&name) {
+                    Kind::Custom { call_id, name }
+                } else {
+                    Kind::Tool { call_id, name }
+                };
+                self.start_block(kind, out)
+            }
+            Event::Text(piece) | Event::Thinking(piece) | Event::ToolArguments(piece) => {
+                self.delta(event, piece, out)
+            }
+            Event::Signature(piece) => {
+                if let Some(OpenItem {
+                    kind: Kind::Thinking { signature },
+                    ..
+                }) = self.open.as_mut()
+                {
+                    signature.push_str(piece);
+                }
+            }
+            Event::BlockStop => self.stop_block(out),
+            Event::Finish { finish, usage } => {
+                self.finish = finish.or(self.finish);
+                if let Some(usage) = usage {
+                    self.usage = *usage;
+                }
+            }
+            Event::Done => {
+                self.done = true;
+                self.stop_block(out);
+                let finish = self.finish.unwrap_or_default();
+                let kind = match super::write::status(finish) {
+                    "incomplete" => "response.incomplete",
+                    _ => "response.completed",
+                };
+                let output = std::mem::take(&mut self.output);
+                let response = self.response(Some(finish), output, usage(&self.usage));
+                self.emit(out, kind, json!({"response": response}));
+            }
+            Event::Error { message, kind } => self.error(message, kind, out),
+        }
+    }
+
+    /// The Responses `error` event (a break after commit, or the upstream's own error).
+    pub fn error(&mut self, message: &str, code: &str, out: &mut BytesMut) {
+        self.done = true;
+        self.emit(
+            out,
+            "error",
+            json!({"code": code, "message": message, "param": null}),
+        );
+    }
+
+    fn start_block(&mut self, kind: Kind, out: &mut BytesMut) {
+        self.stop_block(out);
+        let output_index = self.next_output;
+        let index = self.blocks;
+        self.blocks += 1;
+        let bare = &self.bare;
+        let (id, item) = match &kind {
+            Kind::Text => {
+                let id = format!("msg_{bare}_{index}");
+                let item = json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []});
+                (id, item)
+            }
+            Kind::Thinking { .. } | Kind::Redacted { .. } => {
+                let id = format!("rs_{bare}_{index}");
+                let item = json!({"id": id, "type": "reasoning", "summary": []});
+                (id, item)
+            }
+            Kind::Tool { call_id, name } => {
+                let id = format!("fc_{bare}_{index}");
+                let item = function_call_item(&id, call_id, name, "", "in_progress");
+                (id, item)
+            }
+            Kind::Custom { call_id, name } => {
+                let id = format!("ctc_{bare}_{index}");
+                let item = custom_call_item(&id, call_id, name, "", "in_progress");
+                (id, item)
+            }
+        };
+        self.next_output += 1;
+        self.emit(
+            out,
+            "response.output_item.added",
+            json!({"output_index": output_index, "item": item}),
+        );
+        match &kind {
+            Kind::Text => self.emit(
+                out,
+                "response.content_part.added",
+                json!({"item_id": id, "output_index": output_index, "content_index": 0,
+                       "part": {"type": "output_text", "text": "", "annotations": []}}),
+            ),
+            Kind::Thinking { .. } => self.emit(
+                out,
+                "response.reasoning_summary_part.added",
+                json!({"item_id": id, "output_index": output_index, "summary_index": 0,
+                       "part": {"type": "summary_text", "text": ""}}),
+            ),
+            _ => {}
+        }
+        self.open = Some(OpenItem {
+            kind,
+            id,
+            output_index,
+            text: String::new(),
+        });
+    }
+
+    fn delta(&mut self, event: &Event, piece: &str, out: &mut BytesMut) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        let (kind, body) = match (event, &open.kind) {
+            (Event::Text(_), Kind::Text) => (
+                "response.output_text.delta",
+                json!({"item_id": open.id, "output_index": open.output_index, "content_index": 0, "delta": piece, "logprobs": []}),
+            ),
+            (Event::Thinking(_), Kind::Thinking { .. }) => (
+                "response.reasoning_summary_text.delta",
+                json!({"item_id": open.id, "output_index": open.output_index, "summary_index": 0, "delta": piece}),
+            ),
+            (Event::ToolArguments(_), Kind::Tool { .. }) => (
+                "response.function_call_arguments.delta",
+                json!({"item_id": open.id, "output_index": open.output_index, "delta": piece}),
+            ),
+            (Event::ToolArguments(_), Kind::Custom { .. }) => {
+                open.text.push_str(piece);
+                return;
+            }
+            _ => return,
+        };
+        open.text.push_str(piece);
+        self.emit(out, kind, body);
+    }
+
+    fn stop_block(&mut self, out: &mut BytesMut) {
+        let Some(open) = self.open.take() else {
+            return;
+        };
+        let OpenItem {
+            kind,
+            id,
+            output_index,
+            text,
+        } = open;
+        let item = match kind {
+            Kind::Text => {
+                self.emit(out, "response.output_text.done",
+                    json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": text, "logprobs": []}));
+                self.emit(
+                    out,
+                    "response.content_part.done",
+                    json!({"item_id": id, "output_index": output_index, "content_index": 0,
+                           "part": {"type": "output_text", "text": text, "annotations": []}}),
+                );
+                message_item(&id, &text, "completed")
+            }
+            Kind::Thinking { signature } => {
+                self.emit(out, "response.reasoning_summary_text.done",
+                    json!({"item_id": id, "output_index": output_index, "summary_index": 0, "text": text}));
+                self.emit(
+                    out,
+                    "response.reasoning_summary_part.done",
+                    json!({"item_id": id, "output_index": output_index, "summary_index": 0,
+                           "part": {"type": "summary_text", "text": text}}),
+                );
+                reasoning_item(&id, &Part::Thinking { text, signature })
+            }
+            Kind::Redacted { data } => reasoning_item(&id, &Part::RedactedThinking { data }),
+            Kind::Tool { call_id, name } => {
+                let arguments = if text.is_empty() {
+                    "{}".to_string()
+                } else {
+                    text
+                };
+                self.emit(
+                    out,
+                    "response.function_call_arguments.done",
+                    json!({"item_id": id, "output_index": output_index, "arguments": arguments}),
+                );
+                function_call_item(&id, &call_id, &name, &arguments, "completed")
+            }
+            Kind::Custom { call_id, name } => {
+                let input = custom_input(&text);
+                self.emit(
+                    out,
+                    "response.custom_tool_call_input.delta",
+                    json!({"item_id": id, "output_index": output_index, "delta": input}),
+                );
+                self.emit(
+                    out,
+                    "response.custom_tool_call_input.done",
+                    json!({"item_id": id, "output_index": output_index, "input": input}),
+                );
+                custom_call_item(&id, &call_id, &name, &text, "completed")
+            }
+        };
+        self.emit(
+            out,
+            "response.output_item.done",
+            json!({"output_index": output_index, "item": item}),
+        );
+        let size = item.to_string().len();
+        if self.held + size <= MAX_HELD_OUTPUT_BYTES {
+            self.held += size;
+            self.output.push(item);
+        }
+    }
+}
