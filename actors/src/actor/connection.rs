@@ -13,6 +13,7 @@ use crate::actor::messages::{ComboMsg, ConnectionMsg};
 use crate::clock::SharedClock;
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::rate_limit_headers::UsageReading;
+use crate::policy::reading_end::reading_ends_at_ms;
 use crate::policy::topology::ConnectionSpec;
 use crate::recorder::Recorder;
 use crate::view::ConnectionView;
@@ -45,9 +46,12 @@ const MAX_LATEST_READINGS: usize = 64;
 
 impl ConnectionActorState {
     /// Keeps the outcome's readings as the newest, without allocating for a known window.
-    fn note_readings(&mut self, readings: &[UsageReading]) {
+    /// Each reading's end is bounded as the fold bounds it (`reading_end`): a header's absurd
+    /// or missing reset shows no longer than its window's own length here either.
+    fn note_readings(&mut self, readings: &[UsageReading], now_ms: u64) {
         for reading in readings {
             let full = self.latest.len() >= MAX_LATEST_READINGS;
+            let ends_at_ms = reading_ends_at_ms(&reading.window, now_ms, reading.resets_at_ms);
             match self
                 .latest
                 .iter_mut()
@@ -56,9 +60,12 @@ impl ConnectionActorState {
                 Some(known) => {
                     known.used = reading.used;
                     known.limit = reading.limit;
-                    known.resets_at_ms = reading.resets_at_ms;
+                    known.resets_at_ms = Some(ends_at_ms);
                 }
-                None if !full => self.latest.push(reading.clone()),
+                None if !full => self.latest.push(UsageReading {
+                    resets_at_ms: Some(ends_at_ms),
+                    ..reading.clone()
+                }),
                 None => {}
             }
         }
@@ -124,7 +131,7 @@ impl Actor for ConnectionActor {
         let now_ms = state.clock.now_ms();
         match message {
             ConnectionMsg::Outcome(outcome, applied) => {
-                state.note_readings(&outcome.result.usage);
+                state.note_readings(&outcome.result.usage, now_ms);
                 let events = state.state.on_outcome_owned(*outcome, now_ms, &state.spec);
                 for event in &events {
                     log_state_change(event);
