@@ -13,11 +13,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use super::error_bodies::ErrorReply;
+use super::event_stream::event_stream;
 use super::exchange::StreamEnding;
 use super::fault::{Fault, ResetForm};
 use super::gemini::{self, Framing, GeminiMethod, GeminiRoute, GeminiTurn};
 use super::gemini_errors;
-use super::handler::event_stream;
 use super::rate_headers::{insert, Dialect};
 use super::state::MockUpstream;
 use super::verdict::{error_response, fault_verdict, with_forced, SuccessShape, Verdict};

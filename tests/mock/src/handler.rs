@@ -4,19 +4,18 @@
 //!
 //! Owns the answers; what a fault makes of a request is `verdict`'s.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::delivery;
 use super::error_bodies;
+use super::event_stream::event_stream;
 use super::exchange::{Endpoint, StreamEnding, Turn};
 use super::gemini::GeminiRoute;
 use super::gemini_api;
@@ -29,9 +28,6 @@ use super::verdict::{
     ResetConnection, SuccessShape, Verdict,
 };
 use super::{anthropic, encrypted, openai, thinking, tool_calls};
-
-/// How long a stream that fails after content waits before it is cut.
-const STREAM_CUT_PAUSE_MS: u64 = 5;
 
 /// The key as clients send it: `Authorization: Bearer …` or `x-api-key`.
 fn read_key(headers: &HeaderMap) -> String {
@@ -295,54 +291,4 @@ fn success(
     );
     insert(&mut headers, header::CACHE_CONTROL.as_str(), "no-cache");
     event_stream(frames, headers, shape, events_sent)
-}
-
-/// A 200 event stream of `frames` (the content type already in `headers`), paused, cut or
-/// forced into an encoding as `shape` says.
-pub(crate) fn event_stream(
-    frames: Vec<String>,
-    headers: HeaderMap,
-    shape: SuccessShape,
-    events_sent: Arc<AtomicU64>,
-) -> Response {
-    let pause = shape.pause.or_else(|| {
-        shape
-            .pause_before_last
-            .map(|(last, pause)| (frames.len().saturating_sub(last), pause))
-    });
-    let every = shape.every;
-    let events =
-        futures_util::stream::iter(frames.into_iter().enumerate()).then(move |(index, frame)| {
-            let events_sent = Arc::clone(&events_sent);
-            async move {
-                if let Some((after, pause)) = pause {
-                    if index == after {
-                        tokio::time::sleep(pause).await;
-                    }
-                }
-                if let Some(every) = every {
-                    tokio::time::sleep(every).await;
-                }
-                events_sent.fetch_add(1, Ordering::Relaxed);
-                Ok::<_, std::io::Error>(Bytes::from(frame))
-            }
-        });
-    if !shape.abort {
-        let response = (StatusCode::OK, headers, Body::from_stream(events)).into_response();
-        return with_forced(response, shape.forced);
-    }
-    // The pause lets hyper flush what was sent before the error aborts the connection;
-    // otherwise the client would see a reset before the headers, not a broken stream.
-    let cut = futures_util::stream::once(async {
-        tokio::time::sleep(Duration::from_millis(STREAM_CUT_PAUSE_MS)).await;
-        Err(std::io::Error::new(
-            std::io::ErrorKind::ConnectionAborted,
-            "mock upstream: stream cut after content",
-        ))
-    });
-    let body = Body::from_stream(events.chain(cut));
-    with_forced(
-        (StatusCode::OK, headers, body).into_response(),
-        shape.forced,
-    )
 }

@@ -85,6 +85,7 @@ mod delivery;
 mod encoder;
 mod encrypted;
 mod error_bodies;
+mod event_stream;
 mod exchange;
 mod fault;
 mod gemini;
