@@ -742,8 +742,8 @@ async fn the_state_shows_a_windows_newest_upstream_reading() {
 }
 
 /// Issue 50: each combo's affinity hit rate since start, in `/admin/state` and the dashboard's
-/// `state` event: one conversation's three turns through `team` count one new and two held
-/// turns, and the input and cached tokens the answers reported.
+/// `state` event: one conversation's four turns through `team` (the last one streamed) count
+/// one new and three held turns, and the input and cached tokens the answers reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_state_counts_each_combos_affinity_turns_and_cached_input() {
     let mut harness = Harness::start().await;
@@ -770,6 +770,31 @@ async fn the_state_counts_each_combos_affinity_turns_and_cached_input() {
         messages.push(serde_json::json!({"role": "assistant",
             "content": answer["choices"][0]["message"]["content"]}));
     }
+    // The fourth turn streamed: its usage comes in the stream's last chunk.
+    messages.push(serde_json::json!({"role": "user", "content": "question 3: and now?"}));
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            serde_json::json!({"model": "team", "messages": messages, "stream": true,
+                "stream_options": {"include_usage": true}}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    served.push(header(&response, "x-quotaroute-connection"));
+    let text = response.text().await.unwrap();
+    let usage = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find(|chunk| chunk["usage"].is_object())
+        .unwrap_or_else(|| panic!("no usage in the stream: {text}"))["usage"]
+        .clone();
+    let streamed_cached = usage["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(streamed_cached > 0, "{usage}");
+    input += usage["prompt_tokens"].as_u64().unwrap();
+    cached += streamed_cached;
     assert!(served.iter().all(|c| *c == served[0]), "{served:?}");
     assert!(cached > 0, "the held turns read the account's prompt cache");
 
@@ -783,7 +808,7 @@ async fn the_state_counts_each_combos_affinity_turns_and_cached_input() {
         .clone();
     assert_eq!(
         (&team["new"], &team["held"], &team["moved"]),
-        (&Value::from(1), &Value::from(2), &Value::from(0)),
+        (&Value::from(1), &Value::from(3), &Value::from(0)),
         "{team}"
     );
     assert_eq!(team["input_tokens"], input, "{team}");
