@@ -104,7 +104,8 @@ pub struct ComboAffinityView {
     pub cached_share: Option<f64>,
 }
 
-/// Combo name → its counters; an entry is made the first time the router routes the combo.
+/// Combo name → its counters; an entry is made the first time the router routes the combo
+/// (a successful routing decision: the combo exists).
 #[derive(Default)]
 pub struct AffinityTable {
     combos: RwLock<FxHashMap<Box<str>, Arc<ComboAffinity>>>,
@@ -128,10 +129,14 @@ impl AffinityTable {
         Some(made)
     }
 
-    /// One routing decision for `combo`.
+    /// One routing decision for `combo`: its entry made if it has none, so the combo's input
+    /// counts from its first request even when affinity does not apply to it.
     pub fn turn(&self, combo: &str, outcome: AffinityOutcome) {
-        if outcome == AffinityOutcome::None {
-            return;
+        if let Ok(combos) = self.combos.read() {
+            if let Some(counters) = combos.get(combo) {
+                counters.turn(outcome);
+                return;
+            }
         }
         if let Some(counters) = self.of(combo) {
             counters.turn(outcome);
@@ -188,9 +193,14 @@ mod tests {
     }
 
     #[test]
-    fn affinity_off_makes_no_entry() {
+    fn a_combo_routed_without_affinity_counts_its_input_and_no_turn() {
         let table = AffinityTable::default();
         table.turn("team", AffinityOutcome::None);
-        assert!(table.views().is_empty());
+        table.served("team", 100, 40);
+        let views = table.views();
+        assert_eq!(views.len(), 1);
+        let team = &views[0];
+        assert_eq!((team.held, team.new, team.moved), (0, 0, 0));
+        assert_eq!(team.cached_share, Some(0.4));
     }
 }
