@@ -525,7 +525,7 @@ function affinityText(a) {
 function renderCombos(s) {
   const cards = s.combos.map((combo) => el('div', { class: 'combo conn', 'data-combo': combo.name },
     el('h3', {}, combo.name, ' ', el('small', { text: combo.strategy })),
-    el('p', { class: 'affinity' }, 'Affinity: ', bind(el('span', { 'data-affinity': combo.name }),
+    el('p', { class: 'affinity' }, el('b', { text: 'affinity ' }), bind(el('span', { 'data-affinity': combo.name }),
       (x, node) => { node.textContent = affinityText(affinityOf(x, combo.name)); })),
     el('table', {},
       el('thead', {}, el('tr', {}, ['Connection', 'Model', 'Weight', 'Deficit', 'Pace', 'Now']
