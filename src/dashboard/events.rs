@@ -215,7 +215,11 @@ impl Feed {
             self.last_state = Some(now);
             self.seen = seen;
             match self.router.state_live().await {
-                Ok(state) => match serde_json::to_string(&state) {
+                Ok(state) => match serde_json::to_value(&state).and_then(|mut value| {
+                    // Each combo's affinity hit rate, as `/admin/state` gives it.
+                    value["affinity"] = json!(self.app.inner.affinity.views());
+                    serde_json::to_string(&value)
+                }) {
                     Ok(text) if text != self.last_state_json => {
                         self.queue.push_back(event("state", &text));
                         self.last_state_json = text;

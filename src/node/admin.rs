@@ -164,6 +164,11 @@ pub async fn state(
             Ok(mut value) => {
                 // Where each connection's key comes from and how fresh it is (never the key).
                 value["credentials"] = json!(app.live().credentials.views());
+                // Each combo's affinity hit rate since start: live counters, never journaled,
+                // so only in the view of now (a later instant's is the journaled view).
+                if query.at_ms.is_none() {
+                    value["affinity"] = json!(app.inner.affinity.views());
+                }
                 if let (Some(cluster), Some(object)) = (app.cluster(), value.as_object_mut()) {
                     object.insert("cluster".to_owned(), cluster.status.to_json());
                 }

@@ -42,6 +42,8 @@ pub struct AppInner {
     /// Bytes (as KiB permits) of upstream bodies read whole that all requests hold at once
     /// (`server.max_upstream_buffer_bytes`).
     pub upstream_buffer: tokio::sync::Semaphore,
+    /// Each combo's affinity outcomes and cached input since start (never journaled).
+    pub affinity: crate::node::combo_affinity::AffinityTable,
 }
 
 /// Cheap to clone.
@@ -77,6 +79,7 @@ impl AppState {
                 telemetry: OnceLock::new(),
                 edge: Arc::new(EdgeCounters::default()),
                 upstream_buffer: tokio::sync::Semaphore::new(upstream_buffer_kib),
+                affinity: crate::node::combo_affinity::AffinityTable::default(),
             }),
         }
     }

@@ -20,7 +20,8 @@
 //! - [`header_rules`] — which headers cross the router either way; [`cors`] — browser origins.
 //! - [`admin`] / [`reload`] — the admin API and config reloads.
 //! - [`traffic`] — the attempt counters the dashboard's rate chart reads (the dashboard is its
-//!   own wing: `crate::dashboard`).
+//!   own wing: `crate::dashboard`); [`combo_affinity`] — each combo's affinity hit rate
+//!   since start (held / new / moved turns, cached share of input), never journaled.
 //! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers;
 //!   [`retry_advice`] — a long wait says `x-should-retry: false` and the time in words;
 //!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
@@ -33,6 +34,7 @@ pub mod admin;
 pub mod app;
 pub mod attempt;
 pub mod client_gate;
+pub mod combo_affinity;
 pub mod cors;
 pub mod credential_retry;
 pub mod direct;

@@ -354,6 +354,8 @@ pub struct StreamCharge {
     pub connection: String,
     /// How far a stream the client left is read on for its usage.
     pub drain: DrainBounds,
+    /// The combo's affinity counters, given a success's input tokens.
+    pub combo_affinity: Option<std::sync::Arc<crate::node::combo_affinity::ComboAffinity>>,
 }
 
 impl StreamCharge {
@@ -365,6 +367,7 @@ impl StreamCharge {
             usage_max_tokens: u64::MAX,
             connection: String::new(),
             drain: DrainBounds::NONE,
+            combo_affinity: None,
         }
     }
 }
@@ -653,6 +656,9 @@ impl Relay {
                 result.tokens_cached,
                 result.tokens_cache_write,
             );
+        }
+        if let (OutcomeClass::Success, Some(combo)) = (result.class, &self.charge.combo_affinity) {
+            combo.served(result.tokens_in, result.tokens_cached);
         }
         // The client's usage, then its ticket (it counted in flight until now).
         if let Some(client_usage) = self.client_usage.take() {

@@ -187,6 +187,37 @@ async function drive(context) {
   result.connections_shown = cards;
   done('shows the pool', `${cards} connections, feed live`);
 
+  step = 'a combo shows its affinity hit rate';
+  // Three turns of one conversation through `team`, its system prompt long enough for
+  // affinity (behaviour §10): the first placed new, the next held on its account, whose
+  // prompt cache (the mock's, per key) reads the history it has seen.
+  const system = 'You are the support agent of a large shop; follow the policies below. '.repeat(80);
+  const history = [{ role: 'system', content: system }];
+  for (let turn = 0; turn < 3; turn++) {
+    history.push({ role: 'user', content: `question ${turn}: ` + 'the details of this case '.repeat(40) });
+    const response = await fetch(NODE + '/v1/chat/completions', {
+      method: 'POST',
+      headers: { Authorization: 'Bearer ' + CLIENT_KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'team', messages: history }),
+      signal: AbortSignal.timeout(10000),
+    });
+    if (response.status !== 200) throw new Error('conversation turn ' + turn + ' answered ' + response.status);
+    const answer = await response.json();
+    history.push({ role: 'assistant', content: answer.choices[0].message.content });
+  }
+  const hit = ((await admin('GET', '/admin/state')).body.affinity || []).find((a) => a.combo === 'team');
+  if (!hit || !(hit.held > 0)) throw new Error('/admin/state counts no held turn: ' + JSON.stringify(hit));
+  const hitText = Number(hit.held).toLocaleString('en-US') + ' held · ' + Number(hit.new).toLocaleString('en-US')
+    + ' new · ' + Number(hit.moved).toLocaleString('en-US') + ' moved · cached '
+    + (100 * hit.cached_share).toFixed(1) + ' % of ' + Number(hit.input_tokens).toLocaleString('en-US')
+    + ' input tokens';
+  await page.waitForFunction((want) => {
+    const node = document.querySelector('[data-affinity="team"]');
+    return node && node.textContent === want;
+  }, hitText, { timeout: 3000 });
+  result.affinity = { ...hit, shown: hitText };
+  done('affinity hit rate shown', hitText);
+
   step = 'traffic reaches the chart';
   // Two clients keep sending through the incident below, as a pool under use would.
   let pumping = true;

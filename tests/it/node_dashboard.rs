@@ -577,7 +577,22 @@ async fn the_dashboard_in_a_real_browser() {
     // Each connection's card showed the cached share of input tokens `/admin/state` gives.
     let shares = report["cached_shares"].as_array().unwrap();
     assert!(!shares.is_empty(), "{report}");
-    // The clients panel showed team-b's held request, and every client's spend, as
+    // Combo `team`'s card showed its affinity hit rate as `/admin/state` counted it: held
+    // turns, and the cached share of the input its successes were served.
+    let affinity = &report["affinity"];
+    assert!(affinity["held"].as_u64().unwrap() >= 1, "{report}");
+    let input = affinity["input_tokens"].as_u64().unwrap();
+    let cached = affinity["cached_input_tokens"].as_u64().unwrap();
+    assert!(cached > 0 && cached < input, "{report}");
+    assert_eq!(
+        affinity["cached_share"].as_f64().unwrap(),
+        cached as f64 / input as f64
+    );
+    let shown = affinity["shown"].as_str().unwrap();
+    assert!(
+        shown.contains(" held · ") && shown.ends_with(" input tokens"),
+        "{report}"
+    );
     // `/admin/clients` gave them.
     let held = report["clients_in_flight"].as_array().unwrap();
     let held_b = held.iter().find(|c| c["id"] == "team-b").unwrap();
@@ -724,4 +739,116 @@ async fn the_state_shows_a_windows_newest_upstream_reading() {
         assert_eq!(window["used"], *used, "{id}: {window}");
         assert_eq!(window["limit"], 40);
     }
+}
+
+/// Issue 50: each combo's affinity hit rate since start, in `/admin/state` and the dashboard's
+/// `state` event: one conversation's four turns through `team` (the last one streamed) count
+/// one new and three held turns, and the input and cached tokens the answers reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_counts_each_combos_affinity_turns_and_cached_input() {
+    let mut harness = Harness::start().await;
+    // A system prompt long enough for affinity (behaviour §10: `min_prompt_bytes`).
+    let mut messages = vec![serde_json::json!({"role": "system",
+        "content": "You are the support agent of a large shop; follow the policies below. ".repeat(80)})];
+    let (mut input, mut cached, mut served) = (0, 0, Vec::new());
+    for turn in 0..3 {
+        messages.push(serde_json::json!({"role": "user",
+            "content": format!("question {turn}: {}", "the details of this case ".repeat(40))}));
+        let response = harness
+            .post_json(
+                "/v1/chat/completions",
+                serde_json::json!({"model": "team", "messages": messages}),
+            )
+            .await;
+        assert_eq!(response.status(), 200);
+        served.push(header(&response, "x-quotaroute-connection"));
+        let answer: Value = response.json().await.unwrap();
+        input += answer["usage"]["prompt_tokens"].as_u64().unwrap();
+        cached += answer["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0);
+        messages.push(serde_json::json!({"role": "assistant",
+            "content": answer["choices"][0]["message"]["content"]}));
+    }
+    // The fourth turn streamed: its usage comes in the stream's last chunk.
+    messages.push(serde_json::json!({"role": "user", "content": "question 3: and now?"}));
+    let response = harness
+        .post_json(
+            "/v1/chat/completions",
+            serde_json::json!({"model": "team", "messages": messages, "stream": true,
+                "stream_options": {"include_usage": true}}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    served.push(header(&response, "x-quotaroute-connection"));
+    let text = response.text().await.unwrap();
+    let usage = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find(|chunk| chunk["usage"].is_object())
+        .unwrap_or_else(|| panic!("no usage in the stream: {text}"))["usage"]
+        .clone();
+    let streamed_cached = usage["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(streamed_cached > 0, "{usage}");
+    input += usage["prompt_tokens"].as_u64().unwrap();
+    cached += streamed_cached;
+    assert!(served.iter().all(|c| *c == served[0]), "{served:?}");
+    assert!(cached > 0, "the held turns read the account's prompt cache");
+
+    let state = harness.admin_get("/admin/state").await;
+    let team = state["affinity"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no affinity in /admin/state: {state}"))
+        .iter()
+        .find(|a| a["combo"] == "team")
+        .unwrap_or_else(|| panic!("no affinity for team: {state}"))
+        .clone();
+    assert_eq!(
+        (&team["new"], &team["held"], &team["moved"]),
+        (&Value::from(1), &Value::from(3), &Value::from(0)),
+        "{team}"
+    );
+    assert_eq!(team["input_tokens"], input, "{team}");
+    assert_eq!(team["cached_input_tokens"], cached, "{team}");
+    assert_eq!(
+        team["cached_share"].as_f64().unwrap(),
+        cached as f64 / input as f64
+    );
+    // No routed turn through `claude`: not counted.
+    assert!(
+        !state["affinity"].to_string().contains("\"claude\""),
+        "{state}"
+    );
+
+    // The dashboard's feed carries the same numbers.
+    let mut events = get(
+        &harness.client,
+        &harness.url("/admin/events"),
+        Some(ADMIN_KEY),
+    )
+    .await;
+    let mut buffer = String::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (_, pushed) = next_event(&mut events, &mut buffer, deadline, |name, _| {
+        name == "state"
+    })
+    .await
+    .expect("a state event");
+    assert_eq!(pushed["affinity"], state["affinity"]);
+    drop(events);
+
+    // And Prometheus counts the turns by combo and outcome.
+    let metrics = harness.admin_text("/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("quotaroute_affinity_turns_total")
+                && l.contains("combo=\"team\"")
+                && l.contains("outcome=\"held\"")),
+        "no affinity turns counter for team"
+    );
+    harness.stop().await;
 }

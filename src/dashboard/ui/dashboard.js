@@ -273,7 +273,7 @@ function dispatch(block) {
 const VOLATILE = new Set(['failures', 'cycles', 'retry_after_ms', 'cooldown_remaining_ms',
   'cooldown_level', 'in_flight', 'used', 'limit', 'resets_at_ms', 'remaining_ms',
   'failure_count', 'deficit', 'input_tokens', 'cached_input_tokens', 'cached_share',
-  'pace', 'runs_out_at_ms', 'next_reset_at_ms', 'reserved']);
+  'pace', 'runs_out_at_ms', 'next_reset_at_ms', 'reserved', 'held', 'new', 'moved']);
 
 function applyState(next) {
   state = next;
@@ -510,10 +510,23 @@ function boundNumber(value) {
 const bucketOf = (s, id, window) => (connection(s, id).buckets || []).find((b) => b.window === window) || {};
 const lockOf = (s, id, model) => (connection(s, id).lockouts || []).find((l) => l.model === model) || {};
 const targetOf = (s, combo, i) => ((s.combos.find((c) => c.name === combo) || {}).targets || [])[i] || {};
+const affinityOf = (s, combo) => (s.affinity || []).find((a) => a.combo === combo);
+
+// A combo's affinity hit rate since the node started (behaviour §10): the turns affinity kept
+// on their account, placed new or moved, and the share of input the upstream's cache read.
+function affinityText(a) {
+  if (!a) return 'no conversation turns yet';
+  const share = a.cached_share === null || a.cached_share === undefined ? '— (no input yet)'
+    : (100 * a.cached_share).toFixed(1) + ' % of ' + number(a.input_tokens) + ' input tokens';
+  return number(a.held) + ' held · ' + number(a.new) + ' new · ' + number(a.moved) + ' moved · cached '
+    + share;
+}
 
 function renderCombos(s) {
   const cards = s.combos.map((combo) => el('div', { class: 'combo conn', 'data-combo': combo.name },
     el('h3', {}, combo.name, ' ', el('small', { text: combo.strategy })),
+    el('p', { class: 'affinity' }, el('b', { text: 'affinity ' }), bind(el('span', { 'data-affinity': combo.name }),
+      (x, node) => { node.textContent = affinityText(affinityOf(x, combo.name)); })),
     el('table', {},
       el('thead', {}, el('tr', {}, ['Connection', 'Model', 'Weight', 'Deficit', 'Pace', 'Now']
         .map((h, i) => el('th', { class: i > 1 && i < 5 ? 'num' : null, text: h })))),

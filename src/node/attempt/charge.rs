@@ -55,6 +55,10 @@ pub(super) fn measured(
         m.input_tokens
             .record(tokens_in, result.tokens_cached, result.tokens_cache_write);
     }
+    ctx.app
+        .inner
+        .affinity
+        .served(ctx.combo, tokens_in, result.tokens_cached);
     result
 }
 

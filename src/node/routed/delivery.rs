@@ -58,6 +58,7 @@ pub(super) fn stream_response(
         usage_max_tokens: ctx.live.usage_max_tokens,
         connection: target.connection.to_string(),
         drain: ctx.live.drain,
+        combo_affinity: ctx.app.inner.affinity.of(ctx.combo),
     };
     let body = stream_relay::relay_body(
         stream,

@@ -109,6 +109,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         Ok(decision) => {
             metrics::queue_wait(decision.queue_wait_ms(), false);
             trace.routed(&client_id, decision.affinity()); // telemetry
+            app.inner.affinity.turn(&info.model, decision.affinity());
             decision
         }
         // Behaviour §14: no target can carry it (the others were left out for it).
