@@ -103,6 +103,25 @@ async fn a_tool_call_cut_short_is_the_clients_answer_charged_and_no_fault() {
     );
     assert!(serde_json::from_str::<Value>(written).is_err(), "{answer}");
 
+    // The client sends the call back with its result: the OpenAI account gets the arguments as
+    // the model wrote them (not a JSON string of them), and answers.
+    let mut turn = cut_short_call(false);
+    turn["max_tokens"] = json!(6);
+    turn["messages"] = json!([
+        turn["messages"][0].clone(),
+        {"role": "assistant", "content": answer["content"].clone()},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"].clone(), "content": "sunny"}]},
+    ]);
+    let response = post(&client, &harness, ABUSER, &turn).await;
+    assert_eq!(response.status(), 200);
+    let (_, sent) = harness.mock.recent_bodies().pop().unwrap();
+    let sent: Value = serde_json::from_slice(&sent).unwrap();
+    assert_eq!(
+        sent["messages"][1]["tool_calls"][0]["function"]["arguments"],
+        json!(written),
+        "{sent}"
+    );
+
     // The stream: the pieces go as they came, and the stream ends with max_tokens.
     let response = post(&client, &harness, ABUSER, &cut_short_call(true)).await;
     assert_eq!(response.status(), 200);
@@ -113,7 +132,7 @@ async fn a_tool_call_cut_short_is_the_clients_answer_charged_and_no_fault() {
 
     harness.settle().await;
     let events = harness.journal_events().await;
-    assert_eq!(kinds(&events, "request_succeeded"), 2, "{events:?}");
+    assert_eq!(kinds(&events, "request_succeeded"), 3, "{events:?}");
     assert_eq!(kinds(&events, "request_failed"), 0, "{events:?}");
     assert_eq!(kinds(&events, "connection_cooldown"), 0, "{events:?}");
     assert_eq!(kinds(&events, "breaker_counted"), 0, "{events:?}");
@@ -199,4 +218,45 @@ async fn an_abuser_of_cut_short_calls_costs_the_pool_nothing_it_is_not_charged_f
     assert_eq!(charged, u64::from(abused), "one charge per answer");
     let clients = harness.admin_get("/admin/clients").await;
     assert!(spend_of(&clients, "abuser") > 0.0, "{clients}");
+}
+
+/// A chat client sends back a call `max_tokens` cut short (its arguments not JSON): an
+/// Anthropic account cannot take it (its `input` must be an object), so a mixed combo gives the
+/// turn to its OpenAI account, every time; a combo of Anthropic accounts alone refuses it
+/// before sending, naming what it cannot carry.
+#[tokio::test]
+async fn a_cut_short_call_sent_back_goes_where_it_can_be_carried() {
+    let harness = Harness::start_with(
+        r#"
+[[combos]]
+name = "mixed"
+targets = [
+  { connection = "oa-1", model = "gpt-4o-mini", weight = 1 },
+  { connection = "an-1", model = "claude-3-5-haiku", weight = 1 },
+]
+"#,
+    )
+    .await;
+    let turn = |model: &str| {
+        json!({"model": model, "max_tokens": 6,
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
+            "messages": [
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{\"city\":\"Par"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})
+    };
+    for _ in 0..6 {
+        let response = harness
+            .post_json("/v1/chat/completions", turn("mixed"))
+            .await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(header(&response, "x-quotaroute-connection"), "oa-1");
+    }
+    let response = harness
+        .post_json("/v1/chat/completions", turn("claude"))
+        .await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unsupported_parameter", "{body}");
 }

@@ -181,11 +181,7 @@ fn blocks_of(blocks: &[Value], role: Role) -> Result<Vec<Part>, TranslateError> 
             ("tool_use", Role::Assistant) => Part::ToolCall(ToolCall {
                 id: str_at(block, "id").to_string(),
                 name: str_at(block, "name").to_string(),
-                arguments: block
-                    .get("input")
-                    .cloned()
-                    .unwrap_or_else(|| serde_json::json!({}))
-                    .to_string(),
+                arguments: input_arguments(block),
             }),
             ("thinking", Role::Assistant) => Part::Thinking {
                 text: str_at(block, "thinking").to_string(),
@@ -282,11 +278,7 @@ pub fn answer(answer: &Value) -> Answer {
             "tool_use" => parts.push(Part::ToolCall(ToolCall {
                 id: str_at(block, "id").to_string(),
                 name: str_at(block, "name").to_string(),
-                arguments: block
-                    .get("input")
-                    .cloned()
-                    .unwrap_or_else(|| serde_json::json!({}))
-                    .to_string(),
+                arguments: input_arguments(block),
             })),
             _ => {}
         }
@@ -297,5 +289,16 @@ pub fn answer(answer: &Value) -> Answer {
         parts,
         finish: finish(answer.get("stop_reason").and_then(Value::as_str)),
         usage: usage(answer.get("usage").unwrap_or(&Value::Null)),
+    }
+}
+
+/// A `tool_use` block's `input` as the form's arguments text: its JSON, or — when it is a
+/// string, as the router hands a call `max_tokens` cut short to a Messages client — that text as
+/// the model wrote it, so the call goes back to an OpenAI account as it came.
+fn input_arguments(block: &Value) -> String {
+    match block.get("input") {
+        Some(Value::String(text)) => text.clone(),
+        Some(input) => input.to_string(),
+        None => "{}".to_string(),
     }
 }

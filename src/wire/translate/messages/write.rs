@@ -174,8 +174,11 @@ fn call_input(arguments: &str) -> Result<Value, TranslateError> {
     }
     match serde_json::from_str::<Value>(arguments) {
         Ok(object @ Value::Object(_)) => Ok(object),
-        _ => Err(TranslateError::Invalid(
-            "a tool call's arguments are not a JSON object".into(),
+        // A call `max_tokens` cut short, sent back: Anthropic takes only an object, so such a
+        // turn cannot be carried there (another target of the combo may take it as it is).
+        _ => Err(TranslateError::unsupported(
+            "tool_calls",
+            "a tool call's arguments are not a JSON object (a call cut short by max_tokens?)",
         )),
     }
 }
