@@ -85,6 +85,13 @@ if (host === 'chat') {
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny' }] }] });
     return { name: use.name, input: use.input, pieces, stop_reason: final.stop_reason, follow_up: follow.content[0].text };
   });
+  await step('messages_thinking_stream', async () => {
+    const stream = an.messages.stream({ model, max_tokens: 1030, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'think, then answer' }] });
+    let thinking = '';
+    stream.on('thinking', (piece) => { thinking += piece; });
+    const final = await stream.finalMessage();
+    return { thinking, kinds: final.content.map((block) => block.type) };
+  });
   await step('chat', async () => {
     const { data, response } = await oa.chat.completions.create({ model, max_tokens: 6, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
     return { content: data.choices[0].message.content, finish: data.choices[0].finish_reason, completion_tokens: data.usage.completion_tokens, translated: response.headers.get('x-quotaroute-translated') };

@@ -321,6 +321,23 @@ async fn official_messages_and_chat_sdks_work_on_a_responses_only_host() {
             "{sdk}: {out}"
         );
         assert_eq!(out["messages_tool"]["follow_up"], SIX, "{sdk}: {out}");
+        // Thinking asked for is shown: the host's reasoning summary as a thinking block.
+        let thought = "The user wants a reply; a short one will do.";
+        if sdk == "python" {
+            let thinking = &out["messages_thinking"];
+            assert_eq!(thinking["kinds"], json!(["thinking", "text"]), "{out}");
+            assert_eq!(thinking["thinking"], thought, "{out}");
+            assert_eq!(
+                thinking["second_kinds"],
+                json!(["thinking", "text"]),
+                "{out}"
+            );
+            assert_eq!(thinking["second_text"], SIX, "{out}");
+        } else {
+            let thinking = &out["messages_thinking_stream"];
+            assert_eq!(thinking["kinds"], json!(["thinking", "text"]), "{out}");
+            assert_eq!(thinking["thinking"], thought, "{out}");
+        }
         // Chat Completions clients on the same host (chat>responses).
         assert_eq!(out["chat"]["content"], SIX, "{sdk}: {out}");
         assert_eq!(out["chat"]["finish"], "stop", "{sdk}: {out}");

@@ -100,6 +100,22 @@ def messages_tool():
             "follow_up": follow.content[0].text}
 
 
+def messages_thinking():
+    # Thinking on: the host's reasoning summary comes back as a thinking block, which the
+    # next turn sends back (the host gets its turns without it: it checks no signature).
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    first = an.messages.create(model=MODEL, max_tokens=1030, thinking=thinking,
+                               messages=[{"role": "user", "content": "think, then answer"}])
+    block = [block for block in first.content if block.type == "thinking"][0]
+    second = an.messages.create(model=MODEL, max_tokens=1030, thinking=thinking, messages=[
+        {"role": "user", "content": "think, then answer"},
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": "again"}])
+    return {"kinds": [b.type for b in first.content], "thinking": block.thinking,
+            "second_kinds": [b.type for b in second.content],
+            "second_text": [b.text for b in second.content if b.type == "text"][0][:21]}
+
+
 def chat():
     raw = oa.chat.completions.with_raw_response.create(
         model=MODEL, max_tokens=6, messages=[{"role": "user", "content": "hi"}])
@@ -145,7 +161,8 @@ STEPS = {
     "chat": [("responses", responses), ("responses_stream", responses_stream),
              ("responses_tool", responses_tool), ("responses_tool_stream", responses_tool_stream)],
     "responses": [("messages", messages), ("messages_stream", messages_stream),
-                  ("messages_tool", messages_tool), ("chat", chat), ("chat_stream", chat_stream),
+                  ("messages_tool", messages_tool), ("messages_thinking", messages_thinking),
+                  ("chat", chat), ("chat_stream", chat_stream),
                   ("chat_tool", chat_tool)],
 }
 for name, fn in STEPS[host]:

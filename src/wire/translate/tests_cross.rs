@@ -116,7 +116,11 @@ fn messages_requests_become_responses_requests() {
         out["tool_choice"],
         json!({"type": "function", "name": "Read"})
     );
-    assert_eq!(out["reasoning"], json!({"effort": "high"}));
+    // Thinking asked for is thinking shown: the host's reasoning summary becomes its text.
+    assert_eq!(
+        out["reasoning"],
+        json!({"effort": "high", "summary": "auto"})
+    );
     assert_eq!(out["max_output_tokens"], 2048);
     assert_eq!(out["store"], false);
     assert_eq!(out["stream"], true);
@@ -139,6 +143,12 @@ fn chat_requests_become_responses_requests() {
     );
     assert_eq!(out["max_output_tokens"], 50);
     assert_eq!(dropped, vec!["seed"]);
+    // A chat client's effort asks for no visible reasoning, as on OpenAI's own chat API.
+    let (out, _) = up(
+        Direction::CHAT_TO_RESPONSES,
+        json!({"model": "m", "reasoning_effort": "low", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!(out["reasoning"], json!({"effort": "low"}));
     // What no translation carries is refused by name, whichever the target.
     assert_eq!(
         refused(

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::error_bodies::stream_error_payload;
 use super::exchange::{sse, Endpoint, StreamEnding, Turn};
 use super::rate_headers::Dialect;
+use super::thinking::THINKING_TEXT;
 
 /// A fixed `created` time so bodies are byte-for-byte deterministic.
 const CREATED: u64 = 1_700_000_000;
@@ -118,10 +119,17 @@ pub(crate) fn compaction_id(sequence: u64) -> String {
     format!("cmp_mock_{sequence}")
 }
 
-/// The reasoning item a reasoning model's response starts with (an empty summary), with its
-/// encrypted content when the request included it.
-fn reasoning_item(turn: &Turn) -> Value {
-    let mut item = json!({"type": "reasoning", "id": reasoning_id(turn.sequence), "summary": []});
+/// The reasoning item a reasoning model's response starts with (its summary when the request
+/// asked for one and the item is `done`, else empty), with its encrypted content when the
+/// request included it.
+fn reasoning_item(turn: &Turn, done: bool) -> Value {
+    let summary = if turn.reasoning_summary && done {
+        json!([{"type": "summary_text", "text": THINKING_TEXT}])
+    } else {
+        json!([])
+    };
+    let mut item =
+        json!({"type": "reasoning", "id": reasoning_id(turn.sequence), "summary": summary});
     if let Some(content) = &turn.encrypted_content {
         item["encrypted_content"] = json!(content);
     }
@@ -149,7 +157,7 @@ pub(crate) fn response_object(turn: &Turn, status: &str, with_output: bool) -> V
         json!([compaction_item(turn)])
     } else if with_output {
         json!([
-            reasoning_item(turn),
+            reasoning_item(turn, true),
             message_item(turn, "completed", Some(&turn.text()))
         ])
     } else {
@@ -347,12 +355,12 @@ fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     push(
         &mut frames,
         "response.output_item.added",
-        json!({"output_index": 0, "item": reasoning_item(turn)}),
+        json!({"output_index": 0, "item": reasoning_item(turn, false)}),
     );
     push(
         &mut frames,
         "response.output_item.done",
-        json!({"output_index": 0, "item": reasoning_item(turn)}),
+        json!({"output_index": 0, "item": reasoning_item(turn, true)}),
     );
     push(
         &mut frames,
