@@ -71,7 +71,7 @@ if (host === 'chat') {
     let text = '';
     stream.on('text', (piece) => { text += piece; });
     const final = await stream.finalMessage();
-    return { text, stop_reason: final.stop_reason, output_tokens: final.usage.output_tokens };
+    return { text, stop_reason: final.stop_reason, output_tokens: final.usage.output_tokens, kinds: final.content.map((block) => block.type) };
   });
   await step('messages_tool', async () => {
     const stream = an.messages.stream({ model, max_tokens: 6, tools: messagesTools, messages: [{ role: 'user', content: CALL }] });

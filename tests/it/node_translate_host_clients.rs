@@ -306,6 +306,12 @@ async fn official_messages_and_chat_sdks_work_on_a_responses_only_host() {
         );
         assert_eq!(out["messages_stream"]["text"], SIX, "{sdk}: {out}");
         assert_eq!(out["messages_stream"]["output_tokens"], 6, "{sdk}: {out}");
+        // Thinking not asked for: the host's (empty) reasoning item opens no thinking block.
+        assert_eq!(
+            out["messages_stream"]["kinds"],
+            json!(["text"]),
+            "{sdk}: {out}"
+        );
         assert_eq!(out["messages_tool"]["name"], "get_weather", "{sdk}: {out}");
         assert_eq!(
             out["messages_tool"]["input"],

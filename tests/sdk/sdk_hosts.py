@@ -82,7 +82,8 @@ def messages_stream():
                             messages=[{"role": "user", "content": "hi"}]) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
-    return {"text": text, "stop_reason": final.stop_reason, "output_tokens": final.usage.output_tokens}
+    return {"text": text, "stop_reason": final.stop_reason, "output_tokens": final.usage.output_tokens,
+            "kinds": [block.type for block in final.content]}
 
 
 def messages_tool():
