@@ -1,8 +1,10 @@
 //! Issue 52 deliverable 7, real clients on accounts that do not serve their API (the mock run
 //! as a chat-only host and as a responses-only host, providers' `apis` saying so): Codex `exec`
 //! runs a tool and `exec resume` continues on a chat-only host (responses>chat); Claude Code
-//! `-p` runs a tool on a responses-only host (messages>responses); the official openai and
-//! anthropic SDKs (Python and Node) on the host kinds `node_translate.rs` does not cover.
+//! `-p` runs a tool, and an interactive Claude Code holds a two-turn conversation, on a
+//! responses-only host (messages>responses); the official openai and anthropic SDKs (Python
+//! and Node) on the host kinds `node_translate.rs` does not cover: Responses on a chat-only
+//! host; Messages (with thinking) and Chat Completions on a responses-only host.
 //! Each asserts what the client printed or parsed and what the mock received (the host's API).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -12,7 +14,9 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use crate::node_translate_hosts::{openai_hosts_serving, upstream_paths};
-use crate::support::claude_tmux::claude_binary;
+use crate::support::claude_tmux::{
+    claude_binary, claude_session, tmux, ClaudeSession, Tmux, TmuxGuard, MAX_OUTPUT_TOKENS,
+};
 use crate::support::clients::*;
 use crate::support::*;
 
@@ -183,6 +187,47 @@ async fn claude_code_runs_a_tool_turn_on_a_responses_only_host() {
         .find(|item| item["type"] == "function_call_output")
         .unwrap();
     assert_eq!(output["call_id"], call["call_id"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_claude_code_session_runs_on_a_responses_only_host() {
+    let Some(binary) = claude_binary() else {
+        return not_installed("Claude Code", INSTALL);
+    };
+    let Some(tmux_binary) = tmux() else {
+        return not_installed("tmux", "apt-get install tmux");
+    };
+    let harness = openai_hosts_serving(&["responses"]).await;
+    let tmux = Tmux::new(tmux_binary, "claude-responses-host");
+    let _guard = TmuxGuard(tmux.clone());
+    let base = harness.base.clone();
+    let pane = tokio::task::spawn_blocking(move || {
+        let session = ClaudeSession {
+            base: &base,
+            name: "responses-host",
+            model: "team",
+            side_model: "team",
+        };
+        claude_session(&tmux, &binary, &session, &["say pong", "say pong again"])
+    })
+    .await
+    .unwrap();
+    // Both answers (the responses-only host's text, translated) are on the screen.
+    assert!(
+        pane.matches(mock_text(MAX_OUTPUT_TOKENS).as_str()).count() >= 2,
+        "{pane}"
+    );
+    // Every request went up as a Responses request; the second turn carried the first.
+    let sent = bodies_on(&harness, "/v1/responses");
+    let last = sent.last().unwrap();
+    let roles: Vec<&str> = last["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|item| item["role"].as_str())
+        .collect();
+    assert!(roles.contains(&"assistant"), "{roles:?}");
+    assert!(last.to_string().contains("say pong again"), "{last}");
 }
 
 fn sdk_python() -> Option<PathBuf> {
