@@ -22,6 +22,8 @@ use crate::support::*;
 
 const INSTALL: &str = "npm ci --ignore-scripts --prefix tests/clients";
 const SIX: &str = "This is a mock reply.";
+/// The mock's thinking text (its reasoning summary, its `reasoning_content`).
+const THOUGHT: &str = "The user wants a reply; a short one will do.";
 
 /// The bodies the mock received, parsed, each asserted to be on `path`.
 fn bodies_on(harness: &Harness, path: &str) -> Vec<Value> {
@@ -72,6 +74,15 @@ async fn codex_runs_a_tool_and_resumes_on_a_chat_only_host() {
         .unwrap();
         assert!(run.success(), "`{prompt}`: {}", run.describe());
         assert!(run.stdout.contains(SIX), "`{prompt}`: {}", run.describe());
+        // The host's `reasoning_content` (Codex asks for effort) reached Codex as reasoning.
+        let reasoning = run.stdout.lines().any(|line| {
+            let event: Value = serde_json::from_str(line).unwrap_or_default();
+            event["item"]["type"] == "reasoning"
+                && event["item"]["text"]
+                    .as_str()
+                    .is_some_and(|text| text.contains(THOUGHT))
+        });
+        assert!(reasoning, "`{prompt}`: {}", run.describe());
         eprintln!(
             "codex exec (resume: {resume}) on a chat-only host: ok in {:.2?}",
             run.elapsed
@@ -115,6 +126,13 @@ async fn codex_runs_a_tool_and_resumes_on_a_chat_only_host() {
         .collect();
     assert!(roles.contains(&"tool"), "{roles:?}");
     assert_eq!(roles.last(), Some(&"user"), "{roles:?}");
+    // Reasoning is not sent back to a chat host (DeepSeek refuses `reasoning_content` in
+    // its input).
+    assert!(!text.contains(THOUGHT), "{last}");
+    assert!(
+        sent.iter().all(|s| s["reasoning_effort"] == "low"),
+        "{sent:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,11 +391,10 @@ async fn official_messages_and_chat_sdks_work_on_a_responses_only_host() {
         );
         assert_eq!(out["messages_tool"]["follow_up"], SIX, "{sdk}: {out}");
         // Thinking asked for is shown: the host's reasoning summary as a thinking block.
-        let thought = "The user wants a reply; a short one will do.";
         if sdk == "python" {
             let thinking = &out["messages_thinking"];
             assert_eq!(thinking["kinds"], json!(["thinking", "text"]), "{out}");
-            assert_eq!(thinking["thinking"], thought, "{out}");
+            assert_eq!(thinking["thinking"], THOUGHT, "{out}");
             assert_eq!(
                 thinking["second_kinds"],
                 json!(["thinking", "text"]),
@@ -387,7 +404,7 @@ async fn official_messages_and_chat_sdks_work_on_a_responses_only_host() {
         } else {
             let thinking = &out["messages_thinking_stream"];
             assert_eq!(thinking["kinds"], json!(["thinking", "text"]), "{out}");
-            assert_eq!(thinking["thinking"], thought, "{out}");
+            assert_eq!(thinking["thinking"], THOUGHT, "{out}");
         }
         // Chat Completions clients on the same host (chat>responses).
         assert_eq!(out["chat"]["content"], SIX, "{sdk}: {out}");

@@ -97,6 +97,9 @@ pub struct Turn {
     /// Responses API: the request asked for a reasoning summary (`reasoning.summary`), which
     /// the reasoning item then carries.
     pub reasoning_summary: bool,
+    /// Chat Completions with `reasoning_effort`: the answer opens with `reasoning_content`, as
+    /// a reasoning model's chat host (DeepSeek, vLLM) sends it.
+    pub reasoning_content: bool,
 }
 
 /// A tool call the mock makes (`tool_calls` reads it from the prompt and shapes the answer).
@@ -193,6 +196,10 @@ impl Turn {
                 .get("reasoning")
                 .and_then(|reasoning| reasoning.get("summary"))
                 .is_some_and(|summary| !summary.is_null()),
+            reasoning_content: endpoint == Endpoint::ChatCompletions
+                && body
+                    .get("reasoning_effort")
+                    .is_some_and(|effort| !effort.is_null()),
             kept_messages: match (endpoint, body.get("input")) {
                 (Endpoint::Compact, Some(Value::Array(items))) => items
                     .iter()

@@ -74,20 +74,26 @@ pub fn json_body(turn: &Turn) -> Value {
         }),
         Endpoint::Responses => response_object(turn, "completed", true),
         Endpoint::Compact => compaction_object(turn),
-        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::CountTokens => json!({
-            "id": format!("chatcmpl-mock-{sequence}"),
-            "object": "chat.completion",
-            "created": CREATED,
-            "model": turn.model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": turn.text(), "refusal": null},
-                "logprobs": null,
-                "finish_reason": "stop",
-            }],
-            "usage": usage(turn),
-            "system_fingerprint": "fp_mock",
-        }),
+        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::CountTokens => {
+            let mut message = json!({"role": "assistant", "content": turn.text(), "refusal": null});
+            if turn.reasoning_content {
+                message["reasoning_content"] = json!(THINKING_TEXT);
+            }
+            json!({
+                "id": format!("chatcmpl-mock-{sequence}"),
+                "object": "chat.completion",
+                "created": CREATED,
+                "model": turn.model,
+                "choices": [{
+                    "index": 0,
+                    "message": message,
+                    "logprobs": null,
+                    "finish_reason": "stop",
+                }],
+                "usage": usage(turn),
+                "system_fingerprint": "fp_mock",
+            })
+        }
     }
 }
 
@@ -284,6 +290,12 @@ fn chunk_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     let mut frames = Vec::new();
     if chat {
         frames.push(chunk(choice(None, None, true)));
+    }
+    if chat && turn.reasoning_content {
+        let delta = json!({"reasoning_content": THINKING_TEXT});
+        frames.push(chunk(
+            json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}),
+        ));
     }
     for text in turn.chunks.iter().take(ending.content_chunks(turn)) {
         frames.push(chunk(choice(Some(text), None, false)));
