@@ -340,7 +340,22 @@ async fn official_responses_sdks_work_on_a_chat_only_host() {
             "{sdk}: {out}"
         );
     }
+    // openai-python's reasoning round trip on a reasoning chat host.
+    if let Some(python) = out.get("python") {
+        let reasoning = &python["responses_reasoning"];
+        assert_eq!(
+            reasoning["kinds"],
+            json!(["reasoning", "message"]),
+            "{python}"
+        );
+        assert_eq!(reasoning["summary"], THOUGHT, "{python}");
+        assert_eq!(reasoning["second"], SIX, "{python}");
+    }
     let sent = bodies_on(&harness, "/v1/chat/completions");
+    assert!(
+        sent.iter().all(|s| !s.to_string().contains(THOUGHT)),
+        "no reasoning went back to the chat host"
+    );
     assert!(
         sent.iter().any(|s| s["messages"]
             .as_array()

@@ -68,6 +68,22 @@ def responses_tool_stream():
     return {"name": call.name, "arguments": json.loads(call.arguments), "pieces": pieces}
 
 
+def responses_reasoning():
+    # A reasoning chat host's `reasoning_content` comes back as a reasoning item; sent back
+    # with the next turn, it is left out (a chat host takes no reasoning back).
+    first = oa.responses.create(model=MODEL, max_output_tokens=6, store=False,
+                                reasoning={"effort": "low", "summary": "auto"},
+                                input=[{"role": "user", "content": "think, then answer"}])
+    reasoning = [item for item in first.output if item.type == "reasoning"][0]
+    history = [{"role": "user", "content": "think, then answer"}]
+    history += [item.model_dump(exclude_none=True) for item in first.output]
+    history.append({"role": "user", "content": "again"})
+    second = oa.responses.create(model=MODEL, max_output_tokens=6, store=False,
+                                 reasoning={"effort": "low"}, input=history)
+    return {"kinds": [item.type for item in first.output], "summary": reasoning.summary[0].text,
+            "second": second.output_text}
+
+
 def messages():
     raw = an.messages.with_raw_response.create(model=MODEL, max_tokens=6,
                                                messages=[{"role": "user", "content": "hi"}])
@@ -160,7 +176,8 @@ def chat_tool():
 
 STEPS = {
     "chat": [("responses", responses), ("responses_stream", responses_stream),
-             ("responses_tool", responses_tool), ("responses_tool_stream", responses_tool_stream)],
+             ("responses_tool", responses_tool), ("responses_tool_stream", responses_tool_stream),
+             ("responses_reasoning", responses_reasoning)],
     "responses": [("messages", messages), ("messages_stream", messages_stream),
                   ("messages_tool", messages_tool), ("messages_thinking", messages_thinking),
                   ("chat", chat), ("chat_stream", chat_stream),
