@@ -1,6 +1,7 @@
 // Drives a running quotaroute node with the official Node SDKs on hosts that do not serve their
-// API (behaviour §14, providers' `apis`): on a chat-only host, openai-node's Responses API; on a
-// responses-only host, @anthropic-ai/sdk's Messages and openai-node's Chat Completions.
+// API (behaviour §14, providers' `apis`): on a chat-only host, openai-node's Responses API (and
+// @anthropic-ai/sdk's thinking); on a responses-only host, @anthropic-ai/sdk's Messages and
+// openai-node's Chat Completions.
 // Streaming and not, with a tool call streamed in pieces and its result sent back (the mock
 // calls a tool when the prompt says `mock-tool-call:NAME {args}`). Model `team`.
 //
@@ -60,6 +61,22 @@ if (host === 'chat') {
     const final = await stream.finalResponse();
     const call = final.output.find((item) => item.type === 'function_call');
     return { name: call.name, arguments: JSON.parse(call.arguments), pieces };
+  });
+  await step('responses_reasoning_stream', async () => {
+    const stream = oa.responses.stream({ model, max_output_tokens: 6, reasoning: { effort: 'low', summary: 'auto' }, input: 'think, then answer' });
+    let summary = '';
+    for await (const event of stream) {
+      if (event.type === 'response.reasoning_summary_text.delta') summary += event.delta;
+    }
+    const final = await stream.finalResponse();
+    return { summary, kinds: final.output.map((item) => item.type), text: final.output_text };
+  });
+  await step('messages_thinking_stream', async () => {
+    const stream = an.messages.stream({ model, max_tokens: 1030, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'think, then answer' }] });
+    let thinking = '';
+    stream.on('thinking', (piece) => { thinking += piece; });
+    const final = await stream.finalMessage();
+    return { thinking, kinds: final.content.map((block) => block.type) };
   });
 } else {
   await step('messages', async () => {

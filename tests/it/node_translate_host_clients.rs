@@ -3,8 +3,9 @@
 //! runs a tool and `exec resume` continues on a chat-only host (responses>chat); Claude Code
 //! `-p` runs a tool, and an interactive Claude Code holds a two-turn conversation, on a
 //! responses-only host (messages>responses); the official openai and anthropic SDKs (Python
-//! and Node) on the host kinds `node_translate.rs` does not cover: Responses on a chat-only
-//! host; Messages (with thinking) and Chat Completions on a responses-only host.
+//! and Node) on the host kinds `node_translate.rs` does not cover: Responses (and Messages
+//! thinking) on a chat-only host that reasons; Messages (with thinking) and Chat Completions on
+//! a responses-only host.
 //! Each asserts what the client printed or parsed and what the mock received (the host's API).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -305,7 +306,7 @@ async fn run_sdks(harness: &Harness, host: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn official_responses_sdks_work_on_a_chat_only_host() {
+async fn official_responses_sdks_and_thinking_work_on_a_chat_only_host() {
     let harness = openai_hosts_serving(&["chat"]).await;
     let out = run_sdks(&harness, "chat").await;
     for (sdk, out) in out.as_object().unwrap() {
@@ -339,6 +340,21 @@ async fn official_responses_sdks_work_on_a_chat_only_host() {
             out["responses_tool_stream"]["pieces"].as_u64().unwrap() > 1,
             "{sdk}: {out}"
         );
+    }
+    // Streamed on a reasoning chat host: the reasoning as summary deltas (openai-node) and
+    // as a thinking block (@anthropic-ai/sdk, messages>chat).
+    if let Some(node) = out.get("node") {
+        let reasoning = &node["responses_reasoning_stream"];
+        assert_eq!(reasoning["summary"], THOUGHT, "{node}");
+        assert_eq!(
+            reasoning["kinds"],
+            json!(["reasoning", "message"]),
+            "{node}"
+        );
+        assert_eq!(reasoning["text"], SIX, "{node}");
+        let thinking = &node["messages_thinking_stream"];
+        assert_eq!(thinking["thinking"], THOUGHT, "{node}");
+        assert_eq!(thinking["kinds"], json!(["thinking", "text"]), "{node}");
     }
     // openai-python's reasoning round trip on a reasoning chat host.
     if let Some(python) = out.get("python") {
