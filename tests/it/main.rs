@@ -59,6 +59,7 @@ mod node_spent_pool;
 mod node_telemetry;
 mod node_translate;
 mod node_translate_clients;
+mod node_translate_host_clients;
 mod node_translate_hosts;
 mod node_translate_reasoning;
 mod node_upgrade;

@@ -22,7 +22,7 @@ targets = [
 
 /// The standard config with the `openai` provider's hosts serving only `apis`, and the mock
 /// answering 404 for the others on its keys.
-async fn openai_hosts_serving(apis: &[&str]) -> Harness {
+pub(crate) async fn openai_hosts_serving(apis: &[&str]) -> Harness {
     let list = apis
         .iter()
         .map(|api| format!("\"{api}\""))
@@ -45,7 +45,7 @@ async fn openai_hosts_serving(apis: &[&str]) -> Harness {
 }
 
 /// The paths the mock was asked for, in order.
-fn upstream_paths(harness: &Harness) -> Vec<String> {
+pub(crate) fn upstream_paths(harness: &Harness) -> Vec<String> {
     harness
         .mock
         .recent_bodies()

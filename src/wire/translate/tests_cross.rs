@@ -116,7 +116,11 @@ fn messages_requests_become_responses_requests() {
         out["tool_choice"],
         json!({"type": "function", "name": "Read"})
     );
-    assert_eq!(out["reasoning"], json!({"effort": "high"}));
+    // Thinking asked for is thinking shown: the host's reasoning summary becomes its text.
+    assert_eq!(
+        out["reasoning"],
+        json!({"effort": "high", "summary": "auto"})
+    );
     assert_eq!(out["max_output_tokens"], 2048);
     assert_eq!(out["store"], false);
     assert_eq!(out["stream"], true);
@@ -139,6 +143,12 @@ fn chat_requests_become_responses_requests() {
     );
     assert_eq!(out["max_output_tokens"], 50);
     assert_eq!(dropped, vec!["seed"]);
+    // A chat client's effort asks for no visible reasoning, as on OpenAI's own chat API.
+    let (out, _) = up(
+        Direction::CHAT_TO_RESPONSES,
+        json!({"model": "m", "reasoning_effort": "low", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!(out["reasoning"], json!({"effort": "low"}));
     // What no translation carries is refused by name, whichever the target.
     assert_eq!(
         refused(
@@ -385,6 +395,64 @@ fn chat_streams_become_the_responses_event_sequence() {
     assert_eq!(
         completed["usage"]["input_tokens_details"]["cached_tokens"],
         32
+    );
+}
+
+/// A reasoning model's host sends a reasoning item whatever was asked, its summary empty
+/// unless one was asked for: no text, no thinking block (as in a whole answer), streamed or
+/// whole; a summary sent only in the `done` item is still carried.
+#[test]
+fn an_empty_reasoning_item_opens_no_thinking_block() {
+    let stream = |summary: Value| {
+        [
+            json!({"type": "response.created", "response": {"id": "resp_r", "model": "m"}}),
+            json!({"type": "response.output_item.added", "item": {"type": "reasoning", "summary": []}}),
+            json!({"type": "response.output_item.done", "item": {"type": "reasoning", "summary": summary}}),
+            json!({"type": "response.output_item.added", "item": {"type": "message", "content": []}}),
+            json!({"type": "response.output_text.delta", "delta": "Hi"}),
+            json!({"type": "response.output_item.done", "item": {"type": "message", "content": [{"type": "output_text", "text": "Hi"}]}}),
+            json!({"type": "response.completed", "response": {"id": "resp_r", "status": "completed", "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+        ]
+        .iter()
+        .map(|d| format!("data: {d}\n\n"))
+        .collect::<String>()
+    };
+    let blocks = |summary: Value| {
+        let events = translate_stream(Direction::MESSAGES_TO_RESPONSES, &stream(summary), &[]);
+        let data = data_of(&events);
+        let starts: Vec<Value> = data
+            .iter()
+            .filter(|d| d["type"] == "content_block_start")
+            .map(|d| d["content_block"]["type"].clone())
+            .collect();
+        let stops = data
+            .iter()
+            .filter(|d| d["type"] == "content_block_stop")
+            .count();
+        let indexes: Vec<Value> = data
+            .iter()
+            .filter(|d| d["type"] == "content_block_start")
+            .map(|d| d["index"].clone())
+            .collect();
+        (starts, stops, indexes)
+    };
+    assert_eq!(blocks(json!([])), (vec![json!("text")], 1, vec![json!(0)]));
+    let thought = json!([{"type": "summary_text", "text": "mm"}]);
+    assert_eq!(
+        blocks(thought),
+        (
+            vec![json!("thinking"), json!("text")],
+            2,
+            vec![json!(0), json!(1)]
+        )
+    );
+    // Chat Completions clients see the same: reasoning_content only when there is some.
+    let events = translate_stream(Direction::CHAT_TO_RESPONSES, &stream(json!([])), &[]);
+    assert!(
+        data_of(&events)
+            .iter()
+            .all(|c| c["choices"][0]["delta"].get("reasoning_content").is_none()),
+        "{events:?}"
     );
 }
 

@@ -94,6 +94,12 @@ pub struct Turn {
     /// Responses API: the `input` ends with a `compaction_trigger` item (Codex's inline
     /// compaction): the answer is one compaction item instead of reasoning and a message.
     pub compaction_trigger: bool,
+    /// Responses API: the request asked for a reasoning summary (`reasoning.summary`), which
+    /// the reasoning item then carries.
+    pub reasoning_summary: bool,
+    /// Chat Completions with `reasoning_effort`: the answer opens with `reasoning_content`, as
+    /// a reasoning model's chat host (DeepSeek, vLLM) sends it.
+    pub reasoning_content: bool,
 }
 
 /// A tool call the mock makes (`tool_calls` reads it from the prompt and shapes the answer).
@@ -186,6 +192,14 @@ impl Turn {
                     .and_then(|item| item.get("type"))
                     .and_then(Value::as_str)
                     == Some("compaction_trigger"),
+            reasoning_summary: body
+                .get("reasoning")
+                .and_then(|reasoning| reasoning.get("summary"))
+                .is_some_and(|summary| !summary.is_null()),
+            reasoning_content: endpoint == Endpoint::ChatCompletions
+                && body
+                    .get("reasoning_effort")
+                    .is_some_and(|effort| !effort.is_null()),
             kept_messages: match (endpoint, body.get("input")) {
                 (Endpoint::Compact, Some(Value::Array(items))) => items
                     .iter()

@@ -38,7 +38,8 @@
 //! `previous_response_id` the key has not stored is OpenAI's 400 `previous_response_not_found`.
 //! Responses objects and stream events carry the public schema's fields (the request's
 //! parameters repeated); `include: ["reasoning.encrypted_content"]` gives the reasoning item an
-//! `encrypted_content` only that key can read, `POST …/responses/compact` answers a
+//! `encrypted_content` only that key can read (and `reasoning.summary` a summary text; on Chat
+//! Completions `reasoning_effort` gives the answer a `reasoning_content`), `POST …/responses/compact` answers a
 //! `response.compaction` whose compaction item is encrypted the same way (so does a
 //! `…/responses` whose `input` ends with `{"type": "compaction_trigger"}`, Codex's inline
 //! compaction: one compaction item is its whole output), and a request whose

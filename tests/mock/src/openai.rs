@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::error_bodies::stream_error_payload;
 use super::exchange::{sse, Endpoint, StreamEnding, Turn};
 use super::rate_headers::Dialect;
+use super::thinking::THINKING_TEXT;
 
 /// A fixed `created` time so bodies are byte-for-byte deterministic.
 const CREATED: u64 = 1_700_000_000;
@@ -73,20 +74,26 @@ pub fn json_body(turn: &Turn) -> Value {
         }),
         Endpoint::Responses => response_object(turn, "completed", true),
         Endpoint::Compact => compaction_object(turn),
-        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::CountTokens => json!({
-            "id": format!("chatcmpl-mock-{sequence}"),
-            "object": "chat.completion",
-            "created": CREATED,
-            "model": turn.model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": turn.text(), "refusal": null},
-                "logprobs": null,
-                "finish_reason": "stop",
-            }],
-            "usage": usage(turn),
-            "system_fingerprint": "fp_mock",
-        }),
+        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::CountTokens => {
+            let mut message = json!({"role": "assistant", "content": turn.text(), "refusal": null});
+            if turn.reasoning_content {
+                message["reasoning_content"] = json!(THINKING_TEXT);
+            }
+            json!({
+                "id": format!("chatcmpl-mock-{sequence}"),
+                "object": "chat.completion",
+                "created": CREATED,
+                "model": turn.model,
+                "choices": [{
+                    "index": 0,
+                    "message": message,
+                    "logprobs": null,
+                    "finish_reason": "stop",
+                }],
+                "usage": usage(turn),
+                "system_fingerprint": "fp_mock",
+            })
+        }
     }
 }
 
@@ -118,10 +125,17 @@ pub(crate) fn compaction_id(sequence: u64) -> String {
     format!("cmp_mock_{sequence}")
 }
 
-/// The reasoning item a reasoning model's response starts with (an empty summary), with its
-/// encrypted content when the request included it.
-fn reasoning_item(turn: &Turn) -> Value {
-    let mut item = json!({"type": "reasoning", "id": reasoning_id(turn.sequence), "summary": []});
+/// The reasoning item a reasoning model's response starts with (its summary when the request
+/// asked for one and the item is `done`, else empty), with its encrypted content when the
+/// request included it.
+fn reasoning_item(turn: &Turn, done: bool) -> Value {
+    let summary = if turn.reasoning_summary && done {
+        json!([{"type": "summary_text", "text": THINKING_TEXT}])
+    } else {
+        json!([])
+    };
+    let mut item =
+        json!({"type": "reasoning", "id": reasoning_id(turn.sequence), "summary": summary});
     if let Some(content) = &turn.encrypted_content {
         item["encrypted_content"] = json!(content);
     }
@@ -149,7 +163,7 @@ pub(crate) fn response_object(turn: &Turn, status: &str, with_output: bool) -> V
         json!([compaction_item(turn)])
     } else if with_output {
         json!([
-            reasoning_item(turn),
+            reasoning_item(turn, true),
             message_item(turn, "completed", Some(&turn.text()))
         ])
     } else {
@@ -277,6 +291,12 @@ fn chunk_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     if chat {
         frames.push(chunk(choice(None, None, true)));
     }
+    if chat && turn.reasoning_content {
+        let delta = json!({"reasoning_content": THINKING_TEXT});
+        frames.push(chunk(
+            json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}),
+        ));
+    }
     for text in turn.chunks.iter().take(ending.content_chunks(turn)) {
         frames.push(chunk(choice(Some(text), None, false)));
     }
@@ -347,12 +367,12 @@ fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     push(
         &mut frames,
         "response.output_item.added",
-        json!({"output_index": 0, "item": reasoning_item(turn)}),
+        json!({"output_index": 0, "item": reasoning_item(turn, false)}),
     );
     push(
         &mut frames,
         "response.output_item.done",
-        json!({"output_index": 0, "item": reasoning_item(turn)}),
+        json!({"output_index": 0, "item": reasoning_item(turn, true)}),
     );
     push(
         &mut frames,

@@ -2,7 +2,9 @@
 //! (`message` text, `reasoning` summary text, `function_call` arguments in pieces);
 //! `response.completed` / `response.incomplete` end the answer with its usage. A host that
 //! sends an item's text or arguments only in `response.output_item.done` still has them
-//! carried.
+//! carried. A reasoning item opens its thinking block only with its first text: a reasoning
+//! model's host sends one (its summary empty) whether or not thinking was asked for, and an
+//! empty one is no block, as in a whole answer.
 
 use serde_json::Value;
 
@@ -25,6 +27,8 @@ pub struct ResponsesReader {
     open: Option<Open>,
     /// Whether the open item had a delta (else its `done` item's content is sent).
     streamed: bool,
+    /// The open reasoning item's `ThinkingStart`, held until its first text.
+    held_start: bool,
     called: bool,
     done: bool,
 }
@@ -45,7 +49,15 @@ impl ResponsesReader {
     fn delta(&mut self, want: Open, event: Event, events: &mut Vec<Event>) {
         if self.open == Some(want) {
             self.streamed = true;
+            self.release_start(events);
             events.push(event);
+        }
+    }
+
+    /// Opens the held thinking block, if one is held.
+    fn release_start(&mut self, events: &mut Vec<Event>) {
+        if std::mem::take(&mut self.held_start) {
+            events.push(Event::ThinkingStart);
         }
     }
 
@@ -61,9 +73,13 @@ impl ResponsesReader {
             "response.output_item.added" => {
                 let item = data.get("item").unwrap_or(&Value::Null);
                 self.streamed = false;
+                self.held_start = false;
                 let (open, start) = match str_at(item, "type") {
                     "message" => (Open::Text, Some(Event::TextStart)),
-                    "reasoning" => (Open::Thinking, Some(Event::ThinkingStart)),
+                    "reasoning" => {
+                        self.held_start = true;
+                        (Open::Thinking, None)
+                    }
                     "function_call" => {
                         self.called = true;
                         let start = Event::ToolStart {
@@ -96,11 +112,15 @@ impl ResponsesReader {
                     Some(Open::Tool) => text_at(item, "arguments")
                         .map(|arguments| Event::ToolArguments(arguments.to_string())),
                 };
-                events.extend(
-                    whole.filter(
-                        |e| !matches!(e, Event::Text(t) | Event::Thinking(t) if t.is_empty()),
-                    ),
-                );
+                let whole = whole
+                    .filter(|e| !matches!(e, Event::Text(t) | Event::Thinking(t) if t.is_empty()));
+                if whole.is_some() {
+                    self.release_start(events);
+                } else if std::mem::take(&mut self.held_start) {
+                    // A reasoning item without text: no block was opened.
+                    return;
+                }
+                events.extend(whole);
                 events.push(Event::BlockStop);
             }
             "response.completed" | "response.incomplete" => {
@@ -110,7 +130,8 @@ impl ResponsesReader {
                 self.done = true;
                 let response = data.get("response").unwrap_or(&Value::Null);
                 self.start(response, events);
-                if self.open.take().is_some_and(|open| open != Open::Other) {
+                let held = std::mem::take(&mut self.held_start);
+                if self.open.take().is_some_and(|open| open != Open::Other) && !held {
                     events.push(Event::BlockStop);
                 }
                 events.push(Event::Finish {

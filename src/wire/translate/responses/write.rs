@@ -17,7 +17,8 @@ use crate::wire::translate::{RequestSettings, TranslateError};
 pub const TRANSLATED_RESPONSE_PREFIX: &str = "resp_qrt_";
 
 /// The request for a Responses host: stateless (`store: false`), the system text as
-/// `instructions`; thinking (whose signature no such host checks) is left out.
+/// `instructions`; thinking (whose signature no such host checks) is left out, and thinking
+/// asked for becomes an effort with a reasoning summary (the thinking text that comes back).
 pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), json!(settings.model));
@@ -73,7 +74,13 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
         }
     }
     if let Some(effort) = &form.effort {
-        out.insert("reasoning".into(), json!({"effort": effort.level}));
+        let mut reasoning = json!({"effort": effort.level});
+        // A Messages client that turned thinking on reads the thinking: OpenAI shows reasoning
+        // only as a summary, and only when asked for one.
+        if effort.parameter == "thinking" {
+            reasoning["summary"] = json!("auto");
+        }
+        out.insert("reasoning".into(), reasoning);
     }
     if let Some(format) = &form.format {
         let format = match &format.kind {
