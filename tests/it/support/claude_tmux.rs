@@ -45,12 +45,27 @@ impl Tmux {
     }
 
     pub fn run(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new(&self.binary)
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .unwrap();
+        let command = || {
+            std::process::Command::new(&self.binary)
+                .arg("-L")
+                .arg(&self.socket)
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let mut out = command();
+        // Killing a server's last session makes it exit a moment later; a command sent in that
+        // moment reaches the dying server ("server exited unexpectedly"). Tried again, it
+        // starts a new one.
+        for _ in 0..5 {
+            if out.status.success()
+                || !String::from_utf8_lossy(&out.stderr).contains("server exited unexpectedly")
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            out = command();
+        }
         assert!(
             out.status.success(),
             "tmux {args:?}: {}",
