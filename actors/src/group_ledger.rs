@@ -14,12 +14,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::policy::affinity_bindings::ClientQuota;
-
-/// One client's share of `max_groups` among `clients` (0 counts as 1), at least 1.
-pub fn share_of(max_groups: usize, clients: usize) -> usize {
-    (max_groups / clients.max(1)).max(1)
-}
+use crate::policy::affinity_bindings::{share_of, ClientQuota};
 
 #[derive(Default)]
 pub struct GroupLedger {

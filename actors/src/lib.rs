@@ -28,7 +28,6 @@ pub mod decision;
 mod error;
 pub mod group_ledger;
 pub mod permit;
-pub mod policy;
 pub mod pool_forecast;
 pub mod recorder;
 pub mod registry;
@@ -38,6 +37,8 @@ pub mod tap;
 pub mod view;
 
 pub use policy::{outcome, topology};
+/// The pure rules, a crate of their own (`actors/policy/`): `crate::policy::…` reads as before.
+pub use quotaroute_policy as policy;
 
 pub use actor::messages::{AffinityKey, AffinityPageQuery, ClientTag, RouteRequest, RoutedTarget};
 pub use admin_state::AdminState;

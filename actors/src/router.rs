@@ -201,7 +201,7 @@ impl Router {
         // not say.
         crate::policy::affinity_bindings::trim_to_shares(
             state.affinity.values_mut(),
-            crate::group_ledger::share_of(affinity.max_groups, topology.clients),
+            crate::policy::affinity_bindings::share_of(affinity.max_groups, topology.clients),
         );
         // Refused before the writer exists: nothing of this build reaches the journal.
         if let Some(newer) = recovery.newer() {
