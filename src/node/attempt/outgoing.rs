@@ -79,7 +79,7 @@ pub(super) fn prepare<'a>(
         ),
         (Some(_), Some(direction)) => {
             // Thinking goes back only to the connection that made it, for the client it was
-            // handed to, and not at all after a refused signature (`encrypted_retry`).
+            // handed to, and not at all after a refused signature (`try_target`).
             let client = ctx.seal_client();
             let reasoning =
                 (!ctx.encrypted.is_some_and(EncryptedTurn::leaves_all_out)).then(|| ReasoningKey {
