@@ -20,7 +20,9 @@ use super::json_member::MemberFinder;
 use super::openai_chunk::OpenAiChunk;
 use super::sse::SseEvent;
 pub use super::stream_format::StreamFormat;
-use super::usage::{usage_counts, TokenCounts, UsageFields};
+use super::usage::{
+    gemini_usage_counts, usage_counts, GeminiUsageFields, TokenCounts, UsageFields,
+};
 use super::usage_count::CountFlaws;
 
 /// What one event means for the router.
@@ -108,10 +110,16 @@ impl StreamUsage {
         if let Some(usage) = usage {
             self.add(usage);
             // Anthropic's `message_start` carries the input only; its closing usage is
-            // `message_delta`'s.
-            self.final_seen |= format != StreamFormat::Anthropic
-                || event.event.as_deref() == Some("message_delta")
-                || event.data.contains("\"message_delta\"");
+            // `message_delta`'s. Every Gemini chunk carries the counts so far; the closing
+            // ones are those of the chunk with the `finishReason`.
+            self.final_seen |= match format {
+                StreamFormat::Anthropic => {
+                    event.event.as_deref() == Some("message_delta")
+                        || event.data.contains("\"message_delta\"")
+                }
+                StreamFormat::Gemini => gemini_finished(event.data.as_bytes()),
+                _ => true,
+            };
         }
         meaning
     }
@@ -149,6 +157,7 @@ fn inspect(format: StreamFormat, event: &SseEvent) -> (EventMeaning, Option<Toke
         StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => openai_chunk(data),
         StreamFormat::OpenAiResponses => responses_event(data, event.event.as_deref()),
         StreamFormat::Anthropic => anthropic_event(data, event.event.as_deref()),
+        StreamFormat::Gemini => gemini_chunk(data),
     }
 }
 
@@ -281,6 +290,91 @@ fn anthropic_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<Toke
     }
 }
 
+/// A Gemini chunk (a whole `GenerateContentResponse`): its usage so far, its first
+/// candidate's parts and finish reason, a blocked prompt, an error.
+#[derive(Deserialize)]
+struct GeminiChunk<'a> {
+    #[serde(default, rename = "usageMetadata")]
+    usage: Option<GeminiUsageFields>,
+    #[serde(default, borrow)]
+    candidates: Option<Vec<GeminiCandidate<'a>>>,
+    #[serde(default, borrow, rename = "promptFeedback")]
+    prompt_feedback: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct GeminiCandidate<'a> {
+    #[serde(default, borrow)]
+    content: Option<GeminiContent<'a>>,
+    #[serde(default, borrow, rename = "finishReason")]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct GeminiContent<'a> {
+    #[serde(default, borrow)]
+    parts: Vec<GeminiPart<'a>>,
+}
+
+/// A part: generated when it holds text (a thought too) or anything but text and a signature.
+#[derive(Deserialize)]
+struct GeminiPart<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow, rename = "functionCall")]
+    function_call: Option<&'a RawValue>,
+    #[serde(default, borrow, rename = "inlineData")]
+    inline_data: Option<&'a RawValue>,
+    #[serde(default, borrow, rename = "executableCode")]
+    executable_code: Option<&'a RawValue>,
+}
+
+impl GeminiPart<'_> {
+    fn is_content(&self) -> bool {
+        self.text.as_deref().is_some_and(|t| !t.is_empty())
+            || self.function_call.is_some()
+            || self.inline_data.is_some()
+            || self.executable_code.is_some()
+    }
+}
+
+/// A Gemini chunk: content when a part holds any; else the end of the answer (a finish reason
+/// or a blocked prompt) with its usage, else a preamble. Every chunk's usage is counted.
+fn gemini_chunk(data: &str) -> (EventMeaning, Option<TokenCounts>) {
+    let Ok(chunk) = serde_json::from_str::<GeminiChunk<'_>>(data) else {
+        return (EventMeaning::Garbage, None);
+    };
+    if chunk.error.is_some() {
+        return (error_meaning(data), None);
+    }
+    let usage = gemini_usage_counts(chunk.usage);
+    let candidate = chunk.candidates.as_ref().and_then(|c| c.first());
+    let content = candidate
+        .and_then(|c| c.content.as_ref())
+        .is_some_and(|c| c.parts.iter().any(GeminiPart::is_content));
+    let finished =
+        candidate.is_some_and(|c| c.finish_reason.is_some()) || chunk.prompt_feedback.is_some();
+    let meaning = match usage {
+        _ if content => EventMeaning::Content,
+        _ if !finished => EventMeaning::Preamble,
+        Some(usage) => EventMeaning::Usage {
+            tokens_in: usage.tokens_in,
+            tokens_out: usage.tokens_out,
+        },
+        None => EventMeaning::Done,
+    };
+    (meaning, usage)
+}
+
+/// Whether a Gemini chunk ends the answer (a byte check: it names a `finishReason`).
+fn gemini_finished(data: &[u8]) -> bool {
+    static FINISH: LazyLock<MemberFinder> =
+        LazyLock::new(|| MemberFinder::new(b"\"finishReason\""));
+    FINISH.first_string(data).is_some()
+}
+
 /// The byte patterns `matters_after_commit` looks for in OpenAI chunks, each searcher built
 /// once (building one costs more than searching a chunk with it); members are found with any
 /// JSON spacing around their colon.
@@ -305,6 +399,8 @@ pub fn matters_after_commit(format: StreamFormat, event: &SseEvent) -> bool {
             event.event.as_deref(),
             Some("content_block_delta" | "ping" | "content_block_start" | "content_block_stop")
         ),
+        // Every chunk carries the usage so far.
+        StreamFormat::Gemini => true,
         StreamFormat::OpenAiResponses => !event
             .event
             .as_deref()

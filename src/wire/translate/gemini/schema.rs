@@ -1,0 +1,195 @@
+//! JSON Schema cleaned to the OpenAPI subset Gemini takes for `parameters` and
+//! `responseSchema` (behaviour §15): local `$ref`s are inlined (a cycle stops as a bare
+//! object), `type: [t, "null"]` becomes `type: t` with `nullable`, `const` becomes a one-value
+//! `enum`, and every keyword Gemini rejects (`$schema`, `additionalProperties`, `$defs`, …) is
+//! left out and named once in `dropped`. Property names are the client's, never keywords.
+
+use serde_json::{json, Map, Value};
+
+use crate::wire::translate::params::drop_named;
+
+/// The keywords Gemini's `Schema` holds.
+const KEPT: [&str; 18] = [
+    "type",
+    "format",
+    "title",
+    "description",
+    "nullable",
+    "enum",
+    "maxItems",
+    "minItems",
+    "properties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "anyOf",
+    "propertyOrdering",
+    "items",
+];
+
+/// Numbers Gemini takes beside [`KEPT`].
+const KEPT_NUMBERS: [&str; 3] = ["minimum", "maximum", "default"];
+
+/// How deep `$ref`s are followed before a cycle is cut.
+const MAX_DEPTH: usize = 32;
+
+/// `schema` as Gemini takes it; the keywords left out are named in `dropped`.
+pub fn clean(schema: &Value, dropped: &mut Vec<String>) -> Value {
+    let defs = definitions(schema);
+    clean_at(schema, &defs, dropped, 0)
+}
+
+/// The `$defs` / `definitions` a local `$ref` may name.
+fn definitions(schema: &Value) -> Map<String, Value> {
+    let mut defs = Map::new();
+    for key in ["$defs", "definitions"] {
+        if let Some(Value::Object(found)) = schema.get(key) {
+            for (name, def) in found {
+                defs.insert(format!("#/{key}/{name}"), def.clone());
+            }
+        }
+    }
+    defs
+}
+
+fn clean_at(
+    schema: &Value,
+    defs: &Map<String, Value>,
+    dropped: &mut Vec<String>,
+    depth: usize,
+) -> Value {
+    let Value::Object(object) = schema else {
+        return json!({});
+    };
+    if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
+        return match defs.get(reference) {
+            Some(target) if depth < MAX_DEPTH => clean_at(target, defs, dropped, depth + 1),
+            _ => {
+                drop_named(dropped, "$ref");
+                json!({"type": "object"})
+            }
+        };
+    }
+    let mut out = Map::new();
+    for (key, value) in object {
+        match key.as_str() {
+            "properties" => {
+                let properties = value
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, inner)| (name.clone(), clean_at(inner, defs, dropped, depth)))
+                    .collect();
+                out.insert(key.clone(), Value::Object(properties));
+            }
+            "items" => {
+                out.insert(key.clone(), clean_at(value, defs, dropped, depth));
+            }
+            "anyOf" | "oneOf" => {
+                let choices: Vec<Value> = value
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|inner| clean_at(inner, defs, dropped, depth))
+                    .collect();
+                out.insert("anyOf".into(), Value::Array(choices));
+            }
+            "type" => match value {
+                Value::Array(types) => {
+                    let named: Vec<&Value> = types.iter().filter(|t| *t != "null").collect();
+                    if named.len() < types.len() {
+                        out.insert("nullable".into(), json!(true));
+                    }
+                    if let Some(first) = named.first() {
+                        out.insert("type".into(), (*first).clone());
+                    }
+                    if named.len() > 1 {
+                        drop_named(dropped, "type");
+                    }
+                }
+                other => {
+                    out.insert(key.clone(), other.clone());
+                }
+            },
+            "const" => {
+                out.insert("enum".into(), json!([value]));
+            }
+            known if KEPT.contains(&known) || KEPT_NUMBERS.contains(&known) => {
+                out.insert(key.clone(), value.clone());
+            }
+            "$defs" | "definitions" => drop_named(dropped, key),
+            other => drop_named(dropped, other),
+        }
+    }
+    // Gemini takes `enum` only on strings.
+    if out.contains_key("enum") && !out.contains_key("type") {
+        out.insert("type".into(), json!("string"));
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keywords_gemini_rejects_are_left_out_and_named_refs_inlined() {
+        let schema = json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "path": {"type": "string", "description": "where"},
+                "mode": {"$ref": "#/$defs/Mode"},
+                "limit": {"type": ["integer", "null"], "minimum": 1},
+                "additionalProperties": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string", "const": "x"}},
+            },
+            "required": ["path"],
+            "$defs": {"Mode": {"type": "string", "enum": ["r", "w"], "examples": ["r"]}},
+        });
+        let mut dropped = Vec::new();
+        let out = clean(&schema, &mut dropped);
+        assert_eq!(
+            out,
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "where"},
+                    "mode": {"type": "string", "enum": ["r", "w"]},
+                    "limit": {"type": "integer", "nullable": true, "minimum": 1},
+                    "additionalProperties": {"type": "boolean"},
+                    "tags": {"type": "array", "items": {"type": "string", "enum": ["x"]}},
+                },
+                "required": ["path"],
+            })
+        );
+        for keyword in ["$schema", "additionalProperties", "$defs", "examples"] {
+            assert!(dropped.contains(&keyword.to_string()), "{dropped:?}");
+        }
+    }
+
+    #[test]
+    fn a_ref_cycle_or_an_unknown_ref_ends_as_an_object() {
+        let schema = json!({
+            "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}},
+            "$ref": "#/$defs/Node",
+        });
+        let mut dropped = Vec::new();
+        let out = clean(&schema, &mut dropped);
+        let mut inner = &out;
+        for _ in 0..MAX_DEPTH - 1 {
+            inner = &inner["properties"]["next"];
+        }
+        assert_eq!(inner["type"], "object");
+        assert!(dropped.contains(&"$ref".to_string()));
+        let out = clean(
+            &json!({"$ref": "https://example.com/s.json"}),
+            &mut Vec::new(),
+        );
+        assert_eq!(out, json!({"type": "object"}));
+    }
+}
