@@ -831,6 +831,85 @@ mod tests {
     }
 
     #[test]
+    fn s15_gemini_chunks_and_their_running_usage() {
+        use EventMeaning::*;
+        let usage_of = |candidates: u64| {
+            format!(
+                r#""usageMetadata":{{"promptTokenCount":50,"cachedContentTokenCount":32,"candidatesTokenCount":{candidates},"thoughtsTokenCount":4}}"#
+            )
+        };
+        let chunk = |parts: &str, finish: &str, candidates: u64| {
+            format!(
+                r#"{{"candidates":[{{"content":{{"role":"model","parts":{parts}}}{finish},"index":0}}],{},"modelVersion":"m"}}"#,
+                usage_of(candidates)
+            )
+        };
+        let thought = chunk(r#"[{"text":"hm","thought":true}]"#, "", 0);
+        let text = chunk(r#"[{"text":"Hi"}]"#, "", 1);
+        let call = chunk(
+            r#"[{"functionCall":{"name":"f","args":{}},"thoughtSignature":"S"}]"#,
+            "",
+            5,
+        );
+        let last_word = chunk(r#"[{"text":"!"}]"#, r#","finishReason":"STOP""#, 9);
+        let finish_only = chunk(
+            r#"[{"text":"","thoughtSignature":"S"}]"#,
+            r#","finishReason":"STOP""#,
+            9,
+        );
+        let safety = format!(
+            r#"{{"candidates":[{{"finishReason":"SAFETY","index":0}}],{}}}"#,
+            usage_of(0)
+        );
+        let table = [
+            (None, thought.as_str(), Content),
+            (None, text.as_str(), Content),
+            (None, call.as_str(), Content),
+            (None, last_word.as_str(), Content),
+            (None, finish_only.as_str(), usage(50, 13)),
+            (None, safety.as_str(), usage(50, 4)),
+            (
+                None,
+                r#"{"candidates":[{"content":{"role":"model","parts":[]},"index":0}]}"#,
+                Preamble,
+            ),
+            (None, r#"{"promptFeedback":{"blockReason":"OTHER"}}"#, Done),
+            (None, "[{\"candidates\":[]}]", Garbage),
+        ];
+        check(StreamFormat::Gemini, &table);
+        let error = r#"{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}"#;
+        assert!(matches!(
+            classify_event(StreamFormat::Gemini, &event(None, error)),
+            Error { .. }
+        ));
+        // Every chunk's counts are the running totals; the closing ones come with the finish.
+        let mut tally = StreamUsage::default();
+        for data in [&thought, &text, &call] {
+            tally.observe(StreamFormat::Gemini, &event(None, data));
+        }
+        assert_eq!(
+            (tally.tokens_in, tally.tokens_out, tally.tokens_cached),
+            (50, 9, 32)
+        );
+        assert!(
+            !tally.final_seen,
+            "a left stream is drained for its closing usage"
+        );
+        tally.observe(StreamFormat::Gemini, &event(None, &last_word));
+        assert_eq!(tally.tokens_out, 13);
+        assert!(tally.final_seen);
+        // Text bytes of a left stream's estimate; every chunk matters after commit.
+        assert_eq!(
+            crate::wire::content_bytes::content_text_bytes(StreamFormat::Gemini, text.as_bytes()),
+            2
+        );
+        assert!(matters_after_commit(
+            StreamFormat::Gemini,
+            &event(None, &text)
+        ));
+    }
+
+    #[test]
     fn s3_after_commit_only_usage_errors_ends_and_garbage_are_parsed() {
         let chat = [
             (

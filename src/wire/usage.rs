@@ -320,6 +320,34 @@ mod tests {
     }
 
     #[test]
+    fn s15_gemini_usage_metadata_counts_cached_and_thought_tokens() {
+        let body = br#"{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP"}],
+            "usageMetadata":{"promptTokenCount":1200,"cachedContentTokenCount":1024,"candidatesTokenCount":30,
+            "thoughtsTokenCount":12,"totalTokenCount":1242},"modelVersion":"gemini-2.5-flash","responseId":"r"}"#;
+        let summary = response_summary(body).unwrap();
+        let counts = summary.counts.unwrap();
+        assert_eq!(
+            (counts.tokens_in, counts.tokens_out, counts.tokens_cached),
+            (1200, 42, 1024)
+        );
+        assert_eq!(
+            summary.model.map(RawValue::get),
+            Some("\"gemini-2.5-flash\"")
+        );
+        // A safety block still used the prompt; no count at all is no usage.
+        let blocked = br#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":9}}"#;
+        assert_eq!(usage_from_json(ApiFormat::Gemini, blocked), Some((9, 0)));
+        assert_eq!(
+            usage_from_json(ApiFormat::Gemini, br#"{"usageMetadata":{}}"#),
+            None
+        );
+        let flawed = br#"{"usageMetadata":{"promptTokenCount":-3,"candidatesTokenCount":"7"}}"#;
+        let counts = response_usage(ApiFormat::Gemini, flawed).unwrap().unwrap();
+        assert_eq!((counts.tokens_in, counts.tokens_out), (0, 7));
+        assert!(counts.flaws.any_unreadable());
+    }
+
+    #[test]
     fn s3_unparseable_2xx_body_is_told_apart_from_json_without_usage() {
         assert!(response_usage(ApiFormat::Openai, b"<html>502</html>").is_err());
         assert!(response_usage(ApiFormat::Openai, b"").is_err());

@@ -217,3 +217,9 @@ mod tests;
 
 #[cfg(test)]
 mod tests_cross;
+
+#[cfg(test)]
+mod tests_gemini;
+
+#[cfg(test)]
+mod tests_gemini_stream;

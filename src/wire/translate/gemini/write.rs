@@ -60,15 +60,44 @@ pub fn request(
     Ok(Value::Object(out))
 }
 
-/// A message's parts; a signature waits for the part after it (the one it signed).
+/// Where each signature goes: the part it signed, which is the next call when one follows
+/// (Gemini checks signatures on calls; a Responses client's items may come reordered, text
+/// before calls), else the next part that is not thinking.
+fn signature_places<'a>(parts: &'a [Part], signed: bool) -> HashMap<usize, &'a str> {
+    let mut places = HashMap::new();
+    if !signed {
+        return places;
+    }
+    for (at, part) in parts.iter().enumerate() {
+        let Part::Thinking { signature, .. } = part else {
+            continue;
+        };
+        if signature.is_empty() {
+            continue;
+        }
+        let after = &parts[at + 1..];
+        let call = after.iter().position(|p| matches!(p, Part::ToolCall(_)));
+        let next = || {
+            after
+                .iter()
+                .position(|p| !matches!(p, Part::Thinking { .. } | Part::RedactedThinking { .. }))
+        };
+        if let Some(offset) = call.or_else(next) {
+            places.entry(at + 1 + offset).or_insert(signature.as_str());
+        }
+    }
+    places
+}
+
+/// A message's parts, each with the signature placed on it.
 fn parts(
     parts: &[Part],
     names: &HashMap<&str, &str>,
     signed: bool,
 ) -> Result<Vec<Value>, TranslateError> {
+    let places = signature_places(parts, signed);
     let mut out: Vec<Value> = Vec::with_capacity(parts.len());
-    let mut signature: Option<&str> = None;
-    for part in parts {
+    for (at, part) in parts.iter().enumerate() {
         let mut written = match part {
             Part::Text(text) if text.is_empty() => continue,
             Part::Text(text) => json!({"text": text}),
@@ -90,24 +119,12 @@ fn parts(
                 let key = if *is_error { "error" } else { "output" };
                 json!({"functionResponse": {"name": name, "response": {key: text}}})
             }
-            Part::Thinking { signature: s, .. } => {
-                if signed && !s.is_empty() {
-                    signature = Some(s);
-                }
-                continue;
-            }
-            Part::RedactedThinking { .. } => continue,
+            Part::Thinking { .. } | Part::RedactedThinking { .. } => continue,
         };
-        if let Some(s) = signature.take() {
-            written["thoughtSignature"] = json!(s);
+        if let Some(signature) = places.get(&at) {
+            written["thoughtSignature"] = json!(signature);
         }
         out.push(written);
-    }
-    // A signature with nothing after it signed the turn's last part.
-    if let (Some(s), Some(last)) = (signature, out.last_mut()) {
-        if last.get("thoughtSignature").is_none() {
-            last["thoughtSignature"] = json!(s);
-        }
     }
     Ok(out)
 }
