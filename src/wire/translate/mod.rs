@@ -17,8 +17,8 @@
 //! - `openai_common` — what the two OpenAI APIs share on the way in (parts, tools, limits).
 //! - `params` — what cannot be carried (refused or dropped), effort ↔ budget.
 //! - `errors` — upstream error bodies in the client's error shape.
-//! - `count_tokens` — Messages `count_tokens` for a target that is not Anthropic's, counted
-//!   locally.
+//! - `count_tokens` — Messages `count_tokens` for a target that is not Anthropic's, and
+//!   Gemini's `countTokens` for one that is not Gemini's, counted locally.
 //! - `openai_user` — Anthropic's `metadata.user_id` as OpenAI's `user` (64 characters at most).
 //! - `stream` — the one stream translator the relay drives (a reader and a writer);
 //!   `sse_write` writes its events.
@@ -39,7 +39,7 @@ mod sse_write;
 mod stream;
 mod thinking_carry;
 
-pub use count_tokens::count_tokens_body;
+pub use count_tokens::{count_tokens_body, gemini_count_tokens_body};
 pub use direction::{Api, Direction};
 pub use errors::error_body;
 pub use gemini::framing::{Framer as GeminiFramer, Framing as GeminiFraming};

@@ -165,11 +165,12 @@ fn parts_of(
                 given => given.to_string(),
             };
             calls += 1;
-            pending.call(&name, &id);
             let arguments = at(call, "args")
                 .filter(|a| !a.is_null())
                 .map_or_else(|| "{}".to_string(), Value::to_string);
+            // Only the model calls tools.
             if role == Role::Assistant {
+                pending.call(&name, &id);
                 parts.push(Part::ToolCall(ToolCall {
                     id,
                     name,

@@ -63,7 +63,7 @@ pub fn request(
 /// Where each signature goes: the part it signed, which is the next call when one follows
 /// (Gemini checks signatures on calls; a Responses client's items may come reordered, text
 /// before calls), else the next part that is not thinking.
-fn signature_places<'a>(parts: &'a [Part], signed: bool) -> HashMap<usize, &'a str> {
+fn signature_places(parts: &[Part], signed: bool) -> HashMap<usize, &str> {
     let mut places = HashMap::new();
     if !signed {
         return places;
