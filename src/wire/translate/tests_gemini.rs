@@ -99,7 +99,11 @@ fn gemini_requests_become_messages_and_responses_requests() {
     assert_eq!(out["stop_sequences"], json!(["END"]));
     // A tool turn without its thinking cannot have thinking on at Anthropic.
     assert!(out.get("thinking").is_none(), "{out}");
-    assert_eq!(out["tools"][0]["input_schema"]["required"], json!(["path"]));
+    // Google's OpenAPI types (the SDKs write `OBJECT`) as JSON Schema's.
+    assert_eq!(
+        out["tools"][0]["input_schema"],
+        json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+    );
 
     let (out, _) = up(Direction::GEMINI_TO_RESPONSES, gemini_request());
     assert_eq!(out["instructions"], "you are gemini cli");
@@ -122,12 +126,16 @@ fn gemini_requests_become_messages_and_responses_requests() {
 fn a_gemini_client_asks_for_json_and_streams_by_its_path() {
     let request = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
         "generationConfig": {"responseMimeType": "application/json",
-            "responseSchema": {"type": "OBJECT", "properties": {"n": {"type": "INTEGER"}}}}});
+            "responseSchema": {"type": "OBJECT", "propertyOrdering": ["n"], "properties": {
+                "n": {"type": "INTEGER", "nullable": true},
+                "tags": {"type": "ARRAY", "items": {"type": "STRING", "enum": ["a"]}}}}}});
     let (out, _) = up(Direction::GEMINI_TO_CHAT, request.clone());
     assert_eq!(out["response_format"]["type"], "json_schema");
     assert_eq!(
-        out["response_format"]["json_schema"]["schema"]["properties"]["n"]["type"],
-        "INTEGER"
+        out["response_format"]["json_schema"]["schema"],
+        json!({"type": "object", "properties": {
+            "n": {"type": ["integer", "null"]},
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a"]}}}})
     );
     assert!(out.get("stream").is_none());
     let streamed = translate_request_as(

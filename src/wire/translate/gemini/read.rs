@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::call_ids::{self, Pending};
+use super::schema;
 use super::{array_of, at, str_of};
 use crate::wire::translate::hub::count_at;
 use crate::wire::translate::hub::form::{
@@ -252,13 +253,16 @@ fn tools(request: &Value, form: &mut Request) -> Result<(), TranslateError> {
             match camel(key).as_str() {
                 "functionDeclarations" => {
                     for declaration in array_of(tool, "functionDeclarations") {
-                        let parameters = at(declaration, "parameters")
-                            .or_else(|| at(declaration, "parametersJsonSchema"))
-                            .filter(|p| p.is_object())
-                            .cloned()
-                            .unwrap_or_else(
-                                || serde_json::json!({"type": "object", "properties": {}}),
-                            );
+                        let parameters = match (
+                            at(declaration, "parameters").filter(|p| p.is_object()),
+                            at(declaration, "parametersJsonSchema").filter(|p| p.is_object()),
+                        ) {
+                            (Some(openapi), _) => schema::to_json_schema(openapi),
+                            (None, Some(json_schema)) => json_schema.clone(),
+                            (None, None) => {
+                                serde_json::json!({"type": "object", "properties": {}})
+                            }
+                        };
                         form.tools.push(Tool {
                             name: str_of(declaration, "name").to_string(),
                             description: at(declaration, "description")
@@ -358,13 +362,17 @@ fn output_format(config: &Value) -> Option<OutputFormat> {
     if str_of(config, "responseMimeType") != "application/json" {
         return None;
     }
-    let schema = at(config, "responseSchema")
-        .or_else(|| at(config, "responseJsonSchema"))
-        .filter(|s| s.is_object());
+    let schema = match (
+        at(config, "responseSchema").filter(|s| s.is_object()),
+        at(config, "responseJsonSchema").filter(|s| s.is_object()),
+    ) {
+        (Some(openapi), _) => Some(schema::to_json_schema(openapi)),
+        (None, json_schema) => json_schema.cloned(),
+    };
     let kind = match schema {
         Some(schema) => FormatKind::JsonSchema {
             name: "response".to_string(),
-            schema: schema.clone(),
+            schema,
             strict: None,
         },
         None => FormatKind::JsonObject,

@@ -3,6 +3,8 @@
 //! object), `type: [t, "null"]` becomes `type: t` with `nullable`, `const` becomes a one-value
 //! `enum`, and every keyword Gemini rejects (`$schema`, `additionalProperties`, `$defs`, …) is
 //! left out and named once in `dropped`. Property names are the client's, never keywords.
+//! The other way, a Gemini client's schema (Google's `Type` names, `OBJECT`, and `nullable`)
+//! becomes JSON Schema for the other APIs.
 
 use serde_json::{json, Map, Value};
 
@@ -128,6 +130,66 @@ fn clean_at(
     if out.contains_key("enum") && !out.contains_key("type") {
         out.insert("type".into(), json!("string"));
     }
+    // And only `enum` and `date-time` as a string's format (`uri`, `email`, … are refused).
+    let string = out
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t.eq_ignore_ascii_case("string"));
+    let format = out.get("format").and_then(Value::as_str);
+    if string && !matches!(format, None | Some("enum" | "date-time")) {
+        out.remove("format");
+        drop_named(dropped, "format");
+    }
+    Value::Object(out)
+}
+
+/// A Gemini client's OpenAPI-style schema as JSON Schema: types in lower case, `nullable`
+/// as a `null` type, `propertyOrdering` (Gemini's own) left out; the rest as it is.
+pub fn to_json_schema(schema: &Value) -> Value {
+    let Value::Object(object) = schema else {
+        return schema.clone();
+    };
+    let mut out = Map::new();
+    for (key, value) in object {
+        match key.as_str() {
+            "properties" => {
+                let properties = value
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, inner)| (name.clone(), to_json_schema(inner)))
+                    .collect();
+                out.insert(key.clone(), Value::Object(properties));
+            }
+            "items" => {
+                out.insert(key.clone(), to_json_schema(value));
+            }
+            "anyOf" | "oneOf" | "allOf" => {
+                let inner = value.as_array().into_iter().flatten().map(to_json_schema);
+                out.insert(key.clone(), Value::Array(inner.collect()));
+            }
+            "type" => {
+                let lower = |t: &Value| match t {
+                    Value::String(name) => Value::String(name.to_ascii_lowercase()),
+                    other => other.clone(),
+                };
+                let typed = match value {
+                    Value::Array(types) => Value::Array(types.iter().map(lower).collect()),
+                    other => lower(other),
+                };
+                out.insert(key.clone(), typed);
+            }
+            "nullable" | "propertyOrdering" => {}
+            _ => {
+                out.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    if object.get("nullable").and_then(Value::as_bool) == Some(true) {
+        if let Some(Value::String(named)) = out.get("type").cloned() {
+            out.insert("type".into(), json!([named, "null"]));
+        }
+    }
     Value::Object(out)
 }
 
@@ -143,6 +205,8 @@ mod tests {
             "additionalProperties": false,
             "properties": {
                 "path": {"type": "string", "description": "where"},
+                "url": {"type": "string", "format": "uri"},
+                "when": {"type": "string", "format": "date-time"},
                 "mode": {"$ref": "#/$defs/Mode"},
                 "limit": {"type": ["integer", "null"], "minimum": 1},
                 "additionalProperties": {"type": "boolean"},
@@ -159,6 +223,8 @@ mod tests {
                 "type": "object",
                 "properties": {
                     "path": {"type": "string", "description": "where"},
+                    "url": {"type": "string"},
+                    "when": {"type": "string", "format": "date-time"},
                     "mode": {"type": "string", "enum": ["r", "w"]},
                     "limit": {"type": "integer", "nullable": true, "minimum": 1},
                     "additionalProperties": {"type": "boolean"},
@@ -167,9 +233,28 @@ mod tests {
                 "required": ["path"],
             })
         );
-        for keyword in ["$schema", "additionalProperties", "$defs", "examples"] {
+        for keyword in [
+            "$schema",
+            "additionalProperties",
+            "$defs",
+            "examples",
+            "format",
+        ] {
             assert!(dropped.contains(&keyword.to_string()), "{dropped:?}");
         }
+    }
+
+    #[test]
+    fn a_gemini_clients_schema_becomes_json_schema() {
+        let openapi = json!({"type": "OBJECT", "propertyOrdering": ["a"], "properties": {
+            "a": {"type": "STRING", "nullable": true, "description": "d"},
+            "b": {"anyOf": [{"type": "INTEGER"}, {"type": "BOOLEAN"}]}}});
+        assert_eq!(
+            to_json_schema(&openapi),
+            json!({"type": "object", "properties": {
+                "a": {"type": ["string", "null"], "description": "d"},
+                "b": {"anyOf": [{"type": "integer"}, {"type": "boolean"}]}}})
+        );
     }
 
     #[test]
