@@ -11,12 +11,16 @@ pub mod schema;
 pub mod write;
 pub mod write_stream;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// `value[camel]`, or the same member in snake case (Google's REST API takes both:
 /// `inlineData` / `inline_data`).
 pub fn at<'a>(value: &'a Value, camel: &str) -> Option<&'a Value> {
-    let object = value.as_object()?;
+    member(value.as_object()?, camel)
+}
+
+/// [`at`] in an object.
+pub fn member<'a>(object: &'a Map<String, Value>, camel: &str) -> Option<&'a Value> {
     if let Some(found) = object.get(camel) {
         return Some(found);
     }

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::call_ids::{self, Pending};
 use super::schema;
-use super::{array_of, at, str_of};
+use super::{array_of, at, member, str_of};
 use crate::wire::translate::hub::count_at;
 use crate::wire::translate::hub::form::{
     Answer, Effort, Finish, FormatKind, Image, OutputFormat, Part, Request, Role, Tool, ToolCall,
@@ -71,21 +71,21 @@ pub fn request(
     request: &Map<String, Value>,
     dropped: &mut Vec<String>,
 ) -> Result<Request, TranslateError> {
-    let object = Value::Object(request.clone());
+    let object = request;
     let mut form = Request::default();
-    if at(&object, "cachedContent").is_some_and(|c| !c.is_null()) {
+    if member(object, "cachedContent").is_some_and(|c| !c.is_null()) {
         return Err(TranslateError::unsupported(
             "cachedContent",
             "a Gemini context cache lives on Google's side",
         ));
     }
-    if let Some(system) = at(&object, "systemInstruction") {
+    if let Some(system) = member(object, "systemInstruction") {
         let text = texts(system);
         if !text.is_empty() {
             form.system.push(text);
         }
     }
-    let Some(Value::Array(contents)) = at(&object, "contents") else {
+    let Some(Value::Array(contents)) = member(object, "contents") else {
         return Err(TranslateError::Invalid(
             "`contents` must be an array".into(),
         ));
@@ -102,12 +102,12 @@ pub fn request(
         let parts = parts_of(content, turn, role, &mut pending)?;
         form.push(role, parts);
     }
-    tools(&object, &mut form)?;
-    tool_config(&object, &mut form);
-    if let Some(config) = at(&object, "generationConfig") {
+    tools(member(object, "tools"), &mut form)?;
+    tool_config(member(object, "toolConfig"), &mut form);
+    if let Some(config) = member(object, "generationConfig") {
         generation_config(config, &mut form, dropped)?;
     }
-    if at(&object, "safetySettings").is_some_and(|s| !s.is_null()) {
+    if member(object, "safetySettings").is_some_and(|s| !s.is_null()) {
         drop_named(dropped, "safetySettings");
     }
     for key in request.keys() {
@@ -244,8 +244,11 @@ fn tool_output(response: Option<&Value>) -> (ToolOutput, bool) {
 
 /// `tools`: function declarations, Google Search as web search; other tools run only on
 /// Google's side.
-fn tools(request: &Value, form: &mut Request) -> Result<(), TranslateError> {
-    for tool in array_of(request, "tools") {
+fn tools(tools: Option<&Value>, form: &mut Request) -> Result<(), TranslateError> {
+    let tools = tools
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    for tool in tools {
         let Some(object) = tool.as_object() else {
             continue;
         };
@@ -292,9 +295,8 @@ fn tools(request: &Value, form: &mut Request) -> Result<(), TranslateError> {
 
 /// `toolConfig.functionCallingConfig` as the tool choice: `ANY` with one allowed name is that
 /// tool.
-fn tool_config(request: &Value, form: &mut Request) {
-    let Some(config) = at(request, "toolConfig").and_then(|c| at(c, "functionCallingConfig"))
-    else {
+fn tool_config(tool_config: Option<&Value>, form: &mut Request) {
+    let Some(config) = tool_config.and_then(|c| at(c, "functionCallingConfig")) else {
         return;
     };
     let allowed = array_of(config, "allowedFunctionNames");

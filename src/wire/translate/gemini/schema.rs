@@ -38,10 +38,26 @@ const KEPT_NUMBERS: [&str; 3] = ["minimum", "maximum", "default"];
 /// How deep `$ref`s are followed before a cycle is cut.
 const MAX_DEPTH: usize = 32;
 
+/// How many schema nodes `$ref`s may make in all: a definition that names itself twice would
+/// otherwise inline into 2^`MAX_DEPTH` copies (a request that costs the router minutes).
+const MAX_INLINED: usize = 10_000;
+
 /// `schema` as Gemini takes it; the keywords left out are named in `dropped`.
 pub fn clean(schema: &Value, dropped: &mut Vec<String>) -> Value {
     let defs = definitions(schema);
-    clean_at(schema, &defs, dropped, 0)
+    let mut walk = Walk {
+        defs: &defs,
+        dropped,
+        inlined: 0,
+    };
+    walk.clean_at(schema, 0)
+}
+
+/// One cleaning: the definitions `$ref`s name, what was dropped, the nodes refs made so far.
+struct Walk<'a> {
+    defs: &'a Map<String, Value>,
+    dropped: &'a mut Vec<String>,
+    inlined: usize,
 }
 
 /// The `$defs` / `definitions` a local `$ref` may name.
@@ -57,90 +73,94 @@ fn definitions(schema: &Value) -> Map<String, Value> {
     defs
 }
 
-fn clean_at(
-    schema: &Value,
-    defs: &Map<String, Value>,
-    dropped: &mut Vec<String>,
-    depth: usize,
-) -> Value {
-    let Value::Object(object) = schema else {
-        return json!({});
-    };
-    if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
-        return match defs.get(reference) {
-            Some(target) if depth < MAX_DEPTH => clean_at(target, defs, dropped, depth + 1),
-            _ => {
-                drop_named(dropped, "$ref");
-                json!({"type": "object"})
-            }
-        };
-    }
-    let mut out = Map::new();
-    for (key, value) in object {
-        match key.as_str() {
-            "properties" => {
-                let properties = value
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(name, inner)| (name.clone(), clean_at(inner, defs, dropped, depth)))
-                    .collect();
-                out.insert(key.clone(), Value::Object(properties));
-            }
-            "items" => {
-                out.insert(key.clone(), clean_at(value, defs, dropped, depth));
-            }
-            "anyOf" | "oneOf" => {
-                let choices: Vec<Value> = value
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|inner| clean_at(inner, defs, dropped, depth))
-                    .collect();
-                out.insert("anyOf".into(), Value::Array(choices));
-            }
-            "type" => match value {
-                Value::Array(types) => {
-                    let named: Vec<&Value> = types.iter().filter(|t| *t != "null").collect();
-                    if named.len() < types.len() {
-                        out.insert("nullable".into(), json!(true));
-                    }
-                    if let Some(first) = named.first() {
-                        out.insert("type".into(), (*first).clone());
-                    }
-                    if named.len() > 1 {
-                        drop_named(dropped, "type");
-                    }
-                }
-                other => {
-                    out.insert(key.clone(), other.clone());
-                }
-            },
-            "const" => {
-                out.insert("enum".into(), json!([value]));
-            }
-            known if KEPT.contains(&known) || KEPT_NUMBERS.contains(&known) => {
-                out.insert(key.clone(), value.clone());
-            }
-            "$defs" | "definitions" => drop_named(dropped, key),
-            other => drop_named(dropped, other),
+impl Walk<'_> {
+    fn clean_at(&mut self, schema: &Value, depth: usize) -> Value {
+        // `depth` counts the `$ref`s followed to get here: every node below one was made by it.
+        if depth > 0 {
+            self.inlined += 1;
         }
+        let Value::Object(object) = schema else {
+            return json!({});
+        };
+        if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
+            let target = self.defs.get(reference);
+            return match target {
+                Some(target) if depth < MAX_DEPTH && self.inlined < MAX_INLINED => {
+                    self.clean_at(target, depth + 1)
+                }
+                _ => {
+                    drop_named(self.dropped, "$ref");
+                    json!({"type": "object"})
+                }
+            };
+        }
+        let mut out = Map::new();
+        for (key, value) in object {
+            match key.as_str() {
+                "properties" => {
+                    let properties = value
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(|(name, inner)| (name.clone(), self.clean_at(inner, depth)))
+                        .collect();
+                    out.insert(key.clone(), Value::Object(properties));
+                }
+                "items" => {
+                    out.insert(key.clone(), self.clean_at(value, depth));
+                }
+                "anyOf" | "oneOf" => {
+                    let choices: Vec<Value> = value
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|inner| self.clean_at(inner, depth))
+                        .collect();
+                    out.insert("anyOf".into(), Value::Array(choices));
+                }
+                "type" => match value {
+                    Value::Array(types) => {
+                        let named: Vec<&Value> = types.iter().filter(|t| *t != "null").collect();
+                        if named.len() < types.len() {
+                            out.insert("nullable".into(), json!(true));
+                        }
+                        if let Some(first) = named.first() {
+                            out.insert("type".into(), (*first).clone());
+                        }
+                        if named.len() > 1 {
+                            drop_named(self.dropped, "type");
+                        }
+                    }
+                    other => {
+                        out.insert(key.clone(), other.clone());
+                    }
+                },
+                "const" => {
+                    out.insert("enum".into(), json!([value]));
+                }
+                known if KEPT.contains(&known) || KEPT_NUMBERS.contains(&known) => {
+                    out.insert(key.clone(), value.clone());
+                }
+                "$defs" | "definitions" => drop_named(self.dropped, key),
+                other => drop_named(self.dropped, other),
+            }
+        }
+        // Gemini takes `enum` only on strings.
+        if out.contains_key("enum") && !out.contains_key("type") {
+            out.insert("type".into(), json!("string"));
+        }
+        // And only `enum` and `date-time` as a string's format (`uri`, `email`, … are refused).
+        let string = out
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.eq_ignore_ascii_case("string"));
+        let format = out.get("format").and_then(Value::as_str);
+        if string && !matches!(format, None | Some("enum" | "date-time")) {
+            out.remove("format");
+            drop_named(self.dropped, "format");
+        }
+        Value::Object(out)
     }
-    // Gemini takes `enum` only on strings.
-    if out.contains_key("enum") && !out.contains_key("type") {
-        out.insert("type".into(), json!("string"));
-    }
-    // And only `enum` and `date-time` as a string's format (`uri`, `email`, … are refused).
-    let string = out
-        .get("type")
-        .and_then(Value::as_str)
-        .is_some_and(|t| t.eq_ignore_ascii_case("string"));
-    let format = out.get("format").and_then(Value::as_str);
-    if string && !matches!(format, None | Some("enum" | "date-time")) {
-        out.remove("format");
-        drop_named(dropped, "format");
-    }
-    Value::Object(out)
 }
 
 /// A Gemini client's OpenAPI-style schema as JSON Schema: types in lower case, `nullable`
@@ -242,6 +262,27 @@ mod tests {
         ] {
             assert!(dropped.contains(&keyword.to_string()), "{dropped:?}");
         }
+    }
+
+    /// A definition that names itself twice would inline into 2^32 copies: the nodes made
+    /// are bounded, and what is left past the bound is a bare object.
+    #[test]
+    fn refs_that_double_at_each_level_are_inlined_only_so_far() {
+        let schema = json!({
+            "$defs": {"Node": {"type": "object", "properties": {
+                "left": {"$ref": "#/$defs/Node"}, "right": {"$ref": "#/$defs/Node"}}}},
+            "$ref": "#/$defs/Node",
+        });
+        let started = std::time::Instant::now();
+        let mut dropped = Vec::new();
+        let out = clean(&schema, &mut dropped);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert!(
+            out.to_string().len() < 2_000_000,
+            "{}",
+            out.to_string().len()
+        );
+        assert!(dropped.contains(&"$ref".to_string()));
     }
 
     #[test]
