@@ -199,7 +199,7 @@ pub fn translate_answer(
         Api::Responses => responses::read::answer(&answer),
         Api::Messages => messages::read::answer(&answer),
         // Gemini's signatures go only to a client that carries them sealed.
-        Api::Gemini => gemini::read::answer(&answer, direction.client == Api::Responses),
+        Api::Gemini => gemini::read::answer(&answer, direction.client == Api::Responses, created),
     };
     let translated = match direction.client {
         Api::Chat => chat::write::answer(&form, created),

@@ -54,7 +54,10 @@ impl StreamTranslator {
             Api::Responses => Reader::Responses(ResponsesReader::default()),
             Api::Messages => Reader::Messages(MessagesReader::default()),
             // Gemini's signatures go only to a client that carries them sealed.
-            Api::Gemini => Reader::Gemini(GeminiReader::new(direction.client == Api::Responses)),
+            Api::Gemini => Reader::Gemini(GeminiReader::new(
+                direction.client == Api::Responses,
+                created,
+            )),
         };
         let writer = match direction.client {
             Api::Chat => Writer::Chat(ChatWriter::new(include_usage, created)),

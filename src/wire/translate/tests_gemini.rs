@@ -350,6 +350,14 @@ fn gemini_answers_become_chat_and_messages_answers() {
         12
     );
     assert!(!out.to_string().contains("GEMSIG"));
+    // No `responseId` (a proxy in between dropped it): the calls are told apart by the time.
+    let mut bare = gemini_answer("STOP");
+    bare.as_object_mut().unwrap().remove("responseId");
+    let out = down(Direction::CHAT_TO_GEMINI, &bare);
+    assert_eq!(
+        out["choices"][0]["message"]["tool_calls"][0]["id"],
+        "call_gemini1700000000_0"
+    );
 
     let out = down(Direction::MESSAGES_TO_GEMINI, &gemini_answer("STOP"));
     assert_eq!(out["content"][0]["type"], "thinking");

@@ -10,15 +10,17 @@ pub fn history_call(turn: usize, index: usize) -> String {
     format!("call_gemini_{turn}_{index}")
 }
 
-/// The id of the `index`-th call of the Gemini answer `response_id`.
-pub fn answer_call(response_id: &str, index: usize) -> String {
+/// The id of the `index`-th call of the Gemini answer `response_id`; an answer without one
+/// (Google always gives one; a proxy in between may not) is told apart by `created`, the Unix
+/// time the client's answer says.
+pub fn answer_call(response_id: &str, created: u64, index: usize) -> String {
     let safe: String = response_id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
         .take(64)
         .collect();
     if safe.is_empty() {
-        format!("call_gemini_{index}")
+        format!("call_gemini{created}_{index}")
     } else {
         format!("call_{safe}_{index}")
     }
@@ -74,7 +76,7 @@ mod tests {
     fn ids_are_stable_and_safe_for_every_api() {
         assert_eq!(history_call(3, 1), history_call(3, 1));
         assert_ne!(history_call(3, 1), history_call(1, 3));
-        assert_eq!(answer_call("lQk5aL6W/x.y", 0), "call_lQk5aL6Wxy_0");
-        assert_eq!(answer_call("", 2), "call_gemini_2");
+        assert_eq!(answer_call("lQk5aL6W/x.y", 7, 0), "call_lQk5aL6Wxy_0");
+        assert_eq!(answer_call("", 1_700_000_000, 2), "call_gemini1700000000_2");
     }
 }

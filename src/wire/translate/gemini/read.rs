@@ -439,8 +439,9 @@ pub fn prompt_blocked(response: &Value) -> bool {
 
 /// A whole answer: total — one without candidates is an empty answer. `signatures`: the
 /// client carries thought signatures sealed, each as a thinking part (empty when the signed
-/// part was not a thought) just before the part it signed.
-pub fn answer(response: &Value, signatures: bool) -> Answer {
+/// part was not a thought) just before the part it signed. `created` tells calls apart when
+/// the answer has no `responseId`.
+pub fn answer(response: &Value, signatures: bool, created: u64) -> Answer {
     let response_id = str_of(response, "responseId");
     let candidate = array_of(response, "candidates")
         .first()
@@ -470,7 +471,7 @@ pub fn answer(response: &Value, signatures: bool) -> Answer {
         }
         if let Some(call) = at(part, "functionCall") {
             let id = match str_of(call, "id") {
-                "" => call_ids::answer_call(response_id, calls),
+                "" => call_ids::answer_call(response_id, created, calls),
                 given => given.to_string(),
             };
             calls += 1;

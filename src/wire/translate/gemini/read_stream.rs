@@ -23,6 +23,8 @@ enum Open {
 pub struct GeminiReader {
     /// The client carries thought signatures sealed (a Responses client).
     signatures: bool,
+    /// The Unix time the client's answer says (tells calls apart without a `responseId`).
+    created: u64,
     started: bool,
     response_id: String,
     open: Option<Open>,
@@ -33,9 +35,10 @@ pub struct GeminiReader {
 }
 
 impl GeminiReader {
-    pub fn new(signatures: bool) -> Self {
+    pub fn new(signatures: bool, created: u64) -> Self {
         GeminiReader {
             signatures,
+            created,
             ..GeminiReader::default()
         }
     }
@@ -139,7 +142,7 @@ impl GeminiReader {
         if let Some(call) = at(part, "functionCall") {
             self.close(events);
             let id = match str_of(call, "id") {
-                "" => call_ids::answer_call(&self.response_id, self.calls),
+                "" => call_ids::answer_call(&self.response_id, self.created, self.calls),
                 given => given.to_string(),
             };
             self.calls += 1;
