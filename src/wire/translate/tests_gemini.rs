@@ -286,7 +286,11 @@ fn messages_requests_become_gemini_requests_without_foreign_signatures() {
             {"role": "assistant", "content": [
                 {"type": "thinking", "thinking": "hm", "signature": "ANTHROPIC-SIG"},
                 {"type": "tool_use", "id": "toolu_1", "name": "look", "input": {"at": 1}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok", "is_error": true}]}
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok", "is_error": true}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_2", "name": "look", "input": {"at": 2}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": [
+                {"type": "text", "text": "a cat"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "Q0FU"}}]}]}
         ]
     });
     let (out, _) = up(Direction::MESSAGES_TO_GEMINI, request);
@@ -302,6 +306,12 @@ fn messages_requests_become_gemini_requests_without_foreign_signatures() {
     assert_eq!(
         out["contents"][2]["parts"],
         json!([{"functionResponse": {"name": "look", "response": {"error": "ok"}}}])
+    );
+    // A result with an image: its text in the response, the image after it.
+    assert_eq!(
+        out["contents"][4]["parts"],
+        json!([{"functionResponse": {"name": "look", "response": {"output": "a cat"}}},
+               {"inlineData": {"mimeType": "image/png", "data": "Q0FU"}}])
     );
     assert_eq!(
         out["toolConfig"],

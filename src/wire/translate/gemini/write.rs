@@ -97,6 +97,8 @@ fn parts(
 ) -> Result<Vec<Value>, TranslateError> {
     let places = signature_places(parts, signed);
     let mut out: Vec<Value> = Vec::with_capacity(parts.len());
+    // Images a tool answered with: after the turn's results (a `functionResponse` holds JSON).
+    let mut result_images = Vec::new();
     for (at, part) in parts.iter().enumerate() {
         let mut written = match part {
             Part::Text(text) if text.is_empty() => continue,
@@ -114,7 +116,13 @@ fn parts(
                 let name = names.get(call_id.as_str()).copied().unwrap_or(call_id);
                 let text = match content {
                     ToolOutput::Text(text) => text.clone(),
-                    parts @ ToolOutput::Parts(_) => parts.text("\n"),
+                    ToolOutput::Parts(inner) => {
+                        result_images.extend(inner.iter().filter_map(|p| match p {
+                            Part::Image(image) => Some(image_part(image)),
+                            _ => None,
+                        }));
+                        content.text("\n")
+                    }
                 };
                 let key = if *is_error { "error" } else { "output" };
                 json!({"functionResponse": {"name": name, "response": {key: text}}})
@@ -126,6 +134,7 @@ fn parts(
         }
         out.push(written);
     }
+    out.extend(result_images);
     Ok(out)
 }
 
