@@ -179,6 +179,10 @@ fn what_gemini_cannot_carry_is_refused_by_name() {
             "cachedContent",
         ),
         (
+            json!({"generationConfig": {"responseMimeType": "text/x.enum"}}),
+            "responseMimeType",
+        ),
+        (
             json!({"contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": "audio/wav", "data": "AA"}}]}]}),
             "inlineData",
         ),

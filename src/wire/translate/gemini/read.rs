@@ -339,7 +339,7 @@ fn generation_config(
     form.stop = array_of(config, "stopSequences").to_vec();
     form.temperature = at(config, "temperature").filter(|t| t.is_number()).cloned();
     form.top_p = at(config, "topP").filter(|p| p.is_number()).cloned();
-    form.format = output_format(config);
+    form.format = output_format(config)?;
     if let Some(thinking) = at(config, "thinkingConfig") {
         form.effort = effort(thinking);
     }
@@ -359,10 +359,18 @@ fn generation_config(
     Ok(())
 }
 
-/// `responseMimeType` (+ `responseSchema`) as a structured output format.
-fn output_format(config: &Value) -> Option<OutputFormat> {
-    if str_of(config, "responseMimeType") != "application/json" {
-        return None;
+/// `responseMimeType` (+ `responseSchema`) as a structured output format; another type than
+/// text or JSON (`text/x.enum`) cannot be carried.
+fn output_format(config: &Value) -> Result<Option<OutputFormat>, TranslateError> {
+    match str_of(config, "responseMimeType") {
+        "application/json" => {}
+        "" | "text/plain" => return Ok(None),
+        other => {
+            return Err(TranslateError::unsupported(
+                "responseMimeType",
+                format!("`{other}` answers are not carried to the target's API"),
+            ))
+        }
     }
     let schema = match (
         at(config, "responseSchema").filter(|s| s.is_object()),
@@ -379,10 +387,10 @@ fn output_format(config: &Value) -> Option<OutputFormat> {
         },
         None => FormatKind::JsonObject,
     };
-    Some(OutputFormat {
+    Ok(Some(OutputFormat {
         kind,
         parameter: "responseSchema",
-    })
+    }))
 }
 
 /// `thinkingConfig`: a budget (0: none, -1: the model decides) or a level as an effort.
