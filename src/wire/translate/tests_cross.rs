@@ -259,7 +259,7 @@ fn chat_answers_become_responses_answers() {
 }
 
 /// A Responses stream: reasoning, text, a call whose arguments come in pieces, usage.
-fn responses_stream() -> String {
+pub(super) fn responses_stream() -> String {
     let events = [
         json!({"type": "response.created", "sequence_number": 0, "response": {"id": "resp_s", "object": "response", "status": "in_progress", "model": "gpt-x", "output": []}}),
         json!({"type": "response.in_progress", "sequence_number": 1, "response": {"id": "resp_s", "status": "in_progress", "model": "gpt-x", "output": []}}),
