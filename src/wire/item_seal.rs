@@ -621,4 +621,30 @@ mod tests {
             .unwrap();
         assert_eq!(opened.original, "gAAAAAbc");
     }
+
+    /// Seals made by a released build still read, byte for byte: the seal of a fixed secret,
+    /// client, connection and content is this exact string, and a carried block encrypted by
+    /// that build opens.
+    #[test]
+    fn s10_golden_seals_stay_byte_identical() {
+        let sealed = key().seal(C, "oa-2", "gAAAAAbc==");
+        assert_eq!(sealed, "qrs1.b2EtMg.opfOjvTaiYE8P8vGbyNLMQ.gAAAAAbc==");
+        let carried = "qrt1.YW4tMQ.Z0IwMwnNM22KGmgjKzwlsYE-0UsTUZBB.Dwx7KAB_jurWojQZnqT_VVVJ304pVVIeUcoXpT-xl6GugRY";
+        let opened = key().open_carried(C, carried).unwrap();
+        assert_eq!(opened.connection, "an-1");
+        assert_eq!(opened.plaintext, b"{\"type\":\"thinking\"}".to_vec());
+    }
+
+    /// A seal whose MAC was cut short does not verify, however few bytes are left.
+    #[test]
+    fn s10_a_truncated_seal_mac_names_no_maker() {
+        let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let sealed = key().seal(C, "oa-2", "gAAAAAbc");
+        let mac = sealed.split('.').nth(2).unwrap();
+        let full = engine.decode(mac).unwrap();
+        for keep in 0..full.len() {
+            let short = sealed.replacen(mac, &engine.encode(&full[..keep]), 1);
+            assert_eq!(key().open(C, &short).unwrap().maker, None, "{keep} bytes kept");
+        }
+    }
 }
