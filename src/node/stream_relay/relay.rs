@@ -2,7 +2,6 @@
 //! upstream's events, counts their usage, seals and translates them, masks the try's keys, and
 //! ends with one error event on a break or a spent budget. Charging and reporting are `report`.
 
-
 use bytes::{Bytes, BytesMut};
 use quotaroute_actors::policy::classify::{
     failure_class, AttemptFailure, BodyFailure, TransportFailure,
@@ -18,8 +17,8 @@ use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
 use crate::wire::usage::TokenCounts;
 
+use super::charge::{so_far, StreamCharge};
 use super::open::CommittedStream;
-use super::report::{so_far, StreamCharge};
 use super::schedule::{ready_data, COALESCE_BYTES};
 
 /// A committed stream being relayed: polled by the client's response body itself (no task, no

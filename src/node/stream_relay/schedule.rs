@@ -15,13 +15,14 @@ pub(super) const COALESCE_BYTES: usize = 64 * 1024;
 /// read (see `ready_data`).
 const READY_FRAME_YIELDS: usize = 2;
 
-
 /// The upstream's next bytes if they are already there, or arrive once the tasks that are
 /// ready have run; `None` otherwise. hyper's client hands a body over one frame at a time from
 /// its connection task, so a frame already read from the socket is a few task switches away
 /// (measured: two yields). Waiting that long lets a burst of events leave in one client write
 /// instead of one write per event; it costs two task polls when nothing more has arrived.
-pub(super) async fn ready_data(body: &mut UpstreamBody) -> Option<Option<Result<Bytes, BodyError>>> {
+pub(super) async fn ready_data(
+    body: &mut UpstreamBody,
+) -> Option<Option<Result<Bytes, BodyError>>> {
     for _ in 0..READY_FRAME_YIELDS {
         if let Some(next) = body.ready_data() {
             return Some(next);

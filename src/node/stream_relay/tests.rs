@@ -34,8 +34,7 @@ async fn relayed(chunks: Vec<Bytes>, format: StreamFormat) -> String {
         idle: Duration::from_secs(60),
         deadline: far,
     };
-    let StreamStart::Committed(stream) =
-        open(body, format, false, timing, echoes(), None).await
+    let StreamStart::Committed(stream) = open(body, format, false, timing, echoes(), None).await
     else {
         panic!("the stream did not commit");
     };
