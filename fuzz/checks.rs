@@ -3,7 +3,11 @@
 //! `#[path]`. Each function takes arbitrary bytes and panics only when an invariant breaks.
 //! Owns no parser: it only drives the crate's own.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test support: not every test calls every helper, and a failed step fails loudly"
+)]
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use quotaroute::wire::body_rewrite::{parse_request, rewrite};

@@ -4,7 +4,10 @@
 //! egress CONNECT proxy that sees the tunnel (and one that refuses it), `NO_PROXY` from the
 //! environment as the real binary reads it, and the node itself serving HTTPS.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use crate::support;
 

@@ -6,7 +6,11 @@
 //! read to its end hands its connection back at once (the body drives it, `driven`), and one
 //! left half-read closes it.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};

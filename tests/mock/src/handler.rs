@@ -59,6 +59,10 @@ pub(crate) async fn upstream(
     delivery::deliver(response, mode, accept_encoding).await
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the mock's request, checked in the order the providers check it"
+)]
 async fn answer(
     mock: &MockUpstream,
     method: &Method,
