@@ -216,7 +216,7 @@ pub fn sse_mask(data: &[u8]) {
 /// come from the input is read whole, or refused as too large (413) once it passes the limit,
 /// or as stalled (408) when a silence outlasts `body_timeout_ms` first — never a hang.
 pub fn body_reader(data: &[u8]) {
-    use quotaroute::api_error::ApiErrorKind;
+    use quotaroute::internals::ApiErrorKind;
     use std::time::Duration;
     let Some((&limit, ops)) = data.split_first() else {
         return;

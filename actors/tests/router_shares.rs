@@ -7,7 +7,10 @@
     reason = "test code: a failed step fails the test loudly"
 )]
 
-#[expect(dead_code, reason = "the shared support: this file calls only part of it")]
+#[expect(
+    dead_code,
+    reason = "the shared support: this file calls only part of it"
+)]
 mod support;
 
 use std::sync::Arc;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use quotaroute::upstream::client::UpstreamClient;
+use quotaroute::internals::UpstreamClient;
 use quotaroute_mock::{self as mock_upstream, MockUpstream};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
@@ -73,7 +73,7 @@ impl Pki {
 /// connection's ALPN protocol.
 async fn start_tls_mock(pki: &Pki) -> (String, MockUpstream, Arc<Mutex<Vec<String>>>) {
     let config =
-        quotaroute::tls_files::server_tls(&pki.path("server.pem"), &pki.path("server.key"))
+        quotaroute::internals::server_tls(&pki.path("server.pem"), &pki.path("server.key"))
             .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

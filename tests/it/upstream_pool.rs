@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use quotaroute::upstream::client::UpstreamClient;
+use quotaroute::internals::UpstreamClient;
 use quotaroute_actors::policy::classify::TransportFailure;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
