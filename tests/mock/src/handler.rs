@@ -142,31 +142,16 @@ async fn answer(
     };
     let admission = mock.admit(&key, &turn.model, turn.streaming, tokens);
     turn.sequence = admission.sequence;
-    turn.encrypted_content = match endpoint {
-        Endpoint::Responses if turn.compaction_trigger => {
-            Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence)))
-        }
-        Endpoint::Responses if encrypted::asks_for_encrypted_reasoning(&parsed) => {
-            Some(encrypted::seal(&key, &openai::reasoning_id(turn.sequence)))
-        }
-        Endpoint::Compact => Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence))),
-        _ => None,
-    };
-    turn.thinking_signature = (endpoint == Endpoint::Messages && thinking::enabled(&parsed))
-        .then(|| thinking::signature(&key, thinking::THINKING_TEXT));
-    if key.is_empty() {
-        budget_headers(&mut headers, dialect, &admission.rate, true);
-        return error_response(
-            error_bodies::for_status(dialect, 401, "", &turn.model),
-            headers,
-        );
-    }
-    if !mock.key_admitted(&key) {
-        budget_headers(&mut headers, dialect, &admission.rate, true);
-        return error_response(
-            error_bodies::for_status(dialect, 401, &key, &turn.model),
-            headers,
-        );
+    seal_items(endpoint, &parsed, &key, &mut turn);
+    if let Some(refused) = refused_key(
+        mock,
+        &key,
+        dialect,
+        &turn.model,
+        &admission.rate,
+        &mut headers,
+    ) {
+        return refused;
     }
     let plan_spent = admission
         .rate
@@ -210,31 +195,7 @@ async fn answer(
             }
         }
     };
-    if endpoint == Endpoint::Responses
-        && turn.store
-        && shape.ending == StreamEnding::Complete
-        && !shape.abort
-    {
-        mock.store_response(
-            openai::response_id(&turn),
-            StoredResponse {
-                key: key.clone(),
-                model: turn.model.clone(),
-                response: openai::response_object(&turn, "completed", true),
-                input_items: stored::input_items(&parsed, turn.sequence),
-            },
-        );
-    }
-    if matches!(
-        endpoint,
-        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses
-    ) {
-        let cache = mock.prompt_cache(&key, &parsed);
-        turn.cached_tokens = cache.read.min(turn.prompt_tokens);
-        turn.cache_write_tokens = cache
-            .written
-            .min(turn.prompt_tokens.saturating_sub(turn.cached_tokens));
-    }
+    remember(mock, endpoint, &key, &parsed, &mut turn, &shape);
     turn.usage_override = shape.usage.clone();
     success(
         &turn,
@@ -243,6 +204,82 @@ async fn answer(
         shape,
         mock.events_sent_counter(),
     )
+}
+
+/// The encrypted items and thinking signature the answer hands out, made with `key` (as the
+/// provider would: an item or signature only this key reads back).
+fn seal_items(endpoint: Endpoint, parsed: &Value, key: &str, turn: &mut Turn) {
+    turn.encrypted_content = match endpoint {
+        Endpoint::Responses if turn.compaction_trigger => {
+            Some(encrypted::seal(key, &openai::compaction_id(turn.sequence)))
+        }
+        Endpoint::Responses if encrypted::asks_for_encrypted_reasoning(parsed) => {
+            Some(encrypted::seal(key, &openai::reasoning_id(turn.sequence)))
+        }
+        Endpoint::Compact => Some(encrypted::seal(key, &openai::compaction_id(turn.sequence))),
+        _ => None,
+    };
+    turn.thinking_signature = (endpoint == Endpoint::Messages && thinking::enabled(parsed))
+        .then(|| thinking::signature(key, thinking::THINKING_TEXT));
+}
+
+/// The 401 for a request without a key, or with one the mock does not admit.
+fn refused_key(
+    mock: &MockUpstream,
+    key: &str,
+    dialect: Dialect,
+    model: &str,
+    rate: &RateSnapshot,
+    headers: &mut HeaderMap,
+) -> Option<Response> {
+    if key.is_empty() {
+        budget_headers(headers, dialect, rate, true);
+        let reply = error_bodies::for_status(dialect, 401, "", model);
+        return Some(error_response(reply, std::mem::take(headers)));
+    }
+    if !mock.key_admitted(key) {
+        budget_headers(headers, dialect, rate, true);
+        let reply = error_bodies::for_status(dialect, 401, key, model);
+        return Some(error_response(reply, std::mem::take(headers)));
+    }
+    None
+}
+
+/// What the answer leaves behind: a stored Responses answer, and the key's prompt cache (the
+/// turn's cached and written tokens).
+fn remember(
+    mock: &MockUpstream,
+    endpoint: Endpoint,
+    key: &str,
+    parsed: &Value,
+    turn: &mut Turn,
+    shape: &SuccessShape,
+) {
+    if endpoint == Endpoint::Responses
+        && turn.store
+        && shape.ending == StreamEnding::Complete
+        && !shape.abort
+    {
+        mock.store_response(
+            openai::response_id(turn),
+            StoredResponse {
+                key: key.to_string(),
+                model: turn.model.clone(),
+                response: openai::response_object(turn, "completed", true),
+                input_items: stored::input_items(parsed, turn.sequence),
+            },
+        );
+    }
+    if matches!(
+        endpoint,
+        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses
+    ) {
+        let cache = mock.prompt_cache(key, parsed);
+        turn.cached_tokens = cache.read.min(turn.prompt_tokens);
+        turn.cache_write_tokens = cache
+            .written
+            .min(turn.prompt_tokens.saturating_sub(turn.cached_tokens));
+    }
 }
 
 /// A 200: JSON, or SSE shaped as `shape` says.
