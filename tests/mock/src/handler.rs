@@ -59,10 +59,6 @@ pub(crate) async fn upstream(
     delivery::deliver(response, mode, accept_encoding).await
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "the mock's request, checked in the order the providers check it"
-)]
 async fn answer(
     mock: &MockUpstream,
     method: &Method,
@@ -81,12 +77,7 @@ async fn answer(
     let _in_progress = mock.enter(&key);
     mock.record_head(method, uri, request_headers);
     mock.record_body(uri.path(), body);
-    if let Ok(value) = HeaderValue::from_str(&key) {
-        headers.insert("x-mock-key", value);
-    }
-    for (name, value) in mock.response_headers(&key) {
-        insert(&mut headers, &name, &value);
-    }
+    key_headers(mock, &key, &mut headers);
     if let Some(route) = StoredRoute::from_path(uri.path()) {
         return stored_api::answer(mock, method, route, uri.query(), &key, headers).await;
     }
@@ -94,13 +85,7 @@ async fn answer(
         let reply = error_bodies::for_status(Dialect::OpenAi, 404, "", "unknown");
         return error_response(reply, headers);
     };
-    let api = match endpoint {
-        Endpoint::ChatCompletions => Some("chat"),
-        Endpoint::Responses | Endpoint::Compact => Some("responses"),
-        Endpoint::Messages | Endpoint::CountTokens => Some("messages"),
-        Endpoint::Completions | Endpoint::Embeddings => None,
-    };
-    if api.is_some_and(|api| !mock.serves_api(&key, api)) {
+    if !serves(mock, &key, endpoint) {
         let reply = error_bodies::unknown_route(method.as_str(), uri.path());
         return error_response(reply, headers);
     }
@@ -118,18 +103,11 @@ async fn answer(
         return error_response(reply, headers);
     };
     turn.tool_call = tool_calls::requested(endpoint, &parsed);
-    let missing_previous = turn
-        .previous_response_id
-        .clone()
-        .filter(|id| mock.stored_response(&key, id).is_none());
-    // An encrypted item this key did not make is refused (behaviour §10 "Encrypted items").
-    let unreadable = matches!(endpoint, Endpoint::Responses | Endpoint::Compact)
-        .then(|| encrypted::unreadable_item(&parsed, &key))
-        .flatten();
-    // A thinking block another account signed is refused, as Anthropic refuses it.
-    let refused_signature = (endpoint == Endpoint::Messages)
-        .then(|| thinking::refused_signature(&parsed, &key))
-        .flatten();
+    let Refusals {
+        missing_previous,
+        unreadable,
+        refused_signature,
+    } = refusals(mock, endpoint, &parsed, &key, &turn);
     // count_tokens and refused requests use no tokens.
     let tokens = if endpoint == Endpoint::CountTokens
         || missing_previous.is_some()
@@ -204,6 +182,59 @@ async fn answer(
         shape,
         mock.events_sent_counter(),
     )
+}
+
+/// The headers every answer to `key` carries: the key it was sent with and the ones a test
+/// set for it.
+fn key_headers(mock: &MockUpstream, key: &str, headers: &mut HeaderMap) {
+    if let Ok(value) = HeaderValue::from_str(key) {
+        headers.insert("x-mock-key", value);
+    }
+    for (name, value) in mock.response_headers(key) {
+        insert(headers, &name, &value);
+    }
+}
+
+/// Whether `key` is served `endpoint`'s API (a test may limit a key to some APIs).
+fn serves(mock: &MockUpstream, key: &str, endpoint: Endpoint) -> bool {
+    let api = match endpoint {
+        Endpoint::ChatCompletions => Some("chat"),
+        Endpoint::Responses | Endpoint::Compact => Some("responses"),
+        Endpoint::Messages | Endpoint::CountTokens => Some("messages"),
+        Endpoint::Completions | Endpoint::Embeddings => None,
+    };
+    api.is_none_or(|api| mock.serves_api(key, api))
+}
+
+/// What the provider would refuse in a request before serving it.
+struct Refusals {
+    /// A `previous_response_id` this key has no stored response for.
+    missing_previous: Option<String>,
+    /// An encrypted item this key did not make (behaviour §10 "Encrypted items").
+    unreadable: Option<String>,
+    /// A thinking block another account signed, as Anthropic refuses it.
+    refused_signature: Option<String>,
+}
+
+fn refusals(
+    mock: &MockUpstream,
+    endpoint: Endpoint,
+    parsed: &Value,
+    key: &str,
+    turn: &Turn,
+) -> Refusals {
+    Refusals {
+        missing_previous: turn
+            .previous_response_id
+            .clone()
+            .filter(|id| mock.stored_response(key, id).is_none()),
+        unreadable: matches!(endpoint, Endpoint::Responses | Endpoint::Compact)
+            .then(|| encrypted::unreadable_item(parsed, key))
+            .flatten(),
+        refused_signature: (endpoint == Endpoint::Messages)
+            .then(|| thinking::refused_signature(parsed, key))
+            .flatten(),
+    }
 }
 
 /// The encrypted items and thinking signature the answer hands out, made with `key` (as the
