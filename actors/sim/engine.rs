@@ -31,8 +31,6 @@
 //! - **m**, **n** (pacing, behaviour §13) are the subscription week's, in `week.rs`: no request
 //!   to a spent or reserved window; with readings stable, shares follow the paces.
 
-#![allow(dead_code)]
-
 #[path = "invariants.rs"]
 mod invariants;
 

@@ -19,8 +19,6 @@
 //! Self-contained beside `engine.rs` (which it uses only for `Rng`): included by
 //! `tests/simulate.rs` and `examples/simulate.rs` through `#[path]`.
 
-#![allow(dead_code)]
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

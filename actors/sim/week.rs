@@ -21,7 +21,13 @@
 //!   what conversation affinity may hold: `max_lead` twice) of its paced share
 //!   `w·pace / Σ w·pace`, taken decision by decision from the paces `route_decided` journals.
 
-#![allow(dead_code)]
+#![cfg_attr(
+    test,
+    expect(
+        dead_code,
+        reason = "the tests use only part of the week; the example all of it"
+    )
+)]
 
 use std::sync::Arc;
 

@@ -9,7 +9,10 @@
 //! load) is `long_run_token_expiring_every_minute`, ignored here: run it by hand with
 //! `cargo test --test it node_credentials::long_run -- --ignored --nocapture`.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use crate::support;
 

@@ -39,7 +39,10 @@ pub(super) struct Outgoing<'a> {
 /// The request of one try to `target` with `credential`, or the try's end when nothing can
 /// be sent: the target left the config, a refused translation.
 // The `Err` is the try's end, returned at most once: boxing it would allocate per try.
-#[allow(clippy::result_large_err)]
+#[expect(
+    clippy::result_large_err,
+    reason = "the `Err` is the try's end, returned at most once: boxing it would allocate per try"
+)]
 pub(super) fn prepare<'a>(
     ctx: &TryContext<'a>,
     target: &RoutedTarget,

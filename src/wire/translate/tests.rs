@@ -1,8 +1,6 @@
 //! Table-driven tests of each direction (requests, answers, streams) and a proptest that any
 //! chunking of an upstream stream translates to the same client stream.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use bytes::BytesMut;
 use proptest::prelude::*;
 use serde_json::{json, Value};

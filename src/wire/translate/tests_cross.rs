@@ -2,8 +2,6 @@
 //! Chat Completions on a responses-only host): requests, answers, streams and errors, and the
 //! pieces every pair shares (images, tool choices, merged turns).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
