@@ -2,7 +2,6 @@
 //! `GenerateContentResponse`) to every other client, every other upstream's events to a Gemini
 //! client in both framings (SSE, one JSON array), errors, and any chunking of the bytes.
 
-
 use bytes::BytesMut;
 use proptest::prelude::*;
 use serde_json::{json, Value};
