@@ -272,6 +272,9 @@ pub enum BlockReason {
     QuotaExhausted,
     /// A window within the owner's reserve (behaviour §13); schema 4.
     Reserved,
+    /// The target's API cannot carry what the request uses (behaviour §14); appended last so
+    /// the variants before it keep their bincode indexes.
+    CannotCarry,
 }
 
 impl BlockReason {
@@ -286,6 +289,7 @@ impl BlockReason {
             BlockReason::NotFound => "not_found",
             BlockReason::QuotaExhausted => "quota_exhausted",
             BlockReason::Reserved => "reserved",
+            BlockReason::CannotCarry => "cannot_carry",
         }
     }
 }
