@@ -24,6 +24,7 @@ use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 use crate::node::retry_advice;
 use crate::telemetry::RequestSpan;
+use crate::wire::translate::search_left_out;
 
 use super::delivery::overhead_us;
 use super::error_answers::route_error;
@@ -96,7 +97,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         (&client_body, &info, &parts.headers),
         &ticket,
     );
-    let (route_request, encrypted, refusal) = match asked {
+    let (route_request, mut encrypted, mut refusal) = match asked {
         Ok(asked) => asked,
         Err(NotAsked::Error(error)) => return fail(error, &route),
         Err(NotAsked::NotFound(body)) => {
@@ -105,7 +106,29 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         }
     };
     let client_id = route_request.client.id.clone();
-    let decision = match router.route(route_request).await {
+    let mut client_body = client_body;
+    let mut routed = router.route(route_request).await;
+    // Behaviour §14, a second pass: no target of the combo runs web search (Codex sends its
+    // tool with every turn), so it is left out and named rather than every turn refused.
+    if matches!(routed, Err(RouteError::WrongFormat(_))) && endpoint.is_responses() {
+        if let Some((body, left_out)) = search_left_out::without_web_search(&client_body) {
+            let asked = route_request::ask(
+                &live,
+                &router,
+                endpoint,
+                &request_id,
+                (&body, &info, &parts.headers),
+                &ticket,
+            );
+            if let Ok((route_request, again_encrypted, again_refusal)) = asked {
+                (encrypted, refusal) = (again_encrypted, again_refusal);
+                client_body = body;
+                route.left_out = left_out;
+                routed = router.route(route_request).await;
+            }
+        }
+    }
+    let decision = match routed {
         Ok(decision) => {
             metrics::queue_wait(decision.queue_wait_ms(), false);
             trace.routed(&client_id, decision.affinity()); // telemetry

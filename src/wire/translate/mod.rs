@@ -15,6 +15,8 @@
 //! - `direction` — the APIs and which pair a request crosses (`chat>messages`).
 //! - `openai_common` — what the two OpenAI APIs share on the way in (parts, tools, limits).
 //! - `params` — what cannot be carried (refused or dropped), effort ↔ budget.
+//! - `search_left_out` — a Responses request without its web search tool, for a combo none
+//!   of whose targets runs one.
 //! - `errors` — upstream error bodies in the client's error shape.
 //! - `count_tokens` — Messages `count_tokens` for a target that is not Anthropic's, counted
 //!   locally.
@@ -33,6 +35,7 @@ mod openai_common;
 mod openai_user;
 pub mod params;
 mod responses;
+pub mod search_left_out;
 mod sse_write;
 mod stream;
 mod thinking_carry;
