@@ -13,9 +13,9 @@ use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
 use crate::node::attempt::{charge, Attempted, LastFailure, Payload, TryContext};
-use crate::node::encrypted_retry;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
+use crate::node::route_retry;
 
 use super::delivery::{deliver, overhead_us, stream_response};
 use super::error_answers::{final_failure, PoolNow};
@@ -44,7 +44,7 @@ pub(crate) async fn serve_tries(
             translation,
             bills_client,
             sent,
-        } = encrypted_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        } = route_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
         if !sent {
             unsent += 1;
             route.attempts = route.attempts.saturating_sub(1);

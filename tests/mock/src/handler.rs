@@ -96,8 +96,8 @@ async fn answer(
         Endpoint::Messages | Endpoint::CountTokens => Some("messages"),
         Endpoint::Completions | Endpoint::Embeddings => None,
     };
-    if api.is_some_and(|api| !mock.serves_api(&key, api)) {
-        let reply = error_bodies::unknown_route(method.as_str(), uri.path());
+    if api.is_some_and(|api| !mock.serves_api(&key, api)) || mock.lacks_route(&key, uri.path()) {
+        let reply = mock.missing_route_reply(&key, method.as_str(), uri.path());
         return error_response(reply, headers);
     }
     let dialect = endpoint.dialect();
