@@ -14,6 +14,7 @@
 //!   form's events in the client's protocol, with bounded state).
 //! - `direction` — the APIs and which pair a request crosses (`chat>messages`).
 //! - `openai_common` — what the two OpenAI APIs share on the way in (parts, tools, limits).
+//! - `citations` — web search results and citations in each API's shape.
 //! - `params` — what cannot be carried (refused or dropped), effort ↔ budget.
 //! - `search_left_out` — a Responses request without its web search tool, for a combo none
 //!   of whose targets runs one.
@@ -26,6 +27,7 @@
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
 
 mod chat;
+mod citations;
 mod count_tokens;
 mod direction;
 mod errors;
@@ -192,6 +194,9 @@ pub fn translate_answer(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_citations;
 
 #[cfg(test)]
 mod tests_cross;
