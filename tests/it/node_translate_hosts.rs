@@ -212,6 +212,47 @@ async fn codex_web_search_is_left_out_only_when_no_target_can_run_it() {
 }
 
 #[tokio::test]
+async fn codex_web_search_on_a_claude_account_shows_the_search_and_its_citation() {
+    let harness = Harness::start().await;
+    let mut turn = codex_turn_with_search("claude", "what does the mock say?");
+    turn["tools"] = json!([{"type": "web_search"}]);
+    let response = harness.post_json("/v1/responses", turn).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "x-quotaroute-translated"),
+        "responses>messages"
+    );
+    let value: Value = response.json().await.unwrap();
+    let output = value["output"].as_array().unwrap();
+    let search = output
+        .iter()
+        .find(|item| item["type"] == "web_search_call")
+        .unwrap_or_else(|| panic!("no search: {value}"));
+    assert_eq!(search["status"], "completed");
+    assert_eq!(search["action"]["query"], "quotaroute mock");
+    let message = output
+        .iter()
+        .find(|item| item["type"] == "message")
+        .unwrap();
+    let text = &message["content"][0];
+    let annotation = &text["annotations"][0];
+    assert_eq!(annotation["type"], "url_citation", "{value}");
+    assert_eq!(annotation["url"], "https://example.org/quotaroute-mock");
+    let (start, end) = (
+        annotation["start_index"].as_u64().unwrap() as usize,
+        annotation["end_index"].as_u64().unwrap() as usize,
+    );
+    let cited: String = text["text"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .skip(start)
+        .take(end - start)
+        .collect();
+    assert_eq!(cited, " The mock cites one source.");
+}
+
+#[tokio::test]
 async fn codex_responses_are_served_by_a_chat_only_host() {
     let harness = openai_hosts_serving(&["chat"]).await;
     // The host itself refuses the Responses API, as vLLM does.
