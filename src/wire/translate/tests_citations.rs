@@ -162,3 +162,83 @@ fn an_answer_without_search_says_nothing_of_it() {
     let chat = answer(Api::Chat, Api::Messages, &plain);
     assert!(chat["choices"][0]["message"].get("annotations").is_none());
 }
+
+/// Claude's stream for the same answer: the search's query in pieces, its result whole, and
+/// the cited block's citation before its text.
+fn anthropic_stream() -> String {
+    let events = [
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+               "model": "claude-sonnet-4-5", "content": [], "stop_reason": null,
+               "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use",
+               "id": "srvtoolu_01", "name": "web_search", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
+               "partial_json": "{\"query\": \"paris "}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
+               "partial_json": "population\"}"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "web_search_tool_result",
+               "tool_use_id": "srvtoolu_01", "content": [{"type": "web_search_result",
+               "url": "https://example.org/paris", "title": "Paris facts", "encrypted_content": "x"}]}}),
+        json!({"type": "content_block_stop", "index": 1}),
+        json!({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "Paris is in France."}}),
+        json!({"type": "content_block_stop", "index": 2}),
+        json!({"type": "content_block_start", "index": 3, "content_block": {"type": "text", "text": "", "citations": []}}),
+        json!({"type": "content_block_delta", "index": 3, "delta": {"type": "citations_delta", "citation": {
+               "type": "web_search_result_location", "url": "https://example.org/paris",
+               "title": "Paris facts", "cited_text": "Population: 2,102,650", "encrypted_index": "e"}}}),
+        json!({"type": "content_block_delta", "index": 3, "delta": {"type": "text_delta", "text": "About 2.1 million."}}),
+        json!({"type": "content_block_stop", "index": 3}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+               "usage": {"output_tokens": 20}}),
+        json!({"type": "message_stop"}),
+    ];
+    events
+        .iter()
+        .map(|event| {
+            format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_messages_stream_shows_a_responses_client_the_search_and_the_citation() {
+    let stream = anthropic_stream();
+    let events = super::tests::data_of(&super::tests::translate_stream(
+        Direction::RESPONSES_TO_MESSAGES,
+        &stream,
+        &[97, 400, 1_000],
+    ));
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or_else(|| panic!("{kinds:?}"))
+    };
+    assert!(at("response.web_search_call.completed") < at("response.output_text.annotation.added"));
+    let added = &events[at("response.output_item.added")];
+    assert_eq!(added["item"]["type"], "web_search_call");
+    let annotation = &events[at("response.output_text.annotation.added")]["annotation"];
+    assert_eq!(
+        *annotation,
+        json!({"type": "url_citation", "start_index": 0, "end_index": 18,
+               "url": "https://example.org/paris", "title": "Paris facts"})
+    );
+    let completed = &events[at("response.completed")]["response"];
+    let output = completed["output"].as_array().unwrap();
+    assert_eq!(output[0]["type"], "web_search_call");
+    assert_eq!(output[0]["action"]["query"], "paris population");
+    assert_eq!(
+        output[0]["action"]["sources"][0]["url"],
+        "https://example.org/paris"
+    );
+    assert_eq!(output[1]["content"][0]["annotations"], json!([]));
+    assert_eq!(output[2]["content"][0]["text"], "About 2.1 million.");
+    assert_eq!(output[2]["content"][0]["annotations"][0], *annotation);
+    assert_eq!(output.len(), 3);
+}

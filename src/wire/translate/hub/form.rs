@@ -282,6 +282,11 @@ pub enum Event {
     },
     /// The answer ended.
     Done,
+    /// A web search the host ran, whole, with its results (between blocks).
+    Search(SearchCall),
+    /// A source the open text block cites, the whole block (`part`, `start` and `end` are not
+    /// used: the writer knows the block).
+    Citation(Citation),
     /// The upstream's error in the stream.
     Error {
         message: String,
