@@ -193,7 +193,9 @@ fn input_items(role: Role, parts: &[Part], out: &mut Vec<Value>) {
 pub fn usage(usage: &Usage) -> Value {
     json!({
         "input_tokens": usage.input,
-        "input_tokens_details": {"cached_tokens": usage.cached},
+        // `cache_write_tokens`: required by the Responses schema as the openai SDK (3.63)
+        // validates it; Anthropic's cache writes, 0 from hosts that report none.
+        "input_tokens_details": {"cached_tokens": usage.cached, "cache_write_tokens": usage.cache_write},
         "output_tokens": usage.output,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning},
         "total_tokens": usage.input + usage.output,
