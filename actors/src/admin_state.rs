@@ -34,6 +34,9 @@ pub struct ProviderState {
     pub failures: u32,
     pub cycles: u32,
     pub retry_after_ms: Option<u64>,
+    /// The generation APIs its hosts were found not to serve (behaviour §14), left out of
+    /// its `apis` for now.
+    pub apis_unserved: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -165,6 +168,11 @@ fn provider_states(topology: &Topology, state: &RouterState, now_ms: u64) -> Vec
                     .open_until_ms()
                     .filter(|&until| until > now_ms)
                     .map(|until| until - now_ms),
+                apis_unserved: state
+                    .unserved_apis
+                    .unserved(&p.name, now_ms)
+                    .map(str::to_owned)
+                    .collect(),
             }
         })
         .collect()

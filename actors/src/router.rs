@@ -3,12 +3,12 @@
 //!
 //! Everything here is a thin `call`/`cast` onto the actors; no policy lives in this file.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use quotaroute_journal::{
-    recover_versioned, ActionBy, AdminAction, Damage, Event, Journal, JournalHandle, JournalStats,
-    NodeStarted, NodeStopped, PeerApplied, ResponseBound, Skipped, UsageObserved, UsageSource,
-    WriterConfig,
+    recover_versioned, ActionBy, AdminAction, ApiUnserved, Damage, Event, Journal, JournalHandle,
+    JournalStats, NodeStarted, NodeStopped, PeerApplied, ResponseBound, Skipped, UsageObserved,
+    UsageSource, WriterConfig,
 };
 use ractor::{Actor, ActorRef};
 
@@ -28,6 +28,7 @@ use crate::policy::request_events::RequestEvents;
 use crate::policy::router_state::RouterState;
 use crate::policy::stored_responses::{ResponseBinding, ResponseBindings};
 use crate::policy::topology::Topology;
+use crate::policy::unserved_apis::UnservedApis;
 use crate::recorder::{Recorder, RecorderArgs};
 use crate::registry::Registry;
 use crate::snapshot;
@@ -165,6 +166,9 @@ struct RouterInner {
     /// Stored-response placement as requests read it: written here before the response reaches its
     /// client (so a follow-up finds it at once), journaled through the recorder.
     responses: Mutex<ResponseBindings>,
+    /// The APIs providers' hosts were found not to serve (behaviour §14), as every try reads
+    /// them; journaled through the recorder.
+    unserved_apis: RwLock<UnservedApis>,
 }
 
 /// A running router. Cheap to clone.
@@ -213,6 +217,7 @@ impl Router {
         let mut responses = state.responses.clone();
         responses.set_clients(topology.clients);
         let responses = Mutex::new(responses);
+        let unserved_apis = RwLock::new(state.unserved_apis.clone());
         let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
         let clock = options.clock;
         let now_ms = clock.now_ms();
@@ -265,6 +270,7 @@ impl Router {
                 recovery,
                 request_events: options.request_events,
                 responses,
+                unserved_apis,
             }),
         })
     }
@@ -577,6 +583,33 @@ impl Router {
         self.inner
             .recorder
             .record_one(now_ms, Event::ResponseBound(bound));
+    }
+
+    /// Learns that `unserved.provider`'s hosts do not serve `unserved.api` (behaviour §14: a
+    /// 404 saying the route does not exist); journaled once, not again while it is known.
+    /// Returns whether it was news.
+    pub fn learn_api_unserved(&self, unserved: ApiUnserved) -> bool {
+        let now_ms = self.inner.clock.now_ms();
+        let Ok(mut learned) = self.inner.unserved_apis.write() else {
+            return false;
+        };
+        if learned.lacks(&unserved.provider, &unserved.api, now_ms) {
+            return false;
+        }
+        learned.apply(now_ms, &unserved);
+        drop(learned);
+        self.inner
+            .recorder
+            .record_one(now_ms, Event::ApiUnserved(unserved));
+        true
+    }
+
+    /// Whether `provider`'s hosts are known not to serve the generation API `api` now.
+    pub fn api_unserved(&self, provider: &str, api: &str) -> bool {
+        let Ok(learned) = self.inner.unserved_apis.read() else {
+            return false;
+        };
+        !learned.is_empty() && learned.lacks(provider, api, self.inner.clock.now_ms())
     }
 
     /// The config now names `clients` clients: the shared tables' per-client shares follow.

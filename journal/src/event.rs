@@ -63,6 +63,8 @@ pub enum Event {
     AffinityBound(AffinityBound),
     ClientUsage(ClientUsage),
     ClientLimited(ClientLimited),
+    /// Appended after schema 5; needs no schema bump (a new kind at the end).
+    ApiUnserved(ApiUnserved),
 }
 
 impl Event {
@@ -92,11 +94,12 @@ impl Event {
             Event::AffinityBound(_) => "affinity_bound",
             Event::ClientUsage(_) => "client_usage",
             Event::ClientLimited(_) => "client_limited",
+            Event::ApiUnserved(_) => "api_unserved",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 23] = [
+    pub const KINDS: [&'static str; 24] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -120,6 +123,7 @@ impl Event {
         "affinity_bound",
         "client_usage",
         "client_limited",
+        "api_unserved",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -162,6 +166,7 @@ impl Event {
             Event::ClientUsage(e) => Some(&e.provider),
             Event::CredentialRefreshed(e) => Some(&e.provider),
             Event::CredentialFailed(e) => Some(&e.provider),
+            Event::ApiUnserved(e) => Some(&e.provider),
             Event::PeerApplied(e) => e.event.provider(),
             _ => None,
         }
@@ -182,6 +187,7 @@ impl Event {
             Event::ResponseBound(e) => Some(&e.connection),
             Event::AffinityBound(e) => Some(&e.connection),
             Event::ClientUsage(e) => Some(&e.connection),
+            Event::ApiUnserved(e) => Some(&e.connection),
             Event::PeerApplied(e) => e.event.connection(),
             _ => None,
         }
@@ -272,6 +278,9 @@ pub enum BlockReason {
     QuotaExhausted,
     /// A window within the owner's reserve (behaviour §13); schema 4.
     Reserved,
+    /// The target's API cannot carry what the request uses (behaviour §14); appended last so
+    /// the variants before it keep their bincode indexes.
+    CannotCarry,
 }
 
 impl BlockReason {
@@ -286,6 +295,7 @@ impl BlockReason {
             BlockReason::NotFound => "not_found",
             BlockReason::QuotaExhausted => "quota_exhausted",
             BlockReason::Reserved => "reserved",
+            BlockReason::CannotCarry => "cannot_carry",
         }
     }
 }
@@ -887,4 +897,19 @@ pub struct ClientLimited {
     pub limit: String,
     /// Until the window frees (`None` for `models`, which never frees by itself).
     pub retry_after_ms: Option<u64>,
+}
+
+/// A provider's hosts answered a generation API's route with a 404 that says the route does
+/// not exist (behaviour §14): the router learned they do not serve `api` and narrows the
+/// provider's `apis` (until a config reload names them again). State: rebuilt by replay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiUnserved {
+    pub request_id: String,
+    pub provider: String,
+    /// The connection whose host answered.
+    pub connection: String,
+    /// `chat`, `responses` or `messages`.
+    pub api: String,
+    /// The upstream path that answered 404 (`/v1/responses`).
+    pub path: String,
 }

@@ -64,6 +64,7 @@ pub fn envelope_to_json(envelope: &Envelope) -> Result<String, NdjsonError> {
         Event::AffinityBound(e) => flat!(e),
         Event::ClientUsage(e) => flat!(e),
         Event::ClientLimited(e) => flat!(e),
+        Event::ApiUnserved(e) => flat!(e),
         Event::JournalRecovered(e) => flat!(e),
         Event::CredentialRefreshed(e) => flat!(e),
         Event::CredentialFailed(e) => flat!(e),
@@ -171,7 +172,7 @@ pub fn envelope_from_json(line: &str) -> Result<Envelope, NdjsonError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{sample_envelopes, KIND_COUNT};
+    use crate::testkit::{sample_envelopes, sample_event, KIND_COUNT};
 
     #[test]
     fn every_kind_round_trips_through_a_flat_line() {
@@ -204,8 +205,12 @@ mod tests {
             line.ends_with(r#""client":"team-0","cost_usd":null,"translated":null,"usage_estimated":false,"items_left_out":0,"period_spend_pusd":null,"period_start_ms":null}"#),
             "{line}"
         );
-        // Sample 48 has a price.
-        let priced = &sample_envelopes(48, 99, 1)[0];
+        // Sample 48 of `request_succeeded` (kind 2) has a price.
+        let priced = &Envelope {
+            seq: 48,
+            event: sample_event(2, 48),
+            ..sample_envelopes(48, 99, 1)[0].clone()
+        };
         let object: Map<String, Value> =
             serde_json::from_str(&envelope_to_json(priced).unwrap()).unwrap();
         assert_eq!(object["kind"], "request_succeeded");

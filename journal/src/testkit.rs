@@ -263,6 +263,13 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             limit: "requests_per_min".to_string(),
             retry_after_ms: (!n.is_multiple_of(4)).then_some(1_000 + n),
         }),
+        23 => Event::ApiUnserved(ApiUnserved {
+            request_id: format!("req-{n}"),
+            provider,
+            connection,
+            api: "responses".to_string(),
+            path: "/v1/responses".to_string(),
+        }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
             response_id: format!("resp_{n}"),

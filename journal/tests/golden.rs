@@ -4,7 +4,9 @@
 //! `fixtures/golden/records.hex` holds the raw sled entries (`<tree> <key hex> <value hex>`,
 //! one per line — our format, diffable, rather than sled's own binary files, which belong to
 //! the sled version and not to this crate), and
-//! `events.ndjson` the events they must decode to. The test loads the records into a fresh
+//! `events.ndjson` the events they must decode to. Kinds appended since are in records
+//! appended after the first ones, in the record format of the build that added them (the
+//! `api_unserved` record at seq 70 is format 2), so the older records keep their bytes. The test loads the records into a fresh
 //! sled and replays. Regenerate (only when deliberately changing what "golden" means — never to
 //! make a failing test pass): `QR_REGEN_GOLDEN=1 cargo test -p quotaroute-journal --test golden`.
 

@@ -200,6 +200,7 @@ mod tests {
                 failures: 0,
                 cycles: 1,
                 retry_after_ms: Some(1_500),
+                apis_unserved: Vec::new(),
             }],
             connections: vec![locked, cooling, disabled],
             combos: vec![],

@@ -52,6 +52,7 @@ pub mod retry_advice;
 pub mod routed;
 pub mod seal_secret;
 pub mod serve;
+pub mod served_apis;
 pub mod stored_response;
 pub mod stream_drain;
 pub mod stream_relay;

@@ -25,6 +25,9 @@ pub struct RouteHeaders {
     pub translated: Option<&'static str>,
     /// Parameters it dropped, comma-separated (`x-quotaroute-dropped`).
     pub dropped: Option<String>,
+    /// Tools left out of the request before routing because no target of the combo runs
+    /// them (behaviour §14: web search); named first in `x-quotaroute-dropped`.
+    pub left_out: Vec<String>,
 }
 
 const CONNECTION: HeaderName = HeaderName::from_static("x-quotaroute-connection");

@@ -4,7 +4,8 @@
 //!
 //! - **Candidates**: every target the node considered is in the record — in `order`, or in
 //!   `skipped` when hard-blocked — so they are the request's format and `only_connection`
-//!   (neither is journaled) as the node applied them.
+//!   (neither is journaled) as the node applied them. A target skipped as `cannot_carry`
+//!   (behaviour §14) could never have served that request, so it is no candidate again.
 //! - **Group**: `route_decided.group` with its `client` (schema 4; older records have none).
 //! - **Maker**: a turn placed `held` without a group was held on its encrypted items' maker,
 //!   which is the target it chose; `moved` without a group had a maker that was hard-blocked
@@ -13,7 +14,9 @@
 use std::sync::Arc;
 
 use quotaroute_actors::policy::selection::{AffinityKey, RoutedTarget};
-use quotaroute_journal::{AffinityOutcome, ApiFormat, ConfigLoaded, RouteDecided, TargetInfo};
+use quotaroute_journal::{
+    AffinityOutcome, ApiFormat, BlockReason, ConfigLoaded, RouteDecided, TargetInfo,
+};
 
 /// A maker the record does not name: matches no connection (ids are never empty).
 pub const UNKNOWN_MAKER: &str = "";
@@ -69,7 +72,11 @@ pub fn recorded_turn(decided: &RouteDecided, targets: &[Arc<RoutedTarget>]) -> R
             decided
                 .skipped
                 .iter()
-                .any(|s| *s.connection == *target.connection && *s.model == *target.model)
+                .any(|s| {
+                    *s.connection == *target.connection
+                        && *s.model == *target.model
+                        && s.reason != BlockReason::CannotCarry
+                })
                 .then_some(i)
         }))
         .collect();

@@ -292,6 +292,10 @@ impl TimelineWriter {
                 }
             ),
             Event::AdminAction(e) => format!("{} {} by={}", e.action, e.target, e.by),
+            Event::ApiUnserved(e) => format!(
+                "the host answered 404 for {}: {} left out of the provider's apis req={}",
+                e.path, e.api, e.request_id
+            ),
             Event::RouteDecided(e) => self.route_details(e, envelope.at_ms),
             Event::PeerApplied(e) => {
                 // The origin's event, rendered as the origin saw it (its time, its seq).

@@ -29,6 +29,7 @@ pub mod content_coding;
 pub mod encrypted_items;
 pub mod item_seal;
 mod json_member;
+pub mod missing_route;
 mod openai_chunk;
 pub mod sse;
 pub mod stream_error;

@@ -57,6 +57,7 @@ mod node_papercuts;
 mod node_read_your_writes;
 mod node_refusal_clients;
 mod node_restart;
+mod node_route_404;
 mod node_routing;
 mod node_sdk;
 mod node_seal_key;

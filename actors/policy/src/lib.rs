@@ -42,4 +42,5 @@ pub mod smooth_drr;
 pub mod stored_responses;
 pub mod target_block;
 pub mod topology;
+pub mod unserved_apis;
 pub mod window;

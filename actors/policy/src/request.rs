@@ -46,7 +46,9 @@ pub struct Unroutable {
 }
 
 /// Behaviour §7: 429 iff every block is a lockout or cooldown (a spent or reserved window,
-/// §13, counts as a lockout), else 503; retry after the earliest finite unblock.
+/// §13, counts as a lockout), else 503; retry after the earliest finite unblock. A target that
+/// cannot carry the request (§14) is listed but decides neither: the targets that could
+/// carry it do.
 pub fn unroutable(blocked: Vec<Skipped>, hold_ms: u64) -> Unroutable {
     let all_lockout_or_cooldown = blocked.iter().all(|s| {
         matches!(
@@ -56,6 +58,7 @@ pub fn unroutable(blocked: Vec<Skipped>, hold_ms: u64) -> Unroutable {
                 | BlockReason::NotFound
                 | BlockReason::QuotaExhausted
                 | BlockReason::Reserved
+                | BlockReason::CannotCarry
         )
     });
     let retry_after_ms = blocked.iter().filter_map(|s| s.remaining_ms).min();
@@ -265,6 +268,27 @@ mod tests {
         let disabled = unroutable(vec![skipped(BlockReason::DisabledAuth, None)], 0);
         assert_eq!((disabled.status, disabled.retry_after_ms), (503, None));
         assert_eq!(unroutable(Vec::new(), 0).status, 503);
+    }
+
+    #[test]
+    fn s14_a_target_that_cannot_carry_is_listed_but_the_others_decide_the_status() {
+        let limited = unroutable(
+            vec![
+                skipped(BlockReason::CannotCarry, None),
+                skipped(BlockReason::RateLimited, Some(3_000)),
+            ],
+            0,
+        );
+        assert_eq!((limited.status, limited.retry_after_ms), (429, Some(3_000)));
+        assert_eq!(limited.blocked[0].reason.as_str(), "cannot_carry");
+        let open = unroutable(
+            vec![
+                skipped(BlockReason::CannotCarry, None),
+                skipped(BlockReason::BreakerOpen, Some(9_000)),
+            ],
+            0,
+        );
+        assert_eq!(open.status, 503);
     }
 
     #[test]

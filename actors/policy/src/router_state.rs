@@ -22,6 +22,7 @@ use crate::peer_progress::PeerProgress;
 use crate::quota_share::{apply_route_decided, DrrKeys};
 use crate::stored_responses::ResponseBindings;
 use crate::topology::recorded_targets;
+use crate::unserved_apis::UnservedApis;
 
 /// How many config generations are kept to resolve `RouteDecided` indices (a decision can only
 /// name the current generation or, around a reload, the one before).
@@ -62,6 +63,11 @@ pub struct RouterState {
     /// refills from the events after it (`burn_history`).
     #[serde(skip)]
     pub burn: BurnHistory,
+    /// The APIs providers' hosts were found not to serve (behaviour §14). Not part of the
+    /// layout-6 shape: snapshots of layout 7 append it after the response owners
+    /// (`crate::snapshot`).
+    #[serde(skip)]
+    pub unserved_apis: UnservedApis,
     /// DRR key tables resolved from `configs`, by generation and combo. Derived, never stored:
     /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
     #[serde(skip)]
@@ -217,6 +223,7 @@ impl RouterState {
             // Clients' usage is the node's to fold (`src/clients`), not routing state.
             | Event::ClientUsage(_)
             | Event::ClientLimited(_) => {}
+            Event::ApiUnserved(unserved) => self.unserved_apis.apply(at_ms, unserved),
         }
     }
 
@@ -273,6 +280,7 @@ impl RouterState {
             cached_input: self.cached_input.clone(),
             affinity_limits: self.affinity_limits,
             burn: self.burn.clone(),
+            unserved_apis: self.unserved_apis.clone(),
             route_keys: RouteKeyCache::default(),
         }
     }

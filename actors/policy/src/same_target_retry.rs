@@ -1,7 +1,8 @@
 //! Same-target retries (behaviour §4, §10, §14): after one try of a target, whether that same
 //! target is tried again and with what changed. A list of rules ([`RULES`]), each naming the
 //! refusal it answers, what the next try changes (a refreshed credential, the encrypted items
-//! or the thinking blocks left out) and how many times per target; [`SameTargetRetries`] is
+//! or the thinking blocks left out, another API of the host after a route-404) and how many
+//! times per target; [`SameTargetRetries`] is
 //! one target's count of them. The retry is not a new attempt (nothing fails over) but it is
 //! an upstream request: the request's budget (`RequestPlan::same_target_again`) must allow it,
 //! and [`WhenSpent`] says what the try counts as when it does not.
@@ -17,6 +18,10 @@ use crate::outcome::AttemptResult;
 /// The upstream's code for an encrypted item it cannot read (OpenAI, behaviour §10).
 pub const INVALID_ENCRYPTED_CONTENT: &str = "invalid_encrypted_content";
 
+/// What the router calls a 404 saying the ROUTE does not exist (the host does not serve that
+/// API, behaviour §14) in an attempt's `error_code`.
+pub const ROUTE_NOT_FOUND: &str = "route_not_found";
+
 /// What a try carried that a refusal can be about, as the node saw it send.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Carried {
@@ -28,6 +33,9 @@ pub struct Carried {
     /// Thinking blocks with their signatures went back to their account (a translated try,
     /// behaviour §14).
     pub thinking_signatures: bool,
+    /// The try went up in an API its provider is said to serve beside at least one other
+    /// (behaviour §14): a route-404 can be answered through another.
+    pub another_api: bool,
 }
 
 /// A refusal a same-target rule answers.
@@ -42,6 +50,9 @@ pub enum Refusal {
     /// (`invalid_request_error`, "…: Invalid `signature` in `thinking` block") to a try that
     /// carried thinking blocks.
     ThinkingSignature,
+    /// A 404 saying the route does not exist to a try whose provider serves another API: the
+    /// host lacks that API, the model is there (no lockout, behaviour §14).
+    RouteNotServed,
 }
 
 impl Refusal {
@@ -67,6 +78,11 @@ impl Refusal {
                         .as_deref()
                         .is_some_and(|message| message.contains("signature"))
             }
+            Refusal::RouteNotServed => {
+                carried.another_api
+                    && result.status == Some(404)
+                    && result.error_code.as_deref() == Some(ROUTE_NOT_FOUND)
+            }
         }
     }
 
@@ -76,6 +92,7 @@ impl Refusal {
             Refusal::Unauthorized => "unauthorized",
             Refusal::UnreadableEncryptedItem => "unreadable_encrypted_item",
             Refusal::ThinkingSignature => "thinking_signature",
+            Refusal::RouteNotServed => "route_not_served",
         }
     }
 }
@@ -92,6 +109,9 @@ pub enum Change {
     /// The thinking blocks (with their signatures) left out, as encrypted items they came
     /// from. Holds for the request's later tries too.
     LeaveThinkingOut,
+    /// The API learned as not served by the provider's hosts (journaled `api_unserved`), so
+    /// the next try goes up through another it serves, translated.
+    ThroughAnotherApi,
 }
 
 impl Change {
@@ -101,6 +121,7 @@ impl Change {
             Change::RefreshCredential => "refresh_credential",
             Change::LeaveEncryptedItemsOut => "leave_encrypted_items_out",
             Change::LeaveThinkingOut => "leave_thinking_out",
+            Change::ThroughAnotherApi => "through_another_api",
         }
     }
 }
@@ -128,7 +149,7 @@ pub struct SameTargetRule {
 
 /// The same-target rules, asked in this order. A try ends with one refusal at most, so the
 /// order only matters to a reader.
-pub const RULES: [SameTargetRule; 3] = [
+pub const RULES: [SameTargetRule; 4] = [
     SameTargetRule {
         refusal: Refusal::Unauthorized,
         change: Change::RefreshCredential,
@@ -145,6 +166,13 @@ pub const RULES: [SameTargetRule; 3] = [
         refusal: Refusal::ThinkingSignature,
         change: Change::LeaveThinkingOut,
         times: 1,
+        when_spent: WhenSpent::Stands,
+    },
+    // Each API is learned once, so a host said to serve all four is asked at most four times.
+    SameTargetRule {
+        refusal: Refusal::RouteNotServed,
+        change: Change::ThroughAnotherApi,
+        times: 3,
         when_spent: WhenSpent::Stands,
     },
 ];
@@ -194,10 +222,16 @@ mod tests {
         result
     }
 
+    fn route_missing() -> AttemptResult {
+        AttemptResult::failure(OutcomeClass::ClientError, Some(404))
+            .with_error_code(ROUTE_NOT_FOUND)
+    }
+
     const EVERYTHING: Carried = Carried {
         refreshable_credential: true,
         encrypted_items: true,
         thinking_signatures: true,
+        another_api: true,
     };
 
     fn change_after(
@@ -224,6 +258,11 @@ mod tests {
             (
                 refused_signature(),
                 Change::LeaveThinkingOut,
+                WhenSpent::Stands,
+            ),
+            (
+                route_missing(),
+                Change::ThroughAnotherApi,
                 WhenSpent::Stands,
             ),
         ];
@@ -274,6 +313,40 @@ mod tests {
                 &mut SameTargetRetries::default(),
                 &refused_signature(),
                 no_thinking
+            ),
+            None
+        );
+        // A host said to serve one API only: its route-404 reaches the client as it is.
+        let one_api = Carried {
+            another_api: false,
+            ..EVERYTHING
+        };
+        assert_eq!(
+            change_after(&mut SameTargetRetries::default(), &route_missing(), one_api),
+            None
+        );
+    }
+
+    #[test]
+    fn a_route_404_moves_through_the_other_apis_then_stands() {
+        let mut retries = SameTargetRetries::default();
+        for _ in 0..3 {
+            assert_eq!(
+                change_after(&mut retries, &route_missing(), EVERYTHING),
+                Some(Change::ThroughAnotherApi)
+            );
+        }
+        assert_eq!(
+            change_after(&mut retries, &route_missing(), EVERYTHING),
+            None
+        );
+        // A 404 naming a missing model is §4's `not_found`, never a same-target retry.
+        let model_missing = AttemptResult::failure(OutcomeClass::ModelUnavailable, Some(404));
+        assert_eq!(
+            change_after(
+                &mut SameTargetRetries::default(),
+                &model_missing,
+                EVERYTHING
             ),
             None
         );

@@ -377,9 +377,9 @@ impl ComboState {
     /// Fills `scratch` with the candidates of a request of `format`: positions of the
     /// combo's targets, what selection sees of each (§2 steps 0–2 on the resolved copies), and
     /// each one's breaker verdict by position (what taking the winner re-reads).
-    /// The targets that may serve a request of `wanted` (and `cannot_carry`'s providers' are
-    /// left out: behaviour §14, a target that cannot carry a request is not chosen for it),
-    /// with their views.
+    /// The targets that may serve a request of `wanted`, with their views. `cannot_carry`'s
+    /// providers' targets are candidates hard-blocked as `cannot_carry` (behaviour §14: a
+    /// target that cannot carry a request is not chosen for it, and `skipped` says why).
     fn fill_candidates(
         &self,
         wanted: (ApiFormat, bool),
@@ -398,13 +398,12 @@ impl ComboState {
         admissions.resize(self.setup.targets.len(), BreakerAdmission::Healthy);
         for (position, (runtime, slot)) in self.setup.targets.iter().zip(&self.slots).enumerate() {
             let target = &runtime.target;
-            if !self.serves_format(target.format, wanted) || cannot_carry.contains(&target.provider)
-            {
+            if !self.serves_format(target.format, wanted) {
                 continue;
             }
             let breaker = slot.breaker.admission(now_ms);
             positions.push(position);
-            views.push(evaluate_target(
+            let mut view = evaluate_target(
                 target.weight,
                 runtime.exec_key.clone(),
                 &target.model,
@@ -414,7 +413,11 @@ impl ComboState {
                 runtime.max_concurrent,
                 self.setup.spec.paced(),
                 now_ms,
-            ));
+            );
+            if cannot_carry.contains(&target.provider) {
+                view.hard_block = Some((BlockReason::CannotCarry, None));
+            }
+            views.push(view);
             admissions[position] = breaker;
         }
     }
@@ -433,6 +436,23 @@ impl ComboState {
             now_ms,
             scratch,
         );
+        // No candidate (on its connection) can carry it: answered as when no target serves it
+        // (the 400 naming what cannot be carried), never held for a target that never could.
+        let only = request.only_connection.as_deref();
+        let carried = scratch
+            .positions
+            .iter()
+            .zip(&scratch.views)
+            .any(|(&at, view)| {
+                view.hard_block.map(|(reason, _)| reason) != Some(BlockReason::CannotCarry)
+                    && only.is_none_or(|only| *self.routed[at].connection == *only)
+            });
+        if !carried {
+            return match only {
+                Some(_) => RouteReply::NoTargetOnConnection,
+                None => RouteReply::NoTargetForFormat,
+            };
+        }
         let candidates = Candidates {
             targets: &self.routed,
             positions: &scratch.positions,

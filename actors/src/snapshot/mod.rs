@@ -25,6 +25,9 @@
 //!   layout 5's bytes, unchanged, each deficit counted in 1/1024 of a weight. Layouts up to 5
 //!   counted whole weights; their deficits are multiplied by 1024 on the way in, so the DRR
 //!   phase carries over exactly.
+//! - 7 — the APIs providers' hosts were found not to serve (behaviour §14,
+//!   `RouterState::unserved_apis`): layout 6's bytes followed by them. Layout 6 migrates to 7
+//!   with none learned.
 //!
 //! Changing what `RouterState` (or anything inside it) stores means: freeze today's shape as
 //! `layout_v<N>.rs` (or, as layout 3 did, append after it), bump [`STATE_LAYOUT`], write the
@@ -42,7 +45,10 @@ use crate::policy::pace::QUANTUM_PER_WEIGHT;
 use crate::policy::router_state::RouterState;
 
 /// The state layout this build writes (the snapshot's `state_version`).
-pub const STATE_LAYOUT: u16 = 6;
+pub const STATE_LAYOUT: u16 = 7;
+
+/// Layout 6's shape: today's bytes without the learned unserved APIs at the end.
+pub const LAYOUT_WITHOUT_UNSERVED_APIS: u16 = 6;
 
 /// Layout 5's shape: today's bytes, deficits in whole weights.
 pub const LAYOUT_WITH_WEIGHT_DEFICITS: u16 = 5;
@@ -63,6 +69,7 @@ pub fn encode(state: &RouterState) -> Result<Vec<u8>, codec::EncodeError> {
         &state.affinity,
         &state.cached_input,
         &state.responses.owners(),
+        &state.unserved_apis,
     ))
 }
 
@@ -85,6 +92,22 @@ fn decode_v5(bytes: &[u8]) -> Result<RouterState, DamageReason> {
     state.affinity = affinity;
     state.cached_input = cached_input;
     state.responses.restore_owners(owners);
+    Ok(state)
+}
+
+/// Layout 7: layout 6's bytes, then the learned unserved APIs.
+fn decode_v7(bytes: &[u8]) -> Result<RouterState, DamageReason> {
+    let (mut state, affinity, cached_input, owners, unserved_apis): (
+        RouterState,
+        AffinityByCombo,
+        CachedInputByConnection,
+        Vec<(String, String)>,
+        crate::policy::unserved_apis::UnservedApis,
+    ) = codec::decode_state(bytes)?;
+    state.affinity = affinity;
+    state.cached_input = cached_input;
+    state.responses.restore_owners(owners);
+    state.unserved_apis = unserved_apis;
     Ok(state)
 }
 
@@ -129,7 +152,9 @@ pub fn decode(snapshot: &Snapshot) -> Result<RouterState, DamageReason> {
         Some(LAYOUT_WITHOUT_RESPONSE_OWNERS) => decode_v4(bytes).map(deficits_to_quanta),
         // Layout 5 → 6: deficits from whole weights to quanta.
         Some(LAYOUT_WITH_WEIGHT_DEFICITS) => decode_v5(bytes).map(deficits_to_quanta),
-        Some(STATE_LAYOUT) => decode_v5(bytes),
+        // Layout 6 → 7: no API was learned unserved yet.
+        Some(LAYOUT_WITHOUT_UNSERVED_APIS) => decode_v5(bytes),
+        Some(STATE_LAYOUT) => decode_v7(bytes),
         Some(newer) if newer > STATE_LAYOUT => Err(DamageReason::Newer {
             what: "snapshot state layout",
             found: u32::from(newer),

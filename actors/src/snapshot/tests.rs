@@ -245,3 +245,34 @@ fn todays_layout_keeps_each_stored_responses_client_after_layout_4s_bytes() {
         None
     );
 }
+
+#[test]
+fn todays_layout_keeps_the_learned_unserved_apis_after_layout_6s_bytes() {
+    let mut state = layout_2_state();
+    state.apply(
+        3_000,
+        &Event::ApiUnserved(quotaroute_journal::ApiUnserved {
+            request_id: "r3".into(),
+            provider: "openai".into(),
+            connection: "oa-1".into(),
+            api: "responses".into(),
+            path: "/v1/responses".into(),
+        }),
+    );
+    let bytes = encode(&state).unwrap();
+    let decoded = decode(&snapshot(Some(STATE_LAYOUT), bytes.clone())).unwrap();
+    assert_eq!(decoded, state);
+    assert!(decoded.unserved_apis.lacks("openai", "responses", 3_000));
+    // Layout 6's bytes are its prefix; a layout-6 snapshot migrates with nothing learned.
+    let layout_6 = codec::encode_state(&(
+        &state,
+        &state.affinity,
+        &state.cached_input,
+        &state.responses.owners(),
+    ))
+    .unwrap();
+    assert!(bytes.starts_with(&layout_6));
+    let migrated = decode(&snapshot(Some(LAYOUT_WITHOUT_UNSERVED_APIS), layout_6)).unwrap();
+    assert!(migrated.unserved_apis.is_empty());
+    assert_eq!(migrated.deficits, state.deficits);
+}

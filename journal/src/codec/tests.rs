@@ -324,6 +324,29 @@ fn schema_kind_appended_at_end_still_reads_old_records() {
 }
 
 #[test]
+fn cannot_carry_is_appended_so_older_block_reasons_keep_their_bytes() {
+    // bincode stores the variant index: the reasons written before `cannot_carry` keep theirs.
+    for (reason, index) in [
+        (BlockReason::BreakerOpen, 0u8),
+        (BlockReason::ProbeInFlight, 1),
+        (BlockReason::Cooldown, 2),
+        (BlockReason::DisabledAuth, 3),
+        (BlockReason::DisabledBilling, 4),
+        (BlockReason::RateLimited, 5),
+        (BlockReason::NotFound, 6),
+        (BlockReason::QuotaExhausted, 7),
+        (BlockReason::Reserved, 8),
+        (BlockReason::CannotCarry, 9),
+    ] {
+        assert_eq!(
+            bincode::serde::encode_to_vec(reason, config()).unwrap(),
+            vec![index]
+        );
+    }
+    assert_eq!(BlockReason::CannotCarry.as_str(), "cannot_carry");
+}
+
+#[test]
 fn the_gemini_format_is_appended_so_older_formats_keep_their_bytes() {
     // bincode stores the variant index: the formats written before Gemini keep theirs.
     for (format, index) in [

@@ -10,6 +10,7 @@ use quotaroute_journal::OutcomeClass;
 use crate::telemetry::AttemptSpan;
 use std::sync::Arc;
 
+use crate::wire::missing_route::{says_route_missing, ROUTE_NOT_FOUND};
 use crate::wire::translate::{error_body, translate_answer, Direction, Echo};
 use crate::wire::usage::response_summary;
 
@@ -101,8 +102,17 @@ pub(super) async fn answered(
         // On a stored response a 404 says the response is gone, not the model: the answer.
         class = OutcomeClass::ClientError;
     }
+    // A 404 that says the route does not exist: the host lacks that API, the model is there
+    // (behaviour §14). No lockout; policy's `RouteNotServed` rule learns it and tries another API.
+    let route_missing = status == http::StatusCode::NOT_FOUND && says_route_missing(&body);
+    if route_missing {
+        class = OutcomeClass::ClientError;
+    }
     let mut result = AttemptResult::failure(class, Some(status.as_u16()));
-    result.error_code = classification.error_code;
+    result.error_code = match route_missing {
+        true => Some(ROUTE_NOT_FOUND.to_owned()),
+        false => classification.error_code,
+    };
     result.message = classification.message;
     result.reset_hint_ms = classification.reset_hint_ms;
     result.usage = usage;

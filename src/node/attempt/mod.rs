@@ -12,6 +12,7 @@
 //! - [`charge`] — a success's usage measured, and the client billed where the plan delivers.
 
 mod answer;
+mod api_unserved;
 pub(crate) mod charge;
 mod local_answer;
 mod outgoing;

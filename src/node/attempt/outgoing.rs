@@ -15,6 +15,7 @@ use quotaroute_actors::RoutedTarget;
 use crate::config::Secret;
 use crate::node::encrypted_turn::EncryptedTurn;
 use crate::node::live::ProviderRoute;
+use crate::node::served_apis::served_apis;
 use crate::node::upstream_request;
 use crate::wire::body_rewrite::rewrite;
 use crate::wire::translate::{translate_request, Direction, Echo, ReasoningKey, RequestSettings};
@@ -62,9 +63,13 @@ pub(super) fn prepare<'a>(
     };
     // A target that does not serve the client's API: the request in one it serves, to its
     // own path (behaviour §14); otherwise the byte-preserving splice.
-    let direction = ctx
-        .info
-        .and_then(|_| ctx.endpoint.translation_to(&provider.apis));
+    let direction = ctx.info.and_then(|_| match ctx.app.router() {
+        Some(router) => {
+            ctx.endpoint
+                .translation_to(&served_apis(router, &target.provider, &provider.apis))
+        }
+        None => ctx.endpoint.translation_to(&provider.apis),
+    });
     let mut translation = None;
     let mut include_usage = false;
     let mut translated_left_out = 0;

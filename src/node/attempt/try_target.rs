@@ -3,7 +3,7 @@
 //! the same target again with the rule's change made — the credential refreshed after a 401
 //! (one load shared by every request that got it), the encrypted items or the thinking blocks
 //! left out after a 400 refusing them (the turn loses that hidden reasoning, not the
-//! conversation). A retry is not a new attempt of the client's (nothing fails over) but it is
+//! conversation), another API of the host after a 404 saying the route does not exist. A retry is not a new attempt of the client's (nothing fails over) but it is
 //! an upstream request: it spends `max_upstream_requests` (`Decision::retry_current`). A
 //! refresh that fails after the 401 fails the try as `network` (the connection cools down and
 //! is tried again later, when its source may work again); a credential that cannot be had at
@@ -22,6 +22,7 @@ use crate::credentials::credential::Credential;
 use crate::credentials::error::CredentialError;
 use crate::credentials::Trigger;
 
+use super::api_unserved;
 use super::send::send;
 use super::shape::{unanswered, unanswered_openly, Attempted, TryContext};
 
@@ -78,6 +79,7 @@ pub(crate) async fn try_target(
                     encrypted.leave_all_out();
                 }
             }
+            Change::ThroughAnotherApi => api_unserved::learn(ctx, target, &tried),
         }
         if !decision.retry_current() {
             return match rule.when_spent {
@@ -118,6 +120,7 @@ fn carried(
                 .translation
                 .as_ref()
                 .is_some_and(|translation| translation.thinking_restored > 0),
+        another_api: api_unserved::another_api(ctx, target, tried),
     }
 }
 
@@ -156,6 +159,9 @@ fn spent(change: Change) -> &'static str {
         }
         Change::LeaveEncryptedItemsOut | Change::LeaveThinkingOut => {
             "upstream refused the request's encrypted items and no upstream request is left to retry without them"
+        }
+        Change::ThroughAnotherApi => {
+            "the host does not serve this API and no upstream request is left to try another"
         }
     }
 }

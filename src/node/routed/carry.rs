@@ -2,11 +2,15 @@
 //! is not chosen for it"): those whose hosts do not serve the client's API and to whose API the
 //! request uses something with no equivalent. Selection leaves their targets out, so a mixed
 //! combo serves it from one that can; only when none can is it 400 `unsupported_parameter`.
+//! A provider's APIs are those its hosts serve now (`served_apis`: less those learned missing).
 
 use std::sync::Arc;
 
+use quotaroute_actors::Router;
+
 use crate::node::endpoint::Endpoint;
 use crate::node::live::LiveConfig;
+use crate::node::served_apis::served_apis;
 use crate::wire::translate::{translate_request, Direction, RequestSettings, TranslateError};
 
 /// The providers that cannot carry a request, and why (the first refusal, and the
@@ -19,12 +23,13 @@ pub(super) struct Carry {
 
 /// Checks `body` against every provider that would translate it: one translation per
 /// direction at most, and none when every provider serves the client's API.
-pub(super) fn check(live: &LiveConfig, endpoint: Endpoint, body: &[u8]) -> Carry {
+pub(super) fn check(live: &LiveConfig, router: &Router, endpoint: Endpoint, body: &[u8]) -> Carry {
     let mut carry = Carry::default();
     // (direction, whether it carries); a config has a handful of providers.
     let mut verdicts: Vec<(Direction, bool)> = Vec::new();
     for (name, provider) in &live.providers {
-        let Some(direction) = endpoint.translation_to(&provider.apis) else {
+        let apis = served_apis(router, name, &provider.apis);
+        let Some(direction) = endpoint.translation_to(&apis) else {
             continue;
         };
         let carries = match verdicts.iter().find(|(d, _)| *d == direction) {

@@ -14,7 +14,7 @@ use quotaroute_journal::ApiFormat as JournalFormat;
 use tokio::time::Instant;
 
 use crate::api_error::{ApiError, ApiErrorKind};
-use crate::clients::SharedCounts;
+use crate::clients::{ClientTicket, SharedCounts};
 use crate::node::app::AppState;
 use crate::node::attempt::TryContext;
 use crate::node::client_gate;
@@ -28,7 +28,8 @@ use crate::telemetry::RequestSpan;
 use super::delivery::overhead_us;
 use super::error_answers::route_error;
 use super::intake::{self, client_request_id, upstream_path, Intake};
-use super::route_request::{self, NotAsked};
+use super::route_request::{self, NotAsked, Refusal};
+use super::search_pass;
 use super::tries::serve_tries;
 
 /// Handles one client request on a routing endpoint.
@@ -54,29 +55,12 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     } = match intake::take(&app, &live, &parts.headers, body, anthropic).await {
         Ok(intake) => intake,
         Err(not_taken) => {
-            let mut response = fail(not_taken.error, &route);
-            // Answered before the client's body was read whole: the rest of that body would
-            // be read as the next request on this connection, so the connection closes.
-            if not_taken.body_unread {
-                response
-                    .headers_mut()
-                    .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-            }
-            return response;
+            let unread = not_taken.body_unread;
+            return closing_if(unread, fail(not_taken.error, &route));
         }
     };
     // The client's limits, before anything goes upstream (behaviour §11).
-    let shared = app
-        .cluster()
-        .map(|cluster| cluster.client_leases.clone() as std::sync::Arc<dyn SharedCounts>);
-    let ticket = match client_gate::admit(
-        &live,
-        &router,
-        client_index,
-        &info.model,
-        &request_id,
-        shared.as_ref(),
-    ) {
+    let ticket = match admit(&app, &live, &router, client_index, &info.model, &request_id) {
         Ok(ticket) => ticket,
         Err(error) => return fail(error, &route),
     };
@@ -96,7 +80,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         (&client_body, &info, &parts.headers),
         &ticket,
     );
-    let (route_request, encrypted, refusal) = match asked {
+    let (route_request, mut encrypted, mut refusal) = match asked {
         Ok(asked) => asked,
         Err(NotAsked::Error(error)) => return fail(error, &route),
         Err(NotAsked::NotFound(body)) => {
@@ -105,7 +89,25 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         }
     };
     let client_id = route_request.client.id.clone();
-    let decision = match router.route(route_request).await {
+    let mut client_body = client_body;
+    let mut routed = router.route(route_request).await;
+    if matches!(routed, Err(RouteError::WrongFormat(_))) {
+        let request = (&client_body, &info, &parts.headers);
+        let again = search_pass::route_without_search(
+            &live,
+            &router,
+            endpoint,
+            &request_id,
+            request,
+            &ticket,
+        );
+        if let Some(again) = again.await {
+            (routed, encrypted, refusal) = (again.routed, again.encrypted, again.refusal);
+            client_body = again.body;
+            route.left_out = again.left_out;
+        }
+    }
+    let decision = match routed {
         Ok(decision) => {
             metrics::queue_wait(decision.queue_wait_ms(), false);
             trace.routed(&client_id, decision.affinity()); // telemetry
@@ -114,15 +116,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         }
         // Behaviour §14: no target can carry it (the others were left out for it).
         Err(RouteError::WrongFormat(_)) if refusal.is_some() => {
-            let why = refusal.map(|(direction, refusal)| {
-                route.translated = Some(direction.label());
-                refusal.to_string()
-            });
-            let why = why.unwrap_or_default();
-            return fail(
-                ApiError::new(ApiErrorKind::UnsupportedParameter, why),
-                &route,
-            );
+            return fail(none_can_carry(refusal, &mut route), &route);
         }
         Err(error) => {
             let error = not_routed(error, &router, &live, started, anthropic, &mut route);
@@ -155,6 +149,49 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
     };
     let response = serve_tries(&context, decision, &mut route, started).await;
     trace.answered(response, route.attempts, route.model.as_ref()) // telemetry
+}
+
+/// The answer to a request not taken in. Answered before the client's body was read whole,
+/// the rest of that body would be read as the next request on this connection: it closes.
+fn closing_if(body_unread: bool, mut response: Response) -> Response {
+    if body_unread {
+        response
+            .headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// The client admitted to its limits, the cluster's shared counts with them when there is one.
+fn admit(
+    app: &AppState,
+    live: &LiveConfig,
+    router: &Router,
+    client_index: usize,
+    model: &str,
+    request_id: &str,
+) -> Result<std::sync::Arc<ClientTicket>, ApiError> {
+    let shared = app
+        .cluster()
+        .map(|cluster| cluster.client_leases.clone() as std::sync::Arc<dyn SharedCounts>);
+    client_gate::admit(
+        live,
+        router,
+        client_index,
+        model,
+        request_id,
+        shared.as_ref(),
+    )
+}
+
+/// Behaviour §14: no target can carry the request (the others were left out for it): 400
+/// `unsupported_parameter`, saying why, with the pair it would have crossed.
+fn none_can_carry(refusal: Refusal, route: &mut RouteHeaders) -> ApiError {
+    let why = refusal.map(|(direction, refusal)| {
+        route.translated = Some(direction.label());
+        refusal.to_string()
+    });
+    ApiError::new(ApiErrorKind::UnsupportedParameter, why.unwrap_or_default())
 }
 
 /// The client's answer to a request the router did not route, with its advice on retrying.

@@ -16,6 +16,7 @@ pub mod handler;
 mod intake;
 mod response_binding;
 mod route_request;
+mod search_pass;
 mod tries;
 
 pub(crate) use error_answers::route_error;

@@ -50,10 +50,13 @@ pub(crate) async fn serve_tries(
         }
         // The answering try's translation names itself (`x-quotaroute-translated`/`-dropped`).
         route.translated = translation.as_ref().map(|t| t.direction.label());
-        route.dropped = translation
-            .as_ref()
-            .filter(|t| !t.dropped.is_empty())
-            .map(|t| t.dropped.join(","));
+        let dropped: Vec<&str> = route
+            .left_out
+            .iter()
+            .chain(translation.iter().flat_map(|t| &t.dropped))
+            .map(String::as_str)
+            .collect();
+        route.dropped = (!dropped.is_empty()).then(|| dropped.join(","));
         let class = result.class;
         let time_left = Instant::now() < ctx.deadline;
         let step = decision

@@ -15,7 +15,10 @@
 //!   call ids Gemini does not give, cleans schemas to its subset and frames its streams.
 //! - `direction` — the APIs and which pair a request crosses (`chat>messages`).
 //! - `openai_common` — what the two OpenAI APIs share on the way in (parts, tools, limits).
+//! - `citations` — web search results and citations in each API's shape.
 //! - `params` — what cannot be carried (refused or dropped), effort ↔ budget.
+//! - `search_left_out` — a Responses request without its web search tool, for a combo none
+//!   of whose targets runs one.
 //! - `errors` — upstream error bodies in the client's error shape.
 //! - `count_tokens` — Messages `count_tokens` for a target that is not Anthropic's, and
 //!   Gemini's `countTokens` for one that is not Gemini's, counted locally.
@@ -25,6 +28,7 @@
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
 
 mod chat;
+mod citations;
 mod count_tokens;
 mod direction;
 mod errors;
@@ -35,6 +39,7 @@ mod openai_common;
 mod openai_user;
 pub mod params;
 mod responses;
+pub mod search_left_out;
 mod sse_write;
 mod stream;
 mod thinking_carry;
@@ -214,6 +219,9 @@ pub fn translate_answer(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_citations;
 
 #[cfg(test)]
 mod tests_cross;

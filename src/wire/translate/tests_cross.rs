@@ -793,3 +793,25 @@ fn web_search_crosses_between_the_providers_own_tools() {
         "web_search_preview"
     );
 }
+
+#[test]
+fn a_translated_responses_usage_names_cache_writes_as_the_schema_requires() {
+    // openai-python 3.63's `ResponseUsage.input_tokens_details` requires `cache_write_tokens`.
+    let anthropic = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 5, "cache_read_input_tokens": 20,
+                  "cache_creation_input_tokens": 7, "output_tokens": 2}});
+    let out = translate_answer(
+        Direction::RESPONSES_TO_MESSAGES,
+        &serde_json::to_vec(&anthropic).unwrap(),
+        1,
+        &Echo::default(),
+    )
+    .unwrap();
+    let out: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        out["usage"]["input_tokens_details"],
+        json!({"cached_tokens": 20, "cache_write_tokens": 7}),
+        "{out}"
+    );
+}

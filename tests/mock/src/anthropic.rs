@@ -12,13 +12,39 @@ use super::exchange::{sse, Endpoint, StreamEnding, Turn};
 use super::rate_headers::Dialect;
 use super::thinking;
 
-/// The answer's content: its thinking block (thinking on) and its text.
+/// The page the mock's web search finds and its answer cites.
+pub const SEARCH_RESULT_URL: &str = "https://example.org/quotaroute-mock";
+
+/// The answer's content: its thinking block (thinking on) and its text — and, when the
+/// request offered web search, one search, its result and a sentence citing it, as Claude
+/// answers with `web_search_20250305`.
 fn content(turn: &Turn) -> Value {
     let text = json!({"type": "text", "text": turn.text()});
-    match &turn.thinking_signature {
-        Some(signature) => json!([thinking::block(signature), text]),
-        None => json!([text]),
+    let mut blocks = match &turn.thinking_signature {
+        Some(signature) => vec![thinking::block(signature), text],
+        None => vec![text],
+    };
+    if turn.web_search {
+        let id = format!("srvtoolu_mock_{}", turn.sequence);
+        blocks.splice(
+            0..0,
+            [
+                json!({"type": "server_tool_use", "id": id, "name": "web_search",
+                       "input": {"query": "quotaroute mock"}}),
+                json!({"type": "web_search_tool_result", "tool_use_id": id, "content": [
+                    {"type": "web_search_result", "url": SEARCH_RESULT_URL,
+                     "title": "The mock's source", "encrypted_content": "bW9jaw==",
+                     "page_age": null}]}),
+            ],
+        );
+        blocks.push(
+            json!({"type": "text", "text": " The mock cites one source.",
+            "citations": [{"type": "web_search_result_location", "url": SEARCH_RESULT_URL,
+                           "title": "The mock's source", "cited_text": "one source",
+                           "encrypted_index": "bW9jaw=="}]}),
+        );
     }
+    Value::Array(blocks)
 }
 
 fn message(turn: &Turn, complete: bool) -> Value {

@@ -91,6 +91,9 @@ pub struct Turn {
     pub encrypted_content: Option<String>,
     /// Compaction: the request's user messages, which its answer keeps as they were sent.
     pub kept_messages: Vec<Value>,
+    /// The request offers the host's web search tool (Anthropic's `web_search_20250305`): a
+    /// whole Messages answer runs one search and cites its result (`anthropic`).
+    pub web_search: bool,
     /// Responses API: the `input` ends with a `compaction_trigger` item (Codex's inline
     /// compaction): the answer is one compaction item instead of reasoning and a message.
     pub compaction_trigger: bool,
@@ -200,6 +203,16 @@ impl Turn {
                 && body
                     .get("reasoning_effort")
                     .is_some_and(|effort| !effort.is_null()),
+            web_search: body
+                .get("tools")
+                .and_then(Value::as_array)
+                .is_some_and(|tools| {
+                    tools.iter().any(|tool| {
+                        tool.get("type")
+                            .and_then(Value::as_str)
+                            .is_some_and(|kind| kind.starts_with("web_search_"))
+                    })
+                }),
             kept_messages: match (endpoint, body.get("input")) {
                 (Endpoint::Compact, Some(Value::Array(items))) => items
                     .iter()

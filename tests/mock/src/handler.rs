@@ -85,8 +85,8 @@ async fn answer(
         let reply = error_bodies::for_status(Dialect::OpenAi, 404, "", "unknown");
         return error_response(reply, headers);
     };
-    if !serves(mock, &key, endpoint) {
-        let reply = error_bodies::unknown_route(method.as_str(), uri.path());
+    if !serves(mock, &key, endpoint) || mock.lacks_route(&key, uri.path()) {
+        let reply = mock.missing_route_reply(&key, method.as_str(), uri.path());
         return error_response(reply, headers);
     }
     let dialect = endpoint.dialect();

@@ -93,6 +93,7 @@ mod gemini;
 mod gemini_api;
 mod gemini_errors;
 mod handler;
+mod missing_route;
 mod openai;
 mod plan_windows;
 mod prompt_cache;
@@ -115,6 +116,7 @@ pub use auth::{Accepted, KeyGate, OAuthSettings, OAuthStats, ACCESS_TOKEN_PREFIX
 pub use compression::{Compression, Encoding, UnknownCompression};
 pub use error_bodies::masked_key;
 pub use fault::{Fault, ResetForm, Rule};
+pub use missing_route::Route404;
 pub use plan_windows::{PlanWindow, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS};
 pub use rate_headers::openai_duration;
 pub use state::{Admission, MockStats, MockUpstream, RateBudget, RateSnapshot, StoredLookup};
@@ -135,6 +137,7 @@ pub fn router(state: MockUpstream) -> Router {
         )
         .route("/mock/stats", get(stats).delete(reset_stats))
         .route("/mock/budgets", post(set_budget))
+        .route("/mock/routes", post(set_routes))
         .route("/oauth/token", post(auth_api::token))
         .route(
             "/mock/compression",
@@ -143,6 +146,18 @@ pub fn router(state: MockUpstream) -> Router {
         .fallback(handler::upstream)
         .layer(DefaultBodyLimit::disable())
         .with_state(state)
+}
+
+/// `POST /mock/routes`: `{"key", "missing": ["/v1/responses/compact"], "style"}` — the
+/// routes a key's host lacks and how its 404 reads (`missing_route`).
+async fn set_routes(
+    State(mock): State<MockUpstream>,
+    Json(body): Json<missing_route::RoutesBody>,
+) -> StatusCode {
+    let missing: Vec<&str> = body.missing.iter().map(String::as_str).collect();
+    mock.set_missing_routes(&body.key, &missing);
+    mock.set_route_404(&body.key, body.style);
+    StatusCode::NO_CONTENT
 }
 
 async fn replace_rules(

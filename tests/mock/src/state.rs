@@ -164,6 +164,8 @@ struct MockState {
     /// Keys whose host serves only these generation APIs (`chat`, `responses`, `messages`):
     /// the others' paths answer 404 as an unknown route. Absent: every API.
     served_apis: HashMap<String, Vec<String>>,
+    /// Routes keys' hosts lack, and how their 404 reads (`missing_route`).
+    routes: crate::missing_route::MissingRoutes,
 }
 
 /// How many request bodies the mock keeps for tests to read.
@@ -193,6 +195,14 @@ impl MockUpstream {
     pub fn set_served_apis(&self, key: &str, apis: &[&str]) {
         let apis = apis.iter().map(|api| (*api).to_owned()).collect();
         self.lock().served_apis.insert(key.to_owned(), apis);
+    }
+
+    /// Runs `change` on the missing routes' state, under the mock's mutex.
+    pub(crate) fn with_routes<T>(
+        &self,
+        change: impl FnOnce(&mut crate::missing_route::MissingRoutes) -> T,
+    ) -> T {
+        change(&mut self.lock().routes)
     }
 
     /// Whether `key`'s host serves the generation API `api`.

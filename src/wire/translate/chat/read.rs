@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{
     Answer, Effort, Finish, Part, Request, Role, ToolCall, ToolOutput, Usage,
 };
@@ -183,7 +184,9 @@ pub fn answer(answer: &Value) -> Answer {
         str_at(message, "content"),
         str_at(message, "refusal")
     );
+    let mut citations = Vec::new();
     if !text.is_empty() {
+        citations = citations::read_chat_citations(message, parts.len());
         parts.push(Part::Text(text));
     }
     for call in array_at(message, "tool_calls") {
@@ -195,5 +198,7 @@ pub fn answer(answer: &Value) -> Answer {
         parts,
         finish: finish(choice.get("finish_reason").and_then(Value::as_str)),
         usage: usage(answer.get("usage").unwrap_or(&Value::Null)),
+        searches: Vec::new(),
+        citations,
     }
 }

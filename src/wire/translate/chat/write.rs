@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{
     Answer, Finish, FormatKind, Part, Request, Role, ToolChoice, Usage,
 };
@@ -224,6 +225,10 @@ pub fn answer(answer: &Answer, created: u64) -> Value {
     }
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
+    }
+    let annotations = citations::chat_annotations(answer);
+    if !annotations.is_empty() {
+        message["annotations"] = Value::Array(annotations);
     }
     json!({
         "id": chat_id(&answer.id),

@@ -507,5 +507,8 @@ pub fn answer(response: &Value, signatures: bool, created: u64) -> Answer {
         parts,
         finish,
         usage: usage(at(response, "usageMetadata").unwrap_or(&Value::Null)),
+        // Google Search grounding is not carried yet: its answers read as text.
+        searches: Vec::new(),
+        citations: Vec::new(),
     }
 }

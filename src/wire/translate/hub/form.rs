@@ -219,6 +219,35 @@ pub struct Answer {
     pub parts: Vec<Part>,
     pub finish: Finish,
     pub usage: Usage,
+    /// The web searches the host ran for it (behaviour §14), in order.
+    pub searches: Vec<SearchCall>,
+    /// The sources its text cites.
+    pub citations: Vec<Citation>,
+}
+
+/// A web search the host ran (OpenAI's `web_search_call`, Anthropic's `server_tool_use` and
+/// its `web_search_tool_result`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SearchCall {
+    pub id: String,
+    pub query: String,
+    /// The pages it found: (url, title).
+    pub results: Vec<(String, String)>,
+}
+
+/// A source a span of the answer's text cites (OpenAI's `url_citation` annotation,
+/// Anthropic's `web_search_result_location` citation).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Citation {
+    /// The index in [`Answer::parts`] of the text it annotates.
+    pub part: usize,
+    /// The span in that text, in characters: `start..end`.
+    pub start: usize,
+    pub end: usize,
+    pub url: String,
+    pub title: String,
+    /// The passage cited, when the host gave it (Anthropic's `cited_text`).
+    pub cited_text: Option<String>,
 }
 
 /// One stream event. Readers give blocks one after another: a `*Start` opens one, `BlockStop`
@@ -253,6 +282,11 @@ pub enum Event {
     },
     /// The answer ended.
     Done,
+    /// A web search the host ran, whole, with its results (between blocks).
+    Search(SearchCall),
+    /// A source the open text block cites, the whole block (`part`, `start` and `end` are not
+    /// used: the writer knows the block).
+    Citation(Citation),
     /// The upstream's error in the stream.
     Error {
         message: String,

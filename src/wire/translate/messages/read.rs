@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{
     Answer, Effort, Finish, FormatKind, Image, OutputFormat, Part, Request, Role, Tool, ToolCall,
     ToolChoice, ToolOutput, Usage, WebSearch,
@@ -265,9 +266,18 @@ pub fn finish(stop_reason: Option<&str>) -> Finish {
 /// A whole answer: total — one without `content` is an empty answer.
 pub fn answer(answer: &Value) -> Answer {
     let mut parts = Vec::new();
+    let mut citations = Vec::new();
     for block in array_at(answer, "content") {
         match str_at(block, "type") {
-            "text" => parts.push(Part::Text(str_at(block, "text").to_string())),
+            "text" => {
+                let text = str_at(block, "text");
+                citations.extend(citations::read_anthropic_citations(
+                    block,
+                    parts.len(),
+                    text,
+                ));
+                parts.push(Part::Text(text.to_string()));
+            }
             "thinking" => parts.push(Part::Thinking {
                 text: str_at(block, "thinking").to_string(),
                 signature: str_at(block, "signature").to_string(),
@@ -289,6 +299,8 @@ pub fn answer(answer: &Value) -> Answer {
         parts,
         finish: finish(answer.get("stop_reason").and_then(Value::as_str)),
         usage: usage(answer.get("usage").unwrap_or(&Value::Null)),
+        searches: citations::read_anthropic_searches(array_at(answer, "content")),
+        citations,
     }
 }
 

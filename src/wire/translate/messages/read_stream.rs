@@ -1,11 +1,14 @@
 //! A Messages stream into the hub's events, event by event. Blocks other than text, thinking
-//! and tool calls (server tools' own) are left out whole. State: the open block's kind and the
-//! usage so far (Anthropic sends it in pieces: `message_start`, then `message_delta`).
+//! and tool calls are left out whole, but for web search: its `server_tool_use` (its query in
+//! pieces) and `web_search_tool_result` become one search event, and a text block's
+//! `citations_delta` a citation of it. State: the open block's kind, the search in progress
+//! and the usage so far (Anthropic sends it in pieces: `message_start`, then `message_delta`).
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::read::{finish, usage};
-use crate::wire::translate::hub::form::Event;
+use crate::wire::translate::citations;
+use crate::wire::translate::hub::form::{Event, SearchCall};
 use crate::wire::translate::hub::{str_at, text_at};
 
 #[derive(Debug, Default)]
@@ -13,6 +16,8 @@ pub struct MessagesReader {
     /// Whether the open block is one the form carries.
     open: Option<bool>,
     usage: Map<String, Value>,
+    /// The web search whose `server_tool_use` came, its input JSON so far, until its result.
+    search: Option<(SearchCall, String)>,
 }
 
 impl MessagesReader {
@@ -26,6 +31,65 @@ impl MessagesReader {
 
     fn usage(&self) -> crate::wire::translate::hub::form::Usage {
         usage(&Value::Object(self.usage.clone()))
+    }
+
+    /// A content block opened: its events, and whether it is carried (a web search's blocks
+    /// become one `Search` event, not a block).
+    fn block_start(&mut self, block: &Value, events: &mut Vec<Event>) -> bool {
+        match str_at(block, "type") {
+            "text" => {
+                events.push(Event::TextStart);
+                if let Some(text) = text_at(block, "text") {
+                    events.push(Event::Text(text.to_string()));
+                }
+                true
+            }
+            "thinking" => {
+                events.push(Event::ThinkingStart);
+                if let Some(signature) = text_at(block, "signature") {
+                    events.push(Event::Signature(signature.to_string()));
+                }
+                true
+            }
+            "redacted_thinking" => {
+                events.push(Event::Redacted(str_at(block, "data").to_string()));
+                true
+            }
+            "tool_use" => {
+                events.push(Event::ToolStart {
+                    id: str_at(block, "id").to_string(),
+                    name: str_at(block, "name").to_string(),
+                });
+                true
+            }
+            "server_tool_use" if str_at(block, "name") == "web_search" => {
+                let search = SearchCall {
+                    id: str_at(block, "id").to_string(),
+                    ..SearchCall::default()
+                };
+                let input = block
+                    .get("input")
+                    .filter(|input| input.as_object().is_some_and(|o| !o.is_empty()))
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                self.search = Some((search, input));
+                false
+            }
+            "web_search_tool_result" => {
+                if let Some((mut search, input)) = self.search.take() {
+                    let input: Value = serde_json::from_str(&input).unwrap_or_default();
+                    search.query = str_at(&input, "query").to_string();
+                    let found = citations::read_anthropic_searches(&[
+                        json!({"type": "server_tool_use", "id": search.id}),
+                        block.clone(),
+                    ]);
+                    search.results = found.into_iter().flat_map(|found| found.results).collect();
+                    events.push(Event::Search(search));
+                }
+                false
+            }
+            _ => false,
+        }
     }
 
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
@@ -44,35 +108,17 @@ impl MessagesReader {
             }
             "content_block_start" => {
                 let block = data.get("content_block").unwrap_or(&Value::Null);
-                let carried = match str_at(block, "type") {
-                    "text" => {
-                        events.push(Event::TextStart);
-                        if let Some(text) = text_at(block, "text") {
-                            events.push(Event::Text(text.to_string()));
-                        }
-                        true
-                    }
-                    "thinking" => {
-                        events.push(Event::ThinkingStart);
-                        if let Some(signature) = text_at(block, "signature") {
-                            events.push(Event::Signature(signature.to_string()));
-                        }
-                        true
-                    }
-                    "redacted_thinking" => {
-                        events.push(Event::Redacted(str_at(block, "data").to_string()));
-                        true
-                    }
-                    "tool_use" => {
-                        events.push(Event::ToolStart {
-                            id: str_at(block, "id").to_string(),
-                            name: str_at(block, "name").to_string(),
-                        });
-                        true
-                    }
-                    _ => false,
-                };
+                let carried = self.block_start(block, events);
                 self.open = Some(carried);
+            }
+            "content_block_delta" if self.open == Some(false) => {
+                // A web search's query, in pieces.
+                let delta = data.get("delta").unwrap_or(&Value::Null);
+                if let Some((_, input)) = self.search.as_mut() {
+                    if str_at(delta, "type") == "input_json_delta" {
+                        input.push_str(str_at(delta, "partial_json"));
+                    }
+                }
             }
             "content_block_delta" if self.open == Some(true) => {
                 let delta = data.get("delta").unwrap_or(&Value::Null);
@@ -82,6 +128,14 @@ impl MessagesReader {
                     "thinking_delta" => Event::Thinking(piece("thinking")),
                     "signature_delta" => Event::Signature(piece("signature")),
                     "input_json_delta" => Event::ToolArguments(piece("partial_json")),
+                    "citations_delta" => {
+                        let block =
+                            json!({"citations": [delta.get("citation").unwrap_or(&Value::Null)]});
+                        match citations::read_anthropic_citations(&block, 0, "").pop() {
+                            Some(citation) => Event::Citation(citation),
+                            None => return,
+                        }
+                    }
                     _ => return,
                 });
             }

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{
     Answer, Finish, FormatKind, Image, Part, Request, Role, ToolChoice, ToolOutput, Usage,
 };
@@ -287,21 +288,24 @@ fn answer_input(arguments: &str) -> Value {
 
 /// A whole answer.
 pub fn answer(answer: &Answer) -> Value {
-    let content: Vec<Value> = answer
-        .parts
-        .iter()
-        .filter_map(|part| match part {
-            Part::ToolCall(call) => Some(json!({
+    // The searches the host ran come first, then what they informed, cited.
+    let mut content = citations::anthropic_search_blocks(answer);
+    for (index, part) in answer.parts.iter().enumerate() {
+        match part {
+            Part::ToolCall(call) => content.push(json!({
                 "type": "tool_use",
                 "id": call.id,
                 "name": call.name,
                 "input": answer_input(&call.arguments),
             })),
-            Part::Text(text) if text.is_empty() => None,
-            Part::Thinking { text, .. } if text.is_empty() => None,
-            other => block(other).ok(),
-        })
-        .collect();
+            Part::Text(text) if text.is_empty() => {}
+            Part::Thinking { text, .. } if text.is_empty() => {}
+            Part::Text(text) => {
+                content.extend(citations::anthropic_text_blocks(answer, index, text))
+            }
+            other => content.extend(block(other).ok()),
+        }
+    }
     json!({
         "id": message_id(&answer.id),
         "type": "message",

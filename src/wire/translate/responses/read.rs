@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{
     Answer, Effort, Finish, Part, Request, Role, ToolCall, ToolOutput, Usage,
 };
@@ -258,6 +259,7 @@ pub fn reasoning_text(item: &Value) -> String {
 pub fn answer(response: &Value) -> Answer {
     let mut parts = Vec::new();
     let mut called = false;
+    let (mut searches, mut citations) = (Vec::new(), Vec::new());
     for item in array_at(response, "output") {
         match str_at(item, "type") {
             "reasoning" => {
@@ -272,9 +274,11 @@ pub fn answer(response: &Value) -> Answer {
             "message" => {
                 let text = message_text(item);
                 if !text.is_empty() {
+                    citations.extend(citations::read_responses_citations(item, parts.len()));
                     parts.push(Part::Text(text));
                 }
             }
+            "web_search_call" => searches.push(citations::read_responses_search(item)),
             "function_call" => {
                 called = true;
                 parts.push(Part::ToolCall(ToolCall {
@@ -292,5 +296,7 @@ pub fn answer(response: &Value) -> Answer {
         parts,
         finish: finish(response, called),
         usage: usage(response.get("usage").unwrap_or(&Value::Null)),
+        searches,
+        citations,
     }
 }

@@ -5,6 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use super::echo::Echo;
+use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::ToolCall;
 use crate::wire::translate::hub::form::{
     Answer, Finish, FormatKind, Part, Request, Role, ToolChoice, ToolOutput, Usage,
@@ -192,7 +193,9 @@ fn input_items(role: Role, parts: &[Part], out: &mut Vec<Value>) {
 pub fn usage(usage: &Usage) -> Value {
     json!({
         "input_tokens": usage.input,
-        "input_tokens_details": {"cached_tokens": usage.cached},
+        // `cache_write_tokens`: required by the Responses schema as the openai SDK (3.63)
+        // validates it; Anthropic's cache writes, 0 from hosts that report none.
+        "input_tokens_details": {"cached_tokens": usage.cached, "cache_write_tokens": usage.cache_write},
         "output_tokens": usage.output,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning},
         "total_tokens": usage.input + usage.output,
@@ -382,7 +385,15 @@ pub fn answer(answer: &Answer, created: u64, echo: &Echo) -> Value {
                 )
             })
             .unwrap_or(output.len());
-        output.insert(at, message_item(&format!("msg_{bare}"), &text, "completed"));
+        let mut message = message_item(&format!("msg_{bare}"), &text, "completed");
+        message["content"][0]["annotations"] =
+            Value::Array(citations::responses_annotations(answer));
+        output.insert(at, message);
+    }
+    // The searches the host ran come before what they informed.
+    let searches = citations::responses_search_items(answer);
+    if !searches.is_empty() {
+        output.splice(0..0, searches);
     }
     response_object(
         (&response_id(&answer.id), &answer.model, created),

@@ -16,7 +16,8 @@ use super::write::{
     bare_id, custom_call_item, custom_input, function_call_item, message_item, reasoning_item,
     response_id, response_object, usage,
 };
-use crate::wire::translate::hub::form::{Event, Finish, Part, Usage};
+use crate::wire::translate::citations;
+use crate::wire::translate::hub::form::{Answer, Citation, Event, Finish, Part, SearchCall, Usage};
 use crate::wire::translate::sse_write::write_data;
 use std::sync::Arc;
 
@@ -51,6 +52,8 @@ struct OpenItem {
     id: String,
     output_index: u32,
     text: String,
+    /// A text block's citations (each of the whole block), annotated when it ends.
+    cited: Vec<Citation>,
 }
 
 pub struct ResponsesWriter {
@@ -181,6 +184,60 @@ impl ResponsesWriter {
                 self.emit(out, kind, json!({"response": response}));
             }
             Event::Error { message, kind } => self.error(message, kind, out),
+            Event::Search(search) => self.search(search, out),
+            Event::Citation(citation) => {
+                if let Some(open) = self.open.as_mut().filter(|open| open.kind == Kind::Text) {
+                    open.cited.push(citation.clone());
+                }
+            }
+        }
+    }
+
+    /// A web search the host ran, as its own `web_search_call` item.
+    fn search(&mut self, search: &SearchCall, out: &mut BytesMut) {
+        self.stop_block(out);
+        let output_index = self.next_output;
+        self.next_output += 1;
+        let answer = Answer {
+            searches: vec![search.clone()],
+            ..Answer::default()
+        };
+        let Some(mut item) = citations::responses_search_items(&answer).pop() else {
+            return;
+        };
+        let id = item["id"].clone();
+        item["status"] = json!("in_progress");
+        self.emit(
+            out,
+            "response.output_item.added",
+            json!({"output_index": output_index, "item": item}),
+        );
+        for kind in [
+            "response.web_search_call.in_progress",
+            "response.web_search_call.searching",
+            "response.web_search_call.completed",
+        ] {
+            self.emit(
+                out,
+                kind,
+                json!({"output_index": output_index, "item_id": id}),
+            );
+        }
+        item["status"] = json!("completed");
+        self.emit(
+            out,
+            "response.output_item.done",
+            json!({"output_index": output_index, "item": item}),
+        );
+        self.hold(item);
+    }
+
+    /// Keeps a finished item for `response.completed`, within [`MAX_HELD_OUTPUT_BYTES`].
+    fn hold(&mut self, item: Value) {
+        let size = item.to_string().len();
+        if self.held + size <= MAX_HELD_OUTPUT_BYTES {
+            self.held += size;
+            self.output.push(item);
         }
     }
 
@@ -248,6 +305,7 @@ impl ResponsesWriter {
             id,
             output_index,
             text: String::new(),
+            cited: Vec::new(),
         });
     }
 
@@ -287,18 +345,37 @@ impl ResponsesWriter {
             id,
             output_index,
             text,
+            cited,
         } = open;
         let item = match kind {
             Kind::Text => {
+                let end = text.chars().count();
+                let annotations: Vec<Value> = cited
+                    .into_iter()
+                    .map(|citation| {
+                        json!({"type": "url_citation", "start_index": 0, "end_index": end,
+                               "url": citation.url, "title": citation.title})
+                    })
+                    .collect();
+                for (index, annotation) in annotations.iter().enumerate() {
+                    self.emit(
+                        out,
+                        "response.output_text.annotation.added",
+                        json!({"item_id": id, "output_index": output_index, "content_index": 0,
+                               "annotation_index": index, "annotation": annotation}),
+                    );
+                }
                 self.emit(out, "response.output_text.done",
                     json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": text, "logprobs": []}));
                 self.emit(
                     out,
                     "response.content_part.done",
                     json!({"item_id": id, "output_index": output_index, "content_index": 0,
-                           "part": {"type": "output_text", "text": text, "annotations": []}}),
+                           "part": {"type": "output_text", "text": text, "annotations": annotations}}),
                 );
-                message_item(&id, &text, "completed")
+                let mut item = message_item(&id, &text, "completed");
+                item["content"][0]["annotations"] = Value::Array(annotations);
+                item
             }
             Kind::Thinking { signature } => {
                 self.emit(out, "response.reasoning_summary_text.done",
@@ -345,10 +422,6 @@ impl ResponsesWriter {
             "response.output_item.done",
             json!({"output_index": output_index, "item": item}),
         );
-        let size = item.to_string().len();
-        if self.held + size <= MAX_HELD_OUTPUT_BYTES {
-            self.held += size;
-            self.output.push(item);
-        }
+        self.hold(item);
     }
 }
