@@ -98,6 +98,7 @@ mod openai;
 mod plan_windows;
 mod prompt_cache;
 mod rate_headers;
+mod route_table;
 mod server;
 mod state;
 mod stored;
@@ -116,9 +117,9 @@ pub use auth::{Accepted, KeyGate, OAuthSettings, OAuthStats, ACCESS_TOKEN_PREFIX
 pub use compression::{Compression, Encoding, UnknownCompression};
 pub use error_bodies::masked_key;
 pub use fault::{Fault, ResetForm, Rule};
-pub use missing_route::Route404;
 pub use plan_windows::{PlanWindow, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS};
 pub use rate_headers::openai_duration;
+pub use route_table::Route404;
 pub use state::{Admission, MockStats, MockUpstream, RateBudget, RateSnapshot, StoredLookup};
 pub use stored::STORED_LIMIT;
 

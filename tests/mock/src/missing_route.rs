@@ -8,22 +8,8 @@
 use serde::Deserialize;
 
 use crate::error_bodies::{self, ErrorReply};
+use crate::route_table::Route404;
 use crate::state::MockUpstream;
-
-/// How a host's 404 for a route it lacks reads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Route404 {
-    /// `{"error":{"message":"Invalid URL (POST /v1/responses)",…}}`.
-    #[default]
-    Openai,
-    /// vLLM and other FastAPI servers: `{"detail":"Not Found"}`.
-    Fastapi,
-    /// Ollama and other Go servers: `404 page not found` as plain text.
-    Go,
-    /// An nginx error page in front of the host.
-    Html,
-}
 
 impl Route404 {
     /// The 404 for `method path`.
@@ -94,11 +80,4 @@ impl MockUpstream {
                 .is_some_and(|paths| paths.iter().any(|missing| missing == path))
         })
     }
-}
-
-/// The routes each key's host lacks and how it says so.
-#[derive(Debug, Default)]
-pub struct MissingRoutes {
-    missing: std::collections::HashMap<String, Vec<String>>,
-    styles: std::collections::HashMap<String, Route404>,
 }

@@ -165,7 +165,7 @@ struct MockState {
     /// the others' paths answer 404 as an unknown route. Absent: every API.
     served_apis: HashMap<String, Vec<String>>,
     /// Routes keys' hosts lack, and how their 404 reads (`missing_route`).
-    routes: crate::missing_route::MissingRoutes,
+    routes: crate::route_table::MissingRoutes,
 }
 
 /// How many request bodies the mock keeps for tests to read.
@@ -200,7 +200,7 @@ impl MockUpstream {
     /// Runs `change` on the missing routes' state, under the mock's mutex.
     pub(crate) fn with_routes<T>(
         &self,
-        change: impl FnOnce(&mut crate::missing_route::MissingRoutes) -> T,
+        change: impl FnOnce(&mut crate::route_table::MissingRoutes) -> T,
     ) -> T {
         change(&mut self.lock().routes)
     }
