@@ -26,16 +26,18 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use quotaroute_actors::group_ledger::share_of;
 use quotaroute_actors::policy::admission::{
     breaker_admission, connection_block, evaluate_target, take_first_admitted, Admit, Block,
     BreakerAdmission,
 };
+use quotaroute_actors::policy::affinity_bindings::ClientQuota;
 use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
 use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::policy::pace::PacingSettings;
-use quotaroute_actors::policy::quota_share::{self, DrrKeys, TargetView};
+use quotaroute_actors::policy::quota_share::{DrrKeys, TargetView};
 use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};
 use quotaroute_actors::policy::selection::{
     decide, AffinityKey, Candidates, ComboRules, RoutedTarget, SelectionRequest, SelectionState,
@@ -351,7 +353,7 @@ impl WhatIf {
         }
         self.requests_replayed += 1;
         let turn = recorded_turn(recorded, &targets);
-        let pacing = self.pacing_of(&combo, strategy);
+        let pacing = self.pacing_of(&combo);
         let views: Vec<TargetView> = turn
             .positions
             .iter()
@@ -399,7 +401,7 @@ impl WhatIf {
             decided.changes,
             now_ms,
             (settings.max_groups, settings.ttl_ms),
-            |_| None,
+            |client| Some(self.group_quota(client)),
         );
         self.selection.insert(combo.clone(), state);
         self.compare(recorded, &decided.route_decided, &targets);
@@ -470,18 +472,33 @@ impl WhatIf {
         breaker_admission(state, settings, Some(&gate), now_ms)
     }
 
-    /// The pacing `combo`'s quota-share turns use under the what-if config (behaviour §13):
-    /// `[defaults.pacing]` with the combo's own switch; `None` when off or for another strategy.
-    fn pacing_of(&self, combo: &str, strategy: quota_share::Strategy) -> Option<PacingSettings> {
-        let defaults = &self.config.defaults.pacing;
-        let on = self
-            .config
-            .combos
-            .iter()
-            .find(|c| c.name == combo)
-            .is_none_or(|c| c.pacing);
-        (defaults.enabled && on && strategy == quota_share::Strategy::QuotaShare)
-            .then(|| defaults.clone())
+    /// The pacing `combo`'s turns use under the what-if config (behaviour §13): its spec's, as
+    /// the node would run it (`ComboSpec::paced`, the implicit combo's for a `provider/model`
+    /// name); `None` when off, for another strategy or for a combo CONFIG cannot route.
+    fn pacing_of(&self, combo: &str) -> Option<PacingSettings> {
+        match self.planned.combo(combo) {
+            Some(spec) => spec.paced().cloned(),
+            None => self
+                .planned
+                .implicit_combo(combo)
+                .and_then(|spec| spec.paced().cloned()),
+        }
+    }
+
+    /// `client`'s quota for a new group in the combo being routed (behaviour §11), as the live
+    /// combos' group ledger gives it: its share of CONFIG's `max_groups` among CONFIG's
+    /// clients (`share_of`), and the groups it holds in the other combos. The combo being
+    /// routed is out of `self.selection` while it decides, so every combo left is another.
+    fn group_quota(&mut self, client: &str) -> ClientQuota {
+        let held_elsewhere = self
+            .selection
+            .values_mut()
+            .map(|other| other.bindings.held_by(client))
+            .sum();
+        ClientQuota {
+            share: share_of(self.config.affinity.max_groups, self.planned.clients),
+            held_elsewhere,
+        }
     }
 
     /// What the selector sees of one target now: the same evaluation as the combo actor's, on
