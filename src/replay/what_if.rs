@@ -36,12 +36,14 @@ use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGat
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
 use quotaroute_actors::policy::exec_key::exec_key;
+use quotaroute_actors::policy::failover_cursor::FailoverCursor;
 use quotaroute_actors::policy::pace::PacingSettings;
 use quotaroute_actors::policy::quota_share::{DrrKeys, TargetView};
-use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};
+use quotaroute_actors::policy::request::Step;
 use quotaroute_actors::policy::selection::{
     decide, AffinityKey, Candidates, ComboRules, RoutedTarget, SelectionRequest, SelectionState,
 };
+use quotaroute_actors::policy::settled_attempt::fold_settled;
 use quotaroute_actors::topology::recorded_targets;
 use quotaroute_actors::{AttemptResult, ConnectionSpec, Outcome, Topology};
 use quotaroute_journal::{
@@ -136,10 +138,9 @@ struct LiveRequest {
     combo: String,
     /// Every target of the combo, config order.
     targets: Vec<Arc<RoutedTarget>>,
-    /// The decision's order, as positions in `targets`.
-    order: Vec<usize>,
-    next: usize,
-    plan: RequestPlan,
+    /// The decision's order (positions in `targets`), where the request stands in it and its
+    /// attempt budget, as the node's `Decision` keeps them.
+    route: FailoverCursor,
     /// The conversation the first target was placed for, and that target's position.
     group: Option<(AffinityKey, usize)>,
 }
@@ -405,7 +406,7 @@ impl WhatIf {
         );
         self.selection.insert(combo.clone(), state);
         self.compare(recorded, &decided.route_decided, &targets);
-        let (max_attempts, max_upstream_requests) = self.budget_of(&combo);
+        let budget = self.budget_of(&combo);
         let Some((offset, probe_taken_at_ms)) = decided.taken else {
             self.simulated_unservable.insert(request_id.to_string());
             return None;
@@ -420,9 +421,7 @@ impl WhatIf {
             LiveRequest {
                 combo,
                 targets,
-                order: decided.order,
-                next: offset + 1,
-                plan: RequestPlan::new(max_attempts, max_upstream_requests),
+                route: FailoverCursor::new(decided.order, offset, budget),
                 group,
             },
         );
@@ -532,10 +531,11 @@ impl WhatIf {
     }
 
     /// A failover: the next target of the request's order that is admitted now
-    /// (`take_first_admitted`, as the combo's `Acquire` takes it), with its attempt started.
+    /// (`take_first_admitted`, as the combo's `Acquire` takes it), taken as the node's
+    /// `Decision` takes it (`FailoverCursor::took`), with its attempt started.
     fn next_attempt(&mut self, now_ms: u64, request_id: &str) -> Option<InFlightAttempt> {
         let live = self.live.get(request_id)?;
-        let candidates: Vec<usize> = live.order.get(live.next..)?.to_vec();
+        let candidates: Vec<usize> = live.route.untried().to_vec();
         let targets = live.targets.clone();
         let mut passed_over = Vec::new();
         let taken = take_first_admitted(
@@ -548,12 +548,10 @@ impl WhatIf {
             &mut passed_over,
         );
         let live = self.live.get_mut(request_id)?;
-        let Some((offset, probe_taken_at_ms)) = taken else {
-            live.next = live.order.len();
-            return None;
-        };
-        live.next += offset + 1;
-        self.start_attempt(now_ms, request_id, candidates[offset], probe_taken_at_ms)
+        let (offset, probe_taken_at_ms) = taken.unzip();
+        let at = live.route.took(offset)?;
+        let position = *live.route.order().get(at)?;
+        self.start_attempt(now_ms, request_id, position, probe_taken_at_ms.flatten())
     }
 
     /// Starts the request's attempt on the target at `position` (taken already).
@@ -567,7 +565,7 @@ impl WhatIf {
         let live = self.live.get(request_id)?;
         let target = live.targets.get(position)?.clone();
         let combo = live.combo.clone();
-        let attempt_number = live.plan.upstream_requests();
+        let attempt_number = live.route.plan().upstream_requests();
         let mut outcome = self.outcome_for(request_id, &target, now_ms);
         outcome.request_id = request_id.to_string();
         outcome.combo = combo;
@@ -659,11 +657,14 @@ impl WhatIf {
         let Some(live) = self.live.get_mut(&request_id) else {
             return;
         };
-        if live.plan.after_attempt(class, outcome.result.stream, true) != Step::Failover {
+        let step = live
+            .route
+            .plan_mut()
+            .after_attempt(class, outcome.result.stream, true);
+        if step != Step::Failover {
             self.live.remove(&request_id);
             return;
         }
-        live.plan.attempt_sent();
         match self.next_attempt(now_ms, &request_id) {
             Some(attempt) => next.push(attempt),
             None => {
@@ -701,29 +702,20 @@ impl WhatIf {
         );
     }
 
+    /// A settled attempt folded into its breaker and connection as their actors fold it
+    /// (`settled_attempt::fold_settled`).
     fn apply_outcome(&mut self, now_ms: u64, outcome: &Outcome) {
-        let (breaker, settings) = self.breaker(&outcome.provider);
-        let breaker_events = match breaker_signal(outcome.result.class) {
-            Some(failure) => breaker.on_outcome(
-                &outcome.provider,
-                &outcome.connection,
-                failure,
-                outcome.started_at_ms,
-                outcome.was_probe,
-                now_ms,
-                settings,
-            ),
-            None => Vec::new(),
+        // Both made first, then borrowed side by side.
+        self.breaker(&outcome.provider);
+        self.connection(&outcome.provider, &outcome.connection);
+        let (Some((breaker, settings)), Some((connection, spec))) = (
+            self.breakers.get_mut(&outcome.provider),
+            self.connections.get_mut(&outcome.connection),
+        ) else {
+            return;
         };
-        for event in &breaker_events {
-            breaker.apply(now_ms, event);
-        }
-        let (connection, spec) = self.connection(&outcome.provider, &outcome.connection);
-        let connection_events = connection.on_outcome(outcome, now_ms, spec);
-        for event in &connection_events {
-            connection.apply(now_ms, event);
-        }
-        for event in breaker_events.iter().chain(&connection_events) {
+        let events = fold_settled(outcome, now_ms, (breaker, settings), (connection, spec));
+        for event in &events {
             self.simulated.observe(now_ms, event);
         }
     }
@@ -1129,7 +1121,8 @@ mod tests {
         let Some(live) = what_if.live.get("r") else {
             return Vec::new();
         };
-        live.order
+        live.route
+            .order()
             .iter()
             .map(|&i| live.targets[i].connection.to_string())
             .collect()
