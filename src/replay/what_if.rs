@@ -3,17 +3,19 @@
 //!
 //! Each recorded request (`route_decided`) is routed again at its instant by the live code
 //! paths: `policy::admission` (breaker → connection → model lockout, probe tokens included;
-//! saturation of CONFIG's limits and the providers' readings; caps) for each target's view,
-//! `policy::selection::decide` — the combo actor's own composition: §2 on the what-if
-//! deficits and in-flight counts, conversation affinity with CONFIG's `[affinity]` on the
-//! what-if bindings and leads (groups and makers read back by `recorded_turn`) — then
-//! `take_first_admitted` for each failover, and `RequestPlan` for what follows each attempt. A
-//! group's turn served after a failover moves its binding as on the node
+//! saturation of CONFIG's limits and the providers' readings; caps; the pace of CONFIG's combo
+//! spec, `ComboSpec::paced`) for each target's view, `policy::selection::decide` — the combo
+//! actor's own composition: §2 on the what-if deficits and in-flight counts, conversation
+//! affinity with CONFIG's `[affinity]` on the what-if bindings and leads (groups and makers
+//! read back by `recorded_turn`), each client held to its share of `max_groups` counted over
+//! every combo (`share_of`, as the node's group ledger counts it) — then, per failover,
+//! `take_first_admitted` and the node's `FailoverCursor`, and `RequestPlan` for what follows
+//! each attempt. A group's turn served after a failover moves its binding as on the node
 //! (`SelectionState::served`). Each decision is compared with the recorded one; the report
-//! counts those that differ. Connections are specified by
-//! CONFIG's topology (`config::topology`), as the node would run them. Each attempt's outcome is applied when it
-//! completes (its start plus its recorded latency) by `BreakerState::on_outcome` and
-//! `ConnectionState::on_outcome`, exactly as the actors compose them.
+//! counts those that differ. Connections are specified by CONFIG's topology
+//! (`config::topology`), as the node would run them. Each attempt's outcome is folded when it
+//! completes (its start plus its recorded latency) by `settled_attempt::fold_settled`: the
+//! breaker's signal and the connection's outcome, as their actors fold them.
 //!
 //! What a replay cannot know is how a target the recording did not try would have answered.
 //! An attempt on a target this request tried in the recording gets that recorded outcome;
@@ -38,14 +40,14 @@ use quotaroute_actors::policy::connection_view::ConnectionView;
 use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::policy::failover_cursor::FailoverCursor;
 use quotaroute_actors::policy::pace::PacingSettings;
-use quotaroute_actors::policy::quota_share::{DrrKeys, TargetView};
+use quotaroute_actors::policy::quota_share::{self, DrrKeys, TargetView};
 use quotaroute_actors::policy::request::Step;
 use quotaroute_actors::policy::selection::{
     decide, AffinityKey, Candidates, ComboRules, RoutedTarget, SelectionRequest, SelectionState,
 };
 use quotaroute_actors::policy::settled_attempt::fold_settled;
 use quotaroute_actors::topology::recorded_targets;
-use quotaroute_actors::{AttemptResult, ConnectionSpec, Outcome, Topology};
+use quotaroute_actors::{AttemptResult, ComboSpec, ConnectionSpec, Outcome, Topology};
 use quotaroute_journal::{
     ActionBy, AffinityOutcome, AuthKind, BreakerPhase, ConfigLoaded, Envelope, Event, OutcomeClass,
     RouteDecided,
@@ -354,7 +356,7 @@ impl WhatIf {
         }
         self.requests_replayed += 1;
         let turn = recorded_turn(recorded, &targets);
-        let pacing = self.pacing_of(&combo);
+        let pacing = self.pacing_of(&combo, strategy);
         let views: Vec<TargetView> = turn
             .positions
             .iter()
@@ -471,17 +473,23 @@ impl WhatIf {
         breaker_admission(state, settings, Some(&gate), now_ms)
     }
 
-    /// The pacing `combo`'s turns use under the what-if config (behaviour §13): its spec's, as
-    /// the node would run it (`ComboSpec::paced`, the implicit combo's for a `provider/model`
-    /// name); `None` when off, for another strategy or for a combo CONFIG cannot route.
-    fn pacing_of(&self, combo: &str) -> Option<PacingSettings> {
-        match self.planned.combo(combo) {
-            Some(spec) => spec.paced().cloned(),
-            None => self
-                .planned
-                .implicit_combo(combo)
-                .and_then(|spec| spec.paced().cloned()),
+    /// The pacing `combo`'s turns use under the what-if config (behaviour §13), as its spec
+    /// says (`ComboSpec::paced`): CONFIG's combo of that name, else the implicit combo CONFIG
+    /// makes of a `provider/model` name, else (a combo only the journal knows) one of the
+    /// journal's `strategy` with CONFIG's default pacing, as an implicit combo gets it.
+    fn pacing_of(&self, combo: &str, strategy: quota_share::Strategy) -> Option<PacingSettings> {
+        if let Some(spec) = self.planned.combo(combo) {
+            return spec.paced().cloned();
         }
+        let spec = self
+            .planned
+            .implicit_combo(combo)
+            .unwrap_or_else(|| ComboSpec {
+                strategy,
+                pacing: self.planned.pacing.clone(),
+                ..ComboSpec::quota_share(combo, &[])
+            });
+        spec.paced().cloned()
     }
 
     /// `client`'s quota for a new group in the combo being routed (behaviour §11), as the live
@@ -1180,6 +1188,34 @@ mod tests {
         let what_if = what_if_order(&config, &states, &breaker, &cases);
         assert_eq!(what_if, vec!["c1".to_string(), "c0".to_string()]);
         assert_eq!(combo_order(&planned, &states, &breaker, &cases), what_if);
+    }
+
+    /// Whether a combo is paced is its spec's word (`ComboSpec::paced`): CONFIG's combo, the
+    /// implicit combo of a `provider/model` name, or (a combo only the journal knows) the
+    /// journal's strategy with CONFIG's default pacing.
+    #[test]
+    fn the_what_if_paces_a_combo_as_its_spec_says() {
+        let text = "[server]\napi_keys = [\"k\"]\n[[providers]]\nname = \"p\"\nformat = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[[connections]]\nid = \"c0\"\nprovider = \"p\"\napi_key = \"x\"\n[[combos]]\nname = \"calm\"\npacing = false\ntargets = [{ connection = \"c0\", model = \"m\" }]\n[[combos]]\nname = \"first\"\nstrategy = \"priority\"\ntargets = [{ connection = \"c0\", model = \"m\" }]\n[[combos]]\nname = \"team\"\ntargets = [{ connection = \"c0\", model = \"m\" }]\n";
+        let config = crate::config::parse(text, "case.toml", &|_| None).unwrap();
+        let what_if = WhatIf::new(config.clone(), "case");
+        let share = quotaroute_actors::policy::quota_share::Strategy::QuotaShare;
+        let priority = quotaroute_actors::policy::quota_share::Strategy::Priority;
+        assert_eq!(what_if.pacing_of("calm", share), None);
+        // CONFIG's strategy, not the journal's, for a combo CONFIG names.
+        assert_eq!(what_if.pacing_of("first", share), None);
+        assert_eq!(
+            what_if.pacing_of("team", priority),
+            Some(config.defaults.pacing.clone())
+        );
+        assert_eq!(
+            what_if.pacing_of("p/m", share),
+            Some(config.defaults.pacing.clone())
+        );
+        assert_eq!(
+            what_if.pacing_of("gone", share),
+            Some(config.defaults.pacing.clone())
+        );
+        assert_eq!(what_if.pacing_of("gone", priority), None);
     }
 
     proptest! {
