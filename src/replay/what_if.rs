@@ -28,11 +28,11 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use quotaroute_actors::group_ledger::share_of;
 use quotaroute_actors::policy::admission::{
     breaker_admission, connection_block, evaluate_target, take_first_admitted, Admit, Block,
     BreakerAdmission,
 };
+use quotaroute_actors::policy::affinity_bindings::share_of;
 use quotaroute_actors::policy::affinity_bindings::ClientQuota;
 use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;

@@ -198,8 +198,10 @@ fn run(pool: &[Pool], settings: Settings, steps: &[Step]) -> (WhatIfReport, Cove
     ));
     let mut what_if = WhatIf::new(config, "the node's own");
     let mut coverage = Coverage::default();
-    let share =
-        quotaroute_actors::group_ledger::share_of(settings.max_groups, settings.extra_clients + 1);
+    let share = quotaroute_actors::policy::affinity_bindings::share_of(
+        settings.max_groups,
+        settings.extra_clients + 1,
+    );
     // Per client, the groups it has bound (a rough count: a group bound once more than its
     // share means the share decided something).
     let mut bound: std::collections::HashMap<String, std::collections::BTreeSet<(String, u64)>> =
