@@ -17,8 +17,9 @@ use crate::actor::messages::{
 use crate::clock::SharedClock;
 use crate::permit::Permit;
 use crate::policy::classify::rules;
+use crate::policy::failover_cursor::FailoverCursor;
 use crate::policy::outcome::{AttemptResult, Outcome};
-use crate::policy::request::{breaker_signal, RequestPlan, Step};
+use crate::policy::request::{RequestPlan, Step};
 use crate::registry::Registry;
 use crate::RouterError;
 
@@ -52,16 +53,13 @@ pub struct Decision {
     pub combo: String,
     /// Every target of the combo, shared with it.
     all: Arc<[Arc<RoutedTarget>]>,
-    /// The decided order, as positions in `all`.
-    order: Vec<usize>,
-    /// `order` as targets, built on the first `targets()` call only.
+    /// The decided order (positions in `all`), the targets a failover may still take, the
+    /// attempt budget and what follows each attempt (`policy::failover_cursor`).
+    route: FailoverCursor,
+    /// The order as targets, built on the first `targets()` call only.
     ordered: OnceLock<Vec<Arc<RoutedTarget>>>,
     current: Option<CurrentAttempt>,
-    /// Positions already tried (each target at most once per request).
-    next_position: usize,
     skipped: Vec<Skipped>,
-    /// The attempt budget and what follows each attempt (`policy::request`).
-    plan: RequestPlan,
     /// A committed stream's attempt, reported when the stream ends.
     stream_result: Option<AttemptResult>,
     combo_ref: ActorRef<ComboMsg>,
@@ -85,7 +83,7 @@ impl std::fmt::Debug for Decision {
             .field("combo", &self.combo)
             .field("order", &self.targets())
             .field("current", &self.current)
-            .field("plan", &self.plan)
+            .field("plan", self.route.plan())
             .finish_non_exhaustive()
     }
 }
@@ -113,16 +111,14 @@ impl Decision {
             request_id,
             combo,
             all,
-            order,
+            route: FailoverCursor::new(order, position, limits),
             ordered: OnceLock::new(),
             current: Some(CurrentAttempt {
                 position,
                 permit,
                 started_at_ms,
             }),
-            next_position: position + 1,
             skipped,
-            plan: RequestPlan::new(limits.0, limits.1),
             stream_result: None,
             combo_ref,
             registry,
@@ -173,7 +169,8 @@ impl Decision {
     /// The ordered targets: winner → rest with room → at cap → saturated.
     pub fn targets(&self) -> &[Arc<RoutedTarget>] {
         self.ordered.get_or_init(|| {
-            self.order
+            self.route
+                .order()
                 .iter()
                 .filter_map(|&i| self.all.get(i).cloned())
                 .collect()
@@ -182,7 +179,10 @@ impl Decision {
 
     /// The target at `position` in the decided order.
     fn at(&self, position: usize) -> Option<&Arc<RoutedTarget>> {
-        self.order.get(position).and_then(|&i| self.all.get(i))
+        self.route
+            .order()
+            .get(position)
+            .and_then(|&i| self.all.get(i))
     }
 
     /// The target of the attempt in progress.
@@ -195,7 +195,7 @@ impl Decision {
 
     /// The 1-based number of the attempt in progress (= upstream requests so far).
     pub fn attempt(&self) -> u32 {
-        self.plan.upstream_requests()
+        self.route.plan().upstream_requests()
     }
 
     /// Counts one more upstream request to the target in progress (the same target again,
@@ -203,7 +203,7 @@ impl Decision {
     /// `max_upstream_requests` budget. False, and nothing counted, when that is spent or no
     /// attempt is in progress.
     pub fn retry_current(&mut self) -> bool {
-        self.current.is_some() && self.plan.same_target_again()
+        self.current.is_some() && self.route.plan_mut().same_target_again()
     }
 
     /// Whether the attempt in progress holds its provider's HALF_OPEN probe token.
@@ -227,7 +227,8 @@ impl Decision {
         delivered: impl FnOnce(&mut AttemptResult),
     ) -> Step {
         let step = self
-            .plan
+            .route
+            .plan_mut()
             .after_attempt(result.class, committed_stream, time_left);
         if step == Step::Deliver {
             delivered(&mut result);
@@ -252,12 +253,14 @@ impl Decision {
     /// What the plan says of an attempt of `class`, without reporting anything (for embedders
     /// that report themselves; the node uses [`Decision::after_attempt`]).
     pub fn next_step(&mut self, class: OutcomeClass, streaming: bool, time_left: bool) -> Step {
-        self.plan.after_attempt(class, streaming, time_left)
+        self.route
+            .plan_mut()
+            .after_attempt(class, streaming, time_left)
     }
 
     /// The request's attempt budget and where it stands.
     pub fn plan(&self) -> &RequestPlan {
-        &self.plan
+        self.route.plan()
     }
 
     /// Targets passed over so far, with why.
@@ -314,7 +317,6 @@ impl Decision {
         };
         let now_ms = self.clock.now_ms();
         let was_probe = current.permit.is_probe();
-        let signal = breaker_signal(result.class);
         let outcome = Outcome {
             request_id: self.request_id.clone(),
             combo: self.combo.clone(),
@@ -322,7 +324,7 @@ impl Decision {
             provider: String::from(&*target.provider),
             connection: String::from(&*target.connection),
             model: String::from(&*target.model),
-            attempt: self.plan.upstream_requests(),
+            attempt: self.route.plan().upstream_requests(),
             started_at_ms: current.started_at_ms,
             latency_ms: now_ms.saturating_sub(current.started_at_ms),
             was_probe,
@@ -330,7 +332,9 @@ impl Decision {
             result,
         };
         let tables = self.registry.load();
-        if let (Some(failure), Some(breaker)) = (signal, tables.breakers.get(&*target.provider)) {
+        let signal = BreakerSignal::of(&outcome);
+        if let (Some(signal), Some(breaker)) = (signal, tables.breakers.get(&*target.provider)) {
+            let failure = signal.failure;
             let hint = tables.breaker_hints.get(&*target.provider);
             // A success on a CLOSED breaker with nothing counted changes nothing; the hint says
             // so without a message (see `breaker_hint` for why this never loses a signal).
@@ -339,15 +343,7 @@ impl Decision {
                 if let (true, Some(hint)) = (failure, hint) {
                     hint.failure_sent();
                 }
-                let sent = breaker.cast(BreakerMsg::Signal(
-                    BreakerSignal {
-                        connection: outcome.connection.clone(),
-                        failure,
-                        started_at_ms: current.started_at_ms,
-                        was_probe,
-                    },
-                    ack(),
-                ));
+                let sent = breaker.cast(BreakerMsg::Signal(signal, ack()));
                 if let (true, Err(_), Some(hint)) = (failure, sent, hint) {
                     hint.failure_done();
                 }
@@ -374,14 +370,15 @@ impl Decision {
     /// skipping the blocked ones. `Ok(None)` when none is left.
     pub async fn failover(&mut self) -> Result<Option<&RoutedTarget>, RouterError> {
         self.current = None;
-        if self.next_position >= self.order.len() {
+        if self.route.untried().is_empty() {
             return Ok(None);
         }
-        let candidates: Vec<Arc<RoutedTarget>> = self.order[self.next_position..]
+        let candidates: Vec<Arc<RoutedTarget>> = self
+            .route
+            .untried()
             .iter()
             .filter_map(|&i| self.all.get(i).cloned())
             .collect();
-        let base = self.next_position;
         let acquired = ractor::call_t!(
             self.combo_ref,
             ComboMsg::Acquire,
@@ -390,11 +387,9 @@ impl Decision {
         )
         .map_err(|e| RouterError::Actor(e.to_string()))?;
         self.skipped.extend(acquired.skipped);
-        match acquired.taken {
-            Some((offset, permit)) => {
-                let position = base + offset;
-                self.next_position = position + 1;
-                self.plan.attempt_sent();
+        let (offset, permit) = acquired.taken.unzip();
+        match (self.route.took(offset), permit) {
+            (Some(position), Some(permit)) => {
                 self.current = Some(CurrentAttempt {
                     position,
                     permit,
@@ -402,10 +397,7 @@ impl Decision {
                 });
                 Ok(self.at(position).map(|t| t.as_ref()))
             }
-            None => {
-                self.next_position = self.order.len();
-                Ok(None)
-            }
+            _ => Ok(None),
         }
     }
 }

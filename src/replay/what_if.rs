@@ -3,17 +3,19 @@
 //!
 //! Each recorded request (`route_decided`) is routed again at its instant by the live code
 //! paths: `policy::admission` (breaker → connection → model lockout, probe tokens included;
-//! saturation of CONFIG's limits and the providers' readings; caps) for each target's view,
-//! `policy::selection::decide` — the combo actor's own composition: §2 on the what-if
-//! deficits and in-flight counts, conversation affinity with CONFIG's `[affinity]` on the
-//! what-if bindings and leads (groups and makers read back by `recorded_turn`) — then
-//! `take_first_admitted` for each failover, and `RequestPlan` for what follows each attempt. A
-//! group's turn served after a failover moves its binding as on the node
+//! saturation of CONFIG's limits and the providers' readings; caps; the pace of CONFIG's combo
+//! spec, `ComboSpec::paced`) for each target's view, `policy::selection::decide` — the combo
+//! actor's own composition: §2 on the what-if deficits and in-flight counts, conversation
+//! affinity with CONFIG's `[affinity]` on the what-if bindings and leads (groups and makers
+//! read back by `recorded_turn`), each client held to its share of `max_groups` counted over
+//! every combo (`share_of`, as the node's group ledger counts it) — then, per failover,
+//! `take_first_admitted` and the node's `FailoverCursor`, and `RequestPlan` for what follows
+//! each attempt. A group's turn served after a failover moves its binding as on the node
 //! (`SelectionState::served`). Each decision is compared with the recorded one; the report
-//! counts those that differ. Connections are specified by
-//! CONFIG's topology (`config::topology`), as the node would run them. Each attempt's outcome is applied when it
-//! completes (its start plus its recorded latency) by `BreakerState::on_outcome` and
-//! `ConnectionState::on_outcome`, exactly as the actors compose them.
+//! counts those that differ. Connections are specified by CONFIG's topology
+//! (`config::topology`), as the node would run them. Each attempt's outcome is folded when it
+//! completes (its start plus its recorded latency) by `settled_attempt::fold_settled`: the
+//! breaker's signal and the connection's outcome, as their actors fold them.
 //!
 //! What a replay cannot know is how a target the recording did not try would have answered.
 //! An attempt on a target this request tried in the recording gets that recorded outcome;
@@ -30,18 +32,22 @@ use quotaroute_actors::policy::admission::{
     breaker_admission, connection_block, evaluate_target, take_first_admitted, Admit, Block,
     BreakerAdmission,
 };
+use quotaroute_actors::policy::affinity_bindings::share_of;
+use quotaroute_actors::policy::affinity_bindings::ClientQuota;
 use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
 use quotaroute_actors::policy::exec_key::exec_key;
+use quotaroute_actors::policy::failover_cursor::FailoverCursor;
 use quotaroute_actors::policy::pace::PacingSettings;
 use quotaroute_actors::policy::quota_share::{self, DrrKeys, TargetView};
-use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};
+use quotaroute_actors::policy::request::Step;
 use quotaroute_actors::policy::selection::{
     decide, AffinityKey, Candidates, ComboRules, RoutedTarget, SelectionRequest, SelectionState,
 };
+use quotaroute_actors::policy::settled_attempt::fold_settled;
 use quotaroute_actors::topology::recorded_targets;
-use quotaroute_actors::{AttemptResult, ConnectionSpec, Outcome, Topology};
+use quotaroute_actors::{AttemptResult, ComboSpec, ConnectionSpec, Outcome, Topology};
 use quotaroute_journal::{
     ActionBy, AffinityOutcome, AuthKind, BreakerPhase, ConfigLoaded, Envelope, Event, OutcomeClass,
     RouteDecided,
@@ -134,10 +140,9 @@ struct LiveRequest {
     combo: String,
     /// Every target of the combo, config order.
     targets: Vec<Arc<RoutedTarget>>,
-    /// The decision's order, as positions in `targets`.
-    order: Vec<usize>,
-    next: usize,
-    plan: RequestPlan,
+    /// The decision's order (positions in `targets`), where the request stands in it and its
+    /// attempt budget, as the node's `Decision` keeps them.
+    route: FailoverCursor,
     /// The conversation the first target was placed for, and that target's position.
     group: Option<(AffinityKey, usize)>,
 }
@@ -399,11 +404,11 @@ impl WhatIf {
             decided.changes,
             now_ms,
             (settings.max_groups, settings.ttl_ms),
-            |_| None,
+            |client| Some(self.group_quota(client)),
         );
         self.selection.insert(combo.clone(), state);
         self.compare(recorded, &decided.route_decided, &targets);
-        let (max_attempts, max_upstream_requests) = self.budget_of(&combo);
+        let budget = self.budget_of(&combo);
         let Some((offset, probe_taken_at_ms)) = decided.taken else {
             self.simulated_unservable.insert(request_id.to_string());
             return None;
@@ -418,9 +423,7 @@ impl WhatIf {
             LiveRequest {
                 combo,
                 targets,
-                order: decided.order,
-                next: offset + 1,
-                plan: RequestPlan::new(max_attempts, max_upstream_requests),
+                route: FailoverCursor::new(decided.order, offset, budget),
                 group,
             },
         );
@@ -470,18 +473,39 @@ impl WhatIf {
         breaker_admission(state, settings, Some(&gate), now_ms)
     }
 
-    /// The pacing `combo`'s quota-share turns use under the what-if config (behaviour §13):
-    /// `[defaults.pacing]` with the combo's own switch; `None` when off or for another strategy.
+    /// The pacing `combo`'s turns use under the what-if config (behaviour §13), as its spec
+    /// says (`ComboSpec::paced`): CONFIG's combo of that name, else the implicit combo CONFIG
+    /// makes of a `provider/model` name, else (a combo only the journal knows) one of the
+    /// journal's `strategy` with CONFIG's default pacing, as an implicit combo gets it.
     fn pacing_of(&self, combo: &str, strategy: quota_share::Strategy) -> Option<PacingSettings> {
-        let defaults = &self.config.defaults.pacing;
-        let on = self
-            .config
-            .combos
-            .iter()
-            .find(|c| c.name == combo)
-            .is_none_or(|c| c.pacing);
-        (defaults.enabled && on && strategy == quota_share::Strategy::QuotaShare)
-            .then(|| defaults.clone())
+        if let Some(spec) = self.planned.combo(combo) {
+            return spec.paced().cloned();
+        }
+        let spec = self
+            .planned
+            .implicit_combo(combo)
+            .unwrap_or_else(|| ComboSpec {
+                strategy,
+                pacing: self.planned.pacing.clone(),
+                ..ComboSpec::quota_share(combo, &[])
+            });
+        spec.paced().cloned()
+    }
+
+    /// `client`'s quota for a new group in the combo being routed (behaviour §11), as the live
+    /// combos' group ledger gives it: its share of CONFIG's `max_groups` among CONFIG's
+    /// clients (`share_of`), and the groups it holds in the other combos. The combo being
+    /// routed is out of `self.selection` while it decides, so every combo left is another.
+    fn group_quota(&mut self, client: &str) -> ClientQuota {
+        let held_elsewhere = self
+            .selection
+            .values_mut()
+            .map(|other| other.bindings.held_by(client))
+            .sum();
+        ClientQuota {
+            share: share_of(self.config.affinity.max_groups, self.planned.clients),
+            held_elsewhere,
+        }
     }
 
     /// What the selector sees of one target now: the same evaluation as the combo actor's, on
@@ -515,10 +539,11 @@ impl WhatIf {
     }
 
     /// A failover: the next target of the request's order that is admitted now
-    /// (`take_first_admitted`, as the combo's `Acquire` takes it), with its attempt started.
+    /// (`take_first_admitted`, as the combo's `Acquire` takes it), taken as the node's
+    /// `Decision` takes it (`FailoverCursor::took`), with its attempt started.
     fn next_attempt(&mut self, now_ms: u64, request_id: &str) -> Option<InFlightAttempt> {
         let live = self.live.get(request_id)?;
-        let candidates: Vec<usize> = live.order.get(live.next..)?.to_vec();
+        let candidates: Vec<usize> = live.route.untried().to_vec();
         let targets = live.targets.clone();
         let mut passed_over = Vec::new();
         let taken = take_first_admitted(
@@ -531,12 +556,10 @@ impl WhatIf {
             &mut passed_over,
         );
         let live = self.live.get_mut(request_id)?;
-        let Some((offset, probe_taken_at_ms)) = taken else {
-            live.next = live.order.len();
-            return None;
-        };
-        live.next += offset + 1;
-        self.start_attempt(now_ms, request_id, candidates[offset], probe_taken_at_ms)
+        let (offset, probe_taken_at_ms) = taken.unzip();
+        let at = live.route.took(offset)?;
+        let position = *live.route.order().get(at)?;
+        self.start_attempt(now_ms, request_id, position, probe_taken_at_ms.flatten())
     }
 
     /// Starts the request's attempt on the target at `position` (taken already).
@@ -550,7 +573,7 @@ impl WhatIf {
         let live = self.live.get(request_id)?;
         let target = live.targets.get(position)?.clone();
         let combo = live.combo.clone();
-        let attempt_number = live.plan.upstream_requests();
+        let attempt_number = live.route.plan().upstream_requests();
         let mut outcome = self.outcome_for(request_id, &target, now_ms);
         outcome.request_id = request_id.to_string();
         outcome.combo = combo;
@@ -642,11 +665,14 @@ impl WhatIf {
         let Some(live) = self.live.get_mut(&request_id) else {
             return;
         };
-        if live.plan.after_attempt(class, outcome.result.stream, true) != Step::Failover {
+        let step = live
+            .route
+            .plan_mut()
+            .after_attempt(class, outcome.result.stream, true);
+        if step != Step::Failover {
             self.live.remove(&request_id);
             return;
         }
-        live.plan.attempt_sent();
         match self.next_attempt(now_ms, &request_id) {
             Some(attempt) => next.push(attempt),
             None => {
@@ -684,29 +710,20 @@ impl WhatIf {
         );
     }
 
+    /// A settled attempt folded into its breaker and connection as their actors fold it
+    /// (`settled_attempt::fold_settled`).
     fn apply_outcome(&mut self, now_ms: u64, outcome: &Outcome) {
-        let (breaker, settings) = self.breaker(&outcome.provider);
-        let breaker_events = match breaker_signal(outcome.result.class) {
-            Some(failure) => breaker.on_outcome(
-                &outcome.provider,
-                &outcome.connection,
-                failure,
-                outcome.started_at_ms,
-                outcome.was_probe,
-                now_ms,
-                settings,
-            ),
-            None => Vec::new(),
+        // Both made first, then borrowed side by side.
+        self.breaker(&outcome.provider);
+        self.connection(&outcome.provider, &outcome.connection);
+        let (Some((breaker, settings)), Some((connection, spec))) = (
+            self.breakers.get_mut(&outcome.provider),
+            self.connections.get_mut(&outcome.connection),
+        ) else {
+            return;
         };
-        for event in &breaker_events {
-            breaker.apply(now_ms, event);
-        }
-        let (connection, spec) = self.connection(&outcome.provider, &outcome.connection);
-        let connection_events = connection.on_outcome(outcome, now_ms, spec);
-        for event in &connection_events {
-            connection.apply(now_ms, event);
-        }
-        for event in breaker_events.iter().chain(&connection_events) {
+        let events = fold_settled(outcome, now_ms, (breaker, settings), (connection, spec));
+        for event in &events {
             self.simulated.observe(now_ms, event);
         }
     }
@@ -1112,7 +1129,8 @@ mod tests {
         let Some(live) = what_if.live.get("r") else {
             return Vec::new();
         };
-        live.order
+        live.route
+            .order()
             .iter()
             .map(|&i| live.targets[i].connection.to_string())
             .collect()
@@ -1170,6 +1188,34 @@ mod tests {
         let what_if = what_if_order(&config, &states, &breaker, &cases);
         assert_eq!(what_if, vec!["c1".to_string(), "c0".to_string()]);
         assert_eq!(combo_order(&planned, &states, &breaker, &cases), what_if);
+    }
+
+    /// Whether a combo is paced is its spec's word (`ComboSpec::paced`): CONFIG's combo, the
+    /// implicit combo of a `provider/model` name, or (a combo only the journal knows) the
+    /// journal's strategy with CONFIG's default pacing.
+    #[test]
+    fn the_what_if_paces_a_combo_as_its_spec_says() {
+        let text = "[server]\napi_keys = [\"k\"]\n[[providers]]\nname = \"p\"\nformat = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[[connections]]\nid = \"c0\"\nprovider = \"p\"\napi_key = \"x\"\n[[combos]]\nname = \"calm\"\npacing = false\ntargets = [{ connection = \"c0\", model = \"m\" }]\n[[combos]]\nname = \"first\"\nstrategy = \"priority\"\ntargets = [{ connection = \"c0\", model = \"m\" }]\n[[combos]]\nname = \"team\"\ntargets = [{ connection = \"c0\", model = \"m\" }]\n";
+        let config = crate::config::parse(text, "case.toml", &|_| None).unwrap();
+        let what_if = WhatIf::new(config.clone(), "case");
+        let share = quotaroute_actors::policy::quota_share::Strategy::QuotaShare;
+        let priority = quotaroute_actors::policy::quota_share::Strategy::Priority;
+        assert_eq!(what_if.pacing_of("calm", share), None);
+        // CONFIG's strategy, not the journal's, for a combo CONFIG names.
+        assert_eq!(what_if.pacing_of("first", share), None);
+        assert_eq!(
+            what_if.pacing_of("team", priority),
+            Some(config.defaults.pacing.clone())
+        );
+        assert_eq!(
+            what_if.pacing_of("p/m", share),
+            Some(config.defaults.pacing.clone())
+        );
+        assert_eq!(
+            what_if.pacing_of("gone", share),
+            Some(config.defaults.pacing.clone())
+        );
+        assert_eq!(what_if.pacing_of("gone", priority), None);
     }
 
     proptest! {

@@ -112,15 +112,7 @@ impl Actor for BreakerActor {
         let now_ms = state.clock.now_ms();
         match message {
             BreakerMsg::Signal(signal, applied) => {
-                let events = state.state.on_outcome(
-                    &state.provider,
-                    &signal.connection,
-                    signal.failure,
-                    signal.started_at_ms,
-                    signal.was_probe,
-                    now_ms,
-                    &state.settings,
-                );
+                let events = signal.events(&state.state, &state.provider, now_ms, &state.settings);
                 state.commit(now_ms, events);
                 // Publish the state this signal produced before counting it done (the order
                 // `breaker_hint` relies on).

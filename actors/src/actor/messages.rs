@@ -234,15 +234,8 @@ pub enum ComboMsg {
     Crash,
 }
 
-/// One outcome as the breaker sees it.
-#[derive(Debug, Clone)]
-pub struct BreakerSignal {
-    pub connection: String,
-    /// True for timeout/server/network failures; false for successes.
-    pub failure: bool,
-    pub started_at_ms: u64,
-    pub was_probe: bool,
-}
+/// One outcome as the breaker sees it (built by `BreakerSignal::of`).
+pub use crate::policy::settled_attempt::BreakerSignal;
 
 /// Messages to a breaker actor.
 pub enum BreakerMsg {
