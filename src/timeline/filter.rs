@@ -146,7 +146,8 @@ fn skipped_mentions(event: &Event, connection: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quotaroute_journal::testkit::sample_envelopes;
+    use quotaroute_journal::testkit::{sample_envelopes, sample_event, KIND_COUNT};
+    use quotaroute_journal::{Envelope, SCHEMA_VERSION};
 
     #[test]
     fn unknown_kind_is_a_usage_error_naming_the_kinds() {
@@ -179,10 +180,29 @@ mod tests {
     /// schema 3 (they name no client).
     #[test]
     fn the_client_filter_selects_request_events_by_their_client() {
-        let mut envelopes = sample_envelopes(1, 1_000, 92);
-        if let Event::RequestFailed(e) = &mut envelopes[2].event {
+        // Every kind once for each sample client (`team-{n % 2}`), whatever the number of
+        // kinds, and one more failure that names no client.
+        let mut envelopes: Vec<Envelope> = (0..2 * KIND_COUNT + 1)
+            .map(|i| {
+                let kind = i % KIND_COUNT;
+                let n = (i / KIND_COUNT) as u64 % 2 + 2 * kind as u64;
+                Envelope {
+                    schema_version: SCHEMA_VERSION,
+                    seq: i as u64 + 1,
+                    at_ms: 1_000 + i as u64,
+                    event: sample_event(kind, n),
+                }
+            })
+            .collect();
+        let unnamed = envelopes
+            .iter()
+            .position(|e| e.event.kind() == "request_failed")
+            .unwrap();
+        let mut failed = envelopes[unnamed].clone();
+        if let Event::RequestFailed(e) = &mut failed.event {
             e.client = None;
         }
+        envelopes.push(failed);
         let filter = Filter {
             client: Some("team-1".into()),
             ..Filter::default()
@@ -203,10 +223,8 @@ mod tests {
         ] {
             assert!(kinds.contains(kind), "{kind} missing from {kinds:?}");
         }
-        assert!(
-            !filter.matches(&envelopes[2]),
-            "a request event naming no client"
-        );
+        let unnamed = envelopes.last().unwrap();
+        assert!(!filter.matches(unnamed), "a request event naming no client");
     }
 
     #[test]
