@@ -30,6 +30,9 @@ static RESPONSES_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| finders
 static ANTHROPIC_MEMBERS: LazyLock<Vec<MemberFinder>> =
     LazyLock::new(|| finders(&[b"\"text\"", b"\"partial_json\"", b"\"thinking\""]));
 
+/// Gemini's parts: `text` (thought parts too).
+static GEMINI_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| finders(&[b"\"text\""]));
+
 /// The bytes of the first content string in `data` (an event's data, or a whole answer, of
 /// `format`; an escape counts as the one byte it stands for, roughly). 0 when there is none.
 pub fn content_text_bytes(format: StreamFormat, data: &[u8]) -> usize {
@@ -37,6 +40,7 @@ pub fn content_text_bytes(format: StreamFormat, data: &[u8]) -> usize {
         StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => &*CHAT_MEMBERS,
         StreamFormat::OpenAiResponses => &*RESPONSES_MEMBERS,
         StreamFormat::Anthropic => &*ANTHROPIC_MEMBERS,
+        StreamFormat::Gemini => &*GEMINI_MEMBERS,
     };
     // The first member with a string value, in the order above (the usual one first: one
     // search per event).

@@ -12,6 +12,7 @@
 //! - `sse` — incremental SSE parser that keeps each event's original bytes.
 //! - `stream_watch` — per protocol, what an event means (preamble, content, usage, done, error);
 //!   `openai_chunk` reads OpenAI chunks for it without building them.
+//! - `gemini_usage` — Gemini's `usageMetadata` and what one of its stream events means.
 //! - `usage` — token counts from whole JSON responses; `usage_count` reads one count from any
 //!   JSON value (flagging bad ones); `usage_check` clamps counts before they are counted.
 //! - `content_bytes` — how many bytes of text a content event carries (a left stream's
@@ -27,6 +28,7 @@ pub mod body_rewrite;
 pub mod content_bytes;
 pub mod content_coding;
 pub mod encrypted_items;
+pub mod gemini_usage;
 pub mod item_seal;
 mod json_member;
 mod openai_chunk;

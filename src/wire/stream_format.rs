@@ -11,4 +11,6 @@ pub enum StreamFormat {
     OpenAiResponses,
     /// `/v1/messages`.
     Anthropic,
+    /// Google's `:streamGenerateContent?alt=sse` (behaviour §15).
+    Gemini,
 }

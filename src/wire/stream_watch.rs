@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::content_bytes::content_text_bytes;
+use super::gemini_usage::{self, GeminiEvent};
 use super::json_member::MemberFinder;
 use super::openai_chunk::OpenAiChunk;
 use super::sse::SseEvent;
@@ -104,6 +105,16 @@ impl StreamUsage {
     /// [`classify_event`] and [`record`](Self::record) in one parse; it also counts usage
     /// that rides on a content chunk (some OpenAI-compatible hosts put it on the last one).
     pub fn observe(&mut self, format: StreamFormat, event: &SseEvent) -> EventMeaning {
+        if format == StreamFormat::Gemini {
+            let (meaning, usage, finished) = gemini_event(event);
+            if let Some(usage) = usage {
+                self.add(usage);
+            }
+            // Every Gemini event may carry the running usage; the one that finishes the
+            // candidate carries the closing one.
+            self.final_seen |= finished;
+            return meaning;
+        }
         let (meaning, usage) = inspect(format, event);
         if let Some(usage) = usage {
             self.add(usage);
@@ -149,6 +160,32 @@ fn inspect(format: StreamFormat, event: &SseEvent) -> (EventMeaning, Option<Toke
         StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => openai_chunk(data),
         StreamFormat::OpenAiResponses => responses_event(data, event.event.as_deref()),
         StreamFormat::Anthropic => anthropic_event(data, event.event.as_deref()),
+        StreamFormat::Gemini => {
+            let (meaning, usage, _) = gemini_event(event);
+            (meaning, usage)
+        }
+    }
+}
+
+/// A Gemini `alt=sse` event: its meaning, its usage, and whether it finishes the answer.
+fn gemini_event(event: &SseEvent) -> (EventMeaning, Option<TokenCounts>, bool) {
+    let data = event.data.trim();
+    if data.is_empty() {
+        return (EventMeaning::Other, None, false);
+    }
+    match gemini_usage::stream_event(data) {
+        GeminiEvent::Garbage => (EventMeaning::Garbage, None, false),
+        GeminiEvent::Error(value) => (error_from_value(&value, data), None, false),
+        GeminiEvent::Content { usage, finished } => (EventMeaning::Content, usage, finished),
+        GeminiEvent::Usage(usage) => (
+            EventMeaning::Usage {
+                tokens_in: usage.tokens_in,
+                tokens_out: usage.tokens_out,
+            },
+            Some(usage),
+            false,
+        ),
+        GeminiEvent::Other => (EventMeaning::Other, None, false),
     }
 }
 
@@ -305,6 +342,8 @@ pub fn matters_after_commit(format: StreamFormat, event: &SseEvent) -> bool {
             event.event.as_deref(),
             Some("content_block_delta" | "ping" | "content_block_start" | "content_block_stop")
         ),
+        // Any Gemini event may carry the running usage or an error.
+        StreamFormat::Gemini => true,
         StreamFormat::OpenAiResponses => !event
             .event
             .as_deref()

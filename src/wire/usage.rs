@@ -148,6 +148,9 @@ struct ResponseBody<'a> {
     model: Option<&'a RawValue>,
     #[serde(default)]
     usage: Option<UsageFields>,
+    /// Gemini's (behaviour §15).
+    #[serde(default, rename = "usageMetadata")]
+    usage_metadata: Option<super::gemini_usage::UsageMetadata>,
 }
 
 /// The body of a 2xx answer is not JSON (behaviour §3/§4: that is a `server_error`).
@@ -164,7 +167,7 @@ pub struct ResponseSummary<'a> {
 }
 
 /// One parse of a whole (non-streaming) response: `Err` when the body is not JSON, else the
-/// top-level `usage` if it has one. Every format uses the top-level `usage` object; the field
+/// top-level `usage` (Gemini: `usageMetadata`) if it has one. Every other format uses the top-level `usage` object; the field
 /// names tell the formats apart, so `_format` only documents the caller's intent.
 pub fn response_usage(_format: ApiFormat, body: &[u8]) -> Result<Option<TokenCounts>, InvalidBody> {
     response_summary(body).map(|summary| summary.counts)
@@ -180,11 +183,17 @@ pub fn response_summary(body: &[u8]) -> Result<ResponseSummary<'_>, InvalidBody>
         serde_json::from_slice::<IgnoredAny>(body).map(|_| ResponseBody {
             model: None,
             usage: None,
+            usage_metadata: None,
         })
     };
     match parsed {
         Ok(parsed) => Ok(ResponseSummary {
-            counts: usage_counts(parsed.usage),
+            counts: usage_counts(parsed.usage).or_else(|| {
+                parsed
+                    .usage_metadata
+                    .as_ref()
+                    .and_then(super::gemini_usage::UsageMetadata::counts)
+            }),
             model: parsed.model,
         }),
         // Valid JSON of another shape (an array, a `usage` that is not an object, a duplicate

@@ -147,7 +147,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         path_and_query: &path_and_query,
         request_id: &request_id,
         force_include_usage,
-        count_usage: endpoint != Endpoint::CountTokens,
+        count_usage: !endpoint.counts_tokens_only(),
         deadline: Instant::now() + live.request_timeout,
         trace: &trace, // telemetry
         client: Some(&ticket),

@@ -9,11 +9,13 @@ pub enum Api {
     Responses,
     /// Anthropic's Messages (`/messages`).
     Messages,
+    /// Google's Gemini (`models/{model}:generateContent`).
+    Gemini,
 }
 
 impl Api {
     /// Every API, in §14's order of preference for a target that does not serve the client's.
-    pub const ALL: [Api; 3] = [Api::Chat, Api::Responses, Api::Messages];
+    pub const ALL: [Api; 4] = [Api::Chat, Api::Responses, Api::Messages, Api::Gemini];
 
     /// Its name in config (`apis`), labels and metrics.
     pub fn name(self) -> &'static str {
@@ -21,6 +23,7 @@ impl Api {
             Api::Chat => "chat",
             Api::Responses => "responses",
             Api::Messages => "messages",
+            Api::Gemini => "gemini",
         }
     }
 
@@ -35,6 +38,7 @@ impl Api {
             Api::Chat => "/chat/completions",
             Api::Responses => "/responses",
             Api::Messages => "/messages",
+            Api::Gemini => "/models",
         }
     }
 

@@ -129,11 +129,13 @@ pub fn translate_request(
         .reasoning
         .filter(|_| direction.target == Api::Messages);
     let form = match direction.client {
+        Api::Gemini => return Err(gemini_not_carried()),
         Api::Chat => chat::read::request(&request, &mut dropped)?,
         Api::Responses => responses::read::request(&request, key, &mut dropped, &mut reasoning)?,
         Api::Messages => messages::read::request(&request, &mut dropped)?,
     };
     let translated = match direction.target {
+        Api::Gemini => return Err(gemini_not_carried()),
         Api::Chat => chat::write::request(&form, settings)?,
         Api::Responses => responses::write::request(&form, settings)?,
         Api::Messages => messages::write::request(&form, settings, &mut dropped)?,
@@ -173,11 +175,13 @@ pub fn translate_answer(
         return Err("answer is not a JSON object".into());
     }
     let form = match direction.target {
+        Api::Gemini => return Err(gemini_not_carried().to_string()),
         Api::Chat => chat::read::answer(&answer),
         Api::Responses => responses::read::answer(&answer),
         Api::Messages => messages::read::answer(&answer),
     };
     let translated = match direction.client {
+        Api::Gemini => return Err(gemini_not_carried().to_string()),
         Api::Chat => chat::write::answer(&form, created),
         Api::Responses => responses::write::answer(&form, created, echo),
         Api::Messages => messages::write::answer(&form),
@@ -185,6 +189,16 @@ pub fn translate_answer(
     serde_json::to_vec(&translated)
         .map(Bytes::from)
         .map_err(|error| error.to_string())
+}
+
+/// Gemini has no reader or writer on the hub here: a request to or from it cannot be
+/// carried, so targets that would need one are left out of selection (behaviour §14).
+fn gemini_not_carried() -> TranslateError {
+    TranslateError::unsupported(
+        "contents",
+        "Gemini requests are served by Gemini accounts only, and Gemini accounts serve Gemini \
+         requests only",
+    )
 }
 
 #[cfg(test)]

@@ -45,13 +45,14 @@ impl StreamTranslator {
     /// Unix time its chunks say.
     /// `echo`: what a Responses client's answer repeats from its request.
     pub fn new(direction: Direction, include_usage: bool, created: u64, echo: Arc<Echo>) -> Self {
+        // Gemini: never built (a pair with Gemini cannot be carried: `translate_request`).
         let reader = match direction.target {
-            Api::Chat => Reader::Chat(ChatReader::default()),
+            Api::Chat | Api::Gemini => Reader::Chat(ChatReader::default()),
             Api::Responses => Reader::Responses(ResponsesReader::default()),
             Api::Messages => Reader::Messages(MessagesReader::default()),
         };
         let writer = match direction.client {
-            Api::Chat => Writer::Chat(ChatWriter::new(include_usage, created)),
+            Api::Chat | Api::Gemini => Writer::Chat(ChatWriter::new(include_usage, created)),
             Api::Responses => Writer::Responses(Box::new(ResponsesWriter::new(created, echo))),
             Api::Messages => Writer::Messages(MessagesWriter::new()),
         };
