@@ -12,6 +12,9 @@
 //!   against one target;
 //!   [`credential_retry`] — its credential, and one refresh-and-retry after a 401.
 //! - [`stored_response`] — the `/v1/responses/{id}` endpoints, sent to the account holding it.
+//! - [`gemini_paths`] — Google's client paths (§15): the model from the path, the key from
+//!   `x-goog-api-key` / `?key=`; [`google_errors`] — the router's errors in Google's shape;
+//!   [`gemini_array`] — a stream asked for without `alt=sse` as one streamed JSON array.
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte;
 //!   [`stream_drain`] — a stream the client left, read on (bounded) for its usage;
 //!   [`usage_charge`] — what an answer is charged: the upstream's usage checked, or an estimate.
@@ -42,6 +45,9 @@ pub mod edge_counters;
 pub mod encrypted_retry;
 pub mod encrypted_turn;
 pub mod endpoint;
+pub mod gemini_array;
+pub mod gemini_paths;
+pub mod google_errors;
 pub mod header_rules;
 pub mod http;
 pub mod journal_formats;

@@ -21,9 +21,7 @@ use crate::telemetry::AttemptSpan;
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::{SseEvent, SseParser};
-use crate::wire::stream_error::{
-    anthropic_stream_error, gemini_stream_error, openai_stream_error,
-};
+use crate::wire::stream_error::{anthropic_stream_error, gemini_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
 use crate::wire::translate::StreamTranslator;
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};

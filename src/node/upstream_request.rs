@@ -200,7 +200,10 @@ mod tests {
         assert_eq!(get(&request, "x-goog-api-key"), Some("AIza-upstream"));
         assert!(request.headers()["x-goog-api-key"].is_sensitive());
         assert_eq!(get(&request, "authorization"), None);
-        assert!(!request.uri().to_string().contains("AIza"), "never in the URL");
+        assert!(
+            !request.uri().to_string().contains("AIza"),
+            "never in the URL"
+        );
         let request = studio(AuthKind::OAuth);
         assert_eq!(get(&request, "authorization"), Some("Bearer AIza-upstream"));
         assert_eq!(get(&request, "x-goog-api-key"), None);

@@ -67,6 +67,20 @@ pub struct RequestInfo {
 }
 
 impl RequestInfo {
+    /// A request whose model is named outside its body (Google's `models/{model}:…` paths,
+    /// behaviour §15): nothing in the body is spliced, and no prompt spans are read.
+    pub fn named(model: String, stream: bool) -> RequestInfo {
+        RequestInfo {
+            model,
+            stream,
+            include_usage_requested: false,
+            model_span: (0, 0),
+            object_open: 0,
+            stream_options: StreamOptionsAt::Absent,
+            prompt: PromptSpans::default(),
+        }
+    }
+
     /// Byte range of the `model` value in the body, quotes included.
     pub fn model_span(&self) -> Span {
         self.model_span

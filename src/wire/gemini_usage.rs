@@ -80,7 +80,10 @@ struct Candidate<'a> {
 /// The usage of a whole Gemini answer (`None`: it has none, or is not an object).
 pub fn answer_usage(body: &[u8]) -> Option<TokenCounts> {
     let answer: Answer<'_> = serde_json::from_slice(body).ok()?;
-    answer.usage_metadata.as_ref().and_then(UsageMetadata::counts)
+    answer
+        .usage_metadata
+        .as_ref()
+        .and_then(UsageMetadata::counts)
 }
 
 /// What one `alt=sse` event's data says.
@@ -118,9 +121,11 @@ pub fn stream_event(data: &str) -> GeminiEvent {
     let finished = candidates
         .iter()
         .any(|candidate| candidate.finish_reason.is_some_and(|r| r.get() != "null"));
-    let has_content = candidates
-        .iter()
-        .any(|candidate| candidate.content.is_some_and(|c| c.get().contains("\"parts\"")));
+    let has_content = candidates.iter().any(|candidate| {
+        candidate
+            .content
+            .is_some_and(|c| c.get().contains("\"parts\""))
+    });
     if has_content || finished || answer.prompt_feedback.is_some() {
         return GeminiEvent::Content { usage, finished };
     }
@@ -164,7 +169,8 @@ mod tests {
         ));
         let blocked = r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#;
         assert!(matches!(stream_event(blocked), GeminiEvent::Content { .. }));
-        let error = r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#;
+        let error =
+            r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#;
         assert!(matches!(stream_event(error), GeminiEvent::Error(_)));
         assert_eq!(stream_event("not json"), GeminiEvent::Garbage);
         assert_eq!(stream_event("{}"), GeminiEvent::Other);

@@ -33,6 +33,17 @@ use super::tries::serve_tries;
 
 /// Handles one client request on a routing endpoint.
 pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Response {
+    handle_named(app, endpoint, request, None).await
+}
+
+/// Handles one client request whose model is `named` by its path rather than its body
+/// (Google's `models/{model}:{method}`, behaviour §15), or by its body when `None`.
+pub async fn handle_named(
+    app: AppState,
+    endpoint: Endpoint,
+    request: Request,
+    named: Option<String>,
+) -> Response {
     let started = StdInstant::now();
     let anthropic = endpoint.format() == JournalFormat::Anthropic;
     let (parts, body) = request.into_parts();
@@ -51,7 +62,18 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         client_index,
         body: client_body,
         info,
-    } = match intake::take(&app, &live, &parts.headers, body, anthropic).await {
+    } = match intake::take(
+        &app,
+        &live,
+        &parts.headers,
+        body,
+        (
+            anthropic,
+            named.map(|model| (model, endpoint == Endpoint::GeminiStream)),
+        ),
+    )
+    .await
+    {
         Ok(intake) => intake,
         Err(not_taken) => {
             let mut response = fail(not_taken.error, &route);

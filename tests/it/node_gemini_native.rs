@@ -1,0 +1,412 @@
+//! A pool of Gemini keys (`format = "gemini"`) reached on Google's own client paths, over real
+//! HTTP with the mock speaking Google's API (behaviour §15): `generateContent`, both stream
+//! framings (`alt=sse` and one JSON array), function calls, `countTokens`, embeddings and the
+//! models list; the upstream gets the body byte for byte at `models/{model}:{method}` with the
+//! connection's key in `x-goog-api-key`; usage is charged from `usageMetadata`; a key spent
+//! for the day rests until midnight Pacific while the others serve; a bad key is disabled
+//! after one answer; the router's own errors are Google's shape. Policy time is the test's.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use quotaroute::actors::ManualClock;
+use quotaroute_mock::{Fault, Rule};
+use serde_json::{json, Value};
+
+use crate::support::{connection, upstream_key, Harness, CLIENT_KEY};
+
+const HOUR: u64 = 3_600_000;
+/// 2026-12-05T18:00:00Z: 10:00 in Los Angeles (PST, UTC-8); its midnight is 14 hours away.
+const TEN_AM_PACIFIC: u64 = 1_796_493_600_000;
+
+/// Three AI Studio keys on `format = "gemini"`, combo `gemini`.
+fn gemini_pool(text: String) -> String {
+    let base = text
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("base_url = \"")
+                .map(|rest| rest.trim_end_matches("/v1\"").to_owned())
+        })
+        .unwrap();
+    let mut text = text.replacen(
+        "[[providers]]",
+        &format!("[[providers]]\nname = \"google\"\nformat = \"gemini\"\nbase_url = \"{base}/v1beta\"\n\n[[providers]]"),
+        1,
+    );
+    for id in ["gm-1", "gm-2", "gm-3"] {
+        text.push_str(&format!(
+            "\n[[connections]]\nid = \"{id}\"\nprovider = \"google\"\napi_key = \"{}\"\n",
+            upstream_key(id)
+        ));
+    }
+    text.push_str(
+        r#"
+[[combos]]
+name = "gemini"
+targets = [
+  { connection = "gm-1", model = "gemini-2.5-flash" },
+  { connection = "gm-2", model = "gemini-2.5-flash" },
+  { connection = "gm-3", model = "gemini-2.5-flash" },
+]
+"#,
+    );
+    text
+}
+
+async fn start(clock: &std::sync::Arc<ManualClock>) -> Harness {
+    Harness::start_on_clock(gemini_pool, clock.clone()).await
+}
+
+fn hello() -> Value {
+    json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+}
+
+/// `POST /v1beta/models/{model}:{method}` with the client key in `x-goog-api-key`.
+async fn call(
+    harness: &Harness,
+    path: &str,
+    body: &Value,
+) -> (u16, String, reqwest::header::HeaderMap) {
+    let response = harness
+        .client
+        .post(harness.url(path))
+        .header("x-goog-api-key", CLIENT_KEY)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, response.text().await.unwrap(), headers)
+}
+
+fn asked(harness: &Harness, id: &str) -> u64 {
+    harness.mock.stats().for_key(&upstream_key(id))
+}
+
+#[tokio::test]
+async fn googles_paths_serve_json_both_stream_framings_tools_count_and_embeddings() {
+    let clock = ManualClock::new(TEN_AM_PACIFIC);
+    let harness = start(&clock).await;
+
+    // generateContent: Google's answer, usage from usageMetadata.
+    let (status, body, _) = call(&harness, "/v1beta/models/gemini:generateContent", &hello()).await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert!(answer["candidates"][0]["content"]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("mock"));
+    // The upstream got `models/{target model}:generateContent`, its own key in the header.
+    let heads = harness.mock.recent_heads();
+    let head = heads.last().unwrap();
+    assert!(
+        head.starts_with("POST /v1beta/models/gemini-2.5-flash:generateContent"),
+        "{head}"
+    );
+    assert!(head.contains("x-goog-api-key: sk-mock-gm-"), "{head}");
+    assert!(!head.contains(CLIENT_KEY), "{head}");
+    assert!(
+        !head.to_ascii_lowercase().contains("authorization"),
+        "{head}"
+    );
+
+    // The same under /v1/, the key as `?key=`, the model as `provider/model` with `%2F`.
+    let response = harness
+        .client
+        .post(harness.url(&format!(
+            "/v1/models/google%2Fgemini-2.5-flash:generateContent?key={CLIENT_KEY}"
+        )))
+        .json(&hello())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+
+    // A stream with alt=sse: SSE events, each a GenerateContentResponse; SSE upstream.
+    let (status, body, headers) = call(
+        &harness,
+        "/v1beta/models/gemini:streamGenerateContent?alt=sse",
+        &hello(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let events: Vec<Value> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    assert!(events.len() >= 2, "{body}");
+    let text: String = events
+        .iter()
+        .filter_map(|event| event["candidates"][0]["content"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, "This is a mock reply.");
+    let head = harness.mock.recent_heads().last().unwrap().clone();
+    assert!(
+        head.starts_with("POST /v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"),
+        "{head}"
+    );
+
+    // Without alt=sse: one JSON array (SSE still upstream).
+    let (status, body, headers) = call(
+        &harness,
+        "/v1beta/models/gemini:streamGenerateContent",
+        &hello(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(headers["content-type"], "application/json");
+    let array: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let text: String = array
+        .iter()
+        .filter_map(|event| event["candidates"][0]["content"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, "This is a mock reply.");
+    assert!(array.last().unwrap()["usageMetadata"]["candidatesTokenCount"].is_u64());
+    let head = harness.mock.recent_heads().last().unwrap().clone();
+    assert!(head.contains(":streamGenerateContent?alt=sse"), "{head}");
+
+    // A function call comes back as Google's functionCall part, untouched.
+    let tools = json!({
+        "contents": [{"role": "user", "parts": [{"text": "mock-tool-call:lookup {\"q\":\"x\"}"}]}],
+        "tools": [{"functionDeclarations": [{"name": "lookup", "parameters": {"type": "OBJECT", "properties": {"q": {"type": "STRING"}}}}]}],
+    });
+    let (status, body, _) = call(&harness, "/v1beta/models/gemini:generateContent", &tools).await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let call_part = &answer["candidates"][0]["content"]["parts"][0]["functionCall"];
+    assert_eq!(call_part["name"], "lookup", "{answer}");
+    assert_eq!(call_part["args"]["q"], "x", "{answer}");
+
+    // countTokens, embedContent, batchEmbedContents.
+    let (status, body, _) = call(&harness, "/v1beta/models/gemini:countTokens", &hello()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        serde_json::from_str::<Value>(&body).unwrap()["totalTokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let (status, body, _) = call(
+        &harness,
+        "/v1beta/models/gemini:embedContent",
+        &json!({"content": {"parts": [{"text": "a"}]}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["embedding"]["values"]
+            .as_array()
+            .unwrap()
+            .len(),
+        8
+    );
+    let (status, body, _) = call(
+        &harness,
+        "/v1beta/models/gemini:batchEmbedContents",
+        &json!({"requests": [{"content": {"parts": [{"text": "a"}]}}, {"content": {"parts": [{"text": "b"}]}}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // Usage charged from usageMetadata: the generate and stream requests journaled with tokens.
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let succeeded: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["kind"] == "request_succeeded" && event["combo"] == "gemini")
+        .collect();
+    let text = serde_json::to_string(&succeeded).unwrap();
+    // The mock's answer says 6 candidate tokens; JSON and streams both charged.
+    for stream in [false, true] {
+        assert!(
+            succeeded.iter().any(|event| event["stream"] == stream
+                && event["tokens_in"].as_u64().unwrap() > 0
+                && event["tokens_out"].as_u64().unwrap() > 0),
+            "stream {stream}: {text}"
+        );
+    }
+
+    // The models list and one model, Google's shape.
+    let models: Value = harness
+        .client
+        .get(harness.url("/v1beta/models"))
+        .header("x-goog-api-key", CLIENT_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| model["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"models/gemini"), "{models}");
+    assert!(
+        names.contains(&"models/google/gemini-2.5-flash"),
+        "{models}"
+    );
+    let one: Value = harness
+        .client
+        .get(harness.url(&format!("/v1/models/gemini?key={CLIENT_KEY}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(one["name"], "models/gemini", "{one}");
+    assert!(one["supportedGenerationMethods"].is_array());
+    // An OpenAI client on /v1/models still gets OpenAI's list.
+    let openai: Value = harness
+        .client
+        .get(harness.url("/v1/models"))
+        .bearer_auth(CLIENT_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(openai["object"], "list", "{openai}");
+}
+
+#[tokio::test]
+async fn the_routers_own_errors_on_googles_paths_are_googles_shape() {
+    let clock = ManualClock::new(TEN_AM_PACIFIC);
+    let harness = start(&clock).await;
+    // An unknown client key.
+    let response = harness
+        .client
+        .post(harness.url("/v1beta/models/gemini:generateContent?key=AIza-not-a-client"))
+        .json(&hello())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], 401, "{body}");
+    assert_eq!(body["error"]["status"], "UNAUTHENTICATED", "{body}");
+    let info = &body["error"]["details"][0];
+    assert_eq!(info["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+    assert_eq!(info["reason"], "invalid_api_key");
+    assert_eq!(info["domain"], "quotaroute");
+    // An unknown model.
+    let (status, body, _) = call(&harness, "/v1beta/models/nope:generateContent", &hello()).await;
+    assert_eq!(status, 404, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["status"], "NOT_FOUND", "{body}");
+    assert_eq!(body["error"]["details"][0]["reason"], "model_not_found");
+    // Every key spent for the day: the spent pool's 429 with RetryInfo.
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::GeminiQuota {
+            per_day: true,
+            retry_delay_s: 22,
+        })]);
+    let mut last = (0, String::new(), reqwest::header::HeaderMap::new());
+    for _ in 0..4 {
+        last = call(&harness, "/v1beta/models/gemini:generateContent", &hello()).await;
+        harness.settle().await;
+    }
+    let (status, body, headers) = last;
+    assert_eq!(status, 429, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["status"], "RESOURCE_EXHAUSTED", "{body}");
+    let details = body["error"]["details"].as_array().unwrap();
+    assert_eq!(details[0]["domain"], "quotaroute", "{body}");
+    let retry = details
+        .iter()
+        .find(|detail| detail["@type"] == "type.googleapis.com/google.rpc.RetryInfo")
+        .unwrap_or_else(|| panic!("{body}"));
+    // Midnight Pacific is 14 hours away.
+    let delay: u64 = retry["retryDelay"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches('s')
+        .parse()
+        .unwrap();
+    assert!((13 * 3600..=14 * 3600).contains(&delay), "{body}");
+    assert!(headers.contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn a_key_spent_for_the_day_rests_until_midnight_pacific_on_googles_paths() {
+    let clock = ManualClock::new(TEN_AM_PACIFIC);
+    let harness = start(&clock).await;
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::GeminiQuota {
+            per_day: true,
+            retry_delay_s: 22,
+        })
+        .for_key(upstream_key("gm-1"))]);
+    let served = || async {
+        let (status, body, _) =
+            call(&harness, "/v1beta/models/gemini:generateContent", &hello()).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(!body.contains("RESOURCE_EXHAUSTED"), "{body}");
+        harness.settle().await;
+    };
+    for _ in 0..12 {
+        served().await;
+        if asked(&harness, "gm-1") > 0 {
+            break;
+        }
+    }
+    assert_eq!(asked(&harness, "gm-1"), 1, "{:?}", harness.mock.stats());
+    for hour in [0, 1, 6, 13] {
+        clock.set(TEN_AM_PACIFIC + hour * HOUR + 60_000);
+        for _ in 0..4 {
+            served().await;
+        }
+    }
+    assert_eq!(asked(&harness, "gm-1"), 1, "{:?}", harness.mock.stats());
+    harness.mock.clear_rules();
+    clock.set(TEN_AM_PACIFIC + 14 * HOUR + 1_000);
+    for _ in 0..12 {
+        served().await;
+        if asked(&harness, "gm-1") > 1 {
+            break;
+        }
+    }
+    assert_eq!(asked(&harness, "gm-1"), 2, "{:?}", harness.mock.stats());
+}
+
+#[tokio::test]
+async fn a_bad_key_on_googles_paths_is_disabled_after_one_answer_and_never_shown() {
+    let clock = ManualClock::new(TEN_AM_PACIFIC);
+    let harness = start(&clock).await;
+    harness.mock.set_rules(vec![
+        Rule::always(Fault::GeminiKeyInvalid).for_key(upstream_key("gm-2")),
+        Rule::always(Fault::GeminiKeySuspended).for_key(upstream_key("gm-3")),
+    ]);
+    for n in 0..12 {
+        let path = if n % 2 == 0 {
+            "/v1beta/models/gemini:generateContent"
+        } else {
+            "/v1beta/models/gemini:streamGenerateContent?alt=sse"
+        };
+        let (status, body, _) = call(&harness, path, &hello()).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            !body.contains("API key not valid") && !body.contains("suspended"),
+            "{body}"
+        );
+        harness.settle().await;
+    }
+    assert_eq!(asked(&harness, "gm-2"), 1, "{:?}", harness.mock.stats());
+    assert_eq!(asked(&harness, "gm-3"), 1, "{:?}", harness.mock.stats());
+    let state = harness.admin_get("/admin/state").await;
+    for id in ["gm-2", "gm-3"] {
+        let disabled: &Value = &connection(&state, id)["disabled"];
+        assert_eq!(disabled["reason"], "auth", "{id}: {disabled}");
+    }
+}
