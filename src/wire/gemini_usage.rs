@@ -1,58 +1,12 @@
-//! Gemini's answers as the router reads them (behaviour §15): `usageMetadata` in a whole
-//! answer or a stream event, and what one `alt=sse` event means (content, usage, error). Reads
-//! only; the relay and the charge decide what to do with it.
+//! Gemini's answers as the router reads them (behaviour §15): what one `alt=sse` event means
+//! (content, usage, error) and a whole answer's usage (its `usageMetadata`, whose shape is
+//! `usage`'s). Reads only; the relay and the charge decide what to do with it.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::usage::TokenCounts;
-use super::usage_count::{Count, CountField, CountFlaws};
-
-/// Gemini's `usageMetadata`: `promptTokenCount` is the input, cached included;
-/// `cachedContentTokenCount` the cached part; `candidatesTokenCount` + `thoughtsTokenCount`
-/// the output.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct UsageMetadata {
-    #[serde(default)]
-    prompt_token_count: Option<Count>,
-    #[serde(default)]
-    cached_content_token_count: Option<Count>,
-    #[serde(default)]
-    candidates_token_count: Option<Count>,
-    #[serde(default)]
-    thoughts_token_count: Option<Count>,
-}
-
-impl UsageMetadata {
-    /// Its counts, `None` when it holds none (`{}`).
-    pub(super) fn counts(&self) -> Option<TokenCounts> {
-        if self.prompt_token_count.is_none() && self.candidates_token_count.is_none() {
-            return None;
-        }
-        let mut flaws = CountFlaws::default();
-        let mut value = |count: Option<Count>, field: CountField| {
-            count.map_or(0, |count| {
-                if let Some(flaw) = count.flaw {
-                    flaws.add(field, flaw);
-                }
-                count.value
-            })
-        };
-        let prompt = value(self.prompt_token_count, CountField::PromptTokens);
-        let cached = value(self.cached_content_token_count, CountField::CachedTokens);
-        let candidates = value(self.candidates_token_count, CountField::CompletionTokens);
-        let thoughts = value(self.thoughts_token_count, CountField::CompletionTokens);
-        Some(TokenCounts {
-            tokens_in: prompt,
-            tokens_out: candidates.saturating_add(thoughts),
-            tokens_cached: cached,
-            tokens_cache_write: 0,
-            flaws,
-        })
-    }
-}
+use super::usage::{TokenCounts, UsageMetadata};
 
 /// The members of a `GenerateContentResponse` the router reads.
 #[derive(Deserialize)]

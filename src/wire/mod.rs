@@ -12,7 +12,7 @@
 //! - `sse` — incremental SSE parser that keeps each event's original bytes.
 //! - `stream_watch` — per protocol, what an event means (preamble, content, usage, done, error);
 //!   `openai_chunk` reads OpenAI chunks for it without building them.
-//! - `gemini_usage` — Gemini's `usageMetadata` and what one of its stream events means.
+//! - `gemini_usage` — what one Gemini stream event means, and a whole answer's usage.
 //! - `usage` — token counts from whole JSON responses; `usage_count` reads one count from any
 //!   JSON value (flagging bad ones); `usage_check` clamps counts before they are counted.
 //! - `content_bytes` — how many bytes of text a content event carries (a left stream's

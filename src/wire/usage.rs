@@ -141,6 +141,51 @@ pub(super) fn usage_counts(usage: Option<UsageFields>) -> Option<TokenCounts> {
         .map(|usage| usage.counts())
 }
 
+/// Gemini's `usageMetadata`: `promptTokenCount` is the input, cached included;
+/// `cachedContentTokenCount` the cached part; `candidatesTokenCount` + `thoughtsTokenCount`
+/// the output.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageMetadata {
+    #[serde(default)]
+    prompt_token_count: Option<Count>,
+    #[serde(default)]
+    cached_content_token_count: Option<Count>,
+    #[serde(default)]
+    candidates_token_count: Option<Count>,
+    #[serde(default)]
+    thoughts_token_count: Option<Count>,
+}
+
+impl UsageMetadata {
+    /// Its counts, `None` when it holds none (`{}`).
+    pub fn counts(&self) -> Option<TokenCounts> {
+        if self.prompt_token_count.is_none() && self.candidates_token_count.is_none() {
+            return None;
+        }
+        let mut flaws = CountFlaws::default();
+        let mut value = |count: Option<Count>, field: CountField| {
+            count.map_or(0, |count| {
+                if let Some(flaw) = count.flaw {
+                    flaws.add(field, flaw);
+                }
+                count.value
+            })
+        };
+        let prompt = value(self.prompt_token_count, CountField::PromptTokens);
+        let cached = value(self.cached_content_token_count, CountField::CachedTokens);
+        let candidates = value(self.candidates_token_count, CountField::CompletionTokens);
+        let thoughts = value(self.thoughts_token_count, CountField::CompletionTokens);
+        Some(TokenCounts {
+            tokens_in: prompt,
+            tokens_out: candidates.saturating_add(thoughts),
+            tokens_cached: cached,
+            tokens_cache_write: 0,
+            flaws,
+        })
+    }
+}
+
 #[derive(Deserialize)]
 struct ResponseBody<'a> {
     /// Borrowed as it stands (any JSON value): read only when a span records it.
@@ -150,7 +195,7 @@ struct ResponseBody<'a> {
     usage: Option<UsageFields>,
     /// Gemini's (behaviour §15).
     #[serde(default, rename = "usageMetadata")]
-    usage_metadata: Option<super::gemini_usage::UsageMetadata>,
+    usage_metadata: Option<UsageMetadata>,
 }
 
 /// The body of a 2xx answer is not JSON (behaviour §3/§4: that is a `server_error`).
@@ -192,7 +237,7 @@ pub fn response_summary(body: &[u8]) -> Result<ResponseSummary<'_>, InvalidBody>
                 parsed
                     .usage_metadata
                     .as_ref()
-                    .and_then(super::gemini_usage::UsageMetadata::counts)
+                    .and_then(UsageMetadata::counts)
             }),
             model: parsed.model,
         }),
