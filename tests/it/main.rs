@@ -43,6 +43,7 @@ mod node_fair_queue;
 mod node_forecast;
 mod node_gemini_native;
 mod node_gemini_pool;
+mod node_gemini_query_key;
 mod node_guarded_reads;
 mod node_header_resets;
 mod node_low_ones;
