@@ -182,7 +182,9 @@ mod tests {
             reason: "rate_limited",
             error_code: None,
             upstream_code: None,
+            quota_window: None,
             remaining_ms: 6_200,
+            resets_at_ms: 0,
             failure_count: 1,
         });
         let mut cooling = connection("an-1");

@@ -362,6 +362,39 @@ async fn a_key_spent_for_the_day_rests_until_midnight_pacific_on_googles_paths()
         }
     }
     assert_eq!(asked(&harness, "gm-1"), 1, "{:?}", harness.mock.stats());
+    // Item 7: the lockout says its kind and when it ends, in /admin/lockouts and /metrics.
+    let lockouts = harness.admin_get("/admin/lockouts").await;
+    let lock = lockouts["lockouts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|lock| lock["connection"] == "gm-1")
+        .cloned()
+        .unwrap_or_else(|| panic!("{lockouts}"));
+    assert_eq!(lock["reason"], "quota_exhausted", "{lock}");
+    assert_eq!(lock["quota_window"], "day", "{lock}");
+    assert_eq!(lock["resets_at_ms"], TEN_AM_PACIFIC + 14 * HOUR, "{lock}");
+    let metrics = harness.admin_text("/metrics").await;
+    let line = |name: &str| {
+        metrics
+            .lines()
+            .find(|line| {
+                line.starts_with(name)
+                    && line.contains("connection=\"gm-1\"")
+                    && line.contains("window=\"day\"")
+            })
+            .unwrap_or_else(|| panic!("{name}: {metrics}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert_eq!(line("quotaroute_quota_lockouts{"), 1.0);
+    assert_eq!(
+        line("quotaroute_quota_lockout_reset_seconds{"),
+        14.0 * 3600.0
+    );
     for hour in [0, 1, 6, 13] {
         clock.set(TEN_AM_PACIFIC + hour * HOUR + 60_000);
         for _ in 0..4 {
