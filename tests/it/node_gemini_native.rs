@@ -19,7 +19,7 @@ const HOUR: u64 = 3_600_000;
 const TEN_AM_PACIFIC: u64 = 1_796_493_600_000;
 
 /// Three AI Studio keys on `format = "gemini"`, combo `gemini`.
-fn gemini_pool(text: String) -> String {
+pub(crate) fn gemini_pool(text: String) -> String {
     let base = text
         .lines()
         .find_map(|line| {
