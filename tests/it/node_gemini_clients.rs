@@ -123,3 +123,57 @@ async fn the_google_genai_node_sdk_works_on_gemini_accounts() {
     check_sdk(&out, &harness, "@google/genai (Node)");
     eprintln!("node_genai.mjs: ok in {:.2?}", run.elapsed);
 }
+
+/// Gemini CLI's entry point in its package (run with `node`: no install scripts ran).
+fn gemini_cli() -> Option<PathBuf> {
+    let entry = node_modules().join("@google/gemini-cli/bundle/gemini.js");
+    entry.exists().then_some(entry)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_finishes_a_tool_using_prompt_on_gemini_accounts() {
+    let Some(cli) = gemini_cli() else {
+        return not_installed(
+            "Gemini CLI",
+            "npm ci --ignore-scripts --prefix tests/clients",
+        );
+    };
+    let harness = gemini_harness().await;
+    let home = client_home("qr-gemini-cli-");
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("note.txt");
+    let settings = home.path().join(".gemini");
+    std::fs::create_dir_all(&settings).unwrap();
+    std::fs::write(
+        settings.join("settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"general":{"disableAutoUpdate":true,"disableUpdateNag":true},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false}}"#,
+    )
+    .unwrap();
+    let args = serde_json::json!({"file_path": target.display().to_string(), "content": "written through quotaroute"});
+    let prompt = format!("mock-tool-call:write_file {args}");
+    let mut command = clean_command("node");
+    command
+        .env("HOME", home.path())
+        .env("GEMINI_API_KEY", CLIENT_KEY)
+        // The base-URL setting Gemini CLI 0.61 reads (bundle/docs/reference/configuration.md).
+        .env("GOOGLE_GEMINI_BASE_URL", &harness.base)
+        .env("GEMINI_CLI_NO_RELAUNCH", "true")
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        .env("NO_COLOR", "1")
+        .arg(&cli)
+        .args(["--approval-mode", "yolo", "-m", "gemini", "-p", &prompt])
+        .current_dir(work.path());
+    let run = blocking(command).await;
+    assert!(run.success(), "gemini cli: {}", run.describe());
+    let written = std::fs::read_to_string(&target)
+        .unwrap_or_else(|error| panic!("{error}: {}", run.describe()));
+    assert_eq!(written, "written through quotaroute");
+    assert!(run.stdout.contains("mock"), "{}", run.describe());
+    let stats = harness.mock.stats();
+    let gemini: u64 = ["gm-1", "gm-2", "gm-3"]
+        .iter()
+        .map(|id| stats.for_key(&upstream_key(id)))
+        .sum();
+    assert!(gemini >= 2, "{stats:?}");
+    eprintln!("gemini cli: ok in {:.2?}", run.elapsed);
+}

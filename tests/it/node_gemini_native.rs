@@ -443,3 +443,42 @@ async fn a_bad_key_on_googles_paths_is_disabled_after_one_answer_and_never_shown
         assert_eq!(disabled["reason"], "auth", "{id}: {disabled}");
     }
 }
+
+/// A conversation's turns keep to the account whose `thoughtSignature` they carry (Gemini CLI
+/// sends them back; any other account answers 400 "Corrupted thought signature."): seen
+/// failing with Gemini CLI before Gemini requests had an affinity prefix.
+#[tokio::test]
+async fn a_conversations_thought_signatures_go_back_to_the_account_that_made_them() {
+    let clock = ManualClock::new(TEN_AM_PACIFIC);
+    let harness = start(&clock).await;
+    for round in 0..6 {
+        let system = format!("You are agent {round}. {}", "Be brief. ".repeat(500));
+        let first = json!({
+            "systemInstruction": {"parts": [{"text": system}]},
+            "contents": [{"role": "user", "parts": [{"text": "mock-tool-call:lookup {\"q\":\"x\"}"}]}],
+            "tools": [{"functionDeclarations": [{"name": "lookup", "parameters": {"type": "OBJECT"}}]}],
+            "generationConfig": {"thinkingConfig": {"includeThoughts": true, "thinkingBudget": 512}},
+        });
+        let (status, body, _) =
+            call(&harness, "/v1beta/models/gemini:generateContent", &first).await;
+        assert_eq!(status, 200, "{body}");
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        let parts = answer["candidates"][0]["content"]["parts"].clone();
+        assert!(
+            parts
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["thoughtSignature"].is_string()),
+            "{answer}"
+        );
+        let mut second = first.clone();
+        let contents = second["contents"].as_array_mut().unwrap();
+        contents.push(json!({"role": "model", "parts": parts}));
+        contents.push(json!({"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {"result": "y"}}}]}));
+        let (status, body, _) =
+            call(&harness, "/v1beta/models/gemini:generateContent", &second).await;
+        assert_eq!(status, 200, "round {round}: {body}");
+        harness.settle().await;
+    }
+}

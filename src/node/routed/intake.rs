@@ -14,7 +14,7 @@ use crate::node::client_gate;
 use crate::node::live::LiveConfig;
 use crate::node::reply;
 use crate::wire::body_rewrite::{
-    model_name_problem, parse_request_for, BodyError, PromptScan, RequestInfo,
+    gemini_prompt_spans, model_name_problem, parse_request_for, BodyError, PromptScan, RequestInfo,
 };
 
 use super::guarded_body::read_guarded;
@@ -101,7 +101,7 @@ fn named_request(body: &[u8], model: String, stream: bool) -> Result<RequestInfo
     if let Some(problem) = model_name_problem(&model) {
         return Err(BodyError::InvalidModel(problem));
     }
-    Ok(RequestInfo::named(model, stream))
+    Ok(RequestInfo::named(model, stream, gemini_prompt_spans(body)))
 }
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
