@@ -482,3 +482,42 @@ async fn a_conversations_thought_signatures_go_back_to_the_account_that_made_the
         harness.settle().await;
     }
 }
+
+/// A Vertex AI publisher URL (behaviour §15): the key command's token goes as Bearer, never in
+/// `x-goog-api-key`, to `…/publishers/google/models/{model}:{method}`.
+#[tokio::test]
+async fn a_vertex_ai_account_gets_its_token_as_bearer() {
+    let clock = ManualClock::new(TEN_AM_PACIFIC);
+    let harness = Harness::start_on_clock(
+        |text| {
+            let base = text
+                .lines()
+                .find_map(|line| {
+                    line.strip_prefix("base_url = \"")
+                        .map(|rest| rest.trim_end_matches("/v1\"").to_owned())
+                })
+                .unwrap();
+            format!(
+                "{}\n[[providers]]\nname = \"vertex\"\nformat = \"gemini\"\nbase_url = \"{base}/v1/projects/demo/locations/us-central1/publishers/google\"\n\n[[connections]]\nid = \"vx-1\"\nprovider = \"vertex\"\napi_key_command = [\"/bin/echo\", \"ya29.vertex-token\"]\n\n[[combos]]\nname = \"vertex\"\ntargets = [{{ connection = \"vx-1\", model = \"gemini-2.5-flash\" }}]\n",
+                text
+            )
+        },
+        clock.clone(),
+    )
+    .await;
+    let (status, body, _) = call(&harness, "/v1beta/models/vertex:generateContent", &hello()).await;
+    assert_eq!(status, 200, "{body}");
+    let head = harness.mock.recent_heads().last().unwrap().clone();
+    assert!(
+        head.starts_with(
+            "POST /v1/projects/demo/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent"
+        ),
+        "{head}"
+    );
+    assert!(
+        head.contains("authorization: Bearer ya29.vertex-token"),
+        "{head}"
+    );
+    assert!(!head.contains("x-goog-api-key"), "{head}");
+    assert_eq!(harness.mock.stats().for_key("ya29.vertex-token"), 1);
+}
