@@ -8,6 +8,8 @@
 //! translated Responses request carried back to an Anthropic-format account (behaviour §14):
 //! a 400 refusing their signature is retried once on the same target without them.
 //!
+//! A Gemini request's refused `thoughtSignature`s are `gemini_signatures`' (the same rule).
+//!
 //! Owns only that; the try itself is `credential_retry`'s and `attempt`'s.
 
 use std::time::Duration;
@@ -17,6 +19,7 @@ use quotaroute_journal::OutcomeClass;
 
 use crate::node::attempt::{Attempted, TryContext};
 use crate::node::credential_retry;
+use crate::node::gemini_signatures;
 
 /// The upstream's code for an encrypted item it cannot read.
 const INVALID_ENCRYPTED_CONTENT: &str = "invalid_encrypted_content";
@@ -31,6 +34,9 @@ pub(crate) async fn try_target(
     upstream_time: &mut Duration,
 ) -> Attempted {
     let tried = credential_retry::try_target(ctx, decision, target, upstream_time).await;
+    if ctx.endpoint.is_gemini() {
+        return gemini_signatures::retry_refused(ctx, decision, target, upstream_time, tried).await;
+    }
     let Some(encrypted) = ctx.encrypted else {
         return tried;
     };

@@ -521,3 +521,49 @@ async fn a_vertex_ai_account_gets_its_token_as_bearer() {
     assert!(!head.contains("x-goog-api-key"), "{head}");
     assert_eq!(harness.mock.stats().for_key("ya29.vertex-token"), 1);
 }
+
+/// The account that made a turn's `thoughtSignature`s is locked: the turn goes to another,
+/// which refuses them (400 "Corrupted thought signature."); it is tried again there without
+/// them and served — the client never sees the 400.
+#[tokio::test]
+async fn a_turn_whose_signatures_maker_is_locked_is_served_elsewhere_without_them() {
+    let clock = ManualClock::new(TEN_AM_PACIFIC);
+    let harness = start(&clock).await;
+    let system = "Be brief. ".repeat(500);
+    let first = json!({
+        "systemInstruction": {"parts": [{"text": system}]},
+        "contents": [{"role": "user", "parts": [{"text": "mock-tool-call:lookup {\"q\":\"x\"}"}]}],
+        "tools": [{"functionDeclarations": [{"name": "lookup", "parameters": {"type": "OBJECT"}}]}],
+        "generationConfig": {"thinkingConfig": {"includeThoughts": true, "thinkingBudget": 512}},
+    });
+    let (status, body, headers) =
+        call(&harness, "/v1beta/models/gemini:generateContent", &first).await;
+    assert_eq!(status, 200, "{body}");
+    let maker = headers["x-quotaroute-connection"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let mut second = first.clone();
+    let contents = second["contents"].as_array_mut().unwrap();
+    contents.push(json!({"role": "model", "parts": answer["candidates"][0]["content"]["parts"]}));
+    contents.push(json!({"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {"result": "y"}}}]}));
+    harness.settle().await;
+    // The maker's minute quota runs out.
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::GeminiQuota {
+            per_day: false,
+            retry_delay_s: 30,
+        })
+        .for_key(upstream_key(&maker))]);
+    let (status, body, headers) =
+        call(&harness, "/v1beta/models/gemini:generateContent", &second).await;
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(headers["x-quotaroute-connection"].to_str().unwrap(), maker);
+    assert!(!body.contains("signature"), "{body}");
+    // The retry went without the signatures.
+    let bodies = harness.mock.recent_bodies();
+    let (_, last) = bodies.last().unwrap();
+    assert!(!String::from_utf8_lossy(last).contains("thoughtSignature"));
+}
