@@ -12,9 +12,8 @@ use crate::node::admin;
 use crate::node::app::AppState;
 use crate::node::cors;
 use crate::node::endpoint::{Endpoint, ROUTED};
-use crate::node::http::{
-    healthz, metrics_text, model_by_id, models, not_found, responses_websocket, root, stored,
-};
+use crate::node::gemini_paths;
+use crate::node::http::{healthz, metrics_text, not_found, responses_websocket, root, stored};
 use crate::node::plain_errors;
 use crate::node::routed;
 use crate::node::{NodeError, NodeOptions, RunningNode};
@@ -36,8 +35,17 @@ pub fn routes(app: AppState) -> axum::Router {
         })
         .route("/", get(root))
         .route("/v1/responses", get(responses_websocket))
-        .route("/v1/models", get(models))
-        .route("/v1/models/{*id}", get(model_by_id))
+        .route("/v1/models", get(gemini_paths::v1_models))
+        .route(
+            "/v1/models/{*id}",
+            get(gemini_paths::v1_model).post(gemini_paths::post),
+        )
+        // Google's client paths (behaviour §15).
+        .route("/v1beta/models", get(gemini_paths::models))
+        .route(
+            "/v1beta/models/{*rest}",
+            get(gemini_paths::model).post(gemini_paths::post),
+        )
         .route("/v1/responses/{id}", get(stored).delete(stored))
         .route("/v1/responses/{id}/input_items", get(stored))
         .route("/v1/responses/{id}/cancel", post(stored))

@@ -72,8 +72,25 @@ pub struct LockoutState {
     pub error_code: Option<u16>,
     /// The upstream's own code string.
     pub upstream_code: Option<String>,
+    /// The window of the quota that ran out, when the upstream named it (Google's `quotaId`,
+    /// behaviour §15): `day`, `hour` or `minute`.
+    pub quota_window: Option<&'static str>,
     pub remaining_ms: u64,
+    /// When it ends (Unix ms): for a day's Google quota, midnight in Los Angeles.
+    pub resets_at_ms: u64,
     pub failure_count: u32,
+}
+
+/// The window a quota id names (`GenerateRequestsPerDayPerProjectPerModel-FreeTier` → `day`).
+pub fn quota_window(code: &str) -> Option<&'static str> {
+    [
+        ("PerDay", "day"),
+        ("PerHour", "hour"),
+        ("PerMinute", "minute"),
+    ]
+    .into_iter()
+    .find(|(marker, _)| code.contains(marker))
+    .map(|(_, window)| window)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -361,8 +378,10 @@ fn lockouts_of(
             model: lock.model,
             reason: lock.reason.as_str(),
             error_code: lock.status,
+            quota_window: lock.error_code.as_deref().and_then(quota_window),
             upstream_code: lock.error_code,
             remaining_ms: lock.remaining_ms,
+            resets_at_ms: now_ms.saturating_add(lock.remaining_ms),
             failure_count: lock.failure_count,
         })
         .collect()

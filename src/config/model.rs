@@ -147,6 +147,8 @@ pub enum ApiFormat {
     #[serde(rename = "openai")]
     OpenAi,
     Anthropic,
+    /// Google's Gemini API (behaviour §15).
+    Gemini,
 }
 
 impl ApiFormat {
@@ -154,6 +156,7 @@ impl ApiFormat {
         match self {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
         }
     }
 
@@ -162,6 +165,7 @@ impl ApiFormat {
         match self {
             Self::OpenAi => vec![Api::Chat, Api::Responses],
             Self::Anthropic => vec![Api::Messages],
+            Self::Gemini => vec![Api::Gemini],
         }
     }
 }

@@ -31,6 +31,7 @@ fn journal_format(format: ApiFormat) -> JournalFormat {
     match format {
         ApiFormat::OpenAi => JournalFormat::Openai,
         ApiFormat::Anthropic => JournalFormat::Anthropic,
+        ApiFormat::Gemini => JournalFormat::Gemini,
     }
 }
 

@@ -13,6 +13,9 @@ pub const ADMIN_KEY: &str = "qr-demo-admin";
 pub const OPENAI: &str = "openai";
 /// The Anthropic-format provider: three keys, one model, the one that flaps.
 pub const ANTHROPIC: &str = "anthropic";
+/// The Gemini provider (`format = "gemini"`, behaviour §15): two free-tier keys, one of which
+/// spends its day's quota.
+pub const GOOGLE: &str = "google";
 
 /// Combo of `gpt-4o-mini` over the three OpenAI keys (2:1:1).
 pub const COMBO_MINI: &str = "team";
@@ -20,10 +23,13 @@ pub const COMBO_MINI: &str = "team";
 pub const COMBO_4O: &str = "team-4o";
 /// Combo of `claude-3-5-haiku` over the three Anthropic keys.
 pub const COMBO_CLAUDE: &str = "claude";
+/// Combo of `gemini-2.5-flash` over the two Gemini keys, asked on Google's own paths.
+pub const COMBO_GEMINI: &str = "gemini";
 
 pub const MODEL_MINI: &str = "gpt-4o-mini";
 pub const MODEL_4O: &str = "gpt-4o";
 pub const MODEL_CLAUDE: &str = "claude-3-5-haiku";
+pub const MODEL_GEMINI: &str = "gemini-2.5-flash";
 
 /// One simulated upstream account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +40,7 @@ pub struct DemoConnection {
 }
 
 /// Every connection of the demo, in table order.
-pub const CONNECTIONS: [DemoConnection; 6] = [
+pub const CONNECTIONS: [DemoConnection; 8] = [
     DemoConnection {
         id: "oa-1",
         provider: OPENAI,
@@ -63,6 +69,16 @@ pub const CONNECTIONS: [DemoConnection; 6] = [
     DemoConnection {
         id: "an-3",
         provider: ANTHROPIC,
+        weight: 1,
+    },
+    DemoConnection {
+        id: "gm-1",
+        provider: GOOGLE,
+        weight: 1,
+    },
+    DemoConnection {
+        id: "gm-2",
+        provider: GOOGLE,
         weight: 1,
     },
 ];
@@ -112,6 +128,11 @@ reset_ms = 2000
 [providers.cooldown]
 base_ms = 250
 max_ms = 1000
+
+[[providers]]
+name = "{GOOGLE}"
+format = "gemini"
+base_url = "{mock_base}/v1beta"
 "#
     );
     for connection in CONNECTIONS {
@@ -127,6 +148,7 @@ max_ms = 1000
         (COMBO_MINI, OPENAI, MODEL_MINI),
         (COMBO_4O, OPENAI, MODEL_4O),
         (COMBO_CLAUDE, ANTHROPIC, MODEL_CLAUDE),
+        (COMBO_GEMINI, GOOGLE, MODEL_GEMINI),
     ] {
         text.push_str(&format!("\n[[combos]]\nname = \"{combo}\"\ntargets = [\n"));
         for connection in CONNECTIONS.iter().filter(|c| c.provider == provider) {
@@ -152,8 +174,8 @@ mod tests {
         );
         let config = crate::config::parse(&text, "embedded", &|_| None)
             .unwrap_or_else(|errors| panic!("{errors}\n{text}"));
-        assert_eq!(config.connections.len(), 6);
-        assert_eq!(config.combos.len(), 3);
+        assert_eq!(config.connections.len(), 8);
+        assert_eq!(config.combos.len(), 4);
         assert_eq!(
             config.journal.path,
             Path::new("/tmp/qr demo \"x\"/journal").to_path_buf()

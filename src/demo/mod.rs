@@ -3,9 +3,10 @@
 //! journal at the end. Offline: no keys, no network beyond loopback.
 //!
 //! Layout:
-//! - `embedded_config` — the config text: providers `openai` (keys 2:1:1, two models) and
-//!   `anthropic` (three keys, a quick breaker);
-//! - `scenario` — the script: when `oa-1` 429s on `gpt-4o`, when the Anthropic keys 503;
+//! - `embedded_config` — the config text: providers `openai` (keys 2:1:1, two models),
+//!   `anthropic` (three keys, a quick breaker) and `google` (two Gemini free-tier keys);
+//! - `scenario` — the script: when `oa-1` 429s on `gpt-4o`, when the Anthropic keys 503, when
+//!   `gm-1` spends its day's free-tier quota;
 //! - `upstreams` — the mock upstream on an ephemeral port, playing the script;
 //! - `traffic` — paced clients through the node's HTTP endpoints;
 //! - `tally` — counting journal events (live, by tailing; and at the end);

@@ -10,6 +10,9 @@
 //!   time the lock runs out), while `oa-1` keeps serving `gpt-4o-mini`;
 //! - during each flap window every Anthropic key answers 503: connections cool down, the
 //!   provider's breaker opens, and once the window is over a probe closes it again;
+//! - at `lock_at` the free-tier Gemini key `gm-1` has spent its day: Google's 429 with a
+//!   per-day `QuotaFailure` and a `retryDelay` of seconds; the router locks it until midnight
+//!   in Los Angeles (behaviour §15), never asks it again this run, and `gm-2` serves;
 //! - the Anthropic keys are subscription accounts (their 5-hour and weekly windows in
 //!   Anthropic's headers, behaviour §13): `an-1`'s 5-hour window resets in 20 minutes with 70 %
 //!   unused, `an-2`'s is half used with 4 hours to run, `an-3` has 10 % of its week left for
@@ -22,6 +25,11 @@ use quotaroute_mock::{
 };
 
 use super::embedded_config::{upstream_key, MODEL_4O, MODEL_CLAUDE};
+
+/// The free-tier Gemini key whose day's quota runs out.
+pub const SPENT_GEMINI_CONNECTION: &str = "gm-1";
+/// The `retryDelay` Google still puts on a day's quota (the router does not believe it).
+pub const GEMINI_RETRY_DELAY_SECONDS: u64 = 22;
 
 /// The key that 429s, and the one model it 429s on.
 pub const LOCKED_CONNECTION: &str = "oa-1";
@@ -89,6 +97,13 @@ impl Scenario {
                 .for_key(upstream_key(LOCKED_CONNECTION))
                 .for_model(LOCKED_MODEL),
             );
+            rules.push(
+                Rule::always(Fault::GeminiQuota {
+                    per_day: true,
+                    retry_delay_s: GEMINI_RETRY_DELAY_SECONDS,
+                })
+                .for_key(upstream_key(SPENT_GEMINI_CONNECTION)),
+            );
         }
         if self.flapping_at(elapsed) {
             rules.push(Rule::always(Fault::Status(503)).for_model(MODEL_CLAUDE));
@@ -108,6 +123,9 @@ impl Scenario {
         if self.locking_at(elapsed) {
             parts.push(format!(
                 "{LOCKED_CONNECTION} answers 429 (Retry-After {RETRY_AFTER_SECONDS}s) for {LOCKED_MODEL}"
+            ));
+            parts.push(format!(
+                "{SPENT_GEMINI_CONNECTION} spent its free tier's day (retryDelay {GEMINI_RETRY_DELAY_SECONDS}s; back at midnight Pacific)"
             ));
         }
         if self.flapping_at(elapsed) {
@@ -189,12 +207,13 @@ mod tests {
     #[test]
     fn rules_put_faults_before_latency_and_429_only_one_model_on_one_key() {
         let scenario = Scenario::for_run(30);
-        // (elapsed, expected number of rules, 429 rule present, 503 rule present)
+        // (elapsed, expected number of rules, 429 rules present, 503 rule present); from the
+        // lock on, gm-1's per-day Gemini quota too.
         let table = [
             (0.0, 1, false, false),
-            (3.0, 2, true, false),
-            (7.0, 3, true, true),
-            (9.0, 2, true, false),
+            (3.0, 3, true, false),
+            (7.0, 4, true, true),
+            (9.0, 3, true, false),
         ];
         for (elapsed, count, has_429, has_503) in table {
             let rules = scenario.rules_at(secs(elapsed));
@@ -213,6 +232,13 @@ mod tests {
             }
             let has = rules.iter().any(|r| r.fault == Fault::Status(503));
             assert_eq!(has, has_503, "at {elapsed}s");
+            let spent = rules
+                .iter()
+                .find(|r| matches!(r.fault, Fault::GeminiQuota { per_day: true, .. }));
+            assert_eq!(spent.is_some(), has_429, "at {elapsed}s");
+            if let Some(rule) = spent {
+                assert_eq!(rule.key, Some(upstream_key(SPENT_GEMINI_CONNECTION)));
+            }
         }
     }
 }

@@ -42,7 +42,8 @@ fn connection_state(connection: &ConnectionAdminState) -> String {
     "ok".to_string()
 }
 
-/// `gpt-4o locked 6.2s (rate_limited)`, comma-separated, or `-`.
+/// `gpt-4o locked 6.2s (rate_limited)` (`…(quota_exhausted, per day)` when the upstream named
+/// its quota's window), comma-separated, or `-`.
 fn lockouts(connection: &ConnectionAdminState) -> String {
     if connection.lockouts.is_empty() {
         return "-".to_string();
@@ -51,8 +52,12 @@ fn lockouts(connection: &ConnectionAdminState) -> String {
         .lockouts
         .iter()
         .map(|lock| {
+            let window = lock
+                .quota_window
+                .map(|window| format!(", per {window}"))
+                .unwrap_or_default();
             format!(
-                "{} locked {} ({})",
+                "{} locked {} ({}{window})",
                 lock.model,
                 seconds(lock.remaining_ms),
                 lock.reason
@@ -182,7 +187,9 @@ mod tests {
             reason: "rate_limited",
             error_code: None,
             upstream_code: None,
+            quota_window: None,
             remaining_ms: 6_200,
+            resets_at_ms: 0,
             failure_count: 1,
         });
         let mut cooling = connection("an-1");

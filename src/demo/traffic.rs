@@ -1,6 +1,6 @@
 //! The demo's clients: paced requests through the node's real HTTP path (OpenAI chat
-//! completions for the two OpenAI combos, Anthropic messages for `claude`), counting what the
-//! clients saw. Knows nothing of the mock or the router's state.
+//! completions for the two OpenAI combos, Anthropic messages for `claude`, Google's
+//! `generateContent` for `gemini`), counting what the clients saw. Knows nothing of the mock or the router's state.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +14,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::upstream::client::UpstreamClient;
 
-use super::embedded_config::{CLIENT_KEY, COMBO_4O, COMBO_CLAUDE, COMBO_MINI};
+use super::embedded_config::{CLIENT_KEY, COMBO_4O, COMBO_CLAUDE, COMBO_GEMINI, COMBO_MINI};
 
 /// Client requests per second, all combos together: modest, so the table stays readable.
 pub const REQUESTS_PER_SECOND: u32 = 40;
@@ -49,13 +49,17 @@ enum ClientCall {
     Chat(&'static str),
     /// `POST /v1/messages` with this combo as the model.
     Messages(&'static str),
+    /// Google's `POST /v1beta/models/{combo}:generateContent`, the key in `x-goog-api-key`.
+    Gemini(&'static str),
 }
 
-/// The mix, repeated: half `gpt-4o-mini`, a quarter each `gpt-4o` and `claude`.
-const MIX: [ClientCall; 4] = [
+/// The mix, repeated: two in five `gpt-4o-mini`, one in five each `gpt-4o`, `claude` and
+/// `gemini`.
+const MIX: [ClientCall; 5] = [
     ClientCall::Chat(COMBO_MINI),
     ClientCall::Messages(COMBO_CLAUDE),
     ClientCall::Chat(COMBO_MINI),
+    ClientCall::Gemini(COMBO_GEMINI),
     ClientCall::Chat(COMBO_4O),
 ];
 
@@ -121,7 +125,7 @@ async fn pace(node: SocketAddr, totals: Arc<ClientTotals>, mut stopped: watch::R
 async fn send(client: &UpstreamClient, node: SocketAddr, call: ClientCall) -> bool {
     let (path, body) = match call {
         ClientCall::Chat(combo) => (
-            "/v1/chat/completions",
+            "/v1/chat/completions".to_string(),
             serde_json::json!({
                 "model": combo,
                 "max_tokens": 16,
@@ -129,11 +133,18 @@ async fn send(client: &UpstreamClient, node: SocketAddr, call: ClientCall) -> bo
             }),
         ),
         ClientCall::Messages(combo) => (
-            "/v1/messages",
+            "/v1/messages".to_string(),
             serde_json::json!({
                 "model": combo,
                 "max_tokens": 16,
                 "messages": [{"role": "user", "content": "Say hello from the quotaroute demo."}],
+            }),
+        ),
+        ClientCall::Gemini(combo) => (
+            format!("/v1beta/models/{combo}:generateContent"),
+            serde_json::json!({
+                "contents": [{"role": "user", "parts": [{"text": "Say hello from the quotaroute demo."}]}],
+                "generationConfig": {"maxOutputTokens": 16},
             }),
         ),
     };

@@ -19,7 +19,27 @@ pub enum Endpoint {
     Messages,
     /// `/v1/messages/count_tokens`: routed like `/v1/messages`, no tokens counted.
     CountTokens,
+    /// Google's `models/{model}:generateContent` (behaviour §15).
+    GeminiGenerate,
+    /// Google's `models/{model}:streamGenerateContent`: always SSE upstream; the client's
+    /// framing (SSE with `alt=sse`, else one JSON array) is the handler's (`gemini_paths`).
+    GeminiStream,
+    /// Google's `models/{model}:countTokens`: no tokens counted.
+    GeminiCountTokens,
+    /// Google's `models/{model}:embedContent`.
+    GeminiEmbed,
+    /// Google's `models/{model}:batchEmbedContents`.
+    GeminiBatchEmbed,
 }
+
+/// Google's methods on `models/{model}` (behaviour §15), by the name after the `:`.
+pub const GEMINI_METHODS: [(&str, Endpoint); 5] = [
+    ("generateContent", Endpoint::GeminiGenerate),
+    ("streamGenerateContent", Endpoint::GeminiStream),
+    ("countTokens", Endpoint::GeminiCountTokens),
+    ("embedContent", Endpoint::GeminiEmbed),
+    ("batchEmbedContents", Endpoint::GeminiBatchEmbed),
+];
 
 /// The client API's routing endpoints by path (each taken by POST): the route table registers
 /// them from here, and the node's fast path (`node::direct`) looks a request up here.
@@ -42,11 +62,38 @@ impl Endpoint {
             .map(|(_, endpoint)| *endpoint)
     }
 
+    /// The Google method named `method` (`generateContent`, …).
+    pub fn gemini(method: &str) -> Option<Endpoint> {
+        GEMINI_METHODS
+            .iter()
+            .find(|(name, _)| *name == method)
+            .map(|(_, endpoint)| *endpoint)
+    }
+
+    /// Its method name on Google's paths, for a Gemini endpoint.
+    pub fn gemini_method(self) -> Option<&'static str> {
+        GEMINI_METHODS
+            .iter()
+            .find(|(_, endpoint)| *endpoint == self)
+            .map(|(name, _)| *name)
+    }
+
+    /// One of Google's paths (behaviour §15): its errors in Google's shape.
+    pub fn is_gemini(self) -> bool {
+        self.gemini_method().is_some()
+    }
+
     pub fn format(self) -> JournalFormat {
         match self {
             Endpoint::Messages | Endpoint::CountTokens => JournalFormat::Anthropic,
+            _ if self.is_gemini() => JournalFormat::Gemini,
             _ => JournalFormat::Openai,
         }
+    }
+
+    /// An endpoint that counts tokens and generates nothing: no usage is charged.
+    pub fn counts_tokens_only(self) -> bool {
+        matches!(self, Endpoint::CountTokens | Endpoint::GeminiCountTokens)
     }
 
     /// The generation API a client speaks at this endpoint, if it is one (behaviour §14).
@@ -55,6 +102,10 @@ impl Endpoint {
             Endpoint::ChatCompletions => Some(Api::Chat),
             Endpoint::Responses => Some(Api::Responses),
             Endpoint::Messages => Some(Api::Messages),
+            Endpoint::GeminiGenerate | Endpoint::GeminiStream => Some(Api::Gemini),
+            Endpoint::GeminiCountTokens | Endpoint::GeminiEmbed | Endpoint::GeminiBatchEmbed => {
+                None
+            }
             Endpoint::Completions
             | Endpoint::Embeddings
             | Endpoint::ResponsesCompact
@@ -81,7 +132,12 @@ impl Endpoint {
     pub fn translatable(self) -> bool {
         !matches!(
             self,
-            Endpoint::Completions | Endpoint::Embeddings | Endpoint::ResponsesCompact
+            Endpoint::Completions
+                | Endpoint::Embeddings
+                | Endpoint::ResponsesCompact
+                | Endpoint::GeminiCountTokens
+                | Endpoint::GeminiEmbed
+                | Endpoint::GeminiBatchEmbed
         )
     }
 
@@ -91,6 +147,11 @@ impl Endpoint {
             Endpoint::Completions => StreamFormat::OpenAiCompletions,
             Endpoint::Responses | Endpoint::ResponsesCompact => StreamFormat::OpenAiResponses,
             Endpoint::Messages | Endpoint::CountTokens => StreamFormat::Anthropic,
+            Endpoint::GeminiGenerate
+            | Endpoint::GeminiStream
+            | Endpoint::GeminiCountTokens
+            | Endpoint::GeminiEmbed
+            | Endpoint::GeminiBatchEmbed => StreamFormat::Gemini,
         }
     }
 
@@ -98,10 +159,16 @@ impl Endpoint {
     pub fn gen_ai_operation(self) -> &'static str {
         match self {
             Endpoint::Completions => "text_completion",
-            Endpoint::Embeddings => "embeddings",
-            Endpoint::CountTokens => "count_tokens",
+            Endpoint::Embeddings | Endpoint::GeminiEmbed | Endpoint::GeminiBatchEmbed => {
+                "embeddings"
+            }
+            Endpoint::CountTokens | Endpoint::GeminiCountTokens => "count_tokens",
             Endpoint::ResponsesCompact => "compact",
-            Endpoint::ChatCompletions | Endpoint::Responses | Endpoint::Messages => "chat",
+            Endpoint::ChatCompletions
+            | Endpoint::Responses
+            | Endpoint::Messages
+            | Endpoint::GeminiGenerate
+            | Endpoint::GeminiStream => "chat",
         }
     }
 
@@ -120,6 +187,11 @@ impl Endpoint {
             Endpoint::ResponsesCompact => "responses_compact",
             Endpoint::Messages => "messages",
             Endpoint::CountTokens => "count_tokens",
+            Endpoint::GeminiGenerate => "gemini_generate_content",
+            Endpoint::GeminiStream => "gemini_stream_generate_content",
+            Endpoint::GeminiCountTokens => "gemini_count_tokens",
+            Endpoint::GeminiEmbed => "gemini_embed_content",
+            Endpoint::GeminiBatchEmbed => "gemini_batch_embed_contents",
         }
     }
 }

@@ -40,6 +40,7 @@ fn is_client_only(name: &str) -> bool {
         "authorization"
             | "x-api-key"
             | "api-key"
+            | "x-goog-api-key"
             | "host"
             | "content-length"
             | "content-encoding"
@@ -125,6 +126,7 @@ mod tests {
             ("authorization", "Bearer sk-qr-client"),
             ("x-api-key", "sk-qr-client"),
             ("api-key", "sk-qr-client"),
+            ("x-goog-api-key", "sk-qr-client"),
             ("connection", "keep-alive, x-trace-hop"),
             ("x-trace-hop", "1"),
             ("keep-alive", "timeout=5"),

@@ -133,6 +133,14 @@ fn listed_models(app: &AppState, client: usize) -> Vec<ListedModel> {
     data
 }
 
+/// The names of [`listed_models`] (Google's model list, `gemini_paths`).
+pub(crate) fn listed_model_ids(app: &AppState, client: usize) -> Vec<String> {
+    listed_models(app, client)
+        .into_iter()
+        .map(|model| model.id)
+        .collect()
+}
+
 /// Every combo, then every `provider/model` a connection lists or a combo targets.
 fn every_model(topology: &quotaroute_actors::Topology) -> Vec<ListedModel> {
     let mut data: Vec<ListedModel> = topology

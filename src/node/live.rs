@@ -41,6 +41,18 @@ pub struct ProviderRoute {
     pub host: Option<HeaderValue>,
     /// Its pooled client: its trusted roots and egress proxy.
     pub client: UpstreamClient,
+    /// A Gemini provider on a Vertex AI publisher URL (behaviour §15): its credential goes as
+    /// Bearer, not `x-goog-api-key`.
+    pub vertex: bool,
+}
+
+/// Whether `base_url` is a Vertex AI publisher URL (`…aiplatform.googleapis.com`, or any host
+/// whose path names `/publishers/google`, as Vertex's do).
+pub fn is_vertex_url(base_url: &url::Url) -> bool {
+    base_url
+        .host_str()
+        .is_some_and(|host| host.ends_with("aiplatform.googleapis.com"))
+        || base_url.path().contains("/publishers/google")
 }
 
 /// The config as the request path uses it.
@@ -184,6 +196,7 @@ impl LiveConfig {
                             std::env::var(name).ok()
                         }),
                     ),
+                    vertex: is_vertex_url(&p.base_url),
                 };
                 (p.name.clone(), route)
             })

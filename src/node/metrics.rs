@@ -310,6 +310,9 @@ fn publish_forecast(state: &AdminState, now_ms: u64) {
     }
 }
 
+/// The quota windows an upstream names (`quota_window` of a lockout).
+const QUOTA_WINDOWS: [&str; 3] = ["day", "hour", "minute"];
+
 fn publish_state(state: &AdminState) {
     for provider in &state.providers {
         let code = match provider.breaker {
@@ -335,6 +338,28 @@ fn publish_state(state: &AdminState) {
                 0.0
             },
         );
-        gauge!("quotaroute_lockouts", "connection" => id).set(connection.lockouts.len() as f64);
+        gauge!("quotaroute_lockouts", "connection" => id.clone())
+            .set(connection.lockouts.len() as f64);
+        // Quota lockouts by the window the upstream named (Google's per-day and per-minute
+        // quotas, behaviour §15): how many, and the seconds to the soonest reset (0: none).
+        // Every window is set each time, so a lock that ended reads 0, not its last value.
+        for window in QUOTA_WINDOWS {
+            let locks = connection
+                .lockouts
+                .iter()
+                .filter(|lock| lock.quota_window == Some(window));
+            let (count, soonest) = locks.fold((0u32, None::<u64>), |(count, soonest), lock| {
+                let soonest = soonest.map_or(lock.remaining_ms, |ms| ms.min(lock.remaining_ms));
+                (count + 1, Some(soonest))
+            });
+            gauge!("quotaroute_quota_lockouts", "connection" => id.clone(), "window" => window)
+                .set(f64::from(count));
+            gauge!(
+                "quotaroute_quota_lockout_reset_seconds",
+                "connection" => id.clone(),
+                "window" => window
+            )
+            .set(soonest.unwrap_or(0) as f64 / 1000.0);
+        }
     }
 }

@@ -11,6 +11,11 @@
 //!   once, route, try targets as the decision's plan says, answer; [`attempt`] — one try
 //!   against one target, with its credential and the same-target retries policy asks for.
 //! - [`stored_response`] — the `/v1/responses/{id}` endpoints, sent to the account holding it.
+//! - [`gemini_paths`] — Google's client paths (§15): the model from the path, the key from
+//!   `x-goog-api-key` / `?key=`; [`google_errors`] — the router's errors in Google's shape;
+//!   [`gemini_array`] — a stream asked for without `alt=sse` as one streamed JSON array;
+//!   [`gemini_signatures`] — a turn refused for another account's `thoughtSignature`s, again
+//!   without them.
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte;
 //!   [`stream_drain`] — a stream the client left, read on (bounded) for its usage;
 //!   [`usage_charge`] — what an answer is charged: the upstream's usage checked, or an estimate.
@@ -39,6 +44,10 @@ pub mod direct;
 pub mod edge_counters;
 pub mod encrypted_turn;
 pub mod endpoint;
+pub mod gemini_array;
+pub mod gemini_paths;
+pub mod gemini_signatures;
+pub mod google_errors;
 pub mod header_rules;
 pub mod http;
 pub mod journal_formats;

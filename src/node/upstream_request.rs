@@ -49,6 +49,13 @@ pub fn build(
                     headers.insert(HeaderName::from_static("x-api-key"), sensitive(value));
                 }
             }
+            // AI Studio keys go in `x-goog-api-key`, never in the URL; Vertex AI takes the
+            // key command's token (or OAuth's) as Bearer (behaviour §15).
+            (None, ApiFormat::Gemini, AuthKind::ApiKey) if !provider.vertex => {
+                if let Ok(value) = HeaderValue::from_str(key) {
+                    headers.insert(HeaderName::from_static("x-goog-api-key"), sensitive(value));
+                }
+            }
             (None, _, _) => {
                 if let Ok(value) = bearer(key) {
                     headers.insert(header::AUTHORIZATION, sensitive(value));
@@ -107,6 +114,7 @@ mod tests {
             accept_encoding: HeaderValue::from_static("identity"),
             host: Some(HeaderValue::from_static("upstream.test")),
             client: crate::upstream::client::UpstreamClient::new(),
+            vertex: false,
         }
     }
 
@@ -169,6 +177,53 @@ mod tests {
         // The router asks for its own coding and drops hop-by-hop headers.
         assert_eq!(get(&request, "accept-encoding"), Some("identity"));
         assert_eq!(get(&request, "expect"), None);
+    }
+
+    #[test]
+    fn gemini_keys_go_in_x_goog_api_key_and_vertex_tokens_as_bearer() {
+        let mut headers = client_headers();
+        headers.insert("x-goog-api-key", HeaderValue::from_static("client-goog"));
+        let gemini = provider(ApiFormat::Gemini, None);
+        let studio = |auth| {
+            build(
+                http::Method::POST,
+                &gemini,
+                (&Secret::new("AIza-upstream"), auth),
+                "/models/gemini-2.5-flash:generateContent",
+                &headers,
+                "req-8",
+                Bytes::from_static(b"{}"),
+            )
+            .unwrap()
+        };
+        let request = studio(AuthKind::ApiKey);
+        assert_eq!(get(&request, "x-goog-api-key"), Some("AIza-upstream"));
+        assert!(request.headers()["x-goog-api-key"].is_sensitive());
+        assert_eq!(get(&request, "authorization"), None);
+        assert!(
+            !request.uri().to_string().contains("AIza"),
+            "never in the URL"
+        );
+        let request = studio(AuthKind::OAuth);
+        assert_eq!(get(&request, "authorization"), Some("Bearer AIza-upstream"));
+        assert_eq!(get(&request, "x-goog-api-key"), None);
+
+        let vertex = ProviderRoute {
+            vertex: true,
+            ..provider(ApiFormat::Gemini, None)
+        };
+        let request = build(
+            http::Method::POST,
+            &vertex,
+            (&Secret::new("ya29.token"), AuthKind::ApiKey),
+            "/models/gemini-2.5-flash:generateContent",
+            &headers,
+            "req-9",
+            Bytes::from_static(b"{}"),
+        )
+        .unwrap();
+        assert_eq!(get(&request, "authorization"), Some("Bearer ya29.token"));
+        assert_eq!(get(&request, "x-goog-api-key"), None);
     }
 
     #[test]

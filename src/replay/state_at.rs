@@ -154,10 +154,14 @@ pub fn render_text(at: &StateAt) -> String {
         for lock in &c.lockouts {
             let _ = writeln!(
                 out,
-                "  lockout {}: {} {} left, failures={}{}",
+                "  lockout {}: {}{} {} left (until {}), failures={}{}",
                 lock.model,
                 lock.reason,
+                lock.quota_window
+                    .map(|window| format!(" per {window}"))
+                    .unwrap_or_default(),
                 format_duration(lock.remaining_ms),
+                format_utc_ms(lock.resets_at_ms),
                 lock.failure_count,
                 lock.error_code
                     .map(|status| format!(" status={status}"))

@@ -67,6 +67,21 @@ pub struct RequestInfo {
 }
 
 impl RequestInfo {
+    /// A request whose model is named outside its body (Google's `models/{model}:…` paths,
+    /// behaviour §15): nothing in the body is spliced; `prompt` is what may name its
+    /// conversation ([`gemini_prompt_spans`]).
+    pub fn named(model: String, stream: bool, prompt: PromptSpans) -> RequestInfo {
+        RequestInfo {
+            model,
+            stream,
+            include_usage_requested: false,
+            model_span: (0, 0),
+            object_open: 0,
+            stream_options: StreamOptionsAt::Absent,
+            prompt,
+        }
+    }
+
     /// Byte range of the `model` value in the body, quotes included.
     pub fn model_span(&self) -> Span {
         self.model_span
@@ -272,6 +287,39 @@ struct StreamOptionsFields<'a> {
 
 fn is_json_whitespace(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// The members of a Gemini request that may name its conversation.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GeminiPrompt<'a> {
+    #[serde(default, borrow)]
+    tools: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    system_instruction: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    contents: Option<Vec<&'a RawValue>>,
+}
+
+/// The stable prefix of a Gemini request (behaviour §10 on Google's paths): `tools`,
+/// `systemInstruction` and the first of `contents`, so a conversation's turns — which carry
+/// their account's `thoughtSignature`s — keep to the account that served it. A body that is
+/// not a Gemini request has none.
+pub fn gemini_prompt_spans(body: &[u8]) -> PromptSpans {
+    // serde would read an array positionally as the struct: only objects go that way.
+    if body.iter().find(|byte| !is_json_whitespace(**byte)) != Some(&b'{') {
+        return PromptSpans::default();
+    }
+    let Ok(prompt) = serde_json::from_slice::<GeminiPrompt<'_>>(body) else {
+        return PromptSpans::default();
+    };
+    let span = |raw: Option<&RawValue>| raw.and_then(|raw| span_in(body, raw.get()).ok());
+    PromptSpans {
+        tools: span(prompt.tools),
+        system: span(prompt.system_instruction),
+        messages_prefix: span(prompt.contents.as_ref().and_then(|c| c.first().copied())),
+        ..PromptSpans::default()
+    }
 }
 
 /// Where `part` (a slice borrowed from `body` by serde_json) sits inside `body`.
@@ -505,6 +553,23 @@ mod tests {
     fn rewritten(body: &str, model: &str, force: bool) -> String {
         let info = parse_request(body.as_bytes()).unwrap();
         String::from_utf8(rewrite(body.as_bytes(), &info, model, force).to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_gemini_requests_prefix_is_its_tools_system_instruction_and_first_turn() {
+        let body = br#"{"contents":[{"role":"user","parts":[{"text":"a"}]},{"role":"model","parts":[]}],"systemInstruction":{"parts":[{"text":"s"}]},"tools":[]}"#;
+        let spans = gemini_prompt_spans(body);
+        let part = |span: Option<Span>| span.map(|(start, end)| &body[start..end]);
+        assert_eq!(
+            part(spans.messages_prefix),
+            Some(&br#"{"role":"user","parts":[{"text":"a"}]}"#[..])
+        );
+        assert_eq!(
+            part(spans.system),
+            Some(&br#"{"parts":[{"text":"s"}]}"#[..])
+        );
+        assert_eq!(part(spans.tools), Some(&b"[]"[..]));
+        assert_eq!(gemini_prompt_spans(b"[1]"), PromptSpans::default());
     }
 
     #[test]

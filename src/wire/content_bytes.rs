@@ -29,6 +29,8 @@ static CHAT_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| {
 static RESPONSES_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| finders(&[b"\"delta\""]));
 static ANTHROPIC_MEMBERS: LazyLock<Vec<MemberFinder>> =
     LazyLock::new(|| finders(&[b"\"text\"", b"\"partial_json\"", b"\"thinking\""]));
+
+/// Gemini's parts: `text` (thought parts too).
 static GEMINI_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| finders(&[b"\"text\""]));
 
 /// The bytes of the first content string in `data` (an event's data, or a whole answer, of

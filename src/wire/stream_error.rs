@@ -56,6 +56,28 @@ pub fn anthropic_stream_error(message: &str, error_type: &str) -> Bytes {
     )
 }
 
+#[derive(Serialize)]
+struct GoogleError<'a> {
+    error: GoogleErrorFields<'a>,
+}
+
+#[derive(Serialize)]
+struct GoogleErrorFields<'a> {
+    code: u16,
+    message: &'a str,
+    status: &'a str,
+}
+
+/// `data: {"error":{"code","message","status"}}` (Gemini's `alt=sse` streams, behaviour §15).
+pub fn gemini_stream_error(message: &str, code: u16, status: &str) -> Bytes {
+    let error = GoogleErrorFields {
+        code,
+        message,
+        status,
+    };
+    frame(None, &GoogleError { error })
+}
+
 fn frame(event: Option<&str>, body: &impl Serialize) -> Bytes {
     let mut out = Vec::with_capacity(128);
     if let Some(event) = event {

@@ -135,7 +135,7 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
     );
     assert!(text.contains(&format!("http://{listen}")), "{text}");
 
-    // The table names all six connections and both providers, once per frame.
+    // The table names all eight connections and the three providers, once per frame.
     let frames = text.matches("CONNECTION   PROVIDER").count();
     assert!(frames >= 4, "{frames} frames in\n{text}");
     for name in [
@@ -145,8 +145,11 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
         "an-1",
         "an-2",
         "an-3",
+        "gm-1",
+        "gm-2",
         "openai",
         "anthropic",
+        "google",
     ] {
         let rows = run
             .lines
@@ -175,6 +178,14 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
     assert!(!oa1_rows
         .iter()
         .any(|row| row.contains("gpt-4o-mini locked")));
+
+    // gm-1's free tier runs out for the day: locked until midnight Pacific, per day.
+    assert!(
+        run.lines.iter().any(|(_, line)| line.starts_with("gm-1 ")
+            && line.contains("gemini-2.5-flash locked")
+            && line.contains("quota_exhausted, per day")),
+        "{text}"
+    );
 
     // The anthropic breaker opened at some point of the run.
     assert!(

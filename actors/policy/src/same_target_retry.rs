@@ -33,6 +33,9 @@ pub struct Carried {
     /// Thinking blocks with their signatures went back to their account (a translated try,
     /// behaviour §14).
     pub thinking_signatures: bool,
+    /// A Gemini request whose body carried `thoughtSignature`s (behaviour §15) to a target
+    /// that may not have made them.
+    pub thought_signatures: bool,
     /// The try went up in an API its provider is said to serve beside at least one other
     /// (behaviour §14): a route-404 can be answered through another.
     pub another_api: bool,
@@ -50,6 +53,9 @@ pub enum Refusal {
     /// (`invalid_request_error`, "…: Invalid `signature` in `thinking` block") to a try that
     /// carried thinking blocks.
     ThinkingSignature,
+    /// Google's 400 for a `thoughtSignature` it cannot verify ("Corrupted thought
+    /// signature.": another account made it, behaviour §15) to a try that carried them.
+    ThoughtSignature,
     /// A 404 saying the route does not exist to a try whose provider serves another API: the
     /// host lacks that API, the model is there (no lockout, behaviour §14).
     RouteNotServed,
@@ -78,6 +84,15 @@ impl Refusal {
                         .as_deref()
                         .is_some_and(|message| message.contains("signature"))
             }
+            Refusal::ThoughtSignature => {
+                carried.thought_signatures
+                    && bad_request
+                    && result.message.as_deref().is_some_and(|message| {
+                        let message = message.to_ascii_lowercase();
+                        message.contains("thought signature")
+                            || message.contains("thought_signature")
+                    })
+            }
             Refusal::RouteNotServed => {
                 carried.another_api
                     && result.status == Some(404)
@@ -92,6 +107,7 @@ impl Refusal {
             Refusal::Unauthorized => "unauthorized",
             Refusal::UnreadableEncryptedItem => "unreadable_encrypted_item",
             Refusal::ThinkingSignature => "thinking_signature",
+            Refusal::ThoughtSignature => "thought_signature",
             Refusal::RouteNotServed => "route_not_served",
         }
     }
@@ -109,6 +125,9 @@ pub enum Change {
     /// The thinking blocks (with their signatures) left out, as encrypted items they came
     /// from. Holds for the request's later tries too.
     LeaveThinkingOut,
+    /// Every `thoughtSignature` left out of the Gemini request: the turn loses that hidden
+    /// reasoning, not the conversation.
+    LeaveThoughtSignaturesOut,
     /// The API learned as not served by the provider's hosts (journaled `api_unserved`), so
     /// the next try goes up through another it serves, translated.
     ThroughAnotherApi,
@@ -121,6 +140,7 @@ impl Change {
             Change::RefreshCredential => "refresh_credential",
             Change::LeaveEncryptedItemsOut => "leave_encrypted_items_out",
             Change::LeaveThinkingOut => "leave_thinking_out",
+            Change::LeaveThoughtSignaturesOut => "leave_thought_signatures_out",
             Change::ThroughAnotherApi => "through_another_api",
         }
     }
@@ -147,9 +167,8 @@ pub struct SameTargetRule {
     pub when_spent: WhenSpent,
 }
 
-/// The same-target rules, asked in this order. A try ends with one refusal at most, so the
-/// order only matters to a reader.
-pub const RULES: [SameTargetRule; 4] = [
+/// The same-target rules, asked in this order: the first that answers a try fires.
+pub const RULES: [SameTargetRule; 5] = [
     SameTargetRule {
         refusal: Refusal::Unauthorized,
         change: Change::RefreshCredential,
@@ -159,6 +178,13 @@ pub const RULES: [SameTargetRule; 4] = [
     SameTargetRule {
         refusal: Refusal::UnreadableEncryptedItem,
         change: Change::LeaveEncryptedItemsOut,
+        times: 1,
+        when_spent: WhenSpent::Stands,
+    },
+    // Before the thinking rule: Google's "thought signature" also says "signature".
+    SameTargetRule {
+        refusal: Refusal::ThoughtSignature,
+        change: Change::LeaveThoughtSignaturesOut,
         times: 1,
         when_spent: WhenSpent::Stands,
     },
@@ -231,8 +257,15 @@ mod tests {
         refreshable_credential: true,
         encrypted_items: true,
         thinking_signatures: true,
+        thought_signatures: true,
         another_api: true,
     };
+
+    fn refused_thought_signature() -> AttemptResult {
+        let mut result = AttemptResult::failure(OutcomeClass::ClientError, Some(400));
+        result.message = Some("Corrupted thought signature.".into());
+        result
+    }
 
     fn change_after(
         retries: &mut SameTargetRetries,
@@ -258,6 +291,11 @@ mod tests {
             (
                 refused_signature(),
                 Change::LeaveThinkingOut,
+                WhenSpent::Stands,
+            ),
+            (
+                refused_thought_signature(),
+                Change::LeaveThoughtSignaturesOut,
                 WhenSpent::Stands,
             ),
             (

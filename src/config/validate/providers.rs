@@ -19,12 +19,6 @@ use super::checks::{check_unique, one_of, required_name};
 use super::defaults::check_breaker;
 use super::server::DEFAULT_UPSTREAM_ACCEPT_ENCODING;
 
-/// `format = "gemini"` until Google's own API is served (behaviour §15): what to use meanwhile.
-const GEMINI_NOT_YET: &str = "`gemini` is not one of `openai`, `anthropic`: Google's own API \
-     is not served yet; use Google's OpenAI-compatible endpoint (format = \"openai\", base_url = \
-     \"https://generativelanguage.googleapis.com/v1beta/openai\"), whose quota, bad-key and \
-     suspended-key answers are read as Google's (docs/upstream-errors-gemini.md)";
-
 pub(super) fn build_providers(
     raw: Vec<Option<RawProvider>>,
     sink: &mut ErrorSink,
@@ -41,15 +35,12 @@ pub(super) fn build_providers(
                 check_unique(name, &name_key, "provider name", &mut seen, sink)
             });
             let format = match provider.format {
-                Some(format) if format == "gemini" => {
-                    sink.push(format!("{prefix}.format"), GEMINI_NOT_YET);
-                    None
-                }
                 Some(format) => one_of(
                     &format,
                     &[
                         ("openai", ApiFormat::OpenAi),
                         ("anthropic", ApiFormat::Anthropic),
+                        ("gemini", ApiFormat::Gemini),
                     ],
                     &format!("{prefix}.format"),
                     sink,
@@ -57,7 +48,7 @@ pub(super) fn build_providers(
                 None => {
                     sink.push(
                         format!("{prefix}.format"),
-                        "missing: `openai` or `anthropic`",
+                        "missing: `openai`, `anthropic` or `gemini`",
                     );
                     None
                 }

@@ -461,7 +461,10 @@ function renderConnections(s) {
       class: 'lock', 'data-lockout': c.id + '/' + l.model,
     },
     el('span', { class: 'model', text: l.model }),
-    el('span', { class: 'why', text: [l.reason, l.error_code, l.upstream_code].filter(Boolean).join(' · ') }),
+    el('span', { class: 'why', text: [l.reason, l.quota_window && 'per ' + l.quota_window,
+      l.error_code, l.upstream_code,
+      l.resets_at_ms && 'resets ' + new Date(l.resets_at_ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC',
+    ].filter(Boolean).join(' · ') }),
     countdown((x) => lockOf(x, c.id, l.model).remaining_ms),
     bind(el('span', { class: 'muted' }), (x, node) => {
       const n = lockOf(x, c.id, l.model).failure_count;

@@ -75,7 +75,17 @@ pub(super) fn prepare<'a>(
     let mut translated_left_out = 0;
     let mut echo = None;
     let mut anthropic_beta = None;
+    // Google's paths name the model, not the body: the body goes byte for byte to
+    // `models/{model}:{method}`, a stream always as SSE (behaviour §15).
+    let gemini_path = ctx
+        .endpoint
+        .gemini_method()
+        .map(|method| gemini_upstream_path(&target.model, method));
     let (upstream_body, path_and_query) = match (ctx.info, direction) {
+        (Some(_), None) if gemini_path.is_some() => (
+            ctx.client_body.clone(),
+            gemini_path.as_deref().unwrap_or_default(),
+        ),
         (Some(info), None) => (
             rewrite(
                 ctx.client_body,
@@ -155,6 +165,17 @@ pub(super) fn prepare<'a>(
             echo,
         },
     ))
+}
+
+/// `/models/{model}:{method}` after a Gemini provider's `base_url`; a stream is asked for as
+/// SSE whatever framing the client asked for (the node re-frames it).
+fn gemini_upstream_path(model: &str, method: &str) -> String {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    let mut path = format!("/models/{model}:{method}");
+    if method == "streamGenerateContent" {
+        path.push_str("?alt=sse");
+    }
+    path
 }
 
 /// The headers a translated request needs: Anthropic's required `anthropic-version` on the

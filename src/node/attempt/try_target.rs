@@ -3,7 +3,8 @@
 //! the same target again with the rule's change made — the credential refreshed after a 401
 //! (one load shared by every request that got it), the encrypted items or the thinking blocks
 //! left out after a 400 refusing them (the turn loses that hidden reasoning, not the
-//! conversation), another API of the host after a 404 saying the route does not exist. A retry is not a new attempt of the client's (nothing fails over) but it is
+//! conversation), a Gemini request's `thoughtSignature`s left out after Google refused them,
+//! another API of the host after a 404 saying the route does not exist. A retry is not a new attempt of the client's (nothing fails over) but it is
 //! an upstream request: it spends `max_upstream_requests` (`Decision::retry_current`). A
 //! refresh that fails after the 401 fails the try as `network` (the connection cools down and
 //! is tried again later, when its source may work again); a credential that cannot be had at
@@ -14,6 +15,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use quotaroute_actors::policy::classify::AttemptFailure;
 use quotaroute_actors::policy::same_target_retry::{Carried, Change, SameTargetRetries, WhenSpent};
 use quotaroute_actors::{Decision, RoutedTarget};
@@ -21,6 +24,7 @@ use quotaroute_actors::{Decision, RoutedTarget};
 use crate::credentials::credential::Credential;
 use crate::credentials::error::CredentialError;
 use crate::credentials::Trigger;
+use crate::node::gemini_signatures;
 
 use super::api_unserved;
 use super::send::send;
@@ -42,7 +46,23 @@ pub(crate) async fn try_target(
     let mut retries = SameTargetRetries::default();
     // The credential a refresh gave for the next request; otherwise the current one is used.
     let mut refreshed = None;
+    // The client's body without its `thoughtSignature`s, once a rule left them out.
+    let mut without_signatures = None;
     loop {
+        // A count bump when set, so the loop may set it again below.
+        let body_now: Option<Bytes> = without_signatures.clone();
+        let stripped;
+        let ctx = match &body_now {
+            Some(body) => {
+                stripped = TryContext {
+                    client_body: body,
+                    method: ctx.method.clone(),
+                    ..*ctx
+                };
+                &stripped
+            }
+            None => ctx,
+        };
         let loaded = match refreshed.take() {
             Some(fresh) => fresh,
             None => match credential.usable().await {
@@ -77,6 +97,12 @@ pub(crate) async fn try_target(
             Change::LeaveEncryptedItemsOut | Change::LeaveThinkingOut => {
                 if let Some(encrypted) = ctx.encrypted {
                     encrypted.leave_all_out();
+                }
+            }
+            Change::LeaveThoughtSignaturesOut => {
+                match gemini_signatures::without_signatures(ctx.client_body) {
+                    Some(body) => without_signatures = Some(body),
+                    None => return tried,
                 }
             }
             Change::ThroughAnotherApi => api_unserved::learn(ctx, target, &tried),
@@ -120,6 +146,10 @@ fn carried(
                 .translation
                 .as_ref()
                 .is_some_and(|translation| translation.thinking_restored > 0),
+        // Only looked for when Google refused something (a byte search of the body).
+        thought_signatures: tried.result.status == Some(400)
+            && ctx.endpoint.is_gemini()
+            && gemini_signatures::carries_signatures(ctx.client_body),
         another_api: api_unserved::another_api(ctx, target, tried),
     }
 }
@@ -159,6 +189,9 @@ fn spent(change: Change) -> &'static str {
         }
         Change::LeaveEncryptedItemsOut | Change::LeaveThinkingOut => {
             "upstream refused the request's encrypted items and no upstream request is left to retry without them"
+        }
+        Change::LeaveThoughtSignaturesOut => {
+            "upstream refused the request's thought signatures and no upstream request is left to retry without them"
         }
         Change::ThroughAnotherApi => {
             "the host does not serve this API and no upstream request is left to try another"

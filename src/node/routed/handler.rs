@@ -34,6 +34,17 @@ use super::tries::serve_tries;
 
 /// Handles one client request on a routing endpoint.
 pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Response {
+    handle_named(app, endpoint, request, None).await
+}
+
+/// Handles one client request whose model is `named` by its path rather than its body
+/// (Google's `models/{model}:{method}`, behaviour §15), or by its body when `None`.
+pub async fn handle_named(
+    app: AppState,
+    endpoint: Endpoint,
+    request: Request,
+    named: Option<String>,
+) -> Response {
     let started = StdInstant::now();
     let anthropic = endpoint.format() == JournalFormat::Anthropic;
     let (parts, body) = request.into_parts();
@@ -43,6 +54,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         ..RouteHeaders::default()
     };
     let live = app.inner.live.load_full();
+    let by_path = named.map(|model| (model, endpoint == Endpoint::GeminiStream));
     let fail = |error: ApiError, route: &RouteHeaders| {
         metrics::request_finished(endpoint, error.status().as_u16());
         reply::api_error(&error, anthropic, route)
@@ -52,7 +64,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         client_index,
         body: client_body,
         info,
-    } = match intake::take(&app, &live, &parts.headers, body, anthropic).await {
+    } = match intake::take(&app, &live, &parts.headers, body, (anthropic, by_path)).await {
         Ok(intake) => intake,
         Err(not_taken) => {
             let unread = not_taken.body_unread;
@@ -141,7 +153,7 @@ pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Resp
         path_and_query: &path_and_query,
         request_id: &request_id,
         force_include_usage,
-        count_usage: endpoint != Endpoint::CountTokens,
+        count_usage: !endpoint.counts_tokens_only(),
         deadline: Instant::now() + live.request_timeout,
         trace: &trace, // telemetry
         client: Some(&ticket),

@@ -13,7 +13,9 @@ use crate::node::app::AppState;
 use crate::node::client_gate;
 use crate::node::live::LiveConfig;
 use crate::node::reply;
-use crate::wire::body_rewrite::{parse_request_for, PromptScan, RequestInfo};
+use crate::wire::body_rewrite::{
+    gemini_prompt_spans, model_name_problem, parse_request_for, BodyError, PromptScan, RequestInfo,
+};
 
 use super::guarded_body::read_guarded;
 
@@ -33,13 +35,14 @@ pub(super) struct NotTaken {
     pub body_unread: bool,
 }
 
-/// Takes in a routed request (`allow_x_api_key`: an Anthropic endpoint).
+/// Takes in a routed request (`allow_x_api_key`: an Anthropic endpoint; `named`: the model and
+/// whether it streams, when the path says them rather than the body, as Google's do).
 pub(super) async fn take(
     app: &AppState,
     live: &LiveConfig,
     headers: &HeaderMap,
     body: Body,
-    allow_x_api_key: bool,
+    (allow_x_api_key, named): (bool, Option<(String, bool)>),
 ) -> Result<Intake, NotTaken> {
     let unread = |error: ApiError| NotTaken {
         error,
@@ -69,13 +72,36 @@ pub(super) async fn take(
         body.len(),
         live.affinity.min_prompt_bytes,
     );
-    let info = parse_request_for(&body, scan).map_err(|error| read(ApiError::from(error)))?;
+    let info = match named {
+        Some((model, stream)) => {
+            named_request(&body, model, stream).map_err(|error| read(ApiError::from(error)))?
+        }
+        None => parse_request_for(&body, scan).map_err(|error| read(ApiError::from(error)))?,
+    };
     Ok(Intake {
         router,
         client_index,
         body,
         info,
     })
+}
+
+/// A body whose model its path names: it must be a JSON object, and the model a name the
+/// router takes (the same rules as a body's `model`).
+fn named_request(body: &[u8], model: String, stream: bool) -> Result<RequestInfo, BodyError> {
+    // Checked without building it: the body goes upstream as its bytes.
+    serde_json::from_slice::<serde::de::IgnoredAny>(body)
+        .map_err(|error| BodyError::InvalidJson(error.to_string()))?;
+    if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(BodyError::NotAnObject);
+    }
+    if model.is_empty() {
+        return Err(BodyError::MissingModel);
+    }
+    if let Some(problem) = model_name_problem(&model) {
+        return Err(BodyError::InvalidModel(problem));
+    }
+    Ok(RequestInfo::named(model, stream, gemini_prompt_spans(body)))
 }
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::sse::SseEvent;
-use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
+use crate::wire::stream_error::{anthropic_stream_error, gemini_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat};
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
 use crate::wire::usage::TokenCounts;
@@ -215,6 +215,7 @@ impl Relay {
             }
             None => out.extend_from_slice(&match self.stream.format {
                 StreamFormat::Anthropic => anthropic_stream_error(message, "rate_limit_error"),
+                StreamFormat::Gemini => gemini_stream_error(message, 429, "RESOURCE_EXHAUSTED"),
                 _ => openai_stream_error(message, "budget_exceeded"),
             }),
         }
@@ -265,6 +266,7 @@ impl Relay {
         }
         Some(match self.stream.format {
             StreamFormat::Anthropic => anthropic_stream_error(message, "api_error"),
+            StreamFormat::Gemini => gemini_stream_error(message, 502, "UNAVAILABLE"),
             _ => openai_stream_error(message, "upstream_error"),
         })
     }

@@ -1,0 +1,225 @@
+//! Google's client paths (behaviour §15): `POST /v1beta/models/{model}:{method}` (and under
+//! `/v1/`) routed like any request with the model its path names, `GET …/models[/{model}]` in
+//! Google's shape. The client's key comes in `x-goog-api-key`, `?key=` or Bearer; it is taken
+//! out of the request (header and query) before anything reads it, so a key in the query is
+//! never logged, journaled, traced or sent on. The router's own errors are Google's shape.
+
+use axum::extract::{Path, Request, State};
+use axum::response::Response;
+use http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
+use http::{StatusCode, Uri};
+use serde_json::json;
+
+use crate::api_error::{ApiError, ApiErrorKind};
+use crate::node::admin::json_response;
+use crate::node::app::AppState;
+use crate::node::client_gate;
+use crate::node::endpoint::Endpoint;
+use crate::node::gemini_array::array_framed;
+use crate::node::google_errors::{google_error, in_google_shape};
+use crate::node::http as small;
+use crate::node::routed;
+
+const X_GOOG_API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
+const X_GOOG_API_CLIENT: HeaderName = HeaderName::from_static("x-goog-api-client");
+
+/// What the google-genai SDKs and Gemini CLI may call: every method the router routes.
+const METHODS: [&str; 5] = [
+    "generateContent",
+    "streamGenerateContent",
+    "countTokens",
+    "embedContent",
+    "batchEmbedContents",
+];
+
+/// `POST …/models/{model}:{method}`.
+pub(crate) async fn post(
+    State(app): State<AppState>,
+    Path(rest): Path<String>,
+    request: Request,
+) -> Response {
+    let path = request.uri().path().to_owned();
+    let Some((model, endpoint)) = rest
+        .rsplit_once(':')
+        .and_then(|(model, method)| Some((model, Endpoint::gemini(method)?)))
+    else {
+        return google_error(&ApiError::new(
+            ApiErrorKind::NotFound,
+            format!("no such endpoint: POST {path} (Google's paths are models/{{model}}:{{method}}, method one of {})", METHODS.join(", ")),
+        ));
+    };
+    let model = model.strip_prefix("models/").unwrap_or(model).to_owned();
+    let sse = query_pairs(request.uri()).any(|(name, value)| name == "alt" && value == "sse");
+    let request = key_as_bearer(request);
+    let response = routed::handle_named(app, endpoint, request, Some(model)).await;
+    let response = in_google_shape(response).await;
+    if endpoint == Endpoint::GeminiStream && !sse && response.status().is_success() {
+        return array_framed(response);
+    }
+    response
+}
+
+/// `GET /v1beta/models`: the models the client may name, in Google's list shape.
+pub(crate) async fn models(State(app): State<AppState>, request: Request) -> Response {
+    let request = key_as_bearer(request);
+    let Some(client) = client_of(&app, request.headers()) else {
+        return google_error(&unknown_key());
+    };
+    let models: Vec<serde_json::Value> = small::listed_model_ids(&app, client)
+        .iter()
+        .map(|id| model_json(id))
+        .collect();
+    json_response(StatusCode::OK, &json!({ "models": models }))
+}
+
+/// `GET /v1beta/models/{model}`: one of them (`provider/model` with its `/` as is or `%2F`).
+pub(crate) async fn model(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Response {
+    let request = key_as_bearer(request);
+    let Some(client) = client_of(&app, request.headers()) else {
+        return google_error(&unknown_key());
+    };
+    let id = id.strip_prefix("models/").unwrap_or(&id);
+    match small::listed_model_ids(&app, client)
+        .iter()
+        .find(|listed| *listed == id)
+    {
+        Some(found) => json_response(StatusCode::OK, &model_json(found)),
+        None => google_error(&ApiError::new(
+            ApiErrorKind::ModelNotFound,
+            format!("model `{id}` not found: no combo and no provider/model of that name"),
+        )),
+    }
+}
+
+/// `GET /v1/models`: Google's list for a Google client, else OpenAI's (or Anthropic's).
+pub(crate) async fn v1_models(State(app): State<AppState>, request: Request) -> Response {
+    if is_google_client(request.headers(), request.uri()) {
+        return models(State(app), request).await;
+    }
+    small::models(State(app), request.headers().clone()).await
+}
+
+/// `GET /v1/models/{id}`: Google's model for a Google client, else OpenAI's (or Anthropic's).
+pub(crate) async fn v1_model(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Response {
+    if is_google_client(request.headers(), request.uri()) {
+        return model(State(app), Path(id), request).await;
+    }
+    small::model_by_id(State(app), Path(id), request.headers().clone()).await
+}
+
+/// One model in Google's shape.
+fn model_json(id: &str) -> serde_json::Value {
+    json!({
+        "name": format!("models/{id}"),
+        "displayName": id,
+        "supportedGenerationMethods": METHODS,
+    })
+}
+
+fn unknown_key() -> ApiError {
+    ApiError::new(
+        ApiErrorKind::InvalidApiKey,
+        "API key not valid. Please pass a valid API key.",
+    )
+}
+
+fn client_of(app: &AppState, headers: &HeaderMap) -> Option<usize> {
+    client_gate::authenticated_client(&app.live(), headers, false)
+}
+
+/// A request from a Google client: its key in `x-goog-api-key` or the query, or its SDK's
+/// `x-goog-api-client` header.
+fn is_google_client(headers: &HeaderMap, uri: &Uri) -> bool {
+    headers.contains_key(X_GOOG_API_KEY)
+        || headers.contains_key(X_GOOG_API_CLIENT)
+        || query_pairs(uri).any(|(name, _)| name == "key")
+}
+
+/// The query's pairs, decoded.
+fn query_pairs(uri: &Uri) -> impl Iterator<Item = (String, String)> + '_ {
+    url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
+}
+
+/// `request` with the client's key (`x-goog-api-key`, else `?key=`, else its Bearer) as its
+/// `Authorization: Bearer`, and no `x-goog-api-key` header or `key` parameter left.
+fn key_as_bearer(mut request: Request) -> Request {
+    let header_key = request
+        .headers_mut()
+        .remove(X_GOOG_API_KEY)
+        .and_then(|value| value.to_str().ok().map(str::to_owned));
+    let query_key = query_pairs(request.uri())
+        .find(|(name, _)| name == "key")
+        .map(|(_, value)| value);
+    if query_key.is_some() {
+        *request.uri_mut() = without_key(request.uri());
+    }
+    if let Some(key) = header_key.or(query_key) {
+        if let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", key.trim())) {
+            value.set_sensitive(true);
+            request.headers_mut().insert(AUTHORIZATION, value);
+        }
+    }
+    request
+}
+
+/// `uri` without its `key` parameter (the others kept as they came).
+fn without_key(uri: &Uri) -> Uri {
+    let kept: Vec<&str> = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| {
+            !pair.is_empty()
+                && url::form_urlencoded::parse(pair.as_bytes())
+                    .next()
+                    .is_none_or(|(name, _)| name != "key")
+        })
+        .collect();
+    let path = uri.path();
+    let rebuilt = if kept.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", kept.join("&"))
+    };
+    rebuilt.parse().unwrap_or_else(|_| Uri::from_static("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+
+    #[test]
+    fn the_key_moves_from_the_query_or_header_to_bearer_and_leaves_the_uri() {
+        let request = http::Request::builder()
+            .uri("/v1beta/models/fast:streamGenerateContent?alt=sse&key=AIza-client")
+            .body(Body::empty())
+            .unwrap();
+        let request = key_as_bearer(request);
+        assert_eq!(
+            request.uri(),
+            "/v1beta/models/fast:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(request.headers()[AUTHORIZATION], "Bearer AIza-client");
+        assert!(request.headers()[AUTHORIZATION].is_sensitive());
+
+        let request = http::Request::builder()
+            .uri("/v1beta/models/fast:generateContent")
+            .header("x-goog-api-key", "goog-client")
+            .header("authorization", "Bearer other")
+            .body(Body::empty())
+            .unwrap();
+        let request = key_as_bearer(request);
+        assert_eq!(request.headers()[AUTHORIZATION], "Bearer goog-client");
+        assert!(!request.headers().contains_key("x-goog-api-key"));
+    }
+}
