@@ -7,9 +7,10 @@ use crate::policy::buckets::{each_limit, BucketView};
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::connection_view::ConnectionView;
 use crate::policy::forecast::{self, Burn, TargetSupply};
-use crate::policy::pace::{self, PaceWindow, PacingSettings, Reserve, WindowLeft, ON_PACE};
+use crate::policy::pace::{self, PaceWindow, PacingSettings, WindowLeft, ON_PACE};
 use crate::policy::router_state::RouterState;
 use crate::policy::topology::{ComboSpec, ConnectionSpec, Topology};
+use crate::policy::window_block::Reserve;
 
 /// Windows shorter than this (per-minute counts) reset too often to say when a pool runs out.
 const FORECAST_WINDOW_MIN_MS: u64 = 3_600_000;

@@ -227,7 +227,7 @@ pub struct ConnectionConfig {
     pub models: Option<Vec<String>>,
     pub limits: ConnectionLimits,
     /// The share of each window kept for the owner (behaviour §13).
-    pub reserve: quotaroute_actors::policy::pace::Reserve,
+    pub reserve: quotaroute_actors::policy::window_block::Reserve,
 }
 
 /// Where a connection's credential comes from: exactly one of `api_key` / `api_key_env`

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use quotaroute_actors::policy::pace::Reserve;
+use quotaroute_actors::policy::window_block::Reserve;
 
 use super::error::ErrorSink;
 

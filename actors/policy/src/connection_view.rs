@@ -10,8 +10,9 @@ use crate::buckets::BucketView;
 use crate::connection_state::ConnectionState;
 use crate::cooldown::ConnectionHealth;
 use crate::lockout::ModelLockouts;
-use crate::pace::{self, Pace, PaceWindow, PacingSettings, Reserve, WindowBlockReason};
+use crate::pace::{self, Pace, PaceWindow, PacingSettings};
 use crate::topology::ConnectionSpec;
+use crate::window_block::{self, Reserve, WindowBlockReason};
 
 /// A hard block: why, and for how long if it ends by itself.
 pub type Block = (BlockReason, Option<u64>);
@@ -90,7 +91,7 @@ impl ConnectionView {
             return None;
         }
         let applying = self.windows.iter().filter(|w| w.applies_to(model));
-        let block = pace::window_block(applying, &self.reserve, now_ms)?;
+        let block = window_block::window_block(applying, &self.reserve, now_ms)?;
         let reason = match block.reason {
             WindowBlockReason::Spent => BlockReason::QuotaExhausted,
             WindowBlockReason::Reserved => BlockReason::Reserved,

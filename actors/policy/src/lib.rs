@@ -42,3 +42,4 @@ pub mod stored_responses;
 pub mod target_block;
 pub mod topology;
 pub mod window;
+pub mod window_block;

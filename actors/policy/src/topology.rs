@@ -16,8 +16,9 @@ use crate::breaker::BreakerSettings;
 use crate::buckets::{BucketLimits, BucketSettings};
 use crate::cooldown::CooldownSettings;
 use crate::lockout::LockoutSettings;
-use crate::pace::{PacingSettings, Reserve};
+use crate::pace::PacingSettings;
 use crate::quota_share::Strategy;
+use crate::window_block::Reserve;
 
 /// One upstream API with its breaker settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
