@@ -22,6 +22,7 @@ pub mod exec_key;
 pub mod fair_queue;
 pub mod forecast;
 pub mod google_errors;
+pub mod implicit_combo;
 #[cfg(test)]
 mod journaled;
 pub mod lockout;
@@ -43,3 +44,4 @@ pub mod target_block;
 pub mod topology;
 pub mod window;
 pub mod window_block;
+pub mod window_id;

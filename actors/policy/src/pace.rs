@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::window_id::WindowId;
+
 /// A pace of exactly 1 (on pace), in the per-mille unit paces are computed and journaled in.
 pub const ON_PACE: u32 = 1_000;
 /// What one unit of weight adds to a deficit per turn at pace 1 (§13: `weight × pace × 1024`).
@@ -13,7 +15,6 @@ pub const QUANTUM_PER_WEIGHT: u64 = 1_024;
 
 const MINUTE_MS: u64 = 60_000;
 const HOUR_MS: u64 = 60 * MINUTE_MS;
-const DAY_MS: u64 = 24 * HOUR_MS;
 
 /// Contract: `[defaults.pacing]` (and `pacing = false` on a combo).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,12 +106,9 @@ impl PaceWindow {
         }
     }
 
-    /// Whether it concerns `model`: windows without a model (`5h`, `7d`, `requests_5h`)
-    /// concern every model; `<kind>:<model>` only that one.
+    /// Whether it concerns `model` (see [`WindowId::applies_to`]).
     pub fn applies_to(&self, model: &str) -> bool {
-        self.window
-            .split_once(':')
-            .is_none_or(|(_, window_model)| window_model == model)
+        WindowId::parse(&self.window).applies_to(model)
     }
 
     /// As [`target_pace`] and `window_block` read it.
@@ -132,34 +130,9 @@ pub const QUOTA_WINDOW_MIN_MS: u64 = HOUR_MS;
 /// its name does not say, as an operator's pushed window): each percent of it is journaled
 /// and `replay --summary` counts what its resets left unused.
 pub fn is_quota_window(window: &str) -> bool {
-    window_length_ms(window).is_none_or(|length| length >= QUOTA_WINDOW_MIN_MS)
-}
-
-/// How long a window is, from its name; `None` when the name says nothing of its length.
-pub fn window_length_ms(window: &str) -> Option<u64> {
-    let (base, model) = match window.split_once(':') {
-        Some((base, model)) => (base, Some(model)),
-        None => (window, None),
-    };
-    match base {
-        "requests_5h" | "tokens_5h" => return Some(5 * HOUR_MS),
-        "requests_7d" | "tokens_7d" => return Some(7 * DAY_MS),
-        // The short count windows upstream headers report are per minute (§13).
-        "requests" | "tokens" | "input-tokens" | "output-tokens" if model.is_some() => {
-            return Some(MINUTE_MS)
-        }
-        _ => {}
-    }
-    let unit_at = base.len().checked_sub(1)?;
-    let (count, unit) = base.split_at(unit_at);
-    let count: u64 = count.parse().ok().filter(|count| *count > 0)?;
-    let unit_ms = match unit {
-        "m" => MINUTE_MS,
-        "h" => HOUR_MS,
-        "d" => DAY_MS,
-        _ => return None,
-    };
-    count.checked_mul(unit_ms)
+    WindowId::parse(window)
+        .length_ms()
+        .is_none_or(|length| length >= QUOTA_WINDOW_MIN_MS)
 }
 
 /// A window's pace in per mille: `left / max(time_left, min_time_left)` (§13), unbounded.
@@ -172,7 +145,10 @@ pub fn window_pace_pm(window: &WindowLeft<'_>, now_ms: u64, settings: &PacingSet
     let limit = u128::from(window.limit.max(1));
     let left_pm = u128::from(window.limit.saturating_sub(window.used)) * 1_000 / limit;
     let min_time_left_pm = u128::from(PacingSettings::per_mille(settings.min_time_left));
-    let time_left_pm = match (window.resets_at_ms, window_length_ms(window.window)) {
+    let time_left_pm = match (
+        window.resets_at_ms,
+        WindowId::parse(window.window).length_ms(),
+    ) {
         (Some(reset), Some(length)) => {
             let to_run = u128::from(reset - now_ms).min(u128::from(length));
             (to_run * 1_000 / u128::from(length)).max(min_time_left_pm)
@@ -241,6 +217,7 @@ mod tests {
     use proptest::prelude::*;
 
     const NOW: u64 = 1_735_689_600_000;
+    const DAY_MS: u64 = 24 * HOUR_MS;
 
     fn window(name: &str, used: u64, limit: u64, resets_in_ms: Option<u64>) -> WindowLeft<'_> {
         WindowLeft {
@@ -248,29 +225,6 @@ mod tests {
             used,
             limit,
             resets_at_ms: resets_in_ms.map(|ms| NOW + ms),
-        }
-    }
-
-    #[test]
-    fn window_lengths_from_their_names() {
-        let cases = [
-            ("5h", Some(5 * HOUR_MS)),
-            ("7d", Some(7 * DAY_MS)),
-            ("7d:claude-opus", Some(7 * DAY_MS)),
-            ("300m", Some(300 * MINUTE_MS)),
-            ("requests:gpt-4o", Some(MINUTE_MS)),
-            ("input-tokens:claude", Some(MINUTE_MS)),
-            ("requests_5h", Some(5 * HOUR_MS)),
-            ("tokens_7d:gpt-4o", Some(7 * DAY_MS)),
-            ("requests", None),
-            ("0h", None),
-            ("h", None),
-            ("", None),
-            ("5x", None),
-            ("99999999999999999999d", None),
-        ];
-        for (name, expected) in cases {
-            assert_eq!(window_length_ms(name), expected, "{name}");
         }
     }
 

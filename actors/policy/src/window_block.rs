@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::pace::PaceWindow;
+use crate::window_id::WindowId;
 
 /// Contract: `reserve_pct` on a connection, or `reserve = { "7d" = 20 }` per window: the share
 /// of a window kept for the account's owner.
@@ -22,8 +23,7 @@ impl Reserve {
     /// The reserve of `window`: its base name's (`7d` for `7d:opus`; `5h` for a counted
     /// `requests_5h`), else every window's.
     pub fn pct_for(&self, window: &str) -> Option<u8> {
-        let base = window.split_once(':').map_or(window, |(base, _)| base);
-        let period = base.rsplit_once('_').map_or(base, |(_, period)| period);
+        let [base, period] = WindowId::parse(window).reserve_keys();
         self.by_window
             .get(base)
             .or_else(|| self.by_window.get(period))
