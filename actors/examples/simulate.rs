@@ -15,15 +15,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-#[path = "../sim/engine.rs"]
-mod engine;
-#[path = "../sim/groups.rs"]
-mod groups;
-
-#[path = "../sim/clients.rs"]
-mod clients;
-#[path = "../sim/week.rs"]
-mod week;
+use quotaroute_sim::{clients, engine, groups, week};
 
 use std::time::Instant;
 

@@ -4,15 +4,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-#[path = "../sim/engine.rs"]
-mod engine;
-
-#[path = "../sim/clients.rs"]
-mod clients;
-#[path = "../sim/groups.rs"]
-mod groups;
-#[path = "../sim/week.rs"]
-mod week;
+use quotaroute_sim::{clients, engine, groups, week};
 
 const SEEDS: u64 = 20;
 const STEPS: usize = 300;
