@@ -12,7 +12,7 @@ use crate::forecast::Burn;
 use crate::pace::PaceWindow;
 use crate::reading_end::reading_ends_at_ms;
 use crate::window::WindowShape;
-use crate::window_id::{LimitKind, Metric, WindowId};
+use crate::window_id::{CountedKind, Metric, WindowId};
 
 /// A connection's configured limits (contract: `[connections.limits]`). `None` / absent = none.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -217,12 +217,12 @@ pub struct LimitSpec<'a> {
 /// Every configured limit of `limits`, in one order: the table buckets count and cluster
 /// leases share.
 pub fn each_limit(limits: &BucketLimits) -> impl Iterator<Item = LimitSpec<'_>> {
-    let wide = LimitKind::ALL.into_iter().filter_map(|counted| {
+    let wide = CountedKind::ALL.into_iter().filter_map(|counted| {
         let limit = match counted {
-            LimitKind::Requests5h => limits.requests_5h,
-            LimitKind::Tokens5h => limits.tokens_5h,
-            LimitKind::Requests7d => limits.requests_7d,
-            LimitKind::Tokens7d => limits.tokens_7d,
+            CountedKind::Requests5h => limits.requests_5h,
+            CountedKind::Tokens5h => limits.tokens_5h,
+            CountedKind::Requests7d => limits.requests_7d,
+            CountedKind::Tokens7d => limits.tokens_7d,
         };
         // The limit first: an unset one must not cost its name's allocation.
         let limit = limit?;
@@ -235,8 +235,8 @@ pub fn each_limit(limits: &BucketLimits) -> impl Iterator<Item = LimitSpec<'_>> 
         })
     });
     let per_model = [
-        (LimitKind::Requests7d, &limits.model_requests_7d),
-        (LimitKind::Tokens7d, &limits.model_tokens_7d),
+        (CountedKind::Requests7d, &limits.model_requests_7d),
+        (CountedKind::Tokens7d, &limits.model_tokens_7d),
     ]
     .into_iter()
     .flat_map(|(counted, by_model)| {

@@ -14,6 +14,7 @@ pub mod cached_input;
 pub mod classify;
 #[cfg(test)]
 mod classify_google_tests;
+pub mod clients;
 pub mod connection_state;
 pub mod connection_view;
 pub mod cooldown;

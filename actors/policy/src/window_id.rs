@@ -2,7 +2,7 @@
 //! it is about, whether it is the cluster's share of a configured limit, and how long it is.
 //! Names stay strings where they are stored (the journal, snapshots, `/admin/state`, Redis);
 //! every rule that reads one parses it here, once: `WindowId::parse` is the only reader of a
-//! window name, and [`LimitKind`] the only table of the configured limits' names.
+//! window name, and [`CountedKind`] the only table of the configured limits' names.
 //!
 //! The names: `5h`, `7d`, `7d:<model>`, `<n>m` / `<n>h` / `<n>d` (Codex), the per-minute count
 //! windows `requests:<model>` / `tokens:<model>` / `input-tokens:<model>` /
@@ -91,7 +91,7 @@ impl<'a> WindowId<'a> {
         if self.scope == WindowScope::Cluster {
             return None;
         }
-        if let Some(counted) = LimitKind::of_kind(self.kind) {
+        if let Some(counted) = CountedKind::of_kind(self.kind) {
             return Some(counted.shape().window_ms());
         }
         // The short count windows upstream headers report are per minute (§13).
@@ -143,42 +143,42 @@ pub enum Metric {
 /// A configured limit's kind (contract: `[connections.limits]`): its name, what it counts and
 /// over which window. A per-model limit is `<kind>:<model>` (`tokens_7d:gpt-4o`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LimitKind {
+pub enum CountedKind {
     Requests5h,
     Tokens5h,
     Requests7d,
     Tokens7d,
 }
 
-impl LimitKind {
-    pub const ALL: [LimitKind; 4] = [
-        LimitKind::Requests5h,
-        LimitKind::Tokens5h,
-        LimitKind::Requests7d,
-        LimitKind::Tokens7d,
+impl CountedKind {
+    pub const ALL: [CountedKind; 4] = [
+        CountedKind::Requests5h,
+        CountedKind::Tokens5h,
+        CountedKind::Requests7d,
+        CountedKind::Tokens7d,
     ];
 
     /// Its name in the config, `/admin/state` and the leases.
     pub const fn name(self) -> &'static str {
         match self {
-            LimitKind::Requests5h => "requests_5h",
-            LimitKind::Tokens5h => "tokens_5h",
-            LimitKind::Requests7d => "requests_7d",
-            LimitKind::Tokens7d => "tokens_7d",
+            CountedKind::Requests5h => "requests_5h",
+            CountedKind::Tokens5h => "tokens_5h",
+            CountedKind::Requests7d => "requests_7d",
+            CountedKind::Tokens7d => "tokens_7d",
         }
     }
 
     pub const fn metric(self) -> Metric {
         match self {
-            LimitKind::Requests5h | LimitKind::Requests7d => Metric::Requests,
-            LimitKind::Tokens5h | LimitKind::Tokens7d => Metric::Tokens,
+            CountedKind::Requests5h | CountedKind::Requests7d => Metric::Requests,
+            CountedKind::Tokens5h | CountedKind::Tokens7d => Metric::Tokens,
         }
     }
 
     pub const fn shape(self) -> WindowShape {
         match self {
-            LimitKind::Requests5h | LimitKind::Tokens5h => WindowShape::FIVE_HOURS,
-            LimitKind::Requests7d | LimitKind::Tokens7d => WindowShape::SEVEN_DAYS,
+            CountedKind::Requests5h | CountedKind::Tokens5h => WindowShape::FIVE_HOURS,
+            CountedKind::Requests7d | CountedKind::Tokens7d => WindowShape::SEVEN_DAYS,
         }
     }
 

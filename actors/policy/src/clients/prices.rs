@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
+use crate::implicit_combo::ImplicitCombo;
 
 /// Pico-USD per token of each kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
