@@ -3,7 +3,11 @@
 //! `#[path]`. Each function takes arbitrary bytes and panics only when an invariant breaks.
 //! Owns no parser: it only drives the crate's own.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test support: not every test calls every helper, and a failed step fails loudly"
+)]
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use quotaroute::wire::body_rewrite::{parse_request, rewrite};
@@ -212,7 +216,7 @@ pub fn sse_mask(data: &[u8]) {
 /// come from the input is read whole, or refused as too large (413) once it passes the limit,
 /// or as stalled (408) when a silence outlasts `body_timeout_ms` first — never a hang.
 pub fn body_reader(data: &[u8]) {
-    use quotaroute::api_error::ApiErrorKind;
+    use quotaroute::internals::ApiErrorKind;
     use std::time::Duration;
     let Some((&limit, ops)) = data.split_first() else {
         return;

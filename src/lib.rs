@@ -35,16 +35,20 @@
 //!               journal/ (events, codec, sled)
 //! ```
 //!
-//! Embedders use [`node::RunningNode`] (serving [`routes::routes`]) with a [`config::Config`],
-//! or the actors directly ([`actors::Router`], see `examples/embed.rs`); the replay tool is
-//! [`replay::run`]; `telemetry` is public for the spans' own export (the OTLP encoding). The
-//! parts the product alone uses (`cluster`, `credentials`, `dashboard`, `demo`,
-//! `journal_reader`, `journal_verify`, `time_parse`, `timeline`) are private to the crate.
+//! The public surface is what embedders and the binary use. Embedders use
+//! [`node::RunningNode`] (serving [`routes::routes`]) with a [`config::Config`], or the actors
+//! directly ([`actors::Router`], see `examples/embed.rs`); the replay tool is [`replay::run`].
+//! The binary (`main.rs`) uses [`cli`], [`commands`] and [`cli_output`]. [`wire`] stays public
+//! for the fuzz targets (`fuzz/`), which feed its parsers arbitrary bytes, and [`clients`] for
+//! a client key's digest. Everything else — `api_error`, `cluster`, `credentials`,
+//! `dashboard`, `demo`, `journal_reader`, `journal_verify`, `telemetry`, `time_parse`,
+//! `timeline`, `tls_files`, `upstream` — is private to the crate; the few items of theirs that
+//! the black-box tests and the fuzz targets drive are re-exported one by one in [`internals`].
 
 pub use quotaroute_actors as actors;
 pub use quotaroute_journal as journal;
 
-pub mod api_error;
+mod api_error;
 pub mod cli;
 pub mod cli_output;
 pub mod clients;
@@ -60,9 +64,19 @@ mod journal_verify;
 pub mod node;
 pub mod replay;
 pub mod routes;
-pub mod telemetry;
+mod telemetry;
 mod time_parse;
 mod timeline;
-pub mod tls_files;
-pub mod upstream;
+mod tls_files;
+mod upstream;
 pub mod wire;
+
+/// Items below the embedding surface that the black-box tests (`tests/it`) and the fuzz
+/// targets (`fuzz/checks.rs`) drive directly, one by one: the error kinds the edge answers
+/// with, the upstream client and the TLS loader. Not part of the embedding API.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::api_error::ApiErrorKind;
+    pub use crate::tls_files::server_tls;
+    pub use crate::upstream::client::UpstreamClient;
+}

@@ -21,7 +21,10 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Freed pages go back to the OS at once instead of after mimalloc's 1 s default: under 64
 /// connections the node's peak RSS falls from ~54 MB to ~39 MB, for ~1.5 more minor page faults
 /// per request (docs/measurements.md, "Memory"). An operator's `MIMALLOC_PURGE_DELAY` still wins.
-#[allow(unsafe_code)] // the workspace's one unsafe call: an FFI setter, audited below
+#[expect(
+    unsafe_code,
+    reason = "the workspace's one unsafe call: an FFI setter, audited below"
+)]
 fn return_freed_pages_at_once() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
         // SAFETY: `mi_option_set` stores an integer in mimalloc's option table (atomically);
@@ -64,7 +67,7 @@ fn main() -> ExitCode {
 }
 
 #[cfg(test)]
-#[allow(unsafe_code)] // reads the option back through the same FFI
+#[expect(unsafe_code, reason = "reads the option back through the same FFI")]
 mod tests {
     use super::*;
 

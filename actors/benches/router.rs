@@ -5,7 +5,10 @@
 //! few seconds per case. Targets (2 cores): ≥ 300k decisions/s; p99 ≤ 20 µs at 8 callers.
 
 // A bench aborts on a broken setup, like a test.
-#![allow(clippy::expect_used)]
+#![expect(
+    clippy::expect_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

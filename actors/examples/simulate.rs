@@ -13,7 +13,11 @@
 //! in the headers as the providers send them, enforced but unreported, or none) and
 //! `--affinity-ttl-min M` (how long a conversation stays bound: 5 by default).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use quotaroute_sim::{clients, engine, groups, week};
 

@@ -147,6 +147,29 @@ fn auth_name(auth: AuthKind) -> &'static str {
     }
 }
 
+/// Each provider's breaker as the admin API shows it at `now_ms`.
+fn provider_states(topology: &Topology, state: &RouterState, now_ms: u64) -> Vec<ProviderState> {
+    topology
+        .providers
+        .iter()
+        .map(|p| {
+            let breaker = state.breaker(&p.name);
+            let phase = breaker.phase_at(now_ms, &p.breaker);
+            ProviderState {
+                name: p.name.clone(),
+                profile: auth_name(p.profile),
+                breaker: phase.as_str(),
+                failures: breaker.failures_at(now_ms, &p.breaker),
+                cycles: breaker.cycles(),
+                retry_after_ms: breaker
+                    .open_until_ms()
+                    .filter(|&until| until > now_ms)
+                    .map(|until| until - now_ms),
+            }
+        })
+        .collect()
+}
+
 impl AdminState {
     pub fn build<S: std::hash::BuildHasher>(
         topology: &Topology,
@@ -154,25 +177,7 @@ impl AdminState {
         in_flight: &HashMap<String, Arc<InFlight>, S>,
         now_ms: u64,
     ) -> Self {
-        let providers = topology
-            .providers
-            .iter()
-            .map(|p| {
-                let breaker = state.breaker(&p.name);
-                let phase = breaker.phase_at(now_ms, &p.breaker);
-                ProviderState {
-                    name: p.name.clone(),
-                    profile: auth_name(p.profile),
-                    breaker: phase.as_str(),
-                    failures: breaker.failures_at(now_ms, &p.breaker),
-                    cycles: breaker.cycles(),
-                    retry_after_ms: breaker
-                        .open_until_ms()
-                        .filter(|&until| until > now_ms)
-                        .map(|until| until - now_ms),
-                }
-            })
-            .collect();
+        let providers = provider_states(topology, state, now_ms);
         let connections = topology
             .connections
             .iter()

@@ -3,8 +3,16 @@
 //! there at `queue_ms` gets `PoolBusy`, one whose caller went away leaves at once; with
 //! `queue_ms` = 0 nothing changes (fail-open).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
+#[expect(
+    dead_code,
+    reason = "the shared support: this file calls only part of it"
+)]
 mod support;
 
 use std::sync::Arc;

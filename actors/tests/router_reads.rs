@@ -4,8 +4,15 @@
 //! it — a million conversation groups at the default `affinity.max_groups` — held every request
 //! for as long as the copy took (~41 ms at 333,333 groups in a release build).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
+#[expect(
+    dead_code,
+    reason = "the shared support: this file calls only part of it"
+)]
 mod support;
 
 use std::time::{Duration, Instant};

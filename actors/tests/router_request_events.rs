@@ -3,8 +3,15 @@
 //! change learned state are journaled; a graceful stop snapshots the fold, so a restart after
 //! it has every count.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::expect_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
+#[expect(
+    dead_code,
+    reason = "the shared support: this file calls only part of it"
+)]
 mod support;
 
 use std::sync::Arc;

@@ -2,7 +2,11 @@
 //! from the journal equals the live actors' own state at the same `now`.
 
 // Integration tests (and the proptest bodies clippy does not see as tests) may unwrap.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 mod support;
 

@@ -2,8 +2,15 @@
 //! Time is a `ManualClock`; `settle()` waits for fire-and-forget reports to land.
 
 // Integration tests (and the proptest bodies clippy does not see as tests) may unwrap.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
+#[expect(
+    dead_code,
+    reason = "the shared support: this file calls only part of it"
+)]
 mod support;
 
 use std::collections::BTreeMap;

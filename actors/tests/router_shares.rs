@@ -2,8 +2,15 @@
 //! conversation groups are bounded per client and per node (`affinity.max_groups` across every
 //! combo, not per combo), so one client's new groups never evict another's.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
+#[expect(
+    dead_code,
+    reason = "the shared support: this file calls only part of it"
+)]
 mod support;
 
 use std::sync::Arc;

@@ -2,7 +2,10 @@
 //! outcomes, held decisions, clock jumps, admin actions and restarts, every invariant of
 //! `sim/engine.rs` checked after every step. Longer runs: `examples/simulate.rs`.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use quotaroute_sim::{clients, engine, groups, week};
 

@@ -5,7 +5,11 @@
 //! `cargo run --release -p quotaroute-journal --example rss_check` (`CACHE_BYTES=N` sets sled's
 //! page cache; the default is `SledOptions`')
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: fail loudly
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a measuring tool: fail loudly"
+)]
 
 use quotaroute_journal::testkit::sample_event;
 use quotaroute_journal::{JournalHandle, SledJournal, SledOptions, WriterConfig};

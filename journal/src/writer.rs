@@ -71,7 +71,10 @@ type Reply = oneshot::Sender<Result<u64, JournalError>>;
 
 // `Append` is the hot path and the large variant; boxing it would cost an allocation per
 // event to save memory in a queue of mostly appends.
-#[allow(clippy::large_enum_variant)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "`Append` is the hot path: boxing it would allocate per event"
+)]
 enum Command {
     Append(Envelope),
     Flush { target: u64, reply: Reply },

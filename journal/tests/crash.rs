@@ -3,7 +3,11 @@
 //! must show every flushed event, in order, with nothing out of sequence.
 
 // A test crate: its helpers may unwrap like the tests themselves.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use quotaroute_journal::testkit::sample_event;
 use quotaroute_journal::*;

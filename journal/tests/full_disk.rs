@@ -6,7 +6,11 @@
 //!
 //! Needs root (CI runs as root) to mount the tmpfs; elsewhere it says so and does nothing.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -9,7 +9,10 @@
 //! make a failing test pass): `QR_REGEN_GOLDEN=1 cargo test -p quotaroute-journal --test golden`.
 
 // A test crate: its helpers may unwrap like the tests themselves.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use quotaroute_journal::testkit::{sample_envelopes, KIND_COUNT};
 use quotaroute_journal::*;

@@ -1,7 +1,10 @@
 //! Through the writer onto sled and back: order after reopen, and recovery from snapshots.
 
 // A test crate: its helpers may unwrap like the tests themselves.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use quotaroute_journal::testkit::sample_event;
 use quotaroute_journal::*;

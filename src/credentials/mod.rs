@@ -18,7 +18,7 @@
 //!   to the router, holding them until the router runs;
 //! - `error` — [`CredentialError`]: precise, secret-free reasons.
 //!
-//! Nothing here decides routing: what a 401 does to a request is `node::credential_retry`'s.
+//! Nothing here decides routing: what a 401 does to a request is `node::attempt::try_target`'s.
 
 pub mod command;
 pub mod credential;

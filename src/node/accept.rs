@@ -16,7 +16,8 @@ use std::time::Duration;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
@@ -93,18 +94,14 @@ pub async fn serve(
     limits: EdgeLimits,
     counters: Arc<EdgeCounters>,
 ) {
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .max_buf_size(MAX_HEADER_BYTES);
-    // A peer that stops answering pings is gone: its connection closes.
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(limits.header_timeout))
-        .keep_alive_timeout(limits.header_timeout);
+    let shared = Shared {
+        table,
+        state,
+        builder: connection_builder(limits),
+        tls,
+        counters,
+        header_timeout: limits.header_timeout,
+    };
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let admin_slots = Arc::new(Semaphore::new(ADMIN_RESERVED_CONNECTIONS));
     let graceful = GracefulShutdown::new();
@@ -120,7 +117,7 @@ pub async fn serve(
                         Err(_) => match admin_slots.clone().try_acquire_owned() {
                             Ok(slot) => (slot, true),
                             Err(_) => {
-                                counters.refused.fetch_add(1, Ordering::Relaxed);
+                                shared.counters.refused.fetch_add(1, Ordering::Relaxed);
                                 drop(stream);
                                 continue;
                             }
@@ -128,75 +125,12 @@ pub async fn serve(
                     };
                     // Without it every small SSE write waits ~40 ms for a delayed ACK.
                     let _ = stream.set_nodelay(true);
-                    let table = table.clone();
-                    let state = state.clone();
-                    let reserve_counters = counters.clone();
-                    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-                        let refused = admin_only && !is_admin_path(request.uri().path());
-                        if refused {
-                            reserve_counters.refused.fetch_add(1, Ordering::Relaxed);
-                        }
-                        let table = table.clone();
-                        let state = state.clone();
-                        async move {
-                            if refused {
-                                return Ok(reserve_refusal());
-                            }
-                            let request = request.map(Body::new);
-                            match direct::endpoint_of(&request) {
-                                // Boxed: hyper moves the service's future twice, and the
-                                // handler's is large.
-                                Some(endpoint) => {
-                                    Ok(Box::pin(direct::answer(state, endpoint, request)).await)
-                                }
-                                None => table.oneshot(request).await,
-                            }
-                        }
-                    });
+                    let connection = shared.clone();
                     let watcher = graceful.watcher();
-                    let builder = builder.clone();
-                    let tls = tls.clone();
-                    let counters = counters.clone();
-                    let mut stopping = stop.clone();
+                    let stopping = stop.clone();
                     tokio::spawn(async move {
                         let _slot = slot;
-                        counters.open.fetch_add(1, Ordering::Relaxed);
-                        let deadline = tokio::time::Instant::now() + limits.header_timeout;
-                        match tls {
-                            None => {
-                                // hyper-util reads the first bytes to tell HTTP/2 from
-                                // HTTP/1.1 with no deadline of its own: wait for them here.
-                                match until_stopping(&mut stopping, first_bytes(&stream, deadline)).await {
-                                    Some(true) => {
-                                        let connection = builder
-                                            .serve_connection_with_upgrades(TokioIo::new(stream), service);
-                                        let _ = watcher.watch(connection.into_owned()).await;
-                                    }
-                                    Some(false) => {
-                                        counters.timed_out.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                    None => {}
-                                }
-                            }
-                            Some(acceptor) => {
-                                let handshake = tokio::time::timeout_at(deadline, acceptor.accept(stream));
-                                match until_stopping(&mut stopping, handshake).await {
-                                    Some(Ok(Ok(stream))) => {
-                                        // ALPN already chose the protocol: no sniffing.
-                                        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                                        let builder = if h2 { builder.http2_only() } else { builder.http1_only() };
-                                        let connection = builder
-                                            .serve_connection_with_upgrades(TokioIo::new(stream), service);
-                                        let _ = watcher.watch(connection.into_owned()).await;
-                                    }
-                                    Some(_) => {
-                                        counters.timed_out.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                    None => {}
-                                }
-                            }
-                        }
-                        counters.open.fetch_sub(1, Ordering::Relaxed);
+                        connection.serve_one(stream, admin_only, watcher, stopping).await;
                     });
                 }
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -207,6 +141,118 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// hyper-util's server for one accept loop: the header timeout and head bound on HTTP/1.1,
+/// pings on HTTP/2.
+fn connection_builder(limits: EdgeLimits) -> Builder<TokioExecutor> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_HEADER_BYTES);
+    // A peer that stops answering pings is gone: its connection closes.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(limits.header_timeout))
+        .keep_alive_timeout(limits.header_timeout);
+    builder
+}
+
+/// What every connection of one accept loop shares.
+#[derive(Clone)]
+struct Shared {
+    table: axum::Router,
+    state: AppState,
+    builder: Builder<TokioExecutor>,
+    tls: Option<TlsAcceptor>,
+    counters: Arc<EdgeCounters>,
+    header_timeout: Duration,
+}
+
+impl Shared {
+    /// Serves one accepted connection until it closes (`admin_only`: a connection of the admin
+    /// reserve); one that sends no first bytes, or finishes no TLS handshake, within the header
+    /// timeout is closed and counted.
+    async fn serve_one(
+        self,
+        stream: TcpStream,
+        admin_only: bool,
+        watcher: Watcher,
+        mut stopping: watch::Receiver<bool>,
+    ) {
+        let Shared {
+            table,
+            state,
+            builder,
+            tls,
+            counters,
+            header_timeout,
+        } = self;
+        let reserve_counters = counters.clone();
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let refused = admin_only && !is_admin_path(request.uri().path());
+            if refused {
+                reserve_counters.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            let table = table.clone();
+            let state = state.clone();
+            async move {
+                if refused {
+                    return Ok(reserve_refusal());
+                }
+                let request = request.map(Body::new);
+                match direct::endpoint_of(&request) {
+                    // Boxed: hyper moves the service's future twice, and the handler's is large.
+                    Some(endpoint) => Ok(Box::pin(direct::answer(state, endpoint, request)).await),
+                    None => table.oneshot(request).await,
+                }
+            }
+        });
+        counters.open.fetch_add(1, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + header_timeout;
+        match tls {
+            None => {
+                // hyper-util reads the first bytes to tell HTTP/2 from HTTP/1.1 with no
+                // deadline of its own: wait for them here.
+                match until_stopping(&mut stopping, first_bytes(&stream, deadline)).await {
+                    Some(true) => {
+                        let connection =
+                            builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                        let _ = watcher.watch(connection.into_owned()).await;
+                    }
+                    Some(false) => {
+                        counters.timed_out.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None => {}
+                }
+            }
+            Some(acceptor) => {
+                let handshake = tokio::time::timeout_at(deadline, acceptor.accept(stream));
+                match until_stopping(&mut stopping, handshake).await {
+                    Some(Ok(Ok(stream))) => {
+                        // ALPN already chose the protocol: no sniffing.
+                        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                        let builder = if h2 {
+                            builder.http2_only()
+                        } else {
+                            builder.http1_only()
+                        };
+                        let connection =
+                            builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                        let _ = watcher.watch(connection.into_owned()).await;
+                    }
+                    Some(_) => {
+                        counters.timed_out.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None => {}
+                }
+            }
+        }
+        counters.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// `work`'s output, or `None` once the node starts to stop. A connection that has not sent its

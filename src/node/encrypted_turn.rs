@@ -1,6 +1,7 @@
 //! One request's encrypted items across its tries (behaviour §10 "Encrypted items"): the items,
-//! and whether the tries now leave them all out (after a 400 `invalid_encrypted_content`, see
-//! `encrypted_retry`). Each try asks it for the body its target gets.
+//! and whether the tries now leave them all out (after a 400 `invalid_encrypted_content` or a
+//! refused thinking signature, see `attempt::try_target`). Each try asks it for the body its
+//! target gets.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -31,6 +32,12 @@ impl EncryptedTurn {
     /// From now on, every try leaves every encrypted item out.
     pub(crate) fn leave_all_out(&self) {
         self.leave_all_out.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether `connection`'s body carries at least one encrypted item.
+    pub(crate) fn sends_any_to(&self, connection: &str) -> bool {
+        !self.leaves_all_out()
+            && (self.items.unreadable_by(connection, false) as usize) < self.items.len()
     }
 
     /// `body` (already rewritten for the target) as `connection` gets it, and how many

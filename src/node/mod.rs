@@ -9,8 +9,7 @@
 //!   by which handler is `crate::routes`, above the node and the dashboard).
 //! - [`endpoint`] — the routing endpoints and their formats; [`routed`] — serving them: parse
 //!   once, route, try targets as the decision's plan says, answer; [`attempt`] — one try
-//!   against one target;
-//!   [`credential_retry`] — its credential, and one refresh-and-retry after a 401.
+//!   against one target, with its credential and the same-target retries policy asks for.
 //! - [`stored_response`] — the `/v1/responses/{id}` endpoints, sent to the account holding it.
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte;
 //!   [`stream_drain`] — a stream the client left, read on (bounded) for its usage;
@@ -36,10 +35,8 @@ pub mod attempt;
 pub mod client_gate;
 pub mod combo_affinity;
 pub mod cors;
-pub mod credential_retry;
 pub mod direct;
 pub mod edge_counters;
-pub mod encrypted_retry;
 pub mod encrypted_turn;
 pub mod endpoint;
 pub mod header_rules;

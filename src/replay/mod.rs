@@ -115,6 +115,34 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write, err: &mut dyn Write, now_ms: 
     }
 }
 
+/// The `--what-if` views `args` asks for: another config's replay, or `affinity=off`'s
+/// savings (unless a config file has that very name).
+fn what_if_views(args: &ReplayArgs) -> Result<(Option<WhatIf>, Option<AffinityOff>), ReplayError> {
+    let affinity_off = args
+        .what_if
+        .as_deref()
+        .filter(|path| path.as_os_str() == AFFINITY_OFF && !path.exists())
+        .map(|_| AffinityOff::default());
+    let what_if = match &args.what_if {
+        Some(_) if affinity_off.is_some() => None,
+        Some(path) if !path.exists() => {
+            return Err(ReplayError::WhatIfUnknown {
+                given: path.clone(),
+            })
+        }
+        Some(path) => {
+            let config =
+                crate::config::load_settings(path).map_err(|errors| ReplayError::WhatIfConfig {
+                    path: path.clone(),
+                    errors: errors.to_string(),
+                })?;
+            Some(WhatIf::new(config, path.display().to_string()))
+        }
+        None => None,
+    };
+    Ok((what_if, affinity_off))
+}
+
 fn run_inner(
     args: &ReplayArgs,
     out: &mut dyn Write,
@@ -138,29 +166,7 @@ fn run_inner(
         .map(|t| parse_time(t, now_ms))
         .transpose()
         .map_err(ReplayError::StateAt)?;
-    // `--what-if affinity=off` (unless a config file has that very name): affinity's savings.
-    let affinity_off = args
-        .what_if
-        .as_deref()
-        .filter(|path| path.as_os_str() == AFFINITY_OFF && !path.exists())
-        .map(|_| AffinityOff::default());
-    let what_if = match &args.what_if {
-        Some(_) if affinity_off.is_some() => None,
-        Some(path) if !path.exists() => {
-            return Err(ReplayError::WhatIfUnknown {
-                given: path.clone(),
-            })
-        }
-        Some(path) => {
-            let config =
-                crate::config::load_settings(path).map_err(|errors| ReplayError::WhatIfConfig {
-                    path: path.clone(),
-                    errors: errors.to_string(),
-                })?;
-            Some(WhatIf::new(config, path.display().to_string()))
-        }
-        None => None,
-    };
+    let (what_if, affinity_off) = what_if_views(args)?;
     let source = Source::open(args.journal.as_deref(), args.from.as_deref())?;
 
     let json = args.format == Format::Json;

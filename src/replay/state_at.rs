@@ -90,6 +90,27 @@ fn remaining(ms: Option<u64>) -> String {
     ms.map_or("-".to_string(), format_duration)
 }
 
+/// The providers' table: each breaker and when it lets requests through again.
+fn write_providers(out: &mut String, s: &AdminState) {
+    let _ = writeln!(
+        *out,
+        "{:<12} {:<8} {:<10} {:>8} {:>6}  {:>10}",
+        "PROVIDER", "PROFILE", "BREAKER", "FAILURES", "CYCLES", "RETRY IN"
+    );
+    for p in &s.providers {
+        let _ = writeln!(
+            *out,
+            "{:<12} {:<8} {:<10} {:>8} {:>6}  {:>10}",
+            p.name,
+            p.profile,
+            p.breaker,
+            p.failures,
+            p.cycles,
+            remaining(p.retry_after_ms)
+        );
+    }
+}
+
 /// The text rendering: providers, connections (with lockouts and buckets), combos.
 pub fn render_text(at: &StateAt) -> String {
     let mut out = String::new();
@@ -104,23 +125,7 @@ pub fn render_text(at: &StateAt) -> String {
     );
     let s = &at.state;
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:<12} {:<8} {:<10} {:>8} {:>6}  {:>10}",
-        "PROVIDER", "PROFILE", "BREAKER", "FAILURES", "CYCLES", "RETRY IN"
-    );
-    for p in &s.providers {
-        let _ = writeln!(
-            out,
-            "{:<12} {:<8} {:<10} {:>8} {:>6}  {:>10}",
-            p.name,
-            p.profile,
-            p.breaker,
-            p.failures,
-            p.cycles,
-            remaining(p.retry_after_ms)
-        );
-    }
+    write_providers(&mut out, s);
     let _ = writeln!(out);
     let _ = writeln!(
         out,

@@ -420,33 +420,39 @@ pub fn render_text(summary: &Summary) -> String {
         }
     }
     render_window_resets(&mut out, summary);
-    if !summary.spend.is_empty() {
-        let _ = writeln!(out);
+    render_spend(&mut out, summary);
+    out
+}
+
+/// The spend table: one row per client and model, when anything was charged.
+fn render_spend(out: &mut String, summary: &Summary) {
+    if summary.spend.is_empty() {
+        return;
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<16} {:<28} {:>8} {:>12} {:>12} {:>12} {:>12}",
+        "CLIENT", "MODEL", "REQUESTS", "TOKENS IN", "CACHED", "TOKENS OUT", "SPEND USD"
+    );
+    for row in &summary.spend {
+        let spend = if row.unpriced == row.requests {
+            "unpriced".to_string()
+        } else {
+            format!("{:.4}", row.spend_usd)
+        };
         let _ = writeln!(
             out,
             "{:<16} {:<28} {:>8} {:>12} {:>12} {:>12} {:>12}",
-            "CLIENT", "MODEL", "REQUESTS", "TOKENS IN", "CACHED", "TOKENS OUT", "SPEND USD"
+            row.client,
+            row.model,
+            row.requests,
+            row.tokens_in,
+            row.tokens_cached,
+            row.tokens_out,
+            spend
         );
-        for row in &summary.spend {
-            let spend = if row.unpriced == row.requests {
-                "unpriced".to_string()
-            } else {
-                format!("{:.4}", row.spend_usd)
-            };
-            let _ = writeln!(
-                out,
-                "{:<16} {:<28} {:>8} {:>12} {:>12} {:>12} {:>12}",
-                row.client,
-                row.model,
-                row.requests,
-                row.tokens_in,
-                row.tokens_cached,
-                row.tokens_out,
-                spend
-            );
-        }
     }
-    out
 }
 
 /// The window resets: one line each, then the mean share left unused.

@@ -85,6 +85,10 @@ impl TimelineWriter {
         line.truncate(trimmed);
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per journal event kind: a table, kept exhaustive by the compiler"
+    )]
     fn details(&self, envelope: &Envelope) -> String {
         let at = envelope.at_ms;
         let until = |until_ms: u64| {
@@ -531,6 +535,10 @@ mod tests {
     /// "Why did this turn go to k1?": a held turn names its group's binding (digest, where and
     /// when it was bound); a move names where from, why, and since when it had been there.
     #[test]
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one narrated journal: events, then what each line says"
+    )]
     fn an_affinity_held_turn_names_its_binding_and_a_move_says_from_where_and_why() {
         use quotaroute_journal::{
             AffinityBound, ApiFormat, AuthKind, ComboInfo, ConnectionInfo, ProviderInfo,

@@ -8,8 +8,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::telemetry::answer_usage::AnswerUsage;
 use crate::telemetry::attributes::{self as attr, Value};
 use crate::telemetry::key_value::{put_attribute, AttributeBlock, AttributeSink, SPAN_ATTRIBUTES};
@@ -196,11 +194,13 @@ const STATUS_ERROR: u8 = 2;
 /// What a span usually takes, to size a batch's buffer (one that takes more grows it).
 const TYPICAL_SPAN_BYTES: usize = 640;
 
-/// The protobuf body of one export of `spans`, as `service_name`.
-pub fn encode(spans: &[FinishedSpan], service_name: &str) -> Bytes {
+/// The protobuf body of one export of `spans`, as `service_name` (the tests' one-shot form of
+/// [`encode_into`]).
+#[cfg(test)]
+pub fn encode(spans: &[FinishedSpan], service_name: &str) -> bytes::Bytes {
     let mut out = Vec::new();
     let start = encode_into(spans, service_name, &mut out);
-    Bytes::from(out).slice(start..)
+    bytes::Bytes::from(out).slice(start..)
 }
 
 /// Writes the protobuf body of one export of `spans` into `out` (emptied first, its capacity

@@ -111,11 +111,6 @@ impl RequestSpan {
         })))
     }
 
-    /// Whether this request is traced.
-    pub fn is_recording(&self) -> bool {
-        self.0.is_some()
-    }
-
     /// A child span for one upstream request to `target`, whose provider's attributes are
     /// `provider` ([`provider_attributes`](crate::telemetry::finished::provider_attributes)),
     /// starting now.

@@ -100,19 +100,16 @@ fn write_hex(out: &mut [u8], bytes: &[u8]) {
     }
 }
 
-/// Lower-case hex of `bytes` (the only form the spec allows).
-pub fn hex(bytes: &[u8]) -> String {
-    let mut text = String::with_capacity(bytes.len() * 2);
-    push_hex(&mut text, bytes);
-    text
-}
-
-fn push_hex(text: &mut String, bytes: &[u8]) {
+/// Lower-case hex of `bytes` (the only form the spec allows), as the tests read ids.
+#[cfg(test)]
+fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
         text.push(char::from(DIGITS[usize::from(byte >> 4)]));
         text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
     }
+    text
 }
 
 fn hex_bytes<const N: usize>(text: &str) -> Option<[u8; N]> {

@@ -29,6 +29,7 @@ static CHAT_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| {
 static RESPONSES_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| finders(&[b"\"delta\""]));
 static ANTHROPIC_MEMBERS: LazyLock<Vec<MemberFinder>> =
     LazyLock::new(|| finders(&[b"\"text\"", b"\"partial_json\"", b"\"thinking\""]));
+static GEMINI_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| finders(&[b"\"text\""]));
 
 /// The bytes of the first content string in `data` (an event's data, or a whole answer, of
 /// `format`; an escape counts as the one byte it stands for, roughly). 0 when there is none.
@@ -37,6 +38,7 @@ pub fn content_text_bytes(format: StreamFormat, data: &[u8]) -> usize {
         StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => &*CHAT_MEMBERS,
         StreamFormat::OpenAiResponses => &*RESPONSES_MEMBERS,
         StreamFormat::Anthropic => &*ANTHROPIC_MEMBERS,
+        StreamFormat::Gemini => &*GEMINI_MEMBERS,
     };
     // The first member with a string value, in the order above (the usual one first: one
     // search per event).

@@ -11,4 +11,6 @@ pub enum StreamFormat {
     OpenAiResponses,
     /// `/v1/messages`.
     Anthropic,
+    /// Gemini's `:streamGenerateContent?alt=sse` (each event a whole `GenerateContentResponse`).
+    Gemini,
 }

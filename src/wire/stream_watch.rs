@@ -20,7 +20,9 @@ use super::json_member::MemberFinder;
 use super::openai_chunk::OpenAiChunk;
 use super::sse::SseEvent;
 pub use super::stream_format::StreamFormat;
-use super::usage::{usage_counts, TokenCounts, UsageFields};
+use super::usage::{
+    gemini_usage_counts, usage_counts, GeminiUsageFields, TokenCounts, UsageFields,
+};
 use super::usage_count::CountFlaws;
 
 /// What one event means for the router.
@@ -108,10 +110,16 @@ impl StreamUsage {
         if let Some(usage) = usage {
             self.add(usage);
             // Anthropic's `message_start` carries the input only; its closing usage is
-            // `message_delta`'s.
-            self.final_seen |= format != StreamFormat::Anthropic
-                || event.event.as_deref() == Some("message_delta")
-                || event.data.contains("\"message_delta\"");
+            // `message_delta`'s. Every Gemini chunk carries the counts so far; the closing
+            // ones are those of the chunk with the `finishReason`.
+            self.final_seen |= match format {
+                StreamFormat::Anthropic => {
+                    event.event.as_deref() == Some("message_delta")
+                        || event.data.contains("\"message_delta\"")
+                }
+                StreamFormat::Gemini => gemini_finished(event.data.as_bytes()),
+                _ => true,
+            };
         }
         meaning
     }
@@ -149,6 +157,7 @@ fn inspect(format: StreamFormat, event: &SseEvent) -> (EventMeaning, Option<Toke
         StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => openai_chunk(data),
         StreamFormat::OpenAiResponses => responses_event(data, event.event.as_deref()),
         StreamFormat::Anthropic => anthropic_event(data, event.event.as_deref()),
+        StreamFormat::Gemini => gemini_chunk(data),
     }
 }
 
@@ -281,6 +290,91 @@ fn anthropic_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<Toke
     }
 }
 
+/// A Gemini chunk (a whole `GenerateContentResponse`): its usage so far, its first
+/// candidate's parts and finish reason, a blocked prompt, an error.
+#[derive(Deserialize)]
+struct GeminiChunk<'a> {
+    #[serde(default, rename = "usageMetadata")]
+    usage: Option<GeminiUsageFields>,
+    #[serde(default, borrow)]
+    candidates: Option<Vec<GeminiCandidate<'a>>>,
+    #[serde(default, borrow, rename = "promptFeedback")]
+    prompt_feedback: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct GeminiCandidate<'a> {
+    #[serde(default, borrow)]
+    content: Option<GeminiContent<'a>>,
+    #[serde(default, borrow, rename = "finishReason")]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct GeminiContent<'a> {
+    #[serde(default, borrow)]
+    parts: Vec<GeminiPart<'a>>,
+}
+
+/// A part: generated when it holds text (a thought too) or anything but text and a signature.
+#[derive(Deserialize)]
+struct GeminiPart<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow, rename = "functionCall")]
+    function_call: Option<&'a RawValue>,
+    #[serde(default, borrow, rename = "inlineData")]
+    inline_data: Option<&'a RawValue>,
+    #[serde(default, borrow, rename = "executableCode")]
+    executable_code: Option<&'a RawValue>,
+}
+
+impl GeminiPart<'_> {
+    fn is_content(&self) -> bool {
+        self.text.as_deref().is_some_and(|t| !t.is_empty())
+            || self.function_call.is_some()
+            || self.inline_data.is_some()
+            || self.executable_code.is_some()
+    }
+}
+
+/// A Gemini chunk: content when a part holds any; else the end of the answer (a finish reason
+/// or a blocked prompt) with its usage, else a preamble. Every chunk's usage is counted.
+fn gemini_chunk(data: &str) -> (EventMeaning, Option<TokenCounts>) {
+    let Ok(chunk) = serde_json::from_str::<GeminiChunk<'_>>(data) else {
+        return (EventMeaning::Garbage, None);
+    };
+    if chunk.error.is_some() {
+        return (error_meaning(data), None);
+    }
+    let usage = gemini_usage_counts(chunk.usage);
+    let candidate = chunk.candidates.as_ref().and_then(|c| c.first());
+    let content = candidate
+        .and_then(|c| c.content.as_ref())
+        .is_some_and(|c| c.parts.iter().any(GeminiPart::is_content));
+    let finished =
+        candidate.is_some_and(|c| c.finish_reason.is_some()) || chunk.prompt_feedback.is_some();
+    let meaning = match usage {
+        _ if content => EventMeaning::Content,
+        _ if !finished => EventMeaning::Preamble,
+        Some(usage) => EventMeaning::Usage {
+            tokens_in: usage.tokens_in,
+            tokens_out: usage.tokens_out,
+        },
+        None => EventMeaning::Done,
+    };
+    (meaning, usage)
+}
+
+/// Whether a Gemini chunk ends the answer (a byte check: it names a `finishReason`).
+fn gemini_finished(data: &[u8]) -> bool {
+    static FINISH: LazyLock<MemberFinder> =
+        LazyLock::new(|| MemberFinder::new(b"\"finishReason\""));
+    FINISH.first_string(data).is_some()
+}
+
 /// The byte patterns `matters_after_commit` looks for in OpenAI chunks, each searcher built
 /// once (building one costs more than searching a chunk with it); members are found with any
 /// JSON spacing around their colon.
@@ -305,6 +399,8 @@ pub fn matters_after_commit(format: StreamFormat, event: &SseEvent) -> bool {
             event.event.as_deref(),
             Some("content_block_delta" | "ping" | "content_block_start" | "content_block_stop")
         ),
+        // Every chunk carries the usage so far.
+        StreamFormat::Gemini => true,
         StreamFormat::OpenAiResponses => !event
             .event
             .as_deref()
@@ -732,6 +828,85 @@ mod tests {
                 .unwrap()
                 .unwrap();
         assert_eq!(counts.tokens_cached, 30);
+    }
+
+    #[test]
+    fn s15_gemini_chunks_and_their_running_usage() {
+        use EventMeaning::*;
+        let usage_of = |candidates: u64| {
+            format!(
+                r#""usageMetadata":{{"promptTokenCount":50,"cachedContentTokenCount":32,"candidatesTokenCount":{candidates},"thoughtsTokenCount":4}}"#
+            )
+        };
+        let chunk = |parts: &str, finish: &str, candidates: u64| {
+            format!(
+                r#"{{"candidates":[{{"content":{{"role":"model","parts":{parts}}}{finish},"index":0}}],{},"modelVersion":"m"}}"#,
+                usage_of(candidates)
+            )
+        };
+        let thought = chunk(r#"[{"text":"hm","thought":true}]"#, "", 0);
+        let text = chunk(r#"[{"text":"Hi"}]"#, "", 1);
+        let call = chunk(
+            r#"[{"functionCall":{"name":"f","args":{}},"thoughtSignature":"S"}]"#,
+            "",
+            5,
+        );
+        let last_word = chunk(r#"[{"text":"!"}]"#, r#","finishReason":"STOP""#, 9);
+        let finish_only = chunk(
+            r#"[{"text":"","thoughtSignature":"S"}]"#,
+            r#","finishReason":"STOP""#,
+            9,
+        );
+        let safety = format!(
+            r#"{{"candidates":[{{"finishReason":"SAFETY","index":0}}],{}}}"#,
+            usage_of(0)
+        );
+        let table = [
+            (None, thought.as_str(), Content),
+            (None, text.as_str(), Content),
+            (None, call.as_str(), Content),
+            (None, last_word.as_str(), Content),
+            (None, finish_only.as_str(), usage(50, 13)),
+            (None, safety.as_str(), usage(50, 4)),
+            (
+                None,
+                r#"{"candidates":[{"content":{"role":"model","parts":[]},"index":0}]}"#,
+                Preamble,
+            ),
+            (None, r#"{"promptFeedback":{"blockReason":"OTHER"}}"#, Done),
+            (None, "[{\"candidates\":[]}]", Garbage),
+        ];
+        check(StreamFormat::Gemini, &table);
+        let error = r#"{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}"#;
+        assert!(matches!(
+            classify_event(StreamFormat::Gemini, &event(None, error)),
+            Error { .. }
+        ));
+        // Every chunk's counts are the running totals; the closing ones come with the finish.
+        let mut tally = StreamUsage::default();
+        for data in [&thought, &text, &call] {
+            tally.observe(StreamFormat::Gemini, &event(None, data));
+        }
+        assert_eq!(
+            (tally.tokens_in, tally.tokens_out, tally.tokens_cached),
+            (50, 9, 32)
+        );
+        assert!(
+            !tally.final_seen,
+            "a left stream is drained for its closing usage"
+        );
+        tally.observe(StreamFormat::Gemini, &event(None, &last_word));
+        assert_eq!(tally.tokens_out, 13);
+        assert!(tally.final_seen);
+        // Text bytes of a left stream's estimate; every chunk matters after commit.
+        assert_eq!(
+            crate::wire::content_bytes::content_text_bytes(StreamFormat::Gemini, text.as_bytes()),
+            2
+        );
+        assert!(matters_after_commit(
+            StreamFormat::Gemini,
+            &event(None, &text)
+        ));
     }
 
     #[test]

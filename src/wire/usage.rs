@@ -124,6 +124,62 @@ impl UsageFields {
     }
 }
 
+/// Gemini's `usageMetadata` (behaviour §15): `promptTokenCount` counts cached input in
+/// (`cachedContentTokenCount`); the output is the candidates' and the thoughts' tokens. Flaws
+/// are named by the OpenAI field each count stands for.
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct GeminiUsageFields {
+    #[serde(default)]
+    prompt_token_count: Option<Count>,
+    #[serde(default)]
+    candidates_token_count: Option<Count>,
+    #[serde(default)]
+    thoughts_token_count: Option<Count>,
+    #[serde(default)]
+    cached_content_token_count: Option<Count>,
+}
+
+impl GeminiUsageFields {
+    fn counts(&self) -> TokenCounts {
+        let mut flaws = CountFlaws::default();
+        let mut value = |count: Option<Count>, field: CountField| {
+            count.map_or(0, |count| {
+                if let Some(flaw) = count.flaw {
+                    flaws.add(field, flaw);
+                }
+                count.value
+            })
+        };
+        let prompt = value(self.prompt_token_count, CountField::PromptTokens);
+        let candidates = value(self.candidates_token_count, CountField::CompletionTokens);
+        let thoughts = value(self.thoughts_token_count, CountField::CompletionTokens);
+        let cached = value(self.cached_content_token_count, CountField::CachedTokens);
+        TokenCounts {
+            tokens_in: prompt,
+            tokens_out: candidates.saturating_add(thoughts),
+            tokens_cached: cached,
+            tokens_cache_write: 0,
+            flaws,
+        }
+    }
+}
+
+/// Counts of a present `usageMetadata` with at least one token count.
+pub(super) fn gemini_usage_counts(usage: Option<GeminiUsageFields>) -> Option<TokenCounts> {
+    usage
+        .filter(|usage| {
+            [
+                usage.prompt_token_count,
+                usage.candidates_token_count,
+                usage.thoughts_token_count,
+            ]
+            .iter()
+            .any(Option::is_some)
+        })
+        .map(|usage| usage.counts())
+}
+
 /// Counts of a present `usage` object with at least one token count (`usage: null` and
 /// `usage: {}` are none).
 pub(super) fn usage_counts(usage: Option<UsageFields>) -> Option<TokenCounts> {
@@ -148,6 +204,11 @@ struct ResponseBody<'a> {
     model: Option<&'a RawValue>,
     #[serde(default)]
     usage: Option<UsageFields>,
+    /// Gemini's usage and model.
+    #[serde(default, rename = "usageMetadata")]
+    usage_metadata: Option<GeminiUsageFields>,
+    #[serde(default, borrow, rename = "modelVersion")]
+    model_version: Option<&'a RawValue>,
 }
 
 /// The body of a 2xx answer is not JSON (behaviour §3/§4: that is a `server_error`).
@@ -164,8 +225,8 @@ pub struct ResponseSummary<'a> {
 }
 
 /// One parse of a whole (non-streaming) response: `Err` when the body is not JSON, else the
-/// top-level `usage` if it has one. Every format uses the top-level `usage` object; the field
-/// names tell the formats apart, so `_format` only documents the caller's intent.
+/// top-level `usage` (Gemini: `usageMetadata`) if it has one; the field names tell the formats
+/// apart, so `_format` only documents the caller's intent.
 pub fn response_usage(_format: ApiFormat, body: &[u8]) -> Result<Option<TokenCounts>, InvalidBody> {
     response_summary(body).map(|summary| summary.counts)
 }
@@ -180,12 +241,15 @@ pub fn response_summary(body: &[u8]) -> Result<ResponseSummary<'_>, InvalidBody>
         serde_json::from_slice::<IgnoredAny>(body).map(|_| ResponseBody {
             model: None,
             usage: None,
+            usage_metadata: None,
+            model_version: None,
         })
     };
     match parsed {
         Ok(parsed) => Ok(ResponseSummary {
-            counts: usage_counts(parsed.usage),
-            model: parsed.model,
+            counts: usage_counts(parsed.usage)
+                .or_else(|| gemini_usage_counts(parsed.usage_metadata)),
+            model: parsed.model.or(parsed.model_version),
         }),
         // Valid JSON of another shape (an array, a `usage` that is not an object, a duplicate
         // key) has no usage we can read, but is not a broken answer.
@@ -253,6 +317,34 @@ mod tests {
         for (format, body, expected) in table {
             assert_eq!(usage_from_json(format, body.as_bytes()), expected, "{body}");
         }
+    }
+
+    #[test]
+    fn s15_gemini_usage_metadata_counts_cached_and_thought_tokens() {
+        let body = br#"{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP"}],
+            "usageMetadata":{"promptTokenCount":1200,"cachedContentTokenCount":1024,"candidatesTokenCount":30,
+            "thoughtsTokenCount":12,"totalTokenCount":1242},"modelVersion":"gemini-2.5-flash","responseId":"r"}"#;
+        let summary = response_summary(body).unwrap();
+        let counts = summary.counts.unwrap();
+        assert_eq!(
+            (counts.tokens_in, counts.tokens_out, counts.tokens_cached),
+            (1200, 42, 1024)
+        );
+        assert_eq!(
+            summary.model.map(RawValue::get),
+            Some("\"gemini-2.5-flash\"")
+        );
+        // A safety block still used the prompt; no count at all is no usage.
+        let blocked = br#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":9}}"#;
+        assert_eq!(usage_from_json(ApiFormat::Gemini, blocked), Some((9, 0)));
+        assert_eq!(
+            usage_from_json(ApiFormat::Gemini, br#"{"usageMetadata":{}}"#),
+            None
+        );
+        let flawed = br#"{"usageMetadata":{"promptTokenCount":-3,"candidatesTokenCount":"7"}}"#;
+        let counts = response_usage(ApiFormat::Gemini, flawed).unwrap().unwrap();
+        assert_eq!((counts.tokens_in, counts.tokens_out), (0, 7));
+        assert!(counts.flaws.any_unreadable());
     }
 
     #[test]

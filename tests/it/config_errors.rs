@@ -1,6 +1,6 @@
 //! Config validation: each error kind names file, key and reason, and one run reports them all.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+#![expect(clippy::expect_used, reason = "test helpers fail loudly")]
 
 use quotaroute::config::{self, ConfigErrors};
 

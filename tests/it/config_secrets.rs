@@ -1,7 +1,5 @@
 //! Secrets never leave through Debug output, summaries or error messages.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
-
 use quotaroute::config;
 
 const TEXT: &str = r#"

@@ -1,7 +1,5 @@
 //! The starter config `quotaroute init` writes parses, and mentions every accepted key.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
-
 use quotaroute::config::{self, raw::accepted_keys, STARTER_CONFIG};
 
 fn starter_env(variable: &str) -> Option<String> {

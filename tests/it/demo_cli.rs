@@ -1,7 +1,12 @@
 //! `quotaroute demo` end to end: the real binary, stdout piped (so the table is printed frame
 //! after frame), checked for what the contract's `demo` line promises.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
+#![expect(clippy::too_many_lines, reason = "one CLI session, step by step")]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};

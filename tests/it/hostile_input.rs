@@ -4,6 +4,10 @@
 //! own; and clients that send huge model names, junk `provider/model` names, idle sockets and
 //! stalled bodies. Each test names the finding it covers (s1 … s9).
 
+#![expect(
+    clippy::too_many_lines,
+    reason = "one hostile scenario per test, step by step"
+)]
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -2,7 +2,10 @@
 //! newer build wrote and the state a node would rebuild, read from a release fixture and from
 //! a damaged journal — and the journal directory is byte for byte what it was.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,12 @@
 //! real clients and browsers on loopback. One binary links axum, hyper and reqwest once rather
 //! than once per file. Each module is one area (`node_*`, `reliability_*`, `replay_*`, …).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 mod redis_support;
 mod reliability_support;

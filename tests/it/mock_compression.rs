@@ -2,7 +2,11 @@
 //! error and SSE answers decodes to the plain answer, streams arrive event by event,
 //! `Accept-Encoding` negotiation, the control endpoint, and the compression faults.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test helpers fail loudly"
+)]
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The mock upstream over real loopback HTTP: every endpoint's JSON and stream shape, usage,
 //! rate-limit headers, key echo and the control API.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 use quotaroute_mock::{self as mock_upstream, Fault, MockUpstream, Rule};
 use serde_json::{json, Value};

@@ -1,6 +1,6 @@
 //! Every scripted fault of the mock upstream, observed over real loopback HTTP.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 use std::time::{Duration, Instant};
 

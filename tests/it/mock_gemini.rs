@@ -3,7 +3,7 @@
 //! places, and Google's error bodies (quota per day and per minute, bad and suspended keys, 503,
 //! a safety finish).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 use quotaroute_mock::{self as mock_upstream, Accepted, Fault, KeyGate, MockUpstream, Rule};
 use serde_json::{json, Value};

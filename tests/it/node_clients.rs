@@ -8,7 +8,12 @@
 //! `.ci/run` installs the pinned packages (`npm ci --ignore-scripts --prefix tests/clients`);
 //! without them each test says so and does nothing else (in CI, with `CI` set, it fails).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
+#![expect(clippy::too_many_lines, reason = "one scenario per test, step by step")]
 
 use crate::support;
 

@@ -8,7 +8,11 @@
 //! journal (`/admin/journal`) says what affinity did. Both are printed, so the README's
 //! "real clients" paragraph can say what each version sends on the wire.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -10,7 +10,14 @@
 //! The same scenarios run on a TLS Redis and a three-shard Redis Cluster (issue #25):
 //! `node_cluster_managed` calls the bodies here with another [`RedisAt`].
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
+#![expect(
+    clippy::too_many_lines,
+    reason = "one cluster scenario per test, step by step"
+)]
 
 use crate::support;
 

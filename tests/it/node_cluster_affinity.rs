@@ -8,7 +8,10 @@
 //! - publish → apply latency of 200 bindings (printed: run with `--nocapture`), and two nodes
 //!   that bound the same groups at once converge on one target per group.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

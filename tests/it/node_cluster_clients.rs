@@ -9,7 +9,11 @@
 //!   `/admin/clients`' cluster-wide spend agrees between the nodes after the sync;
 //! - Redis killed mid-run: both nodes still serve, and refuse by their own counts.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,11 @@
 //!   (`first_seq + (elapsed + 10 s) × 1000`) for one seen, holds back none of that origin's
 //!   real updates about the connection, before and after both nodes restart.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -14,7 +14,11 @@
 //! - Redis frozen for 3 s (SIGSTOP) under 150 requests/s refuses no client below its limit,
 //!   and the limit holds within its documented overshoot once Redis is back.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

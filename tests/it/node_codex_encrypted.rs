@@ -6,7 +6,10 @@
 //! path, status, serving connection and what its `input` carried (encrypted items, sealed or
 //! not); the mock (like OpenAI) lets only the key that made an encrypted item read it.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

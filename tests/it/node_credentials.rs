@@ -9,7 +9,10 @@
 //! load) is `long_run_token_expiring_every_minute`, ignored here: run it by hand with
 //! `cargo test --test it node_credentials::long_run -- --ignored --nocapture`.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use crate::support;
 
@@ -750,4 +753,60 @@ async fn the_retry_after_a_401_spends_the_upstream_budget_and_never_disables_wit
     let failed = events(&harness, "request_failed", "cmd-budget").await;
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["class"], "network");
+}
+
+/// Two same-target rules in one request (issue 51): a 401 refreshes the command's key, and the
+/// fresh key's try meets an encrypted item no account can read, so it goes once more without
+/// it — three upstream requests to the one target, one answer, nothing disabled or failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_and_an_unreadable_item_are_each_retried_once_on_one_target() {
+    let files = tempfile::tempdir().unwrap();
+    let current = files.path().join("current");
+    std::fs::write(&current, "storm-1-secretpart").unwrap();
+    let (mock_base, mock) = start_mock().await;
+    mock.set_key_gate(Some(KeyGate {
+        prefix: "storm-".into(),
+        accepted: Accepted::Keys(vec!["storm-2-secretpart".into()]),
+    }));
+    let source = format!("api_key_command = ['/bin/cat', '{}']", current.display());
+    let harness = start_node(mock_base, mock.clone(), &rotating("cmd-both", &source)).await;
+    wait_loaded(&harness, "cmd-both").await;
+    // The loaded key is refused now; the command prints the accepted one.
+    std::fs::write(&current, "storm-2-secretpart").unwrap();
+    let user = |text: &str| json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]});
+    // An item the router never sealed, made for a key none of its accounts have.
+    let foreign =
+        json!({"type": "reasoning", "summary": [], "encrypted_content": "gAAAAAbm90LW91cnM"});
+    let response = harness
+        .post_json(
+            "/v1/responses",
+            json!({
+                "model": "rot",
+                "input": [user("first"), foreign, user("again")],
+                "include": ["reasoning.encrypted_content"],
+                "store": false,
+            }),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    // One attempt of the client's (as after a lone 401's refresh): its retries on the same
+    // target are not attempts, though each spent an upstream request.
+    assert_eq!(header(&response, "x-quotaroute-attempts"), "1");
+    let stats = mock.stats();
+    assert_eq!(stats.for_key("storm-1-secretpart"), 1, "the 401");
+    assert_eq!(
+        stats.for_key("storm-2-secretpart"),
+        2,
+        "the 400 refusing the item, then the answer without it"
+    );
+    let succeeded = events(&harness, "request_succeeded", "cmd-both").await;
+    assert_eq!(succeeded.len(), 1);
+    assert_eq!(succeeded[0]["attempt"], 3, "{}", succeeded[0]);
+    assert_eq!(succeeded[0]["items_left_out"], 1, "{}", succeeded[0]);
+    assert!(events(&harness, "request_failed", "cmd-both")
+        .await
+        .is_empty());
+    assert!(events(&harness, "connection_disabled", "cmd-both")
+        .await
+        .is_empty());
 }

@@ -10,7 +10,15 @@
 //! test says so and does nothing else, except in CI (`CI` set), where it fails.
 //! `QUOTAROUTE_UPDATE_SCREENSHOTS=1` writes its screenshots to `docs/` (else to a temp dir).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
+#![expect(
+    clippy::too_many_lines,
+    reason = "one dashboard session per test, step by step"
+)]
 
 use crate::support;
 

@@ -4,7 +4,10 @@
 //! egress CONNECT proxy that sees the tunnel (and one that refuses it), `NO_PROXY` from the
 //! environment as the real binary reads it, and the node itself serving HTTPS.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use crate::support;
 
@@ -15,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use quotaroute::upstream::client::UpstreamClient;
+use quotaroute::internals::UpstreamClient;
 use quotaroute_mock::{self as mock_upstream, MockUpstream};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
@@ -70,7 +73,7 @@ impl Pki {
 /// connection's ALPN protocol.
 async fn start_tls_mock(pki: &Pki) -> (String, MockUpstream, Arc<Mutex<Vec<String>>>) {
     let config =
-        quotaroute::tls_files::server_tls(&pki.path("server.pem"), &pki.path("server.key"))
+        quotaroute::internals::server_tls(&pki.path("server.pem"), &pki.path("server.key"))
             .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

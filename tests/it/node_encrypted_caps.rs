@@ -5,7 +5,10 @@
 //! fair queue, and past `queue_ms` it goes elsewhere without those items. 20 such turns at
 //! once never put more than the cap on the maker (the mock counts what it had in flight).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use futures_util::future::join_all;
 use quotaroute_mock::{Fault, Rule};

@@ -7,7 +7,11 @@
 //! elsewhere without the items it cannot read (journaled as `items_left_out`); a 400 that still
 //! happens is retried once without them.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::sync::Arc;
 

@@ -2,8 +2,6 @@
 //! against a live node (`--from` through `GET /admin/journal`, and the clear error when the
 //! journal is held), and `/healthz` / `/metrics` access rules.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use crate::support;
 
 use serde_json::{json, Value};

@@ -5,7 +5,7 @@
 //! after one answer and its error never reaches the client. Policy time is the test's
 //! (`ManualClock`).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 use quotaroute::actors::ManualClock;
 use quotaroute_mock::{Fault, Rule};

@@ -6,6 +6,7 @@
 //! - SIGTERM leaves a "stopped" line;
 //! - every command exits quietly when its output pipe is closed (`… | head -1`).
 
+#![expect(clippy::too_many_lines, reason = "one scenario per test, step by step")]
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

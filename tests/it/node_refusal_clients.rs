@@ -8,7 +8,10 @@
 //! (one refused request, bounded wall time) and show the reset time, where before they slept
 //! on it or retried. Without the clients installed each test says so and does nothing else.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

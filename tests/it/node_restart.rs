@@ -1,7 +1,10 @@
 //! Behaviour §8 with real process restarts: the node binary is killed with SIGKILL and started
 //! again on the same journal, and finds the same lockouts, disabled keys and breaker states.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use crate::support;
 

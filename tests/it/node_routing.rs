@@ -1,8 +1,6 @@
 //! The node end to end on loopback against the mock upstream: routing, failover, lockouts,
 //! the breaker, the error bodies and headers of the contract.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use crate::support;
 
 use std::collections::BTreeMap;

@@ -4,7 +4,10 @@
 //! this test says so and does nothing else (in CI, with `CI` set, it fails).
 //! The Node SDKs, Claude Code and Codex CLI are in `node_clients.rs`.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use crate::support;
 

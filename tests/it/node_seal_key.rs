@@ -5,7 +5,11 @@
 //! to. A forged seal, a seal from a node with another key and another client's replayed seal
 //! all count as unreadable items: left out, never steering the turn nor read upstream.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;

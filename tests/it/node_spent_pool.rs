@@ -6,7 +6,10 @@
 //! `usage_limit_reached` on OpenAI's shape, and the upstream's message in a field of its own —
 //! on both APIs, translated or not. The real clients meeting it are `node_refusal_clients`'.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use quotaroute_mock::{Fault, ResetForm, Rule};
 use serde_json::{json, Value};

@@ -5,7 +5,12 @@
 //! prompt text appear anywhere; a failover shows two attempt spans; and a dead or stalled
 //! collector costs requests nothing.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

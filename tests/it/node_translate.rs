@@ -3,8 +3,6 @@
 //! `translate = false`, a mixed combo spreading over both formats, same-format bodies reaching
 //! the upstream byte for byte, and the journal's `translated`.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use crate::support;
 
 use serde_json::{json, Value};

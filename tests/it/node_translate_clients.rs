@@ -6,8 +6,6 @@
 //! thinking back to the account that made it, and runs a tool loop there. Each asserts what
 //! the client printed and what the mock received (the upstream request's format).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use std::path::Path;
 
 use serde_json::Value;

@@ -8,7 +8,10 @@
 //! a responses-only host.
 //! Each asserts what the client printed or parsed and what the mock received (the host's API).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::path::PathBuf;
 

@@ -3,8 +3,6 @@
 //! the others, as real hosts do), and a mixed combo that never fails by chance on a parameter
 //! one of its targets can carry.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use crate::support;
 
 use serde_json::{json, Value};

@@ -6,7 +6,11 @@
 //! refusing its signature is retried once on the same target without it. Chat Completions
 //! clients get thinking as `reasoning_content`.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use base64::Engine;
 use quotaroute::wire::item_seal::SealKey;

@@ -2,7 +2,14 @@
 //! both versions named, the way back given) and left byte for byte as it was; an upgrade
 //! under load — snapshot, records pruned, stop, start — keeps `/admin/state` exactly.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
+#![expect(
+    clippy::too_many_lines,
+    reason = "one upgrade scenario per test, step by step"
+)]
 
 use crate::support;
 

@@ -4,7 +4,10 @@
 //! `count_tokens`, stored responses with their affinity), Codex's WebSocket probe, and stream
 //! timing for a model that thinks before its first delta.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use crate::support;
 

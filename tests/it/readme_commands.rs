@@ -1,7 +1,11 @@
 //! The README's commands work as written: `init`, `check`, `serve` without a config, `replay`
 //! on a journal, `--help` on every command, and the exit codes of the contract.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -2,7 +2,11 @@
 //! persistence, killed by PID when dropped: one plain server, one TLS server with a test CA
 //! made here (rcgen), and a three-shard Redis Cluster (`redis-cli --cluster create`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -9,7 +9,11 @@
 //!
 //! Self-contained on purpose (no `support`): the same file builds in an older release's tree.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

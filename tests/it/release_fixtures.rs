@@ -3,7 +3,10 @@
 //! the records after it; the records the snapshot covers pruned) with `state.json`, the state
 //! that release rebuilt from it at `at_ms`. This build must rebuild the same, field by field.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::path::{Path, PathBuf};
 

@@ -3,8 +3,10 @@
 //! time, lose no flushed event, come back with exactly the state a replay of the journal gives,
 //! and never forget a lockout learned more than `flush_every_ms` before the kill.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
+#![expect(
+    clippy::too_many_lines,
+    reason = "one crash scenario per test, step by step"
+)]
 use crate::reliability_support;
 use crate::support;
 

@@ -6,7 +6,10 @@
 //! a failing one; the node-level test assembles the node from its public parts (`AppState`,
 //! `routes`, `LiveConfig`) around a router on a `FailingJournal` instead.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use crate::support;
 

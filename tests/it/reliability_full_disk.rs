@@ -4,7 +4,10 @@
 //!
 //! Needs root (CI runs as root) to mount the tmpfs; elsewhere it says so and does nothing.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use crate::support;
 

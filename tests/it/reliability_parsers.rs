@@ -2,8 +2,6 @@
 //! (config, SSE, body rewrite, header parsers + classifier), with the same invariants
 //! (`fuzz/checks.rs`). Modest case counts; `bench/fuzz.sh` runs the long version.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 #[path = "../../fuzz/checks.rs"]
 mod checks;
 

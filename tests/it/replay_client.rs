@@ -3,7 +3,7 @@
 //! events of before schema 3 (no client) are not; `--summary`'s spend table still prices each
 //! client's usage, whether a `client_usage` or (schema 5) the success itself carries it.
 
-#![allow(clippy::unwrap_used, clippy::panic)] // test helpers outside #[test] fns
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns")]
 
 use crate::replay_support;
 

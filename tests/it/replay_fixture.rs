@@ -8,7 +8,7 @@
 //! - provider `anthropic`: keys an1..an3 serve combo `claude`; from 14:08 to 14:15 they mostly
 //!   answer 503, so its breaker opens, probes, reopens (escalating) and finally closes.
 
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns")]
 
 use crate::replay_support;
 

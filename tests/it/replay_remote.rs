@@ -2,7 +2,7 @@
 //! pages are followed, the admin key is sent as a Bearer token, chunked bodies are decoded, and
 //! the timeline equals the one read from the journal directory.
 
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns")]
 
 use crate::replay_support;
 

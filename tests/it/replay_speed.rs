@@ -3,8 +3,6 @@
 //! The journal repeats the incident fixture's traffic (shifted in seq and time), written in
 //! 256-event records like the node's writer.
 
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
-
 use crate::replay_support;
 
 use std::time::Instant;

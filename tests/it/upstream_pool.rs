@@ -6,7 +6,11 @@
 //! read to its end hands its connection back at once (the body drives it, `driven`), and one
 //! left half-read closes it.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed step fails the test loudly"
+)]
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use quotaroute::upstream::client::UpstreamClient;
+use quotaroute::internals::UpstreamClient;
 use quotaroute_actors::policy::classify::TransportFailure;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

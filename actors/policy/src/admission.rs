@@ -72,7 +72,10 @@ pub fn admission(
 /// whether its provider is DEGRADED, and its pace (§13) when `pacing` is on. `connection` is
 /// the combo's copy of the connection (`None`: not known yet, so nothing blocks, saturates or
 /// paces it).
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each argument is one input the rule reads; a struct of them would only rename them"
+)]
 pub fn evaluate_target(
     weight: u32,
     exec_key: Arc<str>,

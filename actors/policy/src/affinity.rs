@@ -95,6 +95,39 @@ impl Placement {
     }
 }
 
+/// The affinity a request's turn follows (behaviour §10), the strongest that holds: the
+/// connection storing the response it continues, then the maker of its encrypted items (both
+/// hard: the turn must go there), else its conversation's group (soft: a preference inside
+/// selection, only with affinity on). The node asks it to build the request, `decide` to
+/// place the turn: hard before soft is stated here only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnAffinity<'a, G> {
+    StoredResponse(&'a str),
+    EncryptedMaker(&'a str),
+    Group(G),
+    None,
+}
+
+/// Which affinity a turn follows, by precedence. `group` is asked only when no hard affinity
+/// holds and affinity is `enabled` (finding it reads the prompt).
+pub fn turn_affinity<'a, G>(
+    stored_response: Option<&'a str>,
+    encrypted_maker: Option<&'a str>,
+    enabled: bool,
+    group: impl FnOnce() -> Option<G>,
+) -> TurnAffinity<'a, G> {
+    if let Some(connection) = stored_response {
+        return TurnAffinity::StoredResponse(connection);
+    }
+    if let Some(maker) = encrypted_maker {
+        return TurnAffinity::EncryptedMaker(maker);
+    }
+    match enabled.then(group).flatten() {
+        Some(group) => TurnAffinity::Group(group),
+        None => TurnAffinity::None,
+    }
+}
+
 /// Places one turn. `bound` is the group's binding (`None`: a new group), as an index into
 /// `targets` (`Some(None)`: its target is not among them); `lead_exceeded` says the bound
 /// target ran past `max_lead`. A held turn is moved to the head of `selection.order` and made
@@ -452,5 +485,32 @@ mod tests {
         assert!(!leads.exceeded("c1/m", 0, 4));
         assert!(leads.by_key["c1/m"] >= -4, "no banked credit");
         assert!(leads.exceeded("c0/m", 10, 4));
+    }
+
+    #[test]
+    fn hard_affinities_come_before_the_group() {
+        use TurnAffinity::{EncryptedMaker, Group, StoredResponse};
+        let asked = std::cell::Cell::new(0);
+        let group = || {
+            asked.set(asked.get() + 1);
+            Some(7u64)
+        };
+        let rows = [
+            // (stored response, maker, affinity on, followed)
+            (Some("a"), Some("b"), true, StoredResponse("a")),
+            (Some("a"), None, true, StoredResponse("a")),
+            (None, Some("b"), true, EncryptedMaker("b")),
+            (None, Some("b"), false, EncryptedMaker("b")),
+            (None, None, true, Group(7)),
+            (None, None, false, TurnAffinity::None),
+        ];
+        for (stored, maker, enabled, followed) in rows {
+            assert_eq!(turn_affinity(stored, maker, enabled, group), followed);
+        }
+        assert_eq!(asked.get(), 1, "the group is found only when it counts");
+        assert_eq!(
+            turn_affinity::<u64>(None, None, true, || None),
+            TurnAffinity::None
+        );
     }
 }

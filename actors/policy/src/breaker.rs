@@ -171,7 +171,10 @@ impl BreakerState {
     /// Decide what one settled upstream request means to the breaker. Callers pass only outcomes
     /// the breaker column of §4 names: `failure` for timeout/server/network, `!failure` for 2xx.
     /// `started_at_ms` is when the request was sent; `was_probe` says it held a probe token.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "each argument is one input the rule reads; a struct of them would only rename them"
+    )]
     pub fn on_outcome(
         &self,
         provider: &str,

@@ -2,8 +2,6 @@
 //! quota until midnight Pacific whatever its `retryDelay`, the minute's for its `retryDelay`,
 //! bad and suspended keys as the account's failure, the rest as before.
 
-#![allow(clippy::unwrap_used)]
-
 use http::HeaderMap;
 use quotaroute_journal::{ApiFormat, OutcomeClass};
 use serde_json::{json, Value};

@@ -38,6 +38,7 @@ pub mod request;
 pub mod request_events;
 pub mod reset_hint;
 pub mod router_state;
+pub mod same_target_retry;
 pub mod selection;
 pub mod smooth_drr;
 pub mod stored_responses;

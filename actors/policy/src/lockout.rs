@@ -186,7 +186,10 @@ impl ModelLockouts {
     /// the upstream's own reset as a duration from `now`, if it gave one. Returns evictions (if
     /// the cap is reached) followed by the `ModelLocked`, or nothing when the lock would not end
     /// later than the active one.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "each argument is one input the rule reads; a struct of them would only rename them"
+    )]
     pub fn on_failure(
         &self,
         provider: &str,

@@ -10,9 +10,12 @@
 //! - [`week`] — the subscription week, pacing on and off (behaviour §13; m, n).
 //!
 //! Used by `actors/tests/simulate.rs` (short runs) and `actors/examples/simulate.rs` (long
-//! runs). A simulator's failed expectation is a failed run, so it may unwrap and panic.
+//! runs). A simulator's failed expectation is a failed run, so it may panic.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::panic,
+    reason = "test code: a failed step fails the run loudly"
+)]
 
 pub mod clients;
 pub mod engine;

@@ -1,8 +1,6 @@
 //! The snapshot layouts, one step at a time: today's round-trips, layout 1 migrates (tagged or
 //! from the unversioned format 1), a newer layout is refused by name, garbage is rejected.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::collections::BTreeMap;
 
 use quotaroute_journal::codec::{self, DamageReason};

@@ -1,6 +1,9 @@
 //! Shared test fixtures: small topologies and a router on an in-memory journal.
 
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::expect_used,
+    reason = "test support: not every test calls every helper, and a failed step fails loudly"
+)]
 
 use std::sync::Arc;
 

@@ -1,5 +1,9 @@
 //! Codec tests: round trips, every damage reason, schema evolution, and no panics on any bytes.
 
+#![expect(
+    clippy::too_many_lines,
+    reason = "each test walks one codec scenario end to end"
+)]
 use super::*;
 use crate::event::*;
 use crate::testkit::{sample_envelopes, sample_event, KIND_COUNT};

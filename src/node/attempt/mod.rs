@@ -4,7 +4,9 @@
 //! - `outgoing` — the try's request: the spliced or translated body, the target's items, the
 //!   credential;
 //! - `local_answer` — answers given without sending (a refused translation, a local count);
-//! - [`try_target`] — sending it and where the answer goes;
+//! - [`try_target`] — the target tried, and tried again while policy's same-target rules say
+//!   so (a refreshed credential, encrypted items or thinking left out);
+//! - `send` — one upstream request of it and where the answer goes;
 //! - `stream_start` — a stream opened until its first content;
 //! - `whole_body` + `answer` — a whole answer read, decoded and classified;
 //! - [`charge`] — a success's usage measured, and the client billed where the plan delivers.
@@ -13,12 +15,11 @@ mod answer;
 pub(crate) mod charge;
 mod local_answer;
 mod outgoing;
+mod send;
 pub(crate) mod shape;
 mod stream_start;
 pub(crate) mod try_target;
 mod whole_body;
 
-pub(crate) use shape::{
-    unanswered, unanswered_openly, Attempted, LastFailure, Payload, TryContext,
-};
+pub(crate) use shape::{Attempted, LastFailure, Payload, TryContext};
 pub(crate) use try_target::try_target;

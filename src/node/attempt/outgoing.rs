@@ -39,7 +39,10 @@ pub(super) struct Outgoing<'a> {
 /// The request of one try to `target` with `credential`, or the try's end when nothing can
 /// be sent: the target left the config, a refused translation.
 // The `Err` is the try's end, returned at most once: boxing it would allocate per try.
-#[allow(clippy::result_large_err)]
+#[expect(
+    clippy::result_large_err,
+    reason = "the `Err` is the try's end, returned at most once: boxing it would allocate per try"
+)]
 pub(super) fn prepare<'a>(
     ctx: &TryContext<'a>,
     target: &RoutedTarget,
@@ -79,7 +82,7 @@ pub(super) fn prepare<'a>(
         ),
         (Some(_), Some(direction)) => {
             // Thinking goes back only to the connection that made it, for the client it was
-            // handed to, and not at all after a refused signature (`encrypted_retry`).
+            // handed to, and not at all after a refused signature (`try_target`).
             let client = ctx.seal_client();
             let reasoning =
                 (!ctx.encrypted.is_some_and(EncryptedTurn::leaves_all_out)).then(|| ReasoningKey {

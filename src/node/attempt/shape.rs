@@ -1,7 +1,7 @@
 //! The shapes of one upstream try (behaviour §3, §4): what a try needs from its request
 //! ([`TryContext`]), how it ended ([`Attempted`]: its classified result and what the client may
 //! get of it) and what a failed one leaves for the final answer ([`LastFailure`]). Holds no
-//! I/O: the try itself is `try_target`'s.
+//! I/O: the try itself is `try_target`'s and `send`'s.
 
 use bytes::Bytes;
 use http::header::HeaderMap;

@@ -125,6 +125,7 @@ fn upstream_stream_format(endpoint: Endpoint, direction: Option<Direction>) -> S
             Api::Chat => StreamFormat::OpenAiChat,
             Api::Responses => StreamFormat::OpenAiResponses,
             Api::Messages => StreamFormat::Anthropic,
+            Api::Gemini => StreamFormat::Gemini,
         },
     }
 }

@@ -1,198 +1,161 @@
-//! One upstream try against one target (behaviour §3, §4): the request made for the target
-//! (`outgoing`), sent with the connection's credential, and what came back handed to the
-//! stream's start (`stream_start`) or the whole answer's handling (`answer`) — every class by
-//! the one classifier. Every way a try ends passes [`Sent::end`]: metrics, the log line, the
-//! span. Knows nothing of failover: the decision's plan says what follows.
+//! One target tried (behaviour §3, §4, §10, §14): sent with its connection's credential and,
+//! while policy's same-target rules (`policy::same_target_retry`) answer how it ended, sent to
+//! the same target again with the rule's change made — the credential refreshed after a 401
+//! (one load shared by every request that got it), the encrypted items or the thinking blocks
+//! left out after a 400 refusing them (the turn loses that hidden reasoning, not the
+//! conversation). A retry is not a new attempt of the client's (nothing fails over) but it is
+//! an upstream request: it spends `max_upstream_requests` (`Decision::retry_current`). A
+//! refresh that fails after the 401 fails the try as `network` (the connection cools down and
+//! is tried again later, when its source may work again); a credential that cannot be had at
+//! all fails it the same way without sending anything.
+//!
+//! Owns the loop and the changes' I/O. Which refusal is retried, how and how often is policy's;
+//! one request is `send`'s; other targets are the decision's plan's.
 
-use std::time::{Duration, Instant as StdInstant};
+use std::time::Duration;
 
-use quotaroute_actors::policy::classify::{AttemptFailure, BodyFailure};
-use quotaroute_actors::policy::rate_limit_headers::readings_from_headers;
-use quotaroute_actors::RoutedTarget;
-use quotaroute_journal::OutcomeClass;
-use tokio::time::Instant;
+use quotaroute_actors::policy::classify::AttemptFailure;
+use quotaroute_actors::policy::same_target_retry::{Carried, Change, SameTargetRetries, WhenSpent};
+use quotaroute_actors::{Decision, RoutedTarget};
 
-use crate::config::Secret;
-use crate::node::endpoint::Endpoint;
-use crate::node::metrics;
-use crate::node::stream_relay;
-use crate::telemetry::AttemptSpan;
-use crate::wire::content_coding::content_codings;
+use crate::credentials::credential::Credential;
+use crate::credentials::error::CredentialError;
+use crate::credentials::Trigger;
 
-use super::answer::answered;
-use super::local_answer::counted_locally;
-use super::outgoing::{prepare, Outgoing};
-use super::shape::{unanswered, unanswered_openly, Attempted, TryContext, UpstreamAnswer};
-use super::stream_start;
-use crate::wire::translate::Api;
+use super::send::send;
+use super::shape::{unanswered, unanswered_openly, Attempted, TryContext};
 
-/// One upstream request to `target` with `credential`, classified (behaviour §3, §4).
+/// Tries `decision`'s current target until it serves, fails, or no same-target rule (or no
+/// upstream request of the budget) is left for how it ended.
 pub(crate) async fn try_target(
     ctx: &TryContext<'_>,
+    decision: &mut Decision,
     target: &RoutedTarget,
-    attempt: u32,
-    credential: &Secret,
     upstream_time: &mut Duration,
 ) -> Attempted {
-    // `count_tokens` has no counterpart but on Messages: counted here, nothing sent
-    // (behaviour §14).
-    let serves_messages = ctx
-        .live
-        .providers
-        .get(&*target.provider)
-        .is_some_and(|provider| provider.apis.contains(&Api::Messages));
-    if ctx.endpoint == Endpoint::CountTokens && !serves_messages {
-        return counted_locally(ctx.client_body, ctx.deadline).await;
-    }
-    let (mut request, outgoing) = match prepare(ctx, target, credential) {
-        Ok(prepared) => prepared,
-        Err(mut answered_here) => {
-            answered_here.sent = false;
-            return answered_here;
-        }
+    let Some(credential) = ctx.live.credentials.get(&target.connection) else {
+        return unanswered_openly(AttemptFailure::NotSent, None, "target left the config");
     };
-    // telemetry: this upstream request's client span; the upstream gets its traceparent.
-    let trace = ctx
-        .trace
-        .attempt(target, &outgoing.provider.span_attributes);
-    trace.inject(request.headers_mut());
-    let sent = Sent {
-        ctx,
-        target,
-        attempt,
-        at: StdInstant::now(),
-        trace,
-    };
-    // A streaming try must show content within `first_token_timeout_ms` of being sent,
-    // headers included (§3): a stall before the headers fails over like one after them.
-    let first_token_deadline = ctx
-        .deadline
-        .min(Instant::now() + ctx.live.first_token_timeout);
-    let timeout = stream_relay::remaining(if ctx.streaming() {
-        first_token_deadline
-    } else {
-        ctx.deadline
-    });
-    // The router's clock: the same `now` its policy reads (reset hints, usage windows).
-    let now_ms = ctx.app.router().map_or(0, |router| router.clock().now_ms());
-    let response = match outgoing.provider.client.send(request, timeout).await {
-        Ok(response) => response,
-        Err(failed_send) => {
-            tracing::debug!(
-                request_id = ctx.request_id,
-                client = ctx.client_id(),
-                connection = &*target.connection,
-                reason = %failed_send.message,
-                "upstream request got no answer"
-            );
-            let failed = unanswered(
-                AttemptFailure::Transport(failed_send.failure),
-                None,
-                &failed_send.message,
-                "the upstream could not be reached or did not answer",
-            );
-            return sent.end(failed, &outgoing, upstream_time);
-        }
-    };
-    let status = response.status();
-    sent.trace.status(status.as_u16()); // telemetry
-                                        // The headers are kept (relayed, classified); the body is read on its own.
-    let (http::response::Parts { headers, .. }, body) = response.into_parts();
-    let usage = readings_from_headers(&headers, &target.model, now_ms);
-    let codings = match content_codings(&headers) {
-        Ok(codings) => codings,
-        Err(error) => {
-            let failed = unanswered_openly(
-                AttemptFailure::Body(BodyFailure::Undecodable),
-                Some(status.as_u16()),
-                &format!("upstream answered {status}: {error}"),
-            );
-            return sent.end(failed, &outgoing, upstream_time);
-        }
-    };
-    let answer = UpstreamAnswer {
-        status,
-        headers,
-        body,
-        codings,
-        usage,
-        now_ms,
-    };
-    let attempted = if status.is_success() && ctx.streaming() {
-        stream_start::start(
+    // On the stack, like everything the loop keeps between requests: a retry allocates
+    // nothing the first request did not.
+    let mut retries = SameTargetRetries::default();
+    // The credential a refresh gave for the next request; otherwise the current one is used.
+    let mut refreshed = None;
+    loop {
+        let loaded = match refreshed.take() {
+            Some(fresh) => fresh,
+            None => match credential.usable().await {
+                Ok(loaded) => loaded,
+                Err(error) => return unavailable(target, &error),
+            },
+        };
+        let tried = send(
             ctx,
             target,
-            (outgoing.direction, outgoing.echo.as_ref()),
-            outgoing.include_usage,
-            &sent.trace,
-            answer,
-            first_token_deadline,
+            decision.attempt(),
+            &loaded.secret,
+            upstream_time,
         )
-        .await
-    } else {
-        let crossing = (outgoing.direction, outgoing.echo.as_ref());
-        answered(ctx, target, crossing, &sent.trace, answer).await
-    };
-    sent.end(attempted, &outgoing, upstream_time)
-}
-
-/// A try on its way: what its end reports.
-struct Sent<'c, 'a> {
-    ctx: &'c TryContext<'a>,
-    target: &'c RoutedTarget,
-    attempt: u32,
-    at: StdInstant,
-    trace: AttemptSpan,
-}
-
-impl Sent<'_, '_> {
-    /// Every way a sent try ends goes through here: its translation and left-out items named
-    /// in the result, the span's class, the upstream time, metrics and the log line.
-    fn end(
-        &self,
-        mut attempted: Attempted,
-        outgoing: &Outgoing<'_>,
-        upstream_time: &mut Duration,
-    ) -> Attempted {
-        if let Some(translation) = &outgoing.translation {
-            attempted.result.translated = Some(translation.direction.label().to_string());
-            attempted.translation = Some(translation.clone());
+        .await;
+        let carried = carried(ctx, target, credential, &tried);
+        let Some(rule) = retries.after_try(&tried.result, carried) else {
+            return tried;
+        };
+        match rule.change {
+            Change::RefreshCredential => {
+                match credential
+                    .refresh(Trigger::Unauthorized, Some(loaded.generation))
+                    .await
+                {
+                    Ok(fresh) if fresh.secret != loaded.secret => refreshed = Some(fresh),
+                    // The source gives the very credential that got the 401: the 401 stands.
+                    Ok(_) => return tried,
+                    Err(error) => return refresh_failed(&error),
+                }
+            }
+            Change::LeaveEncryptedItemsOut | Change::LeaveThinkingOut => {
+                if let Some(encrypted) = ctx.encrypted {
+                    encrypted.leave_all_out();
+                }
+            }
         }
-        attempted.result.items_left_out = outgoing.items_left_out;
-        self.trace.class(attempted.result.class); // telemetry
-        *upstream_time += self.at.elapsed();
-        attempt_done(
-            self.ctx,
-            self.target,
-            self.attempt,
-            attempted.result.class,
-            self.at.elapsed(),
+        if !decision.retry_current() {
+            return match rule.when_spent {
+                WhenSpent::Stands => tried,
+                // The change cured the refusal; only this request's budget is spent.
+                WhenSpent::NotSent => unanswered_openly(
+                    AttemptFailure::NotSent,
+                    tried.result.status,
+                    spent(rule.change),
+                ),
+            };
+        }
+        tracing::debug!(
+            request_id = ctx.request_id,
+            connection = &*target.connection,
+            refused = rule.refusal.as_str(),
+            change = rule.change.as_str(),
+            "the same target again"
         );
-        attempted
     }
 }
 
-/// Metrics and the per-attempt log line (`debug`: per-request logging never costs throughput
-/// at `info`). Ids and classes only — never a key or a body.
-fn attempt_done(
+/// What the try that ended as `tried` carried that a refusal can be about.
+fn carried(
     ctx: &TryContext<'_>,
     target: &RoutedTarget,
-    attempt: u32,
-    class: OutcomeClass,
-    latency: Duration,
-) {
-    if let Some(attempt_metrics) = ctx.live.attempt_metrics.get(&*target.connection) {
-        metrics::attempt(attempt_metrics, class, latency);
+    credential: &Credential,
+    tried: &Attempted,
+) -> Carried {
+    let encrypted = ctx.encrypted;
+    Carried {
+        refreshable_credential: credential.refreshable(),
+        // Translated, the items went up as thinking blocks (or not at all).
+        encrypted_items: tried.translation.is_none()
+            && encrypted.is_some_and(|turn| turn.sends_any_to(&target.connection)),
+        thinking_signatures: encrypted.is_some()
+            && tried
+                .translation
+                .as_ref()
+                .is_some_and(|translation| translation.thinking_restored > 0),
     }
-    tracing::debug!(
-        request_id = ctx.request_id,
-        combo = ctx.combo,
-        client = ctx.client_id(),
-        connection = &*target.connection,
-        model = &*target.model,
-        attempt,
-        class = class.as_str(),
-        latency_ms = latency.as_millis() as u64,
-        "upstream attempt"
-    );
+}
+
+/// A credential that cannot be had: the try fails without sending anything.
+fn unavailable(target: &RoutedTarget, error: &CredentialError) -> Attempted {
+    unanswered(
+        AttemptFailure::NotSent,
+        None,
+        &format!("credential unavailable: {error}"),
+        &format!(
+            "the credential of connection `{}` could not be loaded: {}",
+            target.connection,
+            error.public()
+        ),
+    )
+}
+
+/// A refresh after a 401 that failed.
+fn refresh_failed(error: &CredentialError) -> Attempted {
+    unanswered(
+        AttemptFailure::NotSent,
+        Some(401),
+        &format!("upstream answered 401 and the credential could not be refreshed: {error}"),
+        &format!(
+            "upstream answered 401 and the credential could not be refreshed: {}",
+            error.public()
+        ),
+    )
+}
+
+/// Why a cured refusal ends the try: no upstream request is left for the retry.
+fn spent(change: Change) -> &'static str {
+    match change {
+        Change::RefreshCredential => {
+            "upstream answered 401 to a replaced credential and no upstream request is left to retry with the new one"
+        }
+        Change::LeaveEncryptedItemsOut | Change::LeaveThinkingOut => {
+            "upstream refused the request's encrypted items and no upstream request is left to retry without them"
+        }
+    }
 }

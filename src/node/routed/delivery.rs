@@ -23,7 +23,10 @@ use crate::wire::item_seal::{seal_all, Items, SealedFor};
 use super::response_binding::{bind_response, stored_response_id};
 
 /// A committed stream's response: relayed event by event, reported when it ends.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each argument is one input the rule reads; a struct of them would only rename them"
+)]
 pub(super) fn stream_response(
     ctx: &TryContext<'_>,
     decision: Decision,

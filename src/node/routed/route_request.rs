@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use http::header::HeaderMap;
+use quotaroute_actors::policy::affinity::{turn_affinity, TurnAffinity};
 use quotaroute_actors::{AffinityKey, RouteRequest, Router};
 
 use crate::api_error::{ApiError, ApiErrorKind};
@@ -72,30 +73,33 @@ pub(super) fn ask(
     } else {
         None
     };
-    if route_request.only_connection.is_none() {
-        route_request.encrypted_maker = encrypted
-            .as_ref()
-            .and_then(|turn| turn.items.maker())
-            .map(str::to_owned);
-    }
-    // `previous_response_id` and encrypted items are hard affinities; otherwise the
-    // conversation's group.
-    if route_request.only_connection.is_none()
-        && route_request.encrypted_maker.is_none()
-        && live.affinity.enabled
-    {
-        let client = &route_request.client.id;
-        route_request.affinity = derive_group(
-            client,
-            body,
-            &info.prompt,
-            headers,
-            live.affinity.min_prompt_bytes,
-        )
-        .map(|group| AffinityKey {
-            group: group.digest,
-            client: client.clone(),
-        });
+    // The strongest affinity that holds: `previous_response_id`'s connection, the maker of
+    // the encrypted items, or the conversation's group.
+    let client = &route_request.client.id;
+    match turn_affinity(
+        route_request.only_connection.as_deref(),
+        encrypted.as_ref().and_then(|turn| turn.items.maker()),
+        live.affinity.enabled,
+        || {
+            derive_group(
+                client,
+                body,
+                &info.prompt,
+                headers,
+                live.affinity.min_prompt_bytes,
+            )
+        },
+    ) {
+        TurnAffinity::EncryptedMaker(maker) => {
+            route_request.encrypted_maker = Some(maker.to_owned());
+        }
+        TurnAffinity::Group(group) => {
+            route_request.affinity = Some(AffinityKey {
+                group: group.digest,
+                client: client.clone(),
+            });
+        }
+        TurnAffinity::StoredResponse(_) | TurnAffinity::None => {}
     }
     Ok((route_request, encrypted, carry.refusal))
 }

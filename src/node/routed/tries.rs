@@ -12,8 +12,7 @@ use quotaroute_actors::Decision;
 use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
-use crate::node::attempt::{charge, Attempted, LastFailure, Payload, TryContext};
-use crate::node::encrypted_retry;
+use crate::node::attempt::{self, charge, Attempted, LastFailure, Payload, TryContext};
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 
@@ -44,7 +43,7 @@ pub(crate) async fn serve_tries(
             translation,
             bills_client,
             sent,
-        } = encrypted_retry::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
+        } = attempt::try_target(ctx, &mut decision, &target, &mut upstream_time).await;
         if !sent {
             unsent += 1;
             route.attempts = route.attempts.saturating_sub(1);

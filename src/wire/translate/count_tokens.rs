@@ -1,5 +1,5 @@
-//! `POST /v1/messages/count_tokens` for an OpenAI-format target, answered locally (behaviour
-//! §14): the request's text — system, messages (text, tool calls' inputs, tool results),
+//! `POST /v1/messages/count_tokens` for an OpenAI-format target, and Gemini's `:countTokens`
+//! for a target that is not Gemini's, answered locally (behaviour §14): the request's text — system, messages (text, tool calls' inputs, tool results),
 //! tools — counted with OpenAI's `o200k_base` tokenizer, plus OpenAI's per-message framing
 //! (3 tokens a message, 3 to prime the answer). An estimate of what the target would bill;
 //! nothing is sent upstream.
@@ -125,6 +125,59 @@ pub fn count_tokens_body(body: &[u8]) -> Result<Value, TranslateError> {
     Ok(serde_json::json!({ "input_tokens": total }))
 }
 
+/// The text of Gemini parts: text, calls' names and arguments, results.
+fn gemini_parts_text(content: &Value, into: &mut String) {
+    let parts = content.get("parts").and_then(Value::as_array);
+    for part in parts.into_iter().flatten() {
+        if let Some(text) = part.get("text").and_then(Value::as_str) {
+            into.push_str(text);
+        }
+        for key in [
+            "functionCall",
+            "function_call",
+            "functionResponse",
+            "function_response",
+        ] {
+            if let Some(call) = part.get(key) {
+                into.push_str(&call.to_string());
+            }
+        }
+    }
+}
+
+/// `{"totalTokens": N}` for a Gemini `countTokens` request body (`contents`, or a whole
+/// `generateContentRequest` with its system instruction and tools).
+pub fn gemini_count_tokens_body(body: &[u8]) -> Result<Value, TranslateError> {
+    let request: Value = serde_json::from_slice(body)
+        .map_err(|error| TranslateError::Invalid(format!("the body is not JSON: {error}")))?;
+    let request = request
+        .get("generateContentRequest")
+        .or_else(|| request.get("generate_content_request"))
+        .unwrap_or(&request);
+    let contents = request
+        .get("contents")
+        .and_then(Value::as_array)
+        .ok_or_else(|| TranslateError::Invalid("`contents` must be an array".into()))?;
+    let mut total = PRIMING;
+    let mut text = String::new();
+    let system = request
+        .get("systemInstruction")
+        .or_else(|| request.get("system_instruction"));
+    if let Some(system) = system.filter(|s| !s.is_null()) {
+        gemini_parts_text(system, &mut text);
+        total += PER_MESSAGE;
+    }
+    for content in contents {
+        total += PER_MESSAGE;
+        gemini_parts_text(content, &mut text);
+    }
+    if let Some(tools) = request.get("tools").filter(|t| !t.is_null()) {
+        text.push_str(&tools.to_string());
+    }
+    total += count(&text);
+    Ok(serde_json::json!({ "totalTokens": total }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +201,21 @@ mod tests {
             .unwrap();
         assert!(counted > 20 && counted < 40, "{counted}");
         assert!(count_tokens_body(b"{}").is_err());
+    }
+
+    #[test]
+    fn gemini_count_tokens_are_counted_the_same_way() {
+        let body = json!({"contents": [{"role": "user", "parts": [{"text": "Hello, world!"}]}]});
+        assert_eq!(
+            gemini_count_tokens_body(body.to_string().as_bytes()).unwrap(),
+            json!({"totalTokens": 10})
+        );
+        let whole = json!({"generateContentRequest": {"model": "models/m",
+            "systemInstruction": {"parts": [{"text": "You are terse."}]},
+            "contents": [{"role": "user", "parts": [{"text": "Hello, world!"}]}]}});
+        let counted = gemini_count_tokens_body(whole.to_string().as_bytes()).unwrap();
+        assert!(counted["totalTokens"].as_u64().unwrap() > 10, "{counted}");
+        assert!(gemini_count_tokens_body(b"{}").is_err());
     }
 
     #[test]

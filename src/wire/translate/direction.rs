@@ -9,11 +9,13 @@ pub enum Api {
     Responses,
     /// Anthropic's Messages (`/messages`).
     Messages,
+    /// Google's Gemini (`models/{model}:generateContent`).
+    Gemini,
 }
 
 impl Api {
     /// Every API, in §14's order of preference for a target that does not serve the client's.
-    pub const ALL: [Api; 3] = [Api::Chat, Api::Responses, Api::Messages];
+    pub const ALL: [Api; 4] = [Api::Chat, Api::Responses, Api::Messages, Api::Gemini];
 
     /// Its name in config (`apis`), labels and metrics.
     pub fn name(self) -> &'static str {
@@ -21,6 +23,7 @@ impl Api {
             Api::Chat => "chat",
             Api::Responses => "responses",
             Api::Messages => "messages",
+            Api::Gemini => "gemini",
         }
     }
 
@@ -35,6 +38,8 @@ impl Api {
             Api::Chat => "/chat/completions",
             Api::Responses => "/responses",
             Api::Messages => "/messages",
+            // The node appends `/{model}:{method}`.
+            Api::Gemini => "/models",
         }
     }
 
@@ -52,13 +57,19 @@ pub struct Direction {
 }
 
 /// The label of each pair, `client>target`, `ALL`'s order.
-const LABELS: [&str; 6] = [
+const LABELS: [&str; 12] = [
     "chat>responses",
     "chat>messages",
     "responses>chat",
     "responses>messages",
     "messages>chat",
     "messages>responses",
+    "chat>gemini",
+    "responses>gemini",
+    "messages>gemini",
+    "gemini>chat",
+    "gemini>responses",
+    "gemini>messages",
 ];
 
 impl Direction {
@@ -73,15 +84,27 @@ impl Direction {
     pub const RESPONSES_TO_MESSAGES: Direction = Direction::pair(Api::Responses, Api::Messages);
     pub const MESSAGES_TO_CHAT: Direction = Direction::pair(Api::Messages, Api::Chat);
     pub const MESSAGES_TO_RESPONSES: Direction = Direction::pair(Api::Messages, Api::Responses);
+    pub const CHAT_TO_GEMINI: Direction = Direction::pair(Api::Chat, Api::Gemini);
+    pub const RESPONSES_TO_GEMINI: Direction = Direction::pair(Api::Responses, Api::Gemini);
+    pub const MESSAGES_TO_GEMINI: Direction = Direction::pair(Api::Messages, Api::Gemini);
+    pub const GEMINI_TO_CHAT: Direction = Direction::pair(Api::Gemini, Api::Chat);
+    pub const GEMINI_TO_RESPONSES: Direction = Direction::pair(Api::Gemini, Api::Responses);
+    pub const GEMINI_TO_MESSAGES: Direction = Direction::pair(Api::Gemini, Api::Messages);
 
-    /// Every pair of two different APIs.
-    pub const ALL: [Direction; 6] = [
+    /// Every pair of two different APIs (12 for four).
+    pub const ALL: [Direction; 12] = [
         Direction::CHAT_TO_RESPONSES,
         Direction::CHAT_TO_MESSAGES,
         Direction::RESPONSES_TO_CHAT,
         Direction::RESPONSES_TO_MESSAGES,
         Direction::MESSAGES_TO_CHAT,
         Direction::MESSAGES_TO_RESPONSES,
+        Direction::CHAT_TO_GEMINI,
+        Direction::RESPONSES_TO_GEMINI,
+        Direction::MESSAGES_TO_GEMINI,
+        Direction::GEMINI_TO_CHAT,
+        Direction::GEMINI_TO_RESPONSES,
+        Direction::GEMINI_TO_MESSAGES,
     ];
 
     const fn pair(client: Api, target: Api) -> Direction {
@@ -127,5 +150,13 @@ mod tests {
             assert_eq!(Direction::from_label(label), Some(direction));
         }
         assert_eq!(Direction::between(Api::Chat, Api::Chat), None);
+        // Every pair of two different APIs is one of them.
+        for client in Api::ALL {
+            for target in Api::ALL {
+                let found = Direction::ALL.contains(&Direction { client, target });
+                assert_eq!(found, client != target, "{client:?}>{target:?}");
+            }
+        }
+        assert_eq!(Api::from_name("gemini"), Some(Api::Gemini));
     }
 }

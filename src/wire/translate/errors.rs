@@ -44,20 +44,37 @@ pub fn read(status: u16, body: &[u8]) -> ErrorForm {
         .and_then(|e| e.get("message").and_then(Value::as_str).or(e.as_str()))
         .map(str::to_owned)
         .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(2048).collect());
+    // Google's shape: its `status` name is the type, its `ErrorInfo.reason` the code (its
+    // `code` is the HTTP status).
+    let google = error.and_then(|e| e.get("status")).and_then(Value::as_str);
     let kind = error
         .and_then(|e| e.get("type"))
         .and_then(Value::as_str)
+        .or(google)
         .map(str::to_owned);
-    let code = error
-        .and_then(|e| e.get("code"))
-        .filter(|c| !c.is_null())
-        .cloned();
+    let code = match google {
+        Some(_) => error.and_then(google_reason).map(Value::String),
+        None => error
+            .and_then(|e| e.get("code"))
+            .filter(|c| !c.is_null())
+            .cloned(),
+    };
     ErrorForm {
         status,
         message,
         kind,
         code,
     }
+}
+
+/// The `reason` of a Google error's `ErrorInfo` detail.
+fn google_reason(error: &Value) -> Option<String> {
+    error
+        .get("details")?
+        .as_array()?
+        .iter()
+        .find_map(|detail| detail.get("reason")?.as_str())
+        .map(str::to_owned)
 }
 
 /// `body`, an upstream error of `direction`'s target API, as the client's error body.
@@ -73,6 +90,15 @@ pub fn write(client: super::Api, error: &ErrorForm) -> Bytes {
         kind,
         code,
     } = error.clone();
+    if client == super::Api::Gemini {
+        let reason = code
+            .as_ref()
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or(kind);
+        let out = super::gemini::write::error(status, &message, reason.as_deref());
+        return Bytes::from(out.to_string());
+    }
     let out = if client.is_anthropic() {
         json!({
             "type": "error",

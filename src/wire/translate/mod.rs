@@ -1,5 +1,5 @@
-//! Translation between the generation APIs (behaviour §14): Chat Completions, Responses and
-//! Messages, any client API on any host API, through one internal form. Requests on the way
+//! Translation between the generation APIs (behaviour §14): Chat Completions, Responses,
+//! Messages and Gemini, any client API on any host API, through one internal form. Requests on the way
 //! up, JSON answers, streams (event by event) and error bodies on the way down. Pure: no I/O,
 //! no clock (the caller passes `created`); the node picks a [`Direction`] when a target does
 //! not serve the client's API and uses nothing here otherwise, so same-API traffic keeps the
@@ -8,16 +8,17 @@
 //! Layout — the hub, and one reader and one writer per API:
 //! - `hub` — the internal form (`hub::form`: request, answer, stream event, usage, finish,
 //!   error) every API is read into and written from.
-//! - `chat`, `responses`, `messages` — each API's `read` (a client's request, an upstream's
+//! - `chat`, `responses`, `messages`, `gemini` — each API's `read` (a client's request, an upstream's
 //!   answer and usage into the form), `write` (the form as an upstream request or a client's
 //!   answer), `read_stream` (upstream SSE into the form's events) and `write_stream` (the
-//!   form's events in the client's protocol, with bounded state).
+//!   form's events in the client's protocol, with bounded state). `gemini` also makes the
+//!   call ids Gemini does not give, cleans schemas to its subset and frames its streams.
 //! - `direction` — the APIs and which pair a request crosses (`chat>messages`).
 //! - `openai_common` — what the two OpenAI APIs share on the way in (parts, tools, limits).
 //! - `params` — what cannot be carried (refused or dropped), effort ↔ budget.
 //! - `errors` — upstream error bodies in the client's error shape.
-//! - `count_tokens` — Messages `count_tokens` for a target that is not Anthropic's, counted
-//!   locally.
+//! - `count_tokens` — Messages `count_tokens` for a target that is not Anthropic's, and
+//!   Gemini's `countTokens` for one that is not Gemini's, counted locally.
 //! - `openai_user` — Anthropic's `metadata.user_id` as OpenAI's `user` (64 characters at most).
 //! - `stream` — the one stream translator the relay drives (a reader and a writer);
 //!   `sse_write` writes its events.
@@ -27,6 +28,7 @@ mod chat;
 mod count_tokens;
 mod direction;
 mod errors;
+mod gemini;
 pub mod hub;
 mod messages;
 mod openai_common;
@@ -37,9 +39,11 @@ mod sse_write;
 mod stream;
 mod thinking_carry;
 
-pub use count_tokens::count_tokens_body;
+pub use count_tokens::{count_tokens_body, gemini_count_tokens_body};
 pub use direction::{Api, Direction};
 pub use errors::error_body;
+pub use gemini::framing::{Framer as GeminiFramer, Framing as GeminiFraming};
+pub use gemini::write::{error as gemini_error, google_status};
 pub use responses::echo::Echo;
 pub use responses::write::TRANSLATED_RESPONSE_PREFIX;
 pub use stream::StreamTranslator;
@@ -109,6 +113,17 @@ pub fn translate_request(
     body: &[u8],
     settings: RequestSettings<'_>,
 ) -> Result<TranslatedRequest, TranslateError> {
+    translate_request_as(direction, body, settings, None)
+}
+
+/// [`translate_request`] for a client whose path, not its body, says whether it streams
+/// (Gemini's `:streamGenerateContent`): `stream` overrides the body's `stream`.
+pub fn translate_request_as(
+    direction: Direction,
+    body: &[u8],
+    settings: RequestSettings<'_>,
+    stream: Option<bool>,
+) -> Result<TranslatedRequest, TranslateError> {
     let request: Value = serde_json::from_slice(body)
         .map_err(|error| TranslateError::Invalid(format!("the body is not JSON: {error}")))?;
     let Value::Object(request) = request else {
@@ -118,25 +133,32 @@ pub fn translate_request(
     };
     let mut dropped = Vec::new();
     let mut reasoning = ReasoningCounts::default();
-    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let stream = stream.unwrap_or(request.get("stream").and_then(Value::as_bool) == Some(true));
     let include_usage = request
         .get("stream_options")
         .and_then(|options| options.get("include_usage"))
         .and_then(Value::as_bool)
         == Some(true);
-    // Thinking goes back only to an Anthropic target (no other checks its signature).
+    // Thinking goes back only to a target that checks its signature (Anthropic's, Gemini's),
+    // and only to the connection that made it (the key opens no other's).
     let key = settings
         .reasoning
-        .filter(|_| direction.target == Api::Messages);
-    let form = match direction.client {
+        .filter(|_| matches!(direction.target, Api::Messages | Api::Gemini));
+    let mut form = match direction.client {
         Api::Chat => chat::read::request(&request, &mut dropped)?,
         Api::Responses => responses::read::request(&request, key, &mut dropped, &mut reasoning)?,
         Api::Messages => messages::read::request(&request, &mut dropped)?,
+        Api::Gemini => gemini::read::request(&request, &mut dropped)?,
     };
+    form.stream = stream;
     let translated = match direction.target {
         Api::Chat => chat::write::request(&form, settings)?,
         Api::Responses => responses::write::request(&form, settings)?,
         Api::Messages => messages::write::request(&form, settings, &mut dropped)?,
+        // Only a Responses client's signatures came sealed to this connection.
+        Api::Gemini => {
+            gemini::write::request(&form, direction.client == Api::Responses, &mut dropped)?
+        }
     };
     let body = serde_json::to_vec(&translated)
         .map_err(|error| TranslateError::Invalid(error.to_string()))?;
@@ -176,11 +198,14 @@ pub fn translate_answer(
         Api::Chat => chat::read::answer(&answer),
         Api::Responses => responses::read::answer(&answer),
         Api::Messages => messages::read::answer(&answer),
+        // Gemini's signatures go only to a client that carries them sealed.
+        Api::Gemini => gemini::read::answer(&answer, direction.client == Api::Responses, created),
     };
     let translated = match direction.client {
         Api::Chat => chat::write::answer(&form, created),
         Api::Responses => responses::write::answer(&form, created, echo),
         Api::Messages => messages::write::answer(&form),
+        Api::Gemini => gemini::write::answer(&form),
     };
     serde_json::to_vec(&translated)
         .map(Bytes::from)
@@ -192,3 +217,9 @@ mod tests;
 
 #[cfg(test)]
 mod tests_cross;
+
+#[cfg(test)]
+mod tests_gemini;
+
+#[cfg(test)]
+mod tests_gemini_stream;

@@ -9,6 +9,8 @@ use bytes::BytesMut;
 
 use super::chat::{read_stream::ChatReader, write_stream::ChatWriter};
 use super::direction::{Api, Direction};
+use super::gemini::framing::Framing;
+use super::gemini::{read_stream::GeminiReader, write_stream::GeminiWriter};
 use super::hub::form::Event;
 use super::messages::{read_stream::MessagesReader, write_stream::MessagesWriter};
 use super::responses::echo::Echo;
@@ -21,6 +23,7 @@ enum Reader {
     Chat(ChatReader),
     Responses(ResponsesReader),
     Messages(MessagesReader),
+    Gemini(GeminiReader),
 }
 
 /// Writes the hub's events in a client API's protocol.
@@ -29,6 +32,7 @@ enum Writer {
     Chat(ChatWriter),
     Responses(Box<ResponsesWriter>),
     Messages(MessagesWriter),
+    Gemini(GeminiWriter),
 }
 
 /// A stream's translation state, one per translated stream.
@@ -49,11 +53,17 @@ impl StreamTranslator {
             Api::Chat => Reader::Chat(ChatReader::default()),
             Api::Responses => Reader::Responses(ResponsesReader::default()),
             Api::Messages => Reader::Messages(MessagesReader::default()),
+            // Gemini's signatures go only to a client that carries them sealed.
+            Api::Gemini => Reader::Gemini(GeminiReader::new(
+                direction.client == Api::Responses,
+                created,
+            )),
         };
         let writer = match direction.client {
             Api::Chat => Writer::Chat(ChatWriter::new(include_usage, created)),
             Api::Responses => Writer::Responses(Box::new(ResponsesWriter::new(created, echo))),
             Api::Messages => Writer::Messages(MessagesWriter::new()),
+            Api::Gemini => Writer::Gemini(GeminiWriter::new(Framing::Sse)),
         };
         StreamTranslator {
             reader,
@@ -62,12 +72,22 @@ impl StreamTranslator {
         }
     }
 
+    /// A Gemini client that asked without `?alt=sse`: its stream is one JSON array (call
+    /// before the first event; other clients' streams are as they were).
+    pub fn gemini_json_array(mut self) -> Self {
+        if let Writer::Gemini(w) = &mut self.writer {
+            w.set_framing(Framing::JsonArray);
+        }
+        self
+    }
+
     fn write(&mut self, out: &mut BytesMut) {
         for event in self.events.drain(..) {
             match &mut self.writer {
                 Writer::Chat(w) => w.event(&event, out),
                 Writer::Responses(w) => w.event(&event, out),
                 Writer::Messages(w) => w.event(&event, out),
+                Writer::Gemini(w) => w.event(&event, out),
             }
         }
     }
@@ -78,6 +98,7 @@ impl StreamTranslator {
             Reader::Chat(r) => r.event(&event.data, &mut self.events),
             Reader::Responses(r) => r.event(&event.data, &mut self.events),
             Reader::Messages(r) => r.event(&event.data, &mut self.events),
+            Reader::Gemini(r) => r.event(&event.data, &mut self.events),
         }
         self.write(out);
     }
@@ -88,6 +109,7 @@ impl StreamTranslator {
             Reader::Chat(r) => r.finish(&mut self.events),
             Reader::Responses(r) => r.finish(&mut self.events),
             Reader::Messages(r) => r.finish(&mut self.events),
+            Reader::Gemini(r) => r.finish(&mut self.events),
         }
         self.write(out);
     }
@@ -104,6 +126,7 @@ impl StreamTranslator {
             Writer::Chat(w) => w.error(message, code, out),
             Writer::Responses(w) => w.error(message, code, out),
             Writer::Messages(w) => w.error(message, error_type, out),
+            Writer::Gemini(w) => w.error(message, code, out),
         }
     }
 }

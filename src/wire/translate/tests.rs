@@ -1,8 +1,6 @@
 //! Table-driven tests of each direction (requests, answers, streams) and a proptest that any
 //! chunking of an upstream stream translates to the same client stream.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use bytes::BytesMut;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -10,7 +8,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::wire::sse::SseParser;
 
-const SETTINGS: RequestSettings<'static> = RequestSettings {
+pub(super) const SETTINGS: RequestSettings<'static> = RequestSettings {
     model: "upstream-model",
     default_max_tokens: 8192,
     reasoning: None,
@@ -307,7 +305,7 @@ pub(super) fn anthropic_answer() -> Value {
 }
 
 /// The thinking block a reasoning item carries (before the node seals it).
-fn carried_block(item: &Value) -> Value {
+pub(super) fn carried_block(item: &Value) -> Value {
     super::thinking_carry::block_of(item["encrypted_content"].as_str().unwrap()).unwrap()
 }
 

@@ -2,8 +2,6 @@
 //! Chat Completions on a responses-only host): requests, answers, streams and errors, and the
 //! pieces every pair shares (images, tool choices, merged turns).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -259,7 +257,7 @@ fn chat_answers_become_responses_answers() {
 }
 
 /// A Responses stream: reasoning, text, a call whose arguments come in pieces, usage.
-fn responses_stream() -> String {
+pub(super) fn responses_stream() -> String {
     let events = [
         json!({"type": "response.created", "sequence_number": 0, "response": {"id": "resp_s", "object": "response", "status": "in_progress", "model": "gpt-x", "output": []}}),
         json!({"type": "response.in_progress", "sequence_number": 1, "response": {"id": "resp_s", "status": "in_progress", "model": "gpt-x", "output": []}}),

@@ -2,7 +2,11 @@
 //! port, raw TCP requests for malformed HTTP, and the admin view a journal replay would give.
 //! Builds on `tests/support` (the in-process harness), which it must not change.
 
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "test support: not every test calls every helper, and a failed step fails loudly"
+)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;

@@ -1,7 +1,11 @@
 //! Shared helpers of the replay tests: the incident fixture, importing it into a sled journal,
 //! running `replay` in-process, and golden files regenerated with `QR_REGEN_INCIDENT=1`.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::panic)] // test support: failing loudly is the point
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test support: failing loudly is the point"
+)]
 
 use std::path::{Path, PathBuf};
 

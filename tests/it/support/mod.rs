@@ -1,7 +1,11 @@
 //! Shared harness for the node's black-box tests: a mock upstream and a node on ephemeral
 //! loopback ports, a journal in a temp dir, and a reqwest client.
 
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test support: not every test calls every helper, and a failed step fails loudly"
+)]
 
 pub mod claude_tmux;
 pub mod clients;

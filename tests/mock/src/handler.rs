@@ -77,12 +77,7 @@ async fn answer(
     let _in_progress = mock.enter(&key);
     mock.record_head(method, uri, request_headers);
     mock.record_body(uri.path(), body);
-    if let Ok(value) = HeaderValue::from_str(&key) {
-        headers.insert("x-mock-key", value);
-    }
-    for (name, value) in mock.response_headers(&key) {
-        insert(&mut headers, &name, &value);
-    }
+    key_headers(mock, &key, &mut headers);
     if let Some(route) = StoredRoute::from_path(uri.path()) {
         return stored_api::answer(mock, method, route, uri.query(), &key, headers).await;
     }
@@ -90,13 +85,7 @@ async fn answer(
         let reply = error_bodies::for_status(Dialect::OpenAi, 404, "", "unknown");
         return error_response(reply, headers);
     };
-    let api = match endpoint {
-        Endpoint::ChatCompletions => Some("chat"),
-        Endpoint::Responses | Endpoint::Compact => Some("responses"),
-        Endpoint::Messages | Endpoint::CountTokens => Some("messages"),
-        Endpoint::Completions | Endpoint::Embeddings => None,
-    };
-    if api.is_some_and(|api| !mock.serves_api(&key, api)) {
+    if !serves(mock, &key, endpoint) {
         let reply = error_bodies::unknown_route(method.as_str(), uri.path());
         return error_response(reply, headers);
     }
@@ -114,18 +103,11 @@ async fn answer(
         return error_response(reply, headers);
     };
     turn.tool_call = tool_calls::requested(endpoint, &parsed);
-    let missing_previous = turn
-        .previous_response_id
-        .clone()
-        .filter(|id| mock.stored_response(&key, id).is_none());
-    // An encrypted item this key did not make is refused (behaviour §10 "Encrypted items").
-    let unreadable = matches!(endpoint, Endpoint::Responses | Endpoint::Compact)
-        .then(|| encrypted::unreadable_item(&parsed, &key))
-        .flatten();
-    // A thinking block another account signed is refused, as Anthropic refuses it.
-    let refused_signature = (endpoint == Endpoint::Messages)
-        .then(|| thinking::refused_signature(&parsed, &key))
-        .flatten();
+    let Refusals {
+        missing_previous,
+        unreadable,
+        refused_signature,
+    } = refusals(mock, endpoint, &parsed, &key, &turn);
     // count_tokens and refused requests use no tokens.
     let tokens = if endpoint == Endpoint::CountTokens
         || missing_previous.is_some()
@@ -138,31 +120,16 @@ async fn answer(
     };
     let admission = mock.admit(&key, &turn.model, turn.streaming, tokens);
     turn.sequence = admission.sequence;
-    turn.encrypted_content = match endpoint {
-        Endpoint::Responses if turn.compaction_trigger => {
-            Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence)))
-        }
-        Endpoint::Responses if encrypted::asks_for_encrypted_reasoning(&parsed) => {
-            Some(encrypted::seal(&key, &openai::reasoning_id(turn.sequence)))
-        }
-        Endpoint::Compact => Some(encrypted::seal(&key, &openai::compaction_id(turn.sequence))),
-        _ => None,
-    };
-    turn.thinking_signature = (endpoint == Endpoint::Messages && thinking::enabled(&parsed))
-        .then(|| thinking::signature(&key, thinking::THINKING_TEXT));
-    if key.is_empty() {
-        budget_headers(&mut headers, dialect, &admission.rate, true);
-        return error_response(
-            error_bodies::for_status(dialect, 401, "", &turn.model),
-            headers,
-        );
-    }
-    if !mock.key_admitted(&key) {
-        budget_headers(&mut headers, dialect, &admission.rate, true);
-        return error_response(
-            error_bodies::for_status(dialect, 401, &key, &turn.model),
-            headers,
-        );
+    seal_items(endpoint, &parsed, &key, &mut turn);
+    if let Some(refused) = refused_key(
+        mock,
+        &key,
+        dialect,
+        &turn.model,
+        &admission.rate,
+        &mut headers,
+    ) {
+        return refused;
     }
     let plan_spent = admission
         .rate
@@ -206,31 +173,7 @@ async fn answer(
             }
         }
     };
-    if endpoint == Endpoint::Responses
-        && turn.store
-        && shape.ending == StreamEnding::Complete
-        && !shape.abort
-    {
-        mock.store_response(
-            openai::response_id(&turn),
-            StoredResponse {
-                key: key.clone(),
-                model: turn.model.clone(),
-                response: openai::response_object(&turn, "completed", true),
-                input_items: stored::input_items(&parsed, turn.sequence),
-            },
-        );
-    }
-    if matches!(
-        endpoint,
-        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses
-    ) {
-        let cache = mock.prompt_cache(&key, &parsed);
-        turn.cached_tokens = cache.read.min(turn.prompt_tokens);
-        turn.cache_write_tokens = cache
-            .written
-            .min(turn.prompt_tokens.saturating_sub(turn.cached_tokens));
-    }
+    remember(mock, endpoint, &key, &parsed, &mut turn, &shape);
     turn.usage_override = shape.usage.clone();
     success(
         &turn,
@@ -239,6 +182,135 @@ async fn answer(
         shape,
         mock.events_sent_counter(),
     )
+}
+
+/// The headers every answer to `key` carries: the key it was sent with and the ones a test
+/// set for it.
+fn key_headers(mock: &MockUpstream, key: &str, headers: &mut HeaderMap) {
+    if let Ok(value) = HeaderValue::from_str(key) {
+        headers.insert("x-mock-key", value);
+    }
+    for (name, value) in mock.response_headers(key) {
+        insert(headers, &name, &value);
+    }
+}
+
+/// Whether `key` is served `endpoint`'s API (a test may limit a key to some APIs).
+fn serves(mock: &MockUpstream, key: &str, endpoint: Endpoint) -> bool {
+    let api = match endpoint {
+        Endpoint::ChatCompletions => Some("chat"),
+        Endpoint::Responses | Endpoint::Compact => Some("responses"),
+        Endpoint::Messages | Endpoint::CountTokens => Some("messages"),
+        Endpoint::Completions | Endpoint::Embeddings => None,
+    };
+    api.is_none_or(|api| mock.serves_api(key, api))
+}
+
+/// What the provider would refuse in a request before serving it.
+struct Refusals {
+    /// A `previous_response_id` this key has no stored response for.
+    missing_previous: Option<String>,
+    /// An encrypted item this key did not make (behaviour §10 "Encrypted items").
+    unreadable: Option<String>,
+    /// A thinking block another account signed, as Anthropic refuses it.
+    refused_signature: Option<String>,
+}
+
+fn refusals(
+    mock: &MockUpstream,
+    endpoint: Endpoint,
+    parsed: &Value,
+    key: &str,
+    turn: &Turn,
+) -> Refusals {
+    Refusals {
+        missing_previous: turn
+            .previous_response_id
+            .clone()
+            .filter(|id| mock.stored_response(key, id).is_none()),
+        unreadable: matches!(endpoint, Endpoint::Responses | Endpoint::Compact)
+            .then(|| encrypted::unreadable_item(parsed, key))
+            .flatten(),
+        refused_signature: (endpoint == Endpoint::Messages)
+            .then(|| thinking::refused_signature(parsed, key))
+            .flatten(),
+    }
+}
+
+/// The encrypted items and thinking signature the answer hands out, made with `key` (as the
+/// provider would: an item or signature only this key reads back).
+fn seal_items(endpoint: Endpoint, parsed: &Value, key: &str, turn: &mut Turn) {
+    turn.encrypted_content = match endpoint {
+        Endpoint::Responses if turn.compaction_trigger => {
+            Some(encrypted::seal(key, &openai::compaction_id(turn.sequence)))
+        }
+        Endpoint::Responses if encrypted::asks_for_encrypted_reasoning(parsed) => {
+            Some(encrypted::seal(key, &openai::reasoning_id(turn.sequence)))
+        }
+        Endpoint::Compact => Some(encrypted::seal(key, &openai::compaction_id(turn.sequence))),
+        _ => None,
+    };
+    turn.thinking_signature = (endpoint == Endpoint::Messages && thinking::enabled(parsed))
+        .then(|| thinking::signature(key, thinking::THINKING_TEXT));
+}
+
+/// The 401 for a request without a key, or with one the mock does not admit.
+fn refused_key(
+    mock: &MockUpstream,
+    key: &str,
+    dialect: Dialect,
+    model: &str,
+    rate: &RateSnapshot,
+    headers: &mut HeaderMap,
+) -> Option<Response> {
+    if key.is_empty() {
+        budget_headers(headers, dialect, rate, true);
+        let reply = error_bodies::for_status(dialect, 401, "", model);
+        return Some(error_response(reply, std::mem::take(headers)));
+    }
+    if !mock.key_admitted(key) {
+        budget_headers(headers, dialect, rate, true);
+        let reply = error_bodies::for_status(dialect, 401, key, model);
+        return Some(error_response(reply, std::mem::take(headers)));
+    }
+    None
+}
+
+/// What the answer leaves behind: a stored Responses answer, and the key's prompt cache (the
+/// turn's cached and written tokens).
+fn remember(
+    mock: &MockUpstream,
+    endpoint: Endpoint,
+    key: &str,
+    parsed: &Value,
+    turn: &mut Turn,
+    shape: &SuccessShape,
+) {
+    if endpoint == Endpoint::Responses
+        && turn.store
+        && shape.ending == StreamEnding::Complete
+        && !shape.abort
+    {
+        mock.store_response(
+            openai::response_id(turn),
+            StoredResponse {
+                key: key.to_string(),
+                model: turn.model.clone(),
+                response: openai::response_object(turn, "completed", true),
+                input_items: stored::input_items(parsed, turn.sequence),
+            },
+        );
+    }
+    if matches!(
+        endpoint,
+        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses
+    ) {
+        let cache = mock.prompt_cache(key, parsed);
+        turn.cached_tokens = cache.read.min(turn.prompt_tokens);
+        turn.cache_write_tokens = cache
+            .written
+            .min(turn.prompt_tokens.saturating_sub(turn.cached_tokens));
+    }
 }
 
 /// A 200: JSON, or SSE shaped as `shape` says.

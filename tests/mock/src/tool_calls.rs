@@ -207,6 +207,10 @@ fn function_call_item(turn: &Turn, call: &ToolCall, status: &str, arguments: &st
 
 /// The streamed answer calling `call`: `message_start` (Anthropic) or the role chunk, the
 /// call's start, its arguments in pieces, its end and the usage the format carries.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the mock's frames of each format in turn, as the providers send them"
+)]
 pub fn stream_frames(turn: &Turn, call: &ToolCall, usage: Value) -> Vec<String> {
     let id = call_id(turn);
     let mut frames = Vec::new();

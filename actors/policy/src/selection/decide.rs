@@ -11,8 +11,10 @@ use std::sync::Arc;
 use quotaroute_journal::{BlockReason, RouteDecided, Skipped};
 
 use crate::admission::{take_first_admitted, Admit};
-use crate::affinity::{place, place_hard, AffinitySettings, Placement};
-use crate::quota_share::{select, Strategy};
+use crate::affinity::{
+    place, place_hard, turn_affinity, AffinitySettings, Placement, TurnAffinity,
+};
+use crate::quota_share::{select, Selection, Strategy, TargetView};
 use crate::selection::candidates::Candidates;
 use crate::selection::state::{BindingChange, Changes, SelectionState};
 use crate::selection::target::{AffinityKey, RoutedTarget};
@@ -78,36 +80,31 @@ pub fn decide<A: Admit>(
     let target_at = |i: usize| candidates.target(positions[i]);
     let mut selection = select(combo.strategy, views, &state.deficits);
 
-    // Conversation affinity (behaviour §10): hard affinities first — a stored response's
-    // connection (the candidates already), then encrypted items' maker — else the group.
+    // Conversation affinity (behaviour §10), the strongest that holds: a stored response's
+    // connection (the candidates already), encrypted items' maker, or the group.
     let settings = combo.affinity;
-    let maker = request.encrypted_maker;
-    let group = request
-        .group
-        .filter(|_| settings.enabled && maker.is_none() && request.only_connection.is_none());
+    let affinity = turn_affinity(
+        request.only_connection,
+        request.encrypted_maker,
+        settings.enabled,
+        || request.group,
+    );
+    let group = match affinity {
+        TurnAffinity::Group(key) => Some(key),
+        _ => None,
+    };
     let bound_key: Option<Arc<str>> = group
         .and_then(|key| state.bindings.get(key.group, now_ms, settings.ttl_ms))
         .map(|binding| binding.exec_key.clone());
-    let placement = match (maker, group) {
-        (Some(maker), _) => {
+    let placement = match affinity {
+        TurnAffinity::EncryptedMaker(maker) => {
             let made = (0..positions.len()).find(|&i| &*target_at(i).connection == maker);
             place_hard(made, views, &mut selection)
         }
-        (None, None) => Placement::None,
-        (None, Some(_)) => {
-            let bound = bound_key
-                .as_ref()
-                .map(|key| views.iter().position(|v| v.exec_key == *key));
-            let room_weight: u32 = selection
-                .room
-                .iter()
-                .map(|&i| combo.strategy.drr_weight(views[i].weight))
-                .sum();
-            let lead_exceeded = bound_key
-                .as_ref()
-                .is_some_and(|key| state.leads.exceeded(key, settings.max_lead, room_weight));
-            place(bound, lead_exceeded, views, &mut selection)
+        TurnAffinity::Group(_) => {
+            place_group(combo, state, views, bound_key.as_ref(), &mut selection)
         }
+        TurnAffinity::StoredResponse(_) | TurnAffinity::None => Placement::None,
     };
 
     // The order holds no hard-blocked target: only a probe token can be lost now.
@@ -178,6 +175,29 @@ pub fn decide<A: Admit>(
         },
         route_decided,
     })
+}
+
+/// Places a turn of a group bound to `bound_key` (`None`: a new group), with how far the
+/// bound target ran ahead of its DRR share.
+fn place_group(
+    combo: &ComboRules<'_>,
+    state: &SelectionState,
+    views: &[TargetView],
+    bound_key: Option<&Arc<str>>,
+    selection: &mut Selection,
+) -> Placement {
+    let bound = bound_key.map(|key| views.iter().position(|v| v.exec_key == *key));
+    let room_weight: u32 = selection
+        .room
+        .iter()
+        .map(|&i| combo.strategy.drr_weight(views[i].weight))
+        .sum();
+    let lead_exceeded = bound_key.is_some_and(|key| {
+        state
+            .leads
+            .exceeded(key, combo.affinity.max_lead, room_weight)
+    });
+    place(bound, lead_exceeded, views, selection)
 }
 
 /// What a turn of `key`'s group that went to `taken` does to its binding: a held turn on its

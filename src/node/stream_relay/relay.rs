@@ -1,0 +1,304 @@
+//! The relay of a committed stream: polled by the client's response body, it reads the
+//! upstream's events, counts their usage, seals and translates them, masks the try's keys, and
+//! ends with one error event on a break or a spent budget. Charging and reporting are `report`.
+
+use bytes::{Bytes, BytesMut};
+use quotaroute_actors::policy::classify::{
+    failure_class, AttemptFailure, BodyFailure, TransportFailure,
+};
+use quotaroute_actors::Decision;
+use quotaroute_journal::OutcomeClass;
+use tokio::time::Instant;
+
+use crate::upstream::body::{BodyError, UpstreamBody};
+use crate::wire::sse::SseEvent;
+use crate::wire::stream_error::{anthropic_stream_error, openai_stream_error};
+use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat};
+use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
+use crate::wire::usage::TokenCounts;
+
+use super::charge::{so_far, StreamCharge};
+use super::open::CommittedStream;
+use super::schedule::{ready_data, COALESCE_BYTES};
+
+/// A committed stream being relayed: polled by the client's response body itself (no task, no
+/// channel), one chunk per upstream frame. Reports the attempt when the stream ends — or, if the
+/// client goes away first, after reading the upstream on for its usage (`stream_drain`).
+pub(super) struct Relay {
+    pub(super) stream: CommittedStream,
+    pub(super) decision: Option<Decision>,
+    pub(super) deadline: Instant,
+    pub(super) failure: Option<(OutcomeClass, String)>,
+    pub(super) ended: bool,
+    /// The connection's input-token counters, bumped when the stream ends.
+    pub(super) input_tokens: Option<crate::node::metrics::InputTokenCounters>,
+    /// Counts the stream's usage against its client when it ends; holds the client's ticket.
+    pub(super) client_usage: Option<crate::node::client_gate::StreamUsageSink>,
+    /// The end or an error, seen while gathering a burst; handled on the next call.
+    pub(super) pending: Option<Option<Result<Bytes, BodyError>>>,
+    pub(super) charge: StreamCharge,
+    /// What the client was charged when it left (and its price), before the drain's report.
+    pub(super) precharged: Option<(TokenCounts, Option<f64>)>,
+    /// Being read on after the client left: if this is dropped too (the runtime stops), it
+    /// reports what it has at once.
+    pub(super) draining: bool,
+}
+
+impl Relay {
+    /// The next bytes for the client; `None` once the stream is over (and reported).
+    pub(super) async fn next_chunk(&mut self) -> Option<Bytes> {
+        if !self.stream.buffered.is_empty() {
+            let mut first = BytesMut::new();
+            for chunk in std::mem::take(&mut self.stream.buffered) {
+                first.extend_from_slice(&self.sealed(&chunk));
+            }
+            return Some(self.masked(first));
+        }
+        let mut events: Vec<SseEvent> = Vec::new();
+        loop {
+            let mut upstream_ended = false;
+            if self.ended {
+                self.report_applied().await;
+                return None;
+            }
+            let next = match self.pending.take() {
+                Some(next) => Ok(next),
+                None => {
+                    let silence = Instant::now() + self.stream.idle;
+                    let by = self.deadline.min(silence);
+                    match tokio::time::timeout_at(by, self.stream.body.next_data()).await {
+                        Err(_) if by == self.deadline => {
+                            return self.fail(
+                                failure_class(AttemptFailure::Transport(TransportFailure::Timeout)),
+                                "request_timeout_ms passed",
+                            )
+                        }
+                        other => other,
+                    }
+                }
+            };
+            let mut out = BytesMut::new();
+            match next {
+                Err(_) => {
+                    return self.fail(
+                        failure_class(AttemptFailure::Transport(TransportFailure::Timeout)),
+                        "the upstream was silent for stream_idle_timeout_ms",
+                    )
+                }
+                Ok(Some(Err(BodyError::Decode(error)))) => {
+                    return self.fail(
+                        failure_class(AttemptFailure::Body(BodyFailure::Undecodable)),
+                        &format!("unreadable event stream: {error}"),
+                    )
+                }
+                Ok(Some(Err(BodyError::Transport(error)))) => {
+                    return self.fail(
+                        failure_class(AttemptFailure::Transport(TransportFailure::Reset)),
+                        &format!("upstream stream broke: {error}"),
+                    )
+                }
+                Ok(None) => {
+                    if let Ok(Some(last)) = self.stream.parser.finish() {
+                        events.push(last);
+                    }
+                    self.ended = true;
+                    upstream_ended = true;
+                }
+                Ok(Some(Ok(data))) => {
+                    let mut fed = 0;
+                    let mut next = Some(data);
+                    // Take whatever else has already arrived: one client write per burst
+                    // rather than one per upstream frame.
+                    while let Some(data) = next.take() {
+                        fed += data.len();
+                        if let Err(error) = self.stream.parser.feed(&data, &mut events) {
+                            return self.fail(
+                                failure_class(AttemptFailure::Body(BodyFailure::UnreadableEvents)),
+                                &format!("unreadable event stream: {error}"),
+                            );
+                        }
+                        if fed >= COALESCE_BYTES {
+                            break;
+                        }
+                        match ready_data(&mut self.stream.body).await {
+                            None => break,
+                            Some(Some(Ok(data))) => next = Some(data),
+                            Some(other) => self.pending = Some(other),
+                        }
+                    }
+                }
+            }
+            self.relay_events(&mut events, &mut out);
+            if upstream_ended {
+                if let Some(translator) = self.stream.translator.as_mut() {
+                    let mut tail = BytesMut::new();
+                    translator.finish(&mut tail);
+                    out.extend_from_slice(&self.sealed(&tail));
+                }
+            }
+            if !out.is_empty() {
+                return Some(self.masked(out));
+            }
+        }
+    }
+
+    /// The events read after commit, for the client (`out`): content counted, a usage-only
+    /// event withheld when asked, the upstream's own error event passed on masked (it ends the
+    /// stream).
+    fn relay_events(&mut self, events: &mut Vec<SseEvent>, out: &mut BytesMut) {
+        let watches_budget = self
+            .client_usage
+            .as_ref()
+            .is_some_and(|sink| sink.watches_budget());
+        for event in events.drain(..) {
+            if !matters_after_commit(self.stream.format, &event) {
+                self.stream.usage.count_content(self.stream.format, &event);
+                self.write(&event, out);
+                // Checked after content only: a usage or closing event is always read.
+                if watches_budget && self.budget_reached() {
+                    self.stop_at_budget(out);
+                    return;
+                }
+                continue;
+            }
+            match self.stream.usage.observe(self.stream.format, &event) {
+                EventMeaning::UsageOnly { .. } if self.stream.withhold_usage_only => {}
+                EventMeaning::Error { class, message } => {
+                    // The upstream's own error event reaches the client, masked as an
+                    // error body is (translated: in the client's shape, masked below).
+                    match self.stream.translator.as_mut() {
+                        Some(translator) => translator.event(&event, out),
+                        None => {
+                            let secrets = self.stream.echoes.exposed();
+                            out.extend_from_slice(&mask_sse_event(&event.raw, &secrets, true));
+                        }
+                    }
+                    self.failure = Some((class, message));
+                    self.ended = true;
+                }
+                meaning => {
+                    let content = meaning == EventMeaning::Content;
+                    if content {
+                        self.stream.usage.count_content(self.stream.format, &event);
+                    }
+                    self.write(&event, out);
+                    if content && watches_budget && self.budget_reached() {
+                        self.stop_at_budget(out);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether what the stream used so far takes its client's budget to its end (its running
+    /// cost counted against the budget meanwhile).
+    fn budget_reached(&self) -> bool {
+        self.client_usage
+            .as_ref()
+            .is_some_and(|sink| sink.budget_reached(&so_far(&self.stream.usage, &self.charge)))
+    }
+
+    /// The client's budget is reached: the stream ends with an error event `budget_exceeded`
+    /// and its upstream is dropped at once, which stops the generation (behaviour §11: a
+    /// budget caps what the client's concurrent streams spend). Served, not a failure of the
+    /// connection: it is charged what it used.
+    fn stop_at_budget(&mut self, out: &mut BytesMut) {
+        tracing::info!(
+            connection = &*self.charge.connection,
+            "the client's budget is reached: its stream is stopped"
+        );
+        let message = "this client's budget_usd is spent: the stream was stopped";
+        match self.stream.translator.as_mut() {
+            Some(translator) => {
+                translator.error_coded(message, "budget_exceeded", "rate_limit_error", out)
+            }
+            None => out.extend_from_slice(&match self.stream.format {
+                StreamFormat::Anthropic => anthropic_stream_error(message, "rate_limit_error"),
+                _ => openai_stream_error(message, "budget_exceeded"),
+            }),
+        }
+        self.ended = true;
+        self.pending = None;
+        self.stream.body = UpstreamBody::Decoded(Box::pin(futures_util::stream::empty()));
+    }
+
+    /// One event for the client: its bytes, or its translation, with its encrypted items
+    /// sealed when this stream seals.
+    fn write(&mut self, event: &SseEvent, out: &mut BytesMut) {
+        match self.stream.translator.as_mut() {
+            Some(translator) => {
+                let mut translated = BytesMut::new();
+                translator.event(event, &mut translated);
+                out.extend_from_slice(&self.sealed(&translated));
+            }
+            None => out.extend_from_slice(&self.sealed(&event.raw)),
+        }
+    }
+
+    /// One whole event (or a buffered one) with its encrypted items sealed, when this stream
+    /// seals.
+    fn sealed<'a>(&self, event: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        match &self.stream.sealer {
+            Some(sealer) => sealer.seal(event),
+            None => std::borrow::Cow::Borrowed(event),
+        }
+    }
+
+    /// Whole events for the client, with the try's keys masked.
+    fn masked(&self, out: BytesMut) -> Bytes {
+        let secrets = self.stream.echoes.exposed();
+        match mask_exact(&out, &secrets) {
+            std::borrow::Cow::Borrowed(_) => out.freeze(),
+            std::borrow::Cow::Owned(masked) => Bytes::from(masked),
+        }
+    }
+
+    /// A break after commit: one final error event in the client's protocol.
+    fn fail(&mut self, class: OutcomeClass, message: &str) -> Option<Bytes> {
+        self.failure = Some((class, message.to_string()));
+        self.ended = true;
+        if let Some(translator) = self.stream.translator.as_mut() {
+            let mut out = BytesMut::new();
+            translator.error(message, &mut out);
+            return Some(out.freeze());
+        }
+        Some(match self.stream.format {
+            StreamFormat::Anthropic => anthropic_stream_error(message, "api_error"),
+            _ => openai_stream_error(message, "upstream_error"),
+        })
+    }
+}
+
+/// The client's body for a committed stream.
+pub fn relay_body(
+    stream: CommittedStream,
+    decision: Decision,
+    deadline: Instant,
+    input_tokens: Option<crate::node::metrics::InputTokenCounters>,
+    client_usage: Option<crate::node::client_gate::StreamUsageSink>,
+    charge: StreamCharge,
+) -> axum::body::Body {
+    let relay = Relay {
+        charge,
+        precharged: None,
+        draining: false,
+        input_tokens,
+        client_usage,
+        ended: stream.finished,
+        stream,
+        decision: Some(decision),
+        deadline,
+        failure: None,
+        pending: None,
+    };
+    axum::body::Body::from_stream(futures_util::stream::unfold(
+        relay,
+        |mut relay| async move {
+            relay
+                .next_chunk()
+                .await
+                .map(|chunk| (Ok::<Bytes, std::io::Error>(chunk), relay))
+        },
+    ))
+}

@@ -1,0 +1,116 @@
+//! A body or stream event with every encrypted item sealed for one answer's client and
+//! connection ([`seal_all`], [`ItemSealer`]); a translated answer's carried thinking blocks
+//! encrypted instead.
+
+use std::borrow::Cow;
+
+use base64::Engine;
+use memchr::memmem;
+
+use super::carried::{CARRIED_PLAIN_PREFIX, CARRIED_PREFIX};
+use super::json_spans::{content_spans, write_json_string, FIELD};
+use super::key::SealKey;
+use super::seal::SEAL_PREFIX;
+
+/// The longest connection id a seal carries (config ids are short; a longer one is not sealed).
+const MAX_CONNECTION_BYTES: usize = 256;
+
+/// What an answer's `encrypted_content` strings can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Items {
+    /// The upstream's own (a same-format answer): each sealed, its bytes kept.
+    Upstream,
+    /// A translated answer's: a carried thinking block's plain form is encrypted, anything
+    /// else sealed.
+    Translated,
+}
+
+/// Who an answer's items are sealed for: the client it is handed to and the connection that
+/// answered.
+#[derive(Debug, Clone, Copy)]
+pub struct SealedFor<'a> {
+    pub client: &'a str,
+    pub connection: &'a str,
+}
+
+/// `text` (a JSON body or one SSE event) with every `encrypted_content` string sealed for
+/// `to`'s client and connection (carried thinking blocks of a translated answer encrypted);
+/// borrowed when it holds none (or none that is not sealed already).
+pub fn seal_all<'a>(
+    text: &'a [u8],
+    key: &SealKey,
+    to: SealedFor<'_>,
+    items: Items,
+) -> Cow<'a, [u8]> {
+    let SealedFor { client, connection } = to;
+    if connection.len() > MAX_CONNECTION_BYTES || memmem::find(text, FIELD).is_none() {
+        return Cow::Borrowed(text);
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied_to = 0;
+    for span in content_spans(text) {
+        let Some(value) = span.value(text) else {
+            continue;
+        };
+        let translated = items == Items::Translated;
+        if value.starts_with(SEAL_PREFIX) || (translated && value.starts_with(CARRIED_PREFIX)) {
+            continue;
+        }
+        let sealed = match value.strip_prefix(CARRIED_PLAIN_PREFIX) {
+            // Never in clear: a block that cannot be encrypted leaves empty (and is left out
+            // when it comes back).
+            Some(plain) if translated => base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(plain)
+                .ok()
+                .and_then(|plaintext| key.seal_carried(client, connection, &plaintext))
+                .unwrap_or_default(),
+            _ => key.seal(client, connection, &value),
+        };
+        let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 128));
+        out.extend_from_slice(&text[copied_to..span.start]);
+        write_json_string(out, &sealed);
+        copied_to = span.end;
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut out) => {
+            out.extend_from_slice(&text[copied_to..]);
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// What seals one answer's items: the key, the client it is handed to and the connection that
+/// answered.
+#[derive(Debug, Clone)]
+pub struct ItemSealer {
+    key: SealKey,
+    client: std::sync::Arc<str>,
+    connection: std::sync::Arc<str>,
+    items: Items,
+}
+
+impl ItemSealer {
+    pub fn new(
+        key: SealKey,
+        client: std::sync::Arc<str>,
+        connection: std::sync::Arc<str>,
+        items: Items,
+    ) -> ItemSealer {
+        ItemSealer {
+            key,
+            client,
+            connection,
+            items,
+        }
+    }
+
+    /// [`seal_all`] for this answer.
+    pub fn seal<'a>(&self, text: &'a [u8]) -> Cow<'a, [u8]> {
+        let to = SealedFor {
+            client: &self.client,
+            connection: &self.connection,
+        };
+        seal_all(text, &self.key, to, self.items)
+    }
+}

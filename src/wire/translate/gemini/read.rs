@@ -1,0 +1,511 @@
+//! Gemini into the hub's form: a client's `generateContent` request, an upstream's whole
+//! answer and its `usageMetadata`. Thought parts a Gemini client sends back and their
+//! `thoughtSignature`s are left out (no other account checks them); an upstream's signatures
+//! are read only for a client that carries them sealed (a Responses client's reasoning items).
+
+use serde_json::{Map, Value};
+
+use super::call_ids::{self, Pending};
+use super::schema;
+use super::{array_of, at, member, str_of};
+use crate::wire::translate::hub::count_at;
+use crate::wire::translate::hub::form::{
+    Answer, Effort, Finish, FormatKind, Image, OutputFormat, Part, Request, Role, Tool, ToolCall,
+    ToolChoice, ToolOutput, Usage, WebSearch,
+};
+use crate::wire::translate::params::{self, drop_named};
+use crate::wire::translate::TranslateError;
+
+/// Top-level keys read here (camel case; snake case is the same key).
+const HANDLED: [&str; 8] = [
+    "model",
+    "contents",
+    "systemInstruction",
+    "tools",
+    "toolConfig",
+    "generationConfig",
+    "safetySettings",
+    "labels",
+];
+
+/// `generationConfig` keys read here.
+const CONFIG_HANDLED: [&str; 10] = [
+    "temperature",
+    "topP",
+    "maxOutputTokens",
+    "stopSequences",
+    "candidateCount",
+    "responseMimeType",
+    "responseSchema",
+    "responseJsonSchema",
+    "thinkingConfig",
+    "responseModalities",
+];
+
+/// `generationConfig` keys that change what the answer means and cannot be carried.
+const CONFIG_REFUSED: [&str; 5] = [
+    "responseLogprobs",
+    "logprobs",
+    "speechConfig",
+    "audioTimestamp",
+    "imageConfig",
+];
+
+fn camel(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    let mut upper = false;
+    for c in key.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+pub fn request(
+    request: &Map<String, Value>,
+    dropped: &mut Vec<String>,
+) -> Result<Request, TranslateError> {
+    let object = request;
+    let mut form = Request::default();
+    if member(object, "cachedContent").is_some_and(|c| !c.is_null()) {
+        return Err(TranslateError::unsupported(
+            "cachedContent",
+            "a Gemini context cache lives on Google's side",
+        ));
+    }
+    if let Some(system) = member(object, "systemInstruction") {
+        let text = texts(system);
+        if !text.is_empty() {
+            form.system.push(text);
+        }
+    }
+    let Some(Value::Array(contents)) = member(object, "contents") else {
+        return Err(TranslateError::Invalid(
+            "`contents` must be an array".into(),
+        ));
+    };
+    let mut pending = Pending::default();
+    for (turn, content) in contents.iter().enumerate() {
+        let role = match str_of(content, "role") {
+            "model" => Role::Assistant,
+            _ => Role::User,
+        };
+        if role == Role::Assistant {
+            pending.new_turn();
+        }
+        let parts = parts_of(content, turn, role, &mut pending)?;
+        form.push(role, parts);
+    }
+    tools(member(object, "tools"), &mut form)?;
+    tool_config(member(object, "toolConfig"), &mut form);
+    if let Some(config) = member(object, "generationConfig") {
+        generation_config(config, &mut form, dropped)?;
+    }
+    if member(object, "safetySettings").is_some_and(|s| !s.is_null()) {
+        drop_named(dropped, "safetySettings");
+    }
+    for key in request.keys() {
+        if !HANDLED.contains(&camel(key).as_str()) {
+            drop_named(dropped, key);
+        }
+    }
+    Ok(form)
+}
+
+/// The text of a `Content` (its text parts joined); a bare string is taken as it is.
+fn texts(content: &Value) -> String {
+    if let Some(text) = content.as_str() {
+        return text.to_string();
+    }
+    array_of(content, "parts")
+        .iter()
+        .filter_map(|part| at(part, "text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A `Content`'s parts.
+fn parts_of(
+    content: &Value,
+    turn: usize,
+    role: Role,
+    pending: &mut Pending,
+) -> Result<Vec<Part>, TranslateError> {
+    let mut parts = Vec::new();
+    let mut calls = 0;
+    for part in array_of(content, "parts") {
+        // Thoughts and their signatures were made for a Gemini account: left out.
+        if at(part, "thought").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
+        if let Some(text) = at(part, "text").and_then(Value::as_str) {
+            if !text.is_empty() {
+                parts.push(Part::Text(text.to_string()));
+            }
+        } else if let Some(data) = at(part, "inlineData") {
+            parts.push(Part::Image(inline_image(data)?));
+        } else if let Some(file) = at(part, "fileData") {
+            let mime = str_of(file, "mimeType");
+            if !mime.is_empty() && !mime.starts_with("image/") {
+                return Err(TranslateError::unsupported(
+                    "fileData",
+                    format!("a `{mime}` file is not carried to the target's API (images are)"),
+                ));
+            }
+            parts.push(Part::Image(Image::Url(str_of(file, "fileUri").to_string())));
+        } else if let Some(call) = at(part, "functionCall") {
+            let name = str_of(call, "name").to_string();
+            let id = match str_of(call, "id") {
+                "" => call_ids::history_call(turn, calls),
+                given => given.to_string(),
+            };
+            calls += 1;
+            let arguments = at(call, "args")
+                .filter(|a| !a.is_null())
+                .map_or_else(|| "{}".to_string(), Value::to_string);
+            // Only the model calls tools.
+            if role == Role::Assistant {
+                pending.call(&name, &id);
+                parts.push(Part::ToolCall(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                }));
+            }
+        } else if let Some(response) = at(part, "functionResponse") {
+            let name = str_of(response, "name");
+            let call_id = match str_of(response, "id") {
+                "" => pending.answer(name, format!("call_gemini_{name}")),
+                given => given.to_string(),
+            };
+            let (content, is_error) = tool_output(at(response, "response"));
+            parts.push(Part::ToolResult {
+                call_id,
+                content,
+                is_error,
+            });
+        } else if let Some(kind) = part
+            .as_object()
+            .and_then(|p| p.keys().find(|k| !k.starts_with("thought")))
+        {
+            return Err(TranslateError::unsupported(
+                kind.as_str(),
+                "this part has no equivalent on the target's API",
+            ));
+        }
+    }
+    Ok(parts)
+}
+
+/// An `inlineData` blob: images are carried, nothing else is.
+fn inline_image(data: &Value) -> Result<Image, TranslateError> {
+    let mime = str_of(data, "mimeType");
+    if !mime.starts_with("image/") {
+        return Err(TranslateError::unsupported(
+            "inlineData",
+            format!("`{mime}` data is not carried to the target's API (images are)"),
+        ));
+    }
+    Ok(Image::Base64 {
+        media_type: mime.to_string(),
+        data: str_of(data, "data").to_string(),
+    })
+}
+
+/// A `functionResponse.response` as a tool's output: Google's `output` (or `result`, or
+/// `content`) text as it is, an `error` as an error, anything else as its JSON.
+fn tool_output(response: Option<&Value>) -> (ToolOutput, bool) {
+    let Some(response) = response.filter(|r| !r.is_null()) else {
+        return (ToolOutput::Text(String::new()), false);
+    };
+    if let Some(Value::Object(object)) = Some(response) {
+        if object.len() == 1 {
+            for key in ["output", "result", "content"] {
+                if let Some(Value::String(text)) = object.get(key) {
+                    return (ToolOutput::Text(text.clone()), false);
+                }
+            }
+            if let Some(error) = object.get("error") {
+                let text = error
+                    .as_str()
+                    .map_or_else(|| error.to_string(), str::to_owned);
+                return (ToolOutput::Text(text), true);
+            }
+        }
+    }
+    (ToolOutput::Text(response.to_string()), false)
+}
+
+/// `tools`: function declarations, Google Search as web search; other tools run only on
+/// Google's side.
+fn tools(tools: Option<&Value>, form: &mut Request) -> Result<(), TranslateError> {
+    let tools = tools
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    for tool in tools {
+        let Some(object) = tool.as_object() else {
+            continue;
+        };
+        for key in object.keys() {
+            match camel(key).as_str() {
+                "functionDeclarations" => {
+                    for declaration in array_of(tool, "functionDeclarations") {
+                        let parameters = match (
+                            at(declaration, "parameters").filter(|p| p.is_object()),
+                            at(declaration, "parametersJsonSchema").filter(|p| p.is_object()),
+                        ) {
+                            (Some(openapi), _) => schema::to_json_schema(openapi),
+                            (None, Some(json_schema)) => json_schema.clone(),
+                            (None, None) => {
+                                serde_json::json!({"type": "object", "properties": {}})
+                            }
+                        };
+                        form.tools.push(Tool {
+                            name: str_of(declaration, "name").to_string(),
+                            description: at(declaration, "description")
+                                .filter(|d| !d.is_null())
+                                .cloned(),
+                            parameters,
+                        });
+                    }
+                }
+                search @ ("googleSearch" | "googleSearchRetrieval") => {
+                    form.web_search = Some(WebSearch {
+                        parameter: search.to_string(),
+                        ..WebSearch::default()
+                    });
+                }
+                other => {
+                    return Err(TranslateError::unsupported(
+                        other,
+                        "Google's built-in tools do not run on the target's API",
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `toolConfig.functionCallingConfig` as the tool choice: `ANY` with one allowed name is that
+/// tool.
+fn tool_config(tool_config: Option<&Value>, form: &mut Request) {
+    let Some(config) = tool_config.and_then(|c| at(c, "functionCallingConfig")) else {
+        return;
+    };
+    let allowed = array_of(config, "allowedFunctionNames");
+    form.tool_choice = match str_of(config, "mode") {
+        "NONE" => Some(ToolChoice::None),
+        "ANY" => match allowed {
+            [only] => only
+                .as_str()
+                .map(|name| ToolChoice::Named(name.to_string())),
+            _ => Some(ToolChoice::Required),
+        },
+        "AUTO" | "VALIDATED" => Some(ToolChoice::Auto),
+        _ => None,
+    };
+}
+
+/// `generationConfig`: limits, sampling, structured output and thinking.
+fn generation_config(
+    config: &Value,
+    form: &mut Request,
+    dropped: &mut Vec<String>,
+) -> Result<(), TranslateError> {
+    if at(config, "candidateCount")
+        .and_then(Value::as_u64)
+        .is_some_and(|n| n > 1)
+    {
+        return Err(TranslateError::unsupported(
+            "candidateCount",
+            "a translated request gives one candidate",
+        ));
+    }
+    let modalities = array_of(config, "responseModalities");
+    if modalities.iter().any(|m| m.as_str() != Some("TEXT")) {
+        return Err(TranslateError::unsupported(
+            "responseModalities",
+            "a translated answer is text",
+        ));
+    }
+    form.max_tokens = at(config, "maxOutputTokens").and_then(Value::as_u64);
+    form.stop = array_of(config, "stopSequences").to_vec();
+    form.temperature = at(config, "temperature").filter(|t| t.is_number()).cloned();
+    form.top_p = at(config, "topP").filter(|p| p.is_number()).cloned();
+    form.format = output_format(config)?;
+    if let Some(thinking) = at(config, "thinkingConfig") {
+        form.effort = effort(thinking);
+    }
+    for (key, value) in config.as_object().into_iter().flatten() {
+        let key = camel(key);
+        if value.is_null() || CONFIG_HANDLED.contains(&key.as_str()) {
+            continue;
+        }
+        if CONFIG_REFUSED.contains(&key.as_str()) && value != &Value::Bool(false) {
+            return Err(TranslateError::unsupported(
+                key,
+                "it has no equivalent on the target's API",
+            ));
+        }
+        drop_named(dropped, &key);
+    }
+    Ok(())
+}
+
+/// `responseMimeType` (+ `responseSchema`) as a structured output format; another type than
+/// text or JSON (`text/x.enum`) cannot be carried.
+fn output_format(config: &Value) -> Result<Option<OutputFormat>, TranslateError> {
+    match str_of(config, "responseMimeType") {
+        "application/json" => {}
+        "" | "text/plain" => return Ok(None),
+        other => {
+            return Err(TranslateError::unsupported(
+                "responseMimeType",
+                format!("`{other}` answers are not carried to the target's API"),
+            ))
+        }
+    }
+    let schema = match (
+        at(config, "responseSchema").filter(|s| s.is_object()),
+        at(config, "responseJsonSchema").filter(|s| s.is_object()),
+    ) {
+        (Some(openapi), _) => Some(schema::to_json_schema(openapi)),
+        (None, json_schema) => json_schema.cloned(),
+    };
+    let kind = match schema {
+        Some(schema) => FormatKind::JsonSchema {
+            name: "response".to_string(),
+            schema,
+            strict: None,
+        },
+        None => FormatKind::JsonObject,
+    };
+    Ok(Some(OutputFormat {
+        kind,
+        parameter: "responseSchema",
+    }))
+}
+
+/// `thinkingConfig`: a budget (0: none, -1: the model decides) or a level as an effort.
+fn effort(thinking: &Value) -> Option<Effort> {
+    let level = match at(thinking, "thinkingBudget").and_then(Value::as_i64) {
+        Some(0) => return None,
+        Some(budget) if budget > 0 => params::effort_for_budget(budget.unsigned_abs()).to_string(),
+        Some(_) => "medium".to_string(),
+        None => match str_of(thinking, "thinkingLevel")
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "" => return None,
+            "minimal" | "low" => "low".to_string(),
+            "high" => "high".to_string(),
+            _ => "medium".to_string(),
+        },
+    };
+    Some(Effort {
+        level,
+        parameter: "thinkingConfig",
+    })
+}
+
+/// `usageMetadata`: `promptTokenCount` counts cached input in; output is the candidates' and
+/// the thoughts' tokens.
+pub fn usage(usage: &Value) -> Usage {
+    let thoughts = count_at(usage, "thoughtsTokenCount");
+    Usage {
+        input: count_at(usage, "promptTokenCount"),
+        cached: count_at(usage, "cachedContentTokenCount"),
+        cache_write: 0,
+        output: count_at(usage, "candidatesTokenCount") + thoughts,
+        reasoning: thoughts,
+    }
+}
+
+/// A `finishReason` (safety finishes are a content filter; a stop after calls is the calls).
+pub fn finish(reason: &str, called: bool) -> Finish {
+    match reason {
+        "MAX_TOKENS" => Finish::Length,
+        "SAFETY" | "RECITATION" | "PROHIBITED_CONTENT" | "BLOCKLIST" | "SPII" | "IMAGE_SAFETY"
+        | "LANGUAGE" => Finish::ContentFilter,
+        _ if called => Finish::ToolCalls,
+        _ => Finish::Stop,
+    }
+}
+
+/// Whether a prompt was blocked (`promptFeedback.blockReason`): an answer that finishes as a
+/// content filter.
+pub fn prompt_blocked(response: &Value) -> bool {
+    at(response, "promptFeedback").is_some_and(|f| !str_of(f, "blockReason").is_empty())
+}
+
+/// A whole answer: total — one without candidates is an empty answer. `signatures`: the
+/// client carries thought signatures sealed, each as a thinking part (empty when the signed
+/// part was not a thought) just before the part it signed. `created` tells calls apart when
+/// the answer has no `responseId`.
+pub fn answer(response: &Value, signatures: bool, created: u64) -> Answer {
+    let response_id = str_of(response, "responseId");
+    let candidate = array_of(response, "candidates")
+        .first()
+        .unwrap_or(&Value::Null);
+    let content = at(candidate, "content").unwrap_or(&Value::Null);
+    let mut parts = Vec::new();
+    let mut calls = 0;
+    for part in array_of(content, "parts") {
+        let signature = str_of(part, "thoughtSignature");
+        let thought = at(part, "thought").and_then(Value::as_bool) == Some(true);
+        if thought {
+            parts.push(Part::Thinking {
+                text: str_of(part, "text").to_string(),
+                signature: if signatures {
+                    signature.to_string()
+                } else {
+                    String::new()
+                },
+            });
+            continue;
+        }
+        if signatures && !signature.is_empty() {
+            parts.push(Part::Thinking {
+                text: String::new(),
+                signature: signature.to_string(),
+            });
+        }
+        if let Some(call) = at(part, "functionCall") {
+            let id = match str_of(call, "id") {
+                "" => call_ids::answer_call(response_id, created, calls),
+                given => given.to_string(),
+            };
+            calls += 1;
+            parts.push(Part::ToolCall(ToolCall {
+                id,
+                name: str_of(call, "name").to_string(),
+                arguments: at(call, "args")
+                    .filter(|a| !a.is_null())
+                    .map_or_else(|| "{}".to_string(), Value::to_string),
+            }));
+        } else if let Some(text) = at(part, "text").and_then(Value::as_str) {
+            if !text.is_empty() {
+                parts.push(Part::Text(text.to_string()));
+            }
+        }
+    }
+    let finish = if prompt_blocked(response) {
+        Finish::ContentFilter
+    } else {
+        self::finish(str_of(candidate, "finishReason"), calls > 0)
+    };
+    Answer {
+        id: response_id.to_string(),
+        model: at(response, "modelVersion").cloned().unwrap_or(Value::Null),
+        parts,
+        finish,
+        usage: usage(at(response, "usageMetadata").unwrap_or(&Value::Null)),
+    }
+}

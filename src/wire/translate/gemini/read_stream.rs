@@ -1,0 +1,178 @@
+//! A Gemini stream (`alt=sse`: each event a whole `GenerateContentResponse`) into the hub's
+//! events, chunk by chunk. Thoughts, text and calls become blocks; a call comes whole in one
+//! chunk (Gemini never splits its arguments), so it is one block with its arguments in one
+//! piece and its made id (`call_ids`). Gemini has no end event: a chunk with a `finishReason`
+//! (or a blocked prompt) ends the answer when the upstream's stream ends. State: the open
+//! block, the calls so far, the finish and the last usage (every chunk carries the counts so
+//! far).
+
+use serde_json::Value;
+
+use super::call_ids;
+use super::read::{finish, prompt_blocked, usage};
+use super::{array_of, at, str_of};
+use crate::wire::translate::hub::form::{Event, Finish, Usage};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text,
+    Thinking,
+}
+
+#[derive(Debug, Default)]
+pub struct GeminiReader {
+    /// The client carries thought signatures sealed (a Responses client).
+    signatures: bool,
+    /// The Unix time the client's answer says (tells calls apart without a `responseId`).
+    created: u64,
+    started: bool,
+    response_id: String,
+    open: Option<Open>,
+    calls: usize,
+    finish: Option<Finish>,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl GeminiReader {
+    pub fn new(signatures: bool, created: u64) -> Self {
+        GeminiReader {
+            signatures,
+            created,
+            ..GeminiReader::default()
+        }
+    }
+
+    fn close(&mut self, events: &mut Vec<Event>) {
+        if self.open.take().is_some() {
+            events.push(Event::BlockStop);
+        }
+    }
+
+    fn ensure(&mut self, want: Open, events: &mut Vec<Event>) {
+        if self.open == Some(want) {
+            return;
+        }
+        self.close(events);
+        events.push(match want {
+            Open::Text => Event::TextStart,
+            Open::Thinking => Event::ThinkingStart,
+        });
+        self.open = Some(want);
+    }
+
+    /// A signature for the part after it, as a thinking block of its own.
+    fn signature_block(&mut self, signature: &str, events: &mut Vec<Event>) {
+        self.close(events);
+        events.push(Event::ThinkingStart);
+        events.push(Event::Signature(signature.to_string()));
+        events.push(Event::BlockStop);
+    }
+
+    pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
+        if self.done {
+            return;
+        }
+        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        if let Some(error) = chunk.get("error") {
+            self.done = true;
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("upstream error");
+            let kind = match str_of(error, "status") {
+                "" => "api_error",
+                status => status,
+            };
+            events.push(Event::Error {
+                message: message.to_string(),
+                kind: kind.to_string(),
+            });
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            self.response_id = str_of(&chunk, "responseId").to_string();
+            events.push(Event::Start {
+                id: self.response_id.clone(),
+                model: at(&chunk, "modelVersion").cloned().unwrap_or(Value::Null),
+                usage: None,
+            });
+        }
+        if let Some(found) = at(&chunk, "usageMetadata").filter(|u| u.is_object()) {
+            self.usage = Some(usage(found));
+        }
+        if prompt_blocked(&chunk) {
+            self.finish = Some(Finish::ContentFilter);
+        }
+        let Some(candidate) = array_of(&chunk, "candidates").first() else {
+            return;
+        };
+        let content = at(candidate, "content").unwrap_or(&Value::Null);
+        for part in array_of(content, "parts") {
+            self.part(part, events);
+        }
+        let reason = str_of(candidate, "finishReason");
+        if !reason.is_empty() && reason != "FINISH_REASON_UNSPECIFIED" {
+            self.finish = Some(finish(reason, self.calls > 0));
+        }
+    }
+
+    fn part(&mut self, part: &Value, events: &mut Vec<Event>) {
+        let signature = match str_of(part, "thoughtSignature") {
+            s if self.signatures && !s.is_empty() => Some(s),
+            _ => None,
+        };
+        let text = at(part, "text").and_then(Value::as_str).unwrap_or("");
+        if at(part, "thought").and_then(Value::as_bool) == Some(true) {
+            self.ensure(Open::Thinking, events);
+            if !text.is_empty() {
+                events.push(Event::Thinking(text.to_string()));
+            }
+            if let Some(signature) = signature {
+                events.push(Event::Signature(signature.to_string()));
+            }
+            return;
+        }
+        if let Some(signature) = signature {
+            self.signature_block(signature, events);
+        }
+        if let Some(call) = at(part, "functionCall") {
+            self.close(events);
+            let id = match str_of(call, "id") {
+                "" => call_ids::answer_call(&self.response_id, self.created, self.calls),
+                given => given.to_string(),
+            };
+            self.calls += 1;
+            events.push(Event::ToolStart {
+                id,
+                name: str_of(call, "name").to_string(),
+            });
+            let arguments = at(call, "args")
+                .filter(|a| !a.is_null())
+                .map_or_else(|| "{}".to_string(), Value::to_string);
+            events.push(Event::ToolArguments(arguments));
+            events.push(Event::BlockStop);
+        } else if !text.is_empty() {
+            self.ensure(Open::Text, events);
+            events.push(Event::Text(text.to_string()));
+        }
+    }
+
+    /// The upstream ended: an answer that finished (a `finishReason` came) gets its closing
+    /// events; one that did not is not ended here (the relay reports it as broken).
+    pub fn finish(&mut self, events: &mut Vec<Event>) {
+        let Some(finish) = self.finish.filter(|_| self.started && !self.done) else {
+            return;
+        };
+        self.done = true;
+        self.close(events);
+        events.push(Event::Finish {
+            finish: Some(finish),
+            usage: Some(self.usage.unwrap_or_default()),
+        });
+        events.push(Event::Done);
+    }
+}
