@@ -3,8 +3,6 @@
 //! ways (thoughts, calls, signatures sealed only for a Responses client, safety finishes,
 //! usage with cached and thought tokens) and errors in each client's shape.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use serde_json::{json, Value};
 
 use super::tests::{anthropic_answer, carried_block, down, refused, up};

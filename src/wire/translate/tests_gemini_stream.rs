@@ -2,8 +2,6 @@
 //! `GenerateContentResponse`) to every other client, every other upstream's events to a Gemini
 //! client in both framings (SSE, one JSON array), errors, and any chunking of the bytes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use bytes::BytesMut;
 use proptest::prelude::*;
 use serde_json::{json, Value};
