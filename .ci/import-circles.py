@@ -11,6 +11,8 @@ import sys
 CRATES = {
     "quotaroute": "src",
     "quotaroute-actors": "actors/src",
+    "quotaroute-policy": "actors/policy/src",
+    "quotaroute-sim": "actors/sim/src",
     "quotaroute-journal": "journal/src",
     "quotaroute-mock": "tests/mock/src",
 }

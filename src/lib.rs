@@ -2,13 +2,16 @@
 //!
 //! # Layout
 //!
-//! Three crates of the workspace do three jobs: `journal/` (re-exported as [`journal`]) stores
-//! and replays events and knows nothing else; `actors/` (re-exported as [`actors`]) holds the
-//! pure routing policy — every rule as `state + input + now → events`, one selection
-//! (`policy::selection::decide`) — and the actors that own its state; this crate is the node
-//! around them. A fourth, `tests/mock/` (`quotaroute-mock`), is the mock upstream the tests,
-//! the bench and `demo` talk to: it imports nothing of the router, and nothing here but the
-//! `demo` feature's commands imports it.
+//! Four crates of the workspace do four jobs: `journal/` (re-exported as [`journal`]) stores
+//! and replays events and knows nothing else; `actors/policy/` (`quotaroute-policy`, reached
+//! as `actors::policy`) is the pure routing policy — every rule as `state + input + now →
+//! events`, one selection (`policy::selection::decide`), the window ids, limits and implicit
+//! combo names parsed once — with no runtime, lock or clock among its dependencies;
+//! `actors/` (re-exported as [`actors`]) holds the actors that own the policy's state; this
+//! crate is the node around them. Two more serve the tests: `tests/mock/` (`quotaroute-mock`),
+//! the mock upstream the tests, the bench and `demo` talk to (it imports nothing of the
+//! router, and nothing here but the `demo` feature's commands imports it), and `actors/sim/`
+//! (`quotaroute-sim`), the deterministic simulator, a dev crate of `actors/`.
 //!
 //! This crate's folders stand on floors; a file imports only from its own floor's folder or
 //! from floors below (`.ci/import-circles.py` finds no import circle between files):
@@ -28,7 +31,8 @@
 //!               at the HTTP edge), journal_reader, time_parse, tls_files
 //!  pure bytes   wire (body rewrite, SSE, stream meanings, usage, codings, translation, the
 //!               one mask)
-//!  ──────────── below every floor: actors/ (policy + actors), journal/ (events, codec, sled)
+//!  ──────────── below every floor: actors/ (the actors), actors/policy/ (the pure rules),
+//!               journal/ (events, codec, sled)
 //! ```
 //!
 //! The public surface is what embedders and the binary use. Embedders use

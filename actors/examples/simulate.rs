@@ -19,15 +19,7 @@
     reason = "test code: a failed step fails the test loudly"
 )]
 
-#[path = "../sim/engine.rs"]
-mod engine;
-#[path = "../sim/groups.rs"]
-mod groups;
-
-#[path = "../sim/clients.rs"]
-mod clients;
-#[path = "../sim/week.rs"]
-mod week;
+use quotaroute_sim::{clients, engine, groups, week};
 
 use std::time::Instant;
 

@@ -7,9 +7,11 @@ use crate::policy::buckets::{each_limit, BucketView};
 use crate::policy::connection_state::ConnectionState;
 use crate::policy::connection_view::ConnectionView;
 use crate::policy::forecast::{self, Burn, TargetSupply};
-use crate::policy::pace::{self, PaceWindow, PacingSettings, Reserve, WindowLeft, ON_PACE};
+use crate::policy::pace::{self, PaceWindow, PacingSettings, WindowLeft, ON_PACE};
 use crate::policy::router_state::RouterState;
 use crate::policy::topology::{ComboSpec, ConnectionSpec, Topology};
+use crate::policy::window_block::Reserve;
+use crate::policy::window_id::WindowId;
 
 /// Windows shorter than this (per-minute counts) reset too often to say when a pool runs out.
 const FORECAST_WINDOW_MIN_MS: u64 = 3_600_000;
@@ -95,7 +97,7 @@ pub fn bucket_outlook(
             left_pm(bucket.used, bucket.limit),
             burn,
             resets_at_ms,
-            pace::window_length_ms(&bucket.window),
+            WindowId::parse(&bucket.window).length_ms(),
             now_ms,
         ),
         reserved: spec.reserve.holds(&window),
@@ -110,7 +112,8 @@ pub fn per_mille_as_pace(per_mille: u64) -> f64 {
 /// Whether a window counts for a pool's forecast: long enough, and not past its reset.
 fn forecast_window(window: &PaceWindow, now_ms: u64) -> bool {
     window.resets_at_ms.is_none_or(|reset| now_ms < reset)
-        && pace::window_length_ms(&window.window)
+        && WindowId::parse(&window.window)
+            .length_ms()
             .is_none_or(|length| length >= FORECAST_WINDOW_MIN_MS)
 }
 

@@ -7,15 +7,7 @@
     reason = "test code: a failed step fails the test loudly"
 )]
 
-#[path = "../sim/engine.rs"]
-mod engine;
-
-#[path = "../sim/clients.rs"]
-mod clients;
-#[path = "../sim/groups.rs"]
-mod groups;
-#[path = "../sim/week.rs"]
-mod week;
+use quotaroute_sim::{clients, engine, groups, week};
 
 const SEEDS: u64 = 20;
 const STEPS: usize = 300;

@@ -6,21 +6,10 @@
 //! constant-time comparison.
 
 use std::collections::HashMap;
-use std::fmt;
 
+use quotaroute_actors::policy::clients::key_digest::KeyDigest;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-
-/// The SHA-256 digest of a client key. `Debug` never prints it (a digest of a short key could
-/// be searched for).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct KeyDigest(pub [u8; 32]);
-
-impl fmt::Debug for KeyDigest {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("sha256:***")
-    }
-}
 
 /// The digest of `key` as a client sends it.
 pub fn digest_of(key: &str) -> KeyDigest {

@@ -18,6 +18,7 @@ use super::limits::{BudgetPeriod, ClientConfig, ClientState, LimitKind, Refusal}
 use super::prices::{to_usd, ModelPrice, PriceTable};
 use super::shared::{ClusterUsageView, SharedCounts};
 pub use super::usage_view::UsageView;
+use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
 
 /// One client's Prometheus series, registered once per load (ids come from the config, so the
 /// label set is bounded).
@@ -294,7 +295,7 @@ impl ClientLedger {
         targets
             .into_iter()
             .find(|(provider, model)| self.prices.get(provider, model).is_none())
-            .map(|(provider, model)| format!("{provider}/{model}"))
+            .map(|(provider, model)| ImplicitCombo::new(provider, model).name())
     }
 
     /// The index of client `id`.

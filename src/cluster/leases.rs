@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use quotaroute_actors::policy::buckets::{each_limit, Metric};
+use quotaroute_actors::policy::buckets::each_limit;
 use quotaroute_actors::policy::window::WindowShape;
+use quotaroute_actors::policy::window_id::{Metric, WindowId};
 use quotaroute_actors::Topology;
 use quotaroute_journal::RequestSucceeded;
 use tokio::sync::Notify;
@@ -35,10 +36,7 @@ impl Lease {
     /// The reading's window: the limit's name marked `@cluster`, before any `:<model>`, so
     /// `policy::buckets` applies it to the same models as the limit.
     pub fn window(&self) -> String {
-        match self.limit_name.split_once(':') {
-            Some((kind, model)) => format!("{kind}@cluster:{model}"),
-            None => format!("{}@cluster", self.limit_name),
-        }
+        WindowId::parse(&self.limit_name).cluster_share()
     }
 
     pub fn available(&self) -> i64 {

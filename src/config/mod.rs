@@ -31,9 +31,9 @@ use std::path::Path;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
-    ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, ConnectionLimits, CredentialSource,
-    DefaultsConfig, JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ServerConfig,
-    ServerTls, Strategy, TargetConfig, TelemetryConfig, TranslationConfig,
+    ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, CredentialSource, DefaultsConfig,
+    JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ServerConfig, ServerTls, Strategy,
+    TargetConfig, TelemetryConfig, TranslationConfig,
 };
 pub use raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 pub use secret::Secret;

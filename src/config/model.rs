@@ -229,9 +229,11 @@ pub struct ConnectionConfig {
     pub max_concurrent: Option<u32>,
     /// `None` = any model.
     pub models: Option<Vec<String>>,
-    pub limits: ConnectionLimits,
+    /// Configured usage limits (behaviour.md §6, source 1): the policy's own type, so config
+    /// hands it to the buckets as read.
+    pub limits: quotaroute_actors::policy::buckets::BucketLimits,
     /// The share of each window kept for the owner (behaviour §13).
-    pub reserve: quotaroute_actors::policy::pace::Reserve,
+    pub reserve: quotaroute_actors::policy::window_block::Reserve,
 }
 
 /// Where a connection's credential comes from: exactly one of `api_key` / `api_key_env`
@@ -298,17 +300,6 @@ impl CredentialSource {
             Self::OAuth(oauth) => format!("oauth via {}", oauth.token_url),
         }
     }
-}
-
-/// Configured usage limits (behaviour.md §6, source 1); `None` = no limit.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct ConnectionLimits {
-    pub requests_5h: Option<u64>,
-    pub tokens_5h: Option<u64>,
-    pub requests_7d: Option<u64>,
-    pub tokens_7d: Option<u64>,
-    pub model_requests_7d: BTreeMap<String, u64>,
-    pub model_tokens_7d: BTreeMap<String, u64>,
 }
 
 /// A combo's selection strategy (behaviour.md §2).

@@ -4,17 +4,15 @@
 
 use std::collections::BTreeMap;
 
-use quotaroute_actors::policy::pace::Reserve;
+use quotaroute_actors::policy::window_block::Reserve;
+use quotaroute_actors::policy::window_id::{WindowId, PER_MINUTE_FAMILIES};
 
 use super::error::ErrorSink;
 
 /// The window names a per-window reserve may name: the subscription windows (`5h`, `7d`, and
 /// Codex's `<n>m` / `<n>h` / `<n>d`) and the per-minute count families.
 fn known_window(name: &str) -> bool {
-    matches!(
-        name,
-        "requests" | "tokens" | "input-tokens" | "output-tokens"
-    ) || quotaroute_actors::policy::pace::window_length_ms(name).is_some()
+    PER_MINUTE_FAMILIES.contains(&name) || WindowId::parse(name).length_ms().is_some()
 }
 
 /// The validated reserve of the connection at `prefix` (`connections[2]`), from the keys on the

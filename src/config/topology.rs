@@ -3,7 +3,7 @@
 //! implicit defaults of combos. The one place config keys meet policy settings.
 
 use quotaroute_actors::policy::breaker::BreakerSettings;
-use quotaroute_actors::policy::buckets::{BucketLimits, BucketSettings};
+use quotaroute_actors::policy::buckets::BucketSettings;
 use quotaroute_actors::policy::cooldown::CooldownSettings;
 use quotaroute_actors::policy::lockout::LockoutSettings;
 use quotaroute_actors::policy::pace::PacingSettings;
@@ -216,14 +216,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
                 ConnectionSpec {
                     max_concurrent: c.max_concurrent,
                     models: c.models.clone(),
-                    limits: BucketLimits {
-                        requests_5h: c.limits.requests_5h,
-                        tokens_5h: c.limits.tokens_5h,
-                        requests_7d: c.limits.requests_7d,
-                        tokens_7d: c.limits.tokens_7d,
-                        model_requests_7d: c.limits.model_requests_7d.clone(),
-                        model_tokens_7d: c.limits.model_tokens_7d.clone(),
-                    },
+                    limits: c.limits.clone(),
                     reserve: c.reserve.clone(),
                     ..ConnectionSpec::new(&c.id, &c.provider, journal_auth(c.auth), c.weight)
                 },

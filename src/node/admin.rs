@@ -7,6 +7,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
+use quotaroute_actors::policy::exec_key::split_exec_key;
 use quotaroute_actors::{QueuedCount, Router};
 use quotaroute_journal::{envelope_to_json, Journal};
 use serde::Deserialize;
@@ -487,10 +488,8 @@ pub async fn affinity(
         .groups
         .iter()
         .map(|(combo, group, binding)| {
-            let (connection, model) = binding
-                .exec_key
-                .split_once('/')
-                .unwrap_or((&binding.exec_key, ""));
+            let (connection, model) =
+                split_exec_key(&binding.exec_key).unwrap_or((&binding.exec_key, ""));
             json!({
                 "digest": format!("{group:016x}"),
                 "client": &*binding.client,

@@ -15,6 +15,7 @@ use crate::clients::prices::to_usd;
 use crate::clients::{BudgetPeriod, ClientTicket, LimitKind, Refusal, SharedCounts};
 use crate::node::live::LiveConfig;
 use crate::node::retry_advice;
+use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
 
 /// The client whose key the request carries (`x-api-key` too on Anthropic endpoints).
 pub fn authenticated_client(
@@ -101,10 +102,12 @@ fn unpriced_target(
                     Some((connection.provider.as_str(), target.model.as_str()))
                 }),
             ),
-            None => combo
-                .split_once('/')
-                .filter(|(provider, _)| topology.provider(provider).is_some())
-                .and_then(|target| live.clients.unpriced(index, [target])),
+            None => ImplicitCombo::parse(combo)
+                .filter(|implicit| topology.provider(implicit.provider).is_some())
+                .and_then(|implicit| {
+                    live.clients
+                        .unpriced(index, [(implicit.provider, implicit.model)])
+                }),
         })
         .flatten()
 }

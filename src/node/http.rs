@@ -15,6 +15,7 @@ use crate::node::client_gate;
 use crate::node::metrics;
 use crate::node::reply;
 use crate::node::stored_response;
+use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
 
 pub(crate) async fn not_found(request: Request) -> Response {
     let path = request.uri().path().to_string();
@@ -167,7 +168,7 @@ fn every_model(topology: &quotaroute_actors::Topology) -> Vec<ListedModel> {
     for (provider, model) in listed.chain(targeted) {
         if seen.insert((provider.clone(), model.clone())) {
             data.push(ListedModel {
-                id: format!("{provider}/{model}"),
+                id: ImplicitCombo::new(&provider, &model).name(),
                 owned_by: provider,
             });
         }

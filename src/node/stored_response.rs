@@ -28,6 +28,7 @@ use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 use crate::node::routed::{admitted_router, read_guarded, route_error, serve_tries, upstream_path};
 use crate::wire::translate::TRANSLATED_RESPONSE_PREFIX;
+use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
 
 /// Largest client body on these endpoints (`cancel` takes none worth the name).
 const MAX_STORED_CALL_BODY_BYTES: usize = 64 * 1024;
@@ -118,7 +119,9 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
     let decision = match router.route(route_to(binding.combo.clone())).await {
         Err(RouteError::UnknownModel(_) | RouteError::NotOnConnection { .. }) => {
             router
-                .route(route_to(format!("{}/{}", binding.provider, binding.model)))
+                .route(route_to(
+                    ImplicitCombo::new(&binding.provider, &binding.model).name(),
+                ))
                 .await
         }
         other => other,

@@ -4,6 +4,7 @@
 use quotaroute_journal::{Envelope, Event};
 
 use crate::time_parse::{parse_time, TimeError};
+use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
 
 /// A usage error in the filter flags.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,10 +129,8 @@ fn translated_matches(event: &Event, wanted: &str) -> bool {
 /// `route_decided` has no provider field; its combo may be `provider/model`.
 fn mentions_provider(event: &Event, provider: &str) -> bool {
     match event {
-        Event::RouteDecided(decided) => decided
-            .combo
-            .split_once('/')
-            .is_some_and(|(p, _)| p == provider),
+        Event::RouteDecided(decided) => ImplicitCombo::parse(&decided.combo)
+            .is_some_and(|implicit| implicit.provider == provider),
         _ => false,
     }
 }

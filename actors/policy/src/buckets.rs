@@ -12,6 +12,7 @@ use crate::forecast::Burn;
 use crate::pace::PaceWindow;
 use crate::reading_end::reading_ends_at_ms;
 use crate::window::WindowShape;
+use crate::window_id::{CountedKind, Metric, WindowId};
 
 /// A connection's configured limits (contract: `[connections.limits]`). `None` / absent = none.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -65,18 +66,11 @@ struct Tally {
     tokens: u64,
 }
 
-/// Which count a limit is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
-    Requests,
-    Tokens,
-}
-
-impl Metric {
-    fn of(self, tally: &Tally) -> u64 {
-        match self {
-            Metric::Requests => tally.requests,
-            Metric::Tokens => tally.tokens,
+impl Tally {
+    fn of(&self, metric: Metric) -> u64 {
+        match metric {
+            Metric::Requests => self.requests,
+            Metric::Tokens => self.tokens,
         }
     }
 }
@@ -111,7 +105,7 @@ impl Bins {
     fn used(&self, now_ms: u64, shape: WindowShape, metric: Metric) -> u64 {
         self.by_bin
             .range(shape.first_live_bin(now_ms)..)
-            .fold(0u64, |sum, (_, tally)| sum.saturating_add(metric.of(tally)))
+            .fold(0u64, |sum, (_, tally)| sum.saturating_add(tally.of(metric)))
     }
 
     /// What was counted over the `period_ms` before `now_ms`, in whole bins (the current one
@@ -121,7 +115,7 @@ impl Bins {
         let counted = self
             .by_bin
             .range(first..)
-            .fold(0u64, |sum, (_, tally)| sum.saturating_add(metric.of(tally)));
+            .fold(0u64, |sum, (_, tally)| sum.saturating_add(tally.of(metric)));
         (counted, now_ms.saturating_sub(shape.bin_start_ms(first)))
     }
 
@@ -139,7 +133,7 @@ impl Bins {
             return None;
         }
         for (bin, tally) in self.by_bin.range(shape.first_live_bin(now_ms)..) {
-            used = used.saturating_sub(metric.of(tally));
+            used = used.saturating_sub(tally.of(metric));
             if used < limit {
                 return Some(shape.leaves_at_ms(*bin));
             }
@@ -184,15 +178,6 @@ impl Reading {
     }
 }
 
-/// Whether a reading's window concerns `model`: `5h`, `7d` and any window without a model
-/// concern the whole connection; `<kind>:<model>` only that model.
-fn window_applies(window: &str, model: &str) -> bool {
-    match window.split_once(':') {
-        Some((_, window_model)) => window_model == model,
-        None => true,
-    }
-}
-
 /// One bucket as the admin state shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketView {
@@ -232,55 +217,34 @@ pub struct LimitSpec<'a> {
 /// Every configured limit of `limits`, in one order: the table buckets count and cluster
 /// leases share.
 pub fn each_limit(limits: &BucketLimits) -> impl Iterator<Item = LimitSpec<'_>> {
-    let wide = [
-        (
-            "requests_5h",
-            limits.requests_5h,
-            Metric::Requests,
-            WindowShape::FIVE_HOURS,
-        ),
-        (
-            "tokens_5h",
-            limits.tokens_5h,
-            Metric::Tokens,
-            WindowShape::FIVE_HOURS,
-        ),
-        (
-            "requests_7d",
-            limits.requests_7d,
-            Metric::Requests,
-            WindowShape::SEVEN_DAYS,
-        ),
-        (
-            "tokens_7d",
-            limits.tokens_7d,
-            Metric::Tokens,
-            WindowShape::SEVEN_DAYS,
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(name, limit, metric, shape)| {
+    let wide = CountedKind::ALL.into_iter().filter_map(|counted| {
+        let limit = match counted {
+            CountedKind::Requests5h => limits.requests_5h,
+            CountedKind::Tokens5h => limits.tokens_5h,
+            CountedKind::Requests7d => limits.requests_7d,
+            CountedKind::Tokens7d => limits.tokens_7d,
+        };
         // The limit first: an unset one must not cost its name's allocation.
         let limit = limit?;
         Some(LimitSpec {
-            name: name.to_owned(),
+            name: counted.name().to_owned(),
             model: None,
-            metric,
-            shape,
+            metric: counted.metric(),
+            shape: counted.shape(),
             limit,
         })
     });
     let per_model = [
-        ("requests_7d", &limits.model_requests_7d, Metric::Requests),
-        ("tokens_7d", &limits.model_tokens_7d, Metric::Tokens),
+        (CountedKind::Requests7d, &limits.model_requests_7d),
+        (CountedKind::Tokens7d, &limits.model_tokens_7d),
     ]
     .into_iter()
-    .flat_map(|(name, by_model, metric)| {
+    .flat_map(|(counted, by_model)| {
         by_model.iter().map(move |(model, limit)| LimitSpec {
-            name: format!("{name}:{model}"),
+            name: format!("{}:{model}", counted.name()),
             model: Some(model.as_str()),
-            metric,
-            shape: WindowShape::SEVEN_DAYS,
+            metric: counted.metric(),
+            shape: counted.shape(),
             limit: *limit,
         })
     });
@@ -481,7 +445,7 @@ impl UsageBuckets {
             .iter()
             .any(|counted| counted.used(now_ms) >= counted.limit)
             || self.readings.iter().any(|(window, reading)| {
-                window_applies(window, model) && reading.saturated(now_ms, threshold_bp)
+                WindowId::parse(window).applies_to(model) && reading.saturated(now_ms, threshold_bp)
             })
     }
 

@@ -165,7 +165,7 @@ fn reading_moved(
     settings: &crate::buckets::BucketSettings,
 ) -> bool {
     let percent = |used: u64, limit: u64| u128::from(used) * 100 / u128::from(limit.max(1));
-    let length = crate::pace::window_length_ms(&new.window);
+    let length = crate::window_id::WindowId::parse(&new.window).length_ms();
     // Both ends as kept (`reading_end`): a reading without a reset moves its end along with
     // the time it is read, so it is journaled again once that drifts past the jitter.
     let new_end = reading_ends_at_ms(&new.window, now_ms, new.resets_at_ms);

@@ -10,8 +10,10 @@ use crate::buckets::BucketView;
 use crate::connection_state::ConnectionState;
 use crate::cooldown::ConnectionHealth;
 use crate::lockout::ModelLockouts;
-use crate::pace::{self, Pace, PaceWindow, PacingSettings, Reserve, WindowBlockReason};
+use crate::pace::{self, Pace, PaceWindow, PacingSettings};
 use crate::topology::ConnectionSpec;
+use crate::window_block::{self, Reserve, WindowBlockReason};
+use crate::window_id::WindowId;
 
 /// A hard block: why, and for how long if it ends by itself.
 pub type Block = (BlockReason, Option<u64>);
@@ -90,7 +92,7 @@ impl ConnectionView {
             return None;
         }
         let applying = self.windows.iter().filter(|w| w.applies_to(model));
-        let block = pace::window_block(applying, &self.reserve, now_ms)?;
+        let block = window_block::window_block(applying, &self.reserve, now_ms)?;
         let reason = match block.reason {
             WindowBlockReason::Spent => BlockReason::QuotaExhausted,
             WindowBlockReason::Reserved => BlockReason::Reserved,
@@ -137,10 +139,7 @@ fn saturated_windows(
 }
 
 fn saturated_window(view: &BucketView, now_ms: u64) -> SaturatedWindow {
-    let model = view
-        .window
-        .split_once(':')
-        .map(|(_, model)| model.to_string());
+    let model = WindowId::parse(&view.window).model().map(str::to_owned);
     SaturatedWindow {
         model,
         until_ms: view.resets_at_ms.unwrap_or(now_ms + SATURATION_RECHECK_MS),

@@ -14,6 +14,7 @@ pub mod cached_input;
 pub mod classify;
 #[cfg(test)]
 mod classify_google_tests;
+pub mod clients;
 pub mod connection_state;
 pub mod connection_view;
 pub mod cooldown;
@@ -23,6 +24,7 @@ pub mod failover_cursor;
 pub mod fair_queue;
 pub mod forecast;
 pub mod google_errors;
+pub mod implicit_combo;
 #[cfg(test)]
 mod journaled;
 pub mod lockout;
@@ -46,3 +48,5 @@ pub mod target_block;
 pub mod topology;
 pub mod unserved_apis;
 pub mod window;
+pub mod window_block;
+pub mod window_id;

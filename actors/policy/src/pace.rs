@@ -1,12 +1,12 @@
 //! Pacing (behaviour §13): how fast a target may be spent, from what is left of each of its
-//! windows and when each comes back, and which windows block it (spent or within its reserve).
-//! Pure: window readings + now → pace; it never reads the clock, never parses headers (that is
-//! `rate_limit_headers`) and never orders targets (that is selection, which turns a pace into a
-//! DRR quantum with [`quantum`]).
-
-use std::collections::BTreeMap;
+//! windows and when each comes back. Pure: window readings + now → pace; it never reads the
+//! clock, never parses headers (that is `rate_limit_headers`), never blocks a target (that is
+//! admission: `window_block`) and never orders targets (that is selection, which turns a pace
+//! into a DRR quantum with [`quantum`]).
 
 use serde::{Deserialize, Serialize};
+
+use crate::window_id::WindowId;
 
 /// A pace of exactly 1 (on pace), in the per-mille unit paces are computed and journaled in.
 pub const ON_PACE: u32 = 1_000;
@@ -15,7 +15,6 @@ pub const QUANTUM_PER_WEIGHT: u64 = 1_024;
 
 const MINUTE_MS: u64 = 60_000;
 const HOUR_MS: u64 = 60 * MINUTE_MS;
-const DAY_MS: u64 = 24 * HOUR_MS;
 
 /// Contract: `[defaults.pacing]` (and `pacing = false` on a combo).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,15 +106,12 @@ impl PaceWindow {
         }
     }
 
-    /// Whether it concerns `model`: windows without a model (`5h`, `7d`, `requests_5h`)
-    /// concern every model; `<kind>:<model>` only that one.
+    /// Whether it concerns `model` (see [`WindowId::applies_to`]).
     pub fn applies_to(&self, model: &str) -> bool {
-        self.window
-            .split_once(':')
-            .is_none_or(|(_, window_model)| window_model == model)
+        WindowId::parse(&self.window).applies_to(model)
     }
 
-    /// As [`target_pace`] and [`window_block`] read it.
+    /// As [`target_pace`] and `window_block` read it.
     pub fn left(&self) -> WindowLeft<'_> {
         WindowLeft {
             window: &self.window,
@@ -134,34 +130,9 @@ pub const QUOTA_WINDOW_MIN_MS: u64 = HOUR_MS;
 /// its name does not say, as an operator's pushed window): each percent of it is journaled
 /// and `replay --summary` counts what its resets left unused.
 pub fn is_quota_window(window: &str) -> bool {
-    window_length_ms(window).is_none_or(|length| length >= QUOTA_WINDOW_MIN_MS)
-}
-
-/// How long a window is, from its name; `None` when the name says nothing of its length.
-pub fn window_length_ms(window: &str) -> Option<u64> {
-    let (base, model) = match window.split_once(':') {
-        Some((base, model)) => (base, Some(model)),
-        None => (window, None),
-    };
-    match base {
-        "requests_5h" | "tokens_5h" => return Some(5 * HOUR_MS),
-        "requests_7d" | "tokens_7d" => return Some(7 * DAY_MS),
-        // The short count windows upstream headers report are per minute (§13).
-        "requests" | "tokens" | "input-tokens" | "output-tokens" if model.is_some() => {
-            return Some(MINUTE_MS)
-        }
-        _ => {}
-    }
-    let unit_at = base.len().checked_sub(1)?;
-    let (count, unit) = base.split_at(unit_at);
-    let count: u64 = count.parse().ok().filter(|count| *count > 0)?;
-    let unit_ms = match unit {
-        "m" => MINUTE_MS,
-        "h" => HOUR_MS,
-        "d" => DAY_MS,
-        _ => return None,
-    };
-    count.checked_mul(unit_ms)
+    WindowId::parse(window)
+        .length_ms()
+        .is_none_or(|length| length >= QUOTA_WINDOW_MIN_MS)
 }
 
 /// A window's pace in per mille: `left / max(time_left, min_time_left)` (§13), unbounded.
@@ -174,7 +145,10 @@ pub fn window_pace_pm(window: &WindowLeft<'_>, now_ms: u64, settings: &PacingSet
     let limit = u128::from(window.limit.max(1));
     let left_pm = u128::from(window.limit.saturating_sub(window.used)) * 1_000 / limit;
     let min_time_left_pm = u128::from(PacingSettings::per_mille(settings.min_time_left));
-    let time_left_pm = match (window.resets_at_ms, window_length_ms(window.window)) {
+    let time_left_pm = match (
+        window.resets_at_ms,
+        WindowId::parse(window.window).length_ms(),
+    ) {
         (Some(reset), Some(length)) => {
             let to_run = u128::from(reset - now_ms).min(u128::from(length));
             (to_run * 1_000 / u128::from(length)).max(min_time_left_pm)
@@ -237,93 +211,13 @@ pub fn quantum(weight: u32, pace_per_mille: u32) -> u64 {
     u64::try_from(rounded).unwrap_or(u64::MAX).max(1)
 }
 
-/// Contract: `reserve_pct` on a connection, or `reserve = { "7d" = 20 }` per window: the share
-/// of a window kept for the account's owner.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Reserve {
-    /// Every window's reserve, in percent.
-    pub all_pct: Option<u8>,
-    /// Per window name (its base, before any `:<model>`), overriding `all_pct`.
-    pub by_window: BTreeMap<String, u8>,
-}
-
-impl Reserve {
-    /// The reserve of `window`: its base name's (`7d` for `7d:opus`; `5h` for a counted
-    /// `requests_5h`), else every window's.
-    pub fn pct_for(&self, window: &str) -> Option<u8> {
-        let base = window.split_once(':').map_or(window, |(base, _)| base);
-        let period = base.rsplit_once('_').map_or(base, |(_, period)| period);
-        self.by_window
-            .get(base)
-            .or_else(|| self.by_window.get(period))
-            .copied()
-            .or(self.all_pct)
-    }
-
-    /// Whether what is left of `window` is within its reserve (reset or not: the caller
-    /// knows whether it has passed).
-    pub fn holds(&self, window: &PaceWindow) -> bool {
-        self.pct_for(&window.window)
-            .is_some_and(|pct| u32::from(window.left_pm) <= u32::from(pct) * 10)
-    }
-}
-
-/// Why a window hard-blocks its target (§13): the upstream says it is spent, or what is left
-/// is within the owner's reserve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WindowBlockReason {
-    /// `quota_exhausted`.
-    Spent,
-    /// `reserved`.
-    Reserved,
-}
-
-/// A window that blocks its target until `until_ms` (`None`: no reset known).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WindowBlock {
-    pub reason: WindowBlockReason,
-    pub window: String,
-    pub until_ms: Option<u64>,
-}
-
-/// The first window among `windows` (already narrowed to the requested model) that blocks
-/// its target at `now_ms`: one an upstream or a push reports used to its limit (a configured
-/// limit the router counts only saturates, §6), else one whose share left is within its
-/// reserve. Windows past their reset block nothing.
-pub fn window_block<'a>(
-    windows: impl IntoIterator<Item = &'a PaceWindow>,
-    reserve: &Reserve,
-    now_ms: u64,
-) -> Option<WindowBlock> {
-    let mut reserved = None;
-    for window in windows {
-        if window.resets_at_ms.is_some_and(|reset| now_ms >= reset) {
-            continue;
-        }
-        if window.reported && window.left_pm == 0 {
-            return Some(WindowBlock {
-                reason: WindowBlockReason::Spent,
-                window: window.window.clone(),
-                until_ms: window.resets_at_ms,
-            });
-        }
-        if reserved.is_none() && reserve.holds(window) {
-            reserved = Some(WindowBlock {
-                reason: WindowBlockReason::Reserved,
-                window: window.window.clone(),
-                until_ms: window.resets_at_ms,
-            });
-        }
-    }
-    reserved
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     const NOW: u64 = 1_735_689_600_000;
+    const DAY_MS: u64 = 24 * HOUR_MS;
 
     fn window(name: &str, used: u64, limit: u64, resets_in_ms: Option<u64>) -> WindowLeft<'_> {
         WindowLeft {
@@ -331,29 +225,6 @@ mod tests {
             used,
             limit,
             resets_at_ms: resets_in_ms.map(|ms| NOW + ms),
-        }
-    }
-
-    #[test]
-    fn window_lengths_from_their_names() {
-        let cases = [
-            ("5h", Some(5 * HOUR_MS)),
-            ("7d", Some(7 * DAY_MS)),
-            ("7d:claude-opus", Some(7 * DAY_MS)),
-            ("300m", Some(300 * MINUTE_MS)),
-            ("requests:gpt-4o", Some(MINUTE_MS)),
-            ("input-tokens:claude", Some(MINUTE_MS)),
-            ("requests_5h", Some(5 * HOUR_MS)),
-            ("tokens_7d:gpt-4o", Some(7 * DAY_MS)),
-            ("requests", None),
-            ("0h", None),
-            ("h", None),
-            ("", None),
-            ("5x", None),
-            ("99999999999999999999d", None),
-        ];
-        for (name, expected) in cases {
-            assert_eq!(window_length_ms(name), expected, "{name}");
         }
     }
 
@@ -472,75 +343,6 @@ mod tests {
         assert_eq!(quantum(1, 0), 1);
         assert_eq!(quantum(0, ON_PACE), 1);
         assert_eq!(quantum(u32::MAX, u32::MAX), u64::MAX);
-    }
-
-    fn reported(name: &str, used: u64, limit: u64, resets_in_ms: Option<u64>) -> PaceWindow {
-        PaceWindow::of(name, used, limit, resets_in_ms.map(|ms| NOW + ms), true)
-    }
-
-    #[test]
-    fn spent_windows_block_until_their_reset_and_reserves_hold() {
-        let none = Reserve::default();
-        let spent = window_block(&[reported("5h", 100, 100, Some(HOUR_MS))], &none, NOW);
-        assert_eq!(
-            spent,
-            Some(WindowBlock {
-                reason: WindowBlockReason::Spent,
-                window: "5h".into(),
-                until_ms: Some(NOW + HOUR_MS),
-            })
-        );
-        // One request left of a million is not spent (left rounds up).
-        assert_eq!(
-            window_block(
-                &[reported("5h", 999_999, 1_000_000, Some(HOUR_MS))],
-                &none,
-                NOW
-            ),
-            None
-        );
-        // A counted limit at its limit only saturates.
-        let counted = PaceWindow::of("requests_5h", 100, 100, None, false);
-        assert_eq!(
-            window_block(std::slice::from_ref(&counted), &none, NOW),
-            None
-        );
-        let reserve = Reserve {
-            all_pct: Some(10),
-            by_window: BTreeMap::from([("7d".to_owned(), 20), ("5h".to_owned(), 5)]),
-        };
-        let kept = window_block(
-            &[
-                reported("5h", 94, 100, Some(HOUR_MS)),
-                reported("7d:opus", 80, 100, Some(DAY_MS)),
-            ],
-            &reserve,
-            NOW,
-        );
-        assert_eq!(
-            kept.map(|b| (b.reason, b.window)),
-            Some((WindowBlockReason::Reserved, "7d:opus".into()))
-        );
-        // A counted `requests_5h` takes the `5h` reserve.
-        let counted = PaceWindow::of("requests_5h", 96, 100, None, false);
-        assert_eq!(
-            window_block(&[counted], &reserve, NOW).map(|b| b.reason),
-            Some(WindowBlockReason::Reserved)
-        );
-        // A spent window wins over an earlier reserved one; a past reset blocks nothing.
-        let both = window_block(
-            &[
-                reported("7d", 90, 100, Some(DAY_MS)),
-                reported("5h", 100, 100, Some(HOUR_MS)),
-            ],
-            &reserve,
-            NOW,
-        );
-        assert_eq!(both.map(|b| b.reason), Some(WindowBlockReason::Spent));
-        assert_eq!(
-            window_block(&[reported("5h", 100, 100, Some(0))], &reserve, NOW),
-            None
-        );
     }
 
     proptest! {

@@ -12,14 +12,16 @@
 //!
 //! Pure: the time the reading was made is an argument.
 
-use crate::pace::window_length_ms;
+use crate::window_id::WindowId;
 
 /// The longest any reading stands: a week, the longest window an upstream reports.
 pub const READING_MAX_MS: u64 = 7 * 24 * 3_600_000;
 
 /// How long a reading of `window` may stand: its length, at most [`READING_MAX_MS`].
 pub fn window_bound_ms(window: &str) -> u64 {
-    window_length_ms(window).map_or(READING_MAX_MS, |length| length.min(READING_MAX_MS))
+    WindowId::parse(window)
+        .length_ms()
+        .map_or(READING_MAX_MS, |length| length.min(READING_MAX_MS))
 }
 
 /// When a reading of `window` made at `read_at_ms` that claims `resets_at_ms` stops saying

@@ -15,9 +15,11 @@ use crate::affinity::AffinitySettings;
 use crate::breaker::BreakerSettings;
 use crate::buckets::{BucketLimits, BucketSettings};
 use crate::cooldown::CooldownSettings;
+use crate::implicit_combo::ImplicitCombo;
 use crate::lockout::LockoutSettings;
-use crate::pace::{PacingSettings, Reserve};
+use crate::pace::PacingSettings;
 use crate::quota_share::Strategy;
+use crate::window_block::Reserve;
 
 /// One upstream API with its breaker settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -254,7 +256,7 @@ impl Topology {
     /// the model, with equal weights. `None` when the name is not of that form, the provider is
     /// unknown, or no connection serves the model.
     pub fn implicit_combo(&self, name: &str) -> Option<ComboSpec> {
-        let (provider, model) = name.split_once('/')?;
+        let ImplicitCombo { provider, model } = ImplicitCombo::parse(name)?;
         self.provider(provider)?;
         let combo = implicit_combo_of(
             name,
@@ -383,7 +385,7 @@ pub fn recorded_targets(config: &ConfigLoaded, combo: &str) -> Option<(Strategy,
         let strategy = c.strategy.parse().unwrap_or(Strategy::QuotaShare);
         return Some((strategy, c.targets.clone()));
     }
-    let (provider, model) = combo.split_once('/')?;
+    let ImplicitCombo { provider, model } = ImplicitCombo::parse(combo)?;
     config.providers.iter().find(|p| p.name == provider)?;
     let ids = config.connections.iter().filter(|c| {
         c.provider == provider

@@ -1,7 +1,7 @@
 //! The one sliding-window shape: `bins` time bins of `bin_ms` each, numbered `at_ms / bin_ms`;
 //! the window is the current bin and the `bins - 1` before it, and a bin's amount leaves the
 //! window when the whole bin has. Every counted window is binned by it: a connection's 5 h and
-//! 7 d buckets (`buckets`), a client's per-minute and per-day limits (`src/clients/window.rs`),
+//! 7 d buckets (`buckets`), a client's per-minute and per-day limits (`clients::window`),
 //! and a cluster's shared counters in Redis (`src/cluster/`), whose bins live
 //! [`WindowShape::counter_ttl_s`]. Pure: `now_ms` is always an argument.
 

@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use quotaroute_actors::policy::exec_key::exec_key;
+
 use crate::config::error::ErrorSink;
 use crate::config::model::{ComboConfig, ConnectionConfig, Strategy, TargetConfig};
 use crate::config::raw::{RawCombo, RawTarget};
@@ -144,7 +146,7 @@ fn build_targets(
                 continue;
             }
         }
-        let execution_key = format!("{}/{model}", connection.id);
+        let execution_key = exec_key(&connection.id, &model);
         if !check_unique(&execution_key, &key, "target", &mut seen, sink) {
             continue;
         }

@@ -3,9 +3,9 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::config::error::ErrorSink;
-use crate::config::model::{
-    AuthKind, ConnectionConfig, ConnectionLimits, CredentialSource, ProviderConfig,
-};
+use quotaroute_actors::policy::buckets::BucketLimits;
+
+use crate::config::model::{AuthKind, ConnectionConfig, CredentialSource, ProviderConfig};
 use crate::config::raw::{RawConnection, RawLimits};
 
 use super::checks::{at_least_one_u32, check_unique, one_of, required_name};
@@ -117,8 +117,9 @@ pub(super) fn build_connections(
         .collect()
 }
 
-fn build_limits(raw: RawLimits) -> ConnectionLimits {
-    ConnectionLimits {
+/// `[connections.limits]` as the buckets count them: the one conversion from the TOML shape.
+fn build_limits(raw: RawLimits) -> BucketLimits {
+    BucketLimits {
         requests_5h: raw.requests_5h,
         tokens_5h: raw.tokens_5h,
         requests_7d: raw.requests_7d,

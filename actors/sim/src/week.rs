@@ -21,14 +21,6 @@
 //!   what conversation affinity may hold: `max_lead` twice) of its paced share
 //!   `w·pace / Σ w·pace`, taken decision by decision from the paces `route_decided` journals.
 
-#![cfg_attr(
-    test,
-    expect(
-        dead_code,
-        reason = "the tests use only part of the week; the example all of it"
-    )
-)]
-
 use std::sync::Arc;
 
 use quotaroute_actors::policy::classify::{classify, UpstreamReply};
@@ -43,7 +35,6 @@ use quotaroute_journal::{
     RouteDecided, WriterConfig,
 };
 
-#[path = "accounts.rs"]
 pub mod accounts;
 
 use accounts::{Account, Family, ResetTally, DAY_MS, FIVE_HOURS_MS, HOUR_MS, SECOND_MS, WEEK_MS};

@@ -12,9 +12,9 @@
 //! what was already on its way.
 
 use super::calendar;
-use super::identity::KeyDigest;
+use super::key_digest::KeyDigest;
 use super::window::BinnedWindow;
-use quotaroute_actors::policy::window::WindowShape;
+use crate::window::WindowShape;
 
 /// What the shared counters say of one client before a request: `Err` names the limit the
 /// whole cluster has spent and how long until it may free.

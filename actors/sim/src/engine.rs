@@ -7,9 +7,8 @@
 //! steps replays the same way) and the shrinking of a failing run; the invariant checks are
 //! in `invariants.rs`, a child module. It
 //! must not reach into the library's internals: it sees only what an embedding program sees
-//! (`Router`, `Decision`, `AdminState`, the actors' own state for restart checks). Shared by
-//! `tests/simulate.rs` (short runs) and `examples/simulate.rs` (long runs) through `#[path]`,
-//! so the library stays unchanged.
+//! (`Router`, `Decision`, `AdminState`, the actors' own state for restart checks). Used by
+//! `actors/tests/simulate.rs` (short runs) and `actors/examples/simulate.rs` (long runs).
 //!
 //! # Invariants (the letter is the name a failure reports)
 //! - **a** a routed or failed-over target is not hard-blocked (breaker OPEN, HALF_OPEN with a
@@ -31,7 +30,6 @@
 //! - **m**, **n** (pacing, behaviour §13) are the subscription week's, in `week.rs`: no request
 //!   to a spent or reserved window; with readings stable, shares follow the paces.
 
-#[path = "invariants.rs"]
 mod invariants;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -16,8 +16,7 @@
 //!   choices are within the §2 bound (2) plus `max_lead` (twice: the window may open with a
 //!   target that far ahead and close with another) of `N·w/Σw`.
 //!
-//! Self-contained beside `engine.rs` (which it uses only for `Rng`): included by
-//! `tests/simulate.rs` and `examples/simulate.rs` through `#[path]`.
+//! Self-contained beside `engine.rs` (which it uses only for `Rng`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

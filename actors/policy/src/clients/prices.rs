@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use crate::implicit_combo::ImplicitCombo;
+
 /// Pico-USD per token of each kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ModelPrice {
@@ -74,7 +76,10 @@ impl PriceTable {
         if let Some(price) = self.by_model.get(model) {
             return Some(price);
         }
-        if let Some(price) = self.by_model.get(&format!("{provider}/{model}")) {
+        if let Some(price) = self
+            .by_model
+            .get(&ImplicitCombo::new(provider, model).name())
+        {
             return Some(price);
         }
         model

@@ -3,7 +3,7 @@
 //! one bin at a time (a bin's amount leaves the window when the whole bin has). Pure: `now_ms`
 //! is always an argument.
 
-use quotaroute_actors::policy::window::WindowShape;
+use crate::window::WindowShape;
 
 /// One amount per bin of `shape`.
 #[derive(Debug, Clone, PartialEq, Eq)]
