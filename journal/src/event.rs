@@ -63,6 +63,7 @@ pub enum Event {
     AffinityBound(AffinityBound),
     ClientUsage(ClientUsage),
     ClientLimited(ClientLimited),
+    PacingRule(PacingRule),
 }
 
 impl Event {
@@ -92,11 +93,12 @@ impl Event {
             Event::AffinityBound(_) => "affinity_bound",
             Event::ClientUsage(_) => "client_usage",
             Event::ClientLimited(_) => "client_limited",
+            Event::PacingRule(_) => "pacing_rule",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 23] = [
+    pub const KINDS: [&'static str; 24] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -120,6 +122,7 @@ impl Event {
         "affinity_bound",
         "client_usage",
         "client_limited",
+        "pacing_rule",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -887,4 +890,68 @@ pub struct ClientLimited {
     pub limit: String,
     /// Until the window frees (`None` for `models`, which never frees by itself).
     pub retry_after_ms: Option<u64>,
+}
+
+/// The knobs of pacing's spending rule in force for a config generation (behaviour §13),
+/// journaled right after its `config_loaded`, so replay explains a paced choice with them and
+/// rebuilds DRR turns as the node took them. A generation without one ran today's rule
+/// (exponent 1, wall clock, every window).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacingRule {
+    /// The `config_loaded` generation these knobs belong to.
+    pub generation: u64,
+    /// `[defaults.pacing]`'s, for implicit combos.
+    pub defaults: PacingKnobs,
+    /// Each named combo's (its `[combos.pacing]` over the defaults), in config order.
+    pub combos: Vec<ComboPacing>,
+}
+
+/// One combo's knobs in a [`PacingRule`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComboPacing {
+    pub combo: String,
+    pub knobs: PacingKnobs,
+}
+
+/// `exponent`, `clock` and `pace_windows` (contract: `[defaults.pacing]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacingKnobs {
+    /// The exponent in per mille (1000 = proportional).
+    pub exponent_pm: u32,
+    pub clock: PacingClock,
+    pub pace_windows: PaceWindows,
+}
+
+impl Default for PacingKnobs {
+    /// Today's rule: exponent 1, wall clock, every window.
+    fn default() -> Self {
+        PacingKnobs {
+            exponent_pm: 1_000,
+            clock: PacingClock::Wall,
+            pace_windows: PaceWindows::All,
+        }
+    }
+}
+
+/// What a window's `time_left` counts (behaviour §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PacingClock {
+    /// Wall-clock time to the reset.
+    #[default]
+    Wall,
+    /// The share of the window's expected demand still to come (the combo's requests by hour
+    /// of the week).
+    Demand,
+}
+
+/// Which windows set a target's pace (behaviour §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaceWindows {
+    /// The slowest of every window with a reading.
+    #[default]
+    All,
+    /// Windows of a day or shorter do not pace while a longer window has a reading.
+    Longest,
 }

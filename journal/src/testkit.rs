@@ -259,6 +259,22 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             limit: "requests_per_min".to_string(),
             retry_after_ms: (!n.is_multiple_of(4)).then_some(1_000 + n),
         }),
+        23 => Event::PacingRule(PacingRule {
+            generation: n + 1,
+            defaults: PacingKnobs::default(),
+            combos: vec![ComboPacing {
+                combo: "team".to_string(),
+                knobs: PacingKnobs {
+                    exponent_pm: 2_000,
+                    clock: if n.is_multiple_of(2) {
+                        PacingClock::Demand
+                    } else {
+                        PacingClock::Wall
+                    },
+                    pace_windows: PaceWindows::Longest,
+                },
+            }],
+        }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
             response_id: format!("resp_{n}"),

@@ -113,6 +113,29 @@ impl TimelineWriter {
                 e.combo,
                 e.request_id
             ),
+            Event::PacingRule(e) => {
+                let knobs = |k: &quotaroute_journal::PacingKnobs| {
+                    format!(
+                        "exponent={} clock={:?} pace_windows={:?}",
+                        f64::from(k.exponent_pm) / 1_000.0,
+                        k.clock,
+                        k.pace_windows
+                    )
+                    .to_lowercase()
+                };
+                let combos: Vec<String> = e
+                    .combos
+                    .iter()
+                    .map(|c| format!("{}: {}", c.combo, knobs(&c.knobs)))
+                    .collect();
+                format!(
+                    "generation={} defaults: {}{}{}",
+                    e.generation,
+                    knobs(&e.defaults),
+                    if combos.is_empty() { "" } else { "; " },
+                    combos.join("; ")
+                )
+            }
             Event::ClientLimited(e) => format!(
                 "client={} limit={}{} req={}",
                 e.client,

@@ -34,6 +34,7 @@ use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGat
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
 use quotaroute_actors::policy::exec_key::exec_key;
+use quotaroute_actors::policy::demand_profile::DemandProfile;
 use quotaroute_actors::policy::pace::PacingSettings;
 use quotaroute_actors::policy::quota_share::{self, DrrKeys, TargetView};
 use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};
@@ -162,6 +163,8 @@ pub struct WhatIf {
     connections: BTreeMap<String, (ConnectionState, ConnectionSpec)>,
     /// Per combo: the what-if deficits, leads and conversation bindings.
     selection: BTreeMap<String, SelectionState>,
+    /// Per combo: its requests by hour of the week, for `clock = "demand"` (behaviour §13).
+    demand: BTreeMap<String, DemandProfile>,
     in_flight: BTreeMap<String, u32>,
     live: BTreeMap<String, LiveRequest>,
     recorded_unservable: BTreeSet<String>,
@@ -191,6 +194,7 @@ impl WhatIf {
             gates: BTreeMap::new(),
             connections: BTreeMap::new(),
             selection: BTreeMap::new(),
+            demand: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             live: BTreeMap::new(),
             recorded_unservable: BTreeSet::new(),
@@ -352,11 +356,19 @@ impl WhatIf {
         self.requests_replayed += 1;
         let turn = recorded_turn(recorded, &targets);
         let pacing = self.pacing_of(&combo, strategy);
+        let demand = self.demand.remove(&combo).unwrap_or_default();
         let views: Vec<TargetView> = turn
             .positions
             .iter()
-            .map(|&position| self.target_view(&targets[position], pacing.as_ref(), now_ms))
+            .map(|&position| {
+                self.target_view(&targets[position], pacing.as_ref(), &demand, now_ms)
+            })
             .collect();
+        let exponent_pm = pacing
+            .as_ref()
+            .map_or(quotaroute_actors::policy::pace::ON_PACE, |settings| {
+                settings.knobs().exponent_pm
+            });
         let settings = self.config.affinity;
         let rules = ComboRules {
             name: &combo,
@@ -393,8 +405,11 @@ impl WhatIf {
             self.selection.insert(combo, state);
             return None;
         };
+        let mut demand = demand;
+        demand.count(now_ms);
+        self.demand.insert(combo.clone(), demand);
         state.apply(
-            &DrrKeys::new(strategy, &infos),
+            &DrrKeys::new(strategy, &infos).with_exponent_pm(exponent_pm),
             &decided.route_decided,
             decided.changes,
             now_ms,
@@ -471,17 +486,15 @@ impl WhatIf {
     }
 
     /// The pacing `combo`'s quota-share turns use under the what-if config (behaviour §13):
-    /// `[defaults.pacing]` with the combo's own switch; `None` when off or for another strategy.
+    /// `[defaults.pacing]` with the combo's own switch and knobs; `None` when off or for
+    /// another strategy.
     fn pacing_of(&self, combo: &str, strategy: quota_share::Strategy) -> Option<PacingSettings> {
-        let defaults = &self.config.defaults.pacing;
-        let on = self
-            .config
-            .combos
-            .iter()
-            .find(|c| c.name == combo)
-            .is_none_or(|c| c.pacing);
-        (defaults.enabled && on && strategy == quota_share::Strategy::QuotaShare)
-            .then(|| defaults.clone())
+        let settings = self
+            .planned
+            .combo(combo)
+            .map_or(&self.planned.pacing, |spec| &spec.pacing);
+        (settings.enabled && strategy == quota_share::Strategy::QuotaShare)
+            .then(|| settings.clone())
     }
 
     /// What the selector sees of one target now: the same evaluation as the combo actor's, on
@@ -490,6 +503,7 @@ impl WhatIf {
         &mut self,
         target: &RoutedTarget,
         pacing: Option<&PacingSettings>,
+        demand: &DemandProfile,
         now_ms: u64,
     ) -> TargetView {
         let breaker = self.admission_of(&target.provider, now_ms);
@@ -510,6 +524,7 @@ impl WhatIf {
             in_flight,
             max_concurrent,
             pacing,
+            Some(demand),
             now_ms,
         )
     }
@@ -1058,6 +1073,7 @@ mod tests {
                     cases[i].in_flight,
                     spec.max_concurrent,
                     combo.paced(),
+                    None,
                     NOW,
                 )
             })

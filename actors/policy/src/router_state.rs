@@ -18,6 +18,7 @@ use crate::burn_history::BurnHistory;
 use crate::cached_input::CachedInputByConnection;
 use crate::connection_state::ConnectionState;
 use crate::drr::DrrDeficits;
+use crate::pacing_rules::{PacingFold, PacingRules};
 use crate::peer_progress::PeerProgress;
 use crate::quota_share::{apply_route_decided, DrrKeys};
 use crate::stored_responses::ResponseBindings;
@@ -66,6 +67,10 @@ pub struct RouterState {
     /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
     #[serde(skip)]
     route_keys: RouteKeyCache,
+    /// The knobs of pacing's rule per generation and each combo's demand by hour of the week
+    /// (behaviour §13). Not stored: rebuilt from the events after a snapshot.
+    #[serde(skip)]
+    pub pacing: PacingFold,
 }
 
 /// `(max_groups, ttl_ms)` for [`RouterState::affinity_limits`], and the number of clients the
@@ -96,11 +101,18 @@ impl PartialEq for RouteKeyCache {
 
 impl RouteKeyCache {
     /// The key table of `combo` in `config`, resolved on first use.
-    fn keys(&mut self, config: &ConfigLoaded, combo: &str) -> Option<&DrrKeys> {
+    fn keys(
+        &mut self,
+        config: &ConfigLoaded,
+        combo: &str,
+        rules: &PacingRules,
+    ) -> Option<&DrrKeys> {
         let by_combo = self.by_generation.entry(config.generation).or_default();
         if !by_combo.contains_key(combo) {
-            let keys = recorded_targets(config, combo)
-                .map(|(strategy, targets)| DrrKeys::new(strategy, &targets));
+            let exponent_pm = rules.exponent_pm(config.generation, combo);
+            let keys = recorded_targets(config, combo).map(|(strategy, targets)| {
+                DrrKeys::new(strategy, &targets).with_exponent_pm(exponent_pm)
+            });
             by_combo.insert(combo.to_owned(), keys);
         }
         by_combo.get(combo).and_then(Option::as_ref)
@@ -149,7 +161,13 @@ impl RouterState {
             }
             Event::RouteDecided(decided) => {
                 self.burn.apply(at_ms, event);
+                self.pacing.count(at_ms, decided);
                 self.apply_route(decided);
+            }
+            Event::PacingRule(rule) => {
+                self.pacing.rules.apply(rule);
+                // Tables resolved before the rule arrived must take its exponent.
+                self.route_keys.by_generation.remove(&rule.generation);
             }
             Event::BreakerCounted(BreakerCounted { provider, .. })
             | Event::BreakerTransition(BreakerTransition { provider, .. }) => {
@@ -274,6 +292,7 @@ impl RouterState {
             affinity_limits: self.affinity_limits,
             burn: self.burn.clone(),
             route_keys: RouteKeyCache::default(),
+            pacing: self.pacing.clone(),
         }
     }
 
@@ -313,7 +332,10 @@ impl RouterState {
         else {
             return;
         };
-        let Some(keys) = self.route_keys.keys(config, &decided.combo) else {
+        let Some(keys) = self
+            .route_keys
+            .keys(config, &decided.combo, &self.pacing.rules)
+        else {
             return;
         };
         let deficits = match self.deficits.get_mut(&decided.combo) {
