@@ -893,27 +893,64 @@ pub struct ClientLimited {
 }
 
 /// The knobs of pacing's spending rule in force for a config generation (behaviour §13),
-/// journaled right after its `config_loaded`, so replay explains a paced choice with them and
-/// rebuilds DRR turns as the node took them. A generation without one ran today's rule
-/// (exponent 1, wall clock, every window).
+/// journaled right after its `config_loaded` when any combo's differ from today's rule, so
+/// replay explains a paced choice with them and rebuilds DRR turns as the node took them. A
+/// generation without one ran today's rule (exponent 1, wall clock, every window). Its own
+/// fields are `[defaults.pacing]`'s (implicit combos).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PacingRule {
     /// The `config_loaded` generation these knobs belong to.
     pub generation: u64,
-    /// `[defaults.pacing]`'s, for implicit combos.
-    pub defaults: PacingKnobs,
+    /// The exponent in per mille (1000 = proportional).
+    pub exponent_pm: u32,
+    pub clock: PacingClock,
+    pub pace_windows: PaceWindows,
     /// Each named combo's (its `[combos.pacing]` over the defaults), in config order.
     pub combos: Vec<ComboPacing>,
+}
+
+impl PacingRule {
+    /// `[defaults.pacing]`'s knobs.
+    pub fn defaults(&self) -> PacingKnobs {
+        PacingKnobs {
+            exponent_pm: self.exponent_pm,
+            clock: self.clock,
+            pace_windows: self.pace_windows,
+        }
+    }
 }
 
 /// One combo's knobs in a [`PacingRule`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComboPacing {
     pub combo: String,
-    pub knobs: PacingKnobs,
+    /// The exponent in per mille (1000 = proportional).
+    pub exponent_pm: u32,
+    pub clock: PacingClock,
+    pub pace_windows: PaceWindows,
 }
 
-/// `exponent`, `clock` and `pace_windows` (contract: `[defaults.pacing]`).
+impl ComboPacing {
+    /// `combo`'s entry with `knobs`.
+    pub fn new(combo: &str, knobs: PacingKnobs) -> Self {
+        ComboPacing {
+            combo: combo.to_owned(),
+            exponent_pm: knobs.exponent_pm,
+            clock: knobs.clock,
+            pace_windows: knobs.pace_windows,
+        }
+    }
+
+    pub fn knobs(&self) -> PacingKnobs {
+        PacingKnobs {
+            exponent_pm: self.exponent_pm,
+            clock: self.clock,
+            pace_windows: self.pace_windows,
+        }
+    }
+}
+
+/// `exponent`, `clock` and `pace_windows` (contract: `[defaults.pacing]`), as one value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PacingKnobs {
     /// The exponent in per mille (1000 = proportional).

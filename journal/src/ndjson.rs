@@ -205,8 +205,13 @@ mod tests {
             line.ends_with(r#""client":"team-0","cost_usd":null,"translated":null,"usage_estimated":false,"items_left_out":0,"period_spend_pusd":null,"period_start_ms":null}"#),
             "{line}"
         );
-        // Sample 48 has a price.
-        let priced = &sample_envelopes(48, 99, 1)[0];
+        // The 48th request_succeeded sample has a price.
+        let priced = &Envelope {
+            schema_version: crate::event::SCHEMA_VERSION,
+            seq: 48,
+            at_ms: 99,
+            event: crate::testkit::sample_event(2, 48),
+        };
         let object: Map<String, Value> =
             serde_json::from_str(&envelope_to_json(priced).unwrap()).unwrap();
         assert_eq!(object["kind"], "request_succeeded");

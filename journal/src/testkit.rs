@@ -261,10 +261,12 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
         }),
         23 => Event::PacingRule(PacingRule {
             generation: n + 1,
-            defaults: PacingKnobs::default(),
-            combos: vec![ComboPacing {
-                combo: "team".to_string(),
-                knobs: PacingKnobs {
+            exponent_pm: 1_000,
+            clock: PacingClock::Wall,
+            pace_windows: PaceWindows::All,
+            combos: vec![ComboPacing::new(
+                "team",
+                PacingKnobs {
                     exponent_pm: 2_000,
                     clock: if n.is_multiple_of(2) {
                         PacingClock::Demand
@@ -273,7 +275,7 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
                     },
                     pace_windows: PaceWindows::Longest,
                 },
-            }],
+            )],
         }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),

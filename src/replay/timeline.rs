@@ -126,12 +126,12 @@ impl TimelineWriter {
                 let combos: Vec<String> = e
                     .combos
                     .iter()
-                    .map(|c| format!("{}: {}", c.combo, knobs(&c.knobs)))
+                    .map(|c| format!("{}: {}", c.combo, knobs(&c.knobs())))
                     .collect();
                 format!(
                     "generation={} defaults: {}{}{}",
                     e.generation,
-                    knobs(&e.defaults),
+                    knobs(&e.defaults()),
                     if combos.is_empty() { "" } else { "; " },
                     combos.join("; ")
                 )

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use quotaroute_journal::{PacingKnobs, PacingRule, RouteDecided};
+use quotaroute_journal::{ComboPacing, PacingKnobs, PacingRule, RouteDecided};
 
 use crate::demand_profile::DemandProfile;
 
@@ -37,7 +37,7 @@ impl PacingRules {
                 rule.combos
                     .iter()
                     .find(|entry| entry.combo == combo)
-                    .map_or(rule.defaults, |entry| entry.knobs)
+                    .map_or_else(|| rule.defaults(), ComboPacing::knobs)
             })
     }
 
@@ -80,7 +80,7 @@ impl PacingFold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quotaroute_journal::{ComboPacing, PaceWindows, PacingClock};
+    use quotaroute_journal::{PaceWindows, PacingClock};
 
     #[test]
     fn a_combo_runs_its_own_knobs_else_the_defaults_else_today_s_rule() {
@@ -96,11 +96,10 @@ mod tests {
         let mut rules = PacingRules::default();
         rules.apply(&PacingRule {
             generation: 2,
-            defaults,
-            combos: vec![ComboPacing {
-                combo: "team".into(),
-                knobs: steep,
-            }],
+            exponent_pm: defaults.exponent_pm,
+            clock: defaults.clock,
+            pace_windows: defaults.pace_windows,
+            combos: vec![ComboPacing::new("team", steep)],
         });
         assert_eq!(rules.knobs(2, "team"), steep);
         assert_eq!(rules.knobs(2, "openai/gpt-4o"), defaults);

@@ -279,20 +279,20 @@ impl Topology {
     /// its `config_loaded` (behaviour §13); `None` when every combo runs today's rule
     /// (exponent 1, wall clock, every window), which replay assumes without one.
     pub fn pacing_rule(&self, generation: u64) -> Option<PacingRule> {
+        let defaults = self.pacing.knobs();
         let rule = PacingRule {
             generation,
-            defaults: self.pacing.knobs(),
+            exponent_pm: defaults.exponent_pm,
+            clock: defaults.clock,
+            pace_windows: defaults.pace_windows,
             combos: self
                 .combos
                 .iter()
-                .map(|combo| ComboPacing {
-                    combo: combo.name.clone(),
-                    knobs: combo.pacing.knobs(),
-                })
+                .map(|combo| ComboPacing::new(&combo.name, combo.pacing.knobs()))
                 .collect(),
         };
         let today = PacingKnobs::default();
-        let differs = rule.defaults != today || rule.combos.iter().any(|c| c.knobs != today);
+        let differs = defaults != today || rule.combos.iter().any(|c| c.knobs() != today);
         differs.then_some(rule)
     }
 
