@@ -258,11 +258,15 @@ impl Pace {
 
 /// The pace of a target whose windows (already narrowed to the requested model) are
 /// `windows`. Ties between windows go to the first in the order given.
-pub fn target_pace<'a>(
-    windows: impl IntoIterator<Item = WindowLeft<'a>>,
+pub fn target_pace<'a, W>(
+    windows: W,
     now_ms: u64,
     settings: &PacingSettings,
-) -> Pace {
+) -> Pace
+where
+    W: IntoIterator<Item = WindowLeft<'a>>,
+    W::IntoIter: Clone,
+{
     target_pace_by(windows, now_ms, settings, None)
 }
 
@@ -272,27 +276,31 @@ pub const SHORT_WINDOW_MAX_MS: u64 = DAY_MS;
 
 /// [`target_pace`] with every knob of the rule: `pace_windows` picks the windows that pace,
 /// `clock = "demand"` reads `demand` (the combo's requests by hour of the week).
-pub fn target_pace_by<'a>(
-    windows: impl IntoIterator<Item = WindowLeft<'a>>,
+pub fn target_pace_by<'a, W>(
+    windows: W,
     now_ms: u64,
     settings: &PacingSettings,
     demand: Option<&DemandProfile>,
-) -> Pace {
+) -> Pace
+where
+    W: IntoIterator<Item = WindowLeft<'a>>,
+    W::IntoIter: Clone,
+{
     if !settings.enabled {
         return Pace::on_pace();
     }
-    let windows: Vec<WindowLeft<'a>> = windows.into_iter().collect();
+    let windows = windows.into_iter();
     let is_long = |window: &WindowLeft<'_>| {
         window_length_ms(window.window).is_none_or(|length| length > SHORT_WINDOW_MAX_MS)
     };
+    // A second pass over the (borrowed) windows only with `longest`: nothing is collected.
     let longest_only =
-        settings.pace_windows == PaceWindows::Longest && windows.iter().any(is_long);
+        settings.pace_windows == PaceWindows::Longest && windows.clone().any(|w| is_long(&w));
     let binding = windows
-        .iter()
         .filter(|window| !longest_only || is_long(window))
         .map(|window| {
             (
-                window_pace_pm_by(window, now_ms, settings, demand),
+                window_pace_pm_by(&window, now_ms, settings, demand),
                 window.window,
             )
         })
