@@ -339,9 +339,19 @@ async fn exponent_two_splits_94_6_and_replay_names_the_knobs() {
         .find(|e| e["kind"] == "pacing_rule")
         .expect("the knobs are journaled");
     assert_eq!(rule["exponent_pm"], 1_000, "{rule}");
-    assert_eq!(rule["combos"][0]["combo"], "pair", "{rule}");
-    assert_eq!(rule["combos"][0]["exponent_pm"], 2_000, "{rule}");
-    assert_eq!(rule["combos"][0]["clock"], "wall", "{rule}");
+    let combos = rule["combos"].as_array().unwrap();
+    let pair = combos.iter().find(|c| c["combo"] == "pair").unwrap();
+    assert_eq!(pair["exponent_pm"], 2_000, "{rule}");
+    assert_eq!(pair["clock"], "wall", "{rule}");
+    assert_eq!(pair["pace_windows"], "all", "{rule}");
+    // The harness's other combos run the defaults: today's rule.
+    assert!(
+        combos
+            .iter()
+            .filter(|c| c["combo"] != "pair")
+            .all(|c| c["exponent_pm"] == 1_000),
+        "{rule}"
+    );
 
     let journal = harness.dir.path().join("journal");
     let (code, text, err) = crate::replay_support::run(&crate::replay_support::args(&journal));
@@ -355,7 +365,7 @@ async fn exponent_two_splits_94_6_and_replay_names_the_knobs() {
     let what_if = |exponent: &str| {
         let path = harness.dir.path().join(format!("what-if-{exponent}.toml"));
         let text = config.replace("exponent = 2", &format!("exponent = {exponent}"));
-        assert_ne!(exponent == "2", text == config);
+        assert_eq!(exponent == "2", text == config);
         std::fs::write(&path, text).unwrap();
         let (code, out, err) = crate::replay_support::run(&quotaroute::replay::ReplayArgs {
             what_if: Some(path),
