@@ -27,10 +27,10 @@ mod groups;
 
 #[path = "../sim/clients.rs"]
 mod clients;
-#[path = "../sim/week.rs"]
-mod week;
 #[path = "../sim/knob_sweep.rs"]
 mod knob_sweep;
+#[path = "../sim/week.rs"]
+mod week;
 
 use std::time::Instant;
 
@@ -215,7 +215,11 @@ async fn sweep(seed: u64, seeds: u64, shape: week::WeekShape, args: &[String]) {
         .and_then(|i| args.get(i + 1))
         .map_or_else(
             || vec![70, 80, 90],
-            |list| list.split(',').map(|l| l.parse().expect("--loads 70,80,90")).collect(),
+            |list| {
+                list.split(',')
+                    .map(|l| l.parse().expect("--loads 70,80,90"))
+                    .collect()
+            },
         );
     let settings: Vec<_> = match args
         .iter()
@@ -225,7 +229,11 @@ async fn sweep(seed: u64, seeds: u64, shape: week::WeekShape, args: &[String]) {
         None => knob_sweep::every_setting(),
         Some(names) => knob_sweep::every_setting()
             .into_iter()
-            .filter(|k| names.split(',').any(|n| knob_sweep::setting_name(k).replace(' ', "-") == n))
+            .filter(|k| {
+                names
+                    .split(',')
+                    .any(|n| knob_sweep::setting_name(k).replace(' ', "-") == n)
+            })
             .collect(),
     };
     for load in loads {

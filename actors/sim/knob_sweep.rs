@@ -149,7 +149,11 @@ pub fn markdown(row: &LoadRow) -> String {
     };
     out += &line(&row.unpaced, None, None);
     for (_, arm) in &row.settings {
-        out += &line(arm, Some(row.gap_closed(arm)), Some(row.refuses_no_more(arm)));
+        out += &line(
+            arm,
+            Some(row.gap_closed(arm)),
+            Some(row.refuses_no_more(arm)),
+        );
     }
     out += &line(&row.bound, None, None);
     out

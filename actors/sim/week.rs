@@ -33,8 +33,8 @@ use quotaroute_actors::{
     ProviderSpec, RequestEvents, RouteError, RouteRequest, Router, RouterOptions, Topology,
 };
 use quotaroute_journal::{
-    AffinityOutcome, ApiFormat, AuthKind, Event, Journal, MemoryJournal, OutcomeClass,
-    PacingKnobs, RouteDecided, WriterConfig,
+    AffinityOutcome, ApiFormat, AuthKind, Event, Journal, MemoryJournal, OutcomeClass, PacingKnobs,
+    RouteDecided, WriterConfig,
 };
 
 #[path = "accounts.rs"]

@@ -33,8 +33,8 @@ use quotaroute_actors::policy::admission::{
 use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
-use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::policy::demand_profile::DemandProfile;
+use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::policy::pace::PacingSettings;
 use quotaroute_actors::policy::quota_share::{self, DrrKeys, TargetView};
 use quotaroute_actors::policy::request::{breaker_signal, RequestPlan, Step};
@@ -360,9 +360,7 @@ impl WhatIf {
         let views: Vec<TargetView> = turn
             .positions
             .iter()
-            .map(|&position| {
-                self.target_view(&targets[position], pacing.as_ref(), &demand, now_ms)
-            })
+            .map(|&position| self.target_view(&targets[position], pacing.as_ref(), &demand, now_ms))
             .collect();
         let exponent_pm = pacing
             .as_ref()

@@ -376,8 +376,15 @@ async fn exponent_two_splits_94_6_and_replay_names_the_knobs() {
         let report: Value = serde_json::from_str(out.trim()).unwrap();
         report["decisions_differing"].as_u64().unwrap()
     };
-    assert_eq!(what_if("2"), 0, "the recorded knobs re-route it as recorded");
-    assert!(what_if("1") >= 15, "exponent 1 moves about 14 % of the turns");
+    assert_eq!(
+        what_if("2"),
+        0,
+        "the recorded knobs re-route it as recorded"
+    );
+    assert!(
+        what_if("1") >= 15,
+        "exponent 1 moves about 14 % of the turns"
+    );
 }
 
 /// `[defaults.pacing]` and `[combos.pacing]` knobs are checked at load: each wrong value is

@@ -9,8 +9,8 @@ use quotaroute_journal::BlockReason;
 use crate::buckets::BucketView;
 use crate::connection_state::ConnectionState;
 use crate::cooldown::ConnectionHealth;
-use crate::lockout::ModelLockouts;
 use crate::demand_profile::DemandProfile;
+use crate::lockout::ModelLockouts;
 use crate::pace::{self, Pace, PaceWindow, PacingSettings, Reserve, WindowBlockReason};
 use crate::topology::ConnectionSpec;
 

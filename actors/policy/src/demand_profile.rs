@@ -93,7 +93,9 @@ mod tests {
         for week in 0..weeks {
             for day in 0..5 {
                 for minute in 0..8 * 60 {
-                    profile.count(MONDAY + week * WEEK_MS + day * DAY_MS + 9 * HOUR_MS + minute * 60_000);
+                    profile.count(
+                        MONDAY + week * WEEK_MS + day * DAY_MS + 9 * HOUR_MS + minute * 60_000,
+                    );
                 }
             }
         }
@@ -107,10 +109,16 @@ mod tests {
         let friday_night = MONDAY + WEEK_MS + 4 * DAY_MS + 20 * HOUR_MS;
         assert!(profile.has_a_week(friday_night));
         // Wall clock: 2 d 10 h of 7 d still to run (347 ‰); demand: none of it.
-        assert_eq!(profile.share_to_come_pm(friday_night, reset, WEEK_MS), Some(0));
+        assert_eq!(
+            profile.share_to_come_pm(friday_night, reset, WEEK_MS),
+            Some(0)
+        );
         let wednesday_noon = MONDAY + WEEK_MS + 2 * DAY_MS + 12 * HOUR_MS;
         // Wednesday 12:00: 5 of 8 hours left that day and two more days = 21 of 40 hours.
-        assert_eq!(profile.share_to_come_pm(wednesday_noon, reset, WEEK_MS), Some(525));
+        assert_eq!(
+            profile.share_to_come_pm(wednesday_noon, reset, WEEK_MS),
+            Some(525)
+        );
     }
 
     #[test]
@@ -120,6 +128,9 @@ mod tests {
         assert!(!profile.has_a_week(MONDAY + 6 * DAY_MS));
         // A 5-hour window over Saturday night: nothing expected, no answer.
         let saturday = MONDAY + WEEK_MS + 5 * DAY_MS + 2 * HOUR_MS;
-        assert_eq!(profile.share_to_come_pm(saturday, saturday + 3 * HOUR_MS, 5 * HOUR_MS), None);
+        assert_eq!(
+            profile.share_to_come_pm(saturday, saturday + 3 * HOUR_MS, 5 * HOUR_MS),
+            None
+        );
     }
 }

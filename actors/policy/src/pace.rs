@@ -217,9 +217,8 @@ pub fn window_pace_pm_by(
     let limit = u128::from(window.limit.max(1));
     let left_pm = u128::from(window.limit.saturating_sub(window.used)) * 1_000 / limit;
     let min_time_left_pm = u128::from(PacingSettings::per_mille(settings.min_time_left));
-    let profile = demand.filter(|profile| {
-        settings.clock == PacingClock::Demand && profile.has_a_week(now_ms)
-    });
+    let profile = demand
+        .filter(|profile| settings.clock == PacingClock::Demand && profile.has_a_week(now_ms));
     let time_left_pm = match (window.resets_at_ms, window_length_ms(window.window)) {
         (Some(reset), Some(length)) => {
             let wall = |to_run: u128| to_run * 1_000 / u128::from(length);
@@ -258,11 +257,7 @@ impl Pace {
 
 /// The pace of a target whose windows (already narrowed to the requested model) are
 /// `windows`. Ties between windows go to the first in the order given.
-pub fn target_pace<'a, W>(
-    windows: W,
-    now_ms: u64,
-    settings: &PacingSettings,
-) -> Pace
+pub fn target_pace<'a, W>(windows: W, now_ms: u64, settings: &PacingSettings) -> Pace
 where
     W: IntoIterator<Item = WindowLeft<'a>>,
     W::IntoIter: Clone,
