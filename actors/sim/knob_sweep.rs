@@ -4,6 +4,8 @@
 //! and its table: per load, quota unused at resets and requests refused for each arm, and the
 //! share of the gap between unpaced and the bound each setting closes.
 
+#![allow(dead_code)]
+
 use quotaroute_journal::{PaceWindows, PacingClock, PacingKnobs};
 
 use crate::week::{self, WeekShape, WeekStats};
