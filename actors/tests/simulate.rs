@@ -119,10 +119,11 @@ async fn the_subscription_week_keeps_the_pacing_invariants() {
     assert!(unpaced.stretches > 0, "{unpaced:?}");
 }
 
-/// The setting the sweep measured as closing the largest share of the gap (docs/measurements.md,
-/// "Knobs of the rule by measurement"): exponent 4, wall clock, the longest window.
+/// The setting the 20-seed sweep chose as the default (docs/measurements.md, "Knobs of the rule
+/// by measurement": the largest share of the gap at its worst load, refusing no more than
+/// unpaced): exponent 1, wall clock, the longest window.
 const MEASURED_RULE: quotaroute_journal::PacingKnobs = quotaroute_journal::PacingKnobs {
-    exponent_pm: 4_000,
+    exponent_pm: 1_000,
     clock: quotaroute_journal::PacingClock::Wall,
     pace_windows: quotaroute_journal::PaceWindows::Longest,
 };
@@ -130,17 +131,16 @@ const MEASURED_RULE: quotaroute_journal::PacingKnobs = quotaroute_journal::Pacin
 /// Behaviour §13 "What it is for", on CI's short week ([`WEEK_SEEDS`] seeds) at 70, 80 and
 /// 90 % load: unpaced, today's rule, the measured setting and the bound over the same arrivals.
 /// The bar — at least half the gap between unpaced's unused quota and the bound's closed,
-/// refusing no more than unpaced (± 0.05 % of requests) — is a finding, pinned as measured:
-/// the measured setting refuses no more than unpaced at every load and closes more of the gap
-/// than today's rule where the gap is wide (70 and 80 %: 62 % and 29 % of it, against 16 % and
-/// 14 %), and the bar is met at 70 % only; at 90 % both leave more than unpaced (the gap there
-/// is under 3 points and the bound refuses requests to close it). The 20-seed week is in
-/// docs/measurements.md.
+/// refusing no more than unpaced (± 0.05 % of requests) — is a finding, pinned as measured: no
+/// load meets it. Both rules refuse no more than unpaced at every load; the measured setting
+/// closes more of the gap than today's rule at 70 and 80 % (32 % and 22 % of it, against 16 %
+/// and 14 %); at 90 % both leave more than unpaced (the gap there is under 3 points and the
+/// bound refuses requests to close it). The 20-seed week is in docs/measurements.md.
 #[tokio::test]
 async fn the_short_week_measures_the_gap_each_rule_closes_at_three_loads() {
     let today = week::TODAYS_RULE;
     // (load, share of the gap closed by today's rule, by the measured setting), as measured.
-    let measured = [(70, 0.16, 0.62), (80, 0.14, 0.29), (90, -0.10, -0.53)];
+    let measured = [(70, 0.16, 0.32), (80, 0.14, 0.22), (90, -0.10, -0.14)];
     for (load, today_closed, rule_closed) in measured {
         let row = knob_sweep::sweep_load(
             &week::WeekShape::SHORT,
@@ -151,8 +151,12 @@ async fn the_short_week_measures_the_gap_each_rule_closes_at_three_loads() {
         .await
         .unwrap_or_else(|failure| panic!("load {load}: {failure}"));
         let table = knob_sweep::markdown(&row);
-        let (today_arm, rule_arm) = (&row.settings[0].1, &row.settings[1].1);
-        for (arm, expected) in [(today_arm, today_closed), (rule_arm, rule_closed)] {
+        for (_, arm) in &row.settings {
+            let expected = if arm.name == "e1 wall all" {
+                today_closed
+            } else {
+                rule_closed
+            };
             let closed = row.gap_closed(arm);
             assert!(
                 (closed - expected).abs() < 0.02,
@@ -160,9 +164,9 @@ async fn the_short_week_measures_the_gap_each_rule_closes_at_three_loads() {
                 arm.name
             );
             assert!(row.refuses_no_more(arm), "load {load}\n{table}");
+            // The bar, as found: not met.
+            assert!(closed < 0.5, "load {load}: the bar is met now\n{table}");
         }
-        // The bar, as found: met at 70 % only.
-        assert_eq!(row.gap_closed(rule_arm) >= 0.5, load == 70, "{table}");
     }
 }
 
