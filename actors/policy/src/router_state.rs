@@ -384,3 +384,87 @@ mod affinity_limit_tests {
         assert_eq!(defaults.affinity["pool"].len(), 1);
     }
 }
+
+#[cfg(test)]
+mod pacing_rule_tests {
+    use quotaroute_journal::{
+        CandidatePace, ComboInfo, ComboPacing, PaceWindows, PacingClock, PacingKnobs, PacingRule,
+        TargetInfo,
+    };
+
+    use super::*;
+
+    fn config() -> Event {
+        let target = |connection: &str| TargetInfo {
+            connection: connection.into(),
+            model: "m".into(),
+            weight: 1,
+        };
+        Event::ConfigLoaded(ConfigLoaded {
+            generation: 1,
+            source: "t".into(),
+            digest: "d".into(),
+            providers: vec![],
+            connections: vec![],
+            combos: vec![ComboInfo {
+                name: "pair".into(),
+                strategy: "quota-share".into(),
+                targets: vec![target("k1"), target("k2")],
+            }],
+        })
+    }
+
+    fn decided() -> Event {
+        let pace = |target: u16, pace: u32| CandidatePace {
+            target,
+            pace,
+            window: Some("5h".into()),
+        };
+        Event::RouteDecided(RouteDecided {
+            request_id: "r1".into(),
+            generation: 1,
+            combo: "pair".into(),
+            model: "pair".into(),
+            room: vec![0, 1],
+            chosen: Some(0),
+            order: vec![0, 1],
+            skipped: vec![],
+            affinity: quotaroute_journal::AffinityOutcome::None,
+            client: None,
+            group: None,
+            paces: vec![pace(0, 2_500), pace(1, 625)],
+        })
+    }
+
+    /// Replay rebuilds a paced turn with the exponent its generation journaled: the turn's
+    /// quanta are `1024 × pace²` after a `pacing_rule` of exponent 2, `1024 × pace` without one.
+    #[test]
+    fn the_fold_takes_a_turn_under_the_journaled_exponent() {
+        let rule = Event::PacingRule(PacingRule {
+            generation: 1,
+            exponent_pm: 1_000,
+            clock: PacingClock::Wall,
+            pace_windows: PaceWindows::All,
+            combos: vec![ComboPacing::new(
+                "pair",
+                PacingKnobs {
+                    exponent_pm: 2_000,
+                    ..PacingKnobs::default()
+                },
+            )],
+        });
+        let mut steep = RouterState::default();
+        for event in [config(), rule, decided()] {
+            steep.apply(0, &event);
+        }
+        let mut today = RouterState::default();
+        for event in [config(), decided()] {
+            today.apply(0, &event);
+        }
+        // k2 (pace 0.625, not chosen) earned 1024 × 0.625 = 640, or × 0.390625 = 400.
+        assert_eq!(today.deficits["pair"].deficit("k2/m"), 640);
+        assert_eq!(steep.deficits["pair"].deficit("k2/m"), 400);
+        // The demand of the combo is counted as the live combo counts it.
+        assert_eq!(steep.pacing.demand["pair"].by_hour.iter().sum::<u64>(), 1);
+    }
+}
