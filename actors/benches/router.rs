@@ -105,6 +105,7 @@ fn selector_alone() {
             degraded: false,
             pace: quotaroute_actors::policy::pace::ON_PACE,
             pace_window: None,
+            spend: quotaroute_actors::policy::pace::ON_PACE,
         })
         .collect();
     let deficits = DrrDeficits::new();

@@ -12,14 +12,20 @@
 //! 70 by default), `--five-hour reported|unreported|absent` (the accounts' 5-hour windows:
 //! in the headers as the providers send them, enforced but unreported, or none) and
 //! `--affinity-ttl-min M` (how long a conversation stays bound: 5 by default).
+//!
+//! `-- --week --sweep [--loads 70,80,90] [--settings all|e1,e2,…]`: defaults by measurement
+//! (`sim/knob_sweep.rs`): at each load, unpaced, every knob setting (exponent 1–4 × wall/demand
+//! clock × all/longest windows) and the bound over the same arrivals; prints a Markdown table
+//! per load.
 
 #![expect(
     clippy::unwrap_used,
+    clippy::expect_used,
     clippy::panic,
-    reason = "test code: a failed step fails the test loudly"
+    reason = "a measuring tool: a bad argument or a failed step stops it loudly"
 )]
 
-use quotaroute_sim::{clients, engine, groups, week};
+use quotaroute_sim::{clients, engine, groups, knob_sweep, week};
 
 use std::time::Instant;
 
@@ -75,6 +81,10 @@ fn main() {
             five_hour,
             ..base
         };
+        if args.iter().any(|a| a == "--sweep") {
+            runtime.block_on(sweep(seed, seeds, shape, &args));
+            return;
+        }
         runtime.block_on(subscription_week(seed, seeds, shape));
         return;
     }
@@ -190,4 +200,54 @@ async fn subscription_week(seed: u64, seeds: u64, shape: week::WeekShape) {
         );
     }
     println!("paced: {paced:#?}\nunpaced: {unpaced:#?}");
+}
+
+/// `--sweep`: every knob setting at each load (behaviour §13, defaults by measurement).
+async fn sweep(seed: u64, seeds: u64, shape: week::WeekShape, args: &[String]) {
+    let loads: Vec<u64> = args
+        .iter()
+        .position(|a| a == "--loads")
+        .and_then(|i| args.get(i + 1))
+        .map_or_else(
+            || vec![70, 80, 90],
+            |list| {
+                list.split(',')
+                    .map(|l| l.parse().expect("--loads 70,80,90"))
+                    .collect()
+            },
+        );
+    let settings: Vec<_> = match args
+        .iter()
+        .position(|a| a == "--settings")
+        .and_then(|i| args.get(i + 1))
+    {
+        None => knob_sweep::every_setting(),
+        Some(names) => knob_sweep::every_setting()
+            .into_iter()
+            .filter(|k| {
+                names
+                    .split(',')
+                    .any(|n| knob_sweep::setting_name(k).replace(' ', "-") == n)
+            })
+            .collect(),
+    };
+    for load in loads {
+        let started = Instant::now();
+        match knob_sweep::sweep_load(&shape, load, seed..seed + seeds, &settings).await {
+            Ok(row) => {
+                println!(
+                    "\n{seeds} seeds (from {seed}), {} days after {} days of warm-up, {} requests, {:.1} s",
+                    shape.days,
+                    shape.warmup_days,
+                    row.unpaced.stats.requests,
+                    started.elapsed().as_secs_f64()
+                );
+                println!("{}", knob_sweep::markdown(&row));
+            }
+            Err(failure) => {
+                println!("FAILED {failure}");
+                std::process::exit(1);
+            }
+        }
+    }
 }

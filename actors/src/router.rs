@@ -229,7 +229,7 @@ impl Router {
             request_events: options.request_events,
             tap,
         });
-        recorder.record([
+        let started = [
             (
                 now_ms,
                 Event::NodeStarted(NodeStarted {
@@ -242,7 +242,11 @@ impl Router {
                 now_ms,
                 Event::ConfigLoaded(topology.config_loaded(generation)),
             ),
-        ]);
+        ];
+        let rule = topology
+            .pacing_rule(generation)
+            .map(|rule| (now_ms, Event::PacingRule(rule)));
+        recorder.record(started.into_iter().chain(rule));
         let registry = Arc::new(Registry::default());
         registry.groups.set_clients(topology.clients);
         let (supervisor, _) = Actor::spawn(

@@ -65,6 +65,8 @@ pub enum Event {
     ClientLimited(ClientLimited),
     /// Appended after schema 5; needs no schema bump (a new kind at the end).
     ApiUnserved(ApiUnserved),
+    /// Appended after `api_unserved`; needs no schema bump (a new kind at the end).
+    PacingRule(PacingRule),
 }
 
 impl Event {
@@ -95,11 +97,12 @@ impl Event {
             Event::ClientUsage(_) => "client_usage",
             Event::ClientLimited(_) => "client_limited",
             Event::ApiUnserved(_) => "api_unserved",
+            Event::PacingRule(_) => "pacing_rule",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 24] = [
+    pub const KINDS: [&'static str; 25] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -124,6 +127,7 @@ impl Event {
         "client_usage",
         "client_limited",
         "api_unserved",
+        "pacing_rule",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -912,4 +916,105 @@ pub struct ApiUnserved {
     pub api: String,
     /// The upstream path that answered 404 (`/v1/responses`).
     pub path: String,
+}
+
+/// The knobs of pacing's spending rule in force for a config generation (behaviour §13),
+/// journaled right after its `config_loaded` when any combo's differ from today's rule, so
+/// replay explains a paced choice with them and rebuilds DRR turns as the node took them. A
+/// generation without one ran today's rule (exponent 1, wall clock, every window). Its own
+/// fields are `[defaults.pacing]`'s (implicit combos).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacingRule {
+    /// The `config_loaded` generation these knobs belong to.
+    pub generation: u64,
+    /// The exponent in per mille (1000 = proportional).
+    pub exponent_pm: u32,
+    pub clock: PacingClock,
+    pub pace_windows: PaceWindows,
+    /// Each named combo's (its `[combos.pacing]` over the defaults), in config order.
+    pub combos: Vec<ComboPacing>,
+}
+
+impl PacingRule {
+    /// `[defaults.pacing]`'s knobs.
+    pub fn defaults(&self) -> PacingKnobs {
+        PacingKnobs {
+            exponent_pm: self.exponent_pm,
+            clock: self.clock,
+            pace_windows: self.pace_windows,
+        }
+    }
+}
+
+/// One combo's knobs in a [`PacingRule`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComboPacing {
+    pub combo: String,
+    /// The exponent in per mille (1000 = proportional).
+    pub exponent_pm: u32,
+    pub clock: PacingClock,
+    pub pace_windows: PaceWindows,
+}
+
+impl ComboPacing {
+    /// `combo`'s entry with `knobs`.
+    pub fn new(combo: &str, knobs: PacingKnobs) -> Self {
+        ComboPacing {
+            combo: combo.to_owned(),
+            exponent_pm: knobs.exponent_pm,
+            clock: knobs.clock,
+            pace_windows: knobs.pace_windows,
+        }
+    }
+
+    pub fn knobs(&self) -> PacingKnobs {
+        PacingKnobs {
+            exponent_pm: self.exponent_pm,
+            clock: self.clock,
+            pace_windows: self.pace_windows,
+        }
+    }
+}
+
+/// `exponent`, `clock` and `pace_windows` (contract: `[defaults.pacing]`), as one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacingKnobs {
+    /// The exponent in per mille (1000 = proportional).
+    pub exponent_pm: u32,
+    pub clock: PacingClock,
+    pub pace_windows: PaceWindows,
+}
+
+impl Default for PacingKnobs {
+    /// Today's rule: exponent 1, wall clock, every window.
+    fn default() -> Self {
+        PacingKnobs {
+            exponent_pm: 1_000,
+            clock: PacingClock::Wall,
+            pace_windows: PaceWindows::All,
+        }
+    }
+}
+
+/// What a window's `time_left` counts (behaviour §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PacingClock {
+    /// Wall-clock time to the reset.
+    #[default]
+    Wall,
+    /// The share of the window's expected demand still to come (the combo's requests by hour
+    /// of the week).
+    Demand,
+}
+
+/// Which windows set a target's pace (behaviour §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaceWindows {
+    /// The slowest of every window with a reading.
+    #[default]
+    All,
+    /// Windows of a day or shorter do not pace while a longer window has a reading.
+    Longest,
 }

@@ -270,6 +270,24 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             api: "responses".to_string(),
             path: "/v1/responses".to_string(),
         }),
+        24 => Event::PacingRule(PacingRule {
+            generation: n + 1,
+            exponent_pm: 1_000,
+            clock: PacingClock::Wall,
+            pace_windows: PaceWindows::All,
+            combos: vec![ComboPacing::new(
+                "team",
+                PacingKnobs {
+                    exponent_pm: 2_000,
+                    clock: if n.is_multiple_of(2) {
+                        PacingClock::Demand
+                    } else {
+                        PacingClock::Wall
+                    },
+                    pace_windows: PaceWindows::Longest,
+                },
+            )],
+        }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
             response_id: format!("resp_{n}"),

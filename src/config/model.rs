@@ -334,6 +334,8 @@ pub struct ComboConfig {
     pub queue_ms: u64,
     /// Behaviour §13: quota-share spends by pace (`false`: by weight alone).
     pub pacing: bool,
+    /// Behaviour §13: the combo's `[combos.pacing]` table, validated, over `[defaults.pacing]`.
+    pub pacing_table: Option<crate::config::raw::RawPacing>,
     /// Whether a target of the other format serves through translation (behaviour §14).
     pub translate: bool,
     pub targets: Vec<TargetConfig>,

@@ -149,6 +149,21 @@ pub struct RawPacing {
     pub min: Option<f64>,
     pub max: Option<f64>,
     pub burn_window_ms: Option<u64>,
+    /// ≥ 1: a target adds `weight × pace^exponent`.
+    pub exponent: Option<f64>,
+    /// `"wall"` | `"demand"`.
+    pub clock: Option<String>,
+    /// `"all"` | `"longest"`.
+    pub pace_windows: Option<String>,
+}
+
+/// A combo's `pacing`: `false` spends by weight alone; a table sets the combo's own knobs
+/// over `[defaults.pacing]` (behaviour §13).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum RawComboPacing {
+    Switch(bool),
+    Table(RawPacing),
 }
 
 /// `[defaults.breaker]` / `[providers.breaker]`: behaviour.md §5, provider breaker.
@@ -278,8 +293,8 @@ pub struct RawCombo {
     pub max_attempts: Option<u32>,
     pub hold_ms: Option<u64>,
     pub queue_ms: Option<u64>,
-    /// Behaviour §13: `false` spends by weight alone.
-    pub pacing: Option<bool>,
+    /// Behaviour §13: `false` spends by weight alone; a table, the combo's own knobs.
+    pub pacing: Option<RawComboPacing>,
     pub translate: Option<bool>,
     pub targets: Option<Vec<RawTarget>>,
 }
@@ -296,7 +311,7 @@ pub struct RawTarget {
 /// (`server.listen`, `connections.limits.tokens_7d`, `combos.targets.weight`), derived from the
 /// structs themselves so the starter config and the docs can be checked against them.
 pub fn accepted_keys() -> Vec<String> {
-    let sections: [(&str, &'static [&'static str]); 22] = [
+    let sections: [(&str, &'static [&'static str]); 23] = [
         ("", field_names::<RawConfig>()),
         ("server", field_names::<RawServer>()),
         ("journal", field_names::<RawJournal>()),
@@ -316,6 +331,7 @@ pub fn accepted_keys() -> Vec<String> {
         ("connections.oauth", field_names::<RawOAuth>()),
         ("combos", field_names::<RawCombo>()),
         ("combos.targets", field_names::<RawTarget>()),
+        ("combos.pacing", field_names::<RawPacing>()),
         ("telemetry", field_names::<RawTelemetry>()),
         ("clients", field_names::<RawClient>()),
         ("prices", field_names::<RawPrice>()),

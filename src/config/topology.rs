@@ -193,6 +193,24 @@ pub fn with_provider_settings(config: &Config, spec: ConnectionSpec) -> Connecti
     }
 }
 
+/// A combo's pacing: `[defaults.pacing]` with its `pacing` switch, and its own table (already
+/// validated) over them (behaviour §13).
+fn combo_pacing(defaults: &PacingSettings, combo: &ComboConfig) -> PacingSettings {
+    let switched = PacingSettings {
+        enabled: defaults.enabled && combo.pacing,
+        ..defaults.clone()
+    };
+    match &combo.pacing_table {
+        Some(table) => super::pacing::build_over(
+            Some(table.clone()),
+            &switched,
+            "combos.pacing",
+            &mut super::error::ErrorSink::new(""),
+        ),
+        None => switched,
+    }
+}
+
 pub fn topology(config: &Config, digest: &str) -> Topology {
     let providers = config
         .providers
@@ -244,10 +262,7 @@ pub fn topology(config: &Config, digest: &str) -> Topology {
                 max_upstream_requests,
                 hold_ms: c.hold_ms,
                 queue_ms: c.queue_ms,
-                pacing: PacingSettings {
-                    enabled: config.defaults.pacing.enabled && c.pacing,
-                    ..config.defaults.pacing.clone()
-                },
+                pacing: combo_pacing(&config.defaults.pacing, c),
                 translate: c.translate,
             }
         })

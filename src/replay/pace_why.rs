@@ -1,12 +1,14 @@
 //! "Why did this turn go to X?" for pacing (behaviour §13 "Seen"): each candidate's pace and
 //! binding window from `route_decided.paces`, with what the journal last read of that window
-//! (`usage_observed`: how much is used, when it resets), remembered while replay reads it.
-//! Owns that memory and its wording only; it does not recompute any pace.
+//! (`usage_observed`: how much is used, when it resets), remembered while replay reads it, and
+//! the knobs of the rule in force (`pacing_rule`). Owns that memory and its wording only; it
+//! does not recompute any pace.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use quotaroute_journal::{CandidatePace, Envelope, Event};
+use quotaroute_actors::policy::pacing_rules::PacingRules;
+use quotaroute_journal::{CandidatePace, Envelope, Event, PaceWindows, PacingClock};
 
 use crate::time_parse::format_duration;
 
@@ -22,11 +24,15 @@ struct ReadingSeen {
 #[derive(Debug, Default)]
 pub struct PaceMemory {
     readings: HashMap<(String, String), ReadingSeen>,
+    rules: PacingRules,
 }
 
 impl PaceMemory {
     /// Remembers a reading; call for every envelope, filtered or not.
     pub fn observe(&mut self, envelope: &Envelope) {
+        if let Event::PacingRule(rule) = &envelope.event {
+            self.rules.apply(rule);
+        }
         if let Event::UsageObserved(observed) = &envelope.event {
             self.readings.insert(
                 (observed.connection.clone(), observed.window.clone()),
@@ -37,6 +43,22 @@ impl PaceMemory {
                 },
             );
         }
+    }
+
+    /// `rule: exponent 2, demand clock, longest windows`: the knobs `combo` ran with in
+    /// `generation` (today's rule when no `pacing_rule` was journaled for it).
+    pub fn rule(&self, generation: u64, combo: &str) -> String {
+        let knobs = self.rules.knobs(generation, combo);
+        let exponent = f64::from(knobs.exponent_pm) / 1_000.0;
+        let clock = match knobs.clock {
+            PacingClock::Wall => "wall",
+            PacingClock::Demand => "demand",
+        };
+        let windows = match knobs.pace_windows {
+            PaceWindows::All => "all",
+            PaceWindows::Longest => "longest",
+        };
+        format!("rule: exponent {exponent}, {clock} clock, {windows} windows")
     }
 
     /// `k2/m: pace 0.25, 7d 90 % used, resets in 5h00m; k1/m: pace 2.50, 5h`: each paced

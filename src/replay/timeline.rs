@@ -117,6 +117,29 @@ impl TimelineWriter {
                 e.combo,
                 e.request_id
             ),
+            Event::PacingRule(e) => {
+                let knobs = |k: &quotaroute_journal::PacingKnobs| {
+                    format!(
+                        "exponent={} clock={:?} pace_windows={:?}",
+                        f64::from(k.exponent_pm) / 1_000.0,
+                        k.clock,
+                        k.pace_windows
+                    )
+                    .to_lowercase()
+                };
+                let combos: Vec<String> = e
+                    .combos
+                    .iter()
+                    .map(|c| format!("{}: {}", c.combo, knobs(&c.knobs())))
+                    .collect();
+                format!(
+                    "generation={} defaults: {}{}{}",
+                    e.generation,
+                    knobs(&e.defaults()),
+                    if combos.is_empty() { "" } else { "; " },
+                    combos.join("; ")
+                )
+            }
             Event::ClientLimited(e) => format!(
                 "client={} limit={}{} req={}",
                 e.client,
@@ -369,8 +392,9 @@ impl TimelineWriter {
             };
             let _ = write!(
                 text,
-                " paced: {}",
-                self.pace.explain(&decided.paces, named, at_ms)
+                " paced: {} ({})",
+                self.pace.explain(&decided.paces, named, at_ms),
+                self.pace.rule(decided.generation, &decided.combo)
             );
         }
         text
@@ -743,7 +767,7 @@ mod tests {
         ];
         let mut writer = TimelineWriter::default();
         let mut line = String::new();
-        for (i, event) in events.into_iter().enumerate() {
+        for (i, event) in events.iter().cloned().enumerate() {
             let envelope = Envelope {
                 schema_version: quotaroute_journal::SCHEMA_VERSION,
                 seq: 1 + i as u64,
@@ -756,8 +780,40 @@ mod tests {
         }
         assert!(
             line.contains(
-                "paced: an-1/m: pace 2.50, 5h; an-2/m: pace 0.63, 5h 50 % used, resets in 4h00m"
+                "paced: an-1/m: pace 2.50, 5h; an-2/m: pace 0.63, 5h 50 % used, resets in 4h00m (rule: exponent 1, wall clock, all windows)"
             ),
+            "{line}"
+        );
+        // With the knobs the generation journaled: the explanation names them.
+        let rule = Event::PacingRule(quotaroute_journal::PacingRule {
+            generation: 1,
+            exponent_pm: 1_000,
+            clock: quotaroute_journal::PacingClock::Wall,
+            pace_windows: quotaroute_journal::PaceWindows::All,
+            combos: vec![quotaroute_journal::ComboPacing::new(
+                "pair",
+                quotaroute_journal::PacingKnobs {
+                    exponent_pm: 2_000,
+                    clock: quotaroute_journal::PacingClock::Demand,
+                    pace_windows: quotaroute_journal::PaceWindows::Longest,
+                },
+            )],
+        });
+        let mut writer = TimelineWriter::default();
+        let [config, observed, decided] = events;
+        for (i, event) in [config, rule, observed, decided].into_iter().enumerate() {
+            let envelope = Envelope {
+                schema_version: quotaroute_journal::SCHEMA_VERSION,
+                seq: 1 + i as u64,
+                at_ms: AT,
+                event,
+            };
+            writer.observe(&envelope);
+            line.clear();
+            writer.text_line(&envelope, &mut line);
+        }
+        assert!(
+            line.contains("(rule: exponent 2, demand clock, longest windows)"),
             "{line}"
         );
     }

@@ -37,6 +37,7 @@ use quotaroute_actors::policy::affinity_bindings::ClientQuota;
 use quotaroute_actors::policy::breaker::{BreakerSettings, BreakerState, ProbeGate};
 use quotaroute_actors::policy::connection_state::ConnectionState;
 use quotaroute_actors::policy::connection_view::ConnectionView;
+use quotaroute_actors::policy::demand_profile::DemandProfile;
 use quotaroute_actors::policy::exec_key::exec_key;
 use quotaroute_actors::policy::failover_cursor::FailoverCursor;
 use quotaroute_actors::policy::pace::PacingSettings;
@@ -167,6 +168,8 @@ pub struct WhatIf {
     connections: BTreeMap<String, (ConnectionState, ConnectionSpec)>,
     /// Per combo: the what-if deficits, leads and conversation bindings.
     selection: BTreeMap<String, SelectionState>,
+    /// Per combo: its requests by hour of the week, for `clock = "demand"` (behaviour §13).
+    demand: BTreeMap<String, DemandProfile>,
     in_flight: BTreeMap<String, u32>,
     live: BTreeMap<String, LiveRequest>,
     recorded_unservable: BTreeSet<String>,
@@ -196,6 +199,7 @@ impl WhatIf {
             gates: BTreeMap::new(),
             connections: BTreeMap::new(),
             selection: BTreeMap::new(),
+            demand: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             live: BTreeMap::new(),
             recorded_unservable: BTreeSet::new(),
@@ -357,11 +361,17 @@ impl WhatIf {
         self.requests_replayed += 1;
         let turn = recorded_turn(recorded, &targets);
         let pacing = self.pacing_of(&combo, strategy);
+        let demand = self.demand.remove(&combo).unwrap_or_default();
         let views: Vec<TargetView> = turn
             .positions
             .iter()
-            .map(|&position| self.target_view(&targets[position], pacing.as_ref(), now_ms))
+            .map(|&position| self.target_view(&targets[position], pacing.as_ref(), &demand, now_ms))
             .collect();
+        let exponent_pm = pacing
+            .as_ref()
+            .map_or(quotaroute_actors::policy::pace::ON_PACE, |settings| {
+                settings.knobs().exponent_pm
+            });
         let settings = self.config.affinity;
         let rules = ComboRules {
             name: &combo,
@@ -398,8 +408,11 @@ impl WhatIf {
             self.selection.insert(combo, state);
             return None;
         };
+        let mut demand = demand;
+        demand.count(now_ms);
+        self.demand.insert(combo.clone(), demand);
         state.apply(
-            &DrrKeys::new(strategy, &infos),
+            &DrrKeys::new(strategy, &infos).with_exponent_pm(exponent_pm),
             &decided.route_decided,
             decided.changes,
             now_ms,
@@ -514,6 +527,7 @@ impl WhatIf {
         &mut self,
         target: &RoutedTarget,
         pacing: Option<&PacingSettings>,
+        demand: &DemandProfile,
         now_ms: u64,
     ) -> TargetView {
         let breaker = self.admission_of(&target.provider, now_ms);
@@ -534,6 +548,7 @@ impl WhatIf {
             in_flight,
             max_concurrent,
             pacing,
+            Some(demand),
             now_ms,
         )
     }
@@ -1075,6 +1090,7 @@ mod tests {
                     cases[i].in_flight,
                     spec.max_concurrent,
                     combo.paced(),
+                    None,
                     NOW,
                 )
             })

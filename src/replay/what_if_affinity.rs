@@ -81,6 +81,8 @@ struct Decision {
 #[derive(Debug, Default)]
 pub struct AffinityOff {
     configs: BTreeMap<u64, ConfigLoaded>,
+    /// The knobs of pacing's rule per generation (`pacing_rule`).
+    pacing: quotaroute_actors::policy::pacing_rules::PacingRules,
     /// Per combo: the deficits of routing without affinity.
     selection: BTreeMap<String, SelectionState>,
     decisions: BTreeMap<String, Decision>,
@@ -94,6 +96,7 @@ impl AffinityOff {
             Event::ConfigLoaded(config) => {
                 self.configs.insert(config.generation, config.clone());
             }
+            Event::PacingRule(rule) => self.pacing.apply(rule),
             Event::RouteDecided(decided) => self.decide(decided),
             Event::RequestSucceeded(success) => {
                 let entry = self.tokens.entry(success.request_id.clone()).or_default();
@@ -127,6 +130,12 @@ impl AffinityOff {
                     .iter()
                     .find(|s| *s.connection == *target.connection && *s.model == *target.model);
                 let in_room = decided.room.iter().any(|&r| usize::from(r) == index);
+                // The pace the node recorded for it (§13; on pace when none).
+                let pace = decided
+                    .paces
+                    .iter()
+                    .find(|p| usize::from(p.target) == index)
+                    .map_or(quotaroute_actors::policy::pace::ON_PACE, |p| p.pace);
                 TargetView {
                     weight: target.weight,
                     exec_key: exec_key(&target.connection, &target.model).into(),
@@ -136,13 +145,15 @@ impl AffinityOff {
                     max_concurrent: None,
                     // Out of the recorded room (at cap or DEGRADED): no room here either.
                     degraded: !in_room && !decided.room.is_empty(),
-                    // The pace the node recorded for it (§13; on pace when none).
-                    pace: decided
-                        .paces
-                        .iter()
-                        .find(|p| usize::from(p.target) == index)
-                        .map_or(quotaroute_actors::policy::pace::ON_PACE, |p| p.pace),
+                    pace,
                     pace_window: None,
+                    // The spending rule the generation journaled (`pacing_rule`; today's
+                    // when none).
+                    spend: quotaroute_actors::policy::pace::spend_pm(
+                        pace,
+                        f64::from(self.pacing.exponent_pm(decided.generation, &decided.combo))
+                            / 1_000.0,
+                    ),
                 }
             })
             .collect();

@@ -47,6 +47,7 @@ mod node_every_path;
 mod node_fair_queue;
 mod node_forecast;
 mod node_gemini_clients;
+mod node_gemini_cross;
 mod node_gemini_native;
 mod node_gemini_pool;
 mod node_gemini_query_key;

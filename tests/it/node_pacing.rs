@@ -267,8 +267,15 @@ fn check_names_a_bad_reserve() {
 /// in 4 h (Anthropic's unified headers on every answer): paced, they split 80 : 20 over 200
 /// requests (§13: paces 2.5 and 0.625); with `pacing = false` on the combo, 50 : 50.
 async fn split_of_two_half_used_windows(pacing: bool) -> f64 {
+    let (share, _) = split_with(&pacing.to_string(), pacing).await;
+    share
+}
+
+/// The pair's split with the combo's `pacing` set to `pacing_toml` (`false`, `true`, or an
+/// inline table of knobs), and the harness.
+async fn split_with(pacing_toml: &str, paced: bool) -> (f64, Harness) {
     let combo = format!(
-        "\n[[combos]]\nname = \"pair\"\npacing = {pacing}\ntargets = [\n  {{ connection = \"an-1\", model = \"claude-3-5-haiku\" }},\n  {{ connection = \"an-2\", model = \"claude-3-5-haiku\" }},\n]\n"
+        "\n[[combos]]\nname = \"pair\"\npacing = {pacing_toml}\ntargets = [\n  {{ connection = \"an-1\", model = \"claude-3-5-haiku\" }},\n  {{ connection = \"an-2\", model = \"claude-3-5-haiku\" }},\n]\n"
     );
     let harness = Harness::start_with(&combo).await;
     for (connection, reset_s) in [("an-1", 3_600), ("an-2", 4 * 3_600)] {
@@ -300,7 +307,7 @@ async fn split_of_two_half_used_windows(pacing: bool) -> f64 {
             soon += 1;
         }
     }
-    if pacing {
+    if paced {
         // The decision says why: each candidate's pace and binding window.
         harness.settle().await;
         let events = harness.journal_events().await;
@@ -313,7 +320,98 @@ async fn split_of_two_half_used_windows(pacing: bool) -> f64 {
         assert_eq!(paces.len(), 2, "{decided}");
         assert!(paces.iter().all(|p| p["window"] == "5h"), "{decided}");
     }
-    f64::from(soon) / 200.0
+    (f64::from(soon) / 200.0, harness)
+}
+
+/// Behaviour §13 "What it guarantees" with `exponent = 2` on the combo: the same two windows
+/// (paces 2.5 and 0.625) split 2.5² : 0.625² = 94 : 6 (± 5) over 200 requests; the knobs are
+/// journaled (`pacing_rule`), replay explains a paced choice with them, and `--what-if` with
+/// exponent 1 re-routes the same journal (80 : 20 differs from what was recorded), while the
+/// recorded knobs re-route it unchanged.
+#[tokio::test]
+async fn exponent_two_splits_94_6_and_replay_names_the_knobs() {
+    let (share, mut harness) = split_with("{ exponent = 2 }", true).await;
+    assert!((0.89..=0.99).contains(&share), "exponent 2 share {share}");
+    let events = harness.journal_events().await;
+    harness.stop().await;
+    let rule = events
+        .iter()
+        .find(|e| e["kind"] == "pacing_rule")
+        .expect("the knobs are journaled");
+    assert_eq!(rule["exponent_pm"], 1_000, "{rule}");
+    let combos = rule["combos"].as_array().unwrap();
+    let pair = combos.iter().find(|c| c["combo"] == "pair").unwrap();
+    assert_eq!(pair["exponent_pm"], 2_000, "{rule}");
+    assert_eq!(pair["clock"], "wall", "{rule}");
+    assert_eq!(pair["pace_windows"], "all", "{rule}");
+    // The harness's other combos run the defaults: today's rule.
+    assert!(
+        combos
+            .iter()
+            .filter(|c| c["combo"] != "pair")
+            .all(|c| c["exponent_pm"] == 1_000),
+        "{rule}"
+    );
+
+    let journal = harness.dir.path().join("journal");
+    let (code, text, err) = crate::replay_support::run(&crate::replay_support::args(&journal));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("(rule: exponent 2, wall clock, all windows)"),
+        "{text}"
+    );
+
+    let config = std::fs::read_to_string(&harness.config_path).unwrap();
+    let what_if = |exponent: &str| {
+        let path = harness.dir.path().join(format!("what-if-{exponent}.toml"));
+        let text = config.replace("exponent = 2", &format!("exponent = {exponent}"));
+        assert_eq!(exponent == "2", text == config);
+        std::fs::write(&path, text).unwrap();
+        let (code, out, err) = crate::replay_support::run(&quotaroute::replay::ReplayArgs {
+            what_if: Some(path),
+            format: quotaroute::replay::Format::Json,
+            ..crate::replay_support::args(&journal)
+        });
+        assert_eq!(code, 0, "{err}");
+        let report: Value = serde_json::from_str(out.trim()).unwrap();
+        report["decisions_differing"].as_u64().unwrap()
+    };
+    assert_eq!(
+        what_if("2"),
+        0,
+        "the recorded knobs re-route it as recorded"
+    );
+    assert!(
+        what_if("1") >= 15,
+        "exponent 1 moves about 14 % of the turns"
+    );
+}
+
+/// `[defaults.pacing]` and `[combos.pacing]` knobs are checked at load: each wrong value is
+/// named with its key.
+#[test]
+fn check_names_bad_pacing_knobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    let text = crate::support::standard_config("http://127.0.0.1:9", dir.path(), "")
+        + "\n[defaults.pacing]\nexponent = 0.5\nclock = \"sundial\"\npace_windows = \"some\"\n"
+        + "\n[[combos]]\nname = \"pair\"\npacing = { exponent = 9, clock = \"demand\" }\ntargets = [{ connection = \"oa-1\", model = \"gpt-4o-mini\" }]\n";
+    std::fs::write(&config, text).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_quotaroute"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for expected in [
+        "defaults.pacing.exponent: must be from 1 to 8",
+        "defaults.pacing.clock: `sundial` is not one of `wall`, `demand`",
+        "defaults.pacing.pace_windows: `some` is not one of `all`, `longest`",
+        "combos.pair.pacing.exponent: must be from 1 to 8",
+    ] {
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+    }
 }
 
 #[tokio::test]

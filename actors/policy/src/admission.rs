@@ -5,7 +5,8 @@
 //! `replay --what-if` and, through the router, the simulator compose selection from exactly
 //! these; none keeps a copy.
 
-use crate::pace::{Pace, PacingSettings};
+use crate::demand_profile::DemandProfile;
+use crate::pace::{spend_pm, Pace, PacingSettings};
 use std::sync::Arc;
 
 use quotaroute_journal::{BlockReason, BreakerPhase};
@@ -71,7 +72,7 @@ pub fn admission(
 /// connection's buckets for `model` is saturated, its in-flight count against its cap, and
 /// whether its provider is DEGRADED, and its pace (§13) when `pacing` is on. `connection` is
 /// the combo's copy of the connection (`None`: not known yet, so nothing blocks, saturates or
-/// paces it).
+/// paces it); `demand` is the combo's demand profile (`clock = "demand"`).
 #[expect(
     clippy::too_many_arguments,
     reason = "each argument is one input the rule reads; a struct of them would only rename them"
@@ -85,15 +86,19 @@ pub fn evaluate_target(
     in_flight: u32,
     max_concurrent: Option<u32>,
     pacing: Option<&PacingSettings>,
+    demand: Option<&DemandProfile>,
     now_ms: u64,
 ) -> TargetView {
     let hard_block = admission(breaker, || {
         connection.and_then(|view| view.block_for(model, now_ms))
     });
     let pace = match (pacing, connection) {
-        (Some(settings), Some(view)) => view.pace_for(model, now_ms, settings),
+        (Some(settings), Some(view)) => view.pace_by(model, now_ms, settings, demand),
         _ => Pace::on_pace(),
     };
+    let spend = pacing.map_or(pace.per_mille, |settings| {
+        spend_pm(pace.per_mille, settings.exponent)
+    });
     TargetView {
         weight,
         exec_key,
@@ -104,6 +109,7 @@ pub fn evaluate_target(
         degraded: breaker == BreakerAdmission::Degraded,
         pace: pace.per_mille,
         pace_window: pace.binding_window,
+        spend,
     }
 }
 

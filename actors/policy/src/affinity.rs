@@ -288,6 +288,7 @@ mod tests {
             degraded: false,
             pace: crate::pace::ON_PACE,
             pace_window: None,
+            spend: crate::pace::ON_PACE,
         }
     }
 

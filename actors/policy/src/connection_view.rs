@@ -9,6 +9,7 @@ use quotaroute_journal::BlockReason;
 use crate::buckets::BucketView;
 use crate::connection_state::ConnectionState;
 use crate::cooldown::ConnectionHealth;
+use crate::demand_profile::DemandProfile;
 use crate::lockout::ModelLockouts;
 use crate::pace::{self, Pace, PaceWindow, PacingSettings};
 use crate::topology::ConnectionSpec;
@@ -106,6 +107,17 @@ impl ConnectionView {
     /// The pace of `model` on this connection (§13): its slowest window's, bounded; 1 with
     /// no window or pacing off.
     pub fn pace_for(&self, model: &str, now_ms: u64, settings: &PacingSettings) -> Pace {
+        self.pace_by(model, now_ms, settings, None)
+    }
+
+    /// [`Self::pace_for`] with the combo's demand profile for `clock = "demand"`.
+    pub fn pace_by(
+        &self,
+        model: &str,
+        now_ms: u64,
+        settings: &PacingSettings,
+        demand: Option<&DemandProfile>,
+    ) -> Pace {
         if self.windows.is_empty() {
             return Pace::on_pace();
         }
@@ -114,7 +126,7 @@ impl ConnectionView {
             .iter()
             .filter(|w| w.applies_to(model))
             .map(PaceWindow::left);
-        pace::target_pace(applying, now_ms, settings)
+        pace::target_pace_by(applying, now_ms, settings, demand)
     }
 
     pub fn is_saturated(&self, model: &str, now_ms: u64) -> bool {

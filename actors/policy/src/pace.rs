@@ -4,8 +4,10 @@
 //! admission: `window_block`) and never orders targets (that is selection, which turns a pace
 //! into a DRR quantum with [`quantum`]).
 
+use quotaroute_journal::{PaceWindows, PacingClock, PacingKnobs};
 use serde::{Deserialize, Serialize};
 
+use crate::demand_profile::DemandProfile;
 use crate::window_id::WindowId;
 
 /// A pace of exactly 1 (on pace), in the per-mille unit paces are computed and journaled in.
@@ -33,6 +35,12 @@ pub struct PacingSettings {
     pub max: f64,
     /// The period a window's burn rate is measured over (the forecast).
     pub burn_window_ms: u64,
+    /// The rule's steepness: a target adds `weight × pace^exponent` (≥ 1; 1 = proportional).
+    pub exponent: f64,
+    /// What `time_left` counts: wall-clock time, or the window's expected demand still to come.
+    pub clock: PacingClock,
+    /// Which windows pace: all with a reading, or only the longest while it has one.
+    pub pace_windows: PaceWindows,
 }
 
 impl Default for PacingSettings {
@@ -43,11 +51,33 @@ impl Default for PacingSettings {
             min: 0.0625,
             max: 16.0,
             burn_window_ms: 30 * MINUTE_MS,
+            exponent: 1.0,
+            clock: PacingClock::Wall,
+            pace_windows: PaceWindows::All,
         }
     }
 }
 
 impl PacingSettings {
+    /// The knobs of the rule as the journal records them (`pacing_rule`).
+    pub fn knobs(&self) -> PacingKnobs {
+        PacingKnobs {
+            exponent_pm: u32::try_from(Self::per_mille(self.exponent)).unwrap_or(u32::MAX),
+            clock: self.clock,
+            pace_windows: self.pace_windows,
+        }
+    }
+
+    /// These settings with the journaled `knobs` in force.
+    pub fn with_knobs(&self, knobs: &PacingKnobs) -> Self {
+        PacingSettings {
+            exponent: f64::from(knobs.exponent_pm) / 1_000.0,
+            clock: knobs.clock,
+            pace_windows: knobs.pace_windows,
+            ..self.clone()
+        }
+    }
+
     /// `value` as per mille, rounded, within [1, 10⁹] (NaN and negatives become 1).
     fn per_mille(value: f64) -> u64 {
         (value * 1_000.0).round().clamp(1.0, 1e9) as u64
@@ -139,19 +169,40 @@ pub fn is_quota_window(window: &str) -> bool {
 /// A window whose reset has passed is fresh (pace 1); one with no reset, or of unknown length,
 /// paces by what is left alone (it rolls: nothing of it is lost at a reset).
 pub fn window_pace_pm(window: &WindowLeft<'_>, now_ms: u64, settings: &PacingSettings) -> u64 {
+    window_pace_pm_by(window, now_ms, settings, None)
+}
+
+/// [`window_pace_pm`] with `clock = "demand"`'s profile: `time_left` is the share of the
+/// window's expected demand still to come before its reset (wall-clock time while the profile
+/// holds less than a week, or with `clock = "wall"`).
+pub fn window_pace_pm_by(
+    window: &WindowLeft<'_>,
+    now_ms: u64,
+    settings: &PacingSettings,
+    demand: Option<&DemandProfile>,
+) -> u64 {
     if window.resets_at_ms.is_some_and(|reset| now_ms >= reset) {
         return u64::from(ON_PACE);
     }
     let limit = u128::from(window.limit.max(1));
     let left_pm = u128::from(window.limit.saturating_sub(window.used)) * 1_000 / limit;
     let min_time_left_pm = u128::from(PacingSettings::per_mille(settings.min_time_left));
+    let profile = demand
+        .filter(|profile| settings.clock == PacingClock::Demand && profile.has_a_week(now_ms));
     let time_left_pm = match (
         window.resets_at_ms,
         WindowId::parse(window.window).length_ms(),
     ) {
         (Some(reset), Some(length)) => {
+            let wall = |to_run: u128| to_run * 1_000 / u128::from(length);
             let to_run = u128::from(reset - now_ms).min(u128::from(length));
-            (to_run * 1_000 / u128::from(length)).max(min_time_left_pm)
+            let share = match profile {
+                Some(profile) => profile
+                    .share_to_come_pm(now_ms, reset, length)
+                    .map_or_else(|| wall(to_run), u128::from),
+                None => wall(to_run),
+            };
+            share.max(min_time_left_pm)
         }
         _ => 1_000,
     };
@@ -179,17 +230,50 @@ impl Pace {
 
 /// The pace of a target whose windows (already narrowed to the requested model) are
 /// `windows`. Ties between windows go to the first in the order given.
-pub fn target_pace<'a>(
-    windows: impl IntoIterator<Item = WindowLeft<'a>>,
+pub fn target_pace<'a, W>(windows: W, now_ms: u64, settings: &PacingSettings) -> Pace
+where
+    W: IntoIterator<Item = WindowLeft<'a>>,
+    W::IntoIter: Clone,
+{
+    target_pace_by(windows, now_ms, settings, None)
+}
+
+/// Windows of a day or shorter: with `pace_windows = "longest"` they do not pace while a longer
+/// window has a reading (they still gate by saturation and spent-blocks).
+pub const SHORT_WINDOW_MAX_MS: u64 = 86_400_000;
+
+/// [`target_pace`] with every knob of the rule: `pace_windows` picks the windows that pace,
+/// `clock = "demand"` reads `demand` (the combo's requests by hour of the week).
+pub fn target_pace_by<'a, W>(
+    windows: W,
     now_ms: u64,
     settings: &PacingSettings,
-) -> Pace {
+    demand: Option<&DemandProfile>,
+) -> Pace
+where
+    W: IntoIterator<Item = WindowLeft<'a>>,
+    W::IntoIter: Clone,
+{
     if !settings.enabled {
         return Pace::on_pace();
     }
+    let windows = windows.into_iter();
+    let is_long = |window: &WindowLeft<'_>| {
+        WindowId::parse(window.window)
+            .length_ms()
+            .is_none_or(|length| length > SHORT_WINDOW_MAX_MS)
+    };
+    // A second pass over the (borrowed) windows only with `longest`: nothing is collected.
+    let longest_only =
+        settings.pace_windows == PaceWindows::Longest && windows.clone().any(|w| is_long(&w));
     let binding = windows
-        .into_iter()
-        .map(|window| (window_pace_pm(&window, now_ms, settings), window.window))
+        .filter(|window| !longest_only || is_long(window))
+        .map(|window| {
+            (
+                window_pace_pm_by(&window, now_ms, settings, demand),
+                window.window,
+            )
+        })
         .fold(None::<(u64, &str)>, |slowest, (pace, name)| match slowest {
             Some((best, _)) if best <= pace => slowest,
             _ => Some((pace, name)),
@@ -201,6 +285,21 @@ pub fn target_pace<'a>(
     Pace {
         per_mille: u32::try_from(pace.clamp(min, max)).unwrap_or(u32::MAX),
         binding_window: Some(window.to_owned()),
+    }
+}
+
+/// The spending rule `f(pace) = pace^exponent` in per mille, within [1, u32::MAX]: what one
+/// unit of weight earns per turn. Exponent 1 is the pace itself, exactly.
+pub fn spend_pm(pace_per_mille: u32, exponent: f64) -> u32 {
+    if exponent == 1.0 || !exponent.is_finite() {
+        return pace_per_mille;
+    }
+    let pace = f64::from(pace_per_mille) / 1_000.0;
+    let spend = (pace.powf(exponent) * 1_000.0).round();
+    if spend >= f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        (spend as u32).max(1)
     }
 }
 
@@ -333,6 +432,70 @@ mod tests {
         let near = quantum(1, 10_000);
         let on_pace = quantum(1, ON_PACE);
         assert_eq!(200 * near / (near + on_pace), 181);
+    }
+
+    /// `pace_windows = "longest"`: a 5-hour window that just started does not hold back an
+    /// account whose week is about to be lost; with no longer window it still paces.
+    #[test]
+    fn longest_paces_by_the_week_while_it_has_a_reading() {
+        let longest = PacingSettings {
+            pace_windows: PaceWindows::Longest,
+            ..PacingSettings::default()
+        };
+        let windows = [
+            window("5h", 90, 100, Some(4 * HOUR_MS)),
+            window("7d", 20, 100, Some(DAY_MS)),
+        ];
+        let all = target_pace(windows, NOW, &PacingSettings::default());
+        assert_eq!(all.binding_window.as_deref(), Some("5h"));
+        let week = target_pace(windows, NOW, &longest);
+        assert_eq!(week.binding_window.as_deref(), Some("7d"));
+        // 80 % left with a seventh of the week (142 ‰) to run: 5.633.
+        assert_eq!(week.per_mille, 5_633);
+        let alone = target_pace([window("5h", 90, 100, Some(4 * HOUR_MS))], NOW, &longest);
+        assert_eq!(alone.binding_window.as_deref(), Some("5h"));
+    }
+
+    /// `clock = "demand"`: a weekly window resetting Monday morning with 40 % left on Friday
+    /// evening has no working hours to come, so it paces at the floor's maximum; the wall
+    /// clock sees 2.5 days of 7 still to run. Without a week of history: the wall clock.
+    #[test]
+    fn the_demand_clock_spends_a_monday_reset_before_the_weekend() {
+        use crate::demand_profile::DemandProfile;
+        // Monday 2026-11-30 00:00 UTC; working hours 9–17 on weekdays for a week.
+        let monday = 1_795_996_800_000;
+        let mut profile = DemandProfile::default();
+        for day in 0..5 {
+            for minute in 0..8 * 60 {
+                profile.count(monday + day * DAY_MS + 9 * HOUR_MS + minute * MINUTE_MS);
+            }
+        }
+        let friday_evening = monday + 7 * DAY_MS + 4 * DAY_MS + 18 * HOUR_MS;
+        let reset = monday + 14 * DAY_MS + 6 * HOUR_MS;
+        let week = WindowLeft {
+            window: "7d",
+            used: 60,
+            limit: 100,
+            resets_at_ms: Some(reset),
+        };
+        let demand = PacingSettings {
+            clock: PacingClock::Demand,
+            ..PacingSettings::default()
+        };
+        let wall = window_pace_pm_by(&week, friday_evening, &PacingSettings::default(), None);
+        let by_demand = window_pace_pm_by(&week, friday_evening, &demand, Some(&profile));
+        // Wall: 400 / (60 h / 168 h = 357 ‰) = 1120; demand: 400 / the 100 ‰ floor = 4000.
+        assert_eq!((wall, by_demand), (1_120, 4_000));
+        // The same profile, a day short of a week: the wall clock.
+        let early = monday + 6 * DAY_MS;
+        let week_early = WindowLeft {
+            resets_at_ms: Some(early + 3 * DAY_MS),
+            ..week
+        };
+        assert_eq!(
+            window_pace_pm_by(&week_early, early, &demand, Some(&profile)),
+            window_pace_pm_by(&week_early, early, &PacingSettings::default(), None)
+        );
     }
 
     #[test]

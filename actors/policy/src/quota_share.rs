@@ -4,7 +4,7 @@
 //! supplies [`TargetView`]s and journals the [`RouteDecided`], applied through
 //! [`apply_route_decided`], the one path live and replay share.
 
-use crate::pace::{quantum, ON_PACE};
+use crate::pace::{quantum, spend_pm, ON_PACE};
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -88,12 +88,16 @@ pub struct TargetView {
     /// the window that set it.
     pub pace: u32,
     pub pace_window: Option<String>,
+    /// The spending rule at that pace, `pace^exponent` in per mille (§13; equal to `pace`
+    /// with exponent 1): what one unit of weight earns per turn.
+    pub spend: u32,
 }
 
 impl TargetView {
-    /// What it adds to its DRR deficit per turn under `strategy`: its DRR weight at its pace.
+    /// What it adds to its DRR deficit per turn under `strategy`: its DRR weight at its
+    /// spending rule's value.
     pub fn quantum(&self, strategy: Strategy) -> u64 {
-        quantum(strategy.drr_weight(self.weight), self.pace)
+        quantum(strategy.drr_weight(self.weight), self.spend)
     }
 
     /// No room this turn: at its connection's soft cap, or on a DEGRADED provider.
@@ -253,6 +257,8 @@ fn drr_order_into(
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DrrKeys {
     keys: Arc<[(Arc<str>, u32)]>,
+    /// The pacing exponent in force, per mille (§13; 1000 = proportional).
+    exponent_pm: u32,
 }
 
 impl DrrKeys {
@@ -268,7 +274,15 @@ impl DrrKeys {
                     )
                 })
                 .collect(),
+            exponent_pm: ON_PACE,
         }
+    }
+
+    /// The same table under the pacing exponent `exponent_pm` (per mille), as a
+    /// `pacing_rule` or the combo's settings give it.
+    pub fn with_exponent_pm(mut self, exponent_pm: u32) -> Self {
+        self.exponent_pm = exponent_pm;
+        self
     }
 
     /// The execution key of config index `index`.
@@ -293,15 +307,16 @@ impl DrrKeys {
 
 /// Applies one journaled decision to the combo's deficits — live right after journaling it,
 /// and in replay: the one function both run, so replay equals live by construction. Each
-/// target in the room adds its weight at the pace the decision journaled for it (§13; on
-/// pace when it lists none). Indices outside `keys` are ignored.
+/// target in the room adds its weight at the spending rule's value of the pace the decision
+/// journaled for it (§13; on pace when it lists none). Indices outside `keys` are ignored.
 pub fn apply_route_decided(deficits: &mut DrrDeficits, keys: &DrrKeys, decided: &RouteDecided) {
+    let exponent = f64::from(keys.exponent_pm) / 1_000.0;
     let pace_of = |index: u16| {
         decided
             .paces
             .iter()
             .find(|candidate| candidate.target == index)
-            .map_or(ON_PACE, |candidate| candidate.pace)
+            .map_or(ON_PACE, |candidate| spend_pm(candidate.pace, exponent))
     };
     let room = decided.room.iter().filter_map(|i| {
         keys.entry(*i)
@@ -330,6 +345,7 @@ mod tests {
             degraded: false,
             pace: ON_PACE,
             pace_window: None,
+            spend: ON_PACE,
         }
     }
 
@@ -390,6 +406,49 @@ mod tests {
         let decided = route_decided(&selection, "r", &infos(targets));
         apply_route_decided(deficits, &DrrKeys::new(strategy, &infos(targets)), &decided);
         selection
+    }
+
+    /// Behaviour §13 "What it guarantees": two equal-weight targets with paces 2.5 and 0.625
+    /// split p1^e : p2^e within ±5 points over 200 requests — exponent 2: 94 : 6; exponent 1
+    /// (today's rule): 80 : 20. Each turn journals the raw paces and the DRR turn is applied
+    /// from the journal record under the exponent in force, as live and replay do.
+    #[test]
+    fn s13_exponent_two_splits_94_6_and_exponent_one_keeps_80_20() {
+        for (exponent, expected_first) in [(2.0, 94.1), (1.0, 80.0)] {
+            let mut targets = views(2);
+            for (target, pace) in targets.iter_mut().zip([2_500, 625]) {
+                target.pace = pace;
+                target.spend = spend_pm(pace, exponent);
+            }
+            let infos = infos(&targets);
+            let exponent_pm = (exponent * 1_000.0) as u32;
+            let keys = DrrKeys::new(Strategy::QuotaShare, &infos).with_exponent_pm(exponent_pm);
+            let mut deficits = DrrDeficits::new();
+            let mut first = 0;
+            for _ in 0..200 {
+                let selection = select(Strategy::QuotaShare, &targets, &deficits);
+                let mut decided = route_decided(&selection, "r", &infos);
+                decided.paces = [2_500, 625]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, pace)| quotaroute_journal::CandidatePace {
+                        target: i as u16,
+                        pace: *pace,
+                        window: Some("5h".into()),
+                    })
+                    .collect();
+                apply_route_decided(&mut deficits, &keys, &decided);
+                first += usize::from(selection.chosen == Some(0));
+            }
+            let share = first as f64 / 2.0;
+            assert!(
+                (share - expected_first).abs() <= 5.0,
+                "exponent {exponent}: {first} of 200 to the pace-2.5 target"
+            );
+        }
+        assert_eq!(spend_pm(2_500, 2.0), 6_250);
+        assert_eq!(spend_pm(625, 2.0), 391);
+        assert_eq!(spend_pm(625, 1.0), 625);
     }
 
     #[test]

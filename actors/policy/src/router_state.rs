@@ -18,6 +18,7 @@ use crate::burn_history::BurnHistory;
 use crate::cached_input::CachedInputByConnection;
 use crate::connection_state::ConnectionState;
 use crate::drr::DrrDeficits;
+use crate::pacing_rules::{PacingFold, PacingRules};
 use crate::peer_progress::PeerProgress;
 use crate::quota_share::{apply_route_decided, DrrKeys};
 use crate::stored_responses::ResponseBindings;
@@ -72,6 +73,10 @@ pub struct RouterState {
     /// resolving a combo's targets once instead of per `route_decided` keeps the fold cheap.
     #[serde(skip)]
     route_keys: RouteKeyCache,
+    /// The knobs of pacing's rule per generation and each combo's demand by hour of the week
+    /// (behaviour §13). Not stored: rebuilt from the events after a snapshot.
+    #[serde(skip)]
+    pub pacing: PacingFold,
 }
 
 /// `(max_groups, ttl_ms)` for [`RouterState::affinity_limits`], and the number of clients the
@@ -102,11 +107,18 @@ impl PartialEq for RouteKeyCache {
 
 impl RouteKeyCache {
     /// The key table of `combo` in `config`, resolved on first use.
-    fn keys(&mut self, config: &ConfigLoaded, combo: &str) -> Option<&DrrKeys> {
+    fn keys(
+        &mut self,
+        config: &ConfigLoaded,
+        combo: &str,
+        rules: &PacingRules,
+    ) -> Option<&DrrKeys> {
         let by_combo = self.by_generation.entry(config.generation).or_default();
         if !by_combo.contains_key(combo) {
-            let keys = recorded_targets(config, combo)
-                .map(|(strategy, targets)| DrrKeys::new(strategy, &targets));
+            let exponent_pm = rules.exponent_pm(config.generation, combo);
+            let keys = recorded_targets(config, combo).map(|(strategy, targets)| {
+                DrrKeys::new(strategy, &targets).with_exponent_pm(exponent_pm)
+            });
             by_combo.insert(combo.to_owned(), keys);
         }
         by_combo.get(combo).and_then(Option::as_ref)
@@ -155,7 +167,13 @@ impl RouterState {
             }
             Event::RouteDecided(decided) => {
                 self.burn.apply(at_ms, event);
+                self.pacing.count(at_ms, decided);
                 self.apply_route(decided);
+            }
+            Event::PacingRule(rule) => {
+                self.pacing.rules.apply(rule);
+                // Tables resolved before the rule arrived must take its exponent.
+                self.route_keys.by_generation.remove(&rule.generation);
             }
             Event::BreakerCounted(BreakerCounted { provider, .. })
             | Event::BreakerTransition(BreakerTransition { provider, .. }) => {
@@ -282,6 +300,7 @@ impl RouterState {
             burn: self.burn.clone(),
             unserved_apis: self.unserved_apis.clone(),
             route_keys: RouteKeyCache::default(),
+            pacing: self.pacing.clone(),
         }
     }
 
@@ -321,7 +340,10 @@ impl RouterState {
         else {
             return;
         };
-        let Some(keys) = self.route_keys.keys(config, &decided.combo) else {
+        let Some(keys) = self
+            .route_keys
+            .keys(config, &decided.combo, &self.pacing.rules)
+        else {
             return;
         };
         let deficits = match self.deficits.get_mut(&decided.combo) {
@@ -368,5 +390,89 @@ mod affinity_limit_tests {
         // max_groups 2: the two most recent; defaults keep every group within 300 s of the last.
         assert_eq!(configured.affinity["pool"].len(), 2);
         assert_eq!(defaults.affinity["pool"].len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod pacing_rule_tests {
+    use quotaroute_journal::{
+        CandidatePace, ComboInfo, ComboPacing, PaceWindows, PacingClock, PacingKnobs, PacingRule,
+        TargetInfo,
+    };
+
+    use super::*;
+
+    fn config() -> Event {
+        let target = |connection: &str| TargetInfo {
+            connection: connection.into(),
+            model: "m".into(),
+            weight: 1,
+        };
+        Event::ConfigLoaded(ConfigLoaded {
+            generation: 1,
+            source: "t".into(),
+            digest: "d".into(),
+            providers: vec![],
+            connections: vec![],
+            combos: vec![ComboInfo {
+                name: "pair".into(),
+                strategy: "quota-share".into(),
+                targets: vec![target("k1"), target("k2")],
+            }],
+        })
+    }
+
+    fn decided() -> Event {
+        let pace = |target: u16, pace: u32| CandidatePace {
+            target,
+            pace,
+            window: Some("5h".into()),
+        };
+        Event::RouteDecided(RouteDecided {
+            request_id: "r1".into(),
+            generation: 1,
+            combo: "pair".into(),
+            model: "pair".into(),
+            room: vec![0, 1],
+            chosen: Some(0),
+            order: vec![0, 1],
+            skipped: vec![],
+            affinity: quotaroute_journal::AffinityOutcome::None,
+            client: None,
+            group: None,
+            paces: vec![pace(0, 2_500), pace(1, 625)],
+        })
+    }
+
+    /// Replay rebuilds a paced turn with the exponent its generation journaled: the turn's
+    /// quanta are `1024 × pace²` after a `pacing_rule` of exponent 2, `1024 × pace` without one.
+    #[test]
+    fn the_fold_takes_a_turn_under_the_journaled_exponent() {
+        let rule = Event::PacingRule(PacingRule {
+            generation: 1,
+            exponent_pm: 1_000,
+            clock: PacingClock::Wall,
+            pace_windows: PaceWindows::All,
+            combos: vec![ComboPacing::new(
+                "pair",
+                PacingKnobs {
+                    exponent_pm: 2_000,
+                    ..PacingKnobs::default()
+                },
+            )],
+        });
+        let mut steep = RouterState::default();
+        for event in [config(), rule, decided()] {
+            steep.apply(0, &event);
+        }
+        let mut today = RouterState::default();
+        for event in [config(), decided()] {
+            today.apply(0, &event);
+        }
+        // k2 (pace 0.625, not chosen) earned 1024 × 0.625 = 640, or × 0.390625 = 400.
+        assert_eq!(today.deficits["pair"].deficit("k2/m"), 640);
+        assert_eq!(steep.deficits["pair"].deficit("k2/m"), 400);
+        // The demand of the combo is counted as the live combo counts it.
+        assert_eq!(steep.pacing.demand["pair"].by_hour.iter().sum::<u64>(), 1);
     }
 }

@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 
 use quotaroute_journal::{
-    ApiFormat, AuthKind, ComboInfo, ConfigLoaded, ConnectionInfo, ProviderInfo, TargetInfo,
+    ApiFormat, AuthKind, ComboInfo, ComboPacing, ConfigLoaded, ConnectionInfo, PacingKnobs,
+    PacingRule, ProviderInfo, TargetInfo,
 };
 use serde::{Deserialize, Serialize};
 
@@ -276,6 +277,27 @@ impl Topology {
     }
 
     /// The secret-free shape of this topology, for the journal.
+    /// The knobs of pacing's rule for `generation` as the journal records them, right after
+    /// its `config_loaded` (behaviour §13); `None` when every combo runs today's rule
+    /// (exponent 1, wall clock, every window), which replay assumes without one.
+    pub fn pacing_rule(&self, generation: u64) -> Option<PacingRule> {
+        let defaults = self.pacing.knobs();
+        let rule = PacingRule {
+            generation,
+            exponent_pm: defaults.exponent_pm,
+            clock: defaults.clock,
+            pace_windows: defaults.pace_windows,
+            combos: self
+                .combos
+                .iter()
+                .map(|combo| ComboPacing::new(&combo.name, combo.pacing.knobs()))
+                .collect(),
+        };
+        let today = PacingKnobs::default();
+        let differs = defaults != today || rule.combos.iter().any(|c| c.knobs() != today);
+        differs.then_some(rule)
+    }
+
     pub fn config_loaded(&self, generation: u64) -> ConfigLoaded {
         ConfigLoaded {
             generation,

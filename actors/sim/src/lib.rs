@@ -20,4 +20,5 @@
 pub mod clients;
 pub mod engine;
 pub mod groups;
+pub mod knob_sweep;
 pub mod week;

@@ -31,7 +31,7 @@ use quotaroute_actors::{
     ProviderSpec, RequestEvents, RouteError, RouteRequest, Router, RouterOptions, Topology,
 };
 use quotaroute_journal::{
-    AffinityOutcome, ApiFormat, AuthKind, Event, Journal, MemoryJournal, OutcomeClass,
+    AffinityOutcome, ApiFormat, AuthKind, Event, Journal, MemoryJournal, OutcomeClass, PacingKnobs,
     RouteDecided, WriterConfig,
 };
 
@@ -84,6 +84,8 @@ pub struct WeekShape {
     /// `affinity.ttl_ms` of the pool (a measuring knob): the default 5 minutes forgets most
     /// of the week's groups between their turns; longer holds them.
     pub affinity_ttl_ms: u64,
+    /// The knobs of the paced arm's rule (behaviour §13): `exponent`, `clock`, `pace_windows`.
+    pub rule: PacingKnobs,
 }
 
 /// What the week's accounts do with their 5-hour windows.
@@ -108,6 +110,7 @@ impl WeekShape {
         turns_pct: 70,
         five_hour: FiveHour::Reported,
         affinity_ttl_ms: 300_000,
+        rule: TODAYS_RULE,
     };
     /// CI's: the same week with a fifth of the quota and of the requests.
     pub const SHORT: WeekShape = WeekShape {
@@ -119,8 +122,16 @@ impl WeekShape {
         turns_pct: 70,
         five_hour: FiveHour::Reported,
         affinity_ttl_ms: 300_000,
+        rule: TODAYS_RULE,
     };
 }
+
+/// Exponent 1, the wall clock, every window: the rule before its knobs.
+pub const TODAYS_RULE: PacingKnobs = PacingKnobs {
+    exponent_pm: 1_000,
+    clock: quotaroute_journal::PacingClock::Wall,
+    pace_windows: quotaroute_journal::PaceWindows::All,
+};
 
 /// What a week did.
 #[derive(Debug, Clone, Default)]
@@ -371,6 +382,7 @@ fn topology(accounts: &[Account], paced: bool, shape: &WeekShape) -> Topology {
         .collect();
     let mut combo = ComboSpec::quota_share(COMBO, &targets);
     combo.pacing.enabled = paced;
+    combo.pacing = combo.pacing.with_knobs(&shape.rule);
     let mut topology = Topology::new(providers, connections, vec![combo], "sim-week", "0");
     topology.pacing.enabled = paced;
     topology.affinity.max_lead = MAX_LEAD;
@@ -388,6 +400,8 @@ struct Week {
     journal: MemoryJournal,
     accounts: Vec<Account>,
     stats: WeekStats,
+    /// The paced arm's exponent: a share is `w·pace^exponent` over the sum (invariant n).
+    exponent: f64,
 }
 
 /// Runs the week of `seed` with pacing on or off, checking invariants m and n.
@@ -426,6 +440,7 @@ pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekS
             seeds: 1,
             ..WeekStats::default()
         },
+        exponent: f64::from(shape.rule.exponent_pm) / 1_000.0,
     };
     let mut warmup = Warmup::new(&mut week.accounts, shape);
     for (index, arrival) in arrivals.iter().enumerate() {
@@ -592,7 +607,7 @@ impl Week {
             if stretch.len() < STRETCH {
                 continue;
             }
-            match share_deviation(&stretch, &weights) {
+            match share_deviation(&stretch, &weights, self.exponent) {
                 None => self.stats.unstable_stretches += 1,
                 Some((target, deviation_pp)) => {
                     self.stats.stretches += 1;
@@ -628,9 +643,14 @@ fn paces_of(decided: &RouteDecided, targets: usize) -> Vec<f64> {
 }
 
 /// The target that strayed most from its paced share over `stretch` (decisions with one
-/// set of targets with room; a share is `w·pace` over the sum among them) and by how many
-/// percentage points; `None` when some target's pace moved more than [`STABLE_PACE_RATIO`].
-fn share_deviation(stretch: &[&RouteDecided], weights: &[u32]) -> Option<(usize, f64)> {
+/// set of targets with room; a share is `w·pace^exponent` over the sum among them) and by how
+/// many percentage points; `None` when some target's pace moved more than
+/// [`STABLE_PACE_RATIO`].
+fn share_deviation(
+    stretch: &[&RouteDecided],
+    weights: &[u32],
+    exponent: f64,
+) -> Option<(usize, f64)> {
     let room: Vec<usize> = stretch
         .first()?
         .room
@@ -644,20 +664,20 @@ fn share_deviation(stretch: &[&RouteDecided], weights: &[u32]) -> Option<(usize,
     let mut chosen = vec![0u64; n];
     for decided in stretch {
         let paces = paces_of(decided, n);
-        let total: f64 = room.iter().map(|&i| paces[i] * f64::from(weights[i])).sum();
+        let spend = |i: usize| (paces[i] / 1_000.0).powf(exponent) * f64::from(weights[i]);
+        let total: f64 = room.iter().map(|&i| spend(i)).sum();
         for &i in &room {
             lowest[i] = lowest[i].min(paces[i]);
             highest[i] = highest[i].max(paces[i]);
-            expected[i] += paces[i] * f64::from(weights[i]) / total;
+            expected[i] += spend(i) / total;
         }
         if let Some(slot) = decided.chosen.and_then(|c| chosen.get_mut(usize::from(c))) {
             *slot += 1;
         }
     }
-    if room
-        .iter()
-        .any(|&i| highest[i] > lowest[i] * STABLE_PACE_RATIO)
-    {
+    // Stable as the rule sees it: its value moves within the ratio (pace^exponent).
+    let stable_ratio = STABLE_PACE_RATIO.powf(1.0 / exponent.max(1.0));
+    if room.iter().any(|&i| highest[i] > lowest[i] * stable_ratio) {
         return None;
     }
     let len = stretch.len() as f64;

@@ -28,6 +28,7 @@ use crate::permit::{Permit, SharedProbeGate};
 use crate::policy::admission::{evaluate_target, take_first_admitted, Admit, Block};
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
+use crate::policy::demand_profile::DemandProfile;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::peer_merge::merge_peer_binding;
 use crate::policy::quota_share::TargetView;
@@ -46,6 +47,8 @@ pub struct ComboArgs {
     pub deficits: DrrDeficits,
     /// The combo's conversations, as the journal's fold left them.
     pub bindings: AffinityBindings,
+    /// The combo's requests by hour of the week, as the journal's fold left them (§13).
+    pub demand: DemandProfile,
     pub connections: HashMap<String, Arc<ConnectionView>>,
     pub breakers: HashMap<String, Arc<BreakerState>>,
     pub registry: Arc<Registry>,
@@ -58,6 +61,9 @@ pub struct ComboState {
     /// DRR deficits, affinity leads and conversation bindings (behaviour §2, §10): what
     /// `policy::selection` reads and its decisions change.
     selection: SelectionState,
+    /// Its requests by hour of the week: `clock = "demand"`'s profile (behaviour §13),
+    /// counted per decision as the journal's fold counts `route_decided`.
+    demand: DemandProfile,
     connections: HashMap<String, Arc<ConnectionView>>,
     breakers: HashMap<String, Arc<BreakerState>>,
     gates: HashMap<String, SharedProbeGate>,
@@ -412,6 +418,7 @@ impl ComboState {
                 runtime.in_flight.get(),
                 runtime.max_concurrent,
                 self.setup.spec.paced(),
+                Some(&self.demand),
                 now_ms,
             );
             if cannot_carry.contains(&target.provider) {
@@ -497,6 +504,7 @@ impl ComboState {
             route_decided,
             changes,
         } = decided;
+        self.demand.count(now_ms);
         let settings = self.setup.affinity;
         let (registry, combo_name) = (&self.registry, &self.setup.spec.name);
         let applied = self.selection.apply(
@@ -747,6 +755,7 @@ impl Actor for ComboActor {
                 leads: Default::default(),
                 bindings: args.bindings,
             },
+            demand: args.demand,
             connections: args.connections,
             breakers: args.breakers,
             gates: HashMap::new(),

@@ -67,7 +67,8 @@ pub struct SupervisorState {
 
 impl SupervisorState {
     fn combo_setup(&self, spec: &ComboSpec) -> ComboSetup {
-        let keys = DrrKeys::new(spec.strategy, &spec.target_infos());
+        let keys = DrrKeys::new(spec.strategy, &spec.target_infos())
+            .with_exponent_pm(spec.pacing.knobs().exponent_pm);
         let targets = spec
             .targets
             .iter()
@@ -211,6 +212,12 @@ impl SupervisorState {
             setup,
             deficits: state.deficits.get(&spec.name).cloned().unwrap_or_default(),
             bindings: state.affinity.get(&spec.name).cloned().unwrap_or_default(),
+            demand: state
+                .pacing
+                .demand
+                .get(&spec.name)
+                .cloned()
+                .unwrap_or_default(),
             connections,
             breakers,
             registry: self.registry.clone(),
@@ -320,6 +327,9 @@ impl SupervisorState {
         let now_ms = self.clock.now_ms();
         self.recorder
             .record_one(now_ms, Event::ConfigLoaded(loaded));
+        if let Some(rule) = self.topology.pacing_rule(self.generation) {
+            self.recorder.record_one(now_ms, Event::PacingRule(rule));
+        }
         tracing::info!(generation = self.generation, "config reloaded");
 
         // Providers: stop removed, reconfigure kept, spawn new.

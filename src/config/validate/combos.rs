@@ -6,7 +6,7 @@ use quotaroute_actors::policy::exec_key::exec_key;
 
 use crate::config::error::ErrorSink;
 use crate::config::model::{ComboConfig, ConnectionConfig, Strategy, TargetConfig};
-use crate::config::raw::{RawCombo, RawTarget};
+use crate::config::raw::{RawCombo, RawComboPacing, RawTarget};
 
 use super::checks::{at_least_one_u32, check_unique, one_of, required_name, usable_in_key};
 
@@ -54,6 +54,20 @@ pub(super) fn build_combos(
             sink.push(format!("{prefix}.max_attempts"), "must be at least 1");
         }
         let targets = build_targets(combo.targets, &prefix, &connections_by_id, declared, sink);
+        let (pacing, pacing_table) = match combo.pacing {
+            None => (true, None),
+            Some(RawComboPacing::Switch(on)) => (on, None),
+            Some(RawComboPacing::Table(table)) => {
+                // Checked here, merged over the defaults when the topology is built.
+                let _ = crate::config::pacing::build_over(
+                    Some(table.clone()),
+                    &quotaroute_actors::policy::pace::PacingSettings::default(),
+                    &format!("{prefix}.pacing"),
+                    sink,
+                );
+                (true, Some(table))
+            }
+        };
         let (Some(name), Some(strategy), Some(targets)) = (name, strategy, targets) else {
             continue;
         };
@@ -64,7 +78,8 @@ pub(super) fn build_combos(
                 max_attempts: combo.max_attempts.filter(|attempts| *attempts > 0),
                 hold_ms: combo.hold_ms.unwrap_or(0),
                 queue_ms: combo.queue_ms.unwrap_or(0),
-                pacing: combo.pacing.unwrap_or(true),
+                pacing,
+                pacing_table,
                 translate: combo.translate.unwrap_or(true),
                 targets,
             });

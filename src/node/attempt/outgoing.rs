@@ -4,6 +4,7 @@
 //! a request that cannot be built, or is answered without sending, comes back as its
 //! [`Attempted`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -14,11 +15,14 @@ use quotaroute_actors::RoutedTarget;
 
 use crate::config::Secret;
 use crate::node::encrypted_turn::EncryptedTurn;
+use crate::node::endpoint::Endpoint;
 use crate::node::live::ProviderRoute;
 use crate::node::served_apis::served_apis;
 use crate::node::upstream_request;
 use crate::wire::body_rewrite::rewrite;
-use crate::wire::translate::{translate_request, Direction, Echo, ReasoningKey, RequestSettings};
+use crate::wire::translate::{
+    translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings,
+};
 
 use super::local_answer::refused;
 use super::shape::{unanswered_openly, Attempted, Translation, TryContext};
@@ -81,10 +85,10 @@ pub(super) fn prepare<'a>(
         .endpoint
         .gemini_method()
         .map(|method| gemini_upstream_path(&target.model, method));
-    let (upstream_body, path_and_query) = match (ctx.info, direction) {
+    let (upstream_body, path_and_query): (Bytes, Cow<'_, str>) = match (ctx.info, direction) {
         (Some(_), None) if gemini_path.is_some() => (
             ctx.client_body.clone(),
-            gemini_path.as_deref().unwrap_or_default(),
+            Cow::Owned(gemini_path.unwrap_or_default()),
         ),
         (Some(info), None) => (
             rewrite(
@@ -93,7 +97,7 @@ pub(super) fn prepare<'a>(
                 &target.model,
                 ctx.force_include_usage,
             ),
-            ctx.path_and_query,
+            Cow::Borrowed(ctx.path_and_query),
         ),
         (Some(_), Some(direction)) => {
             // Thinking goes back only to the connection that made it, for the client it was
@@ -110,7 +114,10 @@ pub(super) fn prepare<'a>(
                 default_max_tokens: live.translation.default_max_tokens,
                 reasoning,
             };
-            match translate_request(direction, ctx.client_body, settings) {
+            // A Gemini client says it streams by its path, not its body.
+            let client_stream =
+                (direction.client == Api::Gemini).then_some(ctx.endpoint == Endpoint::GeminiStream);
+            match translate_request_as(direction, ctx.client_body, settings, client_stream) {
                 Ok(translated) => {
                     include_usage = translated.include_usage;
                     translated_left_out = translated.reasoning.left_out;
@@ -121,12 +128,19 @@ pub(super) fn prepare<'a>(
                         dropped: translated.dropped,
                         thinking_restored: translated.reasoning.restored,
                     });
-                    (translated.body, direction.upstream_path())
+                    let path = match direction.target {
+                        Api::Gemini => Cow::Owned(gemini_upstream_path(
+                            &target.model,
+                            gemini_generation(translated.stream),
+                        )),
+                        _ => Cow::Borrowed(direction.upstream_path()),
+                    };
+                    (translated.body, path)
                 }
                 Err(error) => return Err(refused(direction, &error)),
             }
         }
-        (None, _) => (ctx.client_body.clone(), ctx.path_and_query),
+        (None, _) => (ctx.client_body.clone(), Cow::Borrowed(ctx.path_and_query)),
     };
     // Only the encrypted items this target can read (behaviour §10); a translated body's
     // were opened (or left out) by the translation.
@@ -140,7 +154,7 @@ pub(super) fn prepare<'a>(
         ctx.method.clone(),
         provider,
         (credential, *auth),
-        path_and_query,
+        &path_and_query,
         ctx.client_headers,
         ctx.request_id,
         upstream_body,
@@ -165,6 +179,14 @@ pub(super) fn prepare<'a>(
             echo,
         },
     ))
+}
+
+/// Google's generation method for a request that streams or not.
+fn gemini_generation(stream: bool) -> &'static str {
+    match stream {
+        true => "streamGenerateContent",
+        false => "generateContent",
+    }
 }
 
 /// `/models/{model}:{method}` after a Gemini provider's `base_url`; a stream is asked for as

@@ -44,6 +44,7 @@ fn views(targets: &[Arc<RoutedTarget>]) -> Vec<TargetView> {
             degraded: false,
             pace: crate::pace::ON_PACE,
             pace_window: None,
+            spend: crate::pace::ON_PACE,
         })
         .collect()
 }
