@@ -50,6 +50,7 @@ mod node_gemini_clients;
 mod node_gemini_cross;
 mod node_gemini_native;
 mod node_gemini_pool;
+mod node_gemini_pool_clients;
 mod node_gemini_query_key;
 mod node_guarded_reads;
 mod node_header_resets;
