@@ -115,8 +115,8 @@ impl Endpoint {
 
     /// The translation a target serving `apis` needs (behaviour §14): `None` when it serves
     /// this endpoint's API, or when nothing can carry this endpoint across (completions,
-    /// embeddings, compaction; `count_tokens` for a target without Messages is answered
-    /// locally); otherwise to `chat` when the target serves it, else the first it serves of
+    /// embeddings, compaction; `count_tokens` for a target without Messages, and Google's
+    /// `countTokens` for one without Gemini, are answered locally); otherwise to `chat` when the target serves it, else the first it serves of
     /// `responses`, `messages`.
     pub fn translation_to(self, apis: &[Api]) -> Option<Direction> {
         let client = self.api()?;
@@ -135,7 +135,6 @@ impl Endpoint {
             Endpoint::Completions
                 | Endpoint::Embeddings
                 | Endpoint::ResponsesCompact
-                | Endpoint::GeminiCountTokens
                 | Endpoint::GeminiEmbed
                 | Endpoint::GeminiBatchEmbed
         )

@@ -1,7 +1,8 @@
 //! Google's own clients, unchanged, on a pool of Gemini accounts through the node (issue 53
 //! item 6): the google-genai Python SDK (`tests/sdk/sdk_gemini.py`, in `.venv-sdk`) and
 //! `@google/genai` for Node (`tests/clients/node_genai.mjs`) — generate, stream, a function
-//! call, countTokens — and Gemini CLI finishing a tool-using prompt. `.ci/run` installs them;
+//! call, countTokens — and Gemini CLI finishing a tool-using prompt; both SDKs also on OpenAI
+//! and Anthropic accounts (translated, `countTokens` counted by the router). `.ci/run` installs them;
 //! without them each test says so and does nothing else (in CI, with `CI` set, it fails).
 
 use std::path::PathBuf;
@@ -42,9 +43,15 @@ fn parse_json(run: &ClientRun, what: &str) -> Value {
 }
 
 /// What both SDKs must have seen: the mock's reply, streamed in pieces, a function call, a
-/// token count, usage from `usageMetadata`; and the node charged it to Gemini connections.
-fn check_sdk(out: &Value, harness: &Harness, what: &str) {
-    assert_eq!(out["generate"]["text"], mock_text(6), "{what}: {out}");
+/// token count, usage from `usageMetadata`. The reply is the mock's six words, or as many
+/// pieces as the request's output limit where a Messages account needs one (`max_tokens`, the
+/// router's `default_max_tokens` when a Gemini client names none).
+fn check_answers(out: &Value, what: &str) {
+    let reply = |at: &str| {
+        let text = out[at]["text"].as_str().unwrap_or_default();
+        assert!(text.starts_with(&mock_text(6)), "{what}: {at}: {text:.200}");
+    };
+    reply("generate");
     assert!(
         out["generate"]["prompt_tokens"].as_u64().unwrap() > 0,
         "{what}: {out}"
@@ -53,7 +60,7 @@ fn check_sdk(out: &Value, harness: &Harness, what: &str) {
         out["generate"]["output_tokens"].as_u64().unwrap() > 0,
         "{what}: {out}"
     );
-    assert_eq!(out["stream"]["text"], mock_text(6), "{what}: {out}");
+    reply("stream");
     assert!(
         out["stream"]["chunks"].as_u64().unwrap() > 1,
         "{what}: {out}"
@@ -65,14 +72,33 @@ fn check_sdk(out: &Value, harness: &Harness, what: &str) {
     assert_eq!(out["tool"]["name"], "lookup", "{what}: {out}");
     assert_eq!(out["tool"]["args"]["q"], "x", "{what}: {out}");
     assert!(out["count_tokens"].as_u64().unwrap() > 0, "{what}: {out}");
+}
+
+/// Upstream requests the keys of `ids` got.
+fn asked(harness: &Harness, ids: &[&str]) -> u64 {
     let stats = harness.mock.stats();
-    let gemini: u64 = ["gm-1", "gm-2", "gm-3"]
-        .iter()
-        .map(|id| stats.for_key(&upstream_key(id)))
-        .sum();
+    ids.iter().map(|id| stats.for_key(&upstream_key(id))).sum()
+}
+
+const GEMINI_KEYS: [&str; 3] = ["gm-1", "gm-2", "gm-3"];
+
+/// What both SDKs must have seen ([`check_answers`]), and the node charged it to Gemini
+/// connections only.
+fn check_sdk(out: &Value, harness: &Harness, what: &str) {
+    check_answers(out, what);
+    assert_eq!(out["generate"]["text"], mock_text(6), "{what}: {out}");
+    assert_eq!(out["stream"]["text"], mock_text(6), "{what}: {out}");
     // generate, stream, the call (countTokens is not a generation: the mock does not count it).
-    assert!(gemini >= 3, "{what}: {stats:?}");
-    assert!(mock_connections(harness).is_empty(), "{what}: {stats:?}");
+    assert!(asked(harness, &GEMINI_KEYS) >= 3, "{what}");
+    assert!(mock_connections(harness).is_empty(), "{what}");
+}
+
+/// The same answers from accounts of another API (`ids`), translated; no Gemini key asked
+/// and `countTokens` counted by the router.
+fn check_sdk_elsewhere(out: &Value, harness: &Harness, ids: &[&str], what: &str) {
+    check_answers(out, what);
+    assert!(asked(harness, ids) >= 3, "{what}");
+    assert_eq!(asked(harness, &GEMINI_KEYS), 0, "{what}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,22 +107,78 @@ async fn the_google_genai_python_sdk_works_on_gemini_accounts() {
         return not_installed("the google-genai Python SDK", ".ci/run creates .venv-sdk");
     };
     let harness = gemini_harness().await;
+    let (run, out) = python_sdk(&harness, &python, "gemini").await;
+    check_sdk(&out, &harness, "google-genai (Python)");
+    check_router_404(&out);
+    eprintln!("sdk_gemini.py: ok in {:.2?}", run.elapsed);
+}
+
+/// The router's own 404, in Google's shape, read by the SDK as Google's.
+fn check_router_404(out: &Value) {
+    assert_eq!(out["not_found"]["code"], 404, "{out}");
+    assert_eq!(out["not_found"]["status"], "NOT_FOUND", "{out}");
+}
+
+/// `sdk_gemini.py` against the node, asking for `model`.
+async fn python_sdk(harness: &Harness, python: &PathBuf, model: &str) -> (ClientRun, Value) {
     let home = client_home("qr-genai-python-");
-    let mut command = clean_command(&python);
+    let mut command = clean_command(python);
     command
         .env("HOME", home.path())
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/sdk_gemini.py"))
         .arg(&harness.base)
         .arg(CLIENT_KEY)
-        .arg("gemini");
+        .arg(model);
     let run = blocking(command).await;
-    assert!(run.success(), "sdk_gemini.py: {}", run.describe());
+    assert!(run.success(), "sdk_gemini.py ({model}): {}", run.describe());
     let out = parse_json(&run, "sdk_gemini.py");
-    check_sdk(&out, &harness, "google-genai (Python)");
-    // The router's own 404, in Google's shape, read by the SDK as Google's.
-    assert_eq!(out["not_found"]["code"], 404, "{out}");
-    assert_eq!(out["not_found"]["status"], "NOT_FOUND", "{out}");
-    eprintln!("sdk_gemini.py: ok in {:.2?}", run.elapsed);
+    (run, out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_google_genai_sdks_work_on_openai_and_anthropic_accounts() {
+    let Some(python) = sdk_python() else {
+        return not_installed("the google-genai Python SDK", ".ci/run creates .venv-sdk");
+    };
+    let harness = gemini_harness().await;
+    let (run, out) = python_sdk(&harness, &python, "team").await;
+    check_sdk_elsewhere(
+        &out,
+        &harness,
+        &["oa-1", "oa-2", "oa-3"],
+        "google-genai (Python) on OpenAI",
+    );
+    check_router_404(&out);
+    eprintln!(
+        "sdk_gemini.py on OpenAI accounts: ok in {:.2?}",
+        run.elapsed
+    );
+    if !node_modules().join("@google/genai").is_dir() {
+        return not_installed(
+            "@google/genai",
+            "npm ci --ignore-scripts --prefix tests/clients",
+        );
+    }
+    let mut command = clean_command("node");
+    command
+        .arg(clients_dir().join("node_genai.mjs"))
+        .arg(&harness.base)
+        .arg(CLIENT_KEY)
+        .arg("claude")
+        .current_dir(clients_dir());
+    let run = blocking(command).await;
+    assert!(run.success(), "node_genai.mjs (claude): {}", run.describe());
+    let out = parse_json(&run, "node_genai.mjs");
+    check_sdk_elsewhere(
+        &out,
+        &harness,
+        &["an-1", "an-2", "an-3"],
+        "@google/genai on Anthropic",
+    );
+    eprintln!(
+        "node_genai.mjs on Anthropic accounts: ok in {:.2?}",
+        run.elapsed
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use quotaroute_actors::AttemptResult;
 use quotaroute_journal::OutcomeClass;
 
 use crate::api_error::{ApiError, ApiErrorKind};
-use crate::wire::translate::{count_tokens_body, Direction, TranslateError};
+use crate::wire::translate::{Direction, TranslateError};
 
 use super::shape::{Attempted, Payload, Translation};
 
@@ -47,6 +47,10 @@ pub(super) fn refused(direction: Direction, error: &TranslateError) -> Attempted
     }
 }
 
+/// A local count of one API's `count_tokens` body: Anthropic's (`input_tokens`) or Google's
+/// (`totalTokens`).
+pub(super) type LocalCount = fn(&[u8]) -> Result<serde_json::Value, TranslateError>;
+
 /// Local counts run on tokio's blocking pool, at most this many at once per process: each is
 /// bounded CPU (`count_tokens`' `EXACT_BYTES`), and never on an async worker, so a client
 /// sending large bodies to count waits behind its own kind, not in front of every request.
@@ -55,7 +59,11 @@ static LOCAL_COUNTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(
 /// A `count_tokens` answered by the router's own tokenizer estimate (no upstream request),
 /// counted off the async workers; past `deadline` waiting for its turn it is a 429
 /// `pool_busy` that the client may retry.
-pub(super) async fn counted_locally(body: &Bytes, deadline: tokio::time::Instant) -> Attempted {
+pub(super) async fn counted_locally(
+    body: &Bytes,
+    deadline: tokio::time::Instant,
+    count: LocalCount,
+) -> Attempted {
     let mut headers = HeaderMap::new();
     headers.insert(
         CONTENT_TYPE,
@@ -64,7 +72,7 @@ pub(super) async fn counted_locally(body: &Bytes, deadline: tokio::time::Instant
     let counted = match tokio::time::timeout_at(deadline, LOCAL_COUNTS.acquire()).await {
         Ok(Ok(permit)) => {
             let body = body.clone();
-            let counted = tokio::task::spawn_blocking(move || count_tokens_body(&body)).await;
+            let counted = tokio::task::spawn_blocking(move || count(&body)).await;
             drop(permit);
             counted.map_err(|_| "the local count ended abnormally")
         }

@@ -21,11 +21,11 @@ use crate::telemetry::AttemptSpan;
 use crate::wire::content_coding::content_codings;
 
 use super::answer::answered;
-use super::local_answer::counted_locally;
+use super::local_answer::{counted_locally, LocalCount};
 use super::outgoing::{prepare, Outgoing};
 use super::shape::{unanswered, unanswered_openly, Attempted, TryContext, UpstreamAnswer};
 use super::stream_start;
-use crate::wire::translate::Api;
+use crate::wire::translate::{count_tokens_body, gemini_count_tokens_body, Api};
 
 /// One upstream request to `target` with `credential`, classified (behaviour §3, §4).
 pub(super) async fn send(
@@ -35,15 +35,21 @@ pub(super) async fn send(
     credential: &Secret,
     upstream_time: &mut Duration,
 ) -> Attempted {
-    // `count_tokens` has no counterpart but on Messages: counted here, nothing sent
-    // (behaviour §14).
-    let serves_messages = ctx
-        .live
-        .providers
-        .get(&*target.provider)
-        .is_some_and(|provider| provider.apis.contains(&Api::Messages));
-    if ctx.endpoint == Endpoint::CountTokens && !serves_messages {
-        return counted_locally(ctx.client_body, ctx.deadline).await;
+    // `count_tokens` has no counterpart but on Messages, Google's `countTokens` none but on
+    // Gemini: counted here, nothing sent (behaviour §14, §15).
+    let serves = |api: Api| {
+        ctx.live
+            .providers
+            .get(&*target.provider)
+            .is_some_and(|provider| provider.apis.contains(&api))
+    };
+    let count_here: Option<LocalCount> = match ctx.endpoint {
+        Endpoint::CountTokens if !serves(Api::Messages) => Some(count_tokens_body),
+        Endpoint::GeminiCountTokens if !serves(Api::Gemini) => Some(gemini_count_tokens_body),
+        _ => None,
+    };
+    if let Some(count) = count_here {
+        return counted_locally(ctx.client_body, ctx.deadline, count).await;
     }
     let (mut request, outgoing) = match prepare(ctx, target, credential) {
         Ok(prepared) => prepared,
