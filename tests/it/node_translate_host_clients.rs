@@ -147,29 +147,7 @@ async fn claude_code_runs_a_tool_turn_on_a_responses_only_host() {
     let harness = openai_hosts_serving(&["responses"]).await;
     let home = client_home("qr-claude-responses-host-");
     let prompt = r#"mock-tool-call:Bash {"command":"echo ran-on-a-responses-host > proof.txt","description":"write proof"}"#;
-    let mut command = clean_command(&binary);
-    command
-        .current_dir(home.path())
-        .env("HOME", home.path())
-        .env("TERM", "dumb")
-        .env("ANTHROPIC_BASE_URL", &harness.base)
-        .env("ANTHROPIC_API_KEY", CLIENT_KEY)
-        .env("ANTHROPIC_MODEL", "team")
-        .env("ANTHROPIC_SMALL_FAST_MODEL", "team")
-        .env("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "8")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("CLAUDE_CODE_MAX_RETRIES", "0")
-        .args([
-            "-p",
-            prompt,
-            "--output-format",
-            "json",
-            "--allowedTools",
-            "Bash",
-        ]);
+    let command = claude_tool_turn(&binary, home.path(), (&harness.base, "team"), prompt);
     let run = tokio::task::spawn_blocking(move || run_bounded(command, CLIENT_TIMEOUT))
         .await
         .unwrap();

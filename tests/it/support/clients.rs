@@ -275,3 +275,38 @@ pub fn codex_exec(
     command.arg(prompt);
     run_bounded(command, CLIENT_TIMEOUT)
 }
+
+/// `claude -p PROMPT --output-format json --allowedTools Bash` for the node at `base`, with
+/// `model` (a combo) as its model, in `home` (its HOME and working directory): no telemetry,
+/// updates or retries, 8 output tokens.
+pub fn claude_tool_turn(
+    binary: &Path,
+    home: &Path,
+    (base, model): (&str, &str),
+    prompt: &str,
+) -> Command {
+    let mut command = clean_command(binary);
+    command
+        .current_dir(home)
+        .env("HOME", home)
+        .env("TERM", "dumb")
+        .env("ANTHROPIC_BASE_URL", base)
+        .env("ANTHROPIC_API_KEY", super::CLIENT_KEY)
+        .env("ANTHROPIC_MODEL", model)
+        .env("ANTHROPIC_SMALL_FAST_MODEL", model)
+        .env("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "8")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .args([
+            "-p",
+            prompt,
+            "--output-format",
+            "json",
+            "--allowedTools",
+            "Bash",
+        ]);
+    command
+}
