@@ -210,15 +210,13 @@ fn gemini_cli() -> Option<PathBuf> {
     entry.exists().then_some(entry)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gemini_cli_finishes_a_tool_using_prompt_on_gemini_accounts() {
-    let Some(cli) = gemini_cli() else {
-        return not_installed(
-            "Gemini CLI",
-            "npm ci --ignore-scripts --prefix tests/clients",
-        );
-    };
-    let harness = gemini_harness().await;
+/// Gemini CLI asked to write a file through its `write_file` tool, on the node's `model`:
+/// what it printed, and the file's text.
+async fn gemini_cli_writes_a_file(
+    cli: &PathBuf,
+    harness: &Harness,
+    model: &str,
+) -> (ClientRun, String) {
     let home = client_home("qr-gemini-cli-");
     let work = tempfile::tempdir().unwrap();
     let target = work.path().join("note.txt");
@@ -240,20 +238,49 @@ async fn gemini_cli_finishes_a_tool_using_prompt_on_gemini_accounts() {
         .env("GEMINI_CLI_NO_RELAUNCH", "true")
         .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
         .env("NO_COLOR", "1")
-        .arg(&cli)
-        .args(["--approval-mode", "yolo", "-m", "gemini", "-p", &prompt])
+        .arg(cli)
+        .args(["--approval-mode", "yolo", "-m", model, "-p", &prompt])
         .current_dir(work.path());
     let run = blocking(command).await;
-    assert!(run.success(), "gemini cli: {}", run.describe());
+    assert!(run.success(), "gemini cli ({model}): {}", run.describe());
     let written = std::fs::read_to_string(&target)
         .unwrap_or_else(|error| panic!("{error}: {}", run.describe()));
+    (run, written)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_finishes_a_tool_using_prompt_on_gemini_accounts() {
+    let Some(cli) = gemini_cli() else {
+        return not_installed(
+            "Gemini CLI",
+            "npm ci --ignore-scripts --prefix tests/clients",
+        );
+    };
+    let harness = gemini_harness().await;
+    let (run, written) = gemini_cli_writes_a_file(&cli, &harness, "gemini").await;
     assert_eq!(written, "written through quotaroute");
     assert!(run.stdout.contains("mock"), "{}", run.describe());
-    let stats = harness.mock.stats();
-    let gemini: u64 = ["gm-1", "gm-2", "gm-3"]
-        .iter()
-        .map(|id| stats.for_key(&upstream_key(id)))
-        .sum();
-    assert!(gemini >= 2, "{stats:?}");
+    assert!(asked(&harness, &GEMINI_KEYS) >= 2, "{}", run.describe());
     eprintln!("gemini cli: ok in {:.2?}", run.elapsed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_finishes_a_tool_using_prompt_on_openai_accounts() {
+    let Some(cli) = gemini_cli() else {
+        return not_installed(
+            "Gemini CLI",
+            "npm ci --ignore-scripts --prefix tests/clients",
+        );
+    };
+    let harness = gemini_harness().await;
+    let (run, written) = gemini_cli_writes_a_file(&cli, &harness, "team").await;
+    assert_eq!(written, "written through quotaroute");
+    assert!(run.stdout.contains("mock"), "{}", run.describe());
+    assert!(
+        asked(&harness, &["oa-1", "oa-2", "oa-3"]) >= 2,
+        "{}",
+        run.describe()
+    );
+    assert_eq!(asked(&harness, &GEMINI_KEYS), 0);
+    eprintln!("gemini cli on OpenAI accounts: ok in {:.2?}", run.elapsed);
 }
