@@ -30,9 +30,15 @@ pub(crate) fn gemini_pool(text: String) -> String {
                 .map(|rest| rest.trim_end_matches("/v1\"").to_owned())
         })
         .unwrap();
+    google_keys(text, "gemini", &format!("{base}/v1beta"))
+}
+
+/// Three Google keys (`gm-1`…`gm-3`) on a provider `google` of `format` at `base_url`, and
+/// the combo `gemini` over them.
+pub(crate) fn google_keys(text: String, format: &str, base_url: &str) -> String {
     let mut text = text.replacen(
         "[[providers]]",
-        &format!("[[providers]]\nname = \"google\"\nformat = \"gemini\"\nbase_url = \"{base}/v1beta\"\n\n[[providers]]"),
+        &format!("[[providers]]\nname = \"google\"\nformat = \"{format}\"\nbase_url = \"{base_url}\"\n\n[[providers]]"),
         1,
     );
     for id in ["gm-1", "gm-2", "gm-3"] {

@@ -11,6 +11,7 @@ use quotaroute::actors::ManualClock;
 use quotaroute_mock::{Fault, Rule};
 use serde_json::{json, Value};
 
+use crate::node_gemini_native::google_keys;
 use crate::support::{connection, upstream_key, Harness, CLIENT_KEY};
 
 const HOUR: u64 = 3_600_000;
@@ -19,29 +20,7 @@ const TEN_AM_PACIFIC: u64 = 1_796_493_600_000;
 
 /// Three keys on Google's OpenAI-compatible endpoint (`…/v1beta/openai`), combo `gemini`.
 fn gemini_pool(text: String) -> String {
-    let mut text = text.replacen(
-        "[[providers]]",
-        "[[providers]]\nname = \"google\"\nformat = \"openai\"\nbase_url = \"MOCK/v1beta/openai\"\n\n[[providers]]",
-        1,
-    );
-    for id in ["gm-1", "gm-2", "gm-3"] {
-        text.push_str(&format!(
-            "\n[[connections]]\nid = \"{id}\"\nprovider = \"google\"\napi_key = \"{}\"\n",
-            upstream_key(id)
-        ));
-    }
-    text.push_str(
-        r#"
-[[combos]]
-name = "gemini"
-targets = [
-  { connection = "gm-1", model = "gemini-2.5-flash" },
-  { connection = "gm-2", model = "gemini-2.5-flash" },
-  { connection = "gm-3", model = "gemini-2.5-flash" },
-]
-"#,
-    );
-    text
+    google_keys(text, "openai", "MOCK/v1beta/openai")
 }
 
 async fn start(clock: &std::sync::Arc<ManualClock>) -> Harness {
