@@ -10,9 +10,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::claude_tmux::{
-    claude_binary, claude_session, tmux, ClaudeSession, Tmux, TmuxGuard, MAX_OUTPUT_TOKENS,
-};
+use crate::support::claude_tmux::{claude_binary, tmux, two_pongs_on_team};
 use crate::support::clients::*;
 use crate::support::*;
 
@@ -161,25 +159,8 @@ async fn an_interactive_claude_code_session_runs_on_openai_format_accounts() {
         return not_installed("tmux", "apt-get install tmux");
     };
     let harness = Harness::start().await;
-    let tmux = Tmux::new(tmux_binary, "claude-translated");
-    let _guard = TmuxGuard(tmux.clone());
-    let base = harness.base.clone();
-    let pane = tokio::task::spawn_blocking(move || {
-        let session = ClaudeSession {
-            base: &base,
-            name: "translated",
-            model: "team",
-            side_model: "team",
-        };
-        claude_session(&tmux, &binary, &session, &["say pong", "say pong again"])
-    })
-    .await
-    .unwrap();
-    // Both answers (the OpenAI-format mock's text, translated) are on the screen.
-    assert!(
-        pane.matches(mock_text(MAX_OUTPUT_TOKENS).as_str()).count() >= 2,
-        "{pane}"
-    );
+    // Both answers are on the screen.
+    two_pongs_on_team(tmux_binary, binary, harness.base.clone(), "translated").await;
     let bodies = harness.mock.recent_bodies();
     assert!(!bodies.is_empty());
     assert!(

@@ -18,9 +18,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use crate::node_translate_hosts::{openai_hosts_serving, upstream_paths};
-use crate::support::claude_tmux::{
-    claude_binary, claude_session, tmux, ClaudeSession, Tmux, TmuxGuard, MAX_OUTPUT_TOKENS,
-};
+use crate::support::claude_tmux::{claude_binary, tmux, two_pongs_on_team};
 use crate::support::clients::*;
 use crate::support::*;
 
@@ -198,25 +196,8 @@ async fn an_interactive_claude_code_session_runs_on_a_responses_only_host() {
         return not_installed("tmux", "apt-get install tmux");
     };
     let harness = openai_hosts_serving(&["responses"]).await;
-    let tmux = Tmux::new(tmux_binary, "claude-responses-host");
-    let _guard = TmuxGuard(tmux.clone());
-    let base = harness.base.clone();
-    let pane = tokio::task::spawn_blocking(move || {
-        let session = ClaudeSession {
-            base: &base,
-            name: "responses-host",
-            model: "team",
-            side_model: "team",
-        };
-        claude_session(&tmux, &binary, &session, &["say pong", "say pong again"])
-    })
-    .await
-    .unwrap();
-    // Both answers (the responses-only host's text, translated) are on the screen.
-    assert!(
-        pane.matches(mock_text(MAX_OUTPUT_TOKENS).as_str()).count() >= 2,
-        "{pane}"
-    );
+    // Both answers are on the screen.
+    two_pongs_on_team(tmux_binary, binary, harness.base.clone(), "responses-host").await;
     // Every request went up as a Responses request; the second turn carried the first.
     let sent = bodies_on(&harness, "/v1/responses");
     let last = sent.last().unwrap();

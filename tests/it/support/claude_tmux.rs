@@ -227,3 +227,32 @@ pub fn claude_session(
     }
     last
 }
+
+/// Two turns ("say pong", "say pong again") of an interactive Claude Code on combo `team` at
+/// `base`, in tmux session `name` (closed afterwards); the final pane, where both answers must
+/// be (`mock_text(MAX_OUTPUT_TOKENS)` twice).
+pub async fn two_pongs_on_team(
+    tmux_binary: PathBuf,
+    binary: PathBuf,
+    base: String,
+    name: &'static str,
+) -> String {
+    let tmux = Tmux::new(tmux_binary, &format!("claude-{name}"));
+    let _guard = TmuxGuard(tmux.clone());
+    let pane = tokio::task::spawn_blocking(move || {
+        let session = ClaudeSession {
+            base: &base,
+            name,
+            model: "team",
+            side_model: "team",
+        };
+        claude_session(&tmux, &binary, &session, &["say pong", "say pong again"])
+    })
+    .await
+    .unwrap_or_default();
+    assert!(
+        pane.matches(mock_text(MAX_OUTPUT_TOKENS).as_str()).count() >= 2,
+        "{pane}"
+    );
+    pane
+}
