@@ -236,8 +236,9 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
             (id, served)
         })
         .collect();
+    // A run serves only a dozen claude requests on a busy machine: an-2 and an-3 may tie.
     assert!(
-        claude["an-1"] > claude["an-2"] && claude["an-2"] > claude["an-3"],
+        claude["an-1"] > claude["an-2"] && claude["an-2"] >= claude["an-3"],
         "{claude:?}"
     );
     // The forecast line: the claude combo's paces and its next reset, in 20 minutes.
