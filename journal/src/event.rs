@@ -919,10 +919,12 @@ pub struct ApiUnserved {
 }
 
 /// The knobs of pacing's spending rule in force for a config generation (behaviour §13),
-/// journaled right after its `config_loaded` when any combo's differ from today's rule, so
-/// replay explains a paced choice with them and rebuilds DRR turns as the node took them. A
-/// generation without one ran today's rule (exponent 1, wall clock, every window). Its own
-/// fields are `[defaults.pacing]`'s (implicit combos).
+/// journaled right after its `config_loaded` when any combo's differ from
+/// [`PacingKnobs::UNJOURNALED`] (so at every start and reload under the default knobs, which
+/// pace by the longest window), so replay explains a paced choice with them and rebuilds DRR
+/// turns as the node took them. A generation without one ran [`PacingKnobs::UNJOURNALED`]
+/// (exponent 1, wall clock, every window), whatever the default of the binary reading it.
+/// Its own fields are `[defaults.pacing]`'s (implicit combos).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PacingRule {
     /// The `config_loaded` generation these knobs belong to.
@@ -985,15 +987,15 @@ pub struct PacingKnobs {
     pub pace_windows: PaceWindows,
 }
 
-impl Default for PacingKnobs {
-    /// Today's rule: exponent 1, wall clock, every window.
-    fn default() -> Self {
-        PacingKnobs {
-            exponent_pm: 1_000,
-            clock: PacingClock::Wall,
-            pace_windows: PaceWindows::All,
-        }
-    }
+impl PacingKnobs {
+    /// The rule a config generation without a `pacing_rule` ran: exponent 1, the wall clock,
+    /// every window — the only rule before the knobs, and never journaled. What a journal means
+    /// by the event's absence, tied to the journal, not to a binary's `[defaults.pacing]`.
+    pub const UNJOURNALED: PacingKnobs = PacingKnobs {
+        exponent_pm: 1_000,
+        clock: PacingClock::Wall,
+        pace_windows: PaceWindows::All,
+    };
 }
 
 /// What a window's `time_left` counts (behaviour §13).

@@ -58,6 +58,7 @@ mod node_low_ones;
 mod node_model_answers;
 mod node_money;
 mod node_pacing;
+mod node_pacing_default;
 mod node_papercuts;
 mod node_read_your_writes;
 mod node_refusal_clients;

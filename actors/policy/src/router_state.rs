@@ -457,7 +457,7 @@ mod pacing_rule_tests {
                 "pair",
                 PacingKnobs {
                     exponent_pm: 2_000,
-                    ..PacingKnobs::default()
+                    ..PacingKnobs::UNJOURNALED
                 },
             )],
         });
