@@ -133,7 +133,10 @@ const MEASURED_RULE: quotaroute_journal::PacingKnobs = quotaroute_journal::Pacin
 #[tokio::test]
 async fn the_short_week_measures_the_default_knobs_at_three_loads() {
     let default = quotaroute_actors::policy::pace::PacingSettings::default().knobs();
-    assert_eq!(default, MEASURED_RULE, "the default is the measured setting");
+    assert_eq!(
+        default, MEASURED_RULE,
+        "the default is the measured setting"
+    );
     assert_eq!(week::WeekShape::SHORT.rule, default, "CI's week runs it");
     let before = week::RULE_BEFORE_KNOBS;
     // (load, share of the gap closed by the default, by the rule before the knobs), as

@@ -49,7 +49,10 @@ fn unified(five_hour: (&str, u64), week: (&str, u64)) -> Vec<(String, String)> {
             "anthropic-ratelimit-unified-7d-reset".into(),
             unix_s_in(week.1).to_string(),
         ),
-        ("anthropic-ratelimit-unified-status".into(), "allowed".into()),
+        (
+            "anthropic-ratelimit-unified-status".into(),
+            "allowed".into(),
+        ),
     ]
 }
 
@@ -210,7 +213,10 @@ fn a_journal_from_before_the_default_replays_under_every_window() {
         .collect();
     let (paced, rules) = paced_and_rules(&events);
     assert!(paced >= REQUESTS as usize, "{paced} paced decisions");
-    assert!(rules.is_empty(), "the fixture predates the default: {rules:?}");
+    assert!(
+        rules.is_empty(),
+        "the fixture predates the default: {rules:?}"
+    );
 
     let text = replay_text(&fixture);
     assert!(
