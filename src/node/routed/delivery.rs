@@ -110,12 +110,15 @@ pub(super) fn deliver(
     }
     // Encrypted items leave sealed with the connection that made them (§10), a stored
     // response fetched again (`GET /v1/responses/{id}`) too; a translated answer's carried
-    // thinking blocks are encrypted (§14).
-    if ctx.endpoint.is_responses() {
-        let items = match route.translated {
-            Some(_) => Items::Translated,
-            None => Items::Upstream,
-        };
+    // thinking blocks are encrypted (§14); a Gemini answer's `thoughtSignature`s are sealed
+    // (§15).
+    let items = match (ctx.endpoint.is_responses(), route.translated.is_some()) {
+        (true, true) => Some(Items::Translated),
+        (true, false) => Some(Items::Upstream),
+        (false, false) if ctx.endpoint.is_gemini() => Some(Items::GeminiSignatures),
+        (false, _) => None,
+    };
+    if let Some(items) = items {
         let client = ctx.seal_client();
         let to = SealedFor {
             client: &client,
