@@ -2,7 +2,8 @@
 //! made it"): which connection made each (read from the router's seal, `item_seal::signature`),
 //! and the body one connection gets — each sealed signature restored to the upstream's own
 //! when that connection made it, left out when another did or when its seal does not open for
-//! the client that sent it (forged, another key's, handed to another client). A signature the
+//! the client that sent it (forged, another key's, handed to another client); a thinking block
+//! the router carried in one (behaviour §14) is left out too, and names its maker. A signature the
 //! router did not seal (the client had it from Google directly) goes as it came: its maker is
 //! unknown, and a refusal of it is policy's `LeaveThoughtSignaturesOut` retry. Only the
 //! signatures' bytes change; a request without any is never touched.
@@ -13,7 +14,8 @@ use bytes::Bytes;
 use memchr::memmem;
 
 use crate::wire::item_seal::{
-    string_members, write_json_string, MemberSpan, SealKey, SIGNATURE_PREFIX,
+    carried_in_signature, string_members, write_json_string, MemberSpan, SealKey,
+    SIGNATURE_PREFIX,
 };
 
 /// The members a client's signatures ride in (Google's REST API takes either case).
@@ -28,6 +30,10 @@ enum Maker {
     Unverified,
     /// Not sealed by the router: forwarded as it came.
     Unknown,
+    /// A thinking block the router carried (behaviour §14) and the connection it opens for:
+    /// no Gemini account reads it, so it is left out of every body here (its own connection
+    /// gets it through translation).
+    Carried(Option<String>),
 }
 
 /// Every signature member of `body`, in order, with who made it.
@@ -52,7 +58,14 @@ fn signatures(body: &[u8], key: &SealKey, client: &str) -> Vec<(MemberSpan, Make
                         None => Maker::Unknown,
                     }
                 }
-                _ => Maker::Unknown,
+                Some(value) => match carried_in_signature(&value) {
+                    Some(encrypted) => Maker::Carried(
+                        key.open_carried(client, &encrypted)
+                            .map(|carried| carried.connection),
+                    ),
+                    None => Maker::Unknown,
+                },
+                None => Maker::Unknown,
             };
             (span, maker)
         })
@@ -69,7 +82,9 @@ pub fn maker(body: &[u8], key: &SealKey, client: &str) -> Option<String> {
         .into_iter()
         .rev()
         .find_map(|(_, maker)| match maker {
-            Maker::Connection { connection, .. } => Some(connection),
+            Maker::Connection { connection, .. } | Maker::Carried(Some(connection)) => {
+                Some(connection)
+            }
             _ => None,
         })
 }
@@ -80,7 +95,7 @@ pub fn sends_any_to(body: &[u8], key: &SealKey, client: &str, connection: &str) 
         .iter()
         .any(|(_, maker)| match maker {
             Maker::Connection { connection: by, .. } => by == connection,
-            Maker::Unverified => false,
+            Maker::Unverified | Maker::Carried(_) => false,
             Maker::Unknown => true,
         })
 }
@@ -245,6 +260,21 @@ mod tests {
         assert_eq!(body_for(&direct, &k, C, "gm-1"), None);
         assert_eq!(maker(&direct, &k, C), None);
         assert!(sends_any_to(&direct, &k, C, "gm-2"));
+    }
+
+    #[test]
+    fn s14_a_carried_thinking_block_names_its_maker_and_no_gemini_account_gets_it() {
+        let k = key();
+        let encrypted = k.seal_carried(C, "an-1", b"{}").unwrap();
+        let carried = crate::wire::item_seal::carried_signature(&encrypted);
+        let body = turn(&carried, "R09PR0xF");
+        assert_eq!(maker(&body, &k, C).as_deref(), Some("an-1"));
+        for connection in ["an-1", "gm-1"] {
+            let (out, left_out) = body_for(&body, &k, C, connection).unwrap();
+            assert_eq!(left_out, 1);
+            let text = String::from_utf8_lossy(&out);
+            assert!(!text.contains(&carried) && text.contains("R09PR0xF"), "{text}");
+        }
     }
 
     #[test]

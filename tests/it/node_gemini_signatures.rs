@@ -264,3 +264,99 @@ async fn a_gemini_conversation_keeps_to_one_key_and_reads_its_cache() {
         }
     }
 }
+
+/// A Gemini client on Anthropic accounts (behaviour §14): the account's thinking block comes
+/// to the client encrypted in a `thoughtSignature` (`qrt1…`, nothing of it in clear); the next
+/// turn goes to that account and gets the exact block back (the mock refuses any other); with
+/// that account locked the turn is served by another without it, asked once.
+#[tokio::test]
+async fn an_anthropic_thinking_block_goes_round_a_gemini_client_only_to_its_account() {
+    let harness = start().await;
+    let first = json!({
+        "systemInstruction": {"parts": [{"text": "Be brief. ".repeat(500)}]},
+        "contents": [{"role": "user", "parts": [{"text": "mock-tool-call:lookup {\"q\":\"x\"}"}]}],
+        "tools": [{"functionDeclarations": [{"name": "lookup", "parameters": {"type": "OBJECT", "properties": {"q": {"type": "STRING"}}}}]}],
+        "generationConfig": {"thinkingConfig": {"includeThoughts": true, "thinkingBudget": 4096}},
+    });
+    let path = "/v1beta/models/claude:generateContent";
+    let (status, body, maker) = call(&harness, path, &first).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(maker.starts_with("an-"), "{maker}");
+    let first_parts = parts(&body);
+    let carried = signatures(&first_parts);
+    assert_eq!(carried.len(), 1, "{body}");
+    assert!(carried[0].starts_with("qrt1"), "{}", carried[0]);
+    assert!(!body.contains(&upstream_key(&maker)));
+    harness.settle().await;
+
+    // Back to its account: the block is restored and accepted.
+    let second = next_turn(&first, &first_parts);
+    let before: u64 = asked_all(&harness);
+    let (status, body, served) = call(&harness, path, &second).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(served, maker);
+    assert_eq!(asked_all(&harness), before + 1);
+    let upstream: Value = serde_json::from_str(&last_upstream_body(&harness)).unwrap();
+    let assistant = &upstream["messages"][1]["content"];
+    assert_eq!(assistant[0]["type"], "thinking", "{upstream}");
+    assert!(upstream.get("thinking").is_some(), "{upstream}");
+    harness.settle().await;
+
+    // Its account locked: served by another, without the block, asked once.
+    harness.mock.set_rules(vec![Rule::always(Fault::Status429 {
+        reset: quotaroute_mock::ResetForm::RetryAfterSeconds(3600),
+    })
+    .for_key(upstream_key(&maker))]);
+    let before: Vec<u64> = ["an-1", "an-2", "an-3"]
+        .iter()
+        .map(|id| harness.mock.stats().for_key(&upstream_key(id)))
+        .collect();
+    let (status, body, served) = call(&harness, path, &second).await;
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(served, maker);
+    let index = ["an-1", "an-2", "an-3"]
+        .iter()
+        .position(|id| *id == served)
+        .unwrap();
+    assert_eq!(
+        harness.mock.stats().for_key(&upstream_key(&served)),
+        before[index] + 1
+    );
+    let upstream = last_upstream_body(&harness);
+    assert!(!upstream.contains("\"thinking\",\"thinking\""), "{upstream}");
+    assert!(!upstream.contains("\"type\":\"thinking\""), "{upstream}");
+
+    // Streamed (both framings), the block is carried and opens the same way.
+    harness.mock.clear_rules();
+    for stream in [
+        "/v1beta/models/claude:streamGenerateContent?alt=sse",
+        "/v1beta/models/claude:streamGenerateContent",
+    ] {
+        let (status, body, maker) = call(&harness, stream, &first).await;
+        assert_eq!(status, 200, "{body}");
+        let streamed = parts(&body);
+        let carried = signatures(&streamed);
+        assert_eq!(carried.len(), 1, "{stream}: {body}");
+        assert!(carried[0].starts_with("qrt1"), "{stream}");
+        assert!(!body.contains("\"signature\""), "{stream}: {body}");
+        harness.settle().await;
+        let (status, body, served) = call(&harness, path, &next_turn(&first, &streamed)).await;
+        assert_eq!(status, 200, "{stream}: {body}");
+        assert_eq!(served, maker, "{stream}");
+        let upstream: Value = serde_json::from_str(&last_upstream_body(&harness)).unwrap();
+        assert_eq!(
+            upstream["messages"][1]["content"][0]["type"],
+            "thinking",
+            "{stream}: {upstream}"
+        );
+        harness.settle().await;
+    }
+}
+
+fn asked_all(harness: &Harness) -> u64 {
+    let stats = harness.mock.stats();
+    ["an-1", "an-2", "an-3", "gm-1", "gm-2", "gm-3"]
+        .iter()
+        .map(|id| stats.for_key(&upstream_key(id)))
+        .sum()
+}

@@ -76,6 +76,7 @@ pub(super) async fn start(
                 (true, Some(_)) => Some(Items::Translated),
                 (true, None) => Some(Items::Upstream),
                 (false, None) if ctx.endpoint.is_gemini() => Some(Items::GeminiSignatures),
+                (false, Some(_)) if ctx.endpoint.is_gemini() => Some(Items::GeminiTranslated),
                 (false, _) => None,
             };
             if let Some(items) = items {

@@ -116,6 +116,7 @@ pub(super) fn deliver(
         (true, true) => Some(Items::Translated),
         (true, false) => Some(Items::Upstream),
         (false, false) if ctx.endpoint.is_gemini() => Some(Items::GeminiSignatures),
+        (false, true) if ctx.endpoint.is_gemini() => Some(Items::GeminiTranslated),
         (false, _) => None,
     };
     if let Some(items) = items {

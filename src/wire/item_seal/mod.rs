@@ -46,4 +46,7 @@ pub use json_spans::{content_spans, string_members, write_json_string, ContentSp
 pub use key::SealKey;
 pub use seal::{Opened, SEAL_PREFIX};
 pub use sealer::{seal_all, ItemSealer, Items, SealedFor, SIGNATURE_FIELD};
-pub use signature::{OpenedSignature, SIGNATURE_PREFIX};
+pub use signature::{
+    carried_in_signature, carried_signature, OpenedSignature, CARRIED_SIGNATURE_PREFIX,
+    SIGNATURE_PREFIX,
+};

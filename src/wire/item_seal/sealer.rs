@@ -11,7 +11,7 @@ use super::carried::{CARRIED_PLAIN_PREFIX, CARRIED_PREFIX};
 use super::json_spans::{content_spans, string_members, write_json_string, FIELD};
 use super::key::SealKey;
 use super::seal::SEAL_PREFIX;
-use super::signature::SIGNATURE_PREFIX;
+use super::signature::{carried_in_signature, carried_signature, SIGNATURE_PREFIX};
 
 /// The member a Gemini answer's signatures ride in, on any part.
 pub const SIGNATURE_FIELD: &[u8] = b"\"thoughtSignature\"";
@@ -29,6 +29,9 @@ pub enum Items {
     Translated,
     /// A Gemini answer's `thoughtSignature`s (behaviour §15): each sealed (`seal_signature`).
     GeminiSignatures,
+    /// A translated answer to a Gemini client: a carried thinking block's plain form in a
+    /// `thoughtSignature` is encrypted (behaviour §14), anything else sealed.
+    GeminiTranslated,
 }
 
 /// Who an answer's items are sealed for: the client it is handed to and the connection that
@@ -48,8 +51,10 @@ pub fn seal_all<'a>(
     to: SealedFor<'_>,
     items: Items,
 ) -> Cow<'a, [u8]> {
-    if items == Items::GeminiSignatures {
-        return seal_signatures(text, key, to);
+    match items {
+        Items::GeminiSignatures => return seal_signatures(text, key, to, false),
+        Items::GeminiTranslated => return seal_signatures(text, key, to, true),
+        Items::Upstream | Items::Translated => {}
     }
     let SealedFor { client, connection } = to;
     if connection.len() > MAX_CONNECTION_BYTES || memmem::find(text, FIELD).is_none() {
@@ -90,8 +95,14 @@ pub fn seal_all<'a>(
 }
 
 /// `text` with every `thoughtSignature` string sealed for `to`'s client and connection (one
-/// sealed already, or that cannot be, is kept); borrowed when it holds none.
-fn seal_signatures<'a>(text: &'a [u8], key: &SealKey, to: SealedFor<'_>) -> Cow<'a, [u8]> {
+/// sealed already, or that cannot be, is kept), a `translated` answer's carried thinking
+/// blocks encrypted; borrowed when it holds none.
+fn seal_signatures<'a>(
+    text: &'a [u8],
+    key: &SealKey,
+    to: SealedFor<'_>,
+    translated: bool,
+) -> Cow<'a, [u8]> {
     if memmem::find(text, SIGNATURE_FIELD).is_none() {
         return Cow::Borrowed(text);
     }
@@ -105,8 +116,20 @@ fn seal_signatures<'a>(text: &'a [u8], key: &SealKey, to: SealedFor<'_>) -> Cow<
         if value.starts_with(SIGNATURE_PREFIX) && key.open_signature(to.client, &value).is_some() {
             continue;
         }
-        let Some(sealed) = key.seal_signature(to.client, to.connection, &value) else {
-            continue;
+        let sealed = match value.strip_prefix(CARRIED_PLAIN_PREFIX) {
+            // Never in clear: a block that cannot be encrypted leaves empty (and is left out
+            // when it comes back).
+            Some(plain) if translated => base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(plain)
+                .ok()
+                .and_then(|plaintext| key.seal_carried(to.client, to.connection, &plaintext))
+                .map(|encrypted| carried_signature(&encrypted))
+                .unwrap_or_default(),
+            _ if translated && carried_in_signature(&value).is_some() => continue,
+            _ => match key.seal_signature(to.client, to.connection, &value) {
+                Some(sealed) => sealed,
+                None => continue,
+            },
         };
         let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 64));
         out.extend_from_slice(&text[copied_to..span.start]);

@@ -4,7 +4,9 @@
 //! signature is `bytes` in Google's API: the google-genai SDKs decode it from base64 and encode
 //! it again (Python in the URL-safe alphabet), so a sealed one is itself base64 — `qrg1…`, the
 //! standard alphabet padded, of the magic, the form of the original, the connection, the MAC and
-//! the original — and is read back in either alphabet, padded or not.
+//! the original — and is read back in either alphabet, padded or not. A thinking block carried
+//! to a Gemini client (behaviour §14) rides in a `thoughtSignature` too: its encrypted form
+//! (`carried`) wrapped the same way (`qrt1…`).
 
 use base64::alphabet;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
@@ -84,15 +86,7 @@ impl SealKey {
         if !text.starts_with(SIGNATURE_PREFIX) {
             return None;
         }
-        let standard: String = text
-            .chars()
-            .map(|c| match c {
-                '-' => '+',
-                '_' => '/',
-                other => other,
-            })
-            .collect();
-        let raw = LENIENT.decode(standard).ok()?;
+        let raw = lenient_decode(text)?;
         let rest = raw.strip_prefix(&MAGIC)?;
         let unverified = OpenedSignature {
             maker: None,
@@ -125,4 +119,42 @@ impl SealKey {
             .map(str::to_owned);
         Some(OpenedSignature { maker, original })
     }
+}
+
+/// What a carried thinking block's `thoughtSignature` starts with (behaviour §14 carried to a
+/// Gemini client): the encrypted block (`qrt1.…`, `carried`) wrapped in base64 the same way.
+pub const CARRIED_SIGNATURE_PREFIX: &str = "qrt1";
+
+/// [`CARRIED_SIGNATURE_PREFIX`] decoded.
+const CARRIED_MAGIC: [u8; 3] = [0xaa, 0xbb, 0x75];
+
+/// An encrypted carried block (`qrt1.…`) as a `thoughtSignature` Google's clients keep.
+pub fn carried_signature(encrypted: &str) -> String {
+    let mut raw = Vec::with_capacity(CARRIED_MAGIC.len() + encrypted.len());
+    raw.extend_from_slice(&CARRIED_MAGIC);
+    raw.extend_from_slice(encrypted.as_bytes());
+    STANDARD.encode(raw)
+}
+
+/// The encrypted carried block a `thoughtSignature` wraps (read in either base64 alphabet);
+/// `None` when it is not one.
+pub fn carried_in_signature(signature: &str) -> Option<String> {
+    if !signature.starts_with(CARRIED_SIGNATURE_PREFIX) {
+        return None;
+    }
+    let raw = lenient_decode(signature)?;
+    String::from_utf8(raw.strip_prefix(&CARRIED_MAGIC)?.to_vec()).ok()
+}
+
+/// `text` decoded from base64 in either alphabet, padded or not.
+fn lenient_decode(text: &str) -> Option<Vec<u8>> {
+    let standard: String = text
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            other => other,
+        })
+        .collect();
+    LENIENT.decode(standard).ok()
 }

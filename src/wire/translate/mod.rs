@@ -153,7 +153,7 @@ pub fn translate_request_as(
         Api::Chat => chat::read::request(&request, &mut dropped)?,
         Api::Responses => responses::read::request(&request, key, &mut dropped, &mut reasoning)?,
         Api::Messages => messages::read::request(&request, &mut dropped)?,
-        Api::Gemini => gemini::read::request(&request, &mut dropped)?,
+        Api::Gemini => gemini::read::request(&request, key, &mut dropped, &mut reasoning)?,
     };
     form.stream = stream;
     let translated = match direction.target {

@@ -490,8 +490,18 @@ fn answers_of_every_api_become_gemini_answers() {
     let out = down(Direction::GEMINI_TO_MESSAGES, &anthropic_answer());
     let candidate = &out["candidates"][0];
     assert_eq!(candidate["content"]["role"], "model");
+    let parts = candidate["content"]["parts"].as_array().unwrap();
+    // The signed block rides in the next part's `thoughtSignature`, in its plain carried form
+    // (the node encrypts it before it leaves).
+    let carried = parts[1]["thoughtSignature"].as_str().unwrap();
     assert_eq!(
-        candidate["content"]["parts"],
+        super::thinking_carry::block_of(carried),
+        Some(json!({"type": "thinking", "thinking": "let me see", "signature": "sig-1"}))
+    );
+    let mut without = candidate["content"]["parts"].clone();
+    without[1].as_object_mut().unwrap().remove("thoughtSignature");
+    assert_eq!(
+        without,
         json!([
             {"text": "let me see", "thought": true},
             {"text": "I will look."},
@@ -507,7 +517,7 @@ fn answers_of_every_api_become_gemini_answers() {
     );
     assert!(
         !out.to_string().contains("sig-1"),
-        "no Anthropic signature to a Gemini client"
+        "no Anthropic signature in clear to a Gemini client"
     );
 
     let chat = json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-x",
@@ -566,4 +576,70 @@ fn errors_cross_between_googles_shape_and_the_others() {
     assert_eq!(out["error"]["status"], "INVALID_ARGUMENT");
     assert_eq!(out["error"]["message"], "plain words");
     assert_eq!(out["error"]["details"], json!([]));
+}
+
+/// An Anthropic account's thinking block goes to a Gemini client encrypted for its connection
+/// in a `thoughtSignature`, and comes back as the same block (before the part that carried it)
+/// only when the next turn goes to that connection; elsewhere it is left out.
+#[test]
+fn an_anthropic_thinking_block_goes_to_a_gemini_client_and_back_only_to_its_connection() {
+    let out = down(Direction::GEMINI_TO_MESSAGES, &anthropic_answer());
+    let parts = out["candidates"][0]["content"]["parts"].clone();
+    let plain = parts[1]["thoughtSignature"].as_str().unwrap();
+    // What the node hands out: encrypted for an-1, wrapped as base64 the SDKs keep.
+    let key = crate::wire::item_seal::SealKey::from_secret(b"node secret");
+    let encrypted = super::thinking_carry::encrypted(&key, "an-1", plain);
+    let signature = crate::wire::item_seal::carried_signature(&encrypted);
+    assert!(!signature.contains("sig-1") && !signature.contains("let me see"));
+    let mut model_parts = parts.clone();
+    model_parts[1]["thoughtSignature"] = json!(signature);
+    let request = json!({
+        "contents": [
+            {"role": "user", "parts": [{"text": "look"}]},
+            {"role": "model", "parts": model_parts},
+            {"role": "user", "parts": [{"functionResponse": {"name": "look", "response": {"output": "seen"}}}]},
+        ],
+        "generationConfig": {"thinkingConfig": {"thinkingBudget": 4096, "includeThoughts": true}},
+    });
+    let on = |connection: &str| {
+        let settings = RequestSettings {
+            reasoning: Some(ReasoningKey {
+                key: &key,
+                client: super::thinking_carry::TEST_CLIENT,
+                connection,
+            }),
+            ..super::tests::SETTINGS
+        };
+        let translated = translate_request(
+            Direction::GEMINI_TO_MESSAGES,
+            request.to_string().as_bytes(),
+            settings,
+        )
+        .unwrap();
+        let body: Value = serde_json::from_slice(&translated.body).unwrap();
+        (body, translated.reasoning)
+    };
+    let (body, counts) = on("an-1");
+    assert_eq!(counts.restored, 1);
+    let assistant = &body["messages"][1]["content"];
+    assert_eq!(
+        assistant[0],
+        json!({"type": "thinking", "thinking": "let me see", "signature": "sig-1"})
+    );
+    assert_eq!(assistant[1]["type"], "text");
+    assert_eq!(assistant[2]["type"], "tool_use");
+    assert!(body.get("thinking").is_some(), "thinking stays on: {body}");
+    let (body, counts) = on("an-2");
+    assert_eq!(counts.left_out, 1);
+    assert!(!body.to_string().contains("sig-1"), "{body}");
+    // Sent back URL-safe (as Google's Python SDK re-encodes bytes): it still opens.
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(&signature)
+        .unwrap();
+    let url_safe = base64::engine::general_purpose::URL_SAFE.encode(raw);
+    assert_eq!(
+        crate::wire::item_seal::carried_in_signature(&url_safe).as_deref(),
+        Some(encrypted.as_str())
+    );
 }

@@ -171,7 +171,18 @@ fn anthropic_and_chat_streams_become_gemini_chunks() {
         &anthropic_stream(),
         &[],
     ));
-    let (parts, last) = parts_and_last(&chunks);
+    let (mut parts, last) = parts_and_last(&chunks);
+    // The signed thinking block rides in the next part's `thoughtSignature`, whole (its text
+    // as it streamed), in its plain carried form: the node encrypts it before it leaves.
+    let carried = parts[1]
+        .as_object_mut()
+        .unwrap()
+        .remove("thoughtSignature")
+        .unwrap();
+    assert_eq!(
+        super::thinking_carry::block_of(carried.as_str().unwrap()),
+        Some(json!({"type": "thinking", "thinking": "hm", "signature": "SIG"}))
+    );
     // Text goes out as it comes; the call once its arguments are whole.
     assert_eq!(
         parts,
@@ -190,7 +201,7 @@ fn anthropic_and_chat_streams_become_gemini_chunks() {
         json!({"promptTokenCount": 43, "cachedContentTokenCount": 40,
                "candidatesTokenCount": 12, "totalTokenCount": 55})
     );
-    assert!(!format!("{chunks:?}").contains("SIG"));
+    assert!(!format!("{parts:?}").contains("SIG"));
 
     let chunks = gemini_chunks(&translate_stream(
         Direction::GEMINI_TO_CHAT,

@@ -1,4 +1,4 @@
-//! An Anthropic thinking block carried across turns by a Responses client (behaviour §14,
+//! An Anthropic thinking block carried across turns by a Responses or Gemini client (behaviour §14,
 //! "Responses are stateless when translated"): the block (its text and signature, or a
 //! redacted block's data) travels as a `reasoning` item's `encrypted_content`, and comes back
 //! as the same block only on the connection that made it. The translation writes the block's
@@ -7,12 +7,15 @@
 //! client sees neither text nor signature there, and [`ReasoningKey`] opens only that
 //! connection's blocks.
 //!
+//! A Gemini client gets the block in a part's `thoughtSignature` instead (`gemini::write`).
+//!
 //! Owns the plain carried form (`qrthink1.` + base64url of the block's JSON) and the opening.
 
 use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::wire::item_seal::{SealKey, CARRIED_PLAIN_PREFIX as PREFIX};
+use crate::wire::translate::hub::form::Part;
 
 /// A thinking or redacted thinking block as `encrypted_content`, in its plain form (the node
 /// encrypts it before it leaves).
@@ -42,6 +45,24 @@ fn block_from_json(json: &[u8]) -> Option<Value> {
         })),
         "redacted_thinking" => Some(json!({"type": "redacted_thinking", "data": text("data")?})),
         _ => None,
+    }
+}
+
+/// A carried block (as [`ReasoningKey::open`] gives it) as the form's part.
+pub fn block_part(block: &Value) -> Part {
+    let text = |key: &str| {
+        block
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    match block.get("type").and_then(Value::as_str) {
+        Some("redacted_thinking") => Part::RedactedThinking { data: text("data") },
+        _ => Part::Thinking {
+            text: text("thinking"),
+            signature: text("signature"),
+        },
     }
 }
 
