@@ -14,8 +14,7 @@ use bytes::Bytes;
 use memchr::memmem;
 
 use crate::wire::item_seal::{
-    carried_in_signature, string_members, write_json_string, MemberSpan, SealKey,
-    SIGNATURE_PREFIX,
+    carried_in_signature, string_members, write_json_string, MemberSpan, SealKey, SIGNATURE_PREFIX,
 };
 
 /// The members a client's signatures ride in (Google's REST API takes either case).
@@ -25,7 +24,10 @@ const MEMBERS: [&[u8]; 2] = [b"\"thoughtSignature\"", b"\"thought_signature\""];
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Maker {
     /// Sealed by this router when this connection answered; the upstream's own signature.
-    Connection { connection: String, original: String },
+    Connection {
+        connection: String,
+        original: String,
+    },
     /// In the sealed form, but its seal does not open for this client: left out everywhere.
     Unverified,
     /// Not sealed by the router: forwarded as it came.
@@ -38,7 +40,10 @@ enum Maker {
 
 /// Every signature member of `body`, in order, with who made it.
 fn signatures(body: &[u8], key: &SealKey, client: &str) -> Vec<(MemberSpan, Maker)> {
-    if MEMBERS.iter().all(|member| memmem::find(body, member).is_none()) {
+    if MEMBERS
+        .iter()
+        .all(|member| memmem::find(body, member).is_none())
+    {
         return Vec::new();
     }
     let mut found: Vec<(MemberSpan, Maker)> = MEMBERS
@@ -273,7 +278,10 @@ mod tests {
             let (out, left_out) = body_for(&body, &k, C, connection).unwrap();
             assert_eq!(left_out, 1);
             let text = String::from_utf8_lossy(&out);
-            assert!(!text.contains(&carried) && text.contains("R09PR0xF"), "{text}");
+            assert!(
+                !text.contains(&carried) && text.contains("R09PR0xF"),
+                "{text}"
+            );
         }
     }
 
@@ -292,7 +300,10 @@ mod tests {
             assert_eq!(left_out, 1, "{template}");
             let value: Value = serde_json::from_slice(&out).expect(template);
             assert!(!value.to_string().contains("ignature"), "{value}");
-            assert_eq!(value["contents"][0]["parts"][0].get("text").is_some(), template.contains("text"));
+            assert_eq!(
+                value["contents"][0]["parts"][0].get("text").is_some(),
+                template.contains("text")
+            );
             let (own, _) = body_for(body.as_bytes(), &k, C, "gm-1").unwrap();
             assert_eq!(
                 String::from_utf8_lossy(&own),

@@ -259,7 +259,8 @@ async fn a_gemini_conversation_keeps_to_one_key_and_reads_its_cache() {
             let reply = answer["candidates"][0]["content"].clone();
             let contents = turns[agent]["contents"].as_array_mut().unwrap();
             contents.push(reply);
-            contents.push(json!({"role": "user", "parts": [{"text": format!("turn {round}: go on")}]}));
+            contents
+                .push(json!({"role": "user", "parts": [{"text": format!("turn {round}: go on")}]}));
             harness.settle().await;
         }
     }
@@ -323,7 +324,10 @@ async fn an_anthropic_thinking_block_goes_round_a_gemini_client_only_to_its_acco
         before[index] + 1
     );
     let upstream = last_upstream_body(&harness);
-    assert!(!upstream.contains("\"thinking\",\"thinking\""), "{upstream}");
+    assert!(
+        !upstream.contains("\"thinking\",\"thinking\""),
+        "{upstream}"
+    );
     assert!(!upstream.contains("\"type\":\"thinking\""), "{upstream}");
 
     // Streamed (both framings), the block is carried and opens the same way.
@@ -345,8 +349,7 @@ async fn an_anthropic_thinking_block_goes_round_a_gemini_client_only_to_its_acco
         assert_eq!(served, maker, "{stream}");
         let upstream: Value = serde_json::from_str(&last_upstream_body(&harness)).unwrap();
         assert_eq!(
-            upstream["messages"][1]["content"][0]["type"],
-            "thinking",
+            upstream["messages"][1]["content"][0]["type"], "thinking",
             "{stream}: {upstream}"
         );
         harness.settle().await;

@@ -88,20 +88,8 @@ pub(super) fn prepare<'a>(
         .map(|method| gemini_upstream_path(&target.model, method));
     let (upstream_body, path_and_query): (Bytes, Cow<'_, str>) = match (ctx.info, direction) {
         (Some(_), None) if gemini_path.is_some() => {
-            // Sealed `thoughtSignature`s go back only to their maker (behaviour §15).
-            let client = ctx.seal_client();
-            let body = match thought_signatures::body_for(
-                ctx.client_body,
-                &live.seal_key,
-                &client,
-                &target.connection,
-            ) {
-                Some((body, left_out)) => {
-                    translated_left_out = left_out;
-                    body
-                }
-                None => ctx.client_body.clone(),
-            };
+            let (body, left_out) = gemini_body(ctx, &target.connection);
+            translated_left_out = left_out;
             (body, Cow::Owned(gemini_path.unwrap_or_default()))
         }
         (Some(info), None) => (
@@ -193,6 +181,15 @@ pub(super) fn prepare<'a>(
             echo,
         },
     ))
+}
+
+/// A Gemini client's body for a Gemini `connection`: its sealed `thoughtSignature`s restored
+/// when this connection made them and left out otherwise (behaviour §15), with how many were
+/// left out; the rest byte for byte.
+fn gemini_body(ctx: &TryContext<'_>, connection: &str) -> (Bytes, u32) {
+    let client = ctx.seal_client();
+    thought_signatures::body_for(ctx.client_body, &ctx.live.seal_key, &client, connection)
+        .unwrap_or_else(|| (ctx.client_body.clone(), 0))
 }
 
 /// Google's generation method for a request that streams or not.

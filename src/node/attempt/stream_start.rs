@@ -71,7 +71,7 @@ pub(super) async fn start(
     let mut attempted = match start {
         StreamStart::Committed(mut stream) => {
             stream.trace = trace.clone(); // telemetry: the span ends with the stream
-            // Encrypted items sealed (§10, §14), a Gemini stream's `thoughtSignature`s (§15).
+                                          // Encrypted items sealed (§10, §14), a Gemini stream's `thoughtSignature`s (§15).
             let items = match (ctx.endpoint.is_responses(), direction) {
                 (true, Some(_)) => Some(Items::Translated),
                 (true, None) => Some(Items::Upstream),

@@ -499,7 +499,10 @@ fn answers_of_every_api_become_gemini_answers() {
         Some(json!({"type": "thinking", "thinking": "let me see", "signature": "sig-1"}))
     );
     let mut without = candidate["content"]["parts"].clone();
-    without[1].as_object_mut().unwrap().remove("thoughtSignature");
+    without[1]
+        .as_object_mut()
+        .unwrap()
+        .remove("thoughtSignature");
     assert_eq!(
         without,
         json!([

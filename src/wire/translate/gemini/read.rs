@@ -10,12 +10,12 @@ use serde_json::{Map, Value};
 use super::call_ids::{self, Pending};
 use super::schema;
 use super::{array_of, at, member, str_of};
+use crate::wire::item_seal::carried_in_signature;
 use crate::wire::translate::hub::count_at;
 use crate::wire::translate::hub::form::{
     Answer, Effort, Finish, FormatKind, Image, OutputFormat, Part, Request, Role, Tool, ToolCall,
     ToolChoice, ToolOutput, Usage, WebSearch,
 };
-use crate::wire::item_seal::carried_in_signature;
 use crate::wire::translate::params::{self, drop_named};
 use crate::wire::translate::thinking_carry::{block_part, ReasoningCounts, ReasoningKey};
 use crate::wire::translate::TranslateError;

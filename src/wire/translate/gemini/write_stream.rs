@@ -13,8 +13,8 @@ use super::framing::{Framer, Framing};
 use super::write::{
     answer_part, carried_block, error, finish_reason, response, signature_part, usage,
 };
-use crate::wire::translate::thinking_carry::carried;
 use crate::wire::translate::hub::form::{Event, Finish, Part, ToolCall, Usage};
+use crate::wire::translate::thinking_carry::carried;
 
 #[derive(Debug)]
 pub struct GeminiWriter {
