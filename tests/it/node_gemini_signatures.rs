@@ -363,3 +363,112 @@ fn asked_all(harness: &Harness) -> u64 {
         .map(|id| stats.for_key(&upstream_key(id)))
         .sum()
 }
+
+/// A Messages client (Claude Code's API) on Gemini keys: the account's signature comes in a
+/// thinking block, sealed (`qrg1…`); the next turn gives the exact original back to the call it
+/// signed on that key (the mock refuses any other); with the key locked the turn is served by
+/// another without it, asked once.
+#[tokio::test]
+async fn a_messages_client_carries_a_gemini_signature_back_only_to_its_key() {
+    let harness = start().await;
+    let first = json!({
+        "model": "gemini", "max_tokens": 1024,
+        "system": "Be brief. ".repeat(500),
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "tools": [{"name": "lookup", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}],
+        "messages": [{"role": "user", "content": "mock-tool-call:lookup {\"q\":\"x\"}"}],
+    });
+    let (status, body, maker) = send_messages(&harness, first.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let content = answer["content"].as_array().unwrap().clone();
+    let signed: Vec<&str> = content
+        .iter()
+        .filter_map(|block| block["signature"].as_str())
+        .filter(|signature| !signature.is_empty())
+        .collect();
+    assert_eq!(signed.len(), 1, "{answer}");
+    assert_sealed(&[signed[0].to_owned()], &maker);
+    let call_id = content
+        .iter()
+        .find(|block| block["type"] == "tool_use")
+        .unwrap()["id"]
+        .clone();
+    let mut second = first.clone();
+    let messages = second["messages"].as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": content}));
+    messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "y"}]}));
+    harness.settle().await;
+
+    let before: u64 = asked(&harness).iter().sum();
+    let (status, body, served) = send_messages(&harness, second.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(served, maker);
+    assert_eq!(asked(&harness).iter().sum::<u64>(), before + 1);
+    let upstream: Value = serde_json::from_str(&last_upstream_body(&harness)).unwrap();
+    let original = gemini_thought_signature(&upstream_key(&maker));
+    let sent = signatures(upstream["contents"][1]["parts"].as_array().unwrap());
+    assert_eq!(sent, [original], "{upstream}");
+    harness.settle().await;
+
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::GeminiQuota {
+            per_day: false,
+            retry_delay_s: 30,
+        })
+        .for_key(upstream_key(&maker))]);
+    let before = asked(&harness);
+    let (status, body, served) = send_messages(&harness, second).await;
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(served, maker);
+    let index = KEYS.iter().position(|id| *id == served).unwrap();
+    assert_eq!(
+        asked(&harness)[index],
+        before[index] + 1,
+        "no 400, no retry"
+    );
+    assert!(!last_upstream_body(&harness).contains("thoughtSignature"));
+
+    // Streamed, the signature comes sealed in its `signature_delta`.
+    harness.mock.clear_rules();
+    let mut streamed = first.clone();
+    streamed["stream"] = json!(true);
+    let (status, body, _) = send_messages(&harness, streamed).await;
+    assert_eq!(status, 200, "{body}");
+    let deltas: Vec<Value> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .filter(|event| event["delta"]["type"] == "signature_delta")
+        .collect();
+    assert_eq!(deltas.len(), 1, "{body}");
+    assert!(
+        deltas[0]["delta"]["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("qrg1"),
+        "{body}"
+    );
+    assert!(!body.contains("qrgplain1"), "{body}");
+}
+
+/// `POST /v1/messages` as a Messages client: status, body, serving connection.
+async fn send_messages(harness: &Harness, body: Value) -> (u16, String, String) {
+    let response = harness
+        .client
+        .post(harness.url("/v1/messages"))
+        .header("x-api-key", CLIENT_KEY)
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let served = response
+        .headers()
+        .get("x-quotaroute-connection")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, response.text().await.unwrap(), served)
+}

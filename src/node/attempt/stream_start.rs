@@ -77,6 +77,9 @@ pub(super) async fn start(
                 (true, None) => Some(Items::Upstream),
                 (false, None) if ctx.endpoint.is_gemini() => Some(Items::GeminiSignatures),
                 (false, Some(_)) if ctx.endpoint.is_gemini() => Some(Items::GeminiTranslated),
+                (false, Some(_)) if ctx.endpoint == Endpoint::Messages => {
+                    Some(Items::MessagesTranslated)
+                }
                 (false, _) => None,
             };
             if let Some(items) = items {

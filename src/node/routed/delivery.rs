@@ -14,6 +14,7 @@ use quotaroute_actors::{Decision, RoutedTarget};
 
 use crate::node::attempt::TryContext;
 use crate::node::client_gate;
+use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
 use crate::node::metrics;
 use crate::node::reply::RouteHeaders;
@@ -117,6 +118,7 @@ pub(super) fn deliver(
         (true, false) => Some(Items::Upstream),
         (false, false) if ctx.endpoint.is_gemini() => Some(Items::GeminiSignatures),
         (false, true) if ctx.endpoint.is_gemini() => Some(Items::GeminiTranslated),
+        (false, true) if ctx.endpoint == Endpoint::Messages => Some(Items::MessagesTranslated),
         (false, _) => None,
     };
     if let Some(items) = items {

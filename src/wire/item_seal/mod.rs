@@ -48,5 +48,5 @@ pub use seal::{Opened, SEAL_PREFIX};
 pub use sealer::{seal_all, ItemSealer, Items, SealedFor, SIGNATURE_FIELD};
 pub use signature::{
     carried_in_signature, carried_signature, OpenedSignature, CARRIED_SIGNATURE_PREFIX,
-    SIGNATURE_PREFIX,
+    SIGNATURE_PLAIN_PREFIX, SIGNATURE_PREFIX,
 };

@@ -11,7 +11,9 @@ use super::carried::{CARRIED_PLAIN_PREFIX, CARRIED_PREFIX};
 use super::json_spans::{content_spans, string_members, write_json_string, FIELD};
 use super::key::SealKey;
 use super::seal::SEAL_PREFIX;
-use super::signature::{carried_in_signature, carried_signature, SIGNATURE_PREFIX};
+use super::signature::{
+    carried_in_signature, carried_signature, SIGNATURE_PLAIN_PREFIX, SIGNATURE_PREFIX,
+};
 
 /// The member a Gemini answer's signatures ride in, on any part.
 pub const SIGNATURE_FIELD: &[u8] = b"\"thoughtSignature\"";
@@ -32,6 +34,9 @@ pub enum Items {
     /// A translated answer to a Gemini client: a carried thinking block's plain form in a
     /// `thoughtSignature` is encrypted (behaviour §14), anything else sealed.
     GeminiTranslated,
+    /// A translated answer to a Messages client: a Gemini signature's plain form in a thinking
+    /// block's `signature` is sealed (behaviour §15); nothing else is touched.
+    MessagesTranslated,
 }
 
 /// Who an answer's items are sealed for: the client it is handed to and the connection that
@@ -54,6 +59,7 @@ pub fn seal_all<'a>(
     match items {
         Items::GeminiSignatures => return seal_signatures(text, key, to, false),
         Items::GeminiTranslated => return seal_signatures(text, key, to, true),
+        Items::MessagesTranslated => return seal_plain_signatures(text, key, to),
         Items::Upstream | Items::Translated => {}
     }
     let SealedFor { client, connection } = to;
@@ -131,6 +137,43 @@ fn seal_signatures<'a>(
                 None => continue,
             },
         };
+        let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 64));
+        out.extend_from_slice(&text[copied_to..span.start]);
+        write_json_string(out, &sealed);
+        copied_to = span.end;
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut out) => {
+            out.extend_from_slice(&text[copied_to..]);
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// The member a thinking block's signature rides in (an answer or a `signature_delta`).
+const PLAIN_SIGNATURE_FIELD: &[u8] = b"\"signature\"";
+
+/// `text` with every `signature` string in the plain form a translation wrote
+/// ([`SIGNATURE_PLAIN_PREFIX`]) sealed for `to`; borrowed when it holds none.
+fn seal_plain_signatures<'a>(text: &'a [u8], key: &SealKey, to: SealedFor<'_>) -> Cow<'a, [u8]> {
+    if memmem::find(text, SIGNATURE_PLAIN_PREFIX.as_bytes()).is_none() {
+        return Cow::Borrowed(text);
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied_to = 0;
+    for member in string_members(text, PLAIN_SIGNATURE_FIELD) {
+        let span = member.value;
+        let Some(value) = span.value(text) else {
+            continue;
+        };
+        let Some(original) = value.strip_prefix(SIGNATURE_PLAIN_PREFIX) else {
+            continue;
+        };
+        // Never in clear with the marker: one that cannot be sealed leaves empty.
+        let sealed = key
+            .seal_signature(to.client, to.connection, original)
+            .unwrap_or_default();
         let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 64));
         out.extend_from_slice(&text[copied_to..span.start]);
         write_json_string(out, &sealed);

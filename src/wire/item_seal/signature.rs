@@ -121,6 +121,10 @@ impl SealKey {
     }
 }
 
+/// What starts a Gemini signature a translation hands to a Messages client in a thinking
+/// block's `signature` (the plain form: the node seals it before it leaves, as `qrg1…`).
+pub const SIGNATURE_PLAIN_PREFIX: &str = "qrgplain1.";
+
 /// What a carried thinking block's `thoughtSignature` starts with (behaviour §14 carried to a
 /// Gemini client): the encrypted block (`qrt1.…`, `carried`) wrapped in base64 the same way.
 pub const CARRIED_SIGNATURE_PREFIX: &str = "qrt1";

@@ -377,15 +377,80 @@ fn gemini_answers_become_chat_and_messages_answers() {
         out["content"][0]["signature"], "",
         "a Gemini signature is not Anthropic's"
     );
-    assert_eq!(out["content"][2]["type"], "tool_use");
-    assert_eq!(out["content"][2]["input"], json!({"at": "x"}));
+    // The call's signature in a thinking block of its own just before it, in the plain form
+    // the node seals before it leaves.
+    assert_eq!(
+        out["content"][2],
+        json!({"type": "thinking", "thinking": "", "signature": "qrgplain1.GEMSIG"})
+    );
+    assert_eq!(out["content"][3]["type"], "tool_use");
+    assert_eq!(out["content"][3]["input"], json!({"at": "x"}));
     assert_eq!(out["stop_reason"], "tool_use");
     assert_eq!(
         out["usage"]["input_tokens"], 40,
         "cache reads are not in Anthropic's input"
     );
     assert_eq!(out["usage"]["cache_read_input_tokens"], 60);
-    assert!(!out.to_string().contains("GEMSIG"));
+}
+
+/// A Gemini account's signature goes to a Messages client in a thinking block, sealed by the
+/// node, and back to the Gemini account on the call it signed only on that connection.
+#[test]
+fn a_gemini_signature_goes_round_a_messages_client_only_to_its_connection() {
+    let out = down(Direction::MESSAGES_TO_GEMINI, &gemini_answer("STOP"));
+    let key = crate::wire::item_seal::SealKey::from_secret(b"node secret");
+    let client = super::thinking_carry::TEST_CLIENT;
+    let text = out.to_string();
+    let sealed = crate::wire::item_seal::seal_all(
+        text.as_bytes(),
+        &key,
+        crate::wire::item_seal::SealedFor {
+            client,
+            connection: "gm-1",
+        },
+        crate::wire::item_seal::Items::MessagesTranslated,
+    );
+    let answer: Value = serde_json::from_slice(&sealed).unwrap();
+    let signature = answer["content"][2]["signature"].as_str().unwrap();
+    assert!(signature.starts_with("qrg1"), "{signature}");
+    assert!(!answer.to_string().contains("qrgplain1"));
+    let request = json!({"model": "m", "max_tokens": 100, "messages": [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": answer["content"]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": answer["content"][3]["id"], "content": "seen"}]}
+    ]});
+    let on = |connection: &str| {
+        let settings = RequestSettings {
+            reasoning: Some(ReasoningKey {
+                key: &key,
+                client,
+                connection,
+            }),
+            ..super::tests::SETTINGS
+        };
+        let translated = translate_request(
+            Direction::MESSAGES_TO_GEMINI,
+            request.to_string().as_bytes(),
+            settings,
+        )
+        .unwrap();
+        let body: Value = serde_json::from_slice(&translated.body).unwrap();
+        (body, translated.reasoning)
+    };
+    let (body, counts) = on("gm-1");
+    assert_eq!(counts.restored, 1);
+    let parts = &body["contents"][1]["parts"];
+    let call = parts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p.get("functionCall").is_some())
+        .unwrap();
+    assert_eq!(call["thoughtSignature"], "GEMSIG", "{body}");
+    let (body, counts) = on("gm-2");
+    assert_eq!(counts.left_out, 1);
+    assert!(!body.to_string().contains("GEMSIG"), "{body}");
+    assert!(!body.to_string().contains("qrg1"), "{body}");
 }
 
 #[test]
