@@ -52,6 +52,7 @@ mod node_gemini_native;
 mod node_gemini_pool;
 mod node_gemini_pool_clients;
 mod node_gemini_query_key;
+mod node_gemini_signatures;
 mod node_guarded_reads;
 mod node_header_resets;
 mod node_low_ones;

@@ -20,6 +20,7 @@ use crate::node::live::ProviderRoute;
 use crate::node::served_apis::served_apis;
 use crate::node::upstream_request;
 use crate::wire::body_rewrite::rewrite;
+use crate::wire::thought_signatures;
 use crate::wire::translate::{
     translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings,
 };
@@ -86,10 +87,11 @@ pub(super) fn prepare<'a>(
         .gemini_method()
         .map(|method| gemini_upstream_path(&target.model, method));
     let (upstream_body, path_and_query): (Bytes, Cow<'_, str>) = match (ctx.info, direction) {
-        (Some(_), None) if gemini_path.is_some() => (
-            ctx.client_body.clone(),
-            Cow::Owned(gemini_path.unwrap_or_default()),
-        ),
+        (Some(_), None) if gemini_path.is_some() => {
+            let (body, left_out) = gemini_body(ctx, &target.connection);
+            translated_left_out = left_out;
+            (body, Cow::Owned(gemini_path.unwrap_or_default()))
+        }
         (Some(info), None) => (
             rewrite(
                 ctx.client_body,
@@ -143,7 +145,7 @@ pub(super) fn prepare<'a>(
         (None, _) => (ctx.client_body.clone(), Cow::Borrowed(ctx.path_and_query)),
     };
     // Only the encrypted items this target can read (behaviour §10); a translated body's
-    // were opened (or left out) by the translation.
+    // were opened (or left out) by the translation, a Gemini body's signatures above.
     let (upstream_body, items_left_out) = match ctx.encrypted {
         Some(encrypted) if direction.is_none() => {
             encrypted.body_for(upstream_body, &target.connection)
@@ -179,6 +181,15 @@ pub(super) fn prepare<'a>(
             echo,
         },
     ))
+}
+
+/// A Gemini client's body for a Gemini `connection`: its sealed `thoughtSignature`s restored
+/// when this connection made them and left out otherwise (behaviour §15), with how many were
+/// left out; the rest byte for byte.
+fn gemini_body(ctx: &TryContext<'_>, connection: &str) -> (Bytes, u32) {
+    let client = ctx.seal_client();
+    thought_signatures::body_for(ctx.client_body, &ctx.live.seal_key, &client, connection)
+        .unwrap_or_else(|| (ctx.client_body.clone(), 0))
 }
 
 /// Google's generation method for a request that streams or not.

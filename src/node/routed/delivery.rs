@@ -14,6 +14,7 @@ use quotaroute_actors::{Decision, RoutedTarget};
 
 use crate::node::attempt::TryContext;
 use crate::node::client_gate;
+use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
 use crate::node::metrics;
 use crate::node::reply::RouteHeaders;
@@ -110,12 +111,17 @@ pub(super) fn deliver(
     }
     // Encrypted items leave sealed with the connection that made them (§10), a stored
     // response fetched again (`GET /v1/responses/{id}`) too; a translated answer's carried
-    // thinking blocks are encrypted (§14).
-    if ctx.endpoint.is_responses() {
-        let items = match route.translated {
-            Some(_) => Items::Translated,
-            None => Items::Upstream,
-        };
+    // thinking blocks are encrypted (§14); a Gemini answer's `thoughtSignature`s are sealed
+    // (§15).
+    let items = match (ctx.endpoint.is_responses(), route.translated.is_some()) {
+        (true, true) => Some(Items::Translated),
+        (true, false) => Some(Items::Upstream),
+        (false, false) if ctx.endpoint.is_gemini() => Some(Items::GeminiSignatures),
+        (false, true) if ctx.endpoint.is_gemini() => Some(Items::GeminiTranslated),
+        (false, true) if ctx.endpoint == Endpoint::Messages => Some(Items::MessagesTranslated),
+        (false, _) => None,
+    };
+    if let Some(items) = items {
         let client = ctx.seal_client();
         let to = SealedFor {
             client: &client,

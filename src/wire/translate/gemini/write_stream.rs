@@ -1,15 +1,20 @@
 //! The hub's events as a Gemini stream: each chunk a whole `GenerateContentResponse` with the
 //! text or thought piece it carries (pieces go out as they come), a call once its arguments are
 //! whole (Gemini's clients take a call in one piece), the last chunk with the `finishReason`
-//! and `usageMetadata`; framed as SSE or as one JSON array (`framing`). State: the open call's
-//! arguments (bounded by the call) and a few fields.
+//! and `usageMetadata`; framed as SSE or as one JSON array (`framing`). A signed thinking block
+//! (an Anthropic account's) is carried in the `thoughtSignature` of the part after it, as in a
+//! whole answer. State: the open call's arguments and the open thinking block (each bounded by
+//! its block) and a few fields.
 
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
 use super::framing::{Framer, Framing};
-use super::write::{answer_part, error, finish_reason, response, usage};
+use super::write::{
+    answer_part, carried_block, error, finish_reason, response, signature_part, usage,
+};
 use crate::wire::translate::hub::form::{Event, Finish, Part, ToolCall, Usage};
+use crate::wire::translate::thinking_carry::carried;
 
 #[derive(Debug)]
 pub struct GeminiWriter {
@@ -18,6 +23,10 @@ pub struct GeminiWriter {
     model: Value,
     /// The open call: its id, name and arguments so far.
     call: Option<ToolCall>,
+    /// The open thinking block: its text and signature so far.
+    thinking: Option<(String, String)>,
+    /// A closed block's carried form, for the next part's `thoughtSignature`.
+    pending: Option<String>,
     finish: Option<Finish>,
     usage: Usage,
     done: bool,
@@ -30,6 +39,8 @@ impl GeminiWriter {
             id: String::new(),
             model: Value::Null,
             call: None,
+            thinking: None,
+            pending: None,
             finish: None,
             usage: Usage::default(),
             done: false,
@@ -46,8 +57,24 @@ impl GeminiWriter {
     }
 
     fn part(&mut self, part: &Part, out: &mut BytesMut) {
-        if let Some(part) = answer_part(part) {
-            let chunk = response(&self.id, &self.model, vec![part]);
+        if let Some(mut written) = answer_part(part) {
+            if !matches!(part, Part::Thinking { .. }) {
+                if let Some(signature) = self.pending.take() {
+                    written["thoughtSignature"] = json!(signature);
+                }
+            }
+            let chunk = response(&self.id, &self.model, vec![written]);
+            self.chunk(&chunk, out);
+        }
+    }
+
+    /// A closed block to carry: on the next part, or alone when another comes first.
+    fn carry(&mut self, block: Option<Value>, out: &mut BytesMut) {
+        let Some(block) = block else {
+            return;
+        };
+        if let Some(earlier) = self.pending.replace(carried(&block)) {
+            let chunk = response(&self.id, &self.model, vec![signature_part(earlier)]);
             self.chunk(&chunk, out);
         }
     }
@@ -63,13 +90,28 @@ impl GeminiWriter {
                 self.usage = usage.unwrap_or_default();
             }
             Event::Text(text) => self.part(&Part::Text(text.clone()), out),
-            Event::Thinking(text) => self.part(
-                &Part::Thinking {
-                    text: text.clone(),
-                    signature: String::new(),
-                },
-                out,
-            ),
+            Event::ThinkingStart => self.thinking = Some((String::new(), String::new())),
+            Event::Thinking(text) => {
+                if let Some((whole, _)) = &mut self.thinking {
+                    whole.push_str(text);
+                }
+                self.part(
+                    &Part::Thinking {
+                        text: text.clone(),
+                        signature: String::new(),
+                    },
+                    out,
+                )
+            }
+            Event::Signature(piece) => {
+                if let Some((_, signature)) = &mut self.thinking {
+                    signature.push_str(piece);
+                }
+            }
+            Event::Redacted(data) => {
+                let block = carried_block(&Part::RedactedThinking { data: data.clone() });
+                self.carry(block, out);
+            }
             Event::ToolStart { id, name } => {
                 self.call = Some(ToolCall {
                     id: id.clone(),
@@ -83,6 +125,10 @@ impl GeminiWriter {
                 }
             }
             Event::BlockStop => {
+                if let Some((text, signature)) = self.thinking.take() {
+                    let block = carried_block(&Part::Thinking { text, signature });
+                    self.carry(block, out);
+                }
                 if let Some(call) = self.call.take() {
                     self.part(&Part::ToolCall(call), out);
                 }
@@ -97,8 +143,16 @@ impl GeminiWriter {
                 if let Some(call) = self.call.take() {
                     self.part(&Part::ToolCall(call), out);
                 }
+                if let Some((text, signature)) = self.thinking.take() {
+                    let block = carried_block(&Part::Thinking { text, signature });
+                    self.carry(block, out);
+                }
                 self.done = true;
-                let mut last = response(&self.id, &self.model, vec![json!({"text": ""})]);
+                let mut ending = json!({"text": ""});
+                if let Some(signature) = self.pending.take() {
+                    ending["thoughtSignature"] = json!(signature);
+                }
+                let mut last = response(&self.id, &self.model, vec![ending]);
                 last["candidates"][0]["finishReason"] =
                     json!(finish_reason(self.finish.unwrap_or_default()));
                 last["usageMetadata"] = usage(&self.usage);
