@@ -233,3 +233,6 @@ mod tests_gemini;
 
 #[cfg(test)]
 mod tests_gemini_stream;
+
+#[cfg(test)]
+mod tests_search_streams;

@@ -157,10 +157,16 @@ pub fn answer_supports(answer: &Answer) -> Vec<Support> {
         .collect()
 }
 
-/// The index of `url` in `chunks`, added when new.
+/// The index of `url` in `chunks`, added when new (its title filled in when first known:
+/// OpenAI's sources have none, its citations do).
 fn chunk_of<'a>(chunks: &mut Vec<(&'a str, &'a str)>, url: &'a str, title: &'a str) -> usize {
     match chunks.iter().position(|(known, _)| *known == url) {
-        Some(index) => index,
+        Some(index) => {
+            if chunks[index].1.is_empty() {
+                chunks[index].1 = title;
+            }
+            index
+        }
         None => {
             chunks.push((url, title));
             chunks.len() - 1
