@@ -32,7 +32,8 @@ fn gemini_answer() -> Value {
 
 fn gemini_stream() -> String {
     let chunk = |text: &str, last: bool| {
-        let mut candidate = json!({"content": {"role": "model", "parts": [{"text": text}]}, "index": 0});
+        let mut candidate =
+            json!({"content": {"role": "model", "parts": [{"text": text}]}, "index": 0});
         if last {
             candidate["finishReason"] = json!("STOP");
             candidate["groundingMetadata"] = grounding();
@@ -40,10 +41,13 @@ fn gemini_stream() -> String {
         json!({"candidates": [candidate], "modelVersion": "gemini-2.5-flash", "responseId": "g1",
                "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 9}})
     };
-    [chunk("Zoë says: Paris", false), chunk(" has 2.1 million people.", true)]
-        .iter()
-        .map(|chunk| format!("data: {chunk}\n\n"))
-        .collect()
+    [
+        chunk("Zoë says: Paris", false),
+        chunk(" has 2.1 million people.", true),
+    ]
+    .iter()
+    .map(|chunk| format!("data: {chunk}\n\n"))
+    .collect()
 }
 
 /// OpenAI's Responses stream: a search, then a message whose second half is cited.
@@ -88,7 +92,10 @@ fn chat_stream() -> String {
     let annotations = json!([{"type": "url_citation", "url_citation": {
         "start_index": 10, "end_index": 39, "url": URL, "title": "Paris facts"}}]);
     let mut out: String = [
-        chunk(json!({"role": "assistant", "content": "Zoë says: "}), Value::Null),
+        chunk(
+            json!({"role": "assistant", "content": "Zoë says: "}),
+            Value::Null,
+        ),
         chunk(json!({"content": CITED}), Value::Null),
         chunk(json!({"annotations": annotations}), Value::Null),
         chunk(json!({}), json!("stop")),
@@ -128,8 +135,11 @@ fn chat_spans(chunks: &[Value]) -> Vec<(u64, u64, String)> {
         .iter()
         .map(|a| {
             let c = &a["url_citation"];
-            (c["start_index"].as_u64().unwrap(), c["end_index"].as_u64().unwrap(),
-             c["url"].as_str().unwrap().to_owned())
+            (
+                c["start_index"].as_u64().unwrap(),
+                c["end_index"].as_u64().unwrap(),
+                c["url"].as_str().unwrap().to_owned(),
+            )
         })
         .collect()
 }
@@ -143,7 +153,11 @@ fn every_streamed_citation_reaches_a_chat_client_as_an_annotations_chunk() {
         (Direction::CHAT_TO_GEMINI, gemini_stream(), (10, 39)),
     ] {
         let chunks = stream(direction, &upstream);
-        assert_eq!(chat_spans(&chunks), [(span.0, span.1, URL.to_owned())], "{direction:?}");
+        assert_eq!(
+            chat_spans(&chunks),
+            [(span.0, span.1, URL.to_owned())],
+            "{direction:?}"
+        );
     }
 }
 
@@ -152,7 +166,9 @@ fn messages_outline(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .map(|e| match e["type"].as_str().unwrap() {
-            "content_block_start" => format!("start {}", e["content_block"]["type"].as_str().unwrap()),
+            "content_block_start" => {
+                format!("start {}", e["content_block"]["type"].as_str().unwrap())
+            }
             "content_block_delta" => e["delta"]["type"].as_str().unwrap().to_owned(),
             other => other.to_owned(),
         })
@@ -179,9 +195,18 @@ fn searches_and_citations_reach_a_messages_stream_as_anthropic_streams_them() {
                    "encrypted_index": ""}),
             "{direction:?}"
         );
-        let text = events.iter().position(|e| e["delta"]["type"] == "text_delta").unwrap();
-        let cited = events.iter().position(|e| e["delta"]["type"] == "citations_delta").unwrap();
-        assert_eq!(events[text]["index"], events[cited]["index"], "{direction:?}: {outline:?}");
+        let text = events
+            .iter()
+            .position(|e| e["delta"]["type"] == "text_delta")
+            .unwrap();
+        let cited = events
+            .iter()
+            .position(|e| e["delta"]["type"] == "citations_delta")
+            .unwrap();
+        assert_eq!(
+            events[text]["index"], events[cited]["index"],
+            "{direction:?}: {outline:?}"
+        );
         if direction == Direction::MESSAGES_TO_CHAT {
             continue; // Chat Completions has no search call to show.
         }
@@ -195,12 +220,18 @@ fn searches_and_citations_reach_a_messages_stream_as_anthropic_streams_them() {
             .iter()
             .find(|e| e["index"] == *index && e["delta"]["type"] == "input_json_delta")
             .unwrap();
-        assert_eq!(query["delta"]["partial_json"], r#"{"query":"paris population"}"#);
+        assert_eq!(
+            query["delta"]["partial_json"],
+            r#"{"query":"paris population"}"#
+        );
         let result = events
             .iter()
             .find(|e| e["content_block"]["type"] == "web_search_tool_result")
             .unwrap();
-        assert_eq!(result["content_block"]["tool_use_id"], call["content_block"]["id"]);
+        assert_eq!(
+            result["content_block"]["tool_use_id"],
+            call["content_block"]["id"]
+        );
         assert_eq!(result["content_block"]["content"][0]["url"], URL);
         assert_eq!(outline.last().unwrap(), "message_stop", "{direction:?}");
     }
@@ -209,9 +240,15 @@ fn searches_and_citations_reach_a_messages_stream_as_anthropic_streams_them() {
 #[test]
 fn a_gemini_stream_shows_a_responses_client_the_search_and_the_citation() {
     let events = stream(Direction::RESPONSES_TO_GEMINI, &gemini_stream());
-    let completed = events.iter().find(|e| e["type"] == "response.completed").unwrap();
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "response.completed")
+        .unwrap();
     let output = completed["response"]["output"].as_array().unwrap();
-    let search = output.iter().find(|i| i["type"] == "web_search_call").unwrap();
+    let search = output
+        .iter()
+        .find(|i| i["type"] == "web_search_call")
+        .unwrap();
     assert_eq!(search["action"]["query"], "paris population");
     let message = output.iter().find(|i| i["type"] == "message").unwrap();
     assert_eq!(
@@ -225,18 +262,42 @@ fn a_gemini_stream_shows_a_responses_client_the_search_and_the_citation() {
 fn every_streamed_citation_reaches_a_gemini_client_as_grounding_in_bytes() {
     // (upstream, its stream, the cited span in bytes of the client's text, queries)
     for (direction, upstream, span, queries) in [
-        (Direction::GEMINI_TO_MESSAGES, anthropic_stream(), (19, 37), json!(["paris population"])),
-        (Direction::GEMINI_TO_RESPONSES, responses_stream(), (11, 40), json!(["paris population"])),
-        (Direction::GEMINI_TO_CHAT, chat_stream(), (11, 40), json!([])),
+        (
+            Direction::GEMINI_TO_MESSAGES,
+            anthropic_stream(),
+            (19, 37),
+            json!(["paris population"]),
+        ),
+        (
+            Direction::GEMINI_TO_RESPONSES,
+            responses_stream(),
+            (11, 40),
+            json!(["paris population"]),
+        ),
+        (
+            Direction::GEMINI_TO_CHAT,
+            chat_stream(),
+            (11, 40),
+            json!([]),
+        ),
     ] {
         let chunks = stream(direction, &upstream);
         let last = chunks.last().unwrap();
         let grounding = &last["candidates"][0]["groundingMetadata"];
-        assert_eq!(grounding["webSearchQueries"], queries, "{direction:?}: {last}");
-        assert_eq!(grounding["groundingChunks"][0]["web"]["uri"], URL, "{direction:?}");
+        assert_eq!(
+            grounding["webSearchQueries"], queries,
+            "{direction:?}: {last}"
+        );
+        assert_eq!(
+            grounding["groundingChunks"][0]["web"]["uri"], URL,
+            "{direction:?}"
+        );
         let segment = &grounding["groundingSupports"][0]["segment"];
         assert_eq!(
-            (segment["startIndex"].as_u64().unwrap(), segment["endIndex"].as_u64().unwrap()),
+            (
+                segment["startIndex"].as_u64().unwrap(),
+                segment["endIndex"].as_u64().unwrap()
+            ),
             span,
             "{direction:?}"
         );
@@ -244,8 +305,14 @@ fn every_streamed_citation_reaches_a_gemini_client_as_grounding_in_bytes() {
             .iter()
             .filter_map(|c| c["candidates"][0]["content"]["parts"][0]["text"].as_str())
             .collect();
-        assert_eq!(text.get(span.0 as usize..span.1 as usize), segment["text"].as_str());
-        assert_eq!(grounding["groundingSupports"][0]["groundingChunkIndices"], json!([0]));
+        assert_eq!(
+            text.get(span.0 as usize..span.1 as usize),
+            segment["text"].as_str()
+        );
+        assert_eq!(
+            grounding["groundingSupports"][0]["groundingChunkIndices"],
+            json!([0])
+        );
     }
 }
 
@@ -264,8 +331,15 @@ fn gemini_grounding_reaches_every_other_client_in_characters() {
     );
     let messages = answer(Api::Messages, Api::Gemini, &gemini_answer());
     let content = messages["content"].as_array().unwrap();
-    let kinds: Vec<&str> = content.iter().map(|b| b["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["server_tool_use", "web_search_tool_result", "text", "text"], "{messages}");
+    let kinds: Vec<&str> = content
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["server_tool_use", "web_search_tool_result", "text", "text"],
+        "{messages}"
+    );
     assert_eq!(content[2]["text"], "Zoë says: ");
     assert_eq!(content[3]["text"], CITED);
     assert_eq!(content[3]["citations"][0]["cited_text"], CITED);
@@ -288,16 +362,30 @@ fn every_answers_citations_reach_a_gemini_client_as_grounding_in_bytes() {
     ] {
         let out = answer(Api::Gemini, target, &upstream);
         let grounding = &out["candidates"][0]["groundingMetadata"];
-        assert_eq!(grounding["webSearchQueries"], json!(["paris population"]), "{out}");
-        assert_eq!(grounding["groundingChunks"], json!([{"web": {"uri": URL, "title": "Paris facts"}}]));
+        assert_eq!(
+            grounding["webSearchQueries"],
+            json!(["paris population"]),
+            "{out}"
+        );
+        assert_eq!(
+            grounding["groundingChunks"],
+            json!([{"web": {"uri": URL, "title": "Paris facts"}}])
+        );
         let segment = &grounding["groundingSupports"][0]["segment"];
         assert_eq!(segment["startIndex"], span.0, "{out}");
         assert_eq!(segment["endIndex"], span.1);
     }
-    let plain = answer(Api::Gemini, Api::Messages, &json!({"id": "m", "type": "message",
+    let plain = answer(
+        Api::Gemini,
+        Api::Messages,
+        &json!({"id": "m", "type": "message",
         "role": "assistant", "model": "m", "content": [{"type": "text", "text": "hi"}],
-        "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}));
-    assert!(plain["candidates"][0].get("groundingMetadata").is_none(), "{plain}");
+        "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}),
+    );
+    assert!(
+        plain["candidates"][0].get("groundingMetadata").is_none(),
+        "{plain}"
+    );
 }
 
 #[test]
@@ -312,8 +400,14 @@ fn every_clients_search_tool_becomes_each_hosts_own() {
                 "user_location": {"type": "approximate", "city": "Paris", "country": "FR"}}])
     );
     assert!(dropped.is_empty(), "{dropped:?}");
-    assert_eq!(up(Direction::CHAT_TO_RESPONSES, chat.clone()).0["tools"][0]["type"], "web_search");
-    assert_eq!(up(Direction::CHAT_TO_GEMINI, chat).0["tools"], json!([{"googleSearch": {}}]));
+    assert_eq!(
+        up(Direction::CHAT_TO_RESPONSES, chat.clone()).0["tools"][0]["type"],
+        "web_search"
+    );
+    assert_eq!(
+        up(Direction::CHAT_TO_GEMINI, chat).0["tools"],
+        json!([{"googleSearch": {}}])
+    );
     let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "news?"}]}],
                         "tools": [{"googleSearch": {}}]});
     assert_eq!(
@@ -324,5 +418,8 @@ fn every_clients_search_tool_becomes_each_hosts_own() {
     assert_eq!(refused(Direction::GEMINI_TO_CHAT, gemini), "googleSearch");
     let messages = json!({"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "news?"}],
         "tools": [{"type": "web_search_20250305", "name": "web_search"}]});
-    assert_eq!(up(Direction::MESSAGES_TO_GEMINI, messages).0["tools"], json!([{"googleSearch": {}}]));
+    assert_eq!(
+        up(Direction::MESSAGES_TO_GEMINI, messages).0["tools"],
+        json!([{"googleSearch": {}}])
+    );
 }

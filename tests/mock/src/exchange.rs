@@ -92,7 +92,7 @@ pub struct Turn {
     /// Compaction: the request's user messages, which its answer keeps as they were sent.
     pub kept_messages: Vec<Value>,
     /// The request offers the host's web search tool (Anthropic's `web_search_20250305`): a
-    /// whole Messages answer runs one search and cites its result (`anthropic`).
+    /// Messages answer, whole or streamed, runs one search and cites its result (`anthropic`).
     pub web_search: bool,
     /// Responses API: the `input` ends with a `compaction_trigger` item (Codex's inline
     /// compaction): the answer is one compaction item instead of reasoning and a message.

@@ -85,12 +85,13 @@ impl ChatWriter {
             Event::Citation(citation) if self.annotations.len() < MAX_ANNOTATIONS => {
                 let end = self.content_chars;
                 let at = |offset: usize| (self.block_start + offset).min(end);
-                self.annotations.push(json!({"type": "url_citation", "url_citation": {
-                    "start_index": at(citation.start),
-                    "end_index": at(citation.end),
-                    "url": citation.url,
-                    "title": citation.title,
-                }}));
+                self.annotations
+                    .push(json!({"type": "url_citation", "url_citation": {
+                        "start_index": at(citation.start),
+                        "end_index": at(citation.end),
+                        "url": citation.url,
+                        "title": citation.title,
+                    }}));
             }
             Event::Thinking(text) if !text.is_empty() => {
                 self.chunk(out, json!({"reasoning_content": text}), None)

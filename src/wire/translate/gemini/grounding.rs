@@ -28,7 +28,10 @@ fn chunks(grounding: &Value) -> Vec<(String, String)> {
         .iter()
         .map(|chunk| {
             let web = at(chunk, "web").unwrap_or(&Value::Null);
-            (str_of(web, "uri").to_owned(), str_of(web, "title").to_owned())
+            (
+                str_of(web, "uri").to_owned(),
+                str_of(web, "title").to_owned(),
+            )
         })
         .collect()
 }

@@ -184,7 +184,10 @@ impl GeminiReader {
     /// A support of the open text block as its citation.
     fn citation(&self, support: grounding::Support) -> Option<Event> {
         let start = support.start.checked_sub(self.block_base)?;
-        let end = support.end.checked_sub(self.block_base)?.min(self.held.bytes());
+        let end = support
+            .end
+            .checked_sub(self.block_base)?
+            .min(self.held.bytes());
         Some(Event::Citation(Citation {
             part: 0,
             start: self.held.char_at_byte(start)?,
@@ -211,7 +214,11 @@ impl GeminiReader {
             );
         }
         self.close(events);
-        events.extend(grounding::searches(&grounding).into_iter().map(Event::Search));
+        events.extend(
+            grounding::searches(&grounding)
+                .into_iter()
+                .map(Event::Search),
+        );
         events.push(Event::Finish {
             finish: Some(finish),
             usage: Some(self.usage.unwrap_or_default()),

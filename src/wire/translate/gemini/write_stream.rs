@@ -152,7 +152,8 @@ impl GeminiWriter {
             return;
         };
         let end = citation.end.min(held.chars());
-        let (Some(start), Some(end_byte)) = (held.byte_at_char(citation.start), held.byte_at_char(end))
+        let (Some(start), Some(end_byte)) =
+            (held.byte_at_char(citation.start), held.byte_at_char(end))
         else {
             return;
         };

@@ -173,7 +173,11 @@ impl MessagesWriter {
             return;
         };
         // Unique in this answer: the blocks' ids say which search they are.
-        let id = format!("{}_{}", call["id"].as_str().unwrap_or("srvtoolu"), self.searches);
+        let id = format!(
+            "{}_{}",
+            call["id"].as_str().unwrap_or("srvtoolu"),
+            self.searches
+        );
         self.searches += 1;
         let input = std::mem::replace(&mut call["input"], json!({}));
         call["id"] = json!(id);
