@@ -260,3 +260,102 @@ targets = [
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_accumulate_translated_search_streams_with_their_citations() {
+    use crate::support::clients::{clean_command, client_home, run_bounded, CLIENT_TIMEOUT};
+    let python = match std::env::var("QUOTAROUTE_SDK_PYTHON") {
+        Ok(path) => std::path::PathBuf::from(path),
+        Err(_) => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-sdk/bin/python"),
+    };
+    if !python.exists() {
+        eprintln!("SDK venv not installed (.ci/run creates .venv-sdk): nothing to run");
+        assert!(std::env::var("CI").is_err(), "CI must install the SDK venv");
+        return;
+    }
+    let harness = Harness::start_editing(gemini_pool).await;
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/sdk_search.py");
+    let home = client_home("qr-python-search-");
+    let mut command = clean_command(&python);
+    command
+        .env("HOME", home.path())
+        .arg(&script)
+        .arg(&harness.base)
+        .arg(CLIENT_KEY);
+    let run = tokio::task::spawn_blocking(move || run_bounded(command, CLIENT_TIMEOUT))
+        .await
+        .unwrap();
+    assert!(run.success(), "sdk_search.py: {}", run.describe());
+    let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let cited = " The mock cites one source.";
+    // openai-python's chat stream on an Anthropic account: the annotations chunk.
+    let chat = &out["chat_stream"];
+    assert_eq!(chat["urls"], json!([SOURCE]), "{out}");
+    assert_eq!(chat["cited"], json!([cited]));
+    assert_eq!(chat["final"], chat["content"]);
+    // anthropic-python's messages.stream on Gemini keys: the search blocks and the citation.
+    let messages = &out["messages_stream"];
+    assert_eq!(
+        messages["types"],
+        json!(["text", "server_tool_use", "web_search_tool_result"]),
+        "{out}"
+    );
+    assert_eq!(messages["query"], json!({"query": "quotaroute mock"}));
+    assert_eq!(messages["results"], json!([SOURCE]));
+    assert_eq!(messages["citation_events"], json!([SOURCE]));
+    assert_eq!(messages["cited"], json!([messages["text"]]));
+    // google-genai on an Anthropic account: grounding, whole and streamed, spans in bytes.
+    for label in ["genai", "genai_stream"] {
+        let grounding = &out[label];
+        assert_eq!(
+            grounding["queries"],
+            json!(["quotaroute mock"]),
+            "{label}: {out}"
+        );
+        assert_eq!(grounding["uris"], json!([SOURCE]), "{label}");
+        assert_eq!(grounding["span"], cited, "{label}");
+        assert_eq!(grounding["segment"], cited, "{label}");
+        assert_eq!(grounding["indices"], json!([0]), "{label}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_codes_web_search_on_an_openai_account_goes_by_its_responses_api() {
+    let harness = Harness::start().await;
+    let response = harness
+        .client
+        .post(harness.url("/v1/messages"))
+        .header("x-api-key", CLIENT_KEY)
+        .header("anthropic-version", "2023-06-01")
+        .json(&json!({"model": "team", "max_tokens": 64,
+            "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}],
+            "messages": [{"role": "user", "content": "what does the mock say?"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // Chat Completions, the first API the account serves, runs no search: Responses does.
+    assert_eq!(
+        header(&response, "x-quotaroute-translated"),
+        "messages>responses"
+    );
+    let (path, body) = harness.mock.recent_bodies().pop().unwrap();
+    assert!(path.ends_with("/responses"), "{path}");
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["tools"], json!([{"type": "web_search"}]), "{body}");
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["type"], "message", "{answer}");
+    // Without search the same client still goes by Chat Completions.
+    let plain = harness
+        .client
+        .post(harness.url("/v1/messages"))
+        .header("x-api-key", CLIENT_KEY)
+        .header("anthropic-version", "2023-06-01")
+        .json(&json!({"model": "team", "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&plain, "x-quotaroute-translated"), "messages>chat");
+}

@@ -21,7 +21,7 @@ use crate::node::served_apis::served_apis;
 use crate::node::upstream_request;
 use crate::wire::body_rewrite::rewrite;
 use crate::wire::translate::{
-    translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings,
+    translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings, TranslateError,
 };
 
 use super::local_answer::refused;
@@ -67,13 +67,16 @@ pub(super) fn prepare<'a>(
     };
     // A target that does not serve the client's API: the request in one it serves, to its
     // own path (behaviour §14); otherwise the byte-preserving splice.
-    let direction = ctx.info.and_then(|_| match ctx.app.router() {
-        Some(router) => {
-            ctx.endpoint
-                .translation_to(&served_apis(router, &target.provider, &provider.apis))
-        }
-        None => ctx.endpoint.translation_to(&provider.apis),
-    });
+    // A request the first API cannot carry goes by the next that can (`translations_to`).
+    let directions: Vec<Direction> = match (ctx.info, ctx.app.router()) {
+        (None, _) => Vec::new(),
+        (Some(_), Some(router)) => ctx
+            .endpoint
+            .translations_to(&served_apis(router, &target.provider, &provider.apis))
+            .collect(),
+        (Some(_), None) => ctx.endpoint.translations_to(&provider.apis).collect(),
+    };
+    let mut direction = directions.first().copied();
     let mut translation = None;
     let mut include_usage = false;
     let mut translated_left_out = 0;
@@ -99,7 +102,7 @@ pub(super) fn prepare<'a>(
             ),
             Cow::Borrowed(ctx.path_and_query),
         ),
-        (Some(_), Some(direction)) => {
+        (Some(_), Some(first)) => {
             // Thinking goes back only to the connection that made it, for the client it was
             // handed to, and not at all after a refused signature (`try_target`).
             let client = ctx.seal_client();
@@ -116,8 +119,22 @@ pub(super) fn prepare<'a>(
             };
             // A Gemini client says it streams by its path, not its body.
             let client_stream =
-                (direction.client == Api::Gemini).then_some(ctx.endpoint == Endpoint::GeminiStream);
-            match translate_request_as(direction, ctx.client_body, settings, client_stream) {
+                (first.client == Api::Gemini).then_some(ctx.endpoint == Endpoint::GeminiStream);
+            let mut chosen = first;
+            let mut result = translate_request_as(first, ctx.client_body, settings, client_stream);
+            for &next in directions.iter().skip(1) {
+                if !matches!(result, Err(TranslateError::Unsupported { .. })) {
+                    break;
+                }
+                if let Ok(translated) =
+                    translate_request_as(next, ctx.client_body, settings, client_stream)
+                {
+                    (chosen, result) = (next, Ok(translated));
+                }
+            }
+            direction = Some(chosen);
+            let direction = chosen;
+            match result {
                 Ok(translated) => {
                     include_usage = translated.include_usage;
                     translated_left_out = translated.reasoning.left_out;
@@ -137,7 +154,7 @@ pub(super) fn prepare<'a>(
                     };
                     (translated.body, path)
                 }
-                Err(error) => return Err(refused(direction, &error)),
+                Err(error) => return Err(refused(first, &error)),
             }
         }
         (None, _) => (ctx.client_body.clone(), Cow::Borrowed(ctx.path_and_query)),
