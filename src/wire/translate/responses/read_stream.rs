@@ -71,6 +71,18 @@ impl ResponsesReader {
         }
     }
 
+    /// A `url_citation` of the open message's current content part.
+    fn annotation(&mut self, annotation: &Value, events: &mut Vec<Event>) {
+        let item = serde_json::json!({"content": [{"annotations": [annotation]}]});
+        self.annotated = true;
+        let cited = citations::read_responses_citations(&item, 0);
+        events.extend(cited.into_iter().map(|mut citation| {
+            citation.start += self.part_start;
+            citation.end += self.part_start;
+            Event::Citation(citation)
+        }));
+    }
+
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
         let Ok(data) = serde_json::from_str::<Value>(data) else {
             return;
@@ -116,18 +128,7 @@ impl ResponsesReader {
                 self.part_start = self.text_chars;
             }
             "response.output_text.annotation.added" if self.open == Some(Open::Text) => {
-                let annotation = data.get("annotation").unwrap_or(&Value::Null);
-                let item = serde_json::json!({"content": [{"annotations": [annotation]}]});
-                self.annotated = true;
-                events.extend(
-                    citations::read_responses_citations(&item, 0)
-                        .into_iter()
-                        .map(|mut citation| {
-                            citation.start += self.part_start;
-                            citation.end += self.part_start;
-                            Event::Citation(citation)
-                        }),
-                );
+                self.annotation(data.get("annotation").unwrap_or(&Value::Null), events);
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 self.delta(Open::Thinking, Event::Thinking(delta()), events)
