@@ -323,17 +323,20 @@ async fn official_sdks_accumulate_translated_search_streams_with_their_citations
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_codes_web_search_on_an_openai_account_goes_by_its_responses_api() {
     let harness = Harness::start().await;
-    let response = harness
-        .client
-        .post(harness.url("/v1/messages"))
-        .header("x-api-key", CLIENT_KEY)
-        .header("anthropic-version", "2023-06-01")
-        .json(&json!({"model": "team", "max_tokens": 64,
-            "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}],
-            "messages": [{"role": "user", "content": "what does the mock say?"}]}))
-        .send()
-        .await
-        .unwrap();
+    let ask = |body: Value| {
+        harness
+            .client
+            .post(harness.url("/v1/messages"))
+            .header("x-api-key", CLIENT_KEY)
+            .header("anthropic-version", "2023-06-01")
+            .json(&body)
+            .send()
+    };
+    let response = ask(json!({"model": "team", "max_tokens": 64, "stream": true,
+        "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}],
+        "messages": [{"role": "user", "content": "what does the mock say?"}]}))
+    .await
+    .unwrap();
     assert_eq!(response.status(), 200);
     // Chat Completions, the first API the account serves, runs no search: Responses does.
     assert_eq!(
@@ -344,18 +347,74 @@ async fn claude_codes_web_search_on_an_openai_account_goes_by_its_responses_api(
     assert!(path.ends_with("/responses"), "{path}");
     let body: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(body["tools"], json!([{"type": "web_search"}]), "{body}");
-    let answer: Value = response.json().await.unwrap();
-    assert_eq!(answer["type"], "message", "{answer}");
+    // OpenAI's search and its citation, in Anthropic's stream shape.
+    let events = data_of(&response.text().await.unwrap());
+    let call = events
+        .iter()
+        .find(|e| e["content_block"]["type"] == "server_tool_use")
+        .unwrap_or_else(|| panic!("no search: {events:?}"));
+    let result = events
+        .iter()
+        .find(|e| e["content_block"]["type"] == "web_search_tool_result")
+        .unwrap();
+    assert_eq!(
+        result["content_block"]["tool_use_id"],
+        call["content_block"]["id"]
+    );
+    assert!(call["index"].as_u64() < result["index"].as_u64());
+    let text: String = events
+        .iter()
+        .filter_map(|e| e["delta"]["text"].as_str())
+        .collect();
+    let citation = events
+        .iter()
+        .find(|e| e["delta"]["type"] == "citations_delta")
+        .unwrap_or_else(|| panic!("no citation: {events:?}"));
+    assert_eq!(citation["delta"]["citation"]["url"], SOURCE);
+    assert_eq!(citation["delta"]["citation"]["cited_text"], text.as_str());
     // Without search the same client still goes by Chat Completions.
-    let plain = harness
+    let plain = ask(json!({"model": "team", "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}]}))
+    .await
+    .unwrap();
+    assert_eq!(header(&plain, "x-quotaroute-translated"), "messages>chat");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gemini_client_on_an_openai_account_gets_openais_search_as_grounding() {
+    let harness = Harness::start_editing(gemini_pool).await;
+    let response = harness
         .client
-        .post(harness.url("/v1/messages"))
-        .header("x-api-key", CLIENT_KEY)
-        .header("anthropic-version", "2023-06-01")
-        .json(&json!({"model": "team", "max_tokens": 64,
-            "messages": [{"role": "user", "content": "hi"}]}))
+        .post(harness.url("/v1beta/models/team:generateContent"))
+        .header("x-goog-api-key", CLIENT_KEY)
+        .json(
+            &json!({"contents": [{"role": "user", "parts": [{"text": "news?"}]}],
+                      "tools": [{"googleSearch": {}}]}),
+        )
         .send()
         .await
         .unwrap();
-    assert_eq!(header(&plain, "x-quotaroute-translated"), "messages>chat");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "x-quotaroute-translated"),
+        "gemini>responses"
+    );
+    let answer: Value = response.json().await.unwrap();
+    let grounding = &answer["candidates"][0]["groundingMetadata"];
+    assert_eq!(
+        grounding["webSearchQueries"],
+        json!(["quotaroute mock"]),
+        "{answer}"
+    );
+    assert_eq!(
+        grounding["groundingChunks"],
+        json!([{"web": {"uri": SOURCE, "title": "The mock's source"}}])
+    );
+    let text = answer["candidates"][0]["content"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        grounding["groundingSupports"][0]["segment"]["endIndex"],
+        text.len()
+    );
 }
