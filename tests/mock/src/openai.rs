@@ -153,6 +153,27 @@ fn search_item(turn: &Turn, status: &str) -> Value {
                       "sources": [{"type": "url", "url": SEARCH_RESULT_URL}]}})
 }
 
+/// The search item's stream events (output index 0): added, in progress, searching,
+/// completed, done.
+fn search_events(turn: &Turn) -> Vec<(String, Value)> {
+    let id = format!("ws_mock_{}", turn.sequence);
+    let mut events = vec![(
+        "response.output_item.added".to_owned(),
+        json!({"output_index": 0, "item": search_item(turn, "in_progress")}),
+    )];
+    for kind in ["in_progress", "searching", "completed"] {
+        events.push((
+            format!("response.web_search_call.{kind}"),
+            json!({"output_index": 0, "item_id": id}),
+        ));
+    }
+    events.push((
+        "response.output_item.done".to_owned(),
+        json!({"output_index": 0, "item": search_item(turn, "completed")}),
+    ));
+    events
+}
+
 /// The answer's `url_citation` annotations: with web search, one citing the whole text.
 fn annotations(turn: &Turn, text: &str) -> Value {
     if !turn.web_search {
@@ -391,26 +412,9 @@ fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     // With web search: the search first, as OpenAI streams it.
     let first = u64::from(turn.web_search);
     if turn.web_search {
-        let id = format!("ws_mock_{}", turn.sequence);
-        let item = search_item(turn, "in_progress");
-        push(
-            &mut frames,
-            "response.output_item.added",
-            json!({"output_index": 0, "item": item}),
-        );
-        for kind in ["in_progress", "searching", "completed"] {
-            push(
-                &mut frames,
-                &format!("response.web_search_call.{kind}"),
-                json!({"output_index": 0, "item_id": id}),
-            );
+        for (kind, data) in search_events(turn) {
+            push(&mut frames, &kind, data);
         }
-        let item = search_item(turn, "completed");
-        push(
-            &mut frames,
-            "response.output_item.done",
-            json!({"output_index": 0, "item": item}),
-        );
     }
     let message_index = first + 1;
     push(
