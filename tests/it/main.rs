@@ -76,6 +76,7 @@ mod node_translate_host_clients;
 mod node_translate_hosts;
 mod node_translate_reasoning;
 mod node_upgrade;
+mod node_web_search;
 mod node_wire;
 mod readme_commands;
 mod release_fixture_make;

@@ -22,7 +22,8 @@ use crate::node::upstream_request;
 use crate::wire::body_rewrite::rewrite;
 use crate::wire::thought_signatures;
 use crate::wire::translate::{
-    translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings,
+    translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings, TranslateError,
+    TranslatedRequest,
 };
 
 use super::local_answer::refused;
@@ -68,13 +69,8 @@ pub(super) fn prepare<'a>(
     };
     // A target that does not serve the client's API: the request in one it serves, to its
     // own path (behaviour §14); otherwise the byte-preserving splice.
-    let direction = ctx.info.and_then(|_| match ctx.app.router() {
-        Some(router) => {
-            ctx.endpoint
-                .translation_to(&served_apis(router, &target.provider, &provider.apis))
-        }
-        None => ctx.endpoint.translation_to(&provider.apis),
-    });
+    let directions = directions(ctx, target, provider);
+    let mut direction = directions.first().copied();
     let mut translation = None;
     let mut include_usage = false;
     let mut translated_left_out = 0;
@@ -101,7 +97,7 @@ pub(super) fn prepare<'a>(
             ),
             Cow::Borrowed(ctx.path_and_query),
         ),
-        (Some(_), Some(direction)) => {
+        (Some(_), Some(first)) => {
             // Thinking goes back only to the connection that made it, for the client it was
             // handed to, and not at all after a refused signature (`try_target`).
             let client = ctx.seal_client();
@@ -118,8 +114,13 @@ pub(super) fn prepare<'a>(
             };
             // A Gemini client says it streams by its path, not its body.
             let client_stream =
-                (direction.client == Api::Gemini).then_some(ctx.endpoint == Endpoint::GeminiStream);
-            match translate_request_as(direction, ctx.client_body, settings, client_stream) {
+                (first.client == Api::Gemini).then_some(ctx.endpoint == Endpoint::GeminiStream);
+            let rest = directions.get(1..).unwrap_or_default();
+            let (chosen, result) =
+                first_carried((first, rest), ctx.client_body, settings, client_stream);
+            direction = Some(chosen);
+            let direction = chosen;
+            match result {
                 Ok(translated) => {
                     include_usage = translated.include_usage;
                     translated_left_out = translated.reasoning.left_out;
@@ -139,7 +140,7 @@ pub(super) fn prepare<'a>(
                     };
                     (translated.body, path)
                 }
-                Err(error) => return Err(refused(direction, &error)),
+                Err(error) => return Err(refused(first, &error)),
             }
         }
         (None, _) => (ctx.client_body.clone(), Cow::Borrowed(ctx.path_and_query)),
@@ -213,6 +214,44 @@ fn gemini_upstream_path(model: &str, method: &str) -> String {
 
 /// The headers a translated request needs: Anthropic's required `anthropic-version` on the
 /// way to Messages; none of Anthropic's own on the way to another API.
+/// The translations a target may take, in order (none for a request that goes as is): a
+/// request the first API cannot carry goes by the next that can (`translations_to`).
+fn directions(
+    ctx: &TryContext<'_>,
+    target: &RoutedTarget,
+    provider: &ProviderRoute,
+) -> Vec<Direction> {
+    match (ctx.info, ctx.app.router()) {
+        (None, _) => Vec::new(),
+        (Some(_), Some(router)) => ctx
+            .endpoint
+            .translations_to(&served_apis(router, &target.provider, &provider.apis))
+            .collect(),
+        (Some(_), None) => ctx.endpoint.translations_to(&provider.apis).collect(),
+    }
+}
+
+/// The request by `first`, or else by the first of `rest` that carries it; the first's
+/// refusal when none does.
+fn first_carried(
+    (first, rest): (Direction, &[Direction]),
+    body: &[u8],
+    settings: RequestSettings<'_>,
+    client_stream: Option<bool>,
+) -> (Direction, Result<TranslatedRequest, TranslateError>) {
+    let tried = rest.iter().copied();
+    let refused = match translate_request_as(first, body, settings, client_stream) {
+        Err(refused @ TranslateError::Unsupported { .. }) => refused,
+        other => return (first, other),
+    };
+    for next in tried {
+        if let Ok(translated) = translate_request_as(next, body, settings, client_stream) {
+            return (next, Ok(translated));
+        }
+    }
+    (first, Err(refused))
+}
+
 fn translated_headers(direction: Direction, beta: Option<&'static str>, headers: &mut HeaderMap) {
     const VERSION: http::HeaderName = http::HeaderName::from_static("anthropic-version");
     const BETA: http::HeaderName = http::HeaderName::from_static("anthropic-beta");

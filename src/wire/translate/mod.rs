@@ -15,7 +15,8 @@
 //!   call ids Gemini does not give, cleans schemas to its subset and frames its streams.
 //! - `direction` — the APIs and which pair a request crosses (`chat>messages`).
 //! - `openai_common` — what the two OpenAI APIs share on the way in (parts, tools, limits).
-//! - `citations` — web search results and citations in each API's shape.
+//! - `citations` — web search results and citations in each API's shape; `held_text` the
+//!   open text block a streamed citation's span is told in.
 //! - `params` — what cannot be carried (refused or dropped), effort ↔ budget.
 //! - `search_left_out` — a Responses request without its web search tool, for a combo none
 //!   of whose targets runs one.
@@ -33,6 +34,7 @@ mod count_tokens;
 mod direction;
 mod errors;
 mod gemini;
+mod held_text;
 pub mod hub;
 mod messages;
 mod openai_common;
@@ -250,3 +252,6 @@ mod tests_gemini;
 
 #[cfg(test)]
 mod tests_gemini_stream;
+
+#[cfg(test)]
+mod tests_search_streams;

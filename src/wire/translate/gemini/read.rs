@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::call_ids::{self, Pending};
+use super::grounding;
 use super::schema;
 use super::{array_of, at, member, str_of};
 use crate::wire::item_seal::carried_in_signature;
@@ -548,14 +549,23 @@ pub fn answer(response: &Value, signatures: bool, created: u64) -> Answer {
     } else {
         self::finish(str_of(candidate, "finishReason"), calls > 0)
     };
+    let grounding = at(candidate, "groundingMetadata").unwrap_or(&Value::Null);
+    let texts: Vec<(usize, &str)> = parts
+        .iter()
+        .enumerate()
+        .filter_map(|(index, part)| match part {
+            Part::Text(text) => Some((index, text.as_str())),
+            _ => None,
+        })
+        .collect();
+    let citations = grounding::citations(&grounding::supports(grounding), &texts);
     Answer {
         id: response_id.to_string(),
         model: at(response, "modelVersion").cloned().unwrap_or(Value::Null),
-        parts,
         finish,
         usage: usage(at(response, "usageMetadata").unwrap_or(&Value::Null)),
-        // Google Search grounding is not carried yet: its answers read as text.
-        searches: Vec::new(),
-        citations: Vec::new(),
+        searches: grounding::searches(grounding),
+        citations,
+        parts,
     }
 }

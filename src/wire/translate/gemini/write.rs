@@ -362,6 +362,10 @@ pub fn answer(answer: &Answer) -> Value {
     let mut out = response(&answer.id, &answer.model, parts);
     out["candidates"][0]["finishReason"] = json!(finish_reason(answer.finish));
     out["usageMetadata"] = usage(&answer.usage);
+    let supports = super::grounding::answer_supports(answer);
+    if let Some(grounding) = super::grounding::metadata(&answer.searches, &supports) {
+        out["candidates"][0]["groundingMetadata"] = grounding;
+    }
     out
 }
 

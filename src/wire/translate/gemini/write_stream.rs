@@ -1,20 +1,27 @@
 //! The hub's events as a Gemini stream: each chunk a whole `GenerateContentResponse` with the
 //! text or thought piece it carries (pieces go out as they come), a call once its arguments are
 //! whole (Gemini's clients take a call in one piece), the last chunk with the `finishReason`
-//! and `usageMetadata`; framed as SSE or as one JSON array (`framing`). A signed thinking block
-//! (an Anthropic account's) is carried in the `thoughtSignature` of the part after it, as in a
-//! whole answer. State: the open call's arguments and the open thinking block (each bounded by
-//! its block) and a few fields.
+//! and `usageMetadata` — and `groundingMetadata` when the host searched the web; framed as SSE
+//! or as one JSON array (`framing`). A signed thinking block (an Anthropic account's) is carried
+//! in the `thoughtSignature` of the part after it, as in a whole answer. State: the open call's
+//! arguments and the open thinking block (each bounded by its block), the open text block's
+//! text (for its citations' byte spans, bounded: `held_text`), the searches and supports so far
+//! (a few small entries each, capped) and a few fields.
 
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
 use super::framing::{Framer, Framing};
+use super::grounding::{self, Support};
 use super::write::{
     answer_part, carried_block, error, finish_reason, response, signature_part, usage,
 };
-use crate::wire::translate::hub::form::{Event, Finish, Part, ToolCall, Usage};
+use crate::wire::translate::held_text::HeldText;
+use crate::wire::translate::hub::form::{Citation, Event, Finish, Part, ToolCall, Usage};
 use crate::wire::translate::thinking_carry::carried;
+
+/// Most searches and supports one answer's `groundingMetadata` lists.
+const MAX_GROUNDING: usize = 4096;
 
 #[derive(Debug)]
 pub struct GeminiWriter {
@@ -29,6 +36,12 @@ pub struct GeminiWriter {
     pending: Option<String>,
     finish: Option<Finish>,
     usage: Usage,
+    /// The text's bytes so far, where the open text block began, its text.
+    text_bytes: usize,
+    block_base: usize,
+    held: Option<HeldText>,
+    searches: Vec<crate::wire::translate::hub::form::SearchCall>,
+    supports: Vec<Support>,
     done: bool,
 }
 
@@ -43,6 +56,11 @@ impl GeminiWriter {
             pending: None,
             finish: None,
             usage: Usage::default(),
+            text_bytes: 0,
+            block_base: 0,
+            held: None,
+            searches: Vec::new(),
+            supports: Vec::new(),
             done: false,
         }
     }
@@ -89,7 +107,21 @@ impl GeminiWriter {
                 self.model = model.clone();
                 self.usage = usage.unwrap_or_default();
             }
-            Event::Text(text) => self.part(&Part::Text(text.clone()), out),
+            Event::TextStart => {
+                self.block_base = self.text_bytes;
+                self.held = Some(HeldText::default());
+            }
+            Event::Text(text) => {
+                self.text_bytes += text.len();
+                if let Some(held) = self.held.as_mut() {
+                    held.push(text);
+                }
+                self.part(&Part::Text(text.clone()), out)
+            }
+            Event::Citation(citation) => self.citation(citation),
+            Event::Search(search) if self.searches.len() < MAX_GROUNDING => {
+                self.searches.push(search.clone())
+            }
             Event::ThinkingStart => self.thinking = Some((String::new(), String::new())),
             Event::Thinking(text) => {
                 if let Some((whole, _)) = &mut self.thinking {
@@ -125,6 +157,7 @@ impl GeminiWriter {
                 }
             }
             Event::BlockStop => {
+                self.held = None;
                 if let Some((text, signature)) = self.thinking.take() {
                     let block = carried_block(&Part::Thinking { text, signature });
                     self.carry(block, out);
@@ -156,11 +189,36 @@ impl GeminiWriter {
                 last["candidates"][0]["finishReason"] =
                     json!(finish_reason(self.finish.unwrap_or_default()));
                 last["usageMetadata"] = usage(&self.usage);
+                if let Some(grounding) = grounding::metadata(&self.searches, &self.supports) {
+                    last["candidates"][0]["groundingMetadata"] = grounding;
+                }
                 self.chunk(&last, out);
                 self.framer.end(out);
             }
             Event::Error { message, kind } => self.error(message, kind, out),
             _ => {}
+        }
+    }
+
+    /// A citation of the open text block, as a support spanning bytes of the whole text.
+    fn citation(&mut self, citation: &Citation) {
+        let Some(held) = self.held.as_ref() else {
+            return;
+        };
+        let end = citation.end.min(held.chars());
+        let (Some(start), Some(end_byte)) =
+            (held.byte_at_char(citation.start), held.byte_at_char(end))
+        else {
+            return;
+        };
+        if self.supports.len() < MAX_GROUNDING && start <= end_byte {
+            self.supports.push(Support {
+                start: self.block_base + start,
+                end: self.block_base + end_byte,
+                text: held.slice(citation.start, end).unwrap_or_default(),
+                url: citation.url.clone(),
+                title: citation.title.clone(),
+            });
         }
     }
 
