@@ -33,7 +33,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, CredentialSource, DefaultsConfig,
     JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ServerConfig, ServerTls, Strategy,
-    TargetConfig, TelemetryConfig, TranslationConfig,
+    ResponsesConfig, TargetConfig, TelemetryConfig, TranslationConfig,
 };
 pub use raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 pub use secret::Secret;

@@ -71,6 +71,27 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         .tag(client_index)
         .map(|tag| tag.id.clone())
         .unwrap_or_default();
+    // A response the router kept (behaviour §14) is answered by the router alone.
+    if let (true, Some(store)) = (
+        response_id.starts_with(TRANSLATED_RESPONSE_PREFIX),
+        app.response_store(),
+    ) {
+        let served = crate::node::kept_responses::serve::serve(
+            &app,
+            &store,
+            (&parts.method, &parts.uri),
+            &response_id,
+            &client_id,
+            &route,
+        );
+        return match served {
+            Ok(response) => {
+                metrics::request_finished(Endpoint::Responses, response.status().as_u16());
+                response
+            }
+            Err(error) => fail(error, &route),
+        };
+    }
     // Another client's response is answered exactly as one that does not exist.
     let Some(binding) = router
         .response_binding(&response_id)
@@ -148,6 +169,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         trace: &crate::telemetry::RequestSpan::off(), // telemetry: stored calls are not traced
         client: Some(&ticket),
         encrypted: None,
+        kept_id: None,
     };
     serve_tries(&context, decision, &mut route, started).await
 }

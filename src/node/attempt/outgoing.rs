@@ -121,7 +121,13 @@ pub(super) fn prepare<'a>(
                 Ok(translated) => {
                     include_usage = translated.include_usage;
                     translated_left_out = translated.reasoning.left_out;
-                    echo = Some(translated.echo);
+                    // A kept answer says the id it is kept under (behaviour §14).
+                    echo = Some(match ctx.kept_id {
+                        Some(id) if direction.client == Api::Responses => {
+                            Arc::new(translated.echo.kept_as(id))
+                        }
+                        _ => translated.echo,
+                    });
                     anthropic_beta = translated.anthropic_beta;
                     translation = Some(Translation {
                         direction,

@@ -81,6 +81,9 @@ pub(crate) struct TryContext<'a> {
     /// The request's encrypted items (behaviour §10), when it has any: each target gets only
     /// those it can read.
     pub encrypted: Option<&'a EncryptedTurn>,
+    /// The id a translated Responses answer is kept under (`[responses] store = true`,
+    /// behaviour §14); `None`: not kept.
+    pub kept_id: Option<&'a str>,
 }
 
 impl TryContext<'_> {
