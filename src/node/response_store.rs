@@ -362,7 +362,7 @@ mod tests {
             assert_eq!((bytes, removed.len()), (one, 0));
         }
         let (_, removed) = store
-            .put("resp_qrt_3", &kept("bob", 1_003, "0123456789"), 1_003)
+            .put("resp_qrt_3", &kept("bobby", 1_003, "0123456789"), 1_003)
             .unwrap();
         assert_eq!(
             removed,
@@ -374,7 +374,7 @@ mod tests {
         );
         assert_eq!(store.get("resp_qrt_0", "alice", 1_004).unwrap(), None);
         assert!(store.get("resp_qrt_1", "alice", 1_004).unwrap().is_some());
-        assert!(store.get("resp_qrt_3", "bob", 1_004).unwrap().is_some());
+        assert!(store.get("resp_qrt_3", "bobby", 1_004).unwrap().is_some());
         assert_eq!(store.total_bytes(), 3 * one);
         // One larger than the whole store is refused and evicts nothing.
         let huge = kept("alice", 2_000, &"x".repeat(4 * one as usize));
