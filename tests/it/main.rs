@@ -63,6 +63,7 @@ mod node_read_your_writes;
 mod node_refusal_clients;
 mod node_restart;
 mod node_route_404;
+mod node_responses_store;
 mod node_routing;
 mod node_sdk;
 mod node_seal_key;
