@@ -314,3 +314,90 @@ async fn a_streamed_answer_is_kept_and_a_restart_keeps_it() {
     assert_eq!(sent.last().unwrap(), "user: after the restart");
     assert_eq!(sent.len(), 3);
 }
+
+/// The Python SDKs' venv (`.ci/run` makes it; `QUOTAROUTE_SDK_PYTHON` overrides).
+fn sdk_python() -> Option<std::path::PathBuf> {
+    if let Ok(path) = std::env::var("QUOTAROUTE_SDK_PYTHON") {
+        return Some(path.into());
+    }
+    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-sdk/bin/python");
+    venv.exists().then_some(venv)
+}
+
+/// The real client: openai-python's `previous_response_id`, `retrieve`, `input_items.list`
+/// and `delete` against the router on a Messages-only account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_python_runs_a_stateful_responses_flow_on_a_messages_account() {
+    use crate::support::clients::{clean_command, client_home, run_bounded, CLIENT_TIMEOUT};
+    let Some(python) = sdk_python() else {
+        eprintln!("SDK venv not installed (.ci/run creates .venv-sdk): nothing to run");
+        assert!(std::env::var("CI").is_err(), "CI must install the SDK venv");
+        return;
+    };
+    let harness = start().await;
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sdk/sdk_responses_store.py");
+    let home = client_home("qr-python-store-");
+    let mut command = clean_command(&python);
+    command
+        .env("HOME", home.path())
+        .arg(&script)
+        .arg(&harness.base)
+        .arg(CLIENT_KEY)
+        .arg(OTHER_KEY);
+    let run = tokio::task::spawn_blocking(move || run_bounded(command, CLIENT_TIMEOUT))
+        .await
+        .unwrap();
+    assert!(run.success(), "sdk_responses_store.py: {}", run.describe());
+    let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let reply = "This is a mock reply.";
+    let (first, second, third) = (&out["first"], &out["second"], &out["third_streamed"]);
+    for turn in [first, second, third] {
+        assert_eq!(turn["store"], true, "{out}");
+        assert_eq!(turn["text"], reply, "{out}");
+        assert_eq!(turn["status"], "completed", "{out}");
+        assert!(turn["id"].as_str().unwrap().starts_with("resp_qrt_"), "{out}");
+    }
+    assert_eq!(third["deltas"], reply);
+    // The streamed third turn went up with both turns before it.
+    let sent = last_messages_sent(&harness);
+    assert_eq!(
+        sent,
+        [
+            "user: store52-sdk: remember the word tangerine".to_owned(),
+            format!("assistant: {reply}"),
+            "user: store52-sdk: which word?".to_owned(),
+            format!("assistant: {reply}"),
+            "user: store52-sdk: and once more?".to_owned(),
+        ]
+    );
+    assert_eq!(out["retrieved"], *second);
+    let items = &out["input_items"];
+    let texts: Vec<&str> = items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["text"].as_str().unwrap())
+        .collect();
+    // Newest first, as OpenAI lists them.
+    assert_eq!(
+        texts,
+        ["store52-sdk: which word?", reply, "store52-sdk: remember the word tangerine"]
+    );
+    assert_eq!(items["has_more"], false);
+    assert_eq!(items["first_id"], items["items"][0]["id"]);
+    // Paged one at a time with `after`, oldest first: the third turn's five input items.
+    let paged = out["input_items_paged"].as_array().unwrap();
+    assert_eq!(paged.len(), 5, "{out}");
+    assert_eq!(paged[0], items["items"][2]["id"]);
+    assert_eq!(
+        out["other_client"],
+        json!({"retrieve": 404, "continue": 400, "continue_code": "previous_response_not_found"})
+    );
+    assert_eq!(out["deleted"]["status"], 200);
+    assert_eq!(
+        out["deleted"]["body"],
+        json!({"id": first["id"], "object": "response.deleted", "deleted": true})
+    );
+    assert_eq!(out["gone_after_delete"]["status"], 404);
+}
