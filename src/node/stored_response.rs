@@ -170,6 +170,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         client: Some(&ticket),
         encrypted: None,
         kept_id: None,
+        continues: None,
     };
     serve_tries(&context, decision, &mut route, started).await
 }

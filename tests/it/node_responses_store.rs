@@ -142,6 +142,7 @@ async fn a_kept_response_is_continued_read_listed_and_deleted_by_its_client_only
     );
     let second_id = second["id"].as_str().unwrap().to_owned();
     assert_ne!(second_id, first_id);
+    assert_eq!(second["previous_response_id"], first_id.as_str());
 
     // A chain of three: turn 3 sees both before it.
     let (status, third) = create(
@@ -359,6 +360,8 @@ async fn openai_python_runs_a_stateful_responses_flow_on_a_messages_account() {
         assert!(turn["id"].as_str().unwrap().starts_with("resp_qrt_"), "{out}");
     }
     assert_eq!(third["deltas"], reply);
+    assert_eq!(second["previous_response_id"], first["id"]);
+    assert_eq!(third["previous_response_id"], second["id"]);
     // The streamed third turn went up with both turns before it.
     let sent = last_messages_sent(&harness);
     assert_eq!(

@@ -84,6 +84,9 @@ pub(crate) struct TryContext<'a> {
     /// The id a translated Responses answer is kept under (`[responses] store = true`,
     /// behaviour §14); `None`: not kept.
     pub kept_id: Option<&'a str>,
+    /// The kept response this request continued (`previous_response_id`, expanded before it
+    /// was routed), which its answer names.
+    pub continues: Option<&'a str>,
 }
 
 impl TryContext<'_> {

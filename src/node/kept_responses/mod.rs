@@ -50,8 +50,8 @@ pub fn kept_id_for(app: &AppState, body: &[u8]) -> Option<String> {
 pub enum Continued {
     /// It names none (or one the router did not keep): as it came.
     AsItCame,
-    /// The kept conversation and then its own input, `previous_response_id` gone.
-    Expanded(Bytes),
+    /// The kept conversation and then its own input, `previous_response_id` (`id`) gone.
+    Expanded { body: Bytes, id: String },
     /// It names a kept id that is not this client's, expired, or never was.
     NotFound(String),
 }
@@ -90,9 +90,10 @@ pub fn continue_kept(
     input.extend(as_items(request.get("input")));
     request.remove("previous_response_id");
     request.insert("input".into(), Value::Array(input));
-    Ok(Continued::Expanded(Bytes::from(serde_json::to_vec(
-        &Value::Object(request),
-    )?)))
+    Ok(Continued::Expanded {
+        body: Bytes::from(serde_json::to_vec(&Value::Object(request))?),
+        id,
+    })
 }
 
 /// A request's `input` as items: a string is one user message.
@@ -302,10 +303,12 @@ mod tests {
         let body = Bytes::from_static(
             br#"{"model":"m","previous_response_id":"resp_qrt_1","input":"two","stream":true}"#,
         );
-        let Continued::Expanded(expanded) = continue_kept(&store, &body, "alice", 10).unwrap()
+        let Continued::Expanded { body: expanded, id } =
+            continue_kept(&store, &body, "alice", 10).unwrap()
         else {
             panic!("expanded")
         };
+        assert_eq!(id, "resp_qrt_1");
         let expanded: Value = serde_json::from_slice(&expanded).unwrap();
         assert_eq!(
             expanded,

@@ -87,7 +87,7 @@ pub async fn handle_named(
         started,
     );
     // Behaviour §14: a continuation of a kept response carries the kept conversation.
-    let (client_body, info) = match kept_turn::expand(
+    let (client_body, info, continues) = match kept_turn::expand(
         &app,
         &live,
         endpoint,
@@ -171,6 +171,7 @@ pub async fn handle_named(
         client: Some(&ticket),
         encrypted: encrypted.as_ref(),
         kept_id: kept_id.as_deref(),
+        continues: continues.as_deref(),
     };
     let response = serve_tries(&context, decision, &mut route, started).await;
     trace.answered(response, route.attempts, route.model.as_ref()) // telemetry

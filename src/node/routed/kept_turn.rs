@@ -16,6 +16,9 @@ use crate::wire::body_rewrite::{parse_request_for, PromptScan, RequestInfo};
 use super::response_binding::previous_response_not_found;
 use super::route_request::NotAsked;
 
+/// A request's body and parse, and the kept response it continues (`None`: none).
+pub(super) type Turn = (Bytes, RequestInfo, Option<String>);
+
 /// `body` and its parse, expanded when it continues a kept response of `client`'s.
 pub(super) fn expand(
     app: &AppState,
@@ -23,11 +26,11 @@ pub(super) fn expand(
     endpoint: Endpoint,
     (body, info): (Bytes, RequestInfo),
     client: &str,
-) -> Result<(Bytes, RequestInfo), NotAsked> {
+) -> Result<Turn, NotAsked> {
     let (Endpoint::Responses, Some(store), Some(router)) =
         (endpoint, app.response_store(), app.router())
     else {
-        return Ok((body, info));
+        return Ok((body, info, None));
     };
     let continued = continue_kept(&store, &body, client, router.clock().now_ms()).map_err(
         |error| {
@@ -39,9 +42,9 @@ pub(super) fn expand(
         },
     )?;
     match continued {
-        Continued::AsItCame => Ok((body, info)),
+        Continued::AsItCame => Ok((body, info, None)),
         Continued::NotFound(id) => Err(NotAsked::NotFound(previous_response_not_found(&id))),
-        Continued::Expanded(expanded) => {
+        Continued::Expanded { body: expanded, id } => {
             let scan = PromptScan::for_body(
                 live.affinity.enabled,
                 expanded.len(),
@@ -49,7 +52,7 @@ pub(super) fn expand(
             );
             let info = parse_request_for(&expanded, scan)
                 .map_err(|error| NotAsked::Error(ApiError::from(error)))?;
-            Ok((expanded, info))
+            Ok((expanded, info, Some(id)))
         }
     }
 }

@@ -73,6 +73,15 @@ impl Echo {
         }
     }
 
+    /// This echo for a request that continued the kept response `id` (its body then came
+    /// expanded, without `previous_response_id`): the answer still names it.
+    pub fn continuing(&self, id: &str) -> Echo {
+        let mut echo = self.clone();
+        echo.fields
+            .insert("previous_response_id".to_owned(), Value::String(id.to_owned()));
+        echo
+    }
+
     /// The id the router keeps the answer under, when it keeps it.
     pub fn kept_id(&self) -> Option<&str> {
         self.kept_id.as_deref()
