@@ -302,7 +302,6 @@ fn age_entry(value: &[u8]) -> (u64, String) {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "test code: a failed step fails the test loudly")]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -334,7 +333,9 @@ mod tests {
     #[test]
     fn a_kept_response_is_its_clients_only() {
         let store = store(1 << 20);
-        store.put("resp_qrt_a", &kept("alice", 1_000, "hi"), 1_000).unwrap();
+        store
+            .put("resp_qrt_a", &kept("alice", 1_000, "hi"), 1_000)
+            .unwrap();
         let got = store.get("resp_qrt_a", "alice", 2_000).unwrap().unwrap();
         assert_eq!(got, kept("alice", 1_000, "hi"));
         assert_eq!(store.get("resp_qrt_a", "bob", 2_000).unwrap(), None);
@@ -357,7 +358,11 @@ mod tests {
         let store = store(3 * one + one / 2);
         for n in 0..3u64 {
             let (bytes, removed) = store
-                .put(&format!("resp_qrt_{n}"), &kept("alice", 1_000 + n, "0123456789"), 1_000 + n)
+                .put(
+                    &format!("resp_qrt_{n}"),
+                    &kept("alice", 1_000 + n, "0123456789"),
+                    1_000 + n,
+                )
                 .unwrap();
             assert_eq!((bytes, removed.len()), (one, 0));
         }
@@ -388,8 +393,12 @@ mod tests {
     #[test]
     fn expired_responses_are_gone() {
         let store = store(1 << 20);
-        store.put("resp_qrt_old", &kept("alice", 0, "a"), 0).unwrap();
-        store.put("resp_qrt_new", &kept("alice", DAY, "b"), DAY).unwrap();
+        store
+            .put("resp_qrt_old", &kept("alice", 0, "a"), 0)
+            .unwrap();
+        store
+            .put("resp_qrt_new", &kept("alice", DAY, "b"), DAY)
+            .unwrap();
         // Past its ttl an expired one is not served, before any sweep.
         let later = 30 * DAY;
         assert_eq!(store.get("resp_qrt_old", "alice", later).unwrap(), None);
@@ -423,7 +432,9 @@ mod tests {
         };
         let total = {
             let store = ResponseStore::open(Some(&path), bounds).unwrap();
-            store.put("resp_qrt_a", &kept("alice", 5, "kept"), 5).unwrap();
+            store
+                .put("resp_qrt_a", &kept("alice", 5, "kept"), 5)
+                .unwrap();
             store.flush().unwrap();
             store.total_bytes()
         };

@@ -239,12 +239,11 @@ fn open_response_store(
         max_bytes: config.responses.max_bytes,
         ttl_ms: config.responses.ttl_ms,
     };
-    let store = ResponseStore::open(Some(&path), bounds).map_err(|error| {
-        NodeError::ResponseStore {
+    let store =
+        ResponseStore::open(Some(&path), bounds).map_err(|error| NodeError::ResponseStore {
             path: path.display().to_string(),
             reason: error.to_string(),
-        }
-    })?;
+        })?;
     tracing::info!(path = %path.display(), bytes = store.total_bytes(), "response store open");
     Ok(Arc::new(store))
 }

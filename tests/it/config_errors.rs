@@ -724,9 +724,17 @@ fn responses_store_is_parsed_once_with_its_bounds() {
 #[test]
 fn bad_responses_values_are_named() {
     let with = |section: &str| format!("{VALID}\n[responses]\n{section}\n");
-    assert_error(&with("ttl_days = 0"), "responses.ttl_days", "must be 1 to 3650 days, got 0");
+    assert_error(
+        &with("ttl_days = 0"),
+        "responses.ttl_days",
+        "must be 1 to 3650 days, got 0",
+    );
     assert_error(&with("ttl_days = 4000"), "responses.ttl_days", "got 4000");
-    assert_error(&with("max_bytes = 1000"), "responses.max_bytes", "at least 1048576");
+    assert_error(
+        &with("max_bytes = 1000"),
+        "responses.max_bytes",
+        "at least 1048576",
+    );
     assert_error(&with("store = \"yes\""), "responses.store", "");
     assert_error(&with("stor = true"), "responses.stor", "unknown key");
     // Every bad value in one run.

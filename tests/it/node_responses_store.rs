@@ -54,7 +54,14 @@ async fn call(
 }
 
 async fn create(harness: &Harness, body: Value) -> (u16, Value) {
-    call(harness, reqwest::Method::POST, "/v1/responses", CLIENT_KEY, Some(body)).await
+    call(
+        harness,
+        reqwest::Method::POST,
+        "/v1/responses",
+        CLIENT_KEY,
+        Some(body),
+    )
+    .await
 }
 
 async fn get(harness: &Harness, path: &str, key: &str) -> (u16, Value) {
@@ -108,6 +115,69 @@ fn completed(stream: &str) -> Value {
         })
         .next()
         .unwrap_or_else(|| panic!("no response.completed in {stream}"))
+}
+
+/// Another client: as if none of it existed, and nothing goes upstream.
+async fn another_client_sees_none_of_it(harness: &Harness, first_id: &str) {
+    let upstream_before = harness.mock.recent_bodies().len();
+    for path in [
+        format!("/v1/responses/{first_id}"),
+        format!("/v1/responses/{first_id}/input_items"),
+    ] {
+        let (status, _) = get(harness, &path, OTHER_KEY).await;
+        assert_eq!(status, 404, "{path}");
+    }
+    let (status, _) = call(
+        harness,
+        reqwest::Method::DELETE,
+        &format!("/v1/responses/{first_id}"),
+        OTHER_KEY,
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, refused) = call(
+        harness,
+        reqwest::Method::POST,
+        "/v1/responses",
+        OTHER_KEY,
+        Some(json!({"model": "claude", "previous_response_id": first_id, "input": "steal"})),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(refused["error"]["code"], "previous_response_not_found");
+    assert_eq!(harness.mock.recent_bodies().len(), upstream_before);
+}
+
+/// The journal says what was kept and deleted, never what it said.
+async fn journal_says_what_was_kept_never_what_it_said(
+    harness: &Harness,
+    first_id: &str,
+    turn_one_answer: &str,
+) {
+    harness.settle().await;
+    let events = harness.journal_events().await;
+    let stored: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "response_stored")
+        .collect();
+    assert_eq!(stored.len(), 3, "{stored:?}");
+    assert_eq!(stored[0]["response_id"], first_id);
+    assert_eq!(stored[0]["client"], "default");
+    assert!(stored[0]["connection"].as_str().unwrap().starts_with("an-"));
+    assert!(stored[0]["bytes"].as_u64().unwrap() > 0);
+    let deleted: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "response_deleted")
+        .collect();
+    assert_eq!(deleted.len(), 1);
+    assert_eq!(
+        (&deleted[0]["response_id"], &deleted[0]["reason"]),
+        (&json!(first_id), &json!("client"))
+    );
+    let journal = admin_journal_all(&harness.client, &harness.base).await;
+    assert!(!journal.contains("my name is Ada"));
+    assert!(!journal.contains(turn_one_answer));
 }
 
 #[tokio::test]
@@ -170,7 +240,10 @@ async fn a_kept_response_is_continued_read_listed_and_deleted_by_its_client_only
     assert_eq!(items["first_id"], data[0]["id"]);
     assert_eq!(items["last_id"], data[2]["id"]);
     let (_, oldest) = get(&harness, &format!("{path}?order=asc&limit=1"), CLIENT_KEY).await;
-    assert_eq!(oldest["data"][0]["content"][0]["text"], "store52: my name is Ada");
+    assert_eq!(
+        oldest["data"][0]["content"][0]["text"],
+        "store52: my name is Ada"
+    );
     assert_eq!(oldest["has_more"], true);
     let after = oldest["last_id"].as_str().unwrap();
     let (_, next) = get(
@@ -181,35 +254,7 @@ async fn a_kept_response_is_continued_read_listed_and_deleted_by_its_client_only
     .await;
     assert_eq!(next["data"][0]["role"], "assistant");
 
-    // Another client: as if none of it existed, and nothing goes upstream.
-    let upstream_before = harness.mock.recent_bodies().len();
-    for path in [
-        format!("/v1/responses/{first_id}"),
-        format!("/v1/responses/{first_id}/input_items"),
-    ] {
-        let (status, _) = get(&harness, &path, OTHER_KEY).await;
-        assert_eq!(status, 404, "{path}");
-    }
-    let (status, _) = call(
-        &harness,
-        reqwest::Method::DELETE,
-        &format!("/v1/responses/{first_id}"),
-        OTHER_KEY,
-        None,
-    )
-    .await;
-    assert_eq!(status, 404);
-    let (status, refused) = call(
-        &harness,
-        reqwest::Method::POST,
-        "/v1/responses",
-        OTHER_KEY,
-        Some(json!({"model": "claude", "previous_response_id": first_id, "input": "steal"})),
-    )
-    .await;
-    assert_eq!(status, 400);
-    assert_eq!(refused["error"]["code"], "previous_response_not_found");
-    assert_eq!(harness.mock.recent_bodies().len(), upstream_before);
+    another_client_sees_none_of_it(&harness, &first_id).await;
 
     // Its own client deletes it, once; turn 2 keeps what it holds.
     let (status, deleted) = call(
@@ -230,30 +275,7 @@ async fn a_kept_response_is_continued_read_listed_and_deleted_by_its_client_only
     let (status, _) = get(&harness, &format!("/v1/responses/{second_id}"), CLIENT_KEY).await;
     assert_eq!(status, 200);
 
-    // The journal says what was kept and deleted, never what it said.
-    harness.settle().await;
-    let events = harness.journal_events().await;
-    let stored: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["kind"] == "response_stored")
-        .collect();
-    assert_eq!(stored.len(), 3, "{stored:?}");
-    assert_eq!(stored[0]["response_id"], first_id.as_str());
-    assert_eq!(stored[0]["client"], "default");
-    assert!(stored[0]["connection"].as_str().unwrap().starts_with("an-"));
-    assert!(stored[0]["bytes"].as_u64().unwrap() > 0);
-    let deleted: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["kind"] == "response_deleted")
-        .collect();
-    assert_eq!(deleted.len(), 1);
-    assert_eq!(
-        (&deleted[0]["response_id"], &deleted[0]["reason"]),
-        (&json!(first_id), &json!("client"))
-    );
-    let journal = admin_journal_all(&harness.client, &harness.base).await;
-    assert!(!journal.contains("my name is Ada"));
-    assert!(!journal.contains(&turn_one_answer));
+    journal_says_what_was_kept_never_what_it_said(&harness, &first_id, &turn_one_answer).await;
 }
 
 #[tokio::test]
@@ -357,7 +379,10 @@ async fn openai_python_runs_a_stateful_responses_flow_on_a_messages_account() {
         assert_eq!(turn["store"], true, "{out}");
         assert_eq!(turn["text"], reply, "{out}");
         assert_eq!(turn["status"], "completed", "{out}");
-        assert!(turn["id"].as_str().unwrap().starts_with("resp_qrt_"), "{out}");
+        assert!(
+            turn["id"].as_str().unwrap().starts_with("resp_qrt_"),
+            "{out}"
+        );
     }
     assert_eq!(third["deltas"], reply);
     assert_eq!(second["previous_response_id"], first["id"]);
@@ -385,7 +410,11 @@ async fn openai_python_runs_a_stateful_responses_flow_on_a_messages_account() {
     // Newest first, as OpenAI lists them.
     assert_eq!(
         texts,
-        ["store52-sdk: which word?", reply, "store52-sdk: remember the word tangerine"]
+        [
+            "store52-sdk: which word?",
+            reply,
+            "store52-sdk: remember the word tangerine"
+        ]
     );
     assert_eq!(items["has_more"], false);
     assert_eq!(items["first_id"], items["items"][0]["id"]);

@@ -128,7 +128,8 @@ fn listed_item(item: Value, bare: &str, index: usize) -> Value {
     let Value::Object(mut item) = item else {
         return item;
     };
-    let message = item.get("type").is_none_or(|kind| kind == "message") && item.contains_key("role");
+    let message =
+        item.get("type").is_none_or(|kind| kind == "message") && item.contains_key("role");
     if message {
         item.entry("type").or_insert_with(|| json!("message"));
         if let Some(Value::String(text)) = item.get("content") {
@@ -268,7 +269,6 @@ pub fn answer_object(body: &[u8]) -> Option<Value> {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "test code: a failed step fails the test loudly")]
 mod tests {
     use super::*;
     use crate::node::response_store::StoreBounds;
@@ -297,8 +297,10 @@ mod tests {
     #[test]
     fn a_continuation_is_the_kept_conversation_then_its_own_input() {
         let turn1_in = vec![json!({"type": "message", "role": "user", "content": "one"})];
-        let turn1_out = vec![json!({"type": "message", "role": "assistant", "id": "msg_1",
-            "content": [{"type": "output_text", "text": "ONE"}]})];
+        let turn1_out = vec![
+            json!({"type": "message", "role": "assistant", "id": "msg_1",
+            "content": [{"type": "output_text", "text": "ONE"}]}),
+        ];
         let store = store_with("resp_qrt_1", "alice", turn1_in.clone(), turn1_out.clone());
         let body = Bytes::from_static(
             br#"{"model":"m","previous_response_id":"resp_qrt_1","input":"two","stream":true}"#,

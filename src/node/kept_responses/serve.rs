@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
-use crate::node::response_store::{KeptResponse, ResponseStore};
 use crate::node::reply::{self, RouteHeaders};
+use crate::node::response_store::{KeptResponse, ResponseStore};
 
 use super::journal_removed;
 
@@ -34,7 +34,10 @@ pub fn serve(
     let now_ms = router.clock().now_ms();
     let unreadable = |error: crate::node::response_store::StoreError| {
         tracing::warn!(%error, "the response store could not be read");
-        ApiError::new(ApiErrorKind::UpstreamError, "the response store could not be read")
+        ApiError::new(
+            ApiErrorKind::UpstreamError,
+            "the response store could not be read",
+        )
     };
     // What expired goes now, so it is journaled when it goes.
     journal_removed(router, store.expire(now_ms).map_err(unreadable)?);
@@ -147,7 +150,6 @@ fn input_items_page(kept: KeptResponse, query: &str) -> Result<Value, ApiError> 
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "test code: a failed step fails the test loudly")]
 mod tests {
     use super::*;
 

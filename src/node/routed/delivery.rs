@@ -133,8 +133,7 @@ pub(super) fn deliver(
     }
     // Behaviour §14: a translated answer the router keeps, as the client is given it.
     if kept(ctx, route) {
-        if let (Some(keeping), Some(answer)) =
-            (Keeping::for_try(ctx, target), answer_object(&body))
+        if let (Some(keeping), Some(answer)) = (Keeping::for_try(ctx, target), answer_object(&body))
         {
             keeping.keep(answer);
         }

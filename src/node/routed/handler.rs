@@ -87,16 +87,11 @@ pub async fn handle_named(
         started,
     );
     // Behaviour §14: a continuation of a kept response carries the kept conversation.
-    let (client_body, info, continues) = match kept_turn::expand(
-        &app,
-        &live,
-        endpoint,
-        (client_body, info),
-        &ticket.tag().id,
-    ) {
-        Ok(expanded) => expanded,
-        Err(not_asked) => return not_asked_answer(not_asked, endpoint, anthropic, &route),
-    };
+    let (client_body, info, continues) =
+        match kept_turn::expand(&app, &live, endpoint, (client_body, info), &ticket.tag().id) {
+            Ok(expanded) => expanded,
+            Err(not_asked) => return not_asked_answer(not_asked, endpoint, anthropic, &route),
+        };
     let kept_id = (endpoint == Endpoint::Responses)
         .then(|| kept_responses::kept_id_for(&app, &client_body))
         .flatten();

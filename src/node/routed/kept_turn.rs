@@ -32,15 +32,14 @@ pub(super) fn expand(
     else {
         return Ok((body, info, None));
     };
-    let continued = continue_kept(&store, &body, client, router.clock().now_ms()).map_err(
-        |error| {
+    let continued =
+        continue_kept(&store, &body, client, router.clock().now_ms()).map_err(|error| {
             tracing::warn!(%error, "the response store could not be read");
             NotAsked::Error(ApiError::new(
                 ApiErrorKind::UpstreamError,
                 "the response store could not be read",
             ))
-        },
-    )?;
+        })?;
     match continued {
         Continued::AsItCame => Ok((body, info, None)),
         Continued::NotFound(id) => Err(NotAsked::NotFound(previous_response_not_found(&id))),

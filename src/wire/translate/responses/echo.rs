@@ -77,8 +77,10 @@ impl Echo {
     /// expanded, without `previous_response_id`): the answer still names it.
     pub fn continuing(&self, id: &str) -> Echo {
         let mut echo = self.clone();
-        echo.fields
-            .insert("previous_response_id".to_owned(), Value::String(id.to_owned()));
+        echo.fields.insert(
+            "previous_response_id".to_owned(),
+            Value::String(id.to_owned()),
+        );
         echo
     }
 
