@@ -48,6 +48,10 @@ pub struct KeptResponse {
     /// Its input items: the conversation before it (earlier turns' input and output, when it
     /// continued one) and its own input, oldest first.
     pub input_items: Vec<Value>,
+    /// The first response of the chain it continues (its own id when it continues none): the
+    /// chain's turns keep to one connection where they can (behaviour §10).
+    #[serde(default)]
+    pub chain: String,
 }
 
 /// Why a kept response left the store.
@@ -316,6 +320,7 @@ mod tests {
             expires_ms: created_ms + 30 * DAY,
             response: json!({"id": "x", "object": "response", "output": [{"text": text}]}),
             input_items: vec![json!({"type": "message", "role": "user", "content": text})],
+            chain: "resp_qrt_root".into(),
         }
     }
 

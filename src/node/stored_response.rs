@@ -181,6 +181,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         encrypted: None,
         kept_id: None,
         continues: None,
+        kept_chain: None,
     };
     serve_tries(&context, decision, &mut route, started).await
 }

@@ -433,3 +433,49 @@ async fn openai_python_runs_a_stateful_responses_flow_on_a_messages_account() {
     );
     assert_eq!(out["gone_after_delete"]["status"], 404);
 }
+
+/// Status, serving connection and body of one Responses request.
+async fn create_on(harness: &Harness, body: Value) -> (u16, String, Value) {
+    let response = harness.post_json("/v1/responses", body).await;
+    let status = response.status().as_u16();
+    let connection = header(&response, "x-quotaroute-connection");
+    (status, connection, response.json().await.unwrap())
+}
+
+/// Behaviour §10: a kept chain is one conversation, so its turns keep to the connection its
+/// first turn went to while other conversations spread over the combo's three accounts.
+#[tokio::test]
+async fn a_kept_chain_keeps_to_its_connection() {
+    let harness = start().await;
+    let (status, chain_on, mut last) = create_on(
+        &harness,
+        json!({"model": "claude", "input": "store52: chain start"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{last}");
+    let mut others = std::collections::BTreeSet::new();
+    for turn in 0..4 {
+        // Another conversation between turns: DRR moves on.
+        for other in 0..1 {
+            let (status, on, _) = create_on(
+                &harness,
+                json!({"model": "claude", "input": format!("store52: other {turn}.{other}")}),
+            )
+            .await;
+            assert_eq!(status, 200);
+            others.insert(on);
+        }
+        let (status, on, next) = create_on(
+            &harness,
+            json!({"model": "claude", "previous_response_id": last["id"], "input": format!("turn {turn}")}),
+        )
+        .await;
+        assert_eq!(status, 200, "{next}");
+        assert_eq!(on, chain_on, "turn {turn} of the chain left its connection");
+        last = next;
+    }
+    assert!(
+        others.len() > 1,
+        "the other conversations spread: {others:?}"
+    );
+}

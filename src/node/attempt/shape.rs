@@ -87,6 +87,8 @@ pub(crate) struct TryContext<'a> {
     /// The kept response this request continued (`previous_response_id`, expanded before it
     /// was routed), which its answer names.
     pub continues: Option<&'a str>,
+    /// The first kept response of the chain this request's answer joins, when kept.
+    pub kept_chain: Option<&'a str>,
 }
 
 impl TryContext<'_> {

@@ -50,8 +50,13 @@ pub fn kept_id_for(app: &AppState, body: &[u8]) -> Option<String> {
 pub enum Continued {
     /// It names none (or one the router did not keep): as it came.
     AsItCame,
-    /// The kept conversation and then its own input, `previous_response_id` (`id`) gone.
-    Expanded { body: Bytes, id: String },
+    /// The kept conversation and then its own input, `previous_response_id` (`id`) gone;
+    /// `chain`: the first response of the chain it continues.
+    Expanded {
+        body: Bytes,
+        id: String,
+        chain: String,
+    },
     /// It names a kept id that is not this client's, expired, or never was.
     NotFound(String),
 }
@@ -83,6 +88,11 @@ pub fn continue_kept(
     let Some(kept) = store.get(&id, client, now_ms)? else {
         return Ok(Continued::NotFound(id));
     };
+    let chain = if kept.chain.is_empty() {
+        id.clone()
+    } else {
+        kept.chain
+    };
     let mut input = kept.input_items;
     if let Some(output) = kept.response.get("output").and_then(Value::as_array) {
         input.extend(output.iter().cloned());
@@ -93,6 +103,7 @@ pub fn continue_kept(
     Ok(Continued::Expanded {
         body: Bytes::from(serde_json::to_vec(&Value::Object(request))?),
         id,
+        chain,
     })
 }
 
@@ -157,6 +168,8 @@ pub struct Keeping {
     connection: String,
     /// The id it is kept under (the answer says it).
     id: String,
+    /// The first response of its chain.
+    chain: String,
     input_items: Vec<Value>,
 }
 
@@ -171,6 +184,7 @@ impl Keeping {
             client: ctx.seal_client().to_string(),
             connection: target.connection.to_string(),
             id: id.to_owned(),
+            chain: ctx.kept_chain.unwrap_or(id).to_owned(),
             input_items: input_items(ctx.client_body, id),
         })
     }
@@ -190,6 +204,7 @@ impl Keeping {
             expires_ms: now_ms.saturating_add(ttl_ms),
             response,
             input_items: self.input_items,
+            chain: self.chain,
         };
         match self.store.put(&self.id, &kept, now_ms) {
             Ok((bytes, removed)) => {
@@ -289,6 +304,7 @@ mod tests {
             expires_ms: 1_000,
             response: json!({"id": id, "output": output}),
             input_items: input,
+            chain: String::new(),
         };
         store.put(id, &kept, 0).unwrap();
         store
@@ -305,12 +321,15 @@ mod tests {
         let body = Bytes::from_static(
             br#"{"model":"m","previous_response_id":"resp_qrt_1","input":"two","stream":true}"#,
         );
-        let Continued::Expanded { body: expanded, id } =
-            continue_kept(&store, &body, "alice", 10).unwrap()
+        let Continued::Expanded {
+            body: expanded,
+            id,
+            chain,
+        } = continue_kept(&store, &body, "alice", 10).unwrap()
         else {
             panic!("expanded")
         };
-        assert_eq!(id, "resp_qrt_1");
+        assert_eq!((id.as_str(), chain.as_str()), ("resp_qrt_1", "resp_qrt_1"));
         let expanded: Value = serde_json::from_slice(&expanded).unwrap();
         assert_eq!(
             expanded,

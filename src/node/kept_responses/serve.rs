@@ -161,6 +161,7 @@ mod tests {
             expires_ms: 1,
             response: json!({}),
             input_items: (0..items).map(|n| json!({"id": format!("i{n}")})).collect(),
+            chain: String::new(),
         }
     }
 

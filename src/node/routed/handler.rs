@@ -19,7 +19,6 @@ use crate::node::app::AppState;
 use crate::node::attempt::TryContext;
 use crate::node::client_gate;
 use crate::node::endpoint::Endpoint;
-use crate::node::kept_responses;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
@@ -87,14 +86,11 @@ pub async fn handle_named(
         started,
     );
     // Behaviour §14: a continuation of a kept response carries the kept conversation.
-    let (client_body, info, continues) =
+    let (client_body, info, kept) =
         match kept_turn::expand(&app, &live, endpoint, (client_body, info), &ticket.tag().id) {
-            Ok(expanded) => expanded,
+            Ok(turn) => (turn.body, turn.info, turn.kept),
             Err(not_asked) => return not_asked_answer(not_asked, endpoint, anthropic, &route),
         };
-    let kept_id = (endpoint == Endpoint::Responses)
-        .then(|| kept_responses::kept_id_for(&app, &client_body))
-        .flatten();
     let asked = route_request::ask(
         &live,
         &router,
@@ -103,10 +99,11 @@ pub async fn handle_named(
         (&client_body, &info, &parts.headers),
         &ticket,
     );
-    let (route_request, mut encrypted, mut refusal) = match asked {
+    let (mut route_request, mut encrypted, mut refusal) = match asked {
         Ok(asked) => asked,
         Err(not_asked) => return not_asked_answer(not_asked, endpoint, anthropic, &route),
     };
+    kept_turn::follow_chain(&mut route_request, kept.chain.as_deref(), &live);
     let client_id = route_request.client.id.clone();
     let mut client_body = client_body;
     let mut routed = router.route(route_request).await;
@@ -165,8 +162,9 @@ pub async fn handle_named(
         trace: &trace, // telemetry
         client: Some(&ticket),
         encrypted: encrypted.as_ref(),
-        kept_id: kept_id.as_deref(),
-        continues: continues.as_deref(),
+        kept_id: kept.id.as_deref(),
+        continues: kept.continues.as_deref(),
+        kept_chain: kept.chain.as_deref(),
     };
     let response = serve_tries(&context, decision, &mut route, started).await;
     trace.answered(response, route.attempts, route.model.as_ref()) // telemetry
