@@ -479,3 +479,43 @@ async fn a_kept_chain_keeps_to_its_connection() {
         "the other conversations spread: {others:?}"
     );
 }
+
+/// Behaviour §14: a kept answer's reasoning item is kept sealed as the client saw it; the
+/// next turn naming it goes back to that connection and its thinking block goes up again.
+#[tokio::test]
+async fn kept_reasoning_goes_back_to_the_connection_that_made_it() {
+    let harness = start().await;
+    let turn = |input: Value, previous: Option<&Value>| {
+        let mut body = json!({"model": "claude", "input": input, "reasoning": {"effort": "low"},
+            "include": ["reasoning.encrypted_content"], "max_output_tokens": 16});
+        if let Some(previous) = previous {
+            body["previous_response_id"] = previous.clone();
+        }
+        body
+    };
+    let (status, made_on, first) =
+        create_on(&harness, turn(json!("store52: think first"), None)).await;
+    assert_eq!(status, 200, "{first}");
+    let reasoning = first["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["type"] == "reasoning")
+        .unwrap_or_else(|| panic!("no reasoning item: {first}"));
+    assert!(reasoning["encrypted_content"].as_str().is_some());
+    let (status, on, second) =
+        create_on(&harness, turn(json!("and then?"), Some(&first["id"]))).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(on, made_on);
+    let (_, sent) = harness.mock.recent_bodies().pop().unwrap();
+    let sent: Value = serde_json::from_slice(&sent).unwrap();
+    let thinking = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|block| block["type"] == "thinking")
+        .count();
+    assert_eq!(thinking, 1, "{sent}");
+}
