@@ -34,9 +34,14 @@ pub fn mint_id() -> String {
 }
 
 /// The id a Responses request's answer is kept under, when the router keeps it: the store is
-/// open and the request did not say `store: false` (Codex does: it is then left alone).
+/// open, `store` is still on (a reload that turns it off stops new answers being kept; those
+/// kept are still served), and the request did not say `store: false` (Codex does: it is then
+/// left alone).
 pub fn kept_id_for(app: &AppState, body: &[u8]) -> Option<String> {
     app.response_store()?;
+    if !app.live().responses.store {
+        return None;
+    }
     #[derive(serde::Deserialize)]
     struct Asked {
         store: Option<bool>,
