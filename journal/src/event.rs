@@ -928,32 +928,6 @@ pub struct ApiUnserved {
     pub path: String,
 }
 
-/// A translated Responses answer the router kept (`[responses] store = true`, behaviour §14):
-/// metadata only — its content lives in the router's response store, never in the journal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResponseStored {
-    pub request_id: String,
-    /// The Responses id the client was given (`resp_qrt_…`).
-    pub response_id: String,
-    /// The client it belongs to (behaviour §11).
-    pub client: String,
-    /// The connection that served it (its sealed reasoning opens only there).
-    pub connection: String,
-    /// What it takes in the store.
-    pub bytes: u64,
-    /// When it expires (`ttl_days` after it was made), Unix milliseconds.
-    pub expires_at_ms: u64,
-}
-
-/// A kept response left the router's response store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResponseDeleted {
-    pub response_id: String,
-    pub client: String,
-    /// `client` (its `DELETE`), `expired` (past `ttl_days`) or `evicted` (over `max_bytes`).
-    pub reason: String,
-}
-
 /// The knobs of pacing's spending rule in force for a config generation (behaviour §13),
 /// journaled right after its `config_loaded` when any combo's differ from today's rule, so
 /// replay explains a paced choice with them and rebuilds DRR turns as the node took them. A
@@ -1053,4 +1027,30 @@ pub enum PaceWindows {
     All,
     /// Windows of a day or shorter do not pace while a longer window has a reading.
     Longest,
+}
+
+/// A translated Responses answer the router kept (`[responses] store = true`, behaviour §14):
+/// metadata only — its content lives in the router's response store, never in the journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseStored {
+    pub request_id: String,
+    /// The Responses id the client was given (`resp_qrt_…`).
+    pub response_id: String,
+    /// The client it belongs to (behaviour §11).
+    pub client: String,
+    /// The connection that served it (its sealed reasoning opens only there).
+    pub connection: String,
+    /// What it takes in the store.
+    pub bytes: u64,
+    /// When it expires (`ttl_days` after it was made), Unix milliseconds.
+    pub expires_at_ms: u64,
+}
+
+/// A kept response left the router's response store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseDeleted {
+    pub response_id: String,
+    pub client: String,
+    /// `client` (its `DELETE`), `expired` (past `ttl_days`) or `evicted` (over `max_bytes`).
+    pub reason: String,
 }
