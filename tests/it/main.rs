@@ -63,6 +63,7 @@ mod node_pacing_default;
 mod node_papercuts;
 mod node_read_your_writes;
 mod node_refusal_clients;
+mod node_responses_store;
 mod node_restart;
 mod node_route_404;
 mod node_routing;

@@ -240,7 +240,10 @@ impl RouterState {
             | Event::CredentialFailed(_)
             // Clients' usage is the node's to fold (`src/clients`), not routing state.
             | Event::ClientUsage(_)
-            | Event::ClientLimited(_) => {}
+            | Event::ClientLimited(_)
+            // Kept responses are the node's response store's, not routing state.
+            | Event::ResponseStored(_)
+            | Event::ResponseDeleted(_) => {}
             Event::ApiUnserved(unserved) => self.unserved_apis.apply(at_ms, unserved),
         }
     }

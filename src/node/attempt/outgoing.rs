@@ -43,6 +43,22 @@ pub(super) struct Outgoing<'a> {
     pub echo: Option<Arc<Echo>>,
 }
 
+/// A Responses answer the router keeps says the id it is kept under, and one continuing a
+/// kept response names it (behaviour §14).
+fn kept_echo(ctx: &TryContext<'_>, direction: Direction, echo: Arc<Echo>) -> Arc<Echo> {
+    if direction.client != Api::Responses || (ctx.kept_id.is_none() && ctx.continues.is_none()) {
+        return echo;
+    }
+    let mut echo = Echo::clone(&echo);
+    if let Some(id) = ctx.kept_id {
+        echo = echo.kept_as(id);
+    }
+    if let Some(previous) = ctx.continues {
+        echo = echo.continuing(previous);
+    }
+    Arc::new(echo)
+}
+
 /// The request of one try to `target` with `credential`, or the try's end when nothing can
 /// be sent: the target left the config, a refused translation.
 // The `Err` is the try's end, returned at most once: boxing it would allocate per try.
@@ -124,7 +140,8 @@ pub(super) fn prepare<'a>(
                 Ok(translated) => {
                     include_usage = translated.include_usage;
                     translated_left_out = translated.reasoning.left_out;
-                    echo = Some(translated.echo);
+                    // A kept answer says the id it is kept under (behaviour §14).
+                    echo = Some(kept_echo(ctx, direction, translated.echo));
                     anthropic_beta = translated.anthropic_beta;
                     translation = Some(Translation {
                         direction,

@@ -16,6 +16,7 @@ use crate::node::attempt::TryContext;
 use crate::node::client_gate;
 use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
+use crate::node::kept_responses::{answer_object, Keeping, StreamKeeper};
 use crate::node::metrics;
 use crate::node::reply::RouteHeaders;
 use crate::node::stream_relay::{self, CommittedStream};
@@ -39,6 +40,10 @@ pub(super) fn stream_response(
     upstream_time: Duration,
 ) -> Response {
     route.overhead_us = overhead_us(started, upstream_time);
+    let mut stream = stream;
+    if kept(ctx, route) {
+        stream.keeper = Keeping::for_try(ctx, target).map(StreamKeeper::new);
+    }
     if let Some(response_id) = stream.response_id.clone() {
         bind_response(ctx, target, response_id);
     }
@@ -131,6 +136,13 @@ pub(super) fn deliver(
             body = Bytes::from(sealed);
         }
     }
+    // Behaviour §14: a translated answer the router keeps, as the client is given it.
+    if kept(ctx, route) {
+        if let (Some(keeping), Some(answer)) = (Keeping::for_try(ctx, target), answer_object(&body))
+        {
+            keeping.keep(answer);
+        }
+    }
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     let out = response.headers_mut();
@@ -146,6 +158,15 @@ pub(super) fn deliver(
     }
     route.apply_over_relayed(out);
     response
+}
+
+/// Whether the answer is one the router keeps (`[responses] store = true`, behaviour §14): a
+/// translated Responses answer to a request that asked for it to be kept.
+fn kept(ctx: &TryContext<'_>, route: &RouteHeaders) -> bool {
+    ctx.kept_id.is_some()
+        && route.translated.is_some()
+        && ctx.endpoint == Endpoint::Responses
+        && ctx.method == Method::POST
 }
 
 /// The router's own time on a request: all of it but the upstream's.
