@@ -67,6 +67,8 @@ pub enum Event {
     ApiUnserved(ApiUnserved),
     /// Appended after `api_unserved`; needs no schema bump (a new kind at the end).
     PacingRule(PacingRule),
+    /// Appended after `pacing_rule` (prime54); needs no schema bump (a new kind at the end).
+    WindowPrimed(WindowPrimed),
 }
 
 impl Event {
@@ -98,11 +100,12 @@ impl Event {
             Event::ClientLimited(_) => "client_limited",
             Event::ApiUnserved(_) => "api_unserved",
             Event::PacingRule(_) => "pacing_rule",
+            Event::WindowPrimed(_) => "window_primed",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 25] = [
+    pub const KINDS: [&'static str; 26] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -128,6 +131,7 @@ impl Event {
         "client_limited",
         "api_unserved",
         "pacing_rule",
+        "window_primed",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -171,6 +175,7 @@ impl Event {
             Event::CredentialRefreshed(e) => Some(&e.provider),
             Event::CredentialFailed(e) => Some(&e.provider),
             Event::ApiUnserved(e) => Some(&e.provider),
+            Event::WindowPrimed(e) => Some(&e.provider),
             Event::PeerApplied(e) => e.event.provider(),
             _ => None,
         }
@@ -192,6 +197,7 @@ impl Event {
             Event::AffinityBound(e) => Some(&e.connection),
             Event::ClientUsage(e) => Some(&e.connection),
             Event::ApiUnserved(e) => Some(&e.connection),
+            Event::WindowPrimed(e) => Some(&e.connection),
             Event::PeerApplied(e) => e.event.connection(),
             _ => None,
         }
@@ -208,6 +214,7 @@ impl Event {
             Event::ResponseBound(e) => Some(&e.model),
             Event::AffinityBound(e) => Some(&e.model),
             Event::ClientUsage(e) => Some(&e.model),
+            Event::WindowPrimed(e) => Some(&e.model),
             Event::PeerApplied(e) => e.event.model(),
             _ => None,
         }
@@ -1017,4 +1024,21 @@ pub enum PaceWindows {
     All,
     /// Windows of a day or shorter do not pace while a longer window has a reading.
     Longest,
+}
+
+/// A connection's rolling window started on purpose (behaviour §13 "Priming a window"): the
+/// smallest request the upstream accepts, sent at the connection's `prime_at`, charged to no
+/// client (its `request_succeeded` carries the same `request_id`). Replay rebuilds each
+/// connection's last prime from these, so a restart never primes one window twice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowPrimed {
+    pub provider: String,
+    pub connection: String,
+    /// The window started: `5h`.
+    pub window: String,
+    /// The model the request asked for.
+    pub model: String,
+    /// The prime time it was sent for (Unix ms; the envelope's `at_ms` is when it was served).
+    pub at: u64,
+    pub request_id: String,
 }

@@ -319,6 +319,15 @@ impl TimelineWriter {
                 "the host answered 404 for {}: {} left out of the provider's apis req={}",
                 e.path, e.api, e.request_id
             ),
+            Event::WindowPrimed(e) => format!(
+                "{}/{} window={} primed for {} (+{} late) req={}",
+                e.connection,
+                e.model,
+                e.window,
+                format_utc_ms(e.at),
+                format_duration(envelope.at_ms.saturating_sub(e.at)),
+                e.request_id
+            ),
             Event::RouteDecided(e) => self.route_details(e, envelope.at_ms),
             Event::PeerApplied(e) => {
                 // The origin's event, rendered as the origin saw it (its time, its seq).

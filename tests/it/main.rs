@@ -15,6 +15,7 @@ mod replay_support;
 mod support;
 
 mod config_errors;
+mod config_prime;
 mod config_secrets;
 mod config_starter;
 mod demo_cli;

@@ -32,6 +32,7 @@ pub mod lockout;
 pub mod outcome;
 pub mod pace;
 pub mod pacing_rules;
+pub mod prime;
 pub mod peer_merge;
 pub mod peer_progress;
 pub mod quota_share;

@@ -240,7 +240,10 @@ impl RouterState {
             | Event::CredentialFailed(_)
             // Clients' usage is the node's to fold (`src/clients`), not routing state.
             | Event::ClientUsage(_)
-            | Event::ClientLimited(_) => {}
+            | Event::ClientLimited(_)
+            // A prime's request is folded through its own request events; when a window was
+            // primed is the node's (`prime_driver`).
+            | Event::WindowPrimed(_) => {}
             Event::ApiUnserved(unserved) => self.unserved_apis.apply(at_ms, unserved),
         }
     }

@@ -989,3 +989,16 @@ fn schema_4_successes_decode_without_a_client_charge() {
         )
     );
 }
+
+#[test]
+fn window_primed_is_appended_after_pacing_rule_so_older_kinds_keep_their_index() {
+    // bincode stores the variant index first: `pacing_rule` keeps 24, `window_primed` is 25.
+    let index_of = |kind_index: usize| {
+        bincode::serde::encode_to_vec(sample_event(kind_index, 3), config()).unwrap()[0]
+    };
+    assert_eq!(sample_event(24, 3).kind(), "pacing_rule");
+    assert_eq!(index_of(24), 24);
+    assert_eq!(sample_event(25, 3).kind(), "window_primed");
+    assert_eq!(index_of(25), 25);
+    assert_eq!(Event::KINDS[25], "window_primed");
+}
