@@ -120,6 +120,34 @@ impl PrimeBook {
     }
 }
 
+/// One priming connection as `/admin/state` and the dashboard show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PrimeView {
+    pub connection: String,
+    pub model: String,
+    /// `07:00 Europe/Berlin mon,tue,wed,thu,fri`.
+    pub schedule: String,
+    /// When its window was last primed (Unix ms); `None` (null): never.
+    pub last_primed_at_ms: Option<u64>,
+    /// Its next prime time after now (Unix ms).
+    pub next_prime_at_ms: Option<u64>,
+}
+
+/// Every priming connection's view at `now_ms`.
+pub fn views(app: &AppState, now_ms: u64) -> Vec<PrimeView> {
+    app.live()
+        .primes
+        .iter()
+        .map(|plan| PrimeView {
+            connection: plan.connection.clone(),
+            model: plan.model.clone(),
+            schedule: plan.schedule.to_string(),
+            last_primed_at_ms: app.inner.primes.last(&plan.connection),
+            next_prime_at_ms: plan.schedule.next_after(now_ms),
+        })
+        .collect()
+}
+
 /// What policy reads of `plan`'s connection in the admin view `state` at `now_ms`.
 pub fn prime_input(
     state: &AdminState,
@@ -138,10 +166,9 @@ pub fn prime_input(
         .filter(|bucket| is_rolling_window(&bucket.window))
         .filter_map(|bucket| bucket.resets_at_ms)
         .max();
-    let breaker_open = state
-        .providers
-        .iter()
-        .any(|provider| provider.name == plan.provider && provider.breaker != "closed");
+    let breaker_open = state.providers.iter().any(|provider| {
+        provider.name == plan.provider && !provider.breaker.eq_ignore_ascii_case("closed")
+    });
     let block = if connection.disabled.is_some() {
         Some(PrimeBlock::Disabled)
     } else if connection

@@ -48,10 +48,14 @@ fn prime_at_is_read_once_with_its_zone_and_days() {
     assert_eq!(schedule.to_string(), "07:00 Europe/Berlin mon,wed");
 
     // UTC when no zone is named; Monday to Friday when no days are.
-    let parsed = config::parse(&with_prime("prime_at = \"06:30\""), "q.toml", &|_| None)
-        .expect("valid");
+    let parsed =
+        config::parse(&with_prime("prime_at = \"06:30\""), "q.toml", &|_| None).expect("valid");
     assert_eq!(
-        parsed.connections[0].prime.as_ref().expect("a schedule").to_string(),
+        parsed.connections[0]
+            .prime
+            .as_ref()
+            .expect("a schedule")
+            .to_string(),
         "06:30 UTC mon,tue,wed,thu,fri"
     );
     // No prime_at: never primed.
@@ -69,11 +73,18 @@ fn a_bad_prime_time_zone_or_day_names_its_key() {
         "{found:?}"
     );
     let found = errors("prime_at = \"25:00\"");
-    assert!(found.iter().any(|(key, _)| key == "connections[0].prime_at"), "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|(key, _)| key == "connections[0].prime_at"),
+        "{found:?}"
+    );
     let found = errors("prime_at = \"07:00 Europe/Berln\"");
     assert!(
-        found.iter().any(|(key, reason)| key == "connections[0].prime_at"
-            && reason.contains("`Europe/Berln` is not a known time zone")),
+        found
+            .iter()
+            .any(|(key, reason)| key == "connections[0].prime_at"
+                && reason.contains("`Europe/Berln` is not a known time zone")),
         "{found:?}"
     );
     // Every bad day in one run, each by its index.
@@ -83,22 +94,26 @@ fn a_bad_prime_time_zone_or_day_names_its_key() {
         ("connections[0].prime_days[2]", "someday"),
     ] {
         assert!(
-            found
-                .iter()
-                .any(|(k, reason)| k == key && reason.contains(&format!("`{day}` is not a weekday"))),
+            found.iter().any(
+                |(k, reason)| k == key && reason.contains(&format!("`{day}` is not a weekday"))
+            ),
             "{found:?}"
         );
     }
     let found = errors("prime_at = \"07:00\"\nprime_days = []");
     assert!(
-        found.iter().any(|(key, reason)| key == "connections[0].prime_days"
-            && reason.contains("at least one weekday")),
+        found
+            .iter()
+            .any(|(key, reason)| key == "connections[0].prime_days"
+                && reason.contains("at least one weekday")),
         "{found:?}"
     );
     let found = errors("prime_days = [\"mon\"]");
     assert!(
-        found.iter().any(|(key, reason)| key == "connections[0].prime_days"
-            && reason.contains("without `prime_at`")),
+        found
+            .iter()
+            .any(|(key, reason)| key == "connections[0].prime_days"
+                && reason.contains("without `prime_at`")),
         "{found:?}"
     );
 }

@@ -60,6 +60,7 @@ mod node_model_answers;
 mod node_money;
 mod node_pacing;
 mod node_papercuts;
+mod node_prime;
 mod node_read_your_writes;
 mod node_refusal_clients;
 mod node_restart;

@@ -261,9 +261,10 @@ pub fn prime_verdict(schedule: &PrimeSchedule, input: &PrimeInput, now_ms: u64) 
     };
     // One per prime time, and one per window: a prime whose window has not reset by the
     // router's own count stands even when no reading came back from it.
-    if let Some(at_ms) = input.last_primed_at_ms.filter(|at| {
-        *at >= scheduled_at_ms || at.saturating_add(ROLLING_WINDOW_MS) > now_ms
-    }) {
+    if let Some(at_ms) = input
+        .last_primed_at_ms
+        .filter(|at| *at >= scheduled_at_ms || at.saturating_add(ROLLING_WINDOW_MS) > now_ms)
+    {
         return PrimeVerdict::AlreadyPrimed { at_ms };
     }
     if let Some(resets_at_ms) = input.window_resets_at_ms.filter(|reset| *reset > now_ms) {
@@ -299,9 +300,20 @@ mod tests {
         assert_eq!(zone, "Europe/Berlin");
         assert_eq!(PrimeSchedule::parse_at("06:30").unwrap().1, "UTC");
         assert_eq!(PrimeSchedule::parse_at("06:30:15").unwrap().0.second(), 15);
-        for bad in ["7", "25:00", "07:61", "seven", "", "07:00 Europe/Berlin extra", "07:00:00.5"] {
+        for bad in [
+            "7",
+            "25:00",
+            "07:61",
+            "seven",
+            "",
+            "07:00 Europe/Berlin extra",
+            "07:00:00.5",
+        ] {
             assert!(
-                matches!(PrimeSchedule::parse_at(bad), Err(PrimeScheduleError::BadTime(_))),
+                matches!(
+                    PrimeSchedule::parse_at(bad),
+                    Err(PrimeScheduleError::BadTime(_))
+                ),
                 "{bad}"
             );
         }
@@ -353,7 +365,10 @@ mod tests {
             la.next_after(at("2026-10-30T20:00:00Z")),
             Some(at("2026-11-02T15:00:00Z"))
         );
-        assert_eq!(berlin.to_string(), "07:00 Europe/Berlin mon,tue,wed,thu,fri");
+        assert_eq!(
+            berlin.to_string(),
+            "07:00 Europe/Berlin mon,tue,wed,thu,fri"
+        );
     }
 
     #[test]
@@ -471,7 +486,14 @@ mod tests {
     fn the_rolling_window_is_the_five_hour_one() {
         assert!(is_rolling_window("5h"));
         assert!(is_rolling_window("300m"));
-        for other in ["7d", "7d:opus", "requests:gpt-4o", "requests_5h@cluster", "requests_5h", "1h"] {
+        for other in [
+            "7d",
+            "7d:opus",
+            "requests:gpt-4o",
+            "requests_5h@cluster",
+            "requests_5h",
+            "1h",
+        ] {
             assert!(!is_rolling_window(other), "{other}");
         }
     }
