@@ -45,7 +45,7 @@ pub struct AppInner {
     /// Each combo's affinity outcomes and cached input since start (never journaled).
     pub affinity: crate::node::combo_affinity::AffinityTable,
     /// When each connection's window was last primed (behaviour §13).
-    pub primes: crate::node::prime_driver::PrimeBook,
+    pub primes: crate::node::prime_plan::PrimeBook,
 }
 
 /// Cheap to clone.
@@ -82,7 +82,7 @@ impl AppState {
                 edge: Arc::new(EdgeCounters::default()),
                 upstream_buffer: tokio::sync::Semaphore::new(upstream_buffer_kib),
                 affinity: crate::node::combo_affinity::AffinityTable::default(),
-                primes: crate::node::prime_driver::PrimeBook::default(),
+                primes: crate::node::prime_plan::PrimeBook::default(),
             }),
         }
     }

@@ -99,7 +99,7 @@ pub struct LiveConfig {
     /// that changes it apart.
     pub seal_key_configured: Option<Secret>,
     /// The connections that prime their window (behaviour §13).
-    pub primes: Vec<crate::node::prime_driver::PrimePlan>,
+    pub primes: Vec<crate::node::prime_plan::PrimePlan>,
 }
 
 impl std::fmt::Debug for LiveConfig {
@@ -258,7 +258,7 @@ impl LiveConfig {
             providers,
             credentials,
             connection_auth,
-            primes: crate::node::prime_driver::plans(config),
+            primes: crate::node::prime_plan::plans(config),
         }
     }
 

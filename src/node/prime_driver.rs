@@ -1,32 +1,27 @@
-//! Priming windows on the node (behaviour §13): which connections prime, with which model and
-//! request ([`PrimePlan`], from the config), when each was last primed ([`PrimeBook`], rebuilt
-//! from the journal's `window_primed` on start), and the driver that wakes on the node's clock
+//! Priming windows on the node (behaviour §13): the driver that wakes on the node's clock
 //! at each prime time, asks policy (`policy::prime`) whether a prime is due, and sends the
 //! smallest request the upstream accepts through the same tries as a client's request — routed
 //! to that one connection only, charged to no client, its usage and rate-limit headers read as
 //! any answer's — then journals `window_primed`.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Instant as StdInstant;
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
 use quotaroute_actors::policy::prime::{
-    is_rolling_window, prime_verdict, PrimeBlock, PrimeInput, PrimeSchedule, PrimeVerdict,
-    PRIMED_WINDOW,
+    is_rolling_window, prime_verdict, PrimeBlock, PrimeInput, PrimeVerdict, PRIMED_WINDOW,
 };
 use quotaroute_actors::{AdminState, ClientTag, RouteRequest, Router};
 use quotaroute_journal::{Event, WindowPrimed};
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::config::Config;
 use crate::node::app::AppState;
 use crate::node::attempt::TryContext;
 use crate::node::endpoint::Endpoint;
 use crate::node::live::LiveConfig;
+use crate::node::prime_plan::PrimePlan;
 use crate::node::reply::RouteHeaders;
 use crate::node::routed::serve_tries;
 use crate::node::served_apis::served_apis;
@@ -39,86 +34,6 @@ const LOOK_EVERY_MS: u64 = 60_000;
 /// The client id the router's own prime requests carry in the journal (no configured client
 /// can have it: client ids hold no `/`); no client is charged for them.
 pub const PRIME_CLIENT: &str = "router/prime";
-
-/// One connection that primes: its schedule and the model it primes with.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PrimePlan {
-    pub connection: String,
-    pub provider: String,
-    /// A model the connection serves: the first of its `models`, else the first a combo
-    /// sends to it.
-    pub model: String,
-    pub schedule: PrimeSchedule,
-}
-
-/// Every connection of `config` with a `prime_at`, and a model it serves (one without any —
-/// no `models` and in no combo — is left out, with a warning: nothing says what it serves).
-pub fn plans(config: &Config) -> Vec<PrimePlan> {
-    config
-        .connections
-        .iter()
-        .filter_map(|connection| {
-            let schedule = connection.prime.clone()?;
-            let model = connection
-                .models
-                .as_ref()
-                .and_then(|models| models.first().cloned())
-                .or_else(|| {
-                    config
-                        .combos
-                        .iter()
-                        .flat_map(|combo| &combo.targets)
-                        .find(|target| target.connection == connection.id)
-                        .map(|target| target.model.clone())
-                });
-            let Some(model) = model else {
-                tracing::warn!(
-                    connection = %connection.id,
-                    "prime_at is set but no model is known for the connection (no `models`, in no combo): it is not primed"
-                );
-                return None;
-            };
-            Some(PrimePlan {
-                connection: connection.id.clone(),
-                provider: connection.provider.clone(),
-                model,
-                schedule,
-            })
-        })
-        .collect()
-}
-
-/// When each connection was last primed (Unix ms the prime was served), for the rule's "one
-/// per window" and the admin view.
-#[derive(Debug, Default)]
-pub struct PrimeBook {
-    primed: Mutex<HashMap<String, u64>>,
-}
-
-impl PrimeBook {
-    pub fn last(&self, connection: &str) -> Option<u64> {
-        self.primed
-            .lock()
-            .ok()
-            .and_then(|primed| primed.get(connection).copied())
-    }
-
-    pub fn record(&self, connection: &str, at_ms: u64) {
-        if let Ok(mut primed) = self.primed.lock() {
-            let last = primed.entry(connection.to_owned()).or_insert(at_ms);
-            *last = (*last).max(at_ms);
-        }
-    }
-
-    /// Folds the journal's `window_primed` events in (on start).
-    pub fn fold<'a>(&self, envelopes: impl IntoIterator<Item = &'a quotaroute_journal::Envelope>) {
-        for envelope in envelopes {
-            if let Event::WindowPrimed(primed) = &envelope.event {
-                self.record(&primed.connection, envelope.at_ms);
-            }
-        }
-    }
-}
 
 /// One priming connection as `/admin/state` and the dashboard show it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
