@@ -320,9 +320,7 @@ impl TimelineWriter {
                 e.path, e.api, e.request_id
             ),
             Event::WindowPrimed(e) => format!(
-                "{}/{} window={} primed for {} (+{} late) req={}",
-                e.connection,
-                e.model,
+                "window={} primed for {} (+{} late) req={}",
                 e.window,
                 format_utc_ms(e.at),
                 format_duration(envelope.at_ms.saturating_sub(e.at)),
@@ -825,5 +823,33 @@ mod tests {
             line.contains("(rule: exponent 2, demand clock, longest windows)"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_primed_window_reads_as_its_connection_window_and_prime_time() {
+        const AT: u64 = 1_796_540_400_000; // 2026-12-06T07:00:00Z
+        let envelope = Envelope {
+            schema_version: quotaroute_journal::SCHEMA_VERSION,
+            seq: 9,
+            at_ms: AT + 1_500,
+            event: Event::WindowPrimed(quotaroute_journal::WindowPrimed {
+                provider: "anthropic".into(),
+                connection: "max-1".into(),
+                window: "5h".into(),
+                model: "claude-sonnet-4".into(),
+                at: AT,
+                request_id: "qr-1-prime".into(),
+            }),
+        };
+        let mut line = String::new();
+        TimelineWriter::default().text_line(&envelope, &mut line);
+        assert!(line.contains("window_primed"), "{line}");
+        assert!(
+            line.contains(
+                "anthropic/max-1/claude-sonnet-4     window=5h primed for 2026-12-06T07:00:00.000Z"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("req=qr-1-prime"), "{line}");
     }
 }
