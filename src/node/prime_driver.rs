@@ -9,10 +9,9 @@ use std::time::Instant as StdInstant;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
-use quotaroute_actors::policy::prime::{
-    is_rolling_window, prime_verdict, PrimeBlock, PrimeInput, PrimeVerdict, PRIMED_WINDOW,
-};
-use quotaroute_actors::{AdminState, ClientTag, RouteRequest, Router};
+use quotaroute_actors::policy::prime::{prime_verdict, PrimeVerdict, PRIMED_WINDOW};
+use quotaroute_actors::prime_input::prime_input;
+use quotaroute_actors::{ClientTag, RouteRequest, Router};
 use quotaroute_journal::{Event, WindowPrimed};
 use serde_json::json;
 use tokio::time::Instant;
@@ -63,53 +62,6 @@ pub fn views(app: &AppState, now_ms: u64) -> Vec<PrimeView> {
         .collect()
 }
 
-/// What policy reads of `plan`'s connection in the admin view `state` at `now_ms`.
-pub fn prime_input(
-    state: &AdminState,
-    plan: &PrimePlan,
-    last_primed_at_ms: Option<u64>,
-) -> PrimeInput {
-    let Some(connection) = state.connections.iter().find(|c| c.id == plan.connection) else {
-        return PrimeInput {
-            last_primed_at_ms,
-            ..PrimeInput::default()
-        };
-    };
-    let window_resets_at_ms = connection
-        .buckets
-        .iter()
-        .filter(|bucket| is_rolling_window(&bucket.window))
-        .filter_map(|bucket| bucket.resets_at_ms)
-        .max();
-    let breaker_open = state.providers.iter().any(|provider| {
-        provider.name == plan.provider && !provider.breaker.eq_ignore_ascii_case("closed")
-    });
-    let block = if connection.disabled.is_some() {
-        Some(PrimeBlock::Disabled)
-    } else if connection
-        .lockouts
-        .iter()
-        .any(|lockout| lockout.model == plan.model)
-    {
-        Some(PrimeBlock::Locked)
-    } else if connection.buckets.iter().any(|bucket| bucket.saturated) {
-        Some(PrimeBlock::Spent)
-    } else if connection.buckets.iter().any(|bucket| bucket.reserved) {
-        Some(PrimeBlock::Reserved)
-    } else if connection.cooldown_remaining_ms > 0 {
-        Some(PrimeBlock::CoolingDown)
-    } else if breaker_open {
-        Some(PrimeBlock::BreakerOpen)
-    } else {
-        None
-    };
-    PrimeInput {
-        window_resets_at_ms,
-        block,
-        last_primed_at_ms,
-    }
-}
-
 /// Starts the driver (when any connection primes, now or after a reload: it looks every
 /// minute at most); it ends when the node stops.
 pub fn start(app: AppState) -> tokio::task::JoinHandle<()> {
@@ -158,7 +110,11 @@ async fn look(app: &AppState, live: &LiveConfig, router: &Router) {
     };
     for plan in &live.primes {
         let now_ms = router.clock().now_ms();
-        let input = prime_input(&state, plan, app.inner.primes.last(&plan.connection));
+        let input = prime_input(
+            &state,
+            (&plan.provider, &plan.connection, &plan.model),
+            app.inner.primes.last(&plan.connection),
+        );
         match prime_verdict(&plan.schedule, &input, now_ms) {
             PrimeVerdict::Due { scheduled_at_ms } => {
                 prime(app, live, router, plan, scheduled_at_ms).await;

@@ -253,9 +253,18 @@ pub enum PrimeVerdict {
 
 /// Whether `schedule`'s prime is due at `now_ms` on a connection that reads as `input`.
 pub fn prime_verdict(schedule: &PrimeSchedule, input: &PrimeInput, now_ms: u64) -> PrimeVerdict {
-    let Some(scheduled_at_ms) = schedule
-        .latest_at_or_before(now_ms)
-        .filter(|at| now_ms.saturating_sub(*at) <= LATEST_PRIME_MS)
+    prime_verdict_after(schedule.latest_at_or_before(now_ms), input, now_ms)
+}
+
+/// [`prime_verdict`] given the latest prime time at or before `now_ms` (`None`: none), for a
+/// caller whose days are not the calendar's (the simulator's week).
+pub fn prime_verdict_after(
+    latest_prime_ms: Option<u64>,
+    input: &PrimeInput,
+    now_ms: u64,
+) -> PrimeVerdict {
+    let Some(scheduled_at_ms) =
+        latest_prime_ms.filter(|at| *at <= now_ms && now_ms.saturating_sub(*at) <= LATEST_PRIME_MS)
     else {
         return PrimeVerdict::NotPrimeTime;
     };
