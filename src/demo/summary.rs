@@ -111,6 +111,31 @@ fn percent(part: u64, whole: u64) -> String {
     format!("{:.1} %", 100.0 * part as f64 / whole as f64)
 }
 
+/// The windows the node primed (behaviour §13), one line each.
+fn primed_windows(journal: &SledJournal) -> String {
+    use quotaroute_journal::{Event, Journal as _};
+    let mut out = String::from("PRIMED WINDOWS (prime_at, behaviour §13)\n");
+    let mut any = false;
+    for envelope in journal.read_from(0).filter_map(Result::ok) {
+        if let Event::WindowPrimed(primed) = &envelope.event {
+            any = true;
+            let _ = writeln!(
+                out,
+                "{:<12} window={} model={} primed at {}",
+                primed.connection,
+                primed.window,
+                primed.model,
+                crate::time_parse::format_utc_ms(envelope.at_ms)
+            );
+        }
+    }
+    if !any {
+        out.push_str("none\n");
+    }
+    out.push('\n');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,29 +172,4 @@ mod tests {
             "{text}"
         );
     }
-}
-
-/// The windows the node primed (behaviour §13), one line each.
-fn primed_windows(journal: &SledJournal) -> String {
-    use quotaroute_journal::{Event, Journal as _};
-    let mut out = String::from("PRIMED WINDOWS (prime_at, behaviour §13)\n");
-    let mut any = false;
-    for envelope in journal.read_from(0).filter_map(Result::ok) {
-        if let Event::WindowPrimed(primed) = &envelope.event {
-            any = true;
-            let _ = writeln!(
-                out,
-                "{:<12} window={} model={} primed at {}",
-                primed.connection,
-                primed.window,
-                primed.model,
-                crate::time_parse::format_utc_ms(envelope.at_ms)
-            );
-        }
-    }
-    if !any {
-        out.push_str("none\n");
-    }
-    out.push('\n');
-    out
 }
