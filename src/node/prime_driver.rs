@@ -62,9 +62,12 @@ pub fn views(app: &AppState, now_ms: u64) -> Vec<PrimeView> {
         .collect()
 }
 
-/// Starts the driver (when any connection primes, now or after a reload: it looks every
-/// minute at most); it ends when the node stops.
-pub fn start(app: AppState) -> tokio::task::JoinHandle<()> {
+/// Rebuilds when each connection was last primed from the journal's `window_primed` events
+/// (before the node reports ready); read only when some connection primes.
+pub fn fold_journal(app: &AppState) {
+    if app.live().primes.is_empty() {
+        return;
+    }
     if let Some(reader) = app.journal_reader() {
         use quotaroute_journal::Journal as _;
         let primes: Vec<quotaroute_journal::Envelope> = reader
@@ -74,6 +77,11 @@ pub fn start(app: AppState) -> tokio::task::JoinHandle<()> {
             .collect();
         app.inner.primes.fold(&primes);
     }
+}
+
+/// Starts the driver (when any connection primes, now or after a reload: it looks every
+/// minute at most); it ends when the node stops.
+pub fn start(app: AppState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run(app))
 }
 

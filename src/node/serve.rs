@@ -168,6 +168,8 @@ impl RunningNode {
             let folded = fold_client_usage(&app.live().clients, &reader);
             tracing::info!(events = folded, "client usage folded from the journal");
         }
+        // When each window was last primed (behaviour §13), before the node reports ready.
+        crate::node::prime_driver::fold_journal(&app);
         // A cluster node catches up from the shared stream before it reports ready.
         let cluster = match prepared {
             Some(prepared) => Some(prepared.start(&router, app.journal_handle()).await),
