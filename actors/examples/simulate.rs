@@ -17,6 +17,11 @@
 //! (`sim/knob_sweep.rs`): at each load, unpaced, every knob setting (exponent 1–4 × wall/demand
 //! clock × all/longest windows) and the bound over the same arrivals; prints a Markdown table
 //! per load.
+//!
+//! `-- --week --prime [--prime-hour 7] [--load 90] [--units-5h N]`: priming (behaviour §13): the week paced
+//! without priming and with each account's 5-hour window primed at the hour on weekdays, over
+//! the same arrivals; prints requests refused by each. `--units-5h` sizes the 5-hour windows
+//! (40 plan units by default, a sixth of the weekly window's 240).
 
 #![expect(
     clippy::unwrap_used,
@@ -78,9 +83,15 @@ fn main() {
             affinity_ttl_ms: arg(&args, "--affinity-ttl-min", base.affinity_ttl_ms / 60_000)
                 * 60_000,
             warmup_days: arg(&args, "--warmup-days", base.warmup_days),
+            units_5h: arg(&args, "--units-5h", base.units_5h),
             five_hour,
             ..base
         };
+        if args.iter().any(|a| a == "--prime") {
+            let hour = arg(&args, "--prime-hour", week::priming::PRIME_HOUR);
+            runtime.block_on(priming(seed, seeds, shape, hour));
+            return;
+        }
         if args.iter().any(|a| a == "--sweep") {
             runtime.block_on(sweep(seed, seeds, shape, &args));
             return;
@@ -249,5 +260,39 @@ async fn sweep(seed: u64, seeds: u64, shape: week::WeekShape, args: &[String]) {
                 std::process::exit(1);
             }
         }
+    }
+}
+
+/// Refused requests with and without priming at `hour`, paced, over the same arrivals.
+async fn priming(seed: u64, seeds: u64, shape: week::WeekShape, hour: u64) {
+    let started = Instant::now();
+    let (mut without, mut with) = (week::WeekStats::default(), week::WeekStats::default());
+    for s in seed..seed + seeds {
+        without.add(&week::run_week_primed(s, true, &shape, None).await.unwrap());
+        with.add(
+            &week::run_week_primed(s, true, &shape, Some(hour))
+                .await
+                .unwrap(),
+        );
+    }
+    let refused =
+        |stats: &week::WeekStats| 100.0 * stats.refused as f64 / stats.requests.max(1) as f64;
+    println!(
+        "priming at {hour:02}:00 on weekdays, load {} %, {seeds} seeds ({:.1} s):",
+        shape.load_pct,
+        started.elapsed().as_secs_f64()
+    );
+    println!("| run | requests | refused | refused % | unused at 5h resets | unused at weekly resets | primes |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, stats) in [("without priming", &without), ("primed", &with)] {
+        println!(
+            "| {name} | {} | {} | {:.3} % | {:.1} % | {:.1} % | {} |",
+            stats.requests,
+            stats.refused,
+            refused(stats),
+            stats.unused_5h.unused_pct(),
+            stats.unused_7d.unused_pct(),
+            stats.primes
+        );
     }
 }

@@ -29,6 +29,7 @@ mod error;
 pub mod group_ledger;
 pub mod permit;
 pub mod pool_forecast;
+pub mod prime_input;
 pub mod recorder;
 pub mod registry;
 pub mod router;

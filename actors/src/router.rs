@@ -660,6 +660,13 @@ impl Router {
         }
     }
 
+    /// Journals a window the node primed (behaviour §13) at `at_ms`.
+    pub fn record_prime(&self, at_ms: u64, primed: quotaroute_journal::WindowPrimed) {
+        self.inner
+            .recorder
+            .record_one(at_ms, Event::WindowPrimed(primed));
+    }
+
     fn record_admin(&self, action: &str, target: &str) {
         self.inner.recorder.record_one(
             self.inner.clock.now_ms(),

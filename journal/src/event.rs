@@ -70,6 +70,8 @@ pub enum Event {
     /// Appended after `pacing_rule` (store52); needs no schema bump (new kinds at the end).
     ResponseStored(ResponseStored),
     ResponseDeleted(ResponseDeleted),
+    /// Appended after `response_deleted` (prime54); needs no schema bump (a new kind at the end).
+    WindowPrimed(WindowPrimed),
 }
 
 impl Event {
@@ -103,11 +105,12 @@ impl Event {
             Event::PacingRule(_) => "pacing_rule",
             Event::ResponseStored(_) => "response_stored",
             Event::ResponseDeleted(_) => "response_deleted",
+            Event::WindowPrimed(_) => "window_primed",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 27] = [
+    pub const KINDS: [&'static str; 28] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -135,6 +138,7 @@ impl Event {
         "pacing_rule",
         "response_stored",
         "response_deleted",
+        "window_primed",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -180,6 +184,7 @@ impl Event {
             Event::CredentialRefreshed(e) => Some(&e.provider),
             Event::CredentialFailed(e) => Some(&e.provider),
             Event::ApiUnserved(e) => Some(&e.provider),
+            Event::WindowPrimed(e) => Some(&e.provider),
             Event::PeerApplied(e) => e.event.provider(),
             _ => None,
         }
@@ -202,6 +207,7 @@ impl Event {
             Event::ClientUsage(e) => Some(&e.connection),
             Event::ApiUnserved(e) => Some(&e.connection),
             Event::ResponseStored(e) => Some(&e.connection),
+            Event::WindowPrimed(e) => Some(&e.connection),
             Event::PeerApplied(e) => e.event.connection(),
             _ => None,
         }
@@ -218,6 +224,7 @@ impl Event {
             Event::ResponseBound(e) => Some(&e.model),
             Event::AffinityBound(e) => Some(&e.model),
             Event::ClientUsage(e) => Some(&e.model),
+            Event::WindowPrimed(e) => Some(&e.model),
             Event::PeerApplied(e) => e.event.model(),
             _ => None,
         }
@@ -1055,4 +1062,21 @@ pub struct ResponseDeleted {
     pub client: String,
     /// `client` (its `DELETE`), `expired` (past `ttl_days`) or `evicted` (over `max_bytes`).
     pub reason: String,
+}
+
+/// A connection's rolling window started on purpose (behaviour §13 "Priming a window"): the
+/// smallest request the upstream accepts, sent at the connection's `prime_at`, charged to no
+/// client (its `request_succeeded` carries the same `request_id`). Replay rebuilds each
+/// connection's last prime from these, so a restart never primes one window twice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowPrimed {
+    pub provider: String,
+    pub connection: String,
+    /// The window started: `5h`.
+    pub window: String,
+    /// The model the request asked for.
+    pub model: String,
+    /// The prime time it was sent for (Unix ms; the envelope's `at_ms` is when it was served).
+    pub at: u64,
+    pub request_id: String,
 }

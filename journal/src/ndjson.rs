@@ -68,6 +68,7 @@ pub fn envelope_to_json(envelope: &Envelope) -> Result<String, NdjsonError> {
         Event::PacingRule(e) => flat!(e),
         Event::ResponseStored(e) => flat!(e),
         Event::ResponseDeleted(e) => flat!(e),
+        Event::WindowPrimed(e) => flat!(e),
         Event::JournalRecovered(e) => flat!(e),
         Event::CredentialRefreshed(e) => flat!(e),
         Event::CredentialFailed(e) => flat!(e),

@@ -301,6 +301,14 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
             client: format!("team-{}", n % 2),
             reason: ["client", "expired", "evicted"][(n % 3) as usize].to_string(),
         }),
+        27 => Event::WindowPrimed(WindowPrimed {
+            provider,
+            connection,
+            window: "5h".to_string(),
+            model,
+            at: 1_700_000_000_000 + n,
+            request_id: format!("prime-{n}"),
+        }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
             response_id: format!("resp_{n}"),

@@ -20,6 +20,7 @@ mod deserialize;
 mod error;
 mod model;
 mod pacing;
+mod prime;
 pub mod raw;
 mod reserve;
 mod secret;

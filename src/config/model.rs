@@ -261,6 +261,8 @@ pub struct ConnectionConfig {
     pub limits: quotaroute_actors::policy::buckets::BucketLimits,
     /// The share of each window kept for the owner (behaviour §13).
     pub reserve: quotaroute_actors::policy::window_block::Reserve,
+    /// When its 5-hour window is primed (behaviour §13); `None`: never.
+    pub prime: Option<quotaroute_actors::policy::prime::PrimeSchedule>,
 }
 
 /// Where a connection's credential comes from: exactly one of `api_key` / `api_key_env`

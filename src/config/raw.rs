@@ -269,6 +269,10 @@ pub struct RawConnection {
     pub reserve_pct: Option<u32>,
     /// Per window: `{ "7d" = 20, "5h" = 10 }`.
     pub reserve: Option<BTreeMap<String, u32>>,
+    /// Behaviour §13: when to start the 5-hour window (`"07:00 Europe/Berlin"`).
+    pub prime_at: Option<String>,
+    /// The weekdays to prime on (`["mon", "fri"]`); Monday to Friday when absent.
+    pub prime_days: Option<Vec<String>>,
 }
 
 /// `[connections.oauth]`: the refresh-token grant of RFC 6749 §6.

@@ -218,6 +218,11 @@ impl Feed {
                 Ok(state) => match serde_json::to_value(&state).and_then(|mut value| {
                     // Each combo's affinity hit rate, as `/admin/state` gives it.
                     value["affinity"] = json!(self.app.inner.affinity.views());
+                    // Each priming connection's last and next prime (behaviour §13).
+                    value["primes"] = json!(crate::node::prime_driver::views(
+                        &self.app,
+                        self.router.clock().now_ms()
+                    ));
                     serde_json::to_string(&value)
                 }) {
                     Ok(text) if text != self.last_state_json => {

@@ -83,6 +83,25 @@ pub const CONNECTIONS: [DemoConnection; 8] = [
     },
 ];
 
+/// The connection whose 5-hour window the demo primes (behaviour §13), a moment after start.
+pub const PRIMED: &str = "oa-3";
+
+/// `text` with [`PRIMED`]'s `prime_at` set to the whole second at or after `at_ms` (UTC), on
+/// every day, so the run shows one primed window whatever the day.
+pub fn with_prime_at(text: &str, at_ms: u64) -> String {
+    let second_of_day = at_ms.div_ceil(1_000) % 86_400;
+    text.replacen(
+        &format!("id = \"{PRIMED}\"\n"),
+        &format!(
+            "id = \"{PRIMED}\"\nprime_at = \"{:02}:{:02}:{:02}\"\nprime_days = [\"mon\", \"tue\", \"wed\", \"thu\", \"fri\", \"sat\", \"sun\"]\n",
+            second_of_day / 3_600,
+            second_of_day / 60 % 60,
+            second_of_day % 60
+        ),
+        1,
+    )
+}
+
 /// The fake upstream key of a connection; the mock tells keys apart by it.
 pub fn upstream_key(connection: &str) -> String {
     format!("sk-mock-{connection}-demo-0000000000")
@@ -175,6 +194,21 @@ mod tests {
         let config = crate::config::parse(&text, "embedded", &|_| None)
             .unwrap_or_else(|errors| panic!("{errors}\n{text}"));
         assert_eq!(config.connections.len(), 8);
+        // 2026-12-05T07:00:00.250Z: primed at 07:00:01.
+        let primed = crate::config::parse(
+            &with_prime_at(&text, 1_796_454_000_250),
+            "embedded",
+            &|_| None,
+        )
+        .unwrap_or_else(|errors| panic!("{errors}"));
+        let schedule = primed.connections[2]
+            .prime
+            .as_ref()
+            .map(ToString::to_string);
+        assert_eq!(
+            schedule.as_deref(),
+            Some("07:00 UTC mon,tue,wed,thu,fri,sat,sun")
+        );
         assert_eq!(config.combos.len(), 4);
         assert_eq!(
             config.journal.path,

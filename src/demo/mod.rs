@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use quotaroute_actors::SystemClock;
+use quotaroute_actors::{Clock as _, SystemClock};
 use tokio::time::Instant;
 
 use crate::config;
@@ -81,6 +81,9 @@ fn fresh_run_dir() -> Result<PathBuf, DemoError> {
     Ok(dir)
 }
 
+/// How soon after start the demo primes [`embedded_config::PRIMED`]'s window.
+const PRIME_AFTER_MS: u64 = 2_000;
+
 async fn run_demo(listen: SocketAddr, seconds: u64) -> Result<(), DemoError> {
     let run = Duration::from_secs(seconds);
     let scenario = Scenario::for_run(seconds);
@@ -88,7 +91,12 @@ async fn run_demo(listen: SocketAddr, seconds: u64) -> Result<(), DemoError> {
     let run_dir = fresh_run_dir()?;
     let journal_dir = run_dir.join("journal");
     let svg = run_dir.join("incident.svg");
-    let text = config_text(&upstreams.base_url(), &journal_dir);
+    // One window primed a moment after start (behaviour §13), shown in the summary.
+    let prime_at_ms = SystemClock.now_ms() + PRIME_AFTER_MS;
+    let text = embedded_config::with_prime_at(
+        &config_text(&upstreams.base_url(), &journal_dir),
+        prime_at_ms,
+    );
     let config = config::parse(&text, "embedded demo config", &|_| None)
         .map_err(|errors| DemoError::Config(errors.to_string()))?;
     let node = match RunningNode::start(

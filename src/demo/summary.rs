@@ -41,8 +41,10 @@ pub fn summarize_journal(journal: &Path, svg: &Path) -> Result<String, DemoError
     let mut text = String::from("SUMMARY (quotaroute replay --summary)\n");
     text.push_str(&String::from_utf8_lossy(&out));
     let mut tally = JournalTally::default();
-    tally.read_new(&open_when_released(journal)?);
+    let handle = open_when_released(journal)?;
+    tally.read_new(&handle);
     text.push('\n');
+    text.push_str(&primed_windows(&handle));
     text.push_str(&served_by_model(&tally));
     text.push_str(&cache_hit_rate(&tally));
     Ok(text)
@@ -107,6 +109,31 @@ fn percent(part: u64, whole: u64) -> String {
         return "n/a".to_string();
     }
     format!("{:.1} %", 100.0 * part as f64 / whole as f64)
+}
+
+/// The windows the node primed (behaviour §13), one line each.
+fn primed_windows(journal: &SledJournal) -> String {
+    use quotaroute_journal::{Event, Journal as _};
+    let mut out = String::from("PRIMED WINDOWS (prime_at, behaviour §13)\n");
+    let mut any = false;
+    for envelope in journal.read_from(0).filter_map(Result::ok) {
+        if let Event::WindowPrimed(primed) = &envelope.event {
+            any = true;
+            let _ = writeln!(
+                out,
+                "{:<12} window={} model={} primed at {}",
+                primed.connection,
+                primed.window,
+                primed.model,
+                crate::time_parse::format_utc_ms(envelope.at_ms)
+            );
+        }
+    }
+    if !any {
+        out.push_str("none\n");
+    }
+    out.push('\n');
+    out
 }
 
 #[cfg(test)]

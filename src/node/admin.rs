@@ -169,6 +169,8 @@ pub async fn state(
                 // so only in the view of now (a later instant's is the journaled view).
                 if query.at_ms.is_none() {
                     value["affinity"] = json!(app.inner.affinity.views());
+                    // Each priming connection's last and next prime (behaviour §13).
+                    value["primes"] = json!(crate::node::prime_driver::views(&app, now_ms));
                 }
                 if let (Some(cluster), Some(object)) = (app.cluster(), value.as_object_mut()) {
                     object.insert("cluster".to_owned(), cluster.status.to_json());

@@ -47,6 +47,8 @@ pub struct AppInner {
     /// `[responses] store = true`: the router's response store (behaviour §14), open while the
     /// node runs; taken at stop so its directory is released.
     response_store: arc_swap::ArcSwapOption<crate::node::response_store::ResponseStore>,
+    /// When each connection's window was last primed (behaviour §13).
+    pub primes: crate::node::prime_plan::PrimeBook,
 }
 
 /// Cheap to clone.
@@ -84,6 +86,7 @@ impl AppState {
                 upstream_buffer: tokio::sync::Semaphore::new(upstream_buffer_kib),
                 affinity: crate::node::combo_affinity::AffinityTable::default(),
                 response_store: arc_swap::ArcSwapOption::empty(),
+                primes: crate::node::prime_plan::PrimeBook::default(),
             }),
         }
     }

@@ -100,6 +100,8 @@ pub struct LiveConfig {
     /// The `server.seal_key` the node started with (`None`: its own secret), to tell a reload
     /// that changes it apart.
     pub seal_key_configured: Option<Secret>,
+    /// The connections that prime their window (behaviour §13).
+    pub primes: Vec<crate::node::prime_plan::PrimePlan>,
 }
 
 impl std::fmt::Debug for LiveConfig {
@@ -259,6 +261,7 @@ impl LiveConfig {
             providers,
             credentials,
             connection_auth,
+            primes: crate::node::prime_plan::plans(config),
         }
     }
 

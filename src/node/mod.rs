@@ -31,6 +31,8 @@
 //!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
 //! - [`client_gate`] — which client a key is, its limits before anything goes upstream, its usage.
+//! - [`prime_driver`] — priming windows at each connection's `prime_at` (behaviour §13);
+//!   [`prime_plan`] — which connections prime, with which model, and when each last did.
 //! - [`timer_floor`] — a timer always pending, so a request's timers cost no runtime unpark.
 
 pub mod accept;
@@ -55,6 +57,8 @@ pub mod kept_responses;
 pub mod live;
 pub mod metrics;
 pub mod plain_errors;
+pub mod prime_driver;
+pub mod prime_plan;
 pub mod rejection_log;
 pub mod reload;
 pub mod reply;

@@ -84,6 +84,8 @@ pub struct RunningNode {
     server: JoinHandle<()>,
     /// Keeps a timer pending so request timers cost no runtime unpark (`timer_floor`).
     timer_floor: JoinHandle<()>,
+    /// Primes windows at their connections' `prime_at` (`prime_driver`).
+    prime_driver: JoinHandle<()>,
     grace: Duration,
     /// `[cluster]`: the tasks that share state through Redis.
     cluster: Option<Cluster>,
@@ -172,6 +174,8 @@ impl RunningNode {
             let folded = fold_client_usage(&app.live().clients, &reader);
             tracing::info!(events = folded, "client usage folded from the journal");
         }
+        // When each window was last primed (behaviour §13), before the node reports ready.
+        crate::node::prime_driver::fold_journal(&app);
         // A cluster node catches up from the shared stream before it reports ready.
         let cluster = match prepared {
             Some(prepared) => Some(prepared.start(&router, app.journal_handle()).await),
@@ -181,12 +185,14 @@ impl RunningNode {
             app.set_cluster(cluster.handle());
         }
         app.set_router(router);
+        let prime_driver = crate::node::prime_driver::start(app.clone());
         Ok(RunningNode {
             addr,
             app,
             stop,
             server,
             timer_floor: timer_floor::start(),
+            prime_driver,
             grace: Duration::from_millis(config.server.shutdown_grace_ms),
             cluster,
         })
@@ -198,6 +204,7 @@ impl RunningNode {
     pub async fn stop(self, reason: &str) -> Result<(), NodeError> {
         self.app.set_stopping();
         self.timer_floor.abort();
+        self.prime_driver.abort();
         let _ = self.stop.send(true);
         if tokio::time::timeout(self.grace, self.server).await.is_err() {
             tracing::warn!("shutdown grace passed with requests still in flight");

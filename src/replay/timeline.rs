@@ -331,6 +331,13 @@ impl TimelineWriter {
                 "kept response {} of client={} deleted ({})",
                 e.response_id, e.client, e.reason
             ),
+            Event::WindowPrimed(e) => format!(
+                "window={} primed for {} (+{} late) req={}",
+                e.window,
+                format_utc_ms(e.at),
+                format_duration(envelope.at_ms.saturating_sub(e.at)),
+                e.request_id
+            ),
             Event::RouteDecided(e) => self.route_details(e, envelope.at_ms),
             Event::PeerApplied(e) => {
                 // The origin's event, rendered as the origin saw it (its time, its seq).
@@ -828,5 +835,33 @@ mod tests {
             line.contains("(rule: exponent 2, demand clock, longest windows)"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_primed_window_reads_as_its_connection_window_and_prime_time() {
+        const AT: u64 = 1_796_540_400_000; // 2026-12-06T07:00:00Z
+        let envelope = Envelope {
+            schema_version: quotaroute_journal::SCHEMA_VERSION,
+            seq: 9,
+            at_ms: AT + 1_500,
+            event: Event::WindowPrimed(quotaroute_journal::WindowPrimed {
+                provider: "anthropic".into(),
+                connection: "max-1".into(),
+                window: "5h".into(),
+                model: "claude-sonnet-4".into(),
+                at: AT,
+                request_id: "qr-1-prime".into(),
+            }),
+        };
+        let mut line = String::new();
+        TimelineWriter::default().text_line(&envelope, &mut line);
+        assert!(line.contains("window_primed"), "{line}");
+        assert!(
+            line.contains(
+                "anthropic/max-1/claude-sonnet-4     window=5h primed for 2026-12-06T07:00:00.000Z"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("req=qr-1-prime"), "{line}");
     }
 }

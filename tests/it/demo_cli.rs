@@ -269,6 +269,17 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
     );
     assert!(hit.contains(" input tokens)"), "{hit}");
 
+    // One window was primed a moment after start (behaviour §13), and the summary says so.
+    let primed = text
+        .split("PRIMED WINDOWS (prime_at, behaviour §13)\n")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no primed windows in\n{text}"));
+    assert!(
+        primed.starts_with("oa-3") && primed.contains("window=5h model=gpt-4o-mini primed at "),
+        "{primed}"
+    );
+
     // The journal directory printed at the end exists (and is kept).
     let journal = kept_journal(&text);
     // And so does the incident picture.

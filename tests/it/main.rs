@@ -15,6 +15,7 @@ mod replay_support;
 mod support;
 
 mod config_errors;
+mod config_prime;
 mod config_secrets;
 mod config_starter;
 mod demo_cli;
@@ -61,6 +62,7 @@ mod node_money;
 mod node_pacing;
 mod node_pacing_default;
 mod node_papercuts;
+mod node_prime;
 mod node_read_your_writes;
 mod node_refusal_clients;
 mod node_responses_store;

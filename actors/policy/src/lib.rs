@@ -34,6 +34,7 @@ pub mod pace;
 pub mod pacing_rules;
 pub mod peer_merge;
 pub mod peer_progress;
+pub mod prime;
 pub mod quota_share;
 pub mod rate_limit_headers;
 pub mod reading_end;

@@ -243,7 +243,10 @@ impl RouterState {
             | Event::ClientLimited(_)
             // Kept responses are the node's response store's, not routing state.
             | Event::ResponseStored(_)
-            | Event::ResponseDeleted(_) => {}
+            | Event::ResponseDeleted(_)
+            // A prime's request is folded through its own request events; when a window was
+            // primed is the node's (`prime_driver`).
+            | Event::WindowPrimed(_) => {}
             Event::ApiUnserved(unserved) => self.unserved_apis.apply(at_ms, unserved),
         }
     }

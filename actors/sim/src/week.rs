@@ -36,6 +36,7 @@ use quotaroute_journal::{
 };
 
 pub mod accounts;
+pub mod priming;
 
 use accounts::{Account, Family, ResetTally, DAY_MS, FIVE_HOURS_MS, HOUR_MS, SECOND_MS, WEEK_MS};
 
@@ -161,6 +162,8 @@ pub struct WeekStats {
     /// The largest deviation of a target's first choices from its paced share (unpaced: its
     /// weight share), in percentage points, over the checked stretches.
     pub max_share_deviation_pp: f64,
+    /// Windows primed (behaviour §13; only in a run with priming).
+    pub primes: u64,
 }
 
 impl WeekStats {
@@ -179,6 +182,7 @@ impl WeekStats {
         self.decided_beside_blocked_window += other.decided_beside_blocked_window;
         self.stretches += other.stretches;
         self.unstable_stretches += other.unstable_stretches;
+        self.primes += other.primes;
         self.max_share_deviation_pp = self
             .max_share_deviation_pp
             .max(other.max_share_deviation_pp);
@@ -354,6 +358,14 @@ fn accounts(seed: u64, shape: &WeekShape) -> Vec<Account> {
         .collect()
 }
 
+/// The provider of `account`'s family.
+fn provider_of(account: &Account) -> &'static str {
+    match account.family {
+        Family::Anthropic => ANTHROPIC,
+        Family::Codex { .. } => CODEX,
+    }
+}
+
 /// The pool: one provider per family, one connection per account weighted by its size (one
 /// keeps a weekly reserve), one quota-share combo over them, paced or not.
 fn topology(accounts: &[Account], paced: bool, shape: &WeekShape) -> Topology {
@@ -365,10 +377,7 @@ fn topology(accounts: &[Account], paced: bool, shape: &WeekShape) -> Topology {
         .iter()
         .enumerate()
         .map(|(i, account)| {
-            let provider = match account.family {
-                Family::Anthropic => ANTHROPIC,
-                Family::Codex { .. } => CODEX,
-            };
+            let provider = provider_of(account);
             let mut spec =
                 ConnectionSpec::new(&account.id, provider, AuthKind::Oauth, account.size);
             if i == RESERVED_ACCOUNT {
@@ -407,6 +416,17 @@ struct Week {
 
 /// Runs the week of `seed` with pacing on or off, checking invariants m and n.
 pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekStats, Failure> {
+    run_week_primed(seed, paced, shape, None).await
+}
+
+/// [`run_week`], each account's 5-hour window primed at `prime_hour` of each weekday when
+/// the rule finds it due (`None`: never primed).
+pub async fn run_week_primed(
+    seed: u64,
+    paced: bool,
+    shape: &WeekShape,
+    prime_hour: Option<u64>,
+) -> Result<WeekStats, Failure> {
     let accounts = accounts(seed, shape);
     let weekly_quota: u64 = accounts.iter().map(|a| a.weekly.capacity).sum();
     let arrivals = arrivals(seed, shape, weekly_quota);
@@ -444,9 +464,15 @@ pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekS
         exponent: f64::from(shape.rule.exponent_pm) / 1_000.0,
     };
     let mut warmup = Warmup::new(&mut week.accounts, shape);
+    let mut priming = prime_hour.map(|hour| {
+        priming::Priming::new(shape.warmup_days + shape.days, hour, week.accounts.len())
+    });
     for (index, arrival) in arrivals.iter().enumerate() {
         warmup.arrival(arrival.at_ms, &mut week.stats);
         week.request = index;
+        if let Some(priming) = &mut priming {
+            priming.before(arrival.at_ms, &mut week).await?;
+        }
         week.serve(arrival).await?;
     }
     let end_ms = warmup.end_ms(shape);

@@ -1002,3 +1002,16 @@ fn the_response_store_kinds_are_appended_after_pacing_rule() {
     assert_eq!(sample_event(26, 1).kind(), "response_deleted");
     assert_eq!(sample_event(24, 1).kind(), "pacing_rule");
 }
+
+#[test]
+fn window_primed_is_appended_after_the_response_store_kinds_so_older_kinds_keep_their_index() {
+    // bincode stores the variant index first: `response_deleted` keeps 26, `window_primed` is 27.
+    let index_of = |kind_index: usize| {
+        bincode::serde::encode_to_vec(sample_event(kind_index, 3), config()).unwrap()[0]
+    };
+    assert_eq!(sample_event(26, 3).kind(), "response_deleted");
+    assert_eq!(index_of(26), 26);
+    assert_eq!(sample_event(27, 3).kind(), "window_primed");
+    assert_eq!(index_of(27), 27);
+    assert_eq!(Event::KINDS[27], "window_primed");
+}

@@ -100,6 +100,12 @@ pub(super) fn build_connections(
                 &prefix,
                 sink,
             );
+            let prime = crate::config::prime::build(
+                connection.prime_at.as_deref(),
+                connection.prime_days.as_deref(),
+                &prefix,
+                sink,
+            );
             let limits = build_limits(raw_limits);
             let (id, provider, credential, auth) = (id?, provider?, credential?, auth?);
             unique.then_some(ConnectionConfig {
@@ -112,6 +118,7 @@ pub(super) fn build_connections(
                 models: connection.models,
                 limits,
                 reserve,
+                prime,
             })
         })
         .collect()

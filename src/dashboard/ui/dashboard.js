@@ -407,6 +407,19 @@ function renderProviders(s) {
   $('providers').replaceChildren(el('thead', {}, head), el('tbody', {}, rows));
 }
 
+// A priming connection's entry in the state (behaviour §13), if it primes.
+function primeOf(s, id) {
+  return (s.primes || []).find((p) => p.connection === id);
+}
+
+function primeText(p) {
+  if (!p) return '';
+  const utc = (ms) => new Date(ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
+  const last = p.last_primed_at_ms ? 'last ' + utc(p.last_primed_at_ms) : 'not yet';
+  const next = p.next_prime_at_ms ? ', next ' + utc(p.next_prime_at_ms) : '';
+  return last + next + ' (' + p.schedule + ')';
+}
+
 function renderConnections(s) {
   const cards = s.connections.map((c) => {
     const cooling = c.cooldown_remaining_ms > 0;
@@ -431,6 +444,9 @@ function renderConnections(s) {
       el('dt', { text: 'cached input' }), bind(el('dd', { 'data-cached-share': c.id }), (x, node) => {
         node.textContent = cachedShare(connection(x, c.id));
       }),
+      primeOf(s, c.id) ? [el('dt', { text: 'primed' }), bind(el('dd', { 'data-prime': c.id }), (x, node) => {
+        node.textContent = primeText(primeOf(x, c.id));
+      })] : null,
       c.disabled ? [el('dt', { text: 'disabled' }), el('dd', {}, c.disabled.reason + ', ',
         countdown((x) => (connection(x, c.id).disabled || {}).remaining_ms, 'until cleared'))] : null,
     );
