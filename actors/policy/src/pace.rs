@@ -41,6 +41,9 @@ pub struct PacingSettings {
     pub clock: PacingClock,
     /// Which windows pace: all with a reading, or only the longest while it has one.
     pub pace_windows: PaceWindows,
+    /// Spare quota only (`crate::spare`): a spare request goes only where every quota window's
+    /// pace after it stays above `1 + spare_margin`.
+    pub spare_margin: f64,
 }
 
 impl Default for PacingSettings {
@@ -54,6 +57,7 @@ impl Default for PacingSettings {
             exponent: 1.0,
             clock: PacingClock::Wall,
             pace_windows: PaceWindows::All,
+            spare_margin: 0.2,
         }
     }
 }
@@ -79,7 +83,7 @@ impl PacingSettings {
     }
 
     /// `value` as per mille, rounded, within [1, 10⁹] (NaN and negatives become 1).
-    fn per_mille(value: f64) -> u64 {
+    pub(crate) fn per_mille(value: f64) -> u64 {
         (value * 1_000.0).round().clamp(1.0, 1e9) as u64
     }
 

@@ -504,6 +504,7 @@ impl Week {
             client: ClientTag {
                 id: client,
                 weight: client_weight,
+                class: Default::default(),
             },
         };
         let before = self.read().await?;
