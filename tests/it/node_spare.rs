@@ -386,3 +386,70 @@ async fn a_spare_waiter_goes_after_a_normal_waiter_that_came_later() {
         normal.1.saturating_duration_since(spare.1)
     );
 }
+
+/// `class`, `allow_spare_header` and `spare_margin` are checked at load: each wrong value is
+/// named with its key.
+#[test]
+fn check_names_bad_spare_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    let text = crate::support::standard_config("http://127.0.0.1:9", dir.path(), "")
+        + "\n[defaults.pacing]\nspare_margin = -0.1\n"
+        + "\n[[clients]]\nid = \"batch\"\nkey = \"sk-qr-batch-1\"\nclass = \"leftovers\"\n"
+        + "\n[[clients]]\nid = \"jobs\"\nkey = \"sk-qr-jobs-1\"\nallow_spare_header = \"yes\"\n"
+        + "\n[[combos]]\nname = \"pair\"\npacing = { spare_margin = 40 }\ntargets = [{ connection = \"oa-1\", model = \"gpt-4o-mini\" }]\n";
+    std::fs::write(&config, text).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_quotaroute"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for expected in [
+        "defaults.pacing.spare_margin: must be from 0 to 15",
+        "clients[0].class: `leftovers` is not one of `normal`, `spare`",
+        "allow_spare_header",
+        "combos.pair.pacing.spare_margin: must be from 0 to 15",
+    ] {
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+    }
+}
+
+/// A good spare config loads into types: the class on the client, the margin on the pacing
+/// settings (the combo's own over the defaults).
+#[test]
+fn spare_settings_load_into_types() {
+    use quotaroute::actors::policy::clients::class::RequestClass;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("good.toml");
+    let text = crate::support::standard_config("http://127.0.0.1:9", &dir.path().join("j"), "")
+        + "\n[defaults.pacing]\nspare_margin = 0.5\n"
+        + "\n[[clients]]\nid = \"batch\"\nkey = \"sk-qr-batch-1\"\nclass = \"spare\"\n"
+        + "\n[[clients]]\nid = \"jobs\"\nkey = \"sk-qr-jobs-1\"\nallow_spare_header = true\n"
+        + "\n[[combos]]\nname = \"pair\"\npacing = { spare_margin = 0 }\ntargets = [{ connection = \"oa-1\", model = \"gpt-4o-mini\" }]\n";
+    std::fs::write(&path, text).unwrap();
+    let config = quotaroute::config::load(&path).unwrap_or_else(|errors| panic!("{errors}"));
+    let client = |id: &str| config.clients.iter().find(|c| c.id == id).unwrap();
+    assert_eq!(
+        (client("batch").class, client("batch").allow_spare_header),
+        (RequestClass::Spare, false)
+    );
+    assert_eq!(
+        (client("jobs").class, client("jobs").allow_spare_header),
+        (RequestClass::Normal, true)
+    );
+    assert_eq!(client("default").class, RequestClass::Normal);
+    assert_eq!(config.defaults.pacing.spare_margin, 0.5);
+    let topology = quotaroute::config::topology::topology(&config, "digest");
+    let margin = |name: &str| {
+        topology
+            .combos
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .pacing
+            .spare_margin
+    };
+    assert_eq!((margin("pair"), margin("team")), (0.0, 0.5));
+}
