@@ -85,6 +85,11 @@ fn main() {
             runtime.block_on(sweep(seed, seeds, shape, &args));
             return;
         }
+        if args.iter().any(|a| a == "--spare") {
+            let spare_pct = arg(&args, "--spare-pct", week::spare::SPARE_PCT);
+            runtime.block_on(spare(seed, seeds, shape, spare_pct));
+            return;
+        }
         runtime.block_on(subscription_week(seed, seeds, shape));
         return;
     }
@@ -142,6 +147,33 @@ fn main() {
         );
         println!("{groups_total:#?}");
     });
+}
+
+/// `--week --spare [--spare-pct P]`: the spare load (behaviour §13 "Spare quota only", 30 % of
+/// the pool's weekly quota by default) on top of the working day, under the measured setting
+/// (exponent 1, wall clock, the longest window), beside the same week paced and unpaced
+/// without it; prints the table docs/measurements.md reports.
+async fn spare(seed: u64, seeds: u64, shape: week::WeekShape, spare_pct: u64) {
+    let started = Instant::now();
+    let shape = week::WeekShape {
+        rule: week::spare::MEASURED_RULE,
+        ..shape
+    };
+    match week::spare::spare_weeks(seed..seed + seeds, &shape, spare_pct).await {
+        Ok(measured) => {
+            println!(
+                "spare week: {seeds} seeds (from {seed}), {} days, load {} %, {:.1} s",
+                shape.days,
+                shape.load_pct,
+                started.elapsed().as_secs_f64()
+            );
+            println!("{}", measured.markdown(spare_pct));
+        }
+        Err(failure) => {
+            println!("FAILED {failure}");
+            std::process::exit(1);
+        }
+    }
 }
 
 /// `--week`: the subscription week (behaviour §13) on seeds N..N+K, pacing on and off over the

@@ -36,6 +36,7 @@ use quotaroute_journal::{
 };
 
 pub mod accounts;
+pub mod spare;
 
 use accounts::{Account, Family, ResetTally, DAY_MS, FIVE_HOURS_MS, HOUR_MS, SECOND_MS, WEEK_MS};
 
@@ -160,6 +161,13 @@ pub struct WeekStats {
     /// The largest deviation of a target's first choices from its paced share (unpaced: its
     /// weight share), in percentage points, over the checked stretches.
     pub max_share_deviation_pp: f64,
+    /// Spare-class requests (behaviour §13, `spare.rs`): not in `requests`, `served` or
+    /// `refused`, which count the working-day load alone.
+    pub spare_requests: u64,
+    pub spare_served: u64,
+    pub spare_refused: u64,
+    /// Quota units the spare requests used.
+    pub spare_units: u64,
 }
 
 impl WeekStats {
@@ -181,6 +189,10 @@ impl WeekStats {
         self.max_share_deviation_pp = self
             .max_share_deviation_pp
             .max(other.max_share_deviation_pp);
+        self.spare_requests += other.spare_requests;
+        self.spare_served += other.spare_served;
+        self.spare_refused += other.spare_refused;
+        self.spare_units += other.spare_units;
     }
 
     /// Forgets the warm-up's requests (the measured days count their own; requests sent to
@@ -191,6 +203,10 @@ impl WeekStats {
         self.refused = 0;
         self.upstream_requests = 0;
         self.failovers = 0;
+        self.spare_requests = 0;
+        self.spare_served = 0;
+        self.spare_refused = 0;
+        self.spare_units = 0;
     }
 
     /// Every window that reset, 5-hour and weekly.
@@ -241,6 +257,8 @@ struct Arrival {
     cost: u64,
     client: usize,
     conversation: Option<u64>,
+    /// A spare-class request (`spare.rs`), not one of [`CLIENTS`]'.
+    spare: bool,
 }
 
 /// The demand of hour `hour` of the week (0 = Monday 00:00) relative to a working hour's base,
@@ -298,6 +316,7 @@ fn arrivals(seed: u64, shape: &WeekShape, weekly_quota: u64) -> Vec<Arrival> {
                 conversation: rng
                     .chance(shape.turns_pct)
                     .then(|| rng.range(0, CONVERSATIONS - 1)),
+                spare: false,
             });
         }
     }
@@ -409,6 +428,20 @@ pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekS
     let accounts = accounts(seed, shape);
     let weekly_quota: u64 = accounts.iter().map(|a| a.weekly.capacity).sum();
     let arrivals = arrivals(seed, shape, weekly_quota);
+    run_week_over(seed, paced, shape, accounts, &arrivals)
+        .await
+        .map(|(stats, _)| stats)
+}
+
+/// The week of `seed` over `arrivals`: its stats and its accounts at the end (each with its
+/// reset tallies and the spare units it served).
+async fn run_week_over(
+    seed: u64,
+    paced: bool,
+    shape: &WeekShape,
+    accounts: Vec<Account>,
+    arrivals: &[Arrival],
+) -> Result<(WeekStats, Vec<Account>), Failure> {
     let topology = topology(&accounts, paced, shape);
     let journal = MemoryJournal::new();
     let clock = ManualClock::new(T0);
@@ -457,7 +490,7 @@ pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekS
     }
     week.check_shares().await?;
     let _ = week.router.shutdown("end of the week").await;
-    Ok(week.stats)
+    Ok((week.stats, week.accounts))
 }
 
 impl Week {
@@ -484,6 +517,9 @@ impl Week {
     /// One client request: routed, each attempt answered by its account and reported, failed
     /// over while the plan says so.
     async fn serve(&mut self, arrival: &Arrival) -> Result<(), Failure> {
+        if arrival.spare {
+            return self.serve_spare(arrival).await;
+        }
         self.clock.set(arrival.at_ms);
         let now = arrival.at_ms;
         self.stats.requests += 1;
