@@ -4,8 +4,6 @@
 //! at 80 % load (the week's) and 90 % (where the working day is refused at peaks). The 20-seed
 //! week is in docs/measurements.md (`examples/simulate.rs -- --week --spare`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use quotaroute_sim::week;
 use week::spare::{spare_weeks, MEASURED_RULE, SPARE_PCT};
 
