@@ -453,3 +453,69 @@ fn spare_settings_load_into_types() {
     };
     assert_eq!((margin("pair"), margin("team")), (0.0, 0.5));
 }
+
+/// Codex headers for a 5-hour window `used_pct` used that resets in `reset_in_s`.
+fn codex_five_hours(used_pct: u32, reset_in_s: u64) -> Vec<(String, String)> {
+    vec![
+        ("x-codex-primary-used-percent".into(), used_pct.to_string()),
+        ("x-codex-primary-window-minutes".into(), "300".into()),
+        (
+            "x-codex-primary-reset-at".into(),
+            unix_s_in(reset_in_s).to_string(),
+        ),
+    ]
+}
+
+/// A spare client reads its own stored response whatever the windows say: reading spends no
+/// quota, so it is no spare request.
+#[tokio::test]
+async fn a_spare_client_reads_its_stored_response_when_no_quota_is_spare() {
+    let harness = Harness::start_with(&extra()).await;
+    for key in ["oa-1", "oa-2", "oa-3"] {
+        harness
+            .mock
+            .set_response_headers(&upstream_key(key), codex_five_hours(20, 1_200));
+    }
+    // Readings on every key, through normal requests.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..24 {
+        let response = chat_as(&harness, CLIENT_KEY, "team", &[]).await;
+        assert_eq!(response.status(), 200);
+        seen.insert(header(&response, "x-quotaroute-connection"));
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    harness.settle().await;
+    let created = harness
+        .client
+        .post(harness.url("/v1/responses"))
+        .bearer_auth(SPARE_KEY)
+        .json(&json!({"model": "team", "input": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 200);
+    let value: Value = created.json().await.unwrap();
+    let id = value["id"].as_str().unwrap().to_owned();
+    // Every key on pace now: no spare quota anywhere.
+    for key in ["oa-1", "oa-2", "oa-3"] {
+        harness
+            .mock
+            .set_response_headers(&upstream_key(key), codex_five_hours(50, 9_000));
+    }
+    for _ in 0..24 {
+        assert_eq!(
+            chat_as(&harness, CLIENT_KEY, "team", &[]).await.status(),
+            200
+        );
+    }
+    harness.settle().await;
+    no_spare(chat_as(&harness, SPARE_KEY, "team", &[]).await).await;
+    let read = harness
+        .client
+        .get(harness.url(&format!("/v1/responses/{id}")))
+        .bearer_auth(SPARE_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+}
