@@ -18,7 +18,7 @@ async fn a_spare_load_uses_only_quota_unpaced_routing_lost_and_refuses_no_workin
             rule: MEASURED_RULE,
             ..week::WeekShape::SHORT
         };
-        let measured = spare_weeks(0..SEEDS, &shape, SPARE_PCT)
+        let measured = spare_weeks(0..SEEDS, &shape, (SPARE_PCT, None))
             .await
             .unwrap_or_else(|failure| panic!("load {load_pct}: {failure}"));
         let table = measured.markdown(SPARE_PCT);

@@ -428,21 +428,28 @@ pub async fn run_week(seed: u64, paced: bool, shape: &WeekShape) -> Result<WeekS
     let accounts = accounts(seed, shape);
     let weekly_quota: u64 = accounts.iter().map(|a| a.weekly.capacity).sum();
     let arrivals = arrivals(seed, shape, weekly_quota);
-    run_week_over(seed, paced, shape, accounts, &arrivals)
+    run_week_over(seed, (paced, None), shape, accounts, &arrivals)
         .await
         .map(|(stats, _)| stats)
 }
 
-/// The week of `seed` over `arrivals`: its stats and its accounts at the end (each with its
-/// reset tallies and the spare units it served).
+/// The week of `seed` over `arrivals`, paced or not and with `pacing.spare_margin` when given:
+/// its stats and its accounts at the end (each with its reset tallies and the spare units it
+/// served).
 async fn run_week_over(
     seed: u64,
-    paced: bool,
+    (paced, spare_margin): (bool, Option<f64>),
     shape: &WeekShape,
     accounts: Vec<Account>,
     arrivals: &[Arrival],
 ) -> Result<(WeekStats, Vec<Account>), Failure> {
-    let topology = topology(&accounts, paced, shape);
+    let mut topology = topology(&accounts, paced, shape);
+    if let Some(margin) = spare_margin {
+        topology.pacing.spare_margin = margin;
+        for combo in &mut topology.combos {
+            combo.pacing.spare_margin = margin;
+        }
+    }
     let journal = MemoryJournal::new();
     let clock = ManualClock::new(T0);
     let router = Router::start(

@@ -306,21 +306,23 @@ impl SpareWeek {
 }
 
 /// The week of `seed` three ways over the same working-day arrivals: unpaced, paced, and paced
-/// with a spare load of `spare_pct` % of the pool's weekly quota.
+/// with a spare load of `spare_pct` % of the pool's weekly quota (under `pacing.spare_margin`
+/// = `margin`, the default 0.2 when `None`).
 pub async fn spare_week(
     seed: u64,
     shape: &WeekShape,
-    spare_pct: u64,
+    (spare_pct, margin): (u64, Option<f64>),
 ) -> Result<SpareWeek, Failure> {
     let pool = accounts(seed, shape);
     let weekly_quota: u64 = pool.iter().map(|a| a.weekly.capacity).sum();
     let working = arrivals(seed, shape, weekly_quota);
     let spare = spare_arrivals(seed, shape, weekly_quota, spare_pct);
     let (unpaced, unpaced_accounts) =
-        run_week_over(seed, false, shape, pool.clone(), &working).await?;
-    let (paced, paced_accounts) = run_week_over(seed, true, shape, pool.clone(), &working).await?;
+        run_week_over(seed, (false, None), shape, pool.clone(), &working).await?;
+    let (paced, paced_accounts) =
+        run_week_over(seed, (true, None), shape, pool.clone(), &working).await?;
     let (with_spare, spare_accounts) =
-        run_week_over(seed, true, shape, pool, &merged(&working, &spare)).await?;
+        run_week_over(seed, (true, margin), shape, pool, &merged(&working, &spare)).await?;
     let accounts: Vec<SpareAccount> = spare_accounts
         .iter()
         .zip(&unpaced_accounts)
@@ -354,11 +356,11 @@ pub async fn spare_week(
 pub async fn spare_weeks(
     seeds: std::ops::Range<u64>,
     shape: &WeekShape,
-    spare_pct: u64,
+    load: (u64, Option<f64>),
 ) -> Result<SpareWeek, Failure> {
     let mut total = SpareWeek::default();
     for seed in seeds {
-        total.add(&spare_week(seed, shape, spare_pct).await?);
+        total.add(&spare_week(seed, shape, load).await?);
     }
     Ok(total)
 }
