@@ -138,8 +138,29 @@ mod tests {
         }
     }
 
+    /// The contract's first margin, 0.2, which the tests' arithmetic reads (the default is
+    /// larger, by measurement).
+    fn margin_0_2() -> PacingSettings {
+        PacingSettings {
+            spare_margin: 0.2,
+            ..PacingSettings::default()
+        }
+    }
+
     fn verdict(windows: &[PaceWindow], cost_pm: u32) -> SpareVerdict {
-        spare_verdict(windows, "m", cost_pm, NOW, &PacingSettings::default(), None)
+        spare_verdict(windows, "m", cost_pm, NOW, &margin_0_2(), None)
+    }
+
+    #[test]
+    fn the_default_margin_is_the_measured_one() {
+        assert_eq!(PacingSettings::default().spare_margin, 0.75);
+        assert_eq!(spare_threshold_pm(&PacingSettings::default()), 1_750);
+        // 50 % left with a day of seven to run (pace 3.5) is spare under it too.
+        let week = [window("7d", 500, Some(DAY_MS))];
+        assert_eq!(
+            spare_verdict(&week, "m", 1, NOW, &PacingSettings::default(), None),
+            SpareVerdict::Spare
+        );
     }
 
     #[test]
@@ -159,7 +180,7 @@ mod tests {
             resets_at_ms: Some(reset),
             reported: true,
         };
-        spare_verdict(&[window], "m", 0, now, &PacingSettings::default(), None)
+        spare_verdict(&[window], "m", 0, now, &margin_0_2(), None)
     }
 
     #[test]
