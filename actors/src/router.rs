@@ -589,6 +589,15 @@ impl Router {
             .record_one(now_ms, Event::ResponseBound(bound));
     }
 
+    /// Journals a change of the node's response store (behaviour §14: `response_stored`,
+    /// `response_deleted`): metadata only, never the content. Other events are not taken.
+    pub fn record_response_store(&self, event: Event) {
+        if matches!(event, Event::ResponseStored(_) | Event::ResponseDeleted(_)) {
+            let now_ms = self.inner.clock.now_ms();
+            self.inner.recorder.record_one(now_ms, event);
+        }
+    }
+
     /// Learns that `unserved.provider`'s hosts do not serve `unserved.api` (behaviour §14: a
     /// 404 saying the route does not exist); journaled once, not again while it is known.
     /// Returns whether it was news.

@@ -67,6 +67,9 @@ pub enum Event {
     ApiUnserved(ApiUnserved),
     /// Appended after `api_unserved`; needs no schema bump (a new kind at the end).
     PacingRule(PacingRule),
+    /// Appended after `pacing_rule` (store52); needs no schema bump (new kinds at the end).
+    ResponseStored(ResponseStored),
+    ResponseDeleted(ResponseDeleted),
 }
 
 impl Event {
@@ -98,11 +101,13 @@ impl Event {
             Event::ClientLimited(_) => "client_limited",
             Event::ApiUnserved(_) => "api_unserved",
             Event::PacingRule(_) => "pacing_rule",
+            Event::ResponseStored(_) => "response_stored",
+            Event::ResponseDeleted(_) => "response_deleted",
         }
     }
 
     /// Every kind name, in variant order.
-    pub const KINDS: [&'static str; 25] = [
+    pub const KINDS: [&'static str; 27] = [
         "node_started",
         "config_loaded",
         "request_succeeded",
@@ -128,6 +133,8 @@ impl Event {
         "client_limited",
         "api_unserved",
         "pacing_rule",
+        "response_stored",
+        "response_deleted",
     ];
 
     /// Request events may be dropped when the journal queue is full; state events never are.
@@ -147,6 +154,8 @@ impl Event {
             Event::AffinityBound(e) => Some(&e.client),
             Event::ClientUsage(e) => Some(&e.client),
             Event::ClientLimited(e) => Some(&e.client),
+            Event::ResponseStored(e) => Some(&e.client),
+            Event::ResponseDeleted(e) => Some(&e.client),
             Event::PeerApplied(e) => e.event.client(),
             _ => None,
         }
@@ -192,6 +201,7 @@ impl Event {
             Event::AffinityBound(e) => Some(&e.connection),
             Event::ClientUsage(e) => Some(&e.connection),
             Event::ApiUnserved(e) => Some(&e.connection),
+            Event::ResponseStored(e) => Some(&e.connection),
             Event::PeerApplied(e) => e.event.connection(),
             _ => None,
         }
@@ -923,10 +933,12 @@ pub struct ApiUnserved {
 }
 
 /// The knobs of pacing's spending rule in force for a config generation (behaviour §13),
-/// journaled right after its `config_loaded` when any combo's differ from today's rule, so
-/// replay explains a paced choice with them and rebuilds DRR turns as the node took them. A
-/// generation without one ran today's rule (exponent 1, wall clock, every window). Its own
-/// fields are `[defaults.pacing]`'s (implicit combos).
+/// journaled right after its `config_loaded` when any combo's differ from
+/// [`PacingKnobs::UNJOURNALED`] (so at every start and reload under the default knobs, which
+/// pace by the longest window), so replay explains a paced choice with them and rebuilds DRR
+/// turns as the node took them. A generation without one ran [`PacingKnobs::UNJOURNALED`]
+/// (exponent 1, wall clock, every window), whatever the default of the binary reading it.
+/// Its own fields are `[defaults.pacing]`'s (implicit combos).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PacingRule {
     /// The `config_loaded` generation these knobs belong to.
@@ -989,15 +1001,15 @@ pub struct PacingKnobs {
     pub pace_windows: PaceWindows,
 }
 
-impl Default for PacingKnobs {
-    /// Today's rule: exponent 1, wall clock, every window.
-    fn default() -> Self {
-        PacingKnobs {
-            exponent_pm: 1_000,
-            clock: PacingClock::Wall,
-            pace_windows: PaceWindows::All,
-        }
-    }
+impl PacingKnobs {
+    /// The rule a config generation without a `pacing_rule` ran: exponent 1, the wall clock,
+    /// every window — the only rule before the knobs, and never journaled. What a journal means
+    /// by the event's absence, tied to the journal, not to a binary's `[defaults.pacing]`.
+    pub const UNJOURNALED: PacingKnobs = PacingKnobs {
+        exponent_pm: 1_000,
+        clock: PacingClock::Wall,
+        pace_windows: PaceWindows::All,
+    };
 }
 
 /// What a window's `time_left` counts (behaviour §13).
@@ -1021,4 +1033,30 @@ pub enum PaceWindows {
     All,
     /// Windows of a day or shorter do not pace while a longer window has a reading.
     Longest,
+}
+
+/// A translated Responses answer the router kept (`[responses] store = true`, behaviour §14):
+/// metadata only — its content lives in the router's response store, never in the journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseStored {
+    pub request_id: String,
+    /// The Responses id the client was given (`resp_qrt_…`).
+    pub response_id: String,
+    /// The client it belongs to (behaviour §11).
+    pub client: String,
+    /// The connection that served it (its sealed reasoning opens only there).
+    pub connection: String,
+    /// What it takes in the store.
+    pub bytes: u64,
+    /// When it expires (`ttl_days` after it was made), Unix milliseconds.
+    pub expires_at_ms: u64,
+}
+
+/// A kept response left the router's response store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseDeleted {
+    pub response_id: String,
+    pub client: String,
+    /// `client` (its `DELETE`), `expired` (past `ttl_days`) or `evicted` (over `max_bytes`).
+    pub reason: String,
 }

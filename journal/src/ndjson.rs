@@ -66,6 +66,8 @@ pub fn envelope_to_json(envelope: &Envelope) -> Result<String, NdjsonError> {
         Event::ClientLimited(e) => flat!(e),
         Event::ApiUnserved(e) => flat!(e),
         Event::PacingRule(e) => flat!(e),
+        Event::ResponseStored(e) => flat!(e),
+        Event::ResponseDeleted(e) => flat!(e),
         Event::JournalRecovered(e) => flat!(e),
         Event::CredentialRefreshed(e) => flat!(e),
         Event::CredentialFailed(e) => flat!(e),

@@ -288,6 +288,19 @@ pub fn sample_event(kind_index: usize, n: u64) -> Event {
                 },
             )],
         }),
+        25 => Event::ResponseStored(ResponseStored {
+            request_id: format!("req-{n}"),
+            response_id: format!("resp_qrt_{n}"),
+            client: format!("team-{}", n % 2),
+            connection,
+            bytes: 1_000 + n,
+            expires_at_ms: 1_702_592_000_000 + n,
+        }),
+        26 => Event::ResponseDeleted(ResponseDeleted {
+            response_id: format!("resp_qrt_{n}"),
+            client: format!("team-{}", n % 2),
+            reason: ["client", "expired", "evicted"][(n % 3) as usize].to_string(),
+        }),
         _ => Event::ResponseBound(ResponseBound {
             request_id: format!("req-{n}"),
             response_id: format!("resp_{n}"),

@@ -1,7 +1,8 @@
 //! The golden journal: records written by schema 1 of this crate, checked in byte for byte,
 //! must replay to the checked-in events in every later version. Kinds added later are appended
 //! as records of their own (written by the build that added them: `api_unserved`, schema 5,
-//! seqs 70–72; `pacing_rule`, schema 5, seqs 73–75), so the old bytes stay as they were written.
+//! seqs 70–72; `pacing_rule`, schema 5, seqs 73–75; `response_stored`, schema 5, seqs 76–78, and
+//! `response_deleted`, seqs 79–81), so the old bytes stay as they were written.
 //!
 //! `fixtures/golden/records.hex` holds the raw sled entries (`<tree> <key hex> <value hex>`,
 //! one per line — our format, diffable, rather than sled's own binary files, which belong to

@@ -32,8 +32,8 @@ use std::path::Path;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     ApiFormat, AuthKind, ComboConfig, Config, ConnectionConfig, CredentialSource, DefaultsConfig,
-    JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ServerConfig, ServerTls, Strategy,
-    TargetConfig, TelemetryConfig, TranslationConfig,
+    JournalConfig, OAuthSource, ProviderConfig, RequestEvents, ResponsesConfig, ServerConfig,
+    ServerTls, Strategy, TargetConfig, TelemetryConfig, TranslationConfig,
 };
 pub use raw::{BreakerOverrides, BucketOverrides, CooldownOverrides, LockoutOverrides};
 pub use secret::Secret;

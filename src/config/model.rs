@@ -32,6 +32,8 @@ pub struct Config {
     pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
     /// `[translation]`: serving a client API from a target of the other format (behaviour §14).
     pub translation: TranslationConfig,
+    /// `[responses]`: translated Responses kept by the router (behaviour §14).
+    pub responses: ResponsesConfig,
     /// `[[clients]]` and `server.api_keys` (client `default`, first when it has keys).
     pub clients: Vec<crate::clients::ClientConfig>,
     /// `[[prices]]` over `prices_file`'s models.
@@ -51,6 +53,31 @@ impl Default for TranslationConfig {
     fn default() -> Self {
         TranslationConfig {
             default_max_tokens: 8192,
+        }
+    }
+}
+
+/// `[responses]`, validated: whether the router keeps translated Responses, and its store's
+/// bounds (behaviour §14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponsesConfig {
+    /// Keep every translated Responses answer (`store = true`); off by default.
+    pub store: bool,
+    /// The most bytes the store holds: past it the oldest responses are evicted.
+    pub max_bytes: u64,
+    /// How long a kept response lives, in milliseconds (`ttl_days` × one day).
+    pub ttl_ms: u64,
+}
+
+/// One day in milliseconds.
+pub const DAY_MS: u64 = 24 * 3600 * 1000;
+
+impl Default for ResponsesConfig {
+    fn default() -> Self {
+        ResponsesConfig {
+            store: false,
+            max_bytes: 1 << 30,
+            ttl_ms: 30 * DAY_MS,
         }
     }
 }

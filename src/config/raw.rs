@@ -24,6 +24,7 @@ pub struct RawConfig {
     pub telemetry: Option<RawTelemetry>,
     pub affinity: Option<RawAffinity>,
     pub translation: Option<RawTranslation>,
+    pub responses: Option<RawResponses>,
     pub clients: Option<Vec<RawClient>>,
     pub prices: Option<Vec<RawPrice>>,
     /// A model price list in LiteLLM's `model_prices_and_context_window.json` shape;
@@ -78,6 +79,15 @@ pub struct RawTelemetry {
 #[serde(deny_unknown_fields)]
 pub struct RawTranslation {
     pub default_max_tokens: Option<u32>,
+}
+
+/// `[responses]` (contract; behaviour §14: translated Responses kept by the router).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawResponses {
+    pub store: Option<bool>,
+    pub max_bytes: Option<u64>,
+    pub ttl_days: Option<u64>,
 }
 
 /// `[affinity]` (contract; behaviour §10).
@@ -316,7 +326,7 @@ pub struct RawTarget {
 /// (`server.listen`, `connections.limits.tokens_7d`, `combos.targets.weight`), derived from the
 /// structs themselves so the starter config and the docs can be checked against them.
 pub fn accepted_keys() -> Vec<String> {
-    let sections: [(&str, &'static [&'static str]); 23] = [
+    let sections: [(&str, &'static [&'static str]); 24] = [
         ("", field_names::<RawConfig>()),
         ("server", field_names::<RawServer>()),
         ("journal", field_names::<RawJournal>()),
@@ -340,6 +350,7 @@ pub fn accepted_keys() -> Vec<String> {
         ("telemetry", field_names::<RawTelemetry>()),
         ("clients", field_names::<RawClient>()),
         ("prices", field_names::<RawPrice>()),
+        ("responses", field_names::<RawResponses>()),
     ];
     sections
         .iter()

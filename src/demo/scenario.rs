@@ -14,9 +14,11 @@
 //!   per-day `QuotaFailure` and a `retryDelay` of seconds; the router locks it until midnight
 //!   in Los Angeles (behaviour §15), never asks it again this run, and `gm-2` serves;
 //! - the Anthropic keys are subscription accounts (their 5-hour and weekly windows in
-//!   Anthropic's headers, behaviour §13): `an-1`'s 5-hour window resets in 20 minutes with 70 %
-//!   unused, `an-2`'s is half used with 4 hours to run, `an-3` has 10 % of its week left for
-//!   five days. Pacing spends `an-1` first, before its quota is lost at the reset.
+//!   Anthropic's headers, behaviour §13): `an-1`'s week resets in two days with 80 % unused
+//!   (and its 5-hour window in 20 minutes), `an-2`'s week has 70 % left for three days (its
+//!   5-hour window half used with 4 hours to run), `an-3` has 10 % of its week left for five
+//!   days. Pacing (by the weekly windows, the default `pace_windows = "longest"`) spends `an-1`
+//!   first, before its week's quota is lost at the reset, and `an-3` last.
 
 use std::time::Duration;
 
@@ -163,7 +165,7 @@ pub fn anthropic_plans(now_ms: u64) -> [(&'static str, SubscriptionPlan); 3] {
     [
         (
             "an-1",
-            plan(five_hours(30, 20 * MINUTE_MS), weekly(20, 4 * 24 * HOUR_MS)),
+            plan(five_hours(30, 20 * MINUTE_MS), weekly(20, 2 * 24 * HOUR_MS)),
         ),
         (
             "an-2",

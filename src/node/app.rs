@@ -44,6 +44,9 @@ pub struct AppInner {
     pub upstream_buffer: tokio::sync::Semaphore,
     /// Each combo's affinity outcomes and cached input since start (never journaled).
     pub affinity: crate::node::combo_affinity::AffinityTable,
+    /// `[responses] store = true`: the router's response store (behaviour §14), open while the
+    /// node runs; taken at stop so its directory is released.
+    response_store: arc_swap::ArcSwapOption<crate::node::response_store::ResponseStore>,
 }
 
 /// Cheap to clone.
@@ -80,6 +83,7 @@ impl AppState {
                 edge: Arc::new(EdgeCounters::default()),
                 upstream_buffer: tokio::sync::Semaphore::new(upstream_buffer_kib),
                 affinity: crate::node::combo_affinity::AffinityTable::default(),
+                response_store: arc_swap::ArcSwapOption::empty(),
             }),
         }
     }
@@ -131,6 +135,18 @@ impl AppState {
     /// The journal's read handle itself, for a part of the node that reads it on its own.
     pub fn journal_handle(&self) -> JournalReader {
         self.inner.journal_reader.clone()
+    }
+
+    /// The router's response store, when `[responses] store = true` (behaviour §14).
+    pub fn response_store(&self) -> Option<Arc<crate::node::response_store::ResponseStore>> {
+        self.inner.response_store.load_full()
+    }
+
+    pub fn set_response_store(
+        &self,
+        store: Option<Arc<crate::node::response_store::ResponseStore>>,
+    ) {
+        self.inner.response_store.store(store);
     }
 
     /// Marks the node as stopping (see [`AppState::stopping`]).

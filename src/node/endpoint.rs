@@ -119,12 +119,18 @@ impl Endpoint {
     /// `countTokens` for one without Gemini, are answered locally); otherwise to `chat` when the target serves it, else the first it serves of
     /// `responses`, `messages`.
     pub fn translation_to(self, apis: &[Api]) -> Option<Direction> {
-        let client = self.api()?;
-        if apis.contains(&client) {
-            return None;
-        }
-        let target = Api::ALL.into_iter().find(|api| apis.contains(api))?;
-        Direction::between(client, target)
+        self.translations_to(apis).next()
+    }
+
+    /// Every translation a target serving `apis` could take, [`Self::translation_to`]'s first:
+    /// a request the first cannot carry goes by the next that can (a web search tool, which
+    /// Chat Completions hosts do not run, goes to the target's Responses API).
+    pub fn translations_to(self, apis: &[Api]) -> impl Iterator<Item = Direction> + '_ {
+        let client = self.api().filter(|client| !apis.contains(client));
+        Api::ALL
+            .into_iter()
+            .filter(move |api| client.is_some() && apis.contains(api))
+            .filter_map(move |target| Direction::between(client?, target))
     }
 
     /// Whether a target of the other format may serve it (behaviour §14's table; a compaction
@@ -215,6 +221,16 @@ mod tests {
             chat.translation_to(&[Api::Messages]),
             Some(Direction::CHAT_TO_MESSAGES)
         );
+        assert_eq!(
+            Endpoint::Messages
+                .translations_to(&[Api::Chat, Api::Responses])
+                .collect::<Vec<_>>(),
+            [
+                Direction::MESSAGES_TO_CHAT,
+                Direction::MESSAGES_TO_RESPONSES
+            ]
+        );
+        assert_eq!(chat.translations_to(&[Api::Chat]).count(), 0);
         // Nothing carries embeddings or a compaction across.
         assert_eq!(Endpoint::Embeddings.translation_to(&[Api::Messages]), None);
         assert_eq!(

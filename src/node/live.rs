@@ -92,6 +92,8 @@ pub struct LiveConfig {
     pub affinity: quotaroute_actors::policy::affinity::AffinitySettings,
     /// `[translation]` (behaviour §14).
     pub translation: crate::config::TranslationConfig,
+    /// `[responses]` (behaviour §14): whether translated Responses are kept.
+    pub responses: crate::config::ResponsesConfig,
     /// The seal on encrypted items (behaviour §10 "Encrypted items"): the node's own secret
     /// or the cluster's `server.seal_key` (`seal_secret`), read at start; a reload keeps it.
     pub seal_key: SealKey,
@@ -227,6 +229,7 @@ impl LiveConfig {
             seal_key_configured: config.server.seal_key.clone(),
             affinity: config.affinity,
             translation: config.translation,
+            responses: config.responses,
             attempt_metrics,
             clock,
             clients: crate::clients::ClientLedger::build(

@@ -1,7 +1,8 @@
 //! Reloading the config file (SIGHUP or `POST /admin/reload`): validate it whole, then swap the
 //! live config and hand the new topology to the router, which keeps everything learned about
 //! connections that remain. `listen`, `journal.*` and `cluster.*` take effect only after a
-//! restart (a cluster node's shared limits follow the reload).
+//! restart (a cluster node's shared limits follow the reload); so does opening the response
+//! store and its bounds (`[responses]`), though `store = false` stops keeping at once.
 
 use crate::config;
 use crate::node::app::AppState;
@@ -29,6 +30,11 @@ pub async fn reload(app: &AppState) -> Result<String, String> {
         cluster.leases.reload(&topology);
         cluster.peer_bounds.reload(&topology);
         cluster.client_leases.reload(&config.clients);
+    }
+    if config.responses.store && app.response_store().is_none() {
+        tracing::warn!(
+            "[responses] store = true takes effect after a restart (its store opens at start)"
+        );
     }
     let live = LiveConfig::reloaded(&config, &app.inner.live.load());
     app.inner.live.store(std::sync::Arc::new(live));

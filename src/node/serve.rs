@@ -49,6 +49,9 @@ pub enum NodeError {
     /// No seal key: its file in the journal's directory is damaged or cannot be written.
     #[error(transparent)]
     SealKey(#[from] crate::node::seal_secret::SealSecretError),
+    /// `[responses] store = true` and its store beside the journal cannot be opened.
+    #[error("cannot open the response store at {path}: {reason}")]
+    ResponseStore { path: String, reason: String },
 }
 
 /// How to run the node beyond what the config says.
@@ -161,6 +164,9 @@ impl RunningNode {
         ));
 
         let (router, prepared) = recover_router(&config, &options, &app, addr).await?;
+        if config.responses.store {
+            app.set_response_store(Some(open_response_store(&config)?));
+        }
         // Clients' usage and spend (behaviour §11) are folded from their `client_usage` events.
         if let Some(reader) = app.journal_reader() {
             let folded = fold_client_usage(&app.live().clients, &reader);
@@ -203,6 +209,13 @@ impl RunningNode {
             tracer.flush(TRACE_FLUSH_AT_STOP).await;
         }
         self.app.set_journal_reader(None);
+        // Kept responses on disk, and the store's directory released for the next start.
+        if let Some(store) = self.app.response_store() {
+            self.app.set_response_store(None);
+            if let Err(error) = store.flush() {
+                tracing::warn!(%error, "the response store could not be flushed");
+            }
+        }
         // No key command runs and no token is refreshed once the node has stopped.
         self.app.live().credentials.stop_watches();
         if let Some(router) = self.app.router() {
@@ -214,6 +227,25 @@ impl RunningNode {
         }
         Ok(())
     }
+}
+
+/// The response store beside the journal (`[responses] store = true`, behaviour §14).
+fn open_response_store(
+    config: &Config,
+) -> Result<Arc<crate::node::response_store::ResponseStore>, NodeError> {
+    use crate::node::response_store::{ResponseStore, StoreBounds};
+    let path = ResponseStore::path_beside(&config.journal.path);
+    let bounds = StoreBounds {
+        max_bytes: config.responses.max_bytes,
+        ttl_ms: config.responses.ttl_ms,
+    };
+    let store =
+        ResponseStore::open(Some(&path), bounds).map_err(|error| NodeError::ResponseStore {
+            path: path.display().to_string(),
+            reason: error.to_string(),
+        })?;
+    tracing::info!(path = %path.display(), bytes = store.total_bytes(), "response store open");
+    Ok(Arc::new(store))
 }
 
 /// The router, started from the journal (refused when a newer build wrote it), and the

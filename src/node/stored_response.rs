@@ -33,6 +33,33 @@ use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
 /// Largest client body on these endpoints (`cancel` takes none worth the name).
 const MAX_STORED_CALL_BODY_BYTES: usize = 64 * 1024;
 
+/// The answer for a response the router kept (`[responses] store = true`), when the store is
+/// open and the id is one the router makes; `None`: the upstream's stored responses.
+fn kept(
+    app: &AppState,
+    parts: &http::request::Parts,
+    response_id: &str,
+    client_id: &str,
+    route: &RouteHeaders,
+) -> Option<Result<Response, ApiError>> {
+    if !response_id.starts_with(TRANSLATED_RESPONSE_PREFIX) {
+        return None;
+    }
+    let store = app.response_store()?;
+    let served = crate::node::kept_responses::serve::serve(
+        app,
+        &store,
+        (&parts.method, &parts.uri),
+        response_id,
+        client_id,
+        route,
+    );
+    if let Ok(response) = &served {
+        metrics::request_finished(Endpoint::Responses, response.status().as_u16());
+    }
+    Some(served)
+}
+
 /// One call on a stored response `response_id`.
 pub async fn handle(app: AppState, response_id: String, request: Request) -> Response {
     let started = StdInstant::now();
@@ -71,6 +98,10 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         .tag(client_index)
         .map(|tag| tag.id.clone())
         .unwrap_or_default();
+    // A response the router kept (behaviour §14) is answered by the router alone.
+    if let Some(served) = kept(&app, &parts, &response_id, &client_id, &route) {
+        return served.unwrap_or_else(|error| fail(error, &route));
+    }
     // Another client's response is answered exactly as one that does not exist.
     let Some(binding) = router
         .response_binding(&response_id)
@@ -153,6 +184,9 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         trace: &crate::telemetry::RequestSpan::off(), // telemetry: stored calls are not traced
         client: Some(&ticket),
         encrypted: None,
+        kept_id: None,
+        continues: None,
+        kept_chain: None,
     };
     serve_tries(&context, decision, &mut route, started).await
 }

@@ -46,7 +46,8 @@ impl PaceMemory {
     }
 
     /// `rule: exponent 2, demand clock, longest windows`: the knobs `combo` ran with in
-    /// `generation` (today's rule when no `pacing_rule` was journaled for it).
+    /// `generation` (exponent 1, wall clock, all windows when no `pacing_rule` was journaled for
+    /// it: the rule before the knobs, not this binary's default).
     pub fn rule(&self, generation: u64, combo: &str) -> String {
         let knobs = self.rules.knobs(generation, combo);
         let exponent = f64::from(knobs.exponent_pm) / 1_000.0;

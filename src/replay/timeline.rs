@@ -319,6 +319,18 @@ impl TimelineWriter {
                 "the host answered 404 for {}: {} left out of the provider's apis req={}",
                 e.path, e.api, e.request_id
             ),
+            Event::ResponseStored(e) => format!(
+                "kept response {} for client={} bytes={} expires {} req={}",
+                e.response_id,
+                e.client,
+                e.bytes,
+                format_utc_ms(e.expires_at_ms),
+                e.request_id
+            ),
+            Event::ResponseDeleted(e) => format!(
+                "kept response {} of client={} deleted ({})",
+                e.response_id, e.client, e.reason
+            ),
             Event::RouteDecided(e) => self.route_details(e, envelope.at_ms),
             Event::PeerApplied(e) => {
                 // The origin's event, rendered as the origin saw it (its time, its seq).

@@ -147,8 +147,8 @@ impl AffinityOff {
                     degraded: !in_room && !decided.room.is_empty(),
                     pace,
                     pace_window: None,
-                    // The spending rule the generation journaled (`pacing_rule`; today's
-                    // when none).
+                    // The spending rule the generation journaled (`pacing_rule`; the one
+                    // before the knobs when none).
                     spend: quotaroute_actors::policy::pace::spend_pm(
                         pace,
                         f64::from(self.pacing.exponent_pm(decided.generation, &decided.combo))

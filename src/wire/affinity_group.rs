@@ -48,6 +48,8 @@ pub enum GroupSource {
     MetadataUserId,
     Header(&'static str),
     Prefix,
+    /// A chain of responses the router kept (`previous_response_id`, behaviour §14).
+    KeptChain,
 }
 
 impl GroupSource {
@@ -57,6 +59,7 @@ impl GroupSource {
             GroupSource::MetadataUserId => "metadata.user_id",
             GroupSource::Header(name) => name,
             GroupSource::Prefix => "prefix",
+            GroupSource::KeptChain => "previous_response_id",
         }
     }
 
@@ -67,6 +70,7 @@ impl GroupSource {
             // Every session header names the same thing: a client's session.
             GroupSource::Header(_) => 3,
             GroupSource::Prefix => 4,
+            GroupSource::KeptChain => 5,
         }
     }
 }
@@ -118,6 +122,15 @@ pub fn derive_group(
         digest: digest(client, GroupSource::Prefix, &parts),
         source: GroupSource::Prefix,
     })
+}
+
+/// The group of a chain of kept responses whose first is `root` (behaviour §14): every turn
+/// of the chain is one conversation.
+pub fn kept_chain_group(client: &str, root: &str) -> Group {
+    Group {
+        digest: digest(client, GroupSource::KeptChain, &[root.as_bytes()]),
+        source: GroupSource::KeptChain,
+    }
 }
 
 /// The first of [`SESSION_HEADERS`] (in that order) the request has with a value: one pass

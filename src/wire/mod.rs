@@ -20,7 +20,8 @@
 //! - `stream_error` — the final SSE error event of a committed stream that broke.
 //! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
 //! - `item_seal` — the router's seal on encrypted items (the connection that made them);
-//!   `encrypted_items` — a request's encrypted items and the body each target gets.
+//!   `encrypted_items` — a request's encrypted items and the body each target gets;
+//!   `thought_signatures` — a Gemini request's sealed `thoughtSignature`s, the same.
 
 pub mod affinity_group;
 pub mod body_rewrite;
@@ -35,6 +36,7 @@ pub mod sse;
 pub mod stream_error;
 pub mod stream_format;
 pub mod stream_watch;
+pub mod thought_signatures;
 pub mod translate;
 pub mod upstream_mask;
 pub mod usage;

@@ -69,7 +69,7 @@ await step('messages_stream_tool', async () => {
 
 await step('messages_error', async () => {
   try {
-    await an.messages.create({ model: 'team', max_tokens: 6, tools: [{ type: 'web_search_20250305', name: 'web_search' }], messages: [{ role: 'user', content: 'hi' }] });
+    await an.messages.create({ model: 'team', max_tokens: 6, tools: [{ type: 'code_execution_20250522', name: 'code_execution' }], messages: [{ role: 'user', content: 'hi' }] });
     return { status: 200 };
   } catch (error) {
     return { status: error.status, code: error.error?.error?.code };

@@ -697,3 +697,49 @@ fn server_seal_key_forms_and_errors() {
     .unwrap();
     assert_eq!(config.server.seal_key.as_ref().unwrap().expose(), secret);
 }
+
+#[test]
+fn responses_store_is_parsed_once_with_its_bounds() {
+    let config = config::parse(VALID, "q.toml", &env).unwrap();
+    assert_eq!(
+        config.responses,
+        config::ResponsesConfig {
+            store: false,
+            max_bytes: 1_073_741_824,
+            ttl_ms: 30 * 24 * 3600 * 1000,
+        }
+    );
+    let text = format!("{VALID}\n[responses]\nstore = true\nmax_bytes = 2097152\nttl_days = 2\n");
+    let config = config::parse(&text, "q.toml", &env).unwrap();
+    assert_eq!(
+        config.responses,
+        config::ResponsesConfig {
+            store: true,
+            max_bytes: 2_097_152,
+            ttl_ms: 2 * 24 * 3600 * 1000,
+        }
+    );
+}
+
+#[test]
+fn bad_responses_values_are_named() {
+    let with = |section: &str| format!("{VALID}\n[responses]\n{section}\n");
+    assert_error(
+        &with("ttl_days = 0"),
+        "responses.ttl_days",
+        "must be 1 to 3650 days, got 0",
+    );
+    assert_error(&with("ttl_days = 4000"), "responses.ttl_days", "got 4000");
+    assert_error(
+        &with("max_bytes = 1000"),
+        "responses.max_bytes",
+        "at least 1048576",
+    );
+    assert_error(&with("store = \"yes\""), "responses.store", "");
+    assert_error(&with("stor = true"), "responses.stor", "unknown key");
+    // Every bad value in one run.
+    let errors = errors_of(&with("ttl_days = 0\nmax_bytes = 1"));
+    let keys: Vec<String> = pairs(&errors).into_iter().map(|(key, _)| key).collect();
+    assert!(keys.contains(&"responses.ttl_days".to_owned()), "{keys:?}");
+    assert!(keys.contains(&"responses.max_bytes".to_owned()), "{keys:?}");
+}

@@ -220,8 +220,8 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
     assert!((1.5..=2.6).contains(&high), "oa-1/oa-2 = {high}: {mini:?}");
     assert!((0.7..=1.4).contains(&low), "oa-2/oa-3 = {low}: {mini:?}");
 
-    // The Anthropic keys are plan accounts (behaviour §13): an-1, whose 5-hour window resets
-    // soonest with most of it unused, is spent first; an-3, with a tenth of its week left, last.
+    // The Anthropic keys are plan accounts (behaviour §13): an-1, whose week resets soonest
+    // with most of it unused, is spent first; an-3, with a tenth of its week left, last.
     let claude: BTreeMap<&str, f64> = ["an-1", "an-2", "an-3"]
         .into_iter()
         .map(|id| {
@@ -241,10 +241,11 @@ fn demo_runs_offline_shows_the_live_table_and_exits_0() {
         claude["an-1"] > claude["an-2"] && claude["an-2"] >= claude["an-3"],
         "{claude:?}"
     );
-    // The forecast line: the claude combo's paces and its next reset, in 20 minutes.
+    // The forecast line: the claude combo's paces (an-1's week: 80 % left, two sevenths of
+    // it to run, 2.8) and its next reset, in 20 minutes.
     assert!(
         run.lines.iter().any(|(_, line)| line.starts_with("claude ")
-            && line.contains("an-1 1.")
+            && line.contains("an-1 2.")
             && (line.contains("next reset in 19m") || line.contains("next reset in 20m"))),
         "{text}"
     );

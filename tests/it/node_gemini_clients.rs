@@ -110,6 +110,22 @@ async fn the_google_genai_python_sdk_works_on_gemini_accounts() {
     let (run, out) = python_sdk(&harness, &python, "gemini").await;
     check_sdk(&out, &harness, "google-genai (Python)");
     check_router_404(&out);
+    // The thinking turn's signatures came sealed (behaviour §15) and, decoded and re-encoded
+    // by the SDK, went back to their maker as the account's own.
+    let signatures = out["signed_turn"]["signatures"].as_array().unwrap();
+    assert!(!signatures.is_empty(), "{out}");
+    assert!(signatures.iter().all(|s| s == "qrg1"), "{out}");
+    let originals: Vec<String> = GEMINI_KEYS
+        .iter()
+        .map(|id| quotaroute_mock::gemini_thought_signature(&upstream_key(id)))
+        .collect();
+    assert!(
+        harness.mock.recent_bodies().iter().any(|(_, body)| {
+            let body = String::from_utf8_lossy(body);
+            body.contains("functionResponse") && originals.iter().any(|o| body.contains(o))
+        }),
+        "the maker got its own signature back"
+    );
     eprintln!("sdk_gemini.py: ok in {:.2?}", run.elapsed);
 }
 

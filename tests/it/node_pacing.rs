@@ -343,13 +343,14 @@ async fn exponent_two_splits_94_6_and_replay_names_the_knobs() {
     let pair = combos.iter().find(|c| c["combo"] == "pair").unwrap();
     assert_eq!(pair["exponent_pm"], 2_000, "{rule}");
     assert_eq!(pair["clock"], "wall", "{rule}");
-    assert_eq!(pair["pace_windows"], "all", "{rule}");
-    // The harness's other combos run the defaults: today's rule.
+    // Its other knobs are the defaults' (the longest window: here the 5-hour one, alone).
+    assert_eq!(pair["pace_windows"], "longest", "{rule}");
+    // The harness's other combos run the defaults.
     assert!(
         combos
             .iter()
             .filter(|c| c["combo"] != "pair")
-            .all(|c| c["exponent_pm"] == 1_000),
+            .all(|c| c["exponent_pm"] == 1_000 && c["pace_windows"] == "longest"),
         "{rule}"
     );
 
@@ -357,7 +358,7 @@ async fn exponent_two_splits_94_6_and_replay_names_the_knobs() {
     let (code, text, err) = crate::replay_support::run(&crate::replay_support::args(&journal));
     assert_eq!(code, 0, "{err}");
     assert!(
-        text.contains("(rule: exponent 2, wall clock, all windows)"),
+        text.contains("(rule: exponent 2, wall clock, longest windows)"),
         "{text}"
     );
 

@@ -3,6 +3,7 @@
 Usage: sdk_gemini.py BASE_URL CLIENT_KEY MODEL
 Prints one JSON object with what each call returned; exits non-zero on any SDK error.
 """
+import base64
 import json
 import sys
 
@@ -48,6 +49,24 @@ called = client.models.generate_content(
 )
 calls = called.function_calls or []
 out["tool"] = {"name": calls[0].name if calls else None, "args": dict(calls[0].args) if calls else None}
+
+# A thinking tool turn and the next one with the model's turn as the SDK holds it: a
+# thoughtSignature is bytes to the SDK (decoded from base64, sent back URL-safe).
+thinking = types.GenerateContentConfig(
+    tools=[types.Tool(function_declarations=[lookup])],
+    automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    thinking_config=types.ThinkingConfig(include_thoughts=True, thinking_budget=512),
+)
+asked = types.Content(role="user", parts=[types.Part(text='mock-tool-call:lookup {"q":"y"}')])
+first = client.models.generate_content(model=model, contents=[asked], config=thinking)
+model_turn = first.candidates[0].content
+signatures = [p.thought_signature for p in model_turn.parts or [] if p.thought_signature]
+result = types.Content(
+    role="user",
+    parts=[types.Part.from_function_response(name="lookup", response={"result": "y"})],
+)
+client.models.generate_content(model=model, contents=[asked, model_turn, result], config=thinking)
+out["signed_turn"] = {"signatures": [base64.b64encode(s).decode()[:4] for s in signatures]}
 
 counted = client.models.count_tokens(model=model, contents="hello there")
 out["count_tokens"] = counted.total_tokens

@@ -187,7 +187,9 @@ def responses_reasoning():
 
 def messages_refused():
     try:
-        an.messages.create(model="team", max_tokens=6, tools=[{"type": "web_search_20250305", "name": "web_search"}],
+        # Anthropic's code execution runs on no OpenAI API (web search does: by Responses).
+        an.messages.create(model="team", max_tokens=6,
+                           tools=[{"type": "code_execution_20250522", "name": "code_execution"}],
                            messages=[{"role": "user", "content": "hi"}])
     except anthropic.BadRequestError as error:
         return {"status": error.status_code, "type": error.body["error"]["type"],

@@ -1,5 +1,6 @@
 //! What pacing learns from the journal (behaviour §13): the knobs of the rule each config
-//! generation ran with (its `pacing_rule`; a generation without one ran today's rule) and each
+//! generation ran with (its `pacing_rule`; a generation without one ran
+//! [`PacingKnobs::UNJOURNALED`], whatever this binary's default) and each
 //! combo's demand by hour of the week (from its `route_decided`s) — what replay, `--what-if`
 //! and the router's fold read to take a paced turn as the node took it.
 
@@ -29,11 +30,12 @@ impl PacingRules {
     }
 
     /// The knobs `combo` ran with in `generation`: its own, else the defaults (an implicit
-    /// combo), else today's rule (no `pacing_rule` journaled).
+    /// combo), else [`PacingKnobs::UNJOURNALED`] (no `pacing_rule` journaled: not the default
+    /// of this binary, which a journal may predate).
     pub fn knobs(&self, generation: u64, combo: &str) -> PacingKnobs {
         self.by_generation
             .get(&generation)
-            .map_or_else(PacingKnobs::default, |rule| {
+            .map_or(PacingKnobs::UNJOURNALED, |rule| {
                 rule.combos
                     .iter()
                     .find(|entry| entry.combo == combo)
@@ -83,7 +85,7 @@ mod tests {
     use quotaroute_journal::{PaceWindows, PacingClock};
 
     #[test]
-    fn a_combo_runs_its_own_knobs_else_the_defaults_else_today_s_rule() {
+    fn a_combo_runs_its_own_knobs_else_the_defaults_else_the_unjournaled_rule() {
         let steep = PacingKnobs {
             exponent_pm: 2_000,
             clock: PacingClock::Demand,
@@ -91,7 +93,7 @@ mod tests {
         };
         let defaults = PacingKnobs {
             exponent_pm: 3_000,
-            ..PacingKnobs::default()
+            ..PacingKnobs::UNJOURNALED
         };
         let mut rules = PacingRules::default();
         rules.apply(&PacingRule {
@@ -103,7 +105,12 @@ mod tests {
         });
         assert_eq!(rules.knobs(2, "team"), steep);
         assert_eq!(rules.knobs(2, "openai/gpt-4o"), defaults);
-        assert_eq!(rules.knobs(1, "team"), PacingKnobs::default());
+        assert_eq!(rules.knobs(1, "team"), PacingKnobs::UNJOURNALED);
+        // Not the binary's default: a journal without a rule predates it.
+        assert_ne!(
+            rules.knobs(1, "team"),
+            crate::pace::PacingSettings::default().knobs()
+        );
         assert_eq!(rules.exponent_pm(2, "team"), 2_000);
     }
 }

@@ -240,7 +240,10 @@ impl RouterState {
             | Event::CredentialFailed(_)
             // Clients' usage is the node's to fold (`src/clients`), not routing state.
             | Event::ClientUsage(_)
-            | Event::ClientLimited(_) => {}
+            | Event::ClientLimited(_)
+            // Kept responses are the node's response store's, not routing state.
+            | Event::ResponseStored(_)
+            | Event::ResponseDeleted(_) => {}
             Event::ApiUnserved(unserved) => self.unserved_apis.apply(at_ms, unserved),
         }
     }
@@ -457,7 +460,7 @@ mod pacing_rule_tests {
                 "pair",
                 PacingKnobs {
                     exponent_pm: 2_000,
-                    ..PacingKnobs::default()
+                    ..PacingKnobs::UNJOURNALED
                 },
             )],
         });

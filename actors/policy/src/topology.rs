@@ -278,8 +278,9 @@ impl Topology {
 
     /// The secret-free shape of this topology, for the journal.
     /// The knobs of pacing's rule for `generation` as the journal records them, right after
-    /// its `config_loaded` (behaviour §13); `None` when every combo runs today's rule
-    /// (exponent 1, wall clock, every window), which replay assumes without one.
+    /// its `config_loaded` (behaviour §13); `None` only when the defaults and every combo run
+    /// [`PacingKnobs::UNJOURNALED`] (exponent 1, wall clock, every window), which replay
+    /// assumes without one — so under the default knobs (the longest window) it is journaled.
     pub fn pacing_rule(&self, generation: u64) -> Option<PacingRule> {
         let defaults = self.pacing.knobs();
         let rule = PacingRule {
@@ -293,8 +294,9 @@ impl Topology {
                 .map(|combo| ComboPacing::new(&combo.name, combo.pacing.knobs()))
                 .collect(),
         };
-        let today = PacingKnobs::default();
-        let differs = defaults != today || rule.combos.iter().any(|c| c.knobs() != today);
+        let unjournaled = PacingKnobs::UNJOURNALED;
+        let differs =
+            defaults != unjournaled || rule.combos.iter().any(|c| c.knobs() != unjournaled);
         differs.then_some(rule)
     }
 

@@ -111,7 +111,7 @@ impl WeekShape {
         turns_pct: 70,
         five_hour: FiveHour::Reported,
         affinity_ttl_ms: 300_000,
-        rule: TODAYS_RULE,
+        rule: DEFAULT_RULE,
     };
     /// CI's: the same week with a fifth of the quota and of the requests.
     pub const SHORT: WeekShape = WeekShape {
@@ -123,16 +123,17 @@ impl WeekShape {
         turns_pct: 70,
         five_hour: FiveHour::Reported,
         affinity_ttl_ms: 300_000,
-        rule: TODAYS_RULE,
+        rule: DEFAULT_RULE,
     };
 }
 
-/// Exponent 1, the wall clock, every window: the rule before its knobs.
-pub const TODAYS_RULE: PacingKnobs = PacingKnobs {
-    exponent_pm: 1_000,
-    clock: quotaroute_journal::PacingClock::Wall,
-    pace_windows: quotaroute_journal::PaceWindows::All,
-};
+/// The paced arm's rule unless a sweep says otherwise: `[defaults.pacing]`'s default knobs
+/// (exponent 1, the wall clock, the longest window).
+pub const DEFAULT_RULE: PacingKnobs = quotaroute_actors::policy::pace::DEFAULT_KNOBS;
+
+/// Exponent 1, the wall clock, every window: the rule before its knobs (a journal without a
+/// `pacing_rule`).
+pub const RULE_BEFORE_KNOBS: PacingKnobs = PacingKnobs::UNJOURNALED;
 
 /// What a week did.
 #[derive(Debug, Clone, Default)]

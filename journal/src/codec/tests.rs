@@ -998,3 +998,16 @@ fn schema_4_successes_decode_without_a_client_charge() {
         )
     );
 }
+
+#[test]
+fn the_response_store_kinds_are_appended_after_pacing_rule() {
+    // bincode stores the variant index: `response_stored` and `response_deleted` come after
+    // every kind written before them (store52).
+    for (kind, index) in [(25usize, 25u8), (26, 26)] {
+        let bytes = bincode::serde::encode_to_vec(sample_event(kind, 1), config()).unwrap();
+        assert_eq!(bytes[0], index, "{}", Event::KINDS[kind]);
+    }
+    assert_eq!(sample_event(25, 1).kind(), "response_stored");
+    assert_eq!(sample_event(26, 1).kind(), "response_deleted");
+    assert_eq!(sample_event(24, 1).kind(), "pacing_rule");
+}

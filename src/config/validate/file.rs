@@ -20,7 +20,7 @@ use super::defaults::build_defaults;
 use super::journal::build_journal;
 use super::providers::build_providers;
 use super::server::build_server;
-use super::translation::build_translation;
+use super::translation::{build_responses, build_translation};
 
 /// Parses and validates config text. `file_label` names the file in errors; `env` looks up
 /// `api_key_env` variables (injectable so tests never touch the process environment).
@@ -70,6 +70,7 @@ struct RawSections {
     telemetry: Option<crate::config::raw::RawTelemetry>,
     affinity: crate::config::raw::RawAffinity,
     translation: crate::config::raw::RawTranslation,
+    responses: crate::config::raw::RawResponses,
     clients: Vec<Option<crate::config::raw::RawClient>>,
     prices: Vec<Option<crate::config::raw::RawPrice>>,
     prices_file: Option<String>,
@@ -87,6 +88,7 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
         telemetry: None,
         affinity: Default::default(),
         translation: Default::default(),
+        responses: Default::default(),
         clients: Vec::new(),
         prices: Vec::new(),
         prices_file: None,
@@ -111,6 +113,10 @@ fn split_sections(table: toml::Table, sink: &mut ErrorSink) -> RawSections {
             "translation" => {
                 sections.translation =
                     deserialize_collecting(value, "translation", sink).unwrap_or_default();
+            }
+            "responses" => {
+                sections.responses =
+                    deserialize_collecting(value, "responses", sink).unwrap_or_default();
             }
             "cluster" => {
                 sections.cluster =
@@ -200,6 +206,7 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         .and_then(|telemetry| crate::config::telemetry::build(telemetry, sink));
     let affinity = build_affinity(raw.affinity, sink);
     let translation = build_translation(raw.translation, sink);
+    let responses = build_responses(raw.responses, sink);
     let clients = crate::config::clients::build_clients(
         &server.api_keys,
         server.admin_key.as_ref(),
@@ -213,6 +220,7 @@ fn build(raw: RawSections, sink: &mut ErrorSink, env: &dyn Fn(&str) -> Option<St
         prices,
         affinity,
         translation,
+        responses,
         server,
         journal,
         defaults,

@@ -20,8 +20,10 @@ use crate::node::live::ProviderRoute;
 use crate::node::served_apis::served_apis;
 use crate::node::upstream_request;
 use crate::wire::body_rewrite::rewrite;
+use crate::wire::thought_signatures;
 use crate::wire::translate::{
-    translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings,
+    translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings, TranslateError,
+    TranslatedRequest,
 };
 
 use super::local_answer::refused;
@@ -39,6 +41,22 @@ pub(super) struct Outgoing<'a> {
     pub items_left_out: u32,
     /// What a translated Responses answer repeats from its request.
     pub echo: Option<Arc<Echo>>,
+}
+
+/// A Responses answer the router keeps says the id it is kept under, and one continuing a
+/// kept response names it (behaviour §14).
+fn kept_echo(ctx: &TryContext<'_>, direction: Direction, echo: Arc<Echo>) -> Arc<Echo> {
+    if direction.client != Api::Responses || (ctx.kept_id.is_none() && ctx.continues.is_none()) {
+        return echo;
+    }
+    let mut echo = Echo::clone(&echo);
+    if let Some(id) = ctx.kept_id {
+        echo = echo.kept_as(id);
+    }
+    if let Some(previous) = ctx.continues {
+        echo = echo.continuing(previous);
+    }
+    Arc::new(echo)
 }
 
 /// The request of one try to `target` with `credential`, or the try's end when nothing can
@@ -67,13 +85,8 @@ pub(super) fn prepare<'a>(
     };
     // A target that does not serve the client's API: the request in one it serves, to its
     // own path (behaviour §14); otherwise the byte-preserving splice.
-    let direction = ctx.info.and_then(|_| match ctx.app.router() {
-        Some(router) => {
-            ctx.endpoint
-                .translation_to(&served_apis(router, &target.provider, &provider.apis))
-        }
-        None => ctx.endpoint.translation_to(&provider.apis),
-    });
+    let directions = directions(ctx, target, provider);
+    let mut direction = directions.first().copied();
     let mut translation = None;
     let mut include_usage = false;
     let mut translated_left_out = 0;
@@ -86,10 +99,11 @@ pub(super) fn prepare<'a>(
         .gemini_method()
         .map(|method| gemini_upstream_path(&target.model, method));
     let (upstream_body, path_and_query): (Bytes, Cow<'_, str>) = match (ctx.info, direction) {
-        (Some(_), None) if gemini_path.is_some() => (
-            ctx.client_body.clone(),
-            Cow::Owned(gemini_path.unwrap_or_default()),
-        ),
+        (Some(_), None) if gemini_path.is_some() => {
+            let (body, left_out) = gemini_body(ctx, &target.connection);
+            translated_left_out = left_out;
+            (body, Cow::Owned(gemini_path.unwrap_or_default()))
+        }
         (Some(info), None) => (
             rewrite(
                 ctx.client_body,
@@ -99,7 +113,7 @@ pub(super) fn prepare<'a>(
             ),
             Cow::Borrowed(ctx.path_and_query),
         ),
-        (Some(_), Some(direction)) => {
+        (Some(_), Some(first)) => {
             // Thinking goes back only to the connection that made it, for the client it was
             // handed to, and not at all after a refused signature (`try_target`).
             let client = ctx.seal_client();
@@ -116,12 +130,18 @@ pub(super) fn prepare<'a>(
             };
             // A Gemini client says it streams by its path, not its body.
             let client_stream =
-                (direction.client == Api::Gemini).then_some(ctx.endpoint == Endpoint::GeminiStream);
-            match translate_request_as(direction, ctx.client_body, settings, client_stream) {
+                (first.client == Api::Gemini).then_some(ctx.endpoint == Endpoint::GeminiStream);
+            let rest = directions.get(1..).unwrap_or_default();
+            let (chosen, result) =
+                first_carried((first, rest), ctx.client_body, settings, client_stream);
+            direction = Some(chosen);
+            let direction = chosen;
+            match result {
                 Ok(translated) => {
                     include_usage = translated.include_usage;
                     translated_left_out = translated.reasoning.left_out;
-                    echo = Some(translated.echo);
+                    // A kept answer says the id it is kept under (behaviour §14).
+                    echo = Some(kept_echo(ctx, direction, translated.echo));
                     anthropic_beta = translated.anthropic_beta;
                     translation = Some(Translation {
                         direction,
@@ -137,13 +157,13 @@ pub(super) fn prepare<'a>(
                     };
                     (translated.body, path)
                 }
-                Err(error) => return Err(refused(direction, &error)),
+                Err(error) => return Err(refused(first, &error)),
             }
         }
         (None, _) => (ctx.client_body.clone(), Cow::Borrowed(ctx.path_and_query)),
     };
     // Only the encrypted items this target can read (behaviour §10); a translated body's
-    // were opened (or left out) by the translation.
+    // were opened (or left out) by the translation, a Gemini body's signatures above.
     let (upstream_body, items_left_out) = match ctx.encrypted {
         Some(encrypted) if direction.is_none() => {
             encrypted.body_for(upstream_body, &target.connection)
@@ -181,6 +201,15 @@ pub(super) fn prepare<'a>(
     ))
 }
 
+/// A Gemini client's body for a Gemini `connection`: its sealed `thoughtSignature`s restored
+/// when this connection made them and left out otherwise (behaviour §15), with how many were
+/// left out; the rest byte for byte.
+fn gemini_body(ctx: &TryContext<'_>, connection: &str) -> (Bytes, u32) {
+    let client = ctx.seal_client();
+    thought_signatures::body_for(ctx.client_body, &ctx.live.seal_key, &client, connection)
+        .unwrap_or_else(|| (ctx.client_body.clone(), 0))
+}
+
 /// Google's generation method for a request that streams or not.
 fn gemini_generation(stream: bool) -> &'static str {
     match stream {
@@ -202,6 +231,44 @@ fn gemini_upstream_path(model: &str, method: &str) -> String {
 
 /// The headers a translated request needs: Anthropic's required `anthropic-version` on the
 /// way to Messages; none of Anthropic's own on the way to another API.
+/// The translations a target may take, in order (none for a request that goes as is): a
+/// request the first API cannot carry goes by the next that can (`translations_to`).
+fn directions(
+    ctx: &TryContext<'_>,
+    target: &RoutedTarget,
+    provider: &ProviderRoute,
+) -> Vec<Direction> {
+    match (ctx.info, ctx.app.router()) {
+        (None, _) => Vec::new(),
+        (Some(_), Some(router)) => ctx
+            .endpoint
+            .translations_to(&served_apis(router, &target.provider, &provider.apis))
+            .collect(),
+        (Some(_), None) => ctx.endpoint.translations_to(&provider.apis).collect(),
+    }
+}
+
+/// The request by `first`, or else by the first of `rest` that carries it; the first's
+/// refusal when none does.
+fn first_carried(
+    (first, rest): (Direction, &[Direction]),
+    body: &[u8],
+    settings: RequestSettings<'_>,
+    client_stream: Option<bool>,
+) -> (Direction, Result<TranslatedRequest, TranslateError>) {
+    let tried = rest.iter().copied();
+    let refused = match translate_request_as(first, body, settings, client_stream) {
+        Err(refused @ TranslateError::Unsupported { .. }) => refused,
+        other => return (first, other),
+    };
+    for next in tried {
+        if let Ok(translated) = translate_request_as(next, body, settings, client_stream) {
+            return (next, Ok(translated));
+        }
+    }
+    (first, Err(refused))
+}
+
 fn translated_headers(direction: Direction, beta: Option<&'static str>, headers: &mut HeaderMap) {
     const VERSION: http::HeaderName = http::HeaderName::from_static("anthropic-version");
     const BETA: http::HeaderName = http::HeaderName::from_static("anthropic-beta");

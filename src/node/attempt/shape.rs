@@ -81,6 +81,14 @@ pub(crate) struct TryContext<'a> {
     /// The request's encrypted items (behaviour §10), when it has any: each target gets only
     /// those it can read.
     pub encrypted: Option<&'a EncryptedTurn>,
+    /// The id a translated Responses answer is kept under (`[responses] store = true`,
+    /// behaviour §14); `None`: not kept.
+    pub kept_id: Option<&'a str>,
+    /// The kept response this request continued (`previous_response_id`, expanded before it
+    /// was routed), which its answer names.
+    pub continues: Option<&'a str>,
+    /// The first kept response of the chain this request's answer joins, when kept.
+    pub kept_chain: Option<&'a str>,
 }
 
 impl TryContext<'_> {

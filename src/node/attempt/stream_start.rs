@@ -71,15 +71,23 @@ pub(super) async fn start(
     let mut attempted = match start {
         StreamStart::Committed(mut stream) => {
             stream.trace = trace.clone(); // telemetry: the span ends with the stream
-            if ctx.endpoint.is_responses() {
+                                          // Encrypted items sealed (§10, §14), a Gemini stream's `thoughtSignature`s (§15).
+            let items = match (ctx.endpoint.is_responses(), direction) {
+                (true, Some(_)) => Some(Items::Translated),
+                (true, None) => Some(Items::Upstream),
+                (false, None) if ctx.endpoint.is_gemini() => Some(Items::GeminiSignatures),
+                (false, Some(_)) if ctx.endpoint.is_gemini() => Some(Items::GeminiTranslated),
+                (false, Some(_)) if ctx.endpoint == Endpoint::Messages => {
+                    Some(Items::MessagesTranslated)
+                }
+                (false, _) => None,
+            };
+            if let Some(items) = items {
                 stream.sealer = Some(ItemSealer::new(
                     ctx.live.seal_key.clone(),
                     ctx.seal_client(),
                     target.connection.clone(),
-                    match direction {
-                        Some(_) => Items::Translated,
-                        None => Items::Upstream,
-                    },
+                    items,
                 ));
             }
             let mut result = AttemptResult::success(status.as_u16(), 0, 0);

@@ -25,6 +25,7 @@ use crate::credentials::credential::Credential;
 use crate::credentials::error::CredentialError;
 use crate::credentials::Trigger;
 use crate::node::gemini_signatures;
+use crate::wire::thought_signatures;
 
 use super::api_unserved;
 use super::send::send;
@@ -146,10 +147,18 @@ fn carried(
                 .translation
                 .as_ref()
                 .is_some_and(|translation| translation.thinking_restored > 0),
-        // Only looked for when Google refused something (a byte search of the body).
+        // Only looked for when Google refused something (a byte search of the body first):
+        // the signatures this target got (sealed ones of other connections were left out).
         thought_signatures: tried.result.status == Some(400)
             && ctx.endpoint.is_gemini()
-            && gemini_signatures::carries_signatures(ctx.client_body),
+            && tried.translation.is_none()
+            && gemini_signatures::carries_signatures(ctx.client_body)
+            && thought_signatures::sends_any_to(
+                ctx.client_body,
+                &ctx.live.seal_key,
+                &ctx.seal_client(),
+                &target.connection,
+            ),
         another_api: api_unserved::another_api(ctx, target, tried),
     }
 }

@@ -14,7 +14,9 @@ use quotaroute_actors::{Decision, RoutedTarget};
 
 use crate::node::attempt::TryContext;
 use crate::node::client_gate;
+use crate::node::endpoint::Endpoint;
 use crate::node::header_rules;
+use crate::node::kept_responses::{answer_object, Keeping, StreamKeeper};
 use crate::node::metrics;
 use crate::node::reply::RouteHeaders;
 use crate::node::stream_relay::{self, CommittedStream};
@@ -38,6 +40,10 @@ pub(super) fn stream_response(
     upstream_time: Duration,
 ) -> Response {
     route.overhead_us = overhead_us(started, upstream_time);
+    let mut stream = stream;
+    if kept(ctx, route) {
+        stream.keeper = Keeping::for_try(ctx, target).map(StreamKeeper::new);
+    }
     if let Some(response_id) = stream.response_id.clone() {
         bind_response(ctx, target, response_id);
     }
@@ -110,12 +116,17 @@ pub(super) fn deliver(
     }
     // Encrypted items leave sealed with the connection that made them (§10), a stored
     // response fetched again (`GET /v1/responses/{id}`) too; a translated answer's carried
-    // thinking blocks are encrypted (§14).
-    if ctx.endpoint.is_responses() {
-        let items = match route.translated {
-            Some(_) => Items::Translated,
-            None => Items::Upstream,
-        };
+    // thinking blocks are encrypted (§14); a Gemini answer's `thoughtSignature`s are sealed
+    // (§15).
+    let items = match (ctx.endpoint.is_responses(), route.translated.is_some()) {
+        (true, true) => Some(Items::Translated),
+        (true, false) => Some(Items::Upstream),
+        (false, false) if ctx.endpoint.is_gemini() => Some(Items::GeminiSignatures),
+        (false, true) if ctx.endpoint.is_gemini() => Some(Items::GeminiTranslated),
+        (false, true) if ctx.endpoint == Endpoint::Messages => Some(Items::MessagesTranslated),
+        (false, _) => None,
+    };
+    if let Some(items) = items {
         let client = ctx.seal_client();
         let to = SealedFor {
             client: &client,
@@ -123,6 +134,13 @@ pub(super) fn deliver(
         };
         if let Cow::Owned(sealed) = seal_all(&body, &ctx.live.seal_key, to, items) {
             body = Bytes::from(sealed);
+        }
+    }
+    // Behaviour §14: a translated answer the router keeps, as the client is given it.
+    if kept(ctx, route) {
+        if let (Some(keeping), Some(answer)) = (Keeping::for_try(ctx, target), answer_object(&body))
+        {
+            keeping.keep(answer);
         }
     }
     let mut response = Response::new(Body::from(body));
@@ -140,6 +158,15 @@ pub(super) fn deliver(
     }
     route.apply_over_relayed(out);
     response
+}
+
+/// Whether the answer is one the router keeps (`[responses] store = true`, behaviour §14): a
+/// translated Responses answer to a request that asked for it to be kept.
+fn kept(ctx: &TryContext<'_>, route: &RouteHeaders) -> bool {
+    ctx.kept_id.is_some()
+        && route.translated.is_some()
+        && ctx.endpoint == Endpoint::Responses
+        && ctx.method == Method::POST
 }
 
 /// The router's own time on a request: all of it but the upstream's.

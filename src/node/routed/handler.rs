@@ -28,6 +28,7 @@ use crate::telemetry::RequestSpan;
 use super::delivery::overhead_us;
 use super::error_answers::route_error;
 use super::intake::{self, client_request_id, upstream_path, Intake};
+use super::kept_turn;
 use super::route_request::{self, NotAsked, Refusal};
 use super::search_pass;
 use super::tries::serve_tries;
@@ -84,6 +85,12 @@ pub async fn handle_named(
         &info.model,
         started,
     );
+    // Behaviour §14: a continuation of a kept response carries the kept conversation.
+    let (client_body, info, kept) =
+        match kept_turn::expand(&app, &live, endpoint, (client_body, info), &ticket.tag().id) {
+            Ok(turn) => (turn.body, turn.info, turn.kept),
+            Err(not_asked) => return not_asked_answer(not_asked, endpoint, anthropic, &route),
+        };
     let asked = route_request::ask(
         &live,
         &router,
@@ -92,14 +99,11 @@ pub async fn handle_named(
         (&client_body, &info, &parts.headers),
         &ticket,
     );
-    let (route_request, mut encrypted, mut refusal) = match asked {
+    let (mut route_request, mut encrypted, mut refusal) = match asked {
         Ok(asked) => asked,
-        Err(NotAsked::Error(error)) => return fail(error, &route),
-        Err(NotAsked::NotFound(body)) => {
-            metrics::request_finished(endpoint, StatusCode::BAD_REQUEST.as_u16());
-            return reply::json(StatusCode::BAD_REQUEST, body, &route);
-        }
+        Err(not_asked) => return not_asked_answer(not_asked, endpoint, anthropic, &route),
     };
+    kept_turn::follow_chain(&mut route_request, kept.chain.as_deref(), &live);
     let client_id = route_request.client.id.clone();
     let mut client_body = client_body;
     let mut routed = router.route(route_request).await;
@@ -158,9 +162,31 @@ pub async fn handle_named(
         trace: &trace, // telemetry
         client: Some(&ticket),
         encrypted: encrypted.as_ref(),
+        kept_id: kept.id.as_deref(),
+        continues: kept.continues.as_deref(),
+        kept_chain: kept.chain.as_deref(),
     };
     let response = serve_tries(&context, decision, &mut route, started).await;
     trace.answered(response, route.attempts, route.model.as_ref()) // telemetry
+}
+
+/// The answer to a request answered before it is routed.
+fn not_asked_answer(
+    not_asked: NotAsked,
+    endpoint: Endpoint,
+    anthropic: bool,
+    route: &RouteHeaders,
+) -> Response {
+    match not_asked {
+        NotAsked::Error(error) => {
+            metrics::request_finished(endpoint, error.status().as_u16());
+            reply::api_error(&error, anthropic, route)
+        }
+        NotAsked::NotFound(body) => {
+            metrics::request_finished(endpoint, StatusCode::BAD_REQUEST.as_u16());
+            reply::json(StatusCode::BAD_REQUEST, body, route)
+        }
+    }
 }
 
 /// The answer to a request not taken in. Answered before the client's body was read whole,

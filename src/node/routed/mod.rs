@@ -14,6 +14,7 @@ mod error_answers;
 mod guarded_body;
 pub mod handler;
 mod intake;
+mod kept_turn;
 mod response_binding;
 mod route_request;
 mod search_pass;

@@ -1,7 +1,8 @@
 //! What a routed request asks the router (behaviour §10): its combo, format and client, and
 //! where it must or would rather go — the connection storing the response it continues, the
-//! maker of its encrypted items (both hard), or its conversation's affinity group — and its
-//! class (behaviour §13: a spare request holds no group).
+//! maker of its encrypted items or of its Gemini `thoughtSignature`s (both hard), or its
+//! conversation's affinity group — and its class (behaviour §13: a spare request holds no
+//! group).
 
 use bytes::Bytes;
 use http::header::HeaderMap;
@@ -17,6 +18,7 @@ use crate::node::live::LiveConfig;
 use crate::wire::affinity_group::derive_group;
 use crate::wire::body_rewrite::RequestInfo;
 use crate::wire::encrypted_items::EncryptedItems;
+use crate::wire::thought_signatures;
 use crate::wire::translate::{Direction, TranslateError};
 
 use super::response_binding::{previous_response, previous_response_not_found, Continues};
@@ -89,14 +91,23 @@ pub(super) fn ask(
     } else {
         None
     };
-    // The strongest affinity that holds: `previous_response_id`'s connection, the maker of
-    // the encrypted items, or the conversation's group.
+    // A Gemini turn's sealed `thoughtSignature`s name their maker like encrypted items
+    // (behaviour §15).
     let client = &route_request.client.id;
+    let signatures_maker = endpoint
+        .is_gemini()
+        .then(|| thought_signatures::maker(body, &live.seal_key, client))
+        .flatten();
+    // The strongest affinity that holds: `previous_response_id`'s connection, the maker of
+    // the encrypted items or signatures, or the conversation's group.
     match turn_affinity(
         route_request.only_connection.as_deref(),
-        encrypted.as_ref().and_then(|turn| turn.items.maker()),
+        encrypted
+            .as_ref()
+            .and_then(|turn| turn.items.maker())
+            .or(signatures_maker.as_deref()),
         // A spare request never holds a conversation group (behaviour §13); hard affinities
-        // (a stored response, encrypted items' maker) still hold.
+        // (a stored response, encrypted items' or signatures' maker) still hold.
         live.affinity.enabled && !spare,
         || {
             derive_group(

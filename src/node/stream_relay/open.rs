@@ -55,6 +55,9 @@ pub struct CommittedStream {
     /// Seals the encrypted items a Responses stream hands out (behaviour §10) with the
     /// connection that made them; `None`: events go byte for byte.
     pub sealer: Option<ItemSealer>,
+    /// Keeps a translated Responses stream's answer (`[responses] store = true`, behaviour
+    /// §14) from the events the client is given; `None`: not kept.
+    pub keeper: Option<crate::node::kept_responses::StreamKeeper>,
 }
 
 impl StreamStart {
@@ -301,6 +304,7 @@ impl Opening {
             trace: AttemptSpan::default(),
             translator: self.translator,
             sealer: None,
+            keeper: None,
         }))
     }
 }

@@ -246,13 +246,18 @@ impl Relay {
         }
     }
 
-    /// Whole events for the client, with the try's keys masked.
-    fn masked(&self, out: BytesMut) -> Bytes {
+    /// Whole events for the client, with the try's keys masked (and watched for the answer
+    /// to keep, when it is kept).
+    fn masked(&mut self, out: BytesMut) -> Bytes {
         let secrets = self.stream.echoes.exposed();
-        match mask_exact(&out, &secrets) {
+        let out = match mask_exact(&out, &secrets) {
             std::borrow::Cow::Borrowed(_) => out.freeze(),
             std::borrow::Cow::Owned(masked) => Bytes::from(masked),
+        };
+        if let Some(keeper) = self.stream.keeper.as_mut() {
+            keeper.watch(&out);
         }
+        out
     }
 
     /// A break after commit: one final error event in the client's protocol.

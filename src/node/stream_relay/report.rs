@@ -171,6 +171,8 @@ impl Relay {
             trace: std::mem::take(&mut self.stream.trace),
             translator: self.stream.translator.take(),
             sealer: self.stream.sealer.take(),
+            // What the client did not see is not kept.
+            keeper: None,
         };
         Relay {
             stream,

@@ -1,5 +1,6 @@
-//! Where `"encrypted_content"` strings sit in JSON text (a body or one SSE event), found on the
-//! bytes without parsing the document, and a string written back as JSON. Seals nothing.
+//! Where `"encrypted_content"` (or another member's) strings sit in JSON text (a body or one SSE
+//! event), found on the bytes without parsing the document; the bytes that leave such a member
+//! out; a string written back as JSON. Seals nothing.
 
 use std::borrow::Cow;
 
@@ -28,15 +29,54 @@ impl ContentSpan {
     }
 }
 
+/// One `"<key>": "<string>"` member in JSON text: where its key starts (its opening quote) and
+/// its string value's span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberSpan {
+    pub key_start: usize,
+    pub value: ContentSpan,
+}
+
+impl MemberSpan {
+    /// The bytes of `text` to cut to leave this member out of its object: the member and the
+    /// comma that joins it to the next member (or, for the last, to the one before).
+    pub fn removal(&self, text: &[u8]) -> (usize, usize) {
+        let mut after = self.value.end;
+        while text.get(after).is_some_and(|b| b.is_ascii_whitespace()) {
+            after += 1;
+        }
+        if text.get(after) == Some(&b',') {
+            return (self.key_start, after + 1);
+        }
+        let mut before = self.key_start;
+        while before > 0 && text[before - 1].is_ascii_whitespace() {
+            before -= 1;
+        }
+        if before > 0 && text[before - 1] == b',' {
+            return (before - 1, self.value.end);
+        }
+        (self.key_start, self.value.end)
+    }
+}
+
 /// Every `"encrypted_content"` key in `text` whose value is a string, in order. A match inside
 /// another string (its quote escaped) or followed by anything but `: "…"` is skipped.
 pub fn content_spans(text: &[u8]) -> Vec<ContentSpan> {
+    string_members(text, FIELD)
+        .into_iter()
+        .map(|member| member.value)
+        .collect()
+}
+
+/// Every `key` (quotes included, e.g. `b"\"thoughtSignature\""`) in `text` whose value is a
+/// string, in order, as [`content_spans`] finds them.
+pub fn string_members(text: &[u8], key: &[u8]) -> Vec<MemberSpan> {
     let mut spans = Vec::new();
-    for at in memmem::find_iter(text, FIELD) {
+    for at in memmem::find_iter(text, key) {
         if at > 0 && text[at - 1] == b'\\' {
             continue;
         }
-        let mut i = at + FIELD.len();
+        let mut i = at + key.len();
         while text.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
             i += 1;
         }
@@ -64,7 +104,10 @@ pub fn content_spans(text: &[u8]) -> Vec<ContentSpan> {
             }
         }
         if let Some(end) = closed {
-            spans.push(ContentSpan { start, end });
+            spans.push(MemberSpan {
+                key_start: at,
+                value: ContentSpan { start, end },
+            });
         }
     }
     spans

@@ -18,10 +18,16 @@
 //! signature, and a blob re-tagged with another connection, replayed by another client,
 //! truncated or altered does not open.
 //!
+//! A Gemini answer's `thoughtSignature`s (behaviour §15) are sealed with the same HMAC, in a
+//! base64 form of their own (`signature`: Google's clients decode and re-encode them as bytes),
+//! so a later request that carries one names the connection that made it, and it goes back only
+//! there (`thought_signatures`).
+//!
 //! - `key` — the node's two keys, derived from its secret, never printed.
 //! - `seal` — the HMAC seal (`qrs1.`): made, and checked in constant time (`hmac`'s verify).
 //! - `carried` — the AEAD carrier (`qrt1.`): encrypted with a fresh random nonce, opened.
 //! - `json_spans` — where `"encrypted_content"` strings sit in JSON text, byte by byte.
+//! - `signature` — the HMAC seal of a `thoughtSignature` (`qrg1…`, base64): made, opened.
 //! - `sealer` — a body or stream event with every item sealed, for one answer.
 //!
 //! What a request does with its items is `encrypted_items`'.
@@ -31,11 +37,16 @@ mod json_spans;
 mod key;
 mod seal;
 mod sealer;
+mod signature;
 #[cfg(test)]
 mod tests;
 
 pub use carried::{Carried, CARRIED_PLAIN_PREFIX, CARRIED_PREFIX};
-pub use json_spans::{content_spans, write_json_string, ContentSpan};
+pub use json_spans::{content_spans, string_members, write_json_string, ContentSpan, MemberSpan};
 pub use key::SealKey;
 pub use seal::{Opened, SEAL_PREFIX};
-pub use sealer::{seal_all, ItemSealer, Items, SealedFor};
+pub use sealer::{seal_all, ItemSealer, Items, SealedFor, SIGNATURE_FIELD};
+pub use signature::{
+    carried_in_signature, carried_signature, OpenedSignature, CARRIED_SIGNATURE_PREFIX,
+    SIGNATURE_PLAIN_PREFIX, SIGNATURE_PREFIX,
+};

@@ -25,7 +25,12 @@ pub struct Opened<'a> {
 
 impl SealKey {
     /// The HMAC-SHA-256 of the client, the connection and the content, not yet finalized.
-    fn item_hmac(&self, client: &str, connection: &str, content: &str) -> hmac::Hmac<sha2::Sha256> {
+    pub(super) fn item_hmac(
+        &self,
+        client: &str,
+        connection: &str,
+        content: &str,
+    ) -> hmac::Hmac<sha2::Sha256> {
         keyed_hmac(
             &self.mac,
             &[client.as_bytes(), connection.as_bytes(), content.as_bytes()],

@@ -1,6 +1,6 @@
 //! A body or stream event with every encrypted item sealed for one answer's client and
 //! connection ([`seal_all`], [`ItemSealer`]); a translated answer's carried thinking blocks
-//! encrypted instead.
+//! encrypted instead; a Gemini answer's `thoughtSignature`s sealed in their base64 form.
 
 use std::borrow::Cow;
 
@@ -8,9 +8,15 @@ use base64::Engine;
 use memchr::memmem;
 
 use super::carried::{CARRIED_PLAIN_PREFIX, CARRIED_PREFIX};
-use super::json_spans::{content_spans, write_json_string, FIELD};
+use super::json_spans::{content_spans, string_members, write_json_string, FIELD};
 use super::key::SealKey;
 use super::seal::SEAL_PREFIX;
+use super::signature::{
+    carried_in_signature, carried_signature, SIGNATURE_PLAIN_PREFIX, SIGNATURE_PREFIX,
+};
+
+/// The member a Gemini answer's signatures ride in, on any part.
+pub const SIGNATURE_FIELD: &[u8] = b"\"thoughtSignature\"";
 
 /// The longest connection id a seal carries (config ids are short; a longer one is not sealed).
 const MAX_CONNECTION_BYTES: usize = 256;
@@ -23,6 +29,14 @@ pub enum Items {
     /// A translated answer's: a carried thinking block's plain form is encrypted, anything
     /// else sealed.
     Translated,
+    /// A Gemini answer's `thoughtSignature`s (behaviour §15): each sealed (`seal_signature`).
+    GeminiSignatures,
+    /// A translated answer to a Gemini client: a carried thinking block's plain form in a
+    /// `thoughtSignature` is encrypted (behaviour §14), anything else sealed.
+    GeminiTranslated,
+    /// A translated answer to a Messages client: a Gemini signature's plain form in a thinking
+    /// block's `signature` is sealed (behaviour §15); nothing else is touched.
+    MessagesTranslated,
 }
 
 /// Who an answer's items are sealed for: the client it is handed to and the connection that
@@ -42,6 +56,12 @@ pub fn seal_all<'a>(
     to: SealedFor<'_>,
     items: Items,
 ) -> Cow<'a, [u8]> {
+    match items {
+        Items::GeminiSignatures => return seal_signatures(text, key, to, false),
+        Items::GeminiTranslated => return seal_signatures(text, key, to, true),
+        Items::MessagesTranslated => return seal_plain_signatures(text, key, to),
+        Items::Upstream | Items::Translated => {}
+    }
     let SealedFor { client, connection } = to;
     if connection.len() > MAX_CONNECTION_BYTES || memmem::find(text, FIELD).is_none() {
         return Cow::Borrowed(text);
@@ -67,6 +87,94 @@ pub fn seal_all<'a>(
             _ => key.seal(client, connection, &value),
         };
         let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 128));
+        out.extend_from_slice(&text[copied_to..span.start]);
+        write_json_string(out, &sealed);
+        copied_to = span.end;
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut out) => {
+            out.extend_from_slice(&text[copied_to..]);
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// `text` with every `thoughtSignature` string sealed for `to`'s client and connection (one
+/// sealed already, or that cannot be, is kept), a `translated` answer's carried thinking
+/// blocks encrypted; borrowed when it holds none.
+fn seal_signatures<'a>(
+    text: &'a [u8],
+    key: &SealKey,
+    to: SealedFor<'_>,
+    translated: bool,
+) -> Cow<'a, [u8]> {
+    if memmem::find(text, SIGNATURE_FIELD).is_none() {
+        return Cow::Borrowed(text);
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied_to = 0;
+    for member in string_members(text, SIGNATURE_FIELD) {
+        let span = member.value;
+        let Some(value) = span.value(text) else {
+            continue;
+        };
+        if value.starts_with(SIGNATURE_PREFIX) && key.open_signature(to.client, &value).is_some() {
+            continue;
+        }
+        let sealed = match value.strip_prefix(CARRIED_PLAIN_PREFIX) {
+            // Never in clear: a block that cannot be encrypted leaves empty (and is left out
+            // when it comes back).
+            Some(plain) if translated => base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(plain)
+                .ok()
+                .and_then(|plaintext| key.seal_carried(to.client, to.connection, &plaintext))
+                .map(|encrypted| carried_signature(&encrypted))
+                .unwrap_or_default(),
+            _ if translated && carried_in_signature(&value).is_some() => continue,
+            _ => match key.seal_signature(to.client, to.connection, &value) {
+                Some(sealed) => sealed,
+                None => continue,
+            },
+        };
+        let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 64));
+        out.extend_from_slice(&text[copied_to..span.start]);
+        write_json_string(out, &sealed);
+        copied_to = span.end;
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut out) => {
+            out.extend_from_slice(&text[copied_to..]);
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// The member a thinking block's signature rides in (an answer or a `signature_delta`).
+const PLAIN_SIGNATURE_FIELD: &[u8] = b"\"signature\"";
+
+/// `text` with every `signature` string in the plain form a translation wrote
+/// ([`SIGNATURE_PLAIN_PREFIX`]) sealed for `to`; borrowed when it holds none.
+fn seal_plain_signatures<'a>(text: &'a [u8], key: &SealKey, to: SealedFor<'_>) -> Cow<'a, [u8]> {
+    if memmem::find(text, SIGNATURE_PLAIN_PREFIX.as_bytes()).is_none() {
+        return Cow::Borrowed(text);
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied_to = 0;
+    for member in string_members(text, PLAIN_SIGNATURE_FIELD) {
+        let span = member.value;
+        let Some(value) = span.value(text) else {
+            continue;
+        };
+        let Some(original) = value.strip_prefix(SIGNATURE_PLAIN_PREFIX) else {
+            continue;
+        };
+        // Never in clear with the marker: one that cannot be sealed leaves empty.
+        let sealed = key
+            .seal_signature(to.client, to.connection, original)
+            .unwrap_or_default();
+        let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 64));
         out.extend_from_slice(&text[copied_to..span.start]);
         write_json_string(out, &sealed);
         copied_to = span.end;

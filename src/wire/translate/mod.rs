@@ -15,7 +15,8 @@
 //!   call ids Gemini does not give, cleans schemas to its subset and frames its streams.
 //! - `direction` — the APIs and which pair a request crosses (`chat>messages`).
 //! - `openai_common` — what the two OpenAI APIs share on the way in (parts, tools, limits).
-//! - `citations` — web search results and citations in each API's shape.
+//! - `citations` — web search results and citations in each API's shape; `held_text` the
+//!   open text block a streamed citation's span is told in.
 //! - `params` — what cannot be carried (refused or dropped), effort ↔ budget.
 //! - `search_left_out` — a Responses request without its web search tool, for a combo none
 //!   of whose targets runs one.
@@ -33,6 +34,7 @@ mod count_tokens;
 mod direction;
 mod errors;
 mod gemini;
+mod held_text;
 pub mod hub;
 mod messages;
 mod openai_common;
@@ -153,17 +155,24 @@ pub fn translate_request_as(
         Api::Chat => chat::read::request(&request, &mut dropped)?,
         Api::Responses => responses::read::request(&request, key, &mut dropped, &mut reasoning)?,
         Api::Messages => messages::read::request(&request, &mut dropped)?,
-        Api::Gemini => gemini::read::request(&request, &mut dropped)?,
+        Api::Gemini => gemini::read::request(&request, key, &mut dropped, &mut reasoning)?,
     };
     form.stream = stream;
+    // A Messages client's thinking signatures: the Gemini ones this connection made, opened.
+    if direction == Direction::MESSAGES_TO_GEMINI {
+        thinking_carry::open_gemini_signatures(&mut form, key, &mut reasoning);
+    }
     let translated = match direction.target {
         Api::Chat => chat::write::request(&form, settings)?,
         Api::Responses => responses::write::request(&form, settings)?,
         Api::Messages => messages::write::request(&form, settings, &mut dropped)?,
-        // Only a Responses client's signatures came sealed to this connection.
-        Api::Gemini => {
-            gemini::write::request(&form, direction.client == Api::Responses, &mut dropped)?
-        }
+        // Only a Responses or Messages client's signatures came sealed to this connection
+        // (opened above, or by the Responses reader).
+        Api::Gemini => gemini::write::request(
+            &form,
+            matches!(direction.client, Api::Responses | Api::Messages),
+            &mut dropped,
+        )?,
     };
     let body = serde_json::to_vec(&translated)
         .map_err(|error| TranslateError::Invalid(error.to_string()))?;
@@ -204,7 +213,13 @@ pub fn translate_answer(
         Api::Responses => responses::read::answer(&answer),
         Api::Messages => messages::read::answer(&answer),
         // Gemini's signatures go only to a client that carries them sealed.
-        Api::Gemini => gemini::read::answer(&answer, direction.client == Api::Responses, created),
+        Api::Gemini => {
+            let mut form = gemini::read::answer(&answer, carries_signatures(direction), created);
+            if direction.client == Api::Messages {
+                thinking_carry::mark_gemini_signatures(&mut form.parts);
+            }
+            form
+        }
     };
     let translated = match direction.client {
         Api::Chat => chat::write::answer(&form, created),
@@ -215,6 +230,12 @@ pub fn translate_answer(
     serde_json::to_vec(&translated)
         .map(Bytes::from)
         .map_err(|error| error.to_string())
+}
+
+/// Whether a client carries a Gemini account's thought signatures back, sealed by the node:
+/// a Responses client in a reasoning item, a Messages client in a thinking block.
+fn carries_signatures(direction: Direction) -> bool {
+    direction.target == Api::Gemini && matches!(direction.client, Api::Responses | Api::Messages)
 }
 
 #[cfg(test)]
@@ -231,3 +252,6 @@ mod tests_gemini;
 
 #[cfg(test)]
 mod tests_gemini_stream;
+
+#[cfg(test)]
+mod tests_search_streams;

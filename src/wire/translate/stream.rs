@@ -42,6 +42,9 @@ pub struct StreamTranslator {
     writer: Writer,
     /// The events one upstream event became (reused: cleared after each).
     events: Vec<Event>,
+    /// A Messages client of a Gemini account: signatures go in their plain form for the node
+    /// to seal.
+    mark_signatures: bool,
 }
 
 impl StreamTranslator {
@@ -55,7 +58,7 @@ impl StreamTranslator {
             Api::Messages => Reader::Messages(MessagesReader::default()),
             // Gemini's signatures go only to a client that carries them sealed.
             Api::Gemini => Reader::Gemini(GeminiReader::new(
-                direction.client == Api::Responses,
+                super::carries_signatures(direction),
                 created,
             )),
         };
@@ -69,6 +72,7 @@ impl StreamTranslator {
             reader,
             writer,
             events: Vec::new(),
+            mark_signatures: direction == Direction::MESSAGES_TO_GEMINI,
         }
     }
 
@@ -82,7 +86,12 @@ impl StreamTranslator {
     }
 
     fn write(&mut self, out: &mut BytesMut) {
-        for event in self.events.drain(..) {
+        for mut event in self.events.drain(..) {
+            if self.mark_signatures {
+                if let Event::Signature(signature) = &mut event {
+                    *signature = super::thinking_carry::marked_signature(signature);
+                }
+            }
             match &mut self.writer {
                 Writer::Chat(w) => w.event(&event, out),
                 Writer::Responses(w) => w.event(&event, out),

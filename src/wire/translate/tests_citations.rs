@@ -13,7 +13,7 @@ fn answer(client: Api, target: Api, upstream: &Value) -> Value {
 }
 
 /// Claude's answer to "where is Paris?" with one web search and a cited sentence.
-fn anthropic_answer() -> Value {
+pub(super) fn anthropic_answer() -> Value {
     json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
            "content": [
                {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search",
@@ -163,7 +163,7 @@ fn an_answer_without_search_says_nothing_of_it() {
 
 /// Claude's stream for the same answer: the search's query in pieces, its result whole, and
 /// the cited block's citation before its text.
-fn anthropic_stream() -> String {
+pub(super) fn anthropic_stream() -> String {
     let events = [
         json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
                "model": "claude-sonnet-4-5", "content": [], "stop_reason": null,

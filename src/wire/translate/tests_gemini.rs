@@ -377,15 +377,80 @@ fn gemini_answers_become_chat_and_messages_answers() {
         out["content"][0]["signature"], "",
         "a Gemini signature is not Anthropic's"
     );
-    assert_eq!(out["content"][2]["type"], "tool_use");
-    assert_eq!(out["content"][2]["input"], json!({"at": "x"}));
+    // The call's signature in a thinking block of its own just before it, in the plain form
+    // the node seals before it leaves.
+    assert_eq!(
+        out["content"][2],
+        json!({"type": "thinking", "thinking": "", "signature": "qrgplain1.GEMSIG"})
+    );
+    assert_eq!(out["content"][3]["type"], "tool_use");
+    assert_eq!(out["content"][3]["input"], json!({"at": "x"}));
     assert_eq!(out["stop_reason"], "tool_use");
     assert_eq!(
         out["usage"]["input_tokens"], 40,
         "cache reads are not in Anthropic's input"
     );
     assert_eq!(out["usage"]["cache_read_input_tokens"], 60);
-    assert!(!out.to_string().contains("GEMSIG"));
+}
+
+/// A Gemini account's signature goes to a Messages client in a thinking block, sealed by the
+/// node, and back to the Gemini account on the call it signed only on that connection.
+#[test]
+fn a_gemini_signature_goes_round_a_messages_client_only_to_its_connection() {
+    let out = down(Direction::MESSAGES_TO_GEMINI, &gemini_answer("STOP"));
+    let key = crate::wire::item_seal::SealKey::from_secret(b"node secret");
+    let client = super::thinking_carry::TEST_CLIENT;
+    let text = out.to_string();
+    let sealed = crate::wire::item_seal::seal_all(
+        text.as_bytes(),
+        &key,
+        crate::wire::item_seal::SealedFor {
+            client,
+            connection: "gm-1",
+        },
+        crate::wire::item_seal::Items::MessagesTranslated,
+    );
+    let answer: Value = serde_json::from_slice(&sealed).unwrap();
+    let signature = answer["content"][2]["signature"].as_str().unwrap();
+    assert!(signature.starts_with("qrg1"), "{signature}");
+    assert!(!answer.to_string().contains("qrgplain1"));
+    let request = json!({"model": "m", "max_tokens": 100, "messages": [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": answer["content"]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": answer["content"][3]["id"], "content": "seen"}]}
+    ]});
+    let on = |connection: &str| {
+        let settings = RequestSettings {
+            reasoning: Some(ReasoningKey {
+                key: &key,
+                client,
+                connection,
+            }),
+            ..super::tests::SETTINGS
+        };
+        let translated = translate_request(
+            Direction::MESSAGES_TO_GEMINI,
+            request.to_string().as_bytes(),
+            settings,
+        )
+        .unwrap();
+        let body: Value = serde_json::from_slice(&translated.body).unwrap();
+        (body, translated.reasoning)
+    };
+    let (body, counts) = on("gm-1");
+    assert_eq!(counts.restored, 1);
+    let parts = &body["contents"][1]["parts"];
+    let call = parts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p.get("functionCall").is_some())
+        .unwrap();
+    assert_eq!(call["thoughtSignature"], "GEMSIG", "{body}");
+    let (body, counts) = on("gm-2");
+    assert_eq!(counts.left_out, 1);
+    assert!(!body.to_string().contains("GEMSIG"), "{body}");
+    assert!(!body.to_string().contains("qrg1"), "{body}");
 }
 
 #[test]
@@ -490,8 +555,21 @@ fn answers_of_every_api_become_gemini_answers() {
     let out = down(Direction::GEMINI_TO_MESSAGES, &anthropic_answer());
     let candidate = &out["candidates"][0];
     assert_eq!(candidate["content"]["role"], "model");
+    let parts = candidate["content"]["parts"].as_array().unwrap();
+    // The signed block rides in the next part's `thoughtSignature`, in its plain carried form
+    // (the node encrypts it before it leaves).
+    let carried = parts[1]["thoughtSignature"].as_str().unwrap();
     assert_eq!(
-        candidate["content"]["parts"],
+        super::thinking_carry::block_of(carried),
+        Some(json!({"type": "thinking", "thinking": "let me see", "signature": "sig-1"}))
+    );
+    let mut without = candidate["content"]["parts"].clone();
+    without[1]
+        .as_object_mut()
+        .unwrap()
+        .remove("thoughtSignature");
+    assert_eq!(
+        without,
         json!([
             {"text": "let me see", "thought": true},
             {"text": "I will look."},
@@ -507,7 +585,7 @@ fn answers_of_every_api_become_gemini_answers() {
     );
     assert!(
         !out.to_string().contains("sig-1"),
-        "no Anthropic signature to a Gemini client"
+        "no Anthropic signature in clear to a Gemini client"
     );
 
     let chat = json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-x",
@@ -566,4 +644,70 @@ fn errors_cross_between_googles_shape_and_the_others() {
     assert_eq!(out["error"]["status"], "INVALID_ARGUMENT");
     assert_eq!(out["error"]["message"], "plain words");
     assert_eq!(out["error"]["details"], json!([]));
+}
+
+/// An Anthropic account's thinking block goes to a Gemini client encrypted for its connection
+/// in a `thoughtSignature`, and comes back as the same block (before the part that carried it)
+/// only when the next turn goes to that connection; elsewhere it is left out.
+#[test]
+fn an_anthropic_thinking_block_goes_to_a_gemini_client_and_back_only_to_its_connection() {
+    let out = down(Direction::GEMINI_TO_MESSAGES, &anthropic_answer());
+    let parts = out["candidates"][0]["content"]["parts"].clone();
+    let plain = parts[1]["thoughtSignature"].as_str().unwrap();
+    // What the node hands out: encrypted for an-1, wrapped as base64 the SDKs keep.
+    let key = crate::wire::item_seal::SealKey::from_secret(b"node secret");
+    let encrypted = super::thinking_carry::encrypted(&key, "an-1", plain);
+    let signature = crate::wire::item_seal::carried_signature(&encrypted);
+    assert!(!signature.contains("sig-1") && !signature.contains("let me see"));
+    let mut model_parts = parts.clone();
+    model_parts[1]["thoughtSignature"] = json!(signature);
+    let request = json!({
+        "contents": [
+            {"role": "user", "parts": [{"text": "look"}]},
+            {"role": "model", "parts": model_parts},
+            {"role": "user", "parts": [{"functionResponse": {"name": "look", "response": {"output": "seen"}}}]},
+        ],
+        "generationConfig": {"thinkingConfig": {"thinkingBudget": 4096, "includeThoughts": true}},
+    });
+    let on = |connection: &str| {
+        let settings = RequestSettings {
+            reasoning: Some(ReasoningKey {
+                key: &key,
+                client: super::thinking_carry::TEST_CLIENT,
+                connection,
+            }),
+            ..super::tests::SETTINGS
+        };
+        let translated = translate_request(
+            Direction::GEMINI_TO_MESSAGES,
+            request.to_string().as_bytes(),
+            settings,
+        )
+        .unwrap();
+        let body: Value = serde_json::from_slice(&translated.body).unwrap();
+        (body, translated.reasoning)
+    };
+    let (body, counts) = on("an-1");
+    assert_eq!(counts.restored, 1);
+    let assistant = &body["messages"][1]["content"];
+    assert_eq!(
+        assistant[0],
+        json!({"type": "thinking", "thinking": "let me see", "signature": "sig-1"})
+    );
+    assert_eq!(assistant[1]["type"], "text");
+    assert_eq!(assistant[2]["type"], "tool_use");
+    assert!(body.get("thinking").is_some(), "thinking stays on: {body}");
+    let (body, counts) = on("an-2");
+    assert_eq!(counts.left_out, 1);
+    assert!(!body.to_string().contains("sig-1"), "{body}");
+    // Sent back URL-safe (as Google's Python SDK re-encodes bytes): it still opens.
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(&signature)
+        .unwrap();
+    let url_safe = base64::engine::general_purpose::URL_SAFE.encode(raw);
+    assert_eq!(
+        crate::wire::item_seal::carried_in_signature(&url_safe).as_deref(),
+        Some(encrypted.as_str())
+    );
 }

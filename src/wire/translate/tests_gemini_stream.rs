@@ -96,6 +96,9 @@ fn gemini_streams_become_anthropic_events() {
             "content_block_start",
             "content_block_delta",
             "content_block_stop",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
             "message_delta",
             "message_stop"
         ]
@@ -106,16 +109,27 @@ fn gemini_streams_become_anthropic_events() {
         data[2]["delta"],
         json!({"type": "thinking_delta", "thinking": "hm"})
     );
-    assert_eq!(data[8]["content_block"]["name"], "Read");
+    // The call's signature, in a thinking block of its own before it, in the plain form the
+    // node seals before it leaves.
+    assert_eq!(data[8]["content_block"]["type"], "thinking");
     assert_eq!(
         data[9]["delta"],
+        json!({"type": "signature_delta", "signature": "qrgplain1.GEMSIG"})
+    );
+    assert_eq!(data[11]["content_block"]["name"], "Read");
+    assert_eq!(
+        data[12]["delta"],
         json!({"type": "input_json_delta", "partial_json": "{\"path\":1}"})
     );
-    assert_eq!(data[11]["delta"]["stop_reason"], "tool_use");
-    assert_eq!(data[11]["usage"]["input_tokens"], 18);
-    assert_eq!(data[11]["usage"]["cache_read_input_tokens"], 32);
-    assert_eq!(data[11]["usage"]["output_tokens"], 13);
-    assert!(!format!("{data:?}").contains("GEMSIG"));
+    assert_eq!(data[14]["delta"]["stop_reason"], "tool_use");
+    assert_eq!(data[14]["usage"]["input_tokens"], 18);
+    assert_eq!(data[14]["usage"]["cache_read_input_tokens"], 32);
+    assert_eq!(data[14]["usage"]["output_tokens"], 13);
+    let text = format!("{data:?}");
+    assert_eq!(
+        text.matches("GEMSIG").count(),
+        text.matches("qrgplain1.GEMSIG").count()
+    );
 }
 
 #[test]
@@ -171,7 +185,18 @@ fn anthropic_and_chat_streams_become_gemini_chunks() {
         &anthropic_stream(),
         &[],
     ));
-    let (parts, last) = parts_and_last(&chunks);
+    let (mut parts, last) = parts_and_last(&chunks);
+    // The signed thinking block rides in the next part's `thoughtSignature`, whole (its text
+    // as it streamed), in its plain carried form: the node encrypts it before it leaves.
+    let carried = parts[1]
+        .as_object_mut()
+        .unwrap()
+        .remove("thoughtSignature")
+        .unwrap();
+    assert_eq!(
+        super::thinking_carry::block_of(carried.as_str().unwrap()),
+        Some(json!({"type": "thinking", "thinking": "hm", "signature": "SIG"}))
+    );
     // Text goes out as it comes; the call once its arguments are whole.
     assert_eq!(
         parts,
@@ -190,7 +215,7 @@ fn anthropic_and_chat_streams_become_gemini_chunks() {
         json!({"promptTokenCount": 43, "cachedContentTokenCount": 40,
                "candidatesTokenCount": 12, "totalTokenCount": 55})
     );
-    assert!(!format!("{chunks:?}").contains("SIG"));
+    assert!(!format!("{parts:?}").contains("SIG"));
 
     let chunks = gemini_chunks(&translate_stream(
         Direction::GEMINI_TO_CHAT,

@@ -1,4 +1,4 @@
-//! An Anthropic thinking block carried across turns by a Responses client (behaviour §14,
+//! An Anthropic thinking block carried across turns by a Responses or Gemini client (behaviour §14,
 //! "Responses are stateless when translated"): the block (its text and signature, or a
 //! redacted block's data) travels as a `reasoning` item's `encrypted_content`, and comes back
 //! as the same block only on the connection that made it. The translation writes the block's
@@ -7,12 +7,17 @@
 //! client sees neither text nor signature there, and [`ReasoningKey`] opens only that
 //! connection's blocks.
 //!
+//! A Gemini client gets the block in a part's `thoughtSignature` instead (`gemini::write`). A
+//! Gemini account's signature goes to a Messages client in a thinking block's `signature`, in a
+//! plain form the node seals (`item_seal`), and back only to that connection.
+//!
 //! Owns the plain carried form (`qrthink1.` + base64url of the block's JSON) and the opening.
 
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::wire::item_seal::{SealKey, CARRIED_PLAIN_PREFIX as PREFIX};
+use crate::wire::item_seal::{SealKey, CARRIED_PLAIN_PREFIX as PREFIX, SIGNATURE_PLAIN_PREFIX};
+use crate::wire::translate::hub::form::{Part, Request};
 
 /// A thinking or redacted thinking block as `encrypted_content`, in its plain form (the node
 /// encrypts it before it leaves).
@@ -42,6 +47,76 @@ fn block_from_json(json: &[u8]) -> Option<Value> {
         })),
         "redacted_thinking" => Some(json!({"type": "redacted_thinking", "data": text("data")?})),
         _ => None,
+    }
+}
+
+/// A carried block (as [`ReasoningKey::open`] gives it) as the form's part.
+pub fn block_part(block: &Value) -> Part {
+    let text = |key: &str| {
+        block
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    match block.get("type").and_then(Value::as_str) {
+        Some("redacted_thinking") => Part::RedactedThinking { data: text("data") },
+        _ => Part::Thinking {
+            text: text("thinking"),
+            signature: text("signature"),
+        },
+    }
+}
+
+/// A Gemini signature in the plain form a Messages client is handed (the node seals it);
+/// empty stays empty.
+pub fn marked_signature(signature: &str) -> String {
+    match signature {
+        "" => String::new(),
+        _ => format!("{SIGNATURE_PLAIN_PREFIX}{signature}"),
+    }
+}
+
+/// A Gemini answer's signatures in a Messages client's thinking blocks, in their plain form.
+pub fn mark_gemini_signatures(parts: &mut [Part]) {
+    for part in parts {
+        if let Part::Thinking { signature, .. } = part {
+            *signature = marked_signature(signature);
+        }
+    }
+}
+
+/// A Messages client's thinking signatures for a Gemini target (behaviour §15): each sealed
+/// one this connection made opened to the account's own; any other (another connection's, a
+/// seal that does not open, an Anthropic account's) emptied, so it is not sent.
+pub fn open_gemini_signatures(
+    form: &mut Request,
+    key: Option<ReasoningKey<'_>>,
+    counts: &mut ReasoningCounts,
+) {
+    for message in &mut form.messages {
+        for part in &mut message.parts {
+            let Part::Thinking { signature, .. } = part else {
+                continue;
+            };
+            if signature.is_empty() {
+                continue;
+            }
+            let opened = key.and_then(|key| {
+                let opened = key.key.open_signature(key.client, signature)?;
+                (opened.maker.as_deref() == Some(key.connection)).then_some(opened.original)
+            });
+            match opened {
+                Some(original) => {
+                    counts.restored += 1;
+                    *signature = original;
+                }
+                None => {
+                    counts.left_out += 1;
+                    signature.clear();
+                }
+            }
+        }
     }
 }
 

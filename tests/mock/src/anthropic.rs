@@ -80,22 +80,66 @@ pub fn json_body(turn: &Turn) -> Value {
     }
 }
 
+/// A web search's two blocks as Claude streams them: `server_tool_use` with its query in
+/// `input_json_delta` pieces, then `web_search_tool_result` whole (indices 0 and 1).
+fn search_frames(turn: &Turn) -> Vec<String> {
+    let event = |kind: &str, data: Value| sse(Some(kind), &data.to_string());
+    let blocks = content(turn);
+    let (Some(call), Some(result)) = (blocks.get(0), blocks.get(1)) else {
+        return Vec::new();
+    };
+    let mut call = call.clone();
+    call["input"] = json!({});
+    vec![
+        event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": call}),
+        ),
+        event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": "{\"query\": \"quotaroute"}}),
+        ),
+        event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": " mock\"}"}}),
+        ),
+        event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": result}),
+        ),
+        event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+    ]
+}
+
 pub fn stream_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
     let event = |kind: &str, data: Value| sse(Some(kind), &data.to_string());
     let mut frames = vec![event(
         "message_start",
         json!({"type": "message_start", "message": message(turn, false)}),
     )];
+    // Web search offered: the search and its result first (as Claude streams them).
+    let mut index = 0;
+    if turn.web_search {
+        frames.extend(search_frames(turn));
+        index = 2;
+    }
     // Thinking on: the signed thinking block first, the text after it.
-    let index = match &turn.thinking_signature {
-        Some(signature) => {
-            for (kind, data) in thinking::stream_events(signature) {
-                frames.push(event(kind, data));
-            }
-            1
+    if let Some(signature) = &turn.thinking_signature {
+        for (kind, mut data) in thinking::stream_events(signature) {
+            data["index"] = json!(index);
+            frames.push(event(kind, data));
         }
-        None => 0,
-    };
+        index += 1;
+    }
     frames.push(event(
         "content_block_start",
         json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
@@ -115,6 +159,36 @@ pub fn stream_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
         "content_block_stop",
         json!({"type": "content_block_stop", "index": index}),
     ));
+    if turn.web_search {
+        // The cited sentence: its citation first, then its text.
+        let cited = index + 1;
+        let citation = content(turn)
+            .as_array()
+            .and_then(|blocks| blocks.last())
+            .map(|block| block["citations"][0].clone())
+            .unwrap_or_default();
+        frames.extend([
+            event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": cited,
+                "content_block": {"type": "text", "text": "", "citations": []}}),
+            ),
+            event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": cited,
+                "delta": {"type": "citations_delta", "citation": citation}}),
+            ),
+            event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": cited,
+                "delta": {"type": "text_delta", "text": " The mock cites one source."}}),
+            ),
+            event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": cited}),
+            ),
+        ]);
+    }
     frames.push(event(
         "message_delta",
         json!({

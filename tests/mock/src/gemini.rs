@@ -2,12 +2,16 @@
 //! `…/models/{model}:{method}` and Vertex AI's `…/publishers/google/models/{model}:{method}`),
 //! what a request asks for ([`GeminiTurn`]) and the success shapes: `GenerateContentResponse`
 //! JSON, its stream chunks (SSE with `alt=sse`, else one JSON array), `countTokens`,
-//! `embedContent`, `batchEmbedContents` and the models list.
+//! `embedContent`, `batchEmbedContents` and the models list. A request with Google Search
+//! (`tools: [{googleSearch: {}}]`) is answered grounded, as Google does: the candidate's
+//! `groundingMetadata` (its query, the page found, a support spanning the text in bytes) on
+//! the whole answer and on a stream's last chunk.
 //!
 //! Owns the shapes; faults, keys and budgets are `gemini_api`'s.
 
 use serde_json::{json, Value};
 
+use super::anthropic::SEARCH_RESULT_URL;
 use super::thinking;
 
 /// The mock's reply words, one chunk each (as the other APIs get them).
@@ -134,6 +138,8 @@ pub struct GeminiTurn {
     pub call: Option<FunctionCall>,
     /// The `GeminiSafety` fault: the candidate finishes with `SAFETY` and no content.
     pub safety_block: bool,
+    /// The request offers Google Search: the answer is grounded.
+    pub google_search: bool,
 }
 
 impl GeminiTurn {
@@ -168,6 +174,16 @@ impl GeminiTurn {
             thought_signature: None,
             call: requested_call(body),
             safety_block: false,
+            google_search: body
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|tool| {
+                    tool.get("googleSearch")
+                        .or(tool.get("google_search"))
+                        .is_some()
+                }),
         }
     }
 
@@ -220,6 +236,12 @@ impl GeminiTurn {
         if let Some(finish) = finish {
             candidate["finishReason"] = json!(finish);
         }
+        if finish.is_some_and(|finish| finish != "SAFETY")
+            && self.google_search
+            && self.call.is_none()
+        {
+            candidate["groundingMetadata"] = self.grounding();
+        }
         if finish == Some("SAFETY") {
             candidate["content"] = json!({"parts": [], "role": "model"});
             candidate["safetyRatings"] = json!([
@@ -232,6 +254,19 @@ impl GeminiTurn {
             "usageMetadata": usage,
             "modelVersion": self.model,
             "responseId": format!("mock-gemini-{}", self.sequence),
+        })
+    }
+
+    /// Google Search's grounding of the answer: one query, the page it found, and a support
+    /// of the whole text (its end in bytes; Google leaves a zero `startIndex` out).
+    fn grounding(&self) -> Value {
+        let text = self.chunks.concat();
+        json!({
+            "webSearchQueries": ["quotaroute mock"],
+            "searchEntryPoint": {"renderedContent": "<div class=\"container\">quotaroute mock</div>"},
+            "groundingChunks": [{"web": {"uri": SEARCH_RESULT_URL, "title": "example.org"}}],
+            "groundingSupports": [{"segment": {"endIndex": text.len(), "text": text},
+                                   "groundingChunkIndices": [0]}],
         })
     }
 

@@ -117,6 +117,7 @@ pub use auth::{Accepted, KeyGate, OAuthSettings, OAuthStats, ACCESS_TOKEN_PREFIX
 pub use compression::{Compression, Encoding, UnknownCompression};
 pub use error_bodies::masked_key;
 pub use fault::{Fault, ResetForm, Rule};
+pub use gemini::thought_signature as gemini_thought_signature;
 pub use plan_windows::{PlanWindow, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS};
 pub use rate_headers::openai_duration;
 pub use route_table::Route404;

@@ -1,10 +1,13 @@
 //! OpenAI response shapes: chat completions, completions, embeddings and the Responses API, as
 //! JSON and as SSE (chat/completions: `data:` chunks and `[DONE]`; Responses: typed events).
+//! A Responses request with OpenAI's `web_search` tool runs one search (its `web_search_call`
+//! item first) and its message cites the source (`url_citation`), as OpenAI answers.
 //!
 //! Owns the shapes; the words, tokens and where a stream breaks come from [`Turn`].
 
 use serde_json::{json, Value};
 
+use super::anthropic::SEARCH_RESULT_URL;
 use super::error_bodies::stream_error_payload;
 use super::exchange::{sse, Endpoint, StreamEnding, Turn};
 use super::rate_headers::Dialect;
@@ -142,9 +145,49 @@ fn reasoning_item(turn: &Turn, done: bool) -> Value {
     item
 }
 
+/// The web search a Responses request with OpenAI's `web_search` tool runs, as its output
+/// item (`ws_mock_<sequence>`): one query, one source.
+fn search_item(turn: &Turn, status: &str) -> Value {
+    json!({"type": "web_search_call", "id": format!("ws_mock_{}", turn.sequence), "status": status,
+           "action": {"type": "search", "query": "quotaroute mock",
+                      "sources": [{"type": "url", "url": SEARCH_RESULT_URL}]}})
+}
+
+/// The search item's stream events (output index 0): added, in progress, searching,
+/// completed, done.
+fn search_events(turn: &Turn) -> Vec<(String, Value)> {
+    let id = format!("ws_mock_{}", turn.sequence);
+    let mut events = vec![(
+        "response.output_item.added".to_owned(),
+        json!({"output_index": 0, "item": search_item(turn, "in_progress")}),
+    )];
+    for kind in ["in_progress", "searching", "completed"] {
+        events.push((
+            format!("response.web_search_call.{kind}"),
+            json!({"output_index": 0, "item_id": id}),
+        ));
+    }
+    events.push((
+        "response.output_item.done".to_owned(),
+        json!({"output_index": 0, "item": search_item(turn, "completed")}),
+    ));
+    events
+}
+
+/// The answer's `url_citation` annotations: with web search, one citing the whole text.
+fn annotations(turn: &Turn, text: &str) -> Value {
+    if !turn.web_search {
+        return json!([]);
+    }
+    json!([{"type": "url_citation", "start_index": 0, "end_index": text.chars().count(),
+            "url": SEARCH_RESULT_URL, "title": "The mock's source"}])
+}
+
 fn message_item(turn: &Turn, status: &str, text: Option<&str>) -> Value {
     let content = match text {
-        Some(text) => json!([{"type": "output_text", "text": text, "annotations": []}]),
+        Some(text) => {
+            json!([{"type": "output_text", "text": text, "annotations": annotations(turn, text)}])
+        }
         None => json!([]),
     };
     json!({
@@ -162,10 +205,12 @@ pub(crate) fn response_object(turn: &Turn, status: &str, with_output: bool) -> V
     let output = if with_output && turn.compaction_trigger {
         json!([compaction_item(turn)])
     } else if with_output {
-        json!([
+        let searched = turn.web_search.then(|| search_item(turn, "completed"));
+        let items = [
             reasoning_item(turn, true),
-            message_item(turn, "completed", Some(&turn.text()))
-        ])
+            message_item(turn, "completed", Some(&turn.text())),
+        ];
+        Value::Array(searched.into_iter().chain(items).collect())
     } else {
         json!([])
     };
@@ -364,31 +409,39 @@ fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
         );
         return frames;
     }
+    // With web search: the search first, as OpenAI streams it.
+    let first = u64::from(turn.web_search);
+    if turn.web_search {
+        for (kind, data) in search_events(turn) {
+            push(&mut frames, &kind, data);
+        }
+    }
+    let message_index = first + 1;
     push(
         &mut frames,
         "response.output_item.added",
-        json!({"output_index": 0, "item": reasoning_item(turn, false)}),
+        json!({"output_index": first, "item": reasoning_item(turn, false)}),
     );
     push(
         &mut frames,
         "response.output_item.done",
-        json!({"output_index": 0, "item": reasoning_item(turn, true)}),
+        json!({"output_index": first, "item": reasoning_item(turn, true)}),
     );
     push(
         &mut frames,
         "response.output_item.added",
-        json!({"output_index": 1, "item": message_item(turn, "in_progress", None)}),
+        json!({"output_index": message_index, "item": message_item(turn, "in_progress", None)}),
     );
     push(
         &mut frames,
         "response.content_part.added",
-        json!({"item_id": item_id, "output_index": 1, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        json!({"item_id": item_id, "output_index": message_index, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
     );
     for text in turn.chunks.iter().take(ending.content_chunks(turn)) {
         push(
             &mut frames,
             "response.output_text.delta",
-            json!({"item_id": item_id, "output_index": 1, "content_index": 0, "delta": text}),
+            json!({"item_id": item_id, "output_index": message_index, "content_index": 0, "delta": text}),
         );
     }
     if ending != StreamEnding::Complete {
@@ -400,20 +453,29 @@ fn responses_frames(turn: &Turn, ending: StreamEnding) -> Vec<String> {
         return frames;
     }
     let text = turn.text();
+    let annotations = annotations(turn, &text);
+    for (index, annotation) in annotations.as_array().into_iter().flatten().enumerate() {
+        push(
+            &mut frames,
+            "response.output_text.annotation.added",
+            json!({"item_id": item_id, "output_index": message_index, "content_index": 0,
+                   "annotation_index": index, "annotation": annotation}),
+        );
+    }
     push(
         &mut frames,
         "response.output_text.done",
-        json!({"item_id": item_id, "output_index": 1, "content_index": 0, "text": text}),
+        json!({"item_id": item_id, "output_index": message_index, "content_index": 0, "text": text}),
     );
     push(
         &mut frames,
         "response.content_part.done",
-        json!({"item_id": item_id, "output_index": 1, "content_index": 0, "part": {"type": "output_text", "text": text, "annotations": []}}),
+        json!({"item_id": item_id, "output_index": message_index, "content_index": 0, "part": {"type": "output_text", "text": text, "annotations": annotations}}),
     );
     push(
         &mut frames,
         "response.output_item.done",
-        json!({"output_index": 1, "item": message_item(turn, "completed", Some(&text))}),
+        json!({"output_index": message_index, "item": message_item(turn, "completed", Some(&text))}),
     );
     push(
         &mut frames,

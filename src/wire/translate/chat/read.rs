@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{
-    Answer, Effort, Finish, Part, Request, Role, ToolCall, ToolOutput, Usage,
+    Answer, Effort, Finish, Part, Request, Role, ToolCall, ToolOutput, Usage, WebSearch,
 };
 use crate::wire::translate::hub::{array_at, count_at, str_at, text_at};
 use crate::wire::translate::openai_common::{self, common, drop_unknown};
@@ -13,7 +13,7 @@ use crate::wire::translate::params;
 use crate::wire::translate::TranslateError;
 
 /// Keys read here or with no meaning upstream; anything else is dropped and named.
-const HANDLED: [&str; 22] = [
+const HANDLED: [&str; 23] = [
     "model",
     "messages",
     "stream",
@@ -36,6 +36,7 @@ const HANDLED: [&str; 22] = [
     "prediction",
     "store",
     "response_format",
+    "web_search_options",
 ];
 
 pub fn request(
@@ -61,6 +62,10 @@ pub fn request(
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice),
     )?;
+    form.web_search = request
+        .get("web_search_options")
+        .filter(|options| options.is_object())
+        .map(web_search_options);
     form.effort = request
         .get("reasoning_effort")
         .and_then(Value::as_str)
@@ -70,6 +75,21 @@ pub fn request(
         });
     drop_unknown(request, &HANDLED, dropped);
     Ok(form)
+}
+
+/// A search model's `web_search_options` as the provider's web search: its user location
+/// (`{"type":"approximate","approximate":{…}}`) in the flat shape the tools take.
+fn web_search_options(options: &Value) -> WebSearch {
+    let user_location = options.get("user_location").and_then(|location| {
+        let mut flat = location.get("approximate")?.as_object()?.clone();
+        flat.insert("type".into(), Value::String("approximate".into()));
+        Some(Value::Object(flat))
+    });
+    WebSearch {
+        parameter: "web_search_options".into(),
+        user_location,
+        ..WebSearch::default()
+    }
 }
 
 /// The messages: system and developer ones as the system text, tool results as user parts.

@@ -1,11 +1,13 @@
 //! A Chat Completions stream into the hub's events, chunk by chunk: blocks are made from the
 //! deltas (reasoning, text, each tool call), the finish reason and the usage chunk end the
 //! answer at `[DONE]`. A piece for a tool call that is no longer open (providers send calls one
-//! after another) is left out rather than held.
+//! after another) is left out rather than held. A search model's `delta.annotations`
+//! (`url_citation`s, indices in the whole `content`) are citations of the open text block.
 
 use serde_json::Value;
 
 use super::read::{finish, usage};
+use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Event, Finish, Usage};
 use crate::wire::translate::hub::{array_at, str_at, text_at};
 
@@ -23,6 +25,9 @@ pub struct ChatReader {
     open: Option<Open>,
     finish: Option<Finish>,
     usage: Option<Usage>,
+    /// Characters of `content` so far, and where the open text block began in it.
+    content_chars: usize,
+    block_start: usize,
     done: bool,
 }
 
@@ -83,8 +88,25 @@ impl ChatReader {
             events.push(Event::Thinking(thinking.to_string()));
         }
         if let Some(text) = text_at(delta, "content").or_else(|| text_at(delta, "refusal")) {
+            if self.open != Some(Open::Text) {
+                self.block_start = self.content_chars;
+            }
             self.ensure(Open::Text, Event::TextStart, events);
+            self.content_chars += text.chars().count();
             events.push(Event::Text(text.to_string()));
+        }
+        if self.open == Some(Open::Text) {
+            let start = self.block_start;
+            events.extend(
+                citations::read_chat_citations(delta, 0)
+                    .into_iter()
+                    .filter(|citation| citation.start >= start)
+                    .map(|mut citation| {
+                        citation.start -= start;
+                        citation.end = citation.end.saturating_sub(start);
+                        Event::Citation(citation)
+                    }),
+            );
         }
         for call in array_at(delta, "tool_calls") {
             let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);

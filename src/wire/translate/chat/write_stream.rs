@@ -1,7 +1,10 @@
 //! The hub's events as Chat Completions chunks: the role chunk, `content` /
 //! `reasoning_content` / `tool_calls[i]` deltas (arguments in the pieces they came in), the
 //! `finish_reason` chunk, the usage chunk when the client asked for it, and `data: [DONE]`.
-//! State is the open tool call and a few counters: nothing grows with the stream.
+//! Citations go out as OpenAI's search models send them: one chunk whose `delta.annotations`
+//! lists the `url_citation`s (indices in characters of the whole `content`), before the
+//! finish. State is the open tool call, a few counters and the citations (one small entry
+//! each): nothing grows with the text.
 
 use bytes::BytesMut;
 use serde_json::{json, Value};
@@ -9,6 +12,9 @@ use serde_json::{json, Value};
 use super::write::{chat_id, finish_reason, usage};
 use crate::wire::stream_error::openai_stream_error;
 use crate::wire::translate::hub::form::{Event, Usage};
+
+/// Most citations one answer's annotations chunk lists.
+const MAX_ANNOTATIONS: usize = 4096;
 use crate::wire::translate::sse_write::write_data;
 
 #[derive(Debug)]
@@ -21,6 +27,11 @@ pub struct ChatWriter {
     tool: Option<u32>,
     tools: u32,
     usage: Usage,
+    /// Characters of `content` sent, and where the open text block began in it.
+    content_chars: usize,
+    block_start: usize,
+    /// The `url_citation` annotations not yet sent.
+    annotations: Vec<Value>,
     done: bool,
 }
 
@@ -34,6 +45,9 @@ impl ChatWriter {
             tool: None,
             tools: 0,
             usage: Usage::default(),
+            content_chars: 0,
+            block_start: 0,
+            annotations: Vec::new(),
             done: false,
         }
     }
@@ -63,8 +77,21 @@ impl ChatWriter {
                 self.usage = usage.unwrap_or_default();
                 self.chunk(out, json!({"role": "assistant", "content": ""}), None);
             }
+            Event::TextStart => self.block_start = self.content_chars,
             Event::Text(text) if !text.is_empty() => {
+                self.content_chars += text.chars().count();
                 self.chunk(out, json!({"content": text}), None)
+            }
+            Event::Citation(citation) if self.annotations.len() < MAX_ANNOTATIONS => {
+                let end = self.content_chars;
+                let at = |offset: usize| (self.block_start + offset).min(end);
+                self.annotations
+                    .push(json!({"type": "url_citation", "url_citation": {
+                        "start_index": at(citation.start),
+                        "end_index": at(citation.end),
+                        "url": citation.url,
+                        "title": citation.title,
+                    }}));
             }
             Event::Thinking(text) if !text.is_empty() => {
                 self.chunk(out, json!({"reasoning_content": text}), None)
@@ -99,10 +126,12 @@ impl ChatWriter {
                     self.usage = *usage;
                 }
                 if let Some(finish) = finish {
+                    self.send_annotations(out);
                     self.chunk(out, json!({}), Some(finish_reason(*finish)));
                 }
             }
             Event::Done => {
+                self.send_annotations(out);
                 self.done = true;
                 if self.include_usage {
                     write_data(
@@ -126,6 +155,15 @@ impl ChatWriter {
             }
             _ => {}
         }
+    }
+
+    /// The citations not yet sent, as one chunk (nothing when there are none).
+    fn send_annotations(&mut self, out: &mut BytesMut) {
+        if self.annotations.is_empty() {
+            return;
+        }
+        let annotations = std::mem::take(&mut self.annotations);
+        self.chunk(out, json!({"annotations": annotations}), None);
     }
 
     /// A break after commit (or a stream the router stopped) as the protocol's final error

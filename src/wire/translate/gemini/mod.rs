@@ -1,10 +1,11 @@
 //! Google's Gemini `generateContent`: read into the hub's form (requests, answers, stream
 //! chunks) and written from it (behaviour §15 "Translation"), with the tool-call ids Gemini
 //! does not give (`call_ids`), its OpenAPI subset of JSON Schema (`schema`) and its two stream
-//! framings (`framing`).
+//! framings (`framing`); Google Search grounding ↔ searches and citations (`grounding`).
 
 pub mod call_ids;
 pub mod framing;
+pub mod grounding;
 pub mod read;
 pub mod read_stream;
 pub mod schema;

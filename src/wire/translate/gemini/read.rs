@@ -1,19 +1,24 @@
 //! Gemini into the hub's form: a client's `generateContent` request, an upstream's whole
 //! answer and its `usageMetadata`. Thought parts a Gemini client sends back and their
-//! `thoughtSignature`s are left out (no other account checks them); an upstream's signatures
-//! are read only for a client that carries them sealed (a Responses client's reasoning items).
+//! `thoughtSignature`s are left out (no other account checks them), but for a thinking block
+//! the router carried in one (behaviour §14), restored before the part that carries it when it
+//! opens for the target's connection; an upstream's signatures are read only for a client that
+//! carries them sealed (a Responses client's reasoning items).
 
 use serde_json::{Map, Value};
 
 use super::call_ids::{self, Pending};
+use super::grounding;
 use super::schema;
 use super::{array_of, at, member, str_of};
+use crate::wire::item_seal::carried_in_signature;
 use crate::wire::translate::hub::count_at;
 use crate::wire::translate::hub::form::{
     Answer, Effort, Finish, FormatKind, Image, OutputFormat, Part, Request, Role, Tool, ToolCall,
     ToolChoice, ToolOutput, Usage, WebSearch,
 };
 use crate::wire::translate::params::{self, drop_named};
+use crate::wire::translate::thinking_carry::{block_part, ReasoningCounts, ReasoningKey};
 use crate::wire::translate::TranslateError;
 
 /// Top-level keys read here (camel case; snake case is the same key).
@@ -69,7 +74,9 @@ fn camel(key: &str) -> String {
 
 pub fn request(
     request: &Map<String, Value>,
+    key: Option<ReasoningKey<'_>>,
     dropped: &mut Vec<String>,
+    counts: &mut ReasoningCounts,
 ) -> Result<Request, TranslateError> {
     let object = request;
     let mut form = Request::default();
@@ -99,7 +106,10 @@ pub fn request(
         if role == Role::Assistant {
             pending.new_turn();
         }
-        let parts = parts_of(content, turn, role, &mut pending)?;
+        let mut parts = parts_of(content, turn, role, &mut pending)?;
+        if role == Role::Assistant {
+            carried_blocks(content, &mut parts, key, counts);
+        }
         form.push(role, parts);
     }
     tools(member(object, "tools"), &mut form)?;
@@ -128,6 +138,44 @@ fn texts(content: &Value) -> String {
         .filter_map(|part| at(part, "text").and_then(Value::as_str))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The thinking blocks a model turn carries in `thoughtSignature`s (behaviour §14), each put
+/// before the part that carried it when it opens for this connection and client; the rest
+/// counted as left out. `parts` are the turn's, as [`parts_of`] read them.
+fn carried_blocks(
+    content: &Value,
+    parts: &mut Vec<Part>,
+    key: Option<ReasoningKey<'_>>,
+    counts: &mut ReasoningCounts,
+) {
+    let mut restored = Vec::new();
+    // Which of `parts` each client part became (thoughts and empty texts became none).
+    let mut read = 0;
+    for part in array_of(content, "parts") {
+        let thought = at(part, "thought").and_then(Value::as_bool) == Some(true);
+        let text = at(part, "text")
+            .and_then(Value::as_str)
+            .is_some_and(|text| !text.is_empty());
+        let other = ["inlineData", "fileData", "functionCall", "functionResponse"]
+            .iter()
+            .any(|kind| at(part, kind).is_some());
+        if let Some(encrypted) = carried_in_signature(str_of(part, "thoughtSignature")) {
+            match key.and_then(|key| key.open(&encrypted)) {
+                Some(block) => {
+                    counts.restored += 1;
+                    restored.push((read, block_part(&block)));
+                }
+                None => counts.left_out += 1,
+            }
+        }
+        if !thought && (text || other) {
+            read += 1;
+        }
+    }
+    for (at, part) in restored.into_iter().rev() {
+        parts.insert(at.min(parts.len()), part);
+    }
 }
 
 /// A `Content`'s parts.
@@ -501,14 +549,23 @@ pub fn answer(response: &Value, signatures: bool, created: u64) -> Answer {
     } else {
         self::finish(str_of(candidate, "finishReason"), calls > 0)
     };
+    let grounding = at(candidate, "groundingMetadata").unwrap_or(&Value::Null);
+    let texts: Vec<(usize, &str)> = parts
+        .iter()
+        .enumerate()
+        .filter_map(|(index, part)| match part {
+            Part::Text(text) => Some((index, text.as_str())),
+            _ => None,
+        })
+        .collect();
+    let citations = grounding::citations(&grounding::supports(grounding), &texts);
     Answer {
         id: response_id.to_string(),
         model: at(response, "modelVersion").cloned().unwrap_or(Value::Null),
-        parts,
         finish,
         usage: usage(at(response, "usageMetadata").unwrap_or(&Value::Null)),
-        // Google Search grounding is not carried yet: its answers read as text.
-        searches: Vec::new(),
-        citations: Vec::new(),
+        searches: grounding::searches(grounding),
+        citations,
+        parts,
     }
 }

@@ -4,14 +4,19 @@
 //! piece and its made id (`call_ids`). Gemini has no end event: a chunk with a `finishReason`
 //! (or a blocked prompt) ends the answer when the upstream's stream ends. State: the open
 //! block, the calls so far, the finish and the last usage (every chunk carries the counts so
-//! far).
+//! far). Google Search grounding comes on the candidate (each `groundingMetadata` holds all so
+//! far): the last one is kept, and at the end its supports become citations of the open text
+//! block and its queries searches. The open text block's text is held for that (bounded:
+//! `held_text`).
 
 use serde_json::Value;
 
 use super::call_ids;
+use super::grounding;
 use super::read::{finish, prompt_blocked, usage};
 use super::{array_of, at, str_of};
-use crate::wire::translate::hub::form::{Event, Finish, Usage};
+use crate::wire::translate::held_text::HeldText;
+use crate::wire::translate::hub::form::{Citation, Event, Finish, Usage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -31,6 +36,12 @@ pub struct GeminiReader {
     calls: usize,
     finish: Option<Finish>,
     usage: Option<Usage>,
+    /// The text's bytes so far (all text parts), where the open text block began, its text.
+    text_bytes: usize,
+    block_base: usize,
+    held: HeldText,
+    /// The last `groundingMetadata`.
+    grounding: Option<Value>,
     done: bool,
 }
 
@@ -110,6 +121,9 @@ impl GeminiReader {
         let Some(candidate) = array_of(&chunk, "candidates").first() else {
             return;
         };
+        if let Some(grounding) = at(candidate, "groundingMetadata").filter(|g| g.is_object()) {
+            self.grounding = Some(grounding.clone());
+        }
         let content = at(candidate, "content").unwrap_or(&Value::Null);
         for part in array_of(content, "parts") {
             self.part(part, events);
@@ -156,9 +170,32 @@ impl GeminiReader {
             events.push(Event::ToolArguments(arguments));
             events.push(Event::BlockStop);
         } else if !text.is_empty() {
+            if self.open != Some(Open::Text) {
+                self.block_base = self.text_bytes;
+                self.held.clear();
+            }
             self.ensure(Open::Text, events);
+            self.text_bytes += text.len();
+            self.held.push(text);
             events.push(Event::Text(text.to_string()));
         }
+    }
+
+    /// A support of the open text block as its citation.
+    fn citation(&self, support: grounding::Support) -> Option<Event> {
+        let start = support.start.checked_sub(self.block_base)?;
+        let end = support
+            .end
+            .checked_sub(self.block_base)?
+            .min(self.held.bytes());
+        Some(Event::Citation(Citation {
+            part: 0,
+            start: self.held.char_at_byte(start)?,
+            end: self.held.char_at_byte(end.max(start))?,
+            url: support.url,
+            title: support.title,
+            cited_text: Some(support.text).filter(|text| !text.is_empty()),
+        }))
     }
 
     /// The upstream ended: an answer that finished (a `finishReason` came) gets its closing
@@ -168,7 +205,20 @@ impl GeminiReader {
             return;
         };
         self.done = true;
+        let grounding = self.grounding.take().unwrap_or(Value::Null);
+        if self.open == Some(Open::Text) {
+            events.extend(
+                grounding::supports(&grounding)
+                    .into_iter()
+                    .filter_map(|support| self.citation(support)),
+            );
+        }
         self.close(events);
+        events.extend(
+            grounding::searches(&grounding)
+                .into_iter()
+                .map(Event::Search),
+        );
         events.push(Event::Finish {
             finish: Some(finish),
             usage: Some(self.usage.unwrap_or_default()),

@@ -13,6 +13,7 @@ use crate::wire::translate::hub::form::{
     Answer, Finish, FormatKind, Image, Part, Request, Role, ToolChoice, ToolOutput, Usage,
 };
 use crate::wire::translate::params::{self, drop_named};
+use crate::wire::translate::thinking_carry::carried;
 use crate::wire::translate::TranslateError;
 
 /// The request for a Gemini host (the model and the method are in its path). `signed`: the
@@ -318,12 +319,53 @@ pub fn response(id: &str, model: &Value, parts: Vec<Value>) -> Value {
     })
 }
 
-/// A whole answer.
+/// The thinking block a part is, when it can be carried to a Gemini client and back (an
+/// Anthropic account's: signed, or redacted).
+pub fn carried_block(part: &Part) -> Option<Value> {
+    match part {
+        Part::Thinking { text, signature } if !signature.is_empty() => {
+            Some(json!({"type": "thinking", "thinking": text, "signature": signature}))
+        }
+        Part::RedactedThinking { data } => Some(json!({"type": "redacted_thinking", "data": data})),
+        _ => None,
+    }
+}
+
+/// A part that holds only a carried block's signature (no part followed the block).
+pub fn signature_part(signature: String) -> Value {
+    json!({"text": "", "thought": true, "thoughtSignature": signature})
+}
+
+/// A whole answer. A thinking block of an Anthropic account rides in the `thoughtSignature`
+/// of the part after it (where Google signs), in its plain carried form: the node encrypts it
+/// for the connection before it leaves, and it comes back as the block only there (§14).
 pub fn answer(answer: &Answer) -> Value {
-    let parts = answer.parts.iter().filter_map(answer_part).collect();
+    let mut parts = Vec::with_capacity(answer.parts.len());
+    let mut pending: Option<String> = None;
+    for part in &answer.parts {
+        if let Some(block) = carried_block(part) {
+            if let Some(earlier) = pending.replace(carried(&block)) {
+                parts.push(signature_part(earlier));
+            }
+        }
+        let Some(mut written) = answer_part(part) else {
+            continue;
+        };
+        if !matches!(part, Part::Thinking { .. }) {
+            if let Some(signature) = pending.take() {
+                written["thoughtSignature"] = json!(signature);
+            }
+        }
+        parts.push(written);
+    }
+    parts.extend(pending.map(signature_part));
     let mut out = response(&answer.id, &answer.model, parts);
     out["candidates"][0]["finishReason"] = json!(finish_reason(answer.finish));
     out["usageMetadata"] = usage(&answer.usage);
+    let supports = super::grounding::answer_supports(answer);
+    if let Some(grounding) = super::grounding::metadata(&answer.searches, &supports) {
+        out["candidates"][0]["groundingMetadata"] = grounding;
+    }
     out
 }
 

@@ -1,15 +1,27 @@
 //! The hub's events as a Gemini stream: each chunk a whole `GenerateContentResponse` with the
 //! text or thought piece it carries (pieces go out as they come), a call once its arguments are
 //! whole (Gemini's clients take a call in one piece), the last chunk with the `finishReason`
-//! and `usageMetadata`; framed as SSE or as one JSON array (`framing`). State: the open call's
-//! arguments (bounded by the call) and a few fields.
+//! and `usageMetadata` — and `groundingMetadata` when the host searched the web; framed as SSE
+//! or as one JSON array (`framing`). A signed thinking block (an Anthropic account's) is carried
+//! in the `thoughtSignature` of the part after it, as in a whole answer. State: the open call's
+//! arguments and the open thinking block (each bounded by its block), the open text block's
+//! text (for its citations' byte spans, bounded: `held_text`), the searches and supports so far
+//! (a few small entries each, capped) and a few fields.
 
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
 use super::framing::{Framer, Framing};
-use super::write::{answer_part, error, finish_reason, response, usage};
-use crate::wire::translate::hub::form::{Event, Finish, Part, ToolCall, Usage};
+use super::grounding::{self, Support};
+use super::write::{
+    answer_part, carried_block, error, finish_reason, response, signature_part, usage,
+};
+use crate::wire::translate::held_text::HeldText;
+use crate::wire::translate::hub::form::{Citation, Event, Finish, Part, ToolCall, Usage};
+use crate::wire::translate::thinking_carry::carried;
+
+/// Most searches and supports one answer's `groundingMetadata` lists.
+const MAX_GROUNDING: usize = 4096;
 
 #[derive(Debug)]
 pub struct GeminiWriter {
@@ -18,8 +30,18 @@ pub struct GeminiWriter {
     model: Value,
     /// The open call: its id, name and arguments so far.
     call: Option<ToolCall>,
+    /// The open thinking block: its text and signature so far.
+    thinking: Option<(String, String)>,
+    /// A closed block's carried form, for the next part's `thoughtSignature`.
+    pending: Option<String>,
     finish: Option<Finish>,
     usage: Usage,
+    /// The text's bytes so far, where the open text block began, its text.
+    text_bytes: usize,
+    block_base: usize,
+    held: Option<HeldText>,
+    searches: Vec<crate::wire::translate::hub::form::SearchCall>,
+    supports: Vec<Support>,
     done: bool,
 }
 
@@ -30,8 +52,15 @@ impl GeminiWriter {
             id: String::new(),
             model: Value::Null,
             call: None,
+            thinking: None,
+            pending: None,
             finish: None,
             usage: Usage::default(),
+            text_bytes: 0,
+            block_base: 0,
+            held: None,
+            searches: Vec::new(),
+            supports: Vec::new(),
             done: false,
         }
     }
@@ -46,8 +75,24 @@ impl GeminiWriter {
     }
 
     fn part(&mut self, part: &Part, out: &mut BytesMut) {
-        if let Some(part) = answer_part(part) {
-            let chunk = response(&self.id, &self.model, vec![part]);
+        if let Some(mut written) = answer_part(part) {
+            if !matches!(part, Part::Thinking { .. }) {
+                if let Some(signature) = self.pending.take() {
+                    written["thoughtSignature"] = json!(signature);
+                }
+            }
+            let chunk = response(&self.id, &self.model, vec![written]);
+            self.chunk(&chunk, out);
+        }
+    }
+
+    /// A closed block to carry: on the next part, or alone when another comes first.
+    fn carry(&mut self, block: Option<Value>, out: &mut BytesMut) {
+        let Some(block) = block else {
+            return;
+        };
+        if let Some(earlier) = self.pending.replace(carried(&block)) {
+            let chunk = response(&self.id, &self.model, vec![signature_part(earlier)]);
             self.chunk(&chunk, out);
         }
     }
@@ -62,14 +107,43 @@ impl GeminiWriter {
                 self.model = model.clone();
                 self.usage = usage.unwrap_or_default();
             }
-            Event::Text(text) => self.part(&Part::Text(text.clone()), out),
-            Event::Thinking(text) => self.part(
-                &Part::Thinking {
-                    text: text.clone(),
-                    signature: String::new(),
-                },
-                out,
-            ),
+            Event::TextStart => {
+                self.block_base = self.text_bytes;
+                self.held = Some(HeldText::default());
+            }
+            Event::Text(text) => {
+                self.text_bytes += text.len();
+                if let Some(held) = self.held.as_mut() {
+                    held.push(text);
+                }
+                self.part(&Part::Text(text.clone()), out)
+            }
+            Event::Citation(citation) => self.citation(citation),
+            Event::Search(search) if self.searches.len() < MAX_GROUNDING => {
+                self.searches.push(search.clone())
+            }
+            Event::ThinkingStart => self.thinking = Some((String::new(), String::new())),
+            Event::Thinking(text) => {
+                if let Some((whole, _)) = &mut self.thinking {
+                    whole.push_str(text);
+                }
+                self.part(
+                    &Part::Thinking {
+                        text: text.clone(),
+                        signature: String::new(),
+                    },
+                    out,
+                )
+            }
+            Event::Signature(piece) => {
+                if let Some((_, signature)) = &mut self.thinking {
+                    signature.push_str(piece);
+                }
+            }
+            Event::Redacted(data) => {
+                let block = carried_block(&Part::RedactedThinking { data: data.clone() });
+                self.carry(block, out);
+            }
             Event::ToolStart { id, name } => {
                 self.call = Some(ToolCall {
                     id: id.clone(),
@@ -83,6 +157,11 @@ impl GeminiWriter {
                 }
             }
             Event::BlockStop => {
+                self.held = None;
+                if let Some((text, signature)) = self.thinking.take() {
+                    let block = carried_block(&Part::Thinking { text, signature });
+                    self.carry(block, out);
+                }
                 if let Some(call) = self.call.take() {
                     self.part(&Part::ToolCall(call), out);
                 }
@@ -97,16 +176,49 @@ impl GeminiWriter {
                 if let Some(call) = self.call.take() {
                     self.part(&Part::ToolCall(call), out);
                 }
+                if let Some((text, signature)) = self.thinking.take() {
+                    let block = carried_block(&Part::Thinking { text, signature });
+                    self.carry(block, out);
+                }
                 self.done = true;
-                let mut last = response(&self.id, &self.model, vec![json!({"text": ""})]);
+                let mut ending = json!({"text": ""});
+                if let Some(signature) = self.pending.take() {
+                    ending["thoughtSignature"] = json!(signature);
+                }
+                let mut last = response(&self.id, &self.model, vec![ending]);
                 last["candidates"][0]["finishReason"] =
                     json!(finish_reason(self.finish.unwrap_or_default()));
                 last["usageMetadata"] = usage(&self.usage);
+                if let Some(grounding) = grounding::metadata(&self.searches, &self.supports) {
+                    last["candidates"][0]["groundingMetadata"] = grounding;
+                }
                 self.chunk(&last, out);
                 self.framer.end(out);
             }
             Event::Error { message, kind } => self.error(message, kind, out),
             _ => {}
+        }
+    }
+
+    /// A citation of the open text block, as a support spanning bytes of the whole text.
+    fn citation(&mut self, citation: &Citation) {
+        let Some(held) = self.held.as_ref() else {
+            return;
+        };
+        let end = citation.end.min(held.chars());
+        let (Some(start), Some(end_byte)) =
+            (held.byte_at_char(citation.start), held.byte_at_char(end))
+        else {
+            return;
+        };
+        if self.supports.len() < MAX_GROUNDING && start <= end_byte {
+            self.supports.push(Support {
+                start: self.block_base + start,
+                end: self.block_base + end_byte,
+                text: held.slice(citation.start, end).unwrap_or_default(),
+                url: citation.url.clone(),
+                title: citation.title.clone(),
+            });
         }
     }
 

@@ -284,8 +284,10 @@ pub enum Event {
     Done,
     /// A web search the host ran, whole, with its results (between blocks).
     Search(SearchCall),
-    /// A source the open text block cites, the whole block (`part`, `start` and `end` are not
-    /// used: the writer knows the block).
+    /// A source the open text block cites: `start..end` is its span in that block's text, in
+    /// characters (`part` is not used: the writer knows the block). It comes before the
+    /// block's `BlockStop`, after the text it spans (a reader that learns of it earlier holds
+    /// it until then).
     Citation(Citation),
     /// The upstream's error in the stream.
     Error {

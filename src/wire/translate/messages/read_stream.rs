@@ -1,14 +1,16 @@
 //! A Messages stream into the hub's events, event by event. Blocks other than text, thinking
 //! and tool calls are left out whole, but for web search: its `server_tool_use` (its query in
 //! pieces) and `web_search_tool_result` become one search event, and a text block's
-//! `citations_delta` a citation of it. State: the open block's kind, the search in progress
-//! and the usage so far (Anthropic sends it in pieces: `message_start`, then `message_delta`).
+//! `citations_delta` a citation of the whole block, given when the block ends (Anthropic sends
+//! it before the text it cites). State: the open block's kind, its length and citations, the
+//! search in progress and the usage so far (Anthropic sends it in pieces: `message_start`,
+//! then `message_delta`).
 
 use serde_json::{json, Map, Value};
 
 use super::read::{finish, usage};
 use crate::wire::translate::citations;
-use crate::wire::translate::hub::form::{Event, SearchCall};
+use crate::wire::translate::hub::form::{Citation, Event, SearchCall};
 use crate::wire::translate::hub::{str_at, text_at};
 
 #[derive(Debug, Default)]
@@ -18,6 +20,9 @@ pub struct MessagesReader {
     usage: Map<String, Value>,
     /// The web search whose `server_tool_use` came, its input JSON so far, until its result.
     search: Option<(SearchCall, String)>,
+    /// The open text block's characters so far and its citations (each of the whole block).
+    text_chars: usize,
+    cited: Vec<Citation>,
 }
 
 impl MessagesReader {
@@ -39,7 +44,10 @@ impl MessagesReader {
         match str_at(block, "type") {
             "text" => {
                 events.push(Event::TextStart);
+                self.text_chars = 0;
+                self.cited = citations::read_anthropic_citations(block, 0, "");
                 if let Some(text) = text_at(block, "text") {
+                    self.text_chars = text.chars().count();
                     events.push(Event::Text(text.to_string()));
                 }
                 true
@@ -124,23 +132,34 @@ impl MessagesReader {
                 let delta = data.get("delta").unwrap_or(&Value::Null);
                 let piece = |key: &str| str_at(delta, key).to_string();
                 events.push(match str_at(delta, "type") {
-                    "text_delta" => Event::Text(piece("text")),
+                    "text_delta" => {
+                        let text = piece("text");
+                        self.text_chars += text.chars().count();
+                        Event::Text(text)
+                    }
                     "thinking_delta" => Event::Thinking(piece("thinking")),
                     "signature_delta" => Event::Signature(piece("signature")),
                     "input_json_delta" => Event::ToolArguments(piece("partial_json")),
                     "citations_delta" => {
                         let block =
                             json!({"citations": [delta.get("citation").unwrap_or(&Value::Null)]});
-                        match citations::read_anthropic_citations(&block, 0, "").pop() {
-                            Some(citation) => Event::Citation(citation),
-                            None => return,
-                        }
+                        self.cited
+                            .extend(citations::read_anthropic_citations(&block, 0, ""));
+                        return;
                     }
                     _ => return,
                 });
             }
             "content_block_stop" => {
                 let carried = self.open.take() == Some(true);
+                let end = std::mem::take(&mut self.text_chars);
+                events.extend(self.cited.drain(..).map(|citation| {
+                    Event::Citation(Citation {
+                        start: 0,
+                        end,
+                        ..citation
+                    })
+                }));
                 events.extend(carried.then_some(Event::BlockStop));
             }
             "message_delta" => {

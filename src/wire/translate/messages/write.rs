@@ -299,7 +299,8 @@ pub fn answer(answer: &Answer) -> Value {
                 "input": answer_input(&call.arguments),
             })),
             Part::Text(text) if text.is_empty() => {}
-            Part::Thinking { text, .. } if text.is_empty() => {}
+            // A block with no text is kept only for its signature (a Gemini account's).
+            Part::Thinking { text, signature } if text.is_empty() && signature.is_empty() => {}
             Part::Text(text) => {
                 content.extend(citations::anthropic_text_blocks(answer, index, text))
             }

@@ -1,13 +1,19 @@
 //! The hub's events as a Messages stream: `message_start`, one `content_block_*` run per
 //! thinking / text / tool call (arguments as `input_json_delta` pieces), then `message_delta`
-//! (stop reason, usage with cache reads) and `message_stop`.
+//! (stop reason, usage with cache reads) and `message_stop`. A web search the host ran is a
+//! `server_tool_use` block (its input as one `input_json_delta`) and a
+//! `web_search_tool_result` block, as Anthropic streams them; a citation a `citations_delta`
+//! in the text block that holds its span (Anthropic's citations cite their whole block: a
+//! stream cannot split a block already sent, so the span's own text is its `cited_text`).
 
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
 use super::write::{message_id, stop_reason, usage};
 use crate::wire::stream_error::anthropic_stream_error;
-use crate::wire::translate::hub::form::{Event, Finish, Usage};
+use crate::wire::translate::citations;
+use crate::wire::translate::held_text::HeldText;
+use crate::wire::translate::hub::form::{Answer, Citation, Event, Finish, SearchCall, Usage};
 use crate::wire::translate::sse_write::write_data;
 
 #[derive(Debug, Default)]
@@ -18,6 +24,9 @@ pub struct MessagesWriter {
     next_index: u32,
     finish: Option<Finish>,
     usage: Usage,
+    /// The open block is text: its text, for the passages its citations cite.
+    text: Option<HeldText>,
+    searches: u32,
     done: bool,
 }
 
@@ -39,6 +48,7 @@ impl MessagesWriter {
     }
 
     fn close(&mut self, out: &mut BytesMut) {
+        self.text = None;
         if let Some(index) = self.open.take() {
             write_data(
                 out,
@@ -87,7 +97,10 @@ impl MessagesWriter {
                     }}),
                 );
             }
-            Event::TextStart => self.start_block(json!({"type": "text", "text": ""}), out),
+            Event::TextStart => {
+                self.start_block(json!({"type": "text", "text": ""}), out);
+                self.text = Some(HeldText::default());
+            }
             Event::ThinkingStart => self.start_block(
                 json!({"type": "thinking", "thinking": "", "signature": ""}),
                 out,
@@ -100,8 +113,13 @@ impl MessagesWriter {
                 out,
             ),
             Event::Text(text) if !text.is_empty() => {
+                if let Some(held) = self.text.as_mut() {
+                    held.push(text);
+                }
                 self.delta(out, json!({"type": "text_delta", "text": text}))
             }
+            Event::Search(search) => self.search(search, out),
+            Event::Citation(citation) => self.citation(citation, out),
             Event::Thinking(text) if !text.is_empty() => {
                 self.delta(out, json!({"type": "thinking_delta", "thinking": text}))
             }
@@ -142,6 +160,58 @@ impl MessagesWriter {
             }
             _ => {}
         }
+    }
+
+    /// A web search the host ran: its `server_tool_use` block and its result block.
+    fn search(&mut self, search: &SearchCall, out: &mut BytesMut) {
+        let answer = Answer {
+            searches: vec![search.clone()],
+            ..Answer::default()
+        };
+        let mut blocks = citations::anthropic_search_blocks(&answer).into_iter();
+        let (Some(mut call), Some(result)) = (blocks.next(), blocks.next()) else {
+            return;
+        };
+        // Unique in this answer: the blocks' ids say which search they are.
+        let id = format!(
+            "{}_{}",
+            call["id"].as_str().unwrap_or("srvtoolu"),
+            self.searches
+        );
+        self.searches += 1;
+        let input = std::mem::replace(&mut call["input"], json!({}));
+        call["id"] = json!(id);
+        self.start_block(call, out);
+        self.delta(
+            out,
+            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+        );
+        let mut result = result;
+        result["tool_use_id"] = json!(id);
+        self.start_block(result, out);
+        self.close(out);
+    }
+
+    /// A citation of the open text block, as a `citations_delta`.
+    fn citation(&mut self, citation: &Citation, out: &mut BytesMut) {
+        let Some(held) = self.text.as_ref() else {
+            return;
+        };
+        let cited_text = citation
+            .cited_text
+            .clone()
+            .or_else(|| held.slice(citation.start, citation.end.min(held.chars())))
+            .unwrap_or_default();
+        self.delta(
+            out,
+            json!({"type": "citations_delta", "citation": {
+                "type": "web_search_result_location",
+                "url": citation.url,
+                "title": citation.title,
+                "cited_text": cited_text,
+                "encrypted_index": "",
+            }}),
+        );
     }
 
     /// A break after commit (or a stream the router stopped) as the protocol's final error

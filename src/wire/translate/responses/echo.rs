@@ -35,6 +35,9 @@ pub struct Echo {
     fields: Map<String, Value>,
     /// The freeform (`custom`) tools' names.
     custom_tools: Vec<String>,
+    /// The id the router keeps the answer under (`[responses] store = true`, behaviour §14):
+    /// the answer is then written with it and says `store: true`.
+    kept_id: Option<String>,
 }
 
 impl Echo {
@@ -58,7 +61,32 @@ impl Echo {
         Echo {
             fields,
             custom_tools: custom_tool_names(tools),
+            kept_id: None,
         }
+    }
+
+    /// This echo for an answer the router keeps under `id`.
+    pub fn kept_as(&self, id: &str) -> Echo {
+        Echo {
+            kept_id: Some(id.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// This echo for a request that continued the kept response `id` (its body then came
+    /// expanded, without `previous_response_id`): the answer still names it.
+    pub fn continuing(&self, id: &str) -> Echo {
+        let mut echo = self.clone();
+        echo.fields.insert(
+            "previous_response_id".to_owned(),
+            Value::String(id.to_owned()),
+        );
+        echo
+    }
+
+    /// The id the router keeps the answer under, when it keeps it.
+    pub fn kept_id(&self) -> Option<&str> {
+        self.kept_id.as_deref()
     }
 
     /// Whether `name` is a freeform tool.

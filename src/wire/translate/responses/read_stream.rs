@@ -4,11 +4,14 @@
 //! sends an item's text or arguments only in `response.output_item.done` still has them
 //! carried. A reasoning item opens its thinking block only with its first text: a reasoning
 //! model's host sends one (its summary empty) whether or not thinking was asked for, and an
-//! empty one is no block, as in a whole answer.
+//! empty one is no block, as in a whole answer. A `web_search_call` item becomes one search
+//! event when it is done; a `url_citation` annotation (`response.output_text.annotation.added`,
+//! or in a `done` item whose text was not streamed) a citation of its message's block.
 
 use serde_json::Value;
 
 use super::read::{finish, message_text, reasoning_text, usage};
+use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::Event;
 use crate::wire::translate::hub::{str_at, text_at};
 
@@ -17,7 +20,9 @@ enum Open {
     Text,
     Thinking,
     Tool,
-    /// An item the form does not carry (built-in tool calls): left out whole.
+    /// A web search the host runs: one search event when done.
+    Search,
+    /// An item the form does not carry (other built-in tool calls): left out whole.
     Other,
 }
 
@@ -29,6 +34,11 @@ pub struct ResponsesReader {
     streamed: bool,
     /// The open reasoning item's `ThinkingStart`, held until its first text.
     held_start: bool,
+    /// The open message's characters so far, where its current content part began, and
+    /// whether an annotation of it came as an event.
+    text_chars: usize,
+    part_start: usize,
+    annotated: bool,
     called: bool,
     done: bool,
 }
@@ -61,6 +71,18 @@ impl ResponsesReader {
         }
     }
 
+    /// A `url_citation` of the open message's current content part.
+    fn annotation(&mut self, annotation: &Value, events: &mut Vec<Event>) {
+        let item = serde_json::json!({"content": [{"annotations": [annotation]}]});
+        self.annotated = true;
+        let cited = citations::read_responses_citations(&item, 0);
+        events.extend(cited.into_iter().map(|mut citation| {
+            citation.start += self.part_start;
+            citation.end += self.part_start;
+            Event::Citation(citation)
+        }));
+    }
+
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
         let Ok(data) = serde_json::from_str::<Value>(data) else {
             return;
@@ -74,8 +96,10 @@ impl ResponsesReader {
                 let item = data.get("item").unwrap_or(&Value::Null);
                 self.streamed = false;
                 self.held_start = false;
+                (self.text_chars, self.part_start, self.annotated) = (0, 0, false);
                 let (open, start) = match str_at(item, "type") {
                     "message" => (Open::Text, Some(Event::TextStart)),
+                    "web_search_call" => (Open::Search, None),
                     "reasoning" => {
                         self.held_start = true;
                         (Open::Thinking, None)
@@ -94,7 +118,17 @@ impl ResponsesReader {
                 events.extend(start);
             }
             "response.output_text.delta" | "response.refusal.delta" => {
-                self.delta(Open::Text, Event::Text(delta()), events)
+                let text = delta();
+                if self.open == Some(Open::Text) {
+                    self.text_chars += text.chars().count();
+                }
+                self.delta(Open::Text, Event::Text(text), events)
+            }
+            "response.content_part.added" if self.open == Some(Open::Text) => {
+                self.part_start = self.text_chars;
+            }
+            "response.output_text.annotation.added" if self.open == Some(Open::Text) => {
+                self.annotation(data.get("annotation").unwrap_or(&Value::Null), events);
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 self.delta(Open::Thinking, Event::Thinking(delta()), events)
@@ -106,6 +140,10 @@ impl ResponsesReader {
                 let item = data.get("item").unwrap_or(&Value::Null);
                 let whole = match self.open.take() {
                     None | Some(Open::Other) => return,
+                    Some(Open::Search) => {
+                        events.push(Event::Search(citations::read_responses_search(item)));
+                        return;
+                    }
                     Some(_) if self.streamed => None,
                     Some(Open::Text) => Some(Event::Text(message_text(item))),
                     Some(Open::Thinking) => Some(Event::Thinking(reasoning_text(item))),
@@ -121,6 +159,10 @@ impl ResponsesReader {
                     return;
                 }
                 events.extend(whole);
+                if str_at(item, "type") == "message" && !self.annotated {
+                    let cited = citations::read_responses_citations(item, 0);
+                    events.extend(cited.into_iter().map(Event::Citation));
+                }
                 events.push(Event::BlockStop);
             }
             "response.completed" | "response.incomplete" => {
@@ -131,7 +173,8 @@ impl ResponsesReader {
                 let response = data.get("response").unwrap_or(&Value::Null);
                 self.start(response, events);
                 let held = std::mem::take(&mut self.held_start);
-                if self.open.take().is_some_and(|open| open != Open::Other) && !held {
+                let open = self.open.take();
+                if open.is_some_and(|open| !matches!(open, Open::Other | Open::Search)) && !held {
                     events.push(Event::BlockStop);
                 }
                 events.push(Event::Finish {

@@ -330,6 +330,8 @@ pub fn response_object(
         Some(Finish::ContentFilter) => json!({"reason": "content_filter"}),
         _ => Value::Null,
     };
+    // A kept answer has the router's id for it (behaviour §14).
+    let id = echo.kept_id().unwrap_or(id);
     let mut response = Map::new();
     response.insert("id".into(), json!(id));
     response.insert("object".into(), json!("response"));
@@ -352,7 +354,7 @@ pub fn response_object(
     response.insert("prompt_cache_key".into(), Value::Null);
     response.insert("safety_identifier".into(), Value::Null);
     response.insert("service_tier".into(), json!("default"));
-    response.insert("store".into(), json!(false));
+    response.insert("store".into(), json!(echo.kept_id().is_some()));
     response.insert("top_logprobs".into(), json!(0));
     response.insert("truncation".into(), json!("disabled"));
     response.insert("usage".into(), usage);

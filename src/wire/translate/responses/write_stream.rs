@@ -52,7 +52,7 @@ struct OpenItem {
     id: String,
     output_index: u32,
     text: String,
-    /// A text block's citations (each of the whole block), annotated when it ends.
+    /// A text block's citations (spans in it), annotated when it ends.
     cited: Vec<Citation>,
 }
 
@@ -353,7 +353,9 @@ impl ResponsesWriter {
                 let annotations: Vec<Value> = cited
                     .into_iter()
                     .map(|citation| {
-                        json!({"type": "url_citation", "start_index": 0, "end_index": end,
+                        json!({"type": "url_citation",
+                               "start_index": citation.start.min(end),
+                               "end_index": citation.end.min(end),
                                "url": citation.url, "title": citation.title})
                     })
                     .collect();
