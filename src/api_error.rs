@@ -53,10 +53,12 @@ pub enum ApiErrorKind {
     UnsupportedParameter,
     /// A client with a budget asking for a model that has no price.
     ModelNotPriced,
+    /// A spare-class request and no quota that would otherwise be lost (behaviour §13).
+    NoSpareQuota,
 }
 
 impl ApiErrorKind {
-    pub const ALL: [ApiErrorKind; 24] = [
+    pub const ALL: [ApiErrorKind; 25] = [
         ApiErrorKind::InvalidJson,
         ApiErrorKind::MissingModel,
         ApiErrorKind::InvalidApiKey,
@@ -81,6 +83,7 @@ impl ApiErrorKind {
         ApiErrorKind::ModelNotAllowed,
         ApiErrorKind::UnsupportedParameter,
         ApiErrorKind::ModelNotPriced,
+        ApiErrorKind::NoSpareQuota,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -103,7 +106,8 @@ impl ApiErrorKind {
             ApiErrorKind::AllTargetsLocked
             | ApiErrorKind::PoolBusy
             | ApiErrorKind::ClientRateLimited
-            | ApiErrorKind::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
+            | ApiErrorKind::BudgetExceeded
+            | ApiErrorKind::NoSpareQuota => StatusCode::TOO_MANY_REQUESTS,
             ApiErrorKind::ModelNotAllowed | ApiErrorKind::ModelNotPriced => StatusCode::FORBIDDEN,
             ApiErrorKind::UpstreamError => StatusCode::BAD_GATEWAY,
             ApiErrorKind::NoAvailableTarget => StatusCode::SERVICE_UNAVAILABLE,
@@ -131,7 +135,8 @@ impl ApiErrorKind {
             ApiErrorKind::AllTargetsLocked
             | ApiErrorKind::PoolBusy
             | ApiErrorKind::ClientRateLimited
-            | ApiErrorKind::BudgetExceeded => "rate_limit_error",
+            | ApiErrorKind::BudgetExceeded
+            | ApiErrorKind::NoSpareQuota => "rate_limit_error",
             ApiErrorKind::ModelNotAllowed | ApiErrorKind::ModelNotPriced => "permission_error",
             ApiErrorKind::UpstreamError
             | ApiErrorKind::UpstreamTimeout
@@ -167,6 +172,7 @@ impl ApiErrorKind {
             ApiErrorKind::ModelNotAllowed => "model_not_allowed",
             ApiErrorKind::UnsupportedParameter => "unsupported_parameter",
             ApiErrorKind::ModelNotPriced => "model_not_priced",
+            ApiErrorKind::NoSpareQuota => "no_spare_quota",
         }
     }
 
@@ -179,6 +185,7 @@ impl ApiErrorKind {
                 | ApiErrorKind::PoolBusy
                 | ApiErrorKind::ClientRateLimited
                 | ApiErrorKind::BudgetExceeded
+                | ApiErrorKind::NoSpareQuota
         )
     }
 }
@@ -487,6 +494,12 @@ mod tests {
                 403,
                 "permission_error",
                 "model_not_priced",
+            ),
+            (
+                ApiErrorKind::NoSpareQuota,
+                429,
+                "rate_limit_error",
+                "no_spare_quota",
             ),
         ];
         assert_eq!(table.len(), ApiErrorKind::ALL.len());

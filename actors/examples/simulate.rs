@@ -96,6 +96,16 @@ fn main() {
             runtime.block_on(sweep(seed, seeds, shape, &args));
             return;
         }
+        if args.iter().any(|a| a == "--spare") {
+            let spare_pct = arg(&args, "--spare-pct", week::spare::SPARE_PCT);
+            // `--spare-margin-pct M`: `pacing.spare_margin` = M / 100 (0.2 by default).
+            let margin = args
+                .iter()
+                .any(|a| a == "--spare-margin-pct")
+                .then(|| arg(&args, "--spare-margin-pct", 20) as f64 / 100.0);
+            runtime.block_on(spare(seed, seeds, shape, (spare_pct, margin)));
+            return;
+        }
         runtime.block_on(subscription_week(seed, seeds, shape));
         return;
     }
@@ -153,6 +163,34 @@ fn main() {
         );
         println!("{groups_total:#?}");
     });
+}
+
+/// `--week --spare [--spare-pct P] [--spare-margin-pct M]`: the spare load (behaviour §13 "Spare quota only", 30 % of
+/// the pool's weekly quota by default) on top of the working day, under the measured setting
+/// (exponent 1, wall clock, the longest window), beside the same week paced and unpaced
+/// without it; prints the table docs/measurements.md reports.
+async fn spare(seed: u64, seeds: u64, shape: week::WeekShape, load: (u64, Option<f64>)) {
+    let started = Instant::now();
+    let shape = week::WeekShape {
+        rule: week::spare::MEASURED_RULE,
+        ..shape
+    };
+    match week::spare::spare_weeks(seed..seed + seeds, &shape, load).await {
+        Ok(measured) => {
+            println!(
+                "spare week: {seeds} seeds (from {seed}), {} days, load {} %, spare margin {:?}, {:.1} s",
+                shape.days,
+                shape.load_pct,
+                load.1,
+                started.elapsed().as_secs_f64()
+            );
+            println!("{}", measured.markdown(load.0));
+        }
+        Err(failure) => {
+            println!("FAILED {failure}");
+            std::process::exit(1);
+        }
+    }
 }
 
 /// `--week`: the subscription week (behaviour §13) on seeds N..N+K, pacing on and off over the

@@ -123,6 +123,9 @@ pub struct ComboState {
     pub runs_out_at_ms: Option<u64>,
     /// The earliest reset of a window (an hour or longer) of its targets.
     pub next_reset_at_ms: Option<u64>,
+    /// Behaviour §13: what its windows are forecast to lose at their next resets, per window
+    /// name (what spare requests could use).
+    pub spare_now: Vec<crate::spare_now::SpareNow>,
     /// How many of its targets a request would be sent to now (no hard block).
     pub usable: usize,
     /// What a request gets now when no target can serve (behaviour §7); `None` (null) when
@@ -276,6 +279,7 @@ impl AdminState {
                     strategy: combo.strategy.as_str(),
                     runs_out_at_ms: outlook.runs_out_at_ms,
                     next_reset_at_ms: outlook.next_reset_at_ms,
+                    spare_now: crate::spare_now::combo_spare_now(state, topology, combo, now_ms),
                     usable: blocks.iter().filter(|b| b.is_none()).count(),
                     refusal: combo_refusal(combo, &blocks),
                     targets: combo

@@ -34,6 +34,7 @@ pub mod recorder;
 pub mod registry;
 pub mod router;
 pub mod snapshot;
+pub mod spare_now;
 pub mod tap;
 pub mod view;
 

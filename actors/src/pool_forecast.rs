@@ -36,12 +36,12 @@ pub struct ComboOutlook {
 }
 
 /// Whether a bucket is a configured limit the router counts (else a reading).
-fn is_counted(window: &str, spec: &ConnectionSpec) -> bool {
+pub(crate) fn is_counted(window: &str, spec: &ConnectionSpec) -> bool {
     each_limit(&spec.limits).any(|limit| limit.name == window)
 }
 
 /// How much of `window` was used over the burn period before `now_ms`.
-fn burn_of(
+pub(crate) fn burn_of(
     state: &RouterState,
     learned: &ConnectionState,
     spec: &ConnectionSpec,

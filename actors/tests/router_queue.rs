@@ -58,6 +58,7 @@ fn from(client: &str, weight: u32, n: usize) -> RouteRequest {
         client: ClientTag {
             id: Arc::from(client),
             weight,
+            class: Default::default(),
         },
         ..request("team")
     }

@@ -140,6 +140,7 @@ async fn request_events_name_the_requests_client_and_carry_its_price() {
     let tag = |id: &str| ClientTag {
         id: Arc::from(id),
         weight: 1,
+        class: Default::default(),
     };
     for (request_id, client, result) in [
         (

@@ -39,6 +39,7 @@ fn turn(combo: &str, client: &str, group: u64) -> RouteRequest {
         client: ClientTag {
             id: Arc::from(client),
             weight: 1,
+            class: Default::default(),
         },
         affinity: Some(AffinityKey {
             group,

@@ -302,6 +302,9 @@ pub enum BlockReason {
     /// The target's API cannot carry what the request uses (behaviour §14); appended last so
     /// the variants before it keep their bincode indexes.
     CannotCarry,
+    /// spare54: a spare-class request and a target whose quota is not forecast to be lost
+    /// (behaviour §13 "Spare quota only"); appended last (bincode index 10).
+    NoSpare,
 }
 
 impl BlockReason {
@@ -317,6 +320,7 @@ impl BlockReason {
             BlockReason::QuotaExhausted => "quota_exhausted",
             BlockReason::Reserved => "reserved",
             BlockReason::CannotCarry => "cannot_carry",
+            BlockReason::NoSpare => "no_spare",
         }
     }
 }

@@ -155,6 +155,7 @@ impl ClientLedger {
                 tag: ClientTag {
                     id: Arc::from(config.id.as_str()),
                     weight: config.weight.max(1),
+                    class: config.class,
                 },
                 state: kept
                     .get(config.id.as_str())
@@ -244,6 +245,7 @@ impl ClientLedger {
                     shared: shared.cloned(),
                     state: Arc::clone(&client.state),
                     tag: client.tag.clone(),
+                    allow_spare_header: client.config.allow_spare_header,
                     period: client.config.limits.budget_period,
                     budget_pusd: client.config.limits.budget_pusd,
                     running_pusd: AtomicU64::new(0),
@@ -460,6 +462,8 @@ pub struct ClientTicket {
     /// The cluster's counters this request's usage is spent from too (`[cluster]` only).
     shared: Option<Arc<dyn SharedCounts>>,
     tag: ClientTag,
+    /// Behaviour §13: the client may mark single requests spare (`x-quotaroute-class`).
+    allow_spare_header: bool,
     period: BudgetPeriod,
     /// The client's `budget_usd`: its streams then count their running cost against it.
     budget_pusd: Option<u64>,
@@ -487,6 +491,11 @@ impl std::fmt::Debug for ClientTicket {
 impl ClientTicket {
     pub fn tag(&self) -> &ClientTag {
         &self.tag
+    }
+
+    /// Whether the client may mark single requests spare with `x-quotaroute-class: spare`.
+    pub fn allows_spare_header(&self) -> bool {
+        self.allow_spare_header
     }
 
     /// Whether `model` on `provider` has a price (an answer that used no tokens then cost 0).
@@ -638,6 +647,8 @@ mod tests {
                 models: Some(vec!["team".into()]),
                 ..ClientLimits::default()
             },
+            class: Default::default(),
+            allow_spare_header: false,
         };
         ClientLedger::build(&[client], &PriceTable::default(), previous)
     }
@@ -689,6 +700,8 @@ mod tests {
                 budget_pusd: Some(1_000),
                 ..ClientLimits::default()
             },
+            class: Default::default(),
+            allow_spare_header: false,
         };
         let mut prices = PriceTable::default();
         prices.insert(

@@ -15,7 +15,7 @@ pub mod identity;
 pub mod ledger;
 pub mod shared;
 
-pub use quotaroute_actors::policy::clients::{calendar, limits, prices, usage_view, window};
+pub use quotaroute_actors::policy::clients::{calendar, class, limits, prices, usage_view, window};
 
 pub use identity::digest_of;
 pub use ledger::{ClientLedger, ClientTicket};

@@ -436,6 +436,8 @@ mod tests {
             weight: 1,
             key_digests: Vec::new(),
             limits,
+            class: Default::default(),
+            allow_spare_header: false,
         }
     }
 

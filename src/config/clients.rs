@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::clients::class::RequestClass;
 use crate::clients::identity::{digest_of, parse_hex_digest};
 use crate::clients::prices::{per_million_usd, per_token_usd};
 use crate::clients::{BudgetPeriod, ClientConfig, ClientLimits, KeyDigest, ModelPrice, PriceTable};
@@ -63,6 +64,8 @@ pub(super) fn build_clients(
             weight: 1,
             key_digests: digests,
             limits: ClientLimits::default(),
+            class: RequestClass::Normal,
+            allow_spare_header: false,
         });
     }
     for (index, client) in raw.into_iter().enumerate() {
@@ -122,12 +125,27 @@ pub(super) fn build_clients(
             Some(weight) => weight,
             None => 1,
         };
-        if let (Some(id), Some(digest), Some(limits)) = (id, digest, limits) {
+        let class = match client.class.as_deref() {
+            None => Some(RequestClass::Normal),
+            Some(text) => {
+                let class = RequestClass::parse(text);
+                if class.is_none() {
+                    sink.push(
+                        format!("{prefix}.class"),
+                        format!("`{text}` is not one of `normal`, `spare`"),
+                    );
+                }
+                class
+            }
+        };
+        if let (Some(id), Some(digest), Some(limits), Some(class)) = (id, digest, limits, class) {
             clients.push(ClientConfig {
                 id,
                 weight,
                 key_digests: vec![digest],
                 limits,
+                class,
+                allow_spare_header: client.allow_spare_header.unwrap_or(false),
             });
         }
     }

@@ -1,7 +1,7 @@
 //! `[defaults.pacing]` and a combo's `[combos.pacing]` (behaviour §13) → [`PacingSettings`]:
 //! whether quota-share spends by pace, the smallest share of a window counted as still to run
 //! (a tenth by default), the bounds of a pace, the burn rate's period, and the knobs of the
-//! spending rule (`exponent`, `clock`, `pace_windows`), parsed once into types here. Checks
+//! spending rule (`exponent`, `clock`, `pace_windows`) and the spare class's `spare_margin`, parsed once into types here. Checks
 //! values only; pacing itself is `quotaroute_actors::policy::pace`'s.
 
 use quotaroute_actors::policy::pace::PacingSettings;
@@ -67,6 +67,13 @@ pub(crate) fn build_over(
         |v| (1.0..=MAX_EXPONENT).contains(&v),
         "must be from 1 to 8 (a target adds weight × pace^exponent; 1 = proportional)",
     );
+    let spare_margin = fraction(
+        raw.spare_margin,
+        base.spare_margin,
+        "spare_margin",
+        |v| (0.0..=15.0).contains(&v),
+        "must be from 0 to 15 (a spare request goes where the pace after it stays above 1 + this)",
+    );
     let burn_window_ms = match raw.burn_window_ms {
         Some(0) => {
             sink.push(format!("{prefix}.burn_window_ms"), "must be at least 1");
@@ -108,5 +115,6 @@ pub(crate) fn build_over(
         exponent,
         clock,
         pace_windows,
+        spare_margin,
     }
 }

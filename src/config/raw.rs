@@ -49,6 +49,9 @@ pub struct RawClient {
     pub budget_usd: Option<f64>,
     pub budget_period: Option<String>,
     pub models: Option<Vec<String>>,
+    /// Behaviour §13 "Spare quota only".
+    pub class: Option<String>,
+    pub allow_spare_header: Option<bool>,
 }
 
 /// `[[prices]]`: USD per million tokens.
@@ -165,6 +168,8 @@ pub struct RawPacing {
     pub clock: Option<String>,
     /// `"all"` | `"longest"`.
     pub pace_windows: Option<String>,
+    /// Spare quota only: a spare request goes where the pace after it stays above 1 + this.
+    pub spare_margin: Option<f64>,
 }
 
 /// A combo's `pacing`: `false` spends by weight alone; a table sets the combo's own knobs

@@ -6,6 +6,11 @@ use std::path::Path;
 
 /// The key the demo's own clients present to the node.
 pub const CLIENT_KEY: &str = "sk-qr-demo-client";
+/// The key of the demo's spare client (`class = "spare"`, behaviour §13): batch work that
+/// may use only quota the windows are forecast to lose at their resets.
+pub const SPARE_KEY: &str = "sk-qr-demo-spare-batch";
+/// The spare client's id.
+pub const SPARE_CLIENT: &str = "batch";
 /// The node's admin key while the demo runs (printed, so `/admin/state` can be tried by hand).
 pub const ADMIN_KEY: &str = "qr-demo-admin";
 
@@ -178,6 +183,9 @@ base_url = "{mock_base}/v1beta"
         }
         text.push_str("]\n");
     }
+    text.push_str(&format!(
+        "\n[[clients]]\nid = \"{SPARE_CLIENT}\"\nkey = \"{SPARE_KEY}\"\nclass = \"spare\"\n"
+    ));
     text
 }
 
@@ -210,6 +218,12 @@ mod tests {
             Some("07:00 UTC mon,tue,wed,thu,fri,sat,sun")
         );
         assert_eq!(config.combos.len(), 4);
+        let spare = config
+            .clients
+            .iter()
+            .find(|c| c.id == SPARE_CLIENT)
+            .unwrap();
+        assert_eq!(spare.class, crate::clients::class::RequestClass::Spare);
         assert_eq!(
             config.journal.path,
             Path::new("/tmp/qr demo \"x\"/journal").to_path_buf()

@@ -237,6 +237,7 @@ impl LiveTable {
             state: &state,
             tally: &self.tally,
             clients: traffic.totals.get(),
+            spare: traffic.totals.spare(),
             now_ms: router.clock().now_ms(),
         });
         let mut out = String::new();

@@ -19,6 +19,8 @@ pub struct Frame<'a> {
     pub tally: &'a JournalTally,
     /// What the clients saw: (2xx, otherwise).
     pub clients: (u64, u64),
+    /// What the spare client saw (behaviour §13): (served, refused).
+    pub spare: (u64, u64),
     /// The router's clock, for the forecast's countdowns.
     pub now_ms: u64,
 }
@@ -71,9 +73,11 @@ fn lockouts(connection: &ConnectionAdminState) -> String {
 pub fn render(frame: &Frame<'_>) -> String {
     let mut out = String::new();
     let (ok, failed) = frame.clients;
+    let (spare_served, spare_refused) = frame.spare;
     let _ = writeln!(
         out,
-        "quotaroute demo  t={:>3}s/{}s  clients: {ok} ok, {failed} failed",
+        "quotaroute demo  t={:>3}s/{}s  clients: {ok} ok, {failed} failed  \
+         spare: {spare_served} served, {spare_refused} refused",
         frame.elapsed.as_secs(),
         frame.run.as_secs()
     );
@@ -126,8 +130,8 @@ fn span(ms: u64) -> String {
     }
 }
 
-/// One line per paced combo (behaviour §13): its targets' paces, when its next window resets
-/// and when, at its rate, it runs out.
+/// One line per paced combo (behaviour §13): its targets' paces, when its next window resets,
+/// when, at its rate, it runs out, and its spare now.
 fn forecast(out: &mut String, frame: &Frame<'_>) {
     let now_ms = frame.now_ms;
     let _ = writeln!(out, "{:<12} {:<40} FORECAST", "COMBO", "PACES");
@@ -146,10 +150,18 @@ fn forecast(out: &mut String, frame: &Frame<'_>) {
             (None, Some(_)) => "lasts to its reset".to_string(),
             (None, None) => "no windows known".to_string(),
         };
-        let line = match reset {
+        let mut line = match reset {
             Some(reset) => format!("{reset}, {runs_out}"),
             None => runs_out,
         };
+        // Spare now (behaviour §13): what its windows are forecast to lose at their resets.
+        for spare in &combo.spare_now {
+            let _ = write!(
+                line,
+                ", spare now {} of {} {}",
+                spare.unused_at_reset, spare.limit, spare.window
+            );
+        }
         let _ = writeln!(out, "{:<12} {:<40} {line}", combo.name, paces);
     }
 }
@@ -221,6 +233,7 @@ mod tests {
             state: &state,
             tally: &tally,
             clients: (40, 2),
+            spare: (3, 5),
             now_ms: 0,
         });
         let line = |prefix: &str| {
@@ -236,6 +249,6 @@ mod tests {
         assert!(line("oa-1").contains("gpt-4o locked 6.2s (rate_limited)"));
         assert!(line("an-1").contains("cooling 1.2s"));
         assert!(line("an-2").contains("disabled (auth)"));
-        assert!(text.contains("clients: 40 ok, 2 failed"));
+        assert!(text.contains("clients: 40 ok, 2 failed  spare: 3 served, 5 refused"));
     }
 }

@@ -1,6 +1,8 @@
 //! The demo's clients: paced requests through the node's real HTTP path (OpenAI chat
 //! completions for the two OpenAI combos, Anthropic messages for `claude`, Google's
-//! `generateContent` for `gemini`), counting what the clients saw. Knows nothing of the mock or the router's state.
+//! `generateContent` for `gemini`), counting what the clients saw, and a spare client (behaviour
+//! §13) sending batch work now and then, served only from quota forecast to be lost, refused
+//! `no_spare_quota` otherwise. Knows nothing of the mock or the router's state.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,10 +16,14 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::upstream::client::UpstreamClient;
 
-use super::embedded_config::{CLIENT_KEY, COMBO_4O, COMBO_CLAUDE, COMBO_GEMINI, COMBO_MINI};
+use super::embedded_config::{
+    CLIENT_KEY, COMBO_4O, COMBO_CLAUDE, COMBO_GEMINI, COMBO_MINI, SPARE_KEY,
+};
 
 /// Client requests per second, all combos together: modest, so the table stays readable.
 pub const REQUESTS_PER_SECOND: u32 = 40;
+/// The spare client sends one request every this many of the others' ticks.
+const SPARE_EVERY: usize = 8;
 /// At most this many client requests at once.
 const MAX_CONCURRENT: usize = 32;
 /// A client gives up on one request after this long.
@@ -30,6 +36,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct ClientTotals {
     ok: AtomicU64,
     failed: AtomicU64,
+    spare_served: AtomicU64,
+    spare_refused: AtomicU64,
 }
 
 impl ClientTotals {
@@ -38,6 +46,14 @@ impl ClientTotals {
         (
             self.ok.load(Ordering::Relaxed),
             self.failed.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The spare client's requests: (served, refused or failed).
+    pub fn spare(&self) -> (u64, u64) {
+        (
+            self.spare_served.load(Ordering::Relaxed),
+            self.spare_refused.load(Ordering::Relaxed),
         )
     }
 }
@@ -51,6 +67,8 @@ enum ClientCall {
     Messages(&'static str),
     /// Google's `POST /v1beta/models/{combo}:generateContent`, the key in `x-goog-api-key`.
     Gemini(&'static str),
+    /// The spare client's `POST /v1/chat/completions` with this combo as the model.
+    SpareChat(&'static str),
 }
 
 /// The mix, repeated: two in five `gpt-4o-mini`, one in five each `gpt-4o`, `claude` and
@@ -96,7 +114,16 @@ async fn pace(node: SocketAddr, totals: Arc<ClientTotals>, mut stopped: watch::R
     let mut in_flight = JoinSet::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1) / REQUESTS_PER_SECOND.max(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    for call in MIX.iter().copied().cycle() {
+    let spare = std::iter::once(ClientCall::SpareChat(COMBO_MINI));
+    let mix = MIX
+        .iter()
+        .copied()
+        .cycle()
+        .enumerate()
+        .flat_map(|(i, call)| {
+            std::iter::once(call).chain(spare.clone().filter(move |_| i % SPARE_EVERY == 0))
+        });
+    for call in mix {
         tokio::select! {
             _ = stopped.wait_for(|stop| *stop) => break,
             _ = tick.tick() => {}
@@ -110,7 +137,12 @@ async fn pace(node: SocketAddr, totals: Arc<ClientTotals>, mut stopped: watch::R
         let totals = totals.clone();
         in_flight.spawn(async move {
             let ok = send(&client, node, call).await;
-            let counter = if ok { &totals.ok } else { &totals.failed };
+            let counter = match (call, ok) {
+                (ClientCall::SpareChat(_), true) => &totals.spare_served,
+                (ClientCall::SpareChat(_), false) => &totals.spare_refused,
+                (_, true) => &totals.ok,
+                (_, false) => &totals.failed,
+            };
             counter.fetch_add(1, Ordering::Relaxed);
             drop(permit);
         });
@@ -123,8 +155,12 @@ async fn pace(node: SocketAddr, totals: Arc<ClientTotals>, mut stopped: watch::R
 
 /// Sends one request and reads its whole body; true when the node answered 2xx.
 async fn send(client: &UpstreamClient, node: SocketAddr, call: ClientCall) -> bool {
+    let key = match call {
+        ClientCall::SpareChat(_) => SPARE_KEY,
+        _ => CLIENT_KEY,
+    };
     let (path, body) = match call {
-        ClientCall::Chat(combo) => (
+        ClientCall::Chat(combo) | ClientCall::SpareChat(combo) => (
             "/v1/chat/completions".to_string(),
             serde_json::json!({
                 "model": combo,
@@ -149,7 +185,7 @@ async fn send(client: &UpstreamClient, node: SocketAddr, call: ClientCall) -> bo
         ),
     };
     let request = http::Request::post(format!("http://{node}{path}"))
-        .header(http::header::AUTHORIZATION, format!("Bearer {CLIENT_KEY}"))
+        .header(http::header::AUTHORIZATION, format!("Bearer {key}"))
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body.to_string())));
     let Ok(request) = request else {

@@ -282,8 +282,8 @@ fn seconds_until(at_ms: Option<u64>, now_ms: u64) -> f64 {
     })
 }
 
-/// Pacing's gauges (behaviour §13): each combo target's pace, and the seconds until each
-/// window and each combo runs out (`+Inf`: it lasts to its reset).
+/// Pacing's gauges (behaviour §13): each combo target's pace, the seconds until each window
+/// and each combo runs out (`+Inf`: it lasts to its reset), and each combo's spare now.
 fn publish_forecast(state: &AdminState, now_ms: u64) {
     for connection in &state.connections {
         for bucket in &connection.buckets {
@@ -298,6 +298,15 @@ fn publish_forecast(state: &AdminState, now_ms: u64) {
     for combo in &state.combos {
         gauge!("quotaroute_combo_runs_out_seconds", "combo" => combo.name.clone())
             .set(seconds_until(combo.runs_out_at_ms, now_ms));
+        // Spare now (§13): what the combo's windows are forecast to lose at their resets.
+        for spare in &combo.spare_now {
+            gauge!(
+                "quotaroute_combo_spare_now",
+                "combo" => combo.name.clone(),
+                "window" => spare.window.clone()
+            )
+            .set(spare.unused_at_reset as f64);
+        }
         for target in &combo.targets {
             gauge!(
                 "quotaroute_target_pace",

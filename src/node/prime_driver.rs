@@ -218,6 +218,7 @@ async fn prime(
             client: ClientTag {
                 id: std::sync::Arc::from(PRIME_CLIENT),
                 weight: 1,
+                class: quotaroute_actors::policy::clients::class::RequestClass::Normal,
             },
         })
         .await;

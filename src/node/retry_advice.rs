@@ -18,6 +18,7 @@ fn advises(kind: ApiErrorKind) -> bool {
             | ApiErrorKind::ClientRateLimited
             | ApiErrorKind::BudgetExceeded
             | ApiErrorKind::PoolBusy
+            | ApiErrorKind::NoSpareQuota
     )
 }
 

@@ -143,7 +143,12 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         only_connection: Some(binding.connection.clone()),
         encrypted_maker: None,
         affinity: None,
-        client: ticket.tag().clone(),
+        // Reading or deleting a stored response spends no window's quota: a spare client's
+        // (behaviour §13) is routed as a normal request, or it could never read its own.
+        client: quotaroute_actors::ClientTag {
+            class: quotaroute_actors::policy::clients::class::RequestClass::Normal,
+            ..ticket.tag().clone()
+        },
     };
     // The combo it was made through, or — when a reload removed that combo or the connection
     // from it — the connection's own `provider/model`.

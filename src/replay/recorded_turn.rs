@@ -5,7 +5,9 @@
 //! - **Candidates**: every target the node considered is in the record — in `order`, or in
 //!   `skipped` when hard-blocked — so they are the request's format and `only_connection`
 //!   (neither is journaled) as the node applied them. A target skipped as `cannot_carry`
-//!   (behaviour §14) could never have served that request, so it is no candidate again.
+//!   (behaviour §14) could never have served that request, so it is no candidate again; nor
+//!   is one skipped as `no_spare` (behaviour §13: the spare request's class is not journaled,
+//!   its refusals are).
 //! - **Group**: `route_decided.group` with its `client` (schema 4; older records have none).
 //! - **Maker**: a turn placed `held` without a group was held on its encrypted items' maker,
 //!   which is the target it chose; `moved` without a group had a maker that was hard-blocked
@@ -75,7 +77,7 @@ pub fn recorded_turn(decided: &RouteDecided, targets: &[Arc<RoutedTarget>]) -> R
                 .any(|s| {
                     *s.connection == *target.connection
                         && *s.model == *target.model
-                        && s.reason != BlockReason::CannotCarry
+                        && !matches!(s.reason, BlockReason::CannotCarry | BlockReason::NoSpare)
                 })
                 .then_some(i)
         }))

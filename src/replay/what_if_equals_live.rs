@@ -313,6 +313,7 @@ async fn drive(
                     client: ClientTag {
                         id: client,
                         weight: 1,
+                        class: Default::default(),
                     },
                 };
                 let Ok(mut decision) = router.route(request).await else {

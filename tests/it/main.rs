@@ -71,6 +71,7 @@ mod node_route_404;
 mod node_routing;
 mod node_sdk;
 mod node_seal_key;
+mod node_spare;
 mod node_spent_pool;
 mod node_telemetry;
 mod node_translate;

@@ -12,6 +12,11 @@
 //! `N·w/Σw`, and a client that sends less than its share reaches the head within a few grants
 //! whatever the others' backlog ([`FairQueue`] tests).
 //!
+//! Spare requests (behaviour §13 "Spare quota only") wait behind every other class: a client's
+//! spare waiters are a queue of their own, and a spare queue is granted only while no normal
+//! waiter is queued; the round-robin runs among the queues of the class whose turn it is, so
+//! spare queues neither pay for nor earn from the normal turns.
+//!
 //! Bounds: at most [`QueueBounds::total`] waiters per combo and [`QueueBounds::per_client`]
 //! per client; a request past either is refused at once ([`Enqueue::Full`]), so a flood from
 //! one client fills its own share of the queue and never the light client's.
@@ -67,6 +72,8 @@ struct ClientQueue {
     id: Arc<str>,
     weight: u32,
     deficit: i64,
+    /// Its spare-class waiters (behaviour §13), granted only when no normal waiter waits.
+    spare: bool,
     waiters: VecDeque<Waiter>,
 }
 
@@ -97,32 +104,56 @@ impl FairQueue {
         self.len
     }
 
-    /// Waiters per client (clients with none are absent), in the order they started waiting.
+    /// Waiters per client (clients with none are absent), in the order they started waiting;
+    /// a client with spare and normal waiters is listed once per class.
     pub fn queued_by_client(&self) -> impl Iterator<Item = (&Arc<str>, usize)> {
         self.clients.iter().map(|c| (&c.id, c.waiters.len()))
     }
 
     /// Adds a waiter of `client` (weight ≥ 1; 0 counts as 1) answered by `deadline_ms`.
     pub fn enqueue(&mut self, client: &Arc<str>, weight: u32, deadline_ms: u64) -> Enqueue {
+        self.enqueue_class(client, weight, deadline_ms, false)
+    }
+
+    /// [`FairQueue::enqueue`] for a request of the spare class (`spare`): it waits behind
+    /// every normal waiter. Its bounds are its client's (both classes together).
+    pub fn enqueue_class(
+        &mut self,
+        client: &Arc<str>,
+        weight: u32,
+        deadline_ms: u64,
+        spare: bool,
+    ) -> Enqueue {
         if self.len >= self.bounds.total {
             return Enqueue::Full;
         }
-        let at = match self.clients.iter().position(|c| c.id == *client) {
+        let of_client: usize = self
+            .clients
+            .iter()
+            .filter(|c| c.id == *client)
+            .map(|c| c.waiters.len())
+            .sum();
+        if of_client >= self.bounds.per_client {
+            return Enqueue::Full;
+        }
+        let at = match self
+            .clients
+            .iter()
+            .position(|c| c.id == *client && c.spare == spare)
+        {
             Some(at) => at,
             None => {
                 self.clients.push(ClientQueue {
                     id: client.clone(),
                     weight: weight.max(1),
                     deficit: 0,
+                    spare,
                     waiters: VecDeque::new(),
                 });
                 self.clients.len() - 1
             }
         };
         let queue = &mut self.clients[at];
-        if queue.waiters.len() >= self.bounds.per_client {
-            return Enqueue::Full;
-        }
         // The latest weight wins (a reload may change it).
         queue.weight = weight.max(1);
         let ticket = self.next_ticket;
@@ -168,16 +199,22 @@ impl FairQueue {
     /// [`FairQueue::grant`] would give them (largest deficit first, ties to the client that
     /// started waiting first), each client's waiters in its FIFO order.
     pub fn in_order(&self) -> Vec<Ticket> {
-        let mut clients: Vec<(i64, usize)> = self
+        let mut clients: Vec<(bool, i64, usize)> = self
             .clients
             .iter()
             .enumerate()
-            .map(|(at, client)| (-(client.deficit + i64::from(client.weight)), at))
+            .map(|(at, client)| {
+                (
+                    client.spare,
+                    -(client.deficit + i64::from(client.weight)),
+                    at,
+                )
+            })
             .collect();
         clients.sort_unstable();
         clients
             .into_iter()
-            .flat_map(|(_, at)| self.clients[at].waiters.iter().map(|w| w.ticket))
+            .flat_map(|(_, _, at)| self.clients[at].waiters.iter().map(|w| w.ticket))
             .collect()
     }
 
@@ -201,10 +238,18 @@ impl FairQueue {
 
     /// Client `at`'s head waiter takes the turn.
     fn grant_at(&mut self, at: usize) -> Option<(Ticket, Arc<str>)> {
-        let turn = Turn::of(self.clients.iter().map(|c| i64::from(c.weight)));
+        let class = self.clients.get(at)?.spare;
+        let turn = Turn::of(
+            self.clients
+                .iter()
+                .filter(|c| c.spare == class)
+                .map(|c| i64::from(c.weight)),
+        );
         for (index, client) in self.clients.iter_mut().enumerate() {
-            client.deficit =
-                turn.credit_after(client.deficit, i64::from(client.weight), index == at);
+            if client.spare == class {
+                client.deficit =
+                    turn.credit_after(client.deficit, i64::from(client.weight), index == at);
+            }
         }
         let granted = &mut self.clients[at];
         let waiter = granted.waiters.pop_front()?;
@@ -264,8 +309,13 @@ impl FairQueue {
     /// The index of the client granted next: largest deficit after this turn's additions,
     /// ties to the one that started waiting first.
     fn winner(&self) -> Option<usize> {
+        // Spare queues have their turn only when no normal waiter waits.
+        let class = self.clients.iter().all(|c| c.spare);
         let mut best: Option<(usize, i64)> = None;
         for (at, client) in self.clients.iter().enumerate() {
+            if client.spare != class {
+                continue;
+            }
             let credit = client.deficit + i64::from(client.weight);
             if best.is_none_or(|(_, b)| credit > b) {
                 best = Some((at, credit));
@@ -301,6 +351,40 @@ mod tests {
                 Enqueue::Full => panic!("full"),
             })
             .collect()
+    }
+
+    /// Behaviour §13: a spare waiter goes after every normal waiter, whoever came first and
+    /// whatever the weights; spare clients share the turns left among themselves.
+    #[test]
+    fn s13_spare_waiters_go_after_every_normal_waiter() {
+        let mut queue = FairQueue::new(QueueBounds::default());
+        let (batch, team, evals) = (id("batch"), id("team"), id("evals"));
+        let spare = |queue: &mut FairQueue, client: &Arc<str>, weight| match queue.enqueue_class(
+            client,
+            weight,
+            u64::MAX,
+            true,
+        ) {
+            Enqueue::Queued(t) => t,
+            Enqueue::Full => panic!("full"),
+        };
+        let s1 = spare(&mut queue, &batch, 8);
+        let s2 = spare(&mut queue, &batch, 8);
+        let e1 = spare(&mut queue, &evals, 8);
+        let normal = backlog(&mut queue, &team, 1, 2);
+        // The same client may wait in both classes.
+        let batch_normal = backlog(&mut queue, &batch, 8, 1);
+        let order = queue.in_order();
+        assert_eq!(&order[..3], &[batch_normal[0], normal[0], normal[1]]);
+        assert_eq!(order.len(), 6);
+        let granted: Vec<Ticket> = std::iter::from_fn(|| queue.grant().map(|(t, _)| t)).collect();
+        assert_eq!(&granted[..3], &[batch_normal[0], normal[0], normal[1]]);
+        assert_eq!(&granted[3..], &[s1, e1, s2]);
+        // A normal waiter arriving behind spare ones still goes first.
+        let s3 = spare(&mut queue, &batch, 8);
+        let late = backlog(&mut queue, &team, 1, 1);
+        assert_eq!(queue.peek().map(|(t, _)| t), Some(late[0]));
+        assert_eq!(queue.in_order(), vec![late[0], s3]);
     }
 
     #[test]

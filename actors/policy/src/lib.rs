@@ -46,6 +46,7 @@ pub mod same_target_retry;
 pub mod selection;
 pub mod settled_attempt;
 pub mod smooth_drr;
+pub mod spare;
 pub mod stored_responses;
 pub mod target_block;
 pub mod topology;

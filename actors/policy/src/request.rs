@@ -31,6 +31,9 @@ pub enum UnroutableKind {
     /// Anything else (an open breaker, a disabled key, no target at all): 503
     /// `no_available_target`.
     NoneAvailable,
+    /// A spare-class request that some target refused as `no_spare` (behaviour §13): 429
+    /// `no_spare_quota`, retry when spare quota is next forecast.
+    NoSpareQuota,
 }
 
 /// Nothing could serve (behaviour §7).
@@ -46,7 +49,8 @@ pub struct Unroutable {
 }
 
 /// Behaviour §7: 429 iff every block is a lockout or cooldown (a spent or reserved window,
-/// §13, counts as a lockout), else 503; retry after the earliest finite unblock. A target that
+/// §13, counts as a lockout), else 503; retry after the earliest finite unblock. A spare
+/// request that a target refused for want of spare quota is 429 `no_spare_quota` (§13). A target that
 /// cannot carry the request (§14) is listed but decides neither: the targets that could
 /// carry it do.
 pub fn unroutable(blocked: Vec<Skipped>, hold_ms: u64) -> Unroutable {
@@ -62,7 +66,10 @@ pub fn unroutable(blocked: Vec<Skipped>, hold_ms: u64) -> Unroutable {
         )
     });
     let retry_after_ms = blocked.iter().filter_map(|s| s.remaining_ms).min();
-    let kind = if all_lockout_or_cooldown && !blocked.is_empty() {
+    let no_spare = blocked.iter().any(|s| s.reason == BlockReason::NoSpare);
+    let kind = if no_spare {
+        UnroutableKind::NoSpareQuota
+    } else if all_lockout_or_cooldown && !blocked.is_empty() {
         UnroutableKind::AllLimited
     } else {
         UnroutableKind::NoneAvailable
@@ -70,7 +77,7 @@ pub fn unroutable(blocked: Vec<Skipped>, hold_ms: u64) -> Unroutable {
     Unroutable {
         kind,
         status: match kind {
-            UnroutableKind::AllLimited => 429,
+            UnroutableKind::AllLimited | UnroutableKind::NoSpareQuota => 429,
             UnroutableKind::NoneAvailable => 503,
         },
         retry_after_ms,
@@ -268,6 +275,22 @@ mod tests {
         let disabled = unroutable(vec![skipped(BlockReason::DisabledAuth, None)], 0);
         assert_eq!((disabled.status, disabled.retry_after_ms), (503, None));
         assert_eq!(unroutable(Vec::new(), 0).status, 503);
+    }
+
+    #[test]
+    fn s13_a_spare_request_refused_for_want_of_spare_quota_is_429_no_spare_quota() {
+        let refused = unroutable(
+            vec![
+                skipped(BlockReason::NoSpare, Some(7_200_000)),
+                skipped(BlockReason::NoSpare, Some(3_600_000)),
+                skipped(BlockReason::BreakerOpen, Some(9_000)),
+            ],
+            0,
+        );
+        assert_eq!(refused.kind, UnroutableKind::NoSpareQuota);
+        assert_eq!((refused.status, refused.retry_after_ms), (429, Some(9_000)));
+        let never = unroutable(vec![skipped(BlockReason::NoSpare, None)], 0);
+        assert_eq!((never.status, never.retry_after_ms), (429, None));
     }
 
     #[test]

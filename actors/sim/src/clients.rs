@@ -193,6 +193,7 @@ impl ClientSim {
             client: ClientTag {
                 id: Arc::from(self.clients[client].id),
                 weight: self.clients[client].weight,
+                class: Default::default(),
             },
         };
         let router = self.router.clone();

@@ -37,6 +37,7 @@ use quotaroute_journal::{
 
 pub mod accounts;
 pub mod priming;
+pub mod spare;
 
 use accounts::{Account, Family, ResetTally, DAY_MS, FIVE_HOURS_MS, HOUR_MS, SECOND_MS, WEEK_MS};
 
@@ -164,6 +165,13 @@ pub struct WeekStats {
     pub max_share_deviation_pp: f64,
     /// Windows primed (behaviour §13; only in a run with priming).
     pub primes: u64,
+    /// Spare-class requests (behaviour §13, `spare.rs`): not in `requests`, `served` or
+    /// `refused`, which count the working-day load alone.
+    pub spare_requests: u64,
+    pub spare_served: u64,
+    pub spare_refused: u64,
+    /// Quota units the spare requests used.
+    pub spare_units: u64,
 }
 
 impl WeekStats {
@@ -186,6 +194,10 @@ impl WeekStats {
         self.max_share_deviation_pp = self
             .max_share_deviation_pp
             .max(other.max_share_deviation_pp);
+        self.spare_requests += other.spare_requests;
+        self.spare_served += other.spare_served;
+        self.spare_refused += other.spare_refused;
+        self.spare_units += other.spare_units;
     }
 
     /// Forgets the warm-up's requests (the measured days count their own; requests sent to
@@ -196,6 +208,10 @@ impl WeekStats {
         self.refused = 0;
         self.upstream_requests = 0;
         self.failovers = 0;
+        self.spare_requests = 0;
+        self.spare_served = 0;
+        self.spare_refused = 0;
+        self.spare_units = 0;
     }
 
     /// Every window that reset, 5-hour and weekly.
@@ -246,6 +262,8 @@ struct Arrival {
     cost: u64,
     client: usize,
     conversation: Option<u64>,
+    /// A spare-class request (`spare.rs`), not one of [`CLIENTS`]'.
+    spare: bool,
 }
 
 /// The demand of hour `hour` of the week (0 = Monday 00:00) relative to a working hour's base,
@@ -303,6 +321,7 @@ fn arrivals(seed: u64, shape: &WeekShape, weekly_quota: u64) -> Vec<Arrival> {
                 conversation: rng
                     .chance(shape.turns_pct)
                     .then(|| rng.range(0, CONVERSATIONS - 1)),
+                spare: false,
             });
         }
     }
@@ -430,7 +449,28 @@ pub async fn run_week_primed(
     let accounts = accounts(seed, shape);
     let weekly_quota: u64 = accounts.iter().map(|a| a.weekly.capacity).sum();
     let arrivals = arrivals(seed, shape, weekly_quota);
-    let topology = topology(&accounts, paced, shape);
+    run_week_over(seed, (paced, None, prime_hour), shape, accounts, &arrivals)
+        .await
+        .map(|(stats, _)| stats)
+}
+
+/// The week of `seed` over `arrivals`, paced or not, with `pacing.spare_margin` when given and
+/// each account's 5-hour window primed at `prime_hour` of each weekday when given: its stats and its accounts at the end (each with its reset tallies and the spare units it
+/// served).
+async fn run_week_over(
+    seed: u64,
+    (paced, spare_margin, prime_hour): (bool, Option<f64>, Option<u64>),
+    shape: &WeekShape,
+    accounts: Vec<Account>,
+    arrivals: &[Arrival],
+) -> Result<(WeekStats, Vec<Account>), Failure> {
+    let mut topology = topology(&accounts, paced, shape);
+    if let Some(margin) = spare_margin {
+        topology.pacing.spare_margin = margin;
+        for combo in &mut topology.combos {
+            combo.pacing.spare_margin = margin;
+        }
+    }
     let journal = MemoryJournal::new();
     let clock = ManualClock::new(T0);
     let router = Router::start(
@@ -484,7 +524,7 @@ pub async fn run_week_primed(
     }
     week.check_shares().await?;
     let _ = week.router.shutdown("end of the week").await;
-    Ok(week.stats)
+    Ok((week.stats, week.accounts))
 }
 
 impl Week {
@@ -511,6 +551,9 @@ impl Week {
     /// One client request: routed, each attempt answered by its account and reported, failed
     /// over while the plan says so.
     async fn serve(&mut self, arrival: &Arrival) -> Result<(), Failure> {
+        if arrival.spare {
+            return self.serve_spare(arrival).await;
+        }
         self.clock.set(arrival.at_ms);
         let now = arrival.at_ms;
         self.stats.requests += 1;
@@ -531,6 +574,7 @@ impl Week {
             client: ClientTag {
                 id: client,
                 weight: client_weight,
+                class: Default::default(),
             },
         };
         let before = self.read().await?;

@@ -28,6 +28,7 @@ use crate::permit::{Permit, SharedProbeGate};
 use crate::policy::admission::{evaluate_target, take_first_admitted, Admit, Block};
 use crate::policy::affinity_bindings::AffinityBindings;
 use crate::policy::breaker::BreakerState;
+use crate::policy::clients::class::RequestClass;
 use crate::policy::demand_profile::DemandProfile;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::peer_merge::merge_peer_binding;
@@ -36,6 +37,7 @@ use crate::policy::request::unroutable;
 use crate::policy::selection::{
     decide, Candidates, ComboRules, Decided, SelectionRequest, SelectionState,
 };
+use crate::policy::spare::{spare_verdict, SpareVerdict, LIVE_SPARE_COST_PM};
 use crate::recorder::Recorder;
 use crate::registry::Registry;
 use crate::view::{BreakerAdmission, BreakerView, ConnectionView};
@@ -429,6 +431,34 @@ impl ComboState {
         }
     }
 
+    /// Behaviour §13 "Spare quota only": every candidate not forecast to lose quota at its
+    /// resets (`policy::spare`) is hard-blocked as `no_spare` for this request, until it is next
+    /// forecast to (at the latest its next reset). A target blocked already keeps its block.
+    fn block_unspare(&self, now_ms: u64, scratch: &mut Scratch) {
+        let settings = &self.setup.spec.pacing;
+        for (view, &position) in scratch.views.iter_mut().zip(&scratch.positions) {
+            if view.hard_block.is_some() {
+                continue;
+            }
+            let windows = self.slots[position]
+                .connection
+                .as_deref()
+                .map_or(&[][..], |connection| &connection.windows[..]);
+            let model = &self.setup.targets[position].target.model;
+            if let SpareVerdict::NotSpare { retry_at_ms } = spare_verdict(
+                windows,
+                model,
+                LIVE_SPARE_COST_PM,
+                now_ms,
+                settings,
+                Some(&self.demand),
+            ) {
+                let remaining_ms = retry_at_ms.map(|at| at.saturating_sub(now_ms).max(1));
+                view.hard_block = Some((BlockReason::NoSpare, remaining_ms));
+            }
+        }
+    }
+
     /// One decision: the candidates, `policy::selection::decide`, its changes applied, its
     /// records journaled.
     fn route_with(
@@ -443,6 +473,9 @@ impl ComboState {
             now_ms,
             scratch,
         );
+        if request.client.class == RequestClass::Spare {
+            self.block_unspare(now_ms, scratch);
+        }
         // No candidate (on its connection) can carry it: answered as when no target serves it
         // (the 400 naming what cannot be carried), never held for a target that never could.
         let only = request.only_connection.as_deref();

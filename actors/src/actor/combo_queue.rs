@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::actor::messages::{ComboMsg, PoolBusy, QueuedRoute, RouteReply, RouteRequest};
 use crate::permit::InFlight;
+use crate::policy::clients::class::RequestClass;
 use crate::policy::fair_queue::{Enqueue, FairQueue, QueueBounds, Ticket};
 
 /// `Retry-After` of a `pool_busy` answer: the pool frees as requests finish, so soon.
@@ -76,10 +77,12 @@ impl WaitQueue {
         queue_ms: u64,
     ) -> Option<QueuedRoute> {
         let client = &request.client;
-        let Enqueue::Queued(ticket) =
-            self.order
-                .enqueue(&client.id, client.weight, now_ms.saturating_add(queue_ms))
-        else {
+        let Enqueue::Queued(ticket) = self.order.enqueue_class(
+            &client.id,
+            client.weight,
+            now_ms.saturating_add(queue_ms),
+            client.class == RequestClass::Spare,
+        ) else {
             return None;
         };
         let (answer, receiver) = oneshot::channel();
@@ -160,11 +163,17 @@ impl WaitQueue {
         self.order.cap_deadlines(deadline_ms);
     }
 
+    /// Waiters per client, both classes together (behaviour §13: a client's spare waiters
+    /// are a queue of their own in the fair order).
     pub fn queued_by_client(&self) -> Vec<(Arc<str>, usize)> {
-        self.order
-            .queued_by_client()
-            .map(|(id, n)| (id.clone(), n))
-            .collect()
+        let mut out: Vec<(Arc<str>, usize)> = Vec::new();
+        for (id, n) in self.order.queued_by_client() {
+            match out.iter_mut().find(|(seen, _)| seen == id) {
+                Some((_, total)) => *total += n,
+                None => out.push((id.clone(), n)),
+            }
+        }
+        out
     }
 
     /// Deadline a `QueueTick` should be armed for, when it is earlier than the one armed.

@@ -84,6 +84,9 @@ pub struct ClientTag {
     pub id: Arc<str>,
     /// Share of a full pool when requests queue (behaviour §11), ≥ 1.
     pub weight: u32,
+    /// The request's class (behaviour §13): a spare one is served only from quota forecast to
+    /// be lost, waits behind every other class and binds no conversation group.
+    pub class: crate::policy::clients::class::RequestClass,
 }
 
 impl ClientTag {
@@ -94,6 +97,7 @@ impl ClientTag {
         ClientTag {
             id: DEFAULT.clone(),
             weight: 1,
+            class: crate::policy::clients::class::RequestClass::Normal,
         }
     }
 }

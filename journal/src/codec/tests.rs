@@ -347,6 +347,15 @@ fn cannot_carry_is_appended_so_older_block_reasons_keep_their_bytes() {
 }
 
 #[test]
+fn no_spare_is_appended_after_cannot_carry() {
+    assert_eq!(
+        bincode::serde::encode_to_vec(BlockReason::NoSpare, config()).unwrap(),
+        vec![10u8]
+    );
+    assert_eq!(BlockReason::NoSpare.as_str(), "no_spare");
+}
+
+#[test]
 fn the_gemini_format_is_appended_so_older_formats_keep_their_bytes() {
     // bincode stores the variant index: the formats written before Gemini keep theirs.
     for (format, index) in [

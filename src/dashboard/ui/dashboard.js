@@ -273,7 +273,8 @@ function dispatch(block) {
 const VOLATILE = new Set(['failures', 'cycles', 'retry_after_ms', 'cooldown_remaining_ms',
   'cooldown_level', 'in_flight', 'used', 'limit', 'resets_at_ms', 'remaining_ms',
   'failure_count', 'deficit', 'input_tokens', 'cached_input_tokens', 'cached_share',
-  'pace', 'runs_out_at_ms', 'next_reset_at_ms', 'reserved', 'held', 'new', 'moved']);
+  'pace', 'runs_out_at_ms', 'next_reset_at_ms', 'reserved', 'held', 'new', 'moved',
+  'unused_at_reset']);
 
 function applyState(next) {
   state = next;
@@ -323,6 +324,12 @@ function renderSummary(s) {
     ...s.combos.filter((combo) => !combo.refusal && combo.runs_out_at_ms > Date.now())
       .map((combo) => stat('runs out in ' + duration(combo.runs_out_at_ms - Date.now()),
         combo.name + ' before its next reset', true)),
+    // Spare now (behaviour §13): quota each combo's windows are forecast to lose at their
+    // next resets, what spare-class requests may use.
+    ...s.combos.filter((combo) => (combo.spare_now || []).length > 0)
+      .map((combo) => stat('spare now: ' + combo.spare_now.map((spare) =>
+        number(spare.unused_at_reset) + ' of ' + number(spare.limit) + ' ' + spare.window).join(', '),
+      combo.name + ': forecast lost at the next resets')),
     stat(s.connections.length - unusable + ' / ' + s.connections.length, 'connections usable', unusable > 0),
     stat(number(locks), 'model lockouts', locks > 0),
     stat(number(open), 'breakers not closed', open > 0),

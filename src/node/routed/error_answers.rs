@@ -65,6 +65,10 @@ pub(crate) fn route_error(error: RouteError, anthropic: bool) -> ApiError {
                     ApiErrorKind::NoAvailableTarget,
                     "no target of this model can serve now",
                 ),
+                UnroutableKind::NoSpareQuota => (
+                    ApiErrorKind::NoSpareQuota,
+                    "no account of this model is forecast to reset with quota unused: a spare request is served only from quota that would otherwise be lost",
+                ),
             };
             ApiError::blocked(
                 kind,

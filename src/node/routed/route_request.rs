@@ -1,11 +1,13 @@
 //! What a routed request asks the router (behaviour §10): its combo, format and client, and
 //! where it must or would rather go — the connection storing the response it continues, the
 //! maker of its encrypted items or of its Gemini `thoughtSignature`s (both hard), or its
-//! conversation's affinity group.
+//! conversation's affinity group — and its class (behaviour §13: a spare request holds no
+//! group).
 
 use bytes::Bytes;
 use http::header::HeaderMap;
 use quotaroute_actors::policy::affinity::{turn_affinity, TurnAffinity};
+use quotaroute_actors::policy::clients::class::{request_class, RequestClass, CLASS_HEADER};
 use quotaroute_actors::{AffinityKey, RouteRequest, Router};
 
 use crate::api_error::{ApiError, ApiErrorKind};
@@ -55,6 +57,20 @@ pub(super) fn ask(
         affinity: None,
         client: ticket.tag().clone(),
     };
+    // Behaviour §13: a spare request, by the client's class or its header; a header the client
+    // may not send is refused (never ignored: the sender meant to spend only spare quota).
+    route_request.client.class = request_class(
+        ticket.tag().class,
+        ticket.allows_spare_header(),
+        headers.get(CLASS_HEADER).map(|value| value.as_bytes()),
+    )
+    .map_err(|refused| {
+        NotAsked::Error(ApiError::new(
+            ApiErrorKind::InvalidRequest,
+            refused.to_string(),
+        ))
+    })?;
+    let spare = route_request.client.class == RequestClass::Spare;
     // Encrypted items (behaviour §10) name the connection that made them, in their seal.
     let encrypted = if endpoint.is_responses() {
         match previous_response(router, body, &ticket.tag().id) {
@@ -90,7 +106,9 @@ pub(super) fn ask(
             .as_ref()
             .and_then(|turn| turn.items.maker())
             .or(signatures_maker.as_deref()),
-        live.affinity.enabled,
+        // A spare request never holds a conversation group (behaviour §13); hard affinities
+        // (a stored response, encrypted items' or signatures' maker) still hold.
+        live.affinity.enabled && !spare,
         || {
             derive_group(
                 client,

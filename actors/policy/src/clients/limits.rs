@@ -36,6 +36,10 @@ pub struct ClientConfig {
     /// Digests of its keys (only `default` has several: one per `server.api_keys` entry).
     pub key_digests: Vec<KeyDigest>,
     pub limits: ClientLimits,
+    /// Behaviour §13: `class` (normal, or spare) and whether it may mark single requests spare
+    /// with `x-quotaroute-class: spare`.
+    pub class: super::class::RequestClass,
+    pub allow_spare_header: bool,
 }
 
 /// `budget_period`.

@@ -8,9 +8,11 @@
 //! - `calendar` — UTC day and month boundaries for `budget_period`;
 //! - `prices` — USD per token for each model, from `[[prices]]` or a LiteLLM price file;
 //! - `usage_view` — one window of a client's usage as `/admin/clients` shows it;
-//! - `key_digest` — a client key's digest, as the limits name a client's keys.
+//! - `key_digest` — a client key's digest, as the limits name a client's keys;
+//! - `class` — a request's class: normal, or spare (only quota that would otherwise be lost).
 
 pub mod calendar;
+pub mod class;
 pub mod key_digest;
 pub mod limits;
 pub mod prices;

@@ -510,8 +510,8 @@ impl Sim {
                 }
                 // The simulator configures no reserve: a reserved block is itself a failure.
                 BlockReason::Reserved => false,
-                // The simulator's requests are carried by every target.
-                BlockReason::CannotCarry => false,
+                // The simulator's requests are carried by every target, and none is spare.
+                BlockReason::CannotCarry | BlockReason::NoSpare => false,
             };
             if !agrees {
                 return Err(self.fail(

@@ -70,6 +70,10 @@ pub struct Window {
     /// Resets before this are not tallied (the week's warm-up, §13's steady state).
     pub tally_from_ms: u64,
     pub tally: ResetTally,
+    /// What spare-class requests used of the running window (`week/spare.rs`), and of the
+    /// windows tallied so far (those that reset after `tally_from_ms`).
+    pub spare_used: u64,
+    pub spare_tallied: u64,
 }
 
 impl Window {
@@ -83,6 +87,8 @@ impl Window {
             anchored: false,
             tally_from_ms: 0,
             tally: ResetTally::default(),
+            spare_used: 0,
+            spare_tallied: 0,
         }
     }
 
@@ -102,8 +108,10 @@ impl Window {
                     .capacity
                     .saturating_sub(self.used)
                     .saturating_sub(self.reserve);
+                self.spare_tallied += self.spare_used;
             }
             self.used = 0;
+            self.spare_used = 0;
             self.started_at_ms = self.anchored.then_some(reset);
         }
     }

@@ -79,6 +79,7 @@ impl Priming {
                 client: ClientTag {
                     id: Arc::from("router/prime"),
                     weight: 1,
+                    class: quotaroute_actors::policy::clients::class::RequestClass::Normal,
                 },
             };
             let mut decision = match week.router.route(request).await {
