@@ -31,7 +31,8 @@
 //!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
 //! - [`client_gate`] — which client a key is, its limits before anything goes upstream, its usage.
-//! - [`timer_floor`] — a timer always pending, so a request's timers cost no runtime unpark.
+//! - [`timer_floor`] — a timer always pending, so a request's timers cost no runtime unpark;
+//!   [`self_wake`] — a connection task's wake-ups of itself repolled in place, not queued.
 
 pub mod accept;
 pub mod admin;
@@ -60,6 +61,7 @@ pub mod reply;
 pub mod retry_advice;
 pub mod routed;
 pub mod seal_secret;
+pub mod self_wake;
 pub mod serve;
 pub mod served_apis;
 pub mod stored_response;
