@@ -13,7 +13,8 @@
 #                                             # dumped after each case): steady on a shared host
 # Knobs: CASES="chat>chat chat>anthropic ..." (default all 16 pairs), MODES="json stream",
 # SECONDS_PER_CASE (3; 4 under callgrind), REPS (3; 1 under callgrind), CONNS (8; 2 under
-# callgrind), QR_BINARY=path (that build; else the release build).
+# callgrind), QR_BINARY=path (that build; else the release build), KEEP_CALLGRIND=dir (keeps
+# each case's callgrind file there, for callgrind_annotate).
 # Needs wrk (and valgrind for COUNT=instructions). Run from the project root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -183,6 +184,7 @@ for rep in $(seq "$REPS"); do
         dump="case-$rep-$c-$u-$mode"
         callgrind_control --dump="$dump" "$router" >/dev/null 2>&1
         out=$(grep -l "^desc: Trigger: .* $dump\$" "$work"/callgrind.out* | head -n1)
+        [ -n "${KEEP_CALLGRIND:-}" ] && cp "$out" "$KEEP_CALLGRIND/$dump.out"
         total=$(sed -n 's/^summary: \([0-9]*\).*/\1/p; s/^totals: \([0-9]*\).*/\1/p' "$out" | head -n1)
         echo "$mode $c $u $(( total / requests )) $requests" >>"$results"
       else
