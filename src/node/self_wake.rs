@@ -69,8 +69,7 @@ pub async fn absorbing<F: Future>(future: F) -> F::Output {
     });
     let inner_waker = Waker::from(shared.clone());
     let mut future = std::pin::pin!(future);
-    std::future::poll_fn(move |cx| poll_absorbing(&shared, &inner_waker, future.as_mut(), cx))
-        .await
+    std::future::poll_fn(move |cx| poll_absorbing(&shared, &inner_waker, future.as_mut(), cx)).await
 }
 
 fn poll_absorbing<F: Future>(
@@ -170,8 +169,15 @@ mod tests {
         let mut absorbed = std::pin::pin!(absorbing(future));
         assert!(absorbed.as_mut().poll(&mut cx).is_pending());
         assert_eq!(polls.load(Ordering::SeqCst), MAX_REPOLLS + 1);
-        assert_eq!(task.0.load(Ordering::SeqCst), 1, "woken once, to be polled again");
-        assert_eq!(absorbed.as_mut().poll(&mut cx), Poll::Ready(MAX_REPOLLS + 4));
+        assert_eq!(
+            task.0.load(Ordering::SeqCst),
+            1,
+            "woken once, to be polled again"
+        );
+        assert_eq!(
+            absorbed.as_mut().poll(&mut cx),
+            Poll::Ready(MAX_REPOLLS + 4)
+        );
     }
 
     #[tokio::test]
