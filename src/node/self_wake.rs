@@ -105,7 +105,6 @@ fn poll_absorbing<F: Future>(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
