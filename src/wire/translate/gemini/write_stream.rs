@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::framing::{Framer, Framing};
 use super::write::{answer_part, error, finish_reason, response, usage};
 use crate::wire::translate::hub::form::{Event, Finish, Part, ToolCall, Usage};
+use crate::wire::translate::sse_write::json_bytes;
 
 #[derive(Debug)]
 pub struct GeminiWriter {
@@ -42,7 +43,7 @@ impl GeminiWriter {
     }
 
     fn chunk(&mut self, chunk: &Value, out: &mut BytesMut) {
-        self.framer.chunk(chunk.to_string().as_bytes(), out);
+        self.framer.chunk(&json_bytes(chunk), out);
     }
 
     fn part(&mut self, part: &Part, out: &mut BytesMut) {
@@ -122,7 +123,7 @@ impl GeminiWriter {
             _ => 500,
         };
         let body = error(status, message, Some(code));
-        self.framer.chunk(body.to_string().as_bytes(), out);
+        self.framer.chunk(&json_bytes(&body), out);
         self.framer.end(out);
     }
 }
