@@ -17,9 +17,10 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 # Two builds: with the example in the same one, its dev-dependencies unify features into the
 # binary, whose names then differ from the binary operators build.
-cargo build --release --quiet --bin quotaroute
-cargo build --release --quiet --example loadgen
-bin=${QR_BINARY:-target/release/quotaroute}; load=target/release/examples/loadgen
+# QR_BINARY / LOADGEN: those builds instead (nothing is built for the one given).
+[ -n "${QR_BINARY:-}" ] || cargo build --release --quiet --bin quotaroute
+[ -n "${LOADGEN:-}" ] || cargo build --release --quiet --example loadgen
+bin=${QR_BINARY:-target/release/quotaroute}; load=${LOADGEN:-target/release/examples/loadgen}
 source bench/pool.sh
 if [ -n "${DROP_CACHES:-}" ]; then sync; echo 3 > /proc/sys/vm/drop_caches; fi
 start_mock
@@ -42,7 +43,10 @@ pids+=($!)
 for mode in json stream; do
   t0=$(awk '{print $14+$15}' "/proc/$router/stat"); f0=$(awk '{print $10}' "/proc/$router/stat")
   if [ -n "${STRACE:-}" ]; then strace -c -f -p "$router" -o "$work/strace.$mode" 2>/dev/null & st=$!; sleep 0.5; fi
+  # SMAPS=1: where the resident memory is, halfway through the load (by mapping).
+  if [ -n "${SMAPS:-}" ]; then (sleep "$((SECS / 2))"; python3 bench/smaps.py "$router" >"$work/smaps.$mode") & sm=$!; fi
   out=$("$load" "http://127.0.0.1:$ROUTER_PORT/v1/chat/completions" team 64 "$SECS" $mode sk-bench)
+  [ -n "${SMAPS:-}" ] && { wait "$sm"; echo "$mode, resident halfway:"; cat "$work/smaps.$mode"; }
   t1=$(awk '{print $14+$15}' "/proc/$router/stat"); f1=$(awk '{print $10}' "/proc/$router/stat")
   req=$(echo "$out" | sed -E 's/.*"requests":([0-9]+).*/\1/')
   rps=$(echo "$out" | sed -E 's/.*"rps":([0-9.]+).*/\1/')

@@ -6,7 +6,8 @@
 # by the first frame of ours (or hyper's, ractor's, sled's) that caused them.
 # A diagnosis, not a guard (bench/one-connection.sh is the guard): the default runtime's counts
 # move with the machine's load. Run from the project root:   bench/wakeups.sh   (~15 s)
-#   knobs: N=300, QR_BINARY=path, TOKIO_WORKER_THREADS (unset: a worker per core)
+#   knobs: N=300, QR_BINARY=path, TOKIO_WORKER_THREADS (unset: a worker per core),
+#          SCRIPT_OUT=file (keeps perf's stacks, to read a wake-up's whole call chain)
 # Needs perf (Debian: linux-perf) and python3; builds the shared mock like ../shared/bench.
 set -euo pipefail
 root=$(pwd)
@@ -37,6 +38,7 @@ client "$n"
 kill -INT "$recorder"
 wait "$recorder" 2>/dev/null || true
 perf script -i "$work/perf.data" 2>/dev/null >"$work/script.txt"
+[ -n "${SCRIPT_OUT:-}" ] && cp "$work/script.txt" "$SCRIPT_OUT"
 python3 - "$work/script.txt" "$n" <<'PY'
 import collections, re, sys
 path, n = sys.argv[1], int(sys.argv[2])

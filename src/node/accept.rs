@@ -26,6 +26,7 @@ use tower::ServiceExt;
 use crate::node::app::AppState;
 use crate::node::direct;
 use crate::node::edge_counters::EdgeCounters;
+use crate::node::self_wake;
 
 /// Largest request head (line + headers) a client may send: past it, 431.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -128,10 +129,12 @@ pub async fn serve(
                     let connection = shared.clone();
                     let watcher = graceful.watcher();
                     let stopping = stop.clone();
-                    tokio::spawn(async move {
+                    // Its own wake-ups (hyper, the handler and the driven upstream connection
+                    // wake each other) are repolled in place, not queued for a sibling worker.
+                    tokio::spawn(self_wake::absorbing(async move {
                         let _slot = slot;
                         connection.serve_one(stream, admin_only, watcher, stopping).await;
-                    });
+                    }));
                 }
                 // Out of file descriptors and the like: back off instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,

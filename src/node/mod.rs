@@ -33,7 +33,8 @@
 //! - [`client_gate`] — which client a key is, its limits before anything goes upstream, its usage.
 //! - [`prime_driver`] — priming windows at each connection's `prime_at` (behaviour §13);
 //!   [`prime_plan`] — which connections prime, with which model, and when each last did.
-//! - [`timer_floor`] — a timer always pending, so a request's timers cost no runtime unpark.
+//! - [`timer_floor`] — a timer always pending, so a request's timers cost no runtime unpark;
+//!   [`self_wake`] — a connection task's wake-ups of itself repolled in place, not queued.
 
 pub mod accept;
 pub mod admin;
@@ -66,6 +67,7 @@ pub mod response_store;
 pub mod retry_advice;
 pub mod routed;
 pub mod seal_secret;
+pub mod self_wake;
 pub mod serve;
 pub mod served_apis;
 pub mod stored_response;

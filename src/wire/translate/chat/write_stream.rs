@@ -6,7 +6,8 @@
 //! finish. State is the open tool call, a few counters and the citations (one small entry
 //! each): nothing grows with the text.
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::write::{chat_id, finish_reason, usage};
@@ -16,6 +17,26 @@ use crate::wire::translate::hub::form::{Event, Usage};
 /// Most citations one answer's annotations chunk lists.
 const MAX_ANNOTATIONS: usize = 4096;
 use crate::wire::translate::sse_write::write_data;
+
+/// One `chat.completion.chunk`, serialized as it stands: the same bytes as the `json!` object
+/// it replaces (keys in `serde_json::Map`'s sorted order), without building and dropping that
+/// object on every event of a translated stream.
+#[derive(Serialize)]
+struct Chunk<'a> {
+    choices: [Choice<'a>; 1],
+    created: u64,
+    id: &'a str,
+    model: &'a Value,
+    object: &'static str,
+}
+
+#[derive(Serialize)]
+struct Choice<'a> {
+    delta: &'a Value,
+    finish_reason: Option<&'a str>,
+    index: u32,
+    logprobs: Option<()>,
+}
 
 #[derive(Debug)]
 pub struct ChatWriter {
@@ -53,17 +74,22 @@ impl ChatWriter {
     }
 
     fn chunk(&self, out: &mut BytesMut, delta: Value, finish: Option<&str>) {
-        write_data(
-            out,
-            None,
-            &json!({
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
-            }),
-        );
+        let chunk = Chunk {
+            choices: [Choice {
+                delta: &delta,
+                finish_reason: finish,
+                index: 0,
+                logprobs: None,
+            }],
+            created: self.created,
+            id: &self.id,
+            model: &self.model,
+            object: "chat.completion.chunk",
+        };
+        out.extend_from_slice(b"data: ");
+        // Borrowed fields serialize without error and `BytesMut`'s writer never fails.
+        let _ = serde_json::to_writer(out.writer(), &chunk);
+        out.extend_from_slice(b"\n\n");
     }
 
     pub fn event(&mut self, event: &Event, out: &mut BytesMut) {
@@ -171,5 +197,35 @@ impl ChatWriter {
     pub fn error(&mut self, message: &str, code: &str, out: &mut BytesMut) {
         self.done = true;
         out.extend_from_slice(&openai_stream_error(message, code));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_is_the_bytes_of_the_json_object_it_replaces() {
+        let mut writer = ChatWriter::new(false, 7);
+        writer.id = "chatcmpl-x".into();
+        writer.model = json!("gpt-x");
+        for (delta, finish) in [
+            (json!({"content": "hé \"q\"\n"}), None),
+            (json!({}), Some("stop")),
+        ] {
+            let mut out = BytesMut::new();
+            writer.chunk(&mut out, delta.clone(), finish);
+            let object = json!({
+                "id": "chatcmpl-x",
+                "object": "chat.completion.chunk",
+                "created": 7,
+                "model": "gpt-x",
+                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+            });
+            assert_eq!(
+                std::str::from_utf8(&out).unwrap(),
+                format!("data: {object}\n\n")
+            );
+        }
     }
 }

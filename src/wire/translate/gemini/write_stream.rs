@@ -18,6 +18,7 @@ use super::write::{
 };
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Citation, Event, Finish, Part, ToolCall, Usage};
+use crate::wire::translate::sse_write::json_bytes;
 use crate::wire::translate::thinking_carry::carried;
 
 /// Most searches and supports one answer's `groundingMetadata` lists.
@@ -71,7 +72,7 @@ impl GeminiWriter {
     }
 
     fn chunk(&mut self, chunk: &Value, out: &mut BytesMut) {
-        self.framer.chunk(chunk.to_string().as_bytes(), out);
+        self.framer.chunk(&json_bytes(chunk), out);
     }
 
     fn part(&mut self, part: &Part, out: &mut BytesMut) {
@@ -234,7 +235,7 @@ impl GeminiWriter {
             _ => 500,
         };
         let body = error(status, message, Some(code));
-        self.framer.chunk(body.to_string().as_bytes(), out);
+        self.framer.chunk(&json_bytes(&body), out);
         self.framer.end(out);
     }
 }

@@ -18,7 +18,7 @@ use super::write::{
 };
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Answer, Citation, Event, Finish, Part, SearchCall, Usage};
-use crate::wire::translate::sse_write::write_data;
+use crate::wire::translate::sse_write::{json_bytes, write_data};
 use std::sync::Arc;
 
 /// Most output bytes kept for the `*.done` events and `response.completed`.
@@ -234,7 +234,7 @@ impl ResponsesWriter {
 
     /// Keeps a finished item for `response.completed`, within [`MAX_HELD_OUTPUT_BYTES`].
     fn hold(&mut self, item: Value) {
-        let size = item.to_string().len();
+        let size = json_bytes(&item).len();
         if self.held + size <= MAX_HELD_OUTPUT_BYTES {
             self.held += size;
             self.output.push(item);
