@@ -21,13 +21,16 @@
 //! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
 //! - `item_seal` — the router's seal on encrypted items (the connection that made them);
 //!   `encrypted_items` — a request's encrypted items and the body each target gets;
-//!   `thought_signatures` — a Gemini request's sealed `thoughtSignature`s, the same.
+//!   `thought_signatures` — a Gemini request's sealed `thoughtSignature`s, the same;
+//!   `foreign_thinking` — a Messages body's thinking blocks a Gemini key made, left out for a
+//!   Messages host.
 
 pub mod affinity_group;
 pub mod body_rewrite;
 pub mod content_bytes;
 pub mod content_coding;
 pub mod encrypted_items;
+pub mod foreign_thinking;
 pub mod item_seal;
 mod json_member;
 pub mod missing_route;

@@ -472,3 +472,84 @@ async fn send_messages(harness: &Harness, body: Value) -> (u16, String, String) 
         .unwrap_or_default();
     (status, response.text().await.unwrap(), served)
 }
+
+/// A combo of a Gemini key first and an Anthropic key behind it.
+fn mixed_pool(text: String) -> String {
+    let mut text = gemini_pool(text);
+    text.push_str(
+        r#"
+[[combos]]
+name = "mixed"
+strategy = "priority"
+targets = [
+  { connection = "gm-1", model = "gemini-2.5-flash" },
+  { connection = "an-1", model = "claude-3-5-haiku" },
+]
+"#,
+    );
+    text
+}
+
+/// A Messages client on a combo of a Gemini and an Anthropic key: the thinking blocks a Gemini
+/// answer handed it (a sealed `qrg1…` signature, thought text with none) are left out when its
+/// next turn goes as is to the Anthropic key, which could read none of them; the turn is served
+/// there at once, not refused for an invalid signature.
+#[tokio::test]
+async fn a_messages_turn_leaves_gemini_thinking_out_when_it_goes_to_an_anthropic_key() {
+    let harness = Harness::start_on_clock(mixed_pool, ManualClock::new(TEN_AM_PACIFIC)).await;
+    let first = json!({
+        "model": "mixed", "max_tokens": 1024,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "tools": [{"name": "lookup", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}],
+        "messages": [{"role": "user", "content": "mock-tool-call:lookup {\"q\":\"x\"}"}],
+    });
+    let (status, body, served) = send_messages(&harness, first.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(served, "gm-1");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let content = answer["content"].as_array().unwrap().clone();
+    assert!(
+        content.iter().any(|block| block["type"] == "thinking"
+            && block["signature"].as_str().unwrap().starts_with("qrg1")),
+        "{answer}"
+    );
+    let call_id = content
+        .iter()
+        .find(|block| block["type"] == "tool_use")
+        .unwrap()["id"]
+        .clone();
+    let mut second = first;
+    let messages = second["messages"].as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": content}));
+    messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "y"}]}));
+    harness.settle().await;
+    harness
+        .mock
+        .set_rules(vec![Rule::always(Fault::GeminiQuota {
+            per_day: false,
+            retry_delay_s: 30,
+        })
+        .for_key(upstream_key("gm-1"))]);
+    let before = harness.mock.stats().for_key(&upstream_key("an-1"));
+
+    let (status, body, served) = send_messages(&harness, second).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(served, "an-1");
+    assert_eq!(
+        harness.mock.stats().for_key(&upstream_key("an-1")),
+        before + 1,
+        "asked once: nothing refused"
+    );
+    let upstream = last_upstream_body(&harness);
+    assert!(!upstream.contains("qrg1"), "{upstream}");
+    let upstream: Value = serde_json::from_str(&upstream).unwrap();
+    let history = upstream["messages"][1]["content"].as_array().unwrap();
+    assert!(
+        history.iter().all(|block| block["type"] != "thinking"),
+        "{upstream}"
+    );
+    assert!(history.iter().any(|block| block["type"] == "tool_use"));
+    // Anthropic wants a tool loop's last assistant turn to open with thinking when thinking is
+    // on: with that turn's thinking left out, the turn goes without thinking.
+    assert!(upstream.get("thinking").is_none(), "{upstream}");
+}

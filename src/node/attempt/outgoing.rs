@@ -19,7 +19,8 @@ use crate::node::endpoint::Endpoint;
 use crate::node::live::ProviderRoute;
 use crate::node::served_apis::served_apis;
 use crate::node::upstream_request;
-use crate::wire::body_rewrite::rewrite;
+use crate::wire::body_rewrite::{rewrite, RequestInfo};
+use crate::wire::foreign_thinking::without_foreign_thinking;
 use crate::wire::thought_signatures;
 use crate::wire::translate::{
     translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings, TranslateError,
@@ -104,15 +105,11 @@ pub(super) fn prepare<'a>(
             translated_left_out = left_out;
             (body, Cow::Owned(gemini_path.unwrap_or_default()))
         }
-        (Some(info), None) => (
-            rewrite(
-                ctx.client_body,
-                info,
-                &target.model,
-                ctx.force_include_usage,
-            ),
-            Cow::Borrowed(ctx.path_and_query),
-        ),
+        (Some(info), None) => {
+            let (body, left_out) = same_api_body(ctx, info, &target.model);
+            translated_left_out = left_out;
+            (body, Cow::Borrowed(ctx.path_and_query))
+        }
         (Some(_), Some(first)) => {
             // Thinking goes back only to the connection that made it, for the client it was
             // handed to, and not at all after a refused signature (`try_target`).
@@ -199,6 +196,17 @@ pub(super) fn prepare<'a>(
             echo,
         },
     ))
+}
+
+/// The client's body with `model` spliced for the target (the byte-preserving splice), less a
+/// Messages history's thinking no Messages host reads (a Gemini key's), with how many blocks
+/// were left out.
+fn same_api_body(ctx: &TryContext<'_>, info: &RequestInfo, model: &str) -> (Bytes, u32) {
+    let body = rewrite(ctx.client_body, info, model, ctx.force_include_usage);
+    match ctx.endpoint {
+        Endpoint::Messages => without_foreign_thinking(&body).unwrap_or((body, 0)),
+        _ => (body, 0),
+    }
 }
 
 /// A Gemini client's body for a Gemini `connection`: its sealed `thoughtSignature`s restored
