@@ -8,7 +8,7 @@ use base64::Engine;
 use memchr::memmem;
 
 use super::carried::{CARRIED_PLAIN_PREFIX, CARRIED_PREFIX};
-use super::json_spans::{content_spans, string_members, write_json_string, FIELD};
+use super::json_spans::{content_spans, string_members, write_json_string, ContentSpan, FIELD};
 use super::key::SealKey;
 use super::seal::SEAL_PREFIX;
 use super::signature::{
@@ -66,17 +66,12 @@ pub fn seal_all<'a>(
     if connection.len() > MAX_CONNECTION_BYTES || memmem::find(text, FIELD).is_none() {
         return Cow::Borrowed(text);
     }
-    let mut out: Option<Vec<u8>> = None;
-    let mut copied_to = 0;
-    for span in content_spans(text) {
-        let Some(value) = span.value(text) else {
-            continue;
-        };
-        let translated = items == Items::Translated;
+    let translated = items == Items::Translated;
+    replace_strings(text, content_spans(text), 128, |value| {
         if value.starts_with(SEAL_PREFIX) || (translated && value.starts_with(CARRIED_PREFIX)) {
-            continue;
+            return None;
         }
-        let sealed = match value.strip_prefix(CARRIED_PLAIN_PREFIX) {
+        Some(match value.strip_prefix(CARRIED_PLAIN_PREFIX) {
             // Never in clear: a block that cannot be encrypted leaves empty (and is left out
             // when it comes back).
             Some(plain) if translated => base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -84,20 +79,9 @@ pub fn seal_all<'a>(
                 .ok()
                 .and_then(|plaintext| key.seal_carried(client, connection, &plaintext))
                 .unwrap_or_default(),
-            _ => key.seal(client, connection, &value),
-        };
-        let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 128));
-        out.extend_from_slice(&text[copied_to..span.start]);
-        write_json_string(out, &sealed);
-        copied_to = span.end;
-    }
-    match out {
-        None => Cow::Borrowed(text),
-        Some(mut out) => {
-            out.extend_from_slice(&text[copied_to..]);
-            Cow::Owned(out)
-        }
-    }
+            _ => key.seal(client, connection, value),
+        })
+    })
 }
 
 /// `text` with every `thoughtSignature` string sealed for `to`'s client and connection (one
@@ -112,43 +96,28 @@ fn seal_signatures<'a>(
     if memmem::find(text, SIGNATURE_FIELD).is_none() {
         return Cow::Borrowed(text);
     }
-    let mut out: Option<Vec<u8>> = None;
-    let mut copied_to = 0;
-    for member in string_members(text, SIGNATURE_FIELD) {
-        let span = member.value;
-        let Some(value) = span.value(text) else {
-            continue;
-        };
-        if value.starts_with(SIGNATURE_PREFIX) && key.open_signature(to.client, &value).is_some() {
-            continue;
+    let spans = string_members(text, SIGNATURE_FIELD)
+        .into_iter()
+        .map(|member| member.value);
+    replace_strings(text, spans, 64, |value| {
+        if value.starts_with(SIGNATURE_PREFIX) && key.open_signature(to.client, value).is_some() {
+            return None;
         }
-        let sealed = match value.strip_prefix(CARRIED_PLAIN_PREFIX) {
+        match value.strip_prefix(CARRIED_PLAIN_PREFIX) {
             // Never in clear: a block that cannot be encrypted leaves empty (and is left out
             // when it comes back).
-            Some(plain) if translated => base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(plain)
-                .ok()
-                .and_then(|plaintext| key.seal_carried(to.client, to.connection, &plaintext))
-                .map(|encrypted| carried_signature(&encrypted))
-                .unwrap_or_default(),
-            _ if translated && carried_in_signature(&value).is_some() => continue,
-            _ => match key.seal_signature(to.client, to.connection, &value) {
-                Some(sealed) => sealed,
-                None => continue,
-            },
-        };
-        let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 64));
-        out.extend_from_slice(&text[copied_to..span.start]);
-        write_json_string(out, &sealed);
-        copied_to = span.end;
-    }
-    match out {
-        None => Cow::Borrowed(text),
-        Some(mut out) => {
-            out.extend_from_slice(&text[copied_to..]);
-            Cow::Owned(out)
+            Some(plain) if translated => Some(
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(plain)
+                    .ok()
+                    .and_then(|plaintext| key.seal_carried(to.client, to.connection, &plaintext))
+                    .map(|encrypted| carried_signature(&encrypted))
+                    .unwrap_or_default(),
+            ),
+            _ if translated && carried_in_signature(value).is_some() => None,
+            _ => key.seal_signature(to.client, to.connection, value),
         }
-    }
+    })
 }
 
 /// The member a thinking block's signature rides in (an answer or a `signature_delta`).
@@ -160,23 +129,40 @@ fn seal_plain_signatures<'a>(text: &'a [u8], key: &SealKey, to: SealedFor<'_>) -
     if memmem::find(text, SIGNATURE_PLAIN_PREFIX.as_bytes()).is_none() {
         return Cow::Borrowed(text);
     }
+    let spans = string_members(text, PLAIN_SIGNATURE_FIELD)
+        .into_iter()
+        .map(|member| member.value);
+    replace_strings(text, spans, 64, |value| {
+        let original = value.strip_prefix(SIGNATURE_PLAIN_PREFIX)?;
+        // Never in clear with the marker: one that cannot be sealed leaves empty.
+        Some(
+            key.seal_signature(to.client, to.connection, original)
+                .unwrap_or_default(),
+        )
+    })
+}
+
+/// `text` with each string at `spans` that `replace` answers for written as its answer (a
+/// JSON string); borrowed when `replace` answers for none. `extra`: the room a copy reserves
+/// beyond `text`'s length.
+fn replace_strings<'a>(
+    text: &'a [u8],
+    spans: impl IntoIterator<Item = ContentSpan>,
+    extra: usize,
+    mut replace: impl FnMut(&str) -> Option<String>,
+) -> Cow<'a, [u8]> {
     let mut out: Option<Vec<u8>> = None;
     let mut copied_to = 0;
-    for member in string_members(text, PLAIN_SIGNATURE_FIELD) {
-        let span = member.value;
+    for span in spans {
         let Some(value) = span.value(text) else {
             continue;
         };
-        let Some(original) = value.strip_prefix(SIGNATURE_PLAIN_PREFIX) else {
+        let Some(replaced) = replace(&value) else {
             continue;
         };
-        // Never in clear with the marker: one that cannot be sealed leaves empty.
-        let sealed = key
-            .seal_signature(to.client, to.connection, original)
-            .unwrap_or_default();
-        let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + 64));
+        let out = out.get_or_insert_with(|| Vec::with_capacity(text.len() + extra));
         out.extend_from_slice(&text[copied_to..span.start]);
-        write_json_string(out, &sealed);
+        write_json_string(out, &replaced);
         copied_to = span.end;
     }
     match out {
