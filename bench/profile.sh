@@ -34,7 +34,7 @@ if [ "${TELEMETRY:-0}" = 1 ]; then
   pids+=($!)
   printf '\n[telemetry]\notlp_endpoint = "http://127.0.0.1:14318"\nservice_name = "quotaroute-profile"\nsample_ratio = 1.0\n' >>"$work/qr.toml"
 fi
-valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
+valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$work/callgrind.out" \
   "$bin" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &
 node=$!
 pids+=($node)

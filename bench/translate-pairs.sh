@@ -136,7 +136,7 @@ request() { # client upstream mode -> prints the path; writes the body file
 
 if [ "$count" = instructions ]; then
   command -v valgrind >/dev/null || { echo "needs valgrind: apt-get install -y valgrind"; exit 2; }
-  valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
+  valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$work/callgrind.out" \
     "$bin" serve --config "$work/quotaroute.toml" >"$work/router.log" 2>&1 & router=$!
   tries=600
 else
