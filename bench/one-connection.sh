@@ -14,7 +14,10 @@
 # Counts, not times. It exits 1 when a count passes its budget (below).
 # Run from the project root:   bench/one-connection.sh      (about a minute)
 #   knobs: N=500 (requests per run), MODES="plain telemetry", WORKERS="1 default",
-#          QR_BINARY=path (that build), BUDGET=0 (report only)
+#          QR_BINARY=path (that build), BUDGET=0 (report only),
+#          NGINX=1 (also nginx in front of the same mock, one worker per core as
+#          ../shared/bench runs it: its processes' context switches and syscalls per request
+#          and the mock's behind it, the same counts beside the router's; no budget)
 # Needs strace and python3; builds the shared mock like ../shared/bench does.
 set -euo pipefail
 root=$(pwd)
@@ -106,15 +109,18 @@ summarize() {
   python3 - "$1" "$n" <<'PY'
 import re, sys
 path, n = sys.argv[1], int(sys.argv[2])
-rows, total = [], 0
+# Several summaries may be concatenated (one per traced process): sum each syscall's rows.
+by_name, total = {}, 0
 for line in open(path):
     fields = line.split()
     # % time, seconds, usecs/call, calls, [errors], syscall
     if len(fields) >= 5 and re.fullmatch(r"[\d.]+", fields[0]) and fields[-1] != "total":
         calls = int(fields[3])
         errors = int(fields[4]) if len(fields) == 6 else 0
-        rows.append((calls, errors, fields[-1]))
+        seen = by_name.get(fields[-1], (0, 0))
+        by_name[fields[-1]] = (seen[0] + calls, seen[1] + errors)
         total += calls
+rows = [(calls, errors, name) for name, (calls, errors) in by_name.items()]
 print(f"{total / n:.2f}")
 for calls, errors, name in sorted(rows, reverse=True):
     if calls / n >= 0.01:
@@ -183,4 +189,61 @@ for workers in $workers_list; do
   check "$mode/$workers" syscalls "$total"
 done
 done
+
+# nginx on the same port in front of the same mock, counted the same way (its master and
+# workers together; the master does nothing per request).
+if [ "${NGINX:-0}" = 1 ]; then
+  command -v nginx >/dev/null || { echo "NGINX=1 needs nginx: apt-get install -y nginx"; exit 2; }
+  mkdir -p "$work/nginx/tmp"
+  sed -e "s/@MOCK_PORT@/18180/g" -e "s/@NGINX_PORT@/18183/g" -e "s/@NGINX_WORKERS@/$(nproc)/g" \
+    "$bench/peers/nginx.conf.tmpl" >"$work/nginx/nginx.conf"
+  nginx_switches() { # voluntary involuntary, over the master and its workers
+    for p in "$1" $(pgrep -P "$1"); do cat /proc/"$p"/status; done 2>/dev/null | awk '
+      /^voluntary_ctxt_switches/ {v += $2} /^nonvoluntary_ctxt_switches/ {i += $2}
+      END {print v, i}'
+  }
+  for run in switches syscalls; do
+    nginx -p "$work/nginx/" -c nginx.conf -e error.log >/dev/null 2>&1 &
+    node=$!
+    for _ in $(seq 1 100); do
+      curl -sf -o /dev/null -H 'content-type: application/json' --data @"$body" \
+        http://127.0.0.1:18183/v1/chat/completions && break
+      sleep 0.1
+    done
+    client 50
+    if [ "$run" = switches ]; then
+      echo "== nginx ($(nproc) workers); $n sequential requests on one connection"
+      read -r v0 i0 < <(nginx_switches "$node")
+      read -r mv0 mi0 _ _ < <(switches "$mock")
+      client "$n"
+      read -r v1 i1 < <(nginx_switches "$node")
+      read -r mv1 mi1 _ _ < <(switches "$mock")
+      echo "context switches per request: $(python3 -c "print(f'{($v1 - $v0 + $i1 - $i0) / $n:.2f} (voluntary {($v1 - $v0) / $n:.2f}, involuntary {($i1 - $i0) / $n:.2f})')")"
+      echo "upstream (the bench mock): context switches per request" \
+        "$(python3 -c "print(f'{($mv1 - $mv0 + $mi1 - $mi0) / $n:.2f} (voluntary {($mv1 - $mv0) / $n:.2f})')")"
+    else
+      tracers=()
+      for p in $(pgrep -P "$node"); do
+        strace -c -q -o "$work/strace-nginx-$p.txt" -p "$p" &
+        tracers+=($!)
+      done
+      strace -c -f -q -o "$work/strace-mock-nginx.txt" -p "$mock" &
+      tracers+=($!)
+      sleep 0.5
+      client "$n"
+      kill -INT "${tracers[@]}"
+      wait "${tracers[@]}" 2>/dev/null || true
+      cat "$work"/strace-nginx-*.txt >"$work/strace-nginx.txt"
+      summary=$(summarize "$work/strace-nginx.txt")
+      echo "syscalls per request: $(head -n1 <<<"$summary"), by kind:"
+      tail -n +2 <<<"$summary"
+      summarize "$work/strace-mock-nginx.txt" >"$work/mock-summary"
+      echo "upstream (the bench mock): syscalls per request $(head -n1 "$work/mock-summary"):" \
+        "$(tail -n +2 "$work/mock-summary" | awk '{printf "%s %s, ", $1, $2}')"
+    fi
+    kill -TERM "$node"
+    wait "$node" 2>/dev/null || true
+    node=""
+  done
+fi
 exit $fail
