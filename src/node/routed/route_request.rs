@@ -45,7 +45,7 @@ pub(super) fn ask(
     (body, info, headers): (&Bytes, &RequestInfo, &HeaderMap),
     ticket: &ClientTicket,
 ) -> Result<(RouteRequest, Option<EncryptedTurn>, Refusal), NotAsked> {
-    let carry = super::carry::check(live, router, endpoint, body);
+    let carry = super::carry::check(live, router, endpoint, (&info.model, body));
     let mut route_request = RouteRequest {
         request_id: request_id.to_owned(),
         model: info.model.clone(),

@@ -131,6 +131,38 @@ pub fn translate_request_as(
     settings: RequestSettings<'_>,
     stream: Option<bool>,
 ) -> Result<TranslatedRequest, TranslateError> {
+    let request = parse_request(body)?;
+    let written = write_request(direction, &request, settings, stream)?;
+    let body = serde_json::to_vec(&written.translated)
+        .map_err(|error| TranslateError::Invalid(error.to_string()))?;
+    let echo = match direction.client {
+        Api::Responses => Echo::of(&request),
+        _ => Echo::default(),
+    };
+    Ok(TranslatedRequest {
+        body: Bytes::from(body),
+        dropped: written.dropped,
+        stream: written.stream,
+        include_usage: written.include_usage,
+        reasoning: written.reasoning,
+        echo: std::sync::Arc::new(echo),
+        anthropic_beta: written.anthropic_beta,
+    })
+}
+
+/// Whether `direction`'s target API can carry `body` (behaviour §14): the translation up to
+/// the target's request, without its bytes or what the answer needs. `Unsupported` is the
+/// refusal; `Invalid` a body that is no request of the client's API.
+pub fn carries(
+    direction: Direction,
+    body: &[u8],
+    settings: RequestSettings<'_>,
+) -> Result<(), TranslateError> {
+    let request = parse_request(body)?;
+    write_request(direction, &request, settings, None).map(|_| ())
+}
+
+fn parse_request(body: &[u8]) -> Result<serde_json::Map<String, Value>, TranslateError> {
     let request: Value = serde_json::from_slice(body)
         .map_err(|error| TranslateError::Invalid(format!("the body is not JSON: {error}")))?;
     let Value::Object(request) = request else {
@@ -138,6 +170,25 @@ pub fn translate_request_as(
             "the body must be a JSON object".into(),
         ));
     };
+    Ok(request)
+}
+
+/// The target API's request as a JSON value, and what the translation learned on the way.
+struct WrittenRequest {
+    translated: Value,
+    dropped: Vec<String>,
+    stream: bool,
+    include_usage: bool,
+    reasoning: ReasoningCounts,
+    anthropic_beta: Option<&'static str>,
+}
+
+fn write_request(
+    direction: Direction,
+    request: &serde_json::Map<String, Value>,
+    settings: RequestSettings<'_>,
+    stream: Option<bool>,
+) -> Result<WrittenRequest, TranslateError> {
     let mut dropped = Vec::new();
     let mut reasoning = ReasoningCounts::default();
     let stream = stream.unwrap_or(request.get("stream").and_then(Value::as_bool) == Some(true));
@@ -152,10 +203,10 @@ pub fn translate_request_as(
         .reasoning
         .filter(|_| matches!(direction.target, Api::Messages | Api::Gemini));
     let mut form = match direction.client {
-        Api::Chat => chat::read::request(&request, &mut dropped)?,
-        Api::Responses => responses::read::request(&request, key, &mut dropped, &mut reasoning)?,
-        Api::Messages => messages::read::request(&request, &mut dropped)?,
-        Api::Gemini => gemini::read::request(&request, key, &mut dropped, &mut reasoning)?,
+        Api::Chat => chat::read::request(request, &mut dropped)?,
+        Api::Responses => responses::read::request(request, key, &mut dropped, &mut reasoning)?,
+        Api::Messages => messages::read::request(request, &mut dropped)?,
+        Api::Gemini => gemini::read::request(request, key, &mut dropped, &mut reasoning)?,
     };
     form.stream = stream;
     // A Messages client's thinking signatures: the Gemini ones this connection made, opened.
@@ -174,21 +225,14 @@ pub fn translate_request_as(
             &mut dropped,
         )?,
     };
-    let body = serde_json::to_vec(&translated)
-        .map_err(|error| TranslateError::Invalid(error.to_string()))?;
-    let echo = match direction.client {
-        Api::Responses => Echo::of(&request),
-        _ => Echo::default(),
-    };
     let anthropic_beta = (direction.target == Api::Messages && form.format.is_some())
         .then_some(STRUCTURED_OUTPUTS_BETA);
-    Ok(TranslatedRequest {
-        body: Bytes::from(body),
+    Ok(WrittenRequest {
+        translated,
         dropped,
         stream,
         include_usage,
         reasoning,
-        echo: std::sync::Arc::new(echo),
         anthropic_beta,
     })
 }
