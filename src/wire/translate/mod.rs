@@ -44,6 +44,7 @@ mod responses;
 pub mod search_left_out;
 mod sse_write;
 mod stream;
+mod text_delta;
 mod thinking_carry;
 
 pub use count_tokens::{count_tokens_body, gemini_count_tokens_body};

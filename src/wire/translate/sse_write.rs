@@ -23,6 +23,18 @@ pub fn write_json(out: &mut BytesMut, value: &Value) {
     let _ = serde_json::to_writer(out.writer(), value);
 }
 
+/// Appends `text` as a JSON string (quoted and escaped as serde_json escapes it): a text delta's
+/// piece written between bytes the stream's writer keeps, without a `Value` around it.
+pub fn write_json_str(out: &mut BytesMut, text: &str) {
+    // A `str` serializes without error and `BytesMut`'s writer never fails.
+    let _ = serde_json::to_writer(out.writer(), text);
+}
+
+/// Appends `number` as JSON writes it.
+pub fn write_json_u64(out: &mut BytesMut, number: u64) {
+    let _ = serde_json::to_writer(out.writer(), &number);
+}
+
 /// `value` as compact JSON bytes (what `value.to_string()` holds), without `Display`.
 pub fn json_bytes(value: &Value) -> BytesMut {
     let mut out = BytesMut::new();
@@ -45,5 +57,17 @@ mod tests {
             std::str::from_utf8(&out).unwrap(),
             format!("event: message_delta\ndata: {value}\n\n")
         );
+    }
+
+    #[test]
+    fn a_string_and_a_count_are_written_as_their_values_are() {
+        for text in ["", "plain", "é \"q\" \\ \n \t \u{1} \u{7f} 🦀", "</script>"] {
+            let mut out = BytesMut::new();
+            write_json_str(&mut out, text);
+            assert_eq!(&out[..], Value::from(text).to_string().as_bytes());
+        }
+        let mut out = BytesMut::new();
+        write_json_u64(&mut out, 18_446_744_073_709_551_615);
+        assert_eq!(&out[..], b"18446744073709551615");
     }
 }

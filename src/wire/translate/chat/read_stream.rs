@@ -10,6 +10,7 @@ use super::read::{finish, usage};
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Event, Finish, Usage};
 use crate::wire::translate::hub::{array_at, str_at, text_at};
+use crate::wire::translate::text_delta;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -52,6 +53,14 @@ impl ChatReader {
         if data.trim() == "[DONE]" {
             self.end(events);
             return;
+        }
+        // A chunk of text alone in the open text block (most chunks), as below reads it.
+        if self.started && self.open == Some(Open::Text) {
+            if let Some(text) = text_delta::chat_content(data) {
+                self.content_chars += text.chars().count();
+                events.push(Event::Text(text.into_owned()));
+                return;
+            }
         }
         let Ok(chunk) = serde_json::from_str::<Value>(data) else {
             return;

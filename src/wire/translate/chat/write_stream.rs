@@ -16,7 +16,7 @@ use crate::wire::translate::hub::form::{Event, Usage};
 
 /// Most citations one answer's annotations chunk lists.
 const MAX_ANNOTATIONS: usize = 4096;
-use crate::wire::translate::sse_write::write_data;
+use crate::wire::translate::sse_write::{write_data, write_json, write_json_str, write_json_u64};
 
 /// One `chat.completion.chunk`, serialized as it stands: the same bytes as the `json!` object
 /// it replaces (keys in `serde_json::Map`'s sorted order), without building and dropping that
@@ -53,6 +53,9 @@ pub struct ChatWriter {
     block_start: usize,
     /// The `url_citation` annotations not yet sent.
     annotations: Vec<Value>,
+    /// What a `content` chunk holds after its text (the stream's time, id and model), made on
+    /// the first text after the start: every text chunk of a stream ends the same.
+    content_tail: Vec<u8>,
     done: bool,
 }
 
@@ -69,8 +72,31 @@ impl ChatWriter {
             content_chars: 0,
             block_start: 0,
             annotations: Vec::new(),
+            content_tail: Vec::new(),
             done: false,
         }
+    }
+
+    /// The chunk [`Self::chunk`] writes for the delta `{"content": text}`, byte for byte,
+    /// written around the text instead of serialized from a `Value`: most of a translated
+    /// stream's events are text.
+    fn content_chunk(&mut self, out: &mut BytesMut, text: &str) {
+        if self.content_tail.is_empty() {
+            let mut tail = BytesMut::new();
+            tail.extend_from_slice(
+                b"},\"finish_reason\":null,\"index\":0,\"logprobs\":null}],\"created\":",
+            );
+            write_json_u64(&mut tail, self.created);
+            tail.extend_from_slice(b",\"id\":");
+            write_json_str(&mut tail, &self.id);
+            tail.extend_from_slice(b",\"model\":");
+            write_json(&mut tail, &self.model);
+            tail.extend_from_slice(b",\"object\":\"chat.completion.chunk\"}\n\n");
+            self.content_tail = tail.to_vec();
+        }
+        out.extend_from_slice(b"data: {\"choices\":[{\"delta\":{\"content\":");
+        write_json_str(out, text);
+        out.extend_from_slice(&self.content_tail);
     }
 
     fn chunk(&self, out: &mut BytesMut, delta: Value, finish: Option<&str>) {
@@ -100,13 +126,14 @@ impl ChatWriter {
             Event::Start { id, model, usage } => {
                 self.id = chat_id(id);
                 self.model = model.clone();
+                self.content_tail.clear();
                 self.usage = usage.unwrap_or_default();
                 self.chunk(out, json!({"role": "assistant", "content": ""}), None);
             }
             Event::TextStart => self.block_start = self.content_chars,
             Event::Text(text) if !text.is_empty() => {
                 self.content_chars += text.chars().count();
-                self.chunk(out, json!({"content": text}), None)
+                self.content_chunk(out, text)
             }
             Event::Citation(citation) if self.annotations.len() < MAX_ANNOTATIONS => {
                 let end = self.content_chars;
@@ -227,5 +254,35 @@ mod tests {
                 format!("data: {object}\n\n")
             );
         }
+    }
+
+    #[test]
+    fn a_text_chunk_is_the_bytes_of_the_chunk_it_replaces() {
+        let mut writer = ChatWriter::new(false, 7);
+        let start = Event::Start {
+            id: "msg_\"1\"".into(),
+            model: json!("claude-é"),
+            usage: None,
+        };
+        writer.event(&start, &mut BytesMut::new());
+        for text in ["hé \"q\"\n", "\u{1}</b>", "🦀"] {
+            let mut fast = BytesMut::new();
+            writer.event(&Event::Text(text.into()), &mut fast);
+            let mut chunk = BytesMut::new();
+            writer.chunk(&mut chunk, json!({"content": text}), None);
+            assert_eq!(fast, chunk);
+        }
+        // A new start makes the end of the text chunks again.
+        let again = Event::Start {
+            id: "other".into(),
+            model: json!("m2"),
+            usage: None,
+        };
+        writer.event(&again, &mut BytesMut::new());
+        let mut fast = BytesMut::new();
+        writer.event(&Event::Text("x".into()), &mut fast);
+        let mut chunk = BytesMut::new();
+        writer.chunk(&mut chunk, json!({"content": "x"}), None);
+        assert_eq!(fast, chunk);
     }
 }

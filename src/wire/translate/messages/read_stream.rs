@@ -12,6 +12,7 @@ use super::read::{finish, usage};
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Citation, Event, SearchCall};
 use crate::wire::translate::hub::{str_at, text_at};
+use crate::wire::translate::text_delta;
 
 #[derive(Debug, Default)]
 pub struct MessagesReader {
@@ -101,6 +102,14 @@ impl MessagesReader {
     }
 
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
+        // A text block's piece (most events), as the `content_block_delta` arm below reads it.
+        if self.open == Some(true) {
+            if let Some(text) = text_delta::messages_text(data) {
+                self.text_chars += text.chars().count();
+                events.push(Event::Text(text.into_owned()));
+                return;
+            }
+        }
         let Ok(data) = serde_json::from_str::<Value>(data) else {
             return;
         };

@@ -14,7 +14,7 @@ use crate::wire::stream_error::anthropic_stream_error;
 use crate::wire::translate::citations;
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Answer, Citation, Event, Finish, SearchCall, Usage};
-use crate::wire::translate::sse_write::write_data;
+use crate::wire::translate::sse_write::{write_data, write_json_str, write_json_u64};
 
 #[derive(Debug, Default)]
 pub struct MessagesWriter {
@@ -68,6 +68,18 @@ impl MessagesWriter {
         }
     }
 
+    /// The `text_delta` [`Self::delta`] writes for `text`, byte for byte, written around the
+    /// text instead of serialized from a `Value`: most of a translated stream's events are text.
+    fn text_delta(&self, out: &mut BytesMut, text: &str) {
+        if let Some(index) = self.open {
+            out.extend_from_slice(b"event: content_block_delta\ndata: {\"delta\":{\"text\":");
+            write_json_str(out, text);
+            out.extend_from_slice(b",\"type\":\"text_delta\"},\"index\":");
+            write_json_u64(out, u64::from(index));
+            out.extend_from_slice(b",\"type\":\"content_block_delta\"}\n\n");
+        }
+    }
+
     pub fn event(&mut self, event: &Event, out: &mut BytesMut) {
         if self.done {
             return;
@@ -116,7 +128,7 @@ impl MessagesWriter {
                 if let Some(held) = self.text.as_mut() {
                     held.push(text);
                 }
-                self.delta(out, json!({"type": "text_delta", "text": text}))
+                self.text_delta(out, text)
             }
             Event::Search(search) => self.search(search, out),
             Event::Citation(citation) => self.citation(citation, out),
@@ -219,5 +231,26 @@ impl MessagesWriter {
     pub fn error(&mut self, message: &str, error_type: &str, out: &mut BytesMut) {
         self.done = true;
         out.extend_from_slice(&anthropic_stream_error(message, error_type));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_delta_is_the_bytes_of_the_event_it_replaces() {
+        let mut writer = MessagesWriter::new();
+        writer.event(&Event::TextStart, &mut BytesMut::new());
+        writer.event(&Event::BlockStop, &mut BytesMut::new());
+        writer.event(&Event::TextStart, &mut BytesMut::new());
+        assert_eq!(writer.open, Some(1));
+        for text in ["hé \"q\"\n", "\u{1}</b>", "🦀"] {
+            let mut fast = BytesMut::new();
+            writer.text_delta(&mut fast, text);
+            let mut event = BytesMut::new();
+            writer.delta(&mut event, json!({"type": "text_delta", "text": text}));
+            assert_eq!(fast, event);
+        }
     }
 }

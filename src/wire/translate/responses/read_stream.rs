@@ -14,6 +14,7 @@ use super::read::{finish, message_text, reasoning_text, usage};
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::Event;
 use crate::wire::translate::hub::{str_at, text_at};
+use crate::wire::translate::text_delta;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -84,6 +85,14 @@ impl ResponsesReader {
     }
 
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
+        // A text piece (most events), as the `response.output_text.delta` arm below reads it.
+        if let Some(text) = text_delta::responses_text(data) {
+            if self.open == Some(Open::Text) {
+                self.text_chars += text.chars().count();
+            }
+            self.delta(Open::Text, Event::Text(text.into_owned()), events);
+            return;
+        }
         let Ok(data) = serde_json::from_str::<Value>(data) else {
             return;
         };

@@ -18,7 +18,7 @@ use super::write::{
 };
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Answer, Citation, Event, Finish, Part, SearchCall, Usage};
-use crate::wire::translate::sse_write::{json_bytes, write_data};
+use crate::wire::translate::sse_write::{json_bytes, write_data, write_json_str, write_json_u64};
 use std::sync::Arc;
 
 /// Most output bytes kept for the `*.done` events and `response.completed`.
@@ -314,10 +314,13 @@ impl ResponsesWriter {
             return;
         };
         let (kind, body) = match (event, &open.kind) {
-            (Event::Text(_), Kind::Text) => (
-                "response.output_text.delta",
-                json!({"item_id": open.id, "output_index": open.output_index, "content_index": 0, "delta": piece, "logprobs": []}),
-            ),
+            (Event::Text(_), Kind::Text) => {
+                open.text.push_str(piece);
+                let (id, output_index) = (&open.id, open.output_index);
+                write_text_delta(out, (id, output_index, self.sequence), piece);
+                self.sequence += 1;
+                return;
+            }
             (Event::Thinking(_), Kind::Thinking { .. }) => (
                 "response.reasoning_summary_text.delta",
                 json!({"item_id": open.id, "output_index": open.output_index, "summary_index": 0, "delta": piece}),
@@ -425,5 +428,50 @@ impl ResponsesWriter {
             json!({"output_index": output_index, "item": item}),
         );
         self.hold(item);
+    }
+}
+/// The `response.output_text.delta` event [`ResponsesWriter::emit`] writes for `piece` of
+/// item `id` at `output_index`, numbered `sequence`, byte for byte (keys in `serde_json::Map`'s
+/// sorted order), written around the piece instead of serialized from a `Value`: most of a
+/// translated stream's events are text.
+fn write_text_delta(
+    out: &mut BytesMut,
+    (id, output_index, sequence): (&str, u32, u64),
+    piece: &str,
+) {
+    out.extend_from_slice(
+        b"event: response.output_text.delta\ndata: {\"content_index\":0,\"delta\":",
+    );
+    write_json_str(out, piece);
+    out.extend_from_slice(b",\"item_id\":");
+    write_json_str(out, id);
+    out.extend_from_slice(b",\"logprobs\":[],\"output_index\":");
+    write_json_u64(out, u64::from(output_index));
+    out.extend_from_slice(b",\"sequence_number\":");
+    write_json_u64(out, sequence);
+    out.extend_from_slice(b",\"type\":\"response.output_text.delta\"}\n\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_delta_is_the_bytes_of_the_event_it_replaces() {
+        for piece in ["hé \"q\"\n", "\u{1}</b>", "🦀"] {
+            let mut writer = ResponsesWriter::new(7, Arc::new(Echo::default()));
+            writer.sequence = 41;
+            let mut fast = BytesMut::new();
+            write_text_delta(&mut fast, ("msg_\"x\"", 3, 41), piece);
+            let mut event = BytesMut::new();
+            writer.emit(
+                &mut event,
+                "response.output_text.delta",
+                json!({"item_id": "msg_\"x\"", "output_index": 3, "content_index": 0,
+                       "delta": piece, "logprobs": []}),
+            );
+            assert_eq!(fast, event);
+            assert_eq!(writer.sequence, 42);
+        }
     }
 }
