@@ -112,6 +112,74 @@ pub fn responses_text(data: &str) -> Option<Cow<'_, str>> {
     event.delta
 }
 
+/// A Gemini chunk whose only news is text (and usage): no `error` or `promptFeedback`, and a
+/// first candidate with no grounding and no finish reason whose parts each hold a non-empty
+/// `text` and nothing else a reader acts on (thought, signature, call). Its texts, and its
+/// `usageMetadata` as it came. Members are read by their camelCase or snake_case names, as
+/// the reader's `at` reads them.
+pub struct GeminiText<'a> {
+    pub texts: Vec<Cow<'a, str>>,
+    pub usage: Option<&'a serde_json::value::RawValue>,
+}
+
+pub fn gemini_text(data: &str) -> Option<GeminiText<'_>> {
+    #[derive(Deserialize)]
+    struct GeminiChunk<'a> {
+        #[serde(default)]
+        error: Present,
+        #[serde(default, rename = "promptFeedback", alias = "prompt_feedback")]
+        prompt_feedback: Present,
+        #[serde(borrow)]
+        candidates: Vec<GeminiCandidate<'a>>,
+        #[serde(borrow, default, rename = "usageMetadata", alias = "usage_metadata")]
+        usage_metadata: Option<&'a serde_json::value::RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct GeminiCandidate<'a> {
+        #[serde(borrow)]
+        content: Option<GeminiContent<'a>>,
+        #[serde(default, rename = "groundingMetadata", alias = "grounding_metadata")]
+        grounding_metadata: Present,
+        #[serde(default, rename = "finishReason", alias = "finish_reason")]
+        finish_reason: Present,
+    }
+    #[derive(Deserialize)]
+    struct GeminiContent<'a> {
+        #[serde(borrow)]
+        parts: Vec<GeminiPart<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct GeminiPart<'a> {
+        #[serde(borrow)]
+        text: Option<Cow<'a, str>>,
+        #[serde(default)]
+        thought: Present,
+        #[serde(default, rename = "thoughtSignature", alias = "thought_signature")]
+        thought_signature: Present,
+        #[serde(default, rename = "functionCall", alias = "function_call")]
+        function_call: Present,
+    }
+    let chunk: GeminiChunk<'_> = serde_json::from_str(data).ok()?;
+    if chunk.error.0 || chunk.prompt_feedback.0 {
+        return None;
+    }
+    let candidate = chunk.candidates.into_iter().next()?;
+    if candidate.grounding_metadata.0 || candidate.finish_reason.0 {
+        return None;
+    }
+    let mut texts = Vec::new();
+    for part in candidate.content?.parts {
+        if part.thought.0 || part.thought_signature.0 || part.function_call.0 {
+            return None;
+        }
+        texts.push(part.text.filter(|text| !text.is_empty())?);
+    }
+    (!texts.is_empty()).then_some(GeminiText {
+        texts,
+        usage: chunk.usage_metadata,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +231,36 @@ mod tests {
             r#"{"type":"response.output_text.done","text":"x"}"#,
         ] {
             assert_eq!(responses_text(declined), None, "{declined}");
+        }
+    }
+
+    #[test]
+    fn a_gemini_chunk_of_text_alone_is_read_and_nothing_else_is() {
+        let text = r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":3},"modelVersion":"g","responseId":"r"}"#;
+        let read = gemini_text(text).expect("text");
+        assert_eq!(read.texts, ["a", "b"]);
+        assert_eq!(
+            read.usage.map(|raw| raw.get()),
+            Some(r#"{"promptTokenCount":3}"#)
+        );
+        let snake =
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usage_metadata":null}"#;
+        assert_eq!(gemini_text(snake).expect("text").texts, ["a"]);
+        for declined in [
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a","thoughtSignature":"s"}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a","thought_signature":"s"}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f"}}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":""}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"groundingMetadata":{}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"promptFeedback":{}}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"error":{"code":500}}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":{},"usage_metadata":{}}"#,
+            r#"{"candidates":[]}"#,
+        ] {
+            assert!(gemini_text(declined).is_none(), "{declined}");
         }
     }
 }

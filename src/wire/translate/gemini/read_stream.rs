@@ -17,6 +17,7 @@ use super::read::{finish, prompt_blocked, usage};
 use super::{array_of, at, str_of};
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Citation, Event, Finish, Usage};
+use crate::wire::translate::text_delta;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -83,6 +84,22 @@ impl GeminiReader {
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
         if self.done {
             return;
+        }
+        // A chunk of text alone (most chunks), as below reads it.
+        if self.started {
+            if let Some(read) = text_delta::gemini_text(data) {
+                let found = read
+                    .usage
+                    .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+                    .filter(Value::is_object);
+                if let Some(found) = found {
+                    self.usage = Some(usage(&found));
+                }
+                for text in read.texts {
+                    self.text(&text, events);
+                }
+                return;
+            }
         }
         let Ok(chunk) = serde_json::from_str::<Value>(data) else {
             return;
@@ -170,15 +187,20 @@ impl GeminiReader {
             events.push(Event::ToolArguments(arguments));
             events.push(Event::BlockStop);
         } else if !text.is_empty() {
-            if self.open != Some(Open::Text) {
-                self.block_base = self.text_bytes;
-                self.held.clear();
-            }
-            self.ensure(Open::Text, events);
-            self.text_bytes += text.len();
-            self.held.push(text);
-            events.push(Event::Text(text.to_string()));
+            self.text(text, events);
         }
+    }
+
+    /// A text part's text.
+    fn text(&mut self, text: &str, events: &mut Vec<Event>) {
+        if self.open != Some(Open::Text) {
+            self.block_base = self.text_bytes;
+            self.held.clear();
+        }
+        self.ensure(Open::Text, events);
+        self.text_bytes += text.len();
+        self.held.push(text);
+        events.push(Event::Text(text.to_string()));
     }
 
     /// A support of the open text block as its citation.

@@ -18,7 +18,7 @@ use super::write::{
 };
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Citation, Event, Finish, Part, ToolCall, Usage};
-use crate::wire::translate::sse_write::json_bytes;
+use crate::wire::translate::sse_write::{json_bytes, write_json, write_json_str};
 use crate::wire::translate::thinking_carry::carried;
 
 /// Most searches and supports one answer's `groundingMetadata` lists.
@@ -43,6 +43,11 @@ pub struct GeminiWriter {
     held: Option<HeldText>,
     searches: Vec<crate::wire::translate::hub::form::SearchCall>,
     supports: Vec<Support>,
+    /// What a text chunk holds after its text (the stream's model and id), made on the first
+    /// text after the start: every text chunk of a stream ends the same.
+    text_tail: Vec<u8>,
+    /// A text chunk's JSON, reused from one chunk to the next.
+    text_chunk: BytesMut,
     done: bool,
 }
 
@@ -62,6 +67,8 @@ impl GeminiWriter {
             held: None,
             searches: Vec::new(),
             supports: Vec::new(),
+            text_tail: Vec::new(),
+            text_chunk: BytesMut::new(),
             done: false,
         }
     }
@@ -73,6 +80,28 @@ impl GeminiWriter {
 
     fn chunk(&mut self, chunk: &Value, out: &mut BytesMut) {
         self.framer.chunk(&json_bytes(chunk), out);
+    }
+
+    /// The chunk [`Self::part`] writes for a text part with no signature to carry, byte for
+    /// byte, written around the text instead of serialized from a `Value`: most of a translated
+    /// stream's events are text.
+    fn text_part(&mut self, text: &str, out: &mut BytesMut) {
+        if self.text_tail.is_empty() {
+            let mut tail = BytesMut::new();
+            tail.extend_from_slice(b"}],\"role\":\"model\"},\"index\":0}],\"modelVersion\":");
+            write_json(&mut tail, &self.model);
+            tail.extend_from_slice(b",\"responseId\":");
+            write_json_str(&mut tail, &self.id);
+            tail.extend_from_slice(b"}");
+            self.text_tail = tail.to_vec();
+        }
+        let mut chunk = std::mem::take(&mut self.text_chunk);
+        chunk.clear();
+        chunk.extend_from_slice(b"{\"candidates\":[{\"content\":{\"parts\":[{\"text\":");
+        write_json_str(&mut chunk, text);
+        chunk.extend_from_slice(&self.text_tail);
+        self.framer.chunk(&chunk, out);
+        self.text_chunk = chunk;
     }
 
     fn part(&mut self, part: &Part, out: &mut BytesMut) {
@@ -106,6 +135,7 @@ impl GeminiWriter {
             Event::Start { id, model, usage } => {
                 self.id = id.clone();
                 self.model = model.clone();
+                self.text_tail.clear();
                 self.usage = usage.unwrap_or_default();
             }
             Event::TextStart => {
@@ -117,7 +147,11 @@ impl GeminiWriter {
                 if let Some(held) = self.held.as_mut() {
                     held.push(text);
                 }
-                self.part(&Part::Text(text.clone()), out)
+                if !text.is_empty() && self.pending.is_none() {
+                    self.text_part(text, out)
+                } else {
+                    self.part(&Part::Text(text.clone()), out)
+                }
             }
             Event::Citation(citation) => self.citation(citation),
             Event::Search(search) if self.searches.len() < MAX_GROUNDING => {
@@ -237,5 +271,30 @@ impl GeminiWriter {
         let body = error(status, message, Some(code));
         self.framer.chunk(&json_bytes(&body), out);
         self.framer.end(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_chunk_is_the_bytes_of_the_chunk_it_replaces() {
+        for framing in [Framing::Sse, Framing::JsonArray] {
+            let (mut fast, mut slow) = (GeminiWriter::new(framing), GeminiWriter::new(framing));
+            let start = Event::Start {
+                id: "r\"1\"".into(),
+                model: json!("gemini-é"),
+                usage: None,
+            };
+            let (mut fast_out, mut slow_out) = (BytesMut::new(), BytesMut::new());
+            fast.event(&start, &mut fast_out);
+            slow.event(&start, &mut slow_out);
+            for text in ["hé \"q\"\n", "\u{1}</b>", "🦀"] {
+                fast.text_part(text, &mut fast_out);
+                slow.part(&Part::Text(text.into()), &mut slow_out);
+            }
+            assert_eq!(fast_out, slow_out);
+        }
     }
 }
