@@ -115,11 +115,25 @@ pub fn responses_text(data: &str) -> Option<Cow<'_, str>> {
 /// A Gemini chunk whose only news is text (and usage): no `error` or `promptFeedback`, and a
 /// first candidate with no grounding and no finish reason whose parts each hold a non-empty
 /// `text` and nothing else a reader acts on (thought, signature, call). Its texts, and its
-/// `usageMetadata` as it came. Members are read by their camelCase or snake_case names, as
-/// the reader's `at` reads them.
+/// `usageMetadata`'s counts. Members are read by their camelCase or snake_case names, as the
+/// reader's `at` reads them.
 pub struct GeminiText<'a> {
     pub texts: Vec<Cow<'a, str>>,
-    pub usage: Option<&'a serde_json::value::RawValue>,
+    pub usage: Option<GeminiUsage>,
+}
+
+/// A `usageMetadata` object's counts, read as `gemini::read::usage` reads them (camelCase
+/// members, 0 when absent or `null`; any other kind of value declines the chunk).
+#[derive(Debug, Default, Deserialize)]
+pub struct GeminiUsage {
+    #[serde(rename = "promptTokenCount")]
+    pub prompt: Option<u64>,
+    #[serde(rename = "cachedContentTokenCount")]
+    pub cached: Option<u64>,
+    #[serde(rename = "candidatesTokenCount")]
+    pub candidates: Option<u64>,
+    #[serde(rename = "thoughtsTokenCount")]
+    pub thoughts: Option<u64>,
 }
 
 pub fn gemini_text(data: &str) -> Option<GeminiText<'_>> {
@@ -131,8 +145,8 @@ pub fn gemini_text(data: &str) -> Option<GeminiText<'_>> {
         prompt_feedback: Present,
         #[serde(borrow)]
         candidates: Vec<GeminiCandidate<'a>>,
-        #[serde(borrow, default, rename = "usageMetadata", alias = "usage_metadata")]
-        usage_metadata: Option<&'a serde_json::value::RawValue>,
+        #[serde(default, rename = "usageMetadata", alias = "usage_metadata")]
+        usage_metadata: Option<GeminiUsage>,
     }
     #[derive(Deserialize)]
     struct GeminiCandidate<'a> {
@@ -239,10 +253,8 @@ mod tests {
         let text = r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":3},"modelVersion":"g","responseId":"r"}"#;
         let read = gemini_text(text).expect("text");
         assert_eq!(read.texts, ["a", "b"]);
-        assert_eq!(
-            read.usage.map(|raw| raw.get()),
-            Some(r#"{"promptTokenCount":3}"#)
-        );
+        let usage = read.usage.expect("usage");
+        assert_eq!((usage.prompt, usage.candidates), (Some(3), None));
         let snake =
             r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usage_metadata":null}"#;
         assert_eq!(gemini_text(snake).expect("text").texts, ["a"]);
@@ -259,6 +271,8 @@ mod tests {
             r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"error":{"code":500}}"#,
             r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":{},"usage_metadata":{}}"#,
             r#"{"candidates":[]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":{"promptTokenCount":1.5}}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":7}"#,
         ] {
             assert!(gemini_text(declined).is_none(), "{declined}");
         }

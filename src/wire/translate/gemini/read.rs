@@ -18,6 +18,7 @@ use crate::wire::translate::hub::form::{
     ToolChoice, ToolOutput, Usage, WebSearch,
 };
 use crate::wire::translate::params::{self, drop_named};
+use crate::wire::translate::text_delta::GeminiUsage;
 use crate::wire::translate::thinking_carry::{block_part, ReasoningCounts, ReasoningKey};
 use crate::wire::translate::TranslateError;
 
@@ -466,12 +467,22 @@ fn effort(thinking: &Value) -> Option<Effort> {
 /// `usageMetadata`: `promptTokenCount` counts cached input in; output is the candidates' and
 /// the thoughts' tokens.
 pub fn usage(usage: &Value) -> Usage {
-    let thoughts = count_at(usage, "thoughtsTokenCount");
+    usage_of_counts(GeminiUsage {
+        prompt: Some(count_at(usage, "promptTokenCount")),
+        cached: Some(count_at(usage, "cachedContentTokenCount")),
+        candidates: Some(count_at(usage, "candidatesTokenCount")),
+        thoughts: Some(count_at(usage, "thoughtsTokenCount")),
+    })
+}
+
+/// [`usage`] of the counts a stream chunk's `usageMetadata` was read into.
+pub fn usage_of_counts(counts: GeminiUsage) -> Usage {
+    let thoughts = counts.thoughts.unwrap_or(0);
     Usage {
-        input: count_at(usage, "promptTokenCount"),
-        cached: count_at(usage, "cachedContentTokenCount"),
+        input: counts.prompt.unwrap_or(0),
+        cached: counts.cached.unwrap_or(0),
         cache_write: 0,
-        output: count_at(usage, "candidatesTokenCount") + thoughts,
+        output: counts.candidates.unwrap_or(0) + thoughts,
         reasoning: thoughts,
     }
 }

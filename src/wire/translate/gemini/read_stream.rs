@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::call_ids;
 use super::grounding;
-use super::read::{finish, prompt_blocked, usage};
+use super::read::{finish, prompt_blocked, usage, usage_of_counts};
 use super::{array_of, at, str_of};
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Citation, Event, Finish, Usage};
@@ -88,12 +88,8 @@ impl GeminiReader {
         // A chunk of text alone (most chunks), as below reads it.
         if self.started {
             if let Some(read) = text_delta::gemini_text(data) {
-                let found = read
-                    .usage
-                    .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
-                    .filter(Value::is_object);
-                if let Some(found) = found {
-                    self.usage = Some(usage(&found));
+                if let Some(counts) = read.usage {
+                    self.usage = Some(usage_of_counts(counts));
                 }
                 for text in read.texts {
                     self.text(&text, events);
