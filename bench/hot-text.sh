@@ -24,7 +24,7 @@ source bench/pool.sh
 start_mock
 for run in plain governed; do
   rm -rf "$work/journal"
-  QR_ENV="valgrind --tool=callgrind --demangle=no --callgrind-out-file=$work/$run.out"
+  QR_ENV="valgrind --tool=callgrind --fair-sched=yes --demangle=no --callgrind-out-file=$work/$run.out"
   if [ $run = governed ]; then CONFIG_APPEND="$(governed_clients)" start_router sk-not-used; else start_router sk-bench; fi
   for _ in $(seq 300); do curl -sf "http://127.0.0.1:$ROUTER_PORT/healthz" >/dev/null && break; sleep 0.2; done
   curl -sf "http://127.0.0.1:$ROUTER_PORT/metrics" >/dev/null || true

@@ -24,7 +24,9 @@ use tokio::sync::oneshot;
 pub struct WriterConfig {
     /// Bound on what a crash can lose: the writer flushes at least this often.
     pub flush_every_ms: u64,
-    /// Write a record as soon as this many events wait (flush still follows the timer).
+    /// Wake the writer and write the waiting events' whole records as soon as this many
+    /// wait (flush still follows the timer). Small, so events spend little time queued as
+    /// envelopes (~300 bytes and their strings each) before they are encoded records (~50).
     pub flush_every_events: usize,
     /// Queue length at which request events are dropped (state events are always kept).
     pub max_queue_events: u64,
@@ -38,7 +40,7 @@ impl Default for WriterConfig {
     fn default() -> Self {
         WriterConfig {
             flush_every_ms: 50,
-            flush_every_events: 4096,
+            flush_every_events: WRITE_EVERY_EVENTS,
             max_queue_events: 100_000,
             retention_hours: 168,
         }
@@ -61,6 +63,10 @@ pub struct JournalStats {
 
 /// Events per stored record: keeps sled values well under its 128 KiB blob threshold.
 const RECORD_MAX_EVENTS: usize = 24;
+/// The default `flush_every_events`: ten whole records. At 34k events/s (the bench's 17k
+/// requests/s) the writer wakes ~140 times a second instead of holding up to a 50 ms tick's
+/// ~1,700 envelopes (docs/measurements.md, "peak RSS").
+const WRITE_EVERY_EVENTS: usize = 10 * RECORD_MAX_EVENTS;
 /// The first wait after a failed write before the store is reopened, doubling up to the max.
 const REOPEN_BACKOFF_MIN: Duration = Duration::from_millis(250);
 const REOPEN_BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -272,6 +278,15 @@ impl Drop for JournalHandle {
     }
 }
 
+/// Which ready envelopes [`Writer::write_ready`] writes.
+#[derive(Debug, Clone, Copy)]
+enum Records {
+    /// Every one (before a flush).
+    All,
+    /// As many as fill whole records.
+    Whole,
+}
+
 /// The writer thread's state.
 struct Writer {
     journal: Box<dyn Journal>,
@@ -338,11 +353,11 @@ impl Writer {
                     }
                 }
                 if !self.failing && self.ready.len() >= self.flush_every_events {
-                    let _ = self.write_ready();
+                    let _ = self.write_ready(Records::Whole);
                 }
             }
             if !self.failing && self.ready.len() >= self.flush_every_events {
-                let _ = self.write_ready();
+                let _ = self.write_ready(Records::Whole);
             }
             if Instant::now() >= next_tick {
                 self.reopen_when_due();
@@ -367,14 +382,24 @@ impl Writer {
         }
     }
 
-    /// Writes ready envelopes as records (no flush). The written ones leave `ready` in one
-    /// drain at the end: draining each record's worth from the front would shift the rest of a
-    /// long queue once per record.
-    fn write_ready(&mut self) -> Result<(), JournalError> {
+    /// Writes ready envelopes as records (no flush): all of them, or between flushes only
+    /// whole records, so a threshold write leaves no short record behind (the rest waits for
+    /// the next write, at the latest the flush's). The written ones leave `ready` in one drain
+    /// at the end: draining each record's worth from the front would shift the rest of a long
+    /// queue once per record.
+    fn write_ready(&mut self, records: Records) -> Result<(), JournalError> {
+        let end = match records {
+            Records::All => self.ready.len(),
+            Records::Whole => {
+                // A threshold below a record's size writes records of the threshold's size.
+                let unit = self.flush_every_events.min(RECORD_MAX_EVENTS);
+                self.ready.len() - self.ready.len() % unit
+            }
+        };
         let mut written = 0;
         let mut outcome = Ok(());
-        while written < self.ready.len() {
-            let take = (self.ready.len() - written).min(RECORD_MAX_EVENTS);
+        while written < end {
+            let take = (end - written).min(RECORD_MAX_EVENTS);
             let batch = &self.ready[written..written + take];
             let (first, last) = (batch[0].seq, batch[take - 1].seq);
             let stored = codec::encode_batch_into(batch, &mut self.payload, &mut self.record)
@@ -449,7 +474,7 @@ impl Writer {
     }
 
     fn try_commit(&mut self) -> Result<u64, JournalError> {
-        self.write_ready()?;
+        self.write_ready(Records::All)?;
         if let Some(last) = self.written_unflushed {
             if let Err(error) = self.journal.flush() {
                 return Err(self.failed(error));

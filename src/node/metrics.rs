@@ -18,8 +18,11 @@ use crate::node::traffic::ConnectionTraffic;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
-/// How often histogram samples are folded into their buckets when nobody scrapes.
-const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+/// How often histogram samples are folded into their buckets when nobody scrapes. Until then
+/// each sample waits in the exporter's queue (8 bytes, in blocks of 64 freed a collection
+/// later): at 17k requests/s and two histograms a request, 5 s of them were a ~3 MB sawtooth
+/// in the node's RSS; 0.5 s keeps a tenth of it, for two wakeups a second of this thread.
+const UPKEEP_EVERY: Duration = Duration::from_millis(500);
 
 /// Installs the process-wide recorder once (tests start many nodes in one process), with a
 /// thread that runs the exporter's upkeep: histogram samples queue until a render or an upkeep

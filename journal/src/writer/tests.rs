@@ -89,6 +89,26 @@ async fn records_hold_at_most_record_max_events_consecutive_envelopes() {
 }
 
 #[tokio::test]
+async fn a_few_hundred_waiting_events_are_written_as_whole_records_before_the_tick() {
+    let journal = MemoryJournal::new();
+    let handle = JournalHandle::spawn(Box::new(journal.clone()), quiet_config()).unwrap();
+    for i in 0..250 {
+        handle.append(i, request_event(i));
+    }
+    // The 60 s timer is far away: only the default threshold (240 events) writes now, and
+    // only whole records of 24, so none short is left behind.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while journal.record_keys().len() < 10 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let whole: Vec<u64> = (0..10).map(|r| 1 + 24 * r).collect();
+    assert_eq!(journal.record_keys(), whole);
+    handle.close().await.unwrap();
+    assert_eq!(journal.record_keys().last(), Some(&241));
+    assert_eq!(read_all(&journal).len(), 250);
+}
+
+#[tokio::test]
 async fn seqs_continue_after_the_journals_last_seq() {
     let journal = MemoryJournal::new();
     let handle = JournalHandle::spawn(Box::new(journal.clone()), quiet_config()).unwrap();
