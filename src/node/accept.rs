@@ -26,6 +26,7 @@ use tower::ServiceExt;
 use crate::node::app::AppState;
 use crate::node::direct;
 use crate::node::edge_counters::EdgeCounters;
+use crate::node::known_key::KnownKey;
 use crate::node::self_wake;
 
 /// Largest request head (line + headers) a client may send: past it, 431.
@@ -195,6 +196,8 @@ impl Shared {
             header_timeout,
         } = self;
         let reserve_counters = counters.clone();
+        // The key this connection presented last: its next requests with it skip the hash.
+        let known = Arc::new(KnownKey::default());
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let refused = admin_only && !is_admin_path(request.uri().path());
             if refused {
@@ -202,6 +205,7 @@ impl Shared {
             }
             let table = table.clone();
             let state = state.clone();
+            let known = known.clone();
             async move {
                 if refused {
                     return Ok(reserve_refusal());
@@ -209,7 +213,9 @@ impl Shared {
                 let request = request.map(Body::new);
                 match direct::endpoint_of(&request) {
                     // Boxed: hyper moves the service's future twice, and the handler's is large.
-                    Some(endpoint) => Ok(Box::pin(direct::answer(state, endpoint, request)).await),
+                    Some(endpoint) => {
+                        Ok(Box::pin(direct::answer(state, endpoint, request, known)).await)
+                    }
                     None => table.oneshot(request).await,
                 }
             }
