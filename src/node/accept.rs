@@ -212,9 +212,12 @@ impl Shared {
                 }
                 let request = request.map(Body::new);
                 match direct::endpoint_of(&request) {
-                    // Boxed: hyper moves the service's future twice, and the handler's is large.
+                    // Boxed: hyper moves the service's future twice, and the handler's is large
+                    // (~10 KB); built in its box rather than moved into it.
                     Some(endpoint) => {
-                        Ok(Box::pin(direct::answer(state, endpoint, request, known)).await)
+                        let answer =
+                            built_in_box(|| direct::answer(state, endpoint, request, known));
+                        Ok(answer.await)
                     }
                     None => table.oneshot(request).await,
                 }
@@ -262,6 +265,16 @@ impl Shared {
         }
         counters.open.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// The future `make` builds, in a box allocated before it is built. `Box::pin(make())` builds
+/// it on the stack and copies all of its bytes into the box (the allocation can unwind between
+/// the two, so the stack copy must stay whole); built after the allocation, only the bytes its
+/// first state holds (the arguments) are written.
+#[inline(always)]
+fn built_in_box<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    let slot = Box::<F>::new_uninit();
+    Box::into_pin(Box::write(slot, make()))
 }
 
 /// `work`'s output, or `None` once the node starts to stop. A connection that has not sent its
