@@ -6,16 +6,36 @@ use std::path::Path;
 use crate::config;
 use crate::node::{NodeOptions, RunningNode};
 
-/// JSON logs on stderr; `RUST_LOG` filters (default `info`).
+/// ractor's own level unless `RUST_LOG` names ractor: its actors' message loops run inside an
+/// `info` span (`Actor`) that is entered and left at every message, a few times per request,
+/// and no ractor event below `warn` is one an operator reads.
+const RACTOR_LEVEL: &str = "ractor=warn";
+
+/// JSON logs on stderr; `RUST_LOG` filters (default `info`), with [`RACTOR_LEVEL`].
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let asked = std::env::var("RUST_LOG").unwrap_or_default();
     let _ = tracing_subscriber::fmt()
         .json()
-        .with_env_filter(filter)
+        .with_env_filter(with_ractor_level(filter, &asked))
         .with_writer(std::io::stderr)
         .with_current_span(false)
         .try_init();
+}
+
+/// `filter` with ractor at [`RACTOR_LEVEL`], unless `RUST_LOG` (`asked`) names ractor.
+fn with_ractor_level(
+    filter: tracing_subscriber::EnvFilter,
+    asked: &str,
+) -> tracing_subscriber::EnvFilter {
+    if asked.contains("ractor") {
+        return filter;
+    }
+    match RACTOR_LEVEL.parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    }
 }
 
 /// `quotaroute serve --config PATH`.
@@ -203,4 +223,27 @@ pub async fn mock_upstream(listen: std::net::SocketAddr) -> u8 {
     crate::cli_output::err_line(&format!("mock upstream on {listen}"));
     quotaroute_mock::serve(listener, quotaroute_mock::MockUpstream::new()).await;
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    fn ractor_span_enabled(asked: &str) -> (bool, bool) {
+        let filter = with_ractor_level(tracing_subscriber::EnvFilter::new(asked), asked);
+        let subscriber = tracing_subscriber::registry().with(filter);
+        tracing::subscriber::with_default(subscriber, || {
+            let actor = tracing::info_span!(target: "ractor::actor", "Actor");
+            let ours = tracing::info_span!(target: "quotaroute::node", "ours");
+            (!actor.is_disabled(), !ours.is_disabled())
+        })
+    }
+
+    #[test]
+    fn ractor_spans_are_off_unless_rust_log_names_ractor() {
+        assert_eq!(ractor_span_enabled("info"), (false, true));
+        assert_eq!(ractor_span_enabled("debug"), (false, true));
+        assert_eq!(ractor_span_enabled("info,ractor=info"), (true, true));
+    }
 }

@@ -26,6 +26,7 @@ use tower::ServiceExt;
 use crate::node::app::AppState;
 use crate::node::direct;
 use crate::node::edge_counters::EdgeCounters;
+use crate::node::known_key::KnownKey;
 use crate::node::self_wake;
 
 /// Largest request head (line + headers) a client may send: past it, 431.
@@ -195,6 +196,8 @@ impl Shared {
             header_timeout,
         } = self;
         let reserve_counters = counters.clone();
+        // The key this connection presented last: its next requests with it skip the hash.
+        let known = Arc::new(KnownKey::default());
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let refused = admin_only && !is_admin_path(request.uri().path());
             if refused {
@@ -202,14 +205,20 @@ impl Shared {
             }
             let table = table.clone();
             let state = state.clone();
+            let known = known.clone();
             async move {
                 if refused {
                     return Ok(reserve_refusal());
                 }
                 let request = request.map(Body::new);
                 match direct::endpoint_of(&request) {
-                    // Boxed: hyper moves the service's future twice, and the handler's is large.
-                    Some(endpoint) => Ok(Box::pin(direct::answer(state, endpoint, request)).await),
+                    // Boxed: hyper moves the service's future twice, and the handler's is large
+                    // (~10 KB); built in its box rather than moved into it.
+                    Some(endpoint) => {
+                        let answer =
+                            built_in_box(|| direct::answer(state, endpoint, request, known));
+                        Ok(answer.await)
+                    }
                     None => table.oneshot(request).await,
                 }
             }
@@ -256,6 +265,16 @@ impl Shared {
         }
         counters.open.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// The future `make` builds, in a box allocated before it is built. `Box::pin(make())` builds
+/// it on the stack and copies all of its bytes into the box (the allocation can unwind between
+/// the two, so the stack copy must stay whole); built after the allocation, only the bytes its
+/// first state holds (the arguments) are written.
+#[inline(always)]
+fn built_in_box<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    let slot = Box::<F>::new_uninit();
+    Box::into_pin(Box::write(slot, make()))
 }
 
 /// `work`'s output, or `None` once the node starts to stop. A connection that has not sent its

@@ -13,6 +13,7 @@ use crate::api_error::{ApiError, ApiErrorKind};
 use crate::clients::ledger::UsedTokens;
 use crate::clients::prices::to_usd;
 use crate::clients::{BudgetPeriod, ClientTicket, LimitKind, Refusal, SharedCounts};
+use crate::node::known_key::KnownKey;
 use crate::node::live::LiveConfig;
 use crate::node::retry_advice;
 use quotaroute_actors::policy::implicit_combo::ImplicitCombo;
@@ -23,6 +24,24 @@ pub fn authenticated_client(
     headers: &HeaderMap,
     allow_x_api_key: bool,
 ) -> Option<usize> {
+    live.clients
+        .identify(presented_key(headers, allow_x_api_key)?)
+}
+
+/// [`authenticated_client`], through the key the request's connection presented last
+/// (`known`): the same key under the same config is not hashed again.
+pub fn authenticated_client_known(
+    live: &Arc<LiveConfig>,
+    headers: &HeaderMap,
+    allow_x_api_key: bool,
+    known: &KnownKey,
+) -> Option<usize> {
+    let key = presented_key(headers, allow_x_api_key)?;
+    known.client(live, key, |key| live.clients.identify(key))
+}
+
+/// The key the request presents: its bearer token, else (`allow_x_api_key`) its `x-api-key`.
+fn presented_key(headers: &HeaderMap, allow_x_api_key: bool) -> Option<&str> {
     let bearer = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -30,7 +49,7 @@ pub fn authenticated_client(
     let x_api_key = allow_x_api_key
         .then(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .flatten();
-    live.clients.identify(bearer.or(x_api_key)?.trim())
+    Some(bearer.or(x_api_key)?.trim())
 }
 
 /// Admits a request of client `index` for `combo`, or the answer refusing it (its

@@ -4,11 +4,14 @@
 //! is its per-request work (the path lookup, a clone of each layer's boxed service and a box
 //! for each layer's future), about a tenth of a request's instructions.
 
+use std::sync::Arc;
+
 use axum::extract::Request;
 use axum::response::Response;
 
 use crate::node::app::AppState;
 use crate::node::endpoint::Endpoint;
+use crate::node::known_key::KnownKey;
 use crate::node::{cors, plain_errors, routed};
 
 /// The endpoint `request` is for, when it takes this path: a POST to a routed path.
@@ -19,11 +22,17 @@ pub fn endpoint_of(request: &Request) -> Option<Endpoint> {
     Endpoint::at(request.uri().path())
 }
 
-/// `request` (for `endpoint`) answered as the route table would answer it.
-pub async fn answer(app: AppState, endpoint: Endpoint, request: Request) -> Response {
+/// `request` (for `endpoint`) answered as the route table would answer it; `known`: the key
+/// its connection presented last.
+pub async fn answer(
+    app: AppState,
+    endpoint: Endpoint,
+    request: Request,
+    known: Arc<KnownKey>,
+) -> Response {
     plain_errors::around(&app, request, |request| {
         cors::around(&app, request, |request| {
-            routed::handle(app.clone(), endpoint, request)
+            routed::handle_on(app.clone(), endpoint, request, known)
         })
     })
     .await

@@ -51,7 +51,7 @@ pub(crate) async fn post(
     let model = model.strip_prefix("models/").unwrap_or(model).to_owned();
     let sse = query_pairs(request.uri()).any(|(name, value)| name == "alt" && value == "sse");
     let request = key_as_bearer(request);
-    let response = routed::handle_named(app, endpoint, request, Some(model)).await;
+    let response = routed::handle_named(app, endpoint, request, Some(model), None).await;
     let response = in_google_shape(response).await;
     if endpoint == Endpoint::GeminiStream && !sse && response.status().is_success() {
         return array_framed(response);

@@ -55,6 +55,7 @@ pub mod header_rules;
 pub mod http;
 pub mod journal_formats;
 pub mod kept_responses;
+pub mod known_key;
 pub mod live;
 pub mod metrics;
 pub mod plain_errors;

@@ -475,6 +475,51 @@ async fn a_reload_adds_clients_and_keeps_the_usage_of_those_that_stay() {
     assert_eq!(client_view(&clients, "team-c")["in_flight"], 0);
 }
 
+/// One kept-alive connection whose requests change keys: each request is its own key's client
+/// (a connection remembers the key it presented last, to skip hashing it again), and a wrong
+/// key after a right one is refused.
+#[tokio::test]
+async fn one_connection_answers_each_key_as_its_own_client() {
+    let harness = Harness::start_with(&clients_config("requests_per_min = 2")).await;
+    // One idle connection kept: every request below goes on the same one.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .build()
+        .unwrap();
+    let base = &harness.base;
+    let status = |response: reqwest::Response| response.status().as_u16();
+    assert_eq!(status(chat_as(&client, base, KEY_A, "team").await), 200);
+    let wrong = "sk-qr-client-team-a-secreT";
+    assert_eq!(status(chat_as(&client, base, wrong, "team").await), 401);
+    assert_eq!(status(chat_as(&client, base, KEY_B, "team").await), 200);
+    assert_eq!(status(chat_as(&client, base, KEY_A, "team").await), 200);
+    // team-a's two requests a minute are used; team-b has no limit.
+    assert_eq!(status(chat_as(&client, base, KEY_A, "team").await), 429);
+    assert_eq!(status(chat_as(&client, base, KEY_B, "team").await), 200);
+    assert_eq!(status(chat_as(&client, base, wrong, "team").await), 401);
+}
+
+/// A key a reload takes away is refused on a connection that presented it before the reload.
+#[tokio::test]
+async fn a_key_a_reload_takes_away_is_refused_on_a_kept_alive_connection() {
+    let harness = Harness::start_with(&clients_config("")).await;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .build()
+        .unwrap();
+    let base = &harness.base;
+    assert_eq!(chat_as(&client, base, KEY_A, "team").await.status(), 200);
+    let key_c = "sk-qr-client-team-a-rotated";
+    let text = std::fs::read_to_string(&harness.config_path)
+        .unwrap()
+        .replace(KEY_A, key_c);
+    std::fs::write(&harness.config_path, text).unwrap();
+    assert_eq!(harness.admin_post("/admin/reload").await.status(), 200);
+    assert_eq!(chat_as(&client, base, KEY_A, "team").await.status(), 401);
+    assert_eq!(chat_as(&client, base, key_c, "team").await.status(), 200);
+    assert_eq!(chat_as(&client, base, KEY_A, "team").await.status(), 401);
+}
+
 /// `POST /v1/chat/completions` as `key` with the request id `request_id`; returns the status
 /// and the body's text (a stream's SSE when `stream`).
 async fn chat_with_id(

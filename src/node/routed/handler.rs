@@ -3,6 +3,7 @@
 //! taken in, the client admitted to its limits (behaviour §11), the router asked for a decision,
 //! then the decision's targets tried. I/O only: every rule is the actors' policy.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
 use axum::extract::Request;
@@ -19,6 +20,7 @@ use crate::node::app::AppState;
 use crate::node::attempt::TryContext;
 use crate::node::client_gate;
 use crate::node::endpoint::Endpoint;
+use crate::node::known_key::KnownKey;
 use crate::node::live::LiveConfig;
 use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
@@ -35,16 +37,29 @@ use super::tries::serve_tries;
 
 /// Handles one client request on a routing endpoint.
 pub async fn handle(app: AppState, endpoint: Endpoint, request: Request) -> Response {
-    handle_named(app, endpoint, request, None).await
+    handle_named(app, endpoint, request, None, None).await
+}
+
+/// Handles one client request on a routing endpoint, its key identified through the key its
+/// connection presented last (`known`).
+pub async fn handle_on(
+    app: AppState,
+    endpoint: Endpoint,
+    request: Request,
+    known: Arc<KnownKey>,
+) -> Response {
+    handle_named(app, endpoint, request, None, Some(known)).await
 }
 
 /// Handles one client request whose model is `named` by its path rather than its body
-/// (Google's `models/{model}:{method}`, behaviour §15), or by its body when `None`.
+/// (Google's `models/{model}:{method}`, behaviour §15), or by its body when `None`; `known`:
+/// the key the request's connection presented last, when the connection keeps one.
 pub async fn handle_named(
     app: AppState,
     endpoint: Endpoint,
     request: Request,
     named: Option<String>,
+    known: Option<Arc<KnownKey>>,
 ) -> Response {
     let started = StdInstant::now();
     let anthropic = endpoint.format() == JournalFormat::Anthropic;
@@ -56,6 +71,7 @@ pub async fn handle_named(
     };
     let live = app.inner.live.load_full();
     let by_path = named.map(|model| (model, endpoint == Endpoint::GeminiStream));
+    let how = (anthropic, by_path, known.as_deref());
     let fail = |error: ApiError, route: &RouteHeaders| {
         metrics::request_finished(endpoint, error.status().as_u16());
         reply::api_error(&error, anthropic, route)
@@ -65,7 +81,7 @@ pub async fn handle_named(
         client_index,
         body: client_body,
         info,
-    } = match intake::take(&app, &live, &parts.headers, body, (anthropic, by_path)).await {
+    } = match intake::take(&app, &live, &parts.headers, body, how).await {
         Ok(intake) => intake,
         Err(not_taken) => {
             let unread = not_taken.body_unread;

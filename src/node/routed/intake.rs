@@ -3,6 +3,8 @@
 //! (≤ `max_body_bytes`, no silence over `body_timeout_ms`), its `Content-Encoding` undone, and
 //! the body parsed (model, stream, the prompt spans affinity can use).
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use bytes::Bytes;
 use http::header::{HeaderMap, CONTENT_TYPE};
@@ -11,6 +13,7 @@ use quotaroute_actors::Router;
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::app::AppState;
 use crate::node::client_gate;
+use crate::node::known_key::KnownKey;
 use crate::node::live::LiveConfig;
 use crate::node::reply;
 use crate::wire::body_rewrite::{
@@ -36,20 +39,21 @@ pub(super) struct NotTaken {
 }
 
 /// Takes in a routed request (`allow_x_api_key`: an Anthropic endpoint; `named`: the model and
-/// whether it streams, when the path says them rather than the body, as Google's do).
+/// whether it streams, when the path says them rather than the body, as Google's do; `known`:
+/// the key the request's connection presented last).
 pub(super) async fn take(
     app: &AppState,
-    live: &LiveConfig,
+    live: &Arc<LiveConfig>,
     headers: &HeaderMap,
     body: Body,
-    (allow_x_api_key, named): (bool, Option<(String, bool)>),
+    (allow_x_api_key, named, known): (bool, Option<(String, bool)>, Option<&KnownKey>),
 ) -> Result<Intake, NotTaken> {
     let unread = |error: ApiError| NotTaken {
         error,
         body_unread: true,
     };
     let (router, client_index) =
-        admitted_router(app, live, headers, allow_x_api_key).map_err(unread)?;
+        admitted_router_known(app, live, headers, allow_x_api_key, known).map_err(unread)?;
     if !is_json_content_type(headers) {
         return Err(unread(ApiError::new(
             ApiErrorKind::InvalidJson,
@@ -143,11 +147,29 @@ fn is_json_content_type(headers: &HeaderMap) -> bool {
 /// (`x-api-key` too on Anthropic endpoints), once the journal is replayed.
 pub(crate) fn admitted_router(
     app: &AppState,
-    live: &LiveConfig,
+    live: &Arc<LiveConfig>,
     headers: &HeaderMap,
     allow_x_api_key: bool,
 ) -> Result<(Router, usize), ApiError> {
-    let Some(client) = client_gate::authenticated_client(live, headers, allow_x_api_key) else {
+    admitted_router_known(app, live, headers, allow_x_api_key, None)
+}
+
+/// [`admitted_router`], the key identified through `known` (the key the request's connection
+/// presented last) when there is one.
+fn admitted_router_known(
+    app: &AppState,
+    live: &Arc<LiveConfig>,
+    headers: &HeaderMap,
+    allow_x_api_key: bool,
+    known: Option<&KnownKey>,
+) -> Result<(Router, usize), ApiError> {
+    let client = match known {
+        Some(known) => {
+            client_gate::authenticated_client_known(live, headers, allow_x_api_key, known)
+        }
+        None => client_gate::authenticated_client(live, headers, allow_x_api_key),
+    };
+    let Some(client) = client else {
         return Err(ApiError::new(
             ApiErrorKind::InvalidApiKey,
             "missing or invalid API key",

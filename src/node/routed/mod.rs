@@ -23,7 +23,7 @@ mod tries;
 pub(crate) use error_answers::route_error;
 pub use guarded_body::read_client_body;
 pub(crate) use guarded_body::read_guarded;
-pub use handler::{handle, handle_named};
+pub use handler::{handle, handle_named, handle_on};
 pub use intake::client_authorized;
 pub(crate) use intake::{admitted_router, upstream_path};
 pub(crate) use tries::serve_tries;
