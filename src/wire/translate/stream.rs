@@ -32,7 +32,7 @@ enum Writer {
     Chat(ChatWriter),
     Responses(Box<ResponsesWriter>),
     Messages(MessagesWriter),
-    Gemini(GeminiWriter),
+    Gemini(Box<GeminiWriter>),
 }
 
 /// A stream's translation state, one per translated stream.
@@ -66,7 +66,7 @@ impl StreamTranslator {
             Api::Chat => Writer::Chat(ChatWriter::new(include_usage, created)),
             Api::Responses => Writer::Responses(Box::new(ResponsesWriter::new(created, echo))),
             Api::Messages => Writer::Messages(MessagesWriter::new()),
-            Api::Gemini => Writer::Gemini(GeminiWriter::new(Framing::Sse)),
+            Api::Gemini => Writer::Gemini(Box::new(GeminiWriter::new(Framing::Sse))),
         };
         StreamTranslator {
             reader,

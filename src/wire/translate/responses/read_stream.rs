@@ -84,13 +84,21 @@ impl ResponsesReader {
         }));
     }
 
+    /// A text piece (most events), read as the `response.output_text.delta` arm of
+    /// [`Self::event`] reads it; false for any other event.
+    fn text_piece(&mut self, data: &str, events: &mut Vec<Event>) -> bool {
+        let Some(text) = text_delta::responses_text(data) else {
+            return false;
+        };
+        if self.open == Some(Open::Text) {
+            self.text_chars += text.chars().count();
+        }
+        self.delta(Open::Text, Event::Text(text.into_owned()), events);
+        true
+    }
+
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
-        // A text piece (most events), as the `response.output_text.delta` arm below reads it.
-        if let Some(text) = text_delta::responses_text(data) {
-            if self.open == Some(Open::Text) {
-                self.text_chars += text.chars().count();
-            }
-            self.delta(Open::Text, Event::Text(text.into_owned()), events);
+        if self.text_piece(data, events) {
             return;
         }
         let Ok(data) = serde_json::from_str::<Value>(data) else {
