@@ -13,7 +13,8 @@
 #                                             # dumped after each case): steady on a shared host
 # Knobs: CASES="chat>chat chat>anthropic ..." (default all 16 pairs), MODES="json stream",
 # SECONDS_PER_CASE (3; 4 under callgrind), REPS (3; 1 under callgrind), CONNS (8; 2 under
-# callgrind), QR_BINARY=path (that build; else the release build), KEEP_CALLGRIND=dir (keeps
+# callgrind), MOCK_PORT/ROUTER_PORT (4231/4233), QR_BINARY=path (that build; else the release
+# build), KEEP_CALLGRIND=dir (keeps
 # each case's callgrind file there, for callgrind_annotate).
 # Needs wrk (and valgrind for COUNT=instructions). Run from the project root.
 set -euo pipefail
@@ -32,7 +33,7 @@ cases=${CASES:-}
 if [ -z "$cases" ]; then
   for c in $clients; do for u in $upstreams; do cases="$cases $c>$u"; done; done
 fi
-MOCK_PORT=4231; ROUTER_PORT=4233
+MOCK_PORT=${MOCK_PORT:-4231}; ROUTER_PORT=${ROUTER_PORT:-4233}
 work="$(mktemp -d)"; pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
