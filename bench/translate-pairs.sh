@@ -14,8 +14,7 @@
 # Knobs: CASES="chat>chat chat>anthropic ..." (default all 16 pairs), MODES="json stream",
 # SECONDS_PER_CASE (3; 4 under callgrind), REPS (3; 1 under callgrind), CONNS (8; 2 under
 # callgrind), MOCK_PORT/ROUTER_PORT (4231/4233), QR_BINARY=path (that build; else the release
-# build), KEEP_CALLGRIND=dir (keeps
-# each case's callgrind file there, for callgrind_annotate).
+# build), KEEP_CALLGRIND=dir (keeps each case's callgrind file there, for callgrind_annotate).
 # Needs wrk (and valgrind for COUNT=instructions). Run from the project root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
