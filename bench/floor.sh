@@ -5,12 +5,16 @@
 #   bench/floor.sh            # instructions per request under callgrind, floor vs quotaroute
 #                             # (same wrk load as bench/profile.sh; steady on a shared machine)
 #   VS_NGINX=1 bench/floor.sh # the floor beside nginx in one run (../shared/bench/run-target.sh)
+#   RELAY=coalesce …          # the frames that already arrived gathered into one client write
+#   RELAY=driven …            # and the upstream connection driven by the request holding it,
+#                             # as the router's (upstream/driven.rs): the leanest hyper relay
 # Needs valgrind and wrk (and nginx for VS_NGINX=1).
 set -euo pipefail
 root=$(pwd)
 bench=$(cd "$root/../shared/bench" && pwd)
 cargo build --release --example http_floor -q
 floor="$root/target/release/examples/http_floor 127.0.0.1:18183 http://127.0.0.1:18180"
+floor="$floor ${RELAY:-}"
 if [ "${VS_NGINX:-0}" = 1 ]; then
   NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)} MODES=${MODES:-"nonstream stream"} REPS=${REPS:-3} \
     DURATION=${DURATION:-8} "$bench/run-target.sh" http://127.0.0.1:18183 --cmd "$floor" --with nginx
@@ -19,7 +23,7 @@ fi
 source "$root/bench/bench-node.sh"
 with_bench_mock
 # shellcheck disable=SC2086
-valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" $floor >"$work/floor.log" 2>&1 &
+valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$work/callgrind.out" $floor >"$work/floor.log" 2>&1 &
 node=$!
 pids+=($node)
 body=$bench/bodies/chat-small.json
