@@ -8,6 +8,7 @@
 #   RELAY=coalesce …          # the frames that already arrived gathered into one client write
 #   RELAY=driven …            # and the upstream connection driven by the request holding it,
 #                             # as the router's (upstream/driven.rs): the leanest hyper relay
+#   STREAM=1 bench/floor.sh   # instructions per stream (the bench's 20-event stream)
 # Needs valgrind and wrk (and nginx for VS_NGINX=1).
 set -euo pipefail
 root=$(pwd)
@@ -27,6 +28,7 @@ valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$work/callgrind
 node=$!
 pids+=($node)
 body=$bench/bodies/chat-small.json
+[ "${STREAM:-0}" = 1 ] && body=$bench/bodies/chat-small-stream.json
 for _ in $(seq 1 300); do
   curl -sf -o /dev/null -H 'content-type: application/json' --data @"$body" \
     http://127.0.0.1:18183/v1/chat/completions && break
