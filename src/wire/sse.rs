@@ -42,11 +42,7 @@ pub struct SseParser {
     pending: BytesMut,
     /// Where the first unprocessed line of `pending` starts.
     line_start: usize,
-    event: Option<String>,
-    data: String,
-    has_data: bool,
-    /// No line has been processed yet (a leading BOM is ignored, as the SSE spec says).
-    at_stream_start: bool,
+    fields: Fields,
     max_event_bytes: usize,
     /// The first error; the parser refuses further input after it.
     failed: Option<SseError>,
@@ -67,10 +63,12 @@ impl SseParser {
         SseParser {
             pending: BytesMut::new(),
             line_start: 0,
-            event: None,
-            data: String::new(),
-            has_data: false,
-            at_stream_start: true,
+            fields: Fields {
+                event: None,
+                data: String::new(),
+                has_data: false,
+                at_stream_start: true,
+            },
             max_event_bytes,
             failed: None,
         }
@@ -87,6 +85,44 @@ impl SseParser {
             .drain_lines(false, out)
             .and_then(|()| self.check_size());
         self.remember(result)
+    }
+
+    /// [`feed`](Self::feed) for a chunk the caller owns as `Bytes`: the events it holds whole
+    /// are cut from it without a copy (each `raw` a slice of `chunk`); only an event it leaves
+    /// unfinished is copied to wait for the next chunk.
+    pub fn feed_bytes(&mut self, chunk: Bytes, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        if self.failed.is_some() || !self.pending.is_empty() {
+            return self.feed(&chunk, out);
+        }
+        let result = self.drain_chunk(&chunk, out);
+        self.remember(result)
+    }
+
+    /// Processes the complete lines of `chunk` (nothing pending before it); what follows the
+    /// last complete event becomes `pending`.
+    fn drain_chunk(&mut self, chunk: &Bytes, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        let mut event_start = 0;
+        let mut line_start = 0;
+        while let Some(offset) = memchr2(b'\n', b'\r', &chunk[line_start..]) {
+            let line_end = line_start + offset;
+            let next = match chunk[line_end] {
+                b'\r' => match chunk.get(line_end + 1) {
+                    Some(b'\n') => line_end + 2,
+                    Some(_) => line_end + 1,
+                    None => break,
+                },
+                _ => line_end + 1,
+            };
+            let blank = self.fields.apply(&chunk[line_start..line_end])?;
+            line_start = next;
+            if blank {
+                out.push(self.event_of(chunk.slice(event_start..next))?);
+                event_start = next;
+            }
+        }
+        self.pending.extend_from_slice(&chunk[event_start..]);
+        self.line_start = line_start - event_start;
+        self.check_size()
     }
 
     /// The stream ended: a last line without its line break is taken as complete, and an
@@ -161,7 +197,45 @@ impl SseParser {
 
     /// Applies one line (`pending[start..end]`, no line break); returns whether it was blank.
     fn process_line(&mut self, start: usize, end: usize) -> Result<bool, SseError> {
-        let mut line = &self.pending[start..end];
+        self.fields.apply(&self.pending[start..end])
+    }
+
+    /// Cuts the first `len` pending bytes off as one event.
+    fn dispatch(&mut self, len: usize) -> Result<SseEvent, SseError> {
+        let raw = self.pending.split_to(len).freeze();
+        self.line_start -= len;
+        self.event_of(raw)
+    }
+
+    /// The event whose bytes are `raw`, with the fields its lines set.
+    fn event_of(&mut self, raw: Bytes) -> Result<SseEvent, SseError> {
+        if raw.len() > self.max_event_bytes {
+            return Err(SseError::EventTooLarge {
+                limit: self.max_event_bytes,
+            });
+        }
+        self.fields.has_data = false;
+        Ok(SseEvent {
+            event: self.fields.event.take(),
+            data: std::mem::take(&mut self.fields.data),
+            raw,
+        })
+    }
+}
+
+/// What the lines of the event being read set so far.
+#[derive(Debug)]
+struct Fields {
+    event: Option<String>,
+    data: String,
+    has_data: bool,
+    /// No line has been processed yet (a leading BOM is ignored, as the SSE spec says).
+    at_stream_start: bool,
+}
+
+impl Fields {
+    /// Applies one line (no line break); returns whether it was blank.
+    fn apply(&mut self, mut line: &[u8]) -> Result<bool, SseError> {
         if std::mem::take(&mut self.at_stream_start) {
             line = line.strip_prefix(BOM).unwrap_or(line);
         }
@@ -190,23 +264,6 @@ impl SseParser {
         }
         Ok(false)
     }
-
-    /// Cuts the first `len` pending bytes off as one event.
-    fn dispatch(&mut self, len: usize) -> Result<SseEvent, SseError> {
-        if len > self.max_event_bytes {
-            return Err(SseError::EventTooLarge {
-                limit: self.max_event_bytes,
-            });
-        }
-        let raw = self.pending.split_to(len).freeze();
-        self.line_start -= len;
-        self.has_data = false;
-        Ok(SseEvent {
-            event: self.event.take(),
-            data: std::mem::take(&mut self.data),
-            raw,
-        })
-    }
 }
 
 #[cfg(test)]
@@ -220,6 +277,17 @@ mod tests {
         let mut out = Vec::new();
         for chunk in chunks {
             parser.feed(chunk, &mut out)?;
+        }
+        out.extend(parser.finish()?);
+        Ok(out)
+    }
+
+    /// [`parse_chunks`] with every chunk fed as `Bytes` (events cut from the chunk itself).
+    fn parse_owned_chunks(chunks: &[&[u8]]) -> Result<Vec<SseEvent>, SseError> {
+        let mut parser = SseParser::new();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            parser.feed_bytes(Bytes::copy_from_slice(chunk), &mut out)?;
         }
         out.extend(parser.finish()?);
         Ok(out)
@@ -330,9 +398,24 @@ mod tests {
         assert_eq!(parser.finish(), Err(error));
         assert_eq!(out.len(), 1);
 
-        // A whole oversized event inside one chunk fails too.
+        // A whole oversized event inside one chunk fails too, fed as a slice or as `Bytes`.
         let mut parser = SseParser::with_max_event_bytes(16);
         let error = parser.feed(b"data: 0123456789abcdef\n\n", &mut out);
+        assert_eq!(error, Err(SseError::EventTooLarge { limit: 16 }));
+        let mut parser = SseParser::with_max_event_bytes(16);
+        let chunk = Bytes::from_static(b"data: ok\n\ndata: 0123456789abcdef\n\n");
+        let mut out = Vec::new();
+        let error = parser.feed_bytes(chunk, &mut out);
+        assert_eq!(error, Err(SseError::EventTooLarge { limit: 16 }));
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            parser.feed_bytes(Bytes::from_static(b"\n"), &mut out),
+            error
+        );
+        // An unfinished event over the cap fails as soon as it is.
+        let mut parser = SseParser::with_max_event_bytes(16);
+        let chunk = Bytes::from_static(b"data: 0123456789abcdef");
+        let error = parser.feed_bytes(chunk, &mut out);
         assert_eq!(error, Err(SseError::EventTooLarge { limit: 16 }));
     }
 
@@ -396,6 +479,8 @@ mod tests {
             let whole = parse_chunks(&[input]).unwrap();
             let split = parse_chunks(&split_at_cuts(input, &cuts)).unwrap();
             prop_assert_eq!(&whole, &split);
+            let owned = parse_owned_chunks(&split_at_cuts(input, &cuts)).unwrap();
+            prop_assert_eq!(&whole, &owned);
             let joined: Vec<u8> = split.iter().flat_map(|e| e.raw.to_vec()).collect();
             prop_assert_eq!(joined, input.to_vec());
         }
@@ -411,6 +496,8 @@ mod tests {
             let whole = parse_chunks(&[&input]);
             let split = parse_chunks(&split_at_cuts(&input, &cuts));
             prop_assert_eq!(&whole, &split);
+            let owned = parse_owned_chunks(&split_at_cuts(&input, &cuts));
+            prop_assert_eq!(&whole, &owned);
             if let Ok(events) = whole {
                 let joined: Vec<u8> = events.iter().flat_map(|e| e.raw.to_vec()).collect();
                 prop_assert_eq!(joined, input);

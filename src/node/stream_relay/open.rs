@@ -168,7 +168,7 @@ pub async fn open(
             Ok(Some(Ok(data))) => data,
         };
         last_activity = Instant::now();
-        match opening.read(&data) {
+        match opening.read(data) {
             Err(failed) => return failed,
             Ok(true) => return opening.commit(body, false, timing.idle, echoes),
             Ok(false) => {}
@@ -198,9 +198,9 @@ struct Opening {
 impl Opening {
     /// Feeds `data`: true once content arrived (commit), the start's failure on an error event
     /// or unreadable bytes.
-    fn read(&mut self, data: &[u8]) -> Result<bool, StreamStart> {
+    fn read(&mut self, data: Bytes) -> Result<bool, StreamStart> {
         let format = self.format;
-        if let Err(error) = self.parser.feed(data, &mut self.events) {
+        if let Err(error) = self.parser.feed_bytes(data, &mut self.events) {
             return Err(StreamStart::failed(
                 AttemptFailure::Body(BodyFailure::UnreadableEvents),
                 format!("unreadable event stream: {error}"),

@@ -111,7 +111,7 @@ impl Relay {
                     // rather than one per upstream frame.
                     while let Some(data) = next.take() {
                         fed += data.len();
-                        if let Err(error) = self.stream.parser.feed(&data, &mut events) {
+                        if let Err(error) = self.stream.parser.feed_bytes(data, &mut events) {
                             return self.fail(
                                 failure_class(AttemptFailure::Body(BodyFailure::UnreadableEvents)),
                                 &format!("unreadable event stream: {error}"),
