@@ -242,23 +242,28 @@ impl Fields {
         if line.is_empty() {
             return Ok(true);
         }
-        let line = std::str::from_utf8(line).map_err(|_| SseError::InvalidUtf8)?;
-        if line.starts_with(':') {
-            return Ok(false);
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line, ""),
+        // Split at the first `:` on bytes (`:` is ASCII, so never inside a character); the
+        // whole line must still be UTF-8, whatever its field.
+        let (field, value) = match memchr::memchr(b':', line) {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &b""[..]),
         };
+        let value = std::str::from_utf8(value).map_err(|_| SseError::InvalidUtf8)?;
+        std::str::from_utf8(field).map_err(|_| SseError::InvalidUtf8)?;
         match field {
-            "data" => {
+            // A comment: a line that starts with `:`.
+            b"" => {}
+            b"data" => {
                 if self.has_data {
                     self.data.push('\n');
                 }
                 self.data.push_str(value);
                 self.has_data = true;
             }
-            "event" => self.event = (!value.is_empty()).then(|| value.to_owned()),
+            b"event" => self.event = (!value.is_empty()).then(|| value.to_owned()),
             // `id`, `retry` and unknown fields stay in `raw` and mean nothing to the router.
             _ => {}
         }
@@ -425,6 +430,17 @@ mod tests {
         let mut out = Vec::new();
         let error = parser.feed(b"data: \xff\xfe\n\n", &mut out);
         assert_eq!(error, Err(SseError::InvalidUtf8));
+        // In any field's name or value, a comment's too.
+        for line in [
+            &b"da\xffta: x\n\n"[..],
+            b"event: \xff\n\n",
+            b": \xff\n\n",
+            b"\xff\n\n",
+        ] {
+            let mut out = Vec::new();
+            let error = SseParser::new().feed(line, &mut out);
+            assert_eq!(error, Err(SseError::InvalidUtf8), "{line:?}");
+        }
         // A multi-byte character split across chunks is fine.
         let events = parse_chunks(&[
             "data: é\n\n".as_bytes()[..7].as_ref(),
