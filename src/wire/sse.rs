@@ -243,7 +243,8 @@ impl Fields {
             return Ok(true);
         }
         // Split at the first `:` on bytes (`:` is ASCII, so never inside a character); the
-        // whole line must still be UTF-8, whatever its field.
+        // whole line must still be UTF-8, whatever its field: a known field's name is ASCII,
+        // so only its value is checked.
         let (field, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let value = &line[colon + 1..];
@@ -251,21 +252,26 @@ impl Fields {
             }
             None => (line, &b""[..]),
         };
-        let value = std::str::from_utf8(value).map_err(|_| SseError::InvalidUtf8)?;
-        std::str::from_utf8(field).map_err(|_| SseError::InvalidUtf8)?;
+        let text = |bytes| std::str::from_utf8(bytes).map_err(|_| SseError::InvalidUtf8);
         match field {
-            // A comment: a line that starts with `:`.
-            b"" => {}
             b"data" => {
+                let value = text(value)?;
                 if self.has_data {
                     self.data.push('\n');
                 }
                 self.data.push_str(value);
                 self.has_data = true;
             }
-            b"event" => self.event = (!value.is_empty()).then(|| value.to_owned()),
-            // `id`, `retry` and unknown fields stay in `raw` and mean nothing to the router.
-            _ => {}
+            b"event" => {
+                let value = text(value)?;
+                self.event = (!value.is_empty()).then(|| value.to_owned());
+            }
+            // A comment (the line starts with `:`), `id`, `retry` and unknown fields stay in
+            // `raw` and mean nothing to the router.
+            _ => {
+                text(field)?;
+                text(value)?;
+            }
         }
         Ok(false)
     }
