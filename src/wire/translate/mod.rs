@@ -27,7 +27,11 @@
 //! - `stream` — the one stream translator the relay drives (a reader and a writer);
 //!   `sse_write` writes its events.
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
+//! - `typed_answer` and `answer_write` — a whole answer read from the upstream's bytes and
+//!   written as the client's without a `serde_json::Value` of it, for the forms they cover
+//!   (the `Value` readers and writers otherwise, giving the same bytes).
 
+mod answer_write;
 mod chat;
 mod citations;
 mod count_tokens;
@@ -46,6 +50,7 @@ mod sse_write;
 mod stream;
 mod text_delta;
 mod thinking_carry;
+mod typed_answer;
 
 pub use count_tokens::{count_tokens_body, gemini_count_tokens_body};
 pub use direction::{Api, Direction};
@@ -59,6 +64,8 @@ pub use thinking_carry::{ReasoningCounts, ReasoningKey};
 
 use bytes::Bytes;
 use serde_json::Value;
+
+use hub::form::Answer;
 
 /// Why a request cannot be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -248,29 +255,57 @@ pub fn translate_answer(
     created: u64,
     echo: &Echo,
 ) -> Result<Bytes, String> {
+    let form = match typed_answer::answer(
+        direction.target,
+        body,
+        carries_signatures(direction),
+        created,
+    ) {
+        Some(form) => form,
+        None => value_answer(direction, body, created)?,
+    };
+    answer_bytes(direction, form, created, echo)
+}
+
+/// [`translate_answer`]'s reading of an answer its typed shape declined: as a `Value`.
+fn value_answer(direction: Direction, body: &[u8], created: u64) -> Result<Answer, String> {
     let answer: Value =
         serde_json::from_slice(body).map_err(|error| format!("answer is not JSON: {error}"))?;
     if !answer.is_object() {
         return Err("answer is not a JSON object".into());
     }
-    let form = match direction.target {
+    Ok(match direction.target {
         Api::Chat => chat::read::answer(&answer),
         Api::Responses => responses::read::answer(&answer),
         Api::Messages => messages::read::answer(&answer),
         // Gemini's signatures go only to a client that carries them sealed.
-        Api::Gemini => {
-            let mut form = gemini::read::answer(&answer, carries_signatures(direction), created);
-            if direction.client == Api::Messages {
-                thinking_carry::mark_gemini_signatures(&mut form.parts);
-            }
-            form
-        }
-    };
-    let translated = match direction.client {
-        Api::Chat => chat::write::answer(&form, created),
-        Api::Responses => responses::write::answer(&form, created, echo),
-        Api::Messages => messages::write::answer(&form),
-        Api::Gemini => gemini::write::answer(&form),
+        Api::Gemini => gemini::read::answer(&answer, carries_signatures(direction), created),
+    })
+}
+
+/// The hub's answer in the client's API, as bytes.
+fn answer_bytes(
+    direction: Direction,
+    mut form: Answer,
+    created: u64,
+    echo: &Echo,
+) -> Result<Bytes, String> {
+    if direction.target == Api::Gemini && direction.client == Api::Messages {
+        thinking_carry::mark_gemini_signatures(&mut form.parts);
+    }
+    match answer_write::answer(direction.client, &form, created, echo) {
+        Some(bytes) => Ok(bytes),
+        None => value_bytes(direction.client, &form, created, echo),
+    }
+}
+
+/// [`answer_bytes`] through the client API's `Value` writer.
+fn value_bytes(client: Api, form: &Answer, created: u64, echo: &Echo) -> Result<Bytes, String> {
+    let translated = match client {
+        Api::Chat => chat::write::answer(form, created),
+        Api::Responses => responses::write::answer(form, created, echo),
+        Api::Messages => messages::write::answer(form),
+        Api::Gemini => gemini::write::answer(form),
     };
     serde_json::to_vec(&translated)
         .map(Bytes::from)
@@ -300,3 +335,6 @@ mod tests_gemini_stream;
 
 #[cfg(test)]
 mod tests_search_streams;
+
+#[cfg(test)]
+mod tests_typed_answer;
