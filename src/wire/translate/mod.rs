@@ -27,6 +27,8 @@
 //! - `stream` — the one stream translator the relay drives (a reader and a writer);
 //!   `sse_write` writes its events.
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
+//! - `parsed_request` — a client's request parsed once, and what the carry check wrote of it,
+//!   for the attempt.
 //! - `typed_answer` and `answer_write` — a whole answer read from the upstream's bytes and
 //!   written as the client's without a `serde_json::Value` of it, for the forms they cover
 //!   (the `Value` readers and writers otherwise, giving the same bytes).
@@ -44,6 +46,7 @@ mod messages;
 mod openai_common;
 mod openai_user;
 pub mod params;
+mod parsed_request;
 mod responses;
 pub mod search_left_out;
 mod sse_write;
@@ -57,6 +60,7 @@ pub use direction::{Api, Direction};
 pub use errors::error_body;
 pub use gemini::framing::{Framer as GeminiFramer, Framing as GeminiFraming};
 pub use gemini::write::{error as gemini_error, google_status};
+pub use parsed_request::{translate_parsed_as, ParsedRequest};
 pub use responses::echo::Echo;
 pub use responses::write::TRANSLATED_RESPONSE_PREFIX;
 pub use stream::StreamTranslator;
@@ -139,12 +143,30 @@ pub fn translate_request_as(
     settings: RequestSettings<'_>,
     stream: Option<bool>,
 ) -> Result<TranslatedRequest, TranslateError> {
-    let request = parse_request(body)?;
-    let written = write_request(direction, &request, settings, stream)?;
+    translate_object(direction, &parse_request(body)?, settings, stream)
+}
+
+/// [`translate_request_as`] of a parsed request.
+fn translate_object(
+    direction: Direction,
+    request: &serde_json::Map<String, Value>,
+    settings: RequestSettings<'_>,
+    stream: Option<bool>,
+) -> Result<TranslatedRequest, TranslateError> {
+    let written = write_request(direction, request, settings, stream)?;
+    translated(direction, request, written)
+}
+
+/// The translated request of `request`, written as `written`.
+fn translated(
+    direction: Direction,
+    request: &serde_json::Map<String, Value>,
+    written: WrittenRequest,
+) -> Result<TranslatedRequest, TranslateError> {
     let body = serde_json::to_vec(&written.translated)
         .map_err(|error| TranslateError::Invalid(error.to_string()))?;
     let echo = match direction.client {
-        Api::Responses => Echo::of(&request),
+        Api::Responses => Echo::of(request),
         _ => Echo::default(),
     };
     Ok(TranslatedRequest {
@@ -163,11 +185,12 @@ pub fn translate_request_as(
 /// refusal; `Invalid` a body that is no request of the client's API.
 pub fn carries(
     direction: Direction,
-    body: &[u8],
+    request: &ParsedRequest,
     settings: RequestSettings<'_>,
 ) -> Result<(), TranslateError> {
-    let request = parse_request(body)?;
-    write_request(direction, &request, settings, None).map(|_| ())
+    let written = write_request(direction, request.object()?, settings, None)?;
+    request.keep(direction, settings, written);
+    Ok(())
 }
 
 fn parse_request(body: &[u8]) -> Result<serde_json::Map<String, Value>, TranslateError> {
@@ -182,6 +205,7 @@ fn parse_request(body: &[u8]) -> Result<serde_json::Map<String, Value>, Translat
 }
 
 /// The target API's request as a JSON value, and what the translation learned on the way.
+#[derive(Debug)]
 struct WrittenRequest {
     translated: Value,
     dropped: Vec<String>,
@@ -332,6 +356,9 @@ mod tests_gemini;
 
 #[cfg(test)]
 mod tests_gemini_stream;
+
+#[cfg(test)]
+mod tests_parsed_request;
 
 #[cfg(test)]
 mod tests_search_streams;
