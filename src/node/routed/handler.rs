@@ -127,13 +127,12 @@ pub async fn handle_named(
     let mut client_body = client_body;
     let mut routed = router.route(route_request).await;
     if matches!(routed, Err(RouteError::WrongFormat(_))) {
-        let request = (&client_body, &info, &parts.headers);
         let again = search_pass::route_without_search(
             &live,
             &router,
             endpoint,
             &request_id,
-            request,
+            (&client_body, &info, &parts.headers),
             &ticket,
         );
         if let Some(again) = again.await {

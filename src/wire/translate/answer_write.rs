@@ -4,7 +4,7 @@
 //! serde_json), or `None` for a form it leaves to them (web searches, citations, carried
 //! thinking blocks: what needs more than text, thinking, calls, finish and usage).
 
-use super::hub::form::{Answer, Finish, Part, ToolCall};
+use super::hub::form::{Answer, Finish, Part, ToolCall, Usage};
 use super::responses::echo::Echo;
 use super::sse_write::{write_json, write_json_str, write_json_u64};
 use super::{chat, gemini, messages, responses, Api};
@@ -324,6 +324,40 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
     raw(out, ",\"model\":");
     write_json(out, &answer.model);
     raw(out, ",\"object\":\"response\",\"output\":[");
+    output_items(out, (&items, &text), bare, echo);
+    out.put_u8(b']');
+    echoed(out, echo, "parallel_tool_calls");
+    echoed(out, echo, "previous_response_id");
+    raw(out, ",\"prompt_cache_key\":null");
+    echoed(out, echo, "reasoning");
+    raw(
+        out,
+        ",\"safety_identifier\":null,\"service_tier\":\"default\",\"status\":",
+    );
+    string(out, status);
+    raw(out, ",\"store\":");
+    raw(
+        out,
+        if echo.kept_id().is_some() {
+            "true"
+        } else {
+            "false"
+        },
+    );
+    for field in ["temperature", "text", "tool_choice", "tools"] {
+        echoed(out, echo, field);
+    }
+    raw(out, ",\"top_logprobs\":0");
+    echoed(out, echo, "top_p");
+    raw(out, ",\"truncation\":\"disabled\",\"usage\":");
+    responses_usage(out, &answer.usage);
+    echoed(out, echo, "user");
+    raw(out, "}");
+    Some(())
+}
+
+/// The output items in order, the message item holding `text`.
+fn output_items(out: &mut BytesMut, (items, text): (&[Item<'_>], &str), bare: &str, echo: &Echo) {
     for (at, item) in items.iter().enumerate() {
         if at > 0 {
             out.put_u8(b',');
@@ -343,7 +377,7 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
             }
             Item::Message => {
                 raw(out, "{\"content\":[{\"annotations\":[],\"text\":");
-                string(out, &text);
+                string(out, text);
                 raw(out, ",\"type\":\"output_text\"}],\"id\":");
                 string(out, &format!("msg_{bare}"));
                 raw(
@@ -378,35 +412,11 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
             }
         }
     }
-    out.put_u8(b']');
-    echoed(out, echo, "parallel_tool_calls");
-    echoed(out, echo, "previous_response_id");
-    raw(out, ",\"prompt_cache_key\":null");
-    echoed(out, echo, "reasoning");
-    raw(
-        out,
-        ",\"safety_identifier\":null,\"service_tier\":\"default\",\"status\":",
-    );
-    string(out, status);
-    raw(out, ",\"store\":");
-    raw(
-        out,
-        if echo.kept_id().is_some() {
-            "true"
-        } else {
-            "false"
-        },
-    );
-    for field in ["temperature", "text", "tool_choice", "tools"] {
-        echoed(out, echo, field);
-    }
-    raw(out, ",\"top_logprobs\":0");
-    echoed(out, echo, "top_p");
-    raw(
-        out,
-        ",\"truncation\":\"disabled\",\"usage\":{\"input_tokens\":",
-    );
-    let usage = &answer.usage;
+}
+
+/// Usage in Responses' terms (`responses::write::usage`).
+fn responses_usage(out: &mut BytesMut, usage: &Usage) {
+    raw(out, "{\"input_tokens\":");
     count(out, usage.input);
     raw(out, ",\"input_tokens_details\":{\"cache_write_tokens\":");
     count(out, usage.cache_write);
@@ -419,9 +429,6 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
     raw(out, "},\"total_tokens\":");
     count(out, usage.input + usage.output);
     raw(out, "}");
-    echoed(out, echo, "user");
-    raw(out, "}");
-    Some(())
 }
 
 /// `,"field":` and the value the echo repeats for it.
