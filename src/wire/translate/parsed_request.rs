@@ -9,6 +9,7 @@ use std::sync::{Mutex, OnceLock};
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use super::thinking_carry::ReasoningCounts;
 use super::{
     parse_request, translate_object, translate_request_as, translated, Api, Direction,
     RequestSettings, TranslateError, TranslatedRequest, WrittenRequest,
@@ -97,20 +98,20 @@ impl ParsedRequest {
         stream: Option<bool>,
     ) -> Option<WrittenRequest> {
         // The reasoning key opens what a Responses or Gemini client carries (and a Messages
-        // client's Gemini signatures); the check read without one.
+        // client's Gemini signatures); the check read without one, which counts every such
+        // item left out: with none, a key opens nothing either.
         let key_read = matches!(direction.client, Api::Responses | Api::Gemini)
             || direction == Direction::MESSAGES_TO_GEMINI;
         let key = settings
             .reasoning
             .filter(|_| matches!(direction.target, Api::Messages | Api::Gemini));
-        if key_read && key.is_some() {
-            return None;
-        }
+        let keyless = !key_read || key.is_none();
         let mut checked = self.checked.lock().ok()?;
         let at = checked.iter().position(|kept| {
             kept.direction == direction
                 && kept.default_max_tokens == settings.default_max_tokens
                 && stream.is_none_or(|stream| stream == kept.written.stream)
+                && (keyless || kept.written.reasoning == ReasoningCounts::default())
         })?;
         Some(checked.swap_remove(at).written)
     }

@@ -136,3 +136,50 @@ fn the_attempt_takes_what_the_check_wrote_with_its_own_model() {
     let body: Value = serde_json::from_slice(&taken.body).unwrap();
     assert_eq!(body["model"], "target-model");
 }
+
+#[test]
+fn a_request_whose_reasoning_a_key_opens_is_translated_with_the_key() {
+    let key = crate::wire::item_seal::SealKey::from_secret(b"node secret");
+    let block = json!({"type": "thinking", "thinking": "hm", "signature": "SIG"});
+    let sealed = thinking_carry::encrypted(&key, "an-1", &thinking_carry::carried(&block));
+    let request = json!({"model": "m", "reasoning": {"effort": "low"}, "input": [
+        {"role": "user", "content": "look"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": sealed},
+        {"type": "function_call", "call_id": "toolu_1", "name": "look", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "toolu_1", "output": "seen"},
+    ]});
+    let body = serde_json::to_vec(&request).unwrap();
+    let check = RequestSettings {
+        model: "",
+        ..settings()
+    };
+    let attempt = RequestSettings {
+        reasoning: Some(ReasoningKey {
+            key: &key,
+            client: thinking_carry::TEST_CLIENT,
+            connection: "an-1",
+        }),
+        ..settings()
+    };
+    let direction = Direction::RESPONSES_TO_MESSAGES;
+    let parsed = ParsedRequest::new(Bytes::from(body.clone()));
+    carries(direction, &parsed, check).unwrap();
+    let got = translate_parsed_as(direction, (Some(&parsed), &body), attempt, None).unwrap();
+    // The check left the item out; the attempt's key restores it.
+    assert_eq!(got.reasoning.restored, 1);
+    assert_eq!(
+        got,
+        translate_request_as(direction, &body, attempt, None).unwrap()
+    );
+    assert_eq!(parsed.checked_len(), 1, "what the check wrote is not taken");
+    // Without reasoning items, what the check wrote is taken with a key too.
+    let body = serde_json::to_vec(&json!({"model": "m", "input": "hi"})).unwrap();
+    let parsed = ParsedRequest::new(Bytes::from(body.clone()));
+    carries(direction, &parsed, check).unwrap();
+    let got = translate_parsed_as(direction, (Some(&parsed), &body), attempt, None).unwrap();
+    assert_eq!(parsed.checked_len(), 0);
+    assert_eq!(
+        got,
+        translate_request_as(direction, &body, attempt, None).unwrap()
+    );
+}
