@@ -242,6 +242,7 @@ async fn prime(
         combo: &combo,
         info: None,
         client_body: &body,
+        parsed: None,
         client_headers: &headers,
         path_and_query: &path,
         request_id: &request_id,

@@ -175,6 +175,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
         combo: &binding.combo,
         info: None,
         client_body: &client_body,
+        parsed: None,
         client_headers: &parts.headers,
         path_and_query: &path_and_query,
         request_id: &route.request_id.clone(),

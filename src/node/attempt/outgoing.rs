@@ -23,8 +23,8 @@ use crate::wire::body_rewrite::{rewrite, RequestInfo};
 use crate::wire::foreign_thinking::without_foreign_thinking;
 use crate::wire::thought_signatures;
 use crate::wire::translate::{
-    translate_request_as, Api, Direction, Echo, ReasoningKey, RequestSettings, TranslateError,
-    TranslatedRequest,
+    translate_parsed_as, Api, Direction, Echo, ParsedRequest, ReasoningKey, RequestSettings,
+    TranslateError, TranslatedRequest,
 };
 
 use super::local_answer::refused;
@@ -129,8 +129,12 @@ pub(super) fn prepare<'a>(
             let client_stream =
                 (first.client == Api::Gemini).then_some(ctx.endpoint == Endpoint::GeminiStream);
             let rest = directions.get(1..).unwrap_or_default();
-            let (chosen, result) =
-                first_carried((first, rest), ctx.client_body, settings, client_stream);
+            let (chosen, result) = first_carried(
+                (first, rest),
+                (ctx.parsed, ctx.client_body),
+                settings,
+                client_stream,
+            );
             direction = Some(chosen);
             let direction = chosen;
             match result {
@@ -260,17 +264,17 @@ fn directions(
 /// refusal when none does.
 fn first_carried(
     (first, rest): (Direction, &[Direction]),
-    body: &[u8],
+    body: (Option<&ParsedRequest>, &[u8]),
     settings: RequestSettings<'_>,
     client_stream: Option<bool>,
 ) -> (Direction, Result<TranslatedRequest, TranslateError>) {
     let tried = rest.iter().copied();
-    let refused = match translate_request_as(first, body, settings, client_stream) {
+    let refused = match translate_parsed_as(first, body, settings, client_stream) {
         Err(refused @ TranslateError::Unsupported { .. }) => refused,
         other => return (first, other),
     };
     for next in tried {
-        if let Ok(translated) = translate_request_as(next, body, settings, client_stream) {
+        if let Ok(translated) = translate_parsed_as(next, body, settings, client_stream) {
             return (next, Ok(translated));
         }
     }

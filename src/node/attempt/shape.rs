@@ -22,7 +22,7 @@ use crate::node::stream_relay::CommittedStream;
 use crate::telemetry::RequestSpan;
 use crate::wire::body_rewrite::RequestInfo;
 use crate::wire::content_coding::Coding;
-use crate::wire::translate::Direction;
+use crate::wire::translate::{Direction, ParsedRequest};
 
 /// The last real upstream failure, which decides the answer when the tries ran out (§7).
 pub(crate) enum LastFailure {
@@ -67,6 +67,9 @@ pub(crate) struct TryContext<'a> {
     /// body goes as it came (the stored-response endpoints).
     pub info: Option<&'a RequestInfo>,
     pub client_body: &'a Bytes,
+    /// The client's body parsed for the carry check, which its translation reuses when it
+    /// sends that body.
+    pub parsed: Option<&'a ParsedRequest>,
     pub client_headers: &'a HeaderMap,
     pub path_and_query: &'a str,
     pub request_id: &'a str,

@@ -15,7 +15,7 @@ use quotaroute_actors::Router;
 use crate::node::endpoint::Endpoint;
 use crate::node::live::LiveConfig;
 use crate::node::served_apis::served_apis;
-use crate::wire::translate::{carries, Direction, RequestSettings, TranslateError};
+use crate::wire::translate::{carries, Direction, ParsedRequest, RequestSettings, TranslateError};
 
 /// The providers that cannot carry a request, and why (the first refusal, and the
 /// translation that refused it).
@@ -25,14 +25,14 @@ pub(super) struct Carry {
     pub refusal: Option<(Direction, TranslateError)>,
 }
 
-/// Checks `body` (asking for `model`) against every provider of its combo that would
+/// Checks `body` (asking for `model`; parsed at most once, for the attempt too) against every provider of its combo that would
 /// translate it: one translation per direction at most, and none when every such provider
 /// serves the client's API.
 pub(super) fn check(
     live: &LiveConfig,
     router: &Router,
     endpoint: Endpoint,
-    (model, body): (&str, &[u8]),
+    (model, body): (&str, &ParsedRequest),
 ) -> Carry {
     let mut carry = Carry::default();
     // (direction, whether it carries); a config has a handful of providers.

@@ -26,6 +26,7 @@ use crate::node::metrics;
 use crate::node::reply::{self, RouteHeaders};
 use crate::node::retry_advice;
 use crate::telemetry::RequestSpan;
+use crate::wire::translate::ParsedRequest;
 
 use super::delivery::overhead_us;
 use super::error_answers::route_error;
@@ -107,12 +108,14 @@ pub async fn handle_named(
             Ok(turn) => (turn.body, turn.info, turn.kept),
             Err(not_asked) => return not_asked_answer(not_asked, endpoint, anthropic, &route),
         };
+    // Parsed once, when a translation first needs it (the carry check, the attempt).
+    let parsed = ParsedRequest::new(client_body.clone());
     let asked = route_request::ask(
         &live,
         &router,
         endpoint,
         &request_id,
-        (&client_body, &info, &parts.headers),
+        (&parsed, &info, &parts.headers),
         &ticket,
     );
     let (mut route_request, mut encrypted, mut refusal) = match asked {
@@ -124,13 +127,12 @@ pub async fn handle_named(
     let mut client_body = client_body;
     let mut routed = router.route(route_request).await;
     if matches!(routed, Err(RouteError::WrongFormat(_))) {
-        let request = (&client_body, &info, &parts.headers);
         let again = search_pass::route_without_search(
             &live,
             &router,
             endpoint,
             &request_id,
-            request,
+            (&client_body, &info, &parts.headers),
             &ticket,
         );
         if let Some(again) = again.await {
@@ -169,6 +171,7 @@ pub async fn handle_named(
         combo: &info.model,
         info: Some(&info),
         client_body: &client_body,
+        parsed: Some(&parsed),
         client_headers: &parts.headers,
         path_and_query: &path_and_query,
         request_id: &request_id,

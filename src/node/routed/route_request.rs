@@ -4,7 +4,6 @@
 //! conversation's affinity group — and its class (behaviour §13: a spare request holds no
 //! group).
 
-use bytes::Bytes;
 use http::header::HeaderMap;
 use quotaroute_actors::policy::affinity::{turn_affinity, TurnAffinity};
 use quotaroute_actors::policy::clients::class::{request_class, RequestClass, CLASS_HEADER};
@@ -19,7 +18,7 @@ use crate::wire::affinity_group::derive_group;
 use crate::wire::body_rewrite::RequestInfo;
 use crate::wire::encrypted_items::EncryptedItems;
 use crate::wire::thought_signatures;
-use crate::wire::translate::{Direction, TranslateError};
+use crate::wire::translate::{Direction, ParsedRequest, TranslateError};
 
 use super::response_binding::{previous_response, previous_response_not_found, Continues};
 
@@ -42,10 +41,11 @@ pub(super) fn ask(
     router: &Router,
     endpoint: Endpoint,
     request_id: &str,
-    (body, info, headers): (&Bytes, &RequestInfo, &HeaderMap),
+    (body, info, headers): (&ParsedRequest, &RequestInfo, &HeaderMap),
     ticket: &ClientTicket,
 ) -> Result<(RouteRequest, Option<EncryptedTurn>, Refusal), NotAsked> {
     let carry = super::carry::check(live, router, endpoint, (&info.model, body));
+    let body = body.body();
     let mut route_request = RouteRequest {
         request_id: request_id.to_owned(),
         model: info.model.clone(),

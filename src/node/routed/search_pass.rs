@@ -12,7 +12,7 @@ use crate::node::encrypted_turn::EncryptedTurn;
 use crate::node::endpoint::Endpoint;
 use crate::node::live::LiveConfig;
 use crate::wire::body_rewrite::RequestInfo;
-use crate::wire::translate::search_left_out;
+use crate::wire::translate::{search_left_out, ParsedRequest};
 
 use super::route_request::{self, Refusal};
 
@@ -41,12 +41,13 @@ pub(super) async fn route_without_search(
         return None;
     }
     let (body, left_out) = search_left_out::without_web_search(body)?;
+    let parsed = ParsedRequest::new(body.clone());
     let (route_request, encrypted, refusal) = route_request::ask(
         live,
         router,
         endpoint,
         request_id,
-        (&body, info, headers),
+        (&parsed, info, headers),
         ticket,
     )
     .ok()?;

@@ -27,7 +27,13 @@
 //! - `stream` — the one stream translator the relay drives (a reader and a writer);
 //!   `sse_write` writes its events.
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
+//! - `parsed_request` — a client's request parsed once, and what the carry check wrote of it,
+//!   for the attempt.
+//! - `typed_answer` and `answer_write` — a whole answer read from the upstream's bytes and
+//!   written as the client's without a `serde_json::Value` of it, for the forms they cover
+//!   (the `Value` readers and writers otherwise, giving the same bytes).
 
+mod answer_write;
 mod chat;
 mod citations;
 mod count_tokens;
@@ -40,18 +46,21 @@ mod messages;
 mod openai_common;
 mod openai_user;
 pub mod params;
+mod parsed_request;
 mod responses;
 pub mod search_left_out;
 mod sse_write;
 mod stream;
 mod text_delta;
 mod thinking_carry;
+mod typed_answer;
 
 pub use count_tokens::{count_tokens_body, gemini_count_tokens_body};
 pub use direction::{Api, Direction};
 pub use errors::error_body;
 pub use gemini::framing::{Framer as GeminiFramer, Framing as GeminiFraming};
 pub use gemini::write::{error as gemini_error, google_status};
+pub use parsed_request::{translate_parsed_as, ParsedRequest};
 pub use responses::echo::Echo;
 pub use responses::write::TRANSLATED_RESPONSE_PREFIX;
 pub use stream::StreamTranslator;
@@ -59,6 +68,8 @@ pub use thinking_carry::{ReasoningCounts, ReasoningKey};
 
 use bytes::Bytes;
 use serde_json::Value;
+
+use hub::form::Answer;
 
 /// Why a request cannot be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -132,12 +143,30 @@ pub fn translate_request_as(
     settings: RequestSettings<'_>,
     stream: Option<bool>,
 ) -> Result<TranslatedRequest, TranslateError> {
-    let request = parse_request(body)?;
-    let written = write_request(direction, &request, settings, stream)?;
+    translate_object(direction, &parse_request(body)?, settings, stream)
+}
+
+/// [`translate_request_as`] of a parsed request.
+fn translate_object(
+    direction: Direction,
+    request: &serde_json::Map<String, Value>,
+    settings: RequestSettings<'_>,
+    stream: Option<bool>,
+) -> Result<TranslatedRequest, TranslateError> {
+    let written = write_request(direction, request, settings, stream)?;
+    translated(direction, request, written)
+}
+
+/// The translated request of `request`, written as `written`.
+fn translated(
+    direction: Direction,
+    request: &serde_json::Map<String, Value>,
+    written: WrittenRequest,
+) -> Result<TranslatedRequest, TranslateError> {
     let body = serde_json::to_vec(&written.translated)
         .map_err(|error| TranslateError::Invalid(error.to_string()))?;
     let echo = match direction.client {
-        Api::Responses => Echo::of(&request),
+        Api::Responses => Echo::of(request),
         _ => Echo::default(),
     };
     Ok(TranslatedRequest {
@@ -156,11 +185,12 @@ pub fn translate_request_as(
 /// refusal; `Invalid` a body that is no request of the client's API.
 pub fn carries(
     direction: Direction,
-    body: &[u8],
+    request: &ParsedRequest,
     settings: RequestSettings<'_>,
 ) -> Result<(), TranslateError> {
-    let request = parse_request(body)?;
-    write_request(direction, &request, settings, None).map(|_| ())
+    let written = write_request(direction, request.object()?, settings, None)?;
+    request.keep(direction, settings, written);
+    Ok(())
 }
 
 fn parse_request(body: &[u8]) -> Result<serde_json::Map<String, Value>, TranslateError> {
@@ -175,6 +205,7 @@ fn parse_request(body: &[u8]) -> Result<serde_json::Map<String, Value>, Translat
 }
 
 /// The target API's request as a JSON value, and what the translation learned on the way.
+#[derive(Debug)]
 struct WrittenRequest {
     translated: Value,
     dropped: Vec<String>,
@@ -248,29 +279,57 @@ pub fn translate_answer(
     created: u64,
     echo: &Echo,
 ) -> Result<Bytes, String> {
+    let form = match typed_answer::answer(
+        direction.target,
+        body,
+        carries_signatures(direction),
+        created,
+    ) {
+        Some(form) => form,
+        None => value_answer(direction, body, created)?,
+    };
+    answer_bytes(direction, form, created, echo)
+}
+
+/// [`translate_answer`]'s reading of an answer its typed shape declined: as a `Value`.
+fn value_answer(direction: Direction, body: &[u8], created: u64) -> Result<Answer, String> {
     let answer: Value =
         serde_json::from_slice(body).map_err(|error| format!("answer is not JSON: {error}"))?;
     if !answer.is_object() {
         return Err("answer is not a JSON object".into());
     }
-    let form = match direction.target {
+    Ok(match direction.target {
         Api::Chat => chat::read::answer(&answer),
         Api::Responses => responses::read::answer(&answer),
         Api::Messages => messages::read::answer(&answer),
         // Gemini's signatures go only to a client that carries them sealed.
-        Api::Gemini => {
-            let mut form = gemini::read::answer(&answer, carries_signatures(direction), created);
-            if direction.client == Api::Messages {
-                thinking_carry::mark_gemini_signatures(&mut form.parts);
-            }
-            form
-        }
-    };
-    let translated = match direction.client {
-        Api::Chat => chat::write::answer(&form, created),
-        Api::Responses => responses::write::answer(&form, created, echo),
-        Api::Messages => messages::write::answer(&form),
-        Api::Gemini => gemini::write::answer(&form),
+        Api::Gemini => gemini::read::answer(&answer, carries_signatures(direction), created),
+    })
+}
+
+/// The hub's answer in the client's API, as bytes.
+fn answer_bytes(
+    direction: Direction,
+    mut form: Answer,
+    created: u64,
+    echo: &Echo,
+) -> Result<Bytes, String> {
+    if direction.target == Api::Gemini && direction.client == Api::Messages {
+        thinking_carry::mark_gemini_signatures(&mut form.parts);
+    }
+    match answer_write::answer(direction.client, &form, created, echo) {
+        Some(bytes) => Ok(bytes),
+        None => value_bytes(direction.client, &form, created, echo),
+    }
+}
+
+/// [`answer_bytes`] through the client API's `Value` writer.
+fn value_bytes(client: Api, form: &Answer, created: u64, echo: &Echo) -> Result<Bytes, String> {
+    let translated = match client {
+        Api::Chat => chat::write::answer(form, created),
+        Api::Responses => responses::write::answer(form, created, echo),
+        Api::Messages => messages::write::answer(form),
+        Api::Gemini => gemini::write::answer(form),
     };
     serde_json::to_vec(&translated)
         .map(Bytes::from)
@@ -299,4 +358,10 @@ mod tests_gemini;
 mod tests_gemini_stream;
 
 #[cfg(test)]
+mod tests_parsed_request;
+
+#[cfg(test)]
 mod tests_search_streams;
+
+#[cfg(test)]
+mod tests_typed_answer;

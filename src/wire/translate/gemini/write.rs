@@ -287,7 +287,7 @@ pub fn usage(usage: &Usage) -> Value {
 
 /// A call's arguments as `args` in an answer: the object they hold, `{}` otherwise (a call cut
 /// short; `finishReason` says `MAX_TOKENS` beside it).
-fn answer_args(arguments: &str) -> Value {
+pub fn answer_args(arguments: &str) -> Value {
     match serde_json::from_str::<Value>(arguments) {
         Ok(object @ Value::Object(_)) => object,
         _ => json!({}),

@@ -279,7 +279,7 @@ pub fn message_id(id: &str) -> String {
 /// A `tool_use` input for a call's arguments: the JSON they hold, `{}` for none, and the text
 /// as it is when it is not JSON (a call `max_tokens` cut short): the client sees what the
 /// model wrote, with `stop_reason: max_tokens` beside it.
-fn answer_input(arguments: &str) -> Value {
+pub fn answer_input(arguments: &str) -> Value {
     if arguments.trim().is_empty() {
         return json!({});
     }

@@ -94,6 +94,18 @@ impl Echo {
         self.custom_tools.iter().any(|custom| custom == name)
     }
 
+    /// The value a response repeats for the echoed field `key` (the API's default when the
+    /// request did not set it); `None` for a field that is not echoed.
+    pub fn field(&self, key: &str) -> Option<std::borrow::Cow<'_, Value>> {
+        if let Some(value) = self.fields.get(key) {
+            return Some(std::borrow::Cow::Borrowed(value));
+        }
+        ECHOED
+            .iter()
+            .find(|(echoed, _)| *echoed == key)
+            .map(|(_, default)| std::borrow::Cow::Owned(default()))
+    }
+
     /// Writes the echoed fields into a response object (defaults when there is no request).
     pub fn fill(&self, response: &mut Map<String, Value>) {
         for (key, default) in ECHOED {

@@ -1,0 +1,145 @@
+//! A client's request body parsed once for the carry check (behaviour §14) and the attempt's
+//! translation of the same body, and what the check wrote of it: the attempt that crosses the
+//! same pair takes that request instead of reading and writing the body again, when nothing it
+//! translates with differs from what the check did (only the model, which the check leaves
+//! empty and the attempt sets).
+
+use std::sync::{Mutex, OnceLock};
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use super::thinking_carry::ReasoningCounts;
+use super::{
+    parse_request, translate_object, translate_request_as, translated, Api, Direction,
+    RequestSettings, TranslateError, TranslatedRequest, WrittenRequest,
+};
+
+/// A client's request body, its JSON object once a translation asks for it, and the requests
+/// the carry check wrote of it.
+#[derive(Debug)]
+pub struct ParsedRequest {
+    body: Bytes,
+    parsed: OnceLock<Result<Map<String, Value>, TranslateError>>,
+    checked: Mutex<Vec<Checked>>,
+}
+
+/// A request the carry check wrote (no model, no reasoning key).
+#[derive(Debug)]
+struct Checked {
+    direction: Direction,
+    default_max_tokens: u32,
+    written: WrittenRequest,
+}
+
+impl ParsedRequest {
+    /// `body`, not parsed yet (a request that is not translated never is).
+    pub fn new(body: Bytes) -> ParsedRequest {
+        ParsedRequest {
+            body,
+            parsed: OnceLock::new(),
+            checked: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The body.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// Whether this is `body` (an attempt may send another: without items its target cannot
+    /// read).
+    pub fn holds(&self, body: &[u8]) -> bool {
+        let same = self.body.as_ptr() == body.as_ptr() && self.body.len() == body.len();
+        same || self.body[..] == *body
+    }
+
+    /// Its JSON object, parsed on the first call; the same error as `translate_request`'s.
+    pub(super) fn object(&self) -> Result<&Map<String, Value>, TranslateError> {
+        self.parsed
+            .get_or_init(|| parse_request(&self.body))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Keeps what the carry check wrote for `direction` with `settings` (kept only when
+    /// written without a reasoning key, the only way the check writes).
+    pub(super) fn keep(
+        &self,
+        direction: Direction,
+        settings: RequestSettings<'_>,
+        written: WrittenRequest,
+    ) {
+        if settings.reasoning.is_some() {
+            return;
+        }
+        if let Ok(mut checked) = self.checked.lock() {
+            checked.retain(|kept| kept.direction != direction);
+            checked.push(Checked {
+                direction,
+                default_max_tokens: settings.default_max_tokens,
+                written,
+            });
+        }
+    }
+
+    /// How many requests the check wrote that no attempt took.
+    #[cfg(test)]
+    pub(super) fn checked_len(&self) -> usize {
+        self.checked.lock().map_or(0, |checked| checked.len())
+    }
+
+    /// What the check wrote for `direction`, when the attempt's translation with `settings`
+    /// and `stream` would write the same but for the model.
+    fn take(
+        &self,
+        direction: Direction,
+        settings: RequestSettings<'_>,
+        stream: Option<bool>,
+    ) -> Option<WrittenRequest> {
+        // The reasoning key opens what a Responses or Gemini client carries (and a Messages
+        // client's Gemini signatures); the check read without one, which counts every such
+        // item left out: with none, a key opens nothing either.
+        let key_read = matches!(direction.client, Api::Responses | Api::Gemini)
+            || direction == Direction::MESSAGES_TO_GEMINI;
+        let key = settings
+            .reasoning
+            .filter(|_| matches!(direction.target, Api::Messages | Api::Gemini));
+        let keyless = !key_read || key.is_none();
+        let mut checked = self.checked.lock().ok()?;
+        let at = checked.iter().position(|kept| {
+            kept.direction == direction
+                && kept.default_max_tokens == settings.default_max_tokens
+                && stream.is_none_or(|stream| stream == kept.written.stream)
+                && (keyless || kept.written.reasoning == ReasoningCounts::default())
+        })?;
+        Some(checked.swap_remove(at).written)
+    }
+}
+
+/// `translate_request_as` of `body` through `parsed` when it holds that body: what the carry
+/// check wrote for the pair when it wrote what this would, else a translation of the object
+/// the check parsed; a body `parsed` does not hold is parsed here.
+pub fn translate_parsed_as(
+    direction: Direction,
+    (parsed, body): (Option<&ParsedRequest>, &[u8]),
+    settings: RequestSettings<'_>,
+    stream: Option<bool>,
+) -> Result<TranslatedRequest, TranslateError> {
+    let Some(parsed) = parsed.filter(|parsed| parsed.holds(body)) else {
+        return translate_request_as(direction, body, settings, stream);
+    };
+    let request = parsed.object()?;
+    match parsed.take(direction, settings, stream) {
+        Some(mut written) => {
+            // Every writer but Gemini's (whose model is in the path) names the model.
+            if direction.target != Api::Gemini {
+                if let Value::Object(out) = &mut written.translated {
+                    out.insert("model".into(), Value::from(settings.model));
+                }
+            }
+            translated(direction, request, written)
+        }
+        None => translate_object(direction, request, settings, stream),
+    }
+}
