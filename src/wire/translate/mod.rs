@@ -27,6 +27,9 @@
 //! - `stream` — the one stream translator the relay drives (a reader and a writer);
 //!   `sse_write` writes its events.
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
+//! - `text_delta`, `picked` — what stream readers read without a whole `Value`: text pieces
+//!   by borrowing (`json_scan` walks their bytes), other events with only the members a
+//!   reader reads.
 
 mod chat;
 mod citations;
@@ -36,10 +39,12 @@ mod errors;
 mod gemini;
 mod held_text;
 pub mod hub;
+mod json_scan;
 mod messages;
 mod openai_common;
 mod openai_user;
 pub mod params;
+mod picked;
 mod responses;
 pub mod search_left_out;
 mod sse_write;
@@ -297,6 +302,9 @@ mod tests_gemini;
 
 #[cfg(test)]
 mod tests_gemini_stream;
+
+#[cfg(test)]
+mod tests_fast_reads;
 
 #[cfg(test)]
 mod tests_search_streams;

@@ -14,7 +14,30 @@ use super::read::{finish, message_text, reasoning_text, usage};
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::Event;
 use crate::wire::translate::hub::{str_at, text_at};
+use crate::wire::translate::picked::{picked, Members, Pick};
 use crate::wire::translate::text_delta;
+
+/// The members of an event [`ResponsesReader::event`] reads: the `error` arm reads the
+/// event's own `message`, `code` and `type` when its `response` has no `error`.
+const READ: Members = &[
+    ("type", Pick::Whole),
+    ("delta", Pick::Whole),
+    ("item", Pick::Whole),
+    ("annotation", Pick::Whole),
+    ("message", Pick::Whole),
+    ("code", Pick::Whole),
+    (
+        "response",
+        Pick::Members(&[
+            ("id", Pick::Whole),
+            ("model", Pick::Whole),
+            ("status", Pick::Whole),
+            ("incomplete_details", Pick::Whole),
+            ("usage", Pick::Whole),
+            ("error", Pick::Whole),
+        ]),
+    ),
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -42,6 +65,10 @@ pub struct ResponsesReader {
     annotated: bool,
     called: bool,
     done: bool,
+    /// Tests: every event other than a text piece read as a whole `Value` (what `picked`
+    /// reads is compared with it).
+    #[cfg(test)]
+    pub whole_values: bool,
 }
 
 impl ResponsesReader {
@@ -101,7 +128,14 @@ impl ResponsesReader {
         if self.text_piece(data, events) {
             return;
         }
-        let Ok(data) = serde_json::from_str::<Value>(data) else {
+        // Only what the arms below read (most of a lifecycle event is the response or item
+        // repeated); anything `picked` declines, as a whole `Value`.
+        #[cfg(test)]
+        let fast = !self.whole_values;
+        #[cfg(not(test))]
+        let fast = true;
+        let read = if fast { picked(data, READ) } else { None };
+        let Some(data) = read.or_else(|| serde_json::from_str(data).ok()) else {
             return;
         };
         let delta = || str_at(&data, "delta").to_string();
