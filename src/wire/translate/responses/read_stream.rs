@@ -124,18 +124,23 @@ impl ResponsesReader {
         true
     }
 
-    pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
-        if self.text_piece(data, events) {
-            return;
-        }
-        // Only what the arms below read (most of a lifecycle event is the response or item
-        // repeated); anything `picked` declines, as a whole `Value`.
+    /// An event other than a text piece: only what [`Self::event`]'s arms read (most of a
+    /// lifecycle event is the response or item repeated); anything `picked` declines, as a
+    /// whole `Value`.
+    fn read(&self, data: &str) -> Option<Value> {
         #[cfg(test)]
         let fast = !self.whole_values;
         #[cfg(not(test))]
         let fast = true;
         let read = if fast { picked(data, READ) } else { None };
-        let Some(data) = read.or_else(|| serde_json::from_str(data).ok()) else {
+        read.or_else(|| serde_json::from_str(data).ok())
+    }
+
+    pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
+        if self.text_piece(data, events) {
+            return;
+        }
+        let Some(data) = self.read(data) else {
             return;
         };
         let delta = || str_at(&data, "delta").to_string();

@@ -123,9 +123,10 @@ impl ResponsesWriter {
     /// Whether events are written directly (else built as `Value`s, in tests).
     fn direct(&self) -> bool {
         #[cfg(test)]
-        return !self.whole_values;
+        let whole = self.whole_values;
         #[cfg(not(test))]
-        true
+        let whole = false;
+        !whole
     }
 
     /// The bytes [`emit`](Self::emit) writes for an object of `members`, written directly:
