@@ -47,27 +47,32 @@ impl<'a> Scan<'a> {
     /// A string, its escapes decoded (borrowed when it has none).
     pub fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
-        let bytes = self.text.as_bytes();
-        let start = self.at;
+        let text = self.text;
+        let bytes = text.as_bytes();
+        let mut at = self.at;
+        let mut run = at;
         let mut decoded: Option<String> = None;
-        let mut run = start;
         loop {
-            let at = self.at;
+            // The plain bytes up to the next quote, backslash or control byte.
+            let rest = bytes.get(at..)?;
+            at += rest
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
             match *bytes.get(at)? {
                 b'"' => {
                     self.at = at + 1;
-                    let tail = self.text.get(run..at)?;
+                    let tail = text.get(run..at)?;
                     return Some(match decoded {
                         None => Cow::Borrowed(tail),
-                        Some(mut text) => {
-                            text.push_str(tail);
-                            Cow::Owned(text)
+                        Some(mut whole) => {
+                            whole.push_str(tail);
+                            Cow::Owned(whole)
                         }
                     });
                 }
                 b'\\' => {
-                    let text = decoded.get_or_insert_with(String::new);
-                    text.push_str(self.text.get(run..at)?);
+                    let whole = decoded.get_or_insert_with(String::new);
+                    whole.push_str(text.get(run..at)?);
                     let (c, width) = match *bytes.get(at + 1)? {
                         b'"' => ('"', 2),
                         b'\\' => ('\\', 2),
@@ -78,7 +83,7 @@ impl<'a> Scan<'a> {
                         b'r' => ('\r', 2),
                         b't' => ('\t', 2),
                         b'u' => {
-                            let hex = self.text.get(at + 2..at + 6)?;
+                            let hex = text.get(at + 2..at + 6)?;
                             if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
                                 return None;
                             }
@@ -88,12 +93,12 @@ impl<'a> Scan<'a> {
                         }
                         _ => return None,
                     };
-                    text.push(c);
-                    self.at = at + width;
-                    run = self.at;
+                    whole.push(c);
+                    at += width;
+                    run = at;
                 }
-                0..=0x1f => return None,
-                _ => self.at = at + 1,
+                // A control byte: not JSON.
+                _ => return None,
             }
         }
     }
