@@ -107,7 +107,7 @@ impl StreamTranslator {
     pub fn event(&mut self, event: &SseEvent, out: &mut BytesMut) {
         match &mut self.reader {
             Reader::Chat(r) => r.event(&event.data, &mut self.events),
-            Reader::Responses(r) => r.event(&event.data, &mut self.events),
+            Reader::Responses(r) => r.event(event.event.as_deref(), &event.data, &mut self.events),
             Reader::Messages(r) => r.event(&event.data, &mut self.events),
             Reader::Gemini(r) => r.event(&event.data, &mut self.events),
         }

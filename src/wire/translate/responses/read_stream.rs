@@ -136,8 +136,12 @@ impl ResponsesReader {
         read.or_else(|| serde_json::from_str(data).ok())
     }
 
-    pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
-        if self.text_piece(data, events) {
+    /// One event; `name`: its SSE name. A text piece is looked for only in an unnamed event or
+    /// one named as a text piece: the others (lifecycle events, hundreds of bytes) are read
+    /// only once, below, which reads a text piece the same way.
+    pub fn event(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) {
+        let maybe_text = name.is_none_or(|name| name == "response.output_text.delta");
+        if maybe_text && self.text_piece(data, events) {
             return;
         }
         let Some(data) = self.read(data) else {
