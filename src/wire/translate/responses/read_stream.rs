@@ -112,8 +112,12 @@ impl ResponsesReader {
     }
 
     /// A text piece (most events), read as the `response.output_text.delta` arm of
-    /// [`Self::event`] reads it; false for any other event.
-    fn text_piece(&mut self, data: &str, events: &mut Vec<Event>) -> bool {
+    /// [`Self::event`] reads it; false for any other event, and at once for an event `name`d
+    /// otherwise (a lifecycle event is read once, by that arm's match).
+    fn text_piece(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) -> bool {
+        if name.is_some_and(|name| name != "response.output_text.delta") {
+            return false;
+        }
         let Some(text) = text_delta::responses_text(data) else {
             return false;
         };
@@ -136,12 +140,9 @@ impl ResponsesReader {
         read.or_else(|| serde_json::from_str(data).ok())
     }
 
-    /// One event; `name`: its SSE name. A text piece is looked for only in an unnamed event or
-    /// one named as a text piece: the others (lifecycle events, hundreds of bytes) are read
-    /// only once, below, which reads a text piece the same way.
+    /// One event; `name`: its SSE name (see [`Self::text_piece`]).
     pub fn event(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) {
-        let maybe_text = name.is_none_or(|name| name == "response.output_text.delta");
-        if maybe_text && self.text_piece(data, events) {
+        if self.text_piece(name, data, events) {
             return;
         }
         let Some(data) = self.read(data) else {
