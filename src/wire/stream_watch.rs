@@ -124,6 +124,21 @@ impl StreamUsage {
         meaning
     }
 
+    /// What [`observe`](Self::observe) records of a Gemini chunk of text alone that the
+    /// stream's translator read (`usage`: its counts, read as `observe` reads them), without
+    /// parsing it again: its usage, and whether it closes the answer. It is content.
+    pub fn observe_gemini_text(
+        &mut self,
+        event: &SseEvent,
+        usage: Option<TokenCounts>,
+    ) -> EventMeaning {
+        if let Some(usage) = usage {
+            self.add(usage);
+            self.final_seen |= gemini_finished(event.data.as_bytes());
+        }
+        EventMeaning::Content
+    }
+
     fn add(&mut self, usage: TokenCounts) {
         self.tokens_in = self.tokens_in.max(usage.tokens_in);
         self.tokens_out = self.tokens_out.max(usage.tokens_out);

@@ -180,6 +180,26 @@ pub(super) fn gemini_usage_counts(usage: Option<GeminiUsageFields>) -> Option<To
         .map(|usage| usage.counts())
 }
 
+/// What [`gemini_usage_counts`] reads of a `usageMetadata` whose counts were read elsewhere as
+/// whole numbers (no flaws): `None` without a prompt, candidates or thoughts count.
+pub fn gemini_whole_counts(
+    prompt: Option<u64>,
+    candidates: Option<u64>,
+    thoughts: Option<u64>,
+    cached: Option<u64>,
+) -> Option<TokenCounts> {
+    let any = prompt.is_some() || candidates.is_some() || thoughts.is_some();
+    any.then(|| TokenCounts {
+        tokens_in: prompt.unwrap_or(0),
+        tokens_out: candidates
+            .unwrap_or(0)
+            .saturating_add(thoughts.unwrap_or(0)),
+        tokens_cached: cached.unwrap_or(0),
+        tokens_cache_write: 0,
+        flaws: CountFlaws::default(),
+    })
+}
+
 /// Counts of a present `usage` object with at least one token count (`usage: null` and
 /// `usage: {}` are none).
 pub(super) fn usage_counts(usage: Option<UsageFields>) -> Option<TokenCounts> {

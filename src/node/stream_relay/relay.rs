@@ -151,6 +151,13 @@ impl Relay {
             .as_ref()
             .is_some_and(|sink| sink.watches_budget());
         for event in events.drain(..) {
+            if self.gemini_text(&event, out) {
+                if watches_budget && self.budget_reached() {
+                    self.stop_at_budget(out);
+                    return;
+                }
+                continue;
+            }
             if !matters_after_commit(self.stream.format, &event) {
                 self.stream.usage.count_content(self.stream.format, &event);
                 self.write(&event, out);
@@ -191,6 +198,33 @@ impl Relay {
         }
     }
 
+    /// A Gemini upstream's chunk of text alone on a translated stream, read once (by the
+    /// translator) for the client and for its usage, as `observe` and `write` would: true when
+    /// it was (and is in `out`).
+    fn gemini_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
+        if self.stream.format != StreamFormat::Gemini {
+            return false;
+        }
+        let Some(translator) = self.stream.translator.as_mut() else {
+            return false;
+        };
+        let usage = if self.stream.sealer.is_none() {
+            // Nothing to seal: translated straight into `out`.
+            translator.gemini_text(event, out)
+        } else {
+            let mut translated = BytesMut::new();
+            let usage = translator.gemini_text(event, &mut translated);
+            out.extend_from_slice(&self.sealed(&translated));
+            usage
+        };
+        let Some(usage) = usage else {
+            return false;
+        };
+        self.stream.usage.observe_gemini_text(event, usage);
+        self.stream.usage.count_content(self.stream.format, event);
+        true
+    }
+
     /// Whether what the stream used so far takes its client's budget to its end (its running
     /// cost counted against the budget meanwhile).
     fn budget_reached(&self) -> bool {
@@ -228,6 +262,8 @@ impl Relay {
     /// sealed when this stream seals.
     fn write(&mut self, event: &SseEvent, out: &mut BytesMut) {
         match self.stream.translator.as_mut() {
+            // Nothing to seal: translated straight into `out`.
+            Some(translator) if self.stream.sealer.is_none() => translator.event(event, out),
             Some(translator) => {
                 let mut translated = BytesMut::new();
                 translator.event(event, &mut translated);

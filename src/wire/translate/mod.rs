@@ -32,6 +32,9 @@
 //! - `typed_answer` and `answer_write` — a whole answer read from the upstream's bytes and
 //!   written as the client's without a `serde_json::Value` of it, for the forms they cover
 //!   (the `Value` readers and writers otherwise, giving the same bytes).
+//! - `text_delta`, `picked` — what stream readers read without a whole `Value`: text pieces
+//!   by borrowing (`json_scan` walks their bytes), other events with only the members a
+//!   reader reads.
 
 mod answer_write;
 mod chat;
@@ -42,11 +45,13 @@ mod errors;
 mod gemini;
 mod held_text;
 pub mod hub;
+mod json_scan;
 mod messages;
 mod openai_common;
 mod openai_user;
 pub mod params;
 mod parsed_request;
+mod picked;
 mod responses;
 pub mod search_left_out;
 mod sse_write;
@@ -356,6 +361,9 @@ mod tests_gemini;
 
 #[cfg(test)]
 mod tests_gemini_stream;
+
+#[cfg(test)]
+mod tests_fast_reads;
 
 #[cfg(test)]
 mod tests_parsed_request;

@@ -15,7 +15,9 @@ use super::hub::form::Event;
 use super::messages::{read_stream::MessagesReader, write_stream::MessagesWriter};
 use super::responses::echo::Echo;
 use super::responses::{read_stream::ResponsesReader, write_stream::ResponsesWriter};
+use super::text_delta;
 use crate::wire::sse::SseEvent;
+use crate::wire::usage::{gemini_whole_counts, TokenCounts};
 
 /// Reads a target API's stream into the hub's events.
 #[derive(Debug)]
@@ -105,11 +107,49 @@ impl StreamTranslator {
     pub fn event(&mut self, event: &SseEvent, out: &mut BytesMut) {
         match &mut self.reader {
             Reader::Chat(r) => r.event(&event.data, &mut self.events),
-            Reader::Responses(r) => r.event(&event.data, &mut self.events),
+            Reader::Responses(r) => r.event(event.event.as_deref(), &event.data, &mut self.events),
             Reader::Messages(r) => r.event(&event.data, &mut self.events),
             Reader::Gemini(r) => r.event(&event.data, &mut self.events),
         }
         self.write(out);
+    }
+
+    /// A Gemini upstream's chunk of text alone (most of its chunks), read once for the client
+    /// and for the relay: translated into `out`, and its usage as `stream_watch` reads a
+    /// chunk's (`Some(None)`: none). `None`: not such a chunk, or not a Gemini upstream;
+    /// nothing was read or written (the relay reads it as any other event).
+    pub fn gemini_text(
+        &mut self,
+        event: &SseEvent,
+        out: &mut BytesMut,
+    ) -> Option<Option<TokenCounts>> {
+        let Reader::Gemini(reader) = &mut self.reader else {
+            return None;
+        };
+        // A named event (`error`) or a chunk the reader would not take as text is declined.
+        if event.event.is_some() || !reader.takes_text() {
+            return None;
+        }
+        let read = text_delta::gemini_text(&event.data).filter(|read| !read.snake_usage)?;
+        let counts = read.usage.and_then(|usage| {
+            gemini_whole_counts(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
+        });
+        reader.text_chunk(read, &mut self.events);
+        self.write(out);
+        Some(counts)
+    }
+
+    /// Tests: a reader's events other than text pieces read as whole `Value`s, and a writer's
+    /// built as `Value`s, as before their fast reads and direct writes.
+    #[cfg(test)]
+    pub(super) fn whole_values(mut self) -> Self {
+        if let Reader::Responses(r) = &mut self.reader {
+            r.whole_values = true;
+        }
+        if let Writer::Responses(w) = &mut self.writer {
+            w.whole_values = true;
+        }
+        self
     }
 
     /// The upstream's stream ended.

@@ -30,7 +30,7 @@ fn gemini_answer() -> Value {
            "modelVersion": "gemini-2.5-flash", "responseId": "g1"})
 }
 
-fn gemini_stream() -> String {
+pub(super) fn gemini_stream() -> String {
     let chunk = |text: &str, last: bool| {
         let mut candidate =
             json!({"content": {"role": "model", "parts": [{"text": text}]}, "index": 0});
@@ -51,7 +51,7 @@ fn gemini_stream() -> String {
 }
 
 /// OpenAI's Responses stream: a search, then a message whose second half is cited.
-fn responses_stream() -> String {
+pub(super) fn responses_stream() -> String {
     let item = json!({"id": "ws_1", "type": "web_search_call", "status": "completed",
                       "action": {"type": "search", "query": "paris population",
                                  "sources": [{"type": "url", "url": URL}]}});
@@ -84,7 +84,7 @@ fn responses_stream() -> String {
 }
 
 /// A search model's Chat stream: text, then the annotations chunk, then the finish.
-fn chat_stream() -> String {
+pub(super) fn chat_stream() -> String {
     let chunk = |delta: Value, finish: Value| {
         json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-4o-search-preview",
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})

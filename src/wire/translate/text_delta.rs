@@ -2,129 +2,150 @@
 //! event's bytes instead of into a `serde_json::Value`. Each stream reader asks here first and
 //! reads every other event — and any event these shapes decline — as a whole `Value`, as it
 //! did: a shape here accepts only an event whose every other meaning is absent, so both ways
-//! give the same hub events.
+//! give the same hub events. Each shape walks the event once (`json_scan`), declining what
+//! the scan leaves to serde_json; `reference` holds the same shapes as serde's derived
+//! readers, for the tests.
 
 use std::borrow::Cow;
 
-use serde::de::{Deserializer, IgnoredAny};
 use serde::Deserialize;
 
-/// Whether a member is there at all (`null` counts: a reader acts on a present `error`).
-#[derive(Debug, Default)]
-struct Present(bool);
-
-impl<'de> Deserialize<'de> for Present {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        IgnoredAny::deserialize(deserializer)?;
-        Ok(Present(true))
-    }
-}
+use super::json_scan::{Scan, Seen, DEPTH};
 
 /// A Messages `content_block_delta` holding a `text_delta`: its text.
 pub fn messages_text(data: &str) -> Option<Cow<'_, str>> {
-    #[derive(Deserialize)]
-    struct MessagesEvent<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: Cow<'a, str>,
-        #[serde(borrow)]
-        delta: Option<MessagesDelta<'a>>,
-    }
-    #[derive(Deserialize)]
-    struct MessagesDelta<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: Cow<'a, str>,
-        #[serde(borrow)]
-        text: Option<Cow<'a, str>>,
-    }
-    let event: MessagesEvent<'_> = serde_json::from_str(data).ok()?;
-    let delta = event.delta?;
-    if event.kind != "content_block_delta" || delta.kind != "text_delta" {
-        return None;
-    }
-    delta.text
+    let mut scan = Scan::new(data);
+    let mut seen = Seen::default();
+    let mut text = None;
+    scan.object(|scan, key| match &*key {
+        "type" => {
+            seen.first(0)?;
+            (scan.string()? == "content_block_delta").then_some(())
+        }
+        "delta" => {
+            seen.first(1)?;
+            let mut inner = Seen::default();
+            let mut text_delta = false;
+            scan.object(|scan, key| match &*key {
+                "type" => {
+                    inner.first(0)?;
+                    text_delta = scan.string()? == "text_delta";
+                    text_delta.then_some(())
+                }
+                "text" => {
+                    inner.first(1)?;
+                    text = Some(scan.string()?);
+                    Some(())
+                }
+                _ => scan.skip(DEPTH),
+            })?;
+            text_delta.then_some(())
+        }
+        _ => scan.skip(DEPTH),
+    })?;
+    scan.end()?;
+    // Both `type` and `delta` are required.
+    seen.all(2)?;
+    text
 }
 
-/// A Chat Completions chunk whose only news is text: no `error`, no usage, and a first choice
+/// A Chat Completions chunk whose only news is text: no `error`, no usage, and one choice
 /// whose delta holds a non-empty `content` and no reasoning, refusal, tool call or annotation,
 /// with no finish reason. Its `content`.
 pub fn chat_content(data: &str) -> Option<Cow<'_, str>> {
-    #[derive(Deserialize)]
-    struct ChatChunk<'a> {
-        #[serde(default)]
-        error: Present,
-        usage: Option<IgnoredAny>,
-        #[serde(borrow)]
-        choices: Vec<ChatChoice<'a>>,
-    }
-    #[derive(Deserialize)]
-    struct ChatChoice<'a> {
-        #[serde(borrow)]
-        delta: Option<ChatDelta<'a>>,
-        #[serde(borrow)]
-        finish_reason: Option<Cow<'a, str>>,
-    }
-    #[derive(Deserialize)]
-    struct ChatDelta<'a> {
-        #[serde(borrow)]
-        content: Option<Cow<'a, str>>,
-        #[serde(default)]
-        reasoning_content: Present,
-        #[serde(default)]
-        reasoning: Present,
-        #[serde(default)]
-        refusal: Present,
-        #[serde(default)]
-        tool_calls: Present,
-        #[serde(default)]
-        annotations: Present,
-    }
-    let chunk: ChatChunk<'_> = serde_json::from_str(data).ok()?;
-    if chunk.error.0 || chunk.usage.is_some() {
-        return None;
-    }
-    let choice = chunk.choices.into_iter().next()?;
-    let delta = choice.delta?;
-    let other_news = delta.reasoning_content.0
-        || delta.reasoning.0
-        || delta.refusal.0
-        || delta.tool_calls.0
-        || delta.annotations.0
-        || choice.finish_reason.is_some();
-    if other_news {
-        return None;
-    }
-    delta.content.filter(|content| !content.is_empty())
+    let mut scan = Scan::new(data);
+    let mut seen = Seen::default();
+    let mut content = None;
+    scan.object(|scan, key| match &*key {
+        "error" => None,
+        "usage" => {
+            seen.first(0)?;
+            scan.null().then_some(())
+        }
+        "choices" => {
+            seen.first(1)?;
+            let mut choices = 0;
+            scan.array(|scan| {
+                choices += 1;
+                (choices == 1).then_some(())?;
+                let mut choice = Seen::default();
+                scan.object(|scan, key| match &*key {
+                    "delta" => {
+                        choice.first(0)?;
+                        content = chat_delta(scan)?;
+                        Some(())
+                    }
+                    "finish_reason" => {
+                        choice.first(1)?;
+                        scan.null().then_some(())
+                    }
+                    _ => scan.skip(DEPTH),
+                })
+            })?;
+            (choices == 1).then_some(())
+        }
+        _ => scan.skip(DEPTH),
+    })?;
+    scan.end()?;
+    content.filter(|content| !content.is_empty())
+}
+
+/// A Chat delta of `content` alone (and members a reader does not act on, such as `role`).
+fn chat_delta<'a>(scan: &mut Scan<'a>) -> Option<Option<Cow<'a, str>>> {
+    let mut seen = Seen::default();
+    let mut content = None;
+    scan.object(|scan, key| match &*key {
+        "content" => {
+            seen.first(0)?;
+            content = Some(scan.string()?);
+            Some(())
+        }
+        "reasoning_content" | "reasoning" | "refusal" | "tool_calls" | "annotations" => None,
+        _ => scan.skip(DEPTH),
+    })?;
+    Some(content)
 }
 
 /// A Responses `response.output_text.delta`: its `delta`.
 pub fn responses_text(data: &str) -> Option<Cow<'_, str>> {
-    #[derive(Deserialize)]
-    struct ResponsesEvent<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: Cow<'a, str>,
-        #[serde(borrow)]
-        delta: Option<Cow<'a, str>>,
-    }
-    let event: ResponsesEvent<'_> = serde_json::from_str(data).ok()?;
-    if event.kind != "response.output_text.delta" {
-        return None;
-    }
-    event.delta
+    let mut scan = Scan::new(data);
+    let mut seen = Seen::default();
+    let mut delta = None;
+    scan.object(|scan, key| match &*key {
+        "type" => {
+            seen.first(0)?;
+            (scan.string()? == "response.output_text.delta").then_some(())
+        }
+        "delta" => {
+            seen.first(1)?;
+            delta = Some(scan.string()?);
+            Some(())
+        }
+        _ => scan.skip(DEPTH),
+    })?;
+    scan.end()?;
+    seen.all(2)?;
+    delta
 }
 
-/// A Gemini chunk whose only news is text (and usage): no `error` or `promptFeedback`, and a
-/// first candidate with no grounding and no finish reason whose parts each hold a non-empty
-/// `text` and nothing else a reader acts on (thought, signature, call). Its texts, and its
+/// A Gemini chunk whose only news is text (and usage): no `error` or `promptFeedback`, and one
+/// candidate with no grounding and no finish reason whose parts each hold a non-empty `text`
+/// and nothing else a reader or the relay acts on (thought, signature, call, inline data,
+/// code). Its texts, and its
 /// `usageMetadata`'s counts. Members are read by their camelCase or snake_case names, as the
 /// reader's `at` reads them.
+#[derive(Debug, PartialEq, Eq)]
 pub struct GeminiText<'a> {
     pub texts: Vec<Cow<'a, str>>,
     pub usage: Option<GeminiUsage>,
+    /// The usage came as `usage_metadata` (the snake_case name the relay's reading of a chunk
+    /// does not know), or as `null` under that name.
+    pub snake_usage: bool,
 }
 
 /// A `usageMetadata` object's counts, read as `gemini::read::usage` reads them (camelCase
 /// members, 0 when absent or `null`; any other kind of value declines the chunk).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub struct GeminiUsage {
     #[serde(rename = "promptTokenCount")]
     pub prompt: Option<u64>,
@@ -137,61 +158,316 @@ pub struct GeminiUsage {
 }
 
 pub fn gemini_text(data: &str) -> Option<GeminiText<'_>> {
-    #[derive(Deserialize)]
-    struct GeminiChunk<'a> {
-        #[serde(default)]
-        error: Present,
-        #[serde(default, rename = "promptFeedback", alias = "prompt_feedback")]
-        prompt_feedback: Present,
-        #[serde(borrow)]
-        candidates: Vec<GeminiCandidate<'a>>,
-        #[serde(default, rename = "usageMetadata", alias = "usage_metadata")]
-        usage_metadata: Option<GeminiUsage>,
-    }
-    #[derive(Deserialize)]
-    struct GeminiCandidate<'a> {
-        #[serde(borrow)]
-        content: Option<GeminiContent<'a>>,
-        #[serde(default, rename = "groundingMetadata", alias = "grounding_metadata")]
-        grounding_metadata: Present,
-        #[serde(default, rename = "finishReason", alias = "finish_reason")]
-        finish_reason: Present,
-    }
-    #[derive(Deserialize)]
-    struct GeminiContent<'a> {
-        #[serde(borrow)]
-        parts: Vec<GeminiPart<'a>>,
-    }
-    #[derive(Deserialize)]
-    struct GeminiPart<'a> {
-        #[serde(borrow)]
-        text: Option<Cow<'a, str>>,
-        #[serde(default)]
-        thought: Present,
-        #[serde(default, rename = "thoughtSignature", alias = "thought_signature")]
-        thought_signature: Present,
-        #[serde(default, rename = "functionCall", alias = "function_call")]
-        function_call: Present,
-    }
-    let chunk: GeminiChunk<'_> = serde_json::from_str(data).ok()?;
-    if chunk.error.0 || chunk.prompt_feedback.0 {
+    let mut scan = Scan::new(data);
+    let mut seen = Seen::default();
+    let mut texts = None;
+    let (mut camel, mut snake) = (None, None);
+    scan.object(|scan, key| match &*key {
+        "error" | "promptFeedback" | "prompt_feedback" => None,
+        "candidates" => {
+            seen.first(0)?;
+            let mut candidates = 0;
+            scan.array(|scan| {
+                candidates += 1;
+                (candidates == 1).then_some(())?;
+                texts = Some(gemini_candidate(scan)?);
+                Some(())
+            })?;
+            (candidates == 1).then_some(())
+        }
+        "usageMetadata" => {
+            seen.first(1)?;
+            camel = Some(gemini_usage(scan)?);
+            Some(())
+        }
+        "usage_metadata" => {
+            seen.first(2)?;
+            snake = Some(gemini_usage(scan)?);
+            Some(())
+        }
+        _ => scan.skip(DEPTH),
+    })?;
+    scan.end()?;
+    // Both names at once: one member sent twice, as the reader's `at` reads them.
+    if camel.is_some() && snake.is_some() {
         return None;
     }
-    let candidate = chunk.candidates.into_iter().next()?;
-    if candidate.grounding_metadata.0 || candidate.finish_reason.0 {
-        return None;
+    Some(GeminiText {
+        texts: texts?,
+        usage: camel.flatten().or(snake.flatten()),
+        snake_usage: snake.is_some(),
+    })
+}
+
+/// A candidate of text parts alone: their texts.
+fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<Vec<Cow<'a, str>>> {
+    let mut seen = Seen::default();
+    let mut texts = None;
+    scan.object(|scan, key| match &*key {
+        "groundingMetadata" | "grounding_metadata" | "finishReason" | "finish_reason" => None,
+        "content" => {
+            seen.first(0)?;
+            let mut content = Seen::default();
+            let mut parts = Vec::new();
+            scan.object(|scan, key| match &*key {
+                "parts" => {
+                    content.first(0)?;
+                    scan.array(|scan| {
+                        parts.push(gemini_part(scan)?);
+                        Some(())
+                    })
+                }
+                _ => scan.skip(DEPTH),
+            })?;
+            content.all(1)?;
+            texts = Some(parts).filter(|parts| !parts.is_empty());
+            texts.as_ref().map(drop)
+        }
+        _ => scan.skip(DEPTH),
+    })?;
+    texts
+}
+
+/// A part of text alone: its (non-empty) text.
+fn gemini_part<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
+    let mut seen = Seen::default();
+    let mut text = None;
+    scan.object(|scan, key| match &*key {
+        "thought" | "thoughtSignature" | "thought_signature" | "functionCall" | "function_call"
+        | "inlineData" | "executableCode" => None,
+        "text" => {
+            seen.first(0)?;
+            text = Some(scan.string()?);
+            Some(())
+        }
+        _ => scan.skip(DEPTH),
+    })?;
+    text.filter(|text| !text.is_empty())
+}
+
+/// A `usageMetadata` member: `None` for `null`, else its counts (whole numbers or `null`).
+fn gemini_usage(scan: &mut Scan<'_>) -> Option<Option<GeminiUsage>> {
+    if scan.null() {
+        return Some(None);
     }
-    let mut texts = Vec::new();
-    for part in candidate.content?.parts {
-        if part.thought.0 || part.thought_signature.0 || part.function_call.0 {
+    let mut seen = Seen::default();
+    let mut usage = GeminiUsage::default();
+    scan.object(|scan, key| {
+        let (bit, count) = match &*key {
+            "promptTokenCount" => (0, &mut usage.prompt),
+            "cachedContentTokenCount" => (1, &mut usage.cached),
+            "candidatesTokenCount" => (2, &mut usage.candidates),
+            "thoughtsTokenCount" => (3, &mut usage.thoughts),
+            _ => return scan.skip(DEPTH),
+        };
+        seen.first(bit)?;
+        *count = if scan.null() {
+            None
+        } else {
+            Some(scan.number()??)
+        };
+        Some(())
+    })?;
+    Some(Some(usage))
+}
+
+/// The shapes as serde's derived readers read them (what the scanning shapes above were
+/// checked against): the tests compare the two.
+#[cfg(test)]
+pub(super) mod reference {
+    use std::borrow::Cow;
+
+    use serde::de::{Deserializer, IgnoredAny};
+    use serde::Deserialize;
+
+    use super::{GeminiText, GeminiUsage};
+
+    /// Whether a member is there at all (`null` counts: a reader acts on a present `error`).
+    #[derive(Debug, Default)]
+    struct Present(bool);
+
+    impl<'de> Deserialize<'de> for Present {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            IgnoredAny::deserialize(deserializer)?;
+            Ok(Present(true))
+        }
+    }
+
+    /// A Messages `content_block_delta` holding a `text_delta`: its text.
+    pub fn messages_text(data: &str) -> Option<Cow<'_, str>> {
+        #[derive(Deserialize)]
+        struct MessagesEvent<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: Cow<'a, str>,
+            #[serde(borrow)]
+            delta: Option<MessagesDelta<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct MessagesDelta<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: Cow<'a, str>,
+            #[serde(borrow)]
+            text: Option<Cow<'a, str>>,
+        }
+        let event: MessagesEvent<'_> = serde_json::from_str(data).ok()?;
+        let delta = event.delta?;
+        if event.kind != "content_block_delta" || delta.kind != "text_delta" {
             return None;
         }
-        texts.push(part.text.filter(|text| !text.is_empty())?);
+        delta.text
     }
-    (!texts.is_empty()).then_some(GeminiText {
-        texts,
-        usage: chunk.usage_metadata,
-    })
+
+    /// A Chat Completions chunk whose only news is text: no `error`, no usage, and a first choice
+    /// whose delta holds a non-empty `content` and no reasoning, refusal, tool call or annotation,
+    /// with no finish reason. Its `content`.
+    pub fn chat_content(data: &str) -> Option<Cow<'_, str>> {
+        #[derive(Deserialize)]
+        struct ChatChunk<'a> {
+            #[serde(default)]
+            error: Present,
+            usage: Option<IgnoredAny>,
+            #[serde(borrow)]
+            choices: Vec<ChatChoice<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct ChatChoice<'a> {
+            #[serde(borrow)]
+            delta: Option<ChatDelta<'a>>,
+            #[serde(borrow)]
+            finish_reason: Option<Cow<'a, str>>,
+        }
+        #[derive(Deserialize)]
+        struct ChatDelta<'a> {
+            #[serde(borrow)]
+            content: Option<Cow<'a, str>>,
+            #[serde(default)]
+            reasoning_content: Present,
+            #[serde(default)]
+            reasoning: Present,
+            #[serde(default)]
+            refusal: Present,
+            #[serde(default)]
+            tool_calls: Present,
+            #[serde(default)]
+            annotations: Present,
+        }
+        let chunk: ChatChunk<'_> = serde_json::from_str(data).ok()?;
+        if chunk.error.0 || chunk.usage.is_some() {
+            return None;
+        }
+        let choice = chunk.choices.into_iter().next()?;
+        let delta = choice.delta?;
+        let other_news = delta.reasoning_content.0
+            || delta.reasoning.0
+            || delta.refusal.0
+            || delta.tool_calls.0
+            || delta.annotations.0
+            || choice.finish_reason.is_some();
+        if other_news {
+            return None;
+        }
+        delta.content.filter(|content| !content.is_empty())
+    }
+
+    /// A Responses `response.output_text.delta`: its `delta`.
+    pub fn responses_text(data: &str) -> Option<Cow<'_, str>> {
+        #[derive(Deserialize)]
+        struct ResponsesEvent<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: Cow<'a, str>,
+            #[serde(borrow)]
+            delta: Option<Cow<'a, str>>,
+        }
+        let event: ResponsesEvent<'_> = serde_json::from_str(data).ok()?;
+        if event.kind != "response.output_text.delta" {
+            return None;
+        }
+        event.delta
+    }
+
+    /// A `usageMetadata` member as sent: whether it is there at all, and its counts.
+    #[derive(Default)]
+    struct UsageMember(bool, Option<GeminiUsage>);
+
+    impl<'de> Deserialize<'de> for UsageMember {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            Ok(UsageMember(true, Option::deserialize(deserializer)?))
+        }
+    }
+
+    pub fn gemini_text(data: &str) -> Option<GeminiText<'_>> {
+        #[derive(Deserialize)]
+        struct GeminiChunk<'a> {
+            #[serde(default)]
+            error: Present,
+            #[serde(default, rename = "promptFeedback", alias = "prompt_feedback")]
+            prompt_feedback: Present,
+            #[serde(borrow)]
+            candidates: Vec<GeminiCandidate<'a>>,
+            #[serde(default, rename = "usageMetadata")]
+            usage_metadata: UsageMember,
+            #[serde(default, rename = "usage_metadata")]
+            usage_snake: UsageMember,
+        }
+        #[derive(Deserialize)]
+        struct GeminiCandidate<'a> {
+            #[serde(borrow)]
+            content: Option<GeminiContent<'a>>,
+            #[serde(default, rename = "groundingMetadata", alias = "grounding_metadata")]
+            grounding_metadata: Present,
+            #[serde(default, rename = "finishReason", alias = "finish_reason")]
+            finish_reason: Present,
+        }
+        #[derive(Deserialize)]
+        struct GeminiContent<'a> {
+            #[serde(borrow)]
+            parts: Vec<GeminiPart<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct GeminiPart<'a> {
+            #[serde(borrow)]
+            text: Option<Cow<'a, str>>,
+            #[serde(default)]
+            thought: Present,
+            #[serde(default, rename = "thoughtSignature", alias = "thought_signature")]
+            thought_signature: Present,
+            #[serde(default, rename = "functionCall", alias = "function_call")]
+            function_call: Present,
+            #[serde(default, rename = "inlineData")]
+            inline_data: Present,
+            #[serde(default, rename = "executableCode")]
+            executable_code: Present,
+        }
+        let chunk: GeminiChunk<'_> = serde_json::from_str(data).ok()?;
+        if chunk.error.0 || chunk.prompt_feedback.0 || chunk.candidates.len() != 1 {
+            return None;
+        }
+        // Both names at once: one member sent twice, as the reader's `at` reads them.
+        if chunk.usage_metadata.0 && chunk.usage_snake.0 {
+            return None;
+        }
+        let candidate = chunk.candidates.into_iter().next()?;
+        if candidate.grounding_metadata.0 || candidate.finish_reason.0 {
+            return None;
+        }
+        let mut texts = Vec::new();
+        for part in candidate.content?.parts {
+            let other_news = part.thought.0
+                || part.thought_signature.0
+                || part.function_call.0
+                || part.inline_data.0
+                || part.executable_code.0;
+            if other_news {
+                return None;
+            }
+            texts.push(part.text.filter(|text| !text.is_empty())?);
+        }
+        (!texts.is_empty()).then_some(GeminiText {
+            texts,
+            usage: chunk.usage_metadata.1.or(chunk.usage_snake.1),
+            snake_usage: chunk.usage_snake.0,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -275,6 +551,105 @@ mod tests {
             r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":7}"#,
         ] {
             assert!(gemini_text(declined).is_none(), "{declined}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod against_reference {
+    use super::*;
+
+    /// Events of every shape: real ones (the mock's, OpenAI's, Google's, Anthropic's), and
+    /// each changed: respaced, escaped, repeated members, members of other kinds, nesting.
+    fn corpus() -> Vec<String> {
+        let real = [
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"choices":[{"delta":{"content":"This"},"finish_reason":null,"index":0,"logprobs":null}],"created":1700000000,"id":"chatcmpl-mock-2","model":"gpt-4o-mini","object":"chat.completion.chunk","system_fingerprint":"fp_mock"}"#,
+            r#"{"choices":[{"delta":{"content":"","role":"assistant"},"finish_reason":null,"index":0,"logprobs":null}],"created":1700000000,"id":"c","model":"m","object":"chat.completion.chunk"}"#,
+            r#"{"content_index":0,"delta":" is","item_id":"msg_mock_1","logprobs":[],"output_index":0,"sequence_number":3,"type":"response.output_text.delta"}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"This"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash","responseId":"mock-gemini-1","usageMetadata":{"candidatesTokenCount":1,"promptTokenCount":32,"promptTokensDetails":[{"modality":"TEXT","tokenCount":32}],"totalTokenCount":33}}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":3,"cachedContentTokenCount":1,"thoughtsTokenCount":null},"modelVersion":"g","responseId":"r"}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usage_metadata":{"promptTokenCount":3}}"#,
+        ];
+        let edits: [(&str, &str); 24] = [
+            ("\"text\":\"", "\"text\" : \"h\\u00e9 \\\"q\\\" \\n 🦀 "),
+            ("\"content\":\"", "\"content\":\"\\u0041\\/\\t"),
+            ("\"delta\":\"", "\"delta\":\"\\ud83e\\udd80"),
+            (
+                "{",
+                "{ \"x\": {\"deep\": [1, -2.5, true, false, null, \"s\"]}, ",
+            ),
+            ("{", "{\"error\":null,"),
+            ("{", "{\"usage\":null,"),
+            ("{", "{\"usage\":{\"prompt_tokens\":1},"),
+            ("{", "{\"type\":\"x\","),
+            ("\"index\":0", "\"index\":01"),
+            ("\"index\":0", "\"index\":1e2"),
+            ("\"index\":0", "\"index\":0.5"),
+            ("\"index\":0", "\"index\":12345678901234567890"),
+            ("null", "nul"),
+            ("\"finish_reason\":null", "\"finish_reason\":\"stop\""),
+            ("\"finish_reason\":null", "\"finish_reason\":3"),
+            ("\"promptTokenCount\":32", "\"promptTokenCount\":32.0"),
+            ("\"promptTokenCount\":32", "\"promptTokenCount\":-1"),
+            ("\"promptTokenCount\":32", "\"promptTokenCount\":\"32\""),
+            ("\"promptTokenCount\":32", "\"promptTokenCount\":null"),
+            (
+                "\"promptTokenCount\":32",
+                "\"promptTokenCount\":32,\"promptTokenCount\":33",
+            ),
+            ("\"role\":\"model\"", "\"role\":\"model\",\"parts\":[]"),
+            ("}]", "},{\"text\":\"more\"}]"),
+            ("\"candidates\":[{", "\"candidates\":[{\"index\":1},{"),
+            ("\"text\":\"", "\"thought\":false,\"text\":\""),
+        ];
+        let mut corpus: Vec<String> = real.iter().map(|e| e.to_string()).collect();
+        for event in real {
+            for (from, to) in edits {
+                corpus.push(event.replacen(from, to, 1));
+            }
+            corpus.push(format!(" {event}\n"));
+            corpus.push(format!("{event} x"));
+            corpus.push(event.replace(':', " :\t"));
+            corpus.push(event[..event.len() - 1].to_string());
+            corpus.push(format!("[{event}]"));
+        }
+        corpus
+    }
+
+    #[test]
+    fn each_shape_reads_what_serdes_derived_reader_reads_or_declines() {
+        let mut read = 0;
+        for event in corpus() {
+            let pairs = [
+                (messages_text(&event), reference::messages_text(&event)),
+                (chat_content(&event), reference::chat_content(&event)),
+                (responses_text(&event), reference::responses_text(&event)),
+            ];
+            for (scanned, derived) in pairs {
+                if scanned.is_some() {
+                    read += 1;
+                    assert_eq!(scanned, derived, "{event}");
+                }
+            }
+            let scanned = gemini_text(&event);
+            if scanned.is_some() {
+                read += 1;
+                assert_eq!(scanned, reference::gemini_text(&event), "{event}");
+            }
+        }
+        assert!(read > 40, "{read}");
+    }
+
+    #[test]
+    fn the_real_shapes_are_read_by_the_scan() {
+        for event in corpus().iter().take(7) {
+            let read = messages_text(event).is_some()
+                || chat_content(event).is_some()
+                || responses_text(event).is_some()
+                || gemini_text(event).is_some();
+            let empty_role_chunk = event.contains("\"role\":\"assistant\"");
+            assert_eq!(read, !empty_role_chunk, "{event}");
         }
     }
 }

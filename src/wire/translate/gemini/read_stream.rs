@@ -88,12 +88,7 @@ impl GeminiReader {
         // A chunk of text alone (most chunks), as below reads it.
         if self.started {
             if let Some(read) = text_delta::gemini_text(data) {
-                if let Some(counts) = read.usage {
-                    self.usage = Some(usage_of_counts(counts));
-                }
-                for text in read.texts {
-                    self.text(&text, events);
-                }
+                self.text_chunk(read, events);
                 return;
             }
         }
@@ -144,6 +139,25 @@ impl GeminiReader {
         let reason = str_of(candidate, "finishReason");
         if !reason.is_empty() && reason != "FINISH_REASON_UNSPECIFIED" {
             self.finish = Some(finish(reason, self.calls > 0));
+        }
+    }
+
+    /// Whether a chunk of text alone may be read by [`text_chunk`](Self::text_chunk): after
+    /// the first chunk, before the end.
+    pub fn takes_text(&self) -> bool {
+        self.started && !self.done
+    }
+
+    /// A chunk of text alone (`text_delta::gemini_text`'s reading of it), as [`event`]
+    /// reads the same chunk as a `Value`.
+    ///
+    /// [`event`]: Self::event
+    pub fn text_chunk(&mut self, read: text_delta::GeminiText<'_>, events: &mut Vec<Event>) {
+        if let Some(counts) = read.usage {
+            self.usage = Some(usage_of_counts(counts));
+        }
+        for text in read.texts {
+            self.text(&text, events);
         }
     }
 

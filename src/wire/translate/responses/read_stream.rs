@@ -14,7 +14,30 @@ use super::read::{finish, message_text, reasoning_text, usage};
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::Event;
 use crate::wire::translate::hub::{str_at, text_at};
+use crate::wire::translate::picked::{picked, Members, Pick};
 use crate::wire::translate::text_delta;
+
+/// The members of an event [`ResponsesReader::event`] reads: the `error` arm reads the
+/// event's own `message`, `code` and `type` when its `response` has no `error`.
+const READ: Members = &[
+    ("type", Pick::Whole),
+    ("delta", Pick::Whole),
+    ("item", Pick::Whole),
+    ("annotation", Pick::Whole),
+    ("message", Pick::Whole),
+    ("code", Pick::Whole),
+    (
+        "response",
+        Pick::Members(&[
+            ("id", Pick::Whole),
+            ("model", Pick::Whole),
+            ("status", Pick::Whole),
+            ("incomplete_details", Pick::Whole),
+            ("usage", Pick::Whole),
+            ("error", Pick::Whole),
+        ]),
+    ),
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -42,6 +65,10 @@ pub struct ResponsesReader {
     annotated: bool,
     called: bool,
     done: bool,
+    /// Tests: every event other than a text piece read as a whole `Value` (what `picked`
+    /// reads is compared with it).
+    #[cfg(test)]
+    pub whole_values: bool,
 }
 
 impl ResponsesReader {
@@ -85,8 +112,12 @@ impl ResponsesReader {
     }
 
     /// A text piece (most events), read as the `response.output_text.delta` arm of
-    /// [`Self::event`] reads it; false for any other event.
-    fn text_piece(&mut self, data: &str, events: &mut Vec<Event>) -> bool {
+    /// [`Self::event`] reads it; false for any other event, and at once for an event `name`d
+    /// otherwise (a lifecycle event is read once, by that arm's match).
+    fn text_piece(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) -> bool {
+        if name.is_some_and(|name| name != "response.output_text.delta") {
+            return false;
+        }
         let Some(text) = text_delta::responses_text(data) else {
             return false;
         };
@@ -97,11 +128,24 @@ impl ResponsesReader {
         true
     }
 
-    pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
-        if self.text_piece(data, events) {
+    /// An event other than a text piece: only what [`Self::event`]'s arms read (most of a
+    /// lifecycle event is the response or item repeated); anything `picked` declines, as a
+    /// whole `Value`.
+    fn read(&self, data: &str) -> Option<Value> {
+        #[cfg(test)]
+        let fast = !self.whole_values;
+        #[cfg(not(test))]
+        let fast = true;
+        let read = if fast { picked(data, READ) } else { None };
+        read.or_else(|| serde_json::from_str(data).ok())
+    }
+
+    /// One event; `name`: its SSE name (see [`Self::text_piece`]).
+    pub fn event(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) {
+        if self.text_piece(name, data, events) {
             return;
         }
-        let Ok(data) = serde_json::from_str::<Value>(data) else {
+        let Some(data) = self.read(data) else {
             return;
         };
         let delta = || str_at(&data, "delta").to_string();

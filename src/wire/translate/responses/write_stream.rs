@@ -8,7 +8,7 @@
 //! open block's text and the finished items are kept — at most [`MAX_HELD_OUTPUT_BYTES`]; past
 //! it the items are still streamed and done, but `response.completed` lists only those kept.
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use serde_json::{json, Value};
 
 use super::echo::Echo;
@@ -18,7 +18,9 @@ use super::write::{
 };
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Answer, Citation, Event, Finish, Part, SearchCall, Usage};
-use crate::wire::translate::sse_write::{json_bytes, write_data, write_json_str, write_json_u64};
+use crate::wire::translate::sse_write::{
+    json_bytes, write_data, write_json, write_json_str, write_json_u64,
+};
 use std::sync::Arc;
 
 /// Most output bytes kept for the `*.done` events and `response.completed`.
@@ -72,6 +74,19 @@ pub struct ResponsesWriter {
     usage: Usage,
     finish: Option<Finish>,
     done: bool,
+    /// Tests: every event built as a `Value` and serialized (what the direct writes are
+    /// compared with).
+    #[cfg(test)]
+    pub whole_values: bool,
+}
+
+/// One member of an event written directly ([`ResponsesWriter::emit_members`]).
+enum Member<'a> {
+    Str(&'a str),
+    U64(u64),
+    Json(&'a Value),
+    /// JSON bytes as they are.
+    Raw(&'a [u8]),
 }
 
 impl std::fmt::Debug for ResponsesWriter {
@@ -100,7 +115,67 @@ impl ResponsesWriter {
             usage: Usage::default(),
             finish: None,
             done: false,
+            #[cfg(test)]
+            whole_values: false,
         }
+    }
+
+    /// Whether events are written directly (else built as `Value`s, in tests).
+    fn direct(&self) -> bool {
+        #[cfg(test)]
+        let whole = self.whole_values;
+        #[cfg(not(test))]
+        let whole = false;
+        !whole
+    }
+
+    /// The bytes [`emit`](Self::emit) writes for an object of `members`, written directly:
+    /// `members` named in `serde_json::Map`'s sorted order, `sequence_number` and `type` put
+    /// in theirs.
+    fn emit_members(&mut self, out: &mut BytesMut, kind: &str, members: &[(&str, Member<'_>)]) {
+        debug_assert!(members.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        let sequence = self.sequence;
+        self.sequence += 1;
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(b"\ndata: {");
+        let mut first = true;
+        let mut name = |out: &mut BytesMut, name: &str| {
+            if !std::mem::take(&mut first) {
+                out.extend_from_slice(b",");
+            }
+            write_json_str(out, name);
+            out.extend_from_slice(b":");
+        };
+        let (mut numbered, mut typed) = (false, false);
+        for (key, member) in members {
+            if !numbered && *key > "sequence_number" {
+                numbered = true;
+                name(out, "sequence_number");
+                write_json_u64(out, sequence);
+            }
+            if !typed && *key > "type" {
+                typed = true;
+                name(out, "type");
+                write_json_str(out, kind);
+            }
+            name(out, key);
+            match member {
+                Member::Str(text) => write_json_str(out, text),
+                Member::U64(number) => write_json_u64(out, *number),
+                Member::Json(value) => write_json(out, value),
+                Member::Raw(bytes) => out.extend_from_slice(bytes),
+            }
+        }
+        if !numbered {
+            name(out, "sequence_number");
+            write_json_u64(out, sequence);
+        }
+        if !typed {
+            name(out, "type");
+            write_json_str(out, kind);
+        }
+        out.extend_from_slice(b"}\n\n");
     }
 
     fn emit(&mut self, out: &mut BytesMut, kind: &str, mut data: Value) {
@@ -131,6 +206,14 @@ impl ResponsesWriter {
                 self.model = model.clone();
                 self.usage = usage.unwrap_or_default();
                 let created = self.response(None, Vec::new(), Value::Null);
+                if self.direct() {
+                    // The same response in both: serialized once.
+                    let response = json_bytes(&created);
+                    for kind in ["response.created", "response.in_progress"] {
+                        self.emit_members(out, kind, &[("response", Member::Raw(&response))]);
+                    }
+                    return;
+                }
                 self.emit(out, "response.created", json!({"response": created}));
                 let progress = self.response(None, Vec::new(), Value::Null);
                 self.emit(out, "response.in_progress", json!({"response": progress}));
@@ -181,7 +264,11 @@ impl ResponsesWriter {
                 };
                 let output = std::mem::take(&mut self.output);
                 let response = self.response(Some(finish), output, usage(&self.usage));
-                self.emit(out, kind, json!({"response": response}));
+                if self.direct() {
+                    self.emit_members(out, kind, &[("response", Member::Json(&response))]);
+                } else {
+                    self.emit(out, kind, json!({"response": response}));
+                }
             }
             Event::Error { message, kind } => self.error(message, kind, out),
             Event::Search(search) => self.search(search, out),
@@ -280,12 +367,21 @@ impl ResponsesWriter {
             }
         };
         self.next_output += 1;
-        self.emit(
-            out,
-            "response.output_item.added",
-            json!({"output_index": output_index, "item": item}),
-        );
+        self.emit_item(out, "response.output_item.added", &item, output_index);
         match &kind {
+            Kind::Text if self.direct() => self.emit_members(
+                out,
+                "response.content_part.added",
+                &[
+                    ("content_index", Member::U64(0)),
+                    ("item_id", Member::Str(&id)),
+                    ("output_index", Member::U64(u64::from(output_index))),
+                    (
+                        "part",
+                        Member::Raw(br#"{"annotations":[],"text":"","type":"output_text"}"#),
+                    ),
+                ],
+            ),
             Kind::Text => self.emit(
                 out,
                 "response.content_part.added",
@@ -370,14 +466,18 @@ impl ResponsesWriter {
                                "annotation_index": index, "annotation": annotation}),
                     );
                 }
-                self.emit(out, "response.output_text.done",
-                    json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": text, "logprobs": []}));
-                self.emit(
-                    out,
-                    "response.content_part.done",
-                    json!({"item_id": id, "output_index": output_index, "content_index": 0,
-                           "part": {"type": "output_text", "text": text, "annotations": annotations}}),
-                );
+                if self.direct() {
+                    self.text_done(out, (&id, output_index), &text, &annotations);
+                } else {
+                    self.emit(out, "response.output_text.done",
+                        json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": text, "logprobs": []}));
+                    self.emit(
+                        out,
+                        "response.content_part.done",
+                        json!({"item_id": id, "output_index": output_index, "content_index": 0,
+                               "part": {"type": "output_text", "text": text, "annotations": annotations}}),
+                    );
+                }
                 let mut item = message_item(&id, &text, "completed");
                 item["content"][0]["annotations"] = Value::Array(annotations);
                 item
@@ -422,12 +522,65 @@ impl ResponsesWriter {
                 custom_call_item(&id, &call_id, &name, &text, "completed")
             }
         };
-        self.emit(
-            out,
-            "response.output_item.done",
-            json!({"output_index": output_index, "item": item}),
-        );
+        self.emit_item(out, "response.output_item.done", &item, output_index);
         self.hold(item);
+    }
+
+    /// `response.output_item.added` / `.done` of `item`.
+    fn emit_item(&mut self, out: &mut BytesMut, kind: &str, item: &Value, output_index: u32) {
+        if self.direct() {
+            let index = u64::from(output_index);
+            let members = [
+                ("item", Member::Json(item)),
+                ("output_index", Member::U64(index)),
+            ];
+            self.emit_members(out, kind, &members);
+        } else {
+            self.emit(
+                out,
+                kind,
+                json!({"output_index": output_index, "item": item}),
+            );
+        }
+    }
+
+    /// A text item's `response.output_text.done` and `response.content_part.done`.
+    fn text_done(
+        &mut self,
+        out: &mut BytesMut,
+        (id, output_index): (&str, u32),
+        text: &str,
+        annotations: &[Value],
+    ) {
+        let index = u64::from(output_index);
+        self.emit_members(
+            out,
+            "response.output_text.done",
+            &[
+                ("content_index", Member::U64(0)),
+                ("item_id", Member::Str(id)),
+                ("logprobs", Member::Raw(b"[]")),
+                ("output_index", Member::U64(index)),
+                ("text", Member::Str(text)),
+            ],
+        );
+        let mut part = BytesMut::with_capacity(text.len() + 64);
+        part.extend_from_slice(b"{\"annotations\":");
+        // A slice of `Value`s serializes as the array of them, without error.
+        let _ = serde_json::to_writer((&mut part).writer(), annotations);
+        part.extend_from_slice(b",\"text\":");
+        write_json_str(&mut part, text);
+        part.extend_from_slice(b",\"type\":\"output_text\"}");
+        self.emit_members(
+            out,
+            "response.content_part.done",
+            &[
+                ("content_index", Member::U64(0)),
+                ("item_id", Member::Str(id)),
+                ("output_index", Member::U64(index)),
+                ("part", Member::Raw(&part)),
+            ],
+        );
     }
 }
 /// The `response.output_text.delta` event [`ResponsesWriter::emit`] writes for `piece` of

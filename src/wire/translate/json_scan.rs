@@ -1,0 +1,322 @@
+//! A strict reader of JSON objects for the stream readers' text shapes (`text_delta`): one
+//! walk over the bytes that checks all of them as JSON and hands out the members a shape
+//! reads, without serde's visitors. It declines (`None`) whatever it does not read exactly as
+//! `serde_json` does — an exponent, an integer of more than 18 digits, a `\u` escape of a
+//! surrogate, nesting deeper than [`DEPTH`] — so a shape built on it accepts only events a
+//! whole `Value` parse reads the same way; the shape's caller reads every declined event as it
+//! did before.
+
+use std::borrow::Cow;
+
+/// The deepest nesting read (serde_json stops at 128).
+pub const DEPTH: u8 = 64;
+
+/// A position in one event's JSON text.
+pub struct Scan<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Scan<'a> {
+    pub fn new(text: &'a str) -> Self {
+        Scan { text, at: 0 }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    /// `byte` next (after whitespace), taken.
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        self.space();
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// Nothing but whitespace is left.
+    pub fn end(mut self) -> Option<()> {
+        self.space();
+        (self.at == self.text.len()).then_some(())
+    }
+
+    /// A string, its escapes decoded (borrowed when it has none).
+    pub fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let text = self.text;
+        let bytes = text.as_bytes();
+        let mut at = self.at;
+        let mut run = at;
+        let mut decoded: Option<String> = None;
+        loop {
+            // The plain bytes up to the next quote, backslash or control byte.
+            let rest = bytes.get(at..)?;
+            at += rest
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+            match *bytes.get(at)? {
+                b'"' => {
+                    self.at = at + 1;
+                    let tail = text.get(run..at)?;
+                    return Some(match decoded {
+                        None => Cow::Borrowed(tail),
+                        Some(mut whole) => {
+                            whole.push_str(tail);
+                            Cow::Owned(whole)
+                        }
+                    });
+                }
+                b'\\' => {
+                    let whole = decoded.get_or_insert_with(String::new);
+                    whole.push_str(text.get(run..at)?);
+                    let (c, width) = match *bytes.get(at + 1)? {
+                        b'"' => ('"', 2),
+                        b'\\' => ('\\', 2),
+                        b'/' => ('/', 2),
+                        b'b' => ('\u{8}', 2),
+                        b'f' => ('\u{c}', 2),
+                        b'n' => ('\n', 2),
+                        b'r' => ('\r', 2),
+                        b't' => ('\t', 2),
+                        b'u' => {
+                            let hex = text.get(at + 2..at + 6)?;
+                            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                                return None;
+                            }
+                            let code = u32::from_str_radix(hex, 16).ok()?;
+                            // A surrogate (paired or not) is left to serde_json.
+                            (char::from_u32(code)?, 6)
+                        }
+                        _ => return None,
+                    };
+                    whole.push(c);
+                    at += width;
+                    run = at;
+                }
+                // A control byte: not JSON.
+                _ => return None,
+            }
+        }
+    }
+
+    /// A number; its value when it is a whole number of at most 18 digits without a sign
+    /// (`Some(None)`: another number, read and checked).
+    pub fn number(&mut self) -> Option<Option<u64>> {
+        self.space();
+        let bytes = self.text.as_bytes();
+        let negative = self.peek()? == b'-';
+        if negative {
+            self.at += 1;
+        }
+        let digits = |scan: &mut Scan<'_>| {
+            let start = scan.at;
+            while bytes.get(scan.at).is_some_and(u8::is_ascii_digit) {
+                scan.at += 1;
+            }
+            scan.at - start
+        };
+        let first = self.at;
+        let whole = digits(self);
+        // No leading zeros, at least one digit, at most 18.
+        if whole == 0 || whole > 18 || (whole > 1 && bytes.get(first) == Some(&b'0')) {
+            return None;
+        }
+        let mut fraction = false;
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            if digits(self) == 0 {
+                return None;
+            }
+            fraction = true;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            return None;
+        }
+        if negative || fraction {
+            return Some(None);
+        }
+        let value = self.text.get(first..first + whole)?.parse().ok()?;
+        Some(Some(value))
+    }
+
+    /// `null` next: taken (true); else nothing is taken.
+    pub fn null(&mut self) -> bool {
+        self.space();
+        let rest = self.text.as_bytes().get(self.at..).unwrap_or_default();
+        let found = rest.starts_with(b"null");
+        if found {
+            self.at += 4;
+        }
+        found
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let rest = self.text.as_bytes().get(self.at..)?;
+        rest.starts_with(word).then(|| self.at += word.len())
+    }
+
+    /// Any value, checked and passed over.
+    pub fn skip(&mut self, depth: u8) -> Option<()> {
+        self.space();
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'{' => self.object(|scan, _| scan.skip(depth.checked_sub(1)?)),
+            b'[' => self.array(|scan| scan.skip(depth.checked_sub(1)?)),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number().map(drop),
+            _ => None,
+        }
+    }
+
+    /// An object: `member` reads each member's value (after its key).
+    pub fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(b'{')?;
+        self.space();
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            self.eat(b':')?;
+            member(self, key)?;
+            self.space();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array: `element` reads each element.
+    pub fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        self.space();
+        if self.peek()? == b']' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            self.space();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Members already read once: a repeated one declines (serde_json's derived readers refuse
+/// it; a `Value` keeps the last).
+#[derive(Default)]
+pub struct Seen(u32);
+
+impl Seen {
+    /// Marks member `bit`; `None` when it was marked before.
+    pub fn first(&mut self, bit: u32) -> Option<()> {
+        let mask = 1 << bit;
+        if self.0 & mask != 0 {
+            return None;
+        }
+        self.0 |= mask;
+        Some(())
+    }
+
+    /// `Some` when members `0..count` were all read.
+    pub fn all(&self, count: u32) -> Option<()> {
+        let mask = (1 << count) - 1;
+        (self.0 & mask == mask).then_some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::IgnoredAny;
+    use serde_json::Value;
+
+    fn skipped(text: &str) -> Option<()> {
+        let mut scan = Scan::new(text);
+        scan.skip(DEPTH)?;
+        scan.end()
+    }
+
+    #[test]
+    fn what_it_reads_a_whole_parse_reads_and_it_declines_the_rest() {
+        for json in [
+            r#"{"a":"h\u00e9 \"q\" \\ \/ \b\f\n\r\t 🦀","b":[1,-2,0.5,-0.25,true,false,null,{}],"c":{"d":[]}}"#,
+            " { \"a\" : [ 1 , { \"b\" : null } ] } \n",
+            r#""\u0000\u007f\uFFFF""#,
+            "123456789012345678",
+            "[]",
+        ] {
+            assert!(skipped(json).is_some(), "{json}");
+            assert!(serde_json::from_str::<Value>(json).is_ok(), "{json}");
+        }
+        // Invalid JSON, and valid JSON it leaves to serde_json.
+        for json in [
+            r#"{"a":1,}"#,
+            r#"{"a" 1}"#,
+            r#"{"a":01}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":-}"#,
+            r#"{"a":"\x"}"#,
+            r#"{"a":"\u12"}"#,
+            r#"{"a":"\u+123"}"#,
+            "{\"a\":\"tab\there\"}",
+            r#"{"a":tru}"#,
+            r#"{"a":1} x"#,
+            r#"[1,]"#,
+            r#"{"a":1e5}"#,
+            r#"{"a":"\ud83e\udd80"}"#,
+            r#"{"a":"\udc00"}"#,
+            "1234567890123456789",
+            &format!("{}1{}", "[".repeat(70), "]".repeat(70)),
+        ] {
+            assert!(skipped(json).is_none(), "{json}");
+        }
+        assert!(serde_json::from_str::<IgnoredAny>(r#"{"a":1e5}"#).is_ok());
+    }
+
+    #[test]
+    fn strings_are_decoded_as_serde_json_decodes_them() {
+        for json in [r#""plain""#, r#""h\u00e9 \"q\"\n\u0001 🦀 \/""#, r#""""#] {
+            let mut scan = Scan::new(json);
+            let read = scan.string().unwrap();
+            assert_eq!(read, serde_json::from_str::<String>(json).unwrap());
+            assert_eq!(matches!(read, Cow::Borrowed(_)), !json.contains('\\'));
+        }
+    }
+
+    #[test]
+    fn counts_are_whole_numbers_and_other_numbers_are_passed_over() {
+        let number = |text: &str| Scan::new(text).number();
+        assert_eq!(number("0"), Some(Some(0)));
+        assert_eq!(number("42"), Some(Some(42)));
+        assert_eq!(number("-42"), Some(None));
+        assert_eq!(number("4.5"), Some(None));
+        assert_eq!(
+            number("999999999999999999"),
+            Some(Some(999_999_999_999_999_999))
+        );
+        assert_eq!(number("9999999999999999999"), None);
+    }
+}

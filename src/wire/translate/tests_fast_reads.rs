@@ -1,0 +1,408 @@
+//! The stream readers' fast reads against the whole `Value` reads they stand in for, on
+//! real-shaped streams and on events they decline: the relay's one read of a Gemini
+//! upstream's text chunks (`StreamTranslator::gemini_text` with
+//! `StreamUsage::observe_gemini_text`, for the translator's `event` and `stream_watch`'s
+//! `observe`) gives the same client bytes and usage; a Responses upstream's lifecycle events
+//! read with only the members the reader reads (`picked`) give the same client bytes; and the
+//! Responses writer's direct writes give the bytes of its events built as `Value`s.
+
+use bytes::BytesMut;
+use serde_json::{json, Value};
+
+use super::tests_gemini_stream::gemini_stream;
+use super::*;
+use crate::wire::sse::{SseEvent, SseParser};
+use crate::wire::stream_watch::{StreamFormat, StreamUsage};
+
+/// `stream` relayed both ways: (client bytes, usage) read twice per event, and read once
+/// where the one read takes the event.
+fn both_ways(direction: Direction, stream: &str) -> [(Vec<u8>, StreamUsage); 2] {
+    let mut parser = SseParser::new();
+    let mut events: Vec<SseEvent> = Vec::new();
+    parser.feed(stream.as_bytes(), &mut events).unwrap();
+    if let Some(last) = parser.finish().unwrap() {
+        events.push(last);
+    }
+    let mut results = Vec::new();
+    for one_read in [false, true] {
+        let mut translator =
+            StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
+        let mut usage = StreamUsage::default();
+        let mut out = BytesMut::new();
+        for event in &events {
+            if one_read {
+                if let Some(counts) = translator.gemini_text(event, &mut out) {
+                    usage.observe_gemini_text(event, counts);
+                    usage.count_content(StreamFormat::Gemini, event);
+                    continue;
+                }
+            }
+            usage.observe(StreamFormat::Gemini, event);
+            usage.count_content(StreamFormat::Gemini, event);
+            translator.event(event, &mut out);
+        }
+        translator.finish(&mut out);
+        results.push((out.to_vec(), usage));
+    }
+    let once = results.pop().unwrap();
+    let twice = results.pop().unwrap();
+    [twice, once]
+}
+
+fn sse(chunks: &[Value]) -> String {
+    chunks
+        .iter()
+        .map(|c| format!("data: {c}\r\n\r\n"))
+        .collect()
+}
+
+/// A chunk of `parts` with the counts so far (`usage`: its `usageMetadata`, under `name`).
+fn chunk(parts: Value, name: &str, usage: Value) -> Value {
+    let mut chunk = json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+                           "modelVersion": "gemini-2.5-flash", "responseId": "r-1"});
+    chunk[name] = usage;
+    chunk
+}
+
+fn counts(out: u64) -> Value {
+    json!({"promptTokenCount": 12, "cachedContentTokenCount": 4, "candidatesTokenCount": out,
+           "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 12}],
+           "totalTokenCount": 12 + out})
+}
+
+/// Streams of text (escapes, non-ASCII, several parts), thinking with signatures, calls,
+/// grounding, a mid-stream error, snake_case and odd usage, and chunks the one read declines.
+fn streams() -> Vec<String> {
+    let last = |out| {
+        let mut c = chunk(json!([{"text": "."}]), "usageMetadata", counts(out));
+        c["candidates"][0]["finishReason"] = json!("STOP");
+        c
+    };
+    let mut grounded = chunk(json!([{"text": "cited"}]), "usageMetadata", counts(3));
+    grounded["candidates"][0]["groundingMetadata"] = json!({
+        "webSearchQueries": ["q"],
+        "groundingChunks": [{"web": {"uri": "https://example.org/a", "title": "ex"}}],
+        "groundingSupports": [{"segment": {"startIndex": 0, "endIndex": 9, "text": "Hi \"there\""},
+                               "groundingChunkIndices": [0]}]});
+    let mut two_candidates = chunk(json!([{"text": "one"}]), "usageMetadata", counts(2));
+    two_candidates["candidates"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"content": {"parts": [{"text": "two"}]}, "finishReason": 5}));
+    vec![
+        gemini_stream(),
+        sse(&[
+            chunk(
+                json!([{"text": "Hi \"there\"\n\u{1}"}]),
+                "usageMetadata",
+                counts(1),
+            ),
+            chunk(
+                json!([{"text": "héllo 🦀 </b>"}, {"text": "\\u00e9"}]),
+                "usageMetadata",
+                counts(2),
+            ),
+            chunk(json!([{"text": " more"}]), "usageMetadata", json!(null)),
+            chunk(json!([{"text": " snake"}]), "usage_metadata", counts(4)),
+            chunk(
+                json!([{"text": " null snake"}]),
+                "usage_metadata",
+                json!(null),
+            ),
+            chunk(
+                json!([{"text": " odd"}]),
+                "usageMetadata",
+                json!({"candidatesTokenCount": 5.5}),
+            ),
+            chunk(
+                json!([{"text": " empty"}]),
+                "usageMetadata",
+                json!({"cachedContentTokenCount": 1}),
+            ),
+            chunk(
+                json!([{"text": " data"}, {"inlineData": {"mimeType": "image/png", "data": "AA=="}}]),
+                "usageMetadata",
+                counts(6),
+            ),
+            two_candidates,
+            last(7),
+        ]),
+        sse(&[
+            chunk(
+                json!([{"text": "think", "thought": true}]),
+                "usageMetadata",
+                counts(1),
+            ),
+            chunk(
+                json!([{"text": "more", "thought": true, "thoughtSignature": "SIG1"}]),
+                "usageMetadata",
+                counts(2),
+            ),
+            chunk(json!([{"text": "Then"}]), "usageMetadata", counts(3)),
+            chunk(
+                json!([{"text": " signed", "thoughtSignature": "SIG2"}]),
+                "usageMetadata",
+                counts(4),
+            ),
+            chunk(
+                json!([{"functionCall": {"name": "f", "args": {"a": "é"}}}]),
+                "usageMetadata",
+                counts(5),
+            ),
+            chunk(json!([{"text": "after"}]), "usageMetadata", counts(6)),
+            last(7),
+        ]),
+        sse(&[
+            chunk(json!([{"text": "Hi "}]), "usageMetadata", counts(1)),
+            grounded,
+            chunk(json!([{"text": " on"}]), "usageMetadata", counts(4)),
+            last(5),
+        ]),
+        // An error mid-stream, then chunks after it.
+        format!(
+            "{}data: {}\r\n\r\n{}",
+            sse(&[
+                chunk(json!([{"text": "Hi"}]), "usageMetadata", counts(1)),
+                chunk(json!([{"text": " you"}]), "usageMetadata", counts(2))
+            ]),
+            json!({"error": {"code": 503, "message": "overloaded \"now\"", "status": "UNAVAILABLE"}}),
+            sse(&[chunk(json!([{"text": "late"}]), "usageMetadata", counts(3))]),
+        ),
+        // A named event, a blocked prompt, and data that is not JSON.
+        format!(
+            "{}event: error\ndata: {}\n\n{}data: not json\r\n\r\n{}",
+            sse(&[chunk(json!([{"text": "Hi"}]), "usageMetadata", counts(1))]),
+            chunk(json!([{"text": "named"}]), "usageMetadata", counts(2)),
+            sse(&[json!({"promptFeedback": {"blockReason": "SAFETY"},
+                         "candidates": [{"content": {"parts": [{"text": "x"}]}}]})]),
+            sse(&[last(3)]),
+        ),
+        // The stream broke: no finish reason.
+        sse(&[
+            chunk(json!([{"text": "Hi"}]), "usageMetadata", counts(1)),
+            chunk(json!([{"text": " cut"}]), "usageMetadata", counts(2)),
+        ]),
+    ]
+}
+
+#[test]
+fn one_read_of_a_gemini_chunk_gives_the_bytes_and_usage_of_two() {
+    let clients = [
+        Direction::CHAT_TO_GEMINI,
+        Direction::RESPONSES_TO_GEMINI,
+        Direction::MESSAGES_TO_GEMINI,
+    ];
+    for stream in streams() {
+        for direction in clients {
+            let [twice, once] = both_ways(direction, &stream);
+            assert_eq!(
+                String::from_utf8_lossy(&once.0),
+                String::from_utf8_lossy(&twice.0),
+                "{direction:?}\n{stream}"
+            );
+            assert_eq!(once.1, twice.1, "{direction:?}\n{stream}");
+        }
+    }
+}
+
+#[test]
+fn the_one_read_takes_text_chunks_and_declines_the_rest() {
+    let mut translator =
+        StreamTranslator::new(Direction::CHAT_TO_GEMINI, true, 1, Default::default());
+    let event = |data: Value| SseEvent {
+        event: None,
+        data: data.to_string(),
+        raw: Default::default(),
+    };
+    let text = event(chunk(json!([{"text": "a"}]), "usageMetadata", counts(1)));
+    let mut out = BytesMut::new();
+    // Not before the first chunk (it starts the answer).
+    assert!(translator.gemini_text(&text, &mut out).is_none());
+    translator.event(&text, &mut out);
+    let read = translator
+        .gemini_text(&text, &mut out)
+        .expect("a text chunk");
+    let read = read.expect("its usage");
+    assert_eq!(
+        (read.tokens_in, read.tokens_out, read.tokens_cached),
+        (12, 1, 4)
+    );
+    for declined in [
+        chunk(json!([{"text": "a"}]), "usage_metadata", counts(1)),
+        chunk(
+            json!([{"text": "a", "thought": true}]),
+            "usageMetadata",
+            counts(1),
+        ),
+        chunk(
+            json!([{"text": "a"}, {"executableCode": {"code": "1"}}]),
+            "usageMetadata",
+            json!(null),
+        ),
+        json!({"error": {"code": 500}}),
+    ] {
+        let mut out = BytesMut::new();
+        assert!(
+            translator
+                .gemini_text(&event(declined.clone()), &mut out)
+                .is_none(),
+            "{declined}"
+        );
+        assert!(out.is_empty());
+    }
+    // Another upstream's translator declines everything.
+    let mut chat = StreamTranslator::new(Direction::GEMINI_TO_CHAT, true, 1, Default::default());
+    assert!(chat.gemini_text(&text, &mut out).is_none());
+}
+
+/// `stream` translated for `direction`'s client: fast reads and direct writes, and whole
+/// `Value`s.
+fn fast_and_whole(direction: Direction, stream: &str) -> [String; 2] {
+    [false, true].map(|whole| {
+        let mut translator =
+            StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
+        if whole {
+            translator = translator.whole_values();
+        }
+        let mut parser = SseParser::new();
+        let mut events = Vec::new();
+        parser.feed(stream.as_bytes(), &mut events).unwrap();
+        let mut out = BytesMut::new();
+        for event in &events {
+            translator.event(event, &mut out);
+        }
+        translator.finish(&mut out);
+        String::from_utf8(out.to_vec()).unwrap()
+    })
+}
+
+fn responses_sse(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|data| {
+            format!(
+                "event: {}\ndata: {data}\n\n",
+                data["type"].as_str().unwrap_or("x")
+            )
+        })
+        .collect()
+}
+
+/// Responses streams: thinking, text with escapes and non-ASCII, a refusal, annotations, calls,
+/// a search, an incomplete answer, a failed one, an error event, and events a whole parse
+/// reads otherwise than `picked` (a response that is not an object, repeated members).
+fn responses_streams() -> Vec<String> {
+    let created = json!({"type": "response.created", "sequence_number": 0,
+        "response": {"id": "resp_é", "object": "response", "status": "in_progress", "model": {"odd": "model"},
+                     "instructions": "long \"echo\"", "tools": [{"type": "function", "name": "f"}], "output": []}});
+    let message = |id: &str, text: &str| {
+        json!({"type": "message", "id": id, "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "text": text, "annotations": [
+                   {"type": "url_citation", "start_index": 0, "end_index": 2, "url": "https://e.org/é", "title": "E \"x\""}]}]})
+    };
+    let completed = |status: &str, extra: Value| {
+        let mut response = json!({"id": "resp_é", "status": status, "model": "gpt-x", "output": [message("m0", "big")],
+            "usage": {"input_tokens": 5, "input_tokens_details": {"cached_tokens": 2}, "output_tokens": 7,
+                      "output_tokens_details": {"reasoning_tokens": 3}, "total_tokens": 12}});
+        if let Some(extra) = extra.as_object() {
+            for (key, value) in extra {
+                response[key] = value.clone();
+            }
+        }
+        json!({"type": format!("response.{status}"), "sequence_number": 99, "response": response})
+    };
+    let added = |item: Value| json!({"type": "response.output_item.added", "output_index": 0, "item": item});
+    let done =
+        |item: Value| json!({"type": "response.output_item.done", "output_index": 0, "item": item});
+    vec![
+        super::tests_cross::responses_stream(),
+        super::tests_search_streams::responses_stream(),
+        responses_sse(&[
+            created.clone(),
+            json!({"type": "response.in_progress", "response": {"id": "other", "model": "m2"}}),
+            added(json!({"type": "message", "id": "m1", "content": []})),
+            json!({"type": "response.content_part.added", "item_id": "m1", "part": {"type": "output_text", "text": ""}}),
+            json!({"type": "response.output_text.delta", "item_id": "m1", "delta": "Hé \"q\"\n\u{1} 🦀"}),
+            json!({"type": "response.output_text.annotation.added", "item_id": "m1",
+                   "annotation": {"type": "url_citation", "start_index": 0, "end_index": 1, "url": "https://a.b", "title": "t"}}),
+            json!({"type": "response.refusal.delta", "item_id": "m1", "delta": "no"}),
+            json!({"type": "response.output_text.done", "item_id": "m1", "text": "Hé"}),
+            done(message("m1", "Hé")),
+            added(json!({"type": "message", "id": "m2", "content": []})),
+            done(message("m2", "unstreamed é")),
+            added(json!({"type": "reasoning", "id": "r1", "summary": []})),
+            done(json!({"type": "reasoning", "id": "r1", "summary": [{"type": "summary_text", "text": "thought"}]})),
+            added(json!({"type": "function_call", "id": "f1", "call_id": "c1", "name": "g", "arguments": ""})),
+            done(json!({"type": "function_call", "id": "f1", "call_id": "c1", "name": "g", "arguments": "{\"a\":1}"})),
+            added(json!({"type": "image_generation_call", "id": "i1"})),
+            done(json!({"type": "image_generation_call", "id": "i1"})),
+            completed("incomplete", json!({"incomplete_details": {"reason": "content_filter"}})),
+        ]),
+        responses_sse(&[
+            created.clone(),
+            added(json!({"type": "message", "id": "m1", "content": []})),
+            json!({"type": "response.output_text.delta", "delta": "a"}),
+            json!({"type": "response.failed", "response": {"id": "resp_é", "status": "failed",
+                   "error": {"code": "server_error", "message": "it \"broke\""}}}),
+        ]),
+        responses_sse(&[
+            created.clone(),
+            added(json!({"type": "message", "id": "m1", "content": []})),
+            json!({"type": "response.output_text.delta", "delta": "a"}),
+            json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down", "param": null}),
+        ]),
+        responses_sse(&[
+            json!({"type": "response.created", "response": "not an object"}),
+            created,
+            added(json!({"type": "message", "id": "m1", "content": []})),
+            json!({"type": "response.output_text.delta", "delta": 7}),
+            json!({"type": "response.output_text.delta", "delta": "b"}),
+            completed("completed", json!({"usage": null})),
+        ]) + "event: x\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"x\",\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n",
+    ]
+}
+
+#[test]
+fn responses_events_read_picked_give_the_bytes_of_whole_values() {
+    let clients = [
+        Direction::CHAT_TO_RESPONSES,
+        Direction::MESSAGES_TO_RESPONSES,
+        Direction::GEMINI_TO_RESPONSES,
+    ];
+    for stream in responses_streams() {
+        for direction in clients {
+            let [fast, whole] = fast_and_whole(direction, &stream);
+            assert!(!fast.is_empty(), "{direction:?}\n{stream}");
+            assert_eq!(fast, whole, "{direction:?}\n{stream}");
+        }
+    }
+}
+
+#[test]
+fn the_responses_writers_direct_writes_are_the_bytes_of_its_values() {
+    let upstreams = [
+        (Direction::RESPONSES_TO_CHAT, super::tests::chat_stream()),
+        (
+            Direction::RESPONSES_TO_CHAT,
+            super::tests_search_streams::chat_stream(),
+        ),
+        (
+            Direction::RESPONSES_TO_MESSAGES,
+            super::tests::anthropic_stream(),
+        ),
+        (Direction::RESPONSES_TO_GEMINI, gemini_stream()),
+        (
+            Direction::RESPONSES_TO_GEMINI,
+            super::tests_search_streams::gemini_stream(),
+        ),
+    ];
+    let mut cases: Vec<(Direction, String)> = upstreams.into_iter().collect();
+    for stream in streams() {
+        cases.push((Direction::RESPONSES_TO_GEMINI, stream));
+    }
+    for (direction, stream) in cases {
+        let [fast, whole] = fast_and_whole(direction, &stream);
+        assert!(fast.contains("response.created"), "{stream}");
+        assert_eq!(fast, whole, "{direction:?}\n{stream}");
+    }
+}
