@@ -16,7 +16,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::gemini::call_ids;
-use super::gemini::read::{finish as gemini_finish, usage_of_counts};
+use super::gemini::read::{
+    finish as gemini_finish, push_thinking as gemini_push_thinking, usage_of_counts,
+};
 use super::hub::form::{Answer, Finish, Part, ToolCall, Usage};
 use super::text_delta::GeminiUsage;
 use super::{chat, messages, Api};
@@ -578,24 +580,13 @@ impl GeminiAnswer<'_> {
             None => (None, None),
         };
         for part in content.and_then(|c| c.parts).unwrap_or_default() {
-            let part = part.0;
+            let mut part = part.0;
             let signature = str_of(&part.signature);
-            if part.thought == Some(true) {
-                parts.push(Part::Thinking {
-                    text: part.text.unwrap_or_default(),
-                    signature: if signatures {
-                        signature.to_string()
-                    } else {
-                        String::new()
-                    },
-                });
+            let thought = part.thought == Some(true);
+            // Taken only from a thought part, which is then left.
+            let text = || part.text.take().unwrap_or_default();
+            if gemini_push_thinking(&mut parts, thought, text, signature, signatures) {
                 continue;
-            }
-            if signatures && !signature.is_empty() {
-                parts.push(Part::Thinking {
-                    text: String::new(),
-                    signature: signature.to_string(),
-                });
             }
             match part.call {
                 // A `functionCall: null` is a call of no name to the `Value` reader.

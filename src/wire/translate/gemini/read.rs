@@ -504,6 +504,37 @@ pub fn prompt_blocked(response: &Value) -> bool {
     at(response, "promptFeedback").is_some_and(|f| !str_of(f, "blockReason").is_empty())
 }
 
+/// An answer part's thinking in the hub's form: a thought part is a thinking block (its
+/// signature kept only when the client carries `signatures`); another part's signature, when
+/// carried, is an empty thinking block just before it. Whether the part was a thought: then
+/// nothing else of it is read.
+pub fn push_thinking(
+    parts: &mut Vec<Part>,
+    thought: bool,
+    text: impl FnOnce() -> String,
+    signature: &str,
+    signatures: bool,
+) -> bool {
+    if thought {
+        parts.push(Part::Thinking {
+            text: text(),
+            signature: if signatures {
+                signature.to_string()
+            } else {
+                String::new()
+            },
+        });
+        return true;
+    }
+    if signatures && !signature.is_empty() {
+        parts.push(Part::Thinking {
+            text: String::new(),
+            signature: signature.to_string(),
+        });
+    }
+    false
+}
+
 /// A whole answer: total — one without candidates is an empty answer. `signatures`: the
 /// client carries thought signatures sealed, each as a thinking part (empty when the signed
 /// part was not a thought) just before the part it signed. `created` tells calls apart when
@@ -519,22 +550,9 @@ pub fn answer(response: &Value, signatures: bool, created: u64) -> Answer {
     for part in array_of(content, "parts") {
         let signature = str_of(part, "thoughtSignature");
         let thought = at(part, "thought").and_then(Value::as_bool) == Some(true);
-        if thought {
-            parts.push(Part::Thinking {
-                text: str_of(part, "text").to_string(),
-                signature: if signatures {
-                    signature.to_string()
-                } else {
-                    String::new()
-                },
-            });
+        let text = || str_of(part, "text").to_string();
+        if push_thinking(&mut parts, thought, text, signature, signatures) {
             continue;
-        }
-        if signatures && !signature.is_empty() {
-            parts.push(Part::Thinking {
-                text: String::new(),
-                signature: signature.to_string(),
-            });
         }
         if let Some(call) = at(part, "functionCall") {
             let id = match str_of(call, "id") {
