@@ -24,7 +24,7 @@ cleanup() {
 trap cleanup EXIT
 MOCK_ADDR=127.0.0.1:$MOCK_PORT MOCK_LATENCY_MS=0 MOCK_STREAM_CHUNKS=20 "$mock_bin" >/dev/null 2>&1 & pids+=($!)
 template=$shared/quotaroute-bench.toml
-[ -n "${GOVERNED:-}" ] && template=$shared/quotaroute-bench-governed.toml
+[ "${GOVERNED:-0}" = 1 ] && template=$shared/quotaroute-bench-governed.toml
 sed -e "s#127.0.0.1:18183#127.0.0.1:$ROUTER_PORT#; s#127.0.0.1:18180#127.0.0.1:$MOCK_PORT#; s#JOURNAL_DIR#$work/journal#" \
   "$template" >"$work/quotaroute.toml"
 [ -n "${SCRAPE:-}" ] && sed -i "/^listen = /a metrics_public = true" "$work/quotaroute.toml"
@@ -54,4 +54,4 @@ req=$(echo "$out" | sed -nE 's/.*BENCH_JSON \{"requests":([0-9]+).*/\1/p')
 hwm=$(awk '/VmHWM/ {print $2}' "/proc/$router/status")
 sleep 0.3
 read -r anon file < <(awk '{ if ($2 > m[$1]) m[$1] = $2 } END { print m["RssAnon:"], m["RssFile:"] }' "$work/rss.samples")
-echo "$([ -n "${GOVERNED:-}" ] && echo governed || echo plain): idle VmRSS $idle kB, peak VmHWM $hwm kB, largest RssAnon $anon kB, RssFile $file kB; $req requests, $((req / SECS)) RPS, CPU $(( (t1 - t0) * 1000000 / hz / req )) µs/req $(echo "$out" | grep -E 'Non-2xx|Socket errors' || true)"
+echo "$([ "${GOVERNED:-0}" = 1 ] && echo governed || echo plain): idle VmRSS $idle kB, peak VmHWM $hwm kB, largest RssAnon $anon kB, RssFile $file kB; $req requests, $((req / SECS)) RPS, CPU $(( (t1 - t0) * 1000000 / hz / req )) µs/req $(echo "$out" | grep -E 'Non-2xx|Socket errors' || true)"
