@@ -8,6 +8,10 @@
 #   RELAY=coalesce …          # the frames that already arrived gathered into one client write
 #   RELAY=driven …            # and the upstream connection driven by the request holding it,
 #                             # as the router's (upstream/driven.rs): the leanest hyper relay
+#   RELAY=design …            # driven, plus what the decided design makes every request do
+#                             # (examples/http_floor/design.rs: body read, a combo actor's ask,
+#                             # a whole answer's usage read, a connection actor's message, two
+#                             # journal events through the router's sled journal writer)
 #   STREAM=1 bench/floor.sh   # instructions per stream (the bench's 20-event stream)
 # Needs valgrind and wrk (and nginx for VS_NGINX=1).
 set -euo pipefail
@@ -17,12 +21,16 @@ cargo build --release --example http_floor -q
 floor="$root/target/release/examples/http_floor 127.0.0.1:18183 http://127.0.0.1:18180"
 floor="$floor ${RELAY:-}"
 if [ "${VS_NGINX:-0}" = 1 ]; then
+  floor_journal=$(mktemp -d)
+  trap 'rm -rf "$floor_journal"' EXIT
+  [ "${RELAY:-}" = design ] && floor="$floor $floor_journal/journal"
   NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)} MODES=${MODES:-"nonstream stream"} REPS=${REPS:-3} \
     DURATION=${DURATION:-8} "$bench/run-target.sh" http://127.0.0.1:18183 --cmd "$floor" --with nginx
   exit
 fi
 source "$root/bench/bench-node.sh"
 with_bench_mock
+[ "${RELAY:-}" = design ] && floor="$floor $work/journal"
 # shellcheck disable=SC2086
 valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$work/callgrind.out" $floor >"$work/floor.log" 2>&1 &
 node=$!
@@ -38,6 +46,9 @@ BODY_FILE=$body API_KEY=unused wrk -t1 -c"${CONNS:-8}" -d"${SECONDS_OF_LOAD:-20}
   -s "$bench/wrk/post.lua" http://127.0.0.1:18183/v1/chat/completions >"$work/wrk.txt"
 requests=$(sed -n 's/^BENCH_JSON .*"requests":\([0-9]*\).*/\1/p' "$work/wrk.txt")
 kill -TERM "$node"; wait "$node" 2>/dev/null || true
+cp "$work/callgrind.out" /tmp/floor-callgrind.out
 total=$(callgrind_annotate --auto=no "$work/callgrind.out" 2>/dev/null | sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
-echo "floor (hyper server + hyper-util client, nothing else): $requests requests, $((total / requests)) instructions per request"
+what="hyper server + hyper-util client, nothing else"
+[ "${RELAY:-}" = design ] && what="driven relay + the design's own work per request"
+echo "floor ($what): $requests requests, $((total / requests)) instructions per request"
 echo "compare: bench/profile.sh prints quotaroute's under the same load"

@@ -11,7 +11,16 @@
 //! connection first and takes every frame it already decoded into one client write; the
 //! connection goes back to a plain pool at the body's end. The leanest relay hyper allows.
 //!
-//! `cargo run --release --example http_floor -- 127.0.0.1:18183 http://127.0.0.1:18180 [coalesce|driven]`
+//! With `design`, the driven relay also does what quotaroute's decided design makes every
+//! request do, and nothing more (`design.rs`): the floor of the design, not of hyper.
+//!
+//! `cargo run --release --example http_floor -- 127.0.0.1:18183 http://127.0.0.1:18180 [coalesce|driven|design [JOURNAL_DIR]]`
+
+mod design;
+
+// The router's allocator (`src/main.rs`), so the floor allocates as it does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::convert::Infallible;
 use std::error::Error;
@@ -31,6 +40,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use quotaroute::wire::sse::{SseEvent, SseParser};
+use quotaroute::wire::stream_watch::{matters_after_commit, StreamFormat, StreamUsage};
 use tokio::net::TcpListener;
 
 type Upstream = Client<HttpConnector, Full<Bytes>>;
@@ -50,8 +61,19 @@ fn main() -> Result<(), Box<dyn Error>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    if mode.as_deref() == Some("driven") {
-        return runtime.block_on(serve_driven(listen, upstream));
+    match mode.as_deref() {
+        Some("driven") => return runtime.block_on(serve_driven(listen, upstream, None)),
+        Some("design") => {
+            let journal_dir = match args.next() {
+                Some(dir) => std::path::PathBuf::from(dir),
+                None => std::env::temp_dir().join(format!("http-floor-{}", std::process::id())),
+            };
+            return runtime.block_on(async move {
+                let design = design::Design::start(&journal_dir).await?;
+                serve_driven(listen, upstream, Some(design)).await
+            });
+        }
+        _ => {}
     }
     runtime.block_on(serve(listen, upstream, mode.as_deref() == Some("coalesce")))
 }
@@ -197,7 +219,11 @@ struct Idle {
 
 type IdleConns = Arc<std::sync::Mutex<Vec<Idle>>>;
 
-async fn serve_driven(listen: SocketAddr, upstream: Uri) -> Result<(), Box<dyn Error>> {
+async fn serve_driven(
+    listen: SocketAddr,
+    upstream: Uri,
+    design: Option<Arc<design::Design>>,
+) -> Result<(), Box<dyn Error>> {
     let authority = upstream.authority().ok_or("upstream has no host")?.clone();
     let base = Arc::new(upstream.to_string());
     let idle: IdleConns = Arc::default();
@@ -206,11 +232,15 @@ async fn serve_driven(listen: SocketAddr, upstream: Uri) -> Result<(), Box<dyn E
         let (stream, _) = listener.accept().await?;
         stream.set_nodelay(true)?;
         let (idle, base, authority) = (idle.clone(), base.clone(), authority.clone());
+        let design = design.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let (idle, base, authority) = (idle.clone(), base.clone(), authority.clone());
+                let design = design.clone();
                 async move {
-                    Ok::<_, Infallible>(forward_driven(&idle, &base, &authority, request).await)
+                    Ok::<_, Infallible>(
+                        forward_driven(&idle, &base, &authority, request, design).await,
+                    )
                 }
             });
             let _ = auto::Builder::new(TokioExecutor::new())
@@ -241,11 +271,29 @@ async fn forward_driven(
     base: &str,
     authority: &http::uri::Authority,
     request: Request<Incoming>,
+    design: Option<Arc<design::Design>>,
 ) -> Reply {
     let (parts, body) = request.into_parts();
     let Ok(body) = body.collect().await.map(|collected| collected.to_bytes()) else {
         return status(StatusCode::BAD_REQUEST);
     };
+    let started_ms = design::now_ms();
+    let mut routed = None;
+    if let Some(design) = &design {
+        let Ok(head) = serde_json::from_slice::<design::RequestHead>(&body) else {
+            return status(StatusCode::BAD_REQUEST);
+        };
+        let Some((request_id, connection)) = design.route(&head.model).await else {
+            return status(StatusCode::SERVICE_UNAVAILABLE);
+        };
+        routed = Some((
+            design.clone(),
+            request_id,
+            connection,
+            head.model.into_owned(),
+            head.stream,
+        ));
+    }
     let path = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
     let Ok(uri) = format!("{base}{}", path.trim_start_matches('/')).parse::<Uri>() else {
         return status(StatusCode::BAD_REQUEST);
@@ -277,18 +325,60 @@ async fn forward_driven(
         sending.as_mut().poll(cx)
     })
     .await;
-    match answer {
-        Ok(response) => response.map(|body| {
-            Driven {
-                body,
-                conn: (!ended).then_some(conn),
-                idle: idle.clone(),
-                gathered: BytesMut::new(),
-                finished: false,
+    let Ok(response) = answer else {
+        return status(StatusCode::BAD_GATEWAY);
+    };
+    let mut served = routed.map(|(design, request_id, connection, model, stream)| {
+        let served = design::Served {
+            request_id,
+            connection,
+            model,
+            tokens_in: 0,
+            tokens_out: 0,
+            stream,
+            started_ms,
+        };
+        (design, served)
+    });
+    let (parts, body) = response.into_parts();
+    let driven = Driven {
+        body,
+        conn: (!ended).then_some(conn),
+        idle: idle.clone(),
+        gathered: BytesMut::new(),
+        finished: false,
+    };
+    match served.take() {
+        None => Response::from_parts(parts, driven.boxed_unsync()),
+        Some((design, mut served)) if !served.stream => {
+            // A whole answer is read before its status goes out: its usage is charged and a
+            // 2xx whose body is not JSON is an error, not a relayed answer.
+            let Ok(answer) = driven.collect().await.map(|collected| collected.to_bytes()) else {
+                return status(StatusCode::BAD_GATEWAY);
+            };
+            let Ok(summary) = quotaroute::wire::usage::response_summary(&answer) else {
+                return status(StatusCode::BAD_GATEWAY);
+            };
+            if let Some(counts) = summary.counts {
+                (served.tokens_in, served.tokens_out) = (counts.tokens_in, counts.tokens_out);
             }
-            .boxed_unsync()
-        }),
-        Err(_) => status(StatusCode::BAD_GATEWAY),
+            design.served(served);
+            let body = Full::new(answer)
+                .map_err(|never: Infallible| match never {})
+                .boxed_unsync();
+            Response::from_parts(parts, body)
+        }
+        Some(at_end) => {
+            // A stream's outcome is told when its last byte has gone.
+            let watched = Watched {
+                inner: driven,
+                parser: SseParser::new(),
+                events: Vec::new(),
+                usage: StreamUsage::default(),
+                at_end: Some(at_end),
+            };
+            Response::from_parts(parts, watched.boxed_unsync())
+        }
     }
 }
 
@@ -387,5 +477,53 @@ impl Body for Driven {
 
     fn is_end_stream(&self) -> bool {
         self.gathered.is_empty() && (self.finished || self.body.is_end_stream())
+    }
+}
+
+/// A stream read as the design must read it: each event cut from the relayed bytes, the ones
+/// that may carry usage, an error or the end read (`wire::stream_watch`); at its end, the outcome goes to the
+/// key's connection actor.
+struct Watched {
+    inner: Driven,
+    parser: SseParser,
+    events: Vec<SseEvent>,
+    usage: StreamUsage,
+    at_end: Option<(Arc<design::Design>, design::Served)>,
+}
+
+impl Body for Watched {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                // A stream the parser refuses is relayed as it is: the floor only reads.
+                let _ = this.parser.feed_bytes(data.clone(), &mut this.events);
+                // Content passes on a byte scan; usage, errors and the end are read.
+                for event in this.events.drain(..) {
+                    if matters_after_commit(StreamFormat::OpenAiChat, &event) {
+                        this.usage.observe(StreamFormat::OpenAiChat, &event);
+                    }
+                }
+            }
+        }
+        if matches!(polled, Poll::Ready(None)) || this.inner.is_end_stream() {
+            if let Some((design, mut served)) = this.at_end.take() {
+                (served.tokens_in, served.tokens_out) =
+                    (this.usage.tokens_in, this.usage.tokens_out);
+                design.served(served);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
     }
 }
