@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::read::{finish, usage};
+use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Event, Finish, Usage};
 use crate::wire::translate::hub::{array_at, str_at, text_at};
@@ -30,6 +31,8 @@ pub struct ChatReader {
     content_chars: usize,
     block_start: usize,
     done: bool,
+    /// The stream's text chunks, as the last one read.
+    chunks: Learned<()>,
 }
 
 impl ChatReader {
@@ -56,7 +59,7 @@ impl ChatReader {
         }
         // A chunk of text alone in the open text block (most chunks), as below reads it.
         if self.started && self.open == Some(Open::Text) {
-            if let Some(text) = text_delta::chat_content(data) {
+            if let Some(text) = text_delta::chat_content_learned(data, &mut self.chunks) {
                 self.content_chars += text.chars().count();
                 events.push(Event::Text(text.into_owned()));
                 return;

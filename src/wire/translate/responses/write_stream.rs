@@ -8,7 +8,7 @@
 //! open block's text and the finished items are kept — at most [`MAX_HELD_OUTPUT_BYTES`]; past
 //! it the items are still streamed and done, but `response.completed` lists only those kept.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 
 use super::echo::Echo;
@@ -69,7 +69,10 @@ pub struct ResponsesWriter {
     blocks: u32,
     next_output: u32,
     open: Option<OpenItem>,
+    /// The finished items kept, as `Value`s (tests' `whole_values`) …
     output: Vec<Value>,
+    /// … or as the bytes their `response.output_item.done` wrote (serialized once).
+    written: Vec<Bytes>,
     held: usize,
     usage: Usage,
     finish: Option<Finish>,
@@ -111,6 +114,7 @@ impl ResponsesWriter {
             next_output: 0,
             open: None,
             output: Vec::new(),
+            written: Vec::new(),
             held: 0,
             usage: Usage::default(),
             finish: None,
@@ -265,7 +269,10 @@ impl ResponsesWriter {
                 let output = std::mem::take(&mut self.output);
                 let response = self.response(Some(finish), output, usage(&self.usage));
                 if self.direct() {
-                    self.emit_members(out, kind, &[("response", Member::Json(&response))]);
+                    // The items as their `done` events wrote them, not serialized again.
+                    let mut body = BytesMut::with_capacity(self.held + 1024);
+                    write_with_output(&mut body, &response, &self.written);
+                    self.emit_members(out, kind, &[("response", Member::Raw(&body))]);
                 } else {
                     self.emit(out, kind, json!({"response": response}));
                 }
@@ -311,20 +318,34 @@ impl ResponsesWriter {
             );
         }
         item["status"] = json!("completed");
-        self.emit(
-            out,
-            "response.output_item.done",
-            json!({"output_index": output_index, "item": item}),
-        );
-        self.hold(item);
+        self.item_done(out, item, output_index);
     }
 
-    /// Keeps a finished item for `response.completed`, within [`MAX_HELD_OUTPUT_BYTES`].
-    fn hold(&mut self, item: Value) {
-        let size = json_bytes(&item).len();
-        if self.held + size <= MAX_HELD_OUTPUT_BYTES {
-            self.held += size;
-            self.output.push(item);
+    /// A finished item's `response.output_item.done`; the item is kept for
+    /// `response.completed`, within [`MAX_HELD_OUTPUT_BYTES`] (its bytes, written once).
+    fn item_done(&mut self, out: &mut BytesMut, item: Value, output_index: u32) {
+        if !self.direct() {
+            self.emit(
+                out,
+                "response.output_item.done",
+                json!({"output_index": output_index, "item": item}),
+            );
+            let size = json_bytes(&item).len();
+            if self.held + size <= MAX_HELD_OUTPUT_BYTES {
+                self.held += size;
+                self.output.push(item);
+            }
+            return;
+        }
+        let bytes = json_bytes(&item).freeze();
+        let members = [
+            ("item", Member::Raw(&bytes)),
+            ("output_index", Member::U64(u64::from(output_index))),
+        ];
+        self.emit_members(out, "response.output_item.done", &members);
+        if self.held + bytes.len() <= MAX_HELD_OUTPUT_BYTES {
+            self.held += bytes.len();
+            self.written.push(bytes);
         }
     }
 
@@ -522,8 +543,7 @@ impl ResponsesWriter {
                 custom_call_item(&id, &call_id, &name, &text, "completed")
             }
         };
-        self.emit_item(out, "response.output_item.done", &item, output_index);
-        self.hold(item);
+        self.item_done(out, item, output_index);
     }
 
     /// `response.output_item.added` / `.done` of `item`.
@@ -583,6 +603,36 @@ impl ResponsesWriter {
         );
     }
 }
+/// `response` (an object) as `write_json` writes it with `output` (items' JSON bytes) as its
+/// `output` array: the members in their order, each as serde_json writes it.
+fn write_with_output(out: &mut BytesMut, response: &Value, output: &[Bytes]) {
+    let Some(members) = response.as_object() else {
+        write_json(out, response);
+        return;
+    };
+    out.extend_from_slice(b"{");
+    for (n, (key, value)) in members.iter().enumerate() {
+        if n > 0 {
+            out.extend_from_slice(b",");
+        }
+        write_json_str(out, key);
+        out.extend_from_slice(b":");
+        if key != "output" {
+            write_json(out, value);
+            continue;
+        }
+        out.extend_from_slice(b"[");
+        for (n, item) in output.iter().enumerate() {
+            if n > 0 {
+                out.extend_from_slice(b",");
+            }
+            out.extend_from_slice(item);
+        }
+        out.extend_from_slice(b"]");
+    }
+    out.extend_from_slice(b"}");
+}
+
 /// The `response.output_text.delta` event [`ResponsesWriter::emit`] writes for `piece` of
 /// item `id` at `output_index`, numbered `sequence`, byte for byte (keys in `serde_json::Map`'s
 /// sorted order), written around the piece instead of serialized from a `Value`: most of a
