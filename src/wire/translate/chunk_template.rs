@@ -60,24 +60,55 @@ impl<B: Copy> Template<B> {
         let bytes = data.as_bytes();
         let mut scan = Scan::new(data);
         let mut from = 0;
-        for hole in self.holes.iter() {
-            let fixed = self.bytes.get(from..hole.start)?;
-            let at = scan.at;
-            if bytes.get(at..at + fixed.len())? != fixed {
-                return None;
+        let mut next = 0;
+        loop {
+            // Up to the next value the shape reads (or the end), the values passed over are
+            // mostly the template's own (ids, a model, indices): one comparison when they are,
+            // else hole by hole.
+            let read = self
+                .holes
+                .get(next..)?
+                .iter()
+                .position(|hole| matches!(hole.kind, HoleKind::Text | HoleKind::Count(_)))
+                .map(|offset| next + offset);
+            let stop = match read {
+                Some(read) => self.holes.get(read)?.start,
+                None => self.bytes.len(),
+            };
+            let run = self.bytes.get(from..stop)?;
+            if bytes.get(scan.at..)?.starts_with(run) {
+                scan.at += run.len();
+            } else {
+                for hole in self.holes.get(next..read.unwrap_or(self.holes.len()))? {
+                    self.fixed(&mut scan, from, hole.start)?;
+                    match hole.kind {
+                        HoleKind::String => scan.string().map(drop)?,
+                        _ => scan.number().map(drop)?,
+                    }
+                    from = hole.end;
+                }
+                self.fixed(&mut scan, from, stop)?;
             }
-            scan.at = at + fixed.len();
+            let Some(read) = read else {
+                return (scan.at == bytes.len()).then_some(self.base);
+            };
+            let hole = *self.holes.get(read)?;
             match hole.kind {
-                HoleKind::String => scan.string().map(drop)?,
-                HoleKind::Number => scan.number().map(drop)?,
-                HoleKind::Text => filled.text(scan.string()?),
                 HoleKind::Count(slot) => {
                     *filled.counts.get_mut(usize::from(slot))? = Some(scan.number()??)
                 }
+                _ => filled.text(scan.string()?),
             }
             from = hole.end;
+            next = read + 1;
         }
-        (bytes.get(scan.at..)? == self.bytes.get(from..)?).then_some(self.base)
+    }
+
+    /// The template's bytes `from..to` next in `scan`'s text: taken.
+    fn fixed(&self, scan: &mut Scan<'_>, from: usize, to: usize) -> Option<()> {
+        let fixed = self.bytes.get(from..to)?;
+        let text = scan.rest()?;
+        text.starts_with(fixed).then(|| scan.at += fixed.len())
     }
 }
 

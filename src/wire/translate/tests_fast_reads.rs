@@ -428,6 +428,15 @@ fn the_responses_writers_direct_writes_are_the_bytes_of_its_values() {
         ),
     ];
     let mut cases: Vec<(Direction, String)> = upstreams.into_iter().collect();
+    // Answers cut short: `response.incomplete` with its details.
+    for finish in ["length", "content_filter"] {
+        let cut = super::tests::chat_stream().replace(
+            "\"finish_reason\":\"tool_calls\"",
+            &format!("\"finish_reason\":\"{finish}\""),
+        );
+        assert!(cut.contains(finish));
+        cases.push((Direction::RESPONSES_TO_CHAT, cut));
+    }
     for stream in streams() {
         cases.push((Direction::RESPONSES_TO_GEMINI, stream));
     }

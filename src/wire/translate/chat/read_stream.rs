@@ -57,9 +57,14 @@ impl ChatReader {
             self.end(events);
             return;
         }
-        // A chunk of text alone in the open text block (most chunks), as below reads it.
-        if self.started && self.open == Some(Open::Text) {
+        // A chunk of text alone (most chunks), as below reads it: the text block opened when
+        // it is not the open one.
+        if self.started {
             if let Some(text) = text_delta::chat_content_learned(data, &mut self.chunks) {
+                if self.open != Some(Open::Text) {
+                    self.block_start = self.content_chars;
+                }
+                self.ensure(Open::Text, Event::TextStart, events);
                 self.content_chars += text.chars().count();
                 events.push(Event::Text(text.into_owned()));
                 return;

@@ -73,6 +73,8 @@ pub struct ResponsesWriter {
     output: Vec<Value>,
     /// … or as the bytes their `response.output_item.done` wrote (serialized once).
     written: Vec<Bytes>,
+    /// The response `response.created` wrote, for `response.completed` to finish.
+    created_response: Option<Value>,
     held: usize,
     usage: Usage,
     finish: Option<Finish>,
@@ -115,6 +117,7 @@ impl ResponsesWriter {
             open: None,
             output: Vec::new(),
             written: Vec::new(),
+            created_response: None,
             held: 0,
             usage: Usage::default(),
             finish: None,
@@ -216,6 +219,7 @@ impl ResponsesWriter {
                     for kind in ["response.created", "response.in_progress"] {
                         self.emit_members(out, kind, &[("response", Member::Raw(&response))]);
                     }
+                    self.created_response = Some(created);
                     return;
                 }
                 self.emit(out, "response.created", json!({"response": created}));
@@ -266,14 +270,15 @@ impl ResponsesWriter {
                     "incomplete" => "response.incomplete",
                     _ => "response.completed",
                 };
-                let output = std::mem::take(&mut self.output);
-                let response = self.response(Some(finish), output, usage(&self.usage));
                 if self.direct() {
+                    let response = self.finished_response(finish);
                     // The items as their `done` events wrote them, not serialized again.
                     let mut body = BytesMut::with_capacity(self.held + 1024);
                     write_with_output(&mut body, &response, &self.written);
                     self.emit_members(out, kind, &[("response", Member::Raw(&body))]);
                 } else {
+                    let output = std::mem::take(&mut self.output);
+                    let response = self.response(Some(finish), output, usage(&self.usage));
                     self.emit(out, kind, json!({"response": response}));
                 }
             }
@@ -285,6 +290,32 @@ impl ResponsesWriter {
                 }
             }
         }
+    }
+
+    /// The response `response.completed` says (its output left empty): the one
+    /// `response.created` said, with what the finish changes in `response_object` (its status,
+    /// `completed_at`, `incomplete_details`, usage), not built again.
+    fn finished_response(&mut self, finish: Finish) -> Value {
+        let Some(mut response) = self.created_response.take() else {
+            return self.response(Some(finish), Vec::new(), usage(&self.usage));
+        };
+        let status = super::write::status(finish);
+        if let Some(members) = response.as_object_mut() {
+            members.insert("status".into(), json!(status));
+            let completed_at = match status {
+                "completed" => json!(self.created),
+                _ => Value::Null,
+            };
+            members.insert("completed_at".into(), completed_at);
+            let incomplete = match finish {
+                Finish::Length => json!({"reason": "max_output_tokens"}),
+                Finish::ContentFilter => json!({"reason": "content_filter"}),
+                _ => Value::Null,
+            };
+            members.insert("incomplete_details".into(), incomplete);
+            members.insert("usage".into(), usage(&self.usage));
+        }
+        response
     }
 
     /// A web search the host ran, as its own `web_search_call` item.
