@@ -79,8 +79,15 @@ impl<B: Copy> Template<B> {
             if bytes.get(scan.at..)?.starts_with(run) {
                 scan.at += run.len();
             } else {
-                for hole in self.holes.get(next..read.unwrap_or(self.holes.len()))? {
+                let stretch = self.holes.get(next..read.unwrap_or(self.holes.len()))?;
+                for (n, hole) in stretch.iter().enumerate() {
                     self.fixed(&mut scan, from, hole.start)?;
+                    // The template's own value and the bytes after it, else another value.
+                    let end = stretch.get(n + 1).map_or(stop, |next| next.start);
+                    if self.fixed(&mut scan, hole.start, end).is_some() {
+                        from = end;
+                        continue;
+                    }
                     match hole.kind {
                         HoleKind::String => scan.string().map(drop)?,
                         _ => scan.number().map(drop)?,
