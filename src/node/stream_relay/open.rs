@@ -16,7 +16,7 @@ use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_watch::{EventMeaning, StreamFormat, StreamUsage};
-use crate::wire::translate::StreamTranslator;
+use crate::wire::translate::{GeminiTextUsage, StreamTranslator};
 
 /// How a stream began.
 pub enum StreamStart {
@@ -58,6 +58,8 @@ pub struct CommittedStream {
     /// Keeps a translated Responses stream's answer (`[responses] store = true`, behaviour
     /// §14) from the events the client is given; `None`: not kept.
     pub keeper: Option<crate::node::kept_responses::StreamKeeper>,
+    /// A Gemini stream relayed as it is: its text chunks' usage, read through their template.
+    pub(super) gemini_text: GeminiTextUsage,
 }
 
 impl StreamStart {
@@ -305,6 +307,7 @@ impl Opening {
             translator: self.translator,
             sealer: None,
             keeper: None,
+            gemini_text: GeminiTextUsage::default(),
         }))
     }
 }

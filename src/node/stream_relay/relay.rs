@@ -11,6 +11,7 @@ use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
 use crate::upstream::body::{BodyError, UpstreamBody};
+use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::SseEvent;
 use crate::wire::stream_error::{anthropic_stream_error, gemini_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat};
@@ -198,25 +199,25 @@ impl Relay {
         }
     }
 
-    /// A Gemini upstream's chunk of text alone on a translated stream, read once (by the
-    /// translator) for the client and for its usage, as `observe` and `write` would: true when
-    /// it was (and is in `out`).
+    /// A Gemini upstream's chunk of text alone, read once (by the translator, or for its usage
+    /// alone when relayed as it is) for the client and for its usage, as `observe` and `write`
+    /// would: true when it was (and is in `out`).
     fn gemini_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
         if self.stream.format != StreamFormat::Gemini {
             return false;
         }
-        let Some(translator) = self.stream.translator.as_mut() else {
-            return false;
+        let start = out.len();
+        let usage = match self.stream.translator.as_mut() {
+            Some(translator) => translator.gemini_text(event, out),
+            None => {
+                let usage = self.stream.gemini_text.text_usage(event);
+                if usage.is_some() {
+                    out.extend_from_slice(&event.raw);
+                }
+                usage
+            }
         };
-        let usage = if self.stream.sealer.is_none() {
-            // Nothing to seal: translated straight into `out`.
-            translator.gemini_text(event, out)
-        } else {
-            let mut translated = BytesMut::new();
-            let usage = translator.gemini_text(event, &mut translated);
-            out.extend_from_slice(&self.sealed(&translated));
-            usage
-        };
+        seal_tail(self.stream.sealer.as_ref(), out, start);
         let Some(usage) = usage else {
             return false;
         };
@@ -262,12 +263,11 @@ impl Relay {
     /// sealed when this stream seals.
     fn write(&mut self, event: &SseEvent, out: &mut BytesMut) {
         match self.stream.translator.as_mut() {
-            // Nothing to seal: translated straight into `out`.
-            Some(translator) if self.stream.sealer.is_none() => translator.event(event, out),
+            // Translated straight into `out`, then sealed there.
             Some(translator) => {
-                let mut translated = BytesMut::new();
-                translator.event(event, &mut translated);
-                out.extend_from_slice(&self.sealed(&translated));
+                let start = out.len();
+                translator.event(event, out);
+                seal_tail(self.stream.sealer.as_ref(), out, start);
             }
             None => out.extend_from_slice(&self.sealed(&event.raw)),
         }
@@ -310,6 +310,19 @@ impl Relay {
             StreamFormat::Gemini => gemini_stream_error(message, 502, "UNAVAILABLE"),
             _ => openai_stream_error(message, "upstream_error"),
         })
+    }
+}
+
+/// What `out` holds from `start` (one upstream event's translation, whole events) with its
+/// encrypted items sealed, when this stream seals: in place, without a buffer of its own for
+/// the events that hold none (most).
+fn seal_tail(sealer: Option<&ItemSealer>, out: &mut BytesMut, start: usize) {
+    let Some(sealer) = sealer else {
+        return;
+    };
+    if let std::borrow::Cow::Owned(sealed) = sealer.seal(&out[start..]) {
+        out.truncate(start);
+        out.extend_from_slice(&sealed);
     }
 }
 

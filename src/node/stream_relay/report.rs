@@ -173,6 +173,7 @@ impl Relay {
             sealer: self.stream.sealer.take(),
             // What the client did not see is not kept.
             keeper: None,
+            gemini_text: std::mem::take(&mut self.stream.gemini_text),
         };
         Relay {
             stream,

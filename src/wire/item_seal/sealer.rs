@@ -3,9 +3,10 @@
 //! encrypted instead; a Gemini answer's `thoughtSignature`s sealed in their base64 form.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use base64::Engine;
-use memchr::memmem;
+use memchr::memmem::Finder;
 
 use super::carried::{CARRIED_PLAIN_PREFIX, CARRIED_PREFIX};
 use super::json_spans::{content_spans, string_members, write_json_string, ContentSpan, FIELD};
@@ -17,6 +18,20 @@ use super::signature::{
 
 /// The member a Gemini answer's signatures ride in, on any part.
 pub const SIGNATURE_FIELD: &[u8] = b"\"thoughtSignature\"";
+
+/// The searchers of the members [`seal_all`] looks for, each built once: building one costs
+/// more than searching a stream event with it, and a sealed stream checks every event.
+struct Needles {
+    content: Finder<'static>,
+    signature: Finder<'static>,
+    plain_signature: Finder<'static>,
+}
+
+static NEEDLES: LazyLock<Needles> = LazyLock::new(|| Needles {
+    content: Finder::new(FIELD),
+    signature: Finder::new(SIGNATURE_FIELD),
+    plain_signature: Finder::new(SIGNATURE_PLAIN_PREFIX.as_bytes()),
+});
 
 /// The longest connection id a seal carries (config ids are short; a longer one is not sealed).
 const MAX_CONNECTION_BYTES: usize = 256;
@@ -63,7 +78,7 @@ pub fn seal_all<'a>(
         Items::Upstream | Items::Translated => {}
     }
     let SealedFor { client, connection } = to;
-    if connection.len() > MAX_CONNECTION_BYTES || memmem::find(text, FIELD).is_none() {
+    if connection.len() > MAX_CONNECTION_BYTES || NEEDLES.content.find(text).is_none() {
         return Cow::Borrowed(text);
     }
     let translated = items == Items::Translated;
@@ -93,7 +108,7 @@ fn seal_signatures<'a>(
     to: SealedFor<'_>,
     translated: bool,
 ) -> Cow<'a, [u8]> {
-    if memmem::find(text, SIGNATURE_FIELD).is_none() {
+    if NEEDLES.signature.find(text).is_none() {
         return Cow::Borrowed(text);
     }
     let spans = string_members(text, SIGNATURE_FIELD)
@@ -126,7 +141,7 @@ const PLAIN_SIGNATURE_FIELD: &[u8] = b"\"signature\"";
 /// `text` with every `signature` string in the plain form a translation wrote
 /// ([`SIGNATURE_PLAIN_PREFIX`]) sealed for `to`; borrowed when it holds none.
 fn seal_plain_signatures<'a>(text: &'a [u8], key: &SealKey, to: SealedFor<'_>) -> Cow<'a, [u8]> {
-    if memmem::find(text, SIGNATURE_PLAIN_PREFIX.as_bytes()).is_none() {
+    if NEEDLES.plain_signature.find(text).is_none() {
         return Cow::Borrowed(text);
     }
     let spans = string_members(text, PLAIN_SIGNATURE_FIELD)

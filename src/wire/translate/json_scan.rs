@@ -14,12 +14,88 @@ pub const DEPTH: u8 = 64;
 /// A position in one event's JSON text.
 pub struct Scan<'a> {
     text: &'a str,
-    at: usize,
+    pub(super) at: usize,
+    /// Where the values that may differ between a stream's chunks are, when asked
+    /// ([`Scan::recording`]): what `chunk_template` makes a template of.
+    holes: Option<Vec<Hole>>,
+}
+
+/// A value a chunk template leaves open: any other value of its kind reads the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoleKind {
+    /// A string passed over.
+    String,
+    /// A number passed over.
+    Number,
+    /// A string the shape hands out (a text piece).
+    Text,
+    /// A whole number the shape reads into its count `slot`.
+    Count(u8),
+}
+
+/// One open value of a recorded scan: its bytes `start..end` in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hole {
+    pub start: usize,
+    pub end: usize,
+    pub kind: HoleKind,
 }
 
 impl<'a> Scan<'a> {
     pub fn new(text: &'a str) -> Self {
-        Scan { text, at: 0 }
+        Scan {
+            text,
+            at: 0,
+            holes: None,
+        }
+    }
+
+    /// A scan that records its open values ([`Scan::holes`]).
+    pub fn recording(text: &'a str) -> Self {
+        Scan {
+            text,
+            at: 0,
+            holes: Some(Vec::new()),
+        }
+    }
+
+    /// The open values recorded, in order.
+    pub fn holes(self) -> Vec<Hole> {
+        self.holes.unwrap_or_default()
+    }
+
+    /// The bytes not yet read.
+    pub fn rest(&self) -> Option<&'a [u8]> {
+        self.text.as_bytes().get(self.at..)
+    }
+
+    fn record(&mut self, start: usize, kind: HoleKind) {
+        if let Some(holes) = self.holes.as_mut() {
+            holes.push(Hole {
+                start,
+                end: self.at,
+                kind,
+            });
+        }
+    }
+
+    /// A string the shape hands out ([`HoleKind::Text`] when recording).
+    pub fn text(&mut self) -> Option<Cow<'a, str>> {
+        self.space();
+        let start = self.at;
+        let text = self.string()?;
+        self.record(start, HoleKind::Text);
+        Some(text)
+    }
+
+    /// A whole number of at most 18 digits read into count `slot` ([`HoleKind::Count`] when
+    /// recording); `None` for anything else.
+    pub fn count(&mut self, slot: u8) -> Option<u64> {
+        self.space();
+        let start = self.at;
+        let count = self.number()??;
+        self.record(start, HoleKind::Count(slot));
+        Some(count)
     }
 
     fn peek(&self) -> Option<u8> {
@@ -39,7 +115,7 @@ impl<'a> Scan<'a> {
     }
 
     /// Nothing but whitespace is left.
-    pub fn end(mut self) -> Option<()> {
+    pub fn end(&mut self) -> Option<()> {
         self.space();
         (self.at == self.text.len()).then_some(())
     }
@@ -163,13 +239,23 @@ impl<'a> Scan<'a> {
     pub fn skip(&mut self, depth: u8) -> Option<()> {
         self.space();
         match self.peek()? {
-            b'"' => self.string().map(drop),
+            b'"' => {
+                let start = self.at;
+                self.string()?;
+                self.record(start, HoleKind::String);
+                Some(())
+            }
             b'{' => self.object(|scan, _| scan.skip(depth.checked_sub(1)?)),
             b'[' => self.array(|scan| scan.skip(depth.checked_sub(1)?)),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number().map(drop),
+            b'-' | b'0'..=b'9' => {
+                let start = self.at;
+                self.number()?;
+                self.record(start, HoleKind::Number);
+                Some(())
+            }
             _ => None,
         }
     }

@@ -38,6 +38,7 @@
 
 mod answer_write;
 mod chat;
+mod chunk_template;
 mod citations;
 mod count_tokens;
 mod direction;
@@ -68,7 +69,7 @@ pub use gemini::write::{error as gemini_error, google_status};
 pub use parsed_request::{translate_parsed_as, ParsedRequest};
 pub use responses::echo::Echo;
 pub use responses::write::TRANSLATED_RESPONSE_PREFIX;
-pub use stream::StreamTranslator;
+pub use stream::{GeminiTextUsage, StreamTranslator};
 pub use thinking_carry::{ReasoningCounts, ReasoningKey};
 
 use bytes::Bytes;

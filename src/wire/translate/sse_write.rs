@@ -26,8 +26,18 @@ pub fn write_json(out: &mut BytesMut, value: &Value) {
 /// Appends `text` as a JSON string (quoted and escaped as serde_json escapes it): a text delta's
 /// piece written between bytes the stream's writer keeps, without a `Value` around it.
 pub fn write_json_str(out: &mut BytesMut, text: &str) {
-    // A `str` serializes without error and `BytesMut`'s writer never fails.
-    let _ = serde_json::to_writer(out.writer(), text);
+    let bytes = text.as_bytes();
+    // serde_json escapes a quote, a backslash and control bytes, nothing else: a string of
+    // none (most) is its bytes between quotes.
+    if bytes.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20) {
+        // A `str` serializes without error and `BytesMut`'s writer never fails.
+        let _ = serde_json::to_writer(out.writer(), text);
+        return;
+    }
+    out.reserve(bytes.len() + 2);
+    out.extend_from_slice(b"\"");
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\"");
 }
 
 /// Appends `number` as JSON writes it.
@@ -61,7 +71,16 @@ mod tests {
 
     #[test]
     fn a_string_and_a_count_are_written_as_their_values_are() {
-        for text in ["", "plain", "é \"q\" \\ \n \t \u{1} \u{7f} 🦀", "</script>"] {
+        for text in [
+            "",
+            "plain",
+            "é \"q\" \\ \n \t \u{1} \u{7f} 🦀",
+            "</script>",
+            "é🦀\u{7f}/",
+            "\u{1f}",
+            "a\"",
+            "\\",
+        ] {
             let mut out = BytesMut::new();
             write_json_str(&mut out, text);
             assert_eq!(&out[..], Value::from(text).to_string().as_bytes());

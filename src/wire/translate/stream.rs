@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 
 use super::chat::{read_stream::ChatReader, write_stream::ChatWriter};
+use super::chunk_template::Learned;
 use super::direction::{Api, Direction};
 use super::gemini::framing::Framing;
 use super::gemini::{read_stream::GeminiReader, write_stream::GeminiWriter};
@@ -15,9 +16,32 @@ use super::hub::form::Event;
 use super::messages::{read_stream::MessagesReader, write_stream::MessagesWriter};
 use super::responses::echo::Echo;
 use super::responses::{read_stream::ResponsesReader, write_stream::ResponsesWriter};
-use super::text_delta;
+use super::text_delta::{self, GeminiBase};
 use crate::wire::sse::SseEvent;
 use crate::wire::usage::{gemini_whole_counts, TokenCounts};
+
+/// A Gemini stream relayed as it is (a Gemini client of a Gemini account): its chunks of text
+/// alone (most) read for their usage through the stream's template, not parsed whole.
+#[derive(Debug, Default)]
+pub struct GeminiTextUsage {
+    chunks: Learned<GeminiBase>,
+}
+
+impl GeminiTextUsage {
+    /// A chunk of text alone's usage, as `stream_watch` reads a chunk's (`Some(None)`: none);
+    /// `None`: not such a chunk (the relay reads it as any other event). What
+    /// [`StreamTranslator::gemini_text`] hands the relay of the same chunk.
+    pub fn text_usage(&mut self, event: &SseEvent) -> Option<Option<TokenCounts>> {
+        if event.event.is_some() {
+            return None;
+        }
+        let read = text_delta::gemini_text_learned(&event.data, &mut self.chunks)
+            .filter(|read| !read.snake_usage)?;
+        Some(read.usage.and_then(|usage| {
+            gemini_whole_counts(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
+        }))
+    }
+}
 
 /// Reads a target API's stream into the hub's events.
 #[derive(Debug)]
@@ -130,7 +154,9 @@ impl StreamTranslator {
         if event.event.is_some() || !reader.takes_text() {
             return None;
         }
-        let read = text_delta::gemini_text(&event.data).filter(|read| !read.snake_usage)?;
+        let read = reader
+            .read_text(&event.data)
+            .filter(|read| !read.snake_usage)?;
         let counts = read.usage.and_then(|usage| {
             gemini_whole_counts(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
         });

@@ -206,6 +206,37 @@ fn one_read_of_a_gemini_chunk_gives_the_bytes_and_usage_of_two() {
 }
 
 #[test]
+fn a_relayed_gemini_streams_text_chunks_read_for_usage_count_what_observe_counts() {
+    let mut read = 0;
+    for stream in streams() {
+        let mut parser = SseParser::new();
+        let mut events: Vec<SseEvent> = Vec::new();
+        parser.feed(stream.as_bytes(), &mut events).unwrap();
+        let (mut fast, mut whole) = (StreamUsage::default(), StreamUsage::default());
+        let mut chunks = GeminiTextUsage::default();
+        for event in &events {
+            let meaning = whole.observe(StreamFormat::Gemini, event);
+            match chunks.text_usage(event) {
+                Some(counts) => {
+                    read += 1;
+                    assert_eq!(
+                        fast.observe_gemini_text(event, counts),
+                        meaning,
+                        "{}",
+                        event.data
+                    );
+                }
+                None => {
+                    fast.observe(StreamFormat::Gemini, event);
+                }
+            }
+            assert_eq!(fast, whole, "{}\n{stream}", event.data);
+        }
+    }
+    assert!(read > 10, "{read}");
+}
+
+#[test]
 fn the_one_read_takes_text_chunks_and_declines_the_rest() {
     let mut translator =
         StreamTranslator::new(Direction::CHAT_TO_GEMINI, true, 1, Default::default());
@@ -397,6 +428,15 @@ fn the_responses_writers_direct_writes_are_the_bytes_of_its_values() {
         ),
     ];
     let mut cases: Vec<(Direction, String)> = upstreams.into_iter().collect();
+    // Answers cut short: `response.incomplete` with its details.
+    for finish in ["length", "content_filter"] {
+        let cut = super::tests::chat_stream().replace(
+            "\"finish_reason\":\"tool_calls\"",
+            &format!("\"finish_reason\":\"{finish}\""),
+        );
+        assert!(cut.contains(finish));
+        cases.push((Direction::RESPONSES_TO_CHAT, cut));
+    }
     for stream in streams() {
         cases.push((Direction::RESPONSES_TO_GEMINI, stream));
     }

@@ -4,17 +4,116 @@
 //! did: a shape here accepts only an event whose every other meaning is absent, so both ways
 //! give the same hub events. Each shape walks the event once (`json_scan`), declining what
 //! the scan leaves to serde_json; `reference` holds the same shapes as serde's derived
-//! readers, for the tests.
+//! readers, for the tests. A stream reads its chunks through the template of the last one a
+//! shape accepted (`chunk_template`): one that differs in values alone is compared, not walked.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::chunk_template::{Filled, Learned};
 use super::json_scan::{Scan, Seen, DEPTH};
 
+/// A shape's reading of a chunk through a stream's template ([`Learned`]), else by walking it
+/// (`scan`, which may become the template, with `base`).
+fn learned<'a, B: Copy, R>(
+    data: &'a str,
+    learned: &mut Learned<B>,
+    filled: impl FnOnce(Filled<'a>, B) -> Option<R>,
+    scan: impl FnOnce(&mut Scan<'a>) -> Option<(R, B)>,
+) -> Option<R> {
+    let mut read = Filled::default();
+    if let Some(base) = learned.fill(data, &mut read) {
+        return filled(read, base);
+    }
+    let mut walk = learned.scan(data);
+    let (result, base) = scan(&mut walk)?;
+    learned.learn(data, walk, base);
+    Some(result)
+}
+
+/// `messages_text` through the stream's template.
+pub fn messages_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Option<Cow<'a, str>> {
+    learned(
+        data,
+        chunks,
+        |read, ()| read.first,
+        |scan| Some((messages_text_in(scan)?, ())),
+    )
+}
+
+/// `chat_content` through the stream's template.
+pub fn chat_content_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Option<Cow<'a, str>> {
+    learned(
+        data,
+        chunks,
+        |read, ()| read.first.filter(|content| !content.is_empty()),
+        |scan| Some((chat_content_in(scan)?, ())),
+    )
+}
+
+/// `responses_text` through the stream's template.
+pub fn responses_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Option<Cow<'a, str>> {
+    learned(
+        data,
+        chunks,
+        |read, ()| read.first,
+        |scan| Some((responses_text_in(scan)?, ())),
+    )
+}
+
+/// What a Gemini text chunk's template read outside its holes: whether its usage was there
+/// (an object: its counts are holes or absent), and under the snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GeminiBase {
+    usage: bool,
+    snake_usage: bool,
+}
+
+/// `gemini_text` through the stream's template.
+pub fn gemini_text_learned<'a>(
+    data: &'a str,
+    chunks: &mut Learned<GeminiBase>,
+) -> Option<GeminiText<'a>> {
+    learned(
+        data,
+        chunks,
+        |read, base| {
+            let [prompt, cached, candidates, thoughts] = read.counts;
+            let texts = read.into_texts();
+            // Each part's text is not empty (the walk declines the chunk otherwise).
+            if texts.iter().any(|text| text.is_empty()) {
+                return None;
+            }
+            Some(GeminiText {
+                texts,
+                usage: base.usage.then_some(GeminiUsage {
+                    prompt,
+                    cached,
+                    candidates,
+                    thoughts,
+                }),
+                snake_usage: base.snake_usage,
+            })
+        },
+        |scan| {
+            let read = gemini_text_in(scan)?;
+            let base = GeminiBase {
+                usage: read.usage.is_some(),
+                snake_usage: read.snake_usage,
+            };
+            Some((read, base))
+        },
+    )
+}
+
 /// A Messages `content_block_delta` holding a `text_delta`: its text.
+#[cfg(test)]
 pub fn messages_text(data: &str) -> Option<Cow<'_, str>> {
-    let mut scan = Scan::new(data);
+    messages_text_in(&mut Scan::new(data))
+}
+
+fn messages_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
     let mut seen = Seen::default();
     let mut text = None;
     scan.object(|scan, key| match &*key {
@@ -34,7 +133,7 @@ pub fn messages_text(data: &str) -> Option<Cow<'_, str>> {
                 }
                 "text" => {
                     inner.first(1)?;
-                    text = Some(scan.string()?);
+                    text = Some(scan.text()?);
                     Some(())
                 }
                 _ => scan.skip(DEPTH),
@@ -52,8 +151,12 @@ pub fn messages_text(data: &str) -> Option<Cow<'_, str>> {
 /// A Chat Completions chunk whose only news is text: no `error`, no usage, and one choice
 /// whose delta holds a non-empty `content` and no reasoning, refusal, tool call or annotation,
 /// with no finish reason. Its `content`.
+#[cfg(test)]
 pub fn chat_content(data: &str) -> Option<Cow<'_, str>> {
-    let mut scan = Scan::new(data);
+    chat_content_in(&mut Scan::new(data))
+}
+
+fn chat_content_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
     let mut seen = Seen::default();
     let mut content = None;
     scan.object(|scan, key| match &*key {
@@ -97,7 +200,7 @@ fn chat_delta<'a>(scan: &mut Scan<'a>) -> Option<Option<Cow<'a, str>>> {
     scan.object(|scan, key| match &*key {
         "content" => {
             seen.first(0)?;
-            content = Some(scan.string()?);
+            content = Some(scan.text()?);
             Some(())
         }
         "reasoning_content" | "reasoning" | "refusal" | "tool_calls" | "annotations" => None,
@@ -107,8 +210,12 @@ fn chat_delta<'a>(scan: &mut Scan<'a>) -> Option<Option<Cow<'a, str>>> {
 }
 
 /// A Responses `response.output_text.delta`: its `delta`.
+#[cfg(test)]
 pub fn responses_text(data: &str) -> Option<Cow<'_, str>> {
-    let mut scan = Scan::new(data);
+    responses_text_in(&mut Scan::new(data))
+}
+
+fn responses_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
     let mut seen = Seen::default();
     let mut delta = None;
     scan.object(|scan, key| match &*key {
@@ -118,7 +225,7 @@ pub fn responses_text(data: &str) -> Option<Cow<'_, str>> {
         }
         "delta" => {
             seen.first(1)?;
-            delta = Some(scan.string()?);
+            delta = Some(scan.text()?);
             Some(())
         }
         _ => scan.skip(DEPTH),
@@ -157,8 +264,12 @@ pub struct GeminiUsage {
     pub thoughts: Option<u64>,
 }
 
+#[cfg(test)]
 pub fn gemini_text(data: &str) -> Option<GeminiText<'_>> {
-    let mut scan = Scan::new(data);
+    gemini_text_in(&mut Scan::new(data))
+}
+
+fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
     let mut seen = Seen::default();
     let mut texts = None;
     let (mut camel, mut snake) = (None, None);
@@ -237,7 +348,7 @@ fn gemini_part<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
         | "inlineData" | "executableCode" => None,
         "text" => {
             seen.first(0)?;
-            text = Some(scan.string()?);
+            text = Some(scan.text()?);
             Some(())
         }
         _ => scan.skip(DEPTH),
@@ -253,18 +364,19 @@ fn gemini_usage(scan: &mut Scan<'_>) -> Option<Option<GeminiUsage>> {
     let mut seen = Seen::default();
     let mut usage = GeminiUsage::default();
     scan.object(|scan, key| {
+        // Each count's bit is its slot in a template's `Filled::counts`.
         let (bit, count) = match &*key {
-            "promptTokenCount" => (0, &mut usage.prompt),
+            "promptTokenCount" => (0u8, &mut usage.prompt),
             "cachedContentTokenCount" => (1, &mut usage.cached),
             "candidatesTokenCount" => (2, &mut usage.candidates),
             "thoughtsTokenCount" => (3, &mut usage.thoughts),
             _ => return scan.skip(DEPTH),
         };
-        seen.first(bit)?;
+        seen.first(u32::from(bit))?;
         *count = if scan.null() {
             None
         } else {
-            Some(scan.number()??)
+            Some(scan.count(bit)?)
         };
         Some(())
     })?;
@@ -650,6 +762,134 @@ mod against_reference {
                 || gemini_text(event).is_some();
             let empty_role_chunk = event.contains("\"role\":\"assistant\"");
             assert_eq!(read, !empty_role_chunk, "{event}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod through_templates {
+    use super::*;
+    use crate::wire::translate::chunk_template::Filled;
+
+    /// Real events of each shape (the mock's, OpenAI's, Anthropic's, Google's).
+    const REAL: [&str; 6] = [
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+        r#"{"choices":[{"delta":{"content":"This"},"finish_reason":null,"index":0,"logprobs":null}],"created":1700000000,"id":"chatcmpl-mock-2","model":"gpt-4o-mini","object":"chat.completion.chunk","system_fingerprint":"fp_mock","obfuscation":"x1"}"#,
+        r#"{"content_index":0,"delta":" is","item_id":"msg_mock_1","logprobs":[],"output_index":0,"sequence_number":3,"type":"response.output_text.delta"}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"This"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash","responseId":"mock-gemini-1","usageMetadata":{"candidatesTokenCount":1,"promptTokenCount":32,"promptTokensDetails":[{"modality":"TEXT","tokenCount":32}],"totalTokenCount":33}}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":3,"cachedContentTokenCount":1,"thoughtsTokenCount":null},"modelVersion":"g","responseId":"r"}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usage_metadata":{"promptTokenCount":3}}"#,
+    ];
+
+    /// Values put in place of each value of an event (one at a time): of the same kind, of
+    /// other kinds, escaped, non-ASCII, empty, numbers a scan declines.
+    const VALUES: [&str; 17] = [
+        r#""""#,
+        r#""x""#,
+        r#""h\u00e9 \"q\" \n 🦀 \/""#,
+        r#""\ud83e\udd80""#,
+        r#""a\\""#,
+        r#""text_delta""#,
+        "0",
+        "7",
+        "-1",
+        "2.5",
+        "1e3",
+        "01",
+        "123456789012345678901",
+        "null",
+        "true",
+        "[]",
+        "{}",
+    ];
+
+    /// Where each string, number and literal value of `event` is (after a member's colon).
+    fn values(event: &str) -> Vec<(usize, usize)> {
+        let bytes = event.as_bytes();
+        let mut found = Vec::new();
+        for at in 1..bytes.len() {
+            if bytes[at] != b':' || bytes[at - 1] != b'"' {
+                continue;
+            }
+            let start = at + 1;
+            let end = match bytes[start] {
+                b'"' => start + 1 + event[start + 1..].find('"').expect("closed") + 1,
+                b'{' | b'[' => continue,
+                _ => start + event[start..].find([',', '}', ']']).expect("ended"),
+            };
+            found.push((start, end));
+        }
+        found
+    }
+
+    /// `event` with each of its values changed to each of [`VALUES`].
+    fn variants(event: &str) -> Vec<String> {
+        let mut out = vec![event.to_string()];
+        for (start, end) in values(event) {
+            for value in VALUES {
+                out.push(format!("{}{value}{}", &event[..start], &event[end..]));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_chunk_read_through_a_template_reads_as_its_walk_reads_it() {
+        let mut through = 0;
+        for real in REAL {
+            let family = variants(real);
+            for learnt in &family {
+                for read in &family {
+                    let mut chunks = Learned::default();
+                    if messages_text_learned(learnt, &mut chunks).is_some() {
+                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+                        let got = messages_text_learned(read, &mut chunks);
+                        assert_eq!(got, messages_text(read), "{learnt} then {read}");
+                    }
+                    let mut chunks = Learned::default();
+                    if chat_content_learned(learnt, &mut chunks).is_some() {
+                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+                        let got = chat_content_learned(read, &mut chunks);
+                        assert_eq!(got, chat_content(read), "{learnt} then {read}");
+                    }
+                    let mut chunks = Learned::default();
+                    if responses_text_learned(learnt, &mut chunks).is_some() {
+                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+                        let got = responses_text_learned(read, &mut chunks);
+                        assert_eq!(got, responses_text(read), "{learnt} then {read}");
+                    }
+                    let mut chunks = Learned::default();
+                    if gemini_text_learned(learnt, &mut chunks).is_some() {
+                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+                        let got = gemini_text_learned(read, &mut chunks);
+                        assert_eq!(got, gemini_text(read), "{learnt} then {read}");
+                    }
+                }
+            }
+        }
+        // Most pairs of a family differ in values alone: read through the template.
+        assert!(through > 5000, "{through}");
+    }
+
+    #[test]
+    fn a_stream_that_changes_shape_learns_again_and_then_stops_learning() {
+        let mut chunks = Learned::default();
+        let a = r#"{"choices":[{"delta":{"content":"a"}}],"id":"1"}"#;
+        let b = r#"{"choices":[{"delta":{"content":"b"}}],"id":"1","x":1}"#;
+        assert_eq!(chat_content_learned(a, &mut chunks).as_deref(), Some("a"));
+        assert!(chunks.fill(a, &mut Filled::default()).is_some());
+        assert!(chunks.fill(b, &mut Filled::default()).is_none());
+        // `b` is walked and becomes the template.
+        assert_eq!(chat_content_learned(b, &mut chunks).as_deref(), Some("b"));
+        assert!(chunks.fill(b, &mut Filled::default()).is_some());
+        // A stream whose every chunk differs keeps being read, by walking once it stops
+        // learning.
+        for n in 0..40 {
+            let chunk = format!(r#"{{"choices":[{{"delta":{{"content":"c"}}}}],"k{n}":1}}"#);
+            assert_eq!(
+                chat_content_learned(&chunk, &mut chunks).as_deref(),
+                Some("c")
+            );
         }
     }
 }

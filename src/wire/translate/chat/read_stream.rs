@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::read::{finish, usage};
+use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Event, Finish, Usage};
 use crate::wire::translate::hub::{array_at, str_at, text_at};
@@ -30,6 +31,8 @@ pub struct ChatReader {
     content_chars: usize,
     block_start: usize,
     done: bool,
+    /// The stream's text chunks, as the last one read.
+    chunks: Learned<()>,
 }
 
 impl ChatReader {
@@ -54,9 +57,14 @@ impl ChatReader {
             self.end(events);
             return;
         }
-        // A chunk of text alone in the open text block (most chunks), as below reads it.
-        if self.started && self.open == Some(Open::Text) {
-            if let Some(text) = text_delta::chat_content(data) {
+        // A chunk of text alone (most chunks), as below reads it: the text block opened when
+        // it is not the open one.
+        if self.started {
+            if let Some(text) = text_delta::chat_content_learned(data, &mut self.chunks) {
+                if self.open != Some(Open::Text) {
+                    self.block_start = self.content_chars;
+                }
+                self.ensure(Open::Text, Event::TextStart, events);
                 self.content_chars += text.chars().count();
                 events.push(Event::Text(text.into_owned()));
                 return;

@@ -15,6 +15,7 @@ use super::call_ids;
 use super::grounding;
 use super::read::{finish, prompt_blocked, usage, usage_of_counts};
 use super::{array_of, at, str_of};
+use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Citation, Event, Finish, Usage};
 use crate::wire::translate::text_delta;
@@ -44,6 +45,8 @@ pub struct GeminiReader {
     /// The last `groundingMetadata`.
     grounding: Option<Value>,
     done: bool,
+    /// The stream's text chunks, as the last one read.
+    chunks: Learned<text_delta::GeminiBase>,
 }
 
 impl GeminiReader {
@@ -87,7 +90,7 @@ impl GeminiReader {
         }
         // A chunk of text alone (most chunks), as below reads it.
         if self.started {
-            if let Some(read) = text_delta::gemini_text(data) {
+            if let Some(read) = self.read_text(data) {
                 self.text_chunk(read, events);
                 return;
             }
@@ -146,6 +149,12 @@ impl GeminiReader {
     /// the first chunk, before the end.
     pub fn takes_text(&self) -> bool {
         self.started && !self.done
+    }
+
+    /// `data` read as a chunk of text alone (`text_delta::gemini_text`), through the stream's
+    /// template.
+    pub fn read_text<'a>(&mut self, data: &'a str) -> Option<text_delta::GeminiText<'a>> {
+        text_delta::gemini_text_learned(data, &mut self.chunks)
     }
 
     /// A chunk of text alone (`text_delta::gemini_text`'s reading of it), as [`event`]

@@ -9,6 +9,7 @@
 use serde_json::{json, Map, Value};
 
 use super::read::{finish, usage};
+use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Citation, Event, SearchCall};
 use crate::wire::translate::hub::{str_at, text_at};
@@ -24,6 +25,8 @@ pub struct MessagesReader {
     /// The open text block's characters so far and its citations (each of the whole block).
     text_chars: usize,
     cited: Vec<Citation>,
+    /// The stream's text deltas, as the last one read.
+    chunks: Learned<()>,
 }
 
 impl MessagesReader {
@@ -104,7 +107,7 @@ impl MessagesReader {
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
         // A text block's piece (most events), as the `content_block_delta` arm below reads it.
         if self.open == Some(true) {
-            if let Some(text) = text_delta::messages_text(data) {
+            if let Some(text) = text_delta::messages_text_learned(data, &mut self.chunks) {
                 self.text_chars += text.chars().count();
                 events.push(Event::Text(text.into_owned()));
                 return;

@@ -11,6 +11,7 @@
 use serde_json::Value;
 
 use super::read::{finish, message_text, reasoning_text, usage};
+use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::Event;
 use crate::wire::translate::hub::{str_at, text_at};
@@ -65,6 +66,8 @@ pub struct ResponsesReader {
     annotated: bool,
     called: bool,
     done: bool,
+    /// The stream's text deltas, as the last one read.
+    chunks: Learned<()>,
     /// Tests: every event other than a text piece read as a whole `Value` (what `picked`
     /// reads is compared with it).
     #[cfg(test)]
@@ -118,7 +121,7 @@ impl ResponsesReader {
         if name.is_some_and(|name| name != "response.output_text.delta") {
             return false;
         }
-        let Some(text) = text_delta::responses_text(data) else {
+        let Some(text) = text_delta::responses_text_learned(data, &mut self.chunks) else {
             return false;
         };
         if self.open == Some(Open::Text) {

@@ -8,7 +8,7 @@
 //! open block's text and the finished items are kept — at most [`MAX_HELD_OUTPUT_BYTES`]; past
 //! it the items are still streamed and done, but `response.completed` lists only those kept.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 
 use super::echo::Echo;
@@ -69,7 +69,12 @@ pub struct ResponsesWriter {
     blocks: u32,
     next_output: u32,
     open: Option<OpenItem>,
+    /// The finished items kept, as `Value`s (tests' `whole_values`) …
     output: Vec<Value>,
+    /// … or as the bytes their `response.output_item.done` wrote (serialized once).
+    written: Vec<Bytes>,
+    /// The response `response.created` wrote, for `response.completed` to finish.
+    created_response: Option<Value>,
     held: usize,
     usage: Usage,
     finish: Option<Finish>,
@@ -111,6 +116,8 @@ impl ResponsesWriter {
             next_output: 0,
             open: None,
             output: Vec::new(),
+            written: Vec::new(),
+            created_response: None,
             held: 0,
             usage: Usage::default(),
             finish: None,
@@ -212,6 +219,7 @@ impl ResponsesWriter {
                     for kind in ["response.created", "response.in_progress"] {
                         self.emit_members(out, kind, &[("response", Member::Raw(&response))]);
                     }
+                    self.created_response = Some(created);
                     return;
                 }
                 self.emit(out, "response.created", json!({"response": created}));
@@ -262,11 +270,15 @@ impl ResponsesWriter {
                     "incomplete" => "response.incomplete",
                     _ => "response.completed",
                 };
-                let output = std::mem::take(&mut self.output);
-                let response = self.response(Some(finish), output, usage(&self.usage));
                 if self.direct() {
-                    self.emit_members(out, kind, &[("response", Member::Json(&response))]);
+                    let response = self.finished_response(finish);
+                    // The items as their `done` events wrote them, not serialized again.
+                    let mut body = BytesMut::with_capacity(self.held + 1024);
+                    write_with_output(&mut body, &response, &self.written);
+                    self.emit_members(out, kind, &[("response", Member::Raw(&body))]);
                 } else {
+                    let output = std::mem::take(&mut self.output);
+                    let response = self.response(Some(finish), output, usage(&self.usage));
                     self.emit(out, kind, json!({"response": response}));
                 }
             }
@@ -278,6 +290,32 @@ impl ResponsesWriter {
                 }
             }
         }
+    }
+
+    /// The response `response.completed` says (its output left empty): the one
+    /// `response.created` said, with what the finish changes in `response_object` (its status,
+    /// `completed_at`, `incomplete_details`, usage), not built again.
+    fn finished_response(&mut self, finish: Finish) -> Value {
+        let Some(mut response) = self.created_response.take() else {
+            return self.response(Some(finish), Vec::new(), usage(&self.usage));
+        };
+        let status = super::write::status(finish);
+        if let Some(members) = response.as_object_mut() {
+            members.insert("status".into(), json!(status));
+            let completed_at = match status {
+                "completed" => json!(self.created),
+                _ => Value::Null,
+            };
+            members.insert("completed_at".into(), completed_at);
+            let incomplete = match finish {
+                Finish::Length => json!({"reason": "max_output_tokens"}),
+                Finish::ContentFilter => json!({"reason": "content_filter"}),
+                _ => Value::Null,
+            };
+            members.insert("incomplete_details".into(), incomplete);
+            members.insert("usage".into(), usage(&self.usage));
+        }
+        response
     }
 
     /// A web search the host ran, as its own `web_search_call` item.
@@ -311,20 +349,34 @@ impl ResponsesWriter {
             );
         }
         item["status"] = json!("completed");
-        self.emit(
-            out,
-            "response.output_item.done",
-            json!({"output_index": output_index, "item": item}),
-        );
-        self.hold(item);
+        self.item_done(out, item, output_index);
     }
 
-    /// Keeps a finished item for `response.completed`, within [`MAX_HELD_OUTPUT_BYTES`].
-    fn hold(&mut self, item: Value) {
-        let size = json_bytes(&item).len();
-        if self.held + size <= MAX_HELD_OUTPUT_BYTES {
-            self.held += size;
-            self.output.push(item);
+    /// A finished item's `response.output_item.done`; the item is kept for
+    /// `response.completed`, within [`MAX_HELD_OUTPUT_BYTES`] (its bytes, written once).
+    fn item_done(&mut self, out: &mut BytesMut, item: Value, output_index: u32) {
+        if !self.direct() {
+            self.emit(
+                out,
+                "response.output_item.done",
+                json!({"output_index": output_index, "item": item}),
+            );
+            let size = json_bytes(&item).len();
+            if self.held + size <= MAX_HELD_OUTPUT_BYTES {
+                self.held += size;
+                self.output.push(item);
+            }
+            return;
+        }
+        let bytes = json_bytes(&item).freeze();
+        let members = [
+            ("item", Member::Raw(&bytes)),
+            ("output_index", Member::U64(u64::from(output_index))),
+        ];
+        self.emit_members(out, "response.output_item.done", &members);
+        if self.held + bytes.len() <= MAX_HELD_OUTPUT_BYTES {
+            self.held += bytes.len();
+            self.written.push(bytes);
         }
     }
 
@@ -522,8 +574,7 @@ impl ResponsesWriter {
                 custom_call_item(&id, &call_id, &name, &text, "completed")
             }
         };
-        self.emit_item(out, "response.output_item.done", &item, output_index);
-        self.hold(item);
+        self.item_done(out, item, output_index);
     }
 
     /// `response.output_item.added` / `.done` of `item`.
@@ -583,6 +634,36 @@ impl ResponsesWriter {
         );
     }
 }
+/// `response` (an object) as `write_json` writes it with `output` (items' JSON bytes) as its
+/// `output` array: the members in their order, each as serde_json writes it.
+fn write_with_output(out: &mut BytesMut, response: &Value, output: &[Bytes]) {
+    let Some(members) = response.as_object() else {
+        write_json(out, response);
+        return;
+    };
+    out.extend_from_slice(b"{");
+    for (n, (key, value)) in members.iter().enumerate() {
+        if n > 0 {
+            out.extend_from_slice(b",");
+        }
+        write_json_str(out, key);
+        out.extend_from_slice(b":");
+        if key != "output" {
+            write_json(out, value);
+            continue;
+        }
+        out.extend_from_slice(b"[");
+        for (n, item) in output.iter().enumerate() {
+            if n > 0 {
+                out.extend_from_slice(b",");
+            }
+            out.extend_from_slice(item);
+        }
+        out.extend_from_slice(b"]");
+    }
+    out.extend_from_slice(b"}");
+}
+
 /// The `response.output_text.delta` event [`ResponsesWriter::emit`] writes for `piece` of
 /// item `id` at `output_index`, numbered `sequence`, byte for byte (keys in `serde_json::Map`'s
 /// sorted order), written around the piece instead of serialized from a `Value`: most of a

@@ -1,0 +1,167 @@
+//! A stream's text chunks read at the cost of a byte comparison: most chunks of a stream are
+//! the last text chunk's bytes with other values (its text, a count, a sequence number, an
+//! id). The first text chunk a shape accepts (`text_delta`, walked by `json_scan`) is kept as
+//! a template: its bytes, with its strings and numbers as holes. A later chunk whose bytes
+//! outside the holes are the template's, and whose holes each hold one value of the same kind,
+//! is the same JSON but for those values, so the shape reads it the same way but for them:
+//! they are read, the rest is compared. Keys, literals and every string the shape compares
+//! (a `type`) stay in the compared bytes. Any other chunk is walked as before, and may become
+//! the template.
+
+use std::borrow::Cow;
+
+use super::json_scan::{Hole, HoleKind, Scan};
+
+/// How many times one stream learns a template (a stream whose chunks never repeat stops
+/// paying for the learning).
+const MAX_LEARNT: u8 = 8;
+
+/// A text chunk as the shape read it: its bytes, their open values, and `base`, what the
+/// shape read from the bytes outside them.
+#[derive(Debug)]
+pub struct Template<B> {
+    bytes: Box<[u8]>,
+    holes: Box<[Hole]>,
+    base: B,
+}
+
+/// The values of a chunk that matched a template, read as the shape reads them there.
+#[derive(Debug, Default)]
+pub struct Filled<'a> {
+    /// The first [`HoleKind::Text`] string (most shapes have one: no list to allocate).
+    pub first: Option<Cow<'a, str>>,
+    /// The others, in order.
+    pub more: Vec<Cow<'a, str>>,
+    /// The [`HoleKind::Count`] numbers by slot (`None`: no hole there).
+    pub counts: [Option<u64>; 4],
+}
+
+impl<'a> Filled<'a> {
+    fn text(&mut self, text: Cow<'a, str>) {
+        match self.first {
+            None => self.first = Some(text),
+            Some(_) => self.more.push(text),
+        }
+    }
+
+    /// Every text, in order.
+    pub fn into_texts(self) -> Vec<Cow<'a, str>> {
+        let mut texts = Vec::with_capacity(1 + self.more.len());
+        texts.extend(self.first);
+        texts.extend(self.more);
+        texts
+    }
+}
+
+impl<B: Copy> Template<B> {
+    /// `data`'s open values, and the template's `base`, when `data` is the template's bytes
+    /// with other values of the same kinds in its holes; `None` otherwise (nothing read).
+    pub fn fill<'a>(&self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
+        let bytes = data.as_bytes();
+        let mut scan = Scan::new(data);
+        let mut from = 0;
+        let mut next = 0;
+        loop {
+            // Up to the next value the shape reads (or the end), the values passed over are
+            // mostly the template's own (ids, a model, indices): one comparison when they are,
+            // else hole by hole.
+            let read = self
+                .holes
+                .get(next..)?
+                .iter()
+                .position(|hole| matches!(hole.kind, HoleKind::Text | HoleKind::Count(_)))
+                .map(|offset| next + offset);
+            let stop = match read {
+                Some(read) => self.holes.get(read)?.start,
+                None => self.bytes.len(),
+            };
+            let run = self.bytes.get(from..stop)?;
+            if bytes.get(scan.at..)?.starts_with(run) {
+                scan.at += run.len();
+            } else {
+                let stretch = self.holes.get(next..read.unwrap_or(self.holes.len()))?;
+                for (n, hole) in stretch.iter().enumerate() {
+                    self.fixed(&mut scan, from, hole.start)?;
+                    // The template's own value and the bytes after it, else another value.
+                    let end = stretch.get(n + 1).map_or(stop, |next| next.start);
+                    if self.fixed(&mut scan, hole.start, end).is_some() {
+                        from = end;
+                        continue;
+                    }
+                    match hole.kind {
+                        HoleKind::String => scan.string().map(drop)?,
+                        _ => scan.number().map(drop)?,
+                    }
+                    from = hole.end;
+                }
+                self.fixed(&mut scan, from, stop)?;
+            }
+            let Some(read) = read else {
+                return (scan.at == bytes.len()).then_some(self.base);
+            };
+            let hole = *self.holes.get(read)?;
+            match hole.kind {
+                HoleKind::Count(slot) => {
+                    *filled.counts.get_mut(usize::from(slot))? = Some(scan.number()??)
+                }
+                _ => filled.text(scan.string()?),
+            }
+            from = hole.end;
+            next = read + 1;
+        }
+    }
+
+    /// The template's bytes `from..to` next in `scan`'s text: taken.
+    fn fixed(&self, scan: &mut Scan<'_>, from: usize, to: usize) -> Option<()> {
+        let fixed = self.bytes.get(from..to)?;
+        let text = scan.rest()?;
+        text.starts_with(fixed).then(|| scan.at += fixed.len())
+    }
+}
+
+/// A stream's template of one shape, learnt from the chunks it reads.
+#[derive(Debug)]
+pub struct Learned<B> {
+    template: Option<Template<B>>,
+    learnt: u8,
+}
+
+impl<B> Default for Learned<B> {
+    fn default() -> Self {
+        Learned {
+            template: None,
+            learnt: 0,
+        }
+    }
+}
+
+impl<B: Copy> Learned<B> {
+    /// `data` read through the template: its values and the template's base, or `None` when it
+    /// does not match (or there is none yet).
+    pub fn fill<'a>(&self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
+        self.template.as_ref()?.fill(data, filled)
+    }
+
+    /// A scan of `data` that records its holes while this stream may still learn.
+    pub fn scan<'a>(&self, data: &'a str) -> Scan<'a> {
+        if self.learnt < MAX_LEARNT {
+            Scan::recording(data)
+        } else {
+            Scan::new(data)
+        }
+    }
+
+    /// `scan` (of `data`) was accepted by the shape, which read `base` outside its holes: it
+    /// becomes the template, when it was recorded.
+    pub fn learn(&mut self, data: &str, scan: Scan<'_>, base: B) {
+        if self.learnt >= MAX_LEARNT {
+            return;
+        }
+        self.learnt += 1;
+        self.template = Some(Template {
+            bytes: data.as_bytes().into(),
+            holes: scan.holes().into(),
+            base,
+        });
+    }
+}
