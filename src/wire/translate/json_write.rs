@@ -70,7 +70,11 @@ mod tests {
         for value in values {
             let mut out = BytesMut::new();
             write_value(&mut out, &value);
-            assert_eq!(&out[..], serde_json::to_vec(&value).unwrap().as_slice(), "{value}");
+            assert_eq!(
+                &out[..],
+                serde_json::to_vec(&value).unwrap().as_slice(),
+                "{value}"
+            );
         }
     }
 }

@@ -83,9 +83,13 @@ mod member_tests {
         assert_eq!(at(&value, "missing"), None);
         let long = "a".repeat(40) + "BCDEFGHIJKLMNOPQRSTUVWXYZ";
         assert_eq!(at(&value, &long), None);
-        let long_snake = json!({"a_very_long_member_name_of_more_than_sixty_four_bytes_in_snake_case": 5});
+        let long_snake =
+            json!({"a_very_long_member_name_of_more_than_sixty_four_bytes_in_snake_case": 5});
         assert_eq!(
-            at(&long_snake, "aVeryLongMemberNameOfMoreThanSixtyFourBytesInSnakeCase"),
+            at(
+                &long_snake,
+                "aVeryLongMemberNameOfMoreThanSixtyFourBytesInSnakeCase"
+            ),
             Some(&json!(5))
         );
     }

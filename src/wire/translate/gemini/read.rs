@@ -643,7 +643,11 @@ mod camel_tests {
         let names = HANDLED_AND_CONFIG;
         for key in keys {
             for name in names {
-                assert_eq!(camel_is(key, name), camel(key) == name, "{key} against {name}");
+                assert_eq!(
+                    camel_is(key, name),
+                    camel(key) == name,
+                    "{key} against {name}"
+                );
             }
         }
     }
