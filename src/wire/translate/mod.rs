@@ -32,6 +32,7 @@
 //! - `typed_answer` and `answer_write` — a whole answer read from the upstream's bytes and
 //!   written as the client's without a `serde_json::Value` of it, for the forms they cover
 //!   (the `Value` readers and writers otherwise, giving the same bytes).
+//! - `json_write` — a `Value` written as JSON bytes (a translated request's body).
 //! - `text_delta`, `picked` — what stream readers read without a whole `Value`: text pieces
 //!   by borrowing (`json_scan` walks their bytes), other events with only the members a
 //!   reader reads.
@@ -47,6 +48,7 @@ mod gemini;
 mod held_text;
 pub mod hub;
 mod json_scan;
+mod json_write;
 mod messages;
 mod openai_common;
 mod openai_user;
@@ -169,14 +171,14 @@ fn translated(
     request: &serde_json::Map<String, Value>,
     written: WrittenRequest,
 ) -> Result<TranslatedRequest, TranslateError> {
-    let body = serde_json::to_vec(&written.translated)
-        .map_err(|error| TranslateError::Invalid(error.to_string()))?;
+    let mut body = bytes::BytesMut::with_capacity(512);
+    json_write::write_value(&mut body, &written.translated);
     let echo = match direction.client {
         Api::Responses => Echo::of(request),
         _ => Echo::default(),
     };
     Ok(TranslatedRequest {
-        body: Bytes::from(body),
+        body: body.freeze(),
         dropped: written.dropped,
         stream: written.stream,
         include_usage: written.include_usage,
@@ -200,7 +202,13 @@ pub fn carries(
 }
 
 fn parse_request(body: &[u8]) -> Result<serde_json::Map<String, Value>, TranslateError> {
-    let request: Value = serde_json::from_slice(body)
+    // A body of valid UTF-8 is checked once, whole, and read as a `str` (serde_json then does
+    // not check each string again); any other is read as bytes, for the same error as before.
+    let request: Result<Value, _> = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(body),
+    };
+    let request = request
         .map_err(|error| TranslateError::Invalid(format!("the body is not JSON: {error}")))?;
     let Value::Object(request) = request else {
         return Err(TranslateError::Invalid(

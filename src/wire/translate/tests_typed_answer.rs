@@ -326,3 +326,48 @@ fn non_ascii_and_escaped_text_is_written_as_serde_json_writes_it() {
         }
     }
 }
+
+/// An answer whose bytes are not all UTF-8 where no reader looks (a skipped member) is read by
+/// bytes as before and translated; one with such bytes in a string a reader reads fails as
+/// before. A request likewise: the same error either way.
+#[test]
+fn an_answer_or_request_not_all_utf8_reads_as_bytes_as_before() {
+    let mut answer = br#"{"id":"c1","model":"m","system_fingerprint":"fp_"#.to_vec();
+    answer.extend_from_slice(&[0xff, 0xfe]);
+    answer.extend_from_slice(
+        br#"","choices":[{"message":{"content":"kept"},"finish_reason":"stop"}]}"#,
+    );
+    let typed = typed_answer::answer(Api::Chat, &answer, false, CREATED);
+    assert!(typed.is_some(), "the typed read takes it by bytes");
+    for client in [Api::Responses, Api::Messages, Api::Gemini] {
+        let direction = Direction::between(client, Api::Chat).unwrap();
+        let out = translate_answer(direction, &answer, CREATED, &Echo::default()).unwrap();
+        assert!(String::from_utf8(out.to_vec()).unwrap().contains("kept"));
+    }
+    let mut broken = br#"{"id":"c1","choices":[{"message":{"content":"x"#.to_vec();
+    broken.extend_from_slice(&[0xff]);
+    broken.extend_from_slice(br#""}}]}"#);
+    assert!(typed_answer::answer(Api::Chat, &broken, false, CREATED).is_none());
+
+    let mut request = br#"{"model":"m","messages":[{"role":"user","content":"hi "#.to_vec();
+    request.extend_from_slice(&[0xff]);
+    request.extend_from_slice(br#""}]}"#);
+    let settings = RequestSettings {
+        model: "m",
+        default_max_tokens: 1024,
+        reasoning: None,
+    };
+    let error = translate_request(Direction::CHAT_TO_MESSAGES, &request, settings).unwrap_err();
+    let bytes_error = serde_json::from_slice::<Value>(&request).unwrap_err();
+    assert_eq!(
+        error,
+        TranslateError::Invalid(format!("the body is not JSON: {bytes_error}"))
+    );
+    let valid = br#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,}"#;
+    let error = translate_request(Direction::CHAT_TO_MESSAGES, valid, settings).unwrap_err();
+    let bytes_error = serde_json::from_slice::<Value>(valid).unwrap_err();
+    assert_eq!(
+        error,
+        TranslateError::Invalid(format!("the body is not JSON: {bytes_error}"))
+    );
+}

@@ -25,26 +25,34 @@ pub fn member<'a>(object: &'a Map<String, Value>, camel: &str) -> Option<&'a Val
     if let Some(found) = object.get(camel) {
         return Some(found);
     }
-    // A name with no capital has no other spelling; the others are spelled on the stack (every
-    // member name Google's API has fits), most lookups being of members that are absent.
+    // A name with no capital has no other spelling. Most lookups are of members that are
+    // absent, in objects of a few members: each name is compared with the snake spelling as it
+    // is walked (the first byte tells most apart), nothing spelled or allocated.
     if !camel.bytes().any(|b| b.is_ascii_uppercase()) {
         return None;
     }
-    let mut snake = [0u8; 64];
-    let mut len = 0;
-    for b in camel.bytes() {
-        let spelled: &[u8] = if b.is_ascii_uppercase() {
-            &[b'_', b.to_ascii_lowercase()]
-        } else {
-            std::slice::from_ref(&b)
-        };
-        let end = len + spelled.len();
-        snake.get_mut(len..end)?.copy_from_slice(spelled);
-        len = end;
+    object
+        .iter()
+        .find(|(name, _)| spells_in_snake(name.as_bytes(), camel.as_bytes()))
+        .map(|(_, value)| value)
+}
+
+/// Whether `name` is `camel` in snake case (`inline_data` for `inlineData`).
+fn spells_in_snake(name: &[u8], camel: &[u8]) -> bool {
+    let mut at = 0;
+    for &b in camel {
+        if b.is_ascii_uppercase() {
+            if name.get(at) != Some(&b'_') {
+                return false;
+            }
+            at += 1;
+        }
+        if name.get(at) != Some(&b.to_ascii_lowercase()) {
+            return false;
+        }
+        at += 1;
     }
-    // ASCII letters and `_` replaced ASCII letters: still UTF-8.
-    let snake = std::str::from_utf8(snake.get(..len)?).ok()?;
-    object.get(snake)
+    at == name.len()
 }
 
 /// [`at`] as a string, `""` when absent.
@@ -75,5 +83,24 @@ mod member_tests {
         assert_eq!(at(&value, "missing"), None);
         let long = "a".repeat(40) + "BCDEFGHIJKLMNOPQRSTUVWXYZ";
         assert_eq!(at(&value, &long), None);
+        let long_snake =
+            json!({"a_very_long_member_name_of_more_than_sixty_four_bytes_in_snake_case": 5});
+        assert_eq!(
+            at(
+                &long_snake,
+                "aVeryLongMemberNameOfMoreThanSixtyFourBytesInSnakeCase"
+            ),
+            Some(&json!(5))
+        );
+    }
+
+    #[test]
+    fn the_camel_spelling_wins_and_near_spellings_are_not_taken() {
+        let both = json!({"inline_data": 1, "inlineData": 2});
+        assert_eq!(at(&both, "inlineData"), Some(&json!(2)));
+        let near = json!({"inline_dat": 1, "inline_datas": 2, "inlinedata": 3, "Inline_data": 4, "inline__data": 5});
+        assert_eq!(at(&near, "inlineData"), None);
+        let capital_first = json!({"_inline": 1});
+        assert_eq!(at(&capital_first, "Inline"), Some(&json!(1)));
     }
 }

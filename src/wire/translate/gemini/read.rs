@@ -73,6 +73,25 @@ fn camel(key: &str) -> String {
     out
 }
 
+/// Whether [`camel`] of `key` is `name`, without spelling it: byte by byte (a byte of a
+/// character beyond ASCII is never `_` and is its own capital, as the character is).
+fn camel_is(key: &str, name: &str) -> bool {
+    let mut name = name.bytes();
+    let mut upper = false;
+    for b in key.bytes() {
+        if b == b'_' {
+            upper = true;
+            continue;
+        }
+        let spelled = if upper { b.to_ascii_uppercase() } else { b };
+        upper = false;
+        if name.next() != Some(spelled) {
+            return false;
+        }
+    }
+    name.next().is_none()
+}
+
 pub fn request(
     request: &Map<String, Value>,
     key: Option<ReasoningKey<'_>>,
@@ -122,7 +141,7 @@ pub fn request(
         drop_named(dropped, "safetySettings");
     }
     for key in request.keys() {
-        if !HANDLED.contains(&camel(key).as_str()) {
+        if !HANDLED.iter().any(|name| camel_is(key, name)) {
             drop_named(dropped, key);
         }
     }
@@ -393,10 +412,10 @@ fn generation_config(
         form.effort = effort(thinking);
     }
     for (key, value) in config.as_object().into_iter().flatten() {
-        let key = camel(key);
-        if value.is_null() || CONFIG_HANDLED.contains(&key.as_str()) {
+        if value.is_null() || CONFIG_HANDLED.iter().any(|name| camel_is(key, name)) {
             continue;
         }
+        let key = camel(key);
         if CONFIG_REFUSED.contains(&key.as_str()) && value != &Value::Bool(false) {
             return Err(TranslateError::unsupported(
                 key,
@@ -597,4 +616,51 @@ pub fn answer(response: &Value, signatures: bool, created: u64) -> Answer {
         citations,
         parts,
     }
+}
+
+#[cfg(test)]
+mod camel_tests {
+    use super::{camel, camel_is};
+
+    #[test]
+    fn camel_is_says_what_camel_spells() {
+        let keys = [
+            "system_instruction",
+            "systemInstruction",
+            "system__instruction",
+            "_model",
+            "tools_",
+            "tool_Config",
+            "generation_config",
+            "max_output_tokens",
+            "maxOutputTokens",
+            "top_p",
+            "topP",
+            "",
+            "_",
+            "émoji_ünit",
+        ];
+        let names = HANDLED_AND_CONFIG;
+        for key in keys {
+            for name in names {
+                assert_eq!(
+                    camel_is(key, name),
+                    camel(key) == name,
+                    "{key} against {name}"
+                );
+            }
+        }
+    }
+
+    const HANDLED_AND_CONFIG: [&str; 9] = [
+        "systemInstruction",
+        "model",
+        "Model",
+        "tools",
+        "toolConfig",
+        "maxOutputTokens",
+        "topP",
+        "",
+        "émojiÜnit",
+    ];
 }

@@ -31,7 +31,7 @@ const ECHOED: [(&str, MakeDefault); 13] = [
 /// A Responses request's echo.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Echo {
-    /// Every echoed field: the request's value, or the API's default.
+    /// The echoed fields the request set (not null); the others repeat the API's default.
     fields: Map<String, Value>,
     /// The freeform (`custom`) tools' names.
     custom_tools: Vec<String>,
@@ -43,15 +43,13 @@ pub struct Echo {
 impl Echo {
     /// The echo of `request` (a Responses request).
     pub fn of(request: &Map<String, Value>) -> Echo {
+        // Only what the request set: the defaults are made when an answer is written (most
+        // requests set two or three of the thirteen).
         let fields = ECHOED
             .iter()
-            .map(|(key, default)| {
-                let value = request
-                    .get(*key)
-                    .filter(|v| !v.is_null())
-                    .cloned()
-                    .unwrap_or_else(default);
-                ((*key).to_string(), value)
+            .filter_map(|(key, _)| {
+                let value = request.get(*key).filter(|v| !v.is_null())?;
+                Some(((*key).to_string(), value.clone()))
             })
             .collect();
         let tools = request
