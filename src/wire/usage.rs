@@ -256,7 +256,13 @@ pub fn response_summary(body: &[u8]) -> Result<ResponseSummary<'_>, InvalidBody>
     let is_object = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
     // serde would read an array positionally as the struct: only objects go that way.
     let parsed = if is_object {
-        serde_json::from_slice::<ResponseBody>(body)
+        // A body of UTF-8 (nearly every answer) is checked once and read as a `str`, so
+        // serde_json does not check each key and string again; any other goes by bytes, so
+        // its error is the one it always was.
+        match std::str::from_utf8(body) {
+            Ok(text) => serde_json::from_str::<ResponseBody>(text),
+            Err(_) => serde_json::from_slice::<ResponseBody>(body),
+        }
     } else {
         serde_json::from_slice::<IgnoredAny>(body).map(|_| ResponseBody {
             model: None,
@@ -296,6 +302,30 @@ pub fn is_valid_json(body: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_is_read_alike_whether_or_not_it_is_all_utf8() {
+        let body = "{\"model\":\"m-é\",\"choices\":[{\"message\":{\"content\":\"café 🦀\"}}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}";
+        let summary = response_summary(body.as_bytes()).unwrap();
+        assert_eq!(summary.model.map(RawValue::get), Some("\"m-é\""));
+        assert_eq!(
+            summary.counts.map(|c| (c.tokens_in, c.tokens_out)),
+            Some((3, 4))
+        );
+        // A byte that is no UTF-8 inside a string the read skips is read past by bytes, as
+        // it always was; outside every string it breaks the answer.
+        let mut broken = body.as_bytes().to_vec();
+        let at = broken.windows(3).position(|w| w == b"caf").unwrap() + 2;
+        broken[at] = 0xff;
+        let summary = response_summary(&broken).unwrap();
+        assert_eq!(
+            summary.counts.map(|c| (c.tokens_in, c.tokens_out)),
+            Some((3, 4))
+        );
+        let mut outside = body.as_bytes().to_vec();
+        outside.insert(1, 0xff);
+        assert!(response_summary(&outside).is_err());
+    }
 
     #[test]
     fn s6_usage_of_each_response_shape() {
