@@ -19,6 +19,8 @@ mod report;
 mod schedule;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_translated;
 
 pub use charge::StreamCharge;
 pub use open::{open, CommittedStream, StreamStart, StreamTiming};

@@ -102,6 +102,10 @@ async fn answer(
         let reply = error_bodies::bad_request(dialect, "you must provide a model parameter");
         return error_response(reply, headers);
     };
+    if let Some(cap) = mock.reply_cap() {
+        turn.chunks
+            .truncate(usize::try_from(cap.max(1)).unwrap_or(usize::MAX));
+    }
     turn.tool_call = tool_calls::requested(endpoint, &parsed);
     let Refusals {
         missing_previous,

@@ -148,6 +148,9 @@ struct MockState {
     /// The last sequence handed out; unlike `stats.total`, never reset.
     sequence: u64,
     compression: Compression,
+    /// The most text chunks an OpenAI-format or Anthropic answer has, whatever its
+    /// `max_tokens` (`None`: as it asks).
+    reply_cap: Option<u64>,
     /// Extra headers on every answer to a key (Codex's `x-codex-*` windows, plan headers).
     response_headers: HashMap<String, Vec<(String, String)>>,
     /// Keys that answer like subscription accounts: no per-minute count headers.
@@ -322,6 +325,18 @@ impl MockUpstream {
 
     pub fn compression(&self) -> Compression {
         self.lock().compression
+    }
+
+    /// Answers every OpenAI-format and Anthropic request from now on with at most `chunks` text
+    /// chunks, whatever its `max_tokens` asks (`None`: as it asks, the default), as a model that
+    /// is done before its limit: a translated request carries the router's default
+    /// `max_tokens`, which otherwise makes its answer the longest the mock gives (4096 chunks).
+    pub fn cap_reply_chunks(&self, chunks: Option<u64>) {
+        self.lock().reply_cap = chunks;
+    }
+
+    pub fn reply_cap(&self) -> Option<u64> {
+        self.lock().reply_cap
     }
 
     /// Puts `headers` on every answer to `key` from now on (replacing earlier ones; an empty
