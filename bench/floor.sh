@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The floor under quotaroute's CPU per request: examples/http_floor.rs is the same hyper server,
+# The floor under quotaroute's CPU per request: examples/http_floor/ is the same hyper server,
 # hyper-util client and tokio runtime with no routing, parsing or journal. Two measures, run
 # from the project root:
 #   bench/floor.sh            # instructions per request under callgrind, floor vs quotaroute
