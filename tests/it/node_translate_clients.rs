@@ -192,8 +192,18 @@ async fn an_interactive_claude_code_session_runs_on_openai_format_accounts() {
         "{:?}",
         bodies.iter().map(|(p, _)| p).collect::<Vec<_>>()
     );
-    // The second turn went up with the first turn's exchange in its history.
-    let last: Value = serde_json::from_slice(&bodies.last().unwrap().1).unwrap();
+    // The second turn went up with the first turn's exchange in its history. The second turn
+    // is the request with its prompt and the longest history: Claude Code sends side requests
+    // of its own (a title, a topic) that may come last, with the prompt alone.
+    let sent: Vec<Value> = bodies
+        .iter()
+        .map(|(_, body)| serde_json::from_slice(body).unwrap())
+        .collect();
+    let last = sent
+        .iter()
+        .filter(|body| body.to_string().contains("say pong again"))
+        .max_by_key(|body| body["messages"].as_array().map_or(0, Vec::len))
+        .unwrap_or_else(|| panic!("no request carried the second prompt: {sent:?}"));
     let roles: Vec<&str> = last["messages"]
         .as_array()
         .unwrap()
