@@ -7,6 +7,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use tokio::time::Instant;
 
+use super::open::CommittedStream;
 use super::relay::Relay;
 use super::{open, StreamCharge, StreamStart, StreamTiming};
 use crate::config::Secret;
@@ -38,13 +39,18 @@ async fn relayed(chunks: Vec<Bytes>, format: StreamFormat) -> String {
     else {
         panic!("the stream did not commit");
     };
+    relayed_to_end(stream, far).await
+}
+
+/// What the client reads of a committed stream, relayed to its end by `deadline`.
+pub(super) async fn relayed_to_end(stream: Box<CommittedStream>, deadline: Instant) -> String {
     let mut relay = Relay {
         input_tokens: None,
         client_usage: None,
         ended: stream.finished,
         stream: *stream,
         decision: None,
-        deadline: far,
+        deadline,
         failure: None,
         pending: None,
         charge: StreamCharge::none(),

@@ -13,8 +13,7 @@ use futures_util::Stream;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::relay::Relay;
-use super::{open, StreamCharge, StreamStart, StreamTiming};
+use super::{open, StreamStart, StreamTiming};
 use crate::credentials::Echoes;
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::{ItemSealer, Items, SealKey};
@@ -115,24 +114,7 @@ async fn relayed(reads: Vec<(Bytes, bool)>) -> String {
         Arc::from("an-1"),
         Items::Translated,
     ));
-    let mut relay = Relay {
-        input_tokens: None,
-        client_usage: None,
-        ended: stream.finished,
-        stream: *stream,
-        decision: None,
-        deadline: far,
-        failure: None,
-        pending: None,
-        charge: StreamCharge::none(),
-        precharged: None,
-        draining: false,
-    };
-    let mut out = Vec::new();
-    while let Some(chunk) = relay.next_chunk().await {
-        out.extend_from_slice(&chunk);
-    }
-    String::from_utf8(out).unwrap()
+    super::tests::relayed_to_end(stream, far).await
 }
 
 /// The client's events (type and data), each sealed item's ciphertext blanked (it differs
