@@ -184,15 +184,6 @@ fn assert_answer_whole(events: &[(String, Value)], text: &str) {
     );
 }
 
-fn mock_text(chunks: usize) -> String {
-    ["This", " is", " a", " mock", " reply", "."]
-        .iter()
-        .cycle()
-        .take(chunks)
-        .copied()
-        .collect()
-}
-
 /// The answer's frames (events) as separate reads, every other one late.
 fn frame_reads(answer: &Bytes) -> Vec<(Bytes, bool)> {
     let mut reads = Vec::new();
@@ -218,7 +209,7 @@ fn frame_reads(answer: &Bytes) -> Vec<(Bytes, bool)> {
 async fn a_translated_answer_is_the_same_at_every_split_of_the_upstream_reads() {
     let answer = mock_answer(12).await;
     let client = relayed(vec![(answer.clone(), false)]).await;
-    assert_answer_whole(&events(&client), &mock_text(12));
+    assert_answer_whole(&events(&client), &quotaroute_mock::reply_text(12));
     let whole = blanked(&client);
     let first_text = memchr::memmem::find(&answer, b"text_delta").unwrap();
     let first_text_end = first_text + memchr::memmem::find(&answer[first_text..], b"\n\n").unwrap();
@@ -249,7 +240,7 @@ async fn a_translated_answer_is_the_same_at_every_split_of_the_upstream_reads() 
 async fn a_long_translated_answer_ends_with_its_whole_message() {
     let answer = mock_answer(4096).await;
     let whole = events(&relayed(vec![(answer.clone(), false)]).await);
-    assert_answer_whole(&whole, &mock_text(4096));
+    assert_answer_whole(&whole, &quotaroute_mock::reply_text(4096));
     let last_delta = memchr::memmem::rfind(&answer, b"text_delta").unwrap();
     for split in [64 * 1024, last_delta, last_delta + 100, answer.len() - 40] {
         let reads = vec![

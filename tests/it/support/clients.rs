@@ -66,12 +66,7 @@ pub fn asks_for_compression(text: String) -> String {
 /// What the mock answers with `chunks` content chunks (its words cycle; 6 by default, else
 /// `max_tokens` / `max_output_tokens`).
 pub fn mock_text(chunks: usize) -> String {
-    ["This", " is", " a", " mock", " reply", "."]
-        .iter()
-        .cycle()
-        .take(chunks)
-        .copied()
-        .collect()
+    quotaroute_mock::reply_text(chunks)
 }
 
 /// Which connections the mock saw requests from (by their upstream keys), with counts.

@@ -9,8 +9,13 @@ use super::rate_headers::Dialect;
 
 /// The reply's words; a request's `max_tokens` (or `max_completion_tokens` /
 /// `max_output_tokens`) picks how many chunks it gets (cycling through these), default 6.
-const REPLY_WORDS: [&str; 6] = ["This", " is", " a", " mock", " reply", "."];
-const MAX_REPLY_CHUNKS: u64 = 4096;
+pub(crate) const REPLY_WORDS: [&str; 6] = ["This", " is", " a", " mock", " reply", "."];
+pub(crate) const MAX_REPLY_CHUNKS: u64 = 4096;
+
+/// The text of a reply of `chunks` chunks, as every API of the mock answers it.
+pub fn reply_text(chunks: usize) -> String {
+    REPLY_WORDS.iter().cycle().take(chunks).copied().collect()
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {

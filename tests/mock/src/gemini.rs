@@ -14,9 +14,7 @@ use serde_json::{json, Value};
 use super::anthropic::SEARCH_RESULT_URL;
 use super::thinking;
 
-/// The mock's reply words, one chunk each (as the other APIs get them).
-const REPLY_WORDS: [&str; 6] = ["This", " is", " a", " mock", " reply", "."];
-const MAX_REPLY_CHUNKS: u64 = 4096;
+use super::exchange::{MAX_REPLY_CHUNKS, REPLY_WORDS};
 /// The marker a prompt uses to ask for a call: `mock-tool-call:NAME {args}`.
 const TOOL_MARKER: &str = "mock-tool-call:";
 /// What the mock thinks (a thought part, with `includeThoughts`).

@@ -116,6 +116,7 @@ use serde::{Deserialize, Serialize};
 pub use auth::{Accepted, KeyGate, OAuthSettings, OAuthStats, ACCESS_TOKEN_PREFIX};
 pub use compression::{Compression, Encoding, UnknownCompression};
 pub use error_bodies::masked_key;
+pub use exchange::reply_text;
 pub use fault::{Fault, ResetForm, Rule};
 pub use gemini::thought_signature as gemini_thought_signature;
 pub use plan_windows::{PlanWindow, SubscriptionPlan, FIVE_HOURS_MS, WEEK_MS};
