@@ -77,9 +77,12 @@ impl StreamUsage {
     /// Adds the generated text `event` (of `format`) carries to
     /// [`content_bytes`](Self::content_bytes).
     pub fn count_content(&mut self, format: StreamFormat, event: &SseEvent) {
-        self.content_bytes = self
-            .content_bytes
-            .saturating_add(content_text_bytes(format, event.data.as_bytes()) as u64);
+        self.count_content_bytes(content_text_bytes(format, event.data.as_bytes()));
+    }
+
+    /// Adds `bytes` of generated text an event carries, counted by its reader.
+    pub fn count_content_bytes(&mut self, bytes: usize) {
+        self.content_bytes = self.content_bytes.saturating_add(bytes as u64);
     }
 
     /// Takes in the usage an event carried. Streams report running totals (Anthropic sends

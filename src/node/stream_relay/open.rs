@@ -16,7 +16,7 @@ use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_watch::{EventMeaning, StreamFormat, StreamUsage};
-use crate::wire::translate::{GeminiTextUsage, StreamTranslator};
+use crate::wire::translate::{ChatTextWatch, GeminiTextUsage, StreamTranslator};
 
 /// How a stream began.
 pub enum StreamStart {
@@ -60,6 +60,8 @@ pub struct CommittedStream {
     pub keeper: Option<crate::node::kept_responses::StreamKeeper>,
     /// A Gemini stream relayed as it is: its text chunks' usage, read through their template.
     pub(super) gemini_text: GeminiTextUsage,
+    /// A Chat stream relayed as it is: its chunks of text alone, known through their template.
+    pub(super) chat_text: ChatTextWatch,
 }
 
 impl StreamStart {
@@ -308,6 +310,7 @@ impl Opening {
             sealer: None,
             keeper: None,
             gemini_text: GeminiTextUsage::default(),
+            chat_text: ChatTextWatch::default(),
         }))
     }
 }

@@ -159,8 +159,12 @@ impl Relay {
                 }
                 continue;
             }
-            if !matters_after_commit(self.stream.format, &event) {
-                self.stream.usage.count_content(self.stream.format, &event);
+            let text_bytes = self.chat_text_bytes(&event);
+            if text_bytes.is_some() || !matters_after_commit(self.stream.format, &event) {
+                match text_bytes {
+                    Some(bytes) => self.stream.usage.count_content_bytes(bytes),
+                    None => self.stream.usage.count_content(self.stream.format, &event),
+                }
                 self.write(&event, out);
                 // Checked after content only: a usage or closing event is always read.
                 if watches_budget && self.budget_reached() {
@@ -224,6 +228,15 @@ impl Relay {
         self.stream.usage.observe_gemini_text(event, usage);
         self.stream.usage.count_content(self.stream.format, event);
         true
+    }
+
+    /// A Chat stream relayed as it is: the text bytes of a chunk of text alone, known through
+    /// the stream's template (`None`: any other event, or another stream).
+    fn chat_text_bytes(&mut self, event: &SseEvent) -> Option<usize> {
+        if self.stream.format != StreamFormat::OpenAiChat || self.stream.translator.is_some() {
+            return None;
+        }
+        self.stream.chat_text.text_bytes(event)
     }
 
     /// Whether what the stream used so far takes its client's budget to its end (its running

@@ -174,6 +174,7 @@ impl Relay {
             // What the client did not see is not kept.
             keeper: None,
             gemini_text: std::mem::take(&mut self.stream.gemini_text),
+            chat_text: std::mem::take(&mut self.stream.chat_text),
         };
         Relay {
             stream,

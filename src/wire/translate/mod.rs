@@ -39,6 +39,7 @@
 
 mod answer_write;
 mod chat;
+mod chat_text_watch;
 mod chunk_template;
 mod citations;
 mod count_tokens;
@@ -63,6 +64,7 @@ mod text_delta;
 mod thinking_carry;
 mod typed_answer;
 
+pub use chat_text_watch::ChatTextWatch;
 pub use count_tokens::{count_tokens_body, gemini_count_tokens_body};
 pub use direction::{Api, Direction};
 pub use errors::error_body;
