@@ -15,7 +15,7 @@ use crate::telemetry::AttemptSpan;
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::{SseEvent, SseParser};
-use crate::wire::stream_watch::{EventMeaning, StreamFormat, StreamUsage};
+use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
 use crate::wire::translate::{ChatTextWatch, GeminiTextUsage, StreamTranslator};
 
 /// How a stream began.
@@ -110,6 +110,30 @@ impl StreamTiming {
     }
 }
 
+/// After the stream's first content, whether `event` can only be more of it (its generated
+/// text then counted into `usage`); `false`: it may mean more (usage, an error, the end) and
+/// is read whole. A Chat stream relayed as it is knows its chunks of text alone through their
+/// template (`chat_text`); any other event is searched for what could make it matter.
+pub(super) fn counted_as_content(
+    format: StreamFormat,
+    translated: bool,
+    chat_text: &mut ChatTextWatch,
+    usage: &mut StreamUsage,
+    event: &SseEvent,
+) -> bool {
+    if format == StreamFormat::OpenAiChat && !translated {
+        if let Some(bytes) = chat_text.text_bytes(event) {
+            usage.count_content_bytes(bytes);
+            return true;
+        }
+    }
+    if matters_after_commit(format, event) {
+        return false;
+    }
+    usage.count_content(format, event);
+    true
+}
+
 /// What the client gets of `event`: its own bytes, or its translation (possibly nothing).
 fn client_bytes(translator: &mut Option<StreamTranslator>, event: SseEvent) -> Option<Bytes> {
     match translator {
@@ -145,6 +169,7 @@ pub async fn open(
         format,
         withhold_usage_only,
         translator,
+        chat_text: ChatTextWatch::default(),
     };
     let mut last_activity = Instant::now();
     loop {
@@ -197,6 +222,8 @@ struct Opening {
     format: StreamFormat,
     withhold_usage_only: bool,
     translator: Option<StreamTranslator>,
+    /// A Chat stream's template of its text chunks, learnt here and kept by the relay.
+    chat_text: ChatTextWatch,
 }
 
 impl Opening {
@@ -212,6 +239,20 @@ impl Opening {
         }
         let mut committed = false;
         for event in self.events.drain(..) {
+            // The rest of a burst after its first content is read as the relay reads it.
+            if committed
+                && counted_as_content(
+                    format,
+                    self.translator.is_some(),
+                    &mut self.chat_text,
+                    &mut self.usage,
+                    &event,
+                )
+            {
+                self.buffered
+                    .extend(client_bytes(&mut self.translator, event));
+                continue;
+            }
             self.begun |= event.event.is_some() || !event.data.is_empty();
             if format == StreamFormat::OpenAiResponses && self.response_id.is_none() {
                 self.response_id = created_response_id(&event);
@@ -310,7 +351,7 @@ impl Opening {
             sealer: None,
             keeper: None,
             gemini_text: GeminiTextUsage::default(),
-            chat_text: ChatTextWatch::default(),
+            chat_text: self.chat_text,
         }))
     }
 }

@@ -14,12 +14,12 @@ use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::SseEvent;
 use crate::wire::stream_error::{anthropic_stream_error, gemini_stream_error, openai_stream_error};
-use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat};
+use crate::wire::stream_watch::{EventMeaning, StreamFormat};
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
 use crate::wire::usage::TokenCounts;
 
 use super::charge::{so_far, StreamCharge};
-use super::open::CommittedStream;
+use super::open::{counted_as_content, CommittedStream};
 use super::schedule::{ready_data, COALESCE_BYTES};
 
 /// A committed stream being relayed: polled by the client's response body itself (no task, no
@@ -159,12 +159,13 @@ impl Relay {
                 }
                 continue;
             }
-            let text_bytes = self.chat_text_bytes(&event);
-            if text_bytes.is_some() || !matters_after_commit(self.stream.format, &event) {
-                match text_bytes {
-                    Some(bytes) => self.stream.usage.count_content_bytes(bytes),
-                    None => self.stream.usage.count_content(self.stream.format, &event),
-                }
+            if counted_as_content(
+                self.stream.format,
+                self.stream.translator.is_some(),
+                &mut self.stream.chat_text,
+                &mut self.stream.usage,
+                &event,
+            ) {
                 self.write(&event, out);
                 // Checked after content only: a usage or closing event is always read.
                 if watches_budget && self.budget_reached() {
@@ -228,15 +229,6 @@ impl Relay {
         self.stream.usage.observe_gemini_text(event, usage);
         self.stream.usage.count_content(self.stream.format, event);
         true
-    }
-
-    /// A Chat stream relayed as it is: the text bytes of a chunk of text alone, known through
-    /// the stream's template (`None`: any other event, or another stream).
-    fn chat_text_bytes(&mut self, event: &SseEvent) -> Option<usize> {
-        if self.stream.format != StreamFormat::OpenAiChat || self.stream.translator.is_some() {
-            return None;
-        }
-        self.stream.chat_text.text_bytes(event)
     }
 
     /// Whether what the stream used so far takes its client's budget to its end (its running
