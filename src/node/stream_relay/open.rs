@@ -121,7 +121,8 @@ pub(super) fn counted_as_content(
     usage: &mut StreamUsage,
     event: &SseEvent,
 ) -> bool {
-    if format == StreamFormat::OpenAiChat && !translated {
+    let relayed_chat = format == StreamFormat::OpenAiChat && !translated;
+    if relayed_chat {
         if let Some(bytes) = chat_text.text_bytes(event) {
             usage.count_content_bytes(bytes);
             return true;
@@ -130,7 +131,10 @@ pub(super) fn counted_as_content(
     if matters_after_commit(format, event) {
         return false;
     }
-    usage.count_content(format, event);
+    match relayed_chat.then(|| chat_text.learn(event)).flatten() {
+        Some(bytes) => usage.count_content_bytes(bytes),
+        None => usage.count_content(format, event),
+    }
     true
 }
 

@@ -156,7 +156,7 @@ pub fn chat_content(data: &str) -> Option<Cow<'_, str>> {
     chat_content_in(&mut Scan::new(data))
 }
 
-fn chat_content_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
+pub(super) fn chat_content_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
     let mut seen = Seen::default();
     let mut content = None;
     scan.object(|scan, key| match &*key {
