@@ -9,6 +9,7 @@ use super::responses::echo::Echo;
 use super::sse_write::{write_json, write_json_str, write_json_u64};
 use super::{chat, gemini, messages, responses, Api};
 use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::Value;
 
 /// `answer` in `client`'s API as the bytes its `Value` writer makes, or `None` when the form
 /// is one this leaves to that writer.
@@ -34,6 +35,27 @@ fn string(out: &mut BytesMut, text: &str) {
 
 fn count(out: &mut BytesMut, number: u64) {
     write_json_u64(out, number);
+}
+
+/// The answer's `model` (any JSON value; nearly always a string, written without serde's
+/// writer).
+fn model(out: &mut BytesMut, model: &Value) {
+    match model {
+        Value::String(name) => string(out, name),
+        other => write_json(out, other),
+    }
+}
+
+/// `chat::write::chat_id` of `id` as a JSON string, without formatting one.
+fn chat_id(out: &mut BytesMut, id: &str) {
+    if id.starts_with("chatcmpl-") {
+        string(out, id);
+    } else {
+        let mut prefixed = String::with_capacity("chatcmpl-".len() + id.len());
+        prefixed.push_str("chatcmpl-");
+        prefixed.push_str(id);
+        string(out, &prefixed);
+    }
 }
 
 /// A `,` before a member or an element unless it is the first (`first`).
@@ -103,9 +125,9 @@ fn chat_answer(out: &mut BytesMut, answer: &Answer, created: u64) -> Option<()> 
     raw(out, "}}],\"created\":");
     count(out, created);
     raw(out, ",\"id\":");
-    string(out, &chat::write::chat_id(&answer.id));
+    chat_id(out, &answer.id);
     raw(out, ",\"model\":");
-    write_json(out, &answer.model);
+    model(out, &answer.model);
     raw(
         out,
         ",\"object\":\"chat.completion\",\"usage\":{\"completion_tokens\":",
@@ -173,7 +195,7 @@ fn messages_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
     raw(out, "],\"id\":");
     string(out, &messages::write::message_id(&answer.id));
     raw(out, ",\"model\":");
-    write_json(out, &answer.model);
+    model(out, &answer.model);
     raw(out, ",\"role\":\"assistant\",\"stop_reason\":");
     string(out, messages::write::stop_reason(answer.finish));
     raw(
@@ -234,7 +256,7 @@ fn gemini_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
     raw(out, "],\"role\":\"model\"},\"finishReason\":");
     string(out, gemini::write::finish_reason(answer.finish));
     raw(out, ",\"index\":0}],\"modelVersion\":");
-    write_json(out, &answer.model);
+    model(out, &answer.model);
     raw(out, ",\"responseId\":");
     string(out, &answer.id);
     raw(out, ",\"usageMetadata\":{");
@@ -322,7 +344,7 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
         echoed(out, echo, field);
     }
     raw(out, ",\"model\":");
-    write_json(out, &answer.model);
+    model(out, &answer.model);
     raw(out, ",\"object\":\"response\",\"output\":[");
     output_items(out, (&items, &text), bare, echo);
     out.put_u8(b']');
