@@ -5,6 +5,7 @@
 //! thinking blocks: what needs more than text, thinking, calls, finish and usage).
 
 use super::hub::form::{Answer, Finish, Part, ToolCall, Usage};
+use super::json_write::write_value;
 use super::responses::echo::Echo;
 use super::sse_write::{write_json, write_json_str, write_json_u64};
 use super::{chat, gemini, messages, responses, Api};
@@ -51,11 +52,17 @@ fn chat_id(out: &mut BytesMut, id: &str) {
     if id.starts_with("chatcmpl-") {
         string(out, id);
     } else {
-        let mut prefixed = String::with_capacity("chatcmpl-".len() + id.len());
-        prefixed.push_str("chatcmpl-");
-        prefixed.push_str(id);
-        string(out, &prefixed);
+        joined(out, &["chatcmpl-", id]);
     }
+}
+
+/// `pieces` joined, as one JSON string (without `format!`).
+fn joined(out: &mut BytesMut, pieces: &[&str]) {
+    let mut text = String::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
+    for piece in pieces {
+        text.push_str(piece);
+    }
+    string(out, &text);
 }
 
 /// A `,` before a member or an element unless it is the first (`first`).
@@ -324,8 +331,11 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
     raw(out, ",\"created_at\":");
     count(out, created);
     raw(out, ",\"error\":null,\"id\":");
-    let id = responses::write::response_id(&answer.id);
-    string(out, echo.kept_id().unwrap_or(&id));
+    match echo.kept_id() {
+        Some(kept) => string(out, kept),
+        // `responses::write::response_id`.
+        None => joined(out, &[responses::write::TRANSLATED_RESPONSE_PREFIX, bare]),
+    }
     raw(out, ",\"incomplete_details\":");
     raw(
         out,
@@ -401,7 +411,7 @@ fn output_items(out: &mut BytesMut, (items, text): (&[Item<'_>], &str), bare: &s
                 raw(out, "{\"content\":[{\"annotations\":[],\"text\":");
                 string(out, text);
                 raw(out, ",\"type\":\"output_text\"}],\"id\":");
-                string(out, &format!("msg_{bare}"));
+                joined(out, &["msg_", bare]);
                 raw(
                     out,
                     ",\"role\":\"assistant\",\"status\":\"completed\",\"type\":\"message\"}",
@@ -457,8 +467,57 @@ fn responses_usage(out: &mut BytesMut, usage: &Usage) {
 fn echoed(out: &mut BytesMut, echo: &Echo, field: &str) {
     let mut first = false;
     key(out, &mut first, field);
-    match echo.field(field) {
-        Some(value) => write_json(out, &value),
-        None => raw(out, "null"),
+    match echo.set_field(field) {
+        Some(value) => write_value(out, value),
+        // The API's default, as serde_json writes `Echo::field`'s (no `Value` made of it).
+        None => raw(out, echoed_default(field)),
+    }
+}
+
+/// The JSON text of the default a response repeats for the echoed field `field` (`null` for a
+/// field that is not echoed): `Echo::field`'s default as serde_json writes it.
+fn echoed_default(field: &str) -> &'static str {
+    match field {
+        "metadata" => "{}",
+        "parallel_tool_calls" => "true",
+        "reasoning" => "{\"effort\":null,\"summary\":null}",
+        "temperature" | "top_p" => "1.0",
+        "text" => "{\"format\":{\"type\":\"text\"}}",
+        "tool_choice" => "\"auto\"",
+        "tools" => "[]",
+        _ => "null",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_echoed_default_is_the_one_echo_gives() {
+        let echo = Echo::default();
+        for field in [
+            "instructions",
+            "max_output_tokens",
+            "max_tool_calls",
+            "metadata",
+            "parallel_tool_calls",
+            "previous_response_id",
+            "reasoning",
+            "temperature",
+            "text",
+            "tool_choice",
+            "tools",
+            "top_p",
+            "user",
+        ] {
+            let default = echo.field(field).expect("an echoed field");
+            assert_eq!(
+                echoed_default(field).as_bytes(),
+                serde_json::to_vec(&default).unwrap().as_slice(),
+                "{field}"
+            );
+            assert_eq!(echo.set_field(field), None);
+        }
     }
 }

@@ -104,6 +104,12 @@ impl Echo {
             .map(|(_, default)| std::borrow::Cow::Owned(default()))
     }
 
+    /// The value the request set for the echoed field `key` (not null), `None` when the
+    /// response repeats the API's default for it (or `key` is not echoed).
+    pub fn set_field(&self, key: &str) -> Option<&Value> {
+        self.fields.get(key)
+    }
+
     /// Writes the echoed fields into a response object (defaults when there is no request).
     pub fn fill(&self, response: &mut Map<String, Value>) {
         for (key, default) in ECHOED {
