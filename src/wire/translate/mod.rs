@@ -176,7 +176,7 @@ fn translated(
     let mut body = bytes::BytesMut::with_capacity(512);
     json_write::write_value(&mut body, &written.translated);
     let echo = match direction.client {
-        Api::Responses => Echo::of(request),
+        Api::Responses => Echo::of_request(request),
         _ => Echo::default(),
     };
     Ok(TranslatedRequest {
