@@ -15,7 +15,22 @@ use serde_json::Value;
 /// `answer` in `client`'s API as the bytes its `Value` writer makes, or `None` when the form
 /// is one this leaves to that writer.
 pub fn answer(client: Api, answer: &Answer, created: u64, echo: &Echo) -> Option<Bytes> {
-    let mut out = BytesMut::with_capacity(512);
+    // Room for the whole answer at once: its fixed members (a Responses object's are ~1 KB)
+    // and its texts.
+    let texts: usize = answer
+        .parts
+        .iter()
+        .map(|part| match part {
+            Part::Text(text) | Part::Thinking { text, .. } => text.len(),
+            Part::ToolCall(call) => call.arguments.len() + call.name.len() + call.id.len(),
+            _ => 0,
+        })
+        .sum();
+    let fixed = match client {
+        Api::Responses => 1536,
+        _ => 512,
+    };
+    let mut out = BytesMut::with_capacity(fixed + texts + texts / 8);
     match client {
         Api::Chat => chat_answer(&mut out, answer, created)?,
         Api::Responses => responses_answer(&mut out, answer, created, echo)?,
