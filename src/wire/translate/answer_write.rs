@@ -360,23 +360,26 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
             _ => "null",
         },
     );
+    // The fields the request set, walked once beside the echoed fields (both in the order of
+    // their names).
+    let mut set = echo.set_fields().peekable();
     for field in [
         "instructions",
         "max_output_tokens",
         "max_tool_calls",
         "metadata",
     ] {
-        echoed(out, echo, field);
+        echoed(out, &mut set, field);
     }
     raw(out, ",\"model\":");
     model(out, &answer.model);
     raw(out, ",\"object\":\"response\",\"output\":[");
     output_items(out, (&items, &text), bare, echo);
     out.put_u8(b']');
-    echoed(out, echo, "parallel_tool_calls");
-    echoed(out, echo, "previous_response_id");
+    echoed(out, &mut set, "parallel_tool_calls");
+    echoed(out, &mut set, "previous_response_id");
     raw(out, ",\"prompt_cache_key\":null");
-    echoed(out, echo, "reasoning");
+    echoed(out, &mut set, "reasoning");
     raw(
         out,
         ",\"safety_identifier\":null,\"service_tier\":\"default\",\"status\":",
@@ -392,13 +395,13 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
         },
     );
     for field in ["temperature", "text", "tool_choice", "tools"] {
-        echoed(out, echo, field);
+        echoed(out, &mut set, field);
     }
     raw(out, ",\"top_logprobs\":0");
-    echoed(out, echo, "top_p");
+    echoed(out, &mut set, "top_p");
     raw(out, ",\"truncation\":\"disabled\",\"usage\":");
     responses_usage(out, &answer.usage);
-    echoed(out, echo, "user");
+    echoed(out, &mut set, "user");
     raw(out, "}");
     Some(())
 }
@@ -479,10 +482,20 @@ fn responses_usage(out: &mut BytesMut, usage: &Usage) {
 }
 
 /// `,"field":` and the value the echo repeats for it.
-fn echoed(out: &mut BytesMut, echo: &Echo, field: &str) {
+fn echoed<'a>(
+    out: &mut BytesMut,
+    set: &mut std::iter::Peekable<impl Iterator<Item = (&'a str, &'a Value)>>,
+    field: &str,
+) {
     let mut first = false;
     key(out, &mut first, field);
-    match echo.set_field(field) {
+    // `set` holds the fields the request set in the order of their names, and `field` comes
+    // after every one asked before: what precedes it was not asked.
+    while set.next_if(|(name, _)| *name < field).is_some() {}
+    let value = set
+        .next_if(|(name, _)| *name == field)
+        .map(|(_, value)| value);
+    match value {
         Some(value) => write_value(out, value),
         // The API's default, as serde_json writes `Echo::field`'s (no `Value` made of it).
         None => raw(out, echoed_default(field)),

@@ -134,6 +134,11 @@ impl Echo {
         self.fields.get(key)
     }
 
+    /// The echoed fields the request set (not null), in the order of their names.
+    pub fn set_fields(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.fields.iter().map(|(key, value)| (key.as_str(), value))
+    }
+
     /// Writes the echoed fields into a response object (defaults when there is no request).
     pub fn fill(&self, response: &mut Map<String, Value>) {
         for (key, default) in ECHOED {
