@@ -5,15 +5,32 @@
 //! thinking blocks: what needs more than text, thinking, calls, finish and usage).
 
 use super::hub::form::{Answer, Finish, Part, ToolCall, Usage};
+use super::json_write::write_value;
 use super::responses::echo::Echo;
 use super::sse_write::{write_json, write_json_str, write_json_u64};
 use super::{chat, gemini, messages, responses, Api};
 use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::Value;
 
 /// `answer` in `client`'s API as the bytes its `Value` writer makes, or `None` when the form
 /// is one this leaves to that writer.
 pub fn answer(client: Api, answer: &Answer, created: u64, echo: &Echo) -> Option<Bytes> {
-    let mut out = BytesMut::with_capacity(512);
+    // Room for the whole answer at once: its fixed members (a Responses object's are ~1 KB)
+    // and its texts.
+    let texts: usize = answer
+        .parts
+        .iter()
+        .map(|part| match part {
+            Part::Text(text) | Part::Thinking { text, .. } => text.len(),
+            Part::ToolCall(call) => call.arguments.len() + call.name.len() + call.id.len(),
+            _ => 0,
+        })
+        .sum();
+    let fixed = match client {
+        Api::Responses => 1536,
+        _ => 512,
+    };
+    let mut out = BytesMut::with_capacity(fixed + texts + texts / 8);
     match client {
         Api::Chat => chat_answer(&mut out, answer, created)?,
         Api::Responses => responses_answer(&mut out, answer, created, echo)?,
@@ -34,6 +51,33 @@ fn string(out: &mut BytesMut, text: &str) {
 
 fn count(out: &mut BytesMut, number: u64) {
     write_json_u64(out, number);
+}
+
+/// The answer's `model` (any JSON value; nearly always a string, written without serde's
+/// writer).
+fn model(out: &mut BytesMut, model: &Value) {
+    match model {
+        Value::String(name) => string(out, name),
+        other => write_json(out, other),
+    }
+}
+
+/// `chat::write::chat_id` of `id` as a JSON string, without formatting one.
+fn chat_id(out: &mut BytesMut, id: &str) {
+    if id.starts_with("chatcmpl-") {
+        string(out, id);
+    } else {
+        joined(out, &["chatcmpl-", id]);
+    }
+}
+
+/// `pieces` joined, as one JSON string (without `format!`).
+fn joined(out: &mut BytesMut, pieces: &[&str]) {
+    let mut text = String::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
+    for piece in pieces {
+        text.push_str(piece);
+    }
+    string(out, &text);
 }
 
 /// A `,` before a member or an element unless it is the first (`first`).
@@ -103,9 +147,9 @@ fn chat_answer(out: &mut BytesMut, answer: &Answer, created: u64) -> Option<()> 
     raw(out, "}}],\"created\":");
     count(out, created);
     raw(out, ",\"id\":");
-    string(out, &chat::write::chat_id(&answer.id));
+    chat_id(out, &answer.id);
     raw(out, ",\"model\":");
-    write_json(out, &answer.model);
+    model(out, &answer.model);
     raw(
         out,
         ",\"object\":\"chat.completion\",\"usage\":{\"completion_tokens\":",
@@ -173,7 +217,7 @@ fn messages_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
     raw(out, "],\"id\":");
     string(out, &messages::write::message_id(&answer.id));
     raw(out, ",\"model\":");
-    write_json(out, &answer.model);
+    model(out, &answer.model);
     raw(out, ",\"role\":\"assistant\",\"stop_reason\":");
     string(out, messages::write::stop_reason(answer.finish));
     raw(
@@ -234,7 +278,7 @@ fn gemini_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
     raw(out, "],\"role\":\"model\"},\"finishReason\":");
     string(out, gemini::write::finish_reason(answer.finish));
     raw(out, ",\"index\":0}],\"modelVersion\":");
-    write_json(out, &answer.model);
+    model(out, &answer.model);
     raw(out, ",\"responseId\":");
     string(out, &answer.id);
     raw(out, ",\"usageMetadata\":{");
@@ -302,8 +346,11 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
     raw(out, ",\"created_at\":");
     count(out, created);
     raw(out, ",\"error\":null,\"id\":");
-    let id = responses::write::response_id(&answer.id);
-    string(out, echo.kept_id().unwrap_or(&id));
+    match echo.kept_id() {
+        Some(kept) => string(out, kept),
+        // `responses::write::response_id`.
+        None => joined(out, &[responses::write::TRANSLATED_RESPONSE_PREFIX, bare]),
+    }
     raw(out, ",\"incomplete_details\":");
     raw(
         out,
@@ -313,23 +360,26 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
             _ => "null",
         },
     );
+    // The fields the request set, walked once beside the echoed fields (both in the order of
+    // their names).
+    let mut set = echo.set_fields().peekable();
     for field in [
         "instructions",
         "max_output_tokens",
         "max_tool_calls",
         "metadata",
     ] {
-        echoed(out, echo, field);
+        echoed(out, &mut set, field);
     }
     raw(out, ",\"model\":");
-    write_json(out, &answer.model);
+    model(out, &answer.model);
     raw(out, ",\"object\":\"response\",\"output\":[");
     output_items(out, (&items, &text), bare, echo);
     out.put_u8(b']');
-    echoed(out, echo, "parallel_tool_calls");
-    echoed(out, echo, "previous_response_id");
+    echoed(out, &mut set, "parallel_tool_calls");
+    echoed(out, &mut set, "previous_response_id");
     raw(out, ",\"prompt_cache_key\":null");
-    echoed(out, echo, "reasoning");
+    echoed(out, &mut set, "reasoning");
     raw(
         out,
         ",\"safety_identifier\":null,\"service_tier\":\"default\",\"status\":",
@@ -345,13 +395,13 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
         },
     );
     for field in ["temperature", "text", "tool_choice", "tools"] {
-        echoed(out, echo, field);
+        echoed(out, &mut set, field);
     }
     raw(out, ",\"top_logprobs\":0");
-    echoed(out, echo, "top_p");
+    echoed(out, &mut set, "top_p");
     raw(out, ",\"truncation\":\"disabled\",\"usage\":");
     responses_usage(out, &answer.usage);
-    echoed(out, echo, "user");
+    echoed(out, &mut set, "user");
     raw(out, "}");
     Some(())
 }
@@ -379,7 +429,7 @@ fn output_items(out: &mut BytesMut, (items, text): (&[Item<'_>], &str), bare: &s
                 raw(out, "{\"content\":[{\"annotations\":[],\"text\":");
                 string(out, text);
                 raw(out, ",\"type\":\"output_text\"}],\"id\":");
-                string(out, &format!("msg_{bare}"));
+                joined(out, &["msg_", bare]);
                 raw(
                     out,
                     ",\"role\":\"assistant\",\"status\":\"completed\",\"type\":\"message\"}",
@@ -432,11 +482,70 @@ fn responses_usage(out: &mut BytesMut, usage: &Usage) {
 }
 
 /// `,"field":` and the value the echo repeats for it.
-fn echoed(out: &mut BytesMut, echo: &Echo, field: &str) {
+fn echoed<'a>(
+    out: &mut BytesMut,
+    set: &mut std::iter::Peekable<impl Iterator<Item = (&'a str, &'a Value)>>,
+    field: &str,
+) {
     let mut first = false;
     key(out, &mut first, field);
-    match echo.field(field) {
-        Some(value) => write_json(out, &value),
-        None => raw(out, "null"),
+    // `set` holds the fields the request set in the order of their names, and `field` comes
+    // after every one asked before: what precedes it was not asked.
+    while set.next_if(|(name, _)| *name < field).is_some() {}
+    let value = set
+        .next_if(|(name, _)| *name == field)
+        .map(|(_, value)| value);
+    match value {
+        Some(value) => write_value(out, value),
+        // The API's default, as serde_json writes `Echo::field`'s (no `Value` made of it).
+        None => raw(out, echoed_default(field)),
+    }
+}
+
+/// The JSON text of the default a response repeats for the echoed field `field` (`null` for a
+/// field that is not echoed): `Echo::field`'s default as serde_json writes it.
+fn echoed_default(field: &str) -> &'static str {
+    match field {
+        "metadata" => "{}",
+        "parallel_tool_calls" => "true",
+        "reasoning" => "{\"effort\":null,\"summary\":null}",
+        "temperature" | "top_p" => "1.0",
+        "text" => "{\"format\":{\"type\":\"text\"}}",
+        "tool_choice" => "\"auto\"",
+        "tools" => "[]",
+        _ => "null",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_echoed_default_is_the_one_echo_gives() {
+        let echo = Echo::default();
+        for field in [
+            "instructions",
+            "max_output_tokens",
+            "max_tool_calls",
+            "metadata",
+            "parallel_tool_calls",
+            "previous_response_id",
+            "reasoning",
+            "temperature",
+            "text",
+            "tool_choice",
+            "tools",
+            "top_p",
+            "user",
+        ] {
+            let default = echo.field(field).expect("an echoed field");
+            assert_eq!(
+                echoed_default(field).as_bytes(),
+                serde_json::to_vec(&default).unwrap().as_slice(),
+                "{field}"
+            );
+            assert_eq!(echo.set_field(field), None);
+        }
     }
 }

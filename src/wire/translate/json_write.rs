@@ -1,7 +1,9 @@
 //! A `serde_json::Value` written as compact JSON straight into bytes: the bytes
 //! `serde_json::to_vec` makes (members in the map's order, numbers as serde_json writes them,
 //! strings escaped as it escapes them), without its `io::Write` layer and with strings copied
-//! eight bytes a step (`sse_write::write_json_str`): a translated request's body.
+//! eight bytes a step (`sse_write::write_json_str`; a short one with nothing to escape, such as
+//! a member's name, copied whole), whole numbers in decimal without serde's writer: a
+//! translated request's body.
 
 use bytes::{BufMut, BytesMut};
 use serde_json::Value;
@@ -14,11 +16,18 @@ pub fn write_value(out: &mut BytesMut, value: &Value) {
         Value::Null => out.put_slice(b"null"),
         Value::Bool(true) => out.put_slice(b"true"),
         Value::Bool(false) => out.put_slice(b"false"),
-        // A number serializes without error and `BytesMut`'s writer never fails.
-        Value::Number(number) => {
-            let _ = serde_json::to_writer(out.writer(), number);
-        }
-        Value::String(text) => write_json_str(out, text),
+        Value::Number(number) => match (number.as_u64(), number.as_i64()) {
+            (Some(whole), _) => write_u64(out, whole),
+            (None, Some(negative)) => {
+                out.put_u8(b'-');
+                write_u64(out, negative.unsigned_abs());
+            }
+            // A float serializes without error and `BytesMut`'s writer never fails.
+            _ => {
+                let _ = serde_json::to_writer(out.writer(), number);
+            }
+        },
+        Value::String(text) => write_str(out, text),
         Value::Array(items) => {
             out.put_u8(b'[');
             for (at, item) in items.iter().enumerate() {
@@ -35,12 +44,41 @@ pub fn write_value(out: &mut BytesMut, value: &Value) {
                 if at > 0 {
                     out.put_u8(b',');
                 }
-                write_json_str(out, name);
+                write_str(out, name);
                 out.put_u8(b':');
                 write_value(out, member);
             }
             out.put_u8(b'}');
         }
+    }
+}
+
+/// A whole number in decimal, as serde_json writes it.
+fn write_u64(out: &mut BytesMut, mut number: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (number % 10) as u8;
+        number /= 10;
+        if number == 0 {
+            break;
+        }
+    }
+    out.put_slice(&digits[at..]);
+}
+
+/// `text` as a JSON string: a short one with nothing to escape (a member's name, a role, a
+/// type) copied as it is, checked byte by byte; any other by `write_json_str`.
+fn write_str(out: &mut BytesMut, text: &str) {
+    let plain = text.len() <= 16 && text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
+    if plain {
+        out.reserve(text.len() + 2);
+        out.put_u8(b'"');
+        out.put_slice(text.as_bytes());
+        out.put_u8(b'"');
+    } else {
+        write_json_str(out, text);
     }
 }
 
@@ -56,6 +94,9 @@ mod tests {
             json!(true),
             json!([]),
             json!({}),
+            json!([0, 9, 10, 99, 100, -1, -10, i64::MIN, i64::MAX, u64::MAX, 1.0, -1.5, 1e-7,
+                   "", "a", "\"", "\\", "\n", "\u{1f}", "\u{7f}", "é", "0123456789abcdef",
+                   "0123456789abcdefg", "0123456789abcde\"", "0123456789abcdef\"", {"\"": "\\"}]),
             json!({"b": [1, -2, 2.5, 1e300, -0.0, 18_446_744_073_709_551_615u64, null, false],
                    "a": "é \"q\" \\ \n \t \u{1} \u{7f} 🦀 </script>",
                    "nested": {"z": [{"y": {}}, []], "\u{0}key\n": "v"},

@@ -33,6 +33,7 @@
 //!   written as the client's without a `serde_json::Value` of it, for the forms they cover
 //!   (the `Value` readers and writers otherwise, giving the same bytes).
 //! - `json_write` — a `Value` written as JSON bytes (a translated request's body).
+//! - `object` — a JSON object of members moved in (the request writers' objects of `Value`s).
 //! - `text_delta`, `picked` — what stream readers read without a whole `Value`: text pieces
 //!   by borrowing (`json_scan` walks their bytes), other events with only the members a
 //!   reader reads.
@@ -51,6 +52,7 @@ pub mod hub;
 mod json_scan;
 mod json_write;
 mod messages;
+mod object;
 mod openai_common;
 mod openai_user;
 pub mod params;
@@ -176,7 +178,7 @@ fn translated(
     let mut body = bytes::BytesMut::with_capacity(512);
     json_write::write_value(&mut body, &written.translated);
     let echo = match direction.client {
-        Api::Responses => Echo::of(request),
+        Api::Responses => Echo::of_request(request),
         _ => Echo::default(),
     };
     Ok(TranslatedRequest {

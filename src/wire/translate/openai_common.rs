@@ -227,35 +227,55 @@ pub fn tool_choice(choice: Option<&Value>) -> Option<ToolChoice> {
 
 /// What both OpenAI requests carry the same way: the output limit (the first of `keys`),
 /// `stop`, `temperature`, `top_p`, `user`, `stream`; tuning parameters with no equivalent are
-/// named in `dropped`.
+/// named in `dropped`. One walk over the request's members (a request has a few) instead of a
+/// lookup of each name read here.
 pub fn common(
     request: &serde_json::Map<String, Value>,
     keys: &[&str],
     form: &mut super::hub::form::Request,
     dropped: &mut Vec<String>,
 ) {
-    form.max_tokens = keys
-        .iter()
-        .find_map(|key| request.get(*key).and_then(Value::as_u64));
-    form.stop = match request.get("stop") {
-        Some(Value::String(stop)) => vec![Value::String(stop.clone())],
-        Some(Value::Array(stops)) => stops.clone(),
-        _ => Vec::new(),
-    };
-    form.temperature = request
-        .get("temperature")
-        .filter(|t| t.is_number())
-        .cloned();
-    form.top_p = request.get("top_p").filter(|p| p.is_number()).cloned();
-    form.user = request
-        .get("user")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    form.stream = request.get("stream").and_then(Value::as_bool) == Some(true);
-    form.parallel_tool_calls = request.get("parallel_tool_calls").and_then(Value::as_bool);
-    form.tool_choice = tool_choice(request.get("tool_choice"));
-    for key in super::params::DROPPED_TUNING {
-        if request.get(key).is_some_and(|v| !v.is_null()) {
+    use super::params::DROPPED_TUNING;
+    form.stop = Vec::new();
+    form.temperature = None;
+    form.top_p = None;
+    form.user = None;
+    form.stream = false;
+    form.parallel_tool_calls = None;
+    form.tool_choice = None;
+    // The output limit: the member of the earliest of `keys` that is a whole number.
+    let mut limit: Option<(usize, u64)> = None;
+    let mut tuning = [false; DROPPED_TUNING.len()];
+    for (key, value) in request {
+        let key = key.as_str();
+        if let (Some(at), Some(max)) = (keys.iter().position(|k| *k == key), value.as_u64()) {
+            if limit.is_none_or(|(first, _)| at < first) {
+                limit = Some((at, max));
+            }
+        }
+        if let Some(at) = DROPPED_TUNING.iter().position(|k| *k == key) {
+            tuning[at] = !value.is_null();
+        }
+        match key {
+            "stop" => {
+                form.stop = match value {
+                    Value::String(stop) => vec![Value::String(stop.clone())],
+                    Value::Array(stops) => stops.clone(),
+                    _ => Vec::new(),
+                }
+            }
+            "temperature" => form.temperature = value.is_number().then(|| value.clone()),
+            "top_p" => form.top_p = value.is_number().then(|| value.clone()),
+            "user" => form.user = value.as_str().map(str::to_owned),
+            "stream" => form.stream = value.as_bool() == Some(true),
+            "parallel_tool_calls" => form.parallel_tool_calls = value.as_bool(),
+            "tool_choice" => form.tool_choice = tool_choice(Some(value)),
+            _ => {}
+        }
+    }
+    form.max_tokens = limit.map(|(_, max)| max);
+    for (key, set) in DROPPED_TUNING.iter().zip(tuning) {
+        if set {
             super::params::drop_named(dropped, key);
         }
     }
@@ -301,4 +321,94 @@ pub fn output_format(
         }
     };
     Ok(Some(OutputFormat { kind, parameter }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::translate::hub::form::Request;
+    use serde_json::json;
+
+    /// `common` as it read the request before its one walk: a lookup of each name.
+    fn common_by_lookups(
+        request: &serde_json::Map<String, Value>,
+        keys: &[&str],
+        form: &mut Request,
+        dropped: &mut Vec<String>,
+    ) {
+        form.max_tokens = keys
+            .iter()
+            .find_map(|key| request.get(*key).and_then(Value::as_u64));
+        form.stop = match request.get("stop") {
+            Some(Value::String(stop)) => vec![Value::String(stop.clone())],
+            Some(Value::Array(stops)) => stops.clone(),
+            _ => Vec::new(),
+        };
+        form.temperature = request
+            .get("temperature")
+            .filter(|t| t.is_number())
+            .cloned();
+        form.top_p = request.get("top_p").filter(|p| p.is_number()).cloned();
+        form.user = request
+            .get("user")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        form.stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+        form.parallel_tool_calls = request.get("parallel_tool_calls").and_then(Value::as_bool);
+        form.tool_choice = tool_choice(request.get("tool_choice"));
+        for key in crate::wire::translate::params::DROPPED_TUNING {
+            if request.get(key).is_some_and(|v| !v.is_null()) {
+                crate::wire::translate::params::drop_named(dropped, key);
+            }
+        }
+    }
+
+    #[test]
+    fn one_walk_reads_what_the_lookups_read() {
+        let requests = [
+            json!({"model": "m", "messages": []}),
+            json!({"model": "m", "messages": [], "max_tokens": 64, "temperature": 0,
+                   "stream": false}),
+            json!({"max_tokens": 64, "max_completion_tokens": 32, "stop": "END",
+                   "temperature": 0.7, "top_p": 1, "user": "u-1", "stream": true,
+                   "parallel_tool_calls": false, "tool_choice": "required"}),
+            json!({"max_tokens": 64, "max_completion_tokens": -1, "max_output_tokens": 9}),
+            json!({"max_tokens": "64", "max_completion_tokens": 1.5, "stop": ["a", 1],
+                   "temperature": "hot", "top_p": null, "user": 7, "stream": "yes",
+                   "parallel_tool_calls": null, "tool_choice": {"type": "function",
+                   "function": {"name": "f"}}}),
+            json!({"top_k": 5, "seed": null, "logit_bias": {"1": 2}, "service_tier": "auto",
+                   "frequency_penalty": 0.1, "presence_penalty": 0, "store": true,
+                   "tool_choice": {"name": "g"}, "stop": {"x": 1}}),
+            json!({"tool_choice": 3, "stream": null, "user": null, "unknown": [1]}),
+        ];
+        let keys: [&[&str]; 3] = [
+            &["max_completion_tokens", "max_tokens"],
+            &["max_output_tokens"],
+            &["max_tokens", "max_completion_tokens"],
+        ];
+        for request in requests {
+            let Value::Object(request) = request else {
+                unreachable!()
+            };
+            for keys in keys {
+                // A form that already holds other values: both set every field they read.
+                let held = Request {
+                    max_tokens: Some(1),
+                    stop: vec![json!("old")],
+                    temperature: Some(json!(2)),
+                    user: Some("old".into()),
+                    stream: true,
+                    ..Request::default()
+                };
+                let (mut walked, mut looked) = (held.clone(), held);
+                let (mut walked_dropped, mut looked_dropped) =
+                    (vec!["seed".to_string()], vec!["seed".to_string()]);
+                common(&request, keys, &mut walked, &mut walked_dropped);
+                common_by_lookups(&request, keys, &mut looked, &mut looked_dropped);
+                assert_eq!(walked, looked, "{request:?} {keys:?}");
+                assert_eq!(walked_dropped, looked_dropped, "{request:?} {keys:?}");
+            }
+        }
+    }
 }

@@ -31,6 +31,21 @@ const BUILT_IN_TOOLS: [&str; 8] = [
 /// Refuses the OpenAI parameters that change what an answer means and that no translation
 /// carries (`n` > 1, `logprobs`, `top_logprobs`, audio output, `prediction`).
 pub fn refuse_openai_only(request: &Map<String, Value>) -> Result<(), TranslateError> {
+    // Most requests name none of them: one walk over the members says so.
+    let names_any = request.keys().any(|key| {
+        matches!(
+            key.as_str(),
+            "n" | "logprobs"
+                | "top_logprobs"
+                | "audio"
+                | "modalities"
+                | "prediction"
+                | "background"
+        )
+    });
+    if !names_any {
+        return Ok(());
+    }
     if request
         .get("n")
         .and_then(Value::as_u64)
@@ -199,6 +214,13 @@ mod tests {
                 Some("prediction"),
             ),
             (r#"{"seed":1}"#, None),
+            (r#"{"background":true}"#, Some("background")),
+            (r#"{"background":false,"model":"m","messages":[]}"#, None),
+            (
+                r#"{"model":"m","messages":[],"n":3,"stream":true}"#,
+                Some("n"),
+            ),
+            (r#"{"logprobs":true,"n":2}"#, Some("n")),
         ];
         for (body, refused) in cases {
             let request: Map<String, Value> = serde_json::from_str(body).unwrap();

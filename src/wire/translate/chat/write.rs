@@ -6,6 +6,7 @@ use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{
     Answer, Finish, FormatKind, Part, Request, Role, ToolChoice, Usage,
 };
+use crate::wire::translate::object::object;
 use crate::wire::translate::{RequestSettings, TranslateError};
 
 /// The request for a Chat Completions host. Thinking (whose signature no such host checks) is
@@ -22,7 +23,10 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
     let mut messages = Vec::with_capacity(form.messages.len() + 1);
     let system = form.system.join("\n");
     if !system.is_empty() {
-        messages.push(json!({"role": "system", "content": system}));
+        messages.push(object([
+            ("role", "system".into()),
+            ("content", system.into()),
+        ]));
     }
     for message in &form.messages {
         match message.role {
@@ -54,7 +58,10 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
                     function.insert("description".into(), description.clone());
                 }
                 function.insert("parameters".into(), tool.parameters.clone());
-                json!({"type": "function", "function": function})
+                object([
+                    ("type", "function".into()),
+                    ("function", Value::Object(function)),
+                ])
             })
             .collect();
         out.insert("tools".into(), Value::Array(tools));
@@ -76,11 +83,12 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
                 schema,
                 strict,
             } => {
-                let mut inner = json!({"name": name, "schema": schema});
+                let mut inner =
+                    object([("name", name.as_str().into()), ("schema", schema.clone())]);
                 if let Some(strict) = strict {
                     inner["strict"] = json!(strict);
                 }
-                json!({"type": "json_schema", "json_schema": inner})
+                object([("type", "json_schema".into()), ("json_schema", inner)])
             }
         };
         out.insert("response_format".into(), format);
@@ -129,7 +137,12 @@ fn assistant_message(parts: &[Part]) -> Value {
             _ => {}
         }
     }
-    let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+    let content = if text.is_empty() {
+        Value::Null
+    } else {
+        Value::String(text)
+    };
+    let mut message = object([("role", "assistant".into()), ("content", content)]);
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
     }
@@ -142,7 +155,10 @@ fn user_messages(parts: &[Part], messages: &mut Vec<Value>) {
     let mut content = Vec::new();
     for part in parts {
         match part {
-            Part::Text(text) => content.push(json!({"type": "text", "text": text})),
+            Part::Text(text) => content.push(object([
+                ("type", "text".into()),
+                ("text", text.as_str().into()),
+            ])),
             Part::Image(image) => {
                 content.push(json!({"type": "image_url", "image_url": {"url": image.url()}}))
             }
@@ -157,7 +173,11 @@ fn user_messages(parts: &[Part], messages: &mut Vec<Value>) {
                 } else {
                     text
                 };
-                messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": text}));
+                messages.push(object([
+                    ("role", "tool".into()),
+                    ("tool_call_id", call_id.as_str().into()),
+                    ("content", text.into()),
+                ]));
             }
             _ => {}
         }
@@ -165,11 +185,11 @@ fn user_messages(parts: &[Part], messages: &mut Vec<Value>) {
     if content.is_empty() {
         return;
     }
-    let content = match content.as_slice() {
-        [only] if only["type"] == "text" => only["text"].clone(),
+    let content = match content.as_mut_slice() {
+        [only] if only["type"] == "text" => only["text"].take(),
         _ => Value::Array(content),
     };
-    messages.push(json!({"role": "user", "content": content}));
+    messages.push(object([("role", "user".into()), ("content", content)]));
 }
 
 /// A `finish_reason`.

@@ -22,19 +22,23 @@ pub fn at<'a>(value: &'a Value, camel: &str) -> Option<&'a Value> {
 
 /// [`at`] in an object.
 pub fn member<'a>(object: &'a Map<String, Value>, camel: &str) -> Option<&'a Value> {
-    if let Some(found) = object.get(camel) {
-        return Some(found);
-    }
-    // A name with no capital has no other spelling. Most lookups are of members that are
-    // absent, in objects of a few members: each name is compared with the snake spelling as it
-    // is walked (the first byte tells most apart), nothing spelled or allocated.
+    // A name with no capital has no other spelling.
     if !camel.bytes().any(|b| b.is_ascii_uppercase()) {
-        return None;
+        return object.get(camel);
     }
-    object
-        .iter()
-        .find(|(name, _)| spells_in_snake(name.as_bytes(), camel.as_bytes()))
-        .map(|(_, value)| value)
+    // Most lookups are of members that are absent, in objects of a few members: one walk
+    // compares each name with both spellings (the length or the first byte tells most apart),
+    // nothing spelled or allocated; the camel spelling wins, else the first in snake case.
+    let mut snake = None;
+    for (name, value) in object {
+        if name == camel {
+            return Some(value);
+        }
+        if snake.is_none() && spells_in_snake(name.as_bytes(), camel.as_bytes()) {
+            snake = Some(value);
+        }
+    }
+    snake
 }
 
 /// Whether `name` is `camel` in snake case (`inline_data` for `inlineData`).
@@ -102,5 +106,60 @@ mod member_tests {
         assert_eq!(at(&near, "inlineData"), None);
         let capital_first = json!({"_inline": 1});
         assert_eq!(at(&capital_first, "Inline"), Some(&json!(1)));
+    }
+
+    /// `member` as it looked before its one walk: the camel spelling by lookup, then a walk.
+    fn member_by_lookup<'a>(object: &'a Map<String, Value>, camel: &str) -> Option<&'a Value> {
+        if let Some(found) = object.get(camel) {
+            return Some(found);
+        }
+        if !camel.bytes().any(|b| b.is_ascii_uppercase()) {
+            return None;
+        }
+        object
+            .iter()
+            .find(|(name, _)| spells_in_snake(name.as_bytes(), camel.as_bytes()))
+            .map(|(_, value)| value)
+    }
+
+    #[test]
+    fn one_walk_finds_what_the_lookup_found() {
+        let objects = [
+            json!({}),
+            json!({"contents": [], "systemInstruction": 1, "generationConfig": {}}),
+            json!({"system_instruction": 1, "generation_config": 2, "tool_config": 3}),
+            json!({"a_b": 1, "aB": 2, "zB": 3, "z_b": 4}),
+            json!({"z_b": 4, "a_b": 1, "aB": 2, "é_b": 5, "éB": 6, "A_b": 7, "_a": 8}),
+            json!({"maxOutputTokens": 64, "temperature": 0, "max_output_tokens": 1,
+                   "thinking_config": {"thinking_budget": 1}, "topP": null}),
+        ];
+        let names = [
+            "contents",
+            "systemInstruction",
+            "generationConfig",
+            "toolConfig",
+            "aB",
+            "zB",
+            "éB",
+            "AB",
+            "A",
+            "maxOutputTokens",
+            "temperature",
+            "thinkingConfig",
+            "topP",
+            "thinking_config",
+            "b",
+            "",
+        ];
+        for object in &objects {
+            let object = object.as_object().unwrap();
+            for name in names {
+                assert_eq!(
+                    member(object, name),
+                    member_by_lookup(object, name),
+                    "{object:?} {name}"
+                );
+            }
+        }
     }
 }

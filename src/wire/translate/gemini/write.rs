@@ -12,6 +12,7 @@ use super::schema;
 use crate::wire::translate::hub::form::{
     Answer, Finish, FormatKind, Image, Part, Request, Role, ToolChoice, ToolOutput, Usage,
 };
+use crate::wire::translate::object::object;
 use crate::wire::translate::params::{self, drop_named};
 use crate::wire::translate::thinking_carry::carried;
 use crate::wire::translate::TranslateError;
@@ -43,7 +44,10 @@ pub fn request(
             Role::User => "user",
             Role::Assistant => "model",
         };
-        contents.push(json!({"role": role, "parts": parts}));
+        contents.push(object([
+            ("role", role.into()),
+            ("parts", Value::Array(parts)),
+        ]));
     }
     out.insert("contents".into(), Value::Array(contents));
     let system = form.system.join("\n");
@@ -103,12 +107,15 @@ fn parts(
     for (at, part) in parts.iter().enumerate() {
         let mut written = match part {
             Part::Text(text) if text.is_empty() => continue,
-            Part::Text(text) => json!({"text": text}),
+            Part::Text(text) => object([("text", text.as_str().into())]),
             Part::Image(image) => image_part(image),
-            Part::ToolCall(call) => json!({"functionCall": {
-                "name": call.name,
-                "args": call_args(&call.arguments)?,
-            }}),
+            Part::ToolCall(call) => object([(
+                "functionCall",
+                object([
+                    ("name", call.name.as_str().into()),
+                    ("args", call_args(&call.arguments)?),
+                ]),
+            )]),
             Part::ToolResult {
                 call_id,
                 content,
@@ -187,17 +194,20 @@ fn tools(form: &Request, out: &mut Map<String, Value>, dropped: &mut Vec<String>
             .tools
             .iter()
             .map(|tool| {
-                let mut declaration = json!({
-                    "name": tool.name,
-                    "parameters": schema::clean(&tool.parameters, dropped),
-                });
+                let mut declaration = object([
+                    ("name", tool.name.as_str().into()),
+                    ("parameters", schema::clean(&tool.parameters, dropped)),
+                ]);
                 if let Some(description) = &tool.description {
                     declaration["description"] = description.clone();
                 }
                 declaration
             })
             .collect();
-        tools.push(json!({"functionDeclarations": declarations}));
+        tools.push(object([(
+            "functionDeclarations",
+            Value::Array(declarations),
+        )]));
     }
     if let Some(search) = &form.web_search {
         tools.push(json!({"googleSearch": {}}));
@@ -221,7 +231,7 @@ fn tools(form: &Request, out: &mut Map<String, Value>, dropped: &mut Vec<String>
     };
     out.insert(
         "toolConfig".into(),
-        json!({"functionCallingConfig": config}),
+        object([("functionCallingConfig", config)]),
     );
 }
 

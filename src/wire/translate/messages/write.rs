@@ -6,6 +6,7 @@ use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{
     Answer, Finish, FormatKind, Image, Part, Request, Role, ToolChoice, ToolOutput, Usage,
 };
+use crate::wire::translate::object::object;
 use crate::wire::translate::params::{self, drop_named};
 use crate::wire::translate::{RequestSettings, TranslateError};
 
@@ -22,7 +23,7 @@ pub fn request(
         let system = form
             .system
             .iter()
-            .map(|text| json!({"type": "text", "text": text}))
+            .map(|text| object([("type", "text".into()), ("text", text.as_str().into())]))
             .collect();
         out.insert("system".into(), Value::Array(system));
     }
@@ -38,7 +39,10 @@ pub fn request(
             .map(block)
             .collect::<Result<Vec<_>, _>>()?;
         if !blocks.is_empty() {
-            messages.push(json!({"role": role, "content": blocks}));
+            messages.push(object([
+                ("role", role.into()),
+                ("content", Value::Array(blocks)),
+            ]));
         }
     }
     out.insert("messages".into(), Value::Array(messages));
@@ -107,7 +111,7 @@ pub fn request(
             FormatKind::JsonSchema { schema, .. } => {
                 out.insert(
                     "output_format".into(),
-                    json!({"type": "json_schema", "schema": schema}),
+                    object([("type", "json_schema".into()), ("schema", schema.clone())]),
                 );
             }
             FormatKind::JsonObject => {
@@ -125,36 +129,44 @@ pub fn request(
 /// A part as a content block.
 fn block(part: &Part) -> Result<Value, TranslateError> {
     Ok(match part {
-        Part::Text(text) => json!({"type": "text", "text": text}),
+        Part::Text(text) => object([("type", "text".into()), ("text", text.as_str().into())]),
         Part::Image(image) => image_block(image),
-        Part::ToolCall(call) => json!({
-            "type": "tool_use",
-            "id": call.id,
-            "name": call.name,
-            "input": call_input(&call.arguments)?,
-        }),
+        Part::ToolCall(call) => object([
+            ("type", "tool_use".into()),
+            ("id", call.id.as_str().into()),
+            ("name", call.name.as_str().into()),
+            ("input", call_input(&call.arguments)?),
+        ]),
         Part::ToolResult {
             call_id,
             content,
             is_error,
         } => {
             let content = match content {
-                ToolOutput::Text(text) => json!(text),
+                ToolOutput::Text(text) => Value::from(text.as_str()),
                 ToolOutput::Parts(parts) => {
                     Value::Array(parts.iter().map(block).collect::<Result<Vec<_>, _>>()?)
                 }
             };
-            let mut result =
-                json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
+            let mut result = object([
+                ("type", "tool_result".into()),
+                ("tool_use_id", call_id.as_str().into()),
+                ("content", content),
+            ]);
             if *is_error {
                 result["is_error"] = json!(true);
             }
             result
         }
-        Part::Thinking { text, signature } => {
-            json!({"type": "thinking", "thinking": text, "signature": signature})
-        }
-        Part::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
+        Part::Thinking { text, signature } => object([
+            ("type", "thinking".into()),
+            ("thinking", text.as_str().into()),
+            ("signature", signature.as_str().into()),
+        ]),
+        Part::RedactedThinking { data } => object([
+            ("type", "redacted_thinking".into()),
+            ("data", data.as_str().into()),
+        ]),
     })
 }
 

@@ -10,6 +10,7 @@ use crate::wire::translate::hub::form::ToolCall;
 use crate::wire::translate::hub::form::{
     Answer, Finish, FormatKind, Part, Request, Role, ToolChoice, ToolOutput, Usage,
 };
+use crate::wire::translate::object::object;
 use crate::wire::translate::thinking_carry::carried;
 use crate::wire::translate::{RequestSettings, TranslateError};
 
@@ -25,7 +26,7 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
     out.insert("model".into(), json!(settings.model));
     let system = form.system.join("\n");
     if !system.is_empty() {
-        out.insert("instructions".into(), json!(system));
+        out.insert("instructions".into(), Value::String(system));
     }
     let mut input = Vec::with_capacity(form.messages.len());
     for message in &form.messages {
@@ -59,7 +60,7 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
         if let Some(search) = &form.web_search {
             let mut tool = json!({"type": "web_search"});
             if let Some(domains) = &search.allowed_domains {
-                tool["filters"] = json!({"allowed_domains": domains});
+                tool["filters"] = object([("allowed_domains", domains.clone())]);
             }
             if let Some(location) = &search.user_location {
                 tool["user_location"] = location.clone();
@@ -91,14 +92,18 @@ pub fn request(form: &Request, settings: RequestSettings<'_>) -> Result<Value, T
                 schema,
                 strict,
             } => {
-                let mut format = json!({"type": "json_schema", "name": name, "schema": schema});
+                let mut format = object([
+                    ("type", "json_schema".into()),
+                    ("name", name.as_str().into()),
+                    ("schema", schema.clone()),
+                ]);
                 if let Some(strict) = strict {
                     format["strict"] = json!(strict);
                 }
                 format
             }
         };
-        out.insert("text".into(), json!({"format": format}));
+        out.insert("text".into(), object([("format", format)]));
     }
     if let Some(user) = &form.user {
         out.insert(
@@ -132,25 +137,30 @@ fn input_items(role: Role, parts: &[Part], out: &mut Vec<Value>) {
     let mut content: Vec<Value> = Vec::new();
     let flush = |content: &mut Vec<Value>, out: &mut Vec<Value>| {
         if !content.is_empty() {
-            out.push(
-                json!({"type": "message", "role": role_name, "content": std::mem::take(content)}),
-            );
+            out.push(object([
+                ("type", "message".into()),
+                ("role", role_name.into()),
+                ("content", Value::Array(std::mem::take(content))),
+            ]));
         }
     };
     for part in parts {
         match part {
-            Part::Text(text) => content.push(json!({"type": text_kind, "text": text})),
+            Part::Text(text) => content.push(object([
+                ("type", text_kind.into()),
+                ("text", text.as_str().into()),
+            ])),
             Part::Image(image) => {
                 content.push(json!({"type": "input_image", "image_url": image.url()}))
             }
             Part::ToolCall(call) => {
                 flush(&mut content, out);
-                out.push(json!({
-                    "type": "function_call",
-                    "call_id": call.id,
-                    "name": call.name,
-                    "arguments": call.arguments,
-                }));
+                out.push(object([
+                    ("type", "function_call".into()),
+                    ("call_id", call.id.as_str().into()),
+                    ("name", call.name.as_str().into()),
+                    ("arguments", call.arguments.as_str().into()),
+                ]));
             }
             Part::ToolResult {
                 call_id,
@@ -179,9 +189,11 @@ fn input_items(role: Role, parts: &[Part], out: &mut Vec<Value>) {
                             .collect(),
                     ),
                 };
-                out.push(
-                    json!({"type": "function_call_output", "call_id": call_id, "output": output}),
-                );
+                out.push(object([
+                    ("type", "function_call_output".into()),
+                    ("call_id", call_id.as_str().into()),
+                    ("output", output),
+                ]));
             }
             Part::Thinking { .. } | Part::RedactedThinking { .. } => {}
         }
