@@ -4,6 +4,8 @@
 //! after another) is left out rather than held. A search model's `delta.annotations`
 //! (`url_citation`s, indices in the whole `content`) are citations of the open text block.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::read::{finish, usage};
@@ -53,9 +55,22 @@ impl ChatReader {
     }
 
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
+        if let Some(text) = self.event_or_text(data, events) {
+            events.push(Event::Text(text.into_owned()));
+        }
+    }
+
+    /// [`Self::event`], but a chunk of text alone (most chunks) gives its text back, borrowed,
+    /// instead of pushing it as the last event (the events before it pushed): the translator
+    /// writes it without making an event of it.
+    pub fn event_or_text<'a>(
+        &mut self,
+        data: &'a str,
+        events: &mut Vec<Event>,
+    ) -> Option<Cow<'a, str>> {
         if data.trim() == "[DONE]" {
             self.end(events);
-            return;
+            return None;
         }
         // A chunk of text alone (most chunks), as below reads it: the text block opened when
         // it is not the open one.
@@ -66,10 +81,15 @@ impl ChatReader {
                 }
                 self.ensure(Open::Text, Event::TextStart, events);
                 self.content_chars += text.chars().count();
-                events.push(Event::Text(text.into_owned()));
-                return;
+                return Some(text);
             }
         }
+        self.chunk(data, events);
+        None
+    }
+
+    /// A chunk other than text alone, read as a whole `Value`.
+    fn chunk(&mut self, data: &str, events: &mut Vec<Event>) {
         let Ok(chunk) = serde_json::from_str::<Value>(data) else {
             return;
         };
