@@ -173,6 +173,26 @@ impl StreamTranslator {
         }
     }
 
+    /// A Chat upstream's chunk of text alone (most of its chunks: `text_delta::chat_content`),
+    /// read once for the client and for the relay: translated into `out`, true. It is content
+    /// with no usage, as `stream_watch` reads such a chunk. False: not such a chunk (a named
+    /// event, the first chunk, any other), or not a Chat upstream; nothing was read or written
+    /// (the relay reads it as any other event).
+    pub fn chat_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
+        let Reader::Chat(reader) = &mut self.reader else {
+            return false;
+        };
+        if event.event.is_some() || !self.direct_text {
+            return false;
+        }
+        let Some(text) = reader.text_alone(&event.data, &mut self.events) else {
+            return false;
+        };
+        self.write(out);
+        write_text(&mut self.writer, &text, out);
+        true
+    }
+
     /// A Gemini upstream's chunk of text alone (most of its chunks), read once for the client
     /// and for the relay: translated into `out`, and its usage as `stream_watch` reads a
     /// chunk's (`Some(None)`: none). `None`: not such a chunk, or not a Gemini upstream;

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::wire::sse::{SseEvent, SseParser};
+use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
 
 /// `stream` relayed as the relay does (a Gemini upstream's text chunks offered to
 /// `gemini_text` first), fast or through whole values: the client's bytes after each event.
@@ -245,4 +246,101 @@ fn streams_between_chat_messages_and_gemini_give_the_bytes_of_whole_values() {
         }
     }
     assert!(compared > 400, "{compared}");
+}
+
+/// A Chat upstream's `stream` relayed as the relay relays it after commit, with the
+/// translator's one read of its text chunks (`chat_text`) or without: the client's bytes and
+/// the usage the relay counted.
+fn relayed_chat(direction: Direction, stream: &str, one_read: bool) -> (String, StreamUsage) {
+    let format = StreamFormat::OpenAiChat;
+    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
+    let mut usage = StreamUsage::default();
+    let mut parser = SseParser::new();
+    let mut events: Vec<SseEvent> = Vec::new();
+    parser.feed(stream.as_bytes(), &mut events).unwrap();
+    let mut out = BytesMut::new();
+    for event in &events {
+        if one_read && translator.chat_text(event, &mut out) {
+            usage.count_content(format, event);
+            continue;
+        }
+        if !matters_after_commit(format, event) {
+            usage.count_content(format, event);
+            translator.event(event, &mut out);
+            continue;
+        }
+        match usage.observe(format, event) {
+            EventMeaning::Error { .. } => {
+                translator.event(event, &mut out);
+                break;
+            }
+            meaning => {
+                if meaning == EventMeaning::Content {
+                    usage.count_content(format, event);
+                }
+                translator.event(event, &mut out);
+            }
+        }
+    }
+    translator.finish(&mut out);
+    (String::from_utf8(out.to_vec()).unwrap(), usage)
+}
+
+#[test]
+fn a_chat_upstreams_text_chunks_read_once_give_the_bytes_and_usage_of_two_reads() {
+    let text = |content: &str, more: &str| {
+        format!(
+            r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{{"content":{}{more}}},"finish_reason":null}}]}}"#,
+            json!(content)
+        )
+    };
+    // Text chunks that say more somewhere the text read does not look (or declines).
+    let odd = [
+        text("a", r#","x":{"error":{"message":"no"}}"#),
+        text(
+            "b",
+            r#","x":{"usage":{"prompt_tokens":5,"completion_tokens":6}}"#,
+        ),
+        text("c", r#","x":{"finish_reason":"stop"}"#),
+        text("d", r#","role":"assistant""#),
+        text("\"error\" \"usage\":{} \"finish_reason\":\"stop\"", ""),
+        text("e", "").replace(r#""index":0"#, r#""index":0,"text":"t","text":"u""#),
+        text("f", "").replace(r#""index":0"#, r#""index":0,"text":"t""#),
+        text("f", r#","x":{"error":1}"#)
+            .replace(r#""index":0"#, r#""index":0,"text":"t","text":"u""#),
+        text("g", "").replace(
+            r#""model":"m""#,
+            r#""model":"m","usage":{"completion_tokens":3}"#,
+        ),
+        text("h", "").replace(r#""model":"m""#, r#""model":"m","error":null"#),
+        text("i", "").replace(r#""created":1"#, r#""created":1e400"#),
+        text("", ""),
+    ];
+    let mut streams = chat_streams();
+    for odd in &odd {
+        for stream in chat_streams() {
+            // After the first text chunk, and as the first chunk after the role chunk.
+            let mut events: Vec<&str> = stream.split("\n\n").collect();
+            let line = format!("data: {odd}");
+            events.insert(3.min(events.len()), &line);
+            streams.push(events.join("\n\n"));
+            let mut events: Vec<&str> = stream.split("\n\n").collect();
+            events.insert(1.min(events.len()), &line);
+            streams.push(events.join("\n\n"));
+        }
+    }
+    let mut compared = 0;
+    for direction in [
+        Direction::MESSAGES_TO_CHAT,
+        Direction::GEMINI_TO_CHAT,
+        Direction::RESPONSES_TO_CHAT,
+    ] {
+        for stream in &streams {
+            let once = relayed_chat(direction, stream, true);
+            let twice = relayed_chat(direction, stream, false);
+            assert_eq!(once, twice, "{direction:?} of\n{stream}");
+            compared += 1;
+        }
+    }
+    assert!(compared > 100, "{compared}");
 }

@@ -74,18 +74,31 @@ impl ChatReader {
         }
         // A chunk of text alone (most chunks), as below reads it: the text block opened when
         // it is not the open one.
-        if self.started {
-            if let Some(text) = text_delta::chat_content_learned(data, &mut self.chunks) {
-                if self.open != Some(Open::Text) {
-                    self.block_start = self.content_chars;
-                }
-                self.ensure(Open::Text, Event::TextStart, events);
-                self.content_chars += text.chars().count();
-                return Some(text);
-            }
+        if let Some(text) = self.text_alone(data, events) {
+            return Some(text);
         }
         self.chunk(data, events);
         None
+    }
+
+    /// A chunk of text alone (`text_delta::chat_content`) after the first chunk, read as
+    /// [`Self::event_or_text`] reads it (the events before its text pushed, its text given
+    /// back); `None`: not such a chunk, and nothing was read.
+    pub fn text_alone<'a>(
+        &mut self,
+        data: &'a str,
+        events: &mut Vec<Event>,
+    ) -> Option<Cow<'a, str>> {
+        if !self.started {
+            return None;
+        }
+        let text = text_delta::chat_content_learned(data, &mut self.chunks)?;
+        if self.open != Some(Open::Text) {
+            self.block_start = self.content_chars;
+        }
+        self.ensure(Open::Text, Event::TextStart, events);
+        self.content_chars += text.chars().count();
+        Some(text)
     }
 
     /// A chunk other than text alone, read as a whole `Value`.
