@@ -104,6 +104,8 @@ fn anthropic_streams() -> Vec<String> {
         r#"{"type":7}"#,
         r#"{"type":"message_start","message":"not an object"}"#,
         r#"{"type":"message_start","message":{"id":5,"model":"m"}}"#,
+        r#"{"type":"message_start","message":["msg_arr","claude-arr",{"input_tokens":5}]}"#,
+        r#"{"type":"message_start","message":null}"#,
         r#"{"type":"message_delta","usage":7,"delta":{"stop_reason":"max_tokens"}}"#,
         r#"{"type":"message_delta","usage":{"output_tokens":2,"output_tokens":3},"delta":[1]}"#,
         r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"delta":{"stop_reason":"tool_use"}}"#,

@@ -72,7 +72,9 @@ impl<'a> Head<'a> {
 }
 
 /// The `type` of an event, when the event is JSON that `json_scan` reads as serde_json does
-/// (so that a whole `Value` parse of it succeeds) and names it once; `None` otherwise.
+/// (so that a whole `Value` parse of it succeeds) and names it once, and its `message` (if
+/// any) is an object or `null` (serde would read an array into [`StartMessage`] by position,
+/// where the `Value`'s accessors find nothing); `None` otherwise.
 fn event_type(data: &str) -> Option<Cow<'_, str>> {
     let mut scan = Scan::new(data);
     let mut seen = Seen::default();
@@ -83,6 +85,8 @@ fn event_type(data: &str) -> Option<Cow<'_, str>> {
             kind = Some(scan.string()?);
             Some(())
         }
+        "message" if scan.null() => Some(()),
+        "message" => scan.object(|scan, _| scan.skip(DEPTH - 1)),
         _ => scan.skip(DEPTH),
     })?;
     scan.end()?;
@@ -224,12 +228,15 @@ impl MessagesReader {
 
     /// An event other than a text piece of the open text block.
     fn other(&mut self, data: &str, events: &mut Vec<Event>) {
-        if self.typed() {
+        // Typed only what `json_scan` found to be JSON serde_json reads as a `Value` reads it
+        // (no exponent, no integer of more than 18 digits, which serde's skipping of the
+        // members a `Head` passes over would take but a `Value` would not).
+        if let Some(kind) = event_type(data).filter(|_| self.typed()) {
             // The events read by their type alone, as the arms below read them.
-            match event_type(data).as_deref() {
-                Some("content_block_stop") => return self.block_stop(events),
-                Some("message_stop") => return events.push(Event::Done),
-                Some("ping") => return,
+            match &*kind {
+                "content_block_stop" => return self.block_stop(events),
+                "message_stop" => return events.push(Event::Done),
+                "ping" => return,
                 _ => {}
             }
             if let Ok(head) = serde_json::from_str::<Head>(data) {
