@@ -235,8 +235,10 @@ impl StreamTranslator {
         if let Reader::Responses(r) = &mut self.reader {
             r.whole_values = true;
         }
-        if let Reader::Messages(r) = &mut self.reader {
-            r.whole_values = true;
+        match &mut self.reader {
+            Reader::Messages(r) => r.whole_values = true,
+            Reader::Chat(r) => r.whole_values = true,
+            _ => {}
         }
         match &mut self.writer {
             Writer::Responses(w) => w.whole_values = true,

@@ -207,13 +207,35 @@ fn chat_streams() -> Vec<String> {
         chunk(json!({"content":"all"}), Value::Null),
         chunk(json!({}), json!("stop")),
     );
-    vec![
+    // Chunks the typed read declines or must read as a `Value` reads them, first and later.
+    let odd = [
+        r#"{"id":"c1","model":null,"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+        r#"{"id":7,"model":"m","choices":[{"delta":{"content":"x"},"finish_reason":null}]}"#,
+        r#"{"id":"c2","choices":[[{"content":"by position"},"stop"]]}"#,
+        r#"{"id":"c3","choices":{"0":{"delta":{"content":"object"}}}}"#,
+        r#"{"id":"c4","choices":null,"usage":{"prompt_tokens":4,"completion_tokens":2}}"#,
+        r#"{"id":"c5","choices":[null]}"#,
+        r#"{"id":"c6","choices":[{"delta":null,"finish_reason":"stop"}],"created":1e400}"#,
+        r#"{"id":"c7","choices":[{"delta":{"content":"a"},"delta":{"content":"b"}}]}"#,
+        r#"{"id":"c8","choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":"b"}}]}"#,
+        r#"{"id":"c9","choices":[{"delta":{"content":"a"},"finish_reason":7,"index":123456789012345678901}]}"#,
+        r#"{"id":"c10","error":null,"choices":[{"delta":{"content":"a"}}]}"#,
+        r#"{"id":"c11","choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_é","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#,
+        r#"{"id":"c12","choices":[],"usage":7}"#,
+        r#"{"id":"c13","model":{"odd":["model"]},"choices":[{"delta":{"reasoning":"r","content":"c"},"finish_reason":"content_filter"}]}"#,
+    ];
+    let mut streams = vec![
         super::tests::chat_stream(),
         super::tests_search_streams::chat_stream(),
-        text,
+        text.clone(),
         error,
         unended,
-    ]
+    ];
+    for odd in odd {
+        streams.push(format!("data: {odd}\n\n{text}"));
+        streams.push(text.replacen("data: ", &format!("data: {odd}\n\ndata: "), 3));
+    }
+    streams
 }
 
 #[test]
