@@ -152,7 +152,7 @@ impl Relay {
             .as_ref()
             .is_some_and(|sink| sink.watches_budget());
         for event in events.drain(..) {
-            if self.gemini_text(&event, out) {
+            if self.gemini_text(&event, out) || self.chat_text(&event, out) {
                 if watches_budget && self.budget_reached() {
                     self.stop_at_budget(out);
                     return;
@@ -227,6 +227,25 @@ impl Relay {
             return false;
         };
         self.stream.usage.observe_gemini_text(event, usage);
+        self.stream.usage.count_content(self.stream.format, event);
+        true
+    }
+
+    /// A Chat upstream's chunk of text alone, read once by the translator for the client and
+    /// taken as content with no usage (what `observe` reads of it), as the relay takes an event
+    /// that does not matter after commit: true when it was (and is in `out`).
+    fn chat_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
+        if self.stream.format != StreamFormat::OpenAiChat {
+            return false;
+        }
+        let Some(translator) = self.stream.translator.as_mut() else {
+            return false;
+        };
+        let start = out.len();
+        if !translator.chat_text(event, out) {
+            return false;
+        }
+        seal_tail(self.stream.sealer.as_ref(), out, start);
         self.stream.usage.count_content(self.stream.format, event);
         true
     }

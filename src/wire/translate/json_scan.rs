@@ -196,7 +196,14 @@ impl<'a> Scan<'a> {
             scan.at - start
         };
         let first = self.at;
-        let whole = digits(self);
+        // The whole part's value, read as its digits are passed over (wrapping past 18
+        // digits, which are declined below).
+        let mut value: u64 = 0;
+        while let Some(digit) = bytes.get(self.at).filter(|b| b.is_ascii_digit()) {
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit - b'0'));
+            self.at += 1;
+        }
+        let whole = self.at - first;
         // No leading zeros, at least one digit, at most 18.
         if whole == 0 || whole > 18 || (whole > 1 && bytes.get(first) == Some(&b'0')) {
             return None;
@@ -215,7 +222,6 @@ impl<'a> Scan<'a> {
         if negative || fraction {
             return Some(None);
         }
-        let value = self.text.get(first..first + whole)?.parse().ok()?;
         Some(Some(value))
     }
 
@@ -404,5 +410,12 @@ mod tests {
             Some(Some(999_999_999_999_999_999))
         );
         assert_eq!(number("9999999999999999999"), None);
+        assert_eq!(
+            number("123456789012345678"),
+            Some(Some(123_456_789_012_345_678))
+        );
+        assert_eq!(number("184467440737095516160"), None);
+        assert_eq!(number("1e3"), None);
+        assert_eq!(number("01"), None);
     }
 }

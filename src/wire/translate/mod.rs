@@ -376,6 +376,8 @@ mod tests_gemini;
 mod tests_gemini_stream;
 
 #[cfg(test)]
+mod tests_direct_streams;
+#[cfg(test)]
 mod tests_fast_reads;
 
 #[cfg(test)]

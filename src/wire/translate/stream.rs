@@ -71,6 +71,19 @@ pub struct StreamTranslator {
     /// A Messages client of a Gemini account: signatures go in their plain form for the node
     /// to seal.
     mark_signatures: bool,
+    /// Text pieces of the open text block go from the reader to the writer borrowed, not as
+    /// events (tests turn it off: `whole_values`).
+    direct_text: bool,
+}
+
+/// A text piece of the open text block, written as `writer` writes `Event::Text`.
+fn write_text(writer: &mut Writer, text: &str, out: &mut BytesMut) {
+    match writer {
+        Writer::Chat(w) => w.text(text, out),
+        Writer::Messages(w) => w.text(text, out),
+        Writer::Gemini(w) => w.text(text, out),
+        Writer::Responses(w) => w.event(&Event::Text(text.to_owned()), out),
+    }
 }
 
 impl StreamTranslator {
@@ -99,6 +112,7 @@ impl StreamTranslator {
             writer,
             events: Vec::new(),
             mark_signatures: direction == Direction::MESSAGES_TO_GEMINI,
+            direct_text: true,
         }
     }
 
@@ -129,13 +143,54 @@ impl StreamTranslator {
 
     /// One upstream event, translated into `out` (nothing for events with no counterpart).
     pub fn event(&mut self, event: &SseEvent, out: &mut BytesMut) {
-        match &mut self.reader {
-            Reader::Chat(r) => r.event(&event.data, &mut self.events),
-            Reader::Responses(r) => r.event(event.event.as_deref(), &event.data, &mut self.events),
-            Reader::Messages(r) => r.event(&event.data, &mut self.events),
-            Reader::Gemini(r) => r.event(&event.data, &mut self.events),
-        }
+        // A text piece of the open text block (most events) is written as it was read,
+        // borrowed: no event is made of it.
+        let text = match &mut self.reader {
+            Reader::Chat(r) if self.direct_text => r.event_or_text(&event.data, &mut self.events),
+            Reader::Chat(r) => {
+                r.event(&event.data, &mut self.events);
+                None
+            }
+            Reader::Responses(r) => {
+                r.event(event.event.as_deref(), &event.data, &mut self.events);
+                None
+            }
+            Reader::Messages(r) if self.direct_text => {
+                r.event_or_text(&event.data, &mut self.events)
+            }
+            Reader::Messages(r) => {
+                r.event(&event.data, &mut self.events);
+                None
+            }
+            Reader::Gemini(r) => {
+                r.event(&event.data, &mut self.events);
+                None
+            }
+        };
         self.write(out);
+        if let Some(text) = text {
+            write_text(&mut self.writer, &text, out);
+        }
+    }
+
+    /// A Chat upstream's chunk of text alone (most of its chunks: `text_delta::chat_content`),
+    /// read once for the client and for the relay: translated into `out`, true. It is content
+    /// with no usage, as `stream_watch` reads such a chunk. False: not such a chunk (a named
+    /// event, the first chunk, any other), or not a Chat upstream; nothing was read or written
+    /// (the relay reads it as any other event).
+    pub fn chat_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
+        let Reader::Chat(reader) = &mut self.reader else {
+            return false;
+        };
+        if event.event.is_some() || !self.direct_text {
+            return false;
+        }
+        let Some(text) = reader.text_alone(&event.data, &mut self.events) else {
+            return false;
+        };
+        self.write(out);
+        write_text(&mut self.writer, &text, out);
+        true
     }
 
     /// A Gemini upstream's chunk of text alone (most of its chunks), read once for the client
@@ -160,8 +215,16 @@ impl StreamTranslator {
         let counts = read.usage.and_then(|usage| {
             gemini_whole_counts(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
         });
-        reader.text_chunk(read, &mut self.events);
-        self.write(out);
+        // In the open text block its texts are written as they were read, borrowed.
+        let writer = &mut self.writer;
+        let read = match self.direct_text {
+            true => reader.text_in_open_block(read, |text| write_text(writer, text, out)),
+            false => Some(read),
+        };
+        if let Some(read) = read {
+            reader.text_chunk(read, &mut self.events);
+            self.write(out);
+        }
         Some(counts)
     }
 
@@ -172,9 +235,18 @@ impl StreamTranslator {
         if let Reader::Responses(r) = &mut self.reader {
             r.whole_values = true;
         }
-        if let Writer::Responses(w) = &mut self.writer {
-            w.whole_values = true;
+        match &mut self.reader {
+            Reader::Messages(r) => r.whole_values = true,
+            Reader::Chat(r) => r.whole_values = true,
+            _ => {}
         }
+        match &mut self.writer {
+            Writer::Responses(w) => w.whole_values = true,
+            Writer::Chat(w) => w.whole_values = true,
+            Writer::Messages(w) => w.whole_values = true,
+            Writer::Gemini(w) => w.whole_values = true,
+        }
+        self.direct_text = false;
         self
     }
 

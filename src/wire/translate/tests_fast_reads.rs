@@ -72,7 +72,7 @@ fn counts(out: u64) -> Value {
 
 /// Streams of text (escapes, non-ASCII, several parts), thinking with signatures, calls,
 /// grounding, a mid-stream error, snake_case and odd usage, and chunks the one read declines.
-fn streams() -> Vec<String> {
+pub(super) fn streams() -> Vec<String> {
     let last = |out| {
         let mut c = chunk(json!([{"text": "."}]), "usageMetadata", counts(out));
         c["candidates"][0]["finishReason"] = json!("STOP");

@@ -150,7 +150,8 @@ fn messages_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
 
 /// A Chat Completions chunk whose only news is text: no `error`, no usage, and one choice
 /// whose delta holds a non-empty `content` and no reasoning, refusal, tool call or annotation,
-/// with no finish reason. Its `content`.
+/// with no finish reason and no `text`. Its `content`. The relay takes such a chunk as content
+/// with no usage, as `stream_watch` reads it, without reading it again.
 #[cfg(test)]
 pub fn chat_content(data: &str) -> Option<Cow<'_, str>> {
     chat_content_in(&mut Scan::new(data))
@@ -182,6 +183,9 @@ pub(super) fn chat_content_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
                         choice.first(1)?;
                         scan.null().then_some(())
                     }
+                    // A completions choice's member: the relay's reading of a chunk
+                    // (`openai_chunk`) reads it, so a chunk with one is not text alone.
+                    "text" => None,
                     _ => scan.skip(DEPTH),
                 })
             })?;

@@ -4,6 +4,9 @@
 //! after another) is left out rather than held. A search model's `delta.annotations`
 //! (`url_citation`s, indices in the whole `content`) are citations of the open text block.
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::read::{finish, usage};
@@ -11,6 +14,7 @@ use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Event, Finish, Usage};
 use crate::wire::translate::hub::{array_at, str_at, text_at};
+use crate::wire::translate::json_scan::{Scan, DEPTH};
 use crate::wire::translate::text_delta;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +37,78 @@ pub struct ChatReader {
     done: bool,
     /// The stream's text chunks, as the last one read.
     chunks: Learned<()>,
+    /// Tests: every chunk other than text alone read as a whole `Value`, as before its typed
+    /// read.
+    #[cfg(test)]
+    pub whole_values: bool,
+}
+
+/// The members of a chunk the reader reads, for chunks other than text alone, read typed
+/// (strings borrowed, every other member passed over) rather than as a whole `Value`: each is
+/// what the `Value`'s accessors give (`error` and `model` `Some` when present, `null` too).
+/// Any chunk this does not read (a member of another kind, a repeated member) is read as a
+/// whole `Value`.
+#[derive(Debug, Default, Deserialize)]
+struct Head<'a> {
+    #[serde(default, deserialize_with = "present")]
+    error: Option<Value>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    model: Option<Value>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    choices: Option<Vec<Choice>>,
+}
+
+/// A choice's members the reader reads.
+#[derive(Debug, Default, Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Option<Value>,
+    #[serde(default)]
+    finish_reason: Option<Value>,
+}
+
+/// A member's value, `null` too (`Some(Value::Null)`, as `Value::get` finds it).
+fn present<'de, D: serde::Deserializer<'de>>(value: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(value).map(Some)
+}
+
+impl<'a> Head<'a> {
+    /// The same members of a whole `Value` (the chunk read as before).
+    fn of_value(chunk: &'a Value) -> Head<'a> {
+        let choice = |choice: &Value| Choice {
+            delta: choice.get("delta").cloned(),
+            finish_reason: choice.get("finish_reason").cloned(),
+        };
+        Head {
+            error: chunk.get("error").cloned(),
+            id: Some(Cow::Borrowed(str_at(chunk, "id"))),
+            model: chunk.get("model").cloned(),
+            usage: chunk.get("usage").cloned(),
+            choices: Some(
+                array_at(chunk, "choices")
+                    .first()
+                    .map(choice)
+                    .into_iter()
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// A chunk `json_scan` reads as serde_json does (so that a whole `Value` parse of it
+/// succeeds), whose `choices`, if any, is `null` or an array of objects.
+fn checked(data: &str) -> Option<()> {
+    let mut scan = Scan::new(data);
+    scan.object(|scan, key| match &*key {
+        "choices" if scan.null() => Some(()),
+        "choices" => scan.array(|scan| scan.object(|scan, _| scan.skip(DEPTH - 2))),
+        _ => scan.skip(DEPTH),
+    })?;
+    scan.end()
 }
 
 impl ChatReader {
@@ -53,30 +129,82 @@ impl ChatReader {
     }
 
     pub fn event(&mut self, data: &str, events: &mut Vec<Event>) {
+        if let Some(text) = self.event_or_text(data, events) {
+            events.push(Event::Text(text.into_owned()));
+        }
+    }
+
+    /// [`Self::event`], but a chunk of text alone (most chunks) gives its text back, borrowed,
+    /// instead of pushing it as the last event (the events before it pushed): the translator
+    /// writes it without making an event of it.
+    pub fn event_or_text<'a>(
+        &mut self,
+        data: &'a str,
+        events: &mut Vec<Event>,
+    ) -> Option<Cow<'a, str>> {
         if data.trim() == "[DONE]" {
             self.end(events);
-            return;
+            return None;
         }
         // A chunk of text alone (most chunks), as below reads it: the text block opened when
         // it is not the open one.
-        if self.started {
-            if let Some(text) = text_delta::chat_content_learned(data, &mut self.chunks) {
-                if self.open != Some(Open::Text) {
-                    self.block_start = self.content_chars;
-                }
-                self.ensure(Open::Text, Event::TextStart, events);
-                self.content_chars += text.chars().count();
-                events.push(Event::Text(text.into_owned()));
-                return;
+        if let Some(text) = self.text_alone(data, events) {
+            return Some(text);
+        }
+        self.chunk(data, events);
+        None
+    }
+
+    /// A chunk of text alone (`text_delta::chat_content`) after the first chunk, read as
+    /// [`Self::event_or_text`] reads it (the events before its text pushed, its text given
+    /// back); `None`: not such a chunk, and nothing was read.
+    pub fn text_alone<'a>(
+        &mut self,
+        data: &'a str,
+        events: &mut Vec<Event>,
+    ) -> Option<Cow<'a, str>> {
+        if !self.started {
+            return None;
+        }
+        let text = text_delta::chat_content_learned(data, &mut self.chunks)?;
+        if self.open != Some(Open::Text) {
+            self.block_start = self.content_chars;
+        }
+        self.ensure(Open::Text, Event::TextStart, events);
+        self.content_chars += text.chars().count();
+        Some(text)
+    }
+
+    /// A chunk other than text alone, read as a whole `Value`.
+    fn chunk(&mut self, data: &str, events: &mut Vec<Event>) {
+        // Typed only what `json_scan` found to be JSON serde_json reads as a `Value` reads it,
+        // with its choices objects (serde would read an array into a `Choice` by position).
+        if self.typed() && checked(data).is_some() {
+            if let Ok(head) = serde_json::from_str::<Head>(data) {
+                return self.head(head, events);
             }
         }
         let Ok(chunk) = serde_json::from_str::<Value>(data) else {
             return;
         };
-        if let Some(error) = chunk.get("error") {
+        self.head(Head::of_value(&chunk), events);
+    }
+
+    /// Whether chunks other than text alone are read typed (else as whole `Value`s, in
+    /// tests).
+    fn typed(&self) -> bool {
+        #[cfg(test)]
+        let whole = self.whole_values;
+        #[cfg(not(test))]
+        let whole = false;
+        !whole
+    }
+
+    fn head(&mut self, chunk: Head<'_>, events: &mut Vec<Event>) {
+        if let Some(error) = chunk.error {
             self.done = true;
             events.push(Event::Error {
-                message: text_at(error, "message")
+                message: text_at(&error, "message")
                     .unwrap_or("upstream error")
                     .to_string(),
                 kind: "api_error".to_string(),
@@ -86,18 +214,20 @@ impl ChatReader {
         if !self.started {
             self.started = true;
             events.push(Event::Start {
-                id: str_at(&chunk, "id").to_string(),
-                model: chunk.get("model").cloned().unwrap_or(Value::from("")),
+                id: chunk.id.unwrap_or_default().into_owned(),
+                model: chunk.model.unwrap_or(Value::from("")),
                 usage: None,
             });
         }
-        if let Some(found) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage = Some(usage(found));
+        if let Some(found) = chunk.usage.filter(|u| u.is_object()) {
+            self.usage = Some(usage(&found));
         }
-        let Some(choice) = array_at(&chunk, "choices").first() else {
+        let Some(choice) = chunk.choices.into_iter().flatten().next() else {
             return;
         };
-        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        let null = Value::Null;
+        let finish_reason = choice.finish_reason;
+        let delta = choice.delta.as_ref().unwrap_or(&null);
         if let Some(thinking) =
             text_at(delta, "reasoning_content").or_else(|| text_at(delta, "reasoning"))
         {
@@ -142,7 +272,7 @@ impl ChatReader {
                 }
             }
         }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+        if let Some(reason) = finish_reason.as_ref().and_then(Value::as_str) {
             self.finish = Some(finish(Some(reason)));
             self.close(events);
         }

@@ -57,6 +57,10 @@ pub struct ChatWriter {
     /// the first text after the start: every text chunk of a stream ends the same.
     content_tail: Vec<u8>,
     done: bool,
+    /// Tests: the chunks other than text built as `Value`s and serialized (what the direct
+    /// writes are compared with).
+    #[cfg(test)]
+    pub whole_values: bool,
 }
 
 impl ChatWriter {
@@ -74,7 +78,73 @@ impl ChatWriter {
             annotations: Vec::new(),
             content_tail: Vec::new(),
             done: false,
+            #[cfg(test)]
+            whole_values: false,
         }
+    }
+
+    /// Whether the role, finish and usage chunks are written directly (else built as
+    /// `Value`s, in tests).
+    fn direct(&self) -> bool {
+        #[cfg(test)]
+        let whole = self.whole_values;
+        #[cfg(not(test))]
+        let whole = false;
+        !whole
+    }
+
+    /// The chunk [`Self::chunk`] writes for a delta whose members (sorted, as a `Value`
+    /// object's) are `delta` and finish reason `finish`, byte for byte, written directly.
+    fn chunk_direct(&self, out: &mut BytesMut, delta: &[u8], finish: Option<&str>) {
+        out.extend_from_slice(b"data: {\"choices\":[{\"delta\":{");
+        out.extend_from_slice(delta);
+        out.extend_from_slice(b"},\"finish_reason\":");
+        match finish {
+            Some(finish) => write_json_str(out, finish),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"index\":0,\"logprobs\":null}],");
+        self.identity(out);
+        out.extend_from_slice(b"}\n\n");
+    }
+
+    /// A chunk's `created`, `id`, `model` and `object` members (sorted as the chunk's are).
+    fn identity(&self, out: &mut BytesMut) {
+        out.extend_from_slice(b"\"created\":");
+        write_json_u64(out, self.created);
+        out.extend_from_slice(b",\"id\":");
+        write_json_str(out, &self.id);
+        out.extend_from_slice(b",\"model\":");
+        write_json(out, &self.model);
+        out.extend_from_slice(b",\"object\":\"chat.completion.chunk\"");
+    }
+
+    /// The usage chunk (no choices), as `write_data` writes its `Value`, written directly.
+    fn usage_chunk(&self, out: &mut BytesMut) {
+        let u = &self.usage;
+        out.extend_from_slice(b"data: {\"choices\":[],");
+        self.identity(out);
+        out.extend_from_slice(b",\"usage\":{\"completion_tokens\":");
+        write_json_u64(out, u.output);
+        out.extend_from_slice(b",\"completion_tokens_details\":{\"reasoning_tokens\":");
+        write_json_u64(out, u.reasoning);
+        out.extend_from_slice(b"},\"prompt_tokens\":");
+        write_json_u64(out, u.input);
+        out.extend_from_slice(b",\"prompt_tokens_details\":{\"cached_tokens\":");
+        write_json_u64(out, u.cached);
+        out.extend_from_slice(b"},\"total_tokens\":");
+        write_json_u64(out, u.input + u.output);
+        out.extend_from_slice(b"}}\n\n");
+    }
+
+    /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
+    /// event's piece here borrowed, without an event around it.
+    pub fn text(&mut self, text: &str, out: &mut BytesMut) {
+        if self.done || text.is_empty() {
+            return;
+        }
+        self.content_chars += text.chars().count();
+        self.content_chunk(out, text)
     }
 
     /// The chunk [`Self::chunk`] writes for the delta `{"content": text}`, byte for byte,
@@ -128,13 +198,14 @@ impl ChatWriter {
                 self.model = model.clone();
                 self.content_tail.clear();
                 self.usage = usage.unwrap_or_default();
-                self.chunk(out, json!({"role": "assistant", "content": ""}), None);
+                if self.direct() {
+                    self.chunk_direct(out, b"\"content\":\"\",\"role\":\"assistant\"", None);
+                } else {
+                    self.chunk(out, json!({"role": "assistant", "content": ""}), None);
+                }
             }
             Event::TextStart => self.block_start = self.content_chars,
-            Event::Text(text) if !text.is_empty() => {
-                self.content_chars += text.chars().count();
-                self.content_chunk(out, text)
-            }
+            Event::Text(text) => self.text(text, out),
             Event::Citation(citation) if self.annotations.len() < MAX_ANNOTATIONS => {
                 let end = self.content_chars;
                 let at = |offset: usize| (self.block_start + offset).min(end);
@@ -180,13 +251,19 @@ impl ChatWriter {
                 }
                 if let Some(finish) = finish {
                     self.send_annotations(out);
-                    self.chunk(out, json!({}), Some(finish_reason(*finish)));
+                    if self.direct() {
+                        self.chunk_direct(out, b"", Some(finish_reason(*finish)));
+                    } else {
+                        self.chunk(out, json!({}), Some(finish_reason(*finish)));
+                    }
                 }
             }
             Event::Done => {
                 self.send_annotations(out);
                 self.done = true;
-                if self.include_usage {
+                if self.include_usage && self.direct() {
+                    self.usage_chunk(out);
+                } else if self.include_usage {
                     write_data(
                         out,
                         None,

@@ -170,6 +170,28 @@ impl GeminiReader {
         }
     }
 
+    /// [`Self::text_chunk`] when the open block is text (its texts are then its only events):
+    /// each text's bookkeeping done and the text handed to `write`, borrowed, instead of
+    /// pushed as an event. Otherwise `read` is given back untouched.
+    pub fn text_in_open_block<'a>(
+        &mut self,
+        read: text_delta::GeminiText<'a>,
+        mut write: impl FnMut(&str),
+    ) -> Option<text_delta::GeminiText<'a>> {
+        if self.open != Some(Open::Text) {
+            return Some(read);
+        }
+        if let Some(counts) = read.usage {
+            self.usage = Some(usage_of_counts(counts));
+        }
+        for text in &read.texts {
+            self.text_bytes += text.len();
+            self.held.push(text);
+            write(text);
+        }
+        None
+    }
+
     fn part(&mut self, part: &Value, events: &mut Vec<Event>) {
         let signature = match str_of(part, "thoughtSignature") {
             s if self.signatures && !s.is_empty() => Some(s),

@@ -18,7 +18,7 @@ use super::write::{
 };
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Citation, Event, Finish, Part, ToolCall, Usage};
-use crate::wire::translate::sse_write::{json_bytes, write_json, write_json_str};
+use crate::wire::translate::sse_write::{json_bytes, write_json, write_json_str, write_json_u64};
 use crate::wire::translate::thinking_carry::carried;
 
 /// Most searches and supports one answer's `groundingMetadata` lists.
@@ -49,6 +49,10 @@ pub struct GeminiWriter {
     /// A text chunk's JSON, reused from one chunk to the next.
     text_chunk: BytesMut,
     done: bool,
+    /// Tests: the last chunk built as a `Value` and serialized (what the direct write is
+    /// compared with).
+    #[cfg(test)]
+    pub whole_values: bool,
 }
 
 impl GeminiWriter {
@@ -70,6 +74,72 @@ impl GeminiWriter {
             text_tail: Vec::new(),
             text_chunk: BytesMut::new(),
             done: false,
+            #[cfg(test)]
+            whole_values: false,
+        }
+    }
+
+    /// Whether the last chunk is written directly when it can be (else built as a `Value`,
+    /// in tests).
+    fn direct(&self) -> bool {
+        #[cfg(test)]
+        let whole = self.whole_values;
+        #[cfg(not(test))]
+        let whole = false;
+        !whole
+    }
+
+    /// The last chunk of an answer with no signature to carry and no grounding (most), as
+    /// [`Self::event`] builds it as a `Value` for `Event::Done`, written directly: `None`
+    /// when it has either (the caller builds it).
+    fn last_chunk_direct(&self) -> Option<BytesMut> {
+        if self.pending.is_some() || !self.searches.is_empty() || !self.supports.is_empty() {
+            return None;
+        }
+        let usage = &self.usage;
+        let mut chunk = BytesMut::with_capacity(256);
+        chunk.extend_from_slice(
+            b"{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\"}],\"role\":\"model\"},\"finishReason\":",
+        );
+        write_json_str(&mut chunk, finish_reason(self.finish.unwrap_or_default()));
+        chunk.extend_from_slice(b",\"index\":0}],\"modelVersion\":");
+        write_json(&mut chunk, &self.model);
+        chunk.extend_from_slice(b",\"responseId\":");
+        write_json_str(&mut chunk, &self.id);
+        chunk.extend_from_slice(b",\"usageMetadata\":{");
+        if usage.cached > 0 {
+            chunk.extend_from_slice(b"\"cachedContentTokenCount\":");
+            write_json_u64(&mut chunk, usage.cached);
+            chunk.extend_from_slice(b",");
+        }
+        chunk.extend_from_slice(b"\"candidatesTokenCount\":");
+        write_json_u64(&mut chunk, usage.output.saturating_sub(usage.reasoning));
+        chunk.extend_from_slice(b",\"promptTokenCount\":");
+        write_json_u64(&mut chunk, usage.input);
+        if usage.reasoning > 0 {
+            chunk.extend_from_slice(b",\"thoughtsTokenCount\":");
+            write_json_u64(&mut chunk, usage.reasoning);
+        }
+        chunk.extend_from_slice(b",\"totalTokenCount\":");
+        write_json_u64(&mut chunk, usage.input + usage.output);
+        chunk.extend_from_slice(b"}}");
+        Some(chunk)
+    }
+
+    /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
+    /// event's piece here borrowed, without an event around it.
+    pub fn text(&mut self, text: &str, out: &mut BytesMut) {
+        if self.done {
+            return;
+        }
+        self.text_bytes += text.len();
+        if let Some(held) = self.held.as_mut() {
+            held.push(text);
+        }
+        if !text.is_empty() && self.pending.is_none() {
+            self.text_part(text, out)
+        } else {
+            self.part(&Part::Text(text.to_string()), out)
         }
     }
 
@@ -142,17 +212,7 @@ impl GeminiWriter {
                 self.block_base = self.text_bytes;
                 self.held = Some(HeldText::default());
             }
-            Event::Text(text) => {
-                self.text_bytes += text.len();
-                if let Some(held) = self.held.as_mut() {
-                    held.push(text);
-                }
-                if !text.is_empty() && self.pending.is_none() {
-                    self.text_part(text, out)
-                } else {
-                    self.part(&Part::Text(text.clone()), out)
-                }
-            }
+            Event::Text(text) => self.text(text, out),
             Event::Citation(citation) => self.citation(citation),
             Event::Search(search) if self.searches.len() < MAX_GROUNDING => {
                 self.searches.push(search.clone())
@@ -216,6 +276,11 @@ impl GeminiWriter {
                     self.carry(block, out);
                 }
                 self.done = true;
+                if let Some(last) = self.last_chunk_direct().filter(|_| self.direct()) {
+                    self.framer.chunk(&last, out);
+                    self.framer.end(out);
+                    return;
+                }
                 let mut ending = json!({"text": ""});
                 if let Some(signature) = self.pending.take() {
                     ending["thoughtSignature"] = json!(signature);

@@ -14,7 +14,7 @@ use crate::wire::stream_error::anthropic_stream_error;
 use crate::wire::translate::citations;
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Answer, Citation, Event, Finish, SearchCall, Usage};
-use crate::wire::translate::sse_write::{write_data, write_json_str, write_json_u64};
+use crate::wire::translate::sse_write::{write_data, write_json, write_json_str, write_json_u64};
 
 #[derive(Debug, Default)]
 pub struct MessagesWriter {
@@ -28,11 +28,90 @@ pub struct MessagesWriter {
     text: Option<HeldText>,
     searches: u32,
     done: bool,
+    /// Tests: every event built as a `Value` and serialized (what the direct writes are
+    /// compared with).
+    #[cfg(test)]
+    pub whole_values: bool,
 }
 
 impl MessagesWriter {
     pub fn new() -> Self {
         MessagesWriter::default()
+    }
+
+    /// Whether the opening and closing events are written directly (else built as `Value`s,
+    /// in tests).
+    fn direct(&self) -> bool {
+        #[cfg(test)]
+        let whole = self.whole_values;
+        #[cfg(not(test))]
+        let whole = false;
+        !whole
+    }
+
+    /// A block opened, as [`Self::start_block`] writes it, with the block's JSON (its members
+    /// sorted, as a `Value` object's) written directly.
+    fn start_block_direct(&mut self, block: &[u8], out: &mut BytesMut) {
+        self.close(out);
+        let index = self.next_index;
+        self.next_index += 1;
+        out.extend_from_slice(b"event: content_block_start\ndata: {\"content_block\":");
+        out.extend_from_slice(block);
+        out.extend_from_slice(b",\"index\":");
+        write_json_u64(out, u64::from(index));
+        out.extend_from_slice(b",\"type\":\"content_block_start\"}\n\n");
+        self.open = Some(index);
+    }
+
+    /// `usage` as [`usage`] makes it, written directly (members sorted).
+    fn write_usage(out: &mut BytesMut, usage: &Usage) {
+        out.extend_from_slice(b"{\"cache_creation_input_tokens\":");
+        write_json_u64(out, usage.cache_write);
+        out.extend_from_slice(b",\"cache_read_input_tokens\":");
+        write_json_u64(out, usage.cached);
+        out.extend_from_slice(b",\"input_tokens\":");
+        write_json_u64(out, usage.uncached_input());
+        out.extend_from_slice(b",\"output_tokens\":");
+        write_json_u64(out, usage.output);
+        out.extend_from_slice(b"}");
+    }
+
+    /// `message_start`, as the `Value` [`Self::event`] builds for it, written directly.
+    fn message_start(out: &mut BytesMut, id: &str, model: &Value, usage: Option<&Usage>) {
+        out.extend_from_slice(b"event: message_start\ndata: {\"message\":{\"content\":[],\"id\":");
+        write_json_str(out, &message_id(id));
+        out.extend_from_slice(b",\"model\":");
+        write_json(out, model);
+        out.extend_from_slice(
+            b",\"role\":\"assistant\",\"stop_reason\":null,\"stop_sequence\":null,\"type\":\"message\",\"usage\":",
+        );
+        match usage {
+            Some(usage) => Self::write_usage(out, usage),
+            None => out.extend_from_slice(b"{\"input_tokens\":0,\"output_tokens\":0}"),
+        }
+        out.extend_from_slice(b"},\"type\":\"message_start\"}\n\n");
+    }
+
+    /// `message_delta` and `message_stop`, as the `Value`s [`Self::event`] builds for them,
+    /// written directly.
+    fn message_end(&self, out: &mut BytesMut) {
+        out.extend_from_slice(b"event: message_delta\ndata: {\"delta\":{\"stop_reason\":");
+        write_json_str(out, stop_reason(self.finish.unwrap_or_default()));
+        out.extend_from_slice(b",\"stop_sequence\":null},\"type\":\"message_delta\",\"usage\":");
+        Self::write_usage(out, &self.usage);
+        out.extend_from_slice(b"}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+    }
+
+    /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
+    /// event's piece here borrowed, without an event around it.
+    pub fn text(&mut self, text: &str, out: &mut BytesMut) {
+        if self.done || text.is_empty() {
+            return;
+        }
+        if let Some(held) = self.text.as_mut() {
+            held.push(text);
+        }
+        self.text_delta(out, text)
     }
 
     fn start_block(&mut self, block: Value, out: &mut BytesMut) {
@@ -50,6 +129,12 @@ impl MessagesWriter {
     fn close(&mut self, out: &mut BytesMut) {
         self.text = None;
         if let Some(index) = self.open.take() {
+            if self.direct() {
+                out.extend_from_slice(b"event: content_block_stop\ndata: {\"index\":");
+                write_json_u64(out, u64::from(index));
+                out.extend_from_slice(b",\"type\":\"content_block_stop\"}\n\n");
+                return;
+            }
             write_data(
                 out,
                 Some("content_block_stop"),
@@ -90,6 +175,10 @@ impl MessagesWriter {
                     return;
                 }
                 self.started = true;
+                if self.direct() {
+                    Self::message_start(out, id, model, usage.as_ref());
+                    return;
+                }
                 let start_usage = match usage {
                     Some(usage) => super::write::usage(usage),
                     None => json!({"input_tokens": 0, "output_tokens": 0}),
@@ -110,9 +199,17 @@ impl MessagesWriter {
                 );
             }
             Event::TextStart => {
-                self.start_block(json!({"type": "text", "text": ""}), out);
+                if self.direct() {
+                    self.start_block_direct(b"{\"text\":\"\",\"type\":\"text\"}", out);
+                } else {
+                    self.start_block(json!({"type": "text", "text": ""}), out);
+                }
                 self.text = Some(HeldText::default());
             }
+            Event::ThinkingStart if self.direct() => self.start_block_direct(
+                b"{\"signature\":\"\",\"thinking\":\"\",\"type\":\"thinking\"}",
+                out,
+            ),
             Event::ThinkingStart => self.start_block(
                 json!({"type": "thinking", "thinking": "", "signature": ""}),
                 out,
@@ -124,12 +221,7 @@ impl MessagesWriter {
                 json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
                 out,
             ),
-            Event::Text(text) if !text.is_empty() => {
-                if let Some(held) = self.text.as_mut() {
-                    held.push(text);
-                }
-                self.text_delta(out, text)
-            }
+            Event::Text(text) => self.text(text, out),
             Event::Search(search) => self.search(search, out),
             Event::Citation(citation) => self.citation(citation, out),
             Event::Thinking(text) if !text.is_empty() => {
@@ -155,6 +247,10 @@ impl MessagesWriter {
                 }
                 self.done = true;
                 self.close(out);
+                if self.direct() {
+                    self.message_end(out);
+                    return;
+                }
                 write_data(
                     out,
                     Some("message_delta"),

@@ -1,0 +1,370 @@
+//! The translated streams between Chat, Messages and Gemini written the fast way — text pieces
+//! passed from reader to writer borrowed, a Messages upstream's other events read typed, the
+//! opening and closing events written as bytes — against the same streams read and written
+//! through whole `Value`s and events (`StreamTranslator::whole_values`): the same client bytes,
+//! event by event, for every client API, over real-shaped streams and events the fast ways
+//! decline.
+
+use bytes::BytesMut;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::wire::sse::{SseEvent, SseParser};
+use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
+
+/// `stream` relayed as the relay does (a Gemini upstream's text chunks offered to
+/// `gemini_text` first), fast or through whole values: the client's bytes after each event.
+fn relayed(direction: Direction, stream: &str, whole: bool) -> Vec<String> {
+    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
+    if whole {
+        translator = translator.whole_values();
+    }
+    let mut parser = SseParser::new();
+    let mut events: Vec<SseEvent> = Vec::new();
+    parser.feed(stream.as_bytes(), &mut events).unwrap();
+    if let Some(last) = parser.finish().unwrap() {
+        events.push(last);
+    }
+    let mut outs = Vec::new();
+    for event in &events {
+        let mut out = BytesMut::new();
+        if translator.gemini_text(event, &mut out).is_none() {
+            translator.event(event, &mut out);
+        }
+        outs.push(String::from_utf8(out.to_vec()).unwrap());
+    }
+    let mut out = BytesMut::new();
+    translator.finish(&mut out);
+    translator.error("late", &mut out);
+    outs.push(String::from_utf8(out.to_vec()).unwrap());
+    outs
+}
+
+fn named(events: &[(&str, Value)]) -> String {
+    events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect()
+}
+
+fn text_delta(index: u64, text: &str) -> (&'static str, Value) {
+    (
+        "content_block_delta",
+        json!({"type":"content_block_delta","index":index,"delta":{"type":"text_delta","text":text}}),
+    )
+}
+
+/// Anthropic streams: text of every kind, thinking with signatures, calls, usage in pieces
+/// (cache reads and writes, `null`s), an error mid-stream, and events the typed read declines
+/// or reads otherwise than a `Value` would if it were careless (repeated members, members of
+/// other kinds, exponents, a `message` that is not an object, data that is not JSON).
+fn anthropic_streams() -> Vec<String> {
+    let start = json!({"type":"message_start","message":{"id":"msg_\"é\"","type":"message","role":"assistant",
+        "model":"claude-é","content":[],"stop_reason":null,"stop_sequence":null,
+        "usage":{"input_tokens":12,"cache_creation_input_tokens":3,"cache_read_input_tokens":40,
+                 "cache_creation":{"ephemeral_5m_input_tokens":3},"output_tokens":1,"service_tier":"standard"}}});
+    let text_start = (
+        "content_block_start",
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+    );
+    let stop = |index: u64| {
+        (
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":index}),
+        )
+    };
+    let delta = json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},
+        "usage":{"output_tokens":64,"input_tokens":null}});
+    let mut texts = vec![
+        ("message_start", start.clone()),
+        ("ping", json!({"type":"ping"})),
+        text_start.clone(),
+    ];
+    for text in [
+        "Hel",
+        "lo é 🦀",
+        "",
+        "\"q\" \\ \n\t\u{1}",
+        "</b>\u{7f}",
+        "\\u00e9",
+        " plain words here",
+    ] {
+        texts.push(text_delta(0, text));
+    }
+    texts.extend([
+        stop(0),
+        ("message_delta", delta.clone()),
+        ("message_stop", json!({"type":"message_stop"})),
+    ]);
+    let plain = named(&texts);
+    let odd_events = [
+        r#"{"type":"content_block_stop","index":1e400}"#,
+        r#"{"type":"content_block_stop","type":"message_stop"}"#,
+        r#"{"type":"message_stop","index":123456789012345678901}"#,
+        r#"{"type":7}"#,
+        r#"{"type":"message_start","message":"not an object"}"#,
+        r#"{"type":"message_start","message":{"id":5,"model":"m"}}"#,
+        r#"{"type":"message_start","message":["msg_arr","claude-arr",{"input_tokens":5}]}"#,
+        r#"{"type":"message_start","message":null}"#,
+        r#"{"type":"message_delta","usage":7,"delta":{"stop_reason":"max_tokens"}}"#,
+        r#"{"type":"message_delta","usage":{"output_tokens":2,"output_tokens":3},"delta":[1]}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"delta":{"stop_reason":"tool_use"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x","text":"y"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"text":"\ud83e\udd80","type":"text_delta"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"t"}}"#,
+        r#"{"type":"content_block_delta","delta":null}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":null}"#,
+        r#"{"type" : "ping" , "x":[{"deep":[true,false,null,-2.5]}]}"#,
+        r#"{"type":"message_stop"} x"#,
+        "not json",
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"busy \"now\""}}"#,
+    ];
+    let mut streams = vec![super::tests::anthropic_stream(), plain.clone()];
+    for odd in odd_events {
+        // Each in the open text block, and after the text block closed.
+        let at_text = plain.replacen(
+            "event: content_block_stop",
+            &format!("event: x\ndata: {odd}\n\nevent: content_block_stop"),
+            1,
+        );
+        let at_end = plain.replacen(
+            "event: message_delta",
+            &format!("event: x\ndata: {odd}\n\nevent: message_delta"),
+            1,
+        );
+        streams.extend([at_text, at_end]);
+    }
+    // Thinking with a signature, a call, a redacted block, usage of cache writes only.
+    streams.push(named(&[
+        ("message_start", json!({"type":"message_start","message":{"id":"msg_1","model":"claude-x","usage":{"input_tokens":1,"cache_creation_input_tokens":9}}})),
+        ("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}})),
+        ("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm é"}})),
+        ("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"SIG=="}})),
+        stop(0),
+        ("content_block_start", json!({"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":"REDACTED"}})),
+        stop(1),
+        ("content_block_start", json!({"type":"content_block_start","index":2,"content_block":{"type":"text","text":"Pre"}})),
+        text_delta(2, " and after"),
+        stop(2),
+        ("content_block_start", json!({"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_1","name":"look","input":{}}})),
+        ("content_block_delta", json!({"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"{\"at\":"}})),
+        ("content_block_delta", json!({"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"\"x\"}"}})),
+        stop(3),
+        ("message_delta", json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":30,"cache_read_input_tokens":null}})),
+        ("message_stop", json!({"type":"message_stop"})),
+    ]));
+    // An error mid-stream, after text.
+    streams.push(named(&[
+        ("message_start", start),
+        text_start,
+        text_delta(0, "partial"),
+        (
+            "error",
+            json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
+        ),
+        text_delta(0, "late"),
+    ]));
+    streams
+}
+
+/// Chat streams: text of every kind, reasoning, refusals, calls, the usage chunk, finish
+/// reasons, an error mid-stream, and chunks the text read declines.
+fn chat_streams() -> Vec<String> {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id":"chatcmpl-\"s\"","object":"chat.completion.chunk","created":1,"model":"gpt-é",
+               "choices":[{"index":0,"delta":delta,"finish_reason":finish,"logprobs":null}],"usage":null})
+    };
+    let mut chunks = vec![chunk(json!({"role":"assistant","content":""}), Value::Null)];
+    for text in [
+        "Hel",
+        "lo é 🦀",
+        "\"q\" \\ \n\t\u{1}",
+        "</b>\u{7f}",
+        "\\u00e9",
+        " plain words",
+    ] {
+        chunks.push(chunk(json!({"content": text}), Value::Null));
+    }
+    chunks.push(chunk(json!({"refusal": "no"}), Value::Null));
+    chunks.push(chunk(json!({"content": "again"}), Value::Null));
+    chunks.push(chunk(json!({}), json!("length")));
+    chunks.push(json!({"id":"chatcmpl-\"s\"","object":"chat.completion.chunk","created":1,"model":"gpt-é","choices":[],
+        "usage":{"prompt_tokens":50,"completion_tokens":9,"total_tokens":59,
+                 "prompt_tokens_details":{"cached_tokens":32},"completion_tokens_details":{"reasoning_tokens":4}}}));
+    let mut text: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    text.push_str("data: [DONE]\n\n");
+    let error = format!(
+        "data: {}\n\ndata: {}\n\ndata: {}\n\ndata: {}\n\n",
+        chunk(json!({"role":"assistant","content":""}), Value::Null),
+        chunk(json!({"content":"partial"}), Value::Null),
+        json!({"error": {"message": "busy \"now\"", "type": "server_error"}}),
+        chunk(json!({"content":"late"}), Value::Null),
+    );
+    // A stream that finished without `[DONE]`.
+    let unended = format!(
+        "data: {}\n\ndata: {}\n\ndata: {}\n\n",
+        chunk(json!({"role":"assistant","content":""}), Value::Null),
+        chunk(json!({"content":"all"}), Value::Null),
+        chunk(json!({}), json!("stop")),
+    );
+    // Chunks the typed read declines or must read as a `Value` reads them, first and later.
+    let odd = [
+        r#"{"id":"c1","model":null,"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+        r#"{"id":7,"model":"m","choices":[{"delta":{"content":"x"},"finish_reason":null}]}"#,
+        r#"{"id":"c2","choices":[[{"content":"by position"},"stop"]]}"#,
+        r#"{"id":"c3","choices":{"0":{"delta":{"content":"object"}}}}"#,
+        r#"{"id":"c4","choices":null,"usage":{"prompt_tokens":4,"completion_tokens":2}}"#,
+        r#"{"id":"c5","choices":[null]}"#,
+        r#"{"id":"c6","choices":[{"delta":null,"finish_reason":"stop"}],"created":1e400}"#,
+        r#"{"id":"c7","choices":[{"delta":{"content":"a"},"delta":{"content":"b"}}]}"#,
+        r#"{"id":"c8","choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":"b"}}]}"#,
+        r#"{"id":"c9","choices":[{"delta":{"content":"a"},"finish_reason":7,"index":123456789012345678901}]}"#,
+        r#"{"id":"c10","error":null,"choices":[{"delta":{"content":"a"}}]}"#,
+        r#"{"id":"c11","choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_é","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#,
+        r#"{"id":"c12","choices":[],"usage":7}"#,
+        r#"{"id":"c13","model":{"odd":["model"]},"choices":[{"delta":{"reasoning":"r","content":"c"},"finish_reason":"content_filter"}]}"#,
+    ];
+    let mut streams = vec![
+        super::tests::chat_stream(),
+        super::tests_search_streams::chat_stream(),
+        text.clone(),
+        error,
+        unended,
+    ];
+    for odd in odd {
+        streams.push(format!("data: {odd}\n\n{text}"));
+        streams.push(text.replacen("data: ", &format!("data: {odd}\n\ndata: "), 3));
+    }
+    streams
+}
+
+#[test]
+fn streams_between_chat_messages_and_gemini_give_the_bytes_of_whole_values() {
+    let mut compared = 0;
+    for direction in Direction::ALL {
+        let streams = match direction.target {
+            Api::Messages => anthropic_streams(),
+            Api::Chat => chat_streams(),
+            Api::Gemini => {
+                let mut streams = super::tests_fast_reads::streams();
+                streams.push(super::tests_search_streams::gemini_stream());
+                streams
+            }
+            Api::Responses => continue,
+        };
+        for stream in streams {
+            let fast = relayed(direction, &stream, false);
+            let whole = relayed(direction, &stream, true);
+            assert_eq!(fast.len(), whole.len());
+            if direction.client == Api::Responses {
+                // Its writer's whole values hold a finished item's events back until the
+                // next event: the stream's bytes are compared whole.
+                assert_eq!(fast.concat(), whole.concat(), "{direction:?} of\n{stream}");
+                compared += 1;
+                continue;
+            }
+            for (n, (fast, whole)) in fast.iter().zip(&whole).enumerate() {
+                assert_eq!(fast, whole, "{direction:?}, event {n} of\n{stream}");
+                compared += usize::from(!fast.is_empty());
+            }
+        }
+    }
+    assert!(compared > 400, "{compared}");
+}
+
+/// A Chat upstream's `stream` relayed as the relay relays it after commit, with the
+/// translator's one read of its text chunks (`chat_text`) or without: the client's bytes and
+/// the usage the relay counted.
+fn relayed_chat(direction: Direction, stream: &str, one_read: bool) -> (String, StreamUsage) {
+    let format = StreamFormat::OpenAiChat;
+    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
+    let mut usage = StreamUsage::default();
+    let mut parser = SseParser::new();
+    let mut events: Vec<SseEvent> = Vec::new();
+    parser.feed(stream.as_bytes(), &mut events).unwrap();
+    let mut out = BytesMut::new();
+    for event in &events {
+        if one_read && translator.chat_text(event, &mut out) {
+            usage.count_content(format, event);
+            continue;
+        }
+        if !matters_after_commit(format, event) {
+            usage.count_content(format, event);
+            translator.event(event, &mut out);
+            continue;
+        }
+        match usage.observe(format, event) {
+            EventMeaning::Error { .. } => {
+                translator.event(event, &mut out);
+                break;
+            }
+            meaning => {
+                if meaning == EventMeaning::Content {
+                    usage.count_content(format, event);
+                }
+                translator.event(event, &mut out);
+            }
+        }
+    }
+    translator.finish(&mut out);
+    (String::from_utf8(out.to_vec()).unwrap(), usage)
+}
+
+#[test]
+fn a_chat_upstreams_text_chunks_read_once_give_the_bytes_and_usage_of_two_reads() {
+    let text = |content: &str, more: &str| {
+        format!(
+            r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{{"content":{}{more}}},"finish_reason":null}}]}}"#,
+            json!(content)
+        )
+    };
+    // Text chunks that say more somewhere the text read does not look (or declines).
+    let odd = [
+        text("a", r#","x":{"error":{"message":"no"}}"#),
+        text(
+            "b",
+            r#","x":{"usage":{"prompt_tokens":5,"completion_tokens":6}}"#,
+        ),
+        text("c", r#","x":{"finish_reason":"stop"}"#),
+        text("d", r#","role":"assistant""#),
+        text("\"error\" \"usage\":{} \"finish_reason\":\"stop\"", ""),
+        text("e", "").replace(r#""index":0"#, r#""index":0,"text":"t","text":"u""#),
+        text("f", "").replace(r#""index":0"#, r#""index":0,"text":"t""#),
+        text("f", r#","x":{"error":1}"#)
+            .replace(r#""index":0"#, r#""index":0,"text":"t","text":"u""#),
+        text("g", "").replace(
+            r#""model":"m""#,
+            r#""model":"m","usage":{"completion_tokens":3}"#,
+        ),
+        text("h", "").replace(r#""model":"m""#, r#""model":"m","error":null"#),
+        text("i", "").replace(r#""created":1"#, r#""created":1e400"#),
+        text("", ""),
+    ];
+    let mut streams = chat_streams();
+    for odd in &odd {
+        for stream in chat_streams() {
+            // After the first text chunk, and as the first chunk after the role chunk.
+            let mut events: Vec<&str> = stream.split("\n\n").collect();
+            let line = format!("data: {odd}");
+            events.insert(3.min(events.len()), &line);
+            streams.push(events.join("\n\n"));
+            let mut events: Vec<&str> = stream.split("\n\n").collect();
+            events.insert(1.min(events.len()), &line);
+            streams.push(events.join("\n\n"));
+        }
+    }
+    let mut compared = 0;
+    for direction in [
+        Direction::MESSAGES_TO_CHAT,
+        Direction::GEMINI_TO_CHAT,
+        Direction::RESPONSES_TO_CHAT,
+    ] {
+        for stream in &streams {
+            let once = relayed_chat(direction, stream, true);
+            let twice = relayed_chat(direction, stream, false);
+            assert_eq!(once, twice, "{direction:?} of\n{stream}");
+            compared += 1;
+        }
+    }
+    assert!(compared > 100, "{compared}");
+}
