@@ -4,12 +4,19 @@
 //! `response.created` repeats the whole request). Member for member the same `Value` as a
 //! whole parse gives (a repeated member: the last one, as `serde_json::Map` keeps it); a
 //! picked member that is not an object is declined (`None`), for the caller to parse whole.
+//!
+//! The object is walked on its bytes (`json_scan`, which checks all of them as JSON) and only
+//! the kept members' bytes go through serde; whatever that walk declines (an exponent, a
+//! surrogate escape, deep nesting, invalid JSON) is read again by serde's visitor, skipping
+//! the other members as `IgnoredAny`, as before.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
+
+use super::json_scan::{Scan, DEPTH};
 
 /// The members of an object a reader reads: each by name, kept whole or picked in turn.
 pub type Members = &'static [(&'static str, Pick)];
@@ -26,6 +33,48 @@ pub enum Pick {
 /// `data` (one JSON object) with only `members`; `None` when it is not valid JSON or a picked
 /// member is not an object.
 pub fn picked(data: &str, members: Members) -> Option<Value> {
+    scanned(data, members).or_else(|| visited(data, members))
+}
+
+/// [`picked`] on the bytes: `None` for whatever `json_scan` declines.
+fn scanned(data: &str, members: Members) -> Option<Value> {
+    let mut scan = Scan::new(data);
+    let value = scan_object(&mut scan, data, members, DEPTH)?;
+    scan.end()?;
+    Some(value)
+}
+
+/// The object at the scan's position with only `members`, nested at most `depth` deep.
+fn scan_object(
+    scan: &mut Scan<'_>,
+    data: &str,
+    members: Members,
+    depth: u8,
+) -> Option<Value> {
+    let depth = depth.checked_sub(1)?;
+    let mut kept = Map::new();
+    scan.object(|scan, key| {
+        match members.iter().find(|(name, _)| *name == key) {
+            Some((name, Pick::Whole)) => {
+                let start = scan.at;
+                scan.skip(depth)?;
+                // Checked as JSON by the walk: only this member's bytes are built.
+                let value = serde_json::from_str(data.get(start..scan.at)?).ok()?;
+                kept.insert((*name).to_string(), value);
+            }
+            Some((name, Pick::Members(inner))) => {
+                let value = scan_object(scan, data, inner, depth)?;
+                kept.insert((*name).to_string(), value);
+            }
+            None => scan.skip(depth)?,
+        }
+        Some(())
+    })?;
+    Some(Value::Object(kept))
+}
+
+/// [`picked`] through serde's visitor (the members not kept read as `IgnoredAny`).
+fn visited(data: &str, members: Members) -> Option<Value> {
     let mut deserializer = serde_json::Deserializer::from_str(data);
     let value = Picked(members).deserialize(&mut deserializer).ok()?;
     deserializer.end().ok()?;
@@ -93,6 +142,96 @@ mod tests {
             assert_eq!(value[key], whole[key]);
         }
         assert_eq!(value["response"]["usage"], whole["response"]["usage"]);
+    }
+
+    /// Real-shaped Responses events (a lifecycle event repeating the response, items with
+    /// text, escapes and non-ASCII, usage, an error) and shapes the walk declines.
+    fn events() -> Vec<String> {
+        let text = r#"Hé \"q\" \\ \n\u00e9\u0001 🦀 </b>"#;
+        vec![
+            format!(
+                r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"resp_1","object":"response","created_at":1700000000,"status":"in_progress","error":null,"incomplete_details":null,"instructions":"You are {text}","max_output_tokens":64,"model":"gpt-4o-mini","output":[],"reasoning":{{"effort":null}},"temperature":0.7,"top_p":1.0,"tools":[{{"type":"function","name":"f","parameters":{{"type":"object"}}}}],"usage":null,"metadata":{{}}}}}}"#
+            ),
+            format!(
+                r#"{{"item":{{"content":[{{"annotations":[{{"type":"url_citation","start_index":0,"end_index":3,"url":"https://x.test/?a=1&b=2","title":"T"}}],"text":"{text}","type":"output_text"}}],"id":"msg_1","role":"assistant","status":"completed","type":"message"}},"output_index":1,"sequence_number":9,"type":"response.output_item.done"}}"#
+            ),
+            r#"{"item":{"arguments":"{\"city\":\"Paris\"}","call_id":"call_1","id":"fc_1","name":"get_weather","status":"completed","type":"function_call"},"output_index":0,"type":"response.output_item.done"}"#.to_string(),
+            format!(
+                r#"{{"type":"response.completed","response":{{"id":"resp_1","model":"gpt-4o-mini","status":"incomplete","incomplete_details":{{"reason":"max_output_tokens"}},"output":[{{"id":"rs_1","summary":[{{"text":"{text}","type":"summary_text"}}],"type":"reasoning","encrypted_content":"gAAA+/=="}}],"usage":{{"input_tokens":12,"input_tokens_details":{{"cached_tokens":0}},"output_tokens":64,"output_tokens_details":{{"reasoning_tokens":32}},"total_tokens":76}}}}}}"#
+            ),
+            r#"{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"server_error","message":"The server had an error"}}}"#.to_string(),
+            r#"{"type":"error","code":"rate_limit_exceeded","message":"Slow down","param":null,"sequence_number":3}"#.to_string(),
+            r#"{"type":"response.output_text.annotation.added","annotation":{"type":"url_citation","start_index":0,"end_index":-1,"url":"u","title":null},"annotation_index":0}"#.to_string(),
+            // Declined by the walk, read by the visitor.
+            r#"{"type":"t","response":{"usage":{"n":1e3}}}"#.to_string(),
+            r#"{"type":"t","x":"\ud83e\udd80","response":{"id":"r"}}"#.to_string(),
+            r#"{"type":"t","x":12345678901234567890,"response":{}}"#.to_string(),
+            format!(r#"{{"type":"t","x":{}1{}}}"#, "[".repeat(70), "]".repeat(70)),
+        ]
+    }
+
+    const READ: Members = &[
+        ("type", Pick::Whole),
+        ("delta", Pick::Whole),
+        ("item", Pick::Whole),
+        ("annotation", Pick::Whole),
+        ("message", Pick::Whole),
+        ("code", Pick::Whole),
+        (
+            "response",
+            Pick::Members(&[
+                ("id", Pick::Whole),
+                ("model", Pick::Whole),
+                ("status", Pick::Whole),
+                ("incomplete_details", Pick::Whole),
+                ("usage", Pick::Whole),
+                ("error", Pick::Whole),
+            ]),
+        ),
+    ];
+
+    #[test]
+    fn the_walk_reads_real_events_as_the_visitor_does() {
+        let events = events();
+        for (n, event) in events.iter().enumerate() {
+            let visited = visited(event, READ);
+            assert!(visited.is_some(), "{event}");
+            assert_eq!(picked(event, READ), visited, "{event}");
+            // The real shapes are read by the walk itself; the last four are declined by it.
+            assert_eq!(scanned(event, READ).is_some(), n < events.len() - 4, "{event}");
+        }
+    }
+
+    #[test]
+    fn any_event_broken_anywhere_reads_as_the_visitor_reads_it() {
+        let swaps = [
+            "", "\"", "\\", ",", ":", "{", "}", "[", "]", " ", "0", "1", "-", ".", "e", "x", "n",
+            "\u{1}", "é", "\\u00", "\"a\":",
+        ];
+        let mut cases = 0;
+        for event in events() {
+            let ends: Vec<usize> = event.char_indices().map(|(at, _)| at).collect();
+            for (n, &at) in ends.iter().enumerate() {
+                let next = ends.get(n + 1).copied().unwrap_or(event.len());
+                // Each character replaced by a third of the swaps (each swap at every third
+                // character), or one of the first swaps put before it.
+                for (k, swap) in swaps.iter().enumerate() {
+                    if (n + k) % 3 != 0 {
+                        continue;
+                    }
+                    let replaced = format!("{}{swap}{}", &event[..at], &event[next..]);
+                    let put = (k < 6).then(|| format!("{}{swap}{}", &event[..at], &event[at..]));
+                    for broken in std::iter::once(replaced).chain(put) {
+                        assert_eq!(picked(&broken, READ), visited(&broken, READ), "{broken}");
+                        cases += 1;
+                    }
+                }
+            }
+            for cut in ends {
+                assert_eq!(picked(&event[..cut], READ), None, "{}", &event[..cut]);
+            }
+        }
+        assert!(cases > 5_000, "{cases}");
     }
 
     #[test]
