@@ -73,8 +73,10 @@ pub struct ResponsesWriter {
     output: Vec<Value>,
     /// … or as the bytes their `response.output_item.done` wrote (serialized once).
     written: Vec<Bytes>,
-    /// The response `response.created` wrote, for `response.completed` to finish.
+    /// The response `response.created` wrote, for `response.completed` to finish …
     created_response: Option<Value>,
+    /// … and its bytes, member by member (what the finish does not change is copied).
+    created_bytes: Option<WrittenResponse>,
     held: usize,
     usage: Usage,
     finish: Option<Finish>,
@@ -118,6 +120,7 @@ impl ResponsesWriter {
             output: Vec::new(),
             written: Vec::new(),
             created_response: None,
+            created_bytes: None,
             held: 0,
             usage: Usage::default(),
             finish: None,
@@ -215,11 +218,13 @@ impl ResponsesWriter {
                 let created = self.response(None, Vec::new(), Value::Null);
                 if self.direct() {
                     // The same response in both: serialized once.
-                    let response = json_bytes(&created);
+                    let written = WrittenResponse::new(&created);
                     for kind in ["response.created", "response.in_progress"] {
-                        self.emit_members(out, kind, &[("response", Member::Raw(&response))]);
+                        let response = Member::Raw(&written.bytes);
+                        self.emit_members(out, kind, &[("response", response)]);
                     }
                     self.created_response = Some(created);
+                    self.created_bytes = Some(written);
                     return;
                 }
                 self.emit(out, "response.created", json!({"response": created}));
@@ -271,10 +276,17 @@ impl ResponsesWriter {
                     _ => "response.completed",
                 };
                 if self.direct() {
-                    let response = self.finished_response(finish);
                     // The items as their `done` events wrote them, not serialized again.
+                    let written = self.created_bytes.take();
                     let mut body = BytesMut::with_capacity(self.held + 1024);
-                    write_with_output(&mut body, &response, &self.written);
+                    let copied = written.as_ref().is_some_and(|written| {
+                        written.finish(&mut body, (finish, self.created, &self.usage), &self.written)
+                    });
+                    if !copied {
+                        body.clear();
+                        let response = self.finished_response(finish);
+                        write_with_output(&mut body, &response, &self.written);
+                    }
                     self.emit_members(out, kind, &[("response", Member::Raw(&body))]);
                 } else {
                     let output = std::mem::take(&mut self.output);
@@ -634,6 +646,126 @@ impl ResponsesWriter {
         );
     }
 }
+/// A member of the response `response.created` wrote that its finish changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finished {
+    Status,
+    CompletedAt,
+    Incomplete,
+    Usage,
+    Output,
+}
+
+impl Finished {
+    const ALL: [Finished; 5] = [
+        Finished::Status,
+        Finished::CompletedAt,
+        Finished::Incomplete,
+        Finished::Usage,
+        Finished::Output,
+    ];
+
+    fn key(self) -> &'static str {
+        match self {
+            Finished::Status => "status",
+            Finished::CompletedAt => "completed_at",
+            Finished::Incomplete => "incomplete_details",
+            Finished::Usage => "usage",
+            Finished::Output => "output",
+        }
+    }
+
+    fn of(key: &str) -> Option<Finished> {
+        Finished::ALL.into_iter().find(|member| member.key() == key)
+    }
+}
+
+/// The response `response.created` wrote, as `write_json` writes it, and where each member's
+/// bytes (`"key":value`) are in it: `response.completed` copies the members its finish does
+/// not change instead of serializing them again (the echoed request is most of them).
+#[derive(Debug)]
+struct WrittenResponse {
+    bytes: BytesMut,
+    members: Vec<(std::ops::Range<usize>, Option<Finished>)>,
+}
+
+impl WrittenResponse {
+    fn new(response: &Value) -> Self {
+        let Some(object) = response.as_object() else {
+            return WrittenResponse {
+                bytes: json_bytes(response),
+                members: Vec::new(),
+            };
+        };
+        let mut bytes = BytesMut::with_capacity(1024);
+        let mut members = Vec::with_capacity(object.len());
+        bytes.extend_from_slice(b"{");
+        for (n, (key, value)) in object.iter().enumerate() {
+            if n > 0 {
+                bytes.extend_from_slice(b",");
+            }
+            let start = bytes.len();
+            write_json_str(&mut bytes, key);
+            bytes.extend_from_slice(b":");
+            write_json(&mut bytes, value);
+            members.push((start..bytes.len(), Finished::of(key)));
+        }
+        bytes.extend_from_slice(b"}");
+        WrittenResponse { bytes, members }
+    }
+
+    /// The finished response as [`ResponsesWriter::finished_response`] and
+    /// [`write_with_output`] write it, with `output` (items' JSON bytes); false (nothing
+    /// meant) when the created response lacks a member the finish sets.
+    fn finish(
+        &self,
+        out: &mut BytesMut,
+        (finish, created, counts): (Finish, u64, &Usage),
+        output: &[Bytes],
+    ) -> bool {
+        let has = |member| self.members.iter().any(|(_, m)| *m == Some(member));
+        if !Finished::ALL.into_iter().all(has) {
+            return false;
+        }
+        let status = super::write::status(finish);
+        out.extend_from_slice(b"{");
+        for (n, (span, member)) in self.members.iter().enumerate() {
+            if n > 0 {
+                out.extend_from_slice(b",");
+            }
+            let Some(member) = member else {
+                out.extend_from_slice(&self.bytes[span.clone()]);
+                continue;
+            };
+            write_json_str(out, member.key());
+            out.extend_from_slice(b":");
+            match member {
+                Finished::Status => write_json_str(out, status),
+                Finished::CompletedAt if status == "completed" => write_json_u64(out, created),
+                Finished::CompletedAt => out.extend_from_slice(b"null"),
+                Finished::Incomplete => out.extend_from_slice(match finish {
+                    Finish::Length => br#"{"reason":"max_output_tokens"}"#,
+                    Finish::ContentFilter => br#"{"reason":"content_filter"}"#,
+                    _ => b"null",
+                }),
+                Finished::Usage => write_json(out, &usage(counts)),
+                Finished::Output => {
+                    out.extend_from_slice(b"[");
+                    for (n, item) in output.iter().enumerate() {
+                        if n > 0 {
+                            out.extend_from_slice(b",");
+                        }
+                        out.extend_from_slice(item);
+                    }
+                    out.extend_from_slice(b"]");
+                }
+            }
+        }
+        out.extend_from_slice(b"}");
+        true
+    }
+}
+
 /// `response` (an object) as `write_json` writes it with `output` (items' JSON bytes) as its
 /// `output` array: the members in their order, each as serde_json writes it.
 fn write_with_output(out: &mut BytesMut, response: &Value, output: &[Bytes]) {
@@ -689,6 +821,83 @@ fn write_text_delta(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One answer written by a writer for `echo`: directly, or built as `Value`s.
+    fn written(echo: &Arc<Echo>, events: &[Event], whole: bool) -> BytesMut {
+        let mut writer = ResponsesWriter::new(1_700_000_000, Arc::clone(echo));
+        writer.whole_values = whole;
+        let mut out = BytesMut::new();
+        for event in events {
+            writer.event(event, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn the_finished_response_copied_from_the_created_one_is_the_bytes_of_its_value() {
+        let request = json!({"model": "m", "input": "hi", "instructions": "Be \"brief\"\n é 🦀",
+            "max_output_tokens": 64, "temperature": 0, "metadata": {"k": "v\u{1}"},
+            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}},
+                      {"type": "custom", "name": "apply_patch"}],
+            "reasoning": {"effort": "low", "summary": "auto"}, "text": {"format": {"type": "json_object"}},
+            "user": "u", "parallel_tool_calls": false, "top_p": 0.5});
+        let Value::Object(request) = request else {
+            unreachable!()
+        };
+        let plain = Echo::of(&request);
+        let echoes = [
+            Arc::new(Echo::default()),
+            Arc::new(plain.clone()),
+            Arc::new(plain.kept_as("resp_kept")),
+            Arc::new(plain.continuing("resp_before")),
+        ];
+        let usage = Usage {
+            input: 12,
+            cached: 4,
+            cache_write: 1,
+            output: 30,
+            reasoning: 7,
+        };
+        for echo in echoes {
+            for finish in [
+                None,
+                Some(Finish::Stop),
+                Some(Finish::Length),
+                Some(Finish::ToolCalls),
+                Some(Finish::ContentFilter),
+            ] {
+                let events = [
+                    Event::Start {
+                        id: "msg_\"x\"".into(),
+                        model: json!("claude \"é\""),
+                        usage: Some(usage),
+                    },
+                    Event::ThinkingStart,
+                    Event::Thinking("hm \"".into()),
+                    Event::Signature("sig".into()),
+                    Event::BlockStop,
+                    Event::TextStart,
+                    Event::Text("Hé \"q\"\n".into()),
+                    Event::Text(" 🦀".into()),
+                    Event::BlockStop,
+                    Event::ToolStart {
+                        id: "call_1".into(),
+                        name: "f".into(),
+                    },
+                    Event::ToolArguments("{\"a\":1}".into()),
+                    Event::Finish {
+                        finish,
+                        usage: Some(Usage { output: 31, ..usage }),
+                    },
+                    Event::Done,
+                ];
+                let direct = written(&echo, &events, false);
+                assert_eq!(direct, written(&echo, &events, true), "{echo:?} {finish:?}");
+                assert!(String::from_utf8_lossy(&direct).contains("response.completed")
+                    || String::from_utf8_lossy(&direct).contains("response.incomplete"));
+            }
+        }
+    }
 
     #[test]
     fn a_text_delta_is_the_bytes_of_the_event_it_replaces() {
