@@ -380,7 +380,11 @@ impl ResponsesWriter {
             }
             return;
         }
-        let bytes = json_bytes(&item).freeze();
+        self.item_written(out, json_bytes(&item).freeze(), output_index);
+    }
+
+    /// [`Self::item_done`] of an item written as `bytes` (what `write_json` writes of it).
+    fn item_written(&mut self, out: &mut BytesMut, bytes: Bytes, output_index: u32) {
         let members = [
             ("item", Member::Raw(&bytes)),
             ("output_index", Member::U64(u64::from(output_index))),
@@ -531,17 +535,18 @@ impl ResponsesWriter {
                     );
                 }
                 if self.direct() {
-                    self.text_done(out, (&id, output_index), &text, &annotations);
-                } else {
-                    self.emit(out, "response.output_text.done",
-                        json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": text, "logprobs": []}));
-                    self.emit(
-                        out,
-                        "response.content_part.done",
-                        json!({"item_id": id, "output_index": output_index, "content_index": 0,
-                               "part": {"type": "output_text", "text": text, "annotations": annotations}}),
-                    );
+                    let item = self.text_done(out, (&id, output_index), &text, &annotations);
+                    self.item_written(out, item, output_index);
+                    return;
                 }
+                self.emit(out, "response.output_text.done",
+                    json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": text, "logprobs": []}));
+                self.emit(
+                    out,
+                    "response.content_part.done",
+                    json!({"item_id": id, "output_index": output_index, "content_index": 0,
+                           "part": {"type": "output_text", "text": text, "annotations": annotations}}),
+                );
                 let mut item = message_item(&id, &text, "completed");
                 item["content"][0]["annotations"] = Value::Array(annotations);
                 item
@@ -607,15 +612,18 @@ impl ResponsesWriter {
         }
     }
 
-    /// A text item's `response.output_text.done` and `response.content_part.done`.
+    /// A text item's `response.output_text.done` and `response.content_part.done`; the
+    /// finished item's bytes (its text escaped once for all three).
     fn text_done(
         &mut self,
         out: &mut BytesMut,
         (id, output_index): (&str, u32),
         text: &str,
         annotations: &[Value],
-    ) {
+    ) -> Bytes {
         let index = u64::from(output_index);
+        let mut quoted = BytesMut::with_capacity(text.len() + 2);
+        write_json_str(&mut quoted, text);
         self.emit_members(
             out,
             "response.output_text.done",
@@ -624,16 +632,20 @@ impl ResponsesWriter {
                 ("item_id", Member::Str(id)),
                 ("logprobs", Member::Raw(b"[]")),
                 ("output_index", Member::U64(index)),
-                ("text", Member::Str(text)),
+                ("text", Member::Raw(&quoted)),
             ],
         );
-        let mut part = BytesMut::with_capacity(text.len() + 64);
-        part.extend_from_slice(b"{\"annotations\":");
+        // The item's `content` is this one part: written once, the item around it.
+        let mut item = BytesMut::with_capacity(quoted.len() + id.len() + 160);
+        item.extend_from_slice(b"{\"content\":[");
+        let part_start = item.len();
+        item.extend_from_slice(b"{\"annotations\":");
         // A slice of `Value`s serializes as the array of them, without error.
-        let _ = serde_json::to_writer((&mut part).writer(), annotations);
-        part.extend_from_slice(b",\"text\":");
-        write_json_str(&mut part, text);
-        part.extend_from_slice(b",\"type\":\"output_text\"}");
+        let _ = serde_json::to_writer((&mut item).writer(), annotations);
+        item.extend_from_slice(b",\"text\":");
+        item.extend_from_slice(&quoted);
+        item.extend_from_slice(b",\"type\":\"output_text\"}");
+        let part = part_start..item.len();
         self.emit_members(
             out,
             "response.content_part.done",
@@ -641,9 +653,14 @@ impl ResponsesWriter {
                 ("content_index", Member::U64(0)),
                 ("item_id", Member::Str(id)),
                 ("output_index", Member::U64(index)),
-                ("part", Member::Raw(&part)),
+                ("part", Member::Raw(&item[part])),
             ],
         );
+        // `message_item(id, text, "completed")` with these annotations, in its key order.
+        item.extend_from_slice(b"],\"id\":");
+        write_json_str(&mut item, id);
+        item.extend_from_slice(b",\"role\":\"assistant\",\"status\":\"completed\",\"type\":\"message\"}");
+        item.freeze()
     }
 }
 /// A member of the response `response.created` wrote that its finish changes.
