@@ -56,6 +56,8 @@ struct OpenItem {
     text: String,
     /// A text block's citations (spans in it), annotated when it ends.
     cited: Vec<Citation>,
+    /// What every text delta of the item writes after its piece ([`delta_tail`]).
+    delta_tail: Vec<u8>,
 }
 
 pub struct ResponsesWriter {
@@ -465,6 +467,10 @@ impl ResponsesWriter {
             _ => {}
         }
         self.open = Some(OpenItem {
+            delta_tail: match kind {
+                Kind::Text => delta_tail(&id, output_index),
+                _ => Vec::new(),
+            },
             kind,
             id,
             output_index,
@@ -480,8 +486,7 @@ impl ResponsesWriter {
         let (kind, body) = match (event, &open.kind) {
             (Event::Text(_), Kind::Text) => {
                 open.text.push_str(piece);
-                let (id, output_index) = (&open.id, open.output_index);
-                write_text_delta(out, (id, output_index, self.sequence), piece);
+                write_text_delta(out, &open.delta_tail, self.sequence, piece);
                 self.sequence += 1;
                 return;
             }
@@ -513,6 +518,7 @@ impl ResponsesWriter {
             output_index,
             text,
             cited,
+            ..
         } = open;
         let item = match kind {
             Kind::Text => {
@@ -817,22 +823,26 @@ fn write_with_output(out: &mut BytesMut, response: &Value, output: &[Bytes]) {
 /// item `id` at `output_index`, numbered `sequence`, byte for byte (keys in `serde_json::Map`'s
 /// sorted order), written around the piece instead of serialized from a `Value`: most of a
 /// translated stream's events are text.
-fn write_text_delta(
-    out: &mut BytesMut,
-    (id, output_index, sequence): (&str, u32, u64),
-    piece: &str,
-) {
+fn write_text_delta(out: &mut BytesMut, tail: &[u8], sequence: u64, piece: &str) {
     out.extend_from_slice(
         b"event: response.output_text.delta\ndata: {\"content_index\":0,\"delta\":",
     );
     write_json_str(out, piece);
-    out.extend_from_slice(b",\"item_id\":");
-    write_json_str(out, id);
-    out.extend_from_slice(b",\"logprobs\":[],\"output_index\":");
-    write_json_u64(out, u64::from(output_index));
-    out.extend_from_slice(b",\"sequence_number\":");
+    out.extend_from_slice(tail);
     write_json_u64(out, sequence);
     out.extend_from_slice(b",\"type\":\"response.output_text.delta\"}\n\n");
+}
+
+/// What a text delta of item `id` at `output_index` writes between its piece and its
+/// sequence number: the same for all of the item's deltas, written once.
+fn delta_tail(id: &str, output_index: u32) -> Vec<u8> {
+    let mut tail = BytesMut::with_capacity(id.len() + 64);
+    tail.extend_from_slice(b",\"item_id\":");
+    write_json_str(&mut tail, id);
+    tail.extend_from_slice(b",\"logprobs\":[],\"output_index\":");
+    write_json_u64(&mut tail, u64::from(output_index));
+    tail.extend_from_slice(b",\"sequence_number\":");
+    tail.to_vec()
 }
 
 #[cfg(test)]
@@ -922,7 +932,7 @@ mod tests {
             let mut writer = ResponsesWriter::new(7, Arc::new(Echo::default()));
             writer.sequence = 41;
             let mut fast = BytesMut::new();
-            write_text_delta(&mut fast, ("msg_\"x\"", 3, 41), piece);
+            write_text_delta(&mut fast, &delta_tail("msg_\"x\"", 3), 41, piece);
             let mut event = BytesMut::new();
             writer.emit(
                 &mut event,
