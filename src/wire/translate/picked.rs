@@ -45,12 +45,7 @@ fn scanned(data: &str, members: Members) -> Option<Value> {
 }
 
 /// The object at the scan's position with only `members`, nested at most `depth` deep.
-fn scan_object(
-    scan: &mut Scan<'_>,
-    data: &str,
-    members: Members,
-    depth: u8,
-) -> Option<Value> {
+fn scan_object(scan: &mut Scan<'_>, data: &str, members: Members, depth: u8) -> Option<Value> {
     let depth = depth.checked_sub(1)?;
     let mut kept = Map::new();
     scan.object(|scan, key| {
@@ -198,7 +193,11 @@ mod tests {
             assert!(visited.is_some(), "{event}");
             assert_eq!(picked(event, READ), visited, "{event}");
             // The real shapes are read by the walk itself; the last four are declined by it.
-            assert_eq!(scanned(event, READ).is_some(), n < events.len() - 4, "{event}");
+            assert_eq!(
+                scanned(event, READ).is_some(),
+                n < events.len() - 4,
+                "{event}"
+            );
         }
     }
 

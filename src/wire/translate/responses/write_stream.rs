@@ -11,7 +11,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 
-use super::echo::Echo;
+use super::echo::{Echo, Echoed};
 use super::write::{
     bare_id, custom_call_item, custom_input, function_call_item, message_item, reasoning_item,
     response_id, response_object, usage,
@@ -75,9 +75,8 @@ pub struct ResponsesWriter {
     output: Vec<Value>,
     /// … or as the bytes their `response.output_item.done` wrote (serialized once).
     written: Vec<Bytes>,
-    /// The response `response.created` wrote, for `response.completed` to finish …
-    created_response: Option<Value>,
-    /// … and its bytes, member by member (what the finish does not change is copied).
+    /// The response `response.created` wrote, member by member, for `response.completed` to
+    /// copy what its finish does not change.
     created_bytes: Option<WrittenResponse>,
     held: usize,
     usage: Usage,
@@ -121,7 +120,6 @@ impl ResponsesWriter {
             open: None,
             output: Vec::new(),
             written: Vec::new(),
-            created_response: None,
             created_bytes: None,
             held: 0,
             usage: Usage::default(),
@@ -217,18 +215,17 @@ impl ResponsesWriter {
                 self.bare = bare_id(id).to_string();
                 self.model = model.clone();
                 self.usage = usage.unwrap_or_default();
-                let created = self.response(None, Vec::new(), Value::Null);
                 if self.direct() {
-                    // The same response in both: serialized once.
-                    let written = WrittenResponse::new(&created);
+                    // The same response in both: written once.
+                    let written = self.created_written();
                     for kind in ["response.created", "response.in_progress"] {
                         let response = Member::Raw(&written.bytes);
                         self.emit_members(out, kind, &[("response", response)]);
                     }
-                    self.created_response = Some(created);
                     self.created_bytes = Some(written);
                     return;
                 }
+                let created = self.response(None, Vec::new(), Value::Null);
                 self.emit(out, "response.created", json!({"response": created}));
                 let progress = self.response(None, Vec::new(), Value::Null);
                 self.emit(out, "response.in_progress", json!({"response": progress}));
@@ -282,11 +279,16 @@ impl ResponsesWriter {
                     let written = self.created_bytes.take();
                     let mut body = BytesMut::with_capacity(self.held + 1024);
                     let copied = written.as_ref().is_some_and(|written| {
-                        written.finish(&mut body, (finish, self.created, &self.usage), &self.written)
+                        written.finish(
+                            &mut body,
+                            (finish, self.created, &self.usage),
+                            &self.written,
+                        )
                     });
                     if !copied {
+                        // No `response.created` was written: the response built whole.
                         body.clear();
-                        let response = self.finished_response(finish);
+                        let response = self.response(Some(finish), Vec::new(), usage(&self.usage));
                         write_with_output(&mut body, &response, &self.written);
                     }
                     self.emit_members(out, kind, &[("response", Member::Raw(&body))]);
@@ -306,30 +308,40 @@ impl ResponsesWriter {
         }
     }
 
-    /// The response `response.completed` says (its output left empty): the one
-    /// `response.created` said, with what the finish changes in `response_object` (its status,
-    /// `completed_at`, `incomplete_details`, usage), not built again.
-    fn finished_response(&mut self, finish: Finish) -> Value {
-        let Some(mut response) = self.created_response.take() else {
-            return self.response(Some(finish), Vec::new(), usage(&self.usage));
+    /// The response `response.created` says, written as `write_json` writes
+    /// [`Self::response`]`(None, [], null)`, without building it: its members in
+    /// `serde_json::Map`'s sorted order.
+    fn created_written(&self) -> WrittenResponse {
+        let id = self.echo.kept_id().unwrap_or(&self.id);
+        let kept: &[u8] = match self.echo.kept_id() {
+            Some(_) => b"true",
+            None => b"false",
         };
-        let status = super::write::status(finish);
-        if let Some(members) = response.as_object_mut() {
-            members.insert("status".into(), json!(status));
-            let completed_at = match status {
-                "completed" => json!(self.created),
-                _ => Value::Null,
-            };
-            members.insert("completed_at".into(), completed_at);
-            let incomplete = match finish {
-                Finish::Length => json!({"reason": "max_output_tokens"}),
-                Finish::ContentFilter => json!({"reason": "content_filter"}),
-                _ => Value::Null,
-            };
-            members.insert("incomplete_details".into(), incomplete);
-            members.insert("usage".into(), usage(&self.usage));
-        }
-        response
+        let mut members: Vec<(&str, Member<'_>)> = vec![
+            ("id", Member::Str(id)),
+            ("object", Member::Raw(br#""response""#)),
+            ("created_at", Member::U64(self.created)),
+            ("status", Member::Raw(br#""in_progress""#)),
+            ("background", Member::Raw(b"false")),
+            ("completed_at", Member::Raw(b"null")),
+            ("error", Member::Raw(b"null")),
+            ("incomplete_details", Member::Raw(b"null")),
+            ("model", Member::Json(&self.model)),
+            ("output", Member::Raw(b"[]")),
+            ("prompt_cache_key", Member::Raw(b"null")),
+            ("safety_identifier", Member::Raw(b"null")),
+            ("service_tier", Member::Raw(br#""default""#)),
+            ("store", Member::Raw(kept)),
+            ("top_logprobs", Member::Raw(b"0")),
+            ("truncation", Member::Raw(br#""disabled""#)),
+            ("usage", Member::Raw(b"null")),
+        ];
+        members.extend(self.echo.echoed().map(|(key, echoed)| match echoed {
+            Echoed::Set(value) => (key, Member::Json(value)),
+            Echoed::Default(json) => (key, Member::Raw(json)),
+        }));
+        members.sort_unstable_by_key(|(key, _)| *key);
+        WrittenResponse::written(&members)
     }
 
     /// A web search the host ran, as its own `web_search_call` item.
@@ -665,7 +677,9 @@ impl ResponsesWriter {
         // `message_item(id, text, "completed")` with these annotations, in its key order.
         item.extend_from_slice(b"],\"id\":");
         write_json_str(&mut item, id);
-        item.extend_from_slice(b",\"role\":\"assistant\",\"status\":\"completed\",\"type\":\"message\"}");
+        item.extend_from_slice(
+            b",\"role\":\"assistant\",\"status\":\"completed\",\"type\":\"message\"}",
+        );
         item.freeze()
     }
 }
@@ -713,13 +727,8 @@ struct WrittenResponse {
 }
 
 impl WrittenResponse {
-    fn new(response: &Value) -> Self {
-        let Some(object) = response.as_object() else {
-            return WrittenResponse {
-                bytes: json_bytes(response),
-                members: Vec::new(),
-            };
-        };
+    /// The object of `members` (in their order, each key once).
+    fn written(object: &[(&str, Member<'_>)]) -> Self {
         let mut bytes = BytesMut::with_capacity(1024);
         let mut members = Vec::with_capacity(object.len());
         bytes.extend_from_slice(b"{");
@@ -730,16 +739,22 @@ impl WrittenResponse {
             let start = bytes.len();
             write_json_str(&mut bytes, key);
             bytes.extend_from_slice(b":");
-            write_json(&mut bytes, value);
+            match value {
+                Member::Str(text) => write_json_str(&mut bytes, text),
+                Member::U64(number) => write_json_u64(&mut bytes, *number),
+                Member::Json(value) => write_json(&mut bytes, value),
+                Member::Raw(json) => bytes.extend_from_slice(json),
+            }
             members.push((start..bytes.len(), Finished::of(key)));
         }
         bytes.extend_from_slice(b"}");
         WrittenResponse { bytes, members }
     }
 
-    /// The finished response as [`ResponsesWriter::finished_response`] and
-    /// [`write_with_output`] write it, with `output` (items' JSON bytes); false (nothing
-    /// meant) when the created response lacks a member the finish sets.
+    /// The finished response: this one with what the finish changes in `response_object` (its
+    /// status, `completed_at`, `incomplete_details`, usage) and `output` (the items' JSON
+    /// bytes), as `write_json` writes that response; false (nothing meant) when this one lacks
+    /// a member the finish sets.
     fn finish(
         &self,
         out: &mut BytesMut,
@@ -914,14 +929,19 @@ mod tests {
                     Event::ToolArguments("{\"a\":1}".into()),
                     Event::Finish {
                         finish,
-                        usage: Some(Usage { output: 31, ..usage }),
+                        usage: Some(Usage {
+                            output: 31,
+                            ..usage
+                        }),
                     },
                     Event::Done,
                 ];
                 let direct = written(&echo, &events, false);
                 assert_eq!(direct, written(&echo, &events, true), "{echo:?} {finish:?}");
-                assert!(String::from_utf8_lossy(&direct).contains("response.completed")
-                    || String::from_utf8_lossy(&direct).contains("response.incomplete"));
+                assert!(
+                    String::from_utf8_lossy(&direct).contains("response.completed")
+                        || String::from_utf8_lossy(&direct).contains("response.incomplete")
+                );
             }
         }
     }
