@@ -52,7 +52,7 @@ fn scan_object(scan: &mut Scan<'_>, data: &str, members: Members, depth: u8) -> 
         match members.iter().find(|(name, _)| *name == key) {
             Some((name, Pick::Whole)) => {
                 let start = scan.at;
-                scan.skip(depth)?;
+                scan.pass(depth)?;
                 // Checked as JSON by the walk: only this member's bytes are built.
                 let value = serde_json::from_str(data.get(start..scan.at)?).ok()?;
                 kept.insert((*name).to_string(), value);
@@ -61,7 +61,7 @@ fn scan_object(scan: &mut Scan<'_>, data: &str, members: Members, depth: u8) -> 
                 let value = scan_object(scan, data, inner, depth)?;
                 kept.insert((*name).to_string(), value);
             }
-            None => scan.skip(depth)?,
+            None => scan.pass(depth)?,
         }
         Some(())
     })?;
@@ -205,7 +205,7 @@ mod tests {
     fn any_event_broken_anywhere_reads_as_the_visitor_reads_it() {
         let swaps = [
             "", "\"", "\\", ",", ":", "{", "}", "[", "]", " ", "0", "1", "-", ".", "e", "x", "n",
-            "\u{1}", "é", "\\u00", "\"a\":",
+            "\u{1}", "\u{1f}", "\u{7f}", "é", "\\u00", "\\ud800", "\"a\":",
         ];
         let mut cases = 0;
         for event in events() {
