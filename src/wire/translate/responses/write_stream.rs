@@ -426,30 +426,48 @@ impl ResponsesWriter {
         let index = self.blocks;
         self.blocks += 1;
         let bare = &self.bare;
+        let direct = self.direct();
         let (id, item) = match &kind {
             Kind::Text => {
                 let id = format!("msg_{bare}_{index}");
-                let item = json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []});
+                // `None`: written directly below.
+                let item = (!direct).then(|| json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}));
                 (id, item)
             }
             Kind::Thinking { .. } | Kind::Redacted { .. } => {
                 let id = format!("rs_{bare}_{index}");
                 let item = json!({"id": id, "type": "reasoning", "summary": []});
-                (id, item)
+                (id, Some(item))
             }
             Kind::Tool { call_id, name } => {
                 let id = format!("fc_{bare}_{index}");
                 let item = function_call_item(&id, call_id, name, "", "in_progress");
-                (id, item)
+                (id, Some(item))
             }
             Kind::Custom { call_id, name } => {
                 let id = format!("ctc_{bare}_{index}");
                 let item = custom_call_item(&id, call_id, name, "", "in_progress");
-                (id, item)
+                (id, Some(item))
             }
         };
         self.next_output += 1;
-        self.emit_item(out, "response.output_item.added", &item, output_index);
+        match &item {
+            Some(item) => self.emit_item(out, "response.output_item.added", item, output_index),
+            None => {
+                // The message item above, as `write_json` writes it (its keys in order).
+                let mut item = BytesMut::with_capacity(id.len() + 80);
+                item.extend_from_slice(br#"{"content":[],"id":"#);
+                write_json_str(&mut item, &id);
+                item.extend_from_slice(
+                    br#","role":"assistant","status":"in_progress","type":"message"}"#,
+                );
+                let members = [
+                    ("item", Member::Raw(&item)),
+                    ("output_index", Member::U64(u64::from(output_index))),
+                ];
+                self.emit_members(out, "response.output_item.added", &members);
+            }
+        }
         match &kind {
             Kind::Text if self.direct() => self.emit_members(
                 out,
@@ -786,7 +804,7 @@ impl WrittenResponse {
                     Finish::ContentFilter => br#"{"reason":"content_filter"}"#,
                     _ => b"null",
                 }),
-                Finished::Usage => write_json(out, &usage(counts)),
+                Finished::Usage => write_usage(out, counts),
                 Finished::Output => {
                     out.extend_from_slice(b"[");
                     for (n, item) in output.iter().enumerate() {
@@ -802,6 +820,23 @@ impl WrittenResponse {
         out.extend_from_slice(b"}");
         true
     }
+}
+
+/// `usage(counts)` as `write_json` writes it (its keys in order), without building it.
+fn write_usage(out: &mut BytesMut, counts: &Usage) {
+    out.extend_from_slice(br#"{"input_tokens":"#);
+    write_json_u64(out, counts.input);
+    out.extend_from_slice(br#","input_tokens_details":{"cache_write_tokens":"#);
+    write_json_u64(out, counts.cache_write);
+    out.extend_from_slice(br#","cached_tokens":"#);
+    write_json_u64(out, counts.cached);
+    out.extend_from_slice(br#"},"output_tokens":"#);
+    write_json_u64(out, counts.output);
+    out.extend_from_slice(br#","output_tokens_details":{"reasoning_tokens":"#);
+    write_json_u64(out, counts.reasoning);
+    out.extend_from_slice(br#"},"total_tokens":"#);
+    write_json_u64(out, counts.input + counts.output);
+    out.extend_from_slice(b"}");
 }
 
 /// `response` (an object) as `write_json` writes it with `output` (items' JSON bytes) as its
@@ -943,6 +978,31 @@ mod tests {
                         || String::from_utf8_lossy(&direct).contains("response.incomplete")
                 );
             }
+        }
+    }
+
+    #[test]
+    fn usage_written_is_the_bytes_of_its_value() {
+        for counts in [
+            Usage::default(),
+            Usage {
+                input: 12,
+                cached: 4,
+                cache_write: 1,
+                output: 30,
+                reasoning: 7,
+            },
+            Usage {
+                input: u64::MAX / 2,
+                cached: 10_000_000_000,
+                cache_write: 9,
+                output: 99,
+                reasoning: 0,
+            },
+        ] {
+            let mut written = BytesMut::new();
+            write_usage(&mut written, &counts);
+            assert_eq!(written, json_bytes(&usage(&counts)));
         }
     }
 
