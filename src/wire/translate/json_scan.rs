@@ -260,68 +260,6 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// Any value, checked as [`Scan::skip`] checks it and passed over without recording; its
-    /// strings' plain bytes eight at a time ([`Scan::pass_string`]).
-    pub fn pass(&mut self, depth: u8) -> Option<()> {
-        self.space();
-        match self.peek()? {
-            b'"' => self.pass_string(),
-            b'{' => self.object(|scan, _| scan.pass(depth.checked_sub(1)?)),
-            b'[' => self.array(|scan| scan.pass(depth.checked_sub(1)?)),
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
-            _ => None,
-        }
-    }
-
-    /// A string checked as [`Scan::string`] checks it (a surrogate's `\u` escape declined),
-    /// not decoded: eight bytes at a time while none is a quote, a backslash or a control byte.
-    pub fn pass_string(&mut self) -> Option<()> {
-        const ONES: u64 = 0x0101_0101_0101_0101;
-        const HIGH: u64 = 0x8080_8080_8080_8080;
-        let has = |word: u64, byte: u8| {
-            let x = word ^ (ONES * u64::from(byte));
-            x.wrapping_sub(ONES) & !x & HIGH != 0
-        };
-        self.eat(b'"')?;
-        let bytes = self.text.as_bytes();
-        let mut at = self.at;
-        loop {
-            while let Some(chunk) = bytes.get(at..at + 8) {
-                let word = u64::from_le_bytes(chunk.try_into().ok()?);
-                let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
-                if control || has(word, b'"') || has(word, b'\\') {
-                    break;
-                }
-                at += 8;
-            }
-            match *bytes.get(at)? {
-                b'"' => {
-                    self.at = at + 1;
-                    return Some(());
-                }
-                b'\\' => {
-                    at += match *bytes.get(at + 1)? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
-                        b'u' => {
-                            let hex = self.text.get(at + 2..at + 6)?;
-                            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                                return None;
-                            }
-                            char::from_u32(u32::from_str_radix(hex, 16).ok()?)?;
-                            6
-                        }
-                        _ => return None,
-                    };
-                }
-                0..=0x1f => return None,
-                _ => at += 1,
-            }
-        }
-    }
-
     /// An object: `member` reads each member's value (after its key).
     pub fn object(
         &mut self,
