@@ -114,13 +114,15 @@ impl Walk<'_> {
     }
 
     /// The rest of a string after its opening quote; whether it had an escape. Its plain
-    /// bytes are passed eight at a time while none is a quote, a backslash or a control byte.
+    /// bytes are passed eight at a time up to the first quote, backslash or control byte.
     fn string(&mut self) -> Option<bool> {
         const ONES: u64 = 0x0101_0101_0101_0101;
         const HIGH: u64 = 0x8080_8080_8080_8080;
-        let has = |word: u64, byte: u8| {
+        // The high bit of each byte equal to `byte`; none below the first such byte is set
+        // otherwise (a borrow only runs upwards), so the lowest set bit is the first match.
+        let equal = |word: u64, byte: u8| {
             let x = word ^ (ONES * u64::from(byte));
-            x.wrapping_sub(ONES) & !x & HIGH != 0
+            x.wrapping_sub(ONES) & !x & HIGH
         };
         let bytes = self.bytes;
         let mut at = self.at;
@@ -128,8 +130,10 @@ impl Walk<'_> {
         loop {
             while let Some(chunk) = bytes.get(at..at + 8) {
                 let word = u64::from_le_bytes(chunk.try_into().ok()?);
-                let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
-                if control || has(word, b'"') || has(word, b'\\') {
+                let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+                let special = control | equal(word, b'"') | equal(word, b'\\');
+                if special != 0 {
+                    at += (special.trailing_zeros() / 8) as usize;
                     break;
                 }
                 at += 8;
