@@ -982,6 +982,21 @@ mod tests {
     }
 
     #[test]
+    fn each_echoed_default_written_is_the_bytes_of_its_value() {
+        let echo = Echo::default();
+        let mut count = 0;
+        for (key, echoed) in echo.echoed() {
+            let Echoed::Default(written) = echoed else {
+                panic!("{key} is not set")
+            };
+            let value = echo.field(key).unwrap();
+            assert_eq!(written, &serde_json::to_vec(&*value).unwrap()[..], "{key}");
+            count += 1;
+        }
+        assert_eq!(count, 13);
+    }
+
+    #[test]
     fn usage_written_is_the_bytes_of_its_value() {
         for counts in [
             Usage::default(),
