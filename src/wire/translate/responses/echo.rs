@@ -28,6 +28,33 @@ const ECHOED: [(&str, MakeDefault); 13] = [
     ("user", || Value::Null),
 ];
 
+/// Each of [`ECHOED`]'s defaults as `serde_json` writes it (a stream's response is written
+/// from these bytes, not from the `Value`s).
+const DEFAULT_JSON: [&[u8]; 13] = [
+    b"null",
+    b"null",
+    b"null",
+    b"{}",
+    b"true",
+    b"null",
+    br#"{"effort":null,"summary":null}"#,
+    b"1.0",
+    br#"{"format":{"type":"text"}}"#,
+    br#""auto""#,
+    b"[]",
+    b"1.0",
+    b"null",
+];
+
+/// What a response repeats for one echoed field.
+#[derive(Debug, Clone, Copy)]
+pub enum Echoed<'a> {
+    /// The request's value.
+    Set(&'a Value),
+    /// The API's default, as the JSON `serde_json` writes of it.
+    Default(&'static [u8]),
+}
+
 /// A Responses request's echo.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Echo {
@@ -109,6 +136,17 @@ impl Echo {
     /// The id the router keeps the answer under, when it keeps it.
     pub fn kept_id(&self) -> Option<&str> {
         self.kept_id.as_deref()
+    }
+
+    /// Each echoed field's key and what a response repeats for it, in [`Echo::fill`]'s terms.
+    pub fn echoed(&self) -> impl Iterator<Item = (&'static str, Echoed<'_>)> {
+        ECHOED
+            .iter()
+            .zip(DEFAULT_JSON)
+            .map(|((key, _), default)| match self.fields.get(*key) {
+                Some(value) => (*key, Echoed::Set(value)),
+                None => (*key, Echoed::Default(default)),
+            })
     }
 
     /// Whether `name` is a freeform tool.

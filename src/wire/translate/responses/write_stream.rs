@@ -11,7 +11,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 
-use super::echo::Echo;
+use super::echo::{Echo, Echoed};
 use super::write::{
     bare_id, custom_call_item, custom_input, function_call_item, message_item, reasoning_item,
     response_id, response_object, usage,
@@ -56,6 +56,8 @@ struct OpenItem {
     text: String,
     /// A text block's citations (spans in it), annotated when it ends.
     cited: Vec<Citation>,
+    /// What every text delta of the item writes after its piece ([`delta_tail`]).
+    delta_tail: Vec<u8>,
 }
 
 pub struct ResponsesWriter {
@@ -73,8 +75,9 @@ pub struct ResponsesWriter {
     output: Vec<Value>,
     /// … or as the bytes their `response.output_item.done` wrote (serialized once).
     written: Vec<Bytes>,
-    /// The response `response.created` wrote, for `response.completed` to finish.
-    created_response: Option<Value>,
+    /// The response `response.created` wrote, member by member, for `response.completed` to
+    /// copy what its finish does not change.
+    created_bytes: Option<WrittenResponse>,
     held: usize,
     usage: Usage,
     finish: Option<Finish>,
@@ -117,7 +120,7 @@ impl ResponsesWriter {
             open: None,
             output: Vec::new(),
             written: Vec::new(),
-            created_response: None,
+            created_bytes: None,
             held: 0,
             usage: Usage::default(),
             finish: None,
@@ -212,16 +215,17 @@ impl ResponsesWriter {
                 self.bare = bare_id(id).to_string();
                 self.model = model.clone();
                 self.usage = usage.unwrap_or_default();
-                let created = self.response(None, Vec::new(), Value::Null);
                 if self.direct() {
-                    // The same response in both: serialized once.
-                    let response = json_bytes(&created);
+                    // The same response in both: written once.
+                    let written = self.created_written();
                     for kind in ["response.created", "response.in_progress"] {
-                        self.emit_members(out, kind, &[("response", Member::Raw(&response))]);
+                        let response = Member::Raw(&written.bytes);
+                        self.emit_members(out, kind, &[("response", response)]);
                     }
-                    self.created_response = Some(created);
+                    self.created_bytes = Some(written);
                     return;
                 }
+                let created = self.response(None, Vec::new(), Value::Null);
                 self.emit(out, "response.created", json!({"response": created}));
                 let progress = self.response(None, Vec::new(), Value::Null);
                 self.emit(out, "response.in_progress", json!({"response": progress}));
@@ -271,10 +275,22 @@ impl ResponsesWriter {
                     _ => "response.completed",
                 };
                 if self.direct() {
-                    let response = self.finished_response(finish);
                     // The items as their `done` events wrote them, not serialized again.
+                    let written = self.created_bytes.take();
                     let mut body = BytesMut::with_capacity(self.held + 1024);
-                    write_with_output(&mut body, &response, &self.written);
+                    let copied = written.as_ref().is_some_and(|written| {
+                        written.finish(
+                            &mut body,
+                            (finish, self.created, &self.usage),
+                            &self.written,
+                        )
+                    });
+                    if !copied {
+                        // No `response.created` was written: the response built whole.
+                        body.clear();
+                        let response = self.response(Some(finish), Vec::new(), usage(&self.usage));
+                        write_with_output(&mut body, &response, &self.written);
+                    }
                     self.emit_members(out, kind, &[("response", Member::Raw(&body))]);
                 } else {
                     let output = std::mem::take(&mut self.output);
@@ -292,30 +308,40 @@ impl ResponsesWriter {
         }
     }
 
-    /// The response `response.completed` says (its output left empty): the one
-    /// `response.created` said, with what the finish changes in `response_object` (its status,
-    /// `completed_at`, `incomplete_details`, usage), not built again.
-    fn finished_response(&mut self, finish: Finish) -> Value {
-        let Some(mut response) = self.created_response.take() else {
-            return self.response(Some(finish), Vec::new(), usage(&self.usage));
+    /// The response `response.created` says, written as `write_json` writes
+    /// [`Self::response`]`(None, [], null)`, without building it: its members in
+    /// `serde_json::Map`'s sorted order.
+    fn created_written(&self) -> WrittenResponse {
+        let id = self.echo.kept_id().unwrap_or(&self.id);
+        let kept: &[u8] = match self.echo.kept_id() {
+            Some(_) => b"true",
+            None => b"false",
         };
-        let status = super::write::status(finish);
-        if let Some(members) = response.as_object_mut() {
-            members.insert("status".into(), json!(status));
-            let completed_at = match status {
-                "completed" => json!(self.created),
-                _ => Value::Null,
-            };
-            members.insert("completed_at".into(), completed_at);
-            let incomplete = match finish {
-                Finish::Length => json!({"reason": "max_output_tokens"}),
-                Finish::ContentFilter => json!({"reason": "content_filter"}),
-                _ => Value::Null,
-            };
-            members.insert("incomplete_details".into(), incomplete);
-            members.insert("usage".into(), usage(&self.usage));
-        }
-        response
+        let mut members: Vec<(&str, Member<'_>)> = vec![
+            ("id", Member::Str(id)),
+            ("object", Member::Raw(br#""response""#)),
+            ("created_at", Member::U64(self.created)),
+            ("status", Member::Raw(br#""in_progress""#)),
+            ("background", Member::Raw(b"false")),
+            ("completed_at", Member::Raw(b"null")),
+            ("error", Member::Raw(b"null")),
+            ("incomplete_details", Member::Raw(b"null")),
+            ("model", Member::Json(&self.model)),
+            ("output", Member::Raw(b"[]")),
+            ("prompt_cache_key", Member::Raw(b"null")),
+            ("safety_identifier", Member::Raw(b"null")),
+            ("service_tier", Member::Raw(br#""default""#)),
+            ("store", Member::Raw(kept)),
+            ("top_logprobs", Member::Raw(b"0")),
+            ("truncation", Member::Raw(br#""disabled""#)),
+            ("usage", Member::Raw(b"null")),
+        ];
+        members.extend(self.echo.echoed().map(|(key, echoed)| match echoed {
+            Echoed::Set(value) => (key, Member::Json(value)),
+            Echoed::Default(json) => (key, Member::Raw(json)),
+        }));
+        members.sort_unstable_by_key(|(key, _)| *key);
+        WrittenResponse::written(&members)
     }
 
     /// A web search the host ran, as its own `web_search_call` item.
@@ -368,7 +394,11 @@ impl ResponsesWriter {
             }
             return;
         }
-        let bytes = json_bytes(&item).freeze();
+        self.item_written(out, json_bytes(&item).freeze(), output_index);
+    }
+
+    /// [`Self::item_done`] of an item written as `bytes` (what `write_json` writes of it).
+    fn item_written(&mut self, out: &mut BytesMut, bytes: Bytes, output_index: u32) {
         let members = [
             ("item", Member::Raw(&bytes)),
             ("output_index", Member::U64(u64::from(output_index))),
@@ -396,30 +426,48 @@ impl ResponsesWriter {
         let index = self.blocks;
         self.blocks += 1;
         let bare = &self.bare;
+        let direct = self.direct();
         let (id, item) = match &kind {
             Kind::Text => {
                 let id = format!("msg_{bare}_{index}");
-                let item = json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []});
+                // `None`: written directly below.
+                let item = (!direct).then(|| json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}));
                 (id, item)
             }
             Kind::Thinking { .. } | Kind::Redacted { .. } => {
                 let id = format!("rs_{bare}_{index}");
                 let item = json!({"id": id, "type": "reasoning", "summary": []});
-                (id, item)
+                (id, Some(item))
             }
             Kind::Tool { call_id, name } => {
                 let id = format!("fc_{bare}_{index}");
                 let item = function_call_item(&id, call_id, name, "", "in_progress");
-                (id, item)
+                (id, Some(item))
             }
             Kind::Custom { call_id, name } => {
                 let id = format!("ctc_{bare}_{index}");
                 let item = custom_call_item(&id, call_id, name, "", "in_progress");
-                (id, item)
+                (id, Some(item))
             }
         };
         self.next_output += 1;
-        self.emit_item(out, "response.output_item.added", &item, output_index);
+        match &item {
+            Some(item) => self.emit_item(out, "response.output_item.added", item, output_index),
+            None => {
+                // The message item above, as `write_json` writes it (its keys in order).
+                let mut item = BytesMut::with_capacity(id.len() + 80);
+                item.extend_from_slice(br#"{"content":[],"id":"#);
+                write_json_str(&mut item, &id);
+                item.extend_from_slice(
+                    br#","role":"assistant","status":"in_progress","type":"message"}"#,
+                );
+                let members = [
+                    ("item", Member::Raw(&item)),
+                    ("output_index", Member::U64(u64::from(output_index))),
+                ];
+                self.emit_members(out, "response.output_item.added", &members);
+            }
+        }
         match &kind {
             Kind::Text if self.direct() => self.emit_members(
                 out,
@@ -449,6 +497,10 @@ impl ResponsesWriter {
             _ => {}
         }
         self.open = Some(OpenItem {
+            delta_tail: match kind {
+                Kind::Text => delta_tail(&id, output_index),
+                _ => Vec::new(),
+            },
             kind,
             id,
             output_index,
@@ -464,8 +516,7 @@ impl ResponsesWriter {
         let (kind, body) = match (event, &open.kind) {
             (Event::Text(_), Kind::Text) => {
                 open.text.push_str(piece);
-                let (id, output_index) = (&open.id, open.output_index);
-                write_text_delta(out, (id, output_index, self.sequence), piece);
+                write_text_delta(out, &open.delta_tail, self.sequence, piece);
                 self.sequence += 1;
                 return;
             }
@@ -497,6 +548,7 @@ impl ResponsesWriter {
             output_index,
             text,
             cited,
+            ..
         } = open;
         let item = match kind {
             Kind::Text => {
@@ -519,17 +571,18 @@ impl ResponsesWriter {
                     );
                 }
                 if self.direct() {
-                    self.text_done(out, (&id, output_index), &text, &annotations);
-                } else {
-                    self.emit(out, "response.output_text.done",
-                        json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": text, "logprobs": []}));
-                    self.emit(
-                        out,
-                        "response.content_part.done",
-                        json!({"item_id": id, "output_index": output_index, "content_index": 0,
-                               "part": {"type": "output_text", "text": text, "annotations": annotations}}),
-                    );
+                    let item = self.text_done(out, (&id, output_index), &text, &annotations);
+                    self.item_written(out, item, output_index);
+                    return;
                 }
+                self.emit(out, "response.output_text.done",
+                    json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": text, "logprobs": []}));
+                self.emit(
+                    out,
+                    "response.content_part.done",
+                    json!({"item_id": id, "output_index": output_index, "content_index": 0,
+                           "part": {"type": "output_text", "text": text, "annotations": annotations}}),
+                );
                 let mut item = message_item(&id, &text, "completed");
                 item["content"][0]["annotations"] = Value::Array(annotations);
                 item
@@ -595,15 +648,18 @@ impl ResponsesWriter {
         }
     }
 
-    /// A text item's `response.output_text.done` and `response.content_part.done`.
+    /// A text item's `response.output_text.done` and `response.content_part.done`; the
+    /// finished item's bytes (its text escaped once for all three).
     fn text_done(
         &mut self,
         out: &mut BytesMut,
         (id, output_index): (&str, u32),
         text: &str,
         annotations: &[Value],
-    ) {
+    ) -> Bytes {
         let index = u64::from(output_index);
+        let mut quoted = BytesMut::with_capacity(text.len() + 2);
+        write_json_str(&mut quoted, text);
         self.emit_members(
             out,
             "response.output_text.done",
@@ -612,16 +668,20 @@ impl ResponsesWriter {
                 ("item_id", Member::Str(id)),
                 ("logprobs", Member::Raw(b"[]")),
                 ("output_index", Member::U64(index)),
-                ("text", Member::Str(text)),
+                ("text", Member::Raw(&quoted)),
             ],
         );
-        let mut part = BytesMut::with_capacity(text.len() + 64);
-        part.extend_from_slice(b"{\"annotations\":");
+        // The item's `content` is this one part: written once, the item around it.
+        let mut item = BytesMut::with_capacity(quoted.len() + id.len() + 160);
+        item.extend_from_slice(b"{\"content\":[");
+        let part_start = item.len();
+        item.extend_from_slice(b"{\"annotations\":");
         // A slice of `Value`s serializes as the array of them, without error.
-        let _ = serde_json::to_writer((&mut part).writer(), annotations);
-        part.extend_from_slice(b",\"text\":");
-        write_json_str(&mut part, text);
-        part.extend_from_slice(b",\"type\":\"output_text\"}");
+        let _ = serde_json::to_writer((&mut item).writer(), annotations);
+        item.extend_from_slice(b",\"text\":");
+        item.extend_from_slice(&quoted);
+        item.extend_from_slice(b",\"type\":\"output_text\"}");
+        let part = part_start..item.len();
         self.emit_members(
             out,
             "response.content_part.done",
@@ -629,11 +689,156 @@ impl ResponsesWriter {
                 ("content_index", Member::U64(0)),
                 ("item_id", Member::Str(id)),
                 ("output_index", Member::U64(index)),
-                ("part", Member::Raw(&part)),
+                ("part", Member::Raw(&item[part])),
             ],
         );
+        // `message_item(id, text, "completed")` with these annotations, in its key order.
+        item.extend_from_slice(b"],\"id\":");
+        write_json_str(&mut item, id);
+        item.extend_from_slice(
+            b",\"role\":\"assistant\",\"status\":\"completed\",\"type\":\"message\"}",
+        );
+        item.freeze()
     }
 }
+/// A member of the response `response.created` wrote that its finish changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finished {
+    Status,
+    CompletedAt,
+    Incomplete,
+    Usage,
+    Output,
+}
+
+impl Finished {
+    const ALL: [Finished; 5] = [
+        Finished::Status,
+        Finished::CompletedAt,
+        Finished::Incomplete,
+        Finished::Usage,
+        Finished::Output,
+    ];
+
+    fn key(self) -> &'static str {
+        match self {
+            Finished::Status => "status",
+            Finished::CompletedAt => "completed_at",
+            Finished::Incomplete => "incomplete_details",
+            Finished::Usage => "usage",
+            Finished::Output => "output",
+        }
+    }
+
+    fn of(key: &str) -> Option<Finished> {
+        Finished::ALL.into_iter().find(|member| member.key() == key)
+    }
+}
+
+/// The response `response.created` wrote, as `write_json` writes it, and where each member's
+/// bytes (`"key":value`) are in it: `response.completed` copies the members its finish does
+/// not change instead of serializing them again (the echoed request is most of them).
+#[derive(Debug)]
+struct WrittenResponse {
+    bytes: BytesMut,
+    members: Vec<(std::ops::Range<usize>, Option<Finished>)>,
+}
+
+impl WrittenResponse {
+    /// The object of `members` (in their order, each key once).
+    fn written(object: &[(&str, Member<'_>)]) -> Self {
+        let mut bytes = BytesMut::with_capacity(1024);
+        let mut members = Vec::with_capacity(object.len());
+        bytes.extend_from_slice(b"{");
+        for (n, (key, value)) in object.iter().enumerate() {
+            if n > 0 {
+                bytes.extend_from_slice(b",");
+            }
+            let start = bytes.len();
+            write_json_str(&mut bytes, key);
+            bytes.extend_from_slice(b":");
+            match value {
+                Member::Str(text) => write_json_str(&mut bytes, text),
+                Member::U64(number) => write_json_u64(&mut bytes, *number),
+                Member::Json(value) => write_json(&mut bytes, value),
+                Member::Raw(json) => bytes.extend_from_slice(json),
+            }
+            members.push((start..bytes.len(), Finished::of(key)));
+        }
+        bytes.extend_from_slice(b"}");
+        WrittenResponse { bytes, members }
+    }
+
+    /// The finished response: this one with what the finish changes in `response_object` (its
+    /// status, `completed_at`, `incomplete_details`, usage) and `output` (the items' JSON
+    /// bytes), as `write_json` writes that response; false (nothing meant) when this one lacks
+    /// a member the finish sets.
+    fn finish(
+        &self,
+        out: &mut BytesMut,
+        (finish, created, counts): (Finish, u64, &Usage),
+        output: &[Bytes],
+    ) -> bool {
+        let has = |member| self.members.iter().any(|(_, m)| *m == Some(member));
+        if !Finished::ALL.into_iter().all(has) {
+            return false;
+        }
+        let status = super::write::status(finish);
+        out.extend_from_slice(b"{");
+        for (n, (span, member)) in self.members.iter().enumerate() {
+            if n > 0 {
+                out.extend_from_slice(b",");
+            }
+            let Some(member) = member else {
+                out.extend_from_slice(&self.bytes[span.clone()]);
+                continue;
+            };
+            write_json_str(out, member.key());
+            out.extend_from_slice(b":");
+            match member {
+                Finished::Status => write_json_str(out, status),
+                Finished::CompletedAt if status == "completed" => write_json_u64(out, created),
+                Finished::CompletedAt => out.extend_from_slice(b"null"),
+                Finished::Incomplete => out.extend_from_slice(match finish {
+                    Finish::Length => br#"{"reason":"max_output_tokens"}"#,
+                    Finish::ContentFilter => br#"{"reason":"content_filter"}"#,
+                    _ => b"null",
+                }),
+                Finished::Usage => write_usage(out, counts),
+                Finished::Output => {
+                    out.extend_from_slice(b"[");
+                    for (n, item) in output.iter().enumerate() {
+                        if n > 0 {
+                            out.extend_from_slice(b",");
+                        }
+                        out.extend_from_slice(item);
+                    }
+                    out.extend_from_slice(b"]");
+                }
+            }
+        }
+        out.extend_from_slice(b"}");
+        true
+    }
+}
+
+/// `usage(counts)` as `write_json` writes it (its keys in order), without building it.
+fn write_usage(out: &mut BytesMut, counts: &Usage) {
+    out.extend_from_slice(br#"{"input_tokens":"#);
+    write_json_u64(out, counts.input);
+    out.extend_from_slice(br#","input_tokens_details":{"cache_write_tokens":"#);
+    write_json_u64(out, counts.cache_write);
+    out.extend_from_slice(br#","cached_tokens":"#);
+    write_json_u64(out, counts.cached);
+    out.extend_from_slice(br#"},"output_tokens":"#);
+    write_json_u64(out, counts.output);
+    out.extend_from_slice(br#","output_tokens_details":{"reasoning_tokens":"#);
+    write_json_u64(out, counts.reasoning);
+    out.extend_from_slice(br#"},"total_tokens":"#);
+    write_json_u64(out, counts.input + counts.output);
+    out.extend_from_slice(b"}");
+}
+
 /// `response` (an object) as `write_json` writes it with `output` (items' JSON bytes) as its
 /// `output` array: the members in their order, each as serde_json writes it.
 fn write_with_output(out: &mut BytesMut, response: &Value, output: &[Bytes]) {
@@ -668,27 +873,153 @@ fn write_with_output(out: &mut BytesMut, response: &Value, output: &[Bytes]) {
 /// item `id` at `output_index`, numbered `sequence`, byte for byte (keys in `serde_json::Map`'s
 /// sorted order), written around the piece instead of serialized from a `Value`: most of a
 /// translated stream's events are text.
-fn write_text_delta(
-    out: &mut BytesMut,
-    (id, output_index, sequence): (&str, u32, u64),
-    piece: &str,
-) {
+fn write_text_delta(out: &mut BytesMut, tail: &[u8], sequence: u64, piece: &str) {
     out.extend_from_slice(
         b"event: response.output_text.delta\ndata: {\"content_index\":0,\"delta\":",
     );
     write_json_str(out, piece);
-    out.extend_from_slice(b",\"item_id\":");
-    write_json_str(out, id);
-    out.extend_from_slice(b",\"logprobs\":[],\"output_index\":");
-    write_json_u64(out, u64::from(output_index));
-    out.extend_from_slice(b",\"sequence_number\":");
+    out.extend_from_slice(tail);
     write_json_u64(out, sequence);
     out.extend_from_slice(b",\"type\":\"response.output_text.delta\"}\n\n");
+}
+
+/// What a text delta of item `id` at `output_index` writes between its piece and its
+/// sequence number: the same for all of the item's deltas, written once.
+fn delta_tail(id: &str, output_index: u32) -> Vec<u8> {
+    let mut tail = BytesMut::with_capacity(id.len() + 64);
+    tail.extend_from_slice(b",\"item_id\":");
+    write_json_str(&mut tail, id);
+    tail.extend_from_slice(b",\"logprobs\":[],\"output_index\":");
+    write_json_u64(&mut tail, u64::from(output_index));
+    tail.extend_from_slice(b",\"sequence_number\":");
+    tail.to_vec()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One answer written by a writer for `echo`: directly, or built as `Value`s.
+    fn written(echo: &Arc<Echo>, events: &[Event], whole: bool) -> BytesMut {
+        let mut writer = ResponsesWriter::new(1_700_000_000, Arc::clone(echo));
+        writer.whole_values = whole;
+        let mut out = BytesMut::new();
+        for event in events {
+            writer.event(event, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn the_finished_response_copied_from_the_created_one_is_the_bytes_of_its_value() {
+        let request = json!({"model": "m", "input": "hi", "instructions": "Be \"brief\"\n é 🦀",
+            "max_output_tokens": 64, "temperature": 0, "metadata": {"k": "v\u{1}"},
+            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}},
+                      {"type": "custom", "name": "apply_patch"}],
+            "reasoning": {"effort": "low", "summary": "auto"}, "text": {"format": {"type": "json_object"}},
+            "user": "u", "parallel_tool_calls": false, "top_p": 0.5});
+        let Value::Object(request) = request else {
+            unreachable!()
+        };
+        let plain = Echo::of(&request);
+        let echoes = [
+            Arc::new(Echo::default()),
+            Arc::new(plain.clone()),
+            Arc::new(plain.kept_as("resp_kept")),
+            Arc::new(plain.continuing("resp_before")),
+        ];
+        let usage = Usage {
+            input: 12,
+            cached: 4,
+            cache_write: 1,
+            output: 30,
+            reasoning: 7,
+        };
+        for echo in echoes {
+            for finish in [
+                None,
+                Some(Finish::Stop),
+                Some(Finish::Length),
+                Some(Finish::ToolCalls),
+                Some(Finish::ContentFilter),
+            ] {
+                let events = [
+                    Event::Start {
+                        id: "msg_\"x\"".into(),
+                        model: json!("claude \"é\""),
+                        usage: Some(usage),
+                    },
+                    Event::ThinkingStart,
+                    Event::Thinking("hm \"".into()),
+                    Event::Signature("sig".into()),
+                    Event::BlockStop,
+                    Event::TextStart,
+                    Event::Text("Hé \"q\"\n".into()),
+                    Event::Text(" 🦀".into()),
+                    Event::BlockStop,
+                    Event::ToolStart {
+                        id: "call_1".into(),
+                        name: "f".into(),
+                    },
+                    Event::ToolArguments("{\"a\":1}".into()),
+                    Event::Finish {
+                        finish,
+                        usage: Some(Usage {
+                            output: 31,
+                            ..usage
+                        }),
+                    },
+                    Event::Done,
+                ];
+                let direct = written(&echo, &events, false);
+                assert_eq!(direct, written(&echo, &events, true), "{echo:?} {finish:?}");
+                assert!(
+                    String::from_utf8_lossy(&direct).contains("response.completed")
+                        || String::from_utf8_lossy(&direct).contains("response.incomplete")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn each_echoed_default_written_is_the_bytes_of_its_value() {
+        let echo = Echo::default();
+        let mut count = 0;
+        for (key, echoed) in echo.echoed() {
+            let Echoed::Default(written) = echoed else {
+                panic!("{key} is not set")
+            };
+            let value = echo.field(key).unwrap();
+            assert_eq!(written, &serde_json::to_vec(&*value).unwrap()[..], "{key}");
+            count += 1;
+        }
+        assert_eq!(count, 13);
+    }
+
+    #[test]
+    fn usage_written_is_the_bytes_of_its_value() {
+        for counts in [
+            Usage::default(),
+            Usage {
+                input: 12,
+                cached: 4,
+                cache_write: 1,
+                output: 30,
+                reasoning: 7,
+            },
+            Usage {
+                input: u64::MAX / 2,
+                cached: 10_000_000_000,
+                cache_write: 9,
+                output: 99,
+                reasoning: 0,
+            },
+        ] {
+            let mut written = BytesMut::new();
+            write_usage(&mut written, &counts);
+            assert_eq!(written, json_bytes(&usage(&counts)));
+        }
+    }
 
     #[test]
     fn a_text_delta_is_the_bytes_of_the_event_it_replaces() {
@@ -696,7 +1027,7 @@ mod tests {
             let mut writer = ResponsesWriter::new(7, Arc::new(Echo::default()));
             writer.sequence = 41;
             let mut fast = BytesMut::new();
-            write_text_delta(&mut fast, ("msg_\"x\"", 3, 41), piece);
+            write_text_delta(&mut fast, &delta_tail("msg_\"x\"", 3), 41, piece);
             let mut event = BytesMut::new();
             writer.emit(
                 &mut event,
