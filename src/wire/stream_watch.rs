@@ -393,6 +393,26 @@ fn gemini_finished(data: &[u8]) -> bool {
     FINISH.first_string(data).is_some()
 }
 
+/// A Responses stream's events about one output item (named by their SSE name, as Anthropic's
+/// are): they carry neither usage, nor an error, nor the end, so after the first content they
+/// are relayed without being parsed. Several repeat the item's whole text
+/// (`response.output_text.done`, `response.content_part.done`, `response.output_item.done`),
+/// which a parse would walk again for nothing.
+const RESPONSES_ITEM_EVENTS: [&str; 12] = [
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.content_part.added",
+    "response.content_part.done",
+    "response.output_text.done",
+    "response.output_text.annotation.added",
+    "response.refusal.done",
+    "response.function_call_arguments.done",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.done",
+    "response.reasoning_text.done",
+];
+
 /// The byte patterns `matters_after_commit` looks for in OpenAI chunks, each searcher built
 /// once (building one costs more than searching a chunk with it); members are found with any
 /// JSON spacing around their colon.
@@ -422,7 +442,7 @@ pub fn matters_after_commit(format: StreamFormat, event: &SseEvent) -> bool {
         StreamFormat::OpenAiResponses => !event
             .event
             .as_deref()
-            .is_some_and(|name| name.ends_with(".delta")),
+            .is_some_and(|name| name.ends_with(".delta") || RESPONSES_ITEM_EVENTS.contains(&name)),
         StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => {
             let needles = &*CHUNK_NEEDLES;
             data == b"[DONE]"
@@ -995,6 +1015,49 @@ mod tests {
         for (format, name, matters) in named {
             let event = event(Some(name), "{}");
             assert_eq!(matters_after_commit(format, &event), matters, "{name}");
+        }
+    }
+
+    /// A Responses item event passed unparsed after commit is one the whole reading finds no
+    /// usage, error or end in: real-shaped events of each name.
+    #[test]
+    fn s3_responses_item_events_passed_unread_mean_nothing_after_commit() {
+        let text = r#""annotations":[],"text":"Hello \"world\" \u00e9","type":"output_text""#;
+        let events = [
+            ("response.output_item.added", r#"{"item":{"content":[],"id":"msg_1","role":"assistant","status":"in_progress","type":"message"},"output_index":1,"sequence_number":3,"type":"response.output_item.added"}"#.to_owned()),
+            ("response.content_part.added", r#"{"content_index":0,"item_id":"msg_1","output_index":1,"part":{"annotations":[],"text":"","type":"output_text"},"sequence_number":4,"type":"response.content_part.added"}"#.to_owned()),
+            ("response.output_text.done", r#"{"content_index":0,"item_id":"msg_1","logprobs":[],"output_index":1,"sequence_number":9,"text":"Hello \"world\" \u00e9","type":"response.output_text.done"}"#.to_owned()),
+            ("response.content_part.done", format!(r#"{{"content_index":0,"item_id":"msg_1","output_index":1,"part":{{{text}}},"sequence_number":10,"type":"response.content_part.done"}}"#)),
+            ("response.output_item.done", format!(r#"{{"item":{{"content":[{{{text}}}],"id":"msg_1","role":"assistant","status":"completed","type":"message"}},"output_index":1,"sequence_number":11,"type":"response.output_item.done"}}"#)),
+            ("response.function_call_arguments.done", r#"{"arguments":"{\"city\":\"Paris\"}","item_id":"fc_1","output_index":2,"sequence_number":14,"type":"response.function_call_arguments.done"}"#.to_owned()),
+            ("response.reasoning_summary_text.done", r#"{"item_id":"rs_1","output_index":0,"sequence_number":6,"summary_index":0,"text":"Thinking.","type":"response.reasoning_summary_text.done"}"#.to_owned()),
+            ("response.output_text.annotation.added", r#"{"annotation":{"type":"url_citation","url":"https://example.com","title":"x","start_index":0,"end_index":5},"annotation_index":0,"content_index":0,"item_id":"msg_1","output_index":1,"sequence_number":8,"type":"response.output_text.annotation.added"}"#.to_owned()),
+        ];
+        for (name, data) in &events {
+            let event = event(Some(name), data);
+            assert!(
+                !matters_after_commit(StreamFormat::OpenAiResponses, &event),
+                "{name}"
+            );
+            let mut usage = StreamUsage::default();
+            let meaning = usage.observe(StreamFormat::OpenAiResponses, &event);
+            assert!(
+                matches!(meaning, EventMeaning::Preamble | EventMeaning::Other),
+                "{name}: {meaning:?}"
+            );
+            assert_eq!(usage, StreamUsage::default(), "{name}");
+        }
+        // The stream's own end and its failures are still read.
+        for name in [
+            "response.completed",
+            "response.incomplete",
+            "response.failed",
+            "error",
+        ] {
+            assert!(
+                matters_after_commit(StreamFormat::OpenAiResponses, &event(Some(name), "{}")),
+                "{name}"
+            );
         }
     }
 }
