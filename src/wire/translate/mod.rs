@@ -65,6 +65,7 @@ mod stream;
 mod text_delta;
 mod thinking_carry;
 mod typed_answer;
+mod whole_values;
 
 pub use chat_text_watch::ChatTextWatch;
 pub use count_tokens::{count_tokens_body, gemini_count_tokens_body};

@@ -233,18 +233,18 @@ impl StreamTranslator {
     #[cfg(test)]
     pub(super) fn whole_values(mut self) -> Self {
         if let Reader::Responses(r) = &mut self.reader {
-            r.whole_values = true;
+            r.whole_values.set(true);
         }
         match &mut self.reader {
-            Reader::Messages(r) => r.whole_values = true,
-            Reader::Chat(r) => r.whole_values = true,
+            Reader::Messages(r) => r.whole_values.set(true),
+            Reader::Chat(r) => r.whole_values.set(true),
             _ => {}
         }
         match &mut self.writer {
-            Writer::Responses(w) => w.whole_values = true,
-            Writer::Chat(w) => w.whole_values = true,
-            Writer::Messages(w) => w.whole_values = true,
-            Writer::Gemini(w) => w.whole_values = true,
+            Writer::Responses(w) => w.whole_values.set(true),
+            Writer::Chat(w) => w.whole_values.set(true),
+            Writer::Messages(w) => w.whole_values.set(true),
+            Writer::Gemini(w) => w.whole_values.set(true),
         }
         self.direct_text = false;
         self

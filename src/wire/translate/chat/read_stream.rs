@@ -4,6 +4,7 @@
 //! after another) is left out rather than held. A search model's `delta.annotations`
 //! (`url_citation`s, indices in the whole `content`) are citations of the open text block.
 
+use super::super::whole_values::WholeValues;
 use std::borrow::Cow;
 
 use serde::Deserialize;
@@ -39,8 +40,7 @@ pub struct ChatReader {
     chunks: Learned<()>,
     /// Tests: every chunk other than text alone read as a whole `Value`, as before its typed
     /// read.
-    #[cfg(test)]
-    pub whole_values: bool,
+    pub whole_values: WholeValues,
 }
 
 /// The members of a chunk the reader reads, for chunks other than text alone, read typed
@@ -193,11 +193,7 @@ impl ChatReader {
     /// Whether chunks other than text alone are read typed (else as whole `Value`s, in
     /// tests).
     fn typed(&self) -> bool {
-        #[cfg(test)]
-        let whole = self.whole_values;
-        #[cfg(not(test))]
-        let whole = false;
-        !whole
+        self.whole_values.fast()
     }
 
     fn head(&mut self, chunk: Head<'_>, events: &mut Vec<Event>) {

@@ -6,6 +6,7 @@
 //! finish. State is the open tool call, a few counters and the citations (one small entry
 //! each): nothing grows with the text.
 
+use super::super::whole_values::WholeValues;
 use bytes::{BufMut, BytesMut};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -59,8 +60,7 @@ pub struct ChatWriter {
     done: bool,
     /// Tests: the chunks other than text built as `Value`s and serialized (what the direct
     /// writes are compared with).
-    #[cfg(test)]
-    pub whole_values: bool,
+    pub whole_values: WholeValues,
 }
 
 impl ChatWriter {
@@ -78,19 +78,14 @@ impl ChatWriter {
             annotations: Vec::new(),
             content_tail: Vec::new(),
             done: false,
-            #[cfg(test)]
-            whole_values: false,
+            whole_values: WholeValues::default(),
         }
     }
 
     /// Whether the role, finish and usage chunks are written directly (else built as
     /// `Value`s, in tests).
     fn direct(&self) -> bool {
-        #[cfg(test)]
-        let whole = self.whole_values;
-        #[cfg(not(test))]
-        let whole = false;
-        !whole
+        self.whole_values.fast()
     }
 
     /// The chunk [`Self::chunk`] writes for a delta whose members (sorted, as a `Value`

@@ -8,6 +8,7 @@
 //! text (for its citations' byte spans, bounded: `held_text`), the searches and supports so far
 //! (a few small entries each, capped) and a few fields.
 
+use super::super::whole_values::WholeValues;
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
@@ -51,8 +52,7 @@ pub struct GeminiWriter {
     done: bool,
     /// Tests: the last chunk built as a `Value` and serialized (what the direct write is
     /// compared with).
-    #[cfg(test)]
-    pub whole_values: bool,
+    pub whole_values: WholeValues,
 }
 
 impl GeminiWriter {
@@ -74,19 +74,14 @@ impl GeminiWriter {
             text_tail: Vec::new(),
             text_chunk: BytesMut::new(),
             done: false,
-            #[cfg(test)]
-            whole_values: false,
+            whole_values: WholeValues::default(),
         }
     }
 
     /// Whether the last chunk is written directly when it can be (else built as a `Value`,
     /// in tests).
     fn direct(&self) -> bool {
-        #[cfg(test)]
-        let whole = self.whole_values;
-        #[cfg(not(test))]
-        let whole = false;
-        !whole
+        self.whole_values.fast()
     }
 
     /// The last chunk of an answer with no signature to carry and no grounding (most), as

@@ -6,6 +6,7 @@
 //! search in progress and the usage so far (Anthropic sends it in pieces: `message_start`,
 //! then `message_delta`).
 
+use super::super::whole_values::WholeValues;
 use std::borrow::Cow;
 
 use serde::Deserialize;
@@ -108,8 +109,7 @@ pub struct MessagesReader {
     chunks: Learned<()>,
     /// Tests: every event other than a text piece read as a whole `Value`, as before its
     /// typed read.
-    #[cfg(test)]
-    pub whole_values: bool,
+    pub whole_values: WholeValues,
 }
 
 impl MessagesReader {
@@ -219,11 +219,7 @@ impl MessagesReader {
 
     /// Whether events are read typed (else as whole `Value`s, in tests).
     fn typed(&self) -> bool {
-        #[cfg(test)]
-        let whole = self.whole_values;
-        #[cfg(not(test))]
-        let whole = false;
-        !whole
+        self.whole_values.fast()
     }
 
     /// An event other than a text piece of the open text block.

@@ -6,6 +6,7 @@
 //! in the text block that holds its span (Anthropic's citations cite their whole block: a
 //! stream cannot split a block already sent, so the span's own text is its `cited_text`).
 
+use super::super::whole_values::WholeValues;
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
@@ -30,8 +31,7 @@ pub struct MessagesWriter {
     done: bool,
     /// Tests: every event built as a `Value` and serialized (what the direct writes are
     /// compared with).
-    #[cfg(test)]
-    pub whole_values: bool,
+    pub whole_values: WholeValues,
 }
 
 impl MessagesWriter {
@@ -42,11 +42,7 @@ impl MessagesWriter {
     /// Whether the opening and closing events are written directly (else built as `Value`s,
     /// in tests).
     fn direct(&self) -> bool {
-        #[cfg(test)]
-        let whole = self.whole_values;
-        #[cfg(not(test))]
-        let whole = false;
-        !whole
+        self.whole_values.fast()
     }
 
     /// A block opened, as [`Self::start_block`] writes it, with the block's JSON (its members

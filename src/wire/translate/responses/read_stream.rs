@@ -8,6 +8,7 @@
 //! event when it is done; a `url_citation` annotation (`response.output_text.annotation.added`,
 //! or in a `done` item whose text was not streamed) a citation of its message's block.
 
+use super::super::whole_values::WholeValues;
 use serde_json::Value;
 
 use super::read::{finish, message_text, reasoning_text, usage};
@@ -70,8 +71,7 @@ pub struct ResponsesReader {
     chunks: Learned<()>,
     /// Tests: every event other than a text piece read as a whole `Value` (what `picked`
     /// reads is compared with it).
-    #[cfg(test)]
-    pub whole_values: bool,
+    pub whole_values: WholeValues,
 }
 
 impl ResponsesReader {
@@ -135,10 +135,7 @@ impl ResponsesReader {
     /// lifecycle event is the response or item repeated); anything `picked` declines, as a
     /// whole `Value`.
     fn read(&self, data: &str) -> Option<Value> {
-        #[cfg(test)]
-        let fast = !self.whole_values;
-        #[cfg(not(test))]
-        let fast = true;
+        let fast = self.whole_values.fast();
         let read = if fast { picked(data, READ) } else { None };
         read.or_else(|| serde_json::from_str(data).ok())
     }

@@ -8,6 +8,7 @@
 //! open block's text and the finished items are kept — at most [`MAX_HELD_OUTPUT_BYTES`]; past
 //! it the items are still streamed and done, but `response.completed` lists only those kept.
 
+use super::super::whole_values::WholeValues;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 
@@ -84,8 +85,7 @@ pub struct ResponsesWriter {
     done: bool,
     /// Tests: every event built as a `Value` and serialized (what the direct writes are
     /// compared with).
-    #[cfg(test)]
-    pub whole_values: bool,
+    pub whole_values: WholeValues,
 }
 
 /// One member of an event written directly ([`ResponsesWriter::emit_members`]).
@@ -125,18 +125,13 @@ impl ResponsesWriter {
             usage: Usage::default(),
             finish: None,
             done: false,
-            #[cfg(test)]
-            whole_values: false,
+            whole_values: WholeValues::default(),
         }
     }
 
     /// Whether events are written directly (else built as `Value`s, in tests).
     fn direct(&self) -> bool {
-        #[cfg(test)]
-        let whole = self.whole_values;
-        #[cfg(not(test))]
-        let whole = false;
-        !whole
+        self.whole_values.fast()
     }
 
     /// The bytes [`emit`](Self::emit) writes for an object of `members`, written directly:
@@ -902,7 +897,7 @@ mod tests {
     /// One answer written by a writer for `echo`: directly, or built as `Value`s.
     fn written(echo: &Arc<Echo>, events: &[Event], whole: bool) -> BytesMut {
         let mut writer = ResponsesWriter::new(1_700_000_000, Arc::clone(echo));
-        writer.whole_values = whole;
+        writer.whole_values.set(whole);
         let mut out = BytesMut::new();
         for event in events {
             writer.event(event, &mut out);
