@@ -21,7 +21,7 @@ use crate::wire::translate::text_delta;
 
 /// The members of an event [`ResponsesReader::event`] reads: the `error` arm reads the
 /// event's own `message`, `code` and `type` when its `response` has no `error`.
-const READ: Members = &[
+pub(in crate::wire::translate) const READ: Members = &[
     ("type", Pick::Whole),
     ("delta", Pick::Whole),
     ("item", Pick::Whole),
