@@ -26,17 +26,7 @@ fn echoes() -> Echoes {
 
 /// What the client reads when the upstream sends `chunks` (already-begun stream).
 async fn relayed(chunks: Vec<Bytes>, format: StreamFormat) -> String {
-    let body = UpstreamBody::Decoded(Box::pin(futures_util::stream::iter(
-        chunks.into_iter().map(Ok),
-    )));
-    let far = Instant::now() + Duration::from_secs(60);
-    let timing = StreamTiming {
-        first_event_by: far,
-        idle: Duration::from_secs(60),
-        deadline: far,
-    };
-    let StreamStart::Committed(stream) = open(body, format, false, timing, echoes(), None).await
-    else {
+    let (StreamStart::Committed(stream), far) = opened(chunks, format).await else {
         panic!("the stream did not commit");
     };
     relayed_to_end(stream, far).await

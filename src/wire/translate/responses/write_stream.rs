@@ -800,16 +800,7 @@ impl WrittenResponse {
                     _ => b"null",
                 }),
                 Finished::Usage => write_usage(out, counts),
-                Finished::Output => {
-                    out.extend_from_slice(b"[");
-                    for (n, item) in output.iter().enumerate() {
-                        if n > 0 {
-                            out.extend_from_slice(b",");
-                        }
-                        out.extend_from_slice(item);
-                    }
-                    out.extend_from_slice(b"]");
-                }
+                Finished::Output => write_output(out, output),
             }
         }
         out.extend_from_slice(b"}");
@@ -848,20 +839,25 @@ fn write_with_output(out: &mut BytesMut, response: &Value, output: &[Bytes]) {
         }
         write_json_str(out, key);
         out.extend_from_slice(b":");
-        if key != "output" {
+        if key == "output" {
+            write_output(out, output);
+        } else {
             write_json(out, value);
-            continue;
         }
-        out.extend_from_slice(b"[");
-        for (n, item) in output.iter().enumerate() {
-            if n > 0 {
-                out.extend_from_slice(b",");
-            }
-            out.extend_from_slice(item);
-        }
-        out.extend_from_slice(b"]");
     }
     out.extend_from_slice(b"}");
+}
+
+/// A response's `output` array from its items' JSON bytes.
+fn write_output(out: &mut BytesMut, output: &[Bytes]) {
+    out.extend_from_slice(b"[");
+    for (n, item) in output.iter().enumerate() {
+        if n > 0 {
+            out.extend_from_slice(b",");
+        }
+        out.extend_from_slice(item);
+    }
+    out.extend_from_slice(b"]");
 }
 
 /// The `response.output_text.delta` event [`ResponsesWriter::emit`] writes for `piece` of
