@@ -79,10 +79,12 @@ pub use responses::write::TRANSLATED_RESPONSE_PREFIX;
 pub use stream::{GeminiTextUsage, StreamTranslator};
 pub use thinking_carry::{ReasoningCounts, ReasoningKey};
 
-use bytes::Bytes;
-use serde_json::Value;
+use std::sync::OnceLock;
 
-use hub::form::Answer;
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use hub::form::{Answer, Request};
 
 /// Why a request cannot be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -156,30 +158,60 @@ pub fn translate_request_as(
     settings: RequestSettings<'_>,
     stream: Option<bool>,
 ) -> Result<TranslatedRequest, TranslateError> {
-    translate_object(direction, &parse_request(body)?, settings, stream)
+    let object = OnceLock::new();
+    let source = Source {
+        body,
+        object: &object,
+        typed: true,
+    };
+    translate_source(direction, source, settings, stream)
 }
 
-/// [`translate_request_as`] of a parsed request.
-fn translate_object(
+/// The JSON object of a client's request, parsed at most once; the parse's error is the one
+/// every translation of the body gives.
+type ParsedObject = OnceLock<Result<Map<String, Value>, TranslateError>>;
+
+/// A client's request as a translation reads it: its bytes, read by a typed shape of the
+/// client's API where one covers them, else as a JSON object parsed once.
+#[derive(Clone, Copy)]
+struct Source<'a> {
+    body: &'a [u8],
+    object: &'a ParsedObject,
+    /// Whether a typed shape may read it (the tests compare with `false`: the `Value` path).
+    typed: bool,
+}
+
+impl<'a> Source<'a> {
+    /// The body's JSON object, parsed on the first call.
+    fn object(self) -> Result<&'a Map<String, Value>, TranslateError> {
+        self.object
+            .get_or_init(|| parse_request(self.body))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// [`translate_request_as`] of a request's source.
+fn translate_source(
     direction: Direction,
-    request: &serde_json::Map<String, Value>,
+    source: Source<'_>,
     settings: RequestSettings<'_>,
     stream: Option<bool>,
 ) -> Result<TranslatedRequest, TranslateError> {
-    let written = write_request(direction, request, settings, stream)?;
-    translated(direction, request, written)
+    let written = write_request(direction, source, settings, stream)?;
+    translated(direction, source, written)
 }
 
-/// The translated request of `request`, written as `written`.
+/// The translated request of `source`, written as `written`.
 fn translated(
     direction: Direction,
-    request: &serde_json::Map<String, Value>,
+    source: Source<'_>,
     written: WrittenRequest,
 ) -> Result<TranslatedRequest, TranslateError> {
     let mut body = bytes::BytesMut::with_capacity(512);
     json_write::write_value(&mut body, &written.translated);
     let echo = match direction.client {
-        Api::Responses => Echo::of_request(request),
+        Api::Responses => Echo::of_request(source.object()?),
         _ => Echo::default(),
     };
     Ok(TranslatedRequest {
@@ -201,12 +233,12 @@ pub fn carries(
     request: &ParsedRequest,
     settings: RequestSettings<'_>,
 ) -> Result<(), TranslateError> {
-    let written = write_request(direction, request.object()?, settings, None)?;
+    let written = write_request(direction, request.source(), settings, None)?;
     request.keep(direction, settings, written);
     Ok(())
 }
 
-fn parse_request(body: &[u8]) -> Result<serde_json::Map<String, Value>, TranslateError> {
+fn parse_request(body: &[u8]) -> Result<Map<String, Value>, TranslateError> {
     // A body of valid UTF-8 is checked once, whole, and read as a `str` (serde_json then does
     // not check each string again); any other is read as bytes, for the same error as before.
     let request: Result<Value, _> = match std::str::from_utf8(body) {
@@ -234,31 +266,56 @@ struct WrittenRequest {
     anthropic_beta: Option<&'static str>,
 }
 
-fn write_request(
+/// The client's request in the hub's form, with the body's `stream` and
+/// `stream_options.include_usage`: by the client API's typed shape when it takes the body,
+/// else by its `Value` reader.
+fn read_request(
     direction: Direction,
-    request: &serde_json::Map<String, Value>,
-    settings: RequestSettings<'_>,
-    stream: Option<bool>,
-) -> Result<WrittenRequest, TranslateError> {
-    let mut dropped = Vec::new();
-    let mut reasoning = ReasoningCounts::default();
-    let stream = stream.unwrap_or(request.get("stream").and_then(Value::as_bool) == Some(true));
+    source: Source<'_>,
+    key: Option<ReasoningKey<'_>>,
+    dropped: &mut Vec<String>,
+    reasoning: &mut ReasoningCounts,
+) -> Result<(Request, bool, bool), TranslateError> {
+    // Gemini's body never streams (its path does); its shape declines any `stream` member.
+    let typed = match direction.client {
+        Api::Gemini if source.typed => gemini::typed_request::request(source.body, dropped),
+        _ => None,
+    };
+    if let Some(form) = typed {
+        return Ok((form?, false, false));
+    }
+    let request = source.object()?;
+    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let include_usage = request
         .get("stream_options")
         .and_then(|options| options.get("include_usage"))
         .and_then(Value::as_bool)
         == Some(true);
+    let form = match direction.client {
+        Api::Chat => chat::read::request(request, dropped)?,
+        Api::Responses => responses::read::request(request, key, dropped, reasoning)?,
+        Api::Messages => messages::read::request(request, dropped)?,
+        Api::Gemini => gemini::read::request(request, key, dropped, reasoning)?,
+    };
+    Ok((form, stream, include_usage))
+}
+
+fn write_request(
+    direction: Direction,
+    source: Source<'_>,
+    settings: RequestSettings<'_>,
+    stream: Option<bool>,
+) -> Result<WrittenRequest, TranslateError> {
+    let mut dropped = Vec::new();
+    let mut reasoning = ReasoningCounts::default();
     // Thinking goes back only to a target that checks its signature (Anthropic's, Gemini's),
     // and only to the connection that made it (the key opens no other's).
     let key = settings
         .reasoning
         .filter(|_| matches!(direction.target, Api::Messages | Api::Gemini));
-    let mut form = match direction.client {
-        Api::Chat => chat::read::request(request, &mut dropped)?,
-        Api::Responses => responses::read::request(request, key, &mut dropped, &mut reasoning)?,
-        Api::Messages => messages::read::request(request, &mut dropped)?,
-        Api::Gemini => gemini::read::request(request, key, &mut dropped, &mut reasoning)?,
-    };
+    let (mut form, body_stream, include_usage) =
+        read_request(direction, source, key, &mut dropped, &mut reasoning)?;
+    let stream = stream.unwrap_or(body_stream);
     form.stream = stream;
     // A Messages client's thinking signatures: the Gemini ones this connection made, opened.
     if direction == Direction::MESSAGES_TO_GEMINI {
@@ -389,3 +446,6 @@ mod tests_search_streams;
 
 #[cfg(test)]
 mod tests_typed_answer;
+
+#[cfg(test)]
+mod tests_typed_request;

@@ -7,20 +7,20 @@
 use std::sync::{Mutex, OnceLock};
 
 use bytes::Bytes;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::thinking_carry::ReasoningCounts;
 use super::{
-    parse_request, translate_object, translate_request_as, translated, Api, Direction,
-    RequestSettings, TranslateError, TranslatedRequest, WrittenRequest,
+    translate_request_as, translate_source, translated, Api, Direction, ParsedObject,
+    RequestSettings, Source, TranslateError, TranslatedRequest, WrittenRequest,
 };
 
-/// A client's request body, its JSON object once a translation asks for it, and the requests
-/// the carry check wrote of it.
+/// A client's request body, its JSON object once a translation asks for it (one its client
+/// API's typed shape declines), and the requests the carry check wrote of it.
 #[derive(Debug)]
 pub struct ParsedRequest {
     body: Bytes,
-    parsed: OnceLock<Result<Map<String, Value>, TranslateError>>,
+    parsed: ParsedObject,
     checked: Mutex<Vec<Checked>>,
 }
 
@@ -54,12 +54,14 @@ impl ParsedRequest {
         same || self.body[..] == *body
     }
 
-    /// Its JSON object, parsed on the first call; the same error as `translate_request`'s.
-    pub(super) fn object(&self) -> Result<&Map<String, Value>, TranslateError> {
-        self.parsed
-            .get_or_init(|| parse_request(&self.body))
-            .as_ref()
-            .map_err(Clone::clone)
+    /// The body as a translation reads it (its JSON object parsed on the first ask, with the
+    /// same error as `translate_request`'s).
+    pub(super) fn source(&self) -> Source<'_> {
+        Source {
+            body: &self.body,
+            object: &self.parsed,
+            typed: true,
+        }
     }
 
     /// Keeps what the carry check wrote for `direction` with `settings` (kept only when
@@ -129,7 +131,7 @@ pub fn translate_parsed_as(
     let Some(parsed) = parsed.filter(|parsed| parsed.holds(body)) else {
         return translate_request_as(direction, body, settings, stream);
     };
-    let request = parsed.object()?;
+    let request = parsed.source();
     match parsed.take(direction, settings, stream) {
         Some(mut written) => {
             // Every writer but Gemini's (whose model is in the path) names the model.
@@ -140,6 +142,6 @@ pub fn translate_parsed_as(
             }
             translated(direction, request, written)
         }
-        None => translate_object(direction, request, settings, stream),
+        None => translate_source(direction, request, settings, stream),
     }
 }

@@ -40,7 +40,7 @@ pub fn answer(target: Api, body: &[u8], signatures: bool, created: u64) -> Optio
 /// whole, and read as a `str`, so serde_json does not check each string it reads again (a
 /// third of the read's instructions on an answer of many members); any other is read as bytes
 /// as before, failing where a string it reads fails.
-fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
+pub(super) fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
     match std::str::from_utf8(body) {
         Ok(text) => serde_json::from_str(text).ok(),
         Err(_) => serde_json::from_slice(body).ok(),
@@ -49,7 +49,7 @@ fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
 
 /// A JSON object read as `T` (serde's derived structs also take an array of their fields in
 /// order, which the `Value` readers read as no object at all).
-struct Obj<T>(T);
+pub(super) struct Obj<T>(pub(super) T);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -68,7 +68,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
 }
 
 /// A string, borrowed from the body when it has no escapes.
-struct Text<'a>(Cow<'a, str>);
+pub(super) struct Text<'a>(pub(super) Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -93,13 +93,13 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 }
 
 /// `text` as a `&str`, `""` when absent (the `Value` readers' `str_at`).
-fn str_of<'s>(text: &'s Option<Text<'_>>) -> &'s str {
+pub(super) fn str_of<'s>(text: &'s Option<Text<'_>>) -> &'s str {
     text.as_ref().map_or("", |text| &text.0)
 }
 
 /// A member that may be `null`: `Some(None)` when it is, `None` when it is absent (with
 /// `#[serde(default)]`).
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,
 ) -> Result<Option<T>, D::Error> {
     T::deserialize(deserializer).map(Some)

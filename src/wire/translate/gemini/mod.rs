@@ -9,6 +9,7 @@ pub mod grounding;
 pub mod read;
 pub mod read_stream;
 pub mod schema;
+pub mod typed_request;
 pub mod write;
 pub mod write_stream;
 

@@ -288,7 +288,7 @@ fn inline_image(data: &Value) -> Result<Image, TranslateError> {
 
 /// A `functionResponse.response` as a tool's output: Google's `output` (or `result`, or
 /// `content`) text as it is, an `error` as an error, anything else as its JSON.
-fn tool_output(response: Option<&Value>) -> (ToolOutput, bool) {
+pub(super) fn tool_output(response: Option<&Value>) -> (ToolOutput, bool) {
     let Some(response) = response.filter(|r| !r.is_null()) else {
         return (ToolOutput::Text(String::new()), false);
     };
@@ -312,7 +312,7 @@ fn tool_output(response: Option<&Value>) -> (ToolOutput, bool) {
 
 /// `tools`: function declarations, Google Search as web search; other tools run only on
 /// Google's side.
-fn tools(tools: Option<&Value>, form: &mut Request) -> Result<(), TranslateError> {
+pub(super) fn tools(tools: Option<&Value>, form: &mut Request) -> Result<(), TranslateError> {
     let tools = tools
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
@@ -363,7 +363,7 @@ fn tools(tools: Option<&Value>, form: &mut Request) -> Result<(), TranslateError
 
 /// `toolConfig.functionCallingConfig` as the tool choice: `ANY` with one allowed name is that
 /// tool.
-fn tool_config(tool_config: Option<&Value>, form: &mut Request) {
+pub(super) fn tool_config(tool_config: Option<&Value>, form: &mut Request) {
     let Some(config) = tool_config.and_then(|c| at(c, "functionCallingConfig")) else {
         return;
     };
@@ -462,7 +462,7 @@ fn output_format(config: &Value) -> Result<Option<OutputFormat>, TranslateError>
 }
 
 /// `thinkingConfig`: a budget (0: none, -1: the model decides) or a level as an effort.
-fn effort(thinking: &Value) -> Option<Effort> {
+pub(super) fn effort(thinking: &Value) -> Option<Effort> {
     let level = match at(thinking, "thinkingBudget").and_then(Value::as_i64) {
         Some(0) => return None,
         Some(budget) if budget > 0 => params::effort_for_budget(budget.unsigned_abs()).to_string(),

@@ -1,0 +1,176 @@
+//! The typed reads of a client's request give exactly what the `Value` readers give (the hub's
+//! form, the dropped names, the refusal), or decline: over real-shaped requests of each API
+//! they cover (text, escapes, non-ASCII, numbers, tool calls and results, images, tools,
+//! thinking settings, dropped members) and shapes they leave to the `Value` readers.
+
+use serde_json::{json, Value};
+
+use super::thinking_carry::ReasoningCounts;
+use super::*;
+
+/// A body and whether the typed read takes it.
+type Case = (Vec<u8>, bool);
+
+fn taken(body: Value) -> Case {
+    (serde_json::to_vec(&body).unwrap(), true)
+}
+
+fn declined(body: Value) -> Case {
+    (serde_json::to_vec(&body).unwrap(), false)
+}
+
+fn gemini_cases() -> Vec<Case> {
+    let user = |text: &str| json!({"role": "user", "parts": [{"text": text}]});
+    vec![
+        taken(json!({"systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
+            "contents": [user("Say hello")],
+            "generationConfig": {"maxOutputTokens": 64, "temperature": 0}})),
+        // Escapes, non-ASCII, an empty text, two system parts, a role-less content.
+        (r#"{"systemInstruction":{"role":"system","parts":[{"text":"a \"q\"\n\t\\ \u00e9"},{"text":""},{"text":"\ud83d\ude00 b"}]},
+            "contents":[{"parts":[{"text":"caf\u00e9 \"x\" \/ 😀 ü"},{"text":""}]},{"role":"user","parts":[{"text":"two"}]}]}"#
+            .as_bytes().to_vec(), true),
+        // Tool calls and results: ids given and made, results by name and order, a call in
+        // a user turn (not carried), arguments of every JSON type, results of every shape.
+        taken(json!({"contents": [
+            user("weather?"),
+            {"role": "model", "parts": [
+                {"text": "calling"},
+                {"functionCall": {"name": "get_weather", "args": {"z": 1, "a": [1.5, "x", null, true], "é": {"n": -3}}}},
+                {"functionCall": {"name": "get_time", "id": "given-1", "args": null}},
+                {"functionCall": {"name": "get_weather"}}]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"name": "get_weather", "response": {"output": "sunny"}}},
+                {"functionResponse": {"name": "get_time", "id": "given-1", "response": {"error": {"code": 1}}}},
+                {"functionResponse": {"name": "get_weather", "response": {"a": 1, "b": 2}}},
+                {"functionResponse": {"name": "unknown", "response": null}},
+                {"functionCall": {"name": "user_call", "args": {}}}]},
+            {"role": "model", "parts": [{"text": "done"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "again", "args": {"q": "\"é\""}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "again", "response": {"result": "ok"}}}]}
+        ]})),
+        // Images, tools, tool config, sampling, stop sequences, thinking, dropped members.
+        taken(json!({"model": "models/x", "labels": {"team": "a"},
+            "contents": [{"role": "user", "parts": [
+                {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}, {"text": "what is it?"}]}],
+            "tools": [{"functionDeclarations": [
+                {"name": "f", "description": "does f", "parameters": {"type": "OBJECT",
+                    "properties": {"a": {"type": "STRING", "enum": ["x", "y"]}}, "required": ["a"]}},
+                {"name": "g", "parametersJsonSchema": {"type": "object"}},
+                {"name": "h"}]}, {"googleSearch": {}}],
+            "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["f"]}},
+            "generationConfig": {"temperature": 1.5, "topP": 0.95, "maxOutputTokens": 1024,
+                "stopSequences": ["END", "\n\n"], "candidateCount": 1,
+                "thinkingConfig": {"thinkingBudget": 2048}},
+            "safetySettings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}]})),
+        taken(json!({"contents": [user("x")], "safetySettings": null, "tools": null, "toolConfig": null,
+            "generationConfig": {"thinkingConfig": {"thinkingLevel": "HIGH"}, "temperature": null, "topP": 1e-3,
+                "maxOutputTokens": null, "stopSequences": null}})),
+        taken(json!({"contents": [user("x")], "systemInstruction": null,
+            "generationConfig": {"thinkingConfig": {"thinkingBudget": 0}}, "toolConfig": {"functionCallingConfig": {"mode": "NONE"}}})),
+        taken(json!({"contents": [{"role": "model", "parts": null}, {"role": null, "parts": [{"text": "y"}]}],
+            "generationConfig": {"thinkingConfig": null}})),
+        taken(json!({"contents": []})),
+        // Refused by the tools' reader: the same refusal.
+        taken(json!({"contents": [user("x")], "tools": [{"codeExecution": {}}]})),
+        // Left to the `Value` reader.
+        declined(json!({"contents": [user("x")], "generationConfig": {"candidateCount": 2}})),
+        declined(json!({"contents": [user("x")], "generationConfig": {"responseMimeType": "application/json"}})),
+        declined(json!({"contents": [user("x")], "generationConfig": {"responseModalities": ["TEXT"]}})),
+        declined(json!({"contents": [user("x")], "generationConfig": {"seed": 3, "presencePenalty": 0.5}})),
+        declined(json!({"contents": [user("x")], "generationConfig": {"max_output_tokens": 3}})),
+        declined(json!({"contents": [user("x")], "generationConfig": {"maxOutputTokens": 64.5}})),
+        declined(json!({"contents": [user("x")], "generation_config": {"maxOutputTokens": 3}})),
+        declined(json!({"contents": [user("x")], "system_instruction": {"parts": [{"text": "s"}]}})),
+        declined(json!({"contents": [user("x")], "systemInstruction": "bare"})),
+        declined(json!({"contents": [user("x")], "cachedContent": "cachedContents/1"})),
+        declined(json!({"contents": [user("x")], "stream": true})),
+        declined(json!({"contents": [user("x")], "unknownMember": 1})),
+        declined(json!({"contents": [{"role": "model", "parts": [{"text": "t", "thought": true}, {"text": "a", "thoughtSignature": "c2ln"}]}]})),
+        declined(json!({"contents": [{"role": "user", "parts": [{"text": null}]}]})),
+        declined(json!({"contents": [{"role": "user", "parts": [{"text": "a", "functionCall": {"name": "f"}}]}]})),
+        declined(json!({"contents": [{"role": "user", "parts": [{"functionCall": null, "functionResponse": {"name": "f"}}]}]})),
+        declined(json!({"contents": [{"role": "user", "parts": [{}]}]})),
+        declined(json!({"contents": [{"role": "user", "parts": [{"inline_data": {"mimeType": "image/png", "data": "x"}}]}]})),
+        declined(json!({"contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": "application/pdf", "data": "x"}}]}]})),
+        declined(json!({"contents": [{"role": "user", "parts": [{"fileData": {"mimeType": "image/png", "fileUri": "gs://b/x"}}]}]})),
+        declined(json!({"contents": [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}, "thoughtSignature": "x"}}]}]})),
+        declined(json!({"contents": [["user", [{"text": "x"}]]]})),
+        declined(json!({"contents": [{"role": 3, "parts": [{"text": "x"}]}]})),
+        declined(json!({"contents": [{"role": "user", "parts": ["x"]}]})),
+        declined(json!({"contents": {"role": "user"}})),
+        declined(json!({"systemInstruction": {"parts": [{"text": "s"}]}})),
+        declined(json!([{"role": "user", "parts": [{"text": "x"}]}])),
+        (br#"{"contents":[],"contents":[]}"#.to_vec(), false),
+        (b"{\"contents\":[{\"parts\":[{\"text\":\"\xff\"}]}]}".to_vec(), false),
+        (b"not json".to_vec(), false),
+    ]
+}
+
+/// The `Value` reader's form of a Gemini body, its dropped names; `None` for a body that is no
+/// JSON object.
+fn gemini_by_value(body: &[u8]) -> Option<(Result<Request, TranslateError>, Vec<String>)> {
+    let object = parse_request(body).ok()?;
+    let mut dropped = Vec::new();
+    let mut counts = ReasoningCounts::default();
+    let form = gemini::read::request(&object, None, &mut dropped, &mut counts);
+    assert_eq!(counts, ReasoningCounts::default());
+    Some((form, dropped))
+}
+
+#[test]
+fn the_typed_gemini_read_gives_the_value_readers_form_or_declines() {
+    for (body, expect_taken) in gemini_cases() {
+        let shown = String::from_utf8_lossy(&body).into_owned();
+        let mut dropped = Vec::new();
+        let typed = gemini::typed_request::request(&body, &mut dropped);
+        assert_eq!(typed.is_some(), expect_taken, "taken? {shown}");
+        let Some(typed) = typed else {
+            assert!(dropped.is_empty(), "a declined read drops nothing: {shown}");
+            continue;
+        };
+        let (by_value, dropped_by_value) = gemini_by_value(&body).unwrap();
+        assert_eq!(typed, by_value, "{shown}");
+        assert_eq!(dropped, dropped_by_value, "{shown}");
+    }
+}
+
+/// `body` translated with the `Value` readers only.
+fn translate_by_value(
+    direction: Direction,
+    body: &[u8],
+    settings: RequestSettings<'_>,
+    stream: Option<bool>,
+) -> Result<TranslatedRequest, TranslateError> {
+    let object = std::sync::OnceLock::new();
+    let source = Source {
+        body,
+        object: &object,
+        typed: false,
+    };
+    translate_source(direction, source, settings, stream)
+}
+
+/// Every pair from a Gemini client: the translation (bytes, dropped names, refusals, errors)
+/// is the `Value` readers', whether the typed read took the body or declined it.
+#[test]
+fn a_gemini_clients_translation_is_the_value_readers() {
+    let settings = RequestSettings {
+        model: "target-model",
+        default_max_tokens: 4096,
+        reasoning: None,
+    };
+    for (body, _) in gemini_cases() {
+        let shown = String::from_utf8_lossy(&body).into_owned();
+        for target in [Api::Chat, Api::Responses, Api::Messages, Api::Gemini] {
+            let direction = Direction {
+                client: Api::Gemini,
+                target,
+            };
+            for stream in [None, Some(true)] {
+                let got = translate_request_as(direction, &body, settings, stream);
+                let expected = translate_by_value(direction, &body, settings, stream);
+                assert_eq!(got, expected, "{} {shown}", direction.label());
+            }
+        }
+    }
+}
