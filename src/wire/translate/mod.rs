@@ -276,13 +276,17 @@ fn read_request(
     dropped: &mut Vec<String>,
     reasoning: &mut ReasoningCounts,
 ) -> Result<(Request, bool, bool), TranslateError> {
-    // Gemini's body never streams (its path does); its shape declines any `stream` member.
-    let typed = match direction.client {
-        Api::Gemini if source.typed => gemini::typed_request::request(source.body, dropped),
-        _ => None,
-    };
-    if let Some(form) = typed {
-        return Ok((form?, false, false));
+    if source.typed {
+        let typed = match direction.client {
+            Api::Chat => chat::typed_request::request(source.body),
+            // Gemini's body never streams (its path does); its shape declines any `stream`.
+            Api::Gemini => gemini::typed_request::request(source.body, dropped)
+                .map(|read| read.map(|form| (form, false, false))),
+            _ => None,
+        };
+        if let Some(read) = typed {
+            return read;
+        }
     }
     let request = source.object()?;
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);

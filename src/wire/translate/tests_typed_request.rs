@@ -106,31 +106,112 @@ fn gemini_cases() -> Vec<Case> {
     ]
 }
 
-/// The `Value` reader's form of a Gemini body, its dropped names; `None` for a body that is no
-/// JSON object.
-fn gemini_by_value(body: &[u8]) -> Option<(Result<Request, TranslateError>, Vec<String>)> {
-    let object = parse_request(body).ok()?;
+fn chat_cases() -> Vec<Case> {
+    let user = |text: &str| json!({"role": "user", "content": text});
+    vec![
+        taken(json!({"model": "c", "messages": [{"role": "system", "content": "You are a helpful assistant."},
+            user("Say hello")], "max_tokens": 64, "temperature": 0, "stream": false})),
+        taken(json!({"model": "c", "messages": [user("x")], "stream": true,
+            "stream_options": {"include_usage": true}, "max_completion_tokens": 10, "max_tokens": 99,
+            "temperature": 1.25, "top_p": 0.5, "stop": "END", "user": "u-1", "store": true,
+            "parallel_tool_calls": false, "reasoning_effort": "high"})),
+        (r#"{"model":"c","messages":[{"role":"developer","content":[{"type":"text","text":"a \"q\"\n\u00e9"},{"text":"\ud83d\ude00"}]},
+            {"role":"user","content":"caf\u00e9 \/ 😀 ü","name":"me"}],"stop":["a","\n"],"stream_options":null}"#
+            .as_bytes().to_vec(), true),
+        // Tool calls and results, images, tools and a named tool choice.
+        taken(json!({"model": "c", "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "g", "arguments": {"b": [1, 2]}}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+            {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "ok"}]},
+            {"role": "assistant", "content": "", "refusal": "I can't"}],
+            "tools": [{"type": "function", "function": {"name": "f", "description": "does f",
+                "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}, "strict": true}}],
+            "tool_choice": {"type": "function", "function": {"name": "f"}}, "max_tokens": 64.5})),
+        taken(json!({"messages": [user("x")], "tool_choice": "required", "temperature": "hot", "user": 3,
+            "stop": 3, "max_completion_tokens": null, "max_tokens": 5, "stream": "yes"})),
+        taken(json!({"messages": []})),
+        // The `Value` reader's refusals and errors, the same.
+        taken(json!({"messages": [{"role": "function", "content": "x"}]})),
+        taken(json!({"messages": [{"role": "wizard", "content": "x"}]})),
+        taken(json!({"messages": [{"content": "x"}]})),
+        taken(json!({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]})),
+        taken(json!({"messages": [{"role": "user", "content": 3}]})),
+        taken(json!({"messages": [user("x")], "tools": [{"type": "web_search_preview"}]})),
+        // Left to the `Value` reader.
+        declined(json!({"messages": [user("x")], "response_format": {"type": "json_object"}})),
+        declined(json!({"messages": [user("x")], "web_search_options": {}})),
+        declined(json!({"messages": [user("x")], "n": 2})),
+        declined(json!({"messages": [user("x")], "seed": 1, "frequency_penalty": 0.5})),
+        declined(json!({"messages": [user("x")], "metadata": {"a": "b"}})),
+        declined(json!({"messages": [["user", "x"]]})),
+        declined(json!({"messages": [{"role": 1, "content": "x"}]})),
+        declined(json!({"messages": "x"})),
+        declined(json!({"model": "c"})),
+        declined(json!([user("x")])),
+        (br#"{"messages":[],"messages":[]}"#.to_vec(), false),
+        (br#"{"messages":[{"role":"user","role":"system","content":"x"}]}"#.to_vec(), false),
+        (b"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}".to_vec(), false),
+    ]
+}
+
+/// What a request read gives: the form (or refusal), the names dropped, `stream`,
+/// `include_usage`.
+type ReadOf = (Result<(Request, bool, bool), TranslateError>, Vec<String>);
+
+fn typed_read(client: Api, body: &[u8]) -> Option<ReadOf> {
+    let mut dropped = Vec::new();
+    let read = match client {
+        Api::Chat => chat::typed_request::request(body)?,
+        Api::Gemini => gemini::typed_request::request(body, &mut dropped)?
+            .map(|form| (form, false, false)),
+        _ => return None,
+    };
+    Some((read, dropped))
+}
+
+fn value_read(client: Api, body: &[u8]) -> ReadOf {
+    let object = std::sync::OnceLock::new();
+    let source = Source {
+        body,
+        object: &object,
+        typed: false,
+    };
     let mut dropped = Vec::new();
     let mut counts = ReasoningCounts::default();
-    let form = gemini::read::request(&object, None, &mut dropped, &mut counts);
+    let direction = Direction {
+        client,
+        target: Api::Messages,
+    };
+    let read = read_request(direction, source, None, &mut dropped, &mut counts);
     assert_eq!(counts, ReasoningCounts::default());
-    Some((form, dropped))
+    (read, dropped)
+}
+
+fn cases() -> Vec<(Api, Vec<u8>, bool)> {
+    let of = |client, cases: Vec<Case>| {
+        cases
+            .into_iter()
+            .map(move |(body, taken)| (client, body, taken))
+    };
+    of(Api::Chat, chat_cases())
+        .chain(of(Api::Gemini, gemini_cases()))
+        .collect()
 }
 
 #[test]
-fn the_typed_gemini_read_gives_the_value_readers_form_or_declines() {
-    for (body, expect_taken) in gemini_cases() {
+fn a_typed_read_gives_the_value_readers_form_or_declines() {
+    for (client, body, expect_taken) in cases() {
         let shown = String::from_utf8_lossy(&body).into_owned();
-        let mut dropped = Vec::new();
-        let typed = gemini::typed_request::request(&body, &mut dropped);
+        let typed = typed_read(client, &body);
         assert_eq!(typed.is_some(), expect_taken, "taken? {shown}");
-        let Some(typed) = typed else {
-            assert!(dropped.is_empty(), "a declined read drops nothing: {shown}");
-            continue;
-        };
-        let (by_value, dropped_by_value) = gemini_by_value(&body).unwrap();
-        assert_eq!(typed, by_value, "{shown}");
-        assert_eq!(dropped, dropped_by_value, "{shown}");
+        if let Some(typed) = typed {
+            assert_eq!(typed, value_read(client, &body), "{shown}");
+        }
     }
 }
 
@@ -150,22 +231,20 @@ fn translate_by_value(
     translate_source(direction, source, settings, stream)
 }
 
-/// Every pair from a Gemini client: the translation (bytes, dropped names, refusals, errors)
-/// is the `Value` readers', whether the typed read took the body or declined it.
+/// Every pair from a client API with a typed read: the translation (bytes, dropped names,
+/// refusals, errors) is the `Value` readers', whether the typed read took the body or declined
+/// it.
 #[test]
-fn a_gemini_clients_translation_is_the_value_readers() {
+fn a_translation_is_the_value_readers() {
     let settings = RequestSettings {
         model: "target-model",
         default_max_tokens: 4096,
         reasoning: None,
     };
-    for (body, _) in gemini_cases() {
+    for (client, body, _) in cases() {
         let shown = String::from_utf8_lossy(&body).into_owned();
         for target in [Api::Chat, Api::Responses, Api::Messages, Api::Gemini] {
-            let direction = Direction {
-                client: Api::Gemini,
-                target,
-            };
+            let direction = Direction { client, target };
             for stream in [None, Some(true)] {
                 let got = translate_request_as(direction, &body, settings, stream);
                 let expected = translate_by_value(direction, &body, settings, stream);

@@ -100,48 +100,73 @@ fn messages(messages: Option<&Value>, form: &mut Request) -> Result<(), Translat
         ));
     };
     for message in messages {
-        let content = message.get("content").unwrap_or(&Value::Null);
-        match str_at(message, "role") {
-            "system" | "developer" => {
-                let text = openai_common::text(content);
-                if !text.is_empty() {
-                    form.system.push(text);
-                }
+        push_message(
+            MessageMembers {
+                role: str_at(message, "role"),
+                content: message.get("content"),
+                refusal: message.get("refusal"),
+                tool_calls: array_at(message, "tool_calls"),
+                tool_call_id: str_at(message, "tool_call_id"),
+            },
+            form,
+        )?;
+    }
+    Ok(())
+}
+
+/// The members of a message the reader reads.
+pub(super) struct MessageMembers<'a> {
+    pub role: &'a str,
+    pub content: Option<&'a Value>,
+    pub refusal: Option<&'a Value>,
+    pub tool_calls: &'a [Value],
+    pub tool_call_id: &'a str,
+}
+
+/// A message into the form: system and developer ones as the system text, tool results as
+/// user parts.
+pub(super) fn push_message(message: MessageMembers<'_>, form: &mut Request) -> Result<(), TranslateError> {
+    let content = message.content.unwrap_or(&Value::Null);
+    match message.role {
+        "system" | "developer" => {
+            let text = openai_common::text(content);
+            if !text.is_empty() {
+                form.system.push(text);
             }
-            "user" => form.push(Role::User, openai_common::parts(content)?),
-            "assistant" => {
-                let mut parts = openai_common::parts(content)?;
-                if let Some(refusal) = message.get("refusal").and_then(Value::as_str) {
-                    parts.push(Part::Text(refusal.to_string()));
-                }
-                for call in array_at(message, "tool_calls") {
-                    parts.push(Part::ToolCall(tool_call(call)));
-                }
-                form.push(Role::Assistant, parts);
+        }
+        "user" => form.push(Role::User, openai_common::parts(content)?),
+        "assistant" => {
+            let mut parts = openai_common::parts(content)?;
+            if let Some(refusal) = message.refusal.and_then(Value::as_str) {
+                parts.push(Part::Text(refusal.to_string()));
             }
-            "tool" => {
-                let content = match content {
-                    Value::Array(_) => ToolOutput::Parts(openai_common::parts(content)?),
-                    other => ToolOutput::Text(openai_common::text(other)),
-                };
-                let result = Part::ToolResult {
-                    call_id: str_at(message, "tool_call_id").to_string(),
-                    content,
-                    is_error: false,
-                };
-                form.push(Role::User, vec![result]);
+            for call in message.tool_calls {
+                parts.push(Part::ToolCall(tool_call(call)));
             }
-            "function" => {
-                return Err(TranslateError::unsupported(
-                    "functions",
-                    "the deprecated function role is not carried; use tools",
-                ))
-            }
-            other => {
-                return Err(TranslateError::Invalid(format!(
-                    "unknown message role `{other}`"
-                )))
-            }
+            form.push(Role::Assistant, parts);
+        }
+        "tool" => {
+            let content = match content {
+                Value::Array(_) => ToolOutput::Parts(openai_common::parts(content)?),
+                other => ToolOutput::Text(openai_common::text(other)),
+            };
+            let result = Part::ToolResult {
+                call_id: message.tool_call_id.to_string(),
+                content,
+                is_error: false,
+            };
+            form.push(Role::User, vec![result]);
+        }
+        "function" => {
+            return Err(TranslateError::unsupported(
+                "functions",
+                "the deprecated function role is not carried; use tools",
+            ))
+        }
+        other => {
+            return Err(TranslateError::Invalid(format!(
+                "unknown message role `{other}`"
+            )))
         }
     }
     Ok(())
