@@ -279,6 +279,8 @@ fn read_request(
     if source.typed {
         let typed = match direction.client {
             Api::Chat => chat::typed_request::request(source.body),
+            Api::Messages => messages::typed_request::request(source.body, dropped)
+                .map(|read| read.map(|(form, stream)| (form, stream, false))),
             // Gemini's body never streams (its path does); its shape declines any `stream`.
             Api::Gemini => gemini::typed_request::request(source.body, dropped)
                 .map(|read| read.map(|form| (form, false, false))),

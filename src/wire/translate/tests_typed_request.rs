@@ -159,6 +159,56 @@ fn chat_cases() -> Vec<Case> {
     ]
 }
 
+fn messages_cases() -> Vec<Case> {
+    let user = |text: &str| json!({"role": "user", "content": text});
+    vec![
+        taken(json!({"model": "c", "system": "You are a helpful assistant.", "messages": [user("Say hello")],
+            "max_tokens": 64, "temperature": 0, "stream": false})),
+        (r#"{"model":"c","system":[{"type":"text","text":"a \"q\"\n\u00e9","cache_control":{"type":"ephemeral"}},{"type":"text","text":"\ud83d\ude00"}],
+            "messages":[{"role":"user","content":"caf\u00e9 \/ 😀 ü"}],"stream":true,"max_tokens":1e2}"#
+            .as_bytes().to_vec(), true),
+        // Tool calls and results, thinking with signatures, images, tools, choices, formats.
+        taken(json!({"model": "c", "max_tokens": 1024, "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "c2lnbmF0dXJl"},
+                {"type": "redacted_thinking", "data": "cmVkYWN0ZWQ="},
+                {"type": "text", "text": "calling"},
+                {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"z": 1, "a": [true, null, 1.5]}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
+                    "content": [{"type": "text", "text": "failed"}]}]}],
+            "tools": [{"name": "f", "description": "does f", "input_schema": {"type": "object",
+                "properties": {"a": {"type": "string"}}}},
+                {"type": "web_search_20250305", "name": "web_search", "max_uses": 3, "allowed_domains": ["a.com"]}],
+            "tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": true},
+            "thinking": {"type": "enabled", "budget_tokens": 2048},
+            "output_format": {"type": "json_schema", "schema": {"type": "object"}},
+            "metadata": {"user_id": "u-1"}, "stop_sequences": ["END"], "top_p": 0.9, "top_k": 40})),
+        taken(json!({"messages": [user("x")], "tool_choice": null, "top_k": null, "system": null,
+            "temperature": "hot", "metadata": null, "thinking": {"type": "disabled"}})),
+        taken(json!({"messages": []})),
+        // The `Value` reader's refusals and errors, the same.
+        taken(json!({"messages": [{"role": "user", "content": 3}]})),
+        taken(json!({"messages": [{"role": "user", "content": null}]})),
+        taken(json!({"messages": [{"role": "user"}]})),
+        taken(json!({"messages": [user("x")], "tools": [{"type": "bash_20250124", "name": "bash"}]})),
+        taken(json!({"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]})),
+        // Left to the `Value` reader.
+        declined(json!({"messages": [user("x")], "service_tier": "auto"})),
+        declined(json!({"messages": [user("x")], "container": "c"})),
+        declined(json!({"messages": [["user", "x"]]})),
+        declined(json!({"messages": [{"role": 1, "content": "x"}]})),
+        declined(json!({"messages": "x"})),
+        declined(json!({"system": "s"})),
+        declined(json!([user("x")])),
+        (br#"{"messages":[],"system":"a","system":"b"}"#.to_vec(), false),
+        (b"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}".to_vec(), false),
+    ]
+}
+
 /// What a request read gives: the form (or refusal), the names dropped, `stream`,
 /// `include_usage`.
 type ReadOf = (Result<(Request, bool, bool), TranslateError>, Vec<String>);
@@ -167,6 +217,8 @@ fn typed_read(client: Api, body: &[u8]) -> Option<ReadOf> {
     let mut dropped = Vec::new();
     let read = match client {
         Api::Chat => chat::typed_request::request(body)?,
+        Api::Messages => messages::typed_request::request(body, &mut dropped)?
+            .map(|(form, stream)| (form, stream, false)),
         Api::Gemini => gemini::typed_request::request(body, &mut dropped)?
             .map(|form| (form, false, false)),
         _ => return None,
@@ -199,6 +251,7 @@ fn cases() -> Vec<(Api, Vec<u8>, bool)> {
             .map(move |(body, taken)| (client, body, taken))
     };
     of(Api::Chat, chat_cases())
+        .chain(of(Api::Messages, messages_cases()))
         .chain(of(Api::Gemini, gemini_cases()))
         .collect()
 }

@@ -3,5 +3,6 @@
 
 pub mod read;
 pub mod read_stream;
+pub mod typed_request;
 pub mod write;
 pub mod write_stream;

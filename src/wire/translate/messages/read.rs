@@ -33,8 +33,33 @@ pub fn request(
     request: &Map<String, Value>,
     dropped: &mut Vec<String>,
 ) -> Result<Request, TranslateError> {
+    let Some(Value::Array(messages)) = request.get("messages") else {
+        return Err(TranslateError::Invalid(
+            "`messages` must be an array".into(),
+        ));
+    };
+    let messages = messages
+        .iter()
+        .map(|message| (str_at(message, "role"), message.get("content")));
+    let form = read_members(|name| request.get(name), messages, dropped)?;
+    for key in request.keys() {
+        if !HANDLED.contains(&key.as_str()) {
+            drop_named(dropped, key);
+        }
+    }
+    Ok(form)
+}
+
+/// The form of a request whose top-level member `name` is `member(name)` and whose messages
+/// are `messages` (each one's role, `""` when it has none, and content): every member the
+/// reader reads, the members it does not know aside.
+pub(super) fn read_members<'a>(
+    member: impl Fn(&str) -> Option<&'a Value>,
+    messages: impl Iterator<Item = (&'a str, Option<&'a Value>)>,
+    dropped: &mut Vec<String>,
+) -> Result<Request, TranslateError> {
     let mut form = Request::default();
-    match request.get("system") {
+    match member("system") {
         Some(Value::String(text)) if !text.is_empty() => form.system.push(text.clone()),
         Some(Value::Array(blocks)) => {
             let texts = blocks.iter().filter_map(|b| b.get("text")?.as_str());
@@ -42,17 +67,12 @@ pub fn request(
         }
         _ => {}
     }
-    let Some(Value::Array(messages)) = request.get("messages") else {
-        return Err(TranslateError::Invalid(
-            "`messages` must be an array".into(),
-        ));
-    };
-    for message in messages {
-        let role = match str_at(message, "role") {
+    for (role, content) in messages {
+        let role = match role {
             "assistant" => Role::Assistant,
             _ => Role::User,
         };
-        let parts = match message.get("content") {
+        let parts = match content {
             Some(Value::String(text)) => vec![Part::Text(text.clone())],
             Some(Value::Array(blocks)) => blocks_of(blocks, role)?,
             _ => {
@@ -63,19 +83,16 @@ pub fn request(
         };
         form.push(role, parts);
     }
-    form.max_tokens = request.get("max_tokens").and_then(Value::as_u64);
-    form.stop = request
-        .get("stop_sequences")
+    form.max_tokens = member("max_tokens").and_then(Value::as_u64);
+    form.stop = member("stop_sequences")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    form.temperature = request
-        .get("temperature")
+    form.temperature = member("temperature")
         .filter(|v| v.is_number())
         .cloned();
-    form.top_p = request.get("top_p").filter(|v| v.is_number()).cloned();
-    for tool in request
-        .get("tools")
+    form.top_p = member("top_p").filter(|v| v.is_number()).cloned();
+    for tool in member("tools")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -95,7 +112,7 @@ pub fn request(
         }
         form.tools.push(tool_of(tool)?);
     }
-    if let Some(choice) = request.get("tool_choice") {
+    if let Some(choice) = member("tool_choice") {
         form.tool_choice = Some(match str_at(choice, "type") {
             "any" => ToolChoice::Required,
             "none" => ToolChoice::None,
@@ -110,7 +127,7 @@ pub fn request(
             form.parallel_tool_calls = Some(false);
         }
     }
-    if let Some(thinking) = request.get("thinking") {
+    if let Some(thinking) = member("thinking") {
         if str_at(thinking, "type") == "enabled" {
             form.effort = Some(Effort {
                 level: params::effort_for_budget(count_at(thinking, "budget_tokens")).to_string(),
@@ -118,7 +135,7 @@ pub fn request(
             });
         }
     }
-    if let Some(format) = request.get("output_format") {
+    if let Some(format) = member("output_format") {
         if str_at(format, "type") == "json_schema" {
             form.format = Some(OutputFormat {
                 kind: FormatKind::JsonSchema {
@@ -133,19 +150,13 @@ pub fn request(
             });
         }
     }
-    form.user = request
-        .get("metadata")
+    form.user = member("metadata")
         .and_then(|m| m.get("user_id"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    form.stream = request.get("stream").and_then(Value::as_bool) == Some(true);
-    if request.get("top_k").is_some_and(|v| !v.is_null()) {
+    form.stream = member("stream").and_then(Value::as_bool) == Some(true);
+    if member("top_k").is_some_and(|v| !v.is_null()) {
         drop_named(dropped, "top_k");
-    }
-    for key in request.keys() {
-        if !HANDLED.contains(&key.as_str()) {
-            drop_named(dropped, key);
-        }
     }
     Ok(form)
 }
