@@ -70,7 +70,7 @@ fn write_u64(out: &mut BytesMut, mut number: u64) {
 
 /// `text` as a JSON string: a short one with nothing to escape (a member's name, a role, a
 /// type) copied as it is, checked byte by byte; any other by `write_json_str`.
-fn write_str(out: &mut BytesMut, text: &str) {
+pub fn write_str(out: &mut BytesMut, text: &str) {
     let plain = text.len() <= 16 && text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
     if plain {
         out.reserve(text.len() + 2);
@@ -79,6 +79,94 @@ fn write_str(out: &mut BytesMut, text: &str) {
         out.put_u8(b'"');
     } else {
         write_json_str(out, text);
+    }
+}
+
+/// A JSON object written member by member into bytes, in the order its writer adds them: a
+/// writer that stands in for a `serde_json::Map` adds them sorted by name, as the map writes
+/// them (debug builds check it).
+pub struct ObjectWriter<'o> {
+    out: &'o mut BytesMut,
+    empty: bool,
+    #[cfg(debug_assertions)]
+    last: Option<&'static str>,
+}
+
+impl<'o> ObjectWriter<'o> {
+    /// Opens an object in `out`.
+    pub fn open(out: &'o mut BytesMut) -> Self {
+        out.put_u8(b'{');
+        ObjectWriter {
+            out,
+            empty: true,
+            #[cfg(debug_assertions)]
+            last: None,
+        }
+    }
+
+    /// Starts member `name`: its value is what is written next into the bytes returned.
+    pub fn member(&mut self, name: &'static str) -> &mut BytesMut {
+        #[cfg(debug_assertions)]
+        {
+            debug_assert!(self.last.is_none_or(|last| last < name), "{name} out of order");
+            self.last = Some(name);
+        }
+        if !self.empty {
+            self.out.put_u8(b',');
+        }
+        self.empty = false;
+        write_str(self.out, name);
+        self.out.put_u8(b':');
+        self.out
+    }
+
+    pub fn str(&mut self, name: &'static str, text: &str) {
+        write_str(self.member(name), text);
+    }
+
+    pub fn value(&mut self, name: &'static str, value: &Value) {
+        write_value(self.member(name), value);
+    }
+
+    pub fn u64(&mut self, name: &'static str, number: u64) {
+        write_u64(self.member(name), number);
+    }
+
+    pub fn bool(&mut self, name: &'static str, yes: bool) {
+        write_value(self.member(name), &Value::Bool(yes));
+    }
+
+    /// Closes the object.
+    pub fn close(self) {
+        self.out.put_u8(b'}');
+    }
+}
+
+/// A JSON array written item by item into bytes.
+pub struct ArrayWriter<'o> {
+    out: &'o mut BytesMut,
+    empty: bool,
+}
+
+impl<'o> ArrayWriter<'o> {
+    /// Opens an array in `out`.
+    pub fn open(out: &'o mut BytesMut) -> Self {
+        out.put_u8(b'[');
+        ArrayWriter { out, empty: true }
+    }
+
+    /// Starts an item: it is what is written next into the bytes returned.
+    pub fn item(&mut self) -> &mut BytesMut {
+        if !self.empty {
+            self.out.put_u8(b',');
+        }
+        self.empty = false;
+        self.out
+    }
+
+    /// Closes the array.
+    pub fn close(self) {
+        self.out.put_u8(b']');
     }
 }
 

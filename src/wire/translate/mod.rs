@@ -208,8 +208,14 @@ fn translated(
     source: Source<'_>,
     written: WrittenRequest,
 ) -> Result<TranslatedRequest, TranslateError> {
-    let mut body = bytes::BytesMut::with_capacity(512);
-    json_write::write_value(&mut body, &written.translated);
+    let body = match written.translated {
+        Written::Bytes { body, .. } => body,
+        Written::Value(value) => {
+            let mut body = bytes::BytesMut::with_capacity(512);
+            json_write::write_value(&mut body, &value);
+            body
+        }
+    };
     let echo = match direction.client {
         Api::Responses => Echo::of_request(source.object()?),
         _ => Echo::default(),
@@ -255,10 +261,10 @@ fn parse_request(body: &[u8]) -> Result<Map<String, Value>, TranslateError> {
     Ok(request)
 }
 
-/// The target API's request as a JSON value, and what the translation learned on the way.
+/// The target API's request, and what the translation learned on the way.
 #[derive(Debug)]
 struct WrittenRequest {
-    translated: Value,
+    translated: Written,
     dropped: Vec<String>,
     stream: bool,
     include_usage: bool,
@@ -306,6 +312,38 @@ fn read_request(
     Ok((form, stream, include_usage))
 }
 
+/// The target API's request: bytes written straight from the form, or a JSON value (by the
+/// writers the byte writers decline to).
+#[derive(Debug)]
+enum Written {
+    /// `model`: where the `model` string is, quotes included.
+    Bytes {
+        body: bytes::BytesMut,
+        model: std::ops::Range<usize>,
+    },
+    Value(Value),
+}
+
+impl Written {
+    /// Names `model` as the request's model (every writer but Gemini's, whose model is in the
+    /// path, names one).
+    fn set_model(&mut self, model: &str) {
+        match self {
+            Written::Value(Value::Object(out)) => {
+                out.insert("model".into(), Value::from(model));
+            }
+            Written::Value(_) => {}
+            Written::Bytes { body, model: at } => {
+                let rest = body.split_off(at.end);
+                body.truncate(at.start);
+                json_write::write_str(body, model);
+                *at = at.start..body.len();
+                body.extend_from_slice(&rest);
+            }
+        }
+    }
+}
+
 fn write_request(
     direction: Direction,
     source: Source<'_>,
@@ -328,16 +366,20 @@ fn write_request(
         thinking_carry::open_gemini_signatures(&mut form, key, &mut reasoning);
     }
     let translated = match direction.target {
-        Api::Chat => chat::write::request(&form, settings)?,
-        Api::Responses => responses::write::request(&form, settings)?,
-        Api::Messages => messages::write::request(&form, settings, &mut dropped)?,
+        Api::Chat => Written::Value(chat::write::request(&form, settings)?),
+        Api::Responses if source.typed => match responses::request_bytes::request(&form, settings) {
+            Some((body, model)) => Written::Bytes { body, model },
+            None => Written::Value(responses::write::request(&form, settings)?),
+        },
+        Api::Responses => Written::Value(responses::write::request(&form, settings)?),
+        Api::Messages => Written::Value(messages::write::request(&form, settings, &mut dropped)?),
         // Only a Responses or Messages client's signatures came sealed to this connection
         // (opened above, or by the Responses reader).
-        Api::Gemini => gemini::write::request(
+        Api::Gemini => Written::Value(gemini::write::request(
             &form,
             matches!(direction.client, Api::Responses | Api::Messages),
             &mut dropped,
-        )?,
+        )?),
     };
     let anthropic_beta = (direction.target == Api::Messages && form.format.is_some())
         .then_some(STRUCTURED_OUTPUTS_BETA);

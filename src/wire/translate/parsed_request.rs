@@ -7,8 +7,6 @@
 use std::sync::{Mutex, OnceLock};
 
 use bytes::Bytes;
-use serde_json::Value;
-
 use super::thinking_carry::ReasoningCounts;
 use super::{
     translate_request_as, translate_source, translated, Api, Direction, ParsedObject,
@@ -134,11 +132,8 @@ pub fn translate_parsed_as(
     let request = parsed.source();
     match parsed.take(direction, settings, stream) {
         Some(mut written) => {
-            // Every writer but Gemini's (whose model is in the path) names the model.
             if direction.target != Api::Gemini {
-                if let Value::Object(out) = &mut written.translated {
-                    out.insert("model".into(), Value::from(settings.model));
-                }
+                written.translated.set_model(settings.model);
             }
             translated(direction, request, written)
         }

@@ -187,6 +187,33 @@ fn messages_cases() -> Vec<Case> {
             "thinking": {"type": "enabled", "budget_tokens": 2048},
             "output_format": {"type": "json_schema", "schema": {"type": "object"}},
             "metadata": {"user_id": "u-1"}, "stop_sequences": ["END"], "top_p": 0.9, "top_k": 40})),
+        // The same turns without a format or a web search (the Responses byte writer's).
+        taken(json!({"model": "c", "max_tokens": 1024, "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "let me think"},
+                {"type": "thinking", "thinking": "hmm", "signature": "c2lnbmF0dXJl"},
+                {"type": "text", "text": "calling \"f\" é"},
+                {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"z": 1, "a": [true, null, 1.5]}},
+                {"type": "text", "text": "after"}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true, "content": "failed \n"},
+                {"type": "text", "text": "and now?"}]}],
+            "tools": [{"name": "f", "description": "does f", "input_schema": {"type": "object",
+                "properties": {"a": {"type": "string"}}}}, {"name": "g", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+            "thinking": {"type": "enabled", "budget_tokens": 2048}, "stream": true,
+            "metadata": {"user_id": "u-0123456789-0123456789-0123456789-0123456789-0123456789-0123456789-0123456789"},
+            "stop_sequences": ["END"], "top_p": 0.9, "temperature": 0.5})),
+        taken(json!({"messages": [user("x")], "tools": [{"name": "f", "input_schema": {}}],
+            "tool_choice": {"type": "tool", "name": "f"}})),
+        taken(json!({"messages": [user("x")], "tools": [{"name": "f", "input_schema": {}}],
+            "tool_choice": {"type": "none"}})),
+        taken(json!({"messages": [user("x")], "tools": [{"name": "f", "input_schema": {}}],
+            "tool_choice": {"type": "auto"}})),
         taken(json!({"messages": [user("x")], "tool_choice": null, "top_k": null, "system": null,
             "temperature": "hot", "metadata": null, "thinking": {"type": "disabled"}})),
         taken(json!({"messages": []})),
@@ -305,4 +332,37 @@ fn a_translation_is_the_value_readers() {
             }
         }
     }
+}
+
+/// The Responses byte writer writes the bytes of the `Value` writer's request, over the forms
+/// every case reads into (it takes most of them).
+#[test]
+fn the_responses_byte_writer_writes_the_value_writers_bytes() {
+    let settings = RequestSettings {
+        model: "target-\"model\"",
+        default_max_tokens: 4096,
+        reasoning: None,
+    };
+    let mut written = 0;
+    for (client, body, _) in cases() {
+        let Ok((mut form, _, _)) = value_read(client, &body).0 else {
+            continue;
+        };
+        for stream in [false, true] {
+            form.stream = stream;
+            let Some((bytes, model)) = responses::request_bytes::request(&form, settings) else {
+                continue;
+            };
+            let value = responses::write::request(&form, settings).unwrap();
+            let shown = String::from_utf8_lossy(&body).into_owned();
+            assert_eq!(
+                String::from_utf8_lossy(&bytes),
+                String::from_utf8_lossy(&serde_json::to_vec(&value).unwrap()),
+                "{shown}"
+            );
+            assert_eq!(&bytes[model], br#""target-\"model\"""#);
+            written += 1;
+        }
+    }
+    assert!(written >= 40, "{written}");
 }

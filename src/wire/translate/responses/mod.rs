@@ -4,5 +4,6 @@
 pub mod echo;
 pub mod read;
 pub mod read_stream;
+pub mod request_bytes;
 pub mod write;
 pub mod write_stream;
