@@ -372,6 +372,10 @@ fn write_request(
             None => Written::Value(responses::write::request(&form, settings)?),
         },
         Api::Responses => Written::Value(responses::write::request(&form, settings)?),
+        Api::Messages if source.typed => match messages::request_bytes::request(&form, settings) {
+            Some((body, model)) => Written::Bytes { body, model },
+            None => Written::Value(messages::write::request(&form, settings, &mut dropped)?),
+        },
         Api::Messages => Written::Value(messages::write::request(&form, settings, &mut dropped)?),
         // Only a Responses or Messages client's signatures came sealed to this connection
         // (opened above, or by the Responses reader).

@@ -366,3 +366,38 @@ fn the_responses_byte_writer_writes_the_value_writers_bytes() {
     }
     assert!(written >= 40, "{written}");
 }
+
+/// The Messages byte writer writes the bytes of the `Value` writer's request, over the forms
+/// every case reads into (it takes most of them).
+#[test]
+fn the_messages_byte_writer_writes_the_value_writers_bytes() {
+    let settings = RequestSettings {
+        model: "target-\"model\"",
+        default_max_tokens: 4096,
+        reasoning: None,
+    };
+    let mut written = 0;
+    for (client, body, _) in cases() {
+        let Ok((mut form, _, _)) = value_read(client, &body).0 else {
+            continue;
+        };
+        for stream in [false, true] {
+            form.stream = stream;
+            let Some((bytes, model)) = messages::request_bytes::request(&form, settings) else {
+                continue;
+            };
+            let mut dropped = Vec::new();
+            let value = messages::write::request(&form, settings, &mut dropped).unwrap();
+            assert_eq!(dropped, Vec::<String>::new());
+            let shown = String::from_utf8_lossy(&body).into_owned();
+            assert_eq!(
+                String::from_utf8_lossy(&bytes),
+                String::from_utf8_lossy(&serde_json::to_vec(&value).unwrap()),
+                "{shown}"
+            );
+            assert_eq!(&bytes[model], br#""target-\"model\"""#);
+            written += 1;
+        }
+    }
+    assert!(written >= 40, "{written}");
+}
