@@ -366,6 +366,10 @@ fn write_request(
         thinking_carry::open_gemini_signatures(&mut form, key, &mut reasoning);
     }
     let translated = match direction.target {
+        Api::Chat if source.typed => match chat::request_bytes::request(&form, settings) {
+            Some((body, model)) => Written::Bytes { body, model },
+            None => Written::Value(chat::write::request(&form, settings)?),
+        },
         Api::Chat => Written::Value(chat::write::request(&form, settings)?),
         Api::Responses if source.typed => match responses::request_bytes::request(&form, settings) {
             Some((body, model)) => Written::Bytes { body, model },

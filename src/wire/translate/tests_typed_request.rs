@@ -334,70 +334,57 @@ fn a_translation_is_the_value_readers() {
     }
 }
 
-/// The Responses byte writer writes the bytes of the `Value` writer's request, over the forms
-/// every case reads into (it takes most of them).
-#[test]
-fn the_responses_byte_writer_writes_the_value_writers_bytes() {
-    let settings = RequestSettings {
-        model: "target-\"model\"",
-        default_max_tokens: 4096,
-        reasoning: None,
-    };
-    let mut written = 0;
-    for (client, body, _) in cases() {
-        let Ok((mut form, _, _)) = value_read(client, &body).0 else {
-            continue;
-        };
-        for stream in [false, true] {
-            form.stream = stream;
-            let Some((bytes, model)) = responses::request_bytes::request(&form, settings) else {
-                continue;
-            };
-            let value = responses::write::request(&form, settings).unwrap();
-            let shown = String::from_utf8_lossy(&body).into_owned();
-            assert_eq!(
-                String::from_utf8_lossy(&bytes),
-                String::from_utf8_lossy(&serde_json::to_vec(&value).unwrap()),
-                "{shown}"
-            );
-            assert_eq!(&bytes[model], br#""target-\"model\"""#);
-            written += 1;
-        }
-    }
-    assert!(written >= 40, "{written}");
-}
+/// A byte writer, and the `Value` writer it stands in for.
+type Writers = (
+    fn(&Request, RequestSettings<'_>) -> Option<(bytes::BytesMut, std::ops::Range<usize>)>,
+    fn(&Request, RequestSettings<'_>) -> Value,
+);
 
-/// The Messages byte writer writes the bytes of the `Value` writer's request, over the forms
-/// every case reads into (it takes most of them).
+/// Each target API's byte writer writes the bytes of its `Value` writer's request (the model
+/// where it says), over the forms every case reads into (it takes most of them).
 #[test]
-fn the_messages_byte_writer_writes_the_value_writers_bytes() {
+fn a_byte_writer_writes_the_value_writers_bytes() {
     let settings = RequestSettings {
         model: "target-\"model\"",
         default_max_tokens: 4096,
         reasoning: None,
     };
-    let mut written = 0;
-    for (client, body, _) in cases() {
-        let Ok((mut form, _, _)) = value_read(client, &body).0 else {
-            continue;
-        };
-        for stream in [false, true] {
-            form.stream = stream;
-            let Some((bytes, model)) = messages::request_bytes::request(&form, settings) else {
+    let writers: [Writers; 3] = [
+        (chat::request_bytes::request, |form, settings| {
+            chat::write::request(form, settings).unwrap()
+        }),
+        (responses::request_bytes::request, |form, settings| {
+            responses::write::request(form, settings).unwrap()
+        }),
+        (messages::request_bytes::request, |form, settings| {
+            let mut dropped = Vec::new();
+            let value = messages::write::request(form, settings, &mut dropped).unwrap();
+            assert_eq!(dropped, Vec::<String>::new());
+            value
+        }),
+    ];
+    for (bytes_writer, value_writer) in writers {
+        let mut written = 0;
+        for (client, body, _) in cases() {
+            let Ok((mut form, _, _)) = value_read(client, &body).0 else {
                 continue;
             };
-            let mut dropped = Vec::new();
-            let value = messages::write::request(&form, settings, &mut dropped).unwrap();
-            assert_eq!(dropped, Vec::<String>::new());
-            let shown = String::from_utf8_lossy(&body).into_owned();
-            assert_eq!(
-                String::from_utf8_lossy(&bytes),
-                String::from_utf8_lossy(&serde_json::to_vec(&value).unwrap()),
-                "{shown}"
-            );
-            assert_eq!(&bytes[model], br#""target-\"model\"""#);
-            written += 1;
+            for stream in [false, true] {
+                form.stream = stream;
+                let Some((bytes, model)) = bytes_writer(&form, settings) else {
+                    continue;
+                };
+                let value = value_writer(&form, settings);
+                let shown = String::from_utf8_lossy(&body).into_owned();
+                assert_eq!(
+                    String::from_utf8_lossy(&bytes),
+                    String::from_utf8_lossy(&serde_json::to_vec(&value).unwrap()),
+                    "{shown}"
+                );
+                assert_eq!(&bytes[model], br#""target-\"model\"""#);
+                written += 1;
+            }
         }
+        assert!(written >= 40, "{written}");
     }
-    assert!(written >= 40, "{written}");
 }

@@ -3,6 +3,7 @@
 
 pub mod read;
 pub mod read_stream;
+pub mod request_bytes;
 pub mod typed_request;
 pub mod write;
 pub mod write_stream;
