@@ -3,7 +3,8 @@
 //! strings escaped as it escapes them), without its `io::Write` layer and with strings copied
 //! eight bytes a step (`sse_write::write_json_str`; a short one with nothing to escape, such as
 //! a member's name, copied whole), whole numbers in decimal without serde's writer: a
-//! translated request's body.
+//! translated request's body. Also an object and an array written member by member, for the
+//! writers that write a request without a `Value` of it.
 
 use bytes::{BufMut, BytesMut};
 use serde_json::Value;

@@ -32,7 +32,13 @@
 //! - `typed_answer` and `answer_write` — a whole answer read from the upstream's bytes and
 //!   written as the client's without a `serde_json::Value` of it, for the forms they cover
 //!   (the `Value` readers and writers otherwise, giving the same bytes).
-//! - `json_write` — a `Value` written as JSON bytes (a translated request's body).
+//! - `*/typed_request` — a Chat Completions, Messages or Gemini client's request read from its
+//!   bytes straight into the hub's form by a typed shape (the `Value` reader for what it
+//!   declines); `*/request_bytes` — the form written straight as a Chat Completions, Responses
+//!   or Messages host's request bytes (the `Value` writer for what it declines). Each gives
+//!   what the `Value` path gives.
+//! - `json_write` — a `Value` written as JSON bytes (a translated request's body), and the
+//!   object and array writers the byte writers write with.
 //! - `object` — a JSON object of members moved in (the request writers' objects of `Value`s).
 //! - `text_delta`, `picked` — what stream readers read without a whole `Value`: text pieces
 //!   by borrowing (`json_scan` walks their bytes), other events with only the members a
