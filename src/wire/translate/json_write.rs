@@ -133,6 +133,15 @@ impl<'o> ObjectWriter<'o> {
         write_u64(self.member(name), number);
     }
 
+    /// Member `name`: an array of `values`.
+    pub fn values(&mut self, name: &'static str, values: &[Value]) {
+        let mut array = ArrayWriter::open(self.member(name));
+        for value in values {
+            write_value(array.item(), value);
+        }
+        array.close();
+    }
+
     pub fn bool(&mut self, name: &'static str, yes: bool) {
         write_value(self.member(name), &Value::Bool(yes));
     }

@@ -1,9 +1,13 @@
 //! What the two OpenAI APIs (Chat Completions and Responses) share on the way into the hub:
-//! content parts, function tools (a Responses `namespace` flattened) and `tool_choice`.
+//! content parts, function tools (a Responses `namespace` flattened) and `tool_choice`; and
+//! on the way out, what their byte writers write alike.
 
 use serde_json::Value;
 
-use super::hub::form::{FormatKind, Image, OutputFormat, Part, Tool, ToolChoice, WebSearch};
+use super::hub::form::{
+    FormatKind, Image, OutputFormat, Part, Request, Tool, ToolChoice, WebSearch,
+};
+use super::json_write::ObjectWriter;
 use super::hub::str_at;
 use super::params::refuse_built_in_tool;
 use super::TranslateError;
@@ -411,4 +415,25 @@ mod tests {
             }
         }
     }
+}
+
+/// A function tool's `description` (when it has one), `name` and `parameters`, as both OpenAI
+/// writers write them (Chat Completions in its `function`, Responses beside its `type`).
+pub fn write_function_members(function: &mut ObjectWriter<'_>, tool: &Tool) {
+    if let Some(description) = &tool.description {
+        function.value("description", description);
+    }
+    function.str("name", &tool.name);
+    function.value("parameters", &tool.parameters);
+}
+
+/// The members both OpenAI byte writers end a request with, `top_p` and `user`, and its end.
+pub fn write_last_members(mut out: ObjectWriter<'_>, form: &Request) {
+    if let Some(top_p) = &form.top_p {
+        out.value("top_p", top_p);
+    }
+    if let Some(user) = &form.user {
+        out.str("user", &super::openai_user::openai_user(user));
+    }
+    out.close();
 }

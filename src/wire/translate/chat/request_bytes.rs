@@ -6,9 +6,10 @@
 
 use bytes::BytesMut;
 
+use super::write::result_text;
 use crate::wire::translate::hub::form::{Part, Request, Role, ToolChoice};
 use crate::wire::translate::json_write::{write_str, write_value, ArrayWriter, ObjectWriter};
-use crate::wire::translate::openai_user::openai_user;
+use crate::wire::translate::openai_common::{write_function_members, write_last_members};
 use crate::wire::translate::RequestSettings;
 
 /// The request's bytes, and where its `model` string is in them (quotes included); `None` when
@@ -52,11 +53,7 @@ pub fn request(
         out.str("reasoning_effort", &effort.level);
     }
     if !form.stop.is_empty() {
-        let mut stop = ArrayWriter::open(out.member("stop"));
-        for sequence in &form.stop {
-            write_value(stop.item(), sequence);
-        }
-        stop.close();
+        out.values("stop", &form.stop);
     }
     if form.stream {
         out.bool("stream", true);
@@ -89,24 +86,14 @@ pub fn request(
         for tool in &form.tools {
             let mut entry = ObjectWriter::open(list.item());
             let mut function = ObjectWriter::open(entry.member("function"));
-            if let Some(description) = &tool.description {
-                function.value("description", description);
-            }
-            function.str("name", &tool.name);
-            function.value("parameters", &tool.parameters);
+            write_function_members(&mut function, tool);
             function.close();
             entry.str("type", "function");
             entry.close();
         }
         list.close();
     }
-    if let Some(top_p) = &form.top_p {
-        out.value("top_p", top_p);
-    }
-    if let Some(user) = &form.user {
-        out.str("user", &openai_user(user));
-    }
-    out.close();
+    write_last_members(out, form);
     Some((body, model))
 }
 
@@ -159,13 +146,8 @@ fn user_messages(parts: &[Part], messages: &mut ArrayWriter<'_>) {
                 content: output,
                 is_error,
             } => {
-                let text = output.text("\n");
                 let mut message = ObjectWriter::open(messages.item());
-                if *is_error {
-                    message.str("content", &format!("Error: {text}"));
-                } else {
-                    message.str("content", &text);
-                }
+                message.str("content", &result_text(output, *is_error));
                 message.str("role", "tool");
                 message.str("tool_call_id", call_id);
                 message.close();

@@ -4,7 +4,7 @@ use serde_json::{json, Map, Value};
 
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{
-    Answer, Finish, FormatKind, Part, Request, Role, ToolChoice, Usage,
+    Answer, Finish, FormatKind, Part, Request, Role, ToolChoice, ToolOutput, Usage,
 };
 use crate::wire::translate::object::object;
 use crate::wire::translate::{RequestSettings, TranslateError};
@@ -167,16 +167,10 @@ fn user_messages(parts: &[Part], messages: &mut Vec<Value>) {
                 content: output,
                 is_error,
             } => {
-                let text = output.text("\n");
-                let text = if *is_error {
-                    format!("Error: {text}")
-                } else {
-                    text
-                };
                 messages.push(object([
                     ("role", "tool".into()),
                     ("tool_call_id", call_id.as_str().into()),
-                    ("content", text.into()),
+                    ("content", result_text(output, *is_error).into()),
                 ]));
             }
             _ => {}
@@ -190,6 +184,16 @@ fn user_messages(parts: &[Part], messages: &mut Vec<Value>) {
         _ => Value::Array(content),
     };
     messages.push(object([("role", "user".into()), ("content", content)]));
+}
+
+/// A tool result's text as a `tool` message's content (an error's marked).
+pub(super) fn result_text(output: &ToolOutput, is_error: bool) -> String {
+    let text = output.text("\n");
+    if is_error {
+        format!("Error: {text}")
+    } else {
+        text
+    }
 }
 
 /// A `finish_reason`.

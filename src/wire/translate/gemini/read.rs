@@ -228,36 +228,18 @@ fn parts_of(
             }
             parts.push(Part::Image(Image::Url(str_of(file, "fileUri").to_string())));
         } else if let Some(call) = at(part, "functionCall") {
-            let name = str_of(call, "name").to_string();
-            let id = match str_of(call, "id") {
-                "" => call_ids::history_call(turn, calls),
-                given => given.to_string(),
+            let call = FunctionCall {
+                name: str_of(call, "name"),
+                id: str_of(call, "id"),
+                args: at(call, "args"),
             };
-            calls += 1;
-            let arguments = at(call, "args")
-                .filter(|a| !a.is_null())
-                .map_or_else(|| "{}".to_string(), Value::to_string);
-            // Only the model calls tools.
-            if role == Role::Assistant {
-                pending.call(&name, &id);
-                parts.push(Part::ToolCall(ToolCall {
-                    id,
-                    name,
-                    arguments,
-                }));
+            if let Some(call) = call.read((turn, &mut calls), role, pending) {
+                parts.push(call);
             }
         } else if let Some(response) = at(part, "functionResponse") {
             let name = str_of(response, "name");
-            let call_id = match str_of(response, "id") {
-                "" => pending.answer(name, format!("call_gemini_{name}")),
-                given => given.to_string(),
-            };
-            let (content, is_error) = tool_output(at(response, "response"));
-            parts.push(Part::ToolResult {
-                call_id,
-                content,
-                is_error,
-            });
+            let id = str_of(response, "id");
+            parts.push(function_result(name, id, at(response, "response"), pending));
         } else if let Some(kind) = part
             .as_object()
             .and_then(|p| p.keys().find(|k| !k.starts_with("thought")))
@@ -269,6 +251,64 @@ fn parts_of(
         }
     }
     Ok(parts)
+}
+
+/// A `functionCall` part's members as given (`""` for one absent).
+pub(super) struct FunctionCall<'a> {
+    pub name: &'a str,
+    pub id: &'a str,
+    pub args: Option<&'a Value>,
+}
+
+impl FunctionCall<'_> {
+    /// The call the `calls`-th `functionCall` of the `turn`-th content is (counted, and the
+    /// id it has or is given waits for its result); only the model's are carried.
+    pub(super) fn read(
+        &self,
+        (turn, calls): (usize, &mut usize),
+        role: Role,
+        pending: &mut Pending,
+    ) -> Option<Part> {
+        let id = match self.id {
+            "" => call_ids::history_call(turn, *calls),
+            given => given.to_string(),
+        };
+        *calls += 1;
+        // Only the model calls tools.
+        if role != Role::Assistant {
+            return None;
+        }
+        let arguments = self
+            .args
+            .filter(|a| !a.is_null())
+            .map_or_else(|| "{}".to_string(), Value::to_string);
+        pending.call(self.name, &id);
+        Some(Part::ToolCall(ToolCall {
+            id,
+            name: self.name.to_string(),
+            arguments,
+        }))
+    }
+}
+
+/// A `functionResponse` part (its `name`, `id` and `response` as given) as a tool result: for
+/// the call its id names, else the earliest waiting call of its name.
+pub(super) fn function_result(
+    name: &str,
+    id: &str,
+    response: Option<&Value>,
+    pending: &mut Pending,
+) -> Part {
+    let call_id = match id {
+        "" => pending.answer(name, format!("call_gemini_{name}")),
+        given => given.to_string(),
+    };
+    let (content, is_error) = tool_output(response);
+    Part::ToolResult {
+        call_id,
+        content,
+        is_error,
+    }
 }
 
 /// An `inlineData` blob: images are carried, nothing else is.
@@ -288,7 +328,7 @@ fn inline_image(data: &Value) -> Result<Image, TranslateError> {
 
 /// A `functionResponse.response` as a tool's output: Google's `output` (or `result`, or
 /// `content`) text as it is, an `error` as an error, anything else as its JSON.
-pub(super) fn tool_output(response: Option<&Value>) -> (ToolOutput, bool) {
+fn tool_output(response: Option<&Value>) -> (ToolOutput, bool) {
     let Some(response) = response.filter(|r| !r.is_null()) else {
         return (ToolOutput::Text(String::new()), false);
     };

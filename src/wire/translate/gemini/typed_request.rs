@@ -13,9 +13,9 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::{Number, Value};
 
-use super::call_ids::{self, Pending};
-use super::read::{effort, tool_config, tool_output, tools};
-use crate::wire::translate::hub::form::{Image, Part, Request, Role, ToolCall};
+use super::call_ids::Pending;
+use super::read::{effort, function_result, tool_config, tools, FunctionCall};
+use crate::wire::translate::hub::form::{Image, Part, Request, Role};
 use crate::wire::translate::params::drop_named;
 use crate::wire::translate::typed_answer::{from_body, present, str_of, Obj, Text};
 use crate::wire::translate::TranslateError;
@@ -200,39 +200,19 @@ fn parts_of(
                 }));
             }
             (None, None, Some(Obj(call)), None) => {
-                let name = str_of(&call.name).to_string();
-                let id = match str_of(&call.id) {
-                    "" => call_ids::history_call(turn, calls),
-                    given => given.to_string(),
+                let call = FunctionCall {
+                    name: str_of(&call.name),
+                    id: str_of(&call.id),
+                    args: call.args.as_ref(),
                 };
-                calls += 1;
-                let arguments = call
-                    .args
-                    .as_ref()
-                    .filter(|args| !args.is_null())
-                    .map_or_else(|| "{}".to_string(), Value::to_string);
-                // Only the model calls tools.
-                if role == Role::Assistant {
-                    pending.call(&name, &id);
-                    parts.push(Part::ToolCall(ToolCall {
-                        id,
-                        name,
-                        arguments,
-                    }));
+                if let Some(call) = call.read((turn, &mut calls), role, pending) {
+                    parts.push(call);
                 }
             }
             (None, None, None, Some(Obj(response))) => {
                 let name = str_of(&response.name);
-                let call_id = match str_of(&response.id) {
-                    "" => pending.answer(name, format!("call_gemini_{name}")),
-                    given => given.to_string(),
-                };
-                let (content, is_error) = tool_output(response.response.as_ref());
-                parts.push(Part::ToolResult {
-                    call_id,
-                    content,
-                    is_error,
-                });
+                let id = str_of(&response.id);
+                parts.push(function_result(name, id, response.response.as_ref(), pending));
             }
             _ => return None,
         }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::write::tool_choice;
 use crate::wire::translate::hub::form::{Image, Part, Request, Role, ToolOutput};
-use crate::wire::translate::json_write::{write_str, write_value, ArrayWriter, ObjectWriter};
+use crate::wire::translate::json_write::{write_str, ArrayWriter, ObjectWriter};
 use crate::wire::translate::params;
 use crate::wire::translate::RequestSettings;
 
@@ -76,11 +76,7 @@ pub fn request(
     write_str(model_out, settings.model);
     let model = model_at..model_out.len();
     if !form.stop.is_empty() {
-        let mut stop = ArrayWriter::open(out.member("stop_sequences"));
-        for sequence in &form.stop {
-            write_value(stop.item(), sequence);
-        }
-        stop.close();
+        out.values("stop_sequences", &form.stop);
     }
     if form.stream {
         out.bool("stream", true);

@@ -11,7 +11,7 @@ use bytes::BytesMut;
 
 use crate::wire::translate::hub::form::{Part, Request, Role, ToolChoice, ToolOutput};
 use crate::wire::translate::json_write::{write_str, ArrayWriter, ObjectWriter};
-use crate::wire::translate::openai_user::openai_user;
+use crate::wire::translate::openai_common::{write_function_members, write_last_members};
 use crate::wire::translate::RequestSettings;
 
 /// The request's bytes, and where its `model` string is in them (quotes included); `None` when
@@ -97,23 +97,13 @@ pub fn request(
         let mut list = ArrayWriter::open(out.member("tools"));
         for tool in &form.tools {
             let mut function = ObjectWriter::open(list.item());
-            if let Some(description) = &tool.description {
-                function.value("description", description);
-            }
-            function.str("name", &tool.name);
-            function.value("parameters", &tool.parameters);
+            write_function_members(&mut function, tool);
             function.str("type", "function");
             function.close();
         }
         list.close();
     }
-    if let Some(top_p) = &form.top_p {
-        out.value("top_p", top_p);
-    }
-    if let Some(user) = &form.user {
-        out.str("user", &openai_user(user));
-    }
-    out.close();
+    write_last_members(out, form);
     Some((body, model))
 }
 
