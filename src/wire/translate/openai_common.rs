@@ -2,12 +2,13 @@
 //! content parts, function tools (a Responses `namespace` flattened) and `tool_choice`; and
 //! on the way out, what their byte writers write alike.
 
+use bytes::BytesMut;
 use serde_json::Value;
 
 use super::hub::form::{
     FormatKind, Image, OutputFormat, Part, Request, Tool, ToolChoice, WebSearch,
 };
-use super::json_write::ObjectWriter;
+use super::json_write::{write_str, ObjectWriter};
 use super::hub::str_at;
 use super::params::refuse_built_in_tool;
 use super::TranslateError;
@@ -436,4 +437,25 @@ pub fn write_last_members(mut out: ObjectWriter<'_>, form: &Request) {
         out.str("user", &super::openai_user::openai_user(user));
     }
     out.close();
+}
+
+/// An OpenAI `tool_choice`: its word, or an object `named` writes a named tool into (each API
+/// shapes it its own way).
+pub fn write_tool_choice(
+    out: &mut BytesMut,
+    choice: &ToolChoice,
+    named: fn(&mut ObjectWriter<'_>, &str),
+) {
+    let word = match choice {
+        ToolChoice::Auto => "auto",
+        ToolChoice::None => "none",
+        ToolChoice::Required => "required",
+        ToolChoice::Named(name) => {
+            let mut object = ObjectWriter::open(out);
+            named(&mut object, name);
+            object.close();
+            return;
+        }
+    };
+    write_str(out, word);
 }

@@ -9,9 +9,11 @@ use std::borrow::Cow;
 
 use bytes::BytesMut;
 
-use crate::wire::translate::hub::form::{Part, Request, Role, ToolChoice, ToolOutput};
+use crate::wire::translate::hub::form::{Part, Request, Role, ToolOutput};
 use crate::wire::translate::json_write::{write_str, ArrayWriter, ObjectWriter};
-use crate::wire::translate::openai_common::{write_function_members, write_last_members};
+use crate::wire::translate::openai_common::{
+    write_function_members, write_last_members, write_tool_choice,
+};
 use crate::wire::translate::RequestSettings;
 
 /// The request's bytes, and where its `model` string is in them (quotes included); `None` when
@@ -81,18 +83,10 @@ pub fn request(
     }
     if tools {
         if let Some(choice) = &form.tool_choice {
-            let choice_out = out.member("tool_choice");
-            match choice {
-                ToolChoice::Auto => write_str(choice_out, "auto"),
-                ToolChoice::None => write_str(choice_out, "none"),
-                ToolChoice::Required => write_str(choice_out, "required"),
-                ToolChoice::Named(name) => {
-                    let mut named = ObjectWriter::open(choice_out);
-                    named.str("name", name);
-                    named.str("type", "function");
-                    named.close();
-                }
-            }
+            write_tool_choice(out.member("tool_choice"), choice, |named, name| {
+                named.str("name", name);
+                named.str("type", "function");
+            });
         }
         let mut list = ArrayWriter::open(out.member("tools"));
         for tool in &form.tools {
