@@ -109,7 +109,10 @@ impl<'o> ObjectWriter<'o> {
     pub fn member(&mut self, name: &'static str) -> &mut BytesMut {
         #[cfg(debug_assertions)]
         {
-            debug_assert!(self.last.is_none_or(|last| last < name), "{name} out of order");
+            debug_assert!(
+                self.last.is_none_or(|last| last < name),
+                "{name} out of order"
+            );
             self.last = Some(name);
         }
         if !self.empty {

@@ -377,10 +377,12 @@ fn write_request(
             None => Written::Value(chat::write::request(&form, settings)?),
         },
         Api::Chat => Written::Value(chat::write::request(&form, settings)?),
-        Api::Responses if source.typed => match responses::request_bytes::request(&form, settings) {
-            Some((body, model)) => Written::Bytes { body, model },
-            None => Written::Value(responses::write::request(&form, settings)?),
-        },
+        Api::Responses if source.typed => {
+            match responses::request_bytes::request(&form, settings) {
+                Some((body, model)) => Written::Bytes { body, model },
+                None => Written::Value(responses::write::request(&form, settings)?),
+            }
+        }
         Api::Responses => Written::Value(responses::write::request(&form, settings)?),
         Api::Messages if source.typed => match messages::request_bytes::request(&form, settings) {
             Some((body, model)) => Written::Bytes { body, model },

@@ -8,8 +8,8 @@ use serde_json::Value;
 use super::hub::form::{
     FormatKind, Image, OutputFormat, Part, Request, Tool, ToolChoice, WebSearch,
 };
-use super::json_write::{write_str, ObjectWriter};
 use super::hub::str_at;
+use super::json_write::{write_str, ObjectWriter};
 use super::params::refuse_built_in_tool;
 use super::TranslateError;
 

@@ -6,12 +6,12 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use bytes::Bytes;
 use super::thinking_carry::ReasoningCounts;
 use super::{
     translate_request_as, translate_source, translated, Api, Direction, ParsedObject,
     RequestSettings, Source, TranslateError, TranslatedRequest, WrittenRequest,
 };
+use bytes::Bytes;
 
 /// A client's request body, its JSON object once a translation asks for it (one its client
 /// API's typed shape declines), and the requests the carry check wrote of it.

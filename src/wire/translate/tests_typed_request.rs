@@ -246,8 +246,9 @@ fn typed_read(client: Api, body: &[u8]) -> Option<ReadOf> {
         Api::Chat => chat::typed_request::request(body)?,
         Api::Messages => messages::typed_request::request(body, &mut dropped)?
             .map(|(form, stream)| (form, stream, false)),
-        Api::Gemini => gemini::typed_request::request(body, &mut dropped)?
-            .map(|form| (form, false, false)),
+        Api::Gemini => {
+            gemini::typed_request::request(body, &mut dropped)?.map(|form| (form, false, false))
+        }
         _ => return None,
     };
     Some((read, dropped))

@@ -125,7 +125,10 @@ pub(super) struct MessageMembers<'a> {
 
 /// A message into the form: system and developer ones as the system text, tool results as
 /// user parts.
-pub(super) fn push_message(message: MessageMembers<'_>, form: &mut Request) -> Result<(), TranslateError> {
+pub(super) fn push_message(
+    message: MessageMembers<'_>,
+    form: &mut Request,
+) -> Result<(), TranslateError> {
     let content = message.content.unwrap_or(&Value::Null);
     match message.role {
         "system" | "developer" => {

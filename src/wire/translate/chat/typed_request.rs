@@ -102,7 +102,11 @@ fn read(body: Body<'_>) -> Result<(Request, bool, bool), TranslateError> {
     };
     form.temperature = body.temperature.filter(Value::is_number);
     form.top_p = body.top_p.filter(Value::is_number);
-    form.user = body.user.as_ref().and_then(Value::as_str).map(str::to_owned);
+    form.user = body
+        .user
+        .as_ref()
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let stream = body.stream.as_ref().and_then(Value::as_bool) == Some(true);
     form.stream = stream;
     form.parallel_tool_calls = body.parallel_tool_calls.as_ref().and_then(Value::as_bool);

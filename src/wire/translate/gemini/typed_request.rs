@@ -116,10 +116,7 @@ struct Config {
 
 /// The Gemini request `body` in the hub's form (names it drops added to `dropped`), or `None`
 /// when the shape declines it. An `Err` is the `Value` reader's own refusal of its tools.
-pub fn request(
-    body: &[u8],
-    dropped: &mut Vec<String>,
-) -> Option<Result<Request, TranslateError>> {
+pub fn request(body: &[u8], dropped: &mut Vec<String>) -> Option<Result<Request, TranslateError>> {
     let Obj(body) = from_body::<Obj<Body<'_>>>(body)?;
     let mut form = Request::default();
     if let Some(Obj(system)) = &body.system_instruction {
@@ -212,7 +209,12 @@ fn parts_of(
             (None, None, None, Some(Obj(response))) => {
                 let name = str_of(&response.name);
                 let id = str_of(&response.id);
-                parts.push(function_result(name, id, response.response.as_ref(), pending));
+                parts.push(function_result(
+                    name,
+                    id,
+                    response.response.as_ref(),
+                    pending,
+                ));
             }
             _ => return None,
         }

@@ -88,9 +88,7 @@ pub(super) fn read_members<'a>(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    form.temperature = member("temperature")
-        .filter(|v| v.is_number())
-        .cloned();
+    form.temperature = member("temperature").filter(|v| v.is_number()).cloned();
     form.top_p = member("top_p").filter(|v| v.is_number()).cloned();
     for tool in member("tools")
         .and_then(Value::as_array)
