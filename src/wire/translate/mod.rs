@@ -267,6 +267,12 @@ fn parse_request(body: &[u8]) -> Result<Map<String, Value>, TranslateError> {
     Ok(request)
 }
 
+/// A client's request body read by a typed shape `T`, only when it is UTF-8: the `Value`
+/// parse fails on a body that is not, even in a member a shape skips unread.
+fn typed_body<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
+    serde_json::from_str(std::str::from_utf8(body).ok()?).ok()
+}
+
 /// The target API's request, and what the translation learned on the way.
 #[derive(Debug)]
 struct WrittenRequest {

@@ -103,6 +103,8 @@ fn gemini_cases() -> Vec<Case> {
         (br#"{"contents":[],"contents":[]}"#.to_vec(), false),
         (b"{\"contents\":[{\"parts\":[{\"text\":\"\xff\"}]}]}".to_vec(), false),
         (b"not json".to_vec(), false),
+        // Not UTF-8 in a member the shape skips: the `Value` parse fails.
+        (b"{\"labels\":{\"a\":\"\xff\"},\"contents\":[]}".to_vec(), false),
     ]
 }
 
@@ -156,6 +158,8 @@ fn chat_cases() -> Vec<Case> {
         (br#"{"messages":[],"messages":[]}"#.to_vec(), false),
         (br#"{"messages":[{"role":"user","role":"system","content":"x"}]}"#.to_vec(), false),
         (b"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}".to_vec(), false),
+        // Not UTF-8 in a member the shape skips: the `Value` parse fails.
+        (b"{\"model\":\"\xff\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"\xfe\"}]}".to_vec(), false),
     ]
 }
 
@@ -233,6 +237,8 @@ fn messages_cases() -> Vec<Case> {
         declined(json!([user("x")])),
         (br#"{"messages":[],"system":"a","system":"b"}"#.to_vec(), false),
         (b"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}".to_vec(), false),
+        // Not UTF-8 in a member the shape skips: the `Value` parse fails.
+        (b"{\"model\":\"\xff\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"id\":\"\xfe\"}]}".to_vec(), false),
     ]
 }
 

@@ -40,7 +40,7 @@ pub fn answer(target: Api, body: &[u8], signatures: bool, created: u64) -> Optio
 /// whole, and read as a `str`, so serde_json does not check each string it reads again (a
 /// third of the read's instructions on an answer of many members); any other is read as bytes
 /// as before, failing where a string it reads fails.
-pub(super) fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
+fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
     match std::str::from_utf8(body) {
         Ok(text) => serde_json::from_str(text).ok(),
         Err(_) => serde_json::from_slice(body).ok(),

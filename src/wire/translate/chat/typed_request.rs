@@ -14,8 +14,8 @@ use serde_json::Value;
 use super::read::{push_message, MessageMembers};
 use crate::wire::translate::hub::form::{Effort, Request};
 use crate::wire::translate::openai_common;
-use crate::wire::translate::typed_answer::{from_body, str_of, Obj, Text};
-use crate::wire::translate::TranslateError;
+use crate::wire::translate::typed_answer::{str_of, Obj, Text};
+use crate::wire::translate::{typed_body, TranslateError};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -72,7 +72,7 @@ struct Message<'a> {
 /// and for the usage chunk (`stream_options.include_usage`); `None` when the shape declines
 /// it. An `Err` is the `Value` reader's own refusal (of a message, a part, a tool).
 pub fn request(body: &[u8]) -> Option<Result<(Request, bool, bool), TranslateError>> {
-    let Obj(body) = from_body::<Obj<Body<'_>>>(body)?;
+    let Obj(body) = typed_body::<Obj<Body<'_>>>(body)?;
     Some(read(body))
 }
 

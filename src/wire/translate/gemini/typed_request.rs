@@ -17,8 +17,8 @@ use super::call_ids::Pending;
 use super::read::{effort, function_result, tool_config, tools, FunctionCall};
 use crate::wire::translate::hub::form::{Image, Part, Request, Role};
 use crate::wire::translate::params::drop_named;
-use crate::wire::translate::typed_answer::{from_body, present, str_of, Obj, Text};
-use crate::wire::translate::TranslateError;
+use crate::wire::translate::typed_answer::{present, str_of, Obj, Text};
+use crate::wire::translate::{typed_body, TranslateError};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -117,7 +117,7 @@ struct Config {
 /// The Gemini request `body` in the hub's form (names it drops added to `dropped`), or `None`
 /// when the shape declines it. An `Err` is the `Value` reader's own refusal of its tools.
 pub fn request(body: &[u8], dropped: &mut Vec<String>) -> Option<Result<Request, TranslateError>> {
-    let Obj(body) = from_body::<Obj<Body<'_>>>(body)?;
+    let Obj(body) = typed_body::<Obj<Body<'_>>>(body)?;
     let mut form = Request::default();
     if let Some(Obj(system)) = &body.system_instruction {
         let text = system

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::read::read_members;
 use crate::wire::translate::hub::form::Request;
-use crate::wire::translate::typed_answer::{from_body, present, str_of, Obj, Text};
-use crate::wire::translate::TranslateError;
+use crate::wire::translate::typed_answer::{present, str_of, Obj, Text};
+use crate::wire::translate::{typed_body, TranslateError};
 
 /// Each member as `Map::get` gives it: `Some(Value::Null)` for a `null`.
 #[derive(Deserialize)]
@@ -65,7 +65,7 @@ pub fn request(
     body: &[u8],
     dropped: &mut Vec<String>,
 ) -> Option<Result<(Request, bool), TranslateError>> {
-    let Obj(body) = from_body::<Obj<Body<'_>>>(body)?;
+    let Obj(body) = typed_body::<Obj<Body<'_>>>(body)?;
     let member = |name: &str| {
         match name {
             "system" => &body.system,
