@@ -183,7 +183,8 @@ type ParsedObject = OnceLock<Result<Map<String, Value>, TranslateError>>;
 struct Source<'a> {
     body: &'a [u8],
     object: &'a ParsedObject,
-    /// Whether a typed shape may read it (the tests compare with `false`: the `Value` path).
+    /// Whether a typed shape may read it and a byte writer write its translation (the tests
+    /// compare with `false`: the `Value` readers and writers).
     typed: bool,
 }
 
@@ -377,31 +378,28 @@ fn write_request(
     if direction == Direction::MESSAGES_TO_GEMINI {
         thinking_carry::open_gemini_signatures(&mut form, key, &mut reasoning);
     }
-    let translated = match direction.target {
-        Api::Chat if source.typed => match chat::request_bytes::request(&form, settings) {
-            Some((body, model)) => Written::Bytes { body, model },
-            None => Written::Value(chat::write::request(&form, settings)?),
-        },
-        Api::Chat => Written::Value(chat::write::request(&form, settings)?),
-        Api::Responses if source.typed => {
-            match responses::request_bytes::request(&form, settings) {
-                Some((body, model)) => Written::Bytes { body, model },
-                None => Written::Value(responses::write::request(&form, settings)?),
-            }
-        }
-        Api::Responses => Written::Value(responses::write::request(&form, settings)?),
-        Api::Messages if source.typed => match messages::request_bytes::request(&form, settings) {
-            Some((body, model)) => Written::Bytes { body, model },
-            None => Written::Value(messages::write::request(&form, settings, &mut dropped)?),
-        },
-        Api::Messages => Written::Value(messages::write::request(&form, settings, &mut dropped)?),
-        // Only a Responses or Messages client's signatures came sealed to this connection
-        // (opened above, or by the Responses reader).
-        Api::Gemini => Written::Value(gemini::write::request(
-            &form,
-            matches!(direction.client, Api::Responses | Api::Messages),
-            &mut dropped,
-        )?),
+    // The byte writers first; the `Value` writers for what they decline.
+    let bytes = match direction.target {
+        _ if !source.typed => None,
+        Api::Chat => chat::request_bytes::request(&form, settings),
+        Api::Responses => responses::request_bytes::request(&form, settings),
+        Api::Messages => messages::request_bytes::request(&form, settings),
+        Api::Gemini => None,
+    };
+    let translated = match bytes {
+        Some((body, model)) => Written::Bytes { body, model },
+        None => Written::Value(match direction.target {
+            Api::Chat => chat::write::request(&form, settings)?,
+            Api::Responses => responses::write::request(&form, settings)?,
+            Api::Messages => messages::write::request(&form, settings, &mut dropped)?,
+            // Only a Responses or Messages client's signatures came sealed to this connection
+            // (opened above, or by the Responses reader).
+            Api::Gemini => gemini::write::request(
+                &form,
+                matches!(direction.client, Api::Responses | Api::Messages),
+                &mut dropped,
+            )?,
+        }),
     };
     let anthropic_beta = (direction.target == Api::Messages && form.format.is_some())
         .then_some(STRUCTURED_OUTPUTS_BETA);
