@@ -328,6 +328,48 @@ pub fn output_format(
     Ok(Some(OutputFormat { kind, parameter }))
 }
 
+/// A function tool's `description` (when it has one), `name` and `parameters`, as both OpenAI
+/// writers write them (Chat Completions in its `function`, Responses beside its `type`).
+pub fn write_function_members(function: &mut ObjectWriter<'_>, tool: &Tool) {
+    if let Some(description) = &tool.description {
+        function.value("description", description);
+    }
+    function.str("name", &tool.name);
+    function.value("parameters", &tool.parameters);
+}
+
+/// The members both OpenAI byte writers end a request with, `top_p` and `user`, and its end.
+pub fn write_last_members(mut out: ObjectWriter<'_>, form: &Request) {
+    if let Some(top_p) = &form.top_p {
+        out.value("top_p", top_p);
+    }
+    if let Some(user) = &form.user {
+        out.str("user", &super::openai_user::openai_user(user));
+    }
+    out.close();
+}
+
+/// An OpenAI `tool_choice`: its word, or an object `named` writes a named tool into (each API
+/// shapes it its own way).
+pub fn write_tool_choice(
+    out: &mut BytesMut,
+    choice: &ToolChoice,
+    named: fn(&mut ObjectWriter<'_>, &str),
+) {
+    let word = match choice {
+        ToolChoice::Auto => "auto",
+        ToolChoice::None => "none",
+        ToolChoice::Required => "required",
+        ToolChoice::Named(name) => {
+            let mut object = ObjectWriter::open(out);
+            named(&mut object, name);
+            object.close();
+            return;
+        }
+    };
+    write_str(out, word);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,46 +458,4 @@ mod tests {
             }
         }
     }
-}
-
-/// A function tool's `description` (when it has one), `name` and `parameters`, as both OpenAI
-/// writers write them (Chat Completions in its `function`, Responses beside its `type`).
-pub fn write_function_members(function: &mut ObjectWriter<'_>, tool: &Tool) {
-    if let Some(description) = &tool.description {
-        function.value("description", description);
-    }
-    function.str("name", &tool.name);
-    function.value("parameters", &tool.parameters);
-}
-
-/// The members both OpenAI byte writers end a request with, `top_p` and `user`, and its end.
-pub fn write_last_members(mut out: ObjectWriter<'_>, form: &Request) {
-    if let Some(top_p) = &form.top_p {
-        out.value("top_p", top_p);
-    }
-    if let Some(user) = &form.user {
-        out.str("user", &super::openai_user::openai_user(user));
-    }
-    out.close();
-}
-
-/// An OpenAI `tool_choice`: its word, or an object `named` writes a named tool into (each API
-/// shapes it its own way).
-pub fn write_tool_choice(
-    out: &mut BytesMut,
-    choice: &ToolChoice,
-    named: fn(&mut ObjectWriter<'_>, &str),
-) {
-    let word = match choice {
-        ToolChoice::Auto => "auto",
-        ToolChoice::None => "none",
-        ToolChoice::Required => "required",
-        ToolChoice::Named(name) => {
-            let mut object = ObjectWriter::open(out);
-            named(&mut object, name);
-            object.close();
-            return;
-        }
-    };
-    write_str(out, word);
 }
