@@ -83,6 +83,9 @@ pub fn write_str(out: &mut BytesMut, text: &str) {
     }
 }
 
+/// A request written as bytes, and where its `model` string is in them (quotes included).
+pub type RequestBytes = (BytesMut, std::ops::Range<usize>);
+
 /// A JSON object written member by member into bytes, in the order its writer adds them: a
 /// writer that stands in for a `serde_json::Map` adds them sorted by name, as the map writes
 /// them (debug builds check it).
@@ -126,6 +129,14 @@ impl<'o> ObjectWriter<'o> {
 
     pub fn str(&mut self, name: &'static str, text: &str) {
         write_str(self.member(name), text);
+    }
+
+    /// Member `name`: the string `text`; where it is in the bytes, quotes included.
+    pub fn str_span(&mut self, name: &'static str, text: &str) -> std::ops::Range<usize> {
+        let out = self.member(name);
+        let start = out.len();
+        write_str(out, text);
+        start..out.len()
     }
 
     pub fn value(&mut self, name: &'static str, value: &Value) {

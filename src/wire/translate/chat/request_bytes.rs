@@ -8,18 +8,14 @@ use bytes::BytesMut;
 
 use super::write::result_text;
 use crate::wire::translate::hub::form::{Part, Request, Role};
-use crate::wire::translate::json_write::{write_str, write_value, ArrayWriter, ObjectWriter};
+use crate::wire::translate::json_write::{write_value, ArrayWriter, ObjectWriter, RequestBytes};
 use crate::wire::translate::openai_common::{
     write_function_members, write_last_members, write_tool_choice,
 };
 use crate::wire::translate::RequestSettings;
 
-/// The request's bytes, and where its `model` string is in them (quotes included); `None` when
-/// declined.
-pub fn request(
-    form: &Request,
-    settings: RequestSettings<'_>,
-) -> Option<(BytesMut, std::ops::Range<usize>)> {
+/// The request's bytes; `None` when declined.
+pub fn request(form: &Request, settings: RequestSettings<'_>) -> Option<RequestBytes> {
     if form.web_search.is_some() || form.format.is_some() {
         return None;
     }
@@ -43,10 +39,7 @@ pub fn request(
         }
     }
     messages.close();
-    let model_out = out.member("model");
-    let model_at = model_out.len();
-    write_str(model_out, settings.model);
-    let model = model_at..model_out.len();
+    let model = out.str_span("model", settings.model);
     let tools = !form.tools.is_empty();
     if tools && form.parallel_tool_calls == Some(false) {
         out.bool("parallel_tool_calls", false);

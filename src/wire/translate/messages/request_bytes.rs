@@ -11,16 +11,12 @@ use serde_json::Value;
 
 use super::write::tool_choice;
 use crate::wire::translate::hub::form::{Image, Part, Request, Role, ToolOutput};
-use crate::wire::translate::json_write::{write_str, ArrayWriter, ObjectWriter};
+use crate::wire::translate::json_write::{ArrayWriter, ObjectWriter, RequestBytes};
 use crate::wire::translate::params;
 use crate::wire::translate::RequestSettings;
 
-/// The request's bytes, and where its `model` string is in them (quotes included); `None` when
-/// declined.
-pub fn request(
-    form: &Request,
-    settings: RequestSettings<'_>,
-) -> Option<(BytesMut, std::ops::Range<usize>)> {
+/// The request's bytes; `None` when declined.
+pub fn request(form: &Request, settings: RequestSettings<'_>) -> Option<RequestBytes> {
     let thinking = form
         .effort
         .as_ref()
@@ -71,10 +67,7 @@ pub fn request(
         metadata.str("user_id", user);
         metadata.close();
     }
-    let model_out = out.member("model");
-    let model_at = model_out.len();
-    write_str(model_out, settings.model);
-    let model = model_at..model_out.len();
+    let model = out.str_span("model", settings.model);
     if !form.stop.is_empty() {
         out.values("stop_sequences", &form.stop);
     }
