@@ -562,3 +562,104 @@ fn a_typed_read_gives_the_summarys_model_and_counts() {
         }
     }
 }
+
+/// Bodies the scan reads some other way than a plain answer: odd numbers, escapes, nesting,
+/// repeated members at each depth, members of other types, and bad JSON.
+fn scan_corpus() -> Vec<(Api, String)> {
+    let deep = format!("{}1{}", "[".repeat(70), "]".repeat(70));
+    let mut bodies: Vec<(Api, String)> = [
+        r#"{"id":"r","output":[],"usage":{"input_tokens":1e3}}"#,
+        r#"{"id":"r","output":[],"usage":{"input_tokens":12345678901234567890}}"#,
+        r#"{"id":"r","output":[],"usage":{"input_tokens":123456789012345678}}"#,
+        r#"{"id":"r","output":[],"usage":{"input_tokens":-0}}"#,
+        r#"{"id":"r\ud83e\udd80","output":[]}"#,
+        r#"{"id":"r\u00e9\n\"","mod\u0065l":"m","output":[]}"#,
+        r#"{"id":"r","output":[{"type":"message","content":[{"type":"output_text","text":"a","text":"b"}]}]}"#,
+        r#"{"id":"r","output":[{"type":"message","type":"reasoning"}]}"#,
+        r#"{"id":"r","output":[],"incomplete_details":{"reason":"x","reason":"y"},"status":"incomplete"}"#,
+        r#"{"id":"r","output":[],"usage":{"input_tokens_details":{"cached_tokens":1,"cached_tokens":2}}}"#,
+        r#"{"id":"r","output":[null]}"#,
+        r#"{"id":"r","output":[{"type":"message","content":[{"type":"output_text","text":"a","annotations":{}}]}]}"#,
+        r#"{"id":"r","output":[{"type":"message","content":[{"type":"output_text","text":"a","annotations":null}]}]}"#,
+        r#"{"id":"r","output":[{"type":"function_call","call_id":null,"name":"f","arguments":"{}"}],"status":null}"#,
+        r#"{"id":"r","output":{}}"#,
+        r#"{"id":nullx,"output":[]}"#,
+        r#"{"id":"r","output":[]} x"#,
+        r#"{"id":"r","output":[],}"#,
+        "{\"id\":\"tab\there\",\"output\":[]}",
+        r#"{"id":"r","model":  {"a" : [1, 2.5, -3, true, false, null]} ,"output":[]}"#,
+        r#"{"id":"r","model":"a","modelVersion":"b","output":[],"usageMetadata":{"promptTokenCount":2,"promptTokenCount":3}}"#,
+        r#"{"id":"r","output":[],"usage":{"input_tokens":"3"}}"#,
+        r#"{"id":"r","output":[],"usage":{"input_tokens":true}}"#,
+        r#"{"id":"r","output":[],"usage":{"input_tokens":null,"output_tokens":0}}"#,
+        r#" { "id" : "r" , "output" : [ { "type" : "message" , "content" : [ ] } ] } "#,
+    ]
+    .iter()
+    .map(|body| (Api::Responses, body.to_string()))
+    .collect();
+    bodies.push((
+        Api::Responses,
+        format!(r#"{{"id":"r","output":[],"x":{deep}}}"#),
+    ));
+    bodies.push((
+        Api::Responses,
+        format!(
+            r#"{{"id":"r","output":[],"x":{}1{}}}"#,
+            "[".repeat(60),
+            "]".repeat(60)
+        ),
+    ));
+    for target in Api::ALL {
+        for answer in corpus(target) {
+            bodies.push((target, serde_json::to_string(&answer).unwrap()));
+            bodies.push((target, serde_json::to_string_pretty(&answer).unwrap()));
+        }
+    }
+    bodies
+}
+
+/// The scan gives what serde's derived reader gives (form and summary) or declines, and never
+/// takes what that reader declines (the two reads agree on every body); both give the `Value`
+/// path's bytes.
+#[test]
+fn the_scan_reads_what_the_derived_reader_reads_or_declines() {
+    let mut scanned = 0;
+    for (target, body) in scan_corpus() {
+        let body = body.as_bytes();
+        let by_serde = typed_answer::answer_by_serde(target, body, true, CREATED);
+        let read = typed_answer::answer(target, body, true, CREATED);
+        let text = String::from_utf8_lossy(body);
+        match (&read, &by_serde) {
+            (Some((form, summary)), Some((expected, expected_summary))) => {
+                assert_eq!(form, expected, "{text}");
+                assert_eq!(summary.counts, expected_summary.counts, "{text}");
+                assert_eq!(
+                    summary.model.map(RawValue::get),
+                    expected_summary.model.map(RawValue::get),
+                    "{text}"
+                );
+                assert_same_summary(body, summary);
+            }
+            (None, None) => {}
+            _ => panic!("the scan and serde disagree on {text}"),
+        }
+        if target == Api::Responses {
+            let scan = std::str::from_utf8(body)
+                .ok()
+                .and_then(answer_scan::responses);
+            if scan.is_some() && read.is_some() {
+                scanned += 1;
+            }
+        }
+        for client in Api::ALL {
+            let direction = Direction { client, target };
+            let echo = Echo::default();
+            assert_eq!(
+                translate_answer(direction, body, CREATED, &echo),
+                value_path(direction, body, &echo),
+                "{client:?} < {target:?} {text}"
+            );
+        }
+    }
+    assert!(scanned > 20, "{scanned} scanned");
+}

@@ -27,7 +27,7 @@ use super::gemini::read::{
 };
 use super::hub::form::{Answer, Finish, Part, ToolCall, Usage};
 use super::text_delta::GeminiUsage;
-use super::{chat, messages, Api};
+use super::{answer_scan, chat, messages, Api};
 use crate::wire::usage::{
     gemini_whole_counts, whole_usage_counts, ResponseSummary, TokenCounts, WholeUsage,
 };
@@ -43,12 +43,39 @@ pub fn answer(
 ) -> Option<(Answer, ResponseSummary<'_>)> {
     match target {
         Api::Chat => from_body::<Obj<ChatAnswer>>(body)?.0.into_form(),
+        Api::Responses => match text_of(body).and_then(answer_scan::responses) {
+            Some(answer) => answer,
+            None => from_body::<Obj<ResponsesAnswer>>(body)?.0,
+        }
+        .into_form(),
+        Api::Messages => from_body::<Obj<MessagesAnswer>>(body)?.0.into_form(),
+        Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
+            .0
+            .into_form(signatures, created),
+    }
+}
+
+/// [`answer`] read by serde's derived readers only (what `answer_scan` is checked against).
+#[cfg(test)]
+pub fn answer_by_serde(
+    target: Api,
+    body: &[u8],
+    signatures: bool,
+    created: u64,
+) -> Option<(Answer, ResponseSummary<'_>)> {
+    match target {
+        Api::Chat => from_body::<Obj<ChatAnswer>>(body)?.0.into_form(),
         Api::Responses => from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form(),
         Api::Messages => from_body::<Obj<MessagesAnswer>>(body)?.0.into_form(),
         Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
             .0
             .into_form(signatures, created),
     }
+}
+
+/// `body` as text when it is all UTF-8 (what `answer_scan` reads).
+fn text_of(body: &[u8]) -> Option<&str> {
+    std::str::from_utf8(body).ok()
 }
 
 /// `body` read as `T`. A body of valid UTF-8 (every answer a host sends) is checked once,
@@ -64,7 +91,7 @@ fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
 
 /// A JSON object read as `T` (serde's derived structs also take an array of their fields in
 /// order, which the `Value` readers read as no object at all).
-struct Obj<T>(T);
+pub(super) struct Obj<T>(pub(super) T);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -83,7 +110,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
 }
 
 /// A string, borrowed from the body when it has no escapes.
-struct Text<'a>(Cow<'a, str>);
+pub(super) struct Text<'a>(pub(super) Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -147,7 +174,7 @@ fn summary<'a>(
 
 /// A list of objects of no member the shape reads, only counted (annotations, citations: a
 /// non-empty one declines).
-type Skipped = Vec<serde::de::IgnoredAny>;
+pub(super) type Skipped = Vec<serde::de::IgnoredAny>;
 
 fn none_or_empty(list: &Option<Skipped>) -> bool {
     list.as_ref().is_none_or(Vec::is_empty)
@@ -156,63 +183,63 @@ fn none_or_empty(list: &Option<Skipped>) -> bool {
 // ---- Chat Completions ----
 
 #[derive(Deserialize)]
-struct ChatAnswer<'a> {
-    id: Option<String>,
+pub(super) struct ChatAnswer<'a> {
+    pub(super) id: Option<String>,
     #[serde(default, borrow, deserialize_with = "present")]
-    model: Option<Option<&'a RawValue>>,
+    pub(super) model: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
-    choices: Option<Vec<Obj<ChatChoice<'a>>>>,
-    usage: Option<Obj<UsageMembers>>,
+    pub(super) choices: Option<Vec<Obj<ChatChoice<'a>>>>,
+    pub(super) usage: Option<Obj<UsageMembers>>,
     #[serde(rename = "modelVersion", borrow)]
-    model_version: Option<&'a RawValue>,
+    pub(super) model_version: Option<&'a RawValue>,
     #[serde(rename = "usageMetadata")]
-    usage_metadata: Option<Obj<GeminiCounts>>,
+    pub(super) usage_metadata: Option<Obj<GeminiCounts>>,
 }
 
 #[derive(Deserialize)]
-struct ChatChoice<'a> {
-    message: Option<Obj<ChatMessage>>,
+pub(super) struct ChatChoice<'a> {
+    pub(super) message: Option<Obj<ChatMessage>>,
     #[serde(borrow)]
-    finish_reason: Option<Text<'a>>,
+    pub(super) finish_reason: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
-struct ChatMessage {
-    content: Option<String>,
-    refusal: Option<String>,
-    reasoning_content: Option<String>,
-    reasoning: Option<String>,
-    tool_calls: Option<Vec<Obj<ChatCall>>>,
-    annotations: Option<Skipped>,
+pub(super) struct ChatMessage {
+    pub(super) content: Option<String>,
+    pub(super) refusal: Option<String>,
+    pub(super) reasoning_content: Option<String>,
+    pub(super) reasoning: Option<String>,
+    pub(super) tool_calls: Option<Vec<Obj<ChatCall>>>,
+    pub(super) annotations: Option<Skipped>,
 }
 
 #[derive(Deserialize)]
-struct ChatCall {
-    id: Option<String>,
-    function: Option<Obj<ChatFunction>>,
+pub(super) struct ChatCall {
+    pub(super) id: Option<String>,
+    pub(super) function: Option<Obj<ChatFunction>>,
 }
 
 #[derive(Deserialize)]
-struct ChatFunction {
-    name: Option<String>,
+pub(super) struct ChatFunction {
+    pub(super) name: Option<String>,
     #[serde(default, deserialize_with = "present")]
-    arguments: Option<Value>,
+    pub(super) arguments: Option<Value>,
 }
 
 /// A `usage` object of any of the three APIs that send one: the members each reader reads and
 /// every one `usage::response_summary` reads.
 #[derive(Deserialize)]
-struct UsageMembers {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-    prompt_tokens_details: Option<Obj<Counts>>,
-    completion_tokens_details: Option<Obj<Counts>>,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    input_tokens_details: Option<Obj<Counts>>,
-    output_tokens_details: Option<Obj<Counts>>,
-    cache_read_input_tokens: Option<u64>,
-    cache_creation_input_tokens: Option<u64>,
+pub(super) struct UsageMembers {
+    pub(super) prompt_tokens: Option<u64>,
+    pub(super) completion_tokens: Option<u64>,
+    pub(super) prompt_tokens_details: Option<Obj<Counts>>,
+    pub(super) completion_tokens_details: Option<Obj<Counts>>,
+    pub(super) input_tokens: Option<u64>,
+    pub(super) output_tokens: Option<u64>,
+    pub(super) input_tokens_details: Option<Obj<Counts>>,
+    pub(super) output_tokens_details: Option<Obj<Counts>>,
+    pub(super) cache_read_input_tokens: Option<u64>,
+    pub(super) cache_creation_input_tokens: Option<u64>,
 }
 
 impl UsageMembers {
@@ -232,9 +259,9 @@ impl UsageMembers {
 }
 
 #[derive(Deserialize)]
-struct Counts {
-    cached_tokens: Option<u64>,
-    reasoning_tokens: Option<u64>,
+pub(super) struct Counts {
+    pub(super) cached_tokens: Option<u64>,
+    pub(super) reasoning_tokens: Option<u64>,
 }
 
 fn cached(details: &Option<Obj<Counts>>) -> u64 {
@@ -333,51 +360,51 @@ impl<'a> ChatAnswer<'a> {
 // ---- Responses ----
 
 #[derive(Deserialize)]
-struct ResponsesAnswer<'a> {
-    id: Option<String>,
+pub(super) struct ResponsesAnswer<'a> {
+    pub(super) id: Option<String>,
     #[serde(default, borrow, deserialize_with = "present")]
-    model: Option<Option<&'a RawValue>>,
+    pub(super) model: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
-    status: Option<Text<'a>>,
+    pub(super) status: Option<Text<'a>>,
     #[serde(borrow)]
-    incomplete_details: Option<Obj<Incomplete<'a>>>,
+    pub(super) incomplete_details: Option<Obj<Incomplete<'a>>>,
     #[serde(borrow)]
-    output: Option<Vec<Obj<ResponsesItem<'a>>>>,
-    usage: Option<Obj<UsageMembers>>,
+    pub(super) output: Option<Vec<Obj<ResponsesItem<'a>>>>,
+    pub(super) usage: Option<Obj<UsageMembers>>,
     #[serde(rename = "modelVersion", borrow)]
-    model_version: Option<&'a RawValue>,
+    pub(super) model_version: Option<&'a RawValue>,
     #[serde(rename = "usageMetadata")]
-    usage_metadata: Option<Obj<GeminiCounts>>,
+    pub(super) usage_metadata: Option<Obj<GeminiCounts>>,
 }
 
 #[derive(Deserialize)]
-struct Incomplete<'a> {
+pub(super) struct Incomplete<'a> {
     #[serde(borrow)]
-    reason: Option<Text<'a>>,
+    pub(super) reason: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
-struct ResponsesItem<'a> {
+pub(super) struct ResponsesItem<'a> {
     #[serde(rename = "type", borrow)]
-    kind: Option<Text<'a>>,
+    pub(super) kind: Option<Text<'a>>,
     #[serde(borrow)]
-    summary: Option<Vec<Obj<ResponsesPart<'a>>>>,
+    pub(super) summary: Option<Vec<Obj<ResponsesPart<'a>>>>,
     #[serde(borrow)]
-    content: Option<Vec<Obj<ResponsesPart<'a>>>>,
-    call_id: Option<String>,
-    name: Option<String>,
-    arguments: Option<String>,
+    pub(super) content: Option<Vec<Obj<ResponsesPart<'a>>>>,
+    pub(super) call_id: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) arguments: Option<String>,
 }
 
 #[derive(Deserialize)]
-struct ResponsesPart<'a> {
+pub(super) struct ResponsesPart<'a> {
     #[serde(rename = "type", borrow)]
-    kind: Option<Text<'a>>,
+    pub(super) kind: Option<Text<'a>>,
     #[serde(borrow)]
-    text: Option<Text<'a>>,
+    pub(super) text: Option<Text<'a>>,
     #[serde(borrow)]
-    refusal: Option<Text<'a>>,
-    annotations: Option<Skipped>,
+    pub(super) refusal: Option<Text<'a>>,
+    pub(super) annotations: Option<Skipped>,
 }
 
 impl<'a> ResponsesAnswer<'a> {
@@ -473,34 +500,34 @@ impl<'a> ResponsesAnswer<'a> {
 // ---- Messages ----
 
 #[derive(Deserialize)]
-struct MessagesAnswer<'a> {
-    id: Option<String>,
+pub(super) struct MessagesAnswer<'a> {
+    pub(super) id: Option<String>,
     #[serde(default, borrow, deserialize_with = "present")]
-    model: Option<Option<&'a RawValue>>,
+    pub(super) model: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
-    content: Option<Vec<Obj<MessagesBlock<'a>>>>,
+    pub(super) content: Option<Vec<Obj<MessagesBlock<'a>>>>,
     #[serde(borrow)]
-    stop_reason: Option<Text<'a>>,
-    usage: Option<Obj<UsageMembers>>,
+    pub(super) stop_reason: Option<Text<'a>>,
+    pub(super) usage: Option<Obj<UsageMembers>>,
     #[serde(rename = "modelVersion", borrow)]
-    model_version: Option<&'a RawValue>,
+    pub(super) model_version: Option<&'a RawValue>,
     #[serde(rename = "usageMetadata")]
-    usage_metadata: Option<Obj<GeminiCounts>>,
+    pub(super) usage_metadata: Option<Obj<GeminiCounts>>,
 }
 
 #[derive(Deserialize)]
-struct MessagesBlock<'a> {
+pub(super) struct MessagesBlock<'a> {
     #[serde(rename = "type", borrow)]
-    kind: Option<Text<'a>>,
-    text: Option<String>,
-    thinking: Option<String>,
-    signature: Option<String>,
-    data: Option<String>,
-    id: Option<String>,
-    name: Option<String>,
+    pub(super) kind: Option<Text<'a>>,
+    pub(super) text: Option<String>,
+    pub(super) thinking: Option<String>,
+    pub(super) signature: Option<String>,
+    pub(super) data: Option<String>,
+    pub(super) id: Option<String>,
+    pub(super) name: Option<String>,
     #[serde(default, deserialize_with = "present")]
-    input: Option<Value>,
-    citations: Option<Skipped>,
+    pub(super) input: Option<Value>,
+    pub(super) citations: Option<Skipped>,
 }
 
 impl<'a> MessagesAnswer<'a> {
@@ -572,91 +599,91 @@ impl<'a> MessagesAnswer<'a> {
 /// the camel one; an answer with both spellings of one is declined); `model` and `usage` only
 /// for the summary.
 #[derive(Deserialize)]
-struct GeminiAnswer<'a> {
+pub(super) struct GeminiAnswer<'a> {
     #[serde(rename = "responseId", alias = "response_id", borrow)]
-    response_id: Option<Text<'a>>,
+    pub(super) response_id: Option<Text<'a>>,
     #[serde(rename = "modelVersion", default, borrow, deserialize_with = "present")]
-    model_version: Option<Option<&'a RawValue>>,
+    pub(super) model_version: Option<Option<&'a RawValue>>,
     #[serde(
         rename = "model_version",
         default,
         borrow,
         deserialize_with = "present"
     )]
-    model_version_snake: Option<Option<&'a RawValue>>,
+    pub(super) model_version_snake: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
-    candidates: Option<Vec<Obj<GeminiCandidate<'a>>>>,
+    pub(super) candidates: Option<Vec<Obj<GeminiCandidate<'a>>>>,
     #[serde(rename = "promptFeedback", alias = "prompt_feedback", borrow)]
-    prompt_feedback: Option<Obj<PromptFeedback<'a>>>,
+    pub(super) prompt_feedback: Option<Obj<PromptFeedback<'a>>>,
     #[serde(rename = "usageMetadata", default, deserialize_with = "present")]
-    usage_metadata: Option<Option<Obj<GeminiCounts>>>,
+    pub(super) usage_metadata: Option<Option<Obj<GeminiCounts>>>,
     #[serde(rename = "usage_metadata", default, deserialize_with = "present")]
-    usage_metadata_snake: Option<Option<Obj<GeminiCounts>>>,
+    pub(super) usage_metadata_snake: Option<Option<Obj<GeminiCounts>>>,
     #[serde(borrow)]
-    model: Option<&'a RawValue>,
-    usage: Option<Obj<UsageMembers>>,
+    pub(super) model: Option<&'a RawValue>,
+    pub(super) usage: Option<Obj<UsageMembers>>,
 }
 
 #[derive(Deserialize)]
-struct PromptFeedback<'a> {
+pub(super) struct PromptFeedback<'a> {
     #[serde(rename = "blockReason", alias = "block_reason", borrow)]
-    block_reason: Option<Text<'a>>,
+    pub(super) block_reason: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
-struct GeminiCandidate<'a> {
+pub(super) struct GeminiCandidate<'a> {
     #[serde(borrow)]
-    content: Option<Obj<GeminiContent<'a>>>,
+    pub(super) content: Option<Obj<GeminiContent<'a>>>,
     #[serde(rename = "finishReason", alias = "finish_reason", borrow)]
-    finish_reason: Option<Text<'a>>,
+    pub(super) finish_reason: Option<Text<'a>>,
     #[serde(
         rename = "groundingMetadata",
         alias = "grounding_metadata",
         default,
         deserialize_with = "present"
     )]
-    grounding: Option<serde::de::IgnoredAny>,
+    pub(super) grounding: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
-struct GeminiContent<'a> {
+pub(super) struct GeminiContent<'a> {
     #[serde(borrow)]
-    parts: Option<Vec<Obj<GeminiPart<'a>>>>,
+    pub(super) parts: Option<Vec<Obj<GeminiPart<'a>>>>,
 }
 
 #[derive(Deserialize)]
-struct GeminiPart<'a> {
-    text: Option<String>,
-    thought: Option<bool>,
+pub(super) struct GeminiPart<'a> {
+    pub(super) text: Option<String>,
+    pub(super) thought: Option<bool>,
     #[serde(rename = "thoughtSignature", alias = "thought_signature", borrow)]
-    signature: Option<Text<'a>>,
+    pub(super) signature: Option<Text<'a>>,
     #[serde(
         rename = "functionCall",
         alias = "function_call",
         default,
         deserialize_with = "present"
     )]
-    call: Option<Option<Obj<GeminiCall>>>,
+    pub(super) call: Option<Option<Obj<GeminiCall>>>,
 }
 
 #[derive(Deserialize)]
-struct GeminiCall {
-    id: Option<String>,
-    name: Option<String>,
-    args: Option<Value>,
+pub(super) struct GeminiCall {
+    pub(super) id: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) args: Option<Value>,
 }
 
 /// The counts `gemini::read::usage` reads (camelCase only, as it reads them).
 #[derive(Deserialize)]
-struct GeminiCounts {
+pub(super) struct GeminiCounts {
     #[serde(rename = "promptTokenCount")]
-    prompt: Option<u64>,
+    pub(super) prompt: Option<u64>,
     #[serde(rename = "cachedContentTokenCount")]
-    cached: Option<u64>,
+    pub(super) cached: Option<u64>,
     #[serde(rename = "candidatesTokenCount")]
-    candidates: Option<u64>,
+    pub(super) candidates: Option<u64>,
     #[serde(rename = "thoughtsTokenCount")]
-    thoughts: Option<u64>,
+    pub(super) thoughts: Option<u64>,
 }
 
 impl GeminiCounts {

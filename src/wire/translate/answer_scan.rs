@@ -1,0 +1,364 @@
+//! Upstream answers read by `json_scan` into `typed_answer`'s shapes, without serde's visitors
+//! (a third of the instructions on an answer of many members the reader skips). A scan gives
+//! the very shape serde's derived reader gives (so the same form and the same summary), or
+//! declines (`None`) and the caller reads the answer through serde as before: on a member of
+//! another type than the shape models, a member read twice, and JSON `json_scan` leaves to
+//! serde_json (exponents, long integers, surrogate escapes, deep nesting).
+
+use std::borrow::Cow;
+
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+
+use super::json_scan::{Scan, Seen, DEPTH};
+use super::typed_answer::{
+    Counts, GeminiCounts, Incomplete, Obj, ResponsesAnswer, ResponsesItem, ResponsesPart, Skipped,
+    Text, UsageMembers,
+};
+
+/// A Responses answer (`text`, the whole body) in its typed shape.
+pub fn responses(text: &str) -> Option<ResponsesAnswer<'_>> {
+    let mut scan = Scan::new(text);
+    let mut seen = Seen::default();
+    let mut answer = ResponsesAnswer {
+        id: None,
+        model: None,
+        status: None,
+        incomplete_details: None,
+        output: None,
+        usage: None,
+        model_version: None,
+        usage_metadata: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "id" => {
+                seen.first(0)?;
+                answer.id = owned(scan)?;
+            }
+            "model" => {
+                seen.first(1)?;
+                answer.model = Some(raw(scan, text)?);
+            }
+            "status" => {
+                seen.first(2)?;
+                answer.status = text_of(scan)?;
+            }
+            "incomplete_details" => {
+                seen.first(3)?;
+                answer.incomplete_details = object(scan, incomplete)?;
+            }
+            "output" => {
+                seen.first(4)?;
+                answer.output = objects(scan, item)?;
+            }
+            "usage" => {
+                seen.first(5)?;
+                answer.usage = object(scan, usage)?;
+            }
+            "modelVersion" => {
+                seen.first(6)?;
+                answer.model_version = raw(scan, text)?;
+            }
+            "usageMetadata" => {
+                seen.first(7)?;
+                answer.usage_metadata = object(scan, gemini_counts)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    scan.end()?;
+    Some(answer)
+}
+
+fn incomplete<'a>(scan: &mut Scan<'a>) -> Option<Incomplete<'a>> {
+    let mut seen = Seen::default();
+    let mut reason = None;
+    scan.object(|scan, key| {
+        match &*key {
+            "reason" => {
+                seen.first(0)?;
+                reason = text_of(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(Incomplete { reason })
+}
+
+fn item<'a>(scan: &mut Scan<'a>) -> Option<ResponsesItem<'a>> {
+    let mut seen = Seen::default();
+    let mut item = ResponsesItem {
+        kind: None,
+        summary: None,
+        content: None,
+        call_id: None,
+        name: None,
+        arguments: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "type" => {
+                seen.first(0)?;
+                item.kind = text_of(scan)?;
+            }
+            "summary" => {
+                seen.first(1)?;
+                item.summary = objects(scan, part)?;
+            }
+            "content" => {
+                seen.first(2)?;
+                item.content = objects(scan, part)?;
+            }
+            "call_id" => {
+                seen.first(3)?;
+                item.call_id = owned(scan)?;
+            }
+            "name" => {
+                seen.first(4)?;
+                item.name = owned(scan)?;
+            }
+            "arguments" => {
+                seen.first(5)?;
+                item.arguments = owned(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(item)
+}
+
+fn part<'a>(scan: &mut Scan<'a>) -> Option<ResponsesPart<'a>> {
+    let mut seen = Seen::default();
+    let mut part = ResponsesPart {
+        kind: None,
+        text: None,
+        refusal: None,
+        annotations: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "type" => {
+                seen.first(0)?;
+                part.kind = text_of(scan)?;
+            }
+            "text" => {
+                seen.first(1)?;
+                part.text = text_of(scan)?;
+            }
+            "refusal" => {
+                seen.first(2)?;
+                part.refusal = text_of(scan)?;
+            }
+            "annotations" => {
+                seen.first(3)?;
+                part.annotations = skipped(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(part)
+}
+
+fn usage(scan: &mut Scan<'_>) -> Option<UsageMembers> {
+    let mut seen = Seen::default();
+    let mut usage = UsageMembers {
+        prompt_tokens: None,
+        completion_tokens: None,
+        prompt_tokens_details: None,
+        completion_tokens_details: None,
+        input_tokens: None,
+        output_tokens: None,
+        input_tokens_details: None,
+        output_tokens_details: None,
+        cache_read_input_tokens: None,
+        cache_creation_input_tokens: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "prompt_tokens" => {
+                seen.first(0)?;
+                usage.prompt_tokens = count(scan)?;
+            }
+            "completion_tokens" => {
+                seen.first(1)?;
+                usage.completion_tokens = count(scan)?;
+            }
+            "prompt_tokens_details" => {
+                seen.first(2)?;
+                usage.prompt_tokens_details = object(scan, counts)?;
+            }
+            "completion_tokens_details" => {
+                seen.first(3)?;
+                usage.completion_tokens_details = object(scan, counts)?;
+            }
+            "input_tokens" => {
+                seen.first(4)?;
+                usage.input_tokens = count(scan)?;
+            }
+            "output_tokens" => {
+                seen.first(5)?;
+                usage.output_tokens = count(scan)?;
+            }
+            "input_tokens_details" => {
+                seen.first(6)?;
+                usage.input_tokens_details = object(scan, counts)?;
+            }
+            "output_tokens_details" => {
+                seen.first(7)?;
+                usage.output_tokens_details = object(scan, counts)?;
+            }
+            "cache_read_input_tokens" => {
+                seen.first(8)?;
+                usage.cache_read_input_tokens = count(scan)?;
+            }
+            "cache_creation_input_tokens" => {
+                seen.first(9)?;
+                usage.cache_creation_input_tokens = count(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(usage)
+}
+
+fn counts(scan: &mut Scan<'_>) -> Option<Counts> {
+    let mut seen = Seen::default();
+    let mut counts = Counts {
+        cached_tokens: None,
+        reasoning_tokens: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "cached_tokens" => {
+                seen.first(0)?;
+                counts.cached_tokens = count(scan)?;
+            }
+            "reasoning_tokens" => {
+                seen.first(1)?;
+                counts.reasoning_tokens = count(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(counts)
+}
+
+fn gemini_counts(scan: &mut Scan<'_>) -> Option<GeminiCounts> {
+    let mut seen = Seen::default();
+    let mut counts = GeminiCounts {
+        prompt: None,
+        cached: None,
+        candidates: None,
+        thoughts: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "promptTokenCount" => {
+                seen.first(0)?;
+                counts.prompt = count(scan)?;
+            }
+            "cachedContentTokenCount" => {
+                seen.first(1)?;
+                counts.cached = count(scan)?;
+            }
+            "candidatesTokenCount" => {
+                seen.first(2)?;
+                counts.candidates = count(scan)?;
+            }
+            "thoughtsTokenCount" => {
+                seen.first(3)?;
+                counts.thoughts = count(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(counts)
+}
+
+// ---- One value, as serde reads it into the shape's type ----
+
+/// A string or `null` (`Option<Text>`).
+fn text_of<'a>(scan: &mut Scan<'a>) -> Option<Option<Text<'a>>> {
+    if scan.null() {
+        return Some(None);
+    }
+    scan.string().map(|text| Some(Text(text)))
+}
+
+/// A string or `null` (`Option<String>`).
+fn owned(scan: &mut Scan<'_>) -> Option<Option<String>> {
+    if scan.null() {
+        return Some(None);
+    }
+    scan.string().map(|text| Some(Cow::into_owned(text)))
+}
+
+/// A whole number or `null` (`Option<u64>`; a number the scan does not read as one declines).
+fn count(scan: &mut Scan<'_>) -> Option<Option<u64>> {
+    if scan.null() {
+        return Some(None);
+    }
+    scan.count(0).map(Some)
+}
+
+/// Any value as it stands in `text`, `null` as none (`Option<&RawValue>`).
+fn raw<'a>(scan: &mut Scan<'a>, text: &'a str) -> Option<Option<&'a RawValue>> {
+    if scan.null() {
+        return Some(None);
+    }
+    let start = scan.at;
+    scan.skip(DEPTH)?;
+    let value = text
+        .get(start..scan.at)?
+        .trim_start_matches([' ', '\t', '\n', '\r']);
+    serde_json::from_str(value).ok().map(Some)
+}
+
+/// An object read by `read`, or `null` (`Option<Obj<T>>`).
+fn object<'a, T>(
+    scan: &mut Scan<'a>,
+    read: impl FnOnce(&mut Scan<'a>) -> Option<T>,
+) -> Option<Option<Obj<T>>> {
+    if scan.null() {
+        return Some(None);
+    }
+    read(scan).map(|value| Some(Obj(value)))
+}
+
+/// An array of objects each read by `read`, or `null` (`Option<Vec<Obj<T>>>`).
+fn objects<'a, T>(
+    scan: &mut Scan<'a>,
+    mut read: impl FnMut(&mut Scan<'a>) -> Option<T>,
+) -> Option<Option<Vec<Obj<T>>>> {
+    if scan.null() {
+        return Some(None);
+    }
+    let mut list = Vec::new();
+    scan.array(|scan| {
+        list.push(Obj(read(scan)?));
+        Some(())
+    })?;
+    Some(Some(list))
+}
+
+/// An array of any values, only counted, or `null` (`Option<Skipped>`).
+fn skipped(scan: &mut Scan<'_>) -> Option<Option<Skipped>> {
+    if scan.null() {
+        return Some(None);
+    }
+    let mut list = Vec::new();
+    scan.array(|scan| {
+        scan.skip(DEPTH)?;
+        list.push(IgnoredAny);
+        Some(())
+    })?;
+    Some(Some(list))
+}
