@@ -11,10 +11,280 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use super::json_scan::{Scan, Seen, DEPTH};
+use serde_json::Value;
+
 use super::typed_answer::{
-    Counts, GeminiCounts, Incomplete, Obj, ResponsesAnswer, ResponsesItem, ResponsesPart, Skipped,
+    ChatAnswer, ChatCall, ChatChoice, ChatFunction, ChatMessage, Counts, GeminiCounts, Incomplete,
+    MessagesAnswer, MessagesBlock, Obj, ResponsesAnswer, ResponsesItem, ResponsesPart, Skipped,
     Text, UsageMembers,
 };
+
+/// A Chat Completions answer (`text`, the whole body) in its typed shape.
+pub fn chat(text: &str) -> Option<ChatAnswer<'_>> {
+    let mut scan = Scan::new(text);
+    let mut seen = Seen::default();
+    let mut answer = ChatAnswer {
+        id: None,
+        model: None,
+        choices: None,
+        usage: None,
+        model_version: None,
+        usage_metadata: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "id" => {
+                seen.first(0)?;
+                answer.id = owned(scan)?;
+            }
+            "model" => {
+                seen.first(1)?;
+                answer.model = Some(raw(scan, text)?);
+            }
+            "choices" => {
+                seen.first(2)?;
+                answer.choices = objects(scan, |scan| choice(scan, text))?;
+            }
+            "usage" => {
+                seen.first(3)?;
+                answer.usage = object(scan, usage)?;
+            }
+            "modelVersion" => {
+                seen.first(4)?;
+                answer.model_version = raw(scan, text)?;
+            }
+            "usageMetadata" => {
+                seen.first(5)?;
+                answer.usage_metadata = object(scan, gemini_counts)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    scan.end()?;
+    Some(answer)
+}
+
+fn choice<'a>(scan: &mut Scan<'a>, text: &'a str) -> Option<ChatChoice<'a>> {
+    let mut seen = Seen::default();
+    let mut choice = ChatChoice {
+        message: None,
+        finish_reason: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "message" => {
+                seen.first(0)?;
+                choice.message = object(scan, |scan| message(scan, text))?;
+            }
+            "finish_reason" => {
+                seen.first(1)?;
+                choice.finish_reason = text_of(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(choice)
+}
+
+fn message(scan: &mut Scan<'_>, text: &str) -> Option<ChatMessage> {
+    let mut seen = Seen::default();
+    let mut message = ChatMessage {
+        content: None,
+        refusal: None,
+        reasoning_content: None,
+        reasoning: None,
+        tool_calls: None,
+        annotations: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "content" => {
+                seen.first(0)?;
+                message.content = owned(scan)?;
+            }
+            "refusal" => {
+                seen.first(1)?;
+                message.refusal = owned(scan)?;
+            }
+            "reasoning_content" => {
+                seen.first(2)?;
+                message.reasoning_content = owned(scan)?;
+            }
+            "reasoning" => {
+                seen.first(3)?;
+                message.reasoning = owned(scan)?;
+            }
+            "tool_calls" => {
+                seen.first(4)?;
+                message.tool_calls = objects(scan, |scan| call(scan, text))?;
+            }
+            "annotations" => {
+                seen.first(5)?;
+                message.annotations = skipped(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(message)
+}
+
+fn call(scan: &mut Scan<'_>, text: &str) -> Option<ChatCall> {
+    let mut seen = Seen::default();
+    let mut call = ChatCall {
+        id: None,
+        function: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "id" => {
+                seen.first(0)?;
+                call.id = owned(scan)?;
+            }
+            "function" => {
+                seen.first(1)?;
+                call.function = object(scan, |scan| function(scan, text))?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(call)
+}
+
+fn function(scan: &mut Scan<'_>, text: &str) -> Option<ChatFunction> {
+    let mut seen = Seen::default();
+    let mut function = ChatFunction {
+        name: None,
+        arguments: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "name" => {
+                seen.first(0)?;
+                function.name = owned(scan)?;
+            }
+            "arguments" => {
+                seen.first(1)?;
+                function.arguments = Some(value(scan, text)?);
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(function)
+}
+
+/// A Messages answer (`text`, the whole body) in its typed shape.
+pub fn messages(text: &str) -> Option<MessagesAnswer<'_>> {
+    let mut scan = Scan::new(text);
+    let mut seen = Seen::default();
+    let mut answer = MessagesAnswer {
+        id: None,
+        model: None,
+        content: None,
+        stop_reason: None,
+        usage: None,
+        model_version: None,
+        usage_metadata: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "id" => {
+                seen.first(0)?;
+                answer.id = owned(scan)?;
+            }
+            "model" => {
+                seen.first(1)?;
+                answer.model = Some(raw(scan, text)?);
+            }
+            "content" => {
+                seen.first(2)?;
+                answer.content = objects(scan, |scan| block(scan, text))?;
+            }
+            "stop_reason" => {
+                seen.first(3)?;
+                answer.stop_reason = text_of(scan)?;
+            }
+            "usage" => {
+                seen.first(4)?;
+                answer.usage = object(scan, usage)?;
+            }
+            "modelVersion" => {
+                seen.first(5)?;
+                answer.model_version = raw(scan, text)?;
+            }
+            "usageMetadata" => {
+                seen.first(6)?;
+                answer.usage_metadata = object(scan, gemini_counts)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    scan.end()?;
+    Some(answer)
+}
+
+fn block<'a>(scan: &mut Scan<'a>, text: &'a str) -> Option<MessagesBlock<'a>> {
+    let mut seen = Seen::default();
+    let mut block = MessagesBlock {
+        kind: None,
+        text: None,
+        thinking: None,
+        signature: None,
+        data: None,
+        id: None,
+        name: None,
+        input: None,
+        citations: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "type" => {
+                seen.first(0)?;
+                block.kind = text_of(scan)?;
+            }
+            "text" => {
+                seen.first(1)?;
+                block.text = owned(scan)?;
+            }
+            "thinking" => {
+                seen.first(2)?;
+                block.thinking = owned(scan)?;
+            }
+            "signature" => {
+                seen.first(3)?;
+                block.signature = owned(scan)?;
+            }
+            "data" => {
+                seen.first(4)?;
+                block.data = owned(scan)?;
+            }
+            "id" => {
+                seen.first(5)?;
+                block.id = owned(scan)?;
+            }
+            "name" => {
+                seen.first(6)?;
+                block.name = owned(scan)?;
+            }
+            "input" => {
+                seen.first(7)?;
+                block.input = Some(value(scan, text)?);
+            }
+            "citations" => {
+                seen.first(8)?;
+                block.citations = skipped(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(block)
+}
 
 /// A Responses answer (`text`, the whole body) in its typed shape.
 pub fn responses(text: &str) -> Option<ResponsesAnswer<'_>> {
@@ -320,6 +590,13 @@ fn raw<'a>(scan: &mut Scan<'a>, text: &'a str) -> Option<Option<&'a RawValue>> {
         .get(start..scan.at)?
         .trim_start_matches([' ', '\t', '\n', '\r']);
     serde_json::from_str(value).ok().map(Some)
+}
+
+/// Any value in `text`, as a `Value` (`null` too).
+fn value(scan: &mut Scan<'_>, text: &str) -> Option<Value> {
+    let start = scan.at;
+    scan.skip(DEPTH)?;
+    serde_json::from_str(text.get(start..scan.at)?).ok()
 }
 
 /// An object read by `read`, or `null` (`Option<Obj<T>>`).

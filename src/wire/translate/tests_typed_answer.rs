@@ -597,6 +597,34 @@ fn scan_corpus() -> Vec<(Api, String)> {
     .iter()
     .map(|body| (Api::Responses, body.to_string()))
     .collect();
+    for body in [
+        r#"{"id":"c","choices":[{"message":{"content":"a","content":"b"}}]}"#,
+        r#"{"id":"c","choices":[{"message":{"content":"a"},"message":{"content":"b"}}]}"#,
+        r#"{"id":"c","choices":[{"message":{"tool_calls":[{"id":"t","function":{"name":"f","arguments":{"b":[1,2.5e3,-0.5],"a":"x\u00e9"}}}]}}]}"#,
+        r#"{"id":"c","choices":[{"message":{"tool_calls":[{"id":"t","function":{"name":"f","arguments": 12345678901234567890123 }}]}}]}"#,
+        r#"{"id":"c","choices":[{"message":{"tool_calls":[{"id":"t","function":{"name":"f","arguments":"{}","arguments":"{}"}}]}}]}"#,
+        r#"{"id":"c","choices":[{"message":{"tool_calls":[{"id":"t","function":null}]}}]}"#,
+        r#"{"id":"c","choices":[{"message":{"content":5}}]}"#,
+        r#"{"id":"c","choices":[{"message":{"annotations":"x","content":"a"}}]}"#,
+        r#"{"id":"c","choices":[{"finish_reason":"stop","finish_reason":"length"}]}"#,
+        r#"{"id":"c","choices":[null]}"#,
+        r#"{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens_details":{"reasoning_tokens":1e2}}}"#,
+    ] {
+        bodies.push((Api::Chat, body.to_string()));
+    }
+    for body in [
+        r#"{"id":"m","content":[{"type":"tool_use","id":"t","name":"n","input":{"z":1,"a":[true,null,{"q":"\n"}]}}]}"#,
+        r#"{"id":"m","content":[{"type":"tool_use","id":"t","name":"n","input": 1.5e10 }]}"#,
+        r#"{"id":"m","content":[{"type":"tool_use","id":"t","name":"n","input":{},"input":{}}]}"#,
+        r#"{"id":"m","content":[{"type":"text","text":"a","type":"text"}]}"#,
+        r#"{"id":"m","content":[{"type":"text","text":"a","citations":{}}]}"#,
+        r#"{"id":"m","content":[{"type":"thinking","thinking":"t","signature":null}],"stop_reason":null}"#,
+        r#"{"id":"m","content":[],"usage":{"input_tokens":3,"cache_read_input_tokens":-1}}"#,
+        r#"{"id":"m","content":[],"stop_reason":"end_turn","stop_reason":"max_tokens"}"#,
+        r#"{"id":"m","content":[{"type":"text","text":"\ud800"}]}"#,
+    ] {
+        bodies.push((Api::Messages, body.to_string()));
+    }
     bodies.push((
         Api::Responses,
         format!(r#"{{"id":"r","output":[],"x":{deep}}}"#),
@@ -643,13 +671,15 @@ fn the_scan_reads_what_the_derived_reader_reads_or_declines() {
             (None, None) => {}
             _ => panic!("the scan and serde disagree on {text}"),
         }
-        if target == Api::Responses {
-            let scan = std::str::from_utf8(body)
-                .ok()
-                .and_then(answer_scan::responses);
-            if scan.is_some() && read.is_some() {
-                scanned += 1;
-            }
+        let text = std::str::from_utf8(body).unwrap();
+        let scans = match target {
+            Api::Chat => answer_scan::chat(text).is_some(),
+            Api::Responses => answer_scan::responses(text).is_some(),
+            Api::Messages => answer_scan::messages(text).is_some(),
+            Api::Gemini => false,
+        };
+        if scans && read.is_some() {
+            scanned += 1;
         }
         for client in Api::ALL {
             let direction = Direction { client, target };
@@ -661,5 +691,5 @@ fn the_scan_reads_what_the_derived_reader_reads_or_declines() {
             );
         }
     }
-    assert!(scanned > 20, "{scanned} scanned");
+    assert!(scanned > 50, "{scanned} scanned");
 }

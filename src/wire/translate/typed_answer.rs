@@ -42,13 +42,21 @@ pub fn answer(
     created: u64,
 ) -> Option<(Answer, ResponseSummary<'_>)> {
     match target {
-        Api::Chat => from_body::<Obj<ChatAnswer>>(body)?.0.into_form(),
+        Api::Chat => match text_of(body).and_then(answer_scan::chat) {
+            Some(answer) => answer,
+            None => from_body::<Obj<ChatAnswer>>(body)?.0,
+        }
+        .into_form(),
         Api::Responses => match text_of(body).and_then(answer_scan::responses) {
             Some(answer) => answer,
             None => from_body::<Obj<ResponsesAnswer>>(body)?.0,
         }
         .into_form(),
-        Api::Messages => from_body::<Obj<MessagesAnswer>>(body)?.0.into_form(),
+        Api::Messages => match text_of(body).and_then(answer_scan::messages) {
+            Some(answer) => answer,
+            None => from_body::<Obj<MessagesAnswer>>(body)?.0,
+        }
+        .into_form(),
         Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
             .0
             .into_form(signatures, created),
