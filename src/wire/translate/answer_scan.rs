@@ -14,8 +14,9 @@ use super::json_scan::{Scan, Seen, DEPTH};
 use serde_json::Value;
 
 use super::typed_answer::{
-    ChatAnswer, ChatCall, ChatChoice, ChatFunction, ChatMessage, Counts, GeminiCounts, Incomplete,
-    MessagesAnswer, MessagesBlock, Obj, ResponsesAnswer, ResponsesItem, ResponsesPart, Skipped,
+    ChatAnswer, ChatCall, ChatChoice, ChatFunction, ChatMessage, Counts, GeminiAnswer, GeminiCall,
+    GeminiCandidate, GeminiContent, GeminiCounts, GeminiPart, Incomplete, MessagesAnswer,
+    MessagesBlock, Obj, PromptFeedback, ResponsesAnswer, ResponsesItem, ResponsesPart, Skipped,
     Text, UsageMembers,
 };
 
@@ -434,6 +435,194 @@ fn part<'a>(scan: &mut Scan<'a>) -> Option<ResponsesPart<'a>> {
     Some(part)
 }
 
+/// A Gemini answer (`text`, the whole body) in its typed shape (a member's two spellings are
+/// one member, as serde's aliases make them, but for `modelVersion` and `usageMetadata`).
+pub fn gemini(text: &str) -> Option<GeminiAnswer<'_>> {
+    let mut scan = Scan::new(text);
+    let mut seen = Seen::default();
+    let mut answer = GeminiAnswer {
+        response_id: None,
+        model_version: None,
+        model_version_snake: None,
+        candidates: None,
+        prompt_feedback: None,
+        usage_metadata: None,
+        usage_metadata_snake: None,
+        model: None,
+        usage: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "responseId" | "response_id" => {
+                seen.first(0)?;
+                answer.response_id = text_of(scan)?;
+            }
+            "modelVersion" => {
+                seen.first(1)?;
+                answer.model_version = Some(raw(scan, text)?);
+            }
+            "model_version" => {
+                seen.first(2)?;
+                answer.model_version_snake = Some(raw(scan, text)?);
+            }
+            "candidates" => {
+                seen.first(3)?;
+                answer.candidates = objects(scan, |scan| candidate(scan, text))?;
+            }
+            "promptFeedback" | "prompt_feedback" => {
+                seen.first(4)?;
+                answer.prompt_feedback = object(scan, feedback)?;
+            }
+            "usageMetadata" => {
+                seen.first(5)?;
+                answer.usage_metadata = Some(object(scan, gemini_counts)?);
+            }
+            "usage_metadata" => {
+                seen.first(6)?;
+                answer.usage_metadata_snake = Some(object(scan, gemini_counts)?);
+            }
+            "model" => {
+                seen.first(7)?;
+                answer.model = raw(scan, text)?;
+            }
+            "usage" => {
+                seen.first(8)?;
+                answer.usage = object(scan, usage)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    scan.end()?;
+    Some(answer)
+}
+
+fn feedback<'a>(scan: &mut Scan<'a>) -> Option<PromptFeedback<'a>> {
+    let mut seen = Seen::default();
+    let mut block_reason = None;
+    scan.object(|scan, key| {
+        match &*key {
+            "blockReason" | "block_reason" => {
+                seen.first(0)?;
+                block_reason = text_of(scan)?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(PromptFeedback { block_reason })
+}
+
+fn candidate<'a>(scan: &mut Scan<'a>, text: &'a str) -> Option<GeminiCandidate<'a>> {
+    let mut seen = Seen::default();
+    let mut candidate = GeminiCandidate {
+        content: None,
+        finish_reason: None,
+        grounding: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "content" => {
+                seen.first(0)?;
+                candidate.content = object(scan, |scan| content(scan, text))?;
+            }
+            "finishReason" | "finish_reason" => {
+                seen.first(1)?;
+                candidate.finish_reason = text_of(scan)?;
+            }
+            "groundingMetadata" | "grounding_metadata" => {
+                seen.first(2)?;
+                scan.skip(DEPTH)?;
+                candidate.grounding = Some(IgnoredAny);
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(candidate)
+}
+
+fn content<'a>(scan: &mut Scan<'a>, text: &'a str) -> Option<GeminiContent<'a>> {
+    let mut seen = Seen::default();
+    let mut parts = None;
+    scan.object(|scan, key| {
+        match &*key {
+            "parts" => {
+                seen.first(0)?;
+                parts = objects(scan, |scan| gemini_part(scan, text))?;
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(GeminiContent { parts })
+}
+
+fn gemini_part<'a>(scan: &mut Scan<'a>, text: &'a str) -> Option<GeminiPart<'a>> {
+    let mut seen = Seen::default();
+    let mut part = GeminiPart {
+        text: None,
+        thought: None,
+        signature: None,
+        call: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "text" => {
+                seen.first(0)?;
+                part.text = owned(scan)?;
+            }
+            "thought" => {
+                seen.first(1)?;
+                part.thought = boolean(scan)?;
+            }
+            "thoughtSignature" | "thought_signature" => {
+                seen.first(2)?;
+                part.signature = text_of(scan)?;
+            }
+            "functionCall" | "function_call" => {
+                seen.first(3)?;
+                part.call = Some(object(scan, |scan| gemini_call(scan, text))?);
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(part)
+}
+
+fn gemini_call(scan: &mut Scan<'_>, text: &str) -> Option<GeminiCall> {
+    let mut seen = Seen::default();
+    let mut call = GeminiCall {
+        id: None,
+        name: None,
+        args: None,
+    };
+    scan.object(|scan, key| {
+        match &*key {
+            "id" => {
+                seen.first(0)?;
+                call.id = owned(scan)?;
+            }
+            "name" => {
+                seen.first(1)?;
+                call.name = owned(scan)?;
+            }
+            "args" => {
+                seen.first(2)?;
+                call.args = if scan.null() {
+                    None
+                } else {
+                    Some(value(scan, text)?)
+                };
+            }
+            _ => scan.skip(DEPTH)?,
+        }
+        Some(())
+    })?;
+    Some(call)
+}
+
 fn usage(scan: &mut Scan<'_>) -> Option<UsageMembers> {
     let mut seen = Seen::default();
     let mut usage = UsageMembers {
@@ -577,6 +766,23 @@ fn count(scan: &mut Scan<'_>) -> Option<Option<u64>> {
         return Some(None);
     }
     scan.count(0).map(Some)
+}
+
+/// `true`, `false` or `null` (`Option<bool>`).
+fn boolean(scan: &mut Scan<'_>) -> Option<Option<bool>> {
+    if scan.null() {
+        return Some(None);
+    }
+    let rest = scan.rest()?;
+    let (value, width) = if rest.starts_with(b"true") {
+        (true, 4)
+    } else if rest.starts_with(b"false") {
+        (false, 5)
+    } else {
+        return None;
+    };
+    scan.at += width;
+    Some(Some(value))
 }
 
 /// Any value as it stands in `text`, `null` as none (`Option<&RawValue>`).

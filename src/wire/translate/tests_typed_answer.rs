@@ -625,6 +625,24 @@ fn scan_corpus() -> Vec<(Api, String)> {
     ] {
         bodies.push((Api::Messages, body.to_string()));
     }
+    for body in [
+        r#"{"responseId":"a","response_id":"b","candidates":[]}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"x","thought":null}]}}]}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"x","thought":true,"thought_signature":"c2ln"}]},"finish_reason":"STOP"}]}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"x","thought":truex}]}}]}"#,
+        r#"{"candidates":[{"content":{"parts":[{"function_call":{"name":"f","args":null,"id":null}}]}}]}"#,
+        r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{"b":[1e2,2],"a":"\u00e9"}}}]}}]}"#,
+        r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f"},"function_call":{"name":"g"}}]}}]}"#,
+        r#"{"candidates":[{"finishReason":"STOP","finish_reason":"MAX_TOKENS"}]}"#,
+        r#"{"candidates":[{"content":null,"grounding_metadata":{}}]}"#,
+        r#"{"candidates":[{"content":{"parts":null}}],"prompt_feedback":{"block_reason":"SAFETY"}}"#,
+        r#"{"candidates":[],"promptFeedback":{"blockReason":"A","block_reason":"B"}}"#,
+        r#"{"candidates":[],"modelVersion":"a","usage_metadata":{"promptTokenCount":2}}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"a","text":"b"}]}}]}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"a"}],"parts":[]}}]}"#,
+    ] {
+        bodies.push((Api::Gemini, body.to_string()));
+    }
     bodies.push((
         Api::Responses,
         format!(r#"{{"id":"r","output":[],"x":{deep}}}"#),
@@ -676,7 +694,7 @@ fn the_scan_reads_what_the_derived_reader_reads_or_declines() {
             Api::Chat => answer_scan::chat(text).is_some(),
             Api::Responses => answer_scan::responses(text).is_some(),
             Api::Messages => answer_scan::messages(text).is_some(),
-            Api::Gemini => false,
+            Api::Gemini => answer_scan::gemini(text).is_some(),
         };
         if scans && read.is_some() {
             scanned += 1;
@@ -691,5 +709,5 @@ fn the_scan_reads_what_the_derived_reader_reads_or_declines() {
             );
         }
     }
-    assert!(scanned > 50, "{scanned} scanned");
+    assert!(scanned > 70, "{scanned} scanned");
 }

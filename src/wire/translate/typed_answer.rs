@@ -57,9 +57,11 @@ pub fn answer(
             None => from_body::<Obj<MessagesAnswer>>(body)?.0,
         }
         .into_form(),
-        Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
-            .0
-            .into_form(signatures, created),
+        Api::Gemini => match text_of(body).and_then(answer_scan::gemini) {
+            Some(answer) => answer,
+            None => from_body::<Obj<GeminiAnswer>>(body)?.0,
+        }
+        .into_form(signatures, created),
     }
 }
 
