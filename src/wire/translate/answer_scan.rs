@@ -9,16 +9,42 @@ use std::borrow::Cow;
 
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
-
-use super::json_scan::{Scan, Seen, DEPTH};
 use serde_json::Value;
 
+use super::hub::form::Answer;
+use super::json_scan::{Scan, Seen, DEPTH};
+use super::typed_answer::{self, Shape};
 use super::typed_answer::{
     ChatAnswer, ChatCall, ChatChoice, ChatFunction, ChatMessage, Counts, GeminiAnswer, GeminiCall,
     GeminiCandidate, GeminiContent, GeminiCounts, GeminiPart, Incomplete, MessagesAnswer,
     MessagesBlock, Obj, PromptFeedback, ResponsesAnswer, ResponsesItem, ResponsesPart, Skipped,
     Text, UsageMembers,
 };
+use super::Api;
+use crate::wire::usage::ResponseSummary;
+
+/// The upstream answer `body` (in `target`'s API) in the hub's form and what
+/// `usage::response_summary` reads of it, as `typed_answer::answer` gives them: its shape read
+/// by the scan, or by serde's derived reader when the scan declines.
+pub fn answer(
+    target: Api,
+    body: &[u8],
+    signatures: bool,
+    created: u64,
+) -> Option<(Answer, ResponseSummary<'_>)> {
+    let scanned = std::str::from_utf8(body)
+        .ok()
+        .and_then(|text| match target {
+            Api::Chat => chat(text).map(Shape::Chat),
+            Api::Responses => responses(text).map(Shape::Responses),
+            Api::Messages => messages(text).map(Shape::Messages),
+            Api::Gemini => gemini(text).map(Shape::Gemini),
+        });
+    match scanned {
+        Some(shape) => typed_answer::form(shape, signatures, created),
+        None => typed_answer::answer(target, body, signatures, created),
+    }
+}
 
 /// A Chat Completions answer (`text`, the whole body) in its typed shape.
 pub fn chat(text: &str) -> Option<ChatAnswer<'_>> {

@@ -316,7 +316,7 @@ pub fn typed_translation<'a>(
     created: u64,
     echo: &Echo,
 ) -> Option<(Bytes, ResponseSummary<'a>)> {
-    let (form, summary) = typed_answer::answer(
+    let (form, summary) = answer_scan::answer(
         direction.target,
         body,
         carries_signatures(direction),

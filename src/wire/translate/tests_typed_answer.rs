@@ -392,16 +392,9 @@ fn an_answer_or_request_not_all_utf8_reads_as_bytes_as_before() {
     );
 }
 
-/// The members `usage::response_summary` reads, in every API's answer, in the shapes the
-/// summary reads some way the readers do not (a Chat answer's `usageMetadata`, a Gemini
-/// answer's `model` and `usage`, Anthropic's cache counts beside OpenAI's names, details of one
-/// spelling and not the other), and the ones the typed read declines (flawed counts, a
-/// duplicated member, a `usage` of another type): where the typed read takes an answer it gives
-/// the summary's model and counts exactly (billing, the journal and telemetry read them), and
-/// the client's bytes the `Value` path gives.
-#[test]
-fn a_typed_read_gives_the_summarys_model_and_counts() {
-    let taken: [(Api, &str); 22] = [
+/// Answers the typed read takes, with members the summary reads.
+fn summary_bodies_taken() -> Vec<(Api, &'static str)> {
+    vec![
         (
             Api::Chat,
             r#"{"id":"c","model":"gpt","choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":10,"completion_tokens":2,"cache_read_input_tokens":4,"cache_creation_input_tokens":1}}"#,
@@ -487,8 +480,12 @@ fn a_typed_read_gives_the_summarys_model_and_counts() {
             Api::Gemini,
             r#"{"responseId":"r","candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":2,"thoughtsTokenCount":3,"cachedContentTokenCount":0}}"#,
         ),
-    ];
-    let declined: [(Api, &str); 12] = [
+    ]
+}
+
+/// Answers the typed read declines (the summary path reads them).
+fn summary_bodies_declined() -> Vec<(Api, &'static str)> {
+    vec![
         (
             Api::Chat,
             r#"{"id":"c","choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":2}}"#,
@@ -531,7 +528,20 @@ fn a_typed_read_gives_the_summarys_model_and_counts() {
             r#"{"candidates":[],"usageMetadata":{"promptTokenCount":1},"usage_metadata":{"promptTokenCount":2}}"#,
         ),
         (Api::Gemini, r#"{"candidates":[],"model":1,"model":2}"#),
-    ];
+    ]
+}
+
+/// The members `usage::response_summary` reads, in every API's answer, in the shapes the
+/// summary reads some way the readers do not (a Chat answer's `usageMetadata`, a Gemini
+/// answer's `model` and `usage`, Anthropic's cache counts beside OpenAI's names, details of one
+/// spelling and not the other), and the ones the typed read declines (flawed counts, a
+/// duplicated member, a `usage` of another type): where the typed read takes an answer it gives
+/// the summary's model and counts exactly (billing, the journal and telemetry read them), and
+/// the client's bytes the `Value` path gives.
+#[test]
+fn a_typed_read_gives_the_summarys_model_and_counts() {
+    let taken = summary_bodies_taken();
+    let declined = summary_bodies_declined();
     for (target, body) in taken.iter().chain(&declined) {
         let body = body.as_bytes();
         let takes = declined.iter().all(|(_, other)| other.as_bytes() != body);
@@ -672,8 +682,8 @@ fn the_scan_reads_what_the_derived_reader_reads_or_declines() {
     let mut scanned = 0;
     for (target, body) in scan_corpus() {
         let body = body.as_bytes();
-        let by_serde = typed_answer::answer_by_serde(target, body, true, CREATED);
-        let read = typed_answer::answer(target, body, true, CREATED);
+        let by_serde = typed_answer::answer(target, body, true, CREATED);
+        let read = answer_scan::answer(target, body, true, CREATED);
         let text = String::from_utf8_lossy(body);
         match (&read, &by_serde) {
             (Some((form, summary)), Some((expected, expected_summary))) => {

@@ -27,65 +27,51 @@ use super::gemini::read::{
 };
 use super::hub::form::{Answer, Finish, Part, ToolCall, Usage};
 use super::text_delta::GeminiUsage;
-use super::{answer_scan, chat, messages, Api};
+use super::{chat, messages, Api};
 use crate::wire::usage::{
     gemini_whole_counts, whole_usage_counts, ResponseSummary, TokenCounts, WholeUsage,
 };
 
 /// The upstream answer `body` (in `target`'s API) in the hub's form, and what
-/// `usage::response_summary` reads of it, or `None` when the shape declines it. `signatures`
-/// and `created` are what the Gemini reader takes.
+/// `usage::response_summary` reads of it, or `None` when the shape declines it: read by serde's
+/// derived readers (`answer_scan::answer` tries its scan first). `signatures` and `created`
+/// are what the Gemini reader takes.
 pub fn answer(
     target: Api,
     body: &[u8],
     signatures: bool,
     created: u64,
 ) -> Option<(Answer, ResponseSummary<'_>)> {
-    match target {
-        Api::Chat => match text_of(body).and_then(answer_scan::chat) {
-            Some(answer) => answer,
-            None => from_body::<Obj<ChatAnswer>>(body)?.0,
-        }
-        .into_form(),
-        Api::Responses => match text_of(body).and_then(answer_scan::responses) {
-            Some(answer) => answer,
-            None => from_body::<Obj<ResponsesAnswer>>(body)?.0,
-        }
-        .into_form(),
-        Api::Messages => match text_of(body).and_then(answer_scan::messages) {
-            Some(answer) => answer,
-            None => from_body::<Obj<MessagesAnswer>>(body)?.0,
-        }
-        .into_form(),
-        Api::Gemini => match text_of(body).and_then(answer_scan::gemini) {
-            Some(answer) => answer,
-            None => from_body::<Obj<GeminiAnswer>>(body)?.0,
-        }
-        .into_form(signatures, created),
-    }
+    let shape = match target {
+        Api::Chat => Shape::Chat(from_body::<Obj<ChatAnswer>>(body)?.0),
+        Api::Responses => Shape::Responses(from_body::<Obj<ResponsesAnswer>>(body)?.0),
+        Api::Messages => Shape::Messages(from_body::<Obj<MessagesAnswer>>(body)?.0),
+        Api::Gemini => Shape::Gemini(from_body::<Obj<GeminiAnswer>>(body)?.0),
+    };
+    form(shape, signatures, created)
 }
 
-/// [`answer`] read by serde's derived readers only (what `answer_scan` is checked against).
-#[cfg(test)]
-pub fn answer_by_serde(
-    target: Api,
-    body: &[u8],
+/// An answer's typed shape, however it was read.
+pub(super) enum Shape<'a> {
+    Chat(ChatAnswer<'a>),
+    Responses(ResponsesAnswer<'a>),
+    Messages(MessagesAnswer<'a>),
+    Gemini(GeminiAnswer<'a>),
+}
+
+/// `shape` in the hub's form with its summary, or `None` for a form it leaves to the `Value`
+/// readers.
+pub(super) fn form(
+    shape: Shape<'_>,
     signatures: bool,
     created: u64,
 ) -> Option<(Answer, ResponseSummary<'_>)> {
-    match target {
-        Api::Chat => from_body::<Obj<ChatAnswer>>(body)?.0.into_form(),
-        Api::Responses => from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form(),
-        Api::Messages => from_body::<Obj<MessagesAnswer>>(body)?.0.into_form(),
-        Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
-            .0
-            .into_form(signatures, created),
+    match shape {
+        Shape::Chat(answer) => answer.into_form(),
+        Shape::Responses(answer) => answer.into_form(),
+        Shape::Messages(answer) => answer.into_form(),
+        Shape::Gemini(answer) => answer.into_form(signatures, created),
     }
-}
-
-/// `body` as text when it is all UTF-8 (what `answer_scan` reads).
-fn text_of(body: &[u8]) -> Option<&str> {
-    std::str::from_utf8(body).ok()
 }
 
 /// `body` read as `T`. A body of valid UTF-8 (every answer a host sends) is checked once,
