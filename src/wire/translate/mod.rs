@@ -29,7 +29,6 @@
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
 //! - `parsed_request` — a client's request parsed once, and what the carry check wrote of it,
 //!   for the attempt.
-//! - `answer_scan` — `typed_answer`'s shapes read by `json_scan`, without serde's visitors.
 //! - `typed_answer` and `answer_write` — a whole answer read from the upstream's bytes and
 //!   written as the client's without a `serde_json::Value` of it, for the forms they cover
 //!   (the `Value` readers and writers otherwise, giving the same bytes).
@@ -39,7 +38,6 @@
 //!   by borrowing (`json_scan` walks their bytes), other events with only the members a
 //!   reader reads.
 
-mod answer_scan;
 mod answer_write;
 mod chat;
 mod chat_text_watch;
@@ -316,7 +314,7 @@ pub fn typed_translation<'a>(
     created: u64,
     echo: &Echo,
 ) -> Option<(Bytes, ResponseSummary<'a>)> {
-    let (form, summary) = answer_scan::answer(
+    let (form, summary) = typed_answer::answer(
         direction.target,
         body,
         carries_signatures(direction),

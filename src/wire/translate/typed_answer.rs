@@ -33,44 +33,21 @@ use crate::wire::usage::{
 };
 
 /// The upstream answer `body` (in `target`'s API) in the hub's form, and what
-/// `usage::response_summary` reads of it, or `None` when the shape declines it: read by serde's
-/// derived readers (`answer_scan::answer` tries its scan first). `signatures` and `created`
-/// are what the Gemini reader takes.
+/// `usage::response_summary` reads of it, or `None` when the shape declines it. `signatures`
+/// and `created` are what the Gemini reader takes.
 pub fn answer(
     target: Api,
     body: &[u8],
     signatures: bool,
     created: u64,
 ) -> Option<(Answer, ResponseSummary<'_>)> {
-    let shape = match target {
-        Api::Chat => Shape::Chat(from_body::<Obj<ChatAnswer>>(body)?.0),
-        Api::Responses => Shape::Responses(from_body::<Obj<ResponsesAnswer>>(body)?.0),
-        Api::Messages => Shape::Messages(from_body::<Obj<MessagesAnswer>>(body)?.0),
-        Api::Gemini => Shape::Gemini(from_body::<Obj<GeminiAnswer>>(body)?.0),
-    };
-    form(shape, signatures, created)
-}
-
-/// An answer's typed shape, however it was read.
-pub(super) enum Shape<'a> {
-    Chat(ChatAnswer<'a>),
-    Responses(ResponsesAnswer<'a>),
-    Messages(MessagesAnswer<'a>),
-    Gemini(GeminiAnswer<'a>),
-}
-
-/// `shape` in the hub's form with its summary, or `None` for a form it leaves to the `Value`
-/// readers.
-pub(super) fn form(
-    shape: Shape<'_>,
-    signatures: bool,
-    created: u64,
-) -> Option<(Answer, ResponseSummary<'_>)> {
-    match shape {
-        Shape::Chat(answer) => answer.into_form(),
-        Shape::Responses(answer) => answer.into_form(),
-        Shape::Messages(answer) => answer.into_form(),
-        Shape::Gemini(answer) => answer.into_form(signatures, created),
+    match target {
+        Api::Chat => from_body::<Obj<ChatAnswer>>(body)?.0.into_form(),
+        Api::Responses => from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form(),
+        Api::Messages => from_body::<Obj<MessagesAnswer>>(body)?.0.into_form(),
+        Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
+            .0
+            .into_form(signatures, created),
     }
 }
 
@@ -87,7 +64,7 @@ fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
 
 /// A JSON object read as `T` (serde's derived structs also take an array of their fields in
 /// order, which the `Value` readers read as no object at all).
-pub(super) struct Obj<T>(pub(super) T);
+struct Obj<T>(T);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -106,7 +83,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
 }
 
 /// A string, borrowed from the body when it has no escapes.
-pub(super) struct Text<'a>(pub(super) Cow<'a, str>);
+struct Text<'a>(Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -170,7 +147,7 @@ fn summary<'a>(
 
 /// A list of objects of no member the shape reads, only counted (annotations, citations: a
 /// non-empty one declines).
-pub(super) type Skipped = Vec<serde::de::IgnoredAny>;
+type Skipped = Vec<serde::de::IgnoredAny>;
 
 fn none_or_empty(list: &Option<Skipped>) -> bool {
     list.as_ref().is_none_or(Vec::is_empty)
@@ -179,63 +156,63 @@ fn none_or_empty(list: &Option<Skipped>) -> bool {
 // ---- Chat Completions ----
 
 #[derive(Deserialize)]
-pub(super) struct ChatAnswer<'a> {
-    pub(super) id: Option<String>,
+struct ChatAnswer<'a> {
+    id: Option<String>,
     #[serde(default, borrow, deserialize_with = "present")]
-    pub(super) model: Option<Option<&'a RawValue>>,
+    model: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
-    pub(super) choices: Option<Vec<Obj<ChatChoice<'a>>>>,
-    pub(super) usage: Option<Obj<UsageMembers>>,
+    choices: Option<Vec<Obj<ChatChoice<'a>>>>,
+    usage: Option<Obj<UsageMembers>>,
     #[serde(rename = "modelVersion", borrow)]
-    pub(super) model_version: Option<&'a RawValue>,
+    model_version: Option<&'a RawValue>,
     #[serde(rename = "usageMetadata")]
-    pub(super) usage_metadata: Option<Obj<GeminiCounts>>,
+    usage_metadata: Option<Obj<GeminiCounts>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct ChatChoice<'a> {
-    pub(super) message: Option<Obj<ChatMessage>>,
+struct ChatChoice<'a> {
+    message: Option<Obj<ChatMessage>>,
     #[serde(borrow)]
-    pub(super) finish_reason: Option<Text<'a>>,
+    finish_reason: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct ChatMessage {
-    pub(super) content: Option<String>,
-    pub(super) refusal: Option<String>,
-    pub(super) reasoning_content: Option<String>,
-    pub(super) reasoning: Option<String>,
-    pub(super) tool_calls: Option<Vec<Obj<ChatCall>>>,
-    pub(super) annotations: Option<Skipped>,
+struct ChatMessage {
+    content: Option<String>,
+    refusal: Option<String>,
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+    tool_calls: Option<Vec<Obj<ChatCall>>>,
+    annotations: Option<Skipped>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct ChatCall {
-    pub(super) id: Option<String>,
-    pub(super) function: Option<Obj<ChatFunction>>,
+struct ChatCall {
+    id: Option<String>,
+    function: Option<Obj<ChatFunction>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct ChatFunction {
-    pub(super) name: Option<String>,
+struct ChatFunction {
+    name: Option<String>,
     #[serde(default, deserialize_with = "present")]
-    pub(super) arguments: Option<Value>,
+    arguments: Option<Value>,
 }
 
 /// A `usage` object of any of the three APIs that send one: the members each reader reads and
 /// every one `usage::response_summary` reads.
 #[derive(Deserialize)]
-pub(super) struct UsageMembers {
-    pub(super) prompt_tokens: Option<u64>,
-    pub(super) completion_tokens: Option<u64>,
-    pub(super) prompt_tokens_details: Option<Obj<Counts>>,
-    pub(super) completion_tokens_details: Option<Obj<Counts>>,
-    pub(super) input_tokens: Option<u64>,
-    pub(super) output_tokens: Option<u64>,
-    pub(super) input_tokens_details: Option<Obj<Counts>>,
-    pub(super) output_tokens_details: Option<Obj<Counts>>,
-    pub(super) cache_read_input_tokens: Option<u64>,
-    pub(super) cache_creation_input_tokens: Option<u64>,
+struct UsageMembers {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<Obj<Counts>>,
+    completion_tokens_details: Option<Obj<Counts>>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    input_tokens_details: Option<Obj<Counts>>,
+    output_tokens_details: Option<Obj<Counts>>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
 }
 
 impl UsageMembers {
@@ -255,9 +232,9 @@ impl UsageMembers {
 }
 
 #[derive(Deserialize)]
-pub(super) struct Counts {
-    pub(super) cached_tokens: Option<u64>,
-    pub(super) reasoning_tokens: Option<u64>,
+struct Counts {
+    cached_tokens: Option<u64>,
+    reasoning_tokens: Option<u64>,
 }
 
 fn cached(details: &Option<Obj<Counts>>) -> u64 {
@@ -356,51 +333,51 @@ impl<'a> ChatAnswer<'a> {
 // ---- Responses ----
 
 #[derive(Deserialize)]
-pub(super) struct ResponsesAnswer<'a> {
-    pub(super) id: Option<String>,
+struct ResponsesAnswer<'a> {
+    id: Option<String>,
     #[serde(default, borrow, deserialize_with = "present")]
-    pub(super) model: Option<Option<&'a RawValue>>,
+    model: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
-    pub(super) status: Option<Text<'a>>,
+    status: Option<Text<'a>>,
     #[serde(borrow)]
-    pub(super) incomplete_details: Option<Obj<Incomplete<'a>>>,
+    incomplete_details: Option<Obj<Incomplete<'a>>>,
     #[serde(borrow)]
-    pub(super) output: Option<Vec<Obj<ResponsesItem<'a>>>>,
-    pub(super) usage: Option<Obj<UsageMembers>>,
+    output: Option<Vec<Obj<ResponsesItem<'a>>>>,
+    usage: Option<Obj<UsageMembers>>,
     #[serde(rename = "modelVersion", borrow)]
-    pub(super) model_version: Option<&'a RawValue>,
+    model_version: Option<&'a RawValue>,
     #[serde(rename = "usageMetadata")]
-    pub(super) usage_metadata: Option<Obj<GeminiCounts>>,
+    usage_metadata: Option<Obj<GeminiCounts>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct Incomplete<'a> {
+struct Incomplete<'a> {
     #[serde(borrow)]
-    pub(super) reason: Option<Text<'a>>,
+    reason: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct ResponsesItem<'a> {
+struct ResponsesItem<'a> {
     #[serde(rename = "type", borrow)]
-    pub(super) kind: Option<Text<'a>>,
+    kind: Option<Text<'a>>,
     #[serde(borrow)]
-    pub(super) summary: Option<Vec<Obj<ResponsesPart<'a>>>>,
+    summary: Option<Vec<Obj<ResponsesPart<'a>>>>,
     #[serde(borrow)]
-    pub(super) content: Option<Vec<Obj<ResponsesPart<'a>>>>,
-    pub(super) call_id: Option<String>,
-    pub(super) name: Option<String>,
-    pub(super) arguments: Option<String>,
+    content: Option<Vec<Obj<ResponsesPart<'a>>>>,
+    call_id: Option<String>,
+    name: Option<String>,
+    arguments: Option<String>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct ResponsesPart<'a> {
+struct ResponsesPart<'a> {
     #[serde(rename = "type", borrow)]
-    pub(super) kind: Option<Text<'a>>,
+    kind: Option<Text<'a>>,
     #[serde(borrow)]
-    pub(super) text: Option<Text<'a>>,
+    text: Option<Text<'a>>,
     #[serde(borrow)]
-    pub(super) refusal: Option<Text<'a>>,
-    pub(super) annotations: Option<Skipped>,
+    refusal: Option<Text<'a>>,
+    annotations: Option<Skipped>,
 }
 
 impl<'a> ResponsesAnswer<'a> {
@@ -496,34 +473,34 @@ impl<'a> ResponsesAnswer<'a> {
 // ---- Messages ----
 
 #[derive(Deserialize)]
-pub(super) struct MessagesAnswer<'a> {
-    pub(super) id: Option<String>,
+struct MessagesAnswer<'a> {
+    id: Option<String>,
     #[serde(default, borrow, deserialize_with = "present")]
-    pub(super) model: Option<Option<&'a RawValue>>,
+    model: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
-    pub(super) content: Option<Vec<Obj<MessagesBlock<'a>>>>,
+    content: Option<Vec<Obj<MessagesBlock<'a>>>>,
     #[serde(borrow)]
-    pub(super) stop_reason: Option<Text<'a>>,
-    pub(super) usage: Option<Obj<UsageMembers>>,
+    stop_reason: Option<Text<'a>>,
+    usage: Option<Obj<UsageMembers>>,
     #[serde(rename = "modelVersion", borrow)]
-    pub(super) model_version: Option<&'a RawValue>,
+    model_version: Option<&'a RawValue>,
     #[serde(rename = "usageMetadata")]
-    pub(super) usage_metadata: Option<Obj<GeminiCounts>>,
+    usage_metadata: Option<Obj<GeminiCounts>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct MessagesBlock<'a> {
+struct MessagesBlock<'a> {
     #[serde(rename = "type", borrow)]
-    pub(super) kind: Option<Text<'a>>,
-    pub(super) text: Option<String>,
-    pub(super) thinking: Option<String>,
-    pub(super) signature: Option<String>,
-    pub(super) data: Option<String>,
-    pub(super) id: Option<String>,
-    pub(super) name: Option<String>,
+    kind: Option<Text<'a>>,
+    text: Option<String>,
+    thinking: Option<String>,
+    signature: Option<String>,
+    data: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
     #[serde(default, deserialize_with = "present")]
-    pub(super) input: Option<Value>,
-    pub(super) citations: Option<Skipped>,
+    input: Option<Value>,
+    citations: Option<Skipped>,
 }
 
 impl<'a> MessagesAnswer<'a> {
@@ -595,91 +572,91 @@ impl<'a> MessagesAnswer<'a> {
 /// the camel one; an answer with both spellings of one is declined); `model` and `usage` only
 /// for the summary.
 #[derive(Deserialize)]
-pub(super) struct GeminiAnswer<'a> {
+struct GeminiAnswer<'a> {
     #[serde(rename = "responseId", alias = "response_id", borrow)]
-    pub(super) response_id: Option<Text<'a>>,
+    response_id: Option<Text<'a>>,
     #[serde(rename = "modelVersion", default, borrow, deserialize_with = "present")]
-    pub(super) model_version: Option<Option<&'a RawValue>>,
+    model_version: Option<Option<&'a RawValue>>,
     #[serde(
         rename = "model_version",
         default,
         borrow,
         deserialize_with = "present"
     )]
-    pub(super) model_version_snake: Option<Option<&'a RawValue>>,
+    model_version_snake: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
-    pub(super) candidates: Option<Vec<Obj<GeminiCandidate<'a>>>>,
+    candidates: Option<Vec<Obj<GeminiCandidate<'a>>>>,
     #[serde(rename = "promptFeedback", alias = "prompt_feedback", borrow)]
-    pub(super) prompt_feedback: Option<Obj<PromptFeedback<'a>>>,
+    prompt_feedback: Option<Obj<PromptFeedback<'a>>>,
     #[serde(rename = "usageMetadata", default, deserialize_with = "present")]
-    pub(super) usage_metadata: Option<Option<Obj<GeminiCounts>>>,
+    usage_metadata: Option<Option<Obj<GeminiCounts>>>,
     #[serde(rename = "usage_metadata", default, deserialize_with = "present")]
-    pub(super) usage_metadata_snake: Option<Option<Obj<GeminiCounts>>>,
+    usage_metadata_snake: Option<Option<Obj<GeminiCounts>>>,
     #[serde(borrow)]
-    pub(super) model: Option<&'a RawValue>,
-    pub(super) usage: Option<Obj<UsageMembers>>,
+    model: Option<&'a RawValue>,
+    usage: Option<Obj<UsageMembers>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct PromptFeedback<'a> {
+struct PromptFeedback<'a> {
     #[serde(rename = "blockReason", alias = "block_reason", borrow)]
-    pub(super) block_reason: Option<Text<'a>>,
+    block_reason: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct GeminiCandidate<'a> {
+struct GeminiCandidate<'a> {
     #[serde(borrow)]
-    pub(super) content: Option<Obj<GeminiContent<'a>>>,
+    content: Option<Obj<GeminiContent<'a>>>,
     #[serde(rename = "finishReason", alias = "finish_reason", borrow)]
-    pub(super) finish_reason: Option<Text<'a>>,
+    finish_reason: Option<Text<'a>>,
     #[serde(
         rename = "groundingMetadata",
         alias = "grounding_metadata",
         default,
         deserialize_with = "present"
     )]
-    pub(super) grounding: Option<serde::de::IgnoredAny>,
+    grounding: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct GeminiContent<'a> {
+struct GeminiContent<'a> {
     #[serde(borrow)]
-    pub(super) parts: Option<Vec<Obj<GeminiPart<'a>>>>,
+    parts: Option<Vec<Obj<GeminiPart<'a>>>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct GeminiPart<'a> {
-    pub(super) text: Option<String>,
-    pub(super) thought: Option<bool>,
+struct GeminiPart<'a> {
+    text: Option<String>,
+    thought: Option<bool>,
     #[serde(rename = "thoughtSignature", alias = "thought_signature", borrow)]
-    pub(super) signature: Option<Text<'a>>,
+    signature: Option<Text<'a>>,
     #[serde(
         rename = "functionCall",
         alias = "function_call",
         default,
         deserialize_with = "present"
     )]
-    pub(super) call: Option<Option<Obj<GeminiCall>>>,
+    call: Option<Option<Obj<GeminiCall>>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct GeminiCall {
-    pub(super) id: Option<String>,
-    pub(super) name: Option<String>,
-    pub(super) args: Option<Value>,
+struct GeminiCall {
+    id: Option<String>,
+    name: Option<String>,
+    args: Option<Value>,
 }
 
 /// The counts `gemini::read::usage` reads (camelCase only, as it reads them).
 #[derive(Deserialize)]
-pub(super) struct GeminiCounts {
+struct GeminiCounts {
     #[serde(rename = "promptTokenCount")]
-    pub(super) prompt: Option<u64>,
+    prompt: Option<u64>,
     #[serde(rename = "cachedContentTokenCount")]
-    pub(super) cached: Option<u64>,
+    cached: Option<u64>,
     #[serde(rename = "candidatesTokenCount")]
-    pub(super) candidates: Option<u64>,
+    candidates: Option<u64>,
     #[serde(rename = "thoughtsTokenCount")]
-    pub(super) thoughts: Option<u64>,
+    thoughts: Option<u64>,
 }
 
 impl GeminiCounts {
