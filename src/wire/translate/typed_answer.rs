@@ -126,7 +126,17 @@ fn model_value(raw: Option<Option<&RawValue>>, absent: Value) -> Option<Value> {
     match raw {
         None => Some(absent),
         Some(None) => Some(Value::Null),
-        Some(Some(raw)) => serde_json::from_str(raw.get()).ok(),
+        Some(Some(raw)) => {
+            let text = raw.get();
+            // A string of no escape (a model's name) is its text between the quotes.
+            match text
+                .strip_prefix('"')
+                .and_then(|text| text.strip_suffix('"'))
+            {
+                Some(name) if !name.contains('\\') => Some(Value::String(name.to_owned())),
+                _ => serde_json::from_str(text).ok(),
+            }
+        }
     }
 }
 
