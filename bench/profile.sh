@@ -91,7 +91,7 @@ layers = [
     ("        response usage (wire::usage::response_usage)", r"(^|:)quotaroute::wire::usage::response_usage"),
     ("        upstream request built (upstream_request::build)", r"(^|:)quotaroute::node::upstream_request::build"),
     ("        rate-limit headers (readings_from_headers)", r"readings_from_headers"),
-    ("      header rules (header_rules::copy_upstream)", r"(^|:)quotaroute::node::header_rules::copy_upstream"),
+    ("      header rules (header_rules::keep_upstream)", r"(^|:)quotaroute::node::header_rules::keep_upstream"),
     ("      x-quotaroute-* headers (RouteHeaders)", r"(^|:)quotaroute::node::reply::RouteHeaders::apply_over_relayed"),
     ("      reporting (Decision::report)", r"(^|:)quotaroute_actors::decision::Decision::report"),
     ("      metrics", r"(^|:)quotaroute::node::metrics::(attempt|request_finished|overhead)"),

@@ -47,6 +47,8 @@ pub struct Served {
 
 /// The actors and the journal every request goes through.
 pub struct Design {
+    /// What the contract adds to every request (`contract` mode), else nothing.
+    pub contract: Option<crate::contract::Contract>,
     combo: ActorRef<RouteAsk>,
     connections: Vec<ActorRef<Box<Served>>>,
     requests: AtomicU64,
@@ -54,7 +56,10 @@ pub struct Design {
 
 impl Design {
     /// Opens the journal under `journal_dir` and starts the combo and one actor per key.
-    pub async fn start(journal_dir: &Path) -> Result<Arc<Self>, Box<dyn Error>> {
+    pub async fn start(
+        journal_dir: &Path,
+        contract: Option<crate::contract::Contract>,
+    ) -> Result<Arc<Self>, Box<dyn Error>> {
         let journal = SledJournal::open(journal_dir, SledOptions::default())?;
         let journal = JournalHandle::spawn(Box::new(journal), WriterConfig::default())?;
         let (combo, _) = Actor::spawn(
@@ -82,6 +87,7 @@ impl Design {
             connections.push(connection);
         }
         Ok(Arc::new(Design {
+            contract,
             combo,
             connections,
             requests: AtomicU64::new(0),

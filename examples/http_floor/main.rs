@@ -14,8 +14,13 @@
 //! With `design`, the driven relay also does what quotaroute's decided design makes every
 //! request do, and nothing more (`design.rs`): the floor of the design, not of hyper.
 //!
-//! `cargo run --release --example http_floor -- 127.0.0.1:18183 http://127.0.0.1:18180 [coalesce|driven|design [JOURNAL_DIR]]`
+//! With `contract`, the design's floor also does what the contract asks of every answered
+//! request (`contract.rs`): the client's key checked, headers filtered both ways, the
+//! credential set, the `x-quotaroute-*` headers and the metrics.
+//!
+//! `cargo run --release --example http_floor -- 127.0.0.1:18183 http://127.0.0.1:18180 [coalesce|driven|design|contract [JOURNAL_DIR]]`
 
+mod contract;
 mod design;
 
 // The router's allocator (`src/main.rs`), so the floor allocates as it does.
@@ -63,13 +68,14 @@ fn main() -> Result<(), Box<dyn Error>> {
         .build()?;
     match mode.as_deref() {
         Some("driven") => return runtime.block_on(serve_driven(listen, upstream, None)),
-        Some("design") => {
+        Some(mode @ ("design" | "contract")) => {
             let journal_dir = match args.next() {
                 Some(dir) => std::path::PathBuf::from(dir),
                 None => std::env::temp_dir().join(format!("http-floor-{}", std::process::id())),
             };
+            let contract = (mode == "contract").then(contract::Contract::new);
             return runtime.block_on(async move {
-                let design = design::Design::start(&journal_dir).await?;
+                let design = design::Design::start(&journal_dir, contract).await?;
                 serve_driven(listen, upstream, Some(design)).await
             });
         }
@@ -266,6 +272,38 @@ async fn connect(authority: &http::uri::Authority) -> Option<Idle> {
     })
 }
 
+/// The request for the upstream: the client's method and path under `base`; with the contract,
+/// the client's headers filtered and the chosen key's credential, else its content type only.
+fn upstream_request(
+    parts: http::request::Parts,
+    base: &str,
+    authority: &http::uri::Authority,
+    body: Bytes,
+    contract: Option<(&contract::Contract, u16)>,
+) -> Option<Request<Full<Bytes>>> {
+    let path = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let uri = format!("{base}{}", path.trim_start_matches('/'))
+        .parse::<Uri>()
+        .ok()?;
+    let mut builder = Request::builder()
+        .method(parts.method)
+        .uri(uri)
+        .header(http::header::HOST, authority.as_str());
+    match contract {
+        Some((contract, chosen)) => {
+            if let Some(headers) = builder.headers_mut() {
+                contract.upstream_headers(&parts.headers, chosen, headers);
+            }
+        }
+        None => {
+            if let Some(content_type) = parts.headers.get(http::header::CONTENT_TYPE) {
+                builder = builder.header(http::header::CONTENT_TYPE, content_type);
+            }
+        }
+    }
+    builder.body(Full::new(body)).ok()
+}
+
 async fn forward_driven(
     idle: &IdleConns,
     base: &str,
@@ -278,6 +316,11 @@ async fn forward_driven(
         return status(StatusCode::BAD_REQUEST);
     };
     let started_ms = design::now_ms();
+    let started = std::time::Instant::now();
+    let contract = design.as_ref().and_then(|design| design.contract.as_ref());
+    if contract.is_some_and(|contract| !contract.admits(&parts.headers)) {
+        return status(StatusCode::UNAUTHORIZED);
+    }
     let mut routed = None;
     if let Some(design) = &design {
         let Ok(head) = serde_json::from_slice::<design::RequestHead>(&body) else {
@@ -294,20 +337,12 @@ async fn forward_driven(
             head.stream,
         ));
     }
-    let path = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let Ok(uri) = format!("{base}{}", path.trim_start_matches('/')).parse::<Uri>() else {
+    let chosen = routed.as_ref().map(|(_, _, chosen, _, _)| *chosen);
+    let Some(outgoing) = upstream_request(parts, base, authority, body, contract.zip(chosen))
+    else {
         return status(StatusCode::BAD_REQUEST);
     };
-    let mut builder = Request::builder()
-        .method(parts.method)
-        .uri(uri)
-        .header(http::header::HOST, authority.as_str());
-    if let Some(content_type) = parts.headers.get(http::header::CONTENT_TYPE) {
-        builder = builder.header(http::header::CONTENT_TYPE, content_type);
-    }
-    let Ok(outgoing) = builder.body(Full::new(body)) else {
-        return status(StatusCode::BAD_REQUEST);
-    };
+    let sent = std::time::Instant::now();
     let taken = idle.lock().ok().and_then(|mut list| list.pop());
     let mut conn = match taken {
         Some(conn) => conn,
@@ -340,7 +375,17 @@ async fn forward_driven(
         };
         (design, served)
     });
-    let (parts, body) = response.into_parts();
+    let (mut parts, body) = response.into_parts();
+    if let (Some(contract), Some((_, served))) = (contract, &served) {
+        let upstream_us = sent.elapsed().as_micros();
+        let overhead_us = started.elapsed().as_micros().saturating_sub(upstream_us);
+        parts.headers = contract.answer_headers(
+            std::mem::take(&mut parts.headers),
+            served.connection,
+            &served.request_id,
+            u64::try_from(overhead_us).unwrap_or(u64::MAX),
+        );
+    }
     let driven = Driven {
         body,
         conn: (!ended).then_some(conn),

@@ -54,7 +54,7 @@ pub struct Credential {
     loader: Loader,
     current: ArcSwapOption<Loaded>,
     /// The secret before the current one, still masked out of upstream bodies that echo it.
-    previous: ArcSwapOption<Secret>,
+    previous: ArcSwapOption<Loaded>,
     flight: tokio::sync::Mutex<Flight>,
     /// Completed loads, read before waiting for the flight: changed = someone loaded meanwhile.
     loads: AtomicU64,
@@ -120,15 +120,9 @@ impl Credential {
                 Loader::OAuth(Box::new(OAuthGrant::new(oauth.clone(), client.clone())))
             }
         };
-        let current = source.static_key().map(|key| {
-            Arc::new(Loaded {
-                secret: key.clone(),
-                generation: 1,
-                loaded_at_ms: clock.now_ms(),
-                expires_at_ms: None,
-                refresh_at_ms: None,
-            })
-        });
+        let current = source
+            .static_key()
+            .map(|key| Arc::new(Loaded::new(key.clone(), 1, clock.now_ms(), None, None)));
         Self {
             connection: connection.to_owned(),
             provider: provider.to_owned(),
@@ -224,7 +218,7 @@ impl Credential {
             secrets.push(current.secret.clone());
         }
         if let Some(previous) = self.previous.load().as_ref() {
-            secrets.push(Secret::clone(previous));
+            secrets.push(previous.secret.clone());
         }
         secrets
     }
@@ -397,15 +391,15 @@ impl Credential {
             Some(loaded) => loaded.generation + 1,
             None => 1,
         };
-        let loaded = Arc::new(Loaded {
+        let loaded = Arc::new(Loaded::new(
             secret,
             generation,
-            loaded_at_ms: now,
+            now,
             expires_at_ms,
             refresh_at_ms,
-        });
+        ));
         if let (Some(before), false) = (&before, unchanged) {
-            self.previous.store(Some(Arc::new(before.secret.clone())));
+            self.previous.store(Some(Arc::clone(before)));
         }
         self.current.store(Some(loaded.clone()));
         tracing::info!(

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::config::Secret;
+use crate::wire::upstream_mask::EchoSearch;
 
 /// What caused a load (the journal's `trigger`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,9 +51,30 @@ pub struct Loaded {
     pub expires_at_ms: Option<u64>,
     /// When the source should be asked again (`None`: only when polled or on a 401).
     pub refresh_at_ms: Option<u64>,
+    /// The secret's searcher for masking its echoes (`None` for an empty secret).
+    pub echo: Option<EchoSearch>,
 }
 
 impl Loaded {
+    /// A load of `secret` at `loaded_at_ms` (its echo searcher built here, once).
+    pub fn new(
+        secret: Secret,
+        generation: u64,
+        loaded_at_ms: u64,
+        expires_at_ms: Option<u64>,
+        refresh_at_ms: Option<u64>,
+    ) -> Self {
+        let echo = EchoSearch::new(secret.expose());
+        Self {
+            secret,
+            generation,
+            loaded_at_ms,
+            expires_at_ms,
+            refresh_at_ms,
+            echo,
+        }
+    }
+
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expires_at_ms.is_some_and(|expires| now_ms >= expires)
     }
@@ -79,17 +101,21 @@ pub struct CredentialView {
 #[derive(Default)]
 pub struct Echoes {
     pub(crate) current: Option<Arc<Loaded>>,
-    pub(crate) previous: Option<Arc<Secret>>,
+    pub(crate) previous: Option<Arc<Loaded>>,
 }
 
 impl Echoes {
     /// Both as text (`""` for one that is not there, which matches nothing).
     pub fn exposed(&self) -> [&str; 2] {
-        [
-            self.current
+        [&self.current, &self.previous].map(|loaded| {
+            loaded
                 .as_deref()
-                .map_or("", |loaded| loaded.secret.expose()),
-            self.previous.as_deref().map_or("", Secret::expose),
-        ]
+                .map_or("", |loaded| loaded.secret.expose())
+        })
+    }
+
+    /// Both searchers, built when each was loaded (`None` for one that is not there).
+    pub fn searches(&self) -> [Option<&EchoSearch>; 2] {
+        [&self.current, &self.previous].map(|loaded| loaded.as_deref()?.echo.as_ref())
     }
 }

@@ -7,7 +7,7 @@
 
 use http::header::{HeaderMap, HeaderName, CONNECTION};
 
-use crate::wire::upstream_mask::mask_header_value;
+use crate::wire::upstream_mask::{mask_header_value, masked_header_value};
 
 /// Hop-by-hop and connection headers (RFC 9110 §7.6.1), in both directions (and every
 /// `proxy-*`). Each list below is a `match`: one length-and-bytes dispatch per header instead of
@@ -99,6 +99,39 @@ pub fn copy_upstream(upstream: &HeaderMap, secrets: &[&str], out: &mut HeaderMap
         }
         out.append(name.clone(), mask_header_value(value, secrets));
     }
+}
+
+/// [`copy_upstream`] on headers the caller owns, in place: the few that stay behind removed, the
+/// rest masked where a secret occurs, no header name hashed again. Headers of different names
+/// may change places (HTTP gives their order no meaning); values of one name keep theirs.
+pub fn keep_upstream(mut upstream: HeaderMap, secrets: &[&str]) -> HeaderMap {
+    let mut named = named_in_connection(&upstream);
+    named.extend(
+        upstream
+            .keys()
+            .filter(|name| is_hop_by_hop(name) || is_upstream_only(name.as_str()))
+            .cloned(),
+    );
+    for name in &named {
+        upstream.remove(name);
+    }
+    // The longest value decides whether any secret can occur at all (most cannot).
+    let longest = upstream
+        .values()
+        .map(|value| value.len())
+        .max()
+        .unwrap_or(0);
+    if secrets
+        .iter()
+        .any(|secret| !secret.is_empty() && secret.len() <= longest)
+    {
+        for value in upstream.values_mut() {
+            if let Some(masked) = masked_header_value(value, secrets) {
+                *value = masked;
+            }
+        }
+    }
+    upstream
 }
 
 #[cfg(test)]
@@ -197,5 +230,30 @@ mod tests {
             ]
         );
         assert_eq!(out["x-mock-key"], "***");
+        // Kept in place: the same headers, the same values, in order for each name.
+        let mut both = upstream.clone();
+        both.append("x-request-id", HeaderValue::from_static("req_second"));
+        let kept = keep_upstream(both.clone(), &["sk-upstream-secret-1"]);
+        let mut copied = HeaderMap::new();
+        copy_upstream(&both, &["sk-upstream-secret-1"], &mut copied);
+        assert_eq!(names(&kept), names(&copied));
+        for name in copied.keys() {
+            let kept: Vec<_> = kept.get_all(name).iter().collect();
+            let copied: Vec<_> = copied.get_all(name).iter().collect();
+            assert_eq!(kept, copied, "{name}");
+        }
+    }
+
+    #[test]
+    fn kept_in_place_a_header_the_connection_header_names_stays_behind() {
+        let upstream = map(&[
+            ("connection", "keep-alive, x-hop"),
+            ("x-hop", "1"),
+            ("x-request-id", "req_abc"),
+            ("x-echo", "Bearer sk-upstream-secret-1 again"),
+        ]);
+        let kept = keep_upstream(upstream, &["", "sk-upstream-secret-1"]);
+        assert_eq!(names(&kept), vec!["x-echo", "x-request-id"]);
+        assert_eq!(kept["x-echo"], "Bearer *** again");
     }
 }

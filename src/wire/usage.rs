@@ -200,6 +200,41 @@ pub fn gemini_whole_counts(
     })
 }
 
+/// A `usage` object whose counts were read elsewhere as whole numbers (no flaws): each count
+/// as sent, and each `*_tokens_details` present as an object with its `cached_tokens`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WholeUsage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_creation_input_tokens: Option<u64>,
+    pub cache_read_input_tokens: Option<u64>,
+    pub prompt_tokens_details: Option<Option<u64>>,
+    pub input_tokens_details: Option<Option<u64>>,
+}
+
+/// What [`usage_counts`] reads of a `usage` object read elsewhere as [`WholeUsage`] (`None`:
+/// no `usage`, or one of no token count).
+pub fn whole_usage_counts(usage: Option<WholeUsage>) -> Option<TokenCounts> {
+    let count = |value: Option<u64>| value.map(|value| Count { value, flaw: None });
+    let details = |cached: Option<Option<u64>>| {
+        cached.map(|cached| CachedDetails {
+            cached_tokens: count(cached),
+        })
+    };
+    usage_counts(usage.map(|usage| UsageFields {
+        prompt_tokens: count(usage.prompt_tokens),
+        completion_tokens: count(usage.completion_tokens),
+        input_tokens: count(usage.input_tokens),
+        output_tokens: count(usage.output_tokens),
+        cache_creation_input_tokens: count(usage.cache_creation_input_tokens),
+        cache_read_input_tokens: count(usage.cache_read_input_tokens),
+        prompt_tokens_details: details(usage.prompt_tokens_details),
+        input_tokens_details: details(usage.input_tokens_details),
+    }))
+}
+
 /// Counts of a present `usage` object with at least one token count (`usage: null` and
 /// `usage: {}` are none).
 pub(super) fn usage_counts(usage: Option<UsageFields>) -> Option<TokenCounts> {

@@ -11,7 +11,7 @@ use crate::telemetry::AttemptSpan;
 use std::sync::Arc;
 
 use crate::wire::missing_route::{says_route_missing, ROUTE_NOT_FOUND};
-use crate::wire::translate::{error_body, translate_answer, Direction, Echo};
+use crate::wire::translate::{error_body, typed_translation, value_translation, Direction, Echo};
 use crate::wire::usage::response_summary;
 
 use super::charge;
@@ -41,26 +41,35 @@ pub(super) async fn answered(
         Err(failed) => return failed,
     };
     if status.is_success() {
-        let Ok(summary) = response_summary(&body) else {
-            // A 2xx whose body cannot be parsed is a server error (behaviour §3).
-            return unanswered_openly(
-                AttemptFailure::Body(BodyFailure::NotJson),
-                Some(status.as_u16()),
-                "upstream answered 2xx with a body that is not JSON",
-            );
+        let created = now_ms / 1000;
+        let no_echo = Echo::default();
+        let echo = echo.map_or(&no_echo, |echo| echo);
+        // A translated answer its typed shape takes is read once: the client's bytes and the
+        // summary below (the same model and counts `response_summary` reads).
+        let typed =
+            direction.and_then(|direction| typed_translation(direction, &body, created, echo));
+        let (summary, translated) = match typed {
+            Some((translated, summary)) => (summary, Some(translated)),
+            None => match response_summary(&body) {
+                Ok(summary) => (summary, None),
+                // A 2xx whose body cannot be parsed is a server error (behaviour §3).
+                Err(_) => {
+                    return unanswered_openly(
+                        AttemptFailure::Body(BodyFailure::NotJson),
+                        Some(status.as_u16()),
+                        "upstream answered 2xx with a body that is not JSON",
+                    )
+                }
+            },
         };
         trace.answer(summary.model, summary.counts.as_ref()); // telemetry
         let mut result = charge::measured(ctx, target, status.as_u16(), &summary, &body);
         result.usage = usage;
         // Usage above was the upstream's own; the client reads its own format.
-        let body = match direction {
-            None => body,
-            Some(direction) => match translate_answer(
-                direction,
-                &body,
-                now_ms / 1000,
-                echo.map_or(&Echo::default(), |echo| echo),
-            ) {
+        let body = match (translated, direction) {
+            (Some(translated), _) => translated,
+            (None, None) => body,
+            (None, Some(direction)) => match value_translation(direction, &body, created, echo) {
                 Ok(translated) => translated,
                 Err(error) => {
                     return unanswered_openly(

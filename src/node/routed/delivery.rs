@@ -78,20 +78,19 @@ pub(super) fn stream_response(
         charge,
     );
     let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    // Sized once: the relayed headers, the route's, a content type and cache control.
-    headers.reserve(upstream_headers.len() + RouteHeaders::MOST_ADDED + 2);
-    header_rules::copy_upstream(
-        &upstream_headers,
+    let mut headers = header_rules::keep_upstream(
+        upstream_headers,
         &ctx.live.echoes_of(&target.connection).exposed(),
-        headers,
     );
+    // The route's headers, a content type and cache control.
+    headers.reserve(RouteHeaders::MOST_ADDED + 2);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(
         http::header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache"),
     );
-    route.apply_over_relayed(headers);
+    route.apply_over_relayed(&mut headers);
+    *response.headers_mut() = headers;
     metrics::request_finished(ctx.endpoint, 200);
     metrics::overhead(route.overhead_us);
     response
@@ -145,18 +144,15 @@ pub(super) fn deliver(
     }
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
-    let out = response.headers_mut();
-    // Sized once: the relayed headers, the route's and a content type.
-    out.reserve(headers.len() + RouteHeaders::MOST_ADDED + 1);
-    header_rules::copy_upstream(
-        &headers,
-        &ctx.live.echoes_of(&target.connection).exposed(),
-        out,
-    );
+    let mut out =
+        header_rules::keep_upstream(headers, &ctx.live.echoes_of(&target.connection).exposed());
+    // The route's headers and a content type.
+    out.reserve(RouteHeaders::MOST_ADDED + 1);
     if !out.contains_key(CONTENT_TYPE) {
         out.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
-    route.apply_over_relayed(out);
+    route.apply_over_relayed(&mut out);
+    *response.headers_mut() = out;
     response
 }
 

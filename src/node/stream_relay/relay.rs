@@ -15,7 +15,7 @@ use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::SseEvent;
 use crate::wire::stream_error::{anthropic_stream_error, gemini_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{EventMeaning, StreamFormat};
-use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
+use crate::wire::upstream_mask::{mask_found, mask_sse_event};
 use crate::wire::usage::TokenCounts;
 
 use super::charge::{so_far, StreamCharge};
@@ -309,8 +309,7 @@ impl Relay {
     /// Whole events for the client, with the try's keys masked (and watched for the answer
     /// to keep, when it is kept).
     fn masked(&mut self, out: BytesMut) -> Bytes {
-        let secrets = self.stream.echoes.exposed();
-        let out = match mask_exact(&out, &secrets) {
+        let out = match mask_found(&out, &self.stream.echoes.searches()) {
             std::borrow::Cow::Borrowed(_) => out.freeze(),
             std::borrow::Cow::Owned(masked) => Bytes::from(masked),
         };

@@ -11,6 +11,7 @@ use super::open::CommittedStream;
 use super::relay::Relay;
 use super::{open, StreamCharge, StreamStart, StreamTiming};
 use crate::config::Secret;
+use crate::credentials::loaded::Loaded;
 use crate::credentials::Echoes;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::stream_watch::{StreamFormat, StreamUsage};
@@ -20,7 +21,7 @@ const KEY: &str = "upstream-key-Zq81xKp0";
 fn echoes() -> Echoes {
     Echoes {
         current: None,
-        previous: Some(Arc::new(Secret::new(KEY))),
+        previous: Some(Arc::new(Loaded::new(Secret::new(KEY), 1, 0, None, None))),
     }
 }
 

@@ -90,6 +90,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use crate::wire::usage::ResponseSummary;
 use hub::form::{Answer, Request};
 
 /// Why a request cannot be translated.
@@ -423,15 +424,39 @@ pub fn translate_answer(
     created: u64,
     echo: &Echo,
 ) -> Result<Bytes, String> {
-    let form = match typed_answer::answer(
+    match typed_translation(direction, body, created, echo) {
+        Some((translated, _)) => Ok(translated),
+        None => value_translation(direction, body, created, echo),
+    }
+}
+
+/// [`translate_answer`] of an answer its typed shape takes, with what
+/// `usage::response_summary` reads of it (model and counts) from the same one read; `None`
+/// when the shape declines it (then read for its summary, and by [`value_translation`]).
+pub fn typed_translation<'a>(
+    direction: Direction,
+    body: &'a [u8],
+    created: u64,
+    echo: &Echo,
+) -> Option<(Bytes, ResponseSummary<'a>)> {
+    let (form, summary) = typed_answer::answer(
         direction.target,
         body,
         carries_signatures(direction),
         created,
-    ) {
-        Some(form) => form,
-        None => value_answer(direction, body, created)?,
-    };
+    )?;
+    let translated = answer_bytes(direction, form, created, echo).ok()?;
+    Some((translated, summary))
+}
+
+/// [`translate_answer`] of an answer its typed shape declined: read as a `Value`.
+pub fn value_translation(
+    direction: Direction,
+    body: &[u8],
+    created: u64,
+    echo: &Echo,
+) -> Result<Bytes, String> {
+    let form = value_answer(direction, body, created)?;
     answer_bytes(direction, form, created, echo)
 }
 

@@ -2,9 +2,11 @@
 //! path: for a corpus of answers of each upstream API, every client API gets byte-identical
 //! bodies both ways, and each half either gives what the `Value` half gives or declines.
 
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::wire::usage::{response_summary, ResponseSummary};
 
 const CREATED: u64 = 1_700_000_000;
 
@@ -172,6 +174,19 @@ fn echoes() -> Vec<Echo> {
     vec![Echo::default(), echo.kept_as("resp_kept_1"), echo]
 }
 
+/// `summary` (a typed read's) is what `response_summary` reads of `body`: the same counts, the
+/// same raw model.
+fn assert_same_summary(body: &[u8], summary: &ResponseSummary<'_>) {
+    let expected = response_summary(body).unwrap();
+    let text = String::from_utf8_lossy(body);
+    assert_eq!(summary.counts, expected.counts, "counts of {text}");
+    assert_eq!(
+        summary.model.map(RawValue::get),
+        expected.model.map(RawValue::get),
+        "model of {text}"
+    );
+}
+
 /// The `Value` path's bytes.
 fn value_path(direction: Direction, body: &[u8], echo: &Echo) -> Result<Bytes, String> {
     let mut form = value_answer(direction, body, CREATED)?;
@@ -198,8 +213,11 @@ fn typed_answers_give_the_value_paths_bytes() {
                 let direction = Direction { client, target };
                 let signatures = carries_signatures(direction);
                 let expected = value_answer(direction, &body, CREATED).unwrap();
-                if let Some(form) = typed_answer::answer(target, &body, signatures, CREATED) {
+                if let Some((form, summary)) =
+                    typed_answer::answer(target, &body, signatures, CREATED)
+                {
                     assert_eq!(form, expected, "{client:?} < {target:?} answer {at}: read");
+                    assert_same_summary(&body, &summary);
                     read += 1;
                 }
                 let mut marked = expected.clone();
@@ -348,6 +366,8 @@ fn an_answer_or_request_not_all_utf8_reads_as_bytes_as_before() {
     broken.extend_from_slice(&[0xff]);
     broken.extend_from_slice(br#""}}]}"#);
     assert!(typed_answer::answer(Api::Chat, &broken, false, CREATED).is_none());
+    let (_, summary) = typed.unwrap();
+    assert_same_summary(&answer, &summary);
 
     let mut request = br#"{"model":"m","messages":[{"role":"user","content":"hi "#.to_vec();
     request.extend_from_slice(&[0xff]);
@@ -370,4 +390,185 @@ fn an_answer_or_request_not_all_utf8_reads_as_bytes_as_before() {
         error,
         TranslateError::Invalid(format!("the body is not JSON: {bytes_error}"))
     );
+}
+
+/// Answers the typed read takes, with members the summary reads.
+fn summary_bodies_taken() -> Vec<(Api, &'static str)> {
+    vec![
+        (
+            Api::Chat,
+            r#"{"id":"c","model":"gpt","choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":10,"completion_tokens":2,"cache_read_input_tokens":4,"cache_creation_input_tokens":1}}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","choices":[{"message":{"content":"x"}}],"usage":null,"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":2,"thoughtsTokenCount":1,"cachedContentTokenCount":3}}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","choices":[{"message":{"content":"x"}}],"usage":{"total_tokens":3},"usageMetadata":{"promptTokenCount":5}}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","model":null,"modelVersion":"v","choices":[]}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","modelVersion":{"v":[1]},"choices":[]}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","model":"m\u00e9\"q","choices":[],"usage":{"prompt_tokens":1,"prompt_tokens_details":{},"input_tokens_details":{"cached_tokens":4}}}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","model":7.5,"choices":[],"usage":{"prompt_tokens":1,"prompt_tokens_details":null,"input_tokens_details":{"cached_tokens":4}}}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","choices":[],"usage":{"input_tokens":8,"output_tokens":3,"prompt_tokens":9}}"#,
+        ),
+        (
+            Api::Responses,
+            r#"{"id":"r","model":"m","output":[],"usage":{"input_tokens":6,"output_tokens":2,"cache_read_input_tokens":1,"input_tokens_details":{"cached_tokens":2}}}"#,
+        ),
+        (
+            Api::Responses,
+            r#"{"id":"r","output":[],"usageMetadata":{"candidatesTokenCount":4},"modelVersion":"g"}"#,
+        ),
+        (Api::Responses, r#"{"id":"r","output":[],"usage":{}}"#),
+        (
+            Api::Messages,
+            r#"{"id":"m","model":"claude","content":[],"usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":3,"cache_creation_input_tokens":2}}"#,
+        ),
+        (
+            Api::Messages,
+            r#"{"id":"m","content":[],"usage":{"prompt_tokens":4,"completion_tokens":1,"input_tokens":10,"output_tokens":5}}"#,
+        ),
+        (
+            Api::Messages,
+            r#"{"id":"m","content":[],"usage":null,"usageMetadata":{"promptTokenCount":2},"model":null}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[],"model":"x","modelVersion":"y","usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":4}}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[],"modelVersion":null,"usage":{"prompt_tokens":3,"completion_tokens":1},"usageMetadata":{"promptTokenCount":9}}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[],"usage":{"total_tokens":3},"usageMetadata":{"promptTokenCount":9}}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[],"model_version":"snake","usage_metadata":{"promptTokenCount":9}}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[],"modelVersion":"camel","usageMetadata":null}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[],"usageMetadata":{"totalTokenCount":9}}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[],"usageMetadata":{},"model":{"name":"odd"}}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"responseId":"r","candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":2,"thoughtsTokenCount":3,"cachedContentTokenCount":0}}"#,
+        ),
+    ]
+}
+
+/// Answers the typed read declines (the summary path reads them).
+fn summary_bodies_declined() -> Vec<(Api, &'static str)> {
+    vec![
+        (
+            Api::Chat,
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":2}}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":"7"}}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":1,"prompt_tokens_details":5}}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","model":"a","model":"b","choices":[]}"#,
+        ),
+        (
+            Api::Chat,
+            r#"{"id":"c","choices":[],"usageMetadata":"n/a","usage":{"prompt_tokens":1}}"#,
+        ),
+        (Api::Responses, r#"{"id":"r","output":[],"usage":[1,2]}"#),
+        (
+            Api::Responses,
+            r#"{"id":"r","output":[],"usage":{"input_tokens":1},"usage":{"input_tokens":2}}"#,
+        ),
+        (
+            Api::Messages,
+            r#"{"id":"m","content":[],"usage":{"input_tokens":2.5}}"#,
+        ),
+        (
+            Api::Messages,
+            r#"{"id":"m","content":[],"modelVersion":1,"modelVersion":2}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[],"usageMetadata":{"promptTokenCount":1.5}}"#,
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[],"usageMetadata":{"promptTokenCount":1},"usage_metadata":{"promptTokenCount":2}}"#,
+        ),
+        (Api::Gemini, r#"{"candidates":[],"model":1,"model":2}"#),
+    ]
+}
+
+/// The members `usage::response_summary` reads, in every API's answer, in the shapes the
+/// summary reads some way the readers do not (a Chat answer's `usageMetadata`, a Gemini
+/// answer's `model` and `usage`, Anthropic's cache counts beside OpenAI's names, details of one
+/// spelling and not the other), and the ones the typed read declines (flawed counts, a
+/// duplicated member, a `usage` of another type): where the typed read takes an answer it gives
+/// the summary's model and counts exactly (billing, the journal and telemetry read them), and
+/// the client's bytes the `Value` path gives.
+#[test]
+fn a_typed_read_gives_the_summarys_model_and_counts() {
+    let taken = summary_bodies_taken();
+    let declined = summary_bodies_declined();
+    for (target, body) in taken.iter().chain(&declined) {
+        let body = body.as_bytes();
+        let takes = declined.iter().all(|(_, other)| other.as_bytes() != body);
+        for client in Api::ALL {
+            let direction = Direction {
+                client,
+                target: *target,
+            };
+            let echo = Echo::default();
+            let value = value_path(direction, body, &echo);
+            match typed_translation(direction, body, CREATED, &echo) {
+                Some((translated, summary)) => {
+                    assert!(
+                        takes,
+                        "{client:?} < {target:?} takes {}",
+                        String::from_utf8_lossy(body)
+                    );
+                    assert_same_summary(body, &summary);
+                    assert_eq!(Ok(translated), value, "{client:?} < {target:?}");
+                }
+                None => assert!(
+                    !takes,
+                    "{client:?} < {target:?} declines {}",
+                    String::from_utf8_lossy(body)
+                ),
+            }
+            assert_eq!(translate_answer(direction, body, CREATED, &echo), value);
+        }
+    }
 }

@@ -5,6 +5,11 @@
 //! member of another type than the shape models (a number where a string goes, an array where
 //! an object goes, a duplicated member), and on what it leaves to the `Value` readers (web
 //! searches, citations, grounding).
+//!
+//! A shape also reads every member `usage::response_summary` reads (`model`, `modelVersion`,
+//! `usage`, `usageMetadata`), as strictly, so an answer it takes is read once: its summary
+//! (the model and counts billing, the journal and telemetry take) is the one
+//! `response_summary` gives, and one it declines goes that way as before.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -13,6 +18,7 @@ use std::marker::PhantomData;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::gemini::call_ids;
@@ -22,10 +28,19 @@ use super::gemini::read::{
 use super::hub::form::{Answer, Finish, Part, ToolCall, Usage};
 use super::text_delta::GeminiUsage;
 use super::{chat, messages, Api};
+use crate::wire::usage::{
+    gemini_whole_counts, whole_usage_counts, ResponseSummary, TokenCounts, WholeUsage,
+};
 
-/// The upstream answer `body` (in `target`'s API) in the hub's form, or `None` when the shape
-/// declines it. `signatures` and `created` are what the Gemini reader takes.
-pub fn answer(target: Api, body: &[u8], signatures: bool, created: u64) -> Option<Answer> {
+/// The upstream answer `body` (in `target`'s API) in the hub's form, and what
+/// `usage::response_summary` reads of it, or `None` when the shape declines it. `signatures`
+/// and `created` are what the Gemini reader takes.
+pub fn answer(
+    target: Api,
+    body: &[u8],
+    signatures: bool,
+    created: u64,
+) -> Option<(Answer, ResponseSummary<'_>)> {
     match target {
         Api::Chat => from_body::<Obj<ChatAnswer>>(body)?.0.into_form(),
         Api::Responses => from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form(),
@@ -105,8 +120,39 @@ pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     T::deserialize(deserializer).map(Some)
 }
 
-fn empty_model() -> Value {
-    Value::from("")
+/// The form's `model` of a `model` member read raw: `absent` when there is none, `null` as
+/// `null`.
+fn model_value(raw: Option<Option<&RawValue>>, absent: Value) -> Option<Value> {
+    match raw {
+        None => Some(absent),
+        Some(None) => Some(Value::Null),
+        Some(Some(raw)) => {
+            let text = raw.get();
+            // A string of no escape (a model's name) is its text between the quotes.
+            match text
+                .strip_prefix('"')
+                .and_then(|text| text.strip_suffix('"'))
+            {
+                Some(name) if !name.contains('\\') => Some(Value::String(name.to_owned())),
+                _ => serde_json::from_str(text).ok(),
+            }
+        }
+    }
+}
+
+/// What `usage::response_summary` reads of an answer's members: `model` (else `modelVersion`)
+/// as sent, and the counts of `usage` (else `usageMetadata`).
+fn summary<'a>(
+    model: Option<&'a RawValue>,
+    model_version: Option<&'a RawValue>,
+    usage: Option<&UsageMembers>,
+    metadata: Option<&GeminiCounts>,
+) -> ResponseSummary<'a> {
+    ResponseSummary {
+        counts: whole_usage_counts(usage.map(UsageMembers::whole))
+            .or_else(|| metadata.and_then(GeminiCounts::counts)),
+        model: model.or(model_version),
+    }
 }
 
 /// A list of objects of no member the shape reads, only counted (annotations, citations: a
@@ -122,11 +168,15 @@ fn none_or_empty(list: &Option<Skipped>) -> bool {
 #[derive(Deserialize)]
 struct ChatAnswer<'a> {
     id: Option<String>,
-    #[serde(default = "empty_model")]
-    model: Value,
+    #[serde(default, borrow, deserialize_with = "present")]
+    model: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
     choices: Option<Vec<Obj<ChatChoice<'a>>>>,
-    usage: Option<Obj<OpenAiUsage>>,
+    usage: Option<Obj<UsageMembers>>,
+    #[serde(rename = "modelVersion", borrow)]
+    model_version: Option<&'a RawValue>,
+    #[serde(rename = "usageMetadata")]
+    usage_metadata: Option<Obj<GeminiCounts>>,
 }
 
 #[derive(Deserialize)]
@@ -159,8 +209,10 @@ struct ChatFunction {
     arguments: Option<Value>,
 }
 
+/// A `usage` object of any of the three APIs that send one: the members each reader reads and
+/// every one `usage::response_summary` reads.
 #[derive(Deserialize)]
-struct OpenAiUsage {
+struct UsageMembers {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
     prompt_tokens_details: Option<Obj<Counts>>,
@@ -169,6 +221,24 @@ struct OpenAiUsage {
     output_tokens: Option<u64>,
     input_tokens_details: Option<Obj<Counts>>,
     output_tokens_details: Option<Obj<Counts>>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl UsageMembers {
+    fn whole(&self) -> WholeUsage {
+        let cached = |details: &Option<Obj<Counts>>| details.as_ref().map(|d| d.0.cached_tokens);
+        WholeUsage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cache_creation_input_tokens: self.cache_creation_input_tokens,
+            cache_read_input_tokens: self.cache_read_input_tokens,
+            prompt_tokens_details: cached(&self.prompt_tokens_details),
+            input_tokens_details: cached(&self.input_tokens_details),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -191,8 +261,8 @@ fn reasoning(details: &Option<Obj<Counts>>) -> u64 {
         .unwrap_or(0)
 }
 
-impl ChatAnswer<'_> {
-    fn into_form(self) -> Option<Answer> {
+impl<'a> ChatAnswer<'a> {
+    fn into_form(self) -> Option<(Answer, ResponseSummary<'a>)> {
         let mut choices = self.choices.unwrap_or_default();
         let choice = if choices.is_empty() {
             None
@@ -245,9 +315,15 @@ impl ChatAnswer<'_> {
             }
         }
         let usage = self.usage.map(|u| u.0);
-        Some(Answer {
+        let summary = summary(
+            self.model.flatten(),
+            self.model_version,
+            usage.as_ref(),
+            self.usage_metadata.as_ref().map(|m| &m.0),
+        );
+        let answer = Answer {
             id: self.id.unwrap_or_default(),
-            model: self.model,
+            model: model_value(self.model, Value::from(""))?,
             parts,
             finish,
             usage: usage.map_or_else(Usage::default, |u| Usage {
@@ -259,7 +335,8 @@ impl ChatAnswer<'_> {
             }),
             searches: Vec::new(),
             citations: Vec::new(),
-        })
+        };
+        Some((answer, summary))
     }
 }
 
@@ -268,15 +345,19 @@ impl ChatAnswer<'_> {
 #[derive(Deserialize)]
 struct ResponsesAnswer<'a> {
     id: Option<String>,
-    #[serde(default)]
-    model: Value,
+    #[serde(default, borrow, deserialize_with = "present")]
+    model: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
     status: Option<Text<'a>>,
     #[serde(borrow)]
     incomplete_details: Option<Obj<Incomplete<'a>>>,
     #[serde(borrow)]
     output: Option<Vec<Obj<ResponsesItem<'a>>>>,
-    usage: Option<Obj<OpenAiUsage>>,
+    usage: Option<Obj<UsageMembers>>,
+    #[serde(rename = "modelVersion", borrow)]
+    model_version: Option<&'a RawValue>,
+    #[serde(rename = "usageMetadata")]
+    usage_metadata: Option<Obj<GeminiCounts>>,
 }
 
 #[derive(Deserialize)]
@@ -309,8 +390,8 @@ struct ResponsesPart<'a> {
     annotations: Option<Skipped>,
 }
 
-impl ResponsesAnswer<'_> {
-    fn into_form(self) -> Option<Answer> {
+impl<'a> ResponsesAnswer<'a> {
+    fn into_form(self) -> Option<(Answer, ResponseSummary<'a>)> {
         let mut parts = Vec::new();
         let mut called = false;
         for item in self.output.unwrap_or_default() {
@@ -374,9 +455,15 @@ impl ResponsesAnswer<'_> {
             Finish::Stop
         };
         let usage = self.usage.map(|u| u.0);
-        Some(Answer {
+        let summary = summary(
+            self.model.flatten(),
+            self.model_version,
+            usage.as_ref(),
+            self.usage_metadata.as_ref().map(|m| &m.0),
+        );
+        let answer = Answer {
             id: self.id.unwrap_or_default(),
-            model: self.model,
+            model: model_value(self.model, Value::Null)?,
             parts,
             finish,
             usage: usage.map_or_else(Usage::default, |u| Usage {
@@ -388,7 +475,8 @@ impl ResponsesAnswer<'_> {
             }),
             searches: Vec::new(),
             citations: Vec::new(),
-        })
+        };
+        Some((answer, summary))
     }
 }
 
@@ -397,13 +485,17 @@ impl ResponsesAnswer<'_> {
 #[derive(Deserialize)]
 struct MessagesAnswer<'a> {
     id: Option<String>,
-    #[serde(default)]
-    model: Value,
+    #[serde(default, borrow, deserialize_with = "present")]
+    model: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
     content: Option<Vec<Obj<MessagesBlock<'a>>>>,
     #[serde(borrow)]
     stop_reason: Option<Text<'a>>,
-    usage: Option<Obj<MessagesUsage>>,
+    usage: Option<Obj<UsageMembers>>,
+    #[serde(rename = "modelVersion", borrow)]
+    model_version: Option<&'a RawValue>,
+    #[serde(rename = "usageMetadata")]
+    usage_metadata: Option<Obj<GeminiCounts>>,
 }
 
 #[derive(Deserialize)]
@@ -421,16 +513,8 @@ struct MessagesBlock<'a> {
     citations: Option<Skipped>,
 }
 
-#[derive(Deserialize)]
-struct MessagesUsage {
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    cache_read_input_tokens: Option<u64>,
-    cache_creation_input_tokens: Option<u64>,
-}
-
-impl MessagesAnswer<'_> {
-    fn into_form(self) -> Option<Answer> {
+impl<'a> MessagesAnswer<'a> {
+    fn into_form(self) -> Option<(Answer, ResponseSummary<'a>)> {
         let mut parts = Vec::new();
         for block in self.content.unwrap_or_default() {
             let block = block.0;
@@ -463,9 +547,15 @@ impl MessagesAnswer<'_> {
             }
         }
         let usage = self.usage.map(|u| u.0);
-        Some(Answer {
+        let summary = summary(
+            self.model.flatten(),
+            self.model_version,
+            usage.as_ref(),
+            self.usage_metadata.as_ref().map(|m| &m.0),
+        );
+        let answer = Answer {
             id: self.id.unwrap_or_default(),
-            model: self.model,
+            model: model_value(self.model, Value::Null)?,
             parts,
             finish: messages::read::finish(self.stop_reason.as_ref().map(|r| &*r.0)),
             usage: usage.map_or_else(Usage::default, |u| {
@@ -481,24 +571,40 @@ impl MessagesAnswer<'_> {
             }),
             searches: Vec::new(),
             citations: Vec::new(),
-        })
+        };
+        Some((answer, summary))
     }
 }
 
 // ---- Gemini (either spelling of a member, as `gemini::at` reads them) ----
 
+/// `modelVersion` and `usageMetadata` are read in each spelling apart (the summary reads only
+/// the camel one; an answer with both spellings of one is declined); `model` and `usage` only
+/// for the summary.
 #[derive(Deserialize)]
 struct GeminiAnswer<'a> {
     #[serde(rename = "responseId", alias = "response_id", borrow)]
     response_id: Option<Text<'a>>,
-    #[serde(rename = "modelVersion", alias = "model_version", default)]
-    model: Value,
+    #[serde(rename = "modelVersion", default, borrow, deserialize_with = "present")]
+    model_version: Option<Option<&'a RawValue>>,
+    #[serde(
+        rename = "model_version",
+        default,
+        borrow,
+        deserialize_with = "present"
+    )]
+    model_version_snake: Option<Option<&'a RawValue>>,
     #[serde(borrow)]
     candidates: Option<Vec<Obj<GeminiCandidate<'a>>>>,
     #[serde(rename = "promptFeedback", alias = "prompt_feedback", borrow)]
     prompt_feedback: Option<Obj<PromptFeedback<'a>>>,
-    #[serde(rename = "usageMetadata", alias = "usage_metadata")]
-    usage: Option<Obj<GeminiCounts>>,
+    #[serde(rename = "usageMetadata", default, deserialize_with = "present")]
+    usage_metadata: Option<Option<Obj<GeminiCounts>>>,
+    #[serde(rename = "usage_metadata", default, deserialize_with = "present")]
+    usage_metadata_snake: Option<Option<Obj<GeminiCounts>>>,
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    usage: Option<Obj<UsageMembers>>,
 }
 
 #[derive(Deserialize)]
@@ -563,8 +669,31 @@ struct GeminiCounts {
     thoughts: Option<u64>,
 }
 
-impl GeminiAnswer<'_> {
-    fn into_form(self, signatures: bool, created: u64) -> Option<Answer> {
+impl GeminiCounts {
+    /// What `usage::response_summary` reads of the same `usageMetadata`.
+    fn counts(&self) -> Option<TokenCounts> {
+        gemini_whole_counts(self.prompt, self.candidates, self.thoughts, self.cached)
+    }
+}
+
+impl<'a> GeminiAnswer<'a> {
+    fn into_form(self, signatures: bool, created: u64) -> Option<(Answer, ResponseSummary<'a>)> {
+        // Both spellings of one member: the `Value` reader's (it takes the camel one).
+        if (self.model_version.is_some() && self.model_version_snake.is_some())
+            || (self.usage_metadata.is_some() && self.usage_metadata_snake.is_some())
+        {
+            return None;
+        }
+        let summary = summary(
+            self.model,
+            self.model_version.flatten(),
+            self.usage.as_ref().map(|u| &u.0),
+            self.usage_metadata
+                .as_ref()
+                .and_then(|m| m.as_ref())
+                .map(|m| &m.0),
+        );
+        let model = model_value(self.model_version.or(self.model_version_snake), Value::Null)?;
         let response_id = str_of(&self.response_id);
         let mut candidates = self.candidates.unwrap_or_default();
         let candidate = if candidates.is_empty() {
@@ -623,10 +752,14 @@ impl GeminiAnswer<'_> {
         } else {
             gemini_finish(str_of(&finish_reason), calls > 0)
         };
-        let usage = self.usage.map(|u| u.0);
-        Some(Answer {
+        let usage = self
+            .usage_metadata
+            .or(self.usage_metadata_snake)
+            .flatten()
+            .map(|u| u.0);
+        let answer = Answer {
             id: response_id.to_string(),
-            model: self.model,
+            model,
             finish,
             usage: usage.map_or_else(
                 || usage_of_counts(GeminiUsage::default()),
@@ -642,6 +775,7 @@ impl GeminiAnswer<'_> {
             searches: Vec::new(),
             citations: Vec::new(),
             parts,
-        })
+        };
+        Some((answer, summary))
     }
 }
