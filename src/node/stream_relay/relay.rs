@@ -14,7 +14,7 @@ use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::SseEvent;
 use crate::wire::stream_error::{anthropic_stream_error, gemini_stream_error, openai_stream_error};
-use crate::wire::stream_watch::{EventMeaning, StreamFormat};
+use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat};
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
 use crate::wire::usage::TokenCounts;
 
@@ -152,7 +152,10 @@ impl Relay {
             .as_ref()
             .is_some_and(|sink| sink.watches_budget());
         for event in events.drain(..) {
-            if self.gemini_text(&event, out) || self.chat_text(&event, out) {
+            if self.gemini_text(&event, out)
+                || self.chat_text(&event, out)
+                || self.named_delta(&event, out)
+            {
                 if watches_budget && self.budget_reached() {
                     self.stop_at_budget(out);
                     return;
@@ -212,22 +215,56 @@ impl Relay {
             return false;
         }
         let start = out.len();
-        let usage = match self.stream.translator.as_mut() {
+        let read = match self.stream.translator.as_mut() {
             Some(translator) => translator.gemini_text(event, out),
             None => {
                 let usage = self.stream.gemini_text.text_usage(event);
                 if usage.is_some() {
                     out.extend_from_slice(&event.raw);
                 }
-                usage
+                usage.map(|usage| (usage, None))
             }
         };
         seal_tail(self.stream.sealer.as_ref(), out, start);
-        let Some(usage) = usage else {
+        let Some((usage, bytes)) = read else {
             return false;
         };
         self.stream.usage.observe_gemini_text(event, usage);
-        self.stream.usage.count_content(self.stream.format, event);
+        self.count_content(event, bytes);
+        true
+    }
+
+    /// Counts `event`'s generated text: `bytes` when its reader knew them, else searched.
+    fn count_content(&mut self, event: &SseEvent, bytes: Option<usize>) {
+        match bytes {
+            Some(bytes) => self.stream.usage.count_content_bytes(bytes),
+            None => self.stream.usage.count_content(self.stream.format, event),
+        }
+    }
+
+    /// A translated Anthropic or Responses upstream's event that cannot matter after commit
+    /// (`matters_after_commit` tells it by its name alone: a delta), taken as
+    /// `counted_as_content` takes it (content, counted) and translated once: its text bytes
+    /// from the translator when it read a text piece through its template, else searched.
+    /// True when it was (and is in `out`).
+    fn named_delta(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
+        let format = self.stream.format;
+        if !matches!(
+            format,
+            StreamFormat::Anthropic | StreamFormat::OpenAiResponses
+        ) {
+            return false;
+        }
+        let Some(translator) = self.stream.translator.as_mut() else {
+            return false;
+        };
+        if translator.upstream_format() != format || matters_after_commit(format, event) {
+            return false;
+        }
+        let start = out.len();
+        let bytes = translator.event_counted(event, out);
+        seal_tail(self.stream.sealer.as_ref(), out, start);
+        self.count_content(event, bytes);
         true
     }
 
@@ -242,11 +279,11 @@ impl Relay {
             return false;
         };
         let start = out.len();
-        if !translator.chat_text(event, out) {
+        let Some(bytes) = translator.chat_text(event, out) else {
             return false;
-        }
+        };
         seal_tail(self.stream.sealer.as_ref(), out, start);
-        self.stream.usage.count_content(self.stream.format, event);
+        self.count_content(event, bytes);
         true
     }
 

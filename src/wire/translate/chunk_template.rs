@@ -6,11 +6,14 @@
 //! is the same JSON but for those values, so the shape reads it the same way but for them:
 //! they are read, the rest is compared. Keys, literals and every string the shape compares
 //! (a `type`) stay in the compared bytes. Any other chunk is walked as before, and may become
-//! the template.
+//! the template. A chunk read through it also gives the bytes of generated text the relay
+//! counts of it (`content_bytes`), when the template's counted member is its text.
 
 use std::borrow::Cow;
 
 use super::json_scan::{Hole, HoleKind, Scan};
+use crate::wire::content_bytes::{content_member_at, string_bytes};
+use crate::wire::stream_format::StreamFormat;
 
 /// How many times one stream learns a template (a stream whose chunks never repeat stops
 /// paying for the learning).
@@ -23,6 +26,20 @@ pub struct Template<B> {
     bytes: Box<[u8]>,
     holes: Box<[Hole]>,
     base: B,
+    counted: Counted,
+}
+
+/// Which string of the template `content_bytes` counts (the first member of its protocol's
+/// content names with a string value). A chunk that fills the template has the same members,
+/// with values of the same kinds, so that search finds the same member in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// None: 0 bytes.
+    Nothing,
+    /// The first text the shape reads.
+    FirstText,
+    /// Another (the relay searches the chunk itself).
+    Elsewhere,
 }
 
 /// The values of a chunk that matched a template, read as the shape reads them there.
@@ -34,6 +51,9 @@ pub struct Filled<'a> {
     pub more: Vec<Cow<'a, str>>,
     /// The [`HoleKind::Count`] numbers by slot (`None`: no hole there).
     pub counts: [Option<u64>; 4],
+    /// The bytes of generated text `content_bytes::content_text_bytes` counts of the chunk
+    /// (with the protocol the template was learnt for); `None`: not known here.
+    pub content_bytes: Option<usize>,
 }
 
 impl<'a> Filled<'a> {
@@ -61,6 +81,7 @@ impl<B: Copy> Template<B> {
         let mut scan = Scan::new(data);
         let mut from = 0;
         let mut next = 0;
+        filled.content_bytes = (self.counted == Counted::Nothing).then_some(0);
         loop {
             // Up to the next value the shape reads (or the end), the values passed over are
             // mostly the template's own (ids, a model, indices): one comparison when they are,
@@ -104,7 +125,14 @@ impl<B: Copy> Template<B> {
                 HoleKind::Count(slot) => {
                     *filled.counts.get_mut(usize::from(slot))? = Some(scan.number()??)
                 }
-                _ => filled.text(scan.string()?),
+                _ => {
+                    let quote = scan.at;
+                    let text = scan.string()?;
+                    if filled.first.is_none() && self.counted == Counted::FirstText {
+                        filled.content_bytes = Some(string_bytes(bytes.get(quote + 1..)?));
+                    }
+                    filled.text(text)
+                }
             }
             from = hole.end;
             next = read + 1;
@@ -124,6 +152,9 @@ impl<B: Copy> Template<B> {
 pub struct Learned<B> {
     template: Option<Template<B>>,
     learnt: u8,
+    /// [`Filled::content_bytes`] of the last chunk [`Learned::read`] took through the
+    /// template (`None` after one it did not).
+    content_bytes: Option<usize>,
 }
 
 impl<B> Default for Learned<B> {
@@ -131,6 +162,7 @@ impl<B> Default for Learned<B> {
         Learned {
             template: None,
             learnt: 0,
+            content_bytes: None,
         }
     }
 }
@@ -142,6 +174,20 @@ impl<B: Copy> Learned<B> {
         self.template.as_ref()?.fill(data, filled)
     }
 
+    /// [`Learned::fill`], its content bytes kept for [`Learned::content_bytes`].
+    pub fn read<'a>(&mut self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
+        let base = self.fill(data, filled);
+        self.content_bytes = base.and(filled.content_bytes);
+        base
+    }
+
+    /// The bytes of generated text `content_bytes::content_text_bytes` counts of the last
+    /// chunk [`Learned::read`] was asked for, when it was read through the template and they
+    /// are known there.
+    pub fn content_bytes(&self) -> Option<usize> {
+        self.content_bytes
+    }
+
     /// A scan of `data` that records its holes while this stream may still learn.
     pub fn scan<'a>(&self, data: &'a str) -> Scan<'a> {
         if self.learnt < MAX_LEARNT {
@@ -151,17 +197,25 @@ impl<B: Copy> Learned<B> {
         }
     }
 
-    /// `scan` (of `data`) was accepted by the shape, which read `base` outside its holes: it
-    /// becomes the template, when it was recorded.
-    pub fn learn(&mut self, data: &str, scan: Scan<'_>, base: B) {
+    /// `scan` (of `data`, a chunk of `format`) was accepted by the shape, which read `base`
+    /// outside its holes: it becomes the template, when it was recorded.
+    pub fn learn(&mut self, data: &str, scan: Scan<'_>, base: B, format: StreamFormat) {
         if self.learnt >= MAX_LEARNT {
             return;
         }
         self.learnt += 1;
+        let holes: Box<[Hole]> = scan.holes().into();
+        let first_text = holes.iter().find(|hole| hole.kind == HoleKind::Text);
+        let counted = match content_member_at(format, data.as_bytes()) {
+            None => Counted::Nothing,
+            Some(at) if first_text.is_some_and(|hole| hole.start + 1 == at) => Counted::FirstText,
+            Some(_) => Counted::Elsewhere,
+        };
         self.template = Some(Template {
             bytes: data.as_bytes().into(),
-            holes: scan.holes().into(),
+            holes,
             base,
+            counted,
         });
     }
 }

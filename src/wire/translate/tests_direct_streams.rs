@@ -284,8 +284,15 @@ fn relayed_chat(direction: Direction, stream: &str, one_read: bool) -> (String, 
     parser.feed(stream.as_bytes(), &mut events).unwrap();
     let mut out = BytesMut::new();
     for event in &events {
-        if one_read && translator.chat_text(event, &mut out) {
-            usage.count_content(format, event);
+        if let Some(bytes) = one_read
+            .then(|| translator.chat_text(event, &mut out))
+            .flatten()
+        {
+            // Its text bytes as the translator's template counts them.
+            match bytes {
+                Some(bytes) => usage.count_content_bytes(bytes),
+                None => usage.count_content(format, event),
+            }
             continue;
         }
         if !matters_after_commit(format, event) {
@@ -367,4 +374,108 @@ fn a_chat_upstreams_text_chunks_read_once_give_the_bytes_and_usage_of_two_reads(
         }
     }
     assert!(compared > 100, "{compared}");
+}
+
+/// A translated Anthropic or Responses upstream's `stream` relayed as the relay relays it after
+/// commit, its deltas translated in one pass that counts their text bytes from the reader's
+/// template (`event_counted`, the relay's `named_delta`) or counted by the relay's search: the
+/// client's bytes and the usage the relay counted.
+fn relayed_named(
+    direction: Direction,
+    format: StreamFormat,
+    stream: &str,
+    one_pass: bool,
+) -> (String, StreamUsage, usize) {
+    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
+    let mut usage = StreamUsage::default();
+    let mut parser = SseParser::new();
+    let mut events: Vec<SseEvent> = Vec::new();
+    parser.feed(stream.as_bytes(), &mut events).unwrap();
+    let mut out = BytesMut::new();
+    let mut counted = 0;
+    for event in &events {
+        if !matters_after_commit(format, event) {
+            if one_pass {
+                match translator.event_counted(event, &mut out) {
+                    Some(bytes) => {
+                        counted += 1;
+                        usage.count_content_bytes(bytes);
+                    }
+                    None => usage.count_content(format, event),
+                }
+            } else {
+                usage.count_content(format, event);
+                translator.event(event, &mut out);
+            }
+            continue;
+        }
+        match usage.observe(format, event) {
+            EventMeaning::Error { .. } => {
+                translator.event(event, &mut out);
+                break;
+            }
+            meaning => {
+                if meaning == EventMeaning::Content {
+                    usage.count_content(format, event);
+                }
+                translator.event(event, &mut out);
+            }
+        }
+    }
+    translator.finish(&mut out);
+    (String::from_utf8(out.to_vec()).unwrap(), usage, counted)
+}
+
+#[test]
+fn anthropic_and_responses_deltas_translated_in_one_pass_count_the_bytes_of_the_search() {
+    let delta = |json: &str| format!("event: content_block_delta\ndata: {json}\n\n");
+    // Text deltas whose text the relay's search counts elsewhere (a member of the same name
+    // before it), or escaped, after the plain ones a template is learnt from.
+    let odd = [
+        r#"{"x":{"text":"zz"},"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\"b\\c\n\u00e9 🦀"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"text":"reordered","type":"text_delta"}}"#,
+        r#"{"type":"content_block_delta","index":0,"x":{"partial_json":"p"},"delta":{"type":"text_delta","text":"t"}}"#,
+    ];
+    let mut anthropic = anthropic_streams();
+    for base in anthropic_streams().into_iter().take(2) {
+        for odd in odd {
+            let twice = format!("{}{}", delta(odd), delta(odd));
+            anthropic.push(base.replacen(
+                "event: content_block_stop",
+                &format!("{twice}event: content_block_stop"),
+                1,
+            ));
+        }
+    }
+    let mut responses = super::tests_fast_reads::responses_streams();
+    let escaped = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"q\\\"\\n\\u00e9\",\"sequence_number\":9}\n\n";
+    for stream in super::tests_fast_reads::responses_streams() {
+        if let Some(at) = stream.find("event: response.output_text.done") {
+            responses.push(format!("{}{escaped}{escaped}{}", &stream[..at], &stream[at..]));
+        }
+    }
+    let (mut compared, mut counted) = (0, 0);
+    let cases = [
+        (StreamFormat::Anthropic, &anthropic, Api::Messages),
+        (StreamFormat::OpenAiResponses, &responses, Api::Responses),
+    ];
+    for (format, streams, target) in cases {
+        for direction in Direction::ALL.into_iter().filter(|d| d.target == target) {
+            if direction.client == target {
+                continue;
+            }
+            for stream in streams {
+                let (bytes, usage, one) = relayed_named(direction, format, stream, true);
+                let (two_bytes, two_usage, _) = relayed_named(direction, format, stream, false);
+                assert_eq!(bytes, two_bytes, "{direction:?} of\n{stream}");
+                assert_eq!(usage, two_usage, "{direction:?} of\n{stream}");
+                compared += 1;
+                counted += one;
+            }
+        }
+    }
+    assert!(compared > 100, "{compared}");
+    // Most text deltas had their bytes counted from the template.
+    assert!(counted > 300, "{counted}");
 }

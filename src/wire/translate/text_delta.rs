@@ -13,22 +13,25 @@ use serde::Deserialize;
 
 use super::chunk_template::{Filled, Learned};
 use super::json_scan::{Scan, Seen, DEPTH};
+use crate::wire::stream_format::StreamFormat;
 
-/// A shape's reading of a chunk through a stream's template ([`Learned`]), else by walking it
-/// (`scan`, which may become the template, with `base`).
+/// A shape's reading of a chunk of `format` through a stream's template ([`Learned`], which
+/// then knows its content bytes), else by walking it (`scan`, which may become the template,
+/// with `base`).
 fn learned<'a, B: Copy, R>(
     data: &'a str,
     learned: &mut Learned<B>,
+    format: StreamFormat,
     filled: impl FnOnce(Filled<'a>, B) -> Option<R>,
     scan: impl FnOnce(&mut Scan<'a>) -> Option<(R, B)>,
 ) -> Option<R> {
     let mut read = Filled::default();
-    if let Some(base) = learned.fill(data, &mut read) {
+    if let Some(base) = learned.read(data, &mut read) {
         return filled(read, base);
     }
     let mut walk = learned.scan(data);
     let (result, base) = scan(&mut walk)?;
-    learned.learn(data, walk, base);
+    learned.learn(data, walk, base, format);
     Some(result)
 }
 
@@ -37,6 +40,7 @@ pub fn messages_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Opt
     learned(
         data,
         chunks,
+        StreamFormat::Anthropic,
         |read, ()| read.first,
         |scan| Some((messages_text_in(scan)?, ())),
     )
@@ -47,6 +51,7 @@ pub fn chat_content_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Opti
     learned(
         data,
         chunks,
+        StreamFormat::OpenAiChat,
         |read, ()| read.first.filter(|content| !content.is_empty()),
         |scan| Some((chat_content_in(scan)?, ())),
     )
@@ -57,6 +62,7 @@ pub fn responses_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Op
     learned(
         data,
         chunks,
+        StreamFormat::OpenAiResponses,
         |read, ()| read.first,
         |scan| Some((responses_text_in(scan)?, ())),
     )
@@ -78,6 +84,7 @@ pub fn gemini_text_learned<'a>(
     learned(
         data,
         chunks,
+        StreamFormat::Gemini,
         |read, base| {
             let [prompt, cached, candidates, thoughts] = read.counts;
             let texts = read.into_texts();
@@ -773,6 +780,7 @@ mod against_reference {
 #[cfg(test)]
 mod through_templates {
     use super::*;
+    use crate::wire::content_bytes::content_text_bytes;
     use crate::wire::translate::chunk_template::Filled;
 
     /// Real events of each shape (the mock's, OpenAI's, Anthropic's, Google's).
@@ -837,42 +845,93 @@ mod through_templates {
         out
     }
 
-    #[test]
-    fn a_chunk_read_through_a_template_reads_as_its_walk_reads_it() {
-        let mut through = 0;
-        for real in REAL {
-            let family = variants(real);
-            for learnt in &family {
-                for read in &family {
-                    let mut chunks = Learned::default();
-                    if messages_text_learned(learnt, &mut chunks).is_some() {
-                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                        let got = messages_text_learned(read, &mut chunks);
-                        assert_eq!(got, messages_text(read), "{learnt} then {read}");
-                    }
-                    let mut chunks = Learned::default();
-                    if chat_content_learned(learnt, &mut chunks).is_some() {
-                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                        let got = chat_content_learned(read, &mut chunks);
-                        assert_eq!(got, chat_content(read), "{learnt} then {read}");
-                    }
-                    let mut chunks = Learned::default();
-                    if responses_text_learned(learnt, &mut chunks).is_some() {
-                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                        let got = responses_text_learned(read, &mut chunks);
-                        assert_eq!(got, responses_text(read), "{learnt} then {read}");
-                    }
-                    let mut chunks = Learned::default();
-                    if gemini_text_learned(learnt, &mut chunks).is_some() {
-                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                        let got = gemini_text_learned(read, &mut chunks);
-                        assert_eq!(got, gemini_text(read), "{learnt} then {read}");
-                    }
+    /// Reads each pair of `real`'s variants through a template (the first learnt, the second
+    /// read): each as its walk reads it, and the text bytes the template counts as
+    /// `content_bytes` counts them. How many were read through the template, and how many of
+    /// those had their bytes counted there.
+    fn through_pairs(real: &str) -> (usize, usize) {
+        let (mut through, mut counted) = (0, 0);
+        // What the template counted of `read`, when it did: as the relay's search counts it.
+        let mut check = |bytes: Option<usize>, format: StreamFormat, read: &str, learnt: &str| {
+            if let Some(bytes) = bytes {
+                counted += 1;
+                let searched = content_text_bytes(format, read.as_bytes());
+                assert_eq!(bytes, searched, "{format:?}: {learnt} then {read}");
+            }
+        };
+        let family = variants(real);
+        for learnt in &family {
+            for read in &family {
+                let mut chunks = Learned::default();
+                if messages_text_learned(learnt, &mut chunks).is_some() {
+                    through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+                    let got = messages_text_learned(read, &mut chunks);
+                    assert_eq!(got, messages_text(read), "{learnt} then {read}");
+                    let bytes = got.and(chunks.content_bytes());
+                    check(bytes, StreamFormat::Anthropic, read, learnt);
+                }
+                let mut chunks = Learned::default();
+                if chat_content_learned(learnt, &mut chunks).is_some() {
+                    through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+                    let got = chat_content_learned(read, &mut chunks);
+                    assert_eq!(got, chat_content(read), "{learnt} then {read}");
+                    let bytes = got.and(chunks.content_bytes());
+                    check(bytes, StreamFormat::OpenAiChat, read, learnt);
+                }
+                let mut chunks = Learned::default();
+                if responses_text_learned(learnt, &mut chunks).is_some() {
+                    through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+                    let got = responses_text_learned(read, &mut chunks);
+                    assert_eq!(got, responses_text(read), "{learnt} then {read}");
+                    let bytes = got.and(chunks.content_bytes());
+                    check(bytes, StreamFormat::OpenAiResponses, read, learnt);
+                }
+                let mut chunks = Learned::default();
+                if gemini_text_learned(learnt, &mut chunks).is_some() {
+                    through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+                    let got = gemini_text_learned(read, &mut chunks);
+                    assert_eq!(got, gemini_text(read), "{learnt} then {read}");
+                    let bytes = got.and(chunks.content_bytes());
+                    check(bytes, StreamFormat::Gemini, read, learnt);
                 }
             }
         }
-        // Most pairs of a family differ in values alone: read through the template.
+        (through, counted)
+    }
+
+    #[test]
+    fn a_chunk_read_through_a_template_reads_as_its_walk_reads_it() {
+        let (mut through, mut counted) = (0, 0);
+        for real in REAL {
+            let (read, bytes) = through_pairs(real);
+            through += read;
+            counted += bytes;
+        }
+        // Most pairs of a family differ in values alone: read through the template, their
+        // text bytes counted there.
         assert!(through > 5000, "{through}");
+        assert!(counted > 4000, "{counted}");
+    }
+
+    /// Chunks whose text `content_bytes` does not find where the shape reads it (a member of
+    /// the same name before it, or its only string elsewhere), or finds none.
+    #[test]
+    fn a_template_counts_only_the_text_content_bytes_would_count() {
+        let odd = [
+            r#"{"x":{"text":"zz"},"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"x":{"text":7,"partial_json":"q"},"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"x":{"text":null},"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"x":[{"content":"no"}],"choices":[{"delta":{"content":"This"},"finish_reason":null}],"id":"c"}"#,
+            r#"{"choices":[{"delta":{"content":"This"},"finish_reason":null,"text2":{"text":"t"}}],"id":"c"}"#,
+            r#"{"x":{"delta":"d"},"type":"response.output_text.delta","delta":" is","sequence_number":3}"#,
+            r#"{"a\"text":"e","type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"promptFeedbackX":{"text":"zz"},"candidates":[{"content":{"parts":[{"text":"a"}]}}]}"#,
+        ];
+        let mut through = 0;
+        for real in odd {
+            through += through_pairs(real).0;
+        }
+        assert!(through > 500, "{through}");
     }
 
     #[test]
