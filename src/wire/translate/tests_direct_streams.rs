@@ -432,7 +432,7 @@ fn anthropic_and_responses_deltas_translated_in_one_pass_count_the_bytes_of_the_
     // Text deltas whose text the relay's search counts elsewhere (a member of the same name
     // before it), or escaped, after the plain ones a template is learnt from.
     let odd = [
-        r#"{"x":{"text":"zz"},"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+        r#"{"x":{"text":"zzzzz"},"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
         r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\"b\\c\n\u00e9 🦀"}}"#,
         r#"{"type":"content_block_delta","index":0,"delta":{"text":"reordered","type":"text_delta"}}"#,
         r#"{"type":"content_block_delta","index":0,"x":{"partial_json":"p"},"delta":{"type":"text_delta","text":"t"}}"#,
