@@ -49,7 +49,8 @@ impl Relay {
     /// The next bytes for the client; `None` once the stream is over (and reported).
     pub(super) async fn next_chunk(&mut self) -> Option<Bytes> {
         if !self.stream.buffered.is_empty() {
-            let mut first = BytesMut::new();
+            let len = self.stream.buffered.iter().map(Bytes::len).sum();
+            let mut first = BytesMut::with_capacity(len);
             for chunk in std::mem::take(&mut self.stream.buffered) {
                 first.extend_from_slice(&self.sealed(&chunk));
             }
@@ -151,6 +152,13 @@ impl Relay {
             .client_usage
             .as_ref()
             .is_some_and(|sink| sink.watches_budget());
+        if self.stream.translator.is_some() {
+            // What the events' translations will take, about (a translated event is rarely
+            // more than twice its upstream bytes): one allocation where each written piece
+            // would grow `out` (and each growth is a reallocation).
+            let upstream: usize = events.iter().map(|event| event.raw.len()).sum();
+            out.reserve(2 * upstream + 256);
+        }
         for event in events.drain(..) {
             if self.gemini_text(&event, out)
                 || self.chat_text(&event, out)
