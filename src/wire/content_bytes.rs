@@ -52,7 +52,9 @@ pub fn content_member_at(format: StreamFormat, data: &[u8]) -> Option<usize> {
     };
     // The first member with a string value, in the order above (the usual one first: one
     // search per event).
-    let text = members.iter().find_map(|member| member.first_string(data))?;
+    let text = members
+        .iter()
+        .find_map(|member| member.first_string(data))?;
     Some(data.len() - text.len())
 }
 

@@ -73,6 +73,28 @@ impl<'a> Filled<'a> {
     }
 }
 
+/// How many bytes `a` and `b` begin with alike (eight compared a step).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let mut at = 0;
+    while let (Some(x), Some(y)) = (a.get(at..at + 8), b.get(at..at + 8)) {
+        let (Ok(x), Ok(y)) = (<[u8; 8]>::try_from(x), <[u8; 8]>::try_from(y)) else {
+            break;
+        };
+        let differ = u64::from_le_bytes(x) ^ u64::from_le_bytes(y);
+        if differ != 0 {
+            return at + (differ.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + a
+        .get(at..)
+        .unwrap_or_default()
+        .iter()
+        .zip(b.get(at..).unwrap_or_default())
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
 impl<B: Copy> Template<B> {
     /// `data`'s open values, and the template's `base`, when `data` is the template's bytes
     /// with other values of the same kinds in its holes; `None` otherwise (nothing read).
@@ -85,7 +107,7 @@ impl<B: Copy> Template<B> {
         loop {
             // Up to the next value the shape reads (or the end), the values passed over are
             // mostly the template's own (ids, a model, indices): one comparison when they are,
-            // else hole by hole.
+            // else one from each value that differs on.
             let read = self
                 .holes
                 .get(next..)?
@@ -96,26 +118,33 @@ impl<B: Copy> Template<B> {
                 Some(read) => self.holes.get(read)?.start,
                 None => self.bytes.len(),
             };
-            let run = self.bytes.get(from..stop)?;
-            if bytes.get(scan.at..)?.starts_with(run) {
-                scan.at += run.len();
-            } else {
-                let stretch = self.holes.get(next..read.unwrap_or(self.holes.len()))?;
-                for (n, hole) in stretch.iter().enumerate() {
-                    self.fixed(&mut scan, from, hole.start)?;
-                    // The template's own value and the bytes after it, else another value.
-                    let end = stretch.get(n + 1).map_or(stop, |next| next.start);
-                    if self.fixed(&mut scan, hole.start, end).is_some() {
-                        from = end;
-                        continue;
-                    }
-                    match hole.kind {
-                        HoleKind::String => scan.string().map(drop)?,
-                        _ => scan.number().map(drop)?,
-                    }
-                    from = hole.end;
+            let stretch_end = read.unwrap_or(self.holes.len());
+            loop {
+                let run = self.bytes.get(from..stop)?;
+                let rest = bytes.get(scan.at..)?;
+                if rest.starts_with(run) {
+                    scan.at += run.len();
+                    break;
                 }
-                self.fixed(&mut scan, from, stop)?;
+                // The first byte that differs is in a value passed over (another value of
+                // its kind, read and passed over), else the chunk is another.
+                let differs = from + common_prefix(run, rest);
+                let offset = self
+                    .holes
+                    .get(next..stretch_end)?
+                    .iter()
+                    .position(|hole| hole.end >= differs)?;
+                let hole = *self.holes.get(next + offset)?;
+                if hole.start > differs {
+                    return None;
+                }
+                scan.at += hole.start - from;
+                match hole.kind {
+                    HoleKind::String => scan.string().map(drop)?,
+                    _ => scan.number().map(drop)?,
+                }
+                from = hole.end;
+                next += offset + 1;
             }
             let Some(read) = read else {
                 return (scan.at == bytes.len()).then_some(self.base);
@@ -137,13 +166,6 @@ impl<B: Copy> Template<B> {
             from = hole.end;
             next = read + 1;
         }
-    }
-
-    /// The template's bytes `from..to` next in `scan`'s text: taken.
-    fn fixed(&self, scan: &mut Scan<'_>, from: usize, to: usize) -> Option<()> {
-        let fixed = self.bytes.get(from..to)?;
-        let text = scan.rest()?;
-        text.starts_with(fixed).then(|| scan.at += fixed.len())
     }
 }
 
@@ -217,5 +239,24 @@ impl<B: Copy> Learned<B> {
             base,
             counted,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_prefix;
+
+    #[test]
+    fn a_common_prefix_is_counted_across_and_within_eight_byte_steps() {
+        let text = b"{\"usageMetadata\":{\"totalTokenCount\":33}}";
+        for at in 0..text.len() {
+            let mut other = text.to_vec();
+            other[at] = b'#';
+            assert_eq!(common_prefix(text, &other), at);
+            assert_eq!(common_prefix(&other, text), at);
+        }
+        assert_eq!(common_prefix(text, text), text.len());
+        assert_eq!(common_prefix(text, &text[..20]), 20);
+        assert_eq!(common_prefix(b"", text), 0);
     }
 }

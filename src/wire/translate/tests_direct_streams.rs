@@ -452,7 +452,11 @@ fn anthropic_and_responses_deltas_translated_in_one_pass_count_the_bytes_of_the_
     let escaped = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"q\\\"\\n\\u00e9\",\"sequence_number\":9}\n\n";
     for stream in super::tests_fast_reads::responses_streams() {
         if let Some(at) = stream.find("event: response.output_text.done") {
-            responses.push(format!("{}{escaped}{escaped}{}", &stream[..at], &stream[at..]));
+            responses.push(format!(
+                "{}{escaped}{escaped}{}",
+                &stream[..at],
+                &stream[at..]
+            ));
         }
     }
     let (mut compared, mut counted) = (0, 0);

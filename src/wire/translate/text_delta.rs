@@ -913,6 +913,55 @@ mod through_templates {
         assert!(counted > 4000, "{counted}");
     }
 
+    /// A chunk that differs from the template in a byte just before a value (its key's
+    /// colon or closing quote, a letter of its key) reads as its walk reads it.
+    #[test]
+    fn a_chunk_that_differs_next_to_a_value_reads_as_its_walk() {
+        let mut through = 0;
+        for real in REAL {
+            let mut edited = Vec::new();
+            for (start, _) in values(real) {
+                for (back, to) in [(1, "="), (1, " "), (2, "x"), (3, "q")] {
+                    let at = start - back;
+                    edited.push(format!("{}{to}{}", &real[..at], &real[at + 1..]));
+                }
+            }
+            for read in &edited {
+                let mut chunks = Learned::default();
+                if messages_text_learned(real, &mut chunks).is_some() {
+                    through += 1;
+                    let got = messages_text_learned(read, &mut chunks);
+                    assert_eq!(got, messages_text(read), "{read}");
+                }
+                let mut chunks = Learned::default();
+                if chat_content_learned(real, &mut chunks).is_some() {
+                    through += 1;
+                    assert_eq!(
+                        chat_content_learned(read, &mut chunks),
+                        chat_content(read),
+                        "{read}"
+                    );
+                }
+                let mut chunks = Learned::default();
+                if responses_text_learned(real, &mut chunks).is_some() {
+                    through += 1;
+                    let got = responses_text_learned(read, &mut chunks);
+                    assert_eq!(got, responses_text(read), "{read}");
+                }
+                let mut chunks = Learned::default();
+                if gemini_text_learned(real, &mut chunks).is_some() {
+                    through += 1;
+                    assert_eq!(
+                        gemini_text_learned(read, &mut chunks),
+                        gemini_text(read),
+                        "{read}"
+                    );
+                }
+            }
+        }
+        assert!(through > 50, "{through}");
+    }
+
     /// Chunks whose text `content_bytes` does not find where the shape reads it (a member of
     /// the same name before it, or its only string elsewhere), or finds none.
     #[test]
