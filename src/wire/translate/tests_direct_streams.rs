@@ -272,25 +272,37 @@ fn streams_between_chat_messages_and_gemini_give_the_bytes_of_whole_values() {
     assert!(compared > 400, "{compared}");
 }
 
-/// A Chat upstream's `stream` relayed as the relay relays it after commit, with the
-/// translator's one read of its text chunks (`chat_text`) or without: the client's bytes and
-/// the usage the relay counted.
-fn relayed_chat(direction: Direction, stream: &str, one_read: bool) -> (String, StreamUsage) {
-    let format = StreamFormat::OpenAiChat;
+/// A translated upstream's `stream` (of `format`) relayed as the relay relays it after commit,
+/// with the relay's one-pass reads (`one_pass`: a Chat upstream's text chunks through
+/// `chat_text`, an Anthropic or Responses upstream's deltas through `event_counted`, their
+/// text bytes counted from the reader's template) or without: the client's bytes, the usage
+/// the relay counted, and how many events had their bytes counted from a template.
+fn relayed_after_commit(
+    direction: Direction,
+    format: StreamFormat,
+    stream: &str,
+    one_pass: bool,
+) -> (String, StreamUsage, usize) {
     let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
     let mut usage = StreamUsage::default();
     let mut parser = SseParser::new();
     let mut events: Vec<SseEvent> = Vec::new();
     parser.feed(stream.as_bytes(), &mut events).unwrap();
     let mut out = BytesMut::new();
+    let mut counted = 0;
     for event in &events {
-        if let Some(bytes) = one_read
-            .then(|| translator.chat_text(event, &mut out))
-            .flatten()
-        {
-            // Its text bytes as the translator's template counts them.
+        let read = match format {
+            _ if !one_pass => None,
+            StreamFormat::OpenAiChat => translator.chat_text(event, &mut out),
+            _ if matters_after_commit(format, event) => None,
+            _ => Some(translator.event_counted(event, &mut out)),
+        };
+        if let Some(bytes) = read {
             match bytes {
-                Some(bytes) => usage.count_content_bytes(bytes),
+                Some(bytes) => {
+                    counted += 1;
+                    usage.count_content_bytes(bytes);
+                }
                 None => usage.count_content(format, event),
             }
             continue;
@@ -314,7 +326,7 @@ fn relayed_chat(direction: Direction, stream: &str, one_read: bool) -> (String, 
         }
     }
     translator.finish(&mut out);
-    (String::from_utf8(out.to_vec()).unwrap(), usage)
+    (String::from_utf8(out.to_vec()).unwrap(), usage, counted)
 }
 
 #[test]
@@ -367,63 +379,19 @@ fn a_chat_upstreams_text_chunks_read_once_give_the_bytes_and_usage_of_two_reads(
         Direction::RESPONSES_TO_CHAT,
     ] {
         for stream in &streams {
-            let once = relayed_chat(direction, stream, true);
-            let twice = relayed_chat(direction, stream, false);
-            assert_eq!(once, twice, "{direction:?} of\n{stream}");
+            let (once, once_usage, _) =
+                relayed_after_commit(direction, StreamFormat::OpenAiChat, stream, true);
+            let (twice, twice_usage, _) =
+                relayed_after_commit(direction, StreamFormat::OpenAiChat, stream, false);
+            assert_eq!(
+                (once, once_usage),
+                (twice, twice_usage),
+                "{direction:?} of\n{stream}"
+            );
             compared += 1;
         }
     }
     assert!(compared > 100, "{compared}");
-}
-
-/// A translated Anthropic or Responses upstream's `stream` relayed as the relay relays it after
-/// commit, its deltas translated in one pass that counts their text bytes from the reader's
-/// template (`event_counted`, the relay's `named_delta`) or counted by the relay's search: the
-/// client's bytes and the usage the relay counted.
-fn relayed_named(
-    direction: Direction,
-    format: StreamFormat,
-    stream: &str,
-    one_pass: bool,
-) -> (String, StreamUsage, usize) {
-    let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
-    let mut usage = StreamUsage::default();
-    let mut parser = SseParser::new();
-    let mut events: Vec<SseEvent> = Vec::new();
-    parser.feed(stream.as_bytes(), &mut events).unwrap();
-    let mut out = BytesMut::new();
-    let mut counted = 0;
-    for event in &events {
-        if !matters_after_commit(format, event) {
-            if one_pass {
-                match translator.event_counted(event, &mut out) {
-                    Some(bytes) => {
-                        counted += 1;
-                        usage.count_content_bytes(bytes);
-                    }
-                    None => usage.count_content(format, event),
-                }
-            } else {
-                usage.count_content(format, event);
-                translator.event(event, &mut out);
-            }
-            continue;
-        }
-        match usage.observe(format, event) {
-            EventMeaning::Error { .. } => {
-                translator.event(event, &mut out);
-                break;
-            }
-            meaning => {
-                if meaning == EventMeaning::Content {
-                    usage.count_content(format, event);
-                }
-                translator.event(event, &mut out);
-            }
-        }
-    }
-    translator.finish(&mut out);
-    (String::from_utf8(out.to_vec()).unwrap(), usage, counted)
 }
 
 #[test]
@@ -470,8 +438,9 @@ fn anthropic_and_responses_deltas_translated_in_one_pass_count_the_bytes_of_the_
                 continue;
             }
             for stream in streams {
-                let (bytes, usage, one) = relayed_named(direction, format, stream, true);
-                let (two_bytes, two_usage, _) = relayed_named(direction, format, stream, false);
+                let (bytes, usage, one) = relayed_after_commit(direction, format, stream, true);
+                let (two_bytes, two_usage, _) =
+                    relayed_after_commit(direction, format, stream, false);
                 assert_eq!(bytes, two_bytes, "{direction:?} of\n{stream}");
                 assert_eq!(usage, two_usage, "{direction:?} of\n{stream}");
                 compared += 1;

@@ -782,6 +782,7 @@ mod through_templates {
     use super::*;
     use crate::wire::content_bytes::content_text_bytes;
     use crate::wire::translate::chunk_template::Filled;
+    use StreamFormat::{Anthropic, Gemini, OpenAiChat, OpenAiResponses};
 
     /// Real events of each shape (the mock's, OpenAI's, Anthropic's, Google's).
     const REAL: [&str; 6] = [
@@ -845,55 +846,68 @@ mod through_templates {
         out
     }
 
-    /// Reads each pair of `real`'s variants through a template (the first learnt, the second
-    /// read): each as its walk reads it, and the text bytes the template counts as
-    /// `content_bytes` counts them. How many were read through the template, and how many of
-    /// those had their bytes counted there.
+    /// Reads `read` through the template of `learnt`, for each shape that accepts `learnt`:
+    /// as its walk reads it, and the text bytes the template counts as `content_bytes` counts
+    /// them. How many shapes read it through the template, and how many of those had its bytes
+    /// counted there.
+    fn read_pair(learnt: &str, read: &str) -> (usize, usize) {
+        let counts = [
+            shape_pair(
+                learnt,
+                read,
+                messages_text_learned,
+                messages_text,
+                Anthropic,
+            ),
+            shape_pair(learnt, read, chat_content_learned, chat_content, OpenAiChat),
+            shape_pair(
+                learnt,
+                read,
+                responses_text_learned,
+                responses_text,
+                OpenAiResponses,
+            ),
+            shape_pair(learnt, read, gemini_text_learned, gemini_text, Gemini),
+        ];
+        counts
+            .into_iter()
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+    }
+
+    /// [`read_pair`] for one shape (`learned`, its reading through a template; `walk`, by
+    /// walking; `format`, its protocol).
+    fn shape_pair<'r, B: Copy, T: PartialEq + std::fmt::Debug>(
+        learnt: &'r str,
+        read: &'r str,
+        learned: fn(&'r str, &mut Learned<B>) -> Option<T>,
+        walk: fn(&'r str) -> Option<T>,
+        format: StreamFormat,
+    ) -> (usize, usize) {
+        let mut chunks = Learned::default();
+        if learned(learnt, &mut chunks).is_none() {
+            return (0, 0);
+        }
+        let through = usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+        let got = learned(read, &mut chunks);
+        assert_eq!(got, walk(read), "{learnt} then {read}");
+        // What the template counted of `read`, when it did: as the relay's search counts it.
+        let Some(bytes) = got.and(chunks.content_bytes()) else {
+            return (through, 0);
+        };
+        let searched = content_text_bytes(format, read.as_bytes());
+        assert_eq!(bytes, searched, "{format:?}: {learnt} then {read}");
+        (through, 1)
+    }
+
+    /// [`read_pair`] of each pair of `real`'s variants (the first learnt, the second read).
     fn through_pairs(real: &str) -> (usize, usize) {
         let (mut through, mut counted) = (0, 0);
-        // What the template counted of `read`, when it did: as the relay's search counts it.
-        let mut check = |bytes: Option<usize>, format: StreamFormat, read: &str, learnt: &str| {
-            if let Some(bytes) = bytes {
-                counted += 1;
-                let searched = content_text_bytes(format, read.as_bytes());
-                assert_eq!(bytes, searched, "{format:?}: {learnt} then {read}");
-            }
-        };
         let family = variants(real);
         for learnt in &family {
             for read in &family {
-                let mut chunks = Learned::default();
-                if messages_text_learned(learnt, &mut chunks).is_some() {
-                    through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                    let got = messages_text_learned(read, &mut chunks);
-                    assert_eq!(got, messages_text(read), "{learnt} then {read}");
-                    let bytes = got.and(chunks.content_bytes());
-                    check(bytes, StreamFormat::Anthropic, read, learnt);
-                }
-                let mut chunks = Learned::default();
-                if chat_content_learned(learnt, &mut chunks).is_some() {
-                    through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                    let got = chat_content_learned(read, &mut chunks);
-                    assert_eq!(got, chat_content(read), "{learnt} then {read}");
-                    let bytes = got.and(chunks.content_bytes());
-                    check(bytes, StreamFormat::OpenAiChat, read, learnt);
-                }
-                let mut chunks = Learned::default();
-                if responses_text_learned(learnt, &mut chunks).is_some() {
-                    through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                    let got = responses_text_learned(read, &mut chunks);
-                    assert_eq!(got, responses_text(read), "{learnt} then {read}");
-                    let bytes = got.and(chunks.content_bytes());
-                    check(bytes, StreamFormat::OpenAiResponses, read, learnt);
-                }
-                let mut chunks = Learned::default();
-                if gemini_text_learned(learnt, &mut chunks).is_some() {
-                    through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                    let got = gemini_text_learned(read, &mut chunks);
-                    assert_eq!(got, gemini_text(read), "{learnt} then {read}");
-                    let bytes = got.and(chunks.content_bytes());
-                    check(bytes, StreamFormat::Gemini, read, learnt);
-                }
+                let (read, bytes) = read_pair(learnt, read);
+                through += read;
+                counted += bytes;
             }
         }
         (through, counted)
@@ -917,49 +931,18 @@ mod through_templates {
     /// colon or closing quote, a letter of its key) reads as its walk reads it.
     #[test]
     fn a_chunk_that_differs_next_to_a_value_reads_as_its_walk() {
-        let mut through = 0;
+        let mut compared = 0;
         for real in REAL {
-            let mut edited = Vec::new();
             for (start, _) in values(real) {
                 for (back, to) in [(1, "="), (1, " "), (2, "x"), (3, "q")] {
                     let at = start - back;
-                    edited.push(format!("{}{to}{}", &real[..at], &real[at + 1..]));
-                }
-            }
-            for read in &edited {
-                let mut chunks = Learned::default();
-                if messages_text_learned(real, &mut chunks).is_some() {
-                    through += 1;
-                    let got = messages_text_learned(read, &mut chunks);
-                    assert_eq!(got, messages_text(read), "{read}");
-                }
-                let mut chunks = Learned::default();
-                if chat_content_learned(real, &mut chunks).is_some() {
-                    through += 1;
-                    assert_eq!(
-                        chat_content_learned(read, &mut chunks),
-                        chat_content(read),
-                        "{read}"
-                    );
-                }
-                let mut chunks = Learned::default();
-                if responses_text_learned(real, &mut chunks).is_some() {
-                    through += 1;
-                    let got = responses_text_learned(read, &mut chunks);
-                    assert_eq!(got, responses_text(read), "{read}");
-                }
-                let mut chunks = Learned::default();
-                if gemini_text_learned(real, &mut chunks).is_some() {
-                    through += 1;
-                    assert_eq!(
-                        gemini_text_learned(read, &mut chunks),
-                        gemini_text(read),
-                        "{read}"
-                    );
+                    let read = format!("{}{to}{}", &real[..at], &real[at + 1..]);
+                    read_pair(real, &read);
+                    compared += 1;
                 }
             }
         }
-        assert!(through > 50, "{through}");
+        assert!(compared > 50, "{compared}");
     }
 
     /// Chunks whose text `content_bytes` does not find where the shape reads it (a member of
