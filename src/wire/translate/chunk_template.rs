@@ -158,7 +158,11 @@ impl<B: Copy> Template<B> {
                     let quote = scan.at;
                     let text = scan.string()?;
                     if filled.first.is_none() && self.counted == Counted::FirstText {
-                        filled.content_bytes = Some(string_bytes(bytes.get(quote + 1..)?));
+                        filled.content_bytes = Some(match &text {
+                            // No escape: the bytes counted are the text's own.
+                            Cow::Borrowed(text) => text.len(),
+                            Cow::Owned(_) => string_bytes(bytes.get(quote + 1..)?),
+                        });
                     }
                     filled.text(text)
                 }
