@@ -14,7 +14,7 @@ use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::SseEvent;
 use crate::wire::stream_error::{anthropic_stream_error, gemini_stream_error, openai_stream_error};
-use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat};
+use crate::wire::stream_watch::{EventMeaning, StreamFormat};
 use crate::wire::upstream_mask::{mask_exact, mask_sse_event};
 use crate::wire::usage::TokenCounts;
 
@@ -266,7 +266,9 @@ impl Relay {
         let Some(translator) = self.stream.translator.as_mut() else {
             return false;
         };
-        if translator.upstream_format() != format || matters_after_commit(format, event) {
+        // The name check `counted_as_content` makes first (a delta cannot matter).
+        let matters = crate::wire::stream_watch::matters_after_commit(format, event);
+        if translator.upstream_format() != format || matters {
             return false;
         }
         let start = out.len();
