@@ -36,6 +36,14 @@ static GEMINI_MEMBERS: LazyLock<Vec<MemberFinder>> = LazyLock::new(|| finders(&[
 /// The bytes of the first content string in `data` (an event's data, or a whole answer, of
 /// `format`; an escape counts as the one byte it stands for, roughly). 0 when there is none.
 pub fn content_text_bytes(format: StreamFormat, data: &[u8]) -> usize {
+    content_member_at(format, data)
+        .and_then(|at| data.get(at..))
+        .map_or(0, string_bytes)
+}
+
+/// Where the string [`content_text_bytes`] counts starts in `data` (just after its opening
+/// quote); `None` when there is none.
+pub fn content_member_at(format: StreamFormat, data: &[u8]) -> Option<usize> {
     let members = match format {
         StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => &*CHAT_MEMBERS,
         StreamFormat::OpenAiResponses => &*RESPONSES_MEMBERS,
@@ -44,9 +52,15 @@ pub fn content_text_bytes(format: StreamFormat, data: &[u8]) -> usize {
     };
     // The first member with a string value, in the order above (the usual one first: one
     // search per event).
-    let Some(text) = members.iter().find_map(|member| member.first_string(data)) else {
-        return 0;
-    };
+    let text = members
+        .iter()
+        .find_map(|member| member.first_string(data))?;
+    Some(data.len() - text.len())
+}
+
+/// The bytes [`content_text_bytes`] counts of the string `text` begins (just after its
+/// opening quote).
+pub fn string_bytes(text: &[u8]) -> usize {
     // To the closing quote, an escape (`\"`, `\n`, `\u00e9`) counted as one byte.
     let mut bytes = 0;
     let mut at = 0;

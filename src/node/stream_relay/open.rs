@@ -143,7 +143,9 @@ fn client_bytes(translator: &mut Option<StreamTranslator>, event: SseEvent) -> O
     match translator {
         None => Some(event.raw),
         Some(translator) => {
-            let mut out = BytesMut::new();
+            // One allocation where each written piece would grow `out` (a translated event
+            // is rarely more than twice its upstream bytes).
+            let mut out = BytesMut::with_capacity(2 * event.raw.len() + 256);
             translator.event(&event, &mut out);
             (!out.is_empty()).then(|| out.freeze())
         }

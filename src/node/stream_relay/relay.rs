@@ -49,7 +49,8 @@ impl Relay {
     /// The next bytes for the client; `None` once the stream is over (and reported).
     pub(super) async fn next_chunk(&mut self) -> Option<Bytes> {
         if !self.stream.buffered.is_empty() {
-            let mut first = BytesMut::new();
+            let len = self.stream.buffered.iter().map(Bytes::len).sum();
+            let mut first = BytesMut::with_capacity(len);
             for chunk in std::mem::take(&mut self.stream.buffered) {
                 first.extend_from_slice(&self.sealed(&chunk));
             }
@@ -151,8 +152,18 @@ impl Relay {
             .client_usage
             .as_ref()
             .is_some_and(|sink| sink.watches_budget());
+        if self.stream.translator.is_some() {
+            // What the events' translations will take, about (a translated event is rarely
+            // more than twice its upstream bytes): one allocation where each written piece
+            // would grow `out` (and each growth is a reallocation).
+            let upstream: usize = events.iter().map(|event| event.raw.len()).sum();
+            out.reserve(2 * upstream + 256);
+        }
         for event in events.drain(..) {
-            if self.gemini_text(&event, out) || self.chat_text(&event, out) {
+            if self.gemini_text(&event, out)
+                || self.chat_text(&event, out)
+                || self.named_delta(&event, out)
+            {
                 if watches_budget && self.budget_reached() {
                     self.stop_at_budget(out);
                     return;
@@ -212,22 +223,58 @@ impl Relay {
             return false;
         }
         let start = out.len();
-        let usage = match self.stream.translator.as_mut() {
+        let read = match self.stream.translator.as_mut() {
             Some(translator) => translator.gemini_text(event, out),
             None => {
                 let usage = self.stream.gemini_text.text_usage(event);
                 if usage.is_some() {
                     out.extend_from_slice(&event.raw);
                 }
-                usage
+                usage.map(|usage| (usage, None))
             }
         };
         seal_tail(self.stream.sealer.as_ref(), out, start);
-        let Some(usage) = usage else {
+        let Some((usage, bytes)) = read else {
             return false;
         };
         self.stream.usage.observe_gemini_text(event, usage);
-        self.stream.usage.count_content(self.stream.format, event);
+        self.count_content(event, bytes);
+        true
+    }
+
+    /// Counts `event`'s generated text: `bytes` when its reader knew them, else searched.
+    fn count_content(&mut self, event: &SseEvent, bytes: Option<usize>) {
+        match bytes {
+            Some(bytes) => self.stream.usage.count_content_bytes(bytes),
+            None => self.stream.usage.count_content(self.stream.format, event),
+        }
+    }
+
+    /// A translated Anthropic or Responses upstream's event that cannot matter after commit
+    /// (`matters_after_commit` tells it by its name alone: a delta), taken as
+    /// `counted_as_content` takes it (content, counted) and translated once: its text bytes
+    /// from the translator when it read a text piece through its template, else searched.
+    /// True when it was (and is in `out`).
+    fn named_delta(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
+        let format = self.stream.format;
+        if !matches!(
+            format,
+            StreamFormat::Anthropic | StreamFormat::OpenAiResponses
+        ) {
+            return false;
+        }
+        let Some(translator) = self.stream.translator.as_mut() else {
+            return false;
+        };
+        // The name check `counted_as_content` makes first (a delta cannot matter).
+        let matters = crate::wire::stream_watch::matters_after_commit(format, event);
+        if translator.upstream_format() != format || matters {
+            return false;
+        }
+        let start = out.len();
+        let bytes = translator.event_counted(event, out);
+        seal_tail(self.stream.sealer.as_ref(), out, start);
+        self.count_content(event, bytes);
         true
     }
 
@@ -242,11 +289,11 @@ impl Relay {
             return false;
         };
         let start = out.len();
-        if !translator.chat_text(event, out) {
+        let Some(bytes) = translator.chat_text(event, out) else {
             return false;
-        }
+        };
         seal_tail(self.stream.sealer.as_ref(), out, start);
-        self.stream.usage.count_content(self.stream.format, event);
+        self.count_content(event, bytes);
         true
     }
 

@@ -44,7 +44,8 @@ impl ChatTextWatch {
         let mut walk = self.chunks.scan(&event.data);
         let content = chat_content_in(&mut walk)?;
         let bytes = text_bytes(content, event);
-        self.chunks.learn(&event.data, walk, ());
+        self.chunks
+            .learn(&event.data, walk, (), StreamFormat::OpenAiChat);
         bytes
     }
 }

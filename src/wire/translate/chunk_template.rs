@@ -6,11 +6,14 @@
 //! is the same JSON but for those values, so the shape reads it the same way but for them:
 //! they are read, the rest is compared. Keys, literals and every string the shape compares
 //! (a `type`) stay in the compared bytes. Any other chunk is walked as before, and may become
-//! the template.
+//! the template. A chunk read through it also gives the bytes of generated text the relay
+//! counts of it (`content_bytes`), when the template's counted member is its text.
 
 use std::borrow::Cow;
 
 use super::json_scan::{Hole, HoleKind, Scan};
+use crate::wire::content_bytes::{content_member_at, string_bytes};
+use crate::wire::stream_format::StreamFormat;
 
 /// How many times one stream learns a template (a stream whose chunks never repeat stops
 /// paying for the learning).
@@ -23,6 +26,20 @@ pub struct Template<B> {
     bytes: Box<[u8]>,
     holes: Box<[Hole]>,
     base: B,
+    counted: Counted,
+}
+
+/// Which string of the template `content_bytes` counts (the first member of its protocol's
+/// content names with a string value). A chunk that fills the template has the same members,
+/// with values of the same kinds, so that search finds the same member in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// None: 0 bytes.
+    Nothing,
+    /// The first text the shape reads.
+    FirstText,
+    /// Another (the relay searches the chunk itself).
+    Elsewhere,
 }
 
 /// The values of a chunk that matched a template, read as the shape reads them there.
@@ -34,6 +51,9 @@ pub struct Filled<'a> {
     pub more: Vec<Cow<'a, str>>,
     /// The [`HoleKind::Count`] numbers by slot (`None`: no hole there).
     pub counts: [Option<u64>; 4],
+    /// The bytes of generated text `content_bytes::content_text_bytes` counts of the chunk
+    /// (with the protocol the template was learnt for); `None`: not known here.
+    pub content_bytes: Option<usize>,
 }
 
 impl<'a> Filled<'a> {
@@ -53,6 +73,28 @@ impl<'a> Filled<'a> {
     }
 }
 
+/// How many bytes `a` and `b` begin with alike (eight compared a step).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let mut at = 0;
+    while let (Some(x), Some(y)) = (a.get(at..at + 8), b.get(at..at + 8)) {
+        let (Ok(x), Ok(y)) = (<[u8; 8]>::try_from(x), <[u8; 8]>::try_from(y)) else {
+            break;
+        };
+        let differ = u64::from_le_bytes(x) ^ u64::from_le_bytes(y);
+        if differ != 0 {
+            return at + (differ.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + a
+        .get(at..)
+        .unwrap_or_default()
+        .iter()
+        .zip(b.get(at..).unwrap_or_default())
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
 impl<B: Copy> Template<B> {
     /// `data`'s open values, and the template's `base`, when `data` is the template's bytes
     /// with other values of the same kinds in its holes; `None` otherwise (nothing read).
@@ -61,10 +103,11 @@ impl<B: Copy> Template<B> {
         let mut scan = Scan::new(data);
         let mut from = 0;
         let mut next = 0;
+        filled.content_bytes = (self.counted == Counted::Nothing).then_some(0);
         loop {
             // Up to the next value the shape reads (or the end), the values passed over are
             // mostly the template's own (ids, a model, indices): one comparison when they are,
-            // else hole by hole.
+            // else one from each value that differs on.
             let read = self
                 .holes
                 .get(next..)?
@@ -75,26 +118,33 @@ impl<B: Copy> Template<B> {
                 Some(read) => self.holes.get(read)?.start,
                 None => self.bytes.len(),
             };
-            let run = self.bytes.get(from..stop)?;
-            if bytes.get(scan.at..)?.starts_with(run) {
-                scan.at += run.len();
-            } else {
-                let stretch = self.holes.get(next..read.unwrap_or(self.holes.len()))?;
-                for (n, hole) in stretch.iter().enumerate() {
-                    self.fixed(&mut scan, from, hole.start)?;
-                    // The template's own value and the bytes after it, else another value.
-                    let end = stretch.get(n + 1).map_or(stop, |next| next.start);
-                    if self.fixed(&mut scan, hole.start, end).is_some() {
-                        from = end;
-                        continue;
-                    }
-                    match hole.kind {
-                        HoleKind::String => scan.string().map(drop)?,
-                        _ => scan.number().map(drop)?,
-                    }
-                    from = hole.end;
+            let stretch_end = read.unwrap_or(self.holes.len());
+            loop {
+                let run = self.bytes.get(from..stop)?;
+                let rest = bytes.get(scan.at..)?;
+                if rest.starts_with(run) {
+                    scan.at += run.len();
+                    break;
                 }
-                self.fixed(&mut scan, from, stop)?;
+                // The first byte that differs is in a value passed over (another value of
+                // its kind, read and passed over), else the chunk is another.
+                let differs = from + common_prefix(run, rest);
+                let offset = self
+                    .holes
+                    .get(next..stretch_end)?
+                    .iter()
+                    .position(|hole| hole.end >= differs)?;
+                let hole = *self.holes.get(next + offset)?;
+                if hole.start > differs {
+                    return None;
+                }
+                scan.at += hole.start - from;
+                match hole.kind {
+                    HoleKind::String => scan.string().map(drop)?,
+                    _ => scan.number().map(drop)?,
+                }
+                from = hole.end;
+                next += offset + 1;
             }
             let Some(read) = read else {
                 return (scan.at == bytes.len()).then_some(self.base);
@@ -104,18 +154,22 @@ impl<B: Copy> Template<B> {
                 HoleKind::Count(slot) => {
                     *filled.counts.get_mut(usize::from(slot))? = Some(scan.number()??)
                 }
-                _ => filled.text(scan.string()?),
+                _ => {
+                    let quote = scan.at;
+                    let text = scan.string()?;
+                    if filled.first.is_none() && self.counted == Counted::FirstText {
+                        filled.content_bytes = Some(match &text {
+                            // No escape: the bytes counted are the text's own.
+                            Cow::Borrowed(text) => text.len(),
+                            Cow::Owned(_) => string_bytes(bytes.get(quote + 1..)?),
+                        });
+                    }
+                    filled.text(text)
+                }
             }
             from = hole.end;
             next = read + 1;
         }
-    }
-
-    /// The template's bytes `from..to` next in `scan`'s text: taken.
-    fn fixed(&self, scan: &mut Scan<'_>, from: usize, to: usize) -> Option<()> {
-        let fixed = self.bytes.get(from..to)?;
-        let text = scan.rest()?;
-        text.starts_with(fixed).then(|| scan.at += fixed.len())
     }
 }
 
@@ -124,6 +178,9 @@ impl<B: Copy> Template<B> {
 pub struct Learned<B> {
     template: Option<Template<B>>,
     learnt: u8,
+    /// [`Filled::content_bytes`] of the last chunk [`Learned::read`] took through the
+    /// template (`None` after one it did not).
+    content_bytes: Option<usize>,
 }
 
 impl<B> Default for Learned<B> {
@@ -131,6 +188,7 @@ impl<B> Default for Learned<B> {
         Learned {
             template: None,
             learnt: 0,
+            content_bytes: None,
         }
     }
 }
@@ -142,6 +200,20 @@ impl<B: Copy> Learned<B> {
         self.template.as_ref()?.fill(data, filled)
     }
 
+    /// [`Learned::fill`], its content bytes kept for [`Learned::content_bytes`].
+    pub fn read<'a>(&mut self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
+        let base = self.fill(data, filled);
+        self.content_bytes = base.and(filled.content_bytes);
+        base
+    }
+
+    /// The bytes of generated text `content_bytes::content_text_bytes` counts of the last
+    /// chunk [`Learned::read`] was asked for, when it was read through the template and they
+    /// are known there.
+    pub fn content_bytes(&self) -> Option<usize> {
+        self.content_bytes
+    }
+
     /// A scan of `data` that records its holes while this stream may still learn.
     pub fn scan<'a>(&self, data: &'a str) -> Scan<'a> {
         if self.learnt < MAX_LEARNT {
@@ -151,17 +223,44 @@ impl<B: Copy> Learned<B> {
         }
     }
 
-    /// `scan` (of `data`) was accepted by the shape, which read `base` outside its holes: it
-    /// becomes the template, when it was recorded.
-    pub fn learn(&mut self, data: &str, scan: Scan<'_>, base: B) {
+    /// `scan` (of `data`, a chunk of `format`) was accepted by the shape, which read `base`
+    /// outside its holes: it becomes the template, when it was recorded.
+    pub fn learn(&mut self, data: &str, scan: Scan<'_>, base: B, format: StreamFormat) {
         if self.learnt >= MAX_LEARNT {
             return;
         }
         self.learnt += 1;
+        let holes: Box<[Hole]> = scan.holes().into();
+        let first_text = holes.iter().find(|hole| hole.kind == HoleKind::Text);
+        let counted = match content_member_at(format, data.as_bytes()) {
+            None => Counted::Nothing,
+            Some(at) if first_text.is_some_and(|hole| hole.start + 1 == at) => Counted::FirstText,
+            Some(_) => Counted::Elsewhere,
+        };
         self.template = Some(Template {
             bytes: data.as_bytes().into(),
-            holes: scan.holes().into(),
+            holes,
             base,
+            counted,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_prefix;
+
+    #[test]
+    fn a_common_prefix_is_counted_across_and_within_eight_byte_steps() {
+        let text = b"{\"usageMetadata\":{\"totalTokenCount\":33}}";
+        for at in 0..text.len() {
+            let mut other = text.to_vec();
+            other[at] = b'#';
+            assert_eq!(common_prefix(text, &other), at);
+            assert_eq!(common_prefix(&other, text), at);
+        }
+        assert_eq!(common_prefix(text, text), text.len());
+        assert_eq!(common_prefix(text, &text[..20]), 20);
+        assert_eq!(common_prefix(b"", text), 0);
     }
 }

@@ -64,11 +64,6 @@ impl<'a> Scan<'a> {
         self.holes.unwrap_or_default()
     }
 
-    /// The bytes not yet read.
-    pub fn rest(&self) -> Option<&'a [u8]> {
-        self.text.as_bytes().get(self.at..)
-    }
-
     fn record(&mut self, start: usize, kind: HoleKind) {
         if let Some(holes) = self.holes.as_mut() {
             holes.push(Hole {

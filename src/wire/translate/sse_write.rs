@@ -99,9 +99,21 @@ fn escapes_any(word: u64) -> bool {
     below_space | quote | backslash != 0
 }
 
-/// Appends `number` as JSON writes it.
+/// Appends `number` as JSON writes it (its decimal digits), without serde's writer around it.
 pub fn write_json_u64(out: &mut BytesMut, number: u64) {
-    let _ = serde_json::to_writer(out.writer(), &number);
+    // u64::MAX has 20 digits.
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = number;
+    for digit in digits.iter_mut().rev() {
+        *digit = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        start -= 1;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(digits.get(start..).unwrap_or_default());
 }
 
 /// `value` as compact JSON bytes (what `value.to_string()` holds), without `Display`.
@@ -153,8 +165,10 @@ mod tests {
             write_json_str(&mut out, text);
             assert_eq!(&out[..], Value::from(text).to_string().as_bytes());
         }
-        let mut out = BytesMut::new();
-        write_json_u64(&mut out, 18_446_744_073_709_551_615);
-        assert_eq!(&out[..], b"18446744073709551615");
+        for number in [0, 7, 10, 99, 100, 1_700_000_000, u64::MAX - 1, u64::MAX] {
+            let mut out = BytesMut::new();
+            write_json_u64(&mut out, number);
+            assert_eq!(&out[..], Value::from(number).to_string().as_bytes());
+        }
     }
 }

@@ -18,6 +18,7 @@ use super::responses::echo::Echo;
 use super::responses::{read_stream::ResponsesReader, write_stream::ResponsesWriter};
 use super::text_delta::{self, GeminiBase};
 use crate::wire::sse::SseEvent;
+use crate::wire::stream_format::StreamFormat;
 use crate::wire::usage::{gemini_whole_counts, TokenCounts};
 
 /// A Gemini stream relayed as it is (a Gemini client of a Gemini account): its chunks of text
@@ -82,7 +83,7 @@ fn write_text(writer: &mut Writer, text: &str, out: &mut BytesMut) {
         Writer::Chat(w) => w.text(text, out),
         Writer::Messages(w) => w.text(text, out),
         Writer::Gemini(w) => w.text(text, out),
-        Writer::Responses(w) => w.event(&Event::Text(text.to_owned()), out),
+        Writer::Responses(w) => w.text(text, out),
     }
 }
 
@@ -126,6 +127,10 @@ impl StreamTranslator {
     }
 
     fn write(&mut self, out: &mut BytesMut) {
+        // Most upstream events (text pieces written directly) leave none.
+        if self.events.is_empty() {
+            return;
+        }
         for mut event in self.events.drain(..) {
             if self.mark_signatures {
                 if let Event::Signature(signature) = &mut event {
@@ -143,6 +148,13 @@ impl StreamTranslator {
 
     /// One upstream event, translated into `out` (nothing for events with no counterpart).
     pub fn event(&mut self, event: &SseEvent, out: &mut BytesMut) {
+        self.event_counted(event, out);
+    }
+
+    /// [`Self::event`]; when the event was a text piece read through the stream's template,
+    /// the bytes of generated text the relay counts of it (`content_bytes::content_text_bytes`
+    /// of the event, a stream of `format`), without searching it again.
+    pub fn event_counted(&mut self, event: &SseEvent, out: &mut BytesMut) -> Option<usize> {
         // A text piece of the open text block (most events) is written as it was read,
         // borrowed: no event is made of it.
         let text = match &mut self.reader {
@@ -150,6 +162,9 @@ impl StreamTranslator {
             Reader::Chat(r) => {
                 r.event(&event.data, &mut self.events);
                 None
+            }
+            Reader::Responses(r) if self.direct_text => {
+                r.event_or_text(event.event.as_deref(), &event.data, &mut self.events)
             }
             Reader::Responses(r) => {
                 r.event(event.event.as_deref(), &event.data, &mut self.events);
@@ -168,40 +183,62 @@ impl StreamTranslator {
             }
         };
         self.write(out);
-        if let Some(text) = text {
-            write_text(&mut self.writer, &text, out);
+        let text = text?;
+        write_text(&mut self.writer, &text, out);
+        self.text_bytes()
+    }
+
+    /// The content bytes of the text piece the reader just read, when its template knows them.
+    fn text_bytes(&self) -> Option<usize> {
+        match &self.reader {
+            Reader::Chat(r) => r.text_bytes(),
+            Reader::Responses(r) => r.text_bytes(),
+            Reader::Messages(r) => r.text_bytes(),
+            Reader::Gemini(r) => r.text_bytes(),
+        }
+    }
+
+    /// The protocol of the upstream stream the reader reads (its content bytes are counted as
+    /// a stream of it).
+    pub fn upstream_format(&self) -> StreamFormat {
+        match &self.reader {
+            Reader::Chat(_) => StreamFormat::OpenAiChat,
+            Reader::Responses(_) => StreamFormat::OpenAiResponses,
+            Reader::Messages(_) => StreamFormat::Anthropic,
+            Reader::Gemini(_) => StreamFormat::Gemini,
         }
     }
 
     /// A Chat upstream's chunk of text alone (most of its chunks: `text_delta::chat_content`),
-    /// read once for the client and for the relay: translated into `out`, true. It is content
-    /// with no usage, as `stream_watch` reads such a chunk. False: not such a chunk (a named
-    /// event, the first chunk, any other), or not a Chat upstream; nothing was read or written
-    /// (the relay reads it as any other event).
-    pub fn chat_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
+    /// read once for the client and for the relay: translated into `out`, and its content
+    /// bytes when its template knows them (as [`Self::event_counted`]). It is content with no
+    /// usage, as `stream_watch` reads such a chunk. `None`: not such a chunk (a named event,
+    /// the first chunk, any other), or not a Chat upstream; nothing was read or written (the
+    /// relay reads it as any other event).
+    pub fn chat_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> Option<Option<usize>> {
         let Reader::Chat(reader) = &mut self.reader else {
-            return false;
+            return None;
         };
         if event.event.is_some() || !self.direct_text {
-            return false;
+            return None;
         }
-        let Some(text) = reader.text_alone(&event.data, &mut self.events) else {
-            return false;
-        };
+        let text = reader.text_alone(&event.data, &mut self.events)?;
+        let bytes = reader.text_bytes();
         self.write(out);
         write_text(&mut self.writer, &text, out);
-        true
+        Some(bytes)
     }
 
     /// A Gemini upstream's chunk of text alone (most of its chunks), read once for the client
-    /// and for the relay: translated into `out`, and its usage as `stream_watch` reads a
-    /// chunk's (`Some(None)`: none). `None`: not such a chunk, or not a Gemini upstream;
-    /// nothing was read or written (the relay reads it as any other event).
+    /// and for the relay: translated into `out`, its usage as `stream_watch` reads a chunk's
+    /// (`None`: none) and its content bytes when its template knows them (as
+    /// [`Self::event_counted`]). `None`: not such a chunk, or not a Gemini upstream; nothing
+    /// was read or written (the relay reads it as any other event).
     pub fn gemini_text(
         &mut self,
         event: &SseEvent,
         out: &mut BytesMut,
-    ) -> Option<Option<TokenCounts>> {
+    ) -> Option<(Option<TokenCounts>, Option<usize>)> {
         let Reader::Gemini(reader) = &mut self.reader else {
             return None;
         };
@@ -212,6 +249,7 @@ impl StreamTranslator {
         let read = reader
             .read_text(&event.data)
             .filter(|read| !read.snake_usage)?;
+        let bytes = reader.text_bytes();
         let counts = read.usage.and_then(|usage| {
             gemini_whole_counts(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
         });
@@ -225,7 +263,7 @@ impl StreamTranslator {
             reader.text_chunk(read, &mut self.events);
             self.write(out);
         }
-        Some(counts)
+        Some((counts, bytes))
     }
 
     /// Tests: a reader's events other than text pieces read as whole `Value`s, and a writer's

@@ -272,20 +272,39 @@ fn streams_between_chat_messages_and_gemini_give_the_bytes_of_whole_values() {
     assert!(compared > 400, "{compared}");
 }
 
-/// A Chat upstream's `stream` relayed as the relay relays it after commit, with the
-/// translator's one read of its text chunks (`chat_text`) or without: the client's bytes and
-/// the usage the relay counted.
-fn relayed_chat(direction: Direction, stream: &str, one_read: bool) -> (String, StreamUsage) {
-    let format = StreamFormat::OpenAiChat;
+/// A translated upstream's `stream` (of `format`) relayed as the relay relays it after commit,
+/// with the relay's one-pass reads (`one_pass`: a Chat upstream's text chunks through
+/// `chat_text`, an Anthropic or Responses upstream's deltas through `event_counted`, their
+/// text bytes counted from the reader's template) or without: the client's bytes, the usage
+/// the relay counted, and how many events had their bytes counted from a template.
+fn relayed_after_commit(
+    direction: Direction,
+    format: StreamFormat,
+    stream: &str,
+    one_pass: bool,
+) -> (String, StreamUsage, usize) {
     let mut translator = StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
     let mut usage = StreamUsage::default();
     let mut parser = SseParser::new();
     let mut events: Vec<SseEvent> = Vec::new();
     parser.feed(stream.as_bytes(), &mut events).unwrap();
     let mut out = BytesMut::new();
+    let mut counted = 0;
     for event in &events {
-        if one_read && translator.chat_text(event, &mut out) {
-            usage.count_content(format, event);
+        let read = match format {
+            _ if !one_pass => None,
+            StreamFormat::OpenAiChat => translator.chat_text(event, &mut out),
+            _ if matters_after_commit(format, event) => None,
+            _ => Some(translator.event_counted(event, &mut out)),
+        };
+        if let Some(bytes) = read {
+            match bytes {
+                Some(bytes) => {
+                    counted += 1;
+                    usage.count_content_bytes(bytes);
+                }
+                None => usage.count_content(format, event),
+            }
             continue;
         }
         if !matters_after_commit(format, event) {
@@ -307,7 +326,7 @@ fn relayed_chat(direction: Direction, stream: &str, one_read: bool) -> (String, 
         }
     }
     translator.finish(&mut out);
-    (String::from_utf8(out.to_vec()).unwrap(), usage)
+    (String::from_utf8(out.to_vec()).unwrap(), usage, counted)
 }
 
 #[test]
@@ -360,11 +379,76 @@ fn a_chat_upstreams_text_chunks_read_once_give_the_bytes_and_usage_of_two_reads(
         Direction::RESPONSES_TO_CHAT,
     ] {
         for stream in &streams {
-            let once = relayed_chat(direction, stream, true);
-            let twice = relayed_chat(direction, stream, false);
-            assert_eq!(once, twice, "{direction:?} of\n{stream}");
+            let (once, once_usage, _) =
+                relayed_after_commit(direction, StreamFormat::OpenAiChat, stream, true);
+            let (twice, twice_usage, _) =
+                relayed_after_commit(direction, StreamFormat::OpenAiChat, stream, false);
+            assert_eq!(
+                (once, once_usage),
+                (twice, twice_usage),
+                "{direction:?} of\n{stream}"
+            );
             compared += 1;
         }
     }
     assert!(compared > 100, "{compared}");
+}
+
+#[test]
+fn anthropic_and_responses_deltas_translated_in_one_pass_count_the_bytes_of_the_search() {
+    let delta = |json: &str| format!("event: content_block_delta\ndata: {json}\n\n");
+    // Text deltas whose text the relay's search counts elsewhere (a member of the same name
+    // before it), or escaped, after the plain ones a template is learnt from.
+    let odd = [
+        r#"{"x":{"text":"zzzzz"},"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\"b\\c\n\u00e9 🦀"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"text":"reordered","type":"text_delta"}}"#,
+        r#"{"type":"content_block_delta","index":0,"x":{"partial_json":"p"},"delta":{"type":"text_delta","text":"t"}}"#,
+    ];
+    let mut anthropic = anthropic_streams();
+    for base in anthropic_streams().into_iter().take(2) {
+        for odd in odd {
+            let twice = format!("{}{}", delta(odd), delta(odd));
+            anthropic.push(base.replacen(
+                "event: content_block_stop",
+                &format!("{twice}event: content_block_stop"),
+                1,
+            ));
+        }
+    }
+    let mut responses = super::tests_fast_reads::responses_streams();
+    let escaped = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"q\\\"\\n\\u00e9\",\"sequence_number\":9}\n\n";
+    for stream in super::tests_fast_reads::responses_streams() {
+        if let Some(at) = stream.find("event: response.output_text.done") {
+            responses.push(format!(
+                "{}{escaped}{escaped}{}",
+                &stream[..at],
+                &stream[at..]
+            ));
+        }
+    }
+    let (mut compared, mut counted) = (0, 0);
+    let cases = [
+        (StreamFormat::Anthropic, &anthropic, Api::Messages),
+        (StreamFormat::OpenAiResponses, &responses, Api::Responses),
+    ];
+    for (format, streams, target) in cases {
+        for direction in Direction::ALL.into_iter().filter(|d| d.target == target) {
+            if direction.client == target {
+                continue;
+            }
+            for stream in streams {
+                let (bytes, usage, one) = relayed_after_commit(direction, format, stream, true);
+                let (two_bytes, two_usage, _) =
+                    relayed_after_commit(direction, format, stream, false);
+                assert_eq!(bytes, two_bytes, "{direction:?} of\n{stream}");
+                assert_eq!(usage, two_usage, "{direction:?} of\n{stream}");
+                compared += 1;
+                counted += one;
+            }
+        }
+    }
+    assert!(compared > 100, "{compared}");
+    // Most text deltas had their bytes counted from the template.
+    assert!(counted > 300, "{counted}");
 }

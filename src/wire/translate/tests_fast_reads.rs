@@ -31,9 +31,13 @@ fn both_ways(direction: Direction, stream: &str) -> [(Vec<u8>, StreamUsage); 2] 
         let mut out = BytesMut::new();
         for event in &events {
             if one_read {
-                if let Some(counts) = translator.gemini_text(event, &mut out) {
+                if let Some((counts, bytes)) = translator.gemini_text(event, &mut out) {
                     usage.observe_gemini_text(event, counts);
-                    usage.count_content(StreamFormat::Gemini, event);
+                    // Its text bytes as the translator's template counts them.
+                    match bytes {
+                        Some(bytes) => usage.count_content_bytes(bytes),
+                        None => usage.count_content(StreamFormat::Gemini, event),
+                    }
                     continue;
                 }
             }
@@ -253,7 +257,7 @@ fn the_one_read_takes_text_chunks_and_declines_the_rest() {
     let read = translator
         .gemini_text(&text, &mut out)
         .expect("a text chunk");
-    let read = read.expect("its usage");
+    let read = read.0.expect("its usage");
     assert_eq!(
         (read.tokens_in, read.tokens_out, read.tokens_cached),
         (12, 1, 4)
@@ -322,7 +326,7 @@ fn responses_sse(events: &[Value]) -> String {
 /// Responses streams: thinking, text with escapes and non-ASCII, a refusal, annotations, calls,
 /// a search, an incomplete answer, a failed one, an error event, and events a whole parse
 /// reads otherwise than `picked` (a response that is not an object, repeated members).
-fn responses_streams() -> Vec<String> {
+pub(super) fn responses_streams() -> Vec<String> {
     let created = json!({"type": "response.created", "sequence_number": 0,
         "response": {"id": "resp_é", "object": "response", "status": "in_progress", "model": {"odd": "model"},
                      "instructions": "long \"echo\"", "tools": [{"type": "function", "name": "f"}], "output": []}});

@@ -13,22 +13,25 @@ use serde::Deserialize;
 
 use super::chunk_template::{Filled, Learned};
 use super::json_scan::{Scan, Seen, DEPTH};
+use crate::wire::stream_format::StreamFormat;
 
-/// A shape's reading of a chunk through a stream's template ([`Learned`]), else by walking it
-/// (`scan`, which may become the template, with `base`).
+/// A shape's reading of a chunk of `format` through a stream's template ([`Learned`], which
+/// then knows its content bytes), else by walking it (`scan`, which may become the template,
+/// with `base`).
 fn learned<'a, B: Copy, R>(
     data: &'a str,
     learned: &mut Learned<B>,
+    format: StreamFormat,
     filled: impl FnOnce(Filled<'a>, B) -> Option<R>,
     scan: impl FnOnce(&mut Scan<'a>) -> Option<(R, B)>,
 ) -> Option<R> {
     let mut read = Filled::default();
-    if let Some(base) = learned.fill(data, &mut read) {
+    if let Some(base) = learned.read(data, &mut read) {
         return filled(read, base);
     }
     let mut walk = learned.scan(data);
     let (result, base) = scan(&mut walk)?;
-    learned.learn(data, walk, base);
+    learned.learn(data, walk, base, format);
     Some(result)
 }
 
@@ -37,6 +40,7 @@ pub fn messages_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Opt
     learned(
         data,
         chunks,
+        StreamFormat::Anthropic,
         |read, ()| read.first,
         |scan| Some((messages_text_in(scan)?, ())),
     )
@@ -47,6 +51,7 @@ pub fn chat_content_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Opti
     learned(
         data,
         chunks,
+        StreamFormat::OpenAiChat,
         |read, ()| read.first.filter(|content| !content.is_empty()),
         |scan| Some((chat_content_in(scan)?, ())),
     )
@@ -57,6 +62,7 @@ pub fn responses_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Op
     learned(
         data,
         chunks,
+        StreamFormat::OpenAiResponses,
         |read, ()| read.first,
         |scan| Some((responses_text_in(scan)?, ())),
     )
@@ -78,6 +84,7 @@ pub fn gemini_text_learned<'a>(
     learned(
         data,
         chunks,
+        StreamFormat::Gemini,
         |read, base| {
             let [prompt, cached, candidates, thoughts] = read.counts;
             let texts = read.into_texts();
@@ -773,7 +780,9 @@ mod against_reference {
 #[cfg(test)]
 mod through_templates {
     use super::*;
+    use crate::wire::content_bytes::content_text_bytes;
     use crate::wire::translate::chunk_template::Filled;
+    use StreamFormat::{Anthropic, Gemini, OpenAiChat, OpenAiResponses};
 
     /// Real events of each shape (the mock's, OpenAI's, Anthropic's, Google's).
     const REAL: [&str; 6] = [
@@ -837,42 +846,124 @@ mod through_templates {
         out
     }
 
+    /// Reads `read` through the template of `learnt`, for each shape that accepts `learnt`:
+    /// as its walk reads it, and the text bytes the template counts as `content_bytes` counts
+    /// them. How many shapes read it through the template, and how many of those had its bytes
+    /// counted there.
+    fn read_pair(learnt: &str, read: &str) -> (usize, usize) {
+        let counts = [
+            shape_pair(
+                learnt,
+                read,
+                messages_text_learned,
+                messages_text,
+                Anthropic,
+            ),
+            shape_pair(learnt, read, chat_content_learned, chat_content, OpenAiChat),
+            shape_pair(
+                learnt,
+                read,
+                responses_text_learned,
+                responses_text,
+                OpenAiResponses,
+            ),
+            shape_pair(learnt, read, gemini_text_learned, gemini_text, Gemini),
+        ];
+        counts
+            .into_iter()
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+    }
+
+    /// [`read_pair`] for one shape (`learned`, its reading through a template; `walk`, by
+    /// walking; `format`, its protocol).
+    fn shape_pair<'r, B: Copy, T: PartialEq + std::fmt::Debug>(
+        learnt: &'r str,
+        read: &'r str,
+        learned: fn(&'r str, &mut Learned<B>) -> Option<T>,
+        walk: fn(&'r str) -> Option<T>,
+        format: StreamFormat,
+    ) -> (usize, usize) {
+        let mut chunks = Learned::default();
+        if learned(learnt, &mut chunks).is_none() {
+            return (0, 0);
+        }
+        let through = usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+        let got = learned(read, &mut chunks);
+        assert_eq!(got, walk(read), "{learnt} then {read}");
+        // What the template counted of `read`, when it did: as the relay's search counts it.
+        let Some(bytes) = got.and(chunks.content_bytes()) else {
+            return (through, 0);
+        };
+        let searched = content_text_bytes(format, read.as_bytes());
+        assert_eq!(bytes, searched, "{format:?}: {learnt} then {read}");
+        (through, 1)
+    }
+
+    /// [`read_pair`] of each pair of `real`'s variants (the first learnt, the second read).
+    fn through_pairs(real: &str) -> (usize, usize) {
+        let (mut through, mut counted) = (0, 0);
+        let family = variants(real);
+        for learnt in &family {
+            for read in &family {
+                let (read, bytes) = read_pair(learnt, read);
+                through += read;
+                counted += bytes;
+            }
+        }
+        (through, counted)
+    }
+
     #[test]
     fn a_chunk_read_through_a_template_reads_as_its_walk_reads_it() {
-        let mut through = 0;
+        let (mut through, mut counted) = (0, 0);
         for real in REAL {
-            let family = variants(real);
-            for learnt in &family {
-                for read in &family {
-                    let mut chunks = Learned::default();
-                    if messages_text_learned(learnt, &mut chunks).is_some() {
-                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                        let got = messages_text_learned(read, &mut chunks);
-                        assert_eq!(got, messages_text(read), "{learnt} then {read}");
-                    }
-                    let mut chunks = Learned::default();
-                    if chat_content_learned(learnt, &mut chunks).is_some() {
-                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                        let got = chat_content_learned(read, &mut chunks);
-                        assert_eq!(got, chat_content(read), "{learnt} then {read}");
-                    }
-                    let mut chunks = Learned::default();
-                    if responses_text_learned(learnt, &mut chunks).is_some() {
-                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                        let got = responses_text_learned(read, &mut chunks);
-                        assert_eq!(got, responses_text(read), "{learnt} then {read}");
-                    }
-                    let mut chunks = Learned::default();
-                    if gemini_text_learned(learnt, &mut chunks).is_some() {
-                        through += usize::from(chunks.fill(read, &mut Filled::default()).is_some());
-                        let got = gemini_text_learned(read, &mut chunks);
-                        assert_eq!(got, gemini_text(read), "{learnt} then {read}");
-                    }
+            let (read, bytes) = through_pairs(real);
+            through += read;
+            counted += bytes;
+        }
+        // Most pairs of a family differ in values alone: read through the template, their
+        // text bytes counted there.
+        assert!(through > 5000, "{through}");
+        assert!(counted > 4000, "{counted}");
+    }
+
+    /// A chunk that differs from the template in a byte just before a value (its key's
+    /// colon or closing quote, a letter of its key) reads as its walk reads it.
+    #[test]
+    fn a_chunk_that_differs_next_to_a_value_reads_as_its_walk() {
+        let mut compared = 0;
+        for real in REAL {
+            for (start, _) in values(real) {
+                for (back, to) in [(1, "="), (1, " "), (2, "x"), (3, "q")] {
+                    let at = start - back;
+                    let read = format!("{}{to}{}", &real[..at], &real[at + 1..]);
+                    read_pair(real, &read);
+                    compared += 1;
                 }
             }
         }
-        // Most pairs of a family differ in values alone: read through the template.
-        assert!(through > 5000, "{through}");
+        assert!(compared > 50, "{compared}");
+    }
+
+    /// Chunks whose text `content_bytes` does not find where the shape reads it (a member of
+    /// the same name before it, or its only string elsewhere), or finds none.
+    #[test]
+    fn a_template_counts_only_the_text_content_bytes_would_count() {
+        let odd = [
+            r#"{"x":{"text":"zz"},"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"x":{"text":7,"partial_json":"q"},"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"x":{"text":null},"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"x":[{"content":"no"}],"choices":[{"delta":{"content":"This"},"finish_reason":null}],"id":"c"}"#,
+            r#"{"choices":[{"delta":{"content":"This"},"finish_reason":null,"text2":{"text":"t"}}],"id":"c"}"#,
+            r#"{"x":{"delta":"d"},"type":"response.output_text.delta","delta":" is","sequence_number":3}"#,
+            r#"{"a\"text":"e","type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"promptFeedbackX":{"text":"zz"},"candidates":[{"content":{"parts":[{"text":"a"}]}}]}"#,
+        ];
+        let mut through = 0;
+        for real in odd {
+            through += through_pairs(real).0;
+        }
+        assert!(through > 500, "{through}");
     }
 
     #[test]

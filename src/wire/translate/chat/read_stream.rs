@@ -175,6 +175,12 @@ impl ChatReader {
         Some(text)
     }
 
+    /// The bytes of generated text the relay counts of the text piece just read (what
+    /// `content_bytes::content_text_bytes` finds in it), when its template knows them.
+    pub fn text_bytes(&self) -> Option<usize> {
+        self.chunks.content_bytes()
+    }
+
     /// A chunk other than text alone, read as a whole `Value`.
     fn chunk(&mut self, data: &str, events: &mut Vec<Event>) {
         // Typed only what `json_scan` found to be JSON serde_json reads as a `Value` reads it,

@@ -159,7 +159,11 @@ impl ChatWriter {
             tail.extend_from_slice(b",\"object\":\"chat.completion.chunk\"}\n\n");
             self.content_tail = tail.to_vec();
         }
-        out.extend_from_slice(b"data: {\"choices\":[{\"delta\":{\"content\":");
+        const HEAD: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":";
+        // The whole chunk at once (its quotes; escapes may ask for more): one allocation
+        // where three growing writes would each grow `out`.
+        out.reserve(HEAD.len() + text.len() + 2 + self.content_tail.len());
+        out.extend_from_slice(HEAD);
         write_json_str(out, text);
         out.extend_from_slice(&self.content_tail);
     }

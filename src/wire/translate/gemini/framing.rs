@@ -36,6 +36,9 @@ impl Framer {
         if self.closed {
             return;
         }
+        // The framed chunk at once: one allocation where growing writes would each grow
+        // `out`.
+        out.reserve(json.len() + 10);
         match self.framing {
             Framing::Sse => {
                 out.extend_from_slice(b"data: ");

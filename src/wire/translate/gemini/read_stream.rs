@@ -157,6 +157,12 @@ impl GeminiReader {
         text_delta::gemini_text_learned(data, &mut self.chunks)
     }
 
+    /// The bytes of generated text the relay counts of the text piece just read (what
+    /// `content_bytes::content_text_bytes` finds in it), when its template knows them.
+    pub fn text_bytes(&self) -> Option<usize> {
+        self.chunks.content_bytes()
+    }
+
     /// A chunk of text alone (`text_delta::gemini_text`'s reading of it), as [`event`]
     /// reads the same chunk as a `Value`.
     ///

@@ -217,6 +217,12 @@ impl MessagesReader {
         None
     }
 
+    /// The bytes of generated text the relay counts of the text piece just read (what
+    /// `content_bytes::content_text_bytes` finds in it), when its template knows them.
+    pub fn text_bytes(&self) -> Option<usize> {
+        self.chunks.content_bytes()
+    }
+
     /// Whether events are read typed (else as whole `Value`s, in tests).
     fn typed(&self) -> bool {
         self.whole_values.fast()

@@ -152,12 +152,19 @@ impl MessagesWriter {
     /// The `text_delta` [`Self::delta`] writes for `text`, byte for byte, written around the
     /// text instead of serialized from a `Value`: most of a translated stream's events are text.
     fn text_delta(&self, out: &mut BytesMut, text: &str) {
+        const HEAD: &[u8] = b"event: content_block_delta\ndata: {\"delta\":{\"text\":";
+        const AFTER_TEXT: &[u8] = b",\"type\":\"text_delta\"},\"index\":";
+        const TAIL: &[u8] = b",\"type\":\"content_block_delta\"}\n\n";
         if let Some(index) = self.open {
-            out.extend_from_slice(b"event: content_block_delta\ndata: {\"delta\":{\"text\":");
+            // The whole event at once (its quotes and an index of up to 10 digits; escapes
+            // may ask for more): one allocation where five growing writes would each grow
+            // `out`.
+            out.reserve(HEAD.len() + text.len() + 2 + AFTER_TEXT.len() + 10 + TAIL.len());
+            out.extend_from_slice(HEAD);
             write_json_str(out, text);
-            out.extend_from_slice(b",\"type\":\"text_delta\"},\"index\":");
+            out.extend_from_slice(AFTER_TEXT);
             write_json_u64(out, u64::from(index));
-            out.extend_from_slice(b",\"type\":\"content_block_delta\"}\n\n");
+            out.extend_from_slice(TAIL);
         }
     }
 

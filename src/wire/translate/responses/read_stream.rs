@@ -9,6 +9,8 @@
 //! or in a `done` item whose text was not streamed) a citation of its message's block.
 
 use super::super::whole_values::WholeValues;
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::read::{finish, message_text, reasoning_text, usage};
@@ -115,20 +117,48 @@ impl ResponsesReader {
     }
 
     /// A text piece (most events), read as the `response.output_text.delta` arm of
-    /// [`Self::event`] reads it; false for any other event, and at once for an event `name`d
-    /// otherwise (a lifecycle event is read once, by that arm's match).
-    fn text_piece(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) -> bool {
+    /// [`Self::event`] reads it: its text; `None` for any other event, and at once for an
+    /// event `name`d otherwise (a lifecycle event is read once, by that arm's match).
+    fn text_piece<'a>(&mut self, name: Option<&str>, data: &'a str) -> Option<Cow<'a, str>> {
         if name.is_some_and(|name| name != "response.output_text.delta") {
-            return false;
+            return None;
         }
-        let Some(text) = text_delta::responses_text_learned(data, &mut self.chunks) else {
-            return false;
-        };
+        let text = text_delta::responses_text_learned(data, &mut self.chunks)?;
         if self.open == Some(Open::Text) {
             self.text_chars += text.chars().count();
         }
-        self.delta(Open::Text, Event::Text(text.into_owned()), events);
-        true
+        Some(text)
+    }
+
+    /// The bytes of generated text the relay counts of the text piece just read (what
+    /// `content_bytes::content_text_bytes` finds in it), when its template knows them.
+    pub fn text_bytes(&self) -> Option<usize> {
+        self.chunks.content_bytes()
+    }
+
+    /// [`Self::event`], but a text piece of the open text item (most events) gives its text
+    /// back, borrowed, instead of pushing it as an event (the events before it pushed): the
+    /// translator writes it without making an event of it.
+    pub fn event_or_text<'a>(
+        &mut self,
+        name: Option<&str>,
+        data: &'a str,
+        events: &mut Vec<Event>,
+    ) -> Option<Cow<'a, str>> {
+        match self.text_piece(name, data) {
+            Some(text) if self.open == Some(Open::Text) => {
+                // As `delta` takes it.
+                self.streamed = true;
+                self.release_start(events);
+                Some(text)
+            }
+            // A piece of no open text item: left out, as `delta` leaves it.
+            Some(_) => None,
+            None => {
+                self.other(data, events);
+                None
+            }
+        }
     }
 
     /// An event other than a text piece: only what [`Self::event`]'s arms read (most of a
@@ -142,9 +172,14 @@ impl ResponsesReader {
 
     /// One event; `name`: its SSE name (see [`Self::text_piece`]).
     pub fn event(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) {
-        if self.text_piece(name, data, events) {
-            return;
+        if let Some(text) = self.text_piece(name, data) {
+            return self.delta(Open::Text, Event::Text(text.into_owned()), events);
         }
+        self.other(data, events);
+    }
+
+    /// An event other than a text piece.
+    fn other(&mut self, data: &str, events: &mut Vec<Event>) {
         let Some(data) = self.read(data) else {
             return;
         };

@@ -504,17 +504,31 @@ impl ResponsesWriter {
         });
     }
 
+    /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
+    /// event's piece here borrowed, without an event around it.
+    pub fn text(&mut self, piece: &str, out: &mut BytesMut) {
+        if !self.done {
+            self.text_delta(piece, out);
+        }
+    }
+
+    /// A text piece: a delta of the open text item (none when the open item is not text).
+    fn text_delta(&mut self, piece: &str, out: &mut BytesMut) {
+        if let Some(open) = self.open.as_mut().filter(|open| open.kind == Kind::Text) {
+            open.text.push_str(piece);
+            write_text_delta(out, &open.delta_tail, self.sequence, piece);
+            self.sequence += 1;
+        }
+    }
+
     fn delta(&mut self, event: &Event, piece: &str, out: &mut BytesMut) {
+        if let Event::Text(_) = event {
+            return self.text_delta(piece, out);
+        }
         let Some(open) = self.open.as_mut() else {
             return;
         };
         let (kind, body) = match (event, &open.kind) {
-            (Event::Text(_), Kind::Text) => {
-                open.text.push_str(piece);
-                write_text_delta(out, &open.delta_tail, self.sequence, piece);
-                self.sequence += 1;
-                return;
-            }
             (Event::Thinking(_), Kind::Thinking { .. }) => (
                 "response.reasoning_summary_text.delta",
                 json!({"item_id": open.id, "output_index": open.output_index, "summary_index": 0, "delta": piece}),
@@ -865,13 +879,16 @@ fn write_output(out: &mut BytesMut, output: &[Bytes]) {
 /// sorted order), written around the piece instead of serialized from a `Value`: most of a
 /// translated stream's events are text.
 fn write_text_delta(out: &mut BytesMut, tail: &[u8], sequence: u64, piece: &str) {
-    out.extend_from_slice(
-        b"event: response.output_text.delta\ndata: {\"content_index\":0,\"delta\":",
-    );
+    const HEAD: &[u8] = b"event: response.output_text.delta\ndata: {\"content_index\":0,\"delta\":";
+    const END: &[u8] = b",\"type\":\"response.output_text.delta\"}\n\n";
+    // The whole event at once (the piece's quotes, a sequence number of up to 20 digits;
+    // escapes may ask for more): one allocation where growing writes would each grow `out`.
+    out.reserve(HEAD.len() + piece.len() + 2 + tail.len() + 20 + END.len());
+    out.extend_from_slice(HEAD);
     write_json_str(out, piece);
     out.extend_from_slice(tail);
     write_json_u64(out, sequence);
-    out.extend_from_slice(b",\"type\":\"response.output_text.delta\"}\n\n");
+    out.extend_from_slice(END);
 }
 
 /// What a text delta of item `id` at `output_index` writes between its piece and its
