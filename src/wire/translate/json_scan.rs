@@ -125,10 +125,7 @@ impl<'a> Scan<'a> {
         let mut decoded: Option<String> = None;
         loop {
             // The plain bytes up to the next quote, backslash or control byte.
-            let rest = bytes.get(at..)?;
-            at += rest
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+            at += plain_run(bytes.get(at..)?)?;
             match *bytes.get(at)? {
                 b'"' => {
                     self.at = at + 1;
@@ -311,6 +308,34 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// Where the first quote, backslash or control byte of `rest` is (`None`: none is): eight
+/// bytes at a time, each word checked for all three at once (Mycroft's test for a zero
+/// byte, as serde_json skips a string's plain run), the last few bytes one at a time.
+fn plain_run(rest: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES << 7;
+    let mut words = rest.chunks_exact(8);
+    for (index, word) in words.by_ref().enumerate() {
+        let bytes = u64::from_le_bytes(<[u8; 8]>::try_from(word).ok()?);
+        // Each test sets the high bit of the lowest byte it finds (and maybe of bytes above
+        // it, which `trailing_zeros` does not look at).
+        let control = bytes.wrapping_sub(ONES * 0x20) & !bytes;
+        let quote = bytes ^ (ONES * u64::from(b'"'));
+        let quote = quote.wrapping_sub(ONES) & !quote;
+        let backslash = bytes ^ (ONES * u64::from(b'\\'));
+        let backslash = backslash.wrapping_sub(ONES) & !backslash;
+        let found = (control | quote | backslash) & HIGH;
+        if found != 0 {
+            return Some(index * 8 + found.trailing_zeros() as usize / 8);
+        }
+    }
+    let tail = words.remainder();
+    let at = tail
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+    Some(rest.len() - tail.len() + at)
+}
+
 /// Members already read once: a repeated one declines (serde_json's derived readers refuse
 /// it; a `Value` keeps the last).
 #[derive(Default)]
@@ -337,6 +362,7 @@ impl Seen {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde::de::IgnoredAny;
     use serde_json::Value;
 
@@ -390,6 +416,69 @@ mod tests {
             let read = scan.string().unwrap();
             assert_eq!(read, serde_json::from_str::<String>(json).unwrap());
             assert_eq!(matches!(read, Cow::Borrowed(_)), !json.contains('\\'));
+        }
+    }
+
+    /// The plain run's end as a byte at a time finds it.
+    fn plain_run_bytewise(rest: &[u8]) -> Option<usize> {
+        rest.iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+    }
+
+    #[test]
+    fn plain_runs_end_where_a_byte_at_a_time_ends_them() {
+        // Every stop byte (and bytes next to them) at every place of a run longer than two
+        // words, after plain ASCII and after non-ASCII.
+        for stop in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
+            for fill in ["abcdefgh", "é🦀ü", " !#[]^`~\u{7f}"] {
+                let base: Vec<u8> = fill.bytes().cycle().take(27).collect();
+                assert_eq!(plain_run(&base), None);
+                for at in 0..base.len() {
+                    let mut bytes = base.clone();
+                    bytes[at] = stop;
+                    assert_eq!(plain_run(&bytes), Some(at), "{bytes:?}");
+                    assert_eq!(plain_run(&bytes), plain_run_bytewise(&bytes));
+                }
+            }
+        }
+        for near in [0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff] {
+            assert_eq!(plain_run(&[near; 19]), None, "{near:#x}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn plain_runs_match_a_byte_at_a_time(bytes in proptest::collection::vec(
+            prop_oneof![
+                any::<u8>(),
+                proptest::sample::select(vec![b'"', b'\\', 0x1f, 0x20, b'a', 0xc3]),
+            ],
+            0..80,
+        )) {
+            prop_assert_eq!(plain_run(&bytes), plain_run_bytewise(&bytes));
+        }
+
+        #[test]
+        fn strings_read_as_serde_json_reads_them(text in proptest::collection::vec(
+            prop_oneof![
+                any::<char>().prop_map(String::from),
+                proptest::sample::select(vec![
+                    "\\\"", "\\\\", "\\/", "\\n", "\\t", "\\b", "\\u00e9", "\\u0000",
+                    "\\ud83e\\udd80", "\\x", "\"", "\u{1}", "\u{1f}", "plain text run ",
+                    "é🦀", "\\u12",
+                ]).prop_map(String::from),
+            ],
+            0..40,
+        )) {
+            let json = format!("\"{}\"", text.concat());
+            let mut scan = Scan::new(&json);
+            let ours = scan.string().filter(|_| scan.end().is_some());
+            let theirs = serde_json::from_str::<String>(&json);
+            match ours {
+                Some(read) => prop_assert_eq!(Ok(read.into_owned()), theirs.map_err(|e| e.to_string())),
+                // Declined: not JSON, or a surrogate escape it leaves to serde_json.
+                None => prop_assert!(theirs.is_err() || json.contains("\\ud")),
+            }
         }
     }
 
