@@ -54,6 +54,41 @@ fn text_delta(index: u64, text: &str) -> (&'static str, Value) {
     )
 }
 
+/// Events the Messages reader's one scan reads or declines: members in any order, usage
+/// counts of other kinds, `null`s, repeated members, blocks and deltas it leaves to `head`.
+fn scanned_events() -> [&'static str; 28] {
+    [
+        r#"{"index":0,"delta":{"text":"t \u00e9\n","type":"text_delta","extra":[1,{"a":null}]},"type":"content_block_delta"}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":null}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"other_delta","text":"x"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":5}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"url":"https://e.org","title":"E"}}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta"}}"#,
+        r#"{"type":"content_block_delta","index":0}"#,
+        r#"{"type":"message_delta","usage":{"output_tokens":-3,"input_tokens":2.5},"delta":{"stop_reason":"max_tokens"}}"#,
+        r#"{"type":"message_delta","usage":{"cache_read_input_tokens":"x"},"delta":{"stop_reason":"max_tokens"}}"#,
+        r#"{"type":"message_delta","usage":{"output_tokens":-0,"cache_creation_input_tokens":7,"server_tool_use":{"web_search_requests":1}},"delta":null}"#,
+        r#"{"usage":{"output_tokens":0.0,"cache_read_input_tokens":null},"delta":{"stop_sequence":"x","stop_reason":"refusal"},"type":"message_delta"}"#,
+        r#"{"type":"message_delta","usage":null,"delta":{"stop_reason":7}}"#,
+        r#"{"type":"message_delta","usage":{"output_tokens":9},"message":{"usage":{"output_tokens":1}}}"#,
+        r#"{"type":"message_start","message":{"model":null,"id":null,"usage":{"input_tokens":4,"input_tokens":5}}}"#,
+        r#"{"type":"message_start","message":{"id":"m","model":{"odd":["model"]},"usage":{"input_tokens":4}}}"#,
+        r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":4,"output_tokens":2}},"usage":{"output_tokens":99}}"#,
+        r#"{"type":"message_start"}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"pre é","citations":[]}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"text":"pre \"é\"","type":"text","extra":{"x":[]}}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":null}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"thinking","thinking":"","signature":"S1"}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_é","name":"f","input":{"deep":[{"x":1.5}]}}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"a","id":"b","name":"f"}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"image"}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#,
+        r#"{"type":"content_block_start","index":1}"#,
+        r#"{"type":"something_new","delta":{"type":"text_delta","text":"x"}}"#,
+    ]
+}
+
 /// Anthropic streams: text of every kind, thinking with signatures, calls, usage in pieces
 /// (cache reads and writes, `null`s), an error mid-stream, and events the typed read declines
 /// or reads otherwise than a `Value` would if it were careless (repeated members, members of
@@ -118,39 +153,9 @@ fn anthropic_streams() -> Vec<String> {
         r#"{"type":"message_stop"} x"#,
         "not json",
         r#"{"type":"error","error":{"type":"overloaded_error","message":"busy \"now\""}}"#,
-        // Shapes the one scan reads or declines: members in any order, usage counts of
-        // other kinds, `null`s, repeated members, blocks and deltas it leaves to the `Value`.
-        r#"{"index":0,"delta":{"text":"t \u00e9\n","type":"text_delta","extra":[1,{"a":null}]},"type":"content_block_delta"}"#,
-        r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}"#,
-        r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":null}}"#,
-        r#"{"type":"content_block_delta","index":0,"delta":{"type":"other_delta","text":"x"}}"#,
-        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":5}}"#,
-        r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"url":"https://e.org","title":"E"}}}"#,
-        r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta"}}"#,
-        r#"{"type":"content_block_delta","index":0}"#,
-        r#"{"type":"message_delta","usage":{"output_tokens":-3,"input_tokens":2.5},"delta":{"stop_reason":"max_tokens"}}"#,
-        r#"{"type":"message_delta","usage":{"cache_read_input_tokens":"x"},"delta":{"stop_reason":"max_tokens"}}"#,
-        r#"{"type":"message_delta","usage":{"output_tokens":-0,"cache_creation_input_tokens":7,"server_tool_use":{"web_search_requests":1}},"delta":null}"#,
-        r#"{"usage":{"output_tokens":0.0,"cache_read_input_tokens":null},"delta":{"stop_sequence":"x","stop_reason":"refusal"},"type":"message_delta"}"#,
-        r#"{"type":"message_delta","usage":null,"delta":{"stop_reason":7}}"#,
-        r#"{"type":"message_delta","usage":{"output_tokens":9},"message":{"usage":{"output_tokens":1}}}"#,
-        r#"{"type":"message_start","message":{"model":null,"id":null,"usage":{"input_tokens":4,"input_tokens":5}}}"#,
-        r#"{"type":"message_start","message":{"id":"m","model":{"odd":["model"]},"usage":{"input_tokens":4}}}"#,
-        r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":4,"output_tokens":2}},"usage":{"output_tokens":99}}"#,
-        r#"{"type":"message_start"}"#,
-        r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"pre é","citations":[]}}"#,
-        r#"{"type":"content_block_start","index":1,"content_block":{"text":"pre "é"","type":"text","extra":{"x":[]}}}"#,
-        r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":null}}"#,
-        r#"{"type":"content_block_start","index":1,"content_block":{"type":"thinking","thinking":"","signature":"S1"}}"#,
-        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_é","name":"f","input":{"deep":[{"x":1.5}]}}}"#,
-        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"a","id":"b","name":"f"}}"#,
-        r#"{"type":"content_block_start","index":1,"content_block":{"type":"image"}}"#,
-        r#"{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#,
-        r#"{"type":"content_block_start","index":1}"#,
-        r#"{"type":"something_new","delta":{"type":"text_delta","text":"x"}}"#,
     ];
     let mut streams = vec![super::tests::anthropic_stream(), plain.clone()];
-    for odd in odd_events {
+    for odd in odd_events.into_iter().chain(scanned_events()) {
         // Each in the open text block, and after the text block closed.
         let at_text = plain.replacen(
             "event: content_block_stop",
