@@ -211,12 +211,11 @@ impl Shared {
                     return Ok(reserve_refusal());
                 }
                 let request = request.map(Body::new);
-                match direct::endpoint_of(&request) {
+                match direct::route_of(&request) {
                     // Boxed: hyper moves the service's future twice, and the handler's is large
                     // (~10 KB); built in its box rather than moved into it.
-                    Some(endpoint) => {
-                        let answer =
-                            built_in_box(|| direct::answer(state, endpoint, request, known));
+                    Some(route) => {
+                        let answer = built_in_box(|| direct::answer(state, route, request, known));
                         Ok(answer.await)
                     }
                     None => table.oneshot(request).await,

@@ -4,6 +4,8 @@
 //! out of the request (header and query) before anything reads it, so a key in the query is
 //! never logged, journaled, traced or sent on. The router's own errors are Google's shape.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
@@ -18,6 +20,7 @@ use crate::node::endpoint::Endpoint;
 use crate::node::gemini_array::array_framed;
 use crate::node::google_errors::{google_error, in_google_shape};
 use crate::node::http as small;
+use crate::node::known_key::KnownKey;
 use crate::node::routed;
 
 const X_GOOG_API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
@@ -38,6 +41,17 @@ pub(crate) async fn post(
     Path(rest): Path<String>,
     request: Request,
 ) -> Response {
+    answer_post(app, &rest, request, None).await
+}
+
+/// `POST …/models/{rest}` answered (`rest`: `{model}:{method}`); `known`: the key the
+/// request's connection presented last, when the connection keeps one (`node::direct`).
+pub(crate) async fn answer_post(
+    app: AppState,
+    rest: &str,
+    request: Request,
+    known: Option<Arc<KnownKey>>,
+) -> Response {
     let path = request.uri().path().to_owned();
     let Some((model, endpoint)) = rest
         .rsplit_once(':')
@@ -51,7 +65,7 @@ pub(crate) async fn post(
     let model = model.strip_prefix("models/").unwrap_or(model).to_owned();
     let sse = query_pairs(request.uri()).any(|(name, value)| name == "alt" && value == "sse");
     let request = key_as_bearer(request);
-    let response = routed::handle_named(app, endpoint, request, Some(model), None).await;
+    let response = routed::handle_named(app, endpoint, request, Some(model), known).await;
     let response = in_google_shape(response).await;
     if endpoint == Endpoint::GeminiStream && !sse && response.status().is_success() {
         return array_framed(response);
