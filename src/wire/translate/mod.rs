@@ -35,9 +35,9 @@
 //! - `*/typed_request` — a Chat Completions, Messages or Gemini client's request read from its
 //!   bytes straight into the hub's form by a typed shape (the `Value` reader for what it
 //!   declines), a Gemini client's plain text request first by one scan of its bytes
-//!   (`gemini/scanned_request`); `*/request_bytes` — the form written straight as a Chat Completions, Responses
-//!   or Messages host's request bytes (the `Value` writer for what it declines). Each gives
-//!   what the `Value` path gives.
+//!   (`gemini/scanned_request`); `*/request_bytes` — the form written straight as a Chat
+//!   Completions, Responses or Messages host's request bytes (the `Value` writer for what it
+//!   declines). Each gives what the `Value` path gives.
 //! - `json_write` — a `Value` written as JSON bytes (a translated request's body), and the
 //!   object and array writers the byte writers write with.
 //! - `object` — a JSON object of members moved in (the request writers' objects of `Value`s).

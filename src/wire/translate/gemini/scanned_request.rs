@@ -38,7 +38,7 @@ pub fn request(body: &[u8], dropped: &mut Vec<String>) -> Option<Request> {
         "contents" => {
             seen.first(0)?;
             scan.array(|scan| {
-                let (role, texts) = content(scan)?;
+                let TextContent { role, texts } = content(scan)?;
                 let role = match role.as_deref() {
                     Some("model") => Role::Assistant,
                     _ => Role::User,
@@ -55,7 +55,7 @@ pub fn request(body: &[u8], dropped: &mut Vec<String>) -> Option<Request> {
         "systemInstruction" => {
             seen.first(1)?;
             // The system instruction's role is read by no one; its texts are joined.
-            let (_, texts) = content(scan)?;
+            let TextContent { texts, .. } = content(scan)?;
             system = Some(texts.join("\n"));
             Some(())
         }
@@ -101,9 +101,14 @@ pub fn request(body: &[u8], dropped: &mut Vec<String>) -> Option<Request> {
     Some(form)
 }
 
-/// A content of text parts only: its `role` (when given) and its texts, empty ones too (`None`
-/// for any other part or member).
-fn content<'a>(scan: &mut Scan<'a>) -> Option<(Option<Cow<'a, str>>, Vec<Cow<'a, str>>)> {
+/// A content of text parts only: its `role` (when given) and its texts, empty ones too.
+struct TextContent<'a> {
+    role: Option<Cow<'a, str>>,
+    texts: Vec<Cow<'a, str>>,
+}
+
+/// A content of text parts (`None` for any other part or member).
+fn content<'a>(scan: &mut Scan<'a>) -> Option<TextContent<'a>> {
     let mut role = None;
     let mut texts = Vec::new();
     let mut seen = Seen::default();
@@ -130,7 +135,7 @@ fn content<'a>(scan: &mut Scan<'a>) -> Option<(Option<Cow<'a, str>>, Vec<Cow<'a,
         }
         _ => None,
     })?;
-    Some((role, texts))
+    Some(TextContent { role, texts })
 }
 
 /// `generationConfig`'s sampling numbers and stop sequences (`None` for any other member).
