@@ -217,6 +217,11 @@ impl<'a> Scan<'a> {
         Some(Some(value))
     }
 
+    /// The text read from `start` (an earlier [`Scan::at`]) to here.
+    pub fn read_since(&self, start: usize) -> Option<&'a str> {
+        self.text.get(start..self.at)
+    }
+
     /// `null` next: taken (true); else nothing is taken.
     pub fn null(&mut self) -> bool {
         self.space();

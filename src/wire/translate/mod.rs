@@ -34,9 +34,10 @@
 //!   (the `Value` readers and writers otherwise, giving the same bytes).
 //! - `*/typed_request` — a Chat Completions, Messages or Gemini client's request read from its
 //!   bytes straight into the hub's form by a typed shape (the `Value` reader for what it
-//!   declines); `*/request_bytes` — the form written straight as a Chat Completions, Responses
-//!   or Messages host's request bytes (the `Value` writer for what it declines). Each gives
-//!   what the `Value` path gives.
+//!   declines), a Gemini client's plain text request first by one scan of its bytes
+//!   (`gemini/scanned_request`); `*/request_bytes` — the form written straight as a Chat
+//!   Completions, Responses or Messages host's request bytes (the `Value` writer for what it
+//!   declines). Each gives what the `Value` path gives.
 //! - `json_write` — a `Value` written as JSON bytes (a translated request's body), and the
 //!   object and array writers the byte writers write with.
 //! - `object` — a JSON object of members moved in (the request writers' objects of `Value`s).
@@ -533,6 +534,9 @@ mod tests_fast_reads;
 
 #[cfg(test)]
 mod tests_parsed_request;
+
+#[cfg(test)]
+mod tests_scanned_request;
 
 #[cfg(test)]
 mod tests_search_streams;

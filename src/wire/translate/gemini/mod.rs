@@ -8,6 +8,7 @@ pub mod framing;
 pub mod grounding;
 pub mod read;
 pub mod read_stream;
+pub mod scanned_request;
 pub mod schema;
 pub mod typed_request;
 pub mod write;

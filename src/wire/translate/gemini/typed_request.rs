@@ -15,6 +15,7 @@ use serde_json::{Number, Value};
 
 use super::call_ids::Pending;
 use super::read::{effort, function_result, tool_config, tools, FunctionCall};
+use super::scanned_request;
 use crate::wire::translate::hub::form::{Image, Part, Request, Role};
 use crate::wire::translate::params::drop_named;
 use crate::wire::translate::typed_answer::{present, str_of, Obj, Text};
@@ -115,8 +116,18 @@ struct Config {
 }
 
 /// The Gemini request `body` in the hub's form (names it drops added to `dropped`), or `None`
-/// when the shape declines it. An `Err` is the `Value` reader's own refusal of its tools.
+/// when the shape declines it: a plain text request by one scan of its bytes
+/// (`scanned_request`), any other by the typed shape. An `Err` is the `Value` reader's own
+/// refusal of its tools.
 pub fn request(body: &[u8], dropped: &mut Vec<String>) -> Option<Result<Request, TranslateError>> {
+    if let Some(form) = scanned_request::request(body, dropped) {
+        return Some(Ok(form));
+    }
+    shaped(body, dropped)
+}
+
+/// [`request`] by the typed shape alone.
+pub fn shaped(body: &[u8], dropped: &mut Vec<String>) -> Option<Result<Request, TranslateError>> {
     let Obj(body) = typed_body::<Obj<Body<'_>>>(body)?;
     let mut form = Request::default();
     if let Some(Obj(system)) = &body.system_instruction {
