@@ -306,20 +306,25 @@ struct GeminiPrompt<'a> {
 /// their account's `thoughtSignature`s — keep to the account that served it. A body that is
 /// not a Gemini request has none.
 pub fn gemini_prompt_spans(body: &[u8]) -> PromptSpans {
+    gemini_prompt_read(body).unwrap_or_default()
+}
+
+/// [`gemini_prompt_spans`], `None` when the body does not read as a Gemini request (not JSON,
+/// not an object, or one of those members of another shape): read, it is a JSON object, so
+/// whoever reads it needs no other check that it is one.
+pub fn gemini_prompt_read(body: &[u8]) -> Option<PromptSpans> {
     // serde would read an array positionally as the struct: only objects go that way.
     if body.iter().find(|byte| !is_json_whitespace(**byte)) != Some(&b'{') {
-        return PromptSpans::default();
+        return None;
     }
-    let Ok(prompt) = serde_json::from_slice::<GeminiPrompt<'_>>(body) else {
-        return PromptSpans::default();
-    };
+    let prompt = serde_json::from_slice::<GeminiPrompt<'_>>(body).ok()?;
     let span = |raw: Option<&RawValue>| raw.and_then(|raw| span_in(body, raw.get()).ok());
-    PromptSpans {
+    Some(PromptSpans {
         tools: span(prompt.tools),
         system: span(prompt.system_instruction),
         messages_prefix: span(prompt.contents.as_ref().and_then(|c| c.first().copied())),
         ..PromptSpans::default()
-    }
+    })
 }
 
 /// Where `part` (a slice borrowed from `body` by serde_json) sits inside `body`.

@@ -16,8 +16,9 @@ use crate::node::client_gate;
 use crate::node::known_key::KnownKey;
 use crate::node::live::LiveConfig;
 use crate::node::reply;
+use crate::wire::affinity_group::PromptSpans;
 use crate::wire::body_rewrite::{
-    gemini_prompt_spans, model_name_problem, parse_request_for, BodyError, PromptScan, RequestInfo,
+    gemini_prompt_read, model_name_problem, parse_request_for, BodyError, PromptScan, RequestInfo,
 };
 
 use super::guarded_body::read_guarded;
@@ -93,19 +94,26 @@ pub(super) async fn take(
 /// A body whose model its path names: it must be a JSON object, and the model a name the
 /// router takes (the same rules as a body's `model`).
 fn named_request(body: &[u8], model: String, stream: bool) -> Result<RequestInfo, BodyError> {
-    // Checked without building it: the body goes upstream as its bytes.
-    serde_json::from_slice::<serde::de::IgnoredAny>(body)
-        .map_err(|error| BodyError::InvalidJson(error.to_string()))?;
-    if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(BodyError::NotAnObject);
-    }
+    // A body read as a Gemini request for its spans is a JSON object; any other is checked
+    // without building it (the body goes upstream as its bytes).
+    let spans = match gemini_prompt_read(body) {
+        Some(spans) => spans,
+        None => {
+            serde_json::from_slice::<serde::de::IgnoredAny>(body)
+                .map_err(|error| BodyError::InvalidJson(error.to_string()))?;
+            if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+                return Err(BodyError::NotAnObject);
+            }
+            PromptSpans::default()
+        }
+    };
     if model.is_empty() {
         return Err(BodyError::MissingModel);
     }
     if let Some(problem) = model_name_problem(&model) {
         return Err(BodyError::InvalidModel(problem));
     }
-    Ok(RequestInfo::named(model, stream, gemini_prompt_spans(body)))
+    Ok(RequestInfo::named(model, stream, spans))
 }
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
@@ -221,6 +229,57 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(value));
         headers
+    }
+
+    /// `named_request` as it read a body before its spans' read stood for the JSON check.
+    fn named_request_checked_twice(body: &[u8], model: &str) -> Result<RequestInfo, BodyError> {
+        serde_json::from_slice::<serde::de::IgnoredAny>(body)
+            .map_err(|error| BodyError::InvalidJson(error.to_string()))?;
+        if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(BodyError::NotAnObject);
+        }
+        if let Some(problem) = model_name_problem(model) {
+            return Err(BodyError::InvalidModel(problem));
+        }
+        let spans = crate::wire::body_rewrite::gemini_prompt_spans(body);
+        Ok(RequestInfo::named(model.to_owned(), false, spans))
+    }
+
+    #[test]
+    fn a_named_body_read_once_is_refused_and_spanned_as_when_checked_apart() {
+        let bodies: [&[u8]; 14] = [
+            br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[]}"#,
+            br#" {"systemInstruction":{"parts":[{"text":"s"}]},"contents":[]} "#,
+            br#"{}"#,
+            // Members of another shape: no spans, still a JSON object.
+            br#"{"contents":"not a list"}"#,
+            br#"{"contents":[],"contents":[]}"#,
+            br#"{"tools":[],"generationConfig":{"temperature":0.5},"labels":{"a":"b"}}"#,
+            // Not an object, or not JSON.
+            br#"[{"contents":[]}]"#,
+            br#""text""#,
+            br#"{"contents":[}"#,
+            br#"{"contents":[]} trailing"#,
+            br#"{"contents":[]"#,
+            b"\x0c{\"contents\":[]}",
+            b"",
+            b"{\"contents\":[{\"parts\":[{\"text\":\"\xff\"}]}]}",
+        ];
+        for body in bodies {
+            let once = named_request(body, "gemini-2.5-flash".to_owned(), false);
+            let twice = named_request_checked_twice(body, "gemini-2.5-flash");
+            let shown = String::from_utf8_lossy(body);
+            match (once, twice) {
+                (Ok(once), Ok(twice)) => {
+                    assert_eq!(once.prompt, twice.prompt, "{shown}");
+                    assert_eq!(once.model, twice.model, "{shown}");
+                }
+                (Err(once), Err(twice)) => {
+                    assert_eq!(once.to_string(), twice.to_string(), "{shown}");
+                }
+                (once, twice) => panic!("{shown}: {:?} against {:?}", once.is_ok(), twice.is_ok()),
+            }
+        }
     }
 
     #[test]
