@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::chunk_template::{Filled, Learned};
+use super::chunk_template::{Filled, Learned, Texts};
 use super::json_scan::{Scan, Seen, DEPTH};
 use crate::wire::stream_format::StreamFormat;
 
@@ -254,7 +254,7 @@ fn responses_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
 /// reader's `at` reads them.
 #[derive(Debug, PartialEq, Eq)]
 pub struct GeminiText<'a> {
-    pub texts: Vec<Cow<'a, str>>,
+    pub texts: Texts<'a>,
     pub usage: Option<GeminiUsage>,
     /// The usage came as `usage_metadata` (the snake_case name the relay's reading of a chunk
     /// does not know), or as `null` under that name.
@@ -322,7 +322,7 @@ fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
 }
 
 /// A candidate of text parts alone: their texts.
-fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<Vec<Cow<'a, str>>> {
+fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<Texts<'a>> {
     let mut seen = Seen::default();
     let mut texts = None;
     scan.object(|scan, key| match &*key {
@@ -330,7 +330,7 @@ fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<Vec<Cow<'a, str>>> {
         "content" => {
             seen.first(0)?;
             let mut content = Seen::default();
-            let mut parts = Vec::new();
+            let mut parts = Texts::default();
             scan.object(|scan, key| match &*key {
                 "parts" => {
                     content.first(0)?;
@@ -403,7 +403,7 @@ pub(super) mod reference {
     use serde::de::{Deserializer, IgnoredAny};
     use serde::Deserialize;
 
-    use super::{GeminiText, GeminiUsage};
+    use super::{GeminiText, GeminiUsage, Texts};
 
     /// Whether a member is there at all (`null` counts: a reader acts on a present `error`).
     #[derive(Debug, Default)]
@@ -573,7 +573,7 @@ pub(super) mod reference {
         if candidate.grounding_metadata.0 || candidate.finish_reason.0 {
             return None;
         }
-        let mut texts = Vec::new();
+        let mut texts = Texts::default();
         for part in candidate.content?.parts {
             let other_news = part.thought.0
                 || part.thought_signature.0
@@ -651,12 +651,13 @@ mod tests {
     fn a_gemini_chunk_of_text_alone_is_read_and_nothing_else_is() {
         let text = r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":3},"modelVersion":"g","responseId":"r"}"#;
         let read = gemini_text(text).expect("text");
-        assert_eq!(read.texts, ["a", "b"]);
+        assert_eq!(read.texts.iter().collect::<Vec<_>>(), ["a", "b"]);
         let usage = read.usage.expect("usage");
         assert_eq!((usage.prompt, usage.candidates), (Some(3), None));
         let snake =
             r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usage_metadata":null}"#;
-        assert_eq!(gemini_text(snake).expect("text").texts, ["a"]);
+        let snake_texts = gemini_text(snake).expect("text").texts;
+        assert_eq!(snake_texts.iter().collect::<Vec<_>>(), ["a"]);
         for declined in [
             r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#,
             r#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#,

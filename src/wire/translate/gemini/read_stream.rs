@@ -190,7 +190,7 @@ impl GeminiReader {
         if let Some(counts) = read.usage {
             self.usage = Some(usage_of_counts(counts));
         }
-        for text in &read.texts {
+        for text in read.texts.iter() {
             self.text_bytes += text.len();
             self.held.push(text);
             write(text);
