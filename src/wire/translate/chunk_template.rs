@@ -102,7 +102,8 @@ impl<'a> Texts<'a> {
 
 impl<'a> IntoIterator for Texts<'a> {
     type Item = Cow<'a, str>;
-    type IntoIter = std::iter::Chain<std::option::IntoIter<Cow<'a, str>>, std::vec::IntoIter<Cow<'a, str>>>;
+    type IntoIter =
+        std::iter::Chain<std::option::IntoIter<Cow<'a, str>>, std::vec::IntoIter<Cow<'a, str>>>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.first.into_iter().chain(self.more)

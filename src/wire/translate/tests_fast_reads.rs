@@ -413,6 +413,39 @@ fn responses_events_read_picked_give_the_bytes_of_whole_values() {
     }
 }
 
+/// A Gemini upstream's text chunks read by the text shape (the last one with its finish
+/// reason) give the bytes of the chunks read as whole `Value`s, for each finish reason the
+/// reader tells apart (after a call too) and one it ignores.
+#[test]
+fn gemini_text_chunks_read_fast_give_the_bytes_of_whole_values() {
+    let clients = [
+        Direction::CHAT_TO_GEMINI,
+        Direction::MESSAGES_TO_GEMINI,
+        Direction::RESPONSES_TO_GEMINI,
+    ];
+    let mut cases = streams();
+    let stop = "\"finishReason\":\"STOP\"";
+    for reason in [
+        "MAX_TOKENS",
+        "SAFETY",
+        "FINISH_REASON_UNSPECIFIED",
+        "ODD \\\"é\\\"",
+    ] {
+        let other = format!("\"finishReason\":\"{reason}\"");
+        cases.extend(streams().iter().map(|stream| stream.replace(stop, &other)));
+    }
+    let mut finished = 0;
+    for stream in cases {
+        finished += usize::from(stream.contains("finishReason"));
+        for direction in clients {
+            let [fast, whole] = fast_and_whole(direction, &stream);
+            assert!(!fast.is_empty(), "{direction:?}\n{stream}");
+            assert_eq!(fast, whole, "{direction:?}\n{stream}");
+        }
+    }
+    assert!(finished > 20, "{finished}");
+}
+
 #[test]
 fn the_responses_writers_direct_writes_are_the_bytes_of_its_values() {
     let upstreams = [

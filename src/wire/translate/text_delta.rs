@@ -17,13 +17,13 @@ use crate::wire::stream_format::StreamFormat;
 
 /// A shape's reading of a chunk of `format` through a stream's template ([`Learned`], which
 /// then knows its content bytes), else by walking it (`scan`, which may become the template,
-/// with `base`).
+/// with `base`; no `base`: a chunk that does not, such as a stream's last).
 fn learned<'a, B: Copy, R>(
     data: &'a str,
     learned: &mut Learned<B>,
     format: StreamFormat,
     filled: impl FnOnce(Filled<'a>, B) -> Option<R>,
-    scan: impl FnOnce(&mut Scan<'a>) -> Option<(R, B)>,
+    scan: impl FnOnce(&mut Scan<'a>) -> Option<(R, Option<B>)>,
 ) -> Option<R> {
     let mut read = Filled::default();
     if let Some(base) = learned.read(data, &mut read) {
@@ -31,7 +31,9 @@ fn learned<'a, B: Copy, R>(
     }
     let mut walk = learned.scan(data);
     let (result, base) = scan(&mut walk)?;
-    learned.learn(data, walk, base, format);
+    if let Some(base) = base {
+        learned.learn(data, walk, base, format);
+    }
     Some(result)
 }
 
@@ -42,7 +44,7 @@ pub fn messages_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Opt
         chunks,
         StreamFormat::Anthropic,
         |read, ()| read.first,
-        |scan| Some((messages_text_in(scan)?, ())),
+        |scan| Some((messages_text_in(scan)?, Some(()))),
     )
 }
 
@@ -53,7 +55,7 @@ pub fn chat_content_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Opti
         chunks,
         StreamFormat::OpenAiChat,
         |read, ()| read.first.filter(|content| !content.is_empty()),
-        |scan| Some((chat_content_in(scan)?, ())),
+        |scan| Some((chat_content_in(scan)?, Some(()))),
     )
 }
 
@@ -64,7 +66,7 @@ pub fn responses_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Op
         chunks,
         StreamFormat::OpenAiResponses,
         |read, ()| read.first,
-        |scan| Some((responses_text_in(scan)?, ())),
+        |scan| Some((responses_text_in(scan)?, Some(()))),
     )
 }
 
@@ -94,6 +96,8 @@ pub fn gemini_text_learned<'a>(
             }
             Some(GeminiText {
                 texts,
+                // A chunk with a finish reason never becomes the template (below).
+                finish: None,
                 usage: base.usage.then_some(GeminiUsage {
                     prompt,
                     cached,
@@ -105,10 +109,12 @@ pub fn gemini_text_learned<'a>(
         },
         |scan| {
             let read = gemini_text_in(scan)?;
-            let base = GeminiBase {
+            // The chunk that finishes (the stream's last) is no template: its reason is read
+            // here alone.
+            let base = read.finish.is_none().then_some(GeminiBase {
                 usage: read.usage.is_some(),
                 snake_usage: read.snake_usage,
-            };
+            });
             Some((read, base))
         },
     )
@@ -246,8 +252,8 @@ fn responses_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
     delta
 }
 
-/// A Gemini chunk whose only news is text (and usage): no `error` or `promptFeedback`, and one
-/// candidate with no grounding and no finish reason whose parts each hold a non-empty `text`
+/// A Gemini chunk whose only news is text (and usage, and a finish reason): no `error` or
+/// `promptFeedback`, and one candidate with no grounding whose parts each hold a non-empty `text`
 /// and nothing else a reader or the relay acts on (thought, signature, call, inline data,
 /// code). Its texts, and its
 /// `usageMetadata`'s counts. Members are read by their camelCase or snake_case names, as the
@@ -255,6 +261,8 @@ fn responses_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
 #[derive(Debug, PartialEq, Eq)]
 pub struct GeminiText<'a> {
     pub texts: Texts<'a>,
+    /// The candidate's `finishReason` (a string; the last chunk's), read after its texts.
+    pub finish: Option<Cow<'a, str>>,
     pub usage: Option<GeminiUsage>,
     /// The usage came as `usage_metadata` (the snake_case name the relay's reading of a chunk
     /// does not know), or as `null` under that name.
@@ -282,7 +290,7 @@ pub fn gemini_text(data: &str) -> Option<GeminiText<'_>> {
 
 fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
     let mut seen = Seen::default();
-    let mut texts = None;
+    let mut candidate = None;
     let (mut camel, mut snake) = (None, None);
     scan.object(|scan, key| match &*key {
         "error" | "promptFeedback" | "prompt_feedback" => None,
@@ -292,7 +300,7 @@ fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
             scan.array(|scan| {
                 candidates += 1;
                 (candidates == 1).then_some(())?;
-                texts = Some(gemini_candidate(scan)?);
+                candidate = Some(gemini_candidate(scan)?);
                 Some(())
             })?;
             (candidates == 1).then_some(())
@@ -314,19 +322,30 @@ fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
     if camel.is_some() && snake.is_some() {
         return None;
     }
+    let (texts, finish) = candidate?;
     Some(GeminiText {
-        texts: texts?,
+        texts,
+        finish,
         usage: camel.flatten().or(snake.flatten()),
         snake_usage: snake.is_some(),
     })
 }
 
-/// A candidate of text parts alone: their texts.
-fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<Texts<'a>> {
+/// A candidate of text parts alone: their texts, and its finish reason when it is a string
+/// (`null` is none; read as a value the template compares, not a hole).
+fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<(Texts<'a>, Option<Cow<'a, str>>)> {
     let mut seen = Seen::default();
     let mut texts = None;
+    let mut finish = None;
     scan.object(|scan, key| match &*key {
-        "groundingMetadata" | "grounding_metadata" | "finishReason" | "finish_reason" => None,
+        "groundingMetadata" | "grounding_metadata" | "finish_reason" => None,
+        "finishReason" => {
+            seen.first(1)?;
+            if !scan.null() {
+                finish = Some(scan.string()?);
+            }
+            Some(())
+        }
         "content" => {
             seen.first(0)?;
             let mut content = Seen::default();
@@ -347,7 +366,7 @@ fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<Texts<'a>> {
         }
         _ => scan.skip(DEPTH),
     })?;
-    texts
+    Some((texts?, finish))
 }
 
 /// A part of text alone: its (non-empty) text.
@@ -538,8 +557,10 @@ pub(super) mod reference {
             content: Option<GeminiContent<'a>>,
             #[serde(default, rename = "groundingMetadata", alias = "grounding_metadata")]
             grounding_metadata: Present,
-            #[serde(default, rename = "finishReason", alias = "finish_reason")]
-            finish_reason: Present,
+            #[serde(default, rename = "finishReason", borrow)]
+            finish_reason: Option<Cow<'a, str>>,
+            #[serde(default, rename = "finish_reason")]
+            finish_reason_snake: Present,
         }
         #[derive(Deserialize)]
         struct GeminiContent<'a> {
@@ -570,7 +591,7 @@ pub(super) mod reference {
             return None;
         }
         let candidate = chunk.candidates.into_iter().next()?;
-        if candidate.grounding_metadata.0 || candidate.finish_reason.0 {
+        if candidate.grounding_metadata.0 || candidate.finish_reason_snake.0 {
             return None;
         }
         let mut texts = Texts::default();
@@ -587,6 +608,7 @@ pub(super) mod reference {
         }
         (!texts.is_empty()).then_some(GeminiText {
             texts,
+            finish: candidate.finish_reason,
             usage: chunk.usage_metadata.1.or(chunk.usage_snake.1),
             snake_usage: chunk.usage_snake.0,
         })
@@ -658,8 +680,17 @@ mod tests {
             r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usage_metadata":null}"#;
         let snake_texts = gemini_text(snake).expect("text").texts;
         assert_eq!(snake_texts.iter().collect::<Vec<_>>(), ["a"]);
+        let last = r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#;
+        assert_eq!(
+            gemini_text(last).expect("text").finish.as_deref(),
+            Some("STOP")
+        );
+        let unsaid = r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":null}]}"#;
+        assert_eq!(gemini_text(unsaid).expect("text").finish, None);
         for declined in [
-            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finish_reason":"STOP"}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":3}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"A","finishReason":"B"}]}"#,
             r#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#,
             r#"{"candidates":[{"content":{"parts":[{"text":"a","thoughtSignature":"s"}]}}]}"#,
             r#"{"candidates":[{"content":{"parts":[{"text":"a","thought_signature":"s"}]}}]}"#,

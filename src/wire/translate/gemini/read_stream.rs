@@ -19,6 +19,7 @@ use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Citation, Event, Finish, Usage};
 use crate::wire::translate::text_delta;
+use crate::wire::translate::whole_values::WholeValues;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -47,6 +48,8 @@ pub struct GeminiReader {
     done: bool,
     /// The stream's text chunks, as the last one read.
     chunks: Learned<text_delta::GeminiBase>,
+    /// Tests: every chunk read as a whole `Value` in [`event`](Self::event).
+    pub whole_values: WholeValues,
 }
 
 impl GeminiReader {
@@ -89,7 +92,7 @@ impl GeminiReader {
             return;
         }
         // A chunk of text alone (most chunks), as below reads it.
-        if self.started {
+        if self.started && self.whole_values.fast() {
             if let Some(read) = self.read_text(data) {
                 self.text_chunk(read, events);
                 return;
@@ -139,10 +142,7 @@ impl GeminiReader {
         for part in array_of(content, "parts") {
             self.part(part, events);
         }
-        let reason = str_of(candidate, "finishReason");
-        if !reason.is_empty() && reason != "FINISH_REASON_UNSPECIFIED" {
-            self.finish = Some(finish(reason, self.calls > 0));
-        }
+        self.finish_reason(Some(str_of(candidate, "finishReason")));
     }
 
     /// Whether a chunk of text alone may be read by [`text_chunk`](Self::text_chunk): after
@@ -174,6 +174,15 @@ impl GeminiReader {
         for text in read.texts {
             self.text(&text, events);
         }
+        self.finish_reason(read.finish.as_deref());
+    }
+
+    /// A candidate's `finishReason`, as [`event`](Self::event) reads it (after its parts).
+    fn finish_reason(&mut self, reason: Option<&str>) {
+        let reason = reason.unwrap_or("");
+        if !reason.is_empty() && reason != "FINISH_REASON_UNSPECIFIED" {
+            self.finish = Some(finish(reason, self.calls > 0));
+        }
     }
 
     /// [`Self::text_chunk`] when the open block is text (its texts are then its only events):
@@ -195,6 +204,7 @@ impl GeminiReader {
             self.held.push(text);
             write(text);
         }
+        self.finish_reason(read.finish.as_deref());
         None
     }
 
