@@ -107,17 +107,46 @@ pub fn gemini_text_learned<'a>(
                 snake_usage: base.snake_usage,
             })
         },
-        |scan| {
-            let read = gemini_text_in(scan)?;
-            // The chunk that finishes (the stream's last) is no template: its reason is read
-            // here alone.
-            let base = read.finish.is_none().then_some(GeminiBase {
-                usage: read.usage.is_some(),
-                snake_usage: read.snake_usage,
-            });
-            Some((read, base))
-        },
+        |scan| gemini_walk(scan, &mut GeminiStart::default()),
     )
+}
+
+/// What a Gemini stream's first chunk starts the answer with: its `responseId` and
+/// `modelVersion` (`None`: absent or `null`), read by walking it (a template leaves them
+/// open).
+#[derive(Debug, Default)]
+pub struct GeminiStart<'a> {
+    pub id: Option<Cow<'a, str>>,
+    pub model: Option<Cow<'a, str>>,
+}
+
+/// `gemini_text` of a stream's first chunk, walked (it may become the stream's template), and
+/// what it starts the answer with.
+pub fn gemini_first_text<'a>(
+    data: &'a str,
+    chunks: &mut Learned<GeminiBase>,
+) -> Option<(GeminiText<'a>, GeminiStart<'a>)> {
+    let mut start = GeminiStart::default();
+    let mut walk = chunks.scan(data);
+    let (read, base) = gemini_walk(&mut walk, &mut start)?;
+    if let Some(base) = base {
+        chunks.learn(data, walk, base, StreamFormat::Gemini);
+    }
+    Some((read, start))
+}
+
+/// `gemini_text_in`, and the base of the template its walk may become: none for the chunk that
+/// finishes (the stream's last), whose reason is read here alone.
+fn gemini_walk<'a>(
+    scan: &mut Scan<'a>,
+    start: &mut GeminiStart<'a>,
+) -> Option<(GeminiText<'a>, Option<GeminiBase>)> {
+    let read = gemini_text_in(scan, start)?;
+    let base = read.finish.is_none().then_some(GeminiBase {
+        usage: read.usage.is_some(),
+        snake_usage: read.snake_usage,
+    });
+    Some((read, base))
 }
 
 /// A Messages `content_block_delta` holding a `text_delta`: its text.
@@ -285,10 +314,12 @@ pub struct GeminiUsage {
 
 #[cfg(test)]
 pub fn gemini_text(data: &str) -> Option<GeminiText<'_>> {
-    gemini_text_in(&mut Scan::new(data))
+    gemini_text_in(&mut Scan::new(data), &mut GeminiStart::default())
 }
 
-fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
+/// `start`: the chunk's id and model, as read (a string or `null`; any other value, or either
+/// under its snake_case name, declines the chunk).
+fn gemini_text_in<'a>(scan: &mut Scan<'a>, start: &mut GeminiStart<'a>) -> Option<GeminiText<'a>> {
     let mut seen = Seen::default();
     let mut candidate = None;
     let (mut camel, mut snake) = (None, None);
@@ -315,6 +346,17 @@ fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
             snake = Some(gemini_usage(scan)?);
             Some(())
         }
+        "responseId" => {
+            seen.first(3)?;
+            start.id = string_or_null(scan)?;
+            Some(())
+        }
+        "modelVersion" => {
+            seen.first(4)?;
+            start.model = string_or_null(scan)?;
+            Some(())
+        }
+        "response_id" | "model_version" => None,
         _ => scan.skip(DEPTH),
     })?;
     scan.end()?;
@@ -329,6 +371,14 @@ fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
         usage: camel.flatten().or(snake.flatten()),
         snake_usage: snake.is_some(),
     })
+}
+
+/// A string (left open in a template) or `null` (`None`); any other value declines.
+fn string_or_null<'a>(scan: &mut Scan<'a>) -> Option<Option<Cow<'a, str>>> {
+    if scan.null() {
+        return Some(None);
+    }
+    Some(Some(scan.passed_string()?))
 }
 
 /// A candidate of text parts alone: their texts, and its finish reason when it is a string
@@ -550,6 +600,14 @@ pub(super) mod reference {
             usage_metadata: UsageMember,
             #[serde(default, rename = "usage_metadata")]
             usage_snake: UsageMember,
+            #[serde(default, rename = "responseId", borrow)]
+            _id: Option<Cow<'a, str>>,
+            #[serde(default, rename = "modelVersion", borrow)]
+            _model: Option<Cow<'a, str>>,
+            #[serde(default, rename = "response_id")]
+            id_snake: Present,
+            #[serde(default, rename = "model_version")]
+            model_snake: Present,
         }
         #[derive(Deserialize)]
         struct GeminiCandidate<'a> {
@@ -583,7 +641,12 @@ pub(super) mod reference {
             executable_code: Present,
         }
         let chunk: GeminiChunk<'_> = serde_json::from_str(data).ok()?;
-        if chunk.error.0 || chunk.prompt_feedback.0 || chunk.candidates.len() != 1 {
+        if chunk.error.0
+            || chunk.prompt_feedback.0
+            || chunk.id_snake.0
+            || chunk.model_snake.0
+            || chunk.candidates.len() != 1
+        {
             return None;
         }
         // Both names at once: one member sent twice, as the reader's `at` reads them.

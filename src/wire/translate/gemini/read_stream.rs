@@ -91,9 +91,20 @@ impl GeminiReader {
         if self.done {
             return;
         }
-        // A chunk of text alone (most chunks), as below reads it.
-        if self.started && self.whole_values.fast() {
-            if let Some(read) = self.read_text(data) {
+        // A chunk of text alone (most chunks, the first too), as below reads it.
+        if self.whole_values.fast() {
+            if self.started {
+                if let Some(read) = self.read_text(data) {
+                    self.text_chunk(read, events);
+                    return;
+                }
+            } else if let Some((read, start)) =
+                text_delta::gemini_first_text(data, &mut self.chunks)
+            {
+                let model = start
+                    .model
+                    .map_or(Value::Null, |model| Value::String(model.into_owned()));
+                self.start(start.id.as_deref().unwrap_or(""), model, events);
                 self.text_chunk(read, events);
                 return;
             }
@@ -118,13 +129,8 @@ impl GeminiReader {
             return;
         }
         if !self.started {
-            self.started = true;
-            self.response_id = str_of(&chunk, "responseId").to_string();
-            events.push(Event::Start {
-                id: self.response_id.clone(),
-                model: at(&chunk, "modelVersion").cloned().unwrap_or(Value::Null),
-                usage: None,
-            });
+            let model = at(&chunk, "modelVersion").cloned().unwrap_or(Value::Null);
+            self.start(str_of(&chunk, "responseId"), model, events);
         }
         if let Some(found) = at(&chunk, "usageMetadata").filter(|u| u.is_object()) {
             self.usage = Some(usage(found));
@@ -143,6 +149,17 @@ impl GeminiReader {
             self.part(part, events);
         }
         self.finish_reason(Some(str_of(candidate, "finishReason")));
+    }
+
+    /// The first chunk starts the answer: its `responseId` (tells calls apart) and model.
+    fn start(&mut self, id: &str, model: Value, events: &mut Vec<Event>) {
+        self.started = true;
+        self.response_id = id.to_string();
+        events.push(Event::Start {
+            id: self.response_id.clone(),
+            model,
+            usage: None,
+        });
     }
 
     /// Whether a chunk of text alone may be read by [`text_chunk`](Self::text_chunk): after
