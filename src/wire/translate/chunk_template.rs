@@ -64,12 +64,59 @@ impl<'a> Filled<'a> {
         }
     }
 
+    /// Every text, in order (moved, not copied into a new list).
+    pub fn into_texts(self) -> Texts<'a> {
+        Texts {
+            first: self.first,
+            more: self.more,
+        }
+    }
+}
+
+/// A chunk's texts in order: the first apart from the others, so a chunk of one text (most)
+/// needs no list.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Texts<'a> {
+    first: Option<Cow<'a, str>>,
+    more: Vec<Cow<'a, str>>,
+}
+
+impl<'a> Texts<'a> {
+    /// `text` after the others.
+    pub fn push(&mut self, text: Cow<'a, str>) {
+        match self.first {
+            None => self.first = Some(text),
+            Some(_) => self.more.push(text),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
     /// Every text, in order.
-    pub fn into_texts(self) -> Vec<Cow<'a, str>> {
-        let mut texts = Vec::with_capacity(1 + self.more.len());
-        texts.extend(self.first);
-        texts.extend(self.more);
-        texts
+    pub fn iter(&self) -> impl Iterator<Item = &Cow<'a, str>> {
+        self.first.iter().chain(&self.more)
+    }
+}
+
+impl<'a> IntoIterator for Texts<'a> {
+    type Item = Cow<'a, str>;
+    type IntoIter =
+        std::iter::Chain<std::option::IntoIter<Cow<'a, str>>, std::vec::IntoIter<Cow<'a, str>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.more)
+    }
+}
+
+impl<'a> FromIterator<Cow<'a, str>> for Texts<'a> {
+    fn from_iter<I: IntoIterator<Item = Cow<'a, str>>>(texts: I) -> Self {
+        let mut all = Texts::default();
+        for text in texts {
+            all.push(text);
+        }
+        all
     }
 }
 

@@ -83,6 +83,16 @@ impl<'a> Scan<'a> {
         Some(text)
     }
 
+    /// A string handed out that a template leaves open as one passed over
+    /// ([`HoleKind::String`] when recording: another chunk may hold another string there).
+    pub fn passed_string(&mut self) -> Option<Cow<'a, str>> {
+        self.space();
+        let start = self.at;
+        let text = self.string()?;
+        self.record(start, HoleKind::String);
+        Some(text)
+    }
+
     /// A whole number of at most 18 digits read into count `slot` ([`HoleKind::Count`] when
     /// recording); `None` for anything else.
     pub fn count(&mut self, slot: u8) -> Option<u64> {

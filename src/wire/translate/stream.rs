@@ -276,7 +276,8 @@ impl StreamTranslator {
         match &mut self.reader {
             Reader::Messages(r) => r.whole_values.set(true),
             Reader::Chat(r) => r.whole_values.set(true),
-            _ => {}
+            Reader::Gemini(r) => r.whole_values.set(true),
+            Reader::Responses(_) => {}
         }
         match &mut self.writer {
             Writer::Responses(w) => w.whole_values.set(true),

@@ -413,6 +413,56 @@ fn responses_events_read_picked_give_the_bytes_of_whole_values() {
     }
 }
 
+/// A Gemini upstream's text chunks read by the text shape (the first one with the id and
+/// model it starts the answer with, the last one with its finish reason) give the bytes of
+/// the chunks read as whole `Value`s: for each finish reason the reader tells apart (after a
+/// call too) and one it ignores, and for ids and models of other kinds and names.
+#[test]
+fn gemini_text_chunks_read_fast_give_the_bytes_of_whole_values() {
+    let clients = [
+        Direction::CHAT_TO_GEMINI,
+        Direction::MESSAGES_TO_GEMINI,
+        Direction::RESPONSES_TO_GEMINI,
+    ];
+    let mut cases = streams();
+    let stop = "\"finishReason\":\"STOP\"";
+    for reason in [
+        "MAX_TOKENS",
+        "SAFETY",
+        "FINISH_REASON_UNSPECIFIED",
+        "ODD \\\"é\\\"",
+    ] {
+        let other = format!("\"finishReason\":\"{reason}\"");
+        cases.extend(streams().iter().map(|stream| stream.replace(stop, &other)));
+    }
+    let model = "\"modelVersion\":\"gemini-2.5-flash\"";
+    let id = "\"responseId\":\"r-1\"";
+    for (from, to) in [
+        (model, "\"modelVersion\":null"),
+        (model, "\"modelVersion\":{\"v\":1}"),
+        (model, "\"model_version\":\"m\""),
+        (model, "\"modelVersion\":\"g \\\"é\\\"\""),
+        (id, "\"responseId\":null"),
+        (id, "\"responseId\":7"),
+        (id, "\"response_id\":\"r-2\""),
+        (id, "\"responseId\":\"r \\u00e9\""),
+    ] {
+        let changed: Vec<String> = streams().iter().map(|s| s.replace(from, to)).collect();
+        assert!(changed.iter().any(|s| s.contains(to)), "{to}");
+        cases.extend(changed);
+    }
+    let mut finished = 0;
+    for stream in cases {
+        finished += usize::from(stream.contains("finishReason"));
+        for direction in clients {
+            let [fast, whole] = fast_and_whole(direction, &stream);
+            assert!(!fast.is_empty(), "{direction:?}\n{stream}");
+            assert_eq!(fast, whole, "{direction:?}\n{stream}");
+        }
+    }
+    assert!(finished > 20, "{finished}");
+}
+
 #[test]
 fn the_responses_writers_direct_writes_are_the_bytes_of_its_values() {
     let upstreams = [

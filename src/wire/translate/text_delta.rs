@@ -11,19 +11,19 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::chunk_template::{Filled, Learned};
+use super::chunk_template::{Filled, Learned, Texts};
 use super::json_scan::{Scan, Seen, DEPTH};
 use crate::wire::stream_format::StreamFormat;
 
 /// A shape's reading of a chunk of `format` through a stream's template ([`Learned`], which
 /// then knows its content bytes), else by walking it (`scan`, which may become the template,
-/// with `base`).
+/// with `base`; no `base`: a chunk that does not, such as a stream's last).
 fn learned<'a, B: Copy, R>(
     data: &'a str,
     learned: &mut Learned<B>,
     format: StreamFormat,
     filled: impl FnOnce(Filled<'a>, B) -> Option<R>,
-    scan: impl FnOnce(&mut Scan<'a>) -> Option<(R, B)>,
+    scan: impl FnOnce(&mut Scan<'a>) -> Option<(R, Option<B>)>,
 ) -> Option<R> {
     let mut read = Filled::default();
     if let Some(base) = learned.read(data, &mut read) {
@@ -31,7 +31,9 @@ fn learned<'a, B: Copy, R>(
     }
     let mut walk = learned.scan(data);
     let (result, base) = scan(&mut walk)?;
-    learned.learn(data, walk, base, format);
+    if let Some(base) = base {
+        learned.learn(data, walk, base, format);
+    }
     Some(result)
 }
 
@@ -42,7 +44,7 @@ pub fn messages_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Opt
         chunks,
         StreamFormat::Anthropic,
         |read, ()| read.first,
-        |scan| Some((messages_text_in(scan)?, ())),
+        |scan| Some((messages_text_in(scan)?, Some(()))),
     )
 }
 
@@ -53,7 +55,7 @@ pub fn chat_content_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Opti
         chunks,
         StreamFormat::OpenAiChat,
         |read, ()| read.first.filter(|content| !content.is_empty()),
-        |scan| Some((chat_content_in(scan)?, ())),
+        |scan| Some((chat_content_in(scan)?, Some(()))),
     )
 }
 
@@ -64,7 +66,7 @@ pub fn responses_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Op
         chunks,
         StreamFormat::OpenAiResponses,
         |read, ()| read.first,
-        |scan| Some((responses_text_in(scan)?, ())),
+        |scan| Some((responses_text_in(scan)?, Some(()))),
     )
 }
 
@@ -94,6 +96,8 @@ pub fn gemini_text_learned<'a>(
             }
             Some(GeminiText {
                 texts,
+                // A chunk with a finish reason never becomes the template (below).
+                finish: None,
                 usage: base.usage.then_some(GeminiUsage {
                     prompt,
                     cached,
@@ -103,15 +107,46 @@ pub fn gemini_text_learned<'a>(
                 snake_usage: base.snake_usage,
             })
         },
-        |scan| {
-            let read = gemini_text_in(scan)?;
-            let base = GeminiBase {
-                usage: read.usage.is_some(),
-                snake_usage: read.snake_usage,
-            };
-            Some((read, base))
-        },
+        |scan| gemini_walk(scan, &mut GeminiStart::default()),
     )
+}
+
+/// What a Gemini stream's first chunk starts the answer with: its `responseId` and
+/// `modelVersion` (`None`: absent or `null`), read by walking it (a template leaves them
+/// open).
+#[derive(Debug, Default)]
+pub struct GeminiStart<'a> {
+    pub id: Option<Cow<'a, str>>,
+    pub model: Option<Cow<'a, str>>,
+}
+
+/// `gemini_text` of a stream's first chunk, walked (it may become the stream's template), and
+/// what it starts the answer with.
+pub fn gemini_first_text<'a>(
+    data: &'a str,
+    chunks: &mut Learned<GeminiBase>,
+) -> Option<(GeminiText<'a>, GeminiStart<'a>)> {
+    let mut start = GeminiStart::default();
+    let mut walk = chunks.scan(data);
+    let (read, base) = gemini_walk(&mut walk, &mut start)?;
+    if let Some(base) = base {
+        chunks.learn(data, walk, base, StreamFormat::Gemini);
+    }
+    Some((read, start))
+}
+
+/// `gemini_text_in`, and the base of the template its walk may become: none for the chunk that
+/// finishes (the stream's last), whose reason is read here alone.
+fn gemini_walk<'a>(
+    scan: &mut Scan<'a>,
+    start: &mut GeminiStart<'a>,
+) -> Option<(GeminiText<'a>, Option<GeminiBase>)> {
+    let read = gemini_text_in(scan, start)?;
+    let base = read.finish.is_none().then_some(GeminiBase {
+        usage: read.usage.is_some(),
+        snake_usage: read.snake_usage,
+    });
+    Some((read, base))
 }
 
 /// A Messages `content_block_delta` holding a `text_delta`: its text.
@@ -246,15 +281,17 @@ fn responses_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
     delta
 }
 
-/// A Gemini chunk whose only news is text (and usage): no `error` or `promptFeedback`, and one
-/// candidate with no grounding and no finish reason whose parts each hold a non-empty `text`
+/// A Gemini chunk whose only news is text (and usage, and a finish reason): no `error` or
+/// `promptFeedback`, and one candidate with no grounding whose parts each hold a non-empty `text`
 /// and nothing else a reader or the relay acts on (thought, signature, call, inline data,
 /// code). Its texts, and its
 /// `usageMetadata`'s counts. Members are read by their camelCase or snake_case names, as the
 /// reader's `at` reads them.
 #[derive(Debug, PartialEq, Eq)]
 pub struct GeminiText<'a> {
-    pub texts: Vec<Cow<'a, str>>,
+    pub texts: Texts<'a>,
+    /// The candidate's `finishReason` (a string; the last chunk's), read after its texts.
+    pub finish: Option<Cow<'a, str>>,
     pub usage: Option<GeminiUsage>,
     /// The usage came as `usage_metadata` (the snake_case name the relay's reading of a chunk
     /// does not know), or as `null` under that name.
@@ -277,12 +314,14 @@ pub struct GeminiUsage {
 
 #[cfg(test)]
 pub fn gemini_text(data: &str) -> Option<GeminiText<'_>> {
-    gemini_text_in(&mut Scan::new(data))
+    gemini_text_in(&mut Scan::new(data), &mut GeminiStart::default())
 }
 
-fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
+/// `start`: the chunk's id and model, as read (a string or `null`; any other value, or either
+/// under its snake_case name, declines the chunk).
+fn gemini_text_in<'a>(scan: &mut Scan<'a>, start: &mut GeminiStart<'a>) -> Option<GeminiText<'a>> {
     let mut seen = Seen::default();
-    let mut texts = None;
+    let mut candidate = None;
     let (mut camel, mut snake) = (None, None);
     scan.object(|scan, key| match &*key {
         "error" | "promptFeedback" | "prompt_feedback" => None,
@@ -292,7 +331,7 @@ fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
             scan.array(|scan| {
                 candidates += 1;
                 (candidates == 1).then_some(())?;
-                texts = Some(gemini_candidate(scan)?);
+                candidate = Some(gemini_candidate(scan)?);
                 Some(())
             })?;
             (candidates == 1).then_some(())
@@ -307,6 +346,17 @@ fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
             snake = Some(gemini_usage(scan)?);
             Some(())
         }
+        "responseId" => {
+            seen.first(3)?;
+            start.id = string_or_null(scan)?;
+            Some(())
+        }
+        "modelVersion" => {
+            seen.first(4)?;
+            start.model = string_or_null(scan)?;
+            Some(())
+        }
+        "response_id" | "model_version" => None,
         _ => scan.skip(DEPTH),
     })?;
     scan.end()?;
@@ -314,23 +364,42 @@ fn gemini_text_in<'a>(scan: &mut Scan<'a>) -> Option<GeminiText<'a>> {
     if camel.is_some() && snake.is_some() {
         return None;
     }
+    let (texts, finish) = candidate?;
     Some(GeminiText {
-        texts: texts?,
+        texts,
+        finish,
         usage: camel.flatten().or(snake.flatten()),
         snake_usage: snake.is_some(),
     })
 }
 
-/// A candidate of text parts alone: their texts.
-fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<Vec<Cow<'a, str>>> {
+/// A string (left open in a template) or `null` (`None`); any other value declines.
+fn string_or_null<'a>(scan: &mut Scan<'a>) -> Option<Option<Cow<'a, str>>> {
+    if scan.null() {
+        return Some(None);
+    }
+    Some(Some(scan.passed_string()?))
+}
+
+/// A candidate of text parts alone: their texts, and its finish reason when it is a string
+/// (`null` is none; read as a value the template compares, not a hole).
+fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<(Texts<'a>, Option<Cow<'a, str>>)> {
     let mut seen = Seen::default();
     let mut texts = None;
+    let mut finish = None;
     scan.object(|scan, key| match &*key {
-        "groundingMetadata" | "grounding_metadata" | "finishReason" | "finish_reason" => None,
+        "groundingMetadata" | "grounding_metadata" | "finish_reason" => None,
+        "finishReason" => {
+            seen.first(1)?;
+            if !scan.null() {
+                finish = Some(scan.string()?);
+            }
+            Some(())
+        }
         "content" => {
             seen.first(0)?;
             let mut content = Seen::default();
-            let mut parts = Vec::new();
+            let mut parts = Texts::default();
             scan.object(|scan, key| match &*key {
                 "parts" => {
                     content.first(0)?;
@@ -347,7 +416,7 @@ fn gemini_candidate<'a>(scan: &mut Scan<'a>) -> Option<Vec<Cow<'a, str>>> {
         }
         _ => scan.skip(DEPTH),
     })?;
-    texts
+    Some((texts?, finish))
 }
 
 /// A part of text alone: its (non-empty) text.
@@ -403,7 +472,7 @@ pub(super) mod reference {
     use serde::de::{Deserializer, IgnoredAny};
     use serde::Deserialize;
 
-    use super::{GeminiText, GeminiUsage};
+    use super::{GeminiText, GeminiUsage, Texts};
 
     /// Whether a member is there at all (`null` counts: a reader acts on a present `error`).
     #[derive(Debug, Default)]
@@ -531,6 +600,14 @@ pub(super) mod reference {
             usage_metadata: UsageMember,
             #[serde(default, rename = "usage_metadata")]
             usage_snake: UsageMember,
+            #[serde(default, rename = "responseId", borrow)]
+            _id: Option<Cow<'a, str>>,
+            #[serde(default, rename = "modelVersion", borrow)]
+            _model: Option<Cow<'a, str>>,
+            #[serde(default, rename = "response_id")]
+            id_snake: Present,
+            #[serde(default, rename = "model_version")]
+            model_snake: Present,
         }
         #[derive(Deserialize)]
         struct GeminiCandidate<'a> {
@@ -538,8 +615,10 @@ pub(super) mod reference {
             content: Option<GeminiContent<'a>>,
             #[serde(default, rename = "groundingMetadata", alias = "grounding_metadata")]
             grounding_metadata: Present,
-            #[serde(default, rename = "finishReason", alias = "finish_reason")]
-            finish_reason: Present,
+            #[serde(default, rename = "finishReason", borrow)]
+            finish_reason: Option<Cow<'a, str>>,
+            #[serde(default, rename = "finish_reason")]
+            finish_reason_snake: Present,
         }
         #[derive(Deserialize)]
         struct GeminiContent<'a> {
@@ -562,7 +641,12 @@ pub(super) mod reference {
             executable_code: Present,
         }
         let chunk: GeminiChunk<'_> = serde_json::from_str(data).ok()?;
-        if chunk.error.0 || chunk.prompt_feedback.0 || chunk.candidates.len() != 1 {
+        if chunk.error.0
+            || chunk.prompt_feedback.0
+            || chunk.id_snake.0
+            || chunk.model_snake.0
+            || chunk.candidates.len() != 1
+        {
             return None;
         }
         // Both names at once: one member sent twice, as the reader's `at` reads them.
@@ -570,10 +654,10 @@ pub(super) mod reference {
             return None;
         }
         let candidate = chunk.candidates.into_iter().next()?;
-        if candidate.grounding_metadata.0 || candidate.finish_reason.0 {
+        if candidate.grounding_metadata.0 || candidate.finish_reason_snake.0 {
             return None;
         }
-        let mut texts = Vec::new();
+        let mut texts = Texts::default();
         for part in candidate.content?.parts {
             let other_news = part.thought.0
                 || part.thought_signature.0
@@ -587,6 +671,7 @@ pub(super) mod reference {
         }
         (!texts.is_empty()).then_some(GeminiText {
             texts,
+            finish: candidate.finish_reason,
             usage: chunk.usage_metadata.1.or(chunk.usage_snake.1),
             snake_usage: chunk.usage_snake.0,
         })
@@ -651,14 +736,24 @@ mod tests {
     fn a_gemini_chunk_of_text_alone_is_read_and_nothing_else_is() {
         let text = r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":3},"modelVersion":"g","responseId":"r"}"#;
         let read = gemini_text(text).expect("text");
-        assert_eq!(read.texts, ["a", "b"]);
+        assert_eq!(read.texts.iter().collect::<Vec<_>>(), ["a", "b"]);
         let usage = read.usage.expect("usage");
         assert_eq!((usage.prompt, usage.candidates), (Some(3), None));
         let snake =
             r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usage_metadata":null}"#;
-        assert_eq!(gemini_text(snake).expect("text").texts, ["a"]);
+        let snake_texts = gemini_text(snake).expect("text").texts;
+        assert_eq!(snake_texts.iter().collect::<Vec<_>>(), ["a"]);
+        let last = r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#;
+        assert_eq!(
+            gemini_text(last).expect("text").finish.as_deref(),
+            Some("STOP")
+        );
+        let unsaid = r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":null}]}"#;
+        assert_eq!(gemini_text(unsaid).expect("text").finish, None);
         for declined in [
-            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finish_reason":"STOP"}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":3}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"A","finishReason":"B"}]}"#,
             r#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#,
             r#"{"candidates":[{"content":{"parts":[{"text":"a","thoughtSignature":"s"}]}}]}"#,
             r#"{"candidates":[{"content":{"parts":[{"text":"a","thought_signature":"s"}]}}]}"#,

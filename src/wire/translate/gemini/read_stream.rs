@@ -19,6 +19,7 @@ use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Citation, Event, Finish, Usage};
 use crate::wire::translate::text_delta;
+use crate::wire::translate::whole_values::WholeValues;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -47,6 +48,8 @@ pub struct GeminiReader {
     done: bool,
     /// The stream's text chunks, as the last one read.
     chunks: Learned<text_delta::GeminiBase>,
+    /// Tests: every chunk read as a whole `Value` in [`event`](Self::event).
+    pub whole_values: WholeValues,
 }
 
 impl GeminiReader {
@@ -88,9 +91,20 @@ impl GeminiReader {
         if self.done {
             return;
         }
-        // A chunk of text alone (most chunks), as below reads it.
-        if self.started {
-            if let Some(read) = self.read_text(data) {
+        // A chunk of text alone (most chunks, the first too), as below reads it.
+        if self.whole_values.fast() {
+            if self.started {
+                if let Some(read) = self.read_text(data) {
+                    self.text_chunk(read, events);
+                    return;
+                }
+            } else if let Some((read, start)) =
+                text_delta::gemini_first_text(data, &mut self.chunks)
+            {
+                let model = start
+                    .model
+                    .map_or(Value::Null, |model| Value::String(model.into_owned()));
+                self.start(start.id.as_deref().unwrap_or(""), model, events);
                 self.text_chunk(read, events);
                 return;
             }
@@ -115,13 +129,8 @@ impl GeminiReader {
             return;
         }
         if !self.started {
-            self.started = true;
-            self.response_id = str_of(&chunk, "responseId").to_string();
-            events.push(Event::Start {
-                id: self.response_id.clone(),
-                model: at(&chunk, "modelVersion").cloned().unwrap_or(Value::Null),
-                usage: None,
-            });
+            let model = at(&chunk, "modelVersion").cloned().unwrap_or(Value::Null);
+            self.start(str_of(&chunk, "responseId"), model, events);
         }
         if let Some(found) = at(&chunk, "usageMetadata").filter(|u| u.is_object()) {
             self.usage = Some(usage(found));
@@ -139,10 +148,18 @@ impl GeminiReader {
         for part in array_of(content, "parts") {
             self.part(part, events);
         }
-        let reason = str_of(candidate, "finishReason");
-        if !reason.is_empty() && reason != "FINISH_REASON_UNSPECIFIED" {
-            self.finish = Some(finish(reason, self.calls > 0));
-        }
+        self.finish_reason(Some(str_of(candidate, "finishReason")));
+    }
+
+    /// The first chunk starts the answer: its `responseId` (tells calls apart) and model.
+    fn start(&mut self, id: &str, model: Value, events: &mut Vec<Event>) {
+        self.started = true;
+        self.response_id = id.to_string();
+        events.push(Event::Start {
+            id: self.response_id.clone(),
+            model,
+            usage: None,
+        });
     }
 
     /// Whether a chunk of text alone may be read by [`text_chunk`](Self::text_chunk): after
@@ -174,6 +191,15 @@ impl GeminiReader {
         for text in read.texts {
             self.text(&text, events);
         }
+        self.finish_reason(read.finish.as_deref());
+    }
+
+    /// A candidate's `finishReason`, as [`event`](Self::event) reads it (after its parts).
+    fn finish_reason(&mut self, reason: Option<&str>) {
+        let reason = reason.unwrap_or("");
+        if !reason.is_empty() && reason != "FINISH_REASON_UNSPECIFIED" {
+            self.finish = Some(finish(reason, self.calls > 0));
+        }
     }
 
     /// [`Self::text_chunk`] when the open block is text (its texts are then its only events):
@@ -190,11 +216,12 @@ impl GeminiReader {
         if let Some(counts) = read.usage {
             self.usage = Some(usage_of_counts(counts));
         }
-        for text in &read.texts {
+        for text in read.texts.iter() {
             self.text_bytes += text.len();
             self.held.push(text);
             write(text);
         }
+        self.finish_reason(read.finish.as_deref());
         None
     }
 
