@@ -164,8 +164,12 @@ impl ResponsesReader {
 
     /// An event other than a text piece: only what [`Self::event`]'s arms read (most of a
     /// lifecycle event is the response or item repeated); anything `picked` declines, as a
-    /// whole `Value`.
-    fn read(&self, data: &str) -> Option<Value> {
+    /// whole `Value`. `None`: nothing to read (not JSON, or a type the reader ignores: most
+    /// lifecycle events, a `done` one repeating the item's whole text).
+    fn read(&self, name: Option<&str>, data: &str) -> Option<Value> {
+        if self.ignored(name, data) {
+            return None;
+        }
         let fast = self.whole_values.fast();
         let read = if fast { picked(data, READ) } else { None };
         read.or_else(|| serde_json::from_str(data).ok())
@@ -217,11 +221,7 @@ impl ResponsesReader {
 
     /// An event other than a text piece.
     fn other(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) {
-        // Most lifecycle events (a `done` one repeats the item's whole text) change nothing.
-        if self.ignored(name, data) {
-            return;
-        }
-        let Some(data) = self.read(data) else {
+        let Some(data) = self.read(name, data) else {
             return;
         };
         let delta = || str_at(&data, "delta").to_string();
