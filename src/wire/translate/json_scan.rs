@@ -326,7 +326,7 @@ impl<'a> Scan<'a> {
 /// Where the first quote, backslash or control byte of `rest` is (`None`: none is): eight
 /// bytes at a time, each word checked for all three at once (Mycroft's test for a zero
 /// byte, as serde_json skips a string's plain run), the last few bytes one at a time.
-fn plain_run(rest: &[u8]) -> Option<usize> {
+pub(super) fn plain_run(rest: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::MAX / 255;
     const HIGH: u64 = ONES << 7;
     let mut words = rest.chunks_exact(8);

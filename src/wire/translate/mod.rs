@@ -53,6 +53,7 @@ mod citations;
 mod count_tokens;
 mod direction;
 mod errors;
+mod event_type;
 mod gemini;
 mod held_text;
 pub mod hub;

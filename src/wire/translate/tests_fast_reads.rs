@@ -394,7 +394,43 @@ pub(super) fn responses_streams() -> Vec<String> {
             json!({"type": "response.output_text.delta", "delta": "b"}),
             completed("completed", json!({"usage": null})),
         ]) + "event: x\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"x\",\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n",
+        responses_named_otherwise(),
     ]
+}
+
+/// A Responses stream whose events' SSE names are ones the reader ignores (it leaves those
+/// out after finding their `type` alone) but whose `type` is one it reads, or is written with
+/// an escape, repeated, or not a string; and events that are not JSON.
+fn responses_named_otherwise() -> String {
+    let named = |name: &str, data: &str| format!("event: {name}\ndata: {data}\n\n");
+    let text = r#"{"type":"output_text","text":"Hé \"x\"","annotations":[{"type":"url_citation","start_index":0,"end_index":2,"url":"https://e.org","title":"E"}]}"#;
+    [
+        // Before the start, a created event is read: an ignored name does not hide it.
+        named("response.output_text.done", r#"{"sequence_number":0,"response":{"id":"resp_1","model":"m1"},"type":"response.created"}"#),
+        named("response.in_progress", r#"{"response":{"id":"resp_2","model":"m2"},"type":"response.in_progress"}"#),
+        named("response.content_part.done", r#"{"item":{"type":"message","id":"m1","content":[]},"type":"response.output_item.added"}"#),
+        named("response.content_part.added", r#"{"part":{"type":"output_text","text":""},"type":"response.content_part.added"}"#),
+        named("response.output_text.delta", r#"{"type":"response.output_text.delta","delta":"Hé "}"#),
+        named("response.content_part.done", r#"{"type":"response.output_text.delta","delta":"\"x\""}"#),
+        named("response.output_text.done", r#"{"type":"response.output_text.annotation.added","annotation":{"type":"url_citation","start_index":1,"end_index":2,"url":"https://a.b","title":"t"}}"#),
+        named("response.output_text.done", r#"{"type":"response.refusal.d\u0065lta","delta":"escaped"}"#),
+        named("response.output_text.done", r#"{"typ\u0065":"response.refusal.delta","delta":"escaped key"}"#),
+        named("response.output_text.done", r#"{"type":"response.output_text.done","delta":"{\"type\":\"error\"}","type":"response.refusal.delta"}"#),
+        named("response.output_text.done", r#"{"type":"response.refusal.delta","delta":"lost","type":"response.output_text.done"}"#),
+        named("response.output_text.done", r#"{"type":7,"delta":"not a name"}"#),
+        named("response.output_text.done", r#"{"type":"response.refusal.delta","delta":"not JSON""#),
+        named("response.output_text.done", r#"["response.refusal.delta"]"#),
+        named("response.content_part.done", &format!(r#"{{"part":{text},"type":"response.content_part.done"}}"#)),
+        named("response.output_text.done", &format!(r#"{{"item":{{"type":"message","content":[{text}]}},"type":"response.output_item.done"}}"#)),
+        named("response.reasoning_summary_part.added", r#"{"type":"response.reasoning_summary_part.added","part":{}}"#),
+        named("response.in_progress", r#"{"type":"response.in_progress","response":{"id":"resp_3"}}"#),
+        named("response.content_part.added", r#"{"type":"response.content_part.added","part":{}}"#),
+        named("response.output_text.annotation.added", r#"{"type":"response.output_text.annotation.added","annotation":{"type":"url_citation","start_index":0,"end_index":1,"url":"https://c.d","title":"c"}}"#),
+        named("response.output_text.done", r#"{"response":{"id":"resp_4","status":"completed","usage":{"input_tokens":3,"output_tokens":4}},"type":"response.completed"}"#),
+        named("response.completed", r#"{"response":{"id":"resp_5","status":"incomplete","usage":{"input_tokens":9,"output_tokens":9}},"type":"response.completed"}"#),
+        named("response.output_text.done", r#"{"type":"error","message":"named as done","code":"server_error"}"#),
+    ]
+    .concat()
 }
 
 #[test]

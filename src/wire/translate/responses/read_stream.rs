@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::read::{finish, message_text, reasoning_text, usage};
 use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::citations;
+use crate::wire::translate::event_type::{event_type, EventType};
 use crate::wire::translate::hub::form::Event;
 use crate::wire::translate::hub::{str_at, text_at};
 use crate::wire::translate::picked::{picked, Members, Pick};
@@ -155,7 +156,7 @@ impl ResponsesReader {
             // A piece of no open text item: left out, as `delta` leaves it.
             Some(_) => None,
             None => {
-                self.other(data, events);
+                self.other(name, data, events);
                 None
             }
         }
@@ -163,8 +164,12 @@ impl ResponsesReader {
 
     /// An event other than a text piece: only what [`Self::event`]'s arms read (most of a
     /// lifecycle event is the response or item repeated); anything `picked` declines, as a
-    /// whole `Value`.
-    fn read(&self, data: &str) -> Option<Value> {
+    /// whole `Value`. `None`: nothing to read (not JSON, or a type the reader ignores: most
+    /// lifecycle events, a `done` one repeating the item's whole text).
+    fn read(&self, name: Option<&str>, data: &str) -> Option<Value> {
+        if self.ignored(name, data) {
+            return None;
+        }
         let fast = self.whole_values.fast();
         let read = if fast { picked(data, READ) } else { None };
         read.or_else(|| serde_json::from_str(data).ok())
@@ -175,12 +180,48 @@ impl ResponsesReader {
         if let Some(text) = self.text_piece(name, data) {
             return self.delta(Open::Text, Event::Text(text.into_owned()), events);
         }
-        self.other(data, events);
+        self.other(name, data, events);
+    }
+
+    /// Whether an event of type `kind` leaves the reader as it is and makes no event (the
+    /// arms of [`Self::other`] that do nothing, or nothing now); false when it may not.
+    fn ignores(&self, kind: &str) -> bool {
+        match kind {
+            "response.created" | "response.in_progress" => self.started,
+            "response.content_part.added" | "response.output_text.annotation.added" => {
+                self.open != Some(Open::Text)
+            }
+            "response.completed" | "response.incomplete" => self.done,
+            "response.output_item.added"
+            | "response.output_item.done"
+            | "response.output_text.delta"
+            | "response.refusal.delta"
+            | "response.reasoning_summary_text.delta"
+            | "response.reasoning_text.delta"
+            | "response.function_call_arguments.delta"
+            | "response.failed"
+            | "error" => false,
+            _ => true,
+        }
+    }
+
+    /// An event `name`d as one [`Self::ignores`] whose `type` (found without reading the rest:
+    /// an event that is not JSON is left out too) is one it ignores.
+    fn ignored(&self, name: Option<&str>, data: &str) -> bool {
+        if !name.is_some_and(|name| self.ignores(name)) || !self.whole_values.fast() {
+            return false;
+        }
+        match event_type(data) {
+            Some(EventType::Named(kind)) => self.ignores(kind),
+            // `str_at` reads it as `""`: no arm's.
+            Some(EventType::Unnamed) => true,
+            None => false,
+        }
     }
 
     /// An event other than a text piece.
-    fn other(&mut self, data: &str, events: &mut Vec<Event>) {
-        let Some(data) = self.read(data) else {
+    fn other(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) {
+        let Some(data) = self.read(name, data) else {
             return;
         };
         let delta = || str_at(&data, "delta").to_string();
