@@ -188,7 +188,10 @@ impl<B: Copy> Template<B> {
                 scan.at += hole.start - from;
                 match hole.kind {
                     HoleKind::String => scan.string().map(drop)?,
-                    _ => scan.number().map(drop)?,
+                    _ => match scan.plain_count() {
+                        Some(_) => {}
+                        None => scan.number().map(drop)?,
+                    },
                 }
                 from = hole.end;
                 next += offset + 1;
@@ -199,7 +202,11 @@ impl<B: Copy> Template<B> {
             let hole = *self.holes.get(read)?;
             match hole.kind {
                 HoleKind::Count(slot) => {
-                    *filled.counts.get_mut(usize::from(slot))? = Some(scan.number()??)
+                    let count = match scan.plain_count() {
+                        Some(count) => count,
+                        None => scan.number()??,
+                    };
+                    *filled.counts.get_mut(usize::from(slot))? = Some(count)
                 }
                 _ => {
                     let quote = scan.at;
@@ -228,6 +235,8 @@ pub struct Learned<B> {
     /// [`Filled::content_bytes`] of the last chunk [`Learned::read`] took through the
     /// template (`None` after one it did not).
     content_bytes: Option<usize>,
+    /// The template's base, when the last chunk [`Learned::read`] took went through it.
+    read_base: Option<B>,
 }
 
 impl<B> Default for Learned<B> {
@@ -236,6 +245,7 @@ impl<B> Default for Learned<B> {
             template: None,
             learnt: 0,
             content_bytes: None,
+            read_base: None,
         }
     }
 }
@@ -251,7 +261,14 @@ impl<B: Copy> Learned<B> {
     pub fn read<'a>(&mut self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
         let base = self.fill(data, filled);
         self.content_bytes = base.and(filled.content_bytes);
+        self.read_base = base;
         base
+    }
+
+    /// The template's base, when the last chunk [`Learned::read`] was asked for was read
+    /// through it (what the shape read outside its holes holds for that chunk too).
+    pub fn read_base(&self) -> Option<B> {
+        self.read_base
     }
 
     /// The bytes of generated text `content_bytes::content_text_bytes` counts of the last
