@@ -25,6 +25,9 @@ const MAX_LEARNT: u8 = 8;
 pub struct Template<B> {
     bytes: Box<[u8]>,
     holes: Box<[Hole]>,
+    /// For each hole, the first hole from it that the shape reads (a text or a count; the
+    /// number of holes: none), so a fill finds its next stop without looking.
+    next_read: Box<[usize]>,
     base: B,
     counted: Counted,
 }
@@ -155,12 +158,10 @@ impl<B: Copy> Template<B> {
             // Up to the next value the shape reads (or the end), the values passed over are
             // mostly the template's own (ids, a model, indices): one comparison when they are,
             // else one from each value that differs on.
-            let read = self
-                .holes
-                .get(next..)?
-                .iter()
-                .position(|hole| matches!(hole.kind, HoleKind::Text | HoleKind::Count(_)))
-                .map(|offset| next + offset);
+            let read = match self.next_read.get(next) {
+                Some(&read) if read < self.holes.len() => Some(read),
+                _ => None,
+            };
             let stop = match read {
                 Some(read) => self.holes.get(read)?.start,
                 None => self.bytes.len(),
@@ -301,9 +302,20 @@ impl<B: Copy> Learned<B> {
             Some(at) if first_text.is_some_and(|hole| hole.start + 1 == at) => Counted::FirstText,
             Some(_) => Counted::Elsewhere,
         };
+        let mut next_read = vec![holes.len(); holes.len()];
+        let mut read = holes.len();
+        for (at, hole) in holes.iter().enumerate().rev() {
+            if matches!(hole.kind, HoleKind::Text | HoleKind::Count(_)) {
+                read = at;
+            }
+            if let Some(slot) = next_read.get_mut(at) {
+                *slot = read;
+            }
+        }
         self.template = Some(Template {
             bytes: data.as_bytes().into(),
             holes,
+            next_read: next_read.into(),
             base,
             counted,
         });

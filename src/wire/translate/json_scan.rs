@@ -185,24 +185,27 @@ impl<'a> Scan<'a> {
     /// fraction or exponent, no leading zero): its value, as [`Scan::number`] reads the same
     /// number into `Some(Some(_))`. `None` for anything else, with nothing taken: a template's
     /// counts (most are such numbers) read without `number`'s general walk.
+    #[inline]
     pub fn plain_count(&mut self) -> Option<u64> {
-        let rest = self.text.as_bytes().get(self.at..)?;
+        let bytes = self.text.as_bytes();
+        let first = self.at;
+        let mut at = first;
+        // Wrapping past 18 digits, which are declined below.
         let mut value: u64 = 0;
-        let mut digits = 0;
-        // One digit past the most taken, to tell a longer number.
-        for digit in rest.iter().take(19) {
-            if !digit.is_ascii_digit() {
+        while let Some(digit) = bytes.get(at).map(|byte| byte.wrapping_sub(b'0')) {
+            if digit > 9 {
                 break;
             }
-            value = value.wrapping_mul(10).wrapping_add(u64::from(digit - b'0'));
-            digits += 1;
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+            at += 1;
         }
-        let leading_zero = digits > 1 && rest.first() == Some(&b'0');
-        let more = matches!(rest.get(digits), Some(b'.' | b'e' | b'E'));
+        let digits = at - first;
+        let leading_zero = digits > 1 && bytes.get(first) == Some(&b'0');
+        let more = matches!(bytes.get(at), Some(b'.' | b'e' | b'E'));
         if digits == 0 || digits > 18 || leading_zero || more {
             return None;
         }
-        self.at += digits;
+        self.at = at;
         Some(value)
     }
 
