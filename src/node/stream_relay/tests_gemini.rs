@@ -69,7 +69,15 @@ async fn relayed_then_broken(chunks: &[String], translated: bool) -> StreamUsage
         current: None,
         previous: None,
     };
-    let start = open(body, StreamFormat::Gemini, false, timing, echoes, translator).await;
+    let start = open(
+        body,
+        StreamFormat::Gemini,
+        false,
+        timing,
+        echoes,
+        translator,
+    )
+    .await;
     let StreamStart::Committed(stream) = start else {
         panic!("the stream did not commit");
     };
@@ -91,7 +99,11 @@ async fn a_gemini_stream_broken_after_n_chunks_charges_the_last_counts_seen() {
             assert_eq!(counts, (32, n, 4), "{n} chunks, translated: {translated}");
             // No chunk closed the answer: a left stream would be drained for its usage.
             assert!(!usage.final_seen, "{n} chunks, translated: {translated}");
-            assert_eq!(usage, observed(&chunks), "{n} chunks, translated: {translated}");
+            assert_eq!(
+                usage,
+                observed(&chunks),
+                "{n} chunks, translated: {translated}"
+            );
         }
     }
 }

@@ -189,23 +189,29 @@ pub(super) fn streams() -> Vec<String> {
             chunk(json!([{"text": "Hi"}]), "usageMetadata", counts(1)),
             chunk(json!([{"text": " cut"}]), "usageMetadata", counts(2)),
         ]),
-        // Text chunks naming a string `finishReason` outside the candidate (the relay's
-        // search finds it: they close the answer), and ones whose candidate's is `null`;
-        // several of each, read through their template.
-        sse(&(1..=4)
-            .map(|out| {
-                let mut c = chunk(json!([{"text": "w "}]), "usageMetadata", counts(out));
-                c["echo"] = json!({"finishReason": "STOP"});
-                c
-            })
-            .collect::<Vec<_>>()),
-        sse(&(1..=4)
-            .map(|out| {
-                let mut c = chunk(json!([{"text": "w "}]), "usageMetadata", counts(out));
-                c["candidates"][0]["finishReason"] = json!(null);
-                c
-            })
-            .collect::<Vec<_>>()),
+    ]
+    .into_iter()
+    .chain(finish_elsewhere_streams())
+    .collect()
+}
+
+/// Text chunks naming a string `finishReason` outside the candidate (the relay's search finds
+/// it: they close the answer), and ones whose candidate's is `null`; several of each, read
+/// through their template.
+fn finish_elsewhere_streams() -> [String; 2] {
+    let named = |out| {
+        let mut c = chunk(json!([{"text": "w "}]), "usageMetadata", counts(out));
+        c["echo"] = json!({"finishReason": "STOP"});
+        c
+    };
+    let null = |out| {
+        let mut c = chunk(json!([{"text": "w "}]), "usageMetadata", counts(out));
+        c["candidates"][0]["finishReason"] = json!(null);
+        c
+    };
+    [
+        sse(&(1..=4).map(named).collect::<Vec<_>>()),
+        sse(&(1..=4).map(null).collect::<Vec<_>>()),
     ]
 }
 
