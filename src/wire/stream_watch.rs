@@ -128,16 +128,14 @@ impl StreamUsage {
     }
 
     /// What [`observe`](Self::observe) records of a Gemini chunk of text alone that the
-    /// stream's translator read (`usage`: its counts, read as `observe` reads them), without
-    /// parsing it again: its usage, and whether it closes the answer. It is content.
-    pub fn observe_gemini_text(
-        &mut self,
-        event: &SseEvent,
-        usage: Option<TokenCounts>,
-    ) -> EventMeaning {
-        if let Some(usage) = usage {
+    /// stream's reader read (`seen`), without parsing it again: its usage, and whether it
+    /// closes the answer (searched here when the reader does not know). It is content.
+    pub fn observe_gemini_text(&mut self, event: &SseEvent, seen: GeminiTextSeen) -> EventMeaning {
+        if let Some(usage) = seen.usage {
             self.add(usage);
-            self.final_seen |= gemini_finished(event.data.as_bytes());
+            self.final_seen |= seen
+                .closes
+                .unwrap_or_else(|| gemini_finished(event.data.as_bytes()));
         }
         EventMeaning::Content
     }
@@ -386,8 +384,20 @@ fn gemini_chunk(data: &str) -> (EventMeaning, Option<TokenCounts>) {
     (meaning, usage)
 }
 
+/// What a stream's reader read of a Gemini chunk of text alone for
+/// [`StreamUsage::observe_gemini_text`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GeminiTextSeen {
+    /// Its counts, read as `observe` reads a chunk's (`None`: it has none).
+    pub usage: Option<TokenCounts>,
+    /// Whether it ends the answer as [`gemini_finished`] tells it, when the reader knows
+    /// without a search (a chunk read through its stream's template: the template's answer,
+    /// since a chunk that fills it has the template's keys with values of the same kinds).
+    pub closes: Option<bool>,
+}
+
 /// Whether a Gemini chunk ends the answer (a byte check: it names a `finishReason`).
-fn gemini_finished(data: &[u8]) -> bool {
+pub fn gemini_finished(data: &[u8]) -> bool {
     static FINISH: LazyLock<MemberFinder> =
         LazyLock::new(|| MemberFinder::new(b"\"finishReason\""));
     FINISH.first_string(data).is_some()

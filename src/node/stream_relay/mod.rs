@@ -20,6 +20,8 @@ mod schedule;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_gemini;
+#[cfg(test)]
 mod tests_translated;
 
 pub use charge::StreamCharge;

@@ -226,18 +226,18 @@ impl Relay {
         let read = match self.stream.translator.as_mut() {
             Some(translator) => translator.gemini_text(event, out),
             None => {
-                let usage = self.stream.gemini_text.text_usage(event);
-                if usage.is_some() {
+                let seen = self.stream.gemini_text.text_usage(event);
+                if seen.is_some() {
                     out.extend_from_slice(&event.raw);
                 }
-                usage.map(|usage| (usage, None))
+                seen.map(|seen| (seen, None))
             }
         };
         seal_tail(self.stream.sealer.as_ref(), out, start);
-        let Some((usage, bytes)) = read else {
+        let Some((seen, bytes)) = read else {
             return false;
         };
-        self.stream.usage.observe_gemini_text(event, usage);
+        self.stream.usage.observe_gemini_text(event, seen);
         self.count_content(event, bytes);
         true
     }

@@ -39,7 +39,7 @@ pub(super) async fn relayed_to_end(stream: Box<CommittedStream>, deadline: Insta
 }
 
 /// What the client reads of a committed stream, and the usage the relay counted.
-async fn relayed_with_usage(
+pub(super) async fn relayed_with_usage(
     stream: Box<CommittedStream>,
     deadline: Instant,
 ) -> (String, StreamUsage) {

@@ -25,6 +25,9 @@ const MAX_LEARNT: u8 = 8;
 pub struct Template<B> {
     bytes: Box<[u8]>,
     holes: Box<[Hole]>,
+    /// For each hole, the first hole from it that the shape reads (a text or a count; the
+    /// number of holes: none), so a fill finds its next stop without looking.
+    next_read: Box<[usize]>,
     base: B,
     counted: Counted,
 }
@@ -155,12 +158,10 @@ impl<B: Copy> Template<B> {
             // Up to the next value the shape reads (or the end), the values passed over are
             // mostly the template's own (ids, a model, indices): one comparison when they are,
             // else one from each value that differs on.
-            let read = self
-                .holes
-                .get(next..)?
-                .iter()
-                .position(|hole| matches!(hole.kind, HoleKind::Text | HoleKind::Count(_)))
-                .map(|offset| next + offset);
+            let read = match self.next_read.get(next) {
+                Some(&read) if read < self.holes.len() => Some(read),
+                _ => None,
+            };
             let stop = match read {
                 Some(read) => self.holes.get(read)?.start,
                 None => self.bytes.len(),
@@ -188,7 +189,10 @@ impl<B: Copy> Template<B> {
                 scan.at += hole.start - from;
                 match hole.kind {
                     HoleKind::String => scan.string().map(drop)?,
-                    _ => scan.number().map(drop)?,
+                    _ => match scan.plain_count() {
+                        Some(_) => {}
+                        None => scan.number().map(drop)?,
+                    },
                 }
                 from = hole.end;
                 next += offset + 1;
@@ -199,7 +203,11 @@ impl<B: Copy> Template<B> {
             let hole = *self.holes.get(read)?;
             match hole.kind {
                 HoleKind::Count(slot) => {
-                    *filled.counts.get_mut(usize::from(slot))? = Some(scan.number()??)
+                    let count = match scan.plain_count() {
+                        Some(count) => count,
+                        None => scan.number()??,
+                    };
+                    *filled.counts.get_mut(usize::from(slot))? = Some(count)
                 }
                 _ => {
                     let quote = scan.at;
@@ -228,6 +236,8 @@ pub struct Learned<B> {
     /// [`Filled::content_bytes`] of the last chunk [`Learned::read`] took through the
     /// template (`None` after one it did not).
     content_bytes: Option<usize>,
+    /// The template's base, when the last chunk [`Learned::read`] took went through it.
+    read_base: Option<B>,
 }
 
 impl<B> Default for Learned<B> {
@@ -236,6 +246,7 @@ impl<B> Default for Learned<B> {
             template: None,
             learnt: 0,
             content_bytes: None,
+            read_base: None,
         }
     }
 }
@@ -251,7 +262,14 @@ impl<B: Copy> Learned<B> {
     pub fn read<'a>(&mut self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
         let base = self.fill(data, filled);
         self.content_bytes = base.and(filled.content_bytes);
+        self.read_base = base;
         base
+    }
+
+    /// The template's base, when the last chunk [`Learned::read`] was asked for was read
+    /// through it (what the shape read outside its holes holds for that chunk too).
+    pub fn read_base(&self) -> Option<B> {
+        self.read_base
     }
 
     /// The bytes of generated text `content_bytes::content_text_bytes` counts of the last
@@ -284,9 +302,20 @@ impl<B: Copy> Learned<B> {
             Some(at) if first_text.is_some_and(|hole| hole.start + 1 == at) => Counted::FirstText,
             Some(_) => Counted::Elsewhere,
         };
+        let mut next_read = vec![holes.len(); holes.len()];
+        let mut read = holes.len();
+        for (at, hole) in holes.iter().enumerate().rev() {
+            if matches!(hole.kind, HoleKind::Text | HoleKind::Count(_)) {
+                read = at;
+            }
+            if let Some(slot) = next_read.get_mut(at) {
+                *slot = read;
+            }
+        }
         self.template = Some(Template {
             bytes: data.as_bytes().into(),
             holes,
+            next_read: next_read.into(),
             base,
             counted,
         });

@@ -181,6 +181,34 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// A whole number of 1 to 18 digits right here (no whitespace before it, no sign,
+    /// fraction or exponent, no leading zero): its value, as [`Scan::number`] reads the same
+    /// number into `Some(Some(_))`. `None` for anything else, with nothing taken: a template's
+    /// counts (most are such numbers) read without `number`'s general walk.
+    #[inline]
+    pub fn plain_count(&mut self) -> Option<u64> {
+        let bytes = self.text.as_bytes();
+        let first = self.at;
+        let mut at = first;
+        // Wrapping past 18 digits, which are declined below.
+        let mut value: u64 = 0;
+        while let Some(digit) = bytes.get(at).map(|byte| byte.wrapping_sub(b'0')) {
+            if digit > 9 {
+                break;
+            }
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+            at += 1;
+        }
+        let digits = at - first;
+        let leading_zero = digits > 1 && bytes.get(first) == Some(&b'0');
+        let more = matches!(bytes.get(at), Some(b'.' | b'e' | b'E'));
+        if digits == 0 || digits > 18 || leading_zero || more {
+            return None;
+        }
+        self.at = at;
+        Some(value)
+    }
+
     /// A number; its value when it is a whole number of at most 18 digits without a sign
     /// (`Some(None)`: another number, read and checked).
     pub fn number(&mut self) -> Option<Option<u64>> {
@@ -516,5 +544,27 @@ mod tests {
         assert_eq!(number("184467440737095516160"), None);
         assert_eq!(number("1e3"), None);
         assert_eq!(number("01"), None);
+    }
+
+    proptest! {
+        /// A plain count is what `number` reads as a whole number, taken as far; anything
+        /// else it leaves, untaken, to `number`.
+        #[test]
+        fn a_plain_count_is_read_as_number_reads_a_whole_number(
+            text in "[ -]?0?[0-9]{0,20}(\\.[0-9]{0,2})?([eE]-?[0-9])?[,} x]?",
+        ) {
+            let (mut plain, mut general) = (Scan::new(&text), Scan::new(&text));
+            match plain.plain_count() {
+                Some(count) => {
+                    prop_assert_eq!(general.number(), Some(Some(count)));
+                    prop_assert_eq!(plain.at, general.at);
+                }
+                None => {
+                    prop_assert_eq!(plain.at, 0);
+                    let whole = general.number().flatten();
+                    prop_assert!(whole.is_none() || text.starts_with(' '), "{}", text);
+                }
+            }
+        }
     }
 }

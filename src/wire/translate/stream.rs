@@ -19,7 +19,8 @@ use super::responses::{read_stream::ResponsesReader, write_stream::ResponsesWrit
 use super::text_delta::{self, GeminiBase};
 use crate::wire::sse::SseEvent;
 use crate::wire::stream_format::StreamFormat;
-use crate::wire::usage::{gemini_whole_counts, TokenCounts};
+use crate::wire::stream_watch::GeminiTextSeen;
+use crate::wire::usage::gemini_whole_counts;
 
 /// A Gemini stream relayed as it is (a Gemini client of a Gemini account): its chunks of text
 /// alone (most) read for their usage through the stream's template, not parsed whole.
@@ -29,18 +30,21 @@ pub struct GeminiTextUsage {
 }
 
 impl GeminiTextUsage {
-    /// A chunk of text alone's usage, as `stream_watch` reads a chunk's (`Some(None)`: none);
-    /// `None`: not such a chunk (the relay reads it as any other event). What
-    /// [`StreamTranslator::gemini_text`] hands the relay of the same chunk.
-    pub fn text_usage(&mut self, event: &SseEvent) -> Option<Option<TokenCounts>> {
+    /// A chunk of text alone's usage, as `stream_watch` reads a chunk's, and whether it ends
+    /// the answer when its template knows; `None`: not such a chunk (the relay reads it as any
+    /// other event). What [`StreamTranslator::gemini_text`] hands the relay of the same chunk.
+    pub fn text_usage(&mut self, event: &SseEvent) -> Option<GeminiTextSeen> {
         if event.event.is_some() {
             return None;
         }
         let read = text_delta::gemini_text_learned(&event.data, &mut self.chunks)
             .filter(|read| !read.snake_usage)?;
-        Some(read.usage.and_then(|usage| {
-            gemini_whole_counts(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
-        }))
+        Some(GeminiTextSeen {
+            usage: read.usage.and_then(|usage| {
+                gemini_whole_counts(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
+            }),
+            closes: self.chunks.read_base().map(|base| base.closes()),
+        })
     }
 }
 
@@ -231,14 +235,14 @@ impl StreamTranslator {
 
     /// A Gemini upstream's chunk of text alone (most of its chunks), read once for the client
     /// and for the relay: translated into `out`, its usage as `stream_watch` reads a chunk's
-    /// (`None`: none) and its content bytes when its template knows them (as
-    /// [`Self::event_counted`]). `None`: not such a chunk, or not a Gemini upstream; nothing
-    /// was read or written (the relay reads it as any other event).
+    /// (with whether it ends the answer, when its template knows) and its content bytes when
+    /// its template knows them (as [`Self::event_counted`]). `None`: not such a chunk, or not a
+    /// Gemini upstream; nothing was read or written (the relay reads it as any other event).
     pub fn gemini_text(
         &mut self,
         event: &SseEvent,
         out: &mut BytesMut,
-    ) -> Option<(Option<TokenCounts>, Option<usize>)> {
+    ) -> Option<(GeminiTextSeen, Option<usize>)> {
         let Reader::Gemini(reader) = &mut self.reader else {
             return None;
         };
@@ -250,9 +254,12 @@ impl StreamTranslator {
             .read_text(&event.data)
             .filter(|read| !read.snake_usage)?;
         let bytes = reader.text_bytes();
-        let counts = read.usage.and_then(|usage| {
-            gemini_whole_counts(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
-        });
+        let seen = GeminiTextSeen {
+            usage: read.usage.and_then(|usage| {
+                gemini_whole_counts(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
+            }),
+            closes: reader.text_closes(),
+        };
         // In the open text block its texts are written as they were read, borrowed.
         let writer = &mut self.writer;
         let read = match self.direct_text {
@@ -263,7 +270,7 @@ impl StreamTranslator {
             reader.text_chunk(read, &mut self.events);
             self.write(out);
         }
-        Some((counts, bytes))
+        Some((seen, bytes))
     }
 
     /// Tests: a reader's events other than text pieces read as whole `Value`s, and a writer's

@@ -14,9 +14,9 @@ use super::*;
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_watch::{StreamFormat, StreamUsage};
 
-/// `stream` relayed both ways: (client bytes, usage) read twice per event, and read once
-/// where the one read takes the event.
-fn both_ways(direction: Direction, stream: &str) -> [(Vec<u8>, StreamUsage); 2] {
+/// `stream` relayed both ways: (client bytes, usage after each event: what a budget is
+/// checked against) read twice per event, and read once where the one read takes the event.
+fn both_ways(direction: Direction, stream: &str) -> [(Vec<u8>, Vec<StreamUsage>); 2] {
     let mut parser = SseParser::new();
     let mut events: Vec<SseEvent> = Vec::new();
     parser.feed(stream.as_bytes(), &mut events).unwrap();
@@ -28,11 +28,13 @@ fn both_ways(direction: Direction, stream: &str) -> [(Vec<u8>, StreamUsage); 2] 
         let mut translator =
             StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
         let mut usage = StreamUsage::default();
+        let mut after_each = Vec::new();
         let mut out = BytesMut::new();
         for event in &events {
+            after_each.push(usage);
             if one_read {
-                if let Some((counts, bytes)) = translator.gemini_text(event, &mut out) {
-                    usage.observe_gemini_text(event, counts);
+                if let Some((seen, bytes)) = translator.gemini_text(event, &mut out) {
+                    usage.observe_gemini_text(event, seen);
                     // Its text bytes as the translator's template counts them.
                     match bytes {
                         Some(bytes) => usage.count_content_bytes(bytes),
@@ -46,7 +48,8 @@ fn both_ways(direction: Direction, stream: &str) -> [(Vec<u8>, StreamUsage); 2] 
             translator.event(event, &mut out);
         }
         translator.finish(&mut out);
-        results.push((out.to_vec(), usage));
+        after_each.push(usage);
+        results.push((out.to_vec(), after_each));
     }
     let once = results.pop().unwrap();
     let twice = results.pop().unwrap();
@@ -187,6 +190,29 @@ pub(super) fn streams() -> Vec<String> {
             chunk(json!([{"text": " cut"}]), "usageMetadata", counts(2)),
         ]),
     ]
+    .into_iter()
+    .chain(finish_elsewhere_streams())
+    .collect()
+}
+
+/// Text chunks naming a string `finishReason` outside the candidate (the relay's search finds
+/// it: they close the answer), and ones whose candidate's is `null`; several of each, read
+/// through their template.
+fn finish_elsewhere_streams() -> [String; 2] {
+    let named = |out| {
+        let mut c = chunk(json!([{"text": "w "}]), "usageMetadata", counts(out));
+        c["echo"] = json!({"finishReason": "STOP"});
+        c
+    };
+    let null = |out| {
+        let mut c = chunk(json!([{"text": "w "}]), "usageMetadata", counts(out));
+        c["candidates"][0]["finishReason"] = json!(null);
+        c
+    };
+    [
+        sse(&(1..=4).map(named).collect::<Vec<_>>()),
+        sse(&(1..=4).map(null).collect::<Vec<_>>()),
+    ]
 }
 
 #[test]
@@ -221,10 +247,10 @@ fn a_relayed_gemini_streams_text_chunks_read_for_usage_count_what_observe_counts
         for event in &events {
             let meaning = whole.observe(StreamFormat::Gemini, event);
             match chunks.text_usage(event) {
-                Some(counts) => {
+                Some(seen) => {
                     read += 1;
                     assert_eq!(
-                        fast.observe_gemini_text(event, counts),
+                        fast.observe_gemini_text(event, seen),
                         meaning,
                         "{}",
                         event.data
@@ -257,7 +283,7 @@ fn the_one_read_takes_text_chunks_and_declines_the_rest() {
     let read = translator
         .gemini_text(&text, &mut out)
         .expect("a text chunk");
-    let read = read.0.expect("its usage");
+    let read = read.0.usage.expect("its usage");
     assert_eq!(
         (read.tokens_in, read.tokens_out, read.tokens_cached),
         (12, 1, 4)

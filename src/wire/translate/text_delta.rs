@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::chunk_template::{Filled, Learned, Texts};
 use super::json_scan::{Scan, Seen, DEPTH};
 use crate::wire::stream_format::StreamFormat;
+use crate::wire::stream_watch::gemini_finished;
 
 /// A shape's reading of a chunk of `format` through a stream's template ([`Learned`], which
 /// then knows its content bytes), else by walking it (`scan`, which may become the template,
@@ -71,11 +72,22 @@ pub fn responses_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Op
 }
 
 /// What a Gemini text chunk's template read outside its holes: whether its usage was there
-/// (an object: its counts are holes or absent), and under the snake_case name.
+/// (an object: its counts are holes or absent), and under the snake_case name; and whether it
+/// ends the answer as the relay tells it (`stream_watch::gemini_finished`, a search for a
+/// `finishReason` string: a chunk that fills the template has the same members with values
+/// of the same kinds, so the search says the same of it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GeminiBase {
     usage: bool,
     snake_usage: bool,
+    closes: bool,
+}
+
+impl GeminiBase {
+    /// Whether a chunk read through the template ends the answer, as the relay's search says.
+    pub fn closes(&self) -> bool {
+        self.closes
+    }
 }
 
 /// `gemini_text` through the stream's template.
@@ -142,9 +154,12 @@ fn gemini_walk<'a>(
     start: &mut GeminiStart<'a>,
 ) -> Option<(GeminiText<'a>, Option<GeminiBase>)> {
     let read = gemini_text_in(scan, start)?;
-    let base = read.finish.is_none().then_some(GeminiBase {
+    let base = read.finish.is_none().then(|| GeminiBase {
         usage: read.usage.is_some(),
         snake_usage: read.snake_usage,
+        closes: scan
+            .read_since(0)
+            .is_some_and(|chunk| gemini_finished(chunk.as_bytes())),
     });
     Some((read, base))
 }

@@ -180,6 +180,12 @@ impl GeminiReader {
         self.chunks.content_bytes()
     }
 
+    /// Whether the text piece just read ends the answer as the relay's search tells it, when
+    /// it was read through the stream's template (its template's answer).
+    pub fn text_closes(&self) -> Option<bool> {
+        self.chunks.read_base().map(|base| base.closes())
+    }
+
     /// A chunk of text alone (`text_delta::gemini_text`'s reading of it), as [`event`]
     /// reads the same chunk as a `Value`.
     ///
