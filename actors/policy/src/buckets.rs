@@ -578,7 +578,7 @@ impl UsageBuckets {
             .filter_map(move |counted| {
                 let view = counted.view(now_ms);
                 view.saturated
-                    .then(|| (Cow::Owned(view.window), view.resets_at_ms))
+                    .then_some((Cow::Owned(view.window), view.resets_at_ms))
             });
         let read = self
             .readings
