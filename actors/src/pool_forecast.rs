@@ -76,12 +76,12 @@ pub fn bucket_outlook(
     let counted = is_counted(&bucket.window, spec);
     // A counted limit rolls (no reset), as pacing reads it.
     let resets_at_ms = if counted { None } else { bucket.resets_at_ms };
-    let left = WindowLeft {
-        window: &bucket.window,
-        used: bucket.used,
-        limit: bucket.limit.max(1),
+    let left = WindowLeft::of(
+        &bucket.window,
+        bucket.used,
+        bucket.limit.max(1),
         resets_at_ms,
-    };
+    );
     let pace_pm = pace::window_pace_pm(&left, now_ms, settings);
     let burn = burn_of(state, learned, spec, &bucket.window, now_ms, settings);
     let window = PaceWindow::of(
@@ -112,7 +112,7 @@ pub fn per_mille_as_pace(per_mille: u64) -> f64 {
 /// Whether a window counts for a pool's forecast: long enough, and not past its reset.
 fn forecast_window(window: &PaceWindow, now_ms: u64) -> bool {
     window.resets_at_ms.is_none_or(|reset| now_ms < reset)
-        && WindowId::parse(&window.window)
+        && WindowId::parse(window.window())
             .length_ms()
             .is_none_or(|length| length >= FORECAST_WINDOW_MIN_MS)
 }
@@ -135,9 +135,9 @@ fn target_requests_left(
         .iter()
         .filter(|w| w.applies_to(model) && forecast_window(w, now_ms))
         .filter_map(|w| {
-            let burn = burn_of(state, learned, spec, &w.window, now_ms, settings)?;
+            let burn = burn_of(state, learned, spec, w.window(), now_ms, settings)?;
             let (requests, _) = learned.buckets.requests_since(now_ms, burn.span_ms);
-            let reserve_pm = reserve_pm(&spec.reserve, &w.window);
+            let reserve_pm = reserve_pm(&spec.reserve, w.window());
             forecast::requests_left(f64::from(w.left_pm), reserve_pm, Some(burn), requests)
         })
         .reduce(f64::min)

@@ -14,6 +14,7 @@ use quotaroute::node::endpoint::Endpoint;
 use quotaroute::node::header_rules::{copy_client, keep_upstream};
 use quotaroute::node::metrics;
 use quotaroute::node::reply::RouteHeaders;
+use quotaroute::wire::upstream_mask::EchoSearch;
 
 /// The shared bench's client key (`../shared/bench/lib.sh`), unless `FLOOR_CLIENT_KEY` says.
 const BENCH_CLIENT_KEY: &str =
@@ -24,7 +25,8 @@ const MODEL: &str = "mock-gpt";
 
 struct Key {
     connection: Arc<str>,
-    secret: Secret,
+    /// The key's echo searcher, built once as the router builds it when a key is loaded.
+    echo: Option<EchoSearch>,
     bearer: HeaderValue,
 }
 
@@ -44,7 +46,7 @@ impl Contract {
             .filter_map(|(connection, key)| {
                 Some(Key {
                     connection: Arc::from(*connection),
-                    secret: Secret::new(*key),
+                    echo: EchoSearch::new(key),
                     bearer: HeaderValue::from_str(&format!("Bearer {key}")).ok()?,
                 })
             })
@@ -82,8 +84,7 @@ impl Contract {
         overhead_us: u64,
     ) -> HeaderMap {
         let key = self.keys.get(usize::from(chosen));
-        let secrets = key.map_or([""], |key| [key.secret.expose()]);
-        let mut headers = keep_upstream(upstream, &secrets);
+        let mut headers = keep_upstream(upstream, &[key.and_then(|key| key.echo.as_ref())]);
         headers.reserve(RouteHeaders::MOST_ADDED);
         RouteHeaders {
             connection: key.map(|key| key.connection.clone()),

@@ -7,7 +7,7 @@
 
 use http::header::{HeaderMap, HeaderName, CONNECTION};
 
-use crate::wire::upstream_mask::{mask_header_value, masked_header_value};
+use crate::wire::upstream_mask::{found_header_value, mask_header_value, EchoSearch};
 
 /// Hop-by-hop and connection headers (RFC 9110 §7.6.1), in both directions (and every
 /// `proxy-*`). Each list below is a `match`: one length-and-bytes dispatch per header instead of
@@ -103,8 +103,9 @@ pub fn copy_upstream(upstream: &HeaderMap, secrets: &[&str], out: &mut HeaderMap
 
 /// [`copy_upstream`] on headers the caller owns, in place: the few that stay behind removed, the
 /// rest masked where a secret occurs, no header name hashed again. Headers of different names
-/// may change places (HTTP gives their order no meaning); values of one name keep theirs.
-pub fn keep_upstream(mut upstream: HeaderMap, secrets: &[&str]) -> HeaderMap {
+/// may change places (HTTP gives their order no meaning); values of one name keep theirs. The
+/// secrets come as the searchers built when they were loaded (`Echoes::searches`).
+pub fn keep_upstream(mut upstream: HeaderMap, searches: &[Option<&EchoSearch>]) -> HeaderMap {
     let mut named = named_in_connection(&upstream);
     named.extend(
         upstream
@@ -121,12 +122,13 @@ pub fn keep_upstream(mut upstream: HeaderMap, secrets: &[&str]) -> HeaderMap {
         .map(|value| value.len())
         .max()
         .unwrap_or(0);
-    if secrets
+    if searches
         .iter()
-        .any(|secret| !secret.is_empty() && secret.len() <= longest)
+        .flatten()
+        .any(|search| search.secret_len() <= longest)
     {
         for value in upstream.values_mut() {
-            if let Some(masked) = masked_header_value(value, secrets) {
+            if let Some(masked) = found_header_value(value, searches) {
                 *value = masked;
             }
         }
@@ -233,7 +235,8 @@ mod tests {
         // Kept in place: the same headers, the same values, in order for each name.
         let mut both = upstream.clone();
         both.append("x-request-id", HeaderValue::from_static("req_second"));
-        let kept = keep_upstream(both.clone(), &["sk-upstream-secret-1"]);
+        let secret = EchoSearch::new("sk-upstream-secret-1");
+        let kept = keep_upstream(both.clone(), &[secret.as_ref()]);
         let mut copied = HeaderMap::new();
         copy_upstream(&both, &["sk-upstream-secret-1"], &mut copied);
         assert_eq!(names(&kept), names(&copied));
@@ -241,6 +244,33 @@ mod tests {
             let kept: Vec<_> = kept.get_all(name).iter().collect();
             let copied: Vec<_> = copied.get_all(name).iter().collect();
             assert_eq!(kept, copied, "{name}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Masking with the searchers built when the secrets were loaded masks what masking
+        /// with the secrets' text masks, in every value: a secret alone, twice, inside
+        /// another word, split, the previous secret, values shorter than either.
+        #[test]
+        fn kept_with_searchers_masks_what_copying_masks(
+            values in proptest::collection::vec("(sk-a1|sk-b22|sk-|a1|x|;| ){0,6}", 1..6),
+            current in "(sk-a1|sk-b22|a1|)",
+            previous in "(sk-b22|sk-a1|x|)",
+        ) {
+            let mut upstream = HeaderMap::new();
+            for (at, value) in values.iter().enumerate() {
+                let value = HeaderValue::from_str(value).unwrap();
+                upstream.append(if at % 2 == 0 { "x-echo" } else { "x-request-id" }, value);
+            }
+            let searches = [EchoSearch::new(&current), EchoSearch::new(&previous)];
+            let kept = keep_upstream(upstream.clone(), &searches.each_ref().map(Option::as_ref));
+            let mut copied = HeaderMap::new();
+            copy_upstream(&upstream, &[&current, &previous], &mut copied);
+            for name in ["x-echo", "x-request-id"] {
+                let kept: Vec<_> = kept.get_all(name).iter().collect();
+                let copied: Vec<_> = copied.get_all(name).iter().collect();
+                proptest::prop_assert_eq!(kept, copied);
+            }
         }
     }
 
@@ -252,7 +282,11 @@ mod tests {
             ("x-request-id", "req_abc"),
             ("x-echo", "Bearer sk-upstream-secret-1 again"),
         ]);
-        let kept = keep_upstream(upstream, &["", "sk-upstream-secret-1"]);
+        let secret = EchoSearch::new("sk-upstream-secret-1");
+        let kept = keep_upstream(
+            upstream,
+            &[EchoSearch::new(""), secret].each_ref().map(Option::as_ref),
+        );
         assert_eq!(names(&kept), vec!["x-echo", "x-request-id"]);
         assert_eq!(kept["x-echo"], "Bearer *** again");
     }

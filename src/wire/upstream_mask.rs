@@ -23,8 +23,10 @@ pub fn mask_exact<'a>(bytes: &'a [u8], secrets: &[&str]) -> Cow<'a, [u8]> {
         .iter()
         .filter(|secret| !secret.is_empty() && secret.len() <= bytes.len())
     {
-        if memmem::find(&masked, secret.as_bytes()).is_some() {
-            masked = Cow::Owned(replace_all(&masked, secret.as_bytes(), MASK.as_bytes()));
+        // One searcher for the search and the replacing both.
+        let finder = memmem::Finder::new(secret.as_bytes());
+        if finder.find(&masked).is_some() {
+            masked = Cow::Owned(replace_all(&masked, &finder, MASK.as_bytes()));
         }
     }
     masked
@@ -38,6 +40,11 @@ impl EchoSearch {
     /// `None` for an empty secret (it matches nothing).
     pub fn new(secret: &str) -> Option<Self> {
         (!secret.is_empty()).then(|| Self(memmem::Finder::new(secret.as_bytes()).into_owned()))
+    }
+
+    /// How long the secret is: no shorter value can hold it.
+    pub fn secret_len(&self) -> usize {
+        self.0.needle().len()
     }
 }
 
@@ -54,7 +61,7 @@ pub fn mask_found<'a>(bytes: &'a [u8], searches: &[Option<&EchoSearch>]) -> Cow<
     for search in searches.iter().flatten() {
         let needle = search.0.needle();
         if needle.len() <= masked.len() && search.0.find(&masked).is_some() {
-            masked = Cow::Owned(replace_all(&masked, needle, MASK.as_bytes()));
+            masked = Cow::Owned(replace_all(&masked, &search.0, MASK.as_bytes()));
         }
     }
     masked
@@ -67,7 +74,20 @@ pub fn mask_header_value(value: &HeaderValue, secrets: &[&str]) -> HeaderValue {
 
 /// A relayed header value with `secrets` masked, when one occurs in it.
 pub fn masked_header_value(value: &HeaderValue, secrets: &[&str]) -> Option<HeaderValue> {
-    match mask_exact(value.as_bytes(), secrets) {
+    header_value_of(mask_exact(value.as_bytes(), secrets))
+}
+
+/// [`masked_header_value`] with searchers built beforehand.
+pub fn found_header_value(
+    value: &HeaderValue,
+    searches: &[Option<&EchoSearch>],
+) -> Option<HeaderValue> {
+    header_value_of(mask_found(value.as_bytes(), searches))
+}
+
+/// A masked value as a header value (`None`: nothing was masked).
+fn header_value_of(masked: Cow<'_, [u8]>) -> Option<HeaderValue> {
+    match masked {
         Cow::Borrowed(_) => None,
         Cow::Owned(masked) => {
             Some(HeaderValue::from_bytes(&masked).unwrap_or(HeaderValue::from_static(MASK)))
@@ -155,10 +175,12 @@ pub fn mask_upstream_body(body: &[u8], secrets: &[&str]) -> Vec<u8> {
     }
 }
 
-fn replace_all(haystack: &[u8], needle: &[u8], replacement: &[u8]) -> Vec<u8> {
+/// `haystack` with every occurrence of `finder`'s needle replaced by `replacement`.
+fn replace_all(haystack: &[u8], finder: &memmem::Finder<'_>, replacement: &[u8]) -> Vec<u8> {
+    let needle = finder.needle();
     let mut out = Vec::with_capacity(haystack.len());
     let mut copied_to = 0;
-    for found in memmem::find_iter(haystack, needle) {
+    for found in finder.find_iter(haystack) {
         if found < copied_to {
             continue;
         }

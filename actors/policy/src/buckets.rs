@@ -3,6 +3,7 @@
 //! saturated. Must not parse headers (that is `rate_limit_headers`) or route events between
 //! connections: the caller hands [`UsageBuckets::apply`] only this connection's events.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use quotaroute_journal::event::{Event, UsageObserved, UsageSource};
@@ -251,6 +252,35 @@ pub fn each_limit(limits: &BucketLimits) -> impl Iterator<Item = LimitSpec<'_>> 
     wide.chain(per_model)
 }
 
+/// One window as pacing reads it, before it is a [`PaceWindow`].
+struct PaceReading<'a> {
+    window: Cow<'a, str>,
+    used: u64,
+    limit: u64,
+    resets_at_ms: Option<u64>,
+    reported: bool,
+}
+
+impl PaceReading<'_> {
+    fn window(&self) -> PaceWindow {
+        PaceWindow::of(
+            &self.window,
+            self.used,
+            self.limit,
+            self.resets_at_ms,
+            self.reported,
+        )
+    }
+
+    /// Whether [`Self::window`] would equal `known`.
+    fn is(&self, known: &PaceWindow) -> bool {
+        known.window() == self.window
+            && known.left_pm == PaceWindow::left_pm_of(self.used, self.limit)
+            && known.resets_at_ms == self.resets_at_ms
+            && known.reported == self.reported
+    }
+}
+
 struct CountedLimit<'a> {
     name: String,
     bins: Option<&'a Bins>,
@@ -453,32 +483,53 @@ impl UsageBuckets {
     /// an upstream or a push, so it can be spent), then each configured limit counted here
     /// (rolling: no reset).
     pub fn pace_windows(&self, now_ms: u64, limits: &BucketLimits) -> Vec<PaceWindow> {
+        self.pace_readings(now_ms, limits)
+            .map(|read| read.window())
+            .collect()
+    }
+
+    /// Whether [`Self::pace_windows`] would equal `windows`, without making any (a connection
+    /// asks after every outcome whether its view changed).
+    pub fn pace_windows_are(
+        &self,
+        windows: &[PaceWindow],
+        now_ms: u64,
+        limits: &BucketLimits,
+    ) -> bool {
+        let mut known = windows.iter();
+        self.pace_readings(now_ms, limits)
+            .all(|read| known.next().is_some_and(|known| read.is(known)))
+            && known.next().is_none()
+    }
+
+    /// What [`Self::pace_windows`] makes its windows of, in its order.
+    fn pace_readings<'a>(
+        &'a self,
+        now_ms: u64,
+        limits: &BucketLimits,
+    ) -> impl Iterator<Item = PaceReading<'a>> {
         let read = self
             .readings
             .iter()
-            .filter(|(_, reading)| !reading.expired(now_ms))
-            .map(|(window, reading)| {
-                PaceWindow::of(
-                    window,
-                    reading.used,
-                    reading.limit,
-                    reading.resets_at_ms,
-                    true,
-                )
+            .filter(move |(_, reading)| !reading.expired(now_ms))
+            .map(|(window, reading)| PaceReading {
+                window: Cow::Borrowed(window),
+                used: reading.used,
+                limit: reading.limit,
+                resets_at_ms: reading.resets_at_ms,
+                reported: true,
             });
         let counted = self
             .counted_limits(None, limits)
             .into_iter()
-            .map(|counted| {
-                PaceWindow::of(
-                    &counted.name,
-                    counted.used(now_ms),
-                    counted.limit,
-                    None,
-                    false,
-                )
+            .map(move |counted| PaceReading {
+                used: counted.used(now_ms),
+                limit: counted.limit,
+                window: Cow::Owned(counted.name),
+                resets_at_ms: None,
+                reported: false,
             });
-        read.chain(counted).collect()
+        read.chain(counted)
     }
 
     /// Requests this connection served over the `period_ms` before `now_ms` (5-minute bins),
@@ -510,6 +561,33 @@ impl UsageBuckets {
             used_pm: counted as f64 * 1_000.0 / spec.limit.max(1) as f64,
             span_ms,
         })
+    }
+
+    /// The windows [`Self::views`] shows saturated, in its order: each one's name (borrowed
+    /// for a reading) and reset.
+    pub fn saturated_windows<'a>(
+        &'a self,
+        now_ms: u64,
+        limits: &BucketLimits,
+        settings: &BucketSettings,
+    ) -> impl Iterator<Item = (Cow<'a, str>, Option<u64>)> {
+        let threshold_bp = settings.threshold_bp();
+        let counted = self
+            .counted_limits(None, limits)
+            .into_iter()
+            .filter_map(move |counted| {
+                let view = counted.view(now_ms);
+                view.saturated
+                    .then_some((Cow::Owned(view.window), view.resets_at_ms))
+            });
+        let read = self
+            .readings
+            .iter()
+            .filter(move |(_, reading)| {
+                !reading.expired(now_ms) && reading.saturated(now_ms, threshold_bp)
+            })
+            .map(|(window, reading)| (Cow::Borrowed(window.as_str()), reading.resets_at_ms));
+        counted.chain(read)
     }
 
     /// Every configured limit and every live reading, for `GET /admin/state`.
@@ -804,6 +882,83 @@ mod tests {
         let mut buckets = UsageBuckets::new();
         buckets.apply(T0, &header("requests:m:v2", 100, 100, None));
         assert!(buckets.saturated("m:v2", T0, &none(), &settings()));
+    }
+
+    /// A view asks after each outcome whether its windows changed without making them: the
+    /// answer is what comparing with freshly made ones gives, whichever field differs.
+    #[test]
+    fn pace_windows_are_compares_what_pace_windows_makes() {
+        let limits = BucketLimits {
+            requests_5h: Some(10),
+            model_tokens_7d: BTreeMap::from([("m".to_owned(), 500)]),
+            ..none()
+        };
+        let mut buckets = UsageBuckets::new();
+        buckets.apply(T0, &success("m", 100, 20));
+        buckets.apply(T0, &header("requests:m", 40, 100, Some(T0 + MINUTE)));
+        buckets.apply(T0, &header("tokens:m", 10, 1_000, None));
+        buckets.apply(T0, &push("5h", 9_000, Some(T0 + HOUR)));
+        for now in [T0, T0 + 2 * MINUTE, T0 + 2 * HOUR] {
+            let made = buckets.pace_windows(now, &limits);
+            assert!(buckets.pace_windows_are(&made, now, &limits), "{now}");
+            let mut changed: Vec<Vec<PaceWindow>> = Vec::new();
+            for at in 0..made.len() {
+                let mut one = made.clone();
+                one[at].left_pm ^= 1;
+                changed.push(one);
+                let mut one = made.clone();
+                one[at].resets_at_ms = Some(one[at].resets_at_ms.map_or(0, |reset| reset + 1));
+                changed.push(one);
+                let mut one = made.clone();
+                one[at].reported = !one[at].reported;
+                changed.push(one);
+                let mut one = made.clone();
+                let known = &one[at];
+                let renamed = format!("{}x", known.window());
+                one[at] = PaceWindow::with_left_pm(
+                    &renamed,
+                    known.left_pm,
+                    known.resets_at_ms,
+                    known.reported,
+                );
+                changed.push(one);
+            }
+            changed.push(made[..made.len() - 1].to_vec());
+            changed.push([&made[..], &made[..1]].concat());
+            for one in &changed {
+                assert!(!buckets.pace_windows_are(one, now, &limits), "{one:?}");
+            }
+        }
+    }
+
+    /// The saturated windows, read without copying their names, are the saturated views.
+    #[test]
+    fn saturated_windows_are_the_saturated_views() {
+        let limits = BucketLimits {
+            requests_5h: Some(1),
+            model_tokens_7d: BTreeMap::from([("m".to_owned(), 50)]),
+            ..none()
+        };
+        let mut buckets = UsageBuckets::new();
+        buckets.apply(T0, &success("m", 100, 20));
+        buckets.apply(T0, &header("requests:m", 100, 100, Some(T0 + MINUTE)));
+        buckets.apply(T0, &header("tokens:m", 10, 1_000, None));
+        buckets.apply(T0, &push("5h", 10_000, Some(T0 + HOUR)));
+        buckets.apply(T0, &push("7d", 100, None));
+        for now in [T0, T0 + 2 * MINUTE, T0 + 2 * HOUR] {
+            let views: Vec<(String, Option<u64>)> = buckets
+                .views(now, &limits, &settings())
+                .into_iter()
+                .filter(|view| view.saturated)
+                .map(|view| (view.window, view.resets_at_ms))
+                .collect();
+            let read: Vec<(String, Option<u64>)> = buckets
+                .saturated_windows(now, &limits, &settings())
+                .map(|(window, reset)| (window.into_owned(), reset))
+                .collect();
+            assert_eq!(read, views, "{now}");
+            assert!(!read.is_empty() || now > T0);
+        }
     }
 
     #[test]

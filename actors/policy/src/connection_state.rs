@@ -13,7 +13,7 @@ use crate::cooldown::ConnectionHealth;
 use crate::lockout::ModelLockouts;
 use crate::outcome::Outcome;
 use crate::peer_merge;
-use crate::reading_end::reading_ends_at_ms;
+use crate::reading_end::{length_reading_ends_at_ms, reading_ends_at_ms};
 use crate::topology::ConnectionSpec;
 
 /// The learned state of one connection.
@@ -168,12 +168,12 @@ fn reading_moved(
     let length = crate::window_id::WindowId::parse(&new.window).length_ms();
     // Both ends as kept (`reading_end`): a reading without a reset moves its end along with
     // the time it is read, so it is journaled again once that drifts past the jitter.
-    let new_end = reading_ends_at_ms(&new.window, now_ms, new.resets_at_ms);
+    let new_end = length_reading_ends_at_ms(length, now_ms, new.resets_at_ms);
     let reset_moved = known.resets_at_ms.is_none_or(|known_end| {
         known_end.abs_diff(new_end) > (length.unwrap_or(0) / 100).max(RESET_JITTER_MS)
     });
     // Per-minute windows pace nothing worth a record per percent; their flips still count.
-    let paced = crate::pace::is_quota_window(&new.window);
+    let paced = crate::pace::is_quota_length(length);
     known.limit != new.limit
         || reading_saturates(known.used, known.limit, settings)
             != reading_saturates(new.used, new.limit, settings)

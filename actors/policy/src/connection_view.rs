@@ -6,7 +6,6 @@
 
 use quotaroute_journal::BlockReason;
 
-use crate::buckets::BucketView;
 use crate::connection_state::ConnectionState;
 use crate::cooldown::ConnectionHealth;
 use crate::demand_profile::DemandProfile;
@@ -74,9 +73,26 @@ impl ConnectionView {
     pub fn matches(&self, state: &ConnectionState, spec: &ConnectionSpec, now_ms: u64) -> bool {
         self.health == state.health
             && self.lockouts == state.lockouts
-            && self.saturated == saturated_windows(state, spec, now_ms)
-            && self.windows == state.buckets.pace_windows(now_ms, &spec.limits)
+            && self.saturated_are(state, spec, now_ms)
+            && state
+                .buckets
+                .pace_windows_are(&self.windows, now_ms, &spec.limits)
             && self.reserve == spec.reserve
+    }
+
+    /// Whether [`saturated_windows`] would equal `self.saturated`, without copying any name.
+    fn saturated_are(&self, state: &ConnectionState, spec: &ConnectionSpec, now_ms: u64) -> bool {
+        let mut known = self.saturated.iter();
+        state
+            .buckets
+            .saturated_windows(now_ms, &spec.limits, &spec.buckets)
+            .all(|(window, resets_at_ms)| {
+                known.next().is_some_and(|known| {
+                    known.model.as_deref() == WindowId::parse(&window).model()
+                        && known.until_ms == saturated_until(resets_at_ms, now_ms)
+                })
+            })
+            && known.next().is_none()
     }
 
     /// Connection block first, then the model's lockout, then a spent or reserved window
@@ -143,17 +159,15 @@ fn saturated_windows(
 ) -> Vec<SaturatedWindow> {
     state
         .buckets
-        .views(now_ms, &spec.limits, &spec.buckets)
-        .into_iter()
-        .filter(|v| v.saturated)
-        .map(|v| saturated_window(&v, now_ms))
+        .saturated_windows(now_ms, &spec.limits, &spec.buckets)
+        .map(|(window, resets_at_ms)| SaturatedWindow {
+            model: WindowId::parse(&window).model().map(str::to_owned),
+            until_ms: saturated_until(resets_at_ms, now_ms),
+        })
         .collect()
 }
 
-fn saturated_window(view: &BucketView, now_ms: u64) -> SaturatedWindow {
-    let model = WindowId::parse(&view.window).model().map(str::to_owned);
-    SaturatedWindow {
-        model,
-        until_ms: view.resets_at_ms.unwrap_or(now_ms + SATURATION_RECHECK_MS),
-    }
+/// When a saturated window with reset `resets_at_ms` clears, as the view holds it.
+fn saturated_until(resets_at_ms: Option<u64>, now_ms: u64) -> u64 {
+    resets_at_ms.unwrap_or(now_ms + SATURATION_RECHECK_MS)
 }

@@ -120,6 +120,27 @@ pub struct WindowLeft<'a> {
     /// Never 0 (such readings are ignored before they get here).
     pub limit: u64,
     pub resets_at_ms: Option<u64>,
+    /// How long the window is, as its name says ([`WindowId::length_ms`]): read when the name
+    /// is, so a pace computed per request does not parse it again.
+    length_ms: Option<u64>,
+}
+
+impl<'a> WindowLeft<'a> {
+    /// The window `window` with `used` of `limit` used, resetting at `resets_at_ms`.
+    pub fn of(window: &'a str, used: u64, limit: u64, resets_at_ms: Option<u64>) -> Self {
+        WindowLeft {
+            window,
+            used,
+            limit,
+            resets_at_ms,
+            length_ms: WindowId::parse(window).length_ms(),
+        }
+    }
+
+    /// How long the window is, from its name (`None`: its name does not say).
+    pub fn length_ms(&self) -> Option<u64> {
+        self.length_ms
+    }
 }
 
 /// One window as a combo keeps it for pacing (behaviour §13): what is left in per mille of its
@@ -127,12 +148,35 @@ pub struct WindowLeft<'a> {
 /// purpose: a connection re-pushes its view to the combos only when this changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaceWindow {
-    pub window: String,
+    /// Its name (see [`WindowLeft::window`]); read once, into `facts`, when the window is made.
+    window: String,
     pub left_pm: u16,
     pub resets_at_ms: Option<u64>,
     /// Reported by an upstream or a push (so used to its limit it is spent, §13); `false`
     /// for a configured limit counted by the router.
     pub reported: bool,
+    /// What `window` says, parsed once: a combo reads each window several times per request
+    /// (admission, pace, spare), and parsing the name each time cost more than the rule.
+    facts: NameFacts,
+}
+
+/// What a window's name says that pacing and admission read per request (see [`WindowId`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NameFacts {
+    /// Where the model begins in the name (after the first `:`); `None`: every model.
+    model_at: Option<usize>,
+    /// [`WindowId::length_ms`].
+    length_ms: Option<u64>,
+}
+
+impl NameFacts {
+    fn of(name: &str) -> Self {
+        let id = WindowId::parse(name);
+        NameFacts {
+            model_at: id.model().map(|model| name.len() - model.len()),
+            length_ms: id.length_ms(),
+        }
+    }
 }
 
 impl PaceWindow {
@@ -144,29 +188,64 @@ impl PaceWindow {
         resets_at_ms: Option<u64>,
         reported: bool,
     ) -> Self {
+        Self::with_left_pm(
+            window,
+            Self::left_pm_of(used, limit),
+            resets_at_ms,
+            reported,
+        )
+    }
+
+    /// What is left of `limit` (0 is read as 1) with `used` used, per mille, rounded up.
+    pub fn left_pm_of(used: u64, limit: u64) -> u16 {
         let limit = u128::from(limit.max(1));
         let left = limit.saturating_sub(u128::from(used));
         let left_pm = (left * 1_000).div_ceil(limit).min(1_000);
+        u16::try_from(left_pm).unwrap_or(1_000)
+    }
+
+    /// The window `window` with `left_pm` per mille of its limit left.
+    pub fn with_left_pm(
+        window: &str,
+        left_pm: u16,
+        resets_at_ms: Option<u64>,
+        reported: bool,
+    ) -> Self {
         PaceWindow {
             window: window.to_owned(),
-            left_pm: u16::try_from(left_pm).unwrap_or(1_000),
+            left_pm,
             resets_at_ms,
             reported,
+            facts: NameFacts::of(window),
         }
+    }
+
+    /// Its name as stored: `5h`, `7d:<model>`, `requests:<model>`, `requests_5h`, …
+    pub fn window(&self) -> &str {
+        &self.window
     }
 
     /// Whether it concerns `model` (see [`WindowId::applies_to`]).
     pub fn applies_to(&self, model: &str) -> bool {
-        WindowId::parse(&self.window).applies_to(model)
+        self.facts
+            .model_at
+            .is_none_or(|at| self.window.get(at..) == Some(model))
     }
 
     /// As [`target_pace`] and `window_block` read it.
     pub fn left(&self) -> WindowLeft<'_> {
+        self.left_after(u32::from(self.left_pm), self.resets_at_ms)
+    }
+
+    /// This window with `left_pm` per mille left and resetting at `resets_at_ms`, as pacing
+    /// reads it (what a request would leave of it, for `spare`).
+    pub fn left_after(&self, left_pm: u32, resets_at_ms: Option<u64>) -> WindowLeft<'_> {
         WindowLeft {
             window: &self.window,
-            used: u64::from(1_000 - self.left_pm.min(1_000)),
+            used: u64::from(1_000 - left_pm.min(1_000)),
             limit: 1_000,
-            resets_at_ms: self.resets_at_ms,
+            resets_at_ms,
+            length_ms: self.facts.length_ms,
         }
     }
 }
@@ -179,9 +258,12 @@ pub const QUOTA_WINDOW_MIN_MS: u64 = HOUR_MS;
 /// its name does not say, as an operator's pushed window): each percent of it is journaled
 /// and `replay --summary` counts what its resets left unused.
 pub fn is_quota_window(window: &str) -> bool {
-    WindowId::parse(window)
-        .length_ms()
-        .is_none_or(|length| length >= QUOTA_WINDOW_MIN_MS)
+    is_quota_length(WindowId::parse(window).length_ms())
+}
+
+/// [`is_quota_window`] of a window whose name says it is `length_ms` long.
+pub fn is_quota_length(length_ms: Option<u64>) -> bool {
+    length_ms.is_none_or(|length| length >= QUOTA_WINDOW_MIN_MS)
 }
 
 /// A window's pace in per mille: `left / max(time_left, min_time_left)` (§13), unbounded.
@@ -208,10 +290,7 @@ pub fn window_pace_pm_by(
     let min_time_left_pm = u128::from(PacingSettings::per_mille(settings.min_time_left));
     let profile = demand
         .filter(|profile| settings.clock == PacingClock::Demand && profile.has_a_week(now_ms));
-    let time_left_pm = match (
-        window.resets_at_ms,
-        WindowId::parse(window.window).length_ms(),
-    ) {
+    let time_left_pm = match (window.resets_at_ms, window.length_ms) {
         (Some(reset), Some(length)) => {
             let wall = |to_run: u128| to_run * 1_000 / u128::from(length);
             let to_run = u128::from(reset - now_ms).min(u128::from(length));
@@ -278,8 +357,8 @@ where
     }
     let windows = windows.into_iter();
     let is_long = |window: &WindowLeft<'_>| {
-        WindowId::parse(window.window)
-            .length_ms()
+        window
+            .length_ms
             .is_none_or(|length| length > SHORT_WINDOW_MAX_MS)
     };
     // A second pass over the (borrowed) windows only with `longest`: nothing is collected.
@@ -338,12 +417,7 @@ mod tests {
     const DAY_MS: u64 = 24 * HOUR_MS;
 
     fn window(name: &str, used: u64, limit: u64, resets_in_ms: Option<u64>) -> WindowLeft<'_> {
-        WindowLeft {
-            window: name,
-            used,
-            limit,
-            resets_at_ms: resets_in_ms.map(|ms| NOW + ms),
-        }
+        WindowLeft::of(name, used, limit, resets_in_ms.map(|ms| NOW + ms))
     }
 
     #[test]
@@ -369,15 +443,7 @@ mod tests {
             // About to reset with most left: time left floors at a tenth of the window.
             (window("5h", 30, 100, Some(MINUTE_MS)), 7_000),
             // Past its reset: fresh.
-            (
-                WindowLeft {
-                    window: "5h",
-                    used: 100,
-                    limit: 100,
-                    resets_at_ms: Some(NOW - 1),
-                },
-                1_000,
-            ),
+            (WindowLeft::of("5h", 100, 100, Some(NOW - 1)), 1_000),
             // No reset known: what is left alone.
             (window("7d", 25, 100, None), 750),
             // A reset further than the window's length counts as the whole window.
@@ -497,12 +563,7 @@ mod tests {
         }
         let friday_evening = monday + 7 * DAY_MS + 4 * DAY_MS + 18 * HOUR_MS;
         let reset = monday + 14 * DAY_MS + 6 * HOUR_MS;
-        let week = WindowLeft {
-            window: "7d",
-            used: 60,
-            limit: 100,
-            resets_at_ms: Some(reset),
-        };
+        let week = WindowLeft::of("7d", 60, 100, Some(reset));
         let demand = PacingSettings {
             clock: PacingClock::Demand,
             ..PacingSettings::default()
@@ -534,6 +595,25 @@ mod tests {
     }
 
     proptest! {
+        /// A window reads its name once, as [`WindowId`] reads it: the model it applies to
+        /// and its length, for names of every shape (a model with a `:` in it, a cluster
+        /// share, a Codex length, garbage). No kind ends in a non-ASCII character here:
+        /// `WindowId::length_ms` splits the unit off by bytes and panics on one.
+        #[test]
+        fn a_window_reads_its_name_as_window_id_does(
+            name in "(5h|7d|300m|0h|requests|tokens|input-tokens|requests_5h|tokens_7d\
+                     |requests_5h@cluster|)(:(opus|gpt-4o|a:b|é|))?",
+            model in "(opus|gpt-4o|a:b|a|b|é|)",
+        ) {
+            let id = WindowId::parse(&name);
+            let kept = PaceWindow::of(&name, 3, 10, None, true);
+            prop_assert_eq!(kept.window(), name.as_str());
+            prop_assert_eq!(kept.applies_to(&model), id.applies_to(&model));
+            prop_assert_eq!(kept.left().length_ms(), id.length_ms());
+            prop_assert_eq!(kept.left_after(500, None).length_ms(), id.length_ms());
+            prop_assert_eq!(WindowLeft::of(&name, 3, 10, None).length_ms(), id.length_ms());
+        }
+
         /// Pace never leaves its bounds, and a window with more left (same reset) never paces
         /// slower.
         #[test]

@@ -9,6 +9,8 @@
 //! buckets (that is `buckets`); unparseable, negative and sentinel values (Azure's `-1`, a limit of
 //! `0`) are ignored, never fatal.
 
+use std::cell::Cell;
+
 use crate::reset_hint;
 use http::HeaderMap;
 
@@ -35,6 +37,9 @@ pub struct UsageReading {
 struct Found<'h> {
     values: [Option<Option<&'h str>>; SLOTS],
     any: bool,
+    /// The last reset value read and what it read as (ms from now): Anthropic sends one reset
+    /// time on each of its four count windows, read once.
+    last_reset: Cell<Option<(&'h str, Option<u64>)>>,
 }
 
 impl<'h> Found<'h> {
@@ -42,6 +47,7 @@ impl<'h> Found<'h> {
         let mut found = Found {
             values: [None; SLOTS],
             any: false,
+            last_reset: Cell::new(None),
         };
         for (name, value) in headers {
             if let Some(slot) = slot_of(name.as_str()) {
@@ -54,6 +60,20 @@ impl<'h> Found<'h> {
 
     fn get(&self, slot: Slot) -> Option<&'h str> {
         self.values.get(slot).copied().flatten().flatten()
+    }
+
+    /// [`reset_hint::any_reset_ms`] of the value in `slot`, a value equal to the last one
+    /// read not read again.
+    fn reset_ms(&self, slot: Slot, now_ms: u64) -> Option<u64> {
+        let value = self.get(slot)?;
+        if let Some((last, delta_ms)) = self.last_reset.get() {
+            if last == value {
+                return delta_ms;
+            }
+        }
+        let delta_ms = reset_hint::any_reset_ms(value, now_ms);
+        self.last_reset.set(Some((value, delta_ms)));
+        delta_ms
     }
 }
 
@@ -199,7 +219,7 @@ fn slot_of(name: &str) -> Option<Slot> {
 
 /// Any reset dialect (Go duration, RFC 3339, Unix time, seconds) as an absolute Unix ms.
 fn reset_at(found: &Found, slot: Slot, now_ms: u64) -> Option<u64> {
-    let delta_ms = reset_hint::any_reset_ms(found.get(slot)?, now_ms)?;
+    let delta_ms = found.reset_ms(slot, now_ms)?;
     Some(now_ms.saturating_add(delta_ms))
 }
 
@@ -537,6 +557,60 @@ mod tests {
                 reading("output-tokens:claude-sonnet-4", 0, 8_000, None),
             ]
         );
+    }
+
+    /// Each count window's reset reads as its own value alone, however the four repeat one
+    /// another (Anthropic sends one time on all four; a reset read once is not read again).
+    #[test]
+    fn each_window_reads_its_own_reset_however_they_repeat() {
+        let values = [
+            "2024-06-01T12:00:30Z",
+            "2024-06-01T12:01:00Z",
+            "30s",
+            "6m0s",
+            "1717243260",
+            "soon",
+        ];
+        let kinds = ["requests", "tokens", "input-tokens", "output-tokens"];
+        // Every way of giving the four windows two of the values, in turn.
+        for pattern in 0..16u32 {
+            for (first, second) in [(0, 1), (0, 2), (3, 4), (5, 0), (1, 5)] {
+                let resets: Vec<&str> = (0..4)
+                    .map(|at| {
+                        values[if (pattern >> at) & 1 == 0 {
+                            first
+                        } else {
+                            second
+                        }]
+                    })
+                    .collect();
+                let mut pairs: Vec<(String, String)> = Vec::new();
+                for (kind, reset) in kinds.iter().zip(&resets) {
+                    let prefix = format!("anthropic-ratelimit-{kind}");
+                    pairs.push((format!("{prefix}-limit"), "100".to_owned()));
+                    pairs.push((format!("{prefix}-remaining"), "40".to_owned()));
+                    pairs.push((format!("{prefix}-reset"), (*reset).to_owned()));
+                }
+                let mut map = HeaderMap::new();
+                for (name, value) in &pairs {
+                    map.insert(
+                        http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                        HeaderValue::from_str(value).unwrap(),
+                    );
+                }
+                let read: Vec<Option<u64>> = readings_from_headers(&map, "m", NOW)
+                    .iter()
+                    .map(|reading| reading.resets_at_ms)
+                    .collect();
+                let each: Vec<Option<u64>> = resets
+                    .iter()
+                    .map(|reset| {
+                        reset_hint::any_reset_ms(reset, NOW).map(|delta| NOW.saturating_add(delta))
+                    })
+                    .collect();
+                assert_eq!(read, each, "{resets:?}");
+            }
+        }
     }
 
     #[test]

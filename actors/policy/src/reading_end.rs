@@ -19,16 +19,33 @@ pub const READING_MAX_MS: u64 = 7 * 24 * 3_600_000;
 
 /// How long a reading of `window` may stand: its length, at most [`READING_MAX_MS`].
 pub fn window_bound_ms(window: &str) -> u64 {
-    WindowId::parse(window)
-        .length_ms()
-        .map_or(READING_MAX_MS, |length| length.min(READING_MAX_MS))
+    length_bound_ms(WindowId::parse(window).length_ms())
+}
+
+/// [`window_bound_ms`] of a window whose name says it is `length_ms` long.
+fn length_bound_ms(length_ms: Option<u64>) -> u64 {
+    length_ms.map_or(READING_MAX_MS, |length| length.min(READING_MAX_MS))
 }
 
 /// When a reading of `window` made at `read_at_ms` that claims `resets_at_ms` stops saying
 /// anything: its reset when that is within the window's own length of `read_at_ms`, else the
 /// end of that length (also when it claims no reset).
 pub fn reading_ends_at_ms(window: &str, read_at_ms: u64, resets_at_ms: Option<u64>) -> u64 {
-    let latest = read_at_ms.saturating_add(window_bound_ms(window));
+    length_reading_ends_at_ms(
+        WindowId::parse(window).length_ms(),
+        read_at_ms,
+        resets_at_ms,
+    )
+}
+
+/// [`reading_ends_at_ms`] of a window whose name says it is `length_ms` long (for a caller
+/// that has read the name already).
+pub fn length_reading_ends_at_ms(
+    length_ms: Option<u64>,
+    read_at_ms: u64,
+    resets_at_ms: Option<u64>,
+) -> u64 {
+    let latest = read_at_ms.saturating_add(length_bound_ms(length_ms));
     resets_at_ms.map_or(latest, |reset| reset.min(latest))
 }
 

@@ -13,7 +13,7 @@
 //! working users need in the next hours, however much of the week is left.
 
 use crate::demand_profile::DemandProfile;
-use crate::pace::{is_quota_window, window_pace_pm_by, PaceWindow, PacingSettings, WindowLeft};
+use crate::pace::{is_quota_window, window_pace_pm_by, PaceWindow, PacingSettings};
 use crate::window_id::WindowId;
 
 /// The expected cost the live router charges a spare request against each window, per mille
@@ -59,7 +59,7 @@ pub fn spare_verdict(
     let mut next_reset: Option<u64> = None;
     for window in windows
         .iter()
-        .filter(|w| w.applies_to(model) && is_quota_window(&w.window))
+        .filter(|w| w.applies_to(model) && is_quota_window(w.window()))
     {
         any = true;
         let Some(reset) = window.resets_at_ms.filter(|reset| *reset > now_ms) else {
@@ -70,17 +70,12 @@ pub fn spare_verdict(
         };
         next_reset = Some(next_reset.map_or(reset, |r: u64| r.min(reset)));
         let left_after = u32::from(window.left_pm.min(1_000)).saturating_sub(cost_pm);
-        let after = WindowLeft {
-            window: &window.window,
-            used: u64::from(1_000 - left_after),
-            limit: 1_000,
-            resets_at_ms: Some(reset),
-        };
+        let after = window.left_after(left_after, Some(reset));
         if window_pace_pm_by(&after, now_ms, settings, demand) > threshold {
             continue;
         }
         spare = false;
-        let from = spare_from_ms(&window.window, left_after, reset, threshold, settings);
+        let from = spare_from_ms(window.window(), left_after, reset, threshold, settings);
         spare_from = match (spare_from, from) {
             (Some(a), Some(b)) => Some(a.max(b)),
             _ => None,
@@ -130,12 +125,7 @@ mod tests {
     const DAY_MS: u64 = 24 * HOUR_MS;
 
     fn window(name: &str, left_pm: u16, resets_in_ms: Option<u64>) -> PaceWindow {
-        PaceWindow {
-            window: name.to_owned(),
-            left_pm,
-            resets_at_ms: resets_in_ms.map(|ms| NOW + ms),
-            reported: true,
-        }
+        PaceWindow::with_left_pm(name, left_pm, resets_in_ms.map(|ms| NOW + ms), true)
     }
 
     /// The contract's first margin, 0.2, which the tests' arithmetic reads (the default is
@@ -174,12 +164,7 @@ mod tests {
 
     /// The verdict of one window with `left_pm` left resetting at `reset`, at `now`.
     fn at(left_pm: u16, reset: u64, now: u64) -> SpareVerdict {
-        let window = PaceWindow {
-            window: "7d".to_owned(),
-            left_pm,
-            resets_at_ms: Some(reset),
-            reported: true,
-        };
+        let window = PaceWindow::with_left_pm("7d", left_pm, Some(reset), true);
         spare_verdict(&[window], "m", 0, now, &margin_0_2(), None)
     }
 
@@ -280,10 +265,7 @@ mod tests {
             SpareVerdict::NotSpare { retry_at_ms: None }
         );
         // A reading for another model does not count.
-        let other = PaceWindow {
-            window: "7d:other".to_owned(),
-            ..window("7d", 900, Some(DAY_MS))
-        };
+        let other = window("7d:other", 900, Some(DAY_MS));
         assert_eq!(
             verdict(&[other], 1),
             SpareVerdict::NotSpare { retry_at_ms: None }

@@ -23,6 +23,10 @@ impl Reserve {
     /// The reserve of `window`: its base name's (`7d` for `7d:opus`; `5h` for a counted
     /// `requests_5h`), else every window's.
     pub fn pct_for(&self, window: &str) -> Option<u8> {
+        // No reserve by name: nothing to read in the name.
+        if self.by_window.is_empty() {
+            return self.all_pct;
+        }
         let [base, period] = WindowId::parse(window).reserve_keys();
         self.by_window
             .get(base)
@@ -34,7 +38,7 @@ impl Reserve {
     /// Whether what is left of `window` is within its reserve (reset or not: the caller
     /// knows whether it has passed).
     pub fn holds(&self, window: &PaceWindow) -> bool {
-        self.pct_for(&window.window)
+        self.pct_for(window.window())
             .is_some_and(|pct| u32::from(window.left_pm) <= u32::from(pct) * 10)
     }
 }
@@ -74,14 +78,14 @@ pub fn window_block<'a>(
         if window.reported && window.left_pm == 0 {
             return Some(WindowBlock {
                 reason: WindowBlockReason::Spent,
-                window: window.window.clone(),
+                window: window.window().to_owned(),
                 until_ms: window.resets_at_ms,
             });
         }
         if reserved.is_none() && reserve.holds(window) {
             reserved = Some(WindowBlock {
                 reason: WindowBlockReason::Reserved,
-                window: window.window.clone(),
+                window: window.window().to_owned(),
                 until_ms: window.resets_at_ms,
             });
         }

@@ -80,7 +80,7 @@ pub(super) fn stream_response(
     let mut response = Response::new(body);
     let mut headers = header_rules::keep_upstream(
         upstream_headers,
-        &ctx.live.echoes_of(&target.connection).exposed(),
+        &ctx.live.echoes_of(&target.connection).searches(),
     );
     // The route's headers, a content type and cache control.
     headers.reserve(RouteHeaders::MOST_ADDED + 2);
@@ -145,7 +145,7 @@ pub(super) fn deliver(
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     let mut out =
-        header_rules::keep_upstream(headers, &ctx.live.echoes_of(&target.connection).exposed());
+        header_rules::keep_upstream(headers, &ctx.live.echoes_of(&target.connection).searches());
     // The route's headers and a content type.
     out.reserve(RouteHeaders::MOST_ADDED + 1);
     if !out.contains_key(CONTENT_TYPE) {
