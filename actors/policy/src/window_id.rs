@@ -99,7 +99,7 @@ impl<'a> WindowId<'a> {
             return self.model.map(|_| MINUTE_MS);
         }
         let unit_at = self.kind.len().checked_sub(1)?;
-        let (count, unit) = self.kind.split_at(unit_at);
+        let (count, unit) = self.kind.split_at_checked(unit_at)?;
         let count: u64 = count.parse().ok().filter(|count| *count > 0)?;
         let unit_ms = match unit {
             "m" => MINUTE_MS,
@@ -211,6 +211,11 @@ mod tests {
             ("", None),
             ("5x", None),
             ("99999999999999999999d", None),
+            // A name ending in a character of more than one byte (a pushed window may have any
+            // name): no length, and no panic.
+            ("é", None),
+            ("5é", None),
+            ("7d:é", Some(7 * DAY_MS)),
         ];
         for (name, expected) in cases {
             assert_eq!(WindowId::parse(name).length_ms(), expected, "{name}");
