@@ -1015,8 +1015,22 @@ mod through_templates {
     /// read it through the tuned template.
     fn read_tuned(learnt: &str, tuner: &str, read: &str) -> usize {
         let tuned = [
-            shape_tuned(learnt, tuner, read, messages_text_learned, messages_text, Anthropic),
-            shape_tuned(learnt, tuner, read, chat_content_learned, chat_content, OpenAiChat),
+            shape_tuned(
+                learnt,
+                tuner,
+                read,
+                messages_text_learned,
+                messages_text,
+                Anthropic,
+            ),
+            shape_tuned(
+                learnt,
+                tuner,
+                read,
+                chat_content_learned,
+                chat_content,
+                OpenAiChat,
+            ),
             shape_tuned(
                 learnt,
                 tuner,
@@ -1025,7 +1039,14 @@ mod through_templates {
                 responses_text,
                 OpenAiResponses,
             ),
-            shape_tuned(learnt, tuner, read, gemini_text_learned, gemini_text, Gemini),
+            shape_tuned(
+                learnt,
+                tuner,
+                read,
+                gemini_text_learned,
+                gemini_text,
+                Gemini,
+            ),
         ];
         tuned.into_iter().sum()
     }
@@ -1044,7 +1065,11 @@ mod through_templates {
             return 0;
         }
         let took_tuner = chunks.fill(tuner, &mut Filled::default()).is_some();
-        assert_eq!(learned(tuner, &mut chunks), walk(tuner), "{learnt} then {tuner}");
+        assert_eq!(
+            learned(tuner, &mut chunks),
+            walk(tuner),
+            "{learnt} then {tuner}"
+        );
         if !took_tuner {
             return 0;
         }
@@ -1053,7 +1078,10 @@ mod through_templates {
         assert_eq!(got, walk(read), "{learnt}, tuned on {tuner}, then {read}");
         if let Some(bytes) = got.and(chunks.content_bytes()) {
             let searched = content_text_bytes(format, read.as_bytes());
-            assert_eq!(bytes, searched, "{format:?}: {learnt}, {tuner}, then {read}");
+            assert_eq!(
+                bytes, searched,
+                "{format:?}: {learnt}, {tuner}, then {read}"
+            );
         }
         through
     }
