@@ -191,7 +191,10 @@ impl<B: Copy> Template<B> {
         let mut scan = Scan::new(data);
         let mut from = 0;
         let mut next = 0;
-        filled.counts = self.steady;
+        if self.tuned {
+            // (An untuned template has no steady counts: nothing to copy.)
+            filled.counts = self.steady;
+        }
         filled.content_bytes = (self.counted == Counted::Nothing).then_some(0);
         loop {
             // Up to the next value the shape reads (or the end), the values passed over are
