@@ -25,11 +25,38 @@ const MAX_LEARNT: u8 = 8;
 pub struct Template<B> {
     bytes: Box<[u8]>,
     holes: Box<[Hole]>,
-    /// For each hole, the first hole from it that the shape reads (a text or a count; the
-    /// number of holes: none), so a fill finds its next stop without looking.
+    /// For each hole, the first hole from it a fill stops at (the number of holes: none), so
+    /// a fill finds its next stop without looking. Until the template is [tuned], the stops
+    /// are the values the shape reads (texts and counts); after, its texts and the values
+    /// that differed in the chunk it was tuned on.
+    ///
+    /// [tuned]: Template::tune
     next_read: Box<[usize]>,
+    /// The counts by slot the template's bytes hold where a fill no longer stops (steady
+    /// holes): a chunk with the same bytes there holds the same count.
+    steady: [Option<u64>; 4],
+    /// Whether the stops were chosen from a chunk that filled the template.
+    tuned: bool,
     base: B,
     counted: Counted,
+}
+
+/// The most holes a template is tuned with (one bit each of a `u64`).
+const MAX_TUNED_HOLES: usize = 64;
+
+/// For each hole, the first hole from it that `stops` (the number of holes: none).
+fn next_stops(holes: &[Hole], stops: impl Fn(usize, &Hole) -> bool) -> Box<[usize]> {
+    let mut next_read = vec![holes.len(); holes.len()];
+    let mut read = holes.len();
+    for (at, hole) in holes.iter().enumerate().rev() {
+        if stops(at, hole) {
+            read = at;
+        }
+        if let Some(slot) = next_read.get_mut(at) {
+            *slot = read;
+        }
+    }
+    next_read.into()
 }
 
 /// Which string of the template `content_bytes` counts (the first member of its protocol's
@@ -149,10 +176,25 @@ impl<B: Copy> Template<B> {
     /// `data`'s open values, and the template's `base`, when `data` is the template's bytes
     /// with other values of the same kinds in its holes; `None` otherwise (nothing read).
     pub fn fill<'a>(&self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
+        self.fill_noting::<false>(data, filled, &mut 0)
+    }
+
+    /// [`Template::fill`]; with `NOTE`, each hole whose bytes differ from the template's
+    /// (below [`MAX_TUNED_HOLES`]) gets its bit set in `differed`.
+    fn fill_noting<'a, const NOTE: bool>(
+        &self,
+        data: &'a str,
+        filled: &mut Filled<'a>,
+        differed: &mut u64,
+    ) -> Option<B> {
         let bytes = data.as_bytes();
         let mut scan = Scan::new(data);
         let mut from = 0;
         let mut next = 0;
+        if self.tuned {
+            // (An untuned template has no steady counts: nothing to copy.)
+            filled.counts = self.steady;
+        }
         filled.content_bytes = (self.counted == Counted::Nothing).then_some(0);
         loop {
             // Up to the next value the shape reads (or the end), the values passed over are
@@ -188,11 +230,22 @@ impl<B: Copy> Template<B> {
                 }
                 scan.at += hole.start - from;
                 match hole.kind {
-                    HoleKind::String => scan.string().map(drop)?,
-                    _ => match scan.plain_count() {
+                    HoleKind::String | HoleKind::Text => scan.string().map(drop)?,
+                    // A steady count that differs here: this chunk's is read.
+                    HoleKind::Count(slot) => {
+                        let count = match scan.plain_count() {
+                            Some(count) => count,
+                            None => scan.number()??,
+                        };
+                        *filled.counts.get_mut(usize::from(slot))? = Some(count)
+                    }
+                    HoleKind::Number => match scan.plain_count() {
                         Some(_) => {}
                         None => scan.number().map(drop)?,
                     },
+                }
+                if NOTE {
+                    *differed |= 1u64.checked_shl((next + offset) as u32).unwrap_or(0);
                 }
                 from = hole.end;
                 next += offset + 1;
@@ -201,6 +254,7 @@ impl<B: Copy> Template<B> {
                 return (scan.at == bytes.len()).then_some(self.base);
             };
             let hole = *self.holes.get(read)?;
+            let value_start = scan.at;
             match hole.kind {
                 HoleKind::Count(slot) => {
                     let count = match scan.plain_count() {
@@ -209,7 +263,14 @@ impl<B: Copy> Template<B> {
                     };
                     *filled.counts.get_mut(usize::from(slot))? = Some(count)
                 }
-                _ => {
+                // A value passed over that a tuned template stops at (it differs chunk by
+                // chunk): read and passed over where it is, as when it differs below.
+                HoleKind::String => scan.string().map(drop)?,
+                HoleKind::Number => match scan.plain_count() {
+                    Some(_) => {}
+                    None => scan.number().map(drop)?,
+                },
+                HoleKind::Text => {
                     let quote = scan.at;
                     let text = scan.string()?;
                     if filled.first.is_none() && self.counted == Counted::FirstText {
@@ -222,9 +283,53 @@ impl<B: Copy> Template<B> {
                     filled.text(text)
                 }
             }
+            if NOTE && bytes.get(value_start..scan.at) != self.bytes.get(hole.start..hole.end) {
+                *differed |= 1u64.checked_shl(read as u32).unwrap_or(0);
+            }
             from = hole.end;
             next = read + 1;
         }
+    }
+}
+
+impl<B> Template<B> {
+    /// The stops chosen from a chunk that filled the template, `differed` its holes whose
+    /// bytes differed and `counts` its counts: a fill stops at the texts and at the values
+    /// that differed (read where they are, not found from a comparison that fails on them),
+    /// and passes over the counts that did not, which read as the template's own unless a
+    /// chunk's bytes differ there. Counts that share a slot stay stops (the last one read
+    /// fills it).
+    fn tune(&mut self, differed: u64, counts: [Option<u64>; 4]) {
+        self.tuned = true;
+        if self.holes.len() > MAX_TUNED_HOLES {
+            return;
+        }
+        let mut slots_seen = 0u8;
+        let mut shared_slot = false;
+        for hole in self.holes.iter() {
+            if let HoleKind::Count(slot) = hole.kind {
+                let bit = 1u8.checked_shl(u32::from(slot)).unwrap_or(0);
+                shared_slot |= bit == 0 || slots_seen & bit != 0;
+                slots_seen |= bit;
+            }
+        }
+        let differs = |at: usize| differed & (1u64 << at) != 0;
+        let stops = |at: usize, hole: &Hole| match hole.kind {
+            HoleKind::Text => true,
+            HoleKind::Count(_) => shared_slot || differs(at),
+            HoleKind::String | HoleKind::Number => differs(at),
+        };
+        let mut steady = [None; 4];
+        for (at, hole) in self.holes.iter().enumerate() {
+            if let HoleKind::Count(slot) = hole.kind {
+                if !stops(at, hole) {
+                    *steady.get_mut(usize::from(slot)).unwrap_or(&mut None) =
+                        counts.get(usize::from(slot)).copied().flatten();
+                }
+            }
+        }
+        self.next_read = next_stops(&self.holes, stops);
+        self.steady = steady;
     }
 }
 
@@ -259,8 +364,21 @@ impl<B: Copy> Learned<B> {
     }
 
     /// [`Learned::fill`], its content bytes kept for [`Learned::content_bytes`].
+    /// The first chunk it takes through a template tunes the template's stops to that
+    /// chunk ([`Template::tune`]).
     pub fn read<'a>(&mut self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
-        let base = self.fill(data, filled);
+        let base = match self.template.as_mut() {
+            None => None,
+            Some(template) if template.tuned => template.fill(data, filled),
+            Some(template) => {
+                let mut differed = 0;
+                let base = template.fill_noting::<true>(data, filled, &mut differed);
+                if base.is_some() {
+                    template.tune(differed, filled.counts);
+                }
+                base
+            }
+        };
         self.content_bytes = base.and(filled.content_bytes);
         self.read_base = base;
         base
@@ -302,20 +420,15 @@ impl<B: Copy> Learned<B> {
             Some(at) if first_text.is_some_and(|hole| hole.start + 1 == at) => Counted::FirstText,
             Some(_) => Counted::Elsewhere,
         };
-        let mut next_read = vec![holes.len(); holes.len()];
-        let mut read = holes.len();
-        for (at, hole) in holes.iter().enumerate().rev() {
-            if matches!(hole.kind, HoleKind::Text | HoleKind::Count(_)) {
-                read = at;
-            }
-            if let Some(slot) = next_read.get_mut(at) {
-                *slot = read;
-            }
-        }
+        let next_read = next_stops(&holes, |_, hole| {
+            matches!(hole.kind, HoleKind::Text | HoleKind::Count(_))
+        });
         self.template = Some(Template {
             bytes: data.as_bytes().into(),
             holes,
-            next_read: next_read.into(),
+            next_read,
+            steady: [None; 4],
+            tuned: false,
             base,
             counted,
         });

@@ -1009,6 +1009,100 @@ mod through_templates {
         (through, 1)
     }
 
+    /// Reads `read` through the template of `learnt` after `tuner` was the first chunk read
+    /// through it (its stops tuned to `tuner`), for each shape whose template took `tuner`:
+    /// as its walk reads it, its text bytes as `content_bytes` counts them. How many shapes
+    /// read it through the tuned template.
+    fn read_tuned(learnt: &str, tuner: &str, read: &str) -> usize {
+        let tuned = [
+            shape_tuned(
+                learnt,
+                tuner,
+                read,
+                messages_text_learned,
+                messages_text,
+                Anthropic,
+            ),
+            shape_tuned(
+                learnt,
+                tuner,
+                read,
+                chat_content_learned,
+                chat_content,
+                OpenAiChat,
+            ),
+            shape_tuned(
+                learnt,
+                tuner,
+                read,
+                responses_text_learned,
+                responses_text,
+                OpenAiResponses,
+            ),
+            shape_tuned(
+                learnt,
+                tuner,
+                read,
+                gemini_text_learned,
+                gemini_text,
+                Gemini,
+            ),
+        ];
+        tuned.into_iter().sum()
+    }
+
+    /// [`read_tuned`] for one shape.
+    fn shape_tuned<'r, B: Copy, T: PartialEq + std::fmt::Debug>(
+        learnt: &'r str,
+        tuner: &'r str,
+        read: &'r str,
+        learned: fn(&'r str, &mut Learned<B>) -> Option<T>,
+        walk: fn(&'r str) -> Option<T>,
+        format: StreamFormat,
+    ) -> usize {
+        let mut chunks = Learned::default();
+        if learned(learnt, &mut chunks).is_none() {
+            return 0;
+        }
+        let took_tuner = chunks.fill(tuner, &mut Filled::default()).is_some();
+        assert_eq!(
+            learned(tuner, &mut chunks),
+            walk(tuner),
+            "{learnt} then {tuner}"
+        );
+        if !took_tuner {
+            return 0;
+        }
+        let through = usize::from(chunks.fill(read, &mut Filled::default()).is_some());
+        let got = learned(read, &mut chunks);
+        assert_eq!(got, walk(read), "{learnt}, tuned on {tuner}, then {read}");
+        if let Some(bytes) = got.and(chunks.content_bytes()) {
+            let searched = content_text_bytes(format, read.as_bytes());
+            assert_eq!(
+                bytes, searched,
+                "{format:?}: {learnt}, {tuner}, then {read}"
+            );
+        }
+        through
+    }
+
+    /// A template tuned on one chunk of a family (its changed values stops, its unchanged
+    /// counts read as the template's) reads every chunk of the family as its walk does:
+    /// counts that change after the tuning, values that stop changing.
+    #[test]
+    fn a_chunk_read_through_a_tuned_template_reads_as_its_walk_reads_it() {
+        let mut through = 0;
+        for real in REAL {
+            let family = variants(real);
+            for tuner in &family {
+                for read in &family {
+                    through += read_tuned(real, tuner, read);
+                }
+            }
+        }
+        assert!(through > 5000, "{through}");
+    }
+
     /// [`read_pair`] of each pair of `real`'s variants (the first learnt, the second read).
     fn through_pairs(real: &str) -> (usize, usize) {
         let (mut through, mut counted) = (0, 0);
