@@ -346,6 +346,10 @@ mod tests {
             ("7d", 7 * DAY),
             ("requests:gpt-4o", 60_000),
             ("monthly", 7 * DAY),
+            // A forged name ending in a character of two bytes is a name of no known length
+            // (it panicked the node's cluster task while the length was read by bytes).
+            ("5é", 7 * DAY),
+            ("é", 7 * DAY),
         ] {
             let mut entry = remote(spent(window, None));
             assert_eq!(bounds.check(&mut entry, NOW), Ok(true), "{window}");
