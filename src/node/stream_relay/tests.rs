@@ -15,6 +15,7 @@ use crate::credentials::loaded::Loaded;
 use crate::credentials::Echoes;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::stream_watch::{StreamFormat, StreamUsage};
+use crate::wire::translate::{Direction, Echo, StreamTranslator};
 
 const KEY: &str = "upstream-key-Zq81xKp0";
 
@@ -68,13 +69,51 @@ async fn opened(chunks: Vec<Bytes>, format: StreamFormat) -> (StreamStart, Insta
     let body = UpstreamBody::Decoded(Box::pin(futures_util::stream::iter(
         chunks.into_iter().map(Ok),
     )));
+    opened_with(body, format, None, echoes()).await
+}
+
+/// A translator in `direction` (`include_usage` as a Chat client asks), repeating nothing of
+/// its request, its chunks created at a fixed time.
+pub(super) fn translator(direction: Direction, include_usage: bool) -> StreamTranslator {
+    StreamTranslator::new(
+        direction,
+        include_usage,
+        1_700_000_000,
+        Arc::new(Echo::default()),
+    )
+}
+
+/// [`opened_with`] with no key to mask.
+pub(super) async fn opened_translated(
+    body: UpstreamBody,
+    format: StreamFormat,
+    translator: Option<StreamTranslator>,
+) -> (StreamStart, Instant) {
+    let echoes = Echoes {
+        current: None,
+        previous: None,
+    };
+    opened_with(body, format, translator, echoes).await
+}
+
+/// Opens `body` as a stream of `format`, translated by `translator`, masking `echoes`, with
+/// every time limit a minute away: how it started, and that minute's end.
+pub(super) async fn opened_with(
+    body: UpstreamBody,
+    format: StreamFormat,
+    translator: Option<StreamTranslator>,
+    echoes: Echoes,
+) -> (StreamStart, Instant) {
     let far = Instant::now() + Duration::from_secs(60);
     let timing = StreamTiming {
         first_event_by: far,
         idle: Duration::from_secs(60),
         deadline: far,
     };
-    (open(body, format, false, timing, echoes(), None).await, far)
+    (
+        open(body, format, false, timing, echoes, translator).await,
+        far,
+    )
 }
 
 /// A Chat stream as OpenAI sends one: the role chunk, text (one with escapes, one not
@@ -164,21 +203,7 @@ async fn s3_a_responses_stream_without_deltas_that_completes_commits() {
     let body = UpstreamBody::Decoded(Box::pin(futures_util::stream::iter([Ok(Bytes::from(
         events[..2].concat(),
     ))])));
-    let far = Instant::now() + Duration::from_secs(60);
-    let timing = StreamTiming {
-        first_event_by: far,
-        idle: Duration::from_secs(60),
-        deadline: far,
-    };
-    let start = open(
-        body,
-        StreamFormat::OpenAiResponses,
-        false,
-        timing,
-        echoes(),
-        None,
-    )
-    .await;
+    let (start, _) = opened_with(body, StreamFormat::OpenAiResponses, None, echoes()).await;
     assert!(matches!(start, StreamStart::Failed { .. }));
 }
 

@@ -4,18 +4,13 @@
 //! counts seen, and ends its answer only where the relay's search for a `finishReason` says;
 //! the usage a budget is checked against after each chunk is what a whole read counts.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use bytes::Bytes;
-use tokio::time::Instant;
 
-use super::{open, StreamStart, StreamTiming};
-use crate::credentials::Echoes;
+use super::StreamStart;
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_watch::{StreamFormat, StreamUsage};
-use crate::wire::translate::{Direction, Echo, StreamTranslator};
+use crate::wire::translate::Direction;
 
 /// Chunk `index` (from 1) of a Gemini stream: one word, the counts so far, and `extra`
 /// members (after the candidates).
@@ -51,33 +46,9 @@ async fn relayed_then_broken(chunks: &[String], translated: bool) -> StreamUsage
         .chain([Err(BodyError::Transport("connection reset".into()))])
         .collect();
     let body = UpstreamBody::Decoded(Box::pin(futures_util::stream::iter(reads)));
-    let far = Instant::now() + Duration::from_secs(60);
-    let timing = StreamTiming {
-        first_event_by: far,
-        idle: Duration::from_secs(60),
-        deadline: far,
-    };
-    let translator = translated.then(|| {
-        StreamTranslator::new(
-            Direction::CHAT_TO_GEMINI,
-            true,
-            1_700_000_000,
-            Arc::new(Echo::default()),
-        )
-    });
-    let echoes = Echoes {
-        current: None,
-        previous: None,
-    };
-    let start = open(
-        body,
-        StreamFormat::Gemini,
-        false,
-        timing,
-        echoes,
-        translator,
-    )
-    .await;
+    let translator = translated.then(|| super::tests::translator(Direction::CHAT_TO_GEMINI, true));
+    let (start, far) =
+        super::tests::opened_translated(body, StreamFormat::Gemini, translator).await;
     let StreamStart::Committed(stream) = start else {
         panic!("the stream did not commit");
     };

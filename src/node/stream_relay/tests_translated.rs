@@ -6,20 +6,17 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::Stream;
 use serde_json::Value;
-use tokio::time::Instant;
 
-use super::{open, StreamStart, StreamTiming};
-use crate::credentials::Echoes;
+use super::StreamStart;
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::{ItemSealer, Items, SealKey};
 use crate::wire::sse::SseParser;
 use crate::wire::stream_watch::StreamFormat;
-use crate::wire::translate::{Direction, Echo, StreamTranslator};
+use crate::wire::translate::Direction;
 
 /// Upstream reads: each chunk, and whether it arrives late (not ready when the relay looks
 /// for a burst: it then writes what it gathered before it).
@@ -80,31 +77,9 @@ async fn relayed(reads: Vec<(Bytes, bool)>) -> String {
         chunks: reads.into(),
         polls: 0,
     }));
-    let far = Instant::now() + Duration::from_secs(60);
-    let timing = StreamTiming {
-        first_event_by: far,
-        idle: Duration::from_secs(60),
-        deadline: far,
-    };
-    let translator = StreamTranslator::new(
-        Direction::RESPONSES_TO_MESSAGES,
-        false,
-        1_700_000_000,
-        Arc::new(Echo::default()),
-    );
-    let echoes = Echoes {
-        current: None,
-        previous: None,
-    };
-    let start = open(
-        body,
-        StreamFormat::Anthropic,
-        false,
-        timing,
-        echoes,
-        Some(translator),
-    )
-    .await;
+    let translator = super::tests::translator(Direction::RESPONSES_TO_MESSAGES, false);
+    let (start, far) =
+        super::tests::opened_translated(body, StreamFormat::Anthropic, Some(translator)).await;
     let StreamStart::Committed(mut stream) = start else {
         panic!("the stream did not commit");
     };
