@@ -98,7 +98,10 @@ impl<'a> Scan<'a> {
     pub fn count(&mut self, slot: u8) -> Option<u64> {
         self.space();
         let start = self.at;
-        let count = self.number()??;
+        let count = match self.plain_count() {
+            Some(count) => count,
+            None => self.number()??,
+        };
         self.record(start, HoleKind::Count(slot));
         Some(count)
     }
@@ -130,26 +133,33 @@ impl<'a> Scan<'a> {
         self.eat(b'"')?;
         let text = self.text;
         let bytes = text.as_bytes();
-        let mut at = self.at;
-        let mut run = at;
-        let mut decoded: Option<String> = None;
+        let start = self.at;
+        // The plain bytes up to the next quote, backslash or control byte: nearly every string
+        // (every key) ends there, borrowed, without the escape decoder's frame.
+        let at = start + plain_run(bytes.get(start..)?)?;
+        if *bytes.get(at)? == b'"' {
+            self.at = at + 1;
+            return Some(Cow::Borrowed(text.get(start..at)?));
+        }
+        self.escaped(start, at).map(Cow::Owned)
+    }
+
+    /// The rest of a string from `run` (its plain bytes up to `at`, where a backslash or a
+    /// control byte stands), its escapes decoded.
+    #[cold]
+    #[inline(never)]
+    fn escaped(&mut self, mut run: usize, mut at: usize) -> Option<String> {
+        let text = self.text;
+        let bytes = text.as_bytes();
+        let mut whole = String::new();
         loop {
-            // The plain bytes up to the next quote, backslash or control byte.
-            at += plain_run(bytes.get(at..)?)?;
             match *bytes.get(at)? {
                 b'"' => {
                     self.at = at + 1;
-                    let tail = text.get(run..at)?;
-                    return Some(match decoded {
-                        None => Cow::Borrowed(tail),
-                        Some(mut whole) => {
-                            whole.push_str(tail);
-                            Cow::Owned(whole)
-                        }
-                    });
+                    whole.push_str(text.get(run..at)?);
+                    return Some(whole);
                 }
                 b'\\' => {
-                    let whole = decoded.get_or_insert_with(String::new);
                     whole.push_str(text.get(run..at)?);
                     let (c, width) = match *bytes.get(at + 1)? {
                         b'"' => ('"', 2),
@@ -178,6 +188,8 @@ impl<'a> Scan<'a> {
                 // A control byte: not JSON.
                 _ => return None,
             }
+            // The plain bytes up to the next quote, backslash or control byte.
+            at += plain_run(bytes.get(at..)?)?;
         }
     }
 
@@ -293,7 +305,10 @@ impl<'a> Scan<'a> {
             b'n' => self.literal(b"null"),
             b'-' | b'0'..=b'9' => {
                 let start = self.at;
-                self.number()?;
+                // A plain whole number (most are) without the general walk.
+                if self.plain_count().is_none() {
+                    self.number()?;
+                }
                 self.record(start, HoleKind::Number);
                 Some(())
             }
@@ -357,9 +372,11 @@ impl<'a> Scan<'a> {
 pub(super) fn plain_run(rest: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::MAX / 255;
     const HIGH: u64 = ONES << 7;
-    let mut words = rest.chunks_exact(8);
-    for (index, word) in words.by_ref().enumerate() {
-        let bytes = u64::from_le_bytes(<[u8; 8]>::try_from(word).ok()?);
+    let mut at = 0;
+    while let Some(word) = rest.get(at..at + 8) {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(word);
+        let bytes = u64::from_le_bytes(eight);
         // Each test sets the high bit of the lowest byte it finds (and maybe of bytes above
         // it, which `trailing_zeros` does not look at).
         let control = bytes.wrapping_sub(ONES * 0x20) & !bytes;
@@ -369,14 +386,18 @@ pub(super) fn plain_run(rest: &[u8]) -> Option<usize> {
         let backslash = backslash.wrapping_sub(ONES) & !backslash;
         let found = (control | quote | backslash) & HIGH;
         if found != 0 {
-            return Some(index * 8 + found.trailing_zeros() as usize / 8);
+            return Some(at + found.trailing_zeros() as usize / 8);
         }
+        at += 8;
     }
-    let tail = words.remainder();
-    let at = tail
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-    Some(rest.len() - tail.len() + at)
+    // The last few bytes, one at a time.
+    while let Some(&b) = rest.get(at) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            return Some(at);
+        }
+        at += 1;
+    }
+    None
 }
 
 /// Members already read once: a repeated one declines (serde_json's derived readers refuse
@@ -523,6 +544,38 @@ mod tests {
                 None => prop_assert!(theirs.is_err() || json.contains("\\ud")),
             }
         }
+    }
+
+    #[test]
+    fn a_string_ends_only_at_its_closing_quote() {
+        // A control byte or a backslash where the plain run stops is no end of the string,
+        // even where what follows would close the value around it.
+        for json in [
+            "\"abc\u{1}",
+            "\"abc\u{1f}\"",
+            "\"abc\\",
+            "\"abc\\\"",
+            "\"a long run of plain text\n",
+        ] {
+            let mut scan = Scan::new(json);
+            assert_eq!(scan.string(), None, "{json:?}");
+            assert!(serde_json::from_str::<String>(json).is_err(), "{json:?}");
+        }
+        for json in [
+            "{\"k\":\"a\u{1}}",
+            "{\"k\":\"plain text of many words\u{1f}}",
+            "[\"a\u{0}]",
+            "{\"k\u{1}:1}",
+        ] {
+            let mut scan = Scan::new(json);
+            let read = scan.skip(DEPTH).and_then(|()| scan.end());
+            assert_eq!(read, None, "{json:?}");
+            assert!(
+                serde_json::from_str::<IgnoredAny>(json).is_err(),
+                "{json:?}"
+            );
+        }
+        assert_eq!(Scan::new("\"abc\"").string().as_deref(), Some("abc"));
     }
 
     #[test]

@@ -350,11 +350,19 @@ impl Written {
             }
             Written::Value(_) => {}
             Written::Bytes { body, model: at } => {
-                let rest = body.split_off(at.end);
-                body.truncate(at.start);
-                json_write::write_str(body, model);
-                *at = at.start..body.len();
-                body.extend_from_slice(&rest);
+                let (Some(head), Some(tail)) = (body.get(..at.start), body.get(at.end..)) else {
+                    return;
+                };
+                // One buffer of the named request's size: the bytes before the model, the
+                // model, the bytes after it.
+                let mut named =
+                    bytes::BytesMut::with_capacity(head.len() + model.len() + 2 + tail.len());
+                named.extend_from_slice(head);
+                json_write::write_str(&mut named, model);
+                let end = named.len();
+                named.extend_from_slice(tail);
+                *body = named;
+                *at = at.start..end;
             }
         }
     }
