@@ -138,6 +138,26 @@ pub(super) fn counted_as_content(
     true
 }
 
+/// A translated Responses upstream's lifecycle event read once by the translator: what
+/// `observe` would read of it (recorded in `usage`), and what the client gets of it (as
+/// `client_bytes`). `None`: left to `observe` and `client_bytes`, nothing read. Never content,
+/// an error or garbage (see `StreamTranslator::responses_inspected`).
+fn inspected(
+    format: StreamFormat,
+    translator: &mut Option<StreamTranslator>,
+    usage: &mut StreamUsage,
+    event: &SseEvent,
+) -> Option<(EventMeaning, Option<Bytes>)> {
+    if format != StreamFormat::OpenAiResponses {
+        return None;
+    }
+    let translator = translator.as_mut()?;
+    let mut out = BytesMut::with_capacity(2 * event.raw.len() + 256);
+    let inspected = translator.responses_inspected(event, &mut out)?;
+    let meaning = usage.observe_inspected(format, event, inspected);
+    Some((meaning, (!out.is_empty()).then(|| out.freeze())))
+}
+
 /// What the client gets of `event`: its own bytes, or its translation (possibly nothing).
 fn client_bytes(translator: &mut Option<StreamTranslator>, event: SseEvent) -> Option<Bytes> {
     match translator {
@@ -263,7 +283,13 @@ impl Opening {
             if format == StreamFormat::OpenAiResponses && self.response_id.is_none() {
                 self.response_id = created_response_id(&event);
             }
-            let meaning = self.usage.observe(format, &event);
+            // A translated Responses lifecycle event is read once, for its meaning and the
+            // client (its translation then already made).
+            let read_once = inspected(format, &mut self.translator, &mut self.usage, &event);
+            let (meaning, translated) = match read_once {
+                Some((meaning, bytes)) => (meaning, Some(bytes)),
+                None => (self.usage.observe(format, &event), None),
+            };
             self.ended_cleanly |= matches!(meaning, EventMeaning::Done)
                 || (format == StreamFormat::OpenAiResponses
                     && matches!(meaning, EventMeaning::Usage { .. }));
@@ -288,9 +314,12 @@ impl Opening {
                     ))
                 }
                 EventMeaning::UsageOnly { .. } if self.withhold_usage_only => {}
-                _ => self
-                    .buffered
-                    .extend(client_bytes(&mut self.translator, event)),
+                _ => match translated {
+                    Some(bytes) => self.buffered.extend(bytes),
+                    None => self
+                        .buffered
+                        .extend(client_bytes(&mut self.translator, event)),
+                },
             }
         }
         Ok(committed)

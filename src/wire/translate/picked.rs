@@ -34,14 +34,40 @@ pub fn picked(data: &str, members: Members) -> Option<Value> {
     scanned(data, members).or_else(|| visited(data, members))
 }
 
+/// A kept member as [`picked_found`] found it: its name, the picked member it is in (`None`: at
+/// the top), and the text of its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found<'a> {
+    pub within: Option<&'static str>,
+    pub name: &'static str,
+    pub text: &'a str,
+}
+
+/// [`picked`] by the strict walk alone, noting each kept member's value text in `found` (in the
+/// text's order): `None` for whatever the walk declines, and for an object in which a kept
+/// member repeats (a typed read of the event would refuse it). A `Some` is valid JSON whose
+/// kept members appear once each.
+pub fn picked_found<'a>(data: &'a str, members: Members, found: &mut Vec<Found<'a>>) -> Option<Value> {
+    let mut walk = Walk {
+        data,
+        bytes: data.as_bytes(),
+        at: 0,
+        found: Some(found),
+    };
+    let value = walk.object(members, DEPTH, None)?;
+    walk.space();
+    (walk.at == data.len()).then_some(value)
+}
+
 /// [`picked`] on the bytes: `None` for whatever [`Walk`] declines.
 fn scanned(data: &str, members: Members) -> Option<Value> {
     let mut walk = Walk {
         data,
         bytes: data.as_bytes(),
         at: 0,
+        found: None,
     };
-    let value = walk.object(members, DEPTH)?;
+    let value = walk.object(members, DEPTH, None)?;
     walk.space();
     (walk.at == data.len()).then_some(value)
 }
@@ -53,13 +79,15 @@ const DEPTH: u8 = 64;
 /// members (with serde, from their bytes). It declines (`None`) whatever it does not read
 /// exactly as serde_json does — a key with an escape, a `\u` escape of a surrogate, nesting
 /// deeper than [`DEPTH`] — besides invalid JSON; [`picked`] then reads it with the visitor.
-struct Walk<'a> {
+struct Walk<'a, 'f> {
     data: &'a str,
     bytes: &'a [u8],
     at: usize,
+    /// Where kept members are noted ([`picked_found`]); a repeated one is then declined.
+    found: Option<&'f mut Vec<Found<'a>>>,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a, '_> {
     fn space(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
             self.at += 1;
@@ -226,8 +254,35 @@ impl Walk<'_> {
         }
     }
 
-    /// The object next with only `members`, nested at most `depth` deep.
-    fn object(&mut self, members: Members, depth: u8) -> Option<Value> {
+    /// Keeps `value` (whose text is `data[start..self.at]`) as `name` of `kept`, noted when
+    /// noting (`None`: a repeat, declined when noting).
+    fn keep(
+        &mut self,
+        kept: &mut Map<String, Value>,
+        within: Option<&'static str>,
+        name: &'static str,
+        start: usize,
+        value: Value,
+    ) -> Option<()> {
+        let repeated = kept.insert(name.to_string(), value).is_some();
+        if let Some(found) = self.found.as_mut() {
+            if repeated {
+                return None;
+            }
+            let text = self.data.get(start..self.at)?;
+            found.push(Found { within, name, text });
+        }
+        Some(())
+    }
+
+    /// The object next with only `members`, nested at most `depth` deep; `within`: the picked
+    /// member it is.
+    fn object(
+        &mut self,
+        members: Members,
+        depth: u8,
+        within: Option<&'static str>,
+    ) -> Option<Value> {
         let depth = depth.checked_sub(1)?;
         self.eat(b'{')?;
         let mut kept = Map::new();
@@ -250,11 +305,13 @@ impl Walk<'_> {
                     self.value(depth)?;
                     // Checked as JSON by the walk: only this member's bytes are built.
                     let value = serde_json::from_str(self.data.get(start..self.at)?).ok()?;
-                    kept.insert((*name).to_string(), value);
+                    self.keep(&mut kept, within, *name, start, value)?;
                 }
                 Some((name, Pick::Members(inner))) => {
-                    let value = self.object(inner, depth)?;
-                    kept.insert((*name).to_string(), value);
+                    self.space();
+                    let start = self.at;
+                    let value = self.object(inner, depth, Some(name))?;
+                    self.keep(&mut kept, within, *name, start, value)?;
                 }
                 None => self.value(depth)?,
             }

@@ -19,13 +19,17 @@ use crate::wire::translate::citations;
 use crate::wire::translate::event_type::{event_type, EventType};
 use crate::wire::translate::hub::form::Event;
 use crate::wire::translate::hub::{str_at, text_at};
-use crate::wire::translate::picked::{picked, Members, Pick};
+use crate::wire::stream_watch::{responses_inspected, Inspected, ResponsesMembers};
+use crate::wire::translate::picked::{picked, picked_found, Members, Pick};
 use crate::wire::translate::text_delta;
 
 /// The members of an event [`ResponsesReader::event`] reads: the `error` arm reads the
-/// event's own `message`, `code` and `type` when its `response` has no `error`.
+/// event's own `message`, `code` and `type` when its `response` has no `error`. A top-level
+/// `usage` (no arm reads one) is what the relay's watch reads besides
+/// ([`ResponsesReader::other_inspected`]).
 pub(in crate::wire::translate) const READ: Members = &[
     ("type", Pick::Whole),
+    ("usage", Pick::Whole),
     ("delta", Pick::Whole),
     ("item", Pick::Whole),
     ("annotation", Pick::Whole),
@@ -219,11 +223,47 @@ impl ResponsesReader {
         }
     }
 
+    /// An event other than a text piece, `name`d (not as a text piece), read once for its arm
+    /// of [`Self::other`] and for what the relay's watch (`StreamUsage::observe`) reads of it:
+    /// that, when the one strict read tells it (`stream_watch::responses_inspected`); `None`:
+    /// nothing was read (the event is read as before, by `observe` and [`Self::event`]).
+    pub fn other_inspected(
+        &mut self,
+        name: Option<&str>,
+        data: &str,
+        events: &mut Vec<Event>,
+    ) -> Option<Inspected> {
+        let name = name.filter(|name| *name != "response.output_text.delta")?;
+        if !self.whole_values.fast() {
+            return None;
+        }
+        let mut found = Vec::with_capacity(8);
+        let value = picked_found(data, READ, &mut found)?;
+        let mut members = ResponsesMembers::default();
+        for member in &found {
+            match (member.within, member.name) {
+                (None, "type") => members.kind = Some(member.text),
+                (None, "usage") => members.usage = Some(member.text),
+                (Some("response"), "usage") => members.response_usage = Some(member.text),
+                _ => {}
+            }
+        }
+        let inspected = responses_inspected(Some(name), &members)?;
+        // An event `ignores` names is one its arm leaves as it is: read, it makes nothing.
+        self.take(value, events);
+        Some(inspected)
+    }
+
     /// An event other than a text piece.
     fn other(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) {
-        let Some(data) = self.read(name, data) else {
-            return;
-        };
+        if let Some(data) = self.read(name, data) {
+            self.take(data, events);
+        }
+    }
+
+    /// An event other than a text piece, read (`data`: at least the members of [`READ`]), by
+    /// its arm.
+    fn take(&mut self, data: Value, events: &mut Vec<Event>) {
         let delta = || str_at(&data, "delta").to_string();
         match str_at(&data, "type") {
             "response.created" | "response.in_progress" => {
