@@ -34,8 +34,8 @@ pub fn picked(data: &str, members: Members) -> Option<Value> {
     scanned(data, members).or_else(|| visited(data, members))
 }
 
-/// A kept member as [`picked_found`] found it: its name, the picked member it is in (`None`: at
-/// the top), and the text of its value.
+/// A kept member as [`found_members`] found it: its name, the picked member it is in (`None`:
+/// at the top), and the text of its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Found<'a> {
     pub within: Option<&'static str>,
@@ -43,20 +43,22 @@ pub struct Found<'a> {
     pub text: &'a str,
 }
 
-/// [`picked`] by the strict walk alone, noting each kept member's value text in `found` (in the
-/// text's order): `None` for whatever the walk declines, and for an object in which a kept
-/// member repeats (a typed read of the event would refuse it). A `Some` is valid JSON whose
-/// kept members appear once each.
-pub fn picked_found<'a>(data: &'a str, members: Members, found: &mut Vec<Found<'a>>) -> Option<Value> {
+/// The strict walk of [`picked`] alone, building nothing: each kept member's value text noted
+/// in `found` (a picked one after its own members). `None` for whatever the walk declines, for
+/// a kept member that repeats (a typed read of the event would refuse it), and for a number
+/// with an exponent or of 300 digits or more anywhere (one a `Value` may not hold: [`picked`]
+/// and a whole parse might refuse the event). A `Some` is valid JSON whose kept members appear
+/// once each, each of which `serde_json` reads into a `Value` as [`picked`] reads it.
+pub fn found_members<'a>(data: &'a str, members: Members, found: &mut Vec<Found<'a>>) -> Option<()> {
     let mut walk = Walk {
         data,
         bytes: data.as_bytes(),
         at: 0,
         found: Some(found),
     };
-    let value = walk.object(members, DEPTH, None)?;
+    walk.object(members, DEPTH, None)?;
     walk.space();
-    (walk.at == data.len()).then_some(value)
+    (walk.at == data.len()).then_some(())
 }
 
 /// [`picked`] on the bytes: `None` for whatever [`Walk`] declines.
@@ -113,23 +115,30 @@ impl<'a> Walk<'a, '_> {
         self.at - start
     }
 
-    /// A number: `-`, no leading zero, a fraction and an exponent each with digits.
+    /// A number: `-`, no leading zero, a fraction and an exponent each with digits. When
+    /// noting ([`found_members`]), one with an exponent or a run of 300 digits is declined.
     fn number(&mut self) -> Option<()> {
+        const LONG: usize = 300;
+        let noting = self.found.is_some();
         if self.bytes.get(self.at) == Some(&b'-') {
             self.at += 1;
         }
         let first = *self.bytes.get(self.at)?;
         let whole = self.digits();
-        if whole == 0 || (first == b'0' && whole > 1) {
+        if whole == 0 || (first == b'0' && whole > 1) || (noting && whole >= LONG) {
             return None;
         }
         if self.bytes.get(self.at) == Some(&b'.') {
             self.at += 1;
-            if self.digits() == 0 {
+            let fraction = self.digits();
+            if fraction == 0 || (noting && fraction >= LONG) {
                 return None;
             }
         }
         if let Some(b'e' | b'E') = self.bytes.get(self.at) {
+            if noting {
+                return None;
+            }
             self.at += 1;
             if let Some(b'+' | b'-') = self.bytes.get(self.at) {
                 self.at += 1;
@@ -254,24 +263,15 @@ impl<'a> Walk<'a, '_> {
         }
     }
 
-    /// Keeps `value` (whose text is `data[start..self.at]`) as `name` of `kept`, noted when
-    /// noting (`None`: a repeat, declined when noting).
-    fn keep(
-        &mut self,
-        kept: &mut Map<String, Value>,
-        within: Option<&'static str>,
-        name: &'static str,
-        start: usize,
-        value: Value,
-    ) -> Option<()> {
-        let repeated = kept.insert(name.to_string(), value).is_some();
-        if let Some(found) = self.found.as_mut() {
-            if repeated {
-                return None;
-            }
-            let text = self.data.get(start..self.at)?;
-            found.push(Found { within, name, text });
+    /// Notes the member `name` (of the picked member `within`) whose value's text is
+    /// `data[start..self.at]`; `None`: it repeats.
+    fn note(&mut self, within: Option<&'static str>, name: &'static str, start: usize) -> Option<()> {
+        let text = self.data.get(start..self.at)?;
+        let found = self.found.as_mut()?;
+        if found.iter().any(|f| f.within == within && f.name == name) {
+            return None;
         }
+        found.push(Found { within, name, text });
         Some(())
     }
 
@@ -303,15 +303,23 @@ impl<'a> Walk<'a, '_> {
                     self.space();
                     let start = self.at;
                     self.value(depth)?;
-                    // Checked as JSON by the walk: only this member's bytes are built.
-                    let value = serde_json::from_str(self.data.get(start..self.at)?).ok()?;
-                    self.keep(&mut kept, within, *name, start, value)?;
+                    if self.found.is_some() {
+                        self.note(within, name, start)?;
+                    } else {
+                        // Checked as JSON by the walk: only this member's bytes are built.
+                        let value = serde_json::from_str(self.data.get(start..self.at)?).ok()?;
+                        kept.insert((*name).to_string(), value);
+                    }
                 }
                 Some((name, Pick::Members(inner))) => {
                     self.space();
                     let start = self.at;
                     let value = self.object(inner, depth, Some(name))?;
-                    self.keep(&mut kept, within, *name, start, value)?;
+                    if self.found.is_some() {
+                        self.note(within, name, start)?;
+                    } else {
+                        kept.insert((*name).to_string(), value);
+                    }
                 }
                 None => self.value(depth)?,
             }

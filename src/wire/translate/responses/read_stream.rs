@@ -11,7 +11,7 @@
 use super::super::whole_values::WholeValues;
 use std::borrow::Cow;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::read::{finish, message_text, reasoning_text, usage};
 use crate::wire::translate::chunk_template::Learned;
@@ -20,7 +20,7 @@ use crate::wire::translate::event_type::{event_type, EventType};
 use crate::wire::translate::hub::form::Event;
 use crate::wire::translate::hub::{str_at, text_at};
 use crate::wire::stream_watch::{responses_inspected, Inspected, ResponsesMembers};
-use crate::wire::translate::picked::{picked, picked_found, Members, Pick};
+use crate::wire::translate::picked::{found_members, picked, Found, Members, Pick};
 use crate::wire::translate::text_delta;
 
 /// The members of an event [`ResponsesReader::event`] reads: the `error` arm reads the
@@ -237,8 +237,8 @@ impl ResponsesReader {
         if !self.whole_values.fast() {
             return None;
         }
-        let mut found = Vec::with_capacity(8);
-        let value = picked_found(data, READ, &mut found)?;
+        let mut found = Vec::with_capacity(12);
+        found_members(data, READ, &mut found)?;
         let mut members = ResponsesMembers::default();
         for member in &found {
             match (member.within, member.name) {
@@ -250,8 +250,62 @@ impl ResponsesReader {
         }
         let inspected = responses_inspected(Some(name), &members)?;
         // An event `ignores` names is one its arm leaves as it is: read, it makes nothing.
+        let value = self.arm_value(&found)?;
         self.take(value, events);
         Some(inspected)
+    }
+
+    /// What `picked` reads of an event whose kept members are `found`, as far as its arm reads
+    /// it now: its `type`, `item`, `annotation`, `delta`, `message` and `code`, and of its
+    /// `response` what `start` reads before the stream's start (`id`, `model`) and everything
+    /// at its end. The rest is not built (most of a lifecycle event's response).
+    fn arm_value(&self, found: &[Found<'_>]) -> Option<Value> {
+        let kind = found
+            .iter()
+            .find(|member| member.within.is_none() && member.name == "type")
+            .map(|member| serde_json::from_str::<Value>(member.text))
+            .transpose()
+            .ok()?;
+        let response_read: &[&str] = match kind.as_ref().and_then(Value::as_str) {
+            Some("response.created" | "response.in_progress") if !self.started => &["id", "model"],
+            Some("response.completed" | "response.incomplete") if !self.done => &[
+                "id",
+                "model",
+                "status",
+                "incomplete_details",
+                "usage",
+                "error",
+            ],
+            _ => &[],
+        };
+        let mut data = Map::new();
+        let mut response: Option<Map<String, Value>> = None;
+        for member in found {
+            match (member.within, member.name) {
+                // A top-level usage is no arm's.
+                (None, "type" | "usage") => {}
+                (None, "response") => {
+                    response.get_or_insert_with(Map::new);
+                }
+                (None, name) => {
+                    data.insert(name.to_string(), serde_json::from_str(member.text).ok()?);
+                }
+                (Some("response"), name) => {
+                    let response = response.get_or_insert_with(Map::new);
+                    if response_read.contains(&name) {
+                        response.insert(name.to_string(), serde_json::from_str(member.text).ok()?);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(kind) = kind {
+            data.insert("type".to_string(), kind);
+        }
+        if let Some(response) = response {
+            data.insert("response".to_string(), Value::Object(response));
+        }
+        Some(Value::Object(data))
     }
 
     /// An event other than a text piece.
