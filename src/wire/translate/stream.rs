@@ -244,16 +244,40 @@ impl StreamTranslator {
         event: &SseEvent,
         out: &mut BytesMut,
     ) -> Option<Inspected> {
+        self.responses_read_once(event, out, false)
+            .map(|(inspected, _)| inspected)
+    }
+
+    /// [`Self::responses_inspected`] of a stream's `response.created`, with its response's id
+    /// (`None`: none, or not a string), as a typed read of `{"response":{"id":…}}` reads it.
+    pub fn responses_created(
+        &mut self,
+        event: &SseEvent,
+        out: &mut BytesMut,
+    ) -> Option<(Inspected, Option<String>)> {
+        self.responses_read_once(event, out, true)
+    }
+
+    fn responses_read_once(
+        &mut self,
+        event: &SseEvent,
+        out: &mut BytesMut,
+        want_id: bool,
+    ) -> Option<(Inspected, Option<String>)> {
         let Reader::Responses(reader) = &mut self.reader else {
             return None;
         };
         if !self.direct_text {
             return None;
         }
-        let inspected =
-            reader.other_inspected(event.event.as_deref(), &event.data, &mut self.events)?;
+        let read = reader.other_inspected(
+            event.event.as_deref(),
+            &event.data,
+            &mut self.events,
+            want_id,
+        )?;
         self.write(out);
-        Some(inspected)
+        Some(read)
     }
 
     /// A Gemini upstream's chunk of text alone (most of its chunks), read once for the client

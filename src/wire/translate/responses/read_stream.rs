@@ -225,14 +225,17 @@ impl ResponsesReader {
 
     /// An event other than a text piece, `name`d (not as a text piece), read once for its arm
     /// of [`Self::other`] and for what the relay's watch (`StreamUsage::observe`) reads of it:
-    /// that, when the one strict read tells it (`stream_watch::responses_inspected`); `None`:
-    /// nothing was read (the event is read as before, by `observe` and [`Self::event`]).
+    /// that, when the one strict read tells it (`stream_watch::responses_inspected`), and when
+    /// `want_id`, its response's `id` as a typed read of `{"response":{"id":…}}` reads it
+    /// (`None`: no response, no id, or one that is not a string). `None`: nothing was read
+    /// (the event is read as before, by `observe` and [`Self::event`]).
     pub fn other_inspected(
         &mut self,
         name: Option<&str>,
         data: &str,
         events: &mut Vec<Event>,
-    ) -> Option<Inspected> {
+        want_id: bool,
+    ) -> Option<(Inspected, Option<String>)> {
         let name = name.filter(|name| *name != "response.output_text.delta")?;
         if !self.whole_values.fast() {
             return None;
@@ -252,7 +255,13 @@ impl ResponsesReader {
         // An event `ignores` names is one its arm leaves as it is: read, it makes nothing.
         let value = self.arm_value(&found)?;
         self.take(value, events);
-        Some(inspected)
+        let id = found
+            .iter()
+            .filter(|_| want_id)
+            .find(|member| member.within == Some("response") && member.name == "id")
+            .and_then(|member| serde_json::from_str::<Option<String>>(member.text).ok())
+            .flatten();
+        Some((inspected, id))
     }
 
     /// What `picked` reads of an event whose kept members are `found`, as far as its arm reads
