@@ -329,7 +329,10 @@ pub struct ResponsesMembers<'a> {
 /// `responses_event` reads them. `None` where it leaves the reading to `observe`: an `error`
 /// event or one whose `type` is an error, a delta (content, counted by the text path), a
 /// top-level `usage`, a `type` that is not a string.
-pub fn responses_inspected(name: Option<&str>, members: &ResponsesMembers<'_>) -> Option<Inspected> {
+pub fn responses_inspected(
+    name: Option<&str>,
+    members: &ResponsesMembers<'_>,
+) -> Option<Inspected> {
     if name == Some("error") || members.usage.is_some() {
         return None;
     }

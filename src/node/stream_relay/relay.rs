@@ -299,7 +299,9 @@ impl Relay {
             return false;
         };
         seal_tail(self.stream.sealer.as_ref(), out, start);
-        self.stream.usage.observe_inspected(format, event, inspected);
+        self.stream
+            .usage
+            .observe_inspected(format, event, inspected);
         true
     }
 

@@ -238,15 +238,17 @@ fn the_one_read_of_a_created_event_gives_the_id_created_response_id_reads() {
     use crate::wire::translate::StreamTranslator;
     let response = r#""object":"response","status":"in_progress","instructions":"echo \"é\"","tools":[],"output":[],"usage":null"#;
     let datas = [
-        format!(r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"resp_1",{response}}}}}"#),
+        format!(
+            r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"resp_1",{response}}}}}"#
+        ),
         format!(r#"{{"response":{{{response},"id":"resp_\u00e9"}},"type":"response.created"}}"#),
         format!(r#"{{"type":"response.created","response":{{{response}}}}}"#),
         format!(r#"{{"type":"response.created","response":{{"id":null,{response}}}}}"#),
         format!(r#"{{"type":"response.created","response":{{"id":7,{response}}}}}"#),
         format!(r#"{{"type":"response.created","response":{{"id":"a","id":"b",{response}}}}}"#),
-        format!(r#"{{"type":"response.created","response":{{"id":"a"}},"response":{{"id":"b"}}}}"#),
-        format!(r#"{{"type":"response.created","type":"response.created","response":{{"id":"r"}}}}"#),
-        format!(r#"{{"type":"response.created","response":{{"id":"r","x":1e400}}}}"#),
+        r#"{"type":"response.created","response":{"id":"a"},"response":{"id":"b"}}"#.to_owned(),
+        r#"{"type":"response.created","type":"response.created","response":{"id":"r"}}"#.to_owned(),
+        r#"{"type":"response.created","response":{"id":"r","x":1e400}}"#.to_owned(),
         r#"{"type":"response.created","response":null}"#.to_owned(),
         r#"{"type":"response.created"}"#.to_owned(),
         r#"{"type":"response.in_progress","response":{"id":"named created"}}"#.to_owned(),
@@ -264,12 +266,8 @@ fn the_one_read_of_a_created_event_gives_the_id_created_response_id_reads() {
             if !super::open::names_created(&event) {
                 continue;
             }
-            let mut translator = StreamTranslator::new(
-                Direction::CHAT_TO_RESPONSES,
-                true,
-                1,
-                Default::default(),
-            );
+            let mut translator =
+                StreamTranslator::new(Direction::CHAT_TO_RESPONSES, true, 1, Default::default());
             let mut out = bytes::BytesMut::new();
             if let Some((_, id)) = translator.responses_created(&event, &mut out) {
                 read_once += 1;

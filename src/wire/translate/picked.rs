@@ -49,7 +49,11 @@ pub struct Found<'a> {
 /// with an exponent or of 300 digits or more anywhere (one a `Value` may not hold: [`picked`]
 /// and a whole parse might refuse the event). A `Some` is valid JSON whose kept members appear
 /// once each, each of which `serde_json` reads into a `Value` as [`picked`] reads it.
-pub fn found_members<'a>(data: &'a str, members: Members, found: &mut Vec<Found<'a>>) -> Option<()> {
+pub fn found_members<'a>(
+    data: &'a str,
+    members: Members,
+    found: &mut Vec<Found<'a>>,
+) -> Option<()> {
     let mut walk = Walk {
         data,
         bytes: data.as_bytes(),
@@ -265,7 +269,12 @@ impl<'a> Walk<'a, '_> {
 
     /// Notes the member `name` (of the picked member `within`) whose value's text is
     /// `data[start..self.at]`; `None`: it repeats.
-    fn note(&mut self, within: Option<&'static str>, name: &'static str, start: usize) -> Option<()> {
+    fn note(
+        &mut self,
+        within: Option<&'static str>,
+        name: &'static str,
+        start: usize,
+    ) -> Option<()> {
         let text = self.data.get(start..self.at)?;
         let found = self.found.as_mut()?;
         if found.iter().any(|f| f.within == within && f.name == name) {

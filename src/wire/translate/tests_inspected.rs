@@ -251,14 +251,18 @@ fn the_one_read_takes_lifecycle_events_and_declines_the_rest() {
             "response.completed",
         ]
     );
-    assert_eq!((usage.tokens_in, usage.tokens_out, usage.final_seen), (49, 64, true));
+    assert_eq!(
+        (usage.tokens_in, usage.tokens_out, usage.final_seen),
+        (49, 64, true)
+    );
     // Not a Responses upstream, or the reference path of tests: nothing read.
     let event = &events[0];
     let mut out = BytesMut::new();
     let mut chat = StreamTranslator::new(Direction::RESPONSES_TO_CHAT, true, 1, Default::default());
     assert!(chat.responses_inspected(event, &mut out).is_none());
-    let mut whole = StreamTranslator::new(Direction::CHAT_TO_RESPONSES, true, 1, Default::default())
-        .whole_values();
+    let mut whole =
+        StreamTranslator::new(Direction::CHAT_TO_RESPONSES, true, 1, Default::default())
+            .whole_values();
     assert!(whole.responses_inspected(event, &mut out).is_none());
     assert!(out.is_empty());
 }

@@ -14,12 +14,12 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::read::{finish, message_text, reasoning_text, usage};
+use crate::wire::stream_watch::{responses_inspected, Inspected, ResponsesMembers};
 use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::citations;
 use crate::wire::translate::event_type::{event_type, EventType};
 use crate::wire::translate::hub::form::Event;
 use crate::wire::translate::hub::{str_at, text_at};
-use crate::wire::stream_watch::{responses_inspected, Inspected, ResponsesMembers};
 use crate::wire::translate::picked::{found_members, picked, Found, Members, Pick};
 use crate::wire::translate::text_delta;
 
