@@ -110,6 +110,24 @@ impl StreamUsage {
     /// that rides on a content chunk (some OpenAI-compatible hosts put it on the last one).
     pub fn observe(&mut self, format: StreamFormat, event: &SseEvent) -> EventMeaning {
         let (meaning, usage) = inspect(format, event);
+        self.take_in(format, event, usage);
+        meaning
+    }
+
+    /// What [`observe`](Self::observe) records of an event its stream's reader read
+    /// (`inspected`: what `observe` reads of it, without parsing it again).
+    pub fn observe_inspected(
+        &mut self,
+        format: StreamFormat,
+        event: &SseEvent,
+        inspected: Inspected,
+    ) -> EventMeaning {
+        self.take_in(format, event, inspected.usage);
+        inspected.meaning
+    }
+
+    /// The usage an event of `format` carried (`None`: none), and whether it closes the answer.
+    fn take_in(&mut self, format: StreamFormat, event: &SseEvent, usage: Option<TokenCounts>) {
         if let Some(usage) = usage {
             self.add(usage);
             // Anthropic's `message_start` carries the input only; its closing usage is
@@ -124,7 +142,6 @@ impl StreamUsage {
                 _ => true,
             };
         }
-        meaning
     }
 
     /// What [`observe`](Self::observe) records of a Gemini chunk of text alone that the
@@ -282,6 +299,71 @@ fn responses_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<Toke
         _ if kind.ends_with(".added") => (EventMeaning::Preamble, None),
         _ => (EventMeaning::Other, None),
     }
+}
+
+/// What `observe` reads of one event (its meaning and the usage it carries), read by the
+/// stream's reader instead ([`responses_inspected`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspected {
+    meaning: EventMeaning,
+    usage: Option<TokenCounts>,
+}
+
+/// The members of a Responses event that `observe`'s typed read looks at, as a strict read of
+/// the whole event found them: each the text of its value. That read found the event valid
+/// JSON with none of these members (nor `message`, `response`) repeated and `response`, when
+/// present, an object; the typed read refuses a repeat, and reads a `response` that is no
+/// object as no usage.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ResponsesMembers<'a> {
+    /// `type`.
+    pub kind: Option<&'a str>,
+    /// A top-level `usage` (Responses events have none).
+    pub usage: Option<&'a str>,
+    /// `response.usage`.
+    pub response_usage: Option<&'a str>,
+}
+
+/// What [`StreamUsage::observe`] reads of a Responses event named `name` whose members a
+/// strict read found (`members`, see [`ResponsesMembers`]): its meaning and usage, as
+/// `responses_event` reads them. `None` where it leaves the reading to `observe`: an `error`
+/// event or one whose `type` is an error, a delta (content, counted by the text path), a
+/// top-level `usage`, a `type` that is not a string.
+pub fn responses_inspected(
+    name: Option<&str>,
+    members: &ResponsesMembers<'_>,
+) -> Option<Inspected> {
+    if name == Some("error") || members.usage.is_some() {
+        return None;
+    }
+    let kind: Option<Cow<'_, str>> = match members.kind {
+        // A string without escapes is its bytes (the strict read checked them).
+        Some(text) if text.len() >= 2 && text.starts_with('"') && !text.contains('\\') => {
+            Some(Cow::Borrowed(&text[1..text.len() - 1]))
+        }
+        Some(text) => serde_json::from_str(text).ok()?,
+        None => None,
+    };
+    let kind = kind.as_deref().or(name).unwrap_or("");
+    let (meaning, usage) = match kind {
+        _ if kind.ends_with(".delta") => return None,
+        "response.completed" | "response.incomplete" => {
+            let usage = match members.response_usage {
+                Some(text) => serde_json::from_str::<Option<UsageFields>>(text)
+                    .ok()
+                    .and_then(usage_counts),
+                None => None,
+            };
+            (usage_meaning(usage, EventMeaning::Other), usage)
+        }
+        "response.failed" | "error" => return None,
+        "response.created" | "response.in_progress" | "response.queued" => {
+            (EventMeaning::Preamble, None)
+        }
+        _ if kind.ends_with(".added") => (EventMeaning::Preamble, None),
+        _ => (EventMeaning::Other, None),
+    };
+    Some(Inspected { meaning, usage })
 }
 
 fn anthropic_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<TokenCounts>) {

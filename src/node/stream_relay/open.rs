@@ -138,6 +138,31 @@ pub(super) fn counted_as_content(
     true
 }
 
+/// A translated Responses upstream's lifecycle event read once by the translator: what
+/// `observe` would read of it (recorded in `usage`), what the client gets of it (as
+/// `client_bytes`), and when `created` the id [`created_response_id`] reads of it. `None`:
+/// left to `observe`, `client_bytes` and `created_response_id`, nothing read. Never content,
+/// an error or garbage (see `StreamTranslator::responses_inspected`).
+fn inspected(
+    format: StreamFormat,
+    translator: &mut Option<StreamTranslator>,
+    usage: &mut StreamUsage,
+    event: &SseEvent,
+    created: bool,
+) -> Option<(EventMeaning, Option<Bytes>, Option<String>)> {
+    if format != StreamFormat::OpenAiResponses {
+        return None;
+    }
+    let translator = translator.as_mut()?;
+    let mut out = BytesMut::with_capacity(2 * event.raw.len() + 256);
+    let (inspected, id) = match created {
+        true => translator.responses_created(event, &mut out)?,
+        false => (translator.responses_inspected(event, &mut out)?, None),
+    };
+    let meaning = usage.observe_inspected(format, event, inspected);
+    Some((meaning, (!out.is_empty()).then(|| out.freeze()), id))
+}
+
 /// What the client gets of `event`: its own bytes, or its translation (possibly nothing).
 fn client_bytes(translator: &mut Option<StreamTranslator>, event: SseEvent) -> Option<Bytes> {
     match translator {
@@ -260,10 +285,32 @@ impl Opening {
                 continue;
             }
             self.begun |= event.event.is_some() || !event.data.is_empty();
-            if format == StreamFormat::OpenAiResponses && self.response_id.is_none() {
-                self.response_id = created_response_id(&event);
-            }
-            let meaning = self.usage.observe(format, &event);
+            let created = format == StreamFormat::OpenAiResponses
+                && self.response_id.is_none()
+                && names_created(&event);
+            // A translated Responses lifecycle event is read once, for its meaning, the client
+            // (its translation then already made) and the id a `response.created` announces.
+            let read_once = inspected(
+                format,
+                &mut self.translator,
+                &mut self.usage,
+                &event,
+                created,
+            );
+            let (meaning, translated) = match read_once {
+                Some((meaning, bytes, id)) => {
+                    if created {
+                        self.response_id = id;
+                    }
+                    (meaning, Some(bytes))
+                }
+                None => {
+                    if created {
+                        self.response_id = created_response_id(&event);
+                    }
+                    (self.usage.observe(format, &event), None)
+                }
+            };
             self.ended_cleanly |= matches!(meaning, EventMeaning::Done)
                 || (format == StreamFormat::OpenAiResponses
                     && matches!(meaning, EventMeaning::Usage { .. }));
@@ -288,9 +335,12 @@ impl Opening {
                     ))
                 }
                 EventMeaning::UsageOnly { .. } if self.withhold_usage_only => {}
-                _ => self
-                    .buffered
-                    .extend(client_bytes(&mut self.translator, event)),
+                _ => match translated {
+                    Some(bytes) => self.buffered.extend(bytes),
+                    None => self
+                        .buffered
+                        .extend(client_bytes(&mut self.translator, event)),
+                },
             }
         }
         Ok(committed)
@@ -362,8 +412,15 @@ impl Opening {
     }
 }
 
+/// Whether `event` may be a Responses stream's `response.created` (by its name, or a mention
+/// of it): the events [`created_response_id`] reads.
+pub(super) fn names_created(event: &SseEvent) -> bool {
+    event.event.as_deref() == Some("response.created")
+        || event.data.contains("\"response.created\"")
+}
+
 /// The response id a Responses stream's `response.created` event carries.
-fn created_response_id(event: &SseEvent) -> Option<String> {
+pub(super) fn created_response_id(event: &SseEvent) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Created {
         response: Option<CreatedResponse>,
@@ -372,9 +429,7 @@ fn created_response_id(event: &SseEvent) -> Option<String> {
     struct CreatedResponse {
         id: Option<String>,
     }
-    if event.event.as_deref() != Some("response.created")
-        && !event.data.contains("\"response.created\"")
-    {
+    if !names_created(event) {
         return None;
     }
     let created: Created = serde_json::from_str(&event.data).ok()?;

@@ -185,6 +185,9 @@ impl Relay {
                 }
                 continue;
             }
+            if self.responses_inspected(&event, out) {
+                continue;
+            }
             match self.stream.usage.observe(self.stream.format, &event) {
                 EventMeaning::UsageOnly { .. } if self.stream.withhold_usage_only => {}
                 EventMeaning::Error { class, message } => {
@@ -275,6 +278,30 @@ impl Relay {
         let bytes = translator.event_counted(event, out);
         seal_tail(self.stream.sealer.as_ref(), out, start);
         self.count_content(event, bytes);
+        true
+    }
+
+    /// A translated Responses upstream's lifecycle event that matters after commit
+    /// (`response.completed` …), read once by the translator for the client and for what
+    /// `observe` reads of it (its usage, the end), as `observe` and `write` take it: true when
+    /// it was (and is in `out`). It is never content, an error or garbage: those, and whatever
+    /// else its read declines, are left to `observe`.
+    fn responses_inspected(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
+        let format = self.stream.format;
+        if format != StreamFormat::OpenAiResponses {
+            return false;
+        }
+        let Some(translator) = self.stream.translator.as_mut() else {
+            return false;
+        };
+        let start = out.len();
+        let Some(inspected) = translator.responses_inspected(event, out) else {
+            return false;
+        };
+        seal_tail(self.stream.sealer.as_ref(), out, start);
+        self.stream
+            .usage
+            .observe_inspected(format, event, inspected);
         true
     }
 

@@ -228,3 +228,52 @@ async fn a_long_translated_answer_ends_with_its_whole_message() {
     let got = events(&relayed(frame_reads(&answer)).await);
     assert_eq!(got, whole, "one read per event");
 }
+
+/// A translated Responses stream's `response.created`, read once by the translator, announces
+/// the id `created_response_id` reads of it; whatever its one read declines is read by
+/// `created_response_id` itself, as before.
+#[test]
+fn the_one_read_of_a_created_event_gives_the_id_created_response_id_reads() {
+    use crate::wire::sse::SseEvent;
+    use crate::wire::translate::StreamTranslator;
+    let response = r#""object":"response","status":"in_progress","instructions":"echo \"é\"","tools":[],"output":[],"usage":null"#;
+    let datas = [
+        format!(
+            r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"resp_1",{response}}}}}"#
+        ),
+        format!(r#"{{"response":{{{response},"id":"resp_\u00e9"}},"type":"response.created"}}"#),
+        format!(r#"{{"type":"response.created","response":{{{response}}}}}"#),
+        format!(r#"{{"type":"response.created","response":{{"id":null,{response}}}}}"#),
+        format!(r#"{{"type":"response.created","response":{{"id":7,{response}}}}}"#),
+        format!(r#"{{"type":"response.created","response":{{"id":"a","id":"b",{response}}}}}"#),
+        r#"{"type":"response.created","response":{"id":"a"},"response":{"id":"b"}}"#.to_owned(),
+        r#"{"type":"response.created","type":"response.created","response":{"id":"r"}}"#.to_owned(),
+        r#"{"type":"response.created","response":{"id":"r","x":1e400}}"#.to_owned(),
+        r#"{"type":"response.created","response":null}"#.to_owned(),
+        r#"{"type":"response.created"}"#.to_owned(),
+        r#"{"type":"response.in_progress","response":{"id":"named created"}}"#.to_owned(),
+        r#"{"type":"response.created","response":{"id":"cut""#.to_owned(),
+    ];
+    let mut read_once = 0;
+    for data in &datas {
+        for name in [Some("response.created"), Some("response.in_progress")] {
+            let event = SseEvent {
+                event: name.map(str::to_owned),
+                data: data.clone(),
+                raw: Bytes::new(),
+            };
+            // The events the opening asks it of.
+            if !super::open::names_created(&event) {
+                continue;
+            }
+            let mut translator =
+                StreamTranslator::new(Direction::CHAT_TO_RESPONSES, true, 1, Default::default());
+            let mut out = bytes::BytesMut::new();
+            if let Some((_, id)) = translator.responses_created(&event, &mut out) {
+                read_once += 1;
+                assert_eq!(id, super::open::created_response_id(&event), "{data}");
+            }
+        }
+    }
+    assert!(read_once >= 10, "{read_once}");
+}

@@ -542,6 +542,9 @@ mod tests_direct_streams;
 mod tests_fast_reads;
 
 #[cfg(test)]
+mod tests_inspected;
+
+#[cfg(test)]
 mod tests_parsed_request;
 
 #[cfg(test)]

@@ -34,14 +34,46 @@ pub fn picked(data: &str, members: Members) -> Option<Value> {
     scanned(data, members).or_else(|| visited(data, members))
 }
 
+/// A kept member as [`found_members`] found it: its name, the picked member it is in (`None`:
+/// at the top), and the text of its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found<'a> {
+    pub within: Option<&'static str>,
+    pub name: &'static str,
+    pub text: &'a str,
+}
+
+/// The strict walk of [`picked`] alone, building nothing: each kept member's value text noted
+/// in `found` (a picked one after its own members). `None` for whatever the walk declines, for
+/// a kept member that repeats (a typed read of the event would refuse it), and for a number
+/// with an exponent or of 300 digits or more anywhere (one a `Value` may not hold: [`picked`]
+/// and a whole parse might refuse the event). A `Some` is valid JSON whose kept members appear
+/// once each, each of which `serde_json` reads into a `Value` as [`picked`] reads it.
+pub fn found_members<'a>(
+    data: &'a str,
+    members: Members,
+    found: &mut Vec<Found<'a>>,
+) -> Option<()> {
+    let mut walk = Walk {
+        data,
+        bytes: data.as_bytes(),
+        at: 0,
+        found: Some(found),
+    };
+    walk.object(members, DEPTH, None)?;
+    walk.space();
+    (walk.at == data.len()).then_some(())
+}
+
 /// [`picked`] on the bytes: `None` for whatever [`Walk`] declines.
 fn scanned(data: &str, members: Members) -> Option<Value> {
     let mut walk = Walk {
         data,
         bytes: data.as_bytes(),
         at: 0,
+        found: None,
     };
-    let value = walk.object(members, DEPTH)?;
+    let value = walk.object(members, DEPTH, None)?;
     walk.space();
     (walk.at == data.len()).then_some(value)
 }
@@ -53,13 +85,15 @@ const DEPTH: u8 = 64;
 /// members (with serde, from their bytes). It declines (`None`) whatever it does not read
 /// exactly as serde_json does — a key with an escape, a `\u` escape of a surrogate, nesting
 /// deeper than [`DEPTH`] — besides invalid JSON; [`picked`] then reads it with the visitor.
-struct Walk<'a> {
+struct Walk<'a, 'f> {
     data: &'a str,
     bytes: &'a [u8],
     at: usize,
+    /// Where kept members are noted ([`picked_found`]); a repeated one is then declined.
+    found: Option<&'f mut Vec<Found<'a>>>,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a, '_> {
     fn space(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
             self.at += 1;
@@ -85,23 +119,30 @@ impl Walk<'_> {
         self.at - start
     }
 
-    /// A number: `-`, no leading zero, a fraction and an exponent each with digits.
+    /// A number: `-`, no leading zero, a fraction and an exponent each with digits. When
+    /// noting ([`found_members`]), one with an exponent or a run of 300 digits is declined.
     fn number(&mut self) -> Option<()> {
+        const LONG: usize = 300;
+        let noting = self.found.is_some();
         if self.bytes.get(self.at) == Some(&b'-') {
             self.at += 1;
         }
         let first = *self.bytes.get(self.at)?;
         let whole = self.digits();
-        if whole == 0 || (first == b'0' && whole > 1) {
+        if whole == 0 || (first == b'0' && whole > 1) || (noting && whole >= LONG) {
             return None;
         }
         if self.bytes.get(self.at) == Some(&b'.') {
             self.at += 1;
-            if self.digits() == 0 {
+            let fraction = self.digits();
+            if fraction == 0 || (noting && fraction >= LONG) {
                 return None;
             }
         }
         if let Some(b'e' | b'E') = self.bytes.get(self.at) {
+            if noting {
+                return None;
+            }
             self.at += 1;
             if let Some(b'+' | b'-') = self.bytes.get(self.at) {
                 self.at += 1;
@@ -226,8 +267,31 @@ impl Walk<'_> {
         }
     }
 
-    /// The object next with only `members`, nested at most `depth` deep.
-    fn object(&mut self, members: Members, depth: u8) -> Option<Value> {
+    /// Notes the member `name` (of the picked member `within`) whose value's text is
+    /// `data[start..self.at]`; `None`: it repeats.
+    fn note(
+        &mut self,
+        within: Option<&'static str>,
+        name: &'static str,
+        start: usize,
+    ) -> Option<()> {
+        let text = self.data.get(start..self.at)?;
+        let found = self.found.as_mut()?;
+        if found.iter().any(|f| f.within == within && f.name == name) {
+            return None;
+        }
+        found.push(Found { within, name, text });
+        Some(())
+    }
+
+    /// The object next with only `members`, nested at most `depth` deep; `within`: the picked
+    /// member it is.
+    fn object(
+        &mut self,
+        members: Members,
+        depth: u8,
+        within: Option<&'static str>,
+    ) -> Option<Value> {
         let depth = depth.checked_sub(1)?;
         self.eat(b'{')?;
         let mut kept = Map::new();
@@ -248,13 +312,23 @@ impl Walk<'_> {
                     self.space();
                     let start = self.at;
                     self.value(depth)?;
-                    // Checked as JSON by the walk: only this member's bytes are built.
-                    let value = serde_json::from_str(self.data.get(start..self.at)?).ok()?;
-                    kept.insert((*name).to_string(), value);
+                    if self.found.is_some() {
+                        self.note(within, name, start)?;
+                    } else {
+                        // Checked as JSON by the walk: only this member's bytes are built.
+                        let value = serde_json::from_str(self.data.get(start..self.at)?).ok()?;
+                        kept.insert((*name).to_string(), value);
+                    }
                 }
                 Some((name, Pick::Members(inner))) => {
-                    let value = self.object(inner, depth)?;
-                    kept.insert((*name).to_string(), value);
+                    self.space();
+                    let start = self.at;
+                    let value = self.object(inner, depth, Some(name))?;
+                    if self.found.is_some() {
+                        self.note(within, name, start)?;
+                    } else {
+                        kept.insert((*name).to_string(), value);
+                    }
                 }
                 None => self.value(depth)?,
             }

@@ -19,7 +19,7 @@ use super::responses::{read_stream::ResponsesReader, write_stream::ResponsesWrit
 use super::text_delta::{self, GeminiBase};
 use crate::wire::sse::SseEvent;
 use crate::wire::stream_format::StreamFormat;
-use crate::wire::stream_watch::GeminiTextSeen;
+use crate::wire::stream_watch::{GeminiTextSeen, Inspected};
 use crate::wire::usage::gemini_whole_counts;
 
 /// A Gemini stream relayed as it is (a Gemini client of a Gemini account): its chunks of text
@@ -231,6 +231,53 @@ impl StreamTranslator {
         self.write(out);
         write_text(&mut self.writer, &text, out);
         Some(bytes)
+    }
+
+    /// A Responses upstream's event other than a text piece (a lifecycle event, named as
+    /// they are), read once for the client and for the relay: translated into `out`, and what
+    /// `stream_watch` reads of it (its meaning and usage: never content, an error or garbage).
+    /// `None`: not such an event, one whose reading is left to `observe` (see
+    /// `ResponsesReader::other_inspected`), or not a Responses upstream; nothing was read or
+    /// written (the relay reads it as any other event).
+    pub fn responses_inspected(
+        &mut self,
+        event: &SseEvent,
+        out: &mut BytesMut,
+    ) -> Option<Inspected> {
+        self.responses_read_once(event, out, false)
+            .map(|(inspected, _)| inspected)
+    }
+
+    /// [`Self::responses_inspected`] of a stream's `response.created`, with its response's id
+    /// (`None`: none, or not a string), as a typed read of `{"response":{"id":…}}` reads it.
+    pub fn responses_created(
+        &mut self,
+        event: &SseEvent,
+        out: &mut BytesMut,
+    ) -> Option<(Inspected, Option<String>)> {
+        self.responses_read_once(event, out, true)
+    }
+
+    fn responses_read_once(
+        &mut self,
+        event: &SseEvent,
+        out: &mut BytesMut,
+        want_id: bool,
+    ) -> Option<(Inspected, Option<String>)> {
+        let Reader::Responses(reader) = &mut self.reader else {
+            return None;
+        };
+        if !self.direct_text {
+            return None;
+        }
+        let read = reader.other_inspected(
+            event.event.as_deref(),
+            &event.data,
+            &mut self.events,
+            want_id,
+        )?;
+        self.write(out);
+        Some(read)
     }
 
     /// A Gemini upstream's chunk of text alone (most of its chunks), read once for the client

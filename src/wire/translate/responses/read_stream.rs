@@ -22,10 +22,15 @@ use crate::wire::translate::hub::{str_at, text_at};
 use crate::wire::translate::picked::{picked, Members, Pick};
 use crate::wire::translate::text_delta;
 
+mod read_once;
+
 /// The members of an event [`ResponsesReader::event`] reads: the `error` arm reads the
-/// event's own `message`, `code` and `type` when its `response` has no `error`.
+/// event's own `message`, `code` and `type` when its `response` has no `error`. A top-level
+/// `usage` (no arm reads one) is what the relay's watch reads besides
+/// ([`ResponsesReader::other_inspected`]).
 pub(in crate::wire::translate) const READ: Members = &[
     ("type", Pick::Whole),
+    ("usage", Pick::Whole),
     ("delta", Pick::Whole),
     ("item", Pick::Whole),
     ("annotation", Pick::Whole),
@@ -221,9 +226,14 @@ impl ResponsesReader {
 
     /// An event other than a text piece.
     fn other(&mut self, name: Option<&str>, data: &str, events: &mut Vec<Event>) {
-        let Some(data) = self.read(name, data) else {
-            return;
-        };
+        if let Some(data) = self.read(name, data) {
+            self.take(data, events);
+        }
+    }
+
+    /// An event other than a text piece, read (`data`: at least the members of [`READ`]), by
+    /// its arm.
+    fn take(&mut self, data: Value, events: &mut Vec<Event>) {
         let delta = || str_at(&data, "delta").to_string();
         match str_at(&data, "type") {
             "response.created" | "response.in_progress" => {
