@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use super::json_scan::{Hole, HoleKind, Scan};
+use super::json_scan::{plain, Hole, HoleKind, Scan};
 use crate::wire::content_bytes::{content_member_at, string_bytes};
 use crate::wire::stream_format::StreamFormat;
 
@@ -37,6 +37,10 @@ pub struct Template<B> {
     steady: [Option<u64>; 4],
     /// Whether the stops were chosen from a chunk that filled the template.
     tuned: bool,
+    /// The one hole a tuned template stops at, when that is a text and it stops at nothing
+    /// else: a chunk that is the template's bytes around another string there (most) is read
+    /// without walking the holes ([`Template::fill_text_alone`]).
+    text_alone: Option<usize>,
     base: B,
     counted: Counted,
 }
@@ -176,7 +180,53 @@ impl<B: Copy> Template<B> {
     /// `data`'s open values, and the template's `base`, when `data` is the template's bytes
     /// with other values of the same kinds in its holes; `None` otherwise (nothing read).
     pub fn fill<'a>(&self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
+        if let Some(base) = self.fill_text_alone(data, filled) {
+            return Some(base);
+        }
         self.fill_noting::<false>(data, filled, &mut 0)
+    }
+
+    /// [`Template::fill`] of a chunk that is the template's bytes before and after its one
+    /// stop ([`Template::text_alone`]) with one string between them: read as the walk of the
+    /// holes reads it (it compares the same bytes and reads the same string), without the
+    /// walk. `None` (nothing read) for any other chunk, which the walk reads.
+    fn fill_text_alone<'a>(&self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
+        let hole = self.holes.get(self.text_alone?)?;
+        let (before, after) = (self.bytes.get(..hole.start)?, self.bytes.get(hole.end..)?);
+        let bytes = data.as_bytes();
+        let text_end = bytes.len().checked_sub(after.len())?;
+        if text_end <= before.len() || !bytes.starts_with(before) || !bytes.ends_with(after) {
+            return None;
+        }
+        // Between the quotes, a string with no escape (most) is its own bytes; one with
+        // escapes is read as the walk reads it.
+        let inside = before.len() + 1..text_end - 1;
+        let text = match (bytes.get(before.len()), bytes.get(text_end - 1), data.get(inside)) {
+            (Some(b'"'), Some(b'"'), Some(inside)) if plain(inside.as_bytes()) => {
+                Cow::Borrowed(inside)
+            }
+            _ => {
+                let mut scan = Scan::new(data);
+                scan.at = before.len();
+                let text = scan.string()?;
+                if scan.at != text_end {
+                    return None;
+                }
+                text
+            }
+        };
+        filled.counts = self.steady;
+        filled.content_bytes = match self.counted {
+            Counted::Nothing => Some(0),
+            Counted::FirstText => Some(match &text {
+                // No escape: the bytes counted are the text's own.
+                Cow::Borrowed(text) => text.len(),
+                Cow::Owned(_) => string_bytes(bytes.get(before.len() + 1..)?),
+            }),
+            Counted::Elsewhere => None,
+        };
+        filled.text(text);
+        Some(self.base)
     }
 
     /// [`Template::fill`]; with `NOTE`, each hole whose bytes differ from the template's
@@ -330,6 +380,11 @@ impl<B> Template<B> {
         }
         self.next_read = next_stops(&self.holes, stops);
         self.steady = steady;
+        // The first stop, when it is a text and the last.
+        self.text_alone = self.next_read.first().copied().filter(|&at| {
+            self.holes.get(at).is_some_and(|hole| hole.kind == HoleKind::Text)
+                && self.next_read.get(at + 1).is_none_or(|&next| next == self.holes.len())
+        });
     }
 }
 
@@ -429,6 +484,7 @@ impl<B: Copy> Learned<B> {
             next_read,
             steady: [None; 4],
             tuned: false,
+            text_alone: None,
             base,
             counted,
         });

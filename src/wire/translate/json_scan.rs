@@ -355,19 +355,12 @@ impl<'a> Scan<'a> {
 /// bytes at a time, each word checked for all three at once (Mycroft's test for a zero
 /// byte, as serde_json skips a string's plain run), the last few bytes one at a time.
 pub(super) fn plain_run(rest: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::MAX / 255;
-    const HIGH: u64 = ONES << 7;
     let mut words = rest.chunks_exact(8);
     for (index, word) in words.by_ref().enumerate() {
         let bytes = u64::from_le_bytes(<[u8; 8]>::try_from(word).ok()?);
         // Each test sets the high bit of the lowest byte it finds (and maybe of bytes above
         // it, which `trailing_zeros` does not look at).
-        let control = bytes.wrapping_sub(ONES * 0x20) & !bytes;
-        let quote = bytes ^ (ONES * u64::from(b'"'));
-        let quote = quote.wrapping_sub(ONES) & !quote;
-        let backslash = bytes ^ (ONES * u64::from(b'\\'));
-        let backslash = backslash.wrapping_sub(ONES) & !backslash;
-        let found = (control | quote | backslash) & HIGH;
+        let found = stop_bytes(bytes);
         if found != 0 {
             return Some(index * 8 + found.trailing_zeros() as usize / 8);
         }
@@ -377,6 +370,38 @@ pub(super) fn plain_run(rest: &[u8]) -> Option<usize> {
         .iter()
         .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
     Some(rest.len() - tail.len() + at)
+}
+
+/// Whether `bytes` hold no quote, backslash or control byte: the inside of a JSON string with
+/// no escape (its text is its bytes), and a text serde_json writes as it is between quotes.
+/// Eight bytes a step, the last few filled up with a plain byte, as [`plain_run`] tests them.
+pub fn plain(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(8);
+    let mut last = [b'a'; 8];
+    if let Some(tail) = last.get_mut(..words.remainder().len()) {
+        tail.copy_from_slice(words.remainder());
+    }
+    let mut stops = stop_bytes(u64::from_le_bytes(last));
+    for word in words.by_ref() {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(word);
+        stops |= stop_bytes(u64::from_le_bytes(eight));
+    }
+    stops == 0
+}
+
+/// The high bit of the lowest quote, backslash or control byte of `bytes` (and maybe of bytes
+/// above it): 0 when it holds none.
+#[inline]
+fn stop_bytes(bytes: u64) -> u64 {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES << 7;
+    let control = bytes.wrapping_sub(ONES * 0x20) & !bytes;
+    let quote = bytes ^ (ONES * u64::from(b'"'));
+    let quote = quote.wrapping_sub(ONES) & !quote;
+    let backslash = bytes ^ (ONES * u64::from(b'\\'));
+    let backslash = backslash.wrapping_sub(ONES) & !backslash;
+    (control | quote | backslash) & HIGH
 }
 
 /// Members already read once: a repeated one declines (serde_json's derived readers refuse

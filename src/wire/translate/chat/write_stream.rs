@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::write::{chat_id, finish_reason, usage};
 use crate::wire::stream_error::openai_stream_error;
+use crate::wire::translate::json_scan::plain;
 use crate::wire::translate::hub::form::{Event, Usage};
 
 /// Most citations one answer's annotations chunk lists.
@@ -149,7 +150,7 @@ impl ChatWriter {
         if self.content_tail.is_empty() {
             let mut tail = BytesMut::new();
             tail.extend_from_slice(
-                b"},\"finish_reason\":null,\"index\":0,\"logprobs\":null}],\"created\":",
+                b"\"},\"finish_reason\":null,\"index\":0,\"logprobs\":null}],\"created\":",
             );
             write_json_u64(&mut tail, self.created);
             tail.extend_from_slice(b",\"id\":");
@@ -159,13 +160,21 @@ impl ChatWriter {
             tail.extend_from_slice(b",\"object\":\"chat.completion.chunk\"}\n\n");
             self.content_tail = tail.to_vec();
         }
-        const HEAD: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":";
-        // The whole chunk at once (its quotes; escapes may ask for more): one allocation
-        // where three growing writes would each grow `out`.
-        out.reserve(HEAD.len() + text.len() + 2 + self.content_tail.len());
-        out.extend_from_slice(HEAD);
-        write_json_str(out, text);
-        out.extend_from_slice(&self.content_tail);
+        // Up to the text's opening quote; the tail begins with its closing quote.
+        const HEAD: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"";
+        // The whole chunk at once (escapes may ask for more): one allocation where three
+        // growing writes would each grow `out`.
+        out.reserve(HEAD.len() + text.len() + self.content_tail.len());
+        if plain(text.as_bytes()) {
+            // Nothing to escape (most texts): the text's bytes are the string's.
+            out.extend_from_slice(HEAD);
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(&self.content_tail);
+        } else {
+            out.extend_from_slice(HEAD.get(..HEAD.len() - 1).unwrap_or_default());
+            write_json_str(out, text);
+            out.extend_from_slice(self.content_tail.get(1..).unwrap_or_default());
+        }
     }
 
     fn chunk(&self, out: &mut BytesMut, delta: Value, finish: Option<&str>) {
