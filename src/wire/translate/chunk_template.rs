@@ -493,7 +493,103 @@ impl<B: Copy> Learned<B> {
 
 #[cfg(test)]
 mod tests {
-    use super::common_prefix;
+    use super::*;
+    use crate::wire::translate::text_delta::messages_text_in;
+
+    /// What a fill read: its base and every value of the `Filled`.
+    type Read<'a> = (
+        Option<()>,
+        Option<Cow<'a, str>>,
+        Vec<Cow<'a, str>>,
+        [Option<u64>; 4],
+        Option<usize>,
+    );
+
+    fn read<'a>(fill: impl FnOnce(&mut Filled<'a>) -> Option<()>) -> Read<'a> {
+        let mut filled = Filled::default();
+        let base = fill(&mut filled);
+        (
+            base,
+            filled.first,
+            filled.more,
+            filled.counts,
+            filled.content_bytes,
+        )
+    }
+
+    /// An Anthropic text delta's template, learnt from one chunk and tuned on another.
+    fn anthropic_template() -> Learned<()> {
+        let delta = |text: &str| {
+            format!(
+                r#"{{"type":"content_block_delta","index":1,"delta":{{"type":"text_delta","text":"{text}"}}}}"#
+            )
+        };
+        let mut learned = Learned::default();
+        let first = delta("This");
+        let mut walk = learned.scan(&first);
+        assert_eq!(messages_text_in(&mut walk).as_deref(), Some("This"));
+        learned.learn(&first, walk, (), StreamFormat::Anthropic);
+        let second = delta(" is");
+        assert!(learned.read(&second, &mut Filled::default()).is_some());
+        learned
+    }
+
+    /// A tuned template whose one stop is a text reads every chunk by its bytes around it as
+    /// the walk of its holes reads it (the same values, or the same refusal), and takes the
+    /// chunks of that shape with another string there without the walk.
+    #[test]
+    fn a_text_alone_is_read_as_the_walk_reads_it() {
+        let learned = anthropic_template();
+        let template = learned.template.as_ref().unwrap();
+        assert!(template.text_alone.is_some());
+        let head = r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"#;
+        let taken = [
+            "\" a\"",
+            "\"\"",
+            "\"é 🦀 a longer piece of text than a word\"",
+            "\"quoted \\\"q\\\" \\\\ and \\n\"",
+            "\"\\u00e9\\/\"",
+            "\"\\\\\"",
+        ];
+        let walked = [
+            // Another shape, or not JSON: the walk decides.
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"x"}}"#,
+            r#"{"type":"content_block_deltx","index":1,"delta":{"type":"text_delta","text":"x"}}"#,
+            r#"{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":"x"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}} "#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text": "x"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}]"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"]}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x" }"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"a"b"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"ab\"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"\ud83e\udd80"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":""}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":1}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"#,
+            "",
+        ];
+        let control = format!("{head}\"a\u{1}b\"}}}}");
+        let chunks: Vec<String> = taken
+            .iter()
+            .map(|text| format!("{head}{text}}}}}"))
+            .chain(walked.iter().map(|chunk| chunk.to_string()))
+            .chain([control])
+            .collect();
+        for (at, chunk) in chunks.iter().enumerate() {
+            let fast = read(|filled| template.fill(chunk, filled));
+            let walk = read(|filled| template.fill_noting::<false>(chunk, filled, &mut 0));
+            assert_eq!(fast, walk, "{chunk}");
+            let alone = read(|filled| template.fill_text_alone(chunk, filled));
+            if at < taken.len() {
+                assert_eq!(alone, walk, "{chunk}");
+                assert!(alone.0.is_some(), "{chunk}");
+            }
+        }
+    }
 
     #[test]
     fn a_common_prefix_is_counted_across_and_within_eight_byte_steps() {

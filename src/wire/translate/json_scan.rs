@@ -514,7 +514,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_text_is_plain_when_a_byte_at_a_time_finds_no_stop_in_it() {
+        // Every stop byte (and bytes next to them) at every place of texts of every length
+        // up to three words, after plain ASCII and after non-ASCII.
+        for stop in [b'"', b'\\', 0x00, 0x1f, b'\n', 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xff] {
+            for fill in ["abcdefgh", "é🦀ü", " !#[]^`~\u{7f}"] {
+                for len in 0..25 {
+                    let base: Vec<u8> = fill.bytes().cycle().take(len).collect();
+                    assert!(plain(&base), "{base:?}");
+                    for at in 0..len {
+                        let mut bytes = base.clone();
+                        bytes[at] = stop;
+                        assert_eq!(plain(&bytes), plain_run_bytewise(&bytes).is_none());
+                    }
+                }
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn plain_texts_match_a_byte_at_a_time(bytes in proptest::collection::vec(
+            prop_oneof![
+                any::<u8>(),
+                proptest::sample::select(vec![b'"', b'\\', 0x1f, 0x20, b'a', 0xc3]),
+            ],
+            0..40,
+        )) {
+            prop_assert_eq!(plain(&bytes), plain_run_bytewise(&bytes).is_none());
+        }
+
         #[test]
         fn plain_runs_match_a_byte_at_a_time(bytes in proptest::collection::vec(
             prop_oneof![

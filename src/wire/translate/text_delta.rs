@@ -170,7 +170,7 @@ pub fn messages_text(data: &str) -> Option<Cow<'_, str>> {
     messages_text_in(&mut Scan::new(data))
 }
 
-fn messages_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
+pub(super) fn messages_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
     let mut seen = Seen::default();
     let mut text = None;
     scan.object(|scan, key| match &*key {

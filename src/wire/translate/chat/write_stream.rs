@@ -350,7 +350,15 @@ mod tests {
             usage: None,
         };
         writer.event(&start, &mut BytesMut::new());
-        for text in ["hé \"q\"\n", "\u{1}</b>", "🦀"] {
+        for text in [
+            "hé \"q\"\n",
+            "\u{1}</b>",
+            "🦀",
+            "plain",
+            " a plain piece of text longer than a word",
+            "a \\ b",
+            "end\"",
+        ] {
             let mut fast = BytesMut::new();
             writer.event(&Event::Text(text.into()), &mut fast);
             let mut chunk = BytesMut::new();
