@@ -191,6 +191,16 @@ impl<B: Copy> Template<B> {
     /// holes reads it (it compares the same bytes and reads the same string), without the
     /// walk. `None` (nothing read) for any other chunk, which the walk reads.
     fn fill_text_alone<'a>(&self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
+        let (text, content_bytes) = self.text_alone_of(data)?;
+        filled.counts = self.steady;
+        filled.content_bytes = content_bytes;
+        filled.text(text);
+        Some(self.base)
+    }
+
+    /// The text of a chunk [`Template::fill_text_alone`] takes, and the content bytes it
+    /// gives for it.
+    fn text_alone_of<'a>(&self, data: &'a str) -> Option<(Cow<'a, str>, Option<usize>)> {
         let hole = self.holes.get(self.text_alone?)?;
         let (before, after) = (self.bytes.get(..hole.start)?, self.bytes.get(hole.end..)?);
         let bytes = data.as_bytes();
@@ -215,8 +225,7 @@ impl<B: Copy> Template<B> {
                 text
             }
         };
-        filled.counts = self.steady;
-        filled.content_bytes = match self.counted {
+        let content_bytes = match self.counted {
             Counted::Nothing => Some(0),
             Counted::FirstText => Some(match &text {
                 // No escape: the bytes counted are the text's own.
@@ -225,8 +234,7 @@ impl<B: Copy> Template<B> {
             }),
             Counted::Elsewhere => None,
         };
-        filled.text(text);
-        Some(self.base)
+        Some((text, content_bytes))
     }
 
     /// [`Template::fill`]; with `NOTE`, each hole whose bytes differ from the template's
@@ -439,6 +447,18 @@ impl<B: Copy> Learned<B> {
         base
     }
 
+    /// [`Learned::read`] of a chunk its tuned template takes as its one text alone
+    /// ([`Template::fill_text_alone`]): that text (the first the `Filled` would hold), with no
+    /// `Filled` to gather it. `None` for any other chunk: nothing was read (nor kept), and
+    /// [`Learned::read`] reads it.
+    pub fn read_text_alone<'a>(&mut self, data: &'a str) -> Option<Cow<'a, str>> {
+        let template = self.template.as_ref()?;
+        let (text, content_bytes) = template.text_alone_of(data)?;
+        self.content_bytes = content_bytes;
+        self.read_base = Some(template.base);
+        Some(text)
+    }
+
     /// The template's base, when the last chunk [`Learned::read`] was asked for was read
     /// through it (what the shape read outside its holes holds for that chunk too).
     pub fn read_base(&self) -> Option<B> {
@@ -539,9 +559,8 @@ mod tests {
     /// chunks of that shape with another string there without the walk.
     #[test]
     fn a_text_alone_is_read_as_the_walk_reads_it() {
-        let learned = anthropic_template();
-        let template = learned.template.as_ref().unwrap();
-        assert!(template.text_alone.is_some());
+        let mut learned = anthropic_template();
+        assert!(learned.template.as_ref().unwrap().text_alone.is_some());
         let head = r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"#;
         let taken = [
             "\" a\"",
@@ -580,6 +599,7 @@ mod tests {
             .chain([control])
             .collect();
         for (at, chunk) in chunks.iter().enumerate() {
+            let template = learned.template.as_ref().unwrap();
             let fast = read(|filled| template.fill(chunk, filled));
             let walk = read(|filled| template.fill_noting::<false>(chunk, filled, &mut 0));
             assert_eq!(fast, walk, "{chunk}");
@@ -587,6 +607,20 @@ mod tests {
             if at < taken.len() {
                 assert_eq!(alone, walk, "{chunk}");
                 assert!(alone.0.is_some(), "{chunk}");
+            }
+            // Without a `Filled`: the same text, and what `read` keeps of it.
+            let (before_bytes, before_base) = (learned.content_bytes(), learned.read_base());
+            let text = learned.read_text_alone(chunk);
+            assert_eq!(text, alone.1, "{chunk}");
+            match text {
+                Some(_) => {
+                    assert_eq!(learned.content_bytes(), alone.4, "{chunk}");
+                    assert_eq!(learned.read_base(), Some(()), "{chunk}");
+                }
+                None => {
+                    assert_eq!(learned.content_bytes(), before_bytes, "{chunk}");
+                    assert_eq!(learned.read_base(), before_base, "{chunk}");
+                }
             }
         }
     }

@@ -40,6 +40,10 @@ fn learned<'a, B: Copy, R>(
 
 /// `messages_text` through the stream's template.
 pub fn messages_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Option<Cow<'a, str>> {
+    // Most chunks: the template's bytes around another text.
+    if let Some(text) = chunks.read_text_alone(data) {
+        return Some(text);
+    }
     learned(
         data,
         chunks,
