@@ -125,7 +125,8 @@ impl<'a> Scan<'a> {
         (self.at == self.text.len()).then_some(())
     }
 
-    /// A string, its escapes decoded (borrowed when it has none).
+    /// A string, its escapes decoded (borrowed when it has none: its bytes then hold no quote,
+    /// backslash or control byte, [`plain`]).
     pub fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
         let text = self.text;

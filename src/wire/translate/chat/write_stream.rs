@@ -136,17 +136,23 @@ impl ChatWriter {
     /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
     /// event's piece here borrowed, without an event around it.
     pub fn text(&mut self, text: &str, out: &mut BytesMut) {
+        self.text_known(text, plain(text.as_bytes()), out)
+    }
+
+    /// [`Self::text`] of a text whose reader knows whether it is [`plain`] (then its bytes are
+    /// written as they are).
+    pub fn text_known(&mut self, text: &str, is_plain: bool, out: &mut BytesMut) {
         if self.done || text.is_empty() {
             return;
         }
         self.content_chars += text.chars().count();
-        self.content_chunk(out, text)
+        self.content_chunk(out, text, is_plain)
     }
 
     /// The chunk [`Self::chunk`] writes for the delta `{"content": text}`, byte for byte,
     /// written around the text instead of serialized from a `Value`: most of a translated
     /// stream's events are text.
-    fn content_chunk(&mut self, out: &mut BytesMut, text: &str) {
+    fn content_chunk(&mut self, out: &mut BytesMut, text: &str, is_plain: bool) {
         if self.content_tail.is_empty() {
             let mut tail = BytesMut::new();
             tail.extend_from_slice(
@@ -165,7 +171,7 @@ impl ChatWriter {
         // The whole chunk at once (escapes may ask for more): one allocation where three
         // growing writes would each grow `out`.
         out.reserve(HEAD.len() + text.len() + self.content_tail.len());
-        if plain(text.as_bytes()) {
+        if is_plain {
             // Nothing to escape (most texts): the text's bytes are the string's.
             out.extend_from_slice(HEAD);
             out.extend_from_slice(text.as_bytes());
