@@ -211,7 +211,11 @@ impl<B: Copy> Template<B> {
         // Between the quotes, a string with no escape (most) is its own bytes; one with
         // escapes is read as the walk reads it.
         let inside = before.len() + 1..text_end - 1;
-        let text = match (bytes.get(before.len()), bytes.get(text_end - 1), data.get(inside)) {
+        let text = match (
+            bytes.get(before.len()),
+            bytes.get(text_end - 1),
+            data.get(inside),
+        ) {
             (Some(b'"'), Some(b'"'), Some(inside)) if plain(inside.as_bytes()) => {
                 Cow::Borrowed(inside)
             }
@@ -390,8 +394,13 @@ impl<B> Template<B> {
         self.steady = steady;
         // The first stop, when it is a text and the last.
         self.text_alone = self.next_read.first().copied().filter(|&at| {
-            self.holes.get(at).is_some_and(|hole| hole.kind == HoleKind::Text)
-                && self.next_read.get(at + 1).is_none_or(|&next| next == self.holes.len())
+            self.holes
+                .get(at)
+                .is_some_and(|hole| hole.kind == HoleKind::Text)
+                && self
+                    .next_read
+                    .get(at + 1)
+                    .is_none_or(|&next| next == self.holes.len())
         });
     }
 }
@@ -561,7 +570,8 @@ mod tests {
     fn a_text_alone_is_read_as_the_walk_reads_it() {
         let mut learned = anthropic_template();
         assert!(learned.template.as_ref().unwrap().text_alone.is_some());
-        let head = r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"#;
+        let head =
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"#;
         let taken = [
             "\" a\"",
             "\"\"",

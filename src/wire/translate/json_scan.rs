@@ -519,7 +519,9 @@ mod tests {
     fn a_text_is_plain_when_a_byte_at_a_time_finds_no_stop_in_it() {
         // Every stop byte (and bytes next to them) at every place of texts of every length
         // up to three words, after plain ASCII and after non-ASCII.
-        for stop in [b'"', b'\\', 0x00, 0x1f, b'\n', 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xff] {
+        for stop in [
+            b'"', b'\\', 0x00, 0x1f, b'\n', 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xff,
+        ] {
             for fill in ["abcdefgh", "é🦀ü", " !#[]^`~\u{7f}"] {
                 for len in 0..25 {
                     let base: Vec<u8> = fill.bytes().cycle().take(len).collect();
