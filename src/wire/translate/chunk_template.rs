@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use super::json_scan::{Hole, HoleKind, Scan};
+use super::json_scan::{plain, Hole, HoleKind, Scan};
 use crate::wire::content_bytes::{content_member_at, string_bytes};
 use crate::wire::stream_format::StreamFormat;
 
@@ -37,6 +37,10 @@ pub struct Template<B> {
     steady: [Option<u64>; 4],
     /// Whether the stops were chosen from a chunk that filled the template.
     tuned: bool,
+    /// The one hole a tuned template stops at, when that is a text and it stops at nothing
+    /// else: a chunk that is the template's bytes around another string there (most) is read
+    /// without walking the holes ([`Template::fill_text_alone`]).
+    text_alone: Option<usize>,
     base: B,
     counted: Counted,
 }
@@ -177,6 +181,61 @@ impl<B: Copy> Template<B> {
     /// with other values of the same kinds in its holes; `None` otherwise (nothing read).
     pub fn fill<'a>(&self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
         self.fill_noting::<false>(data, filled, &mut 0)
+    }
+
+    /// [`Template::fill`] of a chunk that is the template's bytes before and after its one
+    /// stop ([`Template::text_alone`]) with one string between them: read as the walk of the
+    /// holes reads it (it compares the same bytes and reads the same string), without the
+    /// walk. `None` (nothing read) for any other chunk, which the walk reads.
+    fn fill_text_alone<'a>(&self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
+        let (text, content_bytes) = self.text_alone_of(data)?;
+        filled.counts = self.steady;
+        filled.content_bytes = content_bytes;
+        filled.text(text);
+        Some(self.base)
+    }
+
+    /// The text of a chunk [`Template::fill_text_alone`] takes, and the content bytes it
+    /// gives for it.
+    fn text_alone_of<'a>(&self, data: &'a str) -> Option<(Cow<'a, str>, Option<usize>)> {
+        let hole = self.holes.get(self.text_alone?)?;
+        let (before, after) = (self.bytes.get(..hole.start)?, self.bytes.get(hole.end..)?);
+        let bytes = data.as_bytes();
+        let text_end = bytes.len().checked_sub(after.len())?;
+        if text_end <= before.len() || !bytes.starts_with(before) || !bytes.ends_with(after) {
+            return None;
+        }
+        // Between the quotes, a string with no escape (most) is its own bytes; one with
+        // escapes is read as the walk reads it.
+        let inside = before.len() + 1..text_end - 1;
+        let text = match (
+            bytes.get(before.len()),
+            bytes.get(text_end - 1),
+            data.get(inside),
+        ) {
+            (Some(b'"'), Some(b'"'), Some(inside)) if plain(inside.as_bytes()) => {
+                Cow::Borrowed(inside)
+            }
+            _ => {
+                let mut scan = Scan::new(data);
+                scan.at = before.len();
+                let text = scan.string()?;
+                if scan.at != text_end {
+                    return None;
+                }
+                text
+            }
+        };
+        let content_bytes = match self.counted {
+            Counted::Nothing => Some(0),
+            Counted::FirstText => Some(match &text {
+                // No escape: the bytes counted are the text's own.
+                Cow::Borrowed(text) => text.len(),
+                Cow::Owned(_) => string_bytes(bytes.get(before.len() + 1..)?),
+            }),
+            Counted::Elsewhere => None,
+        };
+        Some((text, content_bytes))
     }
 
     /// [`Template::fill`]; with `NOTE`, each hole whose bytes differ from the template's
@@ -330,6 +389,16 @@ impl<B> Template<B> {
         }
         self.next_read = next_stops(&self.holes, stops);
         self.steady = steady;
+        // The first stop, when it is a text and the last.
+        self.text_alone = self.next_read.first().copied().filter(|&at| {
+            self.holes
+                .get(at)
+                .is_some_and(|hole| hole.kind == HoleKind::Text)
+                && self
+                    .next_read
+                    .get(at + 1)
+                    .is_none_or(|&next| next == self.holes.len())
+        });
     }
 }
 
@@ -369,7 +438,9 @@ impl<B: Copy> Learned<B> {
     pub fn read<'a>(&mut self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
         let base = match self.template.as_mut() {
             None => None,
-            Some(template) if template.tuned => template.fill(data, filled),
+            Some(template) if template.tuned => template
+                .fill_text_alone(data, filled)
+                .or_else(|| template.fill(data, filled)),
             Some(template) => {
                 let mut differed = 0;
                 let base = template.fill_noting::<true>(data, filled, &mut differed);
@@ -382,6 +453,18 @@ impl<B: Copy> Learned<B> {
         self.content_bytes = base.and(filled.content_bytes);
         self.read_base = base;
         base
+    }
+
+    /// [`Learned::read`] of a chunk its tuned template takes as its one text alone
+    /// ([`Template::fill_text_alone`]): that text (the first the `Filled` would hold), with no
+    /// `Filled` to gather it. `None` for any other chunk: nothing was read (nor kept), and
+    /// [`Learned::read`] reads it.
+    pub fn read_text_alone<'a>(&mut self, data: &'a str) -> Option<Cow<'a, str>> {
+        let template = self.template.as_ref()?;
+        let (text, content_bytes) = template.text_alone_of(data)?;
+        self.content_bytes = content_bytes;
+        self.read_base = Some(template.base);
+        Some(text)
     }
 
     /// The template's base, when the last chunk [`Learned::read`] was asked for was read
@@ -429,6 +512,7 @@ impl<B: Copy> Learned<B> {
             next_read,
             steady: [None; 4],
             tuned: false,
+            text_alone: None,
             base,
             counted,
         });
@@ -437,7 +521,117 @@ impl<B: Copy> Learned<B> {
 
 #[cfg(test)]
 mod tests {
-    use super::common_prefix;
+    use super::*;
+    use crate::wire::translate::text_delta::messages_text_in;
+
+    /// What a fill read: its base and every value of the `Filled`.
+    type Read<'a> = (
+        Option<()>,
+        Option<Cow<'a, str>>,
+        Vec<Cow<'a, str>>,
+        [Option<u64>; 4],
+        Option<usize>,
+    );
+
+    fn read<'a>(fill: impl FnOnce(&mut Filled<'a>) -> Option<()>) -> Read<'a> {
+        let mut filled = Filled::default();
+        let base = fill(&mut filled);
+        (
+            base,
+            filled.first,
+            filled.more,
+            filled.counts,
+            filled.content_bytes,
+        )
+    }
+
+    /// An Anthropic text delta's template, learnt from one chunk and tuned on another.
+    fn anthropic_template() -> Learned<()> {
+        let delta = |text: &str| {
+            format!(
+                r#"{{"type":"content_block_delta","index":1,"delta":{{"type":"text_delta","text":"{text}"}}}}"#
+            )
+        };
+        let mut learned = Learned::default();
+        let first = delta("This");
+        let mut walk = learned.scan(&first);
+        assert_eq!(messages_text_in(&mut walk).as_deref(), Some("This"));
+        learned.learn(&first, walk, (), StreamFormat::Anthropic);
+        let second = delta(" is");
+        assert!(learned.read(&second, &mut Filled::default()).is_some());
+        learned
+    }
+
+    /// A tuned template whose one stop is a text reads every chunk by its bytes around it as
+    /// the walk of its holes reads it (the same values, or the same refusal), and takes the
+    /// chunks of that shape with another string there without the walk.
+    #[test]
+    fn a_text_alone_is_read_as_the_walk_reads_it() {
+        let mut learned = anthropic_template();
+        assert!(learned.template.as_ref().unwrap().text_alone.is_some());
+        let head =
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"#;
+        let taken = [
+            "\" a\"",
+            "\"\"",
+            "\"é 🦀 a longer piece of text than a word\"",
+            "\"quoted \\\"q\\\" \\\\ and \\n\"",
+            "\"\\u00e9\\/\"",
+            "\"\\\\\"",
+        ];
+        let walked = [
+            // Another shape, or not JSON: the walk decides.
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"x"}}"#,
+            r#"{"type":"content_block_deltx","index":1,"delta":{"type":"text_delta","text":"x"}}"#,
+            r#"{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":"x"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}} "#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text": "x"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}]"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"]}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x" }"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"a"b"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"ab\"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"\ud83e\udd80"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":1}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"#,
+            "",
+        ];
+        let control = format!("{head}\"a\u{1}b\"}}}}");
+        let chunks: Vec<String> = taken
+            .iter()
+            .map(|text| format!("{head}{text}}}}}"))
+            .chain(walked.iter().map(|chunk| chunk.to_string()))
+            .chain([control])
+            .collect();
+        for (at, chunk) in chunks.iter().enumerate() {
+            let template = learned.template.as_ref().unwrap();
+            let walk = read(|filled| template.fill(chunk, filled));
+            let alone = read(|filled| template.fill_text_alone(chunk, filled));
+            if alone.0.is_some() {
+                assert_eq!(alone, walk, "{chunk}");
+            }
+            if at < taken.len() {
+                assert!(alone.0.is_some(), "{chunk}");
+            }
+            // Without a `Filled`: the same text, and what `read` keeps of it.
+            let (before_bytes, before_base) = (learned.content_bytes(), learned.read_base());
+            let text = learned.read_text_alone(chunk);
+            assert_eq!(text, alone.1, "{chunk}");
+            match text {
+                Some(_) => {
+                    assert_eq!(learned.content_bytes(), alone.4, "{chunk}");
+                    assert_eq!(learned.read_base(), Some(()), "{chunk}");
+                }
+                None => {
+                    assert_eq!(learned.content_bytes(), before_bytes, "{chunk}");
+                    assert_eq!(learned.read_base(), before_base, "{chunk}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_common_prefix_is_counted_across_and_within_eight_byte_steps() {

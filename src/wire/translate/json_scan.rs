@@ -128,7 +128,8 @@ impl<'a> Scan<'a> {
         (self.at == self.text.len()).then_some(())
     }
 
-    /// A string, its escapes decoded (borrowed when it has none).
+    /// A string, its escapes decoded (borrowed when it has none: its bytes then hold no quote,
+    /// backslash or control byte, [`plain`]).
     pub fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
         let text = self.text;
@@ -370,21 +371,13 @@ impl<'a> Scan<'a> {
 /// bytes at a time, each word checked for all three at once (Mycroft's test for a zero
 /// byte, as serde_json skips a string's plain run), the last few bytes one at a time.
 pub(super) fn plain_run(rest: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::MAX / 255;
-    const HIGH: u64 = ONES << 7;
     let mut at = 0;
     while let Some(word) = rest.get(at..at + 8) {
         let mut eight = [0u8; 8];
         eight.copy_from_slice(word);
         let bytes = u64::from_le_bytes(eight);
-        // Each test sets the high bit of the lowest byte it finds (and maybe of bytes above
-        // it, which `trailing_zeros` does not look at).
-        let control = bytes.wrapping_sub(ONES * 0x20) & !bytes;
-        let quote = bytes ^ (ONES * u64::from(b'"'));
-        let quote = quote.wrapping_sub(ONES) & !quote;
-        let backslash = bytes ^ (ONES * u64::from(b'\\'));
-        let backslash = backslash.wrapping_sub(ONES) & !backslash;
-        let found = (control | quote | backslash) & HIGH;
+        // `trailing_zeros` finds the lowest stop (bits above it are not looked at).
+        let found = stop_bytes(bytes);
         if found != 0 {
             return Some(at + found.trailing_zeros() as usize / 8);
         }
@@ -398,6 +391,38 @@ pub(super) fn plain_run(rest: &[u8]) -> Option<usize> {
         at += 1;
     }
     None
+}
+
+/// Whether `bytes` hold no quote, backslash or control byte: the inside of a JSON string with
+/// no escape (its text is its bytes), and a text serde_json writes as it is between quotes.
+/// Eight bytes a step, the last few filled up with a plain byte, as [`plain_run`] tests them.
+pub fn plain(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(8);
+    let mut last = [b'a'; 8];
+    if let Some(tail) = last.get_mut(..words.remainder().len()) {
+        tail.copy_from_slice(words.remainder());
+    }
+    let mut stops = stop_bytes(u64::from_le_bytes(last));
+    for word in words.by_ref() {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(word);
+        stops |= stop_bytes(u64::from_le_bytes(eight));
+    }
+    stops == 0
+}
+
+/// The high bit of the lowest quote, backslash or control byte of `bytes` (and maybe of bytes
+/// above it): 0 when it holds none.
+#[inline]
+fn stop_bytes(bytes: u64) -> u64 {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES << 7;
+    let control = bytes.wrapping_sub(ONES * 0x20) & !bytes;
+    let quote = bytes ^ (ONES * u64::from(b'"'));
+    let quote = quote.wrapping_sub(ONES) & !quote;
+    let backslash = bytes ^ (ONES * u64::from(b'\\'));
+    let backslash = backslash.wrapping_sub(ONES) & !backslash;
+    (control | quote | backslash) & HIGH
 }
 
 /// Members already read once: a repeated one declines (serde_json's derived readers refuse
@@ -510,7 +535,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_text_is_plain_when_a_byte_at_a_time_finds_no_stop_in_it() {
+        // Every stop byte (and bytes next to them) at every place of texts of every length
+        // up to three words, after plain ASCII and after non-ASCII.
+        for stop in [
+            b'"', b'\\', 0x00, 0x1f, b'\n', 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xff,
+        ] {
+            for fill in ["abcdefgh", "é🦀ü", " !#[]^`~\u{7f}"] {
+                for len in 0..25 {
+                    let base: Vec<u8> = fill.bytes().cycle().take(len).collect();
+                    assert!(plain(&base), "{base:?}");
+                    for at in 0..len {
+                        let mut bytes = base.clone();
+                        bytes[at] = stop;
+                        assert_eq!(plain(&bytes), plain_run_bytewise(&bytes).is_none());
+                    }
+                }
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn plain_texts_match_a_byte_at_a_time(bytes in proptest::collection::vec(
+            prop_oneof![
+                any::<u8>(),
+                proptest::sample::select(vec![b'"', b'\\', 0x1f, 0x20, b'a', 0xc3]),
+            ],
+            0..40,
+        )) {
+            prop_assert_eq!(plain(&bytes), plain_run_bytewise(&bytes).is_none());
+        }
+
         #[test]
         fn plain_runs_match_a_byte_at_a_time(bytes in proptest::collection::vec(
             prop_oneof![

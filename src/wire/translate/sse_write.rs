@@ -36,13 +36,14 @@ pub fn write_json_str(out: &mut BytesMut, text: &str) {
     // Bytes up to `copied` are written; those up to `at` need no escape.
     let (mut copied, mut at) = (0, 0);
     while at < bytes.len() {
-        if let Some(word) = bytes.get(at..at + 8) {
-            let mut eight = [0u8; 8];
-            eight.copy_from_slice(word);
-            if !escapes_any(u64::from_le_bytes(eight)) {
-                at += 8;
-                continue;
-            }
+        // The next eight bytes, or the last few filled up with spaces (never escaped): a
+        // short piece (most text deltas) is checked in one step too.
+        let step = (bytes.len() - at).min(8);
+        let mut eight = [b' '; 8];
+        eight[..step].copy_from_slice(&bytes[at..at + step]);
+        if !escapes_any(u64::from_le_bytes(eight)) {
+            at += step;
+            continue;
         }
         let b = bytes[at];
         if let Some(escaped) = escape(b) {
@@ -164,6 +165,20 @@ mod tests {
             let mut out = BytesMut::new();
             write_json_str(&mut out, text);
             assert_eq!(&out[..], Value::from(text).to_string().as_bytes());
+        }
+        // A byte to escape (or one beside them) at every place of a short piece and of a
+        // piece's last few bytes after whole words.
+        for escaped in ['"', '\\', '\n', '\u{0}', '\u{1f}', ' ', '!', '\u{7f}', 'é'] {
+            for len in 1..20 {
+                for at in 0..len {
+                    let text: String = (0..len)
+                        .map(|i| if i == at { escaped } else { 'a' })
+                        .collect();
+                    let mut out = BytesMut::new();
+                    write_json_str(&mut out, &text);
+                    assert_eq!(&out[..], Value::from(text.as_str()).to_string().as_bytes());
+                }
+            }
         }
         for number in [0, 7, 10, 99, 100, 1_700_000_000, u64::MAX - 1, u64::MAX] {
             let mut out = BytesMut::new();

@@ -3,6 +3,7 @@
 //! by event (behaviour §14). `ping` and events the client's protocol has no word for are
 //! dropped; a break after commit becomes the client protocol's error event.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -188,7 +189,14 @@ impl StreamTranslator {
         };
         self.write(out);
         let text = text?;
-        write_text(&mut self.writer, &text, out);
+        // A Messages reader's borrowed text is a string's own bytes, with no escape (what
+        // `json_scan::plain` finds): a Chat writer need not look for one.
+        let known_plain =
+            matches!(self.reader, Reader::Messages(_)) && matches!(text, Cow::Borrowed(_));
+        match &mut self.writer {
+            Writer::Chat(w) if known_plain => w.text_known(&text, true, out),
+            writer => write_text(writer, &text, out),
+        }
         self.text_bytes()
     }
 

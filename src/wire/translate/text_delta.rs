@@ -40,6 +40,10 @@ fn learned<'a, B: Copy, R>(
 
 /// `messages_text` through the stream's template.
 pub fn messages_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Option<Cow<'a, str>> {
+    // Most chunks: the template's bytes around another text.
+    if let Some(text) = chunks.read_text_alone(data) {
+        return Some(text);
+    }
     learned(
         data,
         chunks,
@@ -170,7 +174,7 @@ pub fn messages_text(data: &str) -> Option<Cow<'_, str>> {
     messages_text_in(&mut Scan::new(data))
 }
 
-fn messages_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
+pub(super) fn messages_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
     let mut seen = Seen::default();
     let mut text = None;
     scan.object(|scan, key| match &*key {

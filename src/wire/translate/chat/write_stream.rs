@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::write::{chat_id, finish_reason, usage};
 use crate::wire::stream_error::openai_stream_error;
 use crate::wire::translate::hub::form::{Event, Usage};
+use crate::wire::translate::json_scan::plain;
 
 /// Most citations one answer's annotations chunk lists.
 const MAX_ANNOTATIONS: usize = 4096;
@@ -135,21 +136,27 @@ impl ChatWriter {
     /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
     /// event's piece here borrowed, without an event around it.
     pub fn text(&mut self, text: &str, out: &mut BytesMut) {
+        self.text_known(text, plain(text.as_bytes()), out)
+    }
+
+    /// [`Self::text`] of a text whose reader knows whether it is [`plain`] (then its bytes are
+    /// written as they are).
+    pub fn text_known(&mut self, text: &str, is_plain: bool, out: &mut BytesMut) {
         if self.done || text.is_empty() {
             return;
         }
         self.content_chars += text.chars().count();
-        self.content_chunk(out, text)
+        self.content_chunk(out, text, is_plain)
     }
 
     /// The chunk [`Self::chunk`] writes for the delta `{"content": text}`, byte for byte,
     /// written around the text instead of serialized from a `Value`: most of a translated
     /// stream's events are text.
-    fn content_chunk(&mut self, out: &mut BytesMut, text: &str) {
+    fn content_chunk(&mut self, out: &mut BytesMut, text: &str, is_plain: bool) {
         if self.content_tail.is_empty() {
             let mut tail = BytesMut::new();
             tail.extend_from_slice(
-                b"},\"finish_reason\":null,\"index\":0,\"logprobs\":null}],\"created\":",
+                b"\"},\"finish_reason\":null,\"index\":0,\"logprobs\":null}],\"created\":",
             );
             write_json_u64(&mut tail, self.created);
             tail.extend_from_slice(b",\"id\":");
@@ -159,13 +166,21 @@ impl ChatWriter {
             tail.extend_from_slice(b",\"object\":\"chat.completion.chunk\"}\n\n");
             self.content_tail = tail.to_vec();
         }
-        const HEAD: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":";
-        // The whole chunk at once (its quotes; escapes may ask for more): one allocation
-        // where three growing writes would each grow `out`.
-        out.reserve(HEAD.len() + text.len() + 2 + self.content_tail.len());
-        out.extend_from_slice(HEAD);
-        write_json_str(out, text);
-        out.extend_from_slice(&self.content_tail);
+        // Up to the text's opening quote; the tail begins with its closing quote.
+        const HEAD: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"";
+        // The whole chunk at once (escapes may ask for more): one allocation where three
+        // growing writes would each grow `out`.
+        out.reserve(HEAD.len() + text.len() + self.content_tail.len());
+        if is_plain {
+            // Nothing to escape (most texts): the text's bytes are the string's.
+            out.extend_from_slice(HEAD);
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(&self.content_tail);
+        } else {
+            out.extend_from_slice(HEAD.get(..HEAD.len() - 1).unwrap_or_default());
+            write_json_str(out, text);
+            out.extend_from_slice(self.content_tail.get(1..).unwrap_or_default());
+        }
     }
 
     fn chunk(&self, out: &mut BytesMut, delta: Value, finish: Option<&str>) {
@@ -341,7 +356,15 @@ mod tests {
             usage: None,
         };
         writer.event(&start, &mut BytesMut::new());
-        for text in ["hé \"q\"\n", "\u{1}</b>", "🦀"] {
+        for text in [
+            "hé \"q\"\n",
+            "\u{1}</b>",
+            "🦀",
+            "plain",
+            " a plain piece of text longer than a word",
+            "a \\ b",
+            "end\"",
+        ] {
             let mut fast = BytesMut::new();
             writer.event(&Event::Text(text.into()), &mut fast);
             let mut chunk = BytesMut::new();

@@ -395,7 +395,8 @@ impl MessagesReader {
 
     /// [`Self::event`], but a text piece of the open text block (most events) gives its text
     /// back, borrowed and counted, instead of pushing it as an event: the translator writes it
-    /// without making an event of it.
+    /// without making an event of it. Borrowed, it is the bytes of a string with no escape
+    /// (`json_scan::plain` holds of them): every text piece is read by `json_scan`.
     pub fn event_or_text<'a>(
         &mut self,
         data: &'a str,
