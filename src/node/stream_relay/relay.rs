@@ -15,6 +15,7 @@ use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::SseEvent;
 use crate::wire::stream_error::{anthropic_stream_error, gemini_stream_error, openai_stream_error};
 use crate::wire::stream_watch::{EventMeaning, StreamFormat};
+use crate::wire::translate::StreamTranslator;
 use crate::wire::upstream_mask::{mask_found, mask_sse_event};
 use crate::wire::usage::TokenCounts;
 
@@ -287,18 +288,12 @@ impl Relay {
     /// it was (and is in `out`). It is never content, an error or garbage: those, and whatever
     /// else its read declines, are left to `observe`.
     fn responses_inspected(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
-        let format = self.stream.format;
-        if format != StreamFormat::OpenAiResponses {
-            return false;
-        }
-        let Some(translator) = self.stream.translator.as_mut() else {
-            return false;
-        };
-        let start = out.len();
-        let Some(inspected) = translator.responses_inspected(event, out) else {
+        let format = StreamFormat::OpenAiResponses;
+        let Some(inspected) =
+            self.read_translated(format, event, out, StreamTranslator::responses_inspected)
+        else {
             return false;
         };
-        seal_tail(self.stream.sealer.as_ref(), out, start);
         self.stream
             .usage
             .observe_inspected(format, event, inspected);
@@ -309,19 +304,33 @@ impl Relay {
     /// taken as content with no usage (what `observe` reads of it), as the relay takes an event
     /// that does not matter after commit: true when it was (and is in `out`).
     fn chat_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
-        if self.stream.format != StreamFormat::OpenAiChat {
-            return false;
-        }
-        let Some(translator) = self.stream.translator.as_mut() else {
-            return false;
-        };
-        let start = out.len();
-        let Some(bytes) = translator.chat_text(event, out) else {
+        let format = StreamFormat::OpenAiChat;
+        let Some(bytes) = self.read_translated(format, event, out, StreamTranslator::chat_text)
+        else {
             return false;
         };
-        seal_tail(self.stream.sealer.as_ref(), out, start);
         self.count_content(event, bytes);
         true
+    }
+
+    /// `read` of `event` by the stream's translator, when the stream is translated from an
+    /// upstream speaking `format`, with what it wrote into `out` sealed (when this stream
+    /// seals). `None`: not such a stream, or `read` declined the event and wrote nothing.
+    fn read_translated<T>(
+        &mut self,
+        format: StreamFormat,
+        event: &SseEvent,
+        out: &mut BytesMut,
+        read: impl FnOnce(&mut StreamTranslator, &SseEvent, &mut BytesMut) -> Option<T>,
+    ) -> Option<T> {
+        if self.stream.format != format {
+            return None;
+        }
+        let translator = self.stream.translator.as_mut()?;
+        let start = out.len();
+        let read = read(translator, event, out)?;
+        seal_tail(self.stream.sealer.as_ref(), out, start);
+        Some(read)
     }
 
     /// Whether what the stream used so far takes its client's budget to its end (its running
