@@ -283,16 +283,28 @@ fn responses_event(data: &str, name: Option<&str>) -> (EventMeaning, Option<Toke
     let kind = event.kind.as_deref().or(name).unwrap_or("");
     match kind {
         _ if kind.ends_with(".delta") => (EventMeaning::Content, None),
-        "response.completed" | "response.incomplete" => {
-            let usage = nested_usage(event.response);
-            (usage_meaning(usage, EventMeaning::Other), usage)
-        }
         "response.failed" => {
             let value: Value = serde_json::from_str(data).unwrap_or(Value::Null);
             let failed = value.get("response").unwrap_or(&Value::Null);
             (error_from_value(failed, "response failed"), None)
         }
         "error" => (error_meaning(data), None),
+        _ => lifecycle_meaning(kind, || nested_usage(event.response)),
+    }
+}
+
+/// The meaning of a Responses event of type `kind` that is no delta, error or failure, and
+/// the usage it carries: `response_usage` (its `response.usage`) is read only for the events
+/// that close the answer.
+fn lifecycle_meaning(
+    kind: &str,
+    response_usage: impl FnOnce() -> Option<TokenCounts>,
+) -> (EventMeaning, Option<TokenCounts>) {
+    match kind {
+        "response.completed" | "response.incomplete" => {
+            let usage = response_usage();
+            (usage_meaning(usage, EventMeaning::Other), usage)
+        }
         "response.created" | "response.in_progress" | "response.queued" => {
             (EventMeaning::Preamble, None)
         }
@@ -345,24 +357,15 @@ pub fn responses_inspected(
         None => None,
     };
     let kind = kind.as_deref().or(name).unwrap_or("");
-    let (meaning, usage) = match kind {
-        _ if kind.ends_with(".delta") => return None,
-        "response.completed" | "response.incomplete" => {
-            let usage = match members.response_usage {
-                Some(text) => serde_json::from_str::<Option<UsageFields>>(text)
-                    .ok()
-                    .and_then(usage_counts),
-                None => None,
-            };
-            (usage_meaning(usage, EventMeaning::Other), usage)
-        }
-        "response.failed" | "error" => return None,
-        "response.created" | "response.in_progress" | "response.queued" => {
-            (EventMeaning::Preamble, None)
-        }
-        _ if kind.ends_with(".added") => (EventMeaning::Preamble, None),
-        _ => (EventMeaning::Other, None),
-    };
+    if kind.ends_with(".delta") || matches!(kind, "response.failed" | "error") {
+        return None;
+    }
+    let (meaning, usage) = lifecycle_meaning(kind, || {
+        let text = members.response_usage?;
+        serde_json::from_str::<Option<UsageFields>>(text)
+            .ok()
+            .and_then(usage_counts)
+    });
     Some(Inspected { meaning, usage })
 }
 
