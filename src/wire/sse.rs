@@ -3,6 +3,8 @@
 //! (`\n`, `\r\n`, `\r`, split across chunks at any byte) and the size cap; it must not interpret
 //! what an event means (that is `stream_watch`).
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
 use memchr::memchr2;
 
@@ -27,8 +29,8 @@ pub enum SseError {
 /// upstream byte is in exactly one `raw`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
-    /// The last non-empty `event:` field.
-    pub event: Option<String>,
+    /// The last non-empty `event:` field (a name the providers send, not allocated).
+    pub event: Option<Cow<'static, str>>,
     /// The `data:` lines joined with `\n`.
     pub data: String,
     /// The event's original bytes, terminating blank line included.
@@ -226,7 +228,7 @@ impl SseParser {
 /// What the lines of the event being read set so far.
 #[derive(Debug)]
 struct Fields {
-    event: Option<String>,
+    event: Option<Cow<'static, str>>,
     data: String,
     has_data: bool,
     /// No line has been processed yet (a leading BOM is ignored, as the SSE spec says).
@@ -263,8 +265,13 @@ impl Fields {
                 self.has_data = true;
             }
             b"event" => {
-                let value = text(value)?;
-                self.event = (!value.is_empty()).then(|| value.to_owned());
+                self.event = match known_name(value) {
+                    Some(name) => Some(Cow::Borrowed(name)),
+                    None => {
+                        let value = text(value)?;
+                        (!value.is_empty()).then(|| Cow::Owned(value.to_owned()))
+                    }
+                };
             }
             // A comment (the line starts with `:`), `id`, `retry` and unknown fields stay in
             // `raw` and mean nothing to the router.
@@ -275,6 +282,36 @@ impl Fields {
         }
         Ok(false)
     }
+}
+
+/// An event name Anthropic's or OpenAI's Responses streams send (most of their events are
+/// named), as the same text without a copy; `None` for any other bytes.
+fn known_name(name: &[u8]) -> Option<&'static str> {
+    Some(match name {
+        b"content_block_delta" => "content_block_delta",
+        b"content_block_start" => "content_block_start",
+        b"content_block_stop" => "content_block_stop",
+        b"message_start" => "message_start",
+        b"message_delta" => "message_delta",
+        b"message_stop" => "message_stop",
+        b"ping" => "ping",
+        b"error" => "error",
+        b"response.output_text.delta" => "response.output_text.delta",
+        b"response.created" => "response.created",
+        b"response.in_progress" => "response.in_progress",
+        b"response.output_item.added" => "response.output_item.added",
+        b"response.output_item.done" => "response.output_item.done",
+        b"response.content_part.added" => "response.content_part.added",
+        b"response.content_part.done" => "response.content_part.done",
+        b"response.output_text.done" => "response.output_text.done",
+        b"response.completed" => "response.completed",
+        b"response.incomplete" => "response.incomplete",
+        b"response.failed" => "response.failed",
+        b"response.function_call_arguments.delta" => "response.function_call_arguments.delta",
+        b"response.function_call_arguments.done" => "response.function_call_arguments.done",
+        b"response.reasoning_summary_text.delta" => "response.reasoning_summary_text.delta",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -313,6 +350,64 @@ mod tests {
             .iter()
             .map(|e| (e.event.as_deref(), e.data.as_str(), &e.raw[..]))
             .collect()
+    }
+
+    #[test]
+    fn the_providers_event_names_are_read_without_a_copy_and_others_as_before() {
+        let known = [
+            "content_block_delta",
+            "content_block_start",
+            "content_block_stop",
+            "message_start",
+            "message_delta",
+            "message_stop",
+            "ping",
+            "error",
+            "response.output_text.delta",
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.output_item.done",
+            "response.content_part.added",
+            "response.content_part.done",
+            "response.output_text.done",
+            "response.completed",
+            "response.incomplete",
+            "response.failed",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            "response.reasoning_summary_text.delta",
+        ];
+        for name in known {
+            let events = parse(&format!("event: {name}\ndata: {{}}\n\n"));
+            assert_eq!(events[0].event.as_deref(), Some(name));
+            assert!(matches!(events[0].event, Some(Cow::Borrowed(_))), "{name}");
+        }
+        // Any other name is its own text, as before; a near miss of a known one too.
+        for name in [
+            "message_star",
+            "Message_start",
+            "ping ",
+            "response.created.x",
+            "é",
+        ] {
+            let events = parse(&format!("event: {name}\ndata: {{}}\n\n"));
+            assert_eq!(events[0].event.as_deref(), Some(name));
+            assert!(matches!(events[0].event, Some(Cow::Owned(_))), "{name}");
+        }
+        // The last non-empty name counts; an empty one leaves none.
+        assert_eq!(
+            parse("event: ping\nevent: x\ndata: 1\n\n")[0]
+                .event
+                .as_deref(),
+            Some("x")
+        );
+        assert_eq!(parse("event: ping\nevent:\ndata: 1\n\n")[0].event, None);
+        // A name that is not UTF-8 is still refused.
+        assert_eq!(
+            parse_chunks(&[b"event: \xff\ndata: 1\n\n"]),
+            Err(SseError::InvalidUtf8)
+        );
     }
 
     #[test]

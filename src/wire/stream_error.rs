@@ -108,7 +108,7 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(&out[0].raw, bytes);
         (
-            out[0].event.clone(),
+            out[0].event.as_deref().map(str::to_owned),
             serde_json::from_str(&out[0].data).unwrap(),
         )
     }

@@ -556,7 +556,7 @@ mod tests {
 
     fn event(name: Option<&str>, data: &str) -> SseEvent {
         SseEvent {
-            event: name.map(str::to_owned),
+            event: name.map(|name| name.to_owned().into()),
             data: data.to_owned(),
             raw: Bytes::new(),
         }

@@ -104,7 +104,7 @@ fn events(client: &str) -> Vec<(String, Value)> {
             let mut data: Value = serde_json::from_str(&event.data)
                 .unwrap_or_else(|e| panic!("{e}: an unreadable event: {}", event.data));
             blank_ciphertexts(&mut data);
-            (event.event.unwrap_or_default(), data)
+            (event.event.unwrap_or_default().into_owned(), data)
         })
         .collect()
 }
@@ -258,7 +258,7 @@ fn the_one_read_of_a_created_event_gives_the_id_created_response_id_reads() {
     for data in &datas {
         for name in [Some("response.created"), Some("response.in_progress")] {
             let event = SseEvent {
-                event: name.map(str::to_owned),
+                event: name.map(|name| name.to_owned().into()),
                 data: data.clone(),
                 raw: Bytes::new(),
             };

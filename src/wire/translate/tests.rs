@@ -529,7 +529,10 @@ pub(super) fn translate_stream(
     let mut client = SseParser::new();
     let mut parsed = Vec::new();
     client.feed(&out, &mut parsed).unwrap();
-    parsed.into_iter().map(|e| (e.event, e.data)).collect()
+    parsed
+        .into_iter()
+        .map(|e| (e.event.map(|name| name.into_owned()), e.data))
+        .collect()
 }
 
 pub(super) fn data_of(events: &[(Option<String>, String)]) -> Vec<Value> {

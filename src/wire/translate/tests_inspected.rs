@@ -235,7 +235,7 @@ fn the_one_read_takes_lifecycle_events_and_declines_the_rest() {
             None => translator.event(event, &mut out),
         }
     }
-    let names: Vec<&str> = taken.iter().map(String::as_str).collect();
+    let names: Vec<&str> = taken.iter().map(|name| name.as_ref()).collect();
     assert_eq!(
         names,
         [
