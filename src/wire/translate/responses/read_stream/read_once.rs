@@ -63,17 +63,13 @@ impl ResponsesReader {
             .map(|member| serde_json::from_str::<Value>(member.text))
             .transpose()
             .ok()?;
-        let response_read: &[&str] = match kind.as_ref().and_then(Value::as_str) {
-            Some("response.created" | "response.in_progress") if !self.started => &["id", "model"],
-            Some("response.completed" | "response.incomplete") if !self.done => &[
-                "id",
-                "model",
-                "status",
-                "incomplete_details",
-                "usage",
-                "error",
-            ],
-            _ => &[],
+        // The response's members the arm reads: `None` all that `READ` picks.
+        let response_read: Option<&[&str]> = match kind.as_ref().and_then(Value::as_str) {
+            Some("response.created" | "response.in_progress") if !self.started => {
+                Some(&["id", "model"])
+            }
+            Some("response.completed" | "response.incomplete") if !self.done => None,
+            _ => Some(&[]),
         };
         let mut data = Map::new();
         let mut response: Option<Map<String, Value>> = None;
@@ -89,7 +85,7 @@ impl ResponsesReader {
                 }
                 (Some("response"), name) => {
                     let response = response.get_or_insert_with(Map::new);
-                    if response_read.contains(&name) {
+                    if response_read.is_none_or(|read| read.contains(&name)) {
                         response.insert(name.to_string(), serde_json::from_str(member.text).ok()?);
                     }
                 }
