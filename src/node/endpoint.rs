@@ -133,6 +133,13 @@ impl Endpoint {
             .filter_map(move |target| Direction::between(client?, target))
     }
 
+    /// Whether a request here streams, as its translation in `direction` is told: a Gemini
+    /// client says so by its path (`:streamGenerateContent`), not its body; `None`: its body
+    /// says. The carry check writes the request as the attempt will, so the attempt takes it.
+    pub fn path_stream(self, direction: Direction) -> Option<bool> {
+        (direction.client == Api::Gemini).then_some(self == Endpoint::GeminiStream)
+    }
+
     /// Whether a target of the other format may serve it (behaviour §14's table; a compaction
     /// has no Messages counterpart).
     pub fn translatable(self) -> bool {
@@ -237,5 +244,18 @@ mod tests {
             Endpoint::ResponsesCompact.translation_to(&[Api::Chat]),
             None
         );
+    }
+
+    #[test]
+    fn a_gemini_client_streams_by_its_path_and_any_other_by_its_body() {
+        let to_responses = Direction::GEMINI_TO_RESPONSES;
+        assert_eq!(Endpoint::GeminiStream.path_stream(to_responses), Some(true));
+        assert_eq!(
+            Endpoint::GeminiGenerate.path_stream(Direction::GEMINI_TO_CHAT),
+            Some(false)
+        );
+        for direction in [Direction::CHAT_TO_RESPONSES, Direction::MESSAGES_TO_GEMINI] {
+            assert_eq!(Endpoint::ChatCompletions.path_stream(direction), None);
+        }
     }
 }

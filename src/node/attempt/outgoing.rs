@@ -125,9 +125,7 @@ pub(super) fn prepare<'a>(
                 default_max_tokens: live.translation.default_max_tokens,
                 reasoning,
             };
-            // A Gemini client says it streams by its path, not its body.
-            let client_stream =
-                (first.client == Api::Gemini).then_some(ctx.endpoint == Endpoint::GeminiStream);
+            let client_stream = ctx.endpoint.path_stream(first);
             let rest = directions.get(1..).unwrap_or_default();
             let (chosen, result) = first_carried(
                 (first, rest),

@@ -62,7 +62,8 @@ pub(super) fn check(
                             default_max_tokens: live.translation.default_max_tokens,
                             reasoning: None,
                         };
-                        let carries = match carries(direction, body, settings) {
+                        let stream = endpoint.path_stream(direction);
+                        let carries = match carries(direction, body, settings, stream) {
                             Err(refusal @ TranslateError::Unsupported { .. }) => {
                                 carry.refusal.get_or_insert((direction, refusal));
                                 false

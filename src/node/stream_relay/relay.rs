@@ -277,7 +277,12 @@ impl Relay {
         }
         let start = out.len();
         let bytes = translator.event_counted(event, out);
-        seal_tail(self.stream.sealer.as_ref(), out, start);
+        // A Gemini text chunk with no signature member holds nothing a sealer of signatures
+        // seals (most of a Gemini client's stream).
+        let no_signature = translator.wrote_no_signature();
+        let sealer = (self.stream.sealer.as_ref())
+            .filter(|sealer| !(no_signature && sealer.seals_only_signatures()));
+        seal_tail(sealer, out, start);
         self.count_content(event, bytes);
         true
     }

@@ -38,9 +38,14 @@ pub struct Template<B> {
     /// Whether the stops were chosen from a chunk that filled the template.
     tuned: bool,
     /// The one hole a tuned template stops at, when that is a text and it stops at nothing
-    /// else: a chunk that is the template's bytes around another string there (most) is read
-    /// without walking the holes ([`Template::fill_text_alone`]).
+    /// else but [`Template::number_after`]: a chunk that is the template's bytes around
+    /// another string there (most) is read without walking the holes
+    /// ([`Template::fill_text_alone`]).
     text_alone: Option<usize>,
+    /// The one other hole a template of [`Template::text_alone`] stops at, when there is one:
+    /// a number after the text that differs chunk by chunk (a Responses stream's
+    /// `sequence_number`), passed over as the walk passes it over.
+    number_after: Option<usize>,
     base: B,
     counted: Counted,
 }
@@ -184,9 +189,10 @@ impl<B: Copy> Template<B> {
     }
 
     /// [`Template::fill`] of a chunk that is the template's bytes before and after its one
-    /// stop ([`Template::text_alone`]) with one string between them: read as the walk of the
-    /// holes reads it (it compares the same bytes and reads the same string), without the
-    /// walk. `None` (nothing read) for any other chunk, which the walk reads.
+    /// stop ([`Template::text_alone`]) with one string between them (and another plain number
+    /// in [`Template::number_after`]): read as the walk of the holes reads it (it compares the
+    /// same bytes and reads the same string), without the walk. `None` (nothing read) for any
+    /// other chunk, which the walk reads.
     fn fill_text_alone<'a>(&self, data: &'a str, filled: &mut Filled<'a>) -> Option<B> {
         let (text, content_bytes) = self.text_alone_of(data)?;
         filled.counts = self.steady;
@@ -199,10 +205,19 @@ impl<B: Copy> Template<B> {
     /// gives for it.
     fn text_alone_of<'a>(&self, data: &'a str) -> Option<(Cow<'a, str>, Option<usize>)> {
         let hole = self.holes.get(self.text_alone?)?;
-        let (before, after) = (self.bytes.get(..hole.start)?, self.bytes.get(hole.end..)?);
+        let before = self.bytes.get(..hole.start)?;
         let bytes = data.as_bytes();
-        let text_end = bytes.len().checked_sub(after.len())?;
-        if text_end <= before.len() || !bytes.starts_with(before) || !bytes.ends_with(after) {
+        let text_end = match self.number_after {
+            None => {
+                let after = self.bytes.get(hole.end..)?;
+                if !bytes.ends_with(after) {
+                    return None;
+                }
+                bytes.len().checked_sub(after.len())?
+            }
+            Some(number) => self.before_number(bytes, hole.end, number)?,
+        };
+        if text_end <= before.len() || !bytes.starts_with(before) {
             return None;
         }
         // Between the quotes, a string with no escape (most) is its own bytes; one with
@@ -236,6 +251,32 @@ impl<B: Copy> Template<B> {
             Counted::Elsewhere => None,
         };
         Some((text, content_bytes))
+    }
+
+    /// Where the text of a chunk ends that ends as the template does from the end of its text
+    /// (`text_end`, in the template), with another number in hole `number`: the template's
+    /// bytes between the text and the number, a number the walk reads there (1 to 18 digits,
+    /// no leading zero: `Scan::plain_count`), the template's bytes after it. `None`: any other
+    /// chunk (the walk reads it).
+    fn before_number(&self, bytes: &[u8], text_end: usize, number: usize) -> Option<usize> {
+        let number = self.holes.get(number)?;
+        let between = self.bytes.get(text_end..number.start)?;
+        let after = self.bytes.get(number.end..)?;
+        let number_end = bytes.len().checked_sub(after.len())?;
+        if !bytes.ends_with(after) {
+            return None;
+        }
+        let head = bytes.get(..number_end)?;
+        let digits = head.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+        let number_start = number_end - digits;
+        if digits == 0 || digits > 18 || (digits > 1 && head.get(number_start) == Some(&b'0')) {
+            return None;
+        }
+        let head = head.get(..number_start)?;
+        if !head.ends_with(between) {
+            return None;
+        }
+        head.len().checked_sub(between.len())
     }
 
     /// [`Template::fill`]; with `NOTE`, each hole whose bytes differ from the template's
@@ -389,16 +430,23 @@ impl<B> Template<B> {
         }
         self.next_read = next_stops(&self.holes, stops);
         self.steady = steady;
-        // The first stop, when it is a text and the last.
-        self.text_alone = self.next_read.first().copied().filter(|&at| {
-            self.holes
-                .get(at)
-                .is_some_and(|hole| hole.kind == HoleKind::Text)
-                && self
-                    .next_read
-                    .get(at + 1)
-                    .is_none_or(|&next| next == self.holes.len())
-        });
+        // The first stop, when it is a text and the last, or the last but a number after it.
+        let stop_after = |at: usize| {
+            let next = self.next_read.get(at + 1).copied();
+            next.filter(|&next| next < self.holes.len())
+        };
+        let kind = |at: usize| self.holes.get(at).map(|hole| hole.kind);
+        let text = self.next_read.first().copied();
+        let text = text.filter(|&at| kind(at) == Some(HoleKind::Text));
+        (self.text_alone, self.number_after) = match text.map(|at| (at, stop_after(at))) {
+            Some((at, None)) => (Some(at), None),
+            Some((at, Some(number)))
+                if kind(number) == Some(HoleKind::Number) && stop_after(number).is_none() =>
+            {
+                (Some(at), Some(number))
+            }
+            _ => (None, None),
+        };
     }
 }
 
@@ -513,6 +561,7 @@ impl<B: Copy> Learned<B> {
             steady: [None; 4],
             tuned: false,
             text_alone: None,
+            number_after: None,
             base,
             counted,
         });
@@ -522,7 +571,7 @@ impl<B: Copy> Learned<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::translate::text_delta::messages_text_in;
+    use crate::wire::translate::text_delta::{messages_text_in, responses_text_in};
 
     /// What a fill read: its base and every value of the `Filled`.
     type Read<'a> = (
@@ -631,6 +680,146 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A Responses text delta (its text, then a `sequence_number` that differs each chunk).
+    fn responses_delta(text: &str, sequence: &str) -> String {
+        format!(
+            r#"{{"content_index":0,"delta":{text},"item_id":"msg_1","output_index":1,"sequence_number":{sequence},"type":"response.output_text.delta"}}"#
+        )
+    }
+
+    /// A Responses text delta's template, learnt from one chunk and tuned on the next.
+    fn responses_template() -> Learned<()> {
+        let mut learned = Learned::default();
+        let first = responses_delta("\"This\"", "4");
+        let mut walk = learned.scan(&first);
+        assert_eq!(responses_text_in(&mut walk).as_deref(), Some("This"));
+        learned.learn(&first, walk, (), StreamFormat::OpenAiResponses);
+        let second = responses_delta("\" is\"", "5");
+        assert!(learned.read(&second, &mut Filled::default()).is_some());
+        learned
+    }
+
+    /// A tuned template whose stops are a text and a number after it reads every chunk by its
+    /// bytes around them as the walk of its holes reads it (the same values, or the same
+    /// refusal), and takes the chunks with another string and another plain number there
+    /// without the walk.
+    #[test]
+    fn a_text_then_a_number_is_read_as_the_walk_reads_it() {
+        let mut learned = responses_template();
+        let template = learned.template.as_ref().unwrap();
+        assert!(template.text_alone.is_some() && template.number_after.is_some());
+        let texts = [
+            "\" a\"",
+            "\"\"",
+            "\"é 🦀 a longer piece of text than a word\"",
+            "\"quoted \\\"q\\\" \\\\ and \\n\"",
+            "\"\\u00e9\\/\"",
+            "\"\\\\\"",
+            // What comes between the text and the number, inside the text.
+            "\"x\\\",\\\"item_id\\\":\\\"msg_1\\\"\"",
+            "\",\\\"item_id\\\":\"",
+        ];
+        let numbers = ["0", "6", "69", "123456789012345678"];
+        let mut taken: Vec<String> = Vec::new();
+        for text in texts {
+            for number in numbers {
+                taken.push(responses_delta(text, number));
+            }
+        }
+        let mut walked: Vec<String> = [
+            "-1",
+            "1.5",
+            "1e5",
+            "1E5",
+            "01",
+            "00",
+            "1234567890123456789",
+            " 5",
+            "5 ",
+            "",
+            "\"5\"",
+            "null",
+            "-0",
+        ]
+        .iter()
+        .map(|number| responses_delta("\"x\"", number))
+        .collect();
+        walked.extend(
+            [
+                "\"a\"b\"",
+                "\"ab\\\"",
+                "\"\\ud83e\\udd80\"",
+                "\"",
+                "1",
+                "",
+                "\"a\",\"item_id\":\"msg_1\"",
+                "\"a\u{1}b\"",
+            ]
+            .iter()
+            .map(|text| responses_delta(text, "7")),
+        );
+        walked.extend([
+            // Another shape, or not JSON: the walk decides.
+            r#"{"content_index":0,"delta":"x","item_id":"msg_2","output_index":1,"sequence_number":7,"type":"response.output_text.delta"}"#.to_string(),
+            r#"{"content_index":0,"delta":"x","item_id":"msg_1","output_index":1,"sequence_number":7,"type":"response.output_text.deltx"}"#.to_string(),
+            r#"{"content_index":0,"delta":"x","item_id":"msg_1","output_index":1,"sequence_number":7,"type":"response.output_text.delta"} "#.to_string(),
+            r#"{"content_index":0,"delta":"x","item_id":"msg_1","output_index":1,"sequence_number":7,"type":"response.output_text.delta"}}"#.to_string(),
+            r#"{"content_index":0,"delta":"x","item_id":"msg_1","output_index":1,"sequence_number":7,"type":"response.output_text.delta""#.to_string(),
+            r#"{"content_index":0,"delta":"x","item_id":"msg_1","output_index":1,"sequence_number":"#.to_string(),
+            r#"{"content_index":0,"delta":"x","item_id":"msg_1","output_index":1,"sequence_number":7,"sequence_number":7,"type":"response.output_text.delta"}"#.to_string(),
+            r#"{"content_index":0,"delta":"x","item_id":"msg_1","output_index":1,"sequence_number":,"type":"response.output_text.delta"}"#.to_string(),
+            r#"{"content_index":0,"delta":"x","item_id":"msg_1","output_index":17,"type":"response.output_text.delta"}"#.to_string(),
+            String::new(),
+        ]);
+        for (at, chunk) in taken.iter().chain(&walked).enumerate() {
+            let template = learned.template.as_ref().unwrap();
+            let walk = read(|filled| template.fill(chunk, filled));
+            let alone = read(|filled| template.fill_text_alone(chunk, filled));
+            if alone.0.is_some() {
+                assert_eq!(alone, walk, "{chunk}");
+            }
+            assert_eq!(alone.0.is_some(), at < taken.len(), "{chunk}");
+            // Through `read`: the same as the walk, and what it keeps of it.
+            let mut filled = Filled::default();
+            let base = learned.read(chunk, &mut filled);
+            assert_eq!(base, walk.0, "{chunk}");
+            assert_eq!(filled.first, walk.1, "{chunk}");
+            assert_eq!(learned.content_bytes(), walk.0.and(walk.4), "{chunk}");
+        }
+        // The last chunk taken was that shape's: the walked ones between did not retune it.
+        let template = learned.template.as_ref().unwrap();
+        assert!(template.text_alone.is_some() && template.number_after.is_some());
+    }
+
+    /// A template whose stops after its text are two, or one that is no number, has no text
+    /// alone: the walk reads its chunks.
+    #[test]
+    fn a_text_then_more_than_one_number_or_a_string_is_walked() {
+        let mut learned = Learned::default();
+        let delta = |text: &str, item: &str, sequence: &str| {
+            format!(
+                r#"{{"delta":"{text}","item_id":"{item}","sequence_number":{sequence},"type":"response.output_text.delta"}}"#
+            )
+        };
+        let first = delta("a", "m1", "1");
+        let mut walk = learned.scan(&first);
+        assert!(responses_text_in(&mut walk).is_some());
+        learned.learn(&first, walk, (), StreamFormat::OpenAiResponses);
+        assert!(learned
+            .read(&delta("b", "m2", "2"), &mut Filled::default())
+            .is_some());
+        assert_eq!(learned.template.as_ref().unwrap().text_alone, None);
+        let mut learned = Learned::default();
+        let first = delta("a", "m1", "1");
+        let mut walk = learned.scan(&first);
+        assert!(responses_text_in(&mut walk).is_some());
+        learned.learn(&first, walk, (), StreamFormat::OpenAiResponses);
+        assert!(learned
+            .read(&delta("b", "m2", "1"), &mut Filled::default())
+            .is_some());
+        assert_eq!(learned.template.as_ref().unwrap().text_alone, None);
     }
 
     #[test]

@@ -243,13 +243,15 @@ fn translated(
 
 /// Whether `direction`'s target API can carry `body` (behaviour §14): the translation up to
 /// the target's request, without its bytes or what the answer needs. `Unsupported` is the
-/// refusal; `Invalid` a body that is no request of the client's API.
+/// refusal; `Invalid` a body that is no request of the client's API. `stream`: as
+/// [`translate_request_as`] takes it (the attempt that will take what the check wrote).
 pub fn carries(
     direction: Direction,
     request: &ParsedRequest,
     settings: RequestSettings<'_>,
+    stream: Option<bool>,
 ) -> Result<(), TranslateError> {
-    let written = write_request(direction, request.source(), settings, None)?;
+    let written = write_request(direction, request.source(), settings, stream)?;
     request.keep(direction, settings, written);
     Ok(())
 }

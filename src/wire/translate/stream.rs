@@ -80,6 +80,9 @@ pub struct StreamTranslator {
     /// Text pieces of the open text block go from the reader to the writer borrowed, not as
     /// events (tests turn it off: `whole_values`).
     direct_text: bool,
+    /// What the last [`StreamTranslator::event_counted`] wrote is one Gemini text chunk with
+    /// no `thoughtSignature` member.
+    wrote_no_signature: bool,
 }
 
 /// A text piece of the open text block, written as `writer` writes `Event::Text`.
@@ -119,6 +122,7 @@ impl StreamTranslator {
             events: Vec::new(),
             mark_signatures: direction == Direction::MESSAGES_TO_GEMINI,
             direct_text: true,
+            wrote_no_signature: false,
         }
     }
 
@@ -160,6 +164,7 @@ impl StreamTranslator {
     /// the bytes of generated text the relay counts of it (`content_bytes::content_text_bytes`
     /// of the event, a stream of `format`), without searching it again.
     pub fn event_counted(&mut self, event: &SseEvent, out: &mut BytesMut) -> Option<usize> {
+        self.wrote_no_signature = false;
         // A text piece of the open text block (most events) is written as it was read,
         // borrowed: no event is made of it.
         let text = match &mut self.reader {
@@ -187,17 +192,30 @@ impl StreamTranslator {
                 None
             }
         };
+        let before = out.len();
         self.write(out);
         let text = text?;
+        let only_text = out.len() == before;
         // A Messages reader's borrowed text is a string's own bytes, with no escape (what
         // `json_scan::plain` finds): a Chat writer need not look for one.
         let known_plain =
             matches!(self.reader, Reader::Messages(_)) && matches!(text, Cow::Borrowed(_));
         match &mut self.writer {
             Writer::Chat(w) if known_plain => w.text_known(&text, true, out),
+            Writer::Gemini(w) => {
+                w.text(&text, out);
+                self.wrote_no_signature = only_text && w.wrote_no_signature();
+            }
             writer => write_text(writer, &text, out),
         }
         self.text_bytes()
+    }
+
+    /// Whether what the last [`Self::event_counted`] wrote is one Gemini text chunk that holds
+    /// no `"thoughtSignature"` member: nothing a Gemini client's sealer seals
+    /// (`ItemSealer::seals_only_signatures`). False when it may hold one.
+    pub fn wrote_no_signature(&self) -> bool {
+        self.wrote_no_signature
     }
 
     /// The content bytes of the text piece the reader just read, when its template knows them.

@@ -49,7 +49,7 @@ fn a_parsed_request_translates_as_its_bytes_do() {
                     assert_eq!(got, expected, "{}", direction.label());
                 }
                 assert_eq!(
-                    carries(direction, &parsed, settings()),
+                    carries(direction, &parsed, settings(), stream),
                     expected.map(|_| ()),
                     "{}",
                     direction.label()
@@ -97,7 +97,7 @@ fn the_attempt_takes_what_the_check_wrote_with_its_own_model() {
                 };
                 for attempt in [settings(), keyed] {
                     let parsed = ParsedRequest::new(Bytes::from(body.clone()));
-                    let carried = carries(direction, &parsed, check);
+                    let carried = carries(direction, &parsed, check, stream);
                     assert_eq!(parsed.checked_len(), usize::from(carried.is_ok()));
                     let got =
                         translate_parsed_as(direction, (Some(&parsed), &body), attempt, stream);
@@ -112,6 +112,7 @@ fn the_attempt_takes_what_the_check_wrote_with_its_own_model() {
                             default_max_tokens: 7,
                             ..check
                         },
+                        stream,
                     );
                     let got =
                         translate_parsed_as(direction, (Some(&parsed), &body), attempt, stream);
@@ -123,7 +124,7 @@ fn the_attempt_takes_what_the_check_wrote_with_its_own_model() {
     // The common case is taken: a Chat client's request for Messages.
     let body = &bodies()[0];
     let parsed = ParsedRequest::new(Bytes::from(body.clone()));
-    carries(Direction::CHAT_TO_MESSAGES, &parsed, check).unwrap();
+    carries(Direction::CHAT_TO_MESSAGES, &parsed, check, None).unwrap();
     assert_eq!(parsed.checked_len(), 1);
     let taken = translate_parsed_as(
         Direction::CHAT_TO_MESSAGES,
@@ -135,6 +136,34 @@ fn the_attempt_takes_what_the_check_wrote_with_its_own_model() {
     assert_eq!(parsed.checked_len(), 0);
     let body: Value = serde_json::from_slice(&taken.body).unwrap();
     assert_eq!(body["model"], "target-model");
+}
+
+#[test]
+fn a_gemini_clients_stream_takes_what_the_check_wrote_for_its_path() {
+    // A Gemini client streams by its path: the check told so writes the streamed request, and
+    // the attempt takes it (with its model) instead of writing it again.
+    let body = &bodies()[3];
+    let check = RequestSettings {
+        model: "",
+        ..settings()
+    };
+    for direction in [
+        Direction::GEMINI_TO_CHAT,
+        Direction::GEMINI_TO_RESPONSES,
+        Direction::GEMINI_TO_MESSAGES,
+    ] {
+        let parsed = ParsedRequest::new(Bytes::from(body.clone()));
+        carries(direction, &parsed, check, Some(true)).unwrap();
+        assert_eq!(parsed.checked_len(), 1);
+        let got =
+            translate_parsed_as(direction, (Some(&parsed), body), settings(), Some(true)).unwrap();
+        assert_eq!(parsed.checked_len(), 0, "{}", direction.label());
+        assert!(got.stream);
+        assert_eq!(
+            got,
+            translate_request_as(direction, body, settings(), Some(true)).unwrap()
+        );
+    }
 }
 
 #[test]
@@ -163,7 +192,7 @@ fn a_request_whose_reasoning_a_key_opens_is_translated_with_the_key() {
     };
     let direction = Direction::RESPONSES_TO_MESSAGES;
     let parsed = ParsedRequest::new(Bytes::from(body.clone()));
-    carries(direction, &parsed, check).unwrap();
+    carries(direction, &parsed, check, None).unwrap();
     let got = translate_parsed_as(direction, (Some(&parsed), &body), attempt, None).unwrap();
     // The check left the item out; the attempt's key restores it.
     assert_eq!(got.reasoning.restored, 1);
@@ -175,7 +204,7 @@ fn a_request_whose_reasoning_a_key_opens_is_translated_with_the_key() {
     // Without reasoning items, what the check wrote is taken with a key too.
     let body = serde_json::to_vec(&json!({"model": "m", "input": "hi"})).unwrap();
     let parsed = ParsedRequest::new(Bytes::from(body.clone()));
-    carries(direction, &parsed, check).unwrap();
+    carries(direction, &parsed, check, None).unwrap();
     let got = translate_parsed_as(direction, (Some(&parsed), &body), attempt, None).unwrap();
     assert_eq!(parsed.checked_len(), 0);
     assert_eq!(

@@ -280,7 +280,7 @@ pub fn responses_text(data: &str) -> Option<Cow<'_, str>> {
     responses_text_in(&mut Scan::new(data))
 }
 
-fn responses_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
+pub(super) fn responses_text_in<'a>(scan: &mut Scan<'a>) -> Option<Cow<'a, str>> {
     let mut seen = Seen::default();
     let mut delta = None;
     scan.object(|scan, key| match &*key {

@@ -49,6 +49,14 @@ pub struct GeminiWriter {
     text_tail: Vec<u8>,
     /// A text chunk's JSON, reused from one chunk to the next.
     text_chunk: BytesMut,
+    /// Whether `text_tail` holds no `thoughtSignature` (made with it).
+    tail_without_signature: bool,
+    /// Whether what the last [`Self::text`] wrote is a text chunk written around its text
+    /// whose tail holds no `thoughtSignature`: then it holds no `"thoughtSignature"` member.
+    /// Inside a JSON string every quote is escaped, so that name in quotes can end only at a
+    /// string's closing quote; the text's is followed by `}`, not a `:`, and no other string of
+    /// the chunk can end with the name.
+    wrote_no_signature: bool,
     done: bool,
     /// Tests: the last chunk built as a `Value` and serialized (what the direct write is
     /// compared with).
@@ -73,6 +81,8 @@ impl GeminiWriter {
             supports: Vec::new(),
             text_tail: Vec::new(),
             text_chunk: BytesMut::new(),
+            tail_without_signature: false,
+            wrote_no_signature: false,
             done: false,
             whole_values: WholeValues::default(),
         }
@@ -124,6 +134,7 @@ impl GeminiWriter {
     /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
     /// event's piece here borrowed, without an event around it.
     pub fn text(&mut self, text: &str, out: &mut BytesMut) {
+        self.wrote_no_signature = false;
         if self.done {
             return;
         }
@@ -132,10 +143,17 @@ impl GeminiWriter {
             held.push(text);
         }
         if !text.is_empty() && self.pending.is_none() {
-            self.text_part(text, out)
+            self.text_part(text, out);
+            self.wrote_no_signature = self.tail_without_signature;
         } else {
             self.part(&Part::Text(text.to_string()), out)
         }
+    }
+
+    /// Whether what the last [`Self::text`] wrote holds no `"thoughtSignature"` member (the
+    /// members a Gemini client's answer has sealed): false when it may.
+    pub fn wrote_no_signature(&self) -> bool {
+        self.wrote_no_signature
     }
 
     /// Switches to another framing (before anything is written).
@@ -158,6 +176,8 @@ impl GeminiWriter {
             tail.extend_from_slice(b",\"responseId\":");
             write_json_str(&mut tail, &self.id);
             tail.extend_from_slice(b"}");
+            self.tail_without_signature =
+                memchr::memmem::find(&tail, b"thoughtSignature").is_none();
             self.text_tail = tail.to_vec();
         }
         let mut chunk = std::mem::take(&mut self.text_chunk);
@@ -356,5 +376,63 @@ mod tests {
             }
             assert_eq!(fast_out, slow_out);
         }
+    }
+
+    /// A text chunk the writer says holds no signature member is one a sealer of a Gemini
+    /// client's signatures leaves as it is, whatever its text, model and id hold; one whose
+    /// model holds such a member is not said to.
+    #[test]
+    fn a_text_chunk_said_to_hold_no_signature_is_left_as_it_is_by_the_sealer() {
+        use crate::wire::item_seal::{ItemSealer, Items, SealKey};
+        use std::borrow::Cow;
+        let sealers = [Items::GeminiTranslated, Items::GeminiSignatures].map(|items| {
+            let key = SealKey::from_secret(b"node secret");
+            ItemSealer::new(key, "client".into(), "conn".into(), items)
+        });
+        let texts = [
+            "plain",
+            "thoughtSignature",
+            "\"thoughtSignature",
+            "\"thoughtSignature\":\"abc\"",
+            "x\"thoughtSignature\": \"abc",
+            "thoughtSignature\\",
+        ];
+        let models = [
+            json!("gemini"),
+            json!("thoughtSignature"),
+            json!(["thoughtSignature", {"a": "\"thoughtSignature\":"}]),
+            json!({"thoughtSignature": "abc"}),
+        ];
+        let mut sealed_some = false;
+        for framing in [Framing::Sse, Framing::JsonArray] {
+            for model in &models {
+                for id in ["r1", "thoughtSignature", "\"thoughtSignature\":\"x\""] {
+                    let mut writer = GeminiWriter::new(framing);
+                    let mut out = BytesMut::new();
+                    let start = Event::Start {
+                        id: id.into(),
+                        model: model.clone(),
+                        usage: None,
+                    };
+                    writer.event(&start, &mut out);
+                    for text in texts {
+                        let mut out = BytesMut::new();
+                        writer.text(text, &mut out);
+                        let changed = sealers
+                            .iter()
+                            .any(|sealer| matches!(sealer.seal(&out), Cow::Owned(_)));
+                        sealed_some |= changed;
+                        if writer.wrote_no_signature() {
+                            assert!(!changed, "{model} {id} {text}");
+                        }
+                        // Said of every chunk whose model and id do not hold the name.
+                        let named = model.to_string().contains("thoughtSignature")
+                            || id.contains("thoughtSignature");
+                        assert_eq!(writer.wrote_no_signature(), !named, "{model} {id}");
+                    }
+                }
+            }
+        }
+        assert!(sealed_some, "a model holding a signature member is sealed");
     }
 }
