@@ -12,7 +12,7 @@ const CREATED: u64 = 1_700_000_000;
 
 const NASTY: &str = "Hello \"there\"\n\té ü 日本 🦀 </script> \\ \u{1} \u{7f} \u{2028}";
 
-fn chat_corpus() -> Vec<Value> {
+pub(super) fn chat_corpus() -> Vec<Value> {
     vec![
         json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": NASTY, "refusal": null,

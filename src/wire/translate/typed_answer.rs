@@ -11,6 +11,8 @@
 //! (the model and counts billing, the journal and telemetry take) is the one
 //! `response_summary` gives, and one it declines goes that way as before.
 
+mod chat_scan;
+
 use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
@@ -42,7 +44,12 @@ pub fn answer(
     created: u64,
 ) -> Option<(Answer, ResponseSummary<'_>)> {
     match target {
-        Api::Chat => from_body::<Obj<ChatAnswer>>(body)?.0.into_form(),
+        // A Chat answer by one scan of its bytes first; serde reads what the scan declines.
+        Api::Chat => match chat_scan::answer(body) {
+            Some(scanned) => scanned,
+            None => from_body::<Obj<ChatAnswer>>(body)?.0,
+        }
+        .into_form(),
         Api::Responses => from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form(),
         Api::Messages => from_body::<Obj<MessagesAnswer>>(body)?.0.into_form(),
         Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
