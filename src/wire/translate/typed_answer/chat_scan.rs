@@ -250,30 +250,31 @@ fn usage(scan: &mut Scan<'_>) -> Option<UsageMembers> {
     };
     let mut seen = Seen::default();
     scan.object(|scan, key| {
-        let (bit, slot) = match &*key {
-            "prompt_tokens" => (0, &mut usage.prompt_tokens),
-            "completion_tokens" => (1, &mut usage.completion_tokens),
-            "input_tokens" => (2, &mut usage.input_tokens),
-            "output_tokens" => (3, &mut usage.output_tokens),
-            "cache_read_input_tokens" => (4, &mut usage.cache_read_input_tokens),
-            "cache_creation_input_tokens" => (5, &mut usage.cache_creation_input_tokens),
-            _ => {
-                let (bit, slot) = match &*key {
-                    "prompt_tokens_details" => (6, &mut usage.prompt_tokens_details),
-                    "completion_tokens_details" => (7, &mut usage.completion_tokens_details),
-                    "input_tokens_details" => (8, &mut usage.input_tokens_details),
-                    "output_tokens_details" => (9, &mut usage.output_tokens_details),
-                    _ => return scan.skip(DEPTH),
-                };
-                seen.first(bit)?;
-                if !scan.null() {
-                    *slot = Some(Obj(counts(scan)?));
-                }
-                return Some(());
+        let (bit, count, details) = match &*key {
+            "prompt_tokens" => (0, Some(&mut usage.prompt_tokens), None),
+            "completion_tokens" => (1, Some(&mut usage.completion_tokens), None),
+            "input_tokens" => (2, Some(&mut usage.input_tokens), None),
+            "output_tokens" => (3, Some(&mut usage.output_tokens), None),
+            "cache_read_input_tokens" => (4, Some(&mut usage.cache_read_input_tokens), None),
+            "cache_creation_input_tokens" => {
+                (5, Some(&mut usage.cache_creation_input_tokens), None)
             }
+            "prompt_tokens_details" => (6, None, Some(&mut usage.prompt_tokens_details)),
+            "completion_tokens_details" => (7, None, Some(&mut usage.completion_tokens_details)),
+            "input_tokens_details" => (8, None, Some(&mut usage.input_tokens_details)),
+            "output_tokens_details" => (9, None, Some(&mut usage.output_tokens_details)),
+            _ => return scan.skip(DEPTH),
         };
         seen.first(bit)?;
-        *slot = count_or_null(scan)?;
+        match (count, details) {
+            (Some(count), _) => *count = count_or_null(scan)?,
+            (None, Some(details)) => {
+                if !scan.null() {
+                    *details = Some(Obj(counts(scan)?));
+                }
+            }
+            (None, None) => return None,
+        }
         Some(())
     })?;
     Some(usage)
