@@ -85,7 +85,7 @@ fn responses_corpus() -> Vec<Value> {
     ]
 }
 
-fn messages_corpus() -> Vec<Value> {
+pub(super) fn messages_corpus() -> Vec<Value> {
     vec![
         json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-3-5-haiku",
             "content": [{"type": "text", "text": NASTY}], "stop_reason": "end_turn", "stop_sequence": null,

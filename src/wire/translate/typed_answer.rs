@@ -12,6 +12,7 @@
 //! `response_summary` gives, and one it declines goes that way as before.
 
 mod chat_scan;
+mod messages_scan;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -51,7 +52,12 @@ pub fn answer(
         }
         .into_form(),
         Api::Responses => from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form(),
-        Api::Messages => from_body::<Obj<MessagesAnswer>>(body)?.0.into_form(),
+        // A Messages answer of text blocks by one scan too; serde reads what it declines.
+        Api::Messages => match messages_scan::answer(body) {
+            Some(scanned) => scanned,
+            None => from_body::<Obj<MessagesAnswer>>(body)?.0,
+        }
+        .into_form(),
         Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
             .0
             .into_form(signatures, created),

@@ -66,7 +66,7 @@ pub(super) fn answer(body: &[u8]) -> Option<ChatAnswer<'_>> {
 }
 
 /// A string as an owned `String`, `null` as `None` (serde's `Option<String>`).
-fn owned_or_null(scan: &mut Scan<'_>) -> Option<Option<String>> {
+pub(super) fn owned_or_null(scan: &mut Scan<'_>) -> Option<Option<String>> {
     if scan.null() {
         return Some(None);
     }
@@ -74,7 +74,7 @@ fn owned_or_null(scan: &mut Scan<'_>) -> Option<Option<String>> {
 }
 
 /// A string borrowed when it has no escapes, `null` as `None` (the shape's `Option<Text>`).
-fn text_or_null<'a>(scan: &mut Scan<'a>) -> Option<Option<Text<'a>>> {
+pub(super) fn text_or_null<'a>(scan: &mut Scan<'a>) -> Option<Option<Text<'a>>> {
     if scan.null() {
         return Some(None);
     }
@@ -82,7 +82,7 @@ fn text_or_null<'a>(scan: &mut Scan<'a>) -> Option<Option<Text<'a>>> {
 }
 
 /// A value as it stands, `null` as `None` (the shape's `model`, read by `present`).
-fn raw_or_null<'a>(scan: &mut Scan<'a>) -> Option<Option<&'a RawValue>> {
+pub(super) fn raw_or_null<'a>(scan: &mut Scan<'a>) -> Option<Option<&'a RawValue>> {
     if scan.null() {
         return Some(None);
     }
@@ -235,7 +235,7 @@ fn function(scan: &mut Scan<'_>) -> Option<ChatFunction> {
     Some(function)
 }
 
-fn usage(scan: &mut Scan<'_>) -> Option<UsageMembers> {
+pub(super) fn usage(scan: &mut Scan<'_>) -> Option<UsageMembers> {
     let mut usage = UsageMembers {
         prompt_tokens: None,
         completion_tokens: None,
