@@ -10,6 +10,10 @@
 //! `usage`, `usageMetadata`), as strictly, so an answer it takes is read once: its summary
 //! (the model and counts billing, the journal and telemetry take) is the one
 //! `response_summary` gives, and one it declines goes that way as before.
+//!
+//! A Chat answer, and a Messages answer of text blocks, are read into the shape's structs by
+//! one `json_scan` walk over their bytes first (`chat_scan`, `messages_scan`); serde's derived
+//! reader reads what a scan declines.
 
 mod chat_scan;
 mod messages_scan;

@@ -127,8 +127,7 @@ mod tests {
     /// What the scan gives of `body`, and what serde gives the shape.
     fn both(body: &[u8]) -> (Read<'_>, Read<'_>) {
         let scanned = answer(body).and_then(MessagesAnswer::into_form);
-        let shaped =
-            from_body::<Obj<MessagesAnswer>>(body).and_then(|shape| shape.0.into_form());
+        let shaped = from_body::<Obj<MessagesAnswer>>(body).and_then(|shape| shape.0.into_form());
         (scanned, shaped)
     }
 
@@ -183,7 +182,10 @@ mod tests {
         assert_eq!(form.id, "msg_mock_1");
         assert_eq!(form.model, json!("claude-3-5-haiku"));
         assert_eq!(form.parts, vec![Part::Text("This is a mock reply.".into())]);
-        assert_eq!(summary.model.map(RawValue::get), Some("\"claude-3-5-haiku\""));
+        assert_eq!(
+            summary.model.map(RawValue::get),
+            Some("\"claude-3-5-haiku\"")
+        );
         assert_eq!(
             summary.counts.map(|c| (c.tokens_in, c.tokens_out)),
             Some((35, 64))
@@ -205,11 +207,23 @@ mod tests {
             // Duplicated members the shape reads (serde refuses them).
             host.replacen("\"id\":", "\"id\":\"a\",\"id\":", 1),
             host.replacen("\"model\":", "\"model\":\"a\",\"model\":", 1),
-            host.replacen("\"stop_reason\":", "\"stop_reason\":null,\"stop_reason\":", 1),
+            host.replacen(
+                "\"stop_reason\":",
+                "\"stop_reason\":null,\"stop_reason\":",
+                1,
+            ),
             host.replacen("\"content\":", "\"content\":null,\"content\":", 1),
             host.replacen("\"text\":", "\"text\":\"x\",\"text\":", 1),
-            host.replacen("\"type\":\"text\"", "\"type\":\"text\",\"type\":\"text\"", 1),
-            host.replacen("\"input_tokens\":", "\"input_tokens\":1,\"input_tokens\":", 1),
+            host.replacen(
+                "\"type\":\"text\"",
+                "\"type\":\"text\",\"type\":\"text\"",
+                1,
+            ),
+            host.replacen(
+                "\"input_tokens\":",
+                "\"input_tokens\":1,\"input_tokens\":",
+                1,
+            ),
             host.replacen("\"usage\":", "\"usage\":null,\"usage\":", 1),
             // Counts serde reads another way or refuses.
             host.replacen("\"input_tokens\":35", "\"input_tokens\":3.5", 1),
