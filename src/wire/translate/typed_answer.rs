@@ -292,7 +292,8 @@ impl<'a> ChatAnswer<'a> {
                 .and_then(|c| Some(&*c.finish_reason.as_ref()?.0)),
         );
         let message = choice.and_then(|c| c.message).map(|m| m.0);
-        let mut parts = Vec::new();
+        // Room for one part (nearly every answer is one text) without growing an empty list.
+        let mut parts = Vec::with_capacity(1);
         if let Some(message) = message {
             if !none_or_empty(&message.annotations) {
                 return None;
@@ -532,8 +533,9 @@ struct MessagesBlock<'a> {
 
 impl<'a> MessagesAnswer<'a> {
     fn into_form(self) -> Option<(Answer, ResponseSummary<'a>)> {
-        let mut parts = Vec::new();
-        for block in self.content.unwrap_or_default() {
+        let content = self.content.unwrap_or_default();
+        let mut parts = Vec::with_capacity(content.len());
+        for block in content {
             let block = block.0;
             match str_of(&block.kind) {
                 "text" => {

@@ -38,8 +38,9 @@ pub fn request(body: &[u8], dropped: &mut Vec<String>) -> Option<Request> {
         "contents" => {
             seen.first(0)?;
             scan.array(|scan| {
-                // Its texts as parts straight away, empty ones left out.
-                let mut parts = Vec::new();
+                // Its texts as parts straight away, empty ones left out (room for one: nearly
+                // every content is one text).
+                let mut parts = Vec::with_capacity(1);
                 let role = content(scan, |text| {
                     if !text.is_empty() {
                         parts.push(Part::Text(text.into_owned()));
