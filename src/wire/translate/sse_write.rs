@@ -36,12 +36,18 @@ pub fn write_json_str(out: &mut BytesMut, text: &str) {
     // Bytes up to `copied` are written; those up to `at` need no escape.
     let (mut copied, mut at) = (0, 0);
     while at < bytes.len() {
-        // The next eight bytes, or the last few filled up with spaces (never escaped): a
-        // short piece (most text deltas) is checked in one step too.
-        let step = (bytes.len() - at).min(8);
-        let mut eight = [b' '; 8];
-        eight[..step].copy_from_slice(&bytes[at..at + step]);
-        if !escapes_any(u64::from_le_bytes(eight)) {
+        let rest = &bytes[at..];
+        // The next eight bytes, read as one word; the last few filled up with spaces (never
+        // escaped): a short piece (most text deltas) is checked in one step too.
+        let (word, step) = match rest.first_chunk::<8>() {
+            Some(eight) => (u64::from_le_bytes(*eight), 8),
+            None => {
+                let mut eight = [b' '; 8];
+                eight[..rest.len()].copy_from_slice(rest);
+                (u64::from_le_bytes(eight), rest.len())
+            }
+        };
+        if !escapes_any(word) {
             at += step;
             continue;
         }

@@ -12,7 +12,7 @@ const CREATED: u64 = 1_700_000_000;
 
 const NASTY: &str = "Hello \"there\"\n\té ü 日本 🦀 </script> \\ \u{1} \u{7f} \u{2028}";
 
-fn chat_corpus() -> Vec<Value> {
+pub(super) fn chat_corpus() -> Vec<Value> {
     vec![
         json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": NASTY, "refusal": null,
@@ -85,7 +85,7 @@ fn responses_corpus() -> Vec<Value> {
     ]
 }
 
-fn messages_corpus() -> Vec<Value> {
+pub(super) fn messages_corpus() -> Vec<Value> {
     vec![
         json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-3-5-haiku",
             "content": [{"type": "text", "text": NASTY}], "stop_reason": "end_turn", "stop_sequence": null,

@@ -10,6 +10,13 @@
 //! `usage`, `usageMetadata`), as strictly, so an answer it takes is read once: its summary
 //! (the model and counts billing, the journal and telemetry take) is the one
 //! `response_summary` gives, and one it declines goes that way as before.
+//!
+//! A Chat answer, and a Messages answer of text blocks, are read into the shape's structs by
+//! one `json_scan` walk over their bytes first (`chat_scan`, `messages_scan`); serde's derived
+//! reader reads what a scan declines.
+
+mod chat_scan;
+mod messages_scan;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -42,9 +49,19 @@ pub fn answer(
     created: u64,
 ) -> Option<(Answer, ResponseSummary<'_>)> {
     match target {
-        Api::Chat => from_body::<Obj<ChatAnswer>>(body)?.0.into_form(),
+        // A Chat answer by one scan of its bytes first; serde reads what the scan declines.
+        Api::Chat => match chat_scan::answer(body) {
+            Some(scanned) => scanned,
+            None => from_body::<Obj<ChatAnswer>>(body)?.0,
+        }
+        .into_form(),
         Api::Responses => from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form(),
-        Api::Messages => from_body::<Obj<MessagesAnswer>>(body)?.0.into_form(),
+        // A Messages answer of text blocks by one scan too; serde reads what it declines.
+        Api::Messages => match messages_scan::answer(body) {
+            Some(scanned) => scanned,
+            None => from_body::<Obj<MessagesAnswer>>(body)?.0,
+        }
+        .into_form(),
         Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
             .0
             .into_form(signatures, created),
@@ -275,7 +292,8 @@ impl<'a> ChatAnswer<'a> {
                 .and_then(|c| Some(&*c.finish_reason.as_ref()?.0)),
         );
         let message = choice.and_then(|c| c.message).map(|m| m.0);
-        let mut parts = Vec::new();
+        // Room for one part (nearly every answer is one text) without growing an empty list.
+        let mut parts = Vec::with_capacity(1);
         if let Some(message) = message {
             if !none_or_empty(&message.annotations) {
                 return None;
@@ -515,8 +533,9 @@ struct MessagesBlock<'a> {
 
 impl<'a> MessagesAnswer<'a> {
     fn into_form(self) -> Option<(Answer, ResponseSummary<'a>)> {
-        let mut parts = Vec::new();
-        for block in self.content.unwrap_or_default() {
+        let content = self.content.unwrap_or_default();
+        let mut parts = Vec::with_capacity(content.len());
+        for block in content {
             let block = block.0;
             match str_of(&block.kind) {
                 "text" => {

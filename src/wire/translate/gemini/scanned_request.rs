@@ -38,25 +38,35 @@ pub fn request(body: &[u8], dropped: &mut Vec<String>) -> Option<Request> {
         "contents" => {
             seen.first(0)?;
             scan.array(|scan| {
-                let TextContent { role, texts } = content(scan)?;
+                // Its texts as parts straight away, empty ones left out (room for one: nearly
+                // every content is one text).
+                let mut parts = Vec::with_capacity(1);
+                let role = content(scan, |text| {
+                    if !text.is_empty() {
+                        parts.push(Part::Text(text.into_owned()));
+                    }
+                })?;
                 let role = match role.as_deref() {
                     Some("model") => Role::Assistant,
                     _ => Role::User,
                 };
-                let parts = texts
-                    .into_iter()
-                    .filter(|text| !text.is_empty())
-                    .map(|text| Part::Text(text.into_owned()))
-                    .collect();
                 form.push(role, parts);
                 Some(())
             })
         }
         "systemInstruction" => {
             seen.first(1)?;
-            // The system instruction's role is read by no one; its texts are joined.
-            let TextContent { texts, .. } = content(scan)?;
-            system = Some(texts.join("\n"));
+            // The system instruction's role is read by no one; its texts are joined by
+            // newlines (empty ones too), as they come.
+            let mut joined: Option<String> = None;
+            content(scan, |text| match &mut joined {
+                None => joined = Some(text.into_owned()),
+                Some(joined) => {
+                    joined.push('\n');
+                    joined.push_str(&text);
+                }
+            })?;
+            system = Some(joined.unwrap_or_default());
             Some(())
         }
         "generationConfig" => {
@@ -101,16 +111,13 @@ pub fn request(body: &[u8], dropped: &mut Vec<String>) -> Option<Request> {
     Some(form)
 }
 
-/// A content of text parts only: its `role` (when given) and its texts, empty ones too.
-struct TextContent<'a> {
-    role: Option<Cow<'a, str>>,
-    texts: Vec<Cow<'a, str>>,
-}
-
-/// A content of text parts (`None` for any other part or member).
-fn content<'a>(scan: &mut Scan<'a>) -> Option<TextContent<'a>> {
+/// A content of text parts (`None` for any other part or member): its `role` (when given),
+/// each of its texts (empty ones too) handed to `text` in order.
+fn content<'a>(
+    scan: &mut Scan<'a>,
+    mut text: impl FnMut(Cow<'a, str>),
+) -> Option<Option<Cow<'a, str>>> {
     let mut role = None;
-    let mut texts = Vec::new();
     let mut seen = Seen::default();
     scan.object(|scan, key| match &*key {
         "role" => {
@@ -121,21 +128,21 @@ fn content<'a>(scan: &mut Scan<'a>) -> Option<TextContent<'a>> {
         "parts" => {
             seen.first(1)?;
             scan.array(|scan| {
-                let mut text = None;
+                let mut read = None;
                 scan.object(|scan, key| match &*key {
-                    "text" if text.is_none() => {
-                        text = Some(scan.string()?);
+                    "text" if read.is_none() => {
+                        read = Some(scan.string()?);
                         Some(())
                     }
                     _ => None,
                 })?;
-                texts.push(text?);
+                text(read?);
                 Some(())
             })
         }
         _ => None,
     })?;
-    Some(TextContent { role, texts })
+    Some(role)
 }
 
 /// `generationConfig`'s sampling numbers and stop sequences (`None` for any other member).
