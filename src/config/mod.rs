@@ -16,6 +16,7 @@
 //! here knows the resilience defaults: those belong to the policy settings.
 
 mod clients;
+pub(crate) mod constant_time;
 mod deserialize;
 mod error;
 mod model;

@@ -1,5 +1,5 @@
 //! `Secret`: a credential held so that it cannot be printed, logged or serialized by accident
-//! (`secrecy`'s `SecretString`, zeroed when dropped), compared in constant time (`subtle`).
+//! (`secrecy`'s `SecretString`, zeroed when dropped), compared in constant time (`constant_time`).
 //!
 //! It owns only the wrapping; it never decides where a secret may go. The one way out is
 //! [`Secret::expose`], to be called only where an upstream request's auth header is built or a
@@ -8,7 +8,6 @@
 use std::fmt;
 
 use secrecy::{ExposeSecret, SecretString};
-use subtle::ConstantTimeEq;
 
 /// An API key, admin key or OAuth token. `Debug` and `Display` print `***`; there is no
 /// `Serialize` impl, so a secret can never reach the journal, a log line or an API response.
@@ -28,7 +27,7 @@ impl Secret {
     /// Compares with a candidate in time that does not depend on where they first differ, so a
     /// client cannot learn a key byte by byte from response timings (only its length shows).
     pub fn matches(&self, candidate: &str) -> bool {
-        self.expose().as_bytes().ct_eq(candidate.as_bytes()).into()
+        super::constant_time::bytes_eq(self.expose().as_bytes(), candidate.as_bytes())
     }
 }
 

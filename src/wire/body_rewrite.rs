@@ -346,15 +346,51 @@ pub fn parse_request(body: &[u8]) -> Result<RequestInfo, BodyError> {
 /// Reads the routing fields of a request body in one pass, with the affinity spans `scan` asks
 /// for (the rest of [`RequestInfo::prompt`] stays `None`).
 pub fn parse_request_for(body: &[u8], scan: PromptScan) -> Result<RequestInfo, BodyError> {
-    match scan {
-        PromptScan::Everything => parse_with::<MessagesPrefix<'_>>(body, scan),
-        PromptScan::HintsOnly | PromptScan::Nothing => {
-            parse_with::<serde::de::IgnoredAny>(body, scan)
+    parse_read(body, scan, Reader::TextWhenUtf8)
+}
+
+/// How the one pass reads the body.
+#[derive(Clone, Copy)]
+enum Reader {
+    /// A body of UTF-8 (nearly every request) is checked once and read as a `str`, so
+    /// serde_json does not check each key, string and raw value again; any other goes by
+    /// bytes, so its error is the one it always was.
+    TextWhenUtf8,
+    /// Always by bytes: what the text read must agree with.
+    #[cfg(test)]
+    Bytes,
+}
+
+impl Reader {
+    fn top_level<'a, M: Deserialize<'a>>(
+        self,
+        body: &'a [u8],
+    ) -> serde_json::Result<TopLevel<'a, M>> {
+        match self {
+            Reader::TextWhenUtf8 => match std::str::from_utf8(body) {
+                Ok(text) => serde_json::from_str(text),
+                Err(_) => serde_json::from_slice(body),
+            },
+            #[cfg(test)]
+            Reader::Bytes => serde_json::from_slice(body),
         }
     }
 }
 
-fn parse_with<'a, M>(body: &'a [u8], scan: PromptScan) -> Result<RequestInfo, BodyError>
+fn parse_read(body: &[u8], scan: PromptScan, reader: Reader) -> Result<RequestInfo, BodyError> {
+    match scan {
+        PromptScan::Everything => parse_with::<MessagesPrefix<'_>>(body, scan, reader),
+        PromptScan::HintsOnly | PromptScan::Nothing => {
+            parse_with::<serde::de::IgnoredAny>(body, scan, reader)
+        }
+    }
+}
+
+fn parse_with<'a, M>(
+    body: &'a [u8],
+    scan: PromptScan,
+    reader: Reader,
+) -> Result<RequestInfo, BodyError>
 where
     M: Deserialize<'a> + MessagesField<'a>,
 {
@@ -366,7 +402,7 @@ where
         return Err(BodyError::NotAnObject);
     }
     let object_open = first.map_or(0, |at| at + 1);
-    let top: TopLevel<'a, M> = serde_json::from_slice(body).map_err(invalid)?;
+    let top: TopLevel<'a, M> = reader.top_level(body).map_err(invalid)?;
 
     let raw_model = match top.model {
         Some(raw) if raw.get() != "null" => raw,
@@ -554,6 +590,42 @@ fn write_json_string(out: &mut Vec<u8>, text: &str) {
 mod tests {
     use super::*;
     use serde_json::{json, Value};
+
+    #[test]
+    fn a_request_read_as_text_is_read_as_when_read_by_bytes() {
+        let bodies: [&[u8]; 16] = [
+            br#"{"model":"mock-gpt","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say hello."}],"max_tokens":64,"temperature":0}"#,
+            br#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"prompt_cache_key":"k","metadata":{"user_id":"u"}}"#,
+            br#" {"model":"m-\u00e9\n","input":[{"role":"user","content":"caf\u00e9"}],"instructions":"i","tools":[]} "#,
+            "{\"model\":\"m\",\"system\":\"café 🦀\",\"messages\":[{\"role\":\"user\",\"content\":\"é\"}]}".as_bytes(),
+            br#"{"model":"m","stream_options":[1]}"#,
+            br#"{"model":"m","stream_options":{}}"#,
+            // Errors: not JSON, not an object, a repeated member, a lone surrogate, a control
+            // character in a string, a trailing byte, no model.
+            br#"{"model":"m","messages":[}"#,
+            br#"[{"model":"m"}]"#,
+            br#"{"model":"m","model":"n"}"#,
+            br#"{"model":"\ud800"}"#,
+            b"{\"model\":\"m\x01\"}",
+            br#"{"model":"m"} x"#,
+            br#"{"messages":[]}"#,
+            // Not UTF-8: in a string the read skips, in the model, in a key.
+            b"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}",
+            b"{\"model\":\"\xc3\"}",
+            b"{\"mo\xffdel\":\"m\"}",
+        ];
+        for body in bodies {
+            for scan in [
+                PromptScan::Everything,
+                PromptScan::HintsOnly,
+                PromptScan::Nothing,
+            ] {
+                let text = parse_read(body, scan, Reader::TextWhenUtf8);
+                let bytes = parse_read(body, scan, Reader::Bytes);
+                assert_eq!(text, bytes, "{}", String::from_utf8_lossy(body));
+            }
+        }
+    }
 
     fn rewritten(body: &str, model: &str, force: bool) -> String {
         let info = parse_request(body.as_bytes()).unwrap();
