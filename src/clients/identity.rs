@@ -9,7 +9,6 @@ use std::collections::HashMap;
 
 use quotaroute_actors::policy::clients::key_digest::KeyDigest;
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 /// The digest of `key` as a client sends it.
 pub fn digest_of(key: &str) -> KeyDigest {
@@ -51,7 +50,7 @@ impl Directory {
     pub fn lookup(&self, key: &str) -> Option<usize> {
         let presented = digest_of(key);
         let (stored, index) = self.by_digest.get_key_value(&presented)?;
-        bool::from(stored.0.ct_eq(&presented.0)).then_some(*index)
+        constant_time_eq::constant_time_eq_32(&stored.0, &presented.0).then_some(*index)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -16,7 +16,6 @@
 //! here knows the resilience defaults: those belong to the policy settings.
 
 mod clients;
-pub(crate) mod constant_time;
 mod deserialize;
 mod error;
 mod model;

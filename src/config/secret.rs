@@ -1,5 +1,5 @@
 //! `Secret`: a credential held so that it cannot be printed, logged or serialized by accident
-//! (`secrecy`'s `SecretString`, zeroed when dropped), compared in constant time (`constant_time`).
+//! (`secrecy`'s `SecretString`, zeroed when dropped), compared in constant time (`constant_time_eq`).
 //!
 //! It owns only the wrapping; it never decides where a secret may go. The one way out is
 //! [`Secret::expose`], to be called only where an upstream request's auth header is built or a
@@ -27,7 +27,7 @@ impl Secret {
     /// Compares with a candidate in time that does not depend on where they first differ, so a
     /// client cannot learn a key byte by byte from response timings (only its length shows).
     pub fn matches(&self, candidate: &str) -> bool {
-        super::constant_time::bytes_eq(self.expose().as_bytes(), candidate.as_bytes())
+        constant_time_eq::constant_time_eq(self.expose().as_bytes(), candidate.as_bytes())
     }
 }
 

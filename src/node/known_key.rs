@@ -10,8 +10,6 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::config::constant_time;
-
 /// One connection's remembered key (shared by the requests of an HTTP/2 connection).
 #[derive(Default)]
 pub struct KnownKey {
@@ -48,7 +46,7 @@ impl KnownKey {
         if let Some(known) = known.as_ref() {
             let same_config =
                 std::ptr::eq(known.config.as_ptr().cast::<()>(), Arc::as_ptr(live).cast());
-            if same_config && constant_time::bytes_eq(&known.key, key.as_bytes()) {
+            if same_config && constant_time_eq::constant_time_eq(&known.key, key.as_bytes()) {
                 return Some(known.client);
             }
         }
