@@ -367,10 +367,7 @@ impl Reader {
         body: &'a [u8],
     ) -> serde_json::Result<TopLevel<'a, M>> {
         match self {
-            Reader::TextWhenUtf8 => match std::str::from_utf8(body) {
-                Ok(text) => serde_json::from_str(text),
-                Err(_) => serde_json::from_slice(body),
-            },
+            Reader::TextWhenUtf8 => crate::wire::json_body::from_body(body),
             #[cfg(test)]
             Reader::Bytes => serde_json::from_slice(body),
         }

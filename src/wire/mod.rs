@@ -17,6 +17,7 @@
 //! - `content_bytes` — how many bytes of text a content event carries (a left stream's
 //!   output estimate); `json_member` finds a member by its key in raw bytes, with any JSON
 //!   spacing around its colon, for that and `stream_watch`'s byte checks.
+//! - `json_body` — a JSON body read by serde as a `str` when it is UTF-8 (every body reader).
 //! - `stream_error` — the final SSE error event of a committed stream that broke.
 //! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
 //! - `item_seal` — the router's seal on encrypted items (the connection that made them);
@@ -32,6 +33,7 @@ pub mod content_coding;
 pub mod encrypted_items;
 pub mod foreign_thinking;
 pub mod item_seal;
+mod json_body;
 mod json_member;
 pub mod missing_route;
 mod openai_chunk;

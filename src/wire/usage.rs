@@ -291,13 +291,7 @@ pub fn response_summary(body: &[u8]) -> Result<ResponseSummary<'_>, InvalidBody>
     let is_object = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
     // serde would read an array positionally as the struct: only objects go that way.
     let parsed = if is_object {
-        // A body of UTF-8 (nearly every answer) is checked once and read as a `str`, so
-        // serde_json does not check each key and string again; any other goes by bytes, so
-        // its error is the one it always was.
-        match std::str::from_utf8(body) {
-            Ok(text) => serde_json::from_str::<ResponseBody>(text),
-            Err(_) => serde_json::from_slice::<ResponseBody>(body),
-        }
+        crate::wire::json_body::from_body::<ResponseBody>(body)
     } else {
         serde_json::from_slice::<IgnoredAny>(body).map(|_| ResponseBody {
             model: None,

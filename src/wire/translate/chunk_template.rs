@@ -797,29 +797,23 @@ mod tests {
     /// alone: the walk reads its chunks.
     #[test]
     fn a_text_then_more_than_one_number_or_a_string_is_walked() {
-        let mut learned = Learned::default();
         let delta = |text: &str, item: &str, sequence: &str| {
             format!(
                 r#"{{"delta":"{text}","item_id":"{item}","sequence_number":{sequence},"type":"response.output_text.delta"}}"#
             )
         };
-        let first = delta("a", "m1", "1");
-        let mut walk = learned.scan(&first);
-        assert!(responses_text_in(&mut walk).is_some());
-        learned.learn(&first, walk, (), StreamFormat::OpenAiResponses);
-        assert!(learned
-            .read(&delta("b", "m2", "2"), &mut Filled::default())
-            .is_some());
-        assert_eq!(learned.template.as_ref().unwrap().text_alone, None);
-        let mut learned = Learned::default();
-        let first = delta("a", "m1", "1");
-        let mut walk = learned.scan(&first);
-        assert!(responses_text_in(&mut walk).is_some());
-        learned.learn(&first, walk, (), StreamFormat::OpenAiResponses);
-        assert!(learned
-            .read(&delta("b", "m2", "1"), &mut Filled::default())
-            .is_some());
-        assert_eq!(learned.template.as_ref().unwrap().text_alone, None);
+        // The item id changes with the sequence number, or alone.
+        for sequence in ["2", "1"] {
+            let mut learned = Learned::default();
+            let first = delta("a", "m1", "1");
+            let mut walk = learned.scan(&first);
+            assert!(responses_text_in(&mut walk).is_some());
+            learned.learn(&first, walk, (), StreamFormat::OpenAiResponses);
+            assert!(learned
+                .read(&delta("b", "m2", sequence), &mut Filled::default())
+                .is_some());
+            assert_eq!(learned.template.as_ref().unwrap().text_alone, None);
+        }
     }
 
     #[test]

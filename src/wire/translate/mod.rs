@@ -259,10 +259,7 @@ pub fn carries(
 fn parse_request(body: &[u8]) -> Result<Map<String, Value>, TranslateError> {
     // A body of valid UTF-8 is checked once, whole, and read as a `str` (serde_json then does
     // not check each string again); any other is read as bytes, for the same error as before.
-    let request: Result<Value, _> = match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text),
-        Err(_) => serde_json::from_slice(body),
-    };
+    let request: Result<Value, _> = crate::wire::json_body::from_body(body);
     let request = request
         .map_err(|error| TranslateError::Invalid(format!("the body is not JSON: {error}")))?;
     let Value::Object(request) = request else {

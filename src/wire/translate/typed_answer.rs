@@ -68,15 +68,9 @@ pub fn answer(
     }
 }
 
-/// `body` read as `T`. A body of valid UTF-8 (every answer a host sends) is checked once,
-/// whole, and read as a `str`, so serde_json does not check each string it reads again (a
-/// third of the read's instructions on an answer of many members); any other is read as bytes
-/// as before, failing where a string it reads fails.
+/// `body` read as `T` (`wire::json_body`), or `None`.
 fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
-    match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text).ok(),
-        Err(_) => serde_json::from_slice(body).ok(),
-    }
+    crate::wire::json_body::from_body(body).ok()
 }
 
 /// A JSON object read as `T` (serde's derived structs also take an array of their fields in
