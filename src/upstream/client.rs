@@ -28,6 +28,7 @@ use crate::upstream::driven::{head_wait, Driving, UpstreamIncoming};
 use crate::upstream::egress::{self, EgressConnector};
 use crate::upstream::error::UpstreamError;
 use crate::upstream::pool::{Conn, HostId, Http1Conn, Lease, Pool};
+use crate::upstream::send_batch::SendsUnderWay;
 
 /// Why an upstream request got no response head.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +42,7 @@ pub struct SendFailure {
 #[derive(Clone)]
 pub struct UpstreamClient {
     pool: Arc<Pool>,
+    sends: Arc<SendsUnderWay>,
 }
 
 impl UpstreamClient {
@@ -65,6 +67,7 @@ impl UpstreamClient {
             .wrap_connector(EgressConnector::new(http, proxies));
         UpstreamClient {
             pool: Arc::new(Pool::new(https)),
+            sends: Arc::new(SendsUnderWay::default()),
         }
     }
 
@@ -108,6 +111,7 @@ impl UpstreamClient {
         // Connecting is rare and its future is large (TLS, both handshakes): boxed, it stays
         // out of the state of every request's future, which the node's handler futures hold
         // and move.
+        let _under_way = self.sends.enter().await;
         let lease = match self.pool.checkout(scheme, authority) {
             Some(lease) => lease,
             None => Box::pin(self.pool.connect(scheme, authority)).await?,

@@ -6,6 +6,8 @@
 //! - [`pool`] — its open connections: keep-alive reuse, one shared h2 connection, idle expiry.
 //! - [`driven`] — an HTTP/1.1 connection polled by the request holding it, its body handing it
 //!   back to the pool at the end.
+//! - [`send_batch`] — sends under way, and a send that finds others letting the worker's
+//!   ready tasks go first, so a round's sends leave together.
 //! - [`error`] — why a request got no response head, before it is named for a person.
 //! - [`egress`] — trusted roots, egress proxies, and naming a transport failure by its type.
 //! - [`body`] — an upstream body, decoded as it arrives when it is compressed.
@@ -16,3 +18,4 @@ pub mod driven;
 pub mod egress;
 pub mod error;
 pub mod pool;
+pub mod send_batch;
