@@ -82,6 +82,7 @@ pub async fn handle_named(
         client_index,
         body: client_body,
         info,
+        read,
     } = match intake::take(&app, &live, &parts.headers, body, how).await {
         Ok(intake) => intake,
         Err(not_taken) => {
@@ -108,8 +109,11 @@ pub async fn handle_named(
             Ok(turn) => (turn.body, turn.info, turn.kept),
             Err(not_asked) => return not_asked_answer(not_asked, endpoint, anthropic, &route),
         };
-    // Parsed once, when a translation first needs it (the carry check, the attempt).
-    let parsed = ParsedRequest::new(client_body.clone());
+    // Parsed once, when a translation first needs it (the carry check, the attempt), or read
+    // already at the intake.
+    let parsed = read
+        .filter(|read| read.holds(&client_body))
+        .unwrap_or_else(|| ParsedRequest::new(client_body.clone()));
     let asked = route_request::ask(
         &live,
         &router,

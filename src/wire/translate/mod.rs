@@ -171,6 +171,7 @@ pub fn translate_request_as(
     let source = Source {
         body,
         object: &object,
+        scanned: None,
         typed: true,
     };
     translate_source(direction, source, settings, stream)
@@ -180,12 +181,18 @@ pub fn translate_request_as(
 /// every translation of the body gives.
 type ParsedObject = OnceLock<Result<Map<String, Value>, TranslateError>>;
 
+/// A Gemini client's plain text request in the hub's form with the names its read dropped,
+/// as the scan that checked it at its intake read it, until a translation takes it.
+type ScannedRead = std::sync::Mutex<Option<(Request, Vec<String>)>>;
+
 /// A client's request as a translation reads it: its bytes, read by a typed shape of the
 /// client's API where one covers them, else as a JSON object parsed once.
 #[derive(Clone, Copy)]
 struct Source<'a> {
     body: &'a [u8],
     object: &'a ParsedObject,
+    /// What the intake's scan read of a Gemini client's body (`None`: nothing).
+    scanned: Option<&'a ScannedRead>,
     /// Whether a typed shape may read it and a byte writer write its translation (the tests
     /// compare with `false`: the `Value` readers and writers).
     typed: bool,
@@ -198,6 +205,12 @@ impl<'a> Source<'a> {
             .get_or_init(|| parse_request(self.body))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The form (and dropped names) the intake's scan read, taken: the first translation
+    /// takes it, any other reads the body again.
+    fn scanned(self) -> Option<(Request, Vec<String>)> {
+        self.scanned?.lock().ok()?.take()
     }
 }
 
@@ -303,8 +316,14 @@ fn read_request(
             Api::Messages => messages::typed_request::request(source.body, dropped)
                 .map(|read| read.map(|(form, stream)| (form, stream, false))),
             // Gemini's body never streams (its path does); its shape declines any `stream`.
-            Api::Gemini => gemini::typed_request::request(source.body, dropped)
-                .map(|read| read.map(|form| (form, false, false))),
+            Api::Gemini => match source.scanned() {
+                Some((form, names)) => {
+                    dropped.extend(names);
+                    Some(Ok((form, false, false)))
+                }
+                None => gemini::typed_request::request(source.body, dropped)
+                    .map(|read| read.map(|form| (form, false, false))),
+            },
             _ => None,
         };
         if let Some(read) = typed {

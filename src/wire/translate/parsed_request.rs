@@ -2,14 +2,17 @@
 //! translation of the same body, and what the check wrote of it: the attempt that crosses the
 //! same pair takes that request instead of reading and writing the body again, when nothing it
 //! translates with differs from what the check did (only the model, which the check leaves
-//! empty and the attempt sets).
+//! empty and the attempt sets). A Gemini client's plain text request may come read already:
+//! the scan that checked it at its intake read it into the hub's form, which the first
+//! translation takes.
 
 use std::sync::{Mutex, OnceLock};
 
+use super::gemini::scanned_request;
 use super::thinking_carry::ReasoningCounts;
 use super::{
     translate_request_as, translate_source, translated, Api, Direction, ParsedObject,
-    RequestSettings, Source, TranslateError, TranslatedRequest, WrittenRequest,
+    RequestSettings, ScannedRead, Source, TranslateError, TranslatedRequest, WrittenRequest,
 };
 use bytes::Bytes;
 
@@ -19,6 +22,8 @@ use bytes::Bytes;
 pub struct ParsedRequest {
     body: Bytes,
     parsed: ParsedObject,
+    /// A Gemini client's plain text request in the hub's form, read at its intake.
+    scanned: ScannedRead,
     checked: Mutex<Vec<Checked>>,
 }
 
@@ -36,8 +41,25 @@ impl ParsedRequest {
         ParsedRequest {
             body,
             parsed: OnceLock::new(),
+            scanned: Mutex::new(None),
             checked: Mutex::new(Vec::new()),
         }
+    }
+
+    /// `body`, a Gemini client's request, read into the hub's form by one scan of its bytes
+    /// when it is a plain text request (`gemini::scanned_request`), else `None`. A body the
+    /// scan reads is a JSON object as serde_json reads it (the scan declines whatever it does
+    /// not read exactly so), so the scan is also the intake's check that it is one; the
+    /// first translation of it takes the form instead of reading the body again.
+    pub fn scanned_gemini(body: Bytes) -> Option<ParsedRequest> {
+        let mut dropped = Vec::new();
+        let form = scanned_request::request(&body, &mut dropped)?;
+        Some(ParsedRequest {
+            body,
+            parsed: OnceLock::new(),
+            scanned: Mutex::new(Some((form, dropped))),
+            checked: Mutex::new(Vec::new()),
+        })
     }
 
     /// The body.
@@ -58,6 +80,7 @@ impl ParsedRequest {
         Source {
             body: &self.body,
             object: &self.parsed,
+            scanned: Some(&self.scanned),
             typed: true,
         }
     }
@@ -81,6 +104,12 @@ impl ParsedRequest {
                 written,
             });
         }
+    }
+
+    /// Whether the form the intake's scan read is still here (no translation took it).
+    #[cfg(test)]
+    pub(super) fn holds_scanned(&self) -> bool {
+        self.scanned.lock().is_ok_and(|scanned| scanned.is_some())
     }
 
     /// How many requests the check wrote that no attempt took.
