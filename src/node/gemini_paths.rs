@@ -272,8 +272,9 @@ mod tests {
     use axum::body::Body;
 
     /// Queries as clients send them and as they might: plain pairs, `+` and `%` escapes in a
-    /// name or a value, an escaped `key`, no `=`, empty pairs, several `key`s.
-    const QUERIES: [&str; 12] = [
+    /// name or a value, an escaped `key`, no `=`, empty pairs, several `key`s, `sse` that is
+    /// no `alt`.
+    const QUERIES: [&str; 14] = [
         "",
         "key=AIza-client",
         "alt=sse&key=AIza-client",
@@ -286,6 +287,8 @@ mod tests {
         "alt=s%73e&key=%E2%9C%93",
         "key=%ZZ&x=%",
         "a=1&key=one&key=two&b=2",
+        "x=sse&key=k&alt=json",
+        "alt=sse&alt=json",
     ];
 
     #[test]
