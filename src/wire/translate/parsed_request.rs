@@ -46,6 +46,13 @@ impl ParsedRequest {
         }
     }
 
+    /// `read` (what the intake read) when it holds `body`, else `body` not parsed yet: parsed
+    /// once, when a translation (the carry check, the attempt) first needs it.
+    pub fn read_or_new(read: Option<ParsedRequest>, body: &Bytes) -> ParsedRequest {
+        read.filter(|read| read.holds(body))
+            .unwrap_or_else(|| ParsedRequest::new(body.clone()))
+    }
+
     /// `body`, a Gemini client's request, read into the hub's form by one scan of its bytes
     /// when it is a plain text request (`gemini::scanned_request`), else `None`. A body the
     /// scan reads is a JSON object as serde_json reads it (the scan declines whatever it does
