@@ -27,7 +27,8 @@
 //! - `stream` — the one stream translator the relay drives (a reader and a writer);
 //!   `sse_write` writes its events.
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
-//! - `parsed_request` — a client's request parsed once, and what the carry check wrote of it,
+//! - `parsed_request` — a client's request parsed once (a Gemini client's plain text request
+//!   read at its intake, by the scan that checked it), and what the carry check wrote of it,
 //!   for the attempt.
 //! - `typed_answer` and `answer_write` — a whole answer read from the upstream's bytes and
 //!   written as the client's without a `serde_json::Value` of it, for the forms they cover
