@@ -111,14 +111,16 @@ fn named_request(
     // Only a body long enough for its prefix to name a group needs its spans (a Gemini body
     // has no hint among them). Any other that is a Gemini plain text request is checked by
     // the scan that reads it into the hub's form: a translation then takes that form rather
-    // than reading the body a second time.
+    // than reading the body a second time (and one the scan declined is not scanned again).
     let scanned = match scan {
         PromptScan::Everything => None,
-        PromptScan::Nothing | PromptScan::HintsOnly => ParsedRequest::scanned_gemini(body.clone()),
+        PromptScan::Nothing | PromptScan::HintsOnly => {
+            Some(ParsedRequest::scanned_gemini(body.clone()))
+        }
     };
-    let spans = match scanned {
-        Some(_) => PromptSpans::default(),
-        None => checked_spans(body)?,
+    let spans = match &scanned {
+        Some(read) if read.holds_scanned() => PromptSpans::default(),
+        _ => checked_spans(body)?,
     };
     if model.is_empty() {
         return Err(BodyError::MissingModel);
@@ -319,9 +321,13 @@ mod tests {
                 let shown = format!("{scan:?} {model:?} {}", String::from_utf8_lossy(body));
                 match (once, twice) {
                     (Ok((once, read)), Ok(twice)) => {
-                        // Read into the form only when no span is needed, and then with none.
-                        let expect_read = plain && scan != PromptScan::Everything;
-                        assert_eq!(read.is_some(), expect_read, "{shown}");
+                        // Scanned only when no span is needed; read into the form (and then
+                        // with no spans) when it is plain text.
+                        let scanned = scan != PromptScan::Everything;
+                        assert_eq!(read.is_some(), scanned, "{shown}");
+                        let expect_read = plain && scanned;
+                        let holds = read.as_ref().is_some_and(ParsedRequest::holds_scanned);
+                        assert_eq!(holds, expect_read, "{shown}");
                         let spans = if expect_read {
                             PromptSpans::default()
                         } else {

@@ -182,9 +182,20 @@ pub fn translate_request_as(
 /// every translation of the body gives.
 type ParsedObject = OnceLock<Result<Map<String, Value>, TranslateError>>;
 
-/// A Gemini client's plain text request in the hub's form with the names its read dropped,
-/// as the scan that checked it at its intake read it, until a translation takes it.
-type ScannedRead = std::sync::Mutex<Option<(Request, Vec<String>)>>;
+/// What the scan of a Gemini client's plain text request (`gemini::scanned_request`) made of
+/// the body at its intake.
+#[derive(Debug, Default)]
+enum Scanned {
+    /// Not scanned, or its form taken by a translation: a translation scans it.
+    #[default]
+    Unread,
+    /// The scan declined it: a translation reads it by the typed shape straight away.
+    Declined,
+    /// The hub's form and the names its read dropped, until a translation takes them.
+    Read(Request, Vec<String>),
+}
+
+type ScannedRead = std::sync::Mutex<Scanned>;
 
 /// A client's request as a translation reads it: its bytes, read by a typed shape of the
 /// client's API where one covers them, else as a JSON object parsed once.
@@ -208,10 +219,17 @@ impl<'a> Source<'a> {
             .map_err(Clone::clone)
     }
 
-    /// The form (and dropped names) the intake's scan read, taken: the first translation
-    /// takes it, any other reads the body again.
-    fn scanned(self) -> Option<(Request, Vec<String>)> {
-        self.scanned?.lock().ok()?.take()
+    /// What the intake's scan made of the body, its form taken: the first translation takes
+    /// it, any other reads the body again.
+    fn scanned(self) -> Scanned {
+        let Some(Ok(mut scanned)) = self.scanned.map(|slot| slot.lock()) else {
+            return Scanned::Unread;
+        };
+        match &*scanned {
+            Scanned::Read(..) => std::mem::take(&mut *scanned),
+            Scanned::Declined => Scanned::Declined,
+            Scanned::Unread => Scanned::Unread,
+        }
     }
 }
 
@@ -317,14 +335,17 @@ fn read_request(
             Api::Messages => messages::typed_request::request(source.body, dropped)
                 .map(|read| read.map(|(form, stream)| (form, stream, false))),
             // Gemini's body never streams (its path does); its shape declines any `stream`.
-            Api::Gemini => match source.scanned() {
-                Some((form, names)) => {
-                    dropped.extend(names);
-                    Some(Ok((form, false, false)))
-                }
-                None => gemini::typed_request::request(source.body, dropped)
-                    .map(|read| read.map(|form| (form, false, false))),
-            },
+            Api::Gemini => {
+                let read = match source.scanned() {
+                    Scanned::Read(form, names) => {
+                        dropped.extend(names);
+                        Some(Ok(form))
+                    }
+                    Scanned::Declined => gemini::typed_request::shaped(source.body, dropped),
+                    Scanned::Unread => gemini::typed_request::request(source.body, dropped),
+                };
+                read.map(|read| read.map(|form| (form, false, false)))
+            }
             _ => None,
         };
         if let Some(read) = typed {

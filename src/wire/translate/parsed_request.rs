@@ -12,7 +12,8 @@ use super::gemini::scanned_request;
 use super::thinking_carry::ReasoningCounts;
 use super::{
     translate_request_as, translate_source, translated, Api, Direction, ParsedObject,
-    RequestSettings, ScannedRead, Source, TranslateError, TranslatedRequest, WrittenRequest,
+    RequestSettings, Scanned, ScannedRead, Source, TranslateError, TranslatedRequest,
+    WrittenRequest,
 };
 use bytes::Bytes;
 
@@ -41,7 +42,7 @@ impl ParsedRequest {
         ParsedRequest {
             body,
             parsed: OnceLock::new(),
-            scanned: Mutex::new(None),
+            scanned: Mutex::new(Scanned::Unread),
             checked: Mutex::new(Vec::new()),
         }
     }
@@ -53,20 +54,24 @@ impl ParsedRequest {
             .unwrap_or_else(|| ParsedRequest::new(body.clone()))
     }
 
-    /// `body`, a Gemini client's request, read into the hub's form by one scan of its bytes
-    /// when it is a plain text request (`gemini::scanned_request`), else `None`. A body the
-    /// scan reads is a JSON object as serde_json reads it (the scan declines whatever it does
-    /// not read exactly so), so the scan is also the intake's check that it is one; the
-    /// first translation of it takes the form instead of reading the body again.
-    pub fn scanned_gemini(body: Bytes) -> Option<ParsedRequest> {
+    /// `body`, a Gemini client's request, scanned once as a plain text request
+    /// (`gemini::scanned_request`): read into the hub's form when the scan takes it (the first
+    /// translation takes the form instead of reading the body again), else marked declined
+    /// (no translation scans it again). A body the scan reads is a JSON object as serde_json
+    /// reads it (the scan declines whatever it does not read exactly so), so the scan is also
+    /// the intake's check that it is one ([`ParsedRequest::holds_scanned`]).
+    pub fn scanned_gemini(body: Bytes) -> ParsedRequest {
         let mut dropped = Vec::new();
-        let form = scanned_request::request(&body, &mut dropped)?;
-        Some(ParsedRequest {
+        let scanned = match scanned_request::request(&body, &mut dropped) {
+            Some(form) => Scanned::Read(form, dropped),
+            None => Scanned::Declined,
+        };
+        ParsedRequest {
             body,
             parsed: OnceLock::new(),
-            scanned: Mutex::new(Some((form, dropped))),
+            scanned: Mutex::new(scanned),
             checked: Mutex::new(Vec::new()),
-        })
+        }
     }
 
     /// The body.
@@ -113,10 +118,11 @@ impl ParsedRequest {
         }
     }
 
-    /// Whether the form the intake's scan read is still here (no translation took it).
-    #[cfg(test)]
-    pub(super) fn holds_scanned(&self) -> bool {
-        self.scanned.lock().is_ok_and(|scanned| scanned.is_some())
+    /// Whether the scan read the body into the hub's form and no translation took it yet.
+    pub fn holds_scanned(&self) -> bool {
+        self.scanned
+            .lock()
+            .is_ok_and(|scanned| matches!(*scanned, Scanned::Read(..)))
     }
 
     /// How many requests the check wrote that no attempt took.
