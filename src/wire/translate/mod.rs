@@ -183,16 +183,13 @@ pub fn translate_request_as(
 type ParsedObject = OnceLock<Result<Map<String, Value>, TranslateError>>;
 
 /// What the scan of a Gemini client's plain text request (`gemini::scanned_request`) made of
-/// the body at its intake.
+/// the body at its intake (nothing, when it was not scanned: a translation scans it).
 #[derive(Debug, Default)]
-enum Scanned {
-    /// Not scanned, or its form taken by a translation: a translation scans it.
-    #[default]
-    Unread,
-    /// The scan declined it: a translation reads it by the typed shape straight away.
-    Declined,
+struct Scanned {
     /// The hub's form and the names its read dropped, until a translation takes them.
-    Read(Request, Vec<String>),
+    read: Option<(Request, Vec<String>)>,
+    /// The scan declined it: a translation reads it by the typed shape straight away.
+    declined: bool,
 }
 
 type ScannedRead = std::sync::Mutex<Scanned>;
@@ -223,12 +220,11 @@ impl<'a> Source<'a> {
     /// it, any other reads the body again.
     fn scanned(self) -> Scanned {
         let Some(Ok(mut scanned)) = self.scanned.map(|slot| slot.lock()) else {
-            return Scanned::Unread;
+            return Scanned::default();
         };
-        match &*scanned {
-            Scanned::Read(..) => std::mem::take(&mut *scanned),
-            Scanned::Declined => Scanned::Declined,
-            Scanned::Unread => Scanned::Unread,
+        Scanned {
+            read: scanned.read.take(),
+            declined: scanned.declined,
         }
     }
 }
@@ -337,12 +333,17 @@ fn read_request(
             // Gemini's body never streams (its path does); its shape declines any `stream`.
             Api::Gemini => {
                 let read = match source.scanned() {
-                    Scanned::Read(form, names) => {
+                    Scanned {
+                        read: Some((form, names)),
+                        ..
+                    } => {
                         dropped.extend(names);
                         Some(Ok(form))
                     }
-                    Scanned::Declined => gemini::typed_request::shaped(source.body, dropped),
-                    Scanned::Unread => gemini::typed_request::request(source.body, dropped),
+                    Scanned { declined: true, .. } => {
+                        gemini::typed_request::shaped(source.body, dropped)
+                    }
+                    Scanned { .. } => gemini::typed_request::request(source.body, dropped),
                 };
                 read.map(|read| read.map(|form| (form, false, false)))
             }

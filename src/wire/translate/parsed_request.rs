@@ -42,7 +42,7 @@ impl ParsedRequest {
         ParsedRequest {
             body,
             parsed: OnceLock::new(),
-            scanned: Mutex::new(Scanned::Unread),
+            scanned: Mutex::new(Scanned::default()),
             checked: Mutex::new(Vec::new()),
         }
     }
@@ -62,9 +62,10 @@ impl ParsedRequest {
     /// the intake's check that it is one ([`ParsedRequest::holds_scanned`]).
     pub fn scanned_gemini(body: Bytes) -> ParsedRequest {
         let mut dropped = Vec::new();
-        let scanned = match scanned_request::request(&body, &mut dropped) {
-            Some(form) => Scanned::Read(form, dropped),
-            None => Scanned::Declined,
+        let read = scanned_request::request(&body, &mut dropped).map(|form| (form, dropped));
+        let scanned = Scanned {
+            declined: read.is_none(),
+            read,
         };
         ParsedRequest {
             body,
@@ -122,7 +123,7 @@ impl ParsedRequest {
     pub fn holds_scanned(&self) -> bool {
         self.scanned
             .lock()
-            .is_ok_and(|scanned| matches!(*scanned, Scanned::Read(..)))
+            .is_ok_and(|scanned| scanned.read.is_some())
     }
 
     /// How many requests the check wrote that no attempt took.
