@@ -65,8 +65,7 @@ pub(crate) async fn answer_post(
         ));
     };
     let model = model.strip_prefix("models/").unwrap_or(model).to_owned();
-    let sse = query_pairs(request.uri()).any(|(name, value)| name == "alt" && value == "sse");
-    let request = key_as_bearer(request);
+    let (request, sse) = key_as_bearer(request);
     let response = routed::handle_named(app, endpoint, request, Some(model), known).await;
     let response = in_google_shape(response).await;
     if endpoint == Endpoint::GeminiStream && !sse && response.status().is_success() {
@@ -77,7 +76,7 @@ pub(crate) async fn answer_post(
 
 /// `GET /v1beta/models`: the models the client may name, in Google's list shape.
 pub(crate) async fn models(State(app): State<AppState>, request: Request) -> Response {
-    let request = key_as_bearer(request);
+    let (request, _) = key_as_bearer(request);
     let Some(client) = client_of(&app, request.headers()) else {
         return google_error(&unknown_key());
     };
@@ -94,7 +93,7 @@ pub(crate) async fn model(
     Path(id): Path<String>,
     request: Request,
 ) -> Response {
-    let request = key_as_bearer(request);
+    let (request, _) = key_as_bearer(request);
     let Some(client) = client_of(&app, request.headers()) else {
         return google_error(&unknown_key());
     };
@@ -180,25 +179,57 @@ fn decoded_pair(pair: &str) -> (Cow<'_, str>, Cow<'_, str>) {
         .unwrap_or_default()
 }
 
+/// What the router reads of a Google path's query, in one pass over its pairs: the client's
+/// key (the first pair named `key`), whether it asks for SSE (`alt=sse`), and how long the
+/// query is without its `key` pairs and empty pairs (when it has a `key`).
+#[derive(Default)]
+struct QueryRead<'a> {
+    key: Option<Cow<'a, str>>,
+    sse: bool,
+    /// `Some(bytes)` when a `key` pair is in the query: the kept pairs' bytes, each with the
+    /// `?` or `&` before it.
+    kept_len: Option<usize>,
+}
+
+fn read_query(uri: &Uri) -> QueryRead<'_> {
+    let mut read = QueryRead::default();
+    let mut kept_len = 0;
+    let mut keyed = false;
+    for pair in uri.query().unwrap_or("").split('&') {
+        if pair.is_empty() {
+            continue;
+        }
+        let (name, value) = decoded_pair(pair);
+        if name == "key" {
+            keyed = true;
+            read.key.get_or_insert(value);
+            continue;
+        }
+        read.sse |= name == "alt" && value == "sse";
+        kept_len += 1 + pair.len();
+    }
+    read.kept_len = keyed.then_some(kept_len);
+    read
+}
+
 /// `request` with the client's key (`x-goog-api-key`, else `?key=`, else its Bearer) as its
-/// `Authorization: Bearer`, and no `x-goog-api-key` header or `key` parameter left.
-fn key_as_bearer(mut request: Request) -> Request {
+/// `Authorization: Bearer`, and no `x-goog-api-key` header or `key` parameter left; and whether
+/// its query asks for SSE (`alt=sse`).
+fn key_as_bearer(mut request: Request) -> (Request, bool) {
     let header_key = request.headers_mut().remove(X_GOOG_API_KEY);
-    let query_key = query_pairs(request.uri())
-        .find(|(name, _)| name == "key")
-        .map(|(_, value)| value);
-    let in_query = query_key.is_some();
+    let query = read_query(request.uri());
     let key = (header_key.as_ref())
         .and_then(|value| value.to_str().ok())
-        .or(query_key.as_deref());
+        .or(query.key.as_deref());
     let bearer = key.and_then(bearer_value);
-    if in_query {
-        *request.uri_mut() = without_key(request.uri());
+    let (sse, kept_len) = (query.sse, query.kept_len);
+    if let Some(kept_len) = kept_len {
+        *request.uri_mut() = without_key(request.uri(), kept_len);
     }
     if let Some(value) = bearer {
         request.headers_mut().insert(AUTHORIZATION, value);
     }
-    request
+    (request, sse)
 }
 
 /// `Bearer {key}` as a sensitive header value, built in one buffer; `None` for a key a header
@@ -215,11 +246,14 @@ fn bearer_value(key: &str) -> Option<HeaderValue> {
 
 const BEARER: &[u8] = b"Bearer ";
 
-/// `uri` without its `key` parameter (the others kept as they came, empty pairs dropped).
-fn without_key(uri: &Uri) -> Uri {
+/// `uri` without its `key` parameter (the others kept as they came, empty pairs dropped);
+/// `kept_len`: the kept pairs' bytes with their separators ([`QueryRead::kept_len`]), so the
+/// new URI's buffer is its exact size (a `Bytes` of a `Vec` with room to spare takes a second
+/// allocation).
+fn without_key(uri: &Uri, kept_len: usize) -> Uri {
     let path = uri.path();
     let query = uri.query().unwrap_or("");
-    let mut rebuilt = String::with_capacity(path.len() + 1 + query.len());
+    let mut rebuilt = String::with_capacity(path.len() + kept_len);
     rebuilt.push_str(path);
     let mut separator = '?';
     for pair in query.split('&') {
@@ -238,8 +272,9 @@ mod tests {
     use axum::body::Body;
 
     /// Queries as clients send them and as they might: plain pairs, `+` and `%` escapes in a
-    /// name or a value, an escaped `key`, no `=`, empty pairs, several `key`s.
-    const QUERIES: [&str; 12] = [
+    /// name or a value, an escaped `key`, no `=`, empty pairs, several `key`s, `sse` that is
+    /// no `alt`.
+    const QUERIES: [&str; 14] = [
         "",
         "key=AIza-client",
         "alt=sse&key=AIza-client",
@@ -252,6 +287,8 @@ mod tests {
         "alt=s%73e&key=%E2%9C%93",
         "key=%ZZ&x=%",
         "a=1&key=one&key=two&b=2",
+        "x=sse&key=k&alt=json",
+        "alt=sse&alt=json",
     ];
 
     #[test]
@@ -267,9 +304,21 @@ mod tests {
                 .map(|(name, value)| (name.into_owned(), value.into_owned()))
                 .collect();
             assert_eq!(ours, decoder, "{query}");
+            // The one pass reads the first `key` and `alt=sse` as the decoder's pairs say them.
+            let read = read_query(&uri);
+            let first_key = decoder.iter().find(|(name, _)| name == "key");
+            assert_eq!(
+                read.key.as_deref(),
+                first_key.map(|(_, value)| value.as_str()),
+                "{query}"
+            );
+            let sse = decoder
+                .iter()
+                .any(|(name, value)| name == "alt" && value == "sse");
+            assert_eq!(read.sse, sse, "{query}");
             // What is left once the key moves: every pair the decoder names `key` is gone, the
             // others stay as they came.
-            let left = without_key(&uri);
+            let left = without_key(&uri, read.kept_len.unwrap_or(0));
             let kept: Vec<&str> = query
                 .split('&')
                 .filter(|pair| {
@@ -280,6 +329,10 @@ mod tests {
                 })
                 .collect();
             assert_eq!(left.query().unwrap_or(""), kept.join("&"), "{query}");
+            // Its length was known before it was written: the kept pairs, each after its `?`
+            // or `&`; none when no `key` is in the query (then the URI is kept as it came).
+            let kept_len = kept.iter().map(|pair| 1 + pair.len()).sum::<usize>();
+            assert_eq!(read.kept_len, first_key.map(|_| kept_len), "{query}");
             assert_eq!(left.path(), "/v1beta/models/m:generateContent");
         }
     }
@@ -290,7 +343,8 @@ mod tests {
             .uri("/v1beta/models/fast:streamGenerateContent?alt=sse&key=AIza-client")
             .body(Body::empty())
             .unwrap();
-        let request = key_as_bearer(request);
+        let (request, sse) = key_as_bearer(request);
+        assert!(sse);
         assert_eq!(
             request.uri(),
             "/v1beta/models/fast:streamGenerateContent?alt=sse"
@@ -304,7 +358,8 @@ mod tests {
             .header("authorization", "Bearer other")
             .body(Body::empty())
             .unwrap();
-        let request = key_as_bearer(request);
+        let (request, sse) = key_as_bearer(request);
+        assert!(!sse);
         assert_eq!(request.headers()[AUTHORIZATION], "Bearer goog-client");
         assert!(!request.headers().contains_key("x-goog-api-key"));
 
@@ -313,14 +368,15 @@ mod tests {
             .uri("/v1beta/models/fast:generateContent?k%65y=+a%2Bb+&alt=sse")
             .body(Body::empty())
             .unwrap();
-        let request = key_as_bearer(request);
+        let (request, sse) = key_as_bearer(request);
+        assert!(sse);
         assert_eq!(request.uri(), "/v1beta/models/fast:generateContent?alt=sse");
         assert_eq!(request.headers()[AUTHORIZATION], "Bearer a+b");
         let request = http::Request::builder()
             .uri("/v1beta/models/fast:generateContent?key=a%0Ab")
             .body(Body::empty())
             .unwrap();
-        let request = key_as_bearer(request);
+        let (request, _) = key_as_bearer(request);
         assert_eq!(request.uri(), "/v1beta/models/fast:generateContent");
         assert!(!request.headers().contains_key(AUTHORIZATION));
     }

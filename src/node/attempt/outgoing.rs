@@ -95,15 +95,13 @@ pub(super) fn prepare<'a>(
     let mut anthropic_beta = None;
     // Google's paths name the model, not the body: the body goes byte for byte to
     // `models/{model}:{method}`, a stream always as SSE (behaviour §15).
-    let gemini_path = ctx
-        .endpoint
-        .gemini_method()
-        .map(|method| gemini_upstream_path(&target.model, method));
+    let gemini_method = ctx.endpoint.gemini_method();
     let (upstream_body, path_and_query): (Bytes, Cow<'_, str>) = match (ctx.info, direction) {
-        (Some(_), None) if gemini_path.is_some() => {
+        (Some(_), None) if gemini_method.is_some() => {
             let (body, left_out) = gemini_body(ctx, &target.connection);
             translated_left_out = left_out;
-            (body, Cow::Owned(gemini_path.unwrap_or_default()))
+            let path = gemini_method.map(|method| gemini_upstream_path(&target.model, method));
+            (body, Cow::Owned(path.unwrap_or_default()))
         }
         (Some(info), None) => {
             let (body, left_out) = same_api_body(ctx, info, &target.model);
@@ -231,11 +229,21 @@ fn gemini_generation(stream: bool) -> &'static str {
 /// `/models/{model}:{method}` after a Gemini provider's `base_url`; a stream is asked for as
 /// SSE whatever framing the client asked for (the node re-frames it).
 fn gemini_upstream_path(model: &str, method: &str) -> String {
+    const MODELS: &str = "/models/";
+    const SSE: &str = "?alt=sse";
     let model = model.strip_prefix("models/").unwrap_or(model);
-    let mut path = format!("/models/{model}:{method}");
-    if method == "streamGenerateContent" {
-        path.push_str("?alt=sse");
-    }
+    let sse = if method == "streamGenerateContent" {
+        SSE
+    } else {
+        ""
+    };
+    // Pushed into one buffer of its size (`format!`'s machinery costs more than the path).
+    let mut path = String::with_capacity(MODELS.len() + model.len() + 1 + method.len() + sse.len());
+    path.push_str(MODELS);
+    path.push_str(model);
+    path.push(':');
+    path.push_str(method);
+    path.push_str(sse);
     path
 }
 
@@ -292,5 +300,33 @@ fn translated_headers(direction: Direction, beta: Option<&'static str>, headers:
     }
     if let Some(beta) = beta {
         headers.append(BETA, http::HeaderValue::from_static(beta));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gemini_upstream_path_names_the_model_and_asks_a_stream_as_sse() {
+        for (model, method, path) in [
+            (
+                "gemini-2.5-flash",
+                "generateContent",
+                "/models/gemini-2.5-flash:generateContent",
+            ),
+            (
+                "models/gemini-2.5-pro",
+                "streamGenerateContent",
+                "/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+            ),
+            ("tuned/é-1", "countTokens", "/models/tuned/é-1:countTokens"),
+            ("", "embedContent", "/models/:embedContent"),
+        ] {
+            let written = gemini_upstream_path(model, method);
+            assert_eq!(written, path);
+            // Its buffer was its size: no growth on the way.
+            assert_eq!(written.capacity(), written.len(), "{path}");
+        }
     }
 }

@@ -82,6 +82,7 @@ pub async fn handle_named(
         client_index,
         body: client_body,
         info,
+        read,
     } = match intake::take(&app, &live, &parts.headers, body, how).await {
         Ok(intake) => intake,
         Err(not_taken) => {
@@ -103,13 +104,13 @@ pub async fn handle_named(
         started,
     );
     // Behaviour §14: a continuation of a kept response carries the kept conversation.
-    let (client_body, info, kept) =
+    let (mut client_body, info, kept) =
         match kept_turn::expand(&app, &live, endpoint, (client_body, info), &ticket.tag().id) {
             Ok(turn) => (turn.body, turn.info, turn.kept),
             Err(not_asked) => return not_asked_answer(not_asked, endpoint, anthropic, &route),
         };
     // Parsed once, when a translation first needs it (the carry check, the attempt).
-    let parsed = ParsedRequest::new(client_body.clone());
+    let parsed = ParsedRequest::read_or_new(read, &client_body);
     let asked = route_request::ask(
         &live,
         &router,
@@ -124,7 +125,6 @@ pub async fn handle_named(
     };
     kept_turn::follow_chain(&mut route_request, kept.chain.as_deref(), &live);
     let client_id = route_request.client.id.clone();
-    let mut client_body = client_body;
     let mut routed = router.route(route_request).await;
     if matches!(routed, Err(RouteError::WrongFormat(_))) {
         let again = search_pass::route_without_search(

@@ -1,7 +1,8 @@
 //! A routed request's intake, before anything is routed: the client's key (and the router,
 //! once its journal is replayed), its request id, a JSON `Content-Type`, the body read once
 //! (≤ `max_body_bytes`, no silence over `body_timeout_ms`), its `Content-Encoding` undone, and
-//! the body parsed (model, stream, the prompt spans affinity can use).
+//! the body parsed (model, stream, the prompt spans affinity can use; a Gemini client's plain
+//! text request that needs no spans read into the hub's form by the scan that checks it).
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use crate::wire::affinity_group::PromptSpans;
 use crate::wire::body_rewrite::{
     gemini_prompt_read, model_name_problem, parse_request_for, BodyError, PromptScan, RequestInfo,
 };
+use crate::wire::translate::ParsedRequest;
 
 use super::guarded_body::read_guarded;
 
@@ -30,6 +32,9 @@ pub(super) struct Intake {
     pub client_index: usize,
     pub body: Bytes,
     pub info: RequestInfo,
+    /// The body read already for a translation (a Gemini client's plain text request), for
+    /// the carry check and the attempt to take.
+    pub read: Option<ParsedRequest>,
 }
 
 /// Why a request was not taken in, and whether its body is still unread (the connection then
@@ -77,35 +82,45 @@ pub(super) async fn take(
         body.len(),
         live.affinity.min_prompt_bytes,
     );
-    let info = match named {
-        Some((model, stream)) => {
-            named_request(&body, model, stream).map_err(|error| read(ApiError::from(error)))?
-        }
-        None => parse_request_for(&body, scan).map_err(|error| read(ApiError::from(error)))?,
+    let (info, read_request) = match named {
+        Some((model, stream)) => named_request(&body, model, stream, scan)
+            .map_err(|error| read(ApiError::from(error)))?,
+        None => (
+            parse_request_for(&body, scan).map_err(|error| read(ApiError::from(error)))?,
+            None,
+        ),
     };
     Ok(Intake {
         router,
         client_index,
         body,
         info,
+        read: read_request,
     })
 }
 
 /// A body whose model its path names: it must be a JSON object, and the model a name the
-/// router takes (the same rules as a body's `model`).
-fn named_request(body: &[u8], model: String, stream: bool) -> Result<RequestInfo, BodyError> {
-    // A body read as a Gemini request for its spans is a JSON object; any other is checked
-    // without building it (the body goes upstream as its bytes).
-    let spans = match gemini_prompt_read(body) {
-        Some(spans) => spans,
-        None => {
-            serde_json::from_slice::<serde::de::IgnoredAny>(body)
-                .map_err(|error| BodyError::InvalidJson(error.to_string()))?;
-            if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
-                return Err(BodyError::NotAnObject);
-            }
-            PromptSpans::default()
+/// router takes (the same rules as a body's `model`). With it, the body read into the hub's
+/// form when that read was the check.
+fn named_request(
+    body: &Bytes,
+    model: String,
+    stream: bool,
+    scan: PromptScan,
+) -> Result<(RequestInfo, Option<ParsedRequest>), BodyError> {
+    // Only a body long enough for its prefix to name a group needs its spans (a Gemini body
+    // has no hint among them). Any other that is a Gemini plain text request is checked by
+    // the scan that reads it into the hub's form: a translation then takes that form rather
+    // than reading the body a second time (and one the scan declined is not scanned again).
+    let scanned = match scan {
+        PromptScan::Everything => None,
+        PromptScan::Nothing | PromptScan::HintsOnly => {
+            Some(ParsedRequest::scanned_gemini(body.clone()))
         }
+    };
+    let spans = match &scanned {
+        Some(read) if read.holds_scanned() => PromptSpans::default(),
+        _ => checked_spans(body)?,
     };
     if model.is_empty() {
         return Err(BodyError::MissingModel);
@@ -113,7 +128,22 @@ fn named_request(body: &[u8], model: String, stream: bool) -> Result<RequestInfo
     if let Some(problem) = model_name_problem(&model) {
         return Err(BodyError::InvalidModel(problem));
     }
-    Ok(RequestInfo::named(model, stream, spans))
+    Ok((RequestInfo::named(model, stream, spans), scanned))
+}
+
+/// The spans of a Gemini body that must be a JSON object (refused when it is not).
+fn checked_spans(body: &[u8]) -> Result<PromptSpans, BodyError> {
+    // A body read as a Gemini request for its spans is a JSON object; any other is checked
+    // without building it (the body goes upstream as its bytes).
+    if let Some(spans) = gemini_prompt_read(body) {
+        return Ok(spans);
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(body)
+        .map_err(|error| BodyError::InvalidJson(error.to_string()))?;
+    if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(BodyError::NotAnObject);
+    }
+    Ok(PromptSpans::default())
 }
 
 /// Whether the request carries one of the client keys (`x-api-key` too on `/v1/messages`).
@@ -238,6 +268,9 @@ mod tests {
         if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
             return Err(BodyError::NotAnObject);
         }
+        if model.is_empty() {
+            return Err(BodyError::MissingModel);
+        }
         if let Some(problem) = model_name_problem(model) {
             return Err(BodyError::InvalidModel(problem));
         }
@@ -245,39 +278,71 @@ mod tests {
         Ok(RequestInfo::named(model.to_owned(), false, spans))
     }
 
+    /// Gemini bodies, and whether the scan of a plain text request reads them.
+    const NAMED_BODIES: [(&[u8], bool); 19] = [
+        (br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[]}"#, false),
+        (br#" {"systemInstruction":{"parts":[{"text":"s"}]},"contents":[]} "#, true),
+        (br#"{}"#, false),
+        // The bench's request; escapes, non-ASCII and whitespace in a plain one.
+        (br#"{"systemInstruction":{"parts":[{"text":"You are a helpful assistant."}]},"contents":[{"role":"user","parts":[{"text":"Say hello in one short sentence."}]}],"generationConfig":{"maxOutputTokens":64,"temperature":0}}"#, true),
+        (b"\n{ \"contents\" : [ {\"parts\":[{\"text\":\"caf\\u00e9 \\\"q\\\" \xc3\xbc\"}]} ] }\r\n", true),
+        // Members of another shape: no spans, still a JSON object.
+        (br#"{"contents":"not a list"}"#, false),
+        (br#"{"contents":[],"contents":[]}"#, false),
+        (br#"{"tools":[],"generationConfig":{"temperature":0.5},"labels":{"a":"b"}}"#, false),
+        (br#"{"contents":[],"generationConfig":{"topP":1e-3}}"#, false),
+        // Not an object, or not JSON.
+        (br#"[{"contents":[]}]"#, false),
+        (br#""text""#, false),
+        (br#"{"contents":[}"#, false),
+        (br#"{"contents":[]} trailing"#, false),
+        (br#"{"contents":[]"#, false),
+        (br#"{"contents":[{"parts":[{"text":"a"}]}],}"#, false),
+        (b"\x0c{\"contents\":[]}", false),
+        (b"", false),
+        (b"{\"contents\":[{\"parts\":[{\"text\":\"\xff\"}]}]}", false),
+        (b"{\"contents\":[{\"parts\":[{\"text\":\"a\tb\"}]}]}", false),
+    ];
+
     #[test]
     fn a_named_body_read_once_is_refused_and_spanned_as_when_checked_apart() {
-        let bodies: [&[u8]; 14] = [
-            br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[]}"#,
-            br#" {"systemInstruction":{"parts":[{"text":"s"}]},"contents":[]} "#,
-            br#"{}"#,
-            // Members of another shape: no spans, still a JSON object.
-            br#"{"contents":"not a list"}"#,
-            br#"{"contents":[],"contents":[]}"#,
-            br#"{"tools":[],"generationConfig":{"temperature":0.5},"labels":{"a":"b"}}"#,
-            // Not an object, or not JSON.
-            br#"[{"contents":[]}]"#,
-            br#""text""#,
-            br#"{"contents":[}"#,
-            br#"{"contents":[]} trailing"#,
-            br#"{"contents":[]"#,
-            b"\x0c{\"contents\":[]}",
-            b"",
-            b"{\"contents\":[{\"parts\":[{\"text\":\"\xff\"}]}]}",
+        let scans = [
+            PromptScan::Everything,
+            PromptScan::HintsOnly,
+            PromptScan::Nothing,
         ];
-        for body in bodies {
-            let once = named_request(body, "gemini-2.5-flash".to_owned(), false);
-            let twice = named_request_checked_twice(body, "gemini-2.5-flash");
-            let shown = String::from_utf8_lossy(body);
-            match (once, twice) {
-                (Ok(once), Ok(twice)) => {
-                    assert_eq!(once.prompt, twice.prompt, "{shown}");
-                    assert_eq!(once.model, twice.model, "{shown}");
+        for ((body, plain), scan) in NAMED_BODIES
+            .into_iter()
+            .flat_map(|case| scans.map(|scan| (case, scan)))
+        {
+            for model in ["gemini-2.5-flash", ""] {
+                let once = named_request(&Bytes::from_static(body), model.to_owned(), false, scan);
+                let twice = named_request_checked_twice(body, model);
+                let shown = format!("{scan:?} {model:?} {}", String::from_utf8_lossy(body));
+                match (once, twice) {
+                    (Ok((once, read)), Ok(twice)) => {
+                        // Scanned only when no span is needed; read into the form (and then
+                        // with no spans) when it is plain text.
+                        let scanned = scan != PromptScan::Everything;
+                        assert_eq!(read.is_some(), scanned, "{shown}");
+                        let expect_read = plain && scanned;
+                        let holds = read.as_ref().is_some_and(ParsedRequest::holds_scanned);
+                        assert_eq!(holds, expect_read, "{shown}");
+                        let spans = if expect_read {
+                            PromptSpans::default()
+                        } else {
+                            twice.prompt
+                        };
+                        assert_eq!(once.prompt, spans, "{shown}");
+                        assert_eq!(once.model, twice.model, "{shown}");
+                    }
+                    (Err(once), Err(twice)) => {
+                        assert_eq!(once.to_string(), twice.to_string(), "{shown}");
+                    }
+                    (once, twice) => {
+                        panic!("{shown}: {:?} against {:?}", once.is_ok(), twice.is_ok())
+                    }
                 }
-                (Err(once), Err(twice)) => {
-                    assert_eq!(once.to_string(), twice.to_string(), "{shown}");
-                }
-                (once, twice) => panic!("{shown}: {:?} against {:?}", once.is_ok(), twice.is_ok()),
             }
         }
     }

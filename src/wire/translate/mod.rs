@@ -27,7 +27,8 @@
 //! - `stream` — the one stream translator the relay drives (a reader and a writer);
 //!   `sse_write` writes its events.
 //! - `thinking_carry` — a thinking block carried in a reasoning item across turns.
-//! - `parsed_request` — a client's request parsed once, and what the carry check wrote of it,
+//! - `parsed_request` — a client's request parsed once (a Gemini client's plain text request
+//!   read at its intake, by the scan that checked it), and what the carry check wrote of it,
 //!   for the attempt.
 //! - `typed_answer` and `answer_write` — a whole answer read from the upstream's bytes and
 //!   written as the client's without a `serde_json::Value` of it, for the forms they cover
@@ -171,6 +172,7 @@ pub fn translate_request_as(
     let source = Source {
         body,
         object: &object,
+        scanned: None,
         typed: true,
     };
     translate_source(direction, source, settings, stream)
@@ -180,12 +182,26 @@ pub fn translate_request_as(
 /// every translation of the body gives.
 type ParsedObject = OnceLock<Result<Map<String, Value>, TranslateError>>;
 
+/// What the scan of a Gemini client's plain text request (`gemini::scanned_request`) made of
+/// the body at its intake (nothing, when it was not scanned: a translation scans it).
+#[derive(Debug, Default)]
+struct Scanned {
+    /// The hub's form and the names its read dropped, until a translation takes them.
+    read: Option<(Request, Vec<String>)>,
+    /// The scan declined it: a translation reads it by the typed shape straight away.
+    declined: bool,
+}
+
+type ScannedRead = std::sync::Mutex<Scanned>;
+
 /// A client's request as a translation reads it: its bytes, read by a typed shape of the
 /// client's API where one covers them, else as a JSON object parsed once.
 #[derive(Clone, Copy)]
 struct Source<'a> {
     body: &'a [u8],
     object: &'a ParsedObject,
+    /// What the intake's scan read of a Gemini client's body (`None`: nothing).
+    scanned: Option<&'a ScannedRead>,
     /// Whether a typed shape may read it and a byte writer write its translation (the tests
     /// compare with `false`: the `Value` readers and writers).
     typed: bool,
@@ -198,6 +214,18 @@ impl<'a> Source<'a> {
             .get_or_init(|| parse_request(self.body))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// What the intake's scan made of the body, its form taken: the first translation takes
+    /// it, any other reads the body again.
+    fn scanned(self) -> Scanned {
+        let Some(Ok(mut scanned)) = self.scanned.map(|slot| slot.lock()) else {
+            return Scanned::default();
+        };
+        Scanned {
+            read: scanned.read.take(),
+            declined: scanned.declined,
+        }
     }
 }
 
@@ -303,8 +331,22 @@ fn read_request(
             Api::Messages => messages::typed_request::request(source.body, dropped)
                 .map(|read| read.map(|(form, stream)| (form, stream, false))),
             // Gemini's body never streams (its path does); its shape declines any `stream`.
-            Api::Gemini => gemini::typed_request::request(source.body, dropped)
-                .map(|read| read.map(|form| (form, false, false))),
+            Api::Gemini => {
+                let read = match source.scanned() {
+                    Scanned {
+                        read: Some((form, names)),
+                        ..
+                    } => {
+                        dropped.extend(names);
+                        Some(Ok(form))
+                    }
+                    Scanned { declined: true, .. } => {
+                        gemini::typed_request::shaped(source.body, dropped)
+                    }
+                    Scanned { .. } => gemini::typed_request::request(source.body, dropped),
+                };
+                read.map(|read| read.map(|form| (form, false, false)))
+            }
             _ => None,
         };
         if let Some(read) = typed {

@@ -2,14 +2,18 @@
 //! translation of the same body, and what the check wrote of it: the attempt that crosses the
 //! same pair takes that request instead of reading and writing the body again, when nothing it
 //! translates with differs from what the check did (only the model, which the check leaves
-//! empty and the attempt sets).
+//! empty and the attempt sets). A Gemini client's plain text request may come read already:
+//! the scan that checked it at its intake read it into the hub's form, which the first
+//! translation takes.
 
 use std::sync::{Mutex, OnceLock};
 
+use super::gemini::scanned_request;
 use super::thinking_carry::ReasoningCounts;
 use super::{
     translate_request_as, translate_source, translated, Api, Direction, ParsedObject,
-    RequestSettings, Source, TranslateError, TranslatedRequest, WrittenRequest,
+    RequestSettings, Scanned, ScannedRead, Source, TranslateError, TranslatedRequest,
+    WrittenRequest,
 };
 use bytes::Bytes;
 
@@ -19,6 +23,8 @@ use bytes::Bytes;
 pub struct ParsedRequest {
     body: Bytes,
     parsed: ParsedObject,
+    /// A Gemini client's plain text request in the hub's form, read at its intake.
+    scanned: ScannedRead,
     checked: Mutex<Vec<Checked>>,
 }
 
@@ -36,6 +42,35 @@ impl ParsedRequest {
         ParsedRequest {
             body,
             parsed: OnceLock::new(),
+            scanned: Mutex::new(Scanned::default()),
+            checked: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// `read` (what the intake read) when it holds `body`, else `body` not parsed yet: parsed
+    /// once, when a translation (the carry check, the attempt) first needs it.
+    pub fn read_or_new(read: Option<ParsedRequest>, body: &Bytes) -> ParsedRequest {
+        read.filter(|read| read.holds(body))
+            .unwrap_or_else(|| ParsedRequest::new(body.clone()))
+    }
+
+    /// `body`, a Gemini client's request, scanned once as a plain text request
+    /// (`gemini::scanned_request`): read into the hub's form when the scan takes it (the first
+    /// translation takes the form instead of reading the body again), else marked declined
+    /// (no translation scans it again). A body the scan reads is a JSON object as serde_json
+    /// reads it (the scan declines whatever it does not read exactly so), so the scan is also
+    /// the intake's check that it is one ([`ParsedRequest::holds_scanned`]).
+    pub fn scanned_gemini(body: Bytes) -> ParsedRequest {
+        let mut dropped = Vec::new();
+        let read = scanned_request::request(&body, &mut dropped).map(|form| (form, dropped));
+        let scanned = Scanned {
+            declined: read.is_none(),
+            read,
+        };
+        ParsedRequest {
+            body,
+            parsed: OnceLock::new(),
+            scanned: Mutex::new(scanned),
             checked: Mutex::new(Vec::new()),
         }
     }
@@ -58,6 +93,7 @@ impl ParsedRequest {
         Source {
             body: &self.body,
             object: &self.parsed,
+            scanned: Some(&self.scanned),
             typed: true,
         }
     }
@@ -81,6 +117,13 @@ impl ParsedRequest {
                 written,
             });
         }
+    }
+
+    /// Whether the scan read the body into the hub's form and no translation took it yet.
+    pub fn holds_scanned(&self) -> bool {
+        self.scanned
+            .lock()
+            .is_ok_and(|scanned| scanned.read.is_some())
     }
 
     /// How many requests the check wrote that no attempt took.

@@ -212,3 +212,98 @@ fn a_request_whose_reasoning_a_key_opens_is_translated_with_the_key() {
         translate_request_as(direction, &body, attempt, None).unwrap()
     );
 }
+
+/// A Gemini client's request scanned at its intake: each translation of it (the first takes
+/// the form the scan read, any other reads the bytes; one the scan declined is read by the
+/// typed shape or the `Value` reader) is the translation of its bytes, dropped names included,
+/// on every target API, streamed or not, through the carry check and the attempt or the
+/// attempt alone.
+#[test]
+fn a_gemini_request_scanned_at_its_intake_translates_as_its_bytes_do() {
+    let user = |text: &str| json!({"role": "user", "parts": [{"text": text}]});
+    let cases = [
+        // Plain text: read into the form.
+        (
+            json!({"systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
+            "contents": [user("Say hello in one short sentence.")],
+            "generationConfig": {"maxOutputTokens": 64, "temperature": 0}}),
+            true,
+        ),
+        (
+            json!({"contents": [{"role": "user", "parts": [{"text": "caf\u{e9} \"q\"\n😀"}, {"text": ""}]},
+                {"role": "model", "parts": [{"text": "m1"}, {"text": "m2"}]}, user("again")],
+            "systemInstruction": {"parts": [{"text": "a"}, {"text": ""}, {"text": "b\\c"}]},
+            "generationConfig": {"temperature": 0.7, "topP": 0.95, "maxOutputTokens": 8192,
+                "stopSequences": ["END", "\n\n"]},
+            "safetySettings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}]}),
+            true,
+        ),
+        // Declined: by the typed shape (tools, a call, a refusal of its tools), by the
+        // `Value` reader (a `null` it reads as absent), or refused.
+        (
+            json!({"contents": [user("x")], "tools": [{"functionDeclarations": [{"name": "f"}]}],
+            "safetySettings": []}),
+            false,
+        ),
+        (
+            json!({"contents": [user("x"), {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"a": 1}}}]}]}),
+            false,
+        ),
+        (
+            json!({"contents": [user("x")], "tools": [{"codeExecution": {}}]}),
+            false,
+        ),
+        (
+            json!({"contents": [user("x")], "generationConfig": null}),
+            false,
+        ),
+        (
+            json!({"contents": [user("x")], "generationConfig": {"candidateCount": 2}}),
+            false,
+        ),
+        (json!([1, 2]), false),
+    ];
+    let check = RequestSettings {
+        model: "",
+        ..settings()
+    };
+    for (body, plain) in cases {
+        let shown = body.to_string();
+        let body = serde_json::to_vec(&body).unwrap();
+        let scanned = || ParsedRequest::scanned_gemini(Bytes::from(body.clone()));
+        assert_eq!(scanned().holds_scanned(), plain, "{shown}");
+        let gemini = Direction::ALL
+            .into_iter()
+            .filter(|d| d.client == Api::Gemini);
+        for direction in gemini {
+            for stream in [Some(false), Some(true)] {
+                let label = format!("{} {shown}", direction.label());
+                let expected = translate_request_as(direction, &body, settings(), stream);
+                // The carry check takes the form; the attempt takes what the check wrote.
+                let parsed = scanned();
+                let carried = carries(direction, &parsed, check, stream);
+                assert_eq!(carried, expected.clone().map(|_| ()), "{label}");
+                assert!(!parsed.holds_scanned(), "{label}");
+                let got = translate_parsed_as(
+                    direction,
+                    (Some(&parsed), parsed.body()),
+                    settings(),
+                    stream,
+                );
+                assert_eq!(got, expected, "{label}");
+                // The attempt alone takes the form, and a second reads the bytes.
+                let parsed = scanned();
+                for _ in 0..2 {
+                    let got = translate_parsed_as(
+                        direction,
+                        (Some(&parsed), parsed.body()),
+                        settings(),
+                        stream,
+                    );
+                    assert_eq!(got, expected, "{label}");
+                    assert!(!parsed.holds_scanned(), "{label}");
+                }
+            }
+        }
+    }
+}

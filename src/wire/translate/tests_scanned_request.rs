@@ -99,6 +99,7 @@ fn value_read(body: &[u8]) -> ReadOf {
     let source = Source {
         body,
         object: &object,
+        scanned: None,
         typed: false,
     };
     let mut dropped = Vec::new();
@@ -156,6 +157,7 @@ fn a_scanned_translation_is_the_value_readers() {
                 let source = Source {
                     body: &body,
                     object: &object,
+                    scanned: None,
                     typed: false,
                 };
                 let expected = translate_source(direction, source, settings, stream);

@@ -265,6 +265,7 @@ fn value_read(client: Api, body: &[u8]) -> ReadOf {
     let source = Source {
         body,
         object: &object,
+        scanned: None,
         typed: false,
     };
     let mut dropped = Vec::new();
@@ -313,6 +314,7 @@ fn translate_by_value(
     let source = Source {
         body,
         object: &object,
+        scanned: None,
         typed: false,
     };
     translate_source(direction, source, settings, stream)
