@@ -20,7 +20,8 @@
 //!   [`stream_drain`] — a stream the client left, read on (bounded) for its usage;
 //!   [`usage_charge`] — what an answer is charged: the upstream's usage checked, or an estimate.
 //! - [`upstream_request`] — building one upstream request (the client, egress and body
-//!   decoding are the floor below: `crate::upstream`).
+//!   decoding are the floor below: `crate::upstream`); [`shared_bytes`] — its small values
+//!   and the `x-quotaroute-*` headers' as slices of one per-thread buffer.
 //! - [`header_rules`] — which headers cross the router either way; [`cors`] — browser origins.
 //! - [`admin`] / [`reload`] — the admin API and config reloads.
 //! - [`traffic`] — the attempt counters the dashboard's rate chart reads (the dashboard is its
@@ -71,6 +72,7 @@ pub mod seal_secret;
 pub mod self_wake;
 pub mod serve;
 pub mod served_apis;
+pub mod shared_bytes;
 pub mod stored_response;
 pub mod stream_drain;
 pub mod stream_relay;

@@ -11,6 +11,7 @@ use http::StatusCode;
 use crate::api_error::{mask_upstream_body, ApiError};
 use crate::node::header_rules;
 use crate::node::live::LiveConfig;
+use crate::node::shared_bytes;
 
 /// Where a routed response went, for the `x-quotaroute-*` headers.
 #[derive(Debug, Clone, Default)]
@@ -49,8 +50,9 @@ impl RouteHeaders {
     pub const MOST_ADDED: usize = 8;
 
     pub fn apply(&self, headers: &mut HeaderMap) {
+        // Each value a slice of the thread's shared buffer, not an allocation of its own.
         let mut put = |name: HeaderName, value: &str| {
-            if let Ok(value) = HeaderValue::from_str(value) {
+            if let Some(value) = shared_bytes::header_value(value) {
                 headers.insert(name, value);
             }
         };
@@ -65,12 +67,12 @@ impl RouteHeaders {
             headers.insert(TRANSLATED, HeaderValue::from_static(translated));
         }
         if let Some(dropped) = &self.dropped {
-            if let Ok(value) = HeaderValue::from_str(dropped) {
+            if let Some(value) = shared_bytes::header_value(dropped) {
                 headers.insert(DROPPED, value);
             }
         }
-        headers.insert(ATTEMPTS, HeaderValue::from(self.attempts));
-        headers.insert(OVERHEAD_US, HeaderValue::from(self.overhead_us));
+        headers.insert(ATTEMPTS, shared_bytes::decimal(u64::from(self.attempts)));
+        headers.insert(OVERHEAD_US, shared_bytes::decimal(self.overhead_us));
     }
 
     /// [`apply`](Self::apply) over headers already relayed from the upstream (and masked by

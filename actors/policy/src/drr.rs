@@ -17,6 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::smooth_drr::Turn;
 
+/// How many targets [`DrrDeficits::rank_into`] ranks without allocating.
+const RANKED_ON_STACK: usize = 16;
+
 /// One target that has room this turn, as the ranking needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoomEntry<'a> {
@@ -116,18 +119,39 @@ impl DrrDeficits {
         I: Iterator<Item = RoomEntry<'k>> + Clone,
     {
         let turn = Turn::of(room.clone().map(|entry| signed(entry.quantum)));
-        let mut ranked: Vec<(i64, usize)> = room
-            .map(|entry| {
-                let credit = self
-                    .entering(entry.key, turn)
-                    .saturating_add(signed(entry.quantum));
-                (credit, entry.config_index)
-            })
-            .collect();
+        let credits = room.map(|entry| {
+            let credit = self
+                .entering(entry.key, turn)
+                .saturating_add(signed(entry.quantum));
+            (credit, entry.config_index)
+        });
+        // A combo's room fits on the stack; a longer one is ranked in a list of its own.
+        let mut on_stack = [(0i64, 0usize); RANKED_ON_STACK];
+        let mut filled = 0;
+        let mut rest = Vec::new();
+        for entry in credits {
+            match on_stack.get_mut(filled) {
+                Some(slot) if rest.is_empty() => {
+                    *slot = entry;
+                    filled += 1;
+                }
+                _ => {
+                    if rest.is_empty() {
+                        rest.extend_from_slice(&on_stack[..filled]);
+                    }
+                    rest.push(entry);
+                }
+            }
+        }
+        let ranked = if rest.is_empty() {
+            &mut on_stack[..filled]
+        } else {
+            &mut rest[..]
+        };
         // Largest credit first; on equal credit the earlier config index first. Config
         // indices are distinct, so no two entries compare equal and an unstable sort is exact.
         ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        out.extend(ranked.into_iter().map(|(_, index)| index));
+        out.extend(ranked.iter().map(|&(_, index)| index));
     }
 
     /// Applies one turn: every target in `room` adds its quantum, the `chosen` one pays the
