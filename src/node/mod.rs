@@ -20,14 +20,14 @@
 //!   [`stream_drain`] — a stream the client left, read on (bounded) for its usage;
 //!   [`usage_charge`] — what an answer is charged: the upstream's usage checked, or an estimate.
 //! - [`upstream_request`] — building one upstream request (the client, egress and body
-//!   decoding are the floor below: `crate::upstream`); [`shared_bytes`] — its small values
-//!   and the `x-quotaroute-*` headers' as slices of one per-thread buffer.
+//!   decoding are the floor below: `crate::upstream`).
 //! - [`header_rules`] — which headers cross the router either way; [`cors`] — browser origins.
 //! - [`admin`] / [`reload`] — the admin API and config reloads.
 //! - [`traffic`] — the attempt counters the dashboard's rate chart reads (the dashboard is its
 //!   own wing: `crate::dashboard`); [`combo_affinity`] — each combo's affinity hit rate
 //!   since start (held / new / moved turns, cached share of input), never journaled.
-//! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers;
+//! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers
+//!   ([`decimal_header`]: their numbers without an allocation);
 //!   [`retry_advice`] — a long wait says `x-should-retry: false` and the time in words;
 //!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
@@ -44,6 +44,7 @@ pub mod attempt;
 pub mod client_gate;
 pub mod combo_affinity;
 pub mod cors;
+pub mod decimal_header;
 pub mod direct;
 pub mod edge_counters;
 pub mod encrypted_turn;
@@ -72,7 +73,6 @@ pub mod seal_secret;
 pub mod self_wake;
 pub mod serve;
 pub mod served_apis;
-pub mod shared_bytes;
 pub mod stored_response;
 pub mod stream_drain;
 pub mod stream_relay;

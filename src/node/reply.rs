@@ -9,9 +9,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER
 use http::StatusCode;
 
 use crate::api_error::{mask_upstream_body, ApiError};
+use crate::node::decimal_header;
 use crate::node::header_rules;
 use crate::node::live::LiveConfig;
-use crate::node::shared_bytes;
 
 /// Where a routed response went, for the `x-quotaroute-*` headers.
 #[derive(Debug, Clone, Default)]
@@ -50,9 +50,8 @@ impl RouteHeaders {
     pub const MOST_ADDED: usize = 8;
 
     pub fn apply(&self, headers: &mut HeaderMap) {
-        // Each value a slice of the thread's shared buffer, not an allocation of its own.
         let mut put = |name: HeaderName, value: &str| {
-            if let Some(value) = shared_bytes::header_value(value) {
+            if let Ok(value) = HeaderValue::from_str(value) {
                 headers.insert(name, value);
             }
         };
@@ -67,12 +66,13 @@ impl RouteHeaders {
             headers.insert(TRANSLATED, HeaderValue::from_static(translated));
         }
         if let Some(dropped) = &self.dropped {
-            if let Some(value) = shared_bytes::header_value(dropped) {
+            if let Ok(value) = HeaderValue::from_str(dropped) {
                 headers.insert(DROPPED, value);
             }
         }
-        headers.insert(ATTEMPTS, shared_bytes::decimal(u64::from(self.attempts)));
-        headers.insert(OVERHEAD_US, shared_bytes::decimal(self.overhead_us));
+        // Slices of a table of digits, not an allocation each.
+        headers.insert(ATTEMPTS, decimal_header::decimal(u64::from(self.attempts)));
+        headers.insert(OVERHEAD_US, decimal_header::decimal(self.overhead_us));
     }
 
     /// [`apply`](Self::apply) over headers already relayed from the upstream (and masked by

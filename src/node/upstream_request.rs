@@ -9,7 +9,6 @@ use http_body_util::Full;
 use crate::config::{ApiFormat, AuthKind, Secret};
 use crate::node::header_rules;
 use crate::node::live::ProviderRoute;
-use crate::node::shared_bytes;
 
 /// The upstream request for `path_and_query` (the part after `/v1`).
 pub fn build(
@@ -21,10 +20,9 @@ pub fn build(
     request_id: &str,
     body: Bytes,
 ) -> Result<http::Request<Full<Bytes>>, http::Error> {
-    // The URI and the values below are slices of the thread's shared buffer (`shared_bytes`),
-    // parsed and checked as a `String` or `&str` of them would be.
-    let uri = shared_bytes::concat(&[provider.base_url.as_bytes(), path_and_query.as_bytes()]);
-    let uri = http::Uri::from_maybe_shared(uri)?;
+    let mut uri = String::with_capacity(provider.base_url.len() + path_and_query.len());
+    uri.push_str(&provider.base_url);
+    uri.push_str(path_and_query);
     let mut builder = http::Request::builder().method(method).uri(uri);
     if let Some(headers) = builder.headers_mut() {
         // Room for every header at once, so the map is never rehashed as it fills: the
@@ -64,7 +62,7 @@ pub fn build(
                 }
             }
         }
-        if let Some(value) = shared_bytes::header_value(request_id) {
+        if let Ok(value) = HeaderValue::from_str(request_id) {
             headers.insert(crate::node::reply::REQUEST_ID, value);
         }
         headers.insert(
@@ -75,10 +73,13 @@ pub fn build(
     builder.body(Full::new(body))
 }
 
-/// `Bearer <key>` as a header value, written into the thread's shared buffer (no formatting
-/// machinery, no allocation of its own: this runs on every upstream request).
+/// `Bearer <key>` as a header value, written into one buffer (no formatting machinery: this
+/// runs on every upstream request).
 fn bearer(key: &str) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
-    HeaderValue::from_maybe_shared(shared_bytes::concat(&[BEARER, key.as_bytes()]))
+    let mut value = bytes::BytesMut::with_capacity(BEARER.len() + key.len());
+    value.extend_from_slice(BEARER);
+    value.extend_from_slice(key.as_bytes());
+    HeaderValue::from_maybe_shared(value.freeze())
 }
 
 const BEARER: &[u8] = b"Bearer ";
