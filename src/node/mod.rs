@@ -16,6 +16,7 @@
 //!   [`gemini_array`] — a stream asked for without `alt=sse` as one streamed JSON array;
 //!   [`gemini_signatures`] — a turn refused for another account's `thoughtSignature`s, again
 //!   without them.
+//! - [`body_pieces`] — a body read piece by piece, joined once (one piece: no copy).
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte;
 //!   [`stream_drain`] — a stream the client left, read on (bounded) for its usage;
 //!   [`usage_charge`] — what an answer is charged: the upstream's usage checked, or an estimate.
@@ -41,6 +42,7 @@ pub mod accept;
 pub mod admin;
 pub mod app;
 pub mod attempt;
+pub mod body_pieces;
 pub mod client_gate;
 pub mod combo_affinity;
 pub mod cors;

@@ -382,4 +382,44 @@ mod tests {
             }
         }
     }
+
+    /// The ranking as a list of its own (how it was ranked before the stack), to compare with.
+    fn ranked_in_a_list(deficits: &DrrDeficits, room: &[RoomEntry<'_>]) -> Vec<usize> {
+        let turn = Turn::of(room.iter().map(|entry| signed(entry.quantum)));
+        let mut ranked: Vec<(i64, usize)> = room
+            .iter()
+            .map(|entry| {
+                let credit = deficits
+                    .entering(entry.key, turn)
+                    .saturating_add(signed(entry.quantum));
+                (credit, entry.config_index)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        ranked.into_iter().map(|(_, index)| index).collect()
+    }
+
+    proptest! {
+        /// Rooms that fit on the stack and rooms past it rank as one list would rank them,
+        /// after turns that left the deficits apart.
+        #[test]
+        fn rooms_on_and_past_the_stack_rank_as_a_list(
+            weights in prop::collection::vec(1u64..6, 1..(3 * RANKED_ON_STACK)),
+            winners in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        ) {
+            let keys: Vec<String> = (0..weights.len()).map(|i| format!("c{i}/m")).collect();
+            let room: Vec<RoomEntry<'_>> = keys
+                .iter()
+                .zip(&weights)
+                .enumerate()
+                .map(|(config_index, (key, &quantum))| RoomEntry { key, quantum, config_index })
+                .collect();
+            let turn: Vec<(&str, u64)> = room.iter().map(|e| (e.key, e.quantum)).collect();
+            let mut deficits = DrrDeficits::new();
+            for winner in &winners {
+                deficits.apply_turn(&turn, Some(&keys[winner.index(keys.len())]));
+            }
+            prop_assert_eq!(deficits.rank(&room), ranked_in_a_list(&deficits, &room));
+        }
+    }
 }

@@ -857,6 +857,25 @@ mod tests {
             prop_assert_eq!(selection.skipped.len() + selection.order.len(), targets.len());
         }
 
+        /// A scratch reused from one selection to the next (the live combo's) selects exactly
+        /// as a fresh one: nothing of the selection before is carried into the next.
+        #[test]
+        fn a_reused_scratch_selects_as_a_fresh_one(
+            turns in prop::collection::vec(
+                (prop::collection::vec(arb_target(), 1..8), arb_strategy()),
+                1..6,
+            ),
+        ) {
+            let mut scratch = SelectScratch::default();
+            let mut deficits = DrrDeficits::new();
+            for (rows, strategy) in &turns {
+                let targets = build(rows);
+                select_into(*strategy, &targets, &deficits, &mut scratch);
+                let fresh = turn(*strategy, &targets, &mut deficits);
+                prop_assert_eq!(&scratch.selection, &fresh);
+            }
+        }
+
         /// Under quota-share, no saturated target precedes an unsaturated one.
         #[test]
         fn s2_step1_saturated_never_precede_unsaturated(
