@@ -552,8 +552,8 @@ fn upstream_bytes(
     force_include_usage: bool,
 ) -> Vec<u8> {
     let model = Some((info.model_span, Replacement::Model));
-    let usage =
-        (force_include_usage && !info.include_usage_requested).then(|| match info.stream_options {
+    let usage = (force_include_usage && !info.include_usage_requested).then_some(
+        match info.stream_options {
             StreamOptionsAt::Absent => (
                 (info.object_open, info.object_open),
                 Replacement::Text("\"stream_options\":{\"include_usage\":true},"),
@@ -571,7 +571,8 @@ fn upstream_bytes(
             StreamOptionsAt::Object {
                 open, empty: false, ..
             } => ((open, open), Replacement::Text("\"include_usage\":true,")),
-        });
+        },
+    );
     // At most two splices, in body order (`None` sorts first and is skipped).
     let mut splices = [model, usage];
     splices.sort_by_key(|splice| splice.as_ref().map(|((start, _), _)| *start));
