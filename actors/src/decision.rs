@@ -19,7 +19,7 @@ use crate::permit::Permit;
 use crate::policy::classify::rules;
 use crate::policy::failover_cursor::FailoverCursor;
 use crate::policy::outcome::{AttemptResult, Outcome};
-use crate::policy::request::{RequestPlan, Step};
+use crate::policy::request::{breaker_signal, RequestPlan, Step};
 use crate::registry::Registry;
 use crate::RouterError;
 
@@ -332,14 +332,16 @@ impl Decision {
             result,
         };
         let tables = self.registry.load();
-        let signal = BreakerSignal::of(&outcome);
-        if let (Some(signal), Some(breaker)) = (signal, tables.breakers.get(&*target.provider)) {
-            let failure = signal.failure;
+        // Whether the breaker counts this outcome, and as what; the signal itself (a copy of
+        // the connection's name) is written only when it is sent.
+        let counted = breaker_signal(outcome.result.class);
+        if let (Some(failure), Some(breaker)) = (counted, tables.breakers.get(&*target.provider)) {
             let hint = tables.breaker_hints.get(&*target.provider);
             // A success on a CLOSED breaker with nothing counted changes nothing; the hint says
             // so without a message (see `breaker_hint` for why this never loses a signal).
             let skip = !failure && hint.is_some_and(|hint| hint.success_is_noop());
-            if !skip {
+            let signal = (!skip).then(|| BreakerSignal::of(&outcome)).flatten();
+            if let Some(signal) = signal {
                 if let (true, Some(hint)) = (failure, hint) {
                     hint.failure_sent();
                 }

@@ -16,6 +16,7 @@
 //!   [`gemini_array`] — a stream asked for without `alt=sse` as one streamed JSON array;
 //!   [`gemini_signatures`] — a turn refused for another account's `thoughtSignature`s, again
 //!   without them.
+//! - [`body_pieces`] — a body read piece by piece, joined once (one piece: no copy).
 //! - [`stream_relay`] — SSE: hold until first content, then relay byte for byte;
 //!   [`stream_drain`] — a stream the client left, read on (bounded) for its usage;
 //!   [`usage_charge`] — what an answer is charged: the upstream's usage checked, or an estimate.
@@ -26,7 +27,8 @@
 //! - [`traffic`] — the attempt counters the dashboard's rate chart reads (the dashboard is its
 //!   own wing: `crate::dashboard`); [`combo_affinity`] — each combo's affinity hit rate
 //!   since start (held / new / moved turns, cached share of input), never journaled.
-//! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers;
+//! - [`reply`] — the router's own error bodies and the `x-quotaroute-*` headers
+//!   ([`decimal_header`]: their numbers without an allocation);
 //!   [`retry_advice`] — a long wait says `x-should-retry: false` and the time in words;
 //!   [`plain_errors`] — axum's own plain answers (405, rejections) in that shape too.
 //! - [`live`] / [`app`] — the state handlers share; [`metrics`] — Prometheus.
@@ -40,9 +42,11 @@ pub mod accept;
 pub mod admin;
 pub mod app;
 pub mod attempt;
+pub mod body_pieces;
 pub mod client_gate;
 pub mod combo_affinity;
 pub mod cors;
+pub mod decimal_header;
 pub mod direct;
 pub mod edge_counters;
 pub mod encrypted_turn;

@@ -9,6 +9,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER
 use http::StatusCode;
 
 use crate::api_error::{mask_upstream_body, ApiError};
+use crate::node::decimal_header;
 use crate::node::header_rules;
 use crate::node::live::LiveConfig;
 
@@ -69,8 +70,9 @@ impl RouteHeaders {
                 headers.insert(DROPPED, value);
             }
         }
-        headers.insert(ATTEMPTS, HeaderValue::from(self.attempts));
-        headers.insert(OVERHEAD_US, HeaderValue::from(self.overhead_us));
+        // Slices of a table of digits, not an allocation each.
+        headers.insert(ATTEMPTS, decimal_header::decimal(u64::from(self.attempts)));
+        headers.insert(OVERHEAD_US, decimal_header::decimal(self.overhead_us));
     }
 
     /// [`apply`](Self::apply) over headers already relayed from the upstream (and masked by

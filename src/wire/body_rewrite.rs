@@ -536,10 +536,24 @@ pub fn rewrite(
     upstream_model: &str,
     force_include_usage: bool,
 ) -> Bytes {
-    let mut splices: Vec<(Span, Replacement)> = Vec::with_capacity(2);
-    splices.push((info.model_span, Replacement::Model));
-    if force_include_usage && !info.include_usage_requested {
-        splices.push(match info.stream_options {
+    Bytes::from(upstream_bytes(
+        body,
+        info,
+        upstream_model,
+        force_include_usage,
+    ))
+}
+
+/// [`rewrite`]'s bytes, in a vector exactly as long as them when the model needs no escaping.
+fn upstream_bytes(
+    body: &[u8],
+    info: &RequestInfo,
+    upstream_model: &str,
+    force_include_usage: bool,
+) -> Vec<u8> {
+    let model = Some((info.model_span, Replacement::Model));
+    let usage = (force_include_usage && !info.include_usage_requested).then_some(
+        match info.stream_options {
             StreamOptionsAt::Absent => (
                 (info.object_open, info.object_open),
                 Replacement::Text("\"stream_options\":{\"include_usage\":true},"),
@@ -557,13 +571,32 @@ pub fn rewrite(
             StreamOptionsAt::Object {
                 open, empty: false, ..
             } => ((open, open), Replacement::Text("\"include_usage\":true,")),
-        });
-    }
-    splices.sort_by_key(|((start, _), _)| *start);
+        },
+    );
+    // At most two splices, in body order (`None` sorts first and is skipped).
+    let mut splices = [model, usage];
+    splices.sort_by_key(|splice| splice.as_ref().map(|((start, _), _)| *start));
 
-    let mut out = Vec::with_capacity(body.len() + upstream_model.len() + 48);
+    // Sized to the exact length when the model needs no escaping (a `Bytes` of a full vector
+    // takes it over without an allocation of its own), else with room for any escape.
+    let model_len = if upstream_model.bytes().all(needs_no_escape) {
+        upstream_model.len() + 2
+    } else {
+        upstream_model.len() * 6 + 2
+    };
+    let capacity = splices
+        .iter()
+        .flatten()
+        .fold(body.len(), |len, ((start, end), replacement)| {
+            let written = match replacement {
+                Replacement::Model => model_len,
+                Replacement::Text(text) => text.len(),
+            };
+            len + written - (end - start)
+        });
+    let mut out = Vec::with_capacity(capacity);
     let mut copied_to = 0;
-    for ((start, end), replacement) in &splices {
+    for ((start, end), replacement) in splices.iter().flatten() {
         out.extend_from_slice(&body[copied_to..*start]);
         match replacement {
             Replacement::Model => write_json_string(&mut out, upstream_model),
@@ -572,7 +605,13 @@ pub fn rewrite(
         copied_to = *end;
     }
     out.extend_from_slice(&body[copied_to..]);
-    Bytes::from(out)
+    out
+}
+
+/// Whether serde_json writes `byte` of a string as it is (it escapes only the quote, the
+/// backslash and control characters).
+fn needs_no_escape(byte: u8) -> bool {
+    byte >= 0x20 && byte != b'"' && byte != b'\\'
 }
 
 /// Appends `text` as a quoted JSON string.
@@ -833,6 +872,14 @@ mod tests {
             let info = parse_request(&body).unwrap();
             proptest::prop_assert_eq!(&info.model, &client_model);
             let out = rewrite(&body, &info, &upstream_model, force);
+            // Sized once: exactly, for a model written as it is (so the `Bytes` takes the
+            // vector over without an allocation of its own).
+            let vector = upstream_bytes(&body, &info, &upstream_model, force);
+            proptest::prop_assert_eq!(&vector[..], &out[..]);
+            let plain = !upstream_model.contains(|c: char| c < ' ' || c == '"' || c == '\\');
+            if plain {
+                proptest::prop_assert_eq!(vector.capacity(), vector.len());
+            }
             let mut expected = original.clone();
             expected["model"] = json!(upstream_model);
             if force {

@@ -17,6 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::smooth_drr::Turn;
 
+/// How many targets [`DrrDeficits::rank_into`] ranks without allocating.
+const RANKED_ON_STACK: usize = 16;
+
 /// One target that has room this turn, as the ranking needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoomEntry<'a> {
@@ -116,18 +119,39 @@ impl DrrDeficits {
         I: Iterator<Item = RoomEntry<'k>> + Clone,
     {
         let turn = Turn::of(room.clone().map(|entry| signed(entry.quantum)));
-        let mut ranked: Vec<(i64, usize)> = room
-            .map(|entry| {
-                let credit = self
-                    .entering(entry.key, turn)
-                    .saturating_add(signed(entry.quantum));
-                (credit, entry.config_index)
-            })
-            .collect();
+        let credits = room.map(|entry| {
+            let credit = self
+                .entering(entry.key, turn)
+                .saturating_add(signed(entry.quantum));
+            (credit, entry.config_index)
+        });
+        // A combo's room fits on the stack; a longer one is ranked in a list of its own.
+        let mut on_stack = [(0i64, 0usize); RANKED_ON_STACK];
+        let mut filled = 0;
+        let mut rest = Vec::new();
+        for entry in credits {
+            match on_stack.get_mut(filled) {
+                Some(slot) if rest.is_empty() => {
+                    *slot = entry;
+                    filled += 1;
+                }
+                _ => {
+                    if rest.is_empty() {
+                        rest.extend_from_slice(&on_stack[..filled]);
+                    }
+                    rest.push(entry);
+                }
+            }
+        }
+        let ranked = if rest.is_empty() {
+            &mut on_stack[..filled]
+        } else {
+            &mut rest[..]
+        };
         // Largest credit first; on equal credit the earlier config index first. Config
         // indices are distinct, so no two entries compare equal and an unstable sort is exact.
         ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        out.extend(ranked.into_iter().map(|(_, index)| index));
+        out.extend(ranked.iter().map(|&(_, index)| index));
     }
 
     /// Applies one turn: every target in `room` adds its quantum, the `chosen` one pays the
@@ -356,6 +380,46 @@ mod tests {
                     prop_assert!(deficits.deficit(key).abs() <= total);
                 }
             }
+        }
+    }
+
+    /// The ranking as a list of its own (how it was ranked before the stack), to compare with.
+    fn ranked_in_a_list(deficits: &DrrDeficits, room: &[RoomEntry<'_>]) -> Vec<usize> {
+        let turn = Turn::of(room.iter().map(|entry| signed(entry.quantum)));
+        let mut ranked: Vec<(i64, usize)> = room
+            .iter()
+            .map(|entry| {
+                let credit = deficits
+                    .entering(entry.key, turn)
+                    .saturating_add(signed(entry.quantum));
+                (credit, entry.config_index)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        ranked.into_iter().map(|(_, index)| index).collect()
+    }
+
+    proptest! {
+        /// Rooms that fit on the stack and rooms past it rank as one list would rank them,
+        /// after turns that left the deficits apart.
+        #[test]
+        fn rooms_on_and_past_the_stack_rank_as_a_list(
+            weights in prop::collection::vec(1u64..6, 1..(3 * RANKED_ON_STACK)),
+            winners in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        ) {
+            let keys: Vec<String> = (0..weights.len()).map(|i| format!("c{i}/m")).collect();
+            let room: Vec<RoomEntry<'_>> = keys
+                .iter()
+                .zip(&weights)
+                .enumerate()
+                .map(|(config_index, (key, &quantum))| RoomEntry { key, quantum, config_index })
+                .collect();
+            let turn: Vec<(&str, u64)> = room.iter().map(|e| (e.key, e.quantum)).collect();
+            let mut deficits = DrrDeficits::new();
+            for winner in &winners {
+                deficits.apply_turn(&turn, Some(&keys[winner.index(keys.len())]));
+            }
+            prop_assert_eq!(deficits.rank(&room), ranked_in_a_list(&deficits, &room));
         }
     }
 }

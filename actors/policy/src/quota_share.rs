@@ -154,9 +154,42 @@ pub struct Selection {
 
 /// Orders `targets` for one request. Pure: reads `deficits`, never changes them.
 pub fn select(strategy: Strategy, targets: &[TargetView], deficits: &DrrDeficits) -> Selection {
+    let mut scratch = SelectScratch::default();
+    select_into(strategy, targets, deficits, &mut scratch);
+    scratch.selection
+}
+
+/// A [`Selection`] and the list of eligible targets selection needs, kept by a caller that
+/// selects again and again (the live combo) so each selection reuses their lists. What a
+/// selection was is never read back: [`select_into`] clears it first.
+#[derive(Debug, Clone, Default)]
+pub struct SelectScratch {
+    pub selection: Selection,
+    eligible: Vec<usize>,
+}
+
+/// [`select`] into `scratch.selection`, reusing its lists. The same selection as [`select`].
+pub fn select_into(
+    strategy: Strategy,
+    targets: &[TargetView],
+    deficits: &DrrDeficits,
+    scratch: &mut SelectScratch,
+) {
+    let SelectScratch {
+        selection,
+        eligible,
+    } = scratch;
+    let Selection {
+        order,
+        room,
+        chosen,
+        skipped,
+    } = selection;
+    order.clear();
+    room.clear();
+    skipped.clear();
+    eligible.clear();
     // Step 0: hard blocks leave the list.
-    let mut skipped = Vec::new();
-    let mut eligible = Vec::with_capacity(targets.len());
     for (index, target) in targets.iter().enumerate() {
         match target.hard_block {
             Some((reason, remaining_ms)) => skipped.push((index, reason, remaining_ms)),
@@ -164,34 +197,30 @@ pub fn select(strategy: Strategy, targets: &[TargetView], deficits: &DrrDeficits
         }
     }
 
-    let (order, room, chosen) = match strategy {
+    *chosen = match strategy {
         Strategy::Priority => {
-            let chosen = eligible.first().copied();
-            (eligible, Vec::new(), chosen)
+            order.extend_from_slice(eligible);
+            order.first().copied()
         }
         Strategy::RoundRobin | Strategy::Weighted => {
-            let mut order = Vec::with_capacity(eligible.len());
-            drr_order_into(strategy, targets, deficits, &eligible, &mut order);
-            let chosen = order.first().copied();
-            (order, eligible, chosen)
+            drr_order_into(strategy, targets, deficits, eligible, order);
+            room.extend_from_slice(eligible);
+            order.first().copied()
         }
-        Strategy::QuotaShare => quota_share(targets, deficits, &eligible),
+        Strategy::QuotaShare => quota_share(targets, deficits, eligible, order, room),
     };
-    Selection {
-        order,
-        room,
-        chosen,
-        skipped,
-    }
 }
 
-/// Steps 1–4 over the eligible targets: `(order, room, chosen)`. Groups are kept as predicates
-/// over `eligible` (config order) rather than partitioned into lists of their own.
+/// Steps 1–4 over the eligible targets, into `order` and `room` (both empty): the chosen one.
+/// Groups are kept as predicates over `eligible` (config order) rather than partitioned into
+/// lists of their own.
 fn quota_share(
     targets: &[TargetView],
     deficits: &DrrDeficits,
     eligible: &[usize],
-) -> (Vec<usize>, Vec<usize>, Option<usize>) {
+    order: &mut Vec<usize>,
+    room: &mut Vec<usize>,
+) -> Option<usize> {
     // Step 1: saturated targets go to the tail; all saturated → all eligible (fail-open).
     let all_saturated = eligible.iter().all(|i| targets[*i].saturated);
     let unsaturated = |i: usize| all_saturated || !targets[i].saturated;
@@ -200,12 +229,10 @@ fn quota_share(
     let has_room = room_rule(targets, eligible);
     let none_with_room = !eligible.iter().any(|&i| has_room(i));
     let with_room = |i: usize| unsaturated(i) && (none_with_room || has_room(i));
-    let mut room = Vec::with_capacity(eligible.len());
     room.extend(eligible.iter().copied().filter(|&i| with_room(i)));
 
     // Step 3: DRR over the targets with room.
-    let mut order = Vec::with_capacity(eligible.len());
-    drr_order_into(Strategy::QuotaShare, targets, deficits, &room, &mut order);
+    drr_order_into(Strategy::QuotaShare, targets, deficits, room, order);
 
     // Step 4: power of two choices — the runner-up wins only on strictly fewer in-flight.
     if let [first, second, ..] = order[..] {
@@ -219,7 +246,7 @@ fn quota_share(
     let at_cap = |i: usize| unsaturated(i) && !with_room(i);
     order.extend(eligible.iter().copied().filter(|&i| at_cap(i)));
     order.extend(eligible.iter().copied().filter(|&i| !unsaturated(i)));
-    (order, room, chosen)
+    chosen
 }
 
 /// The DRR ranking of `indices` (config indices, in config order).
@@ -828,6 +855,25 @@ mod tests {
             prop_assert_eq!(&sorted, &unblocked);
             prop_assert_eq!(selection.chosen, selection.order.first().copied());
             prop_assert_eq!(selection.skipped.len() + selection.order.len(), targets.len());
+        }
+
+        /// A scratch reused from one selection to the next (the live combo's) selects exactly
+        /// as a fresh one: nothing of the selection before is carried into the next.
+        #[test]
+        fn a_reused_scratch_selects_as_a_fresh_one(
+            turns in prop::collection::vec(
+                (prop::collection::vec(arb_target(), 1..8), arb_strategy()),
+                1..6,
+            ),
+        ) {
+            let mut scratch = SelectScratch::default();
+            let mut deficits = DrrDeficits::new();
+            for (rows, strategy) in &turns {
+                let targets = build(rows);
+                select_into(*strategy, &targets, &deficits, &mut scratch);
+                let fresh = turn(*strategy, &targets, &mut deficits);
+                prop_assert_eq!(&scratch.selection, &fresh);
+            }
         }
 
         /// Under quota-share, no saturated target precedes an unsaturated one.

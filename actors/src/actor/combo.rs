@@ -32,10 +32,10 @@ use crate::policy::clients::class::RequestClass;
 use crate::policy::demand_profile::DemandProfile;
 use crate::policy::drr::DrrDeficits;
 use crate::policy::peer_merge::merge_peer_binding;
-use crate::policy::quota_share::TargetView;
+use crate::policy::quota_share::{SelectScratch, TargetView};
 use crate::policy::request::unroutable;
 use crate::policy::selection::{
-    decide, Candidates, ComboRules, Decided, SelectionRequest, SelectionState,
+    decide_with, Candidates, ComboRules, Decided, SelectionRequest, SelectionState,
 };
 use crate::policy::spare::{spare_verdict, SpareVerdict, LIVE_SPARE_COST_PM};
 use crate::recorder::Recorder;
@@ -109,6 +109,8 @@ struct Scratch {
     views: Vec<TargetView>,
     /// Each target's breaker verdict as selection saw it, by position in `setup.targets`.
     admissions: Vec<BreakerAdmission>,
+    /// Selection's own lists (order, room, the eligible and the blocked).
+    selected: SelectScratch,
 }
 
 impl ComboState {
@@ -399,6 +401,7 @@ impl ComboState {
             positions,
             views,
             admissions,
+            ..
         } = scratch;
         positions.clear();
         views.clear();
@@ -512,7 +515,7 @@ impl ComboState {
             encrypted_maker: request.encrypted_maker.as_deref(),
             group: request.affinity.as_ref(),
         };
-        let decided = decide(
+        let decided = decide_with(
             &rules,
             &self.selection,
             candidates,
@@ -523,6 +526,7 @@ impl ComboState {
                 now_ms,
             },
             now_ms,
+            &mut scratch.selected,
         );
         let Some(decided) = decided else {
             return match request.only_connection {

@@ -9,6 +9,7 @@ use http_body_util::BodyExt;
 use quotaroute_actors::policy::classify::{AttemptFailure, BodyFailure, TransportFailure};
 use tokio::sync::SemaphorePermit;
 
+use crate::node::body_pieces::BodyPieces;
 use crate::wire::content_coding::{decode_body, Coding};
 
 use super::shape::{unanswered_openly, Attempted, TryContext};
@@ -80,7 +81,7 @@ async fn read_upstream_body(
     mut body: crate::upstream::driven::UpstreamIncoming,
     buffer: &tokio::sync::Semaphore,
 ) -> Result<(Bytes, Option<tokio::sync::SemaphorePermit<'_>>), BodyRead> {
-    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut pieces = BodyPieces::default();
     let mut total = 0usize;
     let mut held: Option<tokio::sync::SemaphorePermit<'_>> = None;
     let mut held_kib = 0usize;
@@ -106,16 +107,5 @@ async fn read_upstream_body(
         }
         pieces.push(data);
     }
-    let body = match pieces.len() {
-        0 => Bytes::new(),
-        1 => pieces.swap_remove(0),
-        _ => {
-            let mut whole = bytes::BytesMut::with_capacity(total);
-            for piece in pieces {
-                whole.extend_from_slice(&piece);
-            }
-            whole.freeze()
-        }
-    };
-    Ok((body, held))
+    Ok((pieces.join(), held))
 }

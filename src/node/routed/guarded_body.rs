@@ -12,6 +12,7 @@ use http::header::HeaderMap;
 use http_body_util::{BodyExt, Limited};
 
 use crate::api_error::{ApiError, ApiErrorKind};
+use crate::node::body_pieces::BodyPieces;
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 
 /// Why a body was refused, and whether it is still unread (the connection then closes after
@@ -79,7 +80,7 @@ pub async fn read_client_body(
     silence: Duration,
 ) -> Result<Bytes, ApiError> {
     let mut body = Limited::new(body, limit);
-    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut pieces = BodyPieces::default();
     loop {
         // A piece already read costs no timer; only a wait is bounded by `silence`.
         let next = match futures_util::FutureExt::now_or_never(body.frame()) {
@@ -122,15 +123,5 @@ pub async fn read_client_body(
             }
         }
     }
-    Ok(match pieces.len() {
-        0 => Bytes::new(),
-        1 => pieces.swap_remove(0),
-        _ => {
-            let mut whole = bytes::BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
-            for piece in pieces {
-                whole.extend_from_slice(&piece);
-            }
-            whole.freeze()
-        }
-    })
+    Ok(pieces.join())
 }

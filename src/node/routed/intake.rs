@@ -4,6 +4,7 @@
 //! the body parsed (model, stream, the prompt spans affinity can use; a Gemini client's plain
 //! text request that needs no spans read into the hub's form by the scan that checks it).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -225,10 +226,14 @@ fn admitted_router_known(
 /// The part of the client's `/v1/…` path (and query) that follows the provider's `base_url`,
 /// without any `key` query parameter: a key in the query string (Google's habit, behaviour
 /// §15) is the client's secret and never goes upstream. Other parameters go as they came.
-pub(crate) fn upstream_path(uri: &http::Uri) -> String {
+pub(crate) fn upstream_path(uri: &http::Uri) -> Cow<'_, str> {
     let Some(path) = uri.path().strip_prefix("/v1") else {
-        return "/".to_string();
+        return Cow::Borrowed("/");
     };
+    // Most requests carry no query: their path is the client's own, borrowed.
+    if uri.query().is_none() {
+        return Cow::Borrowed(path);
+    }
     let kept: Vec<&str> = uri
         .query()
         .unwrap_or("")
@@ -236,9 +241,9 @@ pub(crate) fn upstream_path(uri: &http::Uri) -> String {
         .filter(|pair| !pair.is_empty() && !is_key_parameter(pair))
         .collect();
     if kept.is_empty() {
-        path.to_string()
+        Cow::Borrowed(path)
     } else {
-        format!("{path}?{}", kept.join("&"))
+        Cow::Owned(format!("{path}?{}", kept.join("&")))
     }
 }
 

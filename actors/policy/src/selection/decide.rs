@@ -14,7 +14,7 @@ use crate::admission::{take_first_admitted, Admit};
 use crate::affinity::{
     place, place_hard, turn_affinity, AffinitySettings, Placement, TurnAffinity,
 };
-use crate::quota_share::{select, Selection, Strategy, TargetView};
+use crate::quota_share::{select_into, SelectScratch, Selection, Strategy, TargetView};
 use crate::selection::candidates::Candidates;
 use crate::selection::state::{BindingChange, Changes, SelectionState};
 use crate::selection::target::{AffinityKey, RoutedTarget};
@@ -72,13 +72,37 @@ pub fn decide<A: Admit>(
     admit: &mut A,
     now_ms: u64,
 ) -> Option<Decided<A::Taken>> {
+    let mut scratch = SelectScratch::default();
+    decide_with(
+        combo,
+        state,
+        candidates,
+        request,
+        admit,
+        now_ms,
+        &mut scratch,
+    )
+}
+
+/// [`decide`] with the selection's lists kept in `scratch` (the live combo's, reused from one
+/// decision to the next). The same decision as [`decide`]: `scratch` is only overwritten.
+pub fn decide_with<A: Admit>(
+    combo: &ComboRules<'_>,
+    state: &SelectionState,
+    candidates: Candidates<'_>,
+    request: &SelectionRequest<'_>,
+    admit: &mut A,
+    now_ms: u64,
+    scratch: &mut SelectScratch,
+) -> Option<Decided<A::Taken>> {
     let narrowed = candidates.on_connection(request.only_connection);
     let (positions, views) = (&*narrowed.positions, &*narrowed.views);
     if positions.is_empty() {
         return None;
     }
     let target_at = |i: usize| candidates.target(positions[i]);
-    let mut selection = select(combo.strategy, views, &state.deficits);
+    select_into(combo.strategy, views, &state.deficits, scratch);
+    let selection = &mut scratch.selection;
 
     // Conversation affinity (behaviour §10), the strongest that holds: a stored response's
     // connection (the candidates already), encrypted items' maker, or the group.
@@ -99,11 +123,9 @@ pub fn decide<A: Admit>(
     let placement = match affinity {
         TurnAffinity::EncryptedMaker(maker) => {
             let made = (0..positions.len()).find(|&i| &*target_at(i).connection == maker);
-            place_hard(made, views, &mut selection)
+            place_hard(made, views, selection)
         }
-        TurnAffinity::Group(_) => {
-            place_group(combo, state, views, bound_key.as_ref(), &mut selection)
-        }
+        TurnAffinity::Group(_) => place_group(combo, state, views, bound_key.as_ref(), selection),
         TurnAffinity::StoredResponse(_) | TurnAffinity::None => Placement::None,
     };
 

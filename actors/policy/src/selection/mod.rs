@@ -18,7 +18,7 @@ mod state;
 mod target;
 
 pub use candidates::Candidates;
-pub use decide::{decide, ComboRules, Decided, SelectionRequest};
+pub use decide::{decide, decide_with, ComboRules, Decided, SelectionRequest};
 pub use state::{Applied, BindingChange, Changes, SelectionState, SERVED_ELSEWHERE};
 pub use target::{AffinityKey, RoutedTarget};
 

@@ -402,3 +402,64 @@ fn s10_a_turn_served_after_a_failover_moves_its_group_there() {
         "c2/m"
     );
 }
+
+/// The live combo keeps selection's lists from one decision to the next (`decide_with`): each
+/// decision is still exactly the one `decide` makes afresh — nothing of the one before (its
+/// blocked, its room, its order) is carried into the next.
+#[test]
+fn a_reused_scratch_decides_as_a_fresh_one() {
+    let targets = targets(5);
+    let state = SelectionState::default();
+    let mut scratch = crate::quota_share::SelectScratch::default();
+    // Each case: which targets are hard-blocked, which saturated, which at capacity.
+    let cases: [(&[usize], &[usize], &[usize]); 6] = [
+        (&[0, 3], &[1], &[]),
+        (&[], &[], &[]),
+        (&[1, 2, 4], &[], &[0]),
+        (&[], &[0, 1, 2, 3, 4], &[]),
+        (&[0, 1, 2, 3, 4], &[], &[]),
+        (&[2], &[], &[3, 4]),
+    ];
+    for (blocked, saturated, full) in cases.iter().chain(cases.iter().rev()) {
+        let mut views = views(&targets);
+        for &i in *blocked {
+            views[i].hard_block = Some((BlockReason::Cooldown, Some(5)));
+        }
+        for &i in *saturated {
+            views[i].saturated = true;
+        }
+        for &i in *full {
+            views[i].max_concurrent = Some(1);
+            views[i].in_flight = 1;
+        }
+        let positions: Vec<usize> = (0..targets.len()).collect();
+        let candidates = Candidates {
+            targets: &targets,
+            positions: &positions,
+            views: &views,
+        };
+        let request = SelectionRequest {
+            request_id: "r",
+            model: "pool",
+            client: "default",
+            only_connection: None,
+            encrypted_maker: None,
+            group: None,
+        };
+        let fresh = decide(&RULES, &state, candidates, &request, &mut admit_all(), NOW);
+        let reused = crate::selection::decide_with(
+            &RULES,
+            &state,
+            candidates,
+            &request,
+            &mut admit_all(),
+            NOW,
+            &mut scratch,
+        );
+        assert_eq!(
+            format!("{reused:?}"),
+            format!("{fresh:?}"),
+            "blocked {blocked:?}, saturated {saturated:?}, full {full:?}"
+        );
+    }
+}
