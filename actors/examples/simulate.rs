@@ -7,9 +7,9 @@
 //!
 //! `-- --week [--seed N] [--seeds K] [--load PCT] [--short]`: instead, the subscription week of
 //! `sim/week.rs` (behaviour §13) on seeds N..N+K (20 by default), pacing on and off over the same
-//! arrivals, beside an earliest-reset oracle; prints README's "Subscription week" table. Knobs
-//! for measuring what pacing depends on: `--turns PCT` (requests that are conversation turns,
-//! 70 by default), `--five-hour reported|unreported|absent` (the accounts' 5-hour windows:
+//! arrivals, beside an earliest-reset oracle; prints the "Subscription week" table of
+//! docs/measurements.md. Knobs for measuring what pacing depends on: `--turns PCT` (requests
+//! that are conversation turns, 70 by default), `--five-hour reported|unreported|absent` (the accounts' 5-hour windows:
 //! in the headers as the providers send them, enforced but unreported, or none) and
 //! `--affinity-ttl-min M` (how long a conversation stays bound: 5 by default).
 //!
@@ -194,7 +194,7 @@ async fn spare(seed: u64, seeds: u64, shape: week::WeekShape, load: (u64, Option
 }
 
 /// `--week`: the subscription week (behaviour §13) on seeds N..N+K, pacing on and off over the
-/// same arrivals; prints the table README's "Subscription week" reports.
+/// same arrivals; prints the table docs/measurements.md's "Subscription week" reports.
 async fn subscription_week(seed: u64, seeds: u64, shape: week::WeekShape) {
     let started = Instant::now();
     let mut paced = week::WeekStats::default();

@@ -10,7 +10,7 @@
 //! - format 2 (written): `[u8 2][u32 LE crc32 of what follows][u32 LE payload length]
 //!   [LZ4 block of the payload]`. A record's events repeat their names (provider,
 //!   connection, model, client), so the block is about a quarter of the payload, and sled
-//!   holds about a quarter of the bytes in memory and on disk (README, "Memory, 2026-12-04").
+//!   holds about a quarter of the bytes in memory and on disk (docs/measurements.md, "Memory, 2026-12-04").
 //! - format 1 (releases up to df50607): `[u8 1][u32 LE crc32 of payload][payload]`; still read.
 //!
 //! # Snapshot layout
