@@ -9,8 +9,9 @@
 //! `sim/week.rs` (behaviour §13) on seeds N..N+K (20 by default), pacing on and off over the same
 //! arrivals, beside an earliest-reset oracle; prints the "Subscription week" table of
 //! docs/measurements.md. Knobs for measuring what pacing depends on: `--turns PCT` (requests
-//! that are conversation turns, 70 by default), `--five-hour reported|unreported|absent` (the accounts' 5-hour windows:
-//! in the headers as the providers send them, enforced but unreported, or none) and
+//! that are conversation turns, 70 by default), `--five-hour reported|unreported|absent`
+//! (the accounts' 5-hour windows: in the headers as the providers send them, enforced but
+//! unreported, or none) and
 //! `--affinity-ttl-min M` (how long a conversation stays bound: 5 by default).
 //!
 //! `-- --week --sweep [--loads 70,80,90] [--settings all|e1,e2,…]`: defaults by measurement
