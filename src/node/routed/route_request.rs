@@ -50,7 +50,7 @@ pub(super) fn ask(
     let body = body.body();
     let mut route_request = RouteRequest {
         request_id: Arc::clone(request_id),
-        model: info.model.clone().into(),
+        model: Arc::clone(&info.model),
         format: endpoint.format(),
         translatable: endpoint.translatable(),
         cannot_carry: carry.providers,
