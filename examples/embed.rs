@@ -55,8 +55,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..1_000u32 {
         clock.advance(100);
         let request = RouteRequest {
-            request_id: format!("req-{i}"),
-            model: "team".to_string(),
+            request_id: format!("req-{i}").into(),
+            model: "team".into(),
             format: ApiFormat::Openai,
             translatable: false,
             cannot_carry: Vec::new(),

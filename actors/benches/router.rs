@@ -61,8 +61,8 @@ async fn run_case(router: &Router, callers: usize, per_caller: usize) {
             for i in 0..per_caller {
                 let t = Instant::now();
                 let request = RouteRequest {
-                    request_id: format!("r{caller}-{i}"),
-                    model: "team".to_string(),
+                    request_id: format!("r{caller}-{i}").into(),
+                    model: "team".into(),
                     format: ApiFormat::Openai,
                     translatable: false,
                     cannot_carry: Vec::new(),

@@ -49,8 +49,10 @@ struct CurrentAttempt {
 
 /// One client request's route through a combo.
 pub struct Decision {
-    pub request_id: String,
-    pub combo: String,
+    /// The request's id and the model it asked for (its combo), shared with the request and
+    /// moved into each attempt's outcome by a clone of the pointer.
+    pub request_id: Arc<str>,
+    pub combo: Arc<str>,
     /// Every target of the combo, shared with it.
     all: Arc<[Arc<RoutedTarget>]>,
     /// The decided order (positions in `all`), the targets a failover may still take, the
@@ -94,8 +96,8 @@ impl Decision {
         reason = "each argument is one input the rule reads; a struct of them would only rename them"
     )]
     pub(crate) fn new(
-        request_id: String,
-        combo: String,
+        request_id: Arc<str>,
+        combo: Arc<str>,
         all: Arc<[Arc<RoutedTarget>]>,
         order: Vec<usize>,
         position: usize,
@@ -321,9 +323,9 @@ impl Decision {
             request_id: self.request_id.clone(),
             combo: self.combo.clone(),
             client: Some(self.client.clone()),
-            provider: String::from(&*target.provider),
-            connection: String::from(&*target.connection),
-            model: String::from(&*target.model),
+            provider: target.provider.clone(),
+            connection: target.connection.clone(),
+            model: target.model.clone(),
             attempt: self.route.plan().upstream_requests(),
             started_at_ms: current.started_at_ms,
             latency_ms: now_ms.saturating_sub(current.started_at_ms),

@@ -383,11 +383,11 @@ impl Router {
                     ))
                 }
                 RouteReply::NoTargetForFormat => {
-                    return Err(RouteError::WrongFormat(request.model))
+                    return Err(RouteError::WrongFormat(request.model.to_string()))
                 }
                 RouteReply::NoTargetOnConnection => {
                     return Err(RouteError::NotOnConnection {
-                        model: request.model,
+                        model: request.model.to_string(),
                         connection: request.only_connection.unwrap_or_default(),
                     })
                 }

@@ -54,7 +54,7 @@ async fn start_paused(topology: Topology) -> Router {
 
 fn from(client: &str, weight: u32, n: usize) -> RouteRequest {
     RouteRequest {
-        request_id: format!("{client}-{n}"),
+        request_id: format!("{client}-{n}").into(),
         client: ClientTag {
             id: Arc::from(client),
             weight,

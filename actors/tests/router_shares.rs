@@ -35,7 +35,7 @@ fn two_combos(max_groups: usize, clients: usize) -> quotaroute_actors::Topology 
 
 fn turn(combo: &str, client: &str, group: u64) -> RouteRequest {
     RouteRequest {
-        request_id: format!("{client}-{combo}-{group}"),
+        request_id: format!("{client}-{combo}-{group}").into(),
         client: ClientTag {
             id: Arc::from(client),
             weight: 1,

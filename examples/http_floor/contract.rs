@@ -91,7 +91,7 @@ impl Contract {
             model: Some(self.model.clone()),
             attempts: 1,
             overhead_us,
-            request_id: request_id.to_string(),
+            request_id: request_id.into(),
             ..RouteHeaders::default()
         }
         .apply_over_relayed(&mut headers);

@@ -165,10 +165,10 @@ impl Actor for ComboActor {
         state.journal.append(
             now_ms(),
             Event::RouteDecided(RouteDecided {
-                request_id,
+                request_id: request_id.into(),
                 generation: 1,
-                combo: COMBO.to_string(),
-                model,
+                combo: COMBO.into(),
+                model: model.into(),
                 room: vec![1000, 500, 500],
                 chosen: Some(chosen),
                 order: vec![chosen],
@@ -219,11 +219,11 @@ impl Actor for ConnectionActor {
         state.journal.append(
             now,
             Event::RequestSucceeded(RequestSucceeded {
-                request_id: served.request_id,
-                combo: COMBO.to_string(),
-                provider: PROVIDER.to_string(),
-                connection: state.id.to_string(),
-                model: served.model,
+                request_id: served.request_id.into(),
+                combo: COMBO.into(),
+                provider: PROVIDER.into(),
+                connection: state.id.to_string().into(),
+                model: served.model.into(),
                 status: 200,
                 attempt: 1,
                 latency_ms: now.saturating_sub(served.started_ms),

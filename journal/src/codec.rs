@@ -406,6 +406,8 @@ mod legacy_v4;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_shared_names;
 
 /// Encodes any serde state (a snapshot's payload) with the same codec as records, so bincode
 /// stays inside this module.

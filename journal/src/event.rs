@@ -10,6 +10,8 @@
 //! No type here may hold a secret: events carry connection *ids*, never credentials, and upstream
 //! messages only after the node has masked them.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// The version written into every envelope by this build.
@@ -502,12 +504,12 @@ pub struct TargetInfo {
 /// A combo chose an order of targets for one request (its DRR step is rebuilt from this).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteDecided {
-    pub request_id: String,
+    pub request_id: Arc<str>,
     /// The config generation whose target list `room`, `chosen` and `order` index into.
     pub generation: u64,
-    pub combo: String,
+    pub combo: Arc<str>,
     /// The model the client asked for.
-    pub model: String,
+    pub model: Arc<str>,
     /// Indices (into the combo's targets) that had room and so took part in DRR this turn.
     pub room: Vec<u16>,
     /// Index of the target that paid for this turn; `None` when nothing could serve.
@@ -521,7 +523,7 @@ pub struct RouteDecided {
     /// The client that sent the request (its `[[clients]]` id, `default` for
     /// `server.api_keys`); `None` only in records from before schema 3.
     #[serde(default)]
-    pub client: Option<String>,
+    pub client: Option<Arc<str>>,
     /// The conversation group's digest (behaviour §10) when the request had one, so replay
     /// places turns as the node did; `None` without a group (and before schema 4).
     #[serde(default)]
@@ -648,11 +650,11 @@ pub struct CredentialFailed {
 /// One upstream attempt that succeeded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestSucceeded {
-    pub request_id: String,
-    pub combo: String,
-    pub provider: String,
-    pub connection: String,
-    pub model: String,
+    pub request_id: Arc<str>,
+    pub combo: Arc<str>,
+    pub provider: Arc<str>,
+    pub connection: Arc<str>,
+    pub model: Arc<str>,
     pub status: u16,
     /// 1-based number of this upstream request within the client request.
     pub attempt: u32,
@@ -672,7 +674,7 @@ pub struct RequestSucceeded {
     /// The client that sent the request (its `[[clients]]` id, `default` for
     /// `server.api_keys`); `None` only in records from before schema 3.
     #[serde(default)]
-    pub client: Option<String>,
+    pub client: Option<Arc<str>>,
     /// USD, priced as the request's `client_usage` is (`[[prices]]` / `prices_file`); `None`
     /// when the model has no price (or the record is from before schema 3).
     #[serde(default)]
@@ -710,12 +712,12 @@ impl RequestSucceeded {
             self.period_start_ms?,
         );
         Some(ClientUsage {
-            request_id: self.request_id.clone(),
-            client: client.clone(),
-            combo: self.combo.clone(),
-            provider: self.provider.clone(),
-            connection: self.connection.clone(),
-            model: self.model.clone(),
+            request_id: self.request_id.to_string(),
+            client: client.to_string(),
+            combo: self.combo.to_string(),
+            provider: self.provider.to_string(),
+            connection: self.connection.to_string(),
+            model: self.model.to_string(),
             tokens_in: self.tokens_in,
             tokens_out: self.tokens_out,
             tokens_cached: self.tokens_cached,
@@ -731,11 +733,11 @@ impl RequestSucceeded {
 /// One upstream attempt that failed, with what the classifier saw.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestFailed {
-    pub request_id: String,
-    pub combo: String,
-    pub provider: String,
-    pub connection: String,
-    pub model: String,
+    pub request_id: Arc<str>,
+    pub combo: Arc<str>,
+    pub provider: Arc<str>,
+    pub connection: Arc<str>,
+    pub model: Arc<str>,
     /// `None` for network errors and timeouts before headers.
     pub status: Option<u16>,
     pub class: OutcomeClass,
@@ -754,7 +756,7 @@ pub struct RequestFailed {
     /// The client that sent the request (its `[[clients]]` id, `default` for
     /// `server.api_keys`); `None` only in records from before schema 3.
     #[serde(default)]
-    pub client: Option<String>,
+    pub client: Option<Arc<str>>,
     /// The translation the request went through (behaviour §14), e.g. `chat>messages`; `None`
     /// when client and target speak the same format (and in records before schema 4).
     #[serde(default)]

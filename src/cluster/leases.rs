@@ -143,12 +143,12 @@ impl Leases {
     /// and a wake-up only, never a wait).
     pub fn spend(&self, success: &RequestSucceeded) {
         let table = self.table.load();
-        let Some(leases) = table.by_connection.get(&success.connection) else {
+        let Some(leases) = table.by_connection.get(&*success.connection) else {
             return;
         };
         let mut low = false;
         for lease in leases {
-            if lease.model.as_deref().is_some_and(|m| m != success.model) {
+            if lease.model.as_deref().is_some_and(|m| m != &*success.model) {
                 continue;
             }
             let units = if lease.tokens {

@@ -43,7 +43,7 @@ impl JournalTally {
                 connection.cached_input_tokens += event.tokens_cached.min(event.tokens_in);
                 *connection
                     .served_by_model
-                    .entry(event.model.clone())
+                    .entry(event.model.to_string())
                     .or_default() += 1;
             }
             Event::RequestFailed(event) => self.connection(&event.connection).failed += 1,

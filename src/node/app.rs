@@ -166,25 +166,35 @@ impl AppState {
         self.inner.live.load()
     }
 
-    /// A new request id, unique within and across processes: `<prefix>-<counter in hex>`.
-    pub fn next_request_id(&self) -> String {
+    /// A new request id, unique within and across processes: `<prefix>-<counter in hex>`,
+    /// shared by every part of the request that names it (headers, route, records).
+    pub fn next_request_id(&self) -> Arc<str> {
         let n = self.inner.request_counter.fetch_add(1, Ordering::Relaxed);
         request_id(&self.inner.id_prefix, n)
     }
 }
 
-/// `<prefix>-<n in lowercase hex>`, written digit by digit: one per request, and `format!`'s
-/// machinery costs more than the id.
-fn request_id(prefix: &str, n: u64) -> String {
+/// The longest id written on the stack; a longer prefix goes through `format!`.
+const REQUEST_ID_ON_STACK: usize = 64;
+
+/// `<prefix>-<n in lowercase hex>`, written digit by digit on the stack and then shared: one
+/// allocation per request (the shared string's), and `format!`'s machinery costs more than
+/// the id.
+fn request_id(prefix: &str, n: u64) -> Arc<str> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digits = (64 - (n | 1).leading_zeros()).div_ceil(4);
-    let mut id = String::with_capacity(prefix.len() + 1 + digits as usize);
-    id.push_str(prefix);
-    id.push('-');
-    for digit in (0..digits).rev() {
-        id.push(char::from(HEX[((n >> (4 * digit)) & 0xf) as usize]));
+    let digits = (64 - (n | 1).leading_zeros()).div_ceil(4) as usize;
+    let mut written = [0u8; REQUEST_ID_ON_STACK];
+    let Some(id) = written.get_mut(..prefix.len() + 1 + digits) else {
+        return Arc::from(format!("{prefix}-{n:x}"));
+    };
+    let (head, hex) = id.split_at_mut(prefix.len() + 1);
+    head[..prefix.len()].copy_from_slice(prefix.as_bytes());
+    head[prefix.len()] = b'-';
+    for (slot, digit) in hex.iter_mut().zip((0..digits).rev()) {
+        *slot = HEX[((n >> (4 * digit)) & 0xf) as usize];
     }
-    id
+    // The prefix is a `str` and the rest ASCII: always UTF-8.
+    std::str::from_utf8(id).map_or_else(|_| Arc::from(format!("{prefix}-{n:x}")), Arc::from)
 }
 
 #[cfg(test)]
@@ -206,7 +216,12 @@ mod tests {
             u64::MAX >> 4,
             u64::MAX,
         ] {
-            assert_eq!(request_id("qr-5f3a", n), format!("qr-5f3a-{n:x}"), "{n}");
+            assert_eq!(&*request_id("qr-5f3a", n), format!("qr-5f3a-{n:x}"), "{n}");
+        }
+        // A prefix too long for the stack: the same id, through `format!`.
+        let long = "p".repeat(60);
+        for n in [0, 0xdead_beef, u64::MAX] {
+            assert_eq!(&*request_id(&long, n), format!("{long}-{n:x}"), "{n}");
         }
     }
 }

@@ -203,12 +203,12 @@ async fn prime(
             HeaderValue::from_static("2023-06-01"),
         );
     }
-    let request_id = format!("{}-prime", app.next_request_id());
+    let request_id: std::sync::Arc<str> = format!("{}-prime", app.next_request_id()).into();
     let combo = ImplicitCombo::new(&plan.provider, &plan.model).name();
     let decision = router
         .route(RouteRequest {
             request_id: request_id.clone(),
-            model: combo.clone(),
+            model: combo.as_str().into(),
             format: endpoint.format(),
             translatable: false,
             cannot_carry: Vec::new(),
@@ -274,7 +274,7 @@ async fn prime(
             window: PRIMED_WINDOW.to_owned(),
             model: plan.model.clone(),
             at: scheduled_at_ms,
-            request_id,
+            request_id: request_id.to_string(),
         },
     );
     tracing::info!(connection = %plan.connection, model = %plan.model, "window primed");

@@ -21,7 +21,8 @@ pub struct RouteHeaders {
     pub model: Option<std::sync::Arc<str>>,
     pub attempts: u32,
     pub overhead_us: u64,
-    pub request_id: String,
+    /// Shared with the route request and its records.
+    pub request_id: std::sync::Arc<str>,
     /// The translation the answering try went through (`x-quotaroute-translated`).
     pub translated: Option<&'static str>,
     /// Parameters it dropped, comma-separated (`x-quotaroute-dropped`).

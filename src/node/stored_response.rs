@@ -136,7 +136,7 @@ pub async fn handle(app: AppState, response_id: String, request: Request) -> Res
     };
     let route_to = |model: String| RouteRequest {
         request_id: route.request_id.clone(),
-        model,
+        model: model.into(),
         format: JournalFormat::Openai,
         translatable: false,
         cannot_carry: Vec::new(),

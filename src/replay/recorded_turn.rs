@@ -28,7 +28,7 @@ pub const UNKNOWN_MAKER: &str = "";
 pub struct RecordedTurn {
     /// The request's candidates, as positions in the combo's targets.
     pub positions: Vec<usize>,
-    pub client: String,
+    pub client: Arc<str>,
     pub group: Option<AffinityKey>,
     pub encrypted_maker: Option<String>,
 }
@@ -90,7 +90,7 @@ pub fn recorded_turn(decided: &RouteDecided, targets: &[Arc<RoutedTarget>]) -> R
     let client = decided.client.clone().unwrap_or_else(|| "default".into());
     let group = decided.group.map(|group| AffinityKey {
         group,
-        client: Arc::from(client.as_str()),
+        client: client.clone(),
     });
     let encrypted_maker = match (group.is_some(), decided.affinity) {
         (false, AffinityOutcome::Held) => decided

@@ -174,7 +174,7 @@ impl SummaryBuilder {
         match &envelope.event {
             Event::RequestSucceeded(e) => {
                 self.providers
-                    .entry(e.provider.clone())
+                    .entry(e.provider.to_string())
                     .or_default()
                     .success();
                 self.connection(&e.provider, &e.connection).success();
@@ -187,7 +187,7 @@ impl SummaryBuilder {
             }
             Event::RequestFailed(e) => {
                 self.providers
-                    .entry(e.provider.clone())
+                    .entry(e.provider.to_string())
                     .or_default()
                     .failure(envelope.at_ms, e);
                 self.connection(&e.provider, &e.connection)

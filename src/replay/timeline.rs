@@ -449,7 +449,7 @@ fn skipped_of(event: &Event) -> &[Skipped] {
 }
 
 /// ` client=ID` for a request event that names its client (journal schema 3), else nothing.
-fn client_part(client: &Option<String>) -> String {
+fn client_part(client: &Option<std::sync::Arc<str>>) -> String {
     client
         .as_ref()
         .map(|client| format!(" client={client}"))

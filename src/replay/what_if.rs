@@ -227,19 +227,22 @@ impl WhatIf {
                 .push((at_ms, Happening::Config(Box::new(config.clone())))),
             Event::RouteDecided(decided) => {
                 if decided.chosen.is_none() {
-                    self.recorded_unservable.insert(decided.request_id.clone());
+                    self.recorded_unservable
+                        .insert(decided.request_id.to_string());
                 }
-                self.requests.entry(decided.request_id.clone()).or_default();
+                self.requests
+                    .entry(decided.request_id.to_string())
+                    .or_default();
                 self.happenings
                     .push((at_ms, Happening::Route(Box::new(decided.clone()))));
             }
             Event::RequestSucceeded(_) | Event::RequestFailed(_) => {
                 if let Some(outcome) = Outcome::from_request_event(&envelope.event, at_ms) {
                     self.history
-                        .entry((outcome.connection.clone(), outcome.model.clone()))
+                        .entry((outcome.connection.to_string(), outcome.model.to_string()))
                         .or_default()
                         .push(outcome.clone());
-                    if let Some(request) = self.requests.get_mut(&outcome.request_id) {
+                    if let Some(request) = self.requests.get_mut(&*outcome.request_id) {
                         request.attempts.push(outcome);
                     }
                 }
@@ -350,7 +353,7 @@ impl WhatIf {
     /// state, then starts its first attempt (`None`: nothing could serve, or the combo is
     /// unknown).
     fn route(&mut self, now_ms: u64, recorded: &RouteDecided) -> Option<InFlightAttempt> {
-        let request_id = recorded.request_id.as_str();
+        let request_id = &recorded.request_id;
         let combo = recorded.combo.clone();
         let config = self.topology.as_ref()?;
         let (strategy, infos) = recorded_targets(config, &combo)?;
@@ -361,7 +364,7 @@ impl WhatIf {
         self.requests_replayed += 1;
         let turn = recorded_turn(recorded, &targets);
         let pacing = self.pacing_of(&combo, strategy);
-        let demand = self.demand.remove(&combo).unwrap_or_default();
+        let demand = self.demand.remove(&*combo).unwrap_or_default();
         let views: Vec<TargetView> = turn
             .positions
             .iter()
@@ -387,7 +390,7 @@ impl WhatIf {
             encrypted_maker: turn.encrypted_maker.as_deref(),
             group: turn.group.as_ref(),
         };
-        let mut state = self.selection.remove(&combo).unwrap_or_default();
+        let mut state = self.selection.remove(&*combo).unwrap_or_default();
         let decided = decide(
             &rules,
             &state,
@@ -405,12 +408,12 @@ impl WhatIf {
             now_ms,
         );
         let Some(decided) = decided else {
-            self.selection.insert(combo, state);
+            self.selection.insert(combo.to_string(), state);
             return None;
         };
         let mut demand = demand;
         demand.count(now_ms);
-        self.demand.insert(combo.clone(), demand);
+        self.demand.insert(combo.to_string(), demand);
         state.apply(
             &DrrKeys::new(strategy, &infos).with_exponent_pm(exponent_pm),
             &decided.route_decided,
@@ -419,7 +422,7 @@ impl WhatIf {
             (settings.max_groups, settings.ttl_ms),
             |client| Some(self.group_quota(client)),
         );
-        self.selection.insert(combo.clone(), state);
+        self.selection.insert(combo.to_string(), state);
         self.compare(recorded, &decided.route_decided, &targets);
         let budget = self.budget_of(&combo);
         let Some((offset, probe_taken_at_ms)) = decided.taken else {
@@ -434,7 +437,7 @@ impl WhatIf {
         self.live.insert(
             request_id.to_string(),
             LiveRequest {
-                combo,
+                combo: combo.to_string(),
                 targets,
                 route: FailoverCursor::new(decided.order, offset, budget),
                 group,
@@ -465,7 +468,7 @@ impl WhatIf {
                     .map(|t| String::from(&*t.connection))
             };
             self.differences.push(Difference {
-                request_id: recorded.request_id.clone(),
+                request_id: recorded.request_id.to_string(),
                 recorded: name(recorded),
                 what_if: name(what_if),
                 recorded_affinity: recorded.affinity,
@@ -590,9 +593,9 @@ impl WhatIf {
         let combo = live.combo.clone();
         let attempt_number = live.route.plan().upstream_requests();
         let mut outcome = self.outcome_for(request_id, &target, now_ms);
-        outcome.request_id = request_id.to_string();
-        outcome.combo = combo;
-        outcome.provider = String::from(&*target.provider);
+        outcome.request_id = Arc::from(request_id);
+        outcome.combo = combo.into();
+        outcome.provider = target.provider.clone();
         outcome.attempt = attempt_number;
         outcome.started_at_ms = now_ms;
         outcome.was_probe = probe_taken_at_ms.is_some();
@@ -640,12 +643,12 @@ impl WhatIf {
         }
         self.assumed += 1;
         Outcome {
-            request_id: request_id.to_string(),
-            combo: String::new(),
+            request_id: Arc::from(request_id),
+            combo: Arc::from(""),
             client: None,
-            provider: String::new(),
-            connection: String::from(&*target.connection),
-            model: String::from(&*target.model),
+            provider: Arc::from(""),
+            connection: target.connection.clone(),
+            model: target.model.clone(),
             attempt: 1,
             started_at_ms: now_ms,
             latency_ms: 0,
@@ -664,11 +667,11 @@ impl WhatIf {
             outcome,
             probe_taken_at_ms,
         } = attempt;
-        if let Some(count) = self.in_flight.get_mut(&outcome.connection) {
+        if let Some(count) = self.in_flight.get_mut(&*outcome.connection) {
             *count = count.saturating_sub(1);
         }
         if let (Some(taken_at_ms), Some(gate)) =
-            (probe_taken_at_ms, self.gates.get_mut(&outcome.provider))
+            (probe_taken_at_ms, self.gates.get_mut(&*outcome.provider))
         {
             gate.release(taken_at_ms);
         }
@@ -732,8 +735,8 @@ impl WhatIf {
         self.breaker(&outcome.provider);
         self.connection(&outcome.provider, &outcome.connection);
         let (Some((breaker, settings)), Some((connection, spec))) = (
-            self.breakers.get_mut(&outcome.provider),
-            self.connections.get_mut(&outcome.connection),
+            self.breakers.get_mut(&*outcome.provider),
+            self.connections.get_mut(&*outcome.connection),
         ) else {
             return;
         };
@@ -1181,11 +1184,11 @@ mod tests {
             let mut state = ConnectionState::new("p", &id);
             for (n, &(class, ago)) in case.history.iter().enumerate() {
                 let outcome = Outcome {
-                    request_id: format!("h{n}"),
+                    request_id: format!("h{n}").into(),
                     combo: "team".into(),
                     client: None,
                     provider: "p".into(),
-                    connection: id.clone(),
+                    connection: id.clone().into(),
                     model: MODEL.into(),
                     attempt: 1,
                     started_at_ms: NOW - ago,
@@ -1258,11 +1261,11 @@ mod tests {
                     for (n, &(class, ago)) in history.iter().enumerate() {
                         let at = NOW - ago;
                         let outcome = Outcome {
-                            request_id: format!("h{n}"),
+                            request_id: format!("h{n}").into(),
                             combo: "team".into(),
                             client: None,
                             provider: "p".into(),
-                            connection: id.clone(),
+                            connection: id.clone().into(),
                             model: MODEL.into(),
                             attempt: 1,
                             started_at_ms: at,

@@ -99,7 +99,10 @@ impl AffinityOff {
             Event::PacingRule(rule) => self.pacing.apply(rule),
             Event::RouteDecided(decided) => self.decide(decided),
             Event::RequestSucceeded(success) => {
-                let entry = self.tokens.entry(success.request_id.clone()).or_default();
+                let entry = self
+                    .tokens
+                    .entry(success.request_id.to_string())
+                    .or_default();
                 entry.0 += success.tokens_in;
                 entry.1 += success.tokens_cached.min(success.tokens_in);
             }
@@ -174,7 +177,7 @@ impl AffinityOff {
             encrypted_maker: turn.encrypted_maker.as_deref(),
             group: None,
         };
-        let state = self.selection.entry(decided.combo.clone()).or_default();
+        let state = self.selection.entry(decided.combo.to_string()).or_default();
         let Some(without_decided) = decide(
             &rules,
             state,
@@ -204,9 +207,9 @@ impl AffinityOff {
             None
         };
         self.decisions.insert(
-            decided.request_id.clone(),
+            decided.request_id.to_string(),
             Decision {
-                combo: decided.combo.clone(),
+                combo: decided.combo.to_string(),
                 affinity: decided.affinity,
                 with,
                 without,

@@ -298,7 +298,7 @@ async fn drive(
                 let client_index = client % (extra_clients + 1);
                 let client: Arc<str> = Arc::from(client_name(client_index, extra_clients));
                 let request = RouteRequest {
-                    request_id: format!("r{n}"),
+                    request_id: format!("r{n}").into(),
                     model: if other { "crew" } else { "team" }.into(),
                     format: ApiFormat::Openai,
                     only_connection: None,

@@ -134,7 +134,7 @@ impl PeriodTracker {
             }
             Event::RequestSucceeded(e) => {
                 // A successful probe after a billing disable re-enables the connection.
-                cut(p.disabled.get_mut(&e.connection), at_ms);
+                cut(p.disabled.get_mut(&*e.connection), at_ms);
             }
             Event::ModelLocked(e) => push_band(
                 p.locked

@@ -107,14 +107,14 @@ impl SvgBuilder {
             Event::RequestFailed(e) => {
                 self.add_lane(&e.provider, &e.connection);
                 self.failures
-                    .entry(e.connection.clone())
+                    .entry(e.connection.to_string())
                     .or_default()
                     .push(at);
             }
             Event::RequestSucceeded(e) => {
                 self.add_lane(&e.provider, &e.connection);
                 self.successes
-                    .entry(e.connection.clone())
+                    .entry(e.connection.to_string())
                     .or_default()
                     .push(at);
             }

@@ -349,7 +349,7 @@ mod tests {
         assert_eq!(hinted.prompt.messages_prefix, None);
         let off = parse_request_for(bodies[2].as_bytes(), PromptScan::Nothing).unwrap();
         assert_eq!(off.prompt, PromptSpans::default());
-        assert_eq!(off.model, "m");
+        assert_eq!(&*off.model, "m");
     }
 
     #[test]

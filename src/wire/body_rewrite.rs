@@ -3,6 +3,8 @@
 //! upstream model (and, on OpenAI streams, `include_usage: true`) into the ORIGINAL bytes.
 //! It must not re-serialise the body or change any other byte of it.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -50,8 +52,9 @@ pub type Span = (usize, usize);
 /// What the router needs to know about a request body, and where to splice it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestInfo {
-    /// The client's model name (unescaped).
-    pub model: String,
+    /// The client's model name (unescaped), shared with the route request (the combo's name
+    /// the router is asked for) rather than copied into it.
+    pub model: Arc<str>,
     /// `"stream": true` at the top level.
     pub stream: bool,
     /// The client itself set `stream_options.include_usage: true`, so the usage-only chunk is
@@ -72,7 +75,7 @@ impl RequestInfo {
     /// conversation ([`gemini_prompt_spans`]).
     pub fn named(model: String, stream: bool, prompt: PromptSpans) -> RequestInfo {
         RequestInfo {
-            model,
+            model: Arc::from(model),
             stream,
             include_usage_requested: false,
             model_span: (0, 0),
@@ -408,7 +411,11 @@ where
     if !raw_model.get().starts_with('"') {
         return Err(BodyError::ModelNotString);
     }
-    let model: String = serde_json::from_str(raw_model.get()).map_err(invalid)?;
+    // Read in place when it has no escape (one copy, the shared one), unescaped otherwise.
+    let model: Arc<str> = match serde_json::from_str::<&str>(raw_model.get()) {
+        Ok(plain) => Arc::from(plain),
+        Err(_) => Arc::from(serde_json::from_str::<String>(raw_model.get()).map_err(invalid)?),
+    };
     if model.is_empty() {
         return Err(BodyError::MissingModel);
     }
@@ -689,7 +696,7 @@ mod tests {
     fn contract_reads_model_stream_and_include_usage() {
         let body = br#"{"model":"fast","stream":true,"stream_options":{"include_usage":true}}"#;
         let info = parse_request(body).unwrap();
-        assert_eq!(info.model, "fast");
+        assert_eq!(&*info.model, "fast");
         assert!(info.stream);
         assert!(info.include_usage_requested);
         assert_eq!(
@@ -766,7 +773,7 @@ mod tests {
     fn contract_model_with_quotes_and_unicode_is_escaped_and_unescaped() {
         let body = r#"{"model":"caf\u00e9 \"x\"\\y"}"#;
         let info = parse_request(body.as_bytes()).unwrap();
-        assert_eq!(info.model, "café \"x\"\\y");
+        assert_eq!(&*info.model, "café \"x\"\\y");
         let out = rewritten(body, "m\"o\\d\u{e9}l\n", false);
         let value: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(value["model"], "m\"o\\d\u{e9}l\n");
@@ -870,7 +877,7 @@ mod tests {
                 serde_json::to_vec(&original).unwrap()
             };
             let info = parse_request(&body).unwrap();
-            proptest::prop_assert_eq!(&info.model, &client_model);
+            proptest::prop_assert_eq!(&*info.model, client_model.as_str());
             let out = rewrite(&body, &info, &upstream_model, force);
             // Sized once: exactly, for a model written as it is (so the `Bytes` takes the
             // vector over without an allocation of its own).

@@ -69,8 +69,8 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 
 fn request(id: usize, model: &str) -> RouteRequest {
     RouteRequest {
-        request_id: format!("disk-{id}"),
-        model: model.to_string(),
+        request_id: format!("disk-{id}").into(),
+        model: model.to_string().into(),
         format: ApiFormat::Openai,
         translatable: false,
         cannot_carry: Vec::new(),

@@ -35,11 +35,11 @@ fn request(id: &str, client: Option<&str>, cost_usd: Option<f64>, charge: Charge
     let mut success = succeeded("openai", "k2", "gpt-4o", 1_000, 200);
     if let Event::RequestFailed(e) = &mut failure {
         e.request_id = id.into();
-        e.client = client.map(str::to_owned);
+        e.client = client.map(str::to_owned).map(Into::into);
     }
     if let Event::RequestSucceeded(e) = &mut success {
         e.request_id = id.into();
-        e.client = client.map(str::to_owned);
+        e.client = client.map(str::to_owned).map(Into::into);
         e.cost_usd = cost_usd;
         if client.is_some() && charge == Charge::OnTheSuccess {
             e.period_spend_pusd = Some(1);

@@ -109,7 +109,7 @@ async fn serve(
     n: u32,
 ) {
     let request = RouteRequest {
-        request_id: format!("{combo}-{step:03}-{n}"),
+        request_id: format!("{combo}-{step:03}-{n}").into(),
         model: combo.into(),
         format,
         translatable: false,

@@ -79,11 +79,11 @@ impl BurnHistory {
         match event {
             Event::UsageObserved(observed) => self.observe(at_ms, observed),
             Event::RouteDecided(decided) => {
-                let combo = match self.decisions.get_mut(&decided.combo) {
+                let combo = match self.decisions.get_mut(&*decided.combo) {
                     Some(combo) => combo,
                     None => self
                         .decisions
-                        .entry(decided.combo.clone())
+                        .entry(decided.combo.to_string())
                         .or_insert_with(|| ComboDecisions {
                             since_ms: at_ms,
                             by_bin: BTreeMap::new(),

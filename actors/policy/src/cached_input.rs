@@ -34,11 +34,11 @@ pub struct CachedInputByConnection {
 impl CachedInputByConnection {
     /// Counts one successful attempt.
     pub fn apply(&mut self, succeeded: &RequestSucceeded) {
-        let counts = match self.by_connection.get_mut(&succeeded.connection) {
+        let counts = match self.by_connection.get_mut(&*succeeded.connection) {
             Some(counts) => counts,
             None => self
                 .by_connection
-                .entry(succeeded.connection.clone())
+                .entry(succeeded.connection.to_string())
                 .or_default(),
         };
         counts.input_tokens = counts.input_tokens.saturating_add(succeeded.tokens_in);

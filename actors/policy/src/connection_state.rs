@@ -109,8 +109,8 @@ impl ConnectionState {
             })
             .map(|reading| {
                 Event::UsageObserved(UsageObserved {
-                    provider: outcome.provider.clone(),
-                    connection: outcome.connection.clone(),
+                    provider: outcome.provider.to_string(),
+                    connection: outcome.connection.to_string(),
                     window: reading.window.clone(),
                     used: reading.used,
                     limit: reading.limit,

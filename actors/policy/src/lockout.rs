@@ -311,12 +311,12 @@ impl ModelLockouts {
             Event::RequestSucceeded(success)
                 if self.owns(&success.provider, &success.connection) =>
             {
-                if let Some(lock) = self.locks.get_mut(&success.model) {
+                if let Some(lock) = self.locks.get_mut(&*success.model) {
                     // §4: a success halves the failure count; the quota is back, so its doubling ends.
                     lock.failure_count /= 2;
                     lock.quota_backoff_ms = 0;
                     if lock.failure_count == 0 && lock.until_ms <= at_ms {
-                        self.locks.remove(&success.model);
+                        self.locks.remove(&*success.model);
                     }
                 }
             }

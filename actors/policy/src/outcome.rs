@@ -118,15 +118,18 @@ impl AttemptResult {
 /// One attempt's result together with where it went, as the actors receive it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
-    pub request_id: String,
-    pub combo: String,
+    /// The request's and its combo's names, shared with the decision that made the attempt
+    /// and moved into the request event (never copied per attempt).
+    pub request_id: Arc<str>,
+    pub combo: Arc<str>,
     /// The client that sent the request (shared with its `ClientTag`, not copied per attempt);
     /// `None` only for attempts read back from records of before journal schema 3 (and the
     /// what-if replay's assumed ones).
     pub client: Option<Arc<str>>,
-    pub provider: String,
-    pub connection: String,
-    pub model: String,
+    /// The target's names, shared with its `RoutedTarget`.
+    pub provider: Arc<str>,
+    pub connection: Arc<str>,
+    pub model: Arc<str>,
     /// 1-based number of this upstream request within the client request.
     pub attempt: u32,
     pub started_at_ms: u64,
@@ -205,7 +208,7 @@ impl Outcome {
         Some(Outcome {
             request_id: request_id.clone(),
             combo: combo.clone(),
-            client: client.as_deref().map(Arc::from),
+            client: client.clone(),
             provider: provider.clone(),
             connection: connection.clone(),
             model: model.clone(),
@@ -237,7 +240,7 @@ impl Outcome {
                 skipped: self.skipped,
                 tokens_cached: r.tokens_cached,
                 tokens_cache_write: r.tokens_cache_write,
-                client: self.client.as_deref().map(str::to_owned),
+                client: self.client,
                 cost_usd: r.cost_usd,
                 items_left_out: r.items_left_out,
                 translated: r.translated,
@@ -262,7 +265,7 @@ impl Outcome {
                 stream: r.stream,
                 after_first_content: r.after_first_content,
                 skipped: self.skipped,
-                client: self.client.as_deref().map(str::to_owned),
+                client: self.client,
                 translated: r.translated,
             })
         }

@@ -68,11 +68,11 @@ impl PartialEq for PacingFold {
 impl PacingFold {
     /// Counts a decision in its combo's demand.
     pub fn count(&mut self, at_ms: u64, decided: &RouteDecided) {
-        match self.demand.get_mut(&decided.combo) {
+        match self.demand.get_mut(&*decided.combo) {
             Some(profile) => profile.count(at_ms),
             None => self
                 .demand
-                .entry(decided.combo.clone())
+                .entry(decided.combo.to_string())
                 .or_default()
                 .count(at_ms),
         }

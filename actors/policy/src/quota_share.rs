@@ -403,7 +403,7 @@ mod tests {
     ) -> RouteDecided {
         let index = |i: usize| u16::try_from(i).unwrap();
         RouteDecided {
-            request_id: request_id.to_owned(),
+            request_id: request_id.to_owned().into(),
             generation: 1,
             combo: "combo".into(),
             model: "m".into(),

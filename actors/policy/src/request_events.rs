@@ -35,7 +35,7 @@ impl RequestEvents {
             Event::RequestSucceeded(success) if success.period_spend_pusd.is_some() => true,
             Event::RequestSucceeded(success) => state
                 .connections
-                .get(&success.connection)
+                .get(&*success.connection)
                 .is_some_and(|connection| connection.success_changes_state(&success.model, at_ms)),
             Event::RouteDecided(decided) => !decided.skipped.is_empty() || decided.chosen.is_none(),
             _ => true,

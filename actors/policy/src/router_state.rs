@@ -352,9 +352,9 @@ impl RouterState {
         else {
             return;
         };
-        let deficits = match self.deficits.get_mut(&decided.combo) {
+        let deficits = match self.deficits.get_mut(&*decided.combo) {
             Some(deficits) => deficits,
-            None => self.deficits.entry(decided.combo.clone()).or_default(),
+            None => self.deficits.entry(decided.combo.to_string()).or_default(),
         };
         apply_route_decided(deficits, keys, decided);
     }

@@ -31,7 +31,7 @@ impl BreakerSignal {
     /// count (`policy::request::breaker_signal`).
     pub fn of(outcome: &Outcome) -> Option<BreakerSignal> {
         breaker_signal(outcome.result.class).map(|failure| BreakerSignal {
-            connection: outcome.connection.clone(),
+            connection: outcome.connection.to_string(),
             failure,
             started_at_ms: outcome.started_at_ms,
             was_probe: outcome.was_probe,

@@ -182,7 +182,7 @@ impl ClientSim {
     fn send(&mut self, client: usize) {
         self.next_id += 1;
         let request = RouteRequest {
-            request_id: format!("{}-{}", self.clients[client].id, self.next_id),
+            request_id: format!("{}-{}", self.clients[client].id, self.next_id).into(),
             model: "shared".into(),
             format: ApiFormat::Openai,
             translatable: false,

@@ -466,8 +466,8 @@ impl Sim {
         let now = self.now();
         self.stats.requests += 1;
         let request = RouteRequest {
-            request_id: format!("s{}-{}", self.seed, self.step),
-            model: combo.clone(),
+            request_id: format!("s{}-{}", self.seed, self.step).into(),
+            model: combo.clone().into(),
             format: ApiFormat::Openai,
             translatable: false,
             cannot_carry: Vec::new(),

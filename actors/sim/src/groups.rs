@@ -247,8 +247,8 @@ impl Run {
         let before = self.read().await?;
         let request_id = format!("g{}-{}", self.seed, self.turn);
         let request = RouteRequest {
-            request_id: request_id.clone(),
-            model: COMBO.to_string(),
+            request_id: request_id.clone().into(),
+            model: COMBO.into(),
             format: ApiFormat::Openai,
             translatable: false,
             cannot_carry: Vec::new(),
@@ -308,7 +308,7 @@ impl Run {
             match envelope.event {
                 Event::RouteDecided(decided) => {
                     seen.insert(
-                        decided.request_id.clone(),
+                        decided.request_id.to_string(),
                         Seen {
                             decided,
                             bound: None,

@@ -560,8 +560,8 @@ impl Week {
         let (client, client_weight) = CLIENTS[arrival.client];
         let client = Arc::<str>::from(client);
         let request = RouteRequest {
-            request_id: format!("w{}-{}", self.seed, self.request),
-            model: COMBO.to_owned(),
+            request_id: format!("w{}-{}", self.seed, self.request).into(),
+            model: COMBO.into(),
             format: ApiFormat::Openai,
             translatable: false,
             cannot_carry: Vec::new(),

@@ -502,7 +502,7 @@ impl ComboState {
             views: &scratch.views,
         };
         let rules = ComboRules {
-            name: &self.setup.spec.name,
+            name: &self.setup.name,
             generation: self.setup.generation,
             strategy: self.setup.spec.strategy,
             affinity: self.setup.affinity,

@@ -38,6 +38,8 @@ pub struct TargetRuntime {
 #[derive(Debug, Clone)]
 pub struct ComboSetup {
     pub spec: ComboSpec,
+    /// `spec.name`, shared by every decision's record instead of copied into each.
+    pub name: Arc<str>,
     /// The spec's targets as the DRR turn keys them (config order), resolved once; replay
     /// resolves the same table from the journal's `config_loaded`.
     pub keys: DrrKeys,
@@ -51,9 +53,11 @@ pub struct ComboSetup {
 /// What a request asks of a combo.
 #[derive(Debug, Clone)]
 pub struct RouteRequest {
-    pub request_id: String,
+    /// Shared with the handler, the decision and every record of the request: cloning the
+    /// request (each routing call, a held request's next) copies no string.
+    pub request_id: Arc<str>,
     /// The model name the client sent (the combo name or `provider/model`).
-    pub model: String,
+    pub model: Arc<str>,
     /// The endpoint's format: targets of the other format are used only when the request
     /// is `translatable` and the combo translates (behaviour §14).
     pub format: ApiFormat,
@@ -181,7 +185,7 @@ pub struct Acquired {
 /// A group's turn served after a failover: by whom, for which request.
 #[derive(Debug, Clone)]
 pub struct ServedTurn {
-    pub request_id: String,
+    pub request_id: Arc<str>,
     pub key: AffinityKey,
     pub target: Arc<RoutedTarget>,
 }

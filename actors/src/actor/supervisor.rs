@@ -93,6 +93,7 @@ impl SupervisorState {
             .collect();
         ComboSetup {
             keys,
+            name: Arc::from(spec.name.as_str()),
             spec: spec.clone(),
             generation: self.generation,
             targets,

@@ -78,8 +78,8 @@ pub async fn start_journaling(
 
 pub fn request(model: &str) -> RouteRequest {
     RouteRequest {
-        request_id: format!("req-{model}"),
-        model: model.to_string(),
+        request_id: format!("req-{model}").into(),
+        model: model.to_string().into(),
         format: ApiFormat::Openai,
         translatable: false,
         cannot_carry: Vec::new(),

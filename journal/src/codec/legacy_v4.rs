@@ -72,11 +72,11 @@ pub struct PeerAppliedV4 {
 impl From<RequestSucceeded> for today::RequestSucceeded {
     fn from(e: RequestSucceeded) -> today::RequestSucceeded {
         today::RequestSucceeded {
-            request_id: e.request_id,
-            combo: e.combo,
-            provider: e.provider,
-            connection: e.connection,
-            model: e.model,
+            request_id: e.request_id.into(),
+            combo: e.combo.into(),
+            provider: e.provider.into(),
+            connection: e.connection.into(),
+            model: e.model.into(),
             status: e.status,
             attempt: e.attempt,
             latency_ms: e.latency_ms,
@@ -86,7 +86,7 @@ impl From<RequestSucceeded> for today::RequestSucceeded {
             skipped: e.skipped,
             tokens_cached: e.tokens_cached,
             tokens_cache_write: e.tokens_cache_write,
-            client: e.client,
+            client: e.client.map(Into::into),
             cost_usd: e.cost_usd,
             translated: e.translated,
             usage_estimated: e.usage_estimated,

@@ -67,7 +67,7 @@ pub async fn handle_named(
     let (parts, body) = request.into_parts();
     let request_id = client_request_id(&parts.headers).unwrap_or_else(|| app.next_request_id());
     let mut route = RouteHeaders {
-        request_id: request_id.clone(),
+        request_id: Arc::clone(&request_id),
         ..RouteHeaders::default()
     };
     let live = app.inner.live.load_full();

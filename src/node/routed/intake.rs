@@ -153,14 +153,14 @@ pub fn client_authorized(live: &LiveConfig, headers: &HeaderMap, allow_x_api_key
 }
 
 /// The client's own `x-request-id`, when it is one the router may repeat.
-pub(super) fn client_request_id(headers: &HeaderMap) -> Option<String> {
+pub(super) fn client_request_id(headers: &HeaderMap) -> Option<std::sync::Arc<str>> {
     let id = headers.get(reply::REQUEST_ID)?.to_str().ok()?;
     let valid = !id.is_empty()
         && id.len() <= 128
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
-    valid.then(|| id.to_string())
+    valid.then(|| std::sync::Arc::from(id))
 }
 
 const JSON: &[u8] = b"application/json";

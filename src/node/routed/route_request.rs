@@ -4,6 +4,8 @@
 //! conversation's affinity group — and its class (behaviour §13: a spare request holds no
 //! group).
 
+use std::sync::Arc;
+
 use http::header::HeaderMap;
 use quotaroute_actors::policy::affinity::{turn_affinity, TurnAffinity};
 use quotaroute_actors::policy::clients::class::{request_class, RequestClass, CLASS_HEADER};
@@ -40,15 +42,15 @@ pub(super) fn ask(
     live: &LiveConfig,
     router: &Router,
     endpoint: Endpoint,
-    request_id: &str,
+    request_id: &Arc<str>,
     (body, info, headers): (&ParsedRequest, &RequestInfo, &HeaderMap),
     ticket: &ClientTicket,
 ) -> Result<(RouteRequest, Option<EncryptedTurn>, Refusal), NotAsked> {
     let carry = super::carry::check(live, router, endpoint, (&info.model, body));
     let body = body.body();
     let mut route_request = RouteRequest {
-        request_id: request_id.to_owned(),
-        model: info.model.clone(),
+        request_id: Arc::clone(request_id),
+        model: Arc::clone(&info.model),
         format: endpoint.format(),
         translatable: endpoint.translatable(),
         cannot_carry: carry.providers,

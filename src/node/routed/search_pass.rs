@@ -33,7 +33,7 @@ pub(super) async fn route_without_search(
     live: &LiveConfig,
     router: &Router,
     endpoint: Endpoint,
-    request_id: &str,
+    request_id: &std::sync::Arc<str>,
     (body, info, headers): (&Bytes, &RequestInfo, &HeaderMap),
     ticket: &ClientTicket,
 ) -> Option<WithoutSearch> {

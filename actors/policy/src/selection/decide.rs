@@ -22,7 +22,8 @@ use crate::selection::target::{AffinityKey, RoutedTarget};
 /// The combo's settings a decision reads.
 #[derive(Debug, Clone, Copy)]
 pub struct ComboRules<'a> {
-    pub name: &'a str,
+    /// The combo's name, shared with its config (the record takes a reference, not a copy).
+    pub name: &'a Arc<str>,
     /// The config generation whose target list the record's indices point into.
     pub generation: u64,
     pub strategy: Strategy,
@@ -32,11 +33,12 @@ pub struct ComboRules<'a> {
 /// What one request brings to selection.
 #[derive(Debug, Clone, Copy)]
 pub struct SelectionRequest<'a> {
-    pub request_id: &'a str,
+    /// The request's names, shared with the request (the record takes references, not copies).
+    pub request_id: &'a Arc<str>,
     /// The model name the client sent.
-    pub model: &'a str,
+    pub model: &'a Arc<str>,
     /// The client's id (behaviour §11).
-    pub client: &'a str,
+    pub client: &'a Arc<str>,
     /// A stored response's connection (a hard affinity): only its targets are candidates.
     pub only_connection: Option<&'a str>,
     /// The connection that made the request's encrypted items (a hard affinity).
@@ -148,17 +150,17 @@ pub fn decide_with<A: Admit>(
 
     let index_of = |i: usize| target_at(i).index;
     let route_decided = RouteDecided {
-        request_id: request.request_id.to_owned(),
+        request_id: request.request_id.clone(),
         generation: combo.generation,
-        combo: combo.name.to_owned(),
-        model: request.model.to_owned(),
+        combo: combo.name.clone(),
+        model: request.model.clone(),
         room: selection.room.iter().map(|&i| index_of(i)).collect(),
         // The target that pays the turn; nothing pays when nothing was taken.
         chosen: selection.chosen.filter(|_| taken.is_some()).map(index_of),
         order: selection.order.iter().map(|&i| index_of(i)).collect(),
         skipped,
         affinity: placement.outcome(),
-        client: Some(request.client.to_owned()),
+        client: Some(request.client.clone()),
         group: group.map(|key| key.group),
         // Each candidate a window paces (§13); none listed is on pace. The DRR turn replays
         // from these.
@@ -245,8 +247,8 @@ fn binding_change(
         client: key.client.clone(),
         exec_key: taken_key.clone(),
         bound: Box::new(quotaroute_journal::AffinityBound {
-            request_id: decided.request_id.clone(),
-            combo: decided.combo.clone(),
+            request_id: decided.request_id.to_string(),
+            combo: decided.combo.to_string(),
             group: key.group,
             client: String::from(&*key.client),
             provider: String::from(&*taken.provider),

@@ -82,18 +82,25 @@ impl Admit for Admitting {
     }
 }
 
-const RULES: ComboRules<'static> = ComboRules {
-    name: "pool",
-    generation: 3,
-    strategy: Strategy::QuotaShare,
-    affinity: AffinitySettings {
-        enabled: true,
-        min_prompt_bytes: 4096,
-        ttl_ms: 300_000,
-        max_groups: 1_000,
-        max_lead: 0,
-    },
-};
+/// The names the tests' requests and combo carry, shared as the live combo shares them.
+static POOL: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| "pool".into());
+static REQUEST_ID: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| "r".into());
+static CLIENT: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| "default".into());
+
+fn rules() -> ComboRules<'static> {
+    ComboRules {
+        name: &POOL,
+        generation: 3,
+        strategy: Strategy::QuotaShare,
+        affinity: AffinitySettings {
+            enabled: true,
+            min_prompt_bytes: 4096,
+            ttl_ms: 300_000,
+            max_groups: 1_000,
+            max_lead: 0,
+        },
+    }
+}
 
 fn key() -> AffinityKey {
     AffinityKey {
@@ -114,7 +121,7 @@ fn turn(
 ) -> Option<Decided<usize>> {
     let positions: Vec<usize> = (0..targets.len()).collect();
     decide(
-        &RULES,
+        &rules(),
         state,
         Candidates {
             targets,
@@ -122,9 +129,9 @@ fn turn(
             views,
         },
         &SelectionRequest {
-            request_id: "r",
-            model: "pool",
-            client: "default",
+            request_id: &REQUEST_ID,
+            model: &POOL,
+            client: &CLIENT,
             only_connection: only,
             encrypted_maker: maker,
             group,
@@ -439,16 +446,23 @@ fn a_reused_scratch_decides_as_a_fresh_one() {
             views: &views,
         };
         let request = SelectionRequest {
-            request_id: "r",
-            model: "pool",
-            client: "default",
+            request_id: &REQUEST_ID,
+            model: &POOL,
+            client: &CLIENT,
             only_connection: None,
             encrypted_maker: None,
             group: None,
         };
-        let fresh = decide(&RULES, &state, candidates, &request, &mut admit_all(), NOW);
+        let fresh = decide(
+            &rules(),
+            &state,
+            candidates,
+            &request,
+            &mut admit_all(),
+            NOW,
+        );
         let reused = crate::selection::decide_with(
-            &RULES,
+            &rules(),
             &state,
             candidates,
             &request,

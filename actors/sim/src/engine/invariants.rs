@@ -617,7 +617,7 @@ impl Sim {
         let mut counts = vec![0i64; spec.targets.len()];
         for i in 0..n {
             let request = RouteRequest {
-                request_id: format!("s{}-{}-fair{i}", self.seed, self.step),
+                request_id: format!("s{}-{}-fair{i}", self.seed, self.step).into(),
                 model: "all".into(),
                 format: ApiFormat::Openai,
                 translatable: false,

@@ -68,8 +68,8 @@ impl Priming {
                 continue;
             }
             let request = RouteRequest {
-                request_id: format!("w{}-prime-{index}-{at_ms}", week.seed),
-                model: super::COMBO.to_owned(),
+                request_id: format!("w{}-prime-{index}-{at_ms}", week.seed).into(),
+                model: super::COMBO.into(),
                 format: ApiFormat::Openai,
                 translatable: false,
                 cannot_carry: Vec::new(),

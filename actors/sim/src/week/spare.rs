@@ -84,8 +84,8 @@ impl Week {
         let now = arrival.at_ms;
         self.stats.spare_requests += 1;
         let request = RouteRequest {
-            request_id: format!("s{}-{}", self.seed, self.request),
-            model: COMBO.to_owned(),
+            request_id: format!("s{}-{}", self.seed, self.request).into(),
+            model: COMBO.into(),
             format: ApiFormat::Openai,
             translatable: false,
             cannot_carry: Vec::new(),
