@@ -5,6 +5,8 @@
 #   start_bench_mock   starts it on 127.0.0.1:18180 (20-chunk streams); its pid joins `pids`
 #   with_bench_mock    builds and starts it, with `work` (a temp dir) and `pids` killed and
 #                      removed at exit
+#   ticks PID...       user and system clock ticks of every thread of those processes
+#   wait_up PORT       waits until a chat completion with `$key` and `$BODY_FILE` answers there
 release_binary() {
   bin=${QR_BINARY:-}
   if [ -z "$bin" ]; then
@@ -26,4 +28,22 @@ with_bench_mock() {
   pids=()
   trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
   start_bench_mock
+}
+ticks() {
+  local user=0 system=0 task fields
+  for pid in "$@"; do
+    for task in /proc/"$pid"/task/*/stat; do
+      read -r -a fields < <(sed 's/.*) //' "$task")
+      user=$((user + fields[11])) system=$((system + fields[12]))
+    done
+  done
+  echo "$user $system"
+}
+wait_up() {
+  for _ in $(seq 1 100); do
+    curl -sf -o /dev/null -H "authorization: Bearer $key" -H 'content-type: application/json' \
+      --data @"$BODY_FILE" "http://127.0.0.1:$1/v1/chat/completions" && return 0
+    sleep 0.1
+  done
+  echo "nothing answered on port $1"; exit 1
 }

@@ -37,25 +37,6 @@ pids+=("$mock")
 key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
 export BODY_FILE=$bench/bodies/chat-small.json API_KEY=$key
 
-# user and system clock ticks of every thread of the given processes
-ticks() {
-  local user=0 system=0 task fields
-  for pid in "$@"; do
-    for task in /proc/"$pid"/task/*/stat; do
-      read -r -a fields < <(sed 's/.*) //' "$task")
-      user=$((user + fields[11])) system=$((system + fields[12]))
-    done
-  done
-  echo "$user $system"
-}
-wait_up() {
-  for _ in $(seq 1 100); do
-    curl -sf -o /dev/null -H "authorization: Bearer $key" -H 'content-type: application/json' \
-      --data @"$BODY_FILE" "http://127.0.0.1:$1/v1/chat/completions" && return 0
-    sleep 0.1
-  done
-  echo "nothing answered on port $1"; exit 1
-}
 # measure NAME PORT PID...: a warm-up, then the counted load
 measure() {
   local name=$1 port=$2

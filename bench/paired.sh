@@ -36,25 +36,6 @@ mock=$!
 key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
 export BODY_FILE=$body API_KEY=$key
 
-# user + system clock ticks of every thread of the given processes
-ticks() {
-  local total=0 task fields
-  for pid in "$@"; do
-    for task in /proc/"$pid"/task/*/stat; do
-      read -r -a fields < <(sed 's/.*) //' "$task")
-      total=$((total + fields[11] + fields[12]))
-    done
-  done
-  echo "$total"
-}
-wait_up() {
-  for _ in $(seq 1 100); do
-    curl -sf -o /dev/null -H "authorization: Bearer $key" -H 'content-type: application/json' \
-      --data @"$BODY_FILE" "http://127.0.0.1:$1/v1/chat/completions" && return 0
-    sleep 0.1
-  done
-  echo "nothing answered on port $1"; exit 1
-}
 load() { # PORT SECONDS -> wrk's output
   wrk -t2 -c64 -d"$2s" --timeout 10s -s "$bench/wrk/post.lua" "http://127.0.0.1:$1/v1/chat/completions"
 }
@@ -79,10 +60,12 @@ for window in $(seq 1 "${WINDOWS:-10}"); do
   for side in quotaroute nginx; do
     if [ "$side" = quotaroute ]; then port=$router_port proxy="$node"; else port=$nginx_port proxy="$nginx_all"; fi
     # shellcheck disable=SC2086 # the proxy's PIDs, split on purpose
-    before=$(ticks $proxy)
+    read -r user system < <(ticks $proxy)
+    before=$((user + system))
     load "$port" "$secs" >"$work/wrk.txt"
     # shellcheck disable=SC2086
-    after=$(ticks $proxy)
+    read -r user system < <(ticks $proxy)
+    after=$((user + system))
     echo "$window $side $(grep -o '"requests":[0-9]*' "$work/wrk.txt" | cut -d: -f2) \
 $(grep -o '"duration_us":[0-9]*' "$work/wrk.txt" | cut -d: -f2) $((after - before))" >>"$work/windows"
   done
