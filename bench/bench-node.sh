@@ -1,6 +1,8 @@
 # Shared by the counted benches (profile.sh, one-connection.sh, wakeups.sh, floor.sh); sourced,
 # with `root` (the project) and `bench` (../shared/bench) set.
 #   release_binary     sets `bin`: QR_BINARY, else the release build (built now)
+#   floor_binary       sets `floor_bin` when FLOOR is set: FLOOR_BINARY, else examples/http_floor's
+#                      release build (built now); empty without FLOOR
 #   build_bench_mock   builds the shared bench's mock upstream into MOCK_TARGET_DIR
 #   start_bench_mock   starts it on 127.0.0.1:18180 (20-chunk streams); its pid joins `pids`
 #   with_bench_mock    builds and starts it, with `work` (a temp dir) and `pids` killed and
@@ -12,6 +14,16 @@ release_binary() {
   if [ -z "$bin" ]; then
     cargo build --release --bin quotaroute -q
     bin=${CARGO_TARGET_DIR:-$root/target}/release/quotaroute
+  fi
+}
+floor_binary() {
+  floor_bin=
+  [ -n "${FLOOR:-}" ] || return 0
+  case "$FLOOR" in design | contract) ;; *) echo "FLOOR is design or contract"; exit 2 ;; esac
+  floor_bin=${FLOOR_BINARY:-}
+  if [ -z "$floor_bin" ]; then
+    cargo build --release --example http_floor -q
+    floor_bin=${CARGO_TARGET_DIR:-$root/target}/release/examples/http_floor
   fi
 }
 mock_dir=${MOCK_TARGET_DIR:-/tmp/quotaroute-bench-mock-target}

@@ -17,14 +17,7 @@ bench=$(cd "$root/../shared/bench" && pwd)
 command -v perf >/dev/null || { echo "needs perf: apt-get install -y linux-perf"; exit 2; }
 source "$root/bench/bench-node.sh"
 release_binary
-floor_bin=
-if [ -n "${FLOOR:-}" ]; then
-  floor_bin=${FLOOR_BINARY:-}
-  if [ -z "$floor_bin" ]; then
-    cargo build --release --example http_floor -q
-    floor_bin=${CARGO_TARGET_DIR:-$root/target}/release/examples/http_floor
-  fi
-fi
+floor_binary
 with_bench_mock
 key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
 export BODY_FILE=$bench/bodies/chat-small.json API_KEY=$key
@@ -69,6 +62,8 @@ for t, comm, p, tid, call, args in events:
     if call.startswith('sys_enter') and fd:
         fd_of[tid] = int(fd.group(1), 16)
     returned = int(args.split()[0], 16) if call.startswith('sys_exit') and args.startswith('0x') else 0
+    if returned >= 1 << 63:  # an error (EAGAIN on a read that found nothing): not a read
+        returned = 0
     if p == pid and call == 'sys_exit_recvfrom' and returned > 0:
         marks.append((t, 'read', fd_of.get(tid)))
     elif p == pid and call == 'sys_enter_writev':
@@ -81,7 +76,7 @@ for t, comm, p, tid, call, args in events:
 client = next((marks[j][2] for i, m in enumerate(marks) if m[1] == 'wrk sent'
                for j in range(i + 1, min(i + 8, len(marks))) if marks[j][1] == 'read'), None)
 names = ['wrk sent -> request read', 'request read -> upstream written', 'upstream written -> answer read',
-         'answer read -> client written', 'client written -> wrk got it', 'the whole request']
+         'answer read -> client written', 'client written -> wrk got it']
 segments = {n: [] for n in names}
 at = {}
 for t, what, fd in marks:
@@ -96,13 +91,24 @@ for t, what, fd in marks:
     elif what == 'write' and fd == client and 'ans' in at and 'out' not in at:
         at['out'] = t
     elif what == 'wrk got' and 'out' in at:
-        for n, (a, b) in zip(names, [('sent', 'req'), ('req', 'up'), ('up', 'ans'), ('ans', 'out'), ('out', t), ('sent', t)]):
+        for n, (a, b) in zip(names, [('sent', 'req'), ('req', 'up'), ('up', 'ans'), ('ans', 'out'), ('out', t)]):
             segments[n].append((b if isinstance(b, float) else at[b]) - at[a])
         at = {}
-print(f"{name}: {len(segments[names[-1]])} requests traced")
+# Every request, cut cleanly or not: wrk's write to its read of the answer.
+whole, sent = [], None
+for t, what, _ in marks:
+    if what == 'wrk sent':
+        sent = t
+    elif what == 'wrk got' and sent is not None:
+        whole.append(t - sent)
+        sent = None
+print(f"{name}: {len(whole)} requests traced, {len(segments[names[-1]])} of them cut at all five points")
 for n in names:
     if segments[n]:
         print(f"  {n:36s} median {statistics.median(segments[n]):6.1f} µs")
+if whole:
+    print(f"  {'the whole request (every request)':36s} median {statistics.median(whole):6.1f} µs, "
+          f"mean {statistics.mean(whole):6.1f} µs")
 PY
   echo "  wrk's p50 over its 4 s (1 s of them traced): $(grep -o '"p50_us":[0-9]*' "$work/$name.wrk" | cut -d: -f2) µs"
 done

@@ -38,15 +38,7 @@ body=$bench/bodies/chat-small.json
 source "$root/bench/bench-node.sh"
 release_binary
 build_bench_mock
-floor_bin=
-if [ -n "${FLOOR:-}" ]; then
-  case "$FLOOR" in design | contract) ;; *) echo "FLOOR is design or contract"; exit 2 ;; esac
-  floor_bin=${FLOOR_BINARY:-}
-  if [ -z "$floor_bin" ]; then
-    cargo build --release --example http_floor -q
-    floor_bin=${CARGO_TARGET_DIR:-$root/target}/release/examples/http_floor
-  fi
-fi
+floor_binary
 work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
