@@ -4,9 +4,11 @@
 #   floor_binary       sets `floor_bin` when FLOOR is set: FLOOR_BINARY, else examples/http_floor's
 #                      release build (built now); empty without FLOOR
 #   build_bench_mock   builds the shared bench's mock upstream into MOCK_TARGET_DIR
-#   start_bench_mock   starts it on 127.0.0.1:18180 (20-chunk streams); its pid joins `pids`
-#   with_bench_mock    builds and starts it, with `work` (a temp dir) and `pids` killed and
-#                      removed at exit
+#   start_bench_mock [PORT]  starts it on 127.0.0.1:PORT (default 18180; 20-chunk streams);
+#                      its pid is `mock` and joins `pids`
+#   with_bench_mock [PORT]   builds and starts it, with `work` (a temp dir) and `pids` killed
+#                      and removed at exit
+#   bench_key          the shared bench config's client key
 #   ticks PID...       user and system clock ticks of every thread of those processes
 #   wait_up PORT       waits until a chat completion with `$key` and `$BODY_FILE` answers there
 release_binary() {
@@ -31,15 +33,19 @@ build_bench_mock() {
   (cd "$bench/mock-upstream" && CARGO_TARGET_DIR="$mock_dir" cargo build --release -q)
 }
 start_bench_mock() {
-  MOCK_ADDR=127.0.0.1:18180 MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
-  pids+=($!)
+  MOCK_ADDR=127.0.0.1:${1:-18180} MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
+  mock=$!
+  pids+=("$mock")
 }
 with_bench_mock() {
   build_bench_mock
   work=$(mktemp -d)
   pids=()
   trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-  start_bench_mock
+  start_bench_mock "${1:-18180}"
+}
+bench_key() {
+  sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml"
 }
 ticks() {
   local user=0 system=0 task fields

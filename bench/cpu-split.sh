@@ -27,14 +27,8 @@ nginx_port=${NGINX_PORT:-18184}
 secs=${SECONDS_OF_LOAD:-8}
 source "$root/bench/bench-node.sh"
 release_binary
-build_bench_mock
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-MOCK_ADDR=127.0.0.1:$mock_port MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
-mock=$!
-pids+=("$mock")
-key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
+with_bench_mock "$mock_port"
+key=$(bench_key)
 export BODY_FILE=$bench/bodies/chat-small.json API_KEY=$key
 
 # measure NAME PORT PID...: a warm-up, then the counted load

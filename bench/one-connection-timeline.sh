@@ -19,7 +19,7 @@ source "$root/bench/bench-node.sh"
 release_binary
 floor_binary
 with_bench_mock
-key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
+key=$(bench_key)
 export BODY_FILE=$bench/bodies/chat-small.json API_KEY=$key
 sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.toml"
 "$bin" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &

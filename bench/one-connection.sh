@@ -55,10 +55,9 @@ budgets="plain/1:syscalls=8 plain/1:switches=3.5 telemetry/1:syscalls=8 telemetr
 [ "${BUDGET:-1}" = 0 ] && budgets=""
 
 start_bench_mock
-mock=${pids[-1]}
 python3 "$root/bench/otlp-sink.py" 14318 >/dev/null 2>&1 &
 pids+=($!)
-key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
+key=$(bench_key)
 body=$bench/bodies/chat-small.json
 
 # N sequential POSTs on one keep-alive connection; fails on any answer but 200.

@@ -37,15 +37,9 @@ body=$bench/bodies/chat-small.json
 [ "$mode" = stream ] && body=$bench/bodies/chat-small-stream.json
 source "$root/bench/bench-node.sh"
 release_binary
-build_bench_mock
 floor_binary
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-MOCK_ADDR=127.0.0.1:$mock_port MOCK_STREAM_CHUNKS=20 "$mock_dir/release/mock-upstream" >/dev/null 2>&1 &
-mock=$!
-pids+=("$mock")
-key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
+with_bench_mock "$mock_port"
+key=$(bench_key)
 export BODY_FILE=$body API_KEY=$key
 
 load() { # PORT SECONDS -> wrk's output

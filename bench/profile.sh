@@ -39,7 +39,7 @@ valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$work/callgrind
   "$bin" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &
 node=$!
 pids+=($node)
-key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
+key=$(bench_key)
 body=$bench/bodies/chat-small.json
 [ "${STREAM:-0}" = 1 ] && body=$bench/bodies/chat-small-stream.json
 for _ in $(seq 1 300); do

@@ -28,7 +28,7 @@ if [ "$vs" = traced ] && [ "${COLLECTOR:-sink}" != closed ]; then
   python3 "$root/bench/otlp-sink.py" 14319 >/dev/null 2>&1 &
   pids+=($!)
 fi
-key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
+key=$(bench_key)
 start_node() { # name port [telemetry|governed]
   local template=$bench/quotaroute-bench.toml
   [ "${3:-}" = governed ] && template=$bench/quotaroute-bench-governed.toml

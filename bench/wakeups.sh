@@ -21,7 +21,7 @@ sed "s|JOURNAL_DIR|$work/journal|" "$bench/quotaroute-bench.toml" >"$work/qr.tom
 "$bin" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &
 node=$!
 pids+=($node)
-key=$(sed -n 's/^api_keys = \["\(.*\)"\]/\1/p' "$bench/quotaroute-bench.toml")
+key=$(bench_key)
 body=$bench/bodies/chat-small.json
 for _ in $(seq 1 100); do
   curl -sf -o /dev/null -H "Authorization: Bearer $key" -H 'content-type: application/json' \
