@@ -18,6 +18,8 @@ use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
 use crate::wire::translate::{ChatTextWatch, GeminiTextUsage, StreamTranslator};
 
+use super::schedule::read_by;
+
 /// How a stream began.
 pub enum StreamStart {
     /// Content arrived (or the stream ended cleanly): forward `buffered`, then relay the rest.
@@ -205,7 +207,7 @@ pub async fn open(
     let mut last_activity = Instant::now();
     loop {
         let (wait_until, why) = timing.next_wait(opening.begun, last_activity);
-        let data = match tokio::time::timeout_at(wait_until, body.next_data()).await {
+        let data = match read_by(|| wait_until, body.next_data()).await {
             Err(_) => {
                 return StreamStart::failed(
                     AttemptFailure::Transport(TransportFailure::Timeout),

@@ -21,7 +21,7 @@ use crate::wire::usage::TokenCounts;
 
 use super::charge::{so_far, StreamCharge};
 use super::open::{counted_as_content, CommittedStream};
-use super::schedule::{ready_data, COALESCE_BYTES};
+use super::schedule::{read_by, ready_data, COALESCE_BYTES};
 
 /// A committed stream being relayed: polled by the client's response body itself (no task, no
 /// channel), one chunk per upstream frame. Reports the attempt when the stream ends — or, if the
@@ -67,10 +67,10 @@ impl Relay {
             let next = match self.pending.take() {
                 Some(next) => Ok(next),
                 None => {
-                    let silence = Instant::now() + self.stream.idle;
-                    let by = self.deadline.min(silence);
-                    match tokio::time::timeout_at(by, self.stream.body.next_data()).await {
-                        Err(_) if by == self.deadline => {
+                    let (deadline, idle) = (self.deadline, self.stream.idle);
+                    let by = || deadline.min(Instant::now() + idle);
+                    match read_by(by, self.stream.body.next_data()).await {
+                        Err(_) if Instant::now() >= deadline => {
                             return self.fail(
                                 failure_class(AttemptFailure::Transport(TransportFailure::Timeout)),
                                 "request_timeout_ms passed",
@@ -123,7 +123,7 @@ impl Relay {
                         if fed >= COALESCE_BYTES {
                             break;
                         }
-                        match ready_data(&mut self.stream.body).await {
+                        match ready_data(&mut self.stream.body) {
                             None => break,
                             Some(Some(Ok(data))) => next = Some(data),
                             Some(other) => self.pending = Some(other),
@@ -459,8 +459,10 @@ pub fn relay_body(
         failure: None,
         pending: None,
     };
+    // Boxed: the relay's state moves into each chunk's future and back out of it, a pointer
+    // rather than the whole relay (its parser, usage, translator) each time.
     axum::body::Body::from_stream(futures_util::stream::unfold(
-        relay,
+        Box::new(relay),
         |mut relay| async move {
             relay
                 .next_chunk()

@@ -1,56 +1,38 @@
 //! When the relay reads: a burst that already arrived leaves in one client write (bounded by
-//! `COALESCE_BYTES`), and a deadline as the duration left.
+//! `COALESCE_BYTES`), a read that must wait waits with a deadline, and a deadline as the
+//! duration left.
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::time::Instant;
+use tokio::time::{error::Elapsed, Instant};
 
 use crate::upstream::body::{BodyError, UpstreamBody};
 
 /// Most upstream bytes gathered into one client write.
 pub(super) const COALESCE_BYTES: usize = 64 * 1024;
 
-/// How many times the relay lets other tasks run while waiting for a frame hyper has already
-/// read (see `ready_data`).
-const READY_FRAME_YIELDS: usize = 2;
-
-/// The upstream's next bytes if they are already there, or arrive once the tasks that are
-/// ready have run; `None` otherwise. hyper's client hands a body over one frame at a time from
-/// its connection task, so a frame already read from the socket is a few task switches away
-/// (measured: two yields). Waiting that long lets a burst of events leave in one client write
-/// instead of one write per event; it costs two task polls when nothing more has arrived.
-pub(super) async fn ready_data(
-    body: &mut UpstreamBody,
-) -> Option<Option<Result<Bytes, BodyError>>> {
-    for _ in 0..READY_FRAME_YIELDS {
-        if let Some(next) = body.ready_data() {
-            return Some(next);
-        }
-        YieldOnce(false).await;
-    }
+/// The upstream's next bytes if they are already there; `None`: not yet. No yield: a read of a
+/// driven HTTP/1.1 body polls its connection itself, and a yield of a client connection's task
+/// is polled again in place (`node::self_wake`), so it let nothing else run before the retry.
+pub(super) fn ready_data(body: &mut UpstreamBody) -> Option<Option<Result<Bytes, BodyError>>> {
     body.ready_data()
 }
 
-/// Lets the other ready tasks run once: wakes itself and returns `Pending` a single time.
-/// Not `tokio::task::yield_now`, which parks the waker on the worker's defer list: under the
-/// 1,000-stream soak that grew RSS with every stream (150 MB after 300k streams, against
-/// 100 MB with this).
-struct YieldOnce(bool);
-
-impl std::future::Future for YieldOnce {
-    type Output = ();
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if self.0 {
-            return std::task::Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        std::task::Poll::Pending
+/// `read`'s output, or `Elapsed` once `by()` passes. `read` is polled first and the timer is
+/// set (and `by` asked) only when it must wait: most reads of a relayed stream find their bytes
+/// already there.
+pub(super) async fn read_by<F: Future>(
+    by: impl FnOnce() -> Instant,
+    read: F,
+) -> Result<F::Output, Elapsed> {
+    let mut read = std::pin::pin!(read);
+    let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+    match first {
+        Poll::Ready(output) => Ok(output),
+        Poll::Pending => tokio::time::timeout_at(by(), read).await,
     }
 }
 
