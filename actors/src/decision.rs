@@ -107,8 +107,8 @@ impl Decision {
         combo_ref: ActorRef<ComboMsg>,
         registry: Arc<Registry>,
         clock: SharedClock,
+        started_at_ms: u64,
     ) -> Self {
-        let started_at_ms = clock.now_ms();
         Decision {
             request_id,
             combo,

@@ -336,7 +336,9 @@ impl Router {
     /// for the earliest unblock when it is that close instead of failing.
     pub async fn route(&self, request: RouteRequest) -> Result<Decision, RouteError> {
         let combo = self.combo_for(&request.model).await?;
-        let held_since_ms = self.inner.clock.now_ms();
+        // When the hold began: read at the first queued or unroutable answer, not on every
+        // route (the call before it lasts microseconds).
+        let mut held_since_ms = None;
         let mut queue_wait_ms = 0;
         loop {
             let mut reply = ractor::call_t!(
@@ -348,6 +350,7 @@ impl Router {
             .map_err(|e| RouteError::Unavailable(e.to_string()))?;
             if let RouteReply::Queued(queued) = reply {
                 let since_ms = self.inner.clock.now_ms();
+                held_since_ms.get_or_insert(since_ms);
                 reply = self.wait_queued(&combo, queued).await?;
                 queue_wait_ms += self.inner.clock.now_ms().saturating_sub(since_ms);
             }
@@ -365,6 +368,7 @@ impl Router {
                         combo,
                         self.inner.registry.clone(),
                         self.inner.clock.clone(),
+                        routed.decided_at_ms,
                     )
                     .with_queue_wait_ms(queue_wait_ms)
                     .with_affinity(routed.affinity)
@@ -392,7 +396,8 @@ impl Router {
                     })
                 }
                 RouteReply::Unroutable(unroutable) => {
-                    let waited_ms = self.inner.clock.now_ms().saturating_sub(held_since_ms);
+                    let now_ms = self.inner.clock.now_ms();
+                    let waited_ms = now_ms.saturating_sub(*held_since_ms.get_or_insert(now_ms));
                     match hold_wait_ms(&unroutable, waited_ms) {
                         Some(wait_ms) => self.inner.clock.sleep_ms(wait_ms).await,
                         None => return Err(RouteError::NoTarget(unroutable)),

@@ -3,7 +3,7 @@
 //! provider and source did not change, so a reload never re-runs a command or spends a
 //! rotating refresh token; a changed or new source gets a new credential and its first load.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use quotaroute_actors::SharedClock;
@@ -17,7 +17,8 @@ use crate::upstream::client::UpstreamClient;
 
 #[derive(Debug)]
 pub struct CredentialStore {
-    by_connection: HashMap<String, Arc<Credential>>,
+    /// FxHash: connection ids from the config (every attempt looks its key up).
+    by_connection: FxHashMap<String, Arc<Credential>>,
     journal: Arc<CredentialJournal>,
 }
 

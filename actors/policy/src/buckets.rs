@@ -84,7 +84,18 @@ struct Bins {
 
 impl Bins {
     fn add(&mut self, at_ms: u64, shape: WindowShape, tally: Tally) {
-        let bin = self.by_bin.entry(shape.bin_of(at_ms)).or_default();
+        let bin_of = shape.bin_of(at_ms);
+        // Most counts fall in the newest bin: no search, and nothing to drop (the count that
+        // made it the newest dropped what it outdated).
+        if let Some(mut newest) = self.by_bin.last_entry() {
+            if *newest.key() == bin_of {
+                let bin = newest.get_mut();
+                bin.requests = bin.requests.saturating_add(tally.requests);
+                bin.tokens = bin.tokens.saturating_add(tally.tokens);
+                return;
+            }
+        }
+        let bin = self.by_bin.entry(bin_of).or_default();
         bin.requests = bin.requests.saturating_add(tally.requests);
         bin.tokens = bin.tokens.saturating_add(tally.tokens);
         if let Some(newest) = self.by_bin.keys().next_back().copied() {

@@ -4,11 +4,12 @@
 //! This is what snapshots hold, what replay and `--state-at` rebuild, and what a restarted actor
 //! is given. It applies events only — the same `apply` functions the live actors call.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use quotaroute_journal::{
     BreakerCounted, BreakerTransition, ConfigLoaded, Envelope, Event, PeerApplied, RouteDecided,
 };
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::affinity::AffinitySettings;
@@ -94,9 +95,10 @@ impl PartialEq for AffinityLimits {
 
 /// Memo of [`recorded_targets`] as key tables (`None`: the combo is not in that generation).
 /// Equal to any other: it is a pure function of `configs`, which the state compares itself.
+/// FxHash: generations and journaled combo names only (every decision's fold looks one up).
 #[derive(Debug, Clone, Default)]
 struct RouteKeyCache {
-    by_generation: HashMap<u64, HashMap<String, Option<DrrKeys>>>,
+    by_generation: FxHashMap<u64, FxHashMap<String, Option<DrrKeys>>>,
 }
 
 impl PartialEq for RouteKeyCache {

@@ -575,6 +575,7 @@ impl ComboState {
                 max_upstream_requests: self.setup.spec.max_upstream_requests,
                 affinity: placement.outcome(),
                 group,
+                decided_at_ms: now_ms,
             }),
             None => RouteReply::Unroutable(unroutable(
                 route_decided.skipped.clone(),

@@ -131,6 +131,9 @@ pub struct Routed {
     /// The conversation the turn was placed for, if any: a failover that serves it elsewhere
     /// tells the combo (`ComboMsg::Served`), so the binding follows.
     pub group: Option<AffinityKey>,
+    /// When the combo decided, by its clock: the first attempt starts then (one clock read
+    /// for both).
+    pub decided_at_ms: u64,
 }
 
 /// The combo's reply to a route request.
