@@ -17,6 +17,7 @@
 #                             # headers filtered both ways, the key's credential set, the
 #                             # x-quotaroute-* headers, the requests counter and overhead)
 #   STREAM=1 bench/floor.sh   # instructions per stream (the bench's 20-event stream)
+#   CALLGRIND_ARGS=--cache-sim=yes …  # more callgrind options (/tmp/floor-callgrind.out keeps them)
 # Needs valgrind and wrk (and nginx for VS_NGINX=1).
 set -euo pipefail
 root=$(pwd)
@@ -38,7 +39,7 @@ source "$root/bench/bench-node.sh"
 with_bench_mock
 case "${RELAY:-}" in design | contract) floor="$floor $work/journal" ;; esac
 # shellcheck disable=SC2086
-valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$work/callgrind.out" $floor >"$work/floor.log" 2>&1 &
+valgrind --tool=callgrind --fair-sched=yes ${CALLGRIND_ARGS:-} --callgrind-out-file="$work/callgrind.out" $floor >"$work/floor.log" 2>&1 &
 node=$!
 pids+=($node)
 body=$bench/bodies/chat-small.json

@@ -6,7 +6,9 @@
 # Run from the project root:  bench/profile.sh      (knobs: SECONDS_OF_LOAD, CONNS, STREAM=1,
 # QR_BINARY=path: that build; GOVERNED=1: client keys with limits and a budget; QR_CONFIG_APPEND=file: TOML appended to the config, e.g. an
 # `[affinity]` table with `enabled = false`;
-# TELEMETRY=1: `[telemetry]` on at sample_ratio 1.0, exporting to a local sink that answers 200)
+# TELEMETRY=1: `[telemetry]` on at sample_ratio 1.0, exporting to a local sink that answers 200;
+# CALLGRIND_ARGS: more callgrind options, e.g. --cache-sim=yes for simulated cache misses in
+# /tmp/quotaroute-callgrind.out)
 # Only the load is counted: the counters are zeroed after the warm-up request and dumped before
 # the stop, so start-up (TLS roots, journal open) does not swing the figure with how many
 # requests valgrind got through.
@@ -35,7 +37,8 @@ if [ "${TELEMETRY:-0}" = 1 ]; then
   pids+=($!)
   printf '\n[telemetry]\notlp_endpoint = "http://127.0.0.1:14318"\nservice_name = "quotaroute-profile"\nsample_ratio = 1.0\n' >>"$work/qr.toml"
 fi
-valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$work/callgrind.out" \
+# shellcheck disable=SC2086
+valgrind --tool=callgrind --fair-sched=yes ${CALLGRIND_ARGS:-} --callgrind-out-file="$work/callgrind.out" \
   "$bin" serve --config "$work/qr.toml" >"$work/node.log" 2>&1 &
 node=$!
 pids+=($node)
