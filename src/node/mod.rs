@@ -36,7 +36,8 @@
 //! - [`prime_driver`] — priming windows at each connection's `prime_at` (behaviour §13);
 //!   [`prime_plan`] — which connections prime, with which model, and when each last did.
 //! - [`timer_floor`] — a timer always pending, so a request's timers cost no runtime unpark;
-//!   [`self_wake`] — a connection task's wake-ups of itself repolled in place, not queued.
+//!   [`self_wake`] — a connection task's wake-ups of itself repolled in place, not queued;
+//!   [`lazy_deadline`] — a read's deadline timer set only when the read must wait.
 
 pub mod accept;
 pub mod admin;
@@ -60,6 +61,7 @@ pub mod http;
 pub mod journal_formats;
 pub mod kept_responses;
 pub mod known_key;
+pub mod lazy_deadline;
 pub mod live;
 pub mod metrics;
 pub mod plain_errors;

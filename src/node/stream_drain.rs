@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::node::lazy_deadline::read_by;
 use crate::upstream::body::UpstreamBody;
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_watch::{StreamFormat, StreamUsage};
@@ -68,7 +69,7 @@ pub async fn drain_for_usage(
     let mut read: u64 = 0;
     let mut events: Vec<SseEvent> = Vec::new();
     loop {
-        let data = match tokio::time::timeout_at(deadline, body.next_data()).await {
+        let data = match read_by(|| deadline, body.next_data()).await {
             Err(_) => return DrainEnd::TimedOut,
             Ok(None) => {
                 if let Ok(Some(last)) = parser.finish() {

@@ -68,6 +68,12 @@ struct Tally {
 }
 
 impl Tally {
+    /// `more` counted in (saturating).
+    fn add(&mut self, more: Tally) {
+        self.requests = self.requests.saturating_add(more.requests);
+        self.tokens = self.tokens.saturating_add(more.tokens);
+    }
+
     fn of(&self, metric: Metric) -> u64 {
         match metric {
             Metric::Requests => self.requests,
@@ -89,15 +95,11 @@ impl Bins {
         // made it the newest dropped what it outdated).
         if let Some(mut newest) = self.by_bin.last_entry() {
             if *newest.key() == bin_of {
-                let bin = newest.get_mut();
-                bin.requests = bin.requests.saturating_add(tally.requests);
-                bin.tokens = bin.tokens.saturating_add(tally.tokens);
+                newest.get_mut().add(tally);
                 return;
             }
         }
-        let bin = self.by_bin.entry(bin_of).or_default();
-        bin.requests = bin.requests.saturating_add(tally.requests);
-        bin.tokens = bin.tokens.saturating_add(tally.tokens);
+        self.by_bin.entry(bin_of).or_default().add(tally);
         if let Some(newest) = self.by_bin.keys().next_back().copied() {
             let oldest_kept = shape.first_live_bin_of(newest);
             // Drops the bins before `oldest_kept` in place (no new tree per success).

@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::smooth_drr::Turn;
 
-/// How many targets [`DrrDeficits::rank_into`] ranks without allocating.
+/// How many targets a turn holds on the stack ([`DrrDeficits::rank_into`] ranks them without
+/// allocating, [`DrrDeficits::apply_turn_iter`] reads its room once).
 const RANKED_ON_STACK: usize = 16;
 
 /// One target that has room this turn, as the ranking needs it.
@@ -163,8 +164,30 @@ impl DrrDeficits {
 
     /// [`DrrDeficits::apply_turn`] over any re-iterable room, so callers holding the keys
     /// elsewhere (a combo's key table) need not collect them first. Updates stored deficits in
-    /// place; a key is allocated only the first time it takes part.
+    /// place; a key is allocated only the first time it takes part. A turn reads its room three
+    /// times (the chosen one in it, Σw, each step), so a combo's room is read once onto the
+    /// stack (its quanta worked out once); a longer one is read as it is.
     pub fn apply_turn_iter<'k, I>(&mut self, room: I, chosen: Option<&str>)
+    where
+        I: Iterator<Item = (&'k str, u64)> + Clone,
+    {
+        if chosen.is_none() {
+            return;
+        }
+        let mut on_stack = [("", 0u64); RANKED_ON_STACK];
+        let mut filled = 0;
+        for entry in room.clone() {
+            match on_stack.get_mut(filled) {
+                Some(slot) => *slot = entry,
+                None => return self.apply_read_turn(room, chosen),
+            }
+            filled += 1;
+        }
+        self.apply_read_turn(on_stack[..filled].iter().copied(), chosen);
+    }
+
+    /// [`DrrDeficits::apply_turn_iter`] over a room cheap to read again.
+    fn apply_read_turn<'k, I>(&mut self, room: I, chosen: Option<&str>)
     where
         I: Iterator<Item = (&'k str, u64)> + Clone,
     {

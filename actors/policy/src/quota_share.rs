@@ -353,23 +353,8 @@ pub fn apply_route_decided(deficits: &mut DrrDeficits, keys: &DrrKeys, decided: 
         .chosen
         .and_then(|i| keys.entry(i))
         .map(|(key, _)| key);
-    // The turn reads its room three times (the chosen one in it, Σw, each step): each
-    // target's quantum is worked out once, on the stack for a combo's room.
-    let mut on_stack = [("", 0u64); ROOM_ON_STACK];
-    let mut filled = 0;
-    for entry in room.clone() {
-        match on_stack.get_mut(filled) {
-            Some(slot) => *slot = entry,
-            None => return deficits.apply_turn_iter(room, chosen),
-        }
-        filled += 1;
-    }
-    deficits.apply_turn_iter(on_stack[..filled].iter().copied(), chosen);
+    deficits.apply_turn_iter(room, chosen);
 }
-
-/// How many room entries a decision's fold works out on the stack; a larger room is read as
-/// it is.
-const ROOM_ON_STACK: usize = 16;
 
 #[cfg(test)]
 mod tests {

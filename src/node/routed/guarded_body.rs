@@ -13,6 +13,7 @@ use http_body_util::{BodyExt, Limited};
 
 use crate::api_error::{ApiError, ApiErrorKind};
 use crate::node::body_pieces::BodyPieces;
+use crate::node::lazy_deadline::read_by;
 use crate::wire::content_coding::{content_codings, decode_body, CodingError};
 
 /// Why a body was refused, and whether it is still unread (the connection then closes after
@@ -83,10 +84,7 @@ pub async fn read_client_body(
     let mut pieces = BodyPieces::default();
     loop {
         // A piece already read costs no timer; only a wait is bounded by `silence`.
-        let next = match futures_util::FutureExt::now_or_never(body.frame()) {
-            Some(frame) => Ok(frame),
-            None => tokio::time::timeout(silence, body.frame()).await,
-        };
+        let next = read_by(|| tokio::time::Instant::now() + silence, body.frame()).await;
         let frame = match next {
             Err(_) => {
                 return Err(ApiError::new(

@@ -11,14 +11,13 @@ use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
 use crate::credentials::Echoes;
+use crate::node::lazy_deadline::read_by;
 use crate::telemetry::AttemptSpan;
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::{SseEvent, SseParser};
 use crate::wire::stream_watch::{matters_after_commit, EventMeaning, StreamFormat, StreamUsage};
 use crate::wire::translate::{ChatTextWatch, GeminiTextUsage, StreamTranslator};
-
-use super::schedule::read_by;
 
 /// How a stream began.
 pub enum StreamStart {

@@ -10,6 +10,7 @@ use quotaroute_actors::Decision;
 use quotaroute_journal::OutcomeClass;
 use tokio::time::Instant;
 
+use crate::node::lazy_deadline::read_by;
 use crate::upstream::body::{BodyError, UpstreamBody};
 use crate::wire::item_seal::ItemSealer;
 use crate::wire::sse::SseEvent;
@@ -21,7 +22,7 @@ use crate::wire::usage::TokenCounts;
 
 use super::charge::{so_far, StreamCharge};
 use super::open::{counted_as_content, CommittedStream};
-use super::schedule::{read_by, ready_data, COALESCE_BYTES};
+use super::schedule::COALESCE_BYTES;
 
 /// A committed stream being relayed: polled by the client's response body itself (no task, no
 /// channel), one chunk per upstream frame. Reports the attempt when the stream ends — or, if the
@@ -123,7 +124,10 @@ impl Relay {
                         if fed >= COALESCE_BYTES {
                             break;
                         }
-                        match ready_data(&mut self.stream.body) {
+                        // What already arrived, without a yield: a driven HTTP/1.1 body polls
+                        // its connection itself, and a client connection's yield is polled again
+                        // in place (`node::self_wake`), so a yield would let nothing else run.
+                        match self.stream.body.ready_data() {
                             None => break,
                             Some(Some(Ok(data))) => next = Some(data),
                             Some(other) => self.pending = Some(other),
