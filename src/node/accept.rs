@@ -17,7 +17,6 @@ use axum::body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
@@ -28,6 +27,7 @@ use crate::node::direct;
 use crate::node::edge_counters::EdgeCounters;
 use crate::node::known_key::KnownKey;
 use crate::node::self_wake;
+use crate::node::stop_watch::StopWatch;
 
 /// Largest request head (line + headers) a client may send: past it, 431.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -106,7 +106,7 @@ pub async fn serve(
     };
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let admin_slots = Arc::new(Semaphore::new(ADMIN_RESERVED_CONNECTIONS));
-    let graceful = GracefulShutdown::new();
+    let stop_watch = StopWatch::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -128,13 +128,13 @@ pub async fn serve(
                     // Without it every small SSE write waits ~40 ms for a delayed ACK.
                     let _ = stream.set_nodelay(true);
                     let connection = shared.clone();
-                    let watcher = graceful.watcher();
+                    let watched = stop_watch.clone();
                     let stopping = stop.clone();
                     // Its own wake-ups (hyper, the handler and the driven upstream connection
                     // wake each other) are repolled in place, not queued for a sibling worker.
                     tokio::spawn(self_wake::absorbing(async move {
                         let _slot = slot;
-                        connection.serve_one(stream, admin_only, watcher, stopping).await;
+                        connection.serve_one(stream, admin_only, watched, stopping).await;
                     }));
                 }
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -144,7 +144,7 @@ pub async fn serve(
         }
     }
     drop(listener);
-    graceful.shutdown().await;
+    stop_watch.stop().await;
 }
 
 /// hyper-util's server for one accept loop: the header timeout and head bound on HTTP/1.1,
@@ -184,7 +184,7 @@ impl Shared {
         self,
         stream: TcpStream,
         admin_only: bool,
-        watcher: Watcher,
+        watched: StopWatch,
         mut stopping: watch::Receiver<bool>,
     ) {
         let Shared {
@@ -232,7 +232,11 @@ impl Shared {
                     Some(true) => {
                         let connection =
                             builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                        let _ = watcher.watch(connection.into_owned()).await;
+                        let _ = watched
+                            .watch(connection.into_owned(), |connection| {
+                                connection.graceful_shutdown();
+                            })
+                            .await;
                     }
                     Some(false) => {
                         counters.timed_out.fetch_add(1, Ordering::Relaxed);
@@ -253,7 +257,11 @@ impl Shared {
                         };
                         let connection =
                             builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                        let _ = watcher.watch(connection.into_owned()).await;
+                        let _ = watched
+                            .watch(connection.into_owned(), |connection| {
+                                connection.graceful_shutdown();
+                            })
+                            .await;
                     }
                     Some(_) => {
                         counters.timed_out.fetch_add(1, Ordering::Relaxed);

@@ -29,6 +29,18 @@ pub struct BucketLimits {
     pub model_tokens_7d: BTreeMap<String, u64>,
 }
 
+impl BucketLimits {
+    /// No limit is configured: nothing is counted against one.
+    pub fn none_set(&self) -> bool {
+        self.requests_5h.is_none()
+            && self.tokens_5h.is_none()
+            && self.requests_7d.is_none()
+            && self.tokens_7d.is_none()
+            && self.model_requests_7d.is_empty()
+            && self.model_tokens_7d.is_empty()
+    }
+}
+
 /// Contract: `[defaults.buckets]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -450,6 +462,10 @@ impl UsageBuckets {
         limits: &BucketLimits,
     ) -> Vec<CountedLimit<'a>> {
         let mut counted = Vec::new();
+        // Most connections set none: their outcomes and decisions skip the walk.
+        if limits.none_set() {
+            return counted;
+        }
         for spec in each_limit(limits) {
             if spec
                 .model
@@ -677,6 +693,32 @@ mod tests {
 
     fn none() -> BucketLimits {
         BucketLimits::default()
+    }
+
+    /// `none_set` skips the walk only when the walk would find nothing: each limit alone
+    /// makes it false.
+    #[test]
+    fn none_set_holds_exactly_when_no_limit_is_configured() {
+        assert!(none().none_set());
+        assert_eq!(each_limit(&none()).count(), 0);
+        let one_each = [
+            BucketLimits { requests_5h: Some(1), ..none() },
+            BucketLimits { tokens_5h: Some(1), ..none() },
+            BucketLimits { requests_7d: Some(1), ..none() },
+            BucketLimits { tokens_7d: Some(1), ..none() },
+            BucketLimits {
+                model_requests_7d: [("m".to_owned(), 1)].into(),
+                ..none()
+            },
+            BucketLimits {
+                model_tokens_7d: [("m".to_owned(), 1)].into(),
+                ..none()
+            },
+        ];
+        for limits in one_each {
+            assert!(!limits.none_set(), "{limits:?}");
+            assert_eq!(each_limit(&limits).count(), 1, "{limits:?}");
+        }
     }
 
     /// Issue #49: a spent reading with an absurd reset or none blocks for its window's own
