@@ -87,7 +87,7 @@ rows, total = read(inclusive)
 self_rows, self_total = read(exclusive)
 total = total or self_total
 layers = [
-    ("client connection task: hyper HTTP/1 server, incl. the handler", r"(^|:)(<hyper_util::server::conn::auto::UpgradeableConnection<I,S,E>|quotaroute::node::accept::serve::\{\{closure\}\}::\{\{closure\}\}|quotaroute::node::self_wake::absorbing::\{\{closure\}\})"),
+    ("client connection task: hyper HTTP/1 server, incl. the handler", r"(^|:)(<hyper_util::server::conn::auto::UpgradeableConnection<I,S,E>|quotaroute::node::accept::serve::\{\{closure\}\}::\{\{closure\}\}|quotaroute::node::self_wake::absorbing::\{\{closure\}\}|quotaroute::node::accept::Shared::serve_one::\{\{closure\}\})"),
     ("    the handler: tries, failover, answer (routed::serve_tries)", r"(^|:)quotaroute::node::routed::tries::serve_tries::\{\{closure\}\}"),
     ("      one try (attempt::try_target)", r"(^|:)quotaroute::node::attempt::try_target::try_target::\{\{closure\}\}"),
     ("        upstream request sent (UpstreamClient::send: pool + hyper conn)", r"(^|:)quotaroute::upstream::client::UpstreamClient::send::\{\{closure\}\}"),
