@@ -14,48 +14,40 @@ use rustc_hash::FxHashMap;
 
 use crate::cluster::status::ClusterStatus;
 use crate::node::endpoint::Endpoint;
-use crate::node::sharded_metrics::{Folder, ShardedRecorder};
 use crate::node::traffic::ConnectionTraffic;
 
-static HANDLE: OnceLock<Option<(PrometheusHandle, Folder)>> = OnceLock::new();
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
-/// How often counts and samples are folded into the exporter when nobody scrapes: until then
-/// each histogram sample waits in a shard, then in the exporter's queue (8 bytes, in blocks of
-/// 64 freed a collection later): at 17k requests/s and two histograms a request, 5 s of them
-/// were a ~3 MB sawtooth in the node's RSS; 0.5 s keeps a tenth of it, for two wakeups a
-/// second of this thread.
+/// How often histogram samples are folded into their buckets when nobody scrapes. Until then
+/// each sample waits in the exporter's queue (8 bytes, in blocks of 64 freed a collection
+/// later): at 17k requests/s and two histograms a request, 5 s of them were a ~3 MB sawtooth
+/// in the node's RSS; 0.5 s keeps a tenth of it, for two wakeups a second of this thread.
 const UPKEEP_EVERY: Duration = Duration::from_millis(500);
 
-/// Installs the process-wide recorder once (tests start many nodes in one process): the
-/// exporter's, sharded (`node::sharded_metrics`), with a thread that folds the shards and runs
-/// the exporter's upkeep, so a node nobody scrapes does not grow with every observation.
+/// Installs the process-wide recorder once (tests start many nodes in one process), with a
+/// thread that runs the exporter's upkeep: histogram samples queue until a render or an upkeep
+/// folds them, so without it a node nobody scrapes grows with every observation.
 pub fn install() -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
-            let exporter = PrometheusBuilder::new()
+            let builder = PrometheusBuilder::new()
                 .set_buckets(&[
                     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5,
                     1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                 ])
-                .ok()?
-                .build_recorder();
-            let handle = exporter.handle();
-            let recorder = ShardedRecorder::new(exporter);
-            let folder = recorder.folder();
-            metrics::set_global_recorder(recorder).ok()?;
-            let (upkeep, upkeep_folder) = (handle.clone(), folder.clone());
+                .ok()?;
+            let handle = builder.install_recorder().ok()?;
+            let upkeep = handle.clone();
             std::thread::Builder::new()
                 .name("metrics-upkeep".into())
                 .spawn(move || loop {
                     std::thread::sleep(UPKEEP_EVERY);
-                    upkeep_folder.fold();
                     upkeep.run_upkeep();
                 })
                 .ok()?;
-            Some((handle, folder))
+            Some(handle)
         })
-        .as_ref()
-        .map(|(handle, _)| handle.clone())
+        .clone()
 }
 
 /// `quotaroute_requests_total` handles by (endpoint, status), registered on first use: a
@@ -282,9 +274,6 @@ pub async fn render(handle: &PrometheusHandle, router: Option<&Router>) -> Strin
         gauge!("quotaroute_journal_write_errors").set(stats.write_errors as f64);
         gauge!("quotaroute_journal_healthy").set(if stats.healthy { 1.0 } else { 0.0 });
         gauge!("quotaroute_journal_durable_seq").set(stats.durable_seq as f64);
-    }
-    if let Some(Some((_, folder))) = HANDLE.get() {
-        folder.fold();
     }
     handle.render()
 }

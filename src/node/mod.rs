@@ -77,7 +77,6 @@ pub mod seal_secret;
 pub mod self_wake;
 pub mod serve;
 pub mod served_apis;
-pub mod sharded_metrics;
 pub mod stop_watch;
 pub mod stored_response;
 pub mod stream_drain;
