@@ -205,7 +205,10 @@ mod tests {
             stop.await;
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert!(!stopped.is_finished(), "a watched connection holds the stop");
+        assert!(
+            !stopped.is_finished(),
+            "a watched connection holds the stop"
+        );
         late.await;
         tokio::time::timeout(Duration::from_secs(1), stopped)
             .await

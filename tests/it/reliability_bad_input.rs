@@ -369,6 +369,63 @@ async fn s4_connections_that_sent_nothing_do_not_hold_the_drain() {
     }
 }
 
+/// A keep-alive connection idle after a served request is hyper's own: the node's stop begins
+/// its graceful shutdown (`node::stop_watch`), which closes it at once rather than holding the
+/// drain to the grace's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_an_idle_keep_alive_connection_does_not_hold_the_drain() {
+    let mut harness = Harness::start().await;
+    let addr = harness.base.trim_start_matches("http://").to_string();
+    let mut kept = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let body = br#"{"model":"team","messages":[{"role":"user","content":"hi"}]}"#;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: test\r\nauthorization: Bearer {CLIENT_KEY}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut kept, request.as_bytes())
+        .await
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut kept, body)
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("\r\n\r\n") {
+        let read = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::io::AsyncReadExt::read(&mut kept, &mut chunk),
+        )
+        .await
+        .expect("answered")
+        .unwrap();
+        assert!(read > 0, "closed before answering");
+        answer.extend_from_slice(&chunk[..read]);
+    }
+    assert!(
+        String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let stopping = Instant::now();
+    harness.stop().await;
+    assert!(
+        stopping.elapsed() < Duration::from_millis(1500),
+        "stop took {:?} with an idle keep-alive connection",
+        stopping.elapsed()
+    );
+    // The node closed it: what is left of the answer, then the end.
+    let closed = tokio::time::timeout(Duration::from_secs(1), async {
+        loop {
+            match tokio::io::AsyncReadExt::read(&mut kept, &mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "closed, not left open");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s4_a_client_that_never_finishes_its_headers_is_disconnected_after_the_header_timeout() {
     let header_timeout = Duration::from_millis(1500);

@@ -702,10 +702,22 @@ mod tests {
         assert!(none().none_set());
         assert_eq!(each_limit(&none()).count(), 0);
         let one_each = [
-            BucketLimits { requests_5h: Some(1), ..none() },
-            BucketLimits { tokens_5h: Some(1), ..none() },
-            BucketLimits { requests_7d: Some(1), ..none() },
-            BucketLimits { tokens_7d: Some(1), ..none() },
+            BucketLimits {
+                requests_5h: Some(1),
+                ..none()
+            },
+            BucketLimits {
+                tokens_5h: Some(1),
+                ..none()
+            },
+            BucketLimits {
+                requests_7d: Some(1),
+                ..none()
+            },
+            BucketLimits {
+                tokens_7d: Some(1),
+                ..none()
+            },
             BucketLimits {
                 model_requests_7d: [("m".to_owned(), 1)].into(),
                 ..none()
