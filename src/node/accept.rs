@@ -27,7 +27,7 @@ use crate::node::direct;
 use crate::node::edge_counters::EdgeCounters;
 use crate::node::known_key::KnownKey;
 use crate::node::self_wake;
-use crate::node::stop_watch::StopWatch;
+use crate::node::stop_watch::{Entry, StopWatch};
 
 /// Largest request head (line + headers) a client may send: past it, 431.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -128,7 +128,7 @@ pub async fn serve(
                     // Without it every small SSE write waits ~40 ms for a delayed ACK.
                     let _ = stream.set_nodelay(true);
                     let connection = shared.clone();
-                    let watched = stop_watch.clone();
+                    let watched = stop_watch.enter();
                     let stopping = stop.clone();
                     // Its own wake-ups (hyper, the handler and the driven upstream connection
                     // wake each other) are repolled in place, not queued for a sibling worker.
@@ -184,7 +184,7 @@ impl Shared {
         self,
         stream: TcpStream,
         admin_only: bool,
-        watched: StopWatch,
+        watched: Entry,
         mut stopping: watch::Receiver<bool>,
     ) {
         let Shared {

@@ -47,34 +47,15 @@ impl StopWatch {
         Self::default()
     }
 
-    /// `connection`, begun on its graceful shutdown (`shut_down`) when [`StopWatch::stop`] is
-    /// called. It counts as open from this call until the future is dropped.
-    pub fn watch<C: Future, S: FnMut(Pin<&mut C>)>(
-        &self,
-        connection: C,
-        mut shut_down: S,
-    ) -> impl Future<Output = C::Output> {
+    /// A place for one connection, counted open from now (an accepted connection, before its
+    /// first bytes) until it is dropped or the connection it watches ends: a stop waits for it.
+    pub fn enter(&self) -> Entry {
         self.shared.open.fetch_add(1, Ordering::AcqRel);
-        let mut registration = Registration {
-            shared: Arc::clone(&self.shared),
-            waker: None,
-        };
-        async move {
-            let mut connection = std::pin::pin!(connection);
-            let mut shut = false;
-            std::future::poll_fn(|cx| {
-                if !shut {
-                    // Registered before the flag is read: a stop that sets it after this read
-                    // finds the waker and wakes the connection.
-                    registration.keep(cx.waker());
-                    if registration.shared.stopping.load(Ordering::Acquire) {
-                        shut = true;
-                        shut_down(connection.as_mut());
-                    }
-                }
-                connection.as_mut().poll(cx)
-            })
-            .await
+        Entry {
+            registration: Registration {
+                shared: Arc::clone(&self.shared),
+                waker: None,
+            },
         }
     }
 
@@ -101,6 +82,40 @@ impl StopWatch {
     /// Connections watched and not yet ended.
     pub fn open(&self) -> usize {
         self.shared.open.load(Ordering::Acquire)
+    }
+}
+
+/// One connection's place in the watch, from its accept; see [`StopWatch::enter`].
+pub struct Entry {
+    registration: Registration,
+}
+
+impl Entry {
+    /// `connection`, begun on its graceful shutdown (`shut_down`) once the watch stops,
+    /// whether the stop came before its first poll or during it.
+    pub fn watch<C: Future, S: FnMut(Pin<&mut C>)>(
+        self,
+        connection: C,
+        mut shut_down: S,
+    ) -> impl Future<Output = C::Output> {
+        let mut registration = self.registration;
+        async move {
+            let mut connection = std::pin::pin!(connection);
+            let mut shut = false;
+            std::future::poll_fn(|cx| {
+                if !shut {
+                    // Registered before the flag is read: a stop that sets it after this read
+                    // finds the waker and wakes the connection.
+                    registration.keep(cx.waker());
+                    if registration.shared.stopping.load(Ordering::Acquire) {
+                        shut = true;
+                        shut_down(connection.as_mut());
+                    }
+                }
+                connection.as_mut().poll(cx)
+            })
+            .await
+        }
     }
 }
 
@@ -193,8 +208,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stop_wakes_each_waiting_connection_and_waits_for_it() {
         let watch = StopWatch::new();
-        let first = tokio::spawn(watch.watch(Until::default(), shut));
-        let second = tokio::spawn(watch.watch(Until::default(), shut));
+        let first = tokio::spawn(watch.enter().watch(Until::default(), shut));
+        let second = tokio::spawn(watch.enter().watch(Until::default(), shut));
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(watch.open(), 2);
         assert!(!first.is_finished() && !second.is_finished());
@@ -208,7 +223,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_connection_first_polled_after_the_stop_shuts_down_at_once() {
         let watch = StopWatch::new();
-        let late = watch.watch(Until::default(), shut);
+        let late = watch.enter().watch(Until::default(), shut);
         let stopped = tokio::spawn(async move {
             let stop = watch.stop();
             stop.await;
@@ -223,6 +238,26 @@ mod tests {
             .await
             .expect("the stop ends once the last connection ends")
             .expect("no panic");
+    }
+
+    /// A connection accepted before the stop and watched only after it (its first bytes came
+    /// late) is counted from its accept: the stop waits for it, and it is shut at once.
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_made_before_the_stop_holds_it_until_its_connection_ends() {
+        let watch = StopWatch::new();
+        let entry = watch.enter();
+        let stopping = watch.clone();
+        let stopped = tokio::spawn(async move { stopping.stop().await });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!stopped.is_finished(), "the entry holds the stop");
+        entry.watch(Until::default(), shut).await;
+        tokio::time::timeout(Duration::from_secs(1), stopped)
+            .await
+            .expect("the stop ends once the connection ends")
+            .expect("no panic");
+        let dropped = watch.enter();
+        drop(dropped);
+        assert_eq!(watch.open(), 0, "an entry dropped unwatched is not open");
     }
 
     #[tokio::test(start_paused = true)]
