@@ -129,12 +129,11 @@ pub async fn serve(
                     let _ = stream.set_nodelay(true);
                     let connection = shared.clone();
                     let watched = stop_watch.enter();
-                    let stopping = stop.clone();
                     // Its own wake-ups (hyper, the handler and the driven upstream connection
                     // wake each other) are repolled in place, not queued for a sibling worker.
                     tokio::spawn(self_wake::absorbing(async move {
                         let _slot = slot;
-                        connection.serve_one(stream, admin_only, watched, stopping).await;
+                        connection.serve_one(stream, admin_only, watched).await;
                     }));
                 }
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -180,13 +179,7 @@ impl Shared {
     /// Serves one accepted connection until it closes (`admin_only`: a connection of the admin
     /// reserve); one that sends no first bytes, or finishes no TLS handshake, within the header
     /// timeout is closed and counted.
-    async fn serve_one(
-        self,
-        stream: TcpStream,
-        admin_only: bool,
-        watched: Entry,
-        mut stopping: watch::Receiver<bool>,
-    ) {
+    async fn serve_one(self, stream: TcpStream, admin_only: bool, mut watched: Entry) {
         let Shared {
             table,
             state,
@@ -228,7 +221,7 @@ impl Shared {
             None => {
                 // hyper-util reads the first bytes to tell HTTP/2 from HTTP/1.1 with no
                 // deadline of its own: wait for them here.
-                match until_stopping(&mut stopping, first_bytes(&stream, deadline)).await {
+                match watched.unless_stopped(first_bytes(&stream, deadline)).await {
                     Some(true) => {
                         let connection =
                             builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
@@ -246,7 +239,7 @@ impl Shared {
             }
             Some(acceptor) => {
                 let handshake = tokio::time::timeout_at(deadline, acceptor.accept(stream));
-                match until_stopping(&mut stopping, handshake).await {
+                match watched.unless_stopped(handshake).await {
                     Some(Ok(Ok(stream))) => {
                         // ALPN already chose the protocol: no sniffing.
                         let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
@@ -282,20 +275,6 @@ impl Shared {
 fn built_in_box<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
     let slot = Box::<F>::new_uninit();
     Box::into_pin(Box::write(slot, make()))
-}
-
-/// `work`'s output, or `None` once the node starts to stop. A connection that has not sent its
-/// first bytes (a client pool's spare connection) or finished its TLS handshake is idle, and
-/// an idle connection must not hold the drain until its header timeout: hyper closes its own
-/// idle connections at shutdown, and this closes the ones not handed to it yet.
-async fn until_stopping<T>(
-    stopping: &mut watch::Receiver<bool>,
-    work: impl std::future::Future<Output = T>,
-) -> Option<T> {
-    tokio::select! {
-        out = work => Some(out),
-        _ = stopping.wait_for(|stop| *stop) => None,
-    }
 }
 
 /// Whether enough of the connection's first bytes arrived by `deadline` to tell its protocol:

@@ -91,6 +91,22 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// `work`'s output, or `None` once the watch stops first. A connection that has not sent
+    /// its first bytes (a client pool's spare) or finished its TLS handshake is idle: hyper
+    /// closes its own idle connections at a stop, and this closes the ones not handed to it yet
+    /// rather than let them hold the drain until their header timeout.
+    pub async fn unless_stopped<T>(&mut self, work: impl Future<Output = T>) -> Option<T> {
+        let mut work = std::pin::pin!(work);
+        std::future::poll_fn(|cx| {
+            self.registration.keep(cx.waker());
+            if self.registration.shared.stopping.load(Ordering::Acquire) {
+                return std::task::Poll::Ready(None);
+            }
+            work.as_mut().poll(cx).map(Some)
+        })
+        .await
+    }
+
     /// `connection`, begun on its graceful shutdown (`shut_down`) once the watch stops,
     /// whether the stop came before its first poll or during it.
     pub fn watch<C: Future, S: FnMut(Pin<&mut C>)>(
@@ -258,6 +274,22 @@ mod tests {
         let dropped = watch.enter();
         drop(dropped);
         assert_eq!(watch.open(), 0, "an entry dropped unwatched is not open");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_unless_stopped_ends_at_the_stop_and_no_longer_holds_it() {
+        let watch = StopWatch::new();
+        let mut entry = watch.enter();
+        let waiting =
+            tokio::spawn(async move { entry.unless_stopped(std::future::pending::<()>()).await });
+        let mut done = watch.enter();
+        assert_eq!(done.unless_stopped(async { 7 }).await, Some(7));
+        drop(done);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::timeout(Duration::from_secs(1), watch.stop())
+            .await
+            .expect("the waiting work ends at the stop and its entry is dropped");
+        assert_eq!(waiting.await.expect("no panic"), None);
     }
 
     #[tokio::test(start_paused = true)]
