@@ -3,9 +3,9 @@
 //!
 //! Why not hyper-util's `GracefulShutdown`: its watcher polls a `watch` channel's `changed()`
 //! beside the connection on every poll, and a waiting `Notified` takes its `Notify`'s lock each
-//! time it is polled: a lock that all connections' polls share, its line moving between the
-//! workers, ~430 instructions per request on the bench. Here a connection registers its waker
-//! once (again only if its waker changes), and a poll reads one flag.
+//! time it is polled, a lock that all connections' polls share: ~1.1k instructions per request
+//! on the bench (docs/measurements.md, 2026-12-07). Here a connection registers its waker once
+//! (again only if its waker changes), and a poll reads one flag.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -98,8 +98,7 @@ impl Entry {
     pub async fn unless_stopped<T>(&mut self, work: impl Future<Output = T>) -> Option<T> {
         let mut work = std::pin::pin!(work);
         std::future::poll_fn(|cx| {
-            self.registration.keep(cx.waker());
-            if self.registration.shared.stopping.load(Ordering::Acquire) {
+            if self.registration.stopped(cx.waker()) {
                 return std::task::Poll::Ready(None);
             }
             work.as_mut().poll(cx).map(Some)
@@ -119,14 +118,9 @@ impl Entry {
             let mut connection = std::pin::pin!(connection);
             let mut shut = false;
             std::future::poll_fn(|cx| {
-                if !shut {
-                    // Registered before the flag is read: a stop that sets it after this read
-                    // finds the waker and wakes the connection.
-                    registration.keep(cx.waker());
-                    if registration.shared.stopping.load(Ordering::Acquire) {
-                        shut = true;
-                        shut_down(connection.as_mut());
-                    }
+                if !shut && registration.stopped(cx.waker()) {
+                    shut = true;
+                    shut_down(connection.as_mut());
                 }
                 connection.as_mut().poll(cx)
             })
@@ -149,6 +143,14 @@ struct Registration {
 }
 
 impl Registration {
+    /// Whether the watch has stopped, `current` registered first: a stop that sets the flag
+    /// after this read finds the waker and wakes the connection.
+    #[inline]
+    fn stopped(&mut self, current: &Waker) -> bool {
+        self.keep(current);
+        self.shared.stopping.load(Ordering::Acquire)
+    }
+
     /// Registers `current` unless the waker registered already wakes the same task (every
     /// poll of the connection asks: inlined, that answer is two compares).
     #[inline]
