@@ -3,31 +3,35 @@
 //! through its egress proxy when one applies, `TCP_NODELAY` on every socket (without it each
 //! SSE response stalls ~40 ms on loopback).
 //!
-//! Owns sending one upstream request (the request line's form, `Host`, one retry when a reused
+//! Owns sending one upstream request (the request line's form, one retry when a reused
 //! connection turns out closed before the request left) and naming transport failures
 //! (`egress`); knows nothing of routing.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::Either;
 use futures_util::TryFutureExt;
-use http::header::HOST;
+use http::header::HeaderValue;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
 use http_body_util::Full;
-use hyper::body::Incoming;
+use hyper::body::Body as _;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
 use quotaroute_actors::policy::classify::TransportFailure;
 use rustls::pki_types::CertificateDer;
 
-use crate::upstream::driven::{head_wait, Driving, UpstreamIncoming};
+use crate::upstream::driven::UpstreamIncoming;
 use crate::upstream::egress::{self, EgressConnector};
 use crate::upstream::error::UpstreamError;
-use crate::upstream::pool::{Conn, HostId, Http1Conn, Lease, Pool};
+use crate::upstream::h1_conn::{H1Body, H1Conn};
+use crate::upstream::h1_head::encode_request;
+use crate::upstream::pool::{Conn, HostId, Lease, Pool};
 use crate::upstream::send_batch::SendsUnderWay;
 
 /// Why an upstream request got no response head.
@@ -117,17 +121,16 @@ impl UpstreamClient {
             None => Box::pin(self.pool.connect(scheme, authority)).await?,
         };
         let reused = lease.reused;
-        let (back, sending) = start(lease, scheme, authority, request);
-        match sending.await {
-            Ok((response, conn)) => Ok(self.lend(response, back, conn)),
-            Err(mut failed) => match failed.take_message() {
-                Some(request) if reused => {
-                    let error = failed.into_error();
-                    tracing::debug!(%error, "a reused upstream connection had closed; retrying on a new one");
-                    Box::pin(self.retry(scheme, authority, request)).await
-                }
-                _ => Err(UpstreamError::Exchange(failed.into_error())),
-            },
+        match start(&self.pool, lease, scheme, authority, request).await {
+            Ok(response) => Ok(response),
+            Err(Unanswered {
+                error,
+                unsent: Some(request),
+            }) if reused => {
+                tracing::debug!(%error, "a reused upstream connection had closed; retrying on a new one");
+                Box::pin(self.retry(scheme, authority, request)).await
+            }
+            Err(unanswered) => Err(unanswered.error),
         }
     }
 
@@ -146,55 +149,37 @@ impl UpstreamClient {
             *request.uri_mut() = origin_form(path);
         }
         let lease = self.pool.connect(scheme, authority).await?;
-        let (back, sending) = start(lease, scheme, authority, request);
-        let (response, conn) = sending
+        start(&self.pool, lease, scheme, authority, request)
             .await
-            .map_err(|failed| UpstreamError::Exchange(failed.into_error()))?;
-        Ok(self.lend(response, back, conn))
-    }
-
-    /// The answer, its body holding the HTTP/1.1 connection it is read from (which goes back to
-    /// the pool, host `back`, at the body's end) while that connection runs.
-    fn lend(
-        &self,
-        response: http::Response<Incoming>,
-        back: Option<HostId>,
-        conn: Option<Http1Conn>,
-    ) -> http::Response<UpstreamIncoming> {
-        response.map(|body| match (back, conn) {
-            (Some(host), Some(conn)) => {
-                UpstreamIncoming::driven(body, Driving::new(conn, self.pool.clone(), host))
-            }
-            _ => UpstreamIncoming::detached(body),
-        })
+            .map_err(|unanswered| unanswered.error)
     }
 }
 
-/// How hyper's send fails: with its error, and the request when none of it left.
-type TrySend = hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>;
-/// A sent request's answer, and for HTTP/1.1 the connection its body is on while it runs.
-type Answered = Result<(http::Response<Incoming>, Option<Http1Conn>), TrySend>;
+/// A request that got no response head: why, and the request when none of it left.
+struct Unanswered {
+    error: UpstreamError,
+    unsent: Option<http::Request<Full<Bytes>>>,
+}
 
-/// Starts sending `request` (origin-form) on the leased connection: HTTP/1.1 with `Host`
-/// (unless the request has one), the connection polled by the wait itself (`head_wait`),
-/// HTTP/2 with the absolute URL. Returns, for HTTP/1.1, the host its connection goes back to
-/// (the wait yields the connection). A plain function, so the request is
-/// held by hyper's future alone, not by one more layer of `async` state.
+/// Starts sending `request` (origin-form) on the leased connection: HTTP/1.1 by the router's
+/// own exchange (`h1_conn`), whose body holds the connection and puts it back in `pool`;
+/// HTTP/2 through hyper, with the absolute URL. A plain function, so the request is held by
+/// the exchange's future alone, not by one more layer of `async` state.
 fn start(
+    pool: &Arc<Pool>,
     lease: Lease,
     scheme: &Scheme,
     authority: &Authority,
     mut request: http::Request<Full<Bytes>>,
-) -> (Option<HostId>, impl Future<Output = Answered>) {
+) -> impl Future<Output = Result<http::Response<UpstreamIncoming>, Unanswered>> {
     match lease.conn {
-        Conn::Http1 {
-            mut conn,
+        Conn::Http1 { conn, host_header } => Either::Left(exchange_http1(
+            conn,
             host_header,
-        } => {
-            request.headers_mut().entry(HOST).or_insert(host_header);
-            let sending = conn.sender.try_send_request(request);
-            (Some(lease.host), Either::Left(head_wait(sending, conn)))
-        }
+            pool.clone(),
+            lease.host,
+            request,
+        )),
         Conn::Http2(mut sender) => {
             let path = std::mem::take(request.uri_mut())
                 .into_parts()
@@ -205,8 +190,63 @@ fn start(
             parts.path_and_query = path;
             *request.uri_mut() = Uri::from_parts(parts).unwrap_or_default();
             let sending = sender.try_send_request(request);
-            (None, Either::Right(sending.map_ok(|answer| (answer, None))))
+            Either::Right(
+                sending
+                    .map_ok(|response| response.map(UpstreamIncoming::Http2))
+                    .map_err(|mut failed| Unanswered {
+                        unsent: failed.take_message(),
+                        error: UpstreamError::Exchange(failed.into_error()),
+                    }),
+            )
         }
+    }
+}
+
+/// One request and its answer's head on an HTTP/1.1 connection, with `Host` unless the request
+/// has one; the body reads the rest from the connection, which goes back to `pool` at its end.
+async fn exchange_http1(
+    conn: H1Conn,
+    host_header: HeaderValue,
+    pool: Arc<Pool>,
+    host: HostId,
+    request: http::Request<Full<Bytes>>,
+) -> Result<http::Response<UpstreamIncoming>, Unanswered> {
+    let (parts, body) = request.into_parts();
+    let body = whole(body);
+    let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+    let mut head = Vec::new();
+    encode_request(
+        &parts.method,
+        target,
+        &parts.headers,
+        &host_header,
+        body.len(),
+        &mut head,
+    );
+    match conn.exchange(&parts.method, &head, &body).await {
+        Ok((answer, conn)) => {
+            let body = H1Body::new(conn, &answer, pool, host);
+            let mut response = http::Response::new(UpstreamIncoming::Http1(body));
+            *response.status_mut() = answer.status;
+            *response.version_mut() = answer.version;
+            *response.headers_mut() = answer.headers;
+            Ok(response)
+        }
+        Err(failed) => Err(Unanswered {
+            unsent: failed
+                .unsent
+                .then(|| http::Request::from_parts(parts, Full::new(body))),
+            error: UpstreamError::Http1(failed.error),
+        }),
+    }
+}
+
+/// The bytes of a request body, which is whole already.
+fn whole(mut body: Full<Bytes>) -> Bytes {
+    let mut unwoken = Context::from_waker(Waker::noop());
+    match Pin::new(&mut body).poll_frame(&mut unwoken) {
+        Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+        _ => Bytes::new(),
     }
 }
 

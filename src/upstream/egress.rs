@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use tower::Service;
 
 use crate::upstream::error::{BoxError, UpstreamError};
+use crate::upstream::h1_conn::ExchangeError;
 
 /// Where a provider's connections go: straight to the upstream, or through a proxy.
 #[derive(Clone)]
@@ -196,6 +197,11 @@ fn transport_failure(error: &UpstreamError) -> TransportFailure {
                 | ErrorKind::BrokenPipe
                 | ErrorKind::UnexpectedEof => return TransportFailure::Reset,
                 _ => {}
+            }
+        }
+        if let Some(exchange) = current.downcast_ref::<ExchangeError>() {
+            if exchange.is_closed() {
+                return TransportFailure::Reset;
             }
         }
         if let Some(hyper) = current.downcast_ref::<hyper::Error>() {

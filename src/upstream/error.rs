@@ -14,12 +14,15 @@ pub enum UpstreamError {
     /// Opening the connection failed: name lookup, TCP, the proxy's tunnel or TLS.
     #[error("connecting failed")]
     Connect(#[source] BoxError),
-    /// The HTTP/1.1 or HTTP/2 handshake on a new connection failed.
+    /// The HTTP/2 handshake on a new connection failed.
     #[error("the HTTP handshake failed")]
     Handshake(#[source] hyper::Error),
-    /// Writing the request or reading its response head failed.
+    /// Writing the request or reading its response head failed over HTTP/2.
     #[error("the request failed")]
     Exchange(#[source] hyper::Error),
+    /// Writing the request or reading its response head failed over HTTP/1.1.
+    #[error("the request failed")]
+    Http1(#[source] crate::upstream::h1_conn::ExchangeError),
 }
 
 impl UpstreamError {

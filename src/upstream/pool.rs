@@ -1,16 +1,14 @@
 //! The open upstream connections of one provider's client, by scheme and authority: HTTP/1.1
-//! keep-alive connections, put back once the last response on them was read to the end and
-//! driven meanwhile by the request that holds them (`driven`), idle ones polled when the host
-//! is next asked for one (a close is noticed then) and dropped after [`IDLE_TIMEOUT`]; one
-//! multiplexed HTTP/2 connection when ALPN chose h2, driven by a spawned task.
+//! keep-alive connections (`h1_conn`), put back once the last response on them was read to the
+//! end, idle ones polled when the host is next asked for one (a close is noticed then) and
+//! dropped after [`IDLE_TIMEOUT`]; one multiplexed HTTP/2 connection (`hyper::client::conn`)
+//! when ALPN chose h2, driven by a spawned task.
 //!
-//! Built on `hyper::client::conn` directly: a request costs a short lock, a scan of that
-//! host's few connections and two clock reads, with no task or timer of its own.
+//! A request costs a short lock, a scan of that host's few connections and two clock reads,
+//! with no task or timer of its own.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,7 +16,7 @@ use http::header::HeaderValue;
 use http::uri::{Authority, Scheme};
 use http::Uri;
 use http_body_util::Full;
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::Connection as _;
 use hyper_util::rt::TokioExecutor;
@@ -26,6 +24,7 @@ use tower::ServiceExt as _;
 
 use crate::upstream::egress::EgressConnector;
 use crate::upstream::error::UpstreamError;
+use crate::upstream::h1_conn::H1Conn;
 
 /// How long a connection may sit unused before it is dropped instead of reused.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -40,46 +39,11 @@ pub type Body = Full<Bytes>;
 /// The connector under the pool: TCP (or a proxy's tunnel), then TLS for `https`.
 pub type Connector = HttpsConnector<EgressConnector>;
 
-/// What reads and writes an HTTP/1.1 connection's socket when polled; it ends when the
-/// connection does.
-type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// An HTTP/1.1 connection: the handle requests are sent on and its driver, which whoever
-/// holds the connection polls (`driven`).
-pub struct Http1Conn {
-    pub sender: http1::SendRequest<Body>,
-    driver: Driver,
-    /// The driver has ended (the connection closed or failed).
-    ended: bool,
-}
-
-impl Http1Conn {
-    fn new(sender: http1::SendRequest<Body>, driver: Driver) -> Self {
-        Http1Conn {
-            sender,
-            driver,
-            ended: false,
-        }
-    }
-
-    /// Reads and writes the socket as far as it can now; `Ready` once the connection has ended.
-    pub fn drive(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.ended && self.driver.as_mut().poll(cx).is_ready() {
-            self.ended = true;
-        }
-        if self.ended {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
-
 /// A connection one request is about to be sent on.
 pub enum Conn {
     /// An HTTP/1.1 connection, with the `Host` header its requests carry.
     Http1 {
-        conn: Http1Conn,
+        conn: H1Conn,
         host_header: HeaderValue,
     },
     /// A handle on the host's shared HTTP/2 connection.
@@ -102,7 +66,6 @@ pub struct HostId(usize);
 /// The pool of one provider's client.
 pub struct Pool {
     connector: Connector,
-    http1: http1::Builder,
     http2: http2::Builder<TokioExecutor>,
     idle_timeout: Duration,
     /// A provider talks to a handful of hosts (its base URL, a token endpoint): a list scanned
@@ -117,7 +80,7 @@ struct Host {
     /// `Host` for HTTP/1.1 requests: the authority without user info, its port only when not
     /// the scheme's default (as hyper-util's client wrote it).
     host_header: HeaderValue,
-    http1: IdleList<Http1Conn>,
+    http1: IdleList<H1Conn>,
     http2: Option<Shared>,
 }
 
@@ -131,7 +94,6 @@ impl Pool {
     pub fn new(connector: Connector) -> Self {
         Pool {
             connector,
-            http1: http1::Builder::new(),
             http2: http2::Builder::new(TokioExecutor::new()),
             idle_timeout: IDLE_TIMEOUT,
             hosts: Mutex::new(Vec::new()),
@@ -196,7 +158,7 @@ impl Pool {
                 .handshake(io)
                 .await
                 .map_err(UpstreamError::Handshake)?;
-            tokio::spawn(drive(connection, "HTTP/2"));
+            tokio::spawn(drive_http2(connection));
             let now = Instant::now();
             let mut hosts = self.hosts();
             let index = host_index(&mut hosts, scheme, authority);
@@ -220,12 +182,7 @@ impl Pool {
                 host: HostId(index),
             });
         }
-        let (sender, connection) = self
-            .http1
-            .handshake(io)
-            .await
-            .map_err(UpstreamError::Handshake)?;
-        let conn = Http1Conn::new(sender, Box::pin(drive(connection, "HTTP/1.1")));
+        let conn = H1Conn::new(io);
         let mut hosts = self.hosts();
         let index = host_index(&mut hosts, scheme, authority);
         Ok(Lease {
@@ -239,7 +196,7 @@ impl Pool {
     }
 
     /// Puts an HTTP/1.1 connection back once its response's body was read to the end.
-    pub fn checkin(&self, host: HostId, conn: Http1Conn) {
+    pub fn checkin(&self, host: HostId, conn: H1Conn) {
         let now = Instant::now();
         if let Some(host) = self.hosts().get_mut(host.0) {
             host.http1.put(conn, now);
@@ -253,11 +210,11 @@ impl Pool {
     }
 }
 
-/// A connection's driver: reads and writes it until it ends (closed by either side, or every
-/// handle on it dropped); HTTP/2's runs as its own task.
-async fn drive(connection: impl Future<Output = hyper::Result<()>>, protocol: &'static str) {
+/// Runs the host's HTTP/2 connection (its own task) until it ends: closed by either side, or
+/// every handle on it dropped.
+async fn drive_http2(connection: impl Future<Output = hyper::Result<()>>) {
     if let Err(error) = connection.await {
-        tracing::debug!(%error, protocol, "upstream connection ended");
+        tracing::debug!(%error, protocol = "HTTP/2", "upstream connection ended");
     }
 }
 
@@ -302,16 +259,16 @@ trait KeepAlive {
     fn is_closed(&self) -> bool;
 }
 
-impl KeepAlive for Http1Conn {
+impl KeepAlive for H1Conn {
     fn refresh(&mut self) {
-        // Nobody waits on an idle connection: its next holder polls it again.
-        let _ = self.drive(&mut Context::from_waker(Waker::noop()));
+        H1Conn::refresh(self);
     }
+    // An HTTP/1.1 connection is put back only once its response was read to the end.
     fn is_ready(&self) -> bool {
-        !self.ended && self.sender.is_ready()
+        !H1Conn::is_closed(self)
     }
     fn is_closed(&self) -> bool {
-        self.ended || self.sender.is_closed()
+        H1Conn::is_closed(self)
     }
 }
 

@@ -1,0 +1,358 @@
+//! An HTTP/1.1 upstream connection of the router's own, driven by the request that holds it
+//! (no task, no channel, no timer): one request written with one vectored write, its response
+//! head read (`h1_head`), then its body decoded straight from the connection's read buffer
+//! (`h1_framing`) as the body is polled. The body hands the connection back to the pool at its
+//! end when the upstream keeps it open.
+//!
+//! hyper's client connection does the same exchange through a dispatcher, a body channel and
+//! its own buffers, and cost about 30k instructions of the router's 99k per request
+//! (`bench/profile.sh`); this is what a request and its answer need of HTTP/1.1 and no more.
+//! HTTP/2 stays on hyper (`pool`).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Bytes, BytesMut};
+use http::Method;
+use hyper_rustls::MaybeHttpsStream;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_util::io::poll_read_buf;
+
+use crate::upstream::h1_framing::{Decoded, Framing, FramingError};
+use crate::upstream::h1_head::{parse_response, HeadError, ResponseHead};
+use crate::upstream::pool::{HostId, Pool};
+
+/// What the connector hands over: TCP (or a proxy's tunnel), with TLS for `https`.
+pub type ConnectorIo = MaybeHttpsStream<TokioIo<TcpStream>>;
+
+/// The least free room in the read buffer before a read; it grows by [`READ_CHUNK`] below it.
+const READ_ROOM: usize = 1024;
+const READ_CHUNK: usize = 8 * 1024;
+
+/// The connection's byte stream: plain TCP read directly, anything else (TLS, a proxy's
+/// tunnel under TLS) through hyper's adapters.
+enum Socket {
+    Plain(TcpStream),
+    Wrapped(TokioIo<ConnectorIo>),
+}
+
+/// One HTTP/1.1 connection to an upstream and what has been read from it but not yet used.
+pub struct H1Conn {
+    socket: Socket,
+    read: BytesMut,
+    /// The upstream closed it, it failed, or it sent what no request asked for.
+    closed: bool,
+}
+
+/// Why an exchange got no response head.
+#[derive(Debug, thiserror::Error)]
+pub enum ExchangeError {
+    #[error("writing the request failed: {0}")]
+    Write(#[source] io::Error),
+    #[error("reading the response failed: {0}")]
+    Read(#[source] io::Error),
+    #[error("the connection closed before a response")]
+    Closed,
+    #[error("{0}")]
+    Head(#[from] HeadError),
+}
+
+impl ExchangeError {
+    /// The connection ended under the exchange (a reset or a close), as opposed to an answer
+    /// that could not be read.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, ExchangeError::Closed)
+    }
+}
+
+/// An exchange that got no response head, and whether none of the request left (then it may
+/// be sent again on another connection).
+#[derive(Debug)]
+pub struct Unanswered {
+    pub error: ExchangeError,
+    pub unsent: bool,
+}
+
+/// Why a body stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("reading the body failed: {0}")]
+    Read(#[source] io::Error),
+    #[error("{0}")]
+    Framing(#[from] FramingError),
+}
+
+impl H1Conn {
+    pub fn new(io: ConnectorIo) -> Self {
+        let socket = match io {
+            MaybeHttpsStream::Http(tcp) => Socket::Plain(tcp.into_inner()),
+            other => Socket::Wrapped(TokioIo::new(other)),
+        };
+        H1Conn {
+            socket,
+            read: BytesMut::new(),
+            closed: false,
+        }
+    }
+
+    /// Whether it has ended; false until `refresh` or an exchange saw it end.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Catches up, without waiting, with what happened while it sat idle: an upstream's close
+    /// (or anything it sent unasked) ends it.
+    pub fn refresh(&mut self) {
+        if self.closed {
+            return;
+        }
+        let mut unwoken = Context::from_waker(Waker::noop());
+        match self.poll_fill(&mut unwoken) {
+            Poll::Pending => {}
+            Poll::Ready(_) => self.closed = true,
+        }
+    }
+
+    /// Writes `head` and `body`, then reads the answer's head: the response to a `method`
+    /// request. The connection comes back with the head, its body still to be read from it.
+    pub async fn exchange(
+        mut self,
+        method: &Method,
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<(ResponseHead, H1Conn), Unanswered> {
+        let mut written = 0;
+        std::future::poll_fn(|cx| self.poll_write_all(cx, head, body, &mut written))
+            .await
+            .map_err(|error| Unanswered {
+                error: ExchangeError::Write(error),
+                unsent: written == 0,
+            })?;
+        let head = std::future::poll_fn(|cx| self.poll_head(cx, method))
+            .await
+            .map_err(|error| Unanswered {
+                error,
+                unsent: false,
+            })?;
+        Ok((head, self))
+    }
+
+    /// Writes what is left of `head` then `body` (`written` bytes of both have gone), and
+    /// flushes.
+    fn poll_write_all(
+        &mut self,
+        cx: &mut Context<'_>,
+        head: &[u8],
+        body: &[u8],
+        written: &mut usize,
+    ) -> Poll<io::Result<()>> {
+        let total = head.len() + body.len();
+        while *written < total {
+            let slices = if *written < head.len() {
+                [io::IoSlice::new(&head[*written..]), io::IoSlice::new(body)]
+            } else {
+                [
+                    io::IoSlice::new(&body[*written - head.len()..]),
+                    io::IoSlice::new(&[]),
+                ]
+            };
+            let wrote =
+                std::task::ready!(Pin::new(&mut self.socket).poll_write_vectored(cx, &slices))?;
+            if wrote == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *written += wrote;
+        }
+        Pin::new(&mut self.socket).poll_flush(cx)
+    }
+
+    /// Reads until a whole response head is in the buffer.
+    fn poll_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        method: &Method,
+    ) -> Poll<Result<ResponseHead, ExchangeError>> {
+        loop {
+            if let Some(head) = parse_response(&mut self.read, method)? {
+                return Poll::Ready(Ok(head));
+            }
+            match std::task::ready!(self.poll_fill(cx)) {
+                Ok(0) => {
+                    self.closed = true;
+                    return Poll::Ready(Err(ExchangeError::Closed));
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    self.closed = true;
+                    return Poll::Ready(Err(ExchangeError::Read(error)));
+                }
+            }
+        }
+    }
+
+    /// Reads what the socket has into the buffer; `Ok(0)` when the upstream closed.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.read.capacity() - self.read.len() < READ_ROOM {
+            self.read.reserve(READ_CHUNK);
+        }
+        poll_read_buf(Pin::new(&mut self.socket), cx, &mut self.read)
+    }
+}
+
+/// A response body read from its HTTP/1.1 connection, which it holds until the body's end and
+/// then puts back in the pool, host `host` (unless the upstream will close it). Dropped
+/// unread, it drops the connection, which closes it.
+pub struct H1Body {
+    conn: Option<H1Conn>,
+    framing: Framing,
+    keep_alive: bool,
+    pool: Arc<Pool>,
+    host: HostId,
+}
+
+impl H1Body {
+    pub fn new(conn: H1Conn, head: &ResponseHead, pool: Arc<Pool>, host: HostId) -> Self {
+        let mut body = H1Body {
+            conn: Some(conn),
+            framing: head.framing.clone(),
+            keep_alive: head.keep_alive,
+            pool,
+            host,
+        };
+        if body.framing.is_done() {
+            body.finish();
+        }
+        body
+    }
+
+    /// The body has no more bytes to give.
+    pub fn is_end(&self) -> bool {
+        self.framing.is_done()
+    }
+
+    /// How many bytes are still to come, when the head said.
+    pub fn remaining(&self) -> Option<u64> {
+        match self.framing {
+            Framing::Length(left) => Some(left),
+            Framing::Done => Some(0),
+            _ => None,
+        }
+    }
+
+    /// The body's next bytes; `None` at its end.
+    pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BodyError>>> {
+        loop {
+            let Some(conn) = self.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match self.framing.decode(&mut conn.read) {
+                Ok(Decoded::Data(data)) => {
+                    if self.framing.is_done() {
+                        self.finish();
+                    }
+                    return Poll::Ready(Some(Ok(data)));
+                }
+                Ok(Decoded::End) => {
+                    self.finish();
+                    return Poll::Ready(None);
+                }
+                Ok(Decoded::NeedMore) => {}
+                Err(error) => return self.broke(error.into()),
+            }
+            match std::task::ready!(conn.poll_fill(cx)) {
+                Ok(0) => {
+                    conn.closed = true;
+                    return match self.framing.at_close() {
+                        Ok(_) => {
+                            self.conn = None;
+                            Poll::Ready(None)
+                        }
+                        Err(error) => self.broke(error.into()),
+                    };
+                }
+                Ok(_) => {}
+                Err(error) => return self.broke(BodyError::Read(error)),
+            }
+        }
+    }
+
+    /// The body ended: its connection goes back to the pool when it can carry another request
+    /// (nothing unasked-for is buffered), else it closes.
+    fn finish(&mut self) {
+        self.framing = Framing::Done;
+        if let Some(conn) = self.conn.take() {
+            if self.keep_alive && !conn.closed && conn.read.is_empty() {
+                self.pool.checkin(self.host, conn);
+            }
+        }
+    }
+
+    /// A connection that broke mid-body is not reused.
+    fn broke(&mut self, error: BodyError) -> Poll<Option<Result<Bytes, BodyError>>> {
+        self.conn = None;
+        self.framing = Framing::Done;
+        Poll::Ready(Some(Err(error)))
+    }
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Socket::Wrapped(io) => Pin::new(io).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Socket::Wrapped(io) => Pin::new(io).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
+            Socket::Wrapped(io) => Pin::new(io).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Socket::Plain(tcp) => tcp.is_write_vectored(),
+            Socket::Wrapped(io) => io.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
+            Socket::Wrapped(io) => Pin::new(io).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Socket::Wrapped(io) => Pin::new(io).poll_shutdown(cx),
+        }
+    }
+}
