@@ -34,10 +34,10 @@ const READ_ROOM: usize = 1024;
 const READ_CHUNK: usize = 8 * 1024;
 
 /// The connection's byte stream: plain TCP read directly, anything else (TLS, a proxy's
-/// tunnel under TLS) through hyper's adapters.
+/// tunnel under TLS) through hyper's adapters (boxed: TLS state is a kilobyte).
 enum Socket {
     Plain(TcpStream),
-    Wrapped(TokioIo<ConnectorIo>),
+    Wrapped(Box<TokioIo<ConnectorIo>>),
 }
 
 /// One HTTP/1.1 connection to an upstream and what has been read from it but not yet used.
@@ -90,7 +90,7 @@ impl H1Conn {
     pub fn new(io: ConnectorIo) -> Self {
         let socket = match io {
             MaybeHttpsStream::Http(tcp) => Socket::Plain(tcp.into_inner()),
-            other => Socket::Wrapped(TokioIo::new(other)),
+            other => Socket::Wrapped(Box::new(TokioIo::new(other))),
         };
         H1Conn {
             socket,
@@ -251,6 +251,7 @@ impl H1Body {
             };
             match self.framing.decode(&mut conn.read) {
                 Ok(Decoded::Data(data)) => {
+                    self.framing.end_if_buffered(&mut conn.read);
                     if self.framing.is_done() {
                         self.finish();
                     }

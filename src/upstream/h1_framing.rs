@@ -97,6 +97,21 @@ impl Framing {
         }
     }
 
+    /// Ends a chunked body whose data has all been taken when `buffer` holds exactly its last
+    /// chunk (no trailers): the end is then known with the last data, not one poll later, and
+    /// the connection can go back at once. Anything else is left to [`Framing::decode`].
+    pub fn end_if_buffered(&mut self, buffer: &mut BytesMut) {
+        let last: &[u8] = match self {
+            Framing::Chunked(Chunk::DataEnd) => b"\r\n0\r\n\r\n",
+            Framing::Chunked(Chunk::Size) => b"0\r\n\r\n",
+            _ => return,
+        };
+        if buffer[..] == *last {
+            buffer.clear();
+            *self = Framing::Done;
+        }
+    }
+
     /// What the connection's close means for this body: its end when it was read until the
     /// close (or had already ended), else a body cut short.
     pub fn at_close(&mut self) -> Result<Decoded, FramingError> {
@@ -294,6 +309,30 @@ mod tests {
             feed(Framing::Chunked(Chunk::Size), &trailers, 1024).unwrap_err(),
             FramingError::Trailers
         );
+    }
+
+    #[test]
+    fn a_buffered_last_chunk_ends_the_body_with_its_last_data() {
+        let mut framing = Framing::Chunked(Chunk::Size);
+        let mut buffer = BytesMut::from(&b"5\r\nhello\r\n0\r\n\r\n"[..]);
+        assert_eq!(
+            framing.decode(&mut buffer),
+            Ok(Decoded::Data(Bytes::from_static(b"hello")))
+        );
+        framing.end_if_buffered(&mut buffer);
+        assert!(framing.is_done() && buffer.is_empty());
+        // With trailers, or more than the last chunk, the end is read the usual way.
+        for wire in [
+            &b"5\r\nhello\r\n0\r\nx: 1\r\n\r\n"[..],
+            b"5\r\nhello\r\n0\r\n\r\nHTTP",
+            b"5\r\nhello\r\n0\r\n",
+        ] {
+            let mut framing = Framing::Chunked(Chunk::Size);
+            let mut buffer = BytesMut::from(wire);
+            framing.decode(&mut buffer).unwrap();
+            framing.end_if_buffered(&mut buffer);
+            assert!(!framing.is_done(), "{wire:?}");
+        }
     }
 
     #[test]

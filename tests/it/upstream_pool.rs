@@ -3,8 +3,10 @@
 //! connection (origin-form request line, `Host` with the port), a connection the upstream
 //! closed is replaced without the caller seeing an error, two requests in flight at once
 //! take two connections, an unread response keeps its connection from being reused, a body
-//! read to its end hands its connection back at once (the body drives it, `driven`), and one
-//! left half-read closes it.
+//! read to its end hands its connection back at once (the body reads it, `h1_conn`), and one
+//! left half-read closes it. Against scripted upstreams: chunked answers reuse their connection,
+//! `connection: close` and close-framed answers do not, and a cut-short body, a head that is
+//! not HTTP and a close before any answer are each named.
 
 #![expect(
     clippy::unwrap_used,
@@ -283,4 +285,122 @@ async fn a_refused_connection_and_a_url_without_host_are_named() {
         .unwrap_err();
     assert_eq!(failure.failure, TransportFailure::Other);
     assert_eq!(failure.message, "the upstream URL has no scheme or host");
+}
+
+/// An upstream that reads each request's head and answers it with `answer` as written, on
+/// connections it keeps open (unless `close` after each answer).
+async fn start_scripted(answer: &'static [u8], close: bool) -> (String, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Seen::default();
+    let counted = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            counted.accepted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                loop {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    // Written in two pieces, so the client reads a head or body in parts.
+                    let (first, second) = answer.split_at(answer.len() / 2);
+                    let _ = stream.write_all(first).await;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    let _ = stream.write_all(second).await;
+                    if close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (base, seen)
+}
+
+#[tokio::test]
+async fn a_chunked_answer_gives_its_connection_back_and_one_saying_close_does_not() {
+    let (base, seen) = start_scripted(
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n4;x=y\r\ndefg\r\n0\r\n\r\n",
+        false,
+    )
+    .await;
+    let client = UpstreamClient::new();
+    for _ in 0..3 {
+        let (status, body) = fetch(&client, &format!("{base}/v1/models")).await;
+        assert_eq!((status, body.as_str()), (200, "abcdefg"));
+    }
+    assert_eq!(
+        seen.accepted(),
+        1,
+        "read to its last chunk, the connection was reused"
+    );
+
+    let (base, seen) = start_scripted(
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+        false,
+    )
+    .await;
+    for _ in 0..3 {
+        let (status, body) = fetch(&client, &format!("{base}/v1/models")).await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+    }
+    assert_eq!(seen.accepted(), 3, "`connection: close` is not reused");
+
+    // An answer framed by the close is read to the close.
+    let (base, seen) = start_scripted(b"HTTP/1.1 200 OK\r\n\r\nuntil the close", true).await;
+    for _ in 0..2 {
+        let (status, body) = fetch(&client, &format!("{base}/v1/models")).await;
+        assert_eq!((status, body.as_str()), (200, "until the close"));
+    }
+    assert_eq!(seen.accepted(), 2);
+}
+
+#[tokio::test]
+async fn an_answer_cut_short_not_http_or_missing_is_named() {
+    let client = UpstreamClient::new();
+    // The head arrives, the body stops short of its length: reading the body fails.
+    let (base, _) = start_scripted(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", true).await;
+    let response = client
+        .send(get(&format!("{base}/v1/models")), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let error = response.into_body().collect().await.unwrap_err();
+    assert!(
+        error.to_string().contains("closed before the body's end"),
+        "{error}"
+    );
+
+    // What comes back is not HTTP.
+    let (base, _) = start_scripted(b"SSH-2.0-OpenSSH_9.6\r\n\r\n", true).await;
+    let failure = client
+        .send(get(&format!("{base}/v1/models")), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(failure.failure, TransportFailure::Other);
+    assert!(
+        failure.message.contains("invalid response head"),
+        "{}",
+        failure.message
+    );
+
+    // The upstream closes without an answer: a reset, as hyper named it.
+    let (base, _) = start_scripted(b"", true).await;
+    let failure = client
+        .send(get(&format!("{base}/v1/models")), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(failure.failure, TransportFailure::Reset);
+    assert!(
+        failure
+            .message
+            .starts_with("connection reset by 127.0.0.1:"),
+        "{}",
+        failure.message
+    );
 }
