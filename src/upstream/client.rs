@@ -26,10 +26,10 @@ use hyper_util::client::proxy::matcher::Matcher;
 use quotaroute_actors::policy::classify::TransportFailure;
 use rustls::pki_types::CertificateDer;
 
-use crate::upstream::driven::UpstreamIncoming;
+use crate::upstream::driven::{H1Body, UpstreamIncoming};
 use crate::upstream::egress::{self, EgressConnector};
 use crate::upstream::error::UpstreamError;
-use crate::upstream::h1_conn::{H1Body, H1Conn};
+use crate::upstream::h1_conn::H1Conn;
 use crate::upstream::h1_head::encode_request;
 use crate::upstream::pool::{Conn, HostId, Lease, Pool};
 use crate::upstream::send_batch::SendsUnderWay;

@@ -2,15 +2,20 @@
 //! holds and reads itself (`h1_conn`, no task of its own: a body chunk costs one poll of the
 //! relaying task), or from hyper's HTTP/2 connection, which runs as its own task.
 //!
-//! Owns [`UpstreamIncoming`] and its error, which says which connection broke.
+//! Owns [`UpstreamIncoming`] and its error, which says which connection broke, and
+//! [`H1Body`], which hands its connection back to the pool at the body's end.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 
-use crate::upstream::h1_conn::{BodyError, H1Body};
+use crate::upstream::h1_conn::{BodyError, H1Conn};
+use crate::upstream::h1_framing::Framing;
+use crate::upstream::h1_head::ResponseHead;
+use crate::upstream::pool::{HostId, Pool};
 
 /// An upstream response body.
 pub enum UpstreamIncoming {
@@ -27,6 +32,77 @@ pub enum IncomingError {
     Http1(#[from] BodyError),
     #[error(transparent)]
     Http2(#[from] hyper::Error),
+}
+
+/// A response body read from its HTTP/1.1 connection, which it holds until the body's end and
+/// then puts back in the pool, host `host` (unless the upstream will close it). Dropped
+/// unread, it drops the connection, which closes it.
+pub struct H1Body {
+    conn: Option<H1Conn>,
+    framing: Framing,
+    keep_alive: bool,
+    pool: Arc<Pool>,
+    host: HostId,
+}
+
+impl H1Body {
+    pub fn new(conn: H1Conn, head: &ResponseHead, pool: Arc<Pool>, host: HostId) -> Self {
+        let mut body = H1Body {
+            conn: Some(conn),
+            framing: head.framing.clone(),
+            keep_alive: head.keep_alive,
+            pool,
+            host,
+        };
+        if body.framing.is_done() {
+            body.finish();
+        }
+        body
+    }
+
+    /// The body has no more bytes to give.
+    fn is_end(&self) -> bool {
+        self.framing.is_done()
+    }
+
+    /// How many bytes are still to come, when the head said.
+    fn remaining(&self) -> Option<u64> {
+        match self.framing {
+            Framing::Length(left) => Some(left),
+            Framing::Done => Some(0),
+            _ => None,
+        }
+    }
+
+    /// The body's next bytes; `None` at its end.
+    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BodyError>>> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = std::task::ready!(conn.poll_body(&mut self.framing, cx));
+        match &polled {
+            Some(Ok(_)) if self.framing.is_done() => self.finish(),
+            Some(Ok(_)) => {}
+            None => self.finish(),
+            // A connection that broke mid-body is not reused.
+            Some(Err(_)) => {
+                self.conn = None;
+                self.framing = Framing::Done;
+            }
+        }
+        Poll::Ready(polled)
+    }
+
+    /// The body ended: its connection goes back to the pool when it can carry another request,
+    /// else it closes.
+    fn finish(&mut self) {
+        self.framing = Framing::Done;
+        if let Some(conn) = self.conn.take() {
+            if self.keep_alive && conn.is_reusable() {
+                self.pool.checkin(self.host, conn);
+            }
+        }
+    }
 }
 
 impl HttpBody for UpstreamIncoming {

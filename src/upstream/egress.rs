@@ -20,8 +20,7 @@ use rustls::pki_types::CertificateDer;
 use tokio::net::TcpStream;
 use tower::Service;
 
-use crate::upstream::error::{BoxError, UpstreamError};
-use crate::upstream::h1_conn::ExchangeError;
+use crate::upstream::error::{BoxError, ExchangeError, UpstreamError};
 
 /// Where a provider's connections go: straight to the upstream, or through a proxy.
 #[derive(Clone)]

@@ -1,6 +1,6 @@
 //! Why an upstream request got no response head, as the pool and the client see it: the
 //! URL, connecting (name lookup, TCP, the proxy's tunnel, TLS), the HTTP handshake, or the
-//! exchange itself. `egress::describe_failure` turns it into a class and a sentence.
+//! exchange itself (over HTTP/1.1: [`ExchangeError`]). `egress::describe_failure` turns it into a class and a sentence.
 
 /// Any error a connector hands back.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -22,12 +22,33 @@ pub enum UpstreamError {
     Exchange(#[source] hyper::Error),
     /// Writing the request or reading its response head failed over HTTP/1.1.
     #[error("the request failed")]
-    Http1(#[source] crate::upstream::h1_conn::ExchangeError),
+    Http1(#[source] ExchangeError),
 }
 
 impl UpstreamError {
     /// Whether the failure happened while opening the connection.
     pub fn is_connect(&self) -> bool {
         matches!(self, UpstreamError::Connect(_))
+    }
+}
+
+/// Why an exchange got no response head.
+#[derive(Debug, thiserror::Error)]
+pub enum ExchangeError {
+    #[error("writing the request failed: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("reading the response failed: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("the connection closed before a response")]
+    Closed,
+    #[error("{0}")]
+    Head(#[from] crate::upstream::h1_head::HeadError),
+}
+
+impl ExchangeError {
+    /// The connection ended under the exchange (a reset or a close), as opposed to an answer
+    /// that could not be read.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, ExchangeError::Closed)
     }
 }

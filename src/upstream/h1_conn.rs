@@ -1,8 +1,7 @@
 //! An HTTP/1.1 upstream connection of the router's own, driven by the request that holds it
 //! (no task, no channel, no timer): one request written with one vectored write, its response
 //! head read (`h1_head`), then its body decoded straight from the connection's read buffer
-//! (`h1_framing`) as the body is polled. The body hands the connection back to the pool at its
-//! end when the upstream keeps it open.
+//! (`h1_framing`) as the body (`driven`) is polled.
 //!
 //! hyper's client connection does the same exchange through a dispatcher, a body channel and
 //! its own buffers, and cost about 30k instructions of the router's 99k per request
@@ -11,7 +10,6 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
@@ -22,9 +20,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::io::poll_read_buf;
 
+use crate::upstream::error::ExchangeError;
 use crate::upstream::h1_framing::{Decoded, Framing, FramingError};
-use crate::upstream::h1_head::{parse_response, HeadError, ResponseHead};
-use crate::upstream::pool::{HostId, Pool};
+use crate::upstream::h1_head::{parse_response, ResponseHead};
 
 /// What the connector hands over: TCP (or a proxy's tunnel), with TLS for `https`.
 pub type ConnectorIo = MaybeHttpsStream<TokioIo<TcpStream>>;
@@ -46,27 +44,6 @@ pub struct H1Conn {
     read: BytesMut,
     /// The upstream closed it, it failed, or it sent what no request asked for.
     closed: bool,
-}
-
-/// Why an exchange got no response head.
-#[derive(Debug, thiserror::Error)]
-pub enum ExchangeError {
-    #[error("writing the request failed: {0}")]
-    Write(#[source] io::Error),
-    #[error("reading the response failed: {0}")]
-    Read(#[source] io::Error),
-    #[error("the connection closed before a response")]
-    Closed,
-    #[error("{0}")]
-    Head(#[from] HeadError),
-}
-
-impl ExchangeError {
-    /// The connection ended under the exchange (a reset or a close), as opposed to an answer
-    /// that could not be read.
-    pub fn is_closed(&self) -> bool {
-        matches!(self, ExchangeError::Closed)
-    }
 }
 
 /// An exchange that got no response head, and whether none of the request left (then it may
@@ -115,6 +92,49 @@ impl H1Conn {
             Poll::Pending => {}
             Poll::Ready(_) => self.closed = true,
         }
+    }
+
+    /// The next bytes of the body framed by `framing` that is being read on this connection;
+    /// `None` at its end (`framing` is then done). A body that cannot be read ends the
+    /// connection.
+    pub fn poll_body(
+        &mut self,
+        framing: &mut Framing,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, BodyError>>> {
+        loop {
+            match framing.decode(&mut self.read) {
+                Ok(Decoded::Data(data)) => {
+                    framing.end_if_buffered(&mut self.read);
+                    return Poll::Ready(Some(Ok(data)));
+                }
+                Ok(Decoded::End) => return Poll::Ready(None),
+                Ok(Decoded::NeedMore) => {}
+                Err(error) => {
+                    self.closed = true;
+                    return Poll::Ready(Some(Err(error.into())));
+                }
+            }
+            match std::task::ready!(self.poll_fill(cx)) {
+                Ok(0) => {
+                    self.closed = true;
+                    return Poll::Ready(match framing.at_close() {
+                        Ok(_) => None,
+                        Err(error) => Some(Err(error.into())),
+                    });
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    self.closed = true;
+                    return Poll::Ready(Some(Err(BodyError::Read(error))));
+                }
+            }
+        }
+    }
+
+    /// Whether it can carry another request now: open, with nothing unasked-for buffered.
+    pub fn is_reusable(&self) -> bool {
+        !self.closed && self.read.is_empty()
     }
 
     /// Writes `head` and `body`, then reads the answer's head: the response to a `method`
@@ -200,103 +220,6 @@ impl H1Conn {
             self.read.reserve(READ_CHUNK);
         }
         poll_read_buf(Pin::new(&mut self.socket), cx, &mut self.read)
-    }
-}
-
-/// A response body read from its HTTP/1.1 connection, which it holds until the body's end and
-/// then puts back in the pool, host `host` (unless the upstream will close it). Dropped
-/// unread, it drops the connection, which closes it.
-pub struct H1Body {
-    conn: Option<H1Conn>,
-    framing: Framing,
-    keep_alive: bool,
-    pool: Arc<Pool>,
-    host: HostId,
-}
-
-impl H1Body {
-    pub fn new(conn: H1Conn, head: &ResponseHead, pool: Arc<Pool>, host: HostId) -> Self {
-        let mut body = H1Body {
-            conn: Some(conn),
-            framing: head.framing.clone(),
-            keep_alive: head.keep_alive,
-            pool,
-            host,
-        };
-        if body.framing.is_done() {
-            body.finish();
-        }
-        body
-    }
-
-    /// The body has no more bytes to give.
-    pub fn is_end(&self) -> bool {
-        self.framing.is_done()
-    }
-
-    /// How many bytes are still to come, when the head said.
-    pub fn remaining(&self) -> Option<u64> {
-        match self.framing {
-            Framing::Length(left) => Some(left),
-            Framing::Done => Some(0),
-            _ => None,
-        }
-    }
-
-    /// The body's next bytes; `None` at its end.
-    pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BodyError>>> {
-        loop {
-            let Some(conn) = self.conn.as_mut() else {
-                return Poll::Ready(None);
-            };
-            match self.framing.decode(&mut conn.read) {
-                Ok(Decoded::Data(data)) => {
-                    self.framing.end_if_buffered(&mut conn.read);
-                    if self.framing.is_done() {
-                        self.finish();
-                    }
-                    return Poll::Ready(Some(Ok(data)));
-                }
-                Ok(Decoded::End) => {
-                    self.finish();
-                    return Poll::Ready(None);
-                }
-                Ok(Decoded::NeedMore) => {}
-                Err(error) => return self.broke(error.into()),
-            }
-            match std::task::ready!(conn.poll_fill(cx)) {
-                Ok(0) => {
-                    conn.closed = true;
-                    return match self.framing.at_close() {
-                        Ok(_) => {
-                            self.conn = None;
-                            Poll::Ready(None)
-                        }
-                        Err(error) => self.broke(error.into()),
-                    };
-                }
-                Ok(_) => {}
-                Err(error) => return self.broke(BodyError::Read(error)),
-            }
-        }
-    }
-
-    /// The body ended: its connection goes back to the pool when it can carry another request
-    /// (nothing unasked-for is buffered), else it closes.
-    fn finish(&mut self) {
-        self.framing = Framing::Done;
-        if let Some(conn) = self.conn.take() {
-            if self.keep_alive && !conn.closed && conn.read.is_empty() {
-                self.pool.checkin(self.host, conn);
-            }
-        }
-    }
-
-    /// A connection that broke mid-body is not reused.
-    fn broke(&mut self, error: BodyError) -> Poll<Option<Result<Bytes, BodyError>>> {
-        self.conn = None;
-        self.framing = Framing::Done;
-        Poll::Ready(Some(Err(error)))
     }
 }
 
