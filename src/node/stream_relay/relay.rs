@@ -281,11 +281,9 @@ impl Relay {
         }
         let start = out.len();
         let bytes = translator.event_counted(event, out);
-        // A Gemini text chunk with no signature member holds nothing a sealer of signatures
-        // seals (most of a Gemini client's stream).
-        let no_signature = translator.wrote_no_signature();
-        let sealer = (self.stream.sealer.as_ref())
-            .filter(|sealer| !(no_signature && sealer.seals_only_signatures()));
+        // Text pieces alone hold nothing a sealer seals (most of a stream).
+        let text_alone = translator.wrote_text_alone();
+        let sealer = self.stream.sealer.as_ref().filter(|_| !text_alone);
         seal_tail(sealer, out, start);
         self.count_content(event, bytes);
         true
@@ -313,11 +311,20 @@ impl Relay {
     /// taken as content with no usage (what `observe` reads of it), as the relay takes an event
     /// that does not matter after commit: true when it was (and is in `out`).
     fn chat_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> bool {
-        let format = StreamFormat::OpenAiChat;
-        let Some(bytes) = self.read_translated(format, event, out, StreamTranslator::chat_text)
-        else {
+        if self.stream.format != StreamFormat::OpenAiChat {
+            return false;
+        }
+        let Some(translator) = self.stream.translator.as_mut() else {
             return false;
         };
+        let start = out.len();
+        let Some(bytes) = translator.chat_text(event, out) else {
+            return false;
+        };
+        // Text pieces alone hold nothing a sealer seals (most of a stream).
+        let text_alone = translator.wrote_text_alone();
+        let sealer = self.stream.sealer.as_ref().filter(|_| !text_alone);
+        seal_tail(sealer, out, start);
         self.count_content(event, bytes);
         true
     }

@@ -214,15 +214,6 @@ impl ItemSealer {
         }
     }
 
-    /// Whether all it seals are `"thoughtSignature"` members (a Gemini client's answer): bytes
-    /// that hold no such member (a name in quotes followed by a `:`) it leaves as they are.
-    pub fn seals_only_signatures(&self) -> bool {
-        matches!(
-            self.items,
-            Items::GeminiSignatures | Items::GeminiTranslated
-        )
-    }
-
     /// [`seal_all`] for this answer.
     pub fn seal<'a>(&self, text: &'a [u8]) -> Cow<'a, [u8]> {
         let to = SealedFor {

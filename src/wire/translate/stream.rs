@@ -80,9 +80,9 @@ pub struct StreamTranslator {
     /// Text pieces of the open text block go from the reader to the writer borrowed, not as
     /// events (tests turn it off: `whole_values`).
     direct_text: bool,
-    /// What the last [`StreamTranslator::event_counted`] wrote is one Gemini text chunk with
-    /// no `thoughtSignature` member.
-    wrote_no_signature: bool,
+    /// What the last [`StreamTranslator::event_counted`] or [`StreamTranslator::chat_text`]
+    /// wrote is text pieces alone, with no member a sealer seals.
+    wrote_text_alone: bool,
 }
 
 /// A text piece of the open text block, written as `writer` writes `Event::Text`.
@@ -122,7 +122,7 @@ impl StreamTranslator {
             events: Vec::new(),
             mark_signatures: direction == Direction::MESSAGES_TO_GEMINI,
             direct_text: true,
-            wrote_no_signature: false,
+            wrote_text_alone: false,
         }
     }
 
@@ -164,7 +164,7 @@ impl StreamTranslator {
     /// the bytes of generated text the relay counts of it (`content_bytes::content_text_bytes`
     /// of the event, a stream of `format`), without searching it again.
     pub fn event_counted(&mut self, event: &SseEvent, out: &mut BytesMut) -> Option<usize> {
-        self.wrote_no_signature = false;
+        self.wrote_text_alone = false;
         // A text piece of the open text block (most events) is written as it was read,
         // borrowed: no event is made of it.
         let text = match &mut self.reader {
@@ -202,20 +202,29 @@ impl StreamTranslator {
             matches!(self.reader, Reader::Messages(_)) && matches!(text, Cow::Borrowed(_));
         match &mut self.writer {
             Writer::Chat(w) if known_plain => w.text_known(&text, true, out),
-            Writer::Gemini(w) => {
-                w.text(&text, out);
-                self.wrote_no_signature = only_text && w.wrote_no_signature();
-            }
+            Writer::Gemini(w) => w.text(&text, out),
             writer => write_text(writer, &text, out),
         }
+        self.wrote_text_alone = only_text && self.text_holds_nothing_sealed();
         self.text_bytes()
     }
 
-    /// Whether what the last [`Self::event_counted`] wrote is one Gemini text chunk that holds
-    /// no `"thoughtSignature"` member: nothing a Gemini client's sealer seals
-    /// (`ItemSealer::seals_only_signatures`). False when it may hold one.
-    pub fn wrote_no_signature(&self) -> bool {
-        self.wrote_no_signature
+    /// Whether what the last [`Self::event_counted`] or [`Self::chat_text`] wrote is text
+    /// pieces alone that hold no member any sealer seals (`"encrypted_content"`,
+    /// `"signature"`, `"thoughtSignature"`): a text piece's event has none of its own, and its
+    /// text is a JSON string, in which a quote is always escaped, so no member name can be
+    /// found in it. Then sealing it would find nothing. False when it may hold one.
+    pub fn wrote_text_alone(&self) -> bool {
+        self.wrote_text_alone
+    }
+
+    /// Whether the text piece just written holds no sealed member: always, but for a Gemini
+    /// chunk carrying a `thoughtSignature`.
+    fn text_holds_nothing_sealed(&self) -> bool {
+        match &self.writer {
+            Writer::Gemini(w) => w.wrote_no_signature(),
+            _ => true,
+        }
     }
 
     /// The content bytes of the text piece the reader just read, when its template knows them.
@@ -246,6 +255,7 @@ impl StreamTranslator {
     /// the first chunk, any other), or not a Chat upstream; nothing was read or written (the
     /// relay reads it as any other event).
     pub fn chat_text(&mut self, event: &SseEvent, out: &mut BytesMut) -> Option<Option<usize>> {
+        self.wrote_text_alone = false;
         let Reader::Chat(reader) = &mut self.reader else {
             return None;
         };
@@ -254,8 +264,11 @@ impl StreamTranslator {
         }
         let text = reader.text_alone(&event.data, &mut self.events)?;
         let bytes = reader.text_bytes();
+        let before = out.len();
         self.write(out);
+        let only_text = out.len() == before;
         write_text(&mut self.writer, &text, out);
+        self.wrote_text_alone = only_text && self.text_holds_nothing_sealed();
         Some(bytes)
     }
 

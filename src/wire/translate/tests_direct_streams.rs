@@ -498,3 +498,105 @@ fn anthropic_and_responses_deltas_translated_in_one_pass_count_the_bytes_of_the_
     // Most text deltas had their bytes counted from the template.
     assert!(counted > 300, "{counted}");
 }
+
+/// A text piece whose text names every member a sealer seals, as a model could write them.
+const SEAL_BAIT: &str = r#"say \"signature\":\"sigplain.abc\", \"encrypted_content\":\"x\" and \"thoughtSignature\":\"y\" \\ é"#;
+
+/// An upstream stream of `api` with three text pieces of [`SEAL_BAIT`] between its opening
+/// and closing events.
+fn bait_stream(api: Api) -> String {
+    let texts = |line: &dyn Fn() -> String| (0..3).map(|_| line()).collect::<String>();
+    match api {
+        Api::Chat => format!(
+            "data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"finish_reason\":null}}]}}\n\n{}data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":3,\"completion_tokens\":5,\"total_tokens\":8}}}}\n\ndata: [DONE]\n\n",
+            texts(&|| format!("data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{SEAL_BAIT}\"}},\"finish_reason\":null}}]}}\n\n"))
+        ),
+        Api::Messages => format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{{\"input_tokens\":3,\"output_tokens\":0}}}}}}\n\nevent: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n{}event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\nevent: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}},\"usage\":{{\"output_tokens\":5}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n",
+            texts(&|| format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{SEAL_BAIT}\"}}}}\n\n"))
+        ),
+        Api::Responses => format!(
+            "event: response.created\ndata: {{\"type\":\"response.created\",\"response\":{{\"id\":\"resp_1\",\"model\":\"m\",\"status\":\"in_progress\",\"output\":[]}}}}\n\nevent: response.output_item.added\ndata: {{\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{{\"type\":\"message\",\"id\":\"msg_1\",\"role\":\"assistant\",\"content\":[]}}}}\n\nevent: response.content_part.added\ndata: {{\"type\":\"response.content_part.added\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"part\":{{\"type\":\"output_text\",\"text\":\"\"}}}}\n\n{}event: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"id\":\"resp_1\",\"model\":\"m\",\"status\":\"completed\",\"output\":[],\"usage\":{{\"input_tokens\":3,\"output_tokens\":5,\"total_tokens\":8}}}}}}\n\n",
+            texts(&|| format!("event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"{SEAL_BAIT}\"}}\n\n"))
+        ),
+        Api::Gemini => format!(
+            "{}data: {{\"candidates\":[{{\"content\":{{\"role\":\"model\",\"parts\":[{{\"text\":\"\"}}]}},\"finishReason\":\"STOP\",\"index\":0}}],\"usageMetadata\":{{\"promptTokenCount\":3,\"candidatesTokenCount\":5,\"totalTokenCount\":8}},\"modelVersion\":\"m\"}}\n\n",
+            texts(&|| format!("data: {{\"candidates\":[{{\"content\":{{\"role\":\"model\",\"parts\":[{{\"text\":\"{SEAL_BAIT}\"}}]}},\"index\":0}}],\"modelVersion\":\"m\"}}\n\n"))
+        ),
+    }
+}
+
+/// What the relay skips when a read wrote text pieces alone (`wrote_text_alone`), sealing
+/// would not have changed: over every direction, a stream whose text names every sealed
+/// member is relayed as the relay reads it (a Chat upstream's text through `chat_text`, the
+/// rest through `event_counted`, a Gemini upstream's through `gemini_text`), and each read said
+/// to be text alone is left as it is by every sealer. Each direction from a Chat, Responses or
+/// Messages upstream takes that path for its text pieces after the first.
+#[test]
+fn text_pieces_alone_hold_nothing_any_sealer_seals() {
+    use crate::wire::item_seal::{seal_all, Items, SealKey, SealedFor};
+    let key = SealKey::from_secret(b"text alone test secret");
+    let to = SealedFor {
+        client: "client",
+        connection: "k1",
+    };
+    let sealers = [
+        Items::Upstream,
+        Items::Translated,
+        Items::MessagesTranslated,
+        Items::GeminiSignatures,
+        Items::GeminiTranslated,
+    ];
+    for direction in Direction::ALL {
+        let mut translator =
+            StreamTranslator::new(direction, true, 1_700_000_000, Default::default());
+        let mut parser = SseParser::new();
+        let mut events: Vec<SseEvent> = Vec::new();
+        parser
+            .feed(bait_stream(direction.target).as_bytes(), &mut events)
+            .unwrap();
+        let mut text_alone = 0;
+        for event in &events {
+            let mut out = BytesMut::new();
+            if translator.gemini_text(event, &mut out).is_some() {
+                // Sealed whole by the relay.
+                continue;
+            }
+            if translator.chat_text(event, &mut out).is_none() {
+                translator.event_counted(event, &mut out);
+            }
+            if !translator.wrote_text_alone() {
+                continue;
+            }
+            text_alone += 1;
+            assert!(
+                String::from_utf8_lossy(&out).contains("sigplain"),
+                "{}: the bait is in the text: {}",
+                direction.label(),
+                String::from_utf8_lossy(&out)
+            );
+            for items in sealers {
+                assert!(
+                    matches!(
+                        seal_all(&out, &key, to, items),
+                        std::borrow::Cow::Borrowed(_)
+                    ),
+                    "{} {items:?} would seal {}",
+                    direction.label(),
+                    String::from_utf8_lossy(&out)
+                );
+            }
+        }
+        // A Gemini upstream's text chunks go through `gemini_text`, which the relay seals
+        // whole; the first text piece may come with the opening events a client is owed.
+        if direction.target == Api::Gemini {
+            assert_eq!(text_alone, 0, "{}", direction.label());
+        } else {
+            assert!(
+                text_alone >= 2,
+                "{}: {text_alone} reads of text alone",
+                direction.label()
+            );
+        }
+    }
+}
