@@ -130,10 +130,13 @@ fn decode_chunked(chunk: &mut Chunk, buffer: &mut BytesMut) -> Result<Decoded, F
     loop {
         match chunk {
             Chunk::Size => {
-                let Some(line) = take_line(buffer, MAX_CHUNK_LINE, FramingError::ChunkSize)? else {
+                let Some((text, line)) =
+                    next_line(buffer, MAX_CHUNK_LINE, FramingError::ChunkSize)?
+                else {
                     return Ok(Decoded::NeedMore);
                 };
-                let size = chunk_size(&line)?;
+                let size = chunk_size(&buffer[..text])?;
+                buffer.advance(line);
                 *chunk = if size == 0 {
                     Chunk::Trailers(0)
                 } else {
@@ -170,26 +173,28 @@ fn decode_chunked(chunk: &mut Chunk, buffer: &mut BytesMut) -> Result<Decoded, F
             },
             Chunk::Trailers(read) => {
                 let room = MAX_TRAILER_BYTES.saturating_sub(*read);
-                let Some(line) = take_line(buffer, room, FramingError::Trailers)? else {
+                let Some((text, line)) = next_line(buffer, room, FramingError::Trailers)? else {
                     return Ok(Decoded::NeedMore);
                 };
-                if line.is_empty() {
+                buffer.advance(line);
+                if text == 0 {
                     return Ok(Decoded::End);
                 }
-                *read += line.len() + 2;
+                *read += line;
             }
         }
     }
 }
 
-/// The next line of `buffer` without its line end (CRLF, or a bare LF as RFC 9112 §2.2
-/// allows), taken from it; `None` while it has not all arrived; `too_long` when it is longer
-/// than `limit`.
-fn take_line(
-    buffer: &mut BytesMut,
+/// The next line of `buffer`: the length of its text (without its line end: CRLF, or a bare LF
+/// as RFC 9112 §2.2 allows) and of the whole line; `None` while it has not all arrived;
+/// `too_long` when it is longer than `limit`. The caller reads the text in place, then
+/// advances past the line.
+fn next_line(
+    buffer: &[u8],
     limit: usize,
     too_long: FramingError,
-) -> Result<Option<Bytes>, FramingError> {
+) -> Result<Option<(usize, usize)>, FramingError> {
     let Some(end) = memchr::memchr(b'\n', buffer) else {
         return if buffer.len() > limit {
             Err(too_long)
@@ -200,12 +205,12 @@ fn take_line(
     if end > limit {
         return Err(too_long);
     }
-    let mut line = buffer.split_to(end + 1).freeze();
-    line.truncate(end);
-    if line.last() == Some(&b'\r') {
-        line.truncate(end - 1);
-    }
-    Ok(Some(line))
+    let text = if end > 0 && buffer[end - 1] == b'\r' {
+        end - 1
+    } else {
+        end
+    };
+    Ok(Some((text, end + 1)))
 }
 
 /// A chunk-size line's size: hex digits, then optional whitespace and `;` extensions, which

@@ -9,12 +9,17 @@ pub const MAX_HELD_TEXT_BYTES: usize = 4 * 1024 * 1024;
 #[derive(Debug, Default)]
 pub struct HeldText {
     text: String,
-    /// Characters in the block, held or not.
-    chars: usize,
+    /// Characters of the pieces not held (past the bound); the held ones are counted when a
+    /// citation asks, not with every piece.
+    unheld_chars: usize,
     /// Bytes in the block, held or not.
     bytes: usize,
     full: bool,
 }
+
+/// Room taken for a block's text at its first piece: a few growths, not one per doubling
+/// from a piece's size.
+const FIRST_ROOM: usize = 1024;
 
 impl HeldText {
     /// A new block begins.
@@ -23,18 +28,21 @@ impl HeldText {
     }
 
     pub fn push(&mut self, piece: &str) {
-        self.chars += piece.chars().count();
         self.bytes += piece.len();
         if !self.full && self.text.len() + piece.len() <= MAX_HELD_TEXT_BYTES {
+            if self.text.capacity() == 0 {
+                self.text.reserve(FIRST_ROOM.max(piece.len()));
+            }
             self.text.push_str(piece);
         } else {
             self.full = true;
+            self.unheld_chars += piece.chars().count();
         }
     }
 
     /// Characters in the block so far.
     pub fn chars(&self) -> usize {
-        self.chars
+        self.text.chars().count() + self.unheld_chars
     }
 
     /// Bytes in the block so far.
@@ -97,5 +105,21 @@ mod tests {
         assert_eq!(held.byte_at_char(14), None);
         assert_eq!(byte_at_char("ab", 2), Some(2));
         assert_eq!(char_at_byte("ab", 9), 2);
+    }
+
+    #[test]
+    fn pieces_past_the_bound_are_counted_not_held() {
+        let mut held = HeldText::default();
+        let whole = "é".repeat(MAX_HELD_TEXT_BYTES / 2);
+        held.push(&whole);
+        held.push("ab🙂");
+        assert_eq!(held.chars(), MAX_HELD_TEXT_BYTES / 2 + 3);
+        assert_eq!(held.bytes(), MAX_HELD_TEXT_BYTES + 6);
+        assert_eq!(held.slice(0, 2).as_deref(), Some("éé"));
+        assert_eq!(
+            held.byte_at_char(MAX_HELD_TEXT_BYTES / 2 + 1),
+            None,
+            "not held"
+        );
     }
 }
