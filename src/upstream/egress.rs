@@ -189,8 +189,11 @@ fn transport_failure(error: &UpstreamError) -> TransportFailure {
                 ErrorKind::ConnectionRefused
                 | ErrorKind::HostUnreachable
                 | ErrorKind::NetworkUnreachable
-                | ErrorKind::AddrNotAvailable
-                | ErrorKind::TimedOut => return TransportFailure::Connect,
+                | ErrorKind::AddrNotAvailable => return TransportFailure::Connect,
+                // An open connection that timed out (keep-alive probes unanswered) died under
+                // the exchange.
+                ErrorKind::TimedOut if error.is_connect() => return TransportFailure::Connect,
+                ErrorKind::TimedOut => return TransportFailure::Reset,
                 ErrorKind::ConnectionReset
                 | ErrorKind::ConnectionAborted
                 | ErrorKind::BrokenPipe
@@ -243,6 +246,29 @@ fn tls_message(error: &rustls::Error, host: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timeout_names_connecting_only_while_connecting() {
+        let timed_out = || std::io::Error::from(std::io::ErrorKind::TimedOut);
+        let connecting = UpstreamError::Connect(Box::new(timed_out()));
+        assert_eq!(
+            describe_failure(&connecting, "h.test").0,
+            TransportFailure::Connect
+        );
+        // An open connection whose keep-alive probes went unanswered died under the exchange.
+        let open = UpstreamError::Http1(ExchangeError::Read(timed_out()));
+        let (failure, message) = describe_failure(&open, "h.test");
+        assert_eq!(failure, TransportFailure::Reset);
+        assert!(
+            message.starts_with("connection reset by h.test"),
+            "{message}"
+        );
+        let closed = UpstreamError::Http1(ExchangeError::Closed);
+        assert_eq!(
+            describe_failure(&closed, "h.test").0,
+            TransportFailure::Reset
+        );
+    }
 
     fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
         move |name| {

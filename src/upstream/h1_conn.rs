@@ -139,6 +139,9 @@ impl H1Conn {
 
     /// Writes `head` and `body`, then reads the answer's head: the response to a `method`
     /// request. The connection comes back with the head, its body still to be read from it.
+    /// An upstream may answer before it has read the whole request (a 413 or 401 to a large
+    /// body) and stop reading, or close: that answer is read and returned, and the connection
+    /// is not reused (the request did not all leave).
     pub async fn exchange(
         mut self,
         method: &Method,
@@ -146,12 +149,26 @@ impl H1Conn {
         body: &[u8],
     ) -> Result<(ResponseHead, H1Conn), Unanswered> {
         let mut written = 0;
-        std::future::poll_fn(|cx| self.poll_write_all(cx, head, body, &mut written))
-            .await
-            .map_err(|error| Unanswered {
-                error: ExchangeError::Write(error),
-                unsent: written == 0,
-            })?;
+        let sent =
+            std::future::poll_fn(|cx| self.poll_send(cx, method, head, body, &mut written)).await;
+        match sent {
+            Ok(None) => {}
+            Ok(Some(early)) => {
+                self.closed = true;
+                return Ok((early, self));
+            }
+            Err(error) => {
+                let mut unwoken = Context::from_waker(Waker::noop());
+                if let Some(early) = self.early_head(&mut unwoken, method) {
+                    self.closed = true;
+                    return Ok((early, self));
+                }
+                return Err(Unanswered {
+                    error: ExchangeError::Write(error),
+                    unsent: written == 0,
+                });
+            }
+        }
         let head = std::future::poll_fn(|cx| self.poll_head(cx, method))
             .await
             .map_err(|error| Unanswered {
@@ -159,6 +176,40 @@ impl H1Conn {
                 unsent: false,
             })?;
         Ok((head, self))
+    }
+
+    /// [`Self::poll_write_all`]; while the write waits, a head the upstream already sent
+    /// (`Some`) ends it.
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        method: &Method,
+        head: &[u8],
+        body: &[u8],
+        written: &mut usize,
+    ) -> Poll<io::Result<Option<ResponseHead>>> {
+        match self.poll_write_all(cx, head, body, written) {
+            Poll::Ready(done) => Poll::Ready(done.map(|()| None)),
+            Poll::Pending => match self.early_head(cx, method) {
+                Some(early) => Poll::Ready(Ok(Some(early))),
+                None => Poll::Pending,
+            },
+        }
+    }
+
+    /// A whole response head among what has arrived so far, read without waiting (a read
+    /// that would wait registers `cx`); `None` when there is none (or only a broken one,
+    /// which the head's read names once the request has gone).
+    fn early_head(&mut self, cx: &mut Context<'_>, method: &Method) -> Option<ResponseHead> {
+        loop {
+            if let Ok(Some(head)) = parse_response(&mut self.read, method) {
+                return Some(head);
+            }
+            match self.poll_fill(cx) {
+                Poll::Ready(Ok(read)) if read > 0 => {}
+                _ => return None,
+            }
+        }
     }
 
     /// Writes what is left of `head` then `body` (`written` bytes of both have gone), and

@@ -172,7 +172,8 @@ fn decode_chunked(chunk: &mut Chunk, buffer: &mut BytesMut) -> Result<Decoded, F
                 Some(_) => return Err(FramingError::ChunkEnd),
             },
             Chunk::Trailers(read) => {
-                let room = MAX_TRAILER_BYTES.saturating_sub(*read);
+                // The empty line that ends them is always allowed.
+                let room = MAX_TRAILER_BYTES.saturating_sub(*read) + 2;
                 let Some((text, line)) = next_line(buffer, room, FramingError::Trailers)? else {
                     return Ok(Decoded::NeedMore);
                 };
@@ -338,6 +339,21 @@ mod tests {
             framing.end_if_buffered(&mut buffer);
             assert!(!framing.is_done(), "{wire:?}");
         }
+    }
+
+    #[test]
+    fn trailers_up_to_their_bound_end_the_body() {
+        // Trailer lines of exactly MAX_TRAILER_BYTES, then the empty line.
+        let mut wire = b"1\r\na\r\n0\r\n".to_vec();
+        let line = b"x-pad: 0123456789abcdef0123456789abcdef0123456789abcdef0123456\r\n";
+        assert_eq!(MAX_TRAILER_BYTES % line.len(), 0);
+        for _ in 0..MAX_TRAILER_BYTES / line.len() {
+            wire.extend_from_slice(line);
+        }
+        wire.extend_from_slice(b"\r\n");
+        let (body, ended, _) = feed(Framing::Chunked(Chunk::Size), &wire, 4096).unwrap();
+        assert_eq!(body, b"a");
+        assert!(ended);
     }
 
     #[test]

@@ -125,7 +125,7 @@ pub fn parse_response(
                 .map_err(|_| HeadError::Header("value"))?;
             headers.append(name, value);
         }
-        let (framing, framed_by_length) = framing(&headers, parsed.status, method)?;
+        let (framing, framed_by_length) = framing(&headers, parsed.version, parsed.status, method)?;
         let keep_alive = framed_by_length && keeps_alive(&headers, parsed.version);
         return Ok(Some(ResponseHead {
             status: parsed.status,
@@ -187,9 +187,11 @@ fn parse_head(buffer: &[u8]) -> Result<Option<Parsed>, HeadError> {
 }
 
 /// How the body of a `status` answer to `method` with `headers` is framed (RFC 9112 §6.3), and
-/// whether its end is known without the connection's close.
+/// whether the connection may carry another request after it (its end is known without the
+/// close, and its framing is not in doubt).
 fn framing(
     headers: &HeaderMap,
+    version: Version,
     status: StatusCode,
     method: &Method,
 ) -> Result<(Framing, bool), HeadError> {
@@ -200,6 +202,13 @@ fn framing(
         return Ok((Framing::Done, true));
     }
     if let Some(last) = headers.get_all(TRANSFER_ENCODING).iter().next_back() {
+        // RFC 9112 §6.1: an HTTP/1.0 message's transfer coding is faulty framing.
+        if version == Version::HTTP_10 {
+            return Err(HeadError::Header("transfer-encoding"));
+        }
+        // With a content-length too it may be a smuggling attempt (§6.3): read as the
+        // transfer coding says, and never reused.
+        let alone = !headers.contains_key(CONTENT_LENGTH);
         let chunked = last
             .as_bytes()
             .rsplit(|byte| *byte == b',')
@@ -207,7 +216,7 @@ fn framing(
             .is_some_and(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"));
         // A transfer coding that is not chunked last is read until the close.
         return Ok(if chunked {
-            (Framing::Chunked(Chunk::Size), true)
+            (Framing::Chunked(Chunk::Size), alone)
         } else {
             (Framing::UntilClose, false)
         });
@@ -321,8 +330,8 @@ mod tests {
         );
         assert_eq!(
             framing("Transfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n"),
-            (Framing::Chunked(Chunk::Size), true),
-            "transfer-encoding wins over content-length"
+            (Framing::Chunked(Chunk::Size), false),
+            "transfer-encoding wins over content-length, and the connection is not reused"
         );
         assert_eq!(
             framing("Transfer-Encoding: gzip\r\n"),
@@ -352,6 +361,16 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(head.framing, Framing::Done);
+    }
+
+    #[test]
+    fn an_http_1_0_transfer_coding_is_faulty_framing() {
+        let wire =
+            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n";
+        assert_eq!(
+            parsed(wire, &Method::POST).unwrap_err(),
+            HeadError::Header("transfer-encoding")
+        );
     }
 
     #[test]

@@ -404,3 +404,55 @@ async fn an_answer_cut_short_not_http_or_missing_is_named() {
         failure.message
     );
 }
+
+#[tokio::test]
+async fn an_answer_before_the_request_body_is_read_is_returned_and_not_reused() {
+    // The upstream reads the head alone, answers 413 and stops reading (as a server or load
+    // balancer refusing a body too large does), keeping the connection open.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Seen::default();
+    let counted = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            counted.accepted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 9\r\n\r\ntoo large",
+                    )
+                    .await;
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            });
+        }
+    });
+    let client = UpstreamClient::new();
+    // More than the loopback socket's buffers take, so the write waits on the upstream.
+    let large = Bytes::from(vec![b'x'; 64 << 20]);
+    for _ in 0..2 {
+        let request = http::Request::post(format!("{base}/v1/chat/completions"))
+            .body(Full::new(large.clone()))
+            .unwrap();
+        let response = client
+            .send(request, Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|failure| panic!("{}", failure.message));
+        assert_eq!(response.status(), 413);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"too large");
+    }
+    assert_eq!(
+        seen.accepted(),
+        2,
+        "a request not all sent leaves its connection unusable"
+    );
+}
