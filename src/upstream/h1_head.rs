@@ -77,7 +77,7 @@ pub fn encode_request(
     );
     if body_len > 0 || !bodiless {
         out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(itoa(body_len, &mut [0; 20]));
+        out.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
@@ -88,19 +88,6 @@ fn header_line(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
-}
-
-/// `value` in decimal, written at the end of `scratch`.
-fn itoa(mut value: usize, scratch: &mut [u8; 20]) -> &[u8] {
-    let mut start = scratch.len();
-    loop {
-        start -= 1;
-        scratch[start] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            return &scratch[start..];
-        }
-    }
 }
 
 /// Reads the response head at the start of `buffer`, the answer to a `method` request, and

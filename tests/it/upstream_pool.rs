@@ -91,31 +91,50 @@ async fn start_keep_alive(together: Option<usize>) -> (String, Seen) {
 /// An upstream that answers one request per connection and then closes it, without saying
 /// `Connection: close` (as one that drops idle keep-alive connections early looks).
 async fn start_closing_after_each() -> (String, Seen) {
+    start_raw(|mut stream| async move {
+        if !read_head(&mut stream).await {
+            return;
+        }
+        let _ = stream
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .await;
+        // Dropped here: the connection closes while the client keeps it as idle.
+    })
+    .await
+}
+
+/// A loopback upstream that counts the connections it accepts and runs `serve` on each.
+async fn start_raw<F, Fut>(serve: F) -> (String, Seen)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen = Seen::default();
     let counted = seen.clone();
     tokio::spawn(async move {
         loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
+            let (stream, _) = listener.accept().await.unwrap();
             counted.accepted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let _ = stream
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                    .await;
-                // Dropped here: the connection closes while the client keeps it as idle.
-            });
+            tokio::spawn(serve(stream));
         }
     });
     (base, seen)
+}
+
+/// Reads a request's head (to its blank line) byte by byte, leaving what follows unread; false
+/// when the connection closed first.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> bool {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+            return false;
+        }
+        head.push(byte[0]);
+    }
+    true
 }
 
 fn get(url: &str) -> http::Request<Full<Bytes>> {
@@ -290,37 +309,22 @@ async fn a_refused_connection_and_a_url_without_host_are_named() {
 /// An upstream that reads each request's head and answers it with `answer` as written, on
 /// connections it keeps open (unless `close` after each answer).
 async fn start_scripted(answer: &'static [u8], close: bool) -> (String, Seen) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let seen = Seen::default();
-    let counted = seen.clone();
-    tokio::spawn(async move {
+    start_raw(move |mut stream| async move {
         loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            counted.accepted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                loop {
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") {
-                        if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        head.push(byte[0]);
-                    }
-                    // Written in two pieces, so the client reads a head or body in parts.
-                    let (first, second) = answer.split_at(answer.len() / 2);
-                    let _ = stream.write_all(first).await;
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    let _ = stream.write_all(second).await;
-                    if close {
-                        return;
-                    }
-                }
-            });
+            if !read_head(&mut stream).await {
+                return;
+            }
+            // Written in two pieces, so the client reads a head or body in parts.
+            let (first, second) = answer.split_at(answer.len() / 2);
+            let _ = stream.write_all(first).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let _ = stream.write_all(second).await;
+            if close {
+                return;
+            }
         }
-    });
-    (base, seen)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -409,32 +413,16 @@ async fn an_answer_cut_short_not_http_or_missing_is_named() {
 async fn an_answer_before_the_request_body_is_read_is_returned_and_not_reused() {
     // The upstream reads the head alone, answers 413 and stops reading (as a server or load
     // balancer refusing a body too large does), keeping the connection open.
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let seen = Seen::default();
-    let counted = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            counted.accepted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let _ = stream
-                    .write_all(
-                        b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 9\r\n\r\ntoo large",
-                    )
-                    .await;
-                tokio::time::sleep(Duration::from_secs(30)).await;
-            });
+    let (base, seen) = start_raw(|mut stream| async move {
+        if !read_head(&mut stream).await {
+            return;
         }
-    });
+        let _ = stream
+            .write_all(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 9\r\n\r\ntoo large")
+            .await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    })
+    .await;
     let client = UpstreamClient::new();
     // More than the loopback socket's buffers take, so the write waits on the upstream.
     let large = Bytes::from(vec![b'x'; 64 << 20]);
