@@ -198,12 +198,15 @@ impl H1Conn {
     }
 
     /// A whole response head among what has arrived so far, read without waiting (a read
-    /// that would wait registers `cx`); `None` when there is none (or only a broken one,
-    /// which the head's read names once the request has gone).
+    /// that would wait registers `cx`); `None` when there is none yet, or only a broken one
+    /// (then nothing more is read, so what an upstream sends cannot grow the buffer past a
+    /// head's bound; the head's read names it once the request has gone).
     fn early_head(&mut self, cx: &mut Context<'_>, method: &Method) -> Option<ResponseHead> {
         loop {
-            if let Ok(Some(head)) = parse_response(&mut self.read, method) {
-                return Some(head);
+            match parse_response(&mut self.read, method) {
+                Ok(Some(head)) => return Some(head),
+                Ok(None) => {}
+                Err(_) => return None,
             }
             match self.poll_fill(cx) {
                 Poll::Ready(Ok(read)) if read > 0 => {}
