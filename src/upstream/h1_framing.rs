@@ -101,12 +101,9 @@ impl Framing {
     /// chunk (no trailers): the end is then known with the last data, not one poll later, and
     /// the connection can go back at once. Anything else is left to [`Framing::decode`].
     pub fn end_if_buffered(&mut self, buffer: &mut BytesMut) {
-        let last: &[u8] = match self {
-            Framing::Chunked(Chunk::DataEnd) => b"\r\n0\r\n\r\n",
-            Framing::Chunked(Chunk::Size) => b"0\r\n\r\n",
-            _ => return,
-        };
-        if buffer[..] == *last {
+        // After its last data a chunk stands before its CRLF (a read that ended inside a
+        // chunk's data leaves no more bytes of the body buffered).
+        if *self == Framing::Chunked(Chunk::DataEnd) && buffer[..] == *b"\r\n0\r\n\r\n" {
             buffer.clear();
             *self = Framing::Done;
         }

@@ -281,10 +281,7 @@ impl Relay {
         }
         let start = out.len();
         let bytes = translator.event_counted(event, out);
-        // Text pieces alone hold nothing a sealer seals (most of a stream).
-        let text_alone = translator.wrote_text_alone();
-        let sealer = self.stream.sealer.as_ref().filter(|_| !text_alone);
-        seal_tail(sealer, out, start);
+        seal_read(self.stream.sealer.as_ref(), translator, out, start);
         self.count_content(event, bytes);
         true
     }
@@ -321,10 +318,7 @@ impl Relay {
         let Some(bytes) = translator.chat_text(event, out) else {
             return false;
         };
-        // Text pieces alone hold nothing a sealer seals (most of a stream).
-        let text_alone = translator.wrote_text_alone();
-        let sealer = self.stream.sealer.as_ref().filter(|_| !text_alone);
-        seal_tail(sealer, out, start);
+        seal_read(self.stream.sealer.as_ref(), translator, out, start);
         self.count_content(event, bytes);
         true
     }
@@ -445,6 +439,19 @@ fn seal_tail(sealer: Option<&ItemSealer>, out: &mut BytesMut, start: usize) {
     if let std::borrow::Cow::Owned(sealed) = sealer.seal(&out[start..]) {
         out.truncate(start);
         out.extend_from_slice(&sealed);
+    }
+}
+
+/// [`seal_tail`] of what `translator`'s last read wrote, unless it wrote text pieces alone,
+/// which hold nothing a sealer seals (most of a stream: `StreamTranslator::wrote_text_alone`).
+fn seal_read(
+    sealer: Option<&ItemSealer>,
+    translator: &StreamTranslator,
+    out: &mut BytesMut,
+    start: usize,
+) {
+    if !translator.wrote_text_alone() {
+        seal_tail(sealer, out, start);
     }
 }
 
