@@ -11,8 +11,9 @@ use crate::telemetry::AttemptSpan;
 use std::sync::Arc;
 
 use crate::wire::missing_route::{says_route_missing, ROUTE_NOT_FOUND};
-use crate::wire::translate::{error_body, typed_translation, value_translation, Direction, Echo};
-use crate::wire::usage::response_summary;
+use crate::wire::translate::{
+    answer_summary, error_body, typed_translation, value_translation, Direction, Echo,
+};
 
 use super::charge;
 use super::shape::{unanswered_openly, Attempted, Payload, TryContext, UpstreamAnswer};
@@ -50,7 +51,7 @@ pub(super) async fn answered(
             direction.and_then(|direction| typed_translation(direction, &body, created, echo));
         let (summary, translated) = match typed {
             Some((translated, summary)) => (summary, Some(translated)),
-            None => match response_summary(&body) {
+            None => match answer_summary(&body) {
                 Ok(summary) => (summary, None),
                 // A 2xx whose body cannot be parsed is a server error (behaviour §3).
                 Err(_) => {

@@ -93,7 +93,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use crate::wire::usage::ResponseSummary;
+use crate::wire::usage::{response_summary, InvalidBody, ResponseSummary};
 use hub::form::{Answer, Request};
 
 /// Why a request cannot be translated.
@@ -478,6 +478,16 @@ pub fn translate_answer(
     match typed_translation(direction, body, created, echo) {
         Some((translated, _)) => Ok(translated),
         None => value_translation(direction, body, created, echo),
+    }
+}
+
+/// What `usage::response_summary` reads of an answer relayed as it is (the same `Ok` and the
+/// same error): by one scan of its bytes when the scan takes them (nearly every answer of a
+/// Chat, Responses or Messages host), else by serde's reader.
+pub fn answer_summary(body: &[u8]) -> Result<ResponseSummary<'_>, InvalidBody> {
+    match typed_answer::relayed_summary(body) {
+        Some(summary) => Ok(summary),
+        None => response_summary(body),
     }
 }
 

@@ -17,6 +17,9 @@
 
 mod chat_scan;
 mod messages_scan;
+mod summary_scan;
+
+pub(super) use summary_scan::relayed_summary;
 
 use std::borrow::Cow;
 use std::fmt;
