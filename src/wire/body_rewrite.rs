@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use crate::wire::affinity_group::PromptSpans;
+use crate::wire::request_scan::{top_members, ListPrefix, TopMembers};
 
 /// Why a request body cannot be routed (rendered as 400 by the HTTP edge).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -167,11 +168,23 @@ struct TopLevel<'a, M> {
     input: Option<&'a RawValue>,
 }
 
-/// The first element of a list and the element a prefix ends with.
-#[derive(Clone, Copy)]
-struct ListPrefix<'a> {
-    first: &'a RawValue,
-    last: &'a RawValue,
+impl<'a, M: MessagesField<'a>> TopLevel<'a, M> {
+    /// Each member's raw text, as the one scan (`request_scan`) gives them.
+    fn members(self) -> TopMembers<'a> {
+        let text = |raw: Option<&'a RawValue>| raw.map(RawValue::get);
+        TopMembers {
+            model: text(self.model),
+            stream: text(self.stream),
+            stream_options: text(self.stream_options),
+            prompt_cache_key: text(self.prompt_cache_key),
+            metadata: text(self.metadata),
+            tools: text(self.tools),
+            system: text(self.system),
+            messages: self.messages.as_ref().and_then(MessagesField::prefix),
+            instructions: text(self.instructions),
+            input: text(self.input),
+        }
+    }
 }
 
 /// `messages` through its first `"role": "user"` element, read in the one scan of the body;
@@ -227,14 +240,14 @@ impl<'de> serde::de::Visitor<'de> for PrefixVisitor {
         let mut found = None;
         while let Some(element) = seq.next_element::<&'de RawValue>()? {
             if first.is_none() {
-                first = Some(element);
+                first = Some(element.get());
             }
             if found.is_none() {
                 let is_user = !self.until_user
                     || serde_json::from_str::<RoleOnly<'_>>(element.get())
                         .is_ok_and(|m| m.role.is_some_and(|r| r.get() == "\"user\""));
                 if is_user {
-                    found = Some(element);
+                    found = Some(element.get());
                     if !self.until_user {
                         // The rest only needs skipping.
                         while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
@@ -365,14 +378,21 @@ enum Reader {
 }
 
 impl Reader {
-    fn top_level<'a, M: Deserialize<'a>>(
+    /// The top-level members (`messages`' prefix when `M` reads it): by one scan of a body
+    /// it takes, else by serde.
+    fn top_level<'a, M: Deserialize<'a> + MessagesField<'a>>(
         self,
         body: &'a [u8],
-    ) -> serde_json::Result<TopLevel<'a, M>> {
+        with_prefix: bool,
+    ) -> serde_json::Result<TopMembers<'a>> {
         match self {
-            Reader::TextWhenUtf8 => crate::wire::json_body::from_body(body),
+            Reader::TextWhenUtf8 => match top_members(body, with_prefix) {
+                Some(top) => Ok(top),
+                None => crate::wire::json_body::from_body::<TopLevel<'a, M>>(body)
+                    .map(TopLevel::members),
+            },
             #[cfg(test)]
-            Reader::Bytes => serde_json::from_slice(body),
+            Reader::Bytes => serde_json::from_slice::<TopLevel<'a, M>>(body).map(TopLevel::members),
         }
     }
 }
@@ -402,19 +422,22 @@ where
         return Err(BodyError::NotAnObject);
     }
     let object_open = first.map_or(0, |at| at + 1);
-    let top: TopLevel<'a, M> = reader.top_level(body).map_err(invalid)?;
+    let with_prefix = scan == PromptScan::Everything;
+    let top = reader
+        .top_level::<M>(body, with_prefix)
+        .map_err(invalid)?;
 
     let raw_model = match top.model {
-        Some(raw) if raw.get() != "null" => raw,
+        Some(raw) if raw != "null" => raw,
         _ => return Err(BodyError::MissingModel),
     };
-    if !raw_model.get().starts_with('"') {
+    if !raw_model.starts_with('"') {
         return Err(BodyError::ModelNotString);
     }
     // Read in place when it has no escape (one copy, the shared one), unescaped otherwise.
-    let model: Arc<str> = match serde_json::from_str::<&str>(raw_model.get()) {
+    let model: Arc<str> = match serde_json::from_str::<&str>(raw_model) {
         Ok(plain) => Arc::from(plain),
-        Err(_) => Arc::from(serde_json::from_str::<String>(raw_model.get()).map_err(invalid)?),
+        Err(_) => Arc::from(serde_json::from_str::<String>(raw_model).map_err(invalid)?),
     };
     if model.is_empty() {
         return Err(BodyError::MissingModel);
@@ -422,20 +445,20 @@ where
     if let Some(problem) = model_name_problem(&model) {
         return Err(BodyError::InvalidModel(problem));
     }
-    let model_span = span_in(body, raw_model.get())?;
-    let stream = top.stream.is_some_and(|raw| raw.get() == "true");
+    let model_span = span_in(body, raw_model)?;
+    let stream = top.stream.is_some_and(|raw| raw == "true");
 
     let (stream_options, include_usage_requested) = match top.stream_options {
         None => (StreamOptionsAt::Absent, false),
-        Some(raw) if !raw.get().starts_with('{') => (
-            StreamOptionsAt::NotAnObject(span_in(body, raw.get())?),
+        Some(raw) if !raw.starts_with('{') => (
+            StreamOptionsAt::NotAnObject(span_in(body, raw)?),
             false,
         ),
         Some(raw) => {
             let fields: StreamOptionsFields<'_> =
-                serde_json::from_str(raw.get()).map_err(invalid)?;
-            let (open, _) = span_in(body, raw.get())?;
-            let empty = raw.get()[1..]
+                serde_json::from_str(raw).map_err(invalid)?;
+            let (open, _) = span_in(body, raw)?;
+            let empty = raw[1..]
                 .bytes()
                 .find(|&byte| !is_json_whitespace(byte))
                 == Some(b'}');
@@ -470,21 +493,20 @@ where
 }
 
 /// The explicit hints' spans (`prompt_cache_key`, `metadata.user_id`) the one scan found.
-fn hint_spans<'a, M>(body: &[u8], top: &TopLevel<'a, M>) -> Result<PromptSpans, BodyError> {
-    let span = |raw: Option<&RawValue>| raw.map(|raw| span_in(body, raw.get())).transpose();
+fn hint_spans(body: &[u8], top: &TopMembers<'_>) -> Result<PromptSpans, BodyError> {
+    let span = |raw: Option<&str>| raw.map(|raw| span_in(body, raw)).transpose();
     let metadata_user_id = match top.metadata {
-        Some(raw) if raw.get().starts_with('{') => {
-            serde_json::from_str::<MetadataUser<'_>>(raw.get())
-                .ok()
-                .and_then(|m| m.user_id)
-                .filter(|id| id.get().starts_with('"'))
-        }
+        Some(raw) if raw.starts_with('{') => serde_json::from_str::<MetadataUser<'_>>(raw)
+            .ok()
+            .and_then(|m| m.user_id)
+            .map(RawValue::get)
+            .filter(|id| id.starts_with('"')),
         _ => None,
     };
     Ok(PromptSpans {
         prompt_cache_key: span(
             top.prompt_cache_key
-                .filter(|raw| raw.get().starts_with('"')),
+                .filter(|raw| raw.starts_with('"')),
         )?,
         metadata_user_id: span(metadata_user_id)?,
         ..PromptSpans::default()
@@ -493,28 +515,25 @@ fn hint_spans<'a, M>(body: &[u8], top: &TopLevel<'a, M>) -> Result<PromptSpans, 
 
 /// The spans `affinity_group` hashes, from the parts the one scan found: the hints and the
 /// stable prefix.
-fn prompt_spans<'a, M: MessagesField<'a>>(
-    body: &[u8],
-    top: &TopLevel<'a, M>,
-) -> Result<PromptSpans, BodyError> {
-    let span = |raw: Option<&RawValue>| raw.map(|raw| span_in(body, raw.get())).transpose();
-    let messages_prefix = match top.messages.as_ref().and_then(MessagesField::prefix) {
+fn prompt_spans(body: &[u8], top: &TopMembers<'_>) -> Result<PromptSpans, BodyError> {
+    let span = |raw: Option<&str>| raw.map(|raw| span_in(body, raw)).transpose();
+    let messages_prefix = match top.messages {
         Some(prefix) => Some((
-            span_in(body, prefix.first.get())?.0,
-            span_in(body, prefix.last.get())?.1,
+            span_in(body, prefix.first)?.0,
+            span_in(body, prefix.last)?.1,
         )),
         None => None,
     };
     let first_input = match top.input {
-        Some(raw) if raw.get().starts_with('[') => {
-            let mut de = serde_json::Deserializer::from_str(raw.get());
+        Some(raw) if raw.starts_with('[') => {
+            let mut de = serde_json::Deserializer::from_str(raw);
             serde::Deserializer::deserialize_any(&mut de, PrefixVisitor { until_user: false })
                 .ok()
                 .flatten()
-                .map(|prefix| span_in(body, prefix.first.get()))
+                .map(|prefix| span_in(body, prefix.first))
                 .transpose()?
         }
-        Some(raw) if raw.get().starts_with('"') => Some(span_in(body, raw.get())?),
+        Some(raw) if raw.starts_with('"') => Some(span_in(body, raw)?),
         _ => None,
     };
     Ok(PromptSpans {
@@ -666,6 +685,48 @@ mod tests {
                 let text = parse_read(body, scan, Reader::TextWhenUtf8);
                 let bytes = parse_read(body, scan, Reader::Bytes);
                 assert_eq!(text, bytes, "{}", String::from_utf8_lossy(body));
+            }
+        }
+    }
+
+    /// Values a member may hold, as clients and hostile clients spell them.
+    const VALUES: &[&str] = &[
+        "\"m\"", "\"m\\u00e9\"", "\"\\ud800\"", "null", "true", "1", "1e3", "{}",
+        "{\"include_usage\":true}", "{\"include_usage\":1,\"x\":[]}", "{\"user_id\":\"u\"}",
+        "[]", "[1,[2,[3]]]", "{\"role\":\"user\"}",
+        "[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":\"hi\"},{\"x\":1}]",
+        "[{\"role\":\"user\",\"role\":\"user\"},{\"role\" : \"user\"}]",
+        "[[\"user\"],{\"role\":\"user\"}]", "[\"user\",{\"r\\u006fle\":\"user\"}]",
+        "[{\"role\":\"us\\u0065r\"},{\"role\":null}]",
+    ];
+    const KEYS: &[&str] = &[
+        "model", "stream", "stream_options", "prompt_cache_key", "metadata", "tools", "system",
+        "messages", "instructions", "input", "x", "m\\u006fdel",
+    ];
+
+    proptest::proptest! {
+        // Enough cases that each rare pairing (a key with one odd value) is met.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        /// Any object of these members reads the same by the one scan (with serde for what
+        /// it declines) as by serde alone.
+        #[test]
+        fn any_request_reads_as_serde_alone_reads_it(
+            members in proptest::collection::vec(
+                (0..KEYS.len(), 0..VALUES.len(), proptest::bool::ANY), 0..7),
+        ) {
+            let body = members
+                .iter()
+                .map(|&(key, value, spaced)| {
+                    let gap = if spaced { " : " } else { ":" };
+                    format!("\"{}\"{gap}{}", KEYS[key], VALUES[value])
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            let body = format!("{{{body}}}");
+            for scan in [PromptScan::Everything, PromptScan::HintsOnly, PromptScan::Nothing] {
+                let text = parse_read(body.as_bytes(), scan, Reader::TextWhenUtf8);
+                let bytes = parse_read(body.as_bytes(), scan, Reader::Bytes);
+                proptest::prop_assert_eq!(text, bytes, "{}", body);
             }
         }
     }

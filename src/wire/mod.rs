@@ -17,7 +17,8 @@
 //! - `content_bytes` — how many bytes of text a content event carries (a left stream's
 //!   output estimate); `json_member` finds a member by its key in raw bytes, with any JSON
 //!   spacing around its colon, for that and `stream_watch`'s byte checks.
-//! - `json_body` — a JSON body read by serde as a `str` when it is UTF-8 (every body reader).
+//! - `json_body` — a JSON body read by serde as a `str` when it is UTF-8 (every body reader);
+//!   `json_scan` — a strict walk over JSON that reads exactly as serde does or declines.
 //! - `stream_error` — the final SSE error event of a committed stream that broke.
 //! - `upstream_mask` — masks keys in upstream error bodies passed through to the client.
 //! - `item_seal` — the router's seal on encrypted items (the connection that made them);
@@ -35,7 +36,9 @@ pub mod foreign_thinking;
 pub mod item_seal;
 mod json_body;
 mod json_member;
+mod json_scan;
 pub mod missing_route;
+mod request_scan;
 mod openai_chunk;
 pub mod sse;
 pub mod stream_error;

@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use super::json_scan::{plain, Hole, HoleKind, Scan};
+use crate::wire::json_scan::{plain, Hole, HoleKind, Scan};
 use crate::wire::content_bytes::{content_member_at, string_bytes};
 use crate::wire::stream_format::StreamFormat;
 

@@ -5,7 +5,7 @@
 //! member, as `serde_json::Map` keeps it); whatever it cannot read as a parse would (an
 //! escape in a top-level key or in the type's string, a text that is no object) it declines.
 
-use super::json_scan::plain_run;
+use crate::wire::json_scan::plain_run;
 
 /// What a whole parse of the event would find as its `type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

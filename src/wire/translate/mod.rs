@@ -58,7 +58,6 @@ mod event_type;
 mod gemini;
 mod held_text;
 pub mod hub;
-mod json_scan;
 mod json_write;
 mod messages;
 mod object;

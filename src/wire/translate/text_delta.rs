@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use super::chunk_template::{Filled, Learned, Texts};
-use super::json_scan::{Scan, Seen, DEPTH};
+use crate::wire::json_scan::{Scan, Seen, DEPTH};
 use crate::wire::stream_format::StreamFormat;
 use crate::wire::stream_watch::gemini_finished;
 

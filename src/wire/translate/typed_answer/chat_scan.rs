@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{ChatAnswer, ChatCall, ChatChoice, ChatFunction, ChatMessage, Counts, Obj, Text};
 use super::{Skipped, UsageMembers};
-use crate::wire::translate::json_scan::{Scan, Seen, DEPTH};
+use crate::wire::json_scan::{Scan, Seen, DEPTH};
 
 /// `body` read as the shape reads it, or `None` when the scan declines it.
 pub(super) fn answer(body: &[u8]) -> Option<ChatAnswer<'_>> {

@@ -10,7 +10,7 @@
 
 use super::chat_scan::{owned_or_null, raw_or_null, text_or_null, usage};
 use super::{MessagesAnswer, MessagesBlock, Obj, Skipped};
-use crate::wire::translate::json_scan::{Scan, Seen, DEPTH};
+use crate::wire::json_scan::{Scan, Seen, DEPTH};
 
 /// `body` read as the shape reads it, or `None` when the scan declines it.
 pub(super) fn answer(body: &[u8]) -> Option<MessagesAnswer<'_>> {

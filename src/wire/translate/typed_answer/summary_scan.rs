@@ -7,7 +7,7 @@
 //! a body that is not one object of UTF-8, and what `json_scan` does not read exactly as
 //! `serde_json` does.
 
-use crate::wire::translate::json_scan::{Scan, Seen, DEPTH};
+use crate::wire::json_scan::{Scan, Seen, DEPTH};
 use crate::wire::usage::ResponseSummary;
 
 use super::chat_scan::{raw_or_null, usage};
@@ -206,6 +206,8 @@ mod tests {
     ];
 
     proptest! {
+        // Enough cases that each rare pairing (a key with one odd value) is met.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
         /// Any object of these members: the scan declines it or reads what serde reads.
         #[test]
         fn any_answer_is_read_as_serde_reads_it_or_declined(

@@ -1,10 +1,10 @@
-//! A strict reader of JSON objects for the stream readers' text shapes (`text_delta`): one
-//! walk over the bytes that checks all of them as JSON and hands out the members a shape
-//! reads, without serde's visitors. It declines (`None`) whatever it does not read exactly as
-//! `serde_json` does — an exponent, an integer of more than 18 digits, a `\u` escape of a
-//! surrogate, nesting deeper than [`DEPTH`] — so a shape built on it accepts only events a
-//! whole `Value` parse reads the same way; the shape's caller reads every declined event as it
-//! did before.
+//! A strict reader of JSON: one walk over the bytes that checks all of them as JSON and hands
+//! out the members a shape reads, without serde's visitors (the stream readers' text shapes,
+//! the typed answers, a relayed answer's summary, a request's routing members). It declines
+//! (`None`) whatever it does not read exactly as `serde_json` does — an exponent, an integer of
+//! more than 18 digits, a `\u` escape of a surrogate, nesting deeper than [`DEPTH`] — so a
+//! shape built on it accepts only what serde reads the same way; the shape's caller reads
+//! every declined body or event as it did before.
 
 use std::borrow::Cow;
 
@@ -14,7 +14,7 @@ pub const DEPTH: u8 = 64;
 /// A position in one event's JSON text.
 pub struct Scan<'a> {
     text: &'a str,
-    pub(super) at: usize,
+    pub(crate) at: usize,
     /// Where the values that may differ between a stream's chunks are, when asked
     /// ([`Scan::recording`]): what `chunk_template` makes a template of.
     holes: Option<Vec<Hole>>,
@@ -289,6 +289,25 @@ impl<'a> Scan<'a> {
         rest.starts_with(word).then(|| self.at += word.len())
     }
 
+    /// Where the next value starts (whitespace passed over).
+    pub fn value_start(&mut self) -> usize {
+        self.space();
+        self.at
+    }
+
+    /// The next byte after whitespace, not taken.
+    pub fn next_byte(&mut self) -> Option<u8> {
+        self.space();
+        self.peek()
+    }
+
+    /// Any value, checked and passed over: its text as it stands.
+    pub fn value(&mut self, depth: u8) -> Option<&'a str> {
+        let start = self.value_start();
+        self.skip(depth)?;
+        self.read_since(start)
+    }
+
     /// Any value, checked and passed over.
     pub fn skip(&mut self, depth: u8) -> Option<()> {
         self.space();
@@ -370,7 +389,7 @@ impl<'a> Scan<'a> {
 /// Where the first quote, backslash or control byte of `rest` is (`None`: none is): eight
 /// bytes at a time, each word checked for all three at once (Mycroft's test for a zero
 /// byte, as serde_json skips a string's plain run), the last few bytes one at a time.
-pub(super) fn plain_run(rest: &[u8]) -> Option<usize> {
+pub(crate) fn plain_run(rest: &[u8]) -> Option<usize> {
     let mut at = 0;
     while let Some(word) = rest.get(at..at + 8) {
         let mut eight = [0u8; 8];
