@@ -423,9 +423,7 @@ where
     }
     let object_open = first.map_or(0, |at| at + 1);
     let with_prefix = scan == PromptScan::Everything;
-    let top = reader
-        .top_level::<M>(body, with_prefix)
-        .map_err(invalid)?;
+    let top = reader.top_level::<M>(body, with_prefix).map_err(invalid)?;
 
     let raw_model = match top.model {
         Some(raw) if raw != "null" => raw,
@@ -450,18 +448,13 @@ where
 
     let (stream_options, include_usage_requested) = match top.stream_options {
         None => (StreamOptionsAt::Absent, false),
-        Some(raw) if !raw.starts_with('{') => (
-            StreamOptionsAt::NotAnObject(span_in(body, raw)?),
-            false,
-        ),
+        Some(raw) if !raw.starts_with('{') => {
+            (StreamOptionsAt::NotAnObject(span_in(body, raw)?), false)
+        }
         Some(raw) => {
-            let fields: StreamOptionsFields<'_> =
-                serde_json::from_str(raw).map_err(invalid)?;
+            let fields: StreamOptionsFields<'_> = serde_json::from_str(raw).map_err(invalid)?;
             let (open, _) = span_in(body, raw)?;
-            let empty = raw[1..]
-                .bytes()
-                .find(|&byte| !is_json_whitespace(byte))
-                == Some(b'}');
+            let empty = raw[1..].bytes().find(|&byte| !is_json_whitespace(byte)) == Some(b'}');
             let include_usage = fields
                 .include_usage
                 .map(|value| span_in(body, value.get()))
@@ -504,10 +497,7 @@ fn hint_spans(body: &[u8], top: &TopMembers<'_>) -> Result<PromptSpans, BodyErro
         _ => None,
     };
     Ok(PromptSpans {
-        prompt_cache_key: span(
-            top.prompt_cache_key
-                .filter(|raw| raw.starts_with('"')),
-        )?,
+        prompt_cache_key: span(top.prompt_cache_key.filter(|raw| raw.starts_with('"')))?,
         metadata_user_id: span(metadata_user_id)?,
         ..PromptSpans::default()
     })
@@ -700,8 +690,18 @@ mod tests {
         "[{\"role\":\"us\\u0065r\"},{\"role\":null}]",
     ];
     const KEYS: &[&str] = &[
-        "model", "stream", "stream_options", "prompt_cache_key", "metadata", "tools", "system",
-        "messages", "instructions", "input", "x", "m\\u006fdel",
+        "model",
+        "stream",
+        "stream_options",
+        "prompt_cache_key",
+        "metadata",
+        "tools",
+        "system",
+        "messages",
+        "instructions",
+        "input",
+        "x",
+        "m\\u006fdel",
     ];
 
     proptest::proptest! {

@@ -88,7 +88,11 @@ fn user_prefix<'a>(scan: &mut Scan<'a>) -> Option<Option<ListPrefix<'a>>> {
         first.get_or_insert(element);
         Some(())
     })?;
-    Some(first.zip(last).map(|(first, last)| ListPrefix { first, last }))
+    Some(
+        first
+            .zip(last)
+            .map(|(first, last)| ListPrefix { first, last }),
+    )
 }
 
 /// One element and whether it is an object of exactly one `role`, `"user"` as sent (a repeated

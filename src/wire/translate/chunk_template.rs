@@ -11,8 +11,8 @@
 
 use std::borrow::Cow;
 
-use crate::wire::json_scan::{plain, Hole, HoleKind, Scan};
 use crate::wire::content_bytes::{content_member_at, string_bytes};
+use crate::wire::json_scan::{plain, Hole, HoleKind, Scan};
 use crate::wire::stream_format::StreamFormat;
 
 /// How many times one stream learns a template (a stream whose chunks never repeat stops

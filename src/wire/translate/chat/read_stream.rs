@@ -11,11 +11,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::read::{finish, usage};
+use crate::wire::json_scan::{Scan, DEPTH};
 use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Event, Finish, Usage};
 use crate::wire::translate::hub::{array_at, str_at, text_at};
-use crate::wire::json_scan::{Scan, DEPTH};
 use crate::wire::translate::text_delta;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

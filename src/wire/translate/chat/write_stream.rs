@@ -12,9 +12,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::write::{chat_id, finish_reason, usage};
+use crate::wire::json_scan::plain;
 use crate::wire::stream_error::openai_stream_error;
 use crate::wire::translate::hub::form::{Event, Usage};
-use crate::wire::json_scan::plain;
 
 /// Most citations one answer's annotations chunk lists.
 const MAX_ANNOTATIONS: usize = 4096;

@@ -11,8 +11,8 @@ use std::borrow::Cow;
 
 use serde_json::{Number, Value};
 
-use crate::wire::translate::hub::form::{Part, Request, Role};
 use crate::wire::json_scan::{Scan, Seen, DEPTH};
+use crate::wire::translate::hub::form::{Part, Request, Role};
 use crate::wire::translate::params::drop_named;
 
 /// What `generationConfig` sets on the form, as the typed shape sets it.

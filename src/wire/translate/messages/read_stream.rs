@@ -13,11 +13,11 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::read::finish;
+use crate::wire::json_scan::{Scan, Seen, DEPTH};
 use crate::wire::translate::chunk_template::Learned;
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Citation, Event, SearchCall, Usage};
 use crate::wire::translate::hub::{str_at, text_at};
-use crate::wire::json_scan::{Scan, Seen, DEPTH};
 use crate::wire::translate::text_delta;
 
 /// The members of an event the reader reads, for the events other than text pieces, read

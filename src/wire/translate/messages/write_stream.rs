@@ -101,13 +101,19 @@ impl MessagesWriter {
     /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
     /// event's piece here borrowed, without an event around it.
     pub fn text(&mut self, text: &str, out: &mut BytesMut) {
+        self.text_known(text, false, out)
+    }
+
+    /// [`Self::text`] of a text known to hold nothing JSON escapes (`is_plain`: no quote,
+    /// backslash or control byte, as `json_scan::plain` finds), written as its own bytes.
+    pub fn text_known(&mut self, text: &str, is_plain: bool, out: &mut BytesMut) {
         if self.done || text.is_empty() {
             return;
         }
         if let Some(held) = self.text.as_mut() {
             held.push(text);
         }
-        self.text_delta(out, text)
+        self.text_delta(out, text, is_plain)
     }
 
     fn start_block(&mut self, block: Value, out: &mut BytesMut) {
@@ -151,7 +157,7 @@ impl MessagesWriter {
 
     /// The `text_delta` [`Self::delta`] writes for `text`, byte for byte, written around the
     /// text instead of serialized from a `Value`: most of a translated stream's events are text.
-    fn text_delta(&self, out: &mut BytesMut, text: &str) {
+    fn text_delta(&self, out: &mut BytesMut, text: &str, is_plain: bool) {
         const HEAD: &[u8] = b"event: content_block_delta\ndata: {\"delta\":{\"text\":";
         const AFTER_TEXT: &[u8] = b",\"type\":\"text_delta\"},\"index\":";
         const TAIL: &[u8] = b",\"type\":\"content_block_delta\"}\n\n";
@@ -161,7 +167,14 @@ impl MessagesWriter {
             // `out`.
             out.reserve(HEAD.len() + text.len() + 2 + AFTER_TEXT.len() + 10 + TAIL.len());
             out.extend_from_slice(HEAD);
-            write_json_str(out, text);
+            if is_plain {
+                // Nothing to escape: the string is the text's bytes between quotes.
+                out.extend_from_slice(b"\"");
+                out.extend_from_slice(text.as_bytes());
+                out.extend_from_slice(b"\"");
+            } else {
+                write_json_str(out, text);
+            }
             out.extend_from_slice(AFTER_TEXT);
             write_json_u64(out, u64::from(index));
             out.extend_from_slice(TAIL);
@@ -344,12 +357,23 @@ mod tests {
         writer.event(&Event::BlockStop, &mut BytesMut::new());
         writer.event(&Event::TextStart, &mut BytesMut::new());
         assert_eq!(writer.open, Some(1));
-        for text in ["hé \"q\"\n", "\u{1}</b>", "🦀"] {
+        for text in [
+            "hé \"q\"\n",
+            "\u{1}</b>",
+            "🦀",
+            "plain é 🦀 \u{7f} \u{2028}",
+        ] {
             let mut fast = BytesMut::new();
-            writer.text_delta(&mut fast, text);
+            writer.text_delta(&mut fast, text, false);
             let mut event = BytesMut::new();
             writer.delta(&mut event, json!({"type": "text_delta", "text": text}));
             assert_eq!(fast, event);
+            // Written as it is only when it holds nothing to escape, as then it is the same.
+            if crate::wire::json_scan::plain(text.as_bytes()) {
+                let mut known = BytesMut::new();
+                writer.text_delta(&mut known, text, true);
+                assert_eq!(known, event, "{text:?}");
+            }
         }
     }
 }

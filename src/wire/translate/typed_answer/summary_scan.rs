@@ -118,7 +118,9 @@ mod tests {
             "cache_read_input_tokens":3,"cache_creation_input_tokens":0}}"#;
         assert!(same_or_declined(messages));
         // The model in the place Gemini names it, and no usage at all.
-        assert!(same_or_declined(br#"{"modelVersion":"gemini-x","candidates":[]}"#));
+        assert!(same_or_declined(
+            br#"{"modelVersion":"gemini-x","candidates":[]}"#
+        ));
         assert!(same_or_declined(b"{}"));
     }
 
@@ -129,7 +131,11 @@ mod tests {
             // Duplicated members the summary reads (serde refuses them).
             host.replacen("\"model\":", "\"model\":\"a\",\"model\":", 1),
             host.replacen("\"usage\":", "\"usage\":null,\"usage\":", 1),
-            host.replacen("\"id\":", "\"modelVersion\":1,\"modelVersion\":2,\"id\":", 1),
+            host.replacen(
+                "\"id\":",
+                "\"modelVersion\":1,\"modelVersion\":2,\"id\":",
+                1,
+            ),
             host.replacen(
                 "\"prompt_tokens\":",
                 "\"prompt_tokens\":1,\"prompt_tokens\":",
@@ -151,7 +157,8 @@ mod tests {
                 1,
             ),
             host.replacen("{\"cached_tokens\":7}", "\"none\"", 1),
-            host.replacen("\"usage\":{", "\"usage\":[{", 1).replacen("}}}", "}}]}", 1),
+            host.replacen("\"usage\":{", "\"usage\":[{", 1)
+                .replacen("}}}", "}}]}", 1),
             host.replacen("\"created\":1796653687", "\"created\":1.7e9", 1),
             // Gemini's usage, left to serde's reader.
             host.replacen("\"id\":", "\"usageMetadata\":{},\"id\":", 1),
@@ -166,7 +173,10 @@ mod tests {
             "\"text\"".to_owned(),
         ];
         for body in &declined {
-            assert!(relayed_summary(body.as_bytes()).is_none(), "scanned: {body}");
+            assert!(
+                relayed_summary(body.as_bytes()).is_none(),
+                "scanned: {body}"
+            );
         }
         let mut broken = host.clone().into_bytes();
         let at = broken.windows(5).position(|w| w == b"Hello").unwrap();
@@ -190,19 +200,39 @@ mod tests {
 
     /// Values a member may hold, as hosts and hostile upstreams spell them.
     const VALUES: &[&str] = &[
-        "null", "0", "46", "-1", "4.5", "1e3", "18446744073709551616", "\"46\"", "\"m\"",
-        "\"m\\u006f\"", "\"\\ud83e\\udd80\"", "true", "[]", "{}", "[1,{\"a\":[null]}]",
+        "null",
+        "0",
+        "46",
+        "-1",
+        "4.5",
+        "1e3",
+        "18446744073709551616",
+        "\"46\"",
+        "\"m\"",
+        "\"m\\u006f\"",
+        "\"\\ud83e\\udd80\"",
+        "true",
+        "[]",
+        "{}",
+        "[1,{\"a\":[null]}]",
         "{\"prompt_tokens\":3,\"completion_tokens\":4}",
         "{\"input_tokens\":3,\"output_tokens\":4,\"cache_read_input_tokens\":2}",
         "{\"prompt_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":1}}",
         "{\"prompt_tokens\":3,\"prompt_tokens_details\":[]}",
         "{\"prompt_tokens\":3,\"prompt_tokens_details\":null,\"total_tokens\":9}",
-        "{\"prompt_tokens\":3,\"prompt_tokens\":3}", "{\"completion_tokens\":2.0}",
+        "{\"prompt_tokens\":3,\"prompt_tokens\":3}",
+        "{\"completion_tokens\":2.0}",
         "{\"completion_tokens\":null,\"x\":{\"y\":\"z\"}}",
         "{\"promptTokenCount\":3,\"candidatesTokenCount\":4}",
     ];
     const KEYS: &[&str] = &[
-        "model", "modelVersion", "usage", "usageMetadata", "id", "choices", "m\\u006fdel",
+        "model",
+        "modelVersion",
+        "usage",
+        "usageMetadata",
+        "id",
+        "choices",
+        "m\\u006fdel",
     ];
 
     proptest! {
