@@ -55,6 +55,11 @@ pub fn messages_text_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Opt
 
 /// `chat_content` through the stream's template.
 pub fn chat_content_learned<'a>(data: &'a str, chunks: &mut Learned<()>) -> Option<Cow<'a, str>> {
+    // Most chunks: the template's bytes around another text (read, and kept, as the walk
+    // below reads a tuned template's text alone; an empty one is no text piece either way).
+    if let Some(text) = chunks.read_text_alone(data) {
+        return Some(text).filter(|content| !content.is_empty());
+    }
     learned(
         data,
         chunks,
