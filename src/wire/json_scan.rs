@@ -310,6 +310,102 @@ impl<'a> Scan<'a> {
 
     /// Any value, checked and passed over.
     pub fn skip(&mut self, depth: u8) -> Option<()> {
+        if self.holes.is_none() {
+            return self.pass_over(depth);
+        }
+        self.skip_recording(depth)
+    }
+
+    /// [`Scan::skip`] of a scan that records no holes: one loop over the value's bytes, the
+    /// containers open kept as bits (set: an object) instead of a call per member. It takes
+    /// and declines exactly what the recording walk does (a container's members are read one
+    /// level deeper, `depth` levels at most).
+    fn pass_over(&mut self, depth: u8) -> Option<()> {
+        let mut objects: u64 = 0;
+        let mut open: u8 = 0;
+        loop {
+            // A value.
+            self.space();
+            match self.peek()? {
+                b'"' => self.pass_string()?,
+                container @ (b'{' | b'[') => {
+                    let (object, close) = (container == b'{', container + 2);
+                    self.at += 1;
+                    self.space();
+                    if self.peek()? == close {
+                        self.at += 1;
+                    } else {
+                        if open >= depth {
+                            return None;
+                        }
+                        open += 1;
+                        objects = (objects << 1) | u64::from(object);
+                        if object {
+                            self.pass_key()?;
+                        }
+                        continue;
+                    }
+                }
+                b't' => self.literal(b"true")?,
+                b'f' => self.literal(b"false")?,
+                b'n' => self.literal(b"null")?,
+                b'-' | b'0'..=b'9' => {
+                    if self.plain_count().is_none() {
+                        self.number()?;
+                    }
+                }
+                _ => return None,
+            }
+            // After a value: the containers it closes, up to the next member.
+            loop {
+                if open == 0 {
+                    return Some(());
+                }
+                self.space();
+                let object = objects & 1 == 1;
+                match (self.peek()?, object) {
+                    (b',', _) => {
+                        self.at += 1;
+                        if object {
+                            self.pass_key()?;
+                        }
+                        break;
+                    }
+                    (b'}', true) | (b']', false) => {
+                        self.at += 1;
+                        open -= 1;
+                        objects >>= 1;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// A member's key and its colon, passed over.
+    fn pass_key(&mut self) -> Option<()> {
+        self.space();
+        if self.peek()? != b'"' {
+            return None;
+        }
+        self.pass_string()?;
+        self.eat(b':')
+    }
+
+    /// The string at the quote here, checked as [`Scan::string`] checks it and passed over.
+    fn pass_string(&mut self) -> Option<()> {
+        let bytes = self.text.as_bytes();
+        let start = self.at + 1;
+        let at = start + plain_run(bytes.get(start..)?)?;
+        if *bytes.get(at)? == b'"' {
+            self.at = at + 1;
+            return Some(());
+        }
+        self.escaped(start, at).map(drop)
+    }
+
+    /// [`Scan::skip`] of a scan that records: one call per member, each value's hole noted.
+    fn skip_recording(&mut self, depth: u8) -> Option<()> {
         self.space();
         match self.peek()? {
             b'"' => {
@@ -318,8 +414,8 @@ impl<'a> Scan<'a> {
                 self.record(start, HoleKind::String);
                 Some(())
             }
-            b'{' => self.object(|scan, _| scan.skip(depth.checked_sub(1)?)),
-            b'[' => self.array(|scan| scan.skip(depth.checked_sub(1)?)),
+            b'{' => self.object(|scan, _| scan.skip_recording(depth.checked_sub(1)?)),
+            b'[' => self.array(|scan| scan.skip_recording(depth.checked_sub(1)?)),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -673,6 +769,81 @@ mod tests {
         assert_eq!(number("184467440737095516160"), None);
         assert_eq!(number("1e3"), None);
         assert_eq!(number("01"), None);
+    }
+
+    /// The loop of a scan that records nothing and the recording walk: each takes what the
+    /// other takes, to the same byte, and declines what it declines.
+    fn passed_alike(text: &str, depth: u8) -> Option<usize> {
+        let (mut looped, mut walked) = (Scan::new(text), Scan::recording(text));
+        let looped_read = looped.skip(depth).map(|()| looped.at);
+        let walked_read = walked.skip(depth).map(|()| walked.at);
+        assert_eq!(looped_read, walked_read, "{text:?} at depth {depth}");
+        looped_read
+    }
+
+    #[test]
+    fn the_loop_passes_over_what_the_walk_does_to_the_depth() {
+        for levels in [0, 1, 2, 3, 63, 64, 65, 66] {
+            for (open, close, member) in [("[", "]", "1"), ("{\"k\":", "}", "1")] {
+                let nested = format!("{}{member}{}", open.repeat(levels), close.repeat(levels));
+                let empty_inside = format!(
+                    "{}{}{}",
+                    open.repeat(levels),
+                    if open == "[" { "[]" } else { "{}" },
+                    close.repeat(levels)
+                );
+                for depth in [0, 1, 2, 63, DEPTH] {
+                    passed_alike(&nested, depth);
+                    passed_alike(&empty_inside, depth);
+                }
+            }
+        }
+        assert_eq!(
+            passed_alike(r#" {"a" : [1, {"b":null}, "c\n"]} , x"#, DEPTH),
+            Some(31)
+        );
+        assert_eq!(passed_alike(r#"{"a":[1,2}"#, DEPTH), None);
+    }
+
+    proptest! {
+        // Enough cases that rare token runs (a key, its colon and a value) are met.
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+        #[test]
+        fn the_loop_and_the_walk_pass_over_any_text_alike(tokens in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "{", "}", "[", "]", ",", ":", " ", "\"a\"", "\"\\u00e9\\n\"", "\"\\ud83e\\udd80\"",
+                "\"\\x\"", "\"\u{1}\"", "1", "-0.5", "1e3", "01", "true", "nul", "null",
+            ]),
+            0..24,
+        ), depth in 0u8..4) {
+            passed_alike(&tokens.concat(), depth);
+        }
+
+        #[test]
+        fn the_loop_passes_over_any_value_as_the_walk_does(value in any_value()) {
+            let compact = serde_json::to_string(&value).unwrap();
+            let pretty = serde_json::to_string_pretty(&value).unwrap();
+            passed_alike(&compact, DEPTH);
+            passed_alike(&pretty, 2);
+        }
+    }
+
+    /// JSON values of every kind, nested a few levels.
+    fn any_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[a-z\"\\\\\n\u{e9}]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z]{0,3}", inner, 0..4)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
     }
 
     proptest! {
