@@ -98,12 +98,12 @@ fn write_text(writer: &mut Writer, text: &str, out: &mut BytesMut) {
 /// [`write_text`] of a piece a Chat or Messages reader read: a borrowed one is a JSON
 /// string's own bytes with no escape (what `json_scan::plain` finds: `chunk_template` and
 /// `json_scan` borrow only such a string), so a Chat or Messages writer need not look for one.
-fn write_read_text(writer: &mut Writer, text: &Cow<'_, str>, out: &mut BytesMut) {
+fn write_read_text(writer: &mut Writer, text: Cow<'_, str>, out: &mut BytesMut) {
     let known_plain = matches!(text, Cow::Borrowed(_));
     match writer {
-        Writer::Chat(w) if known_plain => w.text_known(text, true, out),
-        Writer::Messages(w) if known_plain => w.text_known(text, true, out),
-        writer => write_text(writer, text, out),
+        Writer::Chat(w) if known_plain => w.text_known(&text, true, out),
+        Writer::Messages(w) if known_plain => w.text_known(&text, true, out),
+        writer => write_text(writer, &text, out),
     }
 }
 
@@ -210,7 +210,7 @@ impl StreamTranslator {
         let only_text = out.len() == before;
         match (&self.reader, &mut self.writer) {
             (_, Writer::Gemini(w)) => w.text(&text, out),
-            (Reader::Chat(_) | Reader::Messages(_), writer) => write_read_text(writer, &text, out),
+            (Reader::Chat(_) | Reader::Messages(_), writer) => write_read_text(writer, text, out),
             (_, writer) => write_text(writer, &text, out),
         }
         self.wrote_text_alone = only_text && self.text_holds_nothing_sealed();
@@ -275,7 +275,7 @@ impl StreamTranslator {
         let before = out.len();
         self.write(out);
         let only_text = out.len() == before;
-        write_read_text(&mut self.writer, &text, out);
+        write_read_text(&mut self.writer, text, out);
         self.wrote_text_alone = only_text && self.text_holds_nothing_sealed();
         Some(bytes)
     }
