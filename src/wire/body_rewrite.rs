@@ -714,15 +714,7 @@ mod tests {
             members in proptest::collection::vec(
                 (0..KEYS.len(), 0..VALUES.len(), proptest::bool::ANY), 0..7),
         ) {
-            let body = members
-                .iter()
-                .map(|&(key, value, spaced)| {
-                    let gap = if spaced { " : " } else { ":" };
-                    format!("\"{}\"{gap}{}", KEYS[key], VALUES[value])
-                })
-                .collect::<Vec<_>>()
-                .join(",");
-            let body = format!("{{{body}}}");
+            let body = crate::wire::json_scan::object_text(&members, KEYS, VALUES);
             for scan in [PromptScan::Everything, PromptScan::HintsOnly, PromptScan::Nothing] {
                 let text = parse_read(body.as_bytes(), scan, Reader::TextWhenUtf8);
                 let bytes = parse_read(body.as_bytes(), scan, Reader::Bytes);

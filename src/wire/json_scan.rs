@@ -563,6 +563,24 @@ impl Seen {
     }
 }
 
+/// Tests: the text of an object of `members`, each the index of its key in `keys`, of its
+/// value in `values`, and whether its colon is spaced.
+#[cfg(test)]
+pub(crate) fn object_text(
+    members: &[(usize, usize, bool)],
+    keys: &[&str],
+    values: &[&str],
+) -> String {
+    let members: Vec<String> = members
+        .iter()
+        .map(|&(key, value, spaced)| {
+            let gap = if spaced { " : " } else { ":" };
+            format!("\"{}\"{gap}{}", keys[key], values[value])
+        })
+        .collect();
+    format!("{{{}}}", members.join(","))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

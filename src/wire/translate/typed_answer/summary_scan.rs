@@ -244,15 +244,8 @@ mod tests {
             members in proptest::collection::vec(
                 (0..KEYS.len(), 0..VALUES.len(), any::<bool>()), 0..6),
         ) {
-            let body = members
-                .iter()
-                .map(|&(key, value, spaced)| {
-                    let gap = if spaced { " : " } else { ":" };
-                    format!("\"{}\"{gap}{}", KEYS[key], VALUES[value])
-                })
-                .collect::<Vec<_>>()
-                .join(",");
-            same_or_declined(format!("{{{body}}}").as_bytes());
+            let body = crate::wire::json_scan::object_text(&members, KEYS, VALUES);
+            same_or_declined(body.as_bytes());
         }
     }
 }
