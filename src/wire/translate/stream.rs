@@ -95,15 +95,21 @@ fn write_text(writer: &mut Writer, text: &str, out: &mut BytesMut) {
     }
 }
 
-/// [`write_text`] of a piece a Chat or Messages reader read: a borrowed one is a JSON
-/// string's own bytes with no escape (what `json_scan::plain` finds: `chunk_template` and
-/// `json_scan` borrow only such a string), so a Chat or Messages writer need not look for one.
-fn write_read_text(writer: &mut Writer, text: Cow<'_, str>, out: &mut BytesMut) {
+/// [`write_text`] of a piece a reader read from a JSON string: a borrowed one is the string's
+/// own bytes, which hold no escape (`chunk_template` and `json_scan` borrow only such a string,
+/// what `json_scan::plain` finds, and serde only a string with no escape, which holds no
+/// control byte either), so a Chat, Messages or Responses writer need not look for one.
+#[expect(
+    clippy::ptr_arg,
+    reason = "whether the text is borrowed is what it reads"
+)]
+fn write_read_text(writer: &mut Writer, text: &Cow<'_, str>, out: &mut BytesMut) {
     let known_plain = matches!(text, Cow::Borrowed(_));
     match writer {
-        Writer::Chat(w) if known_plain => w.text_known(&text, true, out),
-        Writer::Messages(w) if known_plain => w.text_known(&text, true, out),
-        writer => write_text(writer, &text, out),
+        Writer::Chat(w) if known_plain => w.text_known(text, true, out),
+        Writer::Messages(w) if known_plain => w.text_known(text, true, out),
+        Writer::Responses(w) if known_plain => w.text_known(text, true, out),
+        writer => write_text(writer, text, out),
     }
 }
 
@@ -208,10 +214,9 @@ impl StreamTranslator {
         self.write(out);
         let text = text?;
         let only_text = out.len() == before;
-        match (&self.reader, &mut self.writer) {
-            (_, Writer::Gemini(w)) => w.text(&text, out),
-            (Reader::Chat(_) | Reader::Messages(_), writer) => write_read_text(writer, text, out),
-            (_, writer) => write_text(writer, &text, out),
+        match &mut self.writer {
+            Writer::Gemini(w) => w.text(&text, out),
+            writer => write_read_text(writer, &text, out),
         }
         self.wrote_text_alone = only_text && self.text_holds_nothing_sealed();
         self.text_bytes()
@@ -275,7 +280,7 @@ impl StreamTranslator {
         let before = out.len();
         self.write(out);
         let only_text = out.len() == before;
-        write_read_text(&mut self.writer, text, out);
+        write_read_text(&mut self.writer, &text, out);
         self.wrote_text_alone = only_text && self.text_holds_nothing_sealed();
         Some(bytes)
     }
@@ -357,7 +362,7 @@ impl StreamTranslator {
         // In the open text block its texts are written as they were read, borrowed.
         let writer = &mut self.writer;
         let read = match self.direct_text {
-            true => reader.text_in_open_block(read, |text| write_text(writer, text, out)),
+            true => reader.text_in_open_block(read, |text| write_read_text(writer, text, out)),
             false => Some(read),
         };
         if let Some(read) = read {

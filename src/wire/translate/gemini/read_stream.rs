@@ -9,6 +9,8 @@
 //! block and its queries searches. The open text block's text is held for that (bounded:
 //! `held_text`).
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::call_ids;
@@ -214,7 +216,7 @@ impl GeminiReader {
     pub fn text_in_open_block<'a>(
         &mut self,
         read: text_delta::GeminiText<'a>,
-        mut write: impl FnMut(&str),
+        mut write: impl FnMut(&Cow<'a, str>),
     ) -> Option<text_delta::GeminiText<'a>> {
         if self.open != Some(Open::Text) {
             return Some(read);

@@ -507,23 +507,29 @@ impl ResponsesWriter {
     /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
     /// event's piece here borrowed, without an event around it.
     pub fn text(&mut self, piece: &str, out: &mut BytesMut) {
+        self.text_known(piece, false, out)
+    }
+
+    /// [`Self::text`] of a piece known to hold nothing JSON escapes (`is_plain`: no quote,
+    /// backslash or control byte, as `json_scan::plain` finds), written as its own bytes.
+    pub fn text_known(&mut self, piece: &str, is_plain: bool, out: &mut BytesMut) {
         if !self.done {
-            self.text_delta(piece, out);
+            self.text_delta(piece, is_plain, out);
         }
     }
 
     /// A text piece: a delta of the open text item (none when the open item is not text).
-    fn text_delta(&mut self, piece: &str, out: &mut BytesMut) {
+    fn text_delta(&mut self, piece: &str, is_plain: bool, out: &mut BytesMut) {
         if let Some(open) = self.open.as_mut().filter(|open| open.kind == Kind::Text) {
             open.text.push_str(piece);
-            write_text_delta(out, &open.delta_tail, self.sequence, piece);
+            write_text_delta(out, &open.delta_tail, self.sequence, (piece, is_plain));
             self.sequence += 1;
         }
     }
 
     fn delta(&mut self, event: &Event, piece: &str, out: &mut BytesMut) {
         if let Event::Text(_) = event {
-            return self.text_delta(piece, out);
+            return self.text_delta(piece, false, out);
         }
         let Some(open) = self.open.as_mut() else {
             return;
@@ -878,14 +884,22 @@ fn write_output(out: &mut BytesMut, output: &[Bytes]) {
 /// item `id` at `output_index`, numbered `sequence`, byte for byte (keys in `serde_json::Map`'s
 /// sorted order), written around the piece instead of serialized from a `Value`: most of a
 /// translated stream's events are text.
-fn write_text_delta(out: &mut BytesMut, tail: &[u8], sequence: u64, piece: &str) {
+/// `piece`: the text, and whether it holds nothing to escape (then written as it is).
+fn write_text_delta(out: &mut BytesMut, tail: &[u8], sequence: u64, piece: (&str, bool)) {
+    let (piece, is_plain) = piece;
     const HEAD: &[u8] = b"event: response.output_text.delta\ndata: {\"content_index\":0,\"delta\":";
     const END: &[u8] = b",\"type\":\"response.output_text.delta\"}\n\n";
     // The whole event at once (the piece's quotes, a sequence number of up to 20 digits;
     // escapes may ask for more): one allocation where growing writes would each grow `out`.
     out.reserve(HEAD.len() + piece.len() + 2 + tail.len() + 20 + END.len());
     out.extend_from_slice(HEAD);
-    write_json_str(out, piece);
+    if is_plain {
+        out.extend_from_slice(b"\"");
+        out.extend_from_slice(piece.as_bytes());
+        out.extend_from_slice(b"\"");
+    } else {
+        write_json_str(out, piece);
+    }
     out.extend_from_slice(tail);
     write_json_u64(out, sequence);
     out.extend_from_slice(END);
@@ -1031,11 +1045,22 @@ mod tests {
 
     #[test]
     fn a_text_delta_is_the_bytes_of_the_event_it_replaces() {
-        for piece in ["hé \"q\"\n", "\u{1}</b>", "🦀"] {
+        for piece in [
+            "hé \"q\"\n",
+            "\u{1}</b>",
+            "🦀",
+            "plain é 🦀 \u{7f} \u{2028}",
+        ] {
             let mut writer = ResponsesWriter::new(7, Arc::new(Echo::default()));
             writer.sequence = 41;
             let mut fast = BytesMut::new();
-            write_text_delta(&mut fast, &delta_tail("msg_\"x\"", 3), 41, piece);
+            write_text_delta(&mut fast, &delta_tail("msg_\"x\"", 3), 41, (piece, false));
+            // Written as it is only when it holds nothing to escape, as then it is the same.
+            if crate::wire::json_scan::plain(piece.as_bytes()) {
+                let mut known = BytesMut::new();
+                write_text_delta(&mut known, &delta_tail("msg_\"x\"", 3), 41, (piece, true));
+                assert_eq!(known, fast, "{piece:?}");
+            }
             let mut event = BytesMut::new();
             writer.emit(
                 &mut event,
