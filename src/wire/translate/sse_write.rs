@@ -23,6 +23,18 @@ pub fn write_json(out: &mut BytesMut, value: &Value) {
     let _ = serde_json::to_writer(out.writer(), value);
 }
 
+/// [`write_json_str`] of a text known to hold nothing to escape when `is_plain` (no quote,
+/// backslash or control byte, as `json_scan::plain` finds): then its bytes between quotes.
+pub fn write_known_json_str(out: &mut BytesMut, text: &str, is_plain: bool) {
+    if is_plain {
+        out.extend_from_slice(b"\"");
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(b"\"");
+    } else {
+        write_json_str(out, text);
+    }
+}
+
 /// Appends `text` as a JSON string (quoted and escaped as serde_json escapes it): a text delta's
 /// piece written between bytes the stream's writer keeps, without a `Value` around it.
 ///

@@ -15,7 +15,9 @@ use crate::wire::stream_error::anthropic_stream_error;
 use crate::wire::translate::citations;
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Answer, Citation, Event, Finish, SearchCall, Usage};
-use crate::wire::translate::sse_write::{write_data, write_json, write_json_str, write_json_u64};
+use crate::wire::translate::sse_write::{
+    write_data, write_json, write_json_str, write_json_u64, write_known_json_str,
+};
 
 #[derive(Debug, Default)]
 pub struct MessagesWriter {
@@ -167,14 +169,7 @@ impl MessagesWriter {
             // `out`.
             out.reserve(HEAD.len() + text.len() + 2 + AFTER_TEXT.len() + 10 + TAIL.len());
             out.extend_from_slice(HEAD);
-            if is_plain {
-                // Nothing to escape: the string is the text's bytes between quotes.
-                out.extend_from_slice(b"\"");
-                out.extend_from_slice(text.as_bytes());
-                out.extend_from_slice(b"\"");
-            } else {
-                write_json_str(out, text);
-            }
+            write_known_json_str(out, text, is_plain);
             out.extend_from_slice(AFTER_TEXT);
             write_json_u64(out, u64::from(index));
             out.extend_from_slice(TAIL);

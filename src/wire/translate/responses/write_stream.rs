@@ -20,7 +20,7 @@ use super::write::{
 use crate::wire::translate::citations;
 use crate::wire::translate::hub::form::{Answer, Citation, Event, Finish, Part, SearchCall, Usage};
 use crate::wire::translate::sse_write::{
-    json_bytes, write_data, write_json, write_json_str, write_json_u64,
+    json_bytes, write_data, write_json, write_json_str, write_json_u64, write_known_json_str,
 };
 use std::sync::Arc;
 
@@ -893,13 +893,7 @@ fn write_text_delta(out: &mut BytesMut, tail: &[u8], sequence: u64, piece: (&str
     // escapes may ask for more): one allocation where growing writes would each grow `out`.
     out.reserve(HEAD.len() + piece.len() + 2 + tail.len() + 20 + END.len());
     out.extend_from_slice(HEAD);
-    if is_plain {
-        out.extend_from_slice(b"\"");
-        out.extend_from_slice(piece.as_bytes());
-        out.extend_from_slice(b"\"");
-    } else {
-        write_json_str(out, piece);
-    }
+    write_known_json_str(out, piece, is_plain);
     out.extend_from_slice(tail);
     write_json_u64(out, sequence);
     out.extend_from_slice(END);
