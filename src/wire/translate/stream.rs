@@ -85,20 +85,11 @@ pub struct StreamTranslator {
     wrote_text_alone: bool,
 }
 
-/// A text piece of the open text block, written as `writer` writes `Event::Text`.
-fn write_text(writer: &mut Writer, text: &str, out: &mut BytesMut) {
-    match writer {
-        Writer::Chat(w) => w.text(text, out),
-        Writer::Messages(w) => w.text(text, out),
-        Writer::Gemini(w) => w.text(text, out),
-        Writer::Responses(w) => w.text(text, out),
-    }
-}
-
-/// [`write_text`] of a piece a reader read from a JSON string: a borrowed one is the string's
-/// own bytes, which hold no escape (`chunk_template` and `json_scan` borrow only such a string,
-/// what `json_scan::plain` finds, and serde only a string with no escape, which holds no
-/// control byte either), so a Chat, Messages or Responses writer need not look for one.
+/// A text piece of the open text block, written as `writer` writes `Event::Text`. The piece
+/// was read from a JSON string: a borrowed one is the string's own bytes, which hold no escape
+/// (`chunk_template` and `json_scan` borrow only such a string, what `json_scan::plain`
+/// finds, and serde only a string with no escape, which holds no control byte either), so a
+/// Chat, Messages or Responses writer need not look for one.
 #[expect(
     clippy::ptr_arg,
     reason = "whether the text is borrowed is what it reads"
@@ -107,9 +98,11 @@ fn write_read_text(writer: &mut Writer, text: &Cow<'_, str>, out: &mut BytesMut)
     let known_plain = matches!(text, Cow::Borrowed(_));
     match writer {
         Writer::Chat(w) if known_plain => w.text_known(text, true, out),
-        Writer::Messages(w) if known_plain => w.text_known(text, true, out),
-        Writer::Responses(w) if known_plain => w.text_known(text, true, out),
-        writer => write_text(writer, text, out),
+        // It looks for an escape itself.
+        Writer::Chat(w) => w.text(text, out),
+        Writer::Messages(w) => w.text_known(text, known_plain, out),
+        Writer::Responses(w) => w.text_known(text, known_plain, out),
+        Writer::Gemini(w) => w.text(text, out),
     }
 }
 
@@ -214,10 +207,7 @@ impl StreamTranslator {
         self.write(out);
         let text = text?;
         let only_text = out.len() == before;
-        match &mut self.writer {
-            Writer::Gemini(w) => w.text(&text, out),
-            writer => write_read_text(writer, &text, out),
-        }
+        write_read_text(&mut self.writer, &text, out);
         self.wrote_text_alone = only_text && self.text_holds_nothing_sealed();
         self.text_bytes()
     }

@@ -505,13 +505,9 @@ impl ResponsesWriter {
     }
 
     /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
-    /// event's piece here borrowed, without an event around it.
-    pub fn text(&mut self, piece: &str, out: &mut BytesMut) {
-        self.text_known(piece, false, out)
-    }
-
-    /// [`Self::text`] of a piece known to hold nothing JSON escapes (`is_plain`: no quote,
-    /// backslash or control byte, as `json_scan::plain` finds), written as its own bytes.
+    /// event's piece here borrowed, without an event around it; `is_plain` when it is known
+    /// to hold nothing JSON escapes (no quote, backslash or control byte, as
+    /// `json_scan::plain` finds), then written as its own bytes.
     pub fn text_known(&mut self, piece: &str, is_plain: bool, out: &mut BytesMut) {
         if !self.done {
             self.text_delta(piece, is_plain, out);
