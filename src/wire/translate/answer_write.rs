@@ -7,14 +7,24 @@
 use super::hub::form::{Answer, Finish, Part, ToolCall, Usage};
 use super::json_write::write_value;
 use super::responses::echo::Echo;
-use super::sse_write::{write_json, write_json_str, write_json_u64};
+use super::sse_write::{write_json, write_json_str, write_json_u64, write_known_json_str};
 use super::{chat, gemini, messages, responses, Api};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
 
 /// `answer` in `client`'s API as the bytes its `Value` writer makes, or `None` when the form
 /// is one this leaves to that writer.
-pub fn answer(client: Api, answer: &Answer, created: u64, echo: &Echo) -> Option<Bytes> {
+///
+/// `texts_plain`: every text and thinking part's text is known to hold nothing JSON escapes (its
+/// reader borrowed it from a JSON string with no escape), so it is copied between quotes
+/// without the escape scan.
+pub fn answer(
+    client: Api,
+    answer: &Answer,
+    texts_plain: bool,
+    created: u64,
+    echo: &Echo,
+) -> Option<Bytes> {
     // Room for the whole answer at once: its fixed members (a Responses object's are ~1 KB)
     // and its texts.
     let texts: usize = answer
@@ -32,10 +42,10 @@ pub fn answer(client: Api, answer: &Answer, created: u64, echo: &Echo) -> Option
     };
     let mut out = BytesMut::with_capacity(fixed + texts + texts / 8);
     match client {
-        Api::Chat => chat_answer(&mut out, answer, created)?,
-        Api::Responses => responses_answer(&mut out, answer, created, echo)?,
-        Api::Messages => messages_answer(&mut out, answer)?,
-        Api::Gemini => gemini_answer(&mut out, answer)?,
+        Api::Chat => chat_answer(&mut out, answer, texts_plain, created)?,
+        Api::Responses => responses_answer(&mut out, answer, texts_plain, created, echo)?,
+        Api::Messages => messages_answer(&mut out, answer, texts_plain)?,
+        Api::Gemini => gemini_answer(&mut out, answer, texts_plain)?,
     }
     Some(out.freeze())
 }
@@ -47,6 +57,11 @@ fn raw(out: &mut BytesMut, text: &str) {
 
 fn string(out: &mut BytesMut, text: &str) {
     write_json_str(out, text);
+}
+
+/// A text or thinking part's text: without the escape scan when it is known plain.
+fn part_text(out: &mut BytesMut, text: &str, plain: bool) {
+    write_known_json_str(out, text, plain);
 }
 
 fn count(out: &mut BytesMut, number: u64) {
@@ -97,7 +112,7 @@ fn key(out: &mut BytesMut, first: &mut bool, name: &str) {
 
 // ---- Chat Completions (`chat::write::answer`) ----
 
-fn chat_answer(out: &mut BytesMut, answer: &Answer, created: u64) -> Option<()> {
+fn chat_answer(out: &mut BytesMut, answer: &Answer, plain: bool, created: u64) -> Option<()> {
     if !answer.citations.is_empty() {
         return None;
     }
@@ -121,11 +136,11 @@ fn chat_answer(out: &mut BytesMut, answer: &Answer, created: u64) -> Option<()> 
     if text.is_empty() && !calls.is_empty() {
         raw(out, "null");
     } else {
-        string(out, &text);
+        part_text(out, &text, plain);
     }
     if !reasoning.is_empty() {
         raw(out, ",\"reasoning_content\":");
-        string(out, &reasoning);
+        part_text(out, &reasoning, plain);
     }
     raw(out, ",\"refusal\":null,\"role\":\"assistant\"");
     if !calls.is_empty() {
@@ -170,7 +185,7 @@ fn chat_answer(out: &mut BytesMut, answer: &Answer, created: u64) -> Option<()> 
 
 // ---- Messages (`messages::write::answer`) ----
 
-fn messages_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
+fn messages_answer(out: &mut BytesMut, answer: &Answer, plain: bool) -> Option<()> {
     if !answer.citations.is_empty() || !answer.searches.is_empty() {
         return None;
     }
@@ -193,7 +208,7 @@ fn messages_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
             Part::Text(text) => {
                 separate(out, &mut first);
                 raw(out, "{\"text\":");
-                string(out, text);
+                part_text(out, text, plain);
                 raw(out, ",\"type\":\"text\"}");
             }
             Part::Thinking { text, signature } => {
@@ -201,7 +216,7 @@ fn messages_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
                 raw(out, "{\"signature\":");
                 string(out, signature);
                 raw(out, ",\"thinking\":");
-                string(out, text);
+                part_text(out, text, plain);
                 raw(out, ",\"type\":\"thinking\"}");
             }
             Part::RedactedThinking { data } => {
@@ -238,7 +253,7 @@ fn messages_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
 
 // ---- Gemini (`gemini::write::answer`) ----
 
-fn gemini_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
+fn gemini_answer(out: &mut BytesMut, answer: &Answer, plain: bool) -> Option<()> {
     if !answer.citations.is_empty() || !answer.searches.is_empty() {
         return None;
     }
@@ -253,13 +268,13 @@ fn gemini_answer(out: &mut BytesMut, answer: &Answer) -> Option<()> {
             Part::Text(text) if !text.is_empty() => {
                 separate(out, &mut first);
                 raw(out, "{\"text\":");
-                string(out, text);
+                part_text(out, text, plain);
                 out.put_u8(b'}');
             }
             Part::Thinking { text, .. } if !text.is_empty() => {
                 separate(out, &mut first);
                 raw(out, "{\"text\":");
-                string(out, text);
+                part_text(out, text, plain);
                 raw(out, ",\"thought\":true}");
             }
             Part::ToolCall(call) => {
@@ -311,7 +326,13 @@ enum Item<'a> {
     Call(usize, &'a ToolCall),
 }
 
-fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Echo) -> Option<()> {
+fn responses_answer(
+    out: &mut BytesMut,
+    answer: &Answer,
+    plain: bool,
+    created: u64,
+    echo: &Echo,
+) -> Option<()> {
     if !answer.citations.is_empty() || !answer.searches.is_empty() {
         return None;
     }
@@ -374,7 +395,7 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
     raw(out, ",\"model\":");
     model(out, &answer.model);
     raw(out, ",\"object\":\"response\",\"output\":[");
-    output_items(out, (&items, &text), bare, echo);
+    output_items(out, (&items, &text, plain), bare, echo);
     out.put_u8(b']');
     echoed(out, &mut set, "parallel_tool_calls");
     echoed(out, &mut set, "previous_response_id");
@@ -407,7 +428,13 @@ fn responses_answer(out: &mut BytesMut, answer: &Answer, created: u64, echo: &Ec
 }
 
 /// The output items in order, the message item holding `text`.
-fn output_items(out: &mut BytesMut, (items, text): (&[Item<'_>], &str), bare: &str, echo: &Echo) {
+/// `plain`: the texts are known plain (as [`answer`]'s `texts_plain`).
+fn output_items(
+    out: &mut BytesMut,
+    (items, text, plain): (&[Item<'_>], &str, bool),
+    bare: &str,
+    echo: &Echo,
+) {
     for (at, item) in items.iter().enumerate() {
         if at > 0 {
             out.put_u8(b',');
@@ -420,14 +447,14 @@ fn output_items(out: &mut BytesMut, (items, text): (&[Item<'_>], &str), bare: &s
                     raw(out, ",\"summary\":[]");
                 } else {
                     raw(out, ",\"summary\":[{\"text\":");
-                    string(out, text);
+                    part_text(out, text, plain);
                     raw(out, ",\"type\":\"summary_text\"}]");
                 }
                 raw(out, ",\"type\":\"reasoning\"}");
             }
             Item::Message => {
                 raw(out, "{\"content\":[{\"annotations\":[],\"text\":");
-                string(out, text);
+                part_text(out, text, plain);
                 raw(out, ",\"type\":\"output_text\"}],\"id\":");
                 joined(out, &["msg_", bare]);
                 raw(

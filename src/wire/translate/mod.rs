@@ -499,14 +499,14 @@ pub fn typed_translation<'a>(
     created: u64,
     echo: &Echo,
 ) -> Option<(Bytes, ResponseSummary<'a>)> {
-    let (form, summary) = typed_answer::answer(
+    let typed = typed_answer::answer(
         direction.target,
         body,
         carries_signatures(direction),
         created,
     )?;
-    let translated = answer_bytes(direction, form, created, echo).ok()?;
-    Some((translated, summary))
+    let translated = answer_bytes(direction, typed.form, typed.texts_plain, created, echo).ok()?;
+    Some((translated, typed.summary))
 }
 
 /// [`translate_answer`] of an answer its typed shape declined: read as a `Value`.
@@ -517,7 +517,7 @@ pub fn value_translation(
     echo: &Echo,
 ) -> Result<Bytes, String> {
     let form = value_answer(direction, body, created)?;
-    answer_bytes(direction, form, created, echo)
+    answer_bytes(direction, form, false, created, echo)
 }
 
 /// [`translate_answer`]'s reading of an answer its typed shape declined: as a `Value`.
@@ -536,17 +536,19 @@ fn value_answer(direction: Direction, body: &[u8], created: u64) -> Result<Answe
     })
 }
 
-/// The hub's answer in the client's API, as bytes.
+/// The hub's answer in the client's API, as bytes (`texts_plain` as
+/// [`answer_write::answer`]'s).
 fn answer_bytes(
     direction: Direction,
     mut form: Answer,
+    texts_plain: bool,
     created: u64,
     echo: &Echo,
 ) -> Result<Bytes, String> {
     if direction.target == Api::Gemini && direction.client == Api::Messages {
         thinking_carry::mark_gemini_signatures(&mut form.parts);
     }
-    match answer_write::answer(direction.client, &form, created, echo) {
+    match answer_write::answer(direction.client, &form, texts_plain, created, echo) {
         Some(bytes) => Ok(bytes),
         None => value_bytes(direction.client, &form, created, echo),
     }

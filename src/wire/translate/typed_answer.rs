@@ -42,33 +42,52 @@ use crate::wire::usage::{
     gemini_whole_counts, whole_usage_counts, ResponseSummary, TokenCounts, WholeUsage,
 };
 
-/// The upstream answer `body` (in `target`'s API) in the hub's form, and what
-/// `usage::response_summary` reads of it, or `None` when the shape declines it. `signatures`
-/// and `created` are what the Gemini reader takes.
-pub fn answer(
-    target: Api,
-    body: &[u8],
-    signatures: bool,
-    created: u64,
-) -> Option<(Answer, ResponseSummary<'_>)> {
-    match target {
+/// An upstream answer its shape took.
+pub struct Typed<'a> {
+    /// The answer in the hub's form.
+    pub form: Answer,
+    /// What `usage::response_summary` reads of it.
+    pub summary: ResponseSummary<'a>,
+    /// Every text and thinking part's text is known to hold nothing JSON escapes (a scan read
+    /// it borrowed); `false` when not known.
+    pub texts_plain: bool,
+}
+
+/// The upstream answer `body` (in `target`'s API) as its shape reads it, or `None` when the
+/// shape declines it. `signatures` and `created` are what the Gemini reader takes.
+pub fn answer(target: Api, body: &[u8], signatures: bool, created: u64) -> Option<Typed<'_>> {
+    let ((form, summary), texts_plain) = match target {
         // A Chat answer by one scan of its bytes first; serde reads what the scan declines.
-        Api::Chat => match chat_scan::answer(body) {
-            Some(scanned) => scanned,
-            None => from_body::<Obj<ChatAnswer>>(body)?.0,
+        Api::Chat => {
+            let shape = match chat_scan::answer(body) {
+                Some(scanned) => scanned,
+                None => from_body::<Obj<ChatAnswer>>(body)?.0,
+            };
+            let plain = shape.texts_plain();
+            (shape.into_form()?, plain)
         }
-        .into_form(),
-        Api::Responses => from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form(),
+        Api::Responses => (from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form()?, false),
         // A Messages answer of text blocks by one scan too; serde reads what it declines.
-        Api::Messages => match messages_scan::answer(body) {
-            Some(scanned) => scanned,
-            None => from_body::<Obj<MessagesAnswer>>(body)?.0,
+        Api::Messages => {
+            let shape = match messages_scan::answer(body) {
+                Some(scanned) => scanned,
+                None => from_body::<Obj<MessagesAnswer>>(body)?.0,
+            };
+            let plain = shape.texts_plain;
+            (shape.into_form()?, plain)
         }
-        .into_form(),
-        Api::Gemini => from_body::<Obj<GeminiAnswer>>(body)?
-            .0
-            .into_form(signatures, created),
-    }
+        Api::Gemini => (
+            from_body::<Obj<GeminiAnswer>>(body)?
+                .0
+                .into_form(signatures, created)?,
+            false,
+        ),
+    };
+    Some(Typed {
+        form,
+        summary,
+        texts_plain,
+    })
 }
 
 /// `body` read as `T` (`wire::json_body`), or `None`.
@@ -208,6 +227,10 @@ struct ChatMessage {
     reasoning: Option<String>,
     tool_calls: Option<Vec<Obj<ChatCall>>>,
     annotations: Option<Skipped>,
+    /// Its content, refusal and reasoning held nothing JSON escapes: set by `chat_scan`, never
+    /// by serde.
+    #[serde(skip)]
+    texts_plain: bool,
 }
 
 #[derive(Deserialize)]
@@ -276,6 +299,14 @@ fn reasoning(details: &Option<Obj<Counts>>) -> u64 {
 }
 
 impl<'a> ChatAnswer<'a> {
+    /// Whether the texts `into_form` takes (its first choice's message's) are known plain.
+    fn texts_plain(&self) -> bool {
+        let first = self.choices.as_ref().and_then(|choices| choices.first());
+        first
+            .and_then(|choice| choice.0.message.as_ref())
+            .is_some_and(|message| message.0.texts_plain)
+    }
+
     fn into_form(self) -> Option<(Answer, ResponseSummary<'a>)> {
         let mut choices = self.choices.unwrap_or_default();
         let choice = if choices.is_empty() {
@@ -511,6 +542,9 @@ struct MessagesAnswer<'a> {
     model_version: Option<&'a RawValue>,
     #[serde(rename = "usageMetadata")]
     usage_metadata: Option<Obj<GeminiCounts>>,
+    /// Every block's text held nothing JSON escapes: set by `messages_scan`, never by serde.
+    #[serde(skip)]
+    texts_plain: bool,
 }
 
 #[derive(Deserialize)]

@@ -7,6 +7,8 @@
 //! member, and what `json_scan` does not read exactly as `serde_json` does (an exponent, a
 //! count of more than 18 digits, a `\u` escape of a surrogate).
 
+use std::borrow::Cow;
+
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -73,6 +75,21 @@ pub(super) fn owned_or_null(scan: &mut Scan<'_>) -> Option<Option<String>> {
     Some(Some(scan.string()?.into_owned()))
 }
 
+/// [`owned_or_null`] of a text the answer's writer copies (content, refusal, reasoning):
+/// `plain` stays true only while each such string held nothing JSON escapes (`json_scan`
+/// borrows only those).
+pub(super) fn text_owned_or_null(
+    scan: &mut Scan<'_>,
+    plain: &mut bool,
+) -> Option<Option<String>> {
+    if scan.null() {
+        return Some(None);
+    }
+    let text = scan.string()?;
+    *plain &= matches!(text, Cow::Borrowed(_));
+    Some(Some(text.into_owned()))
+}
+
 /// A string borrowed when it has no escapes, `null` as `None` (the shape's `Option<Text>`).
 pub(super) fn text_or_null<'a>(scan: &mut Scan<'a>) -> Option<Option<Text<'a>>> {
     if scan.null() {
@@ -134,27 +151,28 @@ fn message(scan: &mut Scan<'_>) -> Option<ChatMessage> {
         reasoning: None,
         tool_calls: None,
         annotations: None,
+        texts_plain: true,
     };
     let mut seen = Seen::default();
     scan.object(|scan, key| match &*key {
         "content" => {
             seen.first(0)?;
-            message.content = owned_or_null(scan)?;
+            message.content = text_owned_or_null(scan, &mut message.texts_plain)?;
             Some(())
         }
         "refusal" => {
             seen.first(1)?;
-            message.refusal = owned_or_null(scan)?;
+            message.refusal = text_owned_or_null(scan, &mut message.texts_plain)?;
             Some(())
         }
         "reasoning_content" => {
             seen.first(2)?;
-            message.reasoning_content = owned_or_null(scan)?;
+            message.reasoning_content = text_owned_or_null(scan, &mut message.texts_plain)?;
             Some(())
         }
         "reasoning" => {
             seen.first(3)?;
-            message.reasoning = owned_or_null(scan)?;
+            message.reasoning = text_owned_or_null(scan, &mut message.texts_plain)?;
             Some(())
         }
         "tool_calls" => {

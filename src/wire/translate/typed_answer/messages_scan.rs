@@ -8,7 +8,7 @@
 //! duplicated member, and what `json_scan` does not read exactly as `serde_json` does. The
 //! readers of strings, the model and `usage` are the Chat answer scan's (`chat_scan`).
 
-use super::chat_scan::{owned_or_null, raw_or_null, text_or_null, usage};
+use super::chat_scan::{owned_or_null, raw_or_null, text_or_null, text_owned_or_null, usage};
 use super::{MessagesAnswer, MessagesBlock, Obj, Skipped};
 use crate::wire::json_scan::{Scan, Seen, DEPTH};
 
@@ -24,6 +24,7 @@ pub(super) fn answer(body: &[u8]) -> Option<MessagesAnswer<'_>> {
         usage: None,
         model_version: None,
         usage_metadata: None,
+        texts_plain: true,
     };
     let mut seen = Seen::default();
     scan.object(|scan, key| match &*key {
@@ -41,8 +42,9 @@ pub(super) fn answer(body: &[u8]) -> Option<MessagesAnswer<'_>> {
             seen.first(2)?;
             if !scan.null() {
                 let mut blocks = Vec::with_capacity(1);
+                let plain = &mut answer.texts_plain;
                 scan.array(|scan| {
-                    blocks.push(Obj(text_block(scan)?));
+                    blocks.push(Obj(text_block(scan, plain)?));
                     Some(())
                 })?;
                 answer.content = Some(blocks);
@@ -71,7 +73,8 @@ pub(super) fn answer(body: &[u8]) -> Option<MessagesAnswer<'_>> {
 
 /// One element of `content`: an object of `type`, `text` and an empty or `null` `citations`
 /// at most, as the shape's `MessagesBlock` (any member of another kind of block declines).
-fn text_block<'a>(scan: &mut Scan<'a>) -> Option<MessagesBlock<'a>> {
+/// `plain` as [`text_owned_or_null`]'s.
+fn text_block<'a>(scan: &mut Scan<'a>, plain: &mut bool) -> Option<MessagesBlock<'a>> {
     let mut block = MessagesBlock {
         kind: None,
         text: None,
@@ -92,7 +95,7 @@ fn text_block<'a>(scan: &mut Scan<'a>) -> Option<MessagesBlock<'a>> {
         }
         "text" => {
             seen.first(1)?;
-            block.text = owned_or_null(scan)?;
+            block.text = text_owned_or_null(scan, plain)?;
             Some(())
         }
         "citations" => {
