@@ -24,6 +24,8 @@ use crate::wire::item_seal::SealKey;
 pub struct ProviderRoute {
     /// `base_url` without a trailing `/`.
     pub base_url: String,
+    /// Its URIs of the generation APIs' fixed paths, parsed once.
+    pub known_uris: crate::node::known_uris::KnownUris,
     /// What its attempt spans say of it: its host and port (`server.address`, `.port`) and
     /// its id, encoded once per load.
     pub span_attributes: Arc<AttributeBlock>,
@@ -176,8 +178,10 @@ impl LiveConfig {
                         ))
                     })
                     .collect();
+                let base_url = p.base_url.as_str().trim_end_matches('/').to_string();
                 let route = ProviderRoute {
-                    base_url: p.base_url.as_str().trim_end_matches('/').to_string(),
+                    known_uris: crate::node::known_uris::KnownUris::new(&base_url),
+                    base_url,
                     span_attributes: Arc::new(provider_attributes(
                         &p.name,
                         p.base_url

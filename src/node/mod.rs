@@ -61,6 +61,7 @@ pub mod http;
 pub mod journal_formats;
 pub mod kept_responses;
 pub mod known_key;
+pub mod known_uris;
 pub mod lazy_deadline;
 pub mod live;
 pub mod metrics;

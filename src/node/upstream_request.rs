@@ -20,10 +20,16 @@ pub fn build(
     request_id: &str,
     body: Bytes,
 ) -> Result<http::Request<Full<Bytes>>, http::Error> {
-    let mut uri = String::with_capacity(provider.base_url.len() + path_and_query.len());
-    uri.push_str(&provider.base_url);
-    uri.push_str(path_and_query);
-    let mut builder = http::Request::builder().method(method).uri(uri);
+    let builder = http::Request::builder().method(method);
+    let mut builder = match provider.known_uris.get(path_and_query) {
+        Some(uri) => builder.uri(uri.clone()),
+        None => {
+            let mut uri = String::with_capacity(provider.base_url.len() + path_and_query.len());
+            uri.push_str(&provider.base_url);
+            uri.push_str(path_and_query);
+            builder.uri(uri)
+        }
+    };
     if let Some(headers) = builder.headers_mut() {
         // Room for every header at once, so the map is never rehashed as it fills: the
         // client's, the provider's, and the router's own below plus a trace's `traceparent`.
@@ -101,6 +107,7 @@ mod tests {
     fn provider(format: ApiFormat, auth_header: Option<&'static str>) -> ProviderRoute {
         ProviderRoute {
             base_url: "http://upstream.test/v1".to_string(),
+            known_uris: crate::node::known_uris::KnownUris::new("http://upstream.test/v1"),
             span_attributes: std::sync::Arc::new(crate::telemetry::finished::provider_attributes(
                 "p", None,
             )),

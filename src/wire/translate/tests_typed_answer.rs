@@ -215,7 +215,10 @@ fn typed_answers_give_the_value_paths_bytes() {
                 let expected = value_answer(direction, &body, CREATED).unwrap();
                 let typed = typed_answer::answer(target, &body, signatures, CREATED);
                 if let Some(typed) = &typed {
-                    assert_eq!(typed.form, expected, "{client:?} < {target:?} answer {at}: read");
+                    assert_eq!(
+                        typed.form, expected,
+                        "{client:?} < {target:?} answer {at}: read"
+                    );
                     assert_same_summary(&body, &typed.summary);
                     read += 1;
                 }

@@ -66,7 +66,10 @@ pub fn answer(target: Api, body: &[u8], signatures: bool, created: u64) -> Optio
             let plain = shape.texts_plain();
             (shape.into_form()?, plain)
         }
-        Api::Responses => (from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form()?, false),
+        Api::Responses => (
+            from_body::<Obj<ResponsesAnswer>>(body)?.0.into_form()?,
+            false,
+        ),
         // A Messages answer of text blocks by one scan too; serde reads what it declines.
         Api::Messages => {
             let shape = match messages_scan::answer(body) {

@@ -78,10 +78,7 @@ pub(super) fn owned_or_null(scan: &mut Scan<'_>) -> Option<Option<String>> {
 /// [`owned_or_null`] of a text the answer's writer copies (content, refusal, reasoning):
 /// `plain` stays true only while each such string held nothing JSON escapes (`json_scan`
 /// borrows only those).
-pub(super) fn text_owned_or_null(
-    scan: &mut Scan<'_>,
-    plain: &mut bool,
-) -> Option<Option<String>> {
+pub(super) fn text_owned_or_null(scan: &mut Scan<'_>, plain: &mut bool) -> Option<Option<String>> {
     if scan.null() {
         return Some(None);
     }
