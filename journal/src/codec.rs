@@ -154,17 +154,27 @@ fn unframe<'v>(
 /// Encodes one batch of consecutive envelopes as a record value.
 pub fn encode_batch(batch: &[Envelope]) -> Result<Vec<u8>, EncodeError> {
     let mut value = Vec::new();
-    encode_batch_into(batch, &mut Vec::new(), &mut value)?;
+    encode_batch_into(batch, &mut EncodeScratch::default(), &mut value)?;
     Ok(value)
 }
 
-/// [`encode_batch`] into `value`, the payload encoded in `plain` first (both emptied first;
-/// their capacity is reused, so a busy writer allocates nothing per record).
+/// What encoding a record works in, kept from one record to the next so a busy writer
+/// allocates nothing per record: the payload before compression, and LZ4's hash table (8 KiB,
+/// cleared per record where `compress_into` allocated a zeroed one per record).
+#[derive(Default)]
+pub struct EncodeScratch {
+    plain: Vec<u8>,
+    table: lz4_flex::block::CompressTable,
+}
+
+/// [`encode_batch`] into `value` (emptied first; its capacity reused), the payload encoded in
+/// `scratch` first.
 pub fn encode_batch_into(
     batch: &[Envelope],
-    plain: &mut Vec<u8>,
+    scratch: &mut EncodeScratch,
     value: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
+    let plain = &mut scratch.plain;
     plain.clear();
     plain.reserve(256 * batch.len());
     bincode::serde::encode_into_writer(Stamped(batch), AppendTo(plain), config())
@@ -177,7 +187,8 @@ pub fn encode_batch_into(
         block_at + lz4_flex::block::get_maximum_output_size(plain.len()),
         0,
     );
-    let block_len = lz4_flex::block::compress_into(plain, &mut value[block_at..])
+    let block_len =
+        lz4_flex::block::compress_into_with_table(plain, &mut value[block_at..], &mut scratch.table)
         .map_err(|error| EncodeError(error.to_string()))?;
     value.truncate(block_at + block_len);
     value[0] = RECORD_FORMAT;

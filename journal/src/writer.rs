@@ -148,7 +148,7 @@ impl JournalHandle {
             unflushed: Vec::new(),
             unflushed_records: Vec::new(),
             record: Vec::new(),
-            payload: Vec::new(),
+            scratch: codec::EncodeScratch::default(),
             next_reopen_at: Instant::now(),
             reopen_backoff: REOPEN_BACKOFF_MIN,
             waiters: Vec::new(),
@@ -306,9 +306,9 @@ struct Writer {
     /// the next, so a busy writer does not allocate (and fault in) a new buffer per record.
     unflushed: Vec<u8>,
     unflushed_records: Vec<(u64, usize)>,
-    /// Where each record is encoded, and its payload before compression.
+    /// Where each record is encoded, and what encoding it works in.
     record: Vec<u8>,
-    payload: Vec<u8>,
+    scratch: codec::EncodeScratch,
     /// While failing: when to reopen the store next, and the wait after that one.
     next_reopen_at: Instant,
     reopen_backoff: Duration,
@@ -399,7 +399,7 @@ impl Writer {
             let take = (end - written).min(RECORD_MAX_EVENTS);
             let batch = &self.ready[written..written + take];
             let (first, last) = (batch[0].seq, batch[take - 1].seq);
-            let stored = codec::encode_batch_into(batch, &mut self.payload, &mut self.record)
+            let stored = codec::encode_batch_into(batch, &mut self.scratch, &mut self.record)
                 .map_err(JournalError::from)
                 .and_then(|()| self.journal.write_record(first, &self.record));
             if let Err(error) = stored {
