@@ -187,9 +187,12 @@ pub fn encode_batch_into(
         block_at + lz4_flex::block::get_maximum_output_size(plain.len()),
         0,
     );
-    let block_len =
-        lz4_flex::block::compress_into_with_table(plain, &mut value[block_at..], &mut scratch.table)
-        .map_err(|error| EncodeError(error.to_string()))?;
+    let block_len = lz4_flex::block::compress_into_with_table(
+        plain,
+        &mut value[block_at..],
+        &mut scratch.table,
+    )
+    .map_err(|error| EncodeError(error.to_string()))?;
     value.truncate(block_at + block_len);
     value[0] = RECORD_FORMAT;
     value[HEADER_LEN..block_at].copy_from_slice(&plain_len.to_le_bytes());

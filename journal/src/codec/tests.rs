@@ -34,7 +34,10 @@ fn records_encoded_one_after_another_in_one_scratch_are_each_as_encoded_alone() 
         let batch = sample_envelopes(at as u64 * 100 + 1, 1_700_000_000_000, len);
         encode_batch_into(&batch, &mut scratch, &mut value).unwrap();
         assert_eq!(value, encode_batch(&batch).unwrap(), "record {at}");
-        assert_eq!(decode_batch(&value, Some(at as u64 * 100 + 1)).unwrap(), batch);
+        assert_eq!(
+            decode_batch(&value, Some(at as u64 * 100 + 1)).unwrap(),
+            batch
+        );
     }
 }
 

@@ -102,7 +102,7 @@ fn write_read_text(writer: &mut Writer, text: &Cow<'_, str>, out: &mut BytesMut)
         Writer::Chat(w) => w.text(text, out),
         Writer::Messages(w) => w.text_known(text, known_plain, out),
         Writer::Responses(w) => w.text_known(text, known_plain, out),
-        Writer::Gemini(w) => w.text(text, out),
+        Writer::Gemini(w) => w.text_known(text, known_plain, out),
     }
 }
 

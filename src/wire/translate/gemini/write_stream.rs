@@ -19,7 +19,9 @@ use super::write::{
 };
 use crate::wire::translate::held_text::HeldText;
 use crate::wire::translate::hub::form::{Citation, Event, Finish, Part, ToolCall, Usage};
-use crate::wire::translate::sse_write::{json_bytes, write_json, write_json_str, write_json_u64};
+use crate::wire::translate::sse_write::{
+    json_bytes, write_json, write_json_str, write_json_u64, write_known_json_str,
+};
 use crate::wire::translate::thinking_carry::carried;
 
 /// Most searches and supports one answer's `groundingMetadata` lists.
@@ -134,6 +136,12 @@ impl GeminiWriter {
     /// A piece of text, as [`Self::event`] writes `Event::Text`: the translator hands a text
     /// event's piece here borrowed, without an event around it.
     pub fn text(&mut self, text: &str, out: &mut BytesMut) {
+        self.text_known(text, false, out);
+    }
+
+    /// [`Self::text`] of a piece known to hold nothing JSON escapes when `is_plain` (read
+    /// borrowed from a JSON string without escapes): written between quotes without the scan.
+    pub fn text_known(&mut self, text: &str, is_plain: bool, out: &mut BytesMut) {
         self.wrote_no_signature = false;
         if self.done {
             return;
@@ -143,7 +151,7 @@ impl GeminiWriter {
             held.push(text);
         }
         if !text.is_empty() && self.pending.is_none() {
-            self.text_part(text, out);
+            self.text_part(text, is_plain, out);
             self.wrote_no_signature = self.tail_without_signature;
         } else {
             self.part(&Part::Text(text.to_string()), out)
@@ -168,7 +176,7 @@ impl GeminiWriter {
     /// The chunk [`Self::part`] writes for a text part with no signature to carry, byte for
     /// byte, written around the text instead of serialized from a `Value`: most of a translated
     /// stream's events are text.
-    fn text_part(&mut self, text: &str, out: &mut BytesMut) {
+    fn text_part(&mut self, text: &str, is_plain: bool, out: &mut BytesMut) {
         if self.text_tail.is_empty() {
             let mut tail = BytesMut::new();
             tail.extend_from_slice(b"}],\"role\":\"model\"},\"index\":0}],\"modelVersion\":");
@@ -183,7 +191,7 @@ impl GeminiWriter {
         let mut chunk = std::mem::take(&mut self.text_chunk);
         chunk.clear();
         chunk.extend_from_slice(b"{\"candidates\":[{\"content\":{\"parts\":[{\"text\":");
-        write_json_str(&mut chunk, text);
+        write_known_json_str(&mut chunk, text, is_plain);
         chunk.extend_from_slice(&self.text_tail);
         self.framer.chunk(&chunk, out);
         self.text_chunk = chunk;
@@ -370,8 +378,10 @@ mod tests {
             let (mut fast_out, mut slow_out) = (BytesMut::new(), BytesMut::new());
             fast.event(&start, &mut fast_out);
             slow.event(&start, &mut slow_out);
-            for text in ["hé \"q\"\n", "\u{1}</b>", "🦀"] {
-                fast.text_part(text, &mut fast_out);
+            for text in ["hé \"q\"\n", "\u{1}</b>", "🦀", "plain words"] {
+                // Written without the scan only when it is plain, as a borrowed piece is.
+                let plain = crate::wire::json_scan::plain(text.as_bytes());
+                fast.text_part(text, plain, &mut fast_out);
                 slow.part(&Part::Text(text.into()), &mut slow_out);
             }
             assert_eq!(fast_out, slow_out);
