@@ -22,11 +22,7 @@ pids+=($node)
 key=$(bench_key)
 body=$bench/bodies/chat-small.json
 [ "${STREAM:-0}" = 1 ] && body=$bench/bodies/chat-small-stream.json
-for _ in $(seq 1 300); do
-  curl -sf -o /dev/null -H "Authorization: Bearer $key" -H 'content-type: application/json' \
-    --data @"$body" http://127.0.0.1:18183/v1/chat/completions && break
-  sleep 0.2
-done
+BODY_FILE=$body wait_up 18183
 rm -f "/tmp/memcpy-sites.$node.txt"
 kill -USR2 "$node"
 BODY_FILE=$body API_KEY=$key wrk -t1 -c"${CONNS:-8}" -d"${SECONDS_OF_LOAD:-5}s" \
