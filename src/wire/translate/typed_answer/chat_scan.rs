@@ -69,22 +69,18 @@ pub(super) fn answer(body: &[u8]) -> Option<ChatAnswer<'_>> {
 
 /// A string as an owned `String`, `null` as `None` (serde's `Option<String>`).
 pub(super) fn owned_or_null(scan: &mut Scan<'_>) -> Option<Option<String>> {
-    if scan.null() {
-        return Some(None);
-    }
-    Some(Some(scan.string()?.into_owned()))
+    Some(text_or_null(scan)?.map(|text| text.0.into_owned()))
 }
 
 /// [`owned_or_null`] of a text the answer's writer copies (content, refusal, reasoning):
 /// `plain` stays true only while each such string held nothing JSON escapes (`json_scan`
 /// borrows only those).
 pub(super) fn text_owned_or_null(scan: &mut Scan<'_>, plain: &mut bool) -> Option<Option<String>> {
-    if scan.null() {
-        return Some(None);
-    }
-    let text = scan.string()?;
-    *plain &= matches!(text, Cow::Borrowed(_));
-    Some(Some(text.into_owned()))
+    let text = text_or_null(scan)?;
+    *plain &= text
+        .as_ref()
+        .is_none_or(|text| matches!(text.0, Cow::Borrowed(_)));
+    Some(text.map(|text| text.0.into_owned()))
 }
 
 /// A string borrowed when it has no escapes, `null` as `None` (the shape's `Option<Text>`).
