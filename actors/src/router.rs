@@ -3,6 +3,7 @@
 //!
 //! Everything here is a thin `call`/`cast` onto the actors; no policy lives in this file.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use quotaroute_journal::{
@@ -169,6 +170,9 @@ struct RouterInner {
     /// The APIs providers' hosts were found not to serve (behaviour §14), as every try reads
     /// them; journaled through the recorder.
     unserved_apis: RwLock<UnservedApis>,
+    /// Whether `unserved_apis` ever held an entry: until it has, every try's question is
+    /// answered without its lock.
+    any_unserved_apis: AtomicBool,
 }
 
 /// A running router. Cheap to clone.
@@ -217,6 +221,7 @@ impl Router {
         let mut responses = state.responses.clone();
         responses.set_clients(topology.clients);
         let responses = Mutex::new(responses);
+        let any_unserved_apis = AtomicBool::new(!state.unserved_apis.is_empty());
         let unserved_apis = RwLock::new(state.unserved_apis.clone());
         let handle = JournalHandle::spawn(journal, options.writer).map_err(RouterError::Journal)?;
         let clock = options.clock;
@@ -275,6 +280,7 @@ impl Router {
                 request_events: options.request_events,
                 responses,
                 unserved_apis,
+                any_unserved_apis,
             }),
         })
     }
@@ -314,10 +320,7 @@ impl Router {
                 .then(|| tables.implicit_used.get(model))
                 .flatten()
             {
-                used.store(
-                    self.inner.registry.tick(),
-                    std::sync::atomic::Ordering::Relaxed,
-                );
+                used.store(self.inner.registry.tick(), Ordering::Relaxed);
             }
             return Ok(combo.clone());
         }
@@ -615,6 +618,7 @@ impl Router {
             return false;
         }
         learned.apply(now_ms, &unserved);
+        self.inner.any_unserved_apis.store(true, Ordering::Release);
         drop(learned);
         self.inner
             .recorder
@@ -624,6 +628,9 @@ impl Router {
 
     /// Whether `provider`'s hosts are known not to serve the generation API `api` now.
     pub fn api_unserved(&self, provider: &str, api: &str) -> bool {
+        if !self.inner.any_unserved_apis.load(Ordering::Acquire) {
+            return false;
+        }
         let Ok(learned) = self.inner.unserved_apis.read() else {
             return false;
         };

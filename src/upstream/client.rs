@@ -78,8 +78,21 @@ impl UpstreamClient {
     /// Sends `request` (its URL absolute); waits for the response head at most `timeout`.
     pub async fn send(
         &self,
-        mut request: http::Request<Full<Bytes>>,
+        request: http::Request<Full<Bytes>>,
         timeout: Duration,
+    ) -> Result<http::Response<UpstreamIncoming>, SendFailure> {
+        let deadline = tokio::time::Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(far_future);
+        self.send_by(request, deadline).await
+    }
+
+    /// Sends `request` (its URL absolute); waits for the response head until `deadline` (for a
+    /// caller that has read the clock already).
+    pub async fn send_by(
+        &self,
+        mut request: http::Request<Full<Bytes>>,
+        deadline: tokio::time::Instant,
     ) -> Result<http::Response<UpstreamIncoming>, SendFailure> {
         // The scheme and authority pick the connection; the request keeps only its path, as
         // an HTTP/1.1 request line wants it.
@@ -90,7 +103,7 @@ impl UpstreamClient {
         };
         *request.uri_mut() = origin_form(parts.path_and_query);
         let sent = self.request(&scheme, &authority, request);
-        match tokio::time::timeout(timeout, sent).await {
+        match tokio::time::timeout_at(deadline, sent).await {
             Ok(Ok(response)) => Ok(response),
             Err(_) => Err(SendFailure {
                 failure: TransportFailure::Timeout,
@@ -248,6 +261,11 @@ fn whole(mut body: Full<Bytes>) -> Bytes {
         Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
         _ => Bytes::new(),
     }
+}
+
+/// A deadline no timeout reaches (about 30 years on), for a timeout too long to add to now.
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
 /// The request line's target: the path and query alone (`/` when there is none).

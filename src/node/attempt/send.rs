@@ -16,7 +16,6 @@ use tokio::time::Instant;
 use crate::config::Secret;
 use crate::node::endpoint::Endpoint;
 use crate::node::metrics;
-use crate::node::stream_relay;
 use crate::telemetry::AttemptSpan;
 use crate::wire::content_coding::content_codings;
 
@@ -75,14 +74,14 @@ pub(super) async fn send(
     let first_token_deadline = ctx
         .deadline
         .min(Instant::now() + ctx.live.first_token_timeout);
-    let timeout = stream_relay::remaining(if ctx.streaming() {
+    let head_by = if ctx.streaming() {
         first_token_deadline
     } else {
         ctx.deadline
-    });
+    };
     // The router's clock: the same `now` its policy reads (reset hints, usage windows).
     let now_ms = ctx.app.router().map_or(0, |router| router.clock().now_ms());
-    let response = match outgoing.provider.client.send(request, timeout).await {
+    let response = match outgoing.provider.client.send_by(request, head_by).await {
         Ok(response) => response,
         Err(failed_send) => {
             tracing::debug!(
@@ -167,13 +166,14 @@ impl Sent<'_, '_> {
         }
         attempted.result.items_left_out = outgoing.items_left_out;
         self.trace.class(attempted.result.class); // telemetry
-        *upstream_time += self.at.elapsed();
+        let took = self.at.elapsed();
+        *upstream_time += took;
         attempt_done(
             self.ctx,
             self.target,
             self.attempt,
             attempted.result.class,
-            self.at.elapsed(),
+            took,
         );
         attempted
     }

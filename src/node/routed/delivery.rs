@@ -96,6 +96,10 @@ pub(super) fn stream_response(
     response
 }
 
+// The upstream answer's map was made with room for what is added here (a content type, cache
+// control and the route's headers), so adding them never rehashes it.
+const _: () = assert!(RouteHeaders::MOST_ADDED + 2 <= crate::upstream::h1_head::ANSWER_HEADROOM);
+
 /// A whole successful answer, as the upstream sent it (bodies re-framed, headers filtered).
 pub(super) fn deliver(
     ctx: &TryContext<'_>,
