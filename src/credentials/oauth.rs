@@ -119,7 +119,7 @@ impl OAuthGrant {
         let deadline = tokio::time::Instant::now() + TOKEN_REQUEST_TIMEOUT;
         let response = self
             .client
-            .send(request, TOKEN_REQUEST_TIMEOUT)
+            .send_within(request, TOKEN_REQUEST_TIMEOUT)
             .await
             .map_err(|failed| CredentialError::TokenTransport {
                 url: url.clone(),

@@ -191,7 +191,7 @@ async fn send(client: &UpstreamClient, node: SocketAddr, call: ClientCall) -> bo
     let Ok(request) = request else {
         return false;
     };
-    match client.send(request, CLIENT_TIMEOUT).await {
+    match client.send_within(request, CLIENT_TIMEOUT).await {
         Ok(response) => {
             let ok = response.status().is_success();
             let body = tokio::time::timeout(CLIENT_TIMEOUT, response.into_body().collect()).await;

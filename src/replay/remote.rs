@@ -129,7 +129,7 @@ impl Endpoint {
                         .map_err(|error| error.to_string())?;
                     runtime.block_on(async {
                         let response = UpstreamClient::new()
-                            .send(request, IO_TIMEOUT)
+                            .send_within(request, IO_TIMEOUT)
                             .await
                             .map_err(|failed| failed.message)?;
                         let status = response.status().as_u16();

@@ -76,7 +76,7 @@ impl UpstreamClient {
     }
 
     /// Sends `request` (its URL absolute); waits for the response head at most `timeout`.
-    pub async fn send(
+    pub async fn send_within(
         &self,
         request: http::Request<Full<Bytes>>,
         timeout: Duration,
@@ -84,12 +84,12 @@ impl UpstreamClient {
         let deadline = tokio::time::Instant::now()
             .checked_add(timeout)
             .unwrap_or_else(far_future);
-        self.send_by(request, deadline).await
+        self.send(request, deadline).await
     }
 
     /// Sends `request` (its URL absolute); waits for the response head until `deadline` (for a
     /// caller that has read the clock already).
-    pub async fn send_by(
+    pub async fn send(
         &self,
         mut request: http::Request<Full<Bytes>>,
         deadline: tokio::time::Instant,

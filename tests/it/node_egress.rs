@@ -408,7 +408,7 @@ async fn request(
         None => Bytes::new(),
     };
     let response = client
-        .send(
+        .send_within(
             builder.body(Full::new(body)).unwrap(),
             Duration::from_secs(10),
         )
@@ -427,7 +427,7 @@ async fn wait_ready(client: &UpstreamClient, base: &str) {
             let request = http::Request::get(url.as_str())
                 .body(Full::new(Bytes::new()))
                 .unwrap();
-            client.send(request, Duration::from_secs(1)).await
+            client.send_within(request, Duration::from_secs(1)).await
         })
         .await;
         if let Ok(Ok(response)) = ok {
@@ -531,7 +531,7 @@ async fn the_node_serves_https_over_h2_and_http1() {
         .body(Full::new(Bytes::from_static(b"{}")))
         .unwrap();
     let response = trusting
-        .send(unauthorized, Duration::from_secs(5))
+        .send_within(unauthorized, Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(response.version(), http::Version::HTTP_2);
@@ -542,7 +542,7 @@ async fn the_node_serves_https_over_h2_and_http1() {
         .body(Full::new(Bytes::new()))
         .unwrap();
     let error = distrusting
-        .send(request, Duration::from_secs(5))
+        .send_within(request, Duration::from_secs(5))
         .await
         .unwrap_err();
     assert!(

@@ -146,7 +146,7 @@ fn get(url: &str) -> http::Request<Full<Bytes>> {
 /// Sends a GET and reads the whole answer.
 async fn fetch(client: &UpstreamClient, url: &str) -> (u16, String) {
     let response = client
-        .send(get(url), Duration::from_secs(10))
+        .send_within(get(url), Duration::from_secs(10))
         .await
         .unwrap_or_else(|failure| panic!("{url}: {}", failure.message));
     let status = response.status().as_u16();
@@ -211,7 +211,7 @@ async fn a_response_still_being_read_keeps_its_connection_busy() {
     let client = UpstreamClient::new();
     let url = format!("{base}/v1/models");
     let unread = client
-        .send(get(&format!("{base}/big")), Duration::from_secs(10))
+        .send_within(get(&format!("{base}/big")), Duration::from_secs(10))
         .await
         .unwrap();
     // Its body is not read yet: the next request cannot go on that connection.
@@ -233,7 +233,7 @@ async fn a_body_left_half_read_closes_its_connection_and_the_pool_opens_another(
     let client = UpstreamClient::new();
     let url = format!("{base}/v1/models");
     let mut half_read = client
-        .send(get(&format!("{base}/big")), Duration::from_secs(10))
+        .send_within(get(&format!("{base}/big")), Duration::from_secs(10))
         .await
         .unwrap()
         .into_body();
@@ -256,7 +256,7 @@ async fn a_body_read_on_another_task_than_its_head_drives_its_own_connection() {
     let (base, seen) = start_keep_alive(None).await;
     let client = UpstreamClient::new();
     let response = client
-        .send(get(&format!("{base}/big")), Duration::from_secs(10))
+        .send_within(get(&format!("{base}/big")), Duration::from_secs(10))
         .await
         .unwrap();
     // The connection has no task of its own: the body reads it wherever it is polled.
@@ -284,7 +284,7 @@ async fn a_refused_connection_and_a_url_without_host_are_named() {
         listener.local_addr().unwrap().port()
     };
     let failure = client
-        .send(
+        .send_within(
             get(&format!("http://127.0.0.1:{port}/v1/models")),
             Duration::from_secs(5),
         )
@@ -299,7 +299,7 @@ async fn a_refused_connection_and_a_url_without_host_are_named() {
         failure.message
     );
     let failure = client
-        .send(get("/v1/models"), Duration::from_secs(5))
+        .send_within(get("/v1/models"), Duration::from_secs(5))
         .await
         .unwrap_err();
     assert_eq!(failure.failure, TransportFailure::Other);
@@ -371,7 +371,7 @@ async fn an_answer_cut_short_not_http_or_missing_is_named() {
     // The head arrives, the body stops short of its length: reading the body fails.
     let (base, _) = start_scripted(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", true).await;
     let response = client
-        .send(get(&format!("{base}/v1/models")), Duration::from_secs(5))
+        .send_within(get(&format!("{base}/v1/models")), Duration::from_secs(5))
         .await
         .unwrap();
     let error = response.into_body().collect().await.unwrap_err();
@@ -383,7 +383,7 @@ async fn an_answer_cut_short_not_http_or_missing_is_named() {
     // What comes back is not HTTP.
     let (base, _) = start_scripted(b"SSH-2.0-OpenSSH_9.6\r\n\r\n", true).await;
     let failure = client
-        .send(get(&format!("{base}/v1/models")), Duration::from_secs(5))
+        .send_within(get(&format!("{base}/v1/models")), Duration::from_secs(5))
         .await
         .unwrap_err();
     assert_eq!(failure.failure, TransportFailure::Other);
@@ -396,7 +396,7 @@ async fn an_answer_cut_short_not_http_or_missing_is_named() {
     // The upstream closes without an answer: a reset, as hyper named it.
     let (base, _) = start_scripted(b"", true).await;
     let failure = client
-        .send(get(&format!("{base}/v1/models")), Duration::from_secs(5))
+        .send_within(get(&format!("{base}/v1/models")), Duration::from_secs(5))
         .await
         .unwrap_err();
     assert_eq!(failure.failure, TransportFailure::Reset);
@@ -431,7 +431,7 @@ async fn an_answer_before_the_request_body_is_read_is_returned_and_not_reused() 
             .body(Full::new(large.clone()))
             .unwrap();
         let response = client
-            .send(request, Duration::from_secs(10))
+            .send_within(request, Duration::from_secs(10))
             .await
             .unwrap_or_else(|failure| panic!("{}", failure.message));
         assert_eq!(response.status(), 413);

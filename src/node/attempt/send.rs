@@ -81,7 +81,7 @@ pub(super) async fn send(
     };
     // The router's clock: the same `now` its policy reads (reset hints, usage windows).
     let now_ms = ctx.app.router().map_or(0, |router| router.clock().now_ms());
-    let response = match outgoing.provider.client.send_by(request, head_by).await {
+    let response = match outgoing.provider.client.send(request, head_by).await {
         Ok(response) => response,
         Err(failed_send) => {
             tracing::debug!(
