@@ -116,10 +116,11 @@ impl OAuthGrant {
                 url: url.clone(),
                 reason: error.to_string(),
             })?;
+        // One deadline for the head and the body.
         let deadline = tokio::time::Instant::now() + TOKEN_REQUEST_TIMEOUT;
         let response = self
             .client
-            .send_within(request, TOKEN_REQUEST_TIMEOUT)
+            .send(request, deadline)
             .await
             .map_err(|failed| CredentialError::TokenTransport {
                 url: url.clone(),
