@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::content_bytes::content_text_bytes;
 use super::json_member::MemberFinder;
-use super::openai_chunk::OpenAiChunk;
+use super::openai_chunk::{self, Chunk};
 use super::sse::SseEvent;
 pub use super::stream_format::StreamFormat;
 use super::usage::{
@@ -214,14 +214,12 @@ fn error_from_value(value: &Value, fallback: &str) -> EventMeaning {
 }
 
 fn openai_chunk(data: &str) -> (EventMeaning, Option<TokenCounts>) {
-    let Ok(chunk) = serde_json::from_str::<OpenAiChunk<'_>>(data) else {
-        return (EventMeaning::Garbage, None);
+    let (choices, usage) = match openai_chunk::read(data) {
+        Chunk::Read { choices, usage } => (choices, usage),
+        Chunk::Error => return (error_meaning(data), None),
+        Chunk::Garbage => return (EventMeaning::Garbage, None),
     };
-    if chunk.error.is_some() {
-        return (error_meaning(data), None);
-    }
-    let choices = chunk.choices.unwrap_or_default();
-    let usage = usage_counts(chunk.usage);
+    let usage = usage_counts(usage);
     let meaning = match usage {
         _ if choices.has_content => EventMeaning::Content,
         Some(usage) if choices.count == 0 => EventMeaning::UsageOnly {

@@ -7,6 +7,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::json_scan::{Scan, Seen, DEPTH};
 use super::usage_count::{Count, CountField, CountFlaws};
 
 /// Tokens one upstream answer used.
@@ -29,7 +30,7 @@ pub struct TokenCounts {
 /// `completion_tokens`), Responses and Anthropic (`input_tokens`, `output_tokens`). Each count
 /// is read from any JSON value (`usage_count`): a bad one is flagged, never a reason to read no
 /// usage at all.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, PartialEq, Eq)]
 pub(super) struct UsageFields {
     #[serde(default)]
     prompt_tokens: Option<Count>,
@@ -51,9 +52,43 @@ pub(super) struct UsageFields {
 
 /// OpenAI's `*_tokens_details` (only the cache count is read); anything but an object there is
 /// read as no details.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct CachedDetails {
     cached_tokens: Option<Count>,
+}
+
+impl CachedDetails {
+    /// Details read by `scan` as the derived read reads them (`Some(None)`: `null`); `None`
+    /// (declined) for anything but an object or `null`, a repeated `cached_tokens` (serde
+    /// then reads no details) or a count [`scanned_count`] declines.
+    fn scanned(scan: &mut Scan<'_>) -> Option<Option<CachedDetails>> {
+        if scan.null() {
+            return Some(None);
+        }
+        if scan.next_byte()? != b'{' {
+            return None;
+        }
+        let mut details = CachedDetails::default();
+        let mut seen = Seen::default();
+        scan.object(|scan, key| match &*key {
+            "cached_tokens" => {
+                seen.first(0)?;
+                details.cached_tokens = scanned_count(scan)?;
+                Some(())
+            }
+            _ => scan.skip(DEPTH),
+        })?;
+        Some(Some(details))
+    }
+}
+
+/// A count read by `scan`: `null`, or a whole number of at most 18 digits (read as serde reads
+/// it, with no flaw); `None` (declined) for anything else, which serde reads with its flaws.
+fn scanned_count(scan: &mut Scan<'_>) -> Option<Option<Count>> {
+    if scan.null() {
+        return Some(None);
+    }
+    scan.count(0).map(|value| Some(Count { value, flaw: None }))
 }
 
 impl<'de> Deserialize<'de> for CachedDetails {
@@ -79,6 +114,41 @@ impl<'de> Deserialize<'de> for CachedDetails {
 }
 
 impl UsageFields {
+    /// A `usage` value read by `scan` as the derived read reads it (`Some(None)`: `null`).
+    /// `None` (declined, for serde to judge) for a repeated member, a count that is neither
+    /// `null` nor a whole number of at most 18 digits (serde flags those), and details that
+    /// are neither an object nor `null`.
+    pub(super) fn scanned(scan: &mut Scan<'_>) -> Option<Option<UsageFields>> {
+        if scan.null() {
+            return Some(None);
+        }
+        let mut usage = UsageFields::default();
+        let mut seen = Seen::default();
+        scan.object(|scan, key| {
+            let (bit, count, details) = match &*key {
+                "prompt_tokens" => (0, Some(&mut usage.prompt_tokens), None),
+                "completion_tokens" => (1, Some(&mut usage.completion_tokens), None),
+                "input_tokens" => (2, Some(&mut usage.input_tokens), None),
+                "output_tokens" => (3, Some(&mut usage.output_tokens), None),
+                "cache_creation_input_tokens" => {
+                    (4, Some(&mut usage.cache_creation_input_tokens), None)
+                }
+                "cache_read_input_tokens" => (5, Some(&mut usage.cache_read_input_tokens), None),
+                "prompt_tokens_details" => (6, None, Some(&mut usage.prompt_tokens_details)),
+                "input_tokens_details" => (7, None, Some(&mut usage.input_tokens_details)),
+                _ => return scan.skip(DEPTH),
+            };
+            seen.first(bit)?;
+            match (count, details) {
+                (Some(count), _) => *count = scanned_count(scan)?,
+                (None, Some(details)) => *details = CachedDetails::scanned(scan)?,
+                (None, None) => return None,
+            }
+            Some(())
+        })?;
+        Some(Some(usage))
+    }
+
     /// OpenAI names first, then Responses / Anthropic names. Anthropic's `input_tokens`
     /// excludes cache reads and writes, so they are added (OpenAI's `prompt_tokens` already
     /// includes its cached tokens, and OpenAI never sends the `cache_*` fields).
