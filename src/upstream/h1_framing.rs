@@ -147,11 +147,10 @@ fn decode_chunked(chunk: &mut Chunk, buffer: &mut BytesMut) -> Result<Decoded, F
                 let take =
                     usize::try_from(*left).map_or(buffer.len(), |left| left.min(buffer.len()));
                 *left -= take as u64;
-                if *left > 0 {
-                    return Ok(Decoded::Data(buffer.split_to(take).freeze()));
+                if *left == 0 {
+                    *chunk = Chunk::DataEnd;
                 }
-                *chunk = Chunk::DataEnd;
-                return Ok(Decoded::Data(gather_whole_chunks(buffer, take)));
+                return Ok(Decoded::Data(buffer.split_to(take).freeze()));
             }
             Chunk::DataEnd => match buffer.first() {
                 None => return Ok(Decoded::NeedMore),
@@ -183,46 +182,6 @@ fn decode_chunked(chunk: &mut Chunk, buffer: &mut BytesMut) -> Result<Decoded, F
             }
         }
     }
-}
-
-/// The `data` bytes at the start of `buffer` (a chunk's last), with the data of every whole
-/// chunk after it that has already arrived moved up against them over the framing between
-/// (its line end, its size line): one piece of the body instead of one per chunk, for the
-/// events an upstream's burst put in one read. Stops before a last chunk (size 0), a chunk not
-/// all here, and anything not read as framing, which [`decode_chunked`] then reads as before
-/// (an error included). The chunk after the piece stands before its line end
-/// ([`Chunk::DataEnd`]), as after any chunk's last data.
-fn gather_whole_chunks(buffer: &mut BytesMut, data: usize) -> Bytes {
-    // The piece is `buffer[..gathered]`; the bytes from `read` on are not read yet.
-    let mut gathered = data;
-    let mut read = data;
-    while let Some((framing, size)) = whole_chunk_at(&buffer[read..]) {
-        let start = read + framing;
-        buffer.copy_within(start..start + size, gathered);
-        gathered += size;
-        read = start + size;
-    }
-    let piece = buffer.split_to(gathered).freeze();
-    buffer.advance(read - gathered);
-    piece
-}
-
-/// A whole chunk of data at the start of `rest`, which follows a chunk's data: the length of
-/// its framing (the line end before it and its size line) and of its data. `None` for a last
-/// chunk, one not all in `rest`, or anything else.
-fn whole_chunk_at(rest: &[u8]) -> Option<(usize, usize)> {
-    let line_end = match rest {
-        [b'\r', b'\n', ..] => 2,
-        [b'\n', ..] => 1,
-        _ => return None,
-    };
-    let (text, line) = next_line(&rest[line_end..], MAX_CHUNK_LINE, FramingError::ChunkSize)
-        .ok()
-        .flatten()?;
-    let size = chunk_size(&rest[line_end..line_end + text]).ok()?;
-    let size = usize::try_from(size).ok().filter(|size| *size > 0)?;
-    let framing = line_end + line;
-    (rest.len() - framing >= size).then_some((framing, size))
 }
 
 /// The next line of `buffer`: the length of its text (without its line end: CRLF, or a bare LF
@@ -310,38 +269,6 @@ mod tests {
             // What follows the body stays in the buffer (once it was read with the end).
             assert!(b"NEXT".starts_with(&left), "step {step}: {left:?}");
         }
-    }
-
-    #[test]
-    fn the_whole_chunks_already_read_come_as_one_piece() {
-        let mut framing = Framing::Chunked(Chunk::Size);
-        let mut buffer = BytesMut::from(&b"5\r\nhello\r\n7;x=y\r\n, world\r\n1\n!\n4\r\nmo"[..]);
-        assert_eq!(
-            framing.decode(&mut buffer),
-            Ok(Decoded::Data(Bytes::from_static(b"hello, world!")))
-        );
-        // The chunk not all here stays for the next read, read the usual way.
-        assert_eq!(framing, Framing::Chunked(Chunk::DataEnd));
-        assert_eq!(&buffer[..], b"\n4\r\nmo");
-        assert_eq!(
-            framing.decode(&mut buffer),
-            Ok(Decoded::Data(Bytes::from_static(b"mo")))
-        );
-        buffer.extend_from_slice(b"re\r\n0\r\n\r\n");
-        assert_eq!(
-            framing.decode(&mut buffer),
-            Ok(Decoded::Data(Bytes::from_static(b"re")))
-        );
-        framing.end_if_buffered(&mut buffer);
-        assert!(framing.is_done() && buffer.is_empty());
-        // Broken framing after whole chunks: their data first, then the error.
-        let mut framing = Framing::Chunked(Chunk::Size);
-        let mut buffer = BytesMut::from(&b"2\r\nab\r\n2\r\ncdXX"[..]);
-        assert_eq!(
-            framing.decode(&mut buffer),
-            Ok(Decoded::Data(Bytes::from_static(b"abcd")))
-        );
-        assert_eq!(framing.decode(&mut buffer), Err(FramingError::ChunkEnd));
     }
 
     #[test]
