@@ -106,6 +106,15 @@ impl<'a> Scan<'a> {
         Some(count)
     }
 
+    /// `null` (`Some(None)`), or a whole number of at most 18 digits as [`Scan::count`] reads
+    /// it into slot 0: serde's `Option<u64>`, and a usage count serde reads with no flaw.
+    pub fn count_or_null(&mut self) -> Option<Option<u64>> {
+        if self.null() {
+            return Some(None);
+        }
+        Some(Some(self.count(0)?))
+    }
+
     fn peek(&self) -> Option<u8> {
         self.text.as_bytes().get(self.at).copied()
     }

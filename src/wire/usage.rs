@@ -82,13 +82,11 @@ impl CachedDetails {
     }
 }
 
-/// A count read by `scan`: `null`, or a whole number of at most 18 digits (read as serde reads
-/// it, with no flaw); `None` (declined) for anything else, which serde reads with its flaws.
+/// A count read by `scan` ([`Scan::count_or_null`]), with no flaw; `None` (declined) for
+/// anything else, which serde reads with its flaws.
 fn scanned_count(scan: &mut Scan<'_>) -> Option<Option<Count>> {
-    if scan.null() {
-        return Some(None);
-    }
-    scan.count(0).map(|value| Some(Count { value, flaw: None }))
+    let count = scan.count_or_null()?;
+    Some(count.map(|value| Count { value, flaw: None }))
 }
 
 impl<'de> Deserialize<'de> for CachedDetails {

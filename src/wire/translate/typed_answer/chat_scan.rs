@@ -103,14 +103,6 @@ pub(super) fn raw_or_null<'a>(scan: &mut Scan<'a>) -> Option<Option<&'a RawValue
     Some(Some(raw))
 }
 
-/// A count: a whole number of at most 18 digits, `null` as `None` (serde's `Option<u64>`).
-fn count_or_null(scan: &mut Scan<'_>) -> Option<Option<u64>> {
-    if scan.null() {
-        return Some(None);
-    }
-    Some(Some(scan.count(0)?))
-}
-
 /// One element of `choices`: an object, as the shape's `ChatChoice`.
 fn choice<'a>(scan: &mut Scan<'a>) -> Option<ChatChoice<'a>> {
     let mut choice = ChatChoice {
@@ -278,7 +270,7 @@ pub(super) fn usage(scan: &mut Scan<'_>) -> Option<UsageMembers> {
         };
         seen.first(bit)?;
         match (count, details) {
-            (Some(count), _) => *count = count_or_null(scan)?,
+            (Some(count), _) => *count = scan.count_or_null()?,
             (None, Some(details)) => {
                 if !scan.null() {
                     *details = Some(Obj(counts(scan)?));
@@ -300,12 +292,12 @@ fn counts(scan: &mut Scan<'_>) -> Option<Counts> {
     scan.object(|scan, key| match &*key {
         "cached_tokens" => {
             seen.first(0)?;
-            counts.cached_tokens = count_or_null(scan)?;
+            counts.cached_tokens = scan.count_or_null()?;
             Some(())
         }
         "reasoning_tokens" => {
             seen.first(1)?;
-            counts.reasoning_tokens = count_or_null(scan)?;
+            counts.reasoning_tokens = scan.count_or_null()?;
             Some(())
         }
         _ => scan.skip(DEPTH),
